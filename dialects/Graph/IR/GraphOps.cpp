@@ -1,0 +1,562 @@
+//===- GraphOps.cpp - dgraph dialect, verifiers and type inference ---------===//
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+#include "dialects/Graph/IR/GraphOpsDialect.cpp.inc"
+
+void GraphDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Graph/IR/GraphOps.cpp.inc"
+      >();
+}
+
+Operation *GraphDialect::materializeConstant(OpBuilder &builder,
+                                             Attribute value, Type type,
+                                             Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+Type dtcc::graph::getI1TensorLike(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return RankedTensorType::get(tensor.getShape(),
+                               IntegerType::get(type.getContext(), 1));
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Formats a shape as `2x3x4` for diagnostics.
+std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, "x");
+  if (shape.empty())
+    os << "scalar";
+  return s;
+}
+
+/// Checks that `dims` holds distinct dimensions in [0, rank).
+LogicalResult verifyDimList(std::optional<Location> loc, ArrayRef<int64_t> dims,
+                            int64_t rank, StringRef what) {
+  llvm::SmallSet<int64_t, 8> seen;
+  for (int64_t d : dims) {
+    if (d < 0 || d >= rank)
+      return emitOptionalError(loc, "expected ", what, " in [0, ", rank,
+                               "), got ", d);
+    if (!seen.insert(d).second)
+      return emitOptionalError(loc, "expected distinct ", what, ", got ", d,
+                               " twice");
+  }
+  return success();
+}
+
+LogicalResult verifyDim(std::optional<Location> loc, int64_t dim, int64_t rank,
+                        StringRef what = "dim") {
+  if (dim < 0 || dim >= rank)
+    return emitOptionalError(loc, "expected ", what, " in [0, ", rank,
+                             "), got ", dim);
+  return success();
+}
+
+RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elementType) {
+  return RankedTensorType::get(shape, elementType);
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// VariableOp, LoadOp, StoreOp
+//===----------------------------------------------------------------------===//
+
+ParseResult VariableOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  Type type;
+  if (parser.parseSymbolName(name) || parser.parseColonType(type))
+    return failure();
+  result.getOrAddProperties<Properties>().sym_name = name;
+  result.getOrAddProperties<Properties>().type = TypeAttr::get(type);
+  if (succeeded(parser.parseOptionalEqual())) {
+    Attribute value;
+    if (parser.parseAttribute(value, type))
+      return failure();
+    auto elements = dyn_cast<ElementsAttr>(value);
+    if (!elements)
+      return parser.emitError(parser.getCurrentLocation(),
+                              "expected an elements attribute");
+    result.getOrAddProperties<Properties>().initial_value = elements;
+  }
+  if (parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  // `trainable` is an inherent attribute: move it into the properties.
+  if (result.attributes.get("trainable")) {
+    result.attributes.erase("trainable");
+    result.getOrAddProperties<Properties>().trainable =
+        UnitAttr::get(parser.getContext());
+  }
+  return success();
+}
+
+void VariableOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << " : " << getType();
+  if (auto init = getInitialValueAttr()) {
+    p << " = ";
+    p.printAttributeWithoutType(init);
+  }
+  SmallVector<StringRef> elided = {"sym_name", "type", "initial_value"};
+  NamedAttrList attrs((*this)->getAttrDictionary());
+  p.printOptionalAttrDict(attrs.getAttrs(), elided);
+}
+
+LogicalResult VariableOp::verify() {
+  if (auto init = getInitialValueAttr()) {
+    if (init.getType() != getType())
+      return emitOpError("expected initial value of type ") << getType()
+             << ", got " << init.getType();
+  }
+  return success();
+}
+
+/// Finds the variable `name` in the module around `op`, checking its type.
+static LogicalResult verifyVariableUse(Operation *op, FlatSymbolRefAttr name,
+                                       Type type,
+                                       SymbolTableCollection &symbols) {
+  auto variable =
+      symbols.lookupNearestSymbolFrom<VariableOp>(op, name.getAttr());
+  if (!variable)
+    return op->emitOpError("expected '") << name.getValue()
+           << "' to name a dgraph.variable";
+  if (variable.getType() != type)
+    return op->emitOpError("expected type ")
+           << variable.getType() << " of variable '" << name.getValue()
+           << "', got " << type;
+  return success();
+}
+
+LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyVariableUse(*this, getVariableAttr(), getType(), symbols);
+}
+
+LogicalResult StoreOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyVariableUse(*this, getVariableAttr(), getValue().getType(),
+                           symbols);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("expected approximate \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  auto in = cast<RankedTensorType>(getOperand().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getShape() != out.getShape())
+    return emitOpError("expected result shape ")
+           << formatShape(in.getShape()) << ", got "
+           << formatShape(out.getShape());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult IotaOp::verify() {
+  return verifyDim(getLoc(), getDim(), getType().getRank());
+}
+
+LogicalResult BroadcastInDimOp::verify() {
+  auto in = cast<RankedTensorType>(getOperand().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("expected result element type ")
+           << in.getElementType() << ", got " << out.getElementType();
+  ArrayRef<int64_t> dims = getDims();
+  if ((int64_t)dims.size() != in.getRank())
+    return emitOpError("expected ") << in.getRank()
+           << " broadcast dims (one per operand dimension), got "
+           << dims.size();
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (d < 0 || d >= out.getRank())
+      return emitOpError("expected broadcast dim in [0, ")
+             << out.getRank() << "), got " << d;
+    if (i > 0 && d <= dims[i - 1])
+      return emitOpError("expected strictly increasing broadcast dims, got ")
+             << d << " after " << dims[i - 1];
+    int64_t size = in.getDimSize(i);
+    if (size != 1 && size != out.getDimSize(d))
+      return emitOpError("expected operand dim ")
+             << i << " to be 1 or " << out.getDimSize(d) << ", got " << size;
+  }
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto in = cast<RankedTensorType>(getOperand().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("expected result element type ")
+           << in.getElementType() << ", got " << out.getElementType();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("expected ")
+           << in.getNumElements() << " elements in the result, got "
+           << out.getNumElements() << " (" << formatShape(out.getShape())
+           << ")";
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  auto in = cast<RankedTensorType>(adaptor.getOperand().getType());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  if ((int64_t)perm.size() != in.getRank())
+    return emitOptionalError(loc, "expected perm of size ", in.getRank(),
+                             ", got ", perm.size());
+  if (failed(verifyDimList(loc, perm, in.getRank(), "perm entries")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(in.getDimSize(p));
+  inferred.push_back(tensorOf(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  auto in = cast<RankedTensorType>(adaptor.getOperand().getType());
+  ArrayRef<int64_t> start = adaptor.getStart(), limit = adaptor.getLimit(),
+                    stride = adaptor.getStride();
+  int64_t rank = in.getRank();
+  if ((int64_t)start.size() != rank || (int64_t)limit.size() != rank ||
+      (int64_t)stride.size() != rank)
+    return emitOptionalError(loc, "expected start, limit and stride of size ",
+                             rank);
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (stride[d] < 1)
+      return emitOptionalError(loc, "expected stride >= 1 in dim ", d,
+                               ", got ", stride[d]);
+    if (start[d] < 0 || start[d] > limit[d] || limit[d] > in.getDimSize(d))
+      return emitOptionalError(loc, "expected 0 <= start <= limit <= ",
+                               in.getDimSize(d), " in dim ", d, ", got ",
+                               start[d], ":", limit[d]);
+    shape.push_back(llvm::divideCeil(limit[d] - start[d], stride[d]));
+  }
+  inferred.push_back(tensorOf(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult ReverseOp::verify() {
+  return verifyDimList(getLoc(), getDims(), getType().getRank(), "dims");
+}
+
+LogicalResult ConcatOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  if (operands.empty())
+    return emitOptionalError(loc, "expected at least one operand");
+  auto first = cast<RankedTensorType>(operands[0].getType());
+  int64_t dim = adaptor.getDim();
+  if (failed(verifyDim(loc, dim, first.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [i, v] : llvm::enumerate(operands.drop_front())) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType() != first.getElementType() ||
+        t.getRank() != first.getRank())
+      return emitOptionalError(loc, "expected operand ", i + 1, " of rank ",
+                               first.getRank(), " and element type ",
+                               first.getElementType(), ", got ", t);
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      if (d == dim)
+        continue;
+      if (t.getDimSize(d) != first.getDimSize(d))
+        return emitOptionalError(loc, "expected operand ", i + 1, " dim ", d,
+                                 " to be ", first.getDimSize(d), ", got ",
+                                 t.getDimSize(d));
+    }
+    shape[dim] += t.getDimSize(dim);
+  }
+  inferred.push_back(tensorOf(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  auto in = cast<RankedTensorType>(adaptor.getOperand().getType());
+  auto value = cast<RankedTensorType>(adaptor.getValue().getType());
+  if (value.getRank() != 0 || value.getElementType() != in.getElementType())
+    return emitOptionalError(loc, "expected a rank-0 pad value of type ",
+                             in.getElementType(), ", got ", value);
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh();
+  if ((int64_t)low.size() != in.getRank() ||
+      (int64_t)high.size() != in.getRank())
+    return emitOptionalError(loc, "expected low and high of size ",
+                             in.getRank());
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t size = low[d] + in.getDimSize(d) + high[d];
+    if (size < 0)
+      return emitOptionalError(loc, "expected a non-negative size in dim ", d,
+                               ", got ", size);
+    shape.push_back(size);
+  }
+  inferred.push_back(tensorOf(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  auto data = cast<RankedTensorType>(adaptor.getOperand().getType());
+  auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
+  int64_t axis = adaptor.getAxis();
+  if (failed(verifyDim(loc, axis, data.getRank(), "axis")))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  inferred.push_back(tensorOf(shape, data.getElementType()));
+  return success();
+}
+
+LogicalResult GatherElementsOp::verify() {
+  auto data = cast<RankedTensorType>(getOperand().getType());
+  auto indices = cast<RankedTensorType>(getIndices().getType());
+  if (data.getRank() != indices.getRank())
+    return emitOpError("expected indices of rank ")
+           << data.getRank() << ", got " << indices.getRank();
+  return verifyDim(getLoc(), getAxis(), data.getRank(), "axis");
+}
+
+LogicalResult ScatterAddOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  auto updates = cast<RankedTensorType>(adaptor.getUpdates().getType());
+  auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
+  int64_t axis = adaptor.getAxis();
+  int64_t trailing = updates.getRank() - axis - indices.getRank();
+  if (axis < 0 || trailing < 0)
+    return emitOptionalError(loc, "expected axis in [0, ",
+                             updates.getRank() - indices.getRank() + 1,
+                             "), got ", axis);
+  for (int64_t i = 0; i < indices.getRank(); ++i)
+    if (updates.getDimSize(axis + i) != indices.getDimSize(i))
+      return emitOptionalError(loc, "expected updates dim ", axis + i, " to be ",
+                               indices.getDimSize(i), ", got ",
+                               updates.getDimSize(axis + i));
+  if (adaptor.getDimSize() < 1)
+    return emitOptionalError(loc, "expected dim_size >= 1, got ",
+                             adaptor.getDimSize());
+  SmallVector<int64_t> shape(updates.getShape().take_front(axis));
+  shape.push_back(adaptor.getDimSize());
+  llvm::append_range(shape, updates.getShape().take_back(trailing));
+  inferred.push_back(tensorOf(shape, updates.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// Shape of `type` with `dims` removed, after checking them.
+static LogicalResult inferReduced(std::optional<Location> loc, Type type,
+                                  ArrayRef<int64_t> dims, Type elementType,
+                                  SmallVectorImpl<Type> &inferred) {
+  auto in = cast<RankedTensorType>(type);
+  if (failed(verifyDimList(loc, dims, in.getRank(), "reduction dims")))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (!llvm::is_contained(dims, d))
+      shape.push_back(in.getDimSize(d));
+  inferred.push_back(
+      tensorOf(shape, elementType ? elementType : in.getElementType()));
+  return success();
+}
+
+#define DTCC_REDUCE_INFER(OP)                                                  \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, ValueRange operands,         \
+      DictionaryAttr, OpaqueProperties properties, RegionRange,                \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    Adaptor adaptor(operands, nullptr, properties);                            \
+    return inferReduced(loc, adaptor.getOperand().getType(),                   \
+                        adaptor.getDims(), Type(), inferred);                  \
+  }
+DTCC_REDUCE_INFER(ReduceSumOp)
+DTCC_REDUCE_INFER(ReduceMaxOp)
+DTCC_REDUCE_INFER(ReduceMinOp)
+DTCC_REDUCE_INFER(ReduceProdOp)
+#undef DTCC_REDUCE_INFER
+
+#define DTCC_ARG_REDUCE_INFER(OP)                                              \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *context, std::optional<Location> loc, ValueRange operands,  \
+      DictionaryAttr, OpaqueProperties properties, RegionRange,                \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    Adaptor adaptor(operands, nullptr, properties);                            \
+    int64_t dim = adaptor.getDim();                                            \
+    return inferReduced(loc, adaptor.getOperand().getType(), {dim},            \
+                        IntegerType::get(context, 64), inferred);              \
+  }
+DTCC_ARG_REDUCE_INFER(ArgMaxOp)
+DTCC_ARG_REDUCE_INFER(ArgMinOp)
+#undef DTCC_ARG_REDUCE_INFER
+
+LogicalResult CumSumOp::verify() {
+  return verifyDim(getLoc(), getDim(), getType().getRank());
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and neural-network ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  auto lhs = cast<RankedTensorType>(adaptor.getLhs().getType());
+  auto rhs = cast<RankedTensorType>(adaptor.getRhs().getType());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptionalError(loc, "expected operands of rank >= 2, got ",
+                             lhs.getRank(), " and ", rhs.getRank());
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "expected operands of one element type, got ",
+                             lhs.getElementType(), " and ",
+                             rhs.getElementType());
+  ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
+  int64_t lr = ls.size(), rr = rs.size();
+  if (rr != 2 && lr != rr)
+    return emitOptionalError(
+        loc, "expected rhs of rank 2 or of the lhs rank ", lr, ", got ", rr);
+  if (rr != 2 && ls.drop_back(2) != rs.drop_back(2))
+    return emitOptionalError(loc, "expected equal batch dimensions, got ",
+                             formatShape(ls.drop_back(2)), " and ",
+                             formatShape(rs.drop_back(2)));
+  bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
+  int64_t m = tl ? ls[lr - 1] : ls[lr - 2];
+  int64_t kl = tl ? ls[lr - 2] : ls[lr - 1];
+  int64_t kr = tr ? rs[rr - 1] : rs[rr - 2];
+  int64_t n = tr ? rs[rr - 2] : rs[rr - 1];
+  if (kl != kr)
+    return emitOptionalError(loc, "expected contracted dimensions to agree, "
+                                  "got ", kl, " and ", kr);
+  SmallVector<int64_t> shape(ls.drop_back(2));
+  shape.push_back(m);
+  shape.push_back(n);
+  inferred.push_back(tensorOf(shape, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyDim(getLoc(), getDim(), getType().getRank());
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  return verifyDim(getLoc(), getDim(), getType().getRank());
+}
+
+/// Shared by layer_norm and rms_norm: checks `axis` and the parameter shapes,
+/// and infers y (x's type) followed by `numStats` statistics of shape x[:axis].
+static LogicalResult inferNorm(std::optional<Location> loc, Value x,
+                               ArrayRef<Value> params, int64_t axis,
+                               unsigned numStats,
+                               SmallVectorImpl<Type> &inferred) {
+  auto in = cast<RankedTensorType>(x.getType());
+  if (failed(verifyDim(loc, axis, in.getRank(), "axis")))
+    return failure();
+  ArrayRef<int64_t> normalized = in.getShape().drop_front(axis);
+  for (Value p : params) {
+    auto t = cast<RankedTensorType>(p.getType());
+    if (t.getShape() != normalized || t.getElementType() != in.getElementType())
+      return emitOptionalError(loc, "expected scale and bias of type ",
+                               tensorOf(normalized, in.getElementType()),
+                               ", got ", t);
+  }
+  inferred.push_back(in);
+  for (unsigned i = 0; i < numStats; ++i)
+    inferred.push_back(
+        tensorOf(in.getShape().take_front(axis), in.getElementType()));
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange regions,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties, regions);
+  SmallVector<Value> params = {adaptor.getScale()};
+  if (adaptor.getBias())
+    params.push_back(adaptor.getBias());
+  return inferNorm(loc, adaptor.getOperand(), params, adaptor.getAxis(), 2,
+                   inferred);
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  return inferNorm(loc, adaptor.getOperand(), {adaptor.getScale()},
+                   adaptor.getAxis(), 1, inferred);
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr, OpaqueProperties properties, RegionRange,
+    SmallVectorImpl<Type> &inferred) {
+  Adaptor adaptor(operands, nullptr, properties);
+  auto logits = cast<RankedTensorType>(adaptor.getLogits().getType());
+  auto labels = cast<RankedTensorType>(adaptor.getLabels().getType());
+  if (logits.getRank() != 2)
+    return emitOptionalError(loc, "expected logits of rank 2, got ",
+                             logits.getRank());
+  if (labels.getRank() != 1 || labels.getDimSize(0) != logits.getDimSize(0))
+    return emitOptionalError(loc, "expected labels of shape ",
+                             logits.getDimSize(0), ", got ",
+                             formatShape(labels.getShape()));
+  inferred.push_back(
+      tensorOf({logits.getDimSize(0)}, logits.getElementType()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Graph/IR/GraphOps.cpp.inc"

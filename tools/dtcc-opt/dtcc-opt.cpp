@@ -1,0 +1,21 @@
+//===- dtcc-opt.cpp - run dtcc passes on .mlir files ----------------------===//
+//
+// Like mlir-opt, with dtcc's dialects and passes registered.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<dtcc::graph::GraphDialect, mlir::func::FuncDialect>();
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "dtcc optimizer driver\n", registry));
+}
