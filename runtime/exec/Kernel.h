@@ -1,0 +1,112 @@
+//===- Kernel.h - the kernel interface of the runtime -----------*- C++ -*-===//
+//
+// A kernel is created once per instruction when a program is loaded: its
+// factory checks dtypes, shapes and attributes and returns a closure bound to
+// the instruction's buffers. Running a step then only calls the closures.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_EXEC_KERNEL_H
+#define DTCC_RUNTIME_EXEC_KERNEL_H
+
+#include "runtime/base/DType.h"
+#include "runtime/base/Status.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace dtcc::runtime {
+
+/// A view of a tensor in device memory (on the CPU: host memory).
+struct TensorView {
+  void *data = nullptr;
+  DType dtype = DType::kInvalid;
+  std::vector<int64_t> shape;
+  /// Strides in elements, one per dimension. A stride of 0 repeats the
+  /// element (a broadcast view). Outputs are always contiguous.
+  std::vector<int64_t> strides;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const;
+  int64_t sizeInBytes() const { return numel() * dtypeSize(dtype); }
+  bool isContiguous() const;
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+  /// "tensor<2x3xf32>", as in MLIR.
+  std::string typeString() const;
+};
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &shape);
+/// A contiguous view of `shape` at `data`.
+TensorView makeView(void *data, DType dtype, std::vector<int64_t> shape);
+
+/// Attribute values of an instruction, by name (the dgraph op's attributes:
+/// a unit attribute is the integer 1 when present).
+class Attrs {
+public:
+  using Value = std::variant<int64_t, double, std::string,
+                             std::vector<int64_t>, std::vector<double>>;
+
+  void set(const std::string &name, Value value) { values_[name] = value; }
+  bool has(const std::string &name) const { return values_.count(name); }
+
+  StatusOr<int64_t> getInt(const std::string &name) const;
+  int64_t getInt(const std::string &name, int64_t fallback) const;
+  bool getBool(const std::string &name, bool fallback = false) const {
+    return getInt(name, fallback ? 1 : 0) != 0;
+  }
+  StatusOr<double> getFloat(const std::string &name) const;
+  double getFloat(const std::string &name, double fallback) const;
+  StatusOr<std::string> getString(const std::string &name) const;
+  std::string getString(const std::string &name,
+                        const std::string &fallback) const;
+  StatusOr<std::vector<int64_t>> getInts(const std::string &name) const;
+
+  const std::map<std::string, Value> &all() const { return values_; }
+
+private:
+  std::map<std::string, Value> values_;
+};
+
+/// What a kernel factory receives for one instruction.
+struct KernelContext {
+  std::string kernel;   ///< kernel name, e.g. "matmul"
+  std::string location; ///< the ONNX node that produced the instruction
+  std::vector<TensorView> inputs;
+  std::vector<TensorView> outputs;
+  Attrs attrs;
+
+  /// An invalid-argument error prefixed with the kernel and location.
+  template <typename... Args> Status error(const Args &...args) const {
+    return invalidArgument(kernel, " at '", location, "': ", args...);
+  }
+};
+
+/// A bound kernel: runs one instruction.
+using KernelFn = std::function<Status()>;
+/// Checks an instruction and binds it; errors name the kernel and location.
+using KernelFactory = std::function<StatusOr<KernelFn>(const KernelContext &)>;
+
+/// Kernels of one device, by name.
+class KernelRegistry {
+public:
+  void add(const std::string &name, KernelFactory factory);
+  const KernelFactory *find(const std::string &name) const;
+  std::vector<std::string> names() const;
+
+private:
+  std::map<std::string, KernelFactory> factories_;
+};
+
+/// Registers every CPU kernel (runtime/device/cpu).
+void registerCpuKernels(KernelRegistry &registry);
+
+/// Checks counts of inputs and outputs, for factories.
+Status expectArity(const KernelContext &ctx, size_t inputs, size_t outputs);
+
+} // namespace dtcc::runtime
+
+#endif // DTCC_RUNTIME_EXEC_KERNEL_H
