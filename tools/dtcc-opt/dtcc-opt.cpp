@@ -4,7 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Lowering/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -13,7 +15,9 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<dtcc::graph::GraphDialect, mlir::func::FuncDialect>();
+  registry.insert<dtcc::graph::GraphDialect, dtcc::exec::ExecDialect,
+                  mlir::func::FuncDialect>();
+  dtcc::lowering::registerLoweringPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   return mlir::asMainReturnCode(

@@ -1,0 +1,134 @@
+//===- Driver.cpp - the phases behind the dtcc command --------------------===//
+
+#include "compiler/Driver.h"
+
+#include "compiler/Serialize.h"
+#include "dialects/Exec/IR/ExecOps.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Lowering/Passes.h"
+#include "runtime/format/Container.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace dtcc {
+
+void registerDtccDialects(DialectRegistry &registry) {
+  registry.insert<graph::GraphDialect, exec::ExecDialect, func::FuncDialect>();
+}
+
+std::optional<Phase> parsePhase(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Phase>>(name)
+      .Case("import", Phase::Import)
+      .Case("dgraph", Phase::Graph)
+      .Case("dexec", Phase::Exec)
+      .Case("program", Phase::Program)
+      .Case("executable", Phase::Executable)
+      .Default(std::nullopt);
+}
+
+FailureOr<OwningOpRef<ModuleOp>>
+loadModel(const std::string &path, MLIRContext &context,
+          const onnx_frontend::ImportOptions &options) {
+  if (llvm::StringRef(path).ends_with(".mlir")) {
+    OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(path, &context);
+    if (!module)
+      return failure();
+    return module;
+  }
+  return onnx_frontend::importOnnxFile(path, &context, options);
+}
+
+/// Writes the module to the dump directory as NN-<phase>.mlir.
+static LogicalResult dump(ModuleOp module, const CompileOptions &options,
+                          int index, llvm::StringRef phase) {
+  if (options.dumpDir.empty())
+    return success();
+  if (std::error_code ec = llvm::sys::fs::create_directories(options.dumpDir))
+    return module.emitError("cannot create '")
+           << options.dumpDir << "': " << ec.message();
+  std::string path = (llvm::Twine(options.dumpDir) + "/" +
+                      llvm::Twine(index).concat("-") + phase + ".mlir")
+                         .str();
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return module.emitError("cannot write '") << path << "': " << ec.message();
+  OpPrintingFlags flags;
+  flags.elideLargeElementsAttrs(64).elideLargeResourceString(64);
+  module->print(os, flags);
+  return success();
+}
+
+LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
+  MLIRContext *ctx = module.getContext();
+  if (failed(dump(module, options, 0, "import")))
+    return failure();
+  // An .mlir input may already be lowered; then there is nothing to run.
+  bool lowered = module->hasAttr("dexec.workspace_bytes");
+  auto run = [&](llvm::function_ref<void(PassManager &)> build, int index,
+                 llvm::StringRef phase) -> LogicalResult {
+    PassManager pm(ctx);
+    if (options.printIrAfterAll) {
+      ctx->disableMultithreading();
+      pm.enableIRPrinting();
+    }
+    build(pm);
+    if (failed(pm.run(module)))
+      return failure();
+    return dump(module, options, index, phase);
+  };
+  if (options.compileTo == Phase::Import || lowered)
+    return success();
+  if (failed(run(
+          [](PassManager &pm) {
+            pm.addPass(createCanonicalizerPass());
+            pm.addPass(createCSEPass());
+          },
+          1, "dgraph")))
+    return failure();
+  if (options.compileTo == Phase::Graph)
+    return success();
+  return run([](PassManager &pm) { pm.addPass(lowering::createLowerToExec()); },
+             2, "dexec");
+}
+
+std::string defaultRunnerPath() {
+  if (auto env = llvm::sys::Process::GetEnv("DTCC_RUNNER"))
+    return *env;
+  std::string self = llvm::sys::fs::getMainExecutable(
+      nullptr, reinterpret_cast<void *>(&defaultRunnerPath));
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(path, "dtcc-runner");
+  return path.str().str();
+}
+
+LogicalResult writeArtifact(ModuleOp module, const std::string &outPath,
+                            const CompileOptions &options) {
+  auto serialized = serializeProgram(module);
+  if (failed(serialized))
+    return failure();
+  std::string runner;
+  if (options.compileTo == Phase::Executable) {
+    runner = options.runnerPath.empty() ? defaultRunnerPath() : options.runnerPath;
+    if (!llvm::sys::fs::exists(runner))
+      return module.emitError("cannot find the runtime runner '")
+             << runner << "' (set DTCC_RUNNER or pass --runner)";
+  }
+  runtime::Status status =
+      runtime::writeContainer(outPath, runner, serialized->program, serialized->data);
+  if (!status.isOk())
+    return module.emitError(status.message());
+  return success();
+}
+
+} // namespace dtcc

@@ -1,0 +1,257 @@
+//===- Serialize.cpp - dexec modules to the runtime's format --------------===//
+
+#include "compiler/Serialize.h"
+
+#include "dialects/Exec/IR/ExecOps.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "runtime/format/Container.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/BuiltinDialect.h"
+
+using namespace mlir;
+
+namespace dtcc {
+namespace {
+
+/// The runtime's dtype number (ONNX numbering) for an element type.
+int32_t dtypeOf(Type type) {
+  if (type.isF32()) return 1;
+  if (type.isF64()) return 11;
+  if (type.isF16()) return 10;
+  if (type.isBF16()) return 16;
+  if (auto i = dyn_cast<IntegerType>(type)) {
+    bool u = i.isUnsigned();
+    switch (i.getWidth()) {
+    case 1: return 9;
+    case 8: return u ? 2 : 3;
+    case 16: return u ? 4 : 5;
+    case 32: return u ? 12 : 6;
+    case 64: return u ? 13 : 7;
+    default: break;
+    }
+  }
+  return 0;
+}
+
+/// The bytes of an elements attribute in the runtime's layout (row-major,
+/// little-endian, one byte per i1).
+FailureOr<std::string> elementsBytes(ElementsAttr attr, Location loc) {
+  auto type = cast<ShapedType>(attr.getType());
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return emitError(loc, "resource '")
+             << resource.getRawHandle().getKey() << "' has no data";
+    ArrayRef<char> data = blob->getData();
+    return std::string(data.begin(), data.end());
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return emitError(loc, "cannot serialize constant of kind ") << attr;
+  int64_t n = type.getNumElements();
+  if (type.getElementType().isInteger(1)) {
+    std::string out(n, '\0');
+    int64_t i = 0;
+    for (bool b : dense.getValues<bool>())
+      out[i++] = b;
+    return out;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    std::string out;
+    out.reserve(raw.size() * n);
+    for (int64_t i = 0; i < n; ++i)
+      out.append(raw.begin(), raw.end());
+    return out;
+  }
+  return std::string(raw.begin(), raw.end());
+}
+
+/// Appends `bytes` to the data section at a 64-byte boundary.
+runtime::format::DataRef appendData(std::string &data, const std::string &bytes) {
+  data.resize((data.size() + 63) / 64 * 64, '\0');
+  runtime::format::DataRef ref;
+  ref.set_offset(data.size());
+  ref.set_size(bytes.size());
+  data += bytes;
+  return ref;
+}
+
+LogicalResult convertAttr(Attribute attr, runtime::format::AttrValue &out) {
+  if (auto b = dyn_cast<BoolAttr>(attr)) {
+    out.set_i(b.getValue());
+  } else if (auto i = dyn_cast<IntegerAttr>(attr)) {
+    out.set_i(i.getValue().getSExtValue());
+  } else if (auto f = dyn_cast<FloatAttr>(attr)) {
+    out.set_f(f.getValueAsDouble());
+  } else if (auto s = dyn_cast<StringAttr>(attr)) {
+    out.set_s(s.str());
+  } else if (isa<UnitAttr>(attr)) {
+    out.set_i(1);
+  } else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr)) {
+    for (int64_t v : a.asArrayRef())
+      out.mutable_ints()->add_values(v);
+  } else if (auto a = dyn_cast<DenseF64ArrayAttr>(attr)) {
+    for (double v : a.asArrayRef())
+      out.mutable_floats()->add_values(v);
+  } else if (auto a = dyn_cast<DenseF32ArrayAttr>(attr)) {
+    for (float v : a.asArrayRef())
+      out.mutable_floats()->add_values(v);
+  } else if (auto a = dyn_cast<ArrayAttr>(attr)) {
+    bool allInts = llvm::all_of(a, [](Attribute e) { return isa<IntegerAttr>(e); });
+    bool allFloats = llvm::all_of(a, [](Attribute e) { return isa<FloatAttr>(e); });
+    if (allInts) {
+      out.mutable_ints();
+      for (Attribute e : a)
+        out.mutable_ints()->add_values(cast<IntegerAttr>(e).getInt());
+    } else if (allFloats) {
+      out.mutable_floats();
+      for (Attribute e : a)
+        out.mutable_floats()->add_values(cast<FloatAttr>(e).getValueAsDouble());
+    } else {
+      return failure();
+    }
+  } else {
+    return failure();
+  }
+  return success();
+}
+
+} // namespace
+
+std::string locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations()) {
+      std::string n = locationName(l);
+      if (!n.empty())
+        return n;
+    }
+  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    return locationName(callsite.getCallee());
+  return "";
+}
+
+FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
+  SerializedProgram out;
+  runtime::format::Program &program = out.program;
+  program.set_format_version(runtime::kProgramFormatVersion);
+  auto bytesAttr = [&](StringRef name) -> int64_t {
+    auto a = module->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : 0;
+  };
+  if (!module->hasAttr("dexec.workspace_bytes"))
+    return module.emitError("expected a module lowered to dexec "
+                            "(run dtcc-lower-to-exec first)");
+  program.set_workspace_bytes(bytesAttr("dexec.workspace_bytes"));
+  program.set_state_bytes(bytesAttr("dexec.state_bytes"));
+  program.set_constant_bytes(bytesAttr("dexec.constant_bytes"));
+
+  auto addBuffer = [&](runtime::format::Arena arena, int64_t offset,
+                       MemRefType type, StringRef name) -> int32_t {
+    auto *b = program.add_buffers();
+    b->set_id(program.buffers_size() - 1);
+    b->set_dtype(dtypeOf(type.getElementType()));
+    for (int64_t d : type.getShape())
+      b->add_shape(d);
+    if (!type.getLayout().isIdentity()) {
+      SmallVector<int64_t> strides;
+      int64_t ignored;
+      (void)type.getStridesAndOffset(strides, ignored);
+      for (int64_t s : strides)
+        b->add_strides(s);
+    }
+    b->set_arena(arena);
+    b->set_offset(offset);
+    b->set_name(name.str());
+    return b->id();
+  };
+
+  for (auto var : module.getOps<graph::VariableOp>()) {
+    auto offset = var->getAttrOfType<IntegerAttr>("dexec.offset");
+    if (!offset)
+      return var.emitOpError("has no state offset (run dtcc-lower-to-exec)");
+    auto type = var.getTensorType();
+    if (!dtypeOf(type.getElementType()))
+      return var.emitOpError("has an element type the runtime lacks: ")
+             << type.getElementType();
+    auto *v = program.add_variables();
+    v->set_name(var.getSymName().str());
+    v->set_buffer(addBuffer(runtime::format::ARENA_STATE, offset.getInt(),
+                            MemRefType::get(type.getShape(),
+                                            type.getElementType()),
+                            var.getSymName()));
+    v->set_trainable(var.getTrainable());
+    if (auto init = var.getInitialValueAttr()) {
+      auto bytes = elementsBytes(init, var.getLoc());
+      if (failed(bytes))
+        return failure();
+      *v->mutable_init() = appendData(out.data, *bytes);
+    }
+  }
+
+  llvm::DenseMap<int64_t, bool> constantsWritten;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    auto *f = program.add_functions();
+    f->set_name(fn.getSymName().str());
+    if (auto ws = fn->getAttrOfType<IntegerAttr>("dexec.workspace_bytes"))
+      f->set_workspace_bytes(ws.getInt());
+    llvm::DenseMap<Value, int32_t> ids;
+    for (Operation &op : fn.getBody().front()) {
+      if (auto buffer = dyn_cast<exec::BufferOp>(op)) {
+        auto arena = llvm::StringSwitch<runtime::format::Arena>(buffer.getArena())
+                         .Case("state", runtime::format::ARENA_STATE)
+                         .Case("constant", runtime::format::ARENA_CONSTANT)
+                         .Default(runtime::format::ARENA_WORKSPACE);
+        if (!dtypeOf(buffer.getType().getElementType()))
+          return buffer.emitOpError("has an element type the runtime lacks: ")
+                 << buffer.getType().getElementType();
+        StringRef name = buffer.getVariable() ? *buffer.getVariable() : "";
+        ids[buffer.getResult()] =
+            addBuffer(arena, buffer.getOffset(), buffer.getType(), name);
+        if (arena == runtime::format::ARENA_CONSTANT &&
+            !constantsWritten[buffer.getOffset()]) {
+          constantsWritten[buffer.getOffset()] = true;
+          auto bytes = elementsBytes(*buffer.getValue(), buffer.getLoc());
+          if (failed(bytes))
+            return failure();
+          auto *c = program.add_constants();
+          c->set_buffer(ids[buffer.getResult()]);
+          *c->mutable_data() = appendData(out.data, *bytes);
+        }
+      } else if (auto input = dyn_cast<exec::InputOp>(op)) {
+        auto *b = f->add_inputs();
+        b->set_name(input.getName().str());
+        b->set_buffer(ids.lookup(input.getBuffer()));
+      } else if (auto output = dyn_cast<exec::OutputOp>(op)) {
+        auto *b = f->add_outputs();
+        b->set_name(output.getName().str());
+        b->set_buffer(ids.lookup(output.getBuffer()));
+      } else if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
+        auto *inst = f->add_instructions();
+        inst->set_kernel(kernel.getKernel().str());
+        for (Value v : kernel.getIns())
+          inst->add_inputs(ids.lookup(v));
+        for (Value v : kernel.getOuts())
+          inst->add_outputs(ids.lookup(v));
+        for (NamedAttribute attr : kernel.getAttrs()) {
+          runtime::format::AttrValue value;
+          if (failed(convertAttr(attr.getValue(), value)))
+            return kernel.emitOpError("cannot serialize attribute '")
+                   << attr.getName().getValue() << "' = " << attr.getValue();
+          (*inst->mutable_attrs())[attr.getName().str()] = value;
+        }
+        inst->set_location(locationName(kernel.getLoc()));
+      } else if (!isa<func::ReturnOp>(op)) {
+        return op.emitOpError("cannot be serialized: not a dexec op");
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace dtcc

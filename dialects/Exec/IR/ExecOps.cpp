@@ -1,0 +1,64 @@
+//===- ExecOps.cpp - dexec dialect and verifiers --------------------------===//
+
+#include "dialects/Exec/IR/ExecOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace dtcc::exec;
+
+#include "dialects/Exec/IR/ExecOpsDialect.cpp.inc"
+
+void ExecDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Exec/IR/ExecOps.cpp.inc"
+      >();
+}
+
+LogicalResult BufferOp::verify() {
+  StringRef arena = getArena();
+  if (arena != "workspace" && arena != "state" && arena != "constant")
+    return emitOpError(
+               "expected arena \"workspace\", \"state\" or \"constant\", got \"")
+           << arena << "\"";
+  auto type = getType();
+  int64_t elementBytes =
+      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  if (getOffset() < 0 || getOffset() % elementBytes != 0)
+    return emitOpError("expected a non-negative offset that is a multiple of ")
+           << elementBytes << ", got " << getOffset();
+  if (arena == "constant") {
+    auto value = getValueAttr();
+    if (!value)
+      return emitOpError("expected a value for a constant buffer");
+    auto valueType = cast<ShapedType>(value.getType());
+    if (valueType.getShape() != type.getShape() ||
+        valueType.getElementType() != type.getElementType())
+      return emitOpError("expected a value of shape and type matching ")
+             << type << ", got " << valueType;
+  }
+  if (!type.getLayout().isIdentity()) {
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(strides, offset)) || offset != 0 ||
+        llvm::any_of(strides, [](int64_t s) { return s < 0; }))
+      return emitOpError("expected a strided layout with zero offset and "
+                         "non-negative strides, got ")
+             << type;
+  }
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  if (getKernel().empty())
+    return emitOpError("expected a kernel name");
+  for (Value out : getOuts())
+    if (!cast<MemRefType>(out.getType()).getLayout().isIdentity())
+      return emitOpError("expected contiguous outputs, got ") << out.getType();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Exec/IR/ExecOps.cpp.inc"

@@ -1,0 +1,102 @@
+//===- ExecOps.td - dexec operations -----------------------*- tablegen -*-===//
+
+#ifndef DTCC_DIALECTS_EXEC_IR_EXECOPS_TD
+#define DTCC_DIALECTS_EXEC_IR_EXECOPS_TD
+
+include "dialects/Exec/IR/ExecDialect.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Exec_BufferOp : Exec_Op<"buffer", [Pure]> {
+  let summary = "A view of an arena at a fixed offset";
+  let description = [{
+    Names `offset` bytes into `arena` ("workspace", "state" or "constant")
+    as a memref. State buffers name the variable they hold; constant buffers
+    carry their value, which the serializer writes to the data section.
+
+    Example:
+    ```mlir
+    %x = dexec.buffer "workspace"[128] : memref<2x4xf32>
+    %w = dexec.buffer "state"[0] {variable = @fc.weight} : memref<4x3xf32>
+    %b = dexec.buffer "workspace"[128] : memref<2x4x3xf32, strided<[4, 1, 0]>>
+    ```
+
+    **Constraints:**
+    - the arena is "workspace", "state" or "constant";
+    - the offset is non-negative and a multiple of the element size;
+    - a constant buffer has a value of the memref's shape and element type;
+    - the memref has a static shape and an identity or strided layout with
+      non-negative strides and zero offset.
+  }];
+  let arguments = (ins StrAttr:$arena, I64Attr:$offset,
+                       OptionalAttr<FlatSymbolRefAttr>:$variable,
+                       OptionalAttr<ElementsAttr>:$value,
+                       OptionalAttr<StrAttr>:$name);
+  let results = (outs AnyStaticShapeMemRef:$result);
+  let assemblyFormat = "$arena `[` $offset `]` attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Exec_KernelOp : Exec_Op<"kernel", [AttrSizedOperandSegments]> {
+  let summary = "Calls a runtime kernel on buffers";
+  let description = [{
+    Runs the runtime kernel `kernel` with `ins` as inputs and `outs` as
+    outputs; `attrs` are passed to the kernel by name (the attributes of the
+    dgraph op it came from). The location is the ONNX node that caused it.
+
+    Example:
+    ```mlir
+    dexec.kernel "matmul" ins(%x, %w : memref<2x4xf32>, memref<4x3xf32>)
+        outs(%y : memref<2x3xf32>) attrs {transpose_rhs}
+    ```
+
+    **Constraints:**
+    - the kernel name is not empty;
+    - outputs have identity (contiguous) layouts.
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<AnyStaticShapeMemRef>:$ins,
+                       Variadic<AnyStaticShapeMemRef>:$outs,
+                       DictionaryAttr:$attrs);
+  let assemblyFormat = [{
+    $kernel (`ins` `(` $ins^ `:` type($ins) `)`)? (`outs` `(` $outs^ `:` type($outs) `)`)?
+    `attrs` $attrs attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Exec_InputOp : Exec_Op<"input"> {
+  let summary = "Binds a function input to a buffer";
+  let description = [{
+    The runtime copies the input called `name` into `buffer` before the
+    function's first kernel.
+
+    Example:
+    ```mlir
+    dexec.input "x", %x : memref<2x4xf32>
+    ```
+
+    **Constraints:**
+    - the buffer is a contiguous workspace buffer.
+  }];
+  let arguments = (ins StrAttr:$name, AnyStaticShapeMemRef:$buffer);
+  let assemblyFormat = "$name `,` $buffer attr-dict `:` type($buffer)";
+}
+
+def Exec_OutputOp : Exec_Op<"output"> {
+  let summary = "Binds a function output to a buffer";
+  let description = [{
+    After the function's last kernel, `buffer` holds the output `name`.
+
+    Example:
+    ```mlir
+    dexec.output "y", %y : memref<2x3xf32>
+    ```
+
+    **Constraints:**
+    - the buffer is contiguous.
+  }];
+  let arguments = (ins StrAttr:$name, AnyStaticShapeMemRef:$buffer);
+  let assemblyFormat = "$name `,` $buffer attr-dict `:` type($buffer)";
+}
+
+#endif // DTCC_DIALECTS_EXEC_IR_EXECOPS_TD

@@ -1,0 +1,374 @@
+//===- ElementwiseOps.cpp - ONNX elementwise ops to dgraph ----------------===//
+//
+// Arithmetic, comparisons, logic and activations. ONNX broadcasts
+// implicitly; every handler here makes the broadcast explicit first. ONNX
+// activations without a dgraph op of their own are decomposed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/onnx/NodeImporter.h"
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace dtcc::onnx_frontend {
+namespace {
+
+bool isFloat(Value v) { return isa<FloatType>(getElementTypeOrSelf(v.getType())); }
+
+LogicalResult requireFloat(NodeImporter &n, Value v) {
+  if (isFloat(v))
+    return success();
+  return n.error() << "expected a floating-point input, got " << v.getType();
+}
+
+LogicalResult requireNumeric(NodeImporter &n, Value v) {
+  if (!getElementTypeOrSelf(v.getType()).isInteger(1))
+    return success();
+  return n.error() << "expected a numeric input, got " << v.getType();
+}
+
+template <typename OpTy, bool FloatOnly>
+LogicalResult unary(NodeImporter &n) {
+  Value x = n.input(0);
+  if (failed(FloatOnly ? requireFloat(n, x) : requireNumeric(n, x)))
+    return failure();
+  n.setOutput(0, n.fold<OpTy>(x));
+  return success();
+}
+
+/// Applies a binary op after broadcasting; `Logical` ops take i1 only.
+template <typename OpTy>
+LogicalResult binary(NodeImporter &n) {
+  auto operands = n.broadcastAll({n.input(0), n.input(1)});
+  if (failed(operands))
+    return failure();
+  Value lhs = (*operands)[0], rhs = (*operands)[1];
+  if (lhs.getType() != rhs.getType())
+    return n.error() << "expected operands of one element type, got "
+                     << lhs.getType() << " and " << rhs.getType();
+  n.setOutput(0, n.fold<OpTy>(lhs, rhs));
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult compare(NodeImporter &n) { return binary<OpTy>(n); }
+
+/// Max, Min, Sum, Mean: any number of inputs, all broadcast together.
+template <typename OpTy>
+LogicalResult variadic(NodeImporter &n, bool mean = false) {
+  SmallVector<Value> inputs;
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (n.hasInput(i))
+      inputs.push_back(n.input(i));
+  if (inputs.empty())
+    return n.error() << "expected at least one input";
+  auto operands = n.broadcastAll(inputs);
+  if (failed(operands))
+    return failure();
+  Value acc = (*operands)[0];
+  for (Value v : ArrayRef<Value>(*operands).drop_front())
+    acc = n.fold<OpTy>(acc, v);
+  if (mean) {
+    auto type = cast<RankedTensorType>(acc.getType());
+    acc = n.fold<DivOp>(acc, n.splat(type, inputs.size()));
+  }
+  n.setOutput(0, acc);
+  return success();
+}
+
+LogicalResult importPow(NodeImporter &n) {
+  auto operands = n.broadcastAll({n.input(0), n.input(1)});
+  if (failed(operands))
+    return failure();
+  Value base = (*operands)[0];
+  Value exponent =
+      n.castTo((*operands)[1], getElementTypeOrSelf(base.getType()));
+  n.setOutput(0, n.fold<PowOp>(base, exponent));
+  return success();
+}
+
+LogicalResult importMod(NodeImporter &n) {
+  auto operands = n.broadcastAll({n.input(0), n.input(1)});
+  if (failed(operands))
+    return failure();
+  Value a = (*operands)[0], b = (*operands)[1];
+  Type element = getElementTypeOrSelf(a.getType());
+  bool fmod = n.attrInt("fmod", 0) != 0;
+  if (isa<FloatType>(element) && !fmod)
+    return n.error() << "expected fmod=1 for floating-point inputs";
+  Value r = n.fold<RemOp>(a, b);
+  if (fmod || element.isUnsignedInteger()) {
+    n.setOutput(0, r);
+    return success();
+  }
+  // Python-style modulo: the result takes the divisor's sign.
+  auto type = cast<RankedTensorType>(a.getType());
+  Value zero = n.splat(type, 0);
+  Value nonzero = n.fold<NotOp>(n.fold<EqOp>(r, zero));
+  Value signsDiffer =
+      n.fold<XorOp>(n.fold<LtOp>(r, zero), n.fold<LtOp>(b, zero));
+  Value fix = n.fold<AndOp>(nonzero, signsDiffer);
+  n.setOutput(0, n.fold<SelectOp>(fix, n.fold<AddOp>(r, b), r));
+  return success();
+}
+
+LogicalResult importBitShift(NodeImporter &n) {
+  std::string direction = n.attrString("direction", "");
+  if (direction == "LEFT")
+    return binary<ShiftLeftOp>(n);
+  if (direction == "RIGHT")
+    return binary<ShiftRightOp>(n);
+  return n.error() << "expected direction \"LEFT\" or \"RIGHT\", got \""
+                   << direction << "\"";
+}
+
+LogicalResult importWhere(NodeImporter &n) {
+  auto operands = n.broadcastAll({n.input(0), n.input(1), n.input(2)});
+  if (failed(operands))
+    return failure();
+  n.setOutput(0, n.fold<SelectOp>((*operands)[0], (*operands)[1], (*operands)[2]));
+  return success();
+}
+
+LogicalResult importClip(NodeImporter &n) {
+  Value x = n.input(0);
+  auto type = cast<RankedTensorType>(x.getType());
+  Value y = x;
+  // Opset 11+ passes the bounds as optional scalar inputs; older opsets as
+  // attributes, which the op's lowest supported opset (11) excludes.
+  if (n.hasInput(1))
+    y = n.fold<MaxOp>(y, n.broadcastTo(n.input(1), type.getShape()));
+  if (n.hasInput(2))
+    y = n.fold<MinOp>(y, n.broadcastTo(n.input(2), type.getShape()));
+  n.setOutput(0, y);
+  return success();
+}
+
+LogicalResult importCast(NodeImporter &n) {
+  int64_t to = n.attrInt("to", 0);
+  Type element = convertElementType(to, n.getContext());
+  if (!element)
+    return n.error() << "cannot cast to " << onnxTypeName(to)
+                     << ", which dtcc does not support";
+  n.setOutput(0, n.castTo(n.input(0), element));
+  return success();
+}
+
+LogicalResult importCastLike(NodeImporter &n) {
+  n.setOutput(0, n.castTo(n.input(0), getElementTypeOrSelf(n.input(1).getType())));
+  return success();
+}
+
+LogicalResult importIdentity(NodeImporter &n) {
+  n.setOutput(0, n.input(0));
+  return success();
+}
+
+LogicalResult importIsInf(NodeImporter &n) {
+  Value x = n.input(0);
+  if (failed(requireFloat(n, x)))
+    return failure();
+  n.setOutput(0, n.create<IsInfOp>(x, n.attrInt("detect_positive", 1) != 0,
+                                   n.attrInt("detect_negative", 1) != 0)
+                     .getResult());
+  return success();
+}
+
+LogicalResult importGelu(NodeImporter &n) {
+  Value x = n.input(0);
+  if (failed(requireFloat(n, x)))
+    return failure();
+  std::string approximate = n.attrString("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return n.error() << "expected approximate \"none\" or \"tanh\", got \""
+                     << approximate << "\"";
+  n.setOutput(0, n.create<GeluOp>(x, approximate).getResult());
+  return success();
+}
+
+//===-- Decomposed activations ---------------------------------------------===//
+
+/// The pieces activations are built from, for one input's type.
+struct Activation {
+  NodeImporter &n;
+  Value x;
+  RankedTensorType type;
+
+  Activation(NodeImporter &n) : n(n), x(n.input(0)),
+      type(cast<RankedTensorType>(x.getType())) {}
+  Value c(double v) { return n.splat(type, v); }
+  Value mul(Value a, Value b) { return n.fold<MulOp>(a, b); }
+  Value add(Value a, Value b) { return n.fold<AddOp>(a, b); }
+  Value sub(Value a, Value b) { return n.fold<SubOp>(a, b); }
+  Value max(Value a, Value b) { return n.fold<MaxOp>(a, b); }
+  Value min(Value a, Value b) { return n.fold<MinOp>(a, b); }
+  Value exp(Value a) { return n.fold<ExpOp>(a); }
+  Value lt(Value a, Value b) { return n.fold<LtOp>(a, b); }
+  Value gt(Value a, Value b) { return n.fold<GtOp>(a, b); }
+  Value select(Value c, Value a, Value b) { return n.fold<SelectOp>(c, a, b); }
+  LogicalResult set(Value y) {
+    n.setOutput(0, y);
+    return success();
+  }
+};
+
+LogicalResult importLeakyRelu(NodeImporter &n) {
+  Activation a(n);
+  double alpha = n.attrFloat("alpha", 0.01f);
+  return a.set(a.select(a.lt(a.x, a.c(0)), a.mul(a.x, a.c(alpha)), a.x));
+}
+
+LogicalResult importElu(NodeImporter &n) {
+  Activation a(n);
+  double alpha = n.attrFloat("alpha", 1.0f);
+  Value neg = a.mul(a.c(alpha), a.sub(a.exp(a.x), a.c(1)));
+  return a.set(a.select(a.lt(a.x, a.c(0)), neg, a.x));
+}
+
+LogicalResult importSelu(NodeImporter &n) {
+  Activation a(n);
+  double alpha = n.attrFloat("alpha", 1.67326319217681884765625f);
+  double gamma = n.attrFloat("gamma", 1.05070102214813232421875f);
+  Value neg = a.mul(a.c(alpha), a.sub(a.exp(a.x), a.c(1)));
+  return a.set(a.mul(a.c(gamma), a.select(a.gt(a.x, a.c(0)), a.x, neg)));
+}
+
+LogicalResult importCelu(NodeImporter &n) {
+  Activation a(n);
+  double alpha = n.attrFloat("alpha", 1.0f);
+  Value expm1 = a.sub(a.exp(n.fold<DivOp>(a.x, a.c(alpha))), a.c(1));
+  return a.set(a.add(a.max(a.c(0), a.x), a.min(a.c(0), a.mul(a.c(alpha), expm1))));
+}
+
+LogicalResult importHardSigmoid(NodeImporter &n) {
+  Activation a(n);
+  double alpha = n.attrFloat("alpha", 0.2f), beta = n.attrFloat("beta", 0.5f);
+  Value lin = a.add(a.mul(a.x, a.c(alpha)), a.c(beta));
+  return a.set(a.max(a.c(0), a.min(a.c(1), lin)));
+}
+
+LogicalResult importHardSwish(NodeImporter &n) {
+  Activation a(n);
+  Value lin = a.add(a.mul(a.x, a.c(1.0 / 6)), a.c(0.5));
+  return a.set(a.mul(a.x, a.max(a.c(0), a.min(a.c(1), lin))));
+}
+
+LogicalResult importSoftplus(NodeImporter &n) {
+  Activation a(n);
+  // log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), without overflow.
+  Value negAbs = n.fold<NegOp>(n.fold<AbsOp>(a.x));
+  Value log1p = n.fold<LogOp>(a.add(a.c(1), a.exp(negAbs)));
+  return a.set(a.add(a.max(a.x, a.c(0)), log1p));
+}
+
+LogicalResult importSoftsign(NodeImporter &n) {
+  Activation a(n);
+  return a.set(n.fold<DivOp>(a.x, a.add(a.c(1), n.fold<AbsOp>(a.x))));
+}
+
+LogicalResult importThresholdedRelu(NodeImporter &n) {
+  Activation a(n);
+  double alpha = n.attrFloat("alpha", 1.0f);
+  return a.set(a.select(a.gt(a.x, a.c(alpha)), a.x, a.c(0)));
+}
+
+LogicalResult importShrink(NodeImporter &n) {
+  Activation a(n);
+  double lambd = n.attrFloat("lambd", 0.5f), bias = n.attrFloat("bias", 0.0f);
+  Value below = a.lt(a.x, a.c(-lambd)), above = a.gt(a.x, a.c(lambd));
+  Value y = a.select(below, a.add(a.x, a.c(bias)),
+                     a.select(above, a.sub(a.x, a.c(bias)), a.c(0)));
+  return a.set(y);
+}
+
+LogicalResult importPRelu(NodeImporter &n) {
+  Activation a(n);
+  Value slope = n.broadcastTo(n.input(1), a.type.getShape());
+  if (cast<RankedTensorType>(slope.getType()).getShape() != a.type.getShape())
+    return n.error() << "expected a slope broadcastable to " << a.type;
+  return a.set(a.select(a.lt(a.x, a.c(0)), a.mul(a.x, slope), a.x));
+}
+
+LogicalResult importSigmoid(NodeImporter &n) { return unary<SigmoidOp, true>(n); }
+
+} // namespace
+
+void appendElementwiseOps(std::vector<OpEntry> &ops) {
+  ops.insert(ops.end(), {
+      {"Add", 7, binary<AddOp>},
+      {"Sub", 7, binary<SubOp>},
+      {"Mul", 7, binary<MulOp>},
+      {"Div", 7, binary<DivOp>},
+      {"Pow", 7, importPow},
+      {"Mod", 10, importMod},
+      {"BitShift", 11, importBitShift},
+      {"And", 7, binary<AndOp>},
+      {"Or", 7, binary<OrOp>},
+      {"Xor", 7, binary<XorOp>},
+      {"Equal", 7, compare<EqOp>},
+      {"Less", 9, compare<LtOp>},
+      {"LessOrEqual", 12, compare<LeOp>},
+      {"Greater", 9, compare<GtOp>},
+      {"GreaterOrEqual", 12, compare<GeOp>},
+      {"Max", 8, [](NodeImporter &n) { return variadic<MaxOp>(n); }},
+      {"Min", 8, [](NodeImporter &n) { return variadic<MinOp>(n); }},
+      {"Sum", 8, [](NodeImporter &n) { return variadic<AddOp>(n); }},
+      {"Mean", 8, [](NodeImporter &n) { return variadic<AddOp>(n, true); }},
+      {"Where", 9, importWhere},
+      {"Clip", 11, importClip},
+      {"Cast", 6, importCast},
+      {"CastLike", 15, importCastLike},
+      {"Identity", 1, importIdentity},
+      {"Abs", 6, unary<AbsOp, false>},
+      {"Neg", 6, unary<NegOp, false>},
+      {"Sign", 9, unary<SignOp, false>},
+      {"Relu", 6, unary<ReluOp, false>},
+      {"Exp", 6, unary<ExpOp, true>},
+      {"Log", 6, unary<LogOp, true>},
+      {"Sqrt", 6, unary<SqrtOp, true>},
+      {"Reciprocal", 6, unary<ReciprocalOp, true>},
+      {"Tanh", 6, unary<TanhOp, true>},
+      {"Sigmoid", 6, importSigmoid},
+      {"Erf", 9, unary<ErfOp, true>},
+      {"Sin", 7, unary<SinOp, true>},
+      {"Cos", 7, unary<CosOp, true>},
+      {"Tan", 7, unary<TanOp, true>},
+      {"Asin", 7, unary<AsinOp, true>},
+      {"Acos", 7, unary<AcosOp, true>},
+      {"Atan", 7, unary<AtanOp, true>},
+      {"Sinh", 9, unary<SinhOp, true>},
+      {"Cosh", 9, unary<CoshOp, true>},
+      {"Asinh", 9, unary<AsinhOp, true>},
+      {"Acosh", 9, unary<AcoshOp, true>},
+      {"Atanh", 9, unary<AtanhOp, true>},
+      {"Floor", 6, unary<FloorOp, true>},
+      {"Ceil", 6, unary<CeilOp, true>},
+      {"Round", 11, unary<RoundOp, true>},
+      {"Not", 1, [](NodeImporter &n) {
+         n.setOutput(0, n.fold<NotOp>(n.input(0)));
+         return success();
+       }},
+      {"IsNaN", 9, [](NodeImporter &n) {
+         if (failed(requireFloat(n, n.input(0))))
+           return failure();
+         n.setOutput(0, n.fold<IsNanOp>(n.input(0)));
+         return success();
+       }},
+      {"IsInf", 10, importIsInf},
+      {"Gelu", 20, importGelu},
+      {"LeakyRelu", 6, importLeakyRelu},
+      {"Elu", 6, importElu},
+      {"Selu", 6, importSelu},
+      {"Celu", 12, importCelu},
+      {"HardSigmoid", 6, importHardSigmoid},
+      {"HardSwish", 14, importHardSwish},
+      {"Softplus", 1, importSoftplus},
+      {"Softsign", 1, importSoftsign},
+      {"ThresholdedRelu", 10, importThresholdedRelu},
+      {"Shrink", 9, importShrink},
+      {"PRelu", 9, importPRelu},
+  });
+}
+
+} // namespace dtcc::onnx_frontend

@@ -1,0 +1,64 @@
+//===- GraphImporter.h - state of one model's import ------------*- C++ -*-===//
+
+#ifndef DTCC_FRONTENDS_ONNX_GRAPHIMPORTER_H
+#define DTCC_FRONTENDS_ONNX_GRAPHIMPORTER_H
+
+#include "frontends/onnx/NodeImporter.h"
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+namespace dtcc::onnx_frontend {
+
+/// Imports one graph: owns the name -> value table that handlers read and
+/// write through NodeImporter.
+class GraphImporter {
+public:
+  GraphImporter(mlir::MLIRContext *ctx, const onnx::ModelProto &model,
+                std::string fileName, std::string baseDir,
+                const ImportOptions &options);
+
+  mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> run();
+
+  mlir::Value lookup(const std::string &name);
+  void define(const std::string &name, mlir::Value v) { values[name] = v; }
+  /// The value of `v` when known at compile time: a constant (possibly
+  /// folded) or a variable's initial value.
+  std::optional<mlir::DenseElementsAttr> constantValueOf(mlir::Value v);
+  /// Whether `name` is an input of the graph (bindable with --bind).
+  bool isGraphInput(const std::string &name) const {
+    for (const auto &info : model.graph().input())
+      if (info.name() == name)
+        return true;
+    return false;
+  }
+  mlir::FailureOr<mlir::ElementsAttr> tensorToAttr(const onnx::TensorProto &t,
+                                                   mlir::Location loc);
+  static std::string nodeName(const onnx::NodeProto &node, int index);
+
+  /// Tensors up to this size stay dense attributes; larger ones are blobs.
+  static constexpr size_t kMaxDenseBytes = 1024;
+
+private:
+  mlir::Location fileLoc();
+  mlir::LogicalResult checkOps(int64_t opset);
+  mlir::FailureOr<mlir::RankedTensorType>
+  inputType(const onnx::ValueInfoProto &info);
+  mlir::LogicalResult checkDeclaredType(const onnx::ValueInfoProto &info,
+                                        mlir::Value v);
+
+  mlir::MLIRContext *ctx;
+  const onnx::ModelProto &model;
+  std::string fileName, baseDir;
+  const ImportOptions &options;
+  std::map<std::string, int64_t> opsets;
+  llvm::StringMap<mlir::Value> values;
+  llvm::StringMap<graph::VariableOp> variables;
+  llvm::StringMap<mlir::ElementsAttr> constantInitializers;
+};
+
+} // namespace dtcc::onnx_frontend
+
+#endif // DTCC_FRONTENDS_ONNX_GRAPHIMPORTER_H

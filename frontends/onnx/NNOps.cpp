@@ -1,0 +1,316 @@
+//===- NNOps.cpp - ONNX neural-network ops to dgraph ----------------------===//
+//
+// Matrix products, softmax, normalization, losses and dropout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/onnx/NodeImporter.h"
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace dtcc::onnx_frontend {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+LogicalResult requireFloat(NodeImporter &n, Value v) {
+  if (isa<FloatType>(getElementTypeOrSelf(v.getType())))
+    return success();
+  return n.error() << "expected a floating-point input, got " << v.getType();
+}
+
+/// numpy.matmul: 1-D operands are promoted and the added dimension removed,
+/// batch dimensions broadcast.
+LogicalResult importMatMul(NodeImporter &n) {
+  Value a = n.input(0), b = n.input(1);
+  auto at = typeOf(a), bt = typeOf(b);
+  if (at.getElementType() != bt.getElementType())
+    return n.error() << "expected operands of one element type, got " << at
+                     << " and " << bt;
+  if (at.getRank() == 0 || bt.getRank() == 0)
+    return n.error() << "expected operands of rank >= 1";
+  bool squeezeM = at.getRank() == 1, squeezeN = bt.getRank() == 1;
+  if (squeezeM)
+    a = n.reshape(a, {1, at.getDimSize(0)});
+  if (squeezeN)
+    b = n.reshape(b, {bt.getDimSize(0), 1});
+  at = typeOf(a);
+  bt = typeOf(b);
+  int64_t k = at.getShape().back();
+  if (bt.getDimSize(bt.getRank() - 2) != k)
+    return n.error() << "expected contracted dimensions to agree, got " << at
+                     << " and " << bt;
+  Value y;
+  if (bt.getRank() == 2) {
+    y = n.create<MatmulOp>(a, b, false, false).getResult();
+  } else {
+    auto batch = n.broadcastShape(
+        {at.getShape().drop_back(2), bt.getShape().drop_back(2)});
+    if (failed(batch))
+      return failure();
+    SmallVector<int64_t> as(*batch), bs(*batch);
+    as.append({at.getDimSize(at.getRank() - 2), k});
+    bs.append({k, bt.getShape().back()});
+    y = n.create<MatmulOp>(n.broadcastTo(a, as), n.broadcastTo(b, bs), false,
+                           false)
+            .getResult();
+  }
+  SmallVector<int64_t> shape(typeOf(y).getShape());
+  if (squeezeN)
+    shape.pop_back();
+  if (squeezeM)
+    shape.erase(shape.end() - (squeezeN ? 1 : 2));
+  n.setOutput(0, n.reshape(y, shape));
+  return success();
+}
+
+LogicalResult importGemm(NodeImporter &n) {
+  Value a = n.input(0), b = n.input(1);
+  if (typeOf(a).getRank() != 2 || typeOf(b).getRank() != 2)
+    return n.error() << "expected rank-2 A and B, got " << a.getType()
+                     << " and " << b.getType();
+  bool ta = n.attrInt("transA", 0) != 0, tb = n.attrInt("transB", 0) != 0;
+  float alpha = n.attrFloat("alpha", 1.0f), beta = n.attrFloat("beta", 1.0f);
+  int64_t k = typeOf(a).getDimSize(ta ? 0 : 1);
+  if (typeOf(b).getDimSize(tb ? 1 : 0) != k)
+    return n.error() << "expected contracted dimensions to agree, got "
+                     << a.getType() << " and " << b.getType();
+  Value y = n.create<MatmulOp>(a, b, ta, tb).getResult();
+  auto type = typeOf(y);
+  if (alpha != 1.0f)
+    y = n.fold<MulOp>(y, n.splat(type, alpha));
+  if (n.hasInput(2) && beta != 0.0f) {
+    Value c = n.broadcastTo(n.input(2), type.getShape());
+    if (typeOf(c).getShape() != type.getShape())
+      return n.error() << "expected C broadcastable to " << type;
+    if (beta != 1.0f)
+      c = n.fold<MulOp>(c, n.splat(type, beta));
+    y = n.fold<AddOp>(y, c);
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
+template <typename OpTy> LogicalResult importSoftmax(NodeImporter &n) {
+  Value x = n.input(0);
+  if (failed(requireFloat(n, x)))
+    return failure();
+  auto axis = n.normalizeAxis(n.attrInt("axis", -1), typeOf(x).getRank());
+  if (failed(axis))
+    return failure();
+  n.setOutput(0, n.create<OpTy>(x, *axis).getResult());
+  return success();
+}
+
+LogicalResult importHardmax(NodeImporter &n) {
+  Value x = n.input(0);
+  auto type = typeOf(x);
+  auto axis = n.normalizeAxis(n.attrInt("axis", -1), type.getRank());
+  if (failed(axis))
+    return failure();
+  Value index = n.create<ArgMaxOp>(x, *axis, false).getResult();
+  auto idxType = RankedTensorType::get(type.getShape(), n.builder().getI64Type());
+  SmallVector<int64_t> dims;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (d != *axis)
+      dims.push_back(d);
+  Value expanded = n.fold<BroadcastInDimOp>(idxType, index, dims);
+  Value hot = n.fold<EqOp>(n.create<IotaOp>(idxType, *axis).getResult(), expanded);
+  n.setOutput(0, n.castTo(hot, type.getElementType()));
+  return success();
+}
+
+LogicalResult importLayerNorm(NodeImporter &n) {
+  Value x = n.input(0);
+  auto type = typeOf(x);
+  if (failed(requireFloat(n, x)))
+    return failure();
+  auto axis = n.normalizeAxis(n.attrInt("axis", -1), type.getRank());
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> normalized = type.getShape().drop_front(*axis);
+  auto param = [&](int i) -> FailureOr<Value> {
+    Value p = n.broadcastTo(n.input(i), normalized);
+    if (typeOf(p).getShape() != normalized ||
+        typeOf(p).getElementType() != type.getElementType())
+      return n.error() << "expected " << (i == 1 ? "scale" : "bias")
+                       << " broadcastable to the normalized shape, got "
+                       << n.input(i).getType();
+    return p;
+  };
+  auto scale = param(1);
+  if (failed(scale))
+    return failure();
+  Value bias;
+  if (n.hasInput(2)) {
+    auto b = param(2);
+    if (failed(b))
+      return failure();
+    bias = *b;
+  }
+  float eps = n.attrFloat("epsilon", 1e-5f);
+  auto op = n.create<LayerNormOp>(x, *scale, bias, *axis, APFloat(eps));
+  n.setOutput(0, op.getResult());
+  // ONNX keeps the normalized dimensions as ones in Mean and InvStdDev.
+  SmallVector<int64_t> statShape(type.getShape().take_front(*axis));
+  statShape.append(type.getRank() - *axis, 1);
+  if (n.wantsOutput(1))
+    n.setOutput(1, n.reshape(op.getMean(), statShape));
+  if (n.wantsOutput(2))
+    n.setOutput(2, n.reshape(op.getRstd(), statShape));
+  return success();
+}
+
+/// Shared by SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss: the loss
+/// from per-element losses [N, d...] and their weights.
+Value reduceLoss(NodeImporter &n, Value perElement, Value weights,
+                 StringRef reduction) {
+  auto type = typeOf(perElement);
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    all.push_back(d);
+  if (reduction == "none")
+    return perElement;
+  Value total = n.fold<ReduceSumOp>(perElement, all);
+  if (reduction == "sum")
+    return total;
+  return n.fold<DivOp>(total, n.fold<ReduceSumOp>(weights, all));
+}
+
+/// NLL over log-probabilities [N, C, d...] with targets [N, d...].
+FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
+                                       Value target, Value weight,
+                                       std::optional<int64_t> ignoreIndex,
+                                       StringRef reduction) {
+  auto type = typeOf(logProb);
+  auto targetType = typeOf(target);
+  if (type.getRank() < 2 || targetType.getRank() != type.getRank() - 1 ||
+      targetType.getDimSize(0) != type.getDimSize(0))
+    return n.error() << "expected input [N, C, d...] and target [N, d...], got "
+                     << type << " and " << targetType;
+  Type i64 = n.builder().getI64Type();
+  Value t = n.castTo(target, i64);
+  auto tType = typeOf(t);
+  auto fType = RankedTensorType::get(tType.getShape(), type.getElementType());
+  Value ignored;
+  if (ignoreIndex) {
+    ignored = n.fold<EqOp>(t, n.splat(tType, *ignoreIndex));
+    t = n.fold<SelectOp>(ignored, n.splat(tType, 0), t);
+  }
+  // picked[n, d...] = logProb[n, t[n, d...], d...] via a one-hot mask.
+  auto maskType = RankedTensorType::get(type.getShape(), i64);
+  SmallVector<int64_t> dims;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (d != 1)
+      dims.push_back(d);
+  Value hot = n.fold<EqOp>(n.create<IotaOp>(maskType, 1).getResult(),
+                           n.fold<BroadcastInDimOp>(maskType, t, dims));
+  Value picked = n.fold<ReduceSumOp>(
+      n.fold<SelectOp>(hot, logProb, n.splat(type, 0)), ArrayRef<int64_t>{1});
+  Value w = weight ? n.fold<GatherOp>(weight, t, 0) : n.splat(fType, 1);
+  if (ignored)
+    w = n.fold<SelectOp>(ignored, n.splat(fType, 0), w);
+  Value loss = n.fold<MulOp>(n.fold<NegOp>(picked), w);
+  return reduceLoss(n, loss, w, reduction);
+}
+
+LogicalResult importNllLoss(NodeImporter &n) {
+  std::optional<int64_t> ignore;
+  if (n.hasAttr("ignore_index"))
+    ignore = n.attrInt("ignore_index", 0);
+  std::string reduction = n.attrString("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return n.error() << "expected reduction none, sum or mean, got \""
+                     << reduction << "\"";
+  auto loss = negativeLogLikelihood(n, n.input(0), n.input(1),
+                                    n.hasInput(2) ? n.input(2) : Value(), ignore,
+                                    reduction);
+  if (failed(loss))
+    return failure();
+  n.setOutput(0, *loss);
+  return success();
+}
+
+LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
+  Value scores = n.input(0), labels = n.input(1);
+  if (failed(requireFloat(n, scores)))
+    return failure();
+  std::optional<int64_t> ignore;
+  if (n.hasAttr("ignore_index"))
+    ignore = n.attrInt("ignore_index", 0);
+  std::string reduction = n.attrString("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return n.error() << "expected reduction none, sum or mean, got \""
+                     << reduction << "\"";
+  auto type = typeOf(scores);
+  if (type.getRank() < 2)
+    return n.error() << "expected scores of rank >= 2, got " << type;
+  Type labelType = getElementTypeOrSelf(labels.getType());
+  if (!labelType.isInteger(32) && !labelType.isInteger(64))
+    return n.error() << "expected i32 or i64 labels, got " << labels.getType();
+
+  // The common case (class scores [N, C], no weights) uses the fused op.
+  if (type.getRank() == 2 && !n.hasInput(2) && !n.wantsOutput(1)) {
+    Value loss = n.create<CrossEntropyOp>(scores, labels, ignore.value_or(-100))
+                     .getResult();
+    auto lossType = typeOf(loss);
+    Value w = n.splat(lossType, 1);
+    if (ignore) {
+      auto lt = typeOf(labels);
+      Value ignored = n.fold<EqOp>(labels, n.splat(lt, *ignore));
+      w = n.fold<SelectOp>(ignored, n.splat(lossType, 0), w);
+    }
+    n.setOutput(0, reduceLoss(n, loss, w, reduction));
+    return success();
+  }
+  Value logProb = n.create<LogSoftmaxOp>(scores, 1).getResult();
+  auto loss = negativeLogLikelihood(n, logProb, labels,
+                                    n.hasInput(2) ? n.input(2) : Value(), ignore,
+                                    reduction);
+  if (failed(loss))
+    return failure();
+  n.setOutput(0, *loss);
+  n.setOutput(1, logProb);
+  return success();
+}
+
+LogicalResult importDropout(NodeImporter &n) {
+  Value x = n.input(0);
+  bool training = false;
+  if (n.hasInput(2)) {
+    auto mode = n.constantInput(2, "training_mode");
+    if (failed(mode))
+      return failure();
+    training = mode->getValues<bool>()[0];
+  }
+  if (training)
+    return n.error() << "training-mode Dropout is not supported by the "
+                        "inference compiler; compile with --train";
+  n.setOutput(0, x);
+  if (n.wantsOutput(1)) {
+    auto type = typeOf(x);
+    n.setOutput(1, n.splat(RankedTensorType::get(type.getShape(),
+                                                 n.builder().getI1Type()),
+                           1));
+  }
+  return success();
+}
+
+} // namespace
+
+void appendNNOps(std::vector<OpEntry> &ops) {
+  ops.insert(ops.end(), {
+      {"MatMul", 1, importMatMul},
+      {"Gemm", 7, importGemm},
+      {"Softmax", 13, importSoftmax<SoftmaxOp>},
+      {"LogSoftmax", 13, importSoftmax<LogSoftmaxOp>},
+      {"Hardmax", 13, importHardmax},
+      {"LayerNormalization", 17, importLayerNorm},
+      {"NegativeLogLikelihoodLoss", 12, importNllLoss},
+      {"SoftmaxCrossEntropyLoss", 12, importSoftmaxCrossEntropy},
+      {"Dropout", 12, importDropout},
+  });
+}
+
+} // namespace dtcc::onnx_frontend

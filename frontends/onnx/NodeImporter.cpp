@@ -1,0 +1,208 @@
+//===- NodeImporter.cpp - inputs, attributes and builders for handlers ----===//
+
+#include "frontends/onnx/NodeImporter.h"
+
+#include "frontends/onnx/GraphImporter.h"
+
+using namespace mlir;
+
+namespace dtcc::onnx_frontend {
+
+Value NodeImporter::input(int i) {
+  if (!hasInput(i))
+    return {};
+  return graph.lookup(node.input(i));
+}
+
+void NodeImporter::setOutput(int i, Value value) {
+  if (wantsOutput(i))
+    graph.define(node.output(i), value);
+}
+
+InFlightDiagnostic NodeImporter::error() {
+  int index = -1;
+  if (auto fileLoc = dyn_cast<FileLineColLoc>(cast<NameLoc>(loc).getChildLoc()))
+    index = fileLoc.getLine() - 1;
+  return emitError(loc) << "node '" << GraphImporter::nodeName(node, index)
+                        << "' (" << node.op_type() << "): ";
+}
+
+FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank,
+                                               StringRef what) {
+  int64_t limit = std::max<int64_t>(rank, 1);
+  if (axis < -limit || axis >= limit)
+    return error() << "expected " << what << " in [" << -limit << ", "
+                   << limit << "), got " << axis;
+  return axis < 0 ? axis + limit : axis;
+}
+
+FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i,
+                                                         StringRef what) {
+  Value v = input(i);
+  if (!v)
+    return error() << "expected " << what << " (input " << i << ")";
+  if (auto value = graph.constantValueOf(v))
+    return *value;
+  const std::string &name = node.input(i);
+  auto diag = error() << "expected " << what << " (input " << i << ", '"
+                      << name << "') to be known at compile time";
+  if (graph.isGraphInput(name))
+    diag << "; it is a graph input: bind its value with --bind " << name
+         << "=FILE.pb";
+  return diag;
+}
+
+FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(int i,
+                                                           StringRef what) {
+  auto value = constantInput(i, what);
+  if (failed(value))
+    return failure();
+  if (!isa<IntegerType>(value->getElementType()))
+    return error() << "expected integer " << what << ", got "
+                   << value->getType();
+  SmallVector<int64_t> out;
+  for (const APInt &v : value->getValues<APInt>())
+    out.push_back(v.getSExtValue());
+  return out;
+}
+
+const onnx::AttributeProto *NodeImporter::attr(StringRef name) const {
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeImporter::attrInt(StringRef name, int64_t fallback) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->i() : fallback;
+}
+
+float NodeImporter::attrFloat(StringRef name, float fallback) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->f() : fallback;
+}
+
+std::string NodeImporter::attrString(StringRef name, StringRef fallback) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->s() : fallback.str();
+}
+
+std::optional<SmallVector<int64_t>> NodeImporter::attrInts(StringRef name) const {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<DenseElementsAttr> NodeImporter::attrTensor(StringRef name) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a || !a->has_t())
+    return error() << "expected tensor attribute '" << name << "'";
+  auto value = graph.tensorToAttr(a->t(), loc);
+  if (failed(value))
+    return failure();
+  if (auto dense = dyn_cast<DenseElementsAttr>(*value))
+    return dense;
+  // Large tensors come back as resources; constants want dense values.
+  return error() << "tensor attribute '" << name << "' is too large ("
+                 << cast<ShapedType>(value->getType()) << ")";
+}
+
+//===----------------------------------------------------------------------===//
+// Builders
+//===----------------------------------------------------------------------===//
+
+static Attribute scalarAttr(Type elementType, double value) {
+  if (auto f = dyn_cast<FloatType>(elementType))
+    return FloatAttr::get(f, value);
+  if (elementType.isInteger(1))
+    return IntegerAttr::get(elementType, APInt(1, value != 0));
+  auto i = cast<IntegerType>(elementType);
+  return IntegerAttr::get(
+      elementType, APInt(i.getWidth(), static_cast<int64_t>(value), !i.isUnsigned()));
+}
+
+Value NodeImporter::splat(RankedTensorType type, double value) {
+  return constant(DenseElementsAttr::get(type, scalarAttr(type.getElementType(), value)));
+}
+
+Value NodeImporter::scalar(Type elementType, double value) {
+  return splat(RankedTensorType::get({}, elementType), value);
+}
+
+Value NodeImporter::constant(DenseElementsAttr value) {
+  return create<graph::ConstantOp>(cast<ElementsAttr>(value));
+}
+
+Value NodeImporter::reshape(Value v, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getShape() == shape)
+    return v;
+  return fold<graph::ReshapeOp>(RankedTensorType::get(shape, type.getElementType()), v);
+}
+
+Value NodeImporter::transpose(Value v, ArrayRef<int64_t> perm) {
+  return fold<graph::TransposeOp>(v, perm);
+}
+
+Value NodeImporter::castTo(Value v, Type elementType) {
+  auto type = mlir::cast<RankedTensorType>(v.getType());
+  if (type.getElementType() == elementType)
+    return v;
+  return fold<graph::CastOp>(RankedTensorType::get(type.getShape(), elementType), v);
+}
+
+Value NodeImporter::broadcastTo(Value v, ArrayRef<int64_t> shape) {
+  auto type = mlir::cast<RankedTensorType>(v.getType());
+  if (type.getShape() == shape)
+    return v;
+  int64_t offset = (int64_t)shape.size() - type.getRank();
+  SmallVector<int64_t> dims;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    dims.push_back(offset + i);
+  return fold<graph::BroadcastInDimOp>(
+      RankedTensorType::get(shape, type.getElementType()), v, dims);
+}
+
+FailureOr<SmallVector<int64_t>>
+NodeImporter::broadcastShape(ArrayRef<ArrayRef<int64_t>> shapes) {
+  size_t rank = 0;
+  for (ArrayRef<int64_t> s : shapes)
+    rank = std::max(rank, s.size());
+  SmallVector<int64_t> out(rank, 1);
+  for (ArrayRef<int64_t> s : shapes) {
+    size_t offset = rank - s.size();
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t &o = out[offset + d];
+      if (s[d] == o || s[d] == 1)
+        continue;
+      if (o != 1) {
+        auto diag = error() << "cannot broadcast shapes";
+        for (ArrayRef<int64_t> t : shapes) {
+          diag << " [";
+          llvm::interleave(t, [&](int64_t x) { diag << x; }, [&] { diag << ","; });
+          diag << "]";
+        }
+        return diag;
+      }
+      o = s[d];
+    }
+  }
+  return out;
+}
+
+FailureOr<SmallVector<Value>> NodeImporter::broadcastAll(ArrayRef<Value> values) {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Value v : values)
+    shapes.push_back(mlir::cast<RankedTensorType>(v.getType()).getShape());
+  auto shape = broadcastShape(shapes);
+  if (failed(shape))
+    return failure();
+  SmallVector<Value> out;
+  for (Value v : values)
+    out.push_back(broadcastTo(v, *shape));
+  return out;
+}
+
+} // namespace dtcc::onnx_frontend

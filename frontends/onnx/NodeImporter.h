@@ -1,0 +1,164 @@
+//===- NodeImporter.h - what an ONNX op handler works with ------*- C++ -*-===//
+//
+// Each ONNX op has a handler that reads its node through a NodeImporter:
+// inputs as dgraph values, attributes with their defaults, compile-time
+// constants, and builder helpers for ONNX's implicit broadcasting.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_FRONTENDS_ONNX_NODEIMPORTER_H
+#define DTCC_FRONTENDS_ONNX_NODEIMPORTER_H
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "onnx/onnx_pb.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+
+namespace dtcc::onnx_frontend {
+
+class GraphImporter;
+
+/// Converts an ONNX element type; null for types dgraph lacks.
+mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *ctx);
+/// ONNX's name for an element type number ("FLOAT", "STRING", ...).
+std::string onnxTypeName(int32_t onnxType);
+
+class NodeImporter {
+public:
+  NodeImporter(GraphImporter &graph, const onnx::NodeProto &node,
+               int64_t opset, mlir::OpBuilder &builder, mlir::Location loc)
+      : graph(graph), node(node), opset(opset), b(builder), loc(loc) {}
+
+  const onnx::NodeProto &getNode() const { return node; }
+  /// The default-domain opset of the model.
+  int64_t getOpset() const { return opset; }
+  mlir::OpBuilder &builder() { return b; }
+  mlir::Location getLoc() const { return loc; }
+  mlir::MLIRContext *getContext() const { return b.getContext(); }
+
+  //===-- Inputs and outputs ----------------------------------------------===//
+
+  /// Number of inputs, counting empty (omitted optional) ones.
+  int numInputs() const { return node.input_size(); }
+  /// Whether optional input `i` is given.
+  bool hasInput(int i) const {
+    return i < node.input_size() && !node.input(i).empty();
+  }
+  /// Input `i`; null when omitted. Every given input was checked to exist.
+  mlir::Value input(int i);
+  mlir::RankedTensorType inputType(int i) {
+    return mlir::cast<mlir::RankedTensorType>(input(i).getType());
+  }
+  int numOutputs() const { return node.output_size(); }
+  /// Whether output `i` is wanted by the graph (named and not empty).
+  bool wantsOutput(int i) const {
+    return i < node.output_size() && !node.output(i).empty();
+  }
+  /// Defines output `i`.
+  void setOutput(int i, mlir::Value value);
+
+  /// The value of input `i` if it is a compile-time constant (a constant, a
+  /// folded expression, an initializer or a bound input); otherwise an error
+  /// naming `what` that says how to bind it, and failure.
+  mlir::FailureOr<mlir::DenseElementsAttr> constantInput(int i,
+                                                         llvm::StringRef what);
+  /// constantInput as integers (any integer type), for axes and shapes.
+  mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(int i,
+                                                           llvm::StringRef what);
+
+  //===-- Attributes --------------------------------------------------------===//
+
+  const onnx::AttributeProto *attr(llvm::StringRef name) const;
+  bool hasAttr(llvm::StringRef name) const { return attr(name) != nullptr; }
+  int64_t attrInt(llvm::StringRef name, int64_t fallback) const;
+  float attrFloat(llvm::StringRef name, float fallback) const;
+  std::string attrString(llvm::StringRef name, llvm::StringRef fallback) const;
+  std::optional<llvm::SmallVector<int64_t>> attrInts(llvm::StringRef name) const;
+  /// A tensor attribute as a constant.
+  mlir::FailureOr<mlir::DenseElementsAttr> attrTensor(llvm::StringRef name);
+
+  //===-- Errors ------------------------------------------------------------===//
+
+  /// Emits "node 'NAME' (OpType): <message>" at the node and returns
+  /// failure; stream more text into the result.
+  mlir::InFlightDiagnostic error();
+  /// Normalizes a possibly negative axis against `rank`, or reports it.
+  mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
+                                         llvm::StringRef what = "axis");
+
+  //===-- Builders ----------------------------------------------------------===//
+
+  /// A constant of `type`'s element type and shape, filled with `value`.
+  mlir::Value splat(mlir::RankedTensorType type, double value);
+  /// A rank-0 constant of `elementType`.
+  mlir::Value scalar(mlir::Type elementType, double value);
+  mlir::Value constant(mlir::DenseElementsAttr value);
+  /// Reshape (no-op when the shape already matches).
+  mlir::Value reshape(mlir::Value v, llvm::ArrayRef<int64_t> shape);
+  mlir::Value transpose(mlir::Value v, llvm::ArrayRef<int64_t> perm);
+  /// Cast (no-op when the element type already matches).
+  mlir::Value castTo(mlir::Value v, mlir::Type elementType);
+  /// Numpy-style broadcast of `v` to `shape` (trailing dimensions align).
+  mlir::Value broadcastTo(mlir::Value v, llvm::ArrayRef<int64_t> shape);
+  /// The multidirectional broadcast shape of `shapes`, or an error.
+  mlir::FailureOr<llvm::SmallVector<int64_t>>
+  broadcastShape(llvm::ArrayRef<llvm::ArrayRef<int64_t>> shapes);
+  /// Broadcasts all values to their common shape.
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+  broadcastAll(llvm::ArrayRef<mlir::Value> values);
+  /// Sums over `dims` keeping them as size-1 dimensions when `keepDims`.
+  template <typename ReduceOp>
+  mlir::Value reduce(mlir::Value v, llvm::ArrayRef<int64_t> dims, bool keepDims);
+
+  template <typename OpTy, typename... Args>
+  OpTy create(Args &&...args) {
+    return OpTy::create(b, loc, std::forward<Args>(args)...);
+  }
+  /// Creates a single-result op, folding it when its operands are constant.
+  template <typename OpTy, typename... Args> mlir::Value fold(Args &&...args) {
+    return b.createOrFold<OpTy>(loc, std::forward<Args>(args)...);
+  }
+
+private:
+  GraphImporter &graph;
+  const onnx::NodeProto &node;
+  int64_t opset;
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+};
+
+template <typename ReduceOp>
+mlir::Value NodeImporter::reduce(mlir::Value v, llvm::ArrayRef<int64_t> dims,
+                                 bool keepDims) {
+  auto type = mlir::cast<mlir::RankedTensorType>(v.getType());
+  mlir::Value r = fold<ReduceOp>(v, dims);
+  if (!keepDims)
+    return r;
+  llvm::SmallVector<int64_t> shape(type.getShape());
+  for (int64_t d : dims)
+    shape[d] = 1;
+  return reshape(r, shape);
+}
+
+/// An op handler: reads the node, builds dgraph ops, sets the outputs.
+using OpHandler = mlir::LogicalResult (*)(NodeImporter &);
+
+struct OpEntry {
+  const char *opType;
+  /// The lowest opset whose semantics the handler implements.
+  int64_t minOpset;
+  OpHandler handler;
+};
+
+/// The handlers of each op family (one per file).
+void appendElementwiseOps(std::vector<OpEntry> &ops);
+void appendTensorOps(std::vector<OpEntry> &ops);
+void appendReductionOps(std::vector<OpEntry> &ops);
+void appendNNOps(std::vector<OpEntry> &ops);
+
+} // namespace dtcc::onnx_frontend
+
+#endif // DTCC_FRONTENDS_ONNX_NODEIMPORTER_H

@@ -1,0 +1,501 @@
+//===- OnnxImporter.cpp - ONNX graphs to dgraph modules -------------------===//
+//
+// Reads a model, checks up front that every node has a handler (listing all
+// that do not), turns initializers into variables or constants, and builds
+// func @main node by node.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "frontends/onnx/GraphImporter.h"
+#include "runtime/io/TensorFile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "onnx/defs/parser.h"
+#include "llvm/ADT/StringSet.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <exception>
+#include <set>
+
+using namespace mlir;
+
+namespace dtcc::onnx_frontend {
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+Type convertElementType(int32_t onnxType, MLIRContext *ctx) {
+  Builder b(ctx);
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT: return b.getF32Type();
+  case onnx::TensorProto::DOUBLE: return b.getF64Type();
+  case onnx::TensorProto::FLOAT16: return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
+  case onnx::TensorProto::BOOL: return b.getI1Type();
+  case onnx::TensorProto::INT8: return b.getIntegerType(8);
+  case onnx::TensorProto::INT16: return b.getIntegerType(16);
+  case onnx::TensorProto::INT32: return b.getIntegerType(32);
+  case onnx::TensorProto::INT64: return b.getIntegerType(64);
+  case onnx::TensorProto::UINT8: return b.getIntegerType(8, false);
+  case onnx::TensorProto::UINT16: return b.getIntegerType(16, false);
+  case onnx::TensorProto::UINT32: return b.getIntegerType(32, false);
+  case onnx::TensorProto::UINT64: return b.getIntegerType(64, false);
+  default: return {};
+  }
+}
+
+std::string onnxTypeName(int32_t onnxType) {
+  if (onnx::TensorProto_DataType_IsValid(onnxType))
+    return onnx::TensorProto_DataType_Name(
+        static_cast<onnx::TensorProto_DataType>(onnxType));
+  return "type " + std::to_string(onnxType);
+}
+
+//===----------------------------------------------------------------------===//
+// The op registry
+//===----------------------------------------------------------------------===//
+
+static const llvm::StringMap<OpEntry> &opRegistry() {
+  static const llvm::StringMap<OpEntry> registry = [] {
+    std::vector<OpEntry> ops;
+    appendElementwiseOps(ops);
+    appendTensorOps(ops);
+    appendReductionOps(ops);
+    appendNNOps(ops);
+    llvm::StringMap<OpEntry> map;
+    for (const OpEntry &e : ops)
+      map[e.opType] = e;
+    return map;
+  }();
+  return registry;
+}
+
+std::vector<std::pair<std::string, int64_t>> supportedOps() {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto &e : opRegistry())
+    out.push_back({e.getKey().str(), e.getValue().minOpset});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+GraphImporter::GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
+                             std::string fileName, std::string baseDir,
+                             const ImportOptions &options)
+    : ctx(ctx), model(model), fileName(std::move(fileName)),
+      baseDir(std::move(baseDir)), options(options) {}
+
+Location GraphImporter::fileLoc() {
+  return FileLineColLoc::get(ctx, fileName, 0, 0);
+}
+
+std::string GraphImporter::nodeName(const onnx::NodeProto &node, int index) {
+  if (!node.name().empty())
+    return node.name();
+  return node.op_type() + "_" + std::to_string(index);
+}
+
+Value GraphImporter::lookup(const std::string &name) {
+  return values.lookup(name);
+}
+
+std::optional<DenseElementsAttr> GraphImporter::constantValueOf(Value v) {
+  Attribute attr;
+  if (auto c = v.getDefiningOp<graph::ConstantOp>())
+    attr = c.getValue();
+  else if (auto load = v.getDefiningOp<graph::LoadOp>())
+    if (auto var = variables.lookup(load.getVariable()))
+      attr = var.getInitialValueAttr();
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(attr))
+    return dense;
+  if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    auto type = cast<ShapedType>(resource.getType());
+    ArrayRef<char> data = blob->getData();
+    if (type.getElementType().isInteger(1)) {
+      SmallVector<bool> bits(data.begin(), data.end());
+      return DenseElementsAttr::get(type, bits);
+    }
+    bool isSplat = false;
+    if (!DenseElementsAttr::isValidRawBuffer(type, data, isSplat))
+      return std::nullopt;
+    return DenseElementsAttr::getFromRawBuffer(type, data);
+  }
+  return std::nullopt;
+}
+
+FailureOr<ElementsAttr> GraphImporter::tensorToAttr(const onnx::TensorProto &t,
+                                                    Location loc) {
+  Type elementType = convertElementType(t.data_type(), ctx);
+  if (!elementType)
+    return emitError(loc, "tensor '")
+           << t.name() << "' has element type " << onnxTypeName(t.data_type())
+           << ", which dtcc does not support";
+  auto decoded = runtime::decodeTensorProto(t, baseDir);
+  if (!decoded.isOk())
+    return emitError(loc, decoded.status().message());
+  runtime::HostTensor host = std::move(decoded.value());
+  auto type = RankedTensorType::get(host.shape, elementType);
+  if (elementType.isInteger(1)) {
+    SmallVector<bool> bits(host.bytes.begin(), host.bytes.end());
+    return cast<ElementsAttr>(DenseElementsAttr::get(type, bits));
+  }
+  // Small tensors stay dense (they fold); large ones become resource blobs
+  // that own the bytes without copying them into the attribute storage.
+  if (host.bytes.size() <= kMaxDenseBytes)
+    return cast<ElementsAttr>(DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(reinterpret_cast<const char *>(host.bytes.data()),
+                             host.bytes.size())));
+  auto *owned = new std::vector<uint8_t>(std::move(host.bytes));
+  AsmResourceBlob blob(
+      ArrayRef<char>(reinterpret_cast<const char *>(owned->data()), owned->size()),
+      alignof(std::max_align_t),
+      [owned](void *, size_t, size_t) { delete owned; }, /*dataIsMutable=*/false);
+  return cast<ElementsAttr>(DenseResourceElementsAttr::get(
+      type, t.name().empty() ? "tensor" : t.name(), std::move(blob)));
+}
+
+LogicalResult GraphImporter::checkOps(int64_t opset) {
+  std::string unsupported;
+  int count = 0;
+  const auto &registry = opRegistry();
+  for (int i = 0; i < model.graph().node_size(); ++i) {
+    const onnx::NodeProto &node = model.graph().node(i);
+    std::string domain = node.domain().empty() ? "ai.onnx" : node.domain();
+    std::string why;
+    if (domain != "ai.onnx") {
+      auto it = opsets.find(node.domain());
+      why = "domain " + domain + ", opset " +
+            (it == opsets.end() ? std::string("?") : std::to_string(it->second)) +
+            ": dtcc supports the default ONNX domain only";
+    } else {
+      auto it = registry.find(node.op_type());
+      if (it == registry.end())
+        why = "domain ai.onnx, opset " + std::to_string(opset) +
+              ": not in dtcc's op set";
+      else if (opset < it->second.minOpset)
+        why = "domain ai.onnx, opset " + std::to_string(opset) + ": dtcc supports " +
+              node.op_type() + " from opset " +
+              std::to_string(it->second.minOpset);
+    }
+    if (!why.empty()) {
+      ++count;
+      unsupported += "\n  node '" + nodeName(node, i) + "': " + node.op_type() +
+                     " (" + why + ")";
+    }
+  }
+  if (count)
+    return emitError(fileLoc(), "unsupported ")
+           << (count == 1 ? "op" : "ops") << " (" << count << "):" << unsupported;
+  return success();
+}
+
+FailureOr<RankedTensorType>
+GraphImporter::inputType(const onnx::ValueInfoProto &info) {
+  if (!info.type().has_tensor_type())
+    return emitError(fileLoc(), "input '")
+           << info.name() << "' is not a tensor (sequences, maps and optionals "
+           << "are not supported)";
+  const auto &tt = info.type().tensor_type();
+  Type elementType = convertElementType(tt.elem_type(), ctx);
+  if (!elementType)
+    return emitError(fileLoc(), "input '")
+           << info.name() << "' has element type " << onnxTypeName(tt.elem_type())
+           << ", which dtcc does not support";
+  auto given = options.inputShapes.find(info.name());
+  if (given != options.inputShapes.end()) {
+    if (tt.has_shape() && tt.shape().dim_size() != (int)given->second.size())
+      return emitError(fileLoc(), "--input-shape for '")
+             << info.name() << "' has rank " << given->second.size()
+             << ", the model's input has rank " << tt.shape().dim_size();
+    if (tt.has_shape())
+      for (int d = 0; d < tt.shape().dim_size(); ++d)
+        if (tt.shape().dim(d).has_dim_value() &&
+            tt.shape().dim(d).dim_value() != given->second[d])
+          return emitError(fileLoc(), "--input-shape for '")
+                 << info.name() << "' gives dim " << d << " = "
+                 << given->second[d] << ", the model fixes it to "
+                 << tt.shape().dim(d).dim_value();
+    return RankedTensorType::get(given->second, elementType);
+  }
+  if (!tt.has_shape())
+    return emitError(fileLoc(), "input '")
+           << info.name() << "' has no shape; give it with --input-shape "
+           << info.name() << "=D0xD1x...";
+  SmallVector<int64_t> shape;
+  for (int d = 0; d < tt.shape().dim_size(); ++d) {
+    const auto &dim = tt.shape().dim(d);
+    if (!dim.has_dim_value() || dim.dim_value() < 0)
+      return emitError(fileLoc(), "input '")
+             << info.name() << "' has a symbolic dimension "
+             << (dim.has_dim_param() ? "'" + dim.dim_param() + "' " : "")
+             << "(dim " << d << "); give its size with --input-shape "
+             << info.name() << "=D0xD1x...";
+    shape.push_back(dim.dim_value());
+  }
+  return RankedTensorType::get(shape, elementType);
+}
+
+FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
+  ctx->loadDialect<graph::GraphDialect, func::FuncDialect>();
+  const onnx::GraphProto &g = model.graph();
+
+  // Opsets.
+  int64_t opset = -1;
+  for (const auto &imp : model.opset_import()) {
+    opsets[imp.domain()] = imp.version();
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset = imp.version();
+  }
+  if (opset < 0)
+    return emitError(fileLoc(), "the model imports no default-domain opset");
+  if (opset > kMaxOpset)
+    return emitError(fileLoc(), "the model uses opset ")
+           << opset << "; dtcc supports opsets up to " << kMaxOpset;
+  if (failed(checkOps(opset)))
+    return failure();
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc());
+  OpBuilder b(ctx);
+  b.setInsertionPointToEnd(module->getBody());
+  if (!g.name().empty())
+    (*module)->setAttr("dgraph.model", b.getStringAttr(g.name()));
+
+  // Initializers: floats are weights (variables), the rest constants.
+  llvm::StringSet<> initializerNames;
+  for (const onnx::TensorProto &t : g.initializer()) {
+    initializerNames.insert(t.name());
+    Location loc = NameLoc::get(b.getStringAttr(t.name()), fileLoc());
+    Type elementType = convertElementType(t.data_type(), ctx);
+    if (!elementType)
+      return emitError(loc, "initializer '")
+             << t.name() << "' has element type " << onnxTypeName(t.data_type())
+             << ", which dtcc does not support";
+    SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+    auto type = RankedTensorType::get(shape, elementType);
+    bool isWeight = isa<FloatType>(elementType);
+    ElementsAttr value;
+    if (options.loadWeights || !isWeight) {
+      auto attr = tensorToAttr(t, loc);
+      if (failed(attr))
+        return failure();
+      value = *attr;
+    }
+    if (isWeight) {
+      auto var = graph::VariableOp::create(b, loc, t.name(), type, value,
+                                           /*trainable=*/true);
+      variables[t.name()] = var;
+    } else {
+      constantInitializers[t.name()] = value;
+    }
+  }
+
+  // The signature: graph inputs that are not initializers and not bound.
+  SmallVector<const onnx::ValueInfoProto *> inputs;
+  SmallVector<Type> argTypes;
+  llvm::StringMap<ElementsAttr> bound;
+  for (const onnx::ValueInfoProto &info : g.input()) {
+    if (initializerNames.contains(info.name()))
+      continue;
+    auto it = options.bindings.find(info.name());
+    if (it != options.bindings.end()) {
+      auto t = runtime::readTensorFile(it->second);
+      if (!t.isOk())
+        return emitError(fileLoc(), "--bind ")
+               << info.name() << ": " << t.status().message();
+      onnx::TensorProto proto;
+      proto.set_name(info.name());
+      proto.set_data_type(static_cast<int32_t>(t.value().dtype));
+      for (int64_t d : t.value().shape)
+        proto.add_dims(d);
+      proto.set_raw_data(t.value().bytes.data(), t.value().bytes.size());
+      auto attr = tensorToAttr(proto, fileLoc());
+      if (failed(attr))
+        return failure();
+      bound[info.name()] = *attr;
+      continue;
+    }
+    auto type = inputType(info);
+    if (failed(type))
+      return failure();
+    inputs.push_back(&info);
+    argTypes.push_back(*type);
+  }
+  for (const auto &[name, path] : options.bindings) {
+    bool found = false;
+    for (const onnx::ValueInfoProto &info : g.input())
+      found |= info.name() == name;
+    if (!found)
+      return emitError(fileLoc(), "--bind names '")
+             << name << "', which is not an input of the graph";
+  }
+  for (const auto &[name, shape] : options.inputShapes) {
+    bool found = false;
+    for (const onnx::ValueInfoProto &info : g.input())
+      found |= info.name() == name;
+    if (!found)
+      return emitError(fileLoc(), "--input-shape names '")
+             << name << "', which is not an input of the graph";
+  }
+
+  auto fn = func::FuncOp::create(b, fileLoc(), "main",
+                                 FunctionType::get(ctx, argTypes, {}));
+  Block *body = fn.addEntryBlock();
+  for (auto [i, info] : llvm::enumerate(inputs)) {
+    fn.setArgAttr(i, "dgraph.name", b.getStringAttr(info->name()));
+    values[info->name()] = body->getArgument(i);
+  }
+  b.setInsertionPointToStart(body);
+  for (const onnx::TensorProto &t : g.initializer()) {
+    Location loc = NameLoc::get(b.getStringAttr(t.name()), fileLoc());
+    if (auto var = variables.lookup(t.name()))
+      values[t.name()] = graph::LoadOp::create(b, loc, var.getTensorType(),
+                                               var.getSymName());
+    else if (auto c = constantInitializers.lookup(t.name()))
+      values[t.name()] = graph::ConstantOp::create(b, loc, c);
+  }
+  for (auto &entry : bound)
+    values[entry.getKey().str()] = graph::ConstantOp::create(
+        b, NameLoc::get(b.getStringAttr(entry.getKey()), fileLoc()),
+        entry.getValue());
+
+  // Nodes, in the graph's (topological) order.
+  const auto &registry = opRegistry();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto &node = g.node(i);
+    Location loc = NameLoc::get(b.getStringAttr(nodeName(node, i)),
+                                FileLineColLoc::get(ctx, fileName, i + 1, 0));
+    for (const std::string &in : node.input())
+      if (!in.empty() && !values.count(in))
+        return emitError(loc, "node '")
+               << nodeName(node, i) << "' (" << node.op_type() << ") uses '"
+               << in << "', which no earlier node, input or initializer defines";
+    NodeImporter importer(*this, node, opset, b, loc);
+    const OpEntry &entry = registry.find(node.op_type())->second;
+    if (failed(entry.handler(importer)))
+      return failure();
+    for (int o = 0; o < node.output_size(); ++o)
+      if (!node.output(o).empty() && !values.count(node.output(o)))
+        return emitError(loc, "node '")
+               << nodeName(node, i) << "' (" << node.op_type()
+               << ") does not produce its output " << o << " '"
+               << node.output(o) << "' in dtcc";
+  }
+
+  // Results.
+  SmallVector<Value> results;
+  for (const onnx::ValueInfoProto &info : g.output()) {
+    Value v = values.lookup(info.name());
+    if (!v)
+      return emitError(fileLoc(), "graph output '")
+             << info.name() << "' is not produced by any node";
+    if (failed(checkDeclaredType(info, v)))
+      return failure();
+    results.push_back(v);
+  }
+  func::ReturnOp::create(b, fileLoc(), results);
+  fn.setFunctionType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
+  for (auto [i, info] : llvm::enumerate(g.output()))
+    fn.setResultAttr(i, "dgraph.name", b.getStringAttr(info.name()));
+  if (failed(verify(*module)))
+    return failure();
+  return module;
+}
+
+LogicalResult GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &info,
+                                               Value v) {
+  if (!info.type().has_tensor_type())
+    return success();
+  const auto &tt = info.type().tensor_type();
+  auto actual = cast<RankedTensorType>(v.getType());
+  if (tt.elem_type() != 0) {
+    Type declared = convertElementType(tt.elem_type(), ctx);
+    if (declared && declared != actual.getElementType())
+      return emitError(v.getLoc(), "graph output '")
+             << info.name() << "' is declared " << onnxTypeName(tt.elem_type())
+             << " but computes " << actual.getElementType();
+  }
+  if (!tt.has_shape())
+    return success();
+  bool mismatch = tt.shape().dim_size() != actual.getRank();
+  for (int d = 0; !mismatch && d < tt.shape().dim_size(); ++d)
+    mismatch = tt.shape().dim(d).has_dim_value() &&
+               tt.shape().dim(d).dim_value() != actual.getDimSize(d);
+  if (mismatch) {
+    std::string declared;
+    for (int d = 0; d < tt.shape().dim_size(); ++d)
+      declared += (d ? "x" : "") + (tt.shape().dim(d).has_dim_value()
+                                        ? std::to_string(tt.shape().dim(d).dim_value())
+                                        : std::string("?"));
+    return emitError(v.getLoc(), "graph output '")
+           << info.name() << "' is declared with shape " << declared
+           << " but computes " << actual;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+static std::string dirOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+FailureOr<OwningOpRef<ModuleOp>>
+importOnnxBytes(const std::string &bytes, const std::string &fileName,
+                const std::string &baseDir, MLIRContext *context,
+                const ImportOptions &options) {
+  Location loc = FileLineColLoc::get(context, fileName, 0, 0);
+  onnx::ModelProto model;
+  // ONNX text starts with '<' (the model header); binary protobuf cannot.
+  size_t first = bytes.find_first_not_of(" \t\r\n");
+  bool isText = first != std::string::npos && bytes[first] == '<';
+  if (isText) {
+    std::string message;
+    try {
+      onnx::OnnxParser parser(bytes.c_str());
+      auto status = parser.Parse(model);
+      if (!status.IsOK())
+        message = status.ErrorMessage();
+    } catch (const std::exception &e) {
+      message = e.what();
+    }
+    if (!message.empty())
+      return emitError(loc, "cannot parse ONNX text: ") << message;
+  } else if (!model.ParseFromString(bytes)) {
+    return emitError(loc, "not an ONNX model: the file does not parse as an "
+                          "ONNX ModelProto (truncated, or another format)");
+  }
+  if (!model.has_graph())
+    return emitError(loc, "not an ONNX model: it has no graph");
+  GraphImporter importer(context, model, fileName, baseDir, options);
+  return importer.run();
+}
+
+FailureOr<OwningOpRef<ModuleOp>> importOnnxFile(const std::string &path,
+                                                MLIRContext *context,
+                                                const ImportOptions &options) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return emitError(UnknownLoc::get(context), "cannot read '")
+           << path << "': " << buffer.getError().message();
+  return importOnnxBytes((*buffer)->getBuffer().str(), path, dirOf(path),
+                         context, options);
+}
+
+} // namespace dtcc::onnx_frontend

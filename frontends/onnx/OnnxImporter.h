@@ -1,0 +1,54 @@
+//===- OnnxImporter.h - ONNX models to dgraph -------------------*- C++ -*-===//
+//
+// Imports an ONNX model (binary .onnx, ONNX text .onnxtext, with external
+// data files) into a module of dgraph ops: initializers become variables,
+// the graph becomes func @main, every op is located at its ONNX node name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_FRONTENDS_ONNX_ONNXIMPORTER_H
+#define DTCC_FRONTENDS_ONNX_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtcc::onnx_frontend {
+
+struct ImportOptions {
+  /// Sizes for inputs with symbolic or unknown dimensions.
+  std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Graph inputs frozen to the value in a TensorProto file (name -> path):
+  /// they become constants, as shape operands must be.
+  std::map<std::string, std::string> bindings;
+  /// Without weights, variables carry shapes only (planning huge models).
+  bool loadWeights = true;
+};
+
+/// The lowest and highest default-domain opsets the importer accepts. Each
+/// op also has its own lowest opset: where its current semantics began.
+constexpr int64_t kMinOpset = 1;
+constexpr int64_t kMaxOpset = 21;
+
+/// Imports the model in `path` (format chosen by content: binary protobuf or
+/// ONNX text). Errors are emitted as diagnostics on `context`.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxFile(const std::string &path, mlir::MLIRContext *context,
+               const ImportOptions &options);
+
+/// Imports a model held in memory; `baseDir` resolves external data.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxBytes(const std::string &bytes, const std::string &fileName,
+                const std::string &baseDir, mlir::MLIRContext *context,
+                const ImportOptions &options);
+
+/// The op types (with their lowest opset) the importer supports, sorted.
+std::vector<std::pair<std::string, int64_t>> supportedOps();
+
+} // namespace dtcc::onnx_frontend
+
+#endif // DTCC_FRONTENDS_ONNX_ONNXIMPORTER_H

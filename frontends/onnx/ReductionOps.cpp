@@ -1,0 +1,180 @@
+//===- ReductionOps.cpp - ONNX reductions to dgraph -----------------------===//
+//
+// dgraph has sum, max, min and prod reductions; ONNX's mean, L1, L2,
+// log-sum, log-sum-exp and sum-of-squares are built from them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/onnx/NodeImporter.h"
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace dtcc::onnx_frontend {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+enum class Kind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
+
+/// The reduced dimensions of a Reduce* node, or none for an identity (empty
+/// axes with noop_with_empty_axes).
+FailureOr<std::optional<SmallVector<int64_t>>> reducedDims(NodeImporter &n,
+                                                           Kind kind,
+                                                           int64_t rank) {
+  // ReduceSum took axes as an input from opset 13, the others from 18.
+  int64_t inputSince = kind == Kind::Sum ? 13 : 18;
+  SmallVector<int64_t> axes;
+  if (n.getOpset() >= inputSince) {
+    if (n.hasInput(1)) {
+      auto given = n.constantInts(1, "axes");
+      if (failed(given))
+        return failure();
+      axes = *given;
+    }
+  } else if (auto attr = n.attrInts("axes")) {
+    axes = *attr;
+  }
+  if (axes.empty()) {
+    if (n.getOpset() >= inputSince && n.attrInt("noop_with_empty_axes", 0))
+      return std::optional<SmallVector<int64_t>>();
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  for (int64_t &a : axes) {
+    auto norm = n.normalizeAxis(a, rank, "axes entry");
+    if (failed(norm))
+      return failure();
+    a = *norm;
+  }
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return std::optional<SmallVector<int64_t>>(axes);
+}
+
+LogicalResult importReduce(NodeImporter &n, Kind kind) {
+  Value x = n.input(0);
+  auto type = typeOf(x);
+  auto dimsOr = reducedDims(n, kind, type.getRank());
+  if (failed(dimsOr))
+    return failure();
+  bool keep = n.attrInt("keepdims", 1) != 0;
+  bool isFloat = isa<FloatType>(type.getElementType());
+  if (!isFloat && (kind == Kind::L2 || kind == Kind::LogSum ||
+                   kind == Kind::LogSumExp))
+    return n.error() << "expected a floating-point input, got " << type;
+  if (!*dimsOr) { // identity; keeps the elementwise part of L1/L2/...
+    Value y = x;
+    if (kind == Kind::L1)
+      y = n.fold<AbsOp>(x);
+    else if (kind == Kind::SumSquare)
+      y = n.fold<MulOp>(x, x);
+    else if (kind == Kind::L2)
+      y = n.fold<AbsOp>(x);
+    else if (kind == Kind::LogSum)
+      y = n.fold<LogOp>(x);
+    n.setOutput(0, y);
+    return success();
+  }
+  ArrayRef<int64_t> dims = **dimsOr;
+  int64_t count = 1;
+  for (int64_t d : dims)
+    count *= type.getDimSize(d);
+  Value y;
+  switch (kind) {
+  case Kind::Sum:
+    y = n.reduce<ReduceSumOp>(x, dims, keep);
+    break;
+  case Kind::Max:
+    y = n.reduce<ReduceMaxOp>(x, dims, keep);
+    break;
+  case Kind::Min:
+    y = n.reduce<ReduceMinOp>(x, dims, keep);
+    break;
+  case Kind::Prod:
+    y = n.reduce<ReduceProdOp>(x, dims, keep);
+    break;
+  case Kind::Mean: {
+    y = n.reduce<ReduceSumOp>(x, dims, keep);
+    y = n.fold<DivOp>(y, n.splat(typeOf(y), count));
+    break;
+  }
+  case Kind::L1:
+    y = n.reduce<ReduceSumOp>(n.fold<AbsOp>(x), dims, keep);
+    break;
+  case Kind::L2:
+    y = n.fold<SqrtOp>(n.reduce<ReduceSumOp>(n.fold<MulOp>(x, x), dims, keep));
+    break;
+  case Kind::SumSquare:
+    y = n.reduce<ReduceSumOp>(n.fold<MulOp>(x, x), dims, keep);
+    break;
+  case Kind::LogSum:
+    y = n.fold<LogOp>(n.reduce<ReduceSumOp>(x, dims, keep));
+    break;
+  case Kind::LogSumExp: {
+    // max + log(sum(exp(x - max))), stable for large inputs.
+    Value m = n.reduce<ReduceMaxOp>(x, dims, /*keepDims=*/true);
+    Value shifted = n.fold<SubOp>(x, n.broadcastTo(m, type.getShape()));
+    Value s = n.reduce<ReduceSumOp>(n.fold<ExpOp>(shifted), dims, keep);
+    y = n.fold<AddOp>(n.fold<LogOp>(s), n.reshape(m, typeOf(s).getShape()));
+    break;
+  }
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
+template <typename ArgOp> LogicalResult importArgReduce(NodeImporter &n) {
+  Value x = n.input(0);
+  auto type = typeOf(x);
+  auto axis = n.normalizeAxis(n.attrInt("axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  bool last = n.attrInt("select_last_index", 0) != 0;
+  Value y = n.create<ArgOp>(x, *axis, last).getResult();
+  if (n.attrInt("keepdims", 1)) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[*axis] = 1;
+    y = n.reshape(y, shape);
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
+LogicalResult importCumSum(NodeImporter &n) {
+  Value x = n.input(0);
+  auto axisValue = n.constantInts(1, "axis");
+  if (failed(axisValue))
+    return failure();
+  auto axis = n.normalizeAxis((*axisValue)[0], typeOf(x).getRank());
+  if (failed(axis))
+    return failure();
+  n.setOutput(0, n.create<CumSumOp>(x, *axis, n.attrInt("exclusive", 0) != 0,
+                                    n.attrInt("reverse", 0) != 0)
+                     .getResult());
+  return success();
+}
+
+} // namespace
+
+void appendReductionOps(std::vector<OpEntry> &ops) {
+  ops.insert(ops.end(), {
+      {"ReduceSum", 11, [](NodeImporter &n) { return importReduce(n, Kind::Sum); }},
+      {"ReduceMean", 11, [](NodeImporter &n) { return importReduce(n, Kind::Mean); }},
+      {"ReduceMax", 11, [](NodeImporter &n) { return importReduce(n, Kind::Max); }},
+      {"ReduceMin", 11, [](NodeImporter &n) { return importReduce(n, Kind::Min); }},
+      {"ReduceProd", 11, [](NodeImporter &n) { return importReduce(n, Kind::Prod); }},
+      {"ReduceL1", 11, [](NodeImporter &n) { return importReduce(n, Kind::L1); }},
+      {"ReduceL2", 11, [](NodeImporter &n) { return importReduce(n, Kind::L2); }},
+      {"ReduceLogSum", 11, [](NodeImporter &n) { return importReduce(n, Kind::LogSum); }},
+      {"ReduceLogSumExp", 11,
+       [](NodeImporter &n) { return importReduce(n, Kind::LogSumExp); }},
+      {"ReduceSumSquare", 11,
+       [](NodeImporter &n) { return importReduce(n, Kind::SumSquare); }},
+      {"ArgMax", 11, importArgReduce<ArgMaxOp>},
+      {"ArgMin", 11, importArgReduce<ArgMinOp>},
+      {"CumSum", 11, importCumSum},
+  });
+}
+
+} // namespace dtcc::onnx_frontend

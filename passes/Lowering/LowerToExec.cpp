@@ -1,0 +1,436 @@
+//===- LowerToExec.cpp - dgraph functions to dexec programs ---------------===//
+//
+// Assigns every tensor value a view of a storage (workspace, state or
+// constant), plans the workspace offsets from value lifetimes, and rewrites
+// each function into dexec buffers, kernel calls and I/O bindings.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "dialects/Exec/IR/ExecOps.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Lowering/MemoryPlan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace dtcc::lowering {
+#define GEN_PASS_DEF_LOWERTOEXEC
+#include "passes/Lowering/Passes.h.inc"
+} // namespace dtcc::lowering
+
+using namespace mlir;
+using namespace dtcc;
+
+namespace {
+
+enum class ArenaKind { Workspace, State, Constant };
+
+StringRef arenaName(ArenaKind kind) {
+  switch (kind) {
+  case ArenaKind::Workspace:
+    return "workspace";
+  case ArenaKind::State:
+    return "state";
+  case ArenaKind::Constant:
+    return "constant";
+  }
+  llvm_unreachable("unknown arena");
+}
+
+/// Bytes per element as stored by the runtime (i1 takes a byte).
+int64_t elementBytes(Type type) {
+  return std::max<int64_t>(1, (type.getIntOrFloatBitWidth() + 7) / 8);
+}
+
+int64_t tensorBytes(RankedTensorType type) {
+  return type.getNumElements() * elementBytes(type.getElementType());
+}
+
+/// Memory that holds one or more values (a value and its reshapes).
+struct Storage {
+  ArenaKind arena = ArenaKind::Workspace;
+  int64_t bytes = 0;
+  int64_t first = 0, last = 0; // lifetime in steps (workspace only)
+  int64_t offset = -1;
+  FlatSymbolRefAttr variable; // state
+  ElementsAttr value;         // constant
+  /// Values that read or write this storage, to decide in-place reuse.
+  SmallVector<Value> aliases;
+};
+
+/// How a tensor value sits in its storage.
+struct View {
+  unsigned storage = 0;
+  RankedTensorType type;
+  SmallVector<int64_t> strides; // empty: contiguous row-major
+
+  bool isContiguous() const { return strides.empty(); }
+};
+
+struct PlannedKernel {
+  std::string kernel;
+  SmallVector<View> ins, outs;
+  DictionaryAttr attrs;
+  Location loc;
+};
+
+/// Offsets shared by all functions of the module.
+struct ModuleLayout {
+  llvm::StringMap<int64_t> stateOffsets;
+  int64_t stateBytes = 0;
+  llvm::DenseMap<Attribute, int64_t> constantOffsets;
+  int64_t constantBytes = 0;
+};
+
+/// Lowers one function. Builds the plan first, then rewrites the IR.
+class FunctionLowering {
+public:
+  FunctionLowering(func::FuncOp fn, ModuleLayout &layout)
+      : fn(fn), layout(layout) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult plan();
+  void rewrite();
+
+  unsigned newStorage(ArenaKind arena, int64_t bytes) {
+    Storage s;
+    s.arena = arena;
+    s.bytes = bytes;
+    s.first = s.last = step;
+    storages.push_back(std::move(s));
+    return storages.size() - 1;
+  }
+  View contiguous(unsigned storage, Type type) {
+    return View{storage, cast<RankedTensorType>(type), {}};
+  }
+  void bind(Value value, View view) {
+    views[value] = view;
+    storages[view.storage].aliases.push_back(value);
+  }
+  /// Records a read of `view` at the current step.
+  void use(const View &view) {
+    Storage &s = storages[view.storage];
+    s.last = std::max(s.last, step);
+  }
+  /// A contiguous copy of `view` in a new workspace storage.
+  View materialize(const View &view, Location loc) {
+    use(view);
+    View out = contiguous(
+        newStorage(ArenaKind::Workspace, tensorBytes(view.type)), view.type);
+    kernels.push_back({"copy", {view}, {out},
+                       DictionaryAttr::get(fn.getContext()), loc});
+    return out;
+  }
+  /// Whether `value`'s storage can be overwritten at the current step: no
+  /// value sharing it is read later and it holds no variable or constant.
+  bool diesHere(const View &view) {
+    const Storage &s = storages[view.storage];
+    if (s.arena != ArenaKind::Workspace)
+      return false;
+    return llvm::all_of(s.aliases,
+                        [&](Value v) { return lastUse.lookup(v) <= step; });
+  }
+  View broadcastView(const View &operand, graph::BroadcastInDimOp op);
+  LogicalResult lowerOp(Operation &op);
+
+  func::FuncOp fn;
+  ModuleLayout &layout;
+  int64_t step = 0;
+  SmallVector<Storage> storages;
+  llvm::DenseMap<Value, View> views;
+  llvm::DenseMap<Value, int64_t> lastUse;
+  llvm::StringMap<SmallVector<int64_t>> storeSteps;
+  SmallVector<std::pair<std::string, View>> inputs, outputs;
+  SmallVector<PlannedKernel> kernels;
+  int64_t workspaceBytes = 0;
+};
+
+View FunctionLowering::broadcastView(const View &operand,
+                                     graph::BroadcastInDimOp op) {
+  auto outType = cast<RankedTensorType>(op.getType());
+  SmallVector<int64_t> operandStrides =
+      operand.isContiguous()
+          ? SmallVector<int64_t>(operand.type.getRank(), 0)
+          : operand.strides;
+  if (operand.isContiguous()) {
+    int64_t stride = 1;
+    for (int64_t d = operand.type.getRank() - 1; d >= 0; --d) {
+      operandStrides[d] = stride;
+      stride *= operand.type.getDimSize(d);
+    }
+  }
+  SmallVector<int64_t> strides(outType.getRank(), 0);
+  for (auto [i, d] : llvm::enumerate(op.getDims()))
+    if (operand.type.getDimSize(i) != 1)
+      strides[d] = operandStrides[i];
+  return View{operand.storage, outType, strides};
+}
+
+LogicalResult FunctionLowering::lowerOp(Operation &op) {
+  MLIRContext *ctx = op.getContext();
+  if (auto c = dyn_cast<graph::ConstantOp>(op)) {
+    auto it = layout.constantOffsets.find(c.getValue());
+    int64_t offset;
+    if (it == layout.constantOffsets.end()) {
+      offset = layout.constantBytes;
+      layout.constantOffsets[c.getValue()] = offset;
+      layout.constantBytes +=
+          alignBytes(tensorBytes(cast<RankedTensorType>(c.getType())));
+    } else {
+      offset = it->second;
+    }
+    unsigned s = newStorage(ArenaKind::Constant, 0);
+    storages[s].offset = offset;
+    storages[s].value = c.getValue();
+    bind(c.getResult(), contiguous(s, c.getType()));
+    return success();
+  }
+  if (auto load = dyn_cast<graph::LoadOp>(op)) {
+    StringRef name = load.getVariable();
+    unsigned s = newStorage(ArenaKind::State, 0);
+    storages[s].offset = layout.stateOffsets.lookup(name);
+    storages[s].variable = load.getVariableAttr();
+    View view = contiguous(s, load.getType());
+    // A value read before a store but used after it must not see the store.
+    int64_t last = lastUse.lookup(load.getResult());
+    if (llvm::any_of(storeSteps.lookup(name),
+                     [&](int64_t st) { return st > step && st < last; }))
+      view = materialize(view, load.getLoc());
+    bind(load.getResult(), view);
+    return success();
+  }
+  if (auto store = dyn_cast<graph::StoreOp>(op)) {
+    View value = views.lookup(store.getValue());
+    use(value);
+    unsigned s = newStorage(ArenaKind::State, 0);
+    storages[s].offset = layout.stateOffsets.lookup(store.getVariable());
+    storages[s].variable = store.getVariableAttr();
+    kernels.push_back({"copy", {value}, {contiguous(s, value.type)},
+                       DictionaryAttr::get(ctx), op.getLoc()});
+    return success();
+  }
+  if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
+    View operand = views.lookup(reshape.getOperand());
+    if (!operand.isContiguous())
+      operand = materialize(operand, op.getLoc());
+    bind(reshape.getResult(), contiguous(operand.storage, reshape.getType()));
+    return success();
+  }
+  if (auto bcast = dyn_cast<graph::BroadcastInDimOp>(op)) {
+    bool onlyElementwiseUsers = llvm::all_of(bcast->getUsers(), [](Operation *u) {
+      return u->hasTrait<OpTrait::Elementwise>();
+    });
+    if (onlyElementwiseUsers) {
+      bind(bcast.getResult(), broadcastView(views.lookup(bcast.getOperand()), bcast));
+      return success();
+    }
+  }
+  if (op.getDialect() != op.getContext()->getLoadedDialect<graph::GraphDialect>())
+    return op.emitOpError("cannot be lowered to dexec: not a dgraph op");
+
+  // Every other op is one kernel call.
+  bool elementwise = op.hasTrait<OpTrait::Elementwise>();
+  PlannedKernel kernel{op.getName().stripDialect().str(), {}, {},
+                       op.getAttrDictionary(), op.getLoc()};
+  for (Value operand : op.getOperands()) {
+    View v = views.lookup(operand);
+    if (!v.isContiguous() && !elementwise)
+      v = materialize(v, op.getLoc());
+    use(v);
+    kernel.ins.push_back(v);
+  }
+  for (Value result : op.getResults()) {
+    auto type = cast<RankedTensorType>(result.getType());
+    std::optional<View> reused;
+    if (elementwise) {
+      for (const View &in : kernel.ins)
+        if (in.isContiguous() && in.type == type && diesHere(in) &&
+            llvm::none_of(kernel.outs, [&](const View &o) {
+              return o.storage == in.storage;
+            })) {
+          reused = contiguous(in.storage, type);
+          break;
+        }
+    }
+    View out = reused ? *reused
+                      : contiguous(newStorage(ArenaKind::Workspace,
+                                              tensorBytes(type)),
+                                   type);
+    kernel.outs.push_back(out);
+    bind(result, out);
+  }
+  kernels.push_back(std::move(kernel));
+  return success();
+}
+
+LogicalResult FunctionLowering::plan() {
+  Block &body = fn.front();
+  auto terminator = dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (!terminator)
+    return fn.emitOpError("expected a func.return terminator");
+
+  // Steps: 0 binds the inputs, op i runs at step i + 1, outputs are read at
+  // the step after the last op.
+  int64_t numOps = 0;
+  for (Operation &op : body.without_terminator()) {
+    ++numOps;
+    for (Value operand : op.getOperands())
+      lastUse[operand] = numOps;
+    if (auto store = dyn_cast<graph::StoreOp>(op))
+      storeSteps[store.getVariable()].push_back(numOps);
+  }
+  int64_t endStep = numOps + 1;
+  for (Value v : terminator.getOperands())
+    lastUse[v] = endStep;
+
+  step = 0;
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || !type.hasStaticShape())
+      return fn.emitOpError("expected statically shaped tensor arguments, got ")
+             << arg.getType();
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dgraph.name");
+    View view = contiguous(newStorage(ArenaKind::Workspace, tensorBytes(type)), type);
+    bind(arg, view);
+    inputs.push_back({name ? name.str() : "input" + std::to_string(arg.getArgNumber()),
+                      view});
+  }
+  for (Operation &op : body.without_terminator()) {
+    ++step;
+    if (failed(lowerOp(op)))
+      return failure();
+  }
+  step = endStep;
+  llvm::DenseSet<unsigned> outputStorages;
+  for (auto [i, v] : llvm::enumerate(terminator.getOperands())) {
+    View view = views.lookup(v);
+    // Outputs own a contiguous workspace buffer each.
+    if (!view.isContiguous() ||
+        storages[view.storage].arena != ArenaKind::Workspace ||
+        !outputStorages.insert(view.storage).second)
+      view = materialize(view, terminator.getLoc());
+    outputStorages.insert(view.storage);
+    use(view);
+    auto name = fn.getResultAttrOfType<StringAttr>(i, "dgraph.name");
+    outputs.push_back({name ? name.str() : "output" + std::to_string(i), view});
+  }
+
+  // Plan the workspace.
+  SmallVector<unsigned> planned;
+  std::vector<PlannedBuffer> buffers;
+  for (auto [i, s] : llvm::enumerate(storages)) {
+    if (s.arena != ArenaKind::Workspace)
+      continue;
+    planned.push_back(i);
+    buffers.push_back({s.bytes, s.first, s.last});
+  }
+  MemoryPlan memory = planMemory(buffers);
+  for (auto [i, s] : llvm::enumerate(planned))
+    storages[s].offset = memory.offsets[i];
+  workspaceBytes = memory.peakBytes;
+  return success();
+}
+
+void FunctionLowering::rewrite() {
+  MLIRContext *ctx = fn.getContext();
+  Block &oldBody = fn.front();
+  Location loc = fn.getLoc();
+  auto *newBody = new Block();
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(newBody);
+
+  llvm::DenseMap<std::pair<unsigned, Type>, Value> buffers;
+  Operation *lastBuffer = nullptr; // buffers come first, in creation order
+  auto bufferFor = [&](const View &view) -> Value {
+    Type elementType = view.type.getElementType();
+    MemRefLayoutAttrInterface layoutAttr;
+    if (!view.isContiguous())
+      layoutAttr = StridedLayoutAttr::get(ctx, 0, view.strides);
+    auto type = MemRefType::get(view.type.getShape(), elementType, layoutAttr);
+    auto key = std::make_pair(view.storage, Type(type));
+    if (Value v = buffers.lookup(key))
+      return v;
+    const Storage &s = storages[view.storage];
+    OpBuilder::InsertionGuard guard(b);
+    if (lastBuffer)
+      b.setInsertionPointAfter(lastBuffer);
+    else
+      b.setInsertionPointToStart(newBody);
+    auto op = exec::BufferOp::create(b, loc, type, arenaName(s.arena), s.offset,
+                                     s.variable, s.value, StringAttr());
+    lastBuffer = op;
+    buffers[key] = op.getResult();
+    return op.getResult();
+  };
+
+  for (auto &[name, view] : inputs)
+    exec::InputOp::create(b, loc, name, bufferFor(view));
+  for (PlannedKernel &k : kernels) {
+    SmallVector<Value> ins, outs;
+    for (const View &v : k.ins)
+      ins.push_back(bufferFor(v));
+    for (const View &v : k.outs)
+      outs.push_back(bufferFor(v));
+    exec::KernelOp::create(b, k.loc, k.kernel, ins, outs, k.attrs);
+  }
+  for (auto &[name, view] : outputs)
+    exec::OutputOp::create(b, loc, name, bufferFor(view));
+  func::ReturnOp::create(b, loc);
+
+  oldBody.dropAllDefinedValueUses();
+  oldBody.erase();
+  fn.getBody().push_back(newBody);
+  fn.setFunctionType(FunctionType::get(ctx, {}, {}));
+  fn.removeArgAttrsAttr();
+  fn.removeResAttrsAttr();
+  fn->setAttr("dexec.workspace_bytes",
+              IntegerAttr::get(IntegerType::get(ctx, 64), workspaceBytes));
+}
+
+LogicalResult FunctionLowering::run() {
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitOpError("expected a function with one block");
+  if (failed(plan()))
+    return failure();
+  rewrite();
+  return success();
+}
+
+struct LowerToExecPass
+    : public dtcc::lowering::impl::LowerToExecBase<LowerToExecPass> {
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    ModuleLayout layout;
+    for (auto var : module.getOps<graph::VariableOp>()) {
+      layout.stateOffsets[var.getSymName()] = layout.stateBytes;
+      var->setAttr("dexec.offset",
+                   IntegerAttr::get(IntegerType::get(ctx, 64), layout.stateBytes));
+      layout.stateBytes += alignBytes(tensorBytes(var.getTensorType()));
+    }
+    int64_t workspace = 0;
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      if (fn.isExternal())
+        continue;
+      FunctionLowering lowering(fn, layout);
+      if (failed(lowering.run()))
+        return signalPassFailure();
+      workspace = std::max(
+          workspace,
+          fn->getAttrOfType<IntegerAttr>("dexec.workspace_bytes").getInt());
+    }
+    auto i64 = IntegerType::get(ctx, 64);
+    module->setAttr("dexec.workspace_bytes", IntegerAttr::get(i64, workspace));
+    module->setAttr("dexec.state_bytes", IntegerAttr::get(i64, layout.stateBytes));
+    module->setAttr("dexec.constant_bytes",
+                    IntegerAttr::get(i64, layout.constantBytes));
+  }
+};
+
+} // namespace

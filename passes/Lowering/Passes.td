@@ -1,0 +1,54 @@
+//===- Passes.td - lowering passes -------------------------*- tablegen -*-===//
+
+#ifndef DTCC_PASSES_LOWERING_PASSES_TD
+#define DTCC_PASSES_LOWERING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
+  let summary = "Lowers dgraph functions to dexec: buffers, offsets, kernels";
+  let description = [{
+    Turns every function of dgraph ops into a straight-line dexec program:
+
+    - each tensor value gets storage: a variable's state buffer
+      (`dgraph.load`), a constant buffer (`dgraph.constant`), or a workspace
+      buffer whose offset comes from the static memory plan
+      (MemoryPlan.h: greedy by size over value lifetimes);
+    - `dgraph.reshape` becomes a view of its operand's storage, and a
+      `dgraph.broadcast_in_dim` whose users are all elementwise becomes a
+      stride-0 view (no copy);
+    - an elementwise op whose operand dies at it writes its result in place;
+    - every other dgraph op becomes a `dexec.kernel` named after the op, with
+      the op's attributes; `dgraph.store` copies into the variable's buffer;
+    - function arguments and results become `dexec.input`/`dexec.output`
+      bindings named by their `dgraph.name` attributes.
+
+    Preconditions: functions have one block of dgraph ops ending in
+    `func.return`. Postconditions: functions take and return nothing; the
+    module carries `dexec.workspace_bytes`, `dexec.state_bytes` and
+    `dexec.constant_bytes`, each function `dexec.workspace_bytes`, and each
+    variable its state-arena offset as `dexec.offset`.
+
+    Example:
+    ```mlir
+    func.func @main(%x: tensor<4xf32> {dgraph.name = "x"})
+        -> (tensor<4xf32> {dgraph.name = "y"}) {
+      %y = dgraph.exp %x : tensor<4xf32>
+      return %y : tensor<4xf32>
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @main() attributes {dexec.workspace_bytes = 64 : i64} {
+      %0 = dexec.buffer "workspace"[0] : memref<4xf32>
+      dexec.input "x", %0 : memref<4xf32>
+      dexec.kernel "exp" ins(%0 : memref<4xf32>) outs(%0 : memref<4xf32>) attrs {}
+      dexec.output "y", %0 : memref<4xf32>
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["dtcc::exec::ExecDialect"];
+}
+
+#endif // DTCC_PASSES_LOWERING_PASSES_TD

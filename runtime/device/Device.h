@@ -1,0 +1,43 @@
+//===- Device.h - the device abstraction of the runtime ---------*- C++ -*-===//
+//
+// One rank drives one device. A device owns memory and a kernel registry;
+// the executor carves its arenas from device allocations and binds kernels.
+// CPU and CUDA implement it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_DEVICE_H
+#define DTCC_RUNTIME_DEVICE_DEVICE_H
+
+#include "runtime/base/Status.h"
+#include "runtime/exec/Kernel.h"
+
+#include <memory>
+#include <string>
+
+namespace dtcc::runtime {
+
+class Device {
+public:
+  virtual ~Device() = default;
+  /// "cpu", "cuda:0 (NVIDIA H100 ...)".
+  virtual std::string name() const = 0;
+  /// Allocates `bytes` (at least 1) aligned to 64 bytes.
+  virtual StatusOr<void *> allocate(int64_t bytes) = 0;
+  virtual void deallocate(void *ptr) = 0;
+  virtual Status copyHostToDevice(void *dst, const void *src,
+                                  int64_t bytes) = 0;
+  virtual Status copyDeviceToHost(void *dst, const void *src,
+                                  int64_t bytes) = 0;
+  virtual Status fillZero(void *dst, int64_t bytes) = 0;
+  /// Waits for all work queued on the device.
+  virtual Status synchronize() = 0;
+  virtual const KernelRegistry &kernels() const = 0;
+};
+
+/// The host CPU, with the kernels of runtime/device/cpu.
+std::unique_ptr<Device> createCpuDevice();
+
+} // namespace dtcc::runtime
+
+#endif // DTCC_RUNTIME_DEVICE_DEVICE_H

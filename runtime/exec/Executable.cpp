@@ -1,0 +1,274 @@
+//===- Executable.cpp - loading and running programs ----------------------===//
+
+#include "runtime/exec/Executable.h"
+
+#include <chrono>
+#include <set>
+
+namespace dtcc::runtime {
+
+Executable::~Executable() {
+  for (void *p : {workspace_, state_, constants_})
+    if (p)
+      device_.deallocate(p);
+}
+
+StatusOr<std::unique_ptr<Executable>>
+Executable::create(const format::Program &program, const uint8_t *data,
+                   uint64_t dataSize, Device &device) {
+  std::unique_ptr<Executable> exe(new Executable(device));
+  DTCC_RETURN_IF_ERROR(exe->prepare(program, data, dataSize));
+  return exe;
+}
+
+StatusOr<TensorView> Executable::viewOf(const format::Program &program,
+                                        int32_t id) {
+  if (id < 0 || id >= program.buffers_size())
+    return dataLoss("program refers to buffer ", id, " of ",
+                    program.buffers_size());
+  const format::Buffer &b = program.buffers(id);
+  if (!isValidDType(b.dtype()))
+    return dataLoss("buffer ", id, " has unknown element type ", b.dtype());
+  TensorView v;
+  v.dtype = static_cast<DType>(b.dtype());
+  v.shape.assign(b.shape().begin(), b.shape().end());
+  for (int64_t d : v.shape)
+    if (d < 0)
+      return dataLoss("buffer ", id, " has a negative dimension");
+  if (b.strides_size() == 0) {
+    v.strides = contiguousStrides(v.shape);
+  } else if (b.strides_size() != b.shape_size()) {
+    return dataLoss("buffer ", id, " has ", b.strides_size(),
+                    " strides for rank ", b.shape_size());
+  } else {
+    v.strides.assign(b.strides().begin(), b.strides().end());
+  }
+  // The furthest element the view touches must lie inside its arena.
+  int64_t extent = 0;
+  if (v.numel() > 0) {
+    extent = 1;
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      if (v.strides[d] < 0)
+        return dataLoss("buffer ", id, " has a negative stride");
+      extent += (v.shape[d] - 1) * v.strides[d];
+    }
+  }
+  int64_t elementSize = dtypeSize(v.dtype);
+  int64_t arenaBytes;
+  char *base;
+  switch (b.arena()) {
+  case format::ARENA_WORKSPACE:
+    arenaBytes = workspaceBytes_;
+    base = static_cast<char *>(workspace_);
+    break;
+  case format::ARENA_STATE:
+    arenaBytes = stateBytes_;
+    base = static_cast<char *>(state_);
+    break;
+  case format::ARENA_CONSTANT:
+    arenaBytes = constantBytes_;
+    base = static_cast<char *>(constants_);
+    break;
+  default:
+    return dataLoss("buffer ", id, " is in an unknown arena");
+  }
+  if (b.offset() < 0 || b.offset() % elementSize != 0 ||
+      b.offset() + extent * elementSize > arenaBytes)
+    return dataLoss("buffer ", id, " (", b.name(), ") at offset ", b.offset(),
+                    " does not fit its arena of ", arenaBytes, " bytes");
+  v.data = base + b.offset();
+  return v;
+}
+
+static Attrs convertAttrs(const format::Instruction &inst) {
+  Attrs attrs;
+  for (const auto &[name, value] : inst.attrs()) {
+    switch (value.value_case()) {
+    case format::AttrValue::kI:
+      attrs.set(name, value.i());
+      break;
+    case format::AttrValue::kF:
+      attrs.set(name, value.f());
+      break;
+    case format::AttrValue::kS:
+      attrs.set(name, value.s());
+      break;
+    case format::AttrValue::kInts:
+      attrs.set(name, std::vector<int64_t>(value.ints().values().begin(),
+                                           value.ints().values().end()));
+      break;
+    case format::AttrValue::kFloats:
+      attrs.set(name, std::vector<double>(value.floats().values().begin(),
+                                          value.floats().values().end()));
+      break;
+    case format::AttrValue::VALUE_NOT_SET:
+      break;
+    }
+  }
+  return attrs;
+}
+
+Status Executable::prepare(const format::Program &program, const uint8_t *data,
+                           uint64_t dataSize) {
+  workspaceBytes_ = program.workspace_bytes();
+  stateBytes_ = program.state_bytes();
+  constantBytes_ = program.constant_bytes();
+  if (workspaceBytes_ < 0 || stateBytes_ < 0 || constantBytes_ < 0)
+    return dataLoss("program has negative arena sizes");
+  DTCC_ASSIGN_OR_RETURN(workspace_, device_.allocate(workspaceBytes_));
+  DTCC_ASSIGN_OR_RETURN(state_, device_.allocate(stateBytes_));
+  DTCC_ASSIGN_OR_RETURN(constants_, device_.allocate(constantBytes_));
+
+  auto checkData = [&](const format::DataRef &ref, const TensorView &view,
+                       const std::string &what) -> Status {
+    if (ref.offset() < 0 || ref.size() < 0 ||
+        static_cast<uint64_t>(ref.offset() + ref.size()) > dataSize)
+      return dataLoss(what, " data lies outside the data section (truncated "
+                            "file?)");
+    if (ref.size() != view.sizeInBytes())
+      return dataLoss(what, " has ", ref.size(), " bytes of data, expected ",
+                      view.sizeInBytes());
+    return Status::ok();
+  };
+
+  for (const format::Variable &var : program.variables()) {
+    DTCC_ASSIGN_OR_RETURN(TensorView view, viewOf(program, var.buffer()));
+    std::string what = "variable '" + var.name() + "'";
+    if (var.has_init()) {
+      DTCC_RETURN_IF_ERROR(checkData(var.init(), view, what));
+      DTCC_RETURN_IF_ERROR(device_.copyHostToDevice(
+          view.data, data + var.init().offset(), var.init().size()));
+    } else {
+      hasInitialValues_ = false;
+      DTCC_RETURN_IF_ERROR(device_.fillZero(view.data, view.sizeInBytes()));
+    }
+    variables_.push_back({var.name(), view});
+  }
+  for (const format::Constant &c : program.constants()) {
+    DTCC_ASSIGN_OR_RETURN(TensorView view, viewOf(program, c.buffer()));
+    DTCC_RETURN_IF_ERROR(checkData(c.data(), view, "constant"));
+    DTCC_RETURN_IF_ERROR(device_.copyHostToDevice(
+        view.data, data + c.data().offset(), c.data().size()));
+  }
+
+  // Every unknown kernel at once, so one load lists them all.
+  std::set<std::string> unknown;
+  for (const format::Function &f : program.functions())
+    for (const format::Instruction &inst : f.instructions())
+      if (!device_.kernels().find(inst.kernel()))
+        unknown.insert(inst.kernel());
+  if (!unknown.empty()) {
+    std::string list;
+    for (const std::string &k : unknown)
+      list += (list.empty() ? "" : ", ") + k;
+    return unimplemented("device '", device_.name(), "' has no kernel for: ",
+                         list);
+  }
+
+  for (const format::Function &f : program.functions()) {
+    Function fn;
+    fn.name = f.name();
+    fn.workspaceBytes = f.workspace_bytes();
+    auto bindAll = [&](const auto &bindings,
+                       std::vector<IoBinding> &out) -> Status {
+      for (const format::Binding &b : bindings) {
+        DTCC_ASSIGN_OR_RETURN(TensorView view, viewOf(program, b.buffer()));
+        if (!view.isContiguous())
+          return dataLoss("binding '", b.name(), "' is not contiguous");
+        out.push_back({b.name(), view});
+      }
+      return Status::ok();
+    };
+    DTCC_RETURN_IF_ERROR(bindAll(f.inputs(), fn.inputs));
+    DTCC_RETURN_IF_ERROR(bindAll(f.outputs(), fn.outputs));
+    for (const format::Instruction &inst : f.instructions()) {
+      KernelContext ctx;
+      ctx.kernel = inst.kernel();
+      ctx.location = inst.location();
+      for (int32_t id : inst.inputs()) {
+        DTCC_ASSIGN_OR_RETURN(TensorView v, viewOf(program, id));
+        ctx.inputs.push_back(v);
+      }
+      for (int32_t id : inst.outputs()) {
+        DTCC_ASSIGN_OR_RETURN(TensorView v, viewOf(program, id));
+        ctx.outputs.push_back(v);
+      }
+      ctx.attrs = convertAttrs(inst);
+      DTCC_ASSIGN_OR_RETURN(KernelFn kernel,
+                            (*device_.kernels().find(inst.kernel()))(ctx));
+      fn.kernels.push_back(std::move(kernel));
+      fn.instructions.push_back(&inst);
+    }
+    functions_.push_back(std::move(fn));
+  }
+  return Status::ok();
+}
+
+const Executable::Function *
+Executable::findFunction(const std::string &name) const {
+  for (const Function &f : functions_)
+    if (f.name == name)
+      return &f;
+  return nullptr;
+}
+
+std::vector<std::string> Executable::functionNames() const {
+  std::vector<std::string> names;
+  for (const Function &f : functions_)
+    names.push_back(f.name);
+  return names;
+}
+
+const TensorView *Executable::variable(const std::string &name) const {
+  for (const auto &[n, v] : variables_)
+    if (n == name)
+      return &v;
+  return nullptr;
+}
+
+Status Executable::execute(const Function &fn) {
+  if (!profiling_) {
+    for (const KernelFn &k : fn.kernels)
+      DTCC_RETURN_IF_ERROR(k());
+    return device_.synchronize();
+  }
+  for (size_t i = 0; i < fn.kernels.size(); ++i) {
+    auto start = std::chrono::steady_clock::now();
+    DTCC_RETURN_IF_ERROR(fn.kernels[i]());
+    DTCC_RETURN_IF_ERROR(device_.synchronize());
+    std::chrono::duration<double> elapsed =
+        std::chrono::steady_clock::now() - start;
+    KernelProfile &p = profile_[fn.instructions[i]->kernel()];
+    ++p.calls;
+    p.seconds += elapsed.count();
+  }
+  return Status::ok();
+}
+
+Status Executable::run(const Function &fn,
+                       const std::vector<const HostTensor *> &inputs,
+                       std::vector<HostTensor> *outputs) {
+  if (inputs.size() != fn.inputs.size())
+    return invalidArgument("function '", fn.name, "' takes ", fn.inputs.size(),
+                           " inputs, got ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const IoBinding &b = fn.inputs[i];
+    const HostTensor &t = *inputs[i];
+    if (t.dtype != b.view.dtype || t.shape != b.view.shape)
+      return invalidArgument("input '", b.name, "': expected ",
+                             b.view.typeString(), ", got ", t.typeString());
+    DTCC_RETURN_IF_ERROR(device_.copyHostToDevice(b.view.data, t.bytes.data(),
+                                                  t.bytes.size()));
+  }
+  DTCC_RETURN_IF_ERROR(execute(fn));
+  outputs->clear();
+  for (const IoBinding &b : fn.outputs) {
+    HostTensor t(b.view.dtype, b.view.shape);
+    DTCC_RETURN_IF_ERROR(
+        device_.copyDeviceToHost(t.bytes.data(), b.view.data, t.bytes.size()));
+    outputs->push_back(std::move(t));
+  }
+  return Status::ok();
+}
+
+} // namespace dtcc::runtime

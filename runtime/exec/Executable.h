@@ -1,0 +1,105 @@
+//===- Executable.h - a loaded program ready to run -------------*- C++ -*-===//
+//
+// Allocates the program's three arenas on a device (sizes from the compiler's
+// static memory plan), fills variables and constants from the data section,
+// binds every instruction to a kernel, and runs functions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_EXEC_EXECUTABLE_H
+#define DTCC_RUNTIME_EXEC_EXECUTABLE_H
+
+#include "runtime/base/HostTensor.h"
+#include "runtime/device/Device.h"
+#include "runtime/format/Program.pb.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtcc::runtime {
+
+/// A named input or output of a function and the buffer that holds it.
+struct IoBinding {
+  std::string name;
+  TensorView view;
+};
+
+/// Time spent per kernel name, when profiling.
+struct KernelProfile {
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
+class Executable {
+public:
+  struct Function {
+    std::string name;
+    std::vector<IoBinding> inputs, outputs;
+    std::vector<KernelFn> kernels;
+    std::vector<const format::Instruction *> instructions;
+    int64_t workspaceBytes = 0;
+  };
+
+  ~Executable();
+  Executable(const Executable &) = delete;
+  Executable &operator=(const Executable &) = delete;
+
+  /// Validates `program` (buffers inside their arenas, data ranges inside
+  /// the data section, every kernel known: all unknown ones are listed) and
+  /// prepares it on `device`. `program` must outlive the executable.
+  static StatusOr<std::unique_ptr<Executable>>
+  create(const format::Program &program, const uint8_t *data,
+         uint64_t dataSize, Device &device);
+
+  const Function *findFunction(const std::string &name) const;
+  std::vector<std::string> functionNames() const;
+
+  /// Checks `inputs` (in binding order) against the function's bindings,
+  /// copies them in, runs, and copies the outputs out.
+  Status run(const Function &fn, const std::vector<const HostTensor *> &inputs,
+             std::vector<HostTensor> *outputs);
+  /// Runs the kernels only: inputs must already be in their buffers.
+  Status execute(const Function &fn);
+
+  /// Bytes of each arena; their sum is the program's peak device memory.
+  int64_t workspaceBytes() const { return workspaceBytes_; }
+  int64_t stateBytes() const { return stateBytes_; }
+  int64_t constantBytes() const { return constantBytes_; }
+  int64_t peakBytes() const {
+    return workspaceBytes_ + stateBytes_ + constantBytes_;
+  }
+
+  /// The view of a variable's buffer, by name; null if unknown.
+  const TensorView *variable(const std::string &name) const;
+  const std::vector<std::pair<std::string, TensorView>> &variables() const {
+    return variables_;
+  }
+  bool hasInitialValues() const { return hasInitialValues_; }
+
+  void setProfiling(bool enabled) { profiling_ = enabled; }
+  const std::map<std::string, KernelProfile> &profile() const {
+    return profile_;
+  }
+  Device &device() { return device_; }
+
+private:
+  explicit Executable(Device &device) : device_(device) {}
+  Status prepare(const format::Program &program, const uint8_t *data,
+                 uint64_t dataSize);
+  StatusOr<TensorView> viewOf(const format::Program &program, int32_t id);
+
+  Device &device_;
+  void *workspace_ = nullptr, *state_ = nullptr, *constants_ = nullptr;
+  int64_t workspaceBytes_ = 0, stateBytes_ = 0, constantBytes_ = 0;
+  std::vector<Function> functions_;
+  std::vector<std::pair<std::string, TensorView>> variables_;
+  bool hasInitialValues_ = true;
+  bool profiling_ = false;
+  std::map<std::string, KernelProfile> profile_;
+};
+
+} // namespace dtcc::runtime
+
+#endif // DTCC_RUNTIME_EXEC_EXECUTABLE_H

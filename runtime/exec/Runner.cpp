@@ -1,0 +1,301 @@
+//===- Runner.cpp - the command line of compiled programs -----------------===//
+//
+// Parses flags, loads the embedded program, reads inputs from TensorProto
+// files, runs a function and writes or prints its outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/exec/Runner.h"
+
+#include "runtime/exec/Executable.h"
+#include "runtime/format/Container.h"
+#include "runtime/io/TensorFile.h"
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace dtcc::runtime {
+namespace {
+
+struct Options {
+  std::string program;
+  std::map<std::string, std::string> inputs; // name -> file
+  std::string outputDir;
+  std::string function = "main";
+  bool print = false;
+  bool help = false;
+  bool stats = false;
+  bool profile = false;
+  int repeat = 1;
+};
+
+std::string selfPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return "";
+  buf[n] = '\0';
+  return buf;
+}
+
+/// Output names can hold characters that are not safe in file names.
+std::string fileNameFor(const std::string &name) {
+  std::string out;
+  for (char c : name)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+            c == '_' || c == '-')
+               ? c
+               : '_';
+  return out.empty() ? "output" : out;
+}
+
+std::string formatBytes(int64_t bytes) {
+  char buf[64];
+  if (bytes >= (int64_t(1) << 30))
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", bytes / double(1 << 30));
+  else if (bytes >= (1 << 20))
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", bytes / double(1 << 20));
+  else if (bytes >= (1 << 10))
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(buf, sizeof(buf), "%" PRId64 " B", bytes);
+  return buf;
+}
+
+StatusOr<Options> parseFlags(int argc, char **argv) {
+  Options opts;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char *flag) -> StatusOr<std::string> {
+      std::string prefix = std::string(flag) + "=";
+      if (arg.rfind(prefix, 0) == 0)
+        return arg.substr(prefix.size());
+      if (i + 1 >= argc)
+        return invalidArgument(flag, " needs a value");
+      return std::string(argv[++i]);
+    };
+    auto is = [&](const char *flag) {
+      return arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0;
+    };
+    if (arg == "--help" || arg == "-h") {
+      opts.help = true;
+    } else if (is("--input")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--input"));
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return invalidArgument("--input expects NAME=FILE.pb, got '", v, "'");
+      opts.inputs[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (is("--output-dir")) {
+      DTCC_ASSIGN_OR_RETURN(opts.outputDir, value("--output-dir"));
+    } else if (is("--function")) {
+      DTCC_ASSIGN_OR_RETURN(opts.function, value("--function"));
+    } else if (is("--program")) {
+      DTCC_ASSIGN_OR_RETURN(opts.program, value("--program"));
+    } else if (is("--repeat")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--repeat"));
+      opts.repeat = std::atoi(v.c_str());
+      if (opts.repeat < 1)
+        return invalidArgument("--repeat expects a positive count, got '", v,
+                               "'");
+    } else if (arg == "--print") {
+      opts.print = true;
+    } else if (arg == "--stats") {
+      opts.stats = true;
+    } else if (arg == "--profile") {
+      opts.profile = true;
+    } else {
+      return invalidArgument("unknown flag '", arg, "' (see --help)");
+    }
+  }
+  return opts;
+}
+
+void printHelp(const char *argv0, const Executable *exe) {
+  std::printf(
+      "usage: %s [--input NAME=FILE.pb]... [--output-dir DIR] [--print]\n"
+      "\n"
+      "Runs a program compiled by dtcc on the CPU. Inputs and outputs are\n"
+      "ONNX TensorProto files (.pb).\n"
+      "\n"
+      "options:\n"
+      "  --input NAME=FILE.pb  the value of input NAME (once per input)\n"
+      "  --output-dir DIR      write each output to DIR/<name>.pb\n"
+      "  --print               print each output's type and values\n"
+      "  --function NAME       the function to run (default: main)\n"
+      "  --repeat N            run N times and report the mean time\n"
+      "  --profile             report the time spent per kernel\n"
+      "  --stats               report the memory plan\n"
+      "  --program FILE        run the program in FILE (bare runner only)\n"
+      "  --help                this text\n",
+      argv0);
+  if (!exe)
+    return;
+  for (const std::string &name : exe->functionNames()) {
+    const Executable::Function *fn = exe->findFunction(name);
+    std::printf("\nfunction %s\n  inputs:\n", name.c_str());
+    for (const IoBinding &b : fn->inputs)
+      std::printf("    %-24s %s\n", b.name.c_str(), b.view.typeString().c_str());
+    if (fn->inputs.empty())
+      std::printf("    (none)\n");
+    std::printf("  outputs:\n");
+    for (const IoBinding &b : fn->outputs)
+      std::printf("    %-24s %s\n", b.name.c_str(), b.view.typeString().c_str());
+  }
+}
+
+/// Prints up to `limit` values of `t`.
+void printTensor(const std::string &name, const HostTensor &t) {
+  std::printf("%s: %s\n  [", name.c_str(), t.typeString().c_str());
+  const int64_t limit = 16;
+  int64_t n = std::min(t.numel(), limit);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i)
+      std::printf(", ");
+    switch (t.dtype) {
+    case DType::kF32: std::printf("%.6g", t.data<float>()[i]); break;
+    case DType::kF64: std::printf("%.9g", t.data<double>()[i]); break;
+    case DType::kF16: std::printf("%.4g", halfToFloat(t.data<uint16_t>()[i])); break;
+    case DType::kBF16: std::printf("%.4g", bf16ToFloat(t.data<uint16_t>()[i])); break;
+    case DType::kBool: std::printf("%s", t.data<uint8_t>()[i] ? "true" : "false"); break;
+    case DType::kI8: std::printf("%d", t.data<int8_t>()[i]); break;
+    case DType::kI16: std::printf("%d", t.data<int16_t>()[i]); break;
+    case DType::kI32: std::printf("%d", t.data<int32_t>()[i]); break;
+    case DType::kI64: std::printf("%" PRId64, t.data<int64_t>()[i]); break;
+    case DType::kU8: std::printf("%u", t.data<uint8_t>()[i]); break;
+    case DType::kU16: std::printf("%u", t.data<uint16_t>()[i]); break;
+    case DType::kU32: std::printf("%u", t.data<uint32_t>()[i]); break;
+    case DType::kU64: std::printf("%" PRIu64, t.data<uint64_t>()[i]); break;
+    case DType::kInvalid: break;
+    }
+  }
+  std::printf("%s]\n", t.numel() > limit ? ", ..." : "");
+}
+
+int fail(const Status &status) {
+  std::fprintf(stderr, "error: %s\n", status.toString().c_str());
+  return 1;
+}
+
+} // namespace
+
+int runnerMain(int argc, char **argv) {
+  auto parsed = parseFlags(argc, argv);
+  if (!parsed.isOk())
+    return fail(parsed.status());
+  Options opts = std::move(parsed.value());
+
+  std::string programPath = opts.program;
+  std::string self = selfPath();
+  if (programPath.empty()) {
+    if (!LoadedProgram::hasProgram(self)) {
+      if (opts.help) {
+        printHelp(argv[0], nullptr);
+        return 0;
+      }
+      return fail(invalidArgument(
+          "this is the bare dtcc runner: pass --program FILE, or compile a "
+          "model with `dtcc compile`"));
+    }
+    programPath = self;
+  }
+  auto loaded = LoadedProgram::open(programPath);
+  if (!loaded.isOk())
+    return fail(loaded.status());
+  std::unique_ptr<Device> device = createCpuDevice();
+  const format::Program &program = loaded.value()->program();
+  auto created = Executable::create(program, loaded.value()->data(),
+                                    loaded.value()->dataSize(), *device);
+  if (!created.isOk())
+    return fail(created.status().withContext("loading the program"));
+  Executable &exe = *created.value();
+  if (opts.help) {
+    printHelp(argv[0], &exe);
+    return 0;
+  }
+
+  const Executable::Function *fn = exe.findFunction(opts.function);
+  if (!fn)
+    return fail(notFound("no function '", opts.function, "' in this program"));
+
+  // Read every input; report all missing ones at once.
+  std::vector<HostTensor> inputs;
+  std::string missing;
+  for (const IoBinding &b : fn->inputs)
+    if (!opts.inputs.count(b.name))
+      missing += strCat("\n  --input ", b.name, "=FILE.pb   (",
+                        b.view.typeString(), ")");
+  if (!missing.empty())
+    return fail(invalidArgument("missing inputs:", missing));
+  for (const auto &[name, file] : opts.inputs) {
+    bool known = false;
+    for (const IoBinding &b : fn->inputs)
+      known |= b.name == name;
+    if (!known)
+      return fail(invalidArgument("function '", fn->name,
+                                  "' has no input named '", name, "'"));
+  }
+  for (const IoBinding &b : fn->inputs) {
+    auto t = readTensorFile(opts.inputs[b.name]);
+    if (!t.isOk())
+      return fail(t.status().withContext("input '" + b.name + "'"));
+    inputs.push_back(std::move(t.value()));
+  }
+  std::vector<const HostTensor *> inputPtrs;
+  for (const HostTensor &t : inputs)
+    inputPtrs.push_back(&t);
+
+  if (!exe.hasInitialValues())
+    std::fprintf(stderr, "warning: the program was compiled without weights; "
+                         "variables start at zero\n");
+  exe.setProfiling(opts.profile);
+  std::vector<HostTensor> outputs;
+  auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < opts.repeat; ++r) {
+    Status s = exe.run(*fn, inputPtrs, &outputs);
+    if (!s.isOk())
+      return fail(s);
+  }
+  std::chrono::duration<double> elapsed =
+      std::chrono::steady_clock::now() - start;
+
+  if (!opts.outputDir.empty()) {
+    mkdir(opts.outputDir.c_str(), 0755);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const std::string &name = fn->outputs[i].name;
+      Status s = writeTensorFile(opts.outputDir + "/" + fileNameFor(name) +
+                                     ".pb",
+                                 name, outputs[i]);
+      if (!s.isOk())
+        return fail(s);
+    }
+  }
+  if (opts.print)
+    for (size_t i = 0; i < outputs.size(); ++i)
+      printTensor(fn->outputs[i].name, outputs[i]);
+  if (opts.repeat > 1 || opts.profile)
+    std::printf("time: %.3f ms per run (%d runs)\n",
+                1e3 * elapsed.count() / opts.repeat, opts.repeat);
+  if (opts.stats)
+    std::printf("memory: peak %s = workspace %s + state %s + constants %s\n",
+                formatBytes(exe.peakBytes()).c_str(),
+                formatBytes(exe.workspaceBytes()).c_str(),
+                formatBytes(exe.stateBytes()).c_str(),
+                formatBytes(exe.constantBytes()).c_str());
+  if (opts.profile) {
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto &[name, p] : exe.profile())
+      rows.push_back({p.seconds, name});
+    std::sort(rows.rbegin(), rows.rend());
+    for (const auto &[seconds, name] : rows)
+      std::printf("  %-20s %8.3f ms  %6" PRId64 " calls\n", name.c_str(),
+                  1e3 * seconds / opts.repeat, exe.profile().at(name).calls);
+  }
+  return 0;
+}
+
+} // namespace dtcc::runtime

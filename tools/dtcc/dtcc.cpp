@@ -1,0 +1,247 @@
+//===- dtcc.cpp - the dtcc command line -----------------------------------===//
+//
+// dtcc import | compile | ops: a thin layer over compiler/Driver.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Driver.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory category("dtcc options");
+
+cl::SubCommand importCmd("import", "Import an ONNX model and print it in the "
+                                   "dgraph dialect");
+cl::SubCommand compileCmd("compile", "Compile a model (ONNX or .mlir) into an "
+                                     "executable");
+cl::SubCommand opsCmd("ops", "List the ONNX ops dtcc supports and the lowest "
+                             "opset of each");
+
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|.onnxtext|.mlir>"),
+                               cl::sub(importCmd), cl::sub(compileCmd),
+                               cl::cat(category));
+cl::opt<std::string> outputPath("o", cl::desc("Output file ('-' for stdout)"),
+                                cl::value_desc("path"), cl::init("-"),
+                                cl::sub(importCmd), cl::sub(compileCmd),
+                                cl::cat(category));
+cl::list<std::string> inputShapes(
+    "input-shape",
+    cl::desc("Size an input with symbolic dimensions: NAME=D0xD1x... "
+             "(repeatable)"),
+    cl::value_desc("name=dims"), cl::sub(importCmd), cl::sub(compileCmd),
+    cl::cat(category));
+cl::list<std::string> bindings(
+    "bind",
+    cl::desc("Freeze a graph input to the tensor in an ONNX TensorProto "
+             "file: NAME=FILE.pb (repeatable)"),
+    cl::value_desc("name=file.pb"), cl::sub(importCmd), cl::sub(compileCmd),
+    cl::cat(category));
+cl::opt<bool> noWeights("no-weights",
+                        cl::desc("Import shapes only, without weight data"),
+                        cl::sub(importCmd), cl::sub(compileCmd),
+                        cl::cat(category));
+cl::opt<std::string> compileTo(
+    "compile-to",
+    cl::desc("Stop after a phase: import, dgraph, dexec (print MLIR), program "
+             "(a bare program file) or executable (default)"),
+    cl::value_desc("phase"), cl::init("executable"), cl::sub(compileCmd),
+    cl::cat(category));
+cl::opt<bool> printIrAfterAll("print-ir-after-all",
+                              cl::desc("Print the IR after every pass"),
+                              cl::sub(compileCmd), cl::cat(category));
+cl::opt<std::string> dumpDir("dump-dir",
+                             cl::desc("Write each phase's IR to DIR"),
+                             cl::value_desc("dir"), cl::sub(compileCmd),
+                             cl::cat(category));
+cl::opt<std::string> runnerPath(
+    "runner", cl::desc("The runtime runner to embed (default: dtcc-runner "
+                       "beside dtcc, or $DTCC_RUNNER)"),
+    cl::value_desc("path"), cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> elide("elide-weights",
+                    cl::desc("Print large constants and weights as '...'"),
+                    cl::init(true), cl::sub(importCmd), cl::sub(compileCmd),
+                    cl::cat(category));
+
+/// Parses "NAME=2x3x4" (a scalar is "NAME=").
+LogicalResult parseShape(StringRef spec, std::string &name,
+                         std::vector<int64_t> &dims) {
+  auto [n, rest] = spec.split('=');
+  if (n.empty() || !spec.contains('=')) {
+    llvm::errs() << "error: --input-shape expects NAME=D0xD1x..., got '" << spec
+                 << "'\n";
+    return failure();
+  }
+  name = n.str();
+  SmallVector<StringRef> parts;
+  if (!rest.empty())
+    rest.split(parts, 'x');
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.getAsInteger(10, d) || d < 0) {
+      llvm::errs() << "error: --input-shape for '" << name
+                   << "' has a bad dimension '" << p << "'\n";
+      return failure();
+    }
+    dims.push_back(d);
+  }
+  return success();
+}
+
+FailureOr<dtcc::onnx_frontend::ImportOptions> importOptions() {
+  dtcc::onnx_frontend::ImportOptions options;
+  options.loadWeights = !noWeights;
+  for (const std::string &spec : inputShapes) {
+    std::string name;
+    std::vector<int64_t> dims;
+    if (failed(parseShape(spec, name, dims)))
+      return failure();
+    options.inputShapes[name] = dims;
+  }
+  for (const std::string &spec : bindings) {
+    auto [name, file] = StringRef(spec).split('=');
+    if (name.empty() || file.empty()) {
+      llvm::errs() << "error: --bind expects NAME=FILE.pb, got '" << spec
+                   << "'\n";
+      return failure();
+    }
+    options.bindings[name.str()] = file.str();
+  }
+  return options;
+}
+
+/// Prints diagnostics as "error: node 'X' (Op): message", with notes.
+void printDiagnostic(Diagnostic &diag) {
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Error: llvm::errs() << "error: "; break;
+  case DiagnosticSeverity::Warning: llvm::errs() << "warning: "; break;
+  case DiagnosticSeverity::Remark: llvm::errs() << "remark: "; break;
+  case DiagnosticSeverity::Note: llvm::errs() << "note: "; break;
+  }
+  std::string message = diag.str();
+  Location loc = diag.getLocation();
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    if (!StringRef(message).starts_with("node '"))
+      llvm::errs() << "'" << name.getName().getValue() << "': ";
+  } else if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    if (file.getLine() == 0)
+      llvm::errs() << file.getFilename().getValue() << ": ";
+  }
+  llvm::errs() << message << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    printDiagnostic(note);
+}
+
+LogicalResult printModule(ModuleOp module) {
+  std::string error;
+  auto out = openOutputFile(outputPath, &error);
+  if (!out) {
+    llvm::errs() << "error: " << error << "\n";
+    return failure();
+  }
+  OpPrintingFlags flags;
+  if (elide)
+    flags.elideLargeElementsAttrs(16).elideLargeResourceString(64);
+  module->print(out->os(), flags);
+  out->os() << "\n";
+  out->keep();
+  return success();
+}
+
+int runImportOrCompile(bool compile) {
+  if (inputPath.empty()) {
+    llvm::errs() << "error: no model given (see dtcc " << (compile ? "compile" : "import")
+                 << " --help)\n";
+    return 1;
+  }
+  auto options = importOptions();
+  if (failed(options))
+    return 1;
+  dtcc::CompileOptions compileOptions;
+  if (compile) {
+    auto phase = dtcc::parsePhase(compileTo);
+    if (!phase) {
+      llvm::errs() << "error: unknown phase '" << compileTo
+                   << "' for --compile-to (import, dgraph, dexec, program, "
+                      "executable)\n";
+      return 1;
+    }
+    compileOptions.compileTo = *phase;
+    compileOptions.printIrAfterAll = printIrAfterAll;
+    compileOptions.dumpDir = dumpDir;
+    compileOptions.runnerPath = runnerPath;
+    if (*phase >= dtcc::Phase::Program && outputPath == "-") {
+      llvm::errs() << "error: give the output file with -o\n";
+      return 1;
+    }
+  } else {
+    compileOptions.compileTo = dtcc::Phase::Import;
+  }
+
+  DialectRegistry registry;
+  dtcc::registerDtccDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // .mlir inputs get source-line diagnostics; ONNX ones node names.
+  llvm::SourceMgr sourceMgr;
+  std::unique_ptr<ScopedDiagnosticHandler> handler;
+  if (StringRef(inputPath).ends_with(".mlir"))
+    handler = std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, &context);
+  else
+    handler = std::make_unique<ScopedDiagnosticHandler>(
+        &context, [](Diagnostic &d) {
+          printDiagnostic(d);
+          return success();
+        });
+
+  auto module = dtcc::loadModel(inputPath, context, *options);
+  if (failed(module))
+    return 1;
+  if (failed(dtcc::runPhases(**module, compileOptions)))
+    return 1;
+  if (compileOptions.compileTo <= dtcc::Phase::Exec)
+    return failed(printModule(**module)) ? 1 : 0;
+  return failed(dtcc::writeArtifact(**module, outputPath, compileOptions)) ? 1 : 0;
+}
+
+int runOps() {
+  for (auto &[op, opset] : dtcc::onnx_frontend::supportedOps())
+    llvm::outs() << llvm::formatv("{0,-28}from opset {1}\n", op, opset);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category, importCmd);
+  cl::HideUnrelatedOptions(category, compileCmd);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "dtcc: a distributed-training compiler\n\n"
+      "  dtcc import model.onnx             print the model in dgraph\n"
+      "  dtcc compile model.onnx -o model   build an executable; run ./model --help\n"
+      "  dtcc ops                           list the supported ONNX ops\n");
+  if (importCmd)
+    return runImportOrCompile(false);
+  if (compileCmd)
+    return runImportOrCompile(true);
+  if (opsCmd)
+    return runOps();
+  cl::PrintHelpMessage();
+  return 1;
+}
