@@ -4,15 +4,17 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+PYTHON := /usr/bin/python3
 
-.PHONY: all setup configure build test demo conformance bench fuzz clean
+.PHONY: all setup configure build test unit lit conformance demo bench fuzz clean
 
 all: build
 
 setup:
 	@./scripts/setup.sh
 
-$(BUILD_DIR)/build.ninja: | setup
+$(BUILD_DIR)/build.ninja:
+	@./scripts/setup.sh
 	cmake -S . -B $(BUILD_DIR) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
@@ -20,13 +22,30 @@ $(BUILD_DIR)/build.ninja: | setup
 	  -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache \
 	  -DLLVM_USE_LINKER=lld \
 	  -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-	  -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
 	  $(CMAKE_FLAGS)
 
 configure: setup $(BUILD_DIR)/build.ninja
 
 build: configure
 	ninja -C $(BUILD_DIR) -j$(JOBS)
+
+# Every test: GoogleTest, lit, ONNX node conformance, end-to-end.
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+
+unit: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -L unit
+
+lit: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -L lit
+
+# ONNX's own node tests through import -> compile -> run.
+conformance: build
+	$(PYTHON) tests/conformance/run_onnx_node_tests.py --dtcc $(BUILD_DIR)/bin/dtcc \
+	  --jobs $(JOBS) --min-passed 250
+
+demo: build
+	./scripts/demo.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)

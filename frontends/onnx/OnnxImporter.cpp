@@ -352,7 +352,10 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
 
   auto fn = func::FuncOp::create(b, fileLoc(), "main",
                                  FunctionType::get(ctx, argTypes, {}));
-  Block *body = fn.addEntryBlock();
+  SmallVector<Location> argLocs;
+  for (const onnx::ValueInfoProto *info : inputs)
+    argLocs.push_back(NameLoc::get(b.getStringAttr(info->name()), fileLoc()));
+  Block *body = b.createBlock(&fn.getBody(), {}, argTypes, argLocs);
   for (auto [i, info] : llvm::enumerate(inputs)) {
     fn.setArgAttr(i, "dgraph.name", b.getStringAttr(info->name()));
     values[info->name()] = body->getArgument(i);
@@ -461,8 +464,15 @@ importOnnxBytes(const std::string &bytes, const std::string &fileName,
                 const ImportOptions &options) {
   Location loc = FileLineColLoc::get(context, fileName, 0, 0);
   onnx::ModelProto model;
-  // ONNX text starts with '<' (the model header); binary protobuf cannot.
-  size_t first = bytes.find_first_not_of(" \t\r\n");
+  // ONNX text starts with '<' (the model header), after blank lines and '#'
+  // comments; binary protobuf cannot start that way.
+  size_t first = 0;
+  while (true) {
+    first = bytes.find_first_not_of(" \t\r\n", first);
+    if (first == std::string::npos || bytes[first] != '#')
+      break;
+    first = bytes.find('\n', first);
+  }
   bool isText = first != std::string::npos && bytes[first] == '<';
   if (isText) {
     std::string message;

@@ -113,6 +113,17 @@ private:
     views[value] = view;
     storages[view.storage].aliases.push_back(value);
   }
+  /// The one storage of a variable's state buffer in this function.
+  unsigned stateStorage(FlatSymbolRefAttr variable) {
+    auto it = variableStorages.find(variable.getValue());
+    if (it != variableStorages.end())
+      return it->second;
+    unsigned s = newStorage(ArenaKind::State, 0);
+    storages[s].offset = layout.stateOffsets.lookup(variable.getValue());
+    storages[s].variable = variable;
+    variableStorages[variable.getValue()] = s;
+    return s;
+  }
   /// Records a read of `view` at the current step.
   void use(const View &view) {
     Storage &s = storages[view.storage];
@@ -146,6 +157,7 @@ private:
   llvm::DenseMap<Value, View> views;
   llvm::DenseMap<Value, int64_t> lastUse;
   llvm::StringMap<SmallVector<int64_t>> storeSteps;
+  llvm::StringMap<unsigned> variableStorages;
   SmallVector<std::pair<std::string, View>> inputs, outputs;
   SmallVector<PlannedKernel> kernels;
   int64_t workspaceBytes = 0;
@@ -175,28 +187,38 @@ View FunctionLowering::broadcastView(const View &operand,
 LogicalResult FunctionLowering::lowerOp(Operation &op) {
   MLIRContext *ctx = op.getContext();
   if (auto c = dyn_cast<graph::ConstantOp>(op)) {
-    auto it = layout.constantOffsets.find(c.getValue());
+    auto type = cast<RankedTensorType>(c.getType());
+    ElementsAttr value = c.getValue();
+    // A splat read only by elementwise ops is one element seen with stride 0.
+    auto dense = dyn_cast<DenseElementsAttr>(value);
+    bool splatView = dense && dense.isSplat() && type.getNumElements() > 1 &&
+                     llvm::all_of(c->getUsers(), [](Operation *u) {
+                       return u->hasTrait<OpTrait::Elementwise>();
+                     });
+    if (splatView)
+      value = dense.resizeSplat(RankedTensorType::get({}, type.getElementType()));
+    auto it = layout.constantOffsets.find(value);
     int64_t offset;
     if (it == layout.constantOffsets.end()) {
       offset = layout.constantBytes;
-      layout.constantOffsets[c.getValue()] = offset;
+      layout.constantOffsets[value] = offset;
       layout.constantBytes +=
-          alignBytes(tensorBytes(cast<RankedTensorType>(c.getType())));
+          alignBytes(tensorBytes(cast<RankedTensorType>(value.getType())));
     } else {
       offset = it->second;
     }
     unsigned s = newStorage(ArenaKind::Constant, 0);
     storages[s].offset = offset;
-    storages[s].value = c.getValue();
-    bind(c.getResult(), contiguous(s, c.getType()));
+    storages[s].value = value;
+    View view = contiguous(s, type);
+    if (splatView)
+      view.strides.assign(type.getRank(), 0);
+    bind(c.getResult(), view);
     return success();
   }
   if (auto load = dyn_cast<graph::LoadOp>(op)) {
     StringRef name = load.getVariable();
-    unsigned s = newStorage(ArenaKind::State, 0);
-    storages[s].offset = layout.stateOffsets.lookup(name);
-    storages[s].variable = load.getVariableAttr();
-    View view = contiguous(s, load.getType());
+    View view = contiguous(stateStorage(load.getVariableAttr()), load.getType());
     // A value read before a store but used after it must not see the store.
     int64_t last = lastUse.lookup(load.getResult());
     if (llvm::any_of(storeSteps.lookup(name),
@@ -208,9 +230,7 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
   if (auto store = dyn_cast<graph::StoreOp>(op)) {
     View value = views.lookup(store.getValue());
     use(value);
-    unsigned s = newStorage(ArenaKind::State, 0);
-    storages[s].offset = layout.stateOffsets.lookup(store.getVariable());
-    storages[s].variable = store.getVariableAttr();
+    unsigned s = stateStorage(store.getVariableAttr());
     kernels.push_back({"copy", {value}, {contiguous(s, value.type)},
                        DictionaryAttr::get(ctx), op.getLoc()});
     return success();

@@ -71,6 +71,10 @@ cl::opt<std::string> runnerPath(
     "runner", cl::desc("The runtime runner to embed (default: dtcc-runner "
                        "beside dtcc, or $DTCC_RUNNER)"),
     cl::value_desc("path"), cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> debugInfo("debug-info",
+                        cl::desc("Print each op's location (its ONNX node)"),
+                        cl::sub(importCmd), cl::sub(compileCmd),
+                        cl::cat(category));
 cl::opt<bool> elide("elide-weights",
                     cl::desc("Print large constants and weights as '...'"),
                     cl::init(true), cl::sub(importCmd), cl::sub(compileCmd),
@@ -155,6 +159,8 @@ LogicalResult printModule(ModuleOp module) {
   OpPrintingFlags flags;
   if (elide)
     flags.elideLargeElementsAttrs(16).elideLargeResourceString(64);
+  if (debugInfo)
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
   module->print(out->os(), flags);
   out->os() << "\n";
   out->keep();

@@ -34,8 +34,15 @@ LogicalResult BufferOp::verify() {
     if (!value)
       return emitOpError("expected a value for a constant buffer");
     auto valueType = cast<ShapedType>(value.getType());
-    if (valueType.getShape() != type.getShape() ||
-        valueType.getElementType() != type.getElementType())
+    // A stride-0 view of a splat stores its one element.
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    bool allZero = succeeded(type.getStridesAndOffset(strides, offset)) &&
+                   !type.getLayout().isIdentity() &&
+                   llvm::all_of(strides, [](int64_t s) { return s == 0; });
+    bool shapeOk = valueType.getShape() == type.getShape() ||
+                   (allZero && valueType.getNumElements() == 1);
+    if (!shapeOk || valueType.getElementType() != type.getElementType())
       return emitOpError("expected a value of shape and type matching ")
              << type << ", got " << valueType;
   }

@@ -24,7 +24,8 @@ def Exec_BufferOp : Exec_Op<"buffer", [Pure]> {
     **Constraints:**
     - the arena is "workspace", "state" or "constant";
     - the offset is non-negative and a multiple of the element size;
-    - a constant buffer has a value of the memref's shape and element type;
+    - a constant buffer has a value of the memref's shape and element type,
+      or a single element when every stride is 0 (a splat seen as a view);
     - the memref has a static shape and an identity or strided layout with
       non-negative strides and zero offset.
   }];

@@ -1,0 +1,58 @@
+// RUN: dtcc-opt %s -split-input-file -verify-diagnostics
+
+func.func @f() {
+  // expected-error @+1 {{expected arena "workspace", "state" or "constant", got "heap"}}
+  %0 = dexec.buffer "heap"[0] : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{expected a non-negative offset that is a multiple of 4, got 6}}
+  %0 = dexec.buffer "workspace"[6] : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{expected a value for a constant buffer}}
+  %0 = dexec.buffer "constant"[0] : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{expected a value of shape and type matching 'memref<4xf32>', got 'tensor<4xi32>'}}
+  %0 = dexec.buffer "constant"[0] {value = dense<1> : tensor<4xi32>} : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{expected a strided layout with zero offset and non-negative strides}}
+  %0 = dexec.buffer "workspace"[0] : memref<4xf32, strided<[-1]>>
+  return
+}
+
+// -----
+
+func.func @f() {
+  %0 = dexec.buffer "workspace"[0] : memref<4xf32>
+  // expected-error @+1 {{expected a kernel name}}
+  dexec.kernel "" ins(%0 : memref<4xf32>) outs(%0 : memref<4xf32>) attrs {}
+  return
+}
+
+// -----
+
+func.func @f() {
+  %0 = dexec.buffer "workspace"[0] : memref<4xf32>
+  %1 = dexec.buffer "workspace"[0] : memref<4x2xf32, strided<[0, 1]>>
+  // expected-error @+1 {{expected contiguous outputs, got 'memref<4x2xf32, strided<[0, 1]>>'}}
+  dexec.kernel "copy" ins(%0 : memref<4xf32>) outs(%1 : memref<4x2xf32, strided<[0, 1]>>) attrs {}
+  return
+}

@@ -1,0 +1,475 @@
+// RUN: dtcc-opt %s -split-input-file -verify-diagnostics
+
+// Tests that a variable's initial value must have its type.
+// expected-error @+1 {{expected initial value of type 'tensor<2xf32>', got 'tensor<3xf32>'}}
+"dgraph.variable"() <{sym_name = "w", type = tensor<2xf32>, initial_value = dense<1.0> : tensor<3xf32>}> : () -> ()
+
+// -----
+
+// Tests that a load must name a variable.
+func.func @f() {
+  // expected-error @+1 {{expected 'nope' to name a dgraph.variable}}
+  %0 = dgraph.load @nope : tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that a load must have the variable's type.
+dgraph.variable @w : tensor<2xf32>
+func.func @f() {
+  // expected-error @+1 {{expected type 'tensor<2xf32>' of variable 'w', got 'tensor<3xf32>'}}
+  %0 = dgraph.load @w : tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that a store must have the variable's type.
+dgraph.variable @w : tensor<2xf32>
+func.func @f(%x: tensor<3xf32>) {
+  // expected-error @+1 {{expected type 'tensor<2xf32>' of variable 'w', got 'tensor<3xf32>'}}
+  dgraph.store %x, @w : tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that gelu checks its approximation.
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error @+1 {{expected approximate "none" or "tanh", got "fast"}}
+  %0 = dgraph.gelu %x {approximate = "fast"} : tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that transcendental ops take floats only.
+func.func @f(%x: tensor<2xi32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of}}
+  %0 = dgraph.exp %x : tensor<2xi32>
+  return
+}
+
+// -----
+
+// Tests that elementwise operands must have one type.
+func.func @f(%x: tensor<2xf32>, %y: tensor<3xf32>) {
+  // expected-error @+1 {{all non-scalar operands/results must have the same shape and base type}}
+  %0 = "dgraph.add"(%x, %y) : (tensor<2xf32>, tensor<3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that dynamic shapes are rejected.
+func.func @f(%x: tensor<?xf32>) {
+  // expected-error @+1 {{must be statically shaped tensor}}
+  %0 = dgraph.neg %x : tensor<?xf32>
+  return
+}
+
+// -----
+
+// Tests that a cast keeps the shape.
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error @+1 {{all non-scalar operands/results must have the same shape and base type}}
+  %0 = dgraph.cast %x : tensor<2xf32> to tensor<3xi32>
+  return
+}
+
+// -----
+
+// Tests that iota's dimension lies inside the result.
+func.func @f() {
+  // expected-error @+1 {{expected dim in [0, 2), got 2}}
+  %0 = dgraph.iota dim = 2 : tensor<2x3xi64>
+  return
+}
+
+// -----
+
+// Tests that broadcast dims cover every operand dimension.
+func.func @f(%x: tensor<3xf32>) {
+  // expected-error @+1 {{expected 1 broadcast dims (one per operand dimension), got 2}}
+  %0 = dgraph.broadcast_in_dim %x, dims = [0, 1] : (tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that broadcast dims increase.
+func.func @f(%x: tensor<3x2xf32>) {
+  // expected-error @+1 {{expected strictly increasing broadcast dims, got 0 after 1}}
+  %0 = dgraph.broadcast_in_dim %x, dims = [1, 0] : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a broadcast keeps each size or expands a 1.
+func.func @f(%x: tensor<3xf32>) {
+  // expected-error @+1 {{expected operand dim 0 to be 1 or 4, got 3}}
+  %0 = dgraph.broadcast_in_dim %x, dims = [1] : (tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a broadcast dim lies inside the result.
+func.func @f(%x: tensor<3xf32>) {
+  // expected-error @+1 {{expected broadcast dim in [0, 2), got 2}}
+  %0 = dgraph.broadcast_in_dim %x, dims = [2] : (tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a broadcast keeps the element type.
+func.func @f(%x: tensor<3xf32>) {
+  // expected-error @+1 {{expected result element type 'f32', got 'f16'}}
+  %0 = dgraph.broadcast_in_dim %x, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf16>
+  return
+}
+
+// -----
+
+// Tests that a reshape keeps the number of elements.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{expected 6 elements in the result, got 8 (2x4)}}
+  %0 = dgraph.reshape %x : (tensor<2x3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a reshape keeps the element type.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{expected result element type 'f32', got 'i32'}}
+  %0 = dgraph.reshape %x : (tensor<2x3xf32>) -> tensor<6xi32>
+  return
+}
+
+// -----
+
+// Tests that transpose needs a permutation.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected distinct perm entries, got 0 twice}}
+  %0 = dgraph.transpose %x, perm = [0, 0] : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that transpose's perm has one entry per dimension.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected perm of size 2, got 1}}
+  %0 = dgraph.transpose %x, perm = [0] : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that the transposed shape is checked.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<3x2xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>'}}
+  %0 = dgraph.transpose %x, perm = [1, 0] : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a slice stays inside its operand.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected 0 <= start <= limit <= 3 in dim 1, got 1:4}}
+  %0 = dgraph.slice %x, start = [0, 1], limit = [2, 4], stride = [1, 1] : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that slice strides are positive.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected stride >= 1 in dim 0, got 0}}
+  %0 = dgraph.slice %x, start = [0, 0], limit = [2, 3], stride = [0, 1] : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that slice attributes have one entry per dimension.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected start, limit and stride of size 2}}
+  %0 = dgraph.slice %x, start = [0], limit = [2], stride = [1] : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that reverse dims are distinct and in range.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{expected dims in [0, 2), got 2}}
+  %0 = dgraph.reverse %x, dims = [2] : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that concatenated operands agree off the concatenated dimension.
+func.func @f(%x: tensor<2x3xf32>, %y: tensor<2x4xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected operand 1 dim 1 to be 3, got 4}}
+  %0 = dgraph.concat %x, %y dim = 0 : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that concatenated operands share element type and rank.
+func.func @f(%x: tensor<2x3xf32>, %y: tensor<2x3xf16>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected operand 1 of rank 2 and element type 'f32', got 'tensor<2x3xf16>'}}
+  %0 = dgraph.concat %x, %y dim = 0 : (tensor<2x3xf32>, tensor<2x3xf16>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that concat's dim lies inside the rank.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected dim in [0, 2), got 2}}
+  %0 = dgraph.concat %x, %x dim = 2 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a pad value is a scalar of the operand's element type.
+func.func @f(%x: tensor<2xf32>, %v: tensor<1xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected a rank-0 pad value of type 'f32', got 'tensor<1xf32>'}}
+  %0 = dgraph.pad %x, %v, low = [1], high = [1] : (tensor<2xf32>, tensor<1xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that padding cannot remove more than the dimension holds.
+func.func @f(%x: tensor<2xf32>, %v: tensor<f32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected a non-negative size in dim 0, got -1}}
+  %0 = dgraph.pad %x, %v, low = [-3], high = [0] : (tensor<2xf32>, tensor<f32>) -> tensor<0xf32>
+  return
+}
+
+// -----
+
+// Tests that gather's axis lies inside the operand.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected axis in [0, 2), got 2}}
+  %0 = dgraph.gather %x, %i axis = 2 : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that gather takes integer indices.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<4xf32>) {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = dgraph.gather %x, %i axis = 0 : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that gather_elements indices have the operand's rank.
+func.func @f(%x: tensor<2x3xf32>, %i: tensor<2xi64>) {
+  // expected-error @+1 {{expected indices of rank 2, got 1}}
+  %0 = dgraph.gather_elements %x, %i axis = 0 : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_add's updates match its indices.
+func.func @f(%u: tensor<5x4xf32>, %i: tensor<6xi64>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected updates dim 0 to be 6, got 5}}
+  %0 = dgraph.scatter_add %u, %i axis = 0, dim_size = 10 : (tensor<5x4xf32>, tensor<6xi64>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_add needs a positive dimension size.
+func.func @f(%u: tensor<5x4xf32>, %i: tensor<5xi64>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected dim_size >= 1, got 0}}
+  %0 = dgraph.scatter_add %u, %i axis = 0, dim_size = 0 : (tensor<5x4xf32>, tensor<5xi64>) -> tensor<0x4xf32>
+  return
+}
+
+// -----
+
+// Tests that reduction dims are distinct.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected distinct reduction dims, got 1 twice}}
+  %0 = dgraph.reduce_sum %x, dims = [1, 1] : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that reduction dims lie inside the operand.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected reduction dims in [0, 2), got 5}}
+  %0 = dgraph.reduce_max %x, dims = [5] : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that argmax returns i64 without the reduced dimension.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<2xi64>' are incompatible}}
+  %0 = dgraph.argmax %x, dim = 1 : (tensor<2x3xf32>) -> tensor<2x3xi64>
+  return
+}
+
+// -----
+
+// Tests that cumsum's dim lies inside the operand.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{expected dim in [0, 2), got -1}}
+  %0 = dgraph.cumsum %x, dim = -1 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul operands have rank >= 2.
+func.func @f(%x: tensor<3xf32>, %w: tensor<3x4xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected operands of rank >= 2, got 1 and 2}}
+  %0 = dgraph.matmul %x, %w : (tensor<3xf32>, tensor<3x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul contracts matching dimensions.
+func.func @f(%x: tensor<2x3xf32>, %w: tensor<4x5xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected contracted dimensions to agree, got 3 and 4}}
+  %0 = dgraph.matmul %x, %w : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that batched matmul operands share batch dimensions.
+func.func @f(%x: tensor<2x2x3xf32>, %w: tensor<4x3x5xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected equal batch dimensions, got 2 and 4}}
+  %0 = dgraph.matmul %x, %w : (tensor<2x2x3xf32>, tensor<4x3x5xf32>) -> tensor<2x2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul's rhs has rank 2 or the lhs rank.
+func.func @f(%x: tensor<2x3xf32>, %w: tensor<1x3x5xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected rhs of rank 2 or of the lhs rank 2, got 3}}
+  %0 = dgraph.matmul %x, %w : (tensor<2x3xf32>, tensor<1x3x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul operands share an element type.
+func.func @f(%x: tensor<2x3xf32>, %w: tensor<3x5xf16>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected operands of one element type, got 'f32' and 'f16'}}
+  %0 = "dgraph.matmul"(%x, %w) : (tensor<2x3xf32>, tensor<3x5xf16>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that softmax's dim lies inside the operand.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{expected dim in [0, 2), got 3}}
+  %0 = dgraph.softmax %x, dim = 3 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that log_softmax's dim lies inside the operand.
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{expected dim in [0, 2), got 2}}
+  %0 = dgraph.log_softmax %x, dim = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm's scale has the normalized shape.
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected scale and bias of type 'tensor<8xf32>', got 'tensor<4xf32>'}}
+  %0:3 = dgraph.layer_norm %x, %g axis = 1, epsilon = 1.0e-05 : (tensor<2x8xf32>, tensor<4xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that layer_norm's axis lies inside the operand.
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected axis in [0, 2), got 2}}
+  %0:3 = dgraph.layer_norm %x, %g axis = 2, epsilon = 1.0e-05 : (tensor<2x8xf32>, tensor<8xf32>) -> (tensor<2x8xf32>, tensor<2xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that rms_norm's scale has the normalized shape and type.
+func.func @f(%x: tensor<2x8xf32>, %g: tensor<8xf16>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected scale and bias of type 'tensor<8xf32>', got 'tensor<8xf16>'}}
+  %0:2 = dgraph.rms_norm %x, %g axis = 1, epsilon = 1.0e-05 : (tensor<2x8xf32>, tensor<8xf16>) -> (tensor<2x8xf32>, tensor<2xf32>)
+  return
+}
+
+// -----
+
+// Tests that cross_entropy takes rank-2 logits.
+func.func @f(%x: tensor<2x3x4xf32>, %t: tensor<2xi64>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected logits of rank 2, got 3}}
+  %0 = dgraph.cross_entropy %x, %t : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy's labels have one entry per row.
+func.func @f(%x: tensor<2x3xf32>, %t: tensor<3xi64>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected labels of shape 2, got 3}}
+  %0 = dgraph.cross_entropy %x, %t : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<2xf32>
+  return
+}
