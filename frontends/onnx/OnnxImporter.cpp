@@ -302,6 +302,24 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     }
   }
 
+  // Flags that name inputs must name real ones.
+  for (const auto &[name, path] : options.bindings) {
+    bool found = false;
+    for (const onnx::ValueInfoProto &info : g.input())
+      found |= info.name() == name;
+    if (!found)
+      return emitError(fileLoc(), "--bind names '")
+             << name << "', which is not an input of the graph";
+  }
+  for (const auto &[name, shape] : options.inputShapes) {
+    bool found = false;
+    for (const onnx::ValueInfoProto &info : g.input())
+      found |= info.name() == name;
+    if (!found)
+      return emitError(fileLoc(), "--input-shape names '")
+             << name << "', which is not an input of the graph";
+  }
+
   // The signature: graph inputs that are not initializers and not bound.
   SmallVector<const onnx::ValueInfoProto *> inputs;
   SmallVector<Type> argTypes;
@@ -333,23 +351,6 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     inputs.push_back(&info);
     argTypes.push_back(*type);
   }
-  for (const auto &[name, path] : options.bindings) {
-    bool found = false;
-    for (const onnx::ValueInfoProto &info : g.input())
-      found |= info.name() == name;
-    if (!found)
-      return emitError(fileLoc(), "--bind names '")
-             << name << "', which is not an input of the graph";
-  }
-  for (const auto &[name, shape] : options.inputShapes) {
-    bool found = false;
-    for (const onnx::ValueInfoProto &info : g.input())
-      found |= info.name() == name;
-    if (!found)
-      return emitError(fileLoc(), "--input-shape names '")
-             << name << "', which is not an input of the graph";
-  }
-
   auto fn = func::FuncOp::create(b, fileLoc(), "main",
                                  FunctionType::get(ctx, argTypes, {}));
   SmallVector<Location> argLocs;
