@@ -4,6 +4,9 @@
 
 #include "frontends/onnx/GraphImporter.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+
 using namespace mlir;
 
 namespace dtcc::onnx_frontend {
@@ -46,9 +49,32 @@ FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i,
   const std::string &name = node.input(i);
   auto diag = error() << "expected " << what << " (input " << i << ", '"
                       << name << "') to be known at compile time";
-  if (graph.isGraphInput(name))
+  if (graph.isGraphInput(name)) {
     diag << "; it is a graph input: bind its value with --bind " << name
          << "=FILE.pb";
+    return diag;
+  }
+  // Name the graph inputs it is computed from: binding them makes it known.
+  SmallVector<std::string> sources;
+  SmallVector<Value> work = {v};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value cur = work.pop_back_val();
+    if (!seen.insert(cur).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(cur)) {
+      auto fn = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      if (auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dgraph.name"))
+        sources.push_back(n.str());
+      continue;
+    }
+    for (Value operand : cur.getDefiningOp()->getOperands())
+      work.push_back(operand);
+  }
+  llvm::sort(sources);
+  for (const std::string &s : sources)
+    diag << "; it depends on graph input '" << s
+         << "': bind its value with --bind " << s << "=FILE.pb";
   return diag;
 }
 

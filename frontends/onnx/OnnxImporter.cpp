@@ -216,18 +216,30 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
            << ", which dtcc does not support";
   auto given = options.inputShapes.find(info.name());
   if (given != options.inputShapes.end()) {
-    if (tt.has_shape() && tt.shape().dim_size() != (int)given->second.size())
-      return emitError(fileLoc(), "--input-shape for '")
-             << info.name() << "' has rank " << given->second.size()
-             << ", the model's input has rank " << tt.shape().dim_size();
-    if (tt.has_shape())
-      for (int d = 0; d < tt.shape().dim_size(); ++d)
-        if (tt.shape().dim(d).has_dim_value() &&
-            tt.shape().dim(d).dim_value() != given->second[d])
-          return emitError(fileLoc(), "--input-shape for '")
-                 << info.name() << "' gives dim " << d << " = "
-                 << given->second[d] << ", the model fixes it to "
-                 << tt.shape().dim(d).dim_value();
+    // The user's sizes win over the model's, with a warning: models do
+    // declare wrong static shapes (ONNX's own CastLike tests among them).
+    if (tt.has_shape()) {
+      bool differs = tt.shape().dim_size() != (int)given->second.size();
+      std::string declared;
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const auto &dim = tt.shape().dim(d);
+        declared += (d ? "x" : "") + (dim.has_dim_value()
+                                          ? std::to_string(dim.dim_value())
+                                          : std::string("?"));
+        differs |= !differs && dim.has_dim_value() &&
+                   dim.dim_value() != given->second[d];
+      }
+      if (differs) {
+        std::string requested;
+        for (auto [i, d] : llvm::enumerate(given->second))
+          requested += (i ? "x" : "") + std::to_string(d);
+        emitWarning(fileLoc(), "--input-shape gives '")
+            << info.name() << "' the shape "
+            << (requested.empty() ? "scalar" : requested)
+            << " where the model declares "
+            << (declared.empty() ? "scalar" : declared);
+      }
+    }
     return RankedTensorType::get(given->second, elementType);
   }
   if (!tt.has_shape())
@@ -259,8 +271,8 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
       opset = imp.version();
   }
-  if (opset < 0)
-    return emitError(fileLoc(), "the model imports no default-domain opset");
+  // A model of other domains only has no default opset; checkOps then
+  // reports each of its ops.
   if (opset > kMaxOpset)
     return emitError(fileLoc(), "the model uses opset ")
            << opset << "; dtcc supports opsets up to " << kMaxOpset;

@@ -80,6 +80,17 @@ StatusOr<TensorView> Executable::viewOf(const format::Program &program,
   return v;
 }
 
+/// Bytes from a view's first element to its last (a stride-0 view of a
+/// splat covers one element).
+static int64_t extentBytes(const TensorView &v) {
+  if (v.numel() == 0)
+    return 0;
+  int64_t extent = 1;
+  for (size_t d = 0; d < v.shape.size(); ++d)
+    extent += (v.shape[d] - 1) * v.strides[d];
+  return extent * dtypeSize(v.dtype);
+}
+
 static Attrs convertAttrs(const format::Instruction &inst) {
   Attrs attrs;
   for (const auto &[name, value] : inst.attrs()) {
@@ -125,9 +136,9 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
         static_cast<uint64_t>(ref.offset() + ref.size()) > dataSize)
       return dataLoss(what, " data lies outside the data section (truncated "
                             "file?)");
-    if (ref.size() != view.sizeInBytes())
+    if (ref.size() != extentBytes(view))
       return dataLoss(what, " has ", ref.size(), " bytes of data, expected ",
-                      view.sizeInBytes());
+                      extentBytes(view));
     return Status::ok();
   };
 

@@ -64,8 +64,26 @@ def numbered(dir_path, prefix):
     return sorted(files, key=lambda f: int(f[len(prefix):-3]))
 
 
-def compare(name, expected, actual):
-    """Returns None when equal within tolerance, else a reason."""
+def compare(name, expected, actual, bf16=False):
+    """Returns None when equal within tolerance, else a reason.
+
+    ONNX's test data stores bfloat16 as uint16 bits (numpy has no bfloat16)
+    and its reference casts to bfloat16 by truncation, where the spec rounds
+    to nearest even: bfloat16 outputs compare as floats within one bfloat16
+    ulp (2^-7 relative).
+    """
+    if bf16:
+        def widen(t):
+            if t.dtype == np.uint16:
+                return (t.astype(np.uint32) << 16).view(np.float32)
+            return t.astype(np.float32)
+        e, a = widen(expected), widen(actual)
+        if e.shape != a.shape:
+            return f"output '{name}': shape {list(a.shape)}, expected {list(e.shape)}"
+        ok = np.isclose(a, e, rtol=2.0 ** -7, atol=0, equal_nan=True)
+        if not ok.all():
+            return f"output '{name}': bfloat16 values differ by more than one ulp"
+        return None
     if expected.shape != actual.shape:
         return f"output '{name}': shape {list(actual.shape)}, expected {list(expected.shape)}"
     if expected.dtype != actual.dtype:
@@ -101,18 +119,38 @@ def classify_rejection(stderr):
     return None
 
 
+def declared_types(values):
+    return {v.name: v.type.tensor_type.elem_type for v in values}
+
+
+def as_bf16_file(src, dst):
+    """Rewrites a uint16 tensor file as bfloat16 (same bits); see compare."""
+    t = load_pb(src)
+    if t.data_type == onnx.TensorProto.UINT16:
+        t.data_type = onnx.TensorProto.BFLOAT16
+    with open(dst, "wb") as f:
+        f.write(t.SerializeToString())
+    return dst
+
+
 def run_test(args, test_dir):
     """Returns (status, detail) with status in passed/failed/skipped."""
     name = os.path.basename(test_dir)
     model = onnx.load(os.path.join(test_dir, "model.onnx"))
     inputs = graph_inputs(model)
     outputs = [o.name for o in model.graph.output]
+    input_types = declared_types(model.graph.input)
+    output_types = declared_types(model.graph.output)
+    BF16 = onnx.TensorProto.BFLOAT16
     work = tempfile.mkdtemp(prefix=name + ".", dir=args.work_dir)
     try:
         for ds in data_sets(test_dir):
             in_files = numbered(ds, "input_")
             by_name = {inputs[i]: os.path.join(ds, f) for i, f in enumerate(in_files)
                        if i < len(inputs)}
+            for n, path in list(by_name.items()):
+                if input_types.get(n) == BF16:
+                    by_name[n] = as_bf16_file(path, os.path.join(work, n + ".bf16.pb"))
             shapes = []
             for n, path in by_name.items():
                 dims = "x".join(str(d) for d in load_pb(path).dims)
@@ -154,7 +192,8 @@ def run_test(args, test_dir):
                 if not os.path.exists(actual_path):
                     return "failed", f"output '{out_name}' was not written"
                 actual = numpy_helper.to_array(load_pb(actual_path))
-                reason = compare(out_name, expected, actual)
+                reason = compare(out_name, expected, actual,
+                                 bf16=output_types.get(out_name) == BF16)
                 if reason:
                     return "failed", f"{os.path.basename(ds)}: {reason}"
         return "passed", None

@@ -123,6 +123,41 @@ Attribute foldCompare(ArrayRef<Attribute> operands, Type resultType,
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+/// Folds a unary op with separate float and integer rules.
+template <typename FloatFn, typename IntFn>
+static Attribute foldUnary(Attribute operand, Type type, FloatFn floatFn,
+                           IntFn intFn) {
+  if (!foldable(operand))
+    return {};
+  if (isa<FloatType>(getElementTypeOrSelf(type)))
+    return constFoldUnaryOp<FloatAttr, APFloat, void>(
+        {operand}, [&](const APFloat &a) -> std::optional<APFloat> {
+          return floatFn(a);
+        });
+  return constFoldUnaryOp<IntegerAttr, APInt, void>(
+      {operand},
+      [&](const APInt &a) -> std::optional<APInt> { return intFn(a); });
+}
+
+OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
+  return foldUnary(
+      adaptor.getOperand(), getType(), [](APFloat a) { return neg(a); },
+      [](const APInt &a) { return -a; });
+}
+
+OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
+  bool isUnsigned = isUnsignedElement(getType());
+  return foldUnary(
+      adaptor.getOperand(), getType(), [](APFloat a) { return abs(a); },
+      [&](const APInt &a) { return isUnsigned ? a : a.abs(); });
+}
+
+OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
+  return foldUnary(
+      adaptor.getOperand(), getType(), [](APFloat a) { return a; },
+      [](const APInt &a) { return ~a; });
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

@@ -154,8 +154,12 @@ class Graph_UnaryOp<string mnemonic, Type type, string doc,
   let assemblyFormat = "$operand attr-dict `:` type($result)";
 }
 
-def Graph_NegOp : Graph_UnaryOp<"neg", Graph_NumericTensor, "negation">;
-def Graph_AbsOp : Graph_UnaryOp<"abs", Graph_NumericTensor, "absolute value">;
+def Graph_NegOp : Graph_UnaryOp<"neg", Graph_NumericTensor, "negation"> {
+  let hasFolder = 1;
+}
+def Graph_AbsOp : Graph_UnaryOp<"abs", Graph_NumericTensor, "absolute value"> {
+  let hasFolder = 1;
+}
 def Graph_SignOp : Graph_UnaryOp<"sign", Graph_NumericTensor, "sign (-1, 0 or 1)">;
 def Graph_ExpOp : Graph_UnaryOp<"exp", Graph_FloatTensor, "exponential">;
 def Graph_LogOp : Graph_UnaryOp<"log", Graph_FloatTensor, "natural logarithm">;
@@ -181,7 +185,9 @@ def Graph_AtanhOp : Graph_UnaryOp<"atanh", Graph_FloatTensor, "inverse hyperboli
 def Graph_FloorOp : Graph_UnaryOp<"floor", Graph_FloatTensor, "rounding down">;
 def Graph_CeilOp : Graph_UnaryOp<"ceil", Graph_FloatTensor, "rounding up">;
 def Graph_RoundOp : Graph_UnaryOp<"round", Graph_FloatTensor, "rounding to nearest, ties to even">;
-def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor, "logical negation">;
+def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor, "logical negation"> {
+  let hasFolder = 1;
+}
 
 def Graph_GeluOp : Graph_Op<"gelu",
     [Pure, Elementwise, SameOperandsAndResultType, InferTypeOpInterface]> {
