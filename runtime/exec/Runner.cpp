@@ -198,8 +198,8 @@ int runnerMain(int argc, char **argv) {
         return 0;
       }
       return fail(invalidArgument(
-          "this is the bare dtcc runner: pass --program FILE, or compile a "
-          "model with `dtcc compile`"));
+          "no program in this executable: it is the bare dtcc runner (pass "
+          "--program FILE), or a compiled program whose end was cut off"));
     }
     programPath = self;
   }

@@ -1,0 +1,664 @@
+//===- CpuReductionNNKernelsTest.cpp - reductions, matmul, NN kernels -----===//
+//
+// reduce_*, argmax/argmin, cumsum, matmul, softmax, layer_norm, rms_norm and
+// cross_entropy against naive double-precision references.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/unit/runtime/CpuKernelTestUtils.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace dtcc::runtime;
+using namespace dtcc::runtime::test;
+
+namespace {
+
+const double kNan = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+//===----------------------------------------------------------------------===//
+// reduce_*
+//===----------------------------------------------------------------------===//
+
+enum class ReduceKind { kSum, kProd, kMax, kMin };
+
+/// The naive reduction: doubles for floats (NaN propagates through max and
+/// min), wrapping 64-bit integers for integers.
+Tensor reduceRef(const Tensor &in, const std::vector<int64_t> &dims,
+                 ReduceKind kind) {
+  std::vector<bool> reduced(in.shape.size(), false);
+  for (int64_t d : dims)
+    reduced[d] = true;
+  std::vector<int64_t> outShape;
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (!reduced[d])
+      outShape.push_back(in.shape[d]);
+  const int64_t n = numelOf(outShape);
+  const bool isInt = isIntDType(in.dtype);
+  std::vector<double> f(n);
+  std::vector<int64_t> iv(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (kind) {
+    case ReduceKind::kSum:
+      f[i] = 0, iv[i] = 0;
+      break;
+    case ReduceKind::kProd:
+      f[i] = 1, iv[i] = 1;
+      break;
+    case ReduceKind::kMax:
+      f[i] = -kInf;
+      iv[i] = std::numeric_limits<int64_t>::min();
+      break;
+    case ReduceKind::kMin:
+      f[i] = kInf;
+      iv[i] = std::numeric_limits<int64_t>::max();
+      break;
+    }
+  }
+  forEachIndex(in.shape, [&](const std::vector<int64_t> &idx) {
+    std::vector<int64_t> o;
+    for (size_t d = 0; d < idx.size(); ++d)
+      if (!reduced[d])
+        o.push_back(idx[d]);
+    int64_t oi = linearIndex(o, outShape), ii = linearIndex(idx, in.shape);
+    double x = in.get(ii);
+    int64_t xi = in.getInt(ii);
+    switch (kind) {
+    case ReduceKind::kSum:
+      f[oi] += x;
+      iv[oi] = int64_t(uint64_t(iv[oi]) + uint64_t(xi));
+      break;
+    case ReduceKind::kProd:
+      f[oi] *= x;
+      iv[oi] = int64_t(uint64_t(iv[oi]) * uint64_t(xi));
+      break;
+    case ReduceKind::kMax:
+      f[oi] = std::isnan(f[oi]) || std::isnan(x) ? kNan : std::max(f[oi], x);
+      iv[oi] = std::max(iv[oi], xi);
+      break;
+    case ReduceKind::kMin:
+      f[oi] = std::isnan(f[oi]) || std::isnan(x) ? kNan : std::min(f[oi], x);
+      iv[oi] = std::min(iv[oi], xi);
+      break;
+    }
+  });
+  Tensor out(in.dtype, outShape);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!isInt)
+      out.set(i, f[i]);
+    else
+      out.setInt(i, iv[i]);
+  }
+  return out;
+}
+
+TEST(CpuReductionKernels, MatchReference) {
+  std::mt19937 rng(40);
+  struct Case {
+    std::vector<int64_t> shape, dims;
+    bool big;
+  } cases[] = {
+      {{2, 3, 4, 5}, {}, false},
+      {{2, 3, 4, 5}, {0}, false},
+      {{2, 3, 4, 5}, {1}, false},
+      {{2, 3, 4, 5}, {3}, false},
+      {{2, 3, 4, 5}, {0, 2}, false},
+      {{2, 3, 4, 5}, {1, 3}, false},
+      {{2, 3, 4, 5}, {0, 1, 2, 3}, false},
+      {{2, 3, 4, 5}, {0, 3}, false},
+      {{2, 3, 4, 5}, {2, 1}, false},
+      {{}, {}, false},
+      {{1, 5, 1}, {0, 2}, false},
+      {{7}, {0}, false},
+      {{3000}, {0}, true},
+      {{100, 70}, {0}, true},
+      {{70, 100}, {1}, true},
+      {{5, 300, 3}, {1}, true},
+      {{3, 5000}, {1}, true},
+  };
+  struct Op {
+    const char *name;
+    ReduceKind kind;
+  } ops[] = {{"reduce_sum", ReduceKind::kSum},
+             {"reduce_prod", ReduceKind::kProd},
+             {"reduce_max", ReduceKind::kMax},
+             {"reduce_min", ReduceKind::kMin}};
+  const DType dtypes[] = {DType::kF32,  DType::kF64, DType::kF16,
+                          DType::kBF16, DType::kI32, DType::kI8,
+                          DType::kU8,   DType::kI64, DType::kU64};
+  for (const Op &op : ops)
+    for (const Case &c : cases) {
+      if (c.big && op.kind == ReduceKind::kProd)
+        continue;
+      for (DType dt : dtypes) {
+        double lo = -3, hi = 3;
+        if (op.kind == ReduceKind::kSum && isFloatDType(dt))
+          lo = 0, hi = 1; // no cancellation: relative tolerances hold
+        if (op.kind == ReduceKind::kProd && isFloatDType(dt))
+          lo = 0.5, hi = 1.5;
+        if (isIntDType(dt)) {
+          auto [l, h] = defaultRange(dt);
+          lo = l, hi = h;
+          if (op.kind == ReduceKind::kProd)
+            lo = isUnsignedDType(dt) ? 0 : -3, hi = 3;
+        }
+        Tensor in = randomTensor(rng, dt, c.shape, lo, hi);
+        Tensor expected = reduceRef(in, c.dims, op.kind);
+        Tensor out = Tensor::output(dt, expected.shape);
+        Attrs attrs;
+        attrs.set("dims", c.dims);
+        Status s = runKernel(op.name, {in.view()}, {out.view()}, attrs);
+        ASSERT_TRUE(s.isOk()) << s.toString();
+        EXPECT_TRUE(tensorsClose(out, expected))
+            << op.name << " " << dtypeName(dt) << " " << shapeStr(c.shape)
+            << " dims " << shapeStr(c.dims);
+      }
+    }
+}
+
+TEST(CpuReductionKernels, EmptyReductionsGiveTheIdentity) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kI32, DType::kU8}) {
+    Tensor in(dt, {0, 3});
+    Attrs attrs;
+    attrs.set("dims", std::vector<int64_t>{0});
+    auto run = [&](const char *name) {
+      Tensor out = Tensor::output(dt, {3});
+      EXPECT_TRUE(runKernel(name, {in.view()}, {out.view()}, attrs).isOk());
+      return out;
+    };
+    EXPECT_EQ(run("reduce_sum").get(0), 0);
+    EXPECT_EQ(run("reduce_prod").get(2), 1);
+    double lowest = isFloatDType(dt)    ? -kInf
+                    : dt == DType::kI32 ? double(INT32_MIN)
+                                        : 0.0;
+    double highest = isFloatDType(dt)    ? kInf
+                     : dt == DType::kI32 ? double(INT32_MAX)
+                                         : 255.0;
+    EXPECT_EQ(run("reduce_max").get(1), lowest) << dtypeName(dt);
+    EXPECT_EQ(run("reduce_min").get(1), highest) << dtypeName(dt);
+  }
+}
+
+TEST(CpuReductionKernels, MaxAndMinPropagateNaN) {
+  for (DType dt : floatDTypes())
+    for (std::vector<int64_t> dims :
+         {std::vector<int64_t>{1}, std::vector<int64_t>{0}}) {
+      Tensor in(dt, {20, 20});
+      for (int64_t i = 0; i < in.numel(); ++i)
+        in.set(i, double(i % 7));
+      in.set(5 * 20 + 5, kNan);
+      Attrs attrs;
+      attrs.set("dims", dims);
+      for (const char *name : {"reduce_max", "reduce_min", "reduce_sum"}) {
+        Tensor out = Tensor::output(dt, {20});
+        ASSERT_TRUE(runKernel(name, {in.view()}, {out.view()}, attrs).isOk());
+        for (int64_t i = 0; i < 20; ++i)
+          EXPECT_EQ(std::isnan(out.get(i)), i == 5)
+              << name << " " << dtypeName(dt) << " " << i;
+      }
+    }
+}
+
+TEST(CpuReductionKernels, SumIsAccurateOnLongRows) {
+  // 2^22 elements of 0.1f: naive f32 accumulation drifts by percents.
+  const int64_t n = int64_t(1) << 22;
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{n}, std::vector<int64_t>{n / 8, 8}}) {
+    Tensor in(DType::kF32, shape);
+    for (int64_t i = 0; i < n; ++i)
+      in.set(i, 0.1);
+    Attrs attrs;
+    attrs.set("dims", std::vector<int64_t>{0});
+    std::vector<int64_t> outShape(shape.begin() + 1, shape.end());
+    Tensor out = Tensor::output(DType::kF32, outShape);
+    ASSERT_TRUE(
+        runKernel("reduce_sum", {in.view()}, {out.view()}, attrs).isOk());
+    double expected = double(0.1f) * double(n) / double(out.numel());
+    for (int64_t i = 0; i < out.numel(); ++i)
+      EXPECT_NEAR(out.get(i), expected, expected * 1e-5) << shapeStr(shape);
+  }
+}
+
+TEST(CpuReductionKernels, RejectBadDims) {
+  Tensor in(DType::kF32, {2, 3}), out(DType::kF32, {2});
+  Attrs attrs;
+  attrs.set("dims", std::vector<int64_t>{2});
+  EXPECT_EQ(runKernel("reduce_sum", {in.view()}, {out.view()}, attrs).code(),
+            StatusCode::kInvalidArgument);
+  attrs.set("dims", std::vector<int64_t>{0});
+  EXPECT_EQ(runKernel("reduce_sum", {in.view()}, {out.view()}, attrs).code(),
+            StatusCode::kInvalidArgument)
+      << "output shape must be [3]";
+  Tensor b(DType::kBool, {2, 3}), bo(DType::kBool, {3});
+  EXPECT_FALSE(runKernel("reduce_sum", {b.view()}, {bo.view()}, attrs).isOk());
+}
+
+//===----------------------------------------------------------------------===//
+// argmax / argmin / cumsum
+//===----------------------------------------------------------------------===//
+
+TEST(CpuReductionKernels, ArgMaxArgMin) {
+  std::mt19937 rng(41);
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t dim;
+  } cases[] = {{{5, 7}, 0}, {{5, 7}, 1}, {{3, 4, 5}, 1}, {{9}, 0},
+               {{1}, 0},    {{4, 1}, 1}, {{2, 3, 4}, -1}};
+  for (const Case &c : cases)
+    for (DType dt : {DType::kF32, DType::kF64, DType::kF16, DType::kI32,
+                     DType::kU8, DType::kI64})
+      for (bool isMax : {true, false})
+        for (bool last : {false, true}) {
+          // Small integers: ties are frequent.
+          Tensor in = randomTensor(rng, dt, c.shape, 0, 3, true);
+          const int64_t dim =
+              c.dim < 0 ? c.dim + int64_t(c.shape.size()) : c.dim;
+          std::vector<int64_t> outShape = c.shape;
+          outShape.erase(outShape.begin() + dim);
+          Tensor out = Tensor::output(DType::kI64, outShape);
+          Attrs attrs;
+          attrs.set("dim", c.dim);
+          if (last)
+            attrs.set("select_last_index", int64_t(1));
+          const char *name = isMax ? "argmax" : "argmin";
+          ASSERT_TRUE(runKernel(name, {in.view()}, {out.view()}, attrs).isOk());
+          Tensor expected(DType::kI64, outShape);
+          forEachIndex(outShape, [&](const std::vector<int64_t> &idx) {
+            std::vector<int64_t> src = idx;
+            src.insert(src.begin() + dim, 0);
+            int64_t best = 0;
+            double bv = in.get(linearIndex(src, c.shape));
+            for (int64_t d = 1; d < c.shape[dim]; ++d) {
+              src[dim] = d;
+              double v = in.get(linearIndex(src, c.shape));
+              bool better =
+                  isMax ? (last ? v >= bv : v > bv) : (last ? v <= bv : v < bv);
+              if (better)
+                best = d, bv = v;
+            }
+            expected.setInt(linearIndex(idx, outShape), best);
+          });
+          EXPECT_TRUE(tensorsClose(out, expected))
+              << name << " last " << last << " " << dtypeName(dt) << " "
+              << shapeStr(c.shape) << " dim " << c.dim;
+        }
+}
+
+TEST(CpuReductionKernels, ArgMaxTreatsNaNAsExtreme) {
+  Tensor in(DType::kF32, {5});
+  double values[] = {1, kNan, 3, kNan, -1};
+  for (int i = 0; i < 5; ++i)
+    in.set(i, values[i]);
+  auto run = [&](const char *name, bool last) {
+    Tensor out = Tensor::output(DType::kI64, {});
+    Attrs attrs;
+    attrs.set("dim", int64_t(0));
+    if (last)
+      attrs.set("select_last_index", int64_t(1));
+    EXPECT_TRUE(runKernel(name, {in.view()}, {out.view()}, attrs).isOk());
+    return out.getInt(0);
+  };
+  EXPECT_EQ(run("argmax", false), 1);
+  EXPECT_EQ(run("argmax", true), 3);
+  EXPECT_EQ(run("argmin", false), 1);
+  EXPECT_EQ(run("argmin", true), 3);
+}
+
+TEST(CpuReductionKernels, Cumsum) {
+  std::mt19937 rng(42);
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t dim;
+  } cases[] = {{{7}, 0},       {{3, 4}, 0},     {{3, 4}, 1},
+               {{2, 3, 4}, 1}, {{2, 3, 4}, -1}, {{1, 5}, 0}};
+  for (const Case &c : cases)
+    for (DType dt : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
+                     DType::kI32, DType::kU8, DType::kI64})
+      for (bool exclusive : {false, true})
+        for (bool reverse : {false, true}) {
+          auto [lo, hi] = defaultRange(dt);
+          Tensor in = randomTensor(rng, dt, c.shape, lo, hi);
+          const int64_t dim =
+              c.dim < 0 ? c.dim + int64_t(c.shape.size()) : c.dim;
+          Tensor out = Tensor::output(dt, c.shape);
+          Attrs attrs;
+          attrs.set("dim", c.dim);
+          if (exclusive)
+            attrs.set("exclusive", int64_t(1));
+          if (reverse)
+            attrs.set("reverse", int64_t(1));
+          ASSERT_TRUE(
+              runKernel("cumsum", {in.view()}, {out.view()}, attrs).isOk());
+          Tensor expected(dt, c.shape);
+          forEachIndex(c.shape, [&](const std::vector<int64_t> &idx) {
+            double sum = 0;
+            std::vector<int64_t> src = idx;
+            for (int64_t d = 0; d < c.shape[dim]; ++d) {
+              bool take = reverse ? d > idx[dim] : d < idx[dim];
+              if (!exclusive && d == idx[dim])
+                take = true;
+              src[dim] = d;
+              if (take)
+                sum += in.get(linearIndex(src, c.shape));
+            }
+            expected.set(linearIndex(idx, c.shape), sum);
+          });
+          EXPECT_TRUE(tensorsClose(out, expected))
+              << dtypeName(dt) << " " << shapeStr(c.shape) << " dim " << c.dim
+              << " exclusive " << exclusive << " reverse " << reverse;
+        }
+}
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+TEST(CpuMatmulKernel, MatchesReference) {
+  std::mt19937 rng(50);
+  struct Case {
+    std::vector<int64_t> batch; // lhs batch dims
+    bool sharedRhs;
+    int64_t m, k, n;
+  } cases[] = {
+      {{}, false, 4, 5, 3}, {{}, false, 65, 130, 33}, {{2, 3}, false, 4, 5, 6},
+      {{2}, true, 3, 4, 5}, {{2, 2}, true, 7, 3, 2},  {{}, false, 3, 0, 4},
+      {{}, false, 0, 3, 4}, {{2}, false, 1, 1, 1},
+  };
+  for (const Case &c : cases)
+    for (DType dt : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
+                     DType::kI32, DType::kI64, DType::kU8, DType::kI8})
+      for (bool tl : {false, true})
+        for (bool tr : {false, true}) {
+          std::vector<int64_t> ls = c.batch,
+                               rs = c.sharedRhs ? std::vector<int64_t>{}
+                                                : c.batch,
+                               os = c.batch;
+          ls.push_back(tl ? c.k : c.m);
+          ls.push_back(tl ? c.m : c.k);
+          rs.push_back(tr ? c.n : c.k);
+          rs.push_back(tr ? c.k : c.n);
+          os.push_back(c.m);
+          os.push_back(c.n);
+          double lo = -1, hi = 1;
+          if (isIntDType(dt))
+            lo = isUnsignedDType(dt) ? 0 : -5, hi = 5;
+          Tensor lhs = randomTensor(rng, dt, ls, lo, hi);
+          Tensor rhs = randomTensor(rng, dt, rs, lo, hi);
+          Tensor out = Tensor::output(dt, os);
+          Attrs attrs;
+          if (tl)
+            attrs.set("transpose_lhs", int64_t(1));
+          if (tr)
+            attrs.set("transpose_rhs", int64_t(1));
+          Status s = runKernel("matmul", {lhs.view(), rhs.view()}, {out.view()},
+                               attrs);
+          ASSERT_TRUE(s.isOk()) << s.toString();
+          Tensor expected(dt, os);
+          const int64_t batch = numelOf(c.batch);
+          for (int64_t b = 0; b < batch; ++b)
+            for (int64_t i = 0; i < c.m; ++i)
+              for (int64_t j = 0; j < c.n; ++j) {
+                double acc = 0;
+                for (int64_t kk = 0; kk < c.k; ++kk) {
+                  int64_t li =
+                      b * c.m * c.k + (tl ? kk * c.m + i : i * c.k + kk);
+                  int64_t ri = (c.sharedRhs ? 0 : b * c.k * c.n) +
+                               (tr ? j * c.k + kk : kk * c.n + j);
+                  acc += lhs.get(li) * rhs.get(ri);
+                }
+                expected.set((b * c.m + i) * c.n + j, acc);
+              }
+          double rtol = tolerance(dt).first, atol = tolerance(dt).second;
+          if (dt == DType::kF32)
+            atol = 1e-5;
+          EXPECT_TRUE(tensorsClose(out, expected, rtol, atol))
+              << dtypeName(dt) << " batch " << shapeStr(c.batch) << " shared "
+              << c.sharedRhs << " m" << c.m << " k" << c.k << " n" << c.n
+              << " tl " << tl << " tr " << tr;
+        }
+}
+
+TEST(CpuMatmulKernel, RejectsBadShapes) {
+  Tensor a(DType::kF32, {2, 3}), b(DType::kF32, {4, 5}), o(DType::kF32, {2, 5});
+  Status s = runKernel("matmul", {a.view(), b.view()}, {o.view()});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("contracted"), std::string::npos) << s.message();
+  Tensor c(DType::kF32, {2, 2, 3}), d(DType::kF32, {3, 3, 5}),
+      e(DType::kF32, {2, 2, 5});
+  EXPECT_FALSE(runKernel("matmul", {c.view(), d.view()}, {e.view()}).isOk());
+  Tensor v(DType::kF32, {3});
+  EXPECT_FALSE(runKernel("matmul", {a.view(), v.view()}, {o.view()}).isOk());
+}
+
+//===----------------------------------------------------------------------===//
+// softmax / log_softmax
+//===----------------------------------------------------------------------===//
+
+TEST(CpuNNKernels, SoftmaxAndLogSoftmax) {
+  std::mt19937 rng(60);
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t dim;
+  } cases[] = {{{5, 7}, 1}, {{5, 7}, 0},     {{2, 3, 4}, 1}, {{10}, 0},
+               {{3, 1}, 1}, {{2, 3, 4}, -1}, {{4, 300}, 1}};
+  for (const Case &c : cases)
+    for (DType dt : floatDTypes())
+      for (bool log : {false, true}) {
+        Tensor in = randomTensor(rng, dt, c.shape, -5, 5);
+        const int64_t dim = c.dim < 0 ? c.dim + int64_t(c.shape.size()) : c.dim;
+        Tensor out = Tensor::output(dt, c.shape);
+        Attrs attrs;
+        attrs.set("dim", c.dim);
+        const char *name = log ? "log_softmax" : "softmax";
+        ASSERT_TRUE(runKernel(name, {in.view()}, {out.view()}, attrs).isOk());
+        Tensor expected(dt, c.shape);
+        forEachIndex(c.shape, [&](const std::vector<int64_t> &idx) {
+          std::vector<int64_t> src = idx;
+          double sum = 0;
+          for (int64_t d = 0; d < c.shape[dim]; ++d) {
+            src[dim] = d;
+            sum += std::exp(in.get(linearIndex(src, c.shape)));
+          }
+          double x = in.get(linearIndex(idx, c.shape));
+          expected.set(linearIndex(idx, c.shape),
+                       log ? x - std::log(sum) : std::exp(x) / sum);
+        });
+        EXPECT_TRUE(tensorsClose(out, expected))
+            << name << " " << dtypeName(dt) << " " << shapeStr(c.shape)
+            << " dim " << c.dim;
+      }
+}
+
+TEST(CpuNNKernels, SoftmaxIsStableForLargeValues) {
+  Tensor in(DType::kF32, {2, 3});
+  double values[] = {1000, 1001, 1002, -1000, -1001, -1002};
+  for (int i = 0; i < 6; ++i)
+    in.set(i, values[i]);
+  for (int64_t dim : {0, 1}) {
+    Tensor out = Tensor::output(DType::kF32, {2, 3});
+    Tensor logOut = Tensor::output(DType::kF32, {2, 3});
+    Attrs attrs;
+    attrs.set("dim", dim);
+    ASSERT_TRUE(runKernel("softmax", {in.view()}, {out.view()}, attrs).isOk());
+    ASSERT_TRUE(
+        runKernel("log_softmax", {in.view()}, {logOut.view()}, attrs).isOk());
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_TRUE(std::isfinite(out.get(i))) << i;
+      EXPECT_TRUE(std::isfinite(logOut.get(i))) << i;
+    }
+    if (dim == 1) {
+      EXPECT_NEAR(out.get(2), 1 / (1 + std::exp(-1) + std::exp(-2)), 1e-6);
+      EXPECT_NEAR(logOut.get(3), -std::log(1 + std::exp(-1) + std::exp(-2)),
+                  1e-5);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm / rms_norm
+//===----------------------------------------------------------------------===//
+
+TEST(CpuNNKernels, LayerNormAndRmsNorm) {
+  std::mt19937 rng(61);
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  } cases[] = {
+      {{4, 6}, 1}, {{2, 3, 8}, 2}, {{2, 3, 8}, 1}, {{5, 1}, 1}, {{3, 300}, -1}};
+  for (const Case &c : cases)
+    for (DType dt : floatDTypes())
+      for (DType statType : {DType::kF32, dt})
+        for (int variant = 0; variant < 3; ++variant) {
+          // 0: layer_norm with bias, 1: without, 2: rms_norm.
+          const int64_t axis =
+              c.axis < 0 ? c.axis + int64_t(c.shape.size()) : c.axis;
+          std::vector<int64_t> norm(c.shape.begin() + axis, c.shape.end());
+          std::vector<int64_t> rowsShape(c.shape.begin(),
+                                         c.shape.begin() + axis);
+          const int64_t rows = numelOf(rowsShape), cols = numelOf(norm);
+          Tensor x = randomTensor(rng, dt, c.shape, -2, 3);
+          Tensor scale = randomTensor(rng, dt, norm, 0.5, 1.5);
+          Tensor bias = randomTensor(rng, dt, norm, -1, 1);
+          Tensor y = Tensor::output(dt, c.shape);
+          Tensor mean = Tensor::output(statType, rowsShape);
+          Tensor rstd = Tensor::output(statType, rowsShape);
+          Attrs attrs;
+          attrs.set("axis", c.axis);
+          attrs.set("epsilon", 1e-5);
+          Status s;
+          if (variant == 0)
+            s = runKernel("layer_norm", {x.view(), scale.view(), bias.view()},
+                          {y.view(), mean.view(), rstd.view()}, attrs);
+          else if (variant == 1)
+            s = runKernel("layer_norm", {x.view(), scale.view()},
+                          {y.view(), mean.view(), rstd.view()}, attrs);
+          else
+            s = runKernel("rms_norm", {x.view(), scale.view()},
+                          {y.view(), rstd.view()}, attrs);
+          ASSERT_TRUE(s.isOk()) << s.toString();
+          Tensor ey(dt, c.shape), em(statType, rowsShape),
+              er(statType, rowsShape);
+          for (int64_t r = 0; r < rows; ++r) {
+            double mu = 0, var = 0, ms = 0;
+            for (int64_t j = 0; j < cols; ++j) {
+              mu += x.get(r * cols + j);
+              ms += x.get(r * cols + j) * x.get(r * cols + j);
+            }
+            mu /= double(cols);
+            ms /= double(cols);
+            for (int64_t j = 0; j < cols; ++j)
+              var += (x.get(r * cols + j) - mu) * (x.get(r * cols + j) - mu);
+            var /= double(cols);
+            double rs = variant == 2 ? 1 / std::sqrt(ms + 1e-5)
+                                     : 1 / std::sqrt(var + 1e-5);
+            em.set(r, mu);
+            er.set(r, rs);
+            for (int64_t j = 0; j < cols; ++j) {
+              double v = x.get(r * cols + j);
+              double out = variant == 2 ? v * rs * scale.get(j)
+                                        : (v - mu) * rs * scale.get(j);
+              if (variant == 0)
+                out += bias.get(j);
+              ey.set(r * cols + j, out);
+            }
+          }
+          std::string what =
+              std::string(variant == 2 ? "rms_norm" : "layer_norm") + " " +
+              dtypeName(dt) + " stats " + dtypeName(statType) + " " +
+              shapeStr(c.shape);
+          // y rounds (x - mean) * rstd in the compute type: allow a few ulps.
+          double rtol = 4 * tolerance(dt).first,
+                 atol = 4 * tolerance(dt).second;
+          EXPECT_TRUE(tensorsClose(y, ey, rtol, atol)) << what;
+          EXPECT_TRUE(tensorsClose(rstd, er)) << what;
+          if (variant != 2) {
+            EXPECT_TRUE(tensorsClose(mean, em)) << what;
+          }
+        }
+}
+
+TEST(CpuNNKernels, NormsRejectBadOperands) {
+  Tensor x(DType::kF32, {2, 4}), scale(DType::kF32, {3}),
+      y(DType::kF32, {2, 4}), m(DType::kF32, {2}), r(DType::kF32, {2});
+  Attrs attrs;
+  attrs.set("axis", int64_t(1));
+  attrs.set("epsilon", 1e-5);
+  EXPECT_EQ(runKernel("layer_norm", {x.view(), scale.view()},
+                      {y.view(), m.view(), r.view()}, attrs)
+                .code(),
+            StatusCode::kInvalidArgument);
+  Tensor goodScale(DType::kF32, {4});
+  Attrs noEps;
+  noEps.set("axis", int64_t(1));
+  EXPECT_FALSE(runKernel("rms_norm", {x.view(), goodScale.view()},
+                         {y.view(), r.view()}, noEps)
+                   .isOk());
+  EXPECT_FALSE(runKernel("rms_norm", {x.view(), goodScale.view()},
+                         {y.view(), m.view(), r.view()}, attrs)
+                   .isOk());
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy
+//===----------------------------------------------------------------------===//
+
+TEST(CpuNNKernels, CrossEntropy) {
+  std::mt19937 rng(62);
+  for (DType dt : floatDTypes())
+    for (DType lt : {DType::kI32, DType::kI64})
+      for (int64_t ignore : {int64_t(-100), int64_t(3)}) {
+        const int64_t n = 9, c = 10;
+        Tensor logits = randomTensor(rng, dt, {n, c}, -4, 4);
+        Tensor labels = randomTensor(rng, lt, {n}, 0, c - 1);
+        labels.setInt(2, -100);
+        labels.setInt(5, 3);
+        Tensor out = Tensor::output(dt, {n});
+        Attrs attrs;
+        if (ignore != -100)
+          attrs.set("ignore_index", ignore);
+        else
+          labels.setInt(7, -100);
+        Status s = runKernel("cross_entropy", {logits.view(), labels.view()},
+                             {out.view()}, attrs);
+        if (ignore != -100) { // -100 is now an invalid label
+          EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+          EXPECT_NE(s.message().find("label -100 of sample 2"),
+                    std::string::npos)
+              << s.message();
+          labels.setInt(2, 0);
+          s = runKernel("cross_entropy", {logits.view(), labels.view()},
+                        {out.view()}, attrs);
+        }
+        ASSERT_TRUE(s.isOk()) << s.toString();
+        Tensor expected(dt, {n});
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t label = labels.getInt(i);
+          if (label == ignore) {
+            expected.set(i, 0);
+            continue;
+          }
+          double sum = 0;
+          for (int64_t j = 0; j < c; ++j)
+            sum += std::exp(logits.get(i * c + j));
+          expected.set(i, std::log(sum) - logits.get(i * c + label));
+        }
+        EXPECT_TRUE(tensorsClose(out, expected))
+            << dtypeName(dt) << " " << dtypeName(lt) << " ignore " << ignore;
+      }
+  Tensor logits(DType::kF32, {2, 3}), labels(DType::kI64, {2}),
+      out(DType::kF32, {2});
+  labels.setInt(1, 3);
+  Status s =
+      runKernel("cross_entropy", {logits.view(), labels.view()}, {out.view()});
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("[0, 3)"), std::string::npos) << s.message();
+  Tensor badLabels(DType::kI64, {3});
+  EXPECT_EQ(runKernel("cross_entropy", {logits.view(), badLabels.view()},
+                      {out.view()})
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
+} // namespace
