@@ -44,6 +44,19 @@ conformance: build
 	$(PYTHON) tests/conformance/run_onnx_node_tests.py --dtcc $(BUILD_DIR)/bin/dtcc \
 	  --jobs $(JOBS) --min-passed 250
 
+# libFuzzer on the ONNX importer, seeded with ONNX's test models and dtcc's
+# own importer tests. FUZZ_SECONDS=600 by default.
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLLVM_USE_LINKER=lld \
+	  -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+	  -DDTCC_ENABLE_CUDA=OFF -DDTCC_ENABLE_FUZZERS=ON
+	ninja -C $(FUZZ_DIR) -j$(JOBS) dtcc-import-fuzzer
+	./scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
 demo: build
 	./scripts/demo.sh $(BUILD_DIR)
 

@@ -92,12 +92,15 @@ LogicalResult convertAttr(Attribute attr, runtime::format::AttrValue &out) {
   } else if (isa<UnitAttr>(attr)) {
     out.set_i(1);
   } else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr)) {
+    out.mutable_ints(); // an empty array is still an array
     for (int64_t v : a.asArrayRef())
       out.mutable_ints()->add_values(v);
   } else if (auto a = dyn_cast<DenseF64ArrayAttr>(attr)) {
+    out.mutable_floats();
     for (double v : a.asArrayRef())
       out.mutable_floats()->add_values(v);
   } else if (auto a = dyn_cast<DenseF32ArrayAttr>(attr)) {
+    out.mutable_floats();
     for (float v : a.asArrayRef())
       out.mutable_floats()->add_values(v);
   } else if (auto a = dyn_cast<ArrayAttr>(attr)) {

@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   # Build tools.
   cmake ninja-build ccache clang-22 lld-22
+  # Sanitizers and libFuzzer for clang-22 (make fuzz).
+  libclang-rt-22-dev
   # MLIR/LLVM 22 (llvm-22-tools carries lit and FileCheck).
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # ONNX frontend and its protobuf.

@@ -40,12 +40,20 @@ public:
 
   /// Tensors up to this size stay dense attributes; larger ones are blobs.
   static constexpr size_t kMaxDenseBytes = 1024;
+  /// No tensor may have more elements (2^48): shape arithmetic stays exact.
+  static constexpr int64_t kMaxElements = int64_t(1) << 48;
 
 private:
   mlir::Location fileLoc();
   mlir::LogicalResult checkOps(int64_t opset);
   mlir::FailureOr<mlir::RankedTensorType>
   inputType(const onnx::ValueInfoProto &info);
+  /// The node has its required inputs (ONNX's schema) and an output.
+  mlir::LogicalResult checkArity(const onnx::NodeProto &node, int index,
+                                 int64_t opset, mlir::Location loc);
+  /// `v`'s shape is within kMaxElements.
+  mlir::LogicalResult checkSize(mlir::Value v, mlir::Location loc,
+                                const std::string &node);
   mlir::LogicalResult checkDeclaredType(const onnx::ValueInfoProto &info,
                                         mlir::Value v);
 

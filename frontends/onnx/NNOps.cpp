@@ -70,6 +70,9 @@ LogicalResult importGemm(NodeImporter &n) {
   if (typeOf(a).getRank() != 2 || typeOf(b).getRank() != 2)
     return n.error() << "expected rank-2 A and B, got " << a.getType()
                      << " and " << b.getType();
+  if (typeOf(a).getElementType() != typeOf(b).getElementType())
+    return n.error() << "expected A and B of one element type, got "
+                     << a.getType() << " and " << b.getType();
   bool ta = n.attrInt("transA", 0) != 0, tb = n.attrInt("transB", 0) != 0;
   float alpha = n.attrFloat("alpha", 1.0f), beta = n.attrFloat("beta", 1.0f);
   int64_t k = typeOf(a).getDimSize(ta ? 0 : 1);
@@ -251,6 +254,11 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
     return n.error() << "expected i32 or i64 labels, got " << labels.getType();
 
   // The common case (class scores [N, C], no weights) uses the fused op.
+  auto labelsType = typeOf(labels);
+  if (labelsType.getRank() != type.getRank() - 1 ||
+      labelsType.getDimSize(0) != type.getDimSize(0))
+    return n.error() << "expected scores [N, C, d...] and labels [N, d...], got "
+                     << type << " and " << labelsType;
   if (type.getRank() == 2 && !n.hasInput(2) && !n.wantsOutput(1)) {
     Value loss = n.create<CrossEntropyOp>(scores, labels, ignore.value_or(-100))
                      .getResult();

@@ -30,6 +30,18 @@ InFlightDiagnostic NodeImporter::error() {
                         << "' (" << node.op_type() << "): ";
 }
 
+LogicalResult NodeImporter::checkShape(ArrayRef<int64_t> shape, StringRef what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return error() << "expected a non-negative " << what << ", got " << d;
+    if (d != 0 && n > GraphImporter::kMaxElements / d)
+      return error() << what << " asks for more than 2^48 elements";
+    n *= d;
+  }
+  return success();
+}
+
 FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank,
                                                StringRef what) {
   int64_t limit = std::max<int64_t>(rank, 1);

@@ -85,6 +85,10 @@ public:
   /// Emits "node 'NAME' (OpType): <message>" at the node and returns
   /// failure; stream more text into the result.
   mlir::InFlightDiagnostic error();
+  /// Checks a shape computed from the model's data: no negative dimension
+  /// and at most 2^48 elements.
+  mlir::LogicalResult checkShape(llvm::ArrayRef<int64_t> shape,
+                                 llvm::StringRef what);
   /// Normalizes a possibly negative axis against `rank`, or reports it.
   mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
                                          llvm::StringRef what = "axis");

@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "onnx/defs/parser.h"
+#include "onnx/defs/schema.h"
 #include "llvm/ADT/StringSet.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -202,6 +203,41 @@ LogicalResult GraphImporter::checkOps(int64_t opset) {
   return success();
 }
 
+LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node, int index,
+                                        int64_t opset, Location loc) {
+  // ONNX's schema registry knows the required inputs of ops up to opset 17;
+  // the newer ops dtcc supports (Gelu) take one.
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  int required = schema ? schema->min_input() : 1;
+  int present = 0;
+  for (int i = 0; i < required && i < node.input_size(); ++i)
+    present += !node.input(i).empty();
+  if (present < required)
+    return emitError(loc, "node '")
+           << nodeName(node, index) << "' (" << node.op_type()
+           << "): expected at least " << required << " inputs, got " << present;
+  if (node.output_size() < 1 || node.output(0).empty())
+    return emitError(loc, "node '")
+           << nodeName(node, index) << "' (" << node.op_type()
+           << "): expected an output";
+  return success();
+}
+
+LogicalResult GraphImporter::checkSize(Value v, Location loc,
+                                       const std::string &node) {
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t n = 1;
+  for (int64_t d : type.getShape()) {
+    if (d < 0 || (d != 0 && n > kMaxElements / d))
+      return emitError(loc, "node '")
+             << node << "' produces a tensor of shape " << type
+             << ", beyond dtcc's limit of 2^48 elements";
+    n *= d;
+  }
+  return success();
+}
+
 FailureOr<RankedTensorType>
 GraphImporter::inputType(const onnx::ValueInfoProto &info) {
   if (!info.type().has_tensor_type())
@@ -256,6 +292,13 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
              << "(dim " << d << "); give its size with --input-shape "
              << info.name() << "=D0xD1x...";
     shape.push_back(dim.dim_value());
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && n > kMaxElements / d)
+      return emitError(fileLoc(), "input '")
+             << info.name() << "' has more than 2^48 elements";
+    n *= d;
   }
   return RankedTensorType::get(shape, elementType);
 }
@@ -398,10 +441,18 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
         return emitError(loc, "node '")
                << nodeName(node, i) << "' (" << node.op_type() << ") uses '"
                << in << "', which no earlier node, input or initializer defines";
+    if (failed(checkArity(node, i, opset, loc)))
+      return failure();
     NodeImporter importer(*this, node, opset, b, loc);
     const OpEntry &entry = registry.find(node.op_type())->second;
     if (failed(entry.handler(importer)))
       return failure();
+    for (const std::string &out : node.output()) {
+      if (out.empty() || !values.count(out))
+        continue;
+      if (failed(checkSize(values.lookup(out), loc, nodeName(node, i))))
+        return failure();
+    }
     for (int o = 0; o < node.output_size(); ++o)
       if (!node.output(o).empty() && !values.count(node.output(o)))
         return emitError(loc, "node '")

@@ -16,6 +16,9 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+/// Range is evaluated at compile time, element by element.
+constexpr int64_t kMaxRangeElements = 1 << 20;
+
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t p = 1;
   for (int64_t d : dims)
@@ -210,6 +213,9 @@ LogicalResult importSplit(NodeImporter &n) {
     return failure();
   int64_t dim = type.getDimSize(*axis);
   int64_t parts = n.numOutputs();
+  if (parts < 1 || (n.getOpset() >= 18 && n.hasAttr("num_outputs") &&
+                    n.attrInt("num_outputs", 0) < 1))
+    return n.error() << "expected at least one output";
   SmallVector<int64_t> sizes;
   if (n.getOpset() >= 13 && n.hasInput(1)) {
     auto given = n.constantInts(1, "split");
@@ -229,6 +235,8 @@ LogicalResult importSplit(NodeImporter &n) {
     for (int64_t i = 0, left = dim; i < parts; ++i, left -= chunk)
       sizes.push_back(std::min(chunk, left));
   }
+  if (failed(n.checkShape(sizes, "split size")))
+    return failure();
   int64_t total = 0;
   for (int64_t s : sizes)
     total += s;
@@ -345,10 +353,10 @@ LogicalResult importGatherElements(NodeImporter &n) {
 LogicalResult importExpand(NodeImporter &n) {
   Value x = n.input(0);
   auto shape = n.constantInts(1, "shape");
-  if (failed(shape))
+  if (failed(shape) || failed(n.checkShape(*shape, "shape")))
     return failure();
   auto out = n.broadcastShape({typeOf(x).getShape(), *shape});
-  if (failed(out))
+  if (failed(out) || failed(n.checkShape(*out, "shape")))
     return failure();
   n.setOutput(0, n.broadcastTo(x, *out));
   return success();
@@ -363,6 +371,10 @@ LogicalResult importTile(NodeImporter &n) {
   if ((int64_t)repeats->size() != type.getRank())
     return n.error() << "expected " << type.getRank() << " repeats, got "
                      << repeats->size();
+  SmallVector<int64_t> expandedCheck(*repeats);
+  llvm::append_range(expandedCheck, type.getShape());
+  if (failed(n.checkShape(expandedCheck, "repeats")))
+    return failure();
   // [d0, d1] repeated [r0, r1] = broadcast to [r0, d0, r1, d1], then merge.
   SmallVector<int64_t> expanded, dims, tiled;
   for (int64_t d = 0; d < type.getRank(); ++d) {
@@ -431,7 +443,7 @@ LogicalResult importConstant(NodeImporter &n) {
 
 LogicalResult importConstantOfShape(NodeImporter &n) {
   auto shape = n.constantInts(0, "shape");
-  if (failed(shape))
+  if (failed(shape) || failed(n.checkShape(*shape, "shape")))
     return failure();
   DenseElementsAttr value = DenseElementsAttr::get(
       RankedTensorType::get({1}, n.builder().getF32Type()), 0.0f);
@@ -465,7 +477,12 @@ LogicalResult importRange(NodeImporter &n) {
   double s = asDouble(*start), l = asDouble(*limit), d = asDouble(*delta);
   if (d == 0)
     return n.error() << "expected a nonzero delta";
-  int64_t count = std::max<int64_t>(0, (int64_t)std::ceil((l - s) / d));
+  double steps = std::ceil((l - s) / d);
+  if (!(steps <= double(kMaxRangeElements)))
+    return n.error() << "a range of " << steps << " elements is too large to "
+                     << "compute at compile time (at most " << kMaxRangeElements
+                     << ")";
+  int64_t count = std::max<int64_t>(0, (int64_t)steps);
   SmallVector<Attribute> values;
   for (int64_t i = 0; i < count; ++i) {
     if (auto f = dyn_cast<FloatType>(element))
@@ -532,11 +549,15 @@ LogicalResult importPad(NodeImporter &n) {
   if ((int64_t)pads->size() != 2 * (int64_t)axes.size())
     return n.error() << "expected " << 2 * axes.size() << " pads, got "
                      << pads->size();
-  SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  SmallVector<int64_t> low(rank, 0), high(rank, 0), padded;
   for (auto [i, a] : llvm::enumerate(axes)) {
     low[a] = (*pads)[i];
     high[a] = (*pads)[i + axes.size()];
   }
+  for (int64_t d = 0; d < rank; ++d)
+    padded.push_back(low[d] + type.getDimSize(d) + high[d]);
+  if (failed(n.checkShape(padded, "padded size")))
+    return failure();
   Value value = n.hasInput(2) ? n.reshape(n.input(2), {})
                               : n.scalar(type.getElementType(), 0);
   n.setOutput(0, n.create<PadOp>(x, value, low, high).getResult());
@@ -599,6 +620,8 @@ LogicalResult importOneHot(NodeImporter &n) {
   auto depthValue = n.constantInput(1, "depth");
   if (failed(depthValue))
     return failure();
+  if (depthValue->getNumElements() != 1)
+    return n.error() << "expected a scalar depth";
   Attribute d0 = depthValue->getValues<Attribute>()[0];
   int64_t depth = isa<FloatAttr>(d0)
                       ? (int64_t)cast<FloatAttr>(d0).getValueAsDouble()
@@ -614,6 +637,8 @@ LogicalResult importOneHot(NodeImporter &n) {
     return failure();
   SmallVector<int64_t> shape(idxType.getShape());
   shape.insert(shape.begin() + *axis, depth);
+  if (failed(n.checkShape(shape, "one-hot shape")))
+    return failure();
   Type i64 = n.builder().getI64Type();
   auto shapeType = RankedTensorType::get(shape, i64);
   // Negative indices count from the end of the depth.
@@ -629,16 +654,12 @@ LogicalResult importOneHot(NodeImporter &n) {
   Value expanded = n.fold<BroadcastInDimOp>(shapeType, idx, dims);
   Value hot = n.fold<EqOp>(n.create<IotaOp>(shapeType, *axis).getResult(), expanded);
   Value flat = n.reshape(values, {2});
-  auto scalarType = RankedTensorType::get({1}, valuesType.getElementType());
-  auto outType = RankedTensorType::get(shape, valuesType.getElementType());
   Value off = n.fold<SliceOp>(flat, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{1},
                               ArrayRef<int64_t>{1});
   Value on = n.fold<SliceOp>(flat, ArrayRef<int64_t>{1}, ArrayRef<int64_t>{2},
                              ArrayRef<int64_t>{1});
-  (void)scalarType;
   n.setOutput(0, n.fold<SelectOp>(hot, n.broadcastTo(n.reshape(on, {}), shape),
                                   n.broadcastTo(n.reshape(off, {}), shape)));
-  (void)outType;
   return success();
 }
 

@@ -34,7 +34,8 @@ struct HostTensor {
     return reinterpret_cast<const T *>(bytes.data());
   }
   /// "tensor<2x3xf32>".
-  std::string typeString() const {
+  std::string typeString() const { return typeString(dtype, shape); }
+  static std::string typeString(DType dtype, const std::vector<int64_t> &shape) {
     std::string s = "tensor<";
     for (int64_t d : shape)
       s += std::to_string(d) + "x";

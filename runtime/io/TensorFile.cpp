@@ -10,6 +10,9 @@
 namespace dtcc::runtime {
 namespace {
 
+/// The most elements a tensor file may declare (2^48).
+constexpr int64_t kMaxTensorElements = int64_t(1) << 48;
+
 /// Copies a repeated proto field into `out`, converting each element.
 template <typename Out, typename Field>
 void copyField(const Field &field, HostTensor &out) {
@@ -40,8 +43,13 @@ StatusOr<std::string> readExternal(const onnx::TensorProto &proto,
   if (location.empty())
     return invalidArgument("tensor '", proto.name(),
                            "' has external data without a location");
-  std::string path =
-      location[0] == '/' ? location : baseDir + "/" + location;
+  // ONNX requires locations relative to the model's directory; refusing
+  // others keeps a model from reading arbitrary files.
+  if (location[0] == '/' || location.find("..") != std::string::npos)
+    return invalidArgument("tensor '", proto.name(), "': external data "
+                           "location '", location, "' must be a relative path "
+                           "inside the model's directory");
+  std::string path = baseDir + "/" + location;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     return notFound("tensor '", proto.name(), "': external data file '",
@@ -49,7 +57,7 @@ StatusOr<std::string> readExternal(const onnx::TensorProto &proto,
   int64_t fileSize = static_cast<int64_t>(in.tellg());
   if (length < 0)
     length = fileSize - offset;
-  if (offset < 0 || offset + length > fileSize)
+  if (offset < 0 || length < 0 || offset > fileSize || length > fileSize - offset)
     return dataLoss("tensor '", proto.name(), "': external data file '",
                     location, "' has ", fileSize, " bytes, need ",
                     offset + length);
@@ -76,16 +84,24 @@ StatusOr<HostTensor> decodeTensorProto(const onnx::TensorProto &proto,
                                  proto.data_type())),
                          ", which dtcc does not support");
   std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
-  for (int64_t d : shape)
+  // Check the size before allocating: a corrupt header must not ask for
+  // terabytes.
+  DType dtype = static_cast<DType>(proto.data_type());
+  int64_t n = 1;
+  for (int64_t d : shape) {
     if (d < 0)
       return invalidArgument("tensor '", proto.name(),
                              "' has a negative dimension ", d);
-  HostTensor t(static_cast<DType>(proto.data_type()), shape);
-  int64_t n = t.numel();
-  int64_t bytes = static_cast<int64_t>(t.bytes.size());
+    if (d != 0 && n > kMaxTensorElements / d)
+      return invalidArgument("tensor '", proto.name(), "' has more than 2^48 "
+                             "elements");
+    n *= d;
+  }
+  int64_t bytes = n * dtypeSize(dtype);
 
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     DTCC_ASSIGN_OR_RETURN(std::string raw, readExternal(proto, baseDir, bytes));
+    HostTensor t(dtype, shape);
     std::memcpy(t.bytes.data(), raw.data(), bytes);
     return t;
   }
@@ -93,10 +109,19 @@ StatusOr<HostTensor> decodeTensorProto(const onnx::TensorProto &proto,
     if (static_cast<int64_t>(proto.raw_data().size()) != bytes)
       return dataLoss("tensor '", proto.name(), "' has ",
                       proto.raw_data().size(), " bytes of raw data, expected ",
-                      bytes, " for ", t.typeString());
+                      bytes, " for ", HostTensor::typeString(dtype, shape));
+    HostTensor t(dtype, shape);
     std::memcpy(t.bytes.data(), proto.raw_data().data(), bytes);
     return t;
   }
+  int64_t given = proto.float_data_size() + proto.double_data_size() +
+                  proto.int64_data_size() + proto.uint64_data_size() +
+                  proto.int32_data_size();
+  if (given != n)
+    return dataLoss("tensor '", proto.name(), "' has ", given,
+                    " values, expected ", n, " for ",
+                    HostTensor::typeString(dtype, shape));
+  HostTensor t(dtype, shape);
 
   auto expectCount = [&](int64_t count) -> Status {
     if (count != n)

@@ -205,6 +205,25 @@ TEST(CpuMovementKernels, BroadcastInDim) {
                    .isOk());
 }
 
+TEST(CpuMovementKernels, MissingArrayAttributesReadAsEmpty) {
+  // Program files leave out empty integer arrays (dims = [] of a scalar).
+  Tensor scalar(DType::kF32, {});
+  scalar.set(0, 2.5);
+  Tensor out = Tensor::output(DType::kF32, {2, 3});
+  ASSERT_TRUE(
+      runKernel("broadcast_in_dim", {scalar.view()}, {out.view()}).isOk());
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(out.get(i), 2.5);
+  Tensor sum = Tensor::output(DType::kF32, {});
+  ASSERT_TRUE(runKernel("reduce_sum", {scalar.view()}, {sum.view()}).isOk());
+  EXPECT_EQ(sum.get(0), 2.5);
+  Tensor vec(DType::kF32, {3});
+  Status s = runKernel("broadcast_in_dim", {vec.view()}, {out.view()});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("expected 1 entries in dims"), std::string::npos)
+      << s.message();
+}
+
 TEST(CpuMovementKernels, Transpose) {
   std::mt19937 rng(22);
   struct Case {

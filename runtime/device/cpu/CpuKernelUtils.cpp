@@ -1,0 +1,128 @@
+//===- CpuKernelUtils.cpp - checks shared by the CPU kernel factories -----===//
+
+#include "runtime/device/cpu/CpuKernelUtils.h"
+
+namespace dtcc::runtime::cpu {
+
+std::string typeSetName(unsigned set) {
+  std::string s;
+  auto add = [&](const char *name) {
+    if (!s.empty())
+      s += ", ";
+    s += name;
+  };
+  if (set & kSetF32F64)
+    add("f32, f64");
+  if (set & kSetHalfs)
+    add("f16, bf16");
+  if (set & kSetInts)
+    add("integers");
+  if (set & kSetBool)
+    add("i1");
+  return s;
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  if (end > shape.size())
+    end = shape.size();
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= shape[i];
+  return n;
+}
+
+Status checkStrides(const KernelContext &ctx, const TensorView &view,
+                    const std::string &what) {
+  if (view.strides.size() != view.shape.size())
+    return ctx.error(what, " has ", view.strides.size(), " strides for rank ",
+                     view.rank());
+  for (int64_t d : view.shape)
+    if (d < 0)
+      return ctx.error(what, " has a negative dimension in ",
+                       shapeString(view.shape));
+  return Status::ok();
+}
+
+Status checkContiguous(const KernelContext &ctx, const TensorView &view,
+                       const std::string &what) {
+  DTCC_RETURN_IF_ERROR(checkStrides(ctx, view, what));
+  if (!view.isContiguous())
+    return ctx.error("expected ", what, " to be contiguous, got strides ",
+                     shapeString(view.strides), " for shape ",
+                     shapeString(view.shape));
+  if (!view.data && view.numel() > 0)
+    return ctx.error(what, " has no data");
+  return Status::ok();
+}
+
+Status checkDType(const KernelContext &ctx, const TensorView &view, DType dtype,
+                  const std::string &what) {
+  if (view.dtype != dtype)
+    return ctx.error("expected ", what, " of element type ", dtypeName(dtype),
+                     ", got ", dtypeName(view.dtype));
+  return Status::ok();
+}
+
+Status checkShape(const KernelContext &ctx, const TensorView &view,
+                  const std::vector<int64_t> &shape, const std::string &what) {
+  if (view.shape != shape)
+    return ctx.error("expected ", what, " of shape ", shapeString(shape),
+                     ", got ", shapeString(view.shape));
+  return Status::ok();
+}
+
+StatusOr<int64_t> getDimAttr(const KernelContext &ctx, const std::string &name,
+                             int64_t rank) {
+  StatusOr<int64_t> dim = ctx.attrs.getInt(name);
+  if (!dim.isOk())
+    return ctx.error(dim.status().message());
+  int64_t d = dim.value();
+  if (d < -rank || d >= rank)
+    return ctx.error("expected ", name, " in [", -rank, ", ", rank, "), got ",
+                     d);
+  return d < 0 ? d + rank : d;
+}
+
+StatusOr<std::vector<int64_t>> getIntsAttr(const KernelContext &ctx,
+                                           const std::string &name) {
+  if (!ctx.attrs.has(name))
+    return std::vector<int64_t>();
+  StatusOr<std::vector<int64_t>> v = ctx.attrs.getInts(name);
+  if (!v.isOk())
+    return ctx.error(v.status().message());
+  return v;
+}
+
+StatusOr<std::vector<int64_t>>
+getIntsAttr(const KernelContext &ctx, const std::string &name, size_t size) {
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> v, getIntsAttr(ctx, name));
+  if (v.size() != size)
+    return ctx.error("expected ", size, " entries in ", name, ", got ",
+                     v.size());
+  return v;
+}
+
+Status unsupportedDType(const KernelContext &ctx, DType dtype, unsigned set,
+                        const std::string &what) {
+  return ctx.error("unsupported ", what, " ", dtypeName(dtype), " (expected ",
+                   typeSetName(set), ")");
+}
+
+Status checkAllContiguous(const KernelContext &ctx) {
+  for (size_t i = 0; i < ctx.inputs.size(); ++i)
+    DTCC_RETURN_IF_ERROR(
+        checkContiguous(ctx, ctx.inputs[i], "input " + std::to_string(i)));
+  for (size_t i = 0; i < ctx.outputs.size(); ++i)
+    DTCC_RETURN_IF_ERROR(
+        checkContiguous(ctx, ctx.outputs[i], "output " + std::to_string(i)));
+  return Status::ok();
+}
+
+} // namespace dtcc::runtime::cpu

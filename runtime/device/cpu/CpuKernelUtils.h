@@ -1,0 +1,406 @@
+//===- CpuKernelUtils.h - helpers shared by the CPU kernels -----*- C++ -*-===//
+//
+// Element storage traits (f16/bf16 computed in float), dtype dispatch over
+// chosen type sets, the N-d strided walker and the checks factories share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
+#define DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
+
+#include "runtime/exec/Kernel.h"
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace dtcc::runtime {
+
+/// One register function per kernel family (called by registerCpuKernels).
+void registerCpuUnaryKernels(KernelRegistry &registry);
+void registerCpuBinaryKernels(KernelRegistry &registry);
+void registerCpuCastKernels(KernelRegistry &registry);
+void registerCpuMovementKernels(KernelRegistry &registry);
+void registerCpuIndexingKernels(KernelRegistry &registry);
+void registerCpuReductionKernels(KernelRegistry &registry);
+void registerCpuMatmulKernels(KernelRegistry &registry);
+void registerCpuNNKernels(KernelRegistry &registry);
+
+namespace cpu {
+
+//===----------------------------------------------------------------------===//
+// fp16 / bf16 conversions
+//===----------------------------------------------------------------------===//
+
+inline uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// half -> float, exact; selects instead of branches so that loops
+/// vectorize (same results as halfToFloat).
+inline float loadHalf(uint16_t h) {
+  const uint32_t shiftedExp = 0x7c00u << 13;
+  uint32_t o = uint32_t(h & 0x7fff) << 13;
+  const uint32_t exp = shiftedExp & o;
+  o += (127 - 15) << 23;
+  const uint32_t infNan = o + ((128 - 16) << 23);
+  // Zero and subnormals: renormalize through the FPU.
+  const uint32_t small =
+      floatBits(bitsFloat(o + (1u << 23)) - bitsFloat(113u << 23));
+  o = exp == shiftedExp ? infNan : o;
+  o = exp == 0 ? small : o;
+  return bitsFloat(o | uint32_t(h & 0x8000) << 16);
+}
+
+/// float -> half, round to nearest even, NaN stays NaN; selects instead of
+/// branches (same results as floatToHalf).
+inline uint16_t storeHalf(float value) {
+  const uint32_t bits = floatBits(value);
+  const uint32_t sign = bits & 0x80000000u;
+  const uint32_t u = bits ^ sign;
+  const uint32_t magic = ((127 - 15) + (23 - 10) + 1) << 23;
+  const uint32_t infNan = u > 0x7f800000u ? 0x7e00 : 0x7c00;
+  const uint32_t small = floatBits(bitsFloat(u) + bitsFloat(magic)) - magic;
+  const uint32_t normal =
+      (u + (uint32_t(15 - 127) << 23) + 0xfff + ((u >> 13) & 1)) >> 13;
+  uint32_t o = u < (113u << 23) ? small : normal;
+  o = u >= ((127u + 16) << 23) ? infNan : o;
+  return uint16_t(o | sign >> 16);
+}
+
+/// float -> bfloat16, round to nearest even, NaN stays NaN (same results as
+/// floatToBf16, without its branch).
+inline uint16_t storeBf16(float value) {
+  const uint32_t u = floatBits(value);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
+//===----------------------------------------------------------------------===//
+// Element traits
+//===----------------------------------------------------------------------===//
+
+/// How an element is stored (S) and computed (Compute): identity for every
+/// type but Half and BFloat16, which compute in float.
+template <typename S> struct Elem {
+  using Compute = S;
+  static Compute load(S v) { return v; }
+  static S store(Compute v) { return v; }
+};
+template <> struct Elem<Half> {
+  using Compute = float;
+  static float load(Half v) { return loadHalf(v.bits); }
+  static Half store(float v) { return Half{storeHalf(v)}; }
+};
+template <> struct Elem<BFloat16> {
+  using Compute = float;
+  static float load(BFloat16 v) { return bf16ToFloat(v.bits); }
+  static BFloat16 store(float v) { return BFloat16{storeBf16(v)}; }
+};
+
+template <typename S> using ComputeT = typename Elem<S>::Compute;
+
+template <typename T>
+constexpr bool kIsFloat =
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
+    std::is_same_v<T, BFloat16>;
+template <typename T>
+constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+/// An unsigned type at least as wide as int, for wrapping integer arithmetic
+/// without the signed-overflow UB of the promoted types.
+template <typename T>
+using WrapT = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                 std::make_unsigned_t<T>>;
+
+template <typename T> inline T wrapAdd(T a, T b) {
+  if constexpr (kIsInt<T>)
+    return T(WrapT<T>(a) + WrapT<T>(b));
+  else
+    return a + b;
+}
+template <typename T> inline T wrapSub(T a, T b) {
+  if constexpr (kIsInt<T>)
+    return T(WrapT<T>(a) - WrapT<T>(b));
+  else
+    return a - b;
+}
+template <typename T> inline T wrapMul(T a, T b) {
+  if constexpr (kIsInt<T>)
+    return T(WrapT<T>(a) * WrapT<T>(b));
+  else
+    return a * b;
+}
+template <typename T> inline T wrapNeg(T a) {
+  if constexpr (kIsInt<T>)
+    return T(WrapT<T>(0) - WrapT<T>(a));
+  else
+    return -a;
+}
+
+template <typename T> inline bool isNan(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return v != v;
+  else
+    return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Dtype dispatch over type sets
+//===----------------------------------------------------------------------===//
+
+enum TypeSet : unsigned {
+  kSetF32F64 = 1, ///< f32, f64
+  kSetHalfs = 2,  ///< f16, bf16 (as Half, BFloat16)
+  kSetInts = 4,   ///< signed and unsigned integers
+  kSetBool = 8,   ///< i1 (as bool)
+  kSetFloats = kSetF32F64 | kSetHalfs,
+  kSetNumeric = kSetFloats | kSetInts,
+  kSetAll = kSetNumeric | kSetBool,
+};
+
+/// "f32, f64, f16, bf16, integers": what a type set holds, for errors.
+std::string typeSetName(unsigned set);
+
+/// Calls `fn(TypeTag<S>{})` with the storage type S of `dtype` when `dtype`
+/// is in `Set`; returns false (and calls nothing) otherwise. Only the types
+/// of `Set` are instantiated.
+template <unsigned Set, typename Fn> bool visitDType(DType dtype, Fn &&fn) {
+#define DTCC_VISIT(ENUM, TYPE, BIT)                                            \
+  case DType::ENUM:                                                            \
+    if constexpr ((Set & (BIT)) != 0) {                                        \
+      fn(TypeTag<TYPE>{});                                                     \
+      return true;                                                             \
+    } else {                                                                   \
+      return false;                                                            \
+    }
+  switch (dtype) {
+    DTCC_VISIT(kF32, float, kSetF32F64)
+    DTCC_VISIT(kF64, double, kSetF32F64)
+    DTCC_VISIT(kF16, Half, kSetHalfs)
+    DTCC_VISIT(kBF16, BFloat16, kSetHalfs)
+    DTCC_VISIT(kI8, int8_t, kSetInts)
+    DTCC_VISIT(kI16, int16_t, kSetInts)
+    DTCC_VISIT(kI32, int32_t, kSetInts)
+    DTCC_VISIT(kI64, int64_t, kSetInts)
+    DTCC_VISIT(kU8, uint8_t, kSetInts)
+    DTCC_VISIT(kU16, uint16_t, kSetInts)
+    DTCC_VISIT(kU32, uint32_t, kSetInts)
+    DTCC_VISIT(kU64, uint64_t, kSetInts)
+    DTCC_VISIT(kBool, bool, kSetBool)
+  default:
+    return false;
+  }
+#undef DTCC_VISIT
+}
+
+/// Calls `fn(TypeTag<U>{})` with an unsigned integer of `bytes` bytes (1, 2,
+/// 4 or 8), for kernels that only move elements; false for other sizes.
+template <typename Fn> bool visitElementSize(int64_t bytes, Fn &&fn) {
+  switch (bytes) {
+  case 1:
+    fn(TypeTag<uint8_t>{});
+    return true;
+  case 2:
+    fn(TypeTag<uint16_t>{});
+    return true;
+  case 4:
+    fn(TypeTag<uint32_t>{});
+    return true;
+  case 8:
+    fn(TypeTag<uint64_t>{});
+    return true;
+  default:
+    return false;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Checks for factories
+//===----------------------------------------------------------------------===//
+
+/// "kernel at 'location': ", the prefix of errors returned at run time.
+inline std::string errorPrefix(const KernelContext &ctx) {
+  return ctx.kernel + " at '" + ctx.location + "': ";
+}
+
+std::string shapeString(const std::vector<int64_t> &shape);
+int64_t product(const std::vector<int64_t> &shape, size_t begin = 0,
+                size_t end = std::string::npos);
+
+/// Errors unless `view` has a data pointer (or no elements) and is
+/// contiguous; `what` names it ("input 0", "output 0").
+Status checkContiguous(const KernelContext &ctx, const TensorView &view,
+                       const std::string &what);
+/// Errors unless `view`'s strides have one entry per dimension.
+Status checkStrides(const KernelContext &ctx, const TensorView &view,
+                    const std::string &what);
+/// Errors unless `view` has `dtype`.
+Status checkDType(const KernelContext &ctx, const TensorView &view, DType dtype,
+                  const std::string &what);
+Status checkShape(const KernelContext &ctx, const TensorView &view,
+                  const std::vector<int64_t> &shape, const std::string &what);
+/// Normalizes a dimension attribute (negative counts from the end) and
+/// checks it is in [0, rank).
+StatusOr<int64_t> getDimAttr(const KernelContext &ctx, const std::string &name,
+                             int64_t rank);
+/// An integer-array attribute; a missing one reads as empty (a program
+/// file may leave out empty arrays), so the shape checks decide.
+StatusOr<std::vector<int64_t>> getIntsAttr(const KernelContext &ctx,
+                                           const std::string &name);
+/// getIntsAttr with exactly `size` entries.
+StatusOr<std::vector<int64_t>>
+getIntsAttr(const KernelContext &ctx, const std::string &name, size_t size);
+/// The error for a dtype outside a kernel's type set.
+Status unsupportedDType(const KernelContext &ctx, DType dtype, unsigned set,
+                        const std::string &what = "element type");
+
+/// Checks the inputs and outputs of a non-elementwise kernel: strides valid,
+/// all contiguous.
+Status checkAllContiguous(const KernelContext &ctx);
+
+//===----------------------------------------------------------------------===//
+// The N-d strided walker
+//===----------------------------------------------------------------------===//
+
+constexpr int kMaxDims = 16;
+
+/// Shape and per-operand strides (in elements) of an N-operand loop nest,
+/// with size-1 dimensions dropped and mergeable neighbours merged, so that a
+/// contiguous loop becomes one run. Fixed size: capture it by value.
+template <int N> struct StridedLayout {
+  int rank = 1;
+  int64_t numel = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims][N] = {};
+
+  /// Whether everything is a single unit-stride run.
+  bool isLinear() const {
+    if (rank != 1)
+      return false;
+    for (int k = 0; k < N; ++k)
+      if (strides[0][k] != 1)
+        return false;
+    return true;
+  }
+};
+
+/// Builds the layout of `shape` walked with each operand's strides; false
+/// when more than kMaxDims dimensions remain after merging.
+template <int N>
+bool buildLayout(const std::vector<int64_t> &shape,
+                 const std::array<const std::vector<int64_t> *, N> &strides,
+                 StridedLayout<N> &layout) {
+  layout = StridedLayout<N>();
+  layout.numel = product(shape);
+  int r = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (r > 0) {
+      bool mergeable = true;
+      for (int k = 0; k < N; ++k)
+        if (layout.strides[r - 1][k] != (*strides[k])[d] * shape[d])
+          mergeable = false;
+      if (mergeable) {
+        layout.shape[r - 1] *= shape[d];
+        for (int k = 0; k < N; ++k)
+          layout.strides[r - 1][k] = (*strides[k])[d];
+        continue;
+      }
+    }
+    if (r == kMaxDims)
+      return false;
+    layout.shape[r] = shape[d];
+    for (int k = 0; k < N; ++k)
+      layout.strides[r][k] = (*strides[k])[d];
+    ++r;
+  }
+  if (r == 0) { // every dimension is 1 (or rank 0): one element
+    layout.shape[0] = 1;
+    for (int k = 0; k < N; ++k)
+      layout.strides[0][k] = 1;
+    r = 1;
+  }
+  layout.rank = r;
+  return true;
+}
+
+/// Calls `fn(offsets, n, innerStrides)` for every run of the innermost
+/// dimension: `offsets[k]` is operand k's element offset of the run's first
+/// element and `innerStrides[k]` its stride along the run.
+template <int N, typename Fn>
+inline void forEachRun(const StridedLayout<N> &layout, Fn &&fn) {
+  if (layout.numel == 0)
+    return;
+  const int r = layout.rank;
+  const int64_t inner = layout.shape[r - 1];
+  int64_t off[N] = {};
+  if (r == 1) {
+    fn(static_cast<const int64_t *>(off), inner, layout.strides[0]);
+    return;
+  }
+  int64_t idx[kMaxDims] = {};
+  const int64_t outer = layout.numel / inner;
+  for (int64_t o = 0; o < outer; ++o) {
+    fn(static_cast<const int64_t *>(off), inner, layout.strides[r - 1]);
+    for (int d = r - 2; d >= 0; --d) {
+      for (int k = 0; k < N; ++k)
+        off[k] += layout.strides[d][k];
+      if (++idx[d] < layout.shape[d])
+        break;
+      idx[d] = 0;
+      for (int k = 0; k < N; ++k)
+        off[k] -= layout.strides[d][k] * layout.shape[d];
+    }
+  }
+}
+
+/// The layout of an elementwise kernel: operand 0 is the (contiguous) output
+/// and operands 1.. are the inputs, which must have the output's shape and
+/// may have any strides (0 included).
+template <int N>
+StatusOr<StridedLayout<N>> elementwiseLayout(const KernelContext &ctx) {
+  static_assert(N >= 2, "an output and at least one input");
+  if (ctx.inputs.size() != N - 1 || ctx.outputs.size() != 1)
+    return ctx.error("expected ", N - 1, " inputs and 1 outputs, got ",
+                     ctx.inputs.size(), " and ", ctx.outputs.size());
+  const TensorView &out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, out, "output 0"));
+  std::array<const std::vector<int64_t> *, N> strides;
+  std::vector<int64_t> outStrides = contiguousStrides(out.shape);
+  strides[0] = &outStrides;
+  for (int k = 0; k < N - 1; ++k) {
+    const TensorView &in = ctx.inputs[k];
+    std::string what = "input " + std::to_string(k);
+    DTCC_RETURN_IF_ERROR(checkStrides(ctx, in, what));
+    if (in.shape != out.shape)
+      return ctx.error("expected ", what, " of shape ", shapeString(out.shape),
+                       " (the output's), got ", shapeString(in.shape));
+    if (!in.data && in.numel() > 0)
+      return ctx.error(what, " has no data");
+    strides[k + 1] = &in.strides;
+  }
+  StridedLayout<N> layout;
+  if (!buildLayout<N>(out.shape, strides, layout))
+    return ctx.error("more than ", kMaxDims, " non-mergeable dimensions");
+  return layout;
+}
+
+} // namespace cpu
+} // namespace dtcc::runtime
+
+#endif // DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H

@@ -1,0 +1,201 @@
+//===- VectorMath.cpp - libmvec dispatch with a libm fallback -------------===//
+//
+// libmvec's functions take and return SIMD registers (x86-64 vector ABI):
+// the AVX2 wrappers are compiled for AVX2 only, and chosen at run time when
+// the CPU has it, so the library itself still runs on any x86-64.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cpu/VectorMath.h"
+
+#include <algorithm>
+#include <cmath>
+
+#if DTCC_HAVE_LIBMVEC
+#include <immintrin.h>
+
+extern "C" {
+#define DTCC_DECLARE(E, NAME)                                                  \
+  __m128 _ZGVbN4v_##NAME##f(__m128);                                           \
+  __m128d _ZGVbN2v_##NAME(__m128d);                                            \
+  __m256 _ZGVdN8v_##NAME##f(__m256);                                           \
+  __m256d _ZGVdN4v_##NAME(__m256d);
+DTCC_VECTOR_MATH_FNS(DTCC_DECLARE)
+#undef DTCC_DECLARE
+}
+#endif
+
+namespace dtcc::runtime::cpu {
+namespace {
+
+using FloatFn = void (*)(float *, int64_t);
+using DoubleFn = void (*)(double *, int64_t);
+
+template <float (*F)(float)> void scalarFloat(float *x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = F(x[i]);
+}
+template <double (*F)(double)> void scalarDouble(double *x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = F(x[i]);
+}
+
+#if DTCC_HAVE_LIBMVEC
+// The tail is padded with copies of the last element, so that no lane sees
+// a value outside the function's domain that the caller did not pass.
+template <__m128 (*F)(__m128)> void sseFloat(float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    _mm_storeu_ps(x + i, F(_mm_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(16) float t[4];
+    for (int64_t k = 0; k < 4; ++k)
+      t[k] = x[std::min(i + k, n - 1)];
+    _mm_store_ps(t, F(_mm_load_ps(t)));
+    for (int64_t k = 0; i + k < n; ++k)
+      x[i + k] = t[k];
+  }
+}
+template <__m128d (*F)(__m128d)> void sseDouble(double *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2)
+    _mm_storeu_pd(x + i, F(_mm_loadu_pd(x + i)));
+  if (i < n) {
+    alignas(16) double t[2] = {x[i], x[i]};
+    _mm_store_pd(t, F(_mm_load_pd(t)));
+    x[i] = t[0];
+  }
+}
+template <__m256 (*F)(__m256)>
+__attribute__((target("avx2"))) void avx2Float(float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, F(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(32) float t[8];
+    for (int64_t k = 0; k < 8; ++k)
+      t[k] = x[std::min(i + k, n - 1)];
+    _mm256_store_ps(t, F(_mm256_load_ps(t)));
+    for (int64_t k = 0; i + k < n; ++k)
+      x[i + k] = t[k];
+  }
+}
+template <__m256d (*F)(__m256d)>
+__attribute__((target("avx2"))) void avx2Double(double *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    _mm256_storeu_pd(x + i, F(_mm256_loadu_pd(x + i)));
+  if (i < n) {
+    alignas(32) double t[4];
+    for (int64_t k = 0; k < 4; ++k)
+      t[k] = x[std::min(i + k, n - 1)];
+    _mm256_store_pd(t, F(_mm256_load_pd(t)));
+    for (int64_t k = 0; i + k < n; ++k)
+      x[i + k] = t[k];
+  }
+}
+#endif
+
+constexpr int kFns = int(MathFn::kCount);
+
+const FloatFn kScalarFloat[kFns] = {
+#define DTCC_ENTRY(E, NAME) scalarFloat<::NAME##f>,
+    DTCC_VECTOR_MATH_FNS(DTCC_ENTRY)
+#undef DTCC_ENTRY
+};
+const DoubleFn kScalarDouble[kFns] = {
+#define DTCC_ENTRY(E, NAME) scalarDouble<::NAME>,
+    DTCC_VECTOR_MATH_FNS(DTCC_ENTRY)
+#undef DTCC_ENTRY
+};
+
+#if DTCC_HAVE_LIBMVEC
+const FloatFn kSseFloat[kFns] = {
+#define DTCC_ENTRY(E, NAME) sseFloat<_ZGVbN4v_##NAME##f>,
+    DTCC_VECTOR_MATH_FNS(DTCC_ENTRY)
+#undef DTCC_ENTRY
+};
+const DoubleFn kSseDouble[kFns] = {
+#define DTCC_ENTRY(E, NAME) sseDouble<_ZGVbN2v_##NAME>,
+    DTCC_VECTOR_MATH_FNS(DTCC_ENTRY)
+#undef DTCC_ENTRY
+};
+const FloatFn kAvx2Float[kFns] = {
+#define DTCC_ENTRY(E, NAME) avx2Float<_ZGVdN8v_##NAME##f>,
+    DTCC_VECTOR_MATH_FNS(DTCC_ENTRY)
+#undef DTCC_ENTRY
+};
+const DoubleFn kAvx2Double[kFns] = {
+#define DTCC_ENTRY(E, NAME) avx2Double<_ZGVdN4v_##NAME>,
+    DTCC_VECTOR_MATH_FNS(DTCC_ENTRY)
+#undef DTCC_ENTRY
+};
+#endif
+
+bool isaAvailable(int isa) {
+  if (isa == kMathScalar)
+    return true;
+#if DTCC_HAVE_LIBMVEC
+  if (isa == kMathSse)
+    return true;
+  if (isa == kMathAvx2) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+  }
+#endif
+  return false;
+}
+
+const FloatFn *floatTable(int isa) {
+#if DTCC_HAVE_LIBMVEC
+  if (isa == kMathAvx2)
+    return kAvx2Float;
+  if (isa == kMathSse)
+    return kSseFloat;
+#endif
+  return kScalarFloat;
+}
+const DoubleFn *doubleTable(int isa) {
+#if DTCC_HAVE_LIBMVEC
+  if (isa == kMathAvx2)
+    return kAvx2Double;
+  if (isa == kMathSse)
+    return kSseDouble;
+#endif
+  return kScalarDouble;
+}
+
+} // namespace
+
+int vectorMathIsa() {
+  static const int isa = isaAvailable(kMathAvx2)  ? int(kMathAvx2)
+                         : isaAvailable(kMathSse) ? int(kMathSse)
+                                                  : int(kMathScalar);
+  return isa;
+}
+
+void vectorMath(MathFn fn, float *x, int64_t n) {
+  static const FloatFn *table = floatTable(vectorMathIsa());
+  table[int(fn)](x, n);
+}
+
+void vectorMath(MathFn fn, double *x, int64_t n) {
+  static const DoubleFn *table = doubleTable(vectorMathIsa());
+  table[int(fn)](x, n);
+}
+
+bool vectorMathWithIsa(int isa, MathFn fn, float *x, int64_t n) {
+  if (!isaAvailable(isa))
+    return false;
+  floatTable(isa)[int(fn)](x, n);
+  return true;
+}
+
+bool vectorMathWithIsa(int isa, MathFn fn, double *x, int64_t n) {
+  if (!isaAvailable(isa))
+    return false;
+  doubleTable(isa)[int(fn)](x, n);
+  return true;
+}
+
+} // namespace dtcc::runtime::cpu
