@@ -14,13 +14,16 @@ ls -l "$OUT/model.onnx"
 
 echo
 echo "== 2. import: the first lines of the model in the dgraph dialect"
-"$DTCC" import "$OUT/model.onnx" | head -12
+"$DTCC" import "$OUT/model.onnx" -o "$OUT/model.mlir"
+head -12 "$OUT/model.mlir"
+echo "  ... ($(grep -c dgraph "$OUT/model.mlir") lines of dgraph in $OUT/model.mlir)"
 
 echo
 echo "== 3. compile into one executable"
 "$DTCC" compile "$OUT/model.onnx" -o "$OUT/gpt"
 ls -l "$OUT/gpt"
-"$OUT/gpt" --help | tail -6
+"$OUT/gpt" --help > "$OUT/help.txt"
+tail -6 "$OUT/help.txt"
 
 echo
 echo "== 4. run it on the CPU"
