@@ -211,6 +211,12 @@ FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
                            n.fold<BroadcastInDimOp>(maskType, t, dims));
   Value picked = n.fold<ReduceSumOp>(
       n.fold<SelectOp>(hot, logProb, n.splat(type, 0)), ArrayRef<int64_t>{1});
+  if (weight && (typeOf(weight).getRank() != 1 ||
+                 typeOf(weight).getDimSize(0) != type.getDimSize(1) ||
+                 typeOf(weight).getElementType() != type.getElementType()))
+    return n.error() << "expected weights of shape [" << type.getDimSize(1)
+                     << "] and the input's element type, got "
+                     << weight.getType();
   Value w = weight ? n.fold<GatherOp>(weight, t, 0) : n.splat(fType, 1);
   if (ignored)
     w = n.fold<SelectOp>(ignored, n.splat(fType, 0), w);

@@ -44,11 +44,12 @@ LogicalResult NodeImporter::checkShape(ArrayRef<int64_t> shape, StringRef what) 
 
 FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank,
                                                StringRef what) {
-  int64_t limit = std::max<int64_t>(rank, 1);
-  if (axis < -limit || axis >= limit)
-    return error() << "expected " << what << " in [" << -limit << ", "
-                   << limit << "), got " << axis;
-  return axis < 0 ? axis + limit : axis;
+  if (rank < 1)
+    return error() << "expected an input of rank >= 1 for " << what;
+  if (axis < -rank || axis >= rank)
+    return error() << "expected " << what << " in [" << -rank << ", " << rank
+                   << "), got " << axis;
+  return axis < 0 ? axis + rank : axis;
 }
 
 FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i,

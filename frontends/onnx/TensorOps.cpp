@@ -558,6 +558,11 @@ LogicalResult importPad(NodeImporter &n) {
     padded.push_back(low[d] + type.getDimSize(d) + high[d]);
   if (failed(n.checkShape(padded, "padded size")))
     return failure();
+  if (n.hasInput(2) && (typeOf(n.input(2)).getNumElements() != 1 ||
+                        typeOf(n.input(2)).getElementType() !=
+                            type.getElementType()))
+    return n.error() << "expected a one-element constant_value of the data's "
+                        "element type, got " << n.input(2).getType();
   Value value = n.hasInput(2) ? n.reshape(n.input(2), {})
                               : n.scalar(type.getElementType(), 0);
   n.setOutput(0, n.create<PadOp>(x, value, low, high).getResult());
