@@ -1,0 +1,94 @@
+//===- GraphTrainingOps.cpp - verifiers of gradient and optimizer ops -----===//
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+static LogicalResult verifyDimIn(Operation *op, int64_t dim, int64_t rank,
+                                 StringRef what) {
+  if (dim < 0 || dim >= rank)
+    return op->emitOpError("expected ")
+           << what << " in [0, " << rank << "), got " << dim;
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  return verifyDimIn(*this, getDim(), getType().getRank(), "dim");
+}
+
+LogicalResult LogSoftmaxGradOp::verify() {
+  return verifyDimIn(*this, getDim(), getType().getRank(), "dim");
+}
+
+/// Shared by the normalization gradients: x/dy/dx agree, the parameter
+/// gradients have scale's type x[axis:], the statistics have shape x[:axis].
+static LogicalResult verifyNormGrad(Operation *op, Value x, Value scale,
+                                    ArrayRef<Value> stats, Value dy, Value dx,
+                                    ArrayRef<Value> paramGrads, int64_t axis) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  if (failed(verifyDimIn(op, axis, xt.getRank(), "axis")))
+    return failure();
+  if (dy.getType() != xt || dx.getType() != xt)
+    return op->emitOpError("expected dy and dx of type ") << xt;
+  auto st = cast<RankedTensorType>(scale.getType());
+  if (st.getShape() != xt.getShape().drop_front(axis) ||
+      st.getElementType() != xt.getElementType())
+    return op->emitOpError("expected scale of shape x[axis:], got ") << st;
+  for (Value g : paramGrads)
+    if (g.getType() != st)
+      return op->emitOpError("expected parameter gradients of type ") << st;
+  for (Value s : stats) {
+    auto t = cast<RankedTensorType>(s.getType());
+    if (t.getShape() != xt.getShape().take_front(axis))
+      return op->emitOpError("expected statistics of shape x[:axis], got ")
+             << t;
+  }
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getX(), getScale(), {getMean(), getRstd()},
+                        getDy(), getDx(), {getDscale(), getDbias()}, getAxis());
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGrad(*this, getX(), getScale(), {getRstd()}, getDy(),
+                        getDx(), {getDscale()}, getAxis());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  auto logits = cast<RankedTensorType>(getLogits().getType());
+  auto labels = cast<RankedTensorType>(getLabels().getType());
+  auto dloss = cast<RankedTensorType>(getDloss().getType());
+  if (logits.getRank() != 2 || getType() != logits)
+    return emitOpError("expected rank-2 logits and a result of their type");
+  if (labels.getShape() != logits.getShape().take_front(1) ||
+      dloss.getShape() != logits.getShape().take_front(1) ||
+      dloss.getElementType() != logits.getElementType())
+    return emitOpError("expected labels and dloss of shape [")
+           << logits.getDimSize(0) << "]";
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  float ratio = getRatio().convertToFloat();
+  if (!(ratio >= 0 && ratio < 1))
+    return emitOpError("expected 0 <= ratio < 1, got ") << ratio;
+  if (getResult().getType() != getOperand().getType() ||
+      getMask().getType() != getI1TensorLike(getOperand().getType()))
+    return emitOpError("expected a result of the operand's type and an i1 mask "
+                       "of its shape");
+  return success();
+}
+
+LogicalResult LrScheduleOp::verify() {
+  StringRef kind = getKind();
+  if (kind != "constant" && kind != "linear" && kind != "cosine")
+    return emitOpError("expected kind \"constant\", \"linear\" or \"cosine\", "
+                       "got \"")
+           << kind << "\"";
+  if (getWarmup() < 0)
+    return emitOpError("expected warmup >= 0, got ") << getWarmup();
+  return success();
+}

@@ -1,0 +1,280 @@
+//===- GraphTrainingOps.td - gradient and optimizer ops ----*- tablegen -*-===//
+//
+// Ops that autodiff and the optimizer passes create: fused gradients of the
+// forward ops whose VJP would otherwise be many ops, dropout, learning-rate
+// schedules and optimizer updates.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_DIALECTS_GRAPH_IR_GRAPHTRAININGOPS_TD
+#define DTCC_DIALECTS_GRAPH_IR_GRAPHTRAININGOPS_TD
+
+def Graph_ScalarF32 : 0DTensorOf<[F32]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
+}
+def Graph_ScalarI64 : 0DTensorOf<[I64]> {
+  let builderCall =
+      "::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))";
+}
+
+class Graph_ActivationGradOp<string mnemonic, string doc>
+    : Graph_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType,
+                          InferTypeOpInterface]> {
+  let summary = "Gradient of " # doc;
+  let description = [{
+    `dx = dy * f'(x)` for f = }] # doc # [{, element by element.
+
+    Example:
+    ```mlir
+    %dx = dgraph.}] # mnemonic # [{ %x, %dy : tensor<4x8xf32>
+    ```
+
+    **Constraints:**
+    - `x`, `dy` and the result have the same type.
+  }];
+  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$dy);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($result)";
+}
+
+def Graph_GeluGradOp : Graph_ActivationGradOp<"gelu_grad", "GELU"> {
+  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$dy,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+}
+def Graph_SiluGradOp : Graph_ActivationGradOp<"silu_grad", "SiLU">;
+
+class Graph_SoftmaxGradBase<string mnemonic, string doc>
+    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "Gradient of " # doc # " from its output";
+  let description = [{
+    Given the forward output `y` and its gradient `dy` along `dim`:
+    }] # doc # [{.
+
+    Example:
+    ```mlir
+    %dx = dgraph.}] # mnemonic # [{ %y, %dy, dim = 1 : tensor<4x8xf32>
+    ```
+
+    **Constraints:**
+    - `y`, `dy` and the result have the same type; `0 <= dim < rank`.
+  }];
+  let arguments = (ins Graph_FloatTensor:$y, Graph_FloatTensor:$dy, I64Attr:$dim);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$y `,` $dy `,` `dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_SoftmaxGradOp : Graph_SoftmaxGradBase<"softmax_grad",
+    "softmax: `dx = y * (dy - sum(dy * y))`">;
+def Graph_LogSoftmaxGradOp : Graph_SoftmaxGradBase<"log_softmax_grad",
+    "log-softmax: `dx = dy - exp(y) * sum(dy)`">;
+
+def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
+  let summary = "Gradient of layer normalization";
+  let description = [{
+    From the forward input `x`, `scale` and the saved `mean` and `rstd`,
+    computes `dx`, `dscale` and `dbias` for the output gradient `dy`.
+
+    Example:
+    ```mlir
+    %dx, %dg, %db = dgraph.layer_norm_grad %x, %g, %mean, %rstd, %dy axis = 2
+        : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8xf32>, tensor<2x8xf32>,
+           tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+
+    **Constraints:**
+    - `dy` and `dx` have x's type; `dscale` and `dbias` have scale's type,
+      which is `x[axis:]`; `mean` and `rstd` have shape `x[:axis]`.
+  }];
+  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$mean, Graph_FloatTensor:$rstd,
+                       Graph_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$dx, Graph_FloatTensor:$dscale,
+                      Graph_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $x `,` $scale `,` $mean `,` $rstd `,` $dy `axis` `=` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
+  let summary = "Gradient of RMS normalization";
+  let description = [{
+    From the forward input `x`, `scale` and the saved `rstd`, computes `dx`
+    and `dscale` for the output gradient `dy`.
+
+    Example:
+    ```mlir
+    %dx, %dg = dgraph.rms_norm_grad %x, %g, %rstd, %dy axis = 2
+        : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8xf32>, tensor<2x8x16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<16xf32>)
+    ```
+
+    **Constraints:**
+    - `dy` and `dx` have x's type; `dscale` has scale's type, which is
+      `x[axis:]`; `rstd` has shape `x[:axis]`.
+  }];
+  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$scale,
+                       Graph_FloatTensor:$rstd, Graph_FloatTensor:$dy,
+                       I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$dx, Graph_FloatTensor:$dscale);
+  let assemblyFormat = [{
+    $x `,` $scale `,` $rstd `,` $dy `axis` `=` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "Gradient of per-sample softmax cross-entropy";
+  let description = [{
+    `dlogits[i] = (softmax(logits[i]) - onehot(labels[i])) * dloss[i]`, and
+    zero for rows whose label is `ignore_index`.
+
+    Example:
+    ```mlir
+    %d = dgraph.cross_entropy_grad %logits, %labels, %dloss
+        : (tensor<16x100xf32>, tensor<16xi64>, tensor<16xf32>) -> tensor<16x100xf32>
+    ```
+
+    **Constraints:**
+    - the result has the logits' type; `dloss` is `[n]` of that element type.
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
+                       Graph_FloatTensor:$dloss,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $dloss attr-dict `:` functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_DropoutOp : Graph_Op<"dropout", [Pure]> {
+  let summary = "Zeroes elements at random and rescales the rest";
+  let description = [{
+    Keeps element `i` when `u(seed, step, i) >= ratio` and scales it by
+    `1 / (1 - ratio)`; `mask` says which were kept. `u` is a counter-based
+    uniform variate (splitmix64 of the seed, the step and the element's
+    index), so masks are reproducible and need no state.
+
+    Example:
+    ```mlir
+    %y, %mask = dgraph.dropout %x, %step {ratio = 1.000000e-01 : f32, seed = 7 : i64}
+        : (tensor<4x8xf32>, tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
+    ```
+
+    **Constraints:**
+    - `0 <= ratio < 1`; `y` has x's type and `mask` is i1 of x's shape.
+  }];
+  let arguments = (ins Graph_FloatTensor:$operand, Graph_ScalarI64:$step,
+                       F32Attr:$ratio, I64Attr:$seed);
+  let results = (outs Graph_FloatTensor:$result, Graph_BoolTensor:$mask);
+  let assemblyFormat = [{
+    $operand `,` $step attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_LrScheduleOp : Graph_Op<"lr_schedule", [Pure]> {
+  let summary = "The learning rate at a step";
+  let description = [{
+    For the 0-based update count `step` of a run of `total` steps:
+    during warmup (`step < warmup`) `base_lr * (step + 1) / warmup`; after
+    it, with `p = (step - warmup) / max(1, total - warmup)`,
+    "constant": `base_lr`; "linear": `min_lr + (base_lr - min_lr) * (1 - p)`;
+    "cosine": `min_lr + (base_lr - min_lr) * (1 + cos(pi * p)) / 2`.
+
+    Example:
+    ```mlir
+    %lr = dgraph.lr_schedule %step, %total {base_lr = 3.0e-04, min_lr = 0.0,
+        warmup = 100, kind = "cosine"} : tensor<f32>
+    ```
+
+    **Constraints:**
+    - `kind` is "constant", "linear" or "cosine"; `warmup >= 0`.
+  }];
+  let arguments = (ins Graph_ScalarI64:$step, Graph_ScalarI64:$total,
+                       F64Attr:$base_lr, F64Attr:$min_lr, I64Attr:$warmup,
+                       StrAttr:$kind);
+  let results = (outs Graph_ScalarF32:$result);
+  let assemblyFormat = "$step `,` $total attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Graph_AdamwOp : Graph_Op<"adamw", [Pure,
+    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let summary = "One AdamW update of a parameter";
+  let description = [{
+    PyTorch's AdamW, with the gradient scaled by `grad_scale` (global-norm
+    clipping) and `step` the 1-based update count:
+    ```
+    g = grad * grad_scale
+    param *= 1 - lr * weight_decay
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + epsilon)
+    ```
+    The runtime updates in place when the results are stored back to the
+    variables they were loaded from.
+
+    Example:
+    ```mlir
+    %p2, %m2, %v2 = dgraph.adamw %p, %g, %m, %v, %lr, %step, %scale
+        {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.1}
+        : tensor<16x8xf32>
+    ```
+
+    **Constraints:**
+    - `param`, `grad`, `m`, `v` and the results have one type.
+  }];
+  let arguments = (ins Graph_FloatTensor:$param, Graph_FloatTensor:$grad,
+                       Graph_FloatTensor:$m, Graph_FloatTensor:$v,
+                       Graph_ScalarF32:$lr, Graph_ScalarI64:$step,
+                       Graph_ScalarF32:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       F64Attr:$weight_decay);
+  let results = (outs Graph_FloatTensor:$new_param, Graph_FloatTensor:$new_m,
+                      Graph_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` $grad_scale attr-dict
+    `:` type($param)
+  }];
+}
+
+def Graph_SgdOp : Graph_Op<"sgd", [Pure,
+    AllTypesMatch<["param", "grad", "buf", "new_param", "new_buf"]>]> {
+  let summary = "One SGD update of a parameter, with momentum";
+  let description = [{
+    PyTorch's SGD, with the gradient scaled by `grad_scale` and `step` the
+    1-based update count:
+    ```
+    d = grad * grad_scale + weight_decay * param
+    buf = step == 1 ? d : momentum * buf + (1 - dampening) * d
+    d = nesterov ? d + momentum * buf : buf      (d itself when momentum = 0)
+    param -= lr * d
+    ```
+
+    Example:
+    ```mlir
+    %p2, %b2 = dgraph.sgd %p, %g, %b, %lr, %step, %scale
+        {momentum = 0.9, dampening = 0.0, weight_decay = 0.0} : tensor<16x8xf32>
+    ```
+
+    **Constraints:**
+    - `param`, `grad`, `buf` and the results have one type.
+  }];
+  let arguments = (ins Graph_FloatTensor:$param, Graph_FloatTensor:$grad,
+                       Graph_FloatTensor:$buf, Graph_ScalarF32:$lr,
+                       Graph_ScalarI64:$step, Graph_ScalarF32:$grad_scale,
+                       F64Attr:$momentum, F64Attr:$dampening,
+                       F64Attr:$weight_decay, UnitAttr:$nesterov);
+  let results = (outs Graph_FloatTensor:$new_param, Graph_FloatTensor:$new_buf);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $buf `,` $lr `,` $step `,` $grad_scale attr-dict
+    `:` type($param)
+  }];
+}
+
+#endif // DTCC_DIALECTS_GRAPH_IR_GRAPHTRAININGOPS_TD
