@@ -5,6 +5,7 @@
 #include "compiler/Serialize.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "runtime/format/Container.h"
 
@@ -30,6 +31,7 @@ std::optional<Phase> parsePhase(llvm::StringRef name) {
   return llvm::StringSwitch<std::optional<Phase>>(name)
       .Case("import", Phase::Import)
       .Case("dgraph", Phase::Graph)
+      .Case("train", Phase::Train)
       .Case("dexec", Phase::Exec)
       .Case("program", Phase::Program)
       .Case("executable", Phase::Executable)
@@ -98,8 +100,42 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     return failure();
   if (options.compileTo == Phase::Graph)
     return success();
+  if (options.train.enabled) {
+    const TrainOptions &t = options.train;
+    if (failed(run(
+            [&](PassManager &pm) {
+              graph::AutodiffOptions ad;
+              ad.loss = t.loss;
+              ad.frozen.assign(t.frozen.begin(), t.frozen.end());
+              ad.recompute = t.recompute;
+              pm.addPass(graph::createAutodiff(ad));
+              graph::OptimizerOptions opt;
+              opt.optimizer = t.optimizer;
+              opt.lr = t.lr;
+              opt.minLr = t.minLr;
+              opt.beta1 = t.beta1;
+              opt.beta2 = t.beta2;
+              opt.epsilon = t.epsilon;
+              opt.weightDecay = t.weightDecay;
+              opt.momentum = t.momentum;
+              opt.dampening = t.dampening;
+              opt.nesterov = t.nesterov;
+              opt.gradClip = t.gradClip;
+              opt.warmup = t.warmup;
+              opt.schedule = t.schedule;
+              opt.microBatches = t.microBatches;
+              opt.exportGradients = t.exportGradients;
+              pm.addPass(graph::createOptimizer(opt));
+              pm.addPass(createCanonicalizerPass());
+              pm.addPass(createCSEPass());
+            },
+            2, "train")))
+      return failure();
+  }
+  if (options.compileTo == Phase::Train)
+    return success();
   return run([](PassManager &pm) { pm.addPass(lowering::createLowerToExec()); },
-             2, "dexec");
+             3, "dexec");
 }
 
 std::string defaultRunnerPath() {

@@ -25,13 +25,32 @@ void registerDtccDialects(mlir::DialectRegistry &registry);
 enum class Phase {
   Import,     ///< dgraph as imported
   Graph,      ///< dgraph after folding and cleanup
+  Train,      ///< dgraph with the backward pass and optimizer (--train)
   Exec,       ///< dexec: buffers, offsets and kernel calls
   Program,    ///< the serialized program, without the runner
   Executable, ///< the runner with the program appended
 };
 
-/// Parses "import", "dgraph", "dexec", "program", "executable".
+/// Parses "import", "dgraph", "train", "dexec", "program", "executable".
 std::optional<Phase> parsePhase(llvm::StringRef name);
+
+/// How `dtcc compile --train` builds the training step (the options of
+/// dtcc-graph-autodiff and dtcc-graph-optimizer; see passes/Graph/Passes.td).
+struct TrainOptions {
+  bool enabled = false;
+  std::string loss;
+  std::vector<std::string> frozen;
+  std::string recompute = "none";
+  std::string optimizer = "adamw";
+  double lr = 3e-4, minLr = 0.0, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  double weightDecay = 0.01, momentum = 0.0, dampening = 0.0;
+  bool nesterov = false;
+  double gradClip = 0.0;
+  int64_t warmup = 0;
+  std::string schedule = "constant";
+  int64_t microBatches = 1;
+  bool exportGradients = false;
+};
 
 struct CompileOptions {
   Phase compileTo = Phase::Executable;
@@ -40,6 +59,7 @@ struct CompileOptions {
   std::string dumpDir;
   /// The runner to embed; empty: `dtcc-runner` beside the dtcc executable.
   std::string runnerPath;
+  TrainOptions train;
 };
 
 /// Loads `path`: an ONNX model (.onnx, ONNX text) through the importer, or

@@ -71,6 +71,15 @@ FailureOr<std::string> elementsBytes(ElementsAttr attr, Location loc) {
 }
 
 /// Appends `bytes` to the data section at a 64-byte boundary.
+bool isZeroSplat(DenseElementsAttr dense) {
+  Attribute v = dense.getSplatValue<Attribute>();
+  if (auto f = dyn_cast<FloatAttr>(v))
+    return f.getValue().isPosZero();
+  if (auto i = dyn_cast<IntegerAttr>(v))
+    return i.getValue().isZero();
+  return false;
+}
+
 runtime::format::DataRef appendData(std::string &data, const std::string &bytes) {
   data.resize((data.size() + 63) / 64 * 64, '\0');
   runtime::format::DataRef ref;
@@ -153,6 +162,11 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
   program.set_workspace_bytes(bytesAttr("dexec.workspace_bytes"));
   program.set_state_bytes(bytesAttr("dexec.state_bytes"));
   program.set_constant_bytes(bytesAttr("dexec.constant_bytes"));
+  // Module attributes named dtcc.* (training settings) become metadata.
+  for (NamedAttribute attr : module->getAttrs())
+    if (attr.getName().getValue().starts_with("dtcc."))
+      if (auto s = dyn_cast<StringAttr>(attr.getValue()))
+        (*program.mutable_metadata())[attr.getName().str()] = s.str();
 
   auto addBuffer = [&](runtime::format::Arena arena, int64_t offset,
                        MemRefType type, StringRef name) -> int32_t {
@@ -189,7 +203,11 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
                                             type.getElementType()),
                             var.getSymName()));
     v->set_trainable(var.getTrainable());
-    if (auto init = var.getInitialValueAttr()) {
+    auto init = var.getInitialValueAttr();
+    auto dense = dyn_cast_or_null<DenseElementsAttr>(init);
+    if (dense && dense.isSplat() && isZeroSplat(dense)) {
+      v->set_zero_init(true); // optimizer state: no bytes in the data section
+    } else if (init) {
       auto bytes = elementsBytes(init, var.getLoc());
       if (failed(bytes))
         return failure();

@@ -6,6 +6,7 @@
 #include "frontends/onnx/NodeImporter.h"
 #include "frontends/onnx/OnnxImporter.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
@@ -22,6 +23,9 @@ public:
 
   mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> run();
 
+  const ImportOptions &getOptions() const { return options; }
+  /// A load of the step counter variable `__step`, created on first use.
+  mlir::Value stepCounter(mlir::OpBuilder &b);
   mlir::Value lookup(const std::string &name);
   void define(const std::string &name, mlir::Value v) { values[name] = v; }
   /// The value of `v` when known at compile time: a constant (possibly
@@ -65,6 +69,9 @@ private:
   llvm::StringMap<mlir::Value> values;
   llvm::StringMap<graph::VariableOp> variables;
   llvm::StringMap<mlir::ElementsAttr> constantInitializers;
+  mlir::ModuleOp module;
+  mlir::func::FuncOp function;
+  mlir::Value step;
 };
 
 } // namespace dtcc::onnx_frontend

@@ -6,6 +6,8 @@
 
 #include "frontends/onnx/NodeImporter.h"
 
+#include "llvm/Support/xxhash.h"
+
 using namespace mlir;
 using namespace dtcc::graph;
 
@@ -291,6 +293,8 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
 
 LogicalResult importDropout(NodeImporter &n) {
   Value x = n.input(0);
+  if (failed(requireFloat(n, x)))
+    return failure();
   bool training = false;
   if (n.hasInput(2)) {
     auto mode = n.constantInput(2, "training_mode");
@@ -298,16 +302,41 @@ LogicalResult importDropout(NodeImporter &n) {
       return failure();
     training = mode->getValues<bool>()[0];
   }
-  if (training)
-    return n.error() << "training-mode Dropout is not supported by the "
-                        "inference compiler; compile with --train";
-  n.setOutput(0, x);
-  if (n.wantsOutput(1)) {
-    auto type = typeOf(x);
-    n.setOutput(1, n.splat(RankedTensorType::get(type.getShape(),
-                                                 n.builder().getI1Type()),
-                           1));
+  double ratio = 0.5;
+  if (n.hasInput(1)) {
+    auto r = n.constantInput(1, "ratio");
+    if (failed(r))
+      return failure();
+    ratio = cast<FloatAttr>(r->getValues<Attribute>()[0]).getValueAsDouble();
+    if (!(ratio >= 0 && ratio < 1))
+      return n.error() << "expected 0 <= ratio < 1, got " << ratio;
   }
+  auto type = typeOf(x);
+  auto maskType = RankedTensorType::get(type.getShape(), n.builder().getI1Type());
+  if (!training || ratio == 0) {
+    if (n.getImportOptions().training)
+      emitWarning(n.getLoc()) << "node '" << n.getNode().name()
+                              << "': Dropout was exported in eval mode "
+                                 "(training_mode false): dtcc trains without "
+                                 "it; export with "
+                                 "training=torch.onnx.TrainingMode.TRAINING to "
+                                 "keep it";
+    n.setOutput(0, x);
+    if (n.wantsOutput(1))
+      n.setOutput(1, n.splat(maskType, 1));
+    return success();
+  }
+  // The mask depends on (seed, step, element): a seed per node, from the
+  // node's own seed attribute or its name.
+  int64_t seed = n.hasAttr("seed")
+                     ? n.attrInt("seed", 0)
+                     : (int64_t)llvm::xxh3_64bits(n.getNode().name() +
+                                                  n.getNode().output(0));
+  auto op = n.create<DropoutOp>(type, maskType, x, n.stepCounter(),
+                                n.builder().getF32FloatAttr(ratio),
+                                n.builder().getI64IntegerAttr(seed));
+  n.setOutput(0, op.getResult());
+  n.setOutput(1, op.getMask());
   return success();
 }
 

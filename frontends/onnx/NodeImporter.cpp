@@ -17,6 +17,12 @@ Value NodeImporter::input(int i) {
   return graph.lookup(node.input(i));
 }
 
+const ImportOptions &NodeImporter::getImportOptions() const {
+  return graph.getOptions();
+}
+
+Value NodeImporter::stepCounter() { return graph.stepCounter(b); }
+
 void NodeImporter::setOutput(int i, Value value) {
   if (wantsOutput(i))
     graph.define(node.output(i), value);

@@ -10,6 +10,7 @@
 #define DTCC_FRONTENDS_ONNX_NODEIMPORTER_H
 
 #include "dialects/Graph/IR/GraphOps.h"
+#include "frontends/onnx/OnnxImporter.h"
 
 #include "mlir/IR/Builders.h"
 #include "onnx/onnx_pb.h"
@@ -68,6 +69,12 @@ public:
   /// constantInput as integers (any integer type), for axes and shapes.
   mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(int i,
                                                            llvm::StringRef what);
+
+  /// The import's options (training mode, shapes, bindings).
+  const ImportOptions &getImportOptions() const;
+  /// The training step counter (the variable __step, created on first use),
+  /// for ops whose randomness depends on the step.
+  mlir::Value stepCounter();
 
   //===-- Attributes --------------------------------------------------------===//
 

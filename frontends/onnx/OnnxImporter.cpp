@@ -106,6 +106,21 @@ std::string GraphImporter::nodeName(const onnx::NodeProto &node, int index) {
   return node.op_type() + "_" + std::to_string(index);
 }
 
+Value GraphImporter::stepCounter(OpBuilder &b) {
+  if (step)
+    return step;
+  auto type = RankedTensorType::get({}, b.getI64Type());
+  Location loc = NameLoc::get(b.getStringAttr("__step"), fileLoc());
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  auto zero = DenseElementsAttr::get(type, b.getI64IntegerAttr(0));
+  auto var = graph::VariableOp::create(b, loc, "__step", type,
+                                       cast<ElementsAttr>(zero), false);
+  b.setInsertionPointToStart(&function.front());
+  step = graph::LoadOp::create(b, loc, type, var.getSymName());
+  return step;
+}
+
 Value GraphImporter::lookup(const std::string &name) {
   return values.lookup(name);
 }
@@ -321,17 +336,31 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
            << opset << "; dtcc supports opsets up to " << kMaxOpset;
   if (failed(checkOps(opset)))
     return failure();
+  // Models written by `dtcc zoo --no-weights` hold shapes only.
+  bool loadWeights = options.loadWeights;
+  for (const auto &prop : model.metadata_props())
+    if (prop.key() == "dtcc.no_weights" && prop.value() == "1")
+      loadWeights = false;
 
-  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc());
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc());
+  module = *owned;
   OpBuilder b(ctx);
-  b.setInsertionPointToEnd(module->getBody());
+  b.setInsertionPointToEnd(module.getBody());
   if (!g.name().empty())
-    (*module)->setAttr("dgraph.model", b.getStringAttr(g.name()));
+    module->setAttr("dgraph.model", b.getStringAttr(g.name()));
 
   // Initializers: floats are weights (variables), the rest constants.
   llvm::StringSet<> initializerNames;
+  SmallVector<std::string> folded;
   for (const onnx::TensorProto &t : g.initializer()) {
     initializerNames.insert(t.name());
+    // PyTorch names the tensors its exporter folds "onnx::<Op>_<n>": a
+    // parameter folded with a transpose is no longer that parameter (tied
+    // weights come apart, names change).
+    if (options.training && llvm::StringRef(t.name()).starts_with("onnx::") &&
+        convertElementType(t.data_type(), ctx) &&
+        isa<FloatType>(convertElementType(t.data_type(), ctx)))
+      folded.push_back(t.name());
     Location loc = NameLoc::get(b.getStringAttr(t.name()), fileLoc());
     Type elementType = convertElementType(t.data_type(), ctx);
     if (!elementType)
@@ -342,7 +371,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     auto type = RankedTensorType::get(shape, elementType);
     bool isWeight = isa<FloatType>(elementType);
     ElementsAttr value;
-    if (options.loadWeights || !isWeight) {
+    if (loadWeights || !isWeight) {
       auto attr = tensorToAttr(t, loc);
       if (failed(attr))
         return failure();
@@ -373,6 +402,16 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     if (!found)
       return emitError(fileLoc(), "--input-shape names '")
              << name << "', which is not an input of the graph";
+  }
+
+  if (!folded.empty()) {
+    auto diag = emitWarning(fileLoc())
+                << folded.size()
+                << " initializers were produced by constant folding at export ("
+                << folded.front() << (folded.size() > 1 ? ", ..." : "")
+                << "): dtcc trains each as a parameter of its own; export with "
+                   "do_constant_folding=False to keep parameter names and "
+                   "tied weights";
   }
 
   // The signature: graph inputs that are not initializers and not bound.
@@ -408,6 +447,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   }
   auto fn = func::FuncOp::create(b, fileLoc(), "main",
                                  FunctionType::get(ctx, argTypes, {}));
+  function = fn;
   SmallVector<Location> argLocs;
   for (const onnx::ValueInfoProto *info : inputs)
     argLocs.push_back(NameLoc::get(b.getStringAttr(info->name()), fileLoc()));
@@ -476,9 +516,9 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   fn.setFunctionType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
   for (auto [i, info] : llvm::enumerate(g.output()))
     fn.setResultAttr(i, "dgraph.name", b.getStringAttr(info.name()));
-  if (failed(verify(*module)))
+  if (failed(verify(module)))
     return failure();
-  return module;
+  return owned;
 }
 
 LogicalResult GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &info,

@@ -27,6 +27,9 @@ struct ImportOptions {
   std::map<std::string, std::string> bindings;
   /// Without weights, variables carry shapes only (planning huge models).
   bool loadWeights = true;
+  /// The model will be trained: warn about exports that lose training
+  /// behaviour (eval-mode dropout, parameters folded into new tensors).
+  bool training = false;
 };
 
 /// The lowest and highest default-domain opsets the importer accepts. Each

@@ -15,7 +15,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+
+#include <array>
 
 namespace dtcc::lowering {
 #define GEN_PASS_DEF_LOWERTOEXEC
@@ -158,6 +161,11 @@ private:
   llvm::DenseMap<Value, int64_t> lastUse;
   llvm::StringMap<SmallVector<int64_t>> storeSteps;
   llvm::StringMap<unsigned> variableStorages;
+  /// Results computed directly in the state buffer of the variable they are
+  /// stored to, and the stores that therefore need no copy.
+  llvm::DenseMap<Value, FlatSymbolRefAttr> stateTargets;
+  llvm::DenseSet<Operation *> inPlaceStores;
+  void planInPlaceUpdates(Block &body);
   SmallVector<std::pair<std::string, View>> inputs, outputs;
   SmallVector<PlannedKernel> kernels;
   int64_t workspaceBytes = 0;
@@ -228,6 +236,8 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
     return success();
   }
   if (auto store = dyn_cast<graph::StoreOp>(op)) {
+    if (inPlaceStores.contains(store))
+      return success(); // the producer already wrote the variable
     View value = views.lookup(store.getValue());
     use(value);
     unsigned s = stateStorage(store.getVariableAttr());
@@ -268,7 +278,10 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
   for (Value result : op.getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
     std::optional<View> reused;
-    if (elementwise) {
+    if (FlatSymbolRefAttr var = stateTargets.lookup(result)) {
+      // Written straight into the variable it is stored to (see plan()).
+      reused = contiguous(stateStorage(var), type);
+    } else if (elementwise) {
       for (const View &in : kernel.ins)
         if (in.isContiguous() && in.type == type && diesHere(in) &&
             llvm::none_of(kernel.outs, [&](const View &o) {
@@ -287,6 +300,56 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
   }
   kernels.push_back(std::move(kernel));
   return success();
+}
+
+/// For `dgraph.store %v, @w`, lets %v's producer write @w's state buffer
+/// directly when it reads @w's current value in the matching operand (an
+/// elementwise op, or an optimizer's param/state operands) and nothing reads
+/// @w's old value after it. Saves a copy and a buffer per variable update.
+void FunctionLowering::planInPlaceUpdates(Block &body) {
+  llvm::DenseMap<Operation *, int64_t> stepOf;
+  llvm::StringMap<SmallVector<graph::LoadOp>> loads;
+  llvm::StringMap<int> stores;
+  int64_t i = 0;
+  for (Operation &op : body.without_terminator()) {
+    stepOf[&op] = ++i;
+    if (auto load = dyn_cast<graph::LoadOp>(op))
+      loads[load.getVariable()].push_back(load);
+    if (auto store = dyn_cast<graph::StoreOp>(op))
+      ++stores[store.getVariable()];
+  }
+  for (Operation &op : body.without_terminator()) {
+    auto store = dyn_cast<graph::StoreOp>(op);
+    if (!store || stores[store.getVariable()] != 1)
+      continue;
+    Value value = store.getValue();
+    Operation *producer = value.getDefiningOp();
+    if (!producer || producer->getBlock() != &body || stateTargets.count(value))
+      continue;
+    // The operand of the producer that may share the result's memory.
+    unsigned result = cast<OpResult>(value).getResultNumber();
+    SmallVector<unsigned> candidates;
+    if (isa<graph::AdamwOp>(producer))
+      candidates = {std::array<unsigned, 3>{0, 2, 3}[result]};
+    else if (isa<graph::SgdOp>(producer))
+      candidates = {std::array<unsigned, 2>{0, 2}[result]};
+    else if (producer->hasTrait<OpTrait::Elementwise>())
+      for (unsigned j = 0; j < producer->getNumOperands(); ++j)
+        candidates.push_back(j);
+    bool readsOld = llvm::any_of(candidates, [&](unsigned j) {
+      auto load = producer->getOperand(j).getDefiningOp<graph::LoadOp>();
+      return load && load.getVariable() == store.getVariable() &&
+             load.getType() == value.getType();
+    });
+    int64_t at = stepOf.lookup(producer);
+    bool oldDeadAfter = llvm::all_of(loads[store.getVariable()], [&](auto load) {
+      return lastUse.lookup(load.getResult()) <= at;
+    });
+    if (readsOld && oldDeadAfter) {
+      stateTargets[value] = store.getVariableAttr();
+      inPlaceStores.insert(store);
+    }
+  }
 }
 
 LogicalResult FunctionLowering::plan() {
@@ -308,6 +371,7 @@ LogicalResult FunctionLowering::plan() {
   int64_t endStep = numOps + 1;
   for (Value v : terminator.getOperands())
     lastUse[v] = endStep;
+  planInPlaceUpdates(body);
 
   step = 0;
   for (BlockArgument arg : body.getArguments()) {

@@ -150,7 +150,7 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
       DTCC_RETURN_IF_ERROR(device_.copyHostToDevice(
           view.data, data + var.init().offset(), var.init().size()));
     } else {
-      hasInitialValues_ = false;
+      hasInitialValues_ &= var.zero_init();
       DTCC_RETURN_IF_ERROR(device_.fillZero(view.data, view.sizeInBytes()));
     }
     variables_.push_back({var.name(), view});

@@ -1,16 +1,20 @@
 //===- Runner.cpp - the command line of compiled programs -----------------===//
 //
-// Parses flags, loads the embedded program, reads inputs from TensorProto
-// files, runs a function and writes or prints its outputs.
+// Parses flags, loads the embedded program, and either runs one function
+// (inputs and outputs as TensorProto files) or, for training programs, the
+// training loop of Trainer.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/Runner.h"
 
 #include "runtime/exec/Executable.h"
+#include "runtime/exec/Trainer.h"
 #include "runtime/format/Container.h"
 #include "runtime/io/TensorFile.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -32,6 +36,11 @@ struct Options {
   bool stats = false;
   bool profile = false;
   int repeat = 1;
+  /// Flags that choose inference mode on a training program.
+  bool functionGiven = false, inferenceFlags = false;
+  /// The last training flag given, for messages; empty: none.
+  std::string trainFlag;
+  TrainerOptions train;
 };
 
 std::string selfPath() {
@@ -41,17 +50,6 @@ std::string selfPath() {
     return "";
   buf[n] = '\0';
   return buf;
-}
-
-/// Output names can hold characters that are not safe in file names.
-std::string fileNameFor(const std::string &name) {
-  std::string out;
-  for (char c : name)
-    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-            c == '_' || c == '-')
-               ? c
-               : '_';
-  return out.empty() ? "output" : out;
 }
 
 std::string formatBytes(int64_t bytes) {
@@ -65,6 +63,17 @@ std::string formatBytes(int64_t bytes) {
   else
     std::snprintf(buf, sizeof(buf), "%" PRId64 " B", bytes);
   return buf;
+}
+
+StatusOr<int64_t> parseCount(const std::string &flag, const std::string &v,
+                             int64_t min) {
+  char *end = nullptr;
+  errno = 0;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < min)
+    return invalidArgument(flag, " expects ", min > 0 ? "a positive" : "a",
+                           " integer, got '", v, "'");
+  return static_cast<int64_t>(n);
 }
 
 StatusOr<Options> parseFlags(int argc, char **argv) {
@@ -90,10 +99,55 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
       if (eq == std::string::npos || eq == 0)
         return invalidArgument("--input expects NAME=FILE.pb, got '", v, "'");
       opts.inputs[v.substr(0, eq)] = v.substr(eq + 1);
+      opts.inferenceFlags = true;
     } else if (is("--output-dir")) {
       DTCC_ASSIGN_OR_RETURN(opts.outputDir, value("--output-dir"));
+      opts.inferenceFlags = true;
     } else if (is("--function")) {
       DTCC_ASSIGN_OR_RETURN(opts.function, value("--function"));
+      opts.functionGiven = opts.inferenceFlags = true;
+    } else if (is("--data")) {
+      DTCC_ASSIGN_OR_RETURN(opts.train.dataPath, value("--data"));
+      opts.trainFlag = "--data";
+    } else if (is("--data-dtype")) {
+      DTCC_ASSIGN_OR_RETURN(opts.train.dataDType, value("--data-dtype"));
+      opts.trainFlag = "--data-dtype";
+    } else if (is("--batches")) {
+      DTCC_ASSIGN_OR_RETURN(opts.train.batchesDir, value("--batches"));
+      opts.trainFlag = "--batches";
+    } else if (is("--steps")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--steps"));
+      DTCC_ASSIGN_OR_RETURN(opts.train.steps, parseCount("--steps", v, 1));
+      opts.trainFlag = "--steps";
+    } else if (is("--seed")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--seed"));
+      char *end = nullptr;
+      errno = 0;
+      unsigned long long seed = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || v[0] == '-' || *end != '\0' || errno != 0)
+        return invalidArgument("--seed expects an unsigned integer, got '", v,
+                               "'");
+      opts.train.seed = seed;
+      opts.trainFlag = "--seed";
+    } else if (is("--log-every")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--log-every"));
+      DTCC_ASSIGN_OR_RETURN(opts.train.logEvery,
+                            parseCount("--log-every", v, 1));
+      opts.trainFlag = "--log-every";
+    } else if (is("--save")) {
+      DTCC_ASSIGN_OR_RETURN(opts.train.saveDir, value("--save"));
+      opts.trainFlag = "--save";
+    } else if (is("--save-every")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--save-every"));
+      DTCC_ASSIGN_OR_RETURN(opts.train.saveEvery,
+                            parseCount("--save-every", v, 1));
+      opts.trainFlag = "--save-every";
+    } else if (is("--resume")) {
+      DTCC_ASSIGN_OR_RETURN(opts.train.resumeDir, value("--resume"));
+      opts.trainFlag = "--resume";
+    } else if (is("--dump-outputs")) {
+      DTCC_ASSIGN_OR_RETURN(opts.train.dumpOutputsDir, value("--dump-outputs"));
+      opts.trainFlag = "--dump-outputs";
     } else if (is("--program")) {
       DTCC_ASSIGN_OR_RETURN(opts.program, value("--program"));
     } else if (is("--repeat")) {
@@ -102,8 +156,9 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
       if (opts.repeat < 1)
         return invalidArgument("--repeat expects a positive count, got '", v,
                                "'");
+      opts.inferenceFlags = true;
     } else if (arg == "--print") {
-      opts.print = true;
+      opts.print = opts.inferenceFlags = true;
     } else if (arg == "--stats") {
       opts.stats = true;
     } else if (arg == "--profile") {
@@ -115,9 +170,19 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
   return opts;
 }
 
-void printHelp(const char *argv0, const Executable *exe) {
+/// `training`: the program is a training program, or unknown (bare runner).
+void printHelp(const char *argv0, const Executable *exe, bool training) {
+  if (training)
+    std::printf("usage: %s --data FILE --steps N [training options]\n"
+                "       %s --batches DIR --steps N [training options]\n"
+                "       %s --function NAME [--input NAME=FILE.pb]... "
+                "[--output-dir DIR] [--print]\n",
+                argv0, argv0, argv0);
+  else
+    std::printf("usage: %s [--input NAME=FILE.pb]... [--output-dir DIR] "
+                "[--print]\n",
+                argv0);
   std::printf(
-      "usage: %s [--input NAME=FILE.pb]... [--output-dir DIR] [--print]\n"
       "\n"
       "Runs a program compiled by dtcc on the CPU. Inputs and outputs are\n"
       "ONNX TensorProto files (.pb).\n"
@@ -131,8 +196,29 @@ void printHelp(const char *argv0, const Executable *exe) {
       "  --profile             report the time spent per kernel\n"
       "  --stats               report the memory plan\n"
       "  --program FILE        run the program in FILE (bare runner only)\n"
-      "  --help                this text\n",
-      argv0);
+      "  --help                this text\n");
+  if (training)
+    std::printf(
+        "\n"
+        "training (programs compiled with `dtcc compile --train`; any of\n"
+        "these flags, or no --input/--function, runs the training loop):\n"
+        "  --data FILE           token file: little-endian uint16 or uint32\n"
+        "  --data-dtype TYPE     uint16 (default) or uint32\n"
+        "  --batches DIR         explicit inputs instead of --data: one\n"
+        "                        folder per step (name order) holding\n"
+        "                        <input>.pb per train_step input\n"
+        "  --steps N             total steps of the run (required; a resumed\n"
+        "                        run continues up to N)\n"
+        "  --seed S              sampling seed (default 0; a resumed run\n"
+        "                        keeps its checkpoint's)\n"
+        "  --log-every K         log every K steps and the last (default 10)\n"
+        "  --save DIR            save a checkpoint to DIR at the end\n"
+        "  --save-every K        also save every K steps\n"
+        "  --resume DIR          restore the checkpoint in DIR and continue\n"
+        "  --dump-outputs DIR    write each step's outputs to\n"
+        "                        DIR/step_<n>/<name>.pb (n from 1; with\n"
+        "                        micro-batches, train_step's go to\n"
+        "                        DIR/step_<n>/micro_<m>/)\n");
   if (!exe)
     return;
   for (const std::string &name : exe->functionNames()) {
@@ -181,6 +267,55 @@ int fail(const Status &status) {
   return 1;
 }
 
+void printStats(const Executable &exe) {
+  std::printf("memory: peak %s = workspace %s + state %s + constants %s\n",
+              formatBytes(exe.peakBytes()).c_str(),
+              formatBytes(exe.workspaceBytes()).c_str(),
+              formatBytes(exe.stateBytes()).c_str(),
+              formatBytes(exe.constantBytes()).c_str());
+}
+
+/// Kernel times, slowest first, divided by `runs`.
+void printProfile(const Executable &exe, int runs) {
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto &[name, p] : exe.profile())
+    rows.push_back({p.seconds, name});
+  std::sort(rows.rbegin(), rows.rend());
+  for (const auto &[seconds, name] : rows)
+    std::printf("  %-20s %8.3f ms  %6" PRId64 " calls\n", name.c_str(),
+                1e3 * seconds / runs, exe.profile().at(name).calls);
+}
+
+int runTraining(const Options &opts, const format::Program &program,
+                Executable &exe) {
+  if (!opts.trainFlag.empty() && opts.inferenceFlags)
+    return fail(invalidArgument(
+        opts.trainFlag, " trains; --input, --function, --output-dir, --print "
+        "and --repeat run one function instead, and do not combine with it"));
+  if (opts.trainFlag.empty())
+    return fail(invalidArgument(
+        "this is a training program: train it with --data FILE --steps N (or "
+        "--batches DIR --steps N), or run one function with --function NAME "
+        "--input NAME=FILE.pb (see --help)"));
+  if (!exe.hasInitialValues() && opts.train.resumeDir.empty())
+    std::fprintf(stderr, "warning: the program was compiled without weights; "
+                         "variables start at zero\n");
+  exe.setProfiling(opts.profile);
+  auto trainer = Trainer::create(program, exe, opts.train);
+  if (!trainer.isOk())
+    return fail(trainer.status());
+  Status s = trainer.value()->run();
+  if (!s.isOk())
+    return fail(s);
+  if (opts.stats)
+    printStats(exe);
+  if (opts.profile) {
+    std::printf("kernel time over the run:\n");
+    printProfile(exe, 1);
+  }
+  return 0;
+}
+
 } // namespace
 
 int runnerMain(int argc, char **argv) {
@@ -194,7 +329,7 @@ int runnerMain(int argc, char **argv) {
   if (programPath.empty()) {
     if (!LoadedProgram::hasProgram(self)) {
       if (opts.help) {
-        printHelp(argv[0], nullptr);
+        printHelp(argv[0], nullptr, true);
         return 0;
       }
       return fail(invalidArgument(
@@ -213,10 +348,16 @@ int runnerMain(int argc, char **argv) {
   if (!created.isOk())
     return fail(created.status().withContext("loading the program"));
   Executable &exe = *created.value();
+  const bool training = isTrainingProgram(program);
   if (opts.help) {
-    printHelp(argv[0], &exe);
+    printHelp(argv[0], &exe, training);
     return 0;
   }
+  if (!opts.trainFlag.empty() && !training)
+    return fail(invalidArgument(opts.trainFlag, " needs a training program "
+                                "(compiled with `dtcc compile --train`)"));
+  if (training && (!opts.trainFlag.empty() || !opts.inferenceFlags))
+    return runTraining(opts, program, exe);
 
   const Executable::Function *fn = exe.findFunction(opts.function);
   if (!fn)
@@ -267,9 +408,9 @@ int runnerMain(int argc, char **argv) {
     mkdir(opts.outputDir.c_str(), 0755);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const std::string &name = fn->outputs[i].name;
-      Status s = writeTensorFile(opts.outputDir + "/" + fileNameFor(name) +
-                                     ".pb",
-                                 name, outputs[i]);
+      Status s =
+          writeTensorFile(opts.outputDir + "/" + tensorFileName(name) + ".pb",
+                          name, outputs[i]);
       if (!s.isOk())
         return fail(s);
     }
@@ -281,20 +422,9 @@ int runnerMain(int argc, char **argv) {
     std::printf("time: %.3f ms per run (%d runs)\n",
                 1e3 * elapsed.count() / opts.repeat, opts.repeat);
   if (opts.stats)
-    std::printf("memory: peak %s = workspace %s + state %s + constants %s\n",
-                formatBytes(exe.peakBytes()).c_str(),
-                formatBytes(exe.workspaceBytes()).c_str(),
-                formatBytes(exe.stateBytes()).c_str(),
-                formatBytes(exe.constantBytes()).c_str());
-  if (opts.profile) {
-    std::vector<std::pair<double, std::string>> rows;
-    for (const auto &[name, p] : exe.profile())
-      rows.push_back({p.seconds, name});
-    std::sort(rows.rbegin(), rows.rend());
-    for (const auto &[seconds, name] : rows)
-      std::printf("  %-20s %8.3f ms  %6" PRId64 " calls\n", name.c_str(),
-                  1e3 * seconds / opts.repeat, exe.profile().at(name).calls);
-  }
+    printStats(exe);
+  if (opts.profile)
+    printProfile(exe, opts.repeat);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<dtcc::graph::GraphDialect, dtcc::exec::ExecDialect,
                   mlir::func::FuncDialect>();
+  dtcc::graph::registerGraphPasses();
   dtcc::lowering::registerLoweringPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

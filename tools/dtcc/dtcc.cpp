@@ -56,8 +56,8 @@ cl::opt<bool> noWeights("no-weights",
                         cl::cat(category));
 cl::opt<std::string> compileTo(
     "compile-to",
-    cl::desc("Stop after a phase: import, dgraph, dexec (print MLIR), program "
-             "(a bare program file) or executable (default)"),
+    cl::desc("Stop after a phase: import, dgraph, train, dexec (print MLIR), "
+             "program (a bare program file) or executable (default)"),
     cl::value_desc("phase"), cl::init("executable"), cl::sub(compileCmd),
     cl::cat(category));
 cl::opt<bool> printIrAfterAll("print-ir-after-all",
@@ -71,6 +71,67 @@ cl::opt<std::string> runnerPath(
     "runner", cl::desc("The runtime runner to embed (default: dtcc-runner "
                        "beside dtcc, or $DTCC_RUNNER)"),
     cl::value_desc("path"), cl::sub(compileCmd), cl::cat(category));
+cl::OptionCategory trainCategory("training options (dtcc compile --train)");
+cl::opt<bool> train("train",
+                    cl::desc("Compile a training step: derive the backward "
+                             "pass and the optimizer update"),
+                    cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> lossSpec(
+    "loss",
+    cl::desc("The loss: an output name, or cross_entropy:<logits>,<labels> "
+             "(default: the graph's only scalar float output)"),
+    cl::value_desc("spec"), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> optimizerName("optimizer", cl::desc("adamw or sgd"),
+                                   cl::init("adamw"), cl::sub(compileCmd),
+                                   cl::cat(trainCategory));
+cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(3e-4),
+                   cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<double> minLr("min-lr", cl::desc("Learning rate at the end of decay"),
+                      cl::init(0.0), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9),
+                      cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.999),
+                      cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<double> adamEps("adam-eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
+                        cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<double> weightDecay(
+    "weight-decay",
+    cl::desc("Decoupled weight decay (AdamW) or L2 penalty (SGD)"),
+    cl::init(0.01), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.0),
+                         cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
+                       cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<double> gradClip("grad-clip",
+                         cl::desc("Clip the global gradient norm (0: off)"),
+                         cl::init(0.0), cl::sub(compileCmd),
+                         cl::cat(trainCategory));
+cl::opt<int64_t> warmup("warmup", cl::desc("Linear warmup steps"), cl::init(0),
+                        cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> schedule("schedule",
+                              cl::desc("Learning-rate decay after warmup: "
+                                       "constant, linear or cosine"),
+                              cl::init("constant"), cl::sub(compileCmd),
+                              cl::cat(trainCategory));
+cl::list<std::string> frozenNames(
+    "frozen", cl::desc("Initializers not to train (comma-separated)"),
+    cl::CommaSeparated, cl::value_desc("name,..."), cl::sub(compileCmd),
+    cl::cat(trainCategory));
+cl::opt<int64_t> microBatches(
+    "micro-batches",
+    cl::desc("Split each step's batch into M micro-batches and accumulate "
+             "their gradients (the model's inputs are one micro-batch)"),
+    cl::init(1), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> recompute(
+    "recompute",
+    cl::desc("Activation recomputation: none, or full (keep only each "
+             "layer's input; recompute the rest in the backward pass)"),
+    cl::init("none"), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<bool> exportGradients(
+    "export-gradients",
+    cl::desc("Also return every gradient from train_step (for testing)"),
+    cl::sub(compileCmd), cl::cat(trainCategory));
+
 cl::opt<bool> debugInfo("debug-info",
                         cl::desc("Print each op's location (its ONNX node)"),
                         cl::sub(importCmd), cl::sub(compileCmd),
@@ -181,14 +242,34 @@ int runImportOrCompile(bool compile) {
     auto phase = dtcc::parsePhase(compileTo);
     if (!phase) {
       llvm::errs() << "error: unknown phase '" << compileTo
-                   << "' for --compile-to (import, dgraph, dexec, program, "
-                      "executable)\n";
+                   << "' for --compile-to (import, dgraph, train, dexec, "
+                      "program, executable)\n";
       return 1;
     }
     compileOptions.compileTo = *phase;
     compileOptions.printIrAfterAll = printIrAfterAll;
     compileOptions.dumpDir = dumpDir;
     compileOptions.runnerPath = runnerPath;
+    dtcc::TrainOptions &t = compileOptions.train;
+    t.enabled = train;
+    t.loss = lossSpec;
+    t.frozen.assign(frozenNames.begin(), frozenNames.end());
+    t.recompute = recompute;
+    t.optimizer = optimizerName;
+    t.lr = lr;
+    t.minLr = minLr;
+    t.beta1 = beta1;
+    t.beta2 = beta2;
+    t.epsilon = adamEps;
+    t.weightDecay = weightDecay;
+    t.momentum = momentum;
+    t.nesterov = nesterov;
+    t.gradClip = gradClip;
+    t.warmup = warmup;
+    t.schedule = schedule;
+    t.microBatches = microBatches;
+    t.exportGradients = exportGradients;
+    options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
       llvm::errs() << "error: give the output file with -o\n";
       return 1;
@@ -201,6 +282,7 @@ int runImportOrCompile(bool compile) {
   dtcc::registerDtccDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
   // .mlir inputs get source-line diagnostics; ONNX ones node names.
   llvm::SourceMgr sourceMgr;
   std::unique_ptr<ScopedDiagnosticHandler> handler;
@@ -234,7 +316,7 @@ int runOps() {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category, importCmd);
-  cl::HideUnrelatedOptions(category, compileCmd);
+  cl::HideUnrelatedOptions({&category, &trainCategory}, compileCmd);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,

@@ -162,7 +162,26 @@ OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// Whether `attr` is a splat of `value` (0 or 1), float or integer.
+static bool isSplatOf(Attribute attr, int64_t value) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat())
+    return false;
+  Attribute v = dense.getSplatValue<Attribute>();
+  if (auto f = dyn_cast<FloatAttr>(v))
+    return f.getValue().isExactlyValue(double(value));
+  if (auto i = dyn_cast<IntegerAttr>(v))
+    return !i.getType().isInteger(1) && i.getValue() == value;
+  return false;
+}
+
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  // x + 0 = x (for floats only when x cannot be -0: a gradient never is
+  // meant to carry the sign of zero, and IEEE gives -0 + 0 = +0 anyway).
+  if (isSplatOf(adaptor.getRhs(), 0))
+    return getLhs();
+  if (isSplatOf(adaptor.getLhs(), 0))
+    return getRhs();
   return foldArith(
       adaptor.getOperands(), getType(),
       [](APFloat a, const APFloat &b) {
@@ -183,6 +202,10 @@ OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  if (isSplatOf(adaptor.getRhs(), 1))
+    return getLhs();
+  if (isSplatOf(adaptor.getLhs(), 1))
+    return getRhs();
   return foldArith(
       adaptor.getOperands(), getType(),
       [](APFloat a, const APFloat &b) {

@@ -12,6 +12,7 @@ using namespace mlir;
 using namespace dtcc::graph;
 
 #include "dialects/Graph/IR/GraphOpsDialect.cpp.inc"
+#include "dialects/Graph/IR/GraphInterfaces.cpp.inc"
 
 void GraphDialect::initialize() {
   addOperations<

@@ -19,6 +19,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/Graph/IR/GraphOpsDialect.h.inc"
+#include "dialects/Graph/IR/GraphInterfaces.h.inc"
 
 namespace dtcc::graph {
 /// Returns an i1 tensor type with the shape of `type` (a ranked tensor).

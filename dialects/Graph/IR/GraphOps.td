@@ -9,6 +9,7 @@
 #define DTCC_DIALECTS_GRAPH_IR_GRAPHOPS_TD
 
 include "dialects/Graph/IR/GraphDialect.td"
+include "dialects/Graph/IR/GraphInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -136,7 +137,8 @@ class Graph_UnaryOp<string mnemonic, Type type, string doc,
                     list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits,
           [Pure, Elementwise, SameOperandsAndResultType,
-           InferTypeOpInterface])> {
+           InferTypeOpInterface,
+           DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
   let summary = "Elementwise " # doc;
   let description = [{
     Applies }] # doc # [{ to every element.
@@ -190,7 +192,8 @@ def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor, "logical negation"> {
 }
 
 def Graph_GeluOp : Graph_Op<"gelu",
-    [Pure, Elementwise, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    Elementwise, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Elementwise Gaussian error linear unit";
   let description = [{
     `x * Phi(x)`: with `approximate = "none"` Phi is the standard normal CDF
@@ -258,7 +261,8 @@ class Graph_BinaryOp<string mnemonic, Type type, string doc,
                      list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits,
           [Pure, Elementwise, SameOperandsAndResultType,
-           InferTypeOpInterface])> {
+           InferTypeOpInterface,
+           DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
   let summary = "Elementwise " # doc;
   let description = [{
     Computes }] # doc # [{ of two tensors of one shape, element by element.
@@ -333,7 +337,8 @@ def Graph_LeOp : Graph_CompareOp<"le", "is less than or equal to">;
 def Graph_GtOp : Graph_CompareOp<"gt", "is greater than">;
 def Graph_GeOp : Graph_CompareOp<"ge", "is greater than or equal to">;
 
-def Graph_SelectOp : Graph_Op<"select", [Pure, Elementwise,
+def Graph_SelectOp : Graph_Op<"select", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    Elementwise,
     AllTypesMatch<["on_true", "on_false", "result"]>,
     TypesMatchWith<"condition is an i1 tensor of the result's shape",
                    "result", "condition", "getI1TensorLike($_self)">]> {
@@ -358,7 +363,8 @@ def Graph_SelectOp : Graph_Op<"select", [Pure, Elementwise,
   let hasFolder = 1;
 }
 
-def Graph_CastOp : Graph_Op<"cast", [Pure, Elementwise]> {
+def Graph_CastOp : Graph_Op<"cast", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    Elementwise]> {
   let summary = "Elementwise conversion to another element type";
   let description = [{
     Converts each element: floats to integers truncate toward zero (NaN and
@@ -403,7 +409,7 @@ def Graph_IotaOp : Graph_Op<"iota", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_BroadcastInDimOp : Graph_Op<"broadcast_in_dim", [Pure]> {
+def Graph_BroadcastInDimOp : Graph_Op<"broadcast_in_dim", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Broadcasts a tensor to a larger shape";
   let description = [{
     Maps operand dimension `i` to result dimension `dims[i]`; an operand
@@ -429,7 +435,7 @@ def Graph_BroadcastInDimOp : Graph_Op<"broadcast_in_dim", [Pure]> {
   let hasFolder = 1;
 }
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
+def Graph_ReshapeOp : Graph_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Reinterprets a tensor with another shape";
   let description = [{
     Keeps the elements in row-major order and changes the shape.
@@ -450,7 +456,8 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
 }
 
 def Graph_TransposeOp : Graph_Op<"transpose",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Permutes the dimensions of a tensor";
   let description = [{
     Result dimension `i` is operand dimension `perm[i]`.
@@ -473,7 +480,8 @@ def Graph_TransposeOp : Graph_Op<"transpose",
 }
 
 def Graph_SliceOp : Graph_Op<"slice",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Extracts a strided box";
   let description = [{
     Takes elements `start[d], start[d] + stride[d], ...` below `limit[d]` in
@@ -501,7 +509,8 @@ def Graph_SliceOp : Graph_Op<"slice",
 }
 
 def Graph_ReverseOp : Graph_Op<"reverse",
-    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Reverses the order of elements along dimensions";
   let description = [{
     Example:
@@ -519,7 +528,8 @@ def Graph_ReverseOp : Graph_Op<"reverse",
 }
 
 def Graph_ConcatOp : Graph_Op<"concat",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Joins tensors along a dimension";
   let description = [{
     Example:
@@ -541,7 +551,8 @@ def Graph_ConcatOp : Graph_Op<"concat",
 }
 
 def Graph_PadOp : Graph_Op<"pad",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Pads a tensor with a constant";
   let description = [{
     Adds `low[d]` elements before and `high[d]` after dimension `d`, all set
@@ -568,7 +579,8 @@ def Graph_PadOp : Graph_Op<"pad",
 }
 
 def Graph_GatherOp : Graph_Op<"gather",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Gathers slices along an axis by index (embedding lookup)";
   let description = [{
     ONNX Gather: `result[i.., j.., k..] = operand[i.., indices[j..], k..]`
@@ -625,7 +637,8 @@ def Graph_GatherElementsOp : Graph_Op<"gather_elements",
 }
 
 def Graph_ScatterAddOp : Graph_Op<"scatter_add",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Adds slices into a zero tensor by index (the VJP of gather)";
   let description = [{
     The transpose of `dgraph.gather`: starts from zeros of the result type
@@ -655,7 +668,8 @@ def Graph_ScatterAddOp : Graph_Op<"scatter_add",
 //===----------------------------------------------------------------------===//
 
 class Graph_ReduceOp<string mnemonic, Type type, string doc>
-    : Graph_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    : Graph_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>,
+                          DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Reduces dimensions by " # doc;
   let description = [{
     Reduces the listed dimensions by }] # doc # [{ and removes them from
@@ -711,7 +725,8 @@ def Graph_ArgMaxOp : Graph_ArgReduceOp<"argmax", "maximum">;
 def Graph_ArgMinOp : Graph_ArgReduceOp<"argmin", "minimum">;
 
 def Graph_CumSumOp : Graph_Op<"cumsum",
-    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Cumulative sum along a dimension";
   let description = [{
     `exclusive` leaves out the element itself; `reverse` sums from the end.
@@ -736,7 +751,8 @@ def Graph_CumSumOp : Graph_Op<"cumsum",
 //===----------------------------------------------------------------------===//
 
 def Graph_MatmulOp : Graph_Op<"matmul",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Batched matrix product";
   let description = [{
     Multiplies the last two dimensions: `lhs[..., m, k] x rhs[..., k, n]`
@@ -765,7 +781,8 @@ def Graph_MatmulOp : Graph_Op<"matmul",
 }
 
 def Graph_SoftmaxOp : Graph_Op<"softmax",
-    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Softmax along a dimension";
   let description = [{
     `exp(x - max) / sum(exp(x - max))` along `dim`.
@@ -785,7 +802,8 @@ def Graph_SoftmaxOp : Graph_Op<"softmax",
 }
 
 def Graph_LogSoftmaxOp : Graph_Op<"log_softmax",
-    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Log of the softmax along a dimension";
   let description = [{
     `x - max - log(sum(exp(x - max)))` along `dim`.
@@ -805,7 +823,8 @@ def Graph_LogSoftmaxOp : Graph_Op<"log_softmax",
 }
 
 def Graph_LayerNormOp : Graph_Op<"layer_norm",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Layer normalization over the trailing dimensions";
   let description = [{
     Normalizes over dimensions `axis..rank-1`:
@@ -837,7 +856,8 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm",
 }
 
 def Graph_RmsNormOp : Graph_Op<"rms_norm",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Root-mean-square normalization over the trailing dimensions";
   let description = [{
     `y = x * rstd * scale` with `rstd = 1 / sqrt(mean(x^2) + epsilon)` over
@@ -865,7 +885,8 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm",
 }
 
 def Graph_CrossEntropyOp : Graph_Op<"cross_entropy",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Per-sample softmax cross-entropy with class labels";
   let description = [{
     For logits `[n, c]` and integer labels `[n]`,

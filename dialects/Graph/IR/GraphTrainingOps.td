@@ -151,7 +151,8 @@ def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_DropoutOp : Graph_Op<"dropout", [Pure]> {
+def Graph_DropoutOp : Graph_Op<"dropout",
+    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Zeroes elements at random and rescales the rest";
   let description = [{
     Keeps element `i` when `u(seed, step, i) >= ratio` and scales it by

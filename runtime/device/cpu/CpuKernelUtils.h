@@ -30,6 +30,7 @@ void registerCpuIndexingKernels(KernelRegistry &registry);
 void registerCpuReductionKernels(KernelRegistry &registry);
 void registerCpuMatmulKernels(KernelRegistry &registry);
 void registerCpuNNKernels(KernelRegistry &registry);
+void registerCpuTrainingKernels(KernelRegistry &registry);
 
 namespace cpu {
 

@@ -18,6 +18,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuReductionKernels(registry);
   registerCpuMatmulKernels(registry);
   registerCpuNNKernels(registry);
+  registerCpuTrainingKernels(registry);
 }
 
 } // namespace dtcc::runtime

@@ -116,3 +116,36 @@ func.func @splat(%x: tensor<2x3xf32> {dgraph.name = "x"}) -> (tensor<2x3xf32> {d
   %y = dgraph.mul %x, %c : tensor<2x3xf32>
   return %y : tensor<2x3xf32>
 }
+
+// -----
+
+// Tests that an optimizer update is written in place into its variables:
+// no copies, and the step counter increments in place.
+// CHECK-LABEL: func.func @update()
+// CHECK-DAG: %[[P:.*]] = dexec.buffer "state"[0] {variable = @p} : memref<4xf32>
+// CHECK-DAG: %[[M:.*]] = dexec.buffer "state"[64] {variable = @m} : memref<4xf32>
+// CHECK-DAG: %[[V:.*]] = dexec.buffer "state"[128] {variable = @v} : memref<4xf32>
+// CHECK-DAG: %[[S:.*]] = dexec.buffer "state"[192] {variable = @s} : memref<i64>
+// CHECK: dexec.kernel "add" ins(%[[S]], %{{.*}} : memref<i64>, memref<i64>) outs(%[[S]] : memref<i64>)
+// CHECK: dexec.kernel "adamw" ins(%[[P]], %{{.*}}, %[[M]], %[[V]], {{.*}}) outs(%[[P]], %[[M]], %[[V]] : memref<4xf32>, memref<4xf32>, memref<4xf32>)
+// CHECK-NOT: "copy"
+dgraph.variable @p : tensor<4xf32>
+dgraph.variable @m : tensor<4xf32>
+dgraph.variable @v : tensor<4xf32>
+dgraph.variable @s : tensor<i64>
+func.func @update(%g: tensor<4xf32> {dgraph.name = "g"}) {
+  %p = dgraph.load @p : tensor<4xf32>
+  %m = dgraph.load @m : tensor<4xf32>
+  %v = dgraph.load @v : tensor<4xf32>
+  %s = dgraph.load @s : tensor<i64>
+  %one = dgraph.constant dense<1> : tensor<i64>
+  %s1 = dgraph.add %s, %one : tensor<i64>
+  dgraph.store %s1, @s : tensor<i64>
+  %lr = dgraph.constant dense<0.1> : tensor<f32>
+  %scale = dgraph.constant dense<1.0> : tensor<f32>
+  %p1, %m1, %v1 = dgraph.adamw %p, %g, %m, %v, %lr, %s1, %scale {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.0} : tensor<4xf32>
+  dgraph.store %p1, @p : tensor<4xf32>
+  dgraph.store %m1, @m : tensor<4xf32>
+  dgraph.store %v1, @v : tensor<4xf32>
+  return
+}

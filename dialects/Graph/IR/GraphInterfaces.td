@@ -1,0 +1,31 @@
+//===- GraphInterfaces.td - dgraph op interfaces -----------*- tablegen -*-===//
+
+#ifndef DTCC_DIALECTS_GRAPH_IR_GRAPHINTERFACES_TD
+#define DTCC_DIALECTS_GRAPH_IR_GRAPHINTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Graph_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
+  let cppNamespace = "::dtcc::graph";
+  let description = [{
+    An op with a vector-Jacobian product rule: given the gradients of its
+    results, it builds the gradients of its operands. Reverse-mode autodiff
+    (dtcc-graph-autodiff) calls it op by op, in reverse order. An op on the
+    path from a parameter to the loss that lacks this interface is an error
+    naming the op and its ONNX node.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+      Builds the gradients of the operands at the builder's insertion point.
+      `resultGrads` has one entry per result: its gradient, or null when no
+      gradient flows into that result. On success `operandGrads` has one
+      entry per operand: its gradient (of the operand's type), or null when
+      none flows (an index, a constant, a non-differentiable operand).
+    }], "::llvm::LogicalResult", "buildVJP",
+    (ins "::mlir::OpBuilder &":$builder,
+         "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
+         "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
+#endif // DTCC_DIALECTS_GRAPH_IR_GRAPHINTERFACES_TD

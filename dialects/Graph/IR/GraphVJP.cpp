@@ -1,0 +1,592 @@
+//===- GraphVJP.cpp - vector-Jacobian products of dgraph ops --------------===//
+//
+// One rule per op: given the gradients of an op's results, build those of its
+// operands. Each rule mirrors the op's semantics in GraphOps.td; gradients of
+// fused ops use the fused gradient ops of GraphTrainingOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Builders for the arithmetic the rules share.
+struct Emit {
+  OpBuilder &b;
+  Location loc;
+
+  Value splat(Value like, double value) {
+    auto type = typeOf(like);
+    Attribute element;
+    if (auto f = dyn_cast<FloatType>(type.getElementType()))
+      element = FloatAttr::get(f, value);
+    else
+      element = IntegerAttr::get(type.getElementType(), (int64_t)value);
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(type, element));
+  }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
+  Value neg(Value x) { return NegOp::create(b, loc, x); }
+  Value exp(Value x) { return ExpOp::create(b, loc, x); }
+  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
+  Value select(Value c, Value x, Value y) {
+    return SelectOp::create(b, loc, c, x, y);
+  }
+  Value zerosLike(Value x) { return splat(x, 0.0); }
+  /// `g` masked by `c`: g where c, 0 elsewhere.
+  Value where(Value c, Value g) { return select(c, g, zerosLike(g)); }
+  Value reshape(Value x, RankedTensorType type) {
+    if (x.getType() == type)
+      return x;
+    return ReshapeOp::create(b, loc, type, x);
+  }
+  /// Broadcasts `x` (of `type`'s shape without `reduced` dims) back to `type`.
+  Value unreduce(Value x, RankedTensorType type, ArrayRef<int64_t> reduced) {
+    SmallVector<int64_t> kept;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (!llvm::is_contained(reduced, d))
+        kept.push_back(d);
+    auto out = RankedTensorType::get(type.getShape(), typeOf(x).getElementType());
+    return BroadcastInDimOp::create(b, loc, out, x, kept);
+  }
+};
+
+/// The common shape of a single-operand rule: operandGrads = {f(g)}.
+LogicalResult unaryRule(Operation *op, OpBuilder &b, ArrayRef<Value> grads,
+                        SmallVectorImpl<Value> &out,
+                        function_ref<Value(Emit &, Value x, Value y, Value g)> f) {
+  out.assign(op->getNumOperands(), Value());
+  if (!grads[0])
+    return success();
+  Emit e{b, op->getLoc()};
+  out[0] = f(e, op->getOperand(0), op->getResult(0), grads[0]);
+  return success();
+}
+
+/// Rules for ops through which no gradient flows (piecewise constant).
+LogicalResult noGradient(Operation *op, SmallVectorImpl<Value> &out) {
+  out.assign(op->getNumOperands(), Value());
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Unary elementwise
+//===----------------------------------------------------------------------===//
+
+#define DTCC_UNARY_VJP(OP, BODY)                                               \
+  LogicalResult OP::buildVJP(OpBuilder &b, ArrayRef<Value> grads,              \
+                             SmallVectorImpl<Value> &out) {                    \
+    return unaryRule(*this, b, grads, out,                                     \
+                     [&](Emit &e, Value x, Value y, Value g) -> Value {        \
+                       (void)x;                                                \
+                       (void)y;                                                \
+                       BODY                                                    \
+                     });                                                       \
+  }
+
+DTCC_UNARY_VJP(NegOp, return e.neg(g);)
+DTCC_UNARY_VJP(AbsOp, return e.mul(g, SignOp::create(e.b, e.loc, x));)
+DTCC_UNARY_VJP(ExpOp, return e.mul(g, y);)
+DTCC_UNARY_VJP(LogOp, return e.div(g, x);)
+DTCC_UNARY_VJP(SqrtOp, return e.div(g, e.mul(e.splat(y, 2.0), y));)
+// d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
+DTCC_UNARY_VJP(RsqrtOp,
+               return e.mul(g, e.mul(e.splat(y, -0.5), e.mul(y, e.mul(y, y))));)
+DTCC_UNARY_VJP(ReciprocalOp, return e.neg(e.mul(g, e.mul(y, y)));)
+DTCC_UNARY_VJP(TanhOp, return e.mul(g, e.sub(e.splat(y, 1.0), e.mul(y, y)));)
+DTCC_UNARY_VJP(SigmoidOp,
+               return e.mul(g, e.mul(y, e.sub(e.splat(y, 1.0), y)));)
+DTCC_UNARY_VJP(ReluOp,
+               return e.where(GtOp::create(e.b, e.loc, x, e.zerosLike(x)), g);)
+DTCC_UNARY_VJP(SiluOp, return SiluGradOp::create(e.b, e.loc, x, g);)
+DTCC_UNARY_VJP(ErfOp,
+               return e.mul(g, e.mul(e.splat(x, 2.0 / std::sqrt(M_PI)),
+                                     e.exp(e.neg(e.mul(x, x)))));)
+DTCC_UNARY_VJP(SinOp, return e.mul(g, CosOp::create(e.b, e.loc, x));)
+DTCC_UNARY_VJP(CosOp, return e.neg(e.mul(g, SinOp::create(e.b, e.loc, x)));)
+DTCC_UNARY_VJP(TanOp, return e.mul(g, e.add(e.splat(y, 1.0), e.mul(y, y)));)
+DTCC_UNARY_VJP(AsinOp,
+               return e.div(g, e.sqrt(e.sub(e.splat(x, 1.0), e.mul(x, x))));)
+DTCC_UNARY_VJP(AcosOp, return e.neg(e.div(
+                           g, e.sqrt(e.sub(e.splat(x, 1.0), e.mul(x, x)))));)
+DTCC_UNARY_VJP(AtanOp, return e.div(g, e.add(e.splat(x, 1.0), e.mul(x, x)));)
+DTCC_UNARY_VJP(SinhOp, return e.mul(g, CoshOp::create(e.b, e.loc, x));)
+DTCC_UNARY_VJP(CoshOp, return e.mul(g, SinhOp::create(e.b, e.loc, x));)
+DTCC_UNARY_VJP(AsinhOp,
+               return e.div(g, e.sqrt(e.add(e.mul(x, x), e.splat(x, 1.0))));)
+DTCC_UNARY_VJP(AcoshOp,
+               return e.div(g, e.sqrt(e.sub(e.mul(x, x), e.splat(x, 1.0))));)
+DTCC_UNARY_VJP(AtanhOp, return e.div(g, e.sub(e.splat(x, 1.0), e.mul(x, x)));)
+#undef DTCC_UNARY_VJP
+
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                               SmallVectorImpl<Value> &out) {
+  return unaryRule(*this, b, grads, out, [&](Emit &e, Value x, Value, Value g) {
+    return GeluGradOp::create(e.b, e.loc, x, g, getApproximate()).getResult();
+  });
+}
+
+// Piecewise-constant ops pass no gradient (PyTorch gives zeros).
+#define DTCC_NO_VJP(OP)                                                        \
+  LogicalResult OP::buildVJP(OpBuilder &, ArrayRef<Value>,                     \
+                             SmallVectorImpl<Value> &out) {                    \
+    return noGradient(*this, out);                                             \
+  }
+DTCC_NO_VJP(SignOp)
+DTCC_NO_VJP(FloorOp)
+DTCC_NO_VJP(CeilOp)
+DTCC_NO_VJP(RoundOp)
+DTCC_NO_VJP(NotOp)
+DTCC_NO_VJP(AndOp)
+DTCC_NO_VJP(OrOp)
+DTCC_NO_VJP(XorOp)
+DTCC_NO_VJP(ShiftLeftOp)
+DTCC_NO_VJP(ShiftRightOp)
+#undef DTCC_NO_VJP
+
+//===----------------------------------------------------------------------===//
+// Binary elementwise
+//===----------------------------------------------------------------------===//
+
+/// The common shape of a two-operand rule.
+static LogicalResult
+binaryRule(Operation *op, OpBuilder &b, ArrayRef<Value> grads,
+           SmallVectorImpl<Value> &out,
+           function_ref<std::pair<Value, Value>(Emit &, Value, Value, Value, Value)>
+               f) {
+  out.assign(2, Value());
+  if (!grads[0])
+    return success();
+  Emit e{b, op->getLoc()};
+  auto [dl, dr] = f(e, op->getOperand(0), op->getOperand(1), op->getResult(0),
+                    grads[0]);
+  out[0] = dl;
+  out[1] = dr;
+  return success();
+}
+
+LogicalResult AddOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  return binaryRule(*this, b, grads, out,
+                    [](Emit &, Value, Value, Value, Value g) {
+                      return std::make_pair(g, g);
+                    });
+}
+
+LogicalResult SubOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  return binaryRule(*this, b, grads, out,
+                    [](Emit &e, Value, Value, Value, Value g) {
+                      return std::make_pair(g, e.neg(g));
+                    });
+}
+
+LogicalResult MulOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  return binaryRule(*this, b, grads, out,
+                    [](Emit &e, Value x, Value y, Value, Value g) {
+                      return std::make_pair(e.mul(g, y), e.mul(g, x));
+                    });
+}
+
+LogicalResult DivOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  return binaryRule(*this, b, grads, out,
+                    [](Emit &e, Value, Value y, Value q, Value g) {
+                      Value dx = e.div(g, y);
+                      return std::make_pair(dx, e.neg(e.mul(dx, q)));
+                    });
+}
+
+LogicalResult PowOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  return binaryRule(
+      *this, b, grads, out, [](Emit &e, Value x, Value y, Value p, Value g) {
+        // d/dx x^y = y x^(y-1); d/dy x^y = x^y log(x).
+        Value xm1 = PowOp::create(e.b, e.loc, x, e.sub(y, e.splat(y, 1.0)));
+        Value dx = e.mul(g, e.mul(y, xm1));
+        Value dy = e.mul(g, e.mul(p, LogOp::create(e.b, e.loc, x)));
+        return std::make_pair(dx, dy);
+      });
+}
+
+/// max/min: the gradient goes to the chosen operand, split evenly on ties
+/// (as PyTorch's maximum/minimum do).
+static std::pair<Value, Value> selectRule(Emit &e, Value x, Value y, Value g,
+                                          bool isMax) {
+  Value first = isMax ? Value(GtOp::create(e.b, e.loc, x, y))
+                      : Value(LtOp::create(e.b, e.loc, x, y));
+  Value second = isMax ? Value(LtOp::create(e.b, e.loc, x, y))
+                       : Value(GtOp::create(e.b, e.loc, x, y));
+  Value half = e.mul(g, e.splat(g, 0.5));
+  Value tie = EqOp::create(e.b, e.loc, x, y);
+  Value dx = e.select(first, g, e.where(tie, half));
+  Value dy = e.select(second, g, e.where(tie, half));
+  return {dx, dy};
+}
+
+LogicalResult MaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  return binaryRule(*this, b, grads, out,
+                    [](Emit &e, Value x, Value y, Value, Value g) {
+                      return selectRule(e, x, y, g, /*isMax=*/true);
+                    });
+}
+
+LogicalResult MinOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  return binaryRule(*this, b, grads, out,
+                    [](Emit &e, Value x, Value y, Value, Value g) {
+                      return selectRule(e, x, y, g, /*isMax=*/false);
+                    });
+}
+
+LogicalResult RemOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  // x - trunc(x / y) * y: the quotient is piecewise constant.
+  return binaryRule(
+      *this, b, grads, out, [](Emit &e, Value x, Value y, Value r, Value g) {
+        Value quotient = e.div(e.sub(x, r), y);
+        return std::make_pair(g, e.neg(e.mul(g, quotient)));
+      });
+}
+
+LogicalResult SelectOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                 SmallVectorImpl<Value> &out) {
+  out.assign(3, Value());
+  if (!grads[0])
+    return success();
+  Emit e{b, getLoc()};
+  out[1] = e.where(getCondition(), grads[0]);
+  out[2] = e.select(getCondition(), e.zerosLike(grads[0]), grads[0]);
+  return success();
+}
+
+LogicalResult CastOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                               SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  auto from = typeOf(getOperand()), to = typeOf(getResult());
+  if (!grads[0] || !isa<FloatType>(from.getElementType()) ||
+      !isa<FloatType>(to.getElementType()))
+    return success();
+  out[0] = CastOp::create(b, getLoc(), from, grads[0]);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastInDimOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                         SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (!grads[0])
+    return success();
+  auto in = typeOf(getOperand()), res = typeOf(getResult());
+  // Sum over the new dimensions and the expanded size-1 ones.
+  SmallVector<int64_t> reduced;
+  ArrayRef<int64_t> dims = getDims();
+  for (int64_t d = 0; d < res.getRank(); ++d) {
+    auto it = llvm::find(dims, d);
+    if (it == dims.end() || (in.getDimSize(it - dims.begin()) == 1 &&
+                             res.getDimSize(d) != 1))
+      reduced.push_back(d);
+  }
+  Value g = grads[0];
+  if (!reduced.empty())
+    g = ReduceSumOp::create(b, getLoc(), g, reduced);
+  out[0] = Emit{b, getLoc()}.reshape(g, in);
+  return success();
+}
+
+LogicalResult ReshapeOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                  SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (grads[0])
+    out[0] = ReshapeOp::create(b, getLoc(), typeOf(getOperand()), grads[0]);
+  return success();
+}
+
+LogicalResult TransposeOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (!grads[0])
+    return success();
+  SmallVector<int64_t> inverse(getPerm().size());
+  for (auto [i, p] : llvm::enumerate(getPerm()))
+    inverse[p] = i;
+  out[0] = TransposeOp::create(b, getLoc(), grads[0], inverse);
+  return success();
+}
+
+LogicalResult SliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (!grads[0])
+    return success();
+  if (llvm::any_of(getStride(), [](int64_t s) { return s != 1; }))
+    return emitOpError("has no VJP rule for strides other than 1");
+  auto in = typeOf(getOperand());
+  SmallVector<int64_t> high;
+  for (auto [d, limit] : llvm::enumerate(getLimit()))
+    high.push_back(in.getDimSize(d) - limit);
+  Value zero = ConstantOp::create(
+      b, getLoc(),
+      DenseElementsAttr::get(RankedTensorType::get({}, in.getElementType()),
+                             b.getZeroAttr(in.getElementType())));
+  out[0] = PadOp::create(b, getLoc(), grads[0], zero, getStart(), high);
+  return success();
+}
+
+LogicalResult ReverseOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                  SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (grads[0])
+    out[0] = ReverseOp::create(b, getLoc(), grads[0], getDims());
+  return success();
+}
+
+LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                 SmallVectorImpl<Value> &out) {
+  out.assign(getNumOperands(), Value());
+  if (!grads[0])
+    return success();
+  auto res = typeOf(getResult());
+  SmallVector<int64_t> start(res.getRank(), 0), limit(res.getShape()),
+      stride(res.getRank(), 1);
+  int64_t offset = 0, dim = getDim();
+  for (auto [i, v] : llvm::enumerate(getOperands())) {
+    int64_t size = typeOf(v).getDimSize(dim);
+    start[dim] = offset;
+    limit[dim] = offset + size;
+    out[i] = SliceOp::create(b, getLoc(), grads[0], start, limit, stride);
+    offset += size;
+  }
+  return success();
+}
+
+LogicalResult PadOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                              SmallVectorImpl<Value> &out) {
+  out.assign(2, Value());
+  if (!grads[0])
+    return success();
+  if (llvm::any_of(getLow(), [](int64_t v) { return v < 0; }) ||
+      llvm::any_of(getHigh(), [](int64_t v) { return v < 0; }))
+    return emitOpError("has no VJP rule for negative padding");
+  auto in = typeOf(getOperand());
+  SmallVector<int64_t> limit, stride(in.getRank(), 1);
+  for (auto [d, low] : llvm::enumerate(getLow()))
+    limit.push_back(low + in.getDimSize(d));
+  out[0] = SliceOp::create(b, getLoc(), grads[0], getLow(), limit, stride);
+  return success();
+}
+
+LogicalResult GatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                 SmallVectorImpl<Value> &out) {
+  out.assign(2, Value());
+  if (!grads[0])
+    return success();
+  auto data = typeOf(getOperand());
+  out[0] = ScatterAddOp::create(b, getLoc(), grads[0], getIndices(), getAxis(),
+                                data.getDimSize(getAxis()));
+  return success();
+}
+
+LogicalResult ScatterAddOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value> &out) {
+  out.assign(2, Value());
+  if (grads[0])
+    out[0] = GatherOp::create(b, getLoc(), grads[0], getIndices(), getAxis());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (grads[0])
+    out[0] = Emit{b, getLoc()}.unreduce(grads[0], typeOf(getOperand()), getDims());
+  return success();
+}
+
+/// max/min reductions: the gradient is shared evenly by the elements that
+/// attain the extreme (as PyTorch's amax/amin).
+static LogicalResult extremumRule(Operation *op, ArrayRef<int64_t> dims,
+                                  OpBuilder &b, ArrayRef<Value> grads,
+                                  SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (!grads[0])
+    return success();
+  Emit e{b, op->getLoc()};
+  Value x = op->getOperand(0);
+  auto type = typeOf(x);
+  Value hit = EqOp::create(b, e.loc, x, e.unreduce(op->getResult(0), type, dims));
+  Value ones = CastOp::create(b, e.loc, type, hit);
+  Value count = ReduceSumOp::create(b, e.loc, ones, dims);
+  Value share = e.div(grads[0], count);
+  out[0] = e.where(hit, e.unreduce(share, type, dims));
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value> &out) {
+  return extremumRule(*this, getDims(), b, grads, out);
+}
+
+LogicalResult ReduceMinOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value> &out) {
+  return extremumRule(*this, getDims(), b, grads, out);
+}
+
+LogicalResult ReduceProdOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (!grads[0])
+    return success();
+  // d/dx_i prod = prod / x_i (inputs that are zero get no exact gradient).
+  Emit e{b, getLoc()};
+  auto type = typeOf(getOperand());
+  Value gp = e.mul(grads[0], getResult());
+  out[0] = e.div(e.unreduce(gp, type, getDims()), getOperand());
+  return success();
+}
+
+LogicalResult CumSumOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                 SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (grads[0])
+    out[0] = CumSumOp::create(b, getLoc(), grads[0], getDim(), getExclusive(),
+                              !getReverse());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and neural-network ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                 SmallVectorImpl<Value> &out) {
+  out.assign(2, Value());
+  if (!grads[0])
+    return success();
+  Location loc = getLoc();
+  Value g = grads[0], lhs = getLhs(), rhs = getRhs();
+  bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  // With C = op(A) op(B): dA and dB in the stored layouts of A and B.
+  if (!tl)
+    out[0] = MatmulOp::create(b, loc, g, rhs, false, !tr);
+  else
+    out[0] = MatmulOp::create(b, loc, rhs, g, tr, true);
+  auto lt = typeOf(lhs), rt = typeOf(rhs);
+  if (rt.getRank() == lt.getRank()) {
+    if (!tr)
+      out[1] = MatmulOp::create(b, loc, lhs, g, !tl, false);
+    else
+      out[1] = MatmulOp::create(b, loc, g, lhs, true, tl);
+    return success();
+  }
+  // A matrix shared by every batch: fold the batch into the rows.
+  if (tl)
+    return emitOpError("has no VJP rule for a transposed batched lhs with a "
+                       "shared rhs");
+  int64_t rows = lt.getNumElements() / lt.getShape().back();
+  auto gt = typeOf(g);
+  Emit e{b, loc};
+  Value a2 = e.reshape(lhs, RankedTensorType::get({rows, lt.getShape().back()},
+                                                  lt.getElementType()));
+  Value g2 = e.reshape(g, RankedTensorType::get({rows, gt.getShape().back()},
+                                                gt.getElementType()));
+  if (!tr)
+    out[1] = MatmulOp::create(b, loc, a2, g2, true, false);
+  else
+    out[1] = MatmulOp::create(b, loc, g2, a2, true, false);
+  return success();
+}
+
+LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                  SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (grads[0])
+    out[0] = SoftmaxGradOp::create(b, getLoc(), getResult(), grads[0], getDim());
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value> &out) {
+  out.assign(1, Value());
+  if (grads[0])
+    out[0] = LogSoftmaxGradOp::create(b, getLoc(), getResult(), grads[0],
+                                      getDim());
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value> &out) {
+  out.assign(getNumOperands(), Value());
+  if (grads[1] || grads[2])
+    return emitOpError("has no VJP rule for gradients of its mean and rstd");
+  if (!grads[0])
+    return success();
+  auto scale = typeOf(getScale());
+  auto op = LayerNormGradOp::create(b, getLoc(), typeOf(getOperand()), scale,
+                                    scale, getOperand(), getScale(), getMean(),
+                                    getRstd(), grads[0], getAxis());
+  out[0] = op.getDx();
+  out[1] = op.getDscale();
+  if (getBias())
+    out[2] = op.getDbias();
+  return success();
+}
+
+LogicalResult RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                  SmallVectorImpl<Value> &out) {
+  out.assign(2, Value());
+  if (grads[1])
+    return emitOpError("has no VJP rule for the gradient of its rstd");
+  if (!grads[0])
+    return success();
+  auto op = RmsNormGradOp::create(b, getLoc(), typeOf(getOperand()),
+                                  typeOf(getScale()), getOperand(), getScale(),
+                                  getRstd(), grads[0], getAxis());
+  out[0] = op.getDx();
+  out[1] = op.getDscale();
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                       SmallVectorImpl<Value> &out) {
+  out.assign(2, Value());
+  if (grads[0])
+    out[0] = CrossEntropyGradOp::create(b, getLoc(), typeOf(getLogits()),
+                                        getLogits(), getLabels(), grads[0],
+                                        getIgnoreIndex());
+  return success();
+}
+
+LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                  SmallVectorImpl<Value> &out) {
+  out.assign(2, Value());
+  if (!grads[0])
+    return success();
+  Emit e{b, getLoc()};
+  double keep = 1.0 - getRatio().convertToDouble();
+  Value scaled = e.mul(grads[0], e.splat(grads[0], 1.0 / keep));
+  out[0] = e.where(getMask(), scaled);
+  return success();
+}

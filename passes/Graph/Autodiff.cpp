@@ -1,0 +1,394 @@
+//===- Autodiff.cpp - reverse-mode autodiff over dgraph -------------------===//
+//
+// Clones @main into @train_step and appends the backward pass built from
+// each op's VJP rule, optionally recomputing activations segment by segment.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Graph/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+#include <regex>
+
+namespace dtcc::graph {
+#define GEN_PASS_DEF_AUTODIFF
+#include "passes/Graph/Passes.h.inc"
+} // namespace dtcc::graph
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+/// The ONNX node name a location carries.
+std::string nodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (std::string n = nodeName(l); !n.empty())
+        return n;
+  return "";
+}
+
+/// The transformer layer of an ONNX node name: "layers.3" in
+/// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
+/// when the name says none.
+std::string layerKey(Location loc) {
+  static const std::regex pattern(
+      R"((?:^|[/.])((?:layers|blocks|layer|h)[._]?[0-9]+)(?:[/._]|$))");
+  std::string name = nodeName(loc);
+  std::smatch m;
+  if (std::regex_search(name, m, pattern))
+    return m[1].str();
+  return "";
+}
+
+/// Groups ops into recomputation segments: runs of ops of one layer, or,
+/// when names say nothing, about sqrt(n) ops each.
+SmallVector<SmallVector<Operation *>> segmentOps(ArrayRef<Operation *> ops) {
+  SmallVector<SmallVector<Operation *>> segments;
+  llvm::StringSet<> keys;
+  for (Operation *op : ops)
+    if (std::string k = layerKey(op->getLoc()); !k.empty())
+      keys.insert(k);
+  if (keys.size() >= 2) {
+    std::string current;
+    for (Operation *op : ops) {
+      std::string k = layerKey(op->getLoc());
+      if (segments.empty() || (!k.empty() && k != current)) {
+        segments.emplace_back();
+        if (!k.empty())
+          current = k;
+      }
+      segments.back().push_back(op);
+    }
+    return segments;
+  }
+  size_t size = std::max<size_t>(1, std::lround(std::sqrt(double(ops.size()))));
+  for (size_t i = 0; i < ops.size(); i += size)
+    segments.emplace_back(ops.begin() + i,
+                          ops.begin() + std::min(ops.size(), i + size));
+  return segments;
+}
+
+struct AutodiffPass : public dtcc::graph::impl::AutodiffBase<AutodiffPass> {
+  using AutodiffBase::AutodiffBase;
+
+  void runOnOperation() final;
+
+private:
+  FailureOr<Value> findLoss(func::FuncOp fn, OpBuilder &b);
+  void stripDropout(func::FuncOp fn);
+  void recordDataInputs(func::FuncOp fn);
+};
+
+/// The result named `name`, or null.
+Value resultNamed(func::FuncOp fn, StringRef name) {
+  auto ret = cast<func::ReturnOp>(fn.front().getTerminator());
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (auto n = fn.getResultAttrOfType<StringAttr>(i, "dgraph.name"))
+      if (n.getValue() == name)
+        return ret.getOperand(i);
+  return {};
+}
+
+FailureOr<Value> AutodiffPass::findLoss(func::FuncOp fn, OpBuilder &b) {
+  auto ret = cast<func::ReturnOp>(fn.front().getTerminator());
+  std::string spec = loss;
+  auto outputNames = [&] {
+    std::string names;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+      auto n = fn.getResultAttrOfType<StringAttr>(i, "dgraph.name");
+      names += (names.empty() ? "" : ", ") +
+               (n ? n.str() : "output" + std::to_string(i)) + " (" +
+               [&] {
+                 std::string s;
+                 llvm::raw_string_ostream os(s);
+                 os << fn.getResultTypes()[i];
+                 return s;
+               }() + ")";
+    }
+    return names;
+  };
+  if (StringRef(spec).starts_with("cross_entropy:")) {
+    auto [logitsName, labelsName] =
+        StringRef(spec).drop_front(strlen("cross_entropy:")).split(',');
+    Value logits = resultNamed(fn, logitsName);
+    if (!logits || !isFloatTensor(logits))
+      return fn.emitError("--loss names logits '")
+             << logitsName << "', which is not a float output; outputs: "
+             << outputNames();
+    Value labels;
+    for (BlockArgument arg : fn.getArguments())
+      if (auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dgraph.name"))
+        if (n.getValue() == labelsName)
+          labels = arg;
+    auto lt = typeOf(logits);
+    if (!labels || !isa<IntegerType>(typeOf(labels).getElementType()) ||
+        typeOf(labels).getShape() != lt.getShape().drop_back())
+      return fn.emitError("--loss names labels '")
+             << labelsName << "', which must be an integer input of shape "
+             << "logits[:-1]";
+    Location loc = NameLoc::get(b.getStringAttr("loss"), fn.getLoc());
+    b.setInsertionPoint(ret);
+    int64_t classes = lt.getShape().back();
+    int64_t rows = lt.getNumElements() / std::max<int64_t>(classes, 1);
+    Value l2 = ReshapeOp::create(
+        b, loc, RankedTensorType::get({rows, classes}, lt.getElementType()), logits);
+    auto labelType = typeOf(labels).getElementType();
+    if (!labelType.isInteger(32) && !labelType.isInteger(64))
+      labels = CastOp::create(
+          b, loc, RankedTensorType::get(typeOf(labels).getShape(), b.getI64Type()),
+          labels);
+    Value t2 = ReshapeOp::create(
+        b, loc, RankedTensorType::get({rows}, typeOf(labels).getElementType()),
+        labels);
+    Value perRow = CrossEntropyOp::create(b, loc, l2, t2, -100);
+    auto rowType = typeOf(perRow);
+    Value ignored = EqOp::create(
+        b, loc, t2,
+        ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                       typeOf(t2), b.getIntegerAttr(
+                                                       typeOf(t2).getElementType(), -100))));
+    Value one = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(rowType, b.getFloatAttr(rowType.getElementType(), 1.0)));
+    Value zero = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(rowType, b.getFloatAttr(rowType.getElementType(), 0.0)));
+    Value weights = SelectOp::create(b, loc, ignored, zero, one);
+    Value total = ReduceSumOp::create(b, loc, perRow, ArrayRef<int64_t>{0});
+    Value count = ReduceSumOp::create(b, loc, weights, ArrayRef<int64_t>{0});
+    return DivOp::create(b, loc, total, count).getResult();
+  }
+  if (!spec.empty()) {
+    Value v = resultNamed(fn, spec);
+    if (!v)
+      return fn.emitError("--loss names '")
+             << spec << "', which is not an output; outputs: " << outputNames();
+    if (!isFloatTensor(v) || typeOf(v).getRank() != 0)
+      return fn.emitError("the loss '")
+             << spec << "' must be a float scalar, got " << v.getType();
+    return v;
+  }
+  SmallVector<Value> scalars;
+  for (Value v : ret.getOperands())
+    if (isFloatTensor(v) && typeOf(v).getRank() == 0)
+      scalars.push_back(v);
+  if (scalars.size() != 1)
+    return fn.emitError("cannot tell the loss: expected one scalar float "
+                        "output, got ")
+           << scalars.size() << "; name it with --loss NAME or "
+           << "--loss cross_entropy:<logits>,<labels>; outputs: " << outputNames();
+  return scalars[0];
+}
+
+void AutodiffPass::stripDropout(func::FuncOp fn) {
+  for (auto dropout : llvm::make_early_inc_range(fn.getOps<DropoutOp>())) {
+    OpBuilder b(dropout);
+    auto maskType = typeOf(dropout.getMask());
+    Value keepAll = ConstantOp::create(
+        b, dropout.getLoc(), DenseElementsAttr::get(maskType, true));
+    dropout.getResult().replaceAllUsesWith(dropout.getOperand());
+    dropout.getMask().replaceAllUsesWith(keepAll);
+    dropout.erase();
+  }
+}
+
+void AutodiffPass::recordDataInputs(func::FuncOp fn) {
+  // A language model takes two integer [b, s] inputs: token ids and labels.
+  SmallVector<BlockArgument> tokens;
+  for (BlockArgument arg : fn.getArguments()) {
+    auto t = typeOf(arg);
+    if (isa<IntegerType>(t.getElementType()) && t.getRank() == 2)
+      tokens.push_back(arg);
+  }
+  if (tokens.size() != 2 || tokens[0].getType() != tokens[1].getType())
+    return;
+  std::string names;
+  for (BlockArgument arg : tokens) {
+    auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dgraph.name");
+    if (!n)
+      return;
+    names += (names.empty() ? "" : ",") + n.str();
+  }
+  getOperation()->setAttr("dtcc.data_inputs",
+                          StringAttr::get(&getContext(), names));
+}
+
+void AutodiffPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *ctx = &getContext();
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  if (!main || main.isExternal()) {
+    module.emitError("expected a function @main (the forward pass and loss)");
+    return signalPassFailure();
+  }
+  if (module.lookupSymbol("train_step")) {
+    module.emitError("the module already has a @train_step");
+    return signalPassFailure();
+  }
+  if (recompute != "none" && recompute != "full") {
+    module.emitError("expected recompute none or full, got '") << recompute << "'";
+    return signalPassFailure();
+  }
+  llvm::StringSet<> frozenSet;
+  for (const std::string &name : frozen) {
+    auto var = module.lookupSymbol<VariableOp>(name);
+    if (!var) {
+      module.emitError("--frozen names '") << name << "', which is not a variable";
+      return signalPassFailure();
+    }
+    frozenSet.insert(name);
+  }
+
+  auto train = cast<func::FuncOp>(main->clone());
+  train.setName("train_step");
+  module.push_back(train);
+  stripDropout(main);
+  recordDataInputs(main);
+
+  Block &body = train.front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  OpBuilder b(ctx);
+  auto lossOr = findLoss(train, b);
+  if (failed(lossOr))
+    return signalPassFailure();
+  Value lossValue = *lossOr;
+
+  // Forward ops and the values a gradient can reach (parameters onward).
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  llvm::DenseSet<Value> active;
+  SmallVector<LoadOp> params;
+  for (Operation *op : forward) {
+    if (auto load = dyn_cast<LoadOp>(op)) {
+      auto var = module.lookupSymbol<VariableOp>(load.getVariableAttr());
+      if (var && var.getTrainable() && !frozenSet.contains(var.getSymName()) &&
+          isFloatTensor(load.getResult())) {
+        active.insert(load.getResult());
+        params.push_back(load);
+      }
+      continue;
+    }
+    if (llvm::any_of(op->getOperands(), [&](Value v) { return active.count(v); }))
+      for (Value r : op->getResults())
+        if (isFloatTensor(r))
+          active.insert(r);
+  }
+  if (!active.count(lossValue)) {
+    train.emitError("the loss does not depend on any trainable parameter");
+    return signalPassFailure();
+  }
+
+  // Backward, segment by segment in reverse.
+  b.setInsertionPoint(ret);
+  llvm::DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value v, Value g, Location loc) {
+    auto it = grads.find(v);
+    if (it == grads.end())
+      grads[v] = g;
+    else
+      it->second = AddOp::create(b, loc, it->second, g);
+  };
+  grads[lossValue] = ConstantOp::create(
+      b, lossValue.getLoc(),
+      DenseElementsAttr::get(typeOf(lossValue),
+                             b.getFloatAttr(typeOf(lossValue).getElementType(), 1.0)));
+
+  SmallVector<SmallVector<Operation *>> segments;
+  if (recompute == "full")
+    segments = segmentOps(forward);
+  else
+    segments.push_back(forward);
+  for (int64_t s = segments.size() - 1; s >= 0; --s) {
+    // The last segment's activations are still alive: recompute the others.
+    bool recomputeSegment = recompute == "full" && s + 1 < (int64_t)segments.size();
+    IRMapping clones;
+    if (recomputeSegment)
+      for (Operation *op : segments[s])
+        if (!isa<LoadOp, ConstantOp>(op)) {
+          Operation *clone = b.clone(*op, clones);
+          clone->setAttr("dgraph.recompute", b.getUnitAttr());
+        }
+    for (Operation *op : llvm::reverse(segments[s])) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        Value g = active.count(r) ? grads.lookup(r) : Value();
+        resultGrads.push_back(g);
+        any |= bool(g);
+      }
+      if (!any || isa<LoadOp>(op))
+        continue;
+      Operation *target = op;
+      if (recomputeSegment && op->getNumResults() &&
+          clones.contains(op->getResult(0)))
+        target = clones.lookup(op->getResult(0)).getDefiningOp();
+      auto iface = dyn_cast<DifferentiableOpInterface>(target);
+      if (!iface) {
+        op->emitOpError("has no VJP rule, but lies between a parameter and "
+                        "the loss");
+        return signalPassFailure();
+      }
+      SmallVector<Value> operandGrads;
+      if (failed(iface.buildVJP(b, resultGrads, operandGrads)))
+        return signalPassFailure();
+      for (auto [i, g] : llvm::enumerate(operandGrads))
+        if (g && active.count(op->getOperand(i)))
+          accumulate(op->getOperand(i), g, op->getLoc());
+    }
+  }
+
+  // One gradient per parameter variable, summed over its loads.
+  llvm::MapVector<StringRef, Value> paramGrads;
+  llvm::MapVector<StringRef, RankedTensorType> paramTypes;
+  for (LoadOp load : params) {
+    StringRef name = load.getVariable();
+    paramTypes[name] = typeOf(load.getResult());
+    Value g = grads.lookup(load.getResult());
+    if (!g)
+      continue;
+    auto it = paramGrads.find(name);
+    if (it == paramGrads.end())
+      paramGrads[name] = g;
+    else
+      it->second = AddOp::create(b, load.getLoc(), it->second, g);
+  }
+  SmallVector<Value> results = {lossValue};
+  SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
+      {b.getNamedAttr("dgraph.name", b.getStringAttr("loss"))})};
+  for (auto &[name, type] : paramTypes) {
+    Value g = paramGrads.lookup(name);
+    if (!g) {
+      emitWarning(train.getLoc(), "parameter '")
+          << name << "' does not affect the loss; its gradient is zero";
+      g = ConstantOp::create(
+          b, train.getLoc(),
+          DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
+    }
+    results.push_back(g);
+    resultAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("dgraph.name", b.getStringAttr("grad/" + name.str())),
+         b.getNamedAttr("dgraph.grad_of", FlatSymbolRefAttr::get(ctx, name))}));
+  }
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  train.setFunctionType(FunctionType::get(ctx, train.getArgumentTypes(),
+                                          ValueRange(results).getTypes()));
+  train.setAllResultAttrs(resultAttrs);
+}
+
+} // namespace

@@ -1,0 +1,866 @@
+//===- TrainingKernels.cpp - gradients, dropout and optimizer updates -----===//
+//
+// The kernels of the dgraph training ops (GraphTrainingOps.td): fused
+// activation, softmax, normalization and cross-entropy gradients, dropout,
+// learning-rate schedules and the AdamW and SGD updates. Sums use double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/base/Random.h"
+#include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/ElementwiseLoops.h"
+#include "runtime/device/cpu/VectorMath.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+// The optimizer loops touch only element i of every operand in iteration i,
+// so iterations stay independent when an output is the memory of an input.
+// Saying so lets the vectorizer skip its overlap checks, which would send the
+// in-place case (the common one) to the scalar loop.
+#if defined(__clang__)
+#define DTCC_INDEPENDENT_ITERATIONS                                            \
+  _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define DTCC_INDEPENDENT_ITERATIONS _Pragma("GCC ivdep")
+#else
+#define DTCC_INDEPENDENT_ITERATIONS
+#endif
+
+namespace dtcc::runtime {
+namespace {
+
+using namespace cpu;
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+StatusOr<double> requireFloat(const KernelContext &ctx,
+                              const std::string &name) {
+  StatusOr<double> v = ctx.attrs.getFloat(name);
+  if (!v.isOk())
+    return ctx.error(v.status().message());
+  return v;
+}
+
+StatusOr<int64_t> requireInt(const KernelContext &ctx,
+                             const std::string &name) {
+  StatusOr<int64_t> v = ctx.attrs.getInt(name);
+  if (!v.isOk())
+    return ctx.error(v.status().message());
+  return v;
+}
+
+/// Checks a scalar input: one element of `dtype`, any rank and strides; the
+/// kernel reads the element at the view's data pointer when it runs.
+Status checkScalarInput(const KernelContext &ctx, size_t index, DType dtype,
+                        const char *name) {
+  const TensorView &v = ctx.inputs[index];
+  const std::string what = "input " + std::to_string(index) + " (" + name + ")";
+  DTCC_RETURN_IF_ERROR(checkStrides(ctx, v, what));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, v, dtype, what));
+  if (v.numel() != 1)
+    return ctx.error("expected ", what, " to hold one element, got ",
+                     v.typeString());
+  if (!v.data)
+    return ctx.error(what, " has no data");
+  return Status::ok();
+}
+
+/// Checks that `views` (tensor operands of a fused update, `names[i]` for
+/// errors) pairwise either are the same memory or do not overlap, and that
+/// no two of the first `outputs` share memory: the update loops read and
+/// write element i of every operand in iteration i.
+Status checkExactOrDisjoint(const KernelContext &ctx,
+                            const std::vector<const TensorView *> &views,
+                            const std::vector<std::string> &names,
+                            size_t outputs) {
+  for (size_t i = 0; i < views.size(); ++i)
+    for (size_t j = i + 1; j < views.size(); ++j) {
+      const uintptr_t a = uintptr_t(views[i]->data),
+                      b = uintptr_t(views[j]->data);
+      const uintptr_t aEnd = a + uintptr_t(views[i]->sizeInBytes()),
+                      bEnd = b + uintptr_t(views[j]->sizeInBytes());
+      if (a == aEnd || b == bEnd || aEnd <= b || bEnd <= a)
+        continue;
+      if (a == b && aEnd == bEnd && !(i < outputs && j < outputs))
+        continue;
+      return ctx.error(names[i], " and ", names[j],
+                       a == b && aEnd == bEnd
+                           ? " are the same memory"
+                           : " partially overlap (expected the same memory "
+                             "or disjoint buffers)");
+    }
+  return Status::ok();
+}
+
+/// Sum of f(i) for i < n: blocks of 512 summed in eight lanes of C (which
+/// vectorize), block sums added in double.
+template <typename C, typename F> double blockedSum(int64_t n, F f) {
+  constexpr int64_t kLanes = 8, kBlock = 512;
+  double total = 0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    C lanes[kLanes] = {};
+    int64_t i = b;
+    for (; i + kLanes <= e; i += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l)
+        lanes[l] += f(i + l);
+    for (; i < e; ++i)
+      lanes[0] += f(i);
+    for (int64_t w = kLanes / 2; w > 0; w /= 2)
+      for (int64_t l = 0; l < w; ++l)
+        lanes[l] += lanes[l + w];
+    total += double(lanes[0]);
+  }
+  return total;
+}
+
+/// Maximum of x[0..n) (n >= 1), NaN if any is NaN.
+template <typename C> C rowMax(const C *x, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  C lanes[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l)
+    lanes[l] = x[0];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const C v = x[i + l];
+      lanes[l] = (v > lanes[l] || isNan(v)) ? v : lanes[l];
+    }
+  for (; i < n; ++i)
+    lanes[0] = (x[i] > lanes[0] || isNan(x[i])) ? x[i] : lanes[0];
+  C m = lanes[0];
+  for (int64_t l = 1; l < kLanes; ++l)
+    m = (lanes[l] > m || isNan(lanes[l])) ? lanes[l] : m;
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// gelu_grad / silu_grad
+//===----------------------------------------------------------------------===//
+
+/// dx = dy * (Phi(x) + x phi(x)), the derivative of x Phi(x).
+struct GeluErfGradOp {
+  template <typename C>
+  void batch(const C *x, const C *dy, C *dx, int64_t n) const {
+    C cdf[kMathChunk], pdf[kMathChunk];
+    for (int64_t i = 0; i < n; ++i) {
+      cdf[i] = x[i] * C(0.70710678118654752440);
+      pdf[i] = C(-0.5) * x[i] * x[i];
+    }
+    vectorMath(MathFn::kErf, cdf, n);
+    vectorMath(MathFn::kExp, pdf, n);
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = dy[i] * (C(0.5) * (C(1) + cdf[i]) +
+                       x[i] * (C(0.39894228040143267794) * pdf[i]));
+  }
+};
+
+/// The derivative of 0.5 x (1 + tanh(k (x + a x^3))).
+struct GeluTanhGradOp {
+  template <typename C>
+  void batch(const C *x, const C *dy, C *dx, int64_t n) const {
+    const C k = C(0.79788456080286535588), a = C(0.044715);
+    C t[kMathChunk];
+    for (int64_t i = 0; i < n; ++i)
+      t[i] = k * (x[i] + a * x[i] * x[i] * x[i]);
+    vectorMath(MathFn::kTanh, t, n);
+    for (int64_t i = 0; i < n; ++i) {
+      const C du = k * (C(1) + C(3) * a * x[i] * x[i]);
+      dx[i] = dy[i] * (C(0.5) * (C(1) + t[i]) +
+                       C(0.5) * x[i] * (C(1) - t[i] * t[i]) * du);
+    }
+  }
+};
+
+/// dx = dy * s * (1 + x (1 - s)), s = sigmoid(x).
+struct SiluGradOp {
+  template <typename C>
+  void batch(const C *x, const C *dy, C *dx, int64_t n) const {
+    C s[kMathChunk];
+    for (int64_t i = 0; i < n; ++i)
+      s[i] = -x[i];
+    vectorMath(MathFn::kExp, s, n);
+    for (int64_t i = 0; i < n; ++i) {
+      const C sig = C(1) / (C(1) + s[i]);
+      dx[i] = dy[i] * sig * (C(1) + x[i] * (C(1) - sig));
+    }
+  }
+};
+
+/// out = op(a, b) for ops on whole buffers: `op.batch(a, b, out, n)` in the
+/// compute type (out may be a or b, n <= kMathChunk). Runs go through stack
+/// buffers unless all three are unit-stride and of the compute type. The
+/// output may be the memory of a contiguous input: each chunk is read before
+/// it is written.
+template <typename S, typename Op>
+KernelFn makeBatchBinaryLoop(const StridedLayout<3> &layout,
+                             const TensorView &a, const TensorView &b,
+                             const TensorView &out, Op op) {
+  using C = ComputeT<S>;
+  S *o = out.as<S>();
+  const S *pa = a.as<const S>(), *pb = b.as<const S>();
+  return [layout, o, pa, pb, op]() -> Status {
+    forEachRun(layout, [&](const int64_t *off, int64_t n, const int64_t *st) {
+      S *qo = o + off[0];
+      const S *qa = pa + off[1], *qb = pb + off[2];
+      const int64_t sa = st[1], sb = st[2];
+      for (int64_t j0 = 0; j0 < n; j0 += kMathChunk) {
+        const int64_t m = std::min(kMathChunk, n - j0);
+        if constexpr (std::is_same_v<S, C>) {
+          if (sa == 1 && sb == 1) {
+            op.batch(qa + j0, qb + j0, qo + j0, m);
+            continue;
+          }
+        }
+        C ba[kMathChunk], bb[kMathChunk];
+        for (int64_t j = 0; j < m; ++j) {
+          ba[j] = Elem<S>::load(qa[(j0 + j) * sa]);
+          bb[j] = Elem<S>::load(qb[(j0 + j) * sb]);
+        }
+        op.batch(ba, bb, ba, m);
+        for (int64_t j = 0; j < m; ++j)
+          qo[j0 + j] = Elem<S>::store(ba[j]);
+      }
+    });
+    return Status::ok();
+  };
+}
+
+template <typename Op>
+StatusOr<KernelFn> buildActivationGrad(const KernelContext &ctx, Op op) {
+  DTCC_ASSIGN_OR_RETURN(StridedLayout<3> layout, elementwiseLayout<3>(ctx));
+  const TensorView &x = ctx.inputs[0], &dy = ctx.inputs[1],
+                   &out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, dy, x.dtype, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, x.dtype, "output 0"));
+  KernelFn fn;
+  if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        fn = makeBatchBinaryLoop<S>(layout, x, dy, out, op);
+      }))
+    return unsupportedDType(ctx, x.dtype, kSetFloats);
+  return fn;
+}
+
+StatusOr<KernelFn> buildGeluGrad(const KernelContext &ctx) {
+  const std::string approximate = ctx.attrs.getString("approximate", "none");
+  if (approximate == "none")
+    return buildActivationGrad(ctx, GeluErfGradOp());
+  if (approximate == "tanh")
+    return buildActivationGrad(ctx, GeluTanhGradOp());
+  return ctx.error("expected approximate \"none\" or \"tanh\", got \"",
+                   approximate, "\"");
+}
+
+//===----------------------------------------------------------------------===//
+// softmax_grad / log_softmax_grad
+//===----------------------------------------------------------------------===//
+
+/// softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy).
+/// Along the last dimension (inner == 1) a row at a time; otherwise a block
+/// of `size` x `inner` with one double sum per column.
+template <typename C, bool Log>
+KernelFn makeSoftmaxGrad(const C *y, const C *dy, C *dx, int64_t outer,
+                         int64_t size, int64_t inner) {
+  auto expScratch = std::make_shared<std::vector<C>>(!Log         ? 0
+                                                     : inner == 1 ? size
+                                                                  : inner);
+  auto sumScratch =
+      std::make_shared<std::vector<double>>(inner > 1 ? inner : 0);
+  return [=]() -> Status {
+    C *t = expScratch->data();
+    for (int64_t o = 0; o < outer; ++o) {
+      const C *yb = y + o * size * inner, *db = dy + o * size * inner;
+      C *xb = dx + o * size * inner;
+      if (inner == 1) {
+        if constexpr (Log) {
+          const C s = C(blockedSum<C>(size, [&](int64_t i) { return db[i]; }));
+          std::copy(yb, yb + size, t);
+          vectorMath(MathFn::kExp, t, size);
+          for (int64_t d = 0; d < size; ++d)
+            xb[d] = db[d] - t[d] * s;
+        } else {
+          const C s =
+              C(blockedSum<C>(size, [&](int64_t i) { return db[i] * yb[i]; }));
+          for (int64_t d = 0; d < size; ++d)
+            xb[d] = yb[d] * (db[d] - s);
+        }
+        continue;
+      }
+      double *sum = sumScratch->data();
+      std::fill(sum, sum + inner, 0.0);
+      for (int64_t d = 0; d < size; ++d) {
+        const C *yr = yb + d * inner, *dr = db + d * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          sum[i] += Log ? double(dr[i]) : double(dr[i]) * double(yr[i]);
+      }
+      for (int64_t d = 0; d < size; ++d) {
+        const C *yr = yb + d * inner, *dr = db + d * inner;
+        C *xr = xb + d * inner;
+        if constexpr (Log) {
+          std::copy(yr, yr + inner, t);
+          vectorMath(MathFn::kExp, t, inner);
+          for (int64_t i = 0; i < inner; ++i)
+            xr[i] = dr[i] - t[i] * C(sum[i]);
+        } else {
+          for (int64_t i = 0; i < inner; ++i)
+            xr[i] = yr[i] * (dr[i] - C(sum[i]));
+        }
+      }
+    }
+    return Status::ok();
+  };
+}
+
+template <bool Log>
+StatusOr<KernelFn> buildSoftmaxGrad(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView &y = ctx.inputs[0], &dy = ctx.inputs[1],
+                   &out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, dy, y.dtype, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, dy, y.shape, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, y.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, y.shape, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", y.rank()));
+  const int64_t outer = product(y.shape, 0, dim), size = y.shape[dim],
+                inner = product(y.shape, dim + 1);
+  KernelFn fn;
+  if (!visitDType<kSetF32F64>(y.dtype, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        fn = makeSoftmaxGrad<C, Log>(y.as<const C>(), dy.as<const C>(),
+                                     out.as<C>(), outer, size, inner);
+      }))
+    return unsupportedDType(ctx, y.dtype, kSetF32F64);
+  return fn;
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm_grad / rms_norm_grad
+//===----------------------------------------------------------------------===//
+
+/// Reads a per-row statistic of any float dtype (once per row, so a switch
+/// is cheap).
+inline double loadStat(DType dtype, const void *base, int64_t i) {
+  switch (dtype) {
+  case DType::kF64:
+    return static_cast<const double *>(base)[i];
+  case DType::kF16:
+    return halfToFloat(static_cast<const uint16_t *>(base)[i]);
+  case DType::kBF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(base)[i]);
+  default:
+    return static_cast<const float *>(base)[i];
+  }
+}
+
+struct NormGradPlan {
+  int64_t rows = 0, cols = 0;
+  DType statType = DType::kF32;
+};
+
+/// Checks layer_norm_grad (x, scale, mean, rstd, dy -> dx, dscale, dbias) or
+/// rms_norm_grad (x, scale, rstd, dy -> dx, dscale).
+StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer) {
+  const size_t stats = layer ? 2 : 1;
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3 + stats, 1 + stats));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView &x = ctx.inputs[0];
+  DTCC_ASSIGN_OR_RETURN(int64_t axis, getDimAttr(ctx, "axis", x.rank()));
+  const std::vector<int64_t> normShape(x.shape.begin() + axis, x.shape.end());
+  NormGradPlan plan;
+  plan.rows = product(x.shape, 0, axis);
+  plan.cols = product(x.shape, axis);
+  plan.statType = ctx.inputs[2].dtype;
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[1], x.dtype, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[1], normShape, "input 1"));
+  for (size_t i = 2; i < 2 + stats; ++i) {
+    const TensorView &s = ctx.inputs[i];
+    const std::string what = "input " + std::to_string(i);
+    if (!isFloatDType(s.dtype))
+      return unsupportedDType(ctx, s.dtype, kSetFloats, what + " element type");
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, s, plan.statType, what));
+    if (s.numel() != plan.rows)
+      return ctx.error("expected ", what, " with ", plan.rows,
+                       " elements (the product of x's dimensions before axis), "
+                       "got ",
+                       s.typeString());
+  }
+  const std::string dyWhat = "input " + std::to_string(2 + stats);
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[2 + stats], x.dtype, dyWhat));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[2 + stats], x.shape, dyWhat));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[0], x.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[0], x.shape, "output 0"));
+  for (size_t i = 1; i < ctx.outputs.size(); ++i) {
+    const std::string what = "output " + std::to_string(i);
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], x.dtype, what));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], normShape, what));
+  }
+  return plan;
+}
+
+/// Per row: xhat = (x - mean) rstd (rms: x rstd), g = dy scale,
+/// dx = rstd (g - mean(g) - xhat mean(g xhat)) (rms: without mean(g)).
+/// dscale and dbias accumulate over rows in double.
+template <typename C, bool Layer>
+KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
+                      const void *mean, const void *rstd, const C *dy, C *dx,
+                      C *dscale, C *dbias) {
+  auto scratch = std::make_shared<std::vector<C>>(2 * p.cols);
+  auto acc = std::make_shared<std::vector<double>>((Layer ? 2 : 1) * p.cols);
+  return [=]() -> Status {
+    const int64_t cols = p.cols;
+    C *xhat = scratch->data(), *g = xhat + cols;
+    double *accScale = acc->data(), *accBias = accScale + cols;
+    std::fill(acc->begin(), acc->end(), 0.0);
+    const double invCols = cols ? 1.0 / double(cols) : 0.0;
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const C *xr = x + r * cols, *dyr = dy + r * cols;
+      C *dxr = dx + r * cols;
+      const C mu = Layer ? C(loadStat(p.statType, mean, r)) : C(0);
+      const C rs = C(loadStat(p.statType, rstd, r));
+      for (int64_t c = 0; c < cols; ++c) {
+        const C h = (xr[c] - mu) * rs, d = dyr[c];
+        xhat[c] = h;
+        g[c] = d * scale[c];
+        accScale[c] += double(d) * double(h);
+        if constexpr (Layer)
+          accBias[c] += double(d);
+      }
+      const C meanGH =
+          C(blockedSum<C>(cols, [&](int64_t c) { return g[c] * xhat[c]; }) *
+            invCols);
+      C meanG = C(0);
+      if constexpr (Layer)
+        meanG =
+            C(blockedSum<C>(cols, [&](int64_t c) { return g[c]; }) * invCols);
+      for (int64_t c = 0; c < cols; ++c)
+        dxr[c] = rs * (g[c] - meanG - xhat[c] * meanGH);
+    }
+    for (int64_t c = 0; c < cols; ++c)
+      dscale[c] = C(accScale[c]);
+    if constexpr (Layer)
+      for (int64_t c = 0; c < cols; ++c)
+        dbias[c] = C(accBias[c]);
+    return Status::ok();
+  };
+}
+
+template <bool Layer>
+StatusOr<KernelFn> buildNormGrad(const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(NormGradPlan plan, planNormGrad(ctx, Layer));
+  const TensorView &x = ctx.inputs[0];
+  KernelFn fn;
+  if (!visitDType<kSetF32F64>(x.dtype, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        const size_t dyIndex = Layer ? 4 : 3;
+        fn = makeNormGrad<C, Layer>(
+            plan, x.as<const C>(), ctx.inputs[1].as<const C>(),
+            Layer ? ctx.inputs[2].data : nullptr, ctx.inputs[dyIndex - 1].data,
+            ctx.inputs[dyIndex].as<const C>(), ctx.outputs[0].as<C>(),
+            ctx.outputs[1].as<C>(), Layer ? ctx.outputs[2].as<C>() : nullptr);
+      }))
+    return unsupportedDType(ctx, x.dtype, kSetF32F64);
+  return fn;
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_grad
+//===----------------------------------------------------------------------===//
+
+/// dlogits[i] = (softmax(logits[i]) - onehot(labels[i])) * dloss[i]; zero
+/// rows for ignore_index.
+template <typename C, typename I>
+KernelFn makeCrossEntropyGrad(const C *logits, const I *labels, const C *dloss,
+                              C *out, int64_t n, int64_t c, int64_t ignore,
+                              std::string prefix) {
+  auto scratch = std::make_shared<std::vector<C>>(c);
+  return [=]() -> Status {
+    C *t = scratch->data();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t label = int64_t(labels[i]);
+      C *o = out + i * c;
+      if (label == ignore) {
+        std::fill(o, o + c, C(0));
+        continue;
+      }
+      if (label < 0 || label >= c)
+        return outOfRange(prefix, "label ", label, " of row ", i,
+                          " is outside [0, ", c, ") and is not ignore_index (",
+                          ignore, ")");
+      const C *x = logits + i * c;
+      const C m = rowMax(x, c);
+      for (int64_t j = 0; j < c; ++j)
+        t[j] = x[j] - m;
+      vectorMath(MathFn::kExp, t, c);
+      const double sum = blockedSum<C>(c, [&](int64_t j) { return t[j]; });
+      const C dl = dloss[i], inv = C(1.0 / sum), scale = C(double(dl) / sum);
+      for (int64_t j = 0; j < c; ++j)
+        o[j] = t[j] * scale;
+      o[label] = (t[label] * inv - C(1)) * dl;
+    }
+    return Status::ok();
+  };
+}
+
+StatusOr<KernelFn> buildCrossEntropyGrad(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView &logits = ctx.inputs[0], &labels = ctx.inputs[1],
+                   &dloss = ctx.inputs[2], &out = ctx.outputs[0];
+  if (logits.rank() != 2)
+    return ctx.error("expected logits of rank 2, got ", logits.typeString());
+  const int64_t n = logits.shape[0], c = logits.shape[1];
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, labels, {n}, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, dloss, {n}, "input 2"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, dloss, logits.dtype, "input 2"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, logits.shape, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, logits.dtype, "output 0"));
+  const int64_t ignore = ctx.attrs.getInt("ignore_index", -100);
+  KernelFn fn;
+  bool typeOk = visitDType<kSetF32F64>(logits.dtype, [&](auto ctag) {
+    using C = typename decltype(ctag)::type;
+    auto bind = [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      fn = makeCrossEntropyGrad<C, I>(
+          logits.as<const C>(), labels.as<const I>(), dloss.as<const C>(),
+          out.as<C>(), n, c, ignore, errorPrefix(ctx));
+    };
+    if (labels.dtype == DType::kI32)
+      bind(TypeTag<int32_t>{});
+    else if (labels.dtype == DType::kI64)
+      bind(TypeTag<int64_t>{});
+  });
+  if (!typeOk)
+    return unsupportedDType(ctx, logits.dtype, kSetF32F64);
+  if (!fn)
+    return ctx.error("expected i32 or i64 labels, got ",
+                     dtypeName(labels.dtype));
+  return fn;
+}
+
+//===----------------------------------------------------------------------===//
+// dropout
+//===----------------------------------------------------------------------===//
+
+/// Element i is kept when u_i = (splitmix64(key + i) >> 11) 2^-53 >= ratio,
+/// i.e. when the 53-bit integer is >= ceil(ratio 2^53): `threshold`.
+template <typename S>
+KernelFn makeDropout(const S *x, const int64_t *step, S *y, bool *mask,
+                     int64_t n, uint64_t seed, uint64_t threshold,
+                     ComputeT<S> scale) {
+  using C = ComputeT<S>;
+  return [=]() -> Status {
+    const uint64_t key = streamKey(seed, uint64_t(*step));
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = (splitmix64(key + uint64_t(i)) >> 11) >= threshold;
+      const C v = Elem<S>::load(x[i]) * scale;
+      y[i] = Elem<S>::store(keep ? v : C(0));
+      mask[i] = keep;
+    }
+    return Status::ok();
+  };
+}
+
+StatusOr<KernelFn> buildDropout(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 2));
+  const TensorView &x = ctx.inputs[0], &y = ctx.outputs[0],
+                   &mask = ctx.outputs[1];
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, x, "input 0"));
+  DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, 1, DType::kI64, "step"));
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, y, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, mask, "output 1"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, y, x.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, y, x.shape, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, mask, DType::kBool, "output 1"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, mask, x.shape, "output 1"));
+  DTCC_ASSIGN_OR_RETURN(double ratio, requireFloat(ctx, "ratio"));
+  DTCC_ASSIGN_OR_RETURN(int64_t seed, requireInt(ctx, "seed"));
+  if (!(ratio >= 0 && ratio < 1))
+    return ctx.error("expected ratio in [0, 1), got ", ratio);
+  // ratio * 2^53 is exact (a power-of-two scaling) and below 2^53.
+  const uint64_t threshold = uint64_t(std::ceil(ratio * 0x1.0p53));
+  const double scale = 1.0 / (1.0 - ratio);
+  KernelFn fn;
+  if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        fn = makeDropout<S>(x.as<const S>(), ctx.inputs[1].as<const int64_t>(),
+                            y.as<S>(), mask.as<bool>(), x.numel(),
+                            uint64_t(seed), threshold, ComputeT<S>(scale));
+      }))
+    return unsupportedDType(ctx, x.dtype, kSetFloats);
+  return fn;
+}
+
+//===----------------------------------------------------------------------===//
+// lr_schedule
+//===----------------------------------------------------------------------===//
+
+enum class LrKind { kConstant, kLinear, kCosine };
+
+constexpr double kPi = 3.14159265358979323846;
+
+/// The formula of GraphTrainingOps.td, in double.
+double learningRate(LrKind kind, double base, double min, int64_t warmup,
+                    int64_t step, int64_t total) {
+  if (step < warmup)
+    return base * double(step + 1) / double(warmup);
+  const double p =
+      double(step - warmup) / double(std::max<int64_t>(1, total - warmup));
+  switch (kind) {
+  case LrKind::kConstant:
+    return base;
+  case LrKind::kLinear:
+    return min + (base - min) * (1 - p);
+  case LrKind::kCosine:
+    return min + (base - min) * (1 + std::cos(kPi * p)) / 2;
+  }
+  return base;
+}
+
+StatusOr<KernelFn> buildLrSchedule(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
+  DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, 0, DType::kI64, "step"));
+  DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, 1, DType::kI64, "total"));
+  const TensorView &out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, out, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kF32, "output 0"));
+  if (out.numel() != 1)
+    return ctx.error("expected output 0 to hold one element, got ",
+                     out.typeString());
+  DTCC_ASSIGN_OR_RETURN(double base, requireFloat(ctx, "base_lr"));
+  DTCC_ASSIGN_OR_RETURN(double min, requireFloat(ctx, "min_lr"));
+  DTCC_ASSIGN_OR_RETURN(int64_t warmup, requireInt(ctx, "warmup"));
+  if (warmup < 0)
+    return ctx.error("expected warmup >= 0, got ", warmup);
+  StatusOr<std::string> kindName = ctx.attrs.getString("kind");
+  if (!kindName.isOk())
+    return ctx.error(kindName.status().message());
+  LrKind kind;
+  if (*kindName == "constant")
+    kind = LrKind::kConstant;
+  else if (*kindName == "linear")
+    kind = LrKind::kLinear;
+  else if (*kindName == "cosine")
+    kind = LrKind::kCosine;
+  else
+    return ctx.error("expected kind \"constant\", \"linear\" or \"cosine\", "
+                     "got \"",
+                     *kindName, "\"");
+  const int64_t *step = ctx.inputs[0].as<const int64_t>();
+  const int64_t *total = ctx.inputs[1].as<const int64_t>();
+  float *lr = out.as<float>();
+  return KernelFn([=]() -> Status {
+    *lr = float(learningRate(kind, base, min, warmup, *step, *total));
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// adamw / sgd
+//===----------------------------------------------------------------------===//
+
+/// The tensor operands of an optimizer update: `tensors` inputs of one type
+/// and shape (the first is param) at inputs 0.., then lr, step, grad_scale,
+/// then `tensors - 1` outputs of that type.
+Status checkOptimizer(const KernelContext &ctx, size_t tensors,
+                      const std::vector<std::string> &inputNames,
+                      const std::vector<std::string> &outputNames) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, tensors + 3, tensors - 1));
+  const TensorView &param = ctx.inputs[0];
+  std::vector<const TensorView *> views;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    const std::string what =
+        "output " + std::to_string(i) + " (" + outputNames[i] + ")";
+    DTCC_RETURN_IF_ERROR(checkContiguous(ctx, ctx.outputs[i], what));
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], param.dtype, what));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], param.shape, what));
+    views.push_back(&ctx.outputs[i]);
+    names.push_back(what);
+  }
+  for (size_t i = 0; i < tensors; ++i) {
+    const std::string what =
+        "input " + std::to_string(i) + " (" + inputNames[i] + ")";
+    DTCC_RETURN_IF_ERROR(checkContiguous(ctx, ctx.inputs[i], what));
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], param.dtype, what));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[i], param.shape, what));
+    views.push_back(&ctx.inputs[i]);
+    names.push_back(what);
+  }
+  DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, tensors, DType::kF32, "lr"));
+  DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, tensors + 1, DType::kI64, "step"));
+  DTCC_RETURN_IF_ERROR(
+      checkScalarInput(ctx, tensors + 2, DType::kF32, "grad_scale"));
+  return checkExactOrDisjoint(ctx, views, names, ctx.outputs.size());
+}
+
+/// The scalars of an update, read when it runs.
+struct OptimizerScalars {
+  const float *lr;
+  const int64_t *step;
+  const float *gradScale;
+};
+
+Status badStep(const std::string &prefix, int64_t step) {
+  return invalidArgument(prefix, "expected step >= 1 (the 1-based update ",
+                         "count), got ", step);
+}
+
+template <typename C> struct AdamwCoefs {
+  C decay, beta1, oneMinusBeta1, beta2, oneMinusBeta2, negStepSize, bc2Sqrt,
+      eps, gradScale;
+};
+
+/// One fused pass; outputs may be the memory of any input (see
+/// DTCC_INDEPENDENT_ITERATIONS), so every input is read before the writes.
+template <typename C>
+void adamwLoop(const C *param, const C *grad, const C *m, const C *v, C *newP,
+               C *newM, C *newV, int64_t n, const AdamwCoefs<C> k) {
+  DTCC_INDEPENDENT_ITERATIONS
+  for (int64_t i = 0; i < n; ++i) {
+    const C g = grad[i] * k.gradScale;
+    const C p = param[i] * k.decay;
+    const C mi = m[i] * k.beta1 + k.oneMinusBeta1 * g;
+    const C vi = v[i] * k.beta2 + k.oneMinusBeta2 * g * g;
+    const C denom = std::sqrt(vi) / k.bc2Sqrt + k.eps;
+    newP[i] = p + k.negStepSize * mi / denom;
+    newM[i] = mi;
+    newV[i] = vi;
+  }
+}
+
+StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkOptimizer(ctx, 4, {"param", "grad", "m", "v"},
+                                      {"new_param", "new_m", "new_v"}));
+  DTCC_ASSIGN_OR_RETURN(double beta1, requireFloat(ctx, "beta1"));
+  DTCC_ASSIGN_OR_RETURN(double beta2, requireFloat(ctx, "beta2"));
+  DTCC_ASSIGN_OR_RETURN(double eps, requireFloat(ctx, "epsilon"));
+  DTCC_ASSIGN_OR_RETURN(double wd, requireFloat(ctx, "weight_decay"));
+  const OptimizerScalars s{ctx.inputs[4].as<const float>(),
+                           ctx.inputs[5].as<const int64_t>(),
+                           ctx.inputs[6].as<const float>()};
+  const int64_t n = ctx.inputs[0].numel();
+  const std::string prefix = errorPrefix(ctx);
+  KernelFn fn;
+  if (!visitDType<kSetF32F64>(ctx.inputs[0].dtype, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        const C *param = ctx.inputs[0].as<const C>(),
+                *grad = ctx.inputs[1].as<const C>(),
+                *m = ctx.inputs[2].as<const C>(),
+                *v = ctx.inputs[3].as<const C>();
+        C *newP = ctx.outputs[0].as<C>(), *newM = ctx.outputs[1].as<C>(),
+          *newV = ctx.outputs[2].as<C>();
+        fn = [=]() -> Status {
+          const int64_t step = *s.step;
+          if (step < 1)
+            return badStep(prefix, step);
+          // As PyTorch: scalars in double, rounded once to the tensor type.
+          const double lr = *s.lr;
+          const double bc1 = 1 - std::pow(beta1, double(step));
+          const double bc2 = 1 - std::pow(beta2, double(step));
+          AdamwCoefs<C> k;
+          k.decay = C(1 - lr * wd);
+          k.beta1 = C(beta1);
+          k.oneMinusBeta1 = C(1 - beta1);
+          k.beta2 = C(beta2);
+          k.oneMinusBeta2 = C(1 - beta2);
+          k.negStepSize = C(-(lr / bc1));
+          k.bc2Sqrt = C(std::sqrt(bc2));
+          k.eps = C(eps);
+          k.gradScale = C(*s.gradScale);
+          adamwLoop(param, grad, m, v, newP, newM, newV, n, k);
+          return Status::ok();
+        };
+      }))
+    return unsupportedDType(ctx, ctx.inputs[0].dtype, kSetF32F64);
+  return fn;
+}
+
+template <typename C> struct SgdCoefs {
+  C gradScale, weightDecay, momentum, oneMinusDampening, negLr;
+  bool hasWeightDecay, first, useMomentum, nesterov;
+};
+
+/// One fused pass, in place or not, as adamwLoop.
+template <typename C>
+void sgdLoop(const C *param, const C *grad, const C *buf, C *newP, C *newBuf,
+             int64_t n, const SgdCoefs<C> k) {
+  DTCC_INDEPENDENT_ITERATIONS
+  for (int64_t i = 0; i < n; ++i) {
+    const C p = param[i];
+    C d = grad[i] * k.gradScale;
+    d = k.hasWeightDecay ? d + k.weightDecay * p : d;
+    // On the first step the buffer may hold anything: select, not multiply.
+    const C b = k.first ? d : buf[i] * k.momentum + k.oneMinusDampening * d;
+    const C u = k.nesterov ? d + k.momentum * b : k.useMomentum ? b : d;
+    newP[i] = p + k.negLr * u;
+    newBuf[i] = b;
+  }
+}
+
+StatusOr<KernelFn> buildSgd(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkOptimizer(ctx, 3, {"param", "grad", "buf"},
+                                      {"new_param", "new_buf"}));
+  DTCC_ASSIGN_OR_RETURN(double momentum, requireFloat(ctx, "momentum"));
+  DTCC_ASSIGN_OR_RETURN(double dampening, requireFloat(ctx, "dampening"));
+  DTCC_ASSIGN_OR_RETURN(double wd, requireFloat(ctx, "weight_decay"));
+  const bool nesterov = ctx.attrs.getBool("nesterov");
+  const OptimizerScalars s{ctx.inputs[3].as<const float>(),
+                           ctx.inputs[4].as<const int64_t>(),
+                           ctx.inputs[5].as<const float>()};
+  const int64_t n = ctx.inputs[0].numel();
+  const std::string prefix = errorPrefix(ctx);
+  KernelFn fn;
+  if (!visitDType<kSetF32F64>(ctx.inputs[0].dtype, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        const C *param = ctx.inputs[0].as<const C>(),
+                *grad = ctx.inputs[1].as<const C>(),
+                *buf = ctx.inputs[2].as<const C>();
+        C *newP = ctx.outputs[0].as<C>(), *newBuf = ctx.outputs[1].as<C>();
+        fn = [=]() -> Status {
+          const int64_t step = *s.step;
+          if (step < 1)
+            return badStep(prefix, step);
+          SgdCoefs<C> k;
+          k.gradScale = C(*s.gradScale);
+          k.weightDecay = C(wd);
+          k.momentum = C(momentum);
+          k.oneMinusDampening = C(1 - dampening);
+          k.negLr = C(-double(*s.lr));
+          k.hasWeightDecay = wd != 0;
+          k.first = step == 1;
+          k.useMomentum = momentum != 0;
+          k.nesterov = nesterov;
+          sgdLoop(param, grad, buf, newP, newBuf, n, k);
+          return Status::ok();
+        };
+      }))
+    return unsupportedDType(ctx, ctx.inputs[0].dtype, kSetF32F64);
+  return fn;
+}
+
+} // namespace
+
+void registerCpuTrainingKernels(KernelRegistry &registry) {
+  registry.add("gelu_grad", buildGeluGrad);
+  registry.add("silu_grad", [](const KernelContext &ctx) {
+    return buildActivationGrad(ctx, SiluGradOp());
+  });
+  registry.add("softmax_grad", buildSoftmaxGrad<false>);
+  registry.add("log_softmax_grad", buildSoftmaxGrad<true>);
+  registry.add("layer_norm_grad", buildNormGrad<true>);
+  registry.add("rms_norm_grad", buildNormGrad<false>);
+  registry.add("cross_entropy_grad", buildCrossEntropyGrad);
+  registry.add("dropout", buildDropout);
+  registry.add("lr_schedule", buildLrSchedule);
+  registry.add("adamw", buildAdamw);
+  registry.add("sgd", buildSgd);
+}
+
+} // namespace dtcc::runtime

@@ -1,0 +1,1224 @@
+//===- CpuTrainingKernelsTest.cpp - gradient, dropout, optimizer kernels --===//
+//
+// The training kernels against naive double-precision references, the
+// gradients also against central differences of the forward kernels (f64),
+// and the optimizers over several steps, in place and not.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/unit/runtime/CpuKernelTestUtils.h"
+
+#include "runtime/base/Random.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+using namespace dtcc::runtime;
+using namespace dtcc::runtime::test;
+
+namespace {
+
+const double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kPi = 3.14159265358979323846;
+
+/// A tensor of `dtype` holding `values`.
+Tensor fromValues(DType dtype, std::vector<int64_t> shape,
+                  const std::vector<double> &values) {
+  Tensor t(dtype, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set(i, values[i]);
+  return t;
+}
+
+/// A rank-0 tensor.
+Tensor scalar(DType dtype, double value) {
+  Tensor t(dtype, {});
+  t.set(0, value);
+  return t;
+}
+
+Attrs attrsOf(std::initializer_list<std::pair<const char *, Attrs::Value>> kv) {
+  Attrs a;
+  for (const auto &[name, value] : kv)
+    a.set(name, value);
+  return a;
+}
+
+/// Central differences of `loss` with respect to every element of `t` (f64),
+/// restoring each element afterwards.
+std::vector<double> numericGrad(Tensor &t, const std::function<double()> &loss,
+                                double h = 1e-5) {
+  std::vector<double> g(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = t.get(i);
+    t.set(i, v + h);
+    const double up = loss();
+    t.set(i, v - h);
+    const double down = loss();
+    t.set(i, v);
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+/// sum(out * w) in double.
+double weightedSum(const Tensor &out, const Tensor &w) {
+  double s = 0;
+  for (int64_t i = 0; i < out.numel(); ++i)
+    s += out.get(i) * w.get(i);
+  return s;
+}
+
+/// The tolerance of a finite-difference check in f64.
+constexpr double kFdRtol = 1e-6, kFdAtol = 1e-8;
+
+int64_t normDim(int64_t d, size_t rank) {
+  return d < 0 ? d + int64_t(rank) : d;
+}
+
+//===----------------------------------------------------------------------===//
+// splitmix64
+//===----------------------------------------------------------------------===//
+
+TEST(CpuTrainingKernels, Splitmix64MatchesReferenceOutputs) {
+  // The first two outputs of Vigna's splitmix64 generator seeded with 0.
+  EXPECT_EQ(splitmix64(0), 0xE220A8397B1DCDAFull);
+  EXPECT_EQ(splitmix64(0x9E3779B97F4A7C15ull), 0x6E789E6AA1B965F4ull);
+  EXPECT_EQ(splitmix64(12345), 0x22118258A9D111A0ull);
+  EXPECT_EQ(uniformFromBits(~0ull), 1.0 - 0x1.0p-53);
+  EXPECT_EQ(uniformFromBits(0x7ffull), 0.0);
+}
+
+//===----------------------------------------------------------------------===//
+// gelu_grad / silu_grad
+//===----------------------------------------------------------------------===//
+
+enum class Act { kGeluErf, kGeluTanh, kSilu };
+
+double actGradRef(Act act, double x) {
+  switch (act) {
+  case Act::kGeluErf:
+    return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+           x * std::exp(-0.5 * x * x) / std::sqrt(2 * kPi);
+  case Act::kGeluTanh: {
+    const double k = std::sqrt(2 / kPi), a = 0.044715;
+    const double t = std::tanh(k * (x + a * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * a * x * x);
+  }
+  case Act::kSilu: {
+    const double s = 1 / (1 + std::exp(-x));
+    return s * (1 + x * (1 - s));
+  }
+  }
+  return 0;
+}
+
+struct ActCase {
+  Act act;
+  const char *name, *forward;
+  Attrs attrs;
+};
+
+std::vector<ActCase> actCases() {
+  return {{Act::kGeluErf, "gelu_grad", "gelu", Attrs()},
+          {Act::kGeluTanh, "gelu_grad", "gelu",
+           attrsOf({{"approximate", std::string("tanh")}})},
+          {Act::kSilu, "silu_grad", "silu", Attrs()}};
+}
+
+TEST(CpuTrainingKernels, ActivationGradsMatchReferenceOnStridedViews) {
+  std::mt19937 rng(70);
+  for (const ActCase &c : actCases())
+    for (DType dt : floatDTypes())
+      for (const auto &shape : elementwiseShapes()) {
+        std::vector<Operand> xs = operandVariants(rng, dt, shape, -5, 5);
+        std::vector<Operand> dys = operandVariants(rng, dt, shape, -2, 2);
+        for (Operand &x : xs)
+          for (Operand &dy : dys) {
+            Tensor out = Tensor::output(dt, shape);
+            Status s =
+                runKernel(c.name, {x.view(), dy.view()}, {out.view()}, c.attrs);
+            ASSERT_TRUE(s.isOk()) << s.toString();
+            Tensor expected(dt, shape);
+            forEachIndex(shape, [&](const std::vector<int64_t> &idx) {
+              expected.set(linearIndex(idx, shape),
+                           dy.at(idx) * actGradRef(c.act, x.at(idx)));
+            });
+            double rtol = 4 * tolerance(dt).first,
+                   atol = 4 * tolerance(dt).second;
+            EXPECT_TRUE(tensorsClose(out, expected, rtol, atol))
+                << c.name << " " << int(c.act) << " " << dtypeName(dt) << " "
+                << shapeStr(shape) << " x " << x.layout << " dy " << dy.layout;
+          }
+      }
+}
+
+TEST(CpuTrainingKernels, ActivationGradsMatchFiniteDifferences) {
+  std::mt19937 rng(71);
+  for (const ActCase &c : actCases())
+    for (const std::vector<int64_t> &shape :
+         {std::vector<int64_t>{7}, std::vector<int64_t>{300}}) {
+      Tensor x = randomTensor(rng, DType::kF64, shape, -4, 4);
+      Tensor w = randomTensor(rng, DType::kF64, shape, -1, 1);
+      auto loss = [&]() {
+        Tensor y = Tensor::output(DType::kF64, shape);
+        Status s = runKernel(c.forward, {x.view()}, {y.view()}, c.attrs);
+        EXPECT_TRUE(s.isOk()) << s.toString();
+        return weightedSum(y, w);
+      };
+      Tensor expected = fromValues(DType::kF64, shape, numericGrad(x, loss));
+      Tensor dx = Tensor::output(DType::kF64, shape);
+      ASSERT_TRUE(
+          runKernel(c.name, {x.view(), w.view()}, {dx.view()}, c.attrs).isOk());
+      EXPECT_TRUE(tensorsClose(dx, expected, kFdRtol, kFdAtol))
+          << c.name << " " << int(c.act) << " " << shapeStr(shape);
+    }
+}
+
+TEST(CpuTrainingKernels, ActivationGradsRunInPlace) {
+  std::mt19937 rng(72);
+  for (const ActCase &c : actCases())
+    for (DType dt : {DType::kF32, DType::kF64, DType::kBF16}) {
+      const std::vector<int64_t> shape = {3, 700};
+      Tensor x = randomTensor(rng, dt, shape, -4, 4);
+      Tensor dy = randomTensor(rng, dt, shape, -2, 2);
+      Tensor expected = Tensor::output(dt, shape);
+      ASSERT_TRUE(
+          runKernel(c.name, {x.view(), dy.view()}, {expected.view()}, c.attrs)
+              .isOk());
+      Tensor x1 = x, dy1 = dy;
+      ASSERT_TRUE(
+          runKernel(c.name, {x1.view(), dy1.view()}, {x1.view()}, c.attrs)
+              .isOk());
+      EXPECT_TRUE(tensorsClose(x1, expected, 0, 0)) << c.name << " into x";
+      Tensor x2 = x, dy2 = dy;
+      ASSERT_TRUE(
+          runKernel(c.name, {x2.view(), dy2.view()}, {dy2.view()}, c.attrs)
+              .isOk());
+      EXPECT_TRUE(tensorsClose(dy2, expected, 0, 0)) << c.name << " into dy";
+    }
+}
+
+TEST(CpuTrainingKernels, ActivationGradsRejectBadOperands) {
+  Tensor x(DType::kF32, {4}), dy(DType::kF32, {4}), out(DType::kF32, {4});
+  Status s = runKernel("gelu_grad", {x.view(), dy.view()}, {out.view()},
+                       attrsOf({{"approximate", std::string("fast")}}));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("\"fast\""), std::string::npos) << s.message();
+  EXPECT_FALSE(runKernel("silu_grad", {x.view()}, {out.view()}).isOk());
+  Tensor dy64(DType::kF64, {4}), short_(DType::kF32, {3});
+  EXPECT_FALSE(
+      runKernel("silu_grad", {x.view(), dy64.view()}, {out.view()}).isOk());
+  EXPECT_FALSE(
+      runKernel("silu_grad", {x.view(), short_.view()}, {out.view()}).isOk());
+  Tensor xi(DType::kI32, {4}), dyi(DType::kI32, {4}), outi(DType::kI32, {4});
+  EXPECT_FALSE(
+      runKernel("gelu_grad", {xi.view(), dyi.view()}, {outi.view()}).isOk());
+}
+
+//===----------------------------------------------------------------------===//
+// softmax_grad / log_softmax_grad
+//===----------------------------------------------------------------------===//
+
+/// softmax or log_softmax of `x` along `dim`, in double.
+Tensor softmaxRef(const Tensor &x, int64_t dim, bool log, DType dt) {
+  Tensor y(dt, x.shape);
+  forEachIndex(x.shape, [&](const std::vector<int64_t> &idx) {
+    std::vector<int64_t> src = idx;
+    double sum = 0;
+    for (int64_t d = 0; d < x.shape[dim]; ++d) {
+      src[dim] = d;
+      sum += std::exp(x.get(linearIndex(src, x.shape)));
+    }
+    const double v = x.get(linearIndex(idx, x.shape));
+    y.set(linearIndex(idx, x.shape),
+          log ? v - std::log(sum) : std::exp(v) / sum);
+  });
+  return y;
+}
+
+/// The softmax gradient formulas on the stored y and dy, in double.
+Tensor softmaxGradRef(const Tensor &y, const Tensor &dy, int64_t dim,
+                      bool log) {
+  Tensor dx(y.dtype, y.shape);
+  forEachIndex(y.shape, [&](const std::vector<int64_t> &idx) {
+    std::vector<int64_t> src = idx;
+    double sum = 0;
+    for (int64_t d = 0; d < y.shape[dim]; ++d) {
+      src[dim] = d;
+      const int64_t j = linearIndex(src, y.shape);
+      sum += log ? dy.get(j) : dy.get(j) * y.get(j);
+    }
+    const int64_t i = linearIndex(idx, y.shape);
+    dx.set(i, log ? dy.get(i) - std::exp(y.get(i)) * sum
+                  : y.get(i) * (dy.get(i) - sum));
+  });
+  return dx;
+}
+
+struct SoftmaxCase {
+  std::vector<int64_t> shape;
+  int64_t dim;
+};
+
+const std::vector<SoftmaxCase> &softmaxCases() {
+  static const std::vector<SoftmaxCase> v = {
+      {{5, 7}, 1}, {{5, 7}, 0}, {{2, 3, 4}, 1}, {{2, 3, 4}, -1}, {{2, 3, 4}, 0},
+      {{10}, 0},   {{3, 1}, 1}, {{4, 300}, 1},  {{2, 2000}, -1}, {{600, 3}, 0}};
+  return v;
+}
+
+TEST(CpuTrainingKernels, SoftmaxGradsMatchReference) {
+  std::mt19937 rng(73);
+  for (const SoftmaxCase &c : softmaxCases())
+    for (DType dt : {DType::kF32, DType::kF64})
+      for (bool log : {false, true}) {
+        const int64_t dim = normDim(c.dim, c.shape.size());
+        Tensor x = randomTensor(rng, DType::kF64, c.shape, -4, 4);
+        Tensor y = softmaxRef(x, dim, log, dt);
+        Tensor dy = randomTensor(rng, dt, c.shape, -2, 2);
+        Tensor dx = Tensor::output(dt, c.shape);
+        const char *name = log ? "log_softmax_grad" : "softmax_grad";
+        Status s = runKernel(name, {y.view(), dy.view()}, {dx.view()},
+                             attrsOf({{"dim", c.dim}}));
+        ASSERT_TRUE(s.isOk()) << s.toString();
+        double rtol = dt == DType::kF32 ? 2e-5 : 1e-11;
+        double atol = dt == DType::kF32 ? 1e-5 : 1e-12;
+        EXPECT_TRUE(
+            tensorsClose(dx, softmaxGradRef(y, dy, dim, log), rtol, atol))
+            << name << " " << dtypeName(dt) << " " << shapeStr(c.shape)
+            << " dim " << c.dim;
+      }
+}
+
+TEST(CpuTrainingKernels, SoftmaxGradsMatchFiniteDifferences) {
+  std::mt19937 rng(74);
+  for (const SoftmaxCase &c : softmaxCases()) {
+    if (numelOf(c.shape) > 100)
+      continue;
+    for (bool log : {false, true}) {
+      const char *forward = log ? "log_softmax" : "softmax";
+      Attrs attrs = attrsOf({{"dim", c.dim}});
+      Tensor x = randomTensor(rng, DType::kF64, c.shape, -3, 3);
+      Tensor w = randomTensor(rng, DType::kF64, c.shape, -1, 1);
+      Tensor y = Tensor::output(DType::kF64, c.shape);
+      auto loss = [&]() {
+        EXPECT_TRUE(runKernel(forward, {x.view()}, {y.view()}, attrs).isOk());
+        return weightedSum(y, w);
+      };
+      Tensor expected = fromValues(DType::kF64, c.shape, numericGrad(x, loss));
+      loss(); // y at the unperturbed x
+      Tensor dx = Tensor::output(DType::kF64, c.shape);
+      const char *name = log ? "log_softmax_grad" : "softmax_grad";
+      ASSERT_TRUE(
+          runKernel(name, {y.view(), w.view()}, {dx.view()}, attrs).isOk());
+      EXPECT_TRUE(tensorsClose(dx, expected, kFdRtol, kFdAtol))
+          << name << " " << shapeStr(c.shape) << " dim " << c.dim;
+    }
+  }
+}
+
+TEST(CpuTrainingKernels, SoftmaxGradsRejectBadOperands) {
+  Tensor y(DType::kF32, {2, 3}), dy(DType::kF32, {2, 3}),
+      dx(DType::kF32, {2, 3}), other(DType::kF32, {3, 2});
+  EXPECT_FALSE(runKernel("softmax_grad", {y.view(), dy.view()}, {dx.view()})
+                   .isOk()); // no dim
+  Attrs dim2 = attrsOf({{"dim", int64_t(2)}});
+  EXPECT_FALSE(
+      runKernel("softmax_grad", {y.view(), dy.view()}, {dx.view()}, dim2)
+          .isOk());
+  Attrs dim1 = attrsOf({{"dim", int64_t(1)}});
+  EXPECT_FALSE(
+      runKernel("log_softmax_grad", {y.view(), other.view()}, {dx.view()}, dim1)
+          .isOk());
+  EXPECT_EQ(runKernel("log_softmax_grad", {y.view()}, {dx.view()}, dim1).code(),
+            StatusCode::kInvalidArgument);
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm_grad / rms_norm_grad
+//===----------------------------------------------------------------------===//
+
+struct NormCase {
+  std::vector<int64_t> shape;
+  int64_t axis;
+};
+
+const std::vector<NormCase> &normCases() {
+  static const std::vector<NormCase> v = {
+      {{4, 6}, 1},    {{2, 3, 8}, 2}, {{2, 3, 8}, 1}, {{5, 1}, 1},
+      {{3, 300}, -1}, {{2, 1500}, 1}, {{6, 5}, 0}};
+  return v;
+}
+
+/// The gradients of GraphTrainingOps.td's formulas on the stored operands.
+void normGradRef(bool layer, const Tensor &x, const Tensor &scale,
+                 const Tensor &mean, const Tensor &rstd, const Tensor &dy,
+                 Tensor &dx, Tensor &dscale, Tensor &dbias) {
+  const int64_t cols = scale.numel(), rows = x.numel() / cols;
+  std::vector<double> ds(cols, 0), db(cols, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double mu = layer ? mean.get(r) : 0, rs = rstd.get(r);
+    std::vector<double> xhat(cols), g(cols);
+    double meanG = 0, meanGH = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
+      xhat[c] = (x.get(i) - mu) * rs;
+      g[c] = dy.get(i) * scale.get(c);
+      ds[c] += dy.get(i) * xhat[c];
+      db[c] += dy.get(i);
+      meanG += g[c] / double(cols);
+      meanGH += g[c] * xhat[c] / double(cols);
+    }
+    for (int64_t c = 0; c < cols; ++c)
+      dx.set(r * cols + c,
+             rs * (g[c] - (layer ? meanG : 0) - xhat[c] * meanGH));
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    dscale.set(c, ds[c]);
+    if (layer)
+      dbias.set(c, db[c]);
+  }
+}
+
+TEST(CpuTrainingKernels, NormGradsMatchReference) {
+  std::mt19937 rng(75);
+  for (const NormCase &c : normCases())
+    for (DType dt : {DType::kF32, DType::kF64})
+      for (DType statType : {DType::kF32, dt})
+        for (bool layer : {true, false}) {
+          const int64_t axis = normDim(c.axis, c.shape.size());
+          std::vector<int64_t> norm(c.shape.begin() + axis, c.shape.end());
+          std::vector<int64_t> rowsShape(c.shape.begin(),
+                                         c.shape.begin() + axis);
+          const int64_t cols = numelOf(norm), rows = numelOf(rowsShape);
+          Tensor x = randomTensor(rng, dt, c.shape, -2, 3);
+          Tensor scale = randomTensor(rng, dt, norm, 0.5, 1.5);
+          Tensor dy = randomTensor(rng, dt, c.shape, -1, 1);
+          Tensor mean(statType, rowsShape), rstd(statType, rowsShape);
+          for (int64_t r = 0; r < rows; ++r) {
+            double mu = 0, ms = 0, var = 0;
+            for (int64_t j = 0; j < cols; ++j) {
+              mu += x.get(r * cols + j) / double(cols);
+              ms += x.get(r * cols + j) * x.get(r * cols + j) / double(cols);
+            }
+            for (int64_t j = 0; j < cols; ++j)
+              var += (x.get(r * cols + j) - mu) * (x.get(r * cols + j) - mu) /
+                     double(cols);
+            mean.set(r, mu);
+            rstd.set(r, 1 / std::sqrt((layer ? var : ms) + 1e-5));
+          }
+          Tensor dx = Tensor::output(dt, c.shape);
+          Tensor dscale = Tensor::output(dt, norm),
+                 dbias = Tensor::output(dt, norm);
+          Attrs attrs = attrsOf({{"axis", c.axis}});
+          Status s =
+              layer
+                  ? runKernel("layer_norm_grad",
+                              {x.view(), scale.view(), mean.view(), rstd.view(),
+                               dy.view()},
+                              {dx.view(), dscale.view(), dbias.view()}, attrs)
+                  : runKernel("rms_norm_grad",
+                              {x.view(), scale.view(), rstd.view(), dy.view()},
+                              {dx.view(), dscale.view()}, attrs);
+          ASSERT_TRUE(s.isOk()) << s.toString();
+          Tensor edx(dt, c.shape), eds(dt, norm), edb(dt, norm);
+          normGradRef(layer, x, scale, mean, rstd, dy, edx, eds, edb);
+          std::string what = std::string(layer ? "layer" : "rms") + " " +
+                             dtypeName(dt) + " stats " + dtypeName(statType) +
+                             " " + shapeStr(c.shape) + " axis " +
+                             std::to_string(c.axis);
+          double rtol = dt == DType::kF32 ? 1e-4 : 1e-10;
+          double atol = dt == DType::kF32 ? 2e-5 : 1e-11;
+          EXPECT_TRUE(tensorsClose(dx, edx, rtol, atol)) << what << " dx";
+          EXPECT_TRUE(tensorsClose(dscale, eds, rtol, atol))
+              << what << " dscale";
+          if (layer) {
+            EXPECT_TRUE(tensorsClose(dbias, edb, rtol, atol))
+                << what << " dbias";
+          }
+        }
+}
+
+TEST(CpuTrainingKernels, NormGradsMatchFiniteDifferences) {
+  std::mt19937 rng(76);
+  for (const NormCase &c : normCases()) {
+    if (numelOf(c.shape) > 100)
+      continue;
+    for (bool layer : {true, false}) {
+      const int64_t axis = normDim(c.axis, c.shape.size());
+      std::vector<int64_t> norm(c.shape.begin() + axis, c.shape.end());
+      std::vector<int64_t> rowsShape(c.shape.begin(), c.shape.begin() + axis);
+      const DType f64 = DType::kF64;
+      Tensor x = randomTensor(rng, f64, c.shape, -2, 3);
+      // Away from 0, where rms_norm of one column, x / sqrt(x^2 + eps),
+      // bends too sharply for central differences.
+      for (int64_t i = 0; i < x.numel(); ++i)
+        if (std::fabs(x.get(i)) < 0.25)
+          x.set(i, x.get(i) + 0.5);
+      Tensor scale = randomTensor(rng, f64, norm, 0.5, 1.5);
+      Tensor bias = randomTensor(rng, f64, norm, -1, 1);
+      Tensor w = randomTensor(rng, f64, c.shape, -1, 1);
+      Tensor y = Tensor::output(f64, c.shape);
+      Tensor mean = Tensor::output(f64, rowsShape),
+             rstd = Tensor::output(f64, rowsShape);
+      Attrs attrs = attrsOf({{"axis", c.axis}, {"epsilon", 1e-5}});
+      auto loss = [&]() {
+        Status s =
+            layer
+                ? runKernel("layer_norm", {x.view(), scale.view(), bias.view()},
+                            {y.view(), mean.view(), rstd.view()}, attrs)
+                : runKernel("rms_norm", {x.view(), scale.view()},
+                            {y.view(), rstd.view()}, attrs);
+        EXPECT_TRUE(s.isOk()) << s.toString();
+        return weightedSum(y, w);
+      };
+      Tensor edx = fromValues(f64, c.shape, numericGrad(x, loss));
+      Tensor eds = fromValues(f64, norm, numericGrad(scale, loss));
+      Tensor edb = fromValues(f64, norm, numericGrad(bias, loss));
+      loss(); // the statistics at the unperturbed operands
+      Tensor dx = Tensor::output(f64, c.shape), ds = Tensor::output(f64, norm),
+             db = Tensor::output(f64, norm);
+      Status s =
+          layer ? runKernel("layer_norm_grad",
+                            {x.view(), scale.view(), mean.view(), rstd.view(),
+                             w.view()},
+                            {dx.view(), ds.view(), db.view()}, attrs)
+                : runKernel("rms_norm_grad",
+                            {x.view(), scale.view(), rstd.view(), w.view()},
+                            {dx.view(), ds.view()}, attrs);
+      ASSERT_TRUE(s.isOk()) << s.toString();
+      std::string what = std::string(layer ? "layer" : "rms") + " " +
+                         shapeStr(c.shape) + " axis " + std::to_string(c.axis);
+      EXPECT_TRUE(tensorsClose(dx, edx, kFdRtol, kFdAtol)) << what << " dx";
+      EXPECT_TRUE(tensorsClose(ds, eds, kFdRtol, kFdAtol)) << what << " dscale";
+      if (layer) {
+        EXPECT_TRUE(tensorsClose(db, edb, kFdRtol, kFdAtol))
+            << what << " dbias";
+      }
+    }
+  }
+}
+
+TEST(CpuTrainingKernels, NormGradsRejectBadOperands) {
+  Tensor x(DType::kF32, {2, 4}), scale(DType::kF32, {4}), m(DType::kF32, {2}),
+      r(DType::kF32, {2}), dy(DType::kF32, {2, 4}), dx(DType::kF32, {2, 4}),
+      ds(DType::kF32, {4}), db(DType::kF32, {4});
+  Attrs attrs = attrsOf({{"axis", int64_t(1)}});
+  ASSERT_TRUE(runKernel("layer_norm_grad",
+                        {x.view(), scale.view(), m.view(), r.view(), dy.view()},
+                        {dx.view(), ds.view(), db.view()}, attrs)
+                  .isOk());
+  // rms_norm_grad's arity given to layer_norm_grad.
+  Status s = runKernel("layer_norm_grad",
+                       {x.view(), scale.view(), r.view(), dy.view()},
+                       {dx.view(), ds.view()}, attrs);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("expected 5 inputs and 3 outputs"),
+            std::string::npos)
+      << s.message();
+  Tensor badStats(DType::kF32, {3});
+  EXPECT_FALSE(runKernel("rms_norm_grad",
+                         {x.view(), scale.view(), badStats.view(), dy.view()},
+                         {dx.view(), ds.view()}, attrs)
+                   .isOk());
+  Tensor badScale(DType::kF32, {2});
+  EXPECT_FALSE(runKernel("rms_norm_grad",
+                         {x.view(), badScale.view(), r.view(), dy.view()},
+                         {dx.view(), ds.view()}, attrs)
+                   .isOk());
+  EXPECT_FALSE(runKernel("rms_norm_grad",
+                         {x.view(), scale.view(), r.view(), dy.view()},
+                         {dx.view(), ds.view()})
+                   .isOk()); // no axis
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_grad
+//===----------------------------------------------------------------------===//
+
+TEST(CpuTrainingKernels, CrossEntropyGradMatchesReference) {
+  std::mt19937 rng(77);
+  for (DType dt : {DType::kF32, DType::kF64})
+    for (DType lt : {DType::kI32, DType::kI64})
+      for (int64_t ignore : {int64_t(-100), int64_t(3)})
+        for (int64_t c : {int64_t(10), int64_t(1000)}) {
+          const int64_t n = 9;
+          Tensor logits = randomTensor(rng, dt, {n, c}, -4, 4);
+          Tensor labels = randomTensor(rng, lt, {n}, 0, double(c - 1));
+          labels.setInt(2, ignore);
+          labels.setInt(5, 3);
+          Tensor dloss = randomTensor(rng, dt, {n}, -2, 2);
+          Tensor out = Tensor::output(dt, {n, c});
+          Attrs attrs;
+          if (ignore != -100)
+            attrs.set("ignore_index", ignore);
+          Status s = runKernel("cross_entropy_grad",
+                               {logits.view(), labels.view(), dloss.view()},
+                               {out.view()}, attrs);
+          ASSERT_TRUE(s.isOk()) << s.toString();
+          Tensor expected(dt, {n, c});
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t label = labels.getInt(i);
+            double sum = 0;
+            for (int64_t j = 0; j < c; ++j)
+              sum += std::exp(logits.get(i * c + j));
+            for (int64_t j = 0; j < c; ++j) {
+              double p = std::exp(logits.get(i * c + j)) / sum;
+              expected.set(i * c + j, label == ignore
+                                          ? 0.0
+                                          : (p - (j == label)) * dloss.get(i));
+            }
+          }
+          double rtol = dt == DType::kF32 ? 1e-5 : 1e-12;
+          double atol = dt == DType::kF32 ? 1e-6 : 1e-14;
+          EXPECT_TRUE(tensorsClose(out, expected, rtol, atol))
+              << dtypeName(dt) << " " << dtypeName(lt) << " ignore " << ignore
+              << " c " << c;
+          // Ignored rows are exactly zero, not merely small.
+          for (int64_t j = 0; j < c; ++j)
+            ASSERT_EQ(out.get(2 * c + j), 0.0);
+        }
+}
+
+TEST(CpuTrainingKernels, CrossEntropyGradMatchesFiniteDifferences) {
+  std::mt19937 rng(78);
+  const int64_t n = 5, c = 7;
+  Tensor logits = randomTensor(rng, DType::kF64, {n, c}, -3, 3);
+  Tensor labels = randomTensor(rng, DType::kI64, {n}, 0, c - 1);
+  labels.setInt(3, -100);
+  Tensor w = randomTensor(rng, DType::kF64, {n}, -1, 1);
+  auto loss = [&]() {
+    Tensor out = Tensor::output(DType::kF64, {n});
+    EXPECT_TRUE(
+        runKernel("cross_entropy", {logits.view(), labels.view()}, {out.view()})
+            .isOk());
+    return weightedSum(out, w);
+  };
+  Tensor expected = fromValues(DType::kF64, {n, c}, numericGrad(logits, loss));
+  Tensor out = Tensor::output(DType::kF64, {n, c});
+  ASSERT_TRUE(runKernel("cross_entropy_grad",
+                        {logits.view(), labels.view(), w.view()}, {out.view()})
+                  .isOk());
+  EXPECT_TRUE(tensorsClose(out, expected, kFdRtol, kFdAtol));
+}
+
+TEST(CpuTrainingKernels, CrossEntropyGradReportsBadLabels) {
+  Tensor logits(DType::kF32, {3, 5}), dloss(DType::kF32, {3}),
+      out(DType::kF32, {3, 5});
+  for (DType lt : {DType::kI32, DType::kI64}) {
+    Tensor labels(lt, {3});
+    labels.setInt(0, 4);
+    labels.setInt(1, 7);
+    Status s =
+        runKernel("cross_entropy_grad",
+                  {logits.view(), labels.view(), dloss.view()}, {out.view()});
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+    EXPECT_NE(s.message().find("cross_entropy_grad at "
+                               "'node_cross_entropy_grad': label 7 of row 1"),
+              std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("[0, 5)"), std::string::npos) << s.message();
+    // -100 is only ignored while it is ignore_index.
+    labels.setInt(1, -100);
+    EXPECT_TRUE(runKernel("cross_entropy_grad",
+                          {logits.view(), labels.view(), dloss.view()},
+                          {out.view()})
+                    .isOk());
+    s = runKernel("cross_entropy_grad",
+                  {logits.view(), labels.view(), dloss.view()}, {out.view()},
+                  attrsOf({{"ignore_index", int64_t(0)}}));
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+    EXPECT_NE(s.message().find("label -100 of row 1"), std::string::npos)
+        << s.message();
+  }
+  Tensor floatLabels(DType::kF32, {3});
+  EXPECT_EQ(runKernel("cross_entropy_grad",
+                      {logits.view(), floatLabels.view(), dloss.view()},
+                      {out.view()})
+                .code(),
+            StatusCode::kInvalidArgument);
+  Tensor labels(DType::kI64, {3});
+  EXPECT_EQ(runKernel("cross_entropy_grad", {logits.view(), labels.view()},
+                      {out.view()})
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
+//===----------------------------------------------------------------------===//
+// dropout
+//===----------------------------------------------------------------------===//
+
+/// The spec's formula, written out independently of the kernel's integer
+/// threshold.
+bool keepRef(int64_t seed, int64_t step, int64_t i, double ratio) {
+  auto mix = [](uint64_t x) {
+    uint64_t z = x + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  const uint64_t key = mix(uint64_t(seed) ^ mix(uint64_t(step)));
+  const double u = double(mix(key + uint64_t(i)) >> 11) * std::ldexp(1.0, -53);
+  return u >= ratio;
+}
+
+struct DropoutRun {
+  Tensor y, mask;
+};
+
+DropoutRun runDropout(const Tensor &x, int64_t step, double ratio,
+                      int64_t seed) {
+  Tensor xc = x, st = scalar(DType::kI64, 0);
+  st.setInt(0, step);
+  DropoutRun r{Tensor::output(x.dtype, x.shape),
+               Tensor::output(DType::kBool, x.shape)};
+  Status s =
+      runKernel("dropout", {xc.view(), st.view()}, {r.y.view(), r.mask.view()},
+                attrsOf({{"ratio", ratio}, {"seed", seed}}));
+  EXPECT_TRUE(s.isOk()) << s.toString();
+  return r;
+}
+
+TEST(CpuTrainingKernels, DropoutMatchesTheFormula) {
+  std::mt19937 rng(79);
+  for (DType dt : {DType::kF32, DType::kF64})
+    for (double ratio : {0.1, 0.5, 0.9, double(0.3f)})
+      for (int64_t seed : {int64_t(0), int64_t(7), int64_t(-3)}) {
+        const int64_t step = seed == 7 ? int64_t(1) << 40 : 3;
+        Tensor x = randomTensor(rng, dt, {3, 5, 7}, -3, 3);
+        DropoutRun r = runDropout(x, step, ratio, seed);
+        Tensor ey(dt, x.shape), em(DType::kBool, x.shape);
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const bool keep = keepRef(seed, step, i, ratio);
+          em.setInt(i, keep);
+          ey.set(i, keep ? x.get(i) / (1 - ratio) : 0.0);
+        }
+        EXPECT_TRUE(tensorsClose(r.mask, em)) << ratio << " seed " << seed;
+        EXPECT_TRUE(tensorsClose(r.y, ey, 2 * tolerance(dt).first, 0))
+            << dtypeName(dt) << " " << ratio << " seed " << seed;
+      }
+}
+
+TEST(CpuTrainingKernels, DropoutIsReproducibleAndVariesWithStepAndSeed) {
+  std::mt19937 rng(80);
+  Tensor x = randomTensor(rng, DType::kF32, {1000}, -1, 1);
+  auto differences = [](const Tensor &a, const Tensor &b) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      n += a.getInt(i) != b.getInt(i);
+    return n;
+  };
+  DropoutRun a = runDropout(x, 5, 0.5, 42), b = runDropout(x, 5, 0.5, 42);
+  EXPECT_EQ(differences(a.mask, b.mask), 0);
+  EXPECT_TRUE(tensorsClose(a.y, b.y, 0, 0));
+  // Independent masks of ratio 1/2 differ in about half of the elements.
+  EXPECT_GT(differences(a.mask, runDropout(x, 6, 0.5, 42).mask), 400);
+  EXPECT_GT(differences(a.mask, runDropout(x, 5, 0.5, 43).mask), 400);
+}
+
+TEST(CpuTrainingKernels, DropoutKeepsTheExpectedFraction) {
+  const int64_t n = 100000;
+  Tensor x(DType::kF32, {n});
+  for (int64_t i = 0; i < n; ++i)
+    x.set(i, 1.5);
+  for (double ratio : {0.1, 0.25, 0.5, 0.8})
+    for (int64_t step : {int64_t(1), int64_t(2)}) {
+      DropoutRun r = runDropout(x, step, ratio, 1234);
+      int64_t kept = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const bool keep = r.mask.getInt(i) != 0;
+        kept += keep;
+        ASSERT_NEAR(r.y.get(i), keep ? 1.5 / (1 - ratio) : 0.0, 1e-6) << i;
+      }
+      const double mean = double(n) * (1 - ratio);
+      const double sigma = std::sqrt(double(n) * ratio * (1 - ratio));
+      EXPECT_LE(std::fabs(double(kept) - mean), 3 * sigma)
+          << "ratio " << ratio << " kept " << kept;
+    }
+}
+
+TEST(CpuTrainingKernels, DropoutWithRatioZeroKeepsEverything) {
+  std::mt19937 rng(81);
+  Tensor x = randomTensor(rng, DType::kF64, {4, 257}, -5, 5);
+  x.set(3, kNan);
+  DropoutRun r = runDropout(x, 9, 0.0, 11);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    EXPECT_EQ(r.mask.getInt(i), 1) << i;
+    if (i == 3)
+      EXPECT_TRUE(std::isnan(r.y.get(i)));
+    else
+      EXPECT_EQ(r.y.get(i), x.get(i)) << i;
+  }
+}
+
+TEST(CpuTrainingKernels, DropoutRejectsBadOperands) {
+  Tensor x(DType::kF32, {8}), st = scalar(DType::kI64, 1), y(DType::kF32, {8}),
+                              mask(DType::kBool, {8});
+  auto run = [&](Attrs attrs, TensorView step) {
+    return runKernel("dropout", {x.view(), step}, {y.view(), mask.view()},
+                     attrs);
+  };
+  EXPECT_TRUE(
+      run(attrsOf({{"ratio", 0.5}, {"seed", int64_t(1)}}), st.view()).isOk());
+  for (double ratio : {1.0, -0.1, kNan})
+    EXPECT_EQ(run(attrsOf({{"ratio", ratio}, {"seed", int64_t(1)}}), st.view())
+                  .code(),
+              StatusCode::kInvalidArgument)
+        << ratio;
+  EXPECT_FALSE(run(attrsOf({{"ratio", 0.5}}), st.view()).isOk()); // no seed
+  Tensor st32 = scalar(DType::kI32, 1), st2(DType::kI64, {2});
+  EXPECT_FALSE(
+      run(attrsOf({{"ratio", 0.5}, {"seed", int64_t(1)}}), st32.view()).isOk());
+  EXPECT_FALSE(
+      run(attrsOf({{"ratio", 0.5}, {"seed", int64_t(1)}}), st2.view()).isOk());
+  Tensor floatMask(DType::kF32, {8});
+  EXPECT_FALSE(runKernel("dropout", {x.view(), st.view()},
+                         {y.view(), floatMask.view()},
+                         attrsOf({{"ratio", 0.5}, {"seed", int64_t(1)}}))
+                   .isOk());
+}
+
+//===----------------------------------------------------------------------===//
+// lr_schedule
+//===----------------------------------------------------------------------===//
+
+StatusOr<double> runLr(const std::string &kind, int64_t step, int64_t total,
+                       int64_t warmup = 10, double base = 0.1,
+                       double min = 0.01) {
+  Tensor st = scalar(DType::kI64, 0), tot = scalar(DType::kI64, 0);
+  st.setInt(0, step);
+  tot.setInt(0, total);
+  Tensor out = Tensor::output(DType::kF32, {});
+  Status s = runKernel("lr_schedule", {st.view(), tot.view()}, {out.view()},
+                       attrsOf({{"base_lr", base},
+                                {"min_lr", min},
+                                {"warmup", warmup},
+                                {"kind", kind}}));
+  if (!s.isOk())
+    return s;
+  return out.get(0);
+}
+
+TEST(CpuTrainingKernels, LrScheduleValues) {
+  // base_lr 0.1, min_lr 0.01, warmup 10, total 110: p = (step - 10) / 100.
+  struct Case {
+    int64_t step;
+    double constant, linear, cosine;
+  } cases[] = {
+      {0, 0.01, 0.01, 0.01}, // warmup: base * 1 / 10
+      {4, 0.05, 0.05, 0.05}, // base * 5 / 10
+      {9, 0.1, 0.1, 0.1},    // the last warmup step reaches base
+      {10, 0.1, 0.1, 0.1},   // p = 0
+      {35, 0.1, 0.0775, 0.08681980515339463},   // p = 1/4: cos(pi/4)
+      {60, 0.1, 0.055, 0.055},                  // p = 1/2
+      {109, 0.1, 0.0109, 0.010022204783542078}, // p = 0.99
+      {110, 0.1, 0.01, 0.01},                   // p = 1: min_lr
+  };
+  for (const Case &c : cases) {
+    for (auto [kind, expected] :
+         {std::pair<const char *, double>{"constant", c.constant},
+          {"linear", c.linear},
+          {"cosine", c.cosine}}) {
+      StatusOr<double> lr = runLr(kind, c.step, 110);
+      ASSERT_TRUE(lr.isOk()) << lr.status().toString();
+      EXPECT_FLOAT_EQ(float(*lr), float(expected))
+          << kind << " step " << c.step;
+    }
+  }
+  // No warmup: step 0 is at base_lr; total <= warmup divides by 1.
+  EXPECT_FLOAT_EQ(float(*runLr("cosine", 0, 100, 0)), 0.1f);
+  EXPECT_FLOAT_EQ(float(*runLr("linear", 50, 100, 0)), 0.055f);
+  EXPECT_FLOAT_EQ(float(*runLr("linear", 10, 5, 10)), 0.1f);
+}
+
+TEST(CpuTrainingKernels, LrScheduleRejectsBadAttributes) {
+  StatusOr<double> lr = runLr("exponential", 0, 10);
+  ASSERT_FALSE(lr.isOk());
+  EXPECT_EQ(lr.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(lr.status().message().find("\"exponential\""), std::string::npos)
+      << lr.status().message();
+  EXPECT_NE(lr.status().message().find("lr_schedule at 'node_lr_schedule'"),
+            std::string::npos)
+      << lr.status().message();
+  EXPECT_FALSE(runLr("linear", 0, 10, -1).isOk());
+  Tensor st = scalar(DType::kI64, 0), out = Tensor::output(DType::kF32, {});
+  Attrs attrs = attrsOf({{"base_lr", 0.1},
+                         {"min_lr", 0.0},
+                         {"warmup", int64_t(0)},
+                         {"kind", std::string("constant")}});
+  EXPECT_EQ(runKernel("lr_schedule", {st.view()}, {out.view()}, attrs).code(),
+            StatusCode::kInvalidArgument);
+  Attrs noKind =
+      attrsOf({{"base_lr", 0.1}, {"min_lr", 0.0}, {"warmup", int64_t(0)}});
+  EXPECT_FALSE(
+      runKernel("lr_schedule", {st.view(), st.view()}, {out.view()}, noKind)
+          .isOk());
+  Tensor out64 = Tensor::output(DType::kF64, {});
+  EXPECT_FALSE(
+      runKernel("lr_schedule", {st.view(), st.view()}, {out64.view()}, attrs)
+          .isOk());
+}
+
+//===----------------------------------------------------------------------===//
+// adamw / sgd
+//===----------------------------------------------------------------------===//
+
+/// A rank-2 view of one element with odd strides: scalars may come so.
+TensorView oddScalarView(Tensor &t) {
+  TensorView v = t.view();
+  v.shape = {1, 1};
+  v.strides = {7, -3};
+  return v;
+}
+
+struct OptState {
+  Tensor param, m, v; // m is SGD's buffer
+};
+
+struct AdamwHyper {
+  double beta1, beta2, eps, wd;
+};
+
+/// PyTorch 1.13's _single_tensor_adamw in double, on the stored values.
+void adamwRef(std::vector<double> &p, std::vector<double> &m,
+              std::vector<double> &v, const Tensor &grad, double lr,
+              int64_t step, double gs, const AdamwHyper &h) {
+  const double bc1 = 1 - std::pow(h.beta1, double(step));
+  const double bc2 = 1 - std::pow(h.beta2, double(step));
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double g = grad.get(int64_t(i)) * gs;
+    p[i] *= 1 - lr * h.wd;
+    m[i] = h.beta1 * m[i] + (1 - h.beta1) * g;
+    v[i] = h.beta2 * v[i] + (1 - h.beta2) * g * g;
+    const double denom = std::sqrt(v[i]) / std::sqrt(bc2) + h.eps;
+    p[i] -= lr / bc1 * m[i] / denom;
+  }
+}
+
+Attrs adamwAttrs(const AdamwHyper &h) {
+  return attrsOf({{"beta1", h.beta1},
+                  {"beta2", h.beta2},
+                  {"epsilon", h.eps},
+                  {"weight_decay", h.wd}});
+}
+
+/// Runs `steps` AdamW updates from `init`; in place (the outputs are the
+/// memory of param, m and v) or into fresh buffers that feed the next step.
+OptState runAdamw(const OptState &init, const std::vector<Tensor> &grads,
+                  const std::vector<double> &lrs, double gs,
+                  const AdamwHyper &h, bool inPlace) {
+  OptState s = init;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    Tensor grad = grads[k], lr = scalar(DType::kF32, lrs[k]),
+           step = scalar(DType::kI64, 0), scale = scalar(DType::kF32, gs);
+    step.setInt(0, int64_t(k) + 1);
+    const DType dt = s.param.dtype;
+    const std::vector<int64_t> shape = s.param.shape;
+    OptState next =
+        inPlace ? OptState()
+                : OptState{Tensor::output(dt, shape), Tensor::output(dt, shape),
+                           Tensor::output(dt, shape)};
+    OptState &out = inPlace ? s : next;
+    Status st = runKernel("adamw",
+                          {s.param.view(), grad.view(), s.m.view(), s.v.view(),
+                           oddScalarView(lr), step.view(), scale.view()},
+                          {out.param.view(), out.m.view(), out.v.view()},
+                          adamwAttrs(h));
+    EXPECT_TRUE(st.isOk()) << st.toString();
+    if (!inPlace)
+      s = std::move(next);
+  }
+  return s;
+}
+
+std::vector<double> valuesOf(const Tensor &t) {
+  std::vector<double> v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v[i] = t.get(i);
+  return v;
+}
+
+TEST(CpuTrainingKernels, AdamwMatchesReferenceInPlaceAndNot) {
+  std::mt19937 rng(82);
+  const AdamwHyper hypers[] = {
+      {0.9, 0.999, 1e-8, 0.0}, {0.9, 0.95, 1e-6, 0.1}, {0.5, 0.9, 1e-3, 0.01}};
+  for (DType dt : {DType::kF32, DType::kF64})
+    for (const AdamwHyper &h : hypers)
+      for (double gs : {1.0, 0.25}) {
+        const std::vector<int64_t> shape = {5, 67};
+        OptState init{randomTensor(rng, dt, shape, -1, 1),
+                      randomTensor(rng, dt, shape, -0.1, 0.1),
+                      randomTensor(rng, dt, shape, 0, 0.01)};
+        std::vector<Tensor> grads;
+        std::vector<double> lrs = {1e-2, 3e-3, 1e-3, 2e-3, 5e-4, 1e-2};
+        for (size_t k = 0; k < lrs.size(); ++k)
+          grads.push_back(randomTensor(rng, dt, shape, -2, 2));
+        std::vector<double> p = valuesOf(init.param), m = valuesOf(init.m),
+                            v = valuesOf(init.v);
+        for (size_t k = 0; k < grads.size(); ++k)
+          adamwRef(p, m, v, grads[k], double(float(lrs[k])), int64_t(k) + 1, gs,
+                   h);
+        OptState inPlace = runAdamw(init, grads, lrs, gs, h, true);
+        OptState outOfPlace = runAdamw(init, grads, lrs, gs, h, false);
+        std::string what = std::string(dtypeName(dt)) + " beta2 " +
+                           std::to_string(h.beta2) + " wd " +
+                           std::to_string(h.wd) + " gs " + std::to_string(gs);
+        // Same arithmetic either way: bit-identical.
+        EXPECT_TRUE(tensorsClose(inPlace.param, outOfPlace.param, 0, 0))
+            << what;
+        EXPECT_TRUE(tensorsClose(inPlace.m, outOfPlace.m, 0, 0)) << what;
+        EXPECT_TRUE(tensorsClose(inPlace.v, outOfPlace.v, 0, 0)) << what;
+        double rtol = dt == DType::kF32 ? 1e-5 : 1e-12;
+        double atol = dt == DType::kF32 ? 1e-6 : 1e-14;
+        EXPECT_TRUE(
+            tensorsClose(inPlace.param, fromValues(dt, shape, p), rtol, atol))
+            << what;
+        EXPECT_TRUE(
+            tensorsClose(inPlace.m, fromValues(dt, shape, m), rtol, atol))
+            << what;
+        EXPECT_TRUE(tensorsClose(inPlace.v, fromValues(dt, shape, v), rtol,
+                                 atol * 1e-2))
+            << what;
+      }
+}
+
+TEST(CpuTrainingKernels, AdamwFirstStepMovesByLr) {
+  // With m = v = 0 and no decay, step 1 moves every parameter by
+  // lr * g / (|g| + eps): about lr * sign(g).
+  Tensor p = fromValues(DType::kF64, {4}, {1, 2, 3, 4});
+  Tensor g = fromValues(DType::kF64, {4}, {0.5, -2, 1e-3, -7});
+  Tensor m(DType::kF64, {4}), v(DType::kF64, {4});
+  Tensor lr = scalar(DType::kF32, 0.5), step = scalar(DType::kI64, 1),
+         scale = scalar(DType::kF32, 1);
+  ASSERT_TRUE(runKernel("adamw",
+                        {p.view(), g.view(), m.view(), v.view(), lr.view(),
+                         step.view(), scale.view()},
+                        {p.view(), m.view(), v.view()},
+                        adamwAttrs({0.9, 0.999, 0.0, 0.0}))
+                  .isOk());
+  const double expected[] = {0.5, 2.5, 2.5, 4.5};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(p.get(i), expected[i], 1e-12) << i;
+  EXPECT_NEAR(m.get(1), -0.2, 1e-15);
+  EXPECT_NEAR(v.get(1), 0.004, 1e-15);
+}
+
+TEST(CpuTrainingKernels, AdamwRejectsBadOperands) {
+  Tensor p(DType::kF32, {8}), g(DType::kF32, {8}), m(DType::kF32, {8}),
+      v(DType::kF32, {8}), lr = scalar(DType::kF32, 0.1),
+                           step = scalar(DType::kI64, 0),
+                           scale = scalar(DType::kF32, 1);
+  AdamwHyper h{0.9, 0.999, 1e-8, 0.0};
+  // Step 0 is not a 1-based update count (bias corrections would be 0).
+  Status s = runKernel("adamw",
+                       {p.view(), g.view(), m.view(), v.view(), lr.view(),
+                        step.view(), scale.view()},
+                       {p.view(), m.view(), v.view()}, adamwAttrs(h));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("step >= 1"), std::string::npos) << s.message();
+  step.setInt(0, 1);
+  // Wrong arity.
+  EXPECT_EQ(runKernel("adamw",
+                      {p.view(), g.view(), m.view(), v.view(), lr.view(),
+                       step.view()},
+                      {p.view(), m.view(), v.view()}, adamwAttrs(h))
+                .code(),
+            StatusCode::kInvalidArgument);
+  // Missing attribute.
+  Attrs noEps =
+      attrsOf({{"beta1", 0.9}, {"beta2", 0.999}, {"weight_decay", 0.0}});
+  EXPECT_FALSE(runKernel("adamw",
+                         {p.view(), g.view(), m.view(), v.view(), lr.view(),
+                          step.view(), scale.view()},
+                         {p.view(), m.view(), v.view()}, noEps)
+                   .isOk());
+  // new_m partially overlapping v.
+  Tensor mv(DType::kF32, {12});
+  TensorView vView = mv.view(), mView = mv.view();
+  vView.shape = mView.shape = {8};
+  vView.strides = mView.strides = {1};
+  mView.data = mv.bytes() + 4 * sizeof(float);
+  s = runKernel("adamw",
+                {p.view(), g.view(), m.view(), vView, lr.view(), step.view(),
+                 scale.view()},
+                {p.view(), mView, vView}, adamwAttrs(h));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("partially overlap"), std::string::npos)
+      << s.message();
+  // Two results in one buffer.
+  EXPECT_FALSE(runKernel("adamw",
+                         {p.view(), g.view(), m.view(), v.view(), lr.view(),
+                          step.view(), scale.view()},
+                         {p.view(), m.view(), m.view()}, adamwAttrs(h))
+                   .isOk());
+  // Scalars of the wrong type or size.
+  Tensor lr64 = scalar(DType::kF64, 0.1), lr2(DType::kF32, {2});
+  EXPECT_FALSE(runKernel("adamw",
+                         {p.view(), g.view(), m.view(), v.view(), lr64.view(),
+                          step.view(), scale.view()},
+                         {p.view(), m.view(), v.view()}, adamwAttrs(h))
+                   .isOk());
+  EXPECT_FALSE(runKernel("adamw",
+                         {p.view(), g.view(), m.view(), v.view(), lr2.view(),
+                          step.view(), scale.view()},
+                         {p.view(), m.view(), v.view()}, adamwAttrs(h))
+                   .isOk());
+  Tensor g64(DType::kF64, {8});
+  EXPECT_FALSE(runKernel("adamw",
+                         {p.view(), g64.view(), m.view(), v.view(), lr.view(),
+                          step.view(), scale.view()},
+                         {p.view(), m.view(), v.view()}, adamwAttrs(h))
+                   .isOk());
+}
+
+struct SgdHyper {
+  double momentum, dampening, wd;
+  bool nesterov;
+};
+
+/// PyTorch's SGD in double; the buffer follows the .td formula even when
+/// momentum is 0 (where PyTorch keeps none and the update ignores it).
+void sgdRef(std::vector<double> &p, std::vector<double> &buf,
+            const Tensor &grad, double lr, int64_t step, double gs,
+            const SgdHyper &h) {
+  for (size_t i = 0; i < p.size(); ++i) {
+    double d = grad.get(int64_t(i)) * gs + h.wd * p[i];
+    buf[i] = step == 1 ? d : h.momentum * buf[i] + (1 - h.dampening) * d;
+    if (h.nesterov)
+      d += h.momentum * buf[i];
+    else if (h.momentum != 0)
+      d = buf[i];
+    p[i] -= lr * d;
+  }
+}
+
+Attrs sgdAttrs(const SgdHyper &h) {
+  Attrs a = attrsOf({{"momentum", h.momentum},
+                     {"dampening", h.dampening},
+                     {"weight_decay", h.wd}});
+  if (h.nesterov)
+    a.set("nesterov", int64_t(1));
+  return a;
+}
+
+TEST(CpuTrainingKernels, SgdMatchesReferenceInPlaceAndNot) {
+  std::mt19937 rng(83);
+  const SgdHyper hypers[] = {{0.0, 0.0, 0.0, false}, {0.9, 0.0, 0.0, false},
+                             {0.9, 0.5, 0.0, false}, {0.9, 0.0, 1e-2, true},
+                             {0.5, 0.0, 0.1, false}, {0.0, 0.0, 0.05, false}};
+  for (DType dt : {DType::kF32, DType::kF64})
+    for (const SgdHyper &h : hypers)
+      for (bool inPlace : {true, false}) {
+        const std::vector<int64_t> shape = {3, 41};
+        Tensor param = randomTensor(rng, dt, shape, -1, 1);
+        // The buffer before step 1 is never read: NaN must not leak.
+        Tensor buf(dt, shape);
+        for (int64_t i = 0; i < buf.numel(); ++i)
+          buf.set(i, kNan);
+        std::vector<double> p = valuesOf(param), b = valuesOf(buf);
+        const double gs = 0.5;
+        const double lrs[] = {0.1, 0.05, 0.2, 0.01, 0.1};
+        for (int64_t k = 0; k < 5; ++k) {
+          Tensor grad = randomTensor(rng, dt, shape, -2, 2);
+          sgdRef(p, b, grad, double(float(lrs[k])), k + 1, gs, h);
+          Tensor lr = scalar(DType::kF32, lrs[k]),
+                 step = scalar(DType::kI64, double(k + 1)),
+                 scale = scalar(DType::kF32, gs);
+          Tensor newP = Tensor::output(dt, shape),
+                 newB = Tensor::output(dt, shape);
+          Status s = runKernel("sgd",
+                               {param.view(), grad.view(), buf.view(),
+                                lr.view(), step.view(), oddScalarView(scale)},
+                               {inPlace ? param.view() : newP.view(),
+                                inPlace ? buf.view() : newB.view()},
+                               sgdAttrs(h));
+          ASSERT_TRUE(s.isOk()) << s.toString();
+          if (!inPlace) {
+            param = newP;
+            buf = newB;
+          }
+        }
+        std::string what = std::string(dtypeName(dt)) + " momentum " +
+                           std::to_string(h.momentum) + " dampening " +
+                           std::to_string(h.dampening) + " wd " +
+                           std::to_string(h.wd) + " nesterov " +
+                           std::to_string(h.nesterov) + " in place " +
+                           std::to_string(inPlace);
+        double rtol = dt == DType::kF32 ? 1e-5 : 1e-12;
+        double atol = dt == DType::kF32 ? 1e-6 : 1e-14;
+        EXPECT_TRUE(tensorsClose(param, fromValues(dt, shape, p), rtol, atol))
+            << what;
+        EXPECT_TRUE(tensorsClose(buf, fromValues(dt, shape, b), rtol, atol))
+            << what;
+      }
+}
+
+TEST(CpuTrainingKernels, SgdHandComputedSteps) {
+  // momentum 0.9, dampening 0, lr 0.5, g = 1 then 2, p0 = 1:
+  // step 1: buf = 1, p = 0.5; step 2: buf = 0.9 + 2 = 2.9, p = 0.5 - 1.45.
+  Tensor p = fromValues(DType::kF64, {1}, {1}), buf(DType::kF64, {1});
+  Tensor lr = scalar(DType::kF32, 0.5), scale = scalar(DType::kF32, 1);
+  for (int64_t k = 1; k <= 2; ++k) {
+    Tensor g = fromValues(DType::kF64, {1}, {double(k)}),
+           step = scalar(DType::kI64, double(k));
+    ASSERT_TRUE(runKernel("sgd",
+                          {p.view(), g.view(), buf.view(), lr.view(),
+                           step.view(), scale.view()},
+                          {p.view(), buf.view()},
+                          sgdAttrs({0.9, 0.0, 0.0, false}))
+                    .isOk());
+  }
+  EXPECT_NEAR(buf.get(0), 2.9, 1e-15);
+  EXPECT_NEAR(p.get(0), -0.95, 1e-15);
+}
+
+TEST(CpuTrainingKernels, SgdRejectsBadOperands) {
+  Tensor p(DType::kF32, {8}), g(DType::kF32, {8}), b(DType::kF32, {8}),
+      lr = scalar(DType::kF32, 0.1), step = scalar(DType::kI64, 1),
+      scale = scalar(DType::kF32, 1);
+  SgdHyper h{0.9, 0.0, 0.0, false};
+  EXPECT_TRUE(runKernel("sgd",
+                        {p.view(), g.view(), b.view(), lr.view(), step.view(),
+                         scale.view()},
+                        {p.view(), b.view()}, sgdAttrs(h))
+                  .isOk());
+  EXPECT_EQ(runKernel("sgd",
+                      {p.view(), g.view(), b.view(), lr.view(), step.view(),
+                       scale.view()},
+                      {p.view()}, sgdAttrs(h))
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(runKernel("sgd",
+                         {p.view(), g.view(), b.view(), lr.view(), step.view(),
+                          scale.view()},
+                         {p.view(), b.view()}, attrsOf({{"momentum", 0.9}}))
+                   .isOk());
+  step.setInt(0, -1);
+  EXPECT_FALSE(runKernel("sgd",
+                         {p.view(), g.view(), b.view(), lr.view(), step.view(),
+                          scale.view()},
+                         {p.view(), b.view()}, sgdAttrs(h))
+                   .isOk());
+  Tensor pi(DType::kI32, {8}), gi(DType::kI32, {8}), bi(DType::kI32, {8});
+  step.setInt(0, 1);
+  EXPECT_FALSE(runKernel("sgd",
+                         {pi.view(), gi.view(), bi.view(), lr.view(),
+                          step.view(), scale.view()},
+                         {pi.view(), bi.view()}, sgdAttrs(h))
+                   .isOk());
+}
+
+TEST(CpuTrainingKernels, RegistryHasEveryTrainingKernel) {
+  std::set<std::string> names;
+  for (const std::string &n : cpuRegistry().names())
+    names.insert(n);
+  for (const char *name :
+       {"gelu_grad", "silu_grad", "softmax_grad", "log_softmax_grad",
+        "layer_norm_grad", "rms_norm_grad", "cross_entropy_grad", "dropout",
+        "lr_schedule", "adamw", "sgd"})
+    EXPECT_TRUE(names.count(name)) << name;
+}
+
+} // namespace
