@@ -1,34 +1,41 @@
 #!/usr/bin/env bash
-# The demo: export a small GPT from PyTorch to ONNX, compile it with dtcc,
-# run the executable on the CPU, print its outputs and check them against
-# PyTorch's.
+# The demo: dtcc's main job end to end.
+#  Part 1: write a small GPT, make a token file from English text every
+#          Debian system has, compile a training step and train on the CPU.
+#  Part 2: compile a model exported from PyTorch and check its outputs.
 set -euo pipefail
 BUILD=${1:-build}
 DTCC=$BUILD/bin/dtcc
 OUT=$BUILD/demo
 rm -rf "$OUT" && mkdir -p "$OUT"
 
-echo "== 1. export a 2-layer GPT (PyTorch -> ONNX, opset 17)"
+echo "== 1. a GPT from the zoo: 4 layers, width 128, byte vocabulary"
+"$DTCC" zoo gpt --layers 4 --hidden 128 --heads 4 --vocab 256 --seq 64 \
+  --batch 8 --seed 1 -o "$OUT/gpt.onnx"
+
+echo
+echo "== 2. training text: the license texts in /usr/share/common-licenses, as bytes"
+cat /usr/share/common-licenses/* 2>/dev/null > "$OUT/text.txt" || true
+/usr/bin/python3 -c "import numpy as np, sys; \
+d = np.fromfile(sys.argv[1], dtype=np.uint8); d.astype(np.uint16).tofile(sys.argv[2]); \
+print(f'{d.size:,} tokens')" "$OUT/text.txt" "$OUT/tokens.bin"
+
+echo
+echo "== 3. compile the training step: backward pass, AdamW, clipping, warmup + cosine"
+"$DTCC" compile "$OUT/gpt.onnx" --train --optimizer adamw --lr 2e-3 \
+  --weight-decay 0.1 --grad-clip 1.0 --warmup 30 --schedule cosine -o "$OUT/train"
+ls -l "$OUT/train"
+
+echo
+echo "== 4. train 300 steps on the CPU (a checkpoint at the end)"
+"$OUT/train" --data "$OUT/tokens.bin" --steps 300 --log-every 30 --save "$OUT/ckpt"
+
+echo
+echo "== 5. a model exported from PyTorch: compile, run, compare"
 /usr/bin/python3 scripts/demo_model.py export "$OUT" 2>/dev/null
-ls -l "$OUT/model.onnx"
-
-echo
-echo "== 2. import: the first lines of the model in the dgraph dialect"
 "$DTCC" import "$OUT/model.onnx" -o "$OUT/model.mlir"
-head -12 "$OUT/model.mlir"
-echo "  ... ($(grep -c dgraph "$OUT/model.mlir") lines of dgraph in $OUT/model.mlir)"
-
-echo
-echo "== 3. compile into one executable"
-"$DTCC" compile "$OUT/model.onnx" -o "$OUT/gpt"
-ls -l "$OUT/gpt"
-"$OUT/gpt" --help > "$OUT/help.txt"
-tail -6 "$OUT/help.txt"
-
-echo
-echo "== 4. run it on the CPU"
-"$OUT/gpt" --input ids="$OUT/ids.pb" --output-dir "$OUT/out" --print --stats
-
-echo
-echo "== 5. compare with PyTorch"
+echo "imported $(grep -c dgraph "$OUT/model.mlir") lines of dgraph; the first ops:"
+grep -m 4 "dgraph\.[a-z_]* %" "$OUT/model.mlir"
+"$DTCC" compile "$OUT/model.onnx" -o "$OUT/gpt_infer"
+"$OUT/gpt_infer" --input ids="$OUT/ids.pb" --output-dir "$OUT/out" --print --stats
 /usr/bin/python3 scripts/demo_model.py compare "$OUT"

@@ -258,6 +258,8 @@ void AutodiffPass::runOnOperation() {
   module.push_back(train);
   stripDropout(main);
   recordDataInputs(main);
+  if (auto name = module->getAttrOfType<StringAttr>("dgraph.model"))
+    module->setAttr("dtcc.model", name);
 
   Block &body = train.front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -266,6 +268,13 @@ void AutodiffPass::runOnOperation() {
   if (failed(lossOr))
     return signalPassFailure();
   Value lossValue = *lossOr;
+  // A language model's vocabulary: the classes of its only cross-entropy.
+  SmallVector<CrossEntropyOp> crossEntropies(train.getOps<CrossEntropyOp>());
+  if (crossEntropies.size() == 1 && module->hasAttr("dtcc.data_inputs"))
+    module->setAttr("dtcc.vocab_size",
+                    StringAttr::get(ctx, std::to_string(
+                                             typeOf(crossEntropies[0].getLogits())
+                                                 .getDimSize(1))));
 
   // Forward ops and the values a gradient can reach (parameters onward).
   SmallVector<Operation *> forward;

@@ -142,6 +142,11 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
       DTCC_ASSIGN_OR_RETURN(opts.train.saveEvery,
                             parseCount("--save-every", v, 1));
       opts.trainFlag = "--save-every";
+    } else if (is("--stop-after")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--stop-after"));
+      DTCC_ASSIGN_OR_RETURN(opts.train.stopAfter,
+                            parseCount("--stop-after", v, 1));
+      opts.trainFlag = "--stop-after";
     } else if (is("--resume")) {
       DTCC_ASSIGN_OR_RETURN(opts.train.resumeDir, value("--resume"));
       opts.trainFlag = "--resume";
@@ -211,9 +216,12 @@ void printHelp(const char *argv0, const Executable *exe, bool training) {
         "                        run continues up to N)\n"
         "  --seed S              sampling seed (default 0; a resumed run\n"
         "                        keeps its checkpoint's)\n"
-        "  --log-every K         log every K steps and the last (default 10)\n"
+        "  --log-every K         log every K steps, the first and the last\n"
+        "                        (default 10)\n"
         "  --save DIR            save a checkpoint to DIR at the end\n"
         "  --save-every K        also save every K steps\n"
+        "  --stop-after K        stop (and save) after step K; the schedule\n"
+        "                        still spans --steps, --resume continues\n"
         "  --resume DIR          restore the checkpoint in DIR and continue\n"
         "  --dump-outputs DIR    write each step's outputs to\n"
         "                        DIR/step_<n>/<name>.pb (n from 1; with\n"

@@ -618,7 +618,10 @@ Status Trainer::run() {
   std::vector<HostTensor> outputs;
   double intervalSeconds = 0;
   int64_t intervalSteps = 0, lastSaved = -1;
-  for (int64_t step = startStep_; step < options_.steps; ++step) {
+  const int64_t lastStep = options_.stopAfter > 0
+                               ? std::min(options_.stopAfter, options_.steps)
+                               : options_.steps;
+  for (int64_t step = startStep_; step < lastStep; ++step) {
     const int64_t number = step + 1;
     auto start = std::chrono::steady_clock::now();
     if (!tokens_)
@@ -684,24 +687,24 @@ Status Trainer::run() {
     intervalSeconds += record.seconds;
     ++intervalSteps;
     history_.push_back(record);
-    if (number % options_.logEvery == 0 || number == options_.steps) {
+    if (number % options_.logEvery == 0 || number == lastStep || number == 1) {
       printStep(record, intervalSeconds, intervalSteps);
       intervalSeconds = 0;
       intervalSteps = 0;
     }
     if (options_.saveEvery > 0 && number % options_.saveEvery == 0 &&
-        number < options_.steps) {
+        number < lastStep) {
       DTCC_RETURN_IF_ERROR(save(number));
       lastSaved = number;
     }
   }
-  if (!options_.saveDir.empty() && lastSaved != options_.steps)
-    DTCC_RETURN_IF_ERROR(save(options_.steps));
+  if (!options_.saveDir.empty() && lastSaved != lastStep && lastStep > startStep_)
+    DTCC_RETURN_IF_ERROR(save(lastStep));
   std::chrono::duration<double> total =
       std::chrono::steady_clock::now() - runStart;
   if (options_.log)
     std::fprintf(options_.log, "done: %" PRId64 " steps in %.2f s\n",
-                 options_.steps - startStep_, total.count());
+                 std::max<int64_t>(0, lastStep - startStep_), total.count());
   return Status::ok();
 }
 

@@ -32,9 +32,12 @@ struct TrainerOptions {
   std::string batchesDir;           ///< --batches: one folder per step
   int64_t steps = -1;               ///< --steps: the run's total length
   std::optional<uint64_t> seed;     ///< --seed; default 0, or a resumed one's
-  int64_t logEvery = 10;            ///< --log-every; the last step always logs
+  int64_t logEvery = 10;            ///< --log-every; the first and last steps always log
   std::string saveDir;              ///< --save
   int64_t saveEvery = 0;            ///< --save-every; 0: only at the end
+  /// --stop-after: end (and save) after this step, though the schedule
+  /// spans --steps; a later --resume continues. 0: run to --steps.
+  int64_t stopAfter = 0;
   std::string resumeDir;            ///< --resume
   std::string dumpOutputsDir;       ///< --dump-outputs
   /// Where log lines go (stdout in `./train`); null for none.

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "frontends/zoo/Zoo.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -30,6 +31,8 @@ cl::SubCommand compileCmd("compile", "Compile a model (ONNX or .mlir) into an "
                                      "executable");
 cl::SubCommand opsCmd("ops", "List the ONNX ops dtcc supports and the lowest "
                              "opset of each");
+cl::SubCommand zooCmd("zoo", "Write a GPT, Llama or MLP model of any size as "
+                             "ONNX: dtcc zoo gpt|llama|mlp [options] -o model.onnx");
 
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|.onnxtext|.mlir>"),
                                cl::sub(importCmd), cl::sub(compileCmd),
@@ -37,7 +40,51 @@ cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx|.onnxtext|.
 cl::opt<std::string> outputPath("o", cl::desc("Output file ('-' for stdout)"),
                                 cl::value_desc("path"), cl::init("-"),
                                 cl::sub(importCmd), cl::sub(compileCmd),
-                                cl::cat(category));
+                                cl::sub(zooCmd), cl::cat(category));
+
+cl::OptionCategory zooCategory("model options (dtcc zoo)");
+cl::opt<std::string> zooFamily(cl::Positional, cl::desc("<gpt|llama|mlp>"),
+                               cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<std::string> zooPreset(
+    "preset",
+    cl::desc("Start from a published model's sizes: gpt2, gpt2-medium, "
+             "gpt2-large, gpt2-xl, tinyllama, llama3-8b, llama3-70b, "
+             "llama3-405b (explicit flags win)"),
+    cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooLayers("layers", cl::desc("Transformer blocks, or MLP hidden layers"),
+                           cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooHidden("hidden", cl::desc("Model (or MLP hidden) width"),
+                           cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooHeads("heads", cl::desc("Attention heads"), cl::init(0),
+                          cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooKvHeads("kv-heads",
+                            cl::desc("Key/value heads (Llama grouped-query "
+                                     "attention; default: --heads)"),
+                            cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooFfn("ffn-hidden", cl::desc("Feed-forward width"),
+                        cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooVocab("vocab", cl::desc("Vocabulary size"), cl::init(0),
+                          cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooSeq("seq", cl::desc("Sequence length"), cl::init(0),
+                        cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooBatch("batch", cl::desc("Batch size of the inputs"),
+                          cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooInputs("inputs", cl::desc("Input features (MLP)"),
+                           cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooClasses("classes", cl::desc("Output classes (MLP)"),
+                            cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<double> zooRopeTheta("rope-theta",
+                             cl::desc("Rotary frequency base (Llama; default 10000)"),
+                             cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<double> zooNormEps("norm-eps", cl::desc("Normalization epsilon (default 1e-5)"),
+                           cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<uint64_t> zooSeed("seed", cl::desc("Seed of the initial weights"),
+                          cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<int64_t> zooOpset("opset", cl::desc("ONNX opset (default 17)"),
+                          cl::init(17), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<bool> zooTied("tied-embeddings",
+                      cl::desc("The output head reuses the token embedding"),
+                      cl::sub(zooCmd), cl::cat(zooCategory));
 cl::list<std::string> inputShapes(
     "input-shape",
     cl::desc("Size an input with symbolic dimensions: NAME=D0xD1x... "
@@ -51,9 +98,10 @@ cl::list<std::string> bindings(
     cl::value_desc("name=file.pb"), cl::sub(importCmd), cl::sub(compileCmd),
     cl::cat(category));
 cl::opt<bool> noWeights("no-weights",
-                        cl::desc("Import shapes only, without weight data"),
+                        cl::desc("Shapes only, without weight data (import: "
+                                 "ignore the weights; zoo: write none)"),
                         cl::sub(importCmd), cl::sub(compileCmd),
-                        cl::cat(category));
+                        cl::sub(zooCmd), cl::cat(category));
 cl::opt<std::string> compileTo(
     "compile-to",
     cl::desc("Stop after a phase: import, dgraph, train, dexec (print MLIR), "
@@ -305,6 +353,56 @@ int runImportOrCompile(bool compile) {
   return failed(dtcc::writeArtifact(**module, outputPath, compileOptions)) ? 1 : 0;
 }
 
+int runZoo() {
+  auto family = dtcc::zoo::parseFamily(zooFamily);
+  if (!family) {
+    llvm::errs() << "error: expected a model family gpt, llama or mlp, got '"
+                 << zooFamily << "'\n";
+    return 1;
+  }
+  if (outputPath == "-") {
+    llvm::errs() << "error: give the output file with -o\n";
+    return 1;
+  }
+  dtcc::zoo::ZooOptions options;
+  options.family = *family;
+  options.layers = zooLayers;
+  options.hidden = zooHidden;
+  options.heads = zooHeads;
+  options.kvHeads = zooKvHeads;
+  options.ffnHidden = zooFfn;
+  options.vocab = zooVocab;
+  options.seq = zooSeq;
+  options.batch = zooBatch;
+  options.inputs = zooInputs;
+  options.classes = zooClasses;
+  options.ropeTheta = zooRopeTheta;
+  options.normEps = zooNormEps;
+  options.seed = zooSeed;
+  options.weights = !noWeights;
+  options.opset = zooOpset;
+  options.tiedEmbeddings = zooTied;
+  if (!zooPreset.empty())
+    if (std::string e = dtcc::zoo::applyPreset(options, zooPreset); !e.empty()) {
+      llvm::errs() << "error: " << e << "\n";
+      return 1;
+    }
+  if (std::string e = dtcc::zoo::validate(options); !e.empty()) {
+    llvm::errs() << "error: " << e << "\n";
+    return 1;
+  }
+  if (std::string e = dtcc::zoo::buildAndWriteModel(options, outputPath);
+      !e.empty()) {
+    llvm::errs() << "error: " << e << "\n";
+    return 1;
+  }
+  llvm::outs() << "wrote " << outputPath << ": "
+               << dtcc::zoo::describe(options) << ", "
+               << dtcc::zoo::parameterCount(options) << " parameters"
+               << (options.weights ? "" : " (shapes only)") << "\n";
+  return 0;
+}
+
 int runOps() {
   for (auto &[op, opset] : dtcc::onnx_frontend::supportedOps())
     llvm::outs() << llvm::formatv("{0,-28}from opset {1}\n", op, opset);
@@ -317,12 +415,15 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category, importCmd);
   cl::HideUnrelatedOptions({&category, &trainCategory}, compileCmd);
+  cl::HideUnrelatedOptions({&category, &zooCategory}, zooCmd);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "dtcc: a distributed-training compiler\n\n"
       "  dtcc import model.onnx             print the model in dgraph\n"
       "  dtcc compile model.onnx -o model   build an executable; run ./model --help\n"
+      "  dtcc compile model.onnx --train -o train   build a training executable\n"
+      "  dtcc zoo gpt --layers 2 -o gpt.onnx   write a GPT, Llama or MLP model\n"
       "  dtcc ops                           list the supported ONNX ops\n");
   if (importCmd)
     return runImportOrCompile(false);
@@ -330,6 +431,8 @@ int main(int argc, char **argv) {
     return runImportOrCompile(true);
   if (opsCmd)
     return runOps();
+  if (zooCmd)
+    return runZoo();
   cl::PrintHelpMessage();
   return 1;
 }
