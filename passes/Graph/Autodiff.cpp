@@ -251,6 +251,7 @@ void AutodiffPass::runOnOperation() {
       return signalPassFailure();
     }
     frozenSet.insert(name);
+    var.setTrainable(false); // not a parameter: no gradient, no update
   }
 
   auto train = cast<func::FuncOp>(main->clone());

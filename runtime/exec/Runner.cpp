@@ -327,6 +327,7 @@ int runTraining(const Options &opts, const format::Program &program,
 } // namespace
 
 int runnerMain(int argc, char **argv) {
+  startupPeakRss() = processPeakRss();
   auto parsed = parseFlags(argc, argv);
   if (!parsed.isOk())
     return fail(parsed.status());

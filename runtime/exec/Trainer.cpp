@@ -703,9 +703,32 @@ Status Trainer::run() {
   std::chrono::duration<double> total =
       std::chrono::steady_clock::now() - runStart;
   if (options_.log)
-    std::fprintf(options_.log, "done: %" PRId64 " steps in %.2f s\n",
-                 std::max<int64_t>(0, lastStep - startStep_), total.count());
+    std::fprintf(options_.log, "done: %" PRId64 " steps in %.2f s; process peak "
+                               "RSS %s (%s before loading the program)\n",
+                 std::max<int64_t>(0, lastStep - startStep_), total.count(),
+                 formatBytes(processPeakRss()).c_str(),
+                 formatBytes(startupPeakRss()).c_str());
   return Status::ok();
+}
+
+/// The process's peak resident memory (VmHWM), which unlike getrusage's
+/// maximum does not carry over from the process that exec'd this one.
+int64_t &startupPeakRss() {
+  static int64_t bytes = 0;
+  return bytes;
+}
+
+int64_t processPeakRss() {
+  std::FILE *f = std::fopen("/proc/self/status", "r");
+  if (!f)
+    return 0;
+  char line[256];
+  int64_t kib = 0;
+  while (std::fgets(line, sizeof(line), f))
+    if (std::sscanf(line, "VmHWM: %" SCNd64 " kB", &kib) == 1)
+      break;
+  std::fclose(f);
+  return kib * 1024;
 }
 
 } // namespace dtcc::runtime

@@ -127,6 +127,11 @@ private:
   std::vector<StepRecord> history_;
 };
 
+/// The process's peak resident memory in bytes (Linux VmHWM); 0 if unknown.
+int64_t processPeakRss();
+/// processPeakRss() when the runner started, before loading its program.
+int64_t &startupPeakRss();
+
 } // namespace dtcc::runtime
 
 #endif // DTCC_RUNTIME_EXEC_TRAINER_H

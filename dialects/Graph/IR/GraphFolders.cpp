@@ -398,6 +398,9 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
 OpFoldResult BroadcastInDimOp::fold(FoldAdaptor adaptor) {
   if (getOperand().getType() == getType())
     return getOperand();
+  // A broadcast splat is a splat of any size: it costs nothing to fold.
+  if (auto splat = dyn_cast_or_null<SplatElementsAttr>(adaptor.getOperand()))
+    return splat.resizeSplat(cast<ShapedType>(getType()));
   auto in = foldable(adaptor.getOperand());
   auto outType = cast<RankedTensorType>(getType());
   if (!in || outType.getNumElements() > kMaxFoldElements)

@@ -284,7 +284,9 @@ class Graph_BinaryOp<string mnemonic, Type type, string doc,
 
 def Graph_AddOp : Graph_BinaryOp<"add", Graph_NumericTensor, "sum", [Commutative]>;
 def Graph_SubOp : Graph_BinaryOp<"sub", Graph_NumericTensor, "difference">;
-def Graph_MulOp : Graph_BinaryOp<"mul", Graph_NumericTensor, "product", [Commutative]>;
+def Graph_MulOp : Graph_BinaryOp<"mul", Graph_NumericTensor, "product", [Commutative]> {
+  let hasCanonicalizer = 1;
+}
 def Graph_DivOp : Graph_BinaryOp<"div", Graph_NumericTensor,
     "quotient (integers truncate toward zero)">;
 def Graph_RemOp : Graph_BinaryOp<"rem", Graph_NumericTensor,
@@ -778,6 +780,7 @@ def Graph_MatmulOp : Graph_Op<"matmul",
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)
   }];
+  let hasCanonicalizer = 1;
 }
 
 def Graph_SoftmaxOp : Graph_Op<"softmax",

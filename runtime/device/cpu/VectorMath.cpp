@@ -174,8 +174,34 @@ int vectorMathIsa() {
   return isa;
 }
 
+/// exp of inputs far below zero (masked attention scores of -1e9) sends
+/// libmvec to its scalar special-case path, ten times slower. Below the
+/// normal range, exp(x) = exp(x / 2)^2 computed from x clamped to -174 (where
+/// the square underflows to 0 anyway) stays on the vector path and gives the
+/// same result: 0, or the subnormal it rounds to.
+static void expWithUnderflow(const FloatFn *table, float *x, int64_t n) {
+  constexpr float kLowest = -87.3f, kFloor = -174.0f;
+  uint8_t low[kMathChunk];
+  for (int64_t start = 0; start < n; start += kMathChunk) {
+    int64_t len = std::min<int64_t>(kMathChunk, n - start);
+    float *c = x + start;
+    bool any = false;
+    for (int64_t i = 0; i < len; ++i) {
+      low[i] = c[i] < kLowest;
+      any |= low[i];
+      c[i] = low[i] ? std::max(c[i], kFloor) * 0.5f : c[i];
+    }
+    table[int(MathFn::kExp)](c, len);
+    if (any)
+      for (int64_t i = 0; i < len; ++i)
+        c[i] = low[i] ? c[i] * c[i] : c[i];
+  }
+}
+
 void vectorMath(MathFn fn, float *x, int64_t n) {
   static const FloatFn *table = floatTable(vectorMathIsa());
+  if (fn == MathFn::kExp && table != kScalarFloat)
+    return expWithUnderflow(table, x, n);
   table[int(fn)](x, n);
 }
 

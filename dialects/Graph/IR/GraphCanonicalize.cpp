@@ -1,0 +1,152 @@
+//===- GraphCanonicalize.cpp - rewrite patterns of dgraph ops --------------===//
+//
+// Canonicalizations that matter for exported models: transposes folded into
+// matrix products (Linear layers export W^T), and the elementwise
+// decompositions exporters write for GELU and SiLU fused back into one op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace {
+
+/// Whether `perm` swaps the last two dimensions and keeps the others.
+bool swapsLastTwo(ArrayRef<int64_t> perm) {
+  int64_t n = perm.size();
+  if (n < 2 || perm[n - 1] != n - 2 || perm[n - 2] != n - 1)
+    return false;
+  for (int64_t i = 0; i < n - 2; ++i)
+    if (perm[i] != i)
+      return false;
+  return true;
+}
+
+/// matmul(transpose(a), b) -> matmul(a, b) {transpose_lhs}, and likewise for
+/// the rhs, when the transpose swaps the last two dimensions.
+struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value lhs = op.getLhs(), rhs = op.getRhs();
+    bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+    bool changed = false;
+    if (auto t = lhs.getDefiningOp<TransposeOp>(); t && swapsLastTwo(t.getPerm())) {
+      lhs = t.getOperand();
+      tl = !tl;
+      changed = true;
+    }
+    if (auto t = rhs.getDefiningOp<TransposeOp>(); t && swapsLastTwo(t.getPerm())) {
+      rhs = t.getOperand();
+      tr = !tr;
+      changed = true;
+    }
+    if (!changed)
+      return failure();
+    rewriter.replaceOpWithNewOp<MatmulOp>(op, op.getType(), lhs, rhs, tl, tr);
+    return success();
+  }
+};
+
+/// Whether `v` is a splat constant equal to `value` (within `tolerance`).
+bool isSplatNear(Value v, double value, double tolerance = 0) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
+    return false;
+  auto f = dyn_cast<FloatAttr>(attr.getSplatValue<Attribute>());
+  return f && std::abs(f.getValueAsDouble() - value) <= tolerance;
+}
+
+/// x * 0.5 * (1 + erf(x / sqrt(2))), in any operand order -> gelu(x). This
+/// is how torch.onnx.export writes nn.GELU before opset 20.
+struct FuseErfGelu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    // Shape 1: (x * (1 + erf)) * 0.5; shape 2: (x * 0.5) * (1 + erf).
+    for (int half = 0; half < 2; ++half) {
+      Value h = op->getOperand(half), rest = op->getOperand(1 - half);
+      if (isSplatNear(h, 0.5)) {
+        auto inner = rest.getDefiningOp<MulOp>();
+        if (!inner)
+          continue;
+        for (int k = 0; k < 2; ++k)
+          if (Value x = matchOnePlusErf(inner->getOperand(k));
+              x && inner->getOperand(1 - k) == x)
+            return replace(op, x, rewriter);
+      } else if (auto scaled = h.getDefiningOp<MulOp>()) {
+        // Constants sit on the right after canonicalization.
+        if (!isSplatNear(scaled.getRhs(), 0.5))
+          continue;
+        Value x = scaled.getLhs();
+        if (Value y = matchOnePlusErf(rest); y && y == x)
+          return replace(op, x, rewriter);
+      }
+    }
+    return failure();
+  }
+
+  /// 1 + erf(x / sqrt(2)) (or x * (1/sqrt(2))): returns x.
+  static Value matchOnePlusErf(Value v) {
+    auto add = v.getDefiningOp<AddOp>();
+    if (!add)
+      return {};
+    for (int k = 0; k < 2; ++k) {
+      if (!isSplatNear(add->getOperand(1 - k), 1.0))
+        continue;
+      auto erf = add->getOperand(k).getDefiningOp<ErfOp>();
+      if (!erf)
+        continue;
+      Operation *scale = erf.getOperand().getDefiningOp();
+      if (auto div = dyn_cast_or_null<DivOp>(scale);
+          div && isSplatNear(div.getRhs(), std::sqrt(2.0), 1e-6))
+        return div.getLhs();
+      if (auto mul = dyn_cast_or_null<MulOp>(scale);
+          mul && isSplatNear(mul.getRhs(), 1.0 / std::sqrt(2.0), 1e-6))
+        return mul.getLhs();
+    }
+    return {};
+  }
+
+  LogicalResult replace(MulOp op, Value x, PatternRewriter &rewriter) const {
+    if (x.getType() != op.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<GeluOp>(op, x, "none");
+    return success();
+  }
+};
+
+/// x * sigmoid(x) -> silu(x).
+struct FuseSilu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (int k = 0; k < 2; ++k) {
+      auto sigmoid = op->getOperand(k).getDefiningOp<SigmoidOp>();
+      if (sigmoid && sigmoid.getOperand() == op->getOperand(1 - k)) {
+        rewriter.replaceOpWithNewOp<SiluOp>(op, sigmoid.getOperand());
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
+} // namespace
+
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                           MLIRContext *context) {
+  patterns.add<FoldTransposeIntoMatmul>(context);
+}
+
+void MulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                        MLIRContext *context) {
+  patterns.add<FuseErfGelu, FuseSilu>(context);
+}
