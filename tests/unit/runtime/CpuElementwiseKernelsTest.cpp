@@ -158,6 +158,29 @@ const std::vector<UnaryCase> &floatUnaryCases() {
   return cases;
 }
 
+TEST(CpuVectorMath, ExpOfLargeNegativeInputsUnderflowsCorrectly) {
+  // Masked attention scores reach exp as -1e9; below -87.3 vectorMath takes
+  // its exp(x/2)^2 route, which must give libm's zeros and subnormals.
+  std::vector<float> in = {-1e9f, -1e4f, -200.0f, -174.0f, -110.0f, -103.5f,
+                           -100.0f, -95.0f, -90.0f, -87.4f, -87.3f, -87.0f,
+                           -20.0f, 0.0f, 3.0f};
+  for (int rep = 0; rep < 40; ++rep) // a chunk's worth, several times
+    in.push_back(-1e9f + rep);
+  std::vector<float> out = in;
+  cpu::vectorMath(cpu::MathFn::kExp, out.data(), out.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    float ref = std::exp(in[i]);
+    if (ref == 0.0f) {
+      EXPECT_EQ(out[i], 0.0f) << "x " << in[i];
+      continue;
+    }
+    // Subnormal results carry few significant bits: compare in units of the
+    // smallest subnormal there, relatively elsewhere.
+    float tol = std::max(std::fabs(ref) * 2e-6f, 2 * std::numeric_limits<float>::denorm_min());
+    EXPECT_NEAR(out[i], ref, tol) << "x " << in[i];
+  }
+}
+
 TEST(CpuUnaryKernels, FloatFunctionsMatchReference) {
   std::mt19937 rng(1);
   for (const UnaryCase &c : floatUnaryCases()) {
