@@ -1,10 +1,11 @@
-"""The demo's model: a small GPT-style transformer exported from PyTorch.
+"""The demo's inference model: a small GPT exported from PyTorch.
 
-  demo_model.py export DIR   writes DIR/model.onnx, DIR/ids.pb and
-                             DIR/expected.pb (PyTorch's logits)
+  demo_model.py export DIR   writes DIR/model.onnx (the GPT's logits),
+                             DIR/ids.pb and DIR/expected.pb (PyTorch's logits)
   demo_model.py compare DIR  compares DIR/out/logits.pb with expected.pb
 
-Uses Debian's python3-torch; fixed seeds, so every run is the same.
+The GPT is tests/e2e/torch_models.py's, with fixed seeds, so every run is
+the same. Uses Debian's python3-torch.
 """
 import os
 import sys
@@ -14,60 +15,36 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-VOCAB, SEQ, HIDDEN, HEADS, LAYERS, BATCH = 96, 16, 64, 4, 2, 2
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "tests", "e2e"))
+import torch_models  # noqa: E402
+
+VOCAB, SEQ, BATCH = 96, 16, 2
 
 
-class Block(torch.nn.Module):
-    def __init__(self):
+class Logits(torch.nn.Module):
+    """The GPT's logits, without the loss: what an inference export holds."""
+
+    def __init__(self, gpt):
         super().__init__()
-        self.ln1 = torch.nn.LayerNorm(HIDDEN)
-        self.qkv = torch.nn.Linear(HIDDEN, 3 * HIDDEN)
-        self.proj = torch.nn.Linear(HIDDEN, HIDDEN)
-        self.ln2 = torch.nn.LayerNorm(HIDDEN)
-        self.fc1 = torch.nn.Linear(HIDDEN, 4 * HIDDEN)
-        self.fc2 = torch.nn.Linear(4 * HIDDEN, HIDDEN)
-        mask = torch.triu(torch.full((SEQ, SEQ), float("-inf")), diagonal=1)
-        self.register_buffer("mask", mask)
-
-    def forward(self, x):
-        b, s, h = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(HIDDEN, dim=2)
-        shape = (b, s, HEADS, h // HEADS)
-        q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / (h // HEADS) ** 0.5 + self.mask
-        y = (att.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, h)
-        x = x + self.proj(y)
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
-
-
-class TinyGPT(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.tok = torch.nn.Embedding(VOCAB, HIDDEN)
-        self.pos = torch.nn.Parameter(torch.randn(SEQ, HIDDEN) * 0.02)
-        self.blocks = torch.nn.ModuleList(Block() for _ in range(LAYERS))
-        self.ln = torch.nn.LayerNorm(HIDDEN)
-        self.head = torch.nn.Linear(HIDDEN, VOCAB, bias=False)
+        self.gpt = gpt
 
     def forward(self, ids):
-        x = self.tok(ids) + self.pos
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
+        return self.gpt.logits(ids)
 
 
 def export(out):
     torch.manual_seed(0)
-    model = TinyGPT().eval()
+    model = Logits(torch_models.GPT(vocab=VOCAB, seq=SEQ, hidden=64, heads=4,
+                                    layers=2)).eval()
     ids = torch.randint(0, VOCAB, (BATCH, SEQ))
     with torch.no_grad():
         logits = model(ids)
     torch.onnx.export(model, (ids,), os.path.join(out, "model.onnx"),
                       input_names=["ids"], output_names=["logits"], opset_version=17)
     for name, t in (("ids", ids), ("expected", logits)):
-        proto = numpy_helper.from_array(t.numpy(), name)
         with open(os.path.join(out, name + ".pb"), "wb") as f:
-            f.write(proto.SerializeToString())
+            f.write(numpy_helper.from_array(t.numpy(), name).SerializeToString())
 
 
 def compare(out):

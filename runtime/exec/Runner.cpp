@@ -8,6 +8,8 @@
 
 #include "runtime/exec/Runner.h"
 
+#include "runtime/base/Format.h"
+
 #include "runtime/exec/Executable.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/format/Container.h"
@@ -52,18 +54,6 @@ std::string selfPath() {
   return buf;
 }
 
-std::string formatBytes(int64_t bytes) {
-  char buf[64];
-  if (bytes >= (int64_t(1) << 30))
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", bytes / double(1 << 30));
-  else if (bytes >= (1 << 20))
-    std::snprintf(buf, sizeof(buf), "%.2f MiB", bytes / double(1 << 20));
-  else if (bytes >= (1 << 10))
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", bytes / 1024.0);
-  else
-    std::snprintf(buf, sizeof(buf), "%" PRId64 " B", bytes);
-  return buf;
-}
 
 StatusOr<int64_t> parseCount(const std::string &flag, const std::string &v,
                              int64_t min) {

@@ -2,6 +2,8 @@
 
 #include "runtime/exec/Trainer.h"
 
+#include "runtime/base/Format.h"
+
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/TokenData.h"
 #include "runtime/io/TensorFile.h"
@@ -74,29 +76,7 @@ StatusOr<int64_t> parsePositive(const std::string &what,
   return static_cast<int64_t>(v);
 }
 
-std::string formatBytes(int64_t bytes) {
-  char buf[64];
-  if (bytes >= (int64_t(1) << 30))
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", bytes / double(1 << 30));
-  else if (bytes >= (1 << 20))
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / double(1 << 20));
-  else if (bytes >= (1 << 10))
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", bytes / 1024.0);
-  else
-    std::snprintf(buf, sizeof(buf), "%" PRId64 " B", bytes);
-  return buf;
-}
 
-/// 1234567 -> "1,234,567".
-std::string withCommas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 std::string joinNames(const std::vector<std::string> &names) {
   std::string s;
@@ -532,7 +512,7 @@ void Trainer::printHeader() {
   std::string optimizer = metadata(program_, "dtcc.optimizer");
   std::fprintf(options_.log, "%s\n",
                strCat("train", model.empty() ? "" : " " + model, ": ",
-                      withCommas(params), " parameters in ", tensors,
+                      formatCount(params), " parameters in ", tensors,
                       tensors == 1 ? " tensor" : " tensors",
                       optimizer.empty() ? "" : ", optimizer " + optimizer)
                    .c_str());
@@ -543,13 +523,13 @@ void Trainer::printHeader() {
         strCat(microBatches_, " micro-batch", microBatches_ > 1 ? "es" : "",
                " of ", ids.shape.size() > 0 ? ids.shape[0] : 1, " sequences x ",
                ids.shape.size() > 1 ? ids.shape[1] : 1, " tokens (",
-               withCommas(tokensPerStep_), " tokens per step)");
+               formatCount(tokensPerStep_), " tokens per step)");
   } else {
     batch = strCat(microBatches_, " micro-batch", microBatches_ > 1 ? "es" : "",
                    " per step");
   }
   std::string data =
-      tokens_ ? strCat(tokens_->path(), " (", withCommas(tokens_->numTokens()),
+      tokens_ ? strCat(tokens_->path(), " (", formatCount(tokens_->numTokens()),
                        " ", tokenDTypeName(tokens_->dtype()), " tokens, seed ",
                        seed_, ")")
               : strCat("batches from ", options_.batchesDir);

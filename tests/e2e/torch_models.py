@@ -60,11 +60,14 @@ class GPT(torch.nn.Module):
         self.ln = torch.nn.LayerNorm(hidden)
         self.head = torch.nn.Linear(hidden, vocab, bias=False)
 
-    def forward(self, ids, labels):
+    def logits(self, ids):
         x = self.tok(ids) + self.pos
         for block in self.blocks:
             x = block(x)
-        logits = self.head(self.ln(x))
+        return self.head(self.ln(x))
+
+    def forward(self, ids, labels):
+        logits = self.logits(ids)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 

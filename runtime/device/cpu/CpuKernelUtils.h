@@ -8,6 +8,7 @@
 #ifndef DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
 #define DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
 
+#include "runtime/device/cpu/VectorMath.h"
 #include "runtime/exec/Kernel.h"
 
 #include <array>
@@ -399,6 +400,69 @@ StatusOr<StridedLayout<N>> elementwiseLayout(const KernelContext &ctx) {
   if (!buildLayout<N>(out.shape, strides, layout))
     return ctx.error("more than ", kMaxDims, " non-mergeable dimensions");
   return layout;
+}
+
+//===-- Row reductions shared by the normalization and softmax kernels -----===//
+
+/// Sum of f(i) for i < n: blocks of 512 summed in eight lanes of C (which
+/// vectorize), the block sums added in double.
+template <typename C, typename F> double blockedSum(int64_t n, F f) {
+  constexpr int64_t kLanes = 8, kBlock = 512;
+  double total = 0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    C lanes[kLanes] = {};
+    int64_t i = b;
+    for (; i + kLanes <= e; i += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l)
+        lanes[l] += f(i + l);
+    for (; i < e; ++i)
+      lanes[0] += f(i);
+    for (int64_t w = kLanes / 2; w > 0; w /= 2)
+      for (int64_t l = 0; l < w; ++l)
+        lanes[l] += lanes[l + w];
+    total += double(lanes[0]);
+  }
+  return total;
+}
+
+/// Sum of f(x[i]) in the compute type of S, as blockedSum.
+template <typename S, typename F> double rowSum(const S *x, int64_t n, F f) {
+  return blockedSum<ComputeT<S>>(
+      n, [&](int64_t i) { return f(Elem<S>::load(x[i])); });
+}
+
+/// Maximum of x[0..n) (n >= 1), NaN if any is NaN; eight lanes so that it
+/// vectorizes.
+template <typename S> ComputeT<S> rowMax(const S *x, int64_t n) {
+  using C = ComputeT<S>;
+  constexpr int64_t kLanes = 8;
+  C lanes[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l)
+    lanes[l] = Elem<S>::load(x[0]);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      C v = Elem<S>::load(x[i + l]);
+      lanes[l] = (v > lanes[l] || isNan(v)) ? v : lanes[l];
+    }
+  for (; i < n; ++i) {
+    C v = Elem<S>::load(x[i]);
+    lanes[0] = (v > lanes[0] || isNan(v)) ? v : lanes[0];
+  }
+  C m = lanes[0];
+  for (int64_t l = 1; l < kLanes; ++l)
+    m = (lanes[l] > m || isNan(lanes[l])) ? lanes[l] : m;
+  return m;
+}
+
+/// t[i] = exp(x[i] - m) for i < n, returning the sum in double.
+template <typename S>
+double expShifted(const S *x, ComputeT<S> m, ComputeT<S> *t, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    t[i] = Elem<S>::load(x[i]) - m;
+  vectorMath(MathFn::kExp, t, n);
+  return rowSum(t, n, [](ComputeT<S> v) { return v; });
 }
 
 } // namespace cpu

@@ -16,62 +16,6 @@ namespace {
 
 using namespace cpu;
 
-/// Maximum of x[0..n) (n >= 1), NaN if any is NaN; eight lanes so that it
-/// vectorizes.
-template <typename S> ComputeT<S> rowMax(const S *x, int64_t n) {
-  using C = ComputeT<S>;
-  constexpr int64_t kLanes = 8;
-  C lanes[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l)
-    lanes[l] = Elem<S>::load(x[0]);
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      C v = Elem<S>::load(x[i + l]);
-      lanes[l] = (v > lanes[l] || isNan(v)) ? v : lanes[l];
-    }
-  for (; i < n; ++i) {
-    C v = Elem<S>::load(x[i]);
-    lanes[0] = (v > lanes[0] || isNan(v)) ? v : lanes[0];
-  }
-  C m = lanes[0];
-  for (int64_t l = 1; l < kLanes; ++l)
-    m = (lanes[l] > m || isNan(lanes[l])) ? lanes[l] : m;
-  return m;
-}
-
-/// Sum of f(x[i]): blocks of 512 summed in eight lanes of the compute type
-/// (which vectorize), block sums added in double.
-template <typename S, typename F> double rowSum(const S *x, int64_t n, F f) {
-  using C = ComputeT<S>;
-  constexpr int64_t kLanes = 8, kBlock = 512;
-  double total = 0;
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    C lanes[kLanes] = {};
-    int64_t i = b;
-    for (; i + kLanes <= e; i += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l)
-        lanes[l] += f(Elem<S>::load(x[i + l]));
-    for (; i < e; ++i)
-      lanes[0] += f(Elem<S>::load(x[i]));
-    for (int64_t w = kLanes / 2; w > 0; w /= 2)
-      for (int64_t l = 0; l < w; ++l)
-        lanes[l] += lanes[l + w];
-    total += double(lanes[0]);
-  }
-  return total;
-}
-
-/// t[i] = exp(x[i] - m) for i < n, returning the sum in double.
-template <typename S>
-double expShifted(const S *x, ComputeT<S> m, ComputeT<S> *t, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    t[i] = Elem<S>::load(x[i]) - m;
-  vectorMath(MathFn::kExp, t, n);
-  return rowSum(t, n, [](ComputeT<S> v) { return v; });
-}
-
 //===----------------------------------------------------------------------===//
 // softmax / log_softmax
 //===----------------------------------------------------------------------===//

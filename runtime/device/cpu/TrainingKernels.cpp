@@ -97,48 +97,6 @@ Status checkExactOrDisjoint(const KernelContext &ctx,
   return Status::ok();
 }
 
-/// Sum of f(i) for i < n: blocks of 512 summed in eight lanes of C (which
-/// vectorize), block sums added in double.
-template <typename C, typename F> double blockedSum(int64_t n, F f) {
-  constexpr int64_t kLanes = 8, kBlock = 512;
-  double total = 0;
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    C lanes[kLanes] = {};
-    int64_t i = b;
-    for (; i + kLanes <= e; i += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l)
-        lanes[l] += f(i + l);
-    for (; i < e; ++i)
-      lanes[0] += f(i);
-    for (int64_t w = kLanes / 2; w > 0; w /= 2)
-      for (int64_t l = 0; l < w; ++l)
-        lanes[l] += lanes[l + w];
-    total += double(lanes[0]);
-  }
-  return total;
-}
-
-/// Maximum of x[0..n) (n >= 1), NaN if any is NaN.
-template <typename C> C rowMax(const C *x, int64_t n) {
-  constexpr int64_t kLanes = 8;
-  C lanes[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l)
-    lanes[l] = x[0];
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const C v = x[i + l];
-      lanes[l] = (v > lanes[l] || isNan(v)) ? v : lanes[l];
-    }
-  for (; i < n; ++i)
-    lanes[0] = (x[i] > lanes[0] || isNan(x[i])) ? x[i] : lanes[0];
-  C m = lanes[0];
-  for (int64_t l = 1; l < kLanes; ++l)
-    m = (lanes[l] > m || isNan(lanes[l])) ? lanes[l] : m;
-  return m;
-}
-
 //===----------------------------------------------------------------------===//
 // gelu_grad / silu_grad
 //===----------------------------------------------------------------------===//
@@ -495,10 +453,7 @@ KernelFn makeCrossEntropyGrad(const C *logits, const I *labels, const C *dloss,
                           ignore, ")");
       const C *x = logits + i * c;
       const C m = rowMax(x, c);
-      for (int64_t j = 0; j < c; ++j)
-        t[j] = x[j] - m;
-      vectorMath(MathFn::kExp, t, c);
-      const double sum = blockedSum<C>(c, [&](int64_t j) { return t[j]; });
+      const double sum = expShifted(x, m, t, c);
       const C dl = dloss[i], inv = C(1.0 / sum), scale = C(double(dl) / sum);
       for (int64_t j = 0; j < c; ++j)
         o[j] = t[j] * scale;
