@@ -5,8 +5,10 @@
 #include "compiler/Serialize.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "dialects/Shard/IR/ShardOps.h"
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Sharding/Passes.h"
 #include "runtime/format/Container.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,7 +26,8 @@ using namespace mlir;
 namespace dtcc {
 
 void registerDtccDialects(DialectRegistry &registry) {
-  registry.insert<graph::GraphDialect, exec::ExecDialect, func::FuncDialect>();
+  registry.insert<graph::GraphDialect, shard::ShardDialect, exec::ExecDialect,
+                  func::FuncDialect>();
 }
 
 std::optional<Phase> parsePhase(llvm::StringRef name) {
@@ -32,6 +35,7 @@ std::optional<Phase> parsePhase(llvm::StringRef name) {
       .Case("import", Phase::Import)
       .Case("dgraph", Phase::Graph)
       .Case("train", Phase::Train)
+      .Case("shard", Phase::Shard)
       .Case("dexec", Phase::Exec)
       .Case("program", Phase::Program)
       .Case("executable", Phase::Executable)
@@ -134,8 +138,27 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
   }
   if (options.compileTo == Phase::Train)
     return success();
+  if (!options.train.mesh.empty()) {
+    if (!options.train.enabled)
+      return module.emitError("--mesh places a training step: add --train");
+    if (failed(run(
+            [&](PassManager &pm) {
+              shard::ShardAnnotateOptions annotate;
+              annotate.mesh = options.train.mesh;
+              annotate.zero = options.train.zero;
+              pm.addPass(shard::createShardAnnotate(annotate));
+              pm.addPass(shard::createShardPropagate());
+              pm.addPass(shard::createShardPartition());
+              pm.addPass(createCanonicalizerPass());
+              pm.addPass(createCSEPass());
+            },
+            3, "shard")))
+      return failure();
+  }
+  if (options.compileTo == Phase::Shard)
+    return success();
   return run([](PassManager &pm) { pm.addPass(lowering::createLowerToExec()); },
-             3, "dexec");
+             4, "dexec");
 }
 
 std::string defaultRunnerPath() {

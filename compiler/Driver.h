@@ -26,12 +26,14 @@ enum class Phase {
   Import,     ///< dgraph as imported
   Graph,      ///< dgraph after folding and cleanup
   Train,      ///< dgraph with the backward pass and optimizer (--train)
+  Shard,      ///< one rank's dgraph and dshard program (--mesh)
   Exec,       ///< dexec: buffers, offsets and kernel calls
   Program,    ///< the serialized program, without the runner
   Executable, ///< the runner with the program appended
 };
 
-/// Parses "import", "dgraph", "train", "dexec", "program", "executable".
+/// Parses "import", "dgraph", "train", "shard", "dexec", "program",
+/// "executable".
 std::optional<Phase> parsePhase(llvm::StringRef name);
 
 /// How `dtcc compile --train` builds the training step (the options of
@@ -50,6 +52,9 @@ struct TrainOptions {
   std::string schedule = "constant";
   int64_t microBatches = 1;
   bool exportGradients = false;
+  /// The device mesh ("dp=4"); empty: one device. See passes/Sharding.
+  std::string mesh;
+  int zero = 0;
 };
 
 struct CompileOptions {

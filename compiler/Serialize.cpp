@@ -4,6 +4,7 @@
 
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "dialects/Shard/IR/ShardOps.h"
 #include "runtime/format/Container.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,6 +16,24 @@ using namespace mlir;
 
 namespace dtcc {
 namespace {
+
+/// A split variable's or input's layout (its dshard.sharding and
+/// dshard.global_type attributes), when it has one.
+void setSharding(runtime::format::Sharding *out, Attribute sharding,
+                 Attribute globalType) {
+  auto s = dyn_cast_or_null<shard::ShardingAttr>(sharding);
+  auto type = dyn_cast_or_null<TypeAttr>(globalType);
+  if (!s || !type)
+    return;
+  for (int64_t d : cast<RankedTensorType>(type.getValue()).getShape())
+    out->add_global_shape(d);
+  for (shard::DimShardingAttr dim : s.getDims()) {
+    auto *o = out->add_dims();
+    for (StringAttr a : dim.getAxes())
+      o->add_axes(a.str());
+    o->set_groups(dim.getGroups());
+  }
+}
 
 /// The runtime's dtype number (ONNX numbering) for an element type.
 int32_t dtypeOf(Type type) {
@@ -168,6 +187,12 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
       if (auto s = dyn_cast<StringAttr>(attr.getValue()))
         (*program.mutable_metadata())[attr.getName().str()] = s.str();
 
+  if (auto mesh = module->getAttrOfType<shard::MeshAttr>(shard::kMeshAttr))
+    for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes())) {
+      program.mutable_mesh()->add_axes(axis.str());
+      program.mutable_mesh()->add_sizes(size);
+    }
+
   auto addBuffer = [&](runtime::format::Arena arena, int64_t offset,
                        MemRefType type, StringRef name) -> int32_t {
     auto *b = program.add_buffers();
@@ -203,6 +228,9 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
                                             type.getElementType()),
                             var.getSymName()));
     v->set_trainable(var.getTrainable());
+    if (var->hasAttr(shard::kShardingAttr))
+      setSharding(v->mutable_sharding(), var->getAttr(shard::kShardingAttr),
+                  var->getAttr("dshard.global_type"));
     auto init = var.getInitialValueAttr();
     auto dense = dyn_cast_or_null<DenseElementsAttr>(init);
     if (dense && dense.isSplat() && isZeroSplat(dense)) {
@@ -248,6 +276,9 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
         auto *b = f->add_inputs();
         b->set_name(input.getName().str());
         b->set_buffer(ids.lookup(input.getBuffer()));
+        if (input->hasAttr(shard::kShardingAttr))
+          setSharding(b->mutable_sharding(), input->getAttr(shard::kShardingAttr),
+                      input->getAttr("dshard.global_type"));
       } else if (auto output = dyn_cast<exec::OutputOp>(op)) {
         auto *b = f->add_outputs();
         b->set_name(output.getName().str());

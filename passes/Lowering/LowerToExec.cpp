@@ -167,6 +167,8 @@ private:
   llvm::DenseSet<Operation *> inPlaceStores;
   void planInPlaceUpdates(Block &body);
   SmallVector<std::pair<std::string, View>> inputs, outputs;
+  /// The mesh layout of each input (dshard.sharding, dshard.global_type).
+  SmallVector<DictionaryAttr> inputShardings;
   SmallVector<PlannedKernel> kernels;
   int64_t workspaceBytes = 0;
 };
@@ -261,13 +263,34 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       return success();
     }
   }
-  if (op.getDialect() != op.getContext()->getLoadedDialect<graph::GraphDialect>())
-    return op.emitOpError("cannot be lowered to dexec: not a dgraph op");
+  // dgraph ops and dshard's collectives are kernels of the same name.
+  StringRef dialect = op.getDialect()->getNamespace();
+  if (dialect != "dgraph" && dialect != "dshard")
+    return op.emitOpError("cannot be lowered to dexec: not a dgraph or "
+                          "dshard op");
+  if (dialect == "dshard" && op.getName().stripDialect() == "constraint")
+    return op.emitOpError("cannot be lowered to dexec: run "
+                          "dtcc-shard-partition first");
 
   // Every other op is one kernel call.
   bool elementwise = op.hasTrait<OpTrait::Elementwise>();
   PlannedKernel kernel{op.getName().stripDialect().str(), {}, {},
                        op.getAttrDictionary(), op.getLoc()};
+  if (dialect == "dshard") {
+    // The runtime's collectives name a group by its list of axes and the
+    // reduction by `reduce` (runtime/device/cpu/CollectiveKernels.cpp).
+    NamedAttrList attrs;
+    for (NamedAttribute a : op.getAttrs()) {
+      StringRef name = a.getName().getValue();
+      if (name == "axis")
+        attrs.set("axes", a.getValue());
+      else if (name == "kind")
+        attrs.set("reduce", a.getValue());
+      else
+        attrs.set(a.getName(), a.getValue());
+    }
+    kernel.attrs = attrs.getDictionary(ctx);
+  }
   for (Value operand : op.getOperands()) {
     View v = views.lookup(operand);
     if (!v.isContiguous() && !elementwise)
@@ -384,6 +407,11 @@ LogicalResult FunctionLowering::plan() {
     bind(arg, view);
     inputs.push_back({name ? name.str() : "input" + std::to_string(arg.getArgNumber()),
                       view});
+    NamedAttrList layout;
+    for (StringRef key : {"dshard.sharding", "dshard.global_type"})
+      if (Attribute a = fn.getArgAttr(arg.getArgNumber(), key))
+        layout.set(key, a);
+    inputShardings.push_back(layout.getDictionary(fn.getContext()));
   }
   for (Operation &op : body.without_terminator()) {
     ++step;
@@ -453,8 +481,11 @@ void FunctionLowering::rewrite() {
     return op.getResult();
   };
 
-  for (auto &[name, view] : inputs)
-    exec::InputOp::create(b, loc, name, bufferFor(view));
+  for (auto [input, layout] : llvm::zip(inputs, inputShardings)) {
+    auto op = exec::InputOp::create(b, loc, input.first, bufferFor(input.second));
+    for (NamedAttribute a : layout)
+      op->setAttr(a.getName(), a.getValue());
+  }
   for (PlannedKernel &k : kernels) {
     SmallVector<Value> ins, outs;
     for (const View &v : k.ins)

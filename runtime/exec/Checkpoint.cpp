@@ -3,6 +3,7 @@
 #include "runtime/exec/Checkpoint.h"
 
 #include "runtime/base/HostTensor.h"
+#include "runtime/comm/CommContext.h"
 #include "runtime/exec/Executable.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -351,8 +352,59 @@ StatusOr<format::Checkpoint> readCheckpointManifest(const std::string &dir) {
   return manifest;
 }
 
+namespace {
+
+/// Where a variable's elements on this rank lie in the whole tensor, and
+/// whether this rank writes them (one rank per distinct block: the one at
+/// coordinate 0 on every axis that does not split the variable).
+struct VariableLayout {
+  std::vector<int64_t> global;
+  std::vector<BlockPiece> pieces;
+  bool writes = true;
+};
+
+StatusOr<VariableLayout> layoutOf(const Executable &exe, const std::string &name,
+                                  const TensorView &view) {
+  VariableLayout l;
+  const format::Sharding *s = exe.variableSharding(name);
+  const bool onMesh = exe.comm() != nullptr;
+  if (!s) {
+    l.global = view.shape;
+    l.pieces.push_back({std::vector<int64_t>(view.shape.size(), 0),
+                        std::vector<int64_t>(view.shape.size(), 0), view.shape});
+    l.writes = !onMesh || exe.meshCoords().index(exe.comm()->mesh().axisNames()) == 0;
+    return l;
+  }
+  l.global.assign(s->global_shape().begin(), s->global_shape().end());
+  DTCC_ASSIGN_OR_RETURN(l.pieces, blockPieces(*s, exe.meshCoords()));
+  std::set<std::string> splitting;
+  for (const format::DimSharding &d : s->dims())
+    splitting.insert(d.axes().begin(), d.axes().end());
+  for (const std::string &axis : exe.comm()->mesh().axisNames())
+    if (!splitting.count(axis) && exe.meshCoords().coord(axis) != 0)
+      l.writes = false;
+  return l;
+}
+
+/// Waits for every rank of the mesh (nothing on one device).
+Status meshBarrier(const Executable &exe) {
+  if (!exe.comm())
+    return Status::ok();
+  DTCC_ASSIGN_OR_RETURN(Communicator * all,
+                        exe.comm()->group(exe.comm()->mesh().axisNames()));
+  return all->barrier();
+}
+
+bool isRootRank(const Executable &exe) {
+  return !exe.comm() || exe.comm()->mesh().world().rank() == 0;
+}
+
+} // namespace
+
 Status saveCheckpoint(Executable &exe, const std::string &dirArg,
                       format::Checkpoint manifest) {
+  if (exe.comm())
+    return saveShardedCheckpoint(exe, dirArg, std::move(manifest));
   DTCC_ASSIGN_OR_RETURN(std::string dir, normalizeDir(dirArg));
   const bool replacing = exists(dir);
   if (replacing) {
@@ -438,6 +490,9 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
   std::set<std::string> used;
   for (const auto &[name, view] : exe.variables()) {
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
+    DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
+    const int64_t globalBytes =
+        HostTensor(view.dtype, layout.global).bytes.size();
     auto it = entries.find(name);
     if (it == entries.end()) {
       problems += strCat("\n  missing: '", name, "' (", view.typeString(), ")");
@@ -448,9 +503,10 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
     std::vector<int64_t> shape(v.shape().begin(), v.shape().end());
     std::string saved =
         HostTensor::typeString(static_cast<DType>(v.dtype()), shape);
-    if (static_cast<DType>(v.dtype()) != view.dtype || shape != view.shape) {
+    if (static_cast<DType>(v.dtype()) != view.dtype || shape != layout.global) {
       problems += strCat("\n  '", name, "': the program has ",
-                         view.typeString(), ", the checkpoint ", saved);
+                         HostTensor::typeString(view.dtype, layout.global),
+                         ", the checkpoint ", saved);
       continue;
     }
     struct stat st;
@@ -458,9 +514,9 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
     if (stat(path.c_str(), &st) != 0)
       problems +=
           strCat("\n  '", name, "': its file ", v.file(), " is missing");
-    else if (st.st_size != view.sizeInBytes())
+    else if (st.st_size != globalBytes)
       problems += strCat("\n  '", name, "': its file ", v.file(), " has ",
-                         st.st_size, " bytes, expected ", view.sizeInBytes());
+                         st.st_size, " bytes, expected ", globalBytes);
   }
   for (const format::Checkpoint::Variable &v : manifest.variables())
     if (!used.count(v.name()))
@@ -471,17 +527,95 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
         manifest.model().empty() ? "" : " (model '" + manifest.model() + "')",
         " does not match this program:", problems);
 
-  std::vector<uint8_t> host;
+  // Each rank reads its blocks: the checkpoint does not depend on the plan
+  // that wrote it.
+  std::vector<uint8_t> host, piece;
   for (const auto &[name, view] : exe.variables()) {
     const format::Checkpoint::Variable &v = *entries.at(name);
+    DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
     host.resize(view.sizeInBytes());
-    DTCC_RETURN_IF_ERROR(readTensorBox(dir + "/" + v.file(), view.dtype,
-                                       view.shape, TensorBox::whole(view.shape),
-                                       host.data()));
+    int64_t elem = dtypeSize(view.dtype);
+    for (const BlockPiece &p : layout.pieces) {
+      TensorBox box{p.globalStart, p.size};
+      piece.resize(box.numel() * elem);
+      DTCC_RETURN_IF_ERROR(readTensorBox(dir + "/" + v.file(), view.dtype,
+                                         layout.global, box, piece.data()));
+      copyBox(piece.data(), p.size, std::vector<int64_t>(p.size.size(), 0),
+              host.data(), view.shape, p.localStart, p.size, elem);
+    }
     DTCC_RETURN_IF_ERROR(
         exe.device().copyHostToDevice(view.data, host.data(), host.size()));
   }
   return manifest;
+}
+
+Status saveShardedCheckpoint(Executable &exe, const std::string &dirArg,
+                             format::Checkpoint manifest) {
+  DTCC_ASSIGN_OR_RETURN(std::string dir, normalizeDir(dirArg));
+  const std::string tmp = dir + ".tmp";
+  const bool root = isRootRank(exe);
+  // Rank 0 prepares DIR.tmp; every rank writes its blocks into it; rank 0
+  // writes the manifest and moves it into place.
+  Status prepared = Status::ok();
+  if (root) {
+    if (exists(dir) && !isDirectory(dir))
+      prepared = invalidArgument("cannot save a checkpoint to '", dir,
+                                 "': it is a file");
+    else if (exists(dir) && !exists(dir + "/" + kCheckpointManifest) &&
+             !listDir(dir).value().empty())
+      prepared = invalidArgument("cannot save a checkpoint to '", dir,
+                                 "': it is a non-empty directory that is not "
+                                 "a checkpoint, so it is not replaced");
+    else if (exists(tmp))
+      prepared = removeCheckpointDir(tmp);
+    if (prepared.isOk() && mkdir(tmp.c_str(), 0755) != 0)
+      prepared = unavailable("cannot create '", tmp, "': ", errnoText());
+  }
+  DTCC_RETURN_IF_ERROR(prepared);
+  DTCC_RETURN_IF_ERROR(meshBarrier(exe));
+
+  manifest.set_format_version(kCheckpointFormatVersion);
+  manifest.clear_variables();
+  std::vector<uint8_t> host, piece;
+  int index = 0;
+  for (const auto &[name, view] : exe.variables()) {
+    DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
+    DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
+    format::Checkpoint::Variable *entry = manifest.add_variables();
+    entry->set_name(name);
+    entry->set_dtype(static_cast<int32_t>(view.dtype));
+    for (int64_t d : layout.global)
+      entry->add_shape(d);
+    entry->set_file(std::to_string(index++) + ".bin");
+    if (!layout.writes)
+      continue;
+    host.resize(view.sizeInBytes());
+    DTCC_RETURN_IF_ERROR(
+        exe.device().copyDeviceToHost(host.data(), view.data, host.size()));
+    int64_t elem = dtypeSize(view.dtype);
+    for (const BlockPiece &p : layout.pieces) {
+      TensorBox box{p.globalStart, p.size};
+      piece.resize(box.numel() * elem);
+      copyBox(host.data(), view.shape, p.localStart, piece.data(), p.size,
+              std::vector<int64_t>(p.size.size(), 0), p.size, elem);
+      DTCC_RETURN_IF_ERROR(writeTensorBox(tmp + "/" + entry->file(), view.dtype,
+                                          layout.global, box, piece.data()));
+    }
+  }
+  DTCC_RETURN_IF_ERROR(meshBarrier(exe));
+  Status moved = Status::ok();
+  if (root) {
+    moved = writeCheckpointManifest(tmp, manifest);
+    if (moved.isOk())
+      moved = syncPath(tmp);
+    if (moved.isOk() && exists(dir))
+      moved = removeCheckpointDir(dir);
+    if (moved.isOk() && rename(tmp.c_str(), dir.c_str()) != 0)
+      moved = unavailable("cannot rename '", tmp, "' to '", dir,
+                          "': ", errnoText());
+  }
+  DTCC_RETURN_IF_ERROR(moved);
+  return meshBarrier(exe);
 }
 
 } // namespace dtcc::runtime

@@ -64,6 +64,12 @@ StatusOr<format::Checkpoint> readCheckpointManifest(const std::string &dir);
 Status saveCheckpoint(Executable &exe, const std::string &dir,
                       format::Checkpoint manifest);
 
+/// saveCheckpoint on a mesh: every rank writes its blocks of each variable
+/// into the files of the whole tensors; rank 0 writes the manifest. Every
+/// rank must call it.
+Status saveShardedCheckpoint(Executable &exe, const std::string &dir,
+                             format::Checkpoint manifest);
+
 /// Loads the checkpoint at `dir` into the variables of `exe`. Every variable
 /// of the program must be in the checkpoint with the same dtype and shape,
 /// and the checkpoint must hold no others; all differences are listed in one

@@ -2,6 +2,9 @@
 
 #include "runtime/exec/Executable.h"
 
+#include "runtime/comm/CommContext.h"
+#include "runtime/exec/ShardLayout.h"
+
 #include <chrono>
 #include <set>
 
@@ -15,8 +18,25 @@ Executable::~Executable() {
 
 StatusOr<std::unique_ptr<Executable>>
 Executable::create(const format::Program &program, const uint8_t *data,
-                   uint64_t dataSize, Device &device) {
+                   uint64_t dataSize, Device &device, CommContext *comm) {
   std::unique_ptr<Executable> exe(new Executable(device));
+  if (program.has_mesh() && comm) {
+    // The communicators must be those of the program's mesh.
+    const format::Mesh &mesh = program.mesh();
+    const MeshComms &comms = comm->mesh();
+    bool same = mesh.axes_size() == static_cast<int>(comms.axisNames().size()) &&
+                mesh.sizes_size() == mesh.axes_size();
+    for (int i = 0; same && i < mesh.axes_size(); ++i)
+      same = mesh.axes(i) == comms.axisNames()[i] &&
+             mesh.sizes(i) == comms.axisSizes()[i];
+    if (!same)
+      return invalidArgument("the program's mesh differs from the "
+                             "communicators' (",
+                             comms.describe(), ")");
+    exe->comm_ = comm;
+    DTCC_ASSIGN_OR_RETURN(exe->coords_,
+                          MeshCoords::of(mesh, comm->mesh().world().rank()));
+  }
   DTCC_RETURN_IF_ERROR(exe->prepare(program, data, dataSize));
   return exe;
 }
@@ -112,6 +132,10 @@ static Attrs convertAttrs(const format::Instruction &inst) {
       attrs.set(name, std::vector<double>(value.floats().values().begin(),
                                           value.floats().values().end()));
       break;
+    case format::AttrValue::kStrings:
+      attrs.set(name, std::vector<std::string>(value.strings().values().begin(),
+                                               value.strings().values().end()));
+      break;
     case format::AttrValue::VALUE_NOT_SET:
       break;
     }
@@ -145,7 +169,31 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
   for (const format::Variable &var : program.variables()) {
     DTCC_ASSIGN_OR_RETURN(TensorView view, viewOf(program, var.buffer()));
     std::string what = "variable '" + var.name() + "'";
-    if (var.has_init()) {
+    if (var.has_init() && var.has_sharding()) {
+      // A split variable: the data is the whole tensor; take this rank's
+      // block of it.
+      int64_t globalBytes = dtypeSize(view.dtype);
+      for (int64_t d : var.sharding().global_shape())
+        globalBytes *= d;
+      if (var.init().offset() < 0 || var.init().size() != globalBytes ||
+          static_cast<uint64_t>(var.init().offset() + var.init().size()) > dataSize)
+        return dataLoss(what, " has ", var.init().size(),
+                        " bytes of data, expected ", globalBytes,
+                        " (the whole tensor)");
+      DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> local,
+                            localShape(var.sharding(), coords_));
+      if (local != view.shape)
+        return invalidArgument(what, " is split over the mesh, but this "
+                               "process is not a rank of it (run it with "
+                               "mpirun -np N)");
+      std::vector<uint8_t> block(view.sizeInBytes());
+      DTCC_RETURN_IF_ERROR(extractBlock(var.sharding(), coords_,
+                                        dtypeSize(view.dtype),
+                                        data + var.init().offset(), block.data())
+                               .withContext(what));
+      DTCC_RETURN_IF_ERROR(
+          device_.copyHostToDevice(view.data, block.data(), block.size()));
+    } else if (var.has_init()) {
       DTCC_RETURN_IF_ERROR(checkData(var.init(), view, what));
       DTCC_RETURN_IF_ERROR(device_.copyHostToDevice(
           view.data, data + var.init().offset(), var.init().size()));
@@ -154,6 +202,8 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
       DTCC_RETURN_IF_ERROR(device_.fillZero(view.data, view.sizeInBytes()));
     }
     variables_.push_back({var.name(), view});
+    if (var.has_sharding() && comm_)
+      variableShardings_[var.name()] = var.sharding();
   }
   for (const format::Constant &c : program.constants()) {
     DTCC_ASSIGN_OR_RETURN(TensorView view, viewOf(program, c.buffer()));
@@ -205,6 +255,7 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
         ctx.outputs.push_back(v);
       }
       ctx.attrs = convertAttrs(inst);
+      ctx.comm = comm_;
       DTCC_ASSIGN_OR_RETURN(KernelFn kernel,
                             (*device_.kernels().find(inst.kernel()))(ctx));
       fn.kernels.push_back(std::move(kernel));
@@ -237,10 +288,25 @@ const TensorView *Executable::variable(const std::string &name) const {
   return nullptr;
 }
 
+/// The error of a function that ended with collectives still in flight.
+static Status checkNoPendingCollectives(const CommContext *comm,
+                                        const std::string &function) {
+  if (!comm || comm->pendingAsync().empty())
+    return Status::ok();
+  std::string ids;
+  for (int64_t id : comm->pendingAsync())
+    ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  return internalError("function '", function,
+                       "' ends with asynchronous collectives not waited for "
+                       "(async ",
+                       ids, ")");
+}
+
 Status Executable::execute(const Function &fn) {
   if (!profiling_) {
     for (const KernelFn &k : fn.kernels)
       DTCC_RETURN_IF_ERROR(k());
+    DTCC_RETURN_IF_ERROR(checkNoPendingCollectives(comm_, fn.name));
     return device_.synchronize();
   }
   for (size_t i = 0; i < fn.kernels.size(); ++i) {
@@ -253,7 +319,7 @@ Status Executable::execute(const Function &fn) {
     ++p.calls;
     p.seconds += elapsed.count();
   }
-  return Status::ok();
+  return checkNoPendingCollectives(comm_, fn.name);
 }
 
 Status Executable::run(const Function &fn,

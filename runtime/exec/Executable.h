@@ -11,6 +11,7 @@
 
 #include "runtime/base/HostTensor.h"
 #include "runtime/device/Device.h"
+#include "runtime/exec/ShardLayout.h"
 #include "runtime/format/Program.pb.h"
 
 #include <map>
@@ -49,9 +50,12 @@ public:
   /// Validates `program` (buffers inside their arenas, data ranges inside
   /// the data section, every kernel known: all unknown ones are listed) and
   /// prepares it on `device`. `program` must outlive the executable.
+  /// A program with a mesh takes `comm`, the communicators of that mesh
+  /// (see runtime/comm; it must outlive the executable); its collective
+  /// kernels fail to bind without it.
   static StatusOr<std::unique_ptr<Executable>>
   create(const format::Program &program, const uint8_t *data,
-         uint64_t dataSize, Device &device);
+         uint64_t dataSize, Device &device, CommContext *comm = nullptr);
 
   const Function *findFunction(const std::string &name) const;
   std::vector<std::string> functionNames() const;
@@ -60,7 +64,8 @@ public:
   /// copies them in, runs, and copies the outputs out.
   Status run(const Function &fn, const std::vector<const HostTensor *> &inputs,
              std::vector<HostTensor> *outputs);
-  /// Runs the kernels only: inputs must already be in their buffers.
+  /// Runs the kernels only: inputs must already be in their buffers. A
+  /// function that leaves an asynchronous collective unwaited is an error.
   Status execute(const Function &fn);
 
   /// Bytes of each arena; their sum is the program's peak device memory.
@@ -77,12 +82,22 @@ public:
     return variables_;
   }
   bool hasInitialValues() const { return hasInitialValues_; }
+  /// How a variable is split over the mesh; null when every rank holds it
+  /// whole.
+  const format::Sharding *variableSharding(const std::string &name) const {
+    auto it = variableShardings_.find(name);
+    return it == variableShardings_.end() ? nullptr : &it->second;
+  }
 
   void setProfiling(bool enabled) { profiling_ = enabled; }
   const std::map<std::string, KernelProfile> &profile() const {
     return profile_;
   }
   Device &device() { return device_; }
+  /// The mesh's communicators; null for a single-device program.
+  CommContext *comm() const { return comm_; }
+  /// This rank's place on the program's mesh (no axes on one device).
+  const MeshCoords &meshCoords() const { return coords_; }
 
 private:
   explicit Executable(Device &device) : device_(device) {}
@@ -91,6 +106,9 @@ private:
   StatusOr<TensorView> viewOf(const format::Program &program, int32_t id);
 
   Device &device_;
+  CommContext *comm_ = nullptr;
+  MeshCoords coords_;
+  std::map<std::string, format::Sharding> variableShardings_;
   void *workspace_ = nullptr, *state_ = nullptr, *constants_ = nullptr;
   int64_t workspaceBytes_ = 0, stateBytes_ = 0, constantBytes_ = 0;
   std::vector<Function> functions_;

@@ -20,6 +20,8 @@
 
 namespace dtcc::runtime {
 
+class CommContext;
+
 /// A view of a tensor in device memory (on the CPU: host memory).
 struct TensorView {
   void *data = nullptr;
@@ -47,8 +49,9 @@ TensorView makeView(void *data, DType dtype, std::vector<int64_t> shape);
 /// a unit attribute is the integer 1 when present).
 class Attrs {
 public:
-  using Value = std::variant<int64_t, double, std::string,
-                             std::vector<int64_t>, std::vector<double>>;
+  using Value =
+      std::variant<int64_t, double, std::string, std::vector<int64_t>,
+                   std::vector<double>, std::vector<std::string>>;
 
   void set(const std::string &name, Value value) { values_[name] = value; }
   bool has(const std::string &name) const { return values_.count(name); }
@@ -64,6 +67,29 @@ public:
   std::string getString(const std::string &name,
                         const std::string &fallback) const;
   StatusOr<std::vector<int64_t>> getInts(const std::string &name) const;
+  /// A string list; a single string is a list of its comma-separated parts.
+  StatusOr<std::vector<std::string>>
+  getStrings(const std::string &name) const {
+    auto it = values_.find(name);
+    if (it == values_.end())
+      return invalidArgument("missing attribute '", name, "'");
+    if (auto *v = std::get_if<std::vector<std::string>>(&it->second))
+      return *v;
+    if (auto *v = std::get_if<std::string>(&it->second)) {
+      std::vector<std::string> parts;
+      size_t start = 0;
+      for (;;) {
+        size_t comma = v->find(',', start);
+        parts.push_back(v->substr(start, comma - start));
+        if (comma == std::string::npos)
+          break;
+        start = comma + 1;
+      }
+      return parts;
+    }
+    return invalidArgument("attribute '", name,
+                           "' is not a string list");
+  }
 
   const std::map<std::string, Value> &all() const { return values_; }
 
@@ -78,6 +104,10 @@ struct KernelContext {
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
   Attrs attrs;
+  /// The mesh's communicators (runtime/comm/CommContext.h) when the program
+  /// runs on a device mesh; null otherwise. Only collective kernels use it,
+  /// and they fail to bind without it.
+  CommContext *comm = nullptr;
 
   /// An invalid-argument error prefixed with the kernel and location.
   template <typename... Args> Status error(const Args &...args) const {

@@ -2,7 +2,8 @@
 //
 // Parses flags, loads the embedded program, and either runs one function
 // (inputs and outputs as TensorProto files) or, for training programs, the
-// training loop of Trainer.h.
+// training loop of Trainer.h. A program compiled for a mesh runs as one rank
+// of a job: output and logs come from rank 0, errors from any rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,7 @@
 
 #include "runtime/base/Format.h"
 
+#include "runtime/comm/CommContext.h"
 #include "runtime/exec/Executable.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/format/Container.h"
@@ -38,6 +40,8 @@ struct Options {
   bool stats = false;
   bool profile = false;
   int repeat = 1;
+  /// --collective-timeout: seconds; 0: DTCC_COLLECTIVE_TIMEOUT or 300.
+  double collectiveTimeout = 0;
   /// Flags that choose inference mode on a training program.
   bool functionGiven = false, inferenceFlags = false;
   /// The last training flag given, for messages; empty: none.
@@ -154,6 +158,15 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
       opts.inferenceFlags = true;
     } else if (arg == "--print") {
       opts.print = opts.inferenceFlags = true;
+    } else if (is("--collective-timeout")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--collective-timeout"));
+      char *end = nullptr;
+      double t = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(t > 0) || t > 1e9)
+        return invalidArgument("--collective-timeout expects a positive "
+                               "number of seconds, got '",
+                               v, "'");
+      opts.collectiveTimeout = t;
     } else if (arg == "--stats") {
       opts.stats = true;
     } else if (arg == "--profile") {
@@ -191,6 +204,9 @@ void printHelp(const char *argv0, const Executable *exe, bool training) {
       "  --profile             report the time spent per kernel\n"
       "  --stats               report the memory plan\n"
       "  --program FILE        run the program in FILE (bare runner only)\n"
+      "  --collective-timeout S  seconds a collective may wait for its peers\n"
+      "                        before the job ends (mesh programs; default\n"
+      "                        DTCC_COLLECTIVE_TIMEOUT, or 300)\n"
       "  --help                this text\n");
   if (training)
     std::printf(
@@ -260,9 +276,43 @@ void printTensor(const std::string &name, const HostTensor &t) {
   std::printf("%s]\n", t.numel() > limit ? ", ..." : "");
 }
 
+/// The job this process is a rank of, while the runner runs; null for a
+/// single-device program.
+World *activeWorld = nullptr;
+
+/// Whether this process prints output and logs: rank 0, or the only one.
+bool isRoot() { return !activeWorld || activeWorld->rank() == 0; }
+
 int fail(const Status &status) {
-  std::fprintf(stderr, "error: %s\n", status.toString().c_str());
+  std::string rank = activeWorld && activeWorld->size() > 1
+                         ? strCat("rank ", activeWorld->rank(), ": ")
+                         : "";
+  std::fprintf(stderr, "%serror: %s\n", rank.c_str(),
+               status.toString().c_str());
+  // The other ranks cannot go on without this one: end the job rather than
+  // leave them waiting in a collective until it times out.
+  if (activeWorld && activeWorld->size() > 1)
+    activeWorld->abort(1);
   return 1;
+}
+
+/// Sets activeWorld for the runner's scope.
+struct ActiveWorldScope {
+  explicit ActiveWorldScope(World *world) { activeWorld = world; }
+  ~ActiveWorldScope() { activeWorld = nullptr; }
+};
+
+/// Every rank's closing line on a mesh: "rank 1: peak memory 3.2 MiB, bytes
+/// sent 1.5 MiB" (the memory plan's peak; bytes through every communicator).
+void printRankSummary(const Executable &exe) {
+  if (!activeWorld || !exe.comm())
+    return;
+  std::string line = strCat("rank ", activeWorld->rank(), ": peak memory ",
+                            formatBytes(exe.peakBytes()), ", bytes sent ",
+                            formatBytes(exe.comm()->mesh().bytesSent()), "\n");
+  std::fflush(stdout);
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
 }
 
 void printStats(const Executable &exe) {
@@ -295,22 +345,32 @@ int runTraining(const Options &opts, const format::Program &program,
         "this is a training program: train it with --data FILE --steps N (or "
         "--batches DIR --steps N), or run one function with --function NAME "
         "--input NAME=FILE.pb (see --help)"));
-  if (!exe.hasInitialValues() && opts.train.resumeDir.empty())
+  if (!exe.hasInitialValues() && opts.train.resumeDir.empty() && isRoot())
     std::fprintf(stderr, "warning: the program was compiled without weights; "
                          "variables start at zero\n");
   exe.setProfiling(opts.profile);
-  auto trainer = Trainer::create(program, exe, opts.train);
+  TrainerOptions train = opts.train;
+  if (!isRoot()) {
+    train.log = nullptr;         // the log lines come from rank 0
+    train.dumpOutputsDir.clear(); // and so do the dumped outputs
+  }
+  auto trainer = Trainer::create(program, exe, train);
   if (!trainer.isOk())
     return fail(trainer.status());
   Status s = trainer.value()->run();
   if (!s.isOk())
     return fail(s);
+  if (!isRoot()) {
+    printRankSummary(exe);
+    return 0;
+  }
   if (opts.stats)
     printStats(exe);
   if (opts.profile) {
     std::printf("kernel time over the run:\n");
     printProfile(exe, 1);
   }
+  printRankSummary(exe);
   return 0;
 }
 
@@ -340,14 +400,62 @@ int runnerMain(int argc, char **argv) {
   auto loaded = LoadedProgram::open(programPath);
   if (!loaded.isOk())
     return fail(loaded.status());
-  std::unique_ptr<Device> device = createCpuDevice();
   const format::Program &program = loaded.value()->program();
-  auto created = Executable::create(program, loaded.value()->data(),
-                                    loaded.value()->dataSize(), *device);
+  const bool training = isTrainingProgram(program);
+
+  // A program compiled for a mesh: join the job and build the mesh's
+  // communicators before loading (its collective kernels bind to them).
+  // Declared before the executable, so destroyed after it.
+  std::unique_ptr<World> world;
+  MeshComms mesh;
+  std::unique_ptr<CommContext> comm;
+  if (program.has_mesh()) {
+    std::vector<std::string> axes(program.mesh().axes().begin(),
+                                  program.mesh().axes().end());
+    std::vector<int64_t> sizes(program.mesh().sizes().begin(),
+                               program.mesh().sizes().end());
+    if (opts.help) {
+      printHelp(argv[0], nullptr, training);
+      int64_t ranks = 1;
+      for (int64_t n : sizes)
+        ranks *= n;
+      std::printf("\nthis program runs on a device mesh of %lld ranks: start "
+                  "it with mpirun -np %lld, srun -n %lld or torchrun-style "
+                  "variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)\n",
+                  (long long)ranks, (long long)ranks, (long long)ranks);
+      return 0;
+    }
+    auto started = World::init();
+    if (!started.isOk())
+      return fail(started.status().withContext("starting the ranks"));
+    world = std::move(started.value());
+    if (opts.collectiveTimeout > 0)
+      world->queue().setTimeout(opts.collectiveTimeout);
+    auto comms = createMeshComms(*world, axes, sizes);
+    if (!comms.isOk()) {
+      // A mesh that does not fit the job is found alike on every rank,
+      // before any communication: rank 0 says so and all exit normally.
+      if (comms.status().code() == StatusCode::kInvalidArgument) {
+        if (world->rank() == 0)
+          std::fprintf(stderr, "error: %s\n",
+                       comms.status().message().c_str());
+        return 1;
+      }
+      ActiveWorldScope scope(world.get());
+      return fail(comms.status());
+    }
+    mesh = std::move(comms.value());
+    comm = std::make_unique<CommContext>(mesh, world->queue());
+  }
+  ActiveWorldScope scope(world.get());
+
+  std::unique_ptr<Device> device = createCpuDevice();
+  auto created =
+      Executable::create(program, loaded.value()->data(),
+                         loaded.value()->dataSize(), *device, comm.get());
   if (!created.isOk())
     return fail(created.status().withContext("loading the program"));
   Executable &exe = *created.value();
-  const bool training = isTrainingProgram(program);
   if (opts.help) {
     printHelp(argv[0], &exe, training);
     return 0;
@@ -389,7 +497,7 @@ int runnerMain(int argc, char **argv) {
   for (const HostTensor &t : inputs)
     inputPtrs.push_back(&t);
 
-  if (!exe.hasInitialValues())
+  if (!exe.hasInitialValues() && isRoot())
     std::fprintf(stderr, "warning: the program was compiled without weights; "
                          "variables start at zero\n");
   exe.setProfiling(opts.profile);
@@ -403,6 +511,12 @@ int runnerMain(int argc, char **argv) {
   std::chrono::duration<double> elapsed =
       std::chrono::steady_clock::now() - start;
 
+  // Rank 0 writes and prints the outputs (every rank has its own shards of
+  // them; a program that needs others' gathers them first).
+  if (!isRoot()) {
+    printRankSummary(exe);
+    return 0;
+  }
   if (!opts.outputDir.empty()) {
     mkdir(opts.outputDir.c_str(), 0755);
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -424,6 +538,7 @@ int runnerMain(int argc, char **argv) {
     printStats(exe);
   if (opts.profile)
     printProfile(exe, opts.repeat);
+  printRankSummary(exe);
   return 0;
 }
 

@@ -27,9 +27,13 @@ namespace dtcc::runtime {
 struct Trainer::Input {
   std::string name;
   DType dtype = DType::kInvalid;
-  std::vector<int64_t> shape; ///< one micro-batch's
+  std::vector<int64_t> shape; ///< one micro-batch's (global on a mesh)
   HostTensor micro;           ///< the value of the current micro-batch
   HostTensor step;            ///< --batches: the whole step's value
+  /// On a mesh: how the input is split, and this rank's block of `micro`,
+  /// which is what the program reads.
+  const format::Sharding *sharding = nullptr;
+  HostTensor local;
 };
 
 namespace {
@@ -251,11 +255,31 @@ Status Trainer::prepare() {
                              "' must be an integer scalar, got ",
                              step->typeString());
 
+  const format::Function *trainProto = nullptr;
+  for (const format::Function &f : program_.functions())
+    if (f.name() == kTrainStep)
+      trainProto = &f;
   for (const IoBinding &b : trainStep_->inputs) {
     Input in;
     in.name = b.name;
     in.dtype = b.view.dtype;
     in.shape = b.view.shape;
+    if (trainProto)
+      for (const format::Binding &pb : trainProto->inputs())
+        if (pb.name() == b.name && pb.has_sharding()) {
+          // Every rank draws the whole batch (the same data as one device)
+          // and feeds its block of it.
+          in.sharding = &pb.sharding();
+          in.shape.assign(pb.sharding().global_shape().begin(),
+                          pb.sharding().global_shape().end());
+          in.local = HostTensor(in.dtype, b.view.shape);
+          DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> local,
+                                localShape(pb.sharding(), exe_.meshCoords()));
+          if (local != b.view.shape)
+            return invalidArgument(
+                "input '", b.name, "' is split over the mesh, but this process "
+                "is not a rank of it (run it with mpirun -np N)");
+        }
     in.micro = HostTensor(in.dtype, in.shape);
     inputs_.push_back(std::move(in));
   }
@@ -391,14 +415,22 @@ Status Trainer::fillMicroBatch(int64_t step, int64_t micro) {
     Input &ids = inputs_[idsInput_];
     uint64_t first = static_cast<uint64_t>(step * microBatches_ + micro) *
                      static_cast<uint64_t>(ids.shape[0]);
-    return tokens_->fill(seed_, first, ids.micro, inputs_[labelsInput_].micro);
+    DTCC_RETURN_IF_ERROR(
+        tokens_->fill(seed_, first, ids.micro, inputs_[labelsInput_].micro));
+  } else {
+    for (Input &in : inputs_) {
+      // A scalar input is the same for every micro-batch.
+      size_t chunk = in.micro.bytes.size();
+      size_t offset = in.shape.empty() ? 0 : micro * chunk;
+      std::memcpy(in.micro.bytes.data(), in.step.bytes.data() + offset, chunk);
+    }
   }
-  for (Input &in : inputs_) {
-    // A scalar input is the same for every micro-batch.
-    size_t chunk = in.micro.bytes.size();
-    size_t offset = in.shape.empty() ? 0 : micro * chunk;
-    std::memcpy(in.micro.bytes.data(), in.step.bytes.data() + offset, chunk);
-  }
+  for (Input &in : inputs_)
+    if (in.sharding)
+      DTCC_RETURN_IF_ERROR(extractBlock(*in.sharding, exe_.meshCoords(),
+                                        dtypeSize(in.dtype),
+                                        in.micro.bytes.data(),
+                                        in.local.bytes.data()));
   return Status::ok();
 }
 
@@ -504,7 +536,13 @@ void Trainer::printHeader() {
     if (!v.trainable())
       continue;
     if (const TensorView *view = exe_.variable(v.name())) {
-      params += view->numel();
+      int64_t n = view->numel();
+      if (v.has_sharding()) { // the whole parameter, not this rank's block
+        n = 1;
+        for (int64_t d : v.sharding().global_shape())
+          n *= d;
+      }
+      params += n;
       ++tensors;
     }
   }
@@ -594,7 +632,7 @@ Status Trainer::run() {
   auto runStart = std::chrono::steady_clock::now();
   std::vector<const HostTensor *> inputPtrs;
   for (const Input &in : inputs_)
-    inputPtrs.push_back(&in.micro);
+    inputPtrs.push_back(in.sharding ? &in.local : &in.micro);
   std::vector<HostTensor> outputs;
   double intervalSeconds = 0;
   int64_t intervalSteps = 0, lastSaved = -1;

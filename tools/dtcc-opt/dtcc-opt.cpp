@@ -8,6 +8,8 @@
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Sharding/Passes.h"
+#include "dialects/Shard/IR/ShardOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -16,10 +18,11 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<dtcc::graph::GraphDialect, dtcc::exec::ExecDialect,
-                  mlir::func::FuncDialect>();
+  registry.insert<dtcc::graph::GraphDialect, dtcc::shard::ShardDialect,
+                  dtcc::exec::ExecDialect, mlir::func::FuncDialect>();
   dtcc::graph::registerGraphPasses();
   dtcc::lowering::registerLoweringPasses();
+  dtcc::shard::registerShardingPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   return mlir::asMainReturnCode(

@@ -5,6 +5,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/Explain.h"
+#include "compiler/Serialize.h"
+#include "runtime/format/Container.h"
 #include "frontends/zoo/Zoo.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -21,6 +24,10 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+namespace dtcc {
+int runPlanCommand(int argc, char **argv); // PlanCommand.cpp
+} // namespace dtcc
+
 namespace {
 
 cl::OptionCategory category("dtcc options");
@@ -31,6 +38,13 @@ cl::SubCommand compileCmd("compile", "Compile a model (ONNX or .mlir) into an "
                                      "executable");
 cl::SubCommand opsCmd("ops", "List the ONNX ops dtcc supports and the lowest "
                              "opset of each");
+cl::SubCommand explainCmd(
+    "explain", "Show what a compiled program does on its mesh: each "
+               "parameter's sharding and every collective (kind, axis, bytes, "
+               "phase, ONNX node)");
+cl::opt<std::string> explainPath(cl::Positional,
+                                 cl::desc("<compiled executable|program|.mlir>"),
+                                 cl::sub(explainCmd), cl::cat(category));
 cl::SubCommand zooCmd("zoo", "Write a GPT, Llama or MLP model of any size as "
                              "ONNX: dtcc zoo gpt|llama|mlp [options] -o model.onnx");
 
@@ -104,7 +118,7 @@ cl::opt<bool> noWeights("no-weights",
                         cl::sub(zooCmd), cl::cat(category));
 cl::opt<std::string> compileTo(
     "compile-to",
-    cl::desc("Stop after a phase: import, dgraph, train, dexec (print MLIR), "
+    cl::desc("Stop after a phase: import, dgraph, train, shard, dexec (print MLIR), "
              "program (a bare program file) or executable (default)"),
     cl::value_desc("phase"), cl::init("executable"), cl::sub(compileCmd),
     cl::cat(category));
@@ -179,6 +193,17 @@ cl::opt<bool> exportGradients(
     "export-gradients",
     cl::desc("Also return every gradient from train_step (for testing)"),
     cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> meshSpec(
+    "mesh",
+    cl::desc("Train on a device mesh, one rank per device: dp=N splits each "
+             "batch over N data-parallel ranks (run with mpirun -np N)"),
+    cl::value_desc("axis=size,..."), cl::sub(compileCmd),
+    cl::cat(trainCategory));
+cl::opt<int> zeroStage(
+    "zero",
+    cl::desc("ZeRO stage over dp: 1 splits optimizer state, 2 also "
+             "gradients, 3 also parameters (0: replicate all)"),
+    cl::init(0), cl::sub(compileCmd), cl::cat(trainCategory));
 
 cl::opt<bool> debugInfo("debug-info",
                         cl::desc("Print each op's location (its ONNX node)"),
@@ -290,7 +315,7 @@ int runImportOrCompile(bool compile) {
     auto phase = dtcc::parsePhase(compileTo);
     if (!phase) {
       llvm::errs() << "error: unknown phase '" << compileTo
-                   << "' for --compile-to (import, dgraph, train, dexec, "
+                   << "' for --compile-to (import, dgraph, train, shard, dexec, "
                       "program, executable)\n";
       return 1;
     }
@@ -317,6 +342,8 @@ int runImportOrCompile(bool compile) {
     t.schedule = schedule;
     t.microBatches = microBatches;
     t.exportGradients = exportGradients;
+    t.mesh = meshSpec;
+    t.zero = zeroStage;
     options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
       llvm::errs() << "error: give the output file with -o\n";
@@ -403,6 +430,42 @@ int runZoo() {
   return 0;
 }
 
+int runExplain() {
+  if (explainPath.empty()) {
+    llvm::errs() << "error: give a compiled program (dtcc compile ... -o "
+                    "train) or an .mlir file: dtcc explain train\n";
+    return 1;
+  }
+  if (!StringRef(explainPath).ends_with(".mlir")) {
+    auto loaded = dtcc::runtime::LoadedProgram::open(explainPath);
+    if (!loaded.isOk()) {
+      llvm::errs() << "error: " << loaded.status().message() << "\n";
+      return 1;
+    }
+    llvm::outs() << dtcc::explainProgram(loaded.value()->program());
+    return 0;
+  }
+  DialectRegistry registry;
+  dtcc::registerDtccDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  dtcc::onnx_frontend::ImportOptions options;
+  auto module = dtcc::loadModel(explainPath, context, options);
+  if (failed(module))
+    return 1;
+  dtcc::CompileOptions compileOptions;
+  compileOptions.compileTo = dtcc::Phase::Exec;
+  if (failed(dtcc::runPhases(**module, compileOptions)))
+    return 1;
+  auto serialized = dtcc::serializeProgram(**module);
+  if (failed(serialized))
+    return 1;
+  llvm::outs() << dtcc::explainProgram(serialized->program);
+  return 0;
+}
+
 int runOps() {
   for (auto &[op, opset] : dtcc::onnx_frontend::supportedOps())
     llvm::outs() << llvm::formatv("{0,-28}from opset {1}\n", op, opset);
@@ -413,6 +476,8 @@ int runOps() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  if (argc > 1 && llvm::StringRef(argv[1]) == "plan")
+    return dtcc::runPlanCommand(argc - 1, argv + 1);
   cl::HideUnrelatedOptions(category, importCmd);
   cl::HideUnrelatedOptions({&category, &trainCategory}, compileCmd);
   cl::HideUnrelatedOptions({&category, &zooCategory}, zooCmd);
@@ -424,7 +489,9 @@ int main(int argc, char **argv) {
       "  dtcc compile model.onnx -o model   build an executable; run ./model --help\n"
       "  dtcc compile model.onnx --train -o train   build a training executable\n"
       "  dtcc zoo gpt --layers 2 -o gpt.onnx   write a GPT, Llama or MLP model\n"
-      "  dtcc ops                           list the supported ONNX ops\n");
+      "  dtcc ops                           list the supported ONNX ops\n"
+      "  dtcc plan model.onnx --nodes 8 --global-batch 512   choose a plan\n"
+      "  dtcc explain train                 shardings and collectives of a program\n");
   if (importCmd)
     return runImportOrCompile(false);
   if (compileCmd)
@@ -433,6 +500,8 @@ int main(int argc, char **argv) {
     return runOps();
   if (zooCmd)
     return runZoo();
+  if (explainCmd)
+    return runExplain();
   cl::PrintHelpMessage();
   return 1;
 }

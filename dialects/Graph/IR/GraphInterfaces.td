@@ -28,4 +28,19 @@ def Graph_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def Graph_ShardableOpInterface : OpInterface<"ShardableOpInterface"> {
+  let cppNamespace = "::dtcc::graph";
+  let description = [{
+    An op whose dimensions may be split over a device mesh. Its sharding
+    rule (ShardingRule.h) names the op's factors and how each operand and
+    result dimension decomposes into them; propagation and partitioning
+    (passes/Sharding) read nothing else about the op. An op without a rule
+    is an error in a sharded program, not a silent replication.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's factors and their mapping to dimensions.",
+                    "::dtcc::graph::ShardingRule", "getShardingRule", (ins)>,
+  ];
+}
+
 #endif // DTCC_DIALECTS_GRAPH_IR_GRAPHINTERFACES_TD

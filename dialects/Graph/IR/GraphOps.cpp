@@ -91,8 +91,13 @@ ParseResult VariableOp::parse(OpAsmParser &parser, OperationState &result) {
   result.getOrAddProperties<Properties>().sym_name = name;
   result.getOrAddProperties<Properties>().type = TypeAttr::get(type);
   if (succeeded(parser.parseOptionalEqual())) {
+    // A split variable's global initial value: `= (tensor<...>) dense<...>`.
+    Type initType = type;
+    if (succeeded(parser.parseOptionalLParen()) &&
+        (parser.parseType(initType) || parser.parseRParen()))
+      return failure();
     Attribute value;
-    if (parser.parseAttribute(value, type))
+    if (parser.parseAttribute(value, initType))
       return failure();
     auto elements = dyn_cast<ElementsAttr>(value);
     if (!elements)
@@ -117,6 +122,8 @@ void VariableOp::print(OpAsmPrinter &p) {
   p << " : " << getType();
   if (auto init = getInitialValueAttr()) {
     p << " = ";
+    if (init.getType() != getType())
+      p << "(" << init.getType() << ") ";
     p.printAttributeWithoutType(init);
   }
   SmallVector<StringRef> elided = {"sym_name", "type", "initial_value"};
@@ -126,7 +133,13 @@ void VariableOp::print(OpAsmPrinter &p) {
 
 LogicalResult VariableOp::verify() {
   if (auto init = getInitialValueAttr()) {
-    if (init.getType() != getType())
+    // A variable split over a mesh (dshard.sharding) has its local type and
+    // keeps the global initial value; each rank takes its block of it.
+    auto initType = cast<RankedTensorType>(init.getType());
+    bool sharded = (*this)->hasAttr("dshard.sharding") &&
+                   initType.getElementType() == getTensorType().getElementType() &&
+                   initType.getRank() == getTensorType().getRank();
+    if (init.getType() != getType() && !sharded)
       return emitOpError("expected initial value of type ") << getType()
              << ", got " << init.getType();
   }

@@ -19,6 +19,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/Graph/IR/GraphOpsDialect.h.inc"
+#include "dialects/Graph/IR/ShardingRule.h"
 #include "dialects/Graph/IR/GraphInterfaces.h.inc"
 
 namespace dtcc::graph {

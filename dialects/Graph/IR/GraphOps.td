@@ -37,7 +37,7 @@ def Graph_LogicalTensor : StaticShapeTensorOf<[I1, Graph_IntElement]>;
 //===----------------------------------------------------------------------===//
 
 def Graph_ConstantOp : Graph_Op<"constant",
-    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
   let summary = "A constant tensor";
   let description = [{
     Materializes a constant. The value may be a dense attribute or a
@@ -136,7 +136,7 @@ def Graph_StoreOp : Graph_Op<"store",
 class Graph_UnaryOp<string mnemonic, Type type, string doc,
                     list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits,
-          [Pure, Elementwise, SameOperandsAndResultType,
+          [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, Elementwise, SameOperandsAndResultType,
            InferTypeOpInterface,
            DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
   let summary = "Elementwise " # doc;
@@ -192,7 +192,7 @@ def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor, "logical negation"> {
 }
 
 def Graph_GeluOp : Graph_Op<"gelu",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     Elementwise, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Elementwise Gaussian error linear unit";
   let description = [{
@@ -216,7 +216,7 @@ def Graph_GeluOp : Graph_Op<"gelu",
   let hasVerifier = 1;
 }
 
-def Graph_IsNanOp : Graph_Op<"is_nan", [Pure, Elementwise,
+def Graph_IsNanOp : Graph_Op<"is_nan", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, Elementwise,
     TypesMatchWith<"result is an i1 tensor of the operand's shape",
                    "operand", "result", "getI1TensorLike($_self)">]> {
   let summary = "Elementwise test for NaN";
@@ -234,7 +234,7 @@ def Graph_IsNanOp : Graph_Op<"is_nan", [Pure, Elementwise,
   let assemblyFormat = "$operand attr-dict `:` type($operand)";
 }
 
-def Graph_IsInfOp : Graph_Op<"is_inf", [Pure, Elementwise,
+def Graph_IsInfOp : Graph_Op<"is_inf", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, Elementwise,
     TypesMatchWith<"result is an i1 tensor of the operand's shape",
                    "operand", "result", "getI1TensorLike($_self)">]> {
   let summary = "Elementwise test for infinity";
@@ -260,7 +260,7 @@ def Graph_IsInfOp : Graph_Op<"is_inf", [Pure, Elementwise,
 class Graph_BinaryOp<string mnemonic, Type type, string doc,
                      list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits,
-          [Pure, Elementwise, SameOperandsAndResultType,
+          [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, Elementwise, SameOperandsAndResultType,
            InferTypeOpInterface,
            DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
   let summary = "Elementwise " # doc;
@@ -308,7 +308,7 @@ def Graph_ShiftRightOp : Graph_BinaryOp<"shift_right", Graph_IntTensor,
     "bitwise right shift (logical for unsigned, arithmetic for signed)">;
 
 class Graph_CompareOp<string mnemonic, string doc, list<Trait> traits = []>
-    : Graph_Op<mnemonic, !listconcat(traits, [Pure, Elementwise,
+    : Graph_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, Elementwise,
           SameTypeOperands,
           TypesMatchWith<"result is an i1 tensor of the operands' shape",
                          "lhs", "result", "getI1TensorLike($_self)">])> {
@@ -339,7 +339,7 @@ def Graph_LeOp : Graph_CompareOp<"le", "is less than or equal to">;
 def Graph_GtOp : Graph_CompareOp<"gt", "is greater than">;
 def Graph_GeOp : Graph_CompareOp<"ge", "is greater than or equal to">;
 
-def Graph_SelectOp : Graph_Op<"select", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+def Graph_SelectOp : Graph_Op<"select", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     Elementwise,
     AllTypesMatch<["on_true", "on_false", "result"]>,
     TypesMatchWith<"condition is an i1 tensor of the result's shape",
@@ -365,7 +365,7 @@ def Graph_SelectOp : Graph_Op<"select", [Pure, DeclareOpInterfaceMethods<Graph_D
   let hasFolder = 1;
 }
 
-def Graph_CastOp : Graph_Op<"cast", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     Elementwise]> {
   let summary = "Elementwise conversion to another element type";
   let description = [{
@@ -392,7 +392,7 @@ def Graph_CastOp : Graph_Op<"cast", [Pure, DeclareOpInterfaceMethods<Graph_Diffe
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_IotaOp : Graph_Op<"iota", [Pure]> {
+def Graph_IotaOp : Graph_Op<"iota", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "Indices along one dimension";
   let description = [{
     `result[i0, ..., in] = i_dimension`, converted to the element type.
@@ -411,7 +411,7 @@ def Graph_IotaOp : Graph_Op<"iota", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_BroadcastInDimOp : Graph_Op<"broadcast_in_dim", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_BroadcastInDimOp : Graph_Op<"broadcast_in_dim", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Broadcasts a tensor to a larger shape";
   let description = [{
     Maps operand dimension `i` to result dimension `dims[i]`; an operand
@@ -437,7 +437,7 @@ def Graph_BroadcastInDimOp : Graph_Op<"broadcast_in_dim", [Pure, DeclareOpInterf
   let hasFolder = 1;
 }
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Reinterprets a tensor with another shape";
   let description = [{
     Keeps the elements in row-major order and changes the shape.
@@ -458,7 +458,7 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Graph
 }
 
 def Graph_TransposeOp : Graph_Op<"transpose",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Permutes the dimensions of a tensor";
   let description = [{
@@ -482,7 +482,7 @@ def Graph_TransposeOp : Graph_Op<"transpose",
 }
 
 def Graph_SliceOp : Graph_Op<"slice",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Extracts a strided box";
   let description = [{
@@ -511,7 +511,7 @@ def Graph_SliceOp : Graph_Op<"slice",
 }
 
 def Graph_ReverseOp : Graph_Op<"reverse",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Reverses the order of elements along dimensions";
   let description = [{
@@ -530,7 +530,7 @@ def Graph_ReverseOp : Graph_Op<"reverse",
 }
 
 def Graph_ConcatOp : Graph_Op<"concat",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Joins tensors along a dimension";
   let description = [{
@@ -553,7 +553,7 @@ def Graph_ConcatOp : Graph_Op<"concat",
 }
 
 def Graph_PadOp : Graph_Op<"pad",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Pads a tensor with a constant";
   let description = [{
@@ -581,7 +581,7 @@ def Graph_PadOp : Graph_Op<"pad",
 }
 
 def Graph_GatherOp : Graph_Op<"gather",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Gathers slices along an axis by index (embedding lookup)";
   let description = [{
@@ -610,7 +610,7 @@ def Graph_GatherOp : Graph_Op<"gather",
 }
 
 def Graph_GatherElementsOp : Graph_Op<"gather_elements",
-    [Pure, AllShapesMatch<["indices", "result"]>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, AllShapesMatch<["indices", "result"]>,
      AllElementTypesMatch<["operand", "result"]>]> {
   let summary = "Gathers single elements along an axis (take_along_axis)";
   let description = [{
@@ -639,7 +639,7 @@ def Graph_GatherElementsOp : Graph_Op<"gather_elements",
 }
 
 def Graph_ScatterAddOp : Graph_Op<"scatter_add",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Adds slices into a zero tensor by index (the VJP of gather)";
   let description = [{
@@ -670,7 +670,7 @@ def Graph_ScatterAddOp : Graph_Op<"scatter_add",
 //===----------------------------------------------------------------------===//
 
 class Graph_ReduceOp<string mnemonic, Type type, string doc>
-    : Graph_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>,
                           DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Reduces dimensions by " # doc;
   let description = [{
@@ -700,7 +700,7 @@ def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", Graph_NumericTensor, "minim
 def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", Graph_NumericTensor, "product">;
 
 class Graph_ArgReduceOp<string mnemonic, string doc>
-    : Graph_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Index of the " # doc # " along a dimension";
   let description = [{
     Returns, as i64, the index of the }] # doc # [{ along `dim`, which is
@@ -727,7 +727,7 @@ def Graph_ArgMaxOp : Graph_ArgReduceOp<"argmax", "maximum">;
 def Graph_ArgMinOp : Graph_ArgReduceOp<"argmin", "minimum">;
 
 def Graph_CumSumOp : Graph_Op<"cumsum",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Cumulative sum along a dimension";
   let description = [{
@@ -753,7 +753,7 @@ def Graph_CumSumOp : Graph_Op<"cumsum",
 //===----------------------------------------------------------------------===//
 
 def Graph_MatmulOp : Graph_Op<"matmul",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Batched matrix product";
   let description = [{
@@ -784,7 +784,7 @@ def Graph_MatmulOp : Graph_Op<"matmul",
 }
 
 def Graph_SoftmaxOp : Graph_Op<"softmax",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Softmax along a dimension";
   let description = [{
@@ -805,7 +805,7 @@ def Graph_SoftmaxOp : Graph_Op<"softmax",
 }
 
 def Graph_LogSoftmaxOp : Graph_Op<"log_softmax",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Log of the softmax along a dimension";
   let description = [{
@@ -826,7 +826,7 @@ def Graph_LogSoftmaxOp : Graph_Op<"log_softmax",
 }
 
 def Graph_LayerNormOp : Graph_Op<"layer_norm",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Layer normalization over the trailing dimensions";
   let description = [{
@@ -859,7 +859,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm",
 }
 
 def Graph_RmsNormOp : Graph_Op<"rms_norm",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Root-mean-square normalization over the trailing dimensions";
   let description = [{
@@ -888,7 +888,7 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm",
 }
 
 def Graph_CrossEntropyOp : Graph_Op<"cross_entropy",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "Per-sample softmax cross-entropy with class labels";
   let description = [{

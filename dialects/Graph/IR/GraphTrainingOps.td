@@ -18,7 +18,7 @@ def Graph_ScalarI64 : 0DTensorOf<[I64]> {
 }
 
 class Graph_ActivationGradOp<string mnemonic, string doc>
-    : Graph_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType,
+    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, Elementwise, SameOperandsAndResultType,
                           InferTypeOpInterface]> {
   let summary = "Gradient of " # doc;
   let description = [{
@@ -44,7 +44,7 @@ def Graph_GeluGradOp : Graph_ActivationGradOp<"gelu_grad", "GELU"> {
 def Graph_SiluGradOp : Graph_ActivationGradOp<"silu_grad", "SiLU">;
 
 class Graph_SoftmaxGradBase<string mnemonic, string doc>
-    : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+    : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "Gradient of " # doc # " from its output";
   let description = [{
     Given the forward output `y` and its gradient `dy` along `dim`:
@@ -69,7 +69,7 @@ def Graph_SoftmaxGradOp : Graph_SoftmaxGradBase<"softmax_grad",
 def Graph_LogSoftmaxGradOp : Graph_SoftmaxGradBase<"log_softmax_grad",
     "log-softmax: `dx = dy - exp(y) * sum(dy)`">;
 
-def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
+def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "Gradient of layer normalization";
   let description = [{
     From the forward input `x`, `scale` and the saved `mean` and `rstd`,
@@ -98,7 +98,7 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
+def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "Gradient of RMS normalization";
   let description = [{
     From the forward input `x`, `scale` and the saved `rstd`, computes `dx`
@@ -126,7 +126,7 @@ def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
+def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "Gradient of per-sample softmax cross-entropy";
   let description = [{
     `dlogits[i] = (softmax(logits[i]) - onehot(labels[i])) * dloss[i]`, and
@@ -152,7 +152,7 @@ def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
 }
 
 def Graph_DropoutOp : Graph_Op<"dropout",
-    [Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Zeroes elements at random and rescales the rest";
   let description = [{
     Keeps element `i` when `u(seed, step, i) >= ratio` and scales it by
@@ -178,7 +178,7 @@ def Graph_DropoutOp : Graph_Op<"dropout",
   let hasVerifier = 1;
 }
 
-def Graph_LrScheduleOp : Graph_Op<"lr_schedule", [Pure]> {
+def Graph_LrScheduleOp : Graph_Op<"lr_schedule", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "The learning rate at a step";
   let description = [{
     For the 0-based update count `step` of a run of `total` steps:
@@ -204,7 +204,7 @@ def Graph_LrScheduleOp : Graph_Op<"lr_schedule", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Graph_AdamwOp : Graph_Op<"adamw", [Pure,
+def Graph_AdamwOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
     AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
   let summary = "One AdamW update of a parameter";
   let description = [{
@@ -244,7 +244,7 @@ def Graph_AdamwOp : Graph_Op<"adamw", [Pure,
   }];
 }
 
-def Graph_SgdOp : Graph_Op<"sgd", [Pure,
+def Graph_SgdOp : Graph_Op<"sgd", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
     AllTypesMatch<["param", "grad", "buf", "new_param", "new_buf"]>]> {
   let summary = "One SGD update of a parameter, with momentum";
   let description = [{

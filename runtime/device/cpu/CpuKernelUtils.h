@@ -32,6 +32,8 @@ void registerCpuReductionKernels(KernelRegistry &registry);
 void registerCpuMatmulKernels(KernelRegistry &registry);
 void registerCpuNNKernels(KernelRegistry &registry);
 void registerCpuTrainingKernels(KernelRegistry &registry);
+/// Collectives over the mesh (CollectiveKernels.cpp); need KernelContext::comm.
+void registerCpuCollectiveKernels(KernelRegistry &registry);
 
 namespace cpu {
 

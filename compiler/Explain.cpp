@@ -1,0 +1,198 @@
+//===- Explain.cpp - what a compiled program does on its mesh -------------===//
+
+#include "compiler/Explain.h"
+
+#include "runtime/base/DType.h"
+#include "runtime/base/Format.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace dtcc {
+
+namespace {
+
+using runtime::format::Buffer;
+using runtime::format::Program;
+
+const std::set<std::string> &collectiveKernels() {
+  static const std::set<std::string> kinds = {
+      "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+      "broadcast",  "send",       "recv"};
+  return kinds;
+}
+
+int64_t bufferBytes(const Buffer &b) {
+  int64_t n = runtime::dtypeSize(static_cast<runtime::DType>(b.dtype()));
+  for (int64_t d : b.shape())
+    n *= d;
+  return n;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+std::string attrString(const runtime::format::Instruction &inst,
+                       const std::string &name) {
+  auto it = inst.attrs().find(name);
+  return it == inst.attrs().end() ? "" : it->second.s();
+}
+
+std::string shardingText(const runtime::format::Sharding &s) {
+  std::string out = "[";
+  for (int d = 0; d < s.dims_size(); ++d) {
+    out += d ? ", {" : "{";
+    for (int a = 0; a < s.dims(d).axes_size(); ++a)
+      out += (a ? ", " : "") + s.dims(d).axes(a);
+    out += "}";
+    if (s.dims(d).groups() > 1)
+      out += "x" + std::to_string(s.dims(d).groups());
+  }
+  return out + "]";
+}
+
+std::string meshText(const Program &program) {
+  if (program.mesh().axes_size() == 0)
+    return "a single device";
+  std::string s;
+  int64_t ranks = 1;
+  for (int i = 0; i < program.mesh().axes_size(); ++i) {
+    s += (i ? " x " : "") + program.mesh().axes(i) + "=" +
+         std::to_string(program.mesh().sizes(i));
+    ranks *= program.mesh().sizes(i);
+  }
+  return s + " (" + std::to_string(ranks) + " ranks)";
+}
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width)
+    s.append(width - s.size(), ' ');
+  return s;
+}
+
+} // namespace
+
+std::vector<CollectiveInfo> listCollectives(const Program &program) {
+  std::map<std::string, int64_t> axisSize;
+  for (int i = 0; i < program.mesh().axes_size(); ++i)
+    axisSize[program.mesh().axes(i)] = program.mesh().sizes(i);
+  std::vector<CollectiveInfo> out;
+  for (const auto &fn : program.functions())
+    for (const auto &inst : fn.instructions()) {
+      if (!collectiveKernels().count(inst.kernel()))
+        continue;
+      CollectiveInfo c;
+      c.function = fn.name();
+      c.kind = inst.kernel();
+      c.axes = attrString(inst, "axes");
+      c.phase = attrString(inst, "phase");
+      c.node = inst.location();
+      std::stringstream axes(c.axes);
+      for (std::string a; std::getline(axes, a, ',');)
+        c.groupSize *= axisSize.count(a) ? axisSize[a] : 1;
+      int64_t in = 0, outBytes = 0;
+      for (int id : inst.inputs())
+        in = std::max(in, bufferBytes(program.buffers(id)));
+      for (int id : inst.outputs())
+        outBytes = std::max(outBytes, bufferBytes(program.buffers(id)));
+      c.tensorBytes = std::max(in, outBytes);
+      int64_t n = c.groupSize;
+      if (c.kind == "all_reduce")
+        c.sentBytes = 2 * (n - 1) * c.tensorBytes / n;
+      else if (c.kind == "all_gather" || c.kind == "reduce_scatter" ||
+               c.kind == "all_to_all")
+        c.sentBytes = (n - 1) * c.tensorBytes / n;
+      else if (c.kind == "broadcast" || c.kind == "send")
+        c.sentBytes = c.tensorBytes;
+      out.push_back(std::move(c));
+    }
+  return out;
+}
+
+std::string explainProgram(const Program &program) {
+  std::ostringstream os;
+  auto meta = [&](const std::string &key) {
+    auto it = program.metadata().find(key);
+    return it == program.metadata().end() ? std::string() : it->second;
+  };
+  std::string model = meta("dtcc.model");
+  os << "program: " << (model.empty() ? "(unnamed model)" : model)
+     << (meta("dtcc.train") == "1" ? ", training" : ", inference")
+     << ", mesh " << meshText(program) << "\n\n";
+
+  // Parameters first, then the other state.
+  int64_t paramCount = 0, stateBytes = 0, splitState = 0, otherState = 0;
+  std::ostringstream params;
+  params << "  " << pad("parameter", 34) << pad("global shape", 16)
+         << pad("sharding", 22) << "per rank\n";
+  for (const auto &v : program.variables()) {
+    const Buffer &b = program.buffers(v.buffer());
+    std::vector<int64_t> local(b.shape().begin(), b.shape().end());
+    std::vector<int64_t> global =
+        v.has_sharding() ? std::vector<int64_t>(v.sharding().global_shape().begin(),
+                                                v.sharding().global_shape().end())
+                         : local;
+    stateBytes += bufferBytes(b);
+    if (!v.trainable()) {
+      (v.has_sharding() ? splitState : otherState) += 1;
+      continue;
+    }
+    int64_t n = 1;
+    for (int64_t d : global)
+      n *= d;
+    paramCount += n;
+    params << "  " << pad(v.name(), 34) << pad(shapeText(global), 16)
+           << pad(v.has_sharding() ? shardingText(v.sharding()) : "replicated", 22)
+           << shapeText(local) << "  " << runtime::formatBytes(bufferBytes(b))
+           << "\n";
+  }
+  os << "parameters: " << runtime::formatCount(paramCount) << "\n"
+     << params.str() << "other state: " << splitState << " split and "
+     << otherState
+     << " whole tensors (optimizer moments, accumulators, counters); all "
+        "state per rank "
+     << runtime::formatBytes(stateBytes) << "\n\n";
+
+  std::vector<CollectiveInfo> all = listCollectives(program);
+  if (all.empty()) {
+    os << "collectives: none\n";
+    return os.str();
+  }
+  os << "collectives, in program order (sent: bytes each rank sends with "
+        "ring algorithms):\n";
+  os << "  " << pad("#", 5) << pad("function", 12) << pad("kind", 16)
+     << pad("axis", 8) << pad("phase", 11) << pad("tensor", 12)
+     << pad("sent", 12) << "ONNX node\n";
+  int i = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> byKey;
+  int64_t totalSent = 0;
+  for (const CollectiveInfo &c : all) {
+    os << "  " << pad(std::to_string(++i), 5) << pad(c.function, 12)
+       << pad(c.kind, 16) << pad(c.axes, 8) << pad(c.phase, 11)
+       << pad(runtime::formatBytes(c.tensorBytes), 12)
+       << pad(runtime::formatBytes(c.sentBytes), 12)
+       << (c.node.empty() ? "(no node)" : c.node) << "\n";
+    auto &slot = byKey[c.function + "  " + pad(c.phase, 10) + " " +
+                       pad(c.kind, 15) + " " + c.axes];
+    slot.first += 1;
+    slot.second += c.sentBytes;
+    totalSent += c.sentBytes;
+  }
+  os << "\ntotals by function, phase, kind and axis:\n";
+  for (const auto &[key, v] : byKey)
+    os << "  " << pad(key, 50) << pad(std::to_string(v.first) + " x", 8)
+       << runtime::formatBytes(v.second) << " sent\n";
+  os << "  all: " << all.size() << " collectives, "
+     << runtime::formatBytes(totalSent) << " sent per rank per call\n";
+  return os.str();
+}
+
+} // namespace dtcc

@@ -1,0 +1,334 @@
+//===- ShardOps.cpp - dshard dialect, attributes and verifiers ------------===//
+
+#include "dialects/Shard/IR/ShardOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace dtcc::shard;
+
+#include "dialects/Shard/IR/ShardOpsDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Shard/IR/ShardAttrs.cpp.inc"
+
+void ShardDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Shard/IR/ShardAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Shard/IR/ShardOps.cpp.inc"
+      >();
+}
+
+MeshAttr dtcc::shard::getMesh(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module && isa<ModuleOp>(op))
+    module = cast<ModuleOp>(op);
+  return module ? module->getAttrOfType<MeshAttr>(kMeshAttr) : MeshAttr();
+}
+
+//===----------------------------------------------------------------------===//
+// MeshAttr: #dshard.mesh<[dp = 2, tp = 4]>
+//===----------------------------------------------------------------------===//
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> sizes;
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size;
+    if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    axes.push_back(StringAttr::get(parser.getContext(), name));
+    sizes.push_back(size);
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseAxis) ||
+      parser.parseGreater())
+    return {};
+  return MeshAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                              parser.getContext(), axes, sizes);
+}
+
+void MeshAttr::print(AsmPrinter &p) const {
+  p << "<[";
+  for (auto [i, axis] : llvm::enumerate(getAxes()))
+    p << (i ? ", " : "") << axis.getValue() << " = " << getSizes()[i];
+  p << "]>";
+}
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringAttr> axes, ArrayRef<int64_t> sizes) {
+  if (axes.size() != sizes.size())
+    return emitError() << "expected one size per mesh axis";
+  llvm::SmallSet<StringRef, 4> seen;
+  for (auto [axis, size] : llvm::zip(axes, sizes)) {
+    if (!seen.insert(axis.getValue()).second)
+      return emitError() << "mesh axis '" << axis.getValue() << "' repeats";
+    if (size < 1)
+      return emitError() << "expected mesh axis '" << axis.getValue()
+                         << "' of size >= 1, got " << size;
+  }
+  return success();
+}
+
+int64_t MeshAttr::getSize(StringRef axis) const {
+  for (auto [a, size] : llvm::zip(getAxes(), getSizes()))
+    if (a.getValue() == axis)
+      return size;
+  return 1;
+}
+
+int64_t MeshAttr::getNumRanks() const {
+  int64_t n = 1;
+  for (int64_t s : getSizes())
+    n *= s;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// ShardingAttr: #dshard.sharding<[{dp}, {}, {tp}x3], partial = {dp}>
+//===----------------------------------------------------------------------===//
+
+/// Parses `{a, b}` into axis names.
+static ParseResult parseAxisSet(AsmParser &parser, SmallVectorImpl<StringAttr> &axes) {
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Braces, [&]() {
+    std::string name;
+    if (parser.parseKeywordOrString(&name))
+      return failure();
+    axes.push_back(StringAttr::get(parser.getContext(), name));
+    return success();
+  });
+}
+
+static void printAxisSet(AsmPrinter &p, ArrayRef<StringAttr> axes) {
+  p << "{";
+  llvm::interleaveComma(axes, p, [&](StringAttr a) { p << a.getValue(); });
+  p << "}";
+}
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  MLIRContext *ctx = parser.getContext();
+  SmallVector<DimShardingAttr> dims;
+  SmallVector<StringAttr> partial;
+  auto parseDim = [&]() -> ParseResult {
+    SmallVector<StringAttr> axes;
+    if (parseAxisSet(parser, axes))
+      return failure();
+    int64_t groups = 1;
+    // `x3`: an identifier token like x3 follows the closing brace.
+    StringRef keyword;
+    if (succeeded(parser.parseOptionalKeyword(&keyword))) {
+      if (!keyword.consume_front("x") || keyword.getAsInteger(10, groups))
+        return parser.emitError(parser.getCurrentLocation(),
+                                "expected a group count like x3");
+    }
+    dims.push_back(DimShardingAttr::get(ctx, axes, groups));
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseDim))
+    return {};
+  if (succeeded(parser.parseOptionalComma())) {
+    if (parser.parseKeyword("partial") || parser.parseEqual() ||
+        parseAxisSet(parser, partial))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return ShardingAttr::getChecked(
+      [&] { return parser.emitError(parser.getNameLoc()); }, ctx, dims, partial);
+}
+
+void ShardingAttr::print(AsmPrinter &p) const {
+  p << "<[";
+  llvm::interleaveComma(getDims(), p, [&](DimShardingAttr d) {
+    printAxisSet(p, d.getAxes());
+    if (d.getGroups() != 1)
+      p << "x" << d.getGroups();
+  });
+  p << "]";
+  if (!getPartial().empty()) {
+    p << ", partial = ";
+    printAxisSet(p, getPartial());
+  }
+  p << ">";
+}
+
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ArrayRef<DimShardingAttr> dims,
+                                   ArrayRef<StringAttr> partial) {
+  llvm::SmallSet<StringRef, 4> seen;
+  auto see = [&](StringAttr a) -> LogicalResult {
+    if (!seen.insert(a.getValue()).second)
+      return emitError() << "mesh axis '" << a.getValue()
+                         << "' appears twice in a sharding";
+    return success();
+  };
+  for (DimShardingAttr d : dims) {
+    if (d.getGroups() < 1)
+      return emitError() << "expected groups >= 1, got " << d.getGroups();
+    for (StringAttr a : d.getAxes())
+      if (failed(see(a)))
+        return failure();
+  }
+  for (StringAttr a : partial)
+    if (failed(see(a)))
+      return failure();
+  return success();
+}
+
+ShardingAttr ShardingAttr::replicated(MLIRContext *ctx, int64_t rank) {
+  SmallVector<DimShardingAttr> dims(rank, DimShardingAttr::get(ctx, {}, 1));
+  return ShardingAttr::get(ctx, dims, {});
+}
+
+bool ShardingAttr::isReplicated() const {
+  return getPartial().empty() &&
+         llvm::all_of(getDims(), [](DimShardingAttr d) { return d.getAxes().empty(); });
+}
+
+SmallVector<StringAttr> ShardingAttr::usedAxes() const {
+  SmallVector<StringAttr> out;
+  for (DimShardingAttr d : getDims())
+    llvm::append_range(out, d.getAxes());
+  llvm::append_range(out, getPartial());
+  return out;
+}
+
+FailureOr<SmallVector<int64_t>>
+ShardingAttr::localShape(ArrayRef<int64_t> global, MeshAttr mesh,
+                         std::string *why) const {
+  SmallVector<int64_t> local(global);
+  for (auto [d, dim] : llvm::enumerate(getDims())) {
+    int64_t shards = 1;
+    for (StringAttr a : dim.getAxes())
+      shards *= mesh ? mesh.getSize(a.getValue()) : 1;
+    int64_t divisor = shards * dim.getGroups();
+    if (d >= global.size() || global[d] % divisor != 0) {
+      if (why)
+        *why = "dim " + std::to_string(d) + " of size " +
+               (d < global.size() ? std::to_string(global[d]) : "?") +
+               " does not split into " + std::to_string(shards) + " shards" +
+               (dim.getGroups() > 1
+                    ? " of " + std::to_string(dim.getGroups()) + " groups"
+                    : "");
+      return failure();
+    }
+    local[d] = global[d] / shards;
+  }
+  return local;
+}
+
+ShardingAttr ShardingAttr::withoutPartial() const {
+  return ShardingAttr::get(getContext(), getDims(), {});
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+LogicalResult ConstraintOp::verify() {
+  if ((int64_t)getSharding().getDims().size() != typeOf(getOperand()).getRank())
+    return emitOpError("expected a sharding of rank ")
+           << typeOf(getOperand()).getRank() << ", got "
+           << getSharding().getDims().size();
+  return success();
+}
+
+static LogicalResult verifyKind(Operation *op, StringRef kind) {
+  if (kind != "sum" && kind != "max" && kind != "min" && kind != "prod")
+    return op->emitOpError("expected kind sum, max, min or prod, got '")
+           << kind << "'";
+  return success();
+}
+
+/// Checks that `big` is `small` with dimension `dim` multiplied by the axis
+/// size (unknown without a mesh: then only the other dimensions).
+static LogicalResult verifyScaled(Operation *op, RankedTensorType small,
+                                  RankedTensorType big, int64_t dim,
+                                  StringRef axis) {
+  if (small.getRank() != big.getRank() || dim < 0 || dim >= small.getRank())
+    return op->emitOpError("expected operand and result of one rank with dim in [0, ")
+           << small.getRank() << "), got dim " << dim;
+  if (small.getElementType() != big.getElementType())
+    return op->emitOpError("expected operand and result of one element type");
+  for (int64_t d = 0; d < small.getRank(); ++d)
+    if (d != dim && small.getDimSize(d) != big.getDimSize(d))
+      return op->emitOpError("expected dim ")
+             << d << " to agree, got " << small.getDimSize(d) << " and "
+             << big.getDimSize(d);
+  if (MeshAttr mesh = getMesh(op)) {
+    int64_t n = mesh.getSize(axis);
+    if (small.getDimSize(dim) * n != big.getDimSize(dim))
+      return op->emitOpError("expected dim ")
+             << dim << " of " << big.getDimSize(dim) << " = "
+             << small.getDimSize(dim) << " x " << n << " (the size of axis '"
+             << axis << "')";
+  }
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() { return verifyKind(*this, getKind()); }
+
+LogicalResult AllGatherOp::verify() {
+  return verifyScaled(*this, typeOf(getOperand()), typeOf(getResult()), getDim(),
+                      getAxis());
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyKind(*this, getKind())))
+    return failure();
+  return verifyScaled(*this, typeOf(getResult()), typeOf(getOperand()), getDim(),
+                      getAxis());
+}
+
+LogicalResult ShardSliceOp::verify() {
+  if (getGroups() < 1 || typeOf(getResult()).getRank() <= getDim() ||
+      typeOf(getResult()).getDimSize(getDim()) % getGroups() != 0)
+    return emitOpError("expected groups >= 1 dividing the result's dim");
+  return verifyScaled(*this, typeOf(getResult()), typeOf(getOperand()), getDim(),
+                      getAxis());
+}
+
+LogicalResult AllToAllOp::verify() {
+  auto in = typeOf(getOperand()), out = typeOf(getResult());
+  int64_t s = getSplitDim(), c = getConcatDim();
+  if (in.getRank() != out.getRank() || s < 0 || c < 0 || s >= in.getRank() ||
+      c >= in.getRank())
+    return emitOpError("expected split and concat dims inside the operand");
+  if (MeshAttr mesh = getMesh(*this)) {
+    int64_t n = mesh.getSize(getAxis());
+    SmallVector<int64_t> expected(in.getShape());
+    expected[s] /= n;
+    expected[c] *= n;
+    if (in.getDimSize(s) % n != 0 || ArrayRef<int64_t>(expected) != out.getShape())
+      return emitOpError("expected the operand's split dim divided and concat "
+                         "dim multiplied by ")
+             << n;
+  }
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (getRoot() < 0)
+    return emitOpError("expected a non-negative root");
+  if (MeshAttr mesh = getMesh(*this))
+    if (getRoot() >= mesh.getSize(getAxis()))
+      return emitOpError("expected root < ") << mesh.getSize(getAxis());
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Shard/IR/ShardOps.cpp.inc"

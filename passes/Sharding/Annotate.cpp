@@ -1,0 +1,325 @@
+//===- Annotate.cpp - a plan's fixed shardings ----------------------------===//
+//
+// Turns an explicit plan (a mesh and a ZeRO stage) into the shardings that
+// propagation starts from: batches over dp, ZeRO's storage splits of
+// optimizer state, gradients and parameters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+#include "passes/Sharding/ShardingUtils.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace dtcc::shard {
+#define GEN_PASS_DEF_SHARDANNOTATE
+#include "passes/Sharding/Passes.h.inc"
+} // namespace dtcc::shard
+
+using namespace mlir;
+using namespace dtcc;
+using namespace dtcc::shard;
+
+namespace {
+
+constexpr llvm::StringLiteral kZeroAttr = "dshard.zero";
+
+/// `base` (null: replicated) further split over `axis` (of `size` ranks)
+/// along the first dimension whose local blocks the axis divides; null when
+/// none does.
+ShardingAttr addSplit(ShardingAttr base, RankedTensorType type,
+                      StringAttr axis, int64_t size, MeshAttr mesh) {
+  MLIRContext *ctx = type.getContext();
+  if (!base)
+    base = ShardingAttr::replicated(ctx, type.getRank());
+  for (auto [d, n] : llvm::enumerate(type.getShape())) {
+    DimShardingAttr dim = base.getDims()[d];
+    int64_t block = n / dim.getGroups() / axesSize(mesh, dim.getAxes());
+    if (block % size != 0 || block < size)
+      continue;
+    SmallVector<DimShardingAttr> dims(base.getDims());
+    SmallVector<StringAttr> axes(dim.getAxes());
+    axes.push_back(axis);
+    dims[d] = DimShardingAttr::get(ctx, axes, dim.getGroups());
+    return ShardingAttr::get(ctx, dims, {});
+  }
+  return {};
+}
+
+/// A 2-D sharding with `axis` on dimension `d` in `groups` blocks.
+ShardingAttr splitDim(MLIRContext *ctx, int64_t rank, int64_t d,
+                      StringAttr axis, int64_t groups) {
+  SmallVector<DimShardingAttr> dims(rank, DimShardingAttr::get(ctx, {}, 1));
+  dims[d] = DimShardingAttr::get(ctx, {axis}, groups);
+  return ShardingAttr::get(ctx, dims, {});
+}
+
+struct ShardAnnotatePass
+    : public dtcc::shard::impl::ShardAnnotateBase<ShardAnnotatePass> {
+  using ShardAnnotateBase::ShardAnnotateBase;
+  MeshAttr mesh_;
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    std::string error;
+    auto parsed = parseMesh(mesh, ctx, error);
+    if (failed(parsed)) {
+      module.emitError("invalid mesh '") << mesh << "': " << error;
+      return signalPassFailure();
+    }
+    MeshAttr meshAttr = *parsed;
+    for (auto [axis, size] :
+         llvm::zip(meshAttr.getAxes(), meshAttr.getSizes())) {
+      if (axis.getValue() != "dp" && axis.getValue() != "tp" && size > 1) {
+        module.emitError("mesh axis '")
+            << axis.getValue() << "' (size " << size
+            << "): only data (dp) and tensor (tp) parallelism are "
+               "implemented so far; pipeline parallelism (pp) is not";
+        return signalPassFailure();
+      }
+    }
+    if (zero < 0 || zero > 3) {
+      module.emitError("ZeRO stage must be 0, 1, 2 or 3, got ")
+          << static_cast<int>(zero);
+      return signalPassFailure();
+    }
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!train) {
+      module.emitError("a sharded program trains: expected @train_step "
+                       "(compile with --train)");
+      return signalPassFailure();
+    }
+    module->setAttr(kMeshAttr, meshAttr);
+    if (auto main = module.lookupSymbol<func::FuncOp>("main"))
+      main.erase();
+
+    StringAttr dp = StringAttr::get(ctx, "dp");
+    int64_t dpSize = meshAttr.getSize("dp");
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (failed(annotateBatches(fn, dp, dpSize)))
+        return signalPassFailure();
+    mesh_ = meshAttr;
+    if (int64_t tpSize = meshAttr.getSize("tp"); tpSize > 1)
+      annotateTensorParallel(module, train, StringAttr::get(ctx, "tp"), tpSize);
+    shareWithOptimizerState(module);
+    if (dpSize > 1 && zero > 0)
+      annotateZero(module, dp, dpSize);
+  }
+
+  /// Megatron-style tensor parallelism from the forward pass: a weight
+  /// multiplying a whole activation is split by output columns (column
+  /// parallel, its bias too), which leaves the activations after it split;
+  /// a weight multiplying a split activation is split by input rows (row
+  /// parallel), whose partial sums become whole again by an all-reduce
+  /// before its bias. A column-parallel output sliced into equal parts
+  /// (fused Q, K, V) is split part by part. The output projection to the
+  /// vocabulary and the embeddings stay whole.
+  void annotateTensorParallel(ModuleOp module, func::FuncOp train,
+                              StringAttr tp, int64_t tpSize) {
+    MLIRContext *ctx = module.getContext();
+    llvm::DenseSet<Value> split;
+    auto weightOf = [&](Value v) -> graph::VariableOp {
+      auto load = v.getDefiningOp<graph::LoadOp>();
+      if (!load)
+        return {};
+      auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+      if (!var || !var.getTrainable() || var.getTensorType().getRank() != 2)
+        return {};
+      return var;
+    };
+    auto feedsLoss = [&](Value v) {
+      SmallVector<Value> frontier{v};
+      for (int depth = 0; depth < 3 && !frontier.empty(); ++depth) {
+        SmallVector<Value> next;
+        for (Value x : frontier)
+          for (Operation *user : x.getUsers()) {
+            if (isa<graph::CrossEntropyOp, func::ReturnOp>(user))
+              return true;
+            if (isa<graph::AddOp, graph::ReshapeOp>(user))
+              next.push_back(user->getResult(0));
+          }
+        frontier = std::move(next);
+      }
+      return false;
+    };
+    for (Operation &op : train.getBody().front()) {
+      auto mm = dyn_cast<graph::MatmulOp>(op);
+      graph::VariableOp w = mm ? weightOf(mm.getRhs()) : graph::VariableOp();
+      if (!w || mm.getTransposeLhs() || mm.getTransposeRhs()) {
+        bool any = llvm::any_of(op.getOperands(),
+                                [&](Value v) { return split.contains(v); });
+        if (any)
+          for (Value r : op.getResults())
+            split.insert(r);
+        continue;
+      }
+      if (w->hasAttr(kShardingAttr))
+        continue; // decided at its first use
+      auto wType = w.getTensorType();
+      if (split.contains(mm.getLhs())) {
+        if (wType.getDimSize(0) % tpSize == 0)
+          w->setAttr(kShardingAttr, splitDim(ctx, 2, 0, tp, 1));
+        continue;
+      }
+      if (feedsLoss(mm.getResult()))
+        continue;
+      // The output, or its sum with a bias, and the parts it is sliced into.
+      Value out = mm.getResult();
+      graph::VariableOp bias;
+      for (Operation *user : out.getUsers())
+        if (auto add = dyn_cast<graph::AddOp>(user)) {
+          Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
+          if (auto b = other.getDefiningOp<graph::BroadcastInDimOp>())
+            if (auto load = b.getOperand().getDefiningOp<graph::LoadOp>()) {
+              bias = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+              out = add.getResult();
+            }
+        }
+      int64_t n = wType.getDimSize(1), parts = 0;
+      for (Operation *user : out.getUsers())
+        if (isa<graph::SliceOp>(user))
+          ++parts;
+      int64_t groups = parts > 1 && n % parts == 0 ? parts : 1;
+      if ((n / groups) % tpSize != 0)
+        continue;
+      w->setAttr(kShardingAttr, splitDim(ctx, 2, 1, tp, groups));
+      if (bias && bias.getTensorType().getRank() == 1 &&
+          !bias->hasAttr(kShardingAttr))
+        bias->setAttr(kShardingAttr, splitDim(ctx, 1, 0, tp, groups));
+      split.insert(mm.getResult());
+      split.insert(out);
+    }
+  }
+
+  /// Optimizer state and gradient accumulators are laid out like their
+  /// parameter.
+  void shareWithOptimizerState(ModuleOp module) {
+    module.walk([&](Operation *op) {
+      if (!isa<graph::AdamwOp, graph::SgdOp>(op))
+        return;
+      auto param = op->getOperand(0).getDefiningOp<graph::LoadOp>();
+      if (!param)
+        return;
+      auto var = module.lookupSymbol<graph::VariableOp>(param.getVariable());
+      auto s = var ? var->getAttrOfType<ShardingAttr>(kShardingAttr) : ShardingAttr();
+      if (!s)
+        return;
+      for (Value state : op->getOperands().drop_front(1))
+        if (state.getType() == op->getOperand(0).getType())
+          if (auto load = state.getDefiningOp<graph::LoadOp>())
+            if (auto v = module.lookupSymbol<graph::VariableOp>(load.getVariable()))
+              if (!v->hasAttr(kShardingAttr))
+                v->setAttr(kShardingAttr, s);
+      std::string acc = (param.getVariable() + "/grad_acc").str();
+      if (auto v = module.lookupSymbol<graph::VariableOp>(acc))
+        if (!v->hasAttr(kShardingAttr))
+          v->setAttr(kShardingAttr, s);
+    });
+  }
+
+  /// Splits dimension 0 of every data input over dp.
+  LogicalResult annotateBatches(func::FuncOp fn, StringAttr dp, int64_t dpSize) {
+    MLIRContext *ctx = fn.getContext();
+    for (BlockArgument arg : fn.getArguments()) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      SmallVector<DimShardingAttr> dims(type.getRank(),
+                                        DimShardingAttr::get(ctx, {}, 1));
+      if (dpSize > 1) {
+        auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    "dgraph.name");
+        std::string label = name ? name.str() : "#" + std::to_string(arg.getArgNumber());
+        if (type.getRank() == 0 || type.getDimSize(0) % dpSize != 0)
+          return fn.emitError("input '")
+                 << label << "' of @" << fn.getSymName() << " has batch "
+                 << (type.getRank() ? type.getDimSize(0) : 1)
+                 << " (dimension 0), which dp=" << dpSize
+                 << " does not divide: each data-parallel rank takes an "
+                    "equal share of every batch";
+        dims[0] = DimShardingAttr::get(ctx, {dp}, 1);
+      }
+      setSharding(arg, ShardingAttr::get(ctx, dims, {}));
+    }
+    return success();
+  }
+
+  /// The sharding of the parameter an optimizer op updates, before ZeRO.
+  ShardingAttr paramSharding(ModuleOp module, Operation *op) {
+    auto load = op->getOperand(0).getDefiningOp<graph::LoadOp>();
+    auto var = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
+                    : graph::VariableOp();
+    if (!var)
+      return {};
+    auto s = var->getAttrOfType<ShardingAttr>(kShardingAttr);
+    if (s && var->hasAttr(kZeroAttr)) {
+      // Already extended by ZeRO-3: drop the dp axes again.
+      SmallVector<DimShardingAttr> dims;
+      for (DimShardingAttr d : s.getDims()) {
+        SmallVector<StringAttr> axes;
+        for (StringAttr a : d.getAxes())
+          if (a.getValue() != "dp")
+            axes.push_back(a);
+        dims.push_back(DimShardingAttr::get(s.getContext(), axes,
+                                            axes.empty() ? 1 : d.getGroups()));
+      }
+      return ShardingAttr::get(s.getContext(), dims, {});
+    }
+    return s;
+  }
+
+  /// ZeRO: optimizer state (>= 1), gradients (>= 2), parameters (3) split
+  /// over dp.
+  void annotateZero(ModuleOp module, StringAttr dp, int64_t dpSize) {
+    auto shardVariable = [&](Operation *from, StringRef name) {
+      auto var = module.lookupSymbol<graph::VariableOp>(name);
+      if (!var || var->hasAttr(kZeroAttr))
+        return;
+      auto base = var->getAttrOfType<ShardingAttr>(kShardingAttr);
+      if (auto s = addSplit(base, var.getTensorType(), dp, dpSize, mesh_)) {
+        var->setAttr(kShardingAttr, s);
+        var->setAttr(kZeroAttr, UnitAttr::get(module.getContext()));
+      }
+      (void)from;
+    };
+    SmallVector<Operation *> optimizers;
+    module.walk([&](Operation *op) {
+      if (isa<graph::AdamwOp, graph::SgdOp>(op))
+        optimizers.push_back(op);
+    });
+    for (Operation *op : optimizers) {
+      // Operands: param, grad, then the state tensors of the param's type.
+      Type paramType = op->getOperand(0).getType();
+      for (Value state : op->getOperands().drop_front(2))
+        if (state.getType() == paramType)
+          if (auto load = state.getDefiningOp<graph::LoadOp>())
+            shardVariable(op, load.getVariable());
+      if (zero >= 3)
+        if (auto load = op->getOperand(0).getDefiningOp<graph::LoadOp>())
+          shardVariable(op, load.getVariable());
+      // Each rank updates its part of the state from its part of the
+      // gradient: the data-parallel sum is a reduce-scatter, and the
+      // gradient norm a sum of the parts' norms (the gradient itself is
+      // transient; ZeRO-2 also splits the accumulators that keep it).
+      if (zero >= 1) {
+        Value grad = op->getOperand(1);
+        if (auto load = grad.getDefiningOp<graph::LoadOp>()) {
+          if (zero >= 2)
+            shardVariable(op, load.getVariable()); // a gradient accumulator
+        } else if (auto s = addSplit(
+                       paramSharding(module, op),
+                       cast<RankedTensorType>(grad.getType()), dp, dpSize, mesh_)) {
+          OpBuilder b(op);
+          b.setInsertionPointAfterValue(grad);
+          auto c = ConstraintOp::create(b, op->getLoc(), grad, s);
+          grad.replaceAllUsesExcept(c.getResult(), c);
+        }
+      }
+    }
+    if (zero >= 2)
+      for (auto var : module.getOps<graph::VariableOp>())
+        if (var.getSymName().ends_with("/grad_acc"))
+          shardVariable(nullptr, var.getSymName());
+  }
+};
+
+} // namespace

@@ -1,0 +1,443 @@
+//===- Partition.cpp - one rank's program and its communication -----------===//
+//
+// Rewrites a propagated module in place into the program every rank runs
+// (SPMD): local types everywhere, and collectives where a value's sharding
+// differs from the one its user requires.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+#include "passes/Sharding/ShardingUtils.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace dtcc::shard {
+#define GEN_PASS_DEF_SHARDPARTITION
+#include "passes/Sharding/Passes.h.inc"
+} // namespace dtcc::shard
+
+using namespace mlir;
+using namespace dtcc;
+using namespace dtcc::shard;
+
+namespace {
+
+constexpr llvm::StringLiteral kInShardingsAttr = "dshard.in_shardings";
+/// On split variables and arguments: their type before partitioning.
+constexpr llvm::StringLiteral kGlobalTypeAttr = "dshard.global_type";
+
+class FunctionPartitioner {
+public:
+  FunctionPartitioner(func::FuncOp fn, MeshAttr mesh) : fn_(fn), mesh_(mesh) {}
+
+  LogicalResult run();
+
+private:
+  /// The local type of a value of global type `global` laid out as `s`.
+  FailureOr<RankedTensorType> localType(RankedTensorType global, ShardingAttr s,
+                                        Operation *at);
+  /// `v` (local, laid out as `from`) laid out as `to`, for `user`.
+  FailureOr<Value> reshard(Value v, ShardingAttr from, ShardingAttr to,
+                           Operation *user);
+  /// Applies `step` to dimension `dim` of `v`, viewing it as `groups` blocks
+  /// (a reshape around the step when groups > 1).
+  Value onGroups(OpBuilder &b, Location loc, Value v, int64_t dim,
+                 int64_t groups, int64_t newBlock,
+                 llvm::function_ref<Value(Value, int64_t, RankedTensorType)> step);
+  LogicalResult fixAttributes(Operation *op, ArrayRef<ShardingAttr> ins);
+  /// "forward", "backward" or "optimizer": where `op` sits in the step.
+  StringRef phaseOf(Operation *op) const;
+  /// Tags the collectives reshard() just made with the phase of `at`.
+  void tagPhase(Operation *at);
+
+  /// Records the ops reshard() makes.
+  struct Recorder : public OpBuilder::Listener {
+    explicit Recorder(SmallVector<Operation *> *ops) : ops(ops) {}
+    SmallVector<Operation *> *ops;
+    void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) final {
+      ops->push_back(op);
+    }
+  };
+  SmallVector<Operation *> created_;
+  Recorder recorder_{&created_};
+
+  func::FuncOp fn_;
+  MeshAttr mesh_;
+  llvm::DenseMap<Value, RankedTensorType> global_;
+  llvm::DenseMap<Value, ShardingAttr> sharding_;
+  /// Resharded versions of a value, by sharding, reused by later users.
+  llvm::DenseMap<Value, SmallVector<std::pair<ShardingAttr, Value>>> versions_;
+  /// Program positions: of each original op, of the loss and of the first
+  /// optimizer op.
+  llvm::DenseMap<Operation *, int64_t> position_;
+  int64_t lossPosition_ = -1, optimizerPosition_ = INT64_MAX;
+};
+
+StringRef FunctionPartitioner::phaseOf(Operation *op) const {
+  int64_t pos = position_.lookup(op);
+  if (pos >= optimizerPosition_)
+    return "optimizer";
+  return pos <= lossPosition_ ? "forward" : "backward";
+}
+
+FailureOr<RankedTensorType>
+FunctionPartitioner::localType(RankedTensorType global, ShardingAttr s,
+                               Operation *at) {
+  std::string why;
+  auto shape = s.localShape(global.getShape(), mesh_, &why);
+  if (failed(shape))
+    return at->emitOpError("cannot split ")
+           << global << " as " << s << " on " << mesh_ << ": " << why
+           << " (uneven shards are not supported)";
+  return RankedTensorType::get(*shape, global.getElementType());
+}
+
+Value FunctionPartitioner::onGroups(
+    OpBuilder &b, Location loc, Value v, int64_t dim, int64_t groups,
+    int64_t newBlock,
+    llvm::function_ref<Value(Value, int64_t, RankedTensorType)> step) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> out(type.getShape());
+  out[dim] = groups * newBlock;
+  auto outType = RankedTensorType::get(out, type.getElementType());
+  if (groups == 1)
+    return step(v, dim, outType);
+  SmallVector<int64_t> split(type.getShape());
+  split[dim] = type.getDimSize(dim) / groups;
+  split.insert(split.begin() + dim, groups);
+  Value grouped = graph::ReshapeOp::create(
+      b, loc, RankedTensorType::get(split, type.getElementType()), v);
+  SmallVector<int64_t> splitOut(split);
+  splitOut[dim + 1] = newBlock;
+  Value r = step(grouped, dim + 1,
+                 RankedTensorType::get(splitOut, type.getElementType()));
+  return graph::ReshapeOp::create(b, loc, outType, r);
+}
+
+FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
+                                              ShardingAttr to, Operation *user) {
+  if (from == to)
+    return v;
+  auto &known = versions_[v];
+  for (auto &[s, version] : known)
+    if (s == to)
+      return version;
+  MLIRContext *ctx = v.getContext();
+  RankedTensorType global = global_.lookup(v);
+  // A partial sum is resolved where it is made: it is that op's collective.
+  Location loc = user->getLoc();
+  if (Operation *maker = v.getDefiningOp();
+      maker && from.isPartial() && !isa<UnknownLoc>(maker->getLoc()))
+    loc = maker->getLoc();
+  Value original = v;
+
+  // A replicated version of a partial sum already made serves sharded users
+  // by slicing: no second collective.
+  // (A reduce-scattered one is gathered: cheaper than a second all-reduce.)
+  if (from.isPartial() && !to.isPartial())
+    for (auto &[s, version] : known)
+      if (!s.isPartial()) {
+        from = s;
+        v = version;
+        if (s.isReplicated())
+          break;
+      }
+
+  // A splat constant is rebuilt at the local shape.
+  if (auto c = v.getDefiningOp<graph::ConstantOp>())
+    if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+        dense && dense.isSplat() && from.isReplicated() && !to.isPartial()) {
+      auto type = localType(global, to, user);
+      if (failed(type))
+        return failure();
+      OpBuilder b(c);
+      b.setListener(&recorder_);
+      b.setInsertionPointAfter(c);
+      Value local = graph::ConstantOp::create(
+          b, c.getLoc(), DenseElementsAttr::get(*type, dense.getSplatValue<Attribute>()));
+      known.push_back({to, local});
+      return local;
+    }
+
+  // Partial sums are resolved where they are made; gathers and slices
+  // happen just before their user (a ZeRO-3 parameter is gathered for each
+  // use and freed after it, not kept whole for the step).
+  OpBuilder b(user);
+  b.setListener(&recorder_);
+  bool resolvesPartial = from.isPartial();
+  if (resolvesPartial)
+    b.setInsertionPointAfterValue(v);
+
+  SmallVector<SmallVector<StringAttr>> dims;
+  SmallVector<int64_t> groups;
+  for (DimShardingAttr d : from.getDims()) {
+    dims.emplace_back(d.getAxes().begin(), d.getAxes().end());
+    groups.push_back(d.getGroups());
+  }
+  auto current = [&](ArrayRef<StringAttr> partial) {
+    SmallVector<DimShardingAttr> ds;
+    for (auto [axes, g] : llvm::zip(dims, groups))
+      ds.push_back(DimShardingAttr::get(ctx, axes, axes.empty() ? 1 : g));
+    return ShardingAttr::get(ctx, ds, partial);
+  };
+  auto localDim = [&](int64_t d, ArrayRef<StringAttr> axes) {
+    return global.getDimSize(d) / axesSize(mesh_, axes);
+  };
+  auto isPrefix = [](ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
+    return a.size() <= b.size() && a == b.take_front(a.size());
+  };
+
+  // 1. Partial sums: reduce-scatter onto a dimension the target splits,
+  // else all-reduce.
+  SmallVector<StringAttr> partial(from.getPartial().begin(), from.getPartial().end());
+  for (StringAttr p : SmallVector<StringAttr>(partial)) {
+    if (llvm::is_contained(to.getPartial(), p))
+      continue;
+    std::optional<int64_t> scatterDim;
+    for (auto [d, target] : llvm::enumerate(to.getDims())) {
+      ArrayRef<StringAttr> want = target.getAxes();
+      if (isPrefix(dims[d], want) && want.size() > dims[d].size() &&
+          want[dims[d].size()] == p &&
+          (dims[d].empty() || groups[d] == target.getGroups())) {
+        scatterDim = d;
+        break;
+      }
+    }
+    llvm::erase(partial, p);
+    if (scatterDim) {
+      int64_t d = *scatterDim;
+      int64_t g = to.getDims()[d].getGroups();
+      SmallVector<StringAttr> next(dims[d]);
+      next.push_back(p);
+      int64_t block = localDim(d, next) / g;
+      v = onGroups(b, loc, v, d, g, block,
+                   [&](Value x, int64_t dim, RankedTensorType t) -> Value {
+                     return ReduceScatterOp::create(b, loc, t, x, p.getValue(),
+                                                    dim, "sum");
+                   });
+      dims[d] = next;
+      groups[d] = g;
+    } else {
+      v = AllReduceOp::create(b, loc, v.getType(), v, p.getValue(), "sum");
+    }
+    if (partial.empty())
+      known.push_back({current({}), v});
+  }
+  if (!llvm::all_of(to.getPartial(), [&](StringAttr a) {
+        return llvm::is_contained(partial, a);
+      }))
+    return user->emitOpError("cannot make a value partial over an axis it "
+                             "is not partial over (internal error)");
+
+  if (resolvesPartial)
+    b.setInsertionPoint(user);
+  // 2. Gather the axes the target does not split this way, innermost first.
+  for (auto [d, target] : llvm::enumerate(to.getDims())) {
+    while (!isPrefix(dims[d], target.getAxes()) ||
+           (!dims[d].empty() && groups[d] != target.getGroups() &&
+            !target.getAxes().empty())) {
+      StringAttr a = dims[d].pop_back_val();
+      int64_t g = groups[d];
+      int64_t block = localDim(d, dims[d]) / g;
+      v = onGroups(b, loc, v, d, g, block,
+                   [&](Value x, int64_t dim, RankedTensorType t) -> Value {
+                     return AllGatherOp::create(b, loc, t, x, a.getValue(), dim);
+                   });
+    }
+  }
+  // 3. Slice the axes the target adds: local, no communication.
+  for (auto [d, target] : llvm::enumerate(to.getDims())) {
+    ArrayRef<StringAttr> want = target.getAxes();
+    for (StringAttr a : want.drop_front(dims[d].size())) {
+      SmallVector<StringAttr> next(dims[d]);
+      next.push_back(a);
+      int64_t g = target.getGroups();
+      auto type = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[d] = localDim(d, next);
+      v = ShardSliceOp::create(b, loc,
+                               RankedTensorType::get(shape, type.getElementType()),
+                               v, a.getValue(), d, g);
+      dims[d] = next;
+      groups[d] = g;
+    }
+  }
+  // ZeRO-3 parameters are gathered anew for each use.
+  bool reuse = true;
+  if (auto load = original.getDefiningOp<graph::LoadOp>())
+    if (auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
+            load, load.getVariableAttr()))
+      reuse = !var->hasAttr("dshard.zero");
+  if (reuse || from.isPartial())
+    known.push_back({to, v});
+  return v;
+}
+
+void FunctionPartitioner::tagPhase(Operation *at) {
+  StringAttr phase = StringAttr::get(fn_.getContext(), phaseOf(at));
+  for (Operation *o : created_)
+    if (isa<ShardDialect>(o->getDialect()))
+      o->setAttr("phase", phase);
+}
+
+LogicalResult FunctionPartitioner::fixAttributes(Operation *op,
+                                                 ArrayRef<ShardingAttr> ins) {
+  auto splitOf = [&](int64_t d) {
+    return ins.empty() ? 1 : axesSize(mesh_, ins[0].axesOf(d));
+  };
+  auto divide = [&](ArrayRef<int64_t> values, StringRef what)
+      -> FailureOr<SmallVector<int64_t>> {
+    SmallVector<int64_t> out(values);
+    for (auto [d, x] : llvm::enumerate(out)) {
+      int64_t k = splitOf(d);
+      if (x % k != 0)
+        return op->emitOpError(what)
+               << " " << x << " of dimension " << d
+               << " does not fall on a shard boundary of the split by " << k;
+      x /= k;
+    }
+    return out;
+  };
+  if (auto slice = dyn_cast<graph::SliceOp>(op)) {
+    auto start = divide(slice.getStart(), "slice start");
+    auto limit = divide(slice.getLimit(), "slice limit");
+    if (failed(start) || failed(limit))
+      return failure();
+    slice.setStart(*start);
+    slice.setLimit(*limit);
+  } else if (auto pad = dyn_cast<graph::PadOp>(op)) {
+    auto low = divide(pad.getLow(), "padding");
+    auto high = divide(pad.getHigh(), "padding");
+    if (failed(low) || failed(high))
+      return failure();
+    pad.setLow(*low);
+    pad.setHigh(*high);
+  } else if (auto dropout = dyn_cast<graph::DropoutOp>(op)) {
+    if (!ins.empty() && !ins[0].isReplicated())
+      return op->emitOpError("on a split tensor is not supported: its mask "
+                             "would differ from the single-device one");
+  }
+  return success();
+}
+
+LogicalResult FunctionPartitioner::run() {
+  Block &body = fn_.getBody().front();
+  {
+    int64_t i = 0;
+    for (Operation &op : body) {
+      position_[&op] = i;
+      bool optimizer =
+          isa<graph::LrScheduleOp, graph::AdamwOp, graph::SgdOp>(op) ||
+          (isa<graph::LoadOp>(op) &&
+           cast<graph::LoadOp>(op).getVariable() == "__step");
+      if (optimizer && optimizerPosition_ == INT64_MAX)
+        optimizerPosition_ = i;
+      ++i;
+    }
+    // The loss is the returned value named "loss"; a function without one
+    // (the update of accumulated micro-batches) is all optimizer.
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    for (auto [r, v] : llvm::enumerate(ret.getOperands()))
+      if (auto name = fn_.getResultAttrOfType<StringAttr>(r, "dgraph.name");
+          name && name.getValue() == "loss" && v.getDefiningOp())
+        lossPosition_ = position_.lookup(v.getDefiningOp());
+    if (lossPosition_ < 0)
+      optimizerPosition_ = std::min<int64_t>(optimizerPosition_, 0);
+  }
+  for (BlockArgument arg : body.getArguments()) {
+    global_[arg] = cast<RankedTensorType>(arg.getType());
+    sharding_[arg] = getSharding(arg);
+  }
+  for (Operation &op : body)
+    for (Value r : op.getResults()) {
+      global_[r] = cast<RankedTensorType>(r.getType());
+      sharding_[r] = getSharding(r);
+    }
+
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = localType(global_[arg], sharding_[arg], fn_);
+    if (failed(type))
+      return failure();
+    fn_.setArgAttr(arg.getArgNumber(), kGlobalTypeAttr, TypeAttr::get(global_[arg]));
+    arg.setType(*type);
+  }
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    auto ins = op.getAttrOfType<ArrayAttr>(kInShardingsAttr);
+    if (!ins || ins.size() != op.getNumOperands())
+      return op.emitOpError("has no propagated shardings "
+                            "(run dtcc-shard-propagate first)");
+    SmallVector<ShardingAttr> required;
+    for (auto [i, attr] : llvm::enumerate(ins)) {
+      auto to = cast<ShardingAttr>(attr);
+      required.push_back(to);
+      Value operand = op.getOperand(i);
+      // Operands are the original values (already local) or reshards.
+      Value source = operand;
+      auto from = sharding_.lookup(source);
+      if (!from)
+        return op.emitOpError("operand without a sharding (internal error)");
+      created_.clear();
+      auto local = reshard(source, from, to, &op);
+      if (failed(local))
+        return failure();
+      // A partial sum resolved where it is made belongs to its maker's
+      // phase; the rest to the user's.
+      Operation *maker = source.getDefiningOp();
+      tagPhase(from.isPartial() && maker ? maker : &op);
+      op.setOperand(i, *local);
+    }
+    for (Value r : op.getResults()) {
+      auto type = localType(global_[r], sharding_[r].withoutPartial(), &op);
+      if (failed(type))
+        return failure();
+      r.setType(*type);
+    }
+    if (failed(fixAttributes(&op, required)))
+      return failure();
+  }
+  for (Operation &op : body) {
+    op.removeAttr(kInShardingsAttr);
+    op.removeAttr(kResultShardingsAttr);
+  }
+  // A ZeRO constraint has done its work once its operand is resharded.
+  for (Operation &op : llvm::make_early_inc_range(body))
+    if (auto c = dyn_cast<ConstraintOp>(op)) {
+      c.getResult().replaceAllUsesWith(c.getOperand());
+      c.erase();
+    }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  fn_.setType(FunctionType::get(fn_.getContext(), body.getArgumentTypes(),
+                                ret.getOperandTypes()));
+  return success();
+}
+
+struct ShardPartitionPass
+    : public dtcc::shard::impl::ShardPartitionBase<ShardPartitionPass> {
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttr);
+    if (!mesh) {
+      module.emitError("expected a module with a dshard.mesh "
+                       "(run dtcc-shard-annotate first)");
+      return signalPassFailure();
+    }
+    for (auto var : module.getOps<graph::VariableOp>()) {
+      auto s = var->getAttrOfType<ShardingAttr>(kShardingAttr);
+      if (!s)
+        continue;
+      std::string why;
+      auto shape = s.localShape(var.getTensorType().getShape(), mesh, &why);
+      if (failed(shape)) {
+        var.emitOpError("cannot be split as ") << s << ": " << why;
+        return signalPassFailure();
+      }
+      var->setAttr(kGlobalTypeAttr, TypeAttr::get(var.getTensorType()));
+      var.setType(RankedTensorType::get(*shape, var.getTensorType().getElementType()));
+    }
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (failed(FunctionPartitioner(fn, mesh).run()))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,100 @@
+//===- Passes.td - sharding passes: annotate, propagate, partition -*- tablegen -*-===//
+
+#ifndef DTCC_PASSES_SHARDING_PASSES_TD
+#define DTCC_PASSES_SHARDING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
+  let summary = "Places a training step on a device mesh: data, ZeRO state";
+  let description = [{
+    Runs after dtcc-graph-optimizer. Records the mesh as the module's
+    `dshard.mesh` and annotates the plan's fixed points; propagation fills
+    in everything else.
+
+    - Every argument of `@train_step` (and `@apply_step`) is a batch of
+      data: dimension 0 is split over `dp`. A batch that `dp` does not
+      divide is an error naming the input.
+    - `zero` >= 1 splits each optimizer state variable (the state operands
+      of `dgraph.adamw` / `dgraph.sgd`) over `dp` along its first dimension
+      that `dp` divides (a tensor with none stays replicated) and splits
+      the gradient the same way where it meets the optimizer (a
+      `dshard.constraint`), so the data-parallel sum becomes a
+      reduce-scatter and the gradient norm a sum of per-rank norms;
+      `zero` >= 2 also splits the gradient accumulators of micro-batching;
+      `zero` = 3 also the parameters, which are then gathered where they
+      are used. Tensor-parallel splits come first; ZeRO's dp split goes
+      inside them. Variables split for ZeRO carry
+      `dshard.zero`: propagation lets the batch split win over theirs.
+    - `tp` > 1: Megatron-style tensor parallelism from the forward pass. A
+      weight multiplying a whole activation is split by output columns
+      (with its bias; a fused output sliced into equal parts, such as Q, K
+      and V, part by part), which leaves the activations after it split; a
+      weight multiplying a split activation is split by input rows, so its
+      product is a partial sum that an all-reduce completes before the
+      bias. The projection to the vocabulary and the embeddings stay whole.
+      Optimizer state follows its parameter.
+    - `@main` (inference) is removed: a sharded program trains.
+
+    Errors: a mesh spec that does not parse, a module without
+    `@train_step`, a batch that does not divide, zero outside 0..3.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"", "The mesh, e.g. dp=2,tp=2">,
+    Option<"zero", "zero", "int", "0", "ZeRO stage: 0, 1, 2 or 3">,
+  ];
+  let dependentDialects = ["dtcc::shard::ShardDialect"];
+}
+
+def ShardPropagate : Pass<"dtcc-shard-propagate", "mlir::ModuleOp"> {
+  let summary = "Chooses every op's sharding from its rule";
+  let description = [{
+    Walks each function of a module with a `dshard.mesh` in program order.
+    An op's factors (ShardableOpInterface) take the mesh axes of its
+    operands' shardings (the first operand dimension that splits a factor
+    wins; the ZeRO split of a parameter only when nothing else uses the
+    axis; replicated factors such as a softmax dimension never split);
+    each operand is then required in the projection of those factors, and
+    each result gets it, partial over the axes of split reduction factors
+    (a contracted batch dimension makes a partial sum). Partial sums flow
+    through ops linear in them (add and sub of equally partial values,
+    mul, div by a non-partial value, reshapes, transposes, broadcasts,
+    reduce_sum) and are resolved where they meet anything else.
+
+    Loads take their variable's sharding and stores require it;
+    `dshard.constraint` requires and yields its sharding; returns require
+    replicated values; constants are replicated.
+
+    Records `dshard.in_shardings` (one per operand) and `dshard.shardings`
+    (one per result) on every op; dtcc-shard-partition reads them.
+
+    Errors: an op without a sharding rule (named, at its ONNX node).
+  }];
+  let dependentDialects = ["dtcc::shard::ShardDialect"];
+}
+
+def ShardPartition : Pass<"dtcc-shard-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrites a propagated module into one rank's program";
+  let description = [{
+    Gives every value its local type (the global shape divided by its
+    sharding) and inserts the communication where a value's sharding
+    differs from the one its user requires, per mesh axis:
+    - a partial sum becomes a `dshard.reduce_scatter` when the user wants
+      that axis on a dimension, else a `dshard.all_reduce`;
+    - an axis the user does not want is gathered (`dshard.all_gather`),
+      innermost first;
+    - an axis the user adds is a local `dshard.shard_slice` (a splat
+      constant is rebuilt at the local shape instead).
+    A value is resharded once per target and reused; a replicated version
+    of a partial sum serves later sharded users by slicing it.
+
+    Variables get their local type and keep their global initial value and
+    `dshard.sharding` (the runtime takes its block of it); slice and pad
+    bounds on split dimensions are divided by the split.
+
+    Errors: a dimension the sharding does not divide (named, with the op).
+  }];
+  let dependentDialects = ["dtcc::shard::ShardDialect"];
+}
+
+#endif // DTCC_PASSES_SHARDING_PASSES_TD

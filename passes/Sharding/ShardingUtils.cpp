@@ -1,0 +1,171 @@
+//===- ShardingUtils.cpp - factors, projections and shardings of values ---===//
+
+#include "passes/Sharding/ShardingUtils.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace dtcc::shard {
+
+ShardingAttr getSharding(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    return fn ? fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr)
+              : ShardingAttr();
+  }
+  auto result = cast<OpResult>(value);
+  auto all = result.getOwner()->getAttrOfType<ArrayAttr>(kResultShardingsAttr);
+  if (!all || all.size() <= result.getResultNumber())
+    return {};
+  return dyn_cast<ShardingAttr>(all[result.getResultNumber()]);
+}
+
+void setSharding(Value value, ShardingAttr sharding) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto fn = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    fn.setArgAttr(arg.getArgNumber(), kShardingAttr, sharding);
+    return;
+  }
+  auto result = cast<OpResult>(value);
+  Operation *op = result.getOwner();
+  SmallVector<Attribute> all(op->getNumResults(), UnitAttr::get(op->getContext()));
+  if (auto old = op->getAttrOfType<ArrayAttr>(kResultShardingsAttr))
+    for (auto [i, a] : llvm::enumerate(old))
+      all[i] = a;
+  all[result.getResultNumber()] = sharding;
+  op->setAttr(kResultShardingsAttr, ArrayAttr::get(op->getContext(), all));
+}
+
+int64_t axesSize(MeshAttr mesh, ArrayRef<StringAttr> axes) {
+  int64_t n = 1;
+  for (StringAttr a : axes)
+    n *= mesh ? mesh.getSize(a.getValue()) : 1;
+  return n;
+}
+
+/// The factor of a split dimension and the blocks it is viewed as: the
+/// factor after those whose sizes multiply to the split's group count, or
+/// the factor in which that count falls when it divides it.
+static std::optional<std::pair<int64_t, int64_t>>
+splitFactor(const ShardingRule &rule, ArrayRef<int64_t> factors,
+            int64_t groups) {
+  int64_t before = 1;
+  for (int64_t f : factors) {
+    if (before == groups)
+      return std::make_pair(f, int64_t(1));
+    int64_t size = rule.factors[f].size;
+    if (groups % before == 0 && size % (groups / before) == 0 &&
+        before * size > groups)
+      return std::make_pair(f, groups / before);
+    before *= size;
+    if (before > groups)
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
+                   MeshAttr mesh, FactorAxes &axes, ArrayRef<bool> weakTensors,
+                   StringAttr weakAxis) {
+  axes.resize(rule.factors.size());
+  SmallVector<const ShardingRule::TensorFactors *> tensors;
+  for (auto &t : rule.operands)
+    tensors.push_back(&t);
+  for (auto &t : rule.results)
+    tensors.push_back(&t);
+  auto used = [&](StringAttr a) { return axes.uses(a); };
+  for (int pass = 0; pass < 2; ++pass)
+    for (auto [i, sharding] : llvm::enumerate(shardings)) {
+      if (!sharding || i >= tensors.size())
+        continue;
+      bool weak = i < weakTensors.size() && weakTensors[i];
+      const ShardingRule::TensorFactors &t = *tensors[i];
+      for (auto [d, dim] : llvm::enumerate(sharding.getDims())) {
+        if (dim.getAxes().empty() || d >= t.size())
+          continue;
+        bool isWeak = weak && weakAxis && llvm::is_contained(dim.getAxes(), weakAxis);
+        if ((pass == 0) == isWeak)
+          continue;
+        auto split = splitFactor(rule, t[d], dim.getGroups());
+        if (!split)
+          continue;
+        auto [f, g] = *split;
+        if (rule.factors[f].kind == ShardingRule::Kind::kReplicated)
+          continue;
+        ArrayRef<StringAttr> want = dim.getAxes();
+        if (!axes.axes[f].empty()) {
+          // A split that refines the factor's (more axes after the same
+          // ones, e.g. ZeRO's dp inside tp) wins: less memory and work.
+          ArrayRef<StringAttr> have = axes.axes[f];
+          if (want.size() <= have.size() || want.take_front(have.size()) != have ||
+              axes.groups[f] != g ||
+              llvm::any_of(want.drop_front(have.size()), used))
+            continue;
+        } else if (llvm::any_of(want, used)) {
+          continue;
+        }
+        if (rule.factors[f].size % (g * axesSize(mesh, dim.getAxes())) != 0)
+          continue;
+        axes.axes[f].assign(dim.getAxes().begin(), dim.getAxes().end());
+        axes.groups[f] = g;
+      }
+    }
+}
+
+ShardingAttr project(const ShardingRule &rule,
+                     const ShardingRule::TensorFactors &tensor,
+                     const FactorAxes &axes, bool isResult, MLIRContext *ctx) {
+  SmallVector<DimShardingAttr> dims;
+  llvm::SmallDenseSet<int64_t> present;
+  for (const auto &factors : tensor) {
+    int64_t before = 1;
+    DimShardingAttr dim = DimShardingAttr::get(ctx, {}, 1);
+    for (int64_t f : factors) {
+      present.insert(f);
+      if (dim.getAxes().empty() && f < (int64_t)axes.axes.size() &&
+          !axes.axes[f].empty())
+        dim = DimShardingAttr::get(ctx, axes.axes[f], before * axes.groups[f]);
+      before *= rule.factors[f].size;
+    }
+    dims.push_back(dim);
+  }
+  SmallVector<StringAttr> partial;
+  if (isResult)
+    for (auto [f, list] : llvm::enumerate(axes.axes))
+      if (!list.empty() && !present.contains(f) &&
+          rule.factors[f].kind == ShardingRule::Kind::kReduction)
+        partial.append(list.begin(), list.end());
+  return ShardingAttr::get(ctx, dims, partial);
+}
+
+FailureOr<MeshAttr> parseMesh(StringRef spec, MLIRContext *ctx,
+                              std::string &error) {
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> sizes;
+  SmallVector<StringRef> entries;
+  spec.split(entries, ',', -1, false);
+  for (StringRef entry : entries) {
+    auto [name, size] = entry.trim().split('=');
+    int64_t n;
+    if (name.empty() || size.trim().getAsInteger(10, n) || n < 1) {
+      error = "expected AXIS=SIZE with SIZE >= 1, got '" + entry.str() + "'";
+      return failure();
+    }
+    if (llvm::any_of(axes, [&](StringAttr a) { return a.getValue() == name.trim(); })) {
+      error = "mesh axis '" + name.trim().str() + "' appears twice";
+      return failure();
+    }
+    axes.push_back(StringAttr::get(ctx, name.trim()));
+    sizes.push_back(n);
+  }
+  if (axes.empty()) {
+    error = "expected a mesh such as dp=2,tp=2";
+    return failure();
+  }
+  return MeshAttr::get(ctx, axes, sizes);
+}
+
+} // namespace dtcc::shard

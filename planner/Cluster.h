@@ -1,0 +1,119 @@
+//===- Cluster.h - devices, nodes and links the planner plans for -*- C++ -*-===//
+//
+// A cluster spec describes one kind of node (its devices, links inside and
+// between nodes, host memory) and how many such nodes there are. Every figure
+// carries the source it came from, so a report can say why it believes a
+// number.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_PLANNER_CLUSTER_H
+#define DTCC_PLANNER_CLUSTER_H
+
+#include "planner/Json.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtcc::planner {
+
+/// Numeric formats the planner knows; kTf32 is fp32 storage computed on
+/// tensor cores.
+enum class DType { kFp32, kTf32, kBf16, kFp16 };
+
+/// "fp32", "tf32", "bf16", "fp16".
+const char *dtypeName(DType dtype);
+std::optional<DType> parseDType(const std::string &name);
+/// Storage bytes of one element (tf32 is stored as fp32).
+int dtypeBytes(DType dtype);
+
+/// A number and where it came from ("preset dgx-h100: NVIDIA datasheet",
+/// "calibrated 2026-11-22 on host X", "cluster file my.json").
+struct Figure {
+  double value = 0;
+  std::string source;
+};
+
+/// One accelerator (or, for cpu-local, one CPU rank).
+struct DeviceSpec {
+  std::string name;
+  /// Dense peak FLOP/s per compute type.
+  Figure peakFp32, peakTf32, peakBf16, peakFp16;
+  Figure memoryBytes;     ///< device memory capacity
+  Figure memoryBandwidth; ///< bytes/s
+  /// Fraction of peak FLOP/s that large GEMMs sustain in a training job.
+  Figure matmulEfficiency;
+  /// Fraction of memory bandwidth that memory-bound kernels (elementwise,
+  /// norms, softmax) reach.
+  Figure memoryEfficiency;
+  /// Fraction of peak FLOP/s that fused (flash) attention kernels reach.
+  Figure attentionEfficiency;
+  /// Gap between consecutive kernels (launch and tail), seconds.
+  Figure kernelOverhead;
+  /// Memory the runtime holds that the model cannot use: CUDA context,
+  /// cuBLAS and NCCL workspaces, allocator fragmentation.
+  Figure reservedBytes;
+
+  const Figure &peak(DType dtype) const;
+  double peakFlops(DType dtype) const { return peak(dtype).value; }
+};
+
+/// A link class: bandwidth per device and direction, per-hop latency, and the
+/// fraction of the bandwidth that NCCL collectives reach (nccl-tests bus
+/// bandwidth / link bandwidth).
+struct LinkSpec {
+  std::string name; ///< "NVLink 4", "InfiniBand NDR"
+  Figure bandwidth; ///< bytes/s per device, one direction
+  Figure latency;   ///< seconds per hop
+  Figure efficiency;
+  /// Achieved bus bandwidth: bandwidth * efficiency.
+  double busBandwidth() const { return bandwidth.value * efficiency.value; }
+};
+
+/// A cluster: `nodes` identical nodes of `devicesPerNode` devices.
+struct ClusterSpec {
+  std::string name;
+  std::string description;
+  DeviceSpec device;
+  Figure devicesPerNode;
+  LinkSpec intraNode; ///< device to device inside a node (NVLink)
+  LinkSpec interNode; ///< per device (one NIC per device) between nodes
+  Figure pcieBandwidth;       ///< host <-> device, bytes/s per device
+  Figure hostMemoryBytes;     ///< per node
+  Figure hostMemoryBandwidth; ///< per node, bytes/s (CPU optimizer step)
+  int64_t nodes = 1;
+
+  int64_t perNode() const { return int64_t(devicesPerNode.value); }
+  int64_t numDevices() const { return nodes * perNode(); }
+
+  /// Checks that every figure is positive and efficiencies are in (0, 1];
+  /// the error names the field.
+  Status validate() const;
+};
+
+/// Names of the built-in presets: dgx-a100-80g, dgx-h100, h200, cpu-local.
+std::vector<std::string> clusterPresetNames();
+/// A preset with `nodes` = 1; unknown names are an error listing the presets.
+StatusOr<ClusterSpec> clusterPreset(const std::string &name);
+
+/// JSON form (documented in docs/planner.md). Figures are written as
+/// {"value": v, "source": s}; when reading, a bare number is accepted and its
+/// source becomes `defaultSource`.
+Json clusterToJson(const ClusterSpec &cluster);
+StatusOr<ClusterSpec> clusterFromJson(const Json &json,
+                                      const std::string &defaultSource);
+
+/// Reads a cluster file: JSON, or the YAML subset for `.yaml`/`.yml`. A file
+/// may start from a preset (`"base": "dgx-h100"`) and override fields.
+/// Errors name the file and the field ("cluster.json: device.memoryBytes:
+/// expected a number, got a string").
+StatusOr<ClusterSpec> loadClusterFile(const std::string &path);
+/// Parses file contents; `fileName` picks the format and labels errors.
+StatusOr<ClusterSpec> parseClusterText(const std::string &text,
+                                       const std::string &fileName);
+
+} // namespace dtcc::planner
+
+#endif // DTCC_PLANNER_CLUSTER_H

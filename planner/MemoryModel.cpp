@@ -1,0 +1,191 @@
+//===- MemoryModel.cpp - per-rank memory of a plan ------------------------===//
+
+#include "planner/MemoryModel.h"
+
+#include <algorithm>
+
+namespace dtcc::planner {
+
+namespace {
+
+/// Gradient buckets of data-parallel reduction: two 25 MB buckets in flight
+/// (PyTorch DDP's default bucket_cap_mb).
+constexpr double kBucketBytes = 25e6;
+
+} // namespace
+
+double stageParameters(const ModelDesc &model, const Plan &plan,
+                       int64_t stage) {
+  double params = double(stageLayers(model, plan.pp, stage)) *
+                  layerParamsPerRank(model, plan.tp);
+  if (stage == 0)
+    params += embeddingParamsPerRank(model, plan.tp);
+  if (stage == plan.pp - 1) {
+    params += headParamsPerRank(model, plan.tp);
+    if (model.tiedEmbeddings && plan.pp > 1)
+      params += double(model.paddedVocab(plan.tp)) * double(model.hidden) /
+                double(plan.tp);
+  }
+  return params;
+}
+
+int64_t chunksInFlight(const Plan &plan, int64_t stage) {
+  int64_t p = plan.pp, m = plan.microBatches;
+  if (p == 1)
+    return 1; // gradient accumulation runs micro-batches one by one
+  switch (plan.schedule) {
+  case Schedule::kGPipe:
+    return m;
+  case Schedule::k1F1B:
+    return std::min(p - stage, m);
+  case Schedule::kInterleaved: {
+    int64_t v = plan.virtualStages;
+    // Megatron's warm-up: 2(p - s - 1) + (v - 1)p forward chunks, plus the
+    // one whose backward comes next.
+    return std::min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1);
+  }
+  }
+  return m;
+}
+
+MemoryModel::MemoryModel(ModelDesc model, ClusterSpec cluster)
+    : model_(std::move(model)), cluster_(std::move(cluster)) {}
+
+const LayerProfile &MemoryModel::profile(int kind, const Plan &plan) const {
+  auto key = std::make_tuple(kind, plan.microBatchSize, plan.tp,
+                             plan.sequenceParallel, int(plan.dtype.compute));
+  auto it = profiles_.find(key);
+  if (it != profiles_.end())
+    return it->second;
+  LayerProfile p;
+  if (kind == 0)
+    p = transformerLayerProfile(model_, plan.microBatchSize, plan.tp,
+                                plan.sequenceParallel, plan.dtype.compute);
+  else if (kind == 1)
+    p = embeddingProfile(model_, plan.microBatchSize, plan.tp,
+                         plan.sequenceParallel, plan.dtype.compute);
+  else
+    p = headProfile(model_, plan.microBatchSize, plan.tp,
+                    plan.sequenceParallel, plan.dtype.compute);
+  return profiles_.emplace(key, std::move(p)).first->second;
+}
+
+MemoryBreakdown MemoryModel::modelState(double params,
+                                        const DTypePolicy &policy,
+                                        int zeroStage, int64_t dp,
+                                        Offload offload) {
+  MemoryBreakdown m;
+  double n = double(dp);
+  m.parameters = params * policy.paramBytes() / (zeroStage >= 3 ? n : 1.0);
+  m.gradients = params * policy.gradBytes() / (zeroStage >= 2 ? n : 1.0);
+  m.optimizerState =
+      params * policy.optimizerBytes() / (zeroStage >= 1 ? n : 1.0);
+  if (offload != Offload::kNone) {
+    // ZeRO-Offload: the gradient shard and the optimizer state live on the
+    // host, where the optimizer step runs.
+    m.hostGradients = m.gradients;
+    m.hostOptimizerState = m.optimizerState;
+    m.gradients = m.optimizerState = 0;
+  }
+  if (offload == Offload::kOptimizerAndParams) {
+    m.hostParameters = m.parameters;
+    m.parameters = 0;
+  }
+  return m;
+}
+
+MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
+  const int64_t p = plan.pp;
+  const double a = dtypeBytes(plan.dtype.compute);
+  const double t = double(plan.tp);
+  const double tokens = double(plan.microBatchSize) * double(model_.seq);
+  const double h = double(model_.hidden);
+  const double rep = plan.sequenceParallel ? 1.0 / t : 1.0;
+  const LayerProfile &layer = profile(0, plan);
+  const LayerProfile &embedding = profile(1, plan);
+  const LayerProfile &head = profile(2, plan);
+
+  MemoryBreakdown m = modelState(stageParameters(model_, plan, s),
+                                 plan.dtype, plan.zeroStage, plan.dp,
+                                 plan.offload);
+  m.stage = s;
+
+  // Activations of the chunks in flight.
+  int64_t layers = stageLayers(model_, p, s);
+  int64_t v = plan.schedule == Schedule::kInterleaved ? plan.virtualStages : 1;
+  int64_t chunks = chunksInFlight(plan, s);
+  double layersPerChunk = double(layers) / double(v);
+  m.activations =
+      double(chunks) * layersPerChunk * layer.activations(plan.recompute);
+  if (s == 0)
+    m.activations += double((chunks + v - 1) / v) *
+                     embedding.activations(plan.recompute);
+  if (s == p - 1) {
+    // The last stage runs each micro-batch's backward right after its
+    // forward, except under GPipe.
+    int64_t headInFlight =
+        plan.schedule == Schedule::kGPipe && p > 1 ? plan.microBatches : 1;
+    m.activations += double(headInFlight) * head.activations(plan.recompute);
+  }
+
+  // Temporaries.
+  m.temporaries = cluster_.device.reservedBytes.value;
+  if (plan.recompute == Recompute::kFull)
+    m.temporaries += layer.activations(Recompute::kNone);
+  double widest = std::max(
+      h * rep, (model_.gatedMlp ? 2.0 : 1.0) * double(model_.ffnHidden) / t);
+  m.temporaries += 2 * tokens * widest * a; // gradient in/out of one op
+  if (s == p - 1)
+    m.temporaries +=
+        tokens * double(model_.paddedVocab(plan.tp)) / t * a; // logits
+
+  // Communication buffers.
+  double stageParams = stageParameters(model_, plan, s);
+  if (plan.dp > 1 && plan.zeroStage <= 2)
+    m.commBuffers +=
+        std::min(2 * kBucketBytes, stageParams * plan.dtype.gradBytes());
+  if (plan.zeroStage == 3 && plan.dp > 1) {
+    double largest = layer.params;
+    if (s == 0)
+      largest = std::max(largest, embedding.params);
+    if (s == p - 1)
+      largest = std::max(largest, head.params);
+    // The layer in use and the prefetched one, gathered; the unsharded
+    // gradient of one layer before its reduce-scatter.
+    m.commBuffers += 2 * largest * plan.dtype.paramBytes() +
+                     largest * plan.dtype.gradBytes();
+  }
+  if (plan.offload != Offload::kNone)
+    m.commBuffers += 2 * kBucketBytes; // pinned staging for PCIe copies
+  if (p > 1)
+    m.commBuffers += 4 * tokens * h * a * rep; // send/recv, both directions
+  if (plan.sequenceParallel)
+    m.commBuffers += tokens * h * a; // all-gathered sequence
+  return m;
+}
+
+MemoryBreakdown MemoryModel::peak(const Plan &plan) const {
+  MemoryBreakdown best = stage(plan, 0);
+  for (int64_t s = 1; s < plan.pp; ++s) {
+    MemoryBreakdown m = stage(plan, s);
+    if (m.total() > best.total())
+      best = m;
+  }
+  return best;
+}
+
+double MemoryModel::lowerBound(const Plan &plan) const {
+  double fullest = 0;
+  // Stage 0 and the last stage hold the embedding and the head; stage 1 is
+  // the first to get an extra layer. Checking those three is enough.
+  for (int64_t s : {int64_t(0), std::min<int64_t>(1, plan.pp - 1),
+                    plan.pp - 1}) {
+    MemoryBreakdown m = modelState(stageParameters(model_, plan, s),
+                                   plan.dtype, plan.zeroStage, plan.dp,
+                                   plan.offload);
+    fullest = std::max(fullest, m.total());
+  }
+  return fullest + cluster_.device.reservedBytes.value;
+}
+
+} // namespace dtcc::planner

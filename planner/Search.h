@@ -1,0 +1,105 @@
+//===- Search.h - automatic plan search -------------------------*- C++ -*-===//
+//
+// Enumerates plans for a model on a cluster (mesh factorizations with tp
+// inside a node, ZeRO stage, offload, micro-batching, schedule, recompute,
+// sequence parallelism), keeps the fastest that fits in memory and the best
+// rejected alternatives with their reasons, and stops within a time budget.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_PLANNER_SEARCH_H
+#define DTCC_PLANNER_SEARCH_H
+
+#include "planner/MemoryModel.h"
+#include "planner/TimeModel.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtcc::planner {
+
+struct SearchOptions {
+  /// Sequences per step over all data-parallel ranks.
+  int64_t globalBatch = 0;
+  DTypePolicy dtype = DTypePolicy::mixed(DType::kBf16);
+  /// Wall-clock budget; the search returns the best plan found when it runs
+  /// out.
+  double budgetSeconds = 10;
+  /// Allow moving optimizer state (and parameters) to host memory.
+  bool allowOffload = true;
+  /// Consider sequence parallelism with tp > 1.
+  bool allowSequenceParallel = true;
+  /// Largest micro-batch size considered.
+  int64_t maxMicroBatchSize = 64;
+  /// Rejected alternatives kept per kind (slower, out of memory, invalid).
+  int alternativesPerKind = 5;
+  /// Pin dimensions (0 = free): the search then only varies the rest.
+  int64_t fixDp = 0, fixPp = 0, fixTp = 0;
+  /// Pin the ZeRO stage (-1 = free) and the micro-batch size (0 = free).
+  int fixZero = -1;
+  int64_t fixMicroBatchSize = 0;
+  /// Pin the schedule and the recomputation mode.
+  std::optional<Schedule> fixSchedule;
+  std::optional<Recompute> fixRecompute;
+};
+
+/// A plan with its predicted memory and time.
+struct Candidate {
+  Plan plan;
+  MemoryBreakdown memory; ///< the fullest stage
+  TimeBreakdown time;
+  /// Fits device and host memory; otherwise `problem` says by how much not.
+  bool fits = true;
+  std::string problem;
+};
+
+/// A plan the search did not choose, and why.
+struct Rejection {
+  enum class Kind { kSlower, kOutOfMemory, kInvalid };
+  Kind kind = Kind::kInvalid;
+  Plan plan;
+  /// "slower by 23.0%", "out of memory by 12.3 GB (stage 0: 92.3 of 80.0
+  /// GB)", "heads 96 not divisible by tp=5".
+  std::string reason;
+  double stepTime = 0;      ///< predicted (0 for invalid plans)
+  double excessBytes = 0;   ///< out of memory by
+  double slowerFraction = 0;
+};
+const char *rejectionKindName(Rejection::Kind kind);
+
+struct SearchResult {
+  /// The fastest plan that fits; empty when nothing fits (then
+  /// `alternatives` says why).
+  std::optional<Candidate> best;
+  /// Slower plans (the best per mesh and ZeRO stage), plans that would be
+  /// faster but do not fit, and invalid factorizations, each with a reason.
+  std::vector<Rejection> alternatives;
+  int64_t evaluated = 0; ///< candidates whose memory and time were predicted
+  int64_t pruned = 0;    ///< candidates skipped by the memory lower bound
+  double seconds = 0;    ///< search wall time
+  bool budgetExhausted = false;
+  /// The model and one micro-batch fit on one device without any model
+  /// split (tp = pp = 1, no ZeRO).
+  bool fitsOnOneDevice = false;
+  /// One line for people: "GPT-2 fits on one device: plain data
+  /// parallelism", "no distribution: one device".
+  std::string note;
+};
+
+/// Searches plans of `model` for every device of `cluster`
+/// (cluster.numDevices()). Errors: an invalid model or cluster, a global
+/// batch < 1.
+StatusOr<SearchResult> searchPlans(const ModelDesc &model,
+                                   const ClusterSpec &cluster,
+                                   const SearchOptions &options);
+
+/// Predicts one given plan (for --plan-in and for checking a published
+/// configuration): its memory, time, and whether it fits.
+StatusOr<Candidate> evaluatePlan(const ModelDesc &model,
+                                 const ClusterSpec &cluster,
+                                 const Plan &plan);
+
+} // namespace dtcc::planner
+
+#endif // DTCC_PLANNER_SEARCH_H

@@ -1,0 +1,188 @@
+//===- TimeModel.h - predicted step time of a plan --------------*- C++ -*-===//
+//
+// Per-op roofline compute, collectives by the nccl-tests bus-bandwidth
+// formulas over the link they use, pipeline bubbles by schedule, and overlap
+// of data-parallel communication with the backward pass. Produces the step
+// time, throughput, MFU, communication by kind and link, and a per-rank
+// timeline of one step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_PLANNER_TIMEMODEL_H
+#define DTCC_PLANNER_TIMEMODEL_H
+
+#include "planner/Plan.h"
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+namespace dtcc::planner {
+
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kSendRecv,
+                        kCopy };
+/// "all-reduce", "all-gather", "reduce-scatter", "send/recv", "copy".
+const char *collectiveName(Collective kind);
+
+enum class Link { kIntraNode, kInterNode, kPcie };
+/// "intra-node", "inter-node", "pcie".
+const char *linkName(Link link);
+
+/// The traffic of one kind on one group per step, per rank.
+struct CommItem {
+  const char *group = "";   ///< "tp", "dp", "pp", "embedding", "offload"
+  const char *purpose = ""; ///< "activations", "gradients", "parameters"
+  Collective kind = Collective::kAllReduce;
+  Link link = Link::kIntraNode;
+  int64_t groupSize = 1;
+  double count = 0;        ///< operations per step
+  double payloadBytes = 0; ///< buffer size of one operation
+  /// Bytes each rank puts on the link per step: the nccl-tests bus volume
+  /// (2(n-1)/n of the payload for all-reduce, (n-1)/n for all-gather and
+  /// reduce-scatter, the payload for send/recv and copies) times count.
+  double busBytes = 0;
+  double time = 0;    ///< seconds per step these operations take
+  double exposed = 0; ///< seconds of them on the step's critical path
+};
+
+/// One pipeline stage's costs. Forward and backward are per micro-batch for
+/// the whole stage (all its chunks), including the tensor-parallel
+/// collectives and exposed ZeRO traffic; the backward includes
+/// recomputation.
+struct StageTime {
+  int64_t stage = 0;
+  int64_t layers = 0;
+  double forward = 0;
+  double backward = 0;
+  double tpComm = 0; ///< tensor-parallel part of forward + backward
+  /// After the last backward: exposed data-parallel communication, the
+  /// optimizer step, exposed offload transfers.
+  double tail = 0;
+};
+
+struct TimeBreakdown {
+  double stepTime = 0;
+  /// First forward to last backward of the pipeline.
+  double pipelineTime = 0;
+  /// Of the critical (slowest) stage over the step: kernels, tensor-parallel
+  /// collectives, pipeline send/recv, idle time in the pipeline (bubble).
+  double computeTime = 0;
+  double tpCommTime = 0;
+  double ppCommTime = 0;
+  double bubbleTime = 0;
+  /// After the pipeline: exposed data-parallel and offload communication,
+  /// optimizer step (of the stage whose tail is longest).
+  double dpCommExposed = 0;
+  double optimizerTime = 0;
+  double offloadExposed = 0;
+  /// (p - 1) / m, or (p - 1) / (v m) interleaved.
+  double idealBubbleFraction = 0;
+  /// bubbleTime / pipelineTime.
+  double bubbleFraction = 0;
+  double tokensPerStep = 0;
+  double tokensPerSecond = 0;
+  /// FLOPs per step without recomputation (model FLOPs) and as executed.
+  double modelFlopsPerStep = 0;
+  double hardwareFlopsPerStep = 0;
+  double modelTflopsPerGpu = 0;
+  /// Counting recomputation: Megatron-LM's reported TFLOP/s.
+  double hardwareTflopsPerGpu = 0;
+  /// Model FLOP/s over the peak of the compute dtype.
+  double mfu = 0;
+  int64_t criticalStage = 0;
+  std::vector<StageTime> stages;
+  std::vector<CommItem> comm;
+};
+
+/// One task of a simulated pipeline schedule.
+struct PipelineTask {
+  int64_t stage = 0;
+  int64_t microBatch = 0;
+  int64_t chunk = 0;
+  bool backward = false;
+  double start = 0;
+  double end = 0;
+};
+
+/// The order in which stage `stage` runs its forward and backward chunks
+/// under the plan's schedule (GPipe, 1F1B, Megatron's interleaved 1F1B).
+std::vector<PipelineTask> scheduleOrder(const Plan &plan, int64_t stage);
+
+/// Runs the schedule with `forward[s][c]` / `backward[s][c]` seconds per
+/// micro-batch for chunk c of stage s and `p2p` seconds per transfer
+/// between stages; returns every task with its start and end.
+std::vector<PipelineTask>
+simulatePipeline(const Plan &plan,
+                 const std::vector<std::vector<double>> &forward,
+                 const std::vector<std::vector<double>> &backward,
+                 double p2p);
+
+/// An event of a Chrome trace: `rank` is the pid, `stream` the tid.
+struct TraceEvent {
+  int64_t rank = 0;
+  int stream = 0; ///< 0 compute, 1 tp, 2 pp, 3 dp, 4 offload
+  std::string name;
+  const char *category = "";
+  double start = 0;
+  double duration = 0;
+};
+
+/// One predicted step for one representative rank per pipeline stage (dp
+/// index 0, tp index 0: rank = stage * dp * tp; the other ranks of a stage
+/// run the same timeline).
+struct Timeline {
+  std::vector<int64_t> ranks;
+  std::vector<TraceEvent> events;
+  double stepTime = 0;
+  bool truncated = false; ///< more tasks than the trace keeps
+  static const char *streamName(int stream);
+};
+
+class TimeModel {
+public:
+  TimeModel(ModelDesc model, ClusterSpec cluster);
+
+  /// Predicted step of `plan` (which must pass planProblem).
+  TimeBreakdown estimate(const Plan &plan) const;
+  /// The step as a timeline of every stage (a simulation of the schedule).
+  Timeline timeline(const Plan &plan) const;
+
+  /// Seconds for one collective with a `payloadBytes` buffer over
+  /// `groupSize` ranks: latency + bus volume / bus bandwidth. Groups that
+  /// span nodes with `ranksPerNode` members in each node use that many NICs
+  /// per node.
+  double collectiveTime(Collective kind, double payloadBytes,
+                        int64_t groupSize, Link link,
+                        int64_t ranksPerNode = 1) const;
+  /// Roofline time of an op: max(FLOPs / (peak x efficiency), bytes /
+  /// (bandwidth x efficiency)) + kernel overhead.
+  double opTime(const OpCost &op, bool backward, DType compute) const;
+
+  const ModelDesc &model() const { return model_; }
+  const ClusterSpec &cluster() const { return cluster_; }
+
+private:
+  struct PartTimes {
+    double forward = 0, backward = 0, coreForward = 0;
+    double params = 0;
+    int tpForward = 0, tpBackward = 0;
+    double tpPayload = 0;
+  };
+  /// kind: 0 layer, 1 embedding, 2 head. Cached: identical layers are
+  /// solved once.
+  const PartTimes &part(int kind, const Plan &plan) const;
+  /// Per-stage forward/backward per chunk, plus the comm items and tails.
+  void stageCosts(const Plan &plan, TimeBreakdown &out,
+                  std::vector<std::vector<double>> *chunkForward,
+                  std::vector<std::vector<double>> *chunkBackward,
+                  double &p2p) const;
+
+  ModelDesc model_;
+  ClusterSpec cluster_;
+  mutable std::map<std::tuple<int, int64_t, int64_t, bool, int>, PartTimes>
+      parts_;
+};
+
+} // namespace dtcc::planner
+
+#endif // DTCC_PLANNER_TIMEMODEL_H

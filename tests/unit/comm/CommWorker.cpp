@@ -1,0 +1,204 @@
+//===- CommWorker.cpp - one rank of a scripted job for CommProcessTest ----===//
+//
+// Usage: DtccCommWorker SCENARIO, started as every rank of a job (mpirun or
+// torchrun-style variables). Prints "rank R: ok ..." and exits 0 when its
+// checks pass; errors go to stderr with exit 1, as the runner's do.
+//   collectives  every kernel over a dp x tp mesh, checked exactly
+//   timeout      the last rank skips an all_reduce (and sleeps); the
+//                others' watchdog must end them
+//   peer-dies    rank 1 exits at once; rank 0's all_reduce must fail
+//   mismatch     a dp=2 x tp=2 mesh, whatever the job's size
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/CommContext.h"
+#include "runtime/exec/Kernel.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+using namespace dtcc::runtime;
+
+namespace {
+
+const char *kLoc = "/h.0/mlp/fc1/MatMul";
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+  return 1;
+}
+
+struct Job {
+  std::unique_ptr<World> world;
+  MeshComms mesh;
+  std::unique_ptr<CommContext> cc;
+  KernelRegistry registry;
+};
+
+/// Binds and runs `kernel` on f32 tensors.
+Status runKernel(
+    Job &job, const std::string &kernel,
+    std::vector<std::pair<std::vector<float> *, std::vector<int64_t>>> in,
+    std::vector<std::pair<std::vector<float> *, std::vector<int64_t>>> out,
+    Attrs attrs) {
+  KernelContext ctx;
+  ctx.kernel = kernel;
+  ctx.location = kLoc;
+  for (auto &[v, shape] : in)
+    ctx.inputs.push_back(makeView(v->data(), DType::kF32, shape));
+  for (auto &[v, shape] : out)
+    ctx.outputs.push_back(makeView(v->data(), DType::kF32, shape));
+  ctx.attrs = std::move(attrs);
+  ctx.comm = job.cc.get();
+  DTCC_ASSIGN_OR_RETURN(KernelFn fn, (*job.registry.find(kernel))(ctx));
+  return fn();
+}
+
+Attrs axesAttrs(std::vector<std::string> axes) {
+  Attrs a;
+  a.set("axes", std::move(axes));
+  return a;
+}
+
+float valueAt(int rank, int64_t i) { return float((rank * 5 + i * 3) % 11); }
+
+/// Every collective over the mesh, checked against a local reference.
+int collectives(Job &job) {
+  const int me = job.world->rank();
+  auto group = [&](std::vector<std::string> axes) {
+    return job.mesh.group(axes).value();
+  };
+  // all_reduce over each axis and both.
+  for (std::vector<std::string> axes :
+       {std::vector<std::string>{"dp"}, {"tp"}, {"dp", "tp"}}) {
+    std::vector<float> x(1000);
+    for (int64_t i = 0; i < 1000; ++i)
+      x[i] = valueAt(me, i);
+    Status s = runKernel(job, "all_reduce", {{&x, {1000}}}, {{&x, {1000}}},
+                         axesAttrs(axes));
+    if (!s.isOk())
+      return fail(s.toString());
+    for (int64_t i = 0; i < 1000; ++i) {
+      float e = 0;
+      for (int w : group(axes)->worldRanks())
+        e += valueAt(w, i);
+      if (x[i] != e)
+        return fail(strCat("all_reduce over ", group(axes)->name(),
+                           ": element ", i, " is ", x[i], ", expected ", e));
+    }
+  }
+  // all_gather along dim 1 over tp: [2,3] -> [2, 3 * tp].
+  Communicator *tp = group({"tp"});
+  const int64_t n = tp->size();
+  std::vector<float> x(6), y(6 * n);
+  for (int64_t i = 0; i < 6; ++i)
+    x[i] = valueAt(me, i);
+  Attrs gather = axesAttrs({"tp"});
+  gather.set("dim", int64_t(1));
+  Status s =
+      runKernel(job, "all_gather", {{&x, {2, 3}}}, {{&y, {2, 3 * n}}}, gather);
+  if (!s.isOk())
+    return fail(s.toString());
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t g = 0; g < n; ++g)
+      for (int64_t c = 0; c < 3; ++c)
+        if (y[r * 3 * n + g * 3 + c] != valueAt(tp->worldRanks()[g], r * 3 + c))
+          return fail(strCat("all_gather dim 1: wrong element (", r, ", ",
+                             g * 3 + c, ")"));
+  // reduce_scatter along dim 1 over both axes: [2, 2 * size] -> [2, 2].
+  Communicator *all = group({"dp", "tp"});
+  const int64_t m = all->size();
+  std::vector<float> big(4 * m), part(4);
+  for (int64_t i = 0; i < 4 * m; ++i)
+    big[i] = valueAt(me, i);
+  Attrs scatter = axesAttrs({"dp", "tp"});
+  scatter.set("dim", int64_t(1));
+  s = runKernel(job, "reduce_scatter", {{&big, {2, 2 * m}}}, {{&part, {2, 2}}},
+                scatter);
+  if (!s.isOk())
+    return fail(s.toString());
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t c = 0; c < 2; ++c) {
+      float e = 0;
+      for (int w : all->worldRanks())
+        e += valueAt(w, r * 2 * m + all->rank() * 2 + c);
+      if (part[r * 2 + c] != e)
+        return fail(
+            strCat("reduce_scatter dim 1: wrong element (", r, ", ", c, ")"));
+    }
+  // send/recv along tp, received in the reverse order of the tags.
+  if (n >= 2 && tp->rank() < 2) {
+    for (int64_t k = 0; k < 3; ++k) {
+      int64_t tag = tp->rank() == 0 ? k : 2 - k;
+      std::vector<float> msg(8, float(tp->rank() == 0 ? tag * 10 + me : -1));
+      Attrs a = axesAttrs({"tp"});
+      a.set("offset", int64_t(tp->rank() == 0 ? 1 : -1));
+      a.set("tag", tag);
+      s = tp->rank() == 0 ? runKernel(job, "send", {{&msg, {8}}}, {}, a)
+                          : runKernel(job, "recv", {}, {{&msg, {8}}}, a);
+      if (!s.isOk())
+        return fail(s.toString());
+      if (tp->rank() == 1 && msg[7] != float(tag * 10 + tp->worldRanks()[0]))
+        return fail(strCat("recv tag ", tag, " got ", msg[7]));
+    }
+  }
+  std::printf("rank %d: ok, bytes sent %lld\n", me,
+              (long long)job.mesh.bytesSent());
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 2)
+    return fail("usage: DtccCommWorker collectives|timeout|peer-dies|mismatch");
+  const std::string scenario = argv[1];
+  Job job;
+  registerCpuKernels(job.registry);
+  auto world = World::init();
+  if (!world.isOk())
+    return fail(world.status().toString());
+  job.world = std::move(world.value());
+  const int size = job.world->size(), me = job.world->rank();
+  std::vector<int64_t> sizes = {size % 2 == 0 ? 2 : 1,
+                                size % 2 == 0 ? size / 2 : size};
+  if (scenario == "mismatch")
+    sizes = {2, 2};
+  if (scenario == "timeout" || scenario == "peer-dies")
+    sizes = {size, 1}; // dp spans the job
+  auto mesh = createMeshComms(*job.world, {"dp", "tp"}, sizes);
+  if (!mesh.isOk())
+    return fail(mesh.status().toString());
+  job.mesh = std::move(mesh.value());
+  job.cc = std::make_unique<CommContext>(job.mesh, job.world->queue());
+
+  if (scenario == "collectives" || scenario == "mismatch")
+    return collectives(job);
+  Attrs dp = axesAttrs({"dp"});
+  std::vector<float> x(1024, 1.0f);
+  if (scenario == "timeout") {
+    if (me == size - 1) {
+      // Skips the collective; stays alive so that the others time out.
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+      std::printf("rank %d: skipped the all_reduce\n", me);
+      return 0;
+    }
+    Status s = runKernel(job, "all_reduce", {{&x, {1024}}}, {{&x, {1024}}}, dp);
+    return fail(strCat("the all_reduce returned instead of timing out: ",
+                       s.toString()));
+  }
+  if (scenario == "peer-dies") {
+    if (me == 1) {
+      std::fflush(stdout);
+      std::_Exit(7);
+    }
+    Status s = runKernel(job, "all_reduce", {{&x, {1024}}}, {{&x, {1024}}}, dp);
+    if (s.isOk())
+      return fail("the all_reduce succeeded without rank 1");
+    return fail(s.toString());
+  }
+  return fail("unknown scenario " + scenario);
+}

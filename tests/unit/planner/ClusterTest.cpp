@@ -1,0 +1,91 @@
+//===- ClusterTest.cpp - presets, cluster files, model presets ------------===//
+
+#include "planner/Cluster.h"
+#include "planner/Model.h"
+
+#include <gtest/gtest.h>
+
+namespace dtcc::planner {
+namespace {
+
+TEST(Cluster, PresetsAreValidAndCarrySources) {
+  for (const std::string &name : clusterPresetNames()) {
+    auto c = clusterPreset(name);
+    ASSERT_TRUE(c.isOk()) << name;
+    EXPECT_TRUE(c.value().validate().isOk()) << name;
+    EXPECT_FALSE(c.value().device.peakBf16.source.empty()) << name;
+    EXPECT_EQ(c.value().nodes, 1);
+  }
+  EXPECT_EQ(clusterPresetNames().size(), 4u);
+  // REFERENCES.md's hardware figures.
+  ClusterSpec h100 = clusterPreset("dgx-h100").value();
+  EXPECT_DOUBLE_EQ(h100.device.peakBf16.value, 989.4e12);
+  EXPECT_DOUBLE_EQ(h100.device.memoryBandwidth.value, 3.35e12);
+  EXPECT_DOUBLE_EQ(h100.intraNode.bandwidth.value * 2, 900e9);
+  EXPECT_DOUBLE_EQ(h100.interNode.bandwidth.value * 8, 400e9);
+  EXPECT_DOUBLE_EQ(clusterPreset("dgx-a100-80g").value().device.peakBf16.value,
+                   312e12);
+  EXPECT_GT(clusterPreset("h200").value().device.memoryBytes.value, 140e9);
+  auto unknown = clusterPreset("tpu-v5");
+  ASSERT_FALSE(unknown.isOk());
+  EXPECT_NE(unknown.status().message().find("dgx-h100"), std::string::npos);
+}
+
+TEST(Cluster, JsonRoundTripAndBaseOverride) {
+  ClusterSpec c = clusterPreset("dgx-h100").value();
+  c.nodes = 4;
+  auto back = clusterFromJson(clusterToJson(c), "test");
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  EXPECT_EQ(back.value().nodes, 4);
+  EXPECT_EQ(back.value().device.peakBf16.value, c.device.peakBf16.value);
+  EXPECT_EQ(back.value().interNode.bandwidth.source,
+            c.interNode.bandwidth.source);
+
+  auto file = parseClusterText(
+      R"({"base": "dgx-h100", "device": {"memoryBytes": 96e9}})",
+      "my.json");
+  ASSERT_TRUE(file.isOk()) << file.status().toString();
+  EXPECT_EQ(file.value().device.memoryBytes.value, 96e9);
+  EXPECT_NE(file.value().device.memoryBytes.source.find("my.json"),
+            std::string::npos);
+  EXPECT_EQ(file.value().device.peakBf16.value, 989.4e12);
+
+  auto yaml = parseClusterText("base: dgx-a100-80g\n"
+                               "# a comment\n"
+                               "interNode:\n"
+                               "  bandwidth: 50e9\n",
+                               "c.yaml");
+  ASSERT_TRUE(yaml.isOk()) << yaml.status().toString();
+  EXPECT_EQ(yaml.value().interNode.bandwidth.value, 50e9);
+
+  auto bad = parseClusterText(
+      R"({"base": "dgx-h100", "device": {"memoryBytes": "lots"}})", "x.json");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("device.memoryBytes"),
+            std::string::npos)
+      << bad.status().message();
+  auto missing = parseClusterText(R"({"name": "x"})", "y.json");
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.status().message().find("missing field"),
+            std::string::npos);
+}
+
+TEST(Model, PresetsAndJson) {
+  EXPECT_NEAR(double(ModelDesc::gpt2Small().totalParams()), 124.44e6, 0.01e6);
+  EXPECT_NEAR(double(ModelDesc::llama3_8b().totalParams()), 8.03e9, 0.01e9);
+  EXPECT_NEAR(double(ModelDesc::llama3_70b().totalParams()), 70.55e9, 0.01e9);
+  EXPECT_NEAR(double(ModelDesc::llama3_405b().totalParams()), 405.85e9,
+              0.01e9);
+  for (const std::string &name : ModelDesc::presetNames()) {
+    ModelDesc m = ModelDesc::preset(name).value();
+    auto back = modelFromJson(modelToJson(m));
+    ASSERT_TRUE(back.isOk()) << back.status().toString();
+    EXPECT_EQ(back.value().totalParams(), m.totalParams());
+  }
+  ModelDesc bad = ModelDesc::gpt2Small();
+  bad.heads = 7;
+  EXPECT_FALSE(bad.validate().isOk());
+}
+
+} // namespace
+} // namespace dtcc::planner

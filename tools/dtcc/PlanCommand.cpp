@@ -1,0 +1,697 @@
+//===- PlanCommand.cpp - `dtcc plan`: choose and explain a plan -----------===//
+//
+// Reads a model (an ONNX file written by `dtcc zoo`, any other ONNX file, a
+// zoo spec on the command line, or a saved plan), a cluster (a preset or a
+// file) and a batch, then searches or evaluates a plan with the planner
+// library and prints the report as text or JSON, optionally with a Chrome
+// trace of one predicted step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/zoo/Zoo.h"
+#include "planner/Report.h"
+#include "planner/Units.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dtcc {
+
+/// `dtcc plan ARGS...` (argv[0] is "plan"); called by dtcc.cpp's main.
+int runPlanCommand(int argc, char **argv);
+
+namespace {
+
+using namespace planner;
+using runtime::invalidArgument;
+
+const char *kUsage = R"(usage: dtcc plan [model.onnx] [options]
+
+Chooses (or evaluates) a distributed-training plan and explains it: mesh,
+ZeRO stage, micro-batching, schedule, recomputation, per-device memory
+against capacity, step time, throughput, communication and the best
+rejected alternatives.
+
+model (one of):
+  model.onnx                 a model; `dtcc zoo` models carry their sizes
+  --zoo gpt|llama            a zoo model without a file, sized by:
+    --preset NAME            gpt2, gpt2-medium, gpt2-large, gpt2-xl,
+                             tinyllama, llama3-8b, llama3-70b, llama3-405b
+    --layers N --hidden N --heads N --kv-heads N --ffn N --vocab N --seq N
+    --tied-embeddings
+  --plan-in FILE             a saved plan (its model and cluster too)
+
+cluster:
+  --cluster NAME|FILE        dgx-a100-80g, dgx-h100 (default), h200,
+                             cpu-local, or a JSON/YAML cluster file
+  --nodes N                  nodes of the cluster (default 1)
+
+training:
+  --global-batch N           sequences per step (required unless --plan-in)
+  --seq N                    sequence length (overrides the model's)
+  --dtype bf16|fp16|fp32     bf16/fp16 with fp32 master weights, or fp32
+                             everywhere (default bf16)
+
+plan:
+  --search-budget T          search time budget, e.g. 10s, 500ms (default 10s)
+  --mesh dp=A,pp=B,tp=C      evaluate this mesh (any part may be left out)
+  --zero N                   ZeRO stage 0..3
+  --micro-batch N            micro-batch size
+  --no-offload               do not consider host offload
+  --alternatives N           rejected alternatives shown per kind (default 5)
+
+output:
+  --json                     the report as JSON (docs/planner.md)
+  --trace FILE               a Chrome trace of one predicted step
+  --plan-out FILE            save the plan for --plan-in
+  --tokens N                 whole-run cost for N tokens (e.g. 2T)
+  --price-per-gpu-hour X     and its price
+)";
+
+struct Args {
+  std::string modelPath;
+  std::string zooFamily, zooPreset;
+  std::map<std::string, int64_t> zooSizes; ///< --layers, --hidden, ...
+  bool tiedEmbeddings = false;
+  std::string cluster = "dgx-h100";
+  int64_t nodes = 1;
+  int64_t globalBatch = 0;
+  int64_t seq = 0;
+  std::string dtype = "bf16";
+  double budget = 10;
+  std::string mesh;
+  int zero = -1;
+  int64_t microBatch = 0;
+  bool offload = true;
+  int alternatives = 5;
+  bool json = false;
+  std::string tracePath, planOut, planIn;
+  double tokens = 0, price = 0;
+  bool clusterGiven = false;
+};
+
+Status parseInteger(const std::string &flag, const std::string &text,
+                    int64_t &out) {
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0')
+    return invalidArgument(flag, ": expected an integer, got '", text, "'");
+  out = value;
+  return Status::ok();
+}
+
+Status parseArgs(int argc, char **argv, Args &args, bool &help) {
+  const char *const kSizes[] = {"layers", "hidden", "heads", "kv-heads",
+                                "ffn", "ffn-hidden", "vocab"};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool hasValue = false;
+    // --flag=value and --flag value.
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        hasValue = true;
+      }
+    }
+    auto next = [&]() -> StatusOr<std::string> {
+      if (hasValue)
+        return value;
+      if (i + 1 >= argc)
+        return invalidArgument(arg, ": expected a value");
+      return std::string(argv[++i]);
+    };
+    auto integer = [&](int64_t &out) -> Status {
+      auto text = next();
+      if (!text.isOk())
+        return text.status();
+      return parseInteger(arg, text.value(), out);
+    };
+    auto text = [&](std::string &out) -> Status {
+      auto t = next();
+      if (!t.isOk())
+        return t.status();
+      out = t.value();
+      return Status::ok();
+    };
+    if (arg == "-h" || arg == "--help") {
+      help = true;
+      return Status::ok();
+    }
+    bool isSize = false;
+    for (const char *size : kSizes)
+      if (arg == std::string("--") + size) {
+        int64_t n = 0;
+        DTCC_RETURN_IF_ERROR(integer(n));
+        args.zooSizes[arg.substr(2) == "ffn-hidden" ? "ffn" : arg.substr(2)] =
+            n;
+        isSize = true;
+      }
+    if (isSize)
+      continue;
+    if (arg == "--zoo") {
+      DTCC_RETURN_IF_ERROR(text(args.zooFamily));
+    } else if (arg == "--preset") {
+      DTCC_RETURN_IF_ERROR(text(args.zooPreset));
+    } else if (arg == "--tied-embeddings") {
+      args.tiedEmbeddings = true;
+    } else if (arg == "--seq") {
+      DTCC_RETURN_IF_ERROR(integer(args.seq));
+    } else if (arg == "--cluster") {
+      DTCC_RETURN_IF_ERROR(text(args.cluster));
+      args.clusterGiven = true;
+    } else if (arg == "--nodes") {
+      DTCC_RETURN_IF_ERROR(integer(args.nodes));
+      args.clusterGiven = true;
+    } else if (arg == "--global-batch") {
+      DTCC_RETURN_IF_ERROR(integer(args.globalBatch));
+    } else if (arg == "--dtype") {
+      DTCC_RETURN_IF_ERROR(text(args.dtype));
+    } else if (arg == "--search-budget") {
+      std::string t;
+      DTCC_RETURN_IF_ERROR(text(t));
+      auto seconds = parseDuration(t);
+      if (!seconds.isOk())
+        return seconds.status().withContext("--search-budget");
+      args.budget = seconds.value();
+    } else if (arg == "--mesh") {
+      DTCC_RETURN_IF_ERROR(text(args.mesh));
+    } else if (arg == "--zero") {
+      int64_t z = 0;
+      DTCC_RETURN_IF_ERROR(integer(z));
+      if (z < 0 || z > 3)
+        return invalidArgument("--zero: expected 0..3, got ", z);
+      args.zero = int(z);
+    } else if (arg == "--micro-batch") {
+      DTCC_RETURN_IF_ERROR(integer(args.microBatch));
+    } else if (arg == "--no-offload") {
+      args.offload = false;
+    } else if (arg == "--alternatives") {
+      int64_t n = 0;
+      DTCC_RETURN_IF_ERROR(integer(n));
+      args.alternatives = int(n);
+    } else if (arg == "--json") {
+      args.json = true;
+    } else if (arg == "--trace") {
+      DTCC_RETURN_IF_ERROR(text(args.tracePath));
+    } else if (arg == "--plan-out") {
+      DTCC_RETURN_IF_ERROR(text(args.planOut));
+    } else if (arg == "--plan-in") {
+      DTCC_RETURN_IF_ERROR(text(args.planIn));
+    } else if (arg == "--tokens") {
+      std::string t;
+      DTCC_RETURN_IF_ERROR(text(t));
+      auto n = parseCount(t);
+      if (!n.isOk())
+        return n.status().withContext("--tokens");
+      args.tokens = n.value();
+    } else if (arg == "--price-per-gpu-hour") {
+      std::string t;
+      DTCC_RETURN_IF_ERROR(text(t));
+      char *end = nullptr;
+      args.price = std::strtod(t.c_str(), &end);
+      if (t.empty() || *end != '\0' || args.price < 0)
+        return invalidArgument("--price-per-gpu-hour: expected a number, got '",
+                               t, "'");
+    } else if (arg.rfind("-", 0) == 0) {
+      return invalidArgument("unknown option '", arg,
+                             "' (dtcc plan --help lists them)");
+    } else if (args.modelPath.empty()) {
+      args.modelPath = arg;
+    } else {
+      return invalidArgument("more than one model given: '", args.modelPath,
+                             "' and '", arg, "'");
+    }
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Models
+//===----------------------------------------------------------------------===//
+
+/// The planner's description of a validated zoo model.
+ModelDesc fromZoo(const zoo::ZooOptions &o, const std::string &name) {
+  ModelDesc m;
+  m.name = name;
+  m.layers = o.layers;
+  m.hidden = o.hidden;
+  m.heads = o.heads;
+  m.kvHeads = o.kvHeads ? o.kvHeads : o.heads;
+  m.ffnHidden = o.ffnHidden;
+  m.vocab = o.vocab;
+  m.seq = o.seq;
+  m.tiedEmbeddings = o.tiedEmbeddings;
+  m.dropout = false; // the zoo's graphs have no dropout
+  if (o.family == zoo::Family::Llama) {
+    m.gatedMlp = true;
+    m.norm = NormKind::kRmsNorm;
+    m.linearBias = false;
+    m.learnedPositions = false;
+    m.flashAttention = true;
+  } else {
+    m.gatedMlp = false;
+    m.norm = NormKind::kLayerNorm;
+    m.linearBias = true;
+    m.learnedPositions = true;
+    // GPU backends fuse attention; the planner assumes they do for every
+    // family (docs/planner.md, "Assumptions").
+    m.flashAttention = true;
+  }
+  return m;
+}
+
+std::string strCatName(const std::string &family, const zoo::ZooOptions &o) {
+  return family + "-l" + std::to_string(o.layers) + "-h" +
+         std::to_string(o.hidden);
+}
+
+StatusOr<ModelDesc> zooModel(const Args &args) {
+  auto family = zoo::parseFamily(args.zooFamily);
+  if (!family || *family == zoo::Family::Mlp)
+    return invalidArgument("--zoo: expected gpt or llama, got '",
+                           args.zooFamily, "'");
+  zoo::ZooOptions o;
+  o.family = *family;
+  o.weights = false;
+  auto size = [&](const char *key, int64_t &field) {
+    auto it = args.zooSizes.find(key);
+    if (it != args.zooSizes.end())
+      field = it->second;
+  };
+  size("layers", o.layers);
+  size("hidden", o.hidden);
+  size("heads", o.heads);
+  size("kv-heads", o.kvHeads);
+  size("ffn", o.ffnHidden);
+  size("vocab", o.vocab);
+  if (args.seq)
+    o.seq = args.seq;
+  o.tiedEmbeddings = args.tiedEmbeddings;
+  if (!args.zooPreset.empty())
+    if (std::string e = zoo::applyPreset(o, args.zooPreset); !e.empty())
+      return invalidArgument("--preset: ", e);
+  if (std::string e = zoo::validate(o); !e.empty())
+    return invalidArgument(e);
+  std::string name = args.zooPreset.empty()
+                         ? strCatName(args.zooFamily, o)
+                         : args.zooPreset;
+  return fromZoo(o, name);
+}
+
+/// The zoo options written in a model's "dtcc.zoo" metadata ("llama
+/// layers=2 hidden=64 ..."), or nullopt.
+std::optional<zoo::ZooOptions> parseZooMetadata(const std::string &text) {
+  std::istringstream in(text);
+  std::string familyName;
+  in >> familyName;
+  auto family = zoo::parseFamily(familyName);
+  if (!family)
+    return std::nullopt;
+  zoo::ZooOptions o;
+  o.family = *family;
+  std::string item;
+  while (in >> item) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      continue;
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    int64_t n = std::strtoll(value.c_str(), nullptr, 10);
+    if (key == "layers")
+      o.layers = n;
+    else if (key == "hidden")
+      o.hidden = n;
+    else if (key == "heads")
+      o.heads = n;
+    else if (key == "kv-heads")
+      o.kvHeads = n;
+    else if (key == "ffn-hidden")
+      o.ffnHidden = n;
+    else if (key == "vocab")
+      o.vocab = n;
+    else if (key == "seq")
+      o.seq = n;
+    else if (key == "tied-embeddings")
+      o.tiedEmbeddings = n != 0;
+  }
+  return o;
+}
+
+/// A model from an ONNX file: its zoo metadata, or else only its parameter
+/// count (`opaqueParams`).
+StatusOr<ModelDesc> onnxModel(const Args &args, std::string &source,
+                              double &opaqueParams) {
+  std::ifstream in(args.modelPath, std::ios::binary);
+  if (!in)
+    return runtime::notFound("cannot open '", args.modelPath, "'");
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in))
+    return invalidArgument("'", args.modelPath, "' is not an ONNX model");
+  for (const auto &entry : model.metadata_props()) {
+    if (entry.key() != "dtcc.zoo")
+      continue;
+    auto options = parseZooMetadata(entry.value());
+    if (!options || options->family == zoo::Family::Mlp)
+      break;
+    if (args.seq)
+      options->seq = args.seq;
+    if (std::string e = zoo::validate(*options); !e.empty())
+      return invalidArgument(args.modelPath, ": dtcc.zoo metadata: ", e);
+    source = "dtcc.zoo metadata of " + args.modelPath;
+    std::string name = args.modelPath;
+    size_t slash = name.find_last_of('/');
+    if (slash != std::string::npos)
+      name = name.substr(slash + 1);
+    return fromZoo(*options, name);
+  }
+  // Not a zoo transformer: count the parameters from the initializers.
+  double params = 0;
+  for (const onnx::TensorProto &t : model.graph().initializer()) {
+    double n = 1;
+    for (int64_t d : t.dims())
+      n *= double(d);
+    params += n;
+  }
+  if (params <= 0)
+    return invalidArgument("'", args.modelPath,
+                           "' has neither dtcc.zoo metadata nor initializers: "
+                           "no parameters to plan for");
+  opaqueParams = params;
+  source = "initializers of " + args.modelPath + " (no dtcc.zoo metadata)";
+  return ModelDesc();
+}
+
+StatusOr<DTypePolicy> dtypePolicy(const std::string &name) {
+  if (name == "bf16")
+    return DTypePolicy::mixed(DType::kBf16);
+  if (name == "fp16")
+    return DTypePolicy::mixed(DType::kFp16);
+  if (name == "fp32")
+    return DTypePolicy::fp32();
+  return invalidArgument("--dtype: expected bf16, fp16 or fp32, got '", name,
+                         "'");
+}
+
+StatusOr<ClusterSpec> loadCluster(const Args &args) {
+  StatusOr<ClusterSpec> cluster =
+      args.cluster.find('.') != std::string::npos ||
+              args.cluster.find('/') != std::string::npos
+          ? loadClusterFile(args.cluster)
+          : clusterPreset(args.cluster);
+  if (!cluster.isOk())
+    return cluster.status().withContext("--cluster");
+  if (args.nodes < 1)
+    return invalidArgument("--nodes: expected at least 1, got ", args.nodes);
+  cluster.value().nodes = args.nodes;
+  return cluster;
+}
+
+Status parseMesh(const std::string &text, SearchOptions &options) {
+  std::istringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    size_t eq = part.find('=');
+    if (eq == std::string::npos)
+      return invalidArgument("--mesh: expected dp=A,pp=B,tp=C, got '", text,
+                             "'");
+    std::string key = part.substr(0, eq);
+    int64_t n = 0;
+    DTCC_RETURN_IF_ERROR(parseInteger("--mesh " + key, part.substr(eq + 1), n));
+    if (n < 1)
+      return invalidArgument("--mesh: ", key, " must be at least 1");
+    if (key == "dp")
+      options.fixDp = n;
+    else if (key == "pp")
+      options.fixPp = n;
+    else if (key == "tp")
+      options.fixTp = n;
+    else
+      return invalidArgument("--mesh: unknown axis '", key,
+                             "' (expected dp, pp, tp)");
+  }
+  return Status::ok();
+}
+
+StatusOr<Json> readJsonFile(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    return runtime::notFound("cannot open '", path, "'");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  auto json = Json::parse(buffer.str());
+  if (!json.isOk())
+    return json.status().withContext(path);
+  return json;
+}
+
+Status writeFile(const std::string &path, const std::string &text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out)
+    return runtime::unavailable("cannot write '", path, "'");
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Models known only by their parameter count
+//===----------------------------------------------------------------------===//
+
+/// Data parallelism with the leanest ZeRO stage that fits: the fallback
+/// for graphs that are not standard transformers.
+std::string opaqueReport(const Args &args, const ClusterSpec &cluster,
+                         double params, const DTypePolicy &dtype,
+                         const std::string &source) {
+  std::ostringstream os;
+  int64_t n = cluster.numDevices();
+  double capacity = cluster.device.memoryBytes.value -
+                    cluster.device.reservedBytes.value;
+  os << "dtcc plan: " << args.modelPath << " (" << formatCount(params)
+     << " parameters) on " << n << " x " << cluster.device.name << "\n";
+  os << "  model from: " << source << "\n";
+  os << "  note: not a standard transformer: only data parallelism and the "
+        "ZeRO stage are chosen, from the parameter count (activations are "
+        "not modelled; the per-op sharding search is not implemented yet)\n";
+  Json j = Json::object();
+  j.set("schemaVersion", kReportSchemaVersion);
+  j.set("modelSource", source);
+  j.set("parameters", params);
+  j.set("devices", n);
+  int chosen = -1;
+  Json stages = Json::array();
+  for (int zero = 0; zero <= 3; ++zero) {
+    if (zero > 0 && n == 1)
+      break;
+    MemoryBreakdown m = MemoryModel::modelState(params, dtype, zero, n);
+    bool fits = m.modelState() <= capacity;
+    os << "  ZeRO-" << zero << ": model state " << formatBytes(m.modelState())
+       << " per device of " << formatBytes(capacity) << " usable"
+       << (fits ? "" : " (out of memory by " +
+                           formatBytes(m.modelState() - capacity) + ")")
+       << "\n";
+    Json s = Json::object();
+    s.set("zeroStage", zero);
+    s.set("modelStateBytes", m.modelState());
+    s.set("fits", fits);
+    stages.push(s);
+    if (fits && chosen < 0)
+      chosen = zero;
+  }
+  if (chosen >= 0)
+    os << "Chosen plan: dp=" << n << " pp=1 tp=1, "
+       << (chosen ? "ZeRO-" + std::to_string(chosen) : std::string("no ZeRO"))
+       << (chosen == 0 && n == 1
+               ? " (the model fits: no distribution)"
+           : chosen == 0 ? " (the model fits on one device: plain data "
+                           "parallelism, no model split)"
+                         : " (the lowest stage that fits moves the least "
+                           "data)")
+       << "\n";
+  else
+    os << "No data-parallel plan fits: the model needs a model-parallel "
+          "split that dtcc cannot yet derive for this graph\n";
+  j.set("zeroStages", stages);
+  j.set("chosenZeroStage", chosen);
+  return args.json ? j.dump(2) + "\n" : os.str();
+}
+
+} // namespace
+
+int runPlanCommand(int argc, char **argv) {
+  Args args;
+  bool help = false;
+  auto fail = [](const Status &status) {
+    std::fprintf(stderr, "dtcc plan: error: %s\n", status.message().c_str());
+    return 1;
+  };
+  if (Status s = parseArgs(argc, argv, args, help); !s.isOk())
+    return fail(s);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  auto dtype = dtypePolicy(args.dtype);
+  if (!dtype.isOk())
+    return fail(dtype.status());
+
+  // A saved plan brings its model, cluster and batch.
+  std::optional<Plan> savedPlan;
+  std::optional<ModelDesc> savedModel;
+  std::optional<ClusterSpec> savedCluster;
+  if (!args.planIn.empty()) {
+    auto json = readJsonFile(args.planIn);
+    if (!json.isOk())
+      return fail(json.status());
+    const Json *planJson = json.value().find("plan");
+    auto plan = planFromJson(planJson ? *planJson : json.value());
+    if (!plan.isOk())
+      return fail(plan.status().withContext(args.planIn));
+    savedPlan = plan.value();
+    if (const Json *m = json.value().find("model")) {
+      auto model = modelFromJson(*m);
+      if (!model.isOk())
+        return fail(model.status().withContext(args.planIn));
+      savedModel = model.value();
+    }
+    if (const Json *c = json.value().find("cluster")) {
+      auto cluster = clusterFromJson(*c, "plan file " + args.planIn);
+      if (!cluster.isOk())
+        return fail(cluster.status().withContext(args.planIn));
+      savedCluster = cluster.value();
+    }
+  }
+
+  // The model.
+  ModelDesc model;
+  std::string source;
+  double opaqueParams = 0;
+  if (!args.zooFamily.empty()) {
+    auto m = zooModel(args);
+    if (!m.isOk())
+      return fail(m.status());
+    model = m.value();
+    source = "zoo spec on the command line";
+  } else if (!args.modelPath.empty()) {
+    auto m = onnxModel(args, source, opaqueParams);
+    if (!m.isOk())
+      return fail(m.status());
+    model = m.value();
+  } else if (savedModel) {
+    model = *savedModel;
+    if (args.seq)
+      model.seq = args.seq;
+    source = "plan file " + args.planIn;
+  } else {
+    return fail(invalidArgument(
+        "no model: give model.onnx, --zoo gpt|llama [sizes] or --plan-in"));
+  }
+
+  // The cluster.
+  ClusterSpec cluster;
+  if (savedCluster && !args.clusterGiven) {
+    cluster = *savedCluster;
+  } else {
+    auto c = loadCluster(args);
+    if (!c.isOk())
+      return fail(c.status());
+    cluster = c.value();
+  }
+
+  if (opaqueParams > 0) {
+    std::fputs(opaqueReport(args, cluster, opaqueParams, dtype.value(), source)
+                   .c_str(),
+               stdout);
+    return 0;
+  }
+
+  PlanReport report;
+  report.model = model;
+  report.cluster = cluster;
+  report.modelSource = source;
+
+  if (savedPlan && args.mesh.empty() && args.zero < 0) {
+    Plan plan = *savedPlan;
+    if (args.globalBatch && args.globalBatch != plan.globalBatch())
+      return fail(invalidArgument(
+          "--global-batch ", args.globalBatch, " differs from the plan's ",
+          plan.globalBatch(), " (", args.planIn, ")"));
+    auto candidate = evaluatePlan(model, cluster, plan);
+    if (!candidate.isOk())
+      return fail(candidate.status().withContext(args.planIn));
+    report.chosen = candidate.value();
+    report.origin = "given";
+    report.globalBatch = plan.globalBatch();
+  } else {
+    if (args.globalBatch < 1)
+      return fail(invalidArgument("--global-batch is required"));
+    SearchOptions options;
+    options.globalBatch = args.globalBatch;
+    options.dtype = dtype.value();
+    options.budgetSeconds = args.budget;
+    options.allowOffload = args.offload;
+    options.alternativesPerKind = args.alternatives;
+    options.fixZero = args.zero;
+    options.fixMicroBatchSize = args.microBatch;
+    if (Status s = parseMesh(args.mesh, options); !s.isOk())
+      return fail(s);
+    bool pinned = options.fixDp || options.fixPp || options.fixTp ||
+                  options.fixZero >= 0;
+    auto result = searchPlans(model, cluster, options);
+    if (!result.isOk())
+      return fail(result.status());
+    report.globalBatch = args.globalBatch;
+    report.search = result.value();
+    report.chosen = result.value().best;
+    report.origin = pinned ? "given" : "search";
+    if (!report.chosen && pinned) {
+      // Show the given mesh with what it lacks: the out-of-memory candidate
+      // closest to fitting.
+      for (const Rejection &r : result.value().alternatives)
+        if (r.kind == Rejection::Kind::kOutOfMemory) {
+          auto candidate = evaluatePlan(model, cluster, r.plan);
+          if (candidate.isOk())
+            report.chosen = candidate.value();
+          break;
+        }
+    }
+    if (pinned)
+      report.notes.push_back(
+          "the mesh/ZeRO stage was given; the search chose the rest");
+  }
+  if (args.tokens > 0 && report.chosen)
+    report.cost = runCost(report.chosen->time, cluster.numDevices(),
+                          args.tokens, args.price);
+
+  if (!args.tracePath.empty() && report.chosen) {
+    TimeModel time(model, cluster);
+    Timeline timeline = time.timeline(report.chosen->plan);
+    Json trace =
+        traceToJson(timeline, model.name + ": " + report.chosen->plan.summary());
+    if (Status s = writeFile(args.tracePath, trace.dump(-1) + "\n"); !s.isOk())
+      return fail(s);
+  }
+  if (!args.planOut.empty() && report.chosen) {
+    Json saved = Json::object();
+    saved.set("schemaVersion", kReportSchemaVersion);
+    saved.set("plan", planToJson(report.chosen->plan));
+    saved.set("model", modelToJson(model));
+    saved.set("cluster", clusterToJson(cluster));
+    saved.set("globalBatch", report.globalBatch);
+    if (Status s = writeFile(args.planOut, saved.dump(2) + "\n"); !s.isOk())
+      return fail(s);
+  }
+
+  if (args.json)
+    std::fputs((reportToJson(report).dump(2) + "\n").c_str(), stdout);
+  else
+    std::fputs(formatReport(report).c_str(), stdout);
+  return report.chosen && report.chosen->fits ? 0 : 2;
+}
+
+} // namespace dtcc
