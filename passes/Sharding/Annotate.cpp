@@ -113,8 +113,9 @@ struct ShardAnnotatePass
   /// a weight multiplying a split activation is split by input rows (row
   /// parallel), whose partial sums become whole again by an all-reduce
   /// before its bias. A column-parallel output sliced into equal parts
-  /// (fused Q, K, V) is split part by part. The output projection to the
-  /// vocabulary and the embeddings stay whole.
+  /// (fused Q, K, V) is split part by part. Embedding tables are split by
+  /// rows and the projection to the vocabulary by columns (vocab-parallel,
+  /// with the cross-entropy's distributed form).
   void annotateTensorParallel(ModuleOp module, func::FuncOp train,
                               StringAttr tp, int64_t tpSize) {
     MLIRContext *ctx = module.getContext();
@@ -144,6 +145,14 @@ struct ShardAnnotatePass
       return false;
     };
     for (Operation &op : train.getBody().front()) {
+      // Vocab-parallel embedding: each rank holds a block of the rows.
+      if (auto gather = dyn_cast<graph::GatherOp>(op)) {
+        if (auto table = weightOf(gather.getOperand()))
+          if (gather.getAxis() == 0 && !table->hasAttr(kShardingAttr) &&
+              table.getTensorType().getDimSize(0) % tpSize == 0)
+            table->setAttr(kShardingAttr, splitDim(ctx, 2, 0, tp, 1));
+        continue;
+      }
       auto mm = dyn_cast<graph::MatmulOp>(op);
       graph::VariableOp w = mm ? weightOf(mm.getRhs()) : graph::VariableOp();
       if (!w || mm.getTransposeLhs() || mm.getTransposeRhs()) {
@@ -162,9 +171,10 @@ struct ShardAnnotatePass
           w->setAttr(kShardingAttr, splitDim(ctx, 2, 0, tp, 1));
         continue;
       }
-      if (feedsLoss(mm.getResult()))
-        continue;
       // The output, or its sum with a bias, and the parts it is sliced into.
+      // The projection to the vocabulary is split by vocabulary: the
+      // cross-entropy after it takes its vocab-parallel form.
+      bool head = feedsLoss(mm.getResult());
       Value out = mm.getResult();
       graph::VariableOp bias;
       for (Operation *user : out.getUsers())
@@ -180,7 +190,7 @@ struct ShardAnnotatePass
       for (Operation *user : out.getUsers())
         if (isa<graph::SliceOp>(user))
           ++parts;
-      int64_t groups = parts > 1 && n % parts == 0 ? parts : 1;
+      int64_t groups = !head && parts > 1 && n % parts == 0 ? parts : 1;
       if ((n / groups) % tpSize != 0)
         continue;
       w->setAttr(kShardingAttr, splitDim(ctx, 2, 1, tp, groups));

@@ -45,6 +45,12 @@ private:
                  int64_t groups, int64_t newBlock,
                  llvm::function_ref<Value(Value, int64_t, RankedTensorType)> step);
   LogicalResult fixAttributes(Operation *op, ArrayRef<ShardingAttr> ins);
+  /// The distributed form of an op whose vocabulary (special factor) is
+  /// split: embedding lookup and its gradient, cross-entropy and its
+  /// gradient (Megatron's vocab-parallel forms). Returns the local results,
+  /// or an empty list when the op's vocabulary is whole.
+  FailureOr<SmallVector<Value>> lowerVocabParallel(Operation *op,
+                                                   ArrayRef<ShardingAttr> ins);
   /// "forward", "backward" or "optimizer": where `op` sits in the step.
   StringRef phaseOf(Operation *op) const;
   /// Tags the collectives reshard() just made with the phase of `at`.
@@ -280,6 +286,173 @@ void FunctionPartitioner::tagPhase(Operation *at) {
       o->setAttr("phase", phase);
 }
 
+namespace {
+
+/// Builds the index arithmetic of a vocabulary split over one mesh axis.
+struct VocabBuilder {
+  OpBuilder &b;
+  Location loc;
+
+  RankedTensorType like(Value v, Type element) {
+    return RankedTensorType::get(cast<RankedTensorType>(v.getType()).getShape(),
+                                 element);
+  }
+  Value splat(RankedTensorType t, double value) {
+    Type e = t.getElementType();
+    Attribute a = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, value))
+                                    : Attribute(IntegerAttr::get(e, (int64_t)value));
+    return graph::ConstantOp::create(b, loc, DenseElementsAttr::get(t, a));
+  }
+  /// `scalar` (rank 0) broadcast to `t`.
+  Value broadcast(Value scalar, RankedTensorType t) {
+    return graph::BroadcastInDimOp::create(b, loc, t, scalar,
+                                           b.getDenseI64ArrayAttr({}));
+  }
+  /// `v` broadcast to `t`, its dimensions at `dims`.
+  Value broadcast(Value v, RankedTensorType t, ArrayRef<int64_t> dims) {
+    return graph::BroadcastInDimOp::create(b, loc, t, v,
+                                           b.getDenseI64ArrayAttr(dims));
+  }
+  template <typename OpTy> Value binary(Value x, Value y, Type result = {}) {
+    return OpTy::create(b, loc, result ? result : x.getType(), x, y);
+  }
+  Value convert(Value v, Type element) {
+    return graph::CastOp::create(b, loc, like(v, element), v);
+  }
+  Value allReduce(Value v, StringRef axis, StringRef kind) {
+    return AllReduceOp::create(b, loc, v.getType(), v, axis, kind);
+  }
+  /// Indices relative to this rank's block of `block` rows, whether each is
+  /// in it, and a safe index (0 where it is not).
+  std::tuple<Value, Value, Value> localIndices(Value ids, StringRef axis,
+                                               int64_t block) {
+    auto t = cast<RankedTensorType>(ids.getType());
+    auto scalar = RankedTensorType::get({}, t.getElementType());
+    Value rank = AxisIndexOp::create(b, loc, RankedTensorType::get({}, b.getI64Type()),
+                                     axis);
+    if (!t.getElementType().isInteger(64))
+      rank = graph::CastOp::create(b, loc, scalar, rank);
+    Value offset = binary<graph::MulOp>(rank, splat(scalar, (double)block));
+    Value rel = binary<graph::SubOp>(ids, broadcast(offset, t));
+    Type i1 = b.getI1Type();
+    Value lo = binary<graph::GeOp>(rel, splat(t, 0), like(ids, i1));
+    Value hi = binary<graph::LtOp>(rel, splat(t, (double)block), like(ids, i1));
+    Value in = binary<graph::AndOp>(lo, hi);
+    Value safe = graph::SelectOp::create(b, loc, t, in, rel, splat(t, 0));
+    return {rel, in, safe};
+  }
+};
+
+/// The single mesh axis splitting dimension `d` of `s`, or empty.
+StringRef splitAxis(ShardingAttr s, int64_t d) {
+  ArrayRef<StringAttr> axes = s.axesOf(d);
+  return axes.size() == 1 ? axes[0].getValue() : StringRef();
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>>
+FunctionPartitioner::lowerVocabParallel(Operation *op, ArrayRef<ShardingAttr> ins) {
+  OpBuilder b(op);
+  b.setListener(&recorder_);
+  VocabBuilder vb{b, op->getLoc()};
+  auto typeOf = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  if (auto gather = dyn_cast<graph::GatherOp>(op)) {
+    int64_t axis = gather.getAxis();
+    StringRef mesh = splitAxis(ins[0], axis);
+    if (mesh.empty())
+      return SmallVector<Value>{};
+    int64_t block = typeOf(gather.getOperand()).getDimSize(axis);
+    auto [rel, in, safe] = vb.localIndices(gather.getIndices(), mesh, block);
+    (void)rel;
+    auto outType = RankedTensorType::get(
+        global_.lookup(gather.getResult()).getShape(),
+        typeOf(gather.getOperand()).getElementType());
+    auto local = localType(outType, sharding_.lookup(gather.getResult()).withoutPartial(), op);
+    if (failed(local))
+      return failure();
+    Value rows = graph::GatherOp::create(b, op->getLoc(), *local,
+                                         gather.getOperand(), safe, axis);
+    SmallVector<int64_t> dims;
+    for (int64_t i = 0; i < typeOf(safe).getRank(); ++i)
+      dims.push_back(axis + i);
+    Value mask = vb.broadcast(vb.convert(in, local->getElementType()), *local, dims);
+    return SmallVector<Value>{vb.binary<graph::MulOp>(rows, mask)};
+  }
+  if (auto scatter = dyn_cast<graph::ScatterAddOp>(op)) {
+    int64_t axis = scatter.getAxis();
+    ShardingAttr out = sharding_.lookup(scatter.getResult());
+    StringRef mesh = splitAxis(out, axis);
+    if (mesh.empty())
+      return SmallVector<Value>{};
+    auto local = localType(global_.lookup(scatter.getResult()), out.withoutPartial(), op);
+    if (failed(local))
+      return failure();
+    int64_t block = local->getDimSize(axis);
+    auto [rel, in, safe] = vb.localIndices(scatter.getIndices(), mesh, block);
+    (void)rel;
+    auto updType = typeOf(scatter.getUpdates());
+    SmallVector<int64_t> dims;
+    for (int64_t i = 0; i < typeOf(safe).getRank(); ++i)
+      dims.push_back(axis + i);
+    Value mask = vb.broadcast(vb.convert(in, updType.getElementType()), updType, dims);
+    Value upd = vb.binary<graph::MulOp>(scatter.getUpdates(), mask);
+    return SmallVector<Value>{graph::ScatterAddOp::create(
+        b, op->getLoc(), *local, upd, safe, axis, block)};
+  }
+  auto ce = dyn_cast<graph::CrossEntropyOp>(op);
+  auto ceGrad = dyn_cast<graph::CrossEntropyGradOp>(op);
+  if (!ce && !ceGrad)
+    return SmallVector<Value>{};
+  StringRef mesh = splitAxis(ins[0], 1);
+  if (mesh.empty())
+    return SmallVector<Value>{};
+  Value logits = op->getOperand(0), labels = op->getOperand(1);
+  int64_t ignore = ce ? ce.getIgnoreIndex() : ceGrad.getIgnoreIndex();
+  auto lt = typeOf(logits);
+  int64_t n = lt.getDimSize(0), block = lt.getDimSize(1);
+  Type f = lt.getElementType();
+  auto rowType = RankedTensorType::get({n}, f);
+  // The global row max and sum of exponentials.
+  Value maxLocal = graph::ReduceMaxOp::create(b, op->getLoc(), rowType, logits,
+                                              b.getDenseI64ArrayAttr({1}));
+  Value gmax = vb.allReduce(maxLocal, mesh, "max");
+  Value shifted = vb.binary<graph::SubOp>(logits, vb.broadcast(gmax, lt, {0}));
+  Value e = graph::ExpOp::create(b, op->getLoc(), lt, shifted);
+  Value sum = vb.allReduce(graph::ReduceSumOp::create(b, op->getLoc(), rowType, e,
+                                                      b.getDenseI64ArrayAttr({1})),
+                           mesh, "sum");
+  auto [rel, in, safe] = vb.localIndices(labels, mesh, block);
+  auto labelType = typeOf(labels);
+  Value valid = graph::NotOp::create(
+      b, op->getLoc(), vb.like(labels, b.getI1Type()),
+      vb.binary<graph::EqOp>(labels, vb.splat(labelType, (double)ignore),
+                             vb.like(labels, b.getI1Type())));
+  Value validF = vb.convert(valid, f);
+  if (ce) {
+    Value lse = vb.binary<graph::AddOp>(graph::LogOp::create(b, op->getLoc(), rowType, sum),
+                                        gmax);
+    auto colType = RankedTensorType::get({n, 1}, labelType.getElementType());
+    Value col = graph::ReshapeOp::create(b, op->getLoc(), colType, safe);
+    Value picked = graph::GatherElementsOp::create(
+        b, op->getLoc(), RankedTensorType::get({n, 1}, f), logits, col, 1);
+    picked = graph::ReshapeOp::create(b, op->getLoc(), rowType, picked);
+    picked = vb.allReduce(vb.binary<graph::MulOp>(picked, vb.convert(in, f)), mesh, "sum");
+    Value loss = vb.binary<graph::SubOp>(lse, picked);
+    return SmallVector<Value>{vb.binary<graph::MulOp>(loss, validF)};
+  }
+  // (softmax - onehot(label)) * dloss, zero rows for ignored labels.
+  Value p = vb.binary<graph::DivOp>(e, vb.broadcast(sum, lt, {0}));
+  auto idxType = RankedTensorType::get({n, block}, labelType.getElementType());
+  Value cols = graph::IotaOp::create(b, op->getLoc(), idxType, 1);
+  Value hit = vb.binary<graph::EqOp>(cols, vb.broadcast(rel, idxType, {0}),
+                                     RankedTensorType::get({n, block}, b.getI1Type()));
+  Value onehot = vb.convert(hit, f);
+  Value scale = vb.binary<graph::MulOp>(ceGrad.getDloss(), validF);
+  Value g = vb.binary<graph::SubOp>(p, onehot);
+  return SmallVector<Value>{vb.binary<graph::MulOp>(g, vb.broadcast(scale, lt, {0}))};
+}
+
 LogicalResult FunctionPartitioner::fixAttributes(Operation *op,
                                                  ArrayRef<ShardingAttr> ins) {
   auto splitOf = [&](int64_t d) {
@@ -385,6 +558,20 @@ LogicalResult FunctionPartitioner::run() {
       Operation *maker = source.getDefiningOp();
       tagPhase(from.isPartial() && maker ? maker : &op);
       op.setOperand(i, *local);
+    }
+    created_.clear();
+    auto vocab = lowerVocabParallel(&op, required);
+    if (failed(vocab))
+      return failure();
+    if (!vocab->empty()) {
+      tagPhase(&op);
+      for (auto [r, v] : llvm::zip(op.getResults(), *vocab)) {
+        global_[v] = global_[r];
+        sharding_[v] = sharding_[r];
+        r.replaceAllUsesWith(v);
+      }
+      op.erase();
+      continue;
     }
     for (Value r : op.getResults()) {
       auto type = localType(global_[r], sharding_[r].withoutPartial(), &op);

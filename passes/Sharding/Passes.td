@@ -32,8 +32,9 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
       and V, part by part), which leaves the activations after it split; a
       weight multiplying a split activation is split by input rows, so its
       product is a partial sum that an all-reduce completes before the
-      bias. The projection to the vocabulary and the embeddings stay whole.
-      Optimizer state follows its parameter.
+      bias. Embedding tables are split by rows and the projection to the
+      vocabulary by columns (Megatron's vocab-parallel embedding and
+      cross-entropy). Optimizer state follows its parameter.
     - `@main` (inference) is removed: a sharded program trains.
 
     Errors: a mesh spec that does not parse, a module without

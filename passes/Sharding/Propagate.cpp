@@ -112,6 +112,7 @@ private:
   /// forward; when all its users want them split the same way, it produces
   /// them split (each rank broadcasts its block) instead of being sliced.
   void refineBroadcasts(func::FuncOp fn) {
+    refineScatters(fn);
     SmallVector<graph::BroadcastInDimOp> broadcasts;
     fn.walk([&](graph::BroadcastInDimOp b) { broadcasts.push_back(b); });
     for (auto b : llvm::reverse(broadcasts)) {
@@ -141,6 +142,36 @@ private:
                    cast<ArrayAttr>(b->getAttr("dshard.in_shardings"))[0])},
                {wanted});
     }
+  }
+
+  /// An embedding gradient (scatter_add) whose users all want its rows
+  /// split (a vocab-parallel table) makes only this rank's rows.
+  void refineScatters(func::FuncOp fn) {
+    fn.walk([&](graph::ScatterAddOp s) {
+      ShardingAttr current = getSharding(s.getResult());
+      if (!current || current.isPartial() || s.getResult().use_empty())
+        return;
+      ShardingAttr wanted;
+      for (OpOperand &use : s.getResult().getUses()) {
+        auto ins = use.getOwner()->getAttrOfType<ArrayAttr>("dshard.in_shardings");
+        auto w = ins ? dyn_cast<ShardingAttr>(ins[use.getOperandNumber()]) : ShardingAttr();
+        if (!w || w.isPartial() || (wanted && w != wanted))
+          return;
+        wanted = w;
+      }
+      int64_t axis = s.getAxis();
+      for (auto [d, dim] : llvm::enumerate(wanted.getDims()))
+        if ((int64_t)d != axis && dim != current.getDims()[d])
+          return;
+      if (wanted.axesOf(axis).size() != 1 || wanted.getDims()[axis].getGroups() != 1 ||
+          !current.axesOf(axis).empty())
+        return;
+      // Its operands stay as they are: the updates and indices are whole.
+      record(s, llvm::to_vector(llvm::map_range(
+                    cast<ArrayAttr>(s->getAttr("dshard.in_shardings")),
+                    [](Attribute a) { return cast<ShardingAttr>(a); })),
+             {wanted});
+    });
   }
 
   LogicalResult visit(Operation *op) {
@@ -200,13 +231,32 @@ private:
     // Special factors (a vocabulary split) need their op's distributed form,
     // which only tensor parallelism asks for: keep them whole.
     // A split max or min would leave a partial max: keep those whole too.
-    for (auto [f, factor] : llvm::enumerate(rule.factors))
+    // Special factors (a vocabulary) split only where the partitioner has
+    // the op's vocab-parallel form, over one axis.
+    bool vocabParallel = isa<graph::GatherOp, graph::ScatterAddOp,
+                             graph::CrossEntropyOp, graph::CrossEntropyGradOp>(op);
+    SmallVector<StringAttr> vocabAxes;
+    for (auto [f, factor] : llvm::enumerate(rule.factors)) {
+      if (factor.kind == ShardingRule::Kind::kSpecial && vocabParallel &&
+          axes.axes[f].size() == 1 && axes.groups[f] == 1) {
+        vocabAxes.append(axes.axes[f].begin(), axes.axes[f].end());
+        continue;
+      }
       if (factor.kind == ShardingRule::Kind::kSpecial ||
           (factor.kind == ShardingRule::Kind::kReduction &&
            factor.reduction != "sum"))
         axes.clear(f);
+    }
 
-    bool passPartial = samePartial && partialPassesThrough(op, partial);
+    // Only a partial sum no other op reads passes through: another reader
+    // needs it whole anyway, and resolving it once at its source beats
+    // resolving each value derived from it.
+    bool soleReader = llvm::all_of(op->getOperands(), [&](Value v) {
+      return !getSharding(v).isPartial() ||
+             llvm::all_of(v.getUsers(), [&](Operation *u) { return u == op; });
+    });
+    bool passPartial =
+        samePartial && soleReader && partialPassesThrough(op, partial);
     if (passPartial)
       for (StringAttr a : partialAxes)
         if (axes.uses(a))
@@ -221,6 +271,10 @@ private:
     }
     for (auto &t : rule.results) {
       ShardingAttr s = project(rule, t, axes, /*isResult=*/true, ctx);
+      // A lookup in a split table: each rank has the rows it owns, zeros
+      // elsewhere, so the sum over the axis is the lookup.
+      if (isa<graph::GatherOp>(op) && !vocabAxes.empty())
+        s = withPartial(s, vocabAxes);
       if (passPartial) {
         SmallVector<StringAttr> all(s.getPartial().begin(), s.getPartial().end());
         for (StringAttr a : partialAxes)
