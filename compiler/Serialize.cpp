@@ -2,6 +2,10 @@
 
 #include "compiler/Serialize.h"
 
+#include "compiler/Explain.h"
+
+#include <map>
+
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
@@ -303,6 +307,13 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
       }
     }
   }
+  // What each function sends per call and rank, for the runtime to print
+  // beside what it measures (dtcc explain lists the collectives).
+  std::map<std::string, int64_t> sent;
+  for (const CollectiveInfo &c : listCollectives(program))
+    sent[c.function] += c.sentBytes;
+  for (const auto &[fn, bytes] : sent)
+    (*program.mutable_metadata())["dtcc.bytes_sent." + fn] = std::to_string(bytes);
   return out;
 }
 

@@ -303,6 +303,7 @@ static Status checkNoPendingCollectives(const CommContext *comm,
 }
 
 Status Executable::execute(const Function &fn) {
+  ++fn.calls;
   if (!profiling_) {
     for (const KernelFn &k : fn.kernels)
       DTCC_RETURN_IF_ERROR(k());

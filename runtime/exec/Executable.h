@@ -41,6 +41,8 @@ public:
     std::vector<KernelFn> kernels;
     std::vector<const format::Instruction *> instructions;
     int64_t workspaceBytes = 0;
+    /// How many times execute() ran it.
+    mutable int64_t calls = 0;
   };
 
   ~Executable();
