@@ -222,7 +222,16 @@ private:
         if (!partialAxes.empty() &&
             ArrayRef<StringAttr>(partialAxes) != s.getPartial())
           samePartial = false;
-        partialAxes.assign(s.getPartial().begin(), s.getPartial().end());
+        if (partialAxes.empty() || !isa<graph::AddOp, graph::SubOp>(op)) {
+          partialAxes.assign(s.getPartial().begin(), s.getPartial().end());
+        } else {
+          // A sum of values partial over different axes stays partial over
+          // the axes they share; the others are resolved first.
+          llvm::erase_if(partialAxes, [&](StringAttr a) {
+            return !llvm::is_contained(s.getPartial(), a);
+          });
+          samePartial = !partialAxes.empty();
+        }
       }
     }
     FactorAxes axes;
