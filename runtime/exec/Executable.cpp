@@ -302,6 +302,60 @@ static Status checkNoPendingCollectives(const CommContext *comm,
                        ids, ")");
 }
 
+Status Executable::verifyCollectiveOrder() const {
+  if (!comm_)
+    return Status::ok();
+  // One fingerprint per group (its axes) over every function's collectives
+  // on that group, in program order.
+  std::map<std::string, uint64_t> prints;
+  auto mix = [](uint64_t h, const std::string &s) {
+    for (unsigned char c : s)
+      h = (h ^ c) * 1099511628211ull; // FNV-1a
+    return (h ^ 0xff) * 1099511628211ull;
+  };
+  for (const Function &fn : functions_)
+    for (const format::Instruction *inst : fn.instructions) {
+      static const std::set<std::string> collectives = {
+          "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+          "broadcast", "send", "recv"};
+      if (!collectives.count(inst->kernel()))
+        continue;
+      std::string axes;
+      if (auto it = inst->attrs().find("axes"); it != inst->attrs().end())
+        axes = it->second.has_strings()
+                   ? [&] {
+                       std::string joined;
+                       for (const std::string &a : it->second.strings().values())
+                         joined += (joined.empty() ? "" : ",") + a;
+                       return joined;
+                     }()
+                   : it->second.s();
+      std::string key = fn.name + "/" + inst->kernel();
+      // (A protobuf map's order differs between processes: look up by name.)
+      for (const char *name : {"dim", "reduce", "tag"})
+        if (auto it = inst->attrs().find(name); it != inst->attrs().end())
+          key += std::string("/") + name + "=" + it->second.ShortDebugString();
+      uint64_t &h = prints.try_emplace(axes, 14695981039346656037ull).first->second;
+      h = mix(h, key);
+    }
+  for (const auto &[axes, print] : prints) {
+    std::vector<std::string> names;
+    std::stringstream ss(axes);
+    for (std::string a; std::getline(ss, a, ',');)
+      names.push_back(a);
+    DTCC_ASSIGN_OR_RETURN(Communicator * group, comm_->group(names));
+    std::vector<uint64_t> all(group->size());
+    DTCC_RETURN_IF_ERROR(group->allGather(&print, all.data(), 1, DType::kI64));
+    for (int r = 0; r < group->size(); ++r)
+      if (all[r] != print)
+        return invalidArgument(
+            "group rank ", r, " of axes '", axes,
+            "' runs a different sequence of collectives than this rank: "
+            "were the ranks started with different programs?");
+  }
+  return Status::ok();
+}
+
 Status Executable::execute(const Function &fn) {
   ++fn.calls;
   if (!profiling_) {

@@ -98,6 +98,11 @@ public:
   Device &device() { return device_; }
   /// The mesh's communicators; null for a single-device program.
   CommContext *comm() const { return comm_; }
+  /// Checks with the other ranks that every group of the mesh issues the
+  /// same collectives in the same order in every function (kind, axes,
+  /// dimension, reduction, tag), so a rank started with another program is an
+  /// error at load time rather than a hang. Collective: every rank calls it.
+  Status verifyCollectiveOrder() const;
   /// This rank's place on the program's mesh (no axes on one device).
   const MeshCoords &meshCoords() const { return coords_; }
 

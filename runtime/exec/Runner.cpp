@@ -467,6 +467,8 @@ int runnerMain(int argc, char **argv) {
   if (!created.isOk())
     return fail(created.status().withContext("loading the program"));
   Executable &exe = *created.value();
+  if (Status order = exe.verifyCollectiveOrder(); !order.isOk())
+    return fail(order.withContext("checking the ranks' collectives"));
   if (opts.help) {
     printHelp(argv[0], &exe, training);
     return 0;

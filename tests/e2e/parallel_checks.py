@@ -154,6 +154,21 @@ def resume_across_plans(dtcc, work, tokens, check):
           f"the losses of an uninterrupted run (steps 6-10, worst {err:.2e})")
 
 
+def mismatched_programs(dtcc, work, tokens, check):
+    """Ranks started with programs whose collectives differ (DP4 with and
+    without ZeRO-1) stop at load time with an error, not a hang."""
+    a = os.path.join(work, "gpt-DP4")
+    b = os.path.join(work, "gpt-ZeRO-1_DP4")
+    if not (os.path.exists(a) and os.path.exists(b)):
+        return
+    data = ["--data", tokens, "--steps", "2"]
+    p = run(["mpirun", "--oversubscribe", "-np", "2"] + [a] + data + [":", "-np", "2", b] + data,
+            env=MPI_ENV, check=False, timeout=120)
+    check(p.returncode != 0 and "different sequence of collectives" in p.stderr,
+          "ranks started with different programs stop at load time: "
+          + next((l for l in p.stderr.splitlines() if "different sequence" in l), "(no message)"))
+
+
 def killed_rank(dtcc, work, tokens, check):
     """Four torchrun-style ranks (TCP); rank 2 is killed mid-run: the others
     exit non-zero within the collective timeout, naming the collective."""
@@ -284,6 +299,7 @@ def main():
     if "gpt" in args.models.split(",") and not wanted:
         resume_across_plans(dtcc, work, tokens, check)
         killed_rank(dtcc, work, tokens, check)
+        mismatched_programs(dtcc, work, tokens, check)
 
     print("\nranks 0 and 1 shown; memory: planned peak, process RSS growth; "
           "bytes: sent over 10 steps, measured (predicted)")
