@@ -151,6 +151,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
               pm.addPass(shard::createShardPartition());
               pm.addPass(createCanonicalizerPass());
               pm.addPass(createCSEPass());
+              pm.addPass(shard::createShardOverlap());
             },
             3, "shard")))
       return failure();

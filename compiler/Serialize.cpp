@@ -157,19 +157,7 @@ LogicalResult convertAttr(Attribute attr, runtime::format::AttrValue &out) {
 
 } // namespace
 
-std::string locationName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations()) {
-      std::string n = locationName(l);
-      if (!n.empty())
-        return n;
-    }
-  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
-    return locationName(callsite.getCallee());
-  return "";
-}
+std::string locationName(Location loc) { return graph::nodeName(loc); }
 
 FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
   SerializedProgram out;

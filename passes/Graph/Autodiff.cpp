@@ -13,7 +13,6 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
-#include <regex>
 
 namespace dtcc::graph {
 #define GEN_PASS_DEF_AUTODIFF
@@ -30,30 +29,6 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && isa<FloatType>(t.getElementType());
-}
-
-/// The ONNX node name a location carries.
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (std::string n = nodeName(l); !n.empty())
-        return n;
-  return "";
-}
-
-/// The transformer layer of an ONNX node name: "layers.3" in
-/// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
-/// when the name says none.
-std::string layerKey(Location loc) {
-  static const std::regex pattern(
-      R"((?:^|[/.])((?:layers|blocks|layer|h)[._]?[0-9]+)(?:[/._]|$))");
-  std::string name = nodeName(loc);
-  std::smatch m;
-  if (std::regex_search(name, m, pattern))
-    return m[1].str();
-  return "";
 }
 
 /// Groups ops into recomputation segments: runs of ops of one layer, or,

@@ -98,4 +98,23 @@ def ShardPartition : Pass<"dtcc-shard-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 
+def ShardOverlap : Pass<"dtcc-shard-overlap", "mlir::ModuleOp"> {
+  let summary = "Overlaps communication with computation";
+  let description = [{
+    Runs on a partitioned module. Makes collectives asynchronous
+    (`async = 1, handle = h`) with a `dshard.wait` just before the first use
+    of their result, where that leaves computation in between:
+    - gradient reductions of the backward pass (all-reduce, reduce-scatter)
+      run while the backward pass goes on to earlier layers;
+    - ZeRO-3 parameter gathers are prefetched one layer ahead: the gathers
+      of a layer start when the previous layer (in execution order: forward,
+      then the backward pass in reverse) first uses its own, so each layer's
+      parameters arrive while the one before computes. Gathered parameters
+      are still freed after their last use.
+    Layers are found from ONNX node names (`layers.3/...`). Every rank runs
+    the same program, so collectives start in the same order everywhere.
+  }];
+  let dependentDialects = ["dtcc::shard::ShardDialect"];
+}
+
 #endif // DTCC_PASSES_SHARDING_PASSES_TD

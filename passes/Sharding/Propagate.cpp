@@ -234,6 +234,11 @@ private:
         }
       }
     }
+    // A ZeRO split is storage, not a layout to compute in: an op reading
+    // only a ZeRO-split parameter (a bias broadcast) gathers it first
+    // rather than spreading the split to activations.
+    if (op->getNumOperands() == 1 && weak[0])
+      known[0] = ShardingAttr::replicated(op->getContext(), known[0].getDims().size());
     FactorAxes axes;
     assignFactors(rule, known, mesh_, axes, weak,
                   StringAttr::get(op->getContext(), "dp"));

@@ -2,6 +2,8 @@
 
 #include "dialects/Graph/IR/GraphOps.h"
 
+#include <regex>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -574,3 +576,34 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
 
 #define GET_OP_CLASSES
 #include "dialects/Graph/IR/GraphOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Locations
+//===----------------------------------------------------------------------===//
+
+/// The ONNX node name a location carries.
+std::string dtcc::graph::nodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (std::string n = nodeName(l); !n.empty())
+        return n;
+  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    return nodeName(callsite.getCallee());
+  return "";
+}
+
+/// The transformer layer of an ONNX node name: "layers.3" in
+/// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
+/// when the name says none.
+std::string dtcc::graph::layerKey(Location loc) {
+  static const std::regex pattern(
+      R"((?:^|[/.])((?:layers|blocks|layer|h)[._]?[0-9]+)(?:[/._]|$))");
+  std::string name = nodeName(loc);
+  std::smatch m;
+  if (std::regex_search(name, m, pattern))
+    return m[1].str();
+  return "";
+}
+

@@ -25,6 +25,14 @@
 namespace dtcc::graph {
 /// Returns an i1 tensor type with the shape of `type` (a ranked tensor).
 mlir::Type getI1TensorLike(mlir::Type type);
+
+/// The ONNX node name a location carries (NameLoc, possibly fused); empty
+/// when it has none.
+std::string nodeName(mlir::Location loc);
+/// The transformer layer of an op from its ONNX node name: "layers.3" in
+/// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
+/// when the name says none.
+std::string layerKey(mlir::Location loc);
 } // namespace dtcc::graph
 
 #define GET_OP_CLASSES

@@ -210,4 +210,25 @@ def Shard_RecvOp : Shard_Op<"recv"> {
   }];
 }
 
+def Shard_WaitOp : Shard_Op<"wait"> {
+  let summary = "Waits for an asynchronous collective";
+  let description = [{
+    A collective with the attributes `async = 1` and `handle = h` starts on
+    the communication thread and returns at once; `dshard.wait` with the same
+    handle blocks until it is done. Computation between the two overlaps the
+    communication. The operands are the collective's input and result: they
+    stay alive (and untouched) until the wait.
+
+    Example:
+    ```mlir
+    %w = dshard.all_gather %shard "dp" dim = 0 {async = 1, handle = 3} : (tensor<4x8xf32>) -> tensor<8x8xf32>
+    dshard.wait 3, %shard, %w : tensor<4x8xf32>, tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$handle, Variadic<AnyRankedTensor>:$buffers);
+  let assemblyFormat = [{
+    $handle (`,` $buffers^ `:` type($buffers))? attr-dict
+  }];
+}
+
 #endif // DTCC_DIALECTS_SHARD_IR_SHARDOPS_TD

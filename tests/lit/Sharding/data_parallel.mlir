@@ -3,6 +3,7 @@
 // RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=1" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z1
 // RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=2" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z2
 // RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=3" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z3
+// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=3" -dtcc-shard-propagate -dtcc-shard-partition -dtcc-shard-overlap | FileCheck %s --check-prefix=OVERLAP
 
 // A linear model's training step (as dtcc-graph-optimizer leaves it) on two
 // data-parallel ranks, with each ZeRO stage.
@@ -84,3 +85,14 @@ module {
 // Z3-NEXT: dgraph.matmul %{{.*}}, %[[WF]]
 // Z3: %[[P:.*]], %{{.*}}, %{{.*}} = dgraph.adamw
 // Z3-NEXT: dgraph.store %[[P]], @w : tensor<2x2xf32>
+
+// Overlap: the parameter gather and the gradient reduce-scatter run on the
+// communication thread; each is waited for just before its result is used,
+// and the reduce-scatter's wait comes after the optimizer's other loads.
+// OVERLAP: %[[G:.*]] = dshard.all_gather %[[W:.*]] "dp" dim = 0 {async = 1 : i64, handle = 0 : i64
+// OVERLAP-NEXT: dshard.wait 0, %[[W]], %[[G]]
+// OVERLAP-NEXT: dgraph.matmul %{{.*}}, %[[G]]
+// OVERLAP: %[[RS:.*]] = dshard.reduce_scatter %[[GRAD:.*]] "dp" dim = 0 {async = 1 : i64, handle = 1 : i64, phase = "backward"}
+// OVERLAP-NEXT: dgraph.load
+// OVERLAP: dshard.wait 1, %[[GRAD]], %[[RS]]
+// OVERLAP-NEXT: dgraph.adamw %{{.*}}, %[[RS]]

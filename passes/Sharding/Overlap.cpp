@@ -1,0 +1,113 @@
+//===- Overlap.cpp - communication overlapped with computation ------------===//
+//
+// Asynchronous collectives with their waits placed as late as their users
+// allow, and ZeRO-3 parameter gathers started one layer ahead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace dtcc::shard {
+#define GEN_PASS_DEF_SHARDOVERLAP
+#include "passes/Sharding/Passes.h.inc"
+} // namespace dtcc::shard
+
+using namespace mlir;
+using namespace dtcc;
+using namespace dtcc::shard;
+
+namespace {
+
+/// The first op of the block that uses `v`, or null.
+Operation *firstUser(Value v) {
+  Operation *first = nullptr;
+  for (Operation *user : v.getUsers())
+    if (!first || user->isBeforeInBlock(first))
+      first = user;
+  return first;
+}
+
+/// Whether `op` gathers a ZeRO-3 parameter shard straight from its variable.
+bool gathersZeroParameter(Operation *op) {
+  auto gather = dyn_cast<AllGatherOp>(op);
+  if (!gather)
+    return false;
+  auto load = gather.getOperand().getDefiningOp<graph::LoadOp>();
+  if (!load)
+    return false;
+  auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
+      load, load.getVariableAttr());
+  return var && var->hasAttr("dshard.zero");
+}
+
+struct ShardOverlapPass
+    : public dtcc::shard::impl::ShardOverlapBase<ShardOverlapPass> {
+  void runOnOperation() final {
+    int64_t handle = 0;
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      overlap(fn, handle);
+  }
+
+  void overlap(func::FuncOp fn, int64_t &handle) {
+    Block &body = fn.getBody().front();
+    MLIRContext *ctx = fn.getContext();
+    auto i64 = IntegerType::get(ctx, 64);
+    struct Async {
+      Operation *op;
+      Operation *wait;
+      std::string layer;
+    };
+    SmallVector<Async> prefetched;
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      bool zero = gathersZeroParameter(&op);
+      auto phase = op.getAttrOfType<StringAttr>("phase");
+      bool gradient = isa<AllReduceOp, ReduceScatterOp>(op) && phase &&
+                      phase.getValue() == "backward";
+      if (!zero && !gradient)
+        continue;
+      Operation *user = firstUser(op.getResult(0));
+      // Nothing to overlap with when the result is needed at once.
+      if (!user || (!zero && user == op.getNextNode()))
+        continue;
+      op.setAttr("async", IntegerAttr::get(i64, 1));
+      op.setAttr("handle", IntegerAttr::get(i64, handle));
+      OpBuilder b(user);
+      auto wait = WaitOp::create(b, op.getLoc(), handle++,
+                                 ValueRange{op.getOperand(0), op.getResult(0)});
+      // Layers are keyed by pass too: the backward pass gathers again.
+      if (std::string layer = graph::layerKey(user->getLoc());
+          zero && !layer.empty())
+        prefetched.push_back(
+            {&op, wait, (phase ? phase.getValue().str() : "") + "/" + layer});
+    }
+    // Prefetch: the gathers of each layer start where the layer before (in
+    // program order) first waits for its own.
+    SmallVector<SmallVector<Async *>> layers;
+    for (Async &a : prefetched) {
+      if (layers.empty() || layers.back().front()->layer != a.layer)
+        layers.emplace_back();
+      layers.back().push_back(&a);
+    }
+    for (size_t i = 1; i < layers.size(); ++i) {
+      Operation *at = layers[i - 1].front()->wait;
+      for (Async *a : layers[i - 1])
+        if (a->wait->isBeforeInBlock(at))
+          at = a->wait;
+      for (Async *a : layers[i]) {
+        Operation *load = a->op->getOperand(0).getDefiningOp();
+        if (!at->isBeforeInBlock(a->op))
+          continue; // already earlier
+        if (load && at->isBeforeInBlock(load)) {
+          if (!isa<graph::LoadOp>(load) || !load->hasOneUse())
+            continue;
+          load->moveBefore(at);
+        }
+        a->op->moveBefore(at);
+      }
+    }
+  }
+};
+
+} // namespace
