@@ -107,6 +107,38 @@ Rule::TensorFactors rowsOf(const NormLayout &l, RankedTensorType t) {
   return mapped(t, ids);
 }
 
+/// What a normalization's tensor is: whole rows (like x), the normalized
+/// dimensions (scale, bias) or the leading ones (mean, rstd).
+enum class NormPart { kRows, kNorm, kLead };
+
+/// A normalization or its gradient over `x`'s dimensions from `axis`:
+/// rows parallel (forward) or summed into the parameters' gradients
+/// (backward, `leadKind` kReduction), the normalized dimensions whole.
+Rule normRule(Value x, int64_t axis, Kind leadKind,
+              ArrayRef<std::pair<Value, NormPart>> operands,
+              ArrayRef<std::pair<Value, NormPart>> results) {
+  Rule r;
+  auto xt = typeOf(x);
+  NormLayout l = addNorm(r, xt, axis, leadKind);
+  auto factors = [&](Value v, NormPart part) {
+    switch (part) {
+    case NormPart::kRows:
+      return rowsOf(l, xt);
+    case NormPart::kNorm:
+      return mapped(typeOf(v), l.norm);
+    case NormPart::kLead:
+      return mapped(typeOf(v), l.lead);
+    }
+    llvm_unreachable("unknown part");
+  };
+  for (auto [v, part] : operands)
+    if (v)
+      r.operands.push_back(factors(v, part));
+  for (auto [v, part] : results)
+    r.results.push_back(factors(v, part));
+  return r;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -496,57 +528,38 @@ ShardingRule LogSoftmaxGradOp::getShardingRule() {
 }
 
 ShardingRule LayerNormOp::getShardingRule() {
-  Rule r;
-  auto x = typeOf(getOperand());
-  NormLayout l = addNorm(r, x, getAxis(), Kind::kParallel);
-  r.operands.push_back(rowsOf(l, x));
-  r.operands.push_back(mapped(typeOf(getScale()), l.norm));
-  if (getBias())
-    r.operands.push_back(mapped(typeOf(getBias()), l.norm));
-  r.results.push_back(rowsOf(l, x));
-  r.results.push_back(mapped(typeOf(getMean()), l.lead));
-  r.results.push_back(mapped(typeOf(getRstd()), l.lead));
-  return r;
+  using P = NormPart;
+  return normRule(getOperand(), getAxis(), Kind::kParallel,
+                  {{getOperand(), P::kRows}, {getScale(), P::kNorm},
+                   {getBias(), P::kNorm}},
+                  {{getResult(), P::kRows}, {getMean(), P::kLead},
+                   {getRstd(), P::kLead}});
 }
 
 ShardingRule RmsNormOp::getShardingRule() {
-  Rule r;
-  auto x = typeOf(getOperand());
-  NormLayout l = addNorm(r, x, getAxis(), Kind::kParallel);
-  r.operands.push_back(rowsOf(l, x));
-  r.operands.push_back(mapped(typeOf(getScale()), l.norm));
-  r.results.push_back(rowsOf(l, x));
-  r.results.push_back(mapped(typeOf(getRstd()), l.lead));
-  return r;
+  using P = NormPart;
+  return normRule(getOperand(), getAxis(), Kind::kParallel,
+                  {{getOperand(), P::kRows}, {getScale(), P::kNorm}},
+                  {{getResult(), P::kRows}, {getRstd(), P::kLead}});
 }
 
 ShardingRule LayerNormGradOp::getShardingRule() {
   // Rows are parallel for dx and summed into dscale and dbias.
-  Rule r;
-  auto x = typeOf(getX());
-  NormLayout l = addNorm(r, x, getAxis(), Kind::kReduction);
-  r.operands.push_back(rowsOf(l, x));
-  r.operands.push_back(mapped(typeOf(getScale()), l.norm));
-  r.operands.push_back(mapped(typeOf(getMean()), l.lead));
-  r.operands.push_back(mapped(typeOf(getRstd()), l.lead));
-  r.operands.push_back(rowsOf(l, x));
-  r.results.push_back(rowsOf(l, x));
-  r.results.push_back(mapped(typeOf(getDscale()), l.norm));
-  r.results.push_back(mapped(typeOf(getDbias()), l.norm));
-  return r;
+  using P = NormPart;
+  return normRule(getX(), getAxis(), Kind::kReduction,
+                  {{getX(), P::kRows}, {getScale(), P::kNorm},
+                   {getMean(), P::kLead}, {getRstd(), P::kLead},
+                   {getDy(), P::kRows}},
+                  {{getDx(), P::kRows}, {getDscale(), P::kNorm},
+                   {getDbias(), P::kNorm}});
 }
 
 ShardingRule RmsNormGradOp::getShardingRule() {
-  Rule r;
-  auto x = typeOf(getX());
-  NormLayout l = addNorm(r, x, getAxis(), Kind::kReduction);
-  r.operands.push_back(rowsOf(l, x));
-  r.operands.push_back(mapped(typeOf(getScale()), l.norm));
-  r.operands.push_back(mapped(typeOf(getRstd()), l.lead));
-  r.operands.push_back(rowsOf(l, x));
-  r.results.push_back(rowsOf(l, x));
-  r.results.push_back(mapped(typeOf(getDscale()), l.norm));
-  return r;
+  using P = NormPart;
+  return normRule(getX(), getAxis(), Kind::kReduction,
+                  {{getX(), P::kRows}, {getScale(), P::kNorm},
+                   {getRstd(), P::kLead}, {getDy(), P::kRows}},
+                  {{getDx(), P::kRows}, {getDscale(), P::kNorm}});
 }
 
 ShardingRule CrossEntropyOp::getShardingRule() {
