@@ -162,27 +162,37 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
              4, "dexec");
 }
 
-std::string defaultRunnerPath() {
+std::string defaultRunnerPath(llvm::StringRef target) {
   if (auto env = llvm::sys::Process::GetEnv("DTCC_RUNNER"))
     return *env;
   std::string self = llvm::sys::fs::getMainExecutable(
       nullptr, reinterpret_cast<void *>(&defaultRunnerPath));
   llvm::SmallString<256> path(llvm::sys::path::parent_path(self));
-  llvm::sys::path::append(path, "dtcc-runner");
+  llvm::sys::path::append(path, target == "cuda" ? "dtcc-runner-cuda" : "dtcc-runner");
   return path.str().str();
 }
 
 LogicalResult writeArtifact(ModuleOp module, const std::string &outPath,
                             const CompileOptions &options) {
+  if (options.target != "cpu" && options.target != "cuda")
+    return module.emitError("unknown --target '")
+           << options.target << "': expected cpu or cuda";
   auto serialized = serializeProgram(module);
   if (failed(serialized))
     return failure();
+  if (options.target != "cpu")
+    (*serialized->program.mutable_metadata())["dtcc.target"] = options.target;
   std::string runner;
   if (options.compileTo == Phase::Executable) {
-    runner = options.runnerPath.empty() ? defaultRunnerPath() : options.runnerPath;
+    runner = options.runnerPath.empty() ? defaultRunnerPath(options.target)
+                                        : options.runnerPath;
     if (!llvm::sys::fs::exists(runner))
       return module.emitError("cannot find the runtime runner '")
-             << runner << "' (set DTCC_RUNNER or pass --runner)";
+             << runner << "'"
+             << (options.target == "cuda"
+                     ? " (dtcc was built without the CUDA backend: it needs "
+                       "the CUDA toolkit with cuBLASLt and NCCL)"
+                     : " (set DTCC_RUNNER or pass --runner)");
   }
   runtime::Status status =
       runtime::writeContainer(outPath, runner, serialized->program, serialized->data);

@@ -62,8 +62,12 @@ struct CompileOptions {
   bool printIrAfterAll = false;
   /// When set, each phase's IR is written to DIR/NN-<phase>.mlir.
   std::string dumpDir;
-  /// The runner to embed; empty: `dtcc-runner` beside the dtcc executable.
+  /// The runner to embed; empty: `dtcc-runner` (or, for the cuda target,
+  /// `dtcc-runner-cuda`) beside the dtcc executable.
   std::string runnerPath;
+  /// The device the program runs on: "cpu" or "cuda" (program metadata
+  /// dtcc.target; the runner creates that device).
+  std::string target = "cpu";
   TrainOptions train;
 };
 
@@ -83,8 +87,9 @@ mlir::LogicalResult writeArtifact(mlir::ModuleOp module,
                                   const std::string &outPath,
                                   const CompileOptions &options);
 
-/// The runner beside the running dtcc, or the path in $DTCC_RUNNER.
-std::string defaultRunnerPath();
+/// The runner beside the running dtcc (`dtcc-runner`, or
+/// `dtcc-runner-cuda` for the cuda target), or the path in $DTCC_RUNNER.
+std::string defaultRunnerPath(llvm::StringRef target = "cpu");
 
 } // namespace dtcc
 

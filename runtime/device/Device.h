@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dtcc::runtime {
 
@@ -25,6 +26,23 @@ public:
   /// Allocates `bytes` (at least 1) aligned to 64 bytes.
   virtual StatusOr<void *> allocate(int64_t bytes) = 0;
   virtual void deallocate(void *ptr) = 0;
+  /// Allocates a program's arenas (`bytes` each); each pointer is later
+  /// given to deallocate(). The default calls allocate() per arena; a GPU
+  /// carves them from one allocation.
+  virtual StatusOr<std::vector<void *>>
+  allocateArenas(const std::vector<int64_t> &bytes) {
+    std::vector<void *> out;
+    for (int64_t b : bytes) {
+      StatusOr<void *> p = allocate(b);
+      if (!p.isOk()) {
+        for (void *q : out)
+          deallocate(q);
+        return p.status();
+      }
+      out.push_back(p.value());
+    }
+    return out;
+  }
   virtual Status copyHostToDevice(void *dst, const void *src,
                                   int64_t bytes) = 0;
   virtual Status copyDeviceToHost(void *dst, const void *src,

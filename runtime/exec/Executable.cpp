@@ -150,9 +150,12 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
   constantBytes_ = program.constant_bytes();
   if (workspaceBytes_ < 0 || stateBytes_ < 0 || constantBytes_ < 0)
     return dataLoss("program has negative arena sizes");
-  DTCC_ASSIGN_OR_RETURN(workspace_, device_.allocate(workspaceBytes_));
-  DTCC_ASSIGN_OR_RETURN(state_, device_.allocate(stateBytes_));
-  DTCC_ASSIGN_OR_RETURN(constants_, device_.allocate(constantBytes_));
+  DTCC_ASSIGN_OR_RETURN(
+      std::vector<void *> arenas,
+      device_.allocateArenas({workspaceBytes_, stateBytes_, constantBytes_}));
+  workspace_ = arenas[0];
+  state_ = arenas[1];
+  constants_ = arenas[2];
 
   auto checkData = [&](const format::DataRef &ref, const TensorView &view,
                        const std::string &what) -> Status {

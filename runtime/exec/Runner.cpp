@@ -12,6 +12,9 @@
 #include "runtime/base/Format.h"
 
 #include "runtime/comm/CommContext.h"
+#if DTCC_HAVE_CUDA
+#include "runtime/device/cuda/CudaDevice.h"
+#endif
 #include "runtime/exec/Executable.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/format/Container.h"
@@ -460,7 +463,40 @@ int runnerMain(int argc, char **argv) {
   }
   ActiveWorldScope scope(world.get());
 
-  std::unique_ptr<Device> device = createCpuDevice();
+  // The device: metadata "dtcc.target" (dtcc compile --target) says which.
+  std::unique_ptr<Device> device;
+  auto target = program.metadata().find("dtcc.target");
+  if (target != program.metadata().end() && target->second == "cuda") {
+#if DTCC_HAVE_CUDA
+    int localRank = world ? world->localRank() : 0;
+    if (!world) {
+      auto launch = detectLaunch();
+      if (launch.isOk())
+        localRank = launch->localRank;
+    }
+    auto gpu = cuda::CudaDevice::create(localRank);
+    if (!gpu.isOk())
+      return fail(gpu.status());
+    if (program.has_mesh()) {
+      Status attached = gpu.value()->attachMesh(mesh, *world,
+                                                world->queue().timeout());
+      if (!attached.isOk())
+        return fail(attached.withContext("creating the NCCL communicators"));
+    }
+    device = std::move(gpu.value());
+#else
+    return fail(unimplemented(
+        "this program was compiled for --target cuda, but this runner was "
+        "built without the CUDA backend (no CUDA toolkit when dtcc was "
+        "built); rebuild dtcc where the toolkit is installed, or compile "
+        "with --target cpu"));
+#endif
+  } else if (target != program.metadata().end() && target->second != "cpu") {
+    return fail(invalidArgument("unknown target '", target->second,
+                                "' in the program (expected cpu or cuda)"));
+  } else {
+    device = createCpuDevice();
+  }
   auto created =
       Executable::create(program, loaded.value()->data(),
                          loaded.value()->dataSize(), *device, comm.get());

@@ -1,0 +1,243 @@
+//===- NcclComm.cpp - NCCL communicators over the launcher's world --------===//
+
+#include "runtime/comm/nccl/NcclComm.h"
+
+#include "runtime/device/cuda/CudaCheck.h"
+#include "runtime/device/cuda/CudaTables.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+
+namespace dtcc::runtime {
+
+using cuda::ncclMoveType;
+using cuda::ncclReduction;
+
+NcclComm::NcclComm(ncclComm_t comm, std::string name)
+    : comm_(comm), name_(std::move(name)) {
+  ncclCommUserRank(comm_, &rank_);
+  ncclCommCount(comm_, &size_);
+}
+
+NcclComm::~NcclComm() {
+  if (comm_ && !aborted_.load())
+    ncclCommDestroy(comm_);
+}
+
+StatusOr<std::unique_ptr<NcclComm>> NcclComm::create(Communicator &bootstrap) {
+  ncclUniqueId id{};
+  if (bootstrap.rank() == 0)
+    DTCC_NCCL_CHECK(nullptr, ncclGetUniqueId(&id));
+  DTCC_RETURN_IF_ERROR(
+      bootstrap.broadcast(&id, sizeof(id), DType::kU8, 0)
+          .withContext("sharing the NCCL unique id over the bootstrap"));
+  ncclComm_t comm = nullptr;
+  DTCC_NCCL_CHECK(nullptr, ncclCommInitRank(&comm, bootstrap.size(), id,
+                                            bootstrap.rank()));
+  return std::unique_ptr<NcclComm>(new NcclComm(comm, bootstrap.name()));
+}
+
+StatusOr<std::unique_ptr<NcclComm>> NcclComm::split(int color, int key,
+                                                    std::string name) {
+  ncclComm_t out = nullptr;
+  DTCC_NCCL_CHECK(comm_, ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR
+                                                        : color,
+                                       key, &out, nullptr));
+  if (!out)
+    return std::unique_ptr<NcclComm>();
+  return std::unique_ptr<NcclComm>(new NcclComm(out, std::move(name)));
+}
+
+Status NcclComm::allReduce(const void *in, void *out, int64_t count,
+                           DType dtype, ReduceKind kind, cudaStream_t stream) {
+  DTCC_ASSIGN_OR_RETURN(cuda::NcclReduction r, ncclReduction(dtype, kind));
+  DTCC_NCCL_CHECK(comm_, ncclAllReduce(in, out, size_t(count), r.dataType,
+                                       r.op, comm_, stream));
+  return Status::ok();
+}
+
+Status NcclComm::allGather(const void *in, void *out, int64_t countPerRank,
+                           DType dtype, cudaStream_t stream) {
+  int64_t scale = 1;
+  ncclDataType_t type = ncclMoveType(dtype, &scale);
+  DTCC_NCCL_CHECK(comm_, ncclAllGather(in, out, size_t(countPerRank * scale),
+                                       type, comm_, stream));
+  return Status::ok();
+}
+
+Status NcclComm::reduceScatter(const void *in, void *out, int64_t countPerRank,
+                               DType dtype, ReduceKind kind,
+                               cudaStream_t stream) {
+  DTCC_ASSIGN_OR_RETURN(cuda::NcclReduction r, ncclReduction(dtype, kind));
+  DTCC_NCCL_CHECK(comm_, ncclReduceScatter(in, out, size_t(countPerRank),
+                                           r.dataType, r.op, comm_, stream));
+  return Status::ok();
+}
+
+Status NcclComm::allToAll(const void *in, void *out, int64_t countPerRank,
+                          DType dtype, cudaStream_t stream) {
+  int64_t scale = 1;
+  ncclDataType_t type = ncclMoveType(dtype, &scale);
+  const int64_t bytes = countPerRank * dtypeSize(dtype);
+  const size_t count = size_t(countPerRank * scale);
+  DTCC_RETURN_IF_ERROR(ncclGroupBegin());
+  for (int peer = 0; peer < size_; ++peer) {
+    ncclResult_t s = ncclSend(static_cast<const char *>(in) + peer * bytes,
+                              count, type, peer, comm_, stream);
+    ncclResult_t r = ncclRecv(static_cast<char *>(out) + peer * bytes, count,
+                              type, peer, comm_, stream);
+    if (s != ncclSuccess || r != ncclSuccess) {
+      ncclGroupEnd();
+      DTCC_NCCL_CHECK(comm_, s != ncclSuccess ? s : r);
+    }
+  }
+  return ncclGroupFinish();
+}
+
+Status NcclComm::broadcast(const void *in, void *out, int64_t count,
+                           DType dtype, int root, cudaStream_t stream) {
+  int64_t scale = 1;
+  ncclDataType_t type = ncclMoveType(dtype, &scale);
+  DTCC_NCCL_CHECK(comm_, ncclBroadcast(in, out, size_t(count * scale), type,
+                                       root, comm_, stream));
+  return Status::ok();
+}
+
+Status NcclComm::send(const void *data, int64_t bytes, int peer,
+                      cudaStream_t stream) {
+  DTCC_NCCL_CHECK(comm_,
+                  ncclSend(data, size_t(bytes), ncclUint8, peer, comm_, stream));
+  return Status::ok();
+}
+
+Status NcclComm::recv(void *data, int64_t bytes, int peer,
+                      cudaStream_t stream) {
+  DTCC_NCCL_CHECK(comm_,
+                  ncclRecv(data, size_t(bytes), ncclUint8, peer, comm_, stream));
+  return Status::ok();
+}
+
+void NcclComm::abort() {
+  bool expected = false;
+  if (aborted_.compare_exchange_strong(expected, true))
+    ncclCommAbort(comm_);
+}
+
+Status NcclComm::asyncError() {
+  ncclResult_t result = ncclSuccess;
+  DTCC_NCCL_CHECK(comm_, ncclCommGetAsyncError(comm_, &result));
+  DTCC_NCCL_CHECK(comm_, result);
+  return Status::ok();
+}
+
+Status ncclGroupBegin() {
+  DTCC_NCCL_CHECK(nullptr, ncclGroupStart());
+  return Status::ok();
+}
+Status ncclGroupFinish() {
+  DTCC_NCCL_CHECK(nullptr, ncclGroupEnd());
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// NcclMesh and its watchdog
+//===----------------------------------------------------------------------===//
+
+struct WatchState {
+  struct Entry {
+    cudaEvent_t done;
+    std::string description;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<Entry> entries;
+  bool stop = false;
+};
+
+StatusOr<std::unique_ptr<NcclMesh>> NcclMesh::create(const MeshComms &mesh,
+                                                     World &world) {
+  std::unique_ptr<NcclMesh> m(new NcclMesh());
+  m->world_ = &world;
+  DTCC_ASSIGN_OR_RETURN(m->worldComm_, NcclComm::create(world.world()));
+  // Every rank splits in the same order (MeshComms' communicators are
+  // ordered by axis mask); a group's color is its smallest world rank.
+  for (Communicator *c : mesh.communicators()) {
+    int color = c->worldRanks()[0];
+    for (int r : c->worldRanks())
+      color = std::min(color, r);
+    DTCC_ASSIGN_OR_RETURN(std::unique_ptr<NcclComm> nc,
+                          m->worldComm_->split(color, c->rank(), c->name()));
+    if (!nc || nc->size() != c->size() || nc->rank() != c->rank())
+      return internalError("NCCL communicator for '", c->name(),
+                           "' does not match the mesh group (size ",
+                           nc ? nc->size() : 0, " vs ", c->size(), ")");
+    m->comms_[c] = std::move(nc);
+  }
+  m->state_ = std::make_shared<WatchState>();
+  m->watchdog_ = std::thread([mp = m.get()] { mp->watchdogLoop(); });
+  return m;
+}
+
+NcclMesh::~NcclMesh() {
+  if (state_) {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->stop = true;
+    }
+    state_->wake.notify_all();
+  }
+  if (watchdog_.joinable())
+    watchdog_.join();
+}
+
+NcclComm *NcclMesh::find(const Communicator *comm) const {
+  auto it = comms_.find(comm);
+  return it == comms_.end() ? nullptr : it->second.get();
+}
+
+void NcclMesh::abortAll() {
+  for (auto &[_, c] : comms_)
+    c->abort();
+  if (worldComm_)
+    worldComm_->abort();
+}
+
+void NcclMesh::watch(cudaEvent_t done, std::string description) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->entries.push_back(
+        {done, std::move(description),
+         std::chrono::steady_clock::now() +
+             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                 std::chrono::duration<double>(timeout_))});
+  }
+  state_->wake.notify_all();
+}
+
+void NcclMesh::watchdogLoop() {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  while (!state_->stop) {
+    // Drop completed entries (in order: one stream), check the oldest.
+    while (!state_->entries.empty() &&
+           cudaEventQuery(state_->entries.front().done) != cudaErrorNotReady)
+      state_->entries.pop_front();
+    if (!state_->entries.empty() &&
+        std::chrono::steady_clock::now() > state_->entries.front().deadline) {
+      const WatchState::Entry e = state_->entries.front();
+      std::fprintf(stderr, "dtcc: %s: collective %s timed out after %g s\n",
+                   world_->describe().c_str(), e.description.c_str(),
+                   timeout_);
+      std::fflush(stderr);
+      abortAll();
+      world_->abort(124);
+    }
+    state_->wake.wait_for(lock, std::chrono::milliseconds(
+                                    state_->entries.empty() ? 1000 : 50));
+  }
+}
+
+} // namespace dtcc::runtime

@@ -1,0 +1,304 @@
+//===- CudaCollectives.cpp - mesh collectives on NCCL ---------------------===//
+//
+// The collective kernels of CollectiveKernels.cpp (same attributes and
+// checks) on the device's NCCL communicators: the communication stream waits
+// for the compute work issued so far, the collective is enqueued on it, and
+// an event marks its end. Blocking collectives make the compute stream wait
+// for that event; async ones (async = 1) leave it to their `wait`, so the
+// compute between them overlaps the communication. Each end event is
+// watched against the collective timeout (NcclMesh::watch). send/recv are
+// queued and issued as one NCCL group before the next other kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/CommContext.h"
+#include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cuda/CudaCheck.h"
+#include "runtime/device/cuda/CudaDevice.h"
+
+#include <memory>
+
+namespace dtcc::runtime::cuda {
+namespace {
+
+struct Bound {
+  Communicator *comm;
+  NcclComm *nccl;
+  std::string name;
+};
+
+StatusOr<Bound> bind(CudaDevice &dev, const KernelContext &ctx) {
+  if (!ctx.comm || !dev.nccl())
+    return ctx.error("collective kernels need the NCCL communicators of a "
+                     "device mesh, but none were given");
+  auto axes = ctx.attrs.getStrings("axes");
+  if (!axes.isOk())
+    return ctx.error(axes.status().message());
+  auto comm = ctx.comm->group(axes.value());
+  if (!comm.isOk())
+    return ctx.error(comm.status().message());
+  NcclComm *nccl = dev.nccl()->find(comm.value());
+  if (!nccl)
+    return ctx.error("no NCCL communicator for axes '", comm.value()->name(),
+                     "'");
+  return Bound{comm.value(), nccl, comm.value()->name()};
+}
+
+std::string describe(const KernelContext &ctx, const std::string &what,
+                     const Bound &b, int64_t bytes) {
+  const bool several = b.name.find(',') != std::string::npos;
+  return strCat(what, " over axis", several ? "es " : " ", b.name, " (node \"",
+                ctx.location, "\", ", bytes, " bytes)");
+}
+
+/// Per-kernel state: its end event and, for async ones, whether it is in
+/// flight.
+struct Slot {
+  cudaEvent_t done = nullptr;
+  bool started = false;
+  std::string description;
+};
+std::map<std::pair<CommContext *, int64_t>, std::shared_ptr<Slot>> &asyncSlots() {
+  static std::map<std::pair<CommContext *, int64_t>, std::shared_ptr<Slot>> m;
+  return m;
+}
+
+StatusOr<std::shared_ptr<Slot>> newSlot(std::string description) {
+  auto slot = std::make_shared<Slot>();
+  DTCC_CUDA_CHECK(cudaEventCreateWithFlags(&slot->done, cudaEventDisableTiming));
+  slot->description = std::move(description);
+  return slot;
+}
+
+/// Wraps `body` (enqueues on the comm stream) as blocking or async.
+StatusOr<KernelFn> finish(CudaDevice &dev, const KernelContext &ctx,
+                          std::string description, bool empty,
+                          std::function<Status(cudaStream_t)> body) {
+  DTCC_ASSIGN_OR_RETURN(std::shared_ptr<Slot> slot, newSlot(description));
+  const bool async = ctx.attrs.getBool("async");
+  if (async) {
+    StatusOr<int64_t> id = ctx.attrs.getInt("handle");
+    if (!id.isOk())
+      return ctx.error(id.status().message());
+    auto key = std::make_pair(ctx.comm, *id);
+    if (asyncSlots().count(key))
+      return ctx.error("handle ", *id, " is already used by another collective");
+    asyncSlots()[key] = slot;
+  }
+  CudaDevice *d = &dev;
+  return KernelFn([d, slot, body, async, empty]() -> Status {
+    if (!empty) {
+      DTCC_RETURN_IF_ERROR(d->commWaitsForCompute());
+      DTCC_RETURN_IF_ERROR(body(d->commStream()).withContext(slot->description));
+    }
+    DTCC_CUDA_CHECK(cudaEventRecord(slot->done, d->commStream()));
+    d->nccl()->watch(slot->done, slot->description);
+    if (async) {
+      slot->started = true;
+      return Status::ok();
+    }
+    DTCC_CUDA_CHECK(cudaStreamWaitEvent(d->computeStream(), slot->done, 0));
+    return Status::ok();
+  });
+}
+
+Status checkUnary(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(cpu::checkAllContiguous(ctx));
+  return cpu::checkDType(ctx, ctx.outputs[0], ctx.inputs[0].dtype, "output 0");
+}
+
+StatusOr<ReduceKind> kindAttr(const KernelContext &ctx) {
+  auto kind = parseReduceKind(ctx.attrs.getString("reduce", "sum"));
+  if (!kind.isOk())
+    return ctx.error(kind.status().message());
+  return kind.value();
+}
+
+StatusOr<KernelFn> allReduce(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkUnary(ctx));
+  const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, y, x.shape, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(ReduceKind kind, kindAttr(ctx));
+  DTCC_ASSIGN_OR_RETURN(Bound b, bind(dev, ctx));
+  NcclComm *nc = b.nccl;
+  return finish(dev, ctx, describe(ctx, "all_reduce", b, x.sizeInBytes()),
+                x.numel() == 0, [=](cudaStream_t s) {
+                  return nc->allReduce(x.data, y.data, x.numel(), x.dtype,
+                                       kind, s);
+                });
+}
+
+StatusOr<KernelFn> allGather(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkUnary(ctx));
+  const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
+  DTCC_ASSIGN_OR_RETURN(Bound b, bind(dev, ctx));
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, cpu::getDimAttr(ctx, "dim", x.rank()));
+  const int64_t n = b.comm->size();
+  std::vector<int64_t> expected = x.shape;
+  expected[dim] *= n;
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, y, expected, "output 0"));
+  const int64_t outer = cpu::product(x.shape, 0, dim),
+                inner = cpu::product(x.shape, dim);
+  const int64_t esz = dtypeSize(x.dtype);
+  void *tmp = nullptr;
+  if (outer > 1) {
+    DTCC_ASSIGN_OR_RETURN(tmp, dev.allocatePersistent(y.sizeInBytes()));
+  }
+  NcclComm *nc = b.nccl;
+  return finish(dev, ctx, describe(ctx, "all_gather", b, y.sizeInBytes()),
+                x.numel() == 0, [=](cudaStream_t s) -> Status {
+                  if (outer == 1)
+                    return nc->allGather(x.data, y.data, inner, x.dtype, s);
+                  DTCC_RETURN_IF_ERROR(
+                      nc->allGather(x.data, tmp, outer * inner, x.dtype, s));
+                  DTCC_CUDA_CHECK(launchSwapBlocks(y.data, tmp, n, outer,
+                                                   inner * esz, s));
+                  return Status::ok();
+                });
+}
+
+StatusOr<KernelFn> reduceScatter(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkUnary(ctx));
+  const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
+  DTCC_ASSIGN_OR_RETURN(ReduceKind kind, kindAttr(ctx));
+  DTCC_ASSIGN_OR_RETURN(Bound b, bind(dev, ctx));
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, cpu::getDimAttr(ctx, "dim", x.rank()));
+  const int64_t n = b.comm->size();
+  if (x.shape[dim] % n != 0)
+    return ctx.error("expected dim ", dim, " of input 0 (", x.shape[dim],
+                     ") divisible by mesh axis '", b.name, "' (", n, ")");
+  std::vector<int64_t> expected = x.shape;
+  expected[dim] /= n;
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, y, expected, "output 0"));
+  const int64_t outer = cpu::product(y.shape, 0, dim),
+                inner = cpu::product(y.shape, dim);
+  const int64_t esz = dtypeSize(x.dtype);
+  void *tmp = nullptr;
+  if (outer > 1) {
+    DTCC_ASSIGN_OR_RETURN(tmp, dev.allocatePersistent(x.sizeInBytes()));
+  }
+  NcclComm *nc = b.nccl;
+  return finish(dev, ctx, describe(ctx, "reduce_scatter", b, x.sizeInBytes()),
+                x.numel() == 0, [=](cudaStream_t s) -> Status {
+                  if (outer == 1)
+                    return nc->reduceScatter(x.data, y.data, inner, x.dtype,
+                                             kind, s);
+                  DTCC_CUDA_CHECK(launchSwapBlocks(tmp, x.data, outer, n,
+                                                   inner * esz, s));
+                  return nc->reduceScatter(tmp, y.data, outer * inner, x.dtype,
+                                           kind, s);
+                });
+}
+
+StatusOr<KernelFn> broadcast(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkUnary(ctx));
+  const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, y, x.shape, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(Bound b, bind(dev, ctx));
+  StatusOr<int64_t> root = ctx.attrs.getInt("root");
+  if (!root.isOk() || *root < 0 || *root >= b.comm->size())
+    return ctx.error("expected root in [0, ", b.comm->size(), ")");
+  NcclComm *nc = b.nccl;
+  const int r = int(*root);
+  return finish(dev, ctx, describe(ctx, "broadcast", b, x.sizeInBytes()),
+                x.numel() == 0, [=](cudaStream_t s) {
+                  return nc->broadcast(x.data, y.data, x.numel(), x.dtype, r, s);
+                });
+}
+
+template <bool Send>
+StatusOr<KernelFn> pointToPoint(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, Send ? 1 : 0, Send ? 0 : 1));
+  DTCC_RETURN_IF_ERROR(cpu::checkAllContiguous(ctx));
+  const TensorView v = Send ? ctx.inputs[0] : ctx.outputs[0];
+  DTCC_ASSIGN_OR_RETURN(Bound b, bind(dev, ctx));
+  StatusOr<int64_t> offset = ctx.attrs.getInt("offset");
+  if (!offset.isOk() || *offset == 0)
+    return ctx.error("expected a non-zero offset");
+  const int64_t peer = b.comm->rank() + *offset;
+  if (peer < 0 || peer >= b.comm->size())
+    return ctx.error("offset ", *offset, " from coordinate ", b.comm->rank(),
+                     " leaves mesh axis '", b.name, "' of size ",
+                     b.comm->size());
+  DTCC_ASSIGN_OR_RETURN(
+      std::shared_ptr<Slot> slot,
+      newSlot(describe(ctx, strCat(Send ? "send(to " : "recv(from ", peer, ")"),
+                       b, v.sizeInBytes())));
+  const bool async = ctx.attrs.getBool("async");
+  if (async) {
+    StatusOr<int64_t> id = ctx.attrs.getInt("handle");
+    if (!id.isOk())
+      return ctx.error(id.status().message());
+    asyncSlots()[std::make_pair(ctx.comm, *id)] = slot;
+  }
+  CudaDevice *d = &dev;
+  NcclComm *nc = b.nccl;
+  const int p = int(peer);
+  return KernelFn([=]() -> Status {
+    d->queueP2P({Send, nc, v.data, v.sizeInBytes(), p, slot->done, !async,
+                 slot->description});
+    slot->started = async;
+    return Status::ok();
+  });
+}
+
+StatusOr<KernelFn> wait(CudaDevice &dev, const KernelContext &ctx) {
+  StatusOr<int64_t> id = ctx.attrs.getInt("handle");
+  if (!ctx.comm || !id.isOk())
+    return ctx.error("needs a mesh and a handle");
+  auto it = asyncSlots().find(std::make_pair(ctx.comm, *id));
+  if (it == asyncSlots().end())
+    return ctx.error("no collective with async = 1, handle = ", *id,
+                     " starts before this wait");
+  std::shared_ptr<Slot> slot = it->second;
+  CudaDevice *d = &dev;
+  std::string prefix = cpu::errorPrefix(ctx);
+  const int64_t h = *id;
+  return KernelFn([=]() -> Status {
+    DTCC_RETURN_IF_ERROR(d->flushP2P());
+    if (!slot->started)
+      return internalError(prefix, "asynchronous collective ", h,
+                           " was not started, or was waited already");
+    slot->started = false;
+    DTCC_CUDA_CHECK(cudaStreamWaitEvent(d->computeStream(), slot->done, 0));
+    return Status::ok();
+  });
+}
+
+StatusOr<KernelFn> axisIndex(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 0, 1));
+  const TensorView y = ctx.outputs[0];
+  if (y.numel() != 1 || (y.dtype != DType::kI64 && y.dtype != DType::kI32))
+    return ctx.error("expected a one-element i64 or i32 output");
+  DTCC_ASSIGN_OR_RETURN(Bound b, bind(dev, ctx));
+  const uint64_t coord = uint64_t(b.comm->rank());
+  const int size = int(dtypeSize(y.dtype));
+  cudaStream_t st = dev.computeStream();
+  return KernelFn([=]() -> Status {
+    DTCC_CUDA_CHECK(launchFill(size, y.data, 1, coord, st));
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+void registerCudaCollectiveKernels(KernelRegistry &registry,
+                                   CudaDevice &device) {
+  CudaDevice *d = &device;
+  auto add = [&](const char *name, auto build) {
+    registry.add(name, [d, build](const KernelContext &ctx) {
+      return build(*d, ctx);
+    });
+  };
+  add("all_reduce", allReduce);
+  add("all_gather", allGather);
+  add("reduce_scatter", reduceScatter);
+  add("broadcast", broadcast);
+  add("send", pointToPoint<true>);
+  add("recv", pointToPoint<false>);
+  add("wait", wait);
+  add("axis_index", axisIndex);
+}
+
+} // namespace dtcc::runtime::cuda

@@ -1,0 +1,285 @@
+//===- CudaDevice.cpp - an NVIDIA GPU as a runtime device -----------------===//
+
+#include "runtime/device/cuda/CudaDevice.h"
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/device/cuda/CudaCheck.h"
+#include "runtime/device/cuda/LaunchConfig.h"
+
+#include <cstdio>
+
+namespace dtcc::runtime {
+namespace cuda {
+
+Status cudaStatus(cudaError_t err, const char *call, const char *file,
+                  int line) {
+  const StatusCode code = err == cudaErrorMemoryAllocation
+                              ? StatusCode::kUnavailable
+                              : StatusCode::kInternal;
+  return Status(code, strCat("CUDA error ", cudaGetErrorName(err), " (",
+                             cudaGetErrorString(err), ") in ", call, " at ",
+                             file, ":", line));
+}
+
+Status cublasStatus(cublasStatus_t err, const char *call, const char *file,
+                    int line) {
+  return internalError("cuBLAS error ", cublasGetStatusName(err), " (",
+                       cublasGetStatusString(err), ") in ", call, " at ", file,
+                       ":", line);
+}
+
+Status ncclStatus(ncclResult_t err, ncclComm_t comm, const char *call,
+                  const char *file, int line) {
+  const char *detail = ncclGetLastError(comm);
+  return Status(err == ncclSystemError || err == ncclRemoteError
+                    ? StatusCode::kUnavailable
+                    : StatusCode::kInternal,
+                strCat("NCCL error ", int(err), " (", ncclGetErrorString(err),
+                       detail && *detail ? std::string(": ") + detail : "",
+                       ") in ", call, " at ", file, ":", line));
+}
+
+StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    std::string why = err != cudaSuccess
+                          ? strCat(cudaGetErrorName(err), " (",
+                                   cudaGetErrorString(err), ")")
+                          : std::string("0 devices");
+    if (err == cudaErrorInsufficientDriver)
+      why += "; the NVIDIA driver is older than this CUDA runtime needs";
+    return unavailable("no CUDA device: cudaGetDeviceCount returned ", why,
+                       "; this program was compiled for --target cuda (run "
+                       "it on a machine with an NVIDIA GPU, or compile it "
+                       "with --target cpu)");
+  }
+  if (localRank < 0 || localRank >= count)
+    return unavailable("LOCAL_RANK ", localRank, " has no GPU: this node has ",
+                       count, " CUDA device", count == 1 ? "" : "s",
+                       " (start at most ", count, " ranks per node)");
+  std::unique_ptr<CudaDevice> d(new CudaDevice());
+  d->ordinal_ = localRank;
+  DTCC_CUDA_CHECK(cudaSetDevice(localRank));
+  DTCC_CUDA_CHECK(cudaGetDeviceProperties(&d->props_, localRank));
+  d->name_ = strCat("cuda:", localRank, " (", d->props_.name, ", sm_",
+                    d->props_.major, d->props_.minor, ")");
+  setLaunchSmCount(d->props_.multiProcessorCount);
+  DTCC_CUDA_CHECK(cudaStreamCreateWithFlags(&d->compute_, cudaStreamNonBlocking));
+  DTCC_CUDA_CHECK(cudaStreamCreateWithFlags(&d->comm_, cudaStreamNonBlocking));
+  DTCC_CUDA_CHECK(
+      cudaEventCreateWithFlags(&d->computeDone_, cudaEventDisableTiming));
+  DTCC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&d->error_),
+                             sizeof(DeviceError)));
+  DTCC_CUDA_CHECK(cudaMemset(d->error_, 0, sizeof(DeviceError)));
+  d->sites_.push_back(""); // site 0: no error
+  DTCC_CUBLAS_CHECK(cublasLtCreate(&d->lt_));
+  DTCC_CUDA_CHECK(cudaMalloc(&d->ltWorkspace_, kCublasWorkspaceBytes));
+  registerCudaKernels(d->registry_, *d);
+  registerCudaMatmulKernels(d->registry_, *d);
+  registerCudaCollectiveKernels(d->registry_, *d);
+  // Queued send/recv go out as one NCCL group before any other kernel.
+  KernelRegistry wrapped;
+  for (const std::string &name : d->registry_.names()) {
+    KernelFactory factory = *d->registry_.find(name);
+    if (name == "send" || name == "recv") {
+      wrapped.add(name, factory);
+      continue;
+    }
+    CudaDevice *dev = d.get();
+    wrapped.add(name, [dev, factory](const KernelContext &ctx)
+                          -> StatusOr<KernelFn> {
+      DTCC_ASSIGN_OR_RETURN(KernelFn fn, factory(ctx));
+      return KernelFn([dev, fn]() -> Status {
+        DTCC_RETURN_IF_ERROR(dev->flushP2P());
+        return fn();
+      });
+    });
+  }
+  d->registry_ = std::move(wrapped);
+  return d;
+}
+
+CudaDevice::~CudaDevice() {
+  if (compute_)
+    cudaStreamSynchronize(compute_);
+  if (comm_)
+    cudaStreamSynchronize(comm_);
+  nccl_.reset();
+  for (void *p : persistent_)
+    cudaFree(p);
+  for (auto &[base, _] : slabs_)
+    cudaFree(base);
+  if (lt_)
+    cublasLtDestroy(lt_);
+  if (ltWorkspace_)
+    cudaFree(ltWorkspace_);
+  if (error_)
+    cudaFree(error_);
+  if (computeDone_)
+    cudaEventDestroy(computeDone_);
+  if (compute_)
+    cudaStreamDestroy(compute_);
+  if (comm_)
+    cudaStreamDestroy(comm_);
+}
+
+StatusOr<void *> CudaDevice::allocate(int64_t bytes) {
+  DTCC_ASSIGN_OR_RETURN(std::vector<void *> p, allocateArenas({bytes}));
+  return p[0];
+}
+
+StatusOr<std::vector<void *>>
+CudaDevice::allocateArenas(const std::vector<int64_t> &bytes) {
+  ArenaLayout layout = carveArenas(bytes);
+  void *base = nullptr;
+  cudaError_t err = cudaMalloc(&base, size_t(layout.totalBytes));
+  if (err != cudaSuccess) {
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    return unavailable("out of GPU memory on ", name_, ": the program needs ",
+                       layout.totalBytes, " bytes, ", free, " of ", total,
+                       " are free (", cudaGetErrorString(err), ")");
+  }
+  std::vector<void *> out;
+  for (int64_t off : layout.offsets) {
+    void *p = static_cast<char *>(base) + off;
+    out.push_back(p);
+  }
+  slabs_[base] = int(out.size());
+  for (void *p : out)
+    slabOf_[p] = base; // arenas of size 0 may share an address: refcounted
+  return out;
+}
+
+void CudaDevice::deallocate(void *ptr) {
+  auto it = slabOf_.find(ptr);
+  if (it == slabOf_.end())
+    return;
+  void *base = it->second;
+  if (--slabs_[base] == 0) {
+    cudaStreamSynchronize(compute_);
+    cudaFree(base);
+    slabs_.erase(base);
+    for (auto i = slabOf_.begin(); i != slabOf_.end();)
+      i = i->second == base ? slabOf_.erase(i) : std::next(i);
+  }
+}
+
+StatusOr<void *> CudaDevice::allocatePersistent(int64_t bytes) {
+  void *p = nullptr;
+  DTCC_CUDA_CHECK(cudaMalloc(&p, size_t(std::max<int64_t>(bytes, 1))));
+  persistent_.push_back(p);
+  return p;
+}
+
+Status CudaDevice::copyHostToDevice(void *dst, const void *src, int64_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  DTCC_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
+                                  cudaMemcpyHostToDevice, compute_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  return Status::ok();
+}
+
+Status CudaDevice::copyDeviceToHost(void *dst, const void *src, int64_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  DTCC_RETURN_IF_ERROR(flushP2P());
+  DTCC_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
+                                  cudaMemcpyDeviceToHost, compute_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  return Status::ok();
+}
+
+Status CudaDevice::fillZero(void *dst, int64_t bytes) {
+  if (bytes == 0)
+    return Status::ok();
+  DTCC_CUDA_CHECK(cudaMemsetAsync(dst, 0, size_t(bytes), compute_));
+  return Status::ok();
+}
+
+int32_t CudaDevice::registerSite(std::string description) {
+  sites_.push_back(std::move(description));
+  return int32_t(sites_.size() - 1);
+}
+
+Status CudaDevice::commWaitsForCompute() {
+  DTCC_CUDA_CHECK(cudaEventRecord(computeDone_, compute_));
+  DTCC_CUDA_CHECK(cudaStreamWaitEvent(comm_, computeDone_, 0));
+  return Status::ok();
+}
+
+Status CudaDevice::flushP2P() {
+  if (pendingP2P_.empty())
+    return Status::ok();
+  std::vector<P2POp> ops;
+  ops.swap(pendingP2P_);
+  DTCC_RETURN_IF_ERROR(commWaitsForCompute());
+  DTCC_RETURN_IF_ERROR(ncclGroupBegin());
+  Status status;
+  for (const P2POp &op : ops) {
+    status = op.send ? op.comm->send(op.data, op.bytes, op.peer, comm_)
+                     : op.comm->recv(op.data, op.bytes, op.peer, comm_);
+    if (!status.isOk())
+      break;
+  }
+  Status end = ncclGroupFinish();
+  DTCC_RETURN_IF_ERROR(status);
+  DTCC_RETURN_IF_ERROR(end);
+  for (const P2POp &op : ops) {
+    DTCC_CUDA_CHECK(cudaEventRecord(op.done, comm_));
+    if (nccl_)
+      nccl_->watch(op.done, op.description);
+    if (op.blocking)
+      DTCC_CUDA_CHECK(cudaStreamWaitEvent(compute_, op.done, 0));
+  }
+  return Status::ok();
+}
+
+Status CudaDevice::synchronize() {
+  DTCC_RETURN_IF_ERROR(flushP2P());
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(comm_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  DeviceError e;
+  DTCC_CUDA_CHECK(cudaMemcpy(&e, error_, sizeof(e), cudaMemcpyDeviceToHost));
+  if (e.site == 0)
+    return Status::ok();
+  DTCC_CUDA_CHECK(cudaMemset(error_, 0, sizeof(DeviceError)));
+  const std::string where =
+      e.site > 0 && size_t(e.site) < sites_.size() ? sites_[e.site] : "kernel";
+  switch (e.kind) {
+  case kBadIndex:
+    return outOfRange(where, ": index ", e.value, " at position ", e.position,
+                      " of the indices is out of range [", -e.bound, ", ",
+                      e.bound, ")");
+  case kBadLabel:
+    return outOfRange(where, ": label ", e.value, " of sample ", e.position,
+                      " is outside [0, ", e.bound,
+                      ") and is not ignore_index");
+  case kBadStep:
+    return invalidArgument(where, ": expected step >= 1 (the 1-based update "
+                                  "count), got ",
+                           e.value);
+  default:
+    return internalError(where, ": device error kind ", e.kind);
+  }
+}
+
+Status CudaDevice::attachMesh(const MeshComms &mesh, World &world,
+                              double timeoutSeconds) {
+  DTCC_CUDA_CHECK(cudaSetDevice(ordinal_));
+  DTCC_ASSIGN_OR_RETURN(nccl_, NcclMesh::create(mesh, world));
+  nccl_->setTimeout(timeoutSeconds);
+  return Status::ok();
+}
+
+} // namespace cuda
+
+StatusOr<std::unique_ptr<Device>> createCudaDevice(int localRank) {
+  DTCC_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaDevice> d,
+                        cuda::CudaDevice::create(localRank));
+  return std::unique_ptr<Device>(std::move(d));
+}
+
+} // namespace dtcc::runtime

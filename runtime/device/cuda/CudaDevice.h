@@ -1,0 +1,130 @@
+//===- CudaDevice.h - an NVIDIA GPU as a runtime device ---------*- C++ -*-===//
+//
+// One rank drives one GPU (LOCAL_RANK picks it). The device owns a compute
+// stream and a communication stream (events order them), the arenas of the
+// static memory plan carved from one allocation, a cuBLASLt handle and
+// workspace, the NCCL communicators of the mesh, and the kernel registry
+// (CudaKernels.cpp, CudaMatmul.cpp, CudaCollectives.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CUDA_CUDADEVICE_H
+#define DTCC_RUNTIME_DEVICE_CUDA_CUDADEVICE_H
+
+#include "runtime/comm/nccl/NcclComm.h"
+#include "runtime/device/Device.h"
+#include "runtime/device/cuda/CudaLaunch.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtcc::runtime {
+
+class MeshComms;
+class World;
+
+namespace cuda {
+
+class CudaDevice final : public Device {
+public:
+  /// The GPU `localRank` of this node. Without a usable GPU: unavailable,
+  /// "no CUDA device: cudaGetDeviceCount returned ...; this program was
+  /// compiled for --target cuda".
+  static StatusOr<std::unique_ptr<CudaDevice>> create(int localRank);
+  ~CudaDevice() override;
+
+  std::string name() const override { return name_; }
+  StatusOr<void *> allocate(int64_t bytes) override;
+  void deallocate(void *ptr) override;
+  /// One cudaMalloc, carved at 256-byte boundaries (carveArenas).
+  StatusOr<std::vector<void *>>
+  allocateArenas(const std::vector<int64_t> &bytes) override;
+  Status copyHostToDevice(void *dst, const void *src, int64_t bytes) override;
+  Status copyDeviceToHost(void *dst, const void *src, int64_t bytes) override;
+  Status fillZero(void *dst, int64_t bytes) override;
+  /// Flushes grouped send/recv, waits for both streams, and reports the
+  /// first data-dependent kernel error (DeviceError) with its instruction.
+  Status synchronize() override;
+  const KernelRegistry &kernels() const override { return registry_; }
+
+  cudaStream_t computeStream() const { return compute_; }
+  cudaStream_t commStream() const { return comm_; }
+  DeviceError *errorSlot() const { return error_; }
+  /// Numbers an instruction for DeviceError ("gather at 'node'").
+  int32_t registerSite(std::string description);
+  cublasLtHandle_t cublasLt() const { return lt_; }
+  void *cublasWorkspace() const { return ltWorkspace_; }
+  size_t cublasWorkspaceBytes() const { return kCublasWorkspaceBytes; }
+  int ordinal() const { return ordinal_; }
+  const cudaDeviceProp &properties() const { return props_; }
+
+  /// Device memory owned by the device until it is destroyed (kernel
+  /// scratch, bound at load time).
+  StatusOr<void *> allocatePersistent(int64_t bytes);
+
+  /// Creates one NCCL communicator per communicator of `mesh` (the unique
+  /// id shared over `world`'s bootstrap, ncclCommSplit per axis) and the
+  /// watchdog that aborts them on the collective timeout.
+  Status attachMesh(const MeshComms &mesh, World &world, double timeoutSeconds);
+  NcclMesh *nccl() const { return nccl_.get(); }
+
+  /// Point-to-point operations queued by send/recv kernels, issued as one
+  /// ncclGroupStart/End by the next non-p2p kernel or synchronize.
+  struct P2POp {
+    bool send;
+    NcclComm *comm;
+    void *data;
+    int64_t bytes;
+    int peer;
+    cudaEvent_t done; ///< recorded on the comm stream after the group
+    bool blocking;    ///< the compute stream waits for `done`
+    std::string description;
+  };
+  void queueP2P(P2POp op) { pendingP2P_.push_back(std::move(op)); }
+  Status flushP2P();
+
+  /// Orders the comm stream after the compute work issued so far.
+  Status commWaitsForCompute();
+
+private:
+  CudaDevice() = default;
+  static constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
+  std::string name_;
+  int ordinal_ = 0;
+  cudaDeviceProp props_{};
+  cudaStream_t compute_ = nullptr, comm_ = nullptr;
+  cudaEvent_t computeDone_ = nullptr;
+  DeviceError *error_ = nullptr;
+  std::vector<std::string> sites_;
+  cublasLtHandle_t lt_ = nullptr;
+  void *ltWorkspace_ = nullptr;
+  /// Carved allocations: base -> pointers handed out not yet deallocated.
+  std::map<void *, int> slabs_;
+  std::map<void *, void *> slabOf_;
+  std::vector<void *> persistent_;
+  std::vector<P2POp> pendingP2P_;
+  std::unique_ptr<NcclMesh> nccl_;
+  KernelRegistry registry_;
+};
+
+/// Registers the kernels of `device` (every family) into its registry.
+void registerCudaKernels(KernelRegistry &registry, CudaDevice &device);
+void registerCudaMatmulKernels(KernelRegistry &registry, CudaDevice &device);
+void registerCudaCollectiveKernels(KernelRegistry &registry,
+                                   CudaDevice &device);
+
+} // namespace cuda
+
+/// The GPU `localRank`, as a Device; see CudaDevice::create.
+StatusOr<std::unique_ptr<Device>> createCudaDevice(int localRank);
+
+} // namespace dtcc::runtime
+
+#endif // DTCC_RUNTIME_DEVICE_CUDA_CUDADEVICE_H

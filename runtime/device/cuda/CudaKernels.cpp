@@ -1,0 +1,868 @@
+//===- CudaKernels.cpp - factories of the CUDA kernels --------------------===//
+//
+// Each factory checks an instruction as its CPU counterpart does (same
+// helpers, same messages), computes the launch's layout once, and returns a
+// closure that only launches on the compute stream. Kernels the CUDA
+// backend lacks are absent from the registry, so a program using them fails
+// to load with the list of missing kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cuda/CudaCheck.h"
+#include "runtime/device/cuda/CudaDevice.h"
+
+#include <cmath>
+
+namespace dtcc::runtime::cuda {
+namespace {
+
+using cpu::checkAllContiguous;
+using cpu::checkContiguous;
+using cpu::checkDType;
+using cpu::checkShape;
+using cpu::errorPrefix;
+using cpu::getDimAttr;
+using cpu::getIntsAttr;
+using cpu::product;
+
+/// A cudaError_t from a launch as a Status naming the instruction.
+Status launched(const std::string &prefix, cudaError_t err) {
+  if (err == cudaSuccess)
+    return Status::ok();
+  return internalError(prefix, "CUDA launch failed: ", cudaGetErrorName(err),
+                       " (", cudaGetErrorString(err), ")");
+}
+
+/// A CPU-walker layout converted for the GPU (at most kMaxLayoutDims).
+template <int N>
+StatusOr<Layout> toLayout(const KernelContext &ctx,
+                          const cpu::StridedLayout<N> &s) {
+  static_assert(N <= kMaxOperands);
+  if (s.rank > kMaxLayoutDims)
+    return ctx.error("more than ", kMaxLayoutDims,
+                     " non-mergeable dimensions for the CUDA backend");
+  Layout l;
+  l.rank = s.rank;
+  l.operands = N;
+  l.numel = s.numel;
+  for (int d = 0; d < s.rank; ++d) {
+    l.shape[d] = s.shape[d];
+    for (int k = 0; k < N; ++k)
+      l.strides[d][k] = s.strides[d][k];
+  }
+  l.linear = s.isLinear();
+  return l;
+}
+
+Status unsupported(const KernelContext &ctx, DType dtype) {
+  return unimplemented(errorPrefix(ctx), "no CUDA kernel for element type ",
+                       dtypeName(dtype));
+}
+
+//===-- elementwise -------------------------------------------------------===//
+
+StatusOr<KernelFn> buildUnary(CudaDevice &dev, const KernelContext &ctx,
+                              UnaryOp op, bool floatOnly) {
+  DTCC_ASSIGN_OR_RETURN(auto s, cpu::elementwiseLayout<2>(ctx));
+  DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<2>(ctx, s));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  const bool ok = op == UnaryOp::kNot
+                      ? in.dtype == DType::kBool
+                      : (floatOnly ? isCudaFloatType(in.dtype) ||
+                                         in.dtype == DType::kF64
+                                   : isCudaArithmeticType(in.dtype));
+  if (!ok)
+    return unsupported(ctx, in.dtype);
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchUnary(op, in.dtype, l, out.data, in.data, st));
+  });
+}
+
+StatusOr<KernelFn> buildBinary(CudaDevice &dev, const KernelContext &ctx,
+                               BinaryOp op, bool floatOnly) {
+  DTCC_ASSIGN_OR_RETURN(auto s, cpu::elementwiseLayout<3>(ctx));
+  DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<3>(ctx, s));
+  const TensorView a = ctx.inputs[0], b = ctx.inputs[1], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, b, a.dtype, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, a.dtype, "output 0"));
+  const bool logical =
+      op == BinaryOp::kAnd || op == BinaryOp::kOr || op == BinaryOp::kXor;
+  const bool ok = logical ? a.dtype == DType::kBool
+                  : floatOnly
+                      ? isCudaFloatType(a.dtype) || a.dtype == DType::kF64
+                      : isCudaArithmeticType(a.dtype);
+  if (!ok)
+    return unsupported(ctx, a.dtype);
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix,
+                    launchBinary(op, a.dtype, l, out.data, a.data, b.data, st));
+  });
+}
+
+StatusOr<KernelFn> buildCompare(CudaDevice &dev, const KernelContext &ctx,
+                                CompareOp op) {
+  DTCC_ASSIGN_OR_RETURN(auto s, cpu::elementwiseLayout<3>(ctx));
+  DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<3>(ctx, s));
+  const TensorView a = ctx.inputs[0], b = ctx.inputs[1], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, b, a.dtype, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kBool, "output 0"));
+  if (!isCudaArithmeticType(a.dtype) && a.dtype != DType::kBool)
+    return unsupported(ctx, a.dtype);
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix,
+                    launchCompare(op, a.dtype, l, out.data, a.data, b.data, st));
+  });
+}
+
+StatusOr<KernelFn> buildSelect(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(auto s, cpu::elementwiseLayout<4>(ctx));
+  DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<4>(ctx, s));
+  const TensorView c = ctx.inputs[0], t = ctx.inputs[1], f = ctx.inputs[2],
+                   out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, c, DType::kBool, "input 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, f, t.dtype, "input 2"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, t.dtype, "output 0"));
+  const int size = int(dtypeSize(t.dtype));
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchSelect(size, l, out.data, c.data, t.data,
+                                         f.data, st));
+  });
+}
+
+StatusOr<KernelFn> buildCast(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(auto s, cpu::elementwiseLayout<2>(ctx));
+  DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<2>(ctx, s));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix,
+                    launchCast(out.dtype, in.dtype, l, out.data, in.data, st));
+  });
+}
+
+/// A strided copy of `shape` from (src + srcOffset elements, srcStrides)
+/// into dst with dstStrides.
+StatusOr<KernelFn> buildCopy(CudaDevice &dev, const KernelContext &ctx,
+                             const std::vector<int64_t> &shape, void *dst,
+                             const std::vector<int64_t> &dstStrides,
+                             const void *src, int64_t srcOffset,
+                             const std::vector<int64_t> &srcStrides,
+                             DType dtype) {
+  cpu::StridedLayout<2> s;
+  if (!cpu::buildLayout<2>(shape, {&dstStrides, &srcStrides}, s))
+    return ctx.error("too many dimensions");
+  DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<2>(ctx, s));
+  const int size = int(dtypeSize(dtype));
+  const void *from = static_cast<const char *>(src) + srcOffset * size;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn(
+      [=] { return launched(prefix, launchCopy(size, l, dst, from, st)); });
+}
+
+StatusOr<KernelFn> buildCopyKernel(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(cpu::checkStrides(ctx, in, "input 0"));
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, out, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, in.shape, "output 0"));
+  return buildCopy(dev, ctx, out.shape, out.data,
+                   contiguousStrides(out.shape), in.data, 0, in.strides,
+                   in.dtype);
+}
+
+StatusOr<KernelFn> buildBroadcastInDim(CudaDevice &dev,
+                                       const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims,
+                        getIntsAttr(ctx, "dims", in.shape.size()));
+  std::vector<int64_t> srcStrides(out.shape.size(), 0);
+  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = dims[i];
+    if (d < 0 || d >= out.rank() || (i > 0 && d <= dims[i - 1]))
+      return ctx.error("expected dims strictly increasing in [0, ", out.rank(),
+                       ")");
+    if (in.shape[i] != 1 && in.shape[i] != out.shape[d])
+      return ctx.error("input dimension ", i, " (", in.shape[i],
+                       ") is neither 1 nor output dimension ", d);
+    srcStrides[d] = in.shape[i] == 1 ? 0 : inStrides[i];
+  }
+  return buildCopy(dev, ctx, out.shape, out.data, contiguousStrides(out.shape),
+                   in.data, 0, srcStrides, in.dtype);
+}
+
+StatusOr<KernelFn> buildTranspose(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> perm,
+                        getIntsAttr(ctx, "perm", in.shape.size()));
+  std::vector<bool> seen(perm.size(), false);
+  std::vector<int64_t> shape, srcStrides, inStrides = contiguousStrides(in.shape);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= in.rank() || seen[p])
+      return ctx.error("expected perm to be a permutation of [0, ", in.rank(),
+                       ")");
+    seen[p] = true;
+    shape.push_back(in.shape[p]);
+    srcStrides.push_back(inStrides[p]);
+  }
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
+  return buildCopy(dev, ctx, shape, out.data, contiguousStrides(shape),
+                   in.data, 0, srcStrides, in.dtype);
+}
+
+StatusOr<KernelFn> buildSlice(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  const size_t rank = in.shape.size();
+  DTCC_ASSIGN_OR_RETURN(auto start, getIntsAttr(ctx, "start", rank));
+  DTCC_ASSIGN_OR_RETURN(auto limit, getIntsAttr(ctx, "limit", rank));
+  DTCC_ASSIGN_OR_RETURN(auto stride, getIntsAttr(ctx, "stride", rank));
+  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  std::vector<int64_t> shape(rank), srcStrides(rank);
+  int64_t offset = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    if (stride[d] < 1 || start[d] < 0 || start[d] > limit[d] ||
+        limit[d] > in.shape[d])
+      return ctx.error("dimension ", d, ": bad start/limit/stride");
+    shape[d] = (limit[d] - start[d] + stride[d] - 1) / stride[d];
+    srcStrides[d] = inStrides[d] * stride[d];
+    offset += start[d] * inStrides[d];
+  }
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
+  return buildCopy(dev, ctx, shape, out.data, contiguousStrides(shape),
+                   in.data, out.numel() ? offset : 0, srcStrides, in.dtype);
+}
+
+/// concat: one strided copy per input into its part of the output.
+StatusOr<KernelFn> buildConcat(CudaDevice &dev, const KernelContext &ctx) {
+  if (ctx.outputs.size() != 1 || ctx.inputs.empty())
+    return ctx.error("expected inputs and 1 output");
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView out = ctx.outputs[0];
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", out.rank()));
+  std::vector<KernelFn> parts;
+  std::vector<int64_t> outStrides = contiguousStrides(out.shape);
+  int64_t at = 0;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const TensorView &in = ctx.inputs[i];
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, in, out.dtype, "input"));
+    std::vector<int64_t> expect = out.shape;
+    expect[dim] = in.rank() == out.rank() ? in.shape[dim] : -1;
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, in, expect, "input " + std::to_string(i)));
+    if (in.numel() > 0) {
+      void *dst = static_cast<char *>(out.data) +
+                  at * outStrides[dim] * dtypeSize(out.dtype);
+      DTCC_ASSIGN_OR_RETURN(KernelFn fn,
+                            buildCopy(dev, ctx, in.shape, dst, outStrides,
+                                      in.data, 0, contiguousStrides(in.shape),
+                                      in.dtype));
+      parts.push_back(std::move(fn));
+    }
+    at += in.shape[dim];
+  }
+  if (at != out.shape[dim])
+    return ctx.error("inputs add up to ", at, " along dim ", dim, ", output has ",
+                     out.shape[dim]);
+  return KernelFn([parts] {
+    for (const KernelFn &f : parts)
+      DTCC_RETURN_IF_ERROR(f());
+    return Status::ok();
+  });
+}
+
+StatusOr<KernelFn> buildIota(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 0, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView out = ctx.outputs[0];
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", out.rank()));
+  if (!isCudaArithmeticType(out.dtype))
+    return unsupported(ctx, out.dtype);
+  const int64_t outer = product(out.shape, 0, dim), size = out.shape[dim],
+                inner = product(out.shape, dim + 1);
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix,
+                    launchIota(out.dtype, out.data, outer, size, inner, st));
+  });
+}
+
+//===-- reductions --------------------------------------------------------===//
+
+template <ReduceOp Op>
+StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  if (!isCudaArithmeticType(in.dtype))
+    return unsupported(ctx, in.dtype);
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, getIntsAttr(ctx, "dims"));
+  std::vector<bool> reduced(in.shape.size(), false);
+  for (int64_t d : dims) {
+    if (d < 0 || d >= in.rank() || reduced[d])
+      return ctx.error("expected distinct dims in [0, ", in.rank(), ")");
+    reduced[d] = true;
+  }
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < in.shape.size(); ++d)
+    if (!reduced[d])
+      shape.push_back(in.shape[d]);
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
+  // Merge neighbouring dims of one kind that are contiguous in the input.
+  ReducePlan p;
+  std::vector<int64_t> strides = contiguousStrides(in.shape);
+  std::vector<std::pair<int64_t, int64_t>> kept, red; // (size, stride)
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (in.shape[d] == 1)
+      continue;
+    auto &list = reduced[d] ? red : kept;
+    if (!list.empty() && list.back().second == in.shape[d] * strides[d] &&
+        (d == 0 || reduced[d - 1] == reduced[d]))
+      list.back() = {list.back().first * in.shape[d], strides[d]};
+    else
+      list.push_back({in.shape[d], strides[d]});
+  }
+  if (kept.size() > size_t(kMaxLayoutDims) || red.size() > size_t(kMaxLayoutDims))
+    return ctx.error("too many dimensions for the CUDA reduction");
+  p.outNumel = out.numel();
+  p.keptRank = int(kept.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    p.keptShape[i] = kept[i].first;
+    p.keptStrides[i] = kept[i].second;
+  }
+  p.reducedRank = int(red.size());
+  p.reducedNumel = 1;
+  for (size_t i = 0; i < red.size(); ++i) {
+    p.reducedShape[i] = red[i].first;
+    p.reducedStrides[i] = red[i].second;
+    p.reducedNumel *= red[i].first;
+  }
+  p.rowTail = red.size() == 1 && red[0].second == 1;
+  if (in.numel() == 0 && out.numel() > 0)
+    p.reducedNumel = 0;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix,
+                    launchReduce(Op, in.dtype, p, in.data, out.data, st));
+  });
+}
+
+//===-- NN: softmax, norms, cross-entropy ----------------------------------===//
+
+template <bool Log, bool Grad>
+StatusOr<KernelFn> buildSoftmax(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, Grad ? 2 : 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView x = ctx.inputs[0], out = ctx.outputs[0];
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], x.dtype, "input 1"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[i], x.shape, "input 1"));
+  }
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, x.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, x.shape, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", x.rank()));
+  if (!isCudaFloatType(x.dtype))
+    return unsupported(ctx, x.dtype);
+  const int64_t outer = product(x.shape, 0, dim), size = x.shape[dim],
+                inner = product(x.shape, dim + 1);
+  const void *dy = Grad ? ctx.inputs[1].data : nullptr;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    if constexpr (Grad)
+      return launched(prefix, launchSoftmaxGrad(x.dtype, Log, x.data, dy,
+                                                out.data, outer, size, inner,
+                                                st));
+    else
+      return launched(prefix, launchSoftmax(x.dtype, Log, x.data, out.data,
+                                            outer, size, inner, st));
+  });
+}
+
+template <bool Layer>
+StatusOr<KernelFn> buildNorm(CudaDevice &dev, const KernelContext &ctx) {
+  const size_t outputs = Layer ? 3 : 2;
+  if (ctx.inputs.size() < 2 || ctx.inputs.size() > (Layer ? 3u : 2u) ||
+      ctx.outputs.size() != outputs)
+    return ctx.error("expected x, scale", Layer ? "[, bias]" : "", " and ",
+                     outputs, " outputs");
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView x = ctx.inputs[0];
+  DTCC_ASSIGN_OR_RETURN(int64_t axis, getDimAttr(ctx, "axis", x.rank()));
+  StatusOr<double> eps = ctx.attrs.getFloat("epsilon");
+  if (!eps.isOk())
+    return ctx.error(eps.status().message());
+  std::vector<int64_t> normShape(x.shape.begin() + axis, x.shape.end());
+  for (size_t i = 1; i < ctx.inputs.size(); ++i) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], x.dtype, "input"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[i], normShape, "input"));
+  }
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[0], x.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[0], x.shape, "output 0"));
+  const int64_t rows = product(x.shape, 0, axis), cols = product(x.shape, axis);
+  const DType statType = ctx.outputs[1].dtype;
+  for (size_t i = 1; i < outputs; ++i) {
+    if (!isCudaFloatType(ctx.outputs[i].dtype) ||
+        ctx.outputs[i].dtype != statType || ctx.outputs[i].numel() != rows)
+      return ctx.error("expected output ", i, " with ", rows,
+                       " f32/f16/bf16 elements, got ",
+                       ctx.outputs[i].typeString());
+  }
+  if (!isCudaFloatType(x.dtype))
+    return unsupported(ctx, x.dtype);
+  const void *scale = ctx.inputs[1].data;
+  const void *bias = ctx.inputs.size() == 3 ? ctx.inputs[2].data : nullptr;
+  void *y = ctx.outputs[0].data;
+  void *mean = Layer ? ctx.outputs[1].data : nullptr;
+  void *rstd = ctx.outputs[Layer ? 2 : 1].data;
+  const double e = *eps;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchNorm(Layer, x.dtype, statType, x.data, scale,
+                                       bias, y, mean, rstd, rows, cols, e, st));
+  });
+}
+
+template <bool Layer>
+StatusOr<KernelFn> buildNormGrad(CudaDevice &dev, const KernelContext &ctx) {
+  const size_t stats = Layer ? 2 : 1;
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3 + stats, 1 + stats));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView x = ctx.inputs[0];
+  DTCC_ASSIGN_OR_RETURN(int64_t axis, getDimAttr(ctx, "axis", x.rank()));
+  const std::vector<int64_t> normShape(x.shape.begin() + axis, x.shape.end());
+  const int64_t rows = product(x.shape, 0, axis), cols = product(x.shape, axis);
+  const DType statType = ctx.inputs[2].dtype;
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[1], x.dtype, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[1], normShape, "input 1"));
+  for (size_t i = 2; i < 2 + stats; ++i)
+    if (!isCudaFloatType(ctx.inputs[i].dtype) ||
+        ctx.inputs[i].dtype != statType || ctx.inputs[i].numel() != rows)
+      return ctx.error("expected input ", i, " with ", rows,
+                       " f32/f16/bf16 elements, got ",
+                       ctx.inputs[i].typeString());
+  const TensorView dy = ctx.inputs[2 + stats];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, dy, x.dtype, "dy"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, dy, x.shape, "dy"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[0], x.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[0], x.shape, "output 0"));
+  for (size_t i = 1; i < ctx.outputs.size(); ++i) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], x.dtype, "output"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], normShape, "output"));
+  }
+  if (!isCudaFloatType(x.dtype))
+    return unsupported(ctx, x.dtype);
+  DTCC_ASSIGN_OR_RETURN(
+      void *scratch,
+      dev.allocatePersistent(int64_t(stats) * normGradPartialRows(rows) *
+                             std::max<int64_t>(cols, 1) * sizeof(float)));
+  float *partials = static_cast<float *>(scratch);
+  const void *scale = ctx.inputs[1].data;
+  const void *mean = Layer ? ctx.inputs[2].data : nullptr;
+  const void *rstd = ctx.inputs[Layer ? 3 : 2].data;
+  void *dx = ctx.outputs[0].data, *dscale = ctx.outputs[1].data;
+  void *dbias = Layer ? ctx.outputs[2].data : nullptr;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchNormGrad(Layer, x.dtype, statType, x.data,
+                                           scale, mean, rstd, dy.data, dx,
+                                           dscale, dbias, rows, cols, partials,
+                                           st));
+  });
+}
+
+template <bool Grad>
+StatusOr<KernelFn> buildCrossEntropy(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, Grad ? 3 : 2, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView logits = ctx.inputs[0], labels = ctx.inputs[1],
+                   out = ctx.outputs[0];
+  if (logits.rank() != 2)
+    return ctx.error("expected logits of rank 2, got ", logits.typeString());
+  const int64_t n = logits.shape[0], c = logits.shape[1];
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, labels, {n}, "input 1"));
+  if (Grad) {
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[2], {n}, "input 2"));
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[2], logits.dtype, "input 2"));
+  }
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, Grad ? logits.shape
+                                                 : std::vector<int64_t>{n},
+                                  "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, logits.dtype, "output 0"));
+  if (labels.dtype != DType::kI32 && labels.dtype != DType::kI64)
+    return ctx.error("expected i32 or i64 labels, got ",
+                     dtypeName(labels.dtype));
+  if (!isCudaFloatType(logits.dtype))
+    return unsupported(ctx, logits.dtype);
+  const int64_t ignore = ctx.attrs.getInt("ignore_index", -100);
+  const void *dloss = Grad ? ctx.inputs[2].data : nullptr;
+  const int32_t site =
+      dev.registerSite(ctx.kernel + " at '" + ctx.location + "'");
+  DeviceError *error = dev.errorSlot();
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    if constexpr (Grad)
+      return launched(prefix, launchCrossEntropyGrad(
+                                  logits.dtype, labels.dtype, logits.data,
+                                  labels.data, dloss, out.data, n, c, ignore,
+                                  error, site, st));
+    else
+      return launched(prefix, launchCrossEntropy(logits.dtype, labels.dtype,
+                                                 logits.data, labels.data,
+                                                 out.data, n, c, ignore, error,
+                                                 site, st));
+  });
+}
+
+//===-- gather / scatter_add -----------------------------------------------===//
+
+StatusOr<KernelFn> buildGather(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView data = ctx.inputs[0], idx = ctx.inputs[1], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, data.dtype, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(int64_t axis, getDimAttr(ctx, "axis", data.rank()));
+  std::vector<int64_t> shape(data.shape.begin(), data.shape.begin() + axis);
+  shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
+  shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
+  if (idx.dtype != DType::kI32 && idx.dtype != DType::kI64)
+    return ctx.error("expected i32 or i64 indices, got ", dtypeName(idx.dtype));
+  const int64_t outer = product(data.shape, 0, axis), size = data.shape[axis],
+                inner = product(data.shape, axis + 1), count = idx.numel();
+  const int esz = int(dtypeSize(data.dtype));
+  const int32_t site = dev.registerSite("gather at '" + ctx.location + "'");
+  DeviceError *error = dev.errorSlot();
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchGather(esz, idx.dtype, data.data, idx.data,
+                                         out.data, outer, size, inner, count,
+                                         error, site, st));
+  });
+}
+
+StatusOr<KernelFn> buildScatterAdd(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView upd = ctx.inputs[0], idx = ctx.inputs[1], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, upd.dtype, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(int64_t axis, getDimAttr(ctx, "axis", out.rank()));
+  StatusOr<int64_t> dimSize = ctx.attrs.getInt("dim_size");
+  if (!dimSize.isOk())
+    return ctx.error(dimSize.status().message());
+  if (out.shape[axis] != *dimSize)
+    return ctx.error("expected output dimension ", axis, " to be dim_size (",
+                     *dimSize, "), got ", out.shape[axis]);
+  std::vector<int64_t> shape(out.shape.begin(), out.shape.begin() + axis);
+  shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
+  shape.insert(shape.end(), out.shape.begin() + axis + 1, out.shape.end());
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, upd, shape, "input 0"));
+  if (idx.dtype != DType::kI32 && idx.dtype != DType::kI64)
+    return ctx.error("expected i32 or i64 indices, got ", dtypeName(idx.dtype));
+  if (!isCudaArithmeticType(upd.dtype))
+    return unsupported(ctx, upd.dtype);
+  float *scratch = nullptr;
+  if (upd.dtype == DType::kF16 || upd.dtype == DType::kBF16) {
+    DTCC_ASSIGN_OR_RETURN(void *p,
+                          dev.allocatePersistent(out.numel() * sizeof(float)));
+    scratch = static_cast<float *>(p);
+  }
+  const int64_t outer = product(out.shape, 0, axis), size = out.shape[axis],
+                inner = product(out.shape, axis + 1), count = idx.numel();
+  const int32_t site = dev.registerSite("scatter_add at '" + ctx.location + "'");
+  DeviceError *error = dev.errorSlot();
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchScatterAdd(upd.dtype, idx.dtype, upd.data,
+                                             idx.data, out.data, scratch, outer,
+                                             size, inner, count, error, site,
+                                             st));
+  });
+}
+
+//===-- training ----------------------------------------------------------===//
+
+StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 2));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView x = ctx.inputs[0], step = ctx.inputs[1], y = ctx.outputs[0],
+                   mask = ctx.outputs[1];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, step, DType::kI64, "input 1 (step)"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, y, x.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, y, x.shape, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, mask, DType::kBool, "output 1"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, mask, x.shape, "output 1"));
+  StatusOr<double> ratio = ctx.attrs.getFloat("ratio");
+  StatusOr<int64_t> seed = ctx.attrs.getInt("seed");
+  if (!ratio.isOk() || !seed.isOk())
+    return ctx.error("expected attributes ratio and seed");
+  if (!(*ratio >= 0 && *ratio < 1))
+    return ctx.error("expected ratio in [0, 1), got ", *ratio);
+  if (!isCudaFloatType(x.dtype))
+    return unsupported(ctx, x.dtype);
+  const uint64_t threshold = uint64_t(std::ceil(*ratio * 0x1.0p53));
+  const double scale = 1.0 / (1.0 - *ratio);
+  const uint64_t s = uint64_t(*seed);
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchDropout(x.dtype, x.data, step.as<int64_t>(),
+                                          y.data, mask.as<bool>(), x.numel(), s,
+                                          threshold, scale, st));
+  });
+}
+
+StatusOr<KernelFn> buildLrSchedule(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
+  const TensorView step = ctx.inputs[0], total = ctx.inputs[1],
+                   out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, step, DType::kI64, "input 0 (step)"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, total, DType::kI64, "input 1 (total)"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kF32, "output 0"));
+  StatusOr<double> base = ctx.attrs.getFloat("base_lr"),
+                   min = ctx.attrs.getFloat("min_lr");
+  StatusOr<int64_t> warmup = ctx.attrs.getInt("warmup");
+  std::string kindName = ctx.attrs.getString("kind", "");
+  if (!base.isOk() || !min.isOk() || !warmup.isOk() || *warmup < 0)
+    return ctx.error("expected base_lr, min_lr and warmup >= 0");
+  int kind = kindName == "constant" ? 0
+             : kindName == "linear" ? 1
+             : kindName == "cosine" ? 2
+                                    : -1;
+  if (kind < 0)
+    return ctx.error("expected kind \"constant\", \"linear\" or \"cosine\", "
+                     "got \"",
+                     kindName, "\"");
+  const double b = *base, m = *min;
+  const int64_t w = *warmup;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchLrSchedule(kind, b, m, w, step.as<int64_t>(),
+                                             total.as<int64_t>(),
+                                             out.as<float>(), st));
+  });
+}
+
+/// adamw (param, grad, m, v, lr, step, grad_scale -> new_param, new_m,
+/// new_v): f32 master weights and state, gradient f32, bf16 or f16. The
+/// tensor table is uploaded once; the kernel takes any number of tensors.
+StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 7, 3));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView &param = ctx.inputs[0], &grad = ctx.inputs[1];
+  for (int i : {0, 2, 3}) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], DType::kF32,
+                                    "input " + std::to_string(i)));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[i], param.shape,
+                                    "input " + std::to_string(i)));
+  }
+  for (int i = 0; i < 3; ++i) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], DType::kF32,
+                                    "output " + std::to_string(i)));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], param.shape,
+                                    "output " + std::to_string(i)));
+  }
+  if (grad.dtype != DType::kF32 && grad.dtype != DType::kBF16 &&
+      grad.dtype != DType::kF16)
+    return unsupported(ctx, grad.dtype);
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, grad, param.shape, "input 1 (grad)"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[4], DType::kF32, "lr"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[5], DType::kI64, "step"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[6], DType::kF32, "grad_scale"));
+  StatusOr<double> beta1 = ctx.attrs.getFloat("beta1"),
+                   beta2 = ctx.attrs.getFloat("beta2"),
+                   eps = ctx.attrs.getFloat("epsilon"),
+                   wd = ctx.attrs.getFloat("weight_decay");
+  if (!beta1.isOk() || !beta2.isOk() || !eps.isOk() || !wd.isOk())
+    return ctx.error("expected beta1, beta2, epsilon and weight_decay");
+  AdamwTensor t{param.as<float>(), grad.data, ctx.inputs[2].as<float>(),
+                ctx.inputs[3].as<float>(), ctx.outputs[0].as<float>(),
+                ctx.outputs[1].as<float>(), ctx.outputs[2].as<float>(),
+                param.numel(), 0};
+  const int64_t chunks = planAdamwChunks(&t, 1);
+  DTCC_ASSIGN_OR_RETURN(void *table, dev.allocatePersistent(sizeof(t)));
+  DTCC_CUDA_CHECK(cudaMemcpy(table, &t, sizeof(t), cudaMemcpyHostToDevice));
+  AdamwHyper h{*beta1, *beta2, *eps, *wd, ctx.inputs[4].as<float>(),
+               ctx.inputs[5].as<int64_t>(), ctx.inputs[6].as<float>()};
+  const DType gradType = grad.dtype;
+  const int32_t site = dev.registerSite("adamw at '" + ctx.location + "'");
+  DeviceError *error = dev.errorSlot();
+  const AdamwTensor *tensors = static_cast<const AdamwTensor *>(table);
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchAdamw(tensors, 1, chunks, gradType, h, error,
+                                        site, st));
+  });
+}
+
+StatusOr<KernelFn> buildSgd(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 6, 2));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView &param = ctx.inputs[0];
+  for (int i : {0, 1, 2})
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], DType::kF32, "input"));
+  for (int i : {0, 1}) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], DType::kF32, "output"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], param.shape, "output"));
+  }
+  StatusOr<double> momentum = ctx.attrs.getFloat("momentum"),
+                   dampening = ctx.attrs.getFloat("dampening"),
+                   wd = ctx.attrs.getFloat("weight_decay");
+  if (!momentum.isOk() || !dampening.isOk() || !wd.isOk())
+    return ctx.error("expected momentum, dampening and weight_decay");
+  const bool nesterov = ctx.attrs.getBool("nesterov");
+  const double mo = *momentum, da = *dampening, w = *wd;
+  const TensorView g = ctx.inputs[1], b = ctx.inputs[2], lr = ctx.inputs[3],
+                   step = ctx.inputs[4], gs = ctx.inputs[5];
+  const TensorView np = ctx.outputs[0], nb = ctx.outputs[1];
+  const int32_t site = dev.registerSite("sgd at '" + ctx.location + "'");
+  DeviceError *error = dev.errorSlot();
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix,
+                    launchSgd(param.as<float>(), g.as<float>(), b.as<float>(),
+                              np.as<float>(), nb.as<float>(), param.numel(), mo,
+                              da, w, nesterov, lr.as<float>(),
+                              step.as<int64_t>(), gs.as<float>(), error, site,
+                              st));
+  });
+}
+
+} // namespace
+
+void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
+  CudaDevice *d = &device;
+  auto add = [&](const char *name, auto build) {
+    registry.add(name, [d, build](const KernelContext &ctx) {
+      return build(*d, ctx);
+    });
+  };
+  auto unary = [&](const char *name, UnaryOp op, bool floatOnly) {
+    registry.add(name, [d, op, floatOnly](const KernelContext &ctx) {
+      return buildUnary(*d, ctx, op, floatOnly);
+    });
+  };
+  unary("neg", UnaryOp::kNeg, false);
+  unary("abs", UnaryOp::kAbs, false);
+  unary("sign", UnaryOp::kSign, false);
+  unary("relu", UnaryOp::kRelu, false);
+  unary("exp", UnaryOp::kExp, true);
+  unary("log", UnaryOp::kLog, true);
+  unary("sqrt", UnaryOp::kSqrt, true);
+  unary("rsqrt", UnaryOp::kRsqrt, true);
+  unary("reciprocal", UnaryOp::kReciprocal, true);
+  unary("tanh", UnaryOp::kTanh, true);
+  unary("sigmoid", UnaryOp::kSigmoid, true);
+  unary("silu", UnaryOp::kSilu, true);
+  unary("erf", UnaryOp::kErf, true);
+  unary("sin", UnaryOp::kSin, true);
+  unary("cos", UnaryOp::kCos, true);
+  unary("floor", UnaryOp::kFloor, true);
+  unary("ceil", UnaryOp::kCeil, true);
+  unary("round", UnaryOp::kRound, true);
+  unary("not", UnaryOp::kNot, false);
+  registry.add("gelu", [d](const KernelContext &ctx) -> StatusOr<KernelFn> {
+    const std::string a = ctx.attrs.getString("approximate", "none");
+    if (a != "none" && a != "tanh")
+      return ctx.error("expected approximate \"none\" or \"tanh\", got \"", a,
+                       "\"");
+    return buildUnary(*d, ctx, a == "none" ? UnaryOp::kGeluErf
+                                           : UnaryOp::kGeluTanh, true);
+  });
+  auto binary = [&](const char *name, BinaryOp op, bool floatOnly) {
+    registry.add(name, [d, op, floatOnly](const KernelContext &ctx) {
+      return buildBinary(*d, ctx, op, floatOnly);
+    });
+  };
+  binary("add", BinaryOp::kAdd, false);
+  binary("sub", BinaryOp::kSub, false);
+  binary("mul", BinaryOp::kMul, false);
+  binary("div", BinaryOp::kDiv, false);
+  binary("pow", BinaryOp::kPow, true);
+  binary("max", BinaryOp::kMax, false);
+  binary("min", BinaryOp::kMin, false);
+  binary("and", BinaryOp::kAnd, false);
+  binary("or", BinaryOp::kOr, false);
+  binary("xor", BinaryOp::kXor, false);
+  binary("silu_grad", BinaryOp::kSiluGrad, true);
+  registry.add("gelu_grad", [d](const KernelContext &ctx) -> StatusOr<KernelFn> {
+    const std::string a = ctx.attrs.getString("approximate", "none");
+    if (a != "none" && a != "tanh")
+      return ctx.error("expected approximate \"none\" or \"tanh\", got \"", a,
+                       "\"");
+    return buildBinary(*d, ctx, a == "none" ? BinaryOp::kGeluErfGrad
+                                            : BinaryOp::kGeluTanhGrad, true);
+  });
+  auto compare = [&](const char *name, CompareOp op) {
+    registry.add(name, [d, op](const KernelContext &ctx) {
+      return buildCompare(*d, ctx, op);
+    });
+  };
+  compare("eq", CompareOp::kEq);
+  compare("ne", CompareOp::kNe);
+  compare("lt", CompareOp::kLt);
+  compare("le", CompareOp::kLe);
+  compare("gt", CompareOp::kGt);
+  compare("ge", CompareOp::kGe);
+  add("select", buildSelect);
+  add("cast", buildCast);
+  add("copy", buildCopyKernel);
+  add("broadcast_in_dim", buildBroadcastInDim);
+  add("transpose", buildTranspose);
+  add("slice", buildSlice);
+  add("concat", buildConcat);
+  add("iota", buildIota);
+  add("reduce_sum", buildReduce<ReduceOp::kSum>);
+  add("reduce_prod", buildReduce<ReduceOp::kProd>);
+  add("reduce_max", buildReduce<ReduceOp::kMax>);
+  add("reduce_min", buildReduce<ReduceOp::kMin>);
+  add("softmax", buildSoftmax<false, false>);
+  add("log_softmax", buildSoftmax<true, false>);
+  add("softmax_grad", buildSoftmax<false, true>);
+  add("log_softmax_grad", buildSoftmax<true, true>);
+  add("layer_norm", buildNorm<true>);
+  add("rms_norm", buildNorm<false>);
+  add("layer_norm_grad", buildNormGrad<true>);
+  add("rms_norm_grad", buildNormGrad<false>);
+  add("cross_entropy", buildCrossEntropy<false>);
+  add("cross_entropy_grad", buildCrossEntropy<true>);
+  add("gather", buildGather);
+  add("scatter_add", buildScatterAdd);
+  add("dropout", buildDropout);
+  add("lr_schedule", buildLrSchedule);
+  add("adamw", buildAdamw);
+  add("sgd", buildSgd);
+}
+
+} // namespace dtcc::runtime::cuda

@@ -1,0 +1,236 @@
+//===- CudaLaunch.h - the launch functions of dtcc's CUDA kernels -*- C++ -*-===//
+//
+// The boundary between the kernel factories (CudaKernels.cpp, host C++) and
+// the kernels (*.cu, nvcc). Factories check shapes, dtypes and attributes
+// once at load time; these functions only launch on a stream and return the
+// launch's cudaError_t. Pointers are device memory; scalar operands (lr,
+// step, grad_scale) are read on the device.
+//
+// Data-dependent errors (an index or label out of range) cannot return a
+// Status from a kernel: the kernel records the first one in a DeviceError in
+// device memory, tagged with the instruction's `site`, and the device
+// reports it at the next synchronize.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
+#define DTCC_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
+
+#include "runtime/base/DType.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace dtcc::runtime::cuda {
+
+/// Dimensions of an elementwise loop nest after merging (more is an error at
+/// load time).
+constexpr int kMaxLayoutDims = 8;
+/// Operands of an elementwise layout: the output and up to 3 inputs.
+constexpr int kMaxOperands = 4;
+
+/// An N-d loop over the output's elements; operand 0 is the contiguous
+/// output, operands 1.. the inputs with any strides (0: broadcast).
+struct Layout {
+  int rank = 1;
+  int operands = 2;
+  int64_t numel = 0;
+  int64_t shape[kMaxLayoutDims] = {};
+  int64_t strides[kMaxLayoutDims][kMaxOperands] = {};
+  /// Every operand is one unit-stride run: index i is element i everywhere.
+  bool linear = false;
+};
+
+/// The first data-dependent error of a run, written by kernels.
+struct DeviceError {
+  int32_t site;      ///< 0: none; else the instruction's site id
+  int32_t kind;      ///< DeviceErrorKind
+  int64_t value;     ///< the bad index or label
+  int64_t position;  ///< where in the indices or labels
+  int64_t bound;     ///< the size it had to be below
+};
+enum DeviceErrorKind : int32_t { kBadIndex = 1, kBadLabel = 2, kBadStep = 3 };
+
+enum class UnaryOp : int32_t {
+  kNeg, kAbs, kSign, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kTanh,
+  kSigmoid, kSilu, kErf, kSin, kCos, kFloor, kCeil, kRound, kGeluErf,
+  kGeluTanh, kNot,
+};
+
+enum class BinaryOp : int32_t {
+  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
+  // Activation gradients: a = x, b = dy.
+  kGeluErfGrad, kGeluTanhGrad, kSiluGrad,
+  // Logical (bool only).
+  kAnd, kOr, kXor,
+};
+
+enum class CompareOp : int32_t { kEq, kNe, kLt, kLe, kGt, kGe };
+
+enum class ReduceOp : int32_t { kSum, kProd, kMax, kMin };
+
+/// The element types the arithmetic kernels are instantiated for.
+bool isCudaArithmeticType(DType dtype); // f32 f16 bf16 f64 i32 i64
+bool isCudaFloatType(DType dtype);      // f32 f16 bf16
+
+cudaError_t launchUnary(UnaryOp op, DType dtype, const Layout &layout,
+                        void *out, const void *in, cudaStream_t stream);
+cudaError_t launchBinary(BinaryOp op, DType dtype, const Layout &layout,
+                         void *out, const void *a, const void *b,
+                         cudaStream_t stream);
+/// out is bool.
+cudaError_t launchCompare(CompareOp op, DType dtype, const Layout &layout,
+                          void *out, const void *a, const void *b,
+                          cudaStream_t stream);
+/// out = cond ? t : f, elements of `elemSize` bytes.
+cudaError_t launchSelect(int elemSize, const Layout &layout, void *out,
+                         const void *cond, const void *t, const void *f,
+                         cudaStream_t stream);
+cudaError_t launchCast(DType to, DType from, const Layout &layout, void *out,
+                       const void *in, cudaStream_t stream);
+/// A strided copy (layout of 2 operands, the destination's strides need
+/// not be contiguous) of `elemSize`-byte elements.
+cudaError_t launchCopy(int elemSize, const Layout &layout, void *out,
+                       const void *in, cudaStream_t stream);
+/// out[i] = start + i * delta... ONNX Range / dgraph iota along `dim`:
+/// out index along dim, as `dtype`; outer/size/inner split the shape.
+cudaError_t launchIota(DType dtype, void *out, int64_t outer, int64_t size,
+                       int64_t inner, cudaStream_t stream);
+/// Fills `count` elements of `elemSize` bytes with the bit pattern `bits`.
+cudaError_t launchFill(int elemSize, void *out, int64_t count, uint64_t bits,
+                       cudaStream_t stream);
+
+/// softmax / log_softmax over the middle of [outer, size, inner].
+cudaError_t launchSoftmax(DType dtype, bool log, const void *x, void *y,
+                          int64_t outer, int64_t size, int64_t inner,
+                          cudaStream_t stream);
+/// softmax_grad (dx = y (dy - sum(dy y))) / log_softmax_grad (dx = dy -
+/// exp(y) sum(dy)).
+cudaError_t launchSoftmaxGrad(DType dtype, bool log, const void *y,
+                              const void *dy, void *dx, int64_t outer,
+                              int64_t size, int64_t inner,
+                              cudaStream_t stream);
+/// layer_norm (bias and mean may be null for rms_norm: `layer` false).
+cudaError_t launchNorm(bool layer, DType dtype, DType statType, const void *x,
+                       const void *scale, const void *bias, void *y,
+                       void *mean, void *rstd, int64_t rows, int64_t cols,
+                       double eps, cudaStream_t stream);
+/// layer_norm_grad / rms_norm_grad; `partials` is float scratch of
+/// (layer ? 2 : 1) * cols * partialRows(rows) elements.
+cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
+                           const void *x, const void *scale, const void *mean,
+                           const void *rstd, const void *dy, void *dx,
+                           void *dscale, void *dbias, int64_t rows,
+                           int64_t cols, float *partials, cudaStream_t stream);
+/// Row slices the norm gradients sum dscale/dbias over before the final
+/// column pass.
+int64_t normGradPartialRows(int64_t rows);
+
+/// loss[i] = logsumexp(logits[i]) - logits[i][label]; 0 for ignore_index.
+cudaError_t launchCrossEntropy(DType dtype, DType labelType,
+                               const void *logits, const void *labels,
+                               void *loss, int64_t n, int64_t c,
+                               int64_t ignore, DeviceError *error,
+                               int32_t site, cudaStream_t stream);
+cudaError_t launchCrossEntropyGrad(DType dtype, DType labelType,
+                                   const void *logits, const void *labels,
+                                   const void *dloss, void *dlogits, int64_t n,
+                                   int64_t c, int64_t ignore,
+                                   DeviceError *error, int32_t site,
+                                   cudaStream_t stream);
+
+/// out[o][j][k] = data[o][idx[j]][k] (negative indices from the end).
+cudaError_t launchGather(int elemSize, DType indexType, const void *data,
+                         const void *indices, void *out, int64_t outer,
+                         int64_t size, int64_t inner, int64_t count,
+                         DeviceError *error, int32_t site,
+                         cudaStream_t stream);
+/// out = 0; out[o][idx[j]][k] += upd[o][j][k], atomically (f16/bf16
+/// accumulate in the float `scratch` of out's numel, then round).
+cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
+                             const void *indices, void *out, float *scratch,
+                             int64_t outer, int64_t size, int64_t inner,
+                             int64_t count, DeviceError *error, int32_t site,
+                             cudaStream_t stream);
+
+/// A reduction: `layout` has 2 operands over the input's shape (operand 0:
+/// the output element of each input element, stride 0 on reduced dims;
+/// operand 1: the input). `rowLen` > 0: the innermost `rowLen` elements of
+/// each output are contiguous in the input (a warp per output); otherwise
+/// one thread per output walks the reduced dims described by `reduced`
+/// (strides of the input only) from the output's base offset `keptLayout`.
+struct ReducePlan {
+  int64_t outNumel = 0;
+  /// Kept dims (output order): sizes and input strides.
+  int keptRank = 0;
+  int64_t keptShape[kMaxLayoutDims] = {};
+  int64_t keptStrides[kMaxLayoutDims] = {};
+  /// Reduced dims: sizes and input strides.
+  int reducedRank = 0;
+  int64_t reducedShape[kMaxLayoutDims] = {};
+  int64_t reducedStrides[kMaxLayoutDims] = {};
+  int64_t reducedNumel = 1;
+  /// The reduced dims are one unit-stride run at the end (rows).
+  bool rowTail = false;
+};
+cudaError_t launchReduce(ReduceOp op, DType dtype, const ReducePlan &plan,
+                         const void *in, void *out, cudaStream_t stream);
+
+/// dropout with the CPU backend's stream: element i kept when
+/// splitmix64(streamKey(seed, *step) + i) >> 11 >= threshold.
+cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
+                          void *y, bool *mask, int64_t n, uint64_t seed,
+                          uint64_t threshold, double scale,
+                          cudaStream_t stream);
+/// lr = schedule(*step, *total) (kind 0 constant, 1 linear, 2 cosine).
+cudaError_t launchLrSchedule(int kind, double base, double min, int64_t warmup,
+                             const int64_t *step, const int64_t *total,
+                             float *lr, cudaStream_t stream);
+
+/// One tensor of a (multi-tensor) AdamW update, all f32 (master weights and
+/// state) except the gradient, which may be f32, bf16 or f16.
+struct AdamwTensor {
+  const float *param;
+  const void *grad;
+  const float *m, *v;
+  float *newParam, *newM, *newV;
+  int64_t n;
+  int64_t firstChunk; ///< set by planAdamwChunks
+};
+/// Elements per block of the AdamW kernel.
+constexpr int64_t kAdamwChunk = 4096;
+/// Numbers the chunks of every tensor (firstChunk: the prefix sum of
+/// ceil(n / kAdamwChunk)); returns the total, the launch's block count.
+int64_t planAdamwChunks(AdamwTensor *tensors, int count);
+struct AdamwHyper {
+  double beta1, beta2, eps, weightDecay;
+  const float *lr;
+  const int64_t *step;
+  const float *gradScale;
+};
+/// Every tensor of `tensors` (a device copy of the planned table, made once
+/// when the kernel is bound) in one launch of `totalChunks` blocks.
+cudaError_t launchAdamw(const AdamwTensor *tensors, int count,
+                        int64_t totalChunks, DType gradType,
+                        const AdamwHyper &hyper, DeviceError *error,
+                        int32_t site, cudaStream_t stream);
+cudaError_t launchSgd(const float *param, const float *grad, const float *buf,
+                      float *newParam, float *newBuf, int64_t n,
+                      double momentum, double dampening, double weightDecay,
+                      bool nesterov, const float *lr, const int64_t *step,
+                      const float *gradScale, DeviceError *error, int32_t site,
+                      cudaStream_t stream);
+
+/// Blocks of a rank's all_gather/reduce_scatter/all_to_all staging:
+/// dst[q][p] = src[p][q] for blocks of `block` bytes, src P x Q blocks.
+cudaError_t launchSwapBlocks(void *dst, const void *src, int64_t p, int64_t q,
+                             int64_t block, cudaStream_t stream);
+
+/// Sets the multiprocessor count the launch arithmetic uses (CudaDevice,
+/// once per process).
+void setLaunchSmCount(int smCount);
+
+} // namespace dtcc::runtime::cuda
+
+#endif // DTCC_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H

@@ -1,0 +1,158 @@
+//===- CudaMatmul.cpp - matmul through cuBLASLt ---------------------------===//
+//
+// The CPU "matmul" semantics (batched, a shared rank-2 rhs, transpose_lhs /
+// transpose_rhs) on cuBLASLt: row-major C = A B is computed as the
+// column-major C^T = B^T A^T, strided batches, fp32 accumulation for
+// f16/bf16 (CudaTables.h). The heuristic's algorithm is chosen at load time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cuda/CudaCheck.h"
+#include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/cuda/CudaTables.h"
+
+#include <cstdlib>
+#include <memory>
+
+namespace dtcc::runtime::cuda {
+namespace {
+
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool hasAlgo = false;
+  ~LtPlan() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+  }
+};
+
+/// A column-major [rows, cols] layout with `batch` matrices `stride` apart.
+Status layout(cublasLtMatrixLayout_t *out, cudaDataType_t type, int64_t rows,
+              int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  DTCC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(out, type, uint64_t(rows),
+                                               uint64_t(cols), ld));
+  int32_t count = int32_t(batch);
+  DTCC_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+      *out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  DTCC_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+      *out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+      sizeof(stride)));
+  return Status::ok();
+}
+
+StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
+  DTCC_RETURN_IF_ERROR(cpu::checkAllContiguous(ctx));
+  const TensorView lhs = ctx.inputs[0], rhs = ctx.inputs[1], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(cpu::checkDType(ctx, rhs, lhs.dtype, "input 1"));
+  DTCC_RETURN_IF_ERROR(cpu::checkDType(ctx, out, lhs.dtype, "output 0"));
+  if (lhs.rank() < 2 || rhs.rank() < 2)
+    return ctx.error("expected operands of rank >= 2");
+  const bool shared = rhs.rank() == 2 && lhs.rank() > 2;
+  if (!shared && lhs.rank() != rhs.rank())
+    return ctx.error("expected operands of one rank or a rank-2 rhs");
+  const bool tl = ctx.attrs.getBool("transpose_lhs");
+  const bool tr = ctx.attrs.getBool("transpose_rhs");
+  const int64_t lr = lhs.rank(), rr = rhs.rank();
+  int64_t m = lhs.shape[lr - (tl ? 1 : 2)], k = lhs.shape[lr - (tl ? 2 : 1)];
+  const int64_t kr = rhs.shape[rr - (tr ? 1 : 2)], n = rhs.shape[rr - (tr ? 2 : 1)];
+  if (k != kr)
+    return ctx.error("contracted dimensions differ: ", k, " vs ", kr);
+  std::vector<int64_t> batchDims(lhs.shape.begin(), lhs.shape.end() - 2);
+  if (!shared && std::vector<int64_t>(rhs.shape.begin(), rhs.shape.end() - 2) !=
+                     batchDims)
+    return ctx.error("batch dimensions differ");
+  std::vector<int64_t> shape = batchDims;
+  shape.push_back(m);
+  shape.push_back(n);
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, out, shape, "output 0"));
+  int64_t batch = cpu::product(batchDims);
+  int64_t lhsStep = m * k, rhsStep = shared ? 0 : k * n, outStep = m * n;
+  if (shared && !tl) { // [b*m, k] x [k, n]: one GEMM
+    m *= batch;
+    batch = 1;
+    lhsStep = m * k;
+    outStep = m * n;
+  }
+  const bool tf32 = std::getenv("DTCC_CUDA_ALLOW_TF32") != nullptr;
+  auto types = matmulTypes(lhs.dtype, tf32);
+  if (!types.isOk())
+    return unimplemented(cpu::errorPrefix(ctx), types.status().message());
+  const MatmulTypes t = types.value();
+  auto plan = std::make_shared<LtPlan>();
+  // Column-major: C^T [n, m] = op(B)^T [n, k] x op(A)^T [k, m].
+  DTCC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.computeType, t.scaleType));
+  cublasOperation_t opB = tr ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = tl ? CUBLAS_OP_T : CUBLAS_OP_N;
+  DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)));
+  DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)));
+  // Row-major rhs [k, n] is column-major [n, k] (ld n); transposed: [k, n].
+  DTCC_RETURN_IF_ERROR(layout(&plan->a, t.dataType, tr ? k : n, tr ? n : k,
+                              tr ? k : n, batch, rhsStep));
+  DTCC_RETURN_IF_ERROR(layout(&plan->b, t.dataType, tl ? m : k, tl ? k : m,
+                              tl ? m : k, batch, lhsStep));
+  DTCC_RETURN_IF_ERROR(layout(&plan->c, t.dataType, n, m, n, batch, outStep));
+  cublasLtMatmulPreference_t pref = nullptr;
+  DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = dev.cublasWorkspaceBytes();
+  cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (m > 0 && n > 0 && k > 0)
+    cublasLtMatmulAlgoGetHeuristic(dev.cublasLt(), plan->desc, plan->a, plan->b,
+                                   plan->c, plan->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (found > 0) {
+    plan->algo = result.algo;
+    plan->hasAlgo = true;
+  }
+  const bool isDouble = lhs.dtype == DType::kF64;
+  const bool empty = m == 0 || n == 0;
+  const bool zeroK = k == 0;
+  const int64_t outBytes = out.sizeInBytes();
+  const void *a = lhs.data, *b = rhs.data;
+  void *c = out.data;
+  cudaStream_t st = dev.computeStream();
+  cublasLtHandle_t lt = dev.cublasLt();
+  void *workspace = dev.cublasWorkspace();
+  std::string prefix = cpu::errorPrefix(ctx);
+  return KernelFn([=]() -> Status {
+    if (empty)
+      return Status::ok();
+    if (zeroK) {
+      DTCC_CUDA_CHECK(cudaMemsetAsync(c, 0, size_t(outBytes), st));
+      return Status::ok();
+    }
+    const float alphaF = 1.f, betaF = 0.f;
+    const double alphaD = 1.0, betaD = 0.0;
+    const void *alpha = isDouble ? static_cast<const void *>(&alphaD) : &alphaF;
+    const void *beta = isDouble ? static_cast<const void *>(&betaD) : &betaF;
+    cublasStatus_t s = cublasLtMatmul(
+        lt, plan->desc, alpha, b, plan->a, a, plan->b, beta, c, plan->c, c,
+        plan->c, plan->hasAlgo ? &plan->algo : nullptr, workspace, ws, st);
+    if (s != CUBLAS_STATUS_SUCCESS)
+      return internalError(prefix, "cublasLtMatmul failed: ",
+                           cublasGetStatusName(s), " (",
+                           cublasGetStatusString(s), ")");
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+void registerCudaMatmulKernels(KernelRegistry &registry, CudaDevice &device) {
+  CudaDevice *d = &device;
+  registry.add("matmul", [d](const KernelContext &ctx) {
+    return buildMatmul(*d, ctx);
+  });
+}
+
+} // namespace dtcc::runtime::cuda

@@ -1,0 +1,719 @@
+//===- ElementwiseKernels.cu - elementwise, movement, indexing, optimizers ===//
+//
+// Unary/binary/compare/select/cast over strided layouts (stride 0 is a
+// broadcast), strided copies (copy, transpose, slice, broadcast_in_dim,
+// concat, pad), iota, fill, gather / scatter_add, dropout, lr_schedule and
+// the AdamW / SGD updates. One kernel per storage type with the operation
+// chosen by a switch: the switch is uniform over a launch, and it keeps
+// nvcc's instantiations (and the build) small.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/base/Random.h"
+#include "runtime/device/cuda/KernelCommon.cuh"
+
+#include <limits>
+
+namespace dtcc::runtime::cuda {
+
+DeviceLimits &launchLimits() {
+  static DeviceLimits limits;
+  return limits;
+}
+void setLaunchSmCount(int smCount) { launchLimits().smCount = smCount; }
+
+bool isCudaArithmeticType(DType d) {
+  return d == DType::kI32 || d == DType::kI64 || isCudaFloatType(d) ||
+         d == DType::kF64;
+}
+bool isCudaFloatType(DType d) {
+  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16;
+}
+
+namespace {
+
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+//===----------------------------------------------------------------------===//
+// Unary and binary
+//===----------------------------------------------------------------------===//
+
+template <typename C> __device__ C applyUnary(UnaryOp op, C x) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return !x;
+  } else if constexpr (std::is_integral_v<C>) {
+    switch (op) {
+    case UnaryOp::kNeg: return C(0) - x;
+    case UnaryOp::kAbs: return x < 0 ? C(0) - x : x;
+    case UnaryOp::kSign: return C((x > 0) - (x < 0));
+    case UnaryOp::kRelu: return x < 0 ? C(0) : x;
+    default: return x;
+    }
+  } else {
+    switch (op) {
+    case UnaryOp::kNeg: return -x;
+    case UnaryOp::kAbs: return fabs(x);
+    case UnaryOp::kSign: return x != x ? x : C((x > C(0)) - (x < C(0)));
+    case UnaryOp::kRelu: return x < C(0) ? C(0) : x;
+    case UnaryOp::kExp: return exp(x);
+    case UnaryOp::kLog: return log(x);
+    case UnaryOp::kSqrt: return sqrt(x);
+    case UnaryOp::kRsqrt: return C(1) / sqrt(x);
+    case UnaryOp::kReciprocal: return C(1) / x;
+    case UnaryOp::kTanh: return tanh(x);
+    case UnaryOp::kSigmoid: return C(1) / (C(1) + exp(-x));
+    case UnaryOp::kSilu: return x / (C(1) + exp(-x));
+    case UnaryOp::kErf: return erf(x);
+    case UnaryOp::kSin: return sin(x);
+    case UnaryOp::kCos: return cos(x);
+    case UnaryOp::kFloor: return floor(x);
+    case UnaryOp::kCeil: return ceil(x);
+    case UnaryOp::kRound: return nearbyint(x);
+    case UnaryOp::kGeluErf:
+      return C(0.5) * x * (C(1) + erf(x * C(kSqrtHalf)));
+    case UnaryOp::kGeluTanh:
+      return C(0.5) * x *
+             (C(1) + tanh(C(kSqrt2OverPi) * (x + C(0.044715) * x * x * x)));
+    default: return x;
+    }
+  }
+}
+
+template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    switch (op) {
+    case BinaryOp::kAnd: return a && b;
+    case BinaryOp::kOr: return a || b;
+    case BinaryOp::kXor: return a != b;
+    default: return a;
+    }
+  } else if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    switch (op) {
+    case BinaryOp::kAdd: return C(U(a) + U(b));
+    case BinaryOp::kSub: return C(U(a) - U(b));
+    case BinaryOp::kMul: return C(U(a) * U(b));
+    case BinaryOp::kDiv: return b == 0 ? C(0) : b == C(-1) ? C(U(0) - U(a)) : C(a / b);
+    case BinaryOp::kMax: return a > b ? a : b;
+    case BinaryOp::kMin: return a < b ? a : b;
+    default: return a;
+    }
+  } else {
+    switch (op) {
+    case BinaryOp::kAdd: return a + b;
+    case BinaryOp::kSub: return a - b;
+    case BinaryOp::kMul: return a * b;
+    case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kPow: return pow(a, b);
+    case BinaryOp::kMax: return (a > b || a != a) ? a : b;
+    case BinaryOp::kMin: return (a < b || a != a) ? a : b;
+    case BinaryOp::kGeluErfGrad: {
+      const C cdf = C(0.5) * (C(1) + erf(a * C(kSqrtHalf)));
+      const C pdf = C(kInvSqrt2Pi) * exp(C(-0.5) * a * a);
+      return b * (cdf + a * pdf);
+    }
+    case BinaryOp::kGeluTanhGrad: {
+      const C k = C(kSqrt2OverPi), c = C(0.044715);
+      const C t = tanh(k * (a + c * a * a * a));
+      const C du = k * (C(1) + C(3) * c * a * a);
+      return b * (C(0.5) * (C(1) + t) + C(0.5) * a * (C(1) - t * t) * du);
+    }
+    case BinaryOp::kSiluGrad: {
+      const C s = C(1) / (C(1) + exp(-a));
+      return b * s * (C(1) + a * (C(1) - s));
+    }
+    default: return a;
+    }
+  }
+}
+
+template <typename S>
+__global__ void unaryKernel(UnaryOp op, Layout l, S *out, const S *in) {
+  DTCC_GRID_LOOP(i, l.numel) {
+    int64_t off[2];
+    layoutOffsets<2>(l, i, off);
+    out[off[0]] = Elem<S>::store(applyUnary(op, Elem<S>::load(in[off[1]])));
+  }
+}
+
+template <typename S>
+__global__ void binaryKernel(BinaryOp op, Layout l, S *out, const S *a,
+                             const S *b) {
+  DTCC_GRID_LOOP(i, l.numel) {
+    int64_t off[3];
+    layoutOffsets<3>(l, i, off);
+    out[off[0]] = Elem<S>::store(applyBinary(op, Elem<S>::load(a[off[1]]),
+                                             Elem<S>::load(b[off[2]])));
+  }
+}
+
+template <typename S>
+__global__ void compareKernel(CompareOp op, Layout l, bool *out, const S *a,
+                              const S *b) {
+  DTCC_GRID_LOOP(i, l.numel) {
+    int64_t off[3];
+    layoutOffsets<3>(l, i, off);
+    const auto x = Elem<S>::load(a[off[1]]), y = Elem<S>::load(b[off[2]]);
+    bool r = false;
+    switch (op) {
+    case CompareOp::kEq: r = x == y; break;
+    case CompareOp::kNe: r = x != y; break;
+    case CompareOp::kLt: r = x < y; break;
+    case CompareOp::kLe: r = x <= y; break;
+    case CompareOp::kGt: r = x > y; break;
+    case CompareOp::kGe: r = x >= y; break;
+    }
+    out[off[0]] = r;
+  }
+}
+
+template <typename E>
+__global__ void selectKernel(Layout l, E *out, const bool *c, const E *t,
+                             const E *f) {
+  DTCC_GRID_LOOP(i, l.numel) {
+    int64_t off[4];
+    layoutOffsets<4>(l, i, off);
+    out[off[0]] = c[off[1]] ? t[off[2]] : f[off[3]];
+  }
+}
+
+template <typename E>
+__global__ void copyKernel(Layout l, E *out, const E *in) {
+  DTCC_GRID_LOOP(i, l.numel) {
+    int64_t off[2];
+    layoutOffsets<2>(l, i, off);
+    out[off[0]] = in[off[1]];
+  }
+}
+
+template <typename E> __global__ void fillKernel(E *out, int64_t n, E value) {
+  DTCC_GRID_LOOP(i, n) { out[i] = value; }
+}
+
+//===----------------------------------------------------------------------===//
+// Cast: the source is read through a switch on its dtype into double (or
+// int64 for integers, exact), then converted to the destination.
+//===----------------------------------------------------------------------===//
+
+struct Value {
+  double f;
+  int64_t i;
+  bool isInt;
+};
+
+__device__ Value loadAny(DType from, const void *p, int64_t k) {
+  switch (from) {
+  case DType::kF32: return {double(static_cast<const float *>(p)[k]), 0, false};
+  case DType::kF64: return {static_cast<const double *>(p)[k], 0, false};
+  case DType::kF16:
+    return {double(__half2float(static_cast<const __half *>(p)[k])), 0, false};
+  case DType::kBF16:
+    return {double(__bfloat162float(static_cast<const __nv_bfloat16 *>(p)[k])),
+            0, false};
+  case DType::kI8: return {0, static_cast<const int8_t *>(p)[k], true};
+  case DType::kI16: return {0, static_cast<const int16_t *>(p)[k], true};
+  case DType::kI32: return {0, static_cast<const int32_t *>(p)[k], true};
+  case DType::kI64: return {0, static_cast<const int64_t *>(p)[k], true};
+  case DType::kU8: return {0, static_cast<const uint8_t *>(p)[k], true};
+  case DType::kU16: return {0, static_cast<const uint16_t *>(p)[k], true};
+  case DType::kU32: return {0, static_cast<const uint32_t *>(p)[k], true};
+  case DType::kU64:
+    return {0, int64_t(static_cast<const uint64_t *>(p)[k]), true};
+  case DType::kBool: return {0, static_cast<const bool *>(p)[k] ? 1 : 0, true};
+  default: return {0, 0, true};
+  }
+}
+
+/// Floats to integers truncate toward zero and saturate (NaN -> 0), as the
+/// CPU backend.
+template <typename T> __device__ T convert(Value v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v.isInt ? v.i != 0 : v.f != 0;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.isInt)
+      return T(v.i);
+    if (v.f != v.f)
+      return T(0);
+    const double lo = double(std::numeric_limits<T>::lowest());
+    const double hi = double(std::numeric_limits<T>::max());
+    if (v.f <= lo)
+      return std::numeric_limits<T>::lowest();
+    if (v.f >= hi)
+      return std::numeric_limits<T>::max();
+    return T(v.f);
+  } else {
+    const double d = v.isInt ? double(v.i) : v.f;
+    if constexpr (std::is_same_v<T, __half>)
+      return __float2half_rn(float(d));
+    else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      return __float2bfloat16_rn(float(d));
+    else
+      return T(d);
+  }
+}
+
+template <typename T>
+__global__ void castKernel(Layout l, T *out, DType from, const void *in) {
+  DTCC_GRID_LOOP(i, l.numel) {
+    int64_t off[2];
+    layoutOffsets<2>(l, i, off);
+    out[off[0]] = convert<T>(loadAny(from, in, off[1]));
+  }
+}
+
+template <typename T>
+__global__ void iotaKernel(T *out, int64_t n, int64_t size, int64_t inner) {
+  DTCC_GRID_LOOP(i, n) {
+    Value v{0, (i / inner) % size, true};
+    out[i] = convert<T>(v);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// gather / scatter_add
+//===----------------------------------------------------------------------===//
+
+template <typename E, typename I>
+__global__ void gatherKernel(const E *data, const I *indices, E *out,
+                             int64_t outer, int64_t size, int64_t inner,
+                             int64_t count, DeviceError *error, int32_t site) {
+  const int64_t n = outer * count * inner;
+  DTCC_GRID_LOOP(i, n) {
+    const int64_t k = i % inner, j = (i / inner) % count, o = i / (inner * count);
+    int64_t idx = int64_t(indices[j]);
+    if (idx < 0)
+      idx += size;
+    if (idx < 0 || idx >= size) {
+      recordError(error, site, kBadIndex, int64_t(indices[j]), j, size);
+      out[i] = E(0);
+      continue;
+    }
+    out[i] = data[(o * size + idx) * inner + k];
+  }
+}
+
+__device__ __forceinline__ void atomicAddAny(float *p, float v) {
+  atomicAdd(p, v);
+}
+__device__ __forceinline__ void atomicAddAny(double *p, double v) {
+  atomicAdd(p, v);
+}
+__device__ __forceinline__ void atomicAddAny(int32_t *p, int32_t v) {
+  atomicAdd(reinterpret_cast<int *>(p), int(v));
+}
+__device__ __forceinline__ void atomicAddAny(int64_t *p, int64_t v) {
+  atomicAdd(reinterpret_cast<unsigned long long *>(p),
+            static_cast<unsigned long long>(v));
+}
+
+/// acc is the output itself (f32, f64, i32, i64) or float scratch.
+template <typename S, typename A, typename I>
+__global__ void scatterAddKernel(const S *updates, const I *indices, A *acc,
+                                 int64_t outer, int64_t size, int64_t inner,
+                                 int64_t count, DeviceError *error,
+                                 int32_t site) {
+  const int64_t n = outer * count * inner;
+  DTCC_GRID_LOOP(i, n) {
+    const int64_t k = i % inner, j = (i / inner) % count, o = i / (inner * count);
+    int64_t idx = int64_t(indices[j]);
+    if (idx < 0)
+      idx += size;
+    if (idx < 0 || idx >= size) {
+      recordError(error, site, kBadIndex, int64_t(indices[j]), j, size);
+      continue;
+    }
+    atomicAddAny(&acc[(o * size + idx) * inner + k], A(Elem<S>::load(updates[i])));
+  }
+}
+
+template <typename S>
+__global__ void roundKernel(S *out, const float *acc, int64_t n) {
+  DTCC_GRID_LOOP(i, n) { out[i] = Elem<S>::store(acc[i]); }
+}
+
+//===----------------------------------------------------------------------===//
+// Training: dropout, lr_schedule, adamw, sgd
+//===----------------------------------------------------------------------===//
+
+template <typename S>
+__global__ void dropoutKernel(const S *x, const int64_t *step, S *y, bool *mask,
+                              int64_t n, uint64_t seed, uint64_t threshold,
+                              float scale) {
+  const uint64_t key = streamKey(seed, uint64_t(*step));
+  DTCC_GRID_LOOP(i, n) {
+    const bool keep = (splitmix64(key + uint64_t(i)) >> 11) >= threshold;
+    y[i] = Elem<S>::store(keep ? Elem<S>::load(x[i]) * scale : 0.f);
+    mask[i] = keep;
+  }
+}
+
+__global__ void lrKernel(int kind, double base, double min, int64_t warmup,
+                         const int64_t *stepPtr, const int64_t *totalPtr,
+                         float *lr) {
+  const int64_t step = *stepPtr, total = *totalPtr;
+  double r;
+  if (step < warmup) {
+    r = base * double(step + 1) / double(warmup);
+  } else {
+    const int64_t span = total - warmup > 1 ? total - warmup : 1;
+    const double p = double(step - warmup) / double(span);
+    if (kind == 1)
+      r = min + (base - min) * (1 - p);
+    else if (kind == 2)
+      r = min + (base - min) * (1 + cos(3.14159265358979323846 * p)) / 2;
+    else
+      r = base;
+  }
+  *lr = float(r);
+}
+
+template <typename G>
+__global__ void adamwKernel(const AdamwTensor *tensors, int count,
+                            AdamwHyper h, DeviceError *error, int32_t site) {
+  // This block's tensor: the last whose first chunk is <= blockIdx.x.
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tensors[mid].firstChunk <= int64_t(blockIdx.x))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const AdamwTensor t = tensors[lo];
+  const int64_t step = *h.step;
+  if (step < 1) {
+    recordError(error, site, kBadStep, step, 0, 1);
+    return;
+  }
+  // As PyTorch and the CPU backend: scalars in double, rounded once.
+  const double lr = *h.lr;
+  const double bc1 = 1 - pow(h.beta1, double(step));
+  const double bc2 = 1 - pow(h.beta2, double(step));
+  const float decay = float(1 - lr * h.weightDecay);
+  const float beta1 = float(h.beta1), omb1 = float(1 - h.beta1);
+  const float beta2 = float(h.beta2), omb2 = float(1 - h.beta2);
+  const float negStep = float(-(lr / bc1)), bc2Sqrt = float(sqrt(bc2));
+  const float eps = float(h.eps), gradScale = *h.gradScale;
+  const G *grad = static_cast<const G *>(t.grad);
+  const int64_t begin = (int64_t(blockIdx.x) - t.firstChunk) * kAdamwChunk;
+  const int64_t end = begin + kAdamwChunk < t.n ? begin + kAdamwChunk : t.n;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const float g = Elem<G>::load(grad[i]) * gradScale;
+    const float p = t.param[i] * decay;
+    const float mi = t.m[i] * beta1 + omb1 * g;
+    const float vi = t.v[i] * beta2 + omb2 * g * g;
+    const float denom = sqrtf(vi) / bc2Sqrt + eps;
+    t.newParam[i] = p + negStep * mi / denom;
+    t.newM[i] = mi;
+    t.newV[i] = vi;
+  }
+}
+
+__global__ void sgdKernel(const float *param, const float *grad,
+                          const float *buf, float *newParam, float *newBuf,
+                          int64_t n, float momentum, float oneMinusDampening,
+                          float weightDecay, bool nesterov, const float *lrPtr,
+                          const int64_t *stepPtr, const float *gradScalePtr,
+                          DeviceError *error, int32_t site) {
+  const int64_t step = *stepPtr;
+  if (step < 1) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      recordError(error, site, kBadStep, step, 0, 1);
+    return;
+  }
+  const float negLr = -*lrPtr, gradScale = *gradScalePtr;
+  const bool first = step == 1;
+  DTCC_GRID_LOOP(i, n) {
+    const float p = param[i];
+    float d = grad[i] * gradScale;
+    d = weightDecay != 0.f ? d + weightDecay * p : d;
+    const float b = first ? d : buf[i] * momentum + oneMinusDampening * d;
+    const float u = nesterov ? d + momentum * b : momentum != 0.f ? b : d;
+    newParam[i] = p + negLr * u;
+    newBuf[i] = b;
+  }
+}
+
+__global__ void swapBlocksKernel(uint8_t *dst, const uint8_t *src, int64_t p,
+                                 int64_t q, int64_t block) {
+  const int64_t n = p * q * block;
+  DTCC_GRID_LOOP(i, n) {
+    const int64_t b = i % block, blk = i / block;
+    const int64_t pi = blk / q, qi = blk % q;
+    dst[(qi * p + pi) * block + b] = src[i];
+  }
+}
+
+template <typename Fn> cudaError_t launch(int64_t n, cudaStream_t s, Fn &&fn) {
+  LaunchConfig c = elementwiseLaunch(n, launchLimits());
+  if (c.blocks == 0)
+    return cudaSuccess;
+  fn(blocksOf(c), threadsOf(c), s);
+  return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t launchUnary(UnaryOp op, DType dtype, const Layout &l, void *out,
+                        const void *in, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  auto run = [&](auto tag) {
+    using S = decltype(tag);
+    err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      unaryKernel<S><<<g, b, 0, st>>>(op, l, static_cast<S *>(out),
+                                      static_cast<const S *>(in));
+    });
+  };
+  if (dtype == DType::kBool)
+    run(bool{});
+  else
+    visitArithmetic(dtype, run);
+  return err;
+}
+
+cudaError_t launchBinary(BinaryOp op, DType dtype, const Layout &l, void *out,
+                         const void *a, const void *b, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  auto run = [&](auto tag) {
+    using S = decltype(tag);
+    err = launch(l.numel, s, [&](dim3 g, dim3 bl, cudaStream_t st) {
+      binaryKernel<S><<<g, bl, 0, st>>>(op, l, static_cast<S *>(out),
+                                        static_cast<const S *>(a),
+                                        static_cast<const S *>(b));
+    });
+  };
+  if (dtype == DType::kBool)
+    run(bool{});
+  else
+    visitArithmetic(dtype, run);
+  return err;
+}
+
+cudaError_t launchCompare(CompareOp op, DType dtype, const Layout &l,
+                          void *out, const void *a, const void *b,
+                          cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  auto run = [&](auto tag) {
+    using S = decltype(tag);
+    err = launch(l.numel, s, [&](dim3 g, dim3 bl, cudaStream_t st) {
+      compareKernel<S><<<g, bl, 0, st>>>(op, l, static_cast<bool *>(out),
+                                         static_cast<const S *>(a),
+                                         static_cast<const S *>(b));
+    });
+  };
+  if (dtype == DType::kBool)
+    run(bool{});
+  else
+    visitArithmetic(dtype, run);
+  return err;
+}
+
+cudaError_t launchSelect(int elemSize, const Layout &l, void *out,
+                         const void *cond, const void *t, const void *f,
+                         cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitBytes(elemSize, [&](auto tag) {
+    using E = decltype(tag);
+    err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      selectKernel<E><<<g, b, 0, st>>>(l, static_cast<E *>(out),
+                                       static_cast<const bool *>(cond),
+                                       static_cast<const E *>(t),
+                                       static_cast<const E *>(f));
+    });
+  });
+  return err;
+}
+
+cudaError_t launchCast(DType to, DType from, const Layout &l, void *out,
+                       const void *in, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      castKernel<T><<<g, b, 0, st>>>(l, static_cast<T *>(out), from, in);
+    });
+  };
+  switch (to) {
+  case DType::kI8: run(int8_t{}); break;
+  case DType::kI16: run(int16_t{}); break;
+  case DType::kU8: run(uint8_t{}); break;
+  case DType::kU16: run(uint16_t{}); break;
+  case DType::kU32: run(uint32_t{}); break;
+  case DType::kU64: run(uint64_t{}); break;
+  case DType::kBool: run(bool{}); break;
+  default: visitArithmetic(to, run); break;
+  }
+  return err;
+}
+
+cudaError_t launchCopy(int elemSize, const Layout &l, void *out, const void *in,
+                       cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitBytes(elemSize, [&](auto tag) {
+    using E = decltype(tag);
+    err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      copyKernel<E><<<g, b, 0, st>>>(l, static_cast<E *>(out),
+                                     static_cast<const E *>(in));
+    });
+  });
+  return err;
+}
+
+cudaError_t launchIota(DType dtype, void *out, int64_t outer, int64_t size,
+                       int64_t inner, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  const int64_t n = outer * size * inner;
+  visitArithmetic(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    err = launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      iotaKernel<T><<<g, b, 0, st>>>(static_cast<T *>(out), n, size, inner);
+    });
+  });
+  return err;
+}
+
+cudaError_t launchFill(int elemSize, void *out, int64_t count, uint64_t bits,
+                       cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitBytes(elemSize, [&](auto tag) {
+    using E = decltype(tag);
+    err = launch(count, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      fillKernel<E><<<g, b, 0, st>>>(static_cast<E *>(out), count, E(bits));
+    });
+  });
+  return err;
+}
+
+cudaError_t launchGather(int elemSize, DType indexType, const void *data,
+                         const void *indices, void *out, int64_t outer,
+                         int64_t size, int64_t inner, int64_t count,
+                         DeviceError *error, int32_t site, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitBytes(elemSize, [&](auto etag) {
+    using E = decltype(etag);
+    auto run = [&](auto itag) {
+      using I = decltype(itag);
+      err = launch(outer * count * inner, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+        gatherKernel<E, I><<<g, b, 0, st>>>(
+            static_cast<const E *>(data), static_cast<const I *>(indices),
+            static_cast<E *>(out), outer, size, inner, count, error, site);
+      });
+    };
+    if (indexType == DType::kI32)
+      run(int32_t{});
+    else if (indexType == DType::kI64)
+      run(int64_t{});
+  });
+  return err;
+}
+
+cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
+                             const void *indices, void *out, float *scratch,
+                             int64_t outer, int64_t size, int64_t inner,
+                             int64_t count, DeviceError *error, int32_t site,
+                             cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  const int64_t total = outer * size * inner;
+  visitArithmetic(dtype, [&](auto stag) {
+    using S = decltype(stag);
+    using A = std::conditional_t<std::is_same_v<ComputeT<S>, S>, S, float>;
+    A *acc = std::is_same_v<A, S> ? static_cast<A *>(out)
+                                  : reinterpret_cast<A *>(scratch);
+    err = cudaMemsetAsync(acc, 0, total * sizeof(A), s);
+    if (err != cudaSuccess)
+      return;
+    auto run = [&](auto itag) {
+      using I = decltype(itag);
+      err = launch(outer * count * inner, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+        scatterAddKernel<S, A, I><<<g, b, 0, st>>>(
+            static_cast<const S *>(updates), static_cast<const I *>(indices),
+            acc, outer, size, inner, count, error, site);
+      });
+    };
+    if (indexType == DType::kI32)
+      run(int32_t{});
+    else if (indexType == DType::kI64)
+      run(int64_t{});
+    if (err != cudaSuccess)
+      return;
+    if constexpr (!std::is_same_v<A, S>)
+      err = launch(total, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+        roundKernel<S><<<g, b, 0, st>>>(static_cast<S *>(out), scratch, total);
+      });
+  });
+  return err;
+}
+
+cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
+                          void *y, bool *mask, int64_t n, uint64_t seed,
+                          uint64_t threshold, double scale, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitFloat(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    if constexpr (!std::is_same_v<S, double>)
+      err = launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+        dropoutKernel<S><<<g, b, 0, st>>>(static_cast<const S *>(x), step,
+                                          static_cast<S *>(y), mask, n, seed,
+                                          threshold, float(scale));
+      });
+  });
+  return err;
+}
+
+cudaError_t launchLrSchedule(int kind, double base, double min, int64_t warmup,
+                             const int64_t *step, const int64_t *total,
+                             float *lr, cudaStream_t s) {
+  lrKernel<<<1, 1, 0, s>>>(kind, base, min, warmup, step, total, lr);
+  return cudaGetLastError();
+}
+
+cudaError_t launchAdamw(const AdamwTensor *tensors, int count,
+                        int64_t totalChunks, DType gradType,
+                        const AdamwHyper &hyper, DeviceError *error,
+                        int32_t site, cudaStream_t s) {
+  if (totalChunks == 0)
+    return cudaSuccess;
+  const dim3 grid{unsigned(totalChunks)}, block{256};
+  switch (gradType) {
+  case DType::kF32:
+    adamwKernel<float><<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
+    break;
+  case DType::kBF16:
+    adamwKernel<__nv_bfloat16>
+        <<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
+    break;
+  case DType::kF16:
+    adamwKernel<__half><<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
+    break;
+  default:
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launchSgd(const float *param, const float *grad, const float *buf,
+                      float *newParam, float *newBuf, int64_t n,
+                      double momentum, double dampening, double weightDecay,
+                      bool nesterov, const float *lr, const int64_t *step,
+                      const float *gradScale, DeviceError *error, int32_t site,
+                      cudaStream_t s) {
+  return launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+    sgdKernel<<<g, b, 0, st>>>(param, grad, buf, newParam, newBuf, n,
+                               float(momentum), float(1 - dampening),
+                               float(weightDecay), nesterov, lr, step,
+                               gradScale, error, site);
+  });
+}
+
+cudaError_t launchSwapBlocks(void *dst, const void *src, int64_t p, int64_t q,
+                             int64_t block, cudaStream_t s) {
+  return launch(p * q * block, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+    swapBlocksKernel<<<g, b, 0, st>>>(static_cast<uint8_t *>(dst),
+                                      static_cast<const uint8_t *>(src), p, q,
+                                      block);
+  });
+}
+
+} // namespace dtcc::runtime::cuda

@@ -1,0 +1,175 @@
+//===- KernelCommon.cuh - helpers shared by dtcc's CUDA kernels -*- CUDA -*-===//
+//
+// Storage/compute element traits (f16 and bf16 compute in float), the
+// strided offsets of a Layout, warp and block sums, dtype dispatch, and the
+// launch arithmetic's device limits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CUDA_KERNELCOMMON_CUH
+#define DTCC_RUNTIME_DEVICE_CUDA_KERNELCOMMON_CUH
+
+#include "runtime/device/cuda/CudaLaunch.h"
+#include "runtime/device/cuda/LaunchConfig.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace dtcc::runtime::cuda {
+
+/// The limits launches are computed with (the SM count set by the device).
+DeviceLimits &launchLimits();
+
+template <typename S> struct Elem {
+  using C = S;
+  static __device__ __forceinline__ C load(S v) { return v; }
+  static __device__ __forceinline__ S store(C v) { return v; }
+};
+template <> struct Elem<__half> {
+  using C = float;
+  static __device__ __forceinline__ float load(__half v) {
+    return __half2float(v);
+  }
+  static __device__ __forceinline__ __half store(float v) {
+    return __float2half_rn(v);
+  }
+};
+template <> struct Elem<__nv_bfloat16> {
+  using C = float;
+  static __device__ __forceinline__ float load(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+  }
+  static __device__ __forceinline__ __nv_bfloat16 store(float v) {
+    return __float2bfloat16_rn(v);
+  }
+};
+template <typename S> using ComputeT = typename Elem<S>::C;
+
+/// Element offsets of linear index `i` for the first `N` operands.
+template <int N>
+__device__ __forceinline__ void layoutOffsets(const Layout &l, int64_t i,
+                                              int64_t (&off)[N]) {
+  if (l.linear) {
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      off[k] = i;
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    off[k] = 0;
+  for (int d = l.rank - 1; d >= 0; --d) {
+    const int64_t s = l.shape[d];
+    const int64_t idx = i % s;
+    i /= s;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      off[k] += idx * l.strides[d][k];
+  }
+}
+
+/// The grid-stride loop of the elementwise kernels.
+#define DTCC_GRID_LOOP(i, n)                                                   \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);   \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+template <typename T> __device__ __forceinline__ T warpSum(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename T> __device__ __forceinline__ T warpMax(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    T w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = (w > v || w != w) ? w : v;
+  }
+  return v;
+}
+
+/// Sum over the blockDim.x threads of this row (threadIdx.y); `shared`
+/// holds blockDim.y * 32 floats. Every thread of the block must call it
+/// when blockDim.x > 32 (then blockDim.y is 1).
+__device__ __forceinline__ float rowSum(float v, float *shared) {
+  v = warpSum(v);
+  if (blockDim.x == 32)
+    return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  v = lane < int(blockDim.x >> 5) ? shared[lane] : 0.f;
+  return warpSum(v);
+}
+__device__ __forceinline__ float rowMax(float v, float *shared) {
+  v = warpMax(v);
+  if (blockDim.x == 32)
+    return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  v = lane < int(blockDim.x >> 5) ? shared[lane] : -INFINITY;
+  return warpMax(v);
+}
+
+/// Records the first data-dependent error of a run.
+__device__ __forceinline__ void recordError(DeviceError *e, int32_t site,
+                                            int32_t kind, int64_t value,
+                                            int64_t position, int64_t bound) {
+  if (!e)
+    return;
+  if (atomicCAS(reinterpret_cast<int *>(&e->site), 0, site) == 0) {
+    e->kind = kind;
+    e->value = value;
+    e->position = position;
+    e->bound = bound;
+  }
+}
+
+/// Calls fn(S{}) for the storage type of a float dtype (f32, f16, bf16,
+/// f64); false for others.
+template <typename Fn> bool visitFloat(DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::kF32: fn(float{}); return true;
+  case DType::kF16: fn(__half{}); return true;
+  case DType::kBF16: fn(__nv_bfloat16{}); return true;
+  case DType::kF64: fn(double{}); return true;
+  default: return false;
+  }
+}
+/// visitFloat plus i32 and i64.
+template <typename Fn> bool visitArithmetic(DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::kI32: fn(int32_t{}); return true;
+  case DType::kI64: fn(int64_t{}); return true;
+  default: return visitFloat(dtype, fn);
+  }
+}
+/// Calls fn(U{}) with an unsigned type of `bytes` bytes.
+template <typename Fn> bool visitBytes(int bytes, Fn &&fn) {
+  switch (bytes) {
+  case 1: fn(uint8_t{}); return true;
+  case 2: fn(uint16_t{}); return true;
+  case 4: fn(uint32_t{}); return true;
+  case 8: fn(uint64_t{}); return true;
+  default: return false;
+  }
+}
+
+inline dim3 blocksOf(const LaunchConfig &c) {
+  return dim3(unsigned(c.blocks));
+}
+inline dim3 threadsOf(const LaunchConfig &c) {
+  return dim3(unsigned(c.threadsX), unsigned(c.threadsY));
+}
+
+} // namespace dtcc::runtime::cuda
+
+#endif // DTCC_RUNTIME_DEVICE_CUDA_KERNELCOMMON_CUH

@@ -1,0 +1,75 @@
+//===- LaunchConfig.h - grid and block sizes of the CUDA kernels -*- C++ -*-===//
+//
+// Host-side arithmetic shared by every launch: how many blocks and threads
+// an elementwise kernel, a row kernel (softmax, norms, cross-entropy) and a
+// column reduction get, and the 256-byte carving of a program's arenas out
+// of one device allocation. Pure C++, tested without a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CUDA_LAUNCHCONFIG_H
+#define DTCC_RUNTIME_DEVICE_CUDA_LAUNCHCONFIG_H
+
+#include <cstdint>
+#include <vector>
+
+namespace dtcc::runtime::cuda {
+
+/// What the launch arithmetic needs to know of the device.
+struct DeviceLimits {
+  int smCount = 132;             ///< multiprocessors (H100 SXM: 132)
+  int maxThreadsPerBlock = 1024;
+  int64_t maxGridX = 2147483647; ///< 2^31 - 1
+};
+
+/// A 1-d or 2-d launch; `blocks == 0` means there is nothing to launch.
+struct LaunchConfig {
+  int64_t blocks = 0;
+  int threadsX = 1, threadsY = 1;
+  int threads() const { return threadsX * threadsY; }
+};
+
+/// Threads per block of the elementwise kernels.
+constexpr int kElementwiseThreads = 256;
+/// At most this many blocks per multiprocessor for grid-stride loops.
+constexpr int kBlocksPerSm = 32;
+
+/// A grid-stride loop over `n` elements: 256 threads, enough blocks to
+/// cover n but at most kBlocksPerSm per multiprocessor.
+LaunchConfig elementwiseLaunch(int64_t n, const DeviceLimits &limits);
+
+/// Rows of `cols` elements each reduced by threadsX threads (a multiple of
+/// 32: a warp for rows of up to 1024 elements, else a block of up to 1024
+/// threads, about one thread per 4 elements); threadsY rows per block so a
+/// block has at least 128 threads; blocks cover every row (grid-stride when
+/// capped).
+LaunchConfig rowLaunch(int64_t rows, int64_t cols, const DeviceLimits &limits);
+
+/// Column sums of a [rows, cols] matrix (norm gradients' dscale/dbias):
+/// threadsX = 32 consecutive columns, threadsY = 8 row slices; blocks cover
+/// ceil(cols / 32) column groups.
+LaunchConfig columnLaunch(int64_t rows, int64_t cols,
+                          const DeviceLimits &limits);
+
+/// The smallest power of two >= v (v >= 1).
+int64_t nextPowerOfTwo(int64_t v);
+
+/// Arenas carved from one allocation: offset of each and the total size.
+struct ArenaLayout {
+  std::vector<int64_t> offsets;
+  int64_t totalBytes = 0;
+};
+
+/// The alignment of each arena in the allocation (cudaMalloc's own).
+constexpr int64_t kArenaAlignment = 256;
+
+/// Lays `sizes` (bytes, >= 0) out back to back, each starting at a multiple
+/// of `alignment` (a power of two); an empty arena takes no space but still
+/// gets an aligned offset. The total is at least 1 and a multiple of the
+/// alignment.
+ArenaLayout carveArenas(const std::vector<int64_t> &sizes,
+                        int64_t alignment = kArenaAlignment);
+
+} // namespace dtcc::runtime::cuda
+
+#endif // DTCC_RUNTIME_DEVICE_CUDA_LAUNCHCONFIG_H

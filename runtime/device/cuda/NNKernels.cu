@@ -1,0 +1,615 @@
+//===- NNKernels.cu - softmax, normalizations, cross-entropy, reductions ==//
+//
+// Row kernels: threadsX threads reduce one row (a warp for rows of up to
+// 1024 elements, a block beyond), threadsY rows per block (LaunchConfig's
+// rowLaunch). Sums accumulate in float (double for f64 rows is not
+// instantiated: f64 runs on the CPU backend); softmax subtracts the row
+// maximum. Softmax over a non-last dimension and reductions that keep the
+// innermost dimension use one thread per output column instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cuda/KernelCommon.cuh"
+
+namespace dtcc::runtime::cuda {
+namespace {
+
+constexpr int kMaxRowsPerBlock = 4; // rowLaunch: 128 / 32
+
+#define DTCC_ROW_LOOP(row, rows)                                               \
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;          \
+       row < (rows); row += int64_t(gridDim.x) * blockDim.y)
+
+__device__ __forceinline__ float *rowShared(float *base) {
+  return base + threadIdx.y * 32;
+}
+
+//===----------------------------------------------------------------------===//
+// softmax / log_softmax and their gradients
+//===----------------------------------------------------------------------===//
+
+template <typename S, bool Log>
+__global__ void softmaxRowKernel(const S *x, S *y, int64_t rows, int64_t cols) {
+  __shared__ float shared[kMaxRowsPerBlock * 32];
+  float *sh = rowShared(shared);
+  DTCC_ROW_LOOP(r, rows) {
+    const S *xr = x + r * cols;
+    S *yr = y + r * cols;
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float v = Elem<S>::load(xr[c]);
+      m = (v > m || v != v) ? v : m;
+    }
+    m = rowMax(m, sh);
+    float sum = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      sum += __expf(Elem<S>::load(xr[c]) - m);
+    sum = rowSum(sum, sh);
+    if constexpr (Log) {
+      const float logSum = logf(sum);
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) - logSum);
+    } else {
+      const float inv = 1.f / sum;
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        yr[c] = Elem<S>::store(__expf(Elem<S>::load(xr[c]) - m) * inv);
+    }
+  }
+}
+
+/// One thread per (outer, inner) column of [outer, size, inner].
+template <typename S, bool Log>
+__global__ void softmaxColumnKernel(const S *x, S *y, int64_t outer,
+                                    int64_t size, int64_t inner) {
+  DTCC_GRID_LOOP(col, outer * inner) {
+    const int64_t o = col / inner, i = col % inner;
+    const S *xc = x + o * size * inner + i;
+    S *yc = y + o * size * inner + i;
+    float m = -INFINITY;
+    for (int64_t d = 0; d < size; ++d) {
+      const float v = Elem<S>::load(xc[d * inner]);
+      m = (v > m || v != v) ? v : m;
+    }
+    float sum = 0.f;
+    for (int64_t d = 0; d < size; ++d)
+      sum += __expf(Elem<S>::load(xc[d * inner]) - m);
+    const float logSum = logf(sum), inv = 1.f / sum;
+    for (int64_t d = 0; d < size; ++d) {
+      const float v = Elem<S>::load(xc[d * inner]) - m;
+      yc[d * inner] = Elem<S>::store(Log ? v - logSum : __expf(v) * inv);
+    }
+  }
+}
+
+template <typename S, bool Log>
+__global__ void softmaxGradRowKernel(const S *y, const S *dy, S *dx,
+                                     int64_t rows, int64_t cols) {
+  __shared__ float shared[kMaxRowsPerBlock * 32];
+  float *sh = rowShared(shared);
+  DTCC_ROW_LOOP(r, rows) {
+    const S *yr = y + r * cols, *dr = dy + r * cols;
+    S *xr = dx + r * cols;
+    float s = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      s += Log ? Elem<S>::load(dr[c])
+               : Elem<S>::load(dr[c]) * Elem<S>::load(yr[c]);
+    s = rowSum(s, sh);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float yv = Elem<S>::load(yr[c]), dv = Elem<S>::load(dr[c]);
+      xr[c] = Elem<S>::store(Log ? dv - __expf(yv) * s : yv * (dv - s));
+    }
+  }
+}
+
+template <typename S, bool Log>
+__global__ void softmaxGradColumnKernel(const S *y, const S *dy, S *dx,
+                                        int64_t outer, int64_t size,
+                                        int64_t inner) {
+  DTCC_GRID_LOOP(col, outer * inner) {
+    const int64_t base = (col / inner) * size * inner + col % inner;
+    float s = 0.f;
+    for (int64_t d = 0; d < size; ++d) {
+      const int64_t k = base + d * inner;
+      s += Log ? Elem<S>::load(dy[k])
+               : Elem<S>::load(dy[k]) * Elem<S>::load(y[k]);
+    }
+    for (int64_t d = 0; d < size; ++d) {
+      const int64_t k = base + d * inner;
+      const float yv = Elem<S>::load(y[k]), dv = Elem<S>::load(dy[k]);
+      dx[k] = Elem<S>::store(Log ? dv - __expf(yv) * s : yv * (dv - s));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm / rms_norm and their gradients
+//===----------------------------------------------------------------------===//
+
+template <typename T> __device__ __forceinline__ float loadStat(const void *p, int64_t i) {
+  return Elem<T>::load(static_cast<const T *>(p)[i]);
+}
+template <typename T>
+__device__ __forceinline__ void storeStat(void *p, int64_t i, float v) {
+  static_cast<T *>(p)[i] = Elem<T>::store(v);
+}
+
+template <typename S, typename St, bool Layer>
+__global__ void normKernel(const S *x, const S *scale, const S *bias, S *y,
+                           void *mean, void *rstd, int64_t rows, int64_t cols,
+                           float eps) {
+  __shared__ float shared[kMaxRowsPerBlock * 32];
+  float *sh = rowShared(shared);
+  DTCC_ROW_LOOP(r, rows) {
+    const S *xr = x + r * cols;
+    S *yr = y + r * cols;
+    float mu = 0.f;
+    if constexpr (Layer) {
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        mu += Elem<S>::load(xr[c]);
+      mu = rowSum(mu, sh) / float(cols);
+    }
+    float ss = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float d = Elem<S>::load(xr[c]) - mu;
+      ss += d * d;
+    }
+    const float rs = rsqrtf(rowSum(ss, sh) / float(cols) + eps);
+    if (threadIdx.x == 0) {
+      if constexpr (Layer)
+        storeStat<St>(mean, r, mu);
+      storeStat<St>(rstd, r, rs);
+    }
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float v = (Elem<S>::load(xr[c]) - mu) * rs * Elem<S>::load(scale[c]);
+      if (Layer && bias)
+        v += Elem<S>::load(bias[c]);
+      yr[c] = Elem<S>::store(v);
+    }
+  }
+}
+
+/// dx per row: rstd (g - mean(g) - xhat mean(g xhat)), g = dy scale (rms:
+/// without mean(g)).
+template <typename S, typename St, bool Layer>
+__global__ void normGradRowKernel(const S *x, const S *scale, const void *mean,
+                                  const void *rstd, const S *dy, S *dx,
+                                  int64_t rows, int64_t cols) {
+  __shared__ float shared[kMaxRowsPerBlock * 32];
+  float *sh = rowShared(shared);
+  DTCC_ROW_LOOP(r, rows) {
+    const S *xr = x + r * cols, *dr = dy + r * cols;
+    S *xo = dx + r * cols;
+    const float mu = Layer ? loadStat<St>(mean, r) : 0.f;
+    const float rs = loadStat<St>(rstd, r);
+    float sumG = 0.f, sumGH = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float h = (Elem<S>::load(xr[c]) - mu) * rs;
+      const float g = Elem<S>::load(dr[c]) * Elem<S>::load(scale[c]);
+      sumG += g;
+      sumGH += g * h;
+    }
+    const float meanGH = rowSum(sumGH, sh) / float(cols);
+    const float meanG = Layer ? rowSum(sumG, sh) / float(cols) : 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float h = (Elem<S>::load(xr[c]) - mu) * rs;
+      const float g = Elem<S>::load(dr[c]) * Elem<S>::load(scale[c]);
+      xo[c] = Elem<S>::store(rs * (g - meanG - h * meanGH));
+    }
+  }
+}
+
+/// partials[slice][c] (and [slices + slice][c] for dbias): sums over the
+/// rows of one slice. blockIdx.x: 32 columns, blockIdx.y: the slice.
+template <typename S, typename St, bool Layer>
+__global__ void normGradColumnKernel(const S *x, const void *mean,
+                                     const void *rstd, const S *dy,
+                                     float *partials, int64_t rows,
+                                     int64_t cols, int64_t slices) {
+  __shared__ float accScale[8][33], accBias[8][33];
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t per = (rows + slices - 1) / slices;
+  const int64_t begin = blockIdx.y * per;
+  const int64_t end = begin + per < rows ? begin + per : rows;
+  float s = 0.f, b = 0.f;
+  if (c < cols)
+    for (int64_t r = begin + threadIdx.y; r < end; r += blockDim.y) {
+      const float mu = Layer ? loadStat<St>(mean, r) : 0.f;
+      const float h = (Elem<S>::load(x[r * cols + c]) - mu) * loadStat<St>(rstd, r);
+      const float d = Elem<S>::load(dy[r * cols + c]);
+      s += d * h;
+      b += d;
+    }
+  accScale[threadIdx.y][threadIdx.x] = s;
+  accBias[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int k = 1; k < int(blockDim.y); ++k) {
+      s += accScale[k][threadIdx.x];
+      b += accBias[k][threadIdx.x];
+    }
+    partials[blockIdx.y * cols + c] = s;
+    if (Layer)
+      partials[(slices + blockIdx.y) * cols + c] = b;
+  }
+}
+
+template <typename S, bool Layer>
+__global__ void normGradFinishKernel(const float *partials, S *dscale, S *dbias,
+                                     int64_t cols, int64_t slices) {
+  DTCC_GRID_LOOP(c, cols) {
+    float s = 0.f, b = 0.f;
+    for (int64_t k = 0; k < slices; ++k) {
+      s += partials[k * cols + c];
+      if (Layer)
+        b += partials[(slices + k) * cols + c];
+    }
+    dscale[c] = Elem<S>::store(s);
+    if (Layer)
+      dbias[c] = Elem<S>::store(b);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy and its gradient
+//===----------------------------------------------------------------------===//
+
+template <typename S, typename I, bool Grad>
+__global__ void crossEntropyKernel(const S *logits, const I *labels,
+                                   const S *dloss, S *out, int64_t n, int64_t c,
+                                   int64_t ignore, DeviceError *error,
+                                   int32_t site) {
+  __shared__ float shared[kMaxRowsPerBlock * 32];
+  float *sh = rowShared(shared);
+  DTCC_ROW_LOOP(i, n) {
+    const int64_t label = int64_t(labels[i]);
+    const bool ignored = label == ignore;
+    const bool bad = !ignored && (label < 0 || label >= c);
+    if (bad && threadIdx.x == 0)
+      recordError(error, site, kBadLabel, label, i, c);
+    const S *x = logits + i * c;
+    if (ignored || bad) {
+      if constexpr (Grad) {
+        for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+          out[i * c + j] = Elem<S>::store(0.f);
+      } else if (threadIdx.x == 0) {
+        out[i] = Elem<S>::store(0.f);
+      }
+      continue; // uniform over the row's threads
+    }
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float v = Elem<S>::load(x[j]);
+      m = (v > m || v != v) ? v : m;
+    }
+    m = rowMax(m, sh);
+    float sum = 0.f;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+      sum += __expf(Elem<S>::load(x[j]) - m);
+    sum = rowSum(sum, sh);
+    if constexpr (Grad) {
+      const float dl = Elem<S>::load(dloss[i]), inv = 1.f / sum;
+      for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+        const float p = __expf(Elem<S>::load(x[j]) - m) * inv;
+        out[i * c + j] = Elem<S>::store((p - (j == label ? 1.f : 0.f)) * dl);
+      }
+    } else if (threadIdx.x == 0) {
+      out[i] = Elem<S>::store((m - Elem<S>::load(x[label])) + logf(sum));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+template <typename A> __device__ A reduceIdentity(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::kSum: return A(0);
+  case ReduceOp::kProd: return A(1);
+  case ReduceOp::kMax:
+    return std::is_floating_point_v<A> ? A(-INFINITY)
+                                       : std::numeric_limits<A>::lowest();
+  case ReduceOp::kMin:
+    return std::is_floating_point_v<A> ? A(INFINITY)
+                                       : std::numeric_limits<A>::max();
+  }
+  return A(0);
+}
+template <typename A> __device__ A reduceCombine(ReduceOp op, A a, A b) {
+  switch (op) {
+  case ReduceOp::kSum: return a + b;
+  case ReduceOp::kProd: return a * b;
+  case ReduceOp::kMax: return (b > a || b != b) ? b : a;
+  case ReduceOp::kMin: return (b < a || b != b) ? b : a;
+  }
+  return a;
+}
+
+/// The input offset of output element `o` (kept dims, output order).
+__device__ int64_t keptOffset(const ReducePlan &p, int64_t o) {
+  int64_t off = 0;
+  for (int d = p.keptRank - 1; d >= 0; --d) {
+    off += (o % p.keptShape[d]) * p.keptStrides[d];
+    o /= p.keptShape[d];
+  }
+  return off;
+}
+__device__ int64_t reducedOffset(const ReducePlan &p, int64_t k) {
+  int64_t off = 0;
+  for (int d = p.reducedRank - 1; d >= 0; --d) {
+    off += (k % p.reducedShape[d]) * p.reducedStrides[d];
+    k /= p.reducedShape[d];
+  }
+  return off;
+}
+
+/// rowTail: a warp per output over a contiguous row of reducedNumel.
+template <typename S>
+__global__ void reduceRowKernel(ReduceOp op, ReducePlan p, const S *in, S *out) {
+  using A = ComputeT<S>;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t o = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+       o < p.outNumel; o += warps) {
+    const S *row = in + keptOffset(p, o);
+    A acc = reduceIdentity<A>(op);
+    for (int64_t k = threadIdx.x % 32; k < p.reducedNumel; k += 32)
+      acc = reduceCombine(op, acc, A(Elem<S>::load(row[k])));
+#pragma unroll
+    for (int sh = 16; sh > 0; sh /= 2)
+      acc = reduceCombine(op, acc, __shfl_xor_sync(0xffffffffu, acc, sh));
+    if (threadIdx.x % 32 == 0)
+      out[o] = Elem<S>::store(acc);
+  }
+}
+
+/// A thread per output: coalesced when the kept innermost dim is the
+/// input's innermost.
+template <typename S>
+__global__ void reduceColumnKernel(ReduceOp op, ReducePlan p, const S *in,
+                                   S *out) {
+  using A = ComputeT<S>;
+  DTCC_GRID_LOOP(o, p.outNumel) {
+    const S *base = in + keptOffset(p, o);
+    A acc = reduceIdentity<A>(op);
+    for (int64_t k = 0; k < p.reducedNumel; ++k)
+      acc = reduceCombine(op, acc, A(Elem<S>::load(base[reducedOffset(p, k)])));
+    out[o] = Elem<S>::store(acc);
+  }
+}
+
+template <typename S, typename Fn> void withStatType(DType st, Fn &&fn) {
+  switch (st) {
+  case DType::kF16: fn(__half{}); break;
+  case DType::kBF16: fn(__nv_bfloat16{}); break;
+  default: fn(float{}); break;
+  }
+}
+
+template <typename Fn> bool visitRowType(DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::kF32: fn(float{}); return true;
+  case DType::kF16: fn(__half{}); return true;
+  case DType::kBF16: fn(__nv_bfloat16{}); return true;
+  default: return false;
+  }
+}
+
+} // namespace
+
+cudaError_t launchSoftmax(DType dtype, bool log, const void *x, void *y,
+                          int64_t outer, int64_t size, int64_t inner,
+                          cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitRowType(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    const S *xs = static_cast<const S *>(x);
+    S *ys = static_cast<S *>(y);
+    err = cudaSuccess;
+    if (outer * inner == 0 || size == 0)
+      return;
+    if (inner == 1) {
+      LaunchConfig c = rowLaunch(outer, size, launchLimits());
+      if (log)
+        softmaxRowKernel<S, true><<<blocksOf(c), threadsOf(c), 0, s>>>(xs, ys, outer, size);
+      else
+        softmaxRowKernel<S, false><<<blocksOf(c), threadsOf(c), 0, s>>>(xs, ys, outer, size);
+    } else {
+      LaunchConfig c = elementwiseLaunch(outer * inner, launchLimits());
+      if (log)
+        softmaxColumnKernel<S, true><<<blocksOf(c), threadsOf(c), 0, s>>>(xs, ys, outer, size, inner);
+      else
+        softmaxColumnKernel<S, false><<<blocksOf(c), threadsOf(c), 0, s>>>(xs, ys, outer, size, inner);
+    }
+    err = cudaGetLastError();
+  });
+  return err;
+}
+
+cudaError_t launchSoftmaxGrad(DType dtype, bool log, const void *y,
+                              const void *dy, void *dx, int64_t outer,
+                              int64_t size, int64_t inner, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitRowType(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    const S *ys = static_cast<const S *>(y), *ds = static_cast<const S *>(dy);
+    S *xs = static_cast<S *>(dx);
+    err = cudaSuccess;
+    if (outer * inner == 0 || size == 0)
+      return;
+    if (inner == 1) {
+      LaunchConfig c = rowLaunch(outer, size, launchLimits());
+      if (log)
+        softmaxGradRowKernel<S, true><<<blocksOf(c), threadsOf(c), 0, s>>>(ys, ds, xs, outer, size);
+      else
+        softmaxGradRowKernel<S, false><<<blocksOf(c), threadsOf(c), 0, s>>>(ys, ds, xs, outer, size);
+    } else {
+      LaunchConfig c = elementwiseLaunch(outer * inner, launchLimits());
+      if (log)
+        softmaxGradColumnKernel<S, true><<<blocksOf(c), threadsOf(c), 0, s>>>(ys, ds, xs, outer, size, inner);
+      else
+        softmaxGradColumnKernel<S, false><<<blocksOf(c), threadsOf(c), 0, s>>>(ys, ds, xs, outer, size, inner);
+    }
+    err = cudaGetLastError();
+  });
+  return err;
+}
+
+cudaError_t launchNorm(bool layer, DType dtype, DType statType, const void *x,
+                       const void *scale, const void *bias, void *y,
+                       void *mean, void *rstd, int64_t rows, int64_t cols,
+                       double eps, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitRowType(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    withStatType<S>(statType, [&](auto stag) {
+      using St = decltype(stag);
+      err = cudaSuccess;
+      if (rows == 0 || cols == 0)
+        return;
+      LaunchConfig c = rowLaunch(rows, cols, launchLimits());
+      const S *xs = static_cast<const S *>(x), *sc = static_cast<const S *>(scale),
+              *bs = static_cast<const S *>(bias);
+      if (layer)
+        normKernel<S, St, true><<<blocksOf(c), threadsOf(c), 0, s>>>(
+            xs, sc, bs, static_cast<S *>(y), mean, rstd, rows, cols, float(eps));
+      else
+        normKernel<S, St, false><<<blocksOf(c), threadsOf(c), 0, s>>>(
+            xs, sc, nullptr, static_cast<S *>(y), nullptr, rstd, rows, cols,
+            float(eps));
+      err = cudaGetLastError();
+    });
+  });
+  return err;
+}
+
+int64_t normGradPartialRows(int64_t rows) {
+  // About 256 rows per slice, at most 64 slices (then a cheap final sum).
+  int64_t slices = (rows + 255) / 256;
+  return slices < 1 ? 1 : slices > 64 ? 64 : slices;
+}
+
+cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
+                           const void *x, const void *scale, const void *mean,
+                           const void *rstd, const void *dy, void *dx,
+                           void *dscale, void *dbias, int64_t rows,
+                           int64_t cols, float *partials, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitRowType(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    withStatType<S>(statType, [&](auto stag) {
+      using St = decltype(stag);
+      err = cudaSuccess;
+      if (cols == 0)
+        return;
+      const S *xs = static_cast<const S *>(x), *sc = static_cast<const S *>(scale),
+              *ds = static_cast<const S *>(dy);
+      if (rows > 0) {
+        LaunchConfig c = rowLaunch(rows, cols, launchLimits());
+        if (layer)
+          normGradRowKernel<S, St, true><<<blocksOf(c), threadsOf(c), 0, s>>>(
+              xs, sc, mean, rstd, ds, static_cast<S *>(dx), rows, cols);
+        else
+          normGradRowKernel<S, St, false><<<blocksOf(c), threadsOf(c), 0, s>>>(
+              xs, sc, mean, rstd, ds, static_cast<S *>(dx), rows, cols);
+      }
+      const int64_t slices = normGradPartialRows(rows);
+      if (rows > 0) {
+        LaunchConfig cc = columnLaunch(rows, cols, launchLimits());
+        dim3 grid(unsigned(cc.blocks), unsigned(slices));
+        if (layer)
+          normGradColumnKernel<S, St, true><<<grid, threadsOf(cc), 0, s>>>(
+              xs, mean, rstd, ds, partials, rows, cols, slices);
+        else
+          normGradColumnKernel<S, St, false><<<grid, threadsOf(cc), 0, s>>>(
+              xs, mean, rstd, ds, partials, rows, cols, slices);
+      } else {
+        err = cudaMemsetAsync(partials, 0,
+                              (layer ? 2 : 1) * slices * cols * sizeof(float), s);
+        if (err != cudaSuccess)
+          return;
+      }
+      LaunchConfig f = elementwiseLaunch(cols, launchLimits());
+      if (layer)
+        normGradFinishKernel<S, true><<<blocksOf(f), threadsOf(f), 0, s>>>(
+            partials, static_cast<S *>(dscale), static_cast<S *>(dbias), cols,
+            slices);
+      else
+        normGradFinishKernel<S, false><<<blocksOf(f), threadsOf(f), 0, s>>>(
+            partials, static_cast<S *>(dscale), nullptr, cols, slices);
+      err = cudaGetLastError();
+    });
+  });
+  return err;
+}
+
+template <bool Grad>
+static cudaError_t crossEntropy(DType dtype, DType labelType,
+                                const void *logits, const void *labels,
+                                const void *dloss, void *out, int64_t n,
+                                int64_t c, int64_t ignore, DeviceError *error,
+                                int32_t site, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitRowType(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    auto run = [&](auto itag) {
+      using I = decltype(itag);
+      err = cudaSuccess;
+      if (n == 0)
+        return;
+      LaunchConfig cfg = rowLaunch(n, c, launchLimits());
+      crossEntropyKernel<S, I, Grad><<<blocksOf(cfg), threadsOf(cfg), 0, s>>>(
+          static_cast<const S *>(logits), static_cast<const I *>(labels),
+          static_cast<const S *>(dloss), static_cast<S *>(out), n, c, ignore,
+          error, site);
+      err = cudaGetLastError();
+    };
+    if (labelType == DType::kI32)
+      run(int32_t{});
+    else if (labelType == DType::kI64)
+      run(int64_t{});
+  });
+  return err;
+}
+
+cudaError_t launchCrossEntropy(DType dtype, DType labelType,
+                               const void *logits, const void *labels,
+                               void *loss, int64_t n, int64_t c, int64_t ignore,
+                               DeviceError *error, int32_t site,
+                               cudaStream_t s) {
+  return crossEntropy<false>(dtype, labelType, logits, labels, nullptr, loss, n,
+                             c, ignore, error, site, s);
+}
+
+cudaError_t launchCrossEntropyGrad(DType dtype, DType labelType,
+                                   const void *logits, const void *labels,
+                                   const void *dloss, void *dlogits, int64_t n,
+                                   int64_t c, int64_t ignore,
+                                   DeviceError *error, int32_t site,
+                                   cudaStream_t s) {
+  return crossEntropy<true>(dtype, labelType, logits, labels, dloss, dlogits, n,
+                            c, ignore, error, site, s);
+}
+
+cudaError_t launchReduce(ReduceOp op, DType dtype, const ReducePlan &plan,
+                         const void *in, void *out, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitArithmetic(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    err = cudaSuccess;
+    if (plan.outNumel == 0)
+      return;
+    const S *is = static_cast<const S *>(in);
+    S *os = static_cast<S *>(out);
+    if (plan.rowTail && plan.reducedNumel >= 32) {
+      LaunchConfig c = elementwiseLaunch(plan.outNumel * 32, launchLimits());
+      reduceRowKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan, is, os);
+    } else {
+      LaunchConfig c = elementwiseLaunch(plan.outNumel, launchLimits());
+      reduceColumnKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan, is, os);
+    }
+    err = cudaGetLastError();
+  });
+  return err;
+}
+
+} // namespace dtcc::runtime::cuda

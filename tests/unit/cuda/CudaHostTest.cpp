@@ -1,0 +1,215 @@
+//===- CudaHostTest.cpp - host-side logic of the CUDA backend -------------===//
+//
+// Runs without a GPU: every entry of the cuBLASLt and NCCL tables, the
+// launch configurations, arena carving and the AdamW chunk plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cuda/CudaLaunch.h"
+#include "runtime/device/cuda/CudaTables.h"
+#include "runtime/device/cuda/LaunchConfig.h"
+
+#include <gtest/gtest.h>
+
+namespace dtcc::runtime::cuda {
+namespace {
+
+TEST(CudaTables, MatmulTypesEveryEntry) {
+  struct Row {
+    DType dtype;
+    cudaDataType_t data;
+    cublasComputeType_t compute;
+    cudaDataType_t scale;
+  };
+  for (const Row &r : {Row{DType::kF32, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F},
+                       Row{DType::kF16, CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F},
+                       Row{DType::kBF16, CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F},
+                       Row{DType::kF64, CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F}}) {
+    auto t = matmulTypes(r.dtype);
+    ASSERT_TRUE(t.isOk()) << dtypeName(r.dtype);
+    EXPECT_EQ(t->dataType, r.data) << dtypeName(r.dtype);
+    EXPECT_EQ(t->computeType, r.compute) << dtypeName(r.dtype);
+    EXPECT_EQ(t->scaleType, r.scale) << dtypeName(r.dtype);
+  }
+  auto tf32 = matmulTypes(DType::kF32, /*allowTf32=*/true);
+  ASSERT_TRUE(tf32.isOk());
+  EXPECT_EQ(tf32->computeType, CUBLAS_COMPUTE_32F_FAST_TF32);
+  // bf16 keeps fp32 accumulation whatever the TF32 switch says.
+  EXPECT_EQ(matmulTypes(DType::kBF16, true)->computeType, CUBLAS_COMPUTE_32F);
+  for (DType d : {DType::kI8, DType::kI32, DType::kI64, DType::kBool,
+                  DType::kU8}) {
+    auto t = matmulTypes(d);
+    ASSERT_FALSE(t.isOk());
+    EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(t.status().message().find(dtypeName(d)), std::string::npos);
+  }
+}
+
+TEST(CudaTables, CudaDataTypeEveryEntry) {
+  const std::pair<DType, cudaDataType_t> rows[] = {
+      {DType::kF32, CUDA_R_32F}, {DType::kF16, CUDA_R_16F},
+      {DType::kBF16, CUDA_R_16BF}, {DType::kF64, CUDA_R_64F},
+      {DType::kI8, CUDA_R_8I},   {DType::kU8, CUDA_R_8U},
+      {DType::kI32, CUDA_R_32I}, {DType::kU32, CUDA_R_32U},
+      {DType::kI64, CUDA_R_64I}, {DType::kU64, CUDA_R_64U}};
+  for (auto [d, t] : rows) {
+    auto got = cudaDataType(d);
+    ASSERT_TRUE(got.isOk()) << dtypeName(d);
+    EXPECT_EQ(got.value(), t) << dtypeName(d);
+  }
+  for (DType d : {DType::kBool, DType::kI16, DType::kU16, DType::kInvalid})
+    EXPECT_FALSE(cudaDataType(d).isOk()) << dtypeName(d);
+}
+
+TEST(CudaTables, NcclReductionEveryEntry) {
+  const std::pair<DType, ncclDataType_t> types[] = {
+      {DType::kI8, ncclInt8},       {DType::kU8, ncclUint8},
+      {DType::kI32, ncclInt32},     {DType::kU32, ncclUint32},
+      {DType::kI64, ncclInt64},     {DType::kU64, ncclUint64},
+      {DType::kF16, ncclFloat16},   {DType::kF32, ncclFloat32},
+      {DType::kF64, ncclFloat64},   {DType::kBF16, ncclBfloat16}};
+  const std::pair<ReduceKind, ncclRedOp_t> ops[] = {
+      {ReduceKind::kSum, ncclSum},
+      {ReduceKind::kMax, ncclMax},
+      {ReduceKind::kMin, ncclMin},
+      {ReduceKind::kProd, ncclProd}};
+  for (auto [d, t] : types)
+    for (auto [k, op] : ops) {
+      auto r = ncclReduction(d, k);
+      ASSERT_TRUE(r.isOk()) << dtypeName(d) << " " << reduceKindName(k);
+      EXPECT_EQ(r->dataType, t) << dtypeName(d);
+      EXPECT_EQ(r->op, op) << dtypeName(d) << " " << reduceKindName(k);
+    }
+  // bool: or for sum/max, and for min/prod, on bytes.
+  const std::pair<ReduceKind, ncclRedOp_t> boolOps[] = {
+      {ReduceKind::kSum, ncclMax},
+      {ReduceKind::kMax, ncclMax},
+      {ReduceKind::kMin, ncclMin},
+      {ReduceKind::kProd, ncclMin}};
+  for (auto [k, op] : boolOps) {
+    auto r = ncclReduction(DType::kBool, k);
+    ASSERT_TRUE(r.isOk());
+    EXPECT_EQ(r->dataType, ncclUint8);
+    EXPECT_EQ(r->op, op) << reduceKindName(k);
+  }
+  for (DType d : {DType::kI16, DType::kU16}) {
+    auto r = ncclReduction(d, ReduceKind::kSum);
+    ASSERT_FALSE(r.isOk());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  }
+}
+
+TEST(CudaTables, NcclMoveTypes) {
+  int64_t scale = 0;
+  EXPECT_EQ(ncclMoveType(DType::kBF16, &scale), ncclBfloat16);
+  EXPECT_EQ(scale, 1);
+  EXPECT_EQ(ncclMoveType(DType::kF32, &scale), ncclFloat32);
+  EXPECT_EQ(scale, 1);
+  EXPECT_EQ(ncclMoveType(DType::kI16, &scale), ncclUint8);
+  EXPECT_EQ(scale, 2);
+  EXPECT_EQ(ncclMoveType(DType::kU16, &scale), ncclUint8);
+  EXPECT_EQ(scale, 2);
+  EXPECT_STREQ(ncclDataTypeName(ncclBfloat16), "ncclBfloat16");
+}
+
+TEST(LaunchConfig, Elementwise) {
+  DeviceLimits h100; // 132 SMs
+  EXPECT_EQ(elementwiseLaunch(0, h100).blocks, 0);
+  LaunchConfig one = elementwiseLaunch(1, h100);
+  EXPECT_EQ(one.blocks, 1);
+  EXPECT_EQ(one.threadsX, 256);
+  EXPECT_EQ(one.threadsY, 1);
+  EXPECT_EQ(elementwiseLaunch(256, h100).blocks, 1);
+  EXPECT_EQ(elementwiseLaunch(257, h100).blocks, 2);
+  // Capped at 32 blocks per SM; the grid-stride loop covers the rest.
+  EXPECT_EQ(elementwiseLaunch(int64_t(1) << 34, h100).blocks, 132 * 32);
+  DeviceLimits a100{108, 1024, 2147483647};
+  EXPECT_EQ(elementwiseLaunch(int64_t(1) << 30, a100).blocks, 108 * 32);
+}
+
+TEST(LaunchConfig, Rows) {
+  DeviceLimits l;
+  // Short rows: a warp per row, 4 rows per block.
+  LaunchConfig a = rowLaunch(1000, 768, l);
+  EXPECT_EQ(a.threadsX, 32);
+  EXPECT_EQ(a.threadsY, 4);
+  EXPECT_EQ(a.blocks, 250);
+  EXPECT_EQ(rowLaunch(1001, 1024, l).blocks, 251);
+  // Long rows: a block per row, about 4 elements per thread.
+  LaunchConfig b = rowLaunch(8, 50257, l);
+  EXPECT_EQ(b.threadsX, 1024);
+  EXPECT_EQ(b.threadsY, 1);
+  EXPECT_EQ(b.blocks, 8);
+  LaunchConfig c = rowLaunch(8, 2048, l);
+  EXPECT_EQ(c.threadsX, 512);
+  EXPECT_EQ(c.threadsY, 1);
+  LaunchConfig d = rowLaunch(8, 1025, l);
+  EXPECT_EQ(d.threadsX, 512);
+  EXPECT_EQ(rowLaunch(0, 10, l).blocks, 0);
+  // Every configuration is whole warps within the block limit.
+  for (int64_t cols : {1, 31, 32, 100, 1024, 1025, 4096, 65536, 1 << 20}) {
+    LaunchConfig r = rowLaunch(3, cols, l);
+    EXPECT_EQ(r.threadsX % 32, 0) << cols;
+    EXPECT_LE(r.threads(), 1024) << cols;
+    EXPECT_GE(r.threads(), 128) << cols;
+  }
+}
+
+TEST(LaunchConfig, Columns) {
+  DeviceLimits l;
+  LaunchConfig c = columnLaunch(8192, 1024, l);
+  EXPECT_EQ(c.threadsX, 32);
+  EXPECT_EQ(c.threadsY, 8);
+  EXPECT_EQ(c.blocks, 32);
+  EXPECT_EQ(columnLaunch(10, 33, l).blocks, 2);
+  EXPECT_EQ(columnLaunch(0, 33, l).blocks, 0);
+}
+
+TEST(LaunchConfig, NextPowerOfTwo) {
+  EXPECT_EQ(nextPowerOfTwo(1), 1);
+  EXPECT_EQ(nextPowerOfTwo(2), 2);
+  EXPECT_EQ(nextPowerOfTwo(3), 4);
+  EXPECT_EQ(nextPowerOfTwo(1025), 2048);
+}
+
+TEST(ArenaCarving, OffsetsAreAlignedAndDisjoint) {
+  ArenaLayout l = carveArenas({1000, 0, 300});
+  ASSERT_EQ(l.offsets.size(), 3u);
+  EXPECT_EQ(l.offsets[0], 0);
+  EXPECT_EQ(l.offsets[1], 1024); // 1000 rounded up to 256
+  EXPECT_EQ(l.offsets[2], 1024); // the empty arena takes no space
+  EXPECT_EQ(l.totalBytes, 1536);
+  for (int64_t off : l.offsets)
+    EXPECT_EQ(off % kArenaAlignment, 0);
+
+  ArenaLayout exact = carveArenas({256, 512, 256});
+  EXPECT_EQ(exact.offsets, (std::vector<int64_t>{0, 256, 768}));
+  EXPECT_EQ(exact.totalBytes, 1024);
+
+  ArenaLayout empty = carveArenas({0, 0, 0});
+  EXPECT_EQ(empty.totalBytes, 256); // cudaMalloc of at least one unit
+
+  ArenaLayout custom = carveArenas({1, 1}, 64);
+  EXPECT_EQ(custom.offsets, (std::vector<int64_t>{0, 64}));
+  EXPECT_EQ(custom.totalBytes, 128);
+
+  // Large arenas (a 1.3B-parameter model's state) stay exact in int64.
+  const int64_t big = int64_t(21) * 1000 * 1000 * 1000 + 3;
+  ArenaLayout large = carveArenas({big, 17});
+  EXPECT_EQ(large.offsets[1], (big + 255) / 256 * 256);
+  EXPECT_GE(large.totalBytes, large.offsets[1] + 17);
+}
+
+TEST(AdamwChunks, PrefixSums) {
+  AdamwTensor t[3] = {};
+  t[0].n = kAdamwChunk;     // 1 chunk
+  t[1].n = kAdamwChunk + 1; // 2 chunks
+  t[2].n = 0;               // none
+  EXPECT_EQ(planAdamwChunks(t, 3), 3);
+  EXPECT_EQ(t[0].firstChunk, 0);
+  EXPECT_EQ(t[1].firstChunk, 1);
+  EXPECT_EQ(t[2].firstChunk, 3);
+}
+
+} // namespace
+} // namespace dtcc::runtime::cuda

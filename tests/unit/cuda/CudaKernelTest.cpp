@@ -1,0 +1,258 @@
+//===- CudaKernelTest.cpp - CUDA kernels against the CPU backend ----------===//
+//
+// Each case binds one instruction on the CPU device and on the GPU with the
+// same inputs and compares the outputs: f32 within 1e-5 relative, bf16
+// within 1e-2. Skipped (GTEST_SKIP) where cudaGetDeviceCount reports no GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cuda/CudaDevice.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace dtcc::runtime {
+namespace {
+
+bool haveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+struct Operand {
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<float> values; // inputs: the values; outputs: ignored
+};
+
+float toFloat(DType d, const uint8_t *p, int64_t i) {
+  switch (d) {
+  case DType::kBF16: return bf16ToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
+  case DType::kF16: return halfToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
+  case DType::kI64: return float(reinterpret_cast<const int64_t *>(p)[i]);
+  case DType::kI32: return float(reinterpret_cast<const int32_t *>(p)[i]);
+  default: return reinterpret_cast<const float *>(p)[i];
+  }
+}
+void fromFloat(DType d, uint8_t *p, int64_t i, float v) {
+  switch (d) {
+  case DType::kBF16: reinterpret_cast<uint16_t *>(p)[i] = floatToBf16(v); break;
+  case DType::kF16: reinterpret_cast<uint16_t *>(p)[i] = floatToHalf(v); break;
+  case DType::kI64: reinterpret_cast<int64_t *>(p)[i] = int64_t(v); break;
+  case DType::kI32: reinterpret_cast<int32_t *>(p)[i] = int32_t(v); break;
+  default: reinterpret_cast<float *>(p)[i] = v; break;
+  }
+}
+
+/// Runs `kernel` on `device`; returns the outputs as floats.
+std::vector<std::vector<float>> run(Device &device, const std::string &kernel,
+                                    const Attrs &attrs,
+                                    const std::vector<Operand> &inputs,
+                                    const std::vector<Operand> &outputs) {
+  KernelContext ctx;
+  ctx.kernel = kernel;
+  ctx.location = "test";
+  ctx.attrs = attrs;
+  std::vector<void *> buffers;
+  auto make = [&](const Operand &o, bool fill) {
+    int64_t n = 1;
+    for (int64_t d : o.shape)
+      n *= d;
+    void *p = device.allocate(n * dtypeSize(o.dtype)).value();
+    buffers.push_back(p);
+    if (fill) {
+      std::vector<uint8_t> host(n * dtypeSize(o.dtype));
+      for (int64_t i = 0; i < n; ++i)
+        fromFloat(o.dtype, host.data(), i, o.values[i]);
+      EXPECT_TRUE(device.copyHostToDevice(p, host.data(), host.size()).isOk());
+    }
+    return makeView(p, o.dtype, o.shape);
+  };
+  for (const Operand &o : inputs)
+    ctx.inputs.push_back(make(o, true));
+  for (const Operand &o : outputs)
+    ctx.outputs.push_back(make(o, false));
+  auto fn = (*device.kernels().find(kernel))(ctx);
+  EXPECT_TRUE(fn.isOk()) << fn.status().toString();
+  std::vector<std::vector<float>> result;
+  if (!fn.isOk())
+    return result;
+  Status s = fn.value()();
+  EXPECT_TRUE(s.isOk()) << s.toString();
+  EXPECT_TRUE(device.synchronize().isOk());
+  for (const TensorView &v : ctx.outputs) {
+    std::vector<uint8_t> host(v.sizeInBytes());
+    EXPECT_TRUE(device.copyDeviceToHost(host.data(), v.data, host.size()).isOk());
+    std::vector<float> f(v.numel());
+    for (int64_t i = 0; i < v.numel(); ++i)
+      f[i] = toFloat(v.dtype, host.data(), i);
+    result.push_back(f);
+  }
+  for (void *p : buffers)
+    device.deallocate(p);
+  return result;
+}
+
+std::vector<float> randomValues(int64_t n, unsigned seed, float scale = 1.f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+class CudaKernels : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!haveGpu())
+      GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount reports none)";
+    auto d = createCudaDevice(0);
+    ASSERT_TRUE(d.isOk()) << d.status().toString();
+    gpu = std::move(d.value());
+    cpu = createCpuDevice();
+  }
+  /// Compares the GPU with the CPU backend, relative to max(1, |cpu|).
+  void compare(const std::string &kernel, const Attrs &attrs,
+               const std::vector<Operand> &inputs,
+               const std::vector<Operand> &outputs, double tol) {
+    auto want = run(*cpu, kernel, attrs, inputs, outputs);
+    auto got = run(*gpu, kernel, attrs, inputs, outputs);
+    ASSERT_EQ(want.size(), got.size()) << kernel;
+    for (size_t o = 0; o < want.size(); ++o)
+      for (size_t i = 0; i < want[o].size(); ++i)
+        ASSERT_NEAR(got[o][i], want[o][i],
+                    tol * std::max(1.0, std::fabs(double(want[o][i]))))
+            << kernel << " output " << o << " element " << i;
+  }
+  std::unique_ptr<Device> gpu, cpu;
+};
+
+constexpr double kF32Tol = 1e-5, kBf16Tol = 1e-2;
+
+TEST_F(CudaKernels, MatmulF32Transposes) {
+  for (int tl = 0; tl < 2; ++tl)
+    for (int tr = 0; tr < 2; ++tr) {
+      Attrs a;
+      a.set("transpose_lhs", int64_t(tl));
+      a.set("transpose_rhs", int64_t(tr));
+      std::vector<int64_t> ls = tl ? std::vector<int64_t>{3, 24, 17}
+                                   : std::vector<int64_t>{3, 17, 24};
+      std::vector<int64_t> rs = tr ? std::vector<int64_t>{3, 40, 24}
+                                   : std::vector<int64_t>{3, 24, 40};
+      compare("matmul", a,
+              {{DType::kF32, ls, randomValues(3 * 17 * 24, 1)},
+               {DType::kF32, rs, randomValues(3 * 24 * 40, 2)}},
+              {{DType::kF32, {3, 17, 40}, {}}}, 1e-4);
+    }
+}
+
+TEST_F(CudaKernels, MatmulBf16SharedRhs) {
+  compare("matmul", Attrs(),
+          {{DType::kBF16, {2, 64, 128}, randomValues(2 * 64 * 128, 3)},
+           {DType::kBF16, {128, 96}, randomValues(128 * 96, 4)}},
+          {{DType::kBF16, {2, 64, 96}, {}}}, kBf16Tol * 4);
+}
+
+TEST_F(CudaKernels, AddBroadcast) {
+  compare("add", Attrs(),
+          {{DType::kF32, {64, 33}, randomValues(64 * 33, 5)},
+           {DType::kF32, {64, 33}, randomValues(64 * 33, 6)}},
+          {{DType::kF32, {64, 33}, {}}}, kF32Tol);
+}
+
+TEST_F(CudaKernels, Gelu) {
+  for (const char *approx : {"none", "tanh"}) {
+    Attrs a;
+    a.set("approximate", std::string(approx));
+    compare("gelu", a, {{DType::kF32, {4096}, randomValues(4096, 7, 4)}},
+            {{DType::kF32, {4096}, {}}}, kF32Tol);
+    compare("gelu", a, {{DType::kBF16, {4096}, randomValues(4096, 7, 4)}},
+            {{DType::kBF16, {4096}, {}}}, kBf16Tol);
+  }
+}
+
+TEST_F(CudaKernels, SoftmaxRowsAndGrad) {
+  for (int64_t cols : {100, 1024, 5000}) {
+    Attrs a;
+    a.set("dim", int64_t(-1));
+    compare("softmax", a, {{DType::kF32, {7, cols}, randomValues(7 * cols, 8, 5)}},
+            {{DType::kF32, {7, cols}, {}}}, kF32Tol);
+    compare("softmax_grad", a,
+            {{DType::kF32, {7, cols}, randomValues(7 * cols, 9)},
+             {DType::kF32, {7, cols}, randomValues(7 * cols, 10)}},
+            {{DType::kF32, {7, cols}, {}}}, kF32Tol);
+  }
+}
+
+TEST_F(CudaKernels, LayerNormAndGrad) {
+  Attrs a;
+  a.set("axis", int64_t(-1));
+  a.set("epsilon", 1e-5);
+  const int64_t rows = 300, cols = 768;
+  compare("layer_norm", a,
+          {{DType::kF32, {rows, cols}, randomValues(rows * cols, 11, 3)},
+           {DType::kF32, {cols}, randomValues(cols, 12)},
+           {DType::kF32, {cols}, randomValues(cols, 13)}},
+          {{DType::kF32, {rows, cols}, {}},
+           {DType::kF32, {rows}, {}},
+           {DType::kF32, {rows}, {}}},
+          kF32Tol * 10);
+}
+
+TEST_F(CudaKernels, CrossEntropy) {
+  std::vector<float> labels(64);
+  for (int i = 0; i < 64; ++i)
+    labels[i] = float((i * 37) % 1000);
+  labels[5] = -100; // ignore_index
+  compare("cross_entropy", Attrs(),
+          {{DType::kF32, {64, 1000}, randomValues(64 * 1000, 14, 3)},
+           {DType::kI64, {64}, labels}},
+          {{DType::kF32, {64}, {}}}, kF32Tol);
+  compare("cross_entropy_grad", Attrs(),
+          {{DType::kF32, {64, 1000}, randomValues(64 * 1000, 14, 3)},
+           {DType::kI64, {64}, labels},
+           {DType::kF32, {64}, randomValues(64, 15)}},
+          {{DType::kF32, {64, 1000}, {}}}, kF32Tol);
+}
+
+TEST_F(CudaKernels, Adamw) {
+  Attrs a;
+  a.set("beta1", 0.9);
+  a.set("beta2", 0.999);
+  a.set("epsilon", 1e-8);
+  a.set("weight_decay", 0.01);
+  const int64_t n = 10000;
+  std::vector<float> v = randomValues(n, 19);
+  for (float &x : v)
+    x = std::fabs(x);
+  compare("adamw", a,
+          {{DType::kF32, {n}, randomValues(n, 16)},
+           {DType::kF32, {n}, randomValues(n, 17)},
+           {DType::kF32, {n}, randomValues(n, 18)},
+           {DType::kF32, {n}, v},
+           {DType::kF32, {1}, {1e-3f}},
+           {DType::kI64, {1}, {3}},
+           {DType::kF32, {1}, {1.f}}},
+          {{DType::kF32, {n}, {}}, {DType::kF32, {n}, {}}, {DType::kF32, {n}, {}}},
+          kF32Tol);
+}
+
+TEST(CudaDeviceNoGpu, ClearError) {
+  if (haveGpu())
+    GTEST_SKIP() << "a GPU is present";
+  auto d = createCudaDevice(0);
+  ASSERT_FALSE(d.isOk());
+  EXPECT_EQ(d.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(d.status().message().find("no CUDA device: cudaGetDeviceCount "
+                                      "returned"),
+            std::string::npos)
+      << d.status().message();
+  EXPECT_NE(d.status().message().find("--target cuda"), std::string::npos);
+}
+
+} // namespace
+} // namespace dtcc::runtime
