@@ -9,6 +9,7 @@
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Sharding/Passes.h"
+#include "passes/Sharding/ShardingUtils.h"
 #include "runtime/format/Container.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -104,6 +105,17 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     return failure();
   if (options.compileTo == Phase::Graph)
     return success();
+  // Pipeline parallelism unrolls the step over its micro-batches before the
+  // optimizer and cuts it into stages after it.
+  int64_t stages = 1;
+  if (!options.train.mesh.empty()) {
+    std::string error;
+    auto mesh = shard::parseMesh(options.train.mesh, ctx, error);
+    if (failed(mesh))
+      return module.emitError("invalid --mesh '")
+             << options.train.mesh << "': " << error;
+    stages = mesh->getSize("pp");
+  }
   if (options.train.enabled) {
     const TrainOptions &t = options.train;
     if (failed(run(
@@ -113,6 +125,16 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
               ad.frozen.assign(t.frozen.begin(), t.frozen.end());
               ad.recompute = t.recompute;
               pm.addPass(graph::createAutodiff(ad));
+              if (t.dtype != "fp32") {
+                graph::MixedPrecisionOptions mp;
+                mp.dtype = t.dtype;
+                pm.addPass(graph::createMixedPrecision(mp));
+              }
+              if (stages > 1) {
+                shard::ShardMicrobatchOptions mb;
+                mb.microBatches = t.microBatches;
+                pm.addPass(shard::createShardMicrobatch(mb));
+              }
               graph::OptimizerOptions opt;
               opt.optimizer = t.optimizer;
               opt.lr = t.lr;
@@ -127,7 +149,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
               opt.gradClip = t.gradClip;
               opt.warmup = t.warmup;
               opt.schedule = t.schedule;
-              opt.microBatches = t.microBatches;
+              opt.microBatches = stages > 1 ? 1 : t.microBatches;
               opt.exportGradients = t.exportGradients;
               pm.addPass(graph::createOptimizer(opt));
               pm.addPass(createCanonicalizerPass());
@@ -143,6 +165,13 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
       return module.emitError("--mesh places a training step: add --train");
     if (failed(run(
             [&](PassManager &pm) {
+              if (stages > 1) {
+                shard::ShardPipelineOptions pipe;
+                pipe.stages = stages;
+                pipe.scheduleKind = options.train.pipelineSchedule;
+                pm.addPass(shard::createShardPipeline(pipe));
+                pm.addPass(createCanonicalizerPass());
+              }
               shard::ShardAnnotateOptions annotate;
               annotate.mesh = options.train.mesh;
               annotate.zero = options.train.zero;

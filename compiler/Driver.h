@@ -52,9 +52,14 @@ struct TrainOptions {
   std::string schedule = "constant";
   int64_t microBatches = 1;
   bool exportGradients = false;
+  /// Compute type of forward and backward: "fp32", "bf16" or "fp16" (fp32
+  /// master weights and optimizer state; dtcc-graph-mixed-precision).
+  std::string dtype = "fp32";
   /// The device mesh ("dp=4"); empty: one device. See passes/Sharding.
   std::string mesh;
   int zero = 0;
+  /// With a pp axis: gpipe or 1f1b (dtcc-shard-pipeline).
+  std::string pipelineSchedule = "1f1b";
 };
 
 struct CompileOptions {

@@ -220,6 +220,8 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
                                             type.getElementType()),
                             var.getSymName()));
     v->set_trainable(var.getTrainable());
+    if (auto stage = var->getAttrOfType<IntegerAttr>("dshard.stage"))
+      v->set_stage(stage.getInt());
     if (var->hasAttr(shard::kShardingAttr))
       setSharding(v->mutable_sharding(), var->getAttr(shard::kShardingAttr),
                   var->getAttr("dshard.global_type"));
@@ -241,6 +243,8 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     f->set_name(fn.getSymName().str());
     if (auto ws = fn->getAttrOfType<IntegerAttr>("dexec.workspace_bytes"))
       f->set_workspace_bytes(ws.getInt());
+    if (auto stage = fn->getAttrOfType<IntegerAttr>("dshard.stage"))
+      f->set_stage(stage.getInt());
     llvm::DenseMap<Value, int32_t> ids;
     for (Operation &op : fn.getBody().front()) {
       if (auto buffer = dyn_cast<exec::BufferOp>(op)) {

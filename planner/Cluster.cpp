@@ -86,6 +86,7 @@ std::vector<FieldRef> clusterFields(ClusterSpec &c) {
       text("description", c.description),
       nodes,
       text("device.name", c.device.name),
+      text("device.kind", c.device.kind),
       fig("device.peakFlops.fp32", c.device.peakFp32),
       fig("device.peakFlops.tf32", c.device.peakTf32),
       fig("device.peakFlops.bf16", c.device.peakBf16),
@@ -143,6 +144,9 @@ Status ClusterSpec::validate() const {
   if (perNodeValue != std::floor(perNodeValue))
     return invalidArgument("node.devicesPerNode: expected an integer, got ",
                            perNodeValue);
+  if (device.kind != "gpu" && device.kind != "cpu")
+    return invalidArgument("device.kind: expected \"gpu\" or \"cpu\", got '",
+                           device.kind, "'");
   return Status::ok();
 }
 
@@ -299,6 +303,7 @@ ClusterSpec cpuLocal() {
   c.description = "the CPU backend: MPI ranks on one x86-64 host, one core "
                   "per rank; nominal figures, calibrate for real ones";
   c.device.name = "x86-64 core (AVX2)";
+  c.device.kind = "cpu";
   const char *peakWhy =
       "nominal: 2 FMA ports x 8 fp32 lanes x 2 FLOP x 2 GHz";
   c.device.peakFp32 = fig(64e9, p, peakWhy);
@@ -428,6 +433,8 @@ Json clusterToJson(const ClusterSpec &cluster) {
     else
       setPath(root, field.path, Json(*field.integer));
   }
+  if (!cluster.calibration.isNull())
+    root.set("calibration", cluster.calibration);
   return root;
 }
 
@@ -440,7 +447,7 @@ Status readObject(const Json &object, const std::string &prefix,
     const std::string &key = member.first;
     const Json &value = member.second;
     std::string path = prefix.empty() ? key : prefix + "." + key;
-    if (prefix.empty() && key == "base")
+    if (prefix.empty() && (key == "base" || key == "calibration"))
       continue;
     bool matched = false, isParent = false;
     for (size_t i = 0; i < fields.size(); ++i) {
@@ -503,6 +510,8 @@ StatusOr<ClusterSpec> clusterFromJson(const Json &json,
   std::vector<FieldRef> fields = clusterFields(cluster);
   std::vector<bool> seen(fields.size(), false);
   DTCC_RETURN_IF_ERROR(readObject(json, "", fields, seen, defaultSource));
+  if (const Json *calibration = json.find("calibration"))
+    cluster.calibration = *calibration;
   if (!fromBase) {
     for (size_t i = 0; i < fields.size(); ++i) {
       if (seen[i] || fields[i].integer || fields[i].text)

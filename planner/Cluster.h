@@ -39,6 +39,10 @@ struct Figure {
 /// One accelerator (or, for cpu-local, one CPU rank).
 struct DeviceSpec {
   std::string name;
+  /// "gpu" or "cpu": which dtcc backend runs on it. The CPU backend computes
+  /// in fp32 and does not fuse attention, which the planner then models.
+  std::string kind = "gpu";
+  bool isCpu() const { return kind == "cpu"; }
   /// Dense peak FLOP/s per compute type.
   Figure peakFp32, peakTf32, peakBf16, peakFp16;
   Figure memoryBytes;     ///< device memory capacity
@@ -84,6 +88,9 @@ struct ClusterSpec {
   Figure hostMemoryBytes;     ///< per node
   Figure hostMemoryBandwidth; ///< per node, bytes/s (CPU optimizer step)
   int64_t nodes = 1;
+  /// What `dtcc calibrate` measured (its raw samples and how), kept verbatim
+  /// in the file's "calibration" object; null for presets.
+  Json calibration;
 
   int64_t perNode() const { return int64_t(devicesPerNode.value); }
   int64_t numDevices() const { return nodes * perNode(); }

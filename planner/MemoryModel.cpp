@@ -139,8 +139,11 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
     m.temporaries +=
         tokens * double(model_.paddedVocab(plan.tp)) / t * a; // logits
 
-  // Communication buffers.
   double stageParams = stageParameters(model_, plan, s);
+  if (cluster_.device.isCpu() && p == 1)
+    return cpuBackend(plan, m, stageParams, layer, embedding, head);
+
+  // Communication buffers.
   if (plan.dp > 1 && plan.zeroStage <= 2)
     m.commBuffers +=
         std::min(2 * kBucketBytes, stageParams * plan.dtype.gradBytes());
@@ -161,6 +164,42 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
     m.commBuffers += 4 * tokens * h * a * rep; // send/recv, both directions
   if (plan.sequenceParallel)
     m.commBuffers += tokens * h * a; // all-gathered sequence
+  return m;
+}
+
+MemoryBreakdown MemoryModel::cpuBackend(const Plan &plan, MemoryBreakdown m,
+                                        double params,
+                                        const LayerProfile &layer,
+                                        const LayerProfile &embedding,
+                                        const LayerProfile &head) const {
+  // What dtcc compile's static memory plan holds (one pipeline stage):
+  // parameters and optimizer state in the state arena; gradients in the
+  // workspace, whole on every rank whatever the ZeRO stage (the collective
+  // that shards them reads them whole), unless micro-batches accumulate
+  // them in state.
+  const double n = double(plan.dp);
+  if (plan.microBatches == 1)
+    m.gradients = params * plan.dtype.gradBytes();
+  // Plain DP all-reduces a flat copy of every gradient; ZeRO reduce-scatters
+  // into the rank's shard.
+  double collective = 0;
+  if (plan.dp > 1)
+    collective = plan.zeroStage == 0 ? m.gradients : m.gradients / n;
+  // ZeRO-3 keeps each unit's gathered parameters from its forward to its
+  // backward use: at the turn of the step every unit but the last is
+  // gathered.
+  double gathered = 0;
+  if (plan.dp > 1 && plan.zeroStage == 3) {
+    double largest = std::max({layer.params, embedding.params, head.params});
+    gathered = (params - largest) * plan.dtype.paramBytes();
+  }
+  m.commBuffers = collective + gathered;
+  // The backward pass frees activations (and gathered parameters) as it
+  // produces gradients: the workspace peaks at the larger of the two
+  // phases, not at their sum. Accumulated gradients (micro-batches) live in
+  // state instead.
+  if (plan.microBatches == 1)
+    m.reused = std::min(m.activations + gathered, m.gradients + collective);
   return m;
 }
 

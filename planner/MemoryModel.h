@@ -35,10 +35,15 @@ struct MemoryBreakdown {
   double hostParameters = 0;
   double hostGradients = 0;
   double hostOptimizerState = 0;
+  /// Bytes the memory plan holds twice in the categories above but once in
+  /// memory: on the CPU backend the gradients (and their collective's
+  /// buffer) take the space of activations that the backward pass has
+  /// freed, so the peak is the larger of the two, not their sum.
+  double reused = 0;
 
   double total() const {
     return parameters + gradients + optimizerState + activations +
-           temporaries + commBuffers;
+           temporaries + commBuffers - reused;
   }
   double modelState() const {
     return parameters + gradients + optimizerState;
@@ -92,6 +97,11 @@ public:
 
 private:
   const LayerProfile &profile(int kind, const Plan &plan) const;
+  /// stage() for the CPU backend: the compiled program's accounting.
+  MemoryBreakdown cpuBackend(const Plan &plan, MemoryBreakdown m,
+                             double params, const LayerProfile &layer,
+                             const LayerProfile &embedding,
+                             const LayerProfile &head) const;
 
   ModelDesc model_;
   ClusterSpec cluster_;

@@ -245,6 +245,8 @@ std::string formatReport(const PlanReport &r) {
     row("activations", mem.activations);
     row("temporaries", mem.temporaries);
     row("comm buffers", mem.commBuffers);
+    if (mem.reused > 0)
+      mt.add({"reused (-)", formatBytes(mem.reused), share(mem.reused, capacity)});
     row("total", mem.total());
     mt.add({"capacity", formatBytes(capacity), ""});
     mt.add({"headroom", formatBytes(capacity - mem.total()),
@@ -346,6 +348,7 @@ Json memoryJson(const MemoryBreakdown &m, double capacity, double host) {
   j.set("activations", m.activations);
   j.set("temporaries", m.temporaries);
   j.set("commBuffers", m.commBuffers);
+  j.set("reused", m.reused);
   j.set("total", m.total());
   j.set("capacity", capacity);
   j.set("headroom", capacity - m.total());

@@ -148,9 +148,14 @@ namespace {
 /// The part of `comm` that overlaps nothing when it runs alongside
 /// `compute` covering `layers` layers: at least the last layer's share
 /// (its bucket can only start when the computation that produces it ends).
-double exposedPart(double comm, double compute, int64_t layers) {
+/// Without `overlap` (CPU ranks, whose collectives run on the cores that
+/// compute), all of it.
+double exposedPart(double comm, double compute, int64_t layers,
+                   bool overlap) {
   if (comm <= 0)
     return 0;
+  if (!overlap)
+    return comm;
   double lastBucket = comm / double(std::max<int64_t>(1, layers));
   return std::max(lastBucket, comm - compute);
 }
@@ -284,21 +289,21 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
       switch (plan.zeroStage) {
       case 0:
         x.endDpComm = ar;
-        x.dpExposed = exposedPart(ar, x.computeB, L);
+        x.dpExposed = exposedPart(ar, x.computeB, L, overlaps());
         break;
       case 1:
         x.endDpComm = rs + ag;
-        x.dpExposed = exposedPart(rs, x.computeB, L) +
-                      exposedPart(ag, x.computeF, L);
+        x.dpExposed = exposedPart(rs, x.computeB, L, overlaps()) +
+                      exposedPart(ag, x.computeF, L, overlaps());
         break;
       case 2: {
         // Gradients are reduce-scattered (and, offloaded, copied to the
         // host) every micro-batch; updated parameters are all-gathered once.
         double c = rs + d2h;
         x.perMbDpComm = c;
-        perMbB = exposedPart(c, x.computeB, L);
+        perMbB = exposedPart(c, x.computeB, L, overlaps());
         x.endDpComm = ag;
-        x.dpExposed = exposedPart(ag, x.computeF, L);
+        x.dpExposed = exposedPart(ag, x.computeF, L, overlaps());
         x.offloadExposed = offload ? h2d : 0; // updated shard to the device
         break;
       }
@@ -311,8 +316,8 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
         double gather = ag + fetch;
         double c = gather + rs + d2h;
         x.perMbDpComm = gather + c;
-        perMbF = exposedPart(gather, x.computeF, L);
-        perMbB = exposedPart(c, x.computeB, L);
+        perMbF = exposedPart(gather, x.computeF, L, overlaps());
+        perMbB = exposedPart(c, x.computeB, L, overlaps());
         if (plan.offload == Offload::kOptimizer)
           x.offloadExposed = h2d; // updated shard back to the device
         break;
@@ -471,11 +476,11 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
         add("dp", "gradients", Collective::kReduceScatter, dpLink, dp, 1,
             gradPayload, time(Collective::kReduceScatter, gradPayload),
             exposedPart(time(Collective::kReduceScatter, gradPayload),
-                        x.computeB, L));
+                        x.computeB, L, overlaps()));
         add("dp", "parameters", Collective::kAllGather, dpLink, dp, 1,
             paramPayload, time(Collective::kAllGather, paramPayload),
             exposedPart(time(Collective::kAllGather, paramPayload),
-                        x.computeF, L));
+                        x.computeF, L, overlaps()));
         break;
       case 2:
         add("dp", "gradients", Collective::kReduceScatter, dpLink, dp,
@@ -485,7 +490,7 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
         add("dp", "parameters", Collective::kAllGather, dpLink, dp, 1,
             paramPayload, time(Collective::kAllGather, paramPayload),
             exposedPart(time(Collective::kAllGather, paramPayload),
-                        x.computeF, L));
+                        x.computeF, L, overlaps()));
         break;
       case 3:
         add("dp", "parameters", Collective::kAllGather, dpLink, dp,

@@ -168,6 +168,9 @@ private:
     int tpForward = 0, tpBackward = 0;
     double tpPayload = 0;
   };
+  /// Whether communication can hide behind compute: not on CPU ranks, whose
+  /// collectives (MPI copies, TCP) run on the cores that compute.
+  bool overlaps() const { return !cluster_.device.isCpu(); }
   /// kind: 0 layer, 1 embedding, 2 head. Cached: identical layers are
   /// solved once.
   const PartTimes &part(int kind, const Plan &plan) const;

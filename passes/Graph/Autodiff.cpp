@@ -288,10 +288,13 @@ void AutodiffPass::runOnOperation() {
     else
       it->second = AddOp::create(b, loc, it->second, g);
   };
-  grads[lossValue] = ConstantOp::create(
+  auto seed = ConstantOp::create(
       b, lossValue.getLoc(),
       DenseElementsAttr::get(typeOf(lossValue),
                              b.getFloatAttr(typeOf(lossValue).getElementType(), 1.0)));
+  // dtcc-graph-mixed-precision scales the loss by replacing this seed.
+  seed->setAttr("dgraph.grad_seed", b.getUnitAttr());
+  grads[lossValue] = seed;
 
   SmallVector<SmallVector<Operation *>> segments;
   if (recompute == "full")

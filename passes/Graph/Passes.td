@@ -52,6 +52,81 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
 }
 
+def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Runs @train_step's forward and backward pass in bf16 or "
+                "fp16 with fp32 master weights";
+  let description = [{
+    Runs after dtcc-graph-autodiff and before dtcc-graph-optimizer. The
+    variables stay fp32: they are the master weights, and the optimizer
+    state the optimizer adds later is fp32 too. In `@train_step`, every fp32
+    variable load is cast to the half type once, right after the load, and
+    that cast feeds the forward and the backward pass. Ops are then typed by
+    a policy close to PyTorch autocast:
+
+    - `dgraph.matmul` always runs in the half type (cuBLASLt accumulates in
+      fp32; the CPU backend goes through sgemm).
+    - Numerically sensitive ops run in fp32 with casts around them:
+      `softmax`, `layer_norm`, `rms_norm` and the gradient ops
+      (`softmax_grad`, `log_softmax_grad`, `layer_norm_grad`,
+      `rms_norm_grad`, `cross_entropy_grad`) compute in fp32 (max and sum of
+      exponentials, mean, variance, rstd) and hand a half result to their
+      half users; the statistics kept for the backward pass (`mean`,
+      `rstd`) stay fp32. `log_softmax` and `cross_entropy` take fp32 inputs
+      and their results stay fp32, so the loss path (and what is computed
+      from it) is fp32: the loss is reduced in fp32.
+    - Every other op runs in the widest type among its float operands that
+      depend on an input or a variable (half < fp32): activations that come
+      from half weights are half, and anything mixed with an fp32 value is
+      promoted, not rounded. Values computed from constants alone (masks,
+      scales, iota) take the type of the op that uses them; constants are
+      converted, not cast at run time.
+    - Explicit `dgraph.cast` ops of the model keep their types; f64 is left
+      alone; `@main` (inference) is not changed.
+
+    `@train_step`'s results keep their types: the loss is fp32 and each
+    gradient (`dgraph.grad_of`) is cast back to fp32, so dtcc-graph-optimizer
+    updates fp32 masters with fp32 AdamW/SGD state.
+
+    fp16 (5 exponent bits) also scales the loss: the gradient seed of the
+    loss (the constant autodiff tags `dgraph.grad_seed`) becomes `loss-scale`
+    and each fp32 gradient is multiplied by `1/loss-scale`, so small
+    gradients do not flush to zero in the half backward pass. The scaling is
+    static (default 1024, a power of two so that unscaling is exact); there
+    is no dynamic scaling (skipping a step and halving the scale on inf/nan)
+    yet — lower `loss-scale` if gradients overflow. bf16 has fp32's exponent
+    range and needs no scaling. `dtype=fp32` leaves the module unchanged.
+
+    Postcondition: the module carries `dtcc.dtype` (`bf16` or `fp16`).
+
+    Example (`dtype=bf16`):
+    ```mlir
+    %w = dgraph.load @w : tensor<4x4xf32>
+    %y = dgraph.matmul %x, %w : ... -> tensor<2x4xf32>
+    %s = dgraph.softmax %y dim = 1 : tensor<2x4xf32>
+    ```
+    becomes
+    ```mlir
+    %w = dgraph.load @w : tensor<4x4xf32>
+    %wh = dgraph.cast %w : tensor<4x4xf32> to tensor<4x4xbf16>
+    %y = dgraph.matmul %xh, %wh : ... -> tensor<2x4xbf16>
+    %y32 = dgraph.cast %y : tensor<2x4xbf16> to tensor<2x4xf32>
+    %s32 = dgraph.softmax %y32 dim = 1 : tensor<2x4xf32>
+    %s = dgraph.cast %s32 : tensor<2x4xf32> to tensor<2x4xbf16>
+    ```
+    and the gradient of `@w` is cast to `tensor<4x4xf32>` before the return.
+
+    Errors: an unknown `dtype`; no `@train_step`, or one the optimizer has
+    already consumed; fp16 loss scaling without the autodiff seed.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"fp32\"",
+           "Compute type of the forward and backward pass: bf16, fp16 or fp32">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"1024.0",
+           "Static loss scale for fp16 (1: none); ignored for bf16 and fp32">,
+  ];
+  let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
+}
+
 def Optimizer : Pass<"dtcc-graph-optimizer", "mlir::ModuleOp"> {
   let summary = "Appends the optimizer step to @train_step";
   let description = [{

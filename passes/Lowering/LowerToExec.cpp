@@ -286,6 +286,8 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
         attrs.set("axes", a.getValue());
       else if (name == "kind")
         attrs.set("reduce", a.getValue());
+      else if (name == "peer")
+        attrs.set("offset", a.getValue());
       else
         attrs.set(a.getName(), a.getValue());
     }

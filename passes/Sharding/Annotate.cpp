@@ -71,11 +71,18 @@ struct ShardAnnotatePass
     MeshAttr meshAttr = *parsed;
     for (auto [axis, size] :
          llvm::zip(meshAttr.getAxes(), meshAttr.getSizes())) {
-      if (axis.getValue() != "dp" && axis.getValue() != "tp" && size > 1) {
+      bool pipelined = module->hasAttr("dtcc.pipeline_schedule");
+      if (axis.getValue() == "pp" && size > 1 && !pipelined) {
+        module.emitError("mesh axis 'pp' (size ")
+            << size << "): cut the step into stages with "
+                       "dtcc-shard-pipeline first";
+        return signalPassFailure();
+      }
+      if (axis.getValue() != "dp" && axis.getValue() != "tp" &&
+          axis.getValue() != "pp" && size > 1) {
         module.emitError("mesh axis '")
             << axis.getValue() << "' (size " << size
-            << "): only data (dp) and tensor (tp) parallelism are "
-               "implemented so far; pipeline parallelism (pp) is not";
+            << "): dtcc knows dp (data), tp (tensor) and pp (pipeline)";
         return signalPassFailure();
       }
     }
@@ -85,6 +92,8 @@ struct ShardAnnotatePass
       return signalPassFailure();
     }
     auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!train)
+      train = module.lookupSymbol<func::FuncOp>("train_step_pp0");
     if (!train) {
       module.emitError("a sharded program trains: expected @train_step "
                        "(compile with --train)");
@@ -101,7 +110,9 @@ struct ShardAnnotatePass
         return signalPassFailure();
     mesh_ = meshAttr;
     if (int64_t tpSize = meshAttr.getSize("tp"); tpSize > 1)
-      annotateTensorParallel(module, train, StringAttr::get(ctx, "tp"), tpSize);
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (fn.getSymName().starts_with("train_step"))
+          annotateTensorParallel(module, fn, StringAttr::get(ctx, "tp"), tpSize);
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
       annotateZero(module, dp, dpSize);
@@ -246,7 +257,18 @@ struct ShardAnnotatePass
                  << " (dimension 0), which dp=" << dpSize
                  << " does not divide: each data-parallel rank takes an "
                     "equal share of every batch";
-        dims[0] = DimShardingAttr::get(ctx, {dp}, 1);
+        // A step of M micro-batches: each rank holds its share of each.
+        int64_t micro = 1;
+        if (auto m = fn->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(
+                "dtcc.micro_batches_in_step"))
+          micro = std::stoll(m.str());
+        if (type.getDimSize(0) % (micro * dpSize) != 0)
+          return fn.emitError("input '")
+                 << label << "' of @" << fn.getSymName() << ": "
+                 << micro << " micro-batches of "
+                 << type.getDimSize(0) / micro
+                 << " rows each do not split over dp=" << dpSize;
+        dims[0] = DimShardingAttr::get(ctx, {dp}, micro);
       }
       setSharding(arg, ShardingAttr::get(ctx, dims, {}));
     }

@@ -98,6 +98,63 @@ def ShardPartition : Pass<"dtcc-shard-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 
+def ShardMicrobatch : Pass<"dtcc-shard-microbatch", "mlir::ModuleOp"> {
+  let summary = "Unrolls the training step over micro-batches";
+  let description = [{
+    Runs after dtcc-graph-autodiff, for pipeline parallelism. `@train_step`
+    takes `micro-batches` times its batch along dimension 0 and computes the
+    forward and backward pass once per micro-batch, on slices of its inputs;
+    its loss and gradients are the means over the micro-batches (the same
+    values as one pass over the whole batch). Each unrolled op carries its
+    micro-batch (`dshard.micro`) and pass (`dshard.pass`, forward or
+    backward) for dtcc-shard-pipeline. Ops that do not depend on the batch
+    (parameter loads) are computed once.
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step">,
+  ];
+}
+
+def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
+  let summary = "Cuts the unrolled step into pipeline stages";
+  let description = [{
+    Runs after the optimizer on a step unrolled by dtcc-shard-microbatch and
+    replaces `@train_step` by `@train_step_pp<k>`, one per stage; the
+    runtime runs the one of its `pp` coordinate.
+
+    Stages: the transformer layers, found from ONNX node names, in the
+    order the forward pass meets them, cut into `stages` contiguous runs of
+    equal length; ops outside layers go with their operands (embeddings to
+    the first stage, the head and loss to the last). Each op of the
+    backward pass runs in the stage of its forward op.
+
+    Order: each stage runs its micro-batch blocks in the schedule's order:
+    `gpipe` all forwards then all backwards; `1f1b` (PipeDream-Flush) `S -
+    k - 1` forwards on stage k, then one forward and one backward in turn,
+    then the remaining backwards, so at most `S - k` micro-batches' activations
+    are alive at once (the memory plan shows it). A value another stage reads
+    is sent after it is made (`dshard.send`, asynchronous, tagged per value
+    and destination) and received before its first reader there.
+
+    The optimizer runs in the stage of each parameter; sums over parameters
+    of several stages (the gradient norm) are partial over `pp` and
+    completed by an all-reduce; every stage returns the whole loss,
+    learning rate and gradient norm. Variables updated by one stage carry
+    `dshard.stage`.
+
+    Errors: fewer layers than stages; an op that combines values of several
+    stages other than by a sum; a parameter read by a stage that does not
+    update it (tied weights).
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1", "Pipeline stages (pp)">,
+    Option<"scheduleKind", "schedule", "std::string", "\"1f1b\"",
+           "gpipe or 1f1b">,
+  ];
+  let dependentDialects = ["dtcc::shard::ShardDialect"];
+}
+
 def ShardOverlap : Pass<"dtcc-shard-overlap", "mlir::ModuleOp"> {
   let summary = "Overlaps communication with computation";
   let description = [{

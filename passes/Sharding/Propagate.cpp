@@ -88,6 +88,17 @@ private:
                                     var.getTensorType().getRank());
   }
 
+  /// The layout of a value sent between pipeline stages.
+  ShardingAttr transferSharding(Type type) {
+    auto t = cast<RankedTensorType>(type);
+    MLIRContext *ctx = type.getContext();
+    SmallVector<DimShardingAttr> dims(t.getRank(), DimShardingAttr::get(ctx, {}, 1));
+    int64_t dp = mesh_.getSize("dp");
+    if (dp > 1 && t.getRank() > 0 && t.getDimSize(0) % dp == 0)
+      dims[0] = DimShardingAttr::get(ctx, {StringAttr::get(ctx, "dp")}, 1);
+    return ShardingAttr::get(ctx, dims, {});
+  }
+
   /// Whether `v` is a load of a variable split for ZeRO: its split yields to
   /// any other use of the axis.
   bool isZeroStorage(Value v) {
@@ -186,6 +197,24 @@ private:
     }
     if (auto c = dyn_cast<ConstraintOp>(op)) {
       record(op, {c.getSharding()}, {c.getSharding()});
+      return success();
+    }
+    // Pipeline transfers carry values between stages in one layout: the
+    // batch split over dp, the rest whole.
+    if (isa<SendOp, WaitOp>(op)) {
+      for (Value v : op->getOperands())
+        ins.push_back(transferSharding(v.getType()));
+      record(op, ins, {});
+      return success();
+    }
+    if (auto recv = dyn_cast<RecvOp>(op)) {
+      record(op, {}, {transferSharding(recv.getType())});
+      return success();
+    }
+    // A pipeline's all-reduce over pp: of whole values.
+    if (auto ar = dyn_cast<AllReduceOp>(op)) {
+      ShardingAttr s = getSharding(ar.getOperand()).withoutPartial();
+      record(op, {s}, {s});
       return success();
     }
     if (isa<func::ReturnOp>(op)) {

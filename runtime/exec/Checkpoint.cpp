@@ -368,11 +368,19 @@ StatusOr<VariableLayout> layoutOf(const Executable &exe, const std::string &name
   VariableLayout l;
   const format::Sharding *s = exe.variableSharding(name);
   const bool onMesh = exe.comm() != nullptr;
+  // A variable of one pipeline stage is written by that stage's ranks.
+  const int64_t stage = exe.variableStage(name);
+  const bool otherStage = stage >= 0 && exe.meshCoords().coord("pp") != stage;
   if (!s) {
     l.global = view.shape;
     l.pieces.push_back({std::vector<int64_t>(view.shape.size(), 0),
                         std::vector<int64_t>(view.shape.size(), 0), view.shape});
-    l.writes = !onMesh || exe.meshCoords().index(exe.comm()->mesh().axisNames()) == 0;
+    bool first = true;
+    if (onMesh)
+      for (const std::string &axis : exe.comm()->mesh().axisNames())
+        if (exe.meshCoords().coord(axis) != 0 && !(axis == "pp" && stage >= 0))
+          first = false;
+    l.writes = !otherStage && first;
     return l;
   }
   l.global.assign(s->global_shape().begin(), s->global_shape().end());
@@ -381,8 +389,10 @@ StatusOr<VariableLayout> layoutOf(const Executable &exe, const std::string &name
   for (const format::DimSharding &d : s->dims())
     splitting.insert(d.axes().begin(), d.axes().end());
   for (const std::string &axis : exe.comm()->mesh().axisNames())
-    if (!splitting.count(axis) && exe.meshCoords().coord(axis) != 0)
+    if (!splitting.count(axis) && exe.meshCoords().coord(axis) != 0 &&
+        !(axis == "pp" && stage >= 0))
       l.writes = false;
+  l.writes &= !otherStage;
   return l;
 }
 

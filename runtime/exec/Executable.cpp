@@ -145,6 +145,7 @@ static Attrs convertAttrs(const format::Instruction &inst) {
 
 Status Executable::prepare(const format::Program &program, const uint8_t *data,
                            uint64_t dataSize) {
+  program_ = &program;
   workspaceBytes_ = program.workspace_bytes();
   stateBytes_ = program.state_bytes();
   constantBytes_ = program.constant_bytes();
@@ -207,6 +208,8 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
     variables_.push_back({var.name(), view});
     if (var.has_sharding() && comm_)
       variableShardings_[var.name()] = var.sharding();
+    if (var.has_stage() && comm_)
+      variableStages_[var.name()] = var.stage();
   }
   for (const format::Constant &c : program.constants()) {
     DTCC_ASSIGN_OR_RETURN(TensorView view, viewOf(program, c.buffer()));
@@ -245,7 +248,12 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
     };
     DTCC_RETURN_IF_ERROR(bindAll(f.inputs(), fn.inputs));
     DTCC_RETURN_IF_ERROR(bindAll(f.outputs(), fn.outputs));
+    // Another pipeline stage's function: its transfers are not this rank's
+    // to bind (nor run).
+    bool otherStage = f.has_stage() && comm_ && coords_.coord("pp") != f.stage();
     for (const format::Instruction &inst : f.instructions()) {
+      if (otherStage)
+        break;
       KernelContext ctx;
       ctx.kernel = inst.kernel();
       ctx.location = inst.location();
@@ -316,8 +324,11 @@ Status Executable::verifyCollectiveOrder() const {
       h = (h ^ c) * 1099511628211ull; // FNV-1a
     return (h ^ 0xff) * 1099511628211ull;
   };
-  for (const Function &fn : functions_)
-    for (const format::Instruction *inst : fn.instructions) {
+  // Over the whole program, so ranks of different pipeline stages (which
+  // bind different functions) compare the same sequence.
+  for (const format::Function &fn : program_->functions())
+    for (const format::Instruction &instRef : fn.instructions()) {
+      const format::Instruction *inst = &instRef;
       static const std::set<std::string> collectives = {
           "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
           "broadcast", "send", "recv"};
@@ -333,7 +344,7 @@ Status Executable::verifyCollectiveOrder() const {
                        return joined;
                      }()
                    : it->second.s();
-      std::string key = fn.name + "/" + inst->kernel();
+      std::string key = fn.name() + "/" + inst->kernel();
       // (A protobuf map's order differs between processes: look up by name.)
       for (const char *name : {"dim", "reduce", "tag"})
         if (auto it = inst->attrs().find(name); it != inst->attrs().end())

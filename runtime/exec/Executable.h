@@ -90,6 +90,11 @@ public:
     auto it = variableShardings_.find(name);
     return it == variableShardings_.end() ? nullptr : &it->second;
   }
+  /// The pipeline stage that owns a variable; -1 when every stage does.
+  int64_t variableStage(const std::string &name) const {
+    auto it = variableStages_.find(name);
+    return it == variableStages_.end() ? -1 : it->second;
+  }
 
   void setProfiling(bool enabled) { profiling_ = enabled; }
   const std::map<std::string, KernelProfile> &profile() const {
@@ -116,6 +121,8 @@ private:
   CommContext *comm_ = nullptr;
   MeshCoords coords_;
   std::map<std::string, format::Sharding> variableShardings_;
+  std::map<std::string, int64_t> variableStages_;
+  const format::Program *program_ = nullptr;
   void *workspace_ = nullptr, *state_ = nullptr, *constants_ = nullptr;
   int64_t workspaceBytes_ = 0, stateBytes_ = 0, constantBytes_ = 0;
   std::vector<Function> functions_;

@@ -310,6 +310,9 @@ struct ActiveWorldScope {
 /// bytes sent 1.5 MiB (predicted 1.5 MiB)". Planned: the static memory
 /// plan; predicted bytes: the compiler's per-call figure of each function
 /// (metadata dtcc.bytes_sent.<function>) times its calls.
+/// Bytes the ranks sent before running (the load-time checks).
+int64_t bytesBeforeRun = 0;
+
 void printRankSummary(const Executable &exe, const format::Program &program) {
   if (!activeWorld || !exe.comm())
     return;
@@ -322,7 +325,8 @@ void printRankSummary(const Executable &exe, const format::Program &program) {
   std::string line = strCat(
       "rank ", activeWorld->rank(), ": peak memory ", formatBytes(exe.peakBytes()),
       " planned (process ", formatBytes(processPeakRss() - startupPeakRss()),
-      " above start), bytes sent ", formatBytes(exe.comm()->mesh().bytesSent()),
+      " above start), bytes sent ",
+      formatBytes(exe.comm()->mesh().bytesSent() - bytesBeforeRun),
       " (predicted ", formatBytes(predicted), ")\n");
   std::fflush(stdout);
   std::fputs(line.c_str(), stdout);
@@ -505,6 +509,8 @@ int runnerMain(int argc, char **argv) {
   Executable &exe = *created.value();
   if (Status order = exe.verifyCollectiveOrder(); !order.isOk())
     return fail(order.withContext("checking the ranks' collectives"));
+  if (exe.comm())
+    bytesBeforeRun = exe.comm()->mesh().bytesSent();
   if (opts.help) {
     printHelp(argv[0], &exe, training);
     return 0;

@@ -4,6 +4,7 @@
 
 #include "runtime/base/Format.h"
 
+#include "runtime/comm/CommContext.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/TokenData.h"
 #include "runtime/io/TensorFile.h"
@@ -208,6 +209,12 @@ Status Trainer::prepare() {
   seed_ = o.seed.value_or(0);
 
   trainStep_ = exe_.findFunction(kTrainStep);
+  // A pipeline: each stage has its own step.
+  std::string stepName = kTrainStep;
+  if (!trainStep_ && exe_.comm()) {
+    stepName = strCat(kTrainStep, "_pp", exe_.meshCoords().coord("pp"));
+    trainStep_ = exe_.findFunction(stepName);
+  }
   if (!trainStep_)
     return invalidArgument("the program has no function '", kTrainStep, "'");
   std::string m = metadata(program_, "dtcc.micro_batches");
@@ -257,7 +264,7 @@ Status Trainer::prepare() {
 
   const format::Function *trainProto = nullptr;
   for (const format::Function &f : program_.functions())
-    if (f.name() == kTrainStep)
+    if (f.name() == stepName)
       trainProto = &f;
   for (const IoBinding &b : trainStep_->inputs) {
     Input in;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Parallel training equals single-device training, plan by plan.
 
-For a zoo GPT and a Llama-style model, trains 10 AdamW steps (clipping,
+For a zoo GPT and a Llama-style model (4 layers), trains 10 AdamW steps (clipping,
 warmup + cosine) on one device, then under each plan with mpirun
 (oversubscribed): every step's loss must agree within 1e-5 relative and
 every final parameter within 1e-4 of its tensor's largest magnitude. Also:
@@ -47,17 +47,26 @@ TRAIN_FLAGS = ["--train", "--optimizer", "adamw", "--lr", "3e-3",
                "--weight-decay", "0.1", "--grad-clip", "1.0", "--warmup", "3",
                "--schedule", "cosine", "--adam-eps", "1e-6"]
 
-# (name, ranks, compile flags)
+# (name, ranks, compile flags, micro-batches per step). With M micro-batches
+# the ONNX model's batch is one micro-batch (8 / M): the step's global batch
+# is always 8 sequences, as in the single-device run.
 PLANS = [
-    ("DP2", 2, ["--mesh", "dp=2"]),
-    ("DP4", 4, ["--mesh", "dp=4"]),
-    ("TP2", 2, ["--mesh", "tp=2"]),
-    ("TP4", 4, ["--mesh", "tp=4"]),
-    ("ZeRO-1 DP4", 4, ["--mesh", "dp=4", "--zero", "1"]),
-    ("ZeRO-2 DP4", 4, ["--mesh", "dp=4", "--zero", "2"]),
-    ("ZeRO-3 DP4", 4, ["--mesh", "dp=4", "--zero", "3"]),
-    ("DP2xTP2", 4, ["--mesh", "dp=2,tp=2"]),
-    ("DP2xTP2 ZeRO-3", 4, ["--mesh", "dp=2,tp=2", "--zero", "3"]),
+    ("DP2", 2, ["--mesh", "dp=2"], 1),
+    ("DP4", 4, ["--mesh", "dp=4"], 1),
+    ("TP2", 2, ["--mesh", "tp=2"], 1),
+    ("TP4", 4, ["--mesh", "tp=4"], 1),
+    ("PP2 GPipe", 2, ["--mesh", "pp=2", "--pipeline-schedule", "gpipe"], 4),
+    ("PP2 1F1B", 2, ["--mesh", "pp=2", "--pipeline-schedule", "1f1b"], 4),
+    ("PP4 GPipe", 4, ["--mesh", "pp=4", "--pipeline-schedule", "gpipe"], 4),
+    ("PP4 1F1B", 4, ["--mesh", "pp=4", "--pipeline-schedule", "1f1b"], 4),
+    ("ZeRO-1 DP4", 4, ["--mesh", "dp=4", "--zero", "1"], 1),
+    ("ZeRO-2 DP4", 4, ["--mesh", "dp=4", "--zero", "2"], 1),
+    ("ZeRO-3 DP4", 4, ["--mesh", "dp=4", "--zero", "3"], 1),
+    ("DP2xTP2", 4, ["--mesh", "dp=2,tp=2"], 1),
+    ("DP2xPP2", 4, ["--mesh", "dp=2,pp=2"], 2),
+    ("TP2xPP2", 4, ["--mesh", "tp=2,pp=2"], 2),
+    ("DP2xTP2xPP2", 8, ["--mesh", "dp=2,tp=2,pp=2"], 2),
+    ("DP2xTP2 ZeRO-3", 4, ["--mesh", "dp=2,tp=2", "--zero", "3"], 1),
 ]
 
 
@@ -120,16 +129,17 @@ def fmt(b):
 
 
 def resume_across_plans(dtcc, work, tokens, check):
-    """Saved under DP4 after 5 steps, resumed under DP2xTP2: the losses of
+    """Saved under DP4 after 5 steps, resumed under TP2xPP2: the losses of
     steps 6 to 10 are those of the uninterrupted single-device run."""
-    onnx_path = os.path.join(work, "gpt.onnx")
+    onnx_path = os.path.join(work, "gpt-b8.onnx")
     ref = os.path.join(work, "gpt-ref")
     data = ["--data", tokens, "--steps", str(STEPS), "--seed", "7"]
     ref_losses = losses(ref + ".dump")
     first = os.path.join(work, "resume-dp4")
-    second = os.path.join(work, "resume-dp2tp2")
+    second = os.path.join(work, "resume-tp2pp2")
     run([dtcc, "compile", onnx_path] + TRAIN_FLAGS + ["--mesh", "dp=4", "-o", first])
-    run([dtcc, "compile", onnx_path] + TRAIN_FLAGS + ["--mesh", "dp=2,tp=2", "-o", second])
+    run([dtcc, "compile", os.path.join(work, "gpt-b4.onnx")] + TRAIN_FLAGS +
+        ["--mesh", "tp=2,pp=2", "--micro-batches", "2", "-o", second])
     ckpt = os.path.join(work, "resume.ckpt")
     p = mpirun(4, [first] + data + ["--save", ckpt, "--stop-after", "5"], check=False)
     if p.returncode != 0:
@@ -140,7 +150,7 @@ def resume_across_plans(dtcc, work, tokens, check):
     p = mpirun(4, [second] + data + ["--resume", ckpt, "--dump-outputs", dump],
                check=False)
     if p.returncode != 0:
-        check(False, "resumed under DP2xTP2: mpirun exited "
+        check(False, "resumed under TP2xPP2: mpirun exited "
               f"{p.returncode}\n{p.stdout[-1500:]}{p.stderr[-1500:]}")
         return
     got = []
@@ -150,7 +160,7 @@ def resume_across_plans(dtcc, work, tokens, check):
         t = onnx.load_tensor(os.path.join(dump, f"step_{step}", "loss.pb"))
         got.append(float(numpy_helper.to_array(t)))
     err = float(np.max(np.abs(np.array(got) - ref_losses[5:]) / np.abs(ref_losses[5:])))
-    check(err <= 1e-5, "a checkpoint saved under DP4 resumes under DP2xTP2 with "
+    check(err <= 1e-5, "a checkpoint saved under DP4 resumes under TP2xPP2 with "
           f"the losses of an uninterrupted run (steps 6-10, worst {err:.2e})")
 
 
@@ -243,10 +253,14 @@ def main():
     wanted = set(p for p in args.plans.split(",") if p)
 
     for model in args.models.split(","):
-        onnx_path = os.path.join(work, f"{model}.onnx")
-        run([dtcc, "zoo", model, "--layers", "2", "--hidden", "32", "--heads",
-             "4", "--vocab", "64", "--seq", "16", "--batch", "8", "-o",
-             onnx_path])
+        def zoo(batch):
+            path = os.path.join(work, f"{model}-b{batch}.onnx")
+            if not os.path.exists(path):
+                run([dtcc, "zoo", model, "--layers", "4", "--hidden", "32",
+                     "--heads", "4", "--vocab", "64", "--seq", "16", "--batch",
+                     str(batch), "-o", path])
+            return path
+        onnx_path = zoo(8)
         ref = os.path.join(work, f"{model}-ref")
         run([dtcc, "compile", onnx_path] + TRAIN_FLAGS + ["-o", ref])
         data = ["--data", tokens, "--steps", str(STEPS), "--seed", "7"]
@@ -258,11 +272,12 @@ def main():
         ref_params = checkpoint(ref + ".ckpt")
         table.append((model, "1 device", 0.0, 0.0, "", "", f"{ref_time * 1e3:.0f} ms"))
 
-        for name, n, flags in PLANS:
+        for name, n, flags, micro in PLANS:
             if wanted and name not in wanted:
                 continue
             exe = os.path.join(work, f"{model}-{name.replace(' ', '_')}")
-            run([dtcc, "compile", onnx_path] + TRAIN_FLAGS + flags + ["-o", exe])
+            run([dtcc, "compile", zoo(8 // micro)] + TRAIN_FLAGS + flags +
+                ["--micro-batches", str(micro), "-o", exe])
             t0 = time.time()
             p = mpirun(n, [exe] + data + ["--dump-outputs", exe + ".dump",
                                           "--save", exe + ".ckpt"], check=False)

@@ -8,9 +8,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Driver.h"
+#include "dialects/Graph/IR/GraphOps.h"
 #include "frontends/zoo/Zoo.h"
+#include "planner/AutoPlan.h"
 #include "planner/Report.h"
 #include "planner/Units.h"
+#include "runtime/base/Format.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +31,17 @@ namespace dtcc {
 
 /// `dtcc plan ARGS...` (argv[0] is "plan"); called by dtcc.cpp's main.
 int runPlanCommand(int argc, char **argv);
+
+/// For `dtcc compile --plan auto`: the mesh ("dp=2,tp=2", "" for one
+/// device) and ZeRO stage the planner chooses for the model at `modelPath`
+/// (its dtcc.zoo metadata) on `cluster` (a preset or file; "" = cpu-local)
+/// with `nodes` nodes or `ranks` ranks, restricted to what the compiler
+/// builds. Prints the choice on stderr. Non-zero on errors.
+int choosePlanForCompile(const std::string &modelPath,
+                         const std::string &cluster, int64_t nodes,
+                         int64_t ranks, int64_t microBatches,
+                         const std::string &recompute, std::string &mesh,
+                         int &zero);
 
 namespace {
 
@@ -49,7 +67,13 @@ model (one of):
 cluster:
   --cluster NAME|FILE        dgx-a100-80g, dgx-h100 (default), h200,
                              cpu-local, or a JSON/YAML cluster file
+                             (`dtcc calibrate -o FILE` measures this machine)
   --nodes N                  nodes of the cluster (default 1)
+  --ranks N                  plan for N devices (ranks) of the cluster's kind
+
+  On a CPU cluster (cpu-local, calibrated files) plans are what `dtcc
+  compile` builds today: dp x tp and ZeRO 0..3, one pipeline stage, the
+  model's batch as one micro-batch split over dp, fp32, unfused attention.
 
 training:
   --global-batch N           sequences per step (required unless --plan-in)
@@ -66,6 +90,9 @@ plan:
   --alternatives N           rejected alternatives shown per kind (default 5)
 
 output:
+  --compiled                 also compile the model (ONNX) with the plan
+                             and report each category of its static memory
+                             plan (rank 0) beside the memory model
   --json                     the report as JSON (docs/planner.md)
   --trace FILE               a Chrome trace of one predicted step
   --plan-out FILE            save the plan for --plan-in
@@ -93,6 +120,9 @@ struct Args {
   std::string tracePath, planOut, planIn;
   double tokens = 0, price = 0;
   bool clusterGiven = false;
+  bool dtypeGiven = false;
+  int64_t ranks = 0;
+  bool compiled = false;
 };
 
 Status parseInteger(const std::string &flag, const std::string &text,
@@ -174,6 +204,14 @@ Status parseArgs(int argc, char **argv, Args &args, bool &help) {
       DTCC_RETURN_IF_ERROR(integer(args.globalBatch));
     } else if (arg == "--dtype") {
       DTCC_RETURN_IF_ERROR(text(args.dtype));
+      args.dtypeGiven = true;
+    } else if (arg == "--ranks") {
+      DTCC_RETURN_IF_ERROR(integer(args.ranks));
+      if (args.ranks < 1)
+        return invalidArgument("--ranks: expected at least 1, got ",
+                               args.ranks);
+    } else if (arg == "--compiled") {
+      args.compiled = true;
     } else if (arg == "--search-budget") {
       std::string t;
       DTCC_RETURN_IF_ERROR(text(t));
@@ -338,6 +376,8 @@ std::optional<zoo::ZooOptions> parseZooMetadata(const std::string &text) {
       o.vocab = n;
     else if (key == "seq")
       o.seq = n;
+    else if (key == "batch")
+      o.batch = n;
     else if (key == "tied-embeddings")
       o.tiedEmbeddings = n != 0;
   }
@@ -347,7 +387,7 @@ std::optional<zoo::ZooOptions> parseZooMetadata(const std::string &text) {
 /// A model from an ONNX file: its zoo metadata, or else only its parameter
 /// count (`opaqueParams`).
 StatusOr<ModelDesc> onnxModel(const Args &args, std::string &source,
-                              double &opaqueParams) {
+                              double &opaqueParams, int64_t *batch = nullptr) {
   std::ifstream in(args.modelPath, std::ios::binary);
   if (!in)
     return runtime::notFound("cannot open '", args.modelPath, "'");
@@ -365,6 +405,8 @@ StatusOr<ModelDesc> onnxModel(const Args &args, std::string &source,
     if (std::string e = zoo::validate(*options); !e.empty())
       return invalidArgument(args.modelPath, ": dtcc.zoo metadata: ", e);
     source = "dtcc.zoo metadata of " + args.modelPath;
+    if (batch)
+      *batch = options->batch;
     std::string name = args.modelPath;
     size_t slash = name.find_last_of('/');
     if (slash != std::string::npos)
@@ -521,6 +563,155 @@ std::string opaqueReport(const Args &args, const ClusterSpec &cluster,
   return args.json ? j.dump(2) + "\n" : os.str();
 }
 
+//===----------------------------------------------------------------------===//
+// Memory of the compiled program
+//===----------------------------------------------------------------------===//
+
+/// One rank's static memory plan by category, from the lowered module: the
+/// state arena split by variable (trainable = parameters, the rest =
+/// optimizer state and step counters; gradient accumulators when
+/// micro-batches > 1), the workspace (gradients, activations and
+/// temporaries, reused by the memory planner) and the constants.
+struct CompiledMemory {
+  std::string mesh;
+  int zero = 0;
+  double parameters = 0, optimizerState = 0, gradientState = 0;
+  double workspace = 0, constants = 0, state = 0;
+  int64_t variables = 0;
+  double total() const { return state + workspace + constants; }
+};
+
+StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
+                                        const Plan &plan) {
+  CompiledMemory out;
+  out.mesh = meshSpec(plan);
+  out.zero = plan.zeroStage;
+  mlir::DialectRegistry registry;
+  registerDtccDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
+      diagnostics += "\n  " + d.str();
+    return mlir::success();
+  });
+  onnx_frontend::ImportOptions importOptions;
+  importOptions.training = true;
+  auto module = loadModel(modelPath, context, importOptions);
+  if (mlir::failed(module))
+    return invalidArgument("--compiled: cannot import '", modelPath, "'",
+                           diagnostics);
+  CompileOptions options;
+  options.compileTo = Phase::Exec;
+  options.train.enabled = true;
+  options.train.mesh = out.mesh;
+  options.train.zero = plan.zeroStage;
+  options.train.microBatches = plan.microBatches;
+  options.train.recompute =
+      plan.recompute == Recompute::kFull ? "full" : "none";
+  if (mlir::failed(runPhases(**module, options)))
+    return invalidArgument("--compiled: compiling with --mesh '", out.mesh,
+                           "' --zero ", plan.zeroStage, " failed",
+                           diagnostics);
+  mlir::ModuleOp m = **module;
+  auto bytes = [&](const char *name) -> double {
+    auto attr = m->getAttrOfType<mlir::IntegerAttr>(name);
+    return attr ? double(attr.getInt()) : 0;
+  };
+  out.workspace = bytes("dexec.workspace_bytes");
+  out.state = bytes("dexec.state_bytes");
+  out.constants = bytes("dexec.constant_bytes");
+  // Each variable's share of the state arena: up to the next offset.
+  std::vector<std::pair<int64_t, graph::VariableOp>> vars;
+  for (auto var : m.getOps<graph::VariableOp>())
+    if (auto offset = var->getAttrOfType<mlir::IntegerAttr>("dexec.offset"))
+      vars.push_back({offset.getInt(), var});
+  std::sort(vars.begin(), vars.end(),
+            [](const auto &a, const auto &b) { return a.first < b.first; });
+  for (size_t i = 0; i < vars.size(); ++i) {
+    double size = double(i + 1 < vars.size() ? vars[i + 1].first
+                                             : int64_t(out.state)) -
+                  double(vars[i].first);
+    graph::VariableOp var = vars[i].second;
+    std::string name = var.getSymName().str();
+    if (var->hasAttr("trainable"))
+      out.parameters += size;
+    else if (name.find("grad") != std::string::npos)
+      out.gradientState += size;
+    else
+      out.optimizerState += size;
+    ++out.variables;
+  }
+  return out;
+}
+
+std::string signedPercent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%+.1f%%", 100 * fraction);
+  return buf;
+}
+
+/// The compiled memory beside the memory model; the model's temporaries
+/// less the runtime reserve, which the memory plan does not hold.
+std::string formatCompiled(const CompiledMemory &c, const Candidate &chosen,
+                           double reserve) {
+  const MemoryBreakdown &m = chosen.memory;
+  std::ostringstream os;
+  double modelWorkspace = m.gradients + m.activations + m.temporaries -
+                          reserve + m.commBuffers - m.reused;
+  double modelTotal = m.total() - reserve;
+  os << "\nMemory of the compiled program (rank 0's static memory plan: dtcc "
+        "compile --train"
+     << (c.mesh.empty() ? "" : " --mesh " + c.mesh)
+     << (c.zero ? " --zero " + std::to_string(c.zero) : "") << ")\n";
+  char line[256];
+  auto row = [&](const char *name, double compiled, double model) {
+    std::snprintf(line, sizeof(line), "  %-38s %12s %12s %9s\n", name,
+                  runtime::formatBytes(int64_t(compiled)).c_str(),
+                  model < 0 ? "-" : runtime::formatBytes(int64_t(model)).c_str(),
+                  model > 0 && compiled > 0
+                      ? signedPercent(model / compiled - 1).c_str()
+                      : "-");
+    os << line;
+  };
+  std::snprintf(line, sizeof(line), "  %-38s %12s %12s %9s\n", "category",
+                "compiled", "model", "model err");
+  os << line;
+  row("parameters", c.parameters, m.parameters);
+  row("optimizer state (+ step counters)", c.optimizerState,
+      m.optimizerState);
+  if (c.gradientState > 0)
+    row("gradient accumulators (state)", c.gradientState, -1);
+  row("workspace: grads, activations, temps", c.workspace,
+      modelWorkspace);
+  row("constants", c.constants, -1);
+  row("total", c.total(), modelTotal);
+  os << "  (the model's temporaries exclude the runtime reserve of "
+     << runtime::formatBytes(int64_t(reserve))
+     << ", which is not part of the memory plan; the workspace is reused "
+        "over the step, so it is compared with gradients + activations + "
+        "temporaries + comm buffers - reused together)\n";
+  return os.str();
+}
+
+Json compiledToJson(const CompiledMemory &c, const Candidate &chosen,
+                    double reserve) {
+  Json j = Json::object();
+  j.set("mesh", c.mesh);
+  j.set("zeroStage", c.zero);
+  j.set("parameters", c.parameters);
+  j.set("optimizerState", c.optimizerState);
+  j.set("gradientState", c.gradientState);
+  j.set("workspace", c.workspace);
+  j.set("constants", c.constants);
+  j.set("total", c.total());
+  j.set("modelTotalExcludingReserve", chosen.memory.total() - reserve);
+  j.set("reserve", reserve);
+  return j;
+}
+
 } // namespace
 
 int runPlanCommand(int argc, char **argv) {
@@ -571,6 +762,7 @@ int runPlanCommand(int argc, char **argv) {
   ModelDesc model;
   std::string source;
   double opaqueParams = 0;
+  int64_t modelBatch = 0;
   if (!args.zooFamily.empty()) {
     auto m = zooModel(args);
     if (!m.isOk())
@@ -578,7 +770,7 @@ int runPlanCommand(int argc, char **argv) {
     model = m.value();
     source = "zoo spec on the command line";
   } else if (!args.modelPath.empty()) {
-    auto m = onnxModel(args, source, opaqueParams);
+    auto m = onnxModel(args, source, opaqueParams, &modelBatch);
     if (!m.isOk())
       return fail(m.status());
     model = m.value();
@@ -602,9 +794,26 @@ int runPlanCommand(int argc, char **argv) {
       return fail(c.status());
     cluster = c.value();
   }
+  if (args.ranks > 0) {
+    auto c = clusterForRanks(cluster, args.ranks);
+    if (!c.isOk())
+      return fail(c.status());
+    cluster = c.value();
+  }
+  DTypePolicy policy = dtype.value();
+  // The CPU backend stores attention scores (no fused kernel) and computes
+  // in fp32: the models must count what it runs.
+  const bool cpu = cluster.device.isCpu();
+  if (cpu) {
+    model.flashAttention = false;
+    if (!args.dtypeGiven)
+      policy = DTypePolicy::fp32();
+  }
+  if (args.compiled && args.modelPath.empty())
+    return fail(invalidArgument("--compiled needs a model file to compile"));
 
   if (opaqueParams > 0) {
-    std::fputs(opaqueReport(args, cluster, opaqueParams, dtype.value(), source)
+    std::fputs(opaqueReport(args, cluster, opaqueParams, policy, source)
                    .c_str(),
                stdout);
     return 0;
@@ -615,7 +824,66 @@ int runPlanCommand(int argc, char **argv) {
   report.cluster = cluster;
   report.modelSource = source;
 
-  if (savedPlan && args.mesh.empty() && args.zero < 0) {
+  if (cpu && !savedPlan) {
+    // What `dtcc compile` builds: dp x tp, ZeRO, the model's batch split
+    // over dp.
+    CompilerPlanOptions compiler;
+    compiler.batch = args.globalBatch ? args.globalBatch : modelBatch;
+    compiler.dtype = policy;
+    if (compiler.batch < 1)
+      return fail(invalidArgument(
+          "--global-batch is required (the model carries no batch)"));
+    SearchOptions fixed;
+    if (Status s = parseMesh(args.mesh, fixed); !s.isOk())
+      return fail(s);
+    if (fixed.fixPp > 1)
+      return fail(invalidArgument(
+          "--mesh pp=", fixed.fixPp,
+          ": the compiler does not implement pipeline stages yet"));
+    if (!args.mesh.empty() || args.zero >= 0) {
+      int64_t tp = fixed.fixTp ? fixed.fixTp : 1;
+      // Axes left out of --mesh are 1, as for dtcc compile; --zero alone
+      // spreads dp over the cluster.
+      int64_t dp = fixed.fixDp        ? fixed.fixDp
+                   : args.mesh.empty() ? cluster.numDevices() / tp
+                                       : 1;
+      if (args.ranks == 0 && !args.mesh.empty()) {
+        auto c = clusterForRanks(cluster, dp * tp);
+        if (!c.isOk())
+          return fail(c.status());
+        cluster = c.value();
+      }
+      Plan plan = compilerPlan(dp, tp, std::max(0, args.zero), compiler);
+      std::optional<std::string> problem = planProblem(plan, model, cluster);
+      if (!problem)
+        problem = compilerPlanProblem(plan, model, compiler);
+      if (problem)
+        return fail(invalidArgument("plan cannot run: ", *problem));
+      auto candidate = evaluatePlan(model, cluster, plan);
+      if (!candidate.isOk())
+        return fail(candidate.status());
+      report.chosen = candidate.value();
+      report.origin = "given";
+    } else {
+      auto chosen = chooseCompilerPlan(model, cluster, compiler);
+      if (!chosen.isOk())
+        return fail(chosen.status());
+      SearchResult result;
+      result.best = chosen.value().chosen;
+      result.alternatives = chosen.value().rejected;
+      result.evaluated = int64_t(chosen.value().rejected.size()) + 1;
+      result.note = chosen.value().summary;
+      report.chosen = chosen.value().chosen;
+      report.search = result;
+      report.origin = "search";
+    }
+    report.cluster = cluster;
+    report.globalBatch = compiler.batch * compiler.microBatches;
+    report.notes.push_back(
+        "CPU backend: plans are what dtcc compile builds today (dp x tp, "
+        "ZeRO 0-3, one pipeline stage, the model's batch as one micro-batch "
+        "split over dp), in fp32 with unfused attention");
+  } else if (savedPlan && args.mesh.empty() && args.zero < 0) {
     Plan plan = *savedPlan;
     if (args.globalBatch && args.globalBatch != plan.globalBatch())
       return fail(invalidArgument(
@@ -632,7 +900,7 @@ int runPlanCommand(int argc, char **argv) {
       return fail(invalidArgument("--global-batch is required"));
     SearchOptions options;
     options.globalBatch = args.globalBatch;
-    options.dtype = dtype.value();
+    options.dtype = policy;
     options.budgetSeconds = args.budget;
     options.allowOffload = args.offload;
     options.alternativesPerKind = args.alternatives;
@@ -687,11 +955,76 @@ int runPlanCommand(int argc, char **argv) {
       return fail(s);
   }
 
-  if (args.json)
-    std::fputs((reportToJson(report).dump(2) + "\n").c_str(), stdout);
-  else
+  std::optional<CompiledMemory> compiled;
+  if (args.compiled && report.chosen) {
+    auto c = compiledMemory(args.modelPath, report.chosen->plan);
+    if (!c.isOk())
+      return fail(c.status());
+    compiled = c.value();
+  }
+  double reserve = cluster.device.reservedBytes.value;
+  if (args.json) {
+    Json j = reportToJson(report);
+    if (compiled)
+      j.set("compiled", compiledToJson(*compiled, *report.chosen, reserve));
+    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+  } else {
     std::fputs(formatReport(report).c_str(), stdout);
+    if (compiled)
+      std::fputs(formatCompiled(*compiled, *report.chosen, reserve).c_str(),
+                 stdout);
+  }
   return report.chosen && report.chosen->fits ? 0 : 2;
+}
+
+int choosePlanForCompile(const std::string &modelPath,
+                         const std::string &clusterName, int64_t nodes,
+                         int64_t ranks, int64_t microBatches,
+                         const std::string &recompute, std::string &mesh,
+                         int &zero) {
+  auto fail = [](const Status &status) {
+    std::fprintf(stderr, "error: --plan auto: %s\n", status.message().c_str());
+    return 1;
+  };
+  Args args;
+  args.modelPath = modelPath;
+  args.cluster = clusterName.empty() ? "cpu-local" : clusterName;
+  args.nodes = std::max<int64_t>(1, nodes);
+  std::string source;
+  double opaqueParams = 0;
+  int64_t batch = 0;
+  auto model = onnxModel(args, source, opaqueParams, &batch);
+  if (!model.isOk())
+    return fail(model.status());
+  if (opaqueParams > 0)
+    return fail(invalidArgument(
+        "'", modelPath, "' is not a dtcc zoo transformer (no dtcc.zoo "
+        "metadata): give the plan with --mesh and --zero"));
+  auto cluster = loadCluster(args);
+  if (!cluster.isOk())
+    return fail(cluster.status());
+  ClusterSpec c = cluster.value();
+  if (ranks > 0) {
+    auto sized = clusterForRanks(c, ranks);
+    if (!sized.isOk())
+      return fail(sized.status());
+    c = sized.value();
+  }
+  ModelDesc m = model.value();
+  // The compiled program runs on the CPU backend: fp32, unfused attention.
+  m.flashAttention = false;
+  CompilerPlanOptions options;
+  options.batch = batch;
+  options.microBatches = std::max<int64_t>(1, microBatches);
+  options.recompute = recompute == "full" ? Recompute::kFull : Recompute::kNone;
+  auto chosen = chooseCompilerPlan(m, c, options);
+  if (!chosen.isOk())
+    return fail(chosen.status());
+  mesh = chosen.value().mesh;
+  zero = chosen.value().zero;
+  std::fprintf(stderr, "plan auto: %s on %s\n", chosen.value().summary.c_str(),
+               c.name.c_str());
+  return 0;
 }
 
 } // namespace dtcc

@@ -26,6 +26,12 @@ namespace cl = llvm::cl;
 
 namespace dtcc {
 int runPlanCommand(int argc, char **argv); // PlanCommand.cpp
+int runCalibrateCommand(int argc, char **argv); // CalibrateCommand.cpp
+int choosePlanForCompile(const std::string &modelPath,
+                         const std::string &cluster, int64_t nodes,
+                         int64_t ranks, int64_t microBatches,
+                         const std::string &recompute, std::string &mesh,
+                         int &zero); // PlanCommand.cpp
 } // namespace dtcc
 
 namespace {
@@ -122,6 +128,12 @@ cl::opt<std::string> compileTo(
              "program (a bare program file) or executable (default)"),
     cl::value_desc("phase"), cl::init("executable"), cl::sub(compileCmd),
     cl::cat(category));
+cl::opt<std::string> target(
+    "target",
+    cl::desc("The device the executable runs on: cpu (OpenBLAS, MPI) or "
+             "cuda (NVIDIA GPUs: cuBLASLt, NCCL; one rank per GPU)"),
+    cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::sub(compileCmd),
+    cl::cat(category));
 cl::opt<bool> printIrAfterAll("print-ir-after-all",
                               cl::desc("Print the IR after every pass"),
                               cl::sub(compileCmd), cl::cat(category));
@@ -189,6 +201,11 @@ cl::opt<std::string> recompute(
     cl::desc("Activation recomputation: none, or full (keep only each "
              "layer's input; recompute the rest in the backward pass)"),
     cl::init("none"), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> computeDtype(
+    "dtype",
+    cl::desc("Compute type of the forward and backward pass: fp32, bf16 or "
+             "fp16 (master weights and optimizer state stay fp32)"),
+    cl::init("fp32"), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<bool> exportGradients(
     "export-gradients",
     cl::desc("Also return every gradient from train_step (for testing)"),
@@ -199,11 +216,34 @@ cl::opt<std::string> meshSpec(
              "batch over N data-parallel ranks (run with mpirun -np N)"),
     cl::value_desc("axis=size,..."), cl::sub(compileCmd),
     cl::cat(trainCategory));
+cl::opt<std::string> pipelineSchedule(
+    "pipeline-schedule",
+    cl::desc("With a pp axis: gpipe (all forwards, then all backwards) or "
+             "1f1b (one forward, one backward: fewer activations alive)"),
+    cl::value_desc("gpipe|1f1b"), cl::init("1f1b"), cl::sub(compileCmd),
+    cl::cat(trainCategory));
 cl::opt<int> zeroStage(
     "zero",
     cl::desc("ZeRO stage over dp: 1 splits optimizer state, 2 also "
              "gradients, 3 also parameters (0: replicate all)"),
     cl::init(0), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> planMode(
+    "plan",
+    cl::desc("auto: choose --mesh and --zero with the planner (the default "
+             "when --ranks, --cluster or --nodes is given without --mesh)"),
+    cl::value_desc("auto"), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<int64_t> planRanks("ranks", cl::desc("Plan for N ranks (--plan auto)"),
+                           cl::init(0), cl::sub(compileCmd),
+                           cl::cat(trainCategory));
+cl::opt<std::string> planCluster(
+    "cluster",
+    cl::desc("Cluster preset or file to plan for (--plan auto; default "
+             "cpu-local; dtcc calibrate writes one)"),
+    cl::value_desc("name|file"), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<int64_t> planNodes("nodes",
+                           cl::desc("Nodes of the cluster (--plan auto)"),
+                           cl::init(0), cl::sub(compileCmd),
+                           cl::cat(trainCategory));
 
 cl::opt<bool> debugInfo("debug-info",
                         cl::desc("Print each op's location (its ONNX node)"),
@@ -323,6 +363,7 @@ int runImportOrCompile(bool compile) {
     compileOptions.printIrAfterAll = printIrAfterAll;
     compileOptions.dumpDir = dumpDir;
     compileOptions.runnerPath = runnerPath;
+    compileOptions.target = target;
     dtcc::TrainOptions &t = compileOptions.train;
     t.enabled = train;
     t.loss = lossSpec;
@@ -342,8 +383,27 @@ int runImportOrCompile(bool compile) {
     t.schedule = schedule;
     t.microBatches = microBatches;
     t.exportGradients = exportGradients;
+    t.dtype = computeDtype;
     t.mesh = meshSpec;
     t.zero = zeroStage;
+    t.pipelineSchedule = pipelineSchedule;
+    bool autoPlan = planMode == "auto" ||
+                    (planMode.empty() && meshSpec.empty() &&
+                     (planRanks > 0 || !planCluster.empty() || planNodes > 0));
+    if (!planMode.empty() && planMode != "auto") {
+      llvm::errs() << "error: --plan expects auto, got '" << planMode << "'\n";
+      return 1;
+    }
+    if (autoPlan && (!meshSpec.empty() || !train)) {
+      llvm::errs() << "error: --plan auto plans training (--train) and "
+                      "replaces --mesh\n";
+      return 1;
+    }
+    if (autoPlan &&
+        dtcc::choosePlanForCompile(inputPath, planCluster, planNodes,
+                                   planRanks, microBatches, recompute, t.mesh,
+                                   t.zero) != 0)
+      return 1;
     options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
       llvm::errs() << "error: give the output file with -o\n";
@@ -478,6 +538,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   if (argc > 1 && llvm::StringRef(argv[1]) == "plan")
     return dtcc::runPlanCommand(argc - 1, argv + 1);
+  if (argc > 1 && llvm::StringRef(argv[1]) == "calibrate")
+    return dtcc::runCalibrateCommand(argc - 1, argv + 1);
   cl::HideUnrelatedOptions(category, importCmd);
   cl::HideUnrelatedOptions({&category, &trainCategory}, compileCmd);
   cl::HideUnrelatedOptions({&category, &zooCategory}, zooCmd);
@@ -491,6 +553,7 @@ int main(int argc, char **argv) {
       "  dtcc zoo gpt --layers 2 -o gpt.onnx   write a GPT, Llama or MLP model\n"
       "  dtcc ops                           list the supported ONNX ops\n"
       "  dtcc plan model.onnx --nodes 8 --global-batch 512   choose a plan\n"
+      "  dtcc calibrate -o cluster.json     measure this machine for the planner\n"
       "  dtcc explain train                 shardings and collectives of a program\n");
   if (importCmd)
     return runImportOrCompile(false);

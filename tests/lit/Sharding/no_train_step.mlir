@@ -7,4 +7,4 @@ module {
   }
 }
 // CHECK: error: a sharded program trains: expected @train_step (compile with --train)
-// PP: error: mesh axis 'pp' (size 2): only data (dp) and tensor (tp) parallelism are implemented so far; pipeline parallelism (pp) is not
+// PP: error: mesh axis 'pp' (size 2): cut the step into stages with dtcc-shard-pipeline first

@@ -1,0 +1,269 @@
+//===- MixedPrecision.cpp - bf16/fp16 training with fp32 master weights ---===//
+//
+// Retypes @train_step (forward + backward, after autodiff) to a half type:
+// weights are cast at their loads, sensitive ops run in fp32 between casts,
+// the loss stays fp32 and gradients are returned in fp32 for the optimizer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Graph/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace dtcc::graph {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "passes/Graph/Passes.h.inc"
+} // namespace dtcc::graph
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace {
+
+/// The element type of a ranked float tensor, or null.
+FloatType floatElement(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t ? dyn_cast<FloatType>(t.getElementType()) : FloatType();
+}
+
+RankedTensorType withElement(Value v, Type element) {
+  return cast<RankedTensorType>(v.getType()).clone(element);
+}
+
+/// How an op is typed (see the pass description).
+enum class Policy {
+  Half,      ///< always in the half type (matmul)
+  Island,    ///< fp32 inside, half results outside (softmax, norms, grads)
+  LossPath,  ///< fp32 inputs, fp32 results (log_softmax, cross_entropy)
+  Widest,    ///< the widest of its non-constant float operands
+};
+
+Policy policyOf(Operation *op) {
+  if (isa<MatmulOp>(op))
+    return Policy::Half;
+  if (isa<SoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp, LogSoftmaxGradOp,
+          LayerNormGradOp, RmsNormGradOp, CrossEntropyGradOp>(op))
+    return Policy::Island;
+  if (isa<LogSoftmaxOp, CrossEntropyOp>(op))
+    return Policy::LossPath;
+  return Policy::Widest;
+}
+
+struct MixedPrecisionPass
+    : public dtcc::graph::impl::MixedPrecisionBase<MixedPrecisionPass> {
+  using MixedPrecisionBase::MixedPrecisionBase;
+
+  void runOnOperation() final;
+
+private:
+  /// `v` as a tensor of element type `element`: `v` itself, the value it was
+  /// cast from (no double rounding), a converted constant, or a new cast
+  /// right after `v`'s definition (shared by all users).
+  Value as(Value v, Type element);
+  /// Records that `to` is `from` converted, so that asking `to` back in
+  /// `from`'s type returns `from`.
+  void link(Value from, Value to) {
+    versions[{to, getElementTypeOrSelf(from.getType())}] = from;
+    versions[{from, getElementTypeOrSelf(to.getType())}] = to;
+  }
+
+  llvm::DenseMap<std::pair<Value, Type>, Value> versions;
+  SmallVector<CastOp> created;
+};
+
+Value MixedPrecisionPass::as(Value v, Type element) {
+  if (getElementTypeOrSelf(v.getType()) == element)
+    return v;
+  if (Value known = versions.lookup({v, element}))
+    return known;
+  OpBuilder b(&getContext());
+  if (Operation *def = v.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+  Value converted;
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue())
+                        : DenseFPElementsAttr();
+  if (dense) {
+    const llvm::fltSemantics &sem = cast<FloatType>(element).getFloatSemantics();
+    converted = ConstantOp::create(
+        b, v.getLoc(), dense.mapValues(element, [&](const APFloat &x) {
+          APFloat y = x;
+          bool lost;
+          y.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+          return y.bitcastToAPInt();
+        }));
+  } else {
+    auto c = CastOp::create(b, v.getLoc(), withElement(v, element), v);
+    created.push_back(c);
+    converted = c;
+  }
+  link(v, converted);
+  return converted;
+}
+
+void MixedPrecisionPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *ctx = &getContext();
+  Type half;
+  if (dtype == "bf16")
+    half = BFloat16Type::get(ctx);
+  else if (dtype == "fp16")
+    half = Float16Type::get(ctx);
+  else if (dtype != "fp32") {
+    module.emitError("expected dtype bf16, fp16 or fp32, got '") << dtype << "'";
+    return signalPassFailure();
+  }
+  if (!half)
+    return;
+  auto train = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!train) {
+    module.emitError("expected @train_step (run dtcc-graph-autodiff first)");
+    return signalPassFailure();
+  }
+  if (module->hasAttr("dtcc.train")) {
+    train.emitError("expected @train_step before dtcc-graph-optimizer, got one "
+                    "that already updates the parameters");
+    return signalPassFailure();
+  }
+  bool scaleLoss = dtype == "fp16" && lossScale != 1.0;
+  if (scaleLoss && !(lossScale > 0)) {
+    module.emitError("expected a positive loss-scale, got ") << lossScale;
+    return signalPassFailure();
+  }
+  Type f32 = Float32Type::get(ctx);
+  auto retypable = [&](Value v) {
+    FloatType t = floatElement(v);
+    return t && (t == f32 || t == half);
+  };
+
+  Block &body = train.front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+  // fp16: the backward pass starts from `loss-scale` instead of 1, before
+  // the seed is typed like any other constant.
+  if (scaleLoss) {
+    ConstantOp seed;
+    for (auto c : train.getOps<ConstantOp>())
+      if (c->hasAttr("dgraph.grad_seed"))
+        seed = c;
+    if (!seed) {
+      train.emitError("fp16 loss scaling expected the loss gradient seed "
+                      "(dgraph.grad_seed) that dtcc-graph-autodiff creates");
+      return signalPassFailure();
+    }
+    OpBuilder sb(seed);
+    auto type = cast<RankedTensorType>(seed.getType());
+    auto scaled = ConstantOp::create(
+        sb, seed.getLoc(),
+        DenseElementsAttr::get(type, sb.getFloatAttr(type.getElementType(),
+                                                     lossScale)));
+    scaled->setAttr("dgraph.grad_seed", sb.getUnitAttr());
+    seed.getResult().replaceAllUsesWith(scaled.getResult());
+    seed.erase();
+  }
+
+  // Values computed from constants alone: they adapt to their users. Ops
+  // this loop inserts sit right after the op being visited or earlier, so
+  // the early-increment walk never visits them.
+  llvm::DenseSet<Value> weak;
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (auto load = dyn_cast<LoadOp>(op)) {
+      // The master weight stays fp32; its users see it in the half type.
+      if (floatElement(load.getResult()) == f32) {
+        Value h = as(load.getResult(), half);
+        load.getResult().replaceAllUsesExcept(h, h.getDefiningOp());
+      }
+      continue;
+    }
+    if (llvm::all_of(op.getOperands(), [&](Value v) { return weak.count(v); })) {
+      weak.insert(op.result_begin(), op.result_end());
+      continue;
+    }
+    if (auto store = dyn_cast<StoreOp>(op)) {
+      auto var = module.lookupSymbol<VariableOp>(store.getVariableAttr());
+      if (var)
+        store->setOperand(0, as(store.getValue(),
+                                var.getTensorType().getElementType()));
+      continue;
+    }
+    if (isa<CastOp>(op))
+      continue; // explicit conversions keep their types
+
+    SmallVector<unsigned> floats;
+    bool other = false;
+    for (OpOperand &use : op.getOpOperands()) {
+      if (retypable(use.get()))
+        floats.push_back(use.getOperandNumber());
+      else
+        other |= bool(floatElement(use.get())); // f64, or a float we keep
+    }
+    for (Value r : op.getResults())
+      other |= floatElement(r) && !retypable(r);
+    if (floats.empty() || other)
+      continue;
+
+    Policy policy = policyOf(&op);
+    Type compute;
+    switch (policy) {
+    case Policy::Half:
+      compute = half;
+      break;
+    case Policy::Island:
+    case Policy::LossPath:
+      compute = f32;
+      break;
+    case Policy::Widest:
+      for (unsigned i : floats) {
+        Value v = op.getOperand(i);
+        if (weak.count(v))
+          continue;
+        if (!compute || floatElement(v) == f32)
+          compute = floatElement(v);
+      }
+      break;
+    }
+    if (!compute)
+      continue;
+    for (unsigned i : floats)
+      op.setOperand(i, as(op.getOperand(i), compute));
+    for (Value r : op.getResults())
+      if (floatElement(r))
+        r.setType(withElement(r, compute));
+    if (policy != Policy::Island)
+      continue;
+    // Half results for half users; fp32 users (a gradient's saved mean or
+    // rstd, the loss) get the fp32 value back through `versions`.
+    for (Value r : op.getResults()) {
+      if (!floatElement(r) || r.use_empty())
+        continue;
+      Value h = as(r, half);
+      r.replaceAllUsesExcept(h, h.getDefiningOp());
+    }
+  }
+
+  // The loss and the gradients leave in their original (fp32) types.
+  OpBuilder b(ret);
+  for (OpOperand &use : ret->getOpOperands()) {
+    unsigned i = use.getOperandNumber();
+    Type element = getElementTypeOrSelf(train.getResultTypes()[i]);
+    Value v = as(use.get(), element);
+    if (scaleLoss && train.getResultAttr(i, "dgraph.grad_of")) {
+      auto type = cast<RankedTensorType>(v.getType());
+      Value inverse = ConstantOp::create(
+          b, ret.getLoc(),
+          DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(),
+                                                      1.0 / lossScale)));
+      v = MulOp::create(b, ret.getLoc(), v, inverse);
+    }
+    use.set(v);
+  }
+  for (CastOp c : llvm::reverse(created))
+    if (c->use_empty())
+      c.erase();
+  module->setAttr("dtcc.dtype", StringAttr::get(ctx, dtype));
+}
+
+} // namespace

@@ -1,0 +1,520 @@
+//===- Pipeline.cpp - micro-batches and pipeline stages -------------------===//
+//
+// dtcc-shard-microbatch unrolls a training step over M micro-batches;
+// dtcc-shard-pipeline cuts the unrolled step into one function per pipeline
+// stage, ordered by a GPipe or 1F1B schedule, with send/recv between
+// stages.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Sharding/Passes.h"
+#include "passes/Sharding/ShardingUtils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace dtcc::shard {
+#define GEN_PASS_DEF_SHARDMICROBATCH
+#define GEN_PASS_DEF_SHARDPIPELINE
+#include "passes/Sharding/Passes.h.inc"
+} // namespace dtcc::shard
+
+using namespace mlir;
+using namespace dtcc;
+using namespace dtcc::shard;
+
+namespace {
+
+constexpr llvm::StringLiteral kMicroAttr = "dshard.micro";
+constexpr llvm::StringLiteral kPassAttr = "dshard.pass";
+
+Value splatLike(OpBuilder &b, Location loc, Type type, double v) {
+  auto t = cast<RankedTensorType>(type);
+  Type e = t.getElementType();
+  Attribute a = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, v))
+                                  : Attribute(IntegerAttr::get(e, (int64_t)v));
+  return graph::ConstantOp::create(b, loc, DenseElementsAttr::get(t, a));
+}
+
+//===----------------------------------------------------------------------===//
+// dtcc-shard-microbatch
+//===----------------------------------------------------------------------===//
+
+struct ShardMicrobatchPass
+    : public dtcc::shard::impl::ShardMicrobatchBase<ShardMicrobatchPass> {
+  using ShardMicrobatchBase::ShardMicrobatchBase;
+
+  void runOnOperation() final {
+    ModuleOp module = getOperation();
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!train) {
+      module.emitError("expected @train_step (run dtcc-graph-autodiff first)");
+      return signalPassFailure();
+    }
+    int64_t m = microBatches;
+    if (m < 1) {
+      module.emitError("expected micro-batches >= 1, got ") << m;
+      return signalPassFailure();
+    }
+    Block &body = train.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    MLIRContext *ctx = module.getContext();
+
+    // The ops that depend on the batch or on a parameter (they run per
+    // micro-batch, in the stage of their layer), and those the loss
+    // depends on. Parameter loads and constants run once.
+    llvm::DenseSet<Operation *> data, forward;
+    auto isParameter = [&](Operation *def) {
+      auto load = dyn_cast_or_null<graph::LoadOp>(def);
+      if (!load)
+        return false;
+      auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+      return var && var.getTrainable();
+    };
+    for (Operation &op : body.without_terminator())
+      if (llvm::any_of(op.getOperands(), [&](Value v) {
+            return isa<BlockArgument>(v) || data.contains(v.getDefiningOp()) ||
+                   isParameter(v.getDefiningOp());
+          }))
+        data.insert(&op);
+    SmallVector<Value> work{ret.getOperand(0)};
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val().getDefiningOp();
+      if (!def || !data.contains(def) || !forward.insert(def).second)
+        continue;
+      llvm::append_range(work, def->getOperands());
+    }
+
+    // Arguments hold M micro-batches along dimension 0.
+    for (BlockArgument arg : body.getArguments()) {
+      auto t = cast<RankedTensorType>(arg.getType());
+      if (t.getRank() == 0) {
+        train.emitError("input #") << arg.getArgNumber()
+                                   << " is a scalar: micro-batches split "
+                                      "inputs along dimension 0";
+        return signalPassFailure();
+      }
+      SmallVector<int64_t> shape(t.getShape());
+      shape[0] *= m;
+      arg.setType(RankedTensorType::get(shape, t.getElementType()));
+    }
+
+    OpBuilder b(ret);
+    SmallVector<SmallVector<Value>> results(ret.getNumOperands());
+    for (int64_t i = 0; i < m; ++i) {
+      IRMapping map;
+      for (BlockArgument arg : body.getArguments()) {
+        auto t = cast<RankedTensorType>(arg.getType());
+        int64_t rows = t.getDimSize(0) / m;
+        SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()),
+            stride(t.getRank(), 1);
+        start[0] = i * rows;
+        limit[0] = (i + 1) * rows;
+        map.map(arg, graph::SliceOp::create(b, train.getLoc(), arg, start,
+                                            limit, stride));
+      }
+      for (Operation &op : body.without_terminator()) {
+        if (!data.contains(&op))
+          continue;
+        Operation *clone = b.clone(op, map);
+        clone->setAttr(kMicroAttr, b.getI64IntegerAttr(i));
+        clone->setAttr(kPassAttr, b.getStringAttr(forward.contains(&op)
+                                                      ? "forward"
+                                                      : "backward"));
+      }
+      for (auto [r, v] : llvm::enumerate(ret.getOperands()))
+        results[r].push_back(map.lookupOrDefault(v));
+    }
+    // The step's loss and gradients are the means over micro-batches.
+    SmallVector<Value> means;
+    for (auto [r, values] : llvm::enumerate(results)) {
+      Value v = ret.getOperand(r);
+      if (!v.getDefiningOp() || !data.contains(v.getDefiningOp())) {
+        means.push_back(v);
+        continue;
+      }
+      Value sum = values[0];
+      for (Value x : ArrayRef<Value>(values).drop_front())
+        sum = graph::AddOp::create(b, ret.getLoc(), sum, x);
+      if (m > 1)
+        sum = graph::MulOp::create(
+            b, ret.getLoc(), sum,
+            splatLike(b, ret.getLoc(), sum.getType(), 1.0 / m));
+      means.push_back(sum);
+    }
+    ret->setOperands(means);
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (data.contains(&op))
+        op.erase();
+    train.setType(FunctionType::get(ctx, body.getArgumentTypes(),
+                                    ret.getOperandTypes()));
+    module->setAttr("dtcc.micro_batches_in_step",
+                    StringAttr::get(ctx, std::to_string(m)));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// dtcc-shard-pipeline
+//===----------------------------------------------------------------------===//
+
+/// How a value of the step is placed across stages.
+struct Placement {
+  enum Kind { kReplicated, kStage, kPartial } kind = kReplicated;
+  int64_t stage = 0;
+};
+
+struct ShardPipelinePass
+    : public dtcc::shard::impl::ShardPipelineBase<ShardPipelinePass> {
+  using ShardPipelineBase::ShardPipelineBase;
+
+  void runOnOperation() final;
+
+private:
+  LogicalResult place(func::FuncOp train);
+  void emitStage(func::FuncOp train, int64_t stage);
+
+  int64_t numStages() const { return stages; }
+  /// The micro-batch blocks of `stage` in schedule order: (micro, forward?).
+  SmallVector<std::pair<int64_t, bool>> schedule(int64_t stage) const;
+
+  int64_t microBatches_ = 1;
+  /// Each op's stage (ops of the micro-batches and staged epilogue ops),
+  /// and the placement of each value.
+  llvm::DenseMap<Operation *, int64_t> stageOf_;
+  llvm::DenseMap<Value, Placement> placement_;
+  llvm::DenseSet<Operation *> prologue_, epilogue_;
+  /// Values sent between stages: (value, destination) -> tag.
+  std::map<std::pair<void *, int64_t>, int64_t> tags_;
+  int64_t handle_ = 1 << 20;
+};
+
+SmallVector<std::pair<int64_t, bool>>
+ShardPipelinePass::schedule(int64_t stage) const {
+  int64_t m = microBatches_, s = numStages();
+  SmallVector<std::pair<int64_t, bool>> order;
+  if (scheduleKind == "gpipe") {
+    for (int64_t i = 0; i < m; ++i)
+      order.push_back({i, true});
+    for (int64_t i = 0; i < m; ++i)
+      order.push_back({i, false});
+    return order;
+  }
+  // 1F1B: warm up with the forwards the later stages need, then alternate
+  // one forward and one backward, then drain the backwards.
+  int64_t warmup = std::min(s - stage - 1, m);
+  for (int64_t i = 0; i < warmup; ++i)
+    order.push_back({i, true});
+  for (int64_t i = 0; i < m - warmup; ++i) {
+    order.push_back({warmup + i, true});
+    order.push_back({i, false});
+  }
+  for (int64_t i = m - warmup; i < m; ++i)
+    order.push_back({i, false});
+  return order;
+}
+
+LogicalResult ShardPipelinePass::place(func::FuncOp train) {
+  Block &body = train.getBody().front();
+  int64_t s = numStages();
+  // Layers, in the order the forward pass meets them, cut into contiguous
+  // runs of equal length.
+  SmallVector<std::string> layers;
+  for (Operation &op : body)
+    if (auto pass = op.getAttrOfType<StringAttr>(kPassAttr);
+        pass && pass.getValue() == "forward" &&
+        op.getAttrOfType<IntegerAttr>(kMicroAttr).getInt() == 0)
+      if (std::string k = graph::layerKey(op.getLoc());
+          !k.empty() && !llvm::is_contained(layers, k))
+        layers.push_back(k);
+  if ((int64_t)layers.size() < s)
+    return train.emitError("pipeline parallelism over ")
+           << s << " stages needs at least as many layers; the model has "
+           << layers.size()
+           << " (found from ONNX node names such as 'layers.3/...')";
+  llvm::StringMap<int64_t> layerStage;
+  for (auto [i, k] : llvm::enumerate(layers))
+    layerStage[k] = (int64_t)i * s / (int64_t)layers.size();
+
+  // Micro-batch ops: their layer's stage; otherwise their operands'.
+  for (Operation &op : body) {
+    if (!op.hasAttr(kMicroAttr))
+      continue;
+    int64_t stage = -1;
+    if (std::string k = graph::layerKey(op.getLoc()); !k.empty())
+      stage = layerStage.lookup(k);
+    else
+      for (Value v : op.getOperands())
+        if (auto it = stageOf_.find(v.getDefiningOp()); it != stageOf_.end())
+          stage = std::max(stage, it->second);
+    if (stage >= 0)
+      stageOf_[&op] = stage;
+  }
+  // Ops that say nothing (a reshape of the labels) go where they are read.
+  for (Operation &op : llvm::reverse(body)) {
+    if (!op.hasAttr(kMicroAttr) || stageOf_.count(&op))
+      continue;
+    int64_t stage = INT64_MAX;
+    for (Operation *user : op.getUsers())
+      if (auto it = stageOf_.find(user); it != stageOf_.end())
+        stage = std::min(stage, it->second);
+    stageOf_[&op] = stage == INT64_MAX ? 0 : stage;
+  }
+  for (Operation &op : body)
+    if (op.hasAttr(kMicroAttr))
+      for (Value r : op.getResults())
+        placement_[r] = {Placement::kStage, stageOf_[&op]};
+  // The rest: before the micro-batches (what they read: parameters,
+  // constants, the inputs' slices) every stage computes alike; after them
+  // (accumulation, the optimizer) an op runs in the stage of its operands,
+  // sums of values of several stages are partial over pp.
+  for (Operation &op : body.without_terminator()) {
+    if (op.hasAttr(kMicroAttr))
+      continue;
+    bool late = false;
+    SmallVector<int64_t> stagesSeen;
+    bool partial = false;
+    for (Value v : op.getOperands()) {
+      Placement p = placement_.lookup(v);
+      if (Operation *def = v.getDefiningOp();
+          def && (def->hasAttr(kMicroAttr) || epilogue_.contains(def)))
+        late = true;
+      if (p.kind == Placement::kStage && !llvm::is_contained(stagesSeen, p.stage))
+        stagesSeen.push_back(p.stage);
+      partial |= p.kind == Placement::kPartial;
+    }
+    if (!late) {
+      prologue_.insert(&op);
+      continue;
+    }
+    epilogue_.insert(&op);
+    Placement p;
+    bool sum = isa<graph::AddOp>(op);
+    if (partial && sum) {
+      p.kind = Placement::kPartial;
+    } else if (stagesSeen.size() > 1) {
+      if (!sum)
+        return op.emitOpError("combines values of pipeline stages ")
+               << stagesSeen[0] << " and " << stagesSeen[1]
+               << " in a way dtcc cannot split (only sums can be)";
+      p.kind = Placement::kPartial;
+    } else if (stagesSeen.size() == 1 && !partial) {
+      p = {Placement::kStage, stagesSeen[0]};
+    } // else: replicated, or made whole from a partial sum
+    if (p.kind == Placement::kStage)
+      stageOf_[&op] = p.stage;
+    for (Value r : op.getResults())
+      placement_[r] = p;
+  }
+  // Tags of the values that cross stages, in program order.
+  int64_t tag = 0;
+  for (Operation &op : body)
+    if (op.hasAttr(kMicroAttr))
+      for (Value r : op.getResults()) {
+        SmallVector<int64_t> dests;
+        for (Operation *user : r.getUsers())
+          if (auto it = stageOf_.find(user);
+              it != stageOf_.end() && it->second != stageOf_[&op] &&
+              !llvm::is_contained(dests, it->second))
+            dests.push_back(it->second);
+        llvm::sort(dests);
+        for (int64_t d : dests)
+          tags_[{r.getAsOpaquePointer(), d}] = tag++;
+      }
+  return success();
+}
+
+void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
+  MLIRContext *ctx = train.getContext();
+  OpBuilder mb(train);
+  IRMapping unused;
+  // Cloned for the signature and attributes; the body is rebuilt.
+  auto fn = cast<func::FuncOp>(mb.clone(*train.getOperation(), unused));
+  fn.setSymName(("train_step_pp" + Twine(stage)).str());
+  fn->setAttr("dshard.stage", IntegerAttr::get(IntegerType::get(ctx, 64), stage));
+  Block &old = train.getBody().front();
+  Block &body = fn.getBody().front();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+    op.dropAllUses();
+    op.erase();
+  }
+  IRMapping map;
+  for (auto [a, b] : llvm::zip(old.getArguments(), body.getArguments()))
+    map.map(a, b);
+  OpBuilder b = OpBuilder::atBlockEnd(&body);
+  auto i64 = IntegerType::get(ctx, 64);
+  SmallVector<Value> sent;
+  llvm::DenseMap<Value, Value> received, whole;
+
+  // The value of `v` here: its clone, received from its stage, or zero
+  // where another stage holds a term of a partial sum.
+  auto operand = [&](Value v, Operation *user) -> Value {
+    Placement p = placement_.lookup(v);
+    if (p.kind == Placement::kStage && p.stage != stage) {
+      Operation *def = v.getDefiningOp();
+      if (def && def->hasAttr(kMicroAttr) && !epilogue_.contains(user)) {
+        auto it = received.find(v);
+        if (it != received.end())
+          return it->second;
+        int64_t tag = tags_.at({v.getAsOpaquePointer(), stage});
+        Value r = RecvOp::create(b, v.getLoc(), v.getType(), "pp",
+                                 p.stage - stage, tag);
+        return received[v] = r;
+      }
+      return splatLike(b, v.getLoc(), v.getType(), 0.0);
+    }
+    Value local = map.lookupOrDefault(v);
+    // A partial sum read by anything but a sum is completed first.
+    if (p.kind == Placement::kPartial &&
+        placement_.lookup(user->getNumResults() ? user->getResult(0) : Value())
+                .kind != Placement::kPartial) {
+      auto it = whole.find(v);
+      if (it != whole.end())
+        return it->second;
+      return whole[v] = AllReduceOp::create(b, v.getLoc(), local.getType(),
+                                            local, "pp", "sum");
+    }
+    return local;
+  };
+  auto cloneOp = [&](Operation &op) {
+    SmallVector<Value> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(operand(v, &op));
+    Operation *clone = b.clone(op, map);
+    clone->setOperands(operands);
+    for (auto [r, c] : llvm::zip(op.getResults(), clone->getResults()))
+      map.map(r, c);
+    clone->removeAttr(kMicroAttr);
+    clone->removeAttr(kPassAttr);
+    // Send what later (or earlier) stages read.
+    for (Value r : op.getResults())
+      for (int64_t dest = 0; dest < numStages(); ++dest)
+        if (auto it = tags_.find({r.getAsOpaquePointer(), dest}); it != tags_.end()) {
+          auto send = SendOp::create(b, op.getLoc(), map.lookup(r), "pp",
+                                     dest - stage, it->second);
+          send->setAttr("async", IntegerAttr::get(i64, 1));
+          send->setAttr("handle", IntegerAttr::get(i64, handle_));
+          sent.push_back(map.lookup(r));
+          send->setAttr("dshard.wait_handle", IntegerAttr::get(i64, handle_++));
+        }
+  };
+
+  for (Operation &op : old.without_terminator())
+    if (prologue_.contains(&op))
+      cloneOp(op);
+  for (auto [micro, isForward] : schedule(stage))
+    for (Operation &op : old.without_terminator()) {
+      auto m = op.getAttrOfType<IntegerAttr>(kMicroAttr);
+      if (!m || m.getInt() != micro || stageOf_.lookup(&op) != stage ||
+          (op.getAttrOfType<StringAttr>(kPassAttr).getValue() == "forward") !=
+              isForward)
+        continue;
+      cloneOp(op);
+    }
+  for (Operation &op : old.without_terminator()) {
+    if (!epilogue_.contains(&op))
+      continue;
+    Placement p = op.getNumResults() ? placement_.lookup(op.getResult(0)) : Placement();
+    if (p.kind == Placement::kStage && p.stage != stage)
+      continue;
+    if (op.getNumResults() == 0 && stageOf_.count(&op) && stageOf_[&op] != stage)
+      continue;
+    cloneOp(op);
+  }
+  // Every stage returns the whole loss, learning rate and norm.
+  auto ret = cast<func::ReturnOp>(old.getTerminator());
+  SmallVector<Value> results;
+  for (Value v : ret.getOperands()) {
+    Placement p = placement_.lookup(v);
+    Value local = p.kind == Placement::kStage && p.stage != stage
+                      ? splatLike(b, v.getLoc(), v.getType(), 0.0)
+                      : map.lookupOrDefault(v);
+    if (p.kind != Placement::kReplicated)
+      local = AllReduceOp::create(b, v.getLoc(), local.getType(), local, "pp", "sum");
+    results.push_back(local);
+  }
+  // Sends finish before the step ends.
+  for (Operation &op : llvm::make_early_inc_range(body))
+    if (auto h = op.getAttrOfType<IntegerAttr>("dshard.wait_handle")) {
+      op.removeAttr("dshard.wait_handle");
+      WaitOp::create(b, op.getLoc(), h.getInt(), ValueRange{op.getOperand(0)});
+    }
+  func::ReturnOp::create(b, ret.getLoc(), results);
+
+  // Drop what this stage does not use.
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (isOpTriviallyDead(&op)) {
+        op.erase();
+        changed = true;
+      }
+  }
+}
+
+void ShardPipelinePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto train = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!train) {
+    module.emitError("expected @train_step");
+    return signalPassFailure();
+  }
+  if (scheduleKind != "gpipe" && scheduleKind != "1f1b") {
+    module.emitError("expected a pipeline schedule gpipe or 1f1b, got '")
+        << scheduleKind << "'";
+    return signalPassFailure();
+  }
+  if (auto m = module->getAttrOfType<StringAttr>("dtcc.micro_batches_in_step"))
+    microBatches_ = std::stoll(m.str());
+  if (!llvm::any_of(train.getBody().front(),
+                    [](Operation &op) { return op.hasAttr(kMicroAttr); })) {
+    module.emitError("expected a step unrolled over micro-batches (run "
+                     "dtcc-shard-microbatch before the optimizer)");
+    return signalPassFailure();
+  }
+  if (failed(place(train)))
+    return signalPassFailure();
+  for (int64_t k = 0; k < numStages(); ++k)
+    emitStage(train, k);
+  // Each variable lives in the stage that updates it (all: the counters).
+  llvm::StringMap<SmallVector<int64_t>> users;
+  for (int64_t k = 0; k < numStages(); ++k) {
+    auto fn = module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str());
+    fn.walk([&](graph::StoreOp store) {
+      auto &list = users[store.getVariable()];
+      if (!llvm::is_contained(list, k))
+        list.push_back(k);
+    });
+  }
+  for (auto var : module.getOps<graph::VariableOp>()) {
+    auto it = users.find(var.getSymName());
+    if (it != users.end() && it->second.size() == 1)
+      var->setAttr("dshard.stage", IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                                    it->second.front()));
+  }
+  // A parameter read by a stage that does not update it would be stale.
+  for (int64_t k = 0; k < numStages(); ++k) {
+    auto fn = module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str());
+    WalkResult r = fn.walk([&](graph::LoadOp load) {
+      auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+      auto owner = var->getAttrOfType<IntegerAttr>("dshard.stage");
+      if (owner && owner.getInt() != k) {
+        load.emitOpError("reads parameter '")
+            << load.getVariable() << "' in pipeline stage " << k
+            << " but stage " << owner.getInt()
+            << " updates it (weights shared across stages, such as tied "
+               "embeddings, are not supported with pp)";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (r.wasInterrupted())
+      return signalPassFailure();
+  }
+  train.erase();
+  module->setAttr("dtcc.pipeline_schedule",
+                  StringAttr::get(module.getContext(), scheduleKind));
+}
+
+} // namespace

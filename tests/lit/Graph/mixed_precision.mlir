@@ -1,0 +1,119 @@
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=bf16 | FileCheck %s
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=bf16 -dtcc-graph-optimizer | FileCheck %s --check-prefix=OPT
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=fp16 | FileCheck %s --check-prefix=FP16
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=fp32 | FileCheck %s --check-prefix=FP32
+
+// Tests that weights are cast at their loads, matmuls run in bf16, the norm
+// and the softmax compute in fp32 between casts (the norm's statistics stay
+// fp32 for its gradient), the loss stays fp32, and every gradient leaves
+// @train_step in fp32 (so the optimizer updates fp32 masters).
+// CHECK: module attributes {dtcc.dtype = "bf16"}
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: -> (tensor<f32> {dgraph.name = "loss"}, tensor<4x8xf32> {{.*}}, tensor<8xf32> {{.*}}, tensor<8xf32> {{.*}}, tensor<8x5xf32> {{.*}})
+// CHECK: %[[X:.*]] = dgraph.cast %arg0 : tensor<6x4xf32> to tensor<6x4xbf16>
+// CHECK: %[[W1:.*]] = dgraph.load @w1 : tensor<4x8xf32>
+// CHECK-NEXT: %[[W1H:.*]] = dgraph.cast %[[W1]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK: %[[G:.*]] = dgraph.load @g : tensor<8xf32>
+// CHECK-NEXT: %[[B:.*]] = dgraph.load @b : tensor<8xf32>
+// CHECK-NEXT: %[[W2:.*]] = dgraph.load @w2 : tensor<8x5xf32>
+// CHECK-NEXT: %[[W2H:.*]] = dgraph.cast %[[W2]] : tensor<8x5xf32> to tensor<8x5xbf16>
+// CHECK: %[[H:.*]] = dgraph.matmul %[[X]], %[[W1H]] : (tensor<6x4xbf16>, tensor<4x8xbf16>) -> tensor<6x8xbf16>
+// CHECK-NEXT: %[[H32:.*]] = dgraph.cast %[[H]] : tensor<6x8xbf16> to tensor<6x8xf32>
+// CHECK-NEXT: %[[N:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = dgraph.layer_norm %[[H32]], %[[G]], %[[B]] {{.*}} -> (tensor<6x8xf32>, tensor<6xf32>, tensor<6xf32>)
+// CHECK-NEXT: %[[N16:.*]] = dgraph.cast %[[N]] : tensor<6x8xf32> to tensor<6x8xbf16>
+// CHECK-NEXT: %[[T:.*]] = dgraph.tanh %[[N16]] : tensor<6x8xbf16>
+// CHECK-NEXT: %[[T32:.*]] = dgraph.cast %[[T]] : tensor<6x8xbf16> to tensor<6x8xf32>
+// CHECK-NEXT: %[[P:.*]] = dgraph.softmax %[[T32]], dim = 1 : tensor<6x8xf32>
+// CHECK-NEXT: %[[P16:.*]] = dgraph.cast %[[P]] : tensor<6x8xf32> to tensor<6x8xbf16>
+// CHECK-NEXT: %[[R:.*]] = dgraph.add %[[P16]], %[[H]] : tensor<6x8xbf16>
+// CHECK-NEXT: %[[LOGITS:.*]] = dgraph.matmul %[[R]], %[[W2H]] : (tensor<6x8xbf16>, tensor<8x5xbf16>) -> tensor<6x5xbf16>
+// CHECK-NEXT: %[[LOGITS32:.*]] = dgraph.cast %[[LOGITS]] : tensor<6x5xbf16> to tensor<6x5xf32>
+// CHECK-NEXT: %[[CE:.*]] = dgraph.cross_entropy %[[LOGITS32]], %arg1 : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<6xf32>
+// CHECK-NEXT: %[[LOSS:.*]] = dgraph.reduce_sum %[[CE]], dims = [0] : (tensor<6xf32>) -> tensor<f32>
+// CHECK: dgraph.cross_entropy_grad %[[LOGITS32]], %arg1, %{{.*}} : (tensor<6x5xf32>, tensor<6xi64>, tensor<6xf32>) -> tensor<6x5xf32>
+// CHECK: %[[DW2:.*]] = dgraph.matmul %[[R]], %{{.*}} {transpose_lhs} : (tensor<6x8xbf16>, tensor<6x5xbf16>) -> tensor<8x5xbf16>
+// CHECK-NEXT: %[[DW2F:.*]] = dgraph.cast %[[DW2]] : tensor<8x5xbf16> to tensor<8x5xf32>
+// CHECK: dgraph.softmax_grad %[[P]], %{{.*}}, dim = 1 : tensor<6x8xf32>
+// CHECK: %[[DX:.*]], %[[DG:.*]], %[[DB:.*]] = dgraph.layer_norm_grad %[[H32]], %[[G]], %[[MEAN]], %[[RSTD]], %{{.*}} axis = 1 : (tensor<6x8xf32>, tensor<8xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6x8xf32>)
+// CHECK-NEXT: dgraph.cast %[[DX]] : tensor<6x8xf32> to tensor<6x8xbf16>
+// CHECK: %[[DW1:.*]] = dgraph.matmul %[[X]], %{{.*}} {transpose_lhs} : (tensor<6x4xbf16>, tensor<6x8xbf16>) -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[DW1F:.*]] = dgraph.cast %[[DW1]] : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK-NEXT: return %[[LOSS]], %[[DW1F]], %[[DG]], %[[DB]], %[[DW2F]] : tensor<f32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x5xf32>
+
+// The optimizer consumes fp32 gradients and keeps fp32 masters and state.
+// OPT-DAG: dgraph.variable @"w1/adam_m" : tensor<4x8xf32>
+// OPT-DAG: dgraph.variable @"w1/adam_v" : tensor<4x8xf32>
+// OPT-LABEL: func.func @train_step
+// OPT: %[[DW1:.*]] = dgraph.cast %{{.*}} : tensor<4x8xbf16> to tensor<4x8xf32>
+// OPT: %[[P:.*]] = dgraph.load @w1 : tensor<4x8xf32>
+// OPT: %[[NEW:.*]], %{{.*}}, %{{.*}} = dgraph.adamw %[[P]], %[[DW1]], {{.*}} : tensor<4x8xf32>
+// OPT: dgraph.store %[[NEW]], @w1 : tensor<4x8xf32>
+
+// fp16 scales the loss's gradient seed and unscales each fp32 gradient; the
+// loss itself is not scaled.
+// FP16-LABEL: func.func @train_step
+// FP16: dgraph.matmul {{.*}} -> tensor<6x8xf16>
+// FP16: %[[LOSS:.*]] = dgraph.reduce_sum {{.*}} -> tensor<f32>
+// FP16: dgraph.constant {dgraph.grad_seed} dense<1.024000e+03> : tensor<f32>
+// FP16: %[[DW1:.*]] = dgraph.cast %{{.*}} : tensor<4x8xf16> to tensor<4x8xf32>
+// FP16-NEXT: %[[INV:.*]] = dgraph.constant dense<9.765625E-4> : tensor<4x8xf32>
+// FP16-NEXT: %[[DW1U:.*]] = dgraph.mul %[[DW1]], %[[INV]] : tensor<4x8xf32>
+// FP16: return %[[LOSS]], %[[DW1U]],
+
+// fp32 leaves the module as autodiff made it.
+// FP32-NOT: dtcc.dtype
+// FP32-LABEL: func.func @train_step
+// FP32-NOT: dgraph.cast
+// FP32: return
+dgraph.variable @w1 : tensor<4x8xf32> {trainable}
+dgraph.variable @g : tensor<8xf32> {trainable}
+dgraph.variable @b : tensor<8xf32> {trainable}
+dgraph.variable @w2 : tensor<8x5xf32> {trainable}
+func.func @main(%x: tensor<6x4xf32> {dgraph.name = "x"}, %labels: tensor<6xi64> {dgraph.name = "labels"}) -> (tensor<f32> {dgraph.name = "loss"}) {
+  %w1 = dgraph.load @w1 : tensor<4x8xf32>
+  %g = dgraph.load @g : tensor<8xf32>
+  %b = dgraph.load @b : tensor<8xf32>
+  %w2 = dgraph.load @w2 : tensor<8x5xf32>
+  %h = dgraph.matmul %x, %w1 : (tensor<6x4xf32>, tensor<4x8xf32>) -> tensor<6x8xf32>
+  %n, %mean, %rstd = dgraph.layer_norm %h, %g, %b axis = 1, epsilon = 1.0e-05 : (tensor<6x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<6x8xf32>, tensor<6xf32>, tensor<6xf32>)
+  %t = dgraph.tanh %n : tensor<6x8xf32>
+  %p = dgraph.softmax %t, dim = 1 : tensor<6x8xf32>
+  %r = dgraph.add %p, %h : tensor<6x8xf32>
+  %logits = dgraph.matmul %r, %w2 : (tensor<6x8xf32>, tensor<8x5xf32>) -> tensor<6x5xf32>
+  %ce = dgraph.cross_entropy %logits, %labels : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<6xf32>
+  %l = dgraph.reduce_sum %ce, dims = [0] : (tensor<6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that values computed from constants alone take their user's type
+// (the constant is converted, not cast), that an fp32 user of a norm gets
+// its fp32 result (no round trip through bf16), that an op mixing it with an
+// fp32 input stays fp32, and that RMS norm statistics stay fp32.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[W:.*]] = dgraph.load @w : tensor<8x8xf32>
+// CHECK-NEXT: %[[WH:.*]] = dgraph.cast %[[W]] : tensor<8x8xf32> to tensor<8x8xbf16>
+// CHECK: %[[SCALE:.*]] = dgraph.constant dense<2.500000e-01> : tensor<4x8xf32>
+// CHECK-NEXT: %[[SCALEH:.*]] = dgraph.constant dense<2.500000e-01> : tensor<4x8xbf16>
+// CHECK: %[[Y:.*]] = dgraph.matmul %{{.*}}, %[[WH]] {{.*}} -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[S:.*]] = dgraph.mul %[[Y]], %[[SCALEH]] : tensor<4x8xbf16>
+// CHECK-NEXT: %[[S32:.*]] = dgraph.cast %[[S]] : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK-NEXT: %[[N:.*]], %[[RSTD:.*]] = dgraph.rms_norm %[[S32]], %{{.*}} axis = 1, {{.*}} -> (tensor<4x8xf32>, tensor<4xf32>)
+// CHECK-NEXT: %[[D:.*]] = dgraph.sub %[[N]], %arg1 : tensor<4x8xf32>
+// CHECK: dgraph.rms_norm_grad %[[S32]], %{{.*}}, %[[RSTD]], %{{.*}} : {{.*}}tensor<4xf32>
+// CHECK: return %{{.*}}, %{{.*}}, %{{.*}} : tensor<f32>, tensor<8x8xf32>, tensor<8xf32>
+dgraph.variable @w : tensor<8x8xf32> {trainable}
+dgraph.variable @g : tensor<8xf32> {trainable}
+func.func @main(%x: tensor<4x8xf32> {dgraph.name = "x"}, %target: tensor<4x8xf32> {dgraph.name = "target"}) -> (tensor<f32> {dgraph.name = "loss"}) {
+  %w = dgraph.load @w : tensor<8x8xf32>
+  %g = dgraph.load @g : tensor<8xf32>
+  %c = dgraph.constant dense<0.25> : tensor<4x8xf32>
+  %y = dgraph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %s = dgraph.mul %y, %c : tensor<4x8xf32>
+  %n, %rstd = dgraph.rms_norm %s, %g axis = 1, epsilon = 1.0e-06 : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>)
+  %d = dgraph.sub %n, %target : tensor<4x8xf32>
+  %sq = dgraph.mul %d, %d : tensor<4x8xf32>
+  %l = dgraph.reduce_sum %sq, dims = [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -1,0 +1,151 @@
+//===- AutoPlanTest.cpp - the plan `dtcc compile --plan auto` chooses -----===//
+
+#include "planner/AutoPlan.h"
+
+#include <gtest/gtest.h>
+
+namespace dtcc::planner {
+namespace {
+
+ModelDesc cpuGpt(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
+                 int64_t seq) {
+  ModelDesc m;
+  m.name = "gpt";
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = m.kvHeads = heads;
+  m.ffnHidden = 4 * hidden;
+  m.vocab = vocab;
+  m.seq = seq;
+  m.dropout = false;
+  m.flashAttention = false;
+  return m;
+}
+
+TEST(AutoPlan, MeshSpec) {
+  Plan p;
+  EXPECT_EQ(meshSpec(p), "");
+  p.dp = 2;
+  p.tp = 2;
+  EXPECT_EQ(meshSpec(p), "dp=2,tp=2");
+  p.dp = 1;
+  EXPECT_EQ(meshSpec(p), "tp=2");
+}
+
+TEST(AutoPlan, ClusterForRanks) {
+  ClusterSpec cpu = clusterPreset("cpu-local").value(); // 2 per node
+  auto one = clusterForRanks(cpu, 1);
+  ASSERT_TRUE(one.isOk());
+  EXPECT_EQ(one.value().numDevices(), 1);
+  auto four = clusterForRanks(cpu, 4);
+  ASSERT_TRUE(four.isOk());
+  EXPECT_EQ(four.value().nodes, 2);
+  EXPECT_EQ(four.value().numDevices(), 4);
+  EXPECT_FALSE(clusterForRanks(cpu, 3).isOk());
+  EXPECT_FALSE(clusterForRanks(cpu, 0).isOk());
+}
+
+TEST(AutoPlan, OnlyWhatTheCompilerBuilds) {
+  ModelDesc m = cpuGpt(2, 32, 4, 64, 16);
+  ClusterSpec c = clusterForRanks(clusterPreset("cpu-local").value(), 2).value();
+  CompilerPlanOptions o;
+  o.batch = 8;
+  auto r = chooseCompilerPlan(m, c, o);
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Plan &p = r.value().chosen.plan;
+  EXPECT_EQ(p.pp, 1);
+  EXPECT_EQ(p.dp * p.tp, 2);
+  EXPECT_EQ(p.offload, Offload::kNone);
+  EXPECT_FALSE(p.sequenceParallel);
+  EXPECT_EQ(p.microBatches, 1);
+  EXPECT_EQ(p.microBatchSize, 8 / p.dp);
+  EXPECT_EQ(r.value().mesh, meshSpec(p));
+  EXPECT_EQ(r.value().zero, p.zeroStage);
+  // dp=2 x ZeRO 0..3 and tp=2: five candidates, one chosen.
+  EXPECT_EQ(r.value().rejected.size(), 4u);
+  for (const Rejection &x : r.value().rejected)
+    if (x.kind == Rejection::Kind::kSlower)
+      EXPECT_GE(x.stepTime, 0.995 * r.value().chosen.time.stepTime);
+
+  // A batch that dp cannot split and a vocabulary tp cannot: nothing left.
+  m.vocab = 63;
+  o.batch = 7;
+  auto none = chooseCompilerPlan(m, c, o);
+  ASSERT_FALSE(none.isOk());
+  EXPECT_NE(none.status().message().find("batch 7 not divisible by dp=2"),
+            std::string::npos);
+  EXPECT_NE(none.status().message().find("vocabulary 63"), std::string::npos);
+}
+
+TEST(AutoPlan, MemoryDecidesWhenTheModelDoesNotFit) {
+  // 3.2M parameters x 12 B = 38.5 MB of state plus the workspace: give each
+  // rank 55 MB so that plain DP does not fit.
+  ModelDesc m = cpuGpt(4, 256, 4, 64, 64);
+  ClusterSpec c = clusterForRanks(clusterPreset("cpu-local").value(), 2).value();
+  c.device.memoryBytes.value = 55e6;
+  c.device.reservedBytes.value = 0;
+  CompilerPlanOptions o;
+  o.batch = 8;
+  auto r = chooseCompilerPlan(m, c, o);
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  EXPECT_TRUE(r.value().chosen.plan.zeroStage > 0 ||
+              r.value().chosen.plan.tp > 1);
+  bool sawOutOfMemory = false;
+  for (const Rejection &x : r.value().rejected)
+    sawOutOfMemory |= x.kind == Rejection::Kind::kOutOfMemory &&
+                      x.plan.zeroStage == 0 && x.plan.tp == 1;
+  EXPECT_TRUE(sawOutOfMemory);
+}
+
+// The CPU backend's memory plan (checked against compiled programs in
+// tests/e2e/plan_checks.py): gradients live in the workspace whole, in the
+// space the backward pass frees; the collective's buffer is a full copy
+// (DP) or the rank's shard (ZeRO); ZeRO-2 saves nothing over ZeRO-1.
+TEST(CpuBackend, MemoryFollowsTheCompiledProgram) {
+  ModelDesc m = cpuGpt(4, 256, 4, 64, 64);
+  ClusterSpec c = clusterForRanks(clusterPreset("cpu-local").value(), 2).value();
+  CompilerPlanOptions o;
+  o.batch = 8;
+  MemoryModel memory(m, c);
+  double params = stageParameters(m, compilerPlan(2, 1, 0, o), 0);
+  MemoryBreakdown dp = memory.peak(compilerPlan(2, 1, 0, o));
+  EXPECT_DOUBLE_EQ(dp.gradients, 4 * params);
+  EXPECT_DOUBLE_EQ(dp.commBuffers, 4 * params);
+  EXPECT_DOUBLE_EQ(dp.reused,
+                   std::min(dp.activations, dp.gradients + dp.commBuffers));
+  EXPECT_DOUBLE_EQ(dp.total(), dp.parameters + dp.optimizerState +
+                                   dp.temporaries +
+                                   std::max(dp.activations,
+                                            dp.gradients + dp.commBuffers));
+  MemoryBreakdown z1 = memory.peak(compilerPlan(2, 1, 1, o));
+  MemoryBreakdown z2 = memory.peak(compilerPlan(2, 1, 2, o));
+  EXPECT_DOUBLE_EQ(z1.commBuffers, 2 * params);
+  EXPECT_DOUBLE_EQ(z1.optimizerState, dp.optimizerState / 2);
+  EXPECT_DOUBLE_EQ(z2.total(), z1.total());
+  MemoryBreakdown z3 = memory.peak(compilerPlan(2, 1, 3, o));
+  EXPECT_DOUBLE_EQ(z3.parameters, dp.parameters / 2);
+  EXPECT_GT(z3.commBuffers, z1.commBuffers); // gathered parameters
+
+  // A GPU cluster keeps the general accounting: nothing reused.
+  MemoryModel gpu(m, clusterPreset("dgx-h100").value());
+  Plan p = compilerPlan(1, 1, 0, o);
+  EXPECT_EQ(gpu.peak(p).reused, 0);
+}
+
+TEST(CpuBackend, CommunicationIsNotHidden) {
+  ModelDesc m = cpuGpt(4, 256, 4, 64, 64);
+  ClusterSpec cpu = clusterForRanks(clusterPreset("cpu-local").value(), 2).value();
+  CompilerPlanOptions o;
+  o.batch = 8;
+  TimeBreakdown t = TimeModel(m, cpu).estimate(compilerPlan(2, 1, 0, o));
+  ASSERT_FALSE(t.comm.empty());
+  double dpTime = 0;
+  for (const CommItem &item : t.comm)
+    if (std::string(item.group) == "dp")
+      dpTime += item.time;
+  EXPECT_GT(dpTime, 0);
+  EXPECT_NEAR(t.dpCommExposed, dpTime, 1e-12);
+}
+
+} // namespace
+} // namespace dtcc::planner
