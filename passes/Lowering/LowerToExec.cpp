@@ -8,6 +8,8 @@
 
 #include "passes/Lowering/Passes.h"
 
+#include <map>
+
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Lowering/MemoryPlan.h"
@@ -525,12 +527,25 @@ struct LowerToExecPass
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
     ModuleLayout layout;
-    for (auto var : module.getOps<graph::VariableOp>()) {
-      layout.stateOffsets[var.getSymName()] = layout.stateBytes;
+    // Variables every rank holds come first; those of one pipeline stage
+    // (dshard.stage) share the space after them with the other stages'.
+    auto place = [&](graph::VariableOp var, int64_t &offset) {
+      layout.stateOffsets[var.getSymName()] = offset;
       var->setAttr("dexec.offset",
-                   IntegerAttr::get(IntegerType::get(ctx, 64), layout.stateBytes));
-      layout.stateBytes += alignBytes(tensorBytes(var.getTensorType()));
-    }
+                   IntegerAttr::get(IntegerType::get(ctx, 64), offset));
+      offset += alignBytes(tensorBytes(var.getTensorType()));
+    };
+    for (auto var : module.getOps<graph::VariableOp>())
+      if (!var->hasAttr("dshard.stage"))
+        place(var, layout.stateBytes);
+    std::map<int64_t, int64_t> stageEnd;
+    for (auto var : module.getOps<graph::VariableOp>())
+      if (auto stage = var->getAttrOfType<IntegerAttr>("dshard.stage")) {
+        auto [it, fresh] = stageEnd.try_emplace(stage.getInt(), layout.stateBytes);
+        place(var, it->second);
+      }
+    for (auto &[stage, end] : stageEnd)
+      layout.stateBytes = std::max(layout.stateBytes, end);
     int64_t workspace = 0;
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (fn.isExternal())

@@ -528,8 +528,12 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
       problems += strCat("\n  '", name, "': its file ", v.file(), " has ",
                          st.st_size, " bytes, expected ", globalBytes);
   }
+  // (Variables of other pipeline stages are in the program, not this rank.)
+  std::set<std::string> inProgram;
+  for (const format::Variable &v : exe.program().variables())
+    inProgram.insert(v.name());
   for (const format::Checkpoint::Variable &v : manifest.variables())
-    if (!used.count(v.name()))
+    if (!used.count(v.name()) && !inProgram.count(v.name()))
       problems += strCat("\n  not in the program: '", v.name(), "'");
   if (!problems.empty())
     return invalidArgument(
@@ -584,19 +588,31 @@ Status saveShardedCheckpoint(Executable &exe, const std::string &dirArg,
   DTCC_RETURN_IF_ERROR(prepared);
   DTCC_RETURN_IF_ERROR(meshBarrier(exe));
 
+  // The manifest lists every variable of the program (all pipeline stages),
+  // each in the file of its index in the program, the same on every rank.
   manifest.set_format_version(kCheckpointFormatVersion);
   manifest.clear_variables();
+  std::map<std::string, std::string> files;
+  const format::Program &program = exe.program();
+  for (int i = 0; i < program.variables_size(); ++i) {
+    const format::Variable &v = program.variables(i);
+    const format::Buffer &b = program.buffers(v.buffer());
+    format::Checkpoint::Variable *entry = manifest.add_variables();
+    entry->set_name(v.name());
+    entry->set_dtype(b.dtype());
+    if (v.has_sharding())
+      for (int64_t d : v.sharding().global_shape())
+        entry->add_shape(d);
+    else
+      for (int64_t d : b.shape())
+        entry->add_shape(d);
+    entry->set_file(std::to_string(i) + ".bin");
+    files[v.name()] = entry->file();
+  }
   std::vector<uint8_t> host, piece;
-  int index = 0;
   for (const auto &[name, view] : exe.variables()) {
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
     DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
-    format::Checkpoint::Variable *entry = manifest.add_variables();
-    entry->set_name(name);
-    entry->set_dtype(static_cast<int32_t>(view.dtype));
-    for (int64_t d : layout.global)
-      entry->add_shape(d);
-    entry->set_file(std::to_string(index++) + ".bin");
     if (!layout.writes)
       continue;
     host.resize(view.sizeInBytes());
@@ -608,7 +624,7 @@ Status saveShardedCheckpoint(Executable &exe, const std::string &dirArg,
       piece.resize(box.numel() * elem);
       copyBox(host.data(), view.shape, p.localStart, piece.data(), p.size,
               std::vector<int64_t>(p.size.size(), 0), p.size, elem);
-      DTCC_RETURN_IF_ERROR(writeTensorBox(tmp + "/" + entry->file(), view.dtype,
+      DTCC_RETURN_IF_ERROR(writeTensorBox(tmp + "/" + files.at(name), view.dtype,
                                           layout.global, box, piece.data()));
     }
   }

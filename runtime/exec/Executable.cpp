@@ -171,6 +171,10 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
   };
 
   for (const format::Variable &var : program.variables()) {
+    // Another pipeline stage's variable shares this rank's memory with its
+    // own: it is not this rank's.
+    if (var.has_stage() && comm_ && coords_.coord("pp") != var.stage())
+      continue;
     DTCC_ASSIGN_OR_RETURN(TensorView view, viewOf(program, var.buffer()));
     std::string what = "variable '" + var.name() + "'";
     if (var.has_init() && var.has_sharding()) {

@@ -90,6 +90,8 @@ public:
     auto it = variableShardings_.find(name);
     return it == variableShardings_.end() ? nullptr : &it->second;
   }
+  /// The program it runs (every variable of every stage).
+  const format::Program &program() const { return *program_; }
   /// The pipeline stage that owns a variable; -1 when every stage does.
   int64_t variableStage(const std::string &name) const {
     auto it = variableStages_.find(name);
