@@ -80,6 +80,14 @@ std::string pad(std::string s, size_t width) {
 
 } // namespace
 
+/// Whether the program has per-stage functions (pipeline parallelism).
+static bool hasPipelineStages(const Program &program) {
+  for (const auto &fn : program.functions())
+    if (fn.has_stage())
+      return true;
+  return false;
+}
+
 std::vector<CollectiveInfo> listCollectives(const Program &program) {
   std::map<std::string, int64_t> axisSize;
   for (int i = 0; i < program.mesh().axes_size(); ++i)
@@ -190,8 +198,12 @@ std::string explainProgram(const Program &program) {
   for (const auto &[key, v] : byKey)
     os << "  " << pad(key, 50) << pad(std::to_string(v.first) + " x", 8)
        << runtime::formatBytes(v.second) << " sent\n";
+  bool staged = hasPipelineStages(program);
   os << "  all: " << all.size() << " collectives, "
-     << runtime::formatBytes(totalSent) << " sent per rank per call\n";
+     << runtime::formatBytes(totalSent)
+     << (staged ? " sent over all pipeline stages' functions (a rank runs its "
+                  "stage's)\n"
+                : " sent per rank per call\n");
   return os.str();
 }
 

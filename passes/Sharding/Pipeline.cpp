@@ -357,8 +357,11 @@ void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
         if (it != received.end())
           return it->second;
         int64_t tag = tags_.at({v.getAsOpaquePointer(), stage});
-        Value r = RecvOp::create(b, v.getLoc(), v.getType(), "pp",
-                                 p.stage - stage, tag);
+        auto recv = RecvOp::create(b, v.getLoc(), v.getType(), "pp",
+                                   p.stage - stage, tag);
+        if (auto pass = def->getAttrOfType<StringAttr>(kPassAttr))
+          recv->setAttr("phase", pass);
+        Value r = recv;
         return received[v] = r;
       }
       return splatLike(b, v.getLoc(), v.getType(), 0.0);
@@ -371,8 +374,10 @@ void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
       auto it = whole.find(v);
       if (it != whole.end())
         return it->second;
-      return whole[v] = AllReduceOp::create(b, v.getLoc(), local.getType(),
-                                            local, "pp", "sum");
+      auto sum = AllReduceOp::create(b, v.getLoc(), local.getType(), local,
+                                     "pp", "sum");
+      sum->setAttr("phase", b.getStringAttr("optimizer"));
+      return whole[v] = sum;
     }
     return local;
   };
@@ -393,6 +398,8 @@ void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
           auto send = SendOp::create(b, op.getLoc(), map.lookup(r), "pp",
                                      dest - stage, it->second);
           send->setAttr("async", IntegerAttr::get(i64, 1));
+          if (auto pass = op.getAttrOfType<StringAttr>(kPassAttr))
+            send->setAttr("phase", pass);
           send->setAttr("handle", IntegerAttr::get(i64, handle_));
           sent.push_back(map.lookup(r));
           send->setAttr("dshard.wait_handle", IntegerAttr::get(i64, handle_++));
@@ -424,13 +431,19 @@ void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   // Every stage returns the whole loss, learning rate and norm.
   auto ret = cast<func::ReturnOp>(old.getTerminator());
   SmallVector<Value> results;
-  for (Value v : ret.getOperands()) {
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     Placement p = placement_.lookup(v);
     Value local = p.kind == Placement::kStage && p.stage != stage
                       ? splatLike(b, v.getLoc(), v.getType(), 0.0)
                       : map.lookupOrDefault(v);
-    if (p.kind != Placement::kReplicated)
-      local = AllReduceOp::create(b, v.getLoc(), local.getType(), local, "pp", "sum");
+    if (p.kind != Placement::kReplicated) {
+      auto sum = AllReduceOp::create(b, v.getLoc(), local.getType(), local, "pp", "sum");
+      auto name = train.getResultAttrOfType<StringAttr>(i, "dgraph.name");
+      sum->setAttr("phase", b.getStringAttr(name && name.getValue() == "loss"
+                                                ? "forward"
+                                                : "optimizer"));
+      local = sum;
+    }
     results.push_back(local);
   }
   // Sends finish before the step ends.
