@@ -18,26 +18,11 @@ import tempfile
 
 import numpy as np
 
+from e2e_common import run, text_tokens
+
 LOG = re.compile(r"step\s+(\d+)/\d+\s+loss (\S+)")
 STEPS = 10
 TOLERANCE = 2e-2
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.stderr.write(p.stdout + p.stderr)
-        raise SystemExit(f"error: {' '.join(cmd)} exited {p.returncode}")
-    return p.stdout
-
-
-def text_tokens(path):
-    """Byte tokens of the license texts every Debian system has."""
-    root = "/usr/share/common-licenses"
-    data = b"".join(open(os.path.join(root, f), "rb").read()
-                    for f in sorted(os.listdir(root))
-                    if os.path.isfile(os.path.join(root, f)))
-    np.frombuffer(data, dtype=np.uint8).astype(np.uint16).tofile(path)
 
 
 def main():

@@ -26,15 +26,10 @@ import time
 
 import numpy as np
 
+import e2e_common
+
 STEPS = 10
-MPI_ENV = {
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    "OMPI_MCA_btl": "self,tcp",
-    "OMPI_MCA_rmaps_base_oversubscribe": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "DTCC_COLLECTIVE_TIMEOUT": "60",
-}
+MPI_ENV = dict(e2e_common.MPI_ENV)
 RANK_LINE = re.compile(r"rank (\d+): peak memory ([\d.]+) (\w+) planned \(process ([\d.]+) (\w+) "
                        r"above start\), bytes sent ([\d.]+) (\w+) \(predicted ([\d.]+) (\w+)\)")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}

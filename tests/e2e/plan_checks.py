@@ -44,13 +44,10 @@ import sys
 import tempfile
 import time
 
+import e2e_common
+
 MPI_ENV = {
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    "OMPI_MCA_btl": "self,tcp",
-    "OMPI_MCA_rmaps_base_oversubscribe": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "DTCC_COLLECTIVE_TIMEOUT": "60",
+    **e2e_common.MPI_ENV,
     # A rank's communication thread waits in MPI; polling there would take
     # the core from the rank's (or its neighbour's) compute thread.
     "OMPI_MCA_mpi_yield_when_idle": "1",

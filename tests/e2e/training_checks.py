@@ -19,16 +19,10 @@ import tempfile
 
 import numpy as np
 
+from e2e_common import run, text_tokens
+
 LOG = re.compile(r"step\s+(\d+)/\d+\s+loss (\S+).*peak ([\d.]+) (\w+)")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.stderr.write(p.stdout + p.stderr)
-        raise SystemExit(f"error: {' '.join(cmd)} exited {p.returncode}")
-    return p.stdout
 
 
 def parse(output):
@@ -38,15 +32,6 @@ def parse(output):
         losses[int(m.group(1))] = m.group(2)
         peak = float(m.group(3)) * UNITS[m.group(4)]
     return losses, peak
-
-
-def text_tokens(path):
-    """Byte tokens of the license texts every Debian system has."""
-    root = "/usr/share/common-licenses"
-    data = b"".join(open(os.path.join(root, f), "rb").read()
-                    for f in sorted(os.listdir(root))
-                    if os.path.isfile(os.path.join(root, f)))
-    np.frombuffer(data, dtype=np.uint8).astype(np.uint16).tofile(path)
 
 
 def main():

@@ -8,6 +8,8 @@
 
 #include "dialects/Graph/IR/GraphOps.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace dtcc::graph;
 
@@ -309,27 +311,33 @@ blockFactors(Rule &r, int64_t big, int64_t small, int64_t offset) {
   return std::make_pair(outer, inner);
 }
 
+/// The factors of one dimension of which a slice keeps, or a pad fills, a
+/// part: `whole` elements on the big side, `part` at `offset` on the small
+/// side. One shared factor when nothing changes; a block index and block
+/// contents when the part is one of equal blocks (`blockable`); otherwise
+/// whole on both sides. Returns (big side, small side).
+static std::pair<SmallVector<int64_t, 2>, SmallVector<int64_t, 2>>
+partFactors(Rule &r, int64_t whole, int64_t part, int64_t offset,
+            bool blockable) {
+  if (whole == part && offset == 0) {
+    int64_t f = r.addFactor(whole);
+    return {{f}, {f}};
+  }
+  if (auto b = blockable ? blockFactors(r, whole, part, offset) : std::nullopt)
+    return {{b->first, b->second}, {b->second}};
+  return {{r.addFactor(whole, Kind::kReplicated)},
+          {r.addFactor(part, Kind::kReplicated)}};
+}
+
 ShardingRule SliceOp::getShardingRule() {
+  // One block of a fused projection (q of q|k|v) stays split like it.
   Rule r;
   auto in = typeOf(getOperand()), out = typeOf(getResult());
   Rule::TensorFactors opF(in.getRank()), resF(out.getRank());
-  for (int64_t d = 0; d < in.getRank(); ++d) {
-    int64_t size = in.getDimSize(d), kept = out.getDimSize(d);
-    if (kept == size) {
-      int64_t f = r.addFactor(size);
-      opF[d].push_back(f);
-      resF[d].push_back(f);
-    } else if (auto b = getStride()[d] == 1
-                            ? blockFactors(r, size, kept, getStart()[d])
-                            : std::nullopt) {
-      // One block of a fused projection (q of q|k|v).
-      opF[d] = {b->first, b->second};
-      resF[d] = {b->second};
-    } else {
-      opF[d].push_back(r.addFactor(size, Kind::kReplicated));
-      resF[d].push_back(r.addFactor(kept, Kind::kReplicated));
-    }
-  }
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    std::tie(opF[d], resF[d]) =
+        partFactors(r, in.getDimSize(d), out.getDimSize(d), getStart()[d],
+                    getStride()[d] == 1);
   r.operands.push_back(opF);
   r.results.push_back(resF);
   return r;
@@ -339,22 +347,10 @@ ShardingRule PadOp::getShardingRule() {
   Rule r;
   auto in = typeOf(getOperand()), out = typeOf(getResult());
   Rule::TensorFactors opF(in.getRank()), resF(out.getRank());
-  for (int64_t d = 0; d < in.getRank(); ++d) {
-    int64_t size = in.getDimSize(d), padded = out.getDimSize(d);
-    if (size == padded && getLow()[d] == 0) {
-      int64_t f = r.addFactor(size);
-      opF[d].push_back(f);
-      resF[d].push_back(f);
-    } else if (auto b = getLow()[d] >= 0 && getHigh()[d] >= 0
-                            ? blockFactors(r, padded, size, getLow()[d])
-                            : std::nullopt) {
-      resF[d] = {b->first, b->second};
-      opF[d] = {b->second};
-    } else {
-      opF[d].push_back(r.addFactor(size, Kind::kReplicated));
-      resF[d].push_back(r.addFactor(padded, Kind::kReplicated));
-    }
-  }
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    std::tie(resF[d], opF[d]) =
+        partFactors(r, out.getDimSize(d), in.getDimSize(d), getLow()[d],
+                    getLow()[d] >= 0 && getHigh()[d] >= 0);
   r.operands.push_back(opF);
   r.operands.push_back({}); // the padding value, a scalar
   r.results.push_back(resF);
