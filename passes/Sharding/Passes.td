@@ -124,10 +124,12 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     runtime runs the one of its `pp` coordinate.
 
     Stages: the transformer layers, found from ONNX node names, in the
-    order the forward pass meets them, cut into `stages` contiguous runs of
-    equal length; ops outside layers go with their operands (embeddings to
-    the first stage, the head and loss to the last). Each op of the
-    backward pass runs in the stage of its forward op.
+    order the forward pass meets them, cut into `stages` contiguous runs
+    that minimize the costliest stage (cost: a matmul's multiply-adds, the
+    elements any other op writes, forward and backward; the embeddings
+    count on the first stage, the head and loss on the last); ops outside
+    layers go with their operands. Each op of the backward pass runs in the
+    stage of its forward op.
 
     Order: each stage runs its micro-batch blocks in the schedule's order:
     `gpipe` all forwards then all backwards; `1f1b` (PipeDream-Flush) `S -

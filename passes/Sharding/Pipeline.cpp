@@ -14,6 +14,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include <limits>
+
 namespace dtcc::shard {
 #define GEN_PASS_DEF_SHARDMICROBATCH
 #define GEN_PASS_DEF_SHARDPIPELINE
@@ -173,6 +175,8 @@ struct ShardPipelinePass
 private:
   LogicalResult place(func::FuncOp train);
   void emitStage(func::FuncOp train, int64_t stage);
+  SmallVector<int64_t> balanceStages(Block &body, ArrayRef<std::string> layers,
+                                     int64_t stages);
 
   int64_t numStages() const { return stages; }
   /// The micro-batch blocks of `stage` in schedule order: (micro, forward?).
@@ -214,11 +218,97 @@ ShardPipelinePass::schedule(int64_t stage) const {
   return order;
 }
 
+/// The cost of an op for balancing stages: a matmul's multiply-adds, the
+/// elements any other op writes.
+static double opCost(Operation &op) {
+  auto elements = [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t ? (double)t.getNumElements() : 0.0;
+  };
+  if (auto mm = dyn_cast<graph::MatmulOp>(op)) {
+    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+    int64_t k = lhs.getDimSize(mm.getTransposeLhs() ? lhs.getRank() - 2
+                                                    : lhs.getRank() - 1);
+    return 2.0 * elements(mm.getResult()) * k;
+  }
+  double c = 0;
+  for (Value r : op.getResults())
+    c += elements(r);
+  return c;
+}
+
+/// Cuts `layers` into `stages` contiguous runs minimizing the costliest
+/// stage, counting the ops of micro-batch 0 (all micro-batches are alike):
+/// each layer's forward and backward ops, and the ops outside layers on the
+/// stage where they run (embeddings on the first, the head and loss on the
+/// last). Returns the first layer of each stage.
+SmallVector<int64_t> ShardPipelinePass::balanceStages(
+    Block &body, ArrayRef<std::string> layers, int64_t stages) {
+  int64_t n = layers.size();
+  SmallVector<double> cost(n, 0.0);
+  double head = 0, tail = 0;
+  llvm::StringMap<int64_t> index;
+  for (auto [i, k] : llvm::enumerate(layers))
+    index[k] = i;
+  // Position of each op among its pass's ops, to tell ops before the layers
+  // from ops after them.
+  for (bool forward : {true, false}) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      if (auto m = op.getAttrOfType<IntegerAttr>(kMicroAttr);
+          m && m.getInt() == 0 &&
+          (op.getAttrOfType<StringAttr>(kPassAttr).getValue() == "forward") ==
+              forward)
+        ops.push_back(&op);
+    bool seenLayer = false;
+    for (Operation *op : ops) {
+      std::string k = graph::layerKey(op->getLoc());
+      if (!k.empty() && index.count(k)) {
+        cost[index[k]] += opCost(*op);
+        seenLayer = true;
+      } else if (seenLayer == forward) {
+        tail += opCost(*op); // after the layers going forward, before going back
+      } else {
+        head += opCost(*op);
+      }
+    }
+  }
+  // best[s][j]: the least possible costliest stage when stages 0..s hold
+  // layers 0..j-1.
+  SmallVector<double> prefix(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + cost[i];
+  auto runCost = [&](int64_t s, int64_t from, int64_t to) {
+    return prefix[to] - prefix[from] + (s == 0 ? head : 0) +
+           (s == stages - 1 ? tail : 0);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> cut(stages, std::vector<int64_t>(n + 1, 0));
+  for (int64_t j = 1; j <= n; ++j)
+    best[0][j] = runCost(0, 0, j);
+  for (int64_t s = 1; s < stages; ++s)
+    for (int64_t j = s + 1; j <= n; ++j)
+      for (int64_t i = s; i < j; ++i) {
+        double c = std::max(best[s - 1][i], runCost(s, i, j));
+        if (c < best[s][j]) {
+          best[s][j] = c;
+          cut[s][j] = i;
+        }
+      }
+  SmallVector<int64_t> first(stages, 0);
+  for (int64_t s = stages - 1, j = n; s > 0; --s) {
+    first[s] = cut[s][j];
+    j = first[s];
+  }
+  return first;
+}
+
 LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   Block &body = train.getBody().front();
   int64_t s = numStages();
   // Layers, in the order the forward pass meets them, cut into contiguous
-  // runs of equal length.
+  // runs of balanced cost.
   SmallVector<std::string> layers;
   for (Operation &op : body)
     if (auto pass = op.getAttrOfType<StringAttr>(kPassAttr);
@@ -233,8 +323,13 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
            << layers.size()
            << " (found from ONNX node names such as 'layers.3/...')";
   llvm::StringMap<int64_t> layerStage;
-  for (auto [i, k] : llvm::enumerate(layers))
-    layerStage[k] = (int64_t)i * s / (int64_t)layers.size();
+  SmallVector<int64_t> firstLayerOf = balanceStages(body, layers, s);
+  for (auto [stage, first] : llvm::enumerate(firstLayerOf)) {
+    int64_t end = stage + 1 < firstLayerOf.size() ? firstLayerOf[stage + 1]
+                                                  : (int64_t)layers.size();
+    for (int64_t i = first; i < end; ++i)
+      layerStage[layers[i]] = stage;
+  }
 
   // Micro-batch ops: their layer's stage; otherwise their operands'.
   for (Operation &op : body) {
