@@ -63,7 +63,8 @@ std::optional<std::string> compilerPlanProblem(const Plan &plan,
                                                const CompilerPlanOptions &o) {
   if (plan.pp > 1)
     return strCat("pp=", plan.pp,
-                  ": the compiler does not implement pipeline stages yet");
+                  ": --plan auto does not choose pipeline stages yet (the "
+                  "compiler builds them: give --mesh ...,pp=N --micro-batches M)");
   if (plan.offload != Offload::kNone)
     return std::string("the compiler does not implement offload");
   if (plan.sequenceParallel)
