@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/PlanByCompiling.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "frontends/zoo/Zoo.h"
 #include "planner/AutoPlan.h"
@@ -977,6 +978,38 @@ int runPlanCommand(int argc, char **argv) {
   return report.chosen && report.chosen->fits ? 0 : 2;
 }
 
+int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
+                            int64_t ranks, DeviceFigures &figures,
+                            std::string &clusterLabel) {
+  Args args;
+  args.cluster = clusterName.empty() ? "cpu-local" : clusterName;
+  args.nodes = std::max<int64_t>(1, nodes);
+  auto cluster = loadCluster(args);
+  if (!cluster.isOk()) {
+    std::fprintf(stderr, "error: --plan auto: %s\n",
+                 cluster.status().message().c_str());
+    return 1;
+  }
+  ClusterSpec c = cluster.value();
+  if (ranks > 0) {
+    auto sized = clusterForRanks(c, ranks);
+    if (!sized.isOk()) {
+      std::fprintf(stderr, "error: --plan auto: %s\n",
+                   sized.status().message().c_str());
+      return 1;
+    }
+    c = sized.value();
+  }
+  figures.flops = c.device.peakFlops(DType::kFp32) * c.device.matmulEfficiency.value;
+  figures.memoryBytes = c.device.memoryBytes.value - c.device.reservedBytes.value;
+  const LinkSpec &link = c.nodes > 1 ? c.interNode : c.intraNode;
+  figures.busBandwidth = link.busBandwidth();
+  figures.latency = link.latency.value;
+  clusterLabel = std::to_string(c.numDevices()) + " x " + c.device.name +
+                 " (" + c.name + ")";
+  return 0;
+}
+
 int choosePlanForCompile(const std::string &modelPath,
                          const std::string &clusterName, int64_t nodes,
                          int64_t ranks, int64_t microBatches,
@@ -996,10 +1029,10 @@ int choosePlanForCompile(const std::string &modelPath,
   auto model = onnxModel(args, source, opaqueParams, &batch);
   if (!model.isOk())
     return fail(model.status());
+  // Not a transformer the planner describes: the caller compiles the
+  // candidates instead (planByCompiling).
   if (opaqueParams > 0)
-    return fail(invalidArgument(
-        "'", modelPath, "' is not a dtcc zoo transformer (no dtcc.zoo "
-        "metadata): give the plan with --mesh and --zero"));
+    return 3;
   auto cluster = loadCluster(args);
   if (!cluster.isOk())
     return fail(cluster.status());

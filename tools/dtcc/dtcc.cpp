@@ -6,6 +6,7 @@
 
 #include "compiler/Driver.h"
 #include "compiler/Explain.h"
+#include "compiler/PlanByCompiling.h"
 #include "compiler/Serialize.h"
 #include "runtime/format/Container.h"
 #include "frontends/zoo/Zoo.h"
@@ -27,6 +28,9 @@ namespace cl = llvm::cl;
 namespace dtcc {
 int runPlanCommand(int argc, char **argv); // PlanCommand.cpp
 int runCalibrateCommand(int argc, char **argv); // CalibrateCommand.cpp
+int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
+                            int64_t ranks, DeviceFigures &figures,
+                            std::string &clusterLabel); // PlanCommand.cpp
 int choosePlanForCompile(const std::string &modelPath,
                          const std::string &cluster, int64_t nodes,
                          int64_t ranks, int64_t microBatches,
@@ -342,6 +346,7 @@ LogicalResult printModule(ModuleOp module) {
 }
 
 int runImportOrCompile(bool compile) {
+  bool searchByCompiling = false;
   if (inputPath.empty()) {
     llvm::errs() << "error: no model given (see dtcc " << (compile ? "compile" : "import")
                  << " --help)\n";
@@ -399,11 +404,15 @@ int runImportOrCompile(bool compile) {
                       "replaces --mesh\n";
       return 1;
     }
-    if (autoPlan &&
-        dtcc::choosePlanForCompile(inputPath, planCluster, planNodes,
-                                   planRanks, microBatches, recompute, t.mesh,
-                                   t.zero) != 0)
-      return 1;
+    if (autoPlan) {
+      int chosen = dtcc::choosePlanForCompile(inputPath, planCluster, planNodes,
+                                              planRanks, microBatches,
+                                              recompute, t.mesh, t.zero);
+      if (chosen == 3)
+        searchByCompiling = true; // not a zoo transformer: compile candidates
+      else if (chosen != 0)
+        return 1;
+    }
     options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
       llvm::errs() << "error: give the output file with -o\n";
@@ -433,6 +442,39 @@ int runImportOrCompile(bool compile) {
   auto module = dtcc::loadModel(inputPath, context, *options);
   if (failed(module))
     return 1;
+  if (searchByCompiling) {
+    // Any model: compile each candidate plan and weigh what it does.
+    dtcc::DeviceFigures figures;
+    std::string clusterLabel;
+    if (dtcc::deviceFiguresForCompile(planCluster, planNodes, planRanks,
+                                      figures, clusterLabel) != 0)
+      return 1;
+    int64_t ranks = planRanks > 0 ? planRanks : 1;
+    auto candidates =
+        dtcc::planByCompiling(**module, compileOptions, ranks, figures);
+    llvm::errs() << "plan auto: not a dtcc zoo transformer; compiled "
+                 << candidates.size() << " candidate plans for " << clusterLabel
+                 << ":\n";
+    for (const auto &c : candidates)
+      llvm::errs() << llvm::formatv(
+          "  {0,-12} zero {1}  {2}\n", c.mesh, c.zero,
+          c.rejected.empty()
+              ? llvm::formatv("{0,8:f2} ms/step (compute {1:f2} GFLOP, {2} "
+                              "collectives, {3:f1} KiB sent), {4:f2} MiB/rank",
+                              c.seconds * 1e3, c.flops / 1e9, c.collectives,
+                              c.commBytes / 1024.0,
+                              c.peakBytes / 1048576.0)
+                    .str()
+              : "rejected: " + c.rejected);
+    if (candidates.empty() || !candidates.front().rejected.empty()) {
+      llvm::errs() << "error: --plan auto: no candidate plan fits\n";
+      return 1;
+    }
+    compileOptions.train.mesh = candidates.front().mesh;
+    compileOptions.train.zero = candidates.front().zero;
+    llvm::errs() << "plan auto: " << compileOptions.train.mesh << ", zero "
+                 << compileOptions.train.zero << "\n";
+  }
   if (failed(dtcc::runPhases(**module, compileOptions)))
     return 1;
   if (compileOptions.compileTo <= dtcc::Phase::Exec)

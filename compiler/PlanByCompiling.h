@@ -1,0 +1,52 @@
+//===- PlanByCompiling.h - choose a plan by compiling candidates -*- C++ -*-===//
+//
+// For any model, including ones the planner's transformer model does not
+// describe: compile the training step under each candidate mesh and ZeRO
+// stage, and weigh what the compiled programs do — each rank's
+// multiply-adds, its collectives and its memory plan — with a device's
+// figures. Slower than the planner's search (one compilation per
+// candidate) but exact about what will run.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_COMPILER_PLANBYCOMPILING_H
+#define DTCC_COMPILER_PLANBYCOMPILING_H
+
+#include "compiler/Driver.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace dtcc {
+
+/// What the candidates are weighed with.
+struct DeviceFigures {
+  double flops = 1e11;          ///< sustained FLOP/s for matrix products
+  double memoryBytes = 8e9;     ///< capacity per rank
+  double busBandwidth = 1e9;    ///< bytes/s of a collective's ring
+  double latency = 20e-6;       ///< seconds per ring step
+};
+
+struct CompiledCandidate {
+  std::string mesh; ///< "dp=2,tp=2"
+  int zero = 0;
+  int64_t peakBytes = 0;   ///< the memory plan's peak per rank
+  double flops = 0;        ///< matrix-product FLOPs per rank and step
+  double commBytes = 0;    ///< bytes each rank sends per step (ring)
+  int64_t collectives = 0;
+  double seconds = 0;      ///< compute + communication, not overlapped
+  std::string rejected;    ///< why it cannot run; empty when it can
+};
+
+/// Compiles `module` (as imported) for every mesh dp x tp of `ranks` ranks
+/// (and ZeRO 0-3 where dp > 1) with `base`'s training options, and returns
+/// the candidates, fastest fitting first.
+std::vector<CompiledCandidate>
+planByCompiling(mlir::ModuleOp module, const CompileOptions &base,
+                int64_t ranks, const DeviceFigures &device);
+
+} // namespace dtcc
+
+#endif // DTCC_COMPILER_PLANBYCOMPILING_H
