@@ -198,7 +198,8 @@ cl::list<std::string> frozenNames(
 cl::opt<int64_t> microBatches(
     "micro-batches",
     cl::desc("Split each step's batch into M micro-batches and accumulate "
-             "their gradients (the model's inputs are one micro-batch)"),
+             "their gradients (the model's inputs are one micro-batch; with "
+             "pp, the pipeline's micro-batches)"),
     cl::init(1), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<std::string> recompute(
     "recompute",
@@ -216,8 +217,9 @@ cl::opt<bool> exportGradients(
     cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<std::string> meshSpec(
     "mesh",
-    cl::desc("Train on a device mesh, one rank per device: dp=N splits each "
-             "batch over N data-parallel ranks (run with mpirun -np N)"),
+    cl::desc("Train on a device mesh, one rank per device: dp (data), pp "
+             "(pipeline stages), tp (tensor parallel), e.g. dp=2,pp=2,tp=2; "
+             "run with mpirun -np <product>"),
     cl::value_desc("axis=size,..."), cl::sub(compileCmd),
     cl::cat(trainCategory));
 cl::opt<std::string> pipelineSchedule(
@@ -228,8 +230,8 @@ cl::opt<std::string> pipelineSchedule(
     cl::cat(trainCategory));
 cl::opt<int> zeroStage(
     "zero",
-    cl::desc("ZeRO stage over dp: 1 splits optimizer state, 2 also "
-             "gradients, 3 also parameters (0: replicate all)"),
+    cl::desc("ZeRO stage over dp: 1 splits optimizer state, 2 also the "
+             "gradient accumulators, 3 also parameters (0: replicate all)"),
     cl::init(0), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<std::string> planMode(
     "plan",
