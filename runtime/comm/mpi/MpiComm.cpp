@@ -331,6 +331,10 @@ Status MpiWorld::init() {
   int initialized = 0;
   DTCC_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) {
+    // The communication thread waits in MPI beside the rank's compute
+    // thread: on CPU ranks that share cores, a busy-polling wait takes the
+    // core the computation needs. Yield when idle unless the user chose.
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
     // FUNNELED is enough: every MPI call runs on this (the communication)
     // thread. MULTIPLE also lets the watchdog call MPI_Abort beside a
     // blocked collective.
