@@ -57,6 +57,8 @@ PLANS = [
     ("ZeRO-1 DP4", 4, ["--mesh", "dp=4", "--zero", "1"], 1),
     ("ZeRO-2 DP4", 4, ["--mesh", "dp=4", "--zero", "2"], 1),
     ("ZeRO-3 DP4", 4, ["--mesh", "dp=4", "--zero", "3"], 1),
+    # Micro-batches without pipelining: accumulators split by ZeRO-2.
+    ("ZeRO-2 DP4 M=2", 4, ["--mesh", "dp=4", "--zero", "2"], 2),
     ("DP2xTP2", 4, ["--mesh", "dp=2,tp=2"], 1),
     ("DP2xPP2", 4, ["--mesh", "dp=2,pp=2"], 2),
     ("TP2xPP2", 4, ["--mesh", "tp=2,pp=2"], 2),
