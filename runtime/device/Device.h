@@ -51,6 +51,10 @@ public:
   /// Waits for all work queued on the device.
   virtual Status synchronize() = 0;
   virtual const KernelRegistry &kernels() const = 0;
+  /// Called before the instructions of each function are bound, in order. A
+  /// device that binds runs of consecutive instructions as one launch (the
+  /// CUDA device's adamw) ends the run here; the default does nothing.
+  virtual void beginFunction() {}
 };
 
 /// The host CPU, with the kernels of runtime/device/cpu.

@@ -255,6 +255,7 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
     // Another pipeline stage's function: its transfers are not this rank's
     // to bind (nor run).
     bool otherStage = f.has_stage() && comm_ && coords_.coord("pp") != f.stage();
+    device_.beginFunction();
     for (const format::Instruction &inst : f.instructions()) {
       if (otherStage)
         break;

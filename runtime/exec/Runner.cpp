@@ -181,8 +181,22 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
   return opts;
 }
 
-/// `training`: the program is a training program, or unknown (bare runner).
-void printHelp(const char *argv0, const Executable *exe, bool training) {
+/// "tensor<2x3xf32>" of a program's buffer, read from the program alone (help
+/// needs no device).
+std::string bufferType(const format::Program &program, int32_t id) {
+  if (id < 0 || id >= program.buffers_size() ||
+      !isValidDType(program.buffers(id).dtype()))
+    return "?";
+  const format::Buffer &b = program.buffers(id);
+  return makeView(nullptr, static_cast<DType>(b.dtype()),
+                  {b.shape().begin(), b.shape().end()})
+      .typeString();
+}
+
+/// `training`: the program is a training program, or unknown (bare runner,
+/// `program` null).
+void printHelp(const char *argv0, const format::Program *program,
+               bool training) {
   if (training)
     std::printf("usage: %s --data FILE --steps N [training options]\n"
                 "       %s --batches DIR --steps N [training options]\n"
@@ -195,8 +209,8 @@ void printHelp(const char *argv0, const Executable *exe, bool training) {
                 argv0);
   std::printf(
       "\n"
-      "Runs a program compiled by dtcc on the CPU. Inputs and outputs are\n"
-      "ONNX TensorProto files (.pb).\n"
+      "Runs a program compiled by dtcc on the CPU or, compiled with --target\n"
+      "cuda, on a GPU. Inputs and outputs are ONNX TensorProto files (.pb).\n"
       "\n"
       "options:\n"
       "  --input NAME=FILE.pb  the value of input NAME (once per input)\n"
@@ -236,18 +250,19 @@ void printHelp(const char *argv0, const Executable *exe, bool training) {
         "                        DIR/step_<n>/<name>.pb (n from 1; with\n"
         "                        micro-batches, train_step's go to\n"
         "                        DIR/step_<n>/micro_<m>/)\n");
-  if (!exe)
+  if (!program)
     return;
-  for (const std::string &name : exe->functionNames()) {
-    const Executable::Function *fn = exe->findFunction(name);
-    std::printf("\nfunction %s\n  inputs:\n", name.c_str());
-    for (const IoBinding &b : fn->inputs)
-      std::printf("    %-24s %s\n", b.name.c_str(), b.view.typeString().c_str());
-    if (fn->inputs.empty())
+  for (const format::Function &fn : program->functions()) {
+    std::printf("\nfunction %s\n  inputs:\n", fn.name().c_str());
+    for (const format::Binding &b : fn.inputs())
+      std::printf("    %-24s %s\n", b.name().c_str(),
+                  bufferType(*program, b.buffer()).c_str());
+    if (fn.inputs().empty())
       std::printf("    (none)\n");
     std::printf("  outputs:\n");
-    for (const IoBinding &b : fn->outputs)
-      std::printf("    %-24s %s\n", b.name.c_str(), b.view.typeString().c_str());
+    for (const format::Binding &b : fn.outputs())
+      std::printf("    %-24s %s\n", b.name().c_str(),
+                  bufferType(*program, b.buffer()).c_str());
   }
 }
 
@@ -420,6 +435,21 @@ int runnerMain(int argc, char **argv) {
     return fail(loaded.status());
   const format::Program &program = loaded.value()->program();
   const bool training = isTrainingProgram(program);
+  // Help comes from the program alone: no ranks, no device (a CUDA program's
+  // help works on a machine without a GPU).
+  if (opts.help) {
+    printHelp(argv[0], &program, training);
+    if (program.has_mesh()) {
+      int64_t ranks = 1;
+      for (int64_t n : program.mesh().sizes())
+        ranks *= n;
+      std::printf("\nthis program runs on a device mesh of %lld ranks: start "
+                  "it with mpirun -np %lld, srun -n %lld or torchrun-style "
+                  "variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)\n",
+                  (long long)ranks, (long long)ranks, (long long)ranks);
+    }
+    return 0;
+  }
 
   // A program compiled for a mesh: join the job and build the mesh's
   // communicators before loading (its collective kernels bind to them).
@@ -432,17 +462,6 @@ int runnerMain(int argc, char **argv) {
                                   program.mesh().axes().end());
     std::vector<int64_t> sizes(program.mesh().sizes().begin(),
                                program.mesh().sizes().end());
-    if (opts.help) {
-      printHelp(argv[0], nullptr, training);
-      int64_t ranks = 1;
-      for (int64_t n : sizes)
-        ranks *= n;
-      std::printf("\nthis program runs on a device mesh of %lld ranks: start "
-                  "it with mpirun -np %lld, srun -n %lld or torchrun-style "
-                  "variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)\n",
-                  (long long)ranks, (long long)ranks, (long long)ranks);
-      return 0;
-    }
     auto started = World::init();
     if (!started.isOk())
       return fail(started.status().withContext("starting the ranks"));
@@ -511,10 +530,6 @@ int runnerMain(int argc, char **argv) {
     return fail(order.withContext("checking the ranks' collectives"));
   if (exe.comm())
     bytesBeforeRun = exe.comm()->mesh().bytesSent();
-  if (opts.help) {
-    printHelp(argv[0], &exe, training);
-    return 0;
-  }
   if (!opts.trainFlag.empty() && !training)
     return fail(invalidArgument(opts.trainFlag, " needs a training program "
                                 "(compiled with `dtcc compile --train`)"));

@@ -191,6 +191,110 @@ StatusOr<KernelFn> reduceScatter(CudaDevice &dev, const KernelContext &ctx) {
                 });
 }
 
+StatusOr<KernelFn> allToAll(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkUnary(ctx));
+  const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
+  DTCC_ASSIGN_OR_RETURN(Bound b, bind(dev, ctx));
+  DTCC_ASSIGN_OR_RETURN(int64_t split,
+                        cpu::getDimAttr(ctx, "split_dim", x.rank()));
+  DTCC_ASSIGN_OR_RETURN(int64_t concat,
+                        cpu::getDimAttr(ctx, "concat_dim", x.rank()));
+  const int64_t n = b.comm->size();
+  if (x.shape[split] % n != 0)
+    return ctx.error("expected split_dim ", split, " of input 0 (",
+                     x.shape[split], ") divisible by mesh axis '", b.name,
+                     "' (", n, ")");
+  // The chunk each rank sends to each other: x with split_dim divided.
+  std::vector<int64_t> chunk = x.shape;
+  chunk[split] /= n;
+  std::vector<int64_t> expected = chunk;
+  expected[concat] *= n;
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, y, expected, "output 0"));
+  const int64_t esz = dtypeSize(x.dtype);
+  const int64_t chunkCount = cpu::product(chunk);
+  // x is [sendOuter][n][sendInner]; the received chunks are [n][recvOuter]
+  // [recvInner] and y is [recvOuter][n][recvInner]. Staging buffers are
+  // bound with the kernel: the comm stream may still read them when the
+  // next kernel runs.
+  const int64_t sendOuter = cpu::product(x.shape, 0, split),
+                sendInner = cpu::product(chunk, split);
+  const int64_t recvOuter = cpu::product(chunk, 0, concat),
+                recvInner = cpu::product(chunk, concat);
+  void *sendTmp = nullptr, *recvTmp = nullptr;
+  if (sendOuter > 1 && x.numel() > 0) {
+    DTCC_ASSIGN_OR_RETURN(sendTmp, dev.allocatePersistent(x.sizeInBytes()));
+  }
+  if (recvOuter > 1 && x.numel() > 0) {
+    DTCC_ASSIGN_OR_RETURN(recvTmp, dev.allocatePersistent(x.sizeInBytes()));
+  }
+  NcclComm *nc = b.nccl;
+  return finish(
+      dev, ctx, describe(ctx, "all_to_all", b, x.sizeInBytes()),
+      x.numel() == 0, [=](cudaStream_t s) -> Status {
+        const void *send = x.data;
+        if (sendTmp) {
+          DTCC_CUDA_CHECK(
+              launchSwapBlocks(sendTmp, x.data, sendOuter, n, sendInner * esz, s));
+          send = sendTmp;
+        }
+        void *recv = recvTmp ? recvTmp : y.data;
+        DTCC_RETURN_IF_ERROR(nc->allToAll(send, recv, chunkCount, x.dtype, s));
+        if (recvTmp)
+          DTCC_CUDA_CHECK(
+              launchSwapBlocks(y.data, recvTmp, n, recvOuter, recvInner * esz, s));
+        return Status::ok();
+      });
+}
+
+/// shard_slice: this rank's block of a replicated tensor, a strided copy on
+/// the compute stream (no communication: only the rank's coordinate on the
+/// axes).
+StatusOr<KernelFn> shardSlice(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkUnary(ctx));
+  const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
+  if (!ctx.comm)
+    return ctx.error("collective kernels need the communicators of a device "
+                     "mesh, but none were given: the program has no mesh, or "
+                     "was loaded without a CommContext");
+  auto axes = ctx.attrs.getStrings("axes");
+  if (!axes.isOk())
+    return ctx.error(axes.status().message());
+  auto group = ctx.comm->group(axes.value());
+  if (!group.isOk())
+    return ctx.error(group.status().message());
+  Communicator *comm = group.value();
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, cpu::getDimAttr(ctx, "dim", x.rank()));
+  const int64_t groups = ctx.attrs.getInt("groups", 1);
+  const int64_t n = comm->size();
+  if (x.shape[dim] % n != 0)
+    return ctx.error("expected dim ", dim, " of input 0 (", x.shape[dim],
+                     ") divisible by mesh axis '", comm->name(), "' (", n,
+                     ")");
+  std::vector<int64_t> expected = x.shape;
+  expected[dim] /= n;
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, y, expected, "output 0"));
+  if (groups < 1 || expected[dim] % groups != 0)
+    return ctx.error("expected groups >= 1 dividing ", expected[dim], ", got ",
+                     groups);
+  // x is [outer][groups][n][part] and y is [outer][groups][part]: this rank
+  // keeps its part of every group.
+  const int64_t esz = dtypeSize(x.dtype);
+  const int64_t outer = cpu::product(x.shape, 0, dim) * groups;
+  const int64_t part =
+      expected[dim] / groups * cpu::product(x.shape, dim + 1) * esz;
+  const int64_t r = comm->rank();
+  cudaStream_t st = dev.computeStream();
+  return KernelFn([=]() -> Status {
+    if (outer == 0 || part == 0)
+      return Status::ok();
+    DTCC_CUDA_CHECK(cudaMemcpy2DAsync(
+        y.data, size_t(part), static_cast<const char *>(x.data) + r * part,
+        size_t(n * part), size_t(part), size_t(outer),
+        cudaMemcpyDeviceToDevice, st));
+    return Status::ok();
+  });
+}
+
 StatusOr<KernelFn> broadcast(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkUnary(ctx));
   const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
@@ -294,11 +398,13 @@ void registerCudaCollectiveKernels(KernelRegistry &registry,
   add("all_reduce", allReduce);
   add("all_gather", allGather);
   add("reduce_scatter", reduceScatter);
+  add("all_to_all", allToAll);
   add("broadcast", broadcast);
   add("send", pointToPoint<true>);
   add("recv", pointToPoint<false>);
   add("wait", wait);
   add("axis_index", axisIndex);
+  add("shard_slice", shardSlice);
 }
 
 } // namespace dtcc::runtime::cuda

@@ -78,18 +78,21 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank) {
   registerCudaKernels(d->registry_, *d);
   registerCudaMatmulKernels(d->registry_, *d);
   registerCudaCollectiveKernels(d->registry_, *d);
-  // Queued send/recv go out as one NCCL group before any other kernel.
+  // Queued send/recv go out as one NCCL group before any other kernel, and
+  // binding any kernel but adamw ends the adamw group being bound.
   KernelRegistry wrapped;
   for (const std::string &name : d->registry_.names()) {
     KernelFactory factory = *d->registry_.find(name);
-    if (name == "send" || name == "recv") {
-      wrapped.add(name, factory);
-      continue;
-    }
     CudaDevice *dev = d.get();
-    wrapped.add(name, [dev, factory](const KernelContext &ctx)
+    const bool p2p = name == "send" || name == "recv";
+    const bool adamw = name == "adamw";
+    wrapped.add(name, [dev, factory, p2p, adamw](const KernelContext &ctx)
                           -> StatusOr<KernelFn> {
+      if (!adamw)
+        dev->openAdamw_.reset();
       DTCC_ASSIGN_OR_RETURN(KernelFn fn, factory(ctx));
+      if (p2p)
+        return fn;
       return KernelFn([dev, fn]() -> Status {
         DTCC_RETURN_IF_ERROR(dev->flushP2P());
         return fn();

@@ -31,6 +31,9 @@ class World;
 
 namespace cuda {
 
+/// Consecutive adamw instructions bound as one launch (CudaKernels.cpp).
+struct AdamwGroup;
+
 class CudaDevice final : public Device {
 public:
   /// The GPU `localRank` of this node. Without a usable GPU: unavailable,
@@ -52,6 +55,8 @@ public:
   /// first data-dependent kernel error (DeviceError) with its instruction.
   Status synchronize() override;
   const KernelRegistry &kernels() const override { return registry_; }
+  /// Ends the adamw group being bound: fusion stays inside a function.
+  void beginFunction() override { openAdamw_.reset(); }
 
   cudaStream_t computeStream() const { return compute_; }
   cudaStream_t commStream() const { return comm_; }
@@ -92,6 +97,11 @@ public:
   /// Orders the comm stream after the compute work issued so far.
   Status commWaitsForCompute();
 
+  /// The adamw group the next adamw instruction may join: the one the
+  /// previous instruction bound started or joined; reset by binding any
+  /// other kernel and by beginFunction.
+  std::shared_ptr<AdamwGroup> &openAdamwGroup() { return openAdamw_; }
+
 private:
   CudaDevice() = default;
   static constexpr size_t kCublasWorkspaceBytes = 32u << 20;
@@ -111,6 +121,7 @@ private:
   std::vector<void *> persistent_;
   std::vector<P2POp> pendingP2P_;
   std::unique_ptr<NcclMesh> nccl_;
+  std::shared_ptr<AdamwGroup> openAdamw_;
   KernelRegistry registry_;
 };
 

@@ -11,6 +11,7 @@
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/cuda/LaunchConfig.h"
 
 #include <cmath>
 
@@ -25,6 +26,7 @@ using cpu::errorPrefix;
 using cpu::getDimAttr;
 using cpu::getIntsAttr;
 using cpu::product;
+using cpu::shapeString;
 
 /// A cudaError_t from a launch as a Status naming the instruction.
 Status launched(const std::string &prefix, cudaError_t err) {
@@ -82,19 +84,32 @@ StatusOr<KernelFn> buildUnary(CudaDevice &dev, const KernelContext &ctx,
   });
 }
 
+/// The element types a binary kernel takes, as the CPU backend's sets (less
+/// the types the CUDA backend does not instantiate).
+enum class BinaryTypes { kNumeric, kFloats, kIntsAndBool, kInts };
+
+bool isCudaIntType(DType dtype) {
+  return dtype == DType::kI32 || dtype == DType::kI64;
+}
+
 StatusOr<KernelFn> buildBinary(CudaDevice &dev, const KernelContext &ctx,
-                               BinaryOp op, bool floatOnly) {
+                               BinaryOp op, BinaryTypes types) {
   DTCC_ASSIGN_OR_RETURN(auto s, cpu::elementwiseLayout<3>(ctx));
   DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<3>(ctx, s));
   const TensorView a = ctx.inputs[0], b = ctx.inputs[1], out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, b, a.dtype, "input 1"));
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, a.dtype, "output 0"));
-  const bool logical =
-      op == BinaryOp::kAnd || op == BinaryOp::kOr || op == BinaryOp::kXor;
-  const bool ok = logical ? a.dtype == DType::kBool
-                  : floatOnly
-                      ? isCudaFloatType(a.dtype) || a.dtype == DType::kF64
-                      : isCudaArithmeticType(a.dtype);
+  bool ok = false;
+  switch (types) {
+  case BinaryTypes::kNumeric: ok = isCudaArithmeticType(a.dtype); break;
+  case BinaryTypes::kFloats:
+    ok = isCudaFloatType(a.dtype) || a.dtype == DType::kF64;
+    break;
+  case BinaryTypes::kIntsAndBool:
+    ok = isCudaIntType(a.dtype) || a.dtype == DType::kBool;
+    break;
+  case BinaryTypes::kInts: ok = isCudaIntType(a.dtype); break;
+  }
   if (!ok)
     return unsupported(ctx, a.dtype);
   cudaStream_t st = dev.computeStream();
@@ -119,6 +134,23 @@ StatusOr<KernelFn> buildCompare(CudaDevice &dev, const KernelContext &ctx,
   return KernelFn([=] {
     return launched(prefix,
                     launchCompare(op, a.dtype, l, out.data, a.data, b.data, st));
+  });
+}
+
+/// is_nan / is_inf: a float input, a bool output.
+StatusOr<KernelFn> buildPredicate(CudaDevice &dev, const KernelContext &ctx,
+                                  PredicateOp op) {
+  DTCC_ASSIGN_OR_RETURN(auto s, cpu::elementwiseLayout<2>(ctx));
+  DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<2>(ctx, s));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kBool, "output 0"));
+  if (!isCudaFloatType(in.dtype) && in.dtype != DType::kF64)
+    return unsupported(ctx, in.dtype);
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix,
+                    launchPredicate(op, in.dtype, l, out.data, in.data, st));
   });
 }
 
@@ -254,6 +286,89 @@ StatusOr<KernelFn> buildSlice(CudaDevice &dev, const KernelContext &ctx) {
                    in.data, out.numel() ? offset : 0, srcStrides, in.dtype);
 }
 
+/// reverse: a copy reading the reversed dims with negative strides.
+StatusOr<KernelFn> buildReverse(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, in.shape, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, getIntsAttr(ctx, "dims"));
+  std::vector<int64_t> srcStrides = contiguousStrides(in.shape);
+  std::vector<bool> seen(in.shape.size(), false);
+  int64_t offset = 0;
+  for (int64_t d : dims) {
+    if (d < 0 || d >= in.rank() || seen[d])
+      return ctx.error("expected distinct dims in [0, ", in.rank(), "), got ",
+                       shapeString(dims));
+    seen[d] = true;
+    if (in.shape[d] > 0)
+      offset += (in.shape[d] - 1) * srcStrides[d];
+    srcStrides[d] = -srcStrides[d];
+  }
+  if (in.numel() == 0)
+    offset = 0;
+  return buildCopy(dev, ctx, in.shape, out.data, contiguousStrides(in.shape),
+                   in.data, offset, srcStrides, in.dtype);
+}
+
+/// pad (input, value -> output): the value broadcast over the output (a copy
+/// with stride 0, so the value stays on the device), then the input's part.
+StatusOr<KernelFn> buildPad(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView in = ctx.inputs[0], value = ctx.inputs[1],
+                   out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, value, in.dtype, "input 1"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  if (value.numel() != 1)
+    return ctx.error("expected a padding value of one element, got ",
+                     value.typeString());
+  const size_t rank = in.shape.size();
+  DTCC_ASSIGN_OR_RETURN(auto low, getIntsAttr(ctx, "low", rank));
+  DTCC_ASSIGN_OR_RETURN(auto high, getIntsAttr(ctx, "high", rank));
+  if (ctx.attrs.has("interior"))
+    return ctx.error("interior padding is not supported");
+  std::vector<int64_t> shape(rank), region(rank);
+  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  int64_t srcOffset = 0, dstOffset = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    shape[d] = in.shape[d] + low[d] + high[d];
+    if (shape[d] < 0)
+      return ctx.error("dimension ", d, " pads to a negative size ", shape[d]);
+  }
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
+  std::vector<int64_t> outStrides = contiguousStrides(shape);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t srcStart = std::max<int64_t>(0, -low[d]);
+    const int64_t dstStart = std::max<int64_t>(0, low[d]);
+    region[d] = std::max<int64_t>(
+        0, std::min(in.shape[d] - srcStart, shape[d] - dstStart));
+    srcOffset += srcStart * inStrides[d];
+    dstOffset += dstStart * outStrides[d];
+  }
+  std::vector<KernelFn> parts;
+  if (out.numel() > 0) {
+    DTCC_ASSIGN_OR_RETURN(
+        KernelFn fill,
+        buildCopy(dev, ctx, shape, out.data, outStrides, value.data, 0,
+                  std::vector<int64_t>(rank, 0), in.dtype));
+    parts.push_back(std::move(fill));
+  }
+  if (product(region) > 0) {
+    void *dst = static_cast<char *>(out.data) + dstOffset * dtypeSize(in.dtype);
+    DTCC_ASSIGN_OR_RETURN(KernelFn copy,
+                          buildCopy(dev, ctx, region, dst, outStrides, in.data,
+                                    srcOffset, inStrides, in.dtype));
+    parts.push_back(std::move(copy));
+  }
+  return KernelFn([parts] {
+    for (const KernelFn &f : parts)
+      DTCC_RETURN_IF_ERROR(f());
+    return Status::ok();
+  });
+}
+
 /// concat: one strided copy per input into its part of the output.
 StatusOr<KernelFn> buildConcat(CudaDevice &dev, const KernelContext &ctx) {
   if (ctx.outputs.size() != 1 || ctx.inputs.empty())
@@ -367,6 +482,55 @@ StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
   return KernelFn([=] {
     return launched(prefix,
                     launchReduce(Op, in.dtype, p, in.data, out.data, st));
+  });
+}
+
+template <bool IsMax>
+StatusOr<KernelFn> buildArg(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kI64, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", in.rank()));
+  std::vector<int64_t> shape = in.shape;
+  shape.erase(shape.begin() + dim);
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
+  const int64_t outer = product(in.shape, 0, dim), size = in.shape[dim],
+                inner = product(in.shape, dim + 1);
+  if (size == 0 && out.numel() > 0)
+    return ctx.error("cannot take the index of an extreme over an empty "
+                     "dimension ",
+                     dim);
+  if (!isCudaArithmeticType(in.dtype))
+    return unsupported(ctx, in.dtype);
+  const bool last = ctx.attrs.getBool("select_last_index");
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchArgExtreme(IsMax, last, in.dtype, in.data,
+                                             out.as<int64_t>(), outer, size,
+                                             inner, st));
+  });
+}
+
+StatusOr<KernelFn> buildCumsum(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, in.shape, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", in.rank()));
+  if (!isCudaArithmeticType(in.dtype))
+    return unsupported(ctx, in.dtype);
+  const int64_t outer = product(in.shape, 0, dim), size = in.shape[dim],
+                inner = product(in.shape, dim + 1);
+  const bool exclusive = ctx.attrs.getBool("exclusive");
+  const bool reverse = ctx.attrs.getBool("reverse");
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchCumsum(in.dtype, in.data, out.data, outer,
+                                         size, inner, exclusive, reverse, st));
   });
 }
 
@@ -568,6 +732,50 @@ StatusOr<KernelFn> buildGather(CudaDevice &dev, const KernelContext &ctx) {
   });
 }
 
+StatusOr<KernelFn> buildGatherElements(CudaDevice &dev,
+                                       const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView data = ctx.inputs[0], idx = ctx.inputs[1],
+                   out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, data.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, idx.shape, "output 0"));
+  if (data.rank() != idx.rank())
+    return ctx.error("expected indices of rank ", data.rank(),
+                     " (the data's), got ", idx.rank());
+  DTCC_ASSIGN_OR_RETURN(int64_t axis, getDimAttr(ctx, "axis", data.rank()));
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && idx.shape[d] > data.shape[d])
+      return ctx.error("indices dimension ", d, " (", idx.shape[d],
+                       ") exceeds the data's (", data.shape[d], ")");
+  const int esz = int(dtypeSize(data.dtype));
+  if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
+    return unsupported(ctx, data.dtype);
+  if (idx.dtype != DType::kI32 && idx.dtype != DType::kI64)
+    return ctx.error("expected i32 or i64 indices, got ", dtypeName(idx.dtype));
+  std::vector<int64_t> outStrides = contiguousStrides(out.shape);
+  std::vector<int64_t> dataStrides = contiguousStrides(data.shape);
+  const int64_t axisStride = dataStrides[axis];
+  dataStrides[axis] = 0; // the index supplies this coordinate
+  cpu::StridedLayout<3> s;
+  if (!cpu::buildLayout<3>(out.shape, {&outStrides, &outStrides, &dataStrides},
+                           s))
+    return ctx.error("too many dimensions");
+  DTCC_ASSIGN_OR_RETURN(Layout l, toLayout<3>(ctx, s));
+  const int64_t size = data.shape[axis];
+  const int32_t site =
+      dev.registerSite("gather_elements at '" + ctx.location + "'");
+  DeviceError *error = dev.errorSlot();
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchGatherElements(esz, idx.dtype, l, out.data,
+                                                 idx.data, data.data,
+                                                 axisStride, size, error, site,
+                                                 st));
+  });
+}
+
 StatusOr<KernelFn> buildScatterAdd(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
@@ -672,9 +880,28 @@ StatusOr<KernelFn> buildLrSchedule(CudaDevice &dev, const KernelContext &ctx) {
   });
 }
 
+} // namespace
+
+/// Consecutive adamw instructions of a function that share a launch
+/// (canJoinAdamwGroup): the first one's kernel launches every member, the
+/// others' do nothing. Members join while the function is bound, so the
+/// tensor table is planned and uploaded by the first launch.
+struct AdamwGroup {
+  std::vector<AdamwMember> members;
+  /// Host copy of the table, alive while its upload may be in flight.
+  std::vector<AdamwTensor> table;
+  const AdamwTensor *deviceTable = nullptr;
+  int64_t chunks = 0;
+  /// Launched at least once: no member may join any more.
+  bool sealed = false;
+};
+
+namespace {
+
 /// adamw (param, grad, m, v, lr, step, grad_scale -> new_param, new_m,
-/// new_v): f32 master weights and state, gradient f32, bf16 or f16. The
-/// tensor table is uploaded once; the kernel takes any number of tensors.
+/// new_v): f32 master weights and state, gradient f32, bf16 or f16. Runs of
+/// consecutive adamw instructions go out as one multi-tensor launch
+/// (AdamwGroup).
 StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(expectArity(ctx, 7, 3));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
@@ -704,24 +931,52 @@ StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
                    wd = ctx.attrs.getFloat("weight_decay");
   if (!beta1.isOk() || !beta2.isOk() || !eps.isOk() || !wd.isOk())
     return ctx.error("expected beta1, beta2, epsilon and weight_decay");
-  AdamwTensor t{param.as<float>(), grad.data, ctx.inputs[2].as<float>(),
-                ctx.inputs[3].as<float>(), ctx.outputs[0].as<float>(),
-                ctx.outputs[1].as<float>(), ctx.outputs[2].as<float>(),
-                param.numel(), 0};
-  const int64_t chunks = planAdamwChunks(&t, 1);
-  DTCC_ASSIGN_OR_RETURN(void *table, dev.allocatePersistent(sizeof(t)));
-  DTCC_CUDA_CHECK(cudaMemcpy(table, &t, sizeof(t), cudaMemcpyHostToDevice));
-  AdamwHyper h{*beta1, *beta2, *eps, *wd, ctx.inputs[4].as<float>(),
-               ctx.inputs[5].as<int64_t>(), ctx.inputs[6].as<float>()};
+  AdamwMember member;
+  member.tensor = {param.as<float>(),        grad.data,
+                   ctx.inputs[2].as<float>(), ctx.inputs[3].as<float>(),
+                   ctx.outputs[0].as<float>(), ctx.outputs[1].as<float>(),
+                   ctx.outputs[2].as<float>(), param.numel(),
+                   0};
+  member.gradType = grad.dtype;
+  member.beta1 = *beta1;
+  member.beta2 = *beta2;
+  member.eps = *eps;
+  member.weightDecay = *wd;
+  member.lr = ctx.inputs[4].data;
+  member.step = ctx.inputs[5].data;
+  member.gradScale = ctx.inputs[6].data;
+  std::shared_ptr<AdamwGroup> &open = dev.openAdamwGroup();
+  if (open && !open->sealed && canJoinAdamwGroup(open->members, member)) {
+    open->members.push_back(member);
+    return KernelFn([] { return Status::ok(); });
+  }
+  auto group = std::make_shared<AdamwGroup>();
+  group->members.push_back(member);
+  open = group;
+  const AdamwHyper h{*beta1, *beta2, *eps, *wd, ctx.inputs[4].as<float>(),
+                     ctx.inputs[5].as<int64_t>(), ctx.inputs[6].as<float>()};
   const DType gradType = grad.dtype;
   const int32_t site = dev.registerSite("adamw at '" + ctx.location + "'");
   DeviceError *error = dev.errorSlot();
-  const AdamwTensor *tensors = static_cast<const AdamwTensor *>(table);
-  cudaStream_t st = dev.computeStream();
+  CudaDevice *d = &dev;
   std::string prefix = errorPrefix(ctx);
-  return KernelFn([=] {
-    return launched(prefix, launchAdamw(tensors, 1, chunks, gradType, h, error,
-                                        site, st));
+  return KernelFn([=]() -> Status {
+    AdamwGroup &g = *group;
+    cudaStream_t st = d->computeStream();
+    if (!g.sealed) {
+      g.sealed = true;
+      for (const AdamwMember &m : g.members)
+        g.table.push_back(m.tensor);
+      g.chunks = planAdamwChunks(g.table.data(), int(g.table.size()));
+      const int64_t bytes = int64_t(g.table.size() * sizeof(AdamwTensor));
+      DTCC_ASSIGN_OR_RETURN(void *table, d->allocatePersistent(bytes));
+      DTCC_CUDA_CHECK(cudaMemcpyAsync(table, g.table.data(), size_t(bytes),
+                                      cudaMemcpyHostToDevice, st));
+      g.deviceTable = static_cast<const AdamwTensor *>(table);
+    }
+    return launched(prefix, launchAdamw(g.deviceTable, int(g.table.size()),
+                                        g.chunks, gradType, h, error, site,
+                                        st));
   });
 }
 
@@ -791,7 +1046,28 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   unary("floor", UnaryOp::kFloor, true);
   unary("ceil", UnaryOp::kCeil, true);
   unary("round", UnaryOp::kRound, true);
+  unary("tan", UnaryOp::kTan, true);
+  unary("asin", UnaryOp::kAsin, true);
+  unary("acos", UnaryOp::kAcos, true);
+  unary("atan", UnaryOp::kAtan, true);
+  unary("sinh", UnaryOp::kSinh, true);
+  unary("cosh", UnaryOp::kCosh, true);
+  unary("asinh", UnaryOp::kAsinh, true);
+  unary("acosh", UnaryOp::kAcosh, true);
+  unary("atanh", UnaryOp::kAtanh, true);
   unary("not", UnaryOp::kNot, false);
+  registry.add("is_nan", [d](const KernelContext &ctx) {
+    return buildPredicate(*d, ctx, PredicateOp::kIsNan);
+  });
+  registry.add("is_inf", [d](const KernelContext &ctx) {
+    const bool pos = ctx.attrs.getBool("detect_positive", true),
+               neg = ctx.attrs.getBool("detect_negative", true);
+    return buildPredicate(*d, ctx,
+                          pos && neg ? PredicateOp::kIsInf
+                          : pos      ? PredicateOp::kIsPosInf
+                          : neg      ? PredicateOp::kIsNegInf
+                                     : PredicateOp::kNone);
+  });
   registry.add("gelu", [d](const KernelContext &ctx) -> StatusOr<KernelFn> {
     const std::string a = ctx.attrs.getString("approximate", "none");
     if (a != "none" && a != "tanh")
@@ -800,29 +1076,34 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
     return buildUnary(*d, ctx, a == "none" ? UnaryOp::kGeluErf
                                            : UnaryOp::kGeluTanh, true);
   });
-  auto binary = [&](const char *name, BinaryOp op, bool floatOnly) {
-    registry.add(name, [d, op, floatOnly](const KernelContext &ctx) {
-      return buildBinary(*d, ctx, op, floatOnly);
+  auto binary = [&](const char *name, BinaryOp op, BinaryTypes types) {
+    registry.add(name, [d, op, types](const KernelContext &ctx) {
+      return buildBinary(*d, ctx, op, types);
     });
   };
-  binary("add", BinaryOp::kAdd, false);
-  binary("sub", BinaryOp::kSub, false);
-  binary("mul", BinaryOp::kMul, false);
-  binary("div", BinaryOp::kDiv, false);
-  binary("pow", BinaryOp::kPow, true);
-  binary("max", BinaryOp::kMax, false);
-  binary("min", BinaryOp::kMin, false);
-  binary("and", BinaryOp::kAnd, false);
-  binary("or", BinaryOp::kOr, false);
-  binary("xor", BinaryOp::kXor, false);
-  binary("silu_grad", BinaryOp::kSiluGrad, true);
+  binary("add", BinaryOp::kAdd, BinaryTypes::kNumeric);
+  binary("sub", BinaryOp::kSub, BinaryTypes::kNumeric);
+  binary("mul", BinaryOp::kMul, BinaryTypes::kNumeric);
+  binary("div", BinaryOp::kDiv, BinaryTypes::kNumeric);
+  binary("rem", BinaryOp::kRem, BinaryTypes::kNumeric);
+  binary("pow", BinaryOp::kPow, BinaryTypes::kFloats);
+  binary("max", BinaryOp::kMax, BinaryTypes::kNumeric);
+  binary("min", BinaryOp::kMin, BinaryTypes::kNumeric);
+  binary("and", BinaryOp::kAnd, BinaryTypes::kIntsAndBool);
+  binary("or", BinaryOp::kOr, BinaryTypes::kIntsAndBool);
+  binary("xor", BinaryOp::kXor, BinaryTypes::kIntsAndBool);
+  binary("shift_left", BinaryOp::kShiftLeft, BinaryTypes::kInts);
+  binary("shift_right", BinaryOp::kShiftRight, BinaryTypes::kInts);
+  binary("silu_grad", BinaryOp::kSiluGrad, BinaryTypes::kFloats);
   registry.add("gelu_grad", [d](const KernelContext &ctx) -> StatusOr<KernelFn> {
     const std::string a = ctx.attrs.getString("approximate", "none");
     if (a != "none" && a != "tanh")
       return ctx.error("expected approximate \"none\" or \"tanh\", got \"", a,
                        "\"");
-    return buildBinary(*d, ctx, a == "none" ? BinaryOp::kGeluErfGrad
-                                            : BinaryOp::kGeluTanhGrad, true);
+    return buildBinary(*d, ctx,
+                       a == "none" ? BinaryOp::kGeluErfGrad
+                                   : BinaryOp::kGeluTanhGrad,
+                       BinaryTypes::kFloats);
   });
   auto compare = [&](const char *name, CompareOp op) {
     registry.add(name, [d, op](const KernelContext &ctx) {
@@ -841,12 +1122,17 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("broadcast_in_dim", buildBroadcastInDim);
   add("transpose", buildTranspose);
   add("slice", buildSlice);
+  add("reverse", buildReverse);
+  add("pad", buildPad);
   add("concat", buildConcat);
   add("iota", buildIota);
   add("reduce_sum", buildReduce<ReduceOp::kSum>);
   add("reduce_prod", buildReduce<ReduceOp::kProd>);
   add("reduce_max", buildReduce<ReduceOp::kMax>);
   add("reduce_min", buildReduce<ReduceOp::kMin>);
+  add("argmax", buildArg<true>);
+  add("argmin", buildArg<false>);
+  add("cumsum", buildCumsum);
   add("softmax", buildSoftmax<false, false>);
   add("log_softmax", buildSoftmax<true, false>);
   add("softmax_grad", buildSoftmax<false, true>);
@@ -858,6 +1144,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("cross_entropy", buildCrossEntropy<false>);
   add("cross_entropy_grad", buildCrossEntropy<true>);
   add("gather", buildGather);
+  add("gather_elements", buildGatherElements);
   add("scatter_add", buildScatterAdd);
   add("dropout", buildDropout);
   add("lr_schedule", buildLrSchedule);

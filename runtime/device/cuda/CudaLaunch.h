@@ -55,18 +55,26 @@ enum DeviceErrorKind : int32_t { kBadIndex = 1, kBadLabel = 2, kBadStep = 3 };
 enum class UnaryOp : int32_t {
   kNeg, kAbs, kSign, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kTanh,
   kSigmoid, kSilu, kErf, kSin, kCos, kFloor, kCeil, kRound, kGeluErf,
-  kGeluTanh, kNot,
+  kGeluTanh, kNot, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh,
+  kAtanh,
 };
 
 enum class BinaryOp : int32_t {
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
   // Activation gradients: a = x, b = dy.
   kGeluErfGrad, kGeluTanhGrad, kSiluGrad,
-  // Logical (bool only).
+  // Logical on bool, bitwise on integers.
   kAnd, kOr, kXor,
+  // Truncated remainder (the dividend's sign); shifts on integers only, the
+  // count read as unsigned (too large: everything shifted out).
+  kRem, kShiftLeft, kShiftRight,
 };
 
 enum class CompareOp : int32_t { kEq, kNe, kLt, kLe, kGt, kGe };
+
+/// Float tests with a bool result (is_nan; is_inf and its one-sided forms;
+/// kNone: is_inf detecting neither sign, always false).
+enum class PredicateOp : int32_t { kIsNan, kIsInf, kIsPosInf, kIsNegInf, kNone };
 
 enum class ReduceOp : int32_t { kSum, kProd, kMax, kMin };
 
@@ -83,6 +91,9 @@ cudaError_t launchBinary(BinaryOp op, DType dtype, const Layout &layout,
 cudaError_t launchCompare(CompareOp op, DType dtype, const Layout &layout,
                           void *out, const void *a, const void *b,
                           cudaStream_t stream);
+/// out = op(in), out is bool; dtype is f32, f16, bf16 or f64.
+cudaError_t launchPredicate(PredicateOp op, DType dtype, const Layout &layout,
+                            void *out, const void *in, cudaStream_t stream);
 /// out = cond ? t : f, elements of `elemSize` bytes.
 cudaError_t launchSelect(int elemSize, const Layout &layout, void *out,
                          const void *cond, const void *t, const void *f,
@@ -146,6 +157,15 @@ cudaError_t launchGather(int elemSize, DType indexType, const void *data,
                          int64_t size, int64_t inner, int64_t count,
                          DeviceError *error, int32_t site,
                          cudaStream_t stream);
+/// gather_elements: `layout` has 3 operands over the output's shape (the
+/// output, the indices, the data with stride 0 on the axis); element i reads
+/// data[off2 + idx * axisStride] (negative indices from the end).
+cudaError_t launchGatherElements(int elemSize, DType indexType,
+                                 const Layout &layout, void *out,
+                                 const void *indices, const void *data,
+                                 int64_t axisStride, int64_t size,
+                                 DeviceError *error, int32_t site,
+                                 cudaStream_t stream);
 /// out = 0; out[o][idx[j]][k] += upd[o][j][k], atomically (f16/bf16
 /// accumulate in the float `scratch` of out's numel, then round).
 cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
@@ -176,6 +196,17 @@ struct ReducePlan {
 };
 cudaError_t launchReduce(ReduceOp op, DType dtype, const ReducePlan &plan,
                          const void *in, void *out, cudaStream_t stream);
+
+/// argmax / argmin along the middle of [outer, size, inner] into i64 (NaN is
+/// the extreme; the first, or with `last` the last, extreme position).
+cudaError_t launchArgExtreme(bool isMax, bool last, DType dtype, const void *in,
+                             int64_t *out, int64_t outer, int64_t size,
+                             int64_t inner, cudaStream_t stream);
+/// cumsum along the middle of [outer, size, inner] (integers wrap; f16/bf16
+/// accumulate in float).
+cudaError_t launchCumsum(DType dtype, const void *in, void *out, int64_t outer,
+                         int64_t size, int64_t inner, bool exclusive,
+                         bool reverse, cudaStream_t stream);
 
 /// dropout with the CPU backend's stream: element i kept when
 /// splitmix64(streamKey(seed, *step) + i) >> 11 >= threshold.

@@ -1,9 +1,9 @@
 //===- ElementwiseKernels.cu - elementwise, movement, indexing, optimizers ===//
 //
-// Unary/binary/compare/select/cast over strided layouts (stride 0 is a
-// broadcast), strided copies (copy, transpose, slice, broadcast_in_dim,
-// concat, pad), iota, fill, gather / scatter_add, dropout, lr_schedule and
-// the AdamW / SGD updates. One kernel per storage type with the operation
+// Unary/binary/compare/predicate/select/cast over strided layouts (stride 0
+// is a broadcast), strided copies (copy, transpose, slice, reverse,
+// broadcast_in_dim, concat, pad), iota, fill, gather / gather_elements /
+// scatter_add, dropout, lr_schedule and the AdamW / SGD updates. One kernel per storage type with the operation
 // chosen by a switch: the switch is uniform over a launch, and it keeps
 // nvcc's instantiations (and the build) small.
 //
@@ -68,6 +68,15 @@ template <typename C> __device__ C applyUnary(UnaryOp op, C x) {
     case UnaryOp::kErf: return erf(x);
     case UnaryOp::kSin: return sin(x);
     case UnaryOp::kCos: return cos(x);
+    case UnaryOp::kTan: return tan(x);
+    case UnaryOp::kAsin: return asin(x);
+    case UnaryOp::kAcos: return acos(x);
+    case UnaryOp::kAtan: return atan(x);
+    case UnaryOp::kSinh: return sinh(x);
+    case UnaryOp::kCosh: return cosh(x);
+    case UnaryOp::kAsinh: return asinh(x);
+    case UnaryOp::kAcosh: return acosh(x);
+    case UnaryOp::kAtanh: return atanh(x);
     case UnaryOp::kFloor: return floor(x);
     case UnaryOp::kCeil: return ceil(x);
     case UnaryOp::kRound: return nearbyint(x);
@@ -98,6 +107,22 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
     case BinaryOp::kDiv: return b == 0 ? C(0) : b == C(-1) ? C(U(0) - U(a)) : C(a / b);
     case BinaryOp::kMax: return a > b ? a : b;
     case BinaryOp::kMin: return a < b ? a : b;
+    case BinaryOp::kAnd: return a & b;
+    case BinaryOp::kOr: return a | b;
+    case BinaryOp::kXor: return a ^ b;
+    // A zero divisor gives 0 (the CPU backend reports it instead).
+    case BinaryOp::kRem:
+      return b == 0 || (std::is_signed_v<C> && b == C(-1)) ? C(0) : C(a % b);
+    case BinaryOp::kShiftLeft: {
+      const U count = U(b);
+      return count >= U(sizeof(C) * 8) ? C(0) : C(U(a) << count);
+    }
+    case BinaryOp::kShiftRight: {
+      const U count = U(b);
+      if (count >= U(sizeof(C) * 8))
+        return std::is_signed_v<C> && a < 0 ? C(-1) : C(0);
+      return C(a >> count); // arithmetic for signed, as the CPU backend
+    }
     default: return a;
     }
   } else {
@@ -107,6 +132,7 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
     case BinaryOp::kMul: return a * b;
     case BinaryOp::kDiv: return a / b;
     case BinaryOp::kPow: return pow(a, b);
+    case BinaryOp::kRem: return fmod(a, b);
     case BinaryOp::kMax: return (a > b || a != a) ? a : b;
     case BinaryOp::kMin: return (a < b || a != a) ? a : b;
     case BinaryOp::kGeluErfGrad: {
@@ -164,6 +190,27 @@ __global__ void compareKernel(CompareOp op, Layout l, bool *out, const S *a,
     case CompareOp::kLe: r = x <= y; break;
     case CompareOp::kGt: r = x > y; break;
     case CompareOp::kGe: r = x >= y; break;
+    }
+    out[off[0]] = r;
+  }
+}
+
+template <typename S>
+__global__ void predicateKernel(PredicateOp op, Layout l, bool *out,
+                                const S *in) {
+  DTCC_GRID_LOOP(i, l.numel) {
+    int64_t off[2];
+    layoutOffsets<2>(l, i, off);
+    const auto x = Elem<S>::load(in[off[1]]);
+    using C = decltype(x);
+    const C inf = C(INFINITY);
+    bool r = false;
+    switch (op) {
+    case PredicateOp::kIsNan: r = x != x; break;
+    case PredicateOp::kIsInf: r = x == inf || x == -inf; break;
+    case PredicateOp::kIsPosInf: r = x == inf; break;
+    case PredicateOp::kIsNegInf: r = x == -inf; break;
+    case PredicateOp::kNone: break;
     }
     out[off[0]] = r;
   }
@@ -291,6 +338,25 @@ __global__ void gatherKernel(const E *data, const I *indices, E *out,
       continue;
     }
     out[i] = data[(o * size + idx) * inner + k];
+  }
+}
+
+template <typename E, typename I>
+__global__ void gatherElementsKernel(Layout l, E *out, const I *indices,
+                                     const E *data, int64_t axisStride,
+                                     int64_t size, DeviceError *error,
+                                     int32_t site) {
+  DTCC_GRID_LOOP(i, l.numel) {
+    int64_t off[3];
+    layoutOffsets<3>(l, i, off);
+    const int64_t raw = int64_t(indices[off[1]]);
+    const int64_t idx = raw < 0 ? raw + size : raw;
+    if (idx < 0 || idx >= size) {
+      recordError(error, site, kBadIndex, raw, off[1], size);
+      out[off[0]] = E(0);
+      continue;
+    }
+    out[off[0]] = data[off[2] + idx * axisStride];
   }
 }
 
@@ -510,6 +576,19 @@ cudaError_t launchCompare(CompareOp op, DType dtype, const Layout &l,
   return err;
 }
 
+cudaError_t launchPredicate(PredicateOp op, DType dtype, const Layout &l,
+                            void *out, const void *in, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitFloat(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      predicateKernel<S><<<g, b, 0, st>>>(op, l, static_cast<bool *>(out),
+                                          static_cast<const S *>(in));
+    });
+  });
+  return err;
+}
+
 cudaError_t launchSelect(int elemSize, const Layout &l, void *out,
                          const void *cond, const void *t, const void *f,
                          cudaStream_t s) {
@@ -599,6 +678,31 @@ cudaError_t launchGather(int elemSize, DType indexType, const void *data,
         gatherKernel<E, I><<<g, b, 0, st>>>(
             static_cast<const E *>(data), static_cast<const I *>(indices),
             static_cast<E *>(out), outer, size, inner, count, error, site);
+      });
+    };
+    if (indexType == DType::kI32)
+      run(int32_t{});
+    else if (indexType == DType::kI64)
+      run(int64_t{});
+  });
+  return err;
+}
+
+cudaError_t launchGatherElements(int elemSize, DType indexType,
+                                 const Layout &l, void *out,
+                                 const void *indices, const void *data,
+                                 int64_t axisStride, int64_t size,
+                                 DeviceError *error, int32_t site,
+                                 cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitBytes(elemSize, [&](auto etag) {
+    using E = decltype(etag);
+    auto run = [&](auto itag) {
+      using I = decltype(itag);
+      err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+        gatherElementsKernel<E, I><<<g, b, 0, st>>>(
+            l, static_cast<E *>(out), static_cast<const I *>(indices),
+            static_cast<const E *>(data), axisStride, size, error, site);
       });
     };
     if (indexType == DType::kI32)

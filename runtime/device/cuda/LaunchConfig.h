@@ -3,12 +3,15 @@
 // Host-side arithmetic shared by every launch: how many blocks and threads
 // an elementwise kernel, a row kernel (softmax, norms, cross-entropy) and a
 // column reduction get, and the 256-byte carving of a program's arenas out
-// of one device allocation. Pure C++, tested without a GPU.
+// of one device allocation, and which consecutive adamw instructions share
+// one launch. Pure C++, tested without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DTCC_RUNTIME_DEVICE_CUDA_LAUNCHCONFIG_H
 #define DTCC_RUNTIME_DEVICE_CUDA_LAUNCHCONFIG_H
+
+#include "runtime/device/cuda/CudaLaunch.h"
 
 #include <cstdint>
 #include <vector>
@@ -69,6 +72,27 @@ constexpr int64_t kArenaAlignment = 256;
 /// alignment.
 ArenaLayout carveArenas(const std::vector<int64_t> &sizes,
                         int64_t alignment = kArenaAlignment);
+
+/// One adamw instruction as the fusion of consecutive adamw instructions
+/// sees it: its tensors and what its launch shares with the others.
+struct AdamwMember {
+  AdamwTensor tensor;
+  DType gradType = DType::kF32;
+  double beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
+  const void *lr = nullptr, *step = nullptr, *gradScale = nullptr;
+};
+
+/// Whether `next`, the adamw bound right after the members of `group`, can
+/// run in their launch: the same gradient dtype, hyperparameters and scalar
+/// operands (lr, step, grad_scale), and no memory that one member writes is
+/// read or written by another (one launch loses their order; a member
+/// updating its own tensors in place is fine).
+bool canJoinAdamwGroup(const std::vector<AdamwMember> &group,
+                       const AdamwMember &next);
+
+/// Splits a run of consecutive adamw members into launches by
+/// canJoinAdamwGroup, greedily in order; returns each launch's size.
+std::vector<int> groupAdamw(const std::vector<AdamwMember> &members);
 
 } // namespace dtcc::runtime::cuda
 

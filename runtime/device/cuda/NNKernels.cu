@@ -5,7 +5,9 @@
 // rowLaunch). Sums accumulate in float (double for f64 rows is not
 // instantiated: f64 runs on the CPU backend); softmax subtracts the row
 // maximum. Softmax over a non-last dimension and reductions that keep the
-// innermost dimension use one thread per output column instead.
+// innermost dimension use one thread per output column instead. argmax /
+// argmin take a warp per row when their dimension is the innermost, cumsum
+// a thread per column.
 //
 //===----------------------------------------------------------------------===//
 
@@ -385,6 +387,114 @@ template <typename S, typename Fn> void withStatType(DType st, Fn &&fn) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// argmax / argmin and cumsum
+//===----------------------------------------------------------------------===//
+
+template <typename C> __device__ __forceinline__ bool isNanValue(C v) {
+  if constexpr (std::is_floating_point_v<C>)
+    return v != v;
+  else
+    return false;
+}
+
+/// Whether (v, iv) replaces (best, ib) as the extreme: NaN is the extreme,
+/// ties go to the lower index (the higher with Last). The CPU backend's
+/// sequential rule, made symmetric so that partial results combine.
+template <bool IsMax, bool Last, typename C>
+__device__ __forceinline__ bool argBetter(C v, int64_t iv, C best, int64_t ib) {
+  const bool vn = isNanValue(v), bn = isNanValue(best);
+  const bool later = Last ? iv > ib : iv < ib;
+  if (vn || bn)
+    return vn && (!bn || later);
+  if (v == best)
+    return later;
+  return IsMax ? v > best : v < best;
+}
+
+/// One thread per (outer, inner) output.
+template <typename S, bool IsMax, bool Last>
+__global__ void argColumnKernel(const S *in, int64_t *out, int64_t outer,
+                                int64_t size, int64_t inner) {
+  using C = ComputeT<S>;
+  DTCC_GRID_LOOP(o, outer * inner) {
+    const S *x = in + (o / inner) * size * inner + o % inner;
+    C best = Elem<S>::load(x[0]);
+    int64_t bi = 0;
+    for (int64_t d = 1; d < size; ++d) {
+      const C v = Elem<S>::load(x[d * inner]);
+      if (argBetter<IsMax, Last>(v, d, best, bi)) {
+        best = v;
+        bi = d;
+      }
+    }
+    out[o] = bi;
+  }
+}
+
+/// inner == 1: a warp per row; each lane scans a stride, then the lanes'
+/// candidates combine.
+template <typename S, bool IsMax, bool Last>
+__global__ void argRowKernel(const S *in, int64_t *out, int64_t rows,
+                             int64_t size) {
+  using C = ComputeT<S>;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const int lane = threadIdx.x % 32;
+  for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const S *x = in + r * size;
+    C best = Elem<S>::load(x[lane < size ? lane : 0]);
+    int64_t bi = lane < size ? lane : 0;
+    for (int64_t d = lane + 32; d < size; d += 32) {
+      const C v = Elem<S>::load(x[d]);
+      if (argBetter<IsMax, Last>(v, d, best, bi)) {
+        best = v;
+        bi = d;
+      }
+    }
+#pragma unroll
+    for (int sh = 16; sh > 0; sh /= 2) {
+      const C v = __shfl_xor_sync(0xffffffffu, best, sh);
+      const int64_t iv = __shfl_xor_sync(0xffffffffu, bi, sh);
+      if (argBetter<IsMax, Last>(v, iv, best, bi)) {
+        best = v;
+        bi = iv;
+      }
+    }
+    if (lane == 0)
+      out[r] = bi;
+  }
+}
+
+template <typename C> __device__ __forceinline__ C wrappingAdd(C a, C b) {
+  if constexpr (std::is_integral_v<C>)
+    return C(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(b));
+  else
+    return a + b;
+}
+
+/// One thread per (outer, inner) column, in the CPU backend's order.
+template <typename S>
+__global__ void cumsumKernel(const S *in, S *out, int64_t outer, int64_t size,
+                             int64_t inner, bool exclusive, bool reverse) {
+  using C = ComputeT<S>;
+  DTCC_GRID_LOOP(col, outer * inner) {
+    const int64_t base = (col / inner) * size * inner + col % inner;
+    C acc = C(0);
+    for (int64_t t = 0; t < size; ++t) {
+      const int64_t k = base + (reverse ? size - 1 - t : t) * inner;
+      const C v = Elem<S>::load(in[k]);
+      if (exclusive) {
+        out[k] = Elem<S>::store(acc);
+        acc = wrappingAdd(acc, v);
+      } else {
+        acc = wrappingAdd(acc, v);
+        out[k] = Elem<S>::store(acc);
+      }
+    }
+  }
+}
+
 template <typename Fn> bool visitRowType(DType dtype, Fn &&fn) {
   switch (dtype) {
   case DType::kF32: fn(float{}); return true;
@@ -607,6 +717,57 @@ cudaError_t launchReduce(ReduceOp op, DType dtype, const ReducePlan &plan,
       LaunchConfig c = elementwiseLaunch(plan.outNumel, launchLimits());
       reduceColumnKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan, is, os);
     }
+    err = cudaGetLastError();
+  });
+  return err;
+}
+
+cudaError_t launchArgExtreme(bool isMax, bool last, DType dtype, const void *in,
+                             int64_t *out, int64_t outer, int64_t size,
+                             int64_t inner, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitArithmetic(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    err = cudaSuccess;
+    if (outer * inner == 0 || size == 0)
+      return;
+    const S *x = static_cast<const S *>(in);
+    auto go = [&](auto maxTag, auto lastTag) {
+      constexpr bool M = decltype(maxTag)::value, L = decltype(lastTag)::value;
+      if (inner == 1 && size >= 32) {
+        LaunchConfig c = elementwiseLaunch(outer * 32, launchLimits());
+        argRowKernel<S, M, L><<<blocksOf(c), threadsOf(c), 0, s>>>(x, out,
+                                                                   outer, size);
+      } else {
+        LaunchConfig c = elementwiseLaunch(outer * inner, launchLimits());
+        argColumnKernel<S, M, L>
+            <<<blocksOf(c), threadsOf(c), 0, s>>>(x, out, outer, size, inner);
+      }
+    };
+    using T = std::true_type;
+    using F = std::false_type;
+    if (isMax)
+      last ? go(T{}, T{}) : go(T{}, F{});
+    else
+      last ? go(F{}, T{}) : go(F{}, F{});
+    err = cudaGetLastError();
+  });
+  return err;
+}
+
+cudaError_t launchCumsum(DType dtype, const void *in, void *out, int64_t outer,
+                         int64_t size, int64_t inner, bool exclusive,
+                         bool reverse, cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitArithmetic(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    err = cudaSuccess;
+    if (outer * inner == 0 || size == 0)
+      return;
+    LaunchConfig c = elementwiseLaunch(outer * inner, launchLimits());
+    cumsumKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(
+        static_cast<const S *>(in), static_cast<S *>(out), outer, size, inner,
+        exclusive, reverse);
     err = cudaGetLastError();
   });
   return err;

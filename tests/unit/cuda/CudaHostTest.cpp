@@ -1,7 +1,8 @@
 //===- CudaHostTest.cpp - host-side logic of the CUDA backend -------------===//
 //
 // Runs without a GPU: every entry of the cuBLASLt and NCCL tables, the
-// launch configurations, arena carving and the AdamW chunk plan.
+// launch configurations, arena carving, the AdamW chunk plan and which
+// consecutive adamw instructions share a launch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -209,6 +210,99 @@ TEST(AdamwChunks, PrefixSums) {
   EXPECT_EQ(t[0].firstChunk, 0);
   EXPECT_EQ(t[1].firstChunk, 1);
   EXPECT_EQ(t[2].firstChunk, 3);
+}
+
+/// Members laid out in a fake address space: member i's tensors at
+/// 0x100000 * (i + 1), the scalars shared at 0x10.
+struct FakeAdamw {
+  static AdamwMember member(int i, int64_t n = 1000) {
+    auto at = [&](int k) {
+      return reinterpret_cast<float *>(uintptr_t(0x100000) * (i + 1) +
+                                       uintptr_t(k) * 0x10000);
+    };
+    AdamwMember m;
+    m.tensor = {at(0), at(1), at(2), at(3), at(0), at(2), at(3), n, 0};
+    m.gradType = DType::kBF16;
+    m.beta1 = 0.9;
+    m.beta2 = 0.999;
+    m.eps = 1e-8;
+    m.weightDecay = 0.01;
+    m.lr = reinterpret_cast<void *>(0x10);
+    m.step = reinterpret_cast<void *>(0x18);
+    m.gradScale = reinterpret_cast<void *>(0x20);
+    return m;
+  }
+};
+
+TEST(AdamwGroups, CompatibleInPlaceUpdatesShareOneLaunch) {
+  // Each member updates param, m and v in place: fine within a member.
+  std::vector<AdamwMember> ms;
+  for (int i = 0; i < 5; ++i)
+    ms.push_back(FakeAdamw::member(i, 1000 + i));
+  EXPECT_EQ(groupAdamw(ms), std::vector<int>({5}));
+  EXPECT_TRUE(canJoinAdamwGroup({}, ms[0]));
+  EXPECT_EQ(groupAdamw({}), std::vector<int>());
+}
+
+TEST(AdamwGroups, DifferentLaunchParametersSplit) {
+  using Edit = void (*)(AdamwMember &);
+  const Edit edits[] = {
+      [](AdamwMember &m) { m.gradType = DType::kF32; },
+      [](AdamwMember &m) { m.beta1 = 0.8; },
+      [](AdamwMember &m) { m.beta2 = 0.99; },
+      [](AdamwMember &m) { m.eps = 1e-6; },
+      [](AdamwMember &m) { m.weightDecay = 0; },
+      [](AdamwMember &m) { m.lr = reinterpret_cast<void *>(0x40); },
+      [](AdamwMember &m) { m.step = reinterpret_cast<void *>(0x48); },
+      [](AdamwMember &m) { m.gradScale = reinterpret_cast<void *>(0x50); },
+  };
+  for (size_t e = 0; e < std::size(edits); ++e) {
+    std::vector<AdamwMember> ms = {FakeAdamw::member(0), FakeAdamw::member(1),
+                                   FakeAdamw::member(2), FakeAdamw::member(3)};
+    edits[e](ms[2]);
+    EXPECT_FALSE(canJoinAdamwGroup({ms[0], ms[1]}, ms[2])) << "edit " << e;
+    // A member that differs starts a group; the next, like the first, can
+    // not join it.
+    EXPECT_EQ(groupAdamw(ms), std::vector<int>({2, 1, 1})) << "edit " << e;
+  }
+}
+
+TEST(AdamwGroups, MemoryOneWritesAndAnotherTouchesSplits) {
+  const AdamwMember a = FakeAdamw::member(0);
+  // Reads what a writes (its new m).
+  AdamwMember readsA = FakeAdamw::member(1);
+  readsA.tensor.grad = a.tensor.newM;
+  EXPECT_FALSE(canJoinAdamwGroup({a}, readsA));
+  // Writes what a reads: the last 4 bytes of its bf16 gradient.
+  AdamwMember writesA = FakeAdamw::member(1);
+  writesA.tensor.newV = reinterpret_cast<float *>(
+      reinterpret_cast<uintptr_t>(a.tensor.grad) + 2 * a.tensor.n - 4);
+  EXPECT_FALSE(canJoinAdamwGroup({a}, writesA));
+  // Writes what a writes.
+  AdamwMember both = FakeAdamw::member(1);
+  both.tensor.newParam = a.tensor.newParam;
+  EXPECT_FALSE(canJoinAdamwGroup({a}, both));
+  // Writes a shared scalar.
+  AdamwMember lr = FakeAdamw::member(1);
+  lr.tensor.newM = static_cast<float *>(const_cast<void *>(a.lr));
+  EXPECT_FALSE(canJoinAdamwGroup({a}, lr));
+  // Ends exactly where a's gradient (bf16: 2 bytes an element) starts.
+  AdamwMember adjacent = FakeAdamw::member(1);
+  adjacent.tensor.newV = reinterpret_cast<float *>(
+      reinterpret_cast<uintptr_t>(a.tensor.grad) - 4 * adjacent.tensor.n);
+  EXPECT_TRUE(canJoinAdamwGroup({a}, adjacent));
+  // Checked against every member, not only the first.
+  AdamwMember third = FakeAdamw::member(2);
+  third.tensor.m = FakeAdamw::member(1).tensor.newM;
+  EXPECT_EQ(groupAdamw({a, FakeAdamw::member(1), third}),
+            std::vector<int>({2, 1}));
+}
+
+TEST(AdamwGroups, EmptyTensorsOverlapNothing) {
+  const AdamwMember a = FakeAdamw::member(0);
+  AdamwMember empty = FakeAdamw::member(1, 0);
+  empty.tensor.newParam = a.tensor.newParam;
+  EXPECT_TRUE(canJoinAdamwGroup({a}, empty));
 }
 
 } // namespace
