@@ -109,10 +109,16 @@ struct ShardAnnotatePass
       if (failed(annotateBatches(fn, dp, dpSize)))
         return signalPassFailure();
     mesh_ = meshAttr;
-    if (int64_t tpSize = meshAttr.getSize("tp"); tpSize > 1)
+    if (int64_t tpSize = meshAttr.getSize("tp"); tpSize > 1) {
       for (auto fn : module.getOps<func::FuncOp>())
         if (fn.getSymName().starts_with("train_step"))
           annotateTensorParallel(module, fn, StringAttr::get(ctx, "tp"), tpSize);
+      if (llvm::none_of(module.getOps<graph::VariableOp>(),
+                        [](graph::VariableOp v) { return v->hasAttr(kShardingAttr); }))
+        module.emitWarning("tp=")
+            << tpSize << " divides no weight's rows or columns (nor the "
+                         "vocabulary): every tp rank computes everything";
+    }
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
       annotateZero(module, dp, dpSize);

@@ -542,16 +542,17 @@ void Trainer::printHeader() {
   for (const format::Variable &v : program_.variables()) {
     if (!v.trainable())
       continue;
-    if (const TensorView *view = exe_.variable(v.name())) {
-      int64_t n = view->numel();
-      if (v.has_sharding()) { // the whole parameter, not this rank's block
-        n = 1;
-        for (int64_t d : v.sharding().global_shape())
-          n *= d;
-      }
-      params += n;
-      ++tensors;
-    }
+    // The whole model: every stage's parameters, whole (not this rank's
+    // blocks).
+    int64_t n = 1;
+    if (v.has_sharding())
+      for (int64_t d : v.sharding().global_shape())
+        n *= d;
+    else
+      for (int64_t d : program_.buffers(v.buffer()).shape())
+        n *= d;
+    params += n;
+    ++tensors;
   }
   std::string model = modelName(program_);
   std::string optimizer = metadata(program_, "dtcc.optimizer");
