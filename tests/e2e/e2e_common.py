@@ -32,3 +32,24 @@ def text_tokens(path):
                     for f in sorted(os.listdir(root))
                     if os.path.isfile(os.path.join(root, f)))
     np.frombuffer(data, dtype=np.uint8).astype(np.uint16).tofile(path)
+
+
+class Checks:
+    """Prints each check as ok/FAIL and remembers the failures."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, ok, what):
+        print(("ok    " if ok else "FAIL  ") + what, flush=True)
+        if not ok:
+            self.failures.append(what)
+
+
+def start(doc, prefix):
+    """The --dtcc argument and a fresh work directory of a check script."""
+    import argparse
+    import tempfile
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--dtcc", required=True)
+    return ap.parse_args(), tempfile.mkdtemp(prefix=prefix)

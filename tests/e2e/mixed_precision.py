@@ -8,17 +8,15 @@ half program really computes in the half type (its matmuls are bf16/f16
 while its parameters and AdamW state stay fp32). Exits non-zero on any
 failure.
 """
-import argparse
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
-from e2e_common import run, text_tokens
+from e2e_common import Checks, run, start, text_tokens
 
 LOG = re.compile(r"step\s+(\d+)/\d+\s+loss (\S+)")
 STEPS = 10
@@ -26,16 +24,9 @@ TOLERANCE = 2e-2
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dtcc", required=True)
-    args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="dtcc-mixed-precision.")
-    failures = []
-
-    def check(ok, what):
-        print(("ok    " if ok else "FAIL  ") + what)
-        if not ok:
-            failures.append(what)
+    args, work = start(__doc__, "dtcc-mixed-precision.")
+    check = Checks()
+    failures = check.failures
 
     try:
         tokens = os.path.join(work, "tokens.bin")

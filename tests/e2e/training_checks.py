@@ -9,17 +9,16 @@
   learns        the loss falls on real English text
 Exits non-zero on any failure.
 """
-import argparse
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
-from e2e_common import run, text_tokens
+import e2e_common
+from e2e_common import Checks, run, text_tokens
 
 LOG = re.compile(r"step\s+(\d+)/\d+\s+loss (\S+).*peak ([\d.]+) (\w+)")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
@@ -35,16 +34,9 @@ def parse(output):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dtcc", required=True)
-    args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="dtcc-training-checks.")
-    failures = []
-
-    def check(ok, what):
-        print(("ok    " if ok else "FAIL  ") + what)
-        if not ok:
-            failures.append(what)
+    args, work = e2e_common.start(__doc__, "dtcc-training-checks.")
+    check = Checks()
+    failures = check.failures
 
     try:
         tokens = os.path.join(work, "tokens.bin")
