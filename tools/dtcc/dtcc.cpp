@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "dialects/Graph/IR/GraphOps.h"
 #include "compiler/Explain.h"
 #include "compiler/PlanByCompiling.h"
 #include "compiler/Serialize.h"
@@ -12,6 +13,10 @@
 #include "frontends/zoo/Zoo.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
@@ -559,6 +564,27 @@ int runExplain() {
   auto module = dtcc::loadModel(explainPath, context, options);
   if (failed(module))
     return 1;
+  // The report needs shapes, not values: files printed with elided weights
+  // (dense_resource without data) are explained too.
+  (*module)->walk([](Operation *op) {
+    auto dropMissing = [](Attribute a) {
+      auto r = dyn_cast_or_null<DenseResourceElementsAttr>(a);
+      return r && !r.getRawHandle().getBlob();
+    };
+    if (auto var = dyn_cast<dtcc::graph::VariableOp>(op)) {
+      if (dropMissing(var.getInitialValueAttr()))
+        var.removeInitialValueAttr();
+    } else if (auto c = dyn_cast<dtcc::graph::ConstantOp>(op)) {
+      if (dropMissing(c.getValue())) {
+        auto type = cast<RankedTensorType>(c.getType());
+        OpBuilder b(c);
+        Attribute zero = isa<FloatType>(type.getElementType())
+                             ? Attribute(b.getFloatAttr(type.getElementType(), 0))
+                             : Attribute(b.getIntegerAttr(type.getElementType(), 0));
+        c.setValueAttr(DenseElementsAttr::get(type, zero));
+      }
+    }
+  });
   dtcc::CompileOptions compileOptions;
   compileOptions.compileTo = dtcc::Phase::Exec;
   if (failed(dtcc::runPhases(**module, compileOptions)))
