@@ -175,6 +175,8 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
               shard::ShardAnnotateOptions annotate;
               annotate.mesh = options.train.mesh;
               annotate.zero = options.train.zero;
+              annotate.layouts.assign(options.train.layouts.begin(),
+                                      options.train.layouts.end());
               pm.addPass(shard::createShardAnnotate(annotate));
               pm.addPass(shard::createShardPropagate());
               pm.addPass(shard::createShardPartition());

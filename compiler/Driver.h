@@ -58,6 +58,9 @@ struct TrainOptions {
   /// The device mesh ("dp=4"); empty: one device. See passes/Sharding.
   std::string mesh;
   int zero = 0;
+  /// Per-weight tensor-parallel layouts, NAME=rows|cols|whole, overriding
+  /// the Megatron-style choice (plan search).
+  std::vector<std::string> layouts;
   /// With a pp axis: gpipe or 1f1b (dtcc-shard-pipeline).
   std::string pipelineSchedule = "1f1b";
 };

@@ -38,11 +38,16 @@ struct CompiledCandidate {
   int64_t collectives = 0;
   double seconds = 0;      ///< compute + communication, not overlapped
   std::string rejected;    ///< why it cannot run; empty when it can
+  /// Per-weight tensor-parallel layouts found better than the
+  /// Megatron-style choice (NAME=rows|cols|whole).
+  std::vector<std::string> layouts;
 };
 
 /// Compiles `module` (as imported) for every mesh dp x tp of `ranks` ranks
-/// (and ZeRO 0-3 where dp > 1) with `base`'s training options, and returns
-/// the candidates, fastest fitting first.
+/// (and ZeRO 0-3 where dp > 1) with `base`'s training options; then, for
+/// the best plan with tp > 1, tries each 2-D parameter split by rows, by
+/// columns and whole (one pass of coordinate descent, each try compiled).
+/// Returns the candidates, fastest fitting first.
 std::vector<CompiledCandidate>
 planByCompiling(mlir::ModuleOp module, const CompileOptions &base,
                 int64_t ranks, const DeviceFigures &device);

@@ -119,6 +119,8 @@ struct ShardAnnotatePass
             << tpSize << " divides no weight's rows or columns (nor the "
                          "vocabulary): every tp rank computes everything";
     }
+    if (failed(applyLayouts(module)))
+      return signalPassFailure();
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
       annotateZero(module, dp, dpSize);
@@ -217,6 +219,28 @@ struct ShardAnnotatePass
       split.insert(mm.getResult());
       split.insert(out);
     }
+  }
+
+  /// Explicit per-weight tensor-parallel layouts (a plan search's choices).
+  LogicalResult applyLayouts(ModuleOp module) {
+    MLIRContext *ctx = module.getContext();
+    StringAttr tp = StringAttr::get(ctx, "tp");
+    for (const std::string &entry : layouts) {
+      auto [name, layout] = StringRef(entry).rsplit('=');
+      auto var = module.lookupSymbol<graph::VariableOp>(name);
+      if (!var || var.getTensorType().getRank() != 2)
+        return module.emitError("layout '")
+               << entry << "': expected NAME=rows|cols|whole for a 2-D variable";
+      if (layout == "whole")
+        var->removeAttr(kShardingAttr);
+      else if (layout == "rows" || layout == "cols")
+        var->setAttr(kShardingAttr,
+                     splitDim(ctx, 2, layout == "rows" ? 0 : 1, tp, 1));
+      else
+        return module.emitError("layout '")
+               << entry << "': expected rows, cols or whole";
+    }
+    return success();
   }
 
   /// Optimizer state and gradient accumulators are laid out like their

@@ -43,6 +43,9 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
   let options = [
     Option<"mesh", "mesh", "std::string", "\"\"", "The mesh, e.g. dp=2,tp=2">,
     Option<"zero", "zero", "int", "0", "ZeRO stage: 0, 1, 2 or 3">,
+    ListOption<"layouts", "layouts", "std::string",
+               "Tensor-parallel layouts that replace the Megatron-style "
+               "choice: NAME=rows|cols|whole for 2-D weights">,
   ];
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }

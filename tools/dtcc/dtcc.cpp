@@ -479,8 +479,12 @@ int runImportOrCompile(bool compile) {
     }
     compileOptions.train.mesh = candidates.front().mesh;
     compileOptions.train.zero = candidates.front().zero;
+    compileOptions.train.layouts = candidates.front().layouts;
     llvm::errs() << "plan auto: " << compileOptions.train.mesh << ", zero "
-                 << compileOptions.train.zero << "\n";
+                 << compileOptions.train.zero;
+    for (const std::string &l : compileOptions.train.layouts)
+      llvm::errs() << ", " << l;
+    llvm::errs() << "\n";
   }
   if (failed(dtcc::runPhases(**module, compileOptions)))
     return 1;
