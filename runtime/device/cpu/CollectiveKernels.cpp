@@ -73,17 +73,8 @@ struct Axis {
 };
 
 StatusOr<Axis> bindAxis(const KernelContext &ctx) {
-  if (!ctx.comm)
-    return ctx.error("collective kernels need the communicators of a device "
-                     "mesh, but none were given: the program has no mesh, or "
-                     "was loaded without a CommContext");
-  auto axes = ctx.attrs.getStrings("axes");
-  if (!axes.isOk())
-    return ctx.error(axes.status().message());
-  auto comm = ctx.comm->group(axes.value());
-  if (!comm.isOk())
-    return ctx.error(comm.status().message());
-  return Axis{ctx.comm, comm.value(), comm.value()->name()};
+  DTCC_ASSIGN_OR_RETURN(Communicator * comm, meshGroup(ctx));
+  return Axis{ctx.comm, comm, comm->name()};
 }
 
 StatusOr<ReduceKind> kindAttr(const KernelContext &ctx) {

@@ -2,6 +2,8 @@
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
 
+#include "runtime/comm/CommContext.h"
+
 namespace dtcc::runtime::cpu {
 
 std::string typeSetName(unsigned set) {
@@ -76,6 +78,20 @@ Status checkShape(const KernelContext &ctx, const TensorView &view,
     return ctx.error("expected ", what, " of shape ", shapeString(shape),
                      ", got ", shapeString(view.shape));
   return Status::ok();
+}
+
+StatusOr<Communicator *> meshGroup(const KernelContext &ctx) {
+  if (!ctx.comm)
+    return ctx.error("collective kernels need the communicators of a device "
+                     "mesh, but none were given: the program has no mesh, or "
+                     "was loaded without a CommContext");
+  auto axes = ctx.attrs.getStrings("axes");
+  if (!axes.isOk())
+    return ctx.error(axes.status().message());
+  auto comm = ctx.comm->group(axes.value());
+  if (!comm.isOk())
+    return ctx.error(comm.status().message());
+  return comm.value();
 }
 
 StatusOr<int64_t> getDimAttr(const KernelContext &ctx, const std::string &name,

@@ -22,6 +22,8 @@
 
 namespace dtcc::runtime {
 
+class Communicator;
+
 /// One register function per kernel family (called by registerCpuKernels).
 void registerCpuUnaryKernels(KernelRegistry &registry);
 void registerCpuBinaryKernels(KernelRegistry &registry);
@@ -261,6 +263,9 @@ Status checkShape(const KernelContext &ctx, const TensorView &view,
 /// checks it is in [0, rank).
 StatusOr<int64_t> getDimAttr(const KernelContext &ctx, const std::string &name,
                              int64_t rank);
+/// The communicator of a collective kernel's `axes` attribute on the
+/// program's mesh; an error when the kernel was loaded without one.
+StatusOr<Communicator *> meshGroup(const KernelContext &ctx);
 /// An integer-array attribute; a missing one reads as empty (a program
 /// file may leave out empty arrays), so the shape checks decide.
 StatusOr<std::vector<int64_t>> getIntsAttr(const KernelContext &ctx,

@@ -28,20 +28,14 @@ struct Bound {
 };
 
 StatusOr<Bound> bind(CudaDevice &dev, const KernelContext &ctx) {
-  if (!ctx.comm || !dev.nccl())
+  DTCC_ASSIGN_OR_RETURN(Communicator * comm, cpu::meshGroup(ctx));
+  if (!dev.nccl())
     return ctx.error("collective kernels need the NCCL communicators of a "
                      "device mesh, but none were given");
-  auto axes = ctx.attrs.getStrings("axes");
-  if (!axes.isOk())
-    return ctx.error(axes.status().message());
-  auto comm = ctx.comm->group(axes.value());
-  if (!comm.isOk())
-    return ctx.error(comm.status().message());
-  NcclComm *nccl = dev.nccl()->find(comm.value());
+  NcclComm *nccl = dev.nccl()->find(comm);
   if (!nccl)
-    return ctx.error("no NCCL communicator for axes '", comm.value()->name(),
-                     "'");
-  return Bound{comm.value(), nccl, comm.value()->name()};
+    return ctx.error("no NCCL communicator for axes '", comm->name(), "'");
+  return Bound{comm, nccl, comm->name()};
 }
 
 std::string describe(const KernelContext &ctx, const std::string &what,
@@ -252,17 +246,7 @@ StatusOr<KernelFn> allToAll(CudaDevice &dev, const KernelContext &ctx) {
 StatusOr<KernelFn> shardSlice(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkUnary(ctx));
   const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
-  if (!ctx.comm)
-    return ctx.error("collective kernels need the communicators of a device "
-                     "mesh, but none were given: the program has no mesh, or "
-                     "was loaded without a CommContext");
-  auto axes = ctx.attrs.getStrings("axes");
-  if (!axes.isOk())
-    return ctx.error(axes.status().message());
-  auto group = ctx.comm->group(axes.value());
-  if (!group.isOk())
-    return ctx.error(group.status().message());
-  Communicator *comm = group.value();
+  DTCC_ASSIGN_OR_RETURN(Communicator * comm, cpu::meshGroup(ctx));
   DTCC_ASSIGN_OR_RETURN(int64_t dim, cpu::getDimAttr(ctx, "dim", x.rank()));
   const int64_t groups = ctx.attrs.getInt("groups", 1);
   const int64_t n = comm->size();
