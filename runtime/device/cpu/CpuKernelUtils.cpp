@@ -80,6 +80,103 @@ Status checkShape(const KernelContext &ctx, const TensorView &view,
   return Status::ok();
 }
 
+/// One input and one output, contiguous, of the same dtype.
+static Status checkMove(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  return checkDType(ctx, ctx.outputs[0], ctx.inputs[0].dtype, "output 0");
+}
+
+StatusOr<StridedRead> broadcastInDimRead(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkMove(ctx));
+  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims,
+                        getIntsAttr(ctx, "dims", in.shape.size()));
+  StridedRead r{out.shape, std::vector<int64_t>(out.shape.size(), 0), 0};
+  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i];
+    if (d < 0 || d >= out.rank() || (i > 0 && d <= dims[i - 1]))
+      return ctx.error("expected dims strictly increasing in [0, ", out.rank(),
+                       "), got ", shapeString(dims));
+    if (in.shape[i] != 1 && in.shape[i] != out.shape[d])
+      return ctx.error("input dimension ", i, " (", in.shape[i],
+                       ") is neither 1 nor output dimension ", d, " (",
+                       out.shape[d], ")");
+    r.strides[d] = in.shape[i] == 1 ? 0 : inStrides[i];
+  }
+  return r;
+}
+
+StatusOr<StridedRead> transposeRead(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkMove(ctx));
+  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> perm,
+                        getIntsAttr(ctx, "perm", in.shape.size()));
+  std::vector<bool> seen(perm.size(), false);
+  StridedRead r;
+  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= in.rank() || seen[p])
+      return ctx.error("expected perm to be a permutation of [0, ", in.rank(),
+                       "), got ", shapeString(perm));
+    seen[p] = true;
+    r.shape.push_back(in.shape[p]);
+    r.strides.push_back(inStrides[p]);
+  }
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, r.shape, "output 0"));
+  return r;
+}
+
+StatusOr<StridedRead> sliceRead(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkMove(ctx));
+  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
+  size_t rank = in.shape.size();
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> start,
+                        getIntsAttr(ctx, "start", rank));
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> limit,
+                        getIntsAttr(ctx, "limit", rank));
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> stride,
+                        getIntsAttr(ctx, "stride", rank));
+  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
+  StridedRead r{std::vector<int64_t>(rank), std::vector<int64_t>(rank), 0};
+  for (size_t d = 0; d < rank; ++d) {
+    if (stride[d] < 1 || start[d] < 0 || start[d] > limit[d] ||
+        limit[d] > in.shape[d])
+      return ctx.error("dimension ", d, ": expected 0 <= start (", start[d],
+                       ") <= limit (", limit[d], ") <= ", in.shape[d],
+                       " and stride (", stride[d], ") >= 1");
+    r.shape[d] = (limit[d] - start[d] + stride[d] - 1) / stride[d];
+    r.strides[d] = inStrides[d] * stride[d];
+    r.offset += start[d] * inStrides[d];
+  }
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, r.shape, "output 0"));
+  if (out.numel() == 0)
+    r.offset = 0;
+  return r;
+}
+
+StatusOr<StridedRead> reverseRead(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkMove(ctx));
+  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, in.shape, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, getIntsAttr(ctx, "dims"));
+  StridedRead r{in.shape, contiguousStrides(in.shape), 0};
+  std::vector<bool> seen(in.shape.size(), false);
+  for (int64_t d : dims) {
+    if (d < 0 || d >= in.rank() || seen[d])
+      return ctx.error("expected distinct dims in [0, ", in.rank(), "), got ",
+                       shapeString(dims));
+    seen[d] = true;
+    if (in.shape[d] > 0)
+      r.offset += (in.shape[d] - 1) * r.strides[d];
+    r.strides[d] = -r.strides[d];
+  }
+  if (in.numel() == 0)
+    r.offset = 0;
+  return r;
+}
+
 StatusOr<Communicator *> meshGroup(const KernelContext &ctx) {
   if (!ctx.comm)
     return ctx.error("collective kernels need the communicators of a device "

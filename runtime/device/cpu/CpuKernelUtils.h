@@ -263,6 +263,20 @@ Status checkShape(const KernelContext &ctx, const TensorView &view,
 /// checks it is in [0, rank).
 StatusOr<int64_t> getDimAttr(const KernelContext &ctx, const std::string &name,
                              int64_t rank);
+/// How a data-movement kernel (one input, one contiguous output of its
+/// dtype) reads its input: for each output dimension (`shape`) a stride
+/// into the input, starting `offset` elements in. Every backend copies by
+/// it; the functions below check the kernel's arity, dtypes, attributes
+/// and output shape, and say what they expected.
+struct StridedRead {
+  std::vector<int64_t> shape, strides;
+  int64_t offset = 0;
+};
+StatusOr<StridedRead> broadcastInDimRead(const KernelContext &ctx);
+StatusOr<StridedRead> transposeRead(const KernelContext &ctx);
+StatusOr<StridedRead> sliceRead(const KernelContext &ctx);
+StatusOr<StridedRead> reverseRead(const KernelContext &ctx);
+
 /// The communicator of a collective kernel's `axes` attribute on the
 /// program's mesh; an error when the kernel was loaded without one.
 StatusOr<Communicator *> meshGroup(const KernelContext &ctx);

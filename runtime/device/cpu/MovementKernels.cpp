@@ -195,11 +195,14 @@ StatusOr<KernelFn> buildCopy(const KernelContext &ctx,
   return fn;
 }
 
-/// Checks one input and one output, contiguous, of the same dtype.
-Status checkMove(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
-  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
-  return checkDType(ctx, ctx.outputs[0], ctx.inputs[0].dtype, "output 0");
+/// The copy a StridedRead describes, into the contiguous output.
+StatusOr<KernelFn> buildStridedRead(const KernelContext &ctx,
+                                    StatusOr<StridedRead> read) {
+  if (!read.isOk())
+    return read.status();
+  const StridedRead &r = read.value();
+  return buildCopy(ctx, r.shape, ctx.outputs[0].data, contiguousStrides(r.shape),
+                   ctx.inputs[0].data, r.offset, r.strides, ctx.inputs[0].dtype);
 }
 
 StatusOr<KernelFn> buildCopyKernel(const KernelContext &ctx) {
@@ -214,99 +217,19 @@ StatusOr<KernelFn> buildCopyKernel(const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> buildBroadcastInDim(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(checkMove(ctx));
-  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
-  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims,
-                        getIntsAttr(ctx, "dims", in.shape.size()));
-  std::vector<int64_t> srcStrides(out.shape.size(), 0);
-  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-  for (size_t i = 0; i < dims.size(); ++i) {
-    int64_t d = dims[i];
-    if (d < 0 || d >= out.rank() || (i > 0 && d <= dims[i - 1]))
-      return ctx.error("expected dims strictly increasing in [0, ", out.rank(),
-                       "), got ", shapeString(dims));
-    if (in.shape[i] != 1 && in.shape[i] != out.shape[d])
-      return ctx.error("input dimension ", i, " (", in.shape[i],
-                       ") is neither 1 nor output dimension ", d, " (",
-                       out.shape[d], ")");
-    srcStrides[d] = in.shape[i] == 1 ? 0 : inStrides[i];
-  }
-  return buildCopy(ctx, out.shape, out.data, contiguousStrides(out.shape),
-                   in.data, 0, srcStrides, in.dtype);
+  return buildStridedRead(ctx, broadcastInDimRead(ctx));
 }
 
 StatusOr<KernelFn> buildTranspose(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(checkMove(ctx));
-  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
-  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> perm,
-                        getIntsAttr(ctx, "perm", in.shape.size()));
-  std::vector<bool> seen(perm.size(), false);
-  std::vector<int64_t> shape, srcStrides;
-  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= in.rank() || seen[p])
-      return ctx.error("expected perm to be a permutation of [0, ", in.rank(),
-                       "), got ", shapeString(perm));
-    seen[p] = true;
-    shape.push_back(in.shape[p]);
-    srcStrides.push_back(inStrides[p]);
-  }
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
-  return buildCopy(ctx, shape, out.data, contiguousStrides(shape), in.data, 0,
-                   srcStrides, in.dtype);
+  return buildStridedRead(ctx, transposeRead(ctx));
 }
 
 StatusOr<KernelFn> buildSlice(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(checkMove(ctx));
-  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
-  size_t rank = in.shape.size();
-  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> start,
-                        getIntsAttr(ctx, "start", rank));
-  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> limit,
-                        getIntsAttr(ctx, "limit", rank));
-  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> stride,
-                        getIntsAttr(ctx, "stride", rank));
-  std::vector<int64_t> inStrides = contiguousStrides(in.shape);
-  std::vector<int64_t> shape(rank), srcStrides(rank);
-  int64_t offset = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    if (stride[d] < 1 || start[d] < 0 || start[d] > limit[d] ||
-        limit[d] > in.shape[d])
-      return ctx.error("dimension ", d, ": expected 0 <= start (", start[d],
-                       ") <= limit (", limit[d], ") <= ", in.shape[d],
-                       " and stride (", stride[d], ") >= 1");
-    shape[d] = (limit[d] - start[d] + stride[d] - 1) / stride[d];
-    srcStrides[d] = inStrides[d] * stride[d];
-    offset += start[d] * inStrides[d];
-  }
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
-  if (out.numel() == 0)
-    offset = 0;
-  return buildCopy(ctx, shape, out.data, contiguousStrides(shape), in.data,
-                   offset, srcStrides, in.dtype);
+  return buildStridedRead(ctx, sliceRead(ctx));
 }
 
 StatusOr<KernelFn> buildReverse(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(checkMove(ctx));
-  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, in.shape, "output 0"));
-  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, getIntsAttr(ctx, "dims"));
-  std::vector<int64_t> srcStrides = contiguousStrides(in.shape);
-  std::vector<bool> seen(in.shape.size(), false);
-  int64_t offset = 0;
-  for (int64_t d : dims) {
-    if (d < 0 || d >= in.rank() || seen[d])
-      return ctx.error("expected distinct dims in [0, ", in.rank(), "), got ",
-                       shapeString(dims));
-    seen[d] = true;
-    if (in.shape[d] > 0)
-      offset += (in.shape[d] - 1) * srcStrides[d];
-    srcStrides[d] = -srcStrides[d];
-  }
-  if (in.numel() == 0)
-    offset = 0;
-  return buildCopy(ctx, in.shape, out.data, contiguousStrides(in.shape),
-                   in.data, offset, srcStrides, in.dtype);
+  return buildStridedRead(ctx, reverseRead(ctx));
 }
 
 StatusOr<KernelFn> buildConcat(const KernelContext &ctx) {
