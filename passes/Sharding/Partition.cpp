@@ -298,11 +298,9 @@ struct VocabBuilder {
                                  element);
   }
   Value splat(RankedTensorType t, double value) {
-    Type e = t.getElementType();
-    Attribute a = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, value))
-                                    : Attribute(IntegerAttr::get(e, (int64_t)value));
-    return graph::ConstantOp::create(b, loc, DenseElementsAttr::get(t, a));
+    return graph::ConstantOp::create(b, loc, graph::splatOf(t, value));
   }
+
   /// `scalar` (rank 0) broadcast to `t`.
   Value broadcast(Value scalar, RankedTensorType t) {
     return graph::BroadcastInDimOp::create(b, loc, t, scalar,

@@ -32,11 +32,8 @@ constexpr llvm::StringLiteral kMicroAttr = "dshard.micro";
 constexpr llvm::StringLiteral kPassAttr = "dshard.pass";
 
 Value splatLike(OpBuilder &b, Location loc, Type type, double v) {
-  auto t = cast<RankedTensorType>(type);
-  Type e = t.getElementType();
-  Attribute a = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, v))
-                                  : Attribute(IntegerAttr::get(e, (int64_t)v));
-  return graph::ConstantOp::create(b, loc, DenseElementsAttr::get(t, a));
+  return graph::ConstantOp::create(
+      b, loc, graph::splatOf(cast<RankedTensorType>(type), v));
 }
 
 //===----------------------------------------------------------------------===//

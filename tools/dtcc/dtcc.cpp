@@ -580,12 +580,8 @@ int runExplain() {
         var.removeInitialValueAttr();
     } else if (auto c = dyn_cast<dtcc::graph::ConstantOp>(op)) {
       if (dropMissing(c.getValue())) {
-        auto type = cast<RankedTensorType>(c.getType());
-        OpBuilder b(c);
-        Attribute zero = isa<FloatType>(type.getElementType())
-                             ? Attribute(b.getFloatAttr(type.getElementType(), 0))
-                             : Attribute(b.getIntegerAttr(type.getElementType(), 0));
-        c.setValueAttr(DenseElementsAttr::get(type, zero));
+        c.setValueAttr(
+            dtcc::graph::splatOf(cast<RankedTensorType>(c.getType()), 0.0));
       }
     }
   });

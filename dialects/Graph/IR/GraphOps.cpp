@@ -607,3 +607,9 @@ std::string dtcc::graph::layerKey(Location loc) {
   return "";
 }
 
+DenseElementsAttr dtcc::graph::splatOf(RankedTensorType type, double value) {
+  Type e = type.getElementType();
+  Attribute a = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, value))
+                                  : Attribute(IntegerAttr::get(e, (int64_t)value));
+  return DenseElementsAttr::get(type, a);
+}

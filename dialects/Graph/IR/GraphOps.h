@@ -26,6 +26,9 @@ namespace dtcc::graph {
 /// Returns an i1 tensor type with the shape of `type` (a ranked tensor).
 mlir::Type getI1TensorLike(mlir::Type type);
 
+/// `value` in every element of `type` (a float or integer tensor).
+mlir::DenseElementsAttr splatOf(mlir::RankedTensorType type, double value);
+
 /// The ONNX node name a location carries (NameLoc, possibly fused); empty
 /// when it has none.
 std::string nodeName(mlir::Location loc);
