@@ -2,6 +2,7 @@
 
 #include "planner/Cluster.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -48,6 +49,27 @@ const Figure &DeviceSpec::peak(DType dtype) const {
     return peakFp16;
   }
   return peakFp32;
+}
+
+double DeviceSpec::matmulEfficiencyAt(double m, double k, double n) const {
+  if (gemmEfficiency.empty())
+    return matmulEfficiency.value;
+  double size = std::cbrt(std::max(1.0, m) * std::max(1.0, k) *
+                          std::max(1.0, n));
+  const GemmPoint &first = gemmEfficiency.front();
+  const GemmPoint &last = gemmEfficiency.back();
+  if (size <= first.n)
+    return first.efficiency;
+  if (size >= last.n)
+    return last.efficiency;
+  for (size_t i = 1; i < gemmEfficiency.size(); ++i) {
+    const GemmPoint &lo = gemmEfficiency[i - 1], &hi = gemmEfficiency[i];
+    if (size > hi.n)
+      continue;
+    double t = std::log(size / lo.n) / std::log(hi.n / lo.n);
+    return lo.efficiency + t * (hi.efficiency - lo.efficiency);
+  }
+  return last.efficiency;
 }
 
 //===----------------------------------------------------------------------===//
@@ -147,6 +169,24 @@ Status ClusterSpec::validate() const {
   if (device.kind != "gpu" && device.kind != "cpu")
     return invalidArgument("device.kind: expected \"gpu\" or \"cpu\", got '",
                            device.kind, "'");
+  double previous = 0;
+  for (const DeviceSpec::GemmPoint &point : device.gemmEfficiency) {
+    if (!(point.n > previous))
+      return invalidArgument("device.gemmEfficiency: expected sizes "
+                             "ascending from above 0, got ",
+                             point.n, " after ", previous);
+    if (!(point.efficiency > 0 && point.efficiency <= 1))
+      return invalidArgument("device.gemmEfficiency: expected efficiencies "
+                             "in (0, 1], got ",
+                             point.efficiency, " at n = ", point.n);
+    previous = point.n;
+  }
+  for (const auto &[kernel, seconds] : device.kernelSeconds)
+    if (!(seconds.value > 0) || !std::isfinite(seconds.value))
+      return invalidArgument("device.kernels.", kernel,
+                             ": expected a positive number of seconds per "
+                             "element, got ",
+                             seconds.value);
   return Status::ok();
 }
 
@@ -433,6 +473,26 @@ Json clusterToJson(const ClusterSpec &cluster) {
     else
       setPath(root, field.path, Json(*field.integer));
   }
+  Json &device = const_cast<Json &>(*root.find("device"));
+  if (!cluster.device.gemmEfficiency.empty()) {
+    Json points = Json::array();
+    for (const DeviceSpec::GemmPoint &p : cluster.device.gemmEfficiency) {
+      Json point = Json::array();
+      point.push(p.n);
+      point.push(p.efficiency);
+      points.push(std::move(point));
+    }
+    Json curve = Json::object();
+    curve.set("points", std::move(points));
+    curve.set("source", cluster.device.gemmEfficiencySource);
+    device.set("gemmEfficiency", std::move(curve));
+  }
+  if (!cluster.device.kernelSeconds.empty()) {
+    Json kernels = Json::object();
+    for (const auto &[kernel, seconds] : cluster.device.kernelSeconds)
+      kernels.set(kernel, figureJson(seconds));
+    device.set("kernels", std::move(kernels));
+  }
   if (!cluster.calibration.isNull())
     root.set("calibration", cluster.calibration);
   return root;
@@ -440,15 +500,74 @@ Json clusterToJson(const ClusterSpec &cluster) {
 
 namespace {
 
+/// `device.gemmEfficiency`: {"points": [[n, efficiency], ...], "source"}.
+Status readGemmCurve(const Json &value, const std::string &defaultSource,
+                     DeviceSpec &device) {
+  const char *path = "device.gemmEfficiency";
+  if (!value.isObject())
+    return invalidArgument(path, ": expected {\"points\": [[n, efficiency], "
+                                 "...], \"source\": ...}, got ",
+                           Json::kindName(value.kind()));
+  device.gemmEfficiency.clear();
+  device.gemmEfficiencySource = defaultSource;
+  for (const auto &[key, member] : value.members()) {
+    if (key == "source") {
+      if (!member.isString())
+        return invalidArgument(path, ".source: expected a string, got ",
+                               Json::kindName(member.kind()));
+      device.gemmEfficiencySource = member.asString();
+      continue;
+    }
+    if (key != "points")
+      return invalidArgument(path, ": unknown field '", key,
+                             "' (expected points and source)");
+    if (!member.isArray())
+      return invalidArgument(path, ".points: expected an array, got ",
+                             Json::kindName(member.kind()));
+    for (const Json &point : member.items()) {
+      if (!point.isArray() || point.items().size() != 2 ||
+          !point.items()[0].isNumber() || !point.items()[1].isNumber())
+        return invalidArgument(path, ".points: expected [n, efficiency] "
+                                     "pairs of numbers");
+      device.gemmEfficiency.push_back(
+          {point.items()[0].asNumber(), point.items()[1].asNumber()});
+    }
+  }
+  return Status::ok();
+}
+
+/// `device.kernels`: {"gelu": figure, ...}.
+Status readKernels(const Json &value, const std::string &defaultSource,
+                   DeviceSpec &device) {
+  if (!value.isObject())
+    return invalidArgument("device.kernels: expected an object of kernel "
+                           "names, got ",
+                           Json::kindName(value.kind()));
+  device.kernelSeconds.clear();
+  for (const auto &[kernel, member] : value.members())
+    DTCC_RETURN_IF_ERROR(readFigure(member, "device.kernels." + kernel,
+                                    defaultSource,
+                                    device.kernelSeconds[kernel]));
+  return Status::ok();
+}
+
 Status readObject(const Json &object, const std::string &prefix,
                   std::vector<FieldRef> &fields, std::vector<bool> &seen,
-                  const std::string &defaultSource) {
+                  const std::string &defaultSource, ClusterSpec &cluster) {
   for (const auto &member : object.members()) {
     const std::string &key = member.first;
     const Json &value = member.second;
     std::string path = prefix.empty() ? key : prefix + "." + key;
     if (prefix.empty() && (key == "base" || key == "calibration"))
       continue;
+    if (path == "device.gemmEfficiency") {
+      DTCC_RETURN_IF_ERROR(readGemmCurve(value, defaultSource, cluster.device));
+      continue;
+    }
+    if (path == "device.kernels") {
+      DTCC_RETURN_IF_ERROR(readKernels(value, defaultSource, cluster.device));
+      continue;
+    }
     bool matched = false, isParent = false;
     for (size_t i = 0; i < fields.size(); ++i) {
       FieldRef &field = fields[i];
@@ -483,7 +602,7 @@ Status readObject(const Json &object, const std::string &prefix,
       return invalidArgument(path, ": expected an object, got ",
                              Json::kindName(value.kind()));
     DTCC_RETURN_IF_ERROR(
-        readObject(value, path, fields, seen, defaultSource));
+        readObject(value, path, fields, seen, defaultSource, cluster));
   }
   return Status::ok();
 }
@@ -509,7 +628,8 @@ StatusOr<ClusterSpec> clusterFromJson(const Json &json,
   }
   std::vector<FieldRef> fields = clusterFields(cluster);
   std::vector<bool> seen(fields.size(), false);
-  DTCC_RETURN_IF_ERROR(readObject(json, "", fields, seen, defaultSource));
+  DTCC_RETURN_IF_ERROR(
+      readObject(json, "", fields, seen, defaultSource, cluster));
   if (const Json *calibration = json.find("calibration"))
     cluster.calibration = *calibration;
   if (!fromBase) {

@@ -13,6 +13,7 @@
 #include "planner/Json.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,7 +61,28 @@ struct DeviceSpec {
   /// cuBLAS and NCCL workspaces, allocator fragmentation.
   Figure reservedBytes;
 
+  /// Matmul efficiency by size (dtcc calibrate measures it; presets leave
+  /// it empty): points (n, fraction of the fp32 peak) of n x n x n
+  /// products, ascending n. A product of m x k by k x n is read at
+  /// n' = cbrt(m k n), interpolated in log n' and clamped at the ends.
+  /// Empty: matmulEfficiency for every product.
+  struct GemmPoint {
+    double n = 0;
+    double efficiency = 0;
+  };
+  std::vector<GemmPoint> gemmEfficiency;
+  std::string gemmEfficiencySource;
+  /// Measured seconds per element of the backend's own kernels, by kernel
+  /// name as a compiled program's instructions name them ("gelu",
+  /// "layer_norm_grad"); an instruction's elements are those of its
+  /// largest operand or result. Kernels not listed fall back to the
+  /// roofline (bytes over memory bandwidth).
+  std::map<std::string, Figure> kernelSeconds;
+
   const Figure &peak(DType dtype) const;
+  /// The matmul efficiency of an m x k by k x n product: gemmEfficiency
+  /// at cbrt(m k n), or matmulEfficiency when there is no curve.
+  double matmulEfficiencyAt(double m, double k, double n) const;
   double peakFlops(DType dtype) const { return peak(dtype).value; }
 };
 

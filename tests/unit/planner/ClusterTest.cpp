@@ -70,6 +70,47 @@ TEST(Cluster, JsonRoundTripAndBaseOverride) {
             std::string::npos);
 }
 
+TEST(Cluster, MeasuredGemmCurveAndKernelRates) {
+  ClusterSpec c = clusterPreset("cpu-local").value();
+  // Without a curve every product gets the one efficiency.
+  EXPECT_DOUBLE_EQ(c.device.matmulEfficiencyAt(8, 8, 8), 0.6);
+  c.device.gemmEfficiency = {{64, 0.4}, {256, 0.8}, {1024, 0.9}};
+  c.device.gemmEfficiencySource = "measured";
+  c.device.kernelSeconds["gelu"] = {2e-9, "measured gelu"};
+  // Clamped at the ends, exact at the points, log-interpolated between.
+  EXPECT_DOUBLE_EQ(c.device.matmulEfficiencyAt(2, 2, 2), 0.4);
+  EXPECT_DOUBLE_EQ(c.device.matmulEfficiencyAt(4096, 4096, 4096), 0.9);
+  EXPECT_NEAR(c.device.matmulEfficiencyAt(256, 256, 256), 0.8, 1e-12);
+  EXPECT_NEAR(c.device.matmulEfficiencyAt(128, 128, 128), 0.6, 1e-12);
+  // 64 x 256 x 1024: cbrt = 256.
+  EXPECT_NEAR(c.device.matmulEfficiencyAt(64, 256, 1024), 0.8, 1e-12);
+
+  auto back = clusterFromJson(clusterToJson(c), "test");
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  ASSERT_EQ(back.value().device.gemmEfficiency.size(), 3u);
+  EXPECT_EQ(back.value().device.gemmEfficiency[1].n, 256);
+  EXPECT_EQ(back.value().device.gemmEfficiency[1].efficiency, 0.8);
+  EXPECT_EQ(back.value().device.gemmEfficiencySource, "measured");
+  EXPECT_EQ(back.value().device.kernelSeconds.at("gelu").value, 2e-9);
+  EXPECT_EQ(back.value().device.kernelSeconds.at("gelu").source,
+            "measured gelu");
+
+  auto unsorted = parseClusterText(
+      R"({"base": "cpu-local", "device": {"gemmEfficiency":
+          {"points": [[256, 0.8], [64, 0.4]]}}})",
+      "u.json");
+  ASSERT_FALSE(unsorted.isOk());
+  EXPECT_NE(unsorted.status().message().find("ascending"), std::string::npos)
+      << unsorted.status().message();
+  auto negative = parseClusterText(
+      R"({"base": "cpu-local", "device": {"kernels": {"add": -1}}})",
+      "n.json");
+  ASSERT_FALSE(negative.isOk());
+  EXPECT_NE(negative.status().message().find("device.kernels.add"),
+            std::string::npos)
+      << negative.status().message();
+}
+
 TEST(Model, PresetsAndJson) {
   EXPECT_NEAR(double(ModelDesc::gpt2Small().totalParams()), 124.44e6, 0.01e6);
   EXPECT_NEAR(double(ModelDesc::llama3_8b().totalParams()), 8.03e9, 0.01e9);
