@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace dtcc::planner {
 
@@ -35,10 +36,41 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+std::string measuredSource(const std::string &how,
+                           const CalibrationData &data) {
+  return strCat("measured by dtcc calibrate on ", data.host, " at ",
+                data.date, ": ", how);
+}
+
 Figure measured(double value, const std::string &how,
                 const CalibrationData &data) {
-  return Figure{value, strCat("measured by dtcc calibrate on ", data.host,
-                              " at ", data.date, ": ", how)};
+  return Figure{value, measuredSource(how, data)};
+}
+
+/// "312 us", "1.25 ms", "0.15 s": a time for people.
+std::string formatSeconds(double seconds) {
+  char buf[32];
+  if (seconds >= 0.1)
+    std::snprintf(buf, sizeof(buf), "%.3g s", seconds);
+  else if (seconds >= 1e-3)
+    std::snprintf(buf, sizeof(buf), "%.3g ms", seconds * 1e3);
+  else if (seconds >= 1e-6)
+    std::snprintf(buf, sizeof(buf), "%.3g us", seconds * 1e6);
+  else
+    std::snprintf(buf, sizeof(buf), "%.3g ns", seconds * 1e9);
+  return buf;
+}
+
+std::string formatRate(double flopsPerSecond) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GFLOP/s", flopsPerSecond / 1e9);
+  return buf;
+}
+
+/// How a sustained rate was taken (as the tool times it).
+std::string sustainedHow(double windowSeconds) {
+  return strCat("sustained (median of three windows of >= ",
+                formatSeconds(windowSeconds), ")");
 }
 
 Figure notMeasured(const Figure &base, const std::string &why) {
@@ -90,28 +122,26 @@ StatusOr<LinkFit> fitLink(const std::vector<CollectiveSample> &samples) {
   return fit;
 }
 
-const GemmSample *bestGemm(const CalibrationData &data, int threads) {
-  const GemmSample *best = nullptr;
-  for (const GemmSample &g : data.gemm)
-    if (g.threads == threads &&
-        (!best || g.flopsPerSecond > best->flopsPerSecond))
-      best = &g;
+const MatmulSample *bestMatmul(const CalibrationData &data) {
+  const MatmulSample *best = nullptr;
+  for (const MatmulSample &m : data.matmul)
+    if (!best || m.flopsPerSecond > best->flopsPerSecond)
+      best = &m;
   return best;
 }
 
-const GemmSample *gemmAt(const CalibrationData &data, int64_t n,
-                         int threads) {
-  for (const GemmSample &g : data.gemm)
-    if (g.n == n && g.threads == threads)
-      return &g;
+const MatmulSample *matmulAt(const CalibrationData &data, int64_t n) {
+  for (const MatmulSample &m : data.matmul)
+    if (m.n == n)
+      return &m;
   return nullptr;
 }
 
 StatusOr<ClusterSpec> calibratedCluster(const CalibrationData &data,
                                         ClusterSpec base) {
-  const GemmSample *peak = bestGemm(data, 1);
-  if (!peak)
-    return invalidArgument("no single-thread sgemm was measured");
+  const MatmulSample *peak = bestMatmul(data);
+  if (!peak || !(peak->flopsPerSecond > 0))
+    return invalidArgument("no matmul kernel rate was measured");
   const StreamSample *stream1 = nullptr, *streamAll = nullptr;
   for (const StreamSample &s : data.stream) {
     if (s.threads == 1 && (!stream1 || s.arrayBytes > stream1->arrayBytes))
@@ -135,9 +165,38 @@ StatusOr<ClusterSpec> calibratedCluster(const CalibrationData &data,
   c.device.name = data.cpuModel + " (1 core)";
   c.device.kind = "cpu";
 
-  std::string peakHow =
-      strCat("OpenBLAS sgemm ", peak->n, "^3, 1 thread", on,
-             ", sustained (median of 0.15 s windows), best of the sizes");
+  // The matmul kernel: its best rate is the peak, every size's rate over
+  // the peak the efficiency curve (ascending n).
+  const std::string sustained = sustainedHow(data.matmulWindowSeconds);
+  const std::string matmulKernel =
+      "dtcc's CPU matmul kernel (OpenBLAS sgemm) on f32 ";
+  std::vector<MatmulSample> curve = data.matmul;
+  std::sort(curve.begin(), curve.end(),
+            [](const MatmulSample &a, const MatmulSample &b) {
+              return a.n < b.n;
+            });
+  std::string sizes;
+  c.device.gemmEfficiency.clear();
+  for (size_t i = 0; i < curve.size(); ++i) {
+    if (i > 0 && curve[i].n == curve[i - 1].n)
+      return invalidArgument("matmul kernel: size ", curve[i].n,
+                             " measured twice");
+    if (curve[i].n <= 0 || !(curve[i].flopsPerSecond > 0))
+      return invalidArgument("matmul kernel: no rate at n = ", curve[i].n);
+    c.device.gemmEfficiency.push_back(
+        {double(curve[i].n),
+         std::min(1.0, curve[i].flopsPerSecond / peak->flopsPerSecond)});
+    sizes += strCat(i ? ", " : "", curve[i].n);
+  }
+  c.device.gemmEfficiencySource = measuredSource(
+      strCat(matmulKernel, "n x n x n products, n = ", sizes, ", 1 thread", on,
+             ", ", sustained, ", over the peak (n = ", peak->n, ": ",
+             formatRate(peak->flopsPerSecond), ")"),
+      data);
+  const std::string peakHow =
+      strCat(matmulKernel, peak->n, "x", peak->n, "x", peak->n,
+             " products, 1 thread", on, ", ", sustained,
+             ", the best of n = ", sizes);
   c.device.peakFp32 = measured(peak->flopsPerSecond, peakHow, data);
   for (Figure *f : {&c.device.peakTf32, &c.device.peakBf16,
                     &c.device.peakFp16})
@@ -145,18 +204,39 @@ StatusOr<ClusterSpec> calibratedCluster(const CalibrationData &data,
                   peakHow + " (the CPU backend computes every dtype in fp32)",
                   data);
   auto efficiencyAt = [&](int64_t n, const char *what, Figure &out) {
-    const GemmSample *g = gemmAt(data, n, 1);
-    if (!g)
+    const MatmulSample *m = matmulAt(data, n);
+    if (!m)
       return;
-    out = measured(std::min(1.0, g->flopsPerSecond / peak->flopsPerSecond),
-                   strCat("OpenBLAS sgemm ", n, "^3 over ", peak->n,
-                          "^3, 1 thread", on, " (", what, ")"),
+    out = measured(std::min(1.0, m->flopsPerSecond / peak->flopsPerSecond),
+                   strCat(matmulKernel, n, "^3 over ", peak->n, "^3, 1 thread",
+                          on, " (", what, ")"),
                    data);
   };
   efficiencyAt(256, "the size of the CPU models' matrix products",
                c.device.matmulEfficiency);
   efficiencyAt(64, "the size of per-head attention products",
                c.device.attentionEfficiency);
+
+  // Per-kernel rates: seconds per element of the largest operand or result.
+  c.device.kernelSeconds.clear();
+  const std::string kernelSustained = sustainedHow(data.kernelWindowSeconds);
+  for (const KernelSample &k : data.kernels) {
+    if (k.kernel.empty())
+      return invalidArgument("a kernel sample has no kernel name");
+    if (c.device.kernelSeconds.count(k.kernel))
+      return invalidArgument("kernel ", k.kernel, " measured twice");
+    if (k.elements <= 0 || !(k.seconds > 0) || !std::isfinite(k.seconds))
+      return invalidArgument("kernel ", k.kernel, ": expected positive "
+                             "elements and seconds, got ",
+                             k.elements, " elements in ", k.seconds, " s");
+    c.device.kernelSeconds[k.kernel] = measured(
+        k.seconds / double(k.elements),
+        strCat("dtcc's CPU ", k.kernel, " kernel on ", k.workload,
+               ", 1 thread", on, ", ", kernelSustained, ": ",
+               formatSeconds(k.seconds), " per call over ", k.elements,
+               " elements (its largest operand or result)"),
+        data);
+  }
 
   c.device.memoryBandwidth = measured(
       stream1->bytesPerSecond,
@@ -259,6 +339,26 @@ Json calibrationToJson(const CalibrationData &data) {
     gemm.push(s);
   }
   j.set("sgemm", gemm);
+  Json matmul = Json::array();
+  for (const MatmulSample &m : data.matmul) {
+    Json s = Json::object();
+    s.set("n", m.n);
+    s.set("flopsPerSecond", m.flopsPerSecond);
+    matmul.push(s);
+  }
+  j.set("matmulKernel", matmul);
+  j.set("matmulWindowSeconds", data.matmulWindowSeconds);
+  Json kernels = Json::array();
+  for (const KernelSample &k : data.kernels) {
+    Json s = Json::object();
+    s.set("kernel", k.kernel);
+    s.set("workload", k.workload);
+    s.set("elements", k.elements);
+    s.set("seconds", k.seconds);
+    kernels.push(s);
+  }
+  j.set("kernels", kernels);
+  j.set("kernelWindowSeconds", data.kernelWindowSeconds);
   Json stream = Json::array();
   for (const StreamSample &t : data.stream) {
     Json s = Json::object();

@@ -1,9 +1,10 @@
 //===- Calibration.h - a cluster spec from measurements ---------*- C++ -*-===//
 //
-// What `dtcc calibrate` measures on the machine it runs on (matrix products,
-// memory bandwidth, collectives over the runtime's communicators) and how
-// those samples become a ClusterSpec whose every figure says how it was
-// measured. The measuring itself lives in tools/dtcc-calibrate (it needs
+// What `dtcc calibrate` measures on the machine it runs on (the backend's
+// matmul kernel by size and its other kernels, memory bandwidth, collectives
+// over the runtime's communicators) and how those samples become a
+// ClusterSpec whose every figure says how it was measured. The measuring
+// itself lives in tools/dtcc-calibrate (it needs the runtime's kernels,
 // OpenBLAS and MPI); this part is plain arithmetic, unit-tested.
 //
 //===----------------------------------------------------------------------===//
@@ -18,13 +19,34 @@
 
 namespace dtcc::planner {
 
-/// OpenBLAS sgemm C(n x n) = A(n x n) B(n x n): single-thread samples are
-/// sustained rates (the median of 0.15 s windows), all-core ones the best
-/// of short rounds.
+/// OpenBLAS sgemm C(n x n) = A(n x n) B(n x n) called directly on all
+/// cores, the best of short rounds (for information: the device figures
+/// are one core's).
 struct GemmSample {
   int64_t n = 0;
   int threads = 1;
   double flopsPerSecond = 0;
+};
+
+/// The CPU backend's own `matmul` kernel (OpenBLAS sgemm behind the kernel
+/// interface, bound through the registry as a program binds it) on an f32
+/// n x n by n x n product, 1 thread, sustained: the median of windows of
+/// CalibrationData::matmulWindowSeconds.
+struct MatmulSample {
+  int64_t n = 0;
+  double flopsPerSecond = 0;
+};
+
+/// One of the backend's kernels bound through its registry on a workload
+/// shaped like the training programs' own, 1 thread, sustained: the median
+/// of windows of CalibrationData::kernelWindowSeconds.
+struct KernelSample {
+  std::string kernel;   ///< as instructions name it ("gelu")
+  std::string workload; ///< "512x512xf32 -> 512x512xf32 {approximate = none}"
+  /// Elements of the workload's largest operand or result (summed over its
+  /// calls when it has several), as the program cost model counts them.
+  int64_t elements = 0;
+  double seconds = 0; ///< per run of the workload
 };
 
 /// A STREAM-style triad a[i] = b[i] + s * c[i] over three arrays of
@@ -58,6 +80,11 @@ struct CalibrationData {
   /// and each figure is the slowest rank's.
   bool concurrent = false;
   std::vector<GemmSample> gemm;
+  /// The matmul kernel by size (ascending n); its best rate is the peak.
+  std::vector<MatmulSample> matmul;
+  double matmulWindowSeconds = 0.15;
+  std::vector<KernelSample> kernels;
+  double kernelWindowSeconds = 0.01;
   std::vector<StreamSample> stream;
   /// Seconds of one tiny (8 x 8 x 8) sgemm call: the cost of a kernel that
   /// does next to nothing.
@@ -84,18 +111,20 @@ struct LinkFit {
 /// Errors when there are no samples of either size class.
 StatusOr<LinkFit> fitLink(const std::vector<CollectiveSample> &samples);
 
-/// The best single-thread (or `threads`-thread) sgemm rate and its size.
-const GemmSample *bestGemm(const CalibrationData &data, int threads);
-/// The sample of size `n` on `threads` threads, or null.
-const GemmSample *gemmAt(const CalibrationData &data, int64_t n, int threads);
+/// The matmul kernel's best rate and its size, or null.
+const MatmulSample *bestMatmul(const CalibrationData &data);
+/// The matmul kernel's sample of size `n`, or null.
+const MatmulSample *matmulAt(const CalibrationData &data, int64_t n);
 
 /// The cluster the measurements describe, starting from `base` for what was
 /// not measured (whose sources then say so). One device is one core (the
 /// CPU backend runs one rank per core with OPENBLAS_NUM_THREADS=1):
-/// - peak FLOP/s (every dtype: the backend computes in fp32) = the best
-///   single-thread sgemm; matmul efficiency = sgemm at n = 256 over it (the
-///   size of the CPU models' products); attention efficiency = sgemm at
-///   n = 64 over it (per-head products);
+/// - peak FLOP/s (every dtype: the backend computes in fp32) = the matmul
+///   kernel's best rate; gemmEfficiency = every size's rate over it;
+///   matmul efficiency = its n = 256 point (the size of the CPU models'
+///   products); attention efficiency = its n = 64 point (per-head
+///   products);
+/// - kernelSeconds = each kernel sample's seconds over its elements;
 /// - memory bandwidth = the single-thread triad on arrays larger than the
 ///   caches, efficiency 1 (the figure is already achieved bandwidth);
 /// - kernel overhead = the tiny sgemm's time; memory = MemTotal / cores;

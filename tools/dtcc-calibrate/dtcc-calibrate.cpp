@@ -1,16 +1,20 @@
 //===- dtcc-calibrate.cpp - measure this machine for the planner ----------===//
 //
-// `dtcc calibrate` (dtcc execs this tool): times OpenBLAS sgemm, a STREAM
-// triad and, under a launcher with N ranks, all-reduce and all-gather over
-// the runtime's communicators, then writes a planner cluster file
-// (planner/Calibration.h) whose every figure says how it was measured. A
-// separate executable so that the compiler links neither MPI nor OpenBLAS.
+// `dtcc calibrate` (dtcc execs this tool): times the CPU backend's own
+// kernels (matmul by size, and every other kernel of the training programs,
+// KernelBench.h), a STREAM triad and, under a launcher with N ranks,
+// all-reduce and all-gather over the runtime's communicators, then writes a
+// planner cluster file (planner/Calibration.h) whose every figure says how
+// it was measured. A separate executable so that the compiler links neither
+// MPI, OpenBLAS nor the runtime's kernels.
 //
 //===----------------------------------------------------------------------===//
 
 #include "planner/Calibration.h"
 #include "runtime/base/Format.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/Kernel.h"
+#include "tools/dtcc-calibrate/KernelBench.h"
 
 #include <cblas.h>
 #include <unistd.h>
@@ -44,7 +48,13 @@ const char *kUsage = R"(usage: dtcc calibrate [-o cluster.json] [--base PRESET|F
 
 Measures the machine it runs on and writes a cluster file for `dtcc plan
 --cluster FILE` and `dtcc compile --cluster FILE`:
-  - matrix products: OpenBLAS sgemm at n = 64..1024, 1 thread and all cores
+  - matrix products: dtcc's matmul kernel (OpenBLAS sgemm) on n x n x n f32
+    products, n = 32..1024, 1 thread: the peak (the best size) and the
+    efficiency by size (device.gemmEfficiency); OpenBLAS on all cores
+  - kernels: every other kernel of dtcc's training programs (gelu, softmax,
+    layer_norm, adamw, cast, ...; no collectives) bound as a program binds
+    it, on 2^18 f32 elements shaped like the programs' operands, 1 thread:
+    seconds per element of its largest operand or result (device.kernels)
   - memory bandwidth: a STREAM triad, 1 thread and all cores
   - under mpirun/srun/torchrun with N ranks: all-reduce and all-gather bus
     bandwidth and latency over the runtime's communicators (8 B to 16 MiB);
@@ -99,13 +109,10 @@ double memTotalBytes() {
   return 0;
 }
 
-/// FLOP/s of sgemm n^3 on the current OpenBLAS thread count: the median
-/// of three windows of at least 0.15 s each, so that what a training run
-/// shares with other work (cores that are hyperthreads or time-shared by a
-/// hypervisor, caches, memory, other tenants) is in the figure as it is in
-/// the run. `sustained` = false takes the best of five short rounds
-/// instead (the all-core figures, for information).
-double timeGemm(int64_t n, bool sustained) {
+/// FLOP/s of OpenBLAS sgemm n^3 on the current thread count, the best of
+/// five short rounds (the all-core figures, for information; the device's
+/// figures time dtcc's matmul kernel, sustained: KernelBench.h).
+double timeGemm(int64_t n) {
   std::vector<float> a(n * n), b(n * n), c(n * n);
   for (int64_t i = 0; i < n * n; ++i) {
     a[i] = float(i % 7) * 0.1f;
@@ -118,22 +125,15 @@ double timeGemm(int64_t n, bool sustained) {
                 c.data(), int(n));
   };
   gemm(); // warm-up: pages, thread pool
-  std::vector<double> rates;
-  const int rounds = sustained ? 3 : 5;
-  const double window = sustained ? 0.15 : 0.0;
+  double best = 0;
   int reps = int(std::max(1.0, std::ceil(0.2e9 / flops)));
-  for (int round = 0; round < rounds; ++round) {
+  for (int round = 0; round < 5; ++round) {
     auto t0 = Clock::now();
-    int64_t done = 0;
-    do {
-      for (int r = 0; r < reps; ++r)
-        gemm();
-      done += reps;
-    } while (seconds(t0, Clock::now()) < window);
-    rates.push_back(flops * double(done) / seconds(t0, Clock::now()));
+    for (int r = 0; r < reps; ++r)
+      gemm();
+    best = std::max(best, flops * reps / seconds(t0, Clock::now()));
   }
-  std::sort(rates.begin(), rates.end());
-  return sustained ? rates[rates.size() / 2] : rates.back();
+  return best;
 }
 
 double timeCallOverhead() {
@@ -213,16 +213,72 @@ Status reduceAcross(runtime::Communicator *comm, double &value,
   return comm->allReduce(&value, &value, 1, runtime::DType::kF64, kind);
 }
 
+/// Element-wise over the ranks, once for a whole list (ranks then time
+/// their lists side by side, no rank waiting, and so spinning, in a
+/// collective while the others still time a kernel).
+Status reduceAcross(runtime::Communicator *comm, std::vector<double> &values,
+                    ReduceKind kind) {
+  if (!comm || comm->size() < 2 || values.empty())
+    return Status::ok();
+  return comm->allReduce(values.data(), values.data(), int64_t(values.size()),
+                         runtime::DType::kF64, kind);
+}
+
+/// The matmul kernel on n x n x n products, bound through the registry as
+/// a program's instruction is (so whatever the kernel adds around sgemm is
+/// in the figure), slowest rank.
+Status measureMatmulKernel(CalibrationData &data,
+                           const runtime::KernelRegistry &registry,
+                           runtime::Communicator *comm) {
+  const std::vector<int64_t> sizes = {32, 64, 128, 256, 512, 1024};
+  std::vector<double> rates;
+  for (int64_t n : sizes) {
+    DTCC_ASSIGN_OR_RETURN(
+        auto bound, calibrate::BoundKernelCase::bind(calibrate::matmulCase(n),
+                                                     registry));
+    DTCC_ASSIGN_OR_RETURN(double seconds,
+                          calibrate::timeSustained([&] { return bound->run(); },
+                                                   data.matmulWindowSeconds));
+    rates.push_back(2.0 * double(n) * double(n) * double(n) / seconds);
+  }
+  DTCC_RETURN_IF_ERROR(reduceAcross(comm, rates, ReduceKind::kMin));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    data.matmul.push_back({sizes[i], rates[i]});
+  return Status::ok();
+}
+
+/// Every kernel of calibrate's list (KernelBench.h), one at a time (each
+/// bound on fresh buffers, freed before the next), slowest rank.
+Status measureKernels(CalibrationData &data,
+                      const runtime::KernelRegistry &registry,
+                      runtime::Communicator *comm) {
+  const std::vector<calibrate::KernelCase> cases =
+      calibrate::kernelBenchCases();
+  std::vector<double> seconds;
+  for (const calibrate::KernelCase &kase : cases) {
+    DTCC_ASSIGN_OR_RETURN(auto bound,
+                          calibrate::BoundKernelCase::bind(kase, registry));
+    DTCC_ASSIGN_OR_RETURN(double s,
+                          calibrate::timeSustained([&] { return bound->run(); },
+                                                   data.kernelWindowSeconds));
+    seconds.push_back(s);
+  }
+  DTCC_RETURN_IF_ERROR(reduceAcross(comm, seconds, ReduceKind::kMax));
+  for (size_t i = 0; i < cases.size(); ++i)
+    data.kernels.push_back({cases[i].kernel, cases[i].workload(),
+                            cases[i].elements(), seconds[i]});
+  return Status::ok();
+}
+
 Status measureDevice(CalibrationData &data, runtime::Communicator *comm,
                      bool allCores) {
   if (comm)
     DTCC_RETURN_IF_ERROR(comm->barrier());
   openblas_set_num_threads(1);
-  for (int64_t n : {64, 128, 256, 512, 1024}) {
-    double f = timeGemm(n, /*sustained=*/true);
-    DTCC_RETURN_IF_ERROR(reduceAcross(comm, f, ReduceKind::kMin));
-    data.gemm.push_back({n, 1, f});
-  }
+  runtime::KernelRegistry registry;
+  runtime::registerCpuKernels(registry);
+  DTCC_RETURN_IF_ERROR(measureMatmulKernel(data, registry, comm));
+  DTCC_RETURN_IF_ERROR(measureKernels(data, registry, comm));
   double overhead = timeCallOverhead();
   DTCC_RETURN_IF_ERROR(reduceAcross(comm, overhead, ReduceKind::kMax));
   data.callOverheadSeconds = overhead;
@@ -236,7 +292,7 @@ Status measureDevice(CalibrationData &data, runtime::Communicator *comm,
   openblas_set_num_threads(int(data.cores));
   int threads = openblas_get_num_threads();
   for (int64_t n : {256, 1024})
-    data.gemm.push_back({n, threads, timeGemm(n, /*sustained=*/false)});
+    data.gemm.push_back({n, threads, timeGemm(n)});
   openblas_set_num_threads(1);
   data.stream.push_back({int(data.cores), int64_t(64) << 20,
                          timeTriad(int64_t(64) << 20, int(data.cores))});
@@ -394,11 +450,14 @@ int main(int argc, char **argv) {
   // A summary for people on stderr (stdout may be the file).
   const ClusterSpec &c = cluster.value();
   std::fprintf(stderr,
-               "dtcc calibrate: %s, %lld cores; sgemm %.1f GFLOP/s per core "
-               "(n=256: %.0f%%); triad %.1f GB/s per core",
+               "dtcc calibrate: %s, %lld cores; matmul %.1f GFLOP/s per core "
+               "(of it at n=32: %.0f%%, n=256: %.0f%%); %zu kernels; triad "
+               "%.1f GB/s per core",
                data.cpuModel.c_str(), (long long)data.cores,
                c.device.peakFp32.value / 1e9,
-               100 * c.device.matmulEfficiency.value,
+               100 * c.device.matmulEfficiencyAt(32, 32, 32),
+               100 * c.device.matmulEfficiencyAt(256, 256, 256),
+               c.device.kernelSeconds.size(),
                c.device.memoryBandwidth.value / 1e9);
   if (data.concurrent)
     std::fprintf(stderr, " (%lld ranks at once)", (long long)data.ranks);
