@@ -20,40 +20,12 @@ namespace dtcc::shard {
 using namespace mlir;
 using namespace dtcc;
 using namespace dtcc::shard;
-using graph::ShardingRule;
 
 namespace {
 
 ShardingAttr replicatedFor(Value v) {
   return ShardingAttr::replicated(
       v.getContext(), cast<RankedTensorType>(v.getType()).getRank());
-}
-
-ShardingAttr withPartial(ShardingAttr s, ArrayRef<StringAttr> partial) {
-  return ShardingAttr::get(s.getContext(), s.getDims(), partial);
-}
-
-/// Which operands `op` is linear in, and how: a partial sum may pass
-/// through when every partial operand is one the op is linear in and the
-/// pattern holds (add/sub: all operands equally partial; mul, matmul: one
-/// operand partial; div: the numerator).
-bool partialPassesThrough(Operation *op, ArrayRef<bool> partialOperands) {
-  int count = llvm::count(partialOperands, true);
-  if (count == 0)
-    return false;
-  if (isa<graph::AddOp, graph::SubOp>(op))
-    return count == (int)partialOperands.size();
-  if (isa<graph::MulOp, graph::MatmulOp>(op))
-    return count == 1;
-  if (isa<graph::DivOp>(op))
-    return count == 1 && partialOperands[0];
-  if (isa<graph::NegOp, graph::ReshapeOp, graph::TransposeOp,
-          graph::BroadcastInDimOp, graph::ReduceSumOp>(op))
-    return true;
-  if (auto c = dyn_cast<graph::CastOp>(op))
-    return isa<FloatType>(getElementTypeOrSelf(c.getType())) &&
-           isa<FloatType>(getElementTypeOrSelf(c.getOperand().getType()));
-  return false;
 }
 
 struct ShardPropagatePass
@@ -234,103 +206,22 @@ private:
       return op->emitOpError("has no sharding rule: it cannot be placed on "
                              "the mesh ")
              << mesh_;
-    ShardingRule rule = shardable.getShardingRule();
-
-    SmallVector<ShardingAttr> known;
-    SmallVector<bool> weak, partial;
-    SmallVector<StringAttr> partialAxes;
-    bool samePartial = true;
+    SmallVector<ShardingAttr> operands;
+    SmallVector<bool> weak, soleReader;
     for (Value v : op->getOperands()) {
       ShardingAttr s = getSharding(v);
       if (!s)
         return op->emitOpError("operand has no sharding (internal error)");
-      known.push_back(s.withoutPartial());
+      operands.push_back(s);
       weak.push_back(isZeroStorage(v));
-      partial.push_back(s.isPartial());
-      if (s.isPartial()) {
-        if (!partialAxes.empty() &&
-            ArrayRef<StringAttr>(partialAxes) != s.getPartial())
-          samePartial = false;
-        if (partialAxes.empty() || !isa<graph::AddOp, graph::SubOp>(op)) {
-          partialAxes.assign(s.getPartial().begin(), s.getPartial().end());
-        } else {
-          // A sum of values partial over different axes stays partial over
-          // the axes they share; the others are resolved first.
-          llvm::erase_if(partialAxes, [&](StringAttr a) {
-            return !llvm::is_contained(s.getPartial(), a);
-          });
-          samePartial = !partialAxes.empty();
-        }
-      }
+      soleReader.push_back(llvm::all_of(v.getUsers(),
+                                        [&](Operation *u) { return u == op; }));
     }
-    // A ZeRO split is storage, not a layout to compute in: an op reading
-    // only a ZeRO-split parameter (a bias broadcast) gathers it first
-    // rather than spreading the split to activations.
-    if (op->getNumOperands() == 1 && weak[0])
-      known[0] = ShardingAttr::replicated(op->getContext(), known[0].getDims().size());
-    FactorAxes axes;
-    assignFactors(rule, known, mesh_, axes, weak,
-                  StringAttr::get(op->getContext(), "dp"));
-    // Special factors (a vocabulary split) need their op's distributed form,
-    // which only tensor parallelism asks for: keep them whole.
-    // A split max or min would leave a partial max: keep those whole too.
-    // Special factors (a vocabulary) split only where the partitioner has
-    // the op's vocab-parallel form, over one axis.
-    bool vocabParallel = isa<graph::GatherOp, graph::ScatterAddOp,
-                             graph::CrossEntropyOp, graph::CrossEntropyGradOp>(op);
-    SmallVector<StringAttr> vocabAxes;
-    for (auto [f, factor] : llvm::enumerate(rule.factors)) {
-      if (factor.kind == ShardingRule::Kind::kSpecial && vocabParallel &&
-          axes.axes[f].size() == 1 && axes.groups[f] == 1) {
-        vocabAxes.append(axes.axes[f].begin(), axes.axes[f].end());
-        continue;
-      }
-      if (factor.kind == ShardingRule::Kind::kSpecial ||
-          (factor.kind == ShardingRule::Kind::kReduction &&
-           factor.reduction != "sum"))
-        axes.clear(f);
-    }
-
-    // Only a partial sum no other op reads passes through: another reader
-    // needs it whole anyway, and resolving it once at its source beats
-    // resolving each value derived from it.
-    bool soleReader = llvm::all_of(op->getOperands(), [&](Value v) {
-      return !getSharding(v).isPartial() ||
-             llvm::all_of(v.getUsers(), [&](Operation *u) { return u == op; });
-    });
-    bool passPartial =
-        samePartial && soleReader && partialPassesThrough(op, partial);
-    if (passPartial)
-      for (StringAttr a : partialAxes)
-        if (axes.uses(a))
-          passPartial = false;
-
-    MLIRContext *ctx = op->getContext();
-    for (auto [i, t] : llvm::enumerate(rule.operands)) {
-      ShardingAttr s = project(rule, t, axes, /*isResult=*/false, ctx);
-      if (passPartial && partial[i])
-        s = withPartial(s, partialAxes);
-      ins.push_back(s);
-    }
-    for (auto &t : rule.results) {
-      ShardingAttr s = project(rule, t, axes, /*isResult=*/true, ctx);
-      // A lookup in a split table: each rank has the rows it owns, zeros
-      // elsewhere, so the sum over the axis is the lookup.
-      if (isa<graph::GatherOp>(op) && !vocabAxes.empty())
-        s = withPartial(s, vocabAxes);
-      if (passPartial) {
-        SmallVector<StringAttr> all(s.getPartial().begin(), s.getPartial().end());
-        for (StringAttr a : partialAxes)
-          if (!llvm::is_contained(all, a))
-            all.push_back(a);
-        s = withPartial(s, all);
-      }
-      outs.push_back(s);
-    }
-    if (ins.size() != op->getNumOperands() || outs.size() != op->getNumResults())
-      return op->emitOpError("sharding rule does not match the op's operands "
-                             "and results (internal error)");
-    record(op, ins, outs);
+    FailureOr<OpShardings> result =
+        propagateOp(shardable, operands, weak, soleReader, mesh_);
+    if (failed(result))
+      return failure();
+    record(op, result->ins, result->outs);
     return success();
   }
 

@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 
 using namespace mlir;
 using namespace dtcc::graph;
@@ -139,6 +140,127 @@ ShardingAttr project(const ShardingRule &rule,
           rule.factors[f].kind == ShardingRule::Kind::kReduction)
         partial.append(list.begin(), list.end());
   return ShardingAttr::get(ctx, dims, partial);
+}
+
+static ShardingAttr withPartial(ShardingAttr s, ArrayRef<StringAttr> partial) {
+  return ShardingAttr::get(s.getContext(), s.getDims(), partial);
+}
+
+bool partialPassesThrough(Operation *op, ArrayRef<bool> partialOperands) {
+  int count = llvm::count(partialOperands, true);
+  if (count == 0)
+    return false;
+  if (isa<AddOp, SubOp>(op))
+    return count == (int)partialOperands.size();
+  if (isa<MulOp, MatmulOp>(op))
+    return count == 1;
+  if (isa<DivOp>(op))
+    return count == 1 && partialOperands[0];
+  if (isa<NegOp, ReshapeOp, TransposeOp, BroadcastInDimOp, ReduceSumOp>(op))
+    return true;
+  if (auto c = dyn_cast<CastOp>(op))
+    return isa<FloatType>(getElementTypeOrSelf(c.getType())) &&
+           isa<FloatType>(getElementTypeOrSelf(c.getOperand().getType()));
+  return false;
+}
+
+FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
+                                   ArrayRef<ShardingAttr> operands,
+                                   ArrayRef<bool> zeroStorage,
+                                   ArrayRef<bool> soleReader, MeshAttr mesh) {
+  Operation *op = shardable.getOperation();
+  MLIRContext *ctx = op->getContext();
+  ShardingRule rule = shardable.getShardingRule();
+
+  SmallVector<ShardingAttr> known;
+  SmallVector<bool> weak, partial;
+  SmallVector<StringAttr> partialAxes;
+  bool samePartial = true;
+  for (auto [i, s] : llvm::enumerate(operands)) {
+    known.push_back(s.withoutPartial());
+    weak.push_back(i < zeroStorage.size() && zeroStorage[i]);
+    partial.push_back(s.isPartial());
+    if (s.isPartial()) {
+      if (!partialAxes.empty() &&
+          ArrayRef<StringAttr>(partialAxes) != s.getPartial())
+        samePartial = false;
+      if (partialAxes.empty() || !isa<AddOp, SubOp>(op)) {
+        partialAxes.assign(s.getPartial().begin(), s.getPartial().end());
+      } else {
+        // A sum of values partial over different axes stays partial over
+        // the axes they share; the others are resolved first.
+        llvm::erase_if(partialAxes, [&](StringAttr a) {
+          return !llvm::is_contained(s.getPartial(), a);
+        });
+        samePartial = !partialAxes.empty();
+      }
+    }
+  }
+  // A ZeRO split is storage, not a layout to compute in: an op reading
+  // only a ZeRO-split parameter (a bias broadcast) gathers it first
+  // rather than spreading the split to activations.
+  if (operands.size() == 1 && weak[0])
+    known[0] = ShardingAttr::replicated(ctx, known[0].getDims().size());
+  OpShardings out;
+  FactorAxes &axes = out.axes;
+  assignFactors(rule, known, mesh, axes, weak, StringAttr::get(ctx, "dp"));
+  // Special factors (a vocabulary) split only where the partitioner has
+  // the op's vocab-parallel form, over one axis. A split max or min would
+  // leave a partial max: keep those whole too.
+  bool vocabParallel =
+      isa<GatherOp, ScatterAddOp, CrossEntropyOp, CrossEntropyGradOp>(op);
+  SmallVector<StringAttr> vocabAxes;
+  for (auto [f, factor] : llvm::enumerate(rule.factors)) {
+    if (factor.kind == ShardingRule::Kind::kSpecial && vocabParallel &&
+        axes.axes[f].size() == 1 && axes.groups[f] == 1) {
+      vocabAxes.append(axes.axes[f].begin(), axes.axes[f].end());
+      continue;
+    }
+    if (factor.kind == ShardingRule::Kind::kSpecial ||
+        (factor.kind == ShardingRule::Kind::kReduction &&
+         factor.reduction != "sum"))
+      axes.clear(f);
+  }
+
+  // Only a partial sum no other op reads passes through: another reader
+  // needs it whole anyway, and resolving it once at its source beats
+  // resolving each value derived from it.
+  bool sole = true;
+  for (auto [i, s] : llvm::enumerate(operands))
+    if (s.isPartial() && !(i < soleReader.size() && soleReader[i]))
+      sole = false;
+  bool passPartial = samePartial && sole && partialPassesThrough(op, partial);
+  if (passPartial)
+    for (StringAttr a : partialAxes)
+      if (axes.uses(a))
+        passPartial = false;
+
+  for (auto [i, t] : llvm::enumerate(rule.operands)) {
+    ShardingAttr s = project(rule, t, axes, /*isResult=*/false, ctx);
+    if (passPartial && i < partial.size() && partial[i])
+      s = withPartial(s, partialAxes);
+    out.ins.push_back(s);
+  }
+  for (auto &t : rule.results) {
+    ShardingAttr s = project(rule, t, axes, /*isResult=*/true, ctx);
+    // A lookup in a split table: each rank has the rows it owns, zeros
+    // elsewhere, so the sum over the axis is the lookup.
+    if (isa<GatherOp>(op) && !vocabAxes.empty())
+      s = withPartial(s, vocabAxes);
+    if (passPartial) {
+      SmallVector<StringAttr> all(s.getPartial().begin(), s.getPartial().end());
+      for (StringAttr a : partialAxes)
+        if (!llvm::is_contained(all, a))
+          all.push_back(a);
+      s = withPartial(s, all);
+    }
+    out.outs.push_back(s);
+  }
+  if (out.ins.size() != op->getNumOperands() ||
+      out.outs.size() != op->getNumResults())
+    return op->emitOpError("sharding rule does not match the op's operands "
+                           "and results (internal error)");
+  return out;
 }
 
 FailureOr<MeshAttr> parseMesh(StringRef spec, MLIRContext *ctx,

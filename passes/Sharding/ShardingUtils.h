@@ -64,6 +64,35 @@ ShardingAttr project(const graph::ShardingRule &rule,
                      const FactorAxes &axes, bool isResult,
                      mlir::MLIRContext *ctx);
 
+/// What propagation records for one op: the sharding each operand is
+/// required in, each result's, and the axes its factors took.
+struct OpShardings {
+  llvm::SmallVector<ShardingAttr> ins, outs;
+  FactorAxes axes;
+};
+
+/// Propagation's step for one op (dtcc-shard-propagate): its factors take
+/// the axes of `operands` (the shardings its operands arrive in), its
+/// operands are required in the projections and its results get them,
+/// partial where a split reduction factor or a partial sum passing through
+/// makes them so. `zeroStorage` marks operands that are ZeRO-split
+/// parameters (their dp split yields), `soleReader` operands whose every
+/// user is `op` (only those pass a partial sum on). Fails with an error at
+/// the op when its rule does not match it.
+mlir::FailureOr<OpShardings> propagateOp(graph::ShardableOpInterface op,
+                                         llvm::ArrayRef<ShardingAttr> operands,
+                                         llvm::ArrayRef<bool> zeroStorage,
+                                         llvm::ArrayRef<bool> soleReader,
+                                         MeshAttr mesh);
+
+/// Whether a partial sum passes through `op` when the operands marked in
+/// `partialOperands` are partial: ops linear in them (add and sub of
+/// equally partial values, mul and matmul with one partial operand, div of
+/// a partial numerator, neg, reshapes, transposes, broadcasts, reduce_sum,
+/// float casts).
+bool partialPassesThrough(mlir::Operation *op,
+                          llvm::ArrayRef<bool> partialOperands);
+
 /// Parses "dp=2,pp=1,tp=4" into a mesh; the error names the bad entry.
 mlir::FailureOr<MeshAttr> parseMesh(llvm::StringRef spec,
                                     mlir::MLIRContext *ctx, std::string &error);
