@@ -370,6 +370,15 @@ struct ShardAnnotatePass
         } else if (auto s = addSplit(
                        paramSharding(module, op),
                        cast<RankedTensorType>(grad.getType()), dp, dpSize, mesh_)) {
+          // A layout search's constraint on the gradient (its parameter's
+          // layout) takes the dp split for all its users, as a new one
+          // would: a second constraint after it would all-reduce and slice
+          // where one reduce-scatter does.
+          if (auto c = grad.getDefiningOp<ConstraintOp>();
+              c && c.getSharding() == paramSharding(module, op)) {
+            c.setShardingAttr(s);
+            continue;
+          }
           OpBuilder b(op);
           b.setInsertionPointAfterValue(grad);
           auto c = ConstraintOp::create(b, op->getLoc(), grad, s);

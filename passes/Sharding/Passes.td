@@ -50,6 +50,96 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 
+def ShardSearchLayouts : Pass<"dtcc-shard-search-layouts", "mlir::ModuleOp"> {
+  let summary = "Chooses every op's tensor-parallel sharding by an ILP (CBC)";
+  let description = [{
+    A planning pass for models that are not standard transformers: runs
+    after dtcc-graph-optimizer and before dtcc-shard-annotate, for a mesh
+    with `tp` > 1, and decides for every op of the training step
+    (`@train_step`, and `@apply_step` with micro-batches) which factor of
+    its sharding rule (ShardableOpInterface) the `tp` axis splits, or none,
+    by solving one 0-1 integer program with CBC (Alpa's intra-op pass).
+
+    The program: each op picks one strategy, each a factor taking `tp` on
+    top of the data-parallel layout propagation gives it (the batch over
+    `dp`), or a partial sum passed on where propagation passes one (ops
+    linear in their partial operand, read by nothing else). Every variable
+    picks one layout (whole, or `tp` on one dimension it divides); its
+    loads yield it and its stores require it, and a parameter's optimizer
+    state and gradient accumulator share it. Costs, in seconds from the
+    device figures: a matmul's multiply-adds at `flops`; each reshard
+    between a value's layout and what a user requires, as
+    dtcc-shard-partition will do it: a partial sum is reduce-scattered onto
+    a dimension the user splits, else all-reduced; axes the user does not
+    want are all-gathered; added axes are free slices; ring costs
+    (all-reduce 2(n-1)/n of the bytes in 2(n-1) steps, all-gather and
+    reduce-scatter (n-1)/n in n-1 steps, `latency` per step, `bandwidth`
+    bytes/s), paid once per value and target layout (the partitioner
+    reuses a reshard); the vocab-parallel cross-entropy's own all-reduces.
+    Ops of `@train_step` count once per micro-batch.
+
+    An op runs the strategy propagation derives from its operands; the
+    program holds that as rules, except that with `constraints` an op may
+    take any strategy that propagation reproduces from its own required
+    layouts, and its operands are then resharded into them by a
+    `dshard.constraint` (a fixed point of propagation). What is decided is
+    written as attributes only: every searched variable's
+    `dshard.sharding` (replicated for whole: dtcc-shard-annotate keeps it
+    and adds the batch and ZeRO splits) and the constraints, so
+    dtcc-shard-propagate and dtcc-shard-partition then build exactly the
+    program that was priced.
+
+    When CBC finds no assignment within `time-limit` seconds the module is
+    left unchanged (dtcc-shard-annotate's Megatron-style layouts apply)
+    with a warning. `remarks` explains each layout, each constraint and the
+    modelled step.
+
+    Not modelled: ZeRO (layouts are chosen for stage 0), the time of ops
+    other than matrix products, and a partial sum resharded to several
+    layouts (priced as separate reshards; the partitioner slices the
+    all-reduced one).
+
+    Example (`mesh=tp=2`): a 2-layer MLP with wide hidden layers, whose
+    layers the search splits Megatron-style:
+    ```mlir
+    dgraph.variable @fc1 : tensor<64x256xf32> = ...
+    dgraph.variable @fc2 : tensor<256x64xf32> = ...
+    ```
+    becomes
+    ```mlir
+    dgraph.variable @fc1 ... {dshard.sharding = #dshard.sharding<[{}, {tp} ]>, ...}
+    dgraph.variable @fc2 ... {dshard.sharding = #dshard.sharding<[{tp}, {} ]>, ...}
+    ```
+    and a layer too small to gain from a split stays whole
+    (`#dshard.sharding<[{}, {} ]>`), where an activation's layout differs
+    from what propagation would give it:
+    ```mlir
+    %c = dshard.constraint %x, #dshard.sharding<[{tp}, {} ]> : tensor<32x64xf32>
+    ```
+
+    Errors: a mesh that does not parse or has axes other than dp and tp, a
+    module already placed on a mesh, no `@train_step`, pipeline stages,
+    figures that are not positive, an op without a sharding rule.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"", "The mesh, e.g. dp=2,tp=2">,
+    Option<"flops", "flops", "double", "1e11",
+           "Sustained FLOP/s of matrix products">,
+    Option<"bandwidth", "bandwidth", "double", "1e9",
+           "Bus bandwidth of a collective's ring, bytes/s">,
+    Option<"latency", "latency", "double", "20e-6",
+           "Seconds per ring step of a collective">,
+    Option<"timeLimit", "time-limit", "double", "30",
+           "CBC's time limit, seconds">,
+    Option<"constraints", "constraints", "bool", "true",
+           "Allow dshard.constraint ops on activations (false: variables' "
+           "layouts only)">,
+    Option<"remarks", "remarks", "bool", "false",
+           "Explain the decisions with remarks">,
+  ];
+  let dependentDialects = ["dtcc::shard::ShardDialect"];
+}
+
 def ShardPropagate : Pass<"dtcc-shard-propagate", "mlir::ModuleOp"> {
   let summary = "Chooses every op's sharding from its rule";
   let description = [{

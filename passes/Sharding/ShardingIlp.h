@@ -1,0 +1,119 @@
+//===- ShardingIlp.h - the per-op sharding choice as an ILP -----*- C++ -*-===//
+//
+// Plain C++ (no MLIR): the cost model of collectives and the assignment
+// problem dtcc-shard-search-layouts solves with CBC. Each node (an op, or a
+// variable with its loads and stores) picks one choice; each value a node
+// makes is left in a state by that choice, and each use of it needs it in a
+// state; bringing a value from one state to another costs a reshard, paid
+// once per value and target however many uses need it (the partitioner
+// reuses a reshard).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_PASSES_SHARDING_SHARDINGILP_H
+#define DTCC_PASSES_SHARDING_SHARDINGILP_H
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtcc::shard {
+
+/// The figures a step is priced with: matrix products at a sustained rate,
+/// collectives over a ring (nccl-tests' bus-bandwidth formulas) with a
+/// latency per ring step.
+struct CollectiveCostModel {
+  double flops = 1e11;        ///< sustained FLOP/s of matrix products
+  double busBandwidth = 1e9;  ///< bytes/s a rank sends in a ring
+  double latency = 20e-6;     ///< seconds per ring step
+
+  /// Seconds for `flops` floating-point operations.
+  double compute(double flops) const;
+  /// A ring all-reduce of `bytes` over `n` ranks: each sends 2(n-1)/n of
+  /// the bytes in 2(n-1) steps.
+  double allReduce(double bytes, int64_t n) const;
+  /// A ring all-gather whose result has `bytes`: (n-1)/n of them in n-1
+  /// steps.
+  double allGather(double bytes, int64_t n) const;
+  /// A ring reduce-scatter whose input has `bytes`: (n-1)/n of them in n-1
+  /// steps.
+  double reduceScatter(double bytes, int64_t n) const;
+};
+
+/// Nodes pick one choice each, minimizing the sum of their choices' costs
+/// and of the reshards the choices imply. Costs are seconds.
+class ShardingProblem {
+public:
+  static constexpr double kForbidden = std::numeric_limits<double>::infinity();
+
+  /// A node with one cost per choice; returns its id.
+  int addNode(std::string name, std::vector<double> costs);
+  /// A value made by `node`: its choice c leaves the value in state
+  /// `stateOf[c]`. `transitions[s][t]` is the cost of bringing it from
+  /// state s to state t (kForbidden where no reshard can); the diagonal is
+  /// ignored. Returns the value's id.
+  int addValue(int node, std::vector<int> stateOf,
+               std::vector<std::vector<double>> transitions);
+  /// A use of `value` by `node`, whose choice c needs the value in state
+  /// `needs[c]`.
+  void addUse(int value, int node, std::vector<int> needs);
+  /// When every listed value is in its listed state, `node` picks one of
+  /// `allowed` (what a deterministic pass would make of those inputs).
+  void addRule(std::vector<std::pair<int, int>> when, int node,
+               std::vector<int> allowed);
+
+  int numNodes() const { return (int)nodes_.size(); }
+  int numChoices(int node) const { return (int)nodes_[node].costs.size(); }
+  const std::string &nodeName(int node) const { return nodes_[node].name; }
+
+  /// The cost of an assignment (one choice per node): kForbidden when it
+  /// needs a forbidden reshard or breaks a rule.
+  double cost(const std::vector<int> &choice) const;
+
+  struct Solution {
+    std::vector<int> choice;
+    double cost = kForbidden;
+    /// Proven optimal (not stopped by the time limit).
+    bool optimal = false;
+    double solveSeconds = 0;
+    int64_t columns = 0, rows = 0;
+  };
+
+  /// Solves the problem as a 0-1 ILP with CBC within `timeLimit` seconds.
+  /// Fails (with `error`) when CBC finds no feasible assignment in time.
+  std::optional<Solution> solve(double timeLimit, std::string &error) const;
+
+  /// Tries every assignment (for tests: the choices' counts multiply).
+  Solution bruteForce() const;
+
+private:
+  struct Node {
+    std::string name;
+    std::vector<double> costs;
+  };
+  struct Value {
+    int node;
+    std::vector<int> stateOf;
+    std::vector<std::vector<double>> transitions;
+  };
+  struct Use {
+    int value, node;
+    std::vector<int> needs;
+  };
+  struct Rule {
+    std::vector<std::pair<int, int>> when;
+    int node;
+    std::vector<int> allowed;
+  };
+  std::vector<Node> nodes_;
+  std::vector<Value> values_;
+  std::vector<Use> uses_;
+  std::vector<Rule> rules_;
+};
+
+} // namespace dtcc::shard
+
+#endif // DTCC_PASSES_SHARDING_SHARDINGILP_H
