@@ -53,8 +53,9 @@ Measures the machine it runs on and writes a cluster file for `dtcc plan
     efficiency by size (device.gemmEfficiency); OpenBLAS on all cores
   - kernels: every other kernel of dtcc's training programs (gelu, softmax,
     layer_norm, adamw, cast, ...; no collectives) bound as a program binds
-    it, on 2^18 f32 elements shaped like the programs' operands, 1 thread:
-    seconds per element of its largest operand or result (device.kernels)
+    it, on 2^18 elements shaped like the programs' operands (f32 data,
+    int64 indices), 1 thread: seconds per element of its largest operand
+    or result (device.kernels)
   - memory bandwidth: a STREAM triad, 1 thread and all cores
   - under mpirun/srun/torchrun with N ranks: all-reduce and all-gather bus
     bandwidth and latency over the runtime's communicators (8 B to 16 MiB);
