@@ -481,6 +481,158 @@ Json reportToJson(const PlanReport &r) {
 // Chrome trace
 //===----------------------------------------------------------------------===//
 
+std::string formatProgramCost(const ProgramMemory &m, const ProgramTime *time,
+                              const ClusterSpec &cluster) {
+  std::ostringstream os;
+  double capacity = cluster.device.memoryBytes.value;
+  double reserve = cluster.device.reservedBytes.value;
+  os << "Memory per rank: the compiled program's static memory plan (what "
+        "the runtime allocates)\n";
+  Table mt({"part", "bytes", "of capacity"});
+  auto row = [&](const std::string &name, double bytes, bool always = false) {
+    if (bytes > 0 || always)
+      mt.add({name, formatBytes(bytes), share(bytes, capacity)});
+  };
+  row("state (stage " + std::to_string(m.stage) + ")", double(m.state), true);
+  row("  parameters", double(m.parameters));
+  row("  optimizer state", double(m.optimizerState));
+  row("  gradient accumulators", double(m.gradientAccumulators));
+  row("  step counters, other", double(m.otherState));
+  row("  alignment", double(m.stateAlignment));
+  row("workspace (reused over the step)", double(m.workspace), true);
+  row("  activations kept for backward", double(m.activations));
+  row("  gradients and temporaries", double(m.gradients));
+  row("  communication buffers", double(m.commBuffers));
+  row("  not reusable (fragmentation)", double(m.fragmentation));
+  row("constants", double(m.constants));
+  row("program total", double(m.total), true);
+  row("runtime reserve", reserve);
+  row("total", double(m.total) + reserve, true);
+  mt.add({"capacity", formatBytes(capacity), ""});
+  os << mt.render("  ");
+  if (m.peakInstruction >= 0)
+    os << "  the workspace is fullest at instruction " << m.peakInstruction
+       << " of " << m.peakFunction << " (ONNX node "
+       << (m.peakNode.empty() ? "(none)" : "\"" + m.peakNode + "\"")
+       << ")\n";
+  if (!m.largest.empty()) {
+    os << "\nLargest tensors (live at the workspace's peak, and state)\n";
+    Table lt({"bytes", "kind", "tensor"}, /*leftAligned=*/true);
+    for (const TensorBytes &t : m.largest)
+      lt.add({formatBytes(double(t.bytes)), t.kind, t.name});
+    os << lt.render("  ");
+  }
+  if (!time)
+    return os.str();
+
+  os << "\nPredicted step on " << cluster.name
+     << " (the program simulated instruction by instruction)\n";
+  Table st({"stage", "step", "compute", "of which optimizer", "communication",
+            "idle"});
+  for (const ProgramStageTime &s : time->stages)
+    st.add({std::to_string(s.stage), formatSeconds(s.end),
+            formatSeconds(s.compute), formatSeconds(s.optimizer),
+            formatSeconds(s.comm), formatSeconds(s.idle)});
+  os << st.render("  ");
+  os << "\n  kernels of stage " << time->criticalStage << ", per step\n";
+  Table kt({"kernel", "calls", "time", "of step", "GFLOP/s"});
+  for (const KernelTime &k : time->kernels)
+    kt.add({k.kernel, std::to_string(k.calls), formatSeconds(k.seconds),
+            share(k.seconds, time->stepTime),
+            k.flops > 0 ? fixed(k.flops / k.seconds / 1e9, 1) : ""});
+  os << kt.render("  ");
+  if (!time->comm.empty()) {
+    os << "\n  communication of stage " << time->criticalStage
+       << ", per step\n";
+    Table ct({"axes", "collective", "link", "ranks", "count", "largest",
+              "bus volume", "time", "waited"});
+    for (const CommItem &item : time->comm)
+      ct.add({item.group, collectiveName(item.kind), linkName(item.link),
+              std::to_string(item.groupSize), fixed(item.count, 0),
+              formatBytes(item.payloadBytes), formatBytes(item.busBytes),
+              formatSeconds(item.time), formatSeconds(item.exposed)});
+    os << ct.render("  ");
+  }
+  return os.str();
+}
+
+Json programCostToJson(const ProgramMemory &m, const ProgramTime *time) {
+  Json memory = Json::object();
+  memory.set("total", m.total);
+  memory.set("workspace", m.workspace);
+  memory.set("state", m.state);
+  memory.set("constants", m.constants);
+  memory.set("stage", m.stage);
+  memory.set("parameters", m.parameters);
+  memory.set("optimizerState", m.optimizerState);
+  memory.set("gradientAccumulators", m.gradientAccumulators);
+  memory.set("otherState", m.otherState);
+  memory.set("stateAlignment", m.stateAlignment);
+  memory.set("peakFunction", m.peakFunction);
+  memory.set("peakInstruction", m.peakInstruction);
+  memory.set("peakNode", m.peakNode);
+  memory.set("activations", m.activations);
+  memory.set("gradients", m.gradients);
+  memory.set("commBuffers", m.commBuffers);
+  memory.set("fragmentation", m.fragmentation);
+  Json largest = Json::array();
+  for (const TensorBytes &t : m.largest) {
+    Json j = Json::object();
+    j.set("name", t.name);
+    j.set("kind", t.kind);
+    j.set("bytes", t.bytes);
+    largest.push(j);
+  }
+  memory.set("largest", largest);
+  Json j = Json::object();
+  j.set("memory", memory);
+  if (!time)
+    return j;
+  Json t = Json::object();
+  t.set("stepTime", time->stepTime);
+  t.set("criticalStage", time->criticalStage);
+  t.set("flops", time->flops);
+  Json stages = Json::array();
+  for (const ProgramStageTime &s : time->stages) {
+    Json stage = Json::object();
+    stage.set("stage", s.stage);
+    stage.set("end", s.end);
+    stage.set("compute", s.compute);
+    stage.set("optimizer", s.optimizer);
+    stage.set("communication", s.comm);
+    stage.set("idle", s.idle);
+    stages.push(stage);
+  }
+  t.set("stages", stages);
+  Json kernels = Json::array();
+  for (const KernelTime &k : time->kernels) {
+    Json kernel = Json::object();
+    kernel.set("kernel", k.kernel);
+    kernel.set("calls", k.calls);
+    kernel.set("seconds", k.seconds);
+    kernel.set("flops", k.flops);
+    kernels.push(kernel);
+  }
+  t.set("kernels", kernels);
+  Json comm = Json::array();
+  for (const CommItem &item : time->comm) {
+    Json c = Json::object();
+    c.set("axes", item.group);
+    c.set("collective", collectiveName(item.kind));
+    c.set("link", linkName(item.link));
+    c.set("groupSize", item.groupSize);
+    c.set("count", item.count);
+    c.set("largestBytes", item.payloadBytes);
+    c.set("busBytes", item.busBytes);
+    c.set("time", item.time);
+    c.set("waited", item.exposed);
+    comm.push(c);
+  }
+  t.set("communication", comm);
+  j.set("time", t);
+  return j;
+}
+
 Json traceToJson(const Timeline &timeline, const std::string &title) {
   Json events = Json::array();
   auto meta = [&](const char *what, int64_t pid, int tid,

@@ -9,6 +9,7 @@
 #ifndef DTCC_PLANNER_REPORT_H
 #define DTCC_PLANNER_REPORT_H
 
+#include "planner/ProgramModel.h"
 #include "planner/Search.h"
 
 #include <optional>
@@ -63,6 +64,16 @@ Json reportToJson(const PlanReport &report);
 /// open): one process per representative rank, one thread per stream, times
 /// in microseconds.
 Json traceToJson(const Timeline &timeline, const std::string &title);
+
+/// A compiled program's cost for people: its memory plan by category with
+/// the largest tensors, against the device's capacity (less the runtime's
+/// reserve), and, with `time`, its simulated step by stage, kernel and
+/// collective.
+std::string formatProgramCost(const ProgramMemory &memory,
+                              const ProgramTime *time,
+                              const ClusterSpec &cluster);
+/// The same as JSON (docs/planner.md, "Compiled program").
+Json programCostToJson(const ProgramMemory &memory, const ProgramTime *time);
 
 /// "2T", "1.5e12", "300B", "10M" -> a count; errors name the text.
 StatusOr<double> parseCount(const std::string &text);

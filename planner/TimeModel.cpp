@@ -62,9 +62,9 @@ double TimeModel::opTime(const OpCost &op, bool backward,
   return std::max(computeTime, memoryTime) + kernels * d.kernelOverhead.value;
 }
 
-double TimeModel::collectiveTime(Collective kind, double payloadBytes,
-                                 int64_t groupSize, Link link,
-                                 int64_t ranksPerNode) const {
+double collectiveSeconds(const ClusterSpec &cluster, Collective kind,
+                         double payloadBytes, int64_t groupSize, Link link,
+                         int64_t ranksPerNode) {
   if (payloadBytes <= 0)
     return 0;
   if (groupSize <= 1 && kind != Collective::kCopy)
@@ -91,19 +91,19 @@ double TimeModel::collectiveTime(Collective kind, double payloadBytes,
   double bandwidth = 0, latency = 0;
   switch (link) {
   case Link::kIntraNode:
-    bandwidth = cluster_.intraNode.busBandwidth();
-    latency = cluster_.intraNode.latency.value;
+    bandwidth = cluster.intraNode.busBandwidth();
+    latency = cluster.intraNode.latency.value;
     break;
   case Link::kInterNode:
     // A group with g members per node drives g NICs per node; NVLink caps
     // the rings inside the node.
-    bandwidth = std::min(cluster_.intraNode.busBandwidth(),
+    bandwidth = std::min(cluster.intraNode.busBandwidth(),
                          double(std::max<int64_t>(1, ranksPerNode)) *
-                             cluster_.interNode.busBandwidth());
-    latency = cluster_.interNode.latency.value;
+                             cluster.interNode.busBandwidth());
+    latency = cluster.interNode.latency.value;
     break;
   case Link::kPcie:
-    bandwidth = cluster_.pcieBandwidth.value;
+    bandwidth = cluster.pcieBandwidth.value;
     latency = 0;
     break;
   }

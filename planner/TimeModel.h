@@ -45,6 +45,14 @@ struct CommItem {
   double exposed = 0; ///< seconds of them on the step's critical path
 };
 
+/// Seconds for one collective with a `payloadBytes` buffer over
+/// `groupSize` ranks on `cluster`: latency x min(ring, tree steps) + bus
+/// volume / bus bandwidth (nccl-tests). Groups that span nodes with
+/// `ranksPerNode` members in each node use that many NICs per node.
+double collectiveSeconds(const ClusterSpec &cluster, Collective kind,
+                         double payloadBytes, int64_t groupSize, Link link,
+                         int64_t ranksPerNode = 1);
+
 /// One pipeline stage's costs. Forward and backward are per micro-batch for
 /// the whole stage (all its chunks), including the tensor-parallel
 /// collectives and exposed ZeRO traffic; the backward includes
@@ -147,13 +155,13 @@ public:
   /// The step as a timeline of every stage (a simulation of the schedule).
   Timeline timeline(const Plan &plan) const;
 
-  /// Seconds for one collective with a `payloadBytes` buffer over
-  /// `groupSize` ranks: latency + bus volume / bus bandwidth. Groups that
-  /// span nodes with `ranksPerNode` members in each node use that many NICs
-  /// per node.
+  /// collectiveSeconds on this model's cluster.
   double collectiveTime(Collective kind, double payloadBytes,
                         int64_t groupSize, Link link,
-                        int64_t ranksPerNode = 1) const;
+                        int64_t ranksPerNode = 1) const {
+    return collectiveSeconds(cluster_, kind, payloadBytes, groupSize, link,
+                             ranksPerNode);
+  }
   /// Roofline time of an op: max(FLOPs / (peak x efficiency), bytes /
   /// (bandwidth x efficiency)) + kernel overhead.
   double opTime(const OpCost &op, bool backward, DType compute) const;

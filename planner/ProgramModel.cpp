@@ -1,0 +1,908 @@
+//===- ProgramModel.cpp - a compiled program priced with a cluster --------===//
+
+#include "planner/ProgramModel.h"
+
+#include "planner/Units.h"
+#include "runtime/base/DType.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+namespace dtcc::planner {
+
+using runtime::format::Buffer;
+using runtime::format::Function;
+using runtime::format::Instruction;
+using runtime::format::Program;
+using runtime::invalidArgument;
+using runtime::internalError;
+using runtime::strCat;
+
+namespace {
+
+bool isCommKernel(const std::string &kernel) {
+  static const std::set<std::string> kinds = {
+      "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+      "broadcast",  "send",       "recv"};
+  return kinds.count(kernel) != 0;
+}
+
+bool isOptimizerKernel(const std::string &kernel) {
+  return kernel == "adamw" || kernel == "sgd";
+}
+
+int64_t numel(const Buffer &b) {
+  int64_t n = 1;
+  for (int64_t d : b.shape())
+    n *= d;
+  return n;
+}
+
+int64_t elementBytes(const Buffer &b) {
+  return runtime::dtypeSize(static_cast<runtime::DType>(b.dtype()));
+}
+
+int64_t bufferBytes(const Buffer &b) { return numel(b) * elementBytes(b); }
+
+/// Bytes of memory a buffer's view spans (a broadcast view, stride 0,
+/// spans less than its shape).
+int64_t extentBytes(const Buffer &b) {
+  if (b.strides_size() == 0)
+    return bufferBytes(b);
+  int64_t last = 0;
+  for (int d = 0; d < b.shape_size(); ++d) {
+    if (b.shape(d) == 0)
+      return 0;
+    if (d < b.strides_size() && b.strides(d) > 0)
+      last += (b.shape(d) - 1) * b.strides(d);
+  }
+  return (last + 1) * elementBytes(b);
+}
+
+std::string attrString(const Instruction &inst, const std::string &name) {
+  auto it = inst.attrs().find(name);
+  if (it == inst.attrs().end())
+    return "";
+  if (it->second.has_strings()) {
+    std::string s;
+    for (const std::string &part : it->second.strings().values())
+      s += (s.empty() ? "" : ",") + part;
+    return s;
+  }
+  return it->second.s();
+}
+
+int64_t attrInt(const Instruction &inst, const std::string &name,
+                int64_t fallback) {
+  auto it = inst.attrs().find(name);
+  if (it == inst.attrs().end() ||
+      it->second.value_case() != runtime::format::AttrValue::kI)
+    return fallback;
+  return it->second.i();
+}
+
+std::vector<std::string> splitAxes(const std::string &axes) {
+  std::vector<std::string> out;
+  std::stringstream in(axes);
+  for (std::string a; std::getline(in, a, ',');)
+    if (!a.empty())
+      out.push_back(a);
+  return out;
+}
+
+/// Stable storage for the names CommItem points to.
+const char *intern(const std::string &name) {
+  static std::set<std::string> names;
+  return names.insert(name).first->c_str();
+}
+
+/// A group of ranks one collective spans, seen from rank 0.
+struct Group {
+  int64_t size = 1;
+  Link link = Link::kIntraNode;
+  int64_t perNode = 1; ///< members in each node it spans
+  bool pipeline = false; ///< spans the pp axis: the stages meet
+};
+
+StatusOr<Group> groupOf(const Program &program, const std::string &axes,
+                        int64_t devicesPerNode) {
+  const auto &mesh = program.mesh();
+  std::vector<int64_t> sizes(mesh.sizes().begin(), mesh.sizes().end());
+  std::vector<bool> isMember(sizes.size(), false);
+  Group g;
+  for (const std::string &axis : splitAxes(axes)) {
+    auto it = std::find(mesh.axes().begin(), mesh.axes().end(), axis);
+    if (it == mesh.axes().end())
+      return invalidArgument("a collective over mesh axis '", axis,
+                             "', which the program's mesh does not have");
+    size_t i = size_t(it - mesh.axes().begin());
+    isMember[i] = true;
+    g.size *= sizes[i];
+    if (axis == "pp")
+      g.pipeline = true;
+  }
+  // The members of rank 0's group: every coordinate of the group's axes,
+  // zero elsewhere; ranks are row-major over the mesh.
+  std::set<int64_t> nodes;
+  std::vector<int64_t> coord(sizes.size(), 0);
+  for (int64_t member = 0; member < g.size; ++member) {
+    int64_t rest = member;
+    for (size_t i = sizes.size(); i-- > 0;)
+      if (isMember[i]) {
+        coord[i] = rest % sizes[i];
+        rest /= sizes[i];
+      }
+    int64_t rank = 0;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      rank = rank * sizes[i] + coord[i];
+    nodes.insert(rank / std::max<int64_t>(1, devicesPerNode));
+  }
+  g.link = nodes.size() > 1 ? Link::kInterNode : Link::kIntraNode;
+  g.perNode = g.size / int64_t(nodes.size());
+  return g;
+}
+
+Collective collectiveKind(const std::string &kernel) {
+  if (kernel == "all_reduce")
+    return Collective::kAllReduce;
+  if (kernel == "reduce_scatter")
+    return Collective::kReduceScatter;
+  if (kernel == "send" || kernel == "recv")
+    return Collective::kSendRecv;
+  // all_gather; all_to_all and broadcast move the same (n - 1)/n of the
+  // tensor per rank.
+  return Collective::kAllGather;
+}
+
+int64_t commTensorBytes(const Program &program, const Instruction &inst) {
+  int64_t bytes = 0;
+  for (int id : inst.inputs())
+    bytes = std::max(bytes, bufferBytes(program.buffers(id)));
+  for (int id : inst.outputs())
+    bytes = std::max(bytes, bufferBytes(program.buffers(id)));
+  return bytes;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+std::vector<CollectiveInfo> listCollectives(const Program &program) {
+  std::map<std::string, int64_t> axisSize;
+  for (int i = 0; i < program.mesh().axes_size(); ++i)
+    axisSize[program.mesh().axes(i)] = program.mesh().sizes(i);
+  std::vector<CollectiveInfo> out;
+  for (const auto &fn : program.functions())
+    for (const auto &inst : fn.instructions()) {
+      if (!isCommKernel(inst.kernel()))
+        continue;
+      CollectiveInfo c;
+      c.function = fn.name();
+      c.kind = inst.kernel();
+      c.axes = attrString(inst, "axes");
+      c.phase = attrString(inst, "phase");
+      c.node = inst.location();
+      for (const std::string &a : splitAxes(c.axes))
+        c.groupSize *= axisSize.count(a) ? axisSize[a] : 1;
+      c.tensorBytes = commTensorBytes(program, inst);
+      int64_t n = c.groupSize;
+      if (c.kind == "all_reduce")
+        c.sentBytes = 2 * (n - 1) * c.tensorBytes / n;
+      else if (c.kind == "all_gather" || c.kind == "reduce_scatter" ||
+               c.kind == "all_to_all")
+        c.sentBytes = (n - 1) * c.tensorBytes / n;
+      else if (c.kind == "broadcast" || c.kind == "send")
+        c.sentBytes = c.tensorBytes;
+      out.push_back(std::move(c));
+    }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+double instructionSeconds(const Program &program, const Instruction &inst,
+                          const DeviceSpec &device, double *flopsOut) {
+  if (flopsOut)
+    *flopsOut = 0;
+  const std::string &kernel = inst.kernel();
+  double overhead = device.kernelOverhead.value;
+  if (kernel == "matmul" && inst.inputs_size() == 2 &&
+      inst.outputs_size() == 1) {
+    const Buffer &lhs = program.buffers(inst.inputs(0));
+    const Buffer &rhs = program.buffers(inst.inputs(1));
+    const Buffer &out = program.buffers(inst.outputs(0));
+    int r = lhs.shape_size(), o = out.shape_size();
+    if (r >= 2 && o >= 2) {
+      bool transLhs = attrInt(inst, "transpose_lhs", 0) != 0;
+      double m = double(out.shape(o - 2)), n = double(out.shape(o - 1));
+      double k = double(lhs.shape(transLhs ? r - 2 : r - 1));
+      double batch = double(numel(out)) / std::max(1.0, m * n);
+      double flops = 2 * batch * m * n * k;
+      if (flopsOut)
+        *flopsOut = flops;
+      // A shared rhs lets the runtime fold the lhs batch into one GEMM.
+      bool folded = rhs.shape_size() == 2 && !transLhs;
+      double efficiency = device.matmulEfficiencyAt(folded ? batch * m : m,
+                                                    k, n);
+      DType compute = DType::kFp32;
+      auto dtype = static_cast<runtime::DType>(out.dtype());
+      if (dtype == runtime::DType::kBF16)
+        compute = DType::kBf16;
+      else if (dtype == runtime::DType::kF16)
+        compute = DType::kFp16;
+      double calls = folded ? 1 : batch;
+      return flops / (device.peakFlops(compute) * efficiency) +
+             calls * overhead;
+    }
+  }
+  int64_t elements = 0, bytes = 0;
+  for (int id : inst.inputs()) {
+    const Buffer &b = program.buffers(id);
+    elements = std::max(elements, numel(b));
+    bytes += extentBytes(b);
+  }
+  for (int id : inst.outputs()) {
+    const Buffer &b = program.buffers(id);
+    elements = std::max(elements, numel(b));
+    bytes += extentBytes(b);
+  }
+  // Lookups work per looked-up element, not per element of the table they
+  // read (gather) or add into (scatter_add: its updates).
+  if ((kernel == "gather" || kernel == "gather_elements") &&
+      inst.outputs_size() == 1)
+    elements = numel(program.buffers(inst.outputs(0)));
+  if (kernel == "scatter_add" && inst.inputs_size() >= 2) {
+    elements = 0;
+    for (int i = 1; i < inst.inputs_size(); ++i)
+      elements = std::max(elements, numel(program.buffers(inst.inputs(i))));
+  }
+  auto measured = device.kernelSeconds.find(kernel);
+  if (measured != device.kernelSeconds.end())
+    return double(elements) * measured->second.value + overhead;
+  return double(bytes) /
+             (device.memoryBandwidth.value * device.memoryEfficiency.value) +
+         overhead;
+}
+
+//===----------------------------------------------------------------------===//
+// Simulation
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A collective, send or receive on a rank's communication thread.
+struct CommOp {
+  int rank = 0; ///< simulated rank (pipeline stage)
+  const Instruction *inst = nullptr;
+  double duration = 0; ///< on the link, once started
+  double issue = 0;    ///< the compute thread's clock when issued
+  bool async = false;
+  bool resolved = false;
+  double start = 0, end = 0;
+  Group group;
+  int64_t bytes = 0;
+  int64_t peer = -1;   ///< send/recv: the other stage
+  int64_t tag = 0;
+  int64_t ppIndex = -1; ///< the rank's n-th collective over pp
+  CommItem *item = nullptr;
+};
+
+struct SimRank {
+  int64_t stage = 0;
+  std::vector<const Instruction *> stream;
+  size_t pc = 0;
+  double tc = 0; ///< compute thread
+  double tq = 0; ///< communication thread: end of the last resolved op
+  std::deque<CommOp *> queue;
+  std::map<int64_t, CommOp *> byHandle;
+  CommOp *blockedOn = nullptr;
+  int64_t ppIssued = 0;
+  ProgramStageTime time;
+  std::map<std::string, KernelTime> kernels;
+  std::map<std::pair<std::string, std::string>, CommItem> comm;
+  double flops = 0;
+
+  bool done() const {
+    return pc == stream.size() && queue.empty() && !blockedOn;
+  }
+};
+
+class Simulator {
+public:
+  Simulator(const Program &program, const ClusterSpec &cluster)
+      : program_(program), cluster_(cluster),
+        overlap_(!cluster.device.isCpu()) {}
+
+  StatusOr<ProgramTime> run() {
+    DTCC_RETURN_IF_ERROR(buildStreams());
+    while (true) {
+      bool progress = false;
+      for (SimRank &r : ranks_) {
+        while (r.pc < r.stream.size() || r.blockedOn) {
+          auto advanced = advance(r);
+          if (!advanced.isOk())
+            return advanced.status();
+          if (!advanced.value())
+            break;
+          progress = true;
+        }
+      }
+      if (resolve())
+        progress = true;
+      bool done = std::all_of(ranks_.begin(), ranks_.end(),
+                              [](const SimRank &r) { return r.done(); });
+      if (done)
+        break;
+      if (!progress)
+        return stalled();
+    }
+    return result();
+  }
+
+private:
+  /// A step: micro-batches x train_step then apply_step, or each stage's
+  /// train_step_pp<k>, or main.
+  Status buildStreams() {
+    std::map<std::string, const Function *> byName;
+    for (const Function &f : program_.functions())
+      byName[f.name()] = &f;
+    auto append = [](SimRank &r, const Function &f) {
+      for (const Instruction &inst : f.instructions())
+        r.stream.push_back(&inst);
+    };
+    if (byName.count("train_step_pp0")) {
+      for (int64_t s = 0;; ++s) {
+        auto it = byName.find("train_step_pp" + std::to_string(s));
+        if (it == byName.end())
+          break;
+        SimRank r;
+        r.stage = s;
+        append(r, *it->second);
+        ranks_.push_back(std::move(r));
+      }
+      return Status::ok();
+    }
+    SimRank r;
+    if (auto it = byName.find("train_step"); it != byName.end()) {
+      int64_t micro = 1;
+      auto meta = program_.metadata().find("dtcc.micro_batches");
+      if (meta != program_.metadata().end())
+        micro = std::max<int64_t>(1, std::atoll(meta->second.c_str()));
+      for (int64_t i = 0; i < micro; ++i)
+        append(r, *it->second);
+      if (auto apply = byName.find("apply_step"); apply != byName.end())
+        append(r, *apply->second);
+    } else if (auto main = byName.find("main"); main != byName.end()) {
+      append(r, *main->second);
+    } else if (!program_.functions().empty()) {
+      append(r, program_.functions(0));
+    }
+    ranks_.push_back(std::move(r));
+    return Status::ok();
+  }
+
+  /// Moves rank `r`'s compute thread one instruction on, or reports that
+  /// it waits for communication that has not happened yet.
+  StatusOr<bool> advance(SimRank &r) {
+    if (r.blockedOn) {
+      CommOp *op = r.blockedOn;
+      if (!op->resolved)
+        return false;
+      finish(r, *op, /*blocking=*/true);
+      r.blockedOn = nullptr;
+      return true;
+    }
+    const Instruction &inst = *r.stream[r.pc];
+    const std::string &kernel = inst.kernel();
+    if (kernel == "wait") {
+      auto it = r.byHandle.find(attrInt(inst, "handle", -1));
+      if (it != r.byHandle.end()) {
+        if (!it->second->resolved)
+          return false;
+        finish(r, *it->second, /*blocking=*/false);
+        r.byHandle.erase(it);
+      }
+      ++r.pc;
+      return true;
+    }
+    if (isCommKernel(kernel)) {
+      DTCC_ASSIGN_OR_RETURN(CommOp * op, issue(r, inst));
+      ++r.pc;
+      if (!op->async)
+        r.blockedOn = op;
+      return true;
+    }
+    double flops = 0;
+    double seconds = instructionSeconds(program_, inst, cluster_.device, &flops);
+    r.tc += seconds;
+    r.time.compute += seconds;
+    if (isOptimizerKernel(kernel))
+      r.time.optimizer += seconds;
+    KernelTime &k = r.kernels[kernel];
+    k.kernel = kernel;
+    ++k.calls;
+    k.seconds += seconds;
+    k.flops += flops;
+    r.flops += flops;
+    ++r.pc;
+    return true;
+  }
+
+  StatusOr<CommOp *> issue(SimRank &r, const Instruction &inst) {
+    auto op = std::make_unique<CommOp>();
+    op->rank = int(&r - ranks_.data());
+    op->inst = &inst;
+    op->issue = r.tc;
+    op->async = attrInt(inst, "async", 0) != 0;
+    op->bytes = commTensorBytes(program_, inst);
+    std::string axes = attrString(inst, "axes");
+    auto group = groupOf(program_, axes, cluster_.perNode());
+    if (!group.isOk())
+      return group.status().withContext(
+          strCat(inst.kernel(), " at '", inst.location(), "'"));
+    op->group = group.value();
+    const std::string &kernel = inst.kernel();
+    if (kernel == "send" || kernel == "recv") {
+      op->peer = r.stage + attrInt(inst, "offset", 0);
+      op->tag = attrInt(inst, "tag", 0);
+      op->duration = collectiveSeconds(cluster_, Collective::kSendRecv,
+                                       double(op->bytes), 2, op->group.link,
+                                       op->group.perNode);
+    } else {
+      op->duration = collectiveSeconds(cluster_, collectiveKind(kernel),
+                                       double(op->bytes), op->group.size,
+                                       op->group.link, op->group.perNode);
+      if (op->group.pipeline)
+        op->ppIndex = r.ppIssued++;
+    }
+    if (op->async)
+      r.byHandle[attrInt(inst, "handle", -1)] = op.get();
+    // Per-step communication by group and kind.
+    std::string purpose = attrString(inst, "phase");
+    CommItem &item = r.comm[{axes.empty() ? "-" : axes, kernel}];
+    item.group = intern(axes.empty() ? "-" : axes);
+    item.purpose = intern(purpose);
+    item.kind = collectiveKind(kernel);
+    item.link = op->group.link;
+    item.groupSize = kernel == "send" || kernel == "recv" ? 2 : op->group.size;
+    item.count += 1;
+    double n = double(op->group.size);
+    double volume = kernel == "all_reduce" ? 2 * (n - 1) / n * op->bytes
+                    : kernel == "recv"     ? 0
+                    : kernel == "send" || kernel == "broadcast"
+                        ? double(op->bytes)
+                        : (n - 1) / n * op->bytes;
+    item.busBytes += volume;
+    item.payloadBytes = std::max(item.payloadBytes, double(op->bytes));
+    item.time += op->duration;
+    op->item = &item;
+    CommOp *raw = op.get();
+    r.queue.push_back(raw);
+    ops_.push_back(std::move(op));
+    return raw;
+  }
+
+  /// The compute thread of `r` takes `op`'s result: it waits for it, and
+  /// on CPU ranks an asynchronous one also took the core while it ran.
+  void finish(SimRank &r, CommOp &op, bool blocking) {
+    double before = r.tc;
+    if (overlap_ || blocking || r.tc <= op.start)
+      r.tc = std::max(r.tc, op.end);
+    else
+      r.tc = std::max(op.end, r.tc + op.duration);
+    double waited = r.tc - before;
+    double comm = std::min(waited, op.duration);
+    r.time.comm += comm;
+    op.item->exposed += comm;
+  }
+
+  /// Starts what the communication threads can start; true if any did.
+  bool resolve() {
+    bool any = false;
+    bool again = true;
+    while (again) {
+      again = false;
+      for (SimRank &r : ranks_) {
+        while (!r.queue.empty()) {
+          CommOp &op = *r.queue.front();
+          if (!tryResolve(r, op))
+            break;
+          again = any = true;
+        }
+      }
+    }
+    return any;
+  }
+
+  double ready(const SimRank &r, const CommOp &op) const {
+    return std::max(op.issue, r.tq);
+  }
+
+  void complete(SimRank &r, CommOp &op, double start, double end) {
+    op.start = start;
+    op.end = end;
+    op.resolved = true;
+    r.tq = end;
+    r.queue.pop_front();
+  }
+
+  /// The head of `r`'s queue, if its peers are ready too.
+  bool tryResolve(SimRank &r, CommOp &op) {
+    const std::string &kernel = op.inst->kernel();
+    if (kernel == "send") {
+      // A send completes on its own (the transport buffers it: the
+      // runtime's pipelines send ahead of the peer's receive); its message
+      // waits in a mailbox.
+      double start = ready(r, op);
+      complete(r, op, start, start + op.duration);
+      mailbox_[{r.stage, op.peer, op.tag}].push_back(op.end);
+      return true;
+    }
+    if (kernel == "recv") {
+      auto box = mailbox_.find({op.peer, r.stage, op.tag});
+      if (box == mailbox_.end() || box->second.empty())
+        return false;
+      double arrival = box->second.front();
+      box->second.pop_front();
+      double start = ready(r, op);
+      complete(r, op, start, std::max(start, arrival));
+      return true;
+    }
+    if (op.ppIndex >= 0 && ranks_.size() > 1) {
+      // Every stage must be at its same collective over pp.
+      double start = 0;
+      for (SimRank &s : ranks_) {
+        if (s.queue.empty() || s.queue.front()->ppIndex != op.ppIndex)
+          return false;
+        start = std::max(start, ready(s, *s.queue.front()));
+      }
+      for (SimRank &s : ranks_) {
+        CommOp &mine = *s.queue.front();
+        complete(s, mine, start, start + mine.duration);
+      }
+      return true;
+    }
+    // The other members of a data- or tensor-parallel group run the same
+    // program at the same time.
+    double start = ready(r, op);
+    complete(r, op, start, start + op.duration);
+    return true;
+  }
+
+  Status stalled() const {
+    std::string where;
+    auto describe = [](const CommOp &op) {
+      return strCat(op.inst->kernel(), " (tag ", op.tag, ") at '",
+                    op.inst->location(), "'");
+    };
+    for (const SimRank &r : ranks_) {
+      if (r.done())
+        continue;
+      where += strCat("; stage ", r.stage);
+      if (r.blockedOn)
+        where += strCat(" waits for ", describe(*r.blockedOn));
+      if (!r.queue.empty())
+        where += strCat(", its communication thread is at ",
+                        describe(*r.queue.front()));
+      if (!r.blockedOn && r.pc < r.stream.size())
+        where += strCat(" is at ", r.stream[r.pc]->kernel(), " at '",
+                        r.stream[r.pc]->location(), "'");
+    }
+    return internalError("the program's stages never meet (a send without "
+                         "its receive?)",
+                         where);
+  }
+
+  ProgramTime result() {
+    ProgramTime out;
+    for (SimRank &r : ranks_) {
+      r.time.stage = r.stage;
+      r.time.end = std::max(r.tc, r.tq);
+      r.time.idle =
+          std::max(0.0, r.time.end - r.time.compute - r.time.comm);
+      out.stages.push_back(r.time);
+    }
+    size_t critical = 0;
+    for (size_t i = 1; i < ranks_.size(); ++i)
+      if (out.stages[i].end > out.stages[critical].end)
+        critical = i;
+    // A pipeline's step ends when its last stage does.
+    out.stepTime = out.stages[critical].end;
+    out.criticalStage = ranks_[critical].stage;
+    SimRank &r = ranks_[critical];
+    for (auto &[name, k] : r.kernels)
+      out.kernels.push_back(k);
+    std::sort(out.kernels.begin(), out.kernels.end(),
+              [](const KernelTime &a, const KernelTime &b) {
+                return a.seconds > b.seconds;
+              });
+    for (auto &[key, item] : r.comm)
+      out.comm.push_back(item);
+    std::sort(out.comm.begin(), out.comm.end(),
+              [](const CommItem &a, const CommItem &b) {
+                return a.time > b.time;
+              });
+    out.flops = r.flops;
+    return out;
+  }
+
+  const Program &program_;
+  const ClusterSpec &cluster_;
+  const bool overlap_;
+  std::vector<SimRank> ranks_;
+  std::vector<std::unique_ptr<CommOp>> ops_;
+  /// Eager messages sent and not yet received: (from, to, tag) -> arrival.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::deque<double>>
+      mailbox_;
+};
+
+} // namespace
+
+StatusOr<ProgramTime> simulateProgram(const Program &program,
+                                      const ClusterSpec &cluster) {
+  Simulator sim(program, cluster);
+  return sim.run();
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// One region of the workspace and when it is live in a function.
+struct Storage {
+  int64_t offset = 0, bytes = 0;
+  int first = 0, last = 0; ///< instruction indices; -1: a function input
+  int producer = -1;       ///< the instruction that first writes it
+};
+
+/// Bytes covered by the union of [offset, offset + bytes) of `live`.
+int64_t coveredBytes(std::vector<const Storage *> &live) {
+  std::sort(live.begin(), live.end(), [](const Storage *a, const Storage *b) {
+    return a->offset < b->offset;
+  });
+  int64_t covered = 0, end = INT64_MIN;
+  for (const Storage *s : live) {
+    int64_t lo = std::max(s->offset, end), hi = s->offset + s->bytes;
+    if (hi > lo)
+      covered += hi - lo;
+    end = std::max(end, hi);
+  }
+  return covered;
+}
+
+std::string variableKind(const runtime::format::Variable &v) {
+  const std::string &name = v.name();
+  if (v.trainable())
+    return "parameter";
+  if (name.find("/grad_acc") != std::string::npos)
+    return "gradient accumulator";
+  if (name.find('/') != std::string::npos)
+    return "optimizer state";
+  return "state";
+}
+
+} // namespace
+
+ProgramMemory programMemory(const Program &program, int maxTensors) {
+  ProgramMemory m;
+  m.workspace = program.workspace_bytes();
+  m.state = program.state_bytes();
+  m.constants = program.constant_bytes();
+  m.total = m.workspace + m.state + m.constants;
+
+  // The state arena: the fullest stage's variables.
+  std::set<int64_t> stages = {-1};
+  for (const auto &v : program.variables())
+    if (v.has_stage())
+      stages.insert(v.stage());
+  if (stages.size() > 1)
+    stages.erase(-1);
+  int64_t fullest = -1;
+  std::vector<TensorBytes> stateTensors;
+  for (int64_t s : stages) {
+    ProgramMemory c;
+    std::vector<TensorBytes> tensors;
+    for (const auto &v : program.variables()) {
+      if (v.has_stage() && v.stage() != s)
+        continue;
+      int64_t bytes = bufferBytes(program.buffers(v.buffer()));
+      std::string kind = variableKind(v);
+      (kind == "parameter"              ? c.parameters
+       : kind == "gradient accumulator" ? c.gradientAccumulators
+       : kind == "optimizer state"      ? c.optimizerState
+                                        : c.otherState) += bytes;
+      tensors.push_back({v.name(), kind, bytes});
+    }
+    int64_t sum = c.parameters + c.gradientAccumulators + c.optimizerState +
+                  c.otherState;
+    if (fullest == -1 ||
+        sum > m.parameters + m.gradientAccumulators + m.optimizerState +
+                  m.otherState) {
+      fullest = s;
+      m.parameters = c.parameters;
+      m.gradientAccumulators = c.gradientAccumulators;
+      m.optimizerState = c.optimizerState;
+      m.otherState = c.otherState;
+      stateTensors = std::move(tensors);
+    }
+  }
+  m.stage = std::max<int64_t>(0, fullest);
+  m.stateAlignment = std::max<int64_t>(
+      0, m.state - m.parameters - m.gradientAccumulators - m.optimizerState -
+             m.otherState);
+
+  // The workspace: the union of the live regions at each instruction.
+  int64_t best = -1;
+  std::vector<TensorBytes> peakTensors;
+  for (const Function &fn : program.functions()) {
+    std::map<std::pair<int64_t, int64_t>, Storage> storages;
+    const int n = fn.instructions_size();
+    auto touch = [&](int id, int at) {
+      const Buffer &b = program.buffers(id);
+      if (b.arena() != runtime::format::ARENA_WORKSPACE)
+        return;
+      int64_t bytes = extentBytes(b);
+      if (bytes == 0)
+        return;
+      auto [it, fresh] = storages.try_emplace({b.offset(), bytes});
+      Storage &s = it->second;
+      if (fresh) {
+        s.offset = b.offset();
+        s.bytes = bytes;
+        s.first = s.last = at;
+        s.producer = at;
+      }
+      s.first = std::min(s.first, at);
+      s.last = std::max(s.last, at);
+    };
+    for (const auto &in : fn.inputs())
+      touch(in.buffer(), -1);
+    int lossAt = -1;
+    for (int i = 0; i < n; ++i) {
+      const Instruction &inst = fn.instructions(i);
+      for (int id : inst.outputs())
+        touch(id, i);
+      for (int id : inst.inputs())
+        touch(id, i);
+    }
+    for (const auto &out : fn.outputs()) {
+      touch(out.buffer(), n);
+      if (out.name() == "loss")
+        for (int i = 0; i < n; ++i)
+          for (int id : fn.instructions(i).outputs())
+            if (id == out.buffer() && lossAt < 0)
+              lossAt = i;
+    }
+    const bool staged = fn.has_stage();
+    for (int i = 0; i < n; ++i) {
+      std::vector<const Storage *> live;
+      for (const auto &[key, s] : storages)
+        if (s.first <= i && i <= s.last)
+          live.push_back(&s);
+      int64_t covered = coveredBytes(live);
+      if (covered <= best)
+        continue;
+      best = covered;
+      m.peakFunction = fn.name();
+      m.peakInstruction = i;
+      m.peakNode = fn.instructions(i).location();
+      m.activations = m.gradients = m.commBuffers = 0;
+      peakTensors.clear();
+      // By kind, in offset order so that aliases count once.
+      int64_t end = INT64_MIN;
+      for (const Storage *s : live) {
+        int64_t lo = std::max(s->offset, end), hi = s->offset + s->bytes;
+        end = std::max(end, hi);
+        if (hi <= lo)
+          continue;
+        std::string name, kind;
+        if (s->producer < 0) {
+          name = "input";
+          kind = "activation";
+        } else {
+          const Instruction &p = fn.instructions(s->producer);
+          name = p.kernel() + " at " +
+                 (p.location().empty() ? "(no node)" : p.location());
+          // Forward and backward micro-batches interleave in a pipeline
+          // stage: everything there counts as activations.
+          kind = isCommKernel(p.kernel()) ? "comm buffer"
+                 : staged || (lossAt >= 0 && s->producer <= lossAt)
+                     ? "activation"
+                     : "gradient or temporary";
+        }
+        (kind == "comm buffer"  ? m.commBuffers
+         : kind == "activation" ? m.activations
+                                : m.gradients) += hi - lo;
+        peakTensors.push_back({name, kind, s->bytes});
+      }
+    }
+  }
+  m.fragmentation = std::max<int64_t>(0, m.workspace - std::max<int64_t>(0, best));
+
+  std::vector<TensorBytes> all = std::move(peakTensors);
+  all.insert(all.end(), stateTensors.begin(), stateTensors.end());
+  std::stable_sort(all.begin(), all.end(),
+                   [](const TensorBytes &a, const TensorBytes &b) {
+                     return a.bytes > b.bytes;
+                   });
+  if (int(all.size()) > maxTensors)
+    all.resize(size_t(maxTensors));
+  m.largest = std::move(all);
+  return m;
+}
+
+Candidate candidateFromProgram(const Plan &plan, const ProgramMemory &memory,
+                               const ProgramTime &time,
+                               const ClusterSpec &cluster,
+                               double tokensPerStep,
+                               double modelFlopsPerStep) {
+  Candidate c;
+  c.plan = plan;
+  MemoryBreakdown &m = c.memory;
+  m.stage = memory.stage;
+  m.parameters = double(memory.parameters);
+  m.optimizerState = double(memory.optimizerState + memory.otherState);
+  m.gradients = double(memory.gradientAccumulators + memory.gradients);
+  m.activations = double(memory.activations);
+  m.commBuffers = double(memory.commBuffers);
+  m.temporaries = cluster.device.reservedBytes.value +
+                  double(memory.constants + memory.fragmentation +
+                         memory.stateAlignment);
+  double capacity = cluster.device.memoryBytes.value;
+  if (m.total() > capacity) {
+    c.fits = false;
+    c.problem = strCat("out of memory by ", formatBytes(m.total() - capacity),
+                       " (the compiled program needs ",
+                       formatBytes(m.total()), " of ", formatBytes(capacity),
+                       ")");
+  }
+
+  TimeBreakdown &t = c.time;
+  const ProgramStageTime &stage = time.stages[size_t(
+      std::find_if(time.stages.begin(), time.stages.end(),
+                   [&](const ProgramStageTime &s) {
+                     return s.stage == time.criticalStage;
+                   }) -
+      time.stages.begin())];
+  t.stepTime = time.stepTime;
+  t.pipelineTime = time.stepTime;
+  t.criticalStage = time.criticalStage;
+  t.optimizerTime = stage.optimizer;
+  t.computeTime = stage.compute - stage.optimizer;
+  t.bubbleTime = time.stepTime - stage.compute - stage.comm;
+  for (const CommItem &item : time.comm) {
+    std::string group = item.group;
+    bool tensor = group.find("tp") != std::string::npos;
+    bool pipeline = group.find("pp") != std::string::npos;
+    (tensor ? t.tpCommTime : pipeline ? t.ppCommTime : t.dpCommExposed) +=
+        item.exposed;
+  }
+  t.comm = time.comm;
+  t.bubbleFraction =
+      t.pipelineTime > 0 ? std::max(0.0, t.bubbleTime) / t.pipelineTime : 0;
+  t.tokensPerStep = tokensPerStep;
+  t.tokensPerSecond = time.stepTime > 0 ? tokensPerStep / time.stepTime : 0;
+  double devices = double(plan.devices());
+  t.modelFlopsPerStep = modelFlopsPerStep;
+  t.hardwareFlopsPerStep = time.flops * devices;
+  if (time.stepTime > 0) {
+    t.modelTflopsPerGpu = modelFlopsPerStep / devices / time.stepTime / 1e12;
+    t.hardwareTflopsPerGpu = time.flops / time.stepTime / 1e12;
+    t.mfu = modelFlopsPerStep / devices / time.stepTime /
+            cluster.device.peakFlops(plan.dtype.compute);
+  }
+  return c;
+}
+
+} // namespace dtcc::planner

@@ -1,0 +1,149 @@
+//===- ProgramModel.h - a compiled program priced with a cluster --*- C++ -*-===//
+//
+// The planner's models of what the compiler really emits. A rank's
+// serialized program (runtime/format/Program.proto) is simulated
+// instruction by instruction: every kernel at the device's measured rate
+// (or its roofline), every collective by the nccl-tests formulas over the
+// link its group uses, on a communication thread that runs them one at a
+// time as the runtime's does, and pipeline stages exchanging tensors with
+// send/recv. Its memory is the static memory plan itself, tensor by tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_PLANNER_PROGRAMMODEL_H
+#define DTCC_PLANNER_PROGRAMMODEL_H
+
+#include "planner/Search.h"
+#include "runtime/format/Program.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtcc::planner {
+
+/// One collective (or send/recv) instruction of a program.
+struct CollectiveInfo {
+  std::string function, kind, axes, phase, node;
+  int64_t groupSize = 1;
+  /// The whole tensor it communicates (the larger of input and output): the
+  /// nccl-tests "size".
+  int64_t tensorBytes = 0;
+  /// What each rank sends with ring algorithms (nccl-tests' bus volume).
+  int64_t sentBytes = 0;
+};
+
+/// The collectives of every function of `program`, in program order.
+std::vector<CollectiveInfo>
+listCollectives(const runtime::format::Program &program);
+
+/// Time spent in one kernel over a step (per rank of the critical stage).
+struct KernelTime {
+  std::string kernel;
+  int64_t calls = 0;
+  double seconds = 0;
+  double flops = 0; ///< multiply-adds x 2 (matmuls), else 0
+};
+
+/// One pipeline stage's step (the only one without pipeline parallelism).
+struct ProgramStageTime {
+  int64_t stage = 0;
+  double end = 0;       ///< when its step ends
+  double compute = 0;   ///< its kernels
+  double optimizer = 0; ///< of which optimizer updates (adamw, sgd)
+  /// Its compute thread's time in communication: waiting for a collective,
+  /// or (on CPU ranks, whose collectives share the cores that compute) the
+  /// work of one that ran beside it. Waiting for another stage is idle.
+  double comm = 0;
+  double idle = 0; ///< end - compute - comm: pipeline fill, drain, waits
+};
+
+/// A step of the program, simulated.
+struct ProgramTime {
+  double stepTime = 0; ///< the slowest stage's end
+  int64_t criticalStage = 0;
+  std::vector<ProgramStageTime> stages;
+  /// Of the critical stage, most time first.
+  std::vector<KernelTime> kernels;
+  /// Of the critical stage, per step: communication by group and kind
+  /// (group = the mesh axes), with its time and the part the compute thread
+  /// waited for (`exposed`).
+  std::vector<CommItem> comm;
+  double flops = 0; ///< matmul FLOPs of the critical stage per step
+};
+
+/// Simulates one training step of `program` (micro-batches times
+/// train_step and apply_step, or each pipeline stage's train_step_pp<k>;
+/// a program without training functions runs `main` once) on `cluster`.
+/// Communication overlaps computation on GPUs (its own stream); on CPU
+/// ranks a collective's work takes the core from computation. Errors: a
+/// program that names an unknown mesh axis, or whose stages never meet
+/// (a send without its recv).
+StatusOr<ProgramTime> simulateProgram(const runtime::format::Program &program,
+                                      const ClusterSpec &cluster);
+
+/// The cost in seconds of one compute instruction of `program` on
+/// `cluster`'s device: matmuls at the peak of their dtype times the
+/// measured efficiency for their size; other kernels at their measured rate
+/// per element, or bytes over memory bandwidth; plus the kernel overhead.
+double instructionSeconds(const runtime::format::Program &program,
+                          const runtime::format::Instruction &inst,
+                          const DeviceSpec &device, double *flops = nullptr);
+
+/// A tensor of the memory report.
+struct TensorBytes {
+  std::string name; ///< a variable's name, or "kernel at ONNX node"
+  std::string kind; ///< parameter, optimizer state, gradient accumulator,
+                    ///< state, activation, gradient or temporary, comm buffer
+  int64_t bytes = 0;
+};
+
+/// What each rank allocates: the program's static memory plan.
+struct ProgramMemory {
+  /// workspace + state + constants: what the runtime allocates (and
+  /// reports as "peak memory ... planned").
+  int64_t total = 0;
+  int64_t workspace = 0, state = 0, constants = 0;
+  /// The state arena by variable, for the fullest pipeline stage (the
+  /// arena is shared by the stages, each laying out its own variables).
+  int64_t stage = 0;
+  int64_t parameters = 0, optimizerState = 0, gradientAccumulators = 0,
+          otherState = 0, stateAlignment = 0;
+  /// The workspace at its fullest point: which function, instruction and
+  /// ONNX node, and the bytes the live tensors there cover, by kind.
+  std::string peakFunction;
+  int64_t peakInstruction = -1;
+  std::string peakNode;
+  int64_t activations = 0; ///< produced before the loss, kept for backward
+  int64_t gradients = 0;   ///< gradients and temporaries of backward
+  int64_t commBuffers = 0; ///< outputs of collectives and receives
+  /// workspace - what the live tensors cover at the peak: space the memory
+  /// planner could not reuse (alignment, lifetimes that do not nest).
+  int64_t fragmentation = 0;
+  /// The largest tensors: live workspace tensors at the peak, then state.
+  std::vector<TensorBytes> largest;
+};
+
+/// The memory plan of `program`, with up to `maxTensors` of its largest
+/// tensors.
+ProgramMemory programMemory(const runtime::format::Program &program,
+                            int maxTensors = 12);
+
+/// `plan` priced from its compiled program, in the report's terms. Memory:
+/// parameters, optimizer state (with step counters) and gradients (the
+/// accumulators, plus the gradients and temporaries live at the
+/// workspace's peak) from the memory plan; activations and communication
+/// buffers live at that peak; temporaries = the runtime's reserve, the
+/// constants, and what the memory planner could not reuse. The total is
+/// exactly what the runtime allocates, plus the reserve. Time: the
+/// simulated step of the critical stage (kernels, exposed communication by
+/// mesh axis, idle time as the pipeline bubble); MFU from
+/// `modelFlopsPerStep` over all devices.
+Candidate candidateFromProgram(const Plan &plan, const ProgramMemory &memory,
+                               const ProgramTime &time,
+                               const ClusterSpec &cluster,
+                               double tokensPerStep, double modelFlopsPerStep);
+
+} // namespace dtcc::planner
+
+#endif // DTCC_PLANNER_PROGRAMMODEL_H

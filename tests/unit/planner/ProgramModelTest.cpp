@@ -1,0 +1,348 @@
+//===- ProgramModelTest.cpp - compiled programs priced and simulated -----===//
+//
+// Hand-built programs whose step time and memory plan can be worked out on
+// paper: the simulator and the memory accounting must give exactly that.
+//
+//===----------------------------------------------------------------------===//
+
+#include "planner/ProgramModel.h"
+
+#include <gtest/gtest.h>
+
+namespace dtcc::planner {
+namespace {
+
+using runtime::format::Buffer;
+using runtime::format::Function;
+using runtime::format::Instruction;
+using runtime::format::Program;
+
+constexpr int kF32 = 1;
+
+/// A program under construction.
+struct Builder {
+  Program p;
+  int64_t workspace = 0;
+
+  int buffer(std::vector<int64_t> shape,
+             runtime::format::Arena arena = runtime::format::ARENA_WORKSPACE,
+             int64_t offset = -1) {
+    Buffer *b = p.add_buffers();
+    b->set_id(p.buffers_size() - 1);
+    b->set_dtype(kF32);
+    int64_t bytes = 4;
+    for (int64_t d : shape) {
+      b->add_shape(d);
+      bytes *= d;
+    }
+    b->set_arena(arena);
+    if (offset < 0) {
+      offset = workspace;
+      workspace += bytes;
+    }
+    b->set_offset(offset);
+    return b->id();
+  }
+  Function *function(const std::string &name) {
+    Function *f = p.add_functions();
+    f->set_name(name);
+    return f;
+  }
+  Instruction *kernel(Function *f, const std::string &kernel,
+                      std::vector<int> ins, std::vector<int> outs,
+                      const std::string &node = "") {
+    Instruction *i = f->add_instructions();
+    i->set_kernel(kernel);
+    for (int id : ins)
+      i->add_inputs(id);
+    for (int id : outs)
+      i->add_outputs(id);
+    i->set_location(node);
+    return i;
+  }
+  static void attr(Instruction *i, const std::string &name, int64_t v) {
+    (*i->mutable_attrs())[name].set_i(v);
+  }
+  static void attr(Instruction *i, const std::string &name,
+                   const std::string &v) {
+    (*i->mutable_attrs())[name].set_s(v);
+  }
+  void mesh(std::vector<std::pair<std::string, int64_t>> axes) {
+    for (auto &[name, size] : axes) {
+      p.mutable_mesh()->add_axes(name);
+      p.mutable_mesh()->add_sizes(size);
+    }
+  }
+};
+
+/// A device with round numbers: 1e12 FLOP/s at efficiency 0.5, 1e11 B/s at
+/// efficiency 1, 1 us per kernel; links of 1e10 B/s bus bandwidth and
+/// 1e-5 s per step.
+ClusterSpec roundCluster(const std::string &kind) {
+  ClusterSpec c = clusterPreset("cpu-local").value();
+  c.device.kind = kind;
+  c.device.peakFp32.value = 1e12;
+  c.device.matmulEfficiency.value = 0.5;
+  c.device.memoryBandwidth.value = 1e11;
+  c.device.memoryEfficiency.value = 1;
+  c.device.kernelOverhead.value = 1e-6;
+  c.devicesPerNode.value = 8;
+  c.intraNode.bandwidth.value = 1e10;
+  c.intraNode.efficiency.value = 1;
+  c.intraNode.latency.value = 1e-5;
+  return c;
+}
+
+TEST(ProgramModel, KernelsAtRooflineMeasuredRateAndGemmCurve) {
+  Builder b;
+  Function *f = b.function("train_step");
+  int x = b.buffer({64, 128}), w = b.buffer({128, 256}), y = b.buffer({64, 256});
+  int z = b.buffer({64, 256});
+  b.kernel(f, "matmul", {x, w}, {y});
+  b.kernel(f, "gelu", {y}, {z});
+  ClusterSpec c = roundCluster("cpu");
+  double flops = 2.0 * 64 * 128 * 256;
+  double counted = 0;
+  EXPECT_NEAR(instructionSeconds(b.p, f->instructions(0), c.device, &counted),
+              flops / 0.5e12 + 1e-6, 1e-15);
+  EXPECT_EQ(counted, flops);
+  // Without a measured rate: bytes read and written over bandwidth.
+  double bytes = 2 * 64 * 256 * 4.0;
+  EXPECT_NEAR(instructionSeconds(b.p, f->instructions(1), c.device),
+              bytes / 1e11 + 1e-6, 1e-15);
+  // With one: elements times seconds per element.
+  c.device.kernelSeconds["gelu"] = {3e-9, "test"};
+  EXPECT_NEAR(instructionSeconds(b.p, f->instructions(1), c.device),
+              64 * 256 * 3e-9 + 1e-6, 1e-15);
+  // A matmul efficiency curve is read at cbrt(m k n) = cbrt(64 128 256) =
+  // 128.
+  c.device.gemmEfficiency = {{64, 0.25}, {128, 0.4}, {256, 0.8}};
+  EXPECT_NEAR(instructionSeconds(b.p, f->instructions(0), c.device),
+              flops / 0.4e12 + 1e-6, 1e-15);
+
+  auto time = simulateProgram(b.p, c);
+  ASSERT_TRUE(time.isOk()) << time.status().toString();
+  EXPECT_NEAR(time.value().stepTime,
+              flops / 0.4e12 + 64 * 256 * 3e-9 + 2e-6, 1e-15);
+  EXPECT_EQ(time.value().flops, flops);
+  ASSERT_EQ(time.value().kernels.size(), 2u);
+}
+
+TEST(ProgramModel, MicroBatchesRunTrainStepThenApplyStep) {
+  Builder b;
+  Function *step = b.function("train_step");
+  Function *apply = b.function("apply_step");
+  int x = b.buffer({1000}), y = b.buffer({1000});
+  b.kernel(step, "add", {x, x}, {y});
+  b.kernel(apply, "adamw", {x, y}, {y});
+  (*b.p.mutable_metadata())["dtcc.micro_batches"] = "3";
+  ClusterSpec c = roundCluster("cpu");
+  c.device.kernelSeconds["add"] = {1e-9, "test"};
+  c.device.kernelSeconds["adamw"] = {5e-9, "test"};
+  auto time = simulateProgram(b.p, c);
+  ASSERT_TRUE(time.isOk());
+  EXPECT_NEAR(time.value().stepTime, 3 * (1e-6 + 1e-6) + (5e-6 + 1e-6),
+              1e-15);
+  EXPECT_NEAR(time.value().stages[0].optimizer, 6e-6, 1e-15);
+}
+
+/// A data-parallel gradient all-reduce, blocking or started early and
+/// waited for later, with compute in between.
+Program dataParallel(bool async) {
+  Builder b;
+  b.mesh({{"dp", 4}});
+  Function *f = b.function("train_step");
+  int g = b.buffer({250000}), a = b.buffer({1000}), o = b.buffer({1000});
+  Instruction *ar = b.kernel(f, "all_reduce", {g}, {g}, "grad");
+  Builder::attr(ar, "axes", "dp");
+  if (async) {
+    Builder::attr(ar, "async", 1);
+    Builder::attr(ar, "handle", 7);
+  }
+  b.kernel(f, "add", {a, a}, {o}); // 1e-3 s with the rate below
+  if (async) {
+    Instruction *w = b.kernel(f, "wait", {g}, {});
+    Builder::attr(w, "handle", 7);
+  }
+  return b.p;
+}
+
+TEST(ProgramModel, CollectivesOverlapOnGpusNotOnCpuRanks) {
+  // all-reduce of 1 MB over 4 ranks: 2 (3/4) 1e6 / 1e10 + latency x
+  // min(2 (n-1), 2 log2 n) = 1.5e-4 + 4e-5.
+  double allReduce = 1.5e-4 + 4e-5;
+  double add = 1e-3 + 1e-6;
+  for (const char *kind : {"cpu", "gpu"}) {
+    ClusterSpec c = roundCluster(kind);
+    c.device.kernelSeconds["add"] = {1e-6, "test"};
+    auto blocking = simulateProgram(dataParallel(false), c);
+    ASSERT_TRUE(blocking.isOk()) << blocking.status().toString();
+    EXPECT_NEAR(blocking.value().stepTime, allReduce + add, 1e-12) << kind;
+    ASSERT_EQ(blocking.value().comm.size(), 1u);
+    EXPECT_EQ(blocking.value().comm[0].groupSize, 4);
+    EXPECT_NEAR(blocking.value().comm[0].busBytes, 1.5e6, 1e-6);
+    auto async = simulateProgram(dataParallel(true), c);
+    ASSERT_TRUE(async.isOk());
+    // A GPU's communication stream hides the all-reduce behind the add; a
+    // CPU rank's collective takes the core the add runs on.
+    EXPECT_NEAR(async.value().stepTime,
+                std::string(kind) == "gpu" ? add : add + allReduce, 1e-12)
+        << kind;
+  }
+}
+
+TEST(ProgramModel, PipelineStagesMeetAtSendAndRecv) {
+  // Two stages: stage 0 computes A (1 ms) and sends it; stage 1 receives it
+  // and computes B (2 ms); both then all-reduce a scalar over pp.
+  Builder b;
+  b.mesh({{"pp", 2}});
+  Function *s0 = b.function("train_step_pp0");
+  s0->set_stage(0);
+  Function *s1 = b.function("train_step_pp1");
+  s1->set_stage(1);
+  int a = b.buffer({1000}), t = b.buffer({250000}), r = b.buffer({250000});
+  int l = b.buffer({1});
+  b.kernel(s0, "add", {a, a}, {a});
+  Instruction *send = b.kernel(s0, "send", {t}, {});
+  Builder::attr(send, "axes", "pp");
+  Builder::attr(send, "offset", 1);
+  Builder::attr(send, "tag", 0);
+  Builder::attr(send, "async", 1);
+  Builder::attr(send, "handle", 1);
+  Instruction *wait = b.kernel(s0, "wait", {t}, {});
+  Builder::attr(wait, "handle", 1);
+  Instruction *recv = b.kernel(s1, "recv", {}, {r});
+  Builder::attr(recv, "axes", "pp");
+  Builder::attr(recv, "offset", -1);
+  Builder::attr(recv, "tag", 0);
+  b.kernel(s1, "mul", {a, a}, {a});
+  for (Function *f : {s0, s1}) {
+    Instruction *ar = b.kernel(f, "all_reduce", {l}, {l});
+    Builder::attr(ar, "axes", "pp");
+  }
+  ClusterSpec c = roundCluster("gpu");
+  c.device.kernelSeconds["add"] = {1e-6, "test"};
+  c.device.kernelSeconds["mul"] = {2e-6, "test"};
+  auto time = simulateProgram(b.p, c);
+  ASSERT_TRUE(time.isOk()) << time.status().toString();
+  double addT = 1e-3 + 1e-6, mulT = 2e-3 + 1e-6;
+  double transfer = 1e-5 + 1e6 / 1e10;       // latency + bytes / bandwidth
+  double scalar = 2e-5 + 2 * (1.0 / 2) * 4 / 1e10; // 2 steps of latency
+  double end = addT + transfer + mulT + scalar;
+  ASSERT_EQ(time.value().stages.size(), 2u);
+  EXPECT_NEAR(time.value().stepTime, end, 1e-12);
+  EXPECT_NEAR(time.value().stages[0].end, end, 1e-12);
+  // Stage 0 idles while stage 1 computes; stage 1 while stage 0 does.
+  EXPECT_NEAR(time.value().stages[0].idle, mulT, 1e-9);
+  EXPECT_NEAR(time.value().stages[1].idle, addT, 1e-9);
+  EXPECT_EQ(time.value().criticalStage, 0);
+
+  // A receive whose send never comes is an error, not a hang.
+  Builder lonely;
+  lonely.mesh({{"pp", 2}});
+  Function *l0 = lonely.function("train_step_pp0");
+  Function *l1 = lonely.function("train_step_pp1");
+  (void)l0;
+  int x = lonely.buffer({4});
+  Instruction *never = lonely.kernel(l1, "recv", {}, {x}, "h.3/out");
+  Builder::attr(never, "axes", "pp");
+  Builder::attr(never, "offset", -1);
+  Builder::attr(never, "tag", 5);
+  auto stuck = simulateProgram(lonely.p, c);
+  ASSERT_FALSE(stuck.isOk());
+  EXPECT_NE(stuck.status().message().find("h.3/out"), std::string::npos)
+      << stuck.status().message();
+
+  // An axis the mesh lacks is named.
+  Builder bad;
+  bad.mesh({{"dp", 2}});
+  Function *f = bad.function("train_step");
+  int y = bad.buffer({4});
+  Instruction *ar = bad.kernel(f, "all_reduce", {y}, {y});
+  Builder::attr(ar, "axes", "tp");
+  auto unknown = simulateProgram(bad.p, c);
+  ASSERT_FALSE(unknown.isOk());
+  EXPECT_NE(unknown.status().message().find("'tp'"), std::string::npos);
+}
+
+TEST(ProgramModel, GroupsAcrossNodesUseTheNetwork) {
+  // dp=2 x tp=4 on nodes of 4 devices: tp stays in a node, dp spans two.
+  Builder b;
+  b.mesh({{"dp", 2}, {"tp", 4}});
+  Function *f = b.function("train_step");
+  int g = b.buffer({1000});
+  for (const char *axes : {"tp", "dp"}) {
+    Instruction *ar = b.kernel(f, "all_reduce", {g}, {g});
+    Builder::attr(ar, "axes", axes);
+  }
+  ClusterSpec c = roundCluster("gpu");
+  c.devicesPerNode.value = 4;
+  c.nodes = 2;
+  auto time = simulateProgram(b.p, c);
+  ASSERT_TRUE(time.isOk());
+  ASSERT_EQ(time.value().comm.size(), 2u);
+  for (const CommItem &item : time.value().comm)
+    EXPECT_EQ(item.link, std::string(item.group) == "tp" ? Link::kIntraNode
+                                                         : Link::kInterNode)
+        << item.group;
+}
+
+TEST(ProgramModel, MemoryIsTheMemoryPlanTensorByTensor) {
+  Builder b;
+  Function *f = b.function("train_step");
+  // State: a parameter, its Adam moment, a step counter.
+  int w = b.buffer({100}, runtime::format::ARENA_STATE, 0);
+  int m = b.buffer({100}, runtime::format::ARENA_STATE, 400);
+  int step = b.buffer({2}, runtime::format::ARENA_STATE, 800);
+  for (auto [name, id, trainable] :
+       {std::tuple<const char *, int, bool>{"w", w, true},
+        {"w/adam_m", m, false},
+        {"__step", step, false}}) {
+    auto *v = b.p.add_variables();
+    v->set_name(name);
+    v->set_buffer(id);
+    v->set_trainable(trainable);
+  }
+  // Workspace: x (input, 4 KB) -> h (8 KB, kept for backward) -> loss;
+  // then a gradient g (8 KB) at offset 4096 reusing x's space plus more,
+  // and a view of h (the same bytes: an alias).
+  b.workspace = 0;
+  int x = b.buffer({1024}, runtime::format::ARENA_WORKSPACE, 0);
+  int h = b.buffer({2048}, runtime::format::ARENA_WORKSPACE, 8192);
+  int hv = b.buffer({2, 1024}, runtime::format::ARENA_WORKSPACE, 8192);
+  int loss = b.buffer({1}, runtime::format::ARENA_WORKSPACE, 16384);
+  int g = b.buffer({2048}, runtime::format::ARENA_WORKSPACE, 0);
+  auto *in = f->add_inputs();
+  in->set_name("x");
+  in->set_buffer(x);
+  b.kernel(f, "matmul", {x, w}, {h}, "fc");
+  b.kernel(f, "reduce_sum", {hv}, {loss}, "loss");
+  b.kernel(f, "mul", {hv, loss}, {g}, "fc_grad");
+  b.kernel(f, "adamw", {w, g, m}, {w}, "opt");
+  auto *out = f->add_outputs();
+  out->set_name("loss");
+  out->set_buffer(loss);
+  b.p.set_workspace_bytes(16448);
+  b.p.set_state_bytes(832);
+  b.p.set_constant_bytes(64);
+
+  ProgramMemory mem = programMemory(b.p);
+  EXPECT_EQ(mem.total, 16448 + 832 + 64);
+  EXPECT_EQ(mem.parameters, 400);
+  EXPECT_EQ(mem.optimizerState, 400);
+  EXPECT_EQ(mem.otherState, 8);
+  EXPECT_EQ(mem.stateAlignment, 832 - 808);
+  // Fullest at the gradient (instruction 2): h (8 KB, an activation: made
+  // before the loss, counted once with its view), the loss (4 B) and g
+  // (8 KB).
+  EXPECT_EQ(mem.peakInstruction, 2);
+  EXPECT_EQ(mem.peakNode, "fc_grad");
+  EXPECT_EQ(mem.activations, 8192 + 4);
+  EXPECT_EQ(mem.gradients, 8192);
+  EXPECT_EQ(mem.fragmentation, 16448 - (8192 + 4 + 8192));
+  ASSERT_FALSE(mem.largest.empty());
+  EXPECT_EQ(mem.largest[0].bytes, 8192);
+}
+
+} // namespace
+} // namespace dtcc::planner
