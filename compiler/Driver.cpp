@@ -172,6 +172,22 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
                 pm.addPass(shard::createShardPipeline(pipe));
                 pm.addPass(createCanonicalizerPass());
               }
+              const TrainOptions::LayoutSearch &search =
+                  options.train.layoutSearch;
+              if (search.enabled && stages == 1) {
+                shard::ShardSearchLayoutsOptions o;
+                o.mesh = options.train.mesh;
+                o.flops = search.flops;
+                o.bandwidth = search.busBandwidth;
+                o.latency = search.latency;
+                o.memoryBandwidth = search.memoryBandwidth;
+                o.tpBandwidth = search.tpBusBandwidth;
+                o.tpLatency = search.tpLatency;
+                o.dpBandwidth = search.dpBusBandwidth;
+                o.dpLatency = search.dpLatency;
+                o.timeLimit = search.timeLimit;
+                pm.addPass(shard::createShardSearchLayouts(o));
+              }
               shard::ShardAnnotateOptions annotate;
               annotate.mesh = options.train.mesh;
               annotate.zero = options.train.zero;

@@ -63,6 +63,17 @@ struct TrainOptions {
   std::vector<std::string> layouts;
   /// With a pp axis: gpipe or 1f1b (dtcc-shard-pipeline).
   std::string pipelineSchedule = "1f1b";
+  /// Choose every op's tp sharding by dtcc-shard-search-layouts (an ILP)
+  /// instead of the Megatron-style rule, pricing with these figures.
+  struct LayoutSearch {
+    bool enabled = false;
+    double flops = 1e11, busBandwidth = 1e9, latency = 20e-6;
+    double memoryBandwidth = 0; ///< ops other than matmuls; 0: not priced
+    /// The links of tp and dp groups where they differ (0: the above).
+    double tpBusBandwidth = 0, tpLatency = 0, dpBusBandwidth = 0, dpLatency = 0;
+    double timeLimit = 30; ///< CBC's, seconds
+  };
+  LayoutSearch layoutSearch;
 };
 
 struct CompileOptions {

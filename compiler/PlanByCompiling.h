@@ -41,16 +41,40 @@ struct CompiledCandidate {
   /// Per-weight tensor-parallel layouts found better than the
   /// Megatron-style choice (NAME=rows|cols|whole).
   std::vector<std::string> layouts;
+  /// How the tp layouts were chosen: empty for the Megatron-style rule,
+  /// "descent" (coordinate descent over 2-D weights, each try compiled) or
+  /// "ilp" (dtcc-shard-search-layouts; `layouts` lists its 2-D choices).
+  std::string search;
+  /// The layout search the candidate compiles with (enabled for "ilp").
+  TrainOptions::LayoutSearch layoutSearch;
+};
+
+/// How planByCompiling chooses tensor-parallel layouts beyond the
+/// Megatron-style rule.
+enum class LayoutSearchMode {
+  /// dtcc-shard-search-layouts for every mesh with tp > 1 (and each ZeRO
+  /// stage); coordinate descent where CBC fails.
+  kIlp,
+  /// One pass of coordinate descent for the best Megatron-style plan.
+  kDescent,
+  /// Both, each candidate listed (to compare them).
+  kBoth,
+  /// The Megatron-style layouts only.
+  kNone,
 };
 
 /// Compiles `module` (as imported) for every mesh dp x tp of `ranks` ranks
-/// (and ZeRO 0-3 where dp > 1) with `base`'s training options; then, for
-/// the best plan with tp > 1, tries each 2-D parameter split by rows, by
-/// columns and whole (one pass of coordinate descent, each try compiled).
-/// Returns the candidates, fastest fitting first.
+/// (and ZeRO 0-3 where dp > 1) with `base`'s training options and the
+/// Megatron-style layouts; then, by `search`, compiles each mesh with tp >
+/// 1 again with every op's sharding chosen by dtcc-shard-search-layouts
+/// (an ILP priced with `device`'s figures), and/or, for the best plan with
+/// tp > 1, tries each 2-D parameter split by rows, by columns and whole
+/// (one pass of coordinate descent, each try compiled). Returns the
+/// candidates, fastest fitting first.
 std::vector<CompiledCandidate>
 planByCompiling(mlir::ModuleOp module, const CompileOptions &base,
-                int64_t ranks, const DeviceFigures &device);
+                int64_t ranks, const DeviceFigures &device,
+                LayoutSearchMode search = LayoutSearchMode::kIlp);
 
 } // namespace dtcc
 

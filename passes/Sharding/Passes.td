@@ -67,16 +67,19 @@ def ShardSearchLayouts : Pass<"dtcc-shard-search-layouts", "mlir::ModuleOp"> {
     picks one layout (whole, or `tp` on one dimension it divides); its
     loads yield it and its stores require it, and a parameter's optimizer
     state and gradient accumulator share it. Costs, in seconds from the
-    device figures: a matmul's multiply-adds at `flops`; each reshard
-    between a value's layout and what a user requires, as
+    device figures: a matmul's multiply-adds at `flops`; the bytes any
+    other op reads and writes at `memory-bandwidth` (when given); each
+    reshard between a value's layout and what a user requires, as
     dtcc-shard-partition will do it: a partial sum is reduce-scattered onto
     a dimension the user splits, else all-reduced; axes the user does not
     want are all-gathered; added axes are free slices; ring costs
     (all-reduce 2(n-1)/n of the bytes in 2(n-1) steps, all-gather and
     reduce-scatter (n-1)/n in n-1 steps, `latency` per step, `bandwidth`
-    bytes/s), paid once per value and target layout (the partitioner
-    reuses a reshard); the vocab-parallel cross-entropy's own all-reduces.
-    Ops of `@train_step` count once per micro-batch.
+    bytes/s, or the axis's own link: `tp-bandwidth` and `tp-latency` for
+    groups inside a node, `dp-...` across nodes), paid once per value and
+    target layout (the partitioner reuses a reshard); the vocab-parallel
+    cross-entropy's own all-reduces. Ops of `@train_step` count once per
+    micro-batch.
 
     An op runs the strategy propagation derives from its operands; the
     program holds that as rules, except that with `constraints` an op may
@@ -94,10 +97,10 @@ def ShardSearchLayouts : Pass<"dtcc-shard-search-layouts", "mlir::ModuleOp"> {
     with a warning. `remarks` explains each layout, each constraint and the
     modelled step.
 
-    Not modelled: ZeRO (layouts are chosen for stage 0), the time of ops
-    other than matrix products, and a partial sum resharded to several
-    layouts (priced as separate reshards; the partitioner slices the
-    all-reduced one).
+    Not modelled: ZeRO (layouts are chosen for stage 0), matmul efficiency
+    by size, kernel launch overheads, overlap of communication with
+    computation, and a partial sum resharded to several layouts (priced as
+    separate reshards; the partitioner slices the all-reduced one).
 
     Example (`mesh=tp=2`): a 2-layer MLP with wide hidden layers, whose
     layers the search splits Megatron-style:
@@ -125,10 +128,22 @@ def ShardSearchLayouts : Pass<"dtcc-shard-search-layouts", "mlir::ModuleOp"> {
     Option<"mesh", "mesh", "std::string", "\"\"", "The mesh, e.g. dp=2,tp=2">,
     Option<"flops", "flops", "double", "1e11",
            "Sustained FLOP/s of matrix products">,
+    Option<"memoryBandwidth", "memory-bandwidth", "double", "0",
+           "Sustained bytes/s of ops other than matrix products (0: not "
+           "priced)">,
     Option<"bandwidth", "bandwidth", "double", "1e9",
            "Bus bandwidth of a collective's ring, bytes/s">,
     Option<"latency", "latency", "double", "20e-6",
            "Seconds per ring step of a collective">,
+    Option<"tpBandwidth", "tp-bandwidth", "double", "0",
+           "Bus bandwidth of tp groups where they differ (inside a node); "
+           "0: bandwidth">,
+    Option<"tpLatency", "tp-latency", "double", "0",
+           "Latency per ring step of tp groups; 0: latency">,
+    Option<"dpBandwidth", "dp-bandwidth", "double", "0",
+           "Bus bandwidth of dp groups (across nodes); 0: bandwidth">,
+    Option<"dpLatency", "dp-latency", "double", "0",
+           "Latency per ring step of dp groups; 0: latency">,
     Option<"timeLimit", "time-limit", "double", "30",
            "CBC's time limit, seconds">,
     Option<"constraints", "constraints", "bool", "true",

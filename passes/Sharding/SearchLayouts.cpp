@@ -14,6 +14,7 @@
 #include "passes/Sharding/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/MapVector.h"
@@ -79,7 +80,7 @@ struct Collective {
 /// kForbidden when no reshard can (a partial sum to make, a split that
 /// does not divide).
 double reshardCost(ShardingAttr from, ShardingAttr to, RankedTensorType global,
-                   MeshAttr mesh, const CollectiveCostModel &costs,
+                   MeshAttr mesh, const StepCostModel &costs,
                    SmallVectorImpl<Collective> *trace = nullptr) {
   if (from == to)
     return 0;
@@ -125,11 +126,11 @@ double reshardCost(ShardingAttr from, ShardingAttr to, RankedTensorType global,
     int64_t n = mesh.getSize(p.getValue());
     double bytes = localBytes();
     if (scatterDim) {
-      add("reduce_scatter", p, bytes, costs.reduceScatter(bytes, n));
+      add("reduce_scatter", p, bytes, costs.reduceScatter(bytes, n, p.str()));
       dims[*scatterDim].push_back(p);
       groups[*scatterDim] = to.getDims()[*scatterDim].getGroups();
     } else {
-      add("all_reduce", p, bytes, costs.allReduce(bytes, n));
+      add("all_reduce", p, bytes, costs.allReduce(bytes, n, p.str()));
     }
   }
   if (!llvm::all_of(to.getPartial(),
@@ -141,7 +142,8 @@ double reshardCost(ShardingAttr from, ShardingAttr to, RankedTensorType global,
             !target.getAxes().empty())) {
       StringAttr a = dims[d].pop_back_val();
       double bytes = localBytes();
-      add("all_gather", a, bytes, costs.allGather(bytes, mesh.getSize(a.getValue())));
+      add("all_gather", a, bytes,
+          costs.allGather(bytes, mesh.getSize(a.getValue()), a.str()));
     }
   return seconds;
 }
@@ -155,12 +157,13 @@ StringAttr singleSplitAxis(ShardingAttr s, int64_t d) {
 }
 
 /// An op's own cost under `ins` and `outs`: a matmul's multiply-adds, the
-/// all-reduces of the vocab-parallel cross-entropy and its gradient.
+/// bytes any other op reads and writes, the all-reduces of the
+/// vocab-parallel cross-entropy and its gradient.
 /// Returns the compute and communication seconds, or nullopt when a layout
 /// does not divide the op's tensors.
 std::optional<std::pair<double, double>>
 opCost(Operation *op, ArrayRef<ShardingAttr> ins, ArrayRef<ShardingAttr> outs,
-       MeshAttr mesh, const CollectiveCostModel &costs) {
+       MeshAttr mesh, const StepCostModel &costs) {
   for (auto [v, s] : llvm::zip(op->getOperands(), ins))
     if (localElements(tensorType(v), s, mesh) < 0)
       return std::nullopt;
@@ -174,19 +177,26 @@ opCost(Operation *op, ArrayRef<ShardingAttr> ins, ArrayRef<ShardingAttr> outs,
     double out = (double)localElements(tensorType(mm.getResult()), outs[0], mesh);
     return std::make_pair(costs.compute(2.0 * out * (double)k), 0.0);
   }
+  double moved = 0;
+  for (auto [v, s] : llvm::zip(op->getOperands(), ins))
+    moved += (double)localElements(tensorType(v), s, mesh) * elementBytes(v.getType());
+  for (auto [v, s] : llvm::zip(op->getResults(), outs))
+    moved += (double)localElements(tensorType(v), s, mesh) * elementBytes(v.getType());
+  double memory = costs.memory(moved);
   if (isa<graph::CrossEntropyOp, graph::CrossEntropyGradOp>(op)) {
     StringAttr axis = singleSplitAxis(ins[0], 1);
     if (!axis)
-      return std::make_pair(0.0, 0.0);
+      return std::make_pair(memory, 0.0);
     auto logits = tensorType(op->getOperand(0));
     auto local = ins[0].withoutPartial().localShape(logits.getShape(), mesh);
     double rowBytes = (double)(*local)[0] * (double)elementBytes(logits);
     // Row max, sum of exponentials (and, forward, the target's logit).
     int count = isa<graph::CrossEntropyOp>(op) ? 3 : 2;
-    return std::make_pair(
-        0.0, count * costs.allReduce(rowBytes, mesh.getSize(axis.getValue())));
+    return std::make_pair(memory, count * costs.allReduce(rowBytes,
+                                                       mesh.getSize(axis.getValue()),
+                                                       axis.str()));
   }
-  return std::make_pair(0.0, 0.0);
+  return std::make_pair(memory, 0.0);
 }
 
 /// One way to run an op: its operands' required layouts and its results'.
@@ -274,7 +284,8 @@ private:
     return ShardingAttr::replicated(v.getContext(), tensorType(v).getRank());
   }
   static std::string layoutName(ShardingAttr s);
-  void materialise(const std::vector<int> &choice, LayoutSearchResult &result);
+  void materialise(const std::vector<int> &choice, LayoutSearchResult &result,
+                   std::optional<double> megatron);
 
   ModuleOp module_;
   MeshAttr mesh_;
@@ -693,6 +704,19 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
 
   LayoutSearchResult result;
   result.nodes = problem.numNodes();
+  // For the remarks: what the Megatron-style layouts cost in this model.
+  std::optional<double> megatron;
+  if (options_.remarks) {
+    OwningOpRef<ModuleOp> clone(module_.clone());
+    PassManager pm(module_.getContext());
+    ShardAnnotateOptions a;
+    a.mesh = options_.mesh;
+    pm.addPass(createShardAnnotate(a));
+    pm.addPass(createShardPropagate());
+    if (succeeded(pm.run(*clone)))
+      if (auto p = priceShardedStep(*clone, options_.costs); succeeded(p))
+        megatron = p->seconds;
+  }
   std::string error;
   auto solution = problem.solve(options_.timeLimit, error);
   if (!solution) {
@@ -710,12 +734,13 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
       result.computeSeconds +=
           n.strategies[solution->choice[n.id]].compute * n.weight;
   result.commSeconds = result.seconds - result.computeSeconds;
-  materialise(solution->choice, result);
+  materialise(solution->choice, result, megatron);
   return result;
 }
 
 void LayoutSearch::materialise(const std::vector<int> &choice,
-                               LayoutSearchResult &result) {
+                               LayoutSearchResult &result,
+                               std::optional<double> megatron) {
   MLIRContext *ctx = module_.getContext();
   for (VarGroup &g : groups_) {
     // A variable no searched function reads keeps its whole layout.
@@ -785,17 +810,25 @@ void LayoutSearch::materialise(const std::vector<int> &choice,
       remark << llvm::formatv(", {0:f2} us", s * 1e6).str();
     }
   }
-  if (options_.remarks)
-    module_.emitRemark(llvm::formatv(
-                           "modelled step on {0}: {1:f2} us (matrix products "
-                           "{2:f2} us, collectives {3:f2} us); {4} constraints; "
-                           "CBC: {5} columns, {6} rows, {7} in {8:f3} s",
-                           mesh_, result.seconds * 1e6,
-                           result.computeSeconds * 1e6, result.commSeconds * 1e6,
-                           result.constraints, result.columns, result.rows,
-                           result.optimal ? "optimal" : "not proven optimal",
-                           result.solveSeconds)
-                           .str());
+  if (options_.remarks) {
+    std::string mesh;
+    llvm::raw_string_ostream(mesh) << mesh_;
+    module_.emitRemark(
+        llvm::formatv("modelled step on {0}: {1:f2} us (compute {2:f2} us, "
+                      "collectives {3:f2} us){4}; {5} constraints; "
+                      "CBC: {6} columns, {7} rows, {8} in {9:f3} s",
+                      mesh, result.seconds * 1e6, result.computeSeconds * 1e6,
+                      result.commSeconds * 1e6,
+                      megatron ? llvm::formatv(", Megatron-style layouts "
+                                               "{0:f2} us",
+                                               *megatron * 1e6)
+                                     .str()
+                               : std::string(),
+                      result.constraints, result.columns, result.rows,
+                      result.optimal ? "optimal" : "not proven optimal",
+                      result.solveSeconds)
+            .str());
+  }
   (void)ctx;
 }
 
@@ -809,6 +842,13 @@ struct ShardSearchLayoutsPass
     o.costs.flops = flops;
     o.costs.busBandwidth = bandwidth;
     o.costs.latency = latency;
+    o.costs.memoryBandwidth = memoryBandwidth;
+    if (tpBandwidth > 0 || tpLatency > 0)
+      o.costs.links.push_back({"tp", tpBandwidth > 0 ? tpBandwidth : bandwidth,
+                               tpLatency > 0 ? tpLatency : latency});
+    if (dpBandwidth > 0 || dpLatency > 0)
+      o.costs.links.push_back({"dp", dpBandwidth > 0 ? dpBandwidth : bandwidth,
+                               dpLatency > 0 ? dpLatency : latency});
     o.timeLimit = timeLimit;
     o.constraints = constraints;
     o.remarks = remarks;
@@ -835,9 +875,12 @@ dtcc::shard::searchLayouts(ModuleOp module, const LayoutSearchOptions &options) 
       return module.emitError("mesh axis '")
              << axis.getValue() << "' (size " << size
              << "): the layout search places steps on dp and tp only";
-  const CollectiveCostModel &c = options.costs;
+  const StepCostModel &c = options.costs;
+  bool links = llvm::all_of(c.links, [](const StepCostModel::Link &l) {
+    return l.busBandwidth > 0 && l.latency >= 0;
+  });
   if (!(c.flops > 0) || !(c.busBandwidth > 0) || !(c.latency >= 0) ||
-      !(options.timeLimit >= 0))
+      !(c.memoryBandwidth >= 0) || !(options.timeLimit >= 0) || !links)
     return module.emitError("expected positive flops and bandwidth and a "
                             "non-negative latency and time limit, got flops=")
            << shortest(c.flops) << ", bandwidth=" << shortest(c.busBandwidth)
@@ -863,7 +906,7 @@ dtcc::shard::searchLayouts(ModuleOp module, const LayoutSearchOptions &options) 
 }
 
 FailureOr<ModelledStep>
-dtcc::shard::priceShardedStep(ModuleOp module, const CollectiveCostModel &costs) {
+dtcc::shard::priceShardedStep(ModuleOp module, const StepCostModel &costs) {
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttr);
   if (!mesh)
     return module.emitError("expected a module with a dshard.mesh "

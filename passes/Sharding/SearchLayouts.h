@@ -22,7 +22,7 @@ namespace dtcc::shard {
 struct LayoutSearchOptions {
   /// The mesh ("dp=2,tp=2"): tp is searched, dp splits the batch.
   std::string mesh;
-  CollectiveCostModel costs;
+  StepCostModel costs;
   /// CBC's time limit in seconds.
   double timeLimit = 30;
   /// Allow `dshard.constraint`s that reshard activations where propagation
@@ -37,8 +37,8 @@ struct LayoutSearchResult {
   /// `error` says why.
   bool solved = false;
   std::string error;
-  /// The modelled step of the chosen shardings (seconds): matrix products
-  /// and collectives.
+  /// The modelled step of the chosen shardings (seconds): compute (matrix
+  /// products, other ops' memory traffic) and collectives.
   double seconds = 0, computeSeconds = 0, commSeconds = 0;
   /// Proven optimal within the time limit.
   bool optimal = false;
@@ -60,14 +60,14 @@ mlir::FailureOr<LayoutSearchResult>
 searchLayouts(mlir::ModuleOp module, const LayoutSearchOptions &options);
 
 /// The search's price of a step after dtcc-shard-propagate (every op's
-/// recorded shardings): matrix products, the collectives the partitioner
-/// will insert and the vocab-parallel ops' own. The search's objective is
-/// this price of what it decides.
+/// recorded shardings): matrix products, other ops' memory traffic, the
+/// collectives the partitioner will insert and the vocab-parallel ops'
+/// own. The search's objective is this price of what it decides.
 struct ModelledStep {
   double seconds = 0, computeSeconds = 0, commSeconds = 0;
 };
 mlir::FailureOr<ModelledStep>
-priceShardedStep(mlir::ModuleOp module, const CollectiveCostModel &costs);
+priceShardedStep(mlir::ModuleOp module, const StepCostModel &costs);
 
 } // namespace dtcc::shard
 

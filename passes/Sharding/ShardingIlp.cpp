@@ -27,24 +27,41 @@
 
 namespace dtcc::shard {
 
-double CollectiveCostModel::compute(double f) const { return f / flops; }
+double StepCostModel::compute(double f) const { return f / flops; }
 
-double CollectiveCostModel::allReduce(double bytes, int64_t n) const {
-  if (n <= 1)
-    return 0;
-  return 2.0 * (double)(n - 1) / (double)n * bytes / busBandwidth +
-         2.0 * (double)(n - 1) * latency;
+double StepCostModel::memory(double bytes) const {
+  return memoryBandwidth > 0 ? bytes / memoryBandwidth : 0;
 }
 
-double CollectiveCostModel::allGather(double bytes, int64_t n) const {
-  if (n <= 1)
-    return 0;
-  return (double)(n - 1) / (double)n * bytes / busBandwidth +
-         (double)(n - 1) * latency;
+double StepCostModel::ring(double volume, double steps,
+                                 const std::string &axis) const {
+  double bandwidth = busBandwidth, perStep = latency;
+  for (const Link &l : links)
+    if (l.axis == axis) {
+      bandwidth = l.busBandwidth;
+      perStep = l.latency;
+    }
+  return volume / bandwidth + steps * perStep;
 }
 
-double CollectiveCostModel::reduceScatter(double bytes, int64_t n) const {
-  return allGather(bytes, n);
+double StepCostModel::allReduce(double bytes, int64_t n,
+                                      const std::string &axis) const {
+  if (n <= 1)
+    return 0;
+  return ring(2.0 * (double)(n - 1) / (double)n * bytes, 2.0 * (double)(n - 1),
+              axis);
+}
+
+double StepCostModel::allGather(double bytes, int64_t n,
+                                      const std::string &axis) const {
+  if (n <= 1)
+    return 0;
+  return ring((double)(n - 1) / (double)n * bytes, (double)(n - 1), axis);
+}
+
+double StepCostModel::reduceScatter(double bytes, int64_t n,
+                                          const std::string &axis) const {
+  return allGather(bytes, n, axis);
 }
 
 int ShardingProblem::addNode(std::string name, std::vector<double> costs) {

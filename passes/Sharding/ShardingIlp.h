@@ -23,24 +23,39 @@
 namespace dtcc::shard {
 
 /// The figures a step is priced with: matrix products at a sustained rate,
-/// collectives over a ring (nccl-tests' bus-bandwidth formulas) with a
-/// latency per ring step.
-struct CollectiveCostModel {
+/// other ops by the bytes they read and write, collectives over a ring
+/// (nccl-tests' bus-bandwidth formulas) with a latency per ring step.
+struct StepCostModel {
   double flops = 1e11;        ///< sustained FLOP/s of matrix products
+  /// Sustained bytes/s of ops other than matrix products; 0: not priced.
+  double memoryBandwidth = 0;
   double busBandwidth = 1e9;  ///< bytes/s a rank sends in a ring
   double latency = 20e-6;     ///< seconds per ring step
+  /// The link of one mesh axis's groups where it differs from the figures
+  /// above (tp inside a node, dp across nodes).
+  struct Link {
+    std::string axis;
+    double busBandwidth = 0, latency = 0;
+  };
+  std::vector<Link> links;
 
   /// Seconds for `flops` floating-point operations.
   double compute(double flops) const;
-  /// A ring all-reduce of `bytes` over `n` ranks: each sends 2(n-1)/n of
-  /// the bytes in 2(n-1) steps.
-  double allReduce(double bytes, int64_t n) const;
+  /// Seconds to read and write `bytes` (0 when memoryBandwidth is 0).
+  double memory(double bytes) const;
+  /// A ring all-reduce of `bytes` over `n` ranks of `axis`: each sends
+  /// 2(n-1)/n of the bytes in 2(n-1) steps.
+  double allReduce(double bytes, int64_t n, const std::string &axis = "") const;
   /// A ring all-gather whose result has `bytes`: (n-1)/n of them in n-1
   /// steps.
-  double allGather(double bytes, int64_t n) const;
+  double allGather(double bytes, int64_t n, const std::string &axis = "") const;
   /// A ring reduce-scatter whose input has `bytes`: (n-1)/n of them in n-1
   /// steps.
-  double reduceScatter(double bytes, int64_t n) const;
+  double reduceScatter(double bytes, int64_t n,
+                       const std::string &axis = "") const;
+
+private:
+  double ring(double volume, double steps, const std::string &axis) const;
 };
 
 /// Nodes pick one choice each, minimizing the sum of their choices' costs

@@ -255,6 +255,16 @@ cl::opt<int64_t> planNodes("nodes",
                            cl::desc("Nodes of the cluster (--plan auto)"),
                            cl::init(0), cl::sub(compileCmd),
                            cl::cat(trainCategory));
+cl::opt<std::string> layoutSearchMode(
+    "layout-search",
+    cl::desc("Tensor-parallel layouts beyond the Megatron-style rule: ilp "
+             "(every op's sharding by an ILP solved with CBC, priced with "
+             "--cluster's figures; the default of --plan auto for models "
+             "that are not zoo transformers), descent (--plan auto: one pass "
+             "of coordinate descent over 2-D weights, each try compiled), "
+             "both (--plan auto: list both), none"),
+    cl::value_desc("ilp|descent|both|none"), cl::sub(compileCmd),
+    cl::cat(trainCategory));
 
 cl::opt<bool> debugInfo("debug-info",
                         cl::desc("Print each op's location (its ONNX node)"),
@@ -420,6 +430,41 @@ int runImportOrCompile(bool compile) {
       else if (chosen != 0)
         return 1;
     }
+    const std::string &search = layoutSearchMode;
+    if (!search.empty() && search != "ilp" && search != "descent" &&
+        search != "both" && search != "none") {
+      llvm::errs() << "error: --layout-search expects ilp, descent, both or "
+                      "none, got '"
+                   << search << "'\n";
+      return 1;
+    }
+    if ((search == "descent" || search == "both") && !searchByCompiling) {
+      llvm::errs() << "error: --layout-search=" << search
+                   << " compares the plans --plan auto compiles for a model "
+                      "that is not a zoo transformer\n";
+      return 1;
+    }
+    if (search == "ilp" && !searchByCompiling && !t.mesh.empty()) {
+      // An explicit mesh: every op's tp sharding by the ILP, priced with
+      // the cluster's figures.
+      int64_t ranks = 1;
+      SmallVector<StringRef> entries;
+      StringRef(t.mesh).split(entries, ',');
+      for (StringRef entry : entries) {
+        int64_t n = 1;
+        if (!entry.split('=').second.trim().getAsInteger(10, n))
+          ranks *= n;
+      }
+      dtcc::DeviceFigures figures;
+      std::string label;
+      if (dtcc::deviceFiguresForCompile(planCluster, planNodes, ranks, figures,
+                                        label) != 0)
+        return 1;
+      t.layoutSearch.enabled = true;
+      t.layoutSearch.flops = figures.flops;
+      t.layoutSearch.busBandwidth = figures.busBandwidth;
+      t.layoutSearch.latency = figures.latency;
+    }
     options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
       llvm::errs() << "error: give the output file with -o\n";
@@ -457,14 +502,21 @@ int runImportOrCompile(bool compile) {
                                       figures, clusterLabel) != 0)
       return 1;
     int64_t ranks = planRanks > 0 ? planRanks : 1;
-    auto candidates =
-        dtcc::planByCompiling(**module, compileOptions, ranks, figures);
+    auto mode = layoutSearchMode == "descent" ? dtcc::LayoutSearchMode::kDescent
+                : layoutSearchMode == "both"  ? dtcc::LayoutSearchMode::kBoth
+                : layoutSearchMode == "none"  ? dtcc::LayoutSearchMode::kNone
+                                              : dtcc::LayoutSearchMode::kIlp;
+    auto candidates = dtcc::planByCompiling(**module, compileOptions, ranks,
+                                            figures, mode);
     llvm::errs() << "plan auto: not a dtcc zoo transformer; compiled "
                  << candidates.size() << " candidate plans for " << clusterLabel
                  << ":\n";
     for (const auto &c : candidates)
       llvm::errs() << llvm::formatv(
-          "  {0,-12} zero {1}  {2}\n", c.mesh, c.zero,
+          "  {0,-12} zero {1} {2,-9} {3}\n", c.mesh, c.zero,
+          !c.search.empty()                           ? c.search
+          : c.mesh.find("tp=1") == std::string::npos ? "megatron"
+                                                      : "",
           c.rejected.empty()
               ? llvm::formatv("{0,8:f2} ms/step (compute {1:f2} GFLOP, {2} "
                               "collectives, {3:f1} KiB sent), {4:f2} MiB/rank",
@@ -480,8 +532,14 @@ int runImportOrCompile(bool compile) {
     compileOptions.train.mesh = candidates.front().mesh;
     compileOptions.train.zero = candidates.front().zero;
     compileOptions.train.layouts = candidates.front().layouts;
+    compileOptions.train.layoutSearch = candidates.front().layoutSearch;
     llvm::errs() << "plan auto: " << compileOptions.train.mesh << ", zero "
                  << compileOptions.train.zero;
+    if (!candidates.front().search.empty())
+      llvm::errs() << ", tp layouts by "
+                   << (candidates.front().search == "ilp"
+                           ? "the ILP (dtcc-shard-search-layouts)"
+                           : "coordinate descent");
     for (const std::string &l : compileOptions.train.layouts)
       llvm::errs() << ", " << l;
     llvm::errs() << "\n";

@@ -196,24 +196,24 @@ protected:
         return;
       int64_t n = mesh.getSize(axis.getValue());
       if (isa<AllReduceOp>(op))
-        s += costs.allReduce(bytesOf(op->getResult(0)), n);
+        s += costs.allReduce(bytesOf(op->getResult(0)), n, axis.str());
       else if (isa<AllGatherOp>(op))
-        s += costs.allGather(bytesOf(op->getResult(0)), n);
+        s += costs.allGather(bytesOf(op->getResult(0)), n, axis.str());
       else if (isa<ReduceScatterOp>(op))
-        s += costs.reduceScatter(bytesOf(op->getOperand(0)), n);
+        s += costs.reduceScatter(bytesOf(op->getOperand(0)), n, axis.str());
     });
     return s;
   }
 
   MLIRContext ctx;
-  CollectiveCostModel costs;
+  StepCostModel costs;
 };
 
 constexpr double kRel = 1e-9;
 
 /// Compute-bound figures: splitting a wide matmul pays for a collective.
-CollectiveCostModel computeBound() {
-  CollectiveCostModel c;
+StepCostModel computeBound() {
+  StepCostModel c;
   c.flops = 1e9;
   c.busBandwidth = 1e10;
   c.latency = 1e-6;
@@ -267,12 +267,14 @@ TEST_F(SearchLayoutsTest, BranchesSplitTogether) {
 /// and priced: the search restricted to layouts finds the least price; with
 /// constraints it does at least as well.
 TEST_F(SearchLayoutsTest, MatchesBruteForceOverLayouts) {
-  for (int figures = 0; figures < 3; ++figures) {
+  for (int figures = 0; figures < 4; ++figures) {
     costs = computeBound();
     if (figures == 1)
       costs.latency = 1e-4; // latency-bound
     if (figures == 2)
       costs.busBandwidth = 1e7; // bandwidth-bound
+    if (figures == 3)
+      costs.memoryBandwidth = 1e8; // elementwise ops matter
     auto base = step(mlp(8, {32, 64, 16}, /*bias=*/true));
     // The parameters and their optimizer state, by parameter.
     std::map<std::string, SmallVector<graph::VariableOp>> groups;
@@ -330,9 +332,11 @@ TEST_F(SearchLayoutsTest, MatchesBruteForceOverLayouts) {
 /// The price of reshards is what the partitioner inserts: on Megatron's
 /// layouts and on the search's, on tp and on dp x tp meshes.
 TEST_F(SearchLayoutsTest, PricesThePartitionersCollectives) {
-  costs = computeBound();
   for (std::string mesh : {"tp=2", "tp=4", "dp=2,tp=2"})
     for (bool searched : {false, true}) {
+      costs = computeBound();
+      // tp inside a node, dp across nodes.
+      costs.links = {{"tp", 4e10, 5e-7}, {"dp", 2e9, 3e-5}};
       auto m = step(mlp(16, {64, 128, 32, 64}, /*bias=*/true));
       if (searched)
         search(*m, mesh);

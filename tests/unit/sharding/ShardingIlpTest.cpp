@@ -18,8 +18,8 @@ namespace {
 
 constexpr double kInf = ShardingProblem::kForbidden;
 
-TEST(CollectiveCostModel, RingFormulas) {
-  CollectiveCostModel m;
+TEST(StepCostModel, RingFormulas) {
+  StepCostModel m;
   m.flops = 1e12;
   m.busBandwidth = 1e9;
   m.latency = 1e-5;
@@ -31,6 +31,11 @@ TEST(CollectiveCostModel, RingFormulas) {
   EXPECT_DOUBLE_EQ(m.allReduce(4e6, 1), 0);
   EXPECT_DOUBLE_EQ(m.allGather(4e6, 1), 0);
   EXPECT_DOUBLE_EQ(m.compute(2e12), 2.0);
+  // An axis with its own link (tp inside a node); others use the default.
+  m.links = {{"tp", 4e9, 1e-6}};
+  EXPECT_DOUBLE_EQ(m.allReduce(4e6, 4, "tp"), 2.0 * 3 / 4 * 4e6 / 4e9 + 6 * 1e-6);
+  EXPECT_DOUBLE_EQ(m.allGather(4e6, 4, "tp"), 3.0 / 4 * 4e6 / 4e9 + 3 * 1e-6);
+  EXPECT_DOUBLE_EQ(m.allGather(4e6, 4, "dp"), 3.0 / 4 * 4e6 / 1e9 + 3 * 1e-5);
 }
 
 /// A chain a -> b: a's choice puts its value in state 0 or 1; b needs state
