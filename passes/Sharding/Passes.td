@@ -94,8 +94,9 @@ def ShardSearchLayouts : Pass<"dtcc-shard-search-layouts", "mlir::ModuleOp"> {
 
     When CBC finds no assignment within `time-limit` seconds the module is
     left unchanged (dtcc-shard-annotate's Megatron-style layouts apply)
-    with a warning. `remarks` explains each layout, each constraint and the
-    modelled step.
+    with a warning. `remarks` explains each layout, each constraint (the
+    collectives it costs) and the modelled step beside the Megatron-style
+    layouts' price.
 
     Not modelled: ZeRO (layouts are chosen for stage 0), matmul efficiency
     by size, kernel launch overheads, overlap of communication with
@@ -113,11 +114,13 @@ def ShardSearchLayouts : Pass<"dtcc-shard-search-layouts", "mlir::ModuleOp"> {
     dgraph.variable @fc1 ... {dshard.sharding = #dshard.sharding<[{}, {tp} ]>, ...}
     dgraph.variable @fc2 ... {dshard.sharding = #dshard.sharding<[{tp}, {} ]>, ...}
     ```
-    and a layer too small to gain from a split stays whole
-    (`#dshard.sharding<[{}, {} ]>`), where an activation's layout differs
-    from what propagation would give it:
+    and a weight too small to gain from a split (4x4, a batch of 1024)
+    stays whole while its product is split by rows of the batch, a layout
+    propagation alone would not give its input:
     ```mlir
-    %c = dshard.constraint %x, #dshard.sharding<[{tp}, {} ]> : tensor<32x64xf32>
+    dgraph.variable @w ... {dshard.sharding = #dshard.sharding<[{}, {} ]>, ...}
+    %c = dshard.constraint %x, <[{tp}, {} ]> : tensor<1024x4xf32>
+    %y = dgraph.matmul %c, %w : (tensor<1024x4xf32>, tensor<4x4xf32>) -> ...
     ```
 
     Errors: a mesh that does not parse or has axes other than dp and tp, a
