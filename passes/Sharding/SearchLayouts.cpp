@@ -390,6 +390,17 @@ int LayoutSearch::addStrategy(Operation *op, SmallVector<Strategy> &strategies,
     if (ArrayRef<ShardingAttr>(t.ins) == ArrayRef<ShardingAttr>(s.ins) &&
         ArrayRef<ShardingAttr>(t.outs) == ArrayRef<ShardingAttr>(s.outs))
       return (int)i;
+  // A dimension made of several factors carries the split of one of them
+  // only (see project()): two split factors of one dimension would give
+  // the partitioner local types that do not match.
+  ShardingRule rule = cast<graph::ShardableOpInterface>(op).getShardingRule();
+  for (const auto &tensors : {rule.operands, rule.results})
+    for (const ShardingRule::TensorFactors &t : tensors)
+      for (const auto &dim : t)
+        if (llvm::count_if(dim, [&](int64_t f) {
+              return f < (int64_t)s.axes.axes.size() && !s.axes.axes[f].empty();
+            }) > 1)
+          return -1;
   auto cost = opCost(op, s.ins, s.outs, mesh_, options_.costs);
   if (!cost)
     return -1;
