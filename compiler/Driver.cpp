@@ -115,6 +115,10 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
       return module.emitError("invalid --mesh '")
              << options.train.mesh << "': " << error;
     stages = mesh->getSize("pp");
+    if (options.train.layoutSearch.enabled && stages > 1)
+      return module.emitError("the tp layout search places steps without "
+                              "pipeline stages, got pp=")
+             << stages;
   }
   if (options.train.enabled) {
     const TrainOptions &t = options.train;
