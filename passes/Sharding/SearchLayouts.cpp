@@ -14,8 +14,8 @@
 #include "passes/Sharding/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -50,8 +50,9 @@ RankedTensorType tensorType(Value v) {
 
 int64_t elementBytes(Type t) {
   Type e = getElementTypeOrSelf(t);
-  return e.isIntOrFloat() ? std::max<int64_t>(1, (e.getIntOrFloatBitWidth() + 7) / 8)
-                          : 8;
+  return e.isIntOrFloat()
+             ? std::max<int64_t>(1, (e.getIntOrFloatBitWidth() + 7) / 8)
+             : 8;
 }
 
 /// Elements of one rank's block of `global` laid out as `s`, or -1 when
@@ -84,7 +85,8 @@ double reshardCost(ShardingAttr from, ShardingAttr to, RankedTensorType global,
                    SmallVectorImpl<Collective> *trace = nullptr) {
   if (from == to)
     return 0;
-  if (localElements(global, to, mesh) < 0 || localElements(global, from, mesh) < 0)
+  if (localElements(global, to, mesh) < 0 ||
+      localElements(global, from, mesh) < 0)
     return kForbidden;
   double elt = (double)elementBytes(global);
   SmallVector<SmallVector<StringAttr>> dims;
@@ -108,7 +110,8 @@ double reshardCost(ShardingAttr from, ShardingAttr to, RankedTensorType global,
     if (trace)
       trace->push_back({kind.str(), axis.str(), bytes, s});
   };
-  SmallVector<StringAttr> partial(from.getPartial().begin(), from.getPartial().end());
+  SmallVector<StringAttr> partial(from.getPartial().begin(),
+                                  from.getPartial().end());
   for (StringAttr p : SmallVector<StringAttr>(partial)) {
     if (llvm::is_contained(to.getPartial(), p))
       continue;
@@ -133,8 +136,9 @@ double reshardCost(ShardingAttr from, ShardingAttr to, RankedTensorType global,
       add("all_reduce", p, bytes, costs.allReduce(bytes, n, p.str()));
     }
   }
-  if (!llvm::all_of(to.getPartial(),
-                    [&](StringAttr a) { return llvm::is_contained(partial, a); }))
+  if (!llvm::all_of(to.getPartial(), [&](StringAttr a) {
+        return llvm::is_contained(partial, a);
+      }))
     return kForbidden;
   for (auto [d, target] : llvm::enumerate(to.getDims()))
     while (!isPrefix(dims[d], target.getAxes()) ||
@@ -153,7 +157,7 @@ double reshardCost(ShardingAttr from, ShardingAttr to, RankedTensorType global,
 StringAttr singleSplitAxis(ShardingAttr s, int64_t d) {
   ArrayRef<StringAttr> axes = s.axesOf(d);
   return axes.size() == 1 && s.getDims()[d].getGroups() == 1 ? axes[0]
-                                                              : StringAttr();
+                                                             : StringAttr();
 }
 
 /// An op's own cost under `ins` and `outs`: a matmul's multiply-adds, the
@@ -173,15 +177,19 @@ opCost(Operation *op, ArrayRef<ShardingAttr> ins, ArrayRef<ShardingAttr> outs,
   if (auto mm = dyn_cast<graph::MatmulOp>(op)) {
     auto lhs = tensorType(mm.getLhs());
     auto local = ins[0].withoutPartial().localShape(lhs.getShape(), mesh);
-    int64_t k = (*local)[mm.getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1];
-    double out = (double)localElements(tensorType(mm.getResult()), outs[0], mesh);
+    int64_t k =
+        (*local)[mm.getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1];
+    double out =
+        (double)localElements(tensorType(mm.getResult()), outs[0], mesh);
     return std::make_pair(costs.compute(2.0 * out * (double)k), 0.0);
   }
   double moved = 0;
   for (auto [v, s] : llvm::zip(op->getOperands(), ins))
-    moved += (double)localElements(tensorType(v), s, mesh) * elementBytes(v.getType());
+    moved += (double)localElements(tensorType(v), s, mesh) *
+             elementBytes(v.getType());
   for (auto [v, s] : llvm::zip(op->getResults(), outs))
-    moved += (double)localElements(tensorType(v), s, mesh) * elementBytes(v.getType());
+    moved += (double)localElements(tensorType(v), s, mesh) *
+             elementBytes(v.getType());
   double memory = costs.memory(moved);
   if (isa<graph::CrossEntropyOp, graph::CrossEntropyGradOp>(op)) {
     StringAttr axis = singleSplitAxis(ins[0], 1);
@@ -192,9 +200,9 @@ opCost(Operation *op, ArrayRef<ShardingAttr> ins, ArrayRef<ShardingAttr> outs,
     double rowBytes = (double)(*local)[0] * (double)elementBytes(logits);
     // Row max, sum of exponentials (and, forward, the target's logit).
     int count = isa<graph::CrossEntropyOp>(op) ? 3 : 2;
-    return std::make_pair(memory, count * costs.allReduce(rowBytes,
-                                                       mesh.getSize(axis.getValue()),
-                                                       axis.str()));
+    return std::make_pair(
+        memory, count * costs.allReduce(rowBytes, mesh.getSize(axis.getValue()),
+                                        axis.str()));
   }
   return std::make_pair(memory, 0.0);
 }
@@ -303,7 +311,8 @@ private:
   llvm::DenseMap<Value, ShardingAttr> baseline_;
   /// Per op: the strategy propagation derives from each combination of
   /// its operand values' states.
-  llvm::DenseMap<Operation *, SmallVector<std::pair<SmallVector<ShardingAttr>, int>>>
+  llvm::DenseMap<Operation *,
+                 SmallVector<std::pair<SmallVector<ShardingAttr>, int>>>
       outcomes_;
 };
 
@@ -361,7 +370,8 @@ LogicalResult LayoutSearch::collectGroups() {
         return m.emitOpError("shares an optimizer's layout with '")
                << g.members.front().getSymName() << "' but has shape "
                << m.getTensorType() << " (internal error)";
-    ShardingAttr whole = ShardingAttr::replicated(module_.getContext(), type.getRank());
+    ShardingAttr whole =
+        ShardingAttr::replicated(module_.getContext(), type.getRank());
     g.layouts.push_back(whole);
     for (int64_t d = 0; d < type.getRank(); ++d)
       if (type.getDimSize(d) >= tpSize_ && type.getDimSize(d) % tpSize_ == 0)
@@ -379,7 +389,8 @@ FailureOr<OpShardings> LayoutSearch::oracle(Operation *op,
                                             ArrayRef<ShardingAttr> seen) {
   SmallVector<bool> weak(op->getNumOperands(), false), sole;
   for (Value v : op->getOperands())
-    sole.push_back(llvm::all_of(v.getUsers(), [&](Operation *u) { return u == op; }));
+    sole.push_back(
+        llvm::all_of(v.getUsers(), [&](Operation *u) { return u == op; }));
   return propagateOp(cast<graph::ShardableOpInterface>(op), seen, weak, sole,
                      mesh_);
 }
@@ -410,9 +421,10 @@ int LayoutSearch::addStrategy(Operation *op, SmallVector<Strategy> &strategies,
   t.compute = cost->first;
   t.comm = cost->second;
   auto again = oracle(op, s.ins);
-  t.idempotent = succeeded(again) &&
-                 ArrayRef<ShardingAttr>(again->ins) == ArrayRef<ShardingAttr>(s.ins) &&
-                 ArrayRef<ShardingAttr>(again->outs) == ArrayRef<ShardingAttr>(s.outs);
+  t.idempotent =
+      succeeded(again) &&
+      ArrayRef<ShardingAttr>(again->ins) == ArrayRef<ShardingAttr>(s.ins) &&
+      ArrayRef<ShardingAttr>(again->outs) == ArrayRef<ShardingAttr>(s.outs);
   strategies.push_back(std::move(t));
   return (int)strategies.size() - 1;
 }
@@ -653,9 +665,10 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
   for (auto fn : module_.getOps<func::FuncOp>()) {
     StringRef name = fn.getSymName();
     if (name == "train_step" || name == "apply_step")
-      if (failed(walk(fn, name == "train_step" && module_.lookupSymbol("apply_step")
-                              ? micro
-                              : 1.0)))
+      if (failed(walk(fn,
+                      name == "train_step" && module_.lookupSymbol("apply_step")
+                          ? micro
+                          : 1.0)))
         return failure();
   }
 
@@ -666,9 +679,9 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
     for (const Strategy &s : n.strategies)
       costs.push_back((s.compute + s.comm) * n.weight);
     std::string name = n.op ? n.op->getName().getStringRef().str()
-                            : n.group >= 0
-                                  ? groups_[n.group].members.front().getSymName().str()
-                                  : "input";
+                       : n.group >= 0
+                           ? groups_[n.group].members.front().getSymName().str()
+                           : "input";
     n.id = problem.addNode(name, costs);
   }
   for (auto &[v, info] : values_) {
@@ -686,9 +699,9 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
       for (auto [b, to] : llvm::enumerate(info.states))
         if (a != b)
           transitions[a][b] =
-              info.pinned
-                  ? kForbidden
-                  : reshardCost(from, to, type, mesh_, options_.costs) * info.weight;
+              info.pinned ? kForbidden
+                          : reshardCost(from, to, type, mesh_, options_.costs) *
+                                info.weight;
     auto index = [&](ShardingAttr s) {
       return (int)(llvm::find(info.states, s) - info.states.begin());
     };
@@ -707,7 +720,8 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
     std::vector<std::pair<int, int>> when;
     for (auto [v, s] : r.when) {
       const ValueInfo &info = values_[v];
-      when.push_back({info.id, (int)(llvm::find(info.states, s) - info.states.begin())});
+      when.push_back(
+          {info.id, (int)(llvm::find(info.states, s) - info.states.begin())});
     }
     problem.addRule(when, nodes_[r.node].id,
                     std::vector<int>(r.allowed.begin(), r.allowed.end()));
@@ -752,11 +766,10 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
 void LayoutSearch::materialise(const std::vector<int> &choice,
                                LayoutSearchResult &result,
                                std::optional<double> megatron) {
-  MLIRContext *ctx = module_.getContext();
   for (VarGroup &g : groups_) {
     // A variable no searched function reads keeps its whole layout.
-    ShardingAttr layout = g.used ? g.layouts[choice[nodes_[g.node].id]]
-                                 : g.layouts.front();
+    ShardingAttr layout =
+        g.used ? g.layouts[choice[nodes_[g.node].id]] : g.layouts.front();
     for (auto var : g.members)
       if (var.getTensorType().getRank() > 0)
         var->setAttr(kShardingAttr, layout);
@@ -812,7 +825,8 @@ void LayoutSearch::materialise(const std::vector<int> &choice,
     ++result.constraints;
     if (options_.remarks) {
       SmallVector<Collective> trace;
-      double s = reshardCost(from, to, tensorType(v), mesh_, options_.costs, &trace);
+      double s =
+          reshardCost(from, to, tensorType(v), mesh_, options_.costs, &trace);
       auto remark = c.emitRemark("resharded for ")
                     << user->getName() << ": " << from << " -> " << to;
       for (const Collective &coll : trace)
@@ -840,7 +854,6 @@ void LayoutSearch::materialise(const std::vector<int> &choice,
                       result.solveSeconds)
             .str());
   }
-  (void)ctx;
 }
 
 struct ShardSearchLayoutsPass
@@ -875,7 +888,8 @@ struct ShardSearchLayoutsPass
 } // namespace
 
 FailureOr<LayoutSearchResult>
-dtcc::shard::searchLayouts(ModuleOp module, const LayoutSearchOptions &options) {
+dtcc::shard::searchLayouts(ModuleOp module,
+                           const LayoutSearchOptions &options) {
   MLIRContext *ctx = module.getContext();
   std::string error;
   auto mesh = parseMesh(options.mesh, ctx, error);
@@ -928,7 +942,9 @@ dtcc::shard::priceShardedStep(ModuleOp module, const StepCostModel &costs) {
   ModelledStep out;
   for (auto fn : module.getOps<func::FuncOp>()) {
     double weight =
-        fn.getSymName() == "train_step" && module.lookupSymbol("apply_step") ? micro : 1;
+        fn.getSymName() == "train_step" && module.lookupSymbol("apply_step")
+            ? micro
+            : 1;
     llvm::MapVector<Value, SmallVector<ShardingAttr>> targets;
     for (Operation &op : fn.getBody().front()) {
       auto ins = op.getAttrOfType<ArrayAttr>("dshard.in_shardings");
@@ -947,7 +963,8 @@ dtcc::shard::priceShardedStep(ModuleOp module, const StepCostModel &costs) {
       if (isa<graph::ShardableOpInterface>(op) && op.getNumOperands() > 0) {
         auto cost = opCost(&op, in, res, mesh, costs);
         if (!cost)
-          return op.emitOpError("has a layout that does not divide its tensors");
+          return op.emitOpError(
+              "has a layout that does not divide its tensors");
         out.computeSeconds += cost->first * weight;
         out.commSeconds += cost->second * weight;
       }

@@ -1,4 +1,5 @@
-//===- SearchLayouts.h - per-op tensor-parallel shardings by an ILP -*- C++ -*-===//
+//===- SearchLayouts.h - per-op tensor-parallel shardings by an ILP -*- C++
+//-*-===//
 //
 // The C++ entry points of dtcc-shard-search-layouts (Passes.td describes
 // the pass), for the plan search and for tests: run the search on a
@@ -66,8 +67,8 @@ searchLayouts(mlir::ModuleOp module, const LayoutSearchOptions &options);
 struct ModelledStep {
   double seconds = 0, computeSeconds = 0, commSeconds = 0;
 };
-mlir::FailureOr<ModelledStep>
-priceShardedStep(mlir::ModuleOp module, const StepCostModel &costs);
+mlir::FailureOr<ModelledStep> priceShardedStep(mlir::ModuleOp module,
+                                               const StepCostModel &costs);
 
 } // namespace dtcc::shard
 

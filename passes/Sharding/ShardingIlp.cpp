@@ -34,7 +34,7 @@ double StepCostModel::memory(double bytes) const {
 }
 
 double StepCostModel::ring(double volume, double steps,
-                                 const std::string &axis) const {
+                           const std::string &axis) const {
   double bandwidth = busBandwidth, perStep = latency;
   for (const Link &l : links)
     if (l.axis == axis) {
@@ -45,7 +45,7 @@ double StepCostModel::ring(double volume, double steps,
 }
 
 double StepCostModel::allReduce(double bytes, int64_t n,
-                                      const std::string &axis) const {
+                                const std::string &axis) const {
   if (n <= 1)
     return 0;
   return ring(2.0 * (double)(n - 1) / (double)n * bytes, 2.0 * (double)(n - 1),
@@ -53,14 +53,14 @@ double StepCostModel::allReduce(double bytes, int64_t n,
 }
 
 double StepCostModel::allGather(double bytes, int64_t n,
-                                      const std::string &axis) const {
+                                const std::string &axis) const {
   if (n <= 1)
     return 0;
   return ring((double)(n - 1) / (double)n * bytes, (double)(n - 1), axis);
 }
 
 double StepCostModel::reduceScatter(double bytes, int64_t n,
-                                          const std::string &axis) const {
+                                    const std::string &axis) const {
   return allGather(bytes, n, axis);
 }
 
@@ -212,8 +212,8 @@ ShardingProblem::solve(double timeLimit, std::string &error) const {
         auto key = std::make_tuple(u.value, s, t);
         auto it = z.find(key);
         if (it == z.end())
-          it = z.emplace(key, p.addColumn(value.transitions[s][t] * kScale,
-                                          false))
+          it = z.emplace(key,
+                         p.addColumn(value.transitions[s][t] * kScale, false))
                    .first;
         p.colLower[it->second] = 1;
       }
@@ -253,8 +253,8 @@ ShardingProblem::solve(double timeLimit, std::string &error) const {
     }
   }
   for (const Rule &r : rules_) {
-    auto &row = p.addRow(-ShardingProblem::kForbidden,
-                         (double)r.when.size() - 1);
+    auto &row =
+        p.addRow(-ShardingProblem::kForbidden, (double)r.when.size() - 1);
     for (auto [v, s] : r.when)
       addX(row, v, s, 1);
     for (int c : r.allowed)
@@ -324,9 +324,9 @@ ShardingProblem::solve(double timeLimit, std::string &error) const {
   // The assignment's own cost: exact, where the solver's objective has its
   // tolerances.
   out.cost = cost(out.choice);
-  out.solveSeconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
+  out.solveSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (std::isinf(out.cost)) {
     error = "the solver's assignment breaks a constraint (numerical trouble)";
     return std::nullopt;

@@ -26,11 +26,11 @@ namespace dtcc::shard {
 /// other ops by the bytes they read and write, collectives over a ring
 /// (nccl-tests' bus-bandwidth formulas) with a latency per ring step.
 struct StepCostModel {
-  double flops = 1e11;        ///< sustained FLOP/s of matrix products
+  double flops = 1e11; ///< sustained FLOP/s of matrix products
   /// Sustained bytes/s of ops other than matrix products; 0: not priced.
   double memoryBandwidth = 0;
-  double busBandwidth = 1e9;  ///< bytes/s a rank sends in a ring
-  double latency = 20e-6;     ///< seconds per ring step
+  double busBandwidth = 1e9; ///< bytes/s a rank sends in a ring
+  double latency = 20e-6;    ///< seconds per ring step
   /// The link of one mesh axis's groups where it differs from the figures
   /// above (tp inside a node, dp across nodes).
   struct Link {

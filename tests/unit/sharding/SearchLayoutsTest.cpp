@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Sharding/SearchLayouts.h"
 #include "passes/Graph/Passes.h"
 #include "passes/Sharding/Passes.h"
-#include "passes/Sharding/SearchLayouts.h"
 #include "passes/Sharding/ShardingUtils.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -50,7 +50,8 @@ std::string mlp(int64_t batch, std::vector<int64_t> widths, bool bias) {
   std::string h = "%x";
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     std::string n = std::to_string(i);
-    s += "    %w" + n + " = dgraph.load @fc" + n + " : " + t(widths[i], widths[i + 1]) + "\n";
+    s += "    %w" + n + " = dgraph.load @fc" + n + " : " +
+         t(widths[i], widths[i + 1]) + "\n";
     s += "    %m" + n + " = dgraph.matmul " + h + ", %w" + n + " : (" +
          t(batch, widths[i]) + ", " + t(widths[i], widths[i + 1]) + ") -> " +
          t(batch, widths[i + 1]) + "\n";
@@ -66,7 +67,8 @@ std::string mlp(int64_t batch, std::vector<int64_t> widths, bool bias) {
       h = "%a" + n;
     }
     if (i + 2 < widths.size()) {
-      s += "    %r" + n + " = dgraph.relu " + h + " : " + t(batch, widths[i + 1]) + "\n";
+      s += "    %r" + n + " = dgraph.relu " + h + " : " +
+           t(batch, widths[i + 1]) + "\n";
       h = "%r" + n;
     }
   }
@@ -89,22 +91,54 @@ std::string branchy(int64_t batch, int64_t in, int64_t hidden, int64_t out) {
   std::string X = t(batch, in), H = t(batch, hidden), O = t(batch, out);
   std::string A = t(in, hidden), C = t(hidden, out);
   return "module {\n"
-         "  dgraph.variable @A : " + A + " = dense<0.01> {trainable}\n"
-         "  dgraph.variable @B : " + A + " = dense<0.01> {trainable}\n"
-         "  dgraph.variable @C : " + C + " = dense<0.01> {trainable}\n"
-         "  func.func @main(%x: " + X + " {dgraph.name = \"x\"}) -> (tensor<f32> {dgraph.name = \"loss\"}) {\n"
-         "    %a = dgraph.load @A : " + A + "\n"
-         "    %b = dgraph.load @B : " + A + "\n"
-         "    %c = dgraph.load @C : " + C + "\n"
-         "    %xa = dgraph.matmul %x, %a : (" + X + ", " + A + ") -> " + H + "\n"
-         "    %xb = dgraph.matmul %x, %b : (" + X + ", " + A + ") -> " + H + "\n"
-         "    %ra = dgraph.relu %xa : " + H + "\n"
-         "    %rb = dgraph.relu %xb : " + H + "\n"
-         "    %s = dgraph.add %ra, %rb : " + H + "\n"
-         "    %y = dgraph.matmul %s, %c : (" + H + ", " + C + ") -> " + O + "\n"
-         "    %sq = dgraph.mul %y, %y : " + O + "\n"
-         "    %sum = dgraph.reduce_sum %sq, dims = [0, 1] : (" + O + ") -> tensor<f32>\n"
-         "    %n = dgraph.constant dense<" + std::to_string(batch * out) + ".0> : tensor<f32>\n"
+         "  dgraph.variable @A : " +
+         A +
+         " = dense<0.01> {trainable}\n"
+         "  dgraph.variable @B : " +
+         A +
+         " = dense<0.01> {trainable}\n"
+         "  dgraph.variable @C : " +
+         C +
+         " = dense<0.01> {trainable}\n"
+         "  func.func @main(%x: " +
+         X +
+         " {dgraph.name = \"x\"}) -> (tensor<f32> {dgraph.name = \"loss\"}) {\n"
+         "    %a = dgraph.load @A : " +
+         A +
+         "\n"
+         "    %b = dgraph.load @B : " +
+         A +
+         "\n"
+         "    %c = dgraph.load @C : " +
+         C +
+         "\n"
+         "    %xa = dgraph.matmul %x, %a : (" +
+         X + ", " + A + ") -> " + H +
+         "\n"
+         "    %xb = dgraph.matmul %x, %b : (" +
+         X + ", " + A + ") -> " + H +
+         "\n"
+         "    %ra = dgraph.relu %xa : " +
+         H +
+         "\n"
+         "    %rb = dgraph.relu %xb : " +
+         H +
+         "\n"
+         "    %s = dgraph.add %ra, %rb : " +
+         H +
+         "\n"
+         "    %y = dgraph.matmul %s, %c : (" +
+         H + ", " + C + ") -> " + O +
+         "\n"
+         "    %sq = dgraph.mul %y, %y : " +
+         O +
+         "\n"
+         "    %sum = dgraph.reduce_sum %sq, dims = [0, 1] : (" +
+         O +
+         ") -> tensor<f32>\n"
+         "    %n = dgraph.constant dense<" +
+         std::to_string(batch * out) +
+         ".0> : tensor<f32>\n"
          "    %loss = dgraph.div %sum, %n : tensor<f32>\n"
          "    return %loss : tensor<f32>\n  }\n}\n";
 }
@@ -136,8 +170,8 @@ protected:
 
   /// Annotates and propagates `m` on `mesh` (in place), optionally
   /// partitioning it too.
-  LogicalResult place(ModuleOp m, const std::string &mesh, bool partition = false,
-                      int zero = 0) {
+  LogicalResult place(ModuleOp m, const std::string &mesh,
+                      bool partition = false, int zero = 0) {
     PassManager pm(&ctx);
     ShardAnnotateOptions a;
     a.mesh = mesh;
@@ -288,9 +322,11 @@ TEST_F(SearchLayoutsTest, MatchesBruteForceOverLayouts) {
     std::vector<std::vector<ShardingAttr>> options;
     for (auto &[name, vars] : groups) {
       auto type = vars.front().getTensorType();
-      std::vector<ShardingAttr> layouts{ShardingAttr::replicated(&ctx, type.getRank())};
+      std::vector<ShardingAttr> layouts{
+          ShardingAttr::replicated(&ctx, type.getRank())};
       for (int64_t d = 0; d < type.getRank(); ++d) {
-        SmallVector<DimShardingAttr> dims(type.getRank(), DimShardingAttr::get(&ctx, {}, 1));
+        SmallVector<DimShardingAttr> dims(type.getRank(),
+                                          DimShardingAttr::get(&ctx, {}, 1));
         dims[d] = DimShardingAttr::get(&ctx, {StringAttr::get(&ctx, "tp")}, 1);
         layouts.push_back(ShardingAttr::get(&ctx, dims, {}));
       }

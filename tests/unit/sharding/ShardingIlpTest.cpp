@@ -33,7 +33,8 @@ TEST(StepCostModel, RingFormulas) {
   EXPECT_DOUBLE_EQ(m.compute(2e12), 2.0);
   // An axis with its own link (tp inside a node); others use the default.
   m.links = {{"tp", 4e9, 1e-6}};
-  EXPECT_DOUBLE_EQ(m.allReduce(4e6, 4, "tp"), 2.0 * 3 / 4 * 4e6 / 4e9 + 6 * 1e-6);
+  EXPECT_DOUBLE_EQ(m.allReduce(4e6, 4, "tp"),
+                   2.0 * 3 / 4 * 4e6 / 4e9 + 6 * 1e-6);
   EXPECT_DOUBLE_EQ(m.allGather(4e6, 4, "tp"), 3.0 / 4 * 4e6 / 4e9 + 3 * 1e-6);
   EXPECT_DOUBLE_EQ(m.allGather(4e6, 4, "dp"), 3.0 / 4 * 4e6 / 1e9 + 3 * 1e-5);
 }
