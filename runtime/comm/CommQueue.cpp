@@ -7,6 +7,7 @@
 
 #include "runtime/comm/CommQueue.h"
 
+#include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <condition_variable>
@@ -36,7 +37,12 @@ Clock::duration toDuration(double s) {
 struct CommQueue::State {
   struct Op {
     Handle handle;
-    std::function<Status()> fn;
+    std::function<StatusOr<Poll>()> start;
+  };
+  /// An operation in flight; only the worker touches these.
+  struct Started {
+    Handle handle;
+    Poll poll;
   };
 
   std::string who;
@@ -47,6 +53,8 @@ struct CommQueue::State {
   /// Descriptions of the operations not yet waited for.
   std::map<Handle, std::string> descriptions;
   std::map<Handle, Status> done;
+  /// When each operation in flight started (for the watchdog).
+  std::map<Handle, Clock::time_point> inFlight;
   Handle next = 1;
   Handle running = 0;
   Clock::time_point runningSince;
@@ -57,13 +65,74 @@ struct CommQueue::State {
 
   void work();
   void watch();
+  /// Polls every operation in `started` once (without mu), records those
+  /// that finished and drops them; whether any did.
+  bool pollStarted(std::vector<Started> &started,
+                   std::unique_lock<std::mutex> &lock);
+  /// Records the result of `handle` (with mu held).
+  void finish(Handle handle, Status status);
+  /// The operation running or in flight for the longest time, and since
+  /// when; 0 when none (with mu held).
+  std::pair<Handle, Clock::time_point> oldest() const;
   /// The timeout message for `handle` (with mu held).
   Status timedOut(Handle handle, double waited) const;
 };
 
+/// How long the worker sleeps between polls of operations in flight when
+/// it has nothing else to do, after `idle` polls that finished nothing:
+/// from 20 us (a peer that is about to receive) up to 1 ms (one that
+/// computes for a while).
+static Clock::duration pollInterval(int idle) {
+  return std::chrono::microseconds(std::min(1000, 20 << std::min(idle, 6)));
+}
+
+void CommQueue::State::finish(Handle handle, Status status) {
+  if (!status.isOk())
+    status = status.withContext(who + ": " + descriptions[handle]);
+  done[handle] = std::move(status);
+  doneCv.notify_all();
+}
+
+bool CommQueue::State::pollStarted(std::vector<Started> &started,
+                                   std::unique_lock<std::mutex> &lock) {
+  if (started.empty())
+    return false;
+  lock.unlock();
+  std::vector<std::pair<Handle, Status>> finished;
+  for (size_t i = 0; i < started.size();) {
+    StatusOr<bool> r = started[i].poll();
+    if (r.isOk() && !r.value()) {
+      ++i;
+      continue;
+    }
+    finished.push_back(
+        {started[i].handle, r.isOk() ? Status::ok() : r.status()});
+    started.erase(started.begin() + i); // releases the poll's captures
+  }
+  lock.lock();
+  for (auto &[handle, status] : finished) {
+    inFlight.erase(handle);
+    finish(handle, std::move(status));
+  }
+  if (!finished.empty())
+    dogCv.notify_all();
+  return !finished.empty();
+}
+
 void CommQueue::State::work() {
+  std::vector<Started> started;
+  int idle = 0; // polls in a row that finished nothing
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
+    if (pending.empty() && !started.empty()) {
+      // Only operations in flight: poll them, then sleep a little unless
+      // new work comes.
+      idle = pollStarted(started, lock) ? 0 : idle + 1;
+      if (!started.empty())
+        workCv.wait_for(lock, pollInterval(idle),
+                        [&] { return !pending.empty(); });
+      continue;
+    }
     workCv.wait(lock, [&] { return !pending.empty() || stopping; });
     if (pending.empty()) {
       exited = true;
@@ -77,43 +146,63 @@ void CommQueue::State::work() {
     runningSince = Clock::now();
     dogCv.notify_all();
     lock.unlock();
-    Status status = op.fn();
-    op.fn = nullptr; // release the captures before taking the lock
+    StatusOr<Poll> poll = op.start();
+    op.start = nullptr; // release the captures before taking the lock
     lock.lock();
     running = 0;
-    if (!status.isOk())
-      status = status.withContext(who + ": " + descriptions[op.handle]);
-    done[op.handle] = std::move(status);
-    doneCv.notify_all();
+    if (poll.isOk() && poll.value()) {
+      inFlight[op.handle] = runningSince;
+      started.push_back({op.handle, std::move(poll.value())});
+      dogCv.notify_all();
+    } else {
+      finish(op.handle, poll.isOk() ? Status::ok() : poll.status());
+    }
+    // What was in flight may have progressed inside this operation.
+    if (pollStarted(started, lock))
+      idle = 0;
   }
+}
+
+std::pair<CommQueue::Handle, Clock::time_point>
+CommQueue::State::oldest() const {
+  Handle handle = running;
+  Clock::time_point since = runningSince;
+  for (const auto &[h, t] : inFlight)
+    if (handle == 0 || t < since) {
+      handle = h;
+      since = t;
+    }
+  return {handle, since};
 }
 
 void CommQueue::State::watch() {
   std::unique_lock<std::mutex> lock(mu);
   while (!exited) {
-    if (running == 0 || grace < 0) {
+    auto [watched, since] = oldest();
+    if (watched == 0 || grace < 0) {
       dogCv.wait(lock);
       continue;
     }
-    const Handle watched = running;
     const Clock::time_point deadline =
-        runningSince + toDuration(timeout) + toDuration(grace);
+        since + toDuration(timeout) + toDuration(grace);
     if (Clock::now() < deadline) {
       dogCv.wait_until(lock, deadline);
       continue;
     }
-    if (running != watched)
+    if (oldest().first != watched)
       continue;
     // Stuck past the timeout: the peers will not come; end the job
     // rather than hang it.
-    std::string message = "dtcc: " + who + ": collective " +
-                          descriptions[watched] + " timed out after " +
-                          seconds(timeout) + " s\n" + "dtcc: " + who +
-                          ": a rank of its group never "
-                          "joined it (every rank must run the same "
-                          "collectives in the same order); ending the job "
-                          "(DTCC_COLLECTIVE_TIMEOUT=<seconds> or "
-                          "--collective-timeout change the limit)\n";
+    const bool sent = inFlight.count(watched) != 0;
+    std::string message =
+        "dtcc: " + who + ": collective " + descriptions[watched] +
+        " timed out after " + seconds(timeout) + " s\n" + "dtcc: " + who +
+        (sent ? ": its peer never received it (every rank must run the same "
+                "sends and receives in the same order)"
+              : ": a rank of its group never joined it (every rank must run "
+                "the same collectives in the same order)") +
+        "; ending the job (DTCC_COLLECTIVE_TIMEOUT=<seconds> or "
+        "--collective-timeout change the limit)\n";
     lock.unlock();
     std::fputs(message.c_str(), stderr);
     std::fflush(stderr);
@@ -128,7 +217,12 @@ Status CommQueue::State::timedOut(Handle handle, double waited) const {
   std::string detail;
   auto it = descriptions.find(handle);
   const std::string &what = it->second;
-  if (running == handle) {
+  if (auto sent = inFlight.find(handle); sent != inFlight.end()) {
+    double ran =
+        std::chrono::duration<double>(Clock::now() - sent->second).count();
+    detail = " (it started " + seconds(ran) +
+             " s ago and is in flight: its peer has not received it)";
+  } else if (running == handle) {
     double ran =
         std::chrono::duration<double>(Clock::now() - runningSince).count();
     detail = " (it has been running for " + seconds(ran) +
@@ -164,11 +258,21 @@ CommQueue::~CommQueue() { stop(); }
 
 CommQueue::Handle CommQueue::submit(std::string description,
                                     std::function<Status()> fn) {
+  return submitStarted(std::move(description),
+                       [fn = std::move(fn)]() -> StatusOr<Poll> {
+                         DTCC_RETURN_IF_ERROR(fn());
+                         return Poll();
+                       });
+}
+
+CommQueue::Handle
+CommQueue::submitStarted(std::string description,
+                         std::function<StatusOr<Poll>()> start) {
   std::lock_guard<std::mutex> lock(state_->mu);
   assert(!state_->stopping && "submit after stop");
   Handle h = state_->next++;
   state_->descriptions[h] = std::move(description);
-  state_->pending.push_back({h, std::move(fn)});
+  state_->pending.push_back({h, std::move(start)});
   state_->workCv.notify_one();
   return h;
 }
@@ -225,8 +329,8 @@ double CommQueue::watchdogGrace() const {
 
 bool CommQueue::stuck() const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->running != 0 &&
-         Clock::now() - state_->runningSince > toDuration(state_->timeout);
+  auto [handle, since] = state_->oldest();
+  return handle != 0 && Clock::now() - since > toDuration(state_->timeout);
 }
 
 bool CommQueue::stop() {

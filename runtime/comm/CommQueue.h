@@ -2,7 +2,8 @@
 //
 // Like a CUDA communication stream: collectives run on one thread per
 // process in submission order, callers wait on handles with a timeout, and a
-// watchdog ends the job when an operation stays stuck past it.
+// watchdog ends the job when an operation stays stuck past it. Sends start
+// in that order but finish later, so that they never hold the thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +20,11 @@
 namespace dtcc::runtime {
 
 /// Runs operations (collectives) on a thread of its own, one at a time, in
-/// the order submitted. When an operation runs longer than timeout +
+/// the order submitted. An operation may also leave work in flight (a send
+/// handed to the transport, see submitStarted): the thread goes on with the
+/// next operations and polls it while idle and after each operation, and
+/// its handle completes when the poll says so. When an operation runs (or
+/// stays in flight) longer than timeout +
 /// watchdog grace (default 0), the watchdog prints
 ///   dtcc: rank 2: collective <description> timed out after 5 s
 /// and calls the abort function (the job ends non-zero), whether or not
@@ -46,10 +51,23 @@ public:
   CommQueue(const CommQueue &) = delete;
   CommQueue &operator=(const CommQueue &) = delete;
 
+  /// What a started operation left in flight: called on the communication
+  /// thread, never blocking; true once the operation is complete, an error
+  /// to fail it.
+  using Poll = std::function<StatusOr<bool>()>;
+
   /// Queues `fn`; `description` says what it is in messages: the collective,
   /// its group, its ONNX node and size, as in
   /// `all_reduce over axis dp (node "/h.0/mlp/fc1/MatMul", 4096 bytes)`.
   Handle submit(std::string description, std::function<Status()> fn);
+  /// Queues an operation that starts on the communication thread and may
+  /// finish later: `start` returns the Poll of what it left in flight, or a
+  /// null Poll when it is done. The operations after it run meanwhile. The
+  /// handle completes when the Poll returns true (or an error); until then
+  /// the operation counts as running for the watchdog, stuck() and
+  /// timeouts, from the moment it started.
+  Handle submitStarted(std::string description,
+                       std::function<StatusOr<Poll>()> start);
   /// Waits for `handle` (see the class comment for how long); returns fn's
   /// Status (prefixed with who and the description), or deadlineExceeded. Each
   /// handle may be waited once it has completed; a timed-out wait may be
@@ -68,10 +86,12 @@ public:
   void setWatchdogGrace(double seconds);
   double watchdogGrace() const;
 
-  /// Whether an operation has been running longer than the timeout.
+  /// Whether an operation has been running (or in flight) longer than the
+  /// timeout.
   bool stuck() const;
-  /// Finishes the queued operations and ends the thread; false (the thread
-  /// is left running, detached) when they do not finish within the timeout.
+  /// Finishes the queued operations and those in flight and ends the
+  /// thread; false (the thread is left running, detached) when they do not
+  /// finish within the timeout.
   /// Submitting after stop() is a bug.
   bool stop();
 

@@ -7,6 +7,7 @@
 
 #include "tests/unit/comm/CommTestUtils.h"
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -101,6 +102,87 @@ TEST(CommQueue, StuckAfterTheTimeout) {
   EXPECT_TRUE(queue.stuck());
   release.set_value();
   EXPECT_TRUE(queue.wait(h).isOk());
+  EXPECT_FALSE(queue.stuck());
+}
+
+TEST(CommQueue, LaterOperationsRunWhileOneIsInFlight) {
+  // A started operation (a send) stays in flight until its poll says done;
+  // the operation after it runs meanwhile (the receive its peer waits for
+  // before it receives the send).
+  CommQueue queue("rank 0");
+  auto received = std::make_shared<std::atomic<bool>>(false);
+  std::vector<std::string> order;
+  CommQueue::Handle send = queue.submitStarted(
+      "send(to 1, tag 3)", [&order, received]() -> StatusOr<CommQueue::Poll> {
+        order.push_back("send started");
+        return CommQueue::Poll(
+            [received]() -> StatusOr<bool> { return received->load(); });
+      });
+  CommQueue::Handle recv = queue.submit("recv(from 1, tag 3)", [&] {
+    order.push_back("recv");
+    return Status::ok();
+  });
+  ASSERT_TRUE(queue.wait(recv).isOk());
+  EXPECT_EQ(queue.waitFor(send, 0.05).code(), StatusCode::kDeadlineExceeded);
+  received->store(true);
+  ASSERT_TRUE(queue.wait(send).isOk());
+  EXPECT_EQ(order, (std::vector<std::string>{"send started", "recv"}));
+  // A start that is done at once (a null poll) completes like submit().
+  CommQueue::Handle now = queue.submitStarted("send(to 0, tag 1)", [] {
+    return StatusOr<CommQueue::Poll>(CommQueue::Poll());
+  });
+  EXPECT_TRUE(queue.wait(now).isOk());
+  EXPECT_TRUE(queue.stop());
+}
+
+TEST(CommQueue, InFlightErrorsAndTimeoutsNameTheOperation) {
+  CommQueue queue("rank 1");
+  queue.setWatchdogGrace(-1);
+  int polls = 0;
+  CommQueue::Handle failing = queue.submitStarted(
+      "send(to 0, tag 2) over axis pp (node \"S\", 8 bytes)",
+      [&polls]() -> StatusOr<CommQueue::Poll> {
+        return CommQueue::Poll([&polls]() -> StatusOr<bool> {
+          if (++polls < 3)
+            return false;
+          return unavailable("rank 0 closed its connection");
+        });
+      });
+  Status s = queue.wait(failing);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "rank 1: send(to 0, tag 2) over axis pp (node "
+                         "\"S\", 8 bytes): rank 0 closed its connection");
+
+  auto delivered = std::make_shared<std::atomic<bool>>(false);
+  CommQueue::Handle stuck = queue.submitStarted(
+      "send(to 0, tag 5) over axis pp (node \"T\", 1048576 bytes)",
+      [delivered]() -> StatusOr<CommQueue::Poll> {
+        return CommQueue::Poll(
+            [delivered]() -> StatusOr<bool> { return delivered->load(); });
+      });
+  s = queue.waitFor(stuck, 0.2);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(s.message().find("rank 1: collective send(to 0, tag 5) over axis "
+                             "pp (node \"T\", 1048576 bytes) timed out after "
+                             "0.2 s (it started "),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("is in flight: its peer has not received it"),
+            std::string::npos)
+      << s.message();
+  // In flight past the queue's timeout counts as stuck, and stop() waits
+  // for it.
+  EXPECT_FALSE(queue.stuck());
+  queue.setTimeout(0.1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(queue.stuck());
+  std::thread later([delivered] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    delivered->store(true);
+  });
+  queue.setTimeout(30);
+  EXPECT_TRUE(queue.stop());
+  later.join();
   EXPECT_FALSE(queue.stuck());
 }
 
