@@ -53,6 +53,8 @@ Communicator::Communicator(std::string name, int rank,
 
 Communicator::~Communicator() = default;
 
+PendingSend::~PendingSend() = default;
+
 Status Communicator::checkArgs(const void *in, const void *out, int64_t count,
                                DType dtype) const {
   if (count < 0)
@@ -159,12 +161,20 @@ Status Communicator::broadcast(void *data, int64_t count, DType dtype,
 
 Status Communicator::send(const void *data, int64_t bytes, int peer,
                           int64_t tag) {
+  DTCC_ASSIGN_OR_RETURN(std::unique_ptr<PendingSend> pending,
+                        startSend(data, bytes, peer, tag));
+  return pending ? pending->wait() : Status::ok();
+}
+
+StatusOr<std::unique_ptr<PendingSend>>
+Communicator::startSend(const void *data, int64_t bytes, int peer,
+                        int64_t tag) {
   DTCC_RETURN_IF_ERROR(checkArgs(data, data, bytes, DType::kU8));
   DTCC_RETURN_IF_ERROR(checkPeer(peer, "send peer"));
   if (tag < 0)
     return error("negative message tag ", tag);
   countSent(bytes);
-  return doSend(data, bytes, peer, tag);
+  return doStartSend(data, bytes, peer, tag);
 }
 
 Status Communicator::recv(void *data, int64_t bytes, int peer, int64_t tag) {

@@ -24,6 +24,20 @@ namespace dtcc::runtime {
 
 class CommQueue;
 
+/// A send handed to the transport (Communicator::startSend), finished on
+/// the thread that started it. Its buffer must stay untouched until it is
+/// complete; one abandoned before that keeps the buffer in use until the
+/// process ends.
+class PendingSend {
+public:
+  virtual ~PendingSend();
+  /// Advances the send without blocking: true once it is complete (the
+  /// transport no longer reads the buffer), an error if it failed.
+  virtual StatusOr<bool> test() = 0;
+  /// Blocks until the send is complete.
+  virtual Status wait() = 0;
+};
+
 enum class ReduceKind { kSum, kMax, kMin, kProd };
 
 /// "sum", "max", "min", "prod".
@@ -69,8 +83,17 @@ public:
   /// Every rank's `data` becomes the `root`'s.
   Status broadcast(void *data, int64_t count, DType dtype, int root);
   /// Sends `bytes` to group rank `peer`, matched by a recv with `tag` there;
-  /// messages of one (peer, tag) arrive in order. `tag` >= 0.
+  /// messages of one (peer, tag) arrive in order. `tag` >= 0. Returns once
+  /// the message is delivered or on its way (it may wait for the peer's
+  /// receive); startSend, then wait().
   Status send(const void *data, int64_t bytes, int peer, int64_t tag);
+  /// Starts a send and returns without waiting for the peer: the message
+  /// goes out while this thread makes later calls on any communicator of
+  /// the world (receives and collectives keep sends in flight moving) or
+  /// tests the result. Null when the send is already complete. Messages of
+  /// one (peer, tag) arrive in the order their sends started.
+  StatusOr<std::unique_ptr<PendingSend>>
+  startSend(const void *data, int64_t bytes, int peer, int64_t tag);
   Status recv(void *data, int64_t bytes, int peer, int64_t tag);
   /// Returns once every rank of the group has entered it.
   Status barrier();
@@ -98,9 +121,10 @@ protected:
                             DType dtype) = 0;
   virtual Status doBroadcast(void *data, int64_t count, DType dtype,
                              int root) = 0;
-  /// Also called for size() == 1 (a rank may message itself).
-  virtual Status doSend(const void *data, int64_t bytes, int peer,
-                        int64_t tag) = 0;
+  /// Also called for size() == 1 (a rank may message itself); must not
+  /// wait for the peer.
+  virtual StatusOr<std::unique_ptr<PendingSend>>
+  doStartSend(const void *data, int64_t bytes, int peer, int64_t tag) = 0;
   virtual Status doRecv(void *data, int64_t bytes, int peer, int64_t tag) = 0;
   virtual Status doBarrier() = 0;
 

@@ -43,11 +43,12 @@ protected:
   Status doBroadcast(void *, int64_t, DType, int) override {
     return unreachable();
   }
-  Status doSend(const void *data, int64_t bytes, int, int64_t tag) override {
+  StatusOr<std::unique_ptr<PendingSend>>
+  doStartSend(const void *data, int64_t bytes, int, int64_t tag) override {
     std::lock_guard<std::mutex> lock(mu_);
     const uint8_t *p = static_cast<const uint8_t *>(data);
     mailbox_[tag].emplace_back(p, p + bytes);
-    return Status::ok();
+    return std::unique_ptr<PendingSend>();
   }
   Status doRecv(void *data, int64_t bytes, int, int64_t tag) override {
     std::lock_guard<std::mutex> lock(mu_);

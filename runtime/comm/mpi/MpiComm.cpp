@@ -84,6 +84,25 @@ MPI_Datatype moveType(DType dtype) {
   }
 }
 
+/// The requests of one send (one per piece of at most kMaxCount bytes).
+/// MPI progresses them inside any later call on this thread; test() is one
+/// such call.
+struct MpiPendingSend final : PendingSend {
+  std::vector<MPI_Request> requests;
+
+  StatusOr<bool> test() override {
+    int flag = 0;
+    DTCC_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()),
+                               requests.data(), &flag, MPI_STATUSES_IGNORE));
+    return flag != 0;
+  }
+  Status wait() override {
+    DTCC_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()),
+                               requests.data(), MPI_STATUSES_IGNORE));
+    return Status::ok();
+  }
+};
+
 class MpiWorld;
 
 class MpiCommunicator final : public Communicator {
@@ -151,18 +170,25 @@ protected:
     return Status::ok();
   }
 
-  Status doSend(const void *data, int64_t bytes, int peer,
-                int64_t tag) override {
+  StatusOr<std::unique_ptr<PendingSend>>
+  doStartSend(const void *data, int64_t bytes, int peer, int64_t tag) override {
     DTCC_RETURN_IF_ERROR(checkTag(tag));
+    // MPI_Isend, never MPI_Send: above the eager limit (64 KiB over TCP) a
+    // blocking send waits for the matching receive, and a peer that sends
+    // to this rank before receiving would wait for this thread forever.
     // Pieces of one message share the tag; MPI keeps them in order.
+    auto pending = std::make_unique<MpiPendingSend>();
     int64_t off = 0;
     do {
       int n = static_cast<int>(std::min(kMaxCount, bytes - off));
-      DTCC_MPI_CHECK(MPI_Send(static_cast<const char *>(data) + off, n,
-                              MPI_BYTE, peer, static_cast<int>(tag), comm_));
+      MPI_Request request = MPI_REQUEST_NULL;
+      DTCC_MPI_CHECK(MPI_Isend(static_cast<const char *>(data) + off, n,
+                               MPI_BYTE, peer, static_cast<int>(tag), comm_,
+                               &request));
+      pending->requests.push_back(request);
       off += n;
     } while (off < bytes);
-    return Status::ok();
+    return std::unique_ptr<PendingSend>(std::move(pending));
   }
 
   Status doRecv(void *data, int64_t bytes, int peer, int64_t tag) override {

@@ -2,9 +2,10 @@
 //
 // One socket per pair of ranks. Messages carry (communicator, tag, bytes)
 // headers; a receiver stashes messages meant for a later receive, so that
-// communicators and tags sharing a socket never mix. Sends and receives of
-// one step progress together under poll(), so rings cannot deadlock on full
-// socket buffers.
+// communicators and tags sharing a socket never mix. Messages wait in a
+// per-peer outbox until their socket takes them; every operation writes
+// the outboxes while it waits under poll(), so neither rings nor sends to
+// a peer that is itself sending can deadlock on full socket buffers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -251,11 +252,26 @@ StatusOr<sockaddr_in> resolve(const std::string &host, int port) {
 // The transport
 //===----------------------------------------------------------------------===//
 
-/// The sockets of one world and the messages received ahead of their
-/// receive. One operation at a time (the lock).
+/// How a send handed to the transport stands: written whole to its
+/// socket, or failed.
+struct SendState {
+  bool done = false;
+  Status error;
+};
+
+/// The sockets of one world, the messages received ahead of their receive
+/// and the messages waiting to be written. One operation at a time (the
+/// lock).
+///
+/// Sends never wait for their peer to read: a message joins its peer's
+/// outbox behind those already there (so that messages to a peer keep
+/// their order on its socket) and goes out as the socket takes it, while
+/// this rank goes on. Every later operation writes every outbox while it
+/// waits, so messages keep moving whatever this rank waits for.
 class TcpTransport {
 public:
-  TcpTransport(int rank, int size) : rank_(rank), fds_(size, -1) {}
+  TcpTransport(int rank, int size)
+      : rank_(rank), fds_(size, -1), outbox_(size), broken_(size) {}
   ~TcpTransport() {
     for (int fd : fds_)
       if (fd >= 0)
@@ -267,6 +283,19 @@ public:
   int peerFd(int rank) const { return fds_[rank]; }
   std::recursive_mutex &lock() { return mu_; }
 
+  /// Queues `bytes` of `data` for world rank `peer` on communicator `comm`
+  /// with `tag`, and writes what the sockets take now. `data` is read until
+  /// the state says done. A message to this rank itself is stashed at once.
+  StatusOr<std::shared_ptr<SendState>>
+  post(int peer, const void *data, int64_t bytes, uint64_t comm, int64_t tag);
+  /// Writes what the sockets take now of every outbox; never blocks.
+  void flushAll();
+  /// Blocks until `sent` (if not null) is written and a message from world
+  /// rank `recvPeer` (if >= 0) on `comm` with `tag` is received into
+  /// `recvData`, writing every outbox meanwhile.
+  Status progress(const SendState *sent, int recvPeer, void *recvData,
+                  int64_t recvBytes, uint64_t comm, int64_t tag);
+
   /// Sends `sendBytes` to world rank `sendPeer` and receives `recvBytes`
   /// from `recvPeer` at once (either may be -1: none), on communicator
   /// `comm` with `tag`.
@@ -276,6 +305,19 @@ public:
 
 private:
   using Key = std::tuple<int, uint64_t, int64_t>; // peer, comm, tag
+
+  /// A message in an outbox. Deque elements stay in place, so the header
+  /// can be written from here.
+  struct Outgoing {
+    Header header;
+    const char *data;
+    int64_t written; ///< of the header and payload
+    std::shared_ptr<SendState> state;
+  };
+
+  /// Writes what `peer`'s socket takes of its outbox. A socket error fails
+  /// every message of the outbox, and every later one to that peer.
+  void flush(int peer);
 
   Status closed(int peer) const {
     return unavailable("rank ", peer,
@@ -289,16 +331,92 @@ private:
   std::vector<int> fds_;
   std::recursive_mutex mu_;
   std::map<Key, std::deque<std::vector<uint8_t>>> stash_;
+  /// By world rank: the messages not yet written whole, oldest first.
+  std::vector<std::deque<Outgoing>> outbox_;
+  /// By world rank: why its socket can no longer be written to.
+  std::vector<Status> broken_;
 };
+
+StatusOr<std::shared_ptr<SendState>>
+TcpTransport::post(int peer, const void *data, int64_t bytes, uint64_t comm,
+                   int64_t tag) {
+  auto state = std::make_shared<SendState>();
+  if (peer == rank_) { // a message to oneself
+    const uint8_t *p = static_cast<const uint8_t *>(data);
+    stash_[{rank_, comm, tag}].emplace_back(p, p + bytes);
+    state->done = true;
+    return state;
+  }
+  DTCC_RETURN_IF_ERROR(broken_[peer]);
+  outbox_[peer].push_back({Header{kMagic, 0, comm, tag, bytes},
+                           static_cast<const char *>(data), 0, state});
+  flush(peer);
+  return state;
+}
+
+void TcpTransport::flush(int peer) {
+  std::deque<Outgoing> &box = outbox_[peer];
+  while (!box.empty()) {
+    Outgoing &m = box.front();
+    const int64_t headerBytes = sizeof(Header);
+    const int64_t payload = m.header.bytes;
+    iovec iov[2];
+    int count = 0;
+    if (m.written < headerBytes) {
+      iov[count++] = {reinterpret_cast<char *>(&m.header) + m.written,
+                      size_t(headerBytes - m.written)};
+      if (payload > 0)
+        iov[count++] = {const_cast<char *>(m.data),
+                        size_t(std::min(payload, kMaxIo))};
+    } else {
+      const int64_t off = m.written - headerBytes;
+      iov[count++] = {const_cast<char *>(m.data) + off,
+                      size_t(std::min(payload - off, kMaxIo))};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    ssize_t w = ::sendmsg(fds_[peer], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      m.written += w;
+      if (m.written == headerBytes + payload) {
+        m.state->done = true;
+        box.pop_front();
+      }
+      continue;
+    }
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w == 0 || errno == EAGAIN || errno == EWOULDBLOCK)
+      return; // the socket is full: later
+    Status error = errno == EPIPE || errno == ECONNRESET ? closed(peer)
+                                                         : ioError(peer, errno);
+    broken_[peer] = error;
+    for (Outgoing &o : box)
+      o.state->error = error;
+    box.clear();
+  }
+}
+
+void TcpTransport::flushAll() {
+  for (int peer = 0; peer < static_cast<int>(outbox_.size()); ++peer)
+    if (!outbox_[peer].empty())
+      flush(peer);
+}
 
 Status TcpTransport::exchange(int sendPeer, const void *sendData,
                               int64_t sendBytes, int recvPeer, void *recvData,
                               int64_t recvBytes, uint64_t comm, int64_t tag) {
-  if (sendPeer == rank_) { // a message to oneself
-    const uint8_t *p = static_cast<const uint8_t *>(sendData);
-    stash_[{rank_, comm, tag}].emplace_back(p, p + sendBytes);
-    sendPeer = -1;
+  std::shared_ptr<SendState> sent;
+  if (sendPeer >= 0) {
+    DTCC_ASSIGN_OR_RETURN(sent, post(sendPeer, sendData, sendBytes, comm, tag));
   }
+  return progress(sent.get(), recvPeer, recvData, recvBytes, comm, tag);
+}
+
+Status TcpTransport::progress(const SendState *sent, int recvPeer,
+                              void *recvData, int64_t recvBytes, uint64_t comm,
+                              int64_t tag) {
   bool recvDone = recvPeer < 0;
   if (!recvDone) {
     auto it = stash_.find({recvPeer, comm, tag});
@@ -319,67 +437,46 @@ Status TcpTransport::exchange(int sendPeer, const void *sendData,
     }
   }
 
-  const Header sendHeader{kMagic, 0, comm, tag, sendBytes};
-  const int64_t sendTotal =
-      sendPeer >= 0 ? int64_t(sizeof(Header)) + sendBytes : 0;
-  int64_t sent = 0;
-
   Header header{};
   int64_t headerGot = 0, payloadBytes = 0, payloadGot = 0;
   bool inPayload = false, matched = false;
   uint8_t *dst = nullptr;
   std::vector<uint8_t> early;
+  std::vector<pollfd> fds;
+  std::vector<int> peers;
 
-  while (sent < sendTotal || !recvDone) {
-    pollfd fds[2];
-    int n = 0, si = -1, ri = -1;
-    if (sent < sendTotal) {
-      fds[n] = {fds_[sendPeer], POLLOUT, 0};
-      si = n++;
-    }
-    if (!recvDone) {
-      if (si >= 0 && fds[si].fd == fds_[recvPeer]) {
-        fds[si].events |= POLLIN;
-        ri = si;
-      } else {
-        fds[n] = {fds_[recvPeer], POLLIN, 0};
-        ri = n++;
+  for (;;) {
+    if (sent && !sent->error.isOk())
+      return sent->error;
+    if ((!sent || sent->done) && recvDone)
+      return Status::ok();
+    // Every outbox with something to write, and the socket to read.
+    fds.clear();
+    peers.clear();
+    int ri = -1;
+    for (int p = 0; p < static_cast<int>(fds_.size()); ++p) {
+      short events = outbox_[p].empty() ? 0 : POLLOUT;
+      if (!recvDone && p == recvPeer) {
+        events |= POLLIN;
+        ri = static_cast<int>(fds.size());
+      }
+      if (events) {
+        fds.push_back({fds_[p], events, 0});
+        peers.push_back(p);
       }
     }
-    if (::poll(fds, n, -1) < 0) {
+    if (fds.empty())
+      return internalError("rank ", rank_,
+                           ": a send is neither written nor queued");
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR)
         continue;
       return unavailable("poll: ", errnoText(errno));
     }
-
-    if (si >= 0 && (fds[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      iovec iov[2];
-      int count = 0;
-      if (sent < int64_t(sizeof(Header))) {
-        iov[count++] = {
-            const_cast<char *>(reinterpret_cast<const char *>(&sendHeader)) +
-                sent,
-            size_t(sizeof(Header) - sent)};
-        if (sendBytes > 0)
-          iov[count++] = {const_cast<void *>(sendData),
-                          size_t(std::min(sendBytes, kMaxIo))};
-      } else {
-        int64_t off = sent - sizeof(Header);
-        iov[count++] = {
-            const_cast<char *>(static_cast<const char *>(sendData)) + off,
-            size_t(std::min(sendBytes - off, kMaxIo))};
-      }
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = count;
-      ssize_t w = ::sendmsg(fds_[sendPeer], &msg, MSG_NOSIGNAL);
-      if (w > 0)
-        sent += w;
-      else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-               errno != EINTR)
-        return errno == EPIPE || errno == ECONNRESET ? closed(sendPeer)
-                                                     : ioError(sendPeer, errno);
-    }
+    for (size_t i = 0; i < fds.size(); ++i)
+      if ((fds[i].revents & (POLLOUT | POLLERR | POLLHUP)) &&
+          !outbox_[peers[i]].empty())
+        flush(peers[i]);
 
     if (ri >= 0 && (fds[ri].revents & (POLLIN | POLLERR | POLLHUP))) {
       const int fd = fds_[recvPeer];
@@ -448,8 +545,31 @@ Status TcpTransport::exchange(int sendPeer, const void *sendData,
       DTCC_RETURN_IF_ERROR(error);
     }
   }
-  return Status::ok();
 }
+
+/// A send in a peer's outbox.
+class TcpPendingSend final : public PendingSend {
+public:
+  TcpPendingSend(std::shared_ptr<TcpTransport> transport,
+                 std::shared_ptr<SendState> state)
+      : t_(std::move(transport)), state_(std::move(state)) {}
+
+  StatusOr<bool> test() override {
+    std::lock_guard<std::recursive_mutex> lock(t_->lock());
+    if (!state_->done && state_->error.isOk())
+      t_->flushAll();
+    DTCC_RETURN_IF_ERROR(state_->error);
+    return state_->done;
+  }
+  Status wait() override {
+    std::lock_guard<std::recursive_mutex> lock(t_->lock());
+    return t_->progress(state_.get(), -1, nullptr, 0, 0, 0);
+  }
+
+private:
+  std::shared_ptr<TcpTransport> t_;
+  std::shared_ptr<SendState> state_;
+};
 
 //===----------------------------------------------------------------------===//
 // Communicators
@@ -566,11 +686,16 @@ protected:
     return Status::ok();
   }
 
-  Status doSend(const void *data, int64_t bytes, int peer,
-                int64_t tag) override {
+  StatusOr<std::unique_ptr<PendingSend>>
+  doStartSend(const void *data, int64_t bytes, int peer, int64_t tag) override {
     std::lock_guard<std::recursive_mutex> lock(t_->lock());
-    return t_->exchange(worldRanks()[peer], data, bytes, -1, nullptr, 0, id_,
-                        tag);
+    DTCC_ASSIGN_OR_RETURN(std::shared_ptr<SendState> state,
+                          t_->post(worldRanks()[peer], data, bytes, id_, tag));
+    DTCC_RETURN_IF_ERROR(state->error);
+    if (state->done)
+      return std::unique_ptr<PendingSend>();
+    return std::unique_ptr<PendingSend>(
+        std::make_unique<TcpPendingSend>(t_, std::move(state)));
   }
 
   Status doRecv(void *data, int64_t bytes, int peer, int64_t tag) override {

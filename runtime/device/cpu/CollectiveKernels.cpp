@@ -23,7 +23,11 @@
 //   broadcast      axes, root          y = x of group rank `root`
 //   send           axes, offset, tag   x only (no output): to the rank whose
 //                                      coordinate on the (single) axis is
-//                                      this rank's + offset
+//                                      this rank's + offset. Never holds
+//                                      the communication thread until the
+//                                      peer receives: it goes on with later
+//                                      operations and the send completes
+//                                      when x is no longer read
 //   recv           axes, offset, tag   y only (no input): from that rank
 //   wait           handle              blocks until the collective started
 //                                      with `handle` is done; inputs, if any,
@@ -111,21 +115,26 @@ void swapBlocks(void *dst, const void *src, int64_t p, int64_t q,
       std::memcpy(d + (j * p + i) * block, s + (i * q + j) * block, block);
 }
 
-/// The kernel of a collective `body` (run on the communication thread):
-/// blocking, or with `async = 1` started under its `handle` for a later
-/// `wait`. Tensors without elements communicate nothing (alike on every
-/// rank).
-StatusOr<KernelFn> finish(const KernelContext &ctx, const Axis &axis,
-                          std::string description, bool empty,
-                          std::function<Status()> body) {
+/// Starts an operation on the communication thread; a null Poll when it is
+/// done, else what it left in flight (CommQueue::submitStarted).
+using StartFn = std::function<StatusOr<CommQueue::Poll>()>;
+
+/// The kernel of a collective started by `start` on the communication
+/// thread: blocking, or with `async = 1` started under its `handle` for a
+/// later `wait`. Tensors without elements communicate nothing (alike on
+/// every rank).
+StatusOr<KernelFn> finishStarted(const KernelContext &ctx, const Axis &axis,
+                                 std::string description, bool empty,
+                                 StartFn start) {
   if (empty)
-    body = [] { return Status::ok(); };
+    start = [] { return StatusOr<CommQueue::Poll>(CommQueue::Poll()); };
   CommQueue *queue = &axis.cc->queue();
   if (!ctx.attrs.getBool("async")) {
     if (ctx.attrs.has("handle"))
       return ctx.error("a 'handle' without 'async = 1'");
-    return KernelFn(
-        [queue, description, body] { return queue->run(description, body); });
+    return KernelFn([queue, description, start] {
+      return queue->wait(queue->submitStarted(description, start));
+    });
   }
   DTCC_ASSIGN_OR_RETURN(int64_t id, intAttr(ctx, "handle"));
   if (axis.cc->findAsync(id))
@@ -133,13 +142,24 @@ StatusOr<KernelFn> finish(const KernelContext &ctx, const Axis &axis,
   CommContext::AsyncSlot *slot = &axis.cc->declareAsync(id);
   slot->description = description;
   std::string prefix = errorPrefix(ctx);
-  return KernelFn([slot, queue, description, body, prefix, id] {
+  return KernelFn([slot, queue, description, start, prefix, id] {
     if (slot->handle)
       return internalError(prefix, "asynchronous collective ", id,
                            " started again before its wait");
-    slot->handle = queue->submit(description, body);
+    slot->handle = queue->submitStarted(description, start);
     return Status::ok();
   });
+}
+
+/// finishStarted for a `body` that is done when it returns.
+StatusOr<KernelFn> finish(const KernelContext &ctx, const Axis &axis,
+                          std::string description, bool empty,
+                          std::function<Status()> body) {
+  return finishStarted(ctx, axis, std::move(description), empty,
+                       [body]() -> StatusOr<CommQueue::Poll> {
+                         DTCC_RETURN_IF_ERROR(body());
+                         return CommQueue::Poll();
+                       });
 }
 
 /// One input and one output of the same element type, all contiguous.
@@ -316,11 +336,22 @@ StatusOr<KernelFn> send(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(auto peerTag, peerAndTag(ctx, axis));
   auto [peer, tag] = peerTag;
   Communicator *comm = axis.comm;
-  return finish(
+  // The send is handed to the transport and the communication thread goes
+  // on: a peer may be sending to this rank before it receives (1F1B
+  // pipeline stages do), and must get this rank's receive meanwhile. The
+  // send's handle completes once x is no longer read; x stays alive until
+  // its wait (the memory plan keeps the operands of wait).
+  return finishStarted(
       ctx, axis,
       describe(ctx, strCat("send(to ", peer, ", tag ", tag, ")"), axis, x),
-      false, [comm, x, peer = peer, tag = tag] {
-        return comm->send(x.data, x.sizeInBytes(), peer, tag);
+      false, [comm, x, peer = peer, tag = tag]() -> StatusOr<CommQueue::Poll> {
+        DTCC_ASSIGN_OR_RETURN(
+            std::unique_ptr<PendingSend> pending,
+            comm->startSend(x.data, x.sizeInBytes(), peer, tag));
+        if (!pending)
+          return CommQueue::Poll();
+        std::shared_ptr<PendingSend> p = std::move(pending);
+        return CommQueue::Poll([p] { return p->test(); });
       });
 }
 

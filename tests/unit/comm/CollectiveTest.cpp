@@ -241,6 +241,34 @@ TEST(Collectives, SendRecvRing) {
   }
 }
 
+TEST(Collectives, SendsStartBeforeTheirReceiversReceive) {
+  // Every rank starts its send to the next before receiving from the
+  // previous: above MPI's eager limit and the socket buffers, a send that
+  // waited for its receiver would deadlock the ring.
+  Communicator &c = testWorld().world();
+  const int n = c.size(), r = c.rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  for (int64_t count : {int64_t(1) << 16, int64_t(1) << 21}) {
+    std::vector<int32_t> out(count), in(count, -1);
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = int32_t(r * 1000003 + i);
+    auto pending = c.startSend(out.data(), count * 4, next, 9);
+    ASSERT_TRUE(pending.isOk()) << pending.status().toString();
+    ASSERT_TRUE(c.recv(in.data(), count * 4, prev, 9).isOk());
+    if (pending.value()) {
+      // Done, or finished by wait(); test() then says so too.
+      ASSERT_TRUE(pending.value()->wait().isOk());
+      auto done = pending.value()->test();
+      ASSERT_TRUE(done.isOk()) << done.status().toString();
+      EXPECT_TRUE(done.value());
+    }
+    int64_t bad = 0;
+    for (int64_t i = 0; i < count; ++i)
+      bad += in[i] != int32_t(prev * 1000003 + i);
+    EXPECT_EQ(bad, 0) << count * 4 << " bytes";
+  }
+}
+
 TEST(Collectives, RecvMatchesTagsOutOfOrder) {
   Communicator &c = testWorld().world();
   if (c.size() < 2)

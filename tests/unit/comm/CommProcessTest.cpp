@@ -230,6 +230,37 @@ TEST(TcpBackend, MeshThatDoesNotFitTheJob) {
   }
 }
 
+TEST(TcpBackend, SendsDoNotWaitForTheirReceiver) {
+  // Each rank sends 256 KiB and 8 MiB before receiving its peer's: more
+  // than loopback's socket buffers take, so a send that held the
+  // communication thread until the peer read it would deadlock (and the
+  // watchdog end the job after 10 s).
+  for (int size : {2, 4}) {
+    auto procs = runTcpJob(size, "exchange", 10, 40);
+    for (int r = 0; r < size; ++r) {
+      EXPECT_EQ(procs[r].exitCode, 0) << describe(procs);
+      EXPECT_NE(procs[r].output.find(strCat("rank ", r, ": ok, exchanged")),
+                std::string::npos)
+          << describe(procs);
+    }
+  }
+}
+
+TEST(TcpBackend, SendNeverReceivedEndsTheJob) {
+  // A send in flight is watched like a running collective: rank 1 never
+  // receives rank 0's 8 MiB, so rank 0's watchdog ends it after 1 s, naming
+  // the send, its node and its peer.
+  auto procs = runTcpJob(2, "unreceived", 1, 20);
+  EXPECT_EQ(procs[0].exitCode, 124) << describe(procs);
+  EXPECT_NE(procs[0].output.find(
+                "dtcc: rank 0: collective send(to 1, tag 3) over axis dp "
+                "(node \"/h.0/mlp/fc1/MatMul\", 8388608 bytes) timed out "
+                "after 1 s\ndtcc: rank 0: its peer never received it"),
+            std::string::npos)
+      << describe(procs);
+  EXPECT_LT(procs[0].seconds, 5) << describe(procs);
+}
+
 TEST(MpiBackend, TimeoutEndsTheJob) {
   std::vector<std::string> env = baseEnv();
   env.push_back("DTCC_COLLECTIVE_TIMEOUT=1");
@@ -250,6 +281,43 @@ TEST(MpiBackend, TimeoutEndsTheJob) {
   EXPECT_EQ(procs[0].output.find("skipped the all_reduce"), std::string::npos)
       << describe(procs);
   EXPECT_LT(took, 12);
+}
+
+TEST(MpiBackend, SendsDoNotWaitForTheirReceiver) {
+  // As over TCP: above Open MPI's eager limit (64 KiB over TCP) a blocking
+  // MPI_Send waits for the matching receive, which the peer posts only
+  // after its own send.
+  std::vector<std::string> env = baseEnv();
+  env.push_back("DTCC_COLLECTIVE_TIMEOUT=10");
+  for (const char *np : {"2", "4"}) {
+    auto procs = runAll({DTCC_MPIEXEC, "--oversubscribe", "--mca", "btl",
+                         "self,tcp", "-np", np, DTCC_COMM_WORKER, "exchange"},
+                        {env}, 40);
+    EXPECT_EQ(procs[0].exitCode, 0) << describe(procs);
+    for (int r = 0; r < std::atoi(np); ++r)
+      EXPECT_NE(procs[0].output.find(strCat("rank ", r, ": ok, exchanged")),
+                std::string::npos)
+          << describe(procs);
+  }
+}
+
+TEST(MpiBackend, SendNeverReceivedEndsTheJob) {
+  std::vector<std::string> env = baseEnv();
+  env.push_back("DTCC_COLLECTIVE_TIMEOUT=1");
+  auto procs = runAll({DTCC_MPIEXEC, "--oversubscribe", "--mca", "btl",
+                       "self,tcp", "-np", "2", DTCC_COMM_WORKER, "unreceived"},
+                      {env}, 30);
+  EXPECT_NE(procs[0].exitCode, 0) << describe(procs);
+  EXPECT_NE(procs[0].output.find(
+                "dtcc: rank 0: collective send(to 1, tag 3) over axis dp "
+                "(node \"/h.0/mlp/fc1/MatMul\", 8388608 bytes) timed out "
+                "after 1 s\ndtcc: rank 0: its peer never received it"),
+            std::string::npos)
+      << describe(procs);
+  // MPI_Abort ends the sleeping rank too.
+  EXPECT_EQ(procs[0].output.find("never received\n"), std::string::npos)
+      << describe(procs);
+  EXPECT_LT(procs[0].seconds, 12) << describe(procs);
 }
 
 TEST(MpiBackend, MeshThatDoesNotFitTheJob) {

@@ -8,6 +8,12 @@
 //                others' watchdog must end them
 //   peer-dies    rank 1 exits at once; rank 0's all_reduce must fail
 //   mismatch     a dp=2 x tp=2 mesh, whatever the job's size
+//   exchange     pairs of ranks along dp each send 256 KiB and 8 MiB to the
+//                other (async send) before receiving the other's, as 1F1B
+//                pipeline stages do; sends must not hold the communication
+//                thread until the peer receives
+//   unreceived   rank 0 sends 8 MiB to rank 1, which never receives it
+//                (and sleeps); rank 0's watchdog must end it naming the send
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,12 +44,12 @@ struct Job {
   KernelRegistry registry;
 };
 
-/// Binds and runs `kernel` on f32 tensors.
-Status runKernel(
-    Job &job, const std::string &kernel,
-    std::vector<std::pair<std::vector<float> *, std::vector<int64_t>>> in,
-    std::vector<std::pair<std::vector<float> *, std::vector<int64_t>>> out,
-    Attrs attrs) {
+/// Binds `kernel` on f32 tensors (run it later, as often as needed).
+StatusOr<KernelFn>
+bindKernel(Job &job, const std::string &kernel,
+           std::vector<std::pair<std::vector<float> *, std::vector<int64_t>>> in,
+           std::vector<std::pair<std::vector<float> *, std::vector<int64_t>>> out,
+           Attrs attrs) {
   KernelContext ctx;
   ctx.kernel = kernel;
   ctx.location = kLoc;
@@ -53,7 +59,18 @@ Status runKernel(
     ctx.outputs.push_back(makeView(v->data(), DType::kF32, shape));
   ctx.attrs = std::move(attrs);
   ctx.comm = job.cc.get();
-  DTCC_ASSIGN_OR_RETURN(KernelFn fn, (*job.registry.find(kernel))(ctx));
+  return (*job.registry.find(kernel))(ctx);
+}
+
+/// Binds and runs `kernel` on f32 tensors.
+Status runKernel(
+    Job &job, const std::string &kernel,
+    std::vector<std::pair<std::vector<float> *, std::vector<int64_t>>> in,
+    std::vector<std::pair<std::vector<float> *, std::vector<int64_t>>> out,
+    Attrs attrs) {
+  DTCC_ASSIGN_OR_RETURN(KernelFn fn, bindKernel(job, kernel, std::move(in),
+                                                std::move(out),
+                                                std::move(attrs)));
   return fn();
 }
 
@@ -64,6 +81,61 @@ Attrs axesAttrs(std::vector<std::string> axes) {
 }
 
 float valueAt(int rank, int64_t i) { return float((rank * 5 + i * 3) % 11); }
+
+/// A value of element `i` from world rank `rank`, exact in f32.
+float messageValue(int rank, int64_t i) {
+  return float((i * 7 + rank * 13) % 65521);
+}
+
+/// Both ranks of each dp pair: async send to the other, blocking recv from
+/// it, then the send's wait (the order of a 1F1B stage pair's steady
+/// state), twice per size so that buffers and handles are reused.
+int exchange(Job &job) {
+  const int me = job.world->rank();
+  Communicator *dp = job.mesh.group({"dp"}).value();
+  if (dp->size() != 2)
+    return fail(strCat("exchange needs dp = 2, got ", dp->size()));
+  const int64_t offset = dp->rank() == 0 ? 1 : -1;
+  const int peer = dp->worldRanks()[dp->rank() == 0 ? 1 : 0];
+  int64_t handle = 0;
+  for (int64_t bytes : {int64_t(256) << 10, int64_t(8) << 20}) {
+    const int64_t count = bytes / 4;
+    std::vector<float> out(count), in(count);
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = messageValue(me, i);
+    Attrs a = axesAttrs({"dp"});
+    a.set("offset", offset);
+    a.set("tag", int64_t(3));
+    Attrs sendAttrs = a;
+    sendAttrs.set("async", int64_t(1));
+    sendAttrs.set("handle", ++handle);
+    Attrs waitAttrs;
+    waitAttrs.set("handle", handle);
+    auto send = bindKernel(job, "send", {{&out, {count}}}, {}, sendAttrs);
+    auto recv = bindKernel(job, "recv", {}, {{&in, {count}}}, a);
+    auto wait = bindKernel(job, "wait", {{&out, {count}}}, {}, waitAttrs);
+    for (const auto *k : {&send, &recv, &wait})
+      if (!k->isOk())
+        return fail(k->status().toString());
+    for (int round = 0; round < 2; ++round) {
+      std::fill(in.begin(), in.end(), -1.0f);
+      Status s = send.value()();
+      if (s.isOk())
+        s = recv.value()();
+      if (s.isOk())
+        s = wait.value()();
+      if (!s.isOk())
+        return fail(s.toString());
+      for (int64_t i = 0; i < count; ++i)
+        if (in[i] != messageValue(peer, i))
+          return fail(strCat("exchange of ", bytes, " bytes, round ", round,
+                             ": element ", i, " is ", in[i], ", expected ",
+                             messageValue(peer, i)));
+    }
+  }
+  std::printf("rank %d: ok, exchanged with rank %d\n", me, peer);
+  return 0;
+}
 
 /// Every collective over the mesh, checked against a local reference.
 int collectives(Job &job) {
@@ -154,7 +226,8 @@ int collectives(Job &job) {
 
 int main(int argc, char **argv) {
   if (argc != 2)
-    return fail("usage: DtccCommWorker collectives|timeout|peer-dies|mismatch");
+    return fail("usage: DtccCommWorker "
+                "collectives|timeout|peer-dies|mismatch|exchange|unreceived");
   const std::string scenario = argv[1];
   Job job;
   registerCpuKernels(job.registry);
@@ -167,8 +240,11 @@ int main(int argc, char **argv) {
                                 size % 2 == 0 ? size / 2 : size};
   if (scenario == "mismatch")
     sizes = {2, 2};
-  if (scenario == "timeout" || scenario == "peer-dies")
+  if (scenario == "timeout" || scenario == "peer-dies" ||
+      scenario == "unreceived")
     sizes = {size, 1}; // dp spans the job
+  if (scenario == "exchange")
+    sizes = {2, size / 2}; // pairs along dp
   auto mesh = createMeshComms(*job.world, {"dp", "tp"}, sizes);
   if (!mesh.isOk())
     return fail(mesh.status().toString());
@@ -177,6 +253,8 @@ int main(int argc, char **argv) {
 
   if (scenario == "collectives" || scenario == "mismatch")
     return collectives(job);
+  if (scenario == "exchange")
+    return exchange(job);
   Attrs dp = axesAttrs({"dp"});
   std::vector<float> x(1024, 1.0f);
   if (scenario == "timeout") {
@@ -188,6 +266,26 @@ int main(int argc, char **argv) {
     }
     Status s = runKernel(job, "all_reduce", {{&x, {1024}}}, {{&x, {1024}}}, dp);
     return fail(strCat("the all_reduce returned instead of timing out: ",
+                       s.toString()));
+  }
+  if (scenario == "unreceived") {
+    if (me != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+      std::printf("rank %d: never received\n", me);
+      return 0;
+    }
+    std::vector<float> big(int64_t(2) << 20, 1.0f);
+    Attrs send = dp;
+    send.set("offset", int64_t(1));
+    send.set("tag", int64_t(3));
+    send.set("async", int64_t(1));
+    send.set("handle", int64_t(1));
+    Attrs wait;
+    wait.set("handle", int64_t(1));
+    Status s = runKernel(job, "send", {{&big, {int64_t(big.size())}}}, {}, send);
+    if (s.isOk())
+      s = runKernel(job, "wait", {}, {}, wait);
+    return fail(strCat("the send's wait returned instead of timing out: ",
                        s.toString()));
   }
   if (scenario == "peer-dies") {
