@@ -17,13 +17,6 @@ namespace {
 using runtime::format::Buffer;
 using runtime::format::Program;
 
-const std::set<std::string> &collectiveKernels() {
-  static const std::set<std::string> kinds = {
-      "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-      "broadcast",  "send",       "recv"};
-  return kinds;
-}
-
 int64_t bufferBytes(const Buffer &b) {
   int64_t n = runtime::dtypeSize(static_cast<runtime::DType>(b.dtype()));
   for (int64_t d : b.shape())
@@ -38,12 +31,6 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   for (size_t i = 0; i < shape.size(); ++i)
     s += (i ? "x" : "") + std::to_string(shape[i]);
   return s;
-}
-
-std::string attrString(const runtime::format::Instruction &inst,
-                       const std::string &name) {
-  auto it = inst.attrs().find(name);
-  return it == inst.attrs().end() ? "" : it->second.s();
 }
 
 std::string shardingText(const runtime::format::Sharding &s) {
@@ -86,43 +73,6 @@ static bool hasPipelineStages(const Program &program) {
     if (fn.has_stage())
       return true;
   return false;
-}
-
-std::vector<CollectiveInfo> listCollectives(const Program &program) {
-  std::map<std::string, int64_t> axisSize;
-  for (int i = 0; i < program.mesh().axes_size(); ++i)
-    axisSize[program.mesh().axes(i)] = program.mesh().sizes(i);
-  std::vector<CollectiveInfo> out;
-  for (const auto &fn : program.functions())
-    for (const auto &inst : fn.instructions()) {
-      if (!collectiveKernels().count(inst.kernel()))
-        continue;
-      CollectiveInfo c;
-      c.function = fn.name();
-      c.kind = inst.kernel();
-      c.axes = attrString(inst, "axes");
-      c.phase = attrString(inst, "phase");
-      c.node = inst.location();
-      std::stringstream axes(c.axes);
-      for (std::string a; std::getline(axes, a, ',');)
-        c.groupSize *= axisSize.count(a) ? axisSize[a] : 1;
-      int64_t in = 0, outBytes = 0;
-      for (int id : inst.inputs())
-        in = std::max(in, bufferBytes(program.buffers(id)));
-      for (int id : inst.outputs())
-        outBytes = std::max(outBytes, bufferBytes(program.buffers(id)));
-      c.tensorBytes = std::max(in, outBytes);
-      int64_t n = c.groupSize;
-      if (c.kind == "all_reduce")
-        c.sentBytes = 2 * (n - 1) * c.tensorBytes / n;
-      else if (c.kind == "all_gather" || c.kind == "reduce_scatter" ||
-               c.kind == "all_to_all")
-        c.sentBytes = (n - 1) * c.tensorBytes / n;
-      else if (c.kind == "broadcast" || c.kind == "send")
-        c.sentBytes = c.tensorBytes;
-      out.push_back(std::move(c));
-    }
-  return out;
 }
 
 std::string explainProgram(const Program &program) {

@@ -9,26 +9,15 @@
 #ifndef DTCC_COMPILER_EXPLAIN_H
 #define DTCC_COMPILER_EXPLAIN_H
 
+#include "planner/ProgramModel.h"
 #include "runtime/format/Program.pb.h"
 
-#include <cstdint>
 #include <string>
-#include <vector>
 
 namespace dtcc {
 
-/// One collective of a function, in program order.
-struct CollectiveInfo {
-  std::string function, kind, axes, phase, node;
-  int64_t groupSize = 1;
-  /// The whole tensor it communicates (the larger of input and output).
-  int64_t tensorBytes = 0;
-  /// What each rank sends with ring algorithms (nccl-tests' bus volume).
-  int64_t sentBytes = 0;
-};
-
-/// The collectives of every function of `program`.
-std::vector<CollectiveInfo> listCollectives(const runtime::format::Program &program);
+using planner::CollectiveInfo;
+using planner::listCollectives;
 
 /// A report for people: the mesh, the parameters and their shardings, the
 /// collectives per step and their totals by phase and kind.

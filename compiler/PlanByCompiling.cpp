@@ -15,69 +15,55 @@ using namespace mlir;
 
 namespace dtcc {
 
-namespace {
-
-/// The multiply-adds of a rank's matrix products in its training step(s).
-double matmulFlops(ModuleOp module) {
-  double flops = 0;
-  module.walk([&](graph::MatmulOp mm) {
-    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-    auto out = cast<RankedTensorType>(mm.getResult().getType());
-    int64_t k = lhs.getDimSize(mm.getTransposeLhs() ? lhs.getRank() - 2
-                                                    : lhs.getRank() - 1);
-    flops += 2.0 * (double)out.getNumElements() * (double)k;
+runtime::StatusOr<PricedProgram>
+compileAndPrice(ModuleOp module, CompileOptions options,
+                const planner::ClusterSpec &cluster) {
+  options.compileTo = Phase::Exec;
+  options.dumpDir.clear();
+  OwningOpRef<ModuleOp> clone(module.clone());
+  std::string diagnostics;
+  ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error && diagnostics.empty())
+      diagnostics = d.str();
+    return success();
   });
-  return flops;
+  if (failed(runPhases(*clone, options)))
+    return runtime::invalidArgument(
+        diagnostics.empty() ? "does not compile" : diagnostics);
+  auto serialized = serializeProgram(*clone);
+  if (failed(serialized))
+    return runtime::invalidArgument(
+        diagnostics.empty() ? "cannot be serialized" : diagnostics);
+  PricedProgram out;
+  out.program = std::move(serialized->program);
+  out.memory = planner::programMemory(out.program);
+  auto time = planner::simulateProgram(out.program, cluster);
+  if (!time.isOk())
+    return time.status();
+  out.time = std::move(time.value());
+  return out;
 }
 
-} // namespace
-
-/// Compiles `module` with `options` and weighs the program.
+/// Compiles `module` with `options` and weighs the program: its simulated
+/// step on the cluster, its memory plan against the device.
 static CompiledCandidate evaluate(ModuleOp module, CompileOptions options,
                                   const DeviceFigures &device) {
   CompiledCandidate c;
   c.mesh = options.train.mesh;
   c.zero = options.train.zero;
   c.layouts = options.train.layouts;
-  options.compileTo = Phase::Shard;
-  options.dumpDir.clear();
-  OwningOpRef<ModuleOp> clone(module.clone());
-  std::string diagnostics;
-  // A candidate that does not compile (a split that does not divide) is
-  // rejected with the compiler's message.
-  ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
-    if (d.getSeverity() == DiagnosticSeverity::Error && diagnostics.empty())
-      diagnostics = d.str();
-    return success();
-  });
-  if (failed(runPhases(*clone, options))) {
-    c.rejected = diagnostics.empty() ? "does not compile" : diagnostics;
+  auto priced = compileAndPrice(module, options, device.cluster);
+  if (!priced.isOk()) {
+    c.rejected = priced.status().message();
     return c;
   }
-  c.flops = matmulFlops(*clone);
-  // The shard phase is done: lower what it left.
-  CompileOptions lower;
-  lower.compileTo = Phase::Exec;
-  if (failed(runPhases(*clone, lower))) {
-    c.rejected = diagnostics.empty() ? "does not lower" : diagnostics;
-    return c;
-  }
-  auto serialized = serializeProgram(*clone);
-  if (failed(serialized)) {
-    c.rejected = "cannot be serialized";
-    return c;
-  }
-  const auto &program = serialized->program;
-  c.peakBytes = program.workspace_bytes() + program.state_bytes() +
-                program.constant_bytes();
-  double commSeconds = 0;
-  for (const CollectiveInfo &ci : listCollectives(program)) {
+  c.peakBytes = priced->memory.total;
+  c.flops = priced->time.flops;
+  for (const CollectiveInfo &ci : listCollectives(priced->program)) {
     c.commBytes += ci.sentBytes;
     ++c.collectives;
-    commSeconds += (double)ci.sentBytes / device.busBandwidth +
-                   2.0 * (double)(ci.groupSize - 1) * device.latency;
   }
-  c.seconds = c.flops / device.flops + commSeconds;
+  c.seconds = priced->time.stepTime;
   if ((double)c.peakBytes > device.memoryBytes)
     c.rejected = "needs " + std::to_string(c.peakBytes >> 20) +
                  " MiB per rank, more than the device's " +

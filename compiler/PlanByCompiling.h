@@ -13,6 +13,7 @@
 #define DTCC_COMPILER_PLANBYCOMPILING_H
 
 #include "compiler/Driver.h"
+#include "planner/ProgramModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -27,7 +28,25 @@ struct DeviceFigures {
   double memoryBytes = 8e9;     ///< capacity per rank
   double busBandwidth = 1e9;    ///< bytes/s of a collective's ring
   double latency = 20e-6;       ///< seconds per ring step
+  /// The cluster whose figures price each compiled program
+  /// (planner::simulateProgram); the fields above are its summary.
+  planner::ClusterSpec cluster;
 };
+
+/// A plan compiled and priced: the program every rank loads, its static
+/// memory plan tensor by tensor, and its step simulated on a cluster.
+struct PricedProgram {
+  runtime::format::Program program;
+  planner::ProgramMemory memory;
+  planner::ProgramTime time;
+};
+
+/// Compiles `module` (as imported; it is cloned, not changed) with
+/// `options` down to the program and prices it on `cluster`. Errors carry
+/// the compiler's first diagnostic (a split that does not divide).
+runtime::StatusOr<PricedProgram>
+compileAndPrice(mlir::ModuleOp module, CompileOptions options,
+                const planner::ClusterSpec &cluster);
 
 struct CompiledCandidate {
   std::string mesh; ///< "dp=2,tp=2"

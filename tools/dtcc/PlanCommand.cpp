@@ -1005,6 +1005,7 @@ int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
   const LinkSpec &link = c.nodes > 1 ? c.interNode : c.intraNode;
   figures.busBandwidth = link.busBandwidth();
   figures.latency = link.latency.value;
+  figures.cluster = c;
   clusterLabel = std::to_string(c.numDevices()) + " x " + c.device.name +
                  " (" + c.name + ")";
   return 0;

@@ -8,6 +8,8 @@
 #include "dialects/Graph/IR/GraphOps.h"
 #include "compiler/Explain.h"
 #include "compiler/PlanByCompiling.h"
+#include "planner/AutoPlan.h"
+#include "planner/Report.h"
 #include "compiler/Serialize.h"
 #include "runtime/format/Container.h"
 #include "frontends/zoo/Zoo.h"
@@ -60,6 +62,12 @@ cl::SubCommand explainCmd(
 cl::opt<std::string> explainPath(cl::Positional,
                                  cl::desc("<compiled executable|program|.mlir>"),
                                  cl::sub(explainCmd), cl::cat(category));
+cl::opt<std::string> explainCluster(
+    "cluster",
+    cl::desc("Also price the program on a cluster (a preset or a cluster "
+             "file, e.g. from dtcc calibrate): its memory plan tensor by "
+             "tensor and its step simulated instruction by instruction"),
+    cl::value_desc("preset|file"), cl::sub(explainCmd), cl::cat(category));
 cl::SubCommand zooCmd("zoo", "Write a GPT, Llama or MLP model of any size as "
                              "ONNX: dtcc zoo gpt|llama|mlp [options] -o model.onnx");
 
@@ -601,6 +609,37 @@ int runZoo() {
   return 0;
 }
 
+/// The explain report, and with --cluster the program priced on it.
+int explainWithCost(const dtcc::runtime::format::Program &program) {
+  llvm::outs() << dtcc::explainProgram(program);
+  if (explainCluster.empty())
+    return 0;
+  namespace planner = dtcc::planner;
+  bool isFile = explainCluster.find('.') != std::string::npos ||
+                explainCluster.find('/') != std::string::npos;
+  auto cluster = isFile ? planner::loadClusterFile(explainCluster)
+                        : planner::clusterPreset(explainCluster);
+  int64_t ranks = 1;
+  for (int64_t size : program.mesh().sizes())
+    ranks *= size;
+  if (cluster.isOk())
+    cluster = planner::clusterForRanks(cluster.value(), ranks);
+  if (!cluster.isOk()) {
+    llvm::errs() << "error: --cluster: " << cluster.status().message() << "\n";
+    return 1;
+  }
+  planner::ProgramMemory memory = planner::programMemory(program);
+  auto time = planner::simulateProgram(program, cluster.value());
+  if (!time.isOk()) {
+    llvm::errs() << "error: " << time.status().message() << "\n";
+    return 1;
+  }
+  llvm::outs() << "\n"
+               << planner::formatProgramCost(memory, &time.value(),
+                                             cluster.value());
+  return 0;
+}
+
 int runExplain() {
   if (explainPath.empty()) {
     llvm::errs() << "error: give a compiled program (dtcc compile ... -o "
@@ -613,8 +652,7 @@ int runExplain() {
       llvm::errs() << "error: " << loaded.status().message() << "\n";
       return 1;
     }
-    llvm::outs() << dtcc::explainProgram(loaded.value()->program());
-    return 0;
+    return explainWithCost(loaded.value()->program());
   }
   DialectRegistry registry;
   dtcc::registerDtccDialects(registry);
@@ -650,8 +688,7 @@ int runExplain() {
   auto serialized = dtcc::serializeProgram(**module);
   if (failed(serialized))
     return 1;
-  llvm::outs() << dtcc::explainProgram(serialized->program);
-  return 0;
+  return explainWithCost(serialized->program);
 }
 
 int runOps() {
