@@ -290,6 +290,10 @@ public:
   post(int peer, const void *data, int64_t bytes, uint64_t comm, int64_t tag);
   /// Writes what the sockets take now of every outbox; never blocks.
   void flushAll();
+  /// Copies the payload of the queued message of `state` out of its
+  /// sender's buffer, which may then go away: the message still goes out
+  /// whole, so the peer's socket keeps its framing.
+  void detach(const SendState *state);
   /// Blocks until `sent` (if not null) is written and a message from world
   /// rank `recvPeer` (if >= 0) on `comm` with `tag` is received into
   /// `recvData`, writing every outbox meanwhile.
@@ -313,6 +317,7 @@ private:
     const char *data;
     int64_t written; ///< of the header and payload
     std::shared_ptr<SendState> state;
+    std::vector<char> owned; ///< the payload, once detached
   };
 
   /// Writes what `peer`'s socket takes of its outbox. A socket error fails
@@ -349,7 +354,7 @@ TcpTransport::post(int peer, const void *data, int64_t bytes, uint64_t comm,
   }
   DTCC_RETURN_IF_ERROR(broken_[peer]);
   outbox_[peer].push_back({Header{kMagic, 0, comm, tag, bytes},
-                           static_cast<const char *>(data), 0, state});
+                           static_cast<const char *>(data), 0, state, {}});
   flush(peer);
   return state;
 }
@@ -404,6 +409,16 @@ void TcpTransport::flushAll() {
       flush(peer);
 }
 
+void TcpTransport::detach(const SendState *state) {
+  for (std::deque<Outgoing> &box : outbox_)
+    for (Outgoing &m : box)
+      if (m.state.get() == state && m.owned.empty()) {
+        m.owned.assign(m.data, m.data + m.header.bytes);
+        m.data = m.owned.data();
+        return;
+      }
+}
+
 Status TcpTransport::exchange(int sendPeer, const void *sendData,
                               int64_t sendBytes, int recvPeer, void *recvData,
                               int64_t recvBytes, uint64_t comm, int64_t tag) {
@@ -411,7 +426,13 @@ Status TcpTransport::exchange(int sendPeer, const void *sendData,
   if (sendPeer >= 0) {
     DTCC_ASSIGN_OR_RETURN(sent, post(sendPeer, sendData, sendBytes, comm, tag));
   }
-  return progress(sent.get(), recvPeer, recvData, recvBytes, comm, tag);
+  Status status =
+      progress(sent.get(), recvPeer, recvData, recvBytes, comm, tag);
+  // Failed on the receive with the send still queued: the caller's buffer
+  // (often a collective's temporary) goes away with this call.
+  if (!status.isOk() && sent && !sent->done && sent->error.isOk())
+    detach(sent.get());
+  return status;
 }
 
 Status TcpTransport::progress(const SendState *sent, int recvPeer,
@@ -553,6 +574,12 @@ public:
   TcpPendingSend(std::shared_ptr<TcpTransport> transport,
                  std::shared_ptr<SendState> state)
       : t_(std::move(transport)), state_(std::move(state)) {}
+  /// Abandoned unfinished: the message goes out from a copy.
+  ~TcpPendingSend() override {
+    std::lock_guard<std::recursive_mutex> lock(t_->lock());
+    if (!state_->done && state_->error.isOk())
+      t_->detach(state_.get());
+  }
 
   StatusOr<bool> test() override {
     std::lock_guard<std::recursive_mutex> lock(t_->lock());
