@@ -7,7 +7,9 @@ warmup + cosine) on one device, then under each plan with mpirun
 every final parameter within 1e-4 of its tensor's largest magnitude. Also:
 a checkpoint saved under one plan resumes under another with the losses of
 an uninterrupted run, and a rank killed mid-step makes the others exit
-non-zero with a message naming the collective.
+non-zero with a message naming the collective, and a PP2 1F1B pipeline
+whose messages exceed MPI's eager limit trains like one device (plan "PP2
+1F1B large").
 
 Prints a table: plan, worst loss error, worst parameter error, per-rank
 peak memory (planned) and bytes sent (measured beside `dtcc explain`'s
@@ -161,6 +163,49 @@ def resume_across_plans(dtcc, work, tokens, check):
           f"the losses of an uninterrupted run (steps 6-10, worst {err:.2e})")
 
 
+def large_activations(dtcc, work, tokens, check):
+    """PP2 1F1B whose activations and gradients (128 KiB per micro-batch)
+    exceed Open MPI's eager limit over TCP (64 KiB): each stage sends to the
+    other before receiving the other's, so a send that held the
+    communication thread until its receiver took it deadlocked. Losses equal
+    the single-device run's; a hang fails within the collective timeout."""
+    steps = 3
+    def zoo(batch):
+        path = os.path.join(work, f"gpt-wide-b{batch}.onnx")
+        run([dtcc, "zoo", "gpt", "--layers", "4", "--hidden", "128", "--heads",
+             "4", "--vocab", "64", "--seq", "64", "--batch", str(batch), "-o", path])
+        return path
+    data = ["--data", tokens, "--steps", str(steps), "--seed", "7"]
+    ref = os.path.join(work, "gpt-wide-ref")
+    run([dtcc, "compile", zoo(8)] + TRAIN_FLAGS + ["-o", ref])
+    run([ref] + data + ["--dump-outputs", ref + ".dump"],
+        env={"OPENBLAS_NUM_THREADS": "1"})
+    exe = os.path.join(work, "gpt-wide-PP2_1F1B")
+    run([dtcc, "compile", zoo(4)] + TRAIN_FLAGS +
+        ["--mesh", "pp=2", "--pipeline-schedule", "1f1b", "--micro-batches", "2",
+         "-o", exe])
+    env = dict(MPI_ENV, DTCC_COLLECTIVE_TIMEOUT="20")
+    try:
+        p = run(["mpirun", "--oversubscribe", "-np", "2", exe] + data +
+                ["--dump-outputs", exe + ".dump"], env=env, check=False, timeout=90)
+    except subprocess.TimeoutExpired:
+        check(False, "gpt PP2 1F1B, 128 KiB messages: no exit within 90 s")
+        return
+    if p.returncode != 0:
+        check(False, f"gpt PP2 1F1B, 128 KiB messages: mpirun exited {p.returncode}\n"
+              + p.stdout[-1500:] + p.stderr[-1500:])
+        return
+    def step_losses(dump):
+        import onnx
+        from onnx import numpy_helper
+        return np.array([float(numpy_helper.to_array(onnx.load_tensor(
+            os.path.join(dump, f"step_{k}", "loss.pb")))) for k in range(1, steps + 1)])
+    want, got = step_losses(ref + ".dump"), step_losses(exe + ".dump")
+    err = float(np.max(np.abs(got - want) / np.abs(want)))
+    check(err <= 1e-5, "gpt PP2 1F1B, 128 KiB messages (above MPI's eager limit): "
+          f"losses within 1e-5 relative of one device (worst {err:.2e})")
+
+
 def mismatched_programs(dtcc, work, tokens, check):
     """Ranks started with programs whose collectives differ (DP4 with and
     without ZeRO-1) stop at load time with an error, not a hang."""
@@ -308,6 +353,8 @@ def main():
             table.append((model, name, loss_err, param_err, peaks, sent,
                           f"{step_time * 1e3:.0f} ms"))
 
+    if "gpt" in args.models.split(",") and (not wanted or "PP2 1F1B large" in wanted):
+        large_activations(dtcc, work, tokens, check)
     if "gpt" in args.models.split(",") and not wanted:
         resume_across_plans(dtcc, work, tokens, check)
         killed_rank(dtcc, work, tokens, check)
