@@ -10,6 +10,9 @@
 #include "mlir/IR/Diagnostics.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <tuple>
 
 using namespace mlir;
 
@@ -44,14 +47,30 @@ compileAndPrice(ModuleOp module, CompileOptions options,
   return out;
 }
 
-/// Compiles `module` with `options` and weighs the program: its simulated
-/// step on the cluster, its memory plan against the device.
-static CompiledCandidate evaluate(ModuleOp module, CompileOptions options,
-                                  const DeviceFigures &device) {
+DeviceFigures deviceFigures(const planner::ClusterSpec &cluster) {
+  DeviceFigures f;
+  f.flops = cluster.device.peakFlops(planner::DType::kFp32) *
+            cluster.device.matmulEfficiency.value;
+  f.memoryBytes =
+      cluster.device.memoryBytes.value - cluster.device.reservedBytes.value;
+  const planner::LinkSpec &link =
+      cluster.nodes > 1 ? cluster.interNode : cluster.intraNode;
+  f.busBandwidth = link.busBandwidth();
+  f.latency = link.latency.value;
+  f.cluster = cluster;
+  return f;
+}
+
+CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
+                                   const DeviceFigures &device) {
   CompiledCandidate c;
   c.mesh = options.train.mesh;
   c.zero = options.train.zero;
   c.layouts = options.train.layouts;
+  c.microBatches = options.train.microBatches;
+  if (c.mesh.find("pp=") != std::string::npos &&
+      c.mesh.find("pp=1") == std::string::npos)
+    c.schedule = options.train.pipelineSchedule;
   auto priced = compileAndPrice(module, options, device.cluster);
   if (!priced.isOk()) {
     c.rejected = priced.status().message();
@@ -64,6 +83,7 @@ static CompiledCandidate evaluate(ModuleOp module, CompileOptions options,
     ++c.collectives;
   }
   c.seconds = priced->time.stepTime;
+  c.priced = std::make_shared<const PricedProgram>(std::move(priced.value()));
   if ((double)c.peakBytes > device.memoryBytes)
     c.rejected = "needs " + std::to_string(c.peakBytes >> 20) +
                  " MiB per rank, more than the device's " +
@@ -71,10 +91,39 @@ static CompiledCandidate evaluate(ModuleOp module, CompileOptions options,
   return c;
 }
 
+/// The size of mesh axis `axis` in "dp=2,pp=2,tp=2" (1 when absent).
+static int64_t axisSize(const std::string &mesh, const std::string &axis) {
+  size_t at = mesh.find(axis + "=");
+  return at == std::string::npos
+             ? 1
+             : std::atoll(mesh.c_str() + at + axis.size() + 1);
+}
+
 static bool better(const CompiledCandidate &a, const CompiledCandidate &b) {
   if (a.rejected.empty() != b.rejected.empty())
     return a.rejected.empty();
   return a.seconds < b.seconds;
+}
+
+/// Sorts `out` fastest fitting first, then moves to the front the simplest
+/// plan within 0.5% of the fastest: the lower ZeRO stage, then fewer
+/// pipeline stages and tensor-parallel ranks, the Megatron-style layouts
+/// (fewer collectives to get wrong, less traffic for a time the model
+/// cannot tell apart).
+static void rank(std::vector<CompiledCandidate> &out) {
+  std::stable_sort(out.begin(), out.end(), better);
+  if (out.empty() || !out.front().rejected.empty())
+    return;
+  auto simplicity = [](const CompiledCandidate &c) {
+    return std::make_tuple(c.zero, axisSize(c.mesh, "pp"),
+                           axisSize(c.mesh, "tp"), !c.search.empty());
+  };
+  size_t best = 0;
+  for (size_t i = 1; i < out.size() && out[i].rejected.empty(); ++i)
+    if (out[i].seconds <= 1.005 * out.front().seconds &&
+        simplicity(out[i]) < simplicity(out[best]))
+      best = i;
+  std::rotate(out.begin(), out.begin() + best, out.begin() + best + 1);
 }
 
 namespace {
@@ -155,7 +204,7 @@ CompiledCandidate coordinateDescent(ModuleOp module, const CompileOptions &base,
         return StringRef(l).starts_with(w + "=");
       });
       options.train.layouts.push_back(w + "=" + layout);
-      CompiledCandidate c = evaluate(module, options, device);
+      CompiledCandidate c = compileCandidate(module, options, device);
       if (better(c, best) && c.seconds < best.seconds * 0.999)
         best = c;
     }
@@ -178,40 +227,53 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
   for (int64_t tp = 1; tp <= ranks; ++tp) {
     if (ranks % tp != 0)
       continue;
-    int64_t dp = ranks / tp;
-    std::string mesh = "dp=" + std::to_string(dp) + ",tp=" + std::to_string(tp);
-    // Every op's tp sharding by the ILP, once per mesh (it prices ZeRO 0;
-    // each stage is compiled and weighed with its layouts).
-    SearchedMesh searched;
-    bool useIlp = tp > 1 && (search == LayoutSearchMode::kIlp ||
-                             search == LayoutSearchMode::kBoth);
-    if (useIlp) {
-      searched = searchMesh(module, base, mesh, ilp);
-      if (!searched.solved) {
-        ilpFailed = true;
-        CompiledCandidate failed;
-        failed.mesh = mesh;
-        failed.search = "ilp";
-        failed.rejected = "tp layout search: " + searched.error;
-        out.push_back(failed);
+    for (int64_t pp = 1; pp <= ranks / tp; ++pp) {
+      if ((ranks / tp) % pp != 0)
+        continue;
+      int64_t dp = ranks / tp / pp;
+      std::string mesh = "dp=" + std::to_string(dp) +
+                         (pp > 1 ? ",pp=" + std::to_string(pp) : "") +
+                         ",tp=" + std::to_string(tp);
+      std::vector<std::string> schedules = {base.train.pipelineSchedule};
+      if (pp > 1 && base.train.microBatches > 1)
+        schedules = {"1f1b", "gpipe"};
+      // Every op's tp sharding by the ILP, once per mesh (it prices ZeRO 0;
+      // each stage is compiled and weighed with its layouts). The search
+      // does not place pipeline stages.
+      SearchedMesh searched;
+      bool useIlp = tp > 1 && pp == 1 &&
+                    (search == LayoutSearchMode::kIlp ||
+                     search == LayoutSearchMode::kBoth);
+      if (useIlp) {
+        searched = searchMesh(module, base, mesh, ilp);
+        if (!searched.solved) {
+          ilpFailed = true;
+          CompiledCandidate failed;
+          failed.mesh = mesh;
+          failed.search = "ilp";
+          failed.rejected = "tp layout search: " + searched.error;
+          out.push_back(failed);
+        }
       }
-    }
-    for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-      CompileOptions options = base;
-      options.train.mesh = mesh;
-      options.train.zero = zero;
-      out.push_back(evaluate(module, options, device));
-      if (useIlp && searched.solved) {
-        options.train.layoutSearch = ilp;
-        CompiledCandidate c = evaluate(module, options, device);
-        c.search = "ilp";
-        c.layoutSearch = ilp;
-        c.layouts = searched.layouts;
-        out.push_back(c);
-      }
+      for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
+        for (const std::string &schedule : schedules) {
+          CompileOptions options = base;
+          options.train.mesh = mesh;
+          options.train.zero = zero;
+          options.train.pipelineSchedule = schedule;
+          out.push_back(compileCandidate(module, options, device));
+          if (useIlp && searched.solved) {
+            options.train.layoutSearch = ilp;
+            CompiledCandidate c = compileCandidate(module, options, device);
+            c.search = "ilp";
+            c.layoutSearch = ilp;
+            c.layouts = searched.layouts;
+            out.push_back(c);
+          }
+        }
     }
   }
-  std::stable_sort(out.begin(), out.end(), better);
+  rank(out);
   if (search == LayoutSearchMode::kNone ||
       (search == LayoutSearchMode::kIlp && !ilpFailed))
     return out;
@@ -228,7 +290,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
   // Listed when it changed something, or always when compared with the ILP.
   if (descent.layouts != start->layouts || search == LayoutSearchMode::kBoth) {
     out.push_back(descent);
-    std::stable_sort(out.begin(), out.end(), better);
+    rank(out);
   }
   return out;
 }

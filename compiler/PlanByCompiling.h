@@ -17,6 +17,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct DeviceFigures {
   /// (planner::simulateProgram); the fields above are its summary.
   planner::ClusterSpec cluster;
 };
+
+/// The figures of `cluster` (its device, and the link between nodes when
+/// there are several, else inside one).
+DeviceFigures deviceFigures(const planner::ClusterSpec &cluster);
 
 /// A plan compiled and priced: the program every rank loads, its static
 /// memory plan tensor by tensor, and its step simulated on a cluster.
@@ -66,7 +71,21 @@ struct CompiledCandidate {
   std::string search;
   /// The layout search the candidate compiles with (enabled for "ilp").
   TrainOptions::LayoutSearch layoutSearch;
+  /// Micro-batches per step and, with pp > 1, the pipeline schedule
+  /// ("1f1b", "gpipe"; empty without a pipeline).
+  int64_t microBatches = 1;
+  std::string schedule;
+  /// The compiled program and its price, for reports; null when it does
+  /// not compile.
+  std::shared_ptr<const PricedProgram> priced;
 };
+
+/// `options`' plan (mesh, ZeRO stage, micro-batches, schedule, layouts)
+/// compiled and weighed: its simulated step, its memory plan against the
+/// device; `rejected` says why it cannot run.
+CompiledCandidate compileCandidate(mlir::ModuleOp module,
+                                   CompileOptions options,
+                                   const DeviceFigures &device);
 
 /// How planByCompiling chooses tensor-parallel layouts beyond the
 /// Megatron-style rule.
@@ -82,14 +101,17 @@ enum class LayoutSearchMode {
   kNone,
 };
 
-/// Compiles `module` (as imported) for every mesh dp x tp of `ranks` ranks
-/// (and ZeRO 0-3 where dp > 1) with `base`'s training options and the
-/// Megatron-style layouts; then, by `search`, compiles each mesh with tp >
-/// 1 again with every op's sharding chosen by dtcc-shard-search-layouts
-/// (an ILP priced with `device`'s figures), and/or, for the best plan with
-/// tp > 1, tries each 2-D parameter split by rows, by columns and whole
-/// (one pass of coordinate descent, each try compiled). Returns the
-/// candidates, fastest fitting first.
+/// Compiles `module` (as imported) for every mesh dp x pp x tp of `ranks`
+/// ranks (ZeRO 0-3 where dp > 1; with pp > 1, `base`'s micro-batches in
+/// the 1F1B and GPipe orders) with `base`'s training options and the
+/// Megatron-style layouts, and prices each program on `device.cluster`;
+/// then, by `search`, compiles each mesh with tp > 1 and no pipeline again
+/// with every op's sharding chosen by dtcc-shard-search-layouts (an ILP
+/// priced with `device`'s figures), and/or, for the best plan with tp > 1,
+/// tries each 2-D parameter split by rows, by columns and whole (one pass
+/// of coordinate descent, each try compiled). Returns the candidates,
+/// fastest fitting first (within 0.5%, the lower ZeRO stage, then the
+/// fewer pipeline stages and tensor-parallel ranks).
 std::vector<CompiledCandidate>
 planByCompiling(mlir::ModuleOp module, const CompileOptions &base,
                 int64_t ranks, const DeviceFigures &device,

@@ -880,7 +880,9 @@ Candidate candidateFromProgram(const Plan &plan, const ProgramMemory &memory,
   t.criticalStage = time.criticalStage;
   t.optimizerTime = stage.optimizer;
   t.computeTime = stage.compute - stage.optimizer;
-  t.bubbleTime = time.stepTime - stage.compute - stage.comm;
+  // Idle time of the critical stage; rounding leaves nanoseconds where
+  // there is none.
+  t.bubbleTime = stage.idle > 1e-6 * time.stepTime ? stage.idle : 0;
   for (const CommItem &item : time.comm) {
     std::string group = item.group;
     bool tensor = group.find("tp") != std::string::npos;

@@ -20,6 +20,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -72,9 +73,13 @@ cluster:
   --nodes N                  nodes of the cluster (default 1)
   --ranks N                  plan for N devices (ranks) of the cluster's kind
 
-  On a CPU cluster (cpu-local, calibrated files) plans are what `dtcc
-  compile` builds today: dp x tp and ZeRO 0..3, one pipeline stage, the
-  model's batch as one micro-batch split over dp, fp32, unfused attention.
+  On a CPU cluster (cpu-local, calibrated files) with a model file, every
+  plan dtcc compile builds (dp x pp x tp, ZeRO 0..3, 1F1B and GPipe, tp
+  layouts by Megatron's rule or the layout ILP) is compiled and its
+  program priced: memory = the program's static memory plan, tensor by
+  tensor; time = the program simulated instruction by instruction with
+  the cluster's figures. A step trains the model's batch times
+  --micro-batches.
 
 training:
   --global-batch N           sequences per step (required unless --plan-in)
@@ -87,6 +92,10 @@ plan:
   --mesh dp=A,pp=B,tp=C      evaluate this mesh (any part may be left out)
   --zero N                   ZeRO stage 0..3
   --micro-batch N            micro-batch size
+  --micro-batches M          CPU clusters: micro-batches per step (default 1)
+  --pipeline-schedule S      CPU clusters: 1f1b or gpipe (with --mesh pp=..)
+  --analytic                 CPU clusters: the transformer formula model
+                             instead of compiling (as for GPU clusters)
   --no-offload               do not consider host offload
   --alternatives N           rejected alternatives shown per kind (default 5)
 
@@ -124,6 +133,11 @@ struct Args {
   bool dtypeGiven = false;
   int64_t ranks = 0;
   bool compiled = false;
+  /// CPU clusters: micro-batches per step and the pipeline schedule of the
+  /// compiled plans; --analytic uses the formula model instead.
+  int64_t microBatches = 1;
+  std::string schedule;
+  bool analytic = false;
 };
 
 Status parseInteger(const std::string &flag, const std::string &text,
@@ -230,6 +244,19 @@ Status parseArgs(int argc, char **argv, Args &args, bool &help) {
       args.zero = int(z);
     } else if (arg == "--micro-batch") {
       DTCC_RETURN_IF_ERROR(integer(args.microBatch));
+    } else if (arg == "--micro-batches") {
+      DTCC_RETURN_IF_ERROR(integer(args.microBatches));
+      if (args.microBatches < 1)
+        return invalidArgument("--micro-batches: expected at least 1, got ",
+                               args.microBatches);
+    } else if (arg == "--pipeline-schedule") {
+      DTCC_RETURN_IF_ERROR(text(args.schedule));
+      if (args.schedule != "1f1b" && args.schedule != "gpipe")
+        return invalidArgument("--pipeline-schedule: expected 1f1b or gpipe, "
+                               "got '",
+                               args.schedule, "'");
+    } else if (arg == "--analytic") {
+      args.analytic = true;
     } else if (arg == "--no-offload") {
       args.offload = false;
     } else if (arg == "--alternatives") {
@@ -713,6 +740,225 @@ Json compiledToJson(const CompiledMemory &c, const Candidate &chosen,
   return j;
 }
 
+//===----------------------------------------------------------------------===//
+// CPU clusters: every plan compiled and its program priced
+//===----------------------------------------------------------------------===//
+
+/// The size of `axis` in a mesh spec "dp=2,pp=2,tp=2" (1 when absent).
+int64_t meshAxis(const std::string &mesh, const std::string &axis) {
+  std::istringstream in(mesh);
+  std::string part;
+  while (std::getline(in, part, ','))
+    if (part.rfind(axis + "=", 0) == 0)
+      return std::atoll(part.c_str() + axis.size() + 1);
+  return 1;
+}
+
+/// The plan a compiled candidate is, in the planner's terms.
+Plan planOf(const CompiledCandidate &c, int64_t batch,
+            const DTypePolicy &policy) {
+  Plan plan;
+  plan.dp = meshAxis(c.mesh, "dp");
+  plan.pp = meshAxis(c.mesh, "pp");
+  plan.tp = meshAxis(c.mesh, "tp");
+  plan.zeroStage = c.zero;
+  plan.microBatches = c.microBatches;
+  plan.microBatchSize = std::max<int64_t>(1, batch / std::max<int64_t>(1, plan.dp));
+  plan.schedule = c.schedule == "gpipe" ? Schedule::kGPipe : Schedule::k1F1B;
+  plan.dtype = policy;
+  return plan;
+}
+
+/// `dtcc plan model.onnx --cluster <cpu>`: the plans dtcc compile builds,
+/// each compiled and priced (planByCompiling), or the one --mesh/--zero
+/// give.
+int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
+                    const std::string &source, double opaqueParams,
+                    int64_t modelBatch, const DTypePolicy &policy) {
+  auto fail = [](const Status &status) {
+    std::fprintf(stderr, "dtcc plan: error: %s\n", status.message().c_str());
+    return 1;
+  };
+  const bool given = !args.mesh.empty() || args.zero >= 0;
+  // The given mesh sizes the cluster when --ranks does not.
+  if (given && args.ranks == 0 && !args.mesh.empty()) {
+    int64_t ranks = meshAxis(args.mesh, "dp") * meshAxis(args.mesh, "pp") *
+                    meshAxis(args.mesh, "tp");
+    auto c = clusterForRanks(cluster, ranks);
+    if (!c.isOk())
+      return fail(c.status());
+    cluster = c.value();
+  }
+  const int64_t ranks = cluster.numDevices();
+
+  mlir::DialectRegistry registry;
+  registerDtccDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
+      diagnostics += "\n  " + d.str();
+    return mlir::success();
+  });
+  onnx_frontend::ImportOptions importOptions;
+  importOptions.training = true;
+  auto module = loadModel(args.modelPath, context, importOptions);
+  if (mlir::failed(module))
+    return fail(invalidArgument("cannot import '", args.modelPath, "'",
+                                diagnostics));
+  CompileOptions base;
+  base.train.enabled = true;
+  base.train.microBatches = args.microBatches;
+  base.train.pipelineSchedule = args.schedule.empty() ? "1f1b" : args.schedule;
+  base.train.dtype = dtypeName(policy.compute);
+  DeviceFigures figures = deviceFigures(cluster);
+
+  auto started = std::chrono::steady_clock::now();
+  std::vector<CompiledCandidate> candidates;
+  if (given) {
+    CompileOptions options = base;
+    int64_t dp = meshAxis(args.mesh, "dp"), pp = meshAxis(args.mesh, "pp"),
+            tp = meshAxis(args.mesh, "tp");
+    if (args.mesh.empty())
+      dp = ranks;
+    options.train.mesh = "dp=" + std::to_string(dp) +
+                         (pp > 1 ? ",pp=" + std::to_string(pp) : "") +
+                         ",tp=" + std::to_string(tp);
+    options.train.zero = std::max(0, args.zero);
+    candidates.push_back(compileCandidate(**module, options, figures));
+    if (!candidates.front().priced)
+      return fail(invalidArgument("plan ", options.train.mesh, " ZeRO-",
+                                  options.train.zero, " does not compile: ",
+                                  candidates.front().rejected));
+  } else {
+    candidates = planByCompiling(**module, base, ranks, figures);
+  }
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
+  if (candidates.empty() || !candidates.front().priced)
+    return fail(invalidArgument(
+        "no plan of ", ranks, " ranks compiles",
+        candidates.empty() ? std::string()
+                           : ": " + candidates.front().rejected));
+
+  // Sequences of one micro-batch (the model's batch dimension), tokens and
+  // model FLOPs of a step.
+  int64_t batch = modelBatch > 0 ? modelBatch : 1;
+  double tokens = double(batch) * double(args.microBatches) *
+                  double(model.seq > 0 ? model.seq : 1);
+  const CompiledCandidate &best = candidates.front();
+  double modelFlops =
+      opaqueParams > 0 || model.layers == 0
+          ? best.priced->time.flops * double(ranks) /
+                double(std::max<int64_t>(1, meshAxis(best.mesh, "pp")))
+          : model.trainingFlopsPerToken(Recompute::kNone) * tokens;
+
+  PlanReport report;
+  report.model = model;
+  report.cluster = cluster;
+  report.modelSource = source;
+  report.globalBatch = batch * args.microBatches;
+  report.origin = given ? "given" : "search";
+  Plan chosenPlan = planOf(best, batch, policy);
+  Candidate chosen =
+      candidateFromProgram(chosenPlan, best.priced->memory,
+                           best.priced->time, cluster, tokens, modelFlops);
+  if (!best.rejected.empty() && chosen.fits) {
+    chosen.fits = false;
+    chosen.problem = best.rejected;
+  }
+  report.chosen = chosen;
+  if (opaqueParams > 0)
+    report.notes.push_back(runtime::strCat(
+        "not a zoo transformer (", formatCount(opaqueParams),
+        " parameters): planned from its compiled training step"));
+  report.notes.push_back(
+      "CPU backend: each plan compiled and its program priced (memory: its "
+      "static memory plan; time: its step simulated with the cluster's "
+      "figures)" +
+      std::string(best.search == "ilp"
+                      ? "; tp layouts by the layout ILP (dtcc-shard-search-"
+                        "layouts)"
+                      : ""));
+  if (!given) {
+    SearchResult result;
+    result.best = chosen;
+    result.evaluated = int64_t(candidates.size());
+    result.seconds = seconds;
+    std::map<Rejection::Kind, int> shown;
+    for (size_t i = 1; i < candidates.size(); ++i) {
+      const CompiledCandidate &c = candidates[i];
+      Rejection r;
+      r.plan = planOf(c, batch, policy);
+      r.stepTime = c.seconds;
+      if (c.rejected.empty()) {
+        r.kind = Rejection::Kind::kSlower;
+        r.slowerFraction = c.seconds / best.seconds - 1;
+        r.reason = "slower by " + formatPercent(r.slowerFraction);
+      } else if (c.priced) {
+        r.kind = Rejection::Kind::kOutOfMemory;
+        r.excessBytes = double(c.peakBytes) - figures.memoryBytes;
+        r.reason = c.rejected;
+      } else {
+        r.kind = Rejection::Kind::kInvalid;
+        r.reason = c.rejected.substr(0, c.rejected.find('\n'));
+      }
+      if (c.search == "ilp")
+        r.reason += " (tp layouts by the ILP)";
+      else if (c.search == "descent")
+        r.reason += " (tp layouts by coordinate descent)";
+      if (shown[r.kind]++ < args.alternatives)
+        result.alternatives.push_back(r);
+    }
+    report.search = result;
+  }
+  if (args.tokens > 0)
+    report.cost = runCost(chosen.time, ranks, args.tokens, args.price);
+  if (!args.planOut.empty()) {
+    Json saved = Json::object();
+    saved.set("schemaVersion", kReportSchemaVersion);
+    saved.set("plan", planToJson(chosen.plan));
+    saved.set("model", modelToJson(model));
+    saved.set("cluster", clusterToJson(cluster));
+    saved.set("globalBatch", report.globalBatch);
+    if (Status s = writeFile(args.planOut, saved.dump(2) + "\n"); !s.isOk())
+      return fail(s);
+  }
+  if (args.json) {
+    Json j = reportToJson(report);
+    Json compiled = programCostToJson(best.priced->memory, &best.priced->time);
+    compiled.set("mesh", best.mesh);
+    compiled.set("zeroStage", best.zero);
+    compiled.set("layoutSearch", best.search);
+    Json layouts = Json::array();
+    for (const std::string &l : best.layouts)
+      layouts.push(l);
+    compiled.set("layouts", layouts);
+    j.set("compiledProgram", compiled);
+    std::fputs((j.dump(2) + "\n").c_str(), stdout);
+  } else {
+    std::fputs(formatReport(report).c_str(), stdout);
+    std::printf("\nThe chosen plan compiled: dtcc compile %s --train --mesh "
+                "%s --zero %d%s%s\n\n",
+                args.modelPath.c_str(), best.mesh.c_str(), best.zero,
+                args.microBatches > 1
+                    ? (" --micro-batches " + std::to_string(args.microBatches))
+                          .c_str()
+                    : "",
+                best.schedule.empty()
+                    ? ""
+                    : (" --pipeline-schedule " + best.schedule).c_str());
+    std::fputs(formatProgramCost(best.priced->memory, &best.priced->time,
+                                 cluster)
+                   .c_str(),
+               stdout);
+  }
+  return chosen.fits ? 0 : 2;
+}
+
 } // namespace
 
 int runPlanCommand(int argc, char **argv) {
@@ -813,6 +1059,14 @@ int runPlanCommand(int argc, char **argv) {
   if (args.compiled && args.modelPath.empty())
     return fail(invalidArgument("--compiled needs a model file to compile"));
 
+  if (cpu && !args.modelPath.empty() && !args.analytic && !savedPlan) {
+    if (!args.tracePath.empty())
+      return fail(invalidArgument(
+          "--trace: the timeline of a compiled CPU plan is not written yet "
+          "(use --analytic for the formula model's)"));
+    return compiledCpuPlan(args, cluster, model, source, opaqueParams,
+                           modelBatch, policy);
+  }
   if (opaqueParams > 0) {
     std::fputs(opaqueReport(args, cluster, opaqueParams, policy, source)
                    .c_str(),
@@ -840,7 +1094,8 @@ int runPlanCommand(int argc, char **argv) {
     if (fixed.fixPp > 1)
       return fail(invalidArgument(
           "--mesh pp=", fixed.fixPp,
-          ": the compiler does not implement pipeline stages yet"));
+          ": the analytic CPU model has no pipeline stages (without "
+          "--analytic, dtcc plan compiles the plan and prices its program)"));
     if (!args.mesh.empty() || args.zero >= 0) {
       int64_t tp = fixed.fixTp ? fixed.fixTp : 1;
       // Axes left out of --mesh are 1, as for dtcc compile; --zero alone
@@ -1000,12 +1255,7 @@ int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
     }
     c = sized.value();
   }
-  figures.flops = c.device.peakFlops(DType::kFp32) * c.device.matmulEfficiency.value;
-  figures.memoryBytes = c.device.memoryBytes.value - c.device.reservedBytes.value;
-  const LinkSpec &link = c.nodes > 1 ? c.interNode : c.intraNode;
-  figures.busBandwidth = link.busBandwidth();
-  figures.latency = link.latency.value;
-  figures.cluster = c;
+  figures = deviceFigures(c);
   clusterLabel = std::to_string(c.numDevices()) + " x " + c.device.name +
                  " (" + c.name + ")";
   return 0;
@@ -1038,6 +1288,10 @@ int choosePlanForCompile(const std::string &modelPath,
   if (!cluster.isOk())
     return fail(cluster.status());
   ClusterSpec c = cluster.value();
+  // CPU ranks: compile every plan and price its program (planByCompiling),
+  // which also places pipeline stages and tp layouts.
+  if (c.device.isCpu())
+    return 3;
   if (ranks > 0) {
     auto sized = clusterForRanks(c, ranks);
     if (!sized.isOk())

@@ -434,7 +434,7 @@ int runImportOrCompile(bool compile) {
                                               planRanks, microBatches,
                                               recompute, t.mesh, t.zero);
       if (chosen == 3)
-        searchByCompiling = true; // not a zoo transformer: compile candidates
+        searchByCompiling = true; // CPU ranks or any model: compile them
       else if (chosen != 0)
         return 1;
     }
@@ -516,12 +516,13 @@ int runImportOrCompile(bool compile) {
                                               : dtcc::LayoutSearchMode::kIlp;
     auto candidates = dtcc::planByCompiling(**module, compileOptions, ranks,
                                             figures, mode);
-    llvm::errs() << "plan auto: not a dtcc zoo transformer; compiled "
-                 << candidates.size() << " candidate plans for " << clusterLabel
-                 << ":\n";
+    llvm::errs() << "plan auto: compiled " << candidates.size()
+                 << " candidate plans for " << clusterLabel
+                 << ", each program priced on it:\n";
     for (const auto &c : candidates)
       llvm::errs() << llvm::formatv(
-          "  {0,-12} zero {1} {2,-9} {3}\n", c.mesh, c.zero,
+          "  {0,-16} zero {1} {2,-9} {3}\n",
+          c.mesh + (c.schedule.empty() ? "" : " " + c.schedule), c.zero,
           !c.search.empty()                           ? c.search
           : c.mesh.find("tp=1") == std::string::npos ? "megatron"
                                                       : "",
@@ -541,8 +542,16 @@ int runImportOrCompile(bool compile) {
     compileOptions.train.zero = candidates.front().zero;
     compileOptions.train.layouts = candidates.front().layouts;
     compileOptions.train.layoutSearch = candidates.front().layoutSearch;
+    if (!candidates.front().schedule.empty())
+      compileOptions.train.pipelineSchedule = candidates.front().schedule;
     llvm::errs() << "plan auto: " << compileOptions.train.mesh << ", zero "
                  << compileOptions.train.zero;
+    if (!candidates.front().schedule.empty())
+      llvm::errs() << ", " << candidates.front().schedule;
+    llvm::errs() << llvm::formatv(": {0:f1} ms per step predicted, {1:f1} MiB "
+                                  "per rank",
+                                  candidates.front().seconds * 1e3,
+                                  candidates.front().peakBytes / 1048576.0);
     if (!candidates.front().search.empty())
       llvm::errs() << ", tp layouts by "
                    << (candidates.front().search == "ilp"
