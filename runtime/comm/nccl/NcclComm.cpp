@@ -176,6 +176,20 @@ StatusOr<std::unique_ptr<NcclMesh>> NcclMesh::create(const MeshComms &mesh,
                            "' does not match the mesh group (size ",
                            nc ? nc->size() : 0, " vs ", c->size(), ")");
     m->comms_[c] = std::move(nc);
+    // Point-to-point traffic, one communicator per direction (send and
+    // recv kernels take a single axis).
+    if (c->name().find(',') != std::string::npos)
+      continue;
+    DTCC_ASSIGN_OR_RETURN(
+        std::unique_ptr<NcclComm> up,
+        m->worldComm_->split(color, c->rank(), c->name() + " (sends up)"));
+    DTCC_ASSIGN_OR_RETURN(
+        std::unique_ptr<NcclComm> down,
+        m->worldComm_->split(color, c->rank(), c->name() + " (sends down)"));
+    if (!up || !down || up->rank() != c->rank() || down->rank() != c->rank())
+      return internalError("NCCL point-to-point communicators for '",
+                           c->name(), "' do not match the mesh group");
+    m->p2p_[c] = {std::move(up), std::move(down)};
   }
   m->state_ = std::make_shared<WatchState>();
   m->watchdog_ = std::thread([mp = m.get()] { mp->watchdogLoop(); });
@@ -199,9 +213,20 @@ NcclComm *NcclMesh::find(const Communicator *comm) const {
   return it == comms_.end() ? nullptr : it->second.get();
 }
 
+NcclComm *NcclMesh::findP2P(const Communicator *comm, bool up) const {
+  auto it = p2p_.find(comm);
+  if (it == p2p_.end())
+    return nullptr;
+  return up ? it->second.first.get() : it->second.second.get();
+}
+
 void NcclMesh::abortAll() {
   for (auto &[_, c] : comms_)
     c->abort();
+  for (auto &[_, pair] : p2p_) {
+    pair.first->abort();
+    pair.second->abort();
+  }
   if (worldComm_)
     worldComm_->abort();
 }
@@ -221,10 +246,12 @@ void NcclMesh::watch(cudaEvent_t done, std::string description) {
 void NcclMesh::watchdogLoop() {
   std::unique_lock<std::mutex> lock(state_->mutex);
   while (!state_->stop) {
-    // Drop completed entries (in order: one stream), check the oldest.
-    while (!state_->entries.empty() &&
-           cudaEventQuery(state_->entries.front().done) != cudaErrorNotReady)
-      state_->entries.pop_front();
+    // Drop completed entries (several streams: anywhere in the list), then
+    // check the oldest of the others.
+    for (auto it = state_->entries.begin(); it != state_->entries.end();)
+      it = cudaEventQuery(it->done) != cudaErrorNotReady
+               ? state_->entries.erase(it)
+               : std::next(it);
     if (!state_->entries.empty() &&
         std::chrono::steady_clock::now() > state_->entries.front().deadline) {
       const WatchState::Entry e = state_->entries.front();

@@ -82,6 +82,17 @@ Status ncclGroupFinish();
 
 /// The NCCL communicators of a mesh: one per communicator of MeshComms,
 /// found by the CPU communicator the kernels bind to, and the watchdog.
+///
+/// Sends and receives of a single-axis group go over two more
+/// communicators of that group, one per direction: "up" carries every
+/// message to a higher group rank, "down" every message to a lower one. A
+/// rank issues its up and down traffic on two streams of their own, so a
+/// send that waits for its receiver blocks only later traffic in the same
+/// direction, never a receive from the rank it sends to (which one stream
+/// or one communicator would serialize behind it: 1F1B stages each send to
+/// the other before receiving). Within one direction messages flow from
+/// lower to higher ranks (or back) only, so its stream cannot wait on
+/// itself in a cycle.
 class NcclMesh {
 public:
   /// Collective over the world. Call with the rank's CUDA device current.
@@ -91,11 +102,21 @@ public:
 
   /// The NCCL communicator of a mesh communicator; null if unknown.
   NcclComm *find(const Communicator *comm) const;
+  /// The communicator of `comm`'s point-to-point traffic to higher group
+  /// ranks (`up`) or to lower ones; null for groups of several axes.
+  NcclComm *findP2P(const Communicator *comm, bool up) const;
+  /// Whether a send from group rank `rank` to `peer` (or a receive of
+  /// `rank` from `peer`) travels up. A send and the receive matching it
+  /// always agree, so they meet on the same communicator.
+  static bool goesUp(bool send, int rank, int peer) {
+    return send ? peer > rank : peer < rank;
+  }
   /// Aborts every communicator (the watchdog's timeout path).
   void abortAll();
 
-  /// Watches `done` (recorded after a collective on the comm stream): if
-  /// it has not completed `timeoutSeconds` after now, the watchdog prints
+  /// Watches `done` (recorded after a collective on one of the device's
+  /// communication streams): if it has not completed `timeoutSeconds`
+  /// after now, the watchdog prints
   ///   dtcc: rank R: collective <description> timed out after T s
   /// aborts every communicator and ends the job (World::abort, exit 124).
   void watch(cudaEvent_t done, std::string description);
@@ -108,6 +129,10 @@ private:
   World *world_ = nullptr;
   std::unique_ptr<NcclComm> worldComm_;
   std::map<const Communicator *, std::unique_ptr<NcclComm>> comms_;
+  /// By mesh communicator of one axis: its up and down communicators.
+  std::map<const Communicator *,
+           std::pair<std::unique_ptr<NcclComm>, std::unique_ptr<NcclComm>>>
+      p2p_;
   std::shared_ptr<struct WatchState> state_;
   std::thread watchdog_;
   double timeout_ = 300;

@@ -7,7 +7,8 @@
 // for that event; async ones (async = 1) leave it to their `wait`, so the
 // compute between them overlaps the communication. Each end event is
 // watched against the collective timeout (NcclMesh::watch). send/recv are
-// queued and issued as one NCCL group before the next other kernel.
+// queued and issued before the next other kernel, one NCCL group per
+// direction on that direction's communicator and stream (NcclMesh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -320,12 +321,16 @@ StatusOr<KernelFn> pointToPoint(CudaDevice &dev, const KernelContext &ctx) {
       return ctx.error(id.status().message());
     asyncSlots()[std::make_pair(ctx.comm, *id)] = slot;
   }
+  const bool up = NcclMesh::goesUp(Send, b.comm->rank(), int(peer));
+  NcclComm *nc = dev.nccl()->findP2P(b.comm, up);
+  if (!nc)
+    return ctx.error("no NCCL point-to-point communicator for axes '",
+                     b.name, "' (send and recv take one mesh axis)");
   CudaDevice *d = &dev;
-  NcclComm *nc = b.nccl;
   const int p = int(peer);
   return KernelFn([=]() -> Status {
-    d->queueP2P({Send, nc, v.data, v.sizeInBytes(), p, slot->done, !async,
-                 slot->description});
+    d->queueP2P({Send, up, nc, v.data, v.sizeInBytes(), p, slot->done,
+                 !async, slot->description});
     slot->started = async;
     return Status::ok();
   });

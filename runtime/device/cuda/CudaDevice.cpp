@@ -68,6 +68,10 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank) {
   DTCC_CUDA_CHECK(cudaStreamCreateWithFlags(&d->compute_, cudaStreamNonBlocking));
   DTCC_CUDA_CHECK(cudaStreamCreateWithFlags(&d->comm_, cudaStreamNonBlocking));
   DTCC_CUDA_CHECK(
+      cudaStreamCreateWithFlags(&d->p2pUp_, cudaStreamNonBlocking));
+  DTCC_CUDA_CHECK(
+      cudaStreamCreateWithFlags(&d->p2pDown_, cudaStreamNonBlocking));
+  DTCC_CUDA_CHECK(
       cudaEventCreateWithFlags(&d->computeDone_, cudaEventDisableTiming));
   DTCC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&d->error_),
                              sizeof(DeviceError)));
@@ -108,6 +112,9 @@ CudaDevice::~CudaDevice() {
     cudaStreamSynchronize(compute_);
   if (comm_)
     cudaStreamSynchronize(comm_);
+  for (cudaStream_t s : {p2pUp_, p2pDown_})
+    if (s)
+      cudaStreamSynchronize(s);
   nccl_.reset();
   for (void *p : persistent_)
     cudaFree(p);
@@ -125,6 +132,9 @@ CudaDevice::~CudaDevice() {
     cudaStreamDestroy(compute_);
   if (comm_)
     cudaStreamDestroy(comm_);
+  for (cudaStream_t s : {p2pUp_, p2pDown_})
+    if (s)
+      cudaStreamDestroy(s);
 }
 
 StatusOr<void *> CudaDevice::allocate(int64_t bytes) {
@@ -207,9 +217,9 @@ int32_t CudaDevice::registerSite(std::string description) {
   return int32_t(sites_.size() - 1);
 }
 
-Status CudaDevice::commWaitsForCompute() {
+Status CudaDevice::waitsForCompute(cudaStream_t stream) {
   DTCC_CUDA_CHECK(cudaEventRecord(computeDone_, compute_));
-  DTCC_CUDA_CHECK(cudaStreamWaitEvent(comm_, computeDone_, 0));
+  DTCC_CUDA_CHECK(cudaStreamWaitEvent(stream, computeDone_, 0));
   return Status::ok();
 }
 
@@ -218,24 +228,39 @@ Status CudaDevice::flushP2P() {
     return Status::ok();
   std::vector<P2POp> ops;
   ops.swap(pendingP2P_);
-  DTCC_RETURN_IF_ERROR(commWaitsForCompute());
-  DTCC_RETURN_IF_ERROR(ncclGroupBegin());
-  Status status;
-  for (const P2POp &op : ops) {
-    status = op.send ? op.comm->send(op.data, op.bytes, op.peer, comm_)
-                     : op.comm->recv(op.data, op.bytes, op.peer, comm_);
-    if (!status.isOk())
-      break;
-  }
-  Status end = ncclGroupFinish();
-  DTCC_RETURN_IF_ERROR(status);
-  DTCC_RETURN_IF_ERROR(end);
-  for (const P2POp &op : ops) {
-    DTCC_CUDA_CHECK(cudaEventRecord(op.done, comm_));
-    if (nccl_)
-      nccl_->watch(op.done, op.description);
-    if (op.blocking)
-      DTCC_CUDA_CHECK(cudaStreamWaitEvent(compute_, op.done, 0));
+  // One group per direction, each on its own communicator and stream: a
+  // send still waiting for its receiver holds up only later traffic in its
+  // direction, never this rank's receives from that receiver.
+  for (bool up : {true, false}) {
+    const cudaStream_t stream = p2pStream(up);
+    bool any = false;
+    for (const P2POp &op : ops)
+      any |= op.up == up;
+    if (!any)
+      continue;
+    DTCC_RETURN_IF_ERROR(waitsForCompute(stream));
+    DTCC_RETURN_IF_ERROR(ncclGroupBegin());
+    Status status;
+    for (const P2POp &op : ops) {
+      if (op.up != up)
+        continue;
+      status = op.send ? op.comm->send(op.data, op.bytes, op.peer, stream)
+                       : op.comm->recv(op.data, op.bytes, op.peer, stream);
+      if (!status.isOk())
+        break;
+    }
+    Status end = ncclGroupFinish();
+    DTCC_RETURN_IF_ERROR(status);
+    DTCC_RETURN_IF_ERROR(end);
+    for (const P2POp &op : ops) {
+      if (op.up != up)
+        continue;
+      DTCC_CUDA_CHECK(cudaEventRecord(op.done, stream));
+      if (nccl_)
+        nccl_->watch(op.done, op.description);
+      if (op.blocking)
+        DTCC_CUDA_CHECK(cudaStreamWaitEvent(compute_, op.done, 0));
+    }
   }
   return Status::ok();
 }
@@ -243,6 +268,8 @@ Status CudaDevice::flushP2P() {
 Status CudaDevice::synchronize() {
   DTCC_RETURN_IF_ERROR(flushP2P());
   DTCC_CUDA_CHECK(cudaStreamSynchronize(comm_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pUp_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pDown_));
   DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
   DeviceError e;
   DTCC_CUDA_CHECK(cudaMemcpy(&e, error_, sizeof(e), cudaMemcpyDeviceToHost));

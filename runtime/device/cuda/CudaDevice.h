@@ -1,7 +1,8 @@
 //===- CudaDevice.h - an NVIDIA GPU as a runtime device ---------*- C++ -*-===//
 //
 // One rank drives one GPU (LOCAL_RANK picks it). The device owns a compute
-// stream and a communication stream (events order them), the arenas of the
+// stream, a communication stream for collectives and two for sends and
+// receives (one per direction; events order them all), the arenas of the
 // static memory plan carved from one allocation, a cuBLASLt handle and
 // workspace, the NCCL communicators of the mesh, and the kernel registry
 // (CudaKernels.cpp, CudaMatmul.cpp, CudaCollectives.cpp).
@@ -60,6 +61,9 @@ public:
 
   cudaStream_t computeStream() const { return compute_; }
   cudaStream_t commStream() const { return comm_; }
+  /// The stream of point-to-point traffic to higher group ranks (`up`) or
+  /// to lower ones (NcclMesh::findP2P).
+  cudaStream_t p2pStream(bool up) const { return up ? p2pUp_ : p2pDown_; }
   DeviceError *errorSlot() const { return error_; }
   /// Numbers an instruction for DeviceError ("gather at 'node'").
   int32_t registerSite(std::string description);
@@ -79,11 +83,13 @@ public:
   Status attachMesh(const MeshComms &mesh, World &world, double timeoutSeconds);
   NcclMesh *nccl() const { return nccl_.get(); }
 
-  /// Point-to-point operations queued by send/recv kernels, issued as one
-  /// ncclGroupStart/End by the next non-p2p kernel or synchronize.
+  /// Point-to-point operations queued by send/recv kernels, issued by the
+  /// next non-p2p kernel or synchronize as one ncclGroupStart/End per
+  /// direction, on that direction's communicator and stream.
   struct P2POp {
     bool send;
-    NcclComm *comm;
+    bool up;        ///< traffic to a higher group rank (see NcclMesh)
+    NcclComm *comm; ///< the direction's communicator
     void *data;
     int64_t bytes;
     int peer;
@@ -95,7 +101,9 @@ public:
   Status flushP2P();
 
   /// Orders the comm stream after the compute work issued so far.
-  Status commWaitsForCompute();
+  Status commWaitsForCompute() { return waitsForCompute(comm_); }
+  /// Orders `stream` after the compute work issued so far.
+  Status waitsForCompute(cudaStream_t stream);
 
   /// The adamw group the next adamw instruction may join: the one the
   /// previous instruction bound started or joined; reset by binding any
@@ -110,6 +118,7 @@ private:
   int ordinal_ = 0;
   cudaDeviceProp props_{};
   cudaStream_t compute_ = nullptr, comm_ = nullptr;
+  cudaStream_t p2pUp_ = nullptr, p2pDown_ = nullptr;
   cudaEvent_t computeDone_ = nullptr;
   DeviceError *error_ = nullptr;
   std::vector<std::string> sites_;

@@ -2,10 +2,12 @@
 //
 // Runs without a GPU: every entry of the cuBLASLt and NCCL tables, the
 // launch configurations, arena carving, the AdamW chunk plan and which
-// consecutive adamw instructions share a launch.
+// consecutive adamw instructions share a launch; the direction of
+// point-to-point traffic.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/nccl/NcclComm.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 #include "runtime/device/cuda/CudaTables.h"
 #include "runtime/device/cuda/LaunchConfig.h"
@@ -14,6 +16,24 @@
 
 namespace dtcc::runtime::cuda {
 namespace {
+
+TEST(NcclP2P, SendAndMatchingRecvShareTheirDirection) {
+  // Each direction has a communicator and a stream of its own: a send and
+  // its receive must pick the same one, and traffic between two ranks goes
+  // one way on each.
+  for (int rank = 0; rank < 4; ++rank)
+    for (int peer = 0; peer < 4; ++peer) {
+      if (rank == peer)
+        continue;
+      EXPECT_EQ(NcclMesh::goesUp(true, rank, peer),
+                NcclMesh::goesUp(false, peer, rank))
+          << rank << " -> " << peer;
+      EXPECT_NE(NcclMesh::goesUp(true, rank, peer),
+                NcclMesh::goesUp(true, peer, rank))
+          << rank << " <-> " << peer;
+      EXPECT_EQ(NcclMesh::goesUp(true, rank, peer), peer > rank);
+    }
+}
 
 TEST(CudaTables, MatmulTypesEveryEntry) {
   struct Row {
