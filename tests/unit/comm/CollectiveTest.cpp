@@ -269,6 +269,34 @@ TEST(Collectives, SendsStartBeforeTheirReceiversReceive) {
   }
 }
 
+TEST(Collectives, SendsInFlightKeepTheirOrder) {
+  // Three sends of one tag in flight at once (each above the eager limit)
+  // arrive in the order they started.
+  Communicator &c = testWorld().world();
+  const int n = c.size(), r = c.rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const int64_t count = int64_t(1) << 16;
+  std::vector<std::vector<int32_t>> out(3, std::vector<int32_t>(count));
+  std::vector<std::unique_ptr<PendingSend>> pending;
+  for (int k = 0; k < 3; ++k) {
+    for (int64_t i = 0; i < count; ++i)
+      out[k][i] = int32_t(r * 1000003 + k * 100 + i);
+    auto p = c.startSend(out[k].data(), count * 4, next, 11);
+    ASSERT_TRUE(p.isOk()) << p.status().toString();
+    pending.push_back(std::move(p.value()));
+  }
+  for (int k = 0; k < 3; ++k) {
+    std::vector<int32_t> in(count, -1);
+    ASSERT_TRUE(c.recv(in.data(), count * 4, prev, 11).isOk());
+    EXPECT_EQ(in[0], int32_t(prev * 1000003 + k * 100)) << "message " << k;
+    EXPECT_EQ(in[count - 1], int32_t(prev * 1000003 + k * 100 + count - 1))
+        << "message " << k;
+  }
+  for (auto &p : pending)
+    if (p)
+      ASSERT_TRUE(p->wait().isOk());
+}
+
 TEST(Collectives, RecvMatchesTagsOutOfOrder) {
   Communicator &c = testWorld().world();
   if (c.size() < 2)
