@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -214,14 +215,44 @@ CompiledCandidate coordinateDescent(ModuleOp module, const CompileOptions &base,
 
 } // namespace
 
+TrainOptions::LayoutSearch layoutSearchFigures(const DeviceFigures &device,
+                                               int64_t dp, int64_t tp) {
+  TrainOptions::LayoutSearch f;
+  f.enabled = true;
+  f.flops = device.flops;
+  f.busBandwidth = device.busBandwidth;
+  f.latency = device.latency;
+  const planner::ClusterSpec &c = device.cluster;
+  int64_t perNode = c.perNode();
+  if (perNode < 1)
+    return f;
+  f.memoryBandwidth =
+      c.device.memoryBandwidth.value * c.device.memoryEfficiency.value;
+  // Rank 0's group of `size` members `stride` ranks apart: inside a node,
+  // or across nodes with its members per node driving as many links.
+  auto link = [&](int64_t size, int64_t stride, double &bandwidth,
+                  double &latency) {
+    std::set<int64_t> nodes;
+    for (int64_t k = 0; k < size; ++k)
+      nodes.insert(k * stride / perNode);
+    if (nodes.size() == 1) {
+      bandwidth = c.intraNode.busBandwidth();
+      latency = c.intraNode.latency.value;
+      return;
+    }
+    int64_t members = std::max<int64_t>(1, size / (int64_t)nodes.size());
+    bandwidth = std::min(c.intraNode.busBandwidth(),
+                         (double)members * c.interNode.busBandwidth());
+    latency = c.interNode.latency.value;
+  };
+  link(tp, 1, f.tpBusBandwidth, f.tpLatency);
+  link(dp, tp, f.dpBusBandwidth, f.dpLatency);
+  return f;
+}
+
 std::vector<CompiledCandidate>
 planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
                 const DeviceFigures &device, LayoutSearchMode search) {
-  TrainOptions::LayoutSearch ilp;
-  ilp.enabled = true;
-  ilp.flops = device.flops;
-  ilp.busBandwidth = device.busBandwidth;
-  ilp.latency = device.latency;
   std::vector<CompiledCandidate> out;
   bool ilpFailed = false;
   for (int64_t tp = 1; tp <= ranks; ++tp) {
@@ -241,6 +272,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
       // each stage is compiled and weighed with its layouts). The search
       // does not place pipeline stages.
       SearchedMesh searched;
+      TrainOptions::LayoutSearch ilp = layoutSearchFigures(device, dp, tp);
       bool useIlp = tp > 1 && pp == 1 &&
                     (search == LayoutSearchMode::kIlp ||
                      search == LayoutSearchMode::kBoth);

@@ -87,6 +87,15 @@ CompiledCandidate compileCandidate(mlir::ModuleOp module,
                                    CompileOptions options,
                                    const DeviceFigures &device);
 
+/// The figures dtcc-shard-search-layouts prices a mesh dp x tp with on
+/// `device`'s cluster: matrix products at `device.flops`, each axis's
+/// groups on the link they span (ranks row-major, tp fastest), as the
+/// program model prices them, and ops other than matrix products at the
+/// device's sustained memory bandwidth. Without a cluster: `device`'s
+/// summary figures for every axis.
+TrainOptions::LayoutSearch layoutSearchFigures(const DeviceFigures &device,
+                                               int64_t dp, int64_t tp);
+
 /// How planByCompiling chooses tensor-parallel layouts beyond the
 /// Megatron-style rule.
 enum class LayoutSearchMode {

@@ -455,23 +455,26 @@ int runImportOrCompile(bool compile) {
     if (search == "ilp" && !searchByCompiling && !t.mesh.empty()) {
       // An explicit mesh: every op's tp sharding by the ILP, priced with
       // the cluster's figures.
-      int64_t ranks = 1;
+      int64_t ranks = 1, dp = 1, tp = 1;
       SmallVector<StringRef> entries;
       StringRef(t.mesh).split(entries, ',');
       for (StringRef entry : entries) {
+        auto [axis, size] = entry.split('=');
         int64_t n = 1;
-        if (!entry.split('=').second.trim().getAsInteger(10, n))
-          ranks *= n;
+        if (size.trim().getAsInteger(10, n))
+          continue;
+        ranks *= n;
+        if (axis.trim() == "dp")
+          dp = n;
+        if (axis.trim() == "tp")
+          tp = n;
       }
       dtcc::DeviceFigures figures;
       std::string label;
       if (dtcc::deviceFiguresForCompile(planCluster, planNodes, ranks, figures,
                                         label) != 0)
         return 1;
-      t.layoutSearch.enabled = true;
-      t.layoutSearch.flops = figures.flops;
-      t.layoutSearch.busBandwidth = figures.busBandwidth;
-      t.layoutSearch.latency = figures.latency;
+      t.layoutSearch = dtcc::layoutSearchFigures(figures, dp, tp);
     }
     options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
