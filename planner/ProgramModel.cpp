@@ -318,9 +318,9 @@ struct SimRank {
 
 class Simulator {
 public:
-  Simulator(const Program &program, const ClusterSpec &cluster)
+  Simulator(const Program &program, const ClusterSpec &cluster, bool record)
       : program_(program), cluster_(cluster),
-        overlap_(!cluster.device.isCpu()) {}
+        overlap_(!cluster.device.isCpu()), record_(record) {}
 
   StatusOr<ProgramTime> run() {
     DTCC_RETURN_IF_ERROR(buildStreams());
@@ -423,6 +423,7 @@ private:
     }
     double flops = 0;
     double seconds = instructionSeconds(program_, inst, cluster_.device, &flops);
+    trace(r, 0, kernel, inst.location(), "compute", r.tc, seconds);
     r.tc += seconds;
     r.time.compute += seconds;
     if (isOptimizerKernel(kernel))
@@ -533,6 +534,32 @@ private:
     op.resolved = true;
     r.tq = end;
     r.queue.pop_front();
+    std::string axes = op.item ? op.item->group : "";
+    int stream = axes.find("tp") != std::string::npos   ? 1
+                 : axes.find("pp") != std::string::npos ? 2
+                                                         : 3;
+    trace(r, stream, op.inst->kernel(), op.inst->location(), "communication",
+          start, end - start);
+  }
+
+  /// Records an event of `r`'s timeline.
+  void trace(const SimRank &r, int stream, const std::string &kernel,
+             const std::string &node, const char *category, double start,
+             double duration) {
+    if (!record_)
+      return;
+    if (timeline_.events.size() >= kMaxEvents) {
+      timeline_.truncated = true;
+      return;
+    }
+    TraceEvent e;
+    e.rank = r.stage;
+    e.stream = stream;
+    e.name = node.empty() ? kernel : kernel + " " + node;
+    e.category = category;
+    e.start = start;
+    e.duration = duration;
+    timeline_.events.push_back(std::move(e));
   }
 
   /// The head of `r`'s queue, if its peers are ready too.
@@ -632,12 +659,34 @@ private:
                 return a.time > b.time;
               });
     out.flops = r.flops;
+    if (record_) {
+      // One representative rank per stage: coordinate 0 on every axis but
+      // pp, whose ranks are row-major over the mesh.
+      int64_t after = 1;
+      bool seen = false;
+      for (int i = 0; i < program_.mesh().axes_size(); ++i) {
+        if (seen)
+          after *= program_.mesh().sizes(i);
+        if (program_.mesh().axes(i) == "pp")
+          seen = true;
+      }
+      for (SimRank &s : ranks_)
+        timeline_.ranks.push_back(s.stage * (seen ? after : 0));
+      for (TraceEvent &e : timeline_.events)
+        e.rank = timeline_.ranks[size_t(e.rank)];
+      timeline_.stepTime = out.stepTime;
+      out.timeline = std::move(timeline_);
+    }
     return out;
   }
+
+  static constexpr size_t kMaxEvents = 200000;
 
   const Program &program_;
   const ClusterSpec &cluster_;
   const bool overlap_;
+  const bool record_;
+  Timeline timeline_;
   std::vector<SimRank> ranks_;
   std::vector<std::unique_ptr<CommOp>> ops_;
   /// Eager messages sent and not yet received: (from, to, tag) -> arrival.
@@ -648,8 +697,9 @@ private:
 } // namespace
 
 StatusOr<ProgramTime> simulateProgram(const Program &program,
-                                      const ClusterSpec &cluster) {
-  Simulator sim(program, cluster);
+                                      const ClusterSpec &cluster,
+                                      bool recordTimeline) {
+  Simulator sim(program, cluster, recordTimeline);
   return sim.run();
 }
 

@@ -70,17 +70,23 @@ struct ProgramTime {
   /// waited for (`exposed`).
   std::vector<CommItem> comm;
   double flops = 0; ///< matmul FLOPs of the critical stage per step
+  /// With `recordTimeline`: every kernel and communication of one
+  /// representative rank per stage (streams as TimeModel's timeline:
+  /// compute, tp, pp, dp), for a Chrome trace.
+  Timeline timeline;
 };
 
 /// Simulates one training step of `program` (micro-batches times
 /// train_step and apply_step, or each pipeline stage's train_step_pp<k>;
 /// a program without training functions runs `main` once) on `cluster`.
+/// A timeline of more than 200,000 events is cut there (`truncated`).
 /// Communication overlaps computation on GPUs (its own stream); on CPU
 /// ranks a collective's work takes the core from computation. Errors: a
 /// program that names an unknown mesh axis, or whose stages never meet
 /// (a send without its recv).
 StatusOr<ProgramTime> simulateProgram(const runtime::format::Program &program,
-                                      const ClusterSpec &cluster);
+                                      const ClusterSpec &cluster,
+                                      bool recordTimeline = false);
 
 /// The cost in seconds of one compute instruction of `program` on
 /// `cluster`'s device: matmuls at the peak of their dtype times the

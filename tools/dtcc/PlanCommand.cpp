@@ -917,6 +917,17 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
   }
   if (args.tokens > 0)
     report.cost = runCost(chosen.time, ranks, args.tokens, args.price);
+  if (!args.tracePath.empty()) {
+    auto traced =
+        simulateProgram(best.priced->program, cluster, /*recordTimeline=*/true);
+    if (!traced.isOk())
+      return fail(traced.status());
+    Json trace = traceToJson(traced.value().timeline,
+                             model.name + ": " + chosen.plan.summary() +
+                                 " (compiled program, simulated)");
+    if (Status s = writeFile(args.tracePath, trace.dump(-1) + "\n"); !s.isOk())
+      return fail(s);
+  }
   if (!args.planOut.empty()) {
     Json saved = Json::object();
     saved.set("schemaVersion", kReportSchemaVersion);
@@ -1060,10 +1071,6 @@ int runPlanCommand(int argc, char **argv) {
     return fail(invalidArgument("--compiled needs a model file to compile"));
 
   if (cpu && !args.modelPath.empty() && !args.analytic && !savedPlan) {
-    if (!args.tracePath.empty())
-      return fail(invalidArgument(
-          "--trace: the timeline of a compiled CPU plan is not written yet "
-          "(use --analytic for the formula model's)"));
     return compiledCpuPlan(args, cluster, model, source, opaqueParams,
                            modelBatch, policy);
   }
@@ -1085,6 +1092,7 @@ int runPlanCommand(int argc, char **argv) {
     CompilerPlanOptions compiler;
     compiler.batch = args.globalBatch ? args.globalBatch : modelBatch;
     compiler.dtype = policy;
+    compiler.microBatches = args.microBatches;
     if (compiler.batch < 1)
       return fail(invalidArgument(
           "--global-batch is required (the model carries no batch)"));

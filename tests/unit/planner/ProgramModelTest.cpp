@@ -236,6 +236,28 @@ TEST(ProgramModel, PipelineStagesMeetAtSendAndRecv) {
   EXPECT_NEAR(time.value().stages[0].idle, mulT, 1e-9);
   EXPECT_NEAR(time.value().stages[1].idle, addT, 1e-9);
   EXPECT_EQ(time.value().criticalStage, 0);
+  EXPECT_TRUE(time.value().timeline.events.empty());
+
+  // The timeline: each stage's kernels and transfers where the simulation
+  // put them, one representative rank per stage.
+  auto traced = simulateProgram(b.p, c, /*recordTimeline=*/true);
+  ASSERT_TRUE(traced.isOk());
+  const Timeline &timeline = traced.value().timeline;
+  EXPECT_EQ(timeline.ranks, (std::vector<int64_t>{0, 1}));
+  EXPECT_NEAR(timeline.stepTime, end, 1e-12);
+  ASSERT_EQ(timeline.events.size(), 6u); // add, mul, send, recv, 2 all-reduce
+  for (const TraceEvent &e : timeline.events) {
+    if (e.name.rfind("mul", 0) == 0) {
+      EXPECT_EQ(e.rank, 1);
+      EXPECT_EQ(e.stream, 0);
+      EXPECT_NEAR(e.start, addT + transfer, 1e-12); // after its receive
+      EXPECT_NEAR(e.duration, mulT, 1e-12);
+    }
+    if (e.name.rfind("send", 0) == 0) {
+      EXPECT_EQ(e.stream, 2); // pp
+      EXPECT_NEAR(e.start, addT, 1e-12);
+    }
+  }
 
   // A receive whose send never comes is an error, not a hang.
   Builder lonely;
