@@ -23,11 +23,27 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 using namespace dtcc::runtime;
 
 namespace {
+
+/// Twice the largest send and receive buffers the kernel gives a TCP socket
+/// (/proc/sys/net/ipv4/tcp_wmem and tcp_rmem), at least 8 MiB.
+int64_t tcpBufferBytes() {
+  int64_t total = 0;
+  for (const char *path :
+       {"/proc/sys/net/ipv4/tcp_wmem", "/proc/sys/net/ipv4/tcp_rmem"}) {
+    std::ifstream in(path);
+    int64_t low = 0, initial = 0, high = 0;
+    if (in >> low >> initial >> high)
+      total += high;
+  }
+  return std::max<int64_t>(int64_t(8) << 20, 2 * total);
+}
+
 
 const char *kLoc = "/h.0/mlp/fc1/MatMul";
 
@@ -135,8 +151,10 @@ int exchange(Job &job) {
   }
   if (job.world->launcher() == "torchrun") {
     // TCP: a send abandoned unfinished goes out whole from a copy, so its
-    // buffer may be reused at once.
-    const int64_t count = int64_t(2) << 20;
+    // buffer may be reused at once. The message is larger than the kernel's
+    // socket buffers can hold (twice their largest sizes), so the send is
+    // still in flight when abandoned.
+    const int64_t count = tcpBufferBytes() / 2;
     std::vector<float> buffer(count);
     if (dp->rank() == 0) {
       for (int64_t i = 0; i < count; ++i)
@@ -145,8 +163,8 @@ int exchange(Job &job) {
       if (!pending.isOk())
         return fail(pending.status().toString());
       if (!pending.value())
-        return fail("an 8 MiB send to a peer that is not receiving yet "
-                    "completed at once");
+        return fail(strCat("a ", count * 4, "-byte send to a peer that is "
+                           "not receiving yet completed at once"));
       pending.value().reset();
       std::fill(buffer.begin(), buffer.end(), -1.0f);
     } else {
