@@ -265,12 +265,16 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     for (int i = 1; i < inst.inputs_size(); ++i)
       elements = std::max(elements, numel(program.buffers(inst.inputs(i))));
   }
+  // No kernel moves its bytes faster than memory bandwidth (the measured
+  // rate is of operands that fit in cache; a step's tensors mostly do not).
+  double memory =
+      double(bytes) /
+      (device.memoryBandwidth.value * device.memoryEfficiency.value);
   auto measured = device.kernelSeconds.find(kernel);
   if (measured != device.kernelSeconds.end())
-    return double(elements) * measured->second.value + overhead;
-  return double(bytes) /
-             (device.memoryBandwidth.value * device.memoryEfficiency.value) +
-         overhead;
+    return std::max(memory, double(elements) * measured->second.value) +
+           overhead;
+  return memory + overhead;
 }
 
 //===----------------------------------------------------------------------===//
