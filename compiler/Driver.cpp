@@ -96,7 +96,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
   };
   if (options.compileTo == Phase::Import || lowered)
     return success();
-  if (failed(run(
+  if (options.startAfter < Phase::Graph && failed(run(
           [](PassManager &pm) {
             pm.addPass(createCanonicalizerPass());
             pm.addPass(createCSEPass());
@@ -120,7 +120,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
                               "pipeline stages, got pp=")
              << stages;
   }
-  if (options.train.enabled) {
+  if (options.train.enabled && options.startAfter < Phase::Train) {
     const TrainOptions &t = options.train;
     if (failed(run(
             [&](PassManager &pm) {

@@ -78,6 +78,10 @@ struct TrainOptions {
 
 struct CompileOptions {
   Phase compileTo = Phase::Executable;
+  /// The phase the module has already been through: runPhases continues
+  /// after it (Train: a training step compiled once, sharded by each of a
+  /// plan search's candidates). Import: from the start.
+  Phase startAfter = Phase::Import;
   bool printIrAfterAll = false;
   /// When set, each phase's IR is written to DIR/NN-<phase>.mlir.
   std::string dumpDir;

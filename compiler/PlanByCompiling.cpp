@@ -138,26 +138,22 @@ struct SearchedMesh {
   std::string error;
   std::vector<std::string> layouts; ///< NAME=rows|cols|whole
   double modelledSeconds = 0, solveSeconds = 0;
+  /// The training step with the search's decisions written (variables'
+  /// shardings, constraints): each ZeRO stage is sharded from it.
+  OwningOpRef<ModuleOp> decided;
 };
 
-SearchedMesh searchMesh(ModuleOp module, CompileOptions options,
-                        const std::string &mesh,
+/// Runs the search on a clone of `trained` (a training step).
+SearchedMesh searchMesh(ModuleOp trained, const std::string &mesh,
                         const TrainOptions::LayoutSearch &figures) {
   SearchedMesh out;
-  options.compileTo = Phase::Train;
-  options.dumpDir.clear();
-  options.train.mesh = mesh;
-  OwningOpRef<ModuleOp> clone(module.clone());
+  OwningOpRef<ModuleOp> clone(trained.clone());
   std::string diagnostics;
-  ScopedDiagnosticHandler capture(module.getContext(), [&](Diagnostic &d) {
+  ScopedDiagnosticHandler capture(trained.getContext(), [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error && diagnostics.empty())
       diagnostics = d.str();
     return success();
   });
-  if (failed(runPhases(*clone, options))) {
-    out.error = diagnostics.empty() ? "does not compile" : diagnostics;
-    return out;
-  }
   shard::LayoutSearchOptions o;
   o.mesh = mesh;
   o.costs.flops = figures.flops;
@@ -181,8 +177,60 @@ SearchedMesh searchMesh(ModuleOp module, CompileOptions options,
     if (auto var = clone->lookupSymbol<graph::VariableOp>(name))
       if (var.getTensorType().getRank() == 2)
         out.layouts.push_back(name + "=" + layout);
+  out.decided = std::move(clone);
   return out;
 }
+
+/// The training step of `module` compiled once per kind (unrolled over
+/// micro-batches for pipelines, or not), for every candidate to shard.
+class TrainedSteps {
+public:
+  TrainedSteps(ModuleOp module, const CompileOptions &base)
+      : module_(module), base_(base) {}
+
+  /// The step for a mesh with `pp` stages, or null with `error` set.
+  ModuleOp get(int64_t pp, std::string &error) {
+    Slot &slot = slots_[pp > 1];
+    if (!slot.tried) {
+      slot.tried = true;
+      CompileOptions options = base_;
+      options.compileTo = Phase::Train;
+      options.dumpDir.clear();
+      // Only whether there is a pipeline matters to the training phase.
+      options.train.mesh = pp > 1 ? "pp=2" : "";
+      options.train.layoutSearch.enabled = false;
+      slot.module = module_.clone();
+      ScopedDiagnosticHandler capture(module_.getContext(), [&](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Error && slot.error.empty())
+          slot.error = d.str();
+        return success();
+      });
+      if (failed(runPhases(*slot.module, options))) {
+        if (slot.error.empty())
+          slot.error = "the training step does not compile";
+        slot.module = nullptr;
+      }
+    }
+    error = slot.error;
+    return slot.module ? *slot.module : ModuleOp();
+  }
+
+  /// `options` to shard a step from get().
+  static CompileOptions fromTrained(CompileOptions options) {
+    options.startAfter = Phase::Train;
+    return options;
+  }
+
+private:
+  struct Slot {
+    bool tried = false;
+    OwningOpRef<ModuleOp> module;
+    std::string error;
+  };
+  ModuleOp module_;
+  const CompileOptions &base_;
+  Slot slots_[2];
+};
 
 /// One pass of coordinate descent from `start`: each 2-D parameter tried
 /// split by rows, by columns and whole, keeping what the compiled cost says
@@ -255,6 +303,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
                 const DeviceFigures &device, LayoutSearchMode search) {
   std::vector<CompiledCandidate> out;
   bool ilpFailed = false;
+  TrainedSteps trained(module, base);
   for (int64_t tp = 1; tp <= ranks; ++tp) {
     if (ranks % tp != 0)
       continue;
@@ -276,8 +325,17 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
       bool useIlp = tp > 1 && pp == 1 &&
                     (search == LayoutSearchMode::kIlp ||
                      search == LayoutSearchMode::kBoth);
+      std::string error;
+      ModuleOp step = trained.get(pp, error);
+      if (!step) {
+        CompiledCandidate failed;
+        failed.mesh = mesh;
+        failed.rejected = error;
+        out.push_back(failed);
+        continue;
+      }
       if (useIlp) {
-        searched = searchMesh(module, base, mesh, ilp);
+        searched = searchMesh(step, mesh, ilp);
         if (!searched.solved) {
           ilpFailed = true;
           CompiledCandidate failed;
@@ -289,14 +347,16 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
       }
       for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
         for (const std::string &schedule : schedules) {
-          CompileOptions options = base;
+          CompileOptions options = TrainedSteps::fromTrained(base);
           options.train.mesh = mesh;
           options.train.zero = zero;
           options.train.pipelineSchedule = schedule;
-          out.push_back(compileCandidate(module, options, device));
+          out.push_back(compileCandidate(step, options, device));
           if (useIlp && searched.solved) {
-            options.train.layoutSearch = ilp;
-            CompiledCandidate c = compileCandidate(module, options, device);
+            // Sharded from the searched step; the final compile runs the
+            // search again (`layoutSearch`).
+            CompiledCandidate c =
+                compileCandidate(*searched.decided, options, device);
             c.search = "ilp";
             c.layoutSearch = ilp;
             c.layouts = searched.layouts;
@@ -314,11 +374,15 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
   // parallelism.
   auto start = llvm::find_if(out, [](const CompiledCandidate &c) {
     return c.search.empty() && c.rejected.empty() &&
-           c.mesh.find("tp=1") == std::string::npos;
+           c.mesh.find("tp=1") == std::string::npos &&
+           c.mesh.find("pp=") == std::string::npos;
   });
-  if (start == out.end())
+  std::string error;
+  ModuleOp step = trained.get(1, error);
+  if (start == out.end() || !step)
     return out;
-  CompiledCandidate descent = coordinateDescent(module, base, *start, device);
+  CompiledCandidate descent = coordinateDescent(
+      step, TrainedSteps::fromTrained(base), *start, device);
   // Listed when it changed something, or always when compared with the ILP.
   if (descent.layouts != start->layouts || search == LayoutSearchMode::kBoth) {
     out.push_back(descent);
