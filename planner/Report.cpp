@@ -362,6 +362,26 @@ Json memoryJson(const MemoryBreakdown &m, double capacity, double host) {
   return j;
 }
 
+/// `time.communication[]`: per device per step, by group and kind.
+Json commJson(const std::vector<CommItem> &items) {
+  Json comm = Json::array();
+  for (const CommItem &item : items) {
+    Json c = Json::object();
+    c.set("group", item.group);
+    c.set("purpose", item.purpose);
+    c.set("collective", collectiveName(item.kind));
+    c.set("link", linkName(item.link));
+    c.set("groupSize", item.groupSize);
+    c.set("count", item.count);
+    c.set("payloadBytes", item.payloadBytes);
+    c.set("busBytes", item.busBytes);
+    c.set("time", item.time);
+    c.set("exposed", item.exposed);
+    comm.push(c);
+  }
+  return comm;
+}
+
 Json timeJson(const TimeBreakdown &t) {
   Json j = Json::object();
   j.set("stepTime", t.stepTime);
@@ -381,22 +401,7 @@ Json timeJson(const TimeBreakdown &t) {
   j.set("optimizer", t.optimizerTime);
   j.set("offloadExposed", t.offloadExposed);
   j.set("criticalStage", t.criticalStage);
-  Json comm = Json::array();
-  for (const CommItem &item : t.comm) {
-    Json c = Json::object();
-    c.set("group", item.group);
-    c.set("purpose", item.purpose);
-    c.set("collective", collectiveName(item.kind));
-    c.set("link", linkName(item.link));
-    c.set("groupSize", item.groupSize);
-    c.set("count", item.count);
-    c.set("payloadBytes", item.payloadBytes);
-    c.set("busBytes", item.busBytes);
-    c.set("time", item.time);
-    c.set("exposed", item.exposed);
-    comm.push(c);
-  }
-  j.set("communication", comm);
+  j.set("communication", commJson(t.comm));
   return j;
 }
 
@@ -614,21 +619,7 @@ Json programCostToJson(const ProgramMemory &m, const ProgramTime *time) {
     kernels.push(kernel);
   }
   t.set("kernels", kernels);
-  Json comm = Json::array();
-  for (const CommItem &item : time->comm) {
-    Json c = Json::object();
-    c.set("axes", item.group);
-    c.set("collective", collectiveName(item.kind));
-    c.set("link", linkName(item.link));
-    c.set("groupSize", item.groupSize);
-    c.set("count", item.count);
-    c.set("largestBytes", item.payloadBytes);
-    c.set("busBytes", item.busBytes);
-    c.set("time", item.time);
-    c.set("waited", item.exposed);
-    comm.push(c);
-  }
-  t.set("communication", comm);
+  t.set("communication", commJson(time->comm));
   j.set("time", t);
   return j;
 }

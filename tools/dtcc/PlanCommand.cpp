@@ -595,6 +595,41 @@ std::string opaqueReport(const Args &args, const ClusterSpec &cluster,
 // Memory of the compiled program
 //===----------------------------------------------------------------------===//
 
+/// A model imported to be compiled in this process; the compiler's errors
+/// are collected in `diagnostics` (for a Status) instead of printed.
+struct ImportedModel {
+  explicit ImportedModel(mlir::DialectRegistry &registry)
+      : context(registry) {}
+  mlir::MLIRContext context;
+  std::string diagnostics;
+  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+/// Imports `path` (ONNX or .mlir) for training.
+StatusOr<std::unique_ptr<ImportedModel>>
+importForCompile(const std::string &path) {
+  mlir::DialectRegistry registry;
+  registerDtccDialects(registry);
+  auto m = std::make_unique<ImportedModel>(registry);
+  m->context.loadAllAvailableDialects();
+  m->context.printOpOnDiagnostic(false);
+  ImportedModel *raw = m.get();
+  m->handler = std::make_unique<mlir::ScopedDiagnosticHandler>(
+      &m->context, [raw](mlir::Diagnostic &d) {
+        if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
+          raw->diagnostics += "\n  " + d.str();
+        return mlir::success();
+      });
+  onnx_frontend::ImportOptions options;
+  options.training = true;
+  auto module = loadModel(path, m->context, options);
+  if (mlir::failed(module))
+    return invalidArgument("cannot import '", path, "'", m->diagnostics);
+  m->module = std::move(*module);
+  return m;
+}
+
 /// One rank's static memory plan by category, from the lowered module: the
 /// state arena split by variable (trainable = parameters, the rest =
 /// optimizer state and step counters; gradient accumulators when
@@ -605,7 +640,6 @@ struct CompiledMemory {
   int zero = 0;
   double parameters = 0, optimizerState = 0, gradientState = 0;
   double workspace = 0, constants = 0, state = 0;
-  int64_t variables = 0;
   double total() const { return state + workspace + constants; }
 };
 
@@ -614,64 +648,35 @@ StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
   CompiledMemory out;
   out.mesh = meshSpec(plan);
   out.zero = plan.zeroStage;
-  mlir::DialectRegistry registry;
-  registerDtccDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  context.printOpOnDiagnostic(false);
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-      diagnostics += "\n  " + d.str();
-    return mlir::success();
-  });
-  onnx_frontend::ImportOptions importOptions;
-  importOptions.training = true;
-  auto module = loadModel(modelPath, context, importOptions);
-  if (mlir::failed(module))
-    return invalidArgument("--compiled: cannot import '", modelPath, "'",
-                           diagnostics);
+  auto imported = importForCompile(modelPath);
+  if (!imported.isOk())
+    return imported.status().withContext("--compiled");
+  mlir::ModuleOp module = *imported.value()->module;
+  const std::string &diagnostics = imported.value()->diagnostics;
   CompileOptions options;
-  options.compileTo = Phase::Exec;
   options.train.enabled = true;
   options.train.mesh = out.mesh;
   options.train.zero = plan.zeroStage;
   options.train.microBatches = plan.microBatches;
+  options.train.pipelineSchedule =
+      plan.schedule == Schedule::kGPipe ? "gpipe" : "1f1b";
   options.train.recompute =
       plan.recompute == Recompute::kFull ? "full" : "none";
-  if (mlir::failed(runPhases(**module, options)))
+  options.train.dtype = dtypeName(plan.dtype.compute);
+  // The program's memory plan, read as the program model reads it (the
+  // fullest pipeline stage's state, by variable).
+  auto priced = compileAndPrice(module, options, clusterPreset("cpu-local").value());
+  if (!priced.isOk())
     return invalidArgument("--compiled: compiling with --mesh '", out.mesh,
-                           "' --zero ", plan.zeroStage, " failed",
-                           diagnostics);
-  mlir::ModuleOp m = **module;
-  auto bytes = [&](const char *name) -> double {
-    auto attr = m->getAttrOfType<mlir::IntegerAttr>(name);
-    return attr ? double(attr.getInt()) : 0;
-  };
-  out.workspace = bytes("dexec.workspace_bytes");
-  out.state = bytes("dexec.state_bytes");
-  out.constants = bytes("dexec.constant_bytes");
-  // Each variable's share of the state arena: up to the next offset.
-  std::vector<std::pair<int64_t, graph::VariableOp>> vars;
-  for (auto var : m.getOps<graph::VariableOp>())
-    if (auto offset = var->getAttrOfType<mlir::IntegerAttr>("dexec.offset"))
-      vars.push_back({offset.getInt(), var});
-  std::sort(vars.begin(), vars.end(),
-            [](const auto &a, const auto &b) { return a.first < b.first; });
-  for (size_t i = 0; i < vars.size(); ++i) {
-    double size = double(i + 1 < vars.size() ? vars[i + 1].first
-                                             : int64_t(out.state)) -
-                  double(vars[i].first);
-    graph::VariableOp var = vars[i].second;
-    std::string name = var.getSymName().str();
-    if (var->hasAttr("trainable"))
-      out.parameters += size;
-    else if (name.find("grad") != std::string::npos)
-      out.gradientState += size;
-    else
-      out.optimizerState += size;
-    ++out.variables;
-  }
+                           "' --zero ", plan.zeroStage, " failed: ",
+                           priced.status().message(), diagnostics);
+  const ProgramMemory &m = priced.value().memory;
+  out.workspace = double(m.workspace);
+  out.state = double(m.state);
+  out.constants = double(m.constants);
+  out.parameters = double(m.parameters);
+  out.gradientState = double(m.gradientAccumulators);
+  out.optimizerState = double(m.optimizerState + m.otherState + m.stateAlignment);
   return out;
 }
 
@@ -791,23 +796,10 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
   }
   const int64_t ranks = cluster.numDevices();
 
-  mlir::DialectRegistry registry;
-  registerDtccDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  context.printOpOnDiagnostic(false);
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-      diagnostics += "\n  " + d.str();
-    return mlir::success();
-  });
-  onnx_frontend::ImportOptions importOptions;
-  importOptions.training = true;
-  auto module = loadModel(args.modelPath, context, importOptions);
-  if (mlir::failed(module))
-    return fail(invalidArgument("cannot import '", args.modelPath, "'",
-                                diagnostics));
+  auto imported = importForCompile(args.modelPath);
+  if (!imported.isOk())
+    return fail(imported.status());
+  mlir::ModuleOp module = *imported.value()->module;
   CompileOptions base;
   base.train.enabled = true;
   base.train.microBatches = args.microBatches;
@@ -827,13 +819,13 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
                          (pp > 1 ? ",pp=" + std::to_string(pp) : "") +
                          ",tp=" + std::to_string(tp);
     options.train.zero = std::max(0, args.zero);
-    candidates.push_back(compileCandidate(**module, options, figures));
+    candidates.push_back(compileCandidate(module, options, figures));
     if (!candidates.front().priced)
       return fail(invalidArgument("plan ", options.train.mesh, " ZeRO-",
                                   options.train.zero, " does not compile: ",
                                   candidates.front().rejected));
   } else {
-    candidates = planByCompiling(**module, base, ranks, figures);
+    candidates = planByCompiling(module, base, ranks, figures);
   }
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - started)
