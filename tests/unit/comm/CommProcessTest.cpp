@@ -182,15 +182,20 @@ std::string describe(const std::vector<Proc> &procs) {
   return s;
 }
 
+/// Every process exited 0 and printed "rank R: <what>".
+void expectEveryRank(const std::vector<Proc> &procs, const std::string &what) {
+  for (size_t r = 0; r < procs.size(); ++r) {
+    EXPECT_EQ(procs[r].exitCode, 0) << describe(procs);
+    EXPECT_NE(procs[r].output.find(strCat("rank ", r, ": ", what)),
+              std::string::npos)
+        << describe(procs);
+  }
+}
+
 TEST(TcpBackend, CollectivesOnTwoAndFourRanks) {
   for (int size : {2, 4}) {
     auto procs = runTcpJob(size, "collectives", 20, 30);
-    for (int r = 0; r < size; ++r) {
-      EXPECT_EQ(procs[r].exitCode, 0) << describe(procs);
-      EXPECT_NE(procs[r].output.find(strCat("rank ", r, ": ok")),
-                std::string::npos)
-          << describe(procs);
-    }
+    expectEveryRank(procs, "ok");
   }
 }
 
@@ -237,12 +242,7 @@ TEST(TcpBackend, SendsDoNotWaitForTheirReceiver) {
   // watchdog end the job after 10 s).
   for (int size : {2, 4}) {
     auto procs = runTcpJob(size, "exchange", 10, 40);
-    for (int r = 0; r < size; ++r) {
-      EXPECT_EQ(procs[r].exitCode, 0) << describe(procs);
-      EXPECT_NE(procs[r].output.find(strCat("rank ", r, ": ok, exchanged")),
-                std::string::npos)
-          << describe(procs);
-    }
+    expectEveryRank(procs, "ok, exchanged");
   }
 }
 
