@@ -3,9 +3,11 @@
 // What `dtcc calibrate` measures on the machine it runs on (the backend's
 // matmul kernel by size and its other kernels, memory bandwidth, collectives
 // over the runtime's communicators) and how those samples become a
-// ClusterSpec whose every figure says how it was measured. The measuring
-// itself lives in tools/dtcc-calibrate (it needs the runtime's kernels,
-// OpenBLAS and MPI); this part is plain arithmetic, unit-tested.
+// ClusterSpec whose every figure says how it was measured: the CPU backend's
+// (CalibrationData) and the CUDA backend's (GpuCalibrationData). The
+// measuring itself lives in tools/dtcc-calibrate (it needs the runtime's
+// kernels, OpenBLAS, MPI, CUDA and NCCL); this part is plain arithmetic,
+// unit-tested.
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,6 +139,119 @@ StatusOr<ClusterSpec> calibratedCluster(const CalibrationData &data,
 
 /// The raw samples as the cluster file's "calibration" object.
 Json calibrationToJson(const CalibrationData &data);
+
+//===----------------------------------------------------------------------===//
+// GPUs: `dtcc calibrate --device cuda` (tools/dtcc-calibrate/dtcc-calibrate-cuda)
+//===----------------------------------------------------------------------===//
+
+/// The CUDA backend's own `matmul` kernel (cuBLASLt behind the kernel
+/// interface, bound through the CUDA registry as a program binds it) on an
+/// n x n by n x n product of `dtype`, sustained: the median of windows of
+/// GpuCalibrationData::matmulWindowSeconds. kTf32 is f32 operands bound with
+/// DTCC_CUDA_ALLOW_TF32 set (CUBLAS_COMPUTE_32F_FAST_TF32); kFp32 without it.
+struct GpuMatmulSample {
+  DType dtype = DType::kBf16;
+  int64_t n = 0;
+  double flopsPerSecond = 0;
+};
+
+/// A copy of `bytes`, sustained: "device-to-device" (cudaMemcpyAsync inside
+/// the GPU; its rate counts the bytes read and the bytes written, as STREAM's
+/// copy does), "host-to-device" or "device-to-host" (pinned host memory; the
+/// bytes copied).
+struct CopySample {
+  std::string kind;
+  int64_t bytes = 0;
+  double bytesPerSecond = 0;
+};
+
+/// Everything one GPU calibration measured and where. Under a launcher every
+/// rank drives its own GPU (LOCAL_RANK picks it), all ranks measure at once
+/// and each figure is the slowest rank's.
+struct GpuCalibrationData {
+  std::string host; ///< hostname of rank 0
+  std::string date; ///< UTC, ISO 8601
+  std::string gpu;  ///< cudaGetDeviceProperties' name, the same on every rank
+  std::string computeCapability; ///< "9.0"
+  int64_t multiprocessors = 0;
+  /// "CUDA runtime 13.0, driver 13.0, cuBLASLt 130000, NCCL 2.27.3".
+  std::string software;
+  std::string cpuModel;
+  int64_t gpusPerHost = 0;       ///< cudaGetDeviceCount on rank 0's host
+  double deviceMemoryBytes = 0;  ///< cudaMemGetInfo total, smallest rank
+  /// cudaMemGetInfo free once the runtime's context, cuBLASLt workspace and
+  /// NCCL communicators exist, smallest rank (for information).
+  double deviceMemoryFreeBytes = 0;
+  double hostMemTotalBytes = 0; ///< MemTotal of /proc/meminfo, rank 0
+  std::string launcher = "single";
+  int64_t ranks = 1;
+  int64_t hosts = 1;
+  /// Device figures were measured on every rank at once (under a launcher).
+  bool concurrent = false;
+
+  std::vector<GpuMatmulSample> matmul;
+  double matmulWindowSeconds = 0.1;
+  /// The CUDA registry's kernels on KernelBench's workloads
+  /// (KernelBenchSizes::gpu()), sustained.
+  std::vector<KernelSample> kernels;
+  double kernelWindowSeconds = 0.05;
+  std::vector<CopySample> copies;
+  /// Seconds per call of a kernel that does next to nothing, launched back
+  /// to back (`launchWorkload`, e.g. "neg on 1xf32 -> 1xf32").
+  double launchSeconds = 0;
+  std::string launchWorkload;
+
+  /// "NCCL 2.27.3": what the collectives ran over.
+  std::string transport;
+  /// All-reduce and all-gather over every rank (the runtime's NCCL world
+  /// communicator).
+  std::vector<CollectiveSample> collectives;
+  /// The same sweep over each host's ranks at once (ncclCommSplit by host),
+  /// when the job spans several hosts with several ranks on each.
+  std::vector<CollectiveSample> hostCollectives;
+  int64_t ranksPerHost = 0; ///< of hostCollectives
+};
+
+/// The built-in preset that describes the rest of a node around `gpuName`
+/// (cudaGetDeviceProperties' name): "h200" for H200s, "dgx-a100-80g" for
+/// A100s, otherwise "dgx-h100".
+std::string gpuBasePreset(const std::string &gpuName);
+
+/// The dtype whose curve is device.gemmEfficiency: bf16, what mixed-precision
+/// training multiplies in, when it was measured; else fp16, tf32, fp32.
+/// Errors when no matmul was measured.
+StatusOr<DType> gpuCurveDType(const GpuCalibrationData &data);
+
+/// The product size whose efficiency is device.matmulEfficiency (the
+/// formula model's "large GEMMs"): a 7B-class layer, hidden 4096 and 4096
+/// tokens per micro-batch.
+constexpr int64_t kGpuMatmulReferenceN = 4096;
+
+/// The cluster the GPU measurements describe, starting from `base` for what
+/// was not measured (whose sources then say so):
+/// - peak FLOP/s of each dtype = the best rate of its products (a dtype
+///   without samples keeps the base's figure and says so);
+/// - gemmEfficiency = the curve dtype's (gpuCurveDType) rates over its own
+///   peak, by size; the program model applies this one curve to every
+///   dtype's peak; matmulEfficiency = that curve at kGpuMatmulReferenceN
+///   (or the largest size measured below it); attentionEfficiency is the
+///   base's (the CUDA backend has no fused attention to time);
+/// - kernelSeconds = each kernel sample's seconds over its elements;
+/// - memory bandwidth = the largest device-to-device copy, efficiency 1 (an
+///   achieved rate); PCIe = the slower direction of the largest pinned
+///   host copies; kernel overhead = launchSeconds;
+/// - memory = cudaMemGetInfo's total; devices per node = gpusPerHost; host
+///   memory = MemTotal; nodes = hosts;
+/// - links by fitLink: `collectives` to the intra-node link when every rank
+///   shares one host, else to the inter-node link, whose intra-node link
+///   then comes from `hostCollectives` if there are any.
+/// Every figure's source names the measurement, the host, the GPU and the
+/// date.
+StatusOr<ClusterSpec> calibratedGpuCluster(const GpuCalibrationData &data,
+                                           ClusterSpec base);
+
+/// The raw GPU samples as the cluster file's "calibration" object.
+Json gpuCalibrationToJson(const GpuCalibrationData &data);
 
 } // namespace dtcc::planner
 

@@ -62,9 +62,11 @@ struct DeviceSpec {
   Figure reservedBytes;
 
   /// Matmul efficiency by size (dtcc calibrate measures it; presets leave
-  /// it empty): points (n, fraction of the fp32 peak) of n x n x n
-  /// products, ascending n. A product of m x k by k x n is read at
-  /// n' = cbrt(m k n), interpolated in log n' and clamped at the ends.
+  /// it empty): points (n, fraction of the peak) of n x n x n products,
+  /// ascending n; one curve for every dtype, applied to the peak of the
+  /// product's dtype (a GPU calibration measures it on bf16). A product of
+  /// m x k by k x n is read at n' = cbrt(m k n), interpolated in log n' and
+  /// clamped at the ends.
   /// Empty: matmulEfficiency for every product.
   struct GemmPoint {
     double n = 0;
