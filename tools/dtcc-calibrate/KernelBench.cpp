@@ -37,6 +37,21 @@ KernelBenchSizes KernelBenchSizes::tiny() {
   return s;
 }
 
+KernelBenchSizes KernelBenchSizes::gpu() {
+  KernelBenchSizes s;
+  s.rows = 4096;
+  s.cols = 4096;
+  s.batch = 64;
+  s.heads = 16;
+  s.seq = 128;
+  s.headDim = 128;
+  s.tokens = 4096;
+  s.vocab = 4096;
+  s.lookups = 16384;
+  s.embed = 1024;
+  return s;
+}
+
 namespace {
 
 using Shape = std::vector<int64_t>;
@@ -390,9 +405,13 @@ std::vector<KernelCase> kernelBenchCases(const KernelBenchSizes &s) {
   return cases;
 }
 
-KernelCase matmulCase(int64_t n) {
-  return single("matmul", {f32({n, n}), f32({n, n})},
-                {out(DType::kF32, {n, n})});
+KernelCase matmulCase(int64_t n, DType dtype) {
+  return single("matmul", {in(dtype, {n, n}), in(dtype, {n, n})},
+                {out(dtype, {n, n})});
+}
+
+KernelCase launchCase() {
+  return single("neg", {f32({1})}, {out(DType::kF32, {1})});
 }
 
 //===----------------------------------------------------------------------===//
@@ -400,19 +419,42 @@ KernelCase matmulCase(int64_t n) {
 //===----------------------------------------------------------------------===//
 
 BoundKernelCase::~BoundKernelCase() {
-  for (Buffer &b : buffers_)
-    if (b.owned)
+  for (Buffer &b : buffers_) {
+    if (!b.owned)
+      continue;
+    if (device_)
+      device_->deallocate(b.data);
+    else
       std::free(b.data);
+  }
 }
 
 StatusOr<std::unique_ptr<BoundKernelCase>>
 BoundKernelCase::bind(const KernelCase &kase,
                       const runtime::KernelRegistry &registry) {
+  return bindWith(kase, registry, nullptr);
+}
+
+StatusOr<std::unique_ptr<BoundKernelCase>>
+BoundKernelCase::bind(const KernelCase &kase, runtime::Device &device) {
+  // A function of its own: a device that fuses runs of instructions (the
+  // CUDA backend's adamw) must not join this case to the previous one.
+  device.beginFunction();
+  return bindWith(kase, device.kernels(), &device);
+}
+
+StatusOr<std::unique_ptr<BoundKernelCase>>
+BoundKernelCase::bindWith(const KernelCase &kase,
+                          const runtime::KernelRegistry &registry,
+                          runtime::Device *device) {
   std::unique_ptr<BoundKernelCase> bound(new BoundKernelCase());
+  bound->device_ = device;
   const runtime::KernelFactory *factory = registry.find(kase.kernel);
   if (!factory)
-    return runtime::notFound("calibrate: no kernel named '", kase.kernel,
-                             "' in the CPU kernel registry");
+    return runtime::notFound(
+        "calibrate: no kernel named '", kase.kernel, "' in the ",
+        device ? "kernel registry of " + device->name()
+               : std::string("CPU kernel registry"));
   uint64_t seed = 1;
   for (const KernelCall &call : kase.calls) {
     runtime::KernelContext ctx;
@@ -423,6 +465,17 @@ BoundKernelCase::bind(const KernelCase &kase,
       const int64_t bytes =
           std::max<int64_t>(1, numel(o.shape)) * runtime::dtypeSize(o.dtype);
       const int64_t rounded = (bytes + 63) / 64 * 64;
+      if (device) {
+        // Filled on the host, then copied: the same values as a host
+        // binding's, zeros for outputs.
+        DTCC_ASSIGN_OR_RETURN(void *data, device->allocate(rounded));
+        bound->buffers_.push_back({data, true});
+        std::vector<uint8_t> host(size_t(rounded), 0);
+        fillOperand(o, host.data(), seed++);
+        DTCC_RETURN_IF_ERROR(
+            device->copyHostToDevice(data, host.data(), rounded));
+        return runtime::makeView(data, o.dtype, o.shape);
+      }
       void *data = std::aligned_alloc(64, size_t(rounded));
       if (!data)
         return runtime::internalError("calibrate: cannot allocate ", bytes,
@@ -467,25 +520,70 @@ Status BoundKernelCase::run() {
 }
 
 bool BoundKernelCase::outputsFinite() const {
-  for (const runtime::TensorView &v : outputs_)
-    if (!allFinite(v))
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    StatusOr<std::vector<uint8_t>> bytes = outputBytes(i);
+    if (!bytes.isOk())
       return false;
+    const runtime::TensorView &v = outputs_[i];
+    if (!allFinite(runtime::makeView(bytes.value().data(), v.dtype, v.shape)))
+      return false;
+  }
   return true;
+}
+
+StatusOr<std::vector<uint8_t>> BoundKernelCase::outputBytes(size_t i) const {
+  if (i >= outputs_.size())
+    return runtime::invalidArgument("calibrate: output ", i, " of ",
+                                    outputs_.size());
+  const runtime::TensorView &v = outputs_[i];
+  std::vector<uint8_t> host(size_t(v.sizeInBytes()));
+  if (host.empty())
+    return host;
+  if (device_) {
+    DTCC_RETURN_IF_ERROR(device_->synchronize());
+    DTCC_RETURN_IF_ERROR(
+        device_->copyDeviceToHost(host.data(), v.data, int64_t(host.size())));
+  } else {
+    std::memcpy(host.data(), v.data, host.size());
+  }
+  return host;
 }
 
 StatusOr<double> timeSustained(const std::function<Status()> &fn,
                                double windowSeconds, int rounds) {
+  // About 20 us between clock reads.
+  return timeSustained(
+      fn, [] { return Status::ok(); }, windowSeconds, 20e-6, rounds);
+}
+
+StatusOr<double> timeSustained(const std::function<Status()> &fn,
+                               const std::function<Status()> &sync,
+                               double windowSeconds, double batchSeconds,
+                               int rounds) {
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  DTCC_RETURN_IF_ERROR(fn()); // warm-up: pages, caches
+  constexpr int64_t kMaxBatch = int64_t(1) << 20;
+  DTCC_RETURN_IF_ERROR(fn()); // warm-up: pages, caches, lazy plans
+  DTCC_RETURN_IF_ERROR(sync());
   auto t0 = Clock::now();
   DTCC_RETURN_IF_ERROR(fn());
+  DTCC_RETURN_IF_ERROR(sync());
   const double once = std::max(1e-9, since(t0));
-  // About 20 us between clock reads.
-  const int64_t batch =
-      std::clamp<int64_t>(int64_t(20e-6 / once), 1, int64_t(1) << 20);
+  int64_t batch =
+      std::clamp<int64_t>(int64_t(batchSeconds / once), 1, kMaxBatch);
+  // One call's time includes a synchronization; calls issued back to back
+  // may take less each, so grow the batch until it lasts batchSeconds.
+  for (;;) {
+    t0 = Clock::now();
+    for (int64_t i = 0; i < batch; ++i)
+      DTCC_RETURN_IF_ERROR(fn());
+    DTCC_RETURN_IF_ERROR(sync());
+    if (since(t0) >= batchSeconds || batch >= kMaxBatch)
+      break;
+    batch *= 2;
+  }
   std::vector<double> perCall;
   for (int round = 0; round < std::max(1, rounds); ++round) {
     int64_t calls = 0;
@@ -494,6 +592,7 @@ StatusOr<double> timeSustained(const std::function<Status()> &fn,
     do {
       for (int64_t i = 0; i < batch; ++i)
         DTCC_RETURN_IF_ERROR(fn());
+      DTCC_RETURN_IF_ERROR(sync());
       calls += batch;
       elapsed = since(t0);
     } while (elapsed < windowSeconds);

@@ -1,17 +1,20 @@
 //===- KernelBench.h - the kernels dtcc calibrate times ---------*- C++ -*-===//
 //
-// The CPU backend's own kernels as `dtcc calibrate` times them: every
+// The backends' own kernels as `dtcc calibrate` times them: every
 // non-collective kernel of the zoo's training programs on a workload shaped
-// like the programs' own (bound through the runtime's kernel registry, as a
-// program binds its instructions), and the matmul kernel on n x n x n
-// products. The tool and its test share this list, so that a renamed kernel
-// or a changed attribute breaks a test rather than a user's calibrate run.
+// like the programs' own (bound through a kernel registry, as a program
+// binds its instructions: the CPU registry on host memory, or a Device's
+// registry on its memory, e.g. the CUDA backend's), and the matmul kernel on
+// n x n x n products. The tools and their tests share this list, so that a
+// renamed kernel or a changed attribute breaks a test rather than a user's
+// calibrate run.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DTCC_TOOLS_DTCC_CALIBRATE_KERNELBENCH_H
 #define DTCC_TOOLS_DTCC_CALIBRATE_KERNELBENCH_H
 
+#include "runtime/device/Device.h"
 #include "runtime/exec/Kernel.h"
 
 #include <cstdint>
@@ -40,6 +43,11 @@ struct KernelBenchSizes {
 
   /// Small sizes of the same shapes, for tests.
   static KernelBenchSizes tiny();
+  /// The same shapes with 2^24 elements in every workload's largest operand
+  /// or result (64 MiB of f32, beyond a GPU's L2 cache): a GPU runs a
+  /// 2^18-element kernel in about the time it takes to launch one, so at
+  /// the default sizes its rate per element would be launch overhead.
+  static KernelBenchSizes gpu();
 };
 
 /// One operand of a kernel call; bind() allocates and fills it.
@@ -83,31 +91,55 @@ struct KernelCase {
 /// The cases calibrate times, one per kernel name, in a fixed order.
 std::vector<KernelCase> kernelBenchCases(const KernelBenchSizes &sizes = {});
 
-/// dtcc's matmul kernel on an f32 n x n by n x n product.
-KernelCase matmulCase(int64_t n);
+/// dtcc's matmul kernel on an n x n by n x n product of `dtype`.
+KernelCase matmulCase(int64_t n, runtime::DType dtype = runtime::DType::kF32);
+
+/// A kernel that does next to nothing (neg on one f32 element): launched
+/// back to back, its time per call is a kernel launch's.
+KernelCase launchCase();
 
 /// A case bound through a registry, owning its buffers.
 class BoundKernelCase {
 public:
-  /// Allocates and fills the operands and binds every call; errors name
-  /// the kernel and the workload.
+  /// Allocates and fills the operands in host memory and binds every call
+  /// through `registry` (a host backend's: the CPU's); errors name the
+  /// kernel and the workload.
   static runtime::StatusOr<std::unique_ptr<BoundKernelCase>>
   bind(const KernelCase &kase, const runtime::KernelRegistry &registry);
+  /// The same on `device`: operands in its memory (Device::allocate), filled
+  /// with the same values through host copies, outputs zeroed, bound
+  /// through device.kernels() in a function of their own
+  /// (Device::beginFunction). `device` must outlive the case. Kernels of an
+  /// asynchronous device (a GPU's) only enqueue work: time them with
+  /// device.synchronize() as timeSustained's `sync`.
+  static runtime::StatusOr<std::unique_ptr<BoundKernelCase>>
+  bind(const KernelCase &kase, runtime::Device &device);
 
   /// Runs every call once.
   runtime::Status run();
   /// Whether every f32, f64 and bf16 output holds finite values only (a
-  /// workload that produced NaN or infinity would time a different path).
+  /// workload that produced NaN or infinity would time a different path);
+  /// false too when a device's outputs cannot be copied back.
   bool outputsFinite() const;
+  /// The outputs' types and shapes, in call order (in-place outputs are
+  /// views of their inputs).
+  const std::vector<runtime::TensorView> &outputs() const { return outputs_; }
+  /// Output `i`'s bytes, copied to the host (after the device's work is
+  /// done: a device binding synchronizes first).
+  runtime::StatusOr<std::vector<uint8_t>> outputBytes(size_t i) const;
 
   ~BoundKernelCase();
 
 private:
   BoundKernelCase() = default;
+  static runtime::StatusOr<std::unique_ptr<BoundKernelCase>>
+  bindWith(const KernelCase &kase, const runtime::KernelRegistry &registry,
+           runtime::Device *device);
   struct Buffer {
     void *data = nullptr;
     bool owned = false;
   };
+  runtime::Device *device_ = nullptr; ///< null: host memory
   std::vector<Buffer> buffers_;
   std::vector<runtime::TensorView> outputs_;
   std::vector<runtime::KernelFn> fns_;
@@ -119,6 +151,15 @@ private:
 runtime::StatusOr<double>
 timeSustained(const std::function<runtime::Status()> &fn, double windowSeconds,
               int rounds = 3);
+
+/// The same for work that runs asynchronously (a GPU's kernels): `sync`
+/// waits for the work issued so far and runs before every clock read, and
+/// batches grow until each takes at least `batchSeconds`, so that a
+/// synchronization costs little next to the work it waits for.
+runtime::StatusOr<double>
+timeSustained(const std::function<runtime::Status()> &fn,
+              const std::function<runtime::Status()> &sync,
+              double windowSeconds, double batchSeconds, int rounds = 3);
 
 } // namespace dtcc::calibrate
 

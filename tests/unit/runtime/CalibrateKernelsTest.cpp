@@ -2,11 +2,14 @@
 //
 // Binds and runs every case of calibrate's kernel list (KernelBench.h)
 // through the CPU registry, so that a renamed kernel or a changed attribute
-// fails here instead of in a user's `dtcc calibrate`.
+// fails here instead of in a user's `dtcc calibrate`; and through a Device
+// (the CPU device here; tests/unit/cuda binds the same list on a GPU).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/dtcc-calibrate/KernelBench.h"
+
+#include "runtime/device/Device.h"
 
 #include <gtest/gtest.h>
 
@@ -148,6 +151,105 @@ TEST(CalibrateKernels, BindingErrorsNameTheKernelAndWorkload) {
     EXPECT_NE(bad.status().message().find("bogus"), std::string::npos);
   }
   EXPECT_TRUE(tried);
+}
+
+// The device path (operands in a Device's memory, filled through host
+// copies) computes exactly what the host path does: same fills, same kernels.
+TEST(CalibrateKernels, ADeviceBindingMatchesTheHostBinding) {
+  std::unique_ptr<runtime::Device> cpu = runtime::createCpuDevice();
+  for (const KernelCase &kase : kernelBenchCases(KernelBenchSizes::tiny())) {
+    SCOPED_TRACE(kase.kernel + " on " + kase.workload());
+    auto host = BoundKernelCase::bind(kase, cpuRegistry());
+    auto onDevice = BoundKernelCase::bind(kase, *cpu);
+    ASSERT_TRUE(host.isOk()) << host.status().toString();
+    ASSERT_TRUE(onDevice.isOk()) << onDevice.status().toString();
+    ASSERT_TRUE(host.value()->run().isOk());
+    ASSERT_TRUE(onDevice.value()->run().isOk());
+    ASSERT_EQ(host.value()->outputs().size(),
+              onDevice.value()->outputs().size());
+    for (size_t i = 0; i < host.value()->outputs().size(); ++i) {
+      auto a = host.value()->outputBytes(i);
+      auto b = onDevice.value()->outputBytes(i);
+      ASSERT_TRUE(a.isOk() && b.isOk());
+      EXPECT_EQ(a.value(), b.value()) << "output " << i;
+    }
+    EXPECT_TRUE(onDevice.value()->outputsFinite());
+  }
+  EXPECT_FALSE(
+      BoundKernelCase::bind(kernelBenchCases().front(), cpuRegistry())
+          .value()
+          ->outputBytes(7)
+          .isOk());
+}
+
+TEST(CalibrateKernels, GpuSizesGiveEveryWorkload2To24Elements) {
+  std::vector<KernelCase> gpu = kernelBenchCases(KernelBenchSizes::gpu());
+  std::vector<KernelCase> cpu = kernelBenchCases();
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    const KernelCase &kase = gpu[i];
+    // The same list in the same order, only larger.
+    EXPECT_EQ(kase.kernel, cpu[i].kernel);
+    EXPECT_EQ(kase.calls.size(), cpu[i].calls.size());
+    int64_t perCall = kase.kernel == "lr_schedule" ? 1 : int64_t(1) << 24;
+    EXPECT_EQ(kase.elements(), perCall * int64_t(kase.calls.size()))
+        << kase.kernel << " on " << kase.workload();
+  }
+}
+
+TEST(CalibrateKernels, MatmulByDtypeAndTheLaunchCase) {
+  EXPECT_EQ(matmulCase(32, runtime::DType::kBF16).workload(),
+            "2 x 32x32xbf16 -> 32x32xbf16");
+  EXPECT_EQ(matmulCase(32, runtime::DType::kF16).workload(),
+            "2 x 32x32xf16 -> 32x32xf16");
+  EXPECT_EQ(launchCase().kernel, "neg");
+  EXPECT_EQ(launchCase().workload(), "1xf32 -> 1xf32");
+  EXPECT_EQ(launchCase().elements(), 1);
+  auto bf16 =
+      BoundKernelCase::bind(matmulCase(16, runtime::DType::kBF16), cpuRegistry());
+  ASSERT_TRUE(bf16.isOk()) << bf16.status().toString();
+  ASSERT_TRUE(bf16.value()->run().isOk());
+  EXPECT_TRUE(bf16.value()->outputsFinite());
+  auto launch = BoundKernelCase::bind(launchCase(), cpuRegistry());
+  ASSERT_TRUE(launch.isOk()) << launch.status().toString();
+  ASSERT_TRUE(launch.value()->run().isOk());
+  auto value = launch.value()->outputBytes(0);
+  ASSERT_TRUE(value.isOk());
+  ASSERT_EQ(value.value().size(), 4u);
+}
+
+// With a sync (a GPU's): every clock read follows one, batches grow until
+// they last batchSeconds, and a failing sync is the result.
+TEST(CalibrateKernels, TimeSustainedWithASync) {
+  int64_t calls = 0, syncs = 0, pending = 0, maxPending = 0;
+  auto t = timeSustained(
+      [&] {
+        ++calls;
+        maxPending = std::max(maxPending, ++pending);
+        return runtime::Status::ok();
+      },
+      [&] {
+        ++syncs;
+        pending = 0;
+        return runtime::Status::ok();
+      },
+      2e-3, 1e-4, 3);
+  ASSERT_TRUE(t.isOk()) << t.status().toString();
+  EXPECT_GT(t.value(), 0);
+  EXPECT_LT(t.value(), 1e-5);
+  EXPECT_GE(syncs, 5); // warm-up, once, sizing, three windows
+  EXPECT_GT(maxPending, 1); // calls batched between syncs
+  EXPECT_LT(syncs, calls);
+  int64_t left = 3;
+  auto failing = timeSustained(
+      [] { return runtime::Status::ok(); },
+      [&] {
+        return --left > 0 ? runtime::Status::ok()
+                          : runtime::internalError("device lost");
+      },
+      1e-3, 1e-4, 3);
+  ASSERT_FALSE(failing.isOk());
+  EXPECT_EQ(failing.status().message(), "device lost");
 }
 
 TEST(CalibrateKernels, TimeSustainedIsTheMedianWindowAndPassesErrors) {
