@@ -504,8 +504,11 @@ private:
       r.tc = std::max(r.tc, op.end);
     else
       r.tc = std::max(op.end, r.tc + op.duration);
+    // Waiting beyond the operation's own time is idle when another
+    // pipeline stage is late; without stages it is communication still
+    // (queued behind earlier operations on the thread).
     double waited = r.tc - before;
-    double comm = std::min(waited, op.duration);
+    double comm = ranks_.size() == 1 ? waited : std::min(waited, op.duration);
     r.time.comm += comm;
     op.item->exposed += comm;
   }

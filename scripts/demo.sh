@@ -4,7 +4,8 @@
 #          Debian system has, compile a training step and train on the CPU.
 #  Part 2: the same training split over 4 ranks (data x tensor parallel,
 #          ZeRO-1) with mpirun, equal to the single-device run.
-#  Part 3: compile a model exported from PyTorch and check its outputs.
+#  Part 3: the planner: every plan of 4 ranks compiled and priced.
+#  Part 4: compile a model exported from PyTorch and check its outputs.
 set -euo pipefail
 BUILD=${1:-build}
 DTCC=$BUILD/bin/dtcc
@@ -52,7 +53,16 @@ paste <(grep "^step" "$OUT/single.log" | awk '{print $2, $4}') \
   awk 'BEGIN {print "   step    1 device   dp=2 x tp=2"} {printf "   %-7s %-10s %s\n", $1, $2, $3}'
 
 echo
-echo "== 6. a model exported from PyTorch: compile, run, compare"
+echo "== 6. the planner: every plan of 4 CPU ranks compiled, each program priced"
+"$DTCC" plan "$OUT/gpt.onnx" --cluster cpu-local --ranks 4 --alternatives 3 \
+  > "$OUT/plan.txt"
+sed -n '/^Chosen plan/p;/^Time per step/,/throughput/p;/^Best rejected/,/^Search:/p' \
+  "$OUT/plan.txt"
+sed -n '/^Largest tensors/,/^$/p' "$OUT/plan.txt" | head -6
+echo "  (the whole report: $OUT/plan.txt)"
+
+echo
+echo "== 7. a model exported from PyTorch: compile, run, compare"
 /usr/bin/python3 scripts/demo_model.py export "$OUT" 2>/dev/null
 "$DTCC" import "$OUT/model.onnx" -o "$OUT/model.mlir"
 echo "imported $(grep -c dgraph "$OUT/model.mlir") lines of dgraph; the first ops:"
