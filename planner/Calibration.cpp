@@ -776,6 +776,12 @@ Json gpuCalibrationToJson(const GpuCalibrationData &data) {
   j.set("matmulWindowSeconds", data.matmulWindowSeconds);
   j.set("kernels", kernelsToJson(data.kernels));
   j.set("kernelWindowSeconds", data.kernelWindowSeconds);
+  if (!data.unboundKernels.empty()) {
+    Json unbound = Json::array();
+    for (const std::string &k : data.unboundKernels)
+      unbound.push(k);
+    j.set("unboundKernels", unbound);
+  }
   Json copies = Json::array();
   for (const CopySample &c : data.copies) {
     Json s = Json::object();

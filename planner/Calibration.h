@@ -195,6 +195,9 @@ struct GpuCalibrationData {
   /// (KernelBenchSizes::gpu()), sustained.
   std::vector<KernelSample> kernels;
   double kernelWindowSeconds = 0.05;
+  /// Entries of the list the CUDA registry could not bind ("name: error"),
+  /// left out of `kernels` (their instructions fall back to the roofline).
+  std::vector<std::string> unboundKernels;
   std::vector<CopySample> copies;
   /// Seconds per call of a kernel that does next to nothing, launched back
   /// to back (`launchWorkload`, e.g. "neg on 1xf32 -> 1xf32").

@@ -14,6 +14,7 @@
 #include "runtime/base/Format.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/exec/Kernel.h"
+#include "tools/dtcc-calibrate/CalibrateCommon.h"
 #include "tools/dtcc-calibrate/KernelBench.h"
 
 #include <cblas.h>
@@ -24,11 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <ctime>
 #include <fstream>
-#include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +37,7 @@ using runtime::ReduceKind;
 using runtime::Status;
 using runtime::StatusOr;
 using runtime::strCat;
+using calibrate::reduceAcross;
 
 namespace {
 
@@ -66,48 +64,16 @@ measured comes from --base (default cpu-local) and says so.
   -o FILE            the cluster file (default: stdout)
   --base NAME|FILE   preset or cluster file for the figures not measured
   --no-collectives   skip the collective sweep
+
+dtcc calibrate --device cuda measures NVIDIA GPUs instead (cuBLASLt
+matmuls, the CUDA kernels, NCCL collectives): dtcc calibrate --device cuda
+--help.
 )";
 
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-std::string hostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0)
-    return "unknown-host";
-  return buf;
-}
-
-std::string utcNow() {
-  std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-std::string cpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos)
-        return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  return "unknown CPU";
-}
-
-double memTotalBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  double kib = 0;
-  while (in >> key >> kib >> unit)
-    if (key == "MemTotal:")
-      return kib * 1024;
-  return 0;
 }
 
 /// FLOP/s of OpenBLAS sgemm n^3 on the current thread count, the best of
@@ -204,25 +170,6 @@ double timeTriad(int64_t arrayBytes, int threads) {
   volatile float sink = pa[n / 2];
   (void)sink;
   return best;
-}
-
-/// Slowest rank's value (ranks measure at once; a figure must hold for all).
-Status reduceAcross(runtime::Communicator *comm, double &value,
-                    ReduceKind kind) {
-  if (!comm || comm->size() < 2)
-    return Status::ok();
-  return comm->allReduce(&value, &value, 1, runtime::DType::kF64, kind);
-}
-
-/// Element-wise over the ranks, once for a whole list (ranks then time
-/// their lists side by side, no rank waiting, and so spinning, in a
-/// collective while the others still time a kernel).
-Status reduceAcross(runtime::Communicator *comm, std::vector<double> &values,
-                    ReduceKind kind) {
-  if (!comm || comm->size() < 2 || values.empty())
-    return Status::ok();
-  return comm->allReduce(values.data(), values.data(), int64_t(values.size()),
-                         runtime::DType::kF64, kind);
 }
 
 /// The matmul kernel on n x n x n products, bound through the registry as
@@ -337,19 +284,6 @@ Status measureCollectives(CalibrationData &data, runtime::Communicator &comm) {
   return Status::ok();
 }
 
-/// Distinct hosts among the ranks.
-StatusOr<int64_t> countHosts(runtime::Communicator &comm,
-                             const std::string &host) {
-  const int64_t width = 64;
-  std::vector<uint8_t> mine(width, 0), all(width * comm.size(), 0);
-  std::memcpy(mine.data(), host.data(), std::min<size_t>(host.size(), width - 1));
-  DTCC_RETURN_IF_ERROR(comm.allGather(mine.data(), all.data(), width, runtime::DType::kU8));
-  std::set<std::string> hosts;
-  for (int r = 0; r < comm.size(); ++r)
-    hosts.insert(std::string(reinterpret_cast<char *>(&all[r * width])));
-  return int64_t(hosts.size());
-}
-
 std::string transportName(const std::string &launcher) {
   if (launcher == "torchrun")
     return "TCP (dtcc runtime)";
@@ -410,20 +344,20 @@ int main(int argc, char **argv) {
   runtime::Communicator *comm = w.size() > 1 ? &w.world() : nullptr;
 
   CalibrationData data;
-  data.host = hostName();
-  data.date = utcNow();
-  data.cpuModel = cpuModel();
+  data.host = calibrate::hostName();
+  data.date = calibrate::utcNow();
+  data.cpuModel = calibrate::cpuModel();
   data.blas = openblas_get_config();
   data.cores = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
-  data.memTotalBytes = memTotalBytes();
+  data.memTotalBytes = calibrate::memTotalBytes();
   data.launcher = w.launcher();
   data.ranks = w.size();
   data.concurrent = comm != nullptr;
   if (comm) {
-    auto hosts = countHosts(*comm, data.host);
+    auto hosts = calibrate::gatherStrings(*comm, data.host);
     if (!hosts.isOk())
       return fail(hosts.status().message());
-    data.hosts = hosts.value();
+    data.hosts = calibrate::countDistinct(hosts.value());
   }
   if (Status s = measureDevice(data, comm, /*allCores=*/comm == nullptr);
       !s.isOk())

@@ -1,9 +1,16 @@
 //===- CalibrateCommand.cpp - `dtcc calibrate`: run dtcc-calibrate --------===//
 //
 // The measuring is done by dtcc-calibrate (tools/dtcc-calibrate), which links
-// OpenBLAS and MPI; the compiler links neither. `dtcc calibrate ARGS` execs
-// it in place, so under mpirun every rank becomes a dtcc-calibrate process
-// with the launcher's environment and the same pid.
+// OpenBLAS and MPI, or with --device cuda by dtcc-calibrate-cuda, which links
+// the CUDA backend, cuBLASLt and NCCL; the compiler links none of them.
+// `dtcc calibrate ARGS` execs the tool in place, so under mpirun every rank
+// becomes a calibrate process with the launcher's environment and the same
+// pid.
+//
+// The device is chosen, never detected: a cluster file describes one
+// backend's device, the CPU backend runs on machines that have GPUs too, and
+// what `dtcc calibrate -o cluster.json` measures must not change with the
+// hardware it happens to find.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,35 +26,69 @@
 
 namespace dtcc {
 
-/// `dtcc calibrate ARGS...` (argv[0] is "calibrate"); called by dtcc.cpp's
-/// main. Returns only on failure.
+namespace {
+
+int calibrateError(const std::string &message) {
+  std::fprintf(stderr, "dtcc calibrate: error: %s\n", message.c_str());
+  return 1;
+}
+
+} // namespace
+
+/// `dtcc calibrate [--device cpu|cuda] ARGS...` (argv[0] is "calibrate");
+/// called by dtcc.cpp's main. Returns only on failure.
 int runCalibrateCommand(int argc, char **argv) {
+  std::string device = "cpu";
+  std::vector<char *> rest;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--device") {
+      if (i + 1 >= argc)
+        return calibrateError("--device: expected cpu or cuda");
+      device = argv[++i];
+    } else if (arg.rfind("--device=", 0) == 0) {
+      device = arg.substr(9);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  if (device != "cpu" && device != "cuda")
+    return calibrateError("--device: expected cpu or cuda, got '" + device +
+                          "'");
+  const bool cuda = device == "cuda";
+  const char *toolName = cuda ? "dtcc-calibrate-cuda" : "dtcc-calibrate";
+  const char *override =
+      std::getenv(cuda ? "DTCC_CALIBRATE_CUDA" : "DTCC_CALIBRATE");
   std::string tool;
-  if (const char *env = std::getenv("DTCC_CALIBRATE")) {
-    tool = env;
+  if (override) {
+    tool = override;
   } else {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) {
-      std::fprintf(stderr, "dtcc calibrate: error: cannot find the dtcc "
-                           "executable (set DTCC_CALIBRATE)\n");
-      return 1;
-    }
+    if (n <= 0)
+      return calibrateError(std::string("cannot find the dtcc executable "
+                                        "(set ") +
+                            (cuda ? "DTCC_CALIBRATE_CUDA" : "DTCC_CALIBRATE") +
+                            ")");
     self[n] = '\0';
     tool = self;
-    tool = tool.substr(0, tool.find_last_of('/') + 1) + "dtcc-calibrate";
+    tool = tool.substr(0, tool.find_last_of('/') + 1) + toolName;
+    if (cuda && access(tool.c_str(), X_OK) != 0)
+      return calibrateError(
+          "--device cuda: " + tool +
+          " is missing: this dtcc was built without the CUDA backend (no CUDA "
+          "toolkit with cuBLASLt and NCCL when it was built); rebuild dtcc "
+          "where the toolkit is installed, or set DTCC_CALIBRATE_CUDA");
   }
   std::vector<char *> args;
   args.push_back(const_cast<char *>(tool.c_str()));
-  for (int i = 1; i < argc; ++i)
-    args.push_back(argv[i]);
+  args.insert(args.end(), rest.begin(), rest.end());
   args.push_back(nullptr);
   execv(tool.c_str(), args.data());
-  std::fprintf(stderr,
-               "dtcc calibrate: error: cannot run '%s': %s (build the "
-               "dtcc-calibrate target, or set DTCC_CALIBRATE)\n",
-               tool.c_str(), std::strerror(errno));
-  return 1;
+  return calibrateError(
+      std::string("cannot run '") + tool + "': " + std::strerror(errno) +
+      " (build the " + toolName + " target, or set " +
+      (cuda ? "DTCC_CALIBRATE_CUDA" : "DTCC_CALIBRATE") + ")");
 }
 
 } // namespace dtcc

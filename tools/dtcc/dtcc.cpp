@@ -731,6 +731,7 @@ int main(int argc, char **argv) {
       "  dtcc ops                           list the supported ONNX ops\n"
       "  dtcc plan model.onnx --nodes 8 --global-batch 512   choose a plan\n"
       "  dtcc calibrate -o cluster.json     measure this machine for the planner\n"
+      "  dtcc calibrate --device cuda -o gpu.json   measure its GPUs (cuBLASLt, NCCL)\n"
       "  dtcc explain train                 shardings and collectives of a program\n");
   if (importCmd)
     return runImportOrCompile(false);
