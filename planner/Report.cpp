@@ -280,8 +280,11 @@ std::string formatReport(const PlanReport &r) {
     trow("step", t.stepTime);
     os << tt.render("  ");
     os << "  throughput      " << formatCount(t.tokensPerSecond)
-       << " tokens/s, " << fixed(t.modelTflopsPerGpu, 1)
-       << " model TFLOP/s per device, MFU " << formatPercent(t.mfu) << "\n";
+       << " tokens/s, "
+       << (t.modelTflopsPerGpu >= 1
+               ? fixed(t.modelTflopsPerGpu, 1) + " model TFLOP/s"
+               : fixed(t.modelTflopsPerGpu * 1e3, 1) + " model GFLOP/s")
+       << " per device, MFU " << formatPercent(t.mfu) << "\n";
     if (p.pp > 1)
       os << "  bubble          " << formatPercent(t.bubbleFraction)
          << " of the pipeline; idle / busy = "
