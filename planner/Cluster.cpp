@@ -662,6 +662,12 @@ StatusOr<ClusterSpec> parseClusterText(const std::string &text,
   return cluster;
 }
 
+StatusOr<ClusterSpec> loadClusterSpec(const std::string &presetOrFile) {
+  bool file = presetOrFile.find('.') != std::string::npos ||
+              presetOrFile.find('/') != std::string::npos;
+  return file ? loadClusterFile(presetOrFile) : clusterPreset(presetOrFile);
+}
+
 StatusOr<ClusterSpec> loadClusterFile(const std::string &path) {
   std::ifstream in(path);
   if (!in)

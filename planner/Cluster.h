@@ -136,6 +136,10 @@ Json clusterToJson(const ClusterSpec &cluster);
 StatusOr<ClusterSpec> clusterFromJson(const Json &json,
                                       const std::string &defaultSource);
 
+/// A preset by name, or a cluster file: a name with '.' or '/' in it is a
+/// file (loadClusterFile), else a preset (clusterPreset).
+StatusOr<ClusterSpec> loadClusterSpec(const std::string &presetOrFile);
+
 /// Reads a cluster file: JSON, or the YAML subset for `.yaml`/`.yml`. A file
 /// may start from a preset (`"base": "dgx-h100"`) and override fields.
 /// Errors name the file and the field ("cluster.json: device.memoryBytes:

@@ -86,4 +86,34 @@ Status reduceAcross(Communicator *comm, std::vector<double> &values,
                          runtime::DType::kF64, kind);
 }
 
+std::string parseCommonArgs(int argc, char **argv, CommonArgs &args,
+                            const std::function<bool(const std::string &)> &extra,
+                            const std::string &helpCommand) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &into) {
+      if (i + 1 >= argc)
+        return false;
+      into = argv[++i];
+      return true;
+    };
+    if (arg == "-h" || arg == "--help") {
+      args.help = true;
+      return "";
+    }
+    if (arg == "-o") {
+      if (!value(args.out))
+        return "-o: expected a file";
+    } else if (arg == "--base") {
+      if (!value(args.base))
+        return "--base: expected a preset or a cluster file";
+    } else if (arg == "--no-collectives") {
+      args.collectives = false;
+    } else if (!extra(arg)) {
+      return "unknown argument '" + arg + "' (" + helpCommand + " --help)";
+    }
+  }
+  return "";
+}
+
 } // namespace dtcc::calibrate

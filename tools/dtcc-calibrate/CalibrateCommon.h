@@ -12,6 +12,7 @@
 
 #include "runtime/comm/Communicator.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,21 @@ runtime::Status reduceAcross(runtime::Communicator *comm, double &value,
 runtime::Status reduceAcross(runtime::Communicator *comm,
                              std::vector<double> &values,
                              runtime::ReduceKind kind);
+
+/// The options every calibrate tool takes.
+struct CommonArgs {
+  std::string out = "-";   ///< -o FILE (default: stdout)
+  std::string base;        ///< --base PRESET|FILE ("": the tool's default)
+  bool collectives = true; ///< --no-collectives
+  bool help = false;       ///< -h, --help
+};
+
+/// Parses `argv` into `args`; `extra(arg)` takes the tool's own flags
+/// (true when it did). Returns an error message, or "" (also after --help,
+/// which stops the parse).
+std::string parseCommonArgs(int argc, char **argv, CommonArgs &args,
+                            const std::function<bool(const std::string &)> &extra,
+                            const std::string &helpCommand);
 
 } // namespace dtcc::calibrate
 

@@ -482,45 +482,28 @@ Status writeOut(const std::string &out, const std::string &text) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string out = "-", base;
-  bool collectives = true;
   Settings settings;
   // Arguments first: --help must work without a GPU.
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](std::string &into) {
-      if (i + 1 >= argc)
-        return false;
-      into = argv[++i];
-      return true;
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (arg == "-o") {
-      if (!value(out))
-        return fail("-o: expected a file");
-    } else if (arg == "--base") {
-      if (!value(base))
-        return fail("--base: expected a preset or a cluster file");
-    } else if (arg == "--no-collectives") {
-      collectives = false;
-    } else if (arg == "--quick") {
-      settings = Settings::quick();
-    } else {
-      return fail("unknown argument '" + arg +
-                  "' (dtcc calibrate --device cuda --help)");
-    }
+  calibrate::CommonArgs args;
+  std::string error = calibrate::parseCommonArgs(
+      argc, argv, args,
+      [&](const std::string &arg) {
+        if (arg != "--quick")
+          return false;
+        settings = Settings::quick();
+        return true;
+      },
+      "dtcc calibrate --device cuda");
+  if (!error.empty())
+    return fail(error);
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
-  auto loadBase = [](const std::string &name) {
-    return name.find('.') != std::string::npos ||
-                   name.find('/') != std::string::npos
-               ? loadClusterFile(name)
-               : clusterPreset(name);
-  };
+  const std::string &out = args.out, &base = args.base;
+  const bool collectives = args.collectives;
   if (!base.empty()) {
-    auto check = loadBase(base);
+    auto check = loadClusterSpec(base);
     if (!check.isOk())
       return fail(check.status().withContext("--base").message());
   }
@@ -660,7 +643,7 @@ int main(int argc, char **argv) {
   if (w.rank() != 0)
     return 0;
 
-  auto baseCluster = loadBase(base.empty() ? gpuBasePreset(data.gpu) : base);
+  auto baseCluster = loadClusterSpec(base.empty() ? gpuBasePreset(data.gpu) : base);
   if (!baseCluster.isOk())
     return fail(baseCluster.status().message());
   auto cluster = calibratedGpuCluster(data, baseCluster.value());

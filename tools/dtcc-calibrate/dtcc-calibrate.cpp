@@ -303,37 +303,21 @@ int fail(const std::string &message) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string out = "-", base = "cpu-local";
-  bool collectives = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](std::string &into) {
-      if (i + 1 >= argc)
-        return false;
-      into = argv[++i];
-      return true;
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (arg == "-o") {
-      if (!value(out))
-        return fail("-o: expected a file");
-    } else if (arg == "--base") {
-      if (!value(base))
-        return fail("--base: expected a preset or a cluster file");
-    } else if (arg == "--no-collectives") {
-      collectives = false;
-    } else {
-      return fail("unknown argument '" + arg + "' (dtcc calibrate --help)");
-    }
+  calibrate::CommonArgs args;
+  std::string error = calibrate::parseCommonArgs(
+      argc, argv, args, [](const std::string &) { return false; },
+      "dtcc calibrate");
+  if (!error.empty())
+    return fail(error);
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
+  const std::string &out = args.out;
+  const std::string base = args.base.empty() ? "cpu-local" : args.base;
+  const bool collectives = args.collectives;
 
-  StatusOr<ClusterSpec> baseCluster =
-      base.find('.') != std::string::npos || base.find('/') != std::string::npos
-          ? loadClusterFile(base)
-          : clusterPreset(base);
+  StatusOr<ClusterSpec> baseCluster = loadClusterSpec(base);
   if (!baseCluster.isOk())
     return fail(baseCluster.status().withContext("--base").message());
 

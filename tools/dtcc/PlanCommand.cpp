@@ -470,11 +470,7 @@ StatusOr<DTypePolicy> dtypePolicy(const std::string &name) {
 }
 
 StatusOr<ClusterSpec> loadCluster(const Args &args) {
-  StatusOr<ClusterSpec> cluster =
-      args.cluster.find('.') != std::string::npos ||
-              args.cluster.find('/') != std::string::npos
-          ? loadClusterFile(args.cluster)
-          : clusterPreset(args.cluster);
+  StatusOr<ClusterSpec> cluster = loadClusterSpec(args.cluster);
   if (!cluster.isOk())
     return cluster.status().withContext("--cluster");
   if (args.nodes < 1)

@@ -627,10 +627,7 @@ int explainWithCost(const dtcc::runtime::format::Program &program) {
   if (explainCluster.empty())
     return 0;
   namespace planner = dtcc::planner;
-  bool isFile = explainCluster.find('.') != std::string::npos ||
-                explainCluster.find('/') != std::string::npos;
-  auto cluster = isFile ? planner::loadClusterFile(explainCluster)
-                        : planner::clusterPreset(explainCluster);
+  auto cluster = planner::loadClusterSpec(explainCluster);
   int64_t ranks = 1;
   for (int64_t size : program.mesh().sizes())
     ranks *= size;
