@@ -128,7 +128,6 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
   for (auto &[s, version] : known)
     if (s == to)
       return version;
-  MLIRContext *ctx = v.getContext();
   RankedTensorType global = global_.lookup(v);
   // A partial sum is resolved where it is made: it is that op's collective.
   Location loc = user->getLoc();
@@ -174,99 +173,52 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
   if (resolvesPartial)
     b.setInsertionPointAfterValue(v);
 
-  SmallVector<SmallVector<StringAttr>> dims;
-  SmallVector<int64_t> groups;
-  for (DimShardingAttr d : from.getDims()) {
-    dims.emplace_back(d.getAxes().begin(), d.getAxes().end());
-    groups.push_back(d.getGroups());
-  }
-  auto current = [&](ArrayRef<StringAttr> partial) {
-    SmallVector<DimShardingAttr> ds;
-    for (auto [axes, g] : llvm::zip(dims, groups))
-      ds.push_back(DimShardingAttr::get(ctx, axes, axes.empty() ? 1 : g));
-    return ShardingAttr::get(ctx, ds, partial);
-  };
   auto localDim = [&](int64_t d, ArrayRef<StringAttr> axes) {
     return global.getDimSize(d) / axesSize(mesh_, axes);
   };
-  auto isPrefix = [](ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
-    return a.size() <= b.size() && a == b.take_front(a.size());
-  };
-
-  // 1. Partial sums: reduce-scatter onto a dimension the target splits,
-  // else all-reduce.
-  SmallVector<StringAttr> partial(from.getPartial().begin(), from.getPartial().end());
-  for (StringAttr p : SmallVector<StringAttr>(partial)) {
-    if (llvm::is_contained(to.getPartial(), p))
-      continue;
-    std::optional<int64_t> scatterDim;
-    for (auto [d, target] : llvm::enumerate(to.getDims())) {
-      ArrayRef<StringAttr> want = target.getAxes();
-      if (isPrefix(dims[d], want) && want.size() > dims[d].size() &&
-          want[dims[d].size()] == p &&
-          (dims[d].empty() || groups[d] == target.getGroups())) {
-        scatterDim = d;
-        break;
-      }
-    }
-    llvm::erase(partial, p);
-    if (scatterDim) {
-      int64_t d = *scatterDim;
-      int64_t g = to.getDims()[d].getGroups();
-      SmallVector<StringAttr> next(dims[d]);
-      next.push_back(p);
-      int64_t block = localDim(d, next) / g;
-      v = onGroups(b, loc, v, d, g, block,
-                   [&](Value x, int64_t dim, RankedTensorType t) -> Value {
-                     return ReduceScatterOp::create(b, loc, t, x, p.getValue(),
-                                                    dim, "sum");
-                   });
-      dims[d] = next;
-      groups[d] = g;
-    } else {
-      v = AllReduceOp::create(b, loc, v.getType(), v, p.getValue(), "sum");
-    }
-    if (partial.empty())
-      known.push_back({current({}), v});
-  }
-  if (!llvm::all_of(to.getPartial(), [&](StringAttr a) {
-        return llvm::is_contained(partial, a);
-      }))
+  auto plan = planReshard(from, to);
+  if (failed(plan))
     return user->emitOpError("cannot make a value partial over an axis it "
                              "is not partial over (internal error)");
-
-  if (resolvesPartial)
-    b.setInsertionPoint(user);
-  // 2. Gather the axes the target does not split this way, innermost first.
-  for (auto [d, target] : llvm::enumerate(to.getDims())) {
-    while (!isPrefix(dims[d], target.getAxes()) ||
-           (!dims[d].empty() && groups[d] != target.getGroups() &&
-            !target.getAxes().empty())) {
-      StringAttr a = dims[d].pop_back_val();
-      int64_t g = groups[d];
-      int64_t block = localDim(d, dims[d]) / g;
-      v = onGroups(b, loc, v, d, g, block,
-                   [&](Value x, int64_t dim, RankedTensorType t) -> Value {
-                     return AllGatherOp::create(b, loc, t, x, a.getValue(), dim);
-                   });
+  for (const ReshardStep &step : *plan) {
+    bool resolving = step.kind == ReshardStep::Kind::kReduceScatter ||
+                     step.kind == ReshardStep::Kind::kAllReduce;
+    // 2. and 3. happen just before the user.
+    if (!resolving && resolvesPartial) {
+      b.setInsertionPoint(user);
+      resolvesPartial = false;
     }
-  }
-  // 3. Slice the axes the target adds: local, no communication.
-  for (auto [d, target] : llvm::enumerate(to.getDims())) {
-    ArrayRef<StringAttr> want = target.getAxes();
-    for (StringAttr a : want.drop_front(dims[d].size())) {
-      SmallVector<StringAttr> next(dims[d]);
-      next.push_back(a);
-      int64_t g = target.getGroups();
+    int64_t d = step.dim, g = step.groups;
+    StringRef axis = step.axis.getValue();
+    switch (step.kind) {
+    case ReshardStep::Kind::kReduceScatter:
+      v = onGroups(b, loc, v, d, g, localDim(d, step.after.axesOf(d)) / g,
+                   [&](Value x, int64_t dim, RankedTensorType t) -> Value {
+                     return ReduceScatterOp::create(b, loc, t, x, axis, dim,
+                                                    "sum");
+                   });
+      break;
+    case ReshardStep::Kind::kAllReduce:
+      v = AllReduceOp::create(b, loc, v.getType(), v, axis, "sum");
+      break;
+    case ReshardStep::Kind::kAllGather:
+      v = onGroups(b, loc, v, d, g, localDim(d, step.after.axesOf(d)) / g,
+                   [&](Value x, int64_t dim, RankedTensorType t) -> Value {
+                     return AllGatherOp::create(b, loc, t, x, axis, dim);
+                   });
+      break;
+    case ReshardStep::Kind::kSlice: {
       auto type = cast<RankedTensorType>(v.getType());
       SmallVector<int64_t> shape(type.getShape());
-      shape[d] = localDim(d, next);
-      v = ShardSliceOp::create(b, loc,
-                               RankedTensorType::get(shape, type.getElementType()),
-                               v, a.getValue(), d, g);
-      dims[d] = next;
-      groups[d] = g;
+      shape[d] = localDim(d, step.after.axesOf(d));
+      v = ShardSliceOp::create(
+          b, loc, RankedTensorType::get(shape, type.getElementType()), v,
+          axis, d, g);
+      break;
     }
+    }
+    if (resolving && !step.after.isPartial())
+      known.push_back({step.after, v});
   }
   // ZeRO-3 parameters are gathered anew for each use.
   bool reuse = true;

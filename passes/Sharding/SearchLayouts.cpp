@@ -88,67 +88,45 @@ double reshardCost(ShardingAttr from, ShardingAttr to, RankedTensorType global,
   if (localElements(global, to, mesh) < 0 ||
       localElements(global, from, mesh) < 0)
     return kForbidden;
+  auto plan = planReshard(from, to);
+  if (failed(plan))
+    return kForbidden;
   double elt = (double)elementBytes(global);
-  SmallVector<SmallVector<StringAttr>> dims;
-  SmallVector<int64_t> groups;
-  for (DimShardingAttr d : from.getDims()) {
-    dims.emplace_back(d.getAxes().begin(), d.getAxes().end());
-    groups.push_back(d.getGroups());
-  }
-  auto localBytes = [&]() {
+  auto localBytes = [&](ShardingAttr s) {
     double n = elt;
-    for (auto [d, axes] : llvm::enumerate(dims))
-      n *= (double)global.getDimSize(d) / (double)axesSize(mesh, axes);
+    for (int64_t d = 0; d < global.getRank(); ++d)
+      n *= (double)global.getDimSize(d) / (double)axesSize(mesh, s.axesOf(d));
     return n;
   };
-  auto isPrefix = [](ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
-    return a.size() <= b.size() && a == b.take_front(a.size());
-  };
   double seconds = 0;
-  auto add = [&](StringRef kind, StringAttr axis, double bytes, double s) {
+  for (const ReshardStep &step : *plan) {
+    int64_t n = mesh.getSize(step.axis.getValue());
+    std::string axis = step.axis.str();
+    double bytes = 0, s = 0;
+    const char *kind = "";
+    switch (step.kind) {
+    case ReshardStep::Kind::kReduceScatter:
+      bytes = localBytes(step.before);
+      s = costs.reduceScatter(bytes, n, axis);
+      kind = "reduce_scatter";
+      break;
+    case ReshardStep::Kind::kAllReduce:
+      bytes = localBytes(step.before);
+      s = costs.allReduce(bytes, n, axis);
+      kind = "all_reduce";
+      break;
+    case ReshardStep::Kind::kAllGather:
+      bytes = localBytes(step.after);
+      s = costs.allGather(bytes, n, axis);
+      kind = "all_gather";
+      break;
+    case ReshardStep::Kind::kSlice:
+      continue; // local
+    }
     seconds += s;
     if (trace)
-      trace->push_back({kind.str(), axis.str(), bytes, s});
-  };
-  SmallVector<StringAttr> partial(from.getPartial().begin(),
-                                  from.getPartial().end());
-  for (StringAttr p : SmallVector<StringAttr>(partial)) {
-    if (llvm::is_contained(to.getPartial(), p))
-      continue;
-    std::optional<int64_t> scatterDim;
-    for (auto [d, target] : llvm::enumerate(to.getDims())) {
-      ArrayRef<StringAttr> want = target.getAxes();
-      if (isPrefix(dims[d], want) && want.size() > dims[d].size() &&
-          want[dims[d].size()] == p &&
-          (dims[d].empty() || groups[d] == target.getGroups())) {
-        scatterDim = d;
-        break;
-      }
-    }
-    llvm::erase(partial, p);
-    int64_t n = mesh.getSize(p.getValue());
-    double bytes = localBytes();
-    if (scatterDim) {
-      add("reduce_scatter", p, bytes, costs.reduceScatter(bytes, n, p.str()));
-      dims[*scatterDim].push_back(p);
-      groups[*scatterDim] = to.getDims()[*scatterDim].getGroups();
-    } else {
-      add("all_reduce", p, bytes, costs.allReduce(bytes, n, p.str()));
-    }
+      trace->push_back({kind, axis, bytes, s});
   }
-  if (!llvm::all_of(to.getPartial(), [&](StringAttr a) {
-        return llvm::is_contained(partial, a);
-      }))
-    return kForbidden;
-  for (auto [d, target] : llvm::enumerate(to.getDims()))
-    while (!isPrefix(dims[d], target.getAxes()) ||
-           (!dims[d].empty() && groups[d] != target.getGroups() &&
-            !target.getAxes().empty())) {
-      StringAttr a = dims[d].pop_back_val();
-      double bytes = localBytes();
-      add("all_gather", a, bytes,
-          costs.allGather(bytes, mesh.getSize(a.getValue()), a.str()));
-    }
   return seconds;
 }
 

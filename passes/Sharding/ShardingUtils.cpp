@@ -263,6 +263,91 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
   return out;
 }
 
+FailureOr<SmallVector<ReshardStep>> planReshard(ShardingAttr from,
+                                                ShardingAttr to) {
+  SmallVector<ReshardStep> steps;
+  if (from == to)
+    return steps;
+  MLIRContext *ctx = from.getContext();
+  SmallVector<SmallVector<StringAttr>> dims;
+  SmallVector<int64_t> groups;
+  for (DimShardingAttr d : from.getDims()) {
+    dims.emplace_back(d.getAxes().begin(), d.getAxes().end());
+    groups.push_back(d.getGroups());
+  }
+  SmallVector<StringAttr> partial(from.getPartial().begin(),
+                                  from.getPartial().end());
+  auto current = [&]() {
+    SmallVector<DimShardingAttr> ds;
+    for (auto [axes, g] : llvm::zip(dims, groups))
+      ds.push_back(DimShardingAttr::get(ctx, axes, axes.empty() ? 1 : g));
+    return ShardingAttr::get(ctx, ds, partial);
+  };
+  auto isPrefix = [](ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
+    return a.size() <= b.size() && a == b.take_front(a.size());
+  };
+  auto step = [&](ReshardStep::Kind kind, StringAttr axis, int64_t dim,
+                  int64_t g, llvm::function_ref<void()> apply) {
+    ReshardStep s{kind, axis, dim, g, current(), {}};
+    apply();
+    s.after = current();
+    steps.push_back(s);
+  };
+
+  // 1. Partial sums: reduce-scattered onto a dimension the target splits
+  // next by that axis, else all-reduced.
+  for (StringAttr p : SmallVector<StringAttr>(partial)) {
+    if (llvm::is_contained(to.getPartial(), p))
+      continue;
+    std::optional<int64_t> scatterDim;
+    for (auto [d, target] : llvm::enumerate(to.getDims())) {
+      ArrayRef<StringAttr> want = target.getAxes();
+      if (isPrefix(dims[d], want) && want.size() > dims[d].size() &&
+          want[dims[d].size()] == p &&
+          (dims[d].empty() || groups[d] == target.getGroups())) {
+        scatterDim = int64_t(d);
+        break;
+      }
+    }
+    if (scatterDim) {
+      int64_t d = *scatterDim, g = to.getDims()[d].getGroups();
+      step(ReshardStep::Kind::kReduceScatter, p, d, g, [&] {
+        llvm::erase(partial, p);
+        dims[d].push_back(p);
+        groups[d] = g;
+      });
+    } else {
+      step(ReshardStep::Kind::kAllReduce, p, -1, 1,
+           [&] { llvm::erase(partial, p); });
+    }
+  }
+  if (!llvm::all_of(to.getPartial(), [&](StringAttr a) {
+        return llvm::is_contained(partial, a);
+      }))
+    return failure();
+  // 2. The axes the target does not split this way, innermost first.
+  const int64_t rank = to.getDims().size();
+  for (int64_t d = 0; d < rank; ++d) {
+    DimShardingAttr target = to.getDims()[d];
+    while (!isPrefix(dims[d], target.getAxes()) ||
+           (!dims[d].empty() && groups[d] != target.getGroups() &&
+            !target.getAxes().empty()))
+      step(ReshardStep::Kind::kAllGather, dims[d].back(), d, groups[d],
+           [&] { dims[d].pop_back(); });
+  }
+  // 3. The axes the target adds.
+  for (int64_t d = 0; d < rank; ++d) {
+    DimShardingAttr target = to.getDims()[d];
+    int64_t g = target.getGroups();
+    for (StringAttr a : target.getAxes().drop_front(dims[d].size()))
+      step(ReshardStep::Kind::kSlice, a, d, g, [&] {
+        dims[d].push_back(a);
+        groups[d] = g;
+      });
+  }
+  return steps;
+}
+
 FailureOr<MeshAttr> parseMesh(StringRef spec, MLIRContext *ctx,
                               std::string &error) {
   SmallVector<StringAttr> axes;

@@ -93,6 +93,31 @@ mlir::FailureOr<OpShardings> propagateOp(graph::ShardableOpInterface op,
 bool partialPassesThrough(mlir::Operation *op,
                           llvm::ArrayRef<bool> partialOperands);
 
+/// One step of bringing a value from one sharding to another.
+struct ReshardStep {
+  enum class Kind {
+    kReduceScatter, ///< a partial sum, scattered onto `dim`
+    kAllReduce,     ///< a partial sum, made whole
+    kAllGather,     ///< `axis` no longer splits `dim`
+    kSlice,         ///< `axis` splits `dim` further: local, no communication
+  };
+  Kind kind;
+  mlir::StringAttr axis;
+  int64_t dim = -1;   ///< not for kAllReduce
+  int64_t groups = 1; ///< `dim` is that many blocks, each split alike
+  /// The value's sharding before and after the step.
+  ShardingAttr before, after;
+};
+
+/// The steps dtcc-shard-partition takes from `from` to `to`, in order:
+/// partial axes reduce-scattered onto a dimension the target splits next
+/// by them (else all-reduced); then, per dimension, the axes the target
+/// does not split it by gathered, innermost first; then the axes the
+/// target adds sliced. The layout search prices exactly these. Fails when
+/// `to` is partial over an axis `from` is not (nothing makes a partial sum).
+mlir::FailureOr<llvm::SmallVector<ReshardStep>>
+planReshard(ShardingAttr from, ShardingAttr to);
+
 /// Parses "dp=2,pp=1,tp=4" into a mesh; the error names the bad entry.
 mlir::FailureOr<MeshAttr> parseMesh(llvm::StringRef spec,
                                     mlir::MLIRContext *ctx, std::string &error);
