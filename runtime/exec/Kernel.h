@@ -133,6 +133,8 @@ private:
 
 /// Registers every CPU kernel (runtime/device/cpu).
 void registerCpuKernels(KernelRegistry &registry);
+/// A process-wide registry of every CPU kernel, made on first use.
+const KernelRegistry &cpuKernels();
 
 /// Checks counts of inputs and outputs, for factories.
 Status expectArity(const KernelContext &ctx, size_t inputs, size_t outputs);

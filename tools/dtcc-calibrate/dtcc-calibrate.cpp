@@ -223,8 +223,7 @@ Status measureDevice(CalibrationData &data, runtime::Communicator *comm,
   if (comm)
     DTCC_RETURN_IF_ERROR(comm->barrier());
   openblas_set_num_threads(1);
-  runtime::KernelRegistry registry;
-  runtime::registerCpuKernels(registry);
+  const runtime::KernelRegistry &registry = runtime::cpuKernels();
   DTCC_RETURN_IF_ERROR(measureMatmulKernel(data, registry, comm));
   DTCC_RETURN_IF_ERROR(measureKernels(data, registry, comm));
   double overhead = timeCallOverhead();

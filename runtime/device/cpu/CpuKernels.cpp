@@ -22,4 +22,13 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuCollectiveKernels(registry);
 }
 
+const KernelRegistry &cpuKernels() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    registerCpuKernels(r);
+    return r;
+  }();
+  return registry;
+}
+
 } // namespace dtcc::runtime

@@ -29,14 +29,7 @@ bool haveGpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-const runtime::KernelRegistry &cpuRegistry() {
-  static const runtime::KernelRegistry registry = [] {
-    runtime::KernelRegistry r;
-    runtime::registerCpuKernels(r);
-    return r;
-  }();
-  return registry;
-}
+const runtime::KernelRegistry &cpuRegistry() { return runtime::cpuKernels(); }
 
 /// Element i of a host copy as a double (integers and bools exactly).
 double element(DType dtype, const std::vector<uint8_t> &bytes, int64_t i) {

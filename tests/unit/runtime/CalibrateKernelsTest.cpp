@@ -21,14 +21,7 @@
 namespace dtcc::calibrate {
 namespace {
 
-const runtime::KernelRegistry &cpuRegistry() {
-  static const runtime::KernelRegistry registry = [] {
-    runtime::KernelRegistry r;
-    runtime::registerCpuKernels(r);
-    return r;
-  }();
-  return registry;
-}
+const runtime::KernelRegistry &cpuRegistry() { return runtime::cpuKernels(); }
 
 void bindAndRun(const KernelCase &kase, int runs) {
   SCOPED_TRACE(kase.kernel + " on " + kase.workload());

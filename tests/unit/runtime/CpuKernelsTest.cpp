@@ -13,14 +13,7 @@
 
 namespace dtcc::runtime::test {
 
-const KernelRegistry &cpuRegistry() {
-  static const KernelRegistry registry = [] {
-    KernelRegistry r;
-    registerCpuKernels(r);
-    return r;
-  }();
-  return registry;
-}
+const KernelRegistry &cpuRegistry() { return cpuKernels(); }
 
 } // namespace dtcc::runtime::test
 
