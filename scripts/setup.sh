@@ -14,6 +14,8 @@ PACKAGES=(
   libonnx-dev protobuf-compiler libprotobuf-dev
   # CPU runtime: BLAS and MPI.
   libopenblas-dev libopenmpi-dev openmpi-bin
+  # CPU convolutions: oneDNN (f32 forward and both gradients).
+  libdnnl-dev
   # Tests: GoogleTest, ONNX node test data, the PyTorch/ONNX/NumPy peers.
   libgtest-dev libonnx-testdata python3 python3-numpy python3-onnx python3-torch
   # Planner: the CBC MILP solver.

@@ -34,6 +34,8 @@ void registerCpuReductionKernels(KernelRegistry &registry);
 void registerCpuMatmulKernels(KernelRegistry &registry);
 void registerCpuNNKernels(KernelRegistry &registry);
 void registerCpuTrainingKernels(KernelRegistry &registry);
+/// conv, conv_input_grad, conv_filter_grad (ConvKernels.cpp).
+void registerCpuConvKernels(KernelRegistry &registry);
 /// Collectives over the mesh (CollectiveKernels.cpp); need KernelContext::comm.
 void registerCpuCollectiveKernels(KernelRegistry &registry);
 

@@ -1,0 +1,544 @@
+//===- ConvKernels.cpp - convolutions and their gradients on the CPU ------===//
+//
+// conv, conv_input_grad and conv_filter_grad (GraphConvOps.td). f32 runs on
+// oneDNN's convolution primitives (forward, backward data, backward
+// weights), created when the kernel is bound, on plain NC[D]HW / [G]OI[D]HW
+// layouts so that no reorder runs per step, with a user-owned scratchpad.
+// f64 (and f32 when oneDNN has no implementation, or DTCC_CPU_CONV=im2col)
+// is im2col + OpenBLAS GEMM per image and group; f16/bf16 are converted to
+// f32 scratch and run on oneDNN, as the other kernels compute halves in f32.
+//
+// Threads: Debian's oneDNN uses OpenMP (libgomp). Each kernel call sets the
+// OpenMP thread count to OMP_NUM_THREADS when it is set, else to
+// OPENBLAS_NUM_THREADS when that is set, else to 1, like the BLAS calls of
+// the other kernels (ranks share cores).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cpu/ConvGeometry.h"
+#include "runtime/device/cpu/CpuKernelUtils.h"
+
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+extern "C" void omp_set_num_threads(int);
+
+namespace dtcc::runtime {
+namespace {
+
+using namespace cpu;
+
+//===----------------------------------------------------------------------===//
+// Threads
+//===----------------------------------------------------------------------===//
+
+/// OMP_NUM_THREADS, else OPENBLAS_NUM_THREADS, else 1; read once.
+int convThreads() {
+  static const int threads = [] {
+    for (const char *name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+      if (const char *v = std::getenv(name)) {
+        int n = std::atoi(v);
+        if (n > 0)
+          return n;
+      }
+    return 1;
+  }();
+  return threads;
+}
+
+//===----------------------------------------------------------------------===//
+// im2col + GEMM (f64; f32 without oneDNN)
+//===----------------------------------------------------------------------===//
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+          int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+          int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.0f, a,
+              int(lda), b, int(ldb), beta, c, int(ldc));
+}
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *a,
+          int64_t lda, const double *b, int64_t ldb, double beta, double *c,
+          int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), 1.0, a,
+              int(lda), b, int(ldb), beta, c, int(ldc));
+}
+
+/// The output positions o in [0, out) whose input position o * stride + off
+/// lies in [0, size): [first, last).
+inline void validRange(int64_t out, int64_t stride, int64_t off, int64_t size,
+                       int64_t &first, int64_t &last) {
+  // o * stride + off >= 0  <=>  o >= ceil(-off / stride)
+  first = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  // o * stride + off <= size - 1  <=>  o <= floor((size - 1 - off) / stride)
+  last = size - 1 - off < 0 ? 0 : (size - 1 - off) / stride + 1;
+  first = std::min(first, out);
+  last = std::clamp(last, first, out);
+}
+
+/// Calls fn(row, srcOffset or -1, outIndex) over the column matrix of one
+/// image and group: row = (c, kd, kh, kw), column = (od, oh, ow); the
+/// innermost run is handled by `run(row, od, oh, first, last, srcBase)`
+/// where positions [first, last) of ow read src[srcBase + ow * stride].
+template <typename Run>
+void forEachColumnRun(const ConvGeometry &g, Run &&run) {
+  const auto &in = g.in, &out = g.out, &k = g.kernel;
+  int64_t row = 0;
+  for (int64_t c = 0; c < g.inPerGroup(); ++c)
+    for (int64_t kd = 0; kd < k[0]; ++kd)
+      for (int64_t kh = 0; kh < k[1]; ++kh)
+        for (int64_t kw = 0; kw < k[2]; ++kw, ++row) {
+          const int64_t offD = kd * g.dilation[0] - g.padLow[0];
+          const int64_t offH = kh * g.dilation[1] - g.padLow[1];
+          const int64_t offW = kw * g.dilation[2] - g.padLow[2];
+          int64_t wFirst, wLast;
+          validRange(out[2], g.stride[2], offW, in[2], wFirst, wLast);
+          for (int64_t od = 0; od < out[0]; ++od) {
+            const int64_t id = od * g.stride[0] + offD;
+            const bool dIn = id >= 0 && id < in[0];
+            for (int64_t oh = 0; oh < out[1]; ++oh) {
+              const int64_t ih = oh * g.stride[1] + offH;
+              const bool inside = dIn && ih >= 0 && ih < in[1];
+              const int64_t base = ((c * in[0] + id) * in[1] + ih) * in[2] + offW;
+              run(row, od, oh, inside ? wFirst : 0, inside ? wLast : 0, base);
+            }
+          }
+        }
+}
+
+/// col[row, (od, oh, ow)] = x[c, od*s + kd*d - lo, ...] or 0 outside, for one
+/// image and group: x is [C/groups, in...], col [C/groups * K, out pixels].
+template <typename T>
+void im2col(const ConvGeometry &g, const T *x, T *col) {
+  const int64_t pixels = g.outPixels(), ow = g.out[2], sw = g.stride[2];
+  forEachColumnRun(g, [&](int64_t row, int64_t od, int64_t oh, int64_t first,
+                          int64_t last, int64_t base) {
+    T *dst = col + row * pixels + (od * g.out[1] + oh) * ow;
+    std::fill(dst, dst + first, T(0));
+    for (int64_t o = first; o < last; ++o)
+      dst[o] = x[base + o * sw];
+    std::fill(dst + last, dst + ow, T(0));
+  });
+}
+
+/// The transpose of im2col: dx[c, ...] += col[row, (od, oh, ow)].
+template <typename T>
+void col2im(const ConvGeometry &g, const T *col, T *dx) {
+  const int64_t pixels = g.outPixels(), ow = g.out[2], sw = g.stride[2];
+  forEachColumnRun(g, [&](int64_t row, int64_t od, int64_t oh, int64_t first,
+                          int64_t last, int64_t base) {
+    const T *src = col + row * pixels + (od * g.out[1] + oh) * ow;
+    for (int64_t o = first; o < last; ++o)
+      dx[base + o * sw] += src[o];
+  });
+}
+
+/// One conv kernel as im2col + GEMM over images and groups, with its column
+/// buffer allocated when bound. T is float or double.
+template <typename T> struct Im2colConv {
+  ConvGeometry g;
+  ConvKind kind;
+  const T *a, *b; ///< the kernel's inputs
+  T *out;
+  /// A 1x1 kernel with stride 1 and no padding reads the input as it is.
+  bool direct;
+  std::vector<T> col;
+
+  Im2colConv(const ConvGeometry &geometry, ConvKind k, const T *a0,
+             const T *b0, T *o)
+      : g(geometry), kind(k), a(a0), b(b0), out(o) {
+    direct = g.kernelPixels() == 1;
+    for (int d = 0; d < ConvGeometry::kMaxSpatial; ++d)
+      direct = direct && g.stride[d] == 1 && g.padLow[d] == 0 &&
+               g.padHigh[d] == 0;
+    if (!direct)
+      col.resize(size_t(g.inPerGroup() * g.kernelPixels() * g.outPixels()));
+  }
+
+  void run() {
+    const int64_t cg = g.inPerGroup(), og = g.outPerGroup();
+    const int64_t rows = cg * g.kernelPixels(), pixels = g.outPixels();
+    const int64_t inImage = g.inChannels * g.inPixels();
+    const int64_t outImage = g.outChannels * pixels;
+    const int64_t inGroup = cg * g.inPixels(), outGroup = og * pixels;
+    const int64_t filterGroup = og * rows;
+    T *colData = col.data();
+    for (int64_t n = 0; n < g.batch; ++n)
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        switch (kind) {
+        case ConvKind::kForward: { // y = W x col
+          const T *x = a + n * inImage + grp * inGroup;
+          const T *cols = x;
+          if (!direct) {
+            im2col(g, x, colData);
+            cols = colData;
+          }
+          gemm(false, false, og, pixels, rows, b + grp * filterGroup, rows,
+               cols, pixels, T(0), out + n * outImage + grp * outGroup,
+               pixels);
+          break;
+        }
+        case ConvKind::kInputGrad: { // col = W^T dy, dx = col2im(col)
+          const T *dy = a + n * outImage + grp * outGroup;
+          T *dx = out + n * inImage + grp * inGroup;
+          gemm(true, false, rows, pixels, og, b + grp * filterGroup, rows, dy,
+               pixels, T(0), direct ? dx : colData, pixels);
+          if (!direct) {
+            std::fill(dx, dx + inGroup, T(0));
+            col2im(g, colData, dx);
+          }
+          break;
+        }
+        case ConvKind::kFilterGrad: { // dW += dy col^T over images
+          const T *x = a + n * inImage + grp * inGroup;
+          const T *cols = x;
+          if (!direct) {
+            im2col(g, x, colData);
+            cols = colData;
+          }
+          gemm(false, true, og, rows, pixels, b + n * outImage + grp * outGroup,
+               pixels, cols, pixels, n == 0 ? T(0) : T(1),
+               out + grp * filterGroup, rows);
+          break;
+        }
+        }
+      }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// oneDNN (f32)
+//===----------------------------------------------------------------------===//
+
+#define DTCC_DNNL_CHECK(call)                                                  \
+  do {                                                                         \
+    dnnl_status_t _dtcc_s = (call);                                            \
+    if (_dtcc_s != dnnl_success)                                               \
+      return dnnlError(_dtcc_s, #call);                                        \
+  } while (0)
+
+Status dnnlError(dnnl_status_t s, const char *call) {
+  StatusCode code = s == dnnl_unimplemented ? StatusCode::kUnimplemented
+                                            : StatusCode::kInternal;
+  return Status(code, strCat("oneDNN ", dnnl_status2str(s), " in ", call));
+}
+
+/// The process's CPU engine and stream, made on first use.
+struct DnnlContext {
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  Status status;
+};
+const DnnlContext &dnnlContext() {
+  static const DnnlContext context = [] {
+    DnnlContext c;
+    c.status = [&]() -> Status {
+      DTCC_DNNL_CHECK(dnnl_engine_create(&c.engine, dnnl_cpu, 0));
+      DTCC_DNNL_CHECK(
+          dnnl_stream_create(&c.stream, c.engine, dnnl_stream_default_flags));
+      return Status::ok();
+    }();
+    return c;
+  }();
+  return context;
+}
+
+/// A plain (row-major) f32 memory descriptor of `dims`.
+Status plainDesc(dnnl_memory_desc_t &md, const std::vector<int64_t> &dims) {
+  static const dnnl_format_tag_t kTags[] = {dnnl_a, dnnl_ab, dnnl_abc,
+                                            dnnl_abcd, dnnl_abcde, dnnl_abcdef};
+  dnnl_dims_t d = {};
+  for (size_t i = 0; i < dims.size(); ++i)
+    d[i] = dims[i];
+  DTCC_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d,
+                                               dnnl_f32, kTags[dims.size() - 1]));
+  return Status::ok();
+}
+
+/// One oneDNN convolution primitive bound to fixed buffers: its memory
+/// objects, argument list and scratchpad are made once.
+class DnnlConv {
+public:
+  ~DnnlConv() {
+    for (dnnl_memory_t m : memories_)
+      dnnl_memory_destroy(m);
+    if (primitive_)
+      dnnl_primitive_destroy(primitive_);
+  }
+
+  /// `input`, `filter` and `output` are the convolution's (for the
+  /// gradients: the buffers of those roles, read or written).
+  static StatusOr<std::unique_ptr<DnnlConv>>
+  create(const ConvGeometry &g, ConvKind kind, float *input, float *filter,
+         float *output) {
+    const DnnlContext &ctx = dnnlContext();
+    DTCC_RETURN_IF_ERROR(ctx.status);
+    auto conv = std::unique_ptr<DnnlConv>(new DnnlConv());
+    dnnl_memory_desc_t src, weights, dst;
+    DTCC_RETURN_IF_ERROR(plainDesc(src, g.inputShape()));
+    DTCC_RETURN_IF_ERROR(plainDesc(dst, g.outputShape()));
+    std::vector<int64_t> w = g.filterShape();
+    if (g.groups > 1) { // [G, O/G, C/G, K..], the same bytes
+      w[0] /= g.groups;
+      w.insert(w.begin(), g.groups);
+    }
+    DTCC_RETURN_IF_ERROR(plainDesc(weights, w));
+    dnnl_dims_t strides = {}, dilates = {}, low = {}, high = {};
+    const int first = ConvGeometry::kMaxSpatial - g.spatial;
+    for (int d = 0; d < g.spatial; ++d) {
+      strides[d] = g.stride[first + d];
+      dilates[d] = g.dilation[first + d] - 1; // oneDNN counts the gaps
+      low[d] = g.padLow[first + d];
+      high[d] = g.padHigh[first + d];
+    }
+    dnnl_primitive_attr_t attr = nullptr;
+    DTCC_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+    std::unique_ptr<dnnl_primitive_attr, decltype(&dnnl_primitive_attr_destroy)>
+        attrGuard(attr, dnnl_primitive_attr_destroy);
+    DTCC_DNNL_CHECK(
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    // The backward primitives take the forward's descriptor as a hint.
+    dnnl_convolution_desc_t fwdDesc;
+    DTCC_DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(
+        &fwdDesc,
+        kind == ConvKind::kForward ? dnnl_forward_inference : dnnl_forward_training,
+        dnnl_convolution_direct, &src, &weights, nullptr, &dst, strides, dilates,
+        low, high));
+    dnnl_primitive_desc_t fwd = nullptr, pd = nullptr;
+    DTCC_DNNL_CHECK(
+        dnnl_primitive_desc_create(&fwd, &fwdDesc, attr, ctx.engine, nullptr));
+    std::unique_ptr<dnnl_primitive_desc, decltype(&dnnl_primitive_desc_destroy)>
+        fwdGuard(fwd, dnnl_primitive_desc_destroy);
+    std::vector<std::pair<int, void *>> args;
+    if (kind == ConvKind::kForward) {
+      pd = fwd;
+      fwdGuard.release();
+      args = {{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, filter},
+              {DNNL_ARG_DST, output}};
+    } else if (kind == ConvKind::kInputGrad) {
+      dnnl_convolution_desc_t desc;
+      DTCC_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(
+          &desc, dnnl_convolution_direct, &src, &weights, &dst, strides,
+          dilates, low, high));
+      DTCC_DNNL_CHECK(
+          dnnl_primitive_desc_create(&pd, &desc, attr, ctx.engine, fwd));
+      args = {{DNNL_ARG_DIFF_SRC, input}, {DNNL_ARG_WEIGHTS, filter},
+              {DNNL_ARG_DIFF_DST, output}};
+    } else {
+      dnnl_convolution_desc_t desc;
+      DTCC_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(
+          &desc, dnnl_convolution_direct, &src, &weights, nullptr, &dst,
+          strides, dilates, low, high));
+      DTCC_DNNL_CHECK(
+          dnnl_primitive_desc_create(&pd, &desc, attr, ctx.engine, fwd));
+      args = {{DNNL_ARG_SRC, input}, {DNNL_ARG_DIFF_WEIGHTS, filter},
+              {DNNL_ARG_DIFF_DST, output}};
+    }
+    std::unique_ptr<dnnl_primitive_desc, decltype(&dnnl_primitive_desc_destroy)>
+        pdGuard(pd, dnnl_primitive_desc_destroy);
+    const char *impl = nullptr;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) ==
+            dnnl_success &&
+        impl)
+      conv->impl_ = impl;
+    // Every argument is plain f32, as asked: the primitive reads the
+    // kernel's buffers in place.
+    for (auto [arg, data] : args) {
+      const dnnl_memory_desc_t *md =
+          dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg);
+      dnnl_memory_t mem = nullptr;
+      DTCC_DNNL_CHECK(dnnl_memory_create(&mem, md, ctx.engine, data));
+      conv->memories_.push_back(mem);
+      conv->args_.push_back({arg, mem});
+    }
+    const dnnl_memory_desc_t *scratchMd =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (size_t bytes = scratchMd ? dnnl_memory_desc_get_size(scratchMd) : 0) {
+      conv->scratch_.resize((bytes + sizeof(double) - 1) / sizeof(double));
+      dnnl_memory_t mem = nullptr;
+      DTCC_DNNL_CHECK(
+          dnnl_memory_create(&mem, scratchMd, ctx.engine, conv->scratch_.data()));
+      conv->memories_.push_back(mem);
+      conv->args_.push_back({DNNL_ARG_SCRATCHPAD, mem});
+    }
+    DTCC_DNNL_CHECK(dnnl_primitive_create(&conv->primitive_, pd));
+    conv->stream_ = ctx.stream;
+    return conv;
+  }
+
+  Status run() {
+    omp_set_num_threads(convThreads());
+    DTCC_DNNL_CHECK(dnnl_primitive_execute(primitive_, stream_, int(args_.size()),
+                                           args_.data()));
+    DTCC_DNNL_CHECK(dnnl_stream_wait(stream_));
+    return Status::ok();
+  }
+
+  /// oneDNN's name for the implementation it chose ("gemm:jit", ...).
+  const std::string &impl() const { return impl_; }
+
+private:
+  DnnlConv() = default;
+  dnnl_primitive_t primitive_ = nullptr;
+  dnnl_stream_t stream_ = nullptr;
+  std::vector<dnnl_memory_t> memories_;
+  std::vector<dnnl_exec_arg_t> args_;
+  std::vector<double> scratch_; ///< the scratchpad (8-byte aligned)
+  std::string impl_;
+};
+
+//===----------------------------------------------------------------------===//
+// Factories
+//===----------------------------------------------------------------------===//
+
+/// The kernel's buffers in the convolution's roles.
+struct Roles {
+  void *input, *filter, *output;
+};
+Roles rolesOf(const KernelContext &ctx, ConvKind kind) {
+  void *in0 = ctx.inputs[0].data, *in1 = ctx.inputs[1].data,
+       *out = ctx.outputs[0].data;
+  switch (kind) {
+  case ConvKind::kForward:
+    return {in0, in1, out};
+  case ConvKind::kInputGrad:
+    return {out, in1, in0};
+  case ConvKind::kFilterGrad:
+    return {in0, out, in1};
+  }
+  return {};
+}
+
+/// Whether f32 convolutions skip oneDNN (DTCC_CPU_CONV=im2col), for tests
+/// and comparisons.
+bool forceIm2col() {
+  const char *v = std::getenv("DTCC_CPU_CONV");
+  return v && std::string(v) == "im2col";
+}
+
+/// f32: oneDNN, or im2col + sgemm where oneDNN has no implementation.
+StatusOr<KernelFn> bindFloat(const ConvGeometry &g, ConvKind kind, Roles r,
+                             const KernelContext &ctx, const float *a,
+                             const float *b, float *out) {
+  if (!forceIm2col()) {
+    auto dnnl =
+        DnnlConv::create(g, kind, static_cast<float *>(r.input),
+                         static_cast<float *>(r.filter),
+                         static_cast<float *>(r.output));
+    if (dnnl.isOk()) {
+      std::shared_ptr<DnnlConv> conv = std::move(dnnl).value();
+      std::string prefix = errorPrefix(ctx);
+      return KernelFn([conv, prefix]() -> Status {
+        return conv->run().withContext(prefix + "oneDNN");
+      });
+    }
+    if (dnnl.status().code() != StatusCode::kUnimplemented)
+      return dnnl.status().withContext(errorPrefix(ctx) + "binding oneDNN");
+  }
+  auto conv = std::make_shared<Im2colConv<float>>(g, kind, a, b, out);
+  return KernelFn([conv]() -> Status {
+    conv->run();
+    return Status::ok();
+  });
+}
+
+/// f16/bf16: the operands converted to f32 scratch, the f32 kernel, the
+/// result rounded back.
+template <typename S>
+StatusOr<KernelFn> bindHalf(const ConvGeometry &g, ConvKind kind,
+                            const KernelContext &ctx) {
+  struct Scratch {
+    std::vector<float> a, b, out;
+  };
+  auto s = std::make_shared<Scratch>();
+  s->a.resize(size_t(ctx.inputs[0].numel()));
+  s->b.resize(size_t(ctx.inputs[1].numel()));
+  s->out.resize(size_t(ctx.outputs[0].numel()));
+  KernelContext scratchCtx = ctx;
+  scratchCtx.inputs[0].data = s->a.data();
+  scratchCtx.inputs[1].data = s->b.data();
+  scratchCtx.outputs[0].data = s->out.data();
+  DTCC_ASSIGN_OR_RETURN(
+      KernelFn inner,
+      bindFloat(g, kind, rolesOf(scratchCtx, kind), ctx, s->a.data(),
+                s->b.data(), s->out.data()));
+  const S *a = static_cast<const S *>(ctx.inputs[0].data);
+  const S *b = static_cast<const S *>(ctx.inputs[1].data);
+  S *out = static_cast<S *>(ctx.outputs[0].data);
+  return KernelFn([s, inner, a, b, out]() -> Status {
+    for (size_t i = 0; i < s->a.size(); ++i)
+      s->a[i] = Elem<S>::load(a[i]);
+    for (size_t i = 0; i < s->b.size(); ++i)
+      s->b[i] = Elem<S>::load(b[i]);
+    DTCC_RETURN_IF_ERROR(inner());
+    for (size_t i = 0; i < s->out.size(); ++i)
+      out[i] = Elem<S>::store(s->out[i]);
+    return Status::ok();
+  });
+}
+
+StatusOr<KernelFn> buildConv(const KernelContext &ctx, ConvKind kind) {
+  DTCC_ASSIGN_OR_RETURN(ConvGeometry g, convGeometry(ctx, kind));
+  const TensorView &out = ctx.outputs[0];
+  const int64_t rows = g.inPerGroup() * g.kernelPixels();
+  if (std::max({rows, g.outPixels(), g.outPerGroup()}) > INT_MAX)
+    return ctx.error("convolution dimensions exceed the BLAS 32-bit limit");
+  // Nothing to sum over (no image, channel or pixel): the result is zero.
+  if (ctx.inputs[0].numel() == 0 || ctx.inputs[1].numel() == 0) {
+    void *data = out.data;
+    const int64_t bytes = out.sizeInBytes();
+    return KernelFn([data, bytes]() -> Status {
+      if (bytes > 0)
+        std::memset(data, 0, size_t(bytes));
+      return Status::ok();
+    });
+  }
+  if (out.numel() == 0)
+    return KernelFn([]() -> Status { return Status::ok(); });
+  const DType dtype = out.dtype;
+  switch (dtype) {
+  case DType::kF32:
+    return bindFloat(g, kind, rolesOf(ctx, kind), ctx,
+                     static_cast<const float *>(ctx.inputs[0].data),
+                     static_cast<const float *>(ctx.inputs[1].data),
+                     static_cast<float *>(out.data));
+  case DType::kF64: {
+    auto conv = std::make_shared<Im2colConv<double>>(
+        g, kind, static_cast<const double *>(ctx.inputs[0].data),
+        static_cast<const double *>(ctx.inputs[1].data),
+        static_cast<double *>(out.data));
+    return KernelFn([conv]() -> Status {
+      conv->run();
+      return Status::ok();
+    });
+  }
+  case DType::kF16:
+    return bindHalf<Half>(g, kind, ctx);
+  case DType::kBF16:
+    return bindHalf<BFloat16>(g, kind, ctx);
+  default:
+    return unsupportedDType(ctx, dtype, kSetFloats);
+  }
+}
+
+} // namespace
+
+void registerCpuConvKernels(KernelRegistry &registry) {
+  for (const char *name : {"conv", "conv_input_grad", "conv_filter_grad"}) {
+    ConvKind kind;
+    convKindOf(name, kind);
+    registry.add(name, [kind](const KernelContext &ctx) {
+      return buildConv(ctx, kind);
+    });
+  }
+}
+
+} // namespace dtcc::runtime
