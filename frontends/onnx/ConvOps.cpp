@@ -1,0 +1,394 @@
+//===- ConvOps.cpp - ONNX convolutions to dgraph --------------------------===//
+//
+// Conv and ConvInteger become dgraph.conv; ConvTranspose becomes
+// dgraph.conv_input_grad (a transposed convolution is the input gradient of
+// a convolution), followed by a pad when ONNX asks for an output the
+// gradient's window cannot produce (negative padding from output_shape, or
+// output_padding of a stride or more). Every attribute is read: kernel_shape
+// (checked against W), strides, dilations, group, pads, auto_pad,
+// output_padding and output_shape; an optional bias is added after.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/onnx/NodeImporter.h"
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace dtcc::onnx_frontend {
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Floor division (ONNX's padding arithmetic may go negative).
+int64_t floorDiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+std::string formatList(ArrayRef<int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+/// The attributes Conv, ConvInteger and ConvTranspose share, checked
+/// against the input X and the weights W.
+struct Window {
+  size_t spatial = 0;
+  SmallVector<int64_t> kernel, strides, dilations;
+  /// ONNX `pads` ([begin..., end...]) when given.
+  std::optional<SmallVector<int64_t>> pads;
+  std::string autoPad;
+  int64_t groups = 1;
+
+  int64_t extent(size_t d) const { return (kernel[d] - 1) * dilations[d] + 1; }
+};
+
+/// `name` with one entry per spatial dimension, each >= `least`, or
+/// `fallback` repeated when absent.
+FailureOr<SmallVector<int64_t>> spatialAttr(NodeImporter &n, StringRef name,
+                                            size_t spatial, int64_t fallback,
+                                            int64_t least) {
+  auto v = n.attrInts(name);
+  if (!v)
+    return SmallVector<int64_t>(spatial, fallback);
+  if (v->size() != spatial)
+    return n.error() << "expected " << name << " of " << spatial
+                     << " entries (one per spatial dimension), got "
+                     << formatList(*v);
+  for (int64_t e : *v)
+    if (e < least)
+      return n.error() << "expected " << name << " >= " << least << ", got "
+                       << formatList(*v);
+  return *v;
+}
+
+FailureOr<Window> readWindow(NodeImporter &n, RankedTensorType x,
+                             RankedTensorType w) {
+  Window win;
+  if (x.getRank() < 3 || x.getRank() > 5)
+    return n.error() << "expected input X of rank 3, 4 or 5 (batch, "
+                        "channels and 1 to 3 spatial dimensions), got "
+                     << x;
+  if (w.getRank() != x.getRank())
+    return n.error() << "expected weights W of rank " << x.getRank()
+                     << " (X's), got " << w;
+  win.spatial = x.getRank() - 2;
+  win.kernel.assign(w.getShape().begin() + 2, w.getShape().end());
+  if (auto ks = n.attrInts("kernel_shape"); ks && *ks != win.kernel)
+    return n.error() << "kernel_shape " << formatList(*ks)
+                     << " differs from the spatial shape of W "
+                     << formatList(win.kernel);
+  auto strides = spatialAttr(n, "strides", win.spatial, 1, 1);
+  auto dilations = spatialAttr(n, "dilations", win.spatial, 1, 1);
+  if (failed(strides) || failed(dilations))
+    return failure();
+  win.strides = *strides;
+  win.dilations = *dilations;
+  win.groups = n.attrInt("group", 1);
+  if (win.groups < 1)
+    return n.error() << "expected group >= 1, got " << win.groups;
+  win.autoPad = n.attrString("auto_pad", "NOTSET");
+  if (win.autoPad != "NOTSET" && win.autoPad != "SAME_UPPER" &&
+      win.autoPad != "SAME_LOWER" && win.autoPad != "VALID")
+    return n.error() << "expected auto_pad NOTSET, SAME_UPPER, SAME_LOWER or "
+                        "VALID, got \""
+                     << win.autoPad << "\"";
+  if (auto pads = n.attrInts("pads")) {
+    if (win.autoPad != "NOTSET")
+      return n.error() << "pads " << formatList(*pads)
+                       << " and auto_pad \"" << win.autoPad
+                       << "\" cannot both be given";
+    if (pads->size() != 2 * win.spatial)
+      return n.error() << "expected pads of " << 2 * win.spatial
+                       << " entries (begin and end of each spatial "
+                          "dimension), got "
+                       << formatList(*pads);
+    if (llvm::any_of(*pads, [](int64_t p) { return p < 0; }))
+      return n.error() << "expected pads >= 0, got " << formatList(*pads);
+    win.pads = *pads;
+  }
+  for (size_t d = 0; d < win.spatial; ++d)
+    if (win.kernel[d] < 1)
+      return n.error() << "expected kernel sizes >= 1, got W " << w;
+  return win;
+}
+
+/// Splits a total padding as auto_pad says: SAME_UPPER puts the odd element
+/// at the end, SAME_LOWER (and, for ConvTranspose's output_shape, NOTSET)
+/// at the beginning.
+std::pair<int64_t, int64_t> splitPadding(int64_t total, bool upper) {
+  int64_t half = floorDiv(total, 2);
+  return upper ? std::make_pair(half, total - half)
+               : std::make_pair(total - half, half);
+}
+
+/// Builds `conv(x, w)` with the window's attributes and the given pads.
+Value createConv(NodeImporter &n, Value x, Value w, const Window &win,
+                 ArrayRef<int64_t> low, ArrayRef<int64_t> high) {
+  return n.create<ConvOp>(x, w, win.strides, win.dilations, low, high,
+                          win.groups)
+      .getResult();
+}
+
+/// Adds the bias B ([M]) along dimension 1 of `y`.
+FailureOr<Value> addBias(NodeImporter &n, Value y, int input) {
+  if (!n.hasInput(input))
+    return y;
+  auto type = typeOf(y);
+  Value bias = n.input(input);
+  auto bt = typeOf(bias);
+  if (bt.getRank() != 1 || bt.getDimSize(0) != type.getDimSize(1) ||
+      bt.getElementType() != type.getElementType())
+    return n.error() << "expected bias B of shape [" << type.getDimSize(1)
+                     << "] and element type " << type.getElementType()
+                     << ", got " << bt;
+  Value b = n.fold<BroadcastInDimOp>(type, bias, ArrayRef<int64_t>{1});
+  return n.fold<AddOp>(y, b);
+}
+
+/// Conv's checks of X [N, C, D..] and W [M, C/group, K..]; its pads from
+/// `pads` or auto_pad.
+LogicalResult convPads(NodeImporter &n, RankedTensorType x, RankedTensorType w,
+                       const Window &win, SmallVectorImpl<int64_t> &low,
+                       SmallVectorImpl<int64_t> &high) {
+  int64_t c = x.getDimSize(1), m = w.getDimSize(0);
+  if (c % win.groups != 0 || m % win.groups != 0)
+    return n.error() << "expected group (" << win.groups
+                     << ") to divide the input channels (" << c
+                     << ") and the output channels (" << m << ")";
+  if (w.getDimSize(1) != c / win.groups)
+    return n.error() << "expected W of shape [M, C/group = " << c / win.groups
+                     << ", kernel...] for X " << x << ", got " << w;
+  for (size_t d = 0; d < win.spatial; ++d) {
+    int64_t in = x.getDimSize(d + 2), lo = 0, hi = 0;
+    if (win.pads) {
+      lo = (*win.pads)[d];
+      hi = (*win.pads)[d + win.spatial];
+    } else if (win.autoPad == "SAME_UPPER" || win.autoPad == "SAME_LOWER") {
+      int64_t out = llvm::divideCeil(in, win.strides[d]);
+      int64_t total = std::max<int64_t>(
+          0, (out - 1) * win.strides[d] + win.extent(d) - in);
+      std::tie(lo, hi) = splitPadding(total, win.autoPad == "SAME_UPPER");
+    }
+    if (in + lo + hi < win.extent(d))
+      return n.error() << "spatial dimension " << d << " of X (" << in
+                       << ", padded " << in + lo + hi
+                       << ") is smaller than the dilated kernel ("
+                       << win.extent(d) << ")";
+    low.push_back(lo);
+    high.push_back(hi);
+  }
+  return success();
+}
+
+LogicalResult importConv(NodeImporter &n) {
+  Value x = n.input(0), w = n.input(1);
+  auto xt = typeOf(x), wt = typeOf(w);
+  if (!isa<FloatType>(xt.getElementType()) ||
+      xt.getElementType() != wt.getElementType())
+    return n.error() << "expected X and W of one floating-point type, got "
+                     << xt << " and " << wt;
+  auto win = readWindow(n, xt, wt);
+  if (failed(win))
+    return failure();
+  SmallVector<int64_t> low, high;
+  if (failed(convPads(n, xt, wt, *win, low, high)))
+    return failure();
+  auto y = addBias(n, createConv(n, x, w, *win, low, high), 2);
+  if (failed(y))
+    return failure();
+  n.setOutput(0, *y);
+  return success();
+}
+
+/// ConvInteger: (x - x_zero_point) conv (w - w_zero_point) accumulated in
+/// int32. The products are computed in f64, which holds every sum of 8-bit
+/// products exactly (up to 2^53), and converted back.
+LogicalResult importConvInteger(NodeImporter &n) {
+  Value x = n.input(0), w = n.input(1);
+  auto xt = typeOf(x), wt = typeOf(w);
+  auto is8Bit = [](Type t) { return t.isInteger(8); };
+  if (!is8Bit(xt.getElementType()) || !is8Bit(wt.getElementType()))
+    return n.error() << "expected 8-bit integer x and w, got " << xt << " and "
+                     << wt;
+  auto win = readWindow(n, xt, wt);
+  if (failed(win))
+    return failure();
+  SmallVector<int64_t> low, high;
+  if (failed(convPads(n, xt, wt, *win, low, high)))
+    return failure();
+  Type f64 = n.builder().getF64Type();
+  // Each operand minus its zero point: a scalar, or for w one per output
+  // channel (dimension 0).
+  auto centered = [&](Value v, int zpInput,
+                      bool perChannel) -> FailureOr<Value> {
+    Value f = n.castTo(v, f64);
+    if (!n.hasInput(zpInput))
+      return f;
+    Value zp = n.input(zpInput);
+    auto zt = typeOf(zp), vt = typeOf(v);
+    if (zt.getElementType() != vt.getElementType())
+      return n.error() << "expected zero point (input " << zpInput
+                       << ") of type " << vt.getElementType() << ", got "
+                       << zt;
+    auto ft = typeOf(f);
+    Value z = n.castTo(zp, f64);
+    if (zt.getNumElements() == 1) {
+      z = n.broadcastTo(n.reshape(z, {}), ft.getShape());
+    } else if (perChannel && zt.getRank() == 1 &&
+               zt.getDimSize(0) == vt.getDimSize(0)) {
+      z = n.fold<BroadcastInDimOp>(ft, z, ArrayRef<int64_t>{0});
+    } else {
+      return n.error() << "expected zero point (input " << zpInput << ") "
+                       << (perChannel ? "with one element or one per output "
+                                        "channel"
+                                      : "with one element")
+                       << ", got " << zt;
+    }
+    return n.fold<SubOp>(f, z);
+  };
+  auto xf = centered(x, 2, false);
+  if (failed(xf))
+    return failure();
+  auto wf = centered(w, 3, true);
+  if (failed(wf))
+    return failure();
+  Value y = createConv(n, *xf, *wf, *win, low, high);
+  n.setOutput(0, n.castTo(y, n.builder().getIntegerType(32)));
+  return success();
+}
+
+/// ConvTranspose: X [N, C, D..], W [C, M/group, K..]. ONNX's output is
+///   full[j + pad_begin] for j < output size (zero outside `full`)
+/// where `full` is the transposed convolution without padding, of size
+/// stride * (in - 1) + (K - 1) * dilation + 1, followed by output_padding
+/// zeros. dgraph.conv_input_grad computes exactly that when the pads are
+/// non-negative and output_padding < stride; otherwise it computes `full`
+/// from the non-negative part of the begin padding and a dgraph.pad shifts
+/// and cuts it.
+LogicalResult importConvTranspose(NodeImporter &n) {
+  Value x = n.input(0), w = n.input(1);
+  auto xt = typeOf(x), wt = typeOf(w);
+  if (!isa<FloatType>(xt.getElementType()) ||
+      xt.getElementType() != wt.getElementType())
+    return n.error() << "expected X and W of one floating-point type, got "
+                     << xt << " and " << wt;
+  auto win = readWindow(n, xt, wt);
+  if (failed(win))
+    return failure();
+  int64_t c = xt.getDimSize(1);
+  if (wt.getDimSize(0) != c)
+    return n.error() << "expected W of shape [C = " << c
+                     << ", M/group, kernel...] for X " << xt << ", got " << wt;
+  if (c % win->groups != 0)
+    return n.error() << "expected group (" << win->groups
+                     << ") to divide the input channels (" << c << ")";
+  int64_t m = wt.getDimSize(1) * win->groups;
+  size_t spatial = win->spatial;
+  auto outputPadding = spatialAttr(n, "output_padding", spatial, 0, 0);
+  if (failed(outputPadding))
+    return failure();
+  std::optional<SmallVector<int64_t>> outputShape = n.attrInts("output_shape");
+  if (outputShape) {
+    // Some exporters give the whole shape [N, M, D..].
+    if (outputShape->size() == spatial + 2 &&
+        (*outputShape)[0] == xt.getDimSize(0) && (*outputShape)[1] == m)
+      outputShape->erase(outputShape->begin(), outputShape->begin() + 2);
+    if (outputShape->size() != spatial ||
+        llvm::any_of(*outputShape, [](int64_t s) { return s < 1; }))
+      return n.error() << "expected output_shape of " << spatial
+                       << " positive entries (one per spatial dimension), "
+                          "got "
+                       << formatList(*outputShape);
+  }
+  SmallVector<int64_t> low, high, size;
+  bool direct = true;
+  for (size_t d = 0; d < spatial; ++d) {
+    int64_t in = xt.getDimSize(d + 2), s = win->strides[d];
+    int64_t op = (*outputPadding)[d];
+    int64_t full = s * (in - 1) + op + win->extent(d);
+    int64_t lo = 0, hi = 0, out;
+    if (outputShape) {
+      out = (*outputShape)[d];
+      std::tie(lo, hi) =
+          splitPadding(full - out, win->autoPad == "SAME_UPPER");
+    } else if (win->autoPad == "SAME_UPPER" || win->autoPad == "SAME_LOWER") {
+      out = in * s;
+      std::tie(lo, hi) =
+          splitPadding(full - out, win->autoPad == "SAME_UPPER");
+    } else {
+      if (win->pads) {
+        lo = (*win->pads)[d];
+        hi = (*win->pads)[d + spatial];
+      }
+      out = full - lo - hi;
+      if (out < 1)
+        return n.error() << "pads " << formatList(*win->pads)
+                         << " leave no output in spatial dimension " << d
+                         << " (its unpadded size is " << full << ")";
+    }
+    direct = direct && lo >= 0 && hi >= 0 && op < s;
+    low.push_back(lo);
+    high.push_back(hi);
+    size.push_back(out);
+  }
+  Type element = xt.getElementType();
+  SmallVector<int64_t> shape = {xt.getDimSize(0), m};
+  Value y;
+  if (direct) {
+    shape.append(size);
+    y = n.create<ConvInputGradOp>(RankedTensorType::get(shape, element), x, w,
+                                  win->strides, win->dilations, low, high,
+                                  win->groups)
+            .getResult();
+  } else {
+    // `full` from max(lo, 0), then shifted right by max(lo, 0) - lo and cut
+    // (or extended with zeros) to the output size.
+    SmallVector<int64_t> fromLow, zeros(spatial, 0), padLow = {0, 0},
+                                  padHigh = {0, 0};
+    bool empty = false;
+    for (size_t d = 0; d < spatial; ++d) {
+      int64_t in = xt.getDimSize(d + 2), s = win->strides[d];
+      int64_t lo = std::max<int64_t>(low[d], 0);
+      int64_t natural = s * (in - 1) + win->extent(d) - lo;
+      empty = empty || natural < 1;
+      fromLow.push_back(lo);
+      shape.push_back(natural);
+      padLow.push_back(lo - low[d]);
+      padHigh.push_back(size[d] - natural - (lo - low[d]));
+    }
+    auto outType = RankedTensorType::get(
+        SmallVector<int64_t>{xt.getDimSize(0), m}, element);
+    SmallVector<int64_t> outShape(outType.getShape());
+    outShape.append(size);
+    if (empty) {
+      // The padding cuts away every computed position: all zeros.
+      y = n.splat(RankedTensorType::get(outShape, element), 0);
+    } else {
+      Value t = n.create<ConvInputGradOp>(RankedTensorType::get(shape, element),
+                                          x, w, win->strides, win->dilations,
+                                          fromLow, zeros, win->groups)
+                    .getResult();
+      y = n.fold<PadOp>(t, n.scalar(element, 0), padLow, padHigh);
+    }
+  }
+  auto withBias = addBias(n, y, 2);
+  if (failed(withBias))
+    return failure();
+  n.setOutput(0, *withBias);
+  return success();
+}
+
+} // namespace
+
+void appendConvOps(std::vector<OpEntry> &ops) {
+  ops.insert(ops.end(), {
+      {"Conv", 1, importConv},
+      {"ConvInteger", 10, importConvInteger},
+      {"ConvTranspose", 1, importConvTranspose},
+  });
+}
+
+} // namespace dtcc::onnx_frontend
