@@ -359,6 +359,44 @@ std::vector<Case> cases() {
                  "  %y, %mask = dgraph.dropout %a, %s {ratio = 0.5 : f32, seed = 11} : "
                  "(" + t + ", tensor<i64>) -> (" + t + ", tensor<3x4xi1>)",
                  t});
+  // Convolutions (and the gradients, which transposed convolutions use in
+  // the forward pass): strides with leftover input the window never reads,
+  // dilations, groups, depthwise, asymmetric padding, 1-, 2- and 3-D.
+  auto conv = [&](const std::string &name, const std::string &op,
+                  std::vector<int64_t> a, std::vector<int64_t> b,
+                  std::vector<int64_t> y, const std::string &window) {
+    out.push_back({name, {{"a", a}, {"b", b}},
+                   "  %y = dgraph." + op + " %a, %b " + window + " : (" +
+                       tensorType(a) + ", " + tensorType(b) + ") -> " +
+                       tensorType(y),
+                   tensorType(y)});
+  };
+  const std::string w1 = "strides = [2], dilations = [1], pad_low = [1], "
+                          "pad_high = [0], groups = 1";
+  const std::string w2 = "strides = [2, 1], dilations = [1, 2], pad_low = [1, "
+                         "0], pad_high = [0, 1], groups = 2";
+  const std::string wd = "strides = [2, 2], dilations = [1, 1], pad_low = [1, "
+                         "1], pad_high = [1, 1], groups = 3";
+  const std::string w3 = "strides = [1, 2, 1], dilations = [1, 1, 1], "
+                         "pad_low = [0, 1, 0], pad_high = [1, 0, 0], groups = 1";
+  conv("conv1d_strided_leftover", "conv", {2, 2, 9}, {3, 2, 3}, {2, 3, 4}, w1);
+  conv("conv2d_groups_dilated", "conv", {1, 4, 5, 6}, {6, 2, 2, 3},
+       {1, 6, 3, 3}, w2);
+  conv("conv2d_depthwise_strided", "conv", {2, 3, 4, 4}, {3, 1, 3, 3},
+       {2, 3, 2, 2}, wd);
+  conv("conv3d", "conv", {1, 2, 3, 4, 3}, {2, 2, 2, 2, 2}, {1, 2, 3, 2, 2}, w3);
+  conv("conv_input_grad1d_leftover", "conv_input_grad", {2, 3, 4}, {3, 2, 3},
+       {2, 2, 9}, w1);
+  conv("conv_input_grad2d_groups", "conv_input_grad", {1, 6, 3, 3},
+       {6, 2, 2, 3}, {1, 4, 5, 6}, w2);
+  conv("conv_input_grad3d", "conv_input_grad", {1, 2, 3, 2, 2},
+       {2, 2, 2, 2, 2}, {1, 2, 3, 4, 3}, w3);
+  conv("conv_filter_grad1d_leftover", "conv_filter_grad", {2, 2, 9}, {2, 3, 4},
+       {3, 2, 3}, w1);
+  conv("conv_filter_grad2d_depthwise", "conv_filter_grad", {2, 3, 4, 4},
+       {2, 3, 2, 2}, {3, 1, 3, 3}, wd);
+  conv("conv_filter_grad2d_groups", "conv_filter_grad", {1, 4, 5, 6},
+       {1, 6, 3, 3}, {6, 2, 2, 3}, w2);
   return out;
 }
 
