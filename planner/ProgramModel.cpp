@@ -244,6 +244,58 @@ double instructionSeconds(const Program &program, const Instruction &inst,
              calls * overhead;
     }
   }
+  if ((kernel == "conv" || kernel == "conv_input_grad" ||
+       kernel == "conv_filter_grad") &&
+      inst.inputs_size() == 2 && inst.outputs_size() == 1) {
+    // All three do the forward convolution's multiply-adds: for the filter
+    // [O, C/groups, K..] and the forward output [N, O, Y..] (the gradient
+    // operand of the backward kernels), 2 N O (C/groups) prod(K) prod(Y).
+    const Buffer &filter = program.buffers(kernel == "conv_filter_grad"
+                                               ? inst.outputs(0)
+                                               : inst.inputs(1));
+    const Buffer &output = program.buffers(kernel == "conv"
+                                               ? inst.outputs(0)
+                                           : kernel == "conv_input_grad"
+                                               ? inst.inputs(0)
+                                               : inst.inputs(1));
+    if (filter.shape_size() >= 3 && output.shape_size() == filter.shape_size()) {
+      double kernelSize = 1, pixels = 1;
+      for (int d = 2; d < filter.shape_size(); ++d) {
+        kernelSize *= double(filter.shape(d));
+        pixels *= double(output.shape(d));
+      }
+      double batch = double(output.shape(0)), outChannels = double(filter.shape(0));
+      double inPerGroup = double(filter.shape(1));
+      double groups = double(std::max<int64_t>(1, attrInt(inst, "groups", 1)));
+      double flops =
+          2 * batch * outChannels * inPerGroup * kernelSize * pixels;
+      if (flops > 0) {
+        if (flopsOut)
+          *flopsOut = flops;
+        // As the implicit GEMM of one group: [O/groups, C/groups * K] x
+        // [C/groups * K, N * Y].
+        double efficiency = device.matmulEfficiencyAt(
+            outChannels / groups, inPerGroup * kernelSize, batch * pixels);
+        DType compute = DType::kFp32;
+        auto dtype = static_cast<runtime::DType>(output.dtype());
+        if (dtype == runtime::DType::kBF16)
+          compute = DType::kBf16;
+        else if (dtype == runtime::DType::kF16)
+          compute = DType::kFp16;
+        // Depthwise and small convolutions are bound by memory: every
+        // operand is read and the result written at least once.
+        int64_t bytes = 0;
+        for (int id : inst.inputs())
+          bytes += extentBytes(program.buffers(id));
+        bytes += extentBytes(program.buffers(inst.outputs(0)));
+        double memory = double(bytes) / (device.memoryBandwidth.value *
+                                          device.memoryEfficiency.value);
+        return std::max(flops / (device.peakFlops(compute) * efficiency),
+                        memory) +
+               overhead;
+      }
+    }
+  }
   int64_t elements = 0, bytes = 0;
   for (int id : inst.inputs()) {
     const Buffer &b = program.buffers(id);

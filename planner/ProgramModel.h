@@ -42,7 +42,7 @@ struct KernelTime {
   std::string kernel;
   int64_t calls = 0;
   double seconds = 0;
-  double flops = 0; ///< multiply-adds x 2 (matmuls), else 0
+  double flops = 0; ///< multiply-adds x 2 (matmuls, convolutions), else 0
 };
 
 /// One pipeline stage's step (the only one without pipeline parallelism).
@@ -69,7 +69,7 @@ struct ProgramTime {
   /// (group = the mesh axes), with its time and the part the compute thread
   /// waited for (`exposed`).
   std::vector<CommItem> comm;
-  double flops = 0; ///< matmul FLOPs of the critical stage per step
+  double flops = 0; ///< matmul and convolution FLOPs of the critical stage per step
   /// With `recordTimeline`: every kernel and communication of one
   /// representative rank per stage (streams as TimeModel's timeline:
   /// compute, tp, pp, dp), for a Chrome trace.
@@ -90,8 +90,10 @@ StatusOr<ProgramTime> simulateProgram(const runtime::format::Program &program,
 
 /// The cost in seconds of one compute instruction of `program` on
 /// `cluster`'s device: matmuls at the peak of their dtype times the
-/// measured efficiency for their size; other kernels at their measured rate
-/// per element, or bytes over memory bandwidth; plus the kernel overhead.
+/// measured efficiency for their size; convolutions likewise (as their
+/// implicit GEMM per group), or their bytes over memory bandwidth when that
+/// is longer; other kernels at their measured rate per element, or bytes
+/// over memory bandwidth; plus the kernel overhead.
 double instructionSeconds(const runtime::format::Program &program,
                           const runtime::format::Instruction &inst,
                           const DeviceSpec &device, double *flops = nullptr);

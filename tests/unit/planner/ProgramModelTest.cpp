@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace dtcc::planner {
 namespace {
 
@@ -126,6 +128,41 @@ TEST(ProgramModel, KernelsAtRooflineMeasuredRateAndGemmCurve) {
               flops / 0.4e12 + 64 * 256 * 3e-9 + 2e-6, 1e-15);
   EXPECT_EQ(time.value().flops, flops);
   ASSERT_EQ(time.value().kernels.size(), 2u);
+}
+
+TEST(ProgramModel, ConvolutionsAtTheirFlopsOrTheirBytes) {
+  Builder b;
+  Function *f = b.function("train_step");
+  int x = b.buffer({8, 16, 32, 32}), w = b.buffer({32, 16, 3, 3});
+  int y = b.buffer({8, 32, 32, 32});
+  b.kernel(f, "conv", {x, w}, {y});
+  b.kernel(f, "conv_input_grad", {y, w}, {x});
+  b.kernel(f, "conv_filter_grad", {x, y}, {w});
+  int dw = b.buffer({32, 1, 3, 3}), dx = b.buffer({8, 32, 32, 32});
+  Builder::attr(b.kernel(f, "conv", {y, dw}, {dx}), "groups", 32);
+  ClusterSpec c = roundCluster("cpu");
+  // Compute bound: 2 N O (C/groups) K Y = 2 * 8 * 32 * 16 * 9 * 1024.
+  double flops = 2.0 * 8 * 32 * 16 * 9 * 1024;
+  for (int i = 0; i < 3; ++i) {
+    double counted = 0;
+    EXPECT_NEAR(instructionSeconds(b.p, f->instructions(i), c.device, &counted),
+                flops / 0.5e12 + 1e-6, 1e-15)
+        << f->instructions(i).kernel();
+    EXPECT_EQ(counted, flops) << f->instructions(i).kernel();
+  }
+  // Depthwise: a ninth of a FLOP per byte, bound by memory.
+  double counted = 0;
+  double bytes = (2.0 * 8 * 32 * 32 * 32 + 32 * 9) * 4;
+  EXPECT_NEAR(instructionSeconds(b.p, f->instructions(3), c.device, &counted),
+              bytes / 1e11 + 1e-6, 1e-15);
+  EXPECT_EQ(counted, 2.0 * 8 * 32 * 9 * 1024);
+  // The efficiency curve is read at the implicit GEMM of a group,
+  // [O/groups, C/groups K] x [C/groups K, N Y]: cbrt(32 * 144 * 8192).
+  c.device.gemmEfficiency = {{300, 0.2}, {400, 0.3}};
+  double size = std::cbrt(32.0 * 144 * 8192);
+  double efficiency = 0.2 + 0.1 * std::log(size / 300) / std::log(400.0 / 300);
+  EXPECT_NEAR(instructionSeconds(b.p, f->instructions(0), c.device),
+              flops / (1e12 * efficiency) + 1e-6, 1e-15);
 }
 
 TEST(ProgramModel, MicroBatchesRunTrainStepThenApplyStep) {
