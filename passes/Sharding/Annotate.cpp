@@ -164,6 +164,10 @@ struct ShardAnnotatePass
       return false;
     };
     for (Operation &op : train.getBody().front()) {
+      if (auto conv = dyn_cast<graph::ConvOp>(op)) {
+        annotateConv(module, conv, tp, tpSize, split);
+        continue;
+      }
       // Vocab-parallel embedding: each rank holds a block of the rows.
       if (auto gather = dyn_cast<graph::GatherOp>(op)) {
         if (auto table = weightOf(gather.getOperand()))
@@ -219,6 +223,54 @@ struct ShardAnnotatePass
       split.insert(mm.getResult());
       split.insert(out);
     }
+  }
+
+  /// The convolutions' form of the same scheme, over channels: a filter
+  /// [O, C/groups, K..] whose input is whole is split by output channels
+  /// (its bias too), leaving the activation split by channels; a filter
+  /// whose input is split by channels is split by input channels (partial
+  /// sums, all-reduced before the bias) or, grouped (depthwise), by groups,
+  /// which keeps the activation split at no cost. Spatial dimensions stay
+  /// whole (no halo exchange).
+  void annotateConv(ModuleOp module, graph::ConvOp conv, StringAttr tp,
+                    int64_t tpSize, llvm::DenseSet<Value> &split) {
+    MLIRContext *ctx = module.getContext();
+    auto load = conv.getFilter().getDefiningOp<graph::LoadOp>();
+    auto w = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
+                  : graph::VariableOp();
+    bool inputSplit = split.contains(conv.getInput());
+    if (!w || !w.getTrainable() || w->hasAttr(kShardingAttr)) {
+      if (inputSplit)
+        split.insert(conv.getResult());
+      return;
+    }
+    auto wType = w.getTensorType();
+    int64_t rank = wType.getRank(), groups = conv.getGroups();
+    if (inputSplit && groups == 1) {
+      if (wType.getDimSize(1) % tpSize == 0)
+        w->setAttr(kShardingAttr, splitDim(ctx, rank, 1, tp, 1));
+      return;
+    }
+    // Output channels [groups, O/groups]: a grouped convolution of a split
+    // input must split its groups as the input is split.
+    bool divides = groups > 1 ? groups % tpSize == 0
+                              : wType.getDimSize(0) % tpSize == 0;
+    if (!divides)
+      return;
+    w->setAttr(kShardingAttr, splitDim(ctx, rank, 0, tp, 1));
+    split.insert(conv.getResult());
+    for (Operation *user : conv.getResult().getUsers())
+      if (auto add = dyn_cast<graph::AddOp>(user)) {
+        Value other = add.getLhs() == conv.getResult() ? add.getRhs() : add.getLhs();
+        auto b = other.getDefiningOp<graph::BroadcastInDimOp>();
+        auto bl = b ? b.getOperand().getDefiningOp<graph::LoadOp>() : graph::LoadOp();
+        auto bias = bl ? module.lookupSymbol<graph::VariableOp>(bl.getVariable())
+                       : graph::VariableOp();
+        if (bias && bias.getTensorType().getRank() == 1 &&
+            b.getDims() == ArrayRef<int64_t>{1} && !bias->hasAttr(kShardingAttr))
+          bias->setAttr(kShardingAttr, splitDim(ctx, 1, 0, tp, 1));
+        split.insert(add.getResult());
+      }
   }
 
   /// Explicit per-weight tensor-parallel layouts (a plan search's choices).

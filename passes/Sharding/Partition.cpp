@@ -435,6 +435,21 @@ LogicalResult FunctionPartitioner::fixAttributes(Operation *op,
       return failure();
     pad.setLow(*low);
     pad.setHigh(*high);
+  } else if (isa<graph::ConvOp, graph::ConvInputGradOp,
+                 graph::ConvFilterGradOp>(op)) {
+    // A split of the groups (the major factor of the channels) leaves each
+    // rank its own groups: its input channels over the channels per group.
+    auto shape = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getShape();
+    };
+    Value input = isa<graph::ConvInputGradOp>(op) ? op->getResult(0)
+                                                  : op->getOperand(0);
+    Value filter = isa<graph::ConvFilterGradOp>(op) ? op->getResult(0)
+                                                    : op->getOperand(1);
+    int64_t channels = shape(input)[1], perGroup = shape(filter)[1];
+    if (perGroup > 0 && channels % perGroup == 0)
+      op->setAttr("groups", IntegerAttr::get(IntegerType::get(op->getContext(), 64),
+                                             channels / perGroup));
   } else if (auto dropout = dyn_cast<graph::DropoutOp>(op)) {
     if (!ins.empty() && !ins[0].isReplicated())
       return op->emitOpError("on a split tensor is not supported: its mask "
