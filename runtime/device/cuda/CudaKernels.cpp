@@ -12,6 +12,9 @@
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/LaunchConfig.h"
+#ifdef DTCC_HAVE_CUDNN
+#include "runtime/device/cuda/CudaConv.h"
+#endif
 
 #include <cmath>
 
@@ -1087,6 +1090,10 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("lr_schedule", buildLrSchedule);
   add("adamw", buildAdamw);
   add("sgd", buildSgd);
+#ifdef DTCC_HAVE_CUDNN
+  // conv, conv_input_grad, conv_filter_grad (CudaConv.cpp).
+  registerCudaConvKernels(registry, device);
+#endif
 }
 
 } // namespace dtcc::runtime::cuda
