@@ -33,14 +33,14 @@ RankedTensorType withElement(Value v, Type element) {
 
 /// How an op is typed (see the pass description).
 enum class Policy {
-  Half,      ///< always in the half type (matmul)
+  Half,      ///< always in the half type (matmul, convolutions)
   Island,    ///< fp32 inside, half results outside (softmax, norms, grads)
   LossPath,  ///< fp32 inputs, fp32 results (log_softmax, cross_entropy)
   Widest,    ///< the widest of its non-constant float operands
 };
 
 Policy policyOf(Operation *op) {
-  if (isa<MatmulOp>(op))
+  if (isa<MatmulOp, ConvOp, ConvInputGradOp, ConvFilterGradOp>(op))
     return Policy::Half;
   if (isa<SoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp, LogSoftmaxGradOp,
           LayerNormGradOp, RmsNormGradOp, CrossEntropyGradOp>(op))

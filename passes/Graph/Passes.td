@@ -63,8 +63,10 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
     that cast feeds the forward and the backward pass. Ops are then typed by
     a policy close to PyTorch autocast:
 
-    - `dgraph.matmul` always runs in the half type (cuBLASLt accumulates in
-      fp32; the CPU backend goes through sgemm).
+    - `dgraph.matmul` and the convolutions (`conv`, `conv_input_grad`,
+      `conv_filter_grad`) always run in the half type (cuBLASLt and cuDNN
+      accumulate in fp32; the CPU backend goes through sgemm and oneDNN's
+      f32 convolutions).
     - Numerically sensitive ops run in fp32 with casts around them:
       `softmax`, `layer_norm`, `rms_norm` and the gradient ops
       (`softmax_grad`, `log_softmax_grad`, `layer_norm_grad`,

@@ -13,7 +13,8 @@ every step's loss must agree within --loss-rtol relative, and step 1's
 gradients within --grad-rtol of each tensor's largest magnitude. Then the
 cnn model runs under `--mesh dp=2 --zero 3` and `--mesh tp=2` on 2 ranks
 (mpirun, oversubscribed): every step's loss within 1e-5 relative of the
-single-device run. Exits non-zero on any difference.
+single-device run, and under `--dtype bf16` (convolutions in bf16) within
+2e-2 of the fp32 run. Exits non-zero on any difference.
 """
 import argparse
 import os
@@ -193,6 +194,25 @@ def parallel(dtcc, name, onnx_path, batches, single, work, check):
               f"one device (worst {err:.2e})")
 
 
+def mixed_precision(dtcc, name, onnx_path, batches, single, work, check):
+    """--dtype bf16: the convolutions run in bf16 (fp32 master weights) and
+    every loss tracks the fp32 run within 2e-2 relative."""
+    exe = os.path.join(work, name + "-bf16")
+    flags = TRAIN_FLAGS + ["--dtype", "bf16"]
+    ir = exe + ".train.mlir"
+    e2e_common.run([dtcc, "compile", onnx_path, "--compile-to=train", "-o", ir] + flags)
+    step = open(ir).read().split("func.func @train_step")[-1]
+    convs = [l for l in step.splitlines() if "dgraph.conv" in l]
+    check(len(convs) > 0 and all("xbf16>) -> tensor<" in l for l in convs),
+          f"{name} bf16: all {len(convs)} convolutions of the step compute in bf16")
+    e2e_common.run([dtcc, "compile", onnx_path, "-o", exe] + flags)
+    dump = exe + ".dump"
+    e2e_common.run([exe, "--batches", batches, "--steps", str(STEPS), "--log-every",
+                    "10", "--dump-outputs", dump])
+    err = float(np.max(np.abs(step_losses(dump) - single) / np.abs(single)))
+    check(err <= 2e-2, f"{name} bf16: every loss within 2e-2 of fp32 (worst {err:.2e})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtcc", required=True)
@@ -208,6 +228,8 @@ def main():
     try:
         for name in MODELS:
             onnx_path, batches, losses = parity(args.dtcc, name, work, check, args)
+            if name == "cnn":
+                mixed_precision(args.dtcc, name, onnx_path, batches, losses, work, check)
             if name == "cnn" and not args.no_parallel:
                 parallel(args.dtcc, name, onnx_path, batches, losses, work, check)
     finally:
