@@ -154,6 +154,8 @@ struct ConvCase {
   std::vector<int64_t> in, kernel, stride, dilation, low, high;
 };
 
+void PrintTo(const ConvCase &c, std::ostream *os) { *os << c.name; }
+
 /// Binds `kernel` on `device` with host-side `inputs`; returns the output
 /// as doubles.
 std::vector<double> runOn(Device &device, const std::string &kernel,
