@@ -2,11 +2,17 @@
 //
 // conv, conv_input_grad and conv_filter_grad (GraphConvOps.td). f32 runs on
 // oneDNN's convolution primitives (forward, backward data, backward
-// weights), created when the kernel is bound, on plain NC[D]HW / [G]OI[D]HW
-// layouts so that no reorder runs per step, with a user-owned scratchpad.
-// f64 (and f32 when oneDNN has no implementation, or DTCC_CPU_CONV=im2col)
-// is im2col + OpenBLAS GEMM per image and group; f16/bf16 are converted to
-// f32 scratch and run on oneDNN, as the other kernels compute halves in f32.
+// weights), created when the kernel is bound with the memory formats oneDNN
+// prefers (blocked, for its direct JIT kernels) and reorders between those
+// and dtcc's plain NC[D]HW buffers. f64 (and f32 when oneDNN has no
+// implementation, or DTCC_CPU_CONV=im2col) is im2col + OpenBLAS GEMM per
+// image and group; f16/bf16 are converted to f32 and run on oneDNN, as the
+// other kernels compute halves in f32.
+//
+// Scratch: the blocked copies, oneDNN's scratchpads, im2col's columns and
+// the f32 copies of halves live in one host buffer all convolution kernels
+// share (they run one at a time, on the rank's compute thread), sized when
+// the kernels are bound to the largest need, never grown while a step runs.
 //
 // Threads: Debian's oneDNN uses OpenMP (libgomp). Each kernel call sets the
 // OpenMP thread count to OMP_NUM_THREADS when it is set, else to
@@ -52,6 +58,51 @@ int convThreads() {
   }();
   return threads;
 }
+
+//===----------------------------------------------------------------------===//
+// Scratch
+//===----------------------------------------------------------------------===//
+
+/// The host buffer the convolution kernels share. Kernels reserve their
+/// bytes when bound and find the buffer's address when they run, so a
+/// kernel bound before a larger one still sees the final buffer.
+class ConvScratch {
+public:
+  static ConvScratch &get() {
+    static ConvScratch scratch;
+    return scratch;
+  }
+  void reserve(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes <= size_)
+      return;
+    size_t rounded = (bytes + 63) / 64 * 64;
+    buffer_.reset(static_cast<char *>(std::aligned_alloc(64, rounded)));
+    size_ = rounded;
+  }
+  char *data() const { return buffer_.get(); }
+
+private:
+  struct Free {
+    void operator()(char *p) const { std::free(p); }
+  };
+  std::mutex mutex_;
+  std::unique_ptr<char, Free> buffer_;
+  size_t size_ = 0;
+};
+
+/// A kernel's part of the shared scratch: regions from `base` on, each
+/// 64-byte aligned.
+struct ScratchRegion {
+  size_t base = 0, end = 0;
+  explicit ScratchRegion(size_t start) : base(start), end(start) {}
+  /// The offset (from the buffer's start) of `bytes` more.
+  size_t add(size_t bytes) {
+    size_t at = (end + 63) / 64 * 64;
+    end = at + bytes;
+    return at;
+  }
+};
 
 //===----------------------------------------------------------------------===//
 // im2col + GEMM (f64; f32 without oneDNN)
@@ -141,8 +192,8 @@ void col2im(const ConvGeometry &g, const T *col, T *dx) {
   });
 }
 
-/// One conv kernel as im2col + GEMM over images and groups, with its column
-/// buffer allocated when bound. T is float or double.
+/// One conv kernel as im2col + GEMM over images and groups, its column
+/// matrix in the shared scratch. T is float or double.
 template <typename T> struct Im2colConv {
   ConvGeometry g;
   ConvKind kind;
@@ -150,17 +201,19 @@ template <typename T> struct Im2colConv {
   T *out;
   /// A 1x1 kernel with stride 1 and no padding reads the input as it is.
   bool direct;
-  std::vector<T> col;
+  size_t colOffset = 0; ///< of the columns in the shared scratch
 
   Im2colConv(const ConvGeometry &geometry, ConvKind k, const T *a0,
-             const T *b0, T *o)
+             const T *b0, T *o, ScratchRegion &region)
       : g(geometry), kind(k), a(a0), b(b0), out(o) {
     direct = g.kernelPixels() == 1;
     for (int d = 0; d < ConvGeometry::kMaxSpatial; ++d)
       direct = direct && g.stride[d] == 1 && g.padLow[d] == 0 &&
                g.padHigh[d] == 0;
     if (!direct)
-      col.resize(size_t(g.inPerGroup() * g.kernelPixels() * g.outPixels()));
+      colOffset = region.add(sizeof(T) * size_t(g.inPerGroup() *
+                                                g.kernelPixels() *
+                                                g.outPixels()));
   }
 
   void run() {
@@ -170,7 +223,7 @@ template <typename T> struct Im2colConv {
     const int64_t outImage = g.outChannels * pixels;
     const int64_t inGroup = cg * g.inPixels(), outGroup = og * pixels;
     const int64_t filterGroup = og * rows;
-    T *colData = col.data();
+    T *colData = reinterpret_cast<T *>(ConvScratch::get().data() + colOffset);
     for (int64_t n = 0; n < g.batch; ++n)
       for (int64_t grp = 0; grp < g.groups; ++grp) {
         switch (kind) {
@@ -251,46 +304,69 @@ const DnnlContext &dnnlContext() {
   return context;
 }
 
-/// A plain (row-major) f32 memory descriptor of `dims`.
-Status plainDesc(dnnl_memory_desc_t &md, const std::vector<int64_t> &dims) {
+/// A plain (row-major) f32 memory descriptor of `dims`, or one whose
+/// format oneDNN chooses (`any`).
+Status memoryDesc(dnnl_memory_desc_t &md, const std::vector<int64_t> &dims,
+                  bool any) {
   static const dnnl_format_tag_t kTags[] = {dnnl_a, dnnl_ab, dnnl_abc,
                                             dnnl_abcd, dnnl_abcde, dnnl_abcdef};
   dnnl_dims_t d = {};
   for (size_t i = 0; i < dims.size(); ++i)
     d[i] = dims[i];
-  DTCC_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, int(dims.size()), d,
-                                               dnnl_f32, kTags[dims.size() - 1]));
+  DTCC_DNNL_CHECK(dnnl_memory_desc_init_by_tag(
+      &md, int(dims.size()), d, dnnl_f32,
+      any ? dnnl_format_tag_any : kTags[dims.size() - 1]));
   return Status::ok();
 }
 
-/// One oneDNN convolution primitive bound to fixed buffers: its memory
-/// objects, argument list and scratchpad are made once.
+template <typename T, dnnl_status_t (*Destroy)(T)> struct Owned {
+  T value = nullptr;
+  Owned() = default;
+  Owned(const Owned &) = delete;
+  ~Owned() {
+    if (value)
+      Destroy(value);
+  }
+};
+using OwnedPd = Owned<dnnl_primitive_desc_t, dnnl_primitive_desc_destroy>;
+using OwnedAttr = Owned<dnnl_primitive_attr_t, dnnl_primitive_attr_destroy>;
+
+/// One oneDNN convolution bound to fixed buffers: the convolution primitive
+/// on the formats oneDNN prefers, reorders from and to dtcc's plain buffers
+/// where those differ, and every memory object, made once. The blocked
+/// copies and the scratchpads are regions of the shared scratch, attached
+/// when the kernel runs.
 class DnnlConv {
 public:
   ~DnnlConv() {
     for (dnnl_memory_t m : memories_)
       dnnl_memory_destroy(m);
-    if (primitive_)
-      dnnl_primitive_destroy(primitive_);
+    for (dnnl_primitive_t p : primitives_)
+      dnnl_primitive_destroy(p);
   }
 
   /// `input`, `filter` and `output` are the convolution's (for the
   /// gradients: the buffers of those roles, read or written).
   static StatusOr<std::unique_ptr<DnnlConv>>
   create(const ConvGeometry &g, ConvKind kind, float *input, float *filter,
-         float *output) {
+         float *output, ScratchRegion &region) {
     const DnnlContext &ctx = dnnlContext();
     DTCC_RETURN_IF_ERROR(ctx.status);
     auto conv = std::unique_ptr<DnnlConv>(new DnnlConv());
-    dnnl_memory_desc_t src, weights, dst;
-    DTCC_RETURN_IF_ERROR(plainDesc(src, g.inputShape()));
-    DTCC_RETURN_IF_ERROR(plainDesc(dst, g.outputShape()));
+    conv->stream_ = ctx.stream;
     std::vector<int64_t> w = g.filterShape();
     if (g.groups > 1) { // [G, O/G, C/G, K..], the same bytes
       w[0] /= g.groups;
       w.insert(w.begin(), g.groups);
     }
-    DTCC_RETURN_IF_ERROR(plainDesc(weights, w));
+    // The user's (plain) formats and the convolution's (any).
+    dnnl_memory_desc_t src, weights, dst, srcAny, weightsAny, dstAny;
+    DTCC_RETURN_IF_ERROR(memoryDesc(src, g.inputShape(), false));
+    DTCC_RETURN_IF_ERROR(memoryDesc(weights, w, false));
+    DTCC_RETURN_IF_ERROR(memoryDesc(dst, g.outputShape(), false));
+    DTCC_RETURN_IF_ERROR(memoryDesc(srcAny, g.inputShape(), true));
+    DTCC_RETURN_IF_ERROR(memoryDesc(weightsAny, w, true));
+    DTCC_RETURN_IF_ERROR(memoryDesc(dstAny, g.outputShape(), true));
     dnnl_dims_t strides = {}, dilates = {}, low = {}, high = {};
     const int first = ConvGeometry::kMaxSpatial - g.spatial;
     for (int d = 0; d < g.spatial; ++d) {
@@ -299,99 +375,164 @@ public:
       low[d] = g.padLow[first + d];
       high[d] = g.padHigh[first + d];
     }
-    dnnl_primitive_attr_t attr = nullptr;
-    DTCC_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
-    std::unique_ptr<dnnl_primitive_attr, decltype(&dnnl_primitive_attr_destroy)>
-        attrGuard(attr, dnnl_primitive_attr_destroy);
-    DTCC_DNNL_CHECK(
-        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    OwnedAttr attr;
+    DTCC_DNNL_CHECK(dnnl_primitive_attr_create(&attr.value));
+    DTCC_DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(
+        attr.value, dnnl_scratchpad_mode_user));
     // The backward primitives take the forward's descriptor as a hint.
     dnnl_convolution_desc_t fwdDesc;
     DTCC_DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(
-        &fwdDesc,
-        kind == ConvKind::kForward ? dnnl_forward_inference : dnnl_forward_training,
-        dnnl_convolution_direct, &src, &weights, nullptr, &dst, strides, dilates,
-        low, high));
-    dnnl_primitive_desc_t fwd = nullptr, pd = nullptr;
-    DTCC_DNNL_CHECK(
-        dnnl_primitive_desc_create(&fwd, &fwdDesc, attr, ctx.engine, nullptr));
-    std::unique_ptr<dnnl_primitive_desc, decltype(&dnnl_primitive_desc_destroy)>
-        fwdGuard(fwd, dnnl_primitive_desc_destroy);
-    std::vector<std::pair<int, void *>> args;
+        &fwdDesc, dnnl_forward_training, dnnl_convolution_direct, &srcAny,
+        &weightsAny, nullptr, &dstAny, strides, dilates, low, high));
+    OwnedPd fwd, bwd;
+    DTCC_DNNL_CHECK(dnnl_primitive_desc_create(&fwd.value, &fwdDesc, attr.value,
+                                               ctx.engine, nullptr));
+    dnnl_primitive_desc_t pd = fwd.value;
+    // (argument, user buffer, user format, whether the primitive writes it)
+    struct Arg {
+      int arg;
+      void *data;
+      const dnnl_memory_desc_t *user;
+      bool written;
+    };
+    std::vector<Arg> args;
     if (kind == ConvKind::kForward) {
-      pd = fwd;
-      fwdGuard.release();
-      args = {{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, filter},
-              {DNNL_ARG_DST, output}};
-    } else if (kind == ConvKind::kInputGrad) {
-      dnnl_convolution_desc_t desc;
-      DTCC_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(
-          &desc, dnnl_convolution_direct, &src, &weights, &dst, strides,
-          dilates, low, high));
-      DTCC_DNNL_CHECK(
-          dnnl_primitive_desc_create(&pd, &desc, attr, ctx.engine, fwd));
-      args = {{DNNL_ARG_DIFF_SRC, input}, {DNNL_ARG_WEIGHTS, filter},
-              {DNNL_ARG_DIFF_DST, output}};
+      args = {{DNNL_ARG_SRC, input, &src, false},
+              {DNNL_ARG_WEIGHTS, filter, &weights, false},
+              {DNNL_ARG_DST, output, &dst, true}};
     } else {
       dnnl_convolution_desc_t desc;
-      DTCC_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(
-          &desc, dnnl_convolution_direct, &src, &weights, nullptr, &dst,
-          strides, dilates, low, high));
-      DTCC_DNNL_CHECK(
-          dnnl_primitive_desc_create(&pd, &desc, attr, ctx.engine, fwd));
-      args = {{DNNL_ARG_SRC, input}, {DNNL_ARG_DIFF_WEIGHTS, filter},
-              {DNNL_ARG_DIFF_DST, output}};
+      if (kind == ConvKind::kInputGrad) {
+        DTCC_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(
+            &desc, dnnl_convolution_direct, &srcAny, &weightsAny, &dstAny,
+            strides, dilates, low, high));
+        args = {{DNNL_ARG_DIFF_DST, output, &dst, false},
+                {DNNL_ARG_WEIGHTS, filter, &weights, false},
+                {DNNL_ARG_DIFF_SRC, input, &src, true}};
+      } else {
+        DTCC_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(
+            &desc, dnnl_convolution_direct, &srcAny, &weightsAny, nullptr,
+            &dstAny, strides, dilates, low, high));
+        args = {{DNNL_ARG_SRC, input, &src, false},
+                {DNNL_ARG_DIFF_DST, output, &dst, false},
+                {DNNL_ARG_DIFF_WEIGHTS, filter, &weights, true}};
+      }
+      DTCC_DNNL_CHECK(dnnl_primitive_desc_create(&bwd.value, &desc, attr.value,
+                                                 ctx.engine, fwd.value));
+      pd = bwd.value;
     }
-    std::unique_ptr<dnnl_primitive_desc, decltype(&dnnl_primitive_desc_destroy)>
-        pdGuard(pd, dnnl_primitive_desc_destroy);
     const char *impl = nullptr;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) ==
             dnnl_success &&
         impl)
       conv->impl_ = impl;
-    // Every argument is plain f32, as asked: the primitive reads the
-    // kernel's buffers in place.
-    for (auto [arg, data] : args) {
-      const dnnl_memory_desc_t *md =
-          dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg);
-      dnnl_memory_t mem = nullptr;
-      DTCC_DNNL_CHECK(dnnl_memory_create(&mem, md, ctx.engine, data));
-      conv->memories_.push_back(mem);
-      conv->args_.push_back({arg, mem});
+
+    // Each argument: the user's buffer itself when the primitive takes its
+    // plain format, else a copy in the chosen format with a reorder before
+    // (inputs) or after (the result).
+    Step main, after;
+    std::vector<Step> before;
+    for (const Arg &a : args) {
+      const dnnl_memory_desc_t *chosen =
+          dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, a.arg);
+      DTCC_ASSIGN_OR_RETURN(dnnl_memory_t user,
+                            conv->memory(a.user, a.data, ctx.engine));
+      if (dnnl_memory_desc_equal(chosen, a.user)) {
+        main.args.push_back({a.arg, user});
+        continue;
+      }
+      DTCC_ASSIGN_OR_RETURN(
+          dnnl_memory_t copy,
+          conv->scratchMemory(chosen, dnnl_memory_desc_get_size(chosen),
+                              ctx.engine, region));
+      main.args.push_back({a.arg, copy});
+      Step reorder;
+      DTCC_RETURN_IF_ERROR(conv->reorder(a.written ? chosen : a.user,
+                                         a.written ? a.user : chosen,
+                                         a.written ? copy : user,
+                                         a.written ? user : copy, attr.value,
+                                         ctx.engine, region, reorder));
+      (a.written ? after : before.emplace_back()) = std::move(reorder);
     }
-    const dnnl_memory_desc_t *scratchMd =
-        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if (size_t bytes = scratchMd ? dnnl_memory_desc_get_size(scratchMd) : 0) {
-      conv->scratch_.resize((bytes + sizeof(double) - 1) / sizeof(double));
-      dnnl_memory_t mem = nullptr;
-      DTCC_DNNL_CHECK(
-          dnnl_memory_create(&mem, scratchMd, ctx.engine, conv->scratch_.data()));
-      conv->memories_.push_back(mem);
-      conv->args_.push_back({DNNL_ARG_SCRATCHPAD, mem});
-    }
-    DTCC_DNNL_CHECK(dnnl_primitive_create(&conv->primitive_, pd));
-    conv->stream_ = ctx.stream;
+    DTCC_RETURN_IF_ERROR(conv->finish(pd, ctx.engine, region, main));
+    conv->steps_ = std::move(before);
+    conv->steps_.push_back(std::move(main));
+    if (after.primitive)
+      conv->steps_.push_back(std::move(after));
     return conv;
   }
 
   Status run() {
     omp_set_num_threads(convThreads());
-    DTCC_DNNL_CHECK(dnnl_primitive_execute(primitive_, stream_, int(args_.size()),
-                                           args_.data()));
+    char *scratch = ConvScratch::get().data();
+    for (auto [memory, offset] : scratchMemories_)
+      DTCC_DNNL_CHECK(dnnl_memory_set_data_handle(memory, scratch + offset));
+    for (const Step &step : steps_)
+      DTCC_DNNL_CHECK(dnnl_primitive_execute(step.primitive, stream_,
+                                             int(step.args.size()),
+                                             step.args.data()));
     DTCC_DNNL_CHECK(dnnl_stream_wait(stream_));
     return Status::ok();
   }
 
-  /// oneDNN's name for the implementation it chose ("gemm:jit", ...).
+  /// oneDNN's name for the convolution's implementation ("jit:avx512_core",
+  /// "gemm:jit", ...).
   const std::string &impl() const { return impl_; }
 
 private:
+  struct Step {
+    dnnl_primitive_t primitive = nullptr;
+    std::vector<dnnl_exec_arg_t> args;
+  };
+
   DnnlConv() = default;
-  dnnl_primitive_t primitive_ = nullptr;
+
+  StatusOr<dnnl_memory_t> memory(const dnnl_memory_desc_t *md, void *data,
+                                 dnnl_engine_t engine) {
+    dnnl_memory_t m = nullptr;
+    DTCC_DNNL_CHECK(dnnl_memory_create(&m, md, engine, data));
+    memories_.push_back(m);
+    return m;
+  }
+  /// A memory object over `bytes` of the shared scratch (attached at run).
+  StatusOr<dnnl_memory_t> scratchMemory(const dnnl_memory_desc_t *md,
+                                        size_t bytes, dnnl_engine_t engine,
+                                        ScratchRegion &region) {
+    DTCC_ASSIGN_OR_RETURN(dnnl_memory_t m,
+                          memory(md, DNNL_MEMORY_NONE, engine));
+    scratchMemories_.push_back({m, region.add(bytes)});
+    return m;
+  }
+  /// Creates `pd`'s primitive into `step`, with its scratchpad.
+  Status finish(const_dnnl_primitive_desc_t pd, dnnl_engine_t engine,
+                ScratchRegion &region, Step &step) {
+    const dnnl_memory_desc_t *md =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (size_t bytes = md ? dnnl_memory_desc_get_size(md) : 0) {
+      DTCC_ASSIGN_OR_RETURN(dnnl_memory_t m,
+                            scratchMemory(md, bytes, engine, region));
+      step.args.push_back({DNNL_ARG_SCRATCHPAD, m});
+    }
+    DTCC_DNNL_CHECK(dnnl_primitive_create(&step.primitive, pd));
+    primitives_.push_back(step.primitive);
+    return Status::ok();
+  }
+  Status reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                 dnnl_memory_t src, dnnl_memory_t dst,
+                 const_dnnl_primitive_attr_t attr, dnnl_engine_t engine,
+                 ScratchRegion &region, Step &step) {
+    OwnedPd pd;
+    DTCC_DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd.value, from, engine,
+                                                       to, engine, attr));
+    step.args = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+    return finish(pd.value, engine, region, step);
+  }
+
   dnnl_stream_t stream_ = nullptr;
+  std::vector<dnnl_primitive_t> primitives_;
   std::vector<dnnl_memory_t> memories_;
-  std::vector<dnnl_exec_arg_t> args_;
-  std::vector<double> scratch_; ///< the scratchpad (8-byte aligned)
+  std::vector<std::pair<dnnl_memory_t, size_t>> scratchMemories_;
+  std::vector<Step> steps_;
   std::string impl_;
 };
 
@@ -403,9 +544,7 @@ private:
 struct Roles {
   void *input, *filter, *output;
 };
-Roles rolesOf(const KernelContext &ctx, ConvKind kind) {
-  void *in0 = ctx.inputs[0].data, *in1 = ctx.inputs[1].data,
-       *out = ctx.outputs[0].data;
+Roles rolesOf(void *in0, void *in1, void *out, ConvKind kind) {
   switch (kind) {
   case ConvKind::kForward:
     return {in0, in1, out};
@@ -424,15 +563,16 @@ bool forceIm2col() {
   return v && std::string(v) == "im2col";
 }
 
-/// f32: oneDNN, or im2col + sgemm where oneDNN has no implementation.
-StatusOr<KernelFn> bindFloat(const ConvGeometry &g, ConvKind kind, Roles r,
-                             const KernelContext &ctx, const float *a,
-                             const float *b, float *out) {
+/// f32 on the kernel's operands a, b -> out: oneDNN, or im2col + sgemm
+/// where oneDNN has no implementation.
+StatusOr<KernelFn> bindFloat(const ConvGeometry &g, ConvKind kind,
+                             const KernelContext &ctx, float *a, float *b,
+                             float *out, ScratchRegion &region) {
   if (!forceIm2col()) {
-    auto dnnl =
-        DnnlConv::create(g, kind, static_cast<float *>(r.input),
-                         static_cast<float *>(r.filter),
-                         static_cast<float *>(r.output));
+    Roles r = rolesOf(a, b, out, kind);
+    auto dnnl = DnnlConv::create(g, kind, static_cast<float *>(r.input),
+                                 static_cast<float *>(r.filter),
+                                 static_cast<float *>(r.output), region);
     if (dnnl.isOk()) {
       std::shared_ptr<DnnlConv> conv = std::move(dnnl).value();
       std::string prefix = errorPrefix(ctx);
@@ -443,44 +583,40 @@ StatusOr<KernelFn> bindFloat(const ConvGeometry &g, ConvKind kind, Roles r,
     if (dnnl.status().code() != StatusCode::kUnimplemented)
       return dnnl.status().withContext(errorPrefix(ctx) + "binding oneDNN");
   }
-  auto conv = std::make_shared<Im2colConv<float>>(g, kind, a, b, out);
+  auto conv = std::make_shared<Im2colConv<float>>(g, kind, a, b, out, region);
   return KernelFn([conv]() -> Status {
     conv->run();
     return Status::ok();
   });
 }
 
-/// f16/bf16: the operands converted to f32 scratch, the f32 kernel, the
-/// result rounded back.
+/// f16/bf16: the operands converted to f32 copies (owned by the kernel: the
+/// f32 kernel binds on their addresses), the f32 kernel, the result rounded
+/// back.
 template <typename S>
 StatusOr<KernelFn> bindHalf(const ConvGeometry &g, ConvKind kind,
-                            const KernelContext &ctx) {
-  struct Scratch {
+                            const KernelContext &ctx, ScratchRegion &region) {
+  struct Copies {
     std::vector<float> a, b, out;
   };
-  auto s = std::make_shared<Scratch>();
-  s->a.resize(size_t(ctx.inputs[0].numel()));
-  s->b.resize(size_t(ctx.inputs[1].numel()));
-  s->out.resize(size_t(ctx.outputs[0].numel()));
-  KernelContext scratchCtx = ctx;
-  scratchCtx.inputs[0].data = s->a.data();
-  scratchCtx.inputs[1].data = s->b.data();
-  scratchCtx.outputs[0].data = s->out.data();
-  DTCC_ASSIGN_OR_RETURN(
-      KernelFn inner,
-      bindFloat(g, kind, rolesOf(scratchCtx, kind), ctx, s->a.data(),
-                s->b.data(), s->out.data()));
+  auto copies = std::make_shared<Copies>();
+  copies->a.resize(size_t(ctx.inputs[0].numel()));
+  copies->b.resize(size_t(ctx.inputs[1].numel()));
+  copies->out.resize(size_t(ctx.outputs[0].numel()));
+  DTCC_ASSIGN_OR_RETURN(KernelFn inner,
+                        bindFloat(g, kind, ctx, copies->a.data(),
+                                  copies->b.data(), copies->out.data(), region));
   const S *a = static_cast<const S *>(ctx.inputs[0].data);
   const S *b = static_cast<const S *>(ctx.inputs[1].data);
   S *out = static_cast<S *>(ctx.outputs[0].data);
-  return KernelFn([s, inner, a, b, out]() -> Status {
-    for (size_t i = 0; i < s->a.size(); ++i)
-      s->a[i] = Elem<S>::load(a[i]);
-    for (size_t i = 0; i < s->b.size(); ++i)
-      s->b[i] = Elem<S>::load(b[i]);
+  return KernelFn([copies, inner, a, b, out]() -> Status {
+    for (size_t i = 0; i < copies->a.size(); ++i)
+      copies->a[i] = Elem<S>::load(a[i]);
+    for (size_t i = 0; i < copies->b.size(); ++i)
+      copies->b[i] = Elem<S>::load(b[i]);
     DTCC_RETURN_IF_ERROR(inner());
-    for (size_t i = 0; i < s->out.size(); ++i)
-      out[i] = Elem<S>::store(s->out[i]);
+    for (size_t i = 0; i < copies->out.size(); ++i)
+      out[i] = Elem<S>::store(copies->out[i]);
     return Status::ok();
   });
 }
@@ -503,30 +639,35 @@ StatusOr<KernelFn> buildConv(const KernelContext &ctx, ConvKind kind) {
   }
   if (out.numel() == 0)
     return KernelFn([]() -> Status { return Status::ok(); });
-  const DType dtype = out.dtype;
-  switch (dtype) {
-  case DType::kF32:
-    return bindFloat(g, kind, rolesOf(ctx, kind), ctx,
-                     static_cast<const float *>(ctx.inputs[0].data),
-                     static_cast<const float *>(ctx.inputs[1].data),
-                     static_cast<float *>(out.data));
-  case DType::kF64: {
-    auto conv = std::make_shared<Im2colConv<double>>(
-        g, kind, static_cast<const double *>(ctx.inputs[0].data),
-        static_cast<const double *>(ctx.inputs[1].data),
-        static_cast<double *>(out.data));
-    return KernelFn([conv]() -> Status {
-      conv->run();
-      return Status::ok();
-    });
-  }
-  case DType::kF16:
-    return bindHalf<Half>(g, kind, ctx);
-  case DType::kBF16:
-    return bindHalf<BFloat16>(g, kind, ctx);
-  default:
-    return unsupportedDType(ctx, dtype, kSetFloats);
-  }
+  ScratchRegion region(0);
+  auto bind = [&]() -> StatusOr<KernelFn> {
+    switch (out.dtype) {
+    case DType::kF32:
+      return bindFloat(g, kind, ctx, static_cast<float *>(ctx.inputs[0].data),
+                       static_cast<float *>(ctx.inputs[1].data),
+                       static_cast<float *>(out.data), region);
+    case DType::kF64: {
+      auto conv = std::make_shared<Im2colConv<double>>(
+          g, kind, static_cast<const double *>(ctx.inputs[0].data),
+          static_cast<const double *>(ctx.inputs[1].data),
+          static_cast<double *>(out.data), region);
+      return KernelFn([conv]() -> Status {
+        conv->run();
+        return Status::ok();
+      });
+    }
+    case DType::kF16:
+      return bindHalf<Half>(g, kind, ctx, region);
+    case DType::kBF16:
+      return bindHalf<BFloat16>(g, kind, ctx, region);
+    default:
+      return unsupportedDType(ctx, out.dtype, kSetFloats);
+    }
+  };
+  StatusOr<KernelFn> fn = bind();
+  if (fn.isOk())
+    ConvScratch::get().reserve(region.end);
+  return fn;
 }
 
 } // namespace
