@@ -1,6 +1,7 @@
 //===- ConvOps.cpp - ONNX convolutions to dgraph --------------------------===//
 //
-// Conv and ConvInteger become dgraph.conv; ConvTranspose becomes
+// Conv, ConvInteger and QLinearConv become dgraph.conv (the integer ones
+// in f64, exactly); ConvTranspose becomes
 // dgraph.conv_input_grad (a transposed convolution is the input gradient of
 // a convolution), followed by a pad when ONNX asks for an output the
 // gradient's window cannot produce (negative padding from output_shape, or
@@ -203,11 +204,52 @@ LogicalResult importConv(NodeImporter &n) {
   return success();
 }
 
-/// ConvInteger: (x - x_zero_point) conv (w - w_zero_point) accumulated in
-/// int32. The products are computed in f64, which holds every sum of 8-bit
-/// products exactly (up to 2^53), and converted back.
-LogicalResult importConvInteger(NodeImporter &n) {
-  Value x = n.input(0), w = n.input(1);
+/// Input `i` (one element, or with `perChannel` one per entry of dimension
+/// `dim` of `like`) in f64, broadcast to `like`'s shape; `what` names it.
+FailureOr<Value> broadcastParameter(NodeImporter &n, int i, StringRef what,
+                                    RankedTensorType like, int64_t dim,
+                                    bool perChannel) {
+  Value v = n.input(i);
+  auto vt = typeOf(v);
+  auto target = RankedTensorType::get(like.getShape(), n.builder().getF64Type());
+  Value f = n.castTo(v, target.getElementType());
+  if (vt.getNumElements() == 1)
+    return n.broadcastTo(n.reshape(f, {}), target.getShape());
+  if (perChannel && vt.getRank() == 1 &&
+      vt.getDimSize(0) == like.getDimSize(dim))
+    return n.fold<BroadcastInDimOp>(target, f, ArrayRef<int64_t>{dim});
+  return n.error() << "expected " << what << " (input " << i << ") "
+                   << (perChannel ? "with one element or one per output channel "
+                                    "("
+                                  : "with one element")
+                   << (perChannel ? std::to_string(like.getDimSize(dim)) + ")"
+                                  : std::string())
+                   << ", got " << vt;
+}
+
+/// The 8-bit operand `v` minus its zero point (input `zp`, of v's type;
+/// for weights possibly one per output channel), in f64.
+FailureOr<Value> centered(NodeImporter &n, Value v, int zp, bool weights) {
+  auto vt = typeOf(v);
+  Value f = n.castTo(v, n.builder().getF64Type());
+  if (!n.hasInput(zp))
+    return f;
+  if (typeOf(n.input(zp)).getElementType() != vt.getElementType())
+    return n.error() << "expected zero point (input " << zp << ") of type "
+                     << vt.getElementType() << ", got " << n.input(zp).getType();
+  auto z = broadcastParameter(n, zp, "zero point", typeOf(f), 0, weights);
+  if (failed(z))
+    return failure();
+  return n.fold<SubOp>(f, *z);
+}
+
+/// The shared part of ConvInteger and QLinearConv: checks x (input 0) and
+/// w (input `wInput`), both 8-bit, and builds conv(x - x_zero_point, w -
+/// w_zero_point) in f64, which holds every sum of 8-bit products exactly
+/// (up to 2^53).
+FailureOr<Value> integerConv(NodeImporter &n, int wInput, int xZero,
+                             int wZero) {
+  Value x = n.input(0), w = n.input(wInput);
   auto xt = typeOf(x), wt = typeOf(w);
   auto is8Bit = [](Type t) { return t.isInteger(8); };
   if (!is8Bit(xt.getElementType()) || !is8Bit(wt.getElementType()))
@@ -219,44 +261,71 @@ LogicalResult importConvInteger(NodeImporter &n) {
   SmallVector<int64_t> low, high;
   if (failed(convPads(n, xt, wt, *win, low, high)))
     return failure();
-  Type f64 = n.builder().getF64Type();
-  // Each operand minus its zero point: a scalar, or for w one per output
-  // channel (dimension 0).
-  auto centered = [&](Value v, int zpInput,
-                      bool perChannel) -> FailureOr<Value> {
-    Value f = n.castTo(v, f64);
-    if (!n.hasInput(zpInput))
-      return f;
-    Value zp = n.input(zpInput);
-    auto zt = typeOf(zp), vt = typeOf(v);
-    if (zt.getElementType() != vt.getElementType())
-      return n.error() << "expected zero point (input " << zpInput
-                       << ") of type " << vt.getElementType() << ", got "
-                       << zt;
-    auto ft = typeOf(f);
-    Value z = n.castTo(zp, f64);
-    if (zt.getNumElements() == 1) {
-      z = n.broadcastTo(n.reshape(z, {}), ft.getShape());
-    } else if (perChannel && zt.getRank() == 1 &&
-               zt.getDimSize(0) == vt.getDimSize(0)) {
-      z = n.fold<BroadcastInDimOp>(ft, z, ArrayRef<int64_t>{0});
-    } else {
-      return n.error() << "expected zero point (input " << zpInput << ") "
-                       << (perChannel ? "with one element or one per output "
-                                        "channel"
-                                      : "with one element")
-                       << ", got " << zt;
-    }
-    return n.fold<SubOp>(f, z);
-  };
-  auto xf = centered(x, 2, false);
+  auto xf = centered(n, x, xZero, false);
   if (failed(xf))
     return failure();
-  auto wf = centered(w, 3, true);
+  auto wf = centered(n, w, wZero, true);
   if (failed(wf))
     return failure();
-  Value y = createConv(n, *xf, *wf, *win, low, high);
-  n.setOutput(0, n.castTo(y, n.builder().getIntegerType(32)));
+  return createConv(n, *xf, *wf, *win, low, high);
+}
+
+/// ConvInteger: the sums of products of the centered operands, as int32.
+LogicalResult importConvInteger(NodeImporter &n) {
+  auto y = integerConv(n, 1, 2, 3);
+  if (failed(y))
+    return failure();
+  n.setOutput(0, n.castTo(*y, n.builder().getIntegerType(32)));
+  return success();
+}
+
+/// QLinearConv: the integer convolution plus the int32 bias B, scaled by
+/// x_scale * w_scale / y_scale (w_scale possibly per output channel),
+/// rounded to nearest even, offset by y_zero_point and saturated to
+/// y_zero_point's 8-bit type. In f64: exact up to the final rounding.
+LogicalResult importQLinearConv(NodeImporter &n) {
+  for (int i : {1, 4, 6})
+    if (!typeOf(n.input(i)).getElementType().isF32())
+      return n.error() << "expected a float32 scale (input " << i << "), got "
+                       << n.input(i).getType();
+  auto acc = integerConv(n, 3, 2, 5);
+  if (failed(acc))
+    return failure();
+  Value y = *acc;
+  auto type = typeOf(y);
+  if (n.hasInput(8)) {
+    auto bt = typeOf(n.input(8));
+    if (!bt.getElementType().isInteger(32) || bt.getRank() != 1 ||
+        bt.getDimSize(0) != type.getDimSize(1))
+      return n.error() << "expected an int32 bias B of shape ["
+                       << type.getDimSize(1) << "], got " << bt;
+    auto b = broadcastParameter(n, 8, "bias", type, 1, true);
+    if (failed(b))
+      return failure();
+    y = n.fold<AddOp>(y, *b);
+  }
+  auto xs = broadcastParameter(n, 1, "x_scale", type, 1, false);
+  auto ws = broadcastParameter(n, 4, "w_scale", type, 1, true);
+  auto ys = broadcastParameter(n, 6, "y_scale", type, 1, false);
+  if (failed(xs) || failed(ws) || failed(ys))
+    return failure();
+  Value scale = n.fold<DivOp>(n.fold<MulOp>(*xs, *ws), *ys);
+  Value q = n.fold<RoundOp>(n.fold<MulOp>(y, scale));
+  Type out = n.builder().getIntegerType(8, false);
+  if (n.hasInput(7)) {
+    out = typeOf(n.input(7)).getElementType();
+    if (!out.isInteger(8))
+      return n.error() << "expected an 8-bit y_zero_point (input 7), got "
+                       << n.input(7).getType();
+    auto zp = broadcastParameter(n, 7, "y_zero_point", type, 1, false);
+    if (failed(zp))
+      return failure();
+    q = n.fold<AddOp>(q, *zp);
+  }
+  bool isSigned = !out.isUnsignedInteger();
+  q = n.fold<MaxOp>(q, n.splat(type, isSigned ? -128 : 0));
+  q = n.fold<MinOp>(q, n.splat(type, isSigned ? 127 : 255));
+  n.setOutput(0, n.castTo(q, out));
   return success();
 }
 
@@ -387,6 +456,7 @@ void appendConvOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
       {"Conv", 1, importConv},
       {"ConvInteger", 10, importConvInteger},
+      {"QLinearConv", 10, importQLinearConv},
       {"ConvTranspose", 1, importConvTranspose},
   });
 }
