@@ -9,10 +9,11 @@
 // image and group; f16/bf16 are converted to f32 and run on oneDNN, as the
 // other kernels compute halves in f32.
 //
-// Scratch: the blocked copies, oneDNN's scratchpads, im2col's columns and
-// the f32 copies of halves live in one host buffer all convolution kernels
-// share (they run one at a time, on the rank's compute thread), sized when
-// the kernels are bound to the largest need, never grown while a step runs.
+// Scratch: the blocked copies, oneDNN's scratchpads and im2col's columns
+// live in one host buffer all convolution kernels share (they run one at a
+// time, on the rank's compute thread), sized when the kernels are bound to
+// the largest need, never grown while a step runs. f16/bf16 kernels keep
+// their own f32 copies of their operands.
 //
 // Threads: Debian's oneDNN uses OpenMP (libgomp). Each kernel call sets the
 // OpenMP thread count to OMP_NUM_THREADS when it is set, else to
@@ -72,13 +73,18 @@ public:
     static ConvScratch scratch;
     return scratch;
   }
-  void reserve(size_t bytes) {
+  /// False when the memory cannot be had.
+  bool reserve(size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (bytes <= size_)
-      return;
+      return true;
     size_t rounded = (bytes + 63) / 64 * 64;
-    buffer_.reset(static_cast<char *>(std::aligned_alloc(64, rounded)));
+    char *p = static_cast<char *>(std::aligned_alloc(64, rounded));
+    if (!p)
+      return false;
+    buffer_.reset(p);
     size_ = rounded;
+    return true;
   }
   char *data() const { return buffer_.get(); }
 
@@ -91,11 +97,10 @@ private:
   size_t size_ = 0;
 };
 
-/// A kernel's part of the shared scratch: regions from `base` on, each
+/// A kernel's part of the shared scratch: regions from offset 0 on, each
 /// 64-byte aligned.
 struct ScratchRegion {
-  size_t base = 0, end = 0;
-  explicit ScratchRegion(size_t start) : base(start), end(start) {}
+  size_t end = 0;
   /// The offset (from the buffer's start) of `bytes` more.
   size_t add(size_t bytes) {
     size_t at = (end + 63) / 64 * 64;
@@ -639,7 +644,7 @@ StatusOr<KernelFn> buildConv(const KernelContext &ctx, ConvKind kind) {
   }
   if (out.numel() == 0)
     return KernelFn([]() -> Status { return Status::ok(); });
-  ScratchRegion region(0);
+  ScratchRegion region;
   auto bind = [&]() -> StatusOr<KernelFn> {
     switch (out.dtype) {
     case DType::kF32:
@@ -665,8 +670,9 @@ StatusOr<KernelFn> buildConv(const KernelContext &ctx, ConvKind kind) {
     }
   };
   StatusOr<KernelFn> fn = bind();
-  if (fn.isOk())
-    ConvScratch::get().reserve(region.end);
+  if (fn.isOk() && !ConvScratch::get().reserve(region.end))
+    return ctx.error("cannot allocate ", region.end,
+                     " bytes of convolution scratch");
   return fn;
 }
 
