@@ -78,6 +78,20 @@ void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
   for (auto &t : rule.results)
     tensors.push_back(&t);
   auto used = [&](StringAttr a) { return axes.uses(a); };
+  // A sharding splits a dimension once: a factor sharing a dimension of
+  // any of the op's tensors with a split factor stays whole (a convolution
+  // gradient whose channels are [groups, channels per group], the groups
+  // over dp and the channels over tp, would otherwise compute its channels
+  // as groups of their own).
+  auto sharesSplitDim = [&](int64_t f) {
+    for (const ShardingRule::TensorFactors *t : tensors)
+      for (const auto &dim : *t)
+        if (llvm::is_contained(dim, f))
+          for (int64_t other : dim)
+            if (other != f && !axes.axes[other].empty())
+              return true;
+    return false;
+  };
   for (int pass = 0; pass < 2; ++pass)
     for (auto [i, sharding] : llvm::enumerate(shardings)) {
       if (!sharding || i >= tensors.size())
@@ -105,7 +119,7 @@ void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
               axes.groups[f] != g ||
               llvm::any_of(want.drop_front(have.size()), used))
             continue;
-        } else if (llvm::any_of(want, used)) {
+        } else if (llvm::any_of(want, used) || sharesSplitDim(f)) {
           continue;
         }
         if (rule.factors[f].size % (g * axesSize(mesh, dim.getAxes())) != 0)
