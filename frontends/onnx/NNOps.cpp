@@ -332,9 +332,10 @@ LogicalResult importDropout(NodeImporter &n) {
                      ? n.attrInt("seed", 0)
                      : (int64_t)llvm::xxh3_64bits(n.getNode().name() +
                                                   n.getNode().output(0));
-  auto op = n.create<DropoutOp>(type, maskType, x, n.stepCounter(),
+  auto op = n.create<DropoutOp>(type, maskType, x, n.stepCounter(), Value(),
                                 n.builder().getF32FloatAttr(ratio),
-                                n.builder().getI64IntegerAttr(seed));
+                                n.builder().getI64IntegerAttr(seed),
+                                DenseI64ArrayAttr());
   n.setOutput(0, op.getResult());
   n.setOutput(1, op.getMask());
   return success();

@@ -202,9 +202,12 @@ def ShardPartition : Pass<"dtcc-shard-partition", "mlir::ModuleOp"> {
 
     Variables get their local type and keep their global initial value and
     `dshard.sharding` (the runtime takes its block of it); slice and pad
-    bounds on split dimensions are divided by the split.
+    bounds on split dimensions are divided by the split. A dropout on a
+    split tensor gets its block's offsets (from `dshard.axis_index`) and
+    the whole tensor's shape, so that it draws the mask one device would.
 
-    Errors: a dimension the sharding does not divide (named, with the op).
+    Errors: a dimension the sharding does not divide (named, with the op);
+    a dropout on a dimension split in groups (non-contiguous blocks).
   }];
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }

@@ -165,7 +165,6 @@ DTCC_ELEMENTWISE_RULE(ConstantOp)
 DTCC_ELEMENTWISE_RULE(CosOp)
 DTCC_ELEMENTWISE_RULE(CoshOp)
 DTCC_ELEMENTWISE_RULE(DivOp)
-DTCC_ELEMENTWISE_RULE(DropoutOp)
 DTCC_ELEMENTWISE_RULE(EqOp)
 DTCC_ELEMENTWISE_RULE(ErfOp)
 DTCC_ELEMENTWISE_RULE(ExpOp)
@@ -208,6 +207,22 @@ DTCC_ELEMENTWISE_RULE(TanOp)
 DTCC_ELEMENTWISE_RULE(TanhOp)
 DTCC_ELEMENTWISE_RULE(XorOp)
 #undef DTCC_ELEMENTWISE_RULE
+
+ShardingRule DropoutOp::getShardingRule() {
+  // Elementwise in x, y and the mask; a block's offsets (after
+  // partitioning) are whole.
+  Rule r;
+  auto x = typeOf(getOperand());
+  SmallVector<int64_t> ids = addDims(r, x);
+  r.operands.push_back(mapped(x, ids));
+  r.operands.push_back({}); // the step, a scalar
+  if (Value offsets = getOffsets())
+    r.operands.push_back(
+        mapped(typeOf(offsets), addDims(r, typeOf(offsets), Kind::kReplicated)));
+  r.results.push_back(mapped(typeOf(getResult()), ids));
+  r.results.push_back(mapped(typeOf(getMask()), ids));
+  return r;
+}
 
 //===----------------------------------------------------------------------===//
 // Data movement

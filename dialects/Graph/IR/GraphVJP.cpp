@@ -581,7 +581,7 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                   SmallVectorImpl<Value> &out) {
-  out.assign(2, Value());
+  out.assign(getNumOperands(), Value());
   if (!grads[0])
     return success();
   Emit e{b, getLoc()};

@@ -759,7 +759,7 @@ StatusOr<KernelFn> buildScatterAdd(CudaDevice &dev, const KernelContext &ctx) {
 //===-- training ----------------------------------------------------------===//
 
 StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 2));
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, ctx.inputs.size() == 3 ? 3 : 2, 2));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView x = ctx.inputs[0], step = ctx.inputs[1], y = ctx.outputs[0],
                    mask = ctx.outputs[1];
@@ -776,6 +776,30 @@ StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
     return ctx.error("expected ratio in [0, 1), got ", *ratio);
   if (!isCudaFloatType(x.dtype))
     return unsupported(ctx, x.dtype);
+  // A block of a split tensor: its offsets and the whole tensor's shape.
+  DropoutBlock block;
+  if (ctx.inputs.size() == 3) {
+    const TensorView offsets = ctx.inputs[2];
+    const int rank = int(x.shape.size());
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, offsets, DType::kI64, "input 2 (offsets)"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, offsets, {int64_t(rank)}, "input 2 (offsets)"));
+    StatusOr<std::vector<int64_t>> global = ctx.attrs.getInts("global_shape");
+    if (!global.isOk() || int(global->size()) != rank)
+      return ctx.error("expected global_shape with ", rank, " entries");
+    if (rank > kMaxLayoutDims)
+      return ctx.error("expected at most ", kMaxLayoutDims, " dimensions, got ", rank);
+    block.offsets = offsets.as<int64_t>();
+    block.rank = rank;
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if ((*global)[d] < x.shape[d])
+        return ctx.error("expected global_shape[", d, "] of at least ",
+                         x.shape[d], ", got ", (*global)[d]);
+      block.shape[d] = x.shape[d];
+      block.strides[d] = stride;
+      stride *= (*global)[d];
+    }
+  }
   const uint64_t threshold = uint64_t(std::ceil(*ratio * 0x1.0p53));
   const double scale = 1.0 / (1.0 - *ratio);
   const uint64_t s = uint64_t(*seed);
@@ -784,7 +808,7 @@ StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
   return KernelFn([=] {
     return launched(prefix, launchDropout(x.dtype, x.data, step.as<int64_t>(),
                                           y.data, mask.as<bool>(), x.numel(), s,
-                                          threshold, scale, st));
+                                          threshold, scale, block, st));
   });
 }
 

@@ -208,12 +208,21 @@ cudaError_t launchCumsum(DType dtype, const void *in, void *out, int64_t outer,
                          int64_t size, int64_t inner, bool exclusive,
                          bool reverse, cudaStream_t stream);
 
+/// Where a dropout's block lies in the whole tensor (a split tensor's
+/// dropout): element i's counter is its index in the whole tensor.
+struct DropoutBlock {
+  const int64_t *offsets = nullptr; ///< device memory; null: whole tensor
+  int rank = 0;
+  int64_t shape[kMaxLayoutDims] = {};   ///< of the block
+  int64_t strides[kMaxLayoutDims] = {}; ///< row-major, of the whole tensor
+};
 /// dropout with the CPU backend's stream: element i kept when
-/// splitmix64(streamKey(seed, *step) + i) >> 11 >= threshold.
+/// splitmix64(streamKey(seed, *step) + i) >> 11 >= threshold (i in the
+/// whole tensor when `block.offsets` is set).
 cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
                           void *y, bool *mask, int64_t n, uint64_t seed,
                           uint64_t threshold, double scale,
-                          cudaStream_t stream);
+                          const DropoutBlock &block, cudaStream_t stream);
 /// lr = schedule(*step, *total) (kind 0 constant, 1 linear, 2 cosine).
 cudaError_t launchLrSchedule(int kind, double base, double min, int64_t warmup,
                              const int64_t *step, const int64_t *total,

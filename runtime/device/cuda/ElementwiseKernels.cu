@@ -406,10 +406,21 @@ __global__ void roundKernel(S *out, const float *acc, int64_t n) {
 template <typename S>
 __global__ void dropoutKernel(const S *x, const int64_t *step, S *y, bool *mask,
                               int64_t n, uint64_t seed, uint64_t threshold,
-                              float scale) {
+                              float scale, DropoutBlock block) {
   const uint64_t key = streamKey(seed, uint64_t(*step));
   DTCC_GRID_LOOP(i, n) {
-    const bool keep = (splitmix64(key + uint64_t(i)) >> 11) >= threshold;
+    // On a block: the element's index in the whole tensor.
+    uint64_t counter = uint64_t(i);
+    if (block.offsets) {
+      int64_t rest = i, global = 0;
+      for (int d = block.rank - 1; d >= 0; --d) {
+        const int64_t l = rest % block.shape[d];
+        rest /= block.shape[d];
+        global += (block.offsets[d] + l) * block.strides[d];
+      }
+      counter = uint64_t(global);
+    }
+    const bool keep = (splitmix64(key + counter) >> 11) >= threshold;
     y[i] = Elem<S>::store(keep ? Elem<S>::load(x[i]) * scale : 0.f);
     mask[i] = keep;
   }
@@ -752,7 +763,8 @@ cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
 
 cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
                           void *y, bool *mask, int64_t n, uint64_t seed,
-                          uint64_t threshold, double scale, cudaStream_t s) {
+                          uint64_t threshold, double scale,
+                          const DropoutBlock &block, cudaStream_t s) {
   cudaError_t err = cudaErrorInvalidValue;
   visitFloat(dtype, [&](auto tag) {
     using S = decltype(tag);
@@ -760,7 +772,7 @@ cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
       err = launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
         dropoutKernel<S><<<g, b, 0, st>>>(static_cast<const S *>(x), step,
                                           static_cast<S *>(y), mask, n, seed,
-                                          threshold, float(scale));
+                                          threshold, float(scale), block);
       });
   });
   return err;

@@ -473,3 +473,30 @@ func.func @f(%x: tensor<2x3xf32>, %t: tensor<3xi64>) {
   %0 = dgraph.cross_entropy %x, %t : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<2xf32>
   return
 }
+
+// -----
+
+// Tests that a dropout's offsets come with the global shape.
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
+  // expected-error @+1 {{expected offsets and global_shape together}}
+  %y, %m = dgraph.dropout %x, %s, %o {ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  return
+}
+
+// -----
+
+// Tests that a dropout has one offset per dimension.
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<3xi64>) {
+  // expected-error @+1 {{expected 2 offsets and global dimensions (one per dimension of the operand), got 3 and 2}}
+  %y, %m = dgraph.dropout %x, %s, %o {global_shape = array<i64: 4, 8>, ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<3xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  return
+}
+
+// -----
+
+// Tests that a dropout's block lies inside its global shape.
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
+  // expected-error @+1 {{expected global dimension 1 of at least 8, got 4}}
+  %y, %m = dgraph.dropout %x, %s, %o {global_shape = array<i64: 4, 4>, ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  return
+}

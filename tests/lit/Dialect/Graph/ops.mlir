@@ -167,3 +167,15 @@ func.func @nn(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>, %g: tensor<16xf32>,
   %14 = dgraph.cross_entropy %l, %t {ignore_index = 0} : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<16xf32>
   return
 }
+
+// -----
+
+// Tests that dropout round-trips whole and as a block of a split tensor.
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
+  // CHECK: dgraph.dropout %{{.*}}, %{{.*}} {ratio = 5.000000e-01 : f32, seed = 1 : i64} : (tensor<2x8xf32>, tensor<i64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  %y, %m = dgraph.dropout %x, %s {ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  // CHECK: dgraph.dropout %{{.*}}, %{{.*}}, %{{.*}} {global_shape = array<i64: 4, 8>, ratio = 5.000000e-01 : f32, seed = 1 : i64} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  %b, %bm = dgraph.dropout %x, %s, %o {global_shape = array<i64: 4, 8>, ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  return
+}
