@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PYTHON := /usr/bin/python3
 
-.PHONY: all setup configure build test unit lit conformance demo bench fuzz clean
+.PHONY: all setup configure build test unit lit conformance shard-conformance demo bench fuzz clean
 
 all: build
 
@@ -43,6 +43,13 @@ lit: build
 conformance: build
 	$(PYTHON) tests/conformance/run_onnx_node_tests.py --dtcc $(BUILD_DIR)/bin/dtcc \
 	  --jobs $(JOBS) --min-passed 250
+	@$(MAKE) --no-print-directory shard-conformance
+
+# Every dgraph op under every sharding its rule allows, on 2 and 4 ranks
+# against one device: forward results and gradients (tests/shardconf).
+shard-conformance: build
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BUILD_DIR)/bin/DtccShardConformance \
+	  --min-passed 861
 
 # libFuzzer on the ONNX importer, seeded with ONNX's test models and dtcc's
 # own importer tests. FUZZ_SECONDS=600 by default.
