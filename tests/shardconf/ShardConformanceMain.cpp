@@ -404,9 +404,10 @@ Outcome explainMismatch(Operation *target, const graph::ShardingRule &rule,
                     ? "special factor over two axes: its distributed form takes one"
                     : "special factor: no distributed form for this split"};
       if (factor.kind == Kind::kReduction && factor.reduction != "sum")
-        return {Outcome::kSkip, "a split " + factor.reduction.str() +
-                                    " reduction would leave partial " +
-                                    factor.reduction.str() + "s"};
+        return {Outcome::kSkip,
+                "a split " + factor.reduction.str() +
+                    " reduction would leave partial " +
+                    (factor.reduction == "max" ? "maxima" : "minima")};
     }
     std::string s;
     llvm::raw_string_ostream os(s);
