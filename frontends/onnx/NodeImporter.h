@@ -75,6 +75,9 @@ public:
   /// The training step counter (the variable __step, created on first use),
   /// for ops whose randomness depends on the step.
   mlir::Value stepCounter();
+  /// The model's producer_name ("pytorch", "backend-test", ...), for ops
+  /// whose exporters disagree with ONNX's definition.
+  const std::string &producerName() const;
 
   //===-- Attributes --------------------------------------------------------===//
 
@@ -169,6 +172,7 @@ void appendElementwiseOps(std::vector<OpEntry> &ops);
 void appendTensorOps(std::vector<OpEntry> &ops);
 void appendReductionOps(std::vector<OpEntry> &ops);
 void appendNNOps(std::vector<OpEntry> &ops);
+void appendNormPoolOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

@@ -70,6 +70,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendTensorOps(ops);
     appendReductionOps(ops);
     appendNNOps(ops);
+    appendNormPoolOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
       map[e.opType] = e;

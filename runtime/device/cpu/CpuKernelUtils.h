@@ -34,6 +34,7 @@ void registerCpuReductionKernels(KernelRegistry &registry);
 void registerCpuMatmulKernels(KernelRegistry &registry);
 void registerCpuNNKernels(KernelRegistry &registry);
 void registerCpuTrainingKernels(KernelRegistry &registry);
+void registerCpuNormPoolKernels(KernelRegistry &registry);
 /// Collectives over the mesh (CollectiveKernels.cpp); need KernelContext::comm.
 void registerCpuCollectiveKernels(KernelRegistry &registry);
 

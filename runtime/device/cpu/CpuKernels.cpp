@@ -19,6 +19,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuMatmulKernels(registry);
   registerCpuNNKernels(registry);
   registerCpuTrainingKernels(registry);
+  registerCpuNormPoolKernels(registry);
   registerCpuCollectiveKernels(registry);
 }
 
