@@ -425,29 +425,30 @@ KernelFn makeBatchNormStats(const ChannelPlan p, const S *x, const S *shift,
   };
 }
 
-/// y = x * a[c] + b[c] with a = scale / sqrt(var + eps), b = bias - mean * a
-/// (PyTorch's CPU batch norm computes the same two coefficients).
+/// y = (x - mean[c]) * a[c] + bias[c] with a = scale / sqrt(var + eps).
+/// (PyTorch folds the mean into the bias, x * a + (bias - mean * a), which
+/// cancels when |mean| is large against the spread.)
 template <typename S>
 KernelFn makeBatchNorm(const ChannelPlan p, const S *x, const S *scale,
                        const S *bias, const S *mean, const S *var, S *y) {
   using C = ComputeT<S>;
-  auto coef = std::make_shared<std::vector<C>>(2 * p.channels);
+  auto coef = std::make_shared<std::vector<C>>(3 * p.channels);
   return [=]() -> Status {
-    C *a = coef->data(), *b = a + p.channels;
+    C *a = coef->data(), *b = a + p.channels, *m = b + p.channels;
     for (int64_t c = 0; c < p.channels; ++c) {
       const double r = 1.0 / std::sqrt(loadD(var[c]) + p.epsilon);
-      const double ac = loadD(scale[c]) * r;
-      a[c] = C(ac);
-      b[c] = C(loadD(bias[c]) - loadD(mean[c]) * ac);
+      a[c] = C(loadD(scale[c]) * r);
+      b[c] = Elem<S>::load(bias[c]);
+      m[c] = Elem<S>::load(mean[c]);
     }
     for (int64_t n = 0; n < p.batch; ++n)
       for (int64_t c = 0; c < p.channels; ++c) {
         const int64_t base = (n * p.channels + c) * p.spatial;
         const S *xr = x + base;
         S *yr = y + base;
-        const C ac = a[c], bc = b[c];
+        const C ac = a[c], bc = b[c], mc = m[c];
         for (int64_t i = 0; i < p.spatial; ++i)
-          yr[i] = Elem<S>::store(Elem<S>::load(xr[i]) * ac + bc);
+          yr[i] = Elem<S>::store((Elem<S>::load(xr[i]) - mc) * ac + bc);
       }
     return Status::ok();
   };
@@ -546,14 +547,14 @@ KernelFn makeGroupNorm(const ChannelPlan p, const S *x, const S *scale,
         const double r = 1.0 / std::sqrt(var + p.epsilon);
         meanOut[n * groups + g] = Elem<S>::store(C(mean));
         rstdOut[n * groups + g] = Elem<S>::store(C(r));
+        const C m = C(mean);
         for (int64_t k = 0; k < p.perGroup; ++k) {
           const int64_t c = g * p.perGroup + k;
-          const double ad = loadD(scale[c]) * r;
-          const C a = C(ad), b = C(loadD(bias[c]) - mean * ad);
+          const C a = C(loadD(scale[c]) * r), b = Elem<S>::load(bias[c]);
           const S *xr = x + base + k * p.spatial;
           S *yr = y + base + k * p.spatial;
           for (int64_t i = 0; i < p.spatial; ++i)
-            yr[i] = Elem<S>::store(Elem<S>::load(xr[i]) * a + b);
+            yr[i] = Elem<S>::store((Elem<S>::load(xr[i]) - m) * a + b);
         }
       }
     return Status::ok();
