@@ -12,6 +12,7 @@
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/LaunchConfig.h"
+#include "runtime/device/cuda/NormPoolLaunch.h"
 
 #include <cmath>
 
@@ -1087,6 +1088,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("lr_schedule", buildLrSchedule);
   add("adamw", buildAdamw);
   add("sgd", buildSgd);
+  registerCudaNormPoolKernels(registry, device);
 }
 
 } // namespace dtcc::runtime::cuda
