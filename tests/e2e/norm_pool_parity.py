@@ -196,6 +196,11 @@ def main():
                    "InstanceNormalization"]:
             check(op in ops, f"the export has {op}")
 
+        # nn.GroupNorm(4, 8)'s export fuses back into one group norm.
+        dgraph = run([args.dtcc, "compile", onnx_path, "--compile-to=dgraph", "-o", "-"])
+        check("channels_per_group = 2" in dgraph,
+              "the exported GroupNorm is one dgraph.group_norm after canonicalization")
+
         # dtcc, one device: 20 steps, gradients of step 1, a checkpoint.
         exe = os.path.join(work, "train")
         run([args.dtcc, "compile", onnx_path, "-o", exe, "--export-gradients"] + TRAIN_FLAGS)

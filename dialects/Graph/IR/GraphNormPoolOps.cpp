@@ -9,6 +9,8 @@
 #include "dialects/Graph/IR/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
 using namespace dtcc::graph;
@@ -649,3 +651,106 @@ ShardingRule MaxPoolOp::getShardingRule() { return poolRule(*this); }
 ShardingRule MaxPoolGradOp::getShardingRule() { return poolRule(*this); }
 ShardingRule AvgPoolOp::getShardingRule() { return poolRule(*this); }
 ShardingRule AvgPoolGradOp::getShardingRule() { return poolRule(*this); }
+
+//===----------------------------------------------------------------------===//
+// Canonicalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Whether `v` is a float splat constant equal to `value`.
+bool isSplat(Value v, double value) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
+    return false;
+  auto f = dyn_cast<FloatAttr>(attr.getSplatValue<Attribute>());
+  return f && f.getValueAsDouble() == value;
+}
+
+/// The per-channel value that `v` broadcasts along dimension 1 of an
+/// [N, C, ...] tensor (a [C] or [C, 1, ...] value put on dimension 1), or
+/// null.
+Value channelSource(Value v, int64_t channels) {
+  auto b = v.getDefiningOp<BroadcastInDimOp>();
+  if (!b)
+    return {};
+  auto in = typeOf(b.getOperand());
+  bool found = false;
+  for (auto [i, d] : llvm::enumerate(b.getDims())) {
+    int64_t size = in.getDimSize(i);
+    if (d == 1 && size == channels)
+      found = true;
+    else if (size != 1)
+      return {};
+  }
+  return found ? b.getOperand() : Value();
+}
+
+/// `v` (of channelSource) as [C].
+Value asChannelVector(Value v, int64_t channels, PatternRewriter &rewriter) {
+  auto vec = tensorOf({channels}, typeOf(v).getElementType());
+  if (v.getType() == vec)
+    return v;
+  return ReshapeOp::create(rewriter, v.getLoc(), vec, v);
+}
+
+/// The other operand of the single-use binary op `op` using `v`.
+template <typename OpTy> Value otherOperand(OpTy op, Value v) {
+  return op.getLhs() == v ? op.getRhs() : op.getLhs();
+}
+
+/// reshape(x: [N, C, d...] -> [N, G, L]) -> group_norm(ones, zeros, one
+/// channel per group) -> reshape back -> mul by a per-channel weight -> add
+/// a per-channel bias: group_norm(x, weight, bias) with C / G channels per
+/// group. This is torch.onnx.export's nn.GroupNorm (opset <= 17).
+struct FuseGroupNormAffine : OpRewritePattern<GroupNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GroupNormOp gn,
+                                PatternRewriter &rewriter) const override {
+    if (gn.getChannelsPerGroup() != 1 || !gn.getMean().use_empty() ||
+        !gn.getRstd().use_empty() || !gn.getResult().hasOneUse() ||
+        !isSplat(gn.getScale(), 1.0) || !isSplat(gn.getBias(), 0.0))
+      return failure();
+    auto in = gn.getOperand().getDefiningOp<ReshapeOp>();
+    if (!in)
+      return failure();
+    Value x = in.getOperand();
+    auto xt = typeOf(x), grouped = typeOf(gn.getOperand());
+    if (xt.getRank() < 2 || grouped.getRank() != 3 ||
+        xt.getDimSize(0) != grouped.getDimSize(0))
+      return failure();
+    int64_t channels = xt.getDimSize(1), groups = grouped.getDimSize(1);
+    if (groups < 1 || channels % groups != 0)
+      return failure();
+    auto back = dyn_cast<ReshapeOp>(*gn.getResult().getUsers().begin());
+    if (!back || back.getType() != xt || !back->hasOneUse())
+      return failure();
+    auto mul = dyn_cast<MulOp>(*back->getUsers().begin());
+    if (!mul || !mul->hasOneUse())
+      return failure();
+    auto add = dyn_cast<AddOp>(*mul->getUsers().begin());
+    if (!add)
+      return failure();
+    Value weight = channelSource(otherOperand(mul, back.getResult()), channels);
+    Value bias = channelSource(otherOperand(add, mul.getResult()), channels);
+    if (!weight || !bias ||
+        typeOf(weight).getElementType() != xt.getElementType() ||
+        typeOf(bias).getElementType() != xt.getElementType())
+      return failure();
+    rewriter.setInsertionPoint(add);
+    weight = asChannelVector(weight, channels, rewriter);
+    bias = asChannelVector(bias, channels, rewriter);
+    Location loc = rewriter.getFusedLoc({gn.getLoc(), mul.getLoc(), add.getLoc()});
+    auto fused = GroupNormOp::create(rewriter, loc, x, weight, bias,
+                                     uint64_t(channels / groups), gn.getEpsilon());
+    rewriter.replaceOp(add, fused.getResult());
+    return success();
+  }
+};
+
+} // namespace
+
+void GroupNormOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<FuseGroupNormAffine>(context);
+}

@@ -250,7 +250,9 @@ def Graph_GroupNormOp : Graph_Op<"group_norm",
     $operand `,` $scale `,` $bias `channels_per_group` `=` $channels_per_group
     `,` `epsilon` `=` $epsilon
     attr-dict `:` functional-type(operands, results)
-  }];
+  }];  // PyTorch's export of nn.GroupNorm (an instance norm over [N, G, -1],
+  // reshaped back, times the weight, plus the bias) fuses into one op.
+  let hasCanonicalizer = 1;
 }
 
 def Graph_GroupNormGradOp : Graph_Op<"group_norm_grad",
