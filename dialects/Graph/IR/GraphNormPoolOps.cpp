@@ -482,74 +482,58 @@ Rule::TensorFactors mapped(RankedTensorType type, ArrayRef<int64_t> ids) {
   return t;
 }
 
-/// The factors of an `[N, C, d...]` tensor: `batch` for N, `channel` for C
-/// and `spatial` for the rest; the channel factor id is returned through
-/// `ids[1]`.
-SmallVector<int64_t> nchwFactors(Rule &r, RankedTensorType x, Kind batch,
-                                 Kind spatial) {
-  SmallVector<int64_t> ids;
-  for (int64_t d = 0; d < x.getRank(); ++d)
-    ids.push_back(r.addFactor(x.getDimSize(d), d == 0   ? batch
-                                               : d == 1 ? Kind::kParallel
-                                                        : spatial));
-  return ids;
-}
+/// What a tensor of a per-channel op is: like x, a [C] vector, the [2, C]
+/// sums of the batch-norm statistics ops, or group norm's [N, G]
+/// statistics. Given per operand and result, not guessed from ranks (a
+/// rank-2 x is [N, C], like the sums).
+enum class Role { kRows, kChannel, kSums, kGroupStats };
 
-/// A `[C]` tensor on the channel factor.
-Rule::TensorFactors channelVector(RankedTensorType t, int64_t channel) {
-  return mapped(t, {channel});
-}
-
-/// A `[2, C]` statistics tensor: its first dimension whole.
-Rule::TensorFactors statsFactors(Rule &r, RankedTensorType t, int64_t channel) {
-  return mapped(t, {r.addFactor(2, Kind::kReplicated), channel});
-}
-
-/// Batch-norm statistics: channels parallel; batch and spatial dimensions
-/// summed (a split leaves partial sums).
-Rule statsRule(Operation *op, Value x, ArrayRef<Value> rowsLikeX) {
-  Rule r;
-  auto xt = typeOf(x);
-  SmallVector<int64_t> ids =
-      nchwFactors(r, xt, Kind::kReduction, Kind::kReduction);
-  for (Value v : op->getOperands()) {
-    if (v == x || llvm::is_contained(rowsLikeX, v))
-      r.operands.push_back(mapped(xt, ids));
-    else
-      r.operands.push_back(channelVector(typeOf(v), ids[1]));
+/// The factors of each tensor of a per-channel op over x's dimensions
+/// `ids` (channel factor ids[1]); `sumsRow` is the [2, C] tensors' first
+/// dimension.
+Rule::TensorFactors roleFactors(RankedTensorType t, Role role,
+                                ArrayRef<int64_t> ids, int64_t sumsRow) {
+  switch (role) {
+  case Role::kRows:
+    return mapped(t, ids);
+  case Role::kChannel:
+    return mapped(t, {ids[1]});
+  case Role::kSums:
+    return mapped(t, {sumsRow, ids[1]});
+  case Role::kGroupStats:
+    break;
   }
-  r.results.push_back(statsFactors(r, typeOf(op->getResult(0)), ids[1]));
-  return r;
+  llvm_unreachable("group statistics belong to groupNormRule");
 }
 
-/// Per-element ops over `[N, C, d...]` with per-channel operands: every
-/// dimension parallel.
-Rule perElementRule(Operation *op, Value x) {
+/// Batch-norm ops: x's batch and spatial dimensions `lead` (reductions for
+/// the statistics ops, whose split leaves partial sums; parallel for the
+/// per-element ops), channels parallel.
+Rule channelRule(Operation *op, Kind lead, ArrayRef<Role> operands,
+                 ArrayRef<Role> results) {
   Rule r;
-  auto xt = typeOf(x);
-  SmallVector<int64_t> ids =
-      nchwFactors(r, xt, Kind::kParallel, Kind::kParallel);
-  auto factors = [&](Value v) -> Rule::TensorFactors {
-    auto t = typeOf(v);
-    if (t.getRank() == xt.getRank())
-      return mapped(t, ids);
-    if (t.getRank() == 2) // [2, C] statistics
-      return statsFactors(r, t, ids[1]);
-    return channelVector(t, ids[1]);
-  };
-  for (Value v : op->getOperands())
-    r.operands.push_back(factors(v));
-  for (Value v : op->getResults())
-    r.results.push_back(factors(v));
+  auto xt = typeOf(op->getOperand(0));
+  SmallVector<int64_t> ids;
+  for (int64_t d = 0; d < xt.getRank(); ++d)
+    ids.push_back(r.addFactor(xt.getDimSize(d), d == 1 ? Kind::kParallel : lead));
+  int64_t sumsRow = -1;
+  if (llvm::is_contained(operands, Role::kSums) ||
+      llvm::is_contained(results, Role::kSums))
+    sumsRow = r.addFactor(2, Kind::kReplicated);
+  for (auto [v, role] : llvm::zip_equal(op->getOperands(), operands))
+    r.operands.push_back(roleFactors(typeOf(v), role, ids, sumsRow));
+  for (auto [v, role] : llvm::zip_equal(op->getResults(), results))
+    r.results.push_back(roleFactors(typeOf(v), role, ids, sumsRow));
   return r;
 }
 
 /// Group norm: samples `batch` (parallel, or summed into the parameter
-/// gradients), the channels of each group whole, groups parallel, spatial
+/// gradients), groups parallel, the channels of a group and the spatial
 /// dimensions whole.
-Rule groupNormRule(Operation *op, Value x, int64_t perGroup, Kind batch) {
+Rule groupNormRule(Operation *op, int64_t perGroup, Kind batch,
+                   ArrayRef<Role> operands, ArrayRef<Role> results) {
   Rule r;
-  auto xt = typeOf(x);
+  auto xt = typeOf(op->getOperand(0));
   int64_t channels = xt.getDimSize(1), groups = channels / perGroup;
   int64_t n = r.addFactor(xt.getDimSize(0), batch);
   int64_t g = groups > 1 ? r.addFactor(groups) : -1;
@@ -558,31 +542,32 @@ Rule groupNormRule(Operation *op, Value x, int64_t perGroup, Kind batch) {
   for (int64_t f : {g, cg})
     if (f >= 0)
       channel.push_back(f);
-  auto rows = [&]() {
-    Rule::TensorFactors t;
-    t.push_back(xt.getDimSize(0) != 1 ? SmallVector<int64_t, 2>{n}
-                                      : SmallVector<int64_t, 2>{});
-    t.push_back(channel);
-    for (int64_t d = 2; d < xt.getRank(); ++d) {
-      t.emplace_back();
-      if (xt.getDimSize(d) != 1)
-        t.back().push_back(r.addFactor(xt.getDimSize(d), Kind::kReplicated));
-    }
-    return t;
-  };
-  // Spatial factors are per tensor: they are whole anyway.
-  auto factors = [&](Value v) -> Rule::TensorFactors {
-    auto t = typeOf(v);
-    if (t.getRank() == xt.getRank())
-      return rows();
-    if (t.getRank() == 1) // [C]
+  Rule::TensorFactors rows;
+  rows.push_back(xt.getDimSize(0) != 1 ? SmallVector<int64_t, 2>{n}
+                                       : SmallVector<int64_t, 2>{});
+  rows.push_back(channel);
+  for (int64_t d = 2; d < xt.getRank(); ++d) {
+    rows.emplace_back();
+    if (xt.getDimSize(d) != 1)
+      rows.back().push_back(r.addFactor(xt.getDimSize(d), Kind::kReplicated));
+  }
+  auto factors = [&](Value v, Role role) -> Rule::TensorFactors {
+    switch (role) {
+    case Role::kRows:
+      return rows;
+    case Role::kChannel:
       return {channel};
-    return mapped(t, {n, g}); // [N, groups]
+    case Role::kGroupStats:
+      return mapped(typeOf(v), {n, g});
+    case Role::kSums:
+      break;
+    }
+    llvm_unreachable("group norm has no [2, C] sums");
   };
-  for (Value v : op->getOperands())
-    r.operands.push_back(factors(v));
-  for (Value v : op->getResults())
-    r.results.push_back(factors(v));
+  for (auto [v, role] : llvm::zip_equal(op->getOperands(), operands))
+    r.operands.push_back(factors(v, role));
+  for (auto [v, role] : llvm::zip_equal(op->getResults(), results))
+    r.results.push_back(factors(v, role));
   return r;
 }
 
@@ -610,19 +595,31 @@ Rule poolRule(Operation *op) {
 } // namespace
 
 ShardingRule BatchNormStatsOp::getShardingRule() {
-  return statsRule(*this, getOperand(), {});
+  using R = Role;
+  return channelRule(*this, Kind::kReduction, {R::kRows, R::kChannel},
+                     {R::kSums});
 }
 
 ShardingRule BatchNormGradStatsOp::getShardingRule() {
-  return statsRule(*this, getOperand(), {getDy()});
+  using R = Role;
+  return channelRule(*this, Kind::kReduction,
+                     {R::kRows, R::kChannel, R::kRows}, {R::kSums});
 }
 
 ShardingRule BatchNormOp::getShardingRule() {
-  return perElementRule(*this, getOperand());
+  using R = Role;
+  return channelRule(
+      *this, Kind::kParallel,
+      {R::kRows, R::kChannel, R::kChannel, R::kChannel, R::kChannel},
+      {R::kRows});
 }
 
 ShardingRule BatchNormGradOp::getShardingRule() {
-  return perElementRule(*this, getOperand());
+  using R = Role;
+  return channelRule(
+      *this, Kind::kParallel,
+      {R::kRows, R::kRows, R::kChannel, R::kChannel, R::kChannel, R::kSums},
+      {R::kRows});
 }
 
 ShardingRule BatchNormUpdateOp::getShardingRule() {
@@ -637,14 +634,19 @@ ShardingRule BatchNormUpdateOp::getShardingRule() {
 }
 
 ShardingRule GroupNormOp::getShardingRule() {
-  return groupNormRule(*this, getOperand(), getChannelsPerGroup(),
-                       Kind::kParallel);
+  using R = Role;
+  return groupNormRule(*this, getChannelsPerGroup(), Kind::kParallel,
+                       {R::kRows, R::kChannel, R::kChannel},
+                       {R::kRows, R::kGroupStats, R::kGroupStats});
 }
 
 ShardingRule GroupNormGradOp::getShardingRule() {
   // Samples are parallel for dx and summed into dscale and dbias.
-  return groupNormRule(*this, getOperand(), getChannelsPerGroup(),
-                       Kind::kReduction);
+  using R = Role;
+  return groupNormRule(
+      *this, getChannelsPerGroup(), Kind::kReduction,
+      {R::kRows, R::kChannel, R::kGroupStats, R::kGroupStats, R::kRows},
+      {R::kRows, R::kChannel, R::kChannel});
 }
 
 ShardingRule MaxPoolOp::getShardingRule() { return poolRule(*this); }
