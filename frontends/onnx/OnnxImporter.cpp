@@ -71,6 +71,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendReductionOps(ops);
     appendNNOps(ops);
     appendConvOps(ops);
+    appendNormPoolOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
       map[e.opType] = e;

@@ -918,5 +918,6 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy",
 
 include "dialects/Graph/IR/GraphTrainingOps.td"
 include "dialects/Graph/IR/GraphConvOps.td"
+include "dialects/Graph/IR/GraphNormPoolOps.td"
 
 #endif // DTCC_DIALECTS_GRAPH_IR_GRAPHOPS_TD

@@ -36,6 +36,7 @@ void registerCpuNNKernels(KernelRegistry &registry);
 void registerCpuTrainingKernels(KernelRegistry &registry);
 /// conv, conv_input_grad, conv_filter_grad (ConvKernels.cpp).
 void registerCpuConvKernels(KernelRegistry &registry);
+void registerCpuNormPoolKernels(KernelRegistry &registry);
 /// Collectives over the mesh (CollectiveKernels.cpp); need KernelContext::comm.
 void registerCpuCollectiveKernels(KernelRegistry &registry);
 

@@ -20,6 +20,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuNNKernels(registry);
   registerCpuTrainingKernels(registry);
   registerCpuConvKernels(registry);
+  registerCpuNormPoolKernels(registry);
   registerCpuCollectiveKernels(registry);
 }
 

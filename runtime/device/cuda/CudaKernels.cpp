@@ -15,6 +15,7 @@
 #ifdef DTCC_HAVE_CUDNN
 #include "runtime/device/cuda/CudaConv.h"
 #endif
+#include "runtime/device/cuda/NormPoolLaunch.h"
 
 #include <cmath>
 
@@ -1094,6 +1095,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   // conv, conv_input_grad, conv_filter_grad (CudaConv.cpp).
   registerCudaConvKernels(registry, device);
 #endif
+  registerCudaNormPoolKernels(registry, device);
 }
 
 } // namespace dtcc::runtime::cuda

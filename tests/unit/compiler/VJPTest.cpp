@@ -397,6 +397,103 @@ std::vector<Case> cases() {
        {2, 3, 2, 2}, {3, 1, 3, 3}, wd);
   conv("conv_filter_grad2d_groups", "conv_filter_grad", {1, 4, 5, 6},
        {1, 6, 3, 3}, {6, 2, 2, 3}, w2);
+  // Batch normalization in training mode: the statistics as the importer
+  // builds them (two passes), so the VJP of batch_norm {training} is
+  // checked against differences through the statistics.
+  const std::string x4 = "tensor<4x3x2xf64>", c3 = "tensor<3xf64>",
+                    s3 = "tensor<2x3xf64>";
+  auto statsRow = [&](const std::string &out, const std::string &stats,
+                      int row) {
+    return "  %" + out + "_r = dgraph.slice %" + stats + ", start = [" +
+           std::to_string(row) + ", 0], limit = [" + std::to_string(row + 1) +
+           ", 3], stride = [1, 1] : (" + s3 + ") -> tensor<1x3xf64>\n" +
+           "  %" + out + " = dgraph.reshape %" + out +
+           "_r : (tensor<1x3xf64>) -> " + c3 + "\n";
+  };
+  auto bnArgs = "(" + x4 + ", " + c3 + ", " + c3 + ", " + c3 + ", " + c3 +
+                ") -> " + x4;
+  out.push_back(
+      {"batch_norm_training",
+       {{"a", {4, 3, 2}, -1, 2}, {"g", {3}, 0.5, 1.5}, {"b", {3}}},
+       "  %zero = dgraph.constant dense<0.0> : " + c3 + "\n" +
+           "  %inv = dgraph.constant dense<0.125> : " + c3 + "\n" +
+           "  %s1 = dgraph.batch_norm_stats %a, %zero : (" + x4 + ", " + c3 +
+           ") -> " + s3 + "\n" + statsRow("sum", "s1", 0) +
+           "  %mean = dgraph.mul %sum, %inv : " + c3 + "\n" +
+           "  %s2 = dgraph.batch_norm_stats %a, %mean : (" + x4 + ", " + c3 +
+           ") -> " + s3 + "\n" + statsRow("m2", "s2", 1) +
+           "  %var = dgraph.mul %m2, %inv : " + c3 + "\n" +
+           "  %y = dgraph.batch_norm %a, %g, %b, %mean, %var epsilon = 1.0e-05 "
+           "{training} : " + bnArgs,
+       x4});
+  out.push_back({"batch_norm_inference",
+                 {{"a", {4, 3, 2}},
+                  {"g", {3}},
+                  {"b", {3}},
+                  {"m", {3}},
+                  {"v", {3}, 0.5, 1.5}},
+                 "  %y = dgraph.batch_norm %a, %g, %b, %m, %v epsilon = 1.0e-03 : " +
+                     bnArgs,
+                 x4});
+  out.push_back({"batch_norm_update",
+                 {{"rm", {3}}, {"rv", {3}}, {"m", {3}}, {"v", {3}}},
+                 "  %nm, %nv = dgraph.batch_norm_update %rm, %rv, %m, %v "
+                 "{momentum = 0.75, var_scale = 1.25} : " + c3 + "\n" +
+                     "  %y = dgraph.add %nm, %nv : " + c3,
+                 c3});
+  const std::string g6 = "tensor<2x6x3xf64>", p6 = "tensor<6xf64>";
+  out.push_back({"group_norm",
+                 {{"a", {2, 6, 3}}, {"g", {6}}, {"b", {6}}},
+                 "  %y, %m, %r = dgraph.group_norm %a, %g, %b channels_per_group = 3, "
+                 "epsilon = 1.0e-05 : (" + g6 + ", " + p6 + ", " + p6 + ") -> (" +
+                     g6 + ", tensor<2x2xf64>, tensor<2x2xf64>)",
+                 g6});
+  out.push_back({"instance_norm",
+                 {{"a", {2, 6, 3}}, {"g", {6}}, {"b", {6}}},
+                 "  %y, %m, %r = dgraph.group_norm %a, %g, %b channels_per_group = 1, "
+                 "epsilon = 1.0e-05 : (" + g6 + ", " + p6 + ", " + p6 + ") -> (" +
+                     g6 + ", tensor<2x6xf64>, tensor<2x6xf64>)",
+                 g6});
+  // Pooling: overlapping windows (stride below the kernel), padding, ceil
+  // mode (a last window over the padding and past it), dilation, 1-D, 3-D.
+  auto pool = [&](const std::string &name, std::vector<int64_t> in,
+                  const std::string &op, const std::string &window,
+                  const std::string &outType) {
+    std::string inType = tensorType(in);
+    std::string results =
+        op == "max_pool"
+            ? "(" + outType + ", " + outType.substr(0, outType.size() - 4) +
+                  "i64>)"
+            : outType;
+    std::string lhs = op == "max_pool" ? "%y, %i" : "%y";
+    out.push_back({name, {{"a", in}},
+                   "  " + lhs + " = dgraph." + op + " %a " + window + " : (" +
+                       inType + ") -> " + results,
+                   outType});
+  };
+  pool("max_pool", {2, 2, 5, 5}, "max_pool",
+       "kernel = [3, 3], strides = [2, 2], dilations = [1, 1], pad_low = [1, 1], "
+       "pad_high = [1, 1]",
+       "tensor<2x2x3x3xf64>");
+  pool("max_pool_ceil", {1, 2, 6, 6}, "max_pool",
+       "kernel = [3, 3], strides = [2, 2], dilations = [1, 1], pad_low = [0, 0], "
+       "pad_high = [0, 0] {ceil_mode}",
+       "tensor<1x2x3x3xf64>");
+  pool("max_pool_1d_dilated", {2, 3, 9}, "max_pool",
+       "kernel = [3], strides = [1], dilations = [2], pad_low = [1], pad_high = [0]",
+       "tensor<2x3x6xf64>");
+  pool("avg_pool_count_pad", {2, 2, 5, 5}, "avg_pool",
+       "kernel = [3, 3], strides = [2, 2], dilations = [1, 1], pad_low = [1, 1], "
+       "pad_high = [1, 1] {count_include_pad}",
+       "tensor<2x2x3x3xf64>");
+  pool("avg_pool_ceil", {1, 2, 6, 6}, "avg_pool",
+       "kernel = [3, 3], strides = [2, 2], dilations = [1, 1], pad_low = [1, 1], "
+       "pad_high = [1, 1] {ceil_mode, count_include_pad}",
+       "tensor<1x2x4x4xf64>");
+  pool("avg_pool_3d", {1, 2, 4, 4, 4}, "avg_pool",
+       "kernel = [2, 3, 2], strides = [2, 1, 2], dilations = [1, 1, 1], "
+       "pad_low = [0, 1, 0], pad_high = [0, 0, 1]",
+       "tensor<1x2x2x3x2xf64>");
   return out;
 }
 
