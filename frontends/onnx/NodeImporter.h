@@ -169,6 +169,7 @@ void appendElementwiseOps(std::vector<OpEntry> &ops);
 void appendTensorOps(std::vector<OpEntry> &ops);
 void appendReductionOps(std::vector<OpEntry> &ops);
 void appendNNOps(std::vector<OpEntry> &ops);
+void appendIndexingOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

@@ -350,7 +350,8 @@ ShardingRule PadOp::getShardingRule() {
   for (int64_t d = 0; d < in.getRank(); ++d)
     std::tie(resF[d], opF[d]) =
         partFactors(r, out.getDimSize(d), in.getDimSize(d), getLow()[d],
-                    getLow()[d] >= 0 && getHigh()[d] >= 0);
+                    getMode() == "constant" && getLow()[d] >= 0 &&
+                        getHigh()[d] >= 0);
   r.operands.push_back(opF);
   r.operands.push_back({}); // the padding value, a scalar
   r.results.push_back(resF);
