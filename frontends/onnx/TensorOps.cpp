@@ -318,7 +318,7 @@ LogicalResult importSlice(NodeImporter &n) {
   }
   if (!reversed.empty()) {
     llvm::sort(reversed);
-    x = n.create<ReverseOp>(x, reversed).getResult();
+    x = n.fold<ReverseOp>(x, reversed);
   }
   n.setOutput(0, n.fold<SliceOp>(x, start, limit, stride));
   return success();

@@ -527,6 +527,7 @@ def Graph_ReverseOp : Graph_Op<"reverse",
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = "$operand `,` `dims` `=` $dims attr-dict `:` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Graph_ConcatOp : Graph_Op<"concat",
