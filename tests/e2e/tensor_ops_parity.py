@@ -7,8 +7,11 @@ scatter_add along a dimension) is exported by PyTorch 1.13 for training at
 opset 17 and trained 20 AdamW steps by `dtcc compile --train` and by
 PyTorch on the same batches (indices included). Checks the loss of every
 step within --loss-rtol relative and every parameter's gradient after the
-first step within --grad-rtol of its largest magnitude. Exits non-zero on
-any difference.
+first step within --grad-rtol of its largest magnitude. Then trains the
+same program compiled for each of --meshes (data and tensor parallel on two
+ranks by default, under mpirun) and checks its losses against PyTorch's
+likewise: the sharding rules of the new ops split the batch and keep the
+resampled and indexed dimensions whole. Exits non-zero on any difference.
 """
 import argparse
 import os
@@ -22,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import MPI_ENV  # noqa: E402
 from torch_parity import lr_at, read_pb, write_pb  # noqa: E402
 
 
@@ -73,6 +77,9 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--loss-rtol", type=float, default=1e-4)
     ap.add_argument("--grad-rtol", type=float, default=1e-4)
+    ap.add_argument("--meshes", default="dp=2;tp=2",
+                    help="';'-separated --mesh values to train on with mpirun "
+                         "('' for none)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
 
@@ -99,16 +106,31 @@ def main():
             batches.append(batch)
 
         lr, warmup, wd, clip = 1e-2, 5, 0.1, 1.0
+        flags = ["--train", "--optimizer", "adamw", "--lr", str(lr),
+                 "--beta1", "0.9", "--beta2", "0.95", "--weight-decay", str(wd),
+                 "--grad-clip", str(clip), "--warmup", str(warmup),
+                 "--schedule", "cosine"]
         exe = os.path.join(work, "train")
-        subprocess.run([args.dtcc, "compile", onnx_path, "--train", "-o", exe,
-                        "--optimizer", "adamw", "--lr", str(lr), "--beta1", "0.9",
-                        "--beta2", "0.95", "--weight-decay", str(wd),
-                        "--grad-clip", str(clip), "--warmup", str(warmup),
-                        "--schedule", "cosine", "--export-gradients"], check=True)
+        subprocess.run([args.dtcc, "compile", onnx_path, "-o", exe,
+                        "--export-gradients"] + flags, check=True)
         out = os.path.join(work, "out")
-        subprocess.run([exe, "--batches", os.path.join(work, "batches"),
-                        "--steps", str(args.steps), "--log-every", "5",
-                        "--dump-outputs", out], check=True)
+        data = ["--batches", os.path.join(work, "batches"), "--steps",
+                str(args.steps), "--log-every", "5"]
+        subprocess.run([exe] + data + ["--dump-outputs", out], check=True)
+        # The same training on meshes of two ranks.
+        mesh_outs = {}
+        for mesh in filter(None, args.meshes.split(";")):
+            ranks = 1
+            for axis in mesh.split(","):
+                ranks *= int(axis.split("=")[1])
+            mesh_exe = os.path.join(work, "train-" + mesh.replace(",", "_"))
+            subprocess.run([args.dtcc, "compile", onnx_path, "-o", mesh_exe,
+                            "--mesh", mesh] + flags, check=True)
+            mesh_outs[mesh] = mesh_exe + ".out"
+            subprocess.run(["mpirun", "--oversubscribe", "-np", str(ranks),
+                            mesh_exe] + data + ["--dump-outputs", mesh_outs[mesh]],
+                           env=dict(os.environ, **MPI_ENV), check=True,
+                           timeout=240)
 
         params = dict(model.named_parameters())
         opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95),
@@ -126,7 +148,19 @@ def main():
             losses.append(ours)
             rel = abs(theirs - ours) / max(abs(ours), 1e-12)
             worst_loss = max(worst_loss, rel)
-            print(f"step {step:2d}  pytorch {ours:.6f}  dtcc {theirs:.6f}  rel {rel:.2e}")
+            line = f"step {step:2d}  pytorch {ours:.6f}  dtcc {theirs:.6f}"
+            for mesh, mesh_out in mesh_outs.items():
+                loss_m = float(read_pb(os.path.join(mesh_out, f"step_{step}",
+                                                    "loss.pb")))
+                rel_m = abs(loss_m - ours) / max(abs(ours), 1e-12)
+                line += f"  {mesh} {loss_m:.6f}"
+                worst_loss = max(worst_loss, rel_m)
+                if rel_m > args.loss_rtol:
+                    print(line)
+                    print(f"error: step {step}: the loss on mesh {mesh} differs "
+                          f"by {rel_m:.2e} relative")
+                    return 1
+            print(line + f"  rel {rel:.2e}")
             if rel > args.loss_rtol:
                 print(f"error: step {step}: loss differs by {rel:.2e} relative")
                 return 1
@@ -157,7 +191,9 @@ def main():
             print(f"error: the loss did not go down (mean of the first 5 steps "
                   f"{first:.4f}, of the last 5 {last:.4f})")
             return 1
-        print(f"tensor ops: {args.steps} AdamW steps agree with PyTorch "
+        meshes = "".join(f", on {m}" for m in mesh_outs)
+        print(f"tensor ops: {args.steps} AdamW steps on one device{meshes} "
+              f"agree with PyTorch "
               f"(worst loss difference {worst_loss:.2e} relative; mean loss of "
               f"the first 5 steps {first:.4f}, of the last 5 {last:.4f})")
         return 0

@@ -544,6 +544,11 @@ ShardingRule ScatterElementsOp::getShardingRule() {
                       {getIndices(), getUpdates()}, {getResult()});
 }
 
+ShardingRule GatherElementsOp::getShardingRule() {
+  return elementsRule(*this, getOperand(), getIndices(), getAxis(),
+                      {getIndices()}, {});
+}
+
 LogicalResult GatherElementsOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                          SmallVectorImpl<Value> &out) {
   out.assign(2, Value());

@@ -436,8 +436,6 @@ ShardingRule ScatterAddOp::getShardingRule() {
   return r;
 }
 
-ShardingRule GatherElementsOp::getShardingRule() { return replicatedRule(*this); }
-
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
