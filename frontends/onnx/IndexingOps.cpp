@@ -921,18 +921,18 @@ LogicalResult importRecurrent(NodeImporter &n, Cell cell) {
         RankedTensorType::get({batch, hidden}, n.builder().getI1Type()), lt,
         ArrayRef<int64_t>{0});
   };
-  // Reverses each batch element's valid prefix along dim 0 of v [seq, batch, k].
+  // Reverses each batch element's valid prefix along dim 0 of v [seq, batch,
+  // k]: t < len reads len - 1 - t, the (masked) rest stays in place.
   auto reverseValid = [&](Value v) -> Value {
     if (!lens)
       return n.create<ReverseOp>(v, ArrayRef<int64_t>{0}).getResult();
     auto vt = typeOf(v);
     auto idxType = RankedTensorType::get({seq, batch}, i64);
     Value steps = n.create<IotaOp>(idxType, 0).getResult();
-    Value last = n.fold<SubOp>(
-        n.fold<BroadcastInDimOp>(idxType, lens, ArrayRef<int64_t>{1}),
-        n.splat(idxType, 1));
-    Value idx = n.fold<SubOp>(last, steps);
-    idx = n.fold<MaxOp>(idx, n.splat(idxType, 0));
+    Value len = n.fold<BroadcastInDimOp>(idxType, lens, ArrayRef<int64_t>{1});
+    Value mirrored =
+        n.fold<SubOp>(n.fold<SubOp>(len, n.splat(idxType, 1)), steps);
+    Value idx = n.fold<SelectOp>(n.fold<LtOp>(steps, len), mirrored, steps);
     Value full = n.fold<BroadcastInDimOp>(
         RankedTensorType::get(vt.getShape(), i64), idx, ArrayRef<int64_t>{0, 1});
     return n.create<GatherElementsOp>(vt, v, full, 0).getResult();
