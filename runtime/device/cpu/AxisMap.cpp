@@ -404,17 +404,19 @@ BoundMaps bindMaps(const std::vector<AxisMap> &maps,
   return b;
 }
 
-/// Calls fn(outIndex, positions) for every output element, `positions[d]`
-/// its index along d (row-major order).
+/// Calls fn(row, positions) for every row of `shape` (all dimensions but
+/// the last), `positions[d]` its index along d < rank - 1, in row-major
+/// order.
 template <typename Fn>
-void forEachOutput(const std::vector<int64_t> &shape, Fn &&fn) {
-  int64_t total = product(shape);
-  if (total == 0)
+void forEachRow(const std::vector<int64_t> &shape, Fn &&fn) {
+  const int64_t rank = int64_t(shape.size());
+  const int64_t rows = product(shape, 0, rank - 1);
+  if (rows == 0 || shape.back() == 0)
     return;
-  std::vector<int64_t> pos(shape.size(), 0);
-  for (int64_t o = 0; o < total; ++o) {
-    fn(o, pos);
-    for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+  std::vector<int64_t> pos(rank - 1, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    fn(r, pos);
+    for (int64_t d = rank - 2; d >= 0; --d) {
       if (++pos[d] < shape[d])
         break;
       pos[d] = 0;
@@ -422,70 +424,111 @@ void forEachOutput(const std::vector<int64_t> &shape, Fn &&fn) {
   }
 }
 
-bool filled(const BoundMaps &b, const std::vector<int64_t> &pos) {
-  for (int d = 0; d < b.rank; ++d)
+/// Whether a map of a dimension before the last fills the row at `pos`.
+bool rowFilled(const BoundMaps &b, const std::vector<int64_t> &pos) {
+  for (int d = 0; d + 1 < b.rank; ++d)
     if (!b.fill[d].empty() && b.fill[d][pos[d]])
       return true;
   return false;
 }
 
-/// Copies: every output reads one input element (or is filled).
+/// Copies: every output reads one input element (or is filled). A row's
+/// source offset comes from the leading dimensions, each element's from the
+/// last dimension's table.
 template <typename E>
 KernelFn copyKernel(BoundMaps b, const E *in, E *out, E fillValue) {
   return [b = std::move(b), in, out, fillValue]() -> Status {
-    forEachOutput(b.outShape, [&](int64_t o, const std::vector<int64_t> &pos) {
-      if (filled(b, pos)) {
-        out[o] = fillValue;
+    const int last = b.rank - 1;
+    const int64_t cols = b.outShape[last];
+    const int64_t *firstTap = b.offsets[last].data();
+    const int64_t *tapOffset = b.elementOffsets[last].data();
+    const uint8_t *fill = b.fill[last].empty() ? nullptr : b.fill[last].data();
+    forEachRow(b.outShape, [&](int64_t r, const std::vector<int64_t> &pos) {
+      E *o = out + r * cols;
+      if (rowFilled(b, pos)) {
+        std::fill(o, o + cols, fillValue);
         return;
       }
-      int64_t src = 0;
-      for (int d = 0; d < b.rank; ++d)
-        src += b.elementOffsets[d][b.offsets[d][pos[d]]];
-      out[o] = in[src];
+      int64_t base = 0;
+      for (int d = 0; d < last; ++d)
+        base += b.elementOffsets[d][b.offsets[d][pos[d]]];
+      const E *src = in + base;
+      for (int64_t c = 0; c < cols; ++c)
+        o[c] = fill && fill[c] ? fillValue : src[tapOffset[firstTap[c]]];
     });
     return Status::ok();
   };
 }
 
 /// Weighted sums over the tensor product of each dimension's taps, in
-/// double, in a fixed order.
+/// double. The leading dimensions' taps of a row are combined once (an
+/// odometer, dimension 0 outermost); each element then sums its last
+/// dimension's taps against every combination, so the products and the
+/// order of the sum are those of a plain odometer over all dimensions (the
+/// CUDA kernel's).
 template <typename S>
 KernelFn sumKernel(BoundMaps b, const S *in, S *out, double fillValue) {
   return [b = std::move(b), in, out, fillValue]() -> Status {
-    std::vector<int64_t> tap(b.rank), offset(b.rank + 1);
-    std::vector<double> weight(b.rank + 1);
-    forEachOutput(b.outShape, [&](int64_t o, const std::vector<int64_t> &pos) {
-      if (filled(b, pos)) {
-        out[o] = Elem<S>::store(ComputeT<S>(fillValue));
+    const int last = b.rank - 1;
+    const int64_t cols = b.outShape[last];
+    const int64_t *first = b.offsets[last].data();
+    const int64_t *tapOffset = b.elementOffsets[last].data();
+    const double *tapWeight = b.weights[last].data();
+    const uint8_t *fill = b.fill[last].empty() ? nullptr : b.fill[last].data();
+    const S filled = Elem<S>::store(ComputeT<S>(fillValue));
+    const S zero = Elem<S>::store(ComputeT<S>(0));
+    std::vector<int64_t> comboOffset, tap(std::max(last, 1));
+    std::vector<double> comboWeight;
+    forEachRow(b.outShape, [&](int64_t r, const std::vector<int64_t> &pos) {
+      S *o = out + r * cols;
+      if (rowFilled(b, pos)) {
+        std::fill(o, o + cols, filled);
         return;
       }
-      for (int d = 0; d < b.rank; ++d)
-        if (b.offsets[d][pos[d]] == b.offsets[d][pos[d] + 1]) {
-          out[o] = Elem<S>::store(ComputeT<S>(0));
-          return;
-        }
-      // An odometer over the taps; offset/weight[d] accumulate dims < d.
-      double acc = 0;
-      offset[0] = 0;
-      weight[0] = 1;
-      int d = 0;
-      tap[0] = b.offsets[0][pos[0]];
+      // The row's combinations of leading taps: offsets and weights.
+      comboOffset.clear();
+      comboWeight.clear();
+      bool empty = false;
+      for (int d = 0; d < last; ++d) {
+        tap[d] = b.offsets[d][pos[d]];
+        empty = empty || tap[d] == b.offsets[d][pos[d] + 1];
+      }
+      if (empty) {
+        std::fill(o, o + cols, zero);
+        return;
+      }
       for (;;) {
-        offset[d + 1] = offset[d] + b.elementOffsets[d][tap[d]];
-        weight[d + 1] = weight[d] * b.weights[d][tap[d]];
-        if (d + 1 < b.rank) {
-          ++d;
-          tap[d] = b.offsets[d][pos[d]];
-          continue;
+        int64_t off = 0;
+        double w = 1;
+        for (int d = 0; d < last; ++d) {
+          off += b.elementOffsets[d][tap[d]];
+          w *= b.weights[d][tap[d]];
         }
-        acc += weight[b.rank] * double(Elem<S>::load(in[offset[b.rank]]));
-        // Next tap: advance the innermost dimension that has one left.
-        while (d >= 0 && ++tap[d] == b.offsets[d][pos[d] + 1])
+        comboOffset.push_back(off);
+        comboWeight.push_back(w);
+        int d = last - 1;
+        while (d >= 0 && ++tap[d] == b.offsets[d][pos[d] + 1]) {
+          tap[d] = b.offsets[d][pos[d]];
           --d;
+        }
         if (d < 0)
           break;
       }
-      out[o] = Elem<S>::store(ComputeT<S>(acc));
+      const size_t combos = comboOffset.size();
+      for (int64_t c = 0; c < cols; ++c) {
+        if (fill && fill[c]) {
+          o[c] = filled;
+          continue;
+        }
+        double acc = 0;
+        for (size_t k = 0; k < combos; ++k) {
+          const S *src = in + comboOffset[k];
+          const double wk = comboWeight[k];
+          for (int64_t t = first[c]; t < first[c + 1]; ++t)
+            acc += wk * tapWeight[t] * double(Elem<S>::load(src[tapOffset[t]]));
+        }
+        o[c] = Elem<S>::store(ComputeT<S>(acc));
+      }
     });
     return Status::ok();
   };
