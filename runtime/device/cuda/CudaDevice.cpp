@@ -82,7 +82,6 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank) {
   registerCudaKernels(d->registry_, *d);
   registerCudaMatmulKernels(d->registry_, *d);
   registerCudaCollectiveKernels(d->registry_, *d);
-  registerCudaTensorOpKernels(d->registry_, *d);
   // Queued send/recv go out as one NCCL group before any other kernel, and
   // binding any kernel but adamw ends the adamw group being bound.
   KernelRegistry wrapped;

@@ -1090,6 +1090,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("lr_schedule", buildLrSchedule);
   add("adamw", buildAdamw);
   add("sgd", buildSgd);
+  registerCudaTensorOpKernels(registry, device);
 }
 
 } // namespace dtcc::runtime::cuda
