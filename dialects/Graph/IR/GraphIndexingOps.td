@@ -140,7 +140,8 @@ def Graph_PadGradOp : Graph_Op<"pad_grad",
     - `grad` has the element type of the result and the shape
       `low[d] + dim(d) + high[d]` in every dimension `d`;
     - a dimension that is padded (`low[d] > 0` or `high[d] > 0`) is not
-      empty.
+      empty;
+    - the element type is floating point.
   }];
   let arguments = (ins Graph_FloatTensor:$grad, DenseI64ArrayAttr:$low,
                        DenseI64ArrayAttr:$high, StrAttr:$mode);
