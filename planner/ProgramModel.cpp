@@ -309,13 +309,28 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   }
   // Lookups work per looked-up element, not per element of the table they
   // read (gather) or add into (scatter_add: its updates).
-  if ((kernel == "gather" || kernel == "gather_elements") &&
+  if ((kernel == "gather" || kernel == "gather_elements" ||
+       kernel == "gather_nd") &&
       inst.outputs_size() == 1)
     elements = numel(program.buffers(inst.outputs(0)));
   if (kernel == "scatter_add" && inst.inputs_size() >= 2) {
     elements = 0;
     for (int i = 1; i < inst.inputs_size(); ++i)
       elements = std::max(elements, numel(program.buffers(inst.inputs(i))));
+  }
+  // top_k compares: on a GPU every element with its whole row (size^2 per
+  // row), on the CPU a partial sort (about log2(k) per element).
+  double compareSeconds = 0;
+  if (kernel == "top_k" && inst.inputs_size() == 1 && inst.outputs_size() >= 1) {
+    const Buffer &in = program.buffers(inst.inputs(0));
+    int64_t axis = attrInt(inst, "axis", 0);
+    if (axis >= 0 && axis < in.shape_size()) {
+      double size = double(in.shape(axis));
+      double k = double(attrInt(inst, "k", 1));
+      double compares = double(numel(in)) *
+                        (device.isCpu() ? std::log2(k + 1) + 1 : size);
+      compareSeconds = compares / device.peakFlops(DType::kFp32);
+    }
   }
   // No kernel moves its bytes faster than memory bandwidth (the measured
   // rate is of operands that fit in cache; a step's tensors mostly do not).
@@ -326,7 +341,7 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   if (measured != device.kernelSeconds.end())
     return std::max(memory, double(elements) * measured->second.value) +
            overhead;
-  return memory + overhead;
+  return std::max(memory, compareSeconds) + overhead;
 }
 
 //===----------------------------------------------------------------------===//

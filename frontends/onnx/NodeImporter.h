@@ -174,6 +174,7 @@ void appendReductionOps(std::vector<OpEntry> &ops);
 void appendNNOps(std::vector<OpEntry> &ops);
 void appendConvOps(std::vector<OpEntry> &ops);
 void appendNormPoolOps(std::vector<OpEntry> &ops);
+void appendIndexingOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

@@ -72,6 +72,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendNNOps(ops);
     appendConvOps(ops);
     appendNormPoolOps(ops);
+    appendIndexingOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
       map[e.opType] = e;
@@ -234,7 +235,9 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node, int index,
     return emitError(loc, "node '")
            << nodeName(node, index) << "' (" << node.op_type()
            << "): expected at least " << required << " inputs, got " << present;
-  if (node.output_size() < 1 || node.output(0).empty())
+  // Optional outputs may be left out (an LSTM's Y when only Y_h is used).
+  if (llvm::none_of(node.output(),
+                    [](const std::string &o) { return !o.empty(); }))
     return emitError(loc, "node '")
            << nodeName(node, index) << "' (" << node.op_type()
            << "): expected an output";

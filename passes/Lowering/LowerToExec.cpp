@@ -201,12 +201,16 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
   if (auto c = dyn_cast<graph::ConstantOp>(op)) {
     auto type = cast<RankedTensorType>(c.getType());
     ElementsAttr value = c.getValue();
-    // A splat read only by elementwise ops is one element seen with stride 0.
+    // A splat read only by elementwise ops is one element seen with stride 0;
+    // so is a large one (the zeros a gradient scatters into): other kernels
+    // get it filled in the workspace instead of a copy in the program.
     auto dense = dyn_cast<DenseElementsAttr>(value);
+    constexpr int64_t kLargeSplatBytes = 64 * 1024;
     bool splatView = dense && dense.isSplat() && type.getNumElements() > 1 &&
-                     llvm::all_of(c->getUsers(), [](Operation *u) {
-                       return u->hasTrait<OpTrait::Elementwise>();
-                     });
+                     (tensorBytes(type) >= kLargeSplatBytes ||
+                      llvm::all_of(c->getUsers(), [](Operation *u) {
+                        return u->hasTrait<OpTrait::Elementwise>();
+                      }));
     if (splatView)
       value = dense.resizeSplat(RankedTensorType::get({}, type.getElementType()));
     auto it = layout.constantOffsets.find(value);

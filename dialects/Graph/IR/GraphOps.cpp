@@ -353,6 +353,23 @@ LogicalResult PadOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult PadOp::verify() {
+  StringRef mode = getMode();
+  if (mode != "constant" && mode != "edge" && mode != "reflect" &&
+      mode != "wrap")
+    return emitOpError("expected mode \"constant\", \"edge\", \"reflect\" "
+                       "or \"wrap\", got \"")
+           << mode << "\"";
+  if (mode == "constant")
+    return success();
+  auto in = cast<RankedTensorType>(getOperand().getType());
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (in.getDimSize(d) == 0 && (getLow()[d] > 0 || getHigh()[d] > 0))
+      return emitOpError("cannot pad empty dimension ")
+             << d << " in mode \"" << mode << "\"";
+  return success();
+}
+
 LogicalResult GatherOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, ValueRange operands,
     DictionaryAttr, OpaqueProperties properties, RegionRange,

@@ -527,6 +527,7 @@ def Graph_ReverseOp : Graph_Op<"reverse",
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = "$operand `,` `dims` `=` $dims attr-dict `:` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Graph_ConcatOp : Graph_Op<"concat",
@@ -555,29 +556,46 @@ def Graph_ConcatOp : Graph_Op<"concat",
 def Graph_PadOp : Graph_Op<"pad",
     [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
-  let summary = "Pads a tensor with a constant";
+  let summary = "Pads a tensor with a constant or copies of its own elements";
   let description = [{
-    Adds `low[d]` elements before and `high[d]` after dimension `d`, all set
-    to the scalar `value`. Negative amounts remove elements.
+    Adds `low[d]` elements before and `high[d]` after dimension `d`.
+    Negative amounts remove elements. `mode` says what the new elements are
+    (as ONNX Pad and numpy.pad):
+
+    - `constant` (the default): the scalar `value`;
+    - `edge`: the nearest element of the operand (the edge repeated);
+    - `reflect`: the operand mirrored at its edges without repeating the
+      edge (`[a b c]` padded by 2 is `c b a b c b a`), repeatedly when the
+      padding is longer than the dimension;
+    - `wrap`: the operand repeated periodically (`c a b c a b`... ).
+
+    `value` is only read in `constant` mode.
 
     Example:
     ```mlir
     %p = dgraph.pad %x, %zero, low = [0, 1], high = [0, 2]
         : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x6xf32>
+    %r = dgraph.pad %x, %zero, low = [0, 2], high = [0, 2] {mode = "reflect"}
+        : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x7xf32>
     ```
 
     **Constraints:**
     - `value` is a rank-0 tensor of the operand's element type;
     - `low` and `high` have one entry per dimension;
-    - every result dimension `low[d] + dim(d) + high[d]` is non-negative.
+    - every result dimension `low[d] + dim(d) + high[d]` is non-negative;
+    - `mode` is "constant", "edge", "reflect" or "wrap";
+    - outside `constant` mode, a dimension that is padded (`low[d] > 0` or
+      `high[d] > 0`) is not empty.
   }];
   let arguments = (ins Graph_Tensor:$operand, Graph_Tensor:$value,
-                       DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high);
+                       DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high,
+                       DefaultValuedStrAttr<StrAttr, "constant">:$mode);
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = [{
     $operand `,` $value `,` `low` `=` $low `,` `high` `=` $high attr-dict `:`
     functional-type(operands, $result)
   }];
+  let hasVerifier = 1;
 }
 
 def Graph_GatherOp : Graph_Op<"gather",
@@ -610,7 +628,8 @@ def Graph_GatherOp : Graph_Op<"gather",
 }
 
 def Graph_GatherElementsOp : Graph_Op<"gather_elements",
-    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, AllShapesMatch<["indices", "result"]>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
+     DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, AllShapesMatch<["indices", "result"]>,
      AllElementTypesMatch<["operand", "result"]>]> {
   let summary = "Gathers single elements along an axis (take_along_axis)";
   let description = [{
@@ -919,5 +938,6 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy",
 include "dialects/Graph/IR/GraphTrainingOps.td"
 include "dialects/Graph/IR/GraphConvOps.td"
 include "dialects/Graph/IR/GraphNormPoolOps.td"
+include "dialects/Graph/IR/GraphIndexingOps.td"
 
 #endif // DTCC_DIALECTS_GRAPH_IR_GRAPHOPS_TD

@@ -350,7 +350,8 @@ ShardingRule PadOp::getShardingRule() {
   for (int64_t d = 0; d < in.getRank(); ++d)
     std::tie(resF[d], opF[d]) =
         partFactors(r, out.getDimSize(d), in.getDimSize(d), getLow()[d],
-                    getLow()[d] >= 0 && getHigh()[d] >= 0);
+                    getMode() == "constant" && getLow()[d] >= 0 &&
+                        getHigh()[d] >= 0);
   r.operands.push_back(opF);
   r.operands.push_back({}); // the padding value, a scalar
   r.results.push_back(resF);
@@ -434,8 +435,6 @@ ShardingRule ScatterAddOp::getShardingRule() {
   r.results.push_back(mapped(out, outIds));
   return r;
 }
-
-ShardingRule GatherElementsOp::getShardingRule() { return replicatedRule(*this); }
 
 //===----------------------------------------------------------------------===//
 // Reductions

@@ -383,6 +383,12 @@ LogicalResult PadOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   out.assign(2, Value());
   if (!grads[0])
     return success();
+  // Copies of the operand's own elements: each adds back where it came from.
+  if (getMode() != "constant") {
+    out[0] = PadGradOp::create(b, getLoc(), typeOf(getOperand()), grads[0],
+                               getLow(), getHigh(), getMode());
+    return success();
+  }
   if (llvm::any_of(getLow(), [](int64_t v) { return v < 0; }) ||
       llvm::any_of(getHigh(), [](int64_t v) { return v < 0; }))
     return emitOpError("has no VJP rule for negative padding");

@@ -30,6 +30,9 @@ void registerCpuBinaryKernels(KernelRegistry &registry);
 void registerCpuCastKernels(KernelRegistry &registry);
 void registerCpuMovementKernels(KernelRegistry &registry);
 void registerCpuIndexingKernels(KernelRegistry &registry);
+/// resize, pad_grad, gather_nd, scatter_nd, scatter_elements, top_k
+/// (TensorOpKernels.cpp).
+void registerCpuTensorOpKernels(KernelRegistry &registry);
 void registerCpuReductionKernels(KernelRegistry &registry);
 void registerCpuMatmulKernels(KernelRegistry &registry);
 void registerCpuNNKernels(KernelRegistry &registry);

@@ -15,6 +15,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuCastKernels(registry);
   registerCpuMovementKernels(registry);
   registerCpuIndexingKernels(registry);
+  registerCpuTensorOpKernels(registry);
   registerCpuReductionKernels(registry);
   registerCpuMatmulKernels(registry);
   registerCpuNNKernels(registry);

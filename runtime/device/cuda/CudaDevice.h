@@ -139,6 +139,13 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device);
 void registerCudaMatmulKernels(KernelRegistry &registry, CudaDevice &device);
 void registerCudaCollectiveKernels(KernelRegistry &registry,
                                    CudaDevice &device);
+/// resize, pad_grad, gather_nd, scatter_nd, scatter_elements, top_k
+/// (CudaTensorOps.cpp).
+void registerCudaTensorOpKernels(KernelRegistry &registry, CudaDevice &device);
+/// The pad kernel of modes edge, reflect and wrap (CudaTensorOps.cpp).
+StatusOr<KernelFn> buildCudaModePad(CudaDevice &device,
+                                    const KernelContext &ctx,
+                                    const std::string &mode);
 
 } // namespace cuda
 

@@ -256,6 +256,9 @@ StatusOr<KernelFn> buildReverse(CudaDevice &dev, const KernelContext &ctx) {
 /// pad (input, value -> output): the value broadcast over the output (a copy
 /// with stride 0, so the value stays on the device), then the input's part.
 StatusOr<KernelFn> buildPad(CudaDevice &dev, const KernelContext &ctx) {
+  const std::string mode = ctx.attrs.getString("mode", "constant");
+  if (mode != "constant")
+    return buildCudaModePad(dev, ctx, mode);
   DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView in = ctx.inputs[0], value = ctx.inputs[1],
@@ -1096,6 +1099,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   registerCudaConvKernels(registry, device);
 #endif
   registerCudaNormPoolKernels(registry, device);
+  registerCudaTensorOpKernels(registry, device);
 }
 
 } // namespace dtcc::runtime::cuda

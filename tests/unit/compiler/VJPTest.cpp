@@ -494,6 +494,109 @@ std::vector<Case> cases() {
        "kernel = [2, 3, 2], strides = [2, 1, 2], dilations = [1, 1, 1], "
        "pad_low = [0, 1, 0], pad_high = [0, 0, 1]",
        "tensor<1x2x2x3x2xf64>");
+  // Resampling, pad modes, N-d indexing and top-k (GraphIndexingOps.td).
+  auto resize = [&](const std::string &name, const std::string &attrs,
+                    const std::string &scales, std::vector<int64_t> in,
+                    std::vector<int64_t> outShape) {
+    std::string it = tensorType(in), ot = tensorType(outShape);
+    out.push_back({name, {{"a", in}},
+                   "  %y = dgraph.resize %a scales = [" + scales + "] " + attrs +
+                       " : (" + it + ") -> " + ot,
+                   ot});
+  };
+  resize("resize_linear", "{mode = \"linear\"}", "1.0, 2.0, 1.5", {2, 3, 4},
+         {2, 6, 6});
+  resize("resize_linear_down_align_corners",
+         "{mode = \"linear\", coordinate_transformation_mode = \"align_corners\"}",
+         "1.0, 0.6, 0.75", {2, 5, 4}, {2, 3, 3});
+  resize("resize_nearest", "{nearest_mode = \"round_prefer_ceil\"}",
+         "1.0, 2.0, 0.5", {2, 3, 6}, {2, 6, 3});
+  resize("resize_cubic_exclude_outside",
+         "{mode = \"cubic\", cubic_coeff_a = -0.5, exclude_outside}",
+         "1.0, 2.0, 1.0", {2, 4, 3}, {2, 8, 3});
+  resize("resize_linear_antialias", "{mode = \"linear\", antialias}",
+         "1.0, 0.5, 0.4", {2, 6, 5}, {2, 3, 2});
+  resize("resize_crop_extrapolate",
+         "{mode = \"linear\", coordinate_transformation_mode = "
+         "\"tf_crop_and_resize\", extrapolation_value = 3.0, roi = array<f64: "
+         "0.0, 0.2, 1.0, 1.5>}",
+         "1.0, 1.0", {3, 5}, {3, 5});
+  out.push_back({"resize_grad", {{"a", {2, 6, 6}}},
+                 "  %y = dgraph.resize_grad %a scales = [1.0, 2.0, 1.5] {mode = "
+                 "\"linear\"} : (tensor<2x6x6xf64>) -> tensor<2x3x4xf64>",
+                 "tensor<2x3x4xf64>"});
+  auto pad = [&](const std::string &mode, std::vector<int64_t> in,
+                 const std::string &low, const std::string &high,
+                 std::vector<int64_t> outShape) {
+    std::string ot = tensorType(outShape);
+    out.push_back({"pad_" + mode, {{"a", in}},
+                   "  %z = dgraph.constant dense<0.0> : tensor<f64>\n"
+                   "  %y = dgraph.pad %a, %z, low = [" + low + "], high = [" +
+                       high + "] {mode = \"" + mode + "\"} : (" +
+                       tensorType(in) + ", tensor<f64>) -> " + ot,
+                   ot});
+  };
+  pad("edge", {3, 2}, "1, 2", "2, 3", {6, 7});
+  pad("reflect", {3, 2}, "4, 1", "2, 3", {9, 6});
+  pad("wrap", {3, 2}, "-1, 3", "4, 2", {6, 7});
+  out.push_back({"pad_grad", {{"a", {6, 7}}},
+                 "  %y = dgraph.pad_grad %a, low = [1, 2], high = [2, 3] {mode = "
+                 "\"reflect\"} : (tensor<6x7xf64>) -> tensor<3x2xf64>",
+                 "tensor<3x2xf64>"});
+  out.push_back({"gather_nd", {{"a", {4, 3, 2}}},
+                 "  %i = dgraph.constant dense<[[1, 2], [-1, 0], [1, 2]]> : "
+                 "tensor<3x2xi64>\n"
+                 "  %y = dgraph.gather_nd %a, %i batch_dims = 0 : "
+                 "(tensor<4x3x2xf64>, tensor<3x2xi64>) -> tensor<3x2xf64>",
+                 "tensor<3x2xf64>"});
+  out.push_back({"gather_nd_batch", {{"a", {2, 3, 4}}},
+                 "  %i = dgraph.constant dense<[[[2], [0], [2]], [[1], [1], [0]]]> "
+                 ": tensor<2x3x1xi64>\n"
+                 "  %y = dgraph.gather_nd %a, %i batch_dims = 1 : "
+                 "(tensor<2x3x4xf64>, tensor<2x3x1xi64>) -> tensor<2x3x4xf64>",
+                 "tensor<2x3x4xf64>"});
+  auto scatterNd = [&](const std::string &name, const std::string &indices,
+                       const std::string &reduction) {
+    out.push_back({name, {{"a", {4, 3}}, {"b", {2, 3}}},
+                   "  %i = dgraph.constant dense<" + indices +
+                       "> : tensor<2x1xi64>\n"
+                       "  %y = dgraph.scatter_nd %a, %i, %b batch_dims = 0 "
+                       "{reduction = \"" + reduction +
+                       "\"} : (tensor<4x3xf64>, tensor<2x1xi64>, "
+                       "tensor<2x3xf64>) -> tensor<4x3xf64>",
+                   "tensor<4x3xf64>"});
+  };
+  scatterNd("scatter_nd_none", "[[2], [0]]", "none");
+  scatterNd("scatter_nd_add", "[[1], [-3]]", "add");
+  auto scatterElements = [&](const std::string &name,
+                             const std::string &indices,
+                             const std::string &reduction) {
+    out.push_back({name, {{"a", {3, 4}}, {"b", {2, 4}}},
+                   "  %i = dgraph.constant dense<" + indices +
+                       "> : tensor<2x4xi64>\n"
+                       "  %y = dgraph.scatter_elements %a, %i, %b axis = 0 "
+                       "{reduction = \"" + reduction +
+                       "\"} : (tensor<3x4xf64>, tensor<2x4xi64>, "
+                       "tensor<2x4xf64>) -> " + t,
+                   t});
+  };
+  scatterElements("scatter_elements_none", "[[0, 1, 2, 0], [2, 0, 1, -2]]",
+                  "none");
+  scatterElements("scatter_elements_add", "[[0, 1, 2, 0], [0, 1, 1, 0]]", "add");
+  out.push_back({"gather_elements", {{"a", {3, 5}}},
+                 "  %i = dgraph.constant dense<[[0, 4, 4, 1], [2, 2, 0, -1], "
+                 "[3, 1, 0, 0]]> : tensor<3x4xi64>\n"
+                 "  %y = dgraph.gather_elements %a, %i axis = 1 : "
+                 "(tensor<3x5xf64>, tensor<3x4xi64>) -> " + t,
+                 t});
+  out.push_back({"top_k", {{"a", {3, 6}}},
+                 "  %y, %i = dgraph.top_k %a, k = 4, axis = 1 : "
+                 "(tensor<3x6xf64>) -> (" + t + ", tensor<3x4xi64>)",
+                 t});
+  out.push_back({"top_k_smallest", {{"a", {5, 4}}},
+                 "  %y, %i = dgraph.top_k %a, k = 3, axis = 0 {largest = false} "
+                 ": (tensor<5x4xf64>) -> (" + t + ", tensor<3x4xi64>)",
+                 t});
   return out;
 }
 

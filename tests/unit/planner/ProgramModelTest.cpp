@@ -163,6 +163,20 @@ TEST(ProgramModel, ConvolutionsAtTheirFlopsOrTheirBytes) {
   double efficiency = 0.2 + 0.1 * std::log(size / 300) / std::log(400.0 / 300);
   EXPECT_NEAR(instructionSeconds(b.p, f->instructions(0), c.device),
               flops / (1e12 * efficiency) + 1e-6, 1e-15);
+TEST(ProgramModel, TopKComparesWholeRowsOnGpus) {
+  // The CUDA kernel compares each element with its whole row; the CPU one
+  // sorts partially: memory-bound there.
+  Builder b;
+  Function *f = b.function("train_step");
+  int x = b.buffer({8, 4096}), v = b.buffer({8, 16}), i = b.buffer({8, 16});
+  Instruction *k = b.kernel(f, "top_k", {x}, {v, i});
+  Builder::attr(k, "axis", int64_t(1));
+  Builder::attr(k, "k", int64_t(16));
+  double bytes = (8 * 4096 + 2 * 8 * 16) * 4.0;
+  EXPECT_NEAR(instructionSeconds(b.p, *k, roundCluster("gpu").device),
+              8.0 * 4096 * 4096 / 1e12 + 1e-6, 1e-15);
+  EXPECT_NEAR(instructionSeconds(b.p, *k, roundCluster("cpu").device),
+              bytes / 1e11 + 1e-6, 1e-15);
 }
 
 TEST(ProgramModel, MicroBatchesRunTrainStepThenApplyStep) {
