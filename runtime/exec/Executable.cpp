@@ -3,6 +3,7 @@
 #include "runtime/exec/Executable.h"
 
 #include "runtime/comm/CommContext.h"
+#include "runtime/exec/P2POrder.h"
 #include "runtime/exec/ShardLayout.h"
 
 #include <chrono>
@@ -36,6 +37,9 @@ Executable::create(const format::Program &program, const uint8_t *data,
     exe->comm_ = comm;
     DTCC_ASSIGN_OR_RETURN(exe->coords_,
                           MeshCoords::of(mesh, comm->mesh().world().rank()));
+    // Both backends match sends and receives alike only when they come in
+    // the same order on both sides (P2POrder.h).
+    DTCC_RETURN_IF_ERROR(checkP2POrder(program));
   }
   DTCC_RETURN_IF_ERROR(exe->prepare(program, data, dataSize));
   return exe;
