@@ -4,6 +4,7 @@
 
 #include "planner/Units.h"
 #include "runtime/base/DType.h"
+#include "runtime/exec/CudaScratch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -823,7 +824,23 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
   m.workspace = program.workspace_bytes();
   m.state = program.state_bytes();
   m.constants = program.constant_bytes();
-  m.total = m.workspace + m.state + m.constants;
+  // The kernels' scratch, reserved by the CUDA backend per rank: the
+  // fullest pipeline stage's.
+  auto target = program.metadata().find("dtcc.target");
+  if (target != program.metadata().end() && target->second == "cuda") {
+    std::set<int64_t> scratchStages = {-1};
+    for (const Function &fn : program.functions())
+      if (fn.has_stage())
+        scratchStages.insert(fn.stage());
+    if (scratchStages.size() > 1)
+      scratchStages.erase(-1);
+    for (int64_t s : scratchStages) {
+      StatusOr<runtime::ScratchLayout> l = runtime::cudaProgramScratch(program, s);
+      if (l.isOk())
+        m.scratch = std::max(m.scratch, l.value().totalBytes);
+    }
+  }
+  m.total = m.workspace + m.state + m.constants + m.scratch;
 
   // The state arena: the fullest stage's variables.
   std::set<int64_t> stages = {-1};
@@ -982,7 +999,7 @@ Candidate candidateFromProgram(const Plan &plan, const ProgramMemory &memory,
   m.commBuffers = double(memory.commBuffers);
   m.temporaries = cluster.device.reservedBytes.value +
                   double(memory.constants + memory.fragmentation +
-                         memory.stateAlignment);
+                         memory.stateAlignment + memory.scratch);
   double capacity = cluster.device.memoryBytes.value;
   if (m.total() > capacity) {
     c.fits = false;

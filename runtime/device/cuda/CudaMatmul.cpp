@@ -3,7 +3,9 @@
 // The CPU "matmul" semantics (batched, a shared rank-2 rhs, transpose_lhs /
 // transpose_rhs) on cuBLASLt: row-major C = A B is computed as the
 // column-major C^T = B^T A^T, strided batches, fp32 accumulation for
-// f16/bf16 (CudaTables.h). The heuristic's algorithm is chosen at load time.
+// f16/bf16 (CudaTables.h). The heuristic's algorithm is chosen at load time,
+// told the operands' real alignment; the workspace is the program's
+// compute scratch (runtime/exec/CudaScratch.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,7 @@
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/CudaTables.h"
+#include "runtime/exec/CudaScratch.h"
 
 #include <cstdlib>
 #include <memory>
@@ -99,18 +102,52 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(layout(&plan->b, t.dataType, tl ? m : k, tl ? k : m,
                               tl ? m : k, batch, lhsStep));
   DTCC_RETURN_IF_ERROR(layout(&plan->c, t.dataType, n, m, n, batch, outStep));
-  cublasLtMatmulPreference_t pref = nullptr;
-  DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = dev.cublasWorkspaceBytes();
-  cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  if (m > 0 && n > 0 && k > 0)
-    cublasLtMatmulAlgoGetHeuristic(dev.cublasLt(), plan->desc, plan->a, plan->b,
-                                   plan->c, plan->c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (found > 0) {
+  // The workspace: compute-stream scratch reserved with the program.
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  ScratchSlot workspaceSlot;
+  size_t ws = 0;
+  if (!set.empty()) {
+    ws = size_t(set[0].bytes);
+    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                          ctx.requestScratch(std::move(set)));
+    workspaceSlot = slots.at(0);
+  }
+  std::unique_ptr<cublasLtMatmulPreferenceOpaque_t,
+                  decltype(&cublasLtMatmulPreferenceDestroy)>
+      pref(nullptr, cublasLtMatmulPreferenceDestroy);
+  {
+    cublasLtMatmulPreference_t p = nullptr;
+    DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p));
+    pref.reset(p);
+  }
+  DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // The operands' real alignment (the heuristic assumes 256 bytes unless
+  // told, and may pick a kernel a view's address breaks). cuBLASLt's A is
+  // the rhs, B the lhs (column-major C^T = B^T A^T).
+  const int64_t esz = dtypeSize(lhs.dtype);
+  const uint32_t alignA = cublasLtAlignment(rhs.data, rhsStep * esz, batch),
+                 alignB = cublasLtAlignment(lhs.data, lhsStep * esz, batch),
+                 alignC = cublasLtAlignment(out.data, outStep * esz, batch);
+  for (auto [attr, value] :
+       {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignA},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignB},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}})
+    DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref.get(), attr, &value, sizeof(value)));
+  if (m > 0 && n > 0 && k > 0) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
+        dev.cublasLt(), plan->desc, plan->a, plan->b, plan->c, plan->c,
+        pref.get(), 1, &result, &found);
+    if (h != CUBLAS_STATUS_SUCCESS || found == 0)
+      return unimplemented(
+          cpu::errorPrefix(ctx), "cuBLASLt has no algorithm for a ",
+          dtypeName(lhs.dtype), " matmul of ", batch, " x [", m, ", ", k,
+          "] x [", k, ", ", n, "] with operands aligned to ", alignB, ", ",
+          alignA, " and ", alignC, " bytes (", cublasGetStatusName(h), ")");
     plan->algo = result.algo;
     plan->hasAlgo = true;
   }
@@ -122,7 +159,6 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
   void *c = out.data;
   cudaStream_t st = dev.computeStream();
   cublasLtHandle_t lt = dev.cublasLt();
-  void *workspace = dev.cublasWorkspace();
   std::string prefix = cpu::errorPrefix(ctx);
   return KernelFn([=]() -> Status {
     if (empty)
@@ -137,7 +173,8 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
     const void *beta = isDouble ? static_cast<const void *>(&betaD) : &betaF;
     cublasStatus_t s = cublasLtMatmul(
         lt, plan->desc, alpha, b, plan->a, a, plan->b, beta, c, plan->c, c,
-        plan->c, plan->hasAlgo ? &plan->algo : nullptr, workspace, ws, st);
+        plan->c, plan->hasAlgo ? &plan->algo : nullptr, workspaceSlot.get(),
+        ws, st);
     if (s != CUBLAS_STATUS_SUCCESS)
       return internalError(prefix, "cublasLtMatmul failed: ",
                            cublasGetStatusName(s), " (",

@@ -419,5 +419,42 @@ TEST(ProgramModel, MemoryIsTheMemoryPlanTensorByTensor) {
   EXPECT_EQ(mem.largest[0].bytes, 8192);
 }
 
+/// A program compiled for the GPU reserves its kernels' scratch when it
+/// loads (runtime/exec/CudaScratch.h): the memory counts it, per stage.
+TEST(ProgramModel, CudaProgramsCountTheKernelsScratch) {
+  Builder b;
+  Function *f = b.function("train_step");
+  int x = b.buffer({64, 128}), w = b.buffer({128, 256}), y = b.buffer({64, 256});
+  b.kernel(f, "matmul", {x, w}, {y}, "fc");
+  b.kernel(f, "adamw", {}, {}, "opt");
+  b.kernel(f, "adamw", {}, {}, "opt2");
+  b.p.set_workspace_bytes(b.workspace);
+  ProgramMemory cpu = programMemory(b.p);
+  EXPECT_EQ(cpu.scratch, 0);
+  EXPECT_EQ(cpu.total, b.workspace);
+  (*b.p.mutable_metadata())["dtcc.target"] = "cuda";
+  ProgramMemory gpu = programMemory(b.p);
+  // cuBLASLt's 32 MiB workspace, then two 72-byte AdamW table entries.
+  const int64_t scratch = (int64_t(32) << 20) + 256;
+  EXPECT_EQ(gpu.scratch, scratch);
+  EXPECT_EQ(gpu.total, b.workspace + scratch);
+  // The stage that reserves most: stage 1 gathers along dim 1 (staging of
+  // its [4, 12] output, 192 bytes) on top of the same table.
+  Builder s;
+  s.mesh({{"pp", 2}, {"dp", 2}});
+  Function *s0 = s.function("train_step_pp0");
+  s0->set_stage(0);
+  s.kernel(s0, "adamw", {}, {});
+  Function *s1 = s.function("train_step_pp1");
+  s1->set_stage(1);
+  int a = s.buffer({4, 6}), g = s.buffer({4, 12});
+  Instruction *gather = s.kernel(s1, "all_gather", {a}, {g});
+  Builder::attr(gather, "dim", 1);
+  Builder::attr(gather, "axes", "dp");
+  s.kernel(s1, "adamw", {}, {});
+  (*s.p.mutable_metadata())["dtcc.target"] = "cuda";
+  EXPECT_EQ(programMemory(s.p).scratch, 256 + 256);
+}
+
 } // namespace
 } // namespace dtcc::planner
