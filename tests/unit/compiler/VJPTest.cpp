@@ -278,6 +278,16 @@ std::vector<Case> cases() {
                  "  %y = dgraph.slice %a, start = [1, 2], limit = [4, 6], stride = [1, 1] "
                  ": (tensor<5x6xf64>) -> " + t,
                  t});
+  // Strides: every second row and third column; the last taken element of
+  // a dimension followed by fewer than `stride` elements.
+  out.push_back({"slice_strided", {{"a", {5, 7}}},
+                 "  %y = dgraph.slice %a, start = [1, 0], limit = [5, 7], stride = [2, 3] "
+                 ": (tensor<5x7xf64>) -> tensor<2x3xf64>",
+                 "tensor<2x3xf64>"});
+  out.push_back({"slice_strided_tail", {{"a", {7, 5}}},
+                 "  %y = dgraph.slice %a, start = [0, 1], limit = [6, 5], stride = [4, 2] "
+                 ": (tensor<7x5xf64>) -> tensor<2x2xf64>",
+                 "tensor<2x2xf64>"});
   out.push_back({"reverse", {{"a", {3, 4}}},
                  "  %y = dgraph.reverse %a, dims = [1] : " + t, t});
   out.push_back({"concat", {{"a", {1, 4}}, {"b", {2, 4}}},
@@ -348,6 +358,32 @@ std::vector<Case> cases() {
   out.push_back({"rms_norm", {{"a", {3, 4}}, {"g", {4}}},
                  "  %y, %r = dgraph.rms_norm %a, %g axis = 1, epsilon = 1.0e-05 : (" +
                      t + ", tensor<4xf64>) -> (" + t + ", tensor<3xf64>)",
+                 t});
+  // The statistics outputs too (ONNX LayerNormalization returns them).
+  out.push_back({"layer_norm_stats", {{"a", {3, 4}}, {"g", {4}}, {"b", {4}}},
+                 "  %n, %m, %r = dgraph.layer_norm %a, %g, %b axis = 1, epsilon = "
+                 "1.0e-05 : (" + t + ", tensor<4xf64>, tensor<4xf64>) -> (" + t +
+                     ", tensor<3xf64>, tensor<3xf64>)\n"
+                     "  %mb = dgraph.broadcast_in_dim %m, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %rb = dgraph.broadcast_in_dim %r, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %s = dgraph.add %n, %mb : " + t + "\n"
+                     "  %y = dgraph.add %s, %rb : " + t,
+                 t});
+  out.push_back({"layer_norm_stats_only", {{"a", {2, 3, 4}}, {"g", {3, 4}}},
+                 "  %n, %m, %r = dgraph.layer_norm %a, %g axis = 1, epsilon = "
+                 "1.0e-05 : (tensor<2x3x4xf64>, tensor<3x4xf64>) -> "
+                 "(tensor<2x3x4xf64>, tensor<2xf64>, tensor<2xf64>)\n"
+                 "  %y = dgraph.concat %m, %r dim = 0 : (tensor<2xf64>, "
+                 "tensor<2xf64>) -> tensor<4xf64>",
+                 "tensor<4xf64>"});
+  out.push_back({"rms_norm_stats", {{"a", {3, 4}}, {"g", {4}}},
+                 "  %n, %r = dgraph.rms_norm %a, %g axis = 1, epsilon = 1.0e-05 : (" +
+                     t + ", tensor<4xf64>) -> (" + t + ", tensor<3xf64>)\n"
+                     "  %rb = dgraph.broadcast_in_dim %r, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %y = dgraph.add %n, %rb : " + t,
                  t});
   out.push_back({"cross_entropy", {{"a", {3, 4}}},
                  "  %t = dgraph.constant dense<[3, -100, 0]> : tensor<3xi64>\n"
