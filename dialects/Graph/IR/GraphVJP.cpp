@@ -485,11 +485,28 @@ LogicalResult ReduceProdOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   out.assign(1, Value());
   if (!grads[0])
     return success();
-  // d/dx_i prod = prod / x_i (inputs that are zero get no exact gradient).
+  // d/dx_i prod = the product of the others: prod / x_i where no element of
+  // the group is zero; at the only zero of a group, the product of the
+  // nonzero others; 0 elsewhere (as PyTorch's prod).
   Emit e{b, getLoc()};
-  auto type = typeOf(getOperand());
-  Value gp = e.mul(grads[0], getResult());
-  out[0] = e.div(e.unreduce(gp, type, getDims()), getOperand());
+  Value x = getOperand();
+  auto type = typeOf(x);
+  ArrayRef<int64_t> dims = getDims();
+  Value isZero = EqOp::create(b, e.loc, x, e.zerosLike(x));
+  Value nonzero = e.select(isZero, e.splat(x, 1.0), x);
+  Value nonzeroProd = ReduceProdOp::create(b, e.loc, nonzero, dims);
+  Value zeros = ReduceSumOp::create(
+      b, e.loc, CastOp::create(b, e.loc, type, isZero), dims);
+  Value noZero = EqOp::create(b, e.loc, zeros, e.zerosLike(zeros));
+  Value oneZero = EqOp::create(b, e.loc, zeros, e.splat(zeros, 1.0));
+  Value g = e.unreduce(grads[0], type, dims);
+  Value atNonzero = e.where(e.unreduce(noZero, type, dims),
+                            e.div(e.unreduce(e.mul(grads[0], getResult()), type,
+                                             dims),
+                                  nonzero));
+  Value atZero = e.where(e.unreduce(oneZero, type, dims),
+                         e.mul(g, e.unreduce(nonzeroProd, type, dims)));
+  out[0] = e.select(isZero, atZero, atNonzero);
   return success();
 }
 
