@@ -215,10 +215,15 @@ LogicalResult PowOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                               SmallVectorImpl<Value> &out) {
   return binaryRule(
       *this, b, grads, out, [](Emit &e, Value x, Value y, Value p, Value g) {
-        // d/dx x^y = y x^(y-1); d/dy x^y = x^y log(x).
+        // d/dx x^y = y x^(y-1); d/dy x^y = x^y log(x), which is 0 at x = 0
+        // for y >= 0 (0^y is constant there; the product would be 0 * -inf).
         Value xm1 = PowOp::create(e.b, e.loc, x, e.sub(y, e.splat(y, 1.0)));
         Value dx = e.mul(g, e.mul(y, xm1));
         Value dy = e.mul(g, e.mul(p, LogOp::create(e.b, e.loc, x)));
+        Value zeroBase = AndOp::create(
+            e.b, e.loc, EqOp::create(e.b, e.loc, x, e.zerosLike(x)),
+            GeOp::create(e.b, e.loc, y, e.zerosLike(y)));
+        dy = e.select(zeroBase, e.zerosLike(dy), dy);
         return std::make_pair(dx, dy);
       });
 }

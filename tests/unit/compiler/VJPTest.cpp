@@ -257,6 +257,12 @@ std::vector<Case> cases() {
   addBinary("mul", -1, 1);
   addBinary("div", 0.5, 2);
   addBinary("pow", 0.5, 2);
+  // The exponent's gradient at a zero base (0^y is constant in y >= 0).
+  out.push_back({"pow_zero_base", {{"b", {3, 4}, 0.5, 2}},
+                 "  %a = dgraph.constant dense<[[0.0, 1.5, 0.0, 2.0], [0.5, 0.0, 1.0, 3.0], "
+                 "[0.0, 0.0, 0.7, 1.2]]> : " + t + "\n"
+                 "  %y = dgraph.pow %a, %b : " + t,
+                 t});
   addBinary("max", -1, 1);
   addBinary("min", -1, 1);
   out.push_back({"select", {{"a", {3, 4}}, {"b", {3, 4}}},
