@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 import numpy as np
 import onnx
@@ -275,6 +276,11 @@ def run_one(args, test_dir):
         return forward, (r.status, r.detail), time.monotonic() - start, r.stats
     except subprocess.TimeoutExpired as e:
         return (forward, ("failed", f"timeout: {' '.join(e.cmd[:2])}"),
+                time.monotonic() - start, None)
+    except Exception as e:  # a harness error fails this test, not the run
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return (forward, ("failed", f"gradient check raised {type(e).__name__}: {e} "
+                                    f"({os.path.basename(where.filename)}:{where.lineno})"),
                 time.monotonic() - start, None)
     finally:
         if not args.keep_work:
