@@ -10,8 +10,9 @@ the model converted to float64, which checks the VJP rules free of rounding.
 
 The reference is independent of dtcc's autodiff: central finite differences in
 float64 of the same ONNX model converted to float64 (every float tensor type,
-initializer, tensor attribute, Cast/dtype target), evaluated by dtcc's forward
-path. That forward path is checked first: at the unperturbed point the float64
+initializer, tensor attribute, Cast/dtype target, except values feeding an
+input whose type the schema fixes, such as Upsample's scales), evaluated by
+dtcc's forward path. That forward path is checked first: at the unperturbed point the float64
 model must reproduce ONNX's expected outputs. All perturbed points are
 evaluated by one executable: the model is copied once per point (each copy
 with its own inputs and loss), so one compile and one run give every loss.
@@ -116,10 +117,12 @@ RANDOM_OPS = {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike",
 # gradient is zero almost everywhere): treated as not differentiable.
 PIECEWISE_CONSTANT = {"Hardmax"}
 # Schemas that leave differentiability Unknown, where the op's latest schema
-# does not settle it either: None (every input and output is), or the reason
-# there is no gradient. Other ops left Unknown count as differentiable.
+# does not settle it either: None (every input and output is), the positions
+# of the differentiable inputs (every output is), or the reason there is no
+# gradient. Other ops left Unknown count as differentiable.
 UNKNOWN_RESOLVED = {
     "LayerNormalization": None,
+    "Upsample": [0],  # as Resize: X, not the scales
     "Range": "output size depends on the inputs",
     "ConstantOfShape": "shape operand",
     "EyeLike": "output depends only on the shape",
@@ -209,6 +212,8 @@ def _categories(node, opset):
         rule = UNKNOWN_RESOLVED.get(op)
         if isinstance(rule, str):
             return None, None, ("undefined", f"{op}: {rule}")
+        if isinstance(rule, list):
+            ins = [i in rule for i in range(len(ins))]
         ins = [True if c is None else c for c in ins]
         outs = [True if c is None else c for c in outs]
     if not any(ins) or not any(outs):
@@ -306,20 +311,41 @@ def _typed(t, name, declared):
     return out
 
 
+def fixed_type_values(model):
+    """Values that feed an input whose schema fixes its type (Upsample's and
+    Resize's scales are tensor(float)): they keep their type in float64."""
+    opset = _opset(model) or 1
+    fixed = set()
+    for node in model.graph.node:
+        schema = _schema(node.op_type, opset) if node.domain in ("", "ai.onnx") else None
+        if schema is None:
+            continue
+        for i, name in enumerate(node.input):
+            param = _slot(schema.inputs, i)
+            if name and param is not None and param.typeStr.startswith("tensor("):
+                fixed.add(name)
+    return fixed
+
+
 def to_float64(model):
     """The model with every float type, initializer and tensor attribute in
-    float64 and every float Cast/dtype target float64."""
+    float64 and every float Cast/dtype target float64, except values that
+    feed inputs of a fixed type (fixed_type_values)."""
     m = copy.deepcopy(model)
     g = m.graph
+    fixed = fixed_type_values(model)
     for vi in list(g.input) + list(g.output):
         tt = vi.type.tensor_type
-        if tt.elem_type in FLOAT_TYPES:
+        if tt.elem_type in FLOAT_TYPES and vi.name not in fixed:
             tt.elem_type = TensorProto.DOUBLE
     del g.value_info[:]
-    inits = [(_double_tensor(t) if t.data_type in FLOAT_TYPES else t) for t in g.initializer]
+    inits = [(_double_tensor(t) if t.data_type in FLOAT_TYPES and t.name not in fixed else t)
+             for t in g.initializer]
     del g.initializer[:]
     g.initializer.extend(inits)
     for node in g.node:
+        if any(o in fixed for o in node.output):
+            continue
         for a in node.attribute:
             if a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i in FLOAT_TYPES:
                 a.i = TensorProto.DOUBLE
@@ -466,6 +492,7 @@ def copies_model(p, trainable, constants, loss_outputs, weights, points):
     graph outputs as out__<i>. Inputs that are not trainable are shared by
     the copies (initializers, or Constant nodes for `constants`)."""
     m64 = to_float64(p.model)
+    fixed = fixed_type_values(p.model)
     g = m64.graph
     local = set(trainable)
     for node in g.node:
@@ -476,7 +503,7 @@ def copies_model(p, trainable, constants, loss_outputs, weights, points):
             continue
         t = p.tensors[name]
         declared = p.declared.get(name)
-        if declared in FLOAT_TYPES:
+        if declared in FLOAT_TYPES and name not in fixed:
             t = numpy_helper.from_array(tensor_values(t, declared), name)
         t = _typed(t, name, t.data_type)
         if name in constants:
@@ -616,10 +643,11 @@ def float64_problem(p):
     """p with its model, inputs and initializers in float64."""
     q = copy.copy(p)
     q.model = to_float64(p.model)
+    fixed = fixed_type_values(p.model)
     q.tensors = {n: (numpy_helper.from_array(p.values(n), n)
-                     if p.declared.get(n) in FLOAT_TYPES else t)
+                     if p.declared.get(n) in FLOAT_TYPES and n not in fixed else t)
                  for n, t in p.tensors.items()}
-    q.declared = {n: (TensorProto.DOUBLE if d in FLOAT_TYPES else d)
+    q.declared = {n: (TensorProto.DOUBLE if d in FLOAT_TYPES and n not in fixed else d)
                   for n, d in p.declared.items()}
     return q
 

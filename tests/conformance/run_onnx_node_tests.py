@@ -429,7 +429,7 @@ def main():
                                 for k, v in stats.items())
                     print(line, flush=True)
                 elif done % 100 == 0:
-                    print(f"onnx-node: {done}/{len(tests)} run", flush=True)
+                    print(f"conformance: {done}/{len(tests)} run", flush=True)
     finally:
         if args.keep_work:
             print(f"conformance: work files kept in {args.work_dir}")
