@@ -33,6 +33,22 @@ func.func @f() {
 // -----
 
 func.func @f() {
+  // expected-error @+1 {{expected a value of shape and type matching 'memref<2x3xf32>', got 'tensor<4xf32>'}}
+  %0 = dexec.buffer "constant"[0] {value = dense<1.0> : tensor<4xf32>} : memref<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{expected a value of shape and type matching 'memref<3x2xf32, strided<[0, 1]>>', got 'tensor<3xf32>'}}
+  %0 = dexec.buffer "constant"[0] {value = dense<1.0> : tensor<3xf32>} : memref<3x2xf32, strided<[0, 1]>>
+  return
+}
+
+// -----
+
+func.func @f() {
   // expected-error @+1 {{expected a strided layout with zero offset and non-negative strides}}
   %0 = dexec.buffer "workspace"[0] : memref<4xf32, strided<[-1]>>
   return
