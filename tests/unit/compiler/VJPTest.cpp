@@ -621,6 +621,10 @@ std::vector<Case> cases() {
   };
   scatterNd("scatter_nd_none", "[[2], [0]]", "none");
   scatterNd("scatter_nd_add", "[[1], [-3]]", "add");
+  // Repeated targets: products and maxima over several updates.
+  scatterNd("scatter_nd_mul", "[[1], [1]]", "mul");
+  scatterNd("scatter_nd_max", "[[3], [3]]", "max");
+  scatterNd("scatter_nd_min", "[[0], [2]]", "min");
   auto scatterElements = [&](const std::string &name,
                              const std::string &indices,
                              const std::string &reduction) {
@@ -636,6 +640,9 @@ std::vector<Case> cases() {
   scatterElements("scatter_elements_none", "[[0, 1, 2, 0], [2, 0, 1, -2]]",
                   "none");
   scatterElements("scatter_elements_add", "[[0, 1, 2, 0], [0, 1, 1, 0]]", "add");
+  scatterElements("scatter_elements_mul", "[[0, 1, 2, 0], [0, 1, 1, 0]]", "mul");
+  scatterElements("scatter_elements_max", "[[2, 1, 2, 0], [2, 0, 1, 0]]", "max");
+  scatterElements("scatter_elements_min", "[[1, 1, 2, 0], [1, 0, 1, 2]]", "min");
   out.push_back({"gather_elements", {{"a", {3, 5}}},
                  "  %i = dgraph.constant dense<[[0, 4, 4, 1], [2, 2, 0, -1], "
                  "[3, 1, 0, 0]]> : tensor<3x4xi64>\n"
