@@ -24,8 +24,10 @@ def Exec_BufferOp : Exec_Op<"buffer", [Pure]> {
     **Constraints:**
     - the arena is "workspace", "state" or "constant";
     - the offset is non-negative and a multiple of the element size;
-    - a constant buffer has a value of the memref's shape and element type,
-      or a single element when every stride is 0 (a splat seen as a view);
+    - a constant buffer has a value of the memref's element type and shape,
+      or, for a strided view of it (a broadcast, stride 0 on the repeated
+      dimensions; a splat when every stride is 0), as many elements as the
+      view spans: `1 + sum((size - 1) * stride)`;
     - the memref has a static shape and an identity or strided layout with
       non-negative strides and zero offset.
   }];
