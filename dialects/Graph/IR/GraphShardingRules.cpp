@@ -237,7 +237,8 @@ ShardingRule ReshapeOp::getShardingRule() {
   auto in = typeOf(getOperand()), out = typeOf(getResult());
   Rule::TensorFactors opF(in.getRank()), resF(out.getRank());
   int64_t i = 0, j = 0, inLeft = 0, outLeft = 0;
-  bool broken = false;
+  // An empty tensor has no refinement (and nothing to split).
+  bool broken = in.getNumElements() == 0 || out.getNumElements() == 0;
   while (!broken && (i < in.getRank() || j < out.getRank())) {
     if (i < in.getRank() && inLeft == 0)
       inLeft = in.getDimSize(i);
