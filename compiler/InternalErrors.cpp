@@ -27,6 +27,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
+#include <csetjmp>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -166,6 +167,10 @@ private:
 //===----------------------------------------------------------------------===//
 
 std::atomic<bool> reporting{false};
+/// A crash while printing a frame (a frame of freed IR) returns here, to
+/// go on with the next frame.
+thread_local sigjmp_buf frameRecovery;
+thread_local volatile sig_atomic_t printingFrame = 0;
 
 /// Prints the internal error and what was running; false when another
 /// report is already under way (a crash while reporting).
@@ -180,10 +185,20 @@ bool report(llvm::StringRef what) {
   if (entry)
     os << toolName() << ": while\n";
   for (; entry; entry = entry->getNextEntry()) {
-    std::string line;
-    llvm::raw_string_ostream s(line);
-    entry->print(s);
-    os << "  " << llvm::StringRef(line).rtrim() << "\n";
+    // `text` changes only after the frame printed (siglongjmp leaves it as
+    // it was); what a crash interrupts is left behind.
+    std::string text = "(a frame that could not be printed)";
+    if (sigsetjmp(frameRecovery, 1) == 0) {
+      printingFrame = 1;
+      std::string line;
+      llvm::raw_string_ostream s(line);
+      entry->print(s);
+      s.flush();
+      printingFrame = 0;
+      text = std::move(line);
+    }
+    printingFrame = 0;
+    os << "  " << llvm::StringRef(text).rtrim() << "\n";
   }
   os << toolName() << ": this is a bug in dtcc"
      << (backtraceRequested() ? "" : "; DTCC_CRASH_BACKTRACE=1 adds a stack trace")
@@ -228,6 +243,10 @@ const char *signalName(int sig) {
 }
 
 extern "C" void onCrashSignal(int sig) {
+  if (printingFrame) {
+    printingFrame = 0;
+    siglongjmp(frameRecovery, 1);
+  }
   if (report(std::string("crashed with ") + signalName(sig)))
     finish();
   _exit(1);

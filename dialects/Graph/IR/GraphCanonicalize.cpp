@@ -19,6 +19,20 @@ using namespace dtcc::graph;
 
 namespace {
 
+/// Replaces `op` by a new OpTy that keeps `op`'s discardable attributes: what
+/// passes recorded on it (a pipeline's micro-batch and pass tags, shardings)
+/// survives a canonicalization between them.
+template <typename OpTy, typename... Args>
+void replaceKeepingAttrs(PatternRewriter &rewriter, Operation *op,
+                         Args &&...args) {
+  SmallVector<NamedAttribute> kept(op->getDiscardableAttrs());
+  auto replacement =
+      rewriter.replaceOpWithNewOp<OpTy>(op, std::forward<Args>(args)...);
+  for (NamedAttribute a : kept)
+    if (!replacement->hasAttr(a.getName()))
+      replacement->setAttr(a.getName(), a.getValue());
+}
+
 /// Whether `perm` swaps the last two dimensions and keeps the others.
 bool swapsLastTwo(ArrayRef<int64_t> perm) {
   int64_t n = perm.size();
@@ -51,7 +65,7 @@ struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
     }
     if (!changed)
       return failure();
-    rewriter.replaceOpWithNewOp<MatmulOp>(op, op.getType(), lhs, rhs, tl, tr);
+    replaceKeepingAttrs<MatmulOp>(rewriter, op, op.getType(), lhs, rhs, tl, tr);
     return success();
   }
 };
@@ -102,9 +116,8 @@ struct FoldBatchBroadcastIntoMatmul : OpRewritePattern<MatmulOp> {
     }
     if (!keepsResult(lhs, rhs) || (lhs == op.getLhs() && rhs == op.getRhs()))
       return failure();
-    rewriter.replaceOpWithNewOp<MatmulOp>(op, op.getType(), lhs, rhs,
-                                          op.getTransposeLhs(),
-                                          op.getTransposeRhs());
+    replaceKeepingAttrs<MatmulOp>(rewriter, op, op.getType(), lhs, rhs,
+                                  op.getTransposeLhs(), op.getTransposeRhs());
     return success();
   }
 };
@@ -172,7 +185,7 @@ struct FuseErfGelu : OpRewritePattern<MulOp> {
   LogicalResult replace(MulOp op, Value x, PatternRewriter &rewriter) const {
     if (x.getType() != op.getType())
       return failure();
-    rewriter.replaceOpWithNewOp<GeluOp>(op, x, "none");
+    replaceKeepingAttrs<GeluOp>(rewriter, op, x, "none");
     return success();
   }
 };
@@ -185,7 +198,7 @@ struct FuseSilu : OpRewritePattern<MulOp> {
     for (int k = 0; k < 2; ++k) {
       auto sigmoid = op->getOperand(k).getDefiningOp<SigmoidOp>();
       if (sigmoid && sigmoid.getOperand() == op->getOperand(1 - k)) {
-        rewriter.replaceOpWithNewOp<SiluOp>(op, sigmoid.getOperand());
+        replaceKeepingAttrs<SiluOp>(rewriter, op, sigmoid.getOperand());
         return success();
       }
     }

@@ -128,3 +128,25 @@ func.func @matmul_broadcast_kept(%w: tensor<4x3xf32>, %v: tensor<3x5xf32>, %r: t
   %z = dgraph.matmul %rb, %v : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
   return %y, %z : tensor<2x4x5xf32>, tensor<4x5xf32>
 }
+
+// -----
+
+// Tests that rewritten ops keep what passes recorded on them (a pipeline's
+// micro-batch and pass tags): a backward matmul whose transpose folds after
+// dtcc-shard-microbatch used to lose them, and its pipeline stage with them.
+// CHECK-LABEL: func.func @keeps_attrs
+// CHECK: dgraph.matmul %{{.*}}, %{{.*}} {dshard.micro = 1 : i64, dshard.pass = "backward", transpose_rhs}
+// CHECK: dgraph.gelu %{{.*}} {dshard.micro = 1 : i64, dshard.pass = "forward"}
+func.func @keeps_attrs(%x: tensor<2x3xf32>, %w: tensor<4x3xf32>) -> (tensor<2x4xf32>, tensor<2x3xf32>) {
+  %wt = dgraph.transpose %w, perm = [1, 0] : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %y = dgraph.matmul %x, %wt {dshard.micro = 1 : i64, dshard.pass = "backward"} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  %half = dgraph.constant dense<0.5> : tensor<2x3xf32>
+  %one = dgraph.constant dense<1.0> : tensor<2x3xf32>
+  %s = dgraph.constant dense<1.41421356> : tensor<2x3xf32>
+  %d = dgraph.div %x, %s : tensor<2x3xf32>
+  %e = dgraph.erf %d : tensor<2x3xf32>
+  %p = dgraph.add %e, %one : tensor<2x3xf32>
+  %m = dgraph.mul %x, %p : tensor<2x3xf32>
+  %g = dgraph.mul %m, %half {dshard.micro = 1 : i64, dshard.pass = "forward"} : tensor<2x3xf32>
+  return %y, %g : tensor<2x4xf32>, tensor<2x3xf32>
+}
