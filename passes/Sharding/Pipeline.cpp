@@ -171,7 +171,7 @@ struct ShardPipelinePass
 
 private:
   LogicalResult place(func::FuncOp train);
-  void emitStage(func::FuncOp train, int64_t stage);
+  LogicalResult emitStage(func::FuncOp train, int64_t stage);
   SmallVector<int64_t> balanceStages(Block &body, ArrayRef<std::string> layers,
                                      int64_t stages);
 
@@ -416,7 +416,7 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   return success();
 }
 
-void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
+LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   MLIRContext *ctx = train.getContext();
   OpBuilder mb(train);
   IRMapping unused;
@@ -546,6 +546,22 @@ void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     }
   func::ReturnOp::create(b, ret.getLoc(), results);
 
+  // Every value a stage reads is its own (computed, received or zero): one
+  // of the step it was cut from would dangle once that step is erased.
+  WalkResult foreign = fn.walk([&](Operation *op) {
+    for (Value v : op->getOperands())
+      if (v.getParentRegion() == &train.getBody()) {
+        op->emitOpError("in pipeline stage ")
+            << stage << " reads a value of the unsplit step that the stage "
+            << "does not compute (internal error: a micro-batch op lost its "
+            << "dshard.micro tag?)";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  if (foreign.wasInterrupted())
+    return failure();
+
   // Drop what this stage does not use.
   bool changed = true;
   while (changed) {
@@ -556,6 +572,7 @@ void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
         changed = true;
       }
   }
+  return success();
 }
 
 /// Moves receives up so that each stage receives from every other stage in
@@ -633,7 +650,8 @@ void ShardPipelinePass::runOnOperation() {
   if (failed(place(train)))
     return signalPassFailure();
   for (int64_t k = 0; k < numStages(); ++k)
-    emitStage(train, k);
+    if (failed(emitStage(train, k)))
+      return signalPassFailure();
   orderReceives(module, numStages());
   // Each variable lives in the stage that updates it (all: the counters).
   llvm::StringMap<SmallVector<int64_t>> users;

@@ -534,42 +534,63 @@ LogicalResult CumSumOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
 // Linear algebra and neural-network ops
 //===----------------------------------------------------------------------===//
 
+/// Sums `g` (batch dimensions `[..., r0, r1]` of a matmul result) over the
+/// batch dimensions along which an operand of type `type` was broadcast:
+/// the leading ones it lacks and those where it has size 1.
+static Value sumToOperand(Emit &e, Value g, RankedTensorType type) {
+  auto gt = typeOf(g);
+  int64_t extra = gt.getRank() - type.getRank();
+  SmallVector<int64_t> reduced;
+  for (int64_t d = 0; d < gt.getRank() - 2; ++d)
+    if (d < extra ||
+        (type.getDimSize(d - extra) == 1 && gt.getDimSize(d) != 1))
+      reduced.push_back(d);
+  if (!reduced.empty())
+    g = ReduceSumOp::create(e.b, e.loc, g, reduced);
+  return e.reshape(g, RankedTensorType::get(type.getShape(),
+                                            gt.getElementType()));
+}
+
 LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                  SmallVectorImpl<Value> &out) {
   out.assign(2, Value());
   if (!grads[0])
     return success();
-  Location loc = getLoc();
+  Emit e{b, getLoc()};
   Value g = grads[0], lhs = getLhs(), rhs = getRhs();
   bool tl = getTransposeLhs(), tr = getTransposeRhs();
-  // With C = op(A) op(B): dA and dB in the stored layouts of A and B.
-  if (!tl)
-    out[0] = MatmulOp::create(b, loc, g, rhs, false, !tr);
-  else
-    out[0] = MatmulOp::create(b, loc, rhs, g, tr, true);
-  auto lt = typeOf(lhs), rt = typeOf(rhs);
-  if (rt.getRank() == lt.getRank()) {
-    if (!tr)
-      out[1] = MatmulOp::create(b, loc, lhs, g, !tl, false);
-    else
-      out[1] = MatmulOp::create(b, loc, g, lhs, true, tl);
+  auto lt = typeOf(lhs), rt = typeOf(rhs), gt = typeOf(g);
+  // With C = op(A) op(B): dA and dB in the stored layouts of A and B, over
+  // C's batch dimensions, then summed over those A or B was broadcast along.
+  Value da = !tl ? MatmulOp::create(b, e.loc, g, rhs, false, !tr)
+                 : MatmulOp::create(b, e.loc, rhs, g, tr, true);
+  out[0] = sumToOperand(e, da, lt);
+
+  // A matrix shared by every batch (B without batch dimensions other than
+  // 1s) and an A that is not broadcast itself: fold the batch into the rows,
+  // one [k, rows] x [rows, n] product instead of a batch of them and a sum.
+  int64_t batch = gt.getNumElements() / std::max<int64_t>(
+                      1, gt.getDimSize(gt.getRank() - 2) *
+                             gt.getDimSize(gt.getRank() - 1));
+  int64_t lhsBatch = lt.getNumElements() /
+                     std::max<int64_t>(1, lt.getDimSize(lt.getRank() - 2) *
+                                              lt.getDimSize(lt.getRank() - 1));
+  bool sharedRhs = llvm::all_of(rt.getShape().drop_back(2),
+                                [](int64_t d) { return d == 1; });
+  if (sharedRhs && !tl && batch > 1 && lhsBatch == batch &&
+      lt.getNumElements() > 0) {
+    int64_t k = lt.getShape().back(), n = gt.getShape().back();
+    int64_t rows = lt.getNumElements() / k;
+    Value a2 = e.reshape(lhs, RankedTensorType::get({rows, k}, lt.getElementType()));
+    Value g2 = e.reshape(g, RankedTensorType::get({rows, n}, gt.getElementType()));
+    Value db = !tr ? MatmulOp::create(b, e.loc, a2, g2, true, false)
+                   : MatmulOp::create(b, e.loc, g2, a2, true, false);
+    out[1] = e.reshape(db, rt);
     return success();
   }
-  // A matrix shared by every batch: fold the batch into the rows.
-  if (tl)
-    return emitOpError("has no VJP rule for a transposed batched lhs with a "
-                       "shared rhs");
-  int64_t rows = lt.getNumElements() / lt.getShape().back();
-  auto gt = typeOf(g);
-  Emit e{b, loc};
-  Value a2 = e.reshape(lhs, RankedTensorType::get({rows, lt.getShape().back()},
-                                                  lt.getElementType()));
-  Value g2 = e.reshape(g, RankedTensorType::get({rows, gt.getShape().back()},
-                                                gt.getElementType()));
-  if (!tr)
-    out[1] = MatmulOp::create(b, loc, a2, g2, true, false);
-  else
-    out[1] = MatmulOp::create(b, loc, g2, a2, true, false);
+  Value db = !tr ? MatmulOp::create(b, e.loc, lhs, g, !tl, false)
+                 : MatmulOp::create(b, e.loc, g, lhs, true, tl);
+  out[1] = sumToOperand(e, db, rt);
   return success();
 }
 

@@ -147,6 +147,21 @@ func.func @splat(%x: tensor<2x3xf32> {dgraph.name = "x"}) -> (tensor<2x3xf32> {d
 
 // -----
 
+// Tests that a broadcast of a constant that is not a splat (a bound label
+// tensor, as the importer leaves it) is a stride-0 view of the constant's
+// own elements.
+// CHECK-LABEL: func.func @broadcast_constant()
+// CHECK: %[[C:.*]] = dexec.buffer "constant"[0] {value = dense<[1, 2, 3]> : tensor<3xi64>} : memref<2x3xi64, strided<[0, 1]>>
+// CHECK: dexec.kernel "add" ins(%{{.*}}, %[[C]] : memref<2x3xi64>, memref<2x3xi64, strided<[0, 1]>>)
+func.func @broadcast_constant(%x: tensor<2x3xi64> {dgraph.name = "x"}) -> (tensor<2x3xi64> {dgraph.name = "y"}) {
+  %c = dgraph.constant dense<[1, 2, 3]> : tensor<3xi64>
+  %b = dgraph.broadcast_in_dim %c, dims = [1] : (tensor<3xi64>) -> tensor<2x3xi64>
+  %y = dgraph.add %x, %b : tensor<2x3xi64>
+  return %y : tensor<2x3xi64>
+}
+
+// -----
+
 // Tests that an optimizer update is written in place into its variables:
 // no copies, and the step counter increments in place.
 // CHECK-LABEL: func.func @update()

@@ -361,6 +361,29 @@ std::vector<Case> cases() {
                  "  %y = dgraph.matmul %a, %b {transpose_rhs} : "
                  "(tensor<2x3x5xf64>, tensor<4x5xf64>) -> " + mm,
                  mm});
+  // NumPy batch broadcasting in every direction; each operand's gradient
+  // sums over the batch dimensions it was broadcast along.
+  auto addMatmul = [&](const std::string &name, std::vector<int64_t> a,
+                       std::vector<int64_t> b, const std::string &attrs,
+                       const std::string &yType) {
+    out.push_back({name, {{"a", a}, {"b", b}},
+                   "  %y = dgraph.matmul %a, %b" + attrs + " : (" +
+                       tensorType(a) + ", " + tensorType(b) + ") -> " + yType,
+                   yType});
+  };
+  addMatmul("matmul_shared_lhs", {4, 5}, {2, 5, 3}, "", "tensor<2x4x3xf64>");
+  addMatmul("matmul_shared_lhs_t", {5, 4}, {2, 3, 5}, " {transpose_lhs, transpose_rhs}",
+            "tensor<2x4x3xf64>");
+  addMatmul("matmul_shared_rhs_tl", {2, 5, 3}, {5, 4}, " {transpose_lhs}",
+            "tensor<2x3x4xf64>");
+  addMatmul("matmul_shared_rhs_ones", {2, 3, 5}, {1, 5, 4}, "", "tensor<2x3x4xf64>");
+  addMatmul("matmul_broadcast_ones", {3, 1, 2, 4}, {2, 4, 3}, "",
+            "tensor<3x2x2x3xf64>");
+  addMatmul("matmul_broadcast_both", {1, 3, 2, 4}, {2, 1, 3, 4}, " {transpose_rhs}",
+            "tensor<2x3x2x3xf64>");
+  addMatmul("matmul_rank4_by_2", {2, 1, 3, 4}, {4, 2}, "", "tensor<2x1x3x2xf64>");
+  addMatmul("matmul_2_by_rank4", {4, 3}, {2, 2, 4, 2}, " {transpose_lhs}",
+            "tensor<2x2x3x2xf64>");
   out.push_back({"softmax", {{"a", {3, 4}}},
                  "  %y = dgraph.softmax %a, dim = 1 : " + t, t});
   out.push_back({"softmax_dim0", {{"a", {3, 4}}},

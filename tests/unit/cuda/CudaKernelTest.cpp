@@ -206,6 +206,38 @@ TEST_F(CudaKernels, MatmulBf16SharedRhs) {
           {{DType::kBF16, {2, 64, 96}, {}}}, kBf16Tol * 4);
 }
 
+// NumPy batch broadcasting: a shared lhs (stride 0), size-1 batch
+// dimensions against larger ones on both sides (several strided groups),
+// against the CPU kernel.
+TEST_F(CudaKernels, MatmulBroadcastBatches) {
+  struct Case {
+    std::vector<int64_t> lhs, rhs, out;
+  } cases[] = {
+      {{24, 16}, {3, 16, 8}, {3, 24, 8}},
+      {{2, 1, 24, 16}, {3, 16, 8}, {2, 3, 24, 8}},
+      {{2, 1, 3, 24, 16}, {1, 4, 1, 16, 8}, {2, 4, 3, 24, 8}},
+      {{4, 24, 16}, {1, 16, 8}, {4, 24, 8}},
+  };
+  auto numel = [](const std::vector<int64_t> &s) {
+    int64_t n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  for (const Case &c : cases)
+    for (int tr = 0; tr < 2; ++tr) {
+      Attrs a;
+      a.set("transpose_rhs", int64_t(tr));
+      std::vector<int64_t> rs = c.rhs;
+      if (tr)
+        std::swap(rs[rs.size() - 1], rs[rs.size() - 2]);
+      compare("matmul", a,
+              {{DType::kF32, c.lhs, randomValues(numel(c.lhs), 11)},
+               {DType::kF32, rs, randomValues(numel(rs), 12)}},
+              {{DType::kF32, c.out, {}}}, 1e-4);
+    }
+}
+
 TEST_F(CudaKernels, AddBroadcast) {
   compare("add", Attrs(),
           {{DType::kF32, {64, 33}, randomValues(64 * 33, 5)},

@@ -181,6 +181,37 @@ TEST(ProgramModel, TopKComparesWholeRowsOnGpus) {
               bytes / 1e11 + 1e-6, 1e-15);
 }
 
+TEST(ProgramModel, BroadcastMatmulsCountTheirResultsProducts) {
+  // As the kernel runs them (runtime/base/MatmulShape.h): a weight on the
+  // left of a 3-D activation is 6 GEMMs of 32x16x8 reading it with stride
+  // 0; a shared weight on the right folds the batch into one 192x16x8 GEMM;
+  // size-1 batch dimensions against larger ones give 2x3 GEMMs.
+  Builder b;
+  Function *f = b.function("train_step");
+  int w = b.buffer({32, 16}), x = b.buffer({6, 16, 8}), y = b.buffer({6, 32, 8});
+  int a = b.buffer({6, 32, 16}), v = b.buffer({16, 8}), z = b.buffer({6, 32, 8});
+  int p = b.buffer({2, 1, 32, 16}), q = b.buffer({3, 16, 8}),
+      r = b.buffer({2, 3, 32, 8});
+  b.kernel(f, "matmul", {w, x}, {y});
+  b.kernel(f, "matmul", {a, v}, {z});
+  b.kernel(f, "matmul", {p, q}, {r});
+  ClusterSpec c = roundCluster("cpu");
+  c.device.gemmEfficiency = {{8, 0.1}, {16, 0.2}, {32, 0.4}, {64, 0.8}};
+  struct Want {
+    double gemms, m;
+  } want[] = {{6, 32}, {1, 192}, {6, 32}};
+  for (int i = 0; i < 3; ++i) {
+    double counted = 0;
+    double seconds = instructionSeconds(b.p, f->instructions(i), c.device, &counted);
+    double flops = 2.0 * want[i].gemms * want[i].m * 16 * 8;
+    EXPECT_EQ(counted, flops) << "matmul " << i;
+    // The curve at cbrt(m k n) of one GEMM: 16 for 32x16x8, 29.1 for 192x16x8.
+    double e = c.device.matmulEfficiencyAt(want[i].m, 16, 8);
+    EXPECT_NEAR(seconds, flops / (1e12 * e) + want[i].gemms * 1e-6, 1e-15)
+        << "matmul " << i;
+  }
+}
+
 TEST(ProgramModel, MicroBatchesRunTrainStepThenApplyStep) {
   Builder b;
   Function *step = b.function("train_step");
