@@ -143,10 +143,10 @@ void registerCudaCollectiveKernels(KernelRegistry &registry,
 /// resize, pad_grad, gather_nd, scatter_nd, scatter_elements, top_k
 /// (CudaTensorOps.cpp).
 void registerCudaTensorOpKernels(KernelRegistry &registry, CudaDevice &device);
-/// The pad kernel of modes edge, reflect and wrap (CudaTensorOps.cpp).
+/// The pad kernel of modes edge, reflect and wrap, as the instruction's
+/// `mode` attribute says (CudaTensorOps.cpp).
 StatusOr<KernelFn> buildCudaModePad(CudaDevice &device,
-                                    const KernelContext &ctx,
-                                    const std::string &mode);
+                                    const KernelContext &ctx);
 
 } // namespace cuda
 

@@ -285,7 +285,7 @@ StatusOr<KernelFn> buildReverse(CudaDevice &dev, const KernelContext &ctx) {
 StatusOr<KernelFn> buildPad(CudaDevice &dev, const KernelContext &ctx) {
   const std::string mode = ctx.attrs.getString("mode", "constant");
   if (mode != "constant")
-    return buildCudaModePad(dev, ctx, mode);
+    return buildCudaModePad(dev, ctx);
   DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView in = ctx.inputs[0], value = ctx.inputs[1],

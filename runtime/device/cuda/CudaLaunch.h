@@ -179,8 +179,8 @@ cudaError_t launchGatherElements(int elemSize, DType indexType,
                                  int64_t axisStride, int64_t size,
                                  DeviceError *error, int32_t site,
                                  cudaStream_t stream);
-/// The deterministic scatter_add's sort: tiles of kScatterTileItems keys,
-/// 8-bit digits (runtime/exec/CudaScratch.h's CudaScatterAddPlan has the
+/// The deterministic scatters' sort: tiles of kScatterTileItems keys,
+/// 8-bit digits (runtime/exec/CudaScratch.h's CudaRadixSortPlan has the
 /// same constants and lays the regions out).
 constexpr int kScatterTileThreads = 256;
 constexpr int kScatterItemsPerThread = 4;
@@ -191,10 +191,16 @@ struct ScatterAddScratch {
   uint32_t *keys[2] = {nullptr, nullptr};      ///< count each
   uint32_t *positions[2] = {nullptr, nullptr}; ///< count each
   uint32_t *counts = nullptr; ///< kScatterRadix * tiles, digit-major
-  uint32_t *starts = nullptr; ///< size + 1
+  uint32_t *starts = nullptr; ///< size + 1 (scatter_add only)
   int64_t tiles = 0;
   int passes = 0;
 };
+/// Sorts the `count` pairs (keys[0], positions[0]) by key, stably: one pass
+/// per 8-bit digit (`passes`), so the sorted pairs end in keys[passes % 2]
+/// and positions[passes % 2]. Used by scatter_add and by scatter_nd and
+/// scatter_elements (TensorOpKernels.cu).
+cudaError_t launchRadixSortPairs(const ScatterAddScratch &scratch,
+                                 int64_t count, cudaStream_t stream);
 /// out[o][r][k] = the sum over j with idx[j] == r (negative indices from
 /// the end) of upd[o][j][k], in increasing j: the CPU backend's order, so
 /// the result is the same on every run and on both backends (f16/bf16 sum

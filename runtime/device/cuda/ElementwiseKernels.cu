@@ -889,6 +889,27 @@ cudaError_t launchGatherElements(int elemSize, DType indexType,
   return err;
 }
 
+cudaError_t launchRadixSortPairs(const ScatterAddScratch &scratch,
+                                 int64_t count, cudaStream_t s) {
+  if (count == 0)
+    return cudaSuccess;
+  const unsigned tiles = unsigned(scratch.tiles);
+  for (int pass = 0; pass < scratch.passes; ++pass) {
+    const int from = pass % 2, to = 1 - from, shift = 8 * pass;
+    radixCountKernel<<<tiles, kScatterTileThreads, 0, s>>>(
+        scratch.keys[from], count, shift, scratch.counts, scratch.tiles);
+    exclusiveScanKernel<<<1, 1024, 0, s>>>(scratch.counts,
+                                           kScatterRadix * scratch.tiles);
+    radixScatterKernel<<<tiles, kScatterTileThreads, 0, s>>>(
+        scratch.keys[from], scratch.positions[from], scratch.keys[to],
+        scratch.positions[to], count, shift, scratch.counts, scratch.tiles);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+      return err;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
                              const void *indices, void *out,
                              const ScatterAddScratch &scratch, int64_t outer,
@@ -915,19 +936,8 @@ cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
     keys(int64_t{});
   if (err != cudaSuccess)
     return err;
-  const unsigned tiles = unsigned(scratch.tiles);
-  for (int pass = 0; pass < scratch.passes; ++pass) {
-    const int from = pass % 2, to = 1 - from, shift = 8 * pass;
-    radixCountKernel<<<tiles, kScatterTileThreads, 0, s>>>(
-        scratch.keys[from], count, shift, scratch.counts, scratch.tiles);
-    exclusiveScanKernel<<<1, 1024, 0, s>>>(scratch.counts,
-                                           kScatterRadix * scratch.tiles);
-    radixScatterKernel<<<tiles, kScatterTileThreads, 0, s>>>(
-        scratch.keys[from], scratch.positions[from], scratch.keys[to],
-        scratch.positions[to], count, shift, scratch.counts, scratch.tiles);
-    if ((err = cudaGetLastError()) != cudaSuccess)
-      return err;
-  }
+  if ((err = launchRadixSortPairs(scratch, count, s)) != cudaSuccess)
+    return err;
   const int sorted = scratch.passes % 2;
   err = launch(size + 1, s, [&](dim3 g, dim3 b, cudaStream_t st) {
     segmentStartsKernel<<<g, b, 0, st>>>(scratch.keys[sorted], count, size,

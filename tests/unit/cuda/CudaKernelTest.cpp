@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cuda/CudaDevice.h"
+#include "tests/unit/cuda/ScratchReservation.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -55,24 +56,6 @@ void fromFloat(DType d, uint8_t *p, int64_t i, float v) {
   default: reinterpret_cast<float *>(p)[i] = v; break;
   }
 }
-
-/// The scratch of kernels bound one by one, reserved as a program's is.
-struct Reservation {
-  explicit Reservation(Device &d) : device(d) {}
-  ~Reservation() {
-    if (base)
-      device.deallocate(base);
-  }
-  /// After binding, before running.
-  void reserve() {
-    auto r = device.reserveScratch(plan);
-    ASSERT_TRUE(r.isOk()) << r.status().toString();
-    base = r.value();
-  }
-  Device &device;
-  ScratchPlan plan;
-  void *base = nullptr;
-};
 
 /// Runs `kernel` on `device` (`runs` times); returns the outputs as
 /// doubles, and the status of the device's synchronize in `synced`.

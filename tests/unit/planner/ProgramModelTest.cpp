@@ -69,6 +69,16 @@ struct Builder {
                    const std::string &v) {
     (*i->mutable_attrs())[name].set_s(v);
   }
+  static void attr(Instruction *i, const std::string &name,
+                   const std::vector<int64_t> &v) {
+    for (int64_t x : v)
+      (*i->mutable_attrs())[name].mutable_ints()->add_values(x);
+  }
+  static void attr(Instruction *i, const std::string &name,
+                   const std::vector<double> &v) {
+    for (double x : v)
+      (*i->mutable_attrs())[name].mutable_floats()->add_values(x);
+  }
   void mesh(std::vector<std::pair<std::string, int64_t>> axes) {
     for (auto &[name, size] : axes) {
       p.mutable_mesh()->add_axes(name);
@@ -485,6 +495,48 @@ TEST(ProgramModel, CudaProgramsCountTheKernelsScratch) {
   s.kernel(s1, "adamw", {}, {});
   (*s.p.mutable_metadata())["dtcc.target"] = "cuda";
   EXPECT_EQ(programMemory(s.p).scratch, 256 + 256);
+}
+
+/// A small CNN's step for the GPU: the convolutions' capped cuDNN
+/// workspace and padded copy set the compute arena, the upsampling's tap
+/// tables are persistent.
+TEST(ProgramModel, CudaProgramsCountConvolutionAndResizeScratch) {
+  Builder b;
+  Function *f = b.function("train_step");
+  // conv of [2, 3, 7, 5] by [4, 3, 3, 3], stride 2, pads (1, 0) and (1, 2):
+  // cuDNN convolves the input padded to [2, 3, 9, 7], 378 floats.
+  int x = b.buffer({2, 3, 7, 5}), w = b.buffer({4, 3, 3, 3}),
+      y = b.buffer({2, 4, 4, 3});
+  Instruction *conv = b.kernel(f, "conv", {x, w}, {y}, "conv1");
+  Builder::attr(conv, "strides", std::vector<int64_t>{2, 2});
+  Builder::attr(conv, "dilations", std::vector<int64_t>{1, 1});
+  Builder::attr(conv, "pad_low", std::vector<int64_t>{1, 0});
+  Builder::attr(conv, "pad_high", std::vector<int64_t>{1, 2});
+  Builder::attr(conv, "groups", 1);
+  // Batch-norm sums of y: 4 channels of 24, one slice each: 64 bytes.
+  int shift = b.buffer({4}), sums = b.buffer({2, 4});
+  b.kernel(f, "batch_norm_stats", {y, shift}, {sums}, "bn1");
+  // Edge pad of y [2, 4, 4, 3] to [2, 4, 9, 6]: per dimension offsets
+  // (out + 1), taps and weights (out each), 8 bytes apiece: (3 + 2 + 2),
+  // (5 + 4 + 4), (10 + 9 + 9) and (7 + 6 + 6) entries, 536 bytes.
+  int padded = b.buffer({2, 4, 9, 6}), zero = b.buffer({});
+  Instruction *pad = b.kernel(f, "pad", {y, zero}, {padded}, "pad1");
+  Builder::attr(pad, "mode", std::string("edge"));
+  Builder::attr(pad, "low", std::vector<int64_t>{0, 0, 2, 1});
+  Builder::attr(pad, "high", std::vector<int64_t>{0, 0, 3, 2});
+  b.kernel(f, "adamw", {}, {}, "opt");
+  b.p.set_workspace_bytes(b.workspace);
+  (*b.p.mutable_metadata())["dtcc.target"] = "cuda";
+  ProgramMemory gpu = programMemory(b.p);
+  // Compute arena: 64 MiB, then 1512 bytes of padded input at 64 MiB;
+  // rounded to 256. Persistent: the 536-byte table, the 72-byte AdamW
+  // entry after it (608), rounded to 256.
+  const int64_t compute = (int64_t(64) << 20) + 1536;
+  EXPECT_EQ(gpu.scratch, compute + 768);
+  EXPECT_EQ(gpu.total, b.workspace + compute + 768);
+  // The CPU backend reserves none of it.
+  (*b.p.mutable_metadata())["dtcc.target"] = "cpu";
+  EXPECT_EQ(programMemory(b.p).scratch, 0);
 }
 
 } // namespace

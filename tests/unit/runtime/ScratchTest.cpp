@@ -349,6 +349,221 @@ TEST(CudaScratch, ScatterAddSortLayout) {
             Req{});
 }
 
+/// conv, conv_input_grad, conv_filter_grad: `x` [N, C, X..], `w`, `y`.
+Attrs convAttrs(std::vector<int64_t> strides, std::vector<int64_t> low,
+                std::vector<int64_t> high) {
+  Attrs a;
+  a.set("strides", strides);
+  a.set("dilations", std::vector<int64_t>(strides.size(), 1));
+  a.set("pad_low", low);
+  a.set("pad_high", high);
+  a.set("groups", int64_t(1));
+  return a;
+}
+
+TEST(CudaScratch, ConvolutionsTakeTheWorkspaceCapAndAPaddedCopy) {
+  const int64_t cap = int64_t(64) << 20;
+  EXPECT_EQ(kCudaConvWorkspaceBytes, cap);
+  // [2, 3, 7, 5] by [4, 3, 3, 3], stride 2: symmetric pads need only the
+  // workspace, for all three kernels.
+  const Attrs sym = convAttrs({2, 2}, {1, 1}, {1, 1});
+  EXPECT_EQ(requests(instruction("conv", {{f32, {2, 3, 7, 5}}, {f32, {4, 3, 3, 3}}},
+                                 {{f32, {2, 4, 4, 3}}}, sym)),
+            (Req{{kCompute, cap}}));
+  // Pads (1, 0) low and (1, 2) high: the input padded to [2, 3, 9, 7]
+  // (378 elements) follows the workspace.
+  const Attrs asym = convAttrs({2, 2}, {1, 0}, {1, 2});
+  EXPECT_EQ(requests(instruction("conv", {{f32, {2, 3, 7, 5}}, {f32, {4, 3, 3, 3}}},
+                                 {{f32, {2, 4, 4, 3}}}, asym)),
+            (Req{{kCompute, cap}, {kCompute, 378 * 4}}));
+  EXPECT_EQ(requests(instruction("conv_input_grad",
+                                 {{f32, {2, 4, 4, 3}}, {f32, {4, 3, 3, 3}}},
+                                 {{f32, {2, 3, 7, 5}}}, asym)),
+            (Req{{kCompute, cap}, {kCompute, 378 * 4}}));
+  const DType f16 = DType::kF16;
+  EXPECT_EQ(requests(instruction("conv_filter_grad",
+                                 {{f16, {2, 3, 7, 5}}, {f16, {2, 4, 4, 3}}},
+                                 {{f16, {4, 3, 3, 3}}}, asym)),
+            (Req{{kCompute, cap}, {kCompute, 378 * 2}}));
+  // 1-D, pads 2 and 1: cuDNN's [1, 2, 1, 13] input, 26 elements.
+  EXPECT_EQ(requests(instruction("conv", {{f32, {1, 2, 10}}, {f32, {2, 2, 3}}},
+                                 {{f32, {1, 2, 11}}},
+                                 convAttrs({1}, {2}, {1}))),
+            (Req{{kCompute, cap}, {kCompute, 26 * 4}}));
+  // No cuDNN call for an empty batch.
+  EXPECT_EQ(requests(instruction("conv", {{f32, {0, 3, 7, 5}}, {f32, {4, 3, 3, 3}}},
+                                 {{f32, {0, 4, 4, 3}}}, sym)),
+            Req{});
+  // A geometry that does not hold is the instruction's error.
+  auto bad = cudaKernelScratch(instruction(
+      "conv", {{f32, {2, 3, 7, 5}}, {f32, {4, 3, 3, 3}}}, {{f32, {2, 4, 5, 3}}},
+      sym));
+  EXPECT_FALSE(bad.isOk());
+}
+
+TEST(CudaScratch, BatchNormSumsAndHalfMaxPoolGradients) {
+  // Slices per channel: about 1024 blocks in all, none shorter than 4096.
+  EXPECT_EQ(cudaBatchNormSlices(2, 1 << 24), 512);
+  EXPECT_EQ(cudaBatchNormSlices(16, 8192), 2);
+  EXPECT_EQ(cudaBatchNormSlices(1024, 1 << 20), 1);
+  EXPECT_EQ(cudaBatchNormSlices(3, 4), 1);
+  EXPECT_EQ(cudaBatchNormSlices(0, 0), 1);
+  // [8, 16, 32, 32]: 16 channels x 2 slices x 2 sums x 8 bytes.
+  EXPECT_EQ(requests(instruction("batch_norm_stats",
+                                 {{f32, {8, 16, 32, 32}}, {f32, {16}}},
+                                 {{f32, {2, 16}}})),
+            (Req{{kCompute, 16 * 2 * 2 * 8}}));
+  // [256, 2, 64, 64]: 2 channels of 2^20 elements, 256 slices each.
+  EXPECT_EQ(requests(instruction("batch_norm_grad_stats",
+                                 {{f32, {256, 2, 64, 64}}, {f32, {2}},
+                                  {f32, {256, 2, 64, 64}}},
+                                 {{f32, {2, 2}}})),
+            (Req{{kCompute, 2 * 256 * 2 * 8}}));
+  // BatchNorm1d's [4, 3]: one slice per channel.
+  EXPECT_EQ(requests(instruction("batch_norm_stats", {{f32, {4, 3}}, {f32, {3}}},
+                                 {{f32, {2, 3}}})),
+            (Req{{kCompute, 3 * 2 * 8}}));
+  // The normalization itself needs none.
+  EXPECT_EQ(requests(instruction("batch_norm", {{f32, {4, 3}}}, {{f32, {4, 3}}})),
+            Req{});
+  // max_pool_grad accumulates halves in a float copy of dx.
+  const Attrs none;
+  EXPECT_EQ(requests(instruction("max_pool_grad",
+                                 {{DType::kF16, {2, 3, 4, 4}},
+                                  {DType::kI64, {2, 3, 4, 4}}},
+                                 {{DType::kF16, {2, 3, 8, 8}}}, none)),
+            (Req{{kCompute, 2 * 3 * 8 * 8 * 4}}));
+  EXPECT_EQ(requests(instruction("max_pool_grad",
+                                 {{DType::kBF16, {1, 1, 2}},
+                                  {DType::kI64, {1, 1, 2}}},
+                                 {{DType::kBF16, {1, 1, 4}}}, none)),
+            (Req{{kCompute, 16}}));
+  EXPECT_EQ(requests(instruction("max_pool_grad",
+                                 {{f32, {2, 3, 4, 4}}, {DType::kI64, {2, 3, 4, 4}}},
+                                 {{f32, {2, 3, 8, 8}}}, none)),
+            Req{});
+}
+
+TEST(CudaScratch, ResizeAndPadTablesArePersistent) {
+  // Edge pad of [3, 4] by (1, 0) low and (1, 2) high: one tap per output.
+  // Per dimension: offsets (out + 1), taps and weights, 8 bytes each:
+  // (6 + 5 + 5) * 8 + (7 + 6 + 6) * 8.
+  Attrs pad;
+  pad.set("mode", std::string("edge"));
+  pad.set("low", std::vector<int64_t>{1, 0});
+  pad.set("high", std::vector<int64_t>{1, 2});
+  auto set = cudaKernelScratch(instruction(
+      "pad", {{f32, {3, 4}}, {f32, {}}}, {{f32, {5, 6}}}, pad));
+  ASSERT_TRUE(set.isOk()) << set.status().toString();
+  ASSERT_EQ(set->size(), 1u);
+  EXPECT_EQ((*set)[0].use, kPersistent);
+  EXPECT_EQ((*set)[0].bytes, 128 + 152);
+  EXPECT_EQ((*set)[0].alignment, 8);
+  // Its gradient reads the transposes: 3 and 4 outputs of 5 and 6 taps:
+  // (4 + 5 + 5) * 8 + (5 + 6 + 6) * 8.
+  EXPECT_EQ(requests(instruction("pad_grad", {{f32, {5, 6}}}, {{f32, {3, 4}}},
+                                 pad)),
+            (Req{{kPersistent, 112 + 136}}));
+  // A constant pad is a copy: no table.
+  Attrs constant = pad;
+  constant.set("mode", std::string("constant"));
+  EXPECT_EQ(requests(instruction("pad", {{f32, {3, 4}}, {f32, {}}},
+                                 {{f32, {5, 6}}}, constant)),
+            Req{});
+  // tf_crop_and_resize of [1, 4] to [1, 4] over roi [-0.5, 1.5] in
+  // dimension 1 (nearest): outputs 0 and 3 fall outside and are filled,
+  // 1 and 2 read one input each. Dimension 0: offsets, tap and weight
+  // (2 + 1 + 1) * 8 = 32; dimension 1: (5 + 2 + 2) * 8 = 72 from 32; then
+  // dimension 1's four fill flags at 104.
+  Attrs resize;
+  resize.set("mode", std::string("nearest"));
+  resize.set("coordinate_transformation_mode",
+             std::string("tf_crop_and_resize"));
+  resize.set("scales", std::vector<double>{1, 1});
+  resize.set("roi", std::vector<double>{0, -0.5, 1, 1.5});
+  KernelContext crop =
+      instruction("resize", {{f32, {1, 4}}}, {{f32, {1, 4}}}, resize);
+  EXPECT_EQ(requests(crop), (Req{{kPersistent, 108}}));
+  auto maps = cudaAxisMaps(crop);
+  ASSERT_TRUE(maps.isOk()) << maps.status().toString();
+  const CudaAxisMapTables t = planCudaAxisMapTables(*maps);
+  EXPECT_EQ(t.offsets, (std::vector<int64_t>{0, 32}));
+  EXPECT_EQ(t.taps, (std::vector<int64_t>{16, 72}));
+  EXPECT_EQ(t.weights, (std::vector<int64_t>{24, 88}));
+  EXPECT_EQ(t.fill, (std::vector<int64_t>{-1, 104}));
+  EXPECT_EQ(t.totalBytes, 108);
+  // Bilinear 2x upsampling of [1, 1, 4, 4] (half_pixel): the two leading
+  // dimensions one tap each, the last two 8 outputs of 2 taps, but the
+  // edge outputs clamp both taps onto one input: 14 taps. (2+1+1) * 8 * 2
+  // + (9 + 14 + 14) * 8 * 2.
+  Attrs linear;
+  linear.set("mode", std::string("linear"));
+  linear.set("scales", std::vector<double>{1, 1, 2, 2});
+  EXPECT_EQ(requests(instruction("resize", {{f32, {1, 1, 4, 4}}},
+                                 {{f32, {1, 1, 8, 8}}}, linear)),
+            (Req{{kPersistent, 64 + 592}}));
+  // Bad attributes are the instruction's error.
+  Attrs badMode = linear;
+  badMode.set("mode", std::string("bicubic"));
+  EXPECT_FALSE(cudaKernelScratch(instruction("resize", {{f32, {1, 1, 4, 4}}},
+                                             {{f32, {1, 1, 8, 8}}}, badMode))
+                   .isOk());
+}
+
+TEST(CudaScratch, ScattersSortTheirTargets) {
+  const DType i64 = DType::kI64;
+  // scatter_nd of 3 tuples of length 2 into [4, 5, 6]: 20 target slices
+  // of 6 elements; one 8-bit pass over one tile. Keys and positions (12
+  // bytes each) at 256-byte steps, then 256 digit counts.
+  auto p = planCudaScatterSort(3, 20);
+  ASSERT_TRUE(p.isOk()) << p.status().toString();
+  EXPECT_EQ(p->tiles, 1);
+  EXPECT_EQ(p->passes, 1);
+  EXPECT_EQ(p->keys[1], 256);
+  EXPECT_EQ(p->positions[1], 768);
+  EXPECT_EQ(p->counts, 1024);
+  EXPECT_EQ(p->starts, -1);
+  EXPECT_EQ(p->totalBytes, 2048);
+  EXPECT_EQ(requests(instruction("scatter_nd",
+                                 {{f32, {4, 5, 6}}, {i64, {3, 2}}, {f32, {3, 6}}},
+                                 {{f32, {4, 5, 6}}})),
+            (Req{{kCompute, 2048}}));
+  // batch_dims 1: [4, 2, 1] indices, 8 tuples onto the same 20 slices.
+  EXPECT_EQ(requests(instruction("scatter_nd",
+                                 {{f32, {4, 5, 6}}, {i64, {4, 2, 1}},
+                                  {f32, {4, 2, 6}}},
+                                 {{f32, {4, 5, 6}}}, ints({{"batch_dims", 1}}))),
+            (Req{{kCompute, 2048}}));
+  // scatter_elements of [5000, 3] indices into [1000, 3]: 15000 updates
+  // onto 3000 elements (12 bits: 2 passes), 15 tiles; 60000-byte regions.
+  EXPECT_EQ(requests(instruction("scatter_elements",
+                                 {{f32, {1000, 3}}, {i64, {5000, 3}},
+                                  {f32, {5000, 3}}},
+                                 {{f32, {1000, 3}}}, ints({{"axis", 0}}))),
+            (Req{{kCompute, 4 * 60160 + 15 * 256 * 4}}));
+  EXPECT_EQ(planCudaScatterSort(15000, 3000)->passes, 2);
+  // Nothing to apply, nothing to sort.
+  EXPECT_EQ(requests(instruction("scatter_elements",
+                                 {{f32, {1000, 3}}, {i64, {0, 3}},
+                                  {f32, {0, 3}}},
+                                 {{f32, {1000, 3}}}, ints({{"axis", 0}}))),
+            Req{});
+  // Targets beyond 32-bit keys are refused, naming the node.
+  KernelContext huge = instruction(
+      "scatter_elements",
+      {{f32, {int64_t(1) << 32}}, {i64, {4}}, {f32, {4}}},
+      {{f32, {int64_t(1) << 32}}}, ints({{"axis", 0}}));
+  huge.location = "big_scatter";
+  auto refused = cudaKernelScratch(huge);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find("big_scatter"), std::string::npos)
+      << refused.status().message();
+  // gather_nd and top_k need none.
+  EXPECT_EQ(requests(instruction("gather_nd", {{f32, {4, 5, 6}}, {i64, {3, 2}}},
+                                 {{f32, {3, 6}}})),
+            Req{});
+}
+
 /// A two-stage program compiled for the GPU: what each stage's rank
 /// reserves.
 TEST(CudaScratch, ProgramScratchPerPipelineStage) {
