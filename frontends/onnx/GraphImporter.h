@@ -24,6 +24,7 @@ public:
   mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> run();
 
   const ImportOptions &getOptions() const { return options; }
+  const onnx::ModelProto &getModel() const { return model; }
   /// A load of the step counter variable `__step`, created on first use.
   mlir::Value stepCounter(mlir::OpBuilder &b);
   mlir::Value lookup(const std::string &name);

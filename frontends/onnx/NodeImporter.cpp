@@ -23,6 +23,10 @@ const ImportOptions &NodeImporter::getImportOptions() const {
 
 Value NodeImporter::stepCounter() { return graph.stepCounter(b); }
 
+const std::string &NodeImporter::producerName() const {
+  return graph.getModel().producer_name();
+}
+
 void NodeImporter::setOutput(int i, Value value) {
   if (wantsOutput(i))
     graph.define(node.output(i), value);

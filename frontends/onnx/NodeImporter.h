@@ -75,6 +75,9 @@ public:
   /// The training step counter (the variable __step, created on first use),
   /// for ops whose randomness depends on the step.
   mlir::Value stepCounter();
+  /// The model's producer_name ("pytorch", "backend-test", ...), for ops
+  /// whose exporters disagree with ONNX's definition.
+  const std::string &producerName() const;
 
   //===-- Attributes --------------------------------------------------------===//
 
@@ -170,6 +173,8 @@ void appendTensorOps(std::vector<OpEntry> &ops);
 void appendReductionOps(std::vector<OpEntry> &ops);
 void appendNNOps(std::vector<OpEntry> &ops);
 void appendConvOps(std::vector<OpEntry> &ops);
+void appendNormPoolOps(std::vector<OpEntry> &ops);
+void appendIndexingOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

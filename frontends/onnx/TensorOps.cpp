@@ -318,7 +318,7 @@ LogicalResult importSlice(NodeImporter &n) {
   }
   if (!reversed.empty()) {
     llvm::sort(reversed);
-    x = n.create<ReverseOp>(x, reversed).getResult();
+    x = n.fold<ReverseOp>(x, reversed);
   }
   n.setOutput(0, n.fold<SliceOp>(x, start, limit, stride));
   return success();
@@ -525,9 +525,11 @@ LogicalResult importPad(NodeImporter &n) {
   auto type = typeOf(x);
   int64_t rank = type.getRank();
   std::string mode = n.attrString("mode", "constant");
-  if (mode != "constant")
+  if (mode != "constant" && mode != "edge" && mode != "reflect" &&
+      mode != "wrap")
     return n.error() << "pad mode \"" << mode
-                     << "\" is not supported (only \"constant\")";
+                     << "\" is not supported (only \"constant\", \"edge\", "
+                        "\"reflect\" and \"wrap\")";
   auto pads = n.constantInts(1, "pads");
   if (failed(pads))
     return failure();
@@ -563,6 +565,17 @@ LogicalResult importPad(NodeImporter &n) {
                             type.getElementType()))
     return n.error() << "expected a one-element constant_value of the data's "
                         "element type, got " << n.input(2).getType();
+  if (mode != "constant") {
+    // The copies come from the data itself: constant_value is not read.
+    for (int64_t d = 0; d < rank; ++d)
+      if (type.getDimSize(d) == 0 && (low[d] > 0 || high[d] > 0))
+        return n.error() << "cannot pad empty dim " << d << " in mode \""
+                         << mode << "\"";
+    n.setOutput(0, n.create<PadOp>(x, n.scalar(type.getElementType(), 0), low,
+                                   high, mode)
+                       .getResult());
+    return success();
+  }
   Value value = n.hasInput(2) ? n.reshape(n.input(2), {})
                               : n.scalar(type.getElementType(), 0);
   n.setOutput(0, n.create<PadOp>(x, value, low, high).getResult());

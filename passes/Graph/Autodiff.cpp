@@ -67,6 +67,7 @@ struct AutodiffPass : public dtcc::graph::impl::AutodiffBase<AutodiffPass> {
 private:
   FailureOr<Value> findLoss(func::FuncOp fn, OpBuilder &b);
   void stripDropout(func::FuncOp fn);
+  void useRunningStatistics(func::FuncOp fn);
   void recordDataInputs(func::FuncOp fn);
 };
 
@@ -181,6 +182,29 @@ void AutodiffPass::stripDropout(func::FuncOp fn) {
   }
 }
 
+/// Inference normalizes with batch normalization's running statistics and
+/// leaves them alone: each training-mode batch_norm takes the running
+/// statistics its batch_norm_update would fold the batch's into, and
+/// nothing is stored. The batch statistics' ops are left dead.
+void AutodiffPass::useRunningStatistics(func::FuncOp fn) {
+  for (auto update : llvm::make_early_inc_range(fn.getOps<BatchNormUpdateOp>())) {
+    Value mean = update.getMean(), var = update.getVar();
+    for (Operation *user : llvm::make_early_inc_range(mean.getUsers()))
+      if (auto bn = dyn_cast<BatchNormOp>(user);
+          bn && bn.getTraining() && bn.getMean() == mean && bn.getVar() == var) {
+        bn.getMeanMutable().assign(update.getRunningMean());
+        bn.getVarMutable().assign(update.getRunningVar());
+        bn.setTraining(false);
+      }
+    for (Operation *user : llvm::make_early_inc_range(update->getUsers()))
+      if (isa<StoreOp>(user))
+        user->erase();
+    update.getNewMean().replaceAllUsesWith(update.getRunningMean());
+    update.getNewVar().replaceAllUsesWith(update.getRunningVar());
+    update.erase();
+  }
+}
+
 void AutodiffPass::recordDataInputs(func::FuncOp fn) {
   // A language model takes two integer [b, s] inputs: token ids and labels.
   SmallVector<BlockArgument> tokens;
@@ -214,6 +238,22 @@ void AutodiffPass::runOnOperation() {
     module.emitError("the module already has a @train_step");
     return signalPassFailure();
   }
+  // The rules below read every input and output as a dgraph tensor.
+  auto checkType = [&](Type type, StringRef what, unsigned i) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (t && t.hasStaticShape())
+      return true;
+    main.emitOpError("expected statically shaped tensors as the inputs and "
+                     "outputs of @main, got ")
+        << type << " (" << what << " " << i << ")";
+    return false;
+  };
+  for (auto [i, type] : llvm::enumerate(main.getArgumentTypes()))
+    if (!checkType(type, "input", i))
+      return signalPassFailure();
+  for (auto [i, type] : llvm::enumerate(main.getResultTypes()))
+    if (!checkType(type, "output", i))
+      return signalPassFailure();
   if (recompute != "none" && recompute != "full") {
     module.emitError("expected recompute none or full, got '") << recompute << "'";
     return signalPassFailure();
@@ -233,6 +273,7 @@ void AutodiffPass::runOnOperation() {
   train.setName("train_step");
   module.push_back(train);
   stripDropout(main);
+  useRunningStatistics(main);
   recordDataInputs(main);
   if (auto name = module->getAttrOfType<StringAttr>("dgraph.model"))
     module->setAttr("dtcc.model", name);
@@ -307,7 +348,7 @@ void AutodiffPass::runOnOperation() {
     IRMapping clones;
     if (recomputeSegment)
       for (Operation *op : segments[s])
-        if (!isa<LoadOp, ConstantOp>(op)) {
+        if (!isa<LoadOp, ConstantOp, StoreOp>(op)) {
           Operation *clone = b.clone(*op, clones);
           clone->setAttr("dgraph.recompute", b.getUnitAttr());
         }

@@ -43,9 +43,13 @@ Policy policyOf(Operation *op) {
   if (isa<MatmulOp, ConvOp, ConvInputGradOp, ConvFilterGradOp>(op))
     return Policy::Half;
   if (isa<SoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp, LogSoftmaxGradOp,
-          LayerNormGradOp, RmsNormGradOp, CrossEntropyGradOp>(op))
+          LayerNormGradOp, RmsNormGradOp, CrossEntropyGradOp, BatchNormOp,
+          BatchNormGradOp, GroupNormOp, GroupNormGradOp>(op))
     return Policy::Island;
-  if (isa<LogSoftmaxOp, CrossEntropyOp>(op))
+  // Batch-norm statistics stay fp32 too: the mean and variance computed
+  // from them, the running statistics and the parameter gradients.
+  if (isa<LogSoftmaxOp, CrossEntropyOp, BatchNormStatsOp,
+          BatchNormGradStatsOp>(op))
     return Policy::LossPath;
   return Policy::Widest;
 }

@@ -20,7 +20,9 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
     `@train_step` returns the loss (named "loss") followed by one gradient
     per parameter, each tagged `dgraph.grad_of = @param` and named
     "grad/<param>"; dtcc-graph-optimizer consumes them. `@main` stays for
-    inference, with its dropouts made identities.
+    inference, with its dropouts made identities and its training-mode batch
+    normalizations (those with a `dgraph.batch_norm_update`) normalizing
+    with the running statistics, which it no longer stores.
 
     With `recompute=full`, activations are recomputed instead of kept: the
     forward ops are grouped into segments (transformer layers, found from
@@ -73,9 +75,13 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
       `rms_norm_grad`, `cross_entropy_grad`) compute in fp32 (max and sum of
       exponentials, mean, variance, rstd) and hand a half result to their
       half users; the statistics kept for the backward pass (`mean`,
-      `rstd`) stay fp32. `log_softmax` and `cross_entropy` take fp32 inputs
-      and their results stay fp32, so the loss path (and what is computed
-      from it) is fp32: the loss is reduced in fp32.
+      `rstd`) stay fp32. `batch_norm`, `batch_norm_grad`, `group_norm` and
+      `group_norm_grad` are typed the same way. `log_softmax` and
+      `cross_entropy` take fp32 inputs and their results stay fp32, so the
+      loss path (and what is computed from it) is fp32: the loss is reduced
+      in fp32. So do `batch_norm_stats` and `batch_norm_grad_stats`: batch
+      statistics, running statistics and the gradients of batch
+      normalization's parameters are fp32.
     - Every other op runs in the widest type among its float operands that
       depend on an input or a variable (half < fp32): activations that come
       from half weights are half, and anything mixed with an fp32 value is

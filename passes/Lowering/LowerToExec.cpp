@@ -201,12 +201,16 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
   if (auto c = dyn_cast<graph::ConstantOp>(op)) {
     auto type = cast<RankedTensorType>(c.getType());
     ElementsAttr value = c.getValue();
-    // A splat read only by elementwise ops is one element seen with stride 0.
+    // A splat read only by elementwise ops is one element seen with stride 0;
+    // so is a large one (the zeros a gradient scatters into): other kernels
+    // get it filled in the workspace instead of a copy in the program.
     auto dense = dyn_cast<DenseElementsAttr>(value);
+    constexpr int64_t kLargeSplatBytes = 64 * 1024;
     bool splatView = dense && dense.isSplat() && type.getNumElements() > 1 &&
-                     llvm::all_of(c->getUsers(), [](Operation *u) {
-                       return u->hasTrait<OpTrait::Elementwise>();
-                     });
+                     (tensorBytes(type) >= kLargeSplatBytes ||
+                      llvm::all_of(c->getUsers(), [](Operation *u) {
+                        return u->hasTrait<OpTrait::Elementwise>();
+                      }));
     if (splatView)
       value = dense.resizeSplat(RankedTensorType::get({}, type.getElementType()));
     auto it = layout.constantOffsets.find(value);
@@ -548,8 +552,11 @@ struct LowerToExecPass
       layout.stateBytes = std::max(layout.stateBytes, end);
     int64_t workspace = 0;
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
-      if (fn.isExternal())
-        continue;
+      if (fn.isExternal()) {
+        fn.emitOpError("is a declaration without a body: a program's "
+                       "functions are defined in it");
+        return signalPassFailure();
+      }
       FunctionLowering lowering(fn, layout);
       if (failed(lowering.run()))
         return signalPassFailure();

@@ -251,7 +251,10 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     then the remaining backwards, so at most `S - k` micro-batches' activations
     are alive at once (the memory plan shows it). A value another stage reads
     is sent after it is made (`dshard.send`, asynchronous, tagged per value
-    and destination) and received before its first reader there.
+    and destination) and received before its first reader there, and no
+    later than anything its sender sends after it: each stage receives from
+    every other in that stage's send order (NCCL matches the messages
+    between two ranks by order, not by tag; the runtime checks it).
 
     The optimizer runs in the stage of each parameter; sums over parameters
     of several stages (the gradient norm) are partial over `pp` and

@@ -336,10 +336,11 @@ LogicalResult LayoutSearch::collectGroups() {
   for (auto var : module_.getOps<graph::VariableOp>()) {
     StringRef leader = classes.getLeaderValue(var.getSymName());
     auto [it, inserted] = groupOf_.try_emplace(leader, (int)groups_.size());
+    int group = it->second; // the insertion below may move the map's entries
     if (inserted)
       groups_.emplace_back();
-    groupOf_[var.getSymName()] = it->second;
-    groups_[it->second].members.push_back(var);
+    groupOf_[var.getSymName()] = group;
+    groups_[group].members.push_back(var);
   }
   for (VarGroup &g : groups_) {
     auto type = g.members.front().getTensorType();

@@ -58,6 +58,8 @@ splitFactor(const ShardingRule &rule, ArrayRef<int64_t> factors,
     if (before == groups)
       return std::make_pair(f, int64_t(1));
     int64_t size = rule.factors[f].size;
+    if (size <= 0)
+      return std::nullopt; // an empty dimension is never split
     if (groups % before == 0 && size % (groups / before) == 0 &&
         before * size > groups)
       return std::make_pair(f, groups / before);
@@ -235,6 +237,22 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
          factor.reduction != "sum"))
       axes.clear(f);
   }
+  // A dimension shows one split: project() keeps its first split factor.
+  // Another split factor of that dimension (a reshape's [3, 6, 6] -> [108]
+  // with both 6s split) would be split in the tensors where it has a
+  // dimension of its own and whole in this one: keep it whole everywhere.
+  for (const auto &tensor : llvm::concat<const ShardingRule::TensorFactors>(
+           rule.operands, rule.results))
+    for (const auto &factors : tensor) {
+      bool split = false;
+      for (int64_t f : factors) {
+        if (axes.axes[f].empty())
+          continue;
+        if (split)
+          axes.clear(f);
+        split = true;
+      }
+    }
 
   // Only a partial sum no other op reads passes through: another reader
   // needs it whole anyway, and resolving it once at its source beats

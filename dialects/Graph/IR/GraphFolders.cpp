@@ -450,6 +450,27 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
                         });
 }
 
+OpFoldResult ReverseOp::fold(FoldAdaptor adaptor) {
+  if (getDims().empty())
+    return getOperand();
+  // Small constants (shape arithmetic, e.g. the pads a Slice with step -1
+  // reorders in PyTorch's exports).
+  auto in = foldable(adaptor.getOperand());
+  if (!in)
+    return {};
+  auto type = cast<RankedTensorType>(getType());
+  SmallVector<int64_t> strides = stridesOf(type.getShape());
+  ArrayRef<int64_t> dims = getDims();
+  return foldByIndexMap(in, type, [&](ArrayRef<int64_t> idx) {
+    int64_t linear = 0;
+    for (auto [d, i] : llvm::enumerate(idx))
+      linear += (llvm::is_contained(dims, int64_t(d)) ? type.getDimSize(d) - 1 - i
+                                                      : i) *
+                strides[d];
+    return linear;
+  });
+}
+
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   if (getOperand().getType() == getType())
     return getOperand();

@@ -36,6 +36,13 @@ std::string nodeName(mlir::Location loc);
 /// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
 /// when the name says none.
 std::string layerKey(mlir::Location loc);
+
+/// The batch dimensions of a matmul of operands of shapes `lhs` and `rhs`
+/// (all but their last two dimensions): NumPy's broadcast, aligned from the
+/// right, a missing or size-1 dimension taking the other side's size.
+/// std::nullopt when a pair differs and neither is 1.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastBatchShape(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 } // namespace dtcc::graph
 
 #define GET_OP_CLASSES

@@ -527,6 +527,7 @@ def Graph_ReverseOp : Graph_Op<"reverse",
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = "$operand `,` `dims` `=` $dims attr-dict `:` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Graph_ConcatOp : Graph_Op<"concat",
@@ -555,29 +556,46 @@ def Graph_ConcatOp : Graph_Op<"concat",
 def Graph_PadOp : Graph_Op<"pad",
     [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
-  let summary = "Pads a tensor with a constant";
+  let summary = "Pads a tensor with a constant or copies of its own elements";
   let description = [{
-    Adds `low[d]` elements before and `high[d]` after dimension `d`, all set
-    to the scalar `value`. Negative amounts remove elements.
+    Adds `low[d]` elements before and `high[d]` after dimension `d`.
+    Negative amounts remove elements. `mode` says what the new elements are
+    (as ONNX Pad and numpy.pad):
+
+    - `constant` (the default): the scalar `value`;
+    - `edge`: the nearest element of the operand (the edge repeated);
+    - `reflect`: the operand mirrored at its edges without repeating the
+      edge (`[a b c]` padded by 2 is `c b a b c b a`), repeatedly when the
+      padding is longer than the dimension;
+    - `wrap`: the operand repeated periodically (`c a b c a b`... ).
+
+    `value` is only read in `constant` mode.
 
     Example:
     ```mlir
     %p = dgraph.pad %x, %zero, low = [0, 1], high = [0, 2]
         : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x6xf32>
+    %r = dgraph.pad %x, %zero, low = [0, 2], high = [0, 2] {mode = "reflect"}
+        : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x7xf32>
     ```
 
     **Constraints:**
     - `value` is a rank-0 tensor of the operand's element type;
     - `low` and `high` have one entry per dimension;
-    - every result dimension `low[d] + dim(d) + high[d]` is non-negative.
+    - every result dimension `low[d] + dim(d) + high[d]` is non-negative;
+    - `mode` is "constant", "edge", "reflect" or "wrap";
+    - outside `constant` mode, a dimension that is padded (`low[d] > 0` or
+      `high[d] > 0`) is not empty.
   }];
   let arguments = (ins Graph_Tensor:$operand, Graph_Tensor:$value,
-                       DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high);
+                       DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high,
+                       DefaultValuedStrAttr<StrAttr, "constant">:$mode);
   let results = (outs Graph_Tensor:$result);
   let assemblyFormat = [{
     $operand `,` $value `,` `low` `=` $low `,` `high` `=` $high attr-dict `:`
     functional-type(operands, $result)
   }];
+  let hasVerifier = 1;
 }
 
 def Graph_GatherOp : Graph_Op<"gather",
@@ -610,7 +628,8 @@ def Graph_GatherOp : Graph_Op<"gather",
 }
 
 def Graph_GatherElementsOp : Graph_Op<"gather_elements",
-    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, AllShapesMatch<["indices", "result"]>,
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
+     DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, AllShapesMatch<["indices", "result"]>,
      AllElementTypesMatch<["operand", "result"]>]> {
   let summary = "Gathers single elements along an axis (take_along_axis)";
   let description = [{
@@ -755,24 +774,32 @@ def Graph_CumSumOp : Graph_Op<"cumsum",
 def Graph_MatmulOp : Graph_Op<"matmul",
     [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
-  let summary = "Batched matrix product";
+  let summary = "Batched matrix product with broadcast batch dimensions";
   let description = [{
     Multiplies the last two dimensions: `lhs[..., m, k] x rhs[..., k, n]`
-    (each side optionally transposed in its last two dimensions). Either
-    both sides have the same batch dimensions, or `rhs` is a matrix shared by
-    every batch of `lhs` (the dense layer `x[b, s, h] x w[h, f]`).
+    (each side optionally transposed in its last two dimensions). The batch
+    dimensions (all but the last two) broadcast as NumPy's `matmul`: aligned
+    from the right, a dimension that one side lacks or has of size 1 takes
+    the other side's size. A dense layer `x[b, s, h] x w[h, f]`, its
+    transpose `w[f, s] x x[b, h, s]` and `a[b, 1, m, k] x c[h, k, n]` are
+    each one op; kernels read a broadcast operand with batch stride 0,
+    never copying it. (ONNX's 1-D operands are reshaped by the importer.)
 
     Example:
     ```mlir
     %y = dgraph.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
+    %t = dgraph.matmul %v, %x : (tensor<4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
     %s = dgraph.matmul %q, %k {transpose_rhs}
-        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+        : (tensor<2x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<2x4x8x8xf32>
     ```
 
     **Constraints:**
     - both operands have rank >= 2 and the same element type;
-    - `rank(lhs) == rank(rhs)` with equal batch dimensions, or `rank(rhs) == 2`;
-    - the contracted dimensions agree.
+    - each pair of batch dimensions, aligned from the right, is equal or
+      one of them is 1;
+    - the contracted dimensions agree;
+    - the result is `[broadcast batch..., m, n]`, of rank
+      `max(rank(lhs), rank(rhs))`.
   }];
   let arguments = (ins Graph_NumericTensor:$lhs, Graph_NumericTensor:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
@@ -918,5 +945,7 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy",
 
 include "dialects/Graph/IR/GraphTrainingOps.td"
 include "dialects/Graph/IR/GraphConvOps.td"
+include "dialects/Graph/IR/GraphNormPoolOps.td"
+include "dialects/Graph/IR/GraphIndexingOps.td"
 
 #endif // DTCC_DIALECTS_GRAPH_IR_GRAPHOPS_TD

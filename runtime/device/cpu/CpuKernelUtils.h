@@ -30,12 +30,16 @@ void registerCpuBinaryKernels(KernelRegistry &registry);
 void registerCpuCastKernels(KernelRegistry &registry);
 void registerCpuMovementKernels(KernelRegistry &registry);
 void registerCpuIndexingKernels(KernelRegistry &registry);
+/// resize, pad_grad, gather_nd, scatter_nd, scatter_elements, top_k
+/// (TensorOpKernels.cpp).
+void registerCpuTensorOpKernels(KernelRegistry &registry);
 void registerCpuReductionKernels(KernelRegistry &registry);
 void registerCpuMatmulKernels(KernelRegistry &registry);
 void registerCpuNNKernels(KernelRegistry &registry);
 void registerCpuTrainingKernels(KernelRegistry &registry);
 /// conv, conv_input_grad, conv_filter_grad (ConvKernels.cpp).
 void registerCpuConvKernels(KernelRegistry &registry);
+void registerCpuNormPoolKernels(KernelRegistry &registry);
 /// Collectives over the mesh (CollectiveKernels.cpp); need KernelContext::comm.
 void registerCpuCollectiveKernels(KernelRegistry &registry);
 

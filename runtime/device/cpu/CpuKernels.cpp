@@ -15,11 +15,13 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuCastKernels(registry);
   registerCpuMovementKernels(registry);
   registerCpuIndexingKernels(registry);
+  registerCpuTensorOpKernels(registry);
   registerCpuReductionKernels(registry);
   registerCpuMatmulKernels(registry);
   registerCpuNNKernels(registry);
   registerCpuTrainingKernels(registry);
   registerCpuConvKernels(registry);
+  registerCpuNormPoolKernels(registry);
   registerCpuCollectiveKernels(registry);
 }
 

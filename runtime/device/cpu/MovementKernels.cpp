@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/cpu/AxisMap.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 
 #include <algorithm>
@@ -281,6 +282,9 @@ template <typename E> void fill(E *dst, int64_t n, E value) {
 }
 
 StatusOr<KernelFn> buildPad(const KernelContext &ctx) {
+  const std::string mode = ctx.attrs.getString("mode", "constant");
+  if (mode != "constant")
+    return buildModePad(ctx, mode);
   DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &value = ctx.inputs[1],

@@ -195,7 +195,9 @@ TEST_P(VJPTest, MatchesFiniteDifferences) {
       double down = runLoss(*evalExe, "main");
       x[k] = saved;
       double numeric = (up - down) / (2 * h);
-      maxErr = std::max(maxErr, std::abs(numeric - analytic[k]));
+      // NaN compares false: count it as an infinite error, not none.
+      double err = std::abs(numeric - analytic[k]);
+      maxErr = std::isnan(err) ? INFINITY : std::max(maxErr, err);
       maxRef = std::max(maxRef, std::abs(numeric));
     }
     EXPECT_LE(maxErr, 1e-6 * std::max(1.0, maxRef))
@@ -255,6 +257,12 @@ std::vector<Case> cases() {
   addBinary("mul", -1, 1);
   addBinary("div", 0.5, 2);
   addBinary("pow", 0.5, 2);
+  // The exponent's gradient at a zero base (0^y is constant in y >= 0).
+  out.push_back({"pow_zero_base", {{"b", {3, 4}, 0.5, 2}},
+                 "  %a = dgraph.constant dense<[[0.0, 1.5, 0.0, 2.0], [0.5, 0.0, 1.0, 3.0], "
+                 "[0.0, 0.0, 0.7, 1.2]]> : " + t + "\n"
+                 "  %y = dgraph.pow %a, %b : " + t,
+                 t});
   addBinary("max", -1, 1);
   addBinary("min", -1, 1);
   out.push_back({"select", {{"a", {3, 4}}, {"b", {3, 4}}},
@@ -278,6 +286,16 @@ std::vector<Case> cases() {
                  "  %y = dgraph.slice %a, start = [1, 2], limit = [4, 6], stride = [1, 1] "
                  ": (tensor<5x6xf64>) -> " + t,
                  t});
+  // Strides: every second row and third column; the last taken element of
+  // a dimension followed by fewer than `stride` elements.
+  out.push_back({"slice_strided", {{"a", {5, 7}}},
+                 "  %y = dgraph.slice %a, start = [1, 0], limit = [5, 7], stride = [2, 3] "
+                 ": (tensor<5x7xf64>) -> tensor<2x3xf64>",
+                 "tensor<2x3xf64>"});
+  out.push_back({"slice_strided_tail", {{"a", {7, 5}}},
+                 "  %y = dgraph.slice %a, start = [0, 1], limit = [6, 5], stride = [4, 2] "
+                 ": (tensor<7x5xf64>) -> tensor<2x2xf64>",
+                 "tensor<2x2xf64>"});
   out.push_back({"reverse", {{"a", {3, 4}}},
                  "  %y = dgraph.reverse %a, dims = [1] : " + t, t});
   out.push_back({"concat", {{"a", {1, 4}}, {"b", {2, 4}}},
@@ -311,6 +329,15 @@ std::vector<Case> cases() {
   out.push_back({"reduce_prod", {{"a", {3, 2, 4}, 0.5, 1.5}},
                  "  %y = dgraph.reduce_prod %a, dims = [1] : (tensor<3x2x4xf64>) -> " + t,
                  t});
+  // Zeros: one in a group (its gradient is the product of the others), two
+  // in another (all zero), none in the rest.
+  out.push_back({"reduce_prod_zeros", {{"a", {3, 2, 4}, 0.5, 1.5}},
+                 "  %z = dgraph.constant dense<[[[0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]], "
+                 "[[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]], [[1.0, 0.0, 1.0, 1.0], "
+                 "[1.0, 1.0, 1.0, 1.0]]]> : tensor<3x2x4xf64>\n"
+                 "  %m = dgraph.mul %a, %z : tensor<3x2x4xf64>\n"
+                 "  %y = dgraph.reduce_prod %m, dims = [1] : (tensor<3x2x4xf64>) -> " + t,
+                 t});
   out.push_back({"cumsum", {{"a", {3, 4}}},
                  "  %y = dgraph.cumsum %a, dim = 1 {exclusive} : " + t, t});
   const std::string mm = "tensor<2x3x4xf64>";
@@ -334,6 +361,29 @@ std::vector<Case> cases() {
                  "  %y = dgraph.matmul %a, %b {transpose_rhs} : "
                  "(tensor<2x3x5xf64>, tensor<4x5xf64>) -> " + mm,
                  mm});
+  // NumPy batch broadcasting in every direction; each operand's gradient
+  // sums over the batch dimensions it was broadcast along.
+  auto addMatmul = [&](const std::string &name, std::vector<int64_t> a,
+                       std::vector<int64_t> b, const std::string &attrs,
+                       const std::string &yType) {
+    out.push_back({name, {{"a", a}, {"b", b}},
+                   "  %y = dgraph.matmul %a, %b" + attrs + " : (" +
+                       tensorType(a) + ", " + tensorType(b) + ") -> " + yType,
+                   yType});
+  };
+  addMatmul("matmul_shared_lhs", {4, 5}, {2, 5, 3}, "", "tensor<2x4x3xf64>");
+  addMatmul("matmul_shared_lhs_t", {5, 4}, {2, 3, 5}, " {transpose_lhs, transpose_rhs}",
+            "tensor<2x4x3xf64>");
+  addMatmul("matmul_shared_rhs_tl", {2, 5, 3}, {5, 4}, " {transpose_lhs}",
+            "tensor<2x3x4xf64>");
+  addMatmul("matmul_shared_rhs_ones", {2, 3, 5}, {1, 5, 4}, "", "tensor<2x3x4xf64>");
+  addMatmul("matmul_broadcast_ones", {3, 1, 2, 4}, {2, 4, 3}, "",
+            "tensor<3x2x2x3xf64>");
+  addMatmul("matmul_broadcast_both", {1, 3, 2, 4}, {2, 1, 3, 4}, " {transpose_rhs}",
+            "tensor<2x3x2x3xf64>");
+  addMatmul("matmul_rank4_by_2", {2, 1, 3, 4}, {4, 2}, "", "tensor<2x1x3x2xf64>");
+  addMatmul("matmul_2_by_rank4", {4, 3}, {2, 2, 4, 2}, " {transpose_lhs}",
+            "tensor<2x2x3x2xf64>");
   out.push_back({"softmax", {{"a", {3, 4}}},
                  "  %y = dgraph.softmax %a, dim = 1 : " + t, t});
   out.push_back({"softmax_dim0", {{"a", {3, 4}}},
@@ -348,6 +398,32 @@ std::vector<Case> cases() {
   out.push_back({"rms_norm", {{"a", {3, 4}}, {"g", {4}}},
                  "  %y, %r = dgraph.rms_norm %a, %g axis = 1, epsilon = 1.0e-05 : (" +
                      t + ", tensor<4xf64>) -> (" + t + ", tensor<3xf64>)",
+                 t});
+  // The statistics outputs too (ONNX LayerNormalization returns them).
+  out.push_back({"layer_norm_stats", {{"a", {3, 4}}, {"g", {4}}, {"b", {4}}},
+                 "  %n, %m, %r = dgraph.layer_norm %a, %g, %b axis = 1, epsilon = "
+                 "1.0e-05 : (" + t + ", tensor<4xf64>, tensor<4xf64>) -> (" + t +
+                     ", tensor<3xf64>, tensor<3xf64>)\n"
+                     "  %mb = dgraph.broadcast_in_dim %m, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %rb = dgraph.broadcast_in_dim %r, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %s = dgraph.add %n, %mb : " + t + "\n"
+                     "  %y = dgraph.add %s, %rb : " + t,
+                 t});
+  out.push_back({"layer_norm_stats_only", {{"a", {2, 3, 4}}, {"g", {3, 4}}},
+                 "  %n, %m, %r = dgraph.layer_norm %a, %g axis = 1, epsilon = "
+                 "1.0e-05 : (tensor<2x3x4xf64>, tensor<3x4xf64>) -> "
+                 "(tensor<2x3x4xf64>, tensor<2xf64>, tensor<2xf64>)\n"
+                 "  %y = dgraph.concat %m, %r dim = 0 : (tensor<2xf64>, "
+                 "tensor<2xf64>) -> tensor<4xf64>",
+                 "tensor<4xf64>"});
+  out.push_back({"rms_norm_stats", {{"a", {3, 4}}, {"g", {4}}},
+                 "  %n, %r = dgraph.rms_norm %a, %g axis = 1, epsilon = 1.0e-05 : (" +
+                     t + ", tensor<4xf64>) -> (" + t + ", tensor<3xf64>)\n"
+                     "  %rb = dgraph.broadcast_in_dim %r, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %y = dgraph.add %n, %rb : " + t,
                  t});
   out.push_back({"cross_entropy", {{"a", {3, 4}}},
                  "  %t = dgraph.constant dense<[3, -100, 0]> : tensor<3xi64>\n"
@@ -397,6 +473,213 @@ std::vector<Case> cases() {
        {2, 3, 2, 2}, {3, 1, 3, 3}, wd);
   conv("conv_filter_grad2d_groups", "conv_filter_grad", {1, 4, 5, 6},
        {1, 6, 3, 3}, {6, 2, 2, 3}, w2);
+  // Batch normalization in training mode: the statistics as the importer
+  // builds them (two passes), so the VJP of batch_norm {training} is
+  // checked against differences through the statistics.
+  const std::string x4 = "tensor<4x3x2xf64>", c3 = "tensor<3xf64>",
+                    s3 = "tensor<2x3xf64>";
+  auto statsRow = [&](const std::string &out, const std::string &stats,
+                      int row) {
+    return "  %" + out + "_r = dgraph.slice %" + stats + ", start = [" +
+           std::to_string(row) + ", 0], limit = [" + std::to_string(row + 1) +
+           ", 3], stride = [1, 1] : (" + s3 + ") -> tensor<1x3xf64>\n" +
+           "  %" + out + " = dgraph.reshape %" + out +
+           "_r : (tensor<1x3xf64>) -> " + c3 + "\n";
+  };
+  auto bnArgs = "(" + x4 + ", " + c3 + ", " + c3 + ", " + c3 + ", " + c3 +
+                ") -> " + x4;
+  out.push_back(
+      {"batch_norm_training",
+       {{"a", {4, 3, 2}, -1, 2}, {"g", {3}, 0.5, 1.5}, {"b", {3}}},
+       "  %zero = dgraph.constant dense<0.0> : " + c3 + "\n" +
+           "  %inv = dgraph.constant dense<0.125> : " + c3 + "\n" +
+           "  %s1 = dgraph.batch_norm_stats %a, %zero : (" + x4 + ", " + c3 +
+           ") -> " + s3 + "\n" + statsRow("sum", "s1", 0) +
+           "  %mean = dgraph.mul %sum, %inv : " + c3 + "\n" +
+           "  %s2 = dgraph.batch_norm_stats %a, %mean : (" + x4 + ", " + c3 +
+           ") -> " + s3 + "\n" + statsRow("m2", "s2", 1) +
+           "  %var = dgraph.mul %m2, %inv : " + c3 + "\n" +
+           "  %y = dgraph.batch_norm %a, %g, %b, %mean, %var epsilon = 1.0e-05 "
+           "{training} : " + bnArgs,
+       x4});
+  out.push_back({"batch_norm_inference",
+                 {{"a", {4, 3, 2}},
+                  {"g", {3}},
+                  {"b", {3}},
+                  {"m", {3}},
+                  {"v", {3}, 0.5, 1.5}},
+                 "  %y = dgraph.batch_norm %a, %g, %b, %m, %v epsilon = 1.0e-03 : " +
+                     bnArgs,
+                 x4});
+  out.push_back({"batch_norm_update",
+                 {{"rm", {3}}, {"rv", {3}}, {"m", {3}}, {"v", {3}}},
+                 "  %nm, %nv = dgraph.batch_norm_update %rm, %rv, %m, %v "
+                 "{momentum = 0.75, var_scale = 1.25} : " + c3 + "\n" +
+                     "  %y = dgraph.add %nm, %nv : " + c3,
+                 c3});
+  const std::string g6 = "tensor<2x6x3xf64>", p6 = "tensor<6xf64>";
+  out.push_back({"group_norm",
+                 {{"a", {2, 6, 3}}, {"g", {6}}, {"b", {6}}},
+                 "  %y, %m, %r = dgraph.group_norm %a, %g, %b channels_per_group = 3, "
+                 "epsilon = 1.0e-05 : (" + g6 + ", " + p6 + ", " + p6 + ") -> (" +
+                     g6 + ", tensor<2x2xf64>, tensor<2x2xf64>)",
+                 g6});
+  out.push_back({"instance_norm",
+                 {{"a", {2, 6, 3}}, {"g", {6}}, {"b", {6}}},
+                 "  %y, %m, %r = dgraph.group_norm %a, %g, %b channels_per_group = 1, "
+                 "epsilon = 1.0e-05 : (" + g6 + ", " + p6 + ", " + p6 + ") -> (" +
+                     g6 + ", tensor<2x6xf64>, tensor<2x6xf64>)",
+                 g6});
+  // Pooling: overlapping windows (stride below the kernel), padding, ceil
+  // mode (a last window over the padding and past it), dilation, 1-D, 3-D.
+  auto pool = [&](const std::string &name, std::vector<int64_t> in,
+                  const std::string &op, const std::string &window,
+                  const std::string &outType) {
+    std::string inType = tensorType(in);
+    std::string results =
+        op == "max_pool"
+            ? "(" + outType + ", " + outType.substr(0, outType.size() - 4) +
+                  "i64>)"
+            : outType;
+    std::string lhs = op == "max_pool" ? "%y, %i" : "%y";
+    out.push_back({name, {{"a", in}},
+                   "  " + lhs + " = dgraph." + op + " %a " + window + " : (" +
+                       inType + ") -> " + results,
+                   outType});
+  };
+  pool("max_pool", {2, 2, 5, 5}, "max_pool",
+       "kernel = [3, 3], strides = [2, 2], dilations = [1, 1], pad_low = [1, 1], "
+       "pad_high = [1, 1]",
+       "tensor<2x2x3x3xf64>");
+  pool("max_pool_ceil", {1, 2, 6, 6}, "max_pool",
+       "kernel = [3, 3], strides = [2, 2], dilations = [1, 1], pad_low = [0, 0], "
+       "pad_high = [0, 0] {ceil_mode}",
+       "tensor<1x2x3x3xf64>");
+  pool("max_pool_1d_dilated", {2, 3, 9}, "max_pool",
+       "kernel = [3], strides = [1], dilations = [2], pad_low = [1], pad_high = [0]",
+       "tensor<2x3x6xf64>");
+  pool("avg_pool_count_pad", {2, 2, 5, 5}, "avg_pool",
+       "kernel = [3, 3], strides = [2, 2], dilations = [1, 1], pad_low = [1, 1], "
+       "pad_high = [1, 1] {count_include_pad}",
+       "tensor<2x2x3x3xf64>");
+  pool("avg_pool_ceil", {1, 2, 6, 6}, "avg_pool",
+       "kernel = [3, 3], strides = [2, 2], dilations = [1, 1], pad_low = [1, 1], "
+       "pad_high = [1, 1] {ceil_mode, count_include_pad}",
+       "tensor<1x2x4x4xf64>");
+  pool("avg_pool_3d", {1, 2, 4, 4, 4}, "avg_pool",
+       "kernel = [2, 3, 2], strides = [2, 1, 2], dilations = [1, 1, 1], "
+       "pad_low = [0, 1, 0], pad_high = [0, 0, 1]",
+       "tensor<1x2x2x3x2xf64>");
+  // Resampling, pad modes, N-d indexing and top-k (GraphIndexingOps.td).
+  auto resize = [&](const std::string &name, const std::string &attrs,
+                    const std::string &scales, std::vector<int64_t> in,
+                    std::vector<int64_t> outShape) {
+    std::string it = tensorType(in), ot = tensorType(outShape);
+    out.push_back({name, {{"a", in}},
+                   "  %y = dgraph.resize %a scales = [" + scales + "] " + attrs +
+                       " : (" + it + ") -> " + ot,
+                   ot});
+  };
+  resize("resize_linear", "{mode = \"linear\"}", "1.0, 2.0, 1.5", {2, 3, 4},
+         {2, 6, 6});
+  resize("resize_linear_down_align_corners",
+         "{mode = \"linear\", coordinate_transformation_mode = \"align_corners\"}",
+         "1.0, 0.6, 0.75", {2, 5, 4}, {2, 3, 3});
+  resize("resize_nearest", "{nearest_mode = \"round_prefer_ceil\"}",
+         "1.0, 2.0, 0.5", {2, 3, 6}, {2, 6, 3});
+  resize("resize_cubic_exclude_outside",
+         "{mode = \"cubic\", cubic_coeff_a = -0.5, exclude_outside}",
+         "1.0, 2.0, 1.0", {2, 4, 3}, {2, 8, 3});
+  resize("resize_linear_antialias", "{mode = \"linear\", antialias}",
+         "1.0, 0.5, 0.4", {2, 6, 5}, {2, 3, 2});
+  resize("resize_crop_extrapolate",
+         "{mode = \"linear\", coordinate_transformation_mode = "
+         "\"tf_crop_and_resize\", extrapolation_value = 3.0, roi = array<f64: "
+         "0.0, 0.2, 1.0, 1.5>}",
+         "1.0, 1.0", {3, 5}, {3, 5});
+  out.push_back({"resize_grad", {{"a", {2, 6, 6}}},
+                 "  %y = dgraph.resize_grad %a scales = [1.0, 2.0, 1.5] {mode = "
+                 "\"linear\"} : (tensor<2x6x6xf64>) -> tensor<2x3x4xf64>",
+                 "tensor<2x3x4xf64>"});
+  auto pad = [&](const std::string &mode, std::vector<int64_t> in,
+                 const std::string &low, const std::string &high,
+                 std::vector<int64_t> outShape) {
+    std::string ot = tensorType(outShape);
+    out.push_back({"pad_" + mode, {{"a", in}},
+                   "  %z = dgraph.constant dense<0.0> : tensor<f64>\n"
+                   "  %y = dgraph.pad %a, %z, low = [" + low + "], high = [" +
+                       high + "] {mode = \"" + mode + "\"} : (" +
+                       tensorType(in) + ", tensor<f64>) -> " + ot,
+                   ot});
+  };
+  pad("edge", {3, 2}, "1, 2", "2, 3", {6, 7});
+  pad("reflect", {3, 2}, "4, 1", "2, 3", {9, 6});
+  pad("wrap", {3, 2}, "-1, 3", "4, 2", {6, 7});
+  out.push_back({"pad_grad", {{"a", {6, 7}}},
+                 "  %y = dgraph.pad_grad %a, low = [1, 2], high = [2, 3] {mode = "
+                 "\"reflect\"} : (tensor<6x7xf64>) -> tensor<3x2xf64>",
+                 "tensor<3x2xf64>"});
+  out.push_back({"gather_nd", {{"a", {4, 3, 2}}},
+                 "  %i = dgraph.constant dense<[[1, 2], [-1, 0], [1, 2]]> : "
+                 "tensor<3x2xi64>\n"
+                 "  %y = dgraph.gather_nd %a, %i batch_dims = 0 : "
+                 "(tensor<4x3x2xf64>, tensor<3x2xi64>) -> tensor<3x2xf64>",
+                 "tensor<3x2xf64>"});
+  out.push_back({"gather_nd_batch", {{"a", {2, 3, 4}}},
+                 "  %i = dgraph.constant dense<[[[2], [0], [2]], [[1], [1], [0]]]> "
+                 ": tensor<2x3x1xi64>\n"
+                 "  %y = dgraph.gather_nd %a, %i batch_dims = 1 : "
+                 "(tensor<2x3x4xf64>, tensor<2x3x1xi64>) -> tensor<2x3x4xf64>",
+                 "tensor<2x3x4xf64>"});
+  auto scatterNd = [&](const std::string &name, const std::string &indices,
+                       const std::string &reduction) {
+    out.push_back({name, {{"a", {4, 3}}, {"b", {2, 3}}},
+                   "  %i = dgraph.constant dense<" + indices +
+                       "> : tensor<2x1xi64>\n"
+                       "  %y = dgraph.scatter_nd %a, %i, %b batch_dims = 0 "
+                       "{reduction = \"" + reduction +
+                       "\"} : (tensor<4x3xf64>, tensor<2x1xi64>, "
+                       "tensor<2x3xf64>) -> tensor<4x3xf64>",
+                   "tensor<4x3xf64>"});
+  };
+  scatterNd("scatter_nd_none", "[[2], [0]]", "none");
+  scatterNd("scatter_nd_add", "[[1], [-3]]", "add");
+  // Repeated targets: products and maxima over several updates.
+  scatterNd("scatter_nd_mul", "[[1], [1]]", "mul");
+  scatterNd("scatter_nd_max", "[[3], [3]]", "max");
+  scatterNd("scatter_nd_min", "[[0], [2]]", "min");
+  auto scatterElements = [&](const std::string &name,
+                             const std::string &indices,
+                             const std::string &reduction) {
+    out.push_back({name, {{"a", {3, 4}}, {"b", {2, 4}}},
+                   "  %i = dgraph.constant dense<" + indices +
+                       "> : tensor<2x4xi64>\n"
+                       "  %y = dgraph.scatter_elements %a, %i, %b axis = 0 "
+                       "{reduction = \"" + reduction +
+                       "\"} : (tensor<3x4xf64>, tensor<2x4xi64>, "
+                       "tensor<2x4xf64>) -> " + t,
+                   t});
+  };
+  scatterElements("scatter_elements_none", "[[0, 1, 2, 0], [2, 0, 1, -2]]",
+                  "none");
+  scatterElements("scatter_elements_add", "[[0, 1, 2, 0], [0, 1, 1, 0]]", "add");
+  scatterElements("scatter_elements_mul", "[[0, 1, 2, 0], [0, 1, 1, 0]]", "mul");
+  scatterElements("scatter_elements_max", "[[2, 1, 2, 0], [2, 0, 1, 0]]", "max");
+  scatterElements("scatter_elements_min", "[[1, 1, 2, 0], [1, 0, 1, 2]]", "min");
+  out.push_back({"gather_elements", {{"a", {3, 5}}},
+                 "  %i = dgraph.constant dense<[[0, 4, 4, 1], [2, 2, 0, -1], "
+                 "[3, 1, 0, 0]]> : tensor<3x4xi64>\n"
+                 "  %y = dgraph.gather_elements %a, %i axis = 1 : "
+                 "(tensor<3x5xf64>, tensor<3x4xi64>) -> " + t,
+                 t});
+  out.push_back({"top_k", {{"a", {3, 6}}},
+                 "  %y, %i = dgraph.top_k %a, k = 4, axis = 1 : "
+                 "(tensor<3x6xf64>) -> (" + t + ", tensor<3x4xi64>)",
+                 t});
+  out.push_back({"top_k_smallest", {{"a", {5, 4}}},
+                 "  %y, %i = dgraph.top_k %a, k = 3, axis = 0 {largest = false} "
+                 ": (tensor<5x4xf64>) -> (" + t + ", tensor<3x4xi64>)",
+                 t});
   return out;
 }
 

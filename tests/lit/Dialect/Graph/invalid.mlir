@@ -378,21 +378,53 @@ func.func @f(%x: tensor<2x3xf32>, %w: tensor<4x5xf32>) {
 
 // -----
 
-// Tests that batched matmul operands share batch dimensions.
+// Tests that matmul batch dimensions broadcast: aligned from the right,
+// 2 and 4 differ and neither is 1.
 func.func @f(%x: tensor<2x2x3xf32>, %w: tensor<4x3x5xf32>) {
   // expected-error @+2 {{failed to infer returned types}}
-  // expected-error @+1 {{expected equal batch dimensions, got 2 and 4}}
+  // expected-error @+1 {{expected batch dimensions that broadcast (aligned from the right, equal or 1), got 2 and 4}}
   %0 = dgraph.matmul %x, %w : (tensor<2x2x3xf32>, tensor<4x3x5xf32>) -> tensor<2x2x5xf32>
   return
 }
 
 // -----
 
-// Tests that matmul's rhs has rank 2 or the lhs rank.
-func.func @f(%x: tensor<2x3xf32>, %w: tensor<1x3x5xf32>) {
+// Tests that batch dimensions of different ranks align from the right: the
+// lhs's 4x3 against the rhs's 5 pairs 3 with 5.
+func.func @f(%x: tensor<4x3x2x6xf32>, %w: tensor<5x6x7xf32>) {
   // expected-error @+2 {{failed to infer returned types}}
-  // expected-error @+1 {{expected rhs of rank 2 or of the lhs rank 2, got 3}}
-  %0 = dgraph.matmul %x, %w : (tensor<2x3xf32>, tensor<1x3x5xf32>) -> tensor<2x5xf32>
+  // expected-error @+1 {{expected batch dimensions that broadcast (aligned from the right, equal or 1), got 4x3 and 5}}
+  %0 = dgraph.matmul %x, %w : (tensor<4x3x2x6xf32>, tensor<5x6x7xf32>) -> tensor<4x3x2x7xf32>
+  return
+}
+
+// -----
+
+// Tests that a 2-D x 3-D matmul's result has the rhs's batch dimension.
+func.func @f(%x: tensor<3x4xf32>, %w: tensor<2x4x5xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<2x3x5xf32>' are incompatible with return type(s) of operation 'tensor<3x5xf32>'}}
+  %0 = dgraph.matmul %x, %w : (tensor<3x4xf32>, tensor<2x4x5xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+// Tests that a size-1 batch dimension takes the other side's size.
+func.func @f(%x: tensor<1x3x4xf32>, %w: tensor<2x4x5xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<2x3x5xf32>' are incompatible with return type(s) of operation 'tensor<1x3x5xf32>'}}
+  %0 = dgraph.matmul %x, %w : (tensor<1x3x4xf32>, tensor<2x4x5xf32>) -> tensor<1x3x5xf32>
+  return
+}
+
+// -----
+
+// Tests that the contracted dimensions of a 2-D x 3-D matmul agree.
+func.func @f(%x: tensor<4x3xf32>, %w: tensor<2x5x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected contracted dimensions to agree, got 3 and 5}}
+  %0 = dgraph.matmul %x, %w : (tensor<4x3xf32>, tensor<2x5x3xf32>) -> tensor<2x4x3xf32>
   return
 }
 
