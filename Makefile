@@ -53,18 +53,19 @@ shard-conformance: build
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BUILD_DIR)/bin/DtccShardConformance \
 	  --min-passed 1071
 
-# libFuzzer on the ONNX importer, seeded with ONNX's test models and dtcc's
-# own importer tests. FUZZ_SECONDS=600 by default.
+# libFuzzer on every parser of outside input (tests/fuzz/README.md), each
+# target FUZZ_SECONDS (600 by default); FUZZ_TARGETS picks some of them.
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?=
 fuzz: setup
 	cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
 	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DLLVM_USE_LINKER=lld \
 	  -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
 	  -DDTCC_ENABLE_CUDA=OFF -DDTCC_ENABLE_FUZZERS=ON
-	ninja -C $(FUZZ_DIR) -j$(JOBS) dtcc-import-fuzzer
-	./scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+	ninja -C $(FUZZ_DIR) -j$(JOBS) dtcc-fuzzers
+	./scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 demo: build
 	./scripts/demo.sh $(BUILD_DIR)

@@ -1,0 +1,121 @@
+//===- PlanFuzzer.cpp - libFuzzer target for cluster files and saved plans ===//
+//
+// dtcc-fuzz-plan: the first byte of an input chooses what the rest is:
+//   0: a JSON cluster file, 1: a YAML cluster file (`dtcc plan --cluster
+//   FILE` on a small zoo GPT), 2: a saved plan (`dtcc plan --plan-in FILE`),
+//   3: a saved plan evaluated on the dgx-a100-80g preset instead of its own
+//   cluster.
+// `dtcc plan` runs with a 20 ms search budget and writes its JSON report and
+// a Chrome trace. Seeds: every preset as a JSON and a YAML file, and plans
+// saved by `dtcc plan --plan-out` on them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/fuzz/FuzzSupport.h"
+
+#include "planner/Cluster.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtcc {
+int runPlanCommand(int argc, char **argv); // tools/dtcc/PlanCommand.cpp
+}
+
+using namespace dtcc;
+
+namespace {
+
+const std::vector<std::string> kZoo = {
+    "plan", "--zoo", "gpt", "--layers", "2", "--hidden", "64", "--heads", "4",
+    "--vocab", "128", "--seq", "32", "--global-batch", "8"};
+
+std::vector<std::string> common(std::vector<std::string> args) {
+  for (const char *a : {"--search-budget", "20ms", "--json", "--alternatives",
+                        "2"})
+    args.push_back(a);
+  args.push_back("--trace");
+  args.push_back(fuzz::scratchDir() + "/trace.json");
+  return args;
+}
+
+/// Block-mapping YAML of a JSON object (the subset parseYamlSubset reads,
+/// which has no sequences: arrays are left out).
+void toYaml(const planner::Json &json, int indent, std::string &out) {
+  for (const auto &[key, value] : json.members()) {
+    if (value.isArray())
+      continue;
+    out += std::string(indent, ' ') + key + ":";
+    if (value.isObject()) {
+      out += "\n";
+      toYaml(value, indent + 2, out);
+    } else {
+      out += " " + value.dump(-1) + "\n";
+    }
+  }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  fuzz::initialize("plan");
+  if (fuzz::seedsDir().empty())
+    return 0;
+  for (const std::string &preset : planner::clusterPresetNames()) {
+    auto cluster = planner::clusterPreset(preset);
+    if (!cluster.isOk())
+      fuzz::finding("preset " + preset + ": " + cluster.status().toString());
+    planner::Json json = planner::clusterToJson(cluster.value());
+    fuzz::writeSeed(preset + ".json", std::string(1, '\0') + json.dump());
+    std::string yaml = "base: " + preset + "\n";
+    toYaml(json, 0, yaml);
+    fuzz::writeSeed(preset + ".yaml", std::string(1, '\1') + yaml);
+    std::string clusterPath = fuzz::scratchDir() + "/seed-cluster.json";
+    fuzz::writeFile(clusterPath, json.dump());
+    std::string planPath = fuzz::scratchDir() + "/seed-plan.json";
+    std::vector<std::string> args = kZoo;
+    for (const std::string &a : {std::string("--cluster"), clusterPath,
+                                 std::string("--plan-out"), planPath})
+      args.push_back(a);
+    if (fuzz::callMain(runPlanCommand, common(args)) != 0)
+      fuzz::finding("dtcc plan fails on preset " + preset);
+    fuzz::writeSeed(preset + "-plan", std::string(1, '\2') +
+                                          fuzz::readFile(planPath));
+  }
+  fuzz::writeSeed("base-override",
+                  std::string(1, '\1') + "base: dgx-a100-80g\n# a comment\n"
+                                         "interNode:\n  bandwidth: 50e9\n");
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1)
+    return 0;
+  std::string_view rest(reinterpret_cast<const char *>(data + 1), size - 1);
+  switch (data[0] % 4) {
+  case 0:
+  case 1: {
+    std::string path = fuzz::scratchDir() + "/cluster" +
+                       (data[0] % 4 == 0 ? ".json" : ".yaml");
+    fuzz::writeFile(path, rest);
+    std::vector<std::string> args = kZoo;
+    args.push_back("--cluster");
+    args.push_back(path);
+    fuzz::callMain(runPlanCommand, common(args));
+    break;
+  }
+  default: {
+    std::string path = fuzz::scratchDir() + "/plan.json";
+    fuzz::writeFile(path, rest);
+    std::vector<std::string> args = {"plan", "--plan-in", path};
+    if (data[0] % 4 == 3) {
+      args.push_back("--cluster");
+      args.push_back("dgx-a100-80g");
+    }
+    fuzz::callMain(runPlanCommand, common(args));
+    break;
+  }
+  }
+  return 0;
+}
