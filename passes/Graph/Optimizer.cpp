@@ -198,6 +198,22 @@ void OptimizerPass::runOnOperation() {
     grads.push_back({var, ret.getOperand(i)});
     exported.push_back({ret.getOperand(i), train.getResultAttrDict(i)});
   }
+  // The runtime's optimizer kernels update f32 (CPU and CUDA) and f64 (CPU)
+  // parameters; f16 and bf16 ones train as f32 master weights instead.
+  bool badType = false;
+  for (auto [param, g] : grads) {
+    Type element = param.getTensorType().getElementType();
+    if (element.isF32() || element.isF64())
+      continue;
+    param.emitError("parameter '")
+        << param.getSymName() << "' is " << element
+        << ": the optimizer updates f32 or f64 parameters; store the weights "
+           "as float (f32) and compile with --dtype fp16 or bf16 for a "
+           "lower-precision forward and backward pass, or freeze it (--frozen)";
+    badType = true;
+  }
+  if (badType)
+    return signalPassFailure();
 
   OpBuilder b(ret);
   auto f32 = RankedTensorType::get({}, b.getF32Type());
