@@ -5,6 +5,7 @@
 #include "planner/Units.h"
 #include "runtime/base/DType.h"
 #include "runtime/base/MatmulShape.h"
+#include "runtime/base/MeshShape.h"
 #include "runtime/exec/CudaScratch.h"
 
 #include <algorithm>
@@ -28,10 +29,7 @@ using runtime::strCat;
 namespace {
 
 bool isCommKernel(const std::string &kernel) {
-  static const std::set<std::string> kinds = {
-      "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-      "broadcast",  "send",       "recv"};
-  return kinds.count(kernel) != 0;
+  return collectiveOfKernel(kernel).has_value();
 }
 
 bool isOptimizerKernel(const std::string &kernel) {
@@ -112,53 +110,33 @@ struct Group {
 };
 
 StatusOr<Group> groupOf(const Program &program, const std::string &axes,
-                        int64_t devicesPerNode) {
-  const auto &mesh = program.mesh();
-  std::vector<int64_t> sizes(mesh.sizes().begin(), mesh.sizes().end());
-  std::vector<bool> isMember(sizes.size(), false);
+                        const ClusterSpec &cluster) {
+  std::vector<runtime::MeshShape::Axis> meshAxes;
+  for (int i = 0; i < program.mesh().axes_size(); ++i)
+    meshAxes.push_back({program.mesh().axes(i), program.mesh().sizes(i)});
+  runtime::MeshShape mesh;
+  if (!meshAxes.empty()) {
+    auto shape = runtime::MeshShape::of(std::move(meshAxes));
+    if (!shape.isOk())
+      return shape.status().withContext("the program's mesh");
+    mesh = std::move(shape.value());
+  }
   Group g;
-  for (const std::string &axis : splitAxes(axes)) {
-    auto it = std::find(mesh.axes().begin(), mesh.axes().end(), axis);
-    if (it == mesh.axes().end())
+  const std::vector<std::string> groupAxes = splitAxes(axes);
+  for (const std::string &axis : groupAxes) {
+    if (!mesh.has(axis))
       return invalidArgument("a collective over mesh axis '", axis,
                              "', which the program's mesh does not have");
-    size_t i = size_t(it - mesh.axes().begin());
-    isMember[i] = true;
-    g.size *= sizes[i];
+    g.size *= mesh.size(axis);
     if (axis == "pp")
       g.pipeline = true;
   }
-  // The members of rank 0's group: every coordinate of the group's axes,
-  // zero elsewhere; ranks are row-major over the mesh.
-  std::set<int64_t> nodes;
-  std::vector<int64_t> coord(sizes.size(), 0);
-  for (int64_t member = 0; member < g.size; ++member) {
-    int64_t rest = member;
-    for (size_t i = sizes.size(); i-- > 0;)
-      if (isMember[i]) {
-        coord[i] = rest % sizes[i];
-        rest /= sizes[i];
-      }
-    int64_t rank = 0;
-    for (size_t i = 0; i < sizes.size(); ++i)
-      rank = rank * sizes[i] + coord[i];
-    nodes.insert(rank / std::max<int64_t>(1, devicesPerNode));
-  }
-  g.link = nodes.size() > 1 ? Link::kInterNode : Link::kIntraNode;
-  g.perNode = g.size / int64_t(nodes.size());
+  // The members of rank 0's group, at the mesh's real strides.
+  const std::vector<int64_t> members = mesh.group(groupAxes);
+  GroupLink link = groupLink(cluster, members);
+  g.link = link.link;
+  g.perNode = link.perNode;
   return g;
-}
-
-Collective collectiveKind(const std::string &kernel) {
-  if (kernel == "all_reduce")
-    return Collective::kAllReduce;
-  if (kernel == "reduce_scatter")
-    return Collective::kReduceScatter;
-  if (kernel == "send" || kernel == "recv")
-    return Collective::kSendRecv;
-  // all_gather; all_to_all and broadcast move the same (n - 1)/n of the
-  // tensor per rank.
-  return Collective::kAllGather;
 }
 
 int64_t commTensorBytes(const Program &program, const Instruction &inst) {
@@ -194,14 +172,8 @@ std::vector<CollectiveInfo> listCollectives(const Program &program) {
       for (const std::string &a : splitAxes(c.axes))
         c.groupSize *= axisSize.count(a) ? axisSize[a] : 1;
       c.tensorBytes = commTensorBytes(program, inst);
-      int64_t n = c.groupSize;
-      if (c.kind == "all_reduce")
-        c.sentBytes = 2 * (n - 1) * c.tensorBytes / n;
-      else if (c.kind == "all_gather" || c.kind == "reduce_scatter" ||
-               c.kind == "all_to_all")
-        c.sentBytes = (n - 1) * c.tensorBytes / n;
-      else if (c.kind == "broadcast" || c.kind == "send")
-        c.sentBytes = c.tensorBytes;
+      c.sentBytes = int64_t(
+          sentBytes(c.kind, double(c.tensorBytes), c.groupSize));
       out.push_back(std::move(c));
     }
   return out;
@@ -521,7 +493,7 @@ private:
     op->async = attrInt(inst, "async", 0) != 0;
     op->bytes = commTensorBytes(program_, inst);
     std::string axes = attrString(inst, "axes");
-    auto group = groupOf(program_, axes, cluster_.perNode());
+    auto group = groupOf(program_, axes, cluster_);
     if (!group.isOk())
       return group.status().withContext(
           strCat(inst.kernel(), " at '", inst.location(), "'"));
@@ -534,7 +506,7 @@ private:
                                        double(op->bytes), 2, op->group.link,
                                        op->group.perNode);
     } else {
-      op->duration = collectiveSeconds(cluster_, collectiveKind(kernel),
+      op->duration = collectiveSeconds(cluster_, *collectiveOfKernel(kernel),
                                        double(op->bytes), op->group.size,
                                        op->group.link, op->group.perNode);
       if (op->group.pipeline)
@@ -547,17 +519,12 @@ private:
     CommItem &item = r.comm[{axes.empty() ? "-" : axes, kernel}];
     item.group = intern(axes.empty() ? "-" : axes);
     item.purpose = intern(purpose);
-    item.kind = collectiveKind(kernel);
+    item.kind = *collectiveOfKernel(kernel);
     item.link = op->group.link;
     item.groupSize = kernel == "send" || kernel == "recv" ? 2 : op->group.size;
     item.count += 1;
-    double n = double(op->group.size);
-    double volume = kernel == "all_reduce" ? 2 * (n - 1) / n * op->bytes
-                    : kernel == "recv"     ? 0
-                    : kernel == "send" || kernel == "broadcast"
-                        ? double(op->bytes)
-                        : (n - 1) / n * op->bytes;
-    item.busBytes += volume;
+    item.busBytes += sentBytes(kernel, double(op->bytes),
+                               kernel == "send" ? 2 : op->group.size);
     item.payloadBytes = std::max(item.payloadBytes, double(op->bytes));
     item.time += op->duration;
     op->item = &item;

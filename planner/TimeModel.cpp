@@ -5,26 +5,11 @@
 #include "planner/MemoryModel.h"
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <limits>
 
 namespace dtcc::planner {
-
-const char *collectiveName(Collective kind) {
-  switch (kind) {
-  case Collective::kAllReduce:
-    return "all-reduce";
-  case Collective::kAllGather:
-    return "all-gather";
-  case Collective::kReduceScatter:
-    return "reduce-scatter";
-  case Collective::kSendRecv:
-    return "send/recv";
-  case Collective::kCopy:
-    return "copy";
-  }
-  return "unknown";
-}
 
 const char *linkName(Link link) {
   switch (link) {
@@ -65,51 +50,45 @@ double TimeModel::opTime(const OpCost &op, bool backward,
 double collectiveSeconds(const ClusterSpec &cluster, Collective kind,
                          double payloadBytes, int64_t groupSize, Link link,
                          int64_t ranksPerNode) {
-  if (payloadBytes <= 0)
-    return 0;
-  if (groupSize <= 1 && kind != Collective::kCopy)
-    return 0;
-  double n = double(groupSize);
-  double volume = payloadBytes, ringSteps = 1, treeSteps = 1;
-  double logSteps = std::ceil(std::log2(std::max(2.0, n)));
-  switch (kind) {
-  case Collective::kAllReduce:
-    volume = 2 * (n - 1) / n * payloadBytes;
-    ringSteps = 2 * (n - 1);
-    treeSteps = 2 * logSteps;
-    break;
-  case Collective::kAllGather:
-  case Collective::kReduceScatter:
-    volume = (n - 1) / n * payloadBytes;
-    ringSteps = n - 1;
-    treeSteps = logSteps;
-    break;
-  case Collective::kSendRecv:
-  case Collective::kCopy:
-    break;
-  }
-  double bandwidth = 0, latency = 0;
+  const LinkFigures f = linkFigures(cluster, link, ranksPerNode);
+  return collectiveSeconds(kind, payloadBytes, groupSize, f.busBandwidth,
+                           f.latency);
+}
+
+LinkFigures linkFigures(const ClusterSpec &cluster, Link link,
+                        int64_t ranksPerNode) {
+  LinkFigures f;
   switch (link) {
   case Link::kIntraNode:
-    bandwidth = cluster.intraNode.busBandwidth();
-    latency = cluster.intraNode.latency.value;
+    f.busBandwidth = cluster.intraNode.busBandwidth();
+    f.latency = cluster.intraNode.latency.value;
     break;
   case Link::kInterNode:
-    // A group with g members per node drives g NICs per node; NVLink caps
-    // the rings inside the node.
-    bandwidth = std::min(cluster.intraNode.busBandwidth(),
-                         double(std::max<int64_t>(1, ranksPerNode)) *
-                             cluster.interNode.busBandwidth());
-    latency = cluster.interNode.latency.value;
+    f.busBandwidth = std::min(cluster.intraNode.busBandwidth(),
+                              double(std::max<int64_t>(1, ranksPerNode)) *
+                                  cluster.interNode.busBandwidth());
+    f.latency = cluster.interNode.latency.value;
     break;
   case Link::kPcie:
-    bandwidth = cluster.pcieBandwidth.value;
-    latency = 0;
+    f.busBandwidth = cluster.pcieBandwidth.value;
+    f.latency = 0;
     break;
   }
-  // NCCL picks ring or tree per size: the bandwidth term is the same, the
-  // latency term the smaller.
-  return latency * std::min(ringSteps, treeSteps) + volume / bandwidth;
+  return f;
+}
+
+GroupLink groupLink(const ClusterSpec &cluster,
+                    const std::vector<int64_t> &ranks) {
+  const int64_t perNode = std::max<int64_t>(1, cluster.perNode());
+  std::set<int64_t> nodes;
+  for (int64_t r : ranks)
+    nodes.insert(r / perNode);
+  GroupLink g;
+  g.link = nodes.size() > 1 ? Link::kInterNode : Link::kIntraNode;
+  g.perNode = std::max<int64_t>(1, int64_t(ranks.size()) /
+                                       std::max<int64_t>(1, int64_t(nodes.size())));
+  g.figures = linkFigures(cluster, g.link, g.perNode);
+  return g;
 }
 
 const TimeModel::PartTimes &TimeModel::part(int kind,
@@ -411,14 +390,6 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
   out.comm.clear();
   double tokensMb = double(plan.microBatchSize) * double(model_.seq);
   double tpPayload = tokensMb * double(model_.hidden) * dtypeBytes(dt.compute);
-  auto bus = [](Collective kind, double payload, int64_t n) {
-    double nn = double(n);
-    if (kind == Collective::kAllReduce)
-      return 2 * (nn - 1) / nn * payload;
-    if (kind == Collective::kAllGather || kind == Collective::kReduceScatter)
-      return (nn - 1) / nn * payload;
-    return payload;
-  };
   auto add = [&](const char *group, const char *purpose, Collective kind,
                  Link link, int64_t n, double count, double payload,
                  double time, double exposed) {
@@ -430,7 +401,7 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
     item.groupSize = n;
     item.count = count;
     item.payloadBytes = payload;
-    item.busBytes = count * bus(kind, payload, n);
+    item.busBytes = count * busVolume(kind, payload, n);
     item.time = time;
     item.exposed = exposed;
     out.comm.push_back(item);

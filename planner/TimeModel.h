@@ -11,6 +11,7 @@
 #ifndef DTCC_PLANNER_TIMEMODEL_H
 #define DTCC_PLANNER_TIMEMODEL_H
 
+#include "planner/CostPrimitives.h"
 #include "planner/Plan.h"
 
 #include <map>
@@ -18,11 +19,6 @@
 #include <vector>
 
 namespace dtcc::planner {
-
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kSendRecv,
-                        kCopy };
-/// "all-reduce", "all-gather", "reduce-scatter", "send/recv", "copy".
-const char *collectiveName(Collective kind);
 
 enum class Link { kIntraNode, kInterNode, kPcie };
 /// "intra-node", "inter-node", "pcie".
@@ -44,6 +40,30 @@ struct CommItem {
   double time = 0;    ///< seconds per step these operations take
   double exposed = 0; ///< seconds of them on the step's critical path
 };
+
+/// The bus bandwidth and latency a collective sees on `link` of `cluster`:
+/// NVLink inside a node; across nodes, a group with `ranksPerNode` members
+/// in each node drives that many NICs per node, capped by NVLink; PCIe
+/// copies without latency.
+struct LinkFigures {
+  double busBandwidth = 0, latency = 0;
+};
+LinkFigures linkFigures(const ClusterSpec &cluster, Link link,
+                        int64_t ranksPerNode = 1);
+
+/// The link a group of ranks communicates on: ranks are numbered node by
+/// node (cluster.perNode() each), so a group is intra-node when all its
+/// members share a node; otherwise it has `perNode` members in each node it
+/// spans. The one answer for the program model, the layout search's
+/// figures and the planner: the caller lists the group's real members
+/// (runtime::MeshShape::group gives them for a mesh axis in its order).
+struct GroupLink {
+  Link link = Link::kIntraNode;
+  int64_t perNode = 1;
+  LinkFigures figures;
+};
+GroupLink groupLink(const ClusterSpec &cluster,
+                    const std::vector<int64_t> &ranks);
 
 /// Seconds for one collective with a `payloadBytes` buffer over
 /// `groupSize` ranks on `cluster`: latency x min(ring, tree steps) + bus
