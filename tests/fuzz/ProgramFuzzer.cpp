@@ -113,7 +113,7 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   CompileOptions mesh;
   mesh.train.enabled = true;
   mesh.train.optimizer = "adamw";
-  mesh.train.mesh = "dp=2";
+  mesh.train.mesh = runtime::MeshShape::parse("dp=2").value();
   mesh.train.zero = 3;
   std::string path = fuzz::scratchDir() + "/seed-mesh.program";
   fuzz::compileFixture(fuzz::zooModel("mlp"), mesh, path);
@@ -132,7 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   auto loaded = runtime::LoadedProgram::open(path);
   if (loaded.isOk())
-    fuzz::loadAndRun(loaded.value()->program(), loaded.value()->data(),
-                     loaded.value()->dataSize(), int64_t(16) << 20);
+    (void)fuzz::loadAndRun(loaded.value()->program(), loaded.value()->data(),
+                           loaded.value()->dataSize(), int64_t(16) << 20);
   return 0;
 }
