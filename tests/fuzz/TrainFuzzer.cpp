@@ -91,10 +91,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   options.compileTo = Phase::Exec;
   options.train.enabled = true;
   options.train.optimizer = config.optimizer;
-  auto mesh = runtime::MeshShape::parse(config.mesh);
-  if (!mesh.isOk())
-    fuzz::finding("configuration mesh: " + mesh.status().toString());
-  options.train.mesh = mesh.value();
+  if (*config.mesh) {
+    auto mesh = runtime::MeshShape::parse(config.mesh);
+    if (!mesh.isOk())
+      fuzz::finding("configuration mesh: " + mesh.status().toString());
+    options.train.mesh = mesh.value();
+  }
   options.train.zero = config.zero;
   options.train.microBatches = config.microBatches;
   options.train.recompute = config.recompute;
