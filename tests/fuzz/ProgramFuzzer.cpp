@@ -2,13 +2,14 @@
 //
 // dtcc-fuzz-program: an input is a program file (runtime/format/Container.h:
 // the program, its data section and the trailer). It is handed to the
-// runner as is (`--program FILE --help`, then a plain run), which exercises
-// the trailer's checks against truncated and corrupted files; when its
-// checksum is what stops it, the checksum is recomputed and the runner and
-// the loader get the program itself: buffers, arenas, variables, constants,
-// every kernel's checks of its instruction, and small programs run once on
-// zero inputs. Seeds: programs compiled at start-up (inference and training,
-// single device and mesh).
+// runner as is (`--program FILE --help`, a plain run, two training steps on
+// a token file), which exercises the trailer's checks against truncated and
+// corrupted files; when its checksum is what stops it, the checksum is
+// recomputed and the runner and the loader get the program itself: buffers,
+// arenas, variables, constants, every kernel's checks of its instruction,
+// the trainer's reading of the program's metadata and inputs, and small
+// programs run once on zero inputs. Seeds: programs compiled at start-up
+// (inference and training, single device and mesh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,10 +58,17 @@ bool fixChecksum(std::string &bytes) {
   return true;
 }
 
+std::string tokensPath;
+
+/// The runner on the program file: its help, a plain run, and two training
+/// steps on a token file (training programs: the trainer reads the
+/// program's metadata and token inputs).
 void runRunner(const std::string &path) {
   fuzz::callMain(runtime::runnerMain,
                  {"dtcc-runner", "--program", path, "--help"});
   fuzz::callMain(runtime::runnerMain, {"dtcc-runner", "--program", path});
+  fuzz::callMain(runtime::runnerMain, {"dtcc-runner", "--program", path,
+                                       "--data", tokensPath, "--steps", "2"});
 }
 
 const char *const kModels[][2] = {
@@ -90,6 +98,14 @@ g (int64[2,3] I) => (float[2,3,4] Y) <float[5,4] E = {0.1, 0.2, 0.3, 0.4, 0.5, 0
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   fuzz::initialize("program");
+  // 64 uint16 tokens below 16 (the zoo GPT's vocabulary).
+  std::string tokens;
+  for (uint16_t i = 0; i < 64; ++i) {
+    uint16_t t = (i * 7) % 16;
+    tokens.append(reinterpret_cast<const char *>(&t), 2);
+  }
+  tokensPath = fuzz::scratchDir() + "/tokens.bin";
+  fuzz::writeFile(tokensPath, tokens);
   if (fuzz::seedsDir().empty())
     return 0;
   for (const auto &model : kModels) {
