@@ -120,19 +120,17 @@ std::string tensorFileBytes(const std::string &name, int32_t dtype,
 std::string containerBytes(mlir::ModuleOp module);
 
 /// Loads `program` (its data section: `data`, `dataSize` bytes) into a CPU
-/// executable; when that succeeds, its arenas are at most `runLimitBytes`
-/// and it has no mesh, runs every function once on zero inputs (run-time
-/// errors, such as an integer division by zero, are fine; crashes are not).
-/// Programs with larger arenas are not loaded. Returns the load's status.
+/// executable and, when it has no mesh, runs every function once on zero
+/// inputs (run-time errors, such as an integer division by zero, are fine;
+/// crashes are not). A program whose arenas together exceed `runLimitBytes`
+/// is not loaded (ok). Returns the load's status.
 runtime::Status loadAndRun(const runtime::format::Program &program,
                            const uint8_t *data, uint64_t dataSize,
                            int64_t runLimitBytes);
 
-/// Serializes a module lowered to dexec and checks that the runtime accepts
-/// it: a program the compiler emitted that the runtime refuses to load is a
-/// finding. When its arenas are small (at most `runLimitBytes`) and it has
-/// no mesh, runs every function once on zero inputs (run-time errors, such
-/// as an integer division by zero, are fine; crashes are not).
+/// Serializes a module lowered to dexec and, when it has no mesh, checks with
+/// loadAndRun that the runtime accepts it: a program the compiler emitted
+/// that the runtime refuses to load is a finding.
 void checkLoadsAndRuns(mlir::ModuleOp module, int64_t runLimitBytes);
 
 /// Calls a command's main (the runner's runnerMain, `dtcc plan`'s
