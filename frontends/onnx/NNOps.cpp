@@ -127,13 +127,13 @@ LogicalResult importLayerNorm(NodeImporter &n) {
     return failure();
   ArrayRef<int64_t> normalized = type.getShape().drop_front(*axis);
   auto param = [&](int i) -> FailureOr<Value> {
-    Value p = n.broadcastTo(n.input(i), normalized);
-    if (typeOf(p).getShape() != normalized ||
-        typeOf(p).getElementType() != type.getElementType())
+    auto pType = typeOf(n.input(i));
+    if (!NodeImporter::isBroadcastable(pType.getShape(), normalized) ||
+        pType.getElementType() != type.getElementType())
       return n.error() << "expected " << (i == 1 ? "scale" : "bias")
                        << " broadcastable to the normalized shape, got "
                        << n.input(i).getType();
-    return p;
+    return n.broadcastTo(n.input(i), normalized);
   };
   auto scale = param(1);
   if (failed(scale))
@@ -182,7 +182,8 @@ FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
   auto type = typeOf(logProb);
   auto targetType = typeOf(target);
   if (type.getRank() < 2 || targetType.getRank() != type.getRank() - 1 ||
-      targetType.getDimSize(0) != type.getDimSize(0))
+      targetType.getDimSize(0) != type.getDimSize(0) ||
+      targetType.getShape().drop_front() != type.getShape().drop_front(2))
     return n.error() << "expected input [N, C, d...] and target [N, d...], got "
                      << type << " and " << targetType;
   Type i64 = n.builder().getI64Type();
@@ -255,7 +256,8 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
   // The common case (class scores [N, C], no weights) uses the fused op.
   auto labelsType = typeOf(labels);
   if (labelsType.getRank() != type.getRank() - 1 ||
-      labelsType.getDimSize(0) != type.getDimSize(0))
+      labelsType.getDimSize(0) != type.getDimSize(0) ||
+      labelsType.getShape().drop_front() != type.getShape().drop_front(2))
     return n.error() << "expected scores [N, C, d...] and labels [N, d...], got "
                      << type << " and " << labelsType;
   if (type.getRank() == 2 && !n.hasInput(2) && !n.wantsOutput(1)) {

@@ -33,6 +33,7 @@ void NodeImporter::setOutput(int i, Value value) {
 }
 
 InFlightDiagnostic NodeImporter::error() {
+  errorEmitted = true;
   int index = -1;
   if (auto fileLoc = dyn_cast<FileLineColLoc>(cast<NameLoc>(loc).getChildLoc()))
     index = fileLoc.getLine() - 1;
@@ -202,10 +203,27 @@ Value NodeImporter::castTo(Value v, Type elementType) {
   return fold<graph::CastOp>(RankedTensorType::get(type.getShape(), elementType), v);
 }
 
+bool NodeImporter::isBroadcastable(ArrayRef<int64_t> from,
+                                   ArrayRef<int64_t> to) {
+  if (from.size() > to.size())
+    return false;
+  size_t offset = to.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != 1 && from[d] != to[offset + d])
+      return false;
+  return true;
+}
+
 Value NodeImporter::broadcastTo(Value v, ArrayRef<int64_t> shape) {
   auto type = mlir::cast<RankedTensorType>(v.getType());
   if (type.getShape() == shape)
     return v;
+  if (!isBroadcastable(type.getShape(), shape)) {
+    auto diag = error() << "cannot broadcast " << v.getType() << " to [";
+    llvm::interleave(shape, [&](int64_t x) { diag << x; }, [&] { diag << ","; });
+    diag << "]";
+    return splat(RankedTensorType::get(shape, type.getElementType()), 0);
+  }
   int64_t offset = (int64_t)shape.size() - type.getRank();
   SmallVector<int64_t> dims;
   for (int64_t i = 0; i < type.getRank(); ++i)

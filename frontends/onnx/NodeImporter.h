@@ -95,6 +95,9 @@ public:
   /// Emits "node 'NAME' (OpType): <message>" at the node and returns
   /// failure; stream more text into the result.
   mlir::InFlightDiagnostic error();
+  /// Whether error() was called: the node's import failed even if its
+  /// handler went on (broadcastTo reports and builds a placeholder).
+  bool hadError() const { return errorEmitted; }
   /// Checks a shape computed from the model's data: no negative dimension
   /// and at most 2^48 elements.
   mlir::LogicalResult checkShape(llvm::ArrayRef<int64_t> shape,
@@ -115,7 +118,14 @@ public:
   mlir::Value transpose(mlir::Value v, llvm::ArrayRef<int64_t> perm);
   /// Cast (no-op when the element type already matches).
   mlir::Value castTo(mlir::Value v, mlir::Type elementType);
+  /// Whether `from` broadcasts to `to` numpy-style (trailing dimensions
+  /// align; each of `from` is 1 or equal).
+  static bool isBroadcastable(llvm::ArrayRef<int64_t> from,
+                              llvm::ArrayRef<int64_t> to);
   /// Numpy-style broadcast of `v` to `shape` (trailing dimensions align).
+  /// When `v` does not broadcast to `shape` it reports an error (see
+  /// hadError) and returns zeros of the target type, so that no invalid IR
+  /// is built: callers check what they can name better first.
   mlir::Value broadcastTo(mlir::Value v, llvm::ArrayRef<int64_t> shape);
   /// The multidirectional broadcast shape of `shapes`, or an error.
   mlir::FailureOr<llvm::SmallVector<int64_t>>
@@ -142,6 +152,7 @@ private:
   int64_t opset;
   mlir::OpBuilder &b;
   mlir::Location loc;
+  bool errorEmitted = false;
 };
 
 template <typename ReduceOp>

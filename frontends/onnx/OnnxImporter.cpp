@@ -495,7 +495,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
       return failure();
     NodeImporter importer(*this, node, opset, b, loc);
     const OpEntry &entry = registry.find(node.op_type())->second;
-    if (failed(entry.handler(importer)))
+    if (failed(entry.handler(importer)) || importer.hadError())
       return failure();
     for (const std::string &out : node.output()) {
       if (out.empty() || !values.count(out))
