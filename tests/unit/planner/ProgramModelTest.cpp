@@ -163,6 +163,8 @@ TEST(ProgramModel, ConvolutionsAtTheirFlopsOrTheirBytes) {
   double efficiency = 0.2 + 0.1 * std::log(size / 300) / std::log(400.0 / 300);
   EXPECT_NEAR(instructionSeconds(b.p, f->instructions(0), c.device),
               flops / (1e12 * efficiency) + 1e-6, 1e-15);
+}
+
 TEST(ProgramModel, TopKComparesWholeRowsOnGpus) {
   // The CUDA kernel compares each element with its whole row; the CPU one
   // sorts partially: memory-bound there.
