@@ -335,11 +335,14 @@ LogicalResult LayoutSearch::collectGroups() {
   });
   for (auto var : module_.getOps<graph::VariableOp>()) {
     StringRef leader = classes.getLeaderValue(var.getSymName());
+    // The group's index, copied: inserting the member's own name may grow
+    // the map and move the leader's entry.
     auto [it, inserted] = groupOf_.try_emplace(leader, (int)groups_.size());
+    int group = it->second;
     if (inserted)
       groups_.emplace_back();
-    groupOf_[var.getSymName()] = it->second;
-    groups_[it->second].members.push_back(var);
+    groupOf_[var.getSymName()] = group;
+    groups_[group].members.push_back(var);
   }
   for (VarGroup &g : groups_) {
     auto type = g.members.front().getTensorType();

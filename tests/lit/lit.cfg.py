@@ -15,3 +15,8 @@ config.environment["PATH"] = os.pathsep.join(path + [os.environ.get("PATH", "")]
 config.environment["DTCC_RUNNER"] = os.path.join(config.dtcc_tools_dir, "dtcc-runner")
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# Memory-error checks of the compiler run under valgrind where it is installed.
+import shutil
+if shutil.which("valgrind"):
+    config.available_features.add("valgrind")
