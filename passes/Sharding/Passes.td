@@ -34,7 +34,11 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
       product is a partial sum that an all-reduce completes before the
       bias. Embedding tables are split by rows and the projection to the
       vocabulary by columns (Megatron's vocab-parallel embedding and
-      cross-entropy). Optimizer state follows its parameter.
+      cross-entropy). Convolutions split by output channels, then by input
+      channels, the same way; a batch, group or instance norm of split
+      channels splits its scale, bias and running statistics like them
+      (whole groups per rank), so it runs on each rank's channels without
+      communication. Optimizer state follows its parameter.
     - `@main` (inference) is removed: a sharded program trains.
 
     Errors: a mesh spec that does not parse, a module without
