@@ -202,6 +202,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
               pm.addPass(shard::createShardPartition());
               pm.addPass(createCanonicalizerPass());
               pm.addPass(createCSEPass());
+              pm.addPass(shard::createShardCombineAllReduces());
               pm.addPass(shard::createShardOverlap());
             },
             3, "shard")))

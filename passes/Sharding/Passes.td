@@ -272,6 +272,34 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 
+def ShardCombineAllReduces : Pass<"dtcc-shard-combine-all-reduces", "mlir::ModuleOp"> {
+  let summary = "One all-reduce for a sum of all-reduced terms";
+  let description = [{
+    Runs on a partitioned module, before dtcc-shard-overlap. A sum (a tree
+    of `dgraph.add` whose inner results have no other use) of which two or
+    more terms are synchronous sum all-reduces over the same axis, used
+    only there, becomes the sum of the other terms plus one all-reduce of
+    the sum of those terms' operands, per axis. The gradient norm of a
+    tensor-parallel step adds one partial squared norm per split parameter
+    to a replicated total: one scalar all-reduce per parameter before, one
+    per step after. The additions are reassociated (other terms first), so
+    the sum may round differently.
+
+    Example:
+    ```mlir
+    %a = dshard.all_reduce %p "tp" : tensor<f32>
+    %s = dgraph.add %r, %a : tensor<f32>
+    %b = dshard.all_reduce %q "tp" : tensor<f32>
+    %t = dgraph.add %s, %b : tensor<f32>
+    // becomes
+    %pq = dgraph.add %p, %q : tensor<f32>
+    %c = dshard.all_reduce %pq "tp" : tensor<f32>
+    %t = dgraph.add %r, %c : tensor<f32>
+    ```
+  }];
+  let dependentDialects = ["dtcc::shard::ShardDialect"];
+}
+
 def ShardOverlap : Pass<"dtcc-shard-overlap", "mlir::ModuleOp"> {
   let summary = "Overlaps communication with computation";
   let description = [{
