@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PYTHON := /usr/bin/python3
 
-.PHONY: all setup configure build test unit lit conformance demo bench fuzz clean
+.PHONY: all setup configure build test unit lit conformance shard-conformance demo bench fuzz clean
 
 all: build
 
@@ -39,10 +39,19 @@ unit: build
 lit: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -L lit
 
-# ONNX's own node tests through import -> compile -> run.
+# ONNX's own node tests through import -> compile -> run, and their gradients
+# against finite differences. The floors are the expected-pass lists in
+# tests/conformance/ (see run_onnx_node_tests.py --help).
 conformance: build
 	$(PYTHON) tests/conformance/run_onnx_node_tests.py --dtcc $(BUILD_DIR)/bin/dtcc \
-	  --jobs $(JOBS) --min-passed 250
+	  --suite all --jobs $(JOBS)
+	@$(MAKE) --no-print-directory shard-conformance
+
+# Every dgraph op under every sharding its rule allows, on 2 and 4 ranks
+# against one device: forward results and gradients (tests/shardconf).
+shard-conformance: build
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BUILD_DIR)/bin/DtccShardConformance \
+	  --min-passed 1071
 
 # libFuzzer on the ONNX importer, seeded with ONNX's test models and dtcc's
 # own importer tests. FUZZ_SECONDS=600 by default.

@@ -2,6 +2,7 @@
 
 #include "compiler/Driver.h"
 
+#include "compiler/InternalErrors.h"
 #include "compiler/Serialize.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -85,6 +86,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
   auto run = [&](llvm::function_ref<void(PassManager &)> build, int index,
                  llvm::StringRef phase) -> LogicalResult {
     PassManager pm(ctx);
+    instrumentPassManager(pm);
     if (options.printIrAfterAll) {
       ctx->disableMultithreading();
       pm.enableIRPrinting();

@@ -4,6 +4,8 @@
 
 #include "planner/Units.h"
 #include "runtime/base/DType.h"
+#include "runtime/base/MatmulShape.h"
+#include "runtime/exec/CudaScratch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -220,26 +222,28 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     const Buffer &lhs = program.buffers(inst.inputs(0));
     const Buffer &rhs = program.buffers(inst.inputs(1));
     const Buffer &out = program.buffers(inst.outputs(0));
-    int r = lhs.shape_size(), o = out.shape_size();
-    if (r >= 2 && o >= 2) {
-      bool transLhs = attrInt(inst, "transpose_lhs", 0) != 0;
-      double m = double(out.shape(o - 2)), n = double(out.shape(o - 1));
-      double k = double(lhs.shape(transLhs ? r - 2 : r - 1));
-      double batch = double(numel(out)) / std::max(1.0, m * n);
-      double flops = 2 * batch * m * n * k;
+    std::vector<int64_t> ls(lhs.shape().begin(), lhs.shape().end());
+    std::vector<int64_t> rs(rhs.shape().begin(), rhs.shape().end());
+    auto shape = runtime::planMatmul(ls, rs,
+                                     attrInt(inst, "transpose_lhs", 0) != 0,
+                                     attrInt(inst, "transpose_rhs", 0) != 0);
+    if (shape.isOk() && out.shape_size() >= 2) {
+      // The kernel's own GEMMs (runtime/base/MatmulShape.h): broadcast
+      // batches cost their result's products, a shared rhs folds the batch
+      // into the rows of one GEMM.
+      const runtime::MatmulShape &p = shape.value();
+      double m = double(p.m), n = double(p.n), k = double(p.k);
+      double calls = double(p.gemms());
+      double flops = 2 * calls * m * n * k;
       if (flopsOut)
         *flopsOut = flops;
-      // A shared rhs lets the runtime fold the lhs batch into one GEMM.
-      bool folded = rhs.shape_size() == 2 && !transLhs;
-      double efficiency = device.matmulEfficiencyAt(folded ? batch * m : m,
-                                                    k, n);
+      double efficiency = device.matmulEfficiencyAt(m, k, n);
       DType compute = DType::kFp32;
       auto dtype = static_cast<runtime::DType>(out.dtype());
       if (dtype == runtime::DType::kBF16)
         compute = DType::kBf16;
       else if (dtype == runtime::DType::kF16)
         compute = DType::kFp16;
-      double calls = folded ? 1 : batch;
       return flops / (device.peakFlops(compute) * efficiency) +
              calls * overhead;
     }
@@ -823,7 +827,23 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
   m.workspace = program.workspace_bytes();
   m.state = program.state_bytes();
   m.constants = program.constant_bytes();
-  m.total = m.workspace + m.state + m.constants;
+  // The kernels' scratch, reserved by the CUDA backend per rank: the
+  // fullest pipeline stage's.
+  auto target = program.metadata().find("dtcc.target");
+  if (target != program.metadata().end() && target->second == "cuda") {
+    std::set<int64_t> scratchStages = {-1};
+    for (const Function &fn : program.functions())
+      if (fn.has_stage())
+        scratchStages.insert(fn.stage());
+    if (scratchStages.size() > 1)
+      scratchStages.erase(-1);
+    for (int64_t s : scratchStages) {
+      StatusOr<runtime::ScratchLayout> l = runtime::cudaProgramScratch(program, s);
+      if (l.isOk())
+        m.scratch = std::max(m.scratch, l.value().totalBytes);
+    }
+  }
+  m.total = m.workspace + m.state + m.constants + m.scratch;
 
   // The state arena: the fullest stage's variables.
   std::set<int64_t> stages = {-1};
@@ -982,7 +1002,7 @@ Candidate candidateFromProgram(const Plan &plan, const ProgramMemory &memory,
   m.commBuffers = double(memory.commBuffers);
   m.temporaries = cluster.device.reservedBytes.value +
                   double(memory.constants + memory.fragmentation +
-                         memory.stateAlignment);
+                         memory.stateAlignment + memory.scratch);
   double capacity = cluster.device.memoryBytes.value;
   if (m.total() > capacity) {
     c.fits = false;

@@ -108,10 +108,17 @@ struct TensorBytes {
 
 /// What each rank allocates: the program's static memory plan.
 struct ProgramMemory {
-  /// workspace + state + constants: what the runtime allocates (and
-  /// reports as "peak memory ... planned").
+  /// workspace + state + constants + scratch: what the runtime allocates
+  /// (and reports as "peak memory ... planned").
   int64_t total = 0;
   int64_t workspace = 0, state = 0, constants = 0;
+  /// The kernels' scratch a rank reserves when the program loads
+  /// (runtime/exec/Scratch.h): on the CUDA backend (--target cuda)
+  /// cuBLASLt's workspace, collective staging, norm-gradient partials, the
+  /// scatter_add sort and the AdamW tables, exactly as the kernels request
+  /// them (runtime/exec/CudaScratch.h); the largest over pipeline stages.
+  /// 0 on the CPU backend.
+  int64_t scratch = 0;
   /// The state arena by variable, for the fullest pipeline stage (the
   /// arena is shared by the stages, each laying out its own variables).
   int64_t stage = 0;
@@ -142,7 +149,8 @@ ProgramMemory programMemory(const runtime::format::Program &program,
 /// accumulators, plus the gradients and temporaries live at the
 /// workspace's peak) from the memory plan; activations and communication
 /// buffers live at that peak; temporaries = the runtime's reserve, the
-/// constants, and what the memory planner could not reuse. The total is
+/// constants, the kernels' scratch and what the memory planner could not
+/// reuse. The total is
 /// exactly what the runtime allocates, plus the reserve. Time: the
 /// simulated step of the critical stage (kernels, exposed communication by
 /// mesh axis, idle time as the pipeline bubble); MFU from

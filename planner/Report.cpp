@@ -513,6 +513,7 @@ std::string formatProgramCost(const ProgramMemory &m, const ProgramTime *time,
   row("  communication buffers", double(m.commBuffers));
   row("  not reusable (fragmentation)", double(m.fragmentation));
   row("constants", double(m.constants));
+  row("kernel scratch (reserved at load)", double(m.scratch));
   row("program total", double(m.total), true);
   row("runtime reserve", reserve);
   row("total", double(m.total) + reserve, true);
@@ -570,6 +571,7 @@ Json programCostToJson(const ProgramMemory &m, const ProgramTime *time) {
   memory.set("workspace", m.workspace);
   memory.set("state", m.state);
   memory.set("constants", m.constants);
+  memory.set("scratch", m.scratch);
   memory.set("stage", m.stage);
   memory.set("parameters", m.parameters);
   memory.set("optimizerState", m.optimizerState);

@@ -54,6 +54,50 @@ LogicalResult binary(NodeImporter &n) {
 template <typename OpTy>
 LogicalResult compare(NodeImporter &n) { return binary<OpTy>(n); }
 
+/// Add, Sub, Mul, Div: from opset 7 numpy broadcasting (binary); before,
+/// operands of one shape unless `broadcast` = 1, which broadcasts B onto A
+/// with B's dimensions from `axis` on (by default B's shape is a suffix of
+/// A's).
+template <typename OpTy>
+LogicalResult arithmetic(NodeImporter &n) {
+  if (n.getOpset() >= 7)
+    return binary<OpTy>(n);
+  Value lhs = n.input(0), rhs = n.input(1);
+  auto a = cast<RankedTensorType>(lhs.getType());
+  auto bt = cast<RankedTensorType>(rhs.getType());
+  if (!n.attrInt("broadcast", 0)) {
+    if (a.getShape() != bt.getShape())
+      return n.error() << "expected operands of one shape (before opset 7 only "
+                          "broadcast = 1 broadcasts), got "
+                       << a << " and " << bt;
+  } else {
+    int64_t rank = a.getRank(), brank = bt.getRank();
+    int64_t axis = n.attrInt("axis", rank - brank);
+    if (axis < 0)
+      axis += rank;
+    if (brank > rank || axis < 0 || axis + brank > rank)
+      return n.error() << "expected B (" << bt << ") to fit into A (" << a
+                       << ") from axis " << axis;
+    // B's dimensions at [axis, axis + rank(B)), size 1 elsewhere.
+    SmallVector<int64_t> shape(rank, 1);
+    for (int64_t d = 0; d < brank; ++d) {
+      if (bt.getDimSize(d) != 1 && bt.getDimSize(d) != a.getDimSize(axis + d))
+        return n.error() << "expected B (" << bt << ") to broadcast onto A ("
+                         << a << ") from axis " << axis;
+      shape[axis + d] = bt.getDimSize(d);
+    }
+    // Aligned at the end it is numpy broadcasting; else size-1 dims follow.
+    if (axis + brank < rank)
+      rhs = n.reshape(rhs, shape);
+    rhs = n.broadcastTo(rhs, a.getShape());
+  }
+  if (a.getElementType() != bt.getElementType())
+    return n.error() << "expected operands of one element type, got " << a
+                     << " and " << bt;
+  n.setOutput(0, n.fold<OpTy>(lhs, rhs));
+  return success();
+}
+
 /// Max, Min, Sum, Mean: any number of inputs, all broadcast together.
 template <typename OpTy>
 LogicalResult variadic(NodeImporter &n, bool mean = false) {
@@ -296,10 +340,10 @@ LogicalResult importSigmoid(NodeImporter &n) { return unary<SigmoidOp, true>(n);
 
 void appendElementwiseOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
-      {"Add", 7, binary<AddOp>},
-      {"Sub", 7, binary<SubOp>},
-      {"Mul", 7, binary<MulOp>},
-      {"Div", 7, binary<DivOp>},
+      {"Add", 1, arithmetic<AddOp>},
+      {"Sub", 1, arithmetic<SubOp>},
+      {"Mul", 1, arithmetic<MulOp>},
+      {"Div", 1, arithmetic<DivOp>},
       {"Pow", 7, importPow},
       {"Mod", 10, importMod},
       {"BitShift", 11, importBitShift},

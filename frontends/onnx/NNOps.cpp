@@ -22,8 +22,8 @@ LogicalResult requireFloat(NodeImporter &n, Value v) {
   return n.error() << "expected a floating-point input, got " << v.getType();
 }
 
-/// numpy.matmul: 1-D operands are promoted and the added dimension removed,
-/// batch dimensions broadcast.
+/// numpy.matmul: 1-D operands are promoted and the added dimension removed;
+/// batch dimensions broadcast, as dgraph.matmul's do (no copies).
 LogicalResult importMatMul(NodeImporter &n) {
   Value a = n.input(0), b = n.input(1);
   auto at = typeOf(a), bt = typeOf(b);
@@ -31,7 +31,8 @@ LogicalResult importMatMul(NodeImporter &n) {
     return n.error() << "expected operands of one element type, got " << at
                      << " and " << bt;
   if (at.getRank() == 0 || bt.getRank() == 0)
-    return n.error() << "expected operands of rank >= 1";
+    return n.error() << "expected operands of rank >= 1, got " << at << " and "
+                     << bt;
   bool squeezeM = at.getRank() == 1, squeezeN = bt.getRank() == 1;
   if (squeezeM)
     a = n.reshape(a, {1, at.getDimSize(0)});
@@ -43,21 +44,11 @@ LogicalResult importMatMul(NodeImporter &n) {
   if (bt.getDimSize(bt.getRank() - 2) != k)
     return n.error() << "expected contracted dimensions to agree, got " << at
                      << " and " << bt;
-  Value y;
-  if (bt.getRank() == 2) {
-    y = n.create<MatmulOp>(a, b, false, false).getResult();
-  } else {
-    auto batch = n.broadcastShape(
-        {at.getShape().drop_back(2), bt.getShape().drop_back(2)});
-    if (failed(batch))
-      return failure();
-    SmallVector<int64_t> as(*batch), bs(*batch);
-    as.append({at.getDimSize(at.getRank() - 2), k});
-    bs.append({k, bt.getShape().back()});
-    y = n.create<MatmulOp>(n.broadcastTo(a, as), n.broadcastTo(b, bs), false,
-                           false)
-            .getResult();
-  }
+  if (!broadcastBatchShape(at.getShape(), bt.getShape()))
+    return n.error() << "expected batch dimensions that broadcast (aligned "
+                        "from the right, equal or 1), got "
+                     << at << " and " << bt;
+  Value y = n.create<MatmulOp>(a, b, false, false).getResult();
   SmallVector<int64_t> shape(typeOf(y).getShape());
   if (squeezeN)
     shape.pop_back();
@@ -334,9 +325,10 @@ LogicalResult importDropout(NodeImporter &n) {
                      ? n.attrInt("seed", 0)
                      : (int64_t)llvm::xxh3_64bits(n.getNode().name() +
                                                   n.getNode().output(0));
-  auto op = n.create<DropoutOp>(type, maskType, x, n.stepCounter(),
+  auto op = n.create<DropoutOp>(type, maskType, x, n.stepCounter(), Value(),
                                 n.builder().getF32FloatAttr(ratio),
-                                n.builder().getI64IntegerAttr(seed));
+                                n.builder().getI64IntegerAttr(seed),
+                                DenseI64ArrayAttr());
   n.setOutput(0, op.getResult());
   n.setOutput(1, op.getMask());
   return success();

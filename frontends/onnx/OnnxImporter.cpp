@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/PrettyStackTrace.h"
 
 #include <algorithm>
 #include <exception>
@@ -479,7 +480,11 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   const auto &registry = opRegistry();
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto &node = g.node(i);
-    Location loc = NameLoc::get(b.getStringAttr(nodeName(node, i)),
+    std::string name = nodeName(node, i);
+    // What a fatal error or crash report names (compiler/InternalErrors.h).
+    llvm::PrettyStackTraceFormat importing("importing ONNX node '%s' (%s)",
+                                           name.c_str(), node.op_type().c_str());
+    Location loc = NameLoc::get(b.getStringAttr(name),
                                 FileLineColLoc::get(ctx, fileName, i + 1, 0));
     for (const std::string &in : node.input())
       if (!in.empty() && !values.count(in))
@@ -521,6 +526,19 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   fn.setFunctionType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
   for (auto [i, info] : llvm::enumerate(g.output()))
     fn.setResultAttr(i, "dgraph.name", b.getStringAttr(info.name()));
+  // The handlers check what they build: an op that does not verify now
+  // is the importer's bug.
+  ScopedDiagnosticHandler internal(ctx, [](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error) {
+      Diagnostic rewritten(d.getLocation(), DiagnosticSeverity::Error);
+      rewritten << "dtcc: internal error: the ONNX importer produced invalid IR: "
+                << d.str();
+      for (Diagnostic &note : d.getNotes())
+        rewritten.attachNote(note.getLocation()) << note.str();
+      d = std::move(rewritten);
+    }
+    return failure(); // printed by the caller's handler
+  });
   if (failed(verify(module)))
     return failure();
   return owned;

@@ -22,7 +22,8 @@ enum class Kind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquar
 FailureOr<std::optional<SmallVector<int64_t>>> reducedDims(NodeImporter &n,
                                                            Kind kind,
                                                            int64_t rank) {
-  // ReduceSum took axes as an input from opset 13, the others from 18.
+  // ReduceSum took axes as an input from opset 13, the others from 18;
+  // before, an attribute (negative axes from opset 11, accepted for all).
   int64_t inputSince = kind == Kind::Sum ? 13 : 18;
   SmallVector<int64_t> axes;
   if (n.getOpset() >= inputSince) {
@@ -159,17 +160,17 @@ LogicalResult importCumSum(NodeImporter &n) {
 
 void appendReductionOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
-      {"ReduceSum", 11, [](NodeImporter &n) { return importReduce(n, Kind::Sum); }},
-      {"ReduceMean", 11, [](NodeImporter &n) { return importReduce(n, Kind::Mean); }},
-      {"ReduceMax", 11, [](NodeImporter &n) { return importReduce(n, Kind::Max); }},
-      {"ReduceMin", 11, [](NodeImporter &n) { return importReduce(n, Kind::Min); }},
-      {"ReduceProd", 11, [](NodeImporter &n) { return importReduce(n, Kind::Prod); }},
-      {"ReduceL1", 11, [](NodeImporter &n) { return importReduce(n, Kind::L1); }},
-      {"ReduceL2", 11, [](NodeImporter &n) { return importReduce(n, Kind::L2); }},
-      {"ReduceLogSum", 11, [](NodeImporter &n) { return importReduce(n, Kind::LogSum); }},
-      {"ReduceLogSumExp", 11,
+      {"ReduceSum", 1, [](NodeImporter &n) { return importReduce(n, Kind::Sum); }},
+      {"ReduceMean", 1, [](NodeImporter &n) { return importReduce(n, Kind::Mean); }},
+      {"ReduceMax", 1, [](NodeImporter &n) { return importReduce(n, Kind::Max); }},
+      {"ReduceMin", 1, [](NodeImporter &n) { return importReduce(n, Kind::Min); }},
+      {"ReduceProd", 1, [](NodeImporter &n) { return importReduce(n, Kind::Prod); }},
+      {"ReduceL1", 1, [](NodeImporter &n) { return importReduce(n, Kind::L1); }},
+      {"ReduceL2", 1, [](NodeImporter &n) { return importReduce(n, Kind::L2); }},
+      {"ReduceLogSum", 1, [](NodeImporter &n) { return importReduce(n, Kind::LogSum); }},
+      {"ReduceLogSumExp", 1,
        [](NodeImporter &n) { return importReduce(n, Kind::LogSumExp); }},
-      {"ReduceSumSquare", 11,
+      {"ReduceSumSquare", 1,
        [](NodeImporter &n) { return importReduce(n, Kind::SumSquare); }},
       {"ArgMax", 11, importArgReduce<ArgMaxOp>},
       {"ArgMin", 11, importArgReduce<ArgMinOp>},

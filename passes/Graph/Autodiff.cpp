@@ -238,6 +238,22 @@ void AutodiffPass::runOnOperation() {
     module.emitError("the module already has a @train_step");
     return signalPassFailure();
   }
+  // The rules below read every input and output as a dgraph tensor.
+  auto checkType = [&](Type type, StringRef what, unsigned i) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (t && t.hasStaticShape())
+      return true;
+    main.emitOpError("expected statically shaped tensors as the inputs and "
+                     "outputs of @main, got ")
+        << type << " (" << what << " " << i << ")";
+    return false;
+  };
+  for (auto [i, type] : llvm::enumerate(main.getArgumentTypes()))
+    if (!checkType(type, "input", i))
+      return signalPassFailure();
+  for (auto [i, type] : llvm::enumerate(main.getResultTypes()))
+    if (!checkType(type, "output", i))
+      return signalPassFailure();
   if (recompute != "none" && recompute != "full") {
     module.emitError("expected recompute none or full, got '") << recompute << "'";
     return signalPassFailure();

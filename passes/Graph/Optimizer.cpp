@@ -36,8 +36,10 @@ struct OptimizerPass : public dtcc::graph::impl::OptimizerBase<OptimizerPass> {
 
 private:
   /// The variable `name`, created with a zero (or `init`) value if missing.
+  /// One of another type is reported and sets stateConflict.
   VariableOp getOrCreateVariable(StringRef name, RankedTensorType type,
                                  double init = 0.0);
+  bool stateConflict = false;
   Value scalarF32(OpBuilder &b, Location loc, double v) {
     auto t = RankedTensorType::get({}, b.getF32Type());
     return ConstantOp::create(b, loc, DenseElementsAttr::get(t, b.getF32FloatAttr(v)));
@@ -55,8 +57,16 @@ VariableOp OptimizerPass::getOrCreateVariable(StringRef name,
                                               RankedTensorType type,
                                               double init) {
   ModuleOp module = getOperation();
-  if (auto var = module.lookupSymbol<VariableOp>(name))
+  if (auto var = module.lookupSymbol<VariableOp>(name)) {
+    // A model's own variable of that name must be the state it stands for.
+    if (var.getTensorType() != type) {
+      var.emitOpError("has the name of the optimizer's state '")
+          << name << "', which is of type " << type << ", but is of type "
+          << var.getTensorType();
+      stateConflict = true;
+    }
     return var;
+  }
   OpBuilder b(&getContext());
   // New variables go after the existing ones, before the functions.
   Operation *after = nullptr;
@@ -168,6 +178,10 @@ void OptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
 
+  if (train.isExternal() || train.getNumResults() < 1) {
+    train.emitOpError("expected a body and the loss as its first result");
+    return signalPassFailure();
+  }
   auto ret = cast<func::ReturnOp>(train.front().getTerminator());
   Location loc = ret.getLoc();
   Value loss = ret.getOperand(0);
@@ -236,6 +250,8 @@ void OptimizerPass::runOnOperation() {
       results.push_back(g);
       attrs.push_back(attr);
     }
+  if (stateConflict)
+    return signalPassFailure();
   func::ReturnOp::create(b, loc, results);
   ret.erase();
   train.setFunctionType(FunctionType::get(ctx, train.getArgumentTypes(),

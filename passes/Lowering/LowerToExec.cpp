@@ -552,8 +552,11 @@ struct LowerToExecPass
       layout.stateBytes = std::max(layout.stateBytes, end);
     int64_t workspace = 0;
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
-      if (fn.isExternal())
-        continue;
+      if (fn.isExternal()) {
+        fn.emitOpError("is a declaration without a body: a program's "
+                       "functions are defined in it");
+        return signalPassFailure();
+      }
       FunctionLowering lowering(fn, layout);
       if (failed(lowering.run()))
         return signalPassFailure();

@@ -45,6 +45,9 @@ private:
                  int64_t groups, int64_t newBlock,
                  llvm::function_ref<Value(Value, int64_t, RankedTensorType)> step);
   LogicalResult fixAttributes(Operation *op, ArrayRef<ShardingAttr> ins);
+  /// A dropout on a block of a split tensor draws the whole tensor's mask:
+  /// its offsets operand and global_shape (the op's description).
+  LogicalResult splitDropout(graph::DropoutOp op, ShardingAttr s);
   /// The distributed form of an op whose vocabulary (special factor) is
   /// split: embedding lookup and its gradient, cross-entropy and its
   /// gradient (Megatron's vocab-parallel forms). Returns the local results,
@@ -452,9 +455,66 @@ LogicalResult FunctionPartitioner::fixAttributes(Operation *op,
                                              channels / perGroup));
   } else if (auto dropout = dyn_cast<graph::DropoutOp>(op)) {
     if (!ins.empty() && !ins[0].isReplicated())
-      return op->emitOpError("on a split tensor is not supported: its mask "
-                             "would differ from the single-device one");
+      return splitDropout(dropout, ins[0]);
   }
+  return success();
+}
+
+LogicalResult FunctionPartitioner::splitDropout(graph::DropoutOp op,
+                                                ShardingAttr s) {
+  if (op.getOffsets())
+    return success();
+  RankedTensorType global = global_.lookup(op.getResult());
+  created_.clear();
+  OpBuilder b(op);
+  b.setListener(&recorder_);
+  Location loc = op.getLoc();
+  auto scalar = RankedTensorType::get({}, b.getI64Type());
+  auto one = RankedTensorType::get({1}, b.getI64Type());
+  auto constant = [&](int64_t v) {
+    return graph::ConstantOp::create(b, loc, graph::splatOf(scalar, double(v)))
+        .getResult();
+  };
+  // Each dimension's offset: the block's coordinate (its axes' indices,
+  // row-major) times the block's size.
+  SmallVector<Value> parts;
+  for (auto [d, dim] : llvm::enumerate(s.getDims())) {
+    if (dim.getGroups() != 1)
+      return op.emitOpError("on a tensor whose dimension ")
+             << d << " is split in " << dim.getGroups()
+             << " groups is not supported: its blocks are not contiguous";
+    Value offset;
+    if (dim.getAxes().empty()) {
+      offset = constant(0);
+    } else {
+      Value coord;
+      for (StringAttr axis : dim.getAxes()) {
+        Value index = AxisIndexOp::create(b, loc, scalar, axis.getValue());
+        coord = coord ? graph::AddOp::create(
+                            b, loc, scalar,
+                            graph::MulOp::create(
+                                b, loc, scalar, coord,
+                                constant(mesh_.getSize(axis.getValue()))),
+                            index)
+                            .getResult()
+                      : index;
+      }
+      int64_t block = global.getDimSize(d) / axesSize(mesh_, dim.getAxes());
+      offset = graph::MulOp::create(b, loc, scalar, coord, constant(block));
+    }
+    parts.push_back(graph::ReshapeOp::create(b, loc, one, offset));
+  }
+  Value offsets =
+      parts.size() == 1
+          ? parts[0]
+          : graph::ConcatOp::create(
+                b, loc,
+                RankedTensorType::get({int64_t(parts.size())}, b.getI64Type()),
+                parts, 0)
+                .getResult();
+  op->insertOperands(op->getNumOperands(), offsets);
+  op.setGlobalShapeAttr(b.getDenseI64ArrayAttr(global.getShape()));
+  tagPhase(op);
   return success();
 }
 

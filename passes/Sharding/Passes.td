@@ -206,9 +206,12 @@ def ShardPartition : Pass<"dtcc-shard-partition", "mlir::ModuleOp"> {
 
     Variables get their local type and keep their global initial value and
     `dshard.sharding` (the runtime takes its block of it); slice and pad
-    bounds on split dimensions are divided by the split.
+    bounds on split dimensions are divided by the split. A dropout on a
+    split tensor gets its block's offsets (from `dshard.axis_index`) and
+    the whole tensor's shape, so that it draws the mask one device would.
 
-    Errors: a dimension the sharding does not divide (named, with the op).
+    Errors: a dimension the sharding does not divide (named, with the op);
+    a dropout on a dimension split in groups (non-contiguous blocks).
   }];
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
@@ -252,7 +255,10 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     then the remaining backwards, so at most `S - k` micro-batches' activations
     are alive at once (the memory plan shows it). A value another stage reads
     is sent after it is made (`dshard.send`, asynchronous, tagged per value
-    and destination) and received before its first reader there.
+    and destination) and received before its first reader there, and no
+    later than anything its sender sends after it: each stage receives from
+    every other in that stage's send order (NCCL matches the messages
+    between two ranks by order, not by tag; the runtime checks it).
 
     The optimizer runs in the stage of each parameter; sums over parameters
     of several stages (the gradient norm) are partial over `pp` and

@@ -171,7 +171,7 @@ struct ShardPipelinePass
 
 private:
   LogicalResult place(func::FuncOp train);
-  void emitStage(func::FuncOp train, int64_t stage);
+  LogicalResult emitStage(func::FuncOp train, int64_t stage);
   SmallVector<int64_t> balanceStages(Block &body, ArrayRef<std::string> layers,
                                      int64_t stages);
 
@@ -435,7 +435,7 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   return success();
 }
 
-void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
+LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   MLIRContext *ctx = train.getContext();
   OpBuilder mb(train);
   IRMapping unused;
@@ -565,6 +565,22 @@ void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     }
   func::ReturnOp::create(b, ret.getLoc(), results);
 
+  // Every value a stage reads is its own (computed, received or zero): one
+  // of the step it was cut from would dangle once that step is erased.
+  WalkResult foreign = fn.walk([&](Operation *op) {
+    for (Value v : op->getOperands())
+      if (v.getParentRegion() == &train.getBody()) {
+        op->emitOpError("in pipeline stage ")
+            << stage << " reads a value of the unsplit step that the stage "
+            << "does not compute (internal error: a micro-batch op lost its "
+            << "dshard.micro tag?)";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  if (foreign.wasInterrupted())
+    return failure();
+
   // Drop what this stage does not use.
   bool changed = true;
   while (changed) {
@@ -575,6 +591,59 @@ void ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
         changed = true;
       }
   }
+  return success();
+}
+
+/// Moves receives up so that each stage receives from every other stage in
+/// the order that stage sends. NCCL matches the messages between two ranks
+/// in the order they are posted, not by tag, and the runtime refuses a
+/// program whose orders differ (runtime/exec/P2POrder.h); a stage's
+/// receives are emitted where their values are first read, which need not
+/// be the order they were produced in. A receive moved up only starts
+/// earlier: its sender sends it before the message the stage already waits
+/// for at that point, so the move adds no wait.
+static void orderReceives(ModuleOp module, int64_t stages) {
+  SmallVector<func::FuncOp> fns;
+  for (int64_t k = 0; k < stages; ++k)
+    fns.push_back(
+        module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str()));
+  for (int64_t dst = 0; dst < stages; ++dst)
+    for (int64_t src = 0; src < stages; ++src) {
+      if (src == dst || !fns[src] || !fns[dst])
+        continue;
+      SmallVector<uint64_t> sent;
+      for (Operation &op : fns[src].getBody().front())
+        if (auto send = dyn_cast<SendOp>(op);
+            send && send.getAxis() == "pp" &&
+            src + int64_t(send.getPeer()) == dst)
+          sent.push_back(send.getTag());
+      SmallVector<RecvOp> received;
+      llvm::DenseMap<uint64_t, RecvOp> recvOfTag;
+      for (Operation &op : fns[dst].getBody().front())
+        if (auto recv = dyn_cast<RecvOp>(op);
+            recv && recv.getAxis() == "pp" &&
+            dst + int64_t(recv.getPeer()) == src) {
+          received.push_back(recv);
+          recvOfTag[recv.getTag()] = recv;
+        }
+      llvm::DenseSet<Operation *> placed;
+      size_t next = 0; // the next message of `sent` not received yet
+      for (RecvOp recv : received) {
+        if (placed.contains(recv))
+          continue;
+        // Receive what `src` sends before this one right here, first.
+        for (; next < sent.size() && sent[next] != recv.getTag(); ++next) {
+          auto it = recvOfTag.find(sent[next]);
+          if (it != recvOfTag.end() && !placed.contains(it->second)) {
+            it->second->moveBefore(recv);
+            placed.insert(it->second);
+          }
+        }
+        if (next < sent.size())
+          ++next;
+        placed.insert(recv);
+      }
+    }
 }
 
 void ShardPipelinePass::runOnOperation() {
@@ -600,7 +669,9 @@ void ShardPipelinePass::runOnOperation() {
   if (failed(place(train)))
     return signalPassFailure();
   for (int64_t k = 0; k < numStages(); ++k)
-    emitStage(train, k);
+    if (failed(emitStage(train, k)))
+      return signalPassFailure();
+  orderReceives(module, numStages());
   // Each variable lives in the stage that updates it (all: the counters).
   llvm::StringMap<SmallVector<int64_t>> users;
   for (int64_t k = 0; k < numStages(); ++k) {

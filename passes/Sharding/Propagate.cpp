@@ -113,11 +113,20 @@ private:
       }
       if (!agree || wanted == current)
         continue;
-      ArrayRef<int64_t> mapped = b.getDims();
+      // New dimensions, and dimensions expanded from size 1 ([n, 1] ->
+      // [n, d]), hold the same values at every index: any split of them is
+      // the broadcast of the operand as it is.
+      auto in = cast<RankedTensorType>(b.getOperand().getType());
+      auto out = cast<RankedTensorType>(b.getType());
+      auto copied = [&](int64_t d) {
+        for (auto [i, m] : llvm::enumerate(b.getDims()))
+          if (m == d)
+            return in.getDimSize(i) == out.getDimSize(d);
+        return false;
+      };
       bool onlyNewDims = true;
       for (auto [d, dim] : llvm::enumerate(wanted.getDims()))
-        if (llvm::is_contained(mapped, (int64_t)d) &&
-            dim != current.getDims()[d])
+        if (copied(d) && dim != current.getDims()[d])
           onlyNewDims = false;
       if (onlyNewDims && !current.isPartial())
         record(b,
@@ -128,11 +137,12 @@ private:
   }
 
   /// An embedding gradient (scatter_add) whose users all want its rows
-  /// split (a vocab-parallel table) makes only this rank's rows.
+  /// split (a vocab-parallel table) makes only this rank's rows; when its
+  /// updates are split too (a partial sum), those rows stay partial.
   void refineScatters(func::FuncOp fn) {
     fn.walk([&](graph::ScatterAddOp s) {
       ShardingAttr current = getSharding(s.getResult());
-      if (!current || current.isPartial() || s.getResult().use_empty())
+      if (!current || s.getResult().use_empty())
         return;
       ShardingAttr wanted;
       for (OpOperand &use : s.getResult().getUses()) {
@@ -147,13 +157,16 @@ private:
         if ((int64_t)d != axis && dim != current.getDims()[d])
           return;
       if (wanted.axesOf(axis).size() != 1 || wanted.getDims()[axis].getGroups() != 1 ||
-          !current.axesOf(axis).empty())
+          !current.axesOf(axis).empty() ||
+          llvm::is_contained(current.getPartial(), wanted.axesOf(axis)[0]))
         return;
-      // Its operands stay as they are: the updates and indices are whole.
+      // Its operands stay as they are: the updates and indices are whole
+      // or split by their index dimensions, as propagation found them.
       record(s, llvm::to_vector(llvm::map_range(
                     cast<ArrayAttr>(s->getAttr("dshard.in_shardings")),
                     [](Attribute a) { return cast<ShardingAttr>(a); })),
-             {wanted});
+             {ShardingAttr::get(s.getContext(), wanted.getDims(),
+                                current.getPartial())});
     });
   }
 

@@ -58,6 +58,8 @@ splitFactor(const ShardingRule &rule, ArrayRef<int64_t> factors,
     if (before == groups)
       return std::make_pair(f, int64_t(1));
     int64_t size = rule.factors[f].size;
+    if (size <= 0)
+      return std::nullopt; // an empty dimension is never split
     if (groups % before == 0 && size % (groups / before) == 0 &&
         before * size > groups)
       return std::make_pair(f, groups / before);
@@ -78,6 +80,20 @@ void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
   for (auto &t : rule.results)
     tensors.push_back(&t);
   auto used = [&](StringAttr a) { return axes.uses(a); };
+  // A sharding splits a dimension once: a factor sharing a dimension of
+  // any of the op's tensors with a split factor stays whole (a convolution
+  // gradient whose channels are [groups, channels per group], the groups
+  // over dp and the channels over tp, would otherwise compute its channels
+  // as groups of their own).
+  auto sharesSplitDim = [&](int64_t f) {
+    for (const ShardingRule::TensorFactors *t : tensors)
+      for (const auto &dim : *t)
+        if (llvm::is_contained(dim, f))
+          for (int64_t other : dim)
+            if (other != f && !axes.axes[other].empty())
+              return true;
+    return false;
+  };
   for (int pass = 0; pass < 2; ++pass)
     for (auto [i, sharding] : llvm::enumerate(shardings)) {
       if (!sharding || i >= tensors.size())
@@ -105,7 +121,7 @@ void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
               axes.groups[f] != g ||
               llvm::any_of(want.drop_front(have.size()), used))
             continue;
-        } else if (llvm::any_of(want, used)) {
+        } else if (llvm::any_of(want, used) || sharesSplitDim(f)) {
           continue;
         }
         if (rule.factors[f].size % (g * axesSize(mesh, dim.getAxes())) != 0)
@@ -221,6 +237,22 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
          factor.reduction != "sum"))
       axes.clear(f);
   }
+  // A dimension shows one split: project() keeps its first split factor.
+  // Another split factor of that dimension (a reshape's [3, 6, 6] -> [108]
+  // with both 6s split) would be split in the tensors where it has a
+  // dimension of its own and whole in this one: keep it whole everywhere.
+  for (const auto &tensor : llvm::concat<const ShardingRule::TensorFactors>(
+           rule.operands, rule.results))
+    for (const auto &factors : tensor) {
+      bool split = false;
+      for (int64_t f : factors) {
+        if (axes.axes[f].empty())
+          continue;
+        if (split)
+          axes.clear(f);
+        split = true;
+      }
+    }
 
   // Only a partial sum no other op reads passes through: another reader
   // needs it whole anyway, and resolving it once at its source beats

@@ -12,7 +12,7 @@ CommContext::AsyncSlot *CommContext::findAsync(int64_t id) {
 std::vector<int64_t> CommContext::pendingAsync() const {
   std::vector<int64_t> ids;
   for (const auto &[id, slot] : async_)
-    if (slot.handle)
+    if (slot.pending())
       ids.push_back(id);
   return ids;
 }

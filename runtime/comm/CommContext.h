@@ -13,6 +13,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,16 +38,24 @@ public:
     return mesh_.group(axes);
   }
 
-  /// An asynchronous collective in flight, by its `handle` id.
+  /// An asynchronous collective in flight, by its `handle` id. The CPU
+  /// backend keeps the communication thread's handle; a device that runs
+  /// collectives on streams of its own (CUDA) keeps what it needs in
+  /// `device` (its end event, destroyed with the context) and marks the
+  /// slot `deviceStarted` from start to wait. Either way the end-of-function
+  /// check (pendingAsync) sees it.
   struct AsyncSlot {
     std::optional<CommQueue::Handle> handle; ///< set from start to wait
+    bool deviceStarted = false;              ///< the device's, likewise
     std::string description;                 ///< of the starting kernel
+    std::shared_ptr<void> device;
+    bool pending() const { return handle.has_value() || deviceStarted; }
   };
   /// The slot of `id`, created by the factory of the starting kernel.
   AsyncSlot &declareAsync(int64_t id) { return async_[id]; }
   /// The slot of `id`; null when no starting kernel declared it.
   AsyncSlot *findAsync(int64_t id);
-  /// The ids started and not yet waited for.
+  /// The ids started and not yet waited for (pending()).
   std::vector<int64_t> pendingAsync() const;
 
   /// At least `bytes` of 64-byte-aligned memory, reused across calls: only

@@ -197,6 +197,36 @@ Status Communicator::barrier() {
 
 namespace {
 
+/// This node's count in a Slurm task list such as "4(x2),3" (node 2 runs
+/// 3 tasks); 0 when `node` is past its end or the list is malformed.
+int slurmTasksOnNode(const char *list, int node) {
+  int at = 0;
+  for (const char *p = list; p && *p;) {
+    char *end = nullptr;
+    const long tasks = std::strtol(p, &end, 10);
+    if (end == p || tasks < 1 || tasks > INT_MAX)
+      return 0;
+    long repeat = 1;
+    p = end;
+    if (*p == '(') {
+      if (p[1] != 'x')
+        return 0;
+      repeat = std::strtol(p + 2, &end, 10);
+      if (end == p + 2 || *end != ')' || repeat < 1)
+        return 0;
+      p = end + 1;
+    }
+    if (node < at + repeat)
+      return int(tasks);
+    at += int(repeat);
+    if (*p == ',')
+      ++p;
+    else if (*p)
+      return 0;
+  }
+  return 0;
+}
+
 StatusOr<int> parseEnvInt(const char *name, const char *value, int min) {
   if (!value)
     return invalidArgument(name, " is not set");
@@ -230,6 +260,16 @@ StatusOr<LaunchInfo> detectLaunch(const EnvLookup &lookup) {
     }
     return Status::ok();
   };
+  // Optional; when given it must be a count that holds the local rank.
+  auto readLocalSize = [&](const char *var) -> Status {
+    if (!env(var))
+      return Status::ok();
+    DTCC_ASSIGN_OR_RETURN(info.localSize, parseEnvInt(var, env(var), 1));
+    if (info.localRank >= info.localSize)
+      return invalidArgument("local rank ", info.localRank, " is not below ",
+                             var, "=", info.localSize);
+    return Status::ok();
+  };
 
   if (env("OMPI_COMM_WORLD_SIZE") || env("OMPI_COMM_WORLD_RANK")) {
     info.launcher = "mpirun";
@@ -237,11 +277,15 @@ StatusOr<LaunchInfo> detectLaunch(const EnvLookup &lookup) {
                                   "OMPI_COMM_WORLD_SIZE",
                                   "OMPI_COMM_WORLD_LOCAL_RANK")
                              .withContext("Open MPI launch"));
+    DTCC_RETURN_IF_ERROR(readLocalSize("OMPI_COMM_WORLD_LOCAL_SIZE")
+                             .withContext("Open MPI launch"));
     return info;
   }
   if (env("RANK") && env("WORLD_SIZE")) {
     info.launcher = "torchrun";
     DTCC_RETURN_IF_ERROR(readInts("RANK", "WORLD_SIZE", "LOCAL_RANK")
+                             .withContext("torchrun-style launch"));
+    DTCC_RETURN_IF_ERROR(readLocalSize("LOCAL_WORLD_SIZE")
                              .withContext("torchrun-style launch"));
     const char *addr = env("MASTER_ADDR");
     if (!addr || !*addr)
@@ -269,6 +313,11 @@ StatusOr<LaunchInfo> detectLaunch(const EnvLookup &lookup) {
         env("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
     DTCC_RETURN_IF_ERROR(readInts("SLURM_PROCID", sizeVar, "SLURM_LOCALID")
                              .withContext("Slurm launch"));
+    if (const char *list = env("SLURM_STEP_TASKS_PER_NODE")) {
+      auto node = parseEnvInt("SLURM_NODEID", env("SLURM_NODEID"), 0);
+      if (node.isOk())
+        info.localSize = slurmTasksOnNode(list, node.value());
+    }
     return info;
   }
   return info;

@@ -160,6 +160,10 @@ struct LaunchInfo {
   int rank = 0;
   int size = 1;
   int localRank = 0;
+  /// Ranks on this node (OMPI_COMM_WORLD_LOCAL_SIZE, LOCAL_WORLD_SIZE, or
+  /// this node's entry of SLURM_STEP_TASKS_PER_NODE); 0 when the launcher
+  /// does not say. Used to pick a GPU (cuda::chooseCudaDevice).
+  int localSize = 0;
   std::string masterAddr; ///< torchrun only
   int masterPort = 0;     ///< torchrun only
 };

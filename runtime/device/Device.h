@@ -48,6 +48,25 @@ public:
   virtual Status copyDeviceToHost(void *dst, const void *src,
                                   int64_t bytes) = 0;
   virtual Status fillZero(void *dst, int64_t bytes) = 0;
+  /// Reserves the scratch memory the kernels of a program asked for when
+  /// they were bound (runtime/exec/Scratch.h) and binds `plan` to it: once,
+  /// after every instruction is bound, before anything runs. Returns what
+  /// to give deallocate() when the program is unloaded (null: nothing was
+  /// reserved). The default takes one allocate().
+  virtual StatusOr<void *> reserveScratch(ScratchPlan &plan) {
+    DTCC_ASSIGN_OR_RETURN(ScratchLayout layout, plan.layout());
+    void *base = nullptr;
+    if (layout.totalBytes > 0) {
+      DTCC_ASSIGN_OR_RETURN(base, allocate(layout.totalBytes));
+    }
+    Status bound = plan.bind(base);
+    if (!bound.isOk()) {
+      if (base)
+        deallocate(base);
+      return bound;
+    }
+    return base;
+  }
   /// Waits for all work queued on the device.
   virtual Status synchronize() = 0;
   virtual const KernelRegistry &kernels() const = 0;

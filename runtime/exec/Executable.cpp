@@ -3,6 +3,8 @@
 #include "runtime/exec/Executable.h"
 
 #include "runtime/comm/CommContext.h"
+#include "runtime/exec/CudaScratch.h"
+#include "runtime/exec/P2POrder.h"
 #include "runtime/exec/ShardLayout.h"
 
 #include <chrono>
@@ -11,7 +13,7 @@
 namespace dtcc::runtime {
 
 Executable::~Executable() {
-  for (void *p : {workspace_, state_, constants_})
+  for (void *p : {workspace_, state_, constants_, scratchBase_})
     if (p)
       device_.deallocate(p);
 }
@@ -36,6 +38,9 @@ Executable::create(const format::Program &program, const uint8_t *data,
     exe->comm_ = comm;
     DTCC_ASSIGN_OR_RETURN(exe->coords_,
                           MeshCoords::of(mesh, comm->mesh().world().rank()));
+    // Both backends match sends and receives alike only when they come in
+    // the same order on both sides (P2POrder.h).
+    DTCC_RETURN_IF_ERROR(checkP2POrder(program));
   }
   DTCC_RETURN_IF_ERROR(exe->prepare(program, data, dataSize));
   return exe;
@@ -109,38 +114,6 @@ static int64_t extentBytes(const TensorView &v) {
   for (size_t d = 0; d < v.shape.size(); ++d)
     extent += (v.shape[d] - 1) * v.strides[d];
   return extent * dtypeSize(v.dtype);
-}
-
-static Attrs convertAttrs(const format::Instruction &inst) {
-  Attrs attrs;
-  for (const auto &[name, value] : inst.attrs()) {
-    switch (value.value_case()) {
-    case format::AttrValue::kI:
-      attrs.set(name, value.i());
-      break;
-    case format::AttrValue::kF:
-      attrs.set(name, value.f());
-      break;
-    case format::AttrValue::kS:
-      attrs.set(name, value.s());
-      break;
-    case format::AttrValue::kInts:
-      attrs.set(name, std::vector<int64_t>(value.ints().values().begin(),
-                                           value.ints().values().end()));
-      break;
-    case format::AttrValue::kFloats:
-      attrs.set(name, std::vector<double>(value.floats().values().begin(),
-                                          value.floats().values().end()));
-      break;
-    case format::AttrValue::kStrings:
-      attrs.set(name, std::vector<std::string>(value.strings().values().begin(),
-                                               value.strings().values().end()));
-      break;
-    case format::AttrValue::VALUE_NOT_SET:
-      break;
-    }
-  }
-  return attrs;
 }
 
 Status Executable::prepare(const format::Program &program, const uint8_t *data,
@@ -270,8 +243,9 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
         DTCC_ASSIGN_OR_RETURN(TensorView v, viewOf(program, id));
         ctx.outputs.push_back(v);
       }
-      ctx.attrs = convertAttrs(inst);
+      ctx.attrs = instructionAttrs(inst);
       ctx.comm = comm_;
+      ctx.scratch = &scratch_;
       DTCC_ASSIGN_OR_RETURN(KernelFn kernel,
                             (*device_.kernels().find(inst.kernel()))(ctx));
       fn.kernels.push_back(std::move(kernel));
@@ -279,6 +253,22 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
     }
     functions_.push_back(std::move(fn));
   }
+  // The kernels' scratch, in one reservation before anything runs.
+  DTCC_ASSIGN_OR_RETURN(ScratchLayout scratch, scratch_.layout());
+  // The CUDA kernels request what runtime/exec/CudaScratch.h says, which is
+  // what the planner counts for the program: keep the two from drifting.
+  if (device_.name().rfind("cuda", 0) == 0) {
+    DTCC_ASSIGN_OR_RETURN(
+        ScratchLayout expected,
+        cudaProgramScratch(program, comm_ ? coords_.coord("pp") : -1));
+    if (expected.totalBytes != scratch.totalBytes)
+      return internalError("the kernels requested ", scratch.totalBytes,
+                           " bytes of scratch, but runtime/exec/"
+                           "CudaScratch.h accounts for ",
+                           expected.totalBytes);
+  }
+  DTCC_ASSIGN_OR_RETURN(scratchBase_, device_.reserveScratch(scratch_));
+  scratchBytes_ = scratch.totalBytes;
   return Status::ok();
 }
 

@@ -70,12 +70,15 @@ public:
   /// function that leaves an asynchronous collective unwaited is an error.
   Status execute(const Function &fn);
 
-  /// Bytes of each arena; their sum is the program's peak device memory.
+  /// Bytes of each arena, and of the kernels' scratch the device reserved
+  /// when the program was bound (runtime/exec/Scratch.h); their sum is the
+  /// program's peak device memory, all of it allocated before the first run.
   int64_t workspaceBytes() const { return workspaceBytes_; }
   int64_t stateBytes() const { return stateBytes_; }
   int64_t constantBytes() const { return constantBytes_; }
+  int64_t scratchBytes() const { return scratchBytes_; }
   int64_t peakBytes() const {
-    return workspaceBytes_ + stateBytes_ + constantBytes_;
+    return workspaceBytes_ + stateBytes_ + constantBytes_ + scratchBytes_;
   }
 
   /// The view of a variable's buffer, by name; null if unknown.
@@ -127,6 +130,9 @@ private:
   const format::Program *program_ = nullptr;
   void *workspace_ = nullptr, *state_ = nullptr, *constants_ = nullptr;
   int64_t workspaceBytes_ = 0, stateBytes_ = 0, constantBytes_ = 0;
+  ScratchPlan scratch_;
+  void *scratchBase_ = nullptr;
+  int64_t scratchBytes_ = 0;
   std::vector<Function> functions_;
   std::vector<std::pair<std::string, TensorView>> variables_;
   bool hasInitialValues_ = true;

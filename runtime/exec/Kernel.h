@@ -11,6 +11,7 @@
 
 #include "runtime/base/DType.h"
 #include "runtime/base/Status.h"
+#include "runtime/exec/Scratch.h"
 
 #include <functional>
 #include <map>
@@ -21,6 +22,9 @@
 namespace dtcc::runtime {
 
 class CommContext;
+namespace format {
+class Instruction;
+} // namespace format
 
 /// A view of a tensor in device memory (on the CPU: host memory).
 struct TensorView {
@@ -97,6 +101,9 @@ private:
   std::map<std::string, Value> values_;
 };
 
+/// The attributes of a serialized instruction, as its kernel reads them.
+Attrs instructionAttrs(const format::Instruction &inst);
+
 /// What a kernel factory receives for one instruction.
 struct KernelContext {
   std::string kernel;   ///< kernel name, e.g. "matmul"
@@ -108,6 +115,19 @@ struct KernelContext {
   /// runs on a device mesh; null otherwise. Only collective kernels use it,
   /// and they fail to bind without it.
   CommContext *comm = nullptr;
+  /// The scratch requests of the program being bound (runtime/exec/
+  /// Scratch.h); null where kernels are bound one by one without a plan, and
+  /// then a kernel that needs scratch fails to bind.
+  ScratchPlan *scratch = nullptr;
+
+  /// Declares the scratch this instruction needs; its slots point into the
+  /// reservation once the device has made it (before the first run).
+  StatusOr<std::vector<ScratchSlot>> requestScratch(ScratchSet set) const {
+    if (!scratch)
+      return error("needs device scratch memory, but it is bound without a "
+                   "scratch plan (bind it as part of a program)");
+    return scratch->request(std::move(set));
+  }
 
   /// An invalid-argument error prefixed with the kernel and location.
   template <typename... Args> Status error(const Args &...args) const {

@@ -349,11 +349,15 @@ void printRankSummary(const Executable &exe, const format::Program &program) {
 }
 
 void printStats(const Executable &exe) {
-  std::printf("memory: peak %s = workspace %s + state %s + constants %s\n",
+  std::printf("memory: peak %s = workspace %s + state %s + constants %s",
               formatBytes(exe.peakBytes()).c_str(),
               formatBytes(exe.workspaceBytes()).c_str(),
               formatBytes(exe.stateBytes()).c_str(),
               formatBytes(exe.constantBytes()).c_str());
+  // Kernels' scratch (a GPU's cuBLASLt workspace, collective staging).
+  if (exe.scratchBytes() > 0)
+    std::printf(" + kernel scratch %s", formatBytes(exe.scratchBytes()).c_str());
+  std::printf("\n");
 }
 
 /// Kernel times, slowest first, divided by `runs`.
@@ -491,13 +495,14 @@ int runnerMain(int argc, char **argv) {
   auto target = program.metadata().find("dtcc.target");
   if (target != program.metadata().end() && target->second == "cuda") {
 #if DTCC_HAVE_CUDA
-    int localRank = world ? world->localRank() : 0;
+    LaunchInfo launch = world ? world->launch() : LaunchInfo();
     if (!world) {
-      auto launch = detectLaunch();
-      if (launch.isOk())
-        localRank = launch->localRank;
+      auto detected = detectLaunch();
+      if (detected.isOk())
+        launch = detected.value();
     }
-    auto gpu = cuda::CudaDevice::create(localRank);
+    // Among the GPUs this process sees (cuda::chooseCudaDevice).
+    auto gpu = cuda::CudaDevice::create(launch.localRank, launch.localSize);
     if (!gpu.isOk())
       return fail(gpu.status());
     if (program.has_mesh()) {

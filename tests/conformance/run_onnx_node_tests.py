@@ -9,9 +9,20 @@ and booleans exactly).
 
 A test is skipped when dtcc rejects the model for using an op outside its set
 (listed by op name) or a feature it does not implement (listed by reason). Any
-other difference is a failure. Ends with the line
+other difference is a failure.
+
+With --suite grad (or all), every test whose forward check passes is also
+compiled as a training graph and its gradients are checked against central
+finite differences in float64 (grad_check.py says how). Its skips are listed
+by reason: forward skipped, no float input, op not differentiable, gradient
+not defined by the ONNX op (ONNX's schemas tag each input), inputs at a
+non-differentiable point (found numerically), outputs not finite.
+
+Each suite ends with its line
     onnx-node: P passed, F failed, S skipped
-and exits non-zero on a failure or fewer passes than --min-passed.
+    onnx-grad: P passed, F failed, S skipped
+and the run exits non-zero on a failure, or when a test listed in the suite's
+expected-pass file does not pass (the floor: no silent regressions).
 """
 
 import argparse
@@ -23,10 +34,29 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import traceback
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+import grad_check
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EPILOG = """\
+expected passes:
+  tests/conformance/expected_pass_node.txt and expected_pass_grad.txt list the
+  tests whose forward and gradient checks pass today; every listed test must
+  keep passing (a listed test that fails or is now skipped fails the run and
+  is printed as REGRESSED). The lists are the floors of `make conformance`
+  and of ctest's conformance tests. When an op family is added (or a test
+  starts passing for another reason), regenerate them and commit the diff:
+    tests/conformance/run_onnx_node_tests.py --dtcc build/bin/dtcc \\
+        --suite all --update-expected
+  (with --filter, only the entries of the tests run change). A test that
+  leaves a list needs a reason in the commit message.
+"""
 
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
 UNSUPPORTED_OP = re.compile(r"node '[^']*': (\w+) \(domain ([\w.]+), opset (\d+): (.*)\)")
@@ -227,59 +257,193 @@ def run_test(args, test_dir):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def run_one(args, test_dir):
+    """The forward result and, with --suite grad or all, the gradient result."""
+    start = time.monotonic()
+    forward = run_test(args, test_dir)
+    if args.suite == "node":
+        return forward, None, time.monotonic() - start, None
+    status, detail = forward
+    if status != "passed":
+        return (forward, ("skipped", ("forward " + status, None)),
+                time.monotonic() - start, None)
+    model = onnx.load(os.path.join(test_dir, "model.onnx"))
+    work = tempfile.mkdtemp(prefix=os.path.basename(test_dir) + ".grad.",
+                            dir=args.work_dir)
+    try:
+        r = grad_check.check(args, test_dir, declared_types(model.graph.input), work,
+                             BIND_HINT, classify_rejection)
+        return forward, (r.status, r.detail), time.monotonic() - start, r.stats
+    except subprocess.TimeoutExpired as e:
+        return (forward, ("failed", f"timeout: {' '.join(e.cmd[:2])}"),
+                time.monotonic() - start, None)
+    except Exception as e:  # a harness error fails this test, not the run
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return (forward, ("failed", f"gradient check raised {type(e).__name__}: {e} "
+                                    f"({os.path.basename(where.filename)}:{where.lineno})"),
+                time.monotonic() - start, None)
+    finally:
+        if not args.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def read_expected(path):
+    """The test names listed in an expected-pass file ('#' starts a comment)."""
+    names = set()
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                names.add(line)
+    return names
+
+
+def write_expected(path, passed, suite):
+    with open(path, "w") as f:
+        f.write(f"# ONNX node tests whose {suite} check passes in dtcc; the conformance\n"
+                "# run fails when one of them does not pass. Regenerate after adding\n"
+                "# ops (see run_onnx_node_tests.py --help) and review the diff.\n")
+        for t in sorted(passed):
+            f.write(t + "\n")
+
+
+def report(label, results, expected_path, args, tests):
+    """Prints the summary of one suite; returns whether it is green."""
+    counts = collections.Counter(status for status, _ in results.values())
+    if label == "onnx-node":
+        skipped_ops = collections.Counter()
+        skipped_features = collections.Counter()
+        for status, detail in results.values():
+            if status == "skipped":
+                kind, names = detail
+                target = skipped_ops if kind == "op" else skipped_features
+                for n in names:
+                    target[n] += 1
+        if skipped_ops:
+            print("skipped, ops outside dtcc's set (tests): " +
+                  ", ".join(f"{op} ({n})" for op, n in sorted(skipped_ops.items())))
+        if skipped_features:
+            print("skipped, unsupported features (tests): " +
+                  ", ".join(f"{f} ({n})" for f, n in sorted(skipped_features.items())))
+    else:
+        reasons = collections.Counter()
+        details = collections.defaultdict(collections.Counter)
+        for status, detail in results.values():
+            if status == "skipped":
+                reason, what = detail
+                reasons[reason] += 1
+                if what:
+                    details[reason][what] += 1
+        for reason, n in sorted(reasons.items()):
+            more = ""
+            if details[reason]:
+                more = ": " + ", ".join(f"{w} ({k})" for w, k in sorted(details[reason].items()))
+            print(f"{label} skipped, {reason} ({n}){more}")
+    failed = sorted(t for t, (s, _) in results.items() if s == "failed")
+    for t in failed:
+        print(f"FAILED {t}: {results[t][1]}")
+    green = not failed
+    if args.update_expected:
+        passed = {t for t, (s, _) in results.items() if s == "passed"}
+        if args.filter:
+            # Only the tests this run saw change.
+            old = read_expected(expected_path) if os.path.exists(expected_path) else set()
+            passed |= {t for t in old if t not in results}
+        write_expected(expected_path, passed, "forward" if label == "onnx-node" else "gradient")
+        print(f"{label}: wrote {len(passed)} expected passes to {expected_path}")
+    elif expected_path:
+        expected = read_expected(expected_path) & set(tests)
+        regressed = sorted(t for t in expected if results[t][0] != "passed")
+        for t in regressed:
+            status, detail = results[t]
+            why = detail if status == "failed" else ", ".join(
+                str(x) for x in detail if x) if isinstance(detail, tuple) else detail
+            print(f"REGRESSED {t}: expected to pass, {status} ({why})")
+        green = green and not regressed
+        if regressed:
+            shown = os.path.relpath(expected_path)
+            if shown.startswith(".."):
+                shown = expected_path
+            print(f"{label}: {len(regressed)} of the {len(expected)} expected passes "
+                  f"({shown}) did not pass")
+    print(f"{label}: {counts['passed']} passed, {counts['failed']} failed, "
+          f"{counts['skipped']} skipped")
+    if counts["passed"] < args.min_passed:
+        print(f"{label}: fewer than --min-passed {args.min_passed}")
+        green = False
+    return green
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtcc", required=True, help="path to the dtcc executable")
+    parser.add_argument("--runner", help="path to dtcc-runner (default: beside --dtcc)")
     parser.add_argument("--data", default=DEFAULT_DATA, help="ONNX node test directory")
     parser.add_argument("--filter", default="", help="regex on test names")
+    parser.add_argument("--suite", choices=["node", "grad", "all"], default="node",
+                        help="forward tests (node), gradient tests (grad, which also "
+                             "runs each forward test first) or both (all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--expected-node", default=os.path.join(HERE, "expected_pass_node.txt"),
+                        help="tests whose forward check must pass (default: %(default)s)")
+    parser.add_argument("--expected-grad", default=os.path.join(HERE, "expected_pass_grad.txt"),
+                        help="tests whose gradient check must pass (default: %(default)s)")
+    parser.add_argument("--update-expected", action="store_true",
+                        help="rewrite the expected-pass lists of the suites run from "
+                             "this run's passes instead of checking them")
     parser.add_argument("--min-passed", type=int, default=0,
-                        help="fail unless at least this many tests pass")
+                        help="also fail unless each suite run passes at least this many")
     parser.add_argument("--verbose", action="store_true", help="print every test")
+    parser.add_argument("--keep-work", action="store_true",
+                        help="keep the gradient checks' models and programs (the "
+                             "directory is printed)")
     args = parser.parse_args()
+    args.runner = args.runner or os.path.join(os.path.dirname(args.dtcc), "dtcc-runner")
 
     tests = sorted(d for d in os.listdir(args.data)
                    if re.search(args.filter, d) and
                    os.path.exists(os.path.join(args.data, d, "model.onnx")))
     args.work_dir = tempfile.mkdtemp(prefix="dtcc-onnx-node.")
-    results = {}
+    forward, grad = {}, {}
+    start = time.monotonic()
     try:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            futures = {pool.submit(run_test, args, os.path.join(args.data, t)): t
+            futures = {pool.submit(run_one, args, os.path.join(args.data, t)): t
                        for t in tests}
             for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 t = futures[fut]
-                results[t] = fut.result()
+                forward[t], g, seconds, stats = fut.result()
+                if g is not None:
+                    grad[t] = g
                 if args.verbose:
-                    print(f"[{done}/{len(tests)}] {t}: {results[t][0]}", flush=True)
+                    line = f"[{done}/{len(tests)}] {t} ({seconds:.1f} s): {forward[t][0]}"
+                    if g is not None:
+                        line += f", gradient {g[0]}"
+                        if g[1]:
+                            line += f" ({g[1]})"
+                        if stats:
+                            line += " " + ", ".join(
+                                f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                for k, v in stats.items())
+                    print(line, flush=True)
                 elif done % 100 == 0:
-                    print(f"onnx-node: {done}/{len(tests)} run", flush=True)
+                    print(f"conformance: {done}/{len(tests)} run", flush=True)
     finally:
-        shutil.rmtree(args.work_dir, ignore_errors=True)
+        if args.keep_work:
+            print(f"conformance: work files kept in {args.work_dir}")
+        else:
+            shutil.rmtree(args.work_dir, ignore_errors=True)
 
-    counts = collections.Counter(status for status, _ in results.values())
-    skipped_ops = collections.Counter()
-    skipped_features = collections.Counter()
-    for status, detail in results.values():
-        if status == "skipped":
-            kind, names = detail
-            target = skipped_ops if kind == "op" else skipped_features
-            for n in names:
-                target[n] += 1
-    if skipped_ops:
-        print("skipped, ops outside dtcc's set (tests): " +
-              ", ".join(f"{op} ({n})" for op, n in sorted(skipped_ops.items())))
-    if skipped_features:
-        print("skipped, unsupported features (tests): " +
-              ", ".join(f"{f} ({n})" for f, n in sorted(skipped_features.items())))
-    failed = sorted(t for t, (s, _) in results.items() if s == "failed")
-    for t in failed:
-        print(f"FAILED {t}: {results[t][1]}")
-    print(f"onnx-node: {counts['passed']} passed, {counts['failed']} failed, "
-          f"{counts['skipped']} skipped")
-    if failed or counts["passed"] < args.min_passed:
-        return 1
-    return 0
+    green = True
+    if args.suite in ("node", "all"):
+        green &= report("onnx-node", forward, args.expected_node, args, tests)
+    if args.suite in ("grad", "all"):
+        green &= report("onnx-grad", grad, args.expected_grad, args, tests)
+    print(f"conformance: {len(tests)} tests in {time.monotonic() - start:.0f} s "
+          f"with {args.jobs} jobs")
+    return 0 if green else 1
 
 
 if __name__ == "__main__":

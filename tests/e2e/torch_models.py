@@ -1,8 +1,9 @@
 """PyTorch reference models for dtcc's end-to-end tests and benchmarks.
 
-MLP, GPT (learned positions, LayerNorm, GELU) and Llama (RMSNorm, rotary
-embeddings, SwiGLU) small enough for CPU tests; each forward returns the
-mean cross-entropy loss, as a training export needs. Buffers (masks, rotary
+MLP, GPT (learned positions, LayerNorm, GELU), Llama (RMSNorm, rotary
+embeddings, SwiGLU) and MLP-Mixer (token mixing across patches) small
+enough for CPU tests; each forward returns the mean cross-entropy loss, as
+a training export needs. Buffers (masks, rotary
 tables) are registered as buffers, so they are the initializers a dtcc
 compile must freeze.
 
@@ -146,6 +147,56 @@ class Llama(torch.nn.Module):
             x = block(x)
         logits = self.head(self.norm(x))
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+class MixerBlock(torch.nn.Module):
+    """Token mixing (an MLP across the patches of each channel), then
+    channel mixing. Token mixing is either written as in MLP-Mixer's
+    reference code, Linear layers on the transposed activation (a MatMul of
+    a 3-D activation by a 2-D weight, whose gradient is a 2-D x 3-D
+    MatMul), or with the weights on the left (`W @ x`: 2-D x 3-D MatMuls in
+    the forward pass). The second token-mixing layer has no bias: a bias
+    per patch is removed by the LayerNorms over channels after it, so its
+    gradient would be rounding noise."""
+
+    def __init__(self, patches, channels, token_hidden, channel_hidden, weights_left):
+        super().__init__()
+        self.weights_left = weights_left
+        self.ln1 = torch.nn.LayerNorm(channels)
+        self.token1 = torch.nn.Linear(patches, token_hidden)
+        self.token2 = torch.nn.Linear(token_hidden, patches, bias=False)
+        self.ln2 = torch.nn.LayerNorm(channels)
+        self.channel1 = torch.nn.Linear(channels, channel_hidden)
+        self.channel2 = torch.nn.Linear(channel_hidden, channels)
+
+    def forward(self, x):
+        y = self.ln1(x)
+        if self.weights_left:
+            y = F.gelu(self.token1.weight @ y + self.token1.bias[:, None])
+            y = self.token2.weight @ y
+        else:
+            y = self.token2(F.gelu(self.token1(y.transpose(1, 2)))).transpose(1, 2)
+        x = x + y
+        return x + self.channel2(F.gelu(self.channel1(self.ln2(x))))
+
+
+class Mixer(torch.nn.Module):
+    def __init__(self, patches=16, patch_dim=12, channels=32, token_hidden=24,
+                 channel_hidden=64, classes=10, layers=2):
+        super().__init__()
+        self.embed = torch.nn.Linear(patch_dim, channels)
+        self.blocks = torch.nn.ModuleList(
+            MixerBlock(patches, channels, token_hidden, channel_hidden,
+                       weights_left=i % 2 == 1)
+            for i in range(layers))
+        self.ln = torch.nn.LayerNorm(channels)
+        self.head = torch.nn.Linear(channels, classes)
+
+    def forward(self, x, labels):
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return F.cross_entropy(self.head(self.ln(x).mean(dim=1)), labels)
 
 
 class ViT(torch.nn.Module):
@@ -295,8 +346,8 @@ class AudioNet(torch.nn.Module):
         return F.cross_entropy(self.head(x), labels)
 
 
-MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "vit": ViT, "resnet": ResNet,
-          "unet": UNet, "audio": AudioNet}
+MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
+          "resnet": ResNet, "unet": UNet, "audio": AudioNet}
 
 
 def build(name, **sizes):
@@ -309,6 +360,11 @@ def example_inputs(name, model, batch, rng):
     if name == "mlp":
         x = rng.standard_normal((batch, model.layers[0].in_features)).astype(np.float32)
         labels = rng.integers(0, model.layers[-1].out_features, batch).astype(np.int64)
+        return {"x": x, "labels": labels}
+    if name == "mixer":
+        patches = model.blocks[0].token1.in_features
+        x = rng.standard_normal((batch, patches, model.embed.in_features)).astype(np.float32)
+        labels = rng.integers(0, model.head.out_features, batch).astype(np.int64)
         return {"x": x, "labels": labels}
     vocab = model.tok.num_embeddings
     seq = model.blocks[0].mask.shape[0]

@@ -15,6 +15,8 @@ config.environment["PATH"] = os.pathsep.join(path + [os.environ.get("PATH", "")]
 config.environment["DTCC_RUNNER"] = os.path.join(config.dtcc_tools_dir, "dtcc-runner")
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+# ONNX's node tests (Debian libonnx-testdata).
+config.substitutions.append(("%onnx_node_tests", "/usr/share/libonnx-testdata/data/node"))
 
 # Memory-error checks of the compiler run under valgrind where it is installed.
 import shutil

@@ -461,6 +461,7 @@ BoundKernelCase::bindWith(const KernelCase &kase,
     ctx.kernel = kase.kernel;
     ctx.location = "dtcc calibrate";
     ctx.attrs = call.attrs;
+    ctx.scratch = bound->scratch_.get();
     auto allocate = [&](const OperandSpec &o) -> StatusOr<runtime::TensorView> {
       const int64_t bytes =
           std::max<int64_t>(1, numel(o.shape)) * runtime::dtypeSize(o.dtype);
@@ -509,6 +510,26 @@ BoundKernelCase::bindWith(const KernelCase &kase,
     bound->fns_.push_back(std::move(fn.value()));
     for (const runtime::TensorView &v : ctx.outputs)
       bound->outputs_.push_back(v);
+  }
+  // The scratch every call asked for, as a program's is: once, bound.
+  if (device) {
+    DTCC_ASSIGN_OR_RETURN(void *scratch,
+                          device->reserveScratch(*bound->scratch_));
+    if (scratch)
+      bound->buffers_.push_back({scratch, true});
+  } else {
+    DTCC_ASSIGN_OR_RETURN(runtime::ScratchLayout layout,
+                          bound->scratch_->layout());
+    void *scratch = nullptr;
+    if (layout.totalBytes > 0) {
+      scratch = std::aligned_alloc(size_t(runtime::kScratchAlignment),
+                                   size_t(layout.totalBytes));
+      if (!scratch)
+        return runtime::internalError("calibrate: cannot allocate ",
+                                      layout.totalBytes, " bytes of scratch");
+      bound->buffers_.push_back({scratch, true});
+    }
+    DTCC_RETURN_IF_ERROR(bound->scratch_->bind(scratch));
   }
   return bound;
 }

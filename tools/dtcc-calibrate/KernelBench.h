@@ -141,6 +141,9 @@ private:
   };
   runtime::Device *device_ = nullptr; ///< null: host memory
   std::vector<Buffer> buffers_;
+  /// The calls' scratch (a GPU's cuBLASLt workspace), reserved once bound.
+  std::unique_ptr<runtime::ScratchPlan> scratch_ =
+      std::make_unique<runtime::ScratchPlan>();
   std::vector<runtime::TensorView> outputs_;
   std::vector<runtime::KernelFn> fns_;
 };

@@ -1,7 +1,7 @@
 //===- dtcc-calibrate-cuda.cpp - measure this job's GPUs for the planner --===//
 //
 // `dtcc calibrate --device cuda` (dtcc execs this tool): on the GPU that
-// LOCAL_RANK picks, times the CUDA backend's own kernels as a program binds
+// the local rank picks (cuda::chooseCudaDevice), times the CUDA backend's own kernels as a program binds
 // them (matmul through cuBLASLt by size and dtype, and KernelBench's list),
 // copies inside the GPU and over PCIe, kernel launches, and, under a
 // launcher, NCCL all-reduce and all-gather over the runtime's NCCL
@@ -54,8 +54,9 @@ const char *kUsage =
                       [--no-collectives] [--quick]
 
 Measures the NVIDIA GPUs of the job it runs in, one rank per GPU (under
-mpirun, srun or torchrun-style variables LOCAL_RANK picks the GPU; alone, GPU
-0), and writes a cluster file for `dtcc plan --cluster FILE`:
+mpirun, srun or torchrun-style variables the local rank picks it among the
+visible GPUs, or a rank that sees one GPU takes it; alone, GPU 0), and
+writes a cluster file for `dtcc plan --cluster FILE`:
   - matrix products: dtcc's CUDA matmul kernel (cuBLASLt) on n x n x n
     products, n = 128..16384, in fp32, tf32 (DTCC_CUDA_ALLOW_TF32), bf16 and
     fp16 as the GPU supports them: each dtype's peak (its best size) and the
@@ -154,7 +155,10 @@ public:
   }
   Status allocate(int64_t bytes) {
     DTCC_CUDA_CHECK(cudaMalloc(&ptr_, size_t(bytes)));
+    // cudaMemset runs on the legacy default stream, which the device's
+    // non-blocking streams do not wait for: finish it before they use it.
     DTCC_CUDA_CHECK(cudaMemset(ptr_, 0, size_t(bytes)));
+    DTCC_CUDA_CHECK(cudaDeviceSynchronize());
     return Status::ok();
   }
   void *get() const { return ptr_; }
@@ -534,7 +538,7 @@ int main(int argc, char **argv) {
   Communicator *comm = w.size() > 1 ? &w.world() : nullptr;
   const bool speak = w.rank() == 0;
 
-  auto created = CudaDevice::create(w.localRank());
+  auto created = CudaDevice::create(w.localRank(), w.launch().localSize);
   if (!created.isOk())
     return failAll(created.status().message());
   CudaDevice &dev = *created.value();

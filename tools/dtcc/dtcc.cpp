@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/InternalErrors.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "compiler/Explain.h"
 #include "compiler/PlanByCompiling.h"
@@ -330,16 +331,27 @@ FailureOr<dtcc::onnx_frontend::ImportOptions> importOptions() {
   return options;
 }
 
-/// Prints diagnostics as "error: node 'X' (Op): message", with notes.
+/// Prints diagnostics as "error: node 'X' (Op): message", with notes; an
+/// internal error (compiler/InternalErrors.h) as "dtcc: internal error: ...
+/// (at ONNX node 'X')".
 void printDiagnostic(Diagnostic &diag) {
+  std::string message = diag.str();
+  Location loc = diag.getLocation();
+  if (StringRef(message).starts_with("dtcc: internal error")) {
+    llvm::errs() << message;
+    if (std::string node = dtcc::graph::nodeName(loc); !node.empty())
+      llvm::errs() << " (at ONNX node '" << node << "')";
+    llvm::errs() << "\n";
+    for (Diagnostic &note : diag.getNotes())
+      printDiagnostic(note);
+    return;
+  }
   switch (diag.getSeverity()) {
   case DiagnosticSeverity::Error: llvm::errs() << "error: "; break;
   case DiagnosticSeverity::Warning: llvm::errs() << "warning: "; break;
   case DiagnosticSeverity::Remark: llvm::errs() << "remark: "; break;
   case DiagnosticSeverity::Note: llvm::errs() << "note: "; break;
   }
-  std::string message = diag.str();
-  Location loc = diag.getLocation();
   if (auto name = dyn_cast<NameLoc>(loc)) {
     if (!StringRef(message).starts_with("node '"))
       llvm::errs() << "'" << name.getName().getValue() << "': ";
@@ -710,6 +722,7 @@ int runOps() {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  dtcc::installInternalErrorHandlers("dtcc");
   if (argc > 1 && llvm::StringRef(argv[1]) == "plan")
     return dtcc::runPlanCommand(argc - 1, argv + 1);
   if (argc > 1 && llvm::StringRef(argv[1]) == "calibrate")

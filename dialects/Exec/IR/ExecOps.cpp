@@ -34,14 +34,20 @@ LogicalResult BufferOp::verify() {
     if (!value)
       return emitOpError("expected a value for a constant buffer");
     auto valueType = cast<ShapedType>(value.getType());
-    // A stride-0 view of a splat stores its one element.
+    // The value is its storage's: a reshaped view holds as many elements, a
+    // strided view (a splat seen with stride 0, a broadcast constant) exactly
+    // the elements its extent spans.
     SmallVector<int64_t> strides;
     int64_t offset;
-    bool allZero = succeeded(type.getStridesAndOffset(strides, offset)) &&
-                   !type.getLayout().isIdentity() &&
-                   llvm::all_of(strides, [](int64_t s) { return s == 0; });
-    bool shapeOk = valueType.getShape() == type.getShape() ||
-                   (allZero && valueType.getNumElements() == 1);
+    bool shapeOk = valueType.getNumElements() == type.getNumElements();
+    if (!type.getLayout().isIdentity() &&
+        succeeded(type.getStridesAndOffset(strides, offset))) {
+      int64_t extent = 1;
+      for (auto [size, stride] : llvm::zip(type.getShape(), strides))
+        extent += (size - 1) * stride;
+      shapeOk = type.getNumElements() == 0 ||
+                valueType.getNumElements() == extent;
+    }
     if (!shapeOk || valueType.getElementType() != type.getElementType())
       return emitOpError("expected a value of shape and type matching ")
              << type << ", got " << valueType;

@@ -19,13 +19,18 @@ def Exec_BufferOp : Exec_Op<"buffer", [Pure]> {
     %x = dexec.buffer "workspace"[128] : memref<2x4xf32>
     %w = dexec.buffer "state"[0] {variable = @fc.weight} : memref<4x3xf32>
     %b = dexec.buffer "workspace"[128] : memref<2x4x3xf32, strided<[4, 1, 0]>>
+    %c = dexec.buffer "constant"[0] {value = dense<[1.0, 2.0]> : tensor<2xf32>}
+        : memref<3x2xf32, strided<[0, 1]>>
     ```
 
     **Constraints:**
     - the arena is "workspace", "state" or "constant";
     - the offset is non-negative and a multiple of the element size;
-    - a constant buffer has a value of the memref's shape and element type,
-      or a single element when every stride is 0 (a splat seen as a view);
+    - a constant buffer has a value of the memref's element type and, with
+      an identity layout, its number of elements (a reshape views the
+      constant); with a strided layout (a splat seen with stride 0, a
+      broadcast of a constant), exactly the elements its extent
+      `1 + sum((size - 1) * stride)` spans;
     - the memref has a static shape and an identity or strided layout with
       non-negative strides and zero offset.
   }];

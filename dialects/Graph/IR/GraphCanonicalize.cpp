@@ -1,7 +1,8 @@
 //===- GraphCanonicalize.cpp - rewrite patterns of dgraph ops --------------===//
 //
-// Canonicalizations that matter for exported models: transposes folded into
-// matrix products (Linear layers export W^T), and the elementwise
+// Canonicalizations that matter for exported models: transposes and batch
+// broadcasts folded into matrix products (Linear layers export W^T; an
+// Expand before a MatMul becomes the matmul's own broadcast), and the elementwise
 // decompositions exporters write for GELU and SiLU fused back into one op.
 //
 //===----------------------------------------------------------------------===//
@@ -17,6 +18,20 @@ using namespace mlir;
 using namespace dtcc::graph;
 
 namespace {
+
+/// Replaces `op` by a new OpTy that keeps `op`'s discardable attributes: what
+/// passes recorded on it (a pipeline's micro-batch and pass tags, shardings)
+/// survives a canonicalization between them.
+template <typename OpTy, typename... Args>
+void replaceKeepingAttrs(PatternRewriter &rewriter, Operation *op,
+                         Args &&...args) {
+  SmallVector<NamedAttribute> kept(op->getDiscardableAttrs());
+  auto replacement =
+      rewriter.replaceOpWithNewOp<OpTy>(op, std::forward<Args>(args)...);
+  for (NamedAttribute a : kept)
+    if (!replacement->hasAttr(a.getName()))
+      replacement->setAttr(a.getName(), a.getValue());
+}
 
 /// Whether `perm` swaps the last two dimensions and keeps the others.
 bool swapsLastTwo(ArrayRef<int64_t> perm) {
@@ -50,7 +65,59 @@ struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
     }
     if (!changed)
       return failure();
-    rewriter.replaceOpWithNewOp<MatmulOp>(op, op.getType(), lhs, rhs, tl, tr);
+    replaceKeepingAttrs<MatmulOp>(rewriter, op, op.getType(), lhs, rhs, tl, tr);
+    return success();
+  }
+};
+
+/// The operand of a broadcast_in_dim that only adds or repeats batch
+/// dimensions NumPy-style (aligned from the right, the last two kept), the
+/// value itself otherwise.
+Value batchBroadcastSource(Value v) {
+  auto bcast = v.getDefiningOp<BroadcastInDimOp>();
+  if (!bcast)
+    return v;
+  auto in = cast<RankedTensorType>(bcast.getOperand().getType());
+  auto out = cast<RankedTensorType>(bcast.getType());
+  int64_t ri = in.getRank(), ro = out.getRank();
+  if (ri < 2)
+    return v;
+  for (auto [i, d] : llvm::enumerate(bcast.getDims()))
+    if (d != ro - ri + int64_t(i))
+      return v;
+  if (in.getShape().take_back(2) != out.getShape().take_back(2))
+    return v;
+  return bcast.getOperand();
+}
+
+/// matmul(broadcast_in_dim(a), b) -> matmul(a, b), and likewise for the rhs,
+/// when the broadcast only expands batch dimensions that the matmul's own
+/// broadcasting expands to the same result: kernels then read the operand
+/// with batch stride 0 instead of a materialized copy.
+struct FoldBatchBroadcastIntoMatmul : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    Value lhs = batchBroadcastSource(op.getLhs());
+    Value rhs = batchBroadcastSource(op.getRhs());
+    auto type = cast<RankedTensorType>(op.getType());
+    auto keepsResult = [&](Value l, Value r) {
+      auto batch =
+          broadcastBatchShape(cast<RankedTensorType>(l.getType()).getShape(),
+                              cast<RankedTensorType>(r.getType()).getShape());
+      return batch && ArrayRef<int64_t>(*batch) == type.getShape().drop_back(2);
+    };
+    // Both broadcasts if the result stays, else either one.
+    if (!keepsResult(lhs, rhs)) {
+      if (lhs != op.getLhs() && keepsResult(lhs, op.getRhs()))
+        rhs = op.getRhs();
+      else
+        lhs = op.getLhs();
+    }
+    if (!keepsResult(lhs, rhs) || (lhs == op.getLhs() && rhs == op.getRhs()))
+      return failure();
+    replaceKeepingAttrs<MatmulOp>(rewriter, op, op.getType(), lhs, rhs,
+                                  op.getTransposeLhs(), op.getTransposeRhs());
     return success();
   }
 };
@@ -118,7 +185,7 @@ struct FuseErfGelu : OpRewritePattern<MulOp> {
   LogicalResult replace(MulOp op, Value x, PatternRewriter &rewriter) const {
     if (x.getType() != op.getType())
       return failure();
-    rewriter.replaceOpWithNewOp<GeluOp>(op, x, "none");
+    replaceKeepingAttrs<GeluOp>(rewriter, op, x, "none");
     return success();
   }
 };
@@ -131,7 +198,7 @@ struct FuseSilu : OpRewritePattern<MulOp> {
     for (int k = 0; k < 2; ++k) {
       auto sigmoid = op->getOperand(k).getDefiningOp<SigmoidOp>();
       if (sigmoid && sigmoid.getOperand() == op->getOperand(1 - k)) {
-        rewriter.replaceOpWithNewOp<SiluOp>(op, sigmoid.getOperand());
+        replaceKeepingAttrs<SiluOp>(rewriter, op, sigmoid.getOperand());
         return success();
       }
     }
@@ -143,7 +210,7 @@ struct FuseSilu : OpRewritePattern<MulOp> {
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                            MLIRContext *context) {
-  patterns.add<FoldTransposeIntoMatmul>(context);
+  patterns.add<FoldTransposeIntoMatmul, FoldBatchBroadcastIntoMatmul>(context);
 }
 
 void MulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,

@@ -443,44 +443,103 @@ LogicalResult ScatterNdOp::verify() {
   return verifyReduction(*this, getReduction(), data.getElementType());
 }
 
-/// The VJP of a scatter (scatter_nd or scatter_elements): with "none" the
-/// operand's gradient is masked where updates landed and the updates get
-/// the gradient at their targets; with "add" both flow.
-static LogicalResult
-scatterRule(Operation *op, StringRef reduction, ArrayRef<Value> grads,
-            SmallVectorImpl<Value> &out,
-            function_ref<Value()> maskedGrad,
-            function_ref<Value()> gatherAtTargets) {
+/// How a scatter's VJP reaches its targets: `scatter(base, values, r)`
+/// scatters `values` (shaped like the updates) into `base` (shaped like the
+/// data) with reduction r at the op's indices; `gather(v)` reads `v`
+/// (shaped like the data) at each update's target.
+struct ScatterAccess {
+  function_ref<Value(Value base, Value values, StringRef reduction)> scatter;
+  function_ref<Value(Value v)> gather;
+};
+
+/// The VJP of a scatter (scatter_nd or scatter_elements), as PyTorch's
+/// scatter_reduce defines it:
+///   none  the data's gradient is masked where updates landed; each update
+///         gets the gradient at its target;
+///   add   both get the gradient (at the targets for the updates);
+///   mul   d data = g * P with P the product of the updates at each target;
+///         d u_k = g * data * (the product of the other updates at u_k's
+///         target), computed without dividing by zero: with Z zero updates
+///         at a target and N the product of its nonzero ones, the others'
+///         product is N / u_k when Z = 0, N for the one zero when Z = 1,
+///         and 0 otherwise;
+///   max, min  the gradient goes to the elements equal to the result (the
+///         data element and every update that ties with it), split evenly.
+static LogicalResult scatterRule(Operation *op, OpBuilder &b,
+                                 StringRef reduction, ArrayRef<Value> grads,
+                                 SmallVectorImpl<Value> &out,
+                                 const ScatterAccess &at) {
   out.assign(3, Value());
   if (!grads[0] || !isa<FloatType>(typeOf(op->getResult(0)).getElementType()))
     return success();
+  Location loc = op->getLoc();
+  Value g = grads[0], data = op->getOperand(0), updates = op->getOperand(2);
+  auto dataType = typeOf(data), updatesType = typeOf(updates);
+  auto splat = [&](RankedTensorType type, double v) -> Value {
+    return ConstantOp::create(b, loc, splatOf(type, v));
+  };
+  auto select = [&](Value c, Value x, Value y) -> Value {
+    return SelectOp::create(b, loc, c, x, y);
+  };
+  auto mul = [&](Value x, Value y) -> Value { return MulOp::create(b, loc, x, y); };
+  auto div = [&](Value x, Value y) -> Value { return DivOp::create(b, loc, x, y); };
+  auto eq = [&](Value x, Value y) -> Value { return EqOp::create(b, loc, x, y); };
+  auto asFloat = [&](Value mask, RankedTensorType like) -> Value {
+    return select(mask, splat(like, 1.0), splat(like, 0.0));
+  };
   if (reduction == "add") {
-    out[0] = grads[0];
+    out[0] = g;
+    out[2] = at.gather(g);
   } else if (reduction == "none") {
-    out[0] = maskedGrad();
+    out[0] = at.scatter(g, splat(updatesType, 0.0), "none");
+    out[2] = at.gather(g);
+  } else if (reduction == "mul") {
+    Value product = at.scatter(splat(dataType, 1.0), updates, "mul");
+    out[0] = mul(g, product);
+    Value zero = eq(updates, splat(updatesType, 0.0));
+    Value zeros = at.scatter(splat(dataType, 0.0), asFloat(zero, updatesType),
+                             "add");
+    Value nonzero = at.scatter(
+        splat(dataType, 1.0), select(zero, splat(updatesType, 1.0), updates),
+        "mul");
+    Value zerosAt = at.gather(zeros), nonzeroAt = at.gather(nonzero);
+    Value safeUpdates = select(zero, splat(updatesType, 1.0), updates);
+    Value others = select(
+        zero,
+        select(eq(zerosAt, splat(updatesType, 1.0)), nonzeroAt,
+               splat(updatesType, 0.0)),
+        select(eq(zerosAt, splat(updatesType, 0.0)),
+               div(nonzeroAt, safeUpdates), splat(updatesType, 0.0)));
+    out[2] = mul(at.gather(mul(g, data)), others);
+  } else if (reduction == "max" || reduction == "min") {
+    Value result = op->getResult(0);
+    Value dataWins = asFloat(eq(data, result), dataType);
+    Value updateWins = asFloat(eq(updates, at.gather(result)), updatesType);
+    Value count = AddOp::create(
+        b, loc, dataWins, at.scatter(splat(dataType, 0.0), updateWins, "add"));
+    // Targets nobody wins (NaN results) keep a count of 0: divide by 1.
+    Value share = div(g, select(eq(count, splat(dataType, 0.0)),
+                                splat(dataType, 1.0), count));
+    out[0] = mul(share, dataWins);
+    out[2] = mul(at.gather(share), updateWins);
   } else {
     return op->emitOpError("has no VJP rule for reduction \"")
-           << reduction << "\" (only \"none\" and \"add\")";
+           << reduction << "\"";
   }
-  out[2] = gatherAtTargets();
   return success();
 }
 
 LogicalResult ScatterNdOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                     SmallVectorImpl<Value> &out) {
   Location loc = getLoc();
-  return scatterRule(
-      *this, getReduction(), grads, out,
-      [&]() -> Value {
-        auto updates = typeOf(getUpdates());
-        return ScatterNdOp::create(b, loc, typeOf(grads[0]), grads[0],
-                                   getIndices(), zerosOf(b, loc, updates),
-                                   getBatchDims(), "none");
-      },
-      [&]() -> Value {
-        return GatherNdOp::create(b, loc, grads[0], getIndices(),
-                                  getBatchDims());
-      });
+  auto scatter = [&](Value base, Value values, StringRef reduction) -> Value {
+    return ScatterNdOp::create(b, loc, typeOf(base), base, getIndices(), values,
+                               getBatchDims(), reduction);
+  };
+  auto gather = [&](Value v) -> Value {
+    return GatherNdOp::create(b, loc, v, getIndices(), getBatchDims());
+  };
+  return scatterRule(*this, b, getReduction(), grads, out, {scatter, gather});
 }
 
 ShardingRule ScatterNdOp::getShardingRule() {
@@ -523,20 +582,15 @@ LogicalResult ScatterElementsOp::verify() {
 LogicalResult ScatterElementsOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                           SmallVectorImpl<Value> &out) {
   Location loc = getLoc();
-  return scatterRule(
-      *this, getReduction(), grads, out,
-      [&]() -> Value {
-        auto updates = typeOf(getUpdates());
-        return ScatterElementsOp::create(b, loc, typeOf(grads[0]), grads[0],
-                                         getIndices(),
-                                         zerosOf(b, loc, updates), getAxis(),
-                                         "none");
-      },
-      [&]() -> Value {
-        auto updates = typeOf(getUpdates());
-        return GatherElementsOp::create(b, loc, updates, grads[0],
-                                        getIndices(), getAxis());
-      });
+  auto scatter = [&](Value base, Value values, StringRef reduction) -> Value {
+    return ScatterElementsOp::create(b, loc, typeOf(base), base, getIndices(),
+                                     values, getAxis(), reduction);
+  };
+  auto gather = [&](Value v) -> Value {
+    return GatherElementsOp::create(b, loc, typeOf(getUpdates()), v,
+                                    getIndices(), getAxis());
+  };
+  return scatterRule(*this, b, getReduction(), grads, out, {scatter, gather});
 }
 
 ShardingRule ScatterElementsOp::getShardingRule() {

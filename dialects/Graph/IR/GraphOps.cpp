@@ -481,13 +481,34 @@ LogicalResult CumSumOp::verify() {
 // Linear algebra and neural-network ops
 //===----------------------------------------------------------------------===//
 
+std::optional<SmallVector<int64_t>>
+dtcc::graph::broadcastBatchShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
+  ArrayRef<int64_t> lb = lhs.drop_back(std::min<size_t>(2, lhs.size()));
+  ArrayRef<int64_t> rb = rhs.drop_back(std::min<size_t>(2, rhs.size()));
+  size_t rank = std::max(lb.size(), rb.size());
+  SmallVector<int64_t> shape(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    // Dimension i of the result, aligned from the right.
+    int64_t l = i + lb.size() >= rank ? lb[i + lb.size() - rank] : 1;
+    int64_t r = i + rb.size() >= rank ? rb[i + rb.size() - rank] : 1;
+    if (l != r && l != 1 && r != 1)
+      return std::nullopt;
+    shape[i] = l == 1 ? r : l;
+  }
+  return shape;
+}
+
 LogicalResult MatmulOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, ValueRange operands,
     DictionaryAttr, OpaqueProperties properties, RegionRange,
     SmallVectorImpl<Type> &inferred) {
   Adaptor adaptor(operands, nullptr, properties);
-  auto lhs = cast<RankedTensorType>(adaptor.getLhs().getType());
-  auto rhs = cast<RankedTensorType>(adaptor.getRhs().getType());
+  auto lhs = dyn_cast<RankedTensorType>(adaptor.getLhs().getType());
+  auto rhs = dyn_cast<RankedTensorType>(adaptor.getRhs().getType());
+  if (!lhs || !rhs)
+    return emitOptionalError(loc, "expected ranked tensor operands, got ",
+                             adaptor.getLhs().getType(), " and ",
+                             adaptor.getRhs().getType());
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return emitOptionalError(loc, "expected operands of rank >= 2, got ",
                              lhs.getRank(), " and ", rhs.getRank());
@@ -497,13 +518,12 @@ LogicalResult MatmulOp::inferReturnTypes(
                              rhs.getElementType());
   ArrayRef<int64_t> ls = lhs.getShape(), rs = rhs.getShape();
   int64_t lr = ls.size(), rr = rs.size();
-  if (rr != 2 && lr != rr)
+  auto batch = broadcastBatchShape(ls, rs);
+  if (!batch)
     return emitOptionalError(
-        loc, "expected rhs of rank 2 or of the lhs rank ", lr, ", got ", rr);
-  if (rr != 2 && ls.drop_back(2) != rs.drop_back(2))
-    return emitOptionalError(loc, "expected equal batch dimensions, got ",
-                             formatShape(ls.drop_back(2)), " and ",
-                             formatShape(rs.drop_back(2)));
+        loc, "expected batch dimensions that broadcast (aligned from the "
+             "right, equal or 1), got ",
+        formatShape(ls.drop_back(2)), " and ", formatShape(rs.drop_back(2)));
   bool tl = adaptor.getTransposeLhs(), tr = adaptor.getTransposeRhs();
   int64_t m = tl ? ls[lr - 1] : ls[lr - 2];
   int64_t kl = tl ? ls[lr - 2] : ls[lr - 1];
@@ -512,7 +532,7 @@ LogicalResult MatmulOp::inferReturnTypes(
   if (kl != kr)
     return emitOptionalError(loc, "expected contracted dimensions to agree, "
                                   "got ", kl, " and ", kr);
-  SmallVector<int64_t> shape(ls.drop_back(2));
+  SmallVector<int64_t> shape(*batch);
   shape.push_back(m);
   shape.push_back(n);
   inferred.push_back(tensorOf(shape, lhs.getElementType()));

@@ -39,6 +39,13 @@ std::string layerKey(mlir::Location loc);
 /// The top-level module of an op from a PyTorch node name: "enc1" in
 /// "/enc1/enc1.0/Conv"; empty for a node of the root module ("/MaxPool").
 std::string moduleKey(mlir::Location loc);
+
+/// The batch dimensions of a matmul of operands of shapes `lhs` and `rhs`
+/// (all but their last two dimensions): NumPy's broadcast, aligned from the
+/// right, a missing or size-1 dimension taking the other side's size.
+/// std::nullopt when a pair differs and neither is 1.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastBatchShape(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 } // namespace dtcc::graph
 
 #define GET_OP_CLASSES

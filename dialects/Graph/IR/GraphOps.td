@@ -774,24 +774,32 @@ def Graph_CumSumOp : Graph_Op<"cumsum",
 def Graph_MatmulOp : Graph_Op<"matmul",
     [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
-  let summary = "Batched matrix product";
+  let summary = "Batched matrix product with broadcast batch dimensions";
   let description = [{
     Multiplies the last two dimensions: `lhs[..., m, k] x rhs[..., k, n]`
-    (each side optionally transposed in its last two dimensions). Either
-    both sides have the same batch dimensions, or `rhs` is a matrix shared by
-    every batch of `lhs` (the dense layer `x[b, s, h] x w[h, f]`).
+    (each side optionally transposed in its last two dimensions). The batch
+    dimensions (all but the last two) broadcast as NumPy's `matmul`: aligned
+    from the right, a dimension that one side lacks or has of size 1 takes
+    the other side's size. A dense layer `x[b, s, h] x w[h, f]`, its
+    transpose `w[f, s] x x[b, h, s]` and `a[b, 1, m, k] x c[h, k, n]` are
+    each one op; kernels read a broadcast operand with batch stride 0,
+    never copying it. (ONNX's 1-D operands are reshaped by the importer.)
 
     Example:
     ```mlir
     %y = dgraph.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
+    %t = dgraph.matmul %v, %x : (tensor<4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
     %s = dgraph.matmul %q, %k {transpose_rhs}
-        : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+        : (tensor<2x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<2x4x8x8xf32>
     ```
 
     **Constraints:**
     - both operands have rank >= 2 and the same element type;
-    - `rank(lhs) == rank(rhs)` with equal batch dimensions, or `rank(rhs) == 2`;
-    - the contracted dimensions agree.
+    - each pair of batch dimensions, aligned from the right, is equal or
+      one of them is 1;
+    - the contracted dimensions agree;
+    - the result is `[broadcast batch..., m, n]`, of rank
+      `max(rank(lhs), rank(rhs))`.
   }];
   let arguments = (ins Graph_NumericTensor:$lhs, Graph_NumericTensor:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);

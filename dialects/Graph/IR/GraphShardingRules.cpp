@@ -165,7 +165,6 @@ DTCC_ELEMENTWISE_RULE(ConstantOp)
 DTCC_ELEMENTWISE_RULE(CosOp)
 DTCC_ELEMENTWISE_RULE(CoshOp)
 DTCC_ELEMENTWISE_RULE(DivOp)
-DTCC_ELEMENTWISE_RULE(DropoutOp)
 DTCC_ELEMENTWISE_RULE(EqOp)
 DTCC_ELEMENTWISE_RULE(ErfOp)
 DTCC_ELEMENTWISE_RULE(ExpOp)
@@ -209,6 +208,22 @@ DTCC_ELEMENTWISE_RULE(TanhOp)
 DTCC_ELEMENTWISE_RULE(XorOp)
 #undef DTCC_ELEMENTWISE_RULE
 
+ShardingRule DropoutOp::getShardingRule() {
+  // Elementwise in x, y and the mask; a block's offsets (after
+  // partitioning) are whole.
+  Rule r;
+  auto x = typeOf(getOperand());
+  SmallVector<int64_t> ids = addDims(r, x);
+  r.operands.push_back(mapped(x, ids));
+  r.operands.push_back({}); // the step, a scalar
+  if (Value offsets = getOffsets())
+    r.operands.push_back(
+        mapped(typeOf(offsets), addDims(r, typeOf(offsets), Kind::kReplicated)));
+  r.results.push_back(mapped(typeOf(getResult()), ids));
+  r.results.push_back(mapped(typeOf(getMask()), ids));
+  return r;
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
@@ -237,7 +252,8 @@ ShardingRule ReshapeOp::getShardingRule() {
   auto in = typeOf(getOperand()), out = typeOf(getResult());
   Rule::TensorFactors opF(in.getRank()), resF(out.getRank());
   int64_t i = 0, j = 0, inLeft = 0, outLeft = 0;
-  bool broken = false;
+  // An empty tensor has no refinement (and nothing to split).
+  bool broken = in.getNumElements() == 0 || out.getNumElements() == 0;
   while (!broken && (i < in.getRank() || j < out.getRank())) {
     if (i < in.getRank() && inLeft == 0)
       inLeft = in.getDimSize(i);
@@ -487,24 +503,31 @@ ShardingRule CumSumOp::getShardingRule() {
 
 ShardingRule MatmulOp::getShardingRule() {
   Rule r;
-  auto lhs = typeOf(getLhs()), rhs = typeOf(getRhs());
-  int64_t rank = lhs.getRank();
+  auto lhs = typeOf(getLhs()), rhs = typeOf(getRhs()), out = typeOf(getResult());
+  int64_t rank = out.getRank();
   bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  // One factor per batch dimension of the result. An operand broadcast
+  // along it (lacking the dimension or of size 1 there) does not map it: a
+  // split of the factor leaves that operand whole on every rank.
   SmallVector<int64_t> batch;
   for (int64_t d = 0; d < rank - 2; ++d)
-    batch.push_back(r.addFactor(lhs.getDimSize(d)));
-  auto out = typeOf(getResult());
+    batch.push_back(r.addFactor(out.getDimSize(d)));
   int64_t m = r.addFactor(out.getDimSize(rank - 2));
   int64_t n = r.addFactor(out.getDimSize(rank - 1));
-  int64_t k = r.addFactor(lhs.getDimSize(tl ? rank - 2 : rank - 1), Kind::kReduction);
-  SmallVector<int64_t> lhsIds(batch), rhsIds, outIds(batch);
-  lhsIds.append(tl ? SmallVector<int64_t>{k, m} : SmallVector<int64_t>{m, k});
-  if (rhs.getRank() == rank)
-    rhsIds.append(batch);
-  rhsIds.append(tr ? SmallVector<int64_t>{n, k} : SmallVector<int64_t>{k, n});
+  int64_t lr = lhs.getRank();
+  int64_t k = r.addFactor(lhs.getDimSize(tl ? lr - 2 : lr - 1), Kind::kReduction);
+  auto operandIds = [&](RankedTensorType t, ArrayRef<int64_t> matrix) {
+    // mapped() leaves size-1 dimensions without a factor.
+    SmallVector<int64_t> ids(ArrayRef<int64_t>(batch).take_back(t.getRank() - 2));
+    ids.append(matrix.begin(), matrix.end());
+    return mapped(t, ids);
+  };
+  r.operands.push_back(operandIds(lhs, tl ? SmallVector<int64_t>{k, m}
+                                          : SmallVector<int64_t>{m, k}));
+  r.operands.push_back(operandIds(rhs, tr ? SmallVector<int64_t>{n, k}
+                                          : SmallVector<int64_t>{k, n}));
+  SmallVector<int64_t> outIds(batch);
   outIds.append({m, n});
-  r.operands.push_back(mapped(lhs, lhsIds));
-  r.operands.push_back(mapped(rhs, rhsIds));
   r.results.push_back(mapped(out, outIds));
   return r;
 }

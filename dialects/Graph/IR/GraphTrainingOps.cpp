@@ -79,6 +79,23 @@ LogicalResult DropoutOp::verify() {
       getMask().getType() != getI1TensorLike(getOperand().getType()))
     return emitOpError("expected a result of the operand's type and an i1 mask "
                        "of its shape");
+  if (bool(getOffsets()) != bool(getGlobalShape()))
+    return emitOpError("expected offsets and global_shape together");
+  if (auto global = getGlobalShape()) {
+    auto x = cast<RankedTensorType>(getOperand().getType());
+    auto offsets = cast<RankedTensorType>(getOffsets().getType());
+    if (offsets.getDimSize(0) != x.getRank() ||
+        int64_t(global->size()) != x.getRank())
+      return emitOpError("expected ")
+             << x.getRank() << " offsets and global dimensions (one per "
+             << "dimension of the operand), got " << offsets.getDimSize(0)
+             << " and " << global->size();
+    for (int64_t d = 0; d < x.getRank(); ++d)
+      if ((*global)[d] < x.getDimSize(d))
+        return emitOpError("expected global dimension ")
+               << d << " of at least " << x.getDimSize(d) << ", got "
+               << (*global)[d];
+  }
   return success();
 }
 

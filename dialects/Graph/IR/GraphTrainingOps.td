@@ -160,20 +160,33 @@ def Graph_DropoutOp : Graph_Op<"dropout",
     uniform variate (splitmix64 of the seed, the step and the element's
     index), so masks are reproducible and need no state.
 
+    On a block of a split tensor (dtcc-shard-partition), `offsets` holds
+    the block's first index along each dimension of the whole tensor, of
+    shape `global_shape`: `i` is then the element's index in the whole
+    tensor, and every rank draws the mask one device would.
+
     Example:
     ```mlir
     %y, %mask = dgraph.dropout %x, %step {ratio = 1.000000e-01 : f32, seed = 7 : i64}
         : (tensor<4x8xf32>, tensor<i64>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
+    %b, %bmask = dgraph.dropout %block, %step, %offsets
+        {global_shape = array<i64: 4, 8>, ratio = 1.000000e-01 : f32, seed = 7 : i64}
+        : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
     ```
 
     **Constraints:**
     - `0 <= ratio < 1`; `y` has x's type and `mask` is i1 of x's shape.
+    - `offsets` and `global_shape` come together: `offsets` is an i64
+      vector with one entry per dimension of x, and `global_shape` has as
+      many entries, none smaller than x's dimension.
   }];
   let arguments = (ins Graph_FloatTensor:$operand, Graph_ScalarI64:$step,
-                       F32Attr:$ratio, I64Attr:$seed);
+                       Optional<1DTensorOf<[I64]>>:$offsets,
+                       F32Attr:$ratio, I64Attr:$seed,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape);
   let results = (outs Graph_FloatTensor:$result, Graph_BoolTensor:$mask);
   let assemblyFormat = [{
-    $operand `,` $step attr-dict `:` functional-type(operands, results)
+    $operand `,` $step (`,` $offsets^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -215,10 +215,15 @@ LogicalResult PowOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                               SmallVectorImpl<Value> &out) {
   return binaryRule(
       *this, b, grads, out, [](Emit &e, Value x, Value y, Value p, Value g) {
-        // d/dx x^y = y x^(y-1); d/dy x^y = x^y log(x).
+        // d/dx x^y = y x^(y-1); d/dy x^y = x^y log(x), which is 0 at x = 0
+        // for y >= 0 (0^y is constant there; the product would be 0 * -inf).
         Value xm1 = PowOp::create(e.b, e.loc, x, e.sub(y, e.splat(y, 1.0)));
         Value dx = e.mul(g, e.mul(y, xm1));
         Value dy = e.mul(g, e.mul(p, LogOp::create(e.b, e.loc, x)));
+        Value zeroBase = AndOp::create(
+            e.b, e.loc, EqOp::create(e.b, e.loc, x, e.zerosLike(x)),
+            GeOp::create(e.b, e.loc, y, e.zerosLike(y)));
+        dy = e.select(zeroBase, e.zerosLike(dy), dy);
         return std::make_pair(dx, dy);
       });
 }
@@ -337,17 +342,43 @@ LogicalResult SliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   out.assign(1, Value());
   if (!grads[0])
     return success();
-  if (llvm::any_of(getStride(), [](int64_t s) { return s != 1; }))
-    return emitOpError("has no VJP rule for strides other than 1");
+  Emit e{b, getLoc()};
   auto in = typeOf(getOperand());
-  SmallVector<int64_t> high;
-  for (auto [d, limit] : llvm::enumerate(getLimit()))
-    high.push_back(in.getDimSize(d) - limit);
+  Type element = in.getElementType();
   Value zero = ConstantOp::create(
       b, getLoc(),
-      DenseElementsAttr::get(RankedTensorType::get({}, in.getElementType()),
-                             b.getZeroAttr(in.getElementType())));
-  out[0] = PadOp::create(b, getLoc(), grads[0], zero, getStart(), high);
+      DenseElementsAttr::get(RankedTensorType::get({}, element),
+                             b.getZeroAttr(element)));
+  // Spread each strided dimension: g[k] moves to k * stride, zeros between
+  // (a size-1 dimension after it padded to `stride`, merged, cut to the
+  // span start.. of the operand).
+  Value g = grads[0];
+  SmallVector<int64_t> start(getStart()), limit(getLimit());
+  for (auto [d, stride] : llvm::enumerate(getStride())) {
+    if (stride == 1)
+      continue;
+    auto type = typeOf(g);
+    int64_t n = type.getDimSize(d), rank = type.getRank();
+    SmallVector<int64_t> split(type.getShape());
+    split.insert(split.begin() + d + 1, 1);
+    g = e.reshape(g, RankedTensorType::get(split, element));
+    SmallVector<int64_t> low(rank + 1, 0), high(rank + 1, 0);
+    high[d + 1] = stride - 1;
+    g = PadOp::create(b, getLoc(), g, zero, low, high);
+    SmallVector<int64_t> merged(type.getShape());
+    merged[d] = n * stride;
+    g = e.reshape(g, RankedTensorType::get(merged, element));
+    // Every taken element lies below limit; keep what fits in the operand.
+    int64_t span = std::min(n * stride, in.getDimSize(d) - start[d]);
+    SmallVector<int64_t> from(rank, 0), to(merged), step(rank, 1);
+    to[d] = span;
+    g = SliceOp::create(b, getLoc(), g, from, to, step);
+    limit[d] = start[d] + span;
+  }
+  SmallVector<int64_t> high;
+  for (auto [d, l] : llvm::enumerate(limit))
+    high.push_back(in.getDimSize(d) - l);
+  out[0] = PadOp::create(b, getLoc(), g, zero, start, high);
   return success();
 }
 
@@ -465,11 +496,28 @@ LogicalResult ReduceProdOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   out.assign(1, Value());
   if (!grads[0])
     return success();
-  // d/dx_i prod = prod / x_i (inputs that are zero get no exact gradient).
+  // d/dx_i prod = the product of the others: prod / x_i where no element of
+  // the group is zero; at the only zero of a group, the product of the
+  // nonzero others; 0 elsewhere (as PyTorch's prod).
   Emit e{b, getLoc()};
-  auto type = typeOf(getOperand());
-  Value gp = e.mul(grads[0], getResult());
-  out[0] = e.div(e.unreduce(gp, type, getDims()), getOperand());
+  Value x = getOperand();
+  auto type = typeOf(x);
+  ArrayRef<int64_t> dims = getDims();
+  Value isZero = EqOp::create(b, e.loc, x, e.zerosLike(x));
+  Value nonzero = e.select(isZero, e.splat(x, 1.0), x);
+  Value nonzeroProd = ReduceProdOp::create(b, e.loc, nonzero, dims);
+  Value zeros = ReduceSumOp::create(
+      b, e.loc, CastOp::create(b, e.loc, type, isZero), dims);
+  Value noZero = EqOp::create(b, e.loc, zeros, e.zerosLike(zeros));
+  Value oneZero = EqOp::create(b, e.loc, zeros, e.splat(zeros, 1.0));
+  Value g = e.unreduce(grads[0], type, dims);
+  Value atNonzero = e.where(e.unreduce(noZero, type, dims),
+                            e.div(e.unreduce(e.mul(grads[0], getResult()), type,
+                                             dims),
+                                  nonzero));
+  Value atZero = e.where(e.unreduce(oneZero, type, dims),
+                         e.mul(g, e.unreduce(nonzeroProd, type, dims)));
+  out[0] = e.select(isZero, atZero, atNonzero);
   return success();
 }
 
@@ -486,42 +534,63 @@ LogicalResult CumSumOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
 // Linear algebra and neural-network ops
 //===----------------------------------------------------------------------===//
 
+/// Sums `g` (batch dimensions `[..., r0, r1]` of a matmul result) over the
+/// batch dimensions along which an operand of type `type` was broadcast:
+/// the leading ones it lacks and those where it has size 1.
+static Value sumToOperand(Emit &e, Value g, RankedTensorType type) {
+  auto gt = typeOf(g);
+  int64_t extra = gt.getRank() - type.getRank();
+  SmallVector<int64_t> reduced;
+  for (int64_t d = 0; d < gt.getRank() - 2; ++d)
+    if (d < extra ||
+        (type.getDimSize(d - extra) == 1 && gt.getDimSize(d) != 1))
+      reduced.push_back(d);
+  if (!reduced.empty())
+    g = ReduceSumOp::create(e.b, e.loc, g, reduced);
+  return e.reshape(g, RankedTensorType::get(type.getShape(),
+                                            gt.getElementType()));
+}
+
 LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                  SmallVectorImpl<Value> &out) {
   out.assign(2, Value());
   if (!grads[0])
     return success();
-  Location loc = getLoc();
+  Emit e{b, getLoc()};
   Value g = grads[0], lhs = getLhs(), rhs = getRhs();
   bool tl = getTransposeLhs(), tr = getTransposeRhs();
-  // With C = op(A) op(B): dA and dB in the stored layouts of A and B.
-  if (!tl)
-    out[0] = MatmulOp::create(b, loc, g, rhs, false, !tr);
-  else
-    out[0] = MatmulOp::create(b, loc, rhs, g, tr, true);
-  auto lt = typeOf(lhs), rt = typeOf(rhs);
-  if (rt.getRank() == lt.getRank()) {
-    if (!tr)
-      out[1] = MatmulOp::create(b, loc, lhs, g, !tl, false);
-    else
-      out[1] = MatmulOp::create(b, loc, g, lhs, true, tl);
+  auto lt = typeOf(lhs), rt = typeOf(rhs), gt = typeOf(g);
+  // With C = op(A) op(B): dA and dB in the stored layouts of A and B, over
+  // C's batch dimensions, then summed over those A or B was broadcast along.
+  Value da = !tl ? MatmulOp::create(b, e.loc, g, rhs, false, !tr)
+                 : MatmulOp::create(b, e.loc, rhs, g, tr, true);
+  out[0] = sumToOperand(e, da, lt);
+
+  // A matrix shared by every batch (B without batch dimensions other than
+  // 1s) and an A that is not broadcast itself: fold the batch into the rows,
+  // one [k, rows] x [rows, n] product instead of a batch of them and a sum.
+  int64_t batch = gt.getNumElements() / std::max<int64_t>(
+                      1, gt.getDimSize(gt.getRank() - 2) *
+                             gt.getDimSize(gt.getRank() - 1));
+  int64_t lhsBatch = lt.getNumElements() /
+                     std::max<int64_t>(1, lt.getDimSize(lt.getRank() - 2) *
+                                              lt.getDimSize(lt.getRank() - 1));
+  bool sharedRhs = llvm::all_of(rt.getShape().drop_back(2),
+                                [](int64_t d) { return d == 1; });
+  if (sharedRhs && !tl && batch > 1 && lhsBatch == batch &&
+      lt.getNumElements() > 0) {
+    int64_t k = lt.getShape().back(), n = gt.getShape().back();
+    int64_t rows = lt.getNumElements() / k;
+    Value a2 = e.reshape(lhs, RankedTensorType::get({rows, k}, lt.getElementType()));
+    Value g2 = e.reshape(g, RankedTensorType::get({rows, n}, gt.getElementType()));
+    Value db = !tr ? MatmulOp::create(b, e.loc, a2, g2, true, false)
+                   : MatmulOp::create(b, e.loc, g2, a2, true, false);
+    out[1] = e.reshape(db, rt);
     return success();
   }
-  // A matrix shared by every batch: fold the batch into the rows.
-  if (tl)
-    return emitOpError("has no VJP rule for a transposed batched lhs with a "
-                       "shared rhs");
-  int64_t rows = lt.getNumElements() / lt.getShape().back();
-  auto gt = typeOf(g);
-  Emit e{b, loc};
-  Value a2 = e.reshape(lhs, RankedTensorType::get({rows, lt.getShape().back()},
-                                                  lt.getElementType()));
-  Value g2 = e.reshape(g, RankedTensorType::get({rows, gt.getShape().back()},
-                                                gt.getElementType()));
-  if (!tr)
-    out[1] = MatmulOp::create(b, loc, a2, g2, true, false);
-  else
-    out[1] = MatmulOp::create(b, loc, g2, a2, true, false);
+  Value db = !tr ? MatmulOp::create(b, e.loc, lhs, g, !tl, false)
+                 : MatmulOp::create(b, e.loc, g, lhs, true, tl);
+  out[1] = sumToOperand(e, db, rt);
   return success();
 }
 
@@ -542,36 +611,80 @@ LogicalResult LogSoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+/// The gradient that flows to a normalization's input through its
+/// statistics: mean = sum(x) / n and rstd = 1 / sqrt(var + eps) with var =
+/// mean((x - mean)^2) (layer_norm) or mean(x^2) (rms_norm, centered = false)
+/// over dims axis.., so d mean / dx = 1 / n and d rstd / dx = -rstd^3 (x -
+/// mean) / n. Computed in the statistics' element type, returned in x's.
+static Value statisticsGrad(Emit &e, Value x, int64_t axis, Value mean,
+                            Value gMean, Value rstd, Value gRstd) {
+  auto xType = typeOf(x);
+  auto statType = typeOf(rstd);
+  SmallVector<int64_t> dims;
+  int64_t n = 1;
+  for (int64_t d = axis; d < xType.getRank(); ++d) {
+    dims.push_back(d);
+    n *= xType.getDimSize(d);
+  }
+  auto wide = RankedTensorType::get(xType.getShape(), statType.getElementType());
+  Value xs = x;
+  if (wide != xType)
+    xs = CastOp::create(e.b, e.loc, wide, x);
+  Value total;
+  if (gMean)
+    total = e.mul(e.unreduce(gMean, wide, dims), e.splat(xs, 1.0 / n));
+  if (gRstd) {
+    // -g_rstd * rstd^3 / n, broadcast, times the centered input.
+    Value r3 = e.mul(rstd, e.mul(rstd, rstd));
+    Value coef = e.mul(e.mul(gRstd, r3), e.splat(rstd, -1.0 / n));
+    Value centered = mean ? e.sub(xs, e.unreduce(mean, wide, dims)) : xs;
+    Value t = e.mul(e.unreduce(coef, wide, dims), centered);
+    total = total ? e.add(total, t) : t;
+  }
+  if (wide != xType)
+    total = CastOp::create(e.b, e.loc, xType, total);
+  return total;
+}
+
 LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                     SmallVectorImpl<Value> &out) {
   out.assign(getNumOperands(), Value());
-  if (grads[1] || grads[2])
-    return emitOpError("has no VJP rule for gradients of its mean and rstd");
-  if (!grads[0])
-    return success();
-  auto scale = typeOf(getScale());
-  auto op = LayerNormGradOp::create(b, getLoc(), typeOf(getOperand()), scale,
-                                    scale, getOperand(), getScale(), getMean(),
-                                    getRstd(), grads[0], getAxis());
-  out[0] = op.getDx();
-  out[1] = op.getDscale();
-  if (getBias())
-    out[2] = op.getDbias();
+  Emit e{b, getLoc()};
+  if (grads[0]) {
+    auto scale = typeOf(getScale());
+    auto op = LayerNormGradOp::create(b, getLoc(), typeOf(getOperand()), scale,
+                                      scale, getOperand(), getScale(), getMean(),
+                                      getRstd(), grads[0], getAxis());
+    out[0] = op.getDx();
+    out[1] = op.getDscale();
+    if (getBias())
+      out[2] = op.getDbias();
+  }
+  // ONNX LayerNormalization also outputs Mean and InvStdDev.
+  if (grads[1] || grads[2]) {
+    Value dx = statisticsGrad(e, getOperand(), getAxis(), getMean(), grads[1],
+                              getRstd(), grads[2]);
+    out[0] = out[0] ? e.add(out[0], dx) : dx;
+  }
   return success();
 }
 
 LogicalResult RmsNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                   SmallVectorImpl<Value> &out) {
   out.assign(2, Value());
-  if (grads[1])
-    return emitOpError("has no VJP rule for the gradient of its rstd");
-  if (!grads[0])
-    return success();
-  auto op = RmsNormGradOp::create(b, getLoc(), typeOf(getOperand()),
-                                  typeOf(getScale()), getOperand(), getScale(),
-                                  getRstd(), grads[0], getAxis());
-  out[0] = op.getDx();
-  out[1] = op.getDscale();
+  Emit e{b, getLoc()};
+  if (grads[0]) {
+    auto op = RmsNormGradOp::create(b, getLoc(), typeOf(getOperand()),
+                                    typeOf(getScale()), getOperand(), getScale(),
+                                    getRstd(), grads[0], getAxis());
+    out[0] = op.getDx();
+    out[1] = op.getDscale();
+  }
+  if (grads[1]) {
+    Value dx = statisticsGrad(e, getOperand(), getAxis(), Value(), Value(),
+                              getRstd(), grads[1]);
+    out[0] = out[0] ? e.add(out[0], dx) : dx;
+  }
   return success();
 }
 
@@ -587,7 +700,7 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
 
 LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                   SmallVectorImpl<Value> &out) {
-  out.assign(2, Value());
+  out.assign(getNumOperands(), Value());
   if (!grads[0])
     return success();
   Emit e{b, getLoc()};

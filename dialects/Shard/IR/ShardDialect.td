@@ -35,6 +35,11 @@ def Shard_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let usePropertiesForAttributes = 1;
+  // The dshard.* attributes that passes put on other dialects' ops (a
+  // sharding per operand and result, a variable's sharding, the module's
+  // mesh) are checked like an op's own: a malformed one is an error at the
+  // op, never a crash of a pass that reads it.
+  let hasOperationAttrVerify = 1;
 }
 
 class Shard_Op<string mnemonic, list<Trait> traits = []>

@@ -27,6 +27,53 @@ void ShardDialect::initialize() {
       >();
 }
 
+LogicalResult ShardDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  // A sharding of `v`: one entry per dimension of its tensor type.
+  auto checkSharding = [&](Attribute a, Type type, StringRef what,
+                           unsigned i) -> LogicalResult {
+    auto s = dyn_cast<ShardingAttr>(a);
+    if (!s)
+      return op->emitOpError("expected '")
+             << name << "' to hold #dshard.sharding attributes, got " << a;
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (t && (int64_t)s.getDims().size() != t.getRank())
+      return op->emitOpError("expected '")
+             << name << "' of " << what << " " << i << " to have "
+             << t.getRank() << " dimensions, as its type " << type
+             << ", got " << s;
+    return success();
+  };
+  auto checkList = [&](TypeRange types, StringRef what) -> LogicalResult {
+    auto list = dyn_cast<ArrayAttr>(value);
+    if (!list || list.size() != types.size())
+      return op->emitOpError("expected '")
+             << name << "' to be an array of " << types.size()
+             << " #dshard.sharding attributes (one per " << what << "), got "
+             << value;
+    for (auto [i, a] : llvm::enumerate(list))
+      if (failed(checkSharding(a, types[i], what, i)))
+        return failure();
+    return success();
+  };
+  if (name == kResultShardingsAttr)
+    return checkList(op->getResultTypes(), "result");
+  if (name == "dshard.in_shardings")
+    return checkList(op->getOperandTypes(), "operand");
+  if (name == kShardingAttr) {
+    if (!isa<ShardingAttr>(value))
+      return op->emitOpError("expected '")
+             << name << "' to be a #dshard.sharding attribute, got " << value;
+    return success();
+  }
+  if (name == kMeshAttr && !isa<MeshAttr>(value))
+    return op->emitOpError("expected '")
+           << name << "' to be a #dshard.mesh attribute, got " << value;
+  return success();
+}
+
 MeshAttr dtcc::shard::getMesh(Operation *op) {
   auto module = op->getParentOfType<ModuleOp>();
   if (!module && isa<ModuleOp>(op))

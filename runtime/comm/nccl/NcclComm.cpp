@@ -8,7 +8,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <mutex>
 
 namespace dtcc::runtime {
@@ -147,21 +146,17 @@ Status ncclGroupFinish() {
 //===----------------------------------------------------------------------===//
 
 struct WatchState {
-  struct Entry {
-    cudaEvent_t done;
-    std::string description;
-    std::chrono::steady_clock::time_point deadline;
-  };
   std::mutex mutex;
   std::condition_variable wake;
-  std::deque<Entry> entries;
+  WatchList list;
   bool stop = false;
 };
 
-StatusOr<std::unique_ptr<NcclMesh>> NcclMesh::create(const MeshComms &mesh,
-                                                     World &world) {
+StatusOr<std::unique_ptr<NcclMesh>>
+NcclMesh::create(const MeshComms &mesh, World &world, int device) {
   std::unique_ptr<NcclMesh> m(new NcclMesh());
   m->world_ = &world;
+  m->device_ = device;
   DTCC_ASSIGN_OR_RETURN(m->worldComm_, NcclComm::create(world.world()));
   // Every rank splits in the same order (MeshComms' communicators are
   // ordered by axis mask); a group's color is its smallest world rank.
@@ -220,6 +215,21 @@ NcclComm *NcclMesh::findP2P(const Communicator *comm, bool up) const {
   return up ? it->second.first.get() : it->second.second.get();
 }
 
+Status NcclMesh::firstAsyncError() {
+  auto check = [](NcclComm *c) -> Status {
+    if (!c)
+      return Status::ok();
+    return c->asyncError().withContext("communicator '" + c->name() + "'");
+  };
+  for (auto &[_, c] : comms_)
+    DTCC_RETURN_IF_ERROR(check(c.get()));
+  for (auto &[_, pair] : p2p_) {
+    DTCC_RETURN_IF_ERROR(check(pair.first.get()));
+    DTCC_RETURN_IF_ERROR(check(pair.second.get()));
+  }
+  return check(worldComm_.get());
+}
+
 void NcclMesh::abortAll() {
   for (auto &[_, c] : comms_)
     c->abort();
@@ -234,36 +244,59 @@ void NcclMesh::abortAll() {
 void NcclMesh::watch(cudaEvent_t done, std::string description) {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->entries.push_back(
-        {done, std::move(description),
-         std::chrono::steady_clock::now() +
-             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                 std::chrono::duration<double>(timeout_))});
+    state_->list.add(
+        done, std::move(description),
+        WatchList::Clock::now() +
+            std::chrono::duration_cast<WatchList::Clock::duration>(
+                std::chrono::duration<double>(timeout_)));
   }
   state_->wake.notify_all();
 }
 
+void NcclMesh::unwatch(cudaEvent_t done) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->list.forget(done);
+}
+
 void NcclMesh::watchdogLoop() {
+  // This thread queries events of the rank's GPU: that GPU must be current
+  // here too, or the first CUDA call would make a context on GPU 0.
+  if (cudaError_t err = cudaSetDevice(device_); err != cudaSuccess) {
+    std::fprintf(stderr,
+                 "dtcc: %s: the NCCL watchdog cannot use GPU %d (%s): "
+                 "collectives run without a timeout\n",
+                 world_->describe().c_str(), device_, cudaGetErrorString(err));
+    return;
+  }
   std::unique_lock<std::mutex> lock(state_->mutex);
   while (!state_->stop) {
-    // Drop completed entries (several streams: anywhere in the list), then
-    // check the oldest of the others.
-    for (auto it = state_->entries.begin(); it != state_->entries.end();)
-      it = cudaEventQuery(it->done) != cudaErrorNotReady
-               ? state_->entries.erase(it)
-               : std::next(it);
-    if (!state_->entries.empty() &&
-        std::chrono::steady_clock::now() > state_->entries.front().deadline) {
-      const WatchState::Entry e = state_->entries.front();
+    std::optional<WatchList::Entry> late = state_->list.sweep(
+        [](const void *event) {
+          return cudaEventQuery(static_cast<cudaEvent_t>(
+                     const_cast<void *>(event))) != cudaErrorNotReady;
+        },
+        WatchList::Clock::now());
+    if (late) {
       std::fprintf(stderr, "dtcc: %s: collective %s timed out after %g s\n",
-                   world_->describe().c_str(), e.description.c_str(),
+                   world_->describe().c_str(), late->description.c_str(),
                    timeout_);
       std::fflush(stderr);
       abortAll();
       world_->abort(124);
     }
+    // An NCCL error of a communicator (a peer gone, a network failure)
+    // leaves its operations stuck: end the job now rather than at the
+    // timeout, with NCCL's message.
+    if (!state_->list.empty())
+      if (Status error = firstAsyncError(); !error.isOk()) {
+        std::fprintf(stderr, "dtcc: %s: %s\n", world_->describe().c_str(),
+                     error.message().c_str());
+        std::fflush(stderr);
+        abortAll();
+        world_->abort(1);
+      }
     state_->wake.wait_for(lock, std::chrono::milliseconds(
-                                    state_->entries.empty() ? 1000 : 50));
+                                    state_->list.empty() ? 1000 : 50));
   }
 }
 

@@ -13,6 +13,7 @@
 #define DTCC_RUNTIME_COMM_NCCL_NCCLCOMM_H
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/nccl/WatchList.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -95,9 +96,13 @@ Status ncclGroupFinish();
 /// itself in a cycle.
 class NcclMesh {
 public:
-  /// Collective over the world. Call with the rank's CUDA device current.
-  static StatusOr<std::unique_ptr<NcclMesh>> create(const MeshComms &mesh,
-                                                    World &world);
+  /// Collective over the world. Call with the rank's CUDA device current;
+  /// `device` is its ordinal, which the watchdog thread makes current
+  /// before it touches CUDA (otherwise it would create a context on GPU 0:
+  /// memory there on every rank of the node, and an error under the
+  /// exclusive-process compute mode).
+  static StatusOr<std::unique_ptr<NcclMesh>>
+  create(const MeshComms &mesh, World &world, int device);
   ~NcclMesh();
 
   /// The NCCL communicator of a mesh communicator; null if unknown.
@@ -113,13 +118,21 @@ public:
   }
   /// Aborts every communicator (the watchdog's timeout path).
   void abortAll();
+  /// The first asynchronous NCCL error of any communicator (the watchdog
+  /// polls it while operations are in flight, as PyTorch's does).
+  Status firstAsyncError();
 
   /// Watches `done` (recorded after a collective on one of the device's
   /// communication streams): if it has not completed `timeoutSeconds`
   /// after now, the watchdog prints
   ///   dtcc: rank R: collective <description> timed out after T s
   /// aborts every communicator and ends the job (World::abort, exit 124).
+  /// An asynchronous NCCL error meanwhile ends it at once (exit 1).
+  /// An event watched again (recorded by the next run of its instruction)
+  /// gets a fresh deadline.
   void watch(cudaEvent_t done, std::string description);
+  /// Stops watching `done`; call before destroying the event.
+  void unwatch(cudaEvent_t done);
   void setTimeout(double seconds) { timeout_ = seconds; }
 
 private:
@@ -127,6 +140,7 @@ private:
   void watchdogLoop();
 
   World *world_ = nullptr;
+  int device_ = 0;
   std::unique_ptr<NcclComm> worldComm_;
   std::map<const Communicator *, std::unique_ptr<NcclComm>> comms_;
   /// By mesh communicator of one axis: its up and down communicators.

@@ -46,7 +46,10 @@
 //   root       a group rank
 //   offset     non-zero; the peer must exist (no wrap-around)
 //   tag        >= 0; messages of one (peer, tag) arrive in order, tags
-//              need not be received in the order sent
+//              need not be received in the order sent by these kernels;
+//              a program must receive in its peers' send order all the
+//              same (runtime/exec/P2POrder.h, checked at load), since the
+//              CUDA backend's NCCL matches by order
 //   async      1: start the collective on the communication thread and
 //              return; `handle` (an int id unique within the program) names
 //              it for the `wait` that finishes it. Compute between the two

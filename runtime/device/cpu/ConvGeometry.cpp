@@ -44,6 +44,12 @@ bool convKindOf(const std::string &kernel, ConvKind &kind) {
 StatusOr<ConvGeometry> convGeometry(const KernelContext &ctx, ConvKind kind) {
   DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  return convGeometryOfShapes(ctx, kind);
+}
+
+StatusOr<ConvGeometry> convGeometryOfShapes(const KernelContext &ctx,
+                                            ConvKind kind) {
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   const TensorView *input = nullptr, *filter = nullptr, *output = nullptr;
   const char *inputWhat = "", *filterWhat = "", *outputWhat = "";
   switch (kind) {

@@ -62,6 +62,12 @@ bool convKindOf(const std::string &kernel, ConvKind &kind);
 /// Errors say what was expected, as dgraph's verifiers do.
 StatusOr<ConvGeometry> convGeometry(const KernelContext &ctx, ConvKind kind);
 
+/// The same without looking at the buffers (their data and strides): what
+/// an instruction's shapes and attributes say, for those who size a kernel
+/// before its buffers exist (runtime/exec/CudaScratch.h, the planner).
+StatusOr<ConvGeometry> convGeometryOfShapes(const KernelContext &ctx,
+                                            ConvKind kind);
+
 } // namespace dtcc::runtime::cpu
 
 #endif // DTCC_RUNTIME_DEVICE_CPU_CONVGEOMETRY_H

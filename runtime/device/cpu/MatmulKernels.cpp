@@ -1,11 +1,14 @@
 //===- MatmulKernels.cpp - batched matrix products ------------------------===//
 //
-// f32/f64 through OpenBLAS (one GEMM when a shared rhs lets the lhs batch
-// fold into m), f16/bf16 through f32 scratch buffers, integers with a naive
-// loop that accumulates in int64.
+// dgraph.matmul with broadcast batch dimensions (runtime/base/MatmulShape.h:
+// broadcast operands read with batch stride 0; one GEMM when a shared rhs
+// lets the lhs batch fold into m). f32/f64 through OpenBLAS, f16/bf16
+// through f32 scratch buffers, integers with a naive loop that accumulates
+// in int64.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/base/MatmulShape.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 
 #include <cblas.h>
@@ -18,14 +21,7 @@ namespace {
 
 using namespace cpu;
 
-/// The shape of a (batched) product: `batch` GEMMs of [m, k] x [k, n], the
-/// lhs advancing by lhsStep elements per batch and the rhs by rhsStep (0
-/// when shared).
-struct MatmulPlan {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  int64_t lhsStep = 0, rhsStep = 0, outStep = 0;
-  bool transLhs = false, transRhs = false;
-};
+using MatmulPlan = MatmulShape;
 
 void gemm(const MatmulPlan &p, const float *a, const float *b, float *c) {
   cblas_sgemm(CblasRowMajor, p.transLhs ? CblasTrans : CblasNoTrans,
@@ -49,12 +45,15 @@ template <typename T>
 void blasBatch(const MatmulPlan &p, const T *a, const T *b, T *c) {
   if (p.m == 0 || p.n == 0)
     return;
-  if (p.k == 0) {
-    std::fill(c, c + p.batch * p.outStep, T(0));
-    return;
-  }
-  for (int64_t i = 0; i < p.batch; ++i)
-    gemm(p, a + i * p.lhsStep, b + i * p.rhsStep, c + i * p.outStep);
+  for (int64_t g = 0; g < p.groups(); ++g)
+    for (int64_t i = 0; i < p.count; ++i) {
+      T *out = c + p.outOffsets[g] + i * p.outStride;
+      if (p.k == 0)
+        std::fill(out, out + p.m * p.n, T(0));
+      else
+        gemm(p, a + p.lhsOffsets[g] + i * p.lhsStride,
+             b + p.rhsOffsets[g] + i * p.rhsStride, out);
+    }
 }
 
 /// The naive product for the other dtypes: int64 (or double) accumulators
@@ -67,29 +66,30 @@ KernelFn makeNaive(const MatmulPlan &p, const S *a, const S *b, S *c) {
   auto row = std::make_shared<std::vector<Acc>>(p.n);
   return [p, a, b, c, row]() -> Status {
     Acc *acc = row->data();
-    for (int64_t bi = 0; bi < p.batch; ++bi) {
-      const S *lhs = a + bi * p.lhsStep;
-      const S *rhs = b + bi * p.rhsStep;
-      S *out = c + bi * p.outStep;
-      for (int64_t i = 0; i < p.m; ++i) {
-        std::fill(acc, acc + p.n, Acc(0));
-        for (int64_t kk = 0; kk < p.k; ++kk) {
-          const Acc x = Acc(Elem<S>::load(p.transLhs ? lhs[kk * p.m + i]
-                                                     : lhs[i * p.k + kk]));
-          if (p.transRhs) {
-            for (int64_t j = 0; j < p.n; ++j)
-              acc[j] = wrapAdd(
-                  acc[j], wrapMul(x, Acc(Elem<S>::load(rhs[j * p.k + kk]))));
-          } else {
-            const S *r = rhs + kk * p.n;
-            for (int64_t j = 0; j < p.n; ++j)
-              acc[j] = wrapAdd(acc[j], wrapMul(x, Acc(Elem<S>::load(r[j]))));
+    for (int64_t g = 0; g < p.groups(); ++g)
+      for (int64_t bi = 0; bi < p.count; ++bi) {
+        const S *lhs = a + p.lhsOffsets[g] + bi * p.lhsStride;
+        const S *rhs = b + p.rhsOffsets[g] + bi * p.rhsStride;
+        S *out = c + p.outOffsets[g] + bi * p.outStride;
+        for (int64_t i = 0; i < p.m; ++i) {
+          std::fill(acc, acc + p.n, Acc(0));
+          for (int64_t kk = 0; kk < p.k; ++kk) {
+            const Acc x = Acc(Elem<S>::load(p.transLhs ? lhs[kk * p.m + i]
+                                                       : lhs[i * p.k + kk]));
+            if (p.transRhs) {
+              for (int64_t j = 0; j < p.n; ++j)
+                acc[j] = wrapAdd(
+                    acc[j], wrapMul(x, Acc(Elem<S>::load(rhs[j * p.k + kk]))));
+            } else {
+              const S *r = rhs + kk * p.n;
+              for (int64_t j = 0; j < p.n; ++j)
+                acc[j] = wrapAdd(acc[j], wrapMul(x, Acc(Elem<S>::load(r[j]))));
+            }
           }
+          for (int64_t j = 0; j < p.n; ++j)
+            out[i * p.n + j] = Elem<S>::store(ComputeT<S>(acc[j]));
         }
-        for (int64_t j = 0; j < p.n; ++j)
-          out[i * p.n + j] = Elem<S>::store(ComputeT<S>(acc[j]));
       }
-    }
     return Status::ok();
   };
 }
@@ -121,48 +121,14 @@ StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
                    &out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, rhs, lhs.dtype, "input 1"));
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, lhs.dtype, "output 0"));
-  if (lhs.rank() < 2 || rhs.rank() < 2)
-    return ctx.error("expected operands of rank >= 2, got ", lhs.typeString(),
-                     " and ", rhs.typeString());
-  const bool shared = rhs.rank() == 2 && lhs.rank() > 2;
-  if (!shared && lhs.rank() != rhs.rank())
-    return ctx.error("expected operands of one rank or a rank-2 rhs, got ",
-                     lhs.typeString(), " and ", rhs.typeString());
-  MatmulPlan p;
-  p.transLhs = ctx.attrs.getBool("transpose_lhs");
-  p.transRhs = ctx.attrs.getBool("transpose_rhs");
-  const int64_t lr = lhs.rank(), rr = rhs.rank();
-  p.m = lhs.shape[lr - (p.transLhs ? 1 : 2)];
-  int64_t kl = lhs.shape[lr - (p.transLhs ? 2 : 1)];
-  int64_t kr = rhs.shape[rr - (p.transRhs ? 1 : 2)];
-  p.n = rhs.shape[rr - (p.transRhs ? 2 : 1)];
-  if (kl != kr)
-    return ctx.error("contracted dimensions differ: ", kl, " (lhs ",
-                     lhs.typeString(), ") vs ", kr, " (rhs ", rhs.typeString(),
-                     ")");
-  p.k = kl;
-  std::vector<int64_t> batchDims(lhs.shape.begin(), lhs.shape.end() - 2);
-  if (!shared) {
-    std::vector<int64_t> rb(rhs.shape.begin(), rhs.shape.end() - 2);
-    if (rb != batchDims)
-      return ctx.error("batch dimensions differ: ", shapeString(batchDims),
-                       " vs ", shapeString(rb));
-  }
-  std::vector<int64_t> shape = batchDims;
-  shape.push_back(p.m);
-  shape.push_back(p.n);
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
-  p.batch = product(batchDims);
-  p.lhsStep = p.m * p.k;
-  p.rhsStep = shared ? 0 : p.k * p.n;
-  p.outStep = p.m * p.n;
-  if (shared && !p.transLhs) { // [b*m, k] x [k, n]: one GEMM
-    p.m *= p.batch;
-    p.batch = 1;
-    p.lhsStep = p.m * p.k;
-    p.outStep = p.m * p.n;
-  }
-  if (std::max({p.m, p.n, p.k, p.batch * p.m}) > INT32_MAX)
+  auto plan = planMatmul(lhs.shape, rhs.shape, ctx.attrs.getBool("transpose_lhs"),
+                         ctx.attrs.getBool("transpose_rhs"));
+  if (!plan.isOk())
+    return ctx.error(plan.status().message(), " (", lhs.typeString(), " x ",
+                     rhs.typeString(), ")");
+  const MatmulPlan p = plan.value();
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, p.resultShape, "output 0"));
+  if (std::max({p.m, p.n, p.k}) > INT32_MAX)
     return ctx.error("matrix dimensions exceed the BLAS 32-bit limit");
   KernelFn fn;
   const void *a = lhs.data, *b = rhs.data;

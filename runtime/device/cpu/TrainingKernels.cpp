@@ -503,27 +503,68 @@ StatusOr<KernelFn> buildCrossEntropyGrad(const KernelContext &ctx) {
 // dropout
 //===----------------------------------------------------------------------===//
 
+/// Where a block of a split tensor lies in the whole one: each element's
+/// counter is its index in the whole tensor (global row-major strides),
+/// from the block's offsets, read when the kernel runs.
+struct DropoutBlock {
+  const int64_t *offsets = nullptr; ///< null: the tensor is whole
+  std::vector<int64_t> shape;       ///< of the block
+  std::vector<int64_t> strides;     ///< of the whole tensor
+};
+
 /// Element i is kept when u_i = (splitmix64(key + i) >> 11) 2^-53 >= ratio,
-/// i.e. when the 53-bit integer is >= ceil(ratio 2^53): `threshold`.
+/// i.e. when the 53-bit integer is >= ceil(ratio 2^53): `threshold`. On a
+/// block, i is the element's index in the whole tensor.
 template <typename S>
 KernelFn makeDropout(const S *x, const int64_t *step, S *y, bool *mask,
                      int64_t n, uint64_t seed, uint64_t threshold,
-                     ComputeT<S> scale) {
+                     ComputeT<S> scale, DropoutBlock block) {
   using C = ComputeT<S>;
   return [=]() -> Status {
     const uint64_t key = streamKey(seed, uint64_t(*step));
-    for (int64_t i = 0; i < n; ++i) {
-      const bool keep = (splitmix64(key + uint64_t(i)) >> 11) >= threshold;
+    auto one = [&](int64_t i, uint64_t counter) {
+      const bool keep = (splitmix64(key + counter) >> 11) >= threshold;
       const C v = Elem<S>::load(x[i]) * scale;
       y[i] = Elem<S>::store(keep ? v : C(0));
       mask[i] = keep;
+    };
+    if (!block.offsets) {
+      for (int64_t i = 0; i < n; ++i)
+        one(i, uint64_t(i));
+      return Status::ok();
+    }
+    // Rows of the block's last dimension are contiguous in the whole
+    // tensor too: one base index per row.
+    const size_t rank = block.shape.size();
+    if (n == 0)
+      return Status::ok();
+    if (rank == 0) {
+      one(0, 0);
+      return Status::ok();
+    }
+    std::vector<int64_t> index(rank, 0);
+    const int64_t row = block.shape[rank - 1];
+    for (int64_t start = 0; start < n; start += row) {
+      int64_t base = 0;
+      for (size_t d = 0; d < rank; ++d)
+        base += (block.offsets[d] + index[d]) * block.strides[d];
+      for (int64_t j = 0; j < row; ++j)
+        one(start + j, uint64_t(base + j));
+      for (int64_t d = int64_t(rank) - 2; d >= 0; --d) {
+        if (++index[d] < block.shape[d])
+          break;
+        index[d] = 0;
+      }
     }
     return Status::ok();
   };
 }
 
 StatusOr<KernelFn> buildDropout(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 2));
+  if (ctx.inputs.size() != 3)
+    DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 2));
+  else
+    DTCC_RETURN_IF_ERROR(expectArity(ctx, 3, 2));
   const TensorView &x = ctx.inputs[0], &y = ctx.outputs[0],
                    &mask = ctx.outputs[1];
   DTCC_RETURN_IF_ERROR(checkContiguous(ctx, x, "input 0"));
@@ -538,6 +579,26 @@ StatusOr<KernelFn> buildDropout(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(int64_t seed, requireInt(ctx, "seed"));
   if (!(ratio >= 0 && ratio < 1))
     return ctx.error("expected ratio in [0, 1), got ", ratio);
+  DropoutBlock block;
+  if (ctx.inputs.size() == 3) {
+    const TensorView &offsets = ctx.inputs[2];
+    const size_t rank = x.shape.size();
+    DTCC_RETURN_IF_ERROR(checkContiguous(ctx, offsets, "input 2 (offsets)"));
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, offsets, DType::kI64, "input 2 (offsets)"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, offsets, {int64_t(rank)}, "input 2 (offsets)"));
+    DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> global,
+                          getIntsAttr(ctx, "global_shape", rank));
+    block.offsets = offsets.as<const int64_t>();
+    block.shape = x.shape;
+    block.strides.assign(rank, 1);
+    for (int64_t d = int64_t(rank) - 1; d >= 0; --d) {
+      if (global[d] < x.shape[d])
+        return ctx.error("expected global_shape[", d, "] of at least ",
+                         x.shape[d], ", got ", global[d]);
+      if (d + 1 < int64_t(rank))
+        block.strides[d] = block.strides[d + 1] * global[d + 1];
+    }
+  }
   // ratio * 2^53 is exact (a power-of-two scaling) and below 2^53.
   const uint64_t threshold = uint64_t(std::ceil(ratio * 0x1.0p53));
   const double scale = 1.0 / (1.0 - ratio);
@@ -546,7 +607,7 @@ StatusOr<KernelFn> buildDropout(const KernelContext &ctx) {
         using S = typename decltype(tag)::type;
         fn = makeDropout<S>(x.as<const S>(), ctx.inputs[1].as<const int64_t>(),
                             y.as<S>(), mask.as<bool>(), x.numel(),
-                            uint64_t(seed), threshold, ComputeT<S>(scale));
+                            uint64_t(seed), threshold, ComputeT<S>(scale), block);
       }))
     return unsupportedDType(ctx, x.dtype, kSetFloats);
   return fn;

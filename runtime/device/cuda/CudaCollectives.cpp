@@ -5,10 +5,15 @@
 // for the compute work issued so far, the collective is enqueued on it, and
 // an event marks its end. Blocking collectives make the compute stream wait
 // for that event; async ones (async = 1) leave it to their `wait`, so the
-// compute between them overlaps the communication. Each end event is
-// watched against the collective timeout (NcclMesh::watch). send/recv are
-// queued and issued before the next other kernel, one NCCL group per
-// direction on that direction's communicator and stream (NcclMesh).
+// compute between them overlaps the communication; their state is the
+// program's (CommContext's async slots), so a function that ends with one
+// unwaited is an error as on the CPU. Each end event is watched against the
+// collective timeout (NcclMesh::watch) and destroyed with its kernel.
+// Blocks that are not contiguous in a buffer are staged in the
+// communication stream's scratch (runtime/exec/CudaScratch.h), reserved
+// with the program. send/recv are queued and issued before the next other
+// kernel, one NCCL group per direction on that direction's communicator and
+// stream (NcclMesh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +21,7 @@
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/exec/CudaScratch.h"
 
 #include <memory>
 
@@ -46,42 +52,65 @@ std::string describe(const KernelContext &ctx, const std::string &what,
                 ctx.location, "\", ", bytes, " bytes)");
 }
 
-/// Per-kernel state: its end event and, for async ones, whether it is in
-/// flight.
+/// A collective's end event, made when it is bound and destroyed with its
+/// kernel, or with the program's CommContext for an asynchronous one (after
+/// the watchdog has stopped following it; the context may outlive the
+/// device, hence the weak reference).
 struct Slot {
   cudaEvent_t done = nullptr;
-  bool started = false;
   std::string description;
+  std::weak_ptr<NcclMesh> mesh;
+  ~Slot() {
+    if (!done)
+      return;
+    if (std::shared_ptr<NcclMesh> m = mesh.lock())
+      m->unwatch(done);
+    cudaEventDestroy(done);
+  }
 };
-std::map<std::pair<CommContext *, int64_t>, std::shared_ptr<Slot>> &asyncSlots() {
-  static std::map<std::pair<CommContext *, int64_t>, std::shared_ptr<Slot>> m;
-  return m;
-}
 
-StatusOr<std::shared_ptr<Slot>> newSlot(std::string description) {
+StatusOr<std::shared_ptr<Slot>> newSlot(CudaDevice &dev,
+                                        std::string description) {
   auto slot = std::make_shared<Slot>();
   DTCC_CUDA_CHECK(cudaEventCreateWithFlags(&slot->done, cudaEventDisableTiming));
   slot->description = std::move(description);
+  slot->mesh = dev.ncclWeak();
   return slot;
+}
+
+/// With async = 1: the program's slot of `handle` (CommContext, one per
+/// loaded program), holding `slot` for the `wait` that finishes it.
+StatusOr<CommContext::AsyncSlot *>
+declareAsync(const KernelContext &ctx, const std::shared_ptr<Slot> &slot) {
+  if (!ctx.attrs.getBool("async")) {
+    if (ctx.attrs.has("handle"))
+      return ctx.error("a 'handle' without 'async = 1'");
+    return nullptr;
+  }
+  StatusOr<int64_t> id = ctx.attrs.getInt("handle");
+  if (!id.isOk())
+    return ctx.error(id.status().message());
+  if (ctx.comm->findAsync(*id))
+    return ctx.error("handle ", *id, " is already used by another collective");
+  CommContext::AsyncSlot *async = &ctx.comm->declareAsync(*id);
+  async->description = slot->description;
+  async->device = slot;
+  return async;
 }
 
 /// Wraps `body` (enqueues on the comm stream) as blocking or async.
 StatusOr<KernelFn> finish(CudaDevice &dev, const KernelContext &ctx,
                           std::string description, bool empty,
                           std::function<Status(cudaStream_t)> body) {
-  DTCC_ASSIGN_OR_RETURN(std::shared_ptr<Slot> slot, newSlot(description));
-  const bool async = ctx.attrs.getBool("async");
-  if (async) {
-    StatusOr<int64_t> id = ctx.attrs.getInt("handle");
-    if (!id.isOk())
-      return ctx.error(id.status().message());
-    auto key = std::make_pair(ctx.comm, *id);
-    if (asyncSlots().count(key))
-      return ctx.error("handle ", *id, " is already used by another collective");
-    asyncSlots()[key] = slot;
-  }
+  DTCC_ASSIGN_OR_RETURN(std::shared_ptr<Slot> slot, newSlot(dev, description));
+  DTCC_ASSIGN_OR_RETURN(CommContext::AsyncSlot * async,
+                        declareAsync(ctx, slot));
   CudaDevice *d = &dev;
-  return KernelFn([d, slot, body, async, empty]() -> Status {
+  std::string prefix = cpu::errorPrefix(ctx);
+  return KernelFn([d, slot, body, async, empty, prefix]() -> Status {
+    if (async && async->deviceStarted)
+      return internalError(prefix, "asynchronous collective started again "
+                                   "before its wait");
     if (!empty) {
       DTCC_RETURN_IF_ERROR(d->commWaitsForCompute());
       DTCC_RETURN_IF_ERROR(body(d->commStream()).withContext(slot->description));
@@ -89,12 +118,21 @@ StatusOr<KernelFn> finish(CudaDevice &dev, const KernelContext &ctx,
     DTCC_CUDA_CHECK(cudaEventRecord(slot->done, d->commStream()));
     d->nccl()->watch(slot->done, slot->description);
     if (async) {
-      slot->started = true;
+      async->deviceStarted = true;
       return Status::ok();
     }
     DTCC_CUDA_CHECK(cudaStreamWaitEvent(d->computeStream(), slot->done, 0));
     return Status::ok();
   });
+}
+
+/// The staging `ctx`'s collective needs (runtime/exec/CudaScratch.h).
+StatusOr<std::vector<ScratchSlot>> staging(const KernelContext &ctx,
+                                           int64_t groupSize) {
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx, groupSize));
+  if (set.empty())
+    return std::vector<ScratchSlot>();
+  return ctx.requestScratch(std::move(set));
 }
 
 Status checkUnary(const KernelContext &ctx) {
@@ -136,15 +174,15 @@ StatusOr<KernelFn> allGather(CudaDevice &dev, const KernelContext &ctx) {
   const int64_t outer = cpu::product(x.shape, 0, dim),
                 inner = cpu::product(x.shape, dim);
   const int64_t esz = dtypeSize(x.dtype);
-  void *tmp = nullptr;
-  if (outer > 1) {
-    DTCC_ASSIGN_OR_RETURN(tmp, dev.allocatePersistent(y.sizeInBytes()));
-  }
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> tmpSlot, staging(ctx, n));
+  if (outer > 1 && x.numel() > 0 && tmpSlot.size() != 1)
+    return ctx.error("no staging buffer for a gather along dim ", dim);
   NcclComm *nc = b.nccl;
   return finish(dev, ctx, describe(ctx, "all_gather", b, y.sizeInBytes()),
                 x.numel() == 0, [=](cudaStream_t s) -> Status {
                   if (outer == 1)
                     return nc->allGather(x.data, y.data, inner, x.dtype, s);
+                  void *tmp = tmpSlot[0].get();
                   DTCC_RETURN_IF_ERROR(
                       nc->allGather(x.data, tmp, outer * inner, x.dtype, s));
                   DTCC_CUDA_CHECK(launchSwapBlocks(y.data, tmp, n, outer,
@@ -169,16 +207,16 @@ StatusOr<KernelFn> reduceScatter(CudaDevice &dev, const KernelContext &ctx) {
   const int64_t outer = cpu::product(y.shape, 0, dim),
                 inner = cpu::product(y.shape, dim);
   const int64_t esz = dtypeSize(x.dtype);
-  void *tmp = nullptr;
-  if (outer > 1) {
-    DTCC_ASSIGN_OR_RETURN(tmp, dev.allocatePersistent(x.sizeInBytes()));
-  }
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> tmpSlot, staging(ctx, n));
+  if (outer > 1 && x.numel() > 0 && tmpSlot.size() != 1)
+    return ctx.error("no staging buffer for a scatter along dim ", dim);
   NcclComm *nc = b.nccl;
   return finish(dev, ctx, describe(ctx, "reduce_scatter", b, x.sizeInBytes()),
                 x.numel() == 0, [=](cudaStream_t s) -> Status {
                   if (outer == 1)
                     return nc->reduceScatter(x.data, y.data, inner, x.dtype,
                                              kind, s);
+                  void *tmp = tmpSlot[0].get();
                   DTCC_CUDA_CHECK(launchSwapBlocks(tmp, x.data, outer, n,
                                                    inner * esz, s));
                   return nc->reduceScatter(tmp, y.data, outer * inner, x.dtype,
@@ -208,24 +246,25 @@ StatusOr<KernelFn> allToAll(CudaDevice &dev, const KernelContext &ctx) {
   const int64_t esz = dtypeSize(x.dtype);
   const int64_t chunkCount = cpu::product(chunk);
   // x is [sendOuter][n][sendInner]; the received chunks are [n][recvOuter]
-  // [recvInner] and y is [recvOuter][n][recvInner]. Staging buffers are
-  // bound with the kernel: the comm stream may still read them when the
-  // next kernel runs.
+  // [recvInner] and y is [recvOuter][n][recvInner]. The staging is the
+  // communication stream's scratch: the next collective there runs after
+  // this one is done with it.
   const int64_t sendOuter = cpu::product(x.shape, 0, split),
                 sendInner = cpu::product(chunk, split);
   const int64_t recvOuter = cpu::product(chunk, 0, concat),
                 recvInner = cpu::product(chunk, concat);
-  void *sendTmp = nullptr, *recvTmp = nullptr;
-  if (sendOuter > 1 && x.numel() > 0) {
-    DTCC_ASSIGN_OR_RETURN(sendTmp, dev.allocatePersistent(x.sizeInBytes()));
-  }
-  if (recvOuter > 1 && x.numel() > 0) {
-    DTCC_ASSIGN_OR_RETURN(recvTmp, dev.allocatePersistent(x.sizeInBytes()));
-  }
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> tmp, staging(ctx, n));
+  const bool stageSend = sendOuter > 1 && x.numel() > 0,
+             stageRecv = recvOuter > 1 && x.numel() > 0;
+  if (tmp.size() != size_t(stageSend) + size_t(stageRecv))
+    return ctx.error("expected ", int(stageSend) + int(stageRecv),
+                     " staging buffers, got ", tmp.size());
   NcclComm *nc = b.nccl;
   return finish(
       dev, ctx, describe(ctx, "all_to_all", b, x.sizeInBytes()),
       x.numel() == 0, [=](cudaStream_t s) -> Status {
+        void *sendTmp = stageSend ? tmp[0].get() : nullptr;
+        void *recvTmp = stageRecv ? tmp[stageSend ? 1 : 0].get() : nullptr;
         const void *send = x.data;
         if (sendTmp) {
           DTCC_CUDA_CHECK(
@@ -296,6 +335,10 @@ StatusOr<KernelFn> broadcast(CudaDevice &dev, const KernelContext &ctx) {
                 });
 }
 
+/// send / recv. NCCL matches the messages between two ranks in the order
+/// they are posted, not by tag: Executable checks at load time that every
+/// receive comes in the order of its peer's sends (runtime/exec/
+/// P2POrder.h), so the tag only names the message here.
 template <bool Send>
 StatusOr<KernelFn> pointToPoint(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(expectArity(ctx, Send ? 1 : 0, Send ? 0 : 1));
@@ -303,8 +346,11 @@ StatusOr<KernelFn> pointToPoint(CudaDevice &dev, const KernelContext &ctx) {
   const TensorView v = Send ? ctx.inputs[0] : ctx.outputs[0];
   DTCC_ASSIGN_OR_RETURN(Bound b, bind(dev, ctx));
   StatusOr<int64_t> offset = ctx.attrs.getInt("offset");
+  StatusOr<int64_t> tag = ctx.attrs.getInt("tag");
   if (!offset.isOk() || *offset == 0)
     return ctx.error("expected a non-zero offset");
+  if (!tag.isOk() || *tag < 0)
+    return ctx.error("expected a non-negative tag");
   const int64_t peer = b.comm->rank() + *offset;
   if (peer < 0 || peer >= b.comm->size())
     return ctx.error("offset ", *offset, " from coordinate ", b.comm->rank(),
@@ -312,15 +358,12 @@ StatusOr<KernelFn> pointToPoint(CudaDevice &dev, const KernelContext &ctx) {
                      b.comm->size());
   DTCC_ASSIGN_OR_RETURN(
       std::shared_ptr<Slot> slot,
-      newSlot(describe(ctx, strCat(Send ? "send(to " : "recv(from ", peer, ")"),
-                       b, v.sizeInBytes())));
-  const bool async = ctx.attrs.getBool("async");
-  if (async) {
-    StatusOr<int64_t> id = ctx.attrs.getInt("handle");
-    if (!id.isOk())
-      return ctx.error(id.status().message());
-    asyncSlots()[std::make_pair(ctx.comm, *id)] = slot;
-  }
+      newSlot(dev, describe(ctx,
+                            strCat(Send ? "send(to " : "recv(from ", peer,
+                                   ", tag ", *tag, ")"),
+                            b, v.sizeInBytes())));
+  DTCC_ASSIGN_OR_RETURN(CommContext::AsyncSlot * async,
+                        declareAsync(ctx, slot));
   const bool up = NcclMesh::goesUp(Send, b.comm->rank(), int(peer));
   NcclComm *nc = dev.nccl()->findP2P(b.comm, up);
   if (!nc)
@@ -328,10 +371,15 @@ StatusOr<KernelFn> pointToPoint(CudaDevice &dev, const KernelContext &ctx) {
                      b.name, "' (send and recv take one mesh axis)");
   CudaDevice *d = &dev;
   const int p = int(peer);
+  std::string prefix = cpu::errorPrefix(ctx);
   return KernelFn([=]() -> Status {
+    if (async && async->deviceStarted)
+      return internalError(prefix, "asynchronous ", Send ? "send" : "recv",
+                           " started again before its wait");
     d->queueP2P({Send, up, nc, v.data, v.sizeInBytes(), p, slot->done,
                  !async, slot->description});
-    slot->started = async;
+    if (async)
+      async->deviceStarted = true;
     return Status::ok();
   });
 }
@@ -340,20 +388,20 @@ StatusOr<KernelFn> wait(CudaDevice &dev, const KernelContext &ctx) {
   StatusOr<int64_t> id = ctx.attrs.getInt("handle");
   if (!ctx.comm || !id.isOk())
     return ctx.error("needs a mesh and a handle");
-  auto it = asyncSlots().find(std::make_pair(ctx.comm, *id));
-  if (it == asyncSlots().end())
+  CommContext::AsyncSlot *async = ctx.comm->findAsync(*id);
+  if (!async || !async->device)
     return ctx.error("no collective with async = 1, handle = ", *id,
                      " starts before this wait");
-  std::shared_ptr<Slot> slot = it->second;
+  std::shared_ptr<Slot> slot = std::static_pointer_cast<Slot>(async->device);
   CudaDevice *d = &dev;
   std::string prefix = cpu::errorPrefix(ctx);
   const int64_t h = *id;
   return KernelFn([=]() -> Status {
     DTCC_RETURN_IF_ERROR(d->flushP2P());
-    if (!slot->started)
+    if (!async->deviceStarted)
       return internalError(prefix, "asynchronous collective ", h,
                            " was not started, or was waited already");
-    slot->started = false;
+    async->deviceStarted = false;
     DTCC_CUDA_CHECK(cudaStreamWaitEvent(d->computeStream(), slot->done, 0));
     return Status::ok();
   });

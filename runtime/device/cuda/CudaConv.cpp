@@ -3,8 +3,10 @@
 // Each factory checks its instruction with the CPU kernels' geometry
 // (ConvGeometry), makes cuDNN's descriptors, picks an algorithm with
 // cuDNN's heuristics (the fastest deterministic one whose workspace fits
-// kMaxCudnnWorkspaceBytes), and reserves the workspace and any padded copy
-// of the input; the closure then only launches on the compute stream. The
+// kCudaConvWorkspaceBytes), and requests its compute scratch as
+// runtime/exec/CudaScratch.h says (the capped workspace, and the padded
+// copy of an asymmetric window's input); the closure then only launches on
+// the compute stream, into scratch reserved before the first run. The
 // device's cuDNN handle is made at the first bind.
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +17,7 @@
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/CudaLaunch.h"
+#include "runtime/exec/CudaScratch.h"
 
 #include <cstdlib>
 #include <memory>
@@ -40,16 +43,6 @@ Status cudnnError(cudnnStatus_t s, const char *call, const char *file,
     if (_dtcc_s != CUDNN_STATUS_SUCCESS)                                       \
       return cudnnError(_dtcc_s, #call, __FILE__, __LINE__);                   \
   } while (0)
-
-/// Device memory a convolution kernel keeps from binding on: cuDNN's
-/// workspace and the padded copies of asymmetric windows. Every device
-/// allocation of this file goes through here, so that the device's counted
-/// scratch reservation can replace it in one place. Null for no bytes.
-StatusOr<void *> reserveConvScratch(CudaDevice &dev, int64_t bytes) {
-  if (bytes <= 0)
-    return static_cast<void *>(nullptr);
-  return dev.allocatePersistent(bytes);
-}
 
 /// The device's cuDNN handle, on its compute stream; made at the first bind.
 struct CudnnHandle {
@@ -113,65 +106,89 @@ Status describe(Descriptors &d, const CudnnConvPlan &p,
   return Status::ok();
 }
 
-/// The first (fastest) deterministic result that succeeded within the
-/// workspace limit and the allowed math, else the first such result of any
-/// determinism; -1 when none.
-template <typename Perf>
-int pickAlgorithm(const Perf *perf, int count, const CudnnConvTypes &t) {
-  int fallback = -1;
-  for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS ||
-        perf[i].memory > size_t(kMaxCudnnWorkspaceBytes))
-      continue;
-    // f32 without TF32 passes over algorithms that need tensor cores.
-    if (t.math == CUDNN_FMA_MATH &&
-        (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
-         perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-      continue;
-    if (perf[i].determinism == CUDNN_DETERMINISTIC)
-      return i;
-    if (fallback < 0)
-      fallback = i;
-  }
-  return fallback;
-}
-
 Status useMath(Descriptors &d, const CudnnConvTypes &t, cudnnMathType_t m) {
   if (t.math != CUDNN_FMA_MATH)
     DTCC_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, m));
   return Status::ok();
 }
 
-/// The algorithm of `kind` and its workspace size, with the descriptor's
-/// math mode set to the algorithm's (kept at FMA for f32 without TF32).
+/// cuDNN's workspace of algorithm `algo` of `kind` on the descriptors as
+/// they are (math mode included).
+Status workspaceOf(cudnnHandle_t h, const Descriptors &d, ConvKind kind,
+                   int algo, size_t *bytes) {
+  switch (kind) {
+  case ConvKind::kForward:
+    DTCC_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        h, d.input, d.filter, d.conv, d.output, cudnnConvolutionFwdAlgo_t(algo),
+        bytes));
+    break;
+  case ConvKind::kInputGrad:
+    DTCC_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, d.filter, d.output, d.conv, d.input,
+        cudnnConvolutionBwdDataAlgo_t(algo), bytes));
+    break;
+  case ConvKind::kFilterGrad:
+    DTCC_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, d.input, d.output, d.conv, d.filter,
+        cudnnConvolutionBwdFilterAlgo_t(algo), bytes));
+    break;
+  }
+  return Status::ok();
+}
+
+/// The algorithm of a convolution and its workspace.
 struct Algorithm {
   int algo = 0;
   size_t workspace = 0;
 };
+
+/// Among cuDNN's heuristic results (fastest first): the first that
+/// succeeded, keeps to the allowed math (f32 without TF32 passes over
+/// tensor-core algorithms), is deterministic and whose workspace, as cuDNN
+/// sizes it for these descriptors, fits kCudaConvWorkspaceBytes; failing
+/// that, the first such of any determinism (the list has every algorithm
+/// cuDNN supports here, those that need no workspace included). The
+/// descriptor's math mode is left at the chosen algorithm's. -1 when none
+/// fits.
+template <typename Perf>
+StatusOr<Algorithm> pickAlgorithm(cudnnHandle_t h, Descriptors &d,
+                                  ConvKind kind, const Perf *perf, int count,
+                                  const CudnnConvTypes &t) {
+  for (bool deterministic : {true, false})
+    for (int i = 0; i < count; ++i) {
+      const Perf &p = perf[i];
+      if (p.status != CUDNN_STATUS_SUCCESS ||
+          p.memory > size_t(kCudaConvWorkspaceBytes))
+        continue;
+      if (t.math == CUDNN_FMA_MATH &&
+          (p.mathType == CUDNN_TENSOR_OP_MATH ||
+           p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+        continue;
+      if (deterministic && p.determinism != CUDNN_DETERMINISTIC)
+        continue;
+      DTCC_RETURN_IF_ERROR(useMath(d, t, p.mathType));
+      Algorithm a;
+      a.algo = int(p.algo);
+      DTCC_RETURN_IF_ERROR(workspaceOf(h, d, kind, a.algo, &a.workspace));
+      if (a.workspace <= size_t(kCudaConvWorkspaceBytes))
+        return a;
+    }
+  return Algorithm{-1, 0};
+}
+
+/// The algorithm of `kind` (pickAlgorithm over cuDNN's heuristics).
 StatusOr<Algorithm> chooseAlgorithm(cudnnHandle_t h, Descriptors &d,
                                     ConvKind kind, const CudnnConvTypes &t,
                                     const KernelContext &ctx) {
-  Algorithm a;
   int found = 0;
-  auto none = [&]() {
-    return unimplemented(cpu::errorPrefix(ctx),
-                         "cuDNN offers no algorithm for this convolution "
-                         "within a workspace of ",
-                         kMaxCudnnWorkspaceBytes >> 20, " MiB");
-  };
+  Algorithm a;
   switch (kind) {
   case ConvKind::kForward: {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     DTCC_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
         h, d.input, d.filter, d.conv, d.output,
         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
-    int i = pickAlgorithm(perf, found, t);
-    if (i < 0)
-      return none();
-    DTCC_RETURN_IF_ERROR(useMath(d, t, perf[i].mathType));
-    a.algo = perf[i].algo;
-    DTCC_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-        h, d.input, d.filter, d.conv, d.output, perf[i].algo, &a.workspace));
+    DTCC_ASSIGN_OR_RETURN(a, pickAlgorithm(h, d, kind, perf, found, t));
     break;
   }
   case ConvKind::kInputGrad: {
@@ -180,13 +197,7 @@ StatusOr<Algorithm> chooseAlgorithm(cudnnHandle_t h, Descriptors &d,
     DTCC_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, d.filter, d.output, d.conv, d.input,
         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
-    int i = pickAlgorithm(perf, found, t);
-    if (i < 0)
-      return none();
-    DTCC_RETURN_IF_ERROR(useMath(d, t, perf[i].mathType));
-    a.algo = perf[i].algo;
-    DTCC_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-        h, d.filter, d.output, d.conv, d.input, perf[i].algo, &a.workspace));
+    DTCC_ASSIGN_OR_RETURN(a, pickAlgorithm(h, d, kind, perf, found, t));
     break;
   }
   case ConvKind::kFilterGrad: {
@@ -195,16 +206,16 @@ StatusOr<Algorithm> chooseAlgorithm(cudnnHandle_t h, Descriptors &d,
     DTCC_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, d.input, d.output, d.conv, d.filter,
         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
-    int i = pickAlgorithm(perf, found, t);
-    if (i < 0)
-      return none();
-    DTCC_RETURN_IF_ERROR(useMath(d, t, perf[i].mathType));
-    a.algo = perf[i].algo;
-    DTCC_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        h, d.input, d.output, d.conv, d.filter, perf[i].algo, &a.workspace));
+    DTCC_ASSIGN_OR_RETURN(a, pickAlgorithm(h, d, kind, perf, found, t));
     break;
   }
   }
+  if (a.algo < 0)
+    return unimplemented(cpu::errorPrefix(ctx),
+                         "cuDNN offers no algorithm for this convolution "
+                         "within a workspace of ",
+                         kCudaConvWorkspaceBytes >> 20,
+                         " MiB (runtime/exec/CudaScratch.h)");
   return a;
 }
 
@@ -251,6 +262,13 @@ StatusOr<KernelFn> buildConv(CudaDevice &dev,
   if (!types.isOk())
     return unimplemented(cpu::errorPrefix(ctx), types.status().message());
   const CudnnConvTypes t = types.value();
+  // The capped workspace and the padded copy (CudaScratch.h); nothing for
+  // the empty convolutions below.
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  std::vector<ScratchSlot> slots;
+  if (!set.empty()) {
+    DTCC_ASSIGN_OR_RETURN(slots, ctx.requestScratch(set));
+  }
   cudaStream_t stream = dev.computeStream();
   void *out = ctx.outputs[0].data;
   const int64_t outBytes = ctx.outputs[0].sizeInBytes();
@@ -266,18 +284,24 @@ StatusOr<KernelFn> buildConv(CudaDevice &dev,
   if (!planned.isOk())
     return ctx.error(planned.status().message());
   const CudnnConvPlan plan = planned.value();
+  const int elemSize = int(dtypeSize(dtype));
+  const int64_t paddedBytes =
+      plan.explicitPad ? plan.inputElements() * elemSize : 0;
+  if (slots.size() != (plan.explicitPad ? 2u : 1u) ||
+      set[0].bytes != kCudaConvWorkspaceBytes ||
+      (plan.explicitPad && set[1].bytes != paddedBytes))
+    return internalError(cpu::errorPrefix(ctx),
+                         "runtime/exec/CudaScratch.h and the convolution's "
+                         "plan disagree on its scratch");
   DTCC_RETURN_IF_ERROR(handle->ensure(dev));
   auto desc = std::make_shared<Descriptors>();
   DTCC_RETURN_IF_ERROR(describe(*desc, plan, t).withContext(
       cpu::errorPrefix(ctx) + "describing the convolution"));
   DTCC_ASSIGN_OR_RETURN(Algorithm algo,
                         chooseAlgorithm(handle->handle, *desc, kind, t, ctx));
-  DTCC_ASSIGN_OR_RETURN(void *workspace,
-                        reserveConvScratch(dev, int64_t(algo.workspace)));
 
   // The buffers in the convolution's roles: input (x, or dx written),
   // filter (w, or dw written), output (y written, or dy).
-  const int elemSize = int(dtypeSize(dtype));
   void *input = kind == ConvKind::kInputGrad ? out : ctx.inputs[0].data;
   const void *filter = kind == ConvKind::kFilterGrad ? nullptr
                                                      : ctx.inputs[1].data;
@@ -286,31 +310,21 @@ StatusOr<KernelFn> buildConv(CudaDevice &dev,
                    : kind == ConvKind::kFilterGrad ? ctx.inputs[1].data
                                                    : nullptr;
   void *y = kind == ConvKind::kForward ? out : nullptr;
-  // An asymmetric window convolves a zero-padded copy of the input: the
-  // input is copied into its interior before (conv, conv_filter_grad), or
-  // the input gradient read out of it after (conv_input_grad). Its border
-  // stays zero from here on, as steps write only the interior (the input
-  // gradient's cuDNN writes the whole buffer, but only its interior is read).
-  void *copyTo = nullptr;
-  const void *copyFrom = nullptr;
+  // An asymmetric window convolves a zero-padded copy of the input, in
+  // compute scratch that other kernels use between runs: zeroed and the
+  // input copied into its interior before each run (conv,
+  // conv_filter_grad), or the input gradient read out of its interior after
+  // (conv_input_grad: cuDNN writes all of it).
   Layout copy;
+  int64_t interiorOffset = 0;
   if (plan.explicitPad) {
-    const int64_t bytes = plan.inputElements() * elemSize;
-    DTCC_ASSIGN_OR_RETURN(void *padded, reserveConvScratch(dev, bytes));
-    DTCC_CUDA_CHECK(cudaMemsetAsync(padded, 0, size_t(bytes), stream));
-    int64_t offset = 0;
-    DTCC_ASSIGN_OR_RETURN(
-        copy, interiorLayout(ctx, plan, kind != ConvKind::kInputGrad, offset));
-    void *interior = static_cast<char *>(padded) + offset * elemSize;
-    if (kind == ConvKind::kInputGrad) {
-      copyTo = input;
-      copyFrom = interior;
-    } else {
-      copyTo = interior;
-      copyFrom = input;
-    }
-    input = padded;
+    DTCC_ASSIGN_OR_RETURN(copy, interiorLayout(ctx, plan,
+                                               kind != ConvKind::kInputGrad,
+                                               interiorOffset));
   }
+  const bool explicitPad = plan.explicitPad;
+  const ScratchSlot workspaceSlot = slots[0];
+  const ScratchSlot paddedSlot = explicitPad ? slots[1] : ScratchSlot();
   const int cudnnAlgo = algo.algo;
   const size_t wsBytes = algo.workspace;
   const bool isDouble = t.doubleScale;
@@ -321,38 +335,50 @@ StatusOr<KernelFn> buildConv(CudaDevice &dev,
     const double oneD = 1.0, zeroD = 0.0;
     const void *alpha = isDouble ? static_cast<const void *>(&oneD) : &oneF;
     const void *beta = isDouble ? static_cast<const void *>(&zeroD) : &zeroF;
-    auto launchCopyOrFail = [&]() -> Status {
-      cudaError_t err = launchCopy(elemSize, copy, copyTo, copyFrom, stream);
+    void *workspace = wsBytes > 0 ? workspaceSlot.get() : nullptr;
+    char *padded = paddedSlot.as<char>();
+    if ((wsBytes > 0 && !workspace) || (explicitPad && !padded))
+      return internalError(prefix, "the convolution's scratch was never "
+                                   "reserved");
+    void *x = explicitPad ? static_cast<void *>(padded) : input;
+    char *interior = explicitPad ? padded + interiorOffset * elemSize : nullptr;
+    auto launchCopyOrFail = [&](void *to, const void *from) -> Status {
+      cudaError_t err = launchCopy(elemSize, copy, to, from, stream);
       if (err != cudaSuccess)
         return internalError(prefix, "padded copy failed: ",
                              cudaGetErrorString(err));
       return Status::ok();
     };
+    auto fillPadded = [&]() -> Status {
+      DTCC_CUDA_CHECK(
+          cudaMemsetAsync(padded, 0, size_t(paddedBytes), stream));
+      return launchCopyOrFail(interior, input);
+    };
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     switch (kind) {
     case ConvKind::kForward:
-      if (copyTo)
-        DTCC_RETURN_IF_ERROR(launchCopyOrFail());
+      if (explicitPad)
+        DTCC_RETURN_IF_ERROR(fillPadded());
       s = cudnnConvolutionForward(
-          h->handle, alpha, desc->input, input, desc->filter, filter,
-          desc->conv, cudnnConvolutionFwdAlgo_t(cudnnAlgo), workspace, wsBytes,
-          beta, desc->output, y);
+          h->handle, alpha, desc->input, x, desc->filter, filter, desc->conv,
+          cudnnConvolutionFwdAlgo_t(cudnnAlgo), workspace, wsBytes, beta,
+          desc->output, y);
       break;
     case ConvKind::kInputGrad:
       s = cudnnConvolutionBackwardData(
           h->handle, alpha, desc->filter, filter, desc->output, dy,
           desc->conv, cudnnConvolutionBwdDataAlgo_t(cudnnAlgo), workspace,
-          wsBytes, beta, desc->input, input);
-      if (s == CUDNN_STATUS_SUCCESS && copyTo)
-        DTCC_RETURN_IF_ERROR(launchCopyOrFail());
+          wsBytes, beta, desc->input, x);
+      if (s == CUDNN_STATUS_SUCCESS && explicitPad)
+        DTCC_RETURN_IF_ERROR(launchCopyOrFail(input, interior));
       break;
     case ConvKind::kFilterGrad:
-      if (copyTo)
-        DTCC_RETURN_IF_ERROR(launchCopyOrFail());
+      if (explicitPad)
+        DTCC_RETURN_IF_ERROR(fillPadded());
       s = cudnnConvolutionBackwardFilter(
-          h->handle, alpha, desc->input, input, desc->output, dy,
-          desc->conv, cudnnConvolutionBwdFilterAlgo_t(cudnnAlgo), workspace,
-          wsBytes, beta, desc->filter, dfilter);
+          h->handle, alpha, desc->input, x, desc->output, dy, desc->conv,
+          cudnnConvolutionBwdFilterAlgo_t(cudnnAlgo), workspace, wsBytes,
+          beta, desc->filter, dfilter);
       break;
     }
     if (s != CUDNN_STATUS_SUCCESS)

@@ -4,9 +4,11 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/device/cuda/CudaCheck.h"
+#include "runtime/device/cuda/DeviceChoice.h"
 #include "runtime/device/cuda/LaunchConfig.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace dtcc::runtime {
 namespace cuda {
@@ -39,7 +41,8 @@ Status ncclStatus(ncclResult_t err, ncclComm_t comm, const char *call,
                        ") in ", call, " at ", file, ":", line));
 }
 
-StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank) {
+StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
+                                                         int localRanks) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
@@ -54,15 +57,14 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank) {
                        "it on a machine with an NVIDIA GPU, or compile it "
                        "with --target cpu)");
   }
-  if (localRank < 0 || localRank >= count)
-    return unavailable("LOCAL_RANK ", localRank, " has no GPU: this node has ",
-                       count, " CUDA device", count == 1 ? "" : "s",
-                       " (start at most ", count, " ranks per node)");
+  DTCC_ASSIGN_OR_RETURN(
+      int ordinal, chooseCudaDevice(count, localRank, localRanks,
+                                    std::getenv("CUDA_VISIBLE_DEVICES")));
   std::unique_ptr<CudaDevice> d(new CudaDevice());
-  d->ordinal_ = localRank;
-  DTCC_CUDA_CHECK(cudaSetDevice(localRank));
-  DTCC_CUDA_CHECK(cudaGetDeviceProperties(&d->props_, localRank));
-  d->name_ = strCat("cuda:", localRank, " (", d->props_.name, ", sm_",
+  d->ordinal_ = ordinal;
+  DTCC_CUDA_CHECK(cudaSetDevice(ordinal));
+  DTCC_CUDA_CHECK(cudaGetDeviceProperties(&d->props_, ordinal));
+  d->name_ = strCat("cuda:", ordinal, " (", d->props_.name, ", sm_",
                     d->props_.major, d->props_.minor, ")");
   setLaunchSmCount(d->props_.multiProcessorCount);
   DTCC_CUDA_CHECK(cudaStreamCreateWithFlags(&d->compute_, cudaStreamNonBlocking));
@@ -75,10 +77,13 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank) {
       cudaEventCreateWithFlags(&d->computeDone_, cudaEventDisableTiming));
   DTCC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&d->error_),
                              sizeof(DeviceError)));
-  DTCC_CUDA_CHECK(cudaMemset(d->error_, 0, sizeof(DeviceError)));
+  // On the compute stream, which the kernels that write it use: a plain
+  // cudaMemset goes to the legacy stream, unordered with non-blocking ones.
+  DTCC_CUDA_CHECK(
+      cudaMemsetAsync(d->error_, 0, sizeof(DeviceError), d->compute_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(d->compute_));
   d->sites_.push_back(""); // site 0: no error
   DTCC_CUBLAS_CHECK(cublasLtCreate(&d->lt_));
-  DTCC_CUDA_CHECK(cudaMalloc(&d->ltWorkspace_, kCublasWorkspaceBytes));
   registerCudaKernels(d->registry_, *d);
   registerCudaMatmulKernels(d->registry_, *d);
   registerCudaCollectiveKernels(d->registry_, *d);
@@ -116,14 +121,10 @@ CudaDevice::~CudaDevice() {
     if (s)
       cudaStreamSynchronize(s);
   nccl_.reset();
-  for (void *p : persistent_)
-    cudaFree(p);
   for (auto &[base, _] : slabs_)
     cudaFree(base);
   if (lt_)
     cublasLtDestroy(lt_);
-  if (ltWorkspace_)
-    cudaFree(ltWorkspace_);
   if (error_)
     cudaFree(error_);
   if (computeDone_)
@@ -177,13 +178,6 @@ void CudaDevice::deallocate(void *ptr) {
     for (auto i = slabOf_.begin(); i != slabOf_.end();)
       i = i->second == base ? slabOf_.erase(i) : std::next(i);
   }
-}
-
-StatusOr<void *> CudaDevice::allocatePersistent(int64_t bytes) {
-  void *p = nullptr;
-  DTCC_CUDA_CHECK(cudaMalloc(&p, size_t(std::max<int64_t>(bytes, 1))));
-  persistent_.push_back(p);
-  return p;
 }
 
 Status CudaDevice::copyHostToDevice(void *dst, const void *src, int64_t bytes) {
@@ -271,11 +265,17 @@ Status CudaDevice::synchronize() {
   DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pUp_));
   DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pDown_));
   DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  // Read and cleared on the compute stream: the legacy default stream is
+  // not ordered with the non-blocking ones, so a clear there could land
+  // after the next kernel's error, or before this read.
   DeviceError e;
-  DTCC_CUDA_CHECK(cudaMemcpy(&e, error_, sizeof(e), cudaMemcpyDeviceToHost));
+  DTCC_CUDA_CHECK(cudaMemcpyAsync(&e, error_, sizeof(e),
+                                  cudaMemcpyDeviceToHost, compute_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
   if (e.site == 0)
     return Status::ok();
-  DTCC_CUDA_CHECK(cudaMemset(error_, 0, sizeof(DeviceError)));
+  DTCC_CUDA_CHECK(cudaMemsetAsync(error_, 0, sizeof(DeviceError), compute_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
   const std::string where =
       e.site > 0 && size_t(e.site) < sites_.size() ? sites_[e.site] : "kernel";
   switch (e.kind) {
@@ -291,6 +291,9 @@ Status CudaDevice::synchronize() {
     return invalidArgument(where, ": expected step >= 1 (the 1-based update "
                                   "count), got ",
                            e.value);
+  case kDivisionByZero:
+    // As the CPU backend: "div at 'node': integer division by zero".
+    return invalidArgument(where, ": integer division by zero");
   default:
     return internalError(where, ": device error kind ", e.kind);
   }
@@ -299,16 +302,19 @@ Status CudaDevice::synchronize() {
 Status CudaDevice::attachMesh(const MeshComms &mesh, World &world,
                               double timeoutSeconds) {
   DTCC_CUDA_CHECK(cudaSetDevice(ordinal_));
-  DTCC_ASSIGN_OR_RETURN(nccl_, NcclMesh::create(mesh, world));
+  DTCC_ASSIGN_OR_RETURN(std::unique_ptr<NcclMesh> nccl,
+                        NcclMesh::create(mesh, world, ordinal_));
+  nccl_ = std::move(nccl);
   nccl_->setTimeout(timeoutSeconds);
   return Status::ok();
 }
 
 } // namespace cuda
 
-StatusOr<std::unique_ptr<Device>> createCudaDevice(int localRank) {
+StatusOr<std::unique_ptr<Device>> createCudaDevice(int localRank,
+                                                   int localRanks) {
   DTCC_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaDevice> d,
-                        cuda::CudaDevice::create(localRank));
+                        cuda::CudaDevice::create(localRank, localRanks));
   return std::unique_ptr<Device>(std::move(d));
 }
 

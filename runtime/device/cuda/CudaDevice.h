@@ -1,11 +1,14 @@
 //===- CudaDevice.h - an NVIDIA GPU as a runtime device ---------*- C++ -*-===//
 //
-// One rank drives one GPU (LOCAL_RANK picks it). The device owns a compute
-// stream, a communication stream for collectives and two for sends and
-// receives (one per direction; events order them all), the arenas of the
-// static memory plan carved from one allocation, a cuBLASLt handle and
-// workspace, the NCCL communicators of the mesh, and the kernel registry
-// (CudaKernels.cpp, CudaMatmul.cpp, CudaCollectives.cpp).
+// One rank drives one GPU (chooseCudaDevice picks it among the visible
+// ones). The device owns a compute stream, a communication stream for
+// collectives and two for sends and receives (one per direction; events
+// order them all), the arenas of the static memory plan carved from one
+// allocation, a cuBLASLt handle, the NCCL communicators of the mesh, and the
+// kernel registry (CudaKernels.cpp, CudaMatmul.cpp, CudaCollectives.cpp).
+// Kernels' scratch (cuBLASLt's workspace, collective staging, ...) is
+// reserved per program when it is bound (runtime/exec/Scratch.h): nothing
+// is allocated while a program runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,10 +40,12 @@ struct AdamwGroup;
 
 class CudaDevice final : public Device {
 public:
-  /// The GPU `localRank` of this node. Without a usable GPU: unavailable,
-  /// "no CUDA device: cudaGetDeviceCount returned ...; this program was
-  /// compiled for --target cuda".
-  static StatusOr<std::unique_ptr<CudaDevice>> create(int localRank);
+  /// The GPU of local rank `localRank` of `localRanks` on this node (0:
+  /// unknown), among the visible ones (chooseCudaDevice). Without a usable
+  /// GPU: unavailable, "no CUDA device: cudaGetDeviceCount returned ...;
+  /// this program was compiled for --target cuda".
+  static StatusOr<std::unique_ptr<CudaDevice>> create(int localRank,
+                                                      int localRanks = 0);
   ~CudaDevice() override;
 
   std::string name() const override { return name_; }
@@ -52,8 +57,10 @@ public:
   Status copyHostToDevice(void *dst, const void *src, int64_t bytes) override;
   Status copyDeviceToHost(void *dst, const void *src, int64_t bytes) override;
   Status fillZero(void *dst, int64_t bytes) override;
-  /// Flushes grouped send/recv, waits for both streams, and reports the
-  /// first data-dependent kernel error (DeviceError) with its instruction.
+  /// Flushes grouped send/recv, waits for every stream, and reports the
+  /// first data-dependent kernel error (DeviceError) with its instruction;
+  /// the error slot is read and cleared on the compute stream, in order
+  /// with the kernels that write it.
   Status synchronize() override;
   const KernelRegistry &kernels() const override { return registry_; }
   /// Ends the adamw group being bound: fusion stays inside a function.
@@ -68,20 +75,17 @@ public:
   /// Numbers an instruction for DeviceError ("gather at 'node'").
   int32_t registerSite(std::string description);
   cublasLtHandle_t cublasLt() const { return lt_; }
-  void *cublasWorkspace() const { return ltWorkspace_; }
-  size_t cublasWorkspaceBytes() const { return kCublasWorkspaceBytes; }
   int ordinal() const { return ordinal_; }
   const cudaDeviceProp &properties() const { return props_; }
-
-  /// Device memory owned by the device until it is destroyed (kernel
-  /// scratch, bound at load time).
-  StatusOr<void *> allocatePersistent(int64_t bytes);
 
   /// Creates one NCCL communicator per communicator of `mesh` (the unique
   /// id shared over `world`'s bootstrap, ncclCommSplit per axis) and the
   /// watchdog that aborts them on the collective timeout.
   Status attachMesh(const MeshComms &mesh, World &world, double timeoutSeconds);
   NcclMesh *nccl() const { return nccl_.get(); }
+  /// The same, for state that may outlive the device (a program's
+  /// asynchronous collectives, kept by its CommContext).
+  std::weak_ptr<NcclMesh> ncclWeak() const { return nccl_; }
 
   /// Point-to-point operations queued by send/recv kernels, issued by the
   /// next non-p2p kernel or synchronize as one ncclGroupStart/End per
@@ -112,7 +116,6 @@ public:
 
 private:
   CudaDevice() = default;
-  static constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 
   std::string name_;
   int ordinal_ = 0;
@@ -123,13 +126,11 @@ private:
   DeviceError *error_ = nullptr;
   std::vector<std::string> sites_;
   cublasLtHandle_t lt_ = nullptr;
-  void *ltWorkspace_ = nullptr;
   /// Carved allocations: base -> pointers handed out not yet deallocated.
   std::map<void *, int> slabs_;
   std::map<void *, void *> slabOf_;
-  std::vector<void *> persistent_;
   std::vector<P2POp> pendingP2P_;
-  std::unique_ptr<NcclMesh> nccl_;
+  std::shared_ptr<NcclMesh> nccl_;
   std::shared_ptr<AdamwGroup> openAdamw_;
   KernelRegistry registry_;
 };
@@ -142,15 +143,16 @@ void registerCudaCollectiveKernels(KernelRegistry &registry,
 /// resize, pad_grad, gather_nd, scatter_nd, scatter_elements, top_k
 /// (CudaTensorOps.cpp).
 void registerCudaTensorOpKernels(KernelRegistry &registry, CudaDevice &device);
-/// The pad kernel of modes edge, reflect and wrap (CudaTensorOps.cpp).
+/// The pad kernel of modes edge, reflect and wrap, as the instruction's
+/// `mode` attribute says (CudaTensorOps.cpp).
 StatusOr<KernelFn> buildCudaModePad(CudaDevice &device,
-                                    const KernelContext &ctx,
-                                    const std::string &mode);
+                                    const KernelContext &ctx);
 
 } // namespace cuda
 
-/// The GPU `localRank`, as a Device; see CudaDevice::create.
-StatusOr<std::unique_ptr<Device>> createCudaDevice(int localRank);
+/// The GPU of `localRank`, as a Device; see CudaDevice::create.
+StatusOr<std::unique_ptr<Device>> createCudaDevice(int localRank,
+                                                   int localRanks = 0);
 
 } // namespace dtcc::runtime
 

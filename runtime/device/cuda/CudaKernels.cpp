@@ -16,8 +16,20 @@
 #include "runtime/device/cuda/CudaConv.h"
 #endif
 #include "runtime/device/cuda/NormPoolLaunch.h"
+#include "runtime/exec/CudaScratch.h"
 
 #include <cmath>
+
+namespace dtcc::runtime::cuda {
+// The scratch sizes runtime/exec/CudaScratch.h computes without CUDA.
+static_assert(sizeof(AdamwTensor) == kCudaAdamwEntryBytes &&
+                  alignof(AdamwTensor) <= kCudaAdamwEntryAlignment,
+              "CudaScratch.h sizes the AdamW table's entries");
+static_assert(kScatterTileThreads == CudaScatterAddPlan::kTileThreads &&
+                  kScatterItemsPerThread == CudaScatterAddPlan::kItemsPerThread &&
+                  kScatterRadix == CudaScatterAddPlan::kRadix,
+              "CudaScratch.h lays out the scatter_add sort");
+} // namespace dtcc::runtime::cuda
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -101,6 +113,12 @@ bool isCudaIntType(DType dtype) {
   return dtype == DType::kI32 || dtype == DType::kI64;
 }
 
+/// The float types of softmax, norms, cross-entropy and dropout: f32, f16
+/// and bf16 (float sums) and f64 (double sums), as on the CPU.
+bool isRowType(DType dtype) {
+  return isCudaFloatType(dtype) || dtype == DType::kF64;
+}
+
 StatusOr<KernelFn> buildBinary(CudaDevice &dev, const KernelContext &ctx,
                                BinaryOp op, BinaryTypes types) {
   DTCC_ASSIGN_OR_RETURN(auto s, cpu::elementwiseLayout<3>(ctx));
@@ -121,11 +139,20 @@ StatusOr<KernelFn> buildBinary(CudaDevice &dev, const KernelContext &ctx,
   }
   if (!ok)
     return unsupported(ctx, a.dtype);
+  // An integer division by zero is reported as the CPU backend does, at
+  // the next synchronize (the kernel writes 0).
+  DeviceError *error = nullptr;
+  int32_t site = 0;
+  if ((op == BinaryOp::kDiv || op == BinaryOp::kRem) &&
+      isCudaIntType(a.dtype)) {
+    error = dev.errorSlot();
+    site = dev.registerSite(ctx.kernel + " at '" + ctx.location + "'");
+  }
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=] {
-    return launched(prefix,
-                    launchBinary(op, a.dtype, l, out.data, a.data, b.data, st));
+    return launched(prefix, launchBinary(op, a.dtype, l, out.data, a.data,
+                                         b.data, st, error, site));
   });
 }
 
@@ -258,7 +285,7 @@ StatusOr<KernelFn> buildReverse(CudaDevice &dev, const KernelContext &ctx) {
 StatusOr<KernelFn> buildPad(CudaDevice &dev, const KernelContext &ctx) {
   const std::string mode = ctx.attrs.getString("mode", "constant");
   if (mode != "constant")
-    return buildCudaModePad(dev, ctx, mode);
+    return buildCudaModePad(dev, ctx);
   DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView in = ctx.inputs[0], value = ctx.inputs[1],
@@ -492,7 +519,7 @@ StatusOr<KernelFn> buildSoftmax(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, x.dtype, "output 0"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, x.shape, "output 0"));
   DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", x.rank()));
-  if (!isCudaFloatType(x.dtype))
+  if (!isRowType(x.dtype))
     return unsupported(ctx, x.dtype);
   const int64_t outer = product(x.shape, 0, dim), size = x.shape[dim],
                 inner = product(x.shape, dim + 1);
@@ -533,13 +560,13 @@ StatusOr<KernelFn> buildNorm(CudaDevice &dev, const KernelContext &ctx) {
   const int64_t rows = product(x.shape, 0, axis), cols = product(x.shape, axis);
   const DType statType = ctx.outputs[1].dtype;
   for (size_t i = 1; i < outputs; ++i) {
-    if (!isCudaFloatType(ctx.outputs[i].dtype) ||
+    if (!isRowType(ctx.outputs[i].dtype) ||
         ctx.outputs[i].dtype != statType || ctx.outputs[i].numel() != rows)
       return ctx.error("expected output ", i, " with ", rows,
-                       " f32/f16/bf16 elements, got ",
+                       " f32/f64/f16/bf16 elements, got ",
                        ctx.outputs[i].typeString());
   }
-  if (!isCudaFloatType(x.dtype))
+  if (!isRowType(x.dtype))
     return unsupported(ctx, x.dtype);
   const void *scale = ctx.inputs[1].data;
   const void *bias = ctx.inputs.size() == 3 ? ctx.inputs[2].data : nullptr;
@@ -568,10 +595,10 @@ StatusOr<KernelFn> buildNormGrad(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[1], x.dtype, "input 1"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[1], normShape, "input 1"));
   for (size_t i = 2; i < 2 + stats; ++i)
-    if (!isCudaFloatType(ctx.inputs[i].dtype) ||
+    if (!isRowType(ctx.inputs[i].dtype) ||
         ctx.inputs[i].dtype != statType || ctx.inputs[i].numel() != rows)
       return ctx.error("expected input ", i, " with ", rows,
-                       " f32/f16/bf16 elements, got ",
+                       " f32/f64/f16/bf16 elements, got ",
                        ctx.inputs[i].typeString());
   const TensorView dy = ctx.inputs[2 + stats];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, dy, x.dtype, "dy"));
@@ -582,13 +609,14 @@ StatusOr<KernelFn> buildNormGrad(CudaDevice &dev, const KernelContext &ctx) {
     DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], x.dtype, "output"));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], normShape, "output"));
   }
-  if (!isCudaFloatType(x.dtype))
+  if (!isRowType(x.dtype))
     return unsupported(ctx, x.dtype);
-  DTCC_ASSIGN_OR_RETURN(
-      void *scratch,
-      dev.allocatePersistent(int64_t(stats) * normGradPartialRows(rows) *
-                             std::max<int64_t>(cols, 1) * sizeof(float)));
-  float *partials = static_cast<float *>(scratch);
+  // The dscale/dbias partial sums: compute-stream scratch.
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> scratch,
+                        ctx.requestScratch(std::move(set)));
+  const ScratchSlot partials = scratch.at(0);
+  const int64_t slices = cudaNormGradSlices(rows);
   const void *scale = ctx.inputs[1].data;
   const void *mean = Layer ? ctx.inputs[2].data : nullptr;
   const void *rstd = ctx.inputs[Layer ? 3 : 2].data;
@@ -599,8 +627,8 @@ StatusOr<KernelFn> buildNormGrad(CudaDevice &dev, const KernelContext &ctx) {
   return KernelFn([=] {
     return launched(prefix, launchNormGrad(Layer, x.dtype, statType, x.data,
                                            scale, mean, rstd, dy.data, dx,
-                                           dscale, dbias, rows, cols, partials,
-                                           st));
+                                           dscale, dbias, rows, cols, slices,
+                                           partials.get(), st));
   });
 }
 
@@ -625,7 +653,7 @@ StatusOr<KernelFn> buildCrossEntropy(CudaDevice &dev, const KernelContext &ctx) 
   if (labels.dtype != DType::kI32 && labels.dtype != DType::kI64)
     return ctx.error("expected i32 or i64 labels, got ",
                      dtypeName(labels.dtype));
-  if (!isCudaFloatType(logits.dtype))
+  if (!isRowType(logits.dtype))
     return unsupported(ctx, logits.dtype);
   const int64_t ignore = ctx.attrs.getInt("ignore_index", -100);
   const void *dloss = Grad ? ctx.inputs[2].data : nullptr;
@@ -740,21 +768,39 @@ StatusOr<KernelFn> buildScatterAdd(CudaDevice &dev, const KernelContext &ctx) {
     return ctx.error("expected i32 or i64 indices, got ", dtypeName(idx.dtype));
   if (!isCudaArithmeticType(upd.dtype))
     return unsupported(ctx, upd.dtype);
-  float *scratch = nullptr;
-  if (upd.dtype == DType::kF16 || upd.dtype == DType::kBF16) {
-    DTCC_ASSIGN_OR_RETURN(void *p,
-                          dev.allocatePersistent(out.numel() * sizeof(float)));
-    scratch = static_cast<float *>(p);
-  }
   const int64_t outer = product(out.shape, 0, axis), size = out.shape[axis],
                 inner = product(out.shape, axis + 1), count = idx.numel();
+  // The sort of the indices: compute-stream scratch.
+  auto planned = planCudaScatterAdd(count, size);
+  if (!planned.isOk())
+    return unimplemented(errorPrefix(ctx), planned.status().message());
+  const CudaScatterAddPlan plan = planned.value();
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  ScratchSlot sortSlot;
+  if (!set.empty()) {
+    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                          ctx.requestScratch(std::move(set)));
+    sortSlot = slots.at(0);
+  }
   const int32_t site = dev.registerSite("scatter_add at '" + ctx.location + "'");
   DeviceError *error = dev.errorSlot();
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=] {
+    ScatterAddScratch sort;
+    if (char *base = sortSlot.as<char>()) {
+      for (int b = 0; b < 2; ++b) {
+        sort.keys[b] = reinterpret_cast<uint32_t *>(base + plan.keys[b]);
+        sort.positions[b] =
+            reinterpret_cast<uint32_t *>(base + plan.positions[b]);
+      }
+      sort.counts = reinterpret_cast<uint32_t *>(base + plan.counts);
+      sort.starts = reinterpret_cast<uint32_t *>(base + plan.starts);
+    }
+    sort.tiles = plan.tiles;
+    sort.passes = plan.passes;
     return launched(prefix, launchScatterAdd(upd.dtype, idx.dtype, upd.data,
-                                             idx.data, out.data, scratch, outer,
+                                             idx.data, out.data, sort, outer,
                                              size, inner, count, error, site,
                                              st));
   });
@@ -763,7 +809,7 @@ StatusOr<KernelFn> buildScatterAdd(CudaDevice &dev, const KernelContext &ctx) {
 //===-- training ----------------------------------------------------------===//
 
 StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 2));
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, ctx.inputs.size() == 3 ? 3 : 2, 2));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView x = ctx.inputs[0], step = ctx.inputs[1], y = ctx.outputs[0],
                    mask = ctx.outputs[1];
@@ -778,8 +824,32 @@ StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
     return ctx.error("expected attributes ratio and seed");
   if (!(*ratio >= 0 && *ratio < 1))
     return ctx.error("expected ratio in [0, 1), got ", *ratio);
-  if (!isCudaFloatType(x.dtype))
+  if (!isRowType(x.dtype))
     return unsupported(ctx, x.dtype);
+  // A block of a split tensor: its offsets and the whole tensor's shape.
+  DropoutBlock block;
+  if (ctx.inputs.size() == 3) {
+    const TensorView offsets = ctx.inputs[2];
+    const int rank = int(x.shape.size());
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, offsets, DType::kI64, "input 2 (offsets)"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, offsets, {int64_t(rank)}, "input 2 (offsets)"));
+    StatusOr<std::vector<int64_t>> global = ctx.attrs.getInts("global_shape");
+    if (!global.isOk() || int(global->size()) != rank)
+      return ctx.error("expected global_shape with ", rank, " entries");
+    if (rank > kMaxLayoutDims)
+      return ctx.error("expected at most ", kMaxLayoutDims, " dimensions, got ", rank);
+    block.offsets = offsets.as<int64_t>();
+    block.rank = rank;
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if ((*global)[d] < x.shape[d])
+        return ctx.error("expected global_shape[", d, "] of at least ",
+                         x.shape[d], ", got ", (*global)[d]);
+      block.shape[d] = x.shape[d];
+      block.strides[d] = stride;
+      stride *= (*global)[d];
+    }
+  }
   const uint64_t threshold = uint64_t(std::ceil(*ratio * 0x1.0p53));
   const double scale = 1.0 / (1.0 - *ratio);
   const uint64_t s = uint64_t(*seed);
@@ -788,7 +858,7 @@ StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
   return KernelFn([=] {
     return launched(prefix, launchDropout(x.dtype, x.data, step.as<int64_t>(),
                                           y.data, mask.as<bool>(), x.numel(), s,
-                                          threshold, scale, st));
+                                          threshold, scale, block, st));
   });
 }
 
@@ -828,19 +898,40 @@ StatusOr<KernelFn> buildLrSchedule(CudaDevice &dev, const KernelContext &ctx) {
 
 /// Consecutive adamw instructions of a function that share a launch
 /// (canJoinAdamwGroup): the first one's kernel launches every member, the
-/// others' do nothing. Members join while the function is bound, so the
-/// tensor table is planned and uploaded by the first launch.
+/// others' do nothing. Each member's entry of the launch's tensor table is
+/// persistent scratch it requests when bound; the entries of a group lie
+/// back to back, and the table is planned and uploaded once the program's
+/// scratch is reserved, before any run.
 struct AdamwGroup {
   std::vector<AdamwMember> members;
-  /// Host copy of the table, alive while its upload may be in flight.
-  std::vector<AdamwTensor> table;
+  std::vector<ScratchSlot> entries; ///< one per member, in order
   const AdamwTensor *deviceTable = nullptr;
   int64_t chunks = 0;
-  /// Launched at least once: no member may join any more.
+  /// Uploaded: no member may join any more.
   bool sealed = false;
 };
 
 namespace {
+
+/// Plans `g`'s table (chunk numbering) and copies it into its entries.
+Status uploadAdamwTable(AdamwGroup &g, cudaStream_t stream) {
+  std::vector<AdamwTensor> table;
+  for (const AdamwMember &m : g.members)
+    table.push_back(m.tensor);
+  g.chunks = planAdamwChunks(table.data(), int(table.size()));
+  char *first = g.entries.front().as<char>();
+  for (size_t i = 0; i < g.entries.size(); ++i)
+    if (g.entries[i].as<char>() != first + i * sizeof(AdamwTensor))
+      return internalError("adamw: the table entries of one launch are not "
+                           "contiguous in the scratch reservation");
+  DTCC_CUDA_CHECK(cudaMemcpyAsync(first, table.data(),
+                                  table.size() * sizeof(AdamwTensor),
+                                  cudaMemcpyHostToDevice, stream));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  g.deviceTable = reinterpret_cast<const AdamwTensor *>(first);
+  g.sealed = true;
+  return Status::ok();
+}
 
 /// adamw (param, grad, m, v, lr, step, grad_scale -> new_param, new_m,
 /// new_v): f32 master weights and state, gradient f32, bf16 or f16. Runs of
@@ -889,38 +980,37 @@ StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
   member.lr = ctx.inputs[4].data;
   member.step = ctx.inputs[5].data;
   member.gradScale = ctx.inputs[6].data;
+  // This instruction's entry of its launch's table.
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> entry,
+                        ctx.requestScratch(std::move(set)));
   std::shared_ptr<AdamwGroup> &open = dev.openAdamwGroup();
   if (open && !open->sealed && canJoinAdamwGroup(open->members, member)) {
     open->members.push_back(member);
+    open->entries.push_back(entry.at(0));
     return KernelFn([] { return Status::ok(); });
   }
   auto group = std::make_shared<AdamwGroup>();
   group->members.push_back(member);
+  group->entries.push_back(entry.at(0));
   open = group;
+  CudaDevice *d = &dev;
+  ctx.scratch->whenReserved(
+      [group, d] { return uploadAdamwTable(*group, d->computeStream()); });
   const AdamwHyper h{*beta1, *beta2, *eps, *wd, ctx.inputs[4].as<float>(),
                      ctx.inputs[5].as<int64_t>(), ctx.inputs[6].as<float>()};
   const DType gradType = grad.dtype;
   const int32_t site = dev.registerSite("adamw at '" + ctx.location + "'");
   DeviceError *error = dev.errorSlot();
-  CudaDevice *d = &dev;
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=]() -> Status {
-    AdamwGroup &g = *group;
-    cudaStream_t st = d->computeStream();
-    if (!g.sealed) {
-      g.sealed = true;
-      for (const AdamwMember &m : g.members)
-        g.table.push_back(m.tensor);
-      g.chunks = planAdamwChunks(g.table.data(), int(g.table.size()));
-      const int64_t bytes = int64_t(g.table.size() * sizeof(AdamwTensor));
-      DTCC_ASSIGN_OR_RETURN(void *table, d->allocatePersistent(bytes));
-      DTCC_CUDA_CHECK(cudaMemcpyAsync(table, g.table.data(), size_t(bytes),
-                                      cudaMemcpyHostToDevice, st));
-      g.deviceTable = static_cast<const AdamwTensor *>(table);
-    }
-    return launched(prefix, launchAdamw(g.deviceTable, int(g.table.size()),
+    const AdamwGroup &g = *group;
+    if (!g.sealed)
+      return internalError(prefix, "the AdamW table was never uploaded (the "
+                                   "program's scratch was not reserved)");
+    return launched(prefix, launchAdamw(g.deviceTable, int(g.members.size()),
                                         g.chunks, gradType, h, error, site,
-                                        st));
+                                        d->computeStream()));
   });
 }
 
@@ -1030,7 +1120,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   binary("mul", BinaryOp::kMul, BinaryTypes::kNumeric);
   binary("div", BinaryOp::kDiv, BinaryTypes::kNumeric);
   binary("rem", BinaryOp::kRem, BinaryTypes::kNumeric);
-  binary("pow", BinaryOp::kPow, BinaryTypes::kFloats);
+  binary("pow", BinaryOp::kPow, BinaryTypes::kNumeric);
   binary("max", BinaryOp::kMax, BinaryTypes::kNumeric);
   binary("min", BinaryOp::kMin, BinaryTypes::kNumeric);
   binary("and", BinaryOp::kAnd, BinaryTypes::kIntsAndBool);

@@ -50,7 +50,12 @@ struct DeviceError {
   int64_t position;  ///< where in the indices or labels
   int64_t bound;     ///< the size it had to be below
 };
-enum DeviceErrorKind : int32_t { kBadIndex = 1, kBadLabel = 2, kBadStep = 3 };
+enum DeviceErrorKind : int32_t {
+  kBadIndex = 1,
+  kBadLabel = 2,
+  kBadStep = 3,
+  kDivisionByZero = 4, ///< integer div or rem; value: the dividend
+};
 
 enum class UnaryOp : int32_t {
   kNeg, kAbs, kSign, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kTanh,
@@ -84,9 +89,14 @@ bool isCudaFloatType(DType dtype);      // f32 f16 bf16
 
 cudaError_t launchUnary(UnaryOp op, DType dtype, const Layout &layout,
                         void *out, const void *in, cudaStream_t stream);
+/// Integer div and rem by zero record kDivisionByZero in `error` (when
+/// given) and write 0, so that synchronize reports it as the CPU backend
+/// does; integer pow wraps, and a negative exponent gives 0 (1 for base 1,
+/// +-1 for base -1), as the CPU backend.
 cudaError_t launchBinary(BinaryOp op, DType dtype, const Layout &layout,
                          void *out, const void *a, const void *b,
-                         cudaStream_t stream);
+                         cudaStream_t stream, DeviceError *error = nullptr,
+                         int32_t site = 0);
 /// out is bool.
 cudaError_t launchCompare(CompareOp op, DType dtype, const Layout &layout,
                           void *out, const void *a, const void *b,
@@ -112,7 +122,8 @@ cudaError_t launchIota(DType dtype, void *out, int64_t outer, int64_t size,
 cudaError_t launchFill(int elemSize, void *out, int64_t count, uint64_t bits,
                        cudaStream_t stream);
 
-/// softmax / log_softmax over the middle of [outer, size, inner].
+/// softmax / log_softmax over the middle of [outer, size, inner]; f32,
+/// f16, bf16 (float sums) and f64 (double sums).
 cudaError_t launchSoftmax(DType dtype, bool log, const void *x, void *y,
                           int64_t outer, int64_t size, int64_t inner,
                           cudaStream_t stream);
@@ -122,21 +133,23 @@ cudaError_t launchSoftmaxGrad(DType dtype, bool log, const void *y,
                               const void *dy, void *dx, int64_t outer,
                               int64_t size, int64_t inner,
                               cudaStream_t stream);
-/// layer_norm (bias and mean may be null for rms_norm: `layer` false).
+/// layer_norm (bias and mean may be null for rms_norm: `layer` false); x
+/// f32, f16, bf16 (statistics f32, f16 or bf16, float sums) or f64
+/// (statistics f64 or f32, double sums).
 cudaError_t launchNorm(bool layer, DType dtype, DType statType, const void *x,
                        const void *scale, const void *bias, void *y,
                        void *mean, void *rstd, int64_t rows, int64_t cols,
                        double eps, cudaStream_t stream);
-/// layer_norm_grad / rms_norm_grad; `partials` is float scratch of
-/// (layer ? 2 : 1) * cols * partialRows(rows) elements.
+/// layer_norm_grad / rms_norm_grad; dscale/dbias are summed over `slices`
+/// row slices into `partials`, scratch of (layer ? 2 : 1) * cols * slices
+/// floats (doubles for f64), then over the slices (runtime/exec/
+/// CudaScratch.h sizes both).
 cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
                            const void *x, const void *scale, const void *mean,
                            const void *rstd, const void *dy, void *dx,
                            void *dscale, void *dbias, int64_t rows,
-                           int64_t cols, float *partials, cudaStream_t stream);
-/// Row slices the norm gradients sum dscale/dbias over before the final
-/// column pass.
-int64_t normGradPartialRows(int64_t rows);
+                           int64_t cols, int64_t slices, void *partials,
+                           cudaStream_t stream);
 
 /// loss[i] = logsumexp(logits[i]) - logits[i][label]; 0 for ignore_index.
 cudaError_t launchCrossEntropy(DType dtype, DType labelType,
@@ -166,12 +179,39 @@ cudaError_t launchGatherElements(int elemSize, DType indexType,
                                  int64_t axisStride, int64_t size,
                                  DeviceError *error, int32_t site,
                                  cudaStream_t stream);
-/// out = 0; out[o][idx[j]][k] += upd[o][j][k], atomically (f16/bf16
-/// accumulate in the float `scratch` of out's numel, then round).
+/// The deterministic scatters' sort: tiles of kScatterTileItems keys,
+/// 8-bit digits (runtime/exec/CudaScratch.h's CudaRadixSortPlan has the
+/// same constants and lays the regions out).
+constexpr int kScatterTileThreads = 256;
+constexpr int kScatterItemsPerThread = 4;
+constexpr int64_t kScatterTileItems =
+    int64_t(kScatterTileThreads) * kScatterItemsPerThread;
+constexpr int kScatterRadix = 256;
+struct ScatterAddScratch {
+  uint32_t *keys[2] = {nullptr, nullptr};      ///< count each
+  uint32_t *positions[2] = {nullptr, nullptr}; ///< count each
+  uint32_t *counts = nullptr; ///< kScatterRadix * tiles, digit-major
+  uint32_t *starts = nullptr; ///< size + 1 (scatter_add only)
+  int64_t tiles = 0;
+  int passes = 0;
+};
+/// Sorts the `count` pairs (keys[0], positions[0]) by key, stably: one pass
+/// per 8-bit digit (`passes`), so the sorted pairs end in keys[passes % 2]
+/// and positions[passes % 2]. Used by scatter_add and by scatter_nd and
+/// scatter_elements (TensorOpKernels.cu).
+cudaError_t launchRadixSortPairs(const ScatterAddScratch &scratch,
+                                 int64_t count, cudaStream_t stream);
+/// out[o][r][k] = the sum over j with idx[j] == r (negative indices from
+/// the end) of upd[o][j][k], in increasing j: the CPU backend's order, so
+/// the result is the same on every run and on both backends (f16/bf16 sum
+/// in float, integers wrap). No atomics: the (index, j) pairs are sorted
+/// by a stable radix sort in `scratch`. A bad index is recorded in `error`
+/// and adds nothing.
 cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
-                             const void *indices, void *out, float *scratch,
-                             int64_t outer, int64_t size, int64_t inner,
-                             int64_t count, DeviceError *error, int32_t site,
+                             const void *indices, void *out,
+                             const ScatterAddScratch &scratch, int64_t outer,
+                             int64_t size, int64_t inner, int64_t count,
+                             DeviceError *error, int32_t site,
                              cudaStream_t stream);
 
 /// A reduction: `layout` has 2 operands over the input's shape (operand 0:
@@ -208,12 +248,21 @@ cudaError_t launchCumsum(DType dtype, const void *in, void *out, int64_t outer,
                          int64_t size, int64_t inner, bool exclusive,
                          bool reverse, cudaStream_t stream);
 
+/// Where a dropout's block lies in the whole tensor (a split tensor's
+/// dropout): element i's counter is its index in the whole tensor.
+struct DropoutBlock {
+  const int64_t *offsets = nullptr; ///< device memory; null: whole tensor
+  int rank = 0;
+  int64_t shape[kMaxLayoutDims] = {};   ///< of the block
+  int64_t strides[kMaxLayoutDims] = {}; ///< row-major, of the whole tensor
+};
 /// dropout with the CPU backend's stream: element i kept when
-/// splitmix64(streamKey(seed, *step) + i) >> 11 >= threshold.
+/// splitmix64(streamKey(seed, *step) + i) >> 11 >= threshold (i in the
+/// whole tensor when `block.offsets` is set).
 cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
                           void *y, bool *mask, int64_t n, uint64_t seed,
                           uint64_t threshold, double scale,
-                          cudaStream_t stream);
+                          const DropoutBlock &block, cudaStream_t stream);
 /// lr = schedule(*step, *total) (kind 0 constant, 1 linear, 2 cosine).
 cudaError_t launchLrSchedule(int kind, double base, double min, int64_t warmup,
                              const int64_t *step, const int64_t *total,
@@ -229,6 +278,7 @@ struct AdamwTensor {
   int64_t n;
   int64_t firstChunk; ///< set by planAdamwChunks
 };
+/// (runtime/exec/CudaScratch.h sizes its entries: kCudaAdamwEntryBytes.)
 /// Elements per block of the AdamW kernel.
 constexpr int64_t kAdamwChunk = 4096;
 /// Numbers the chunks of every tensor (firstChunk: the prefix sum of

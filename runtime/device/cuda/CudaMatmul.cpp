@@ -1,16 +1,21 @@
 //===- CudaMatmul.cpp - matmul through cuBLASLt ---------------------------===//
 //
-// The CPU "matmul" semantics (batched, a shared rank-2 rhs, transpose_lhs /
-// transpose_rhs) on cuBLASLt: row-major C = A B is computed as the
-// column-major C^T = B^T A^T, strided batches, fp32 accumulation for
-// f16/bf16 (CudaTables.h). The heuristic's algorithm is chosen at load time.
+// The CPU "matmul" semantics (NumPy-broadcast batches, transpose_lhs /
+// transpose_rhs; runtime/base/MatmulShape.h) on cuBLASLt: row-major C = A B
+// is computed as the column-major C^T = B^T A^T, one strided-batch call per
+// group of the plan (a broadcast operand has batch stride 0), fp32
+// accumulation for f16/bf16 (CudaTables.h). The heuristic's algorithm is
+// chosen at load time, told the operands' real alignment; the workspace is
+// the program's compute scratch (runtime/exec/CudaScratch.h).
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/base/MatmulShape.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/CudaTables.h"
+#include "runtime/exec/CudaScratch.h"
 
 #include <cstdlib>
 #include <memory>
@@ -51,34 +56,17 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
   const TensorView lhs = ctx.inputs[0], rhs = ctx.inputs[1], out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(cpu::checkDType(ctx, rhs, lhs.dtype, "input 1"));
   DTCC_RETURN_IF_ERROR(cpu::checkDType(ctx, out, lhs.dtype, "output 0"));
-  if (lhs.rank() < 2 || rhs.rank() < 2)
-    return ctx.error("expected operands of rank >= 2");
-  const bool shared = rhs.rank() == 2 && lhs.rank() > 2;
-  if (!shared && lhs.rank() != rhs.rank())
-    return ctx.error("expected operands of one rank or a rank-2 rhs");
   const bool tl = ctx.attrs.getBool("transpose_lhs");
   const bool tr = ctx.attrs.getBool("transpose_rhs");
-  const int64_t lr = lhs.rank(), rr = rhs.rank();
-  int64_t m = lhs.shape[lr - (tl ? 1 : 2)], k = lhs.shape[lr - (tl ? 2 : 1)];
-  const int64_t kr = rhs.shape[rr - (tr ? 1 : 2)], n = rhs.shape[rr - (tr ? 2 : 1)];
-  if (k != kr)
-    return ctx.error("contracted dimensions differ: ", k, " vs ", kr);
-  std::vector<int64_t> batchDims(lhs.shape.begin(), lhs.shape.end() - 2);
-  if (!shared && std::vector<int64_t>(rhs.shape.begin(), rhs.shape.end() - 2) !=
-                     batchDims)
-    return ctx.error("batch dimensions differ");
-  std::vector<int64_t> shape = batchDims;
-  shape.push_back(m);
-  shape.push_back(n);
-  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, out, shape, "output 0"));
-  int64_t batch = cpu::product(batchDims);
-  int64_t lhsStep = m * k, rhsStep = shared ? 0 : k * n, outStep = m * n;
-  if (shared && !tl) { // [b*m, k] x [k, n]: one GEMM
-    m *= batch;
-    batch = 1;
-    lhsStep = m * k;
-    outStep = m * n;
-  }
+  auto planned = planMatmul(lhs.shape, rhs.shape, tl, tr);
+  if (!planned.isOk())
+    return ctx.error(planned.status().message(), " (", lhs.typeString(),
+                     " x ", rhs.typeString(), ")");
+  const MatmulShape shape = planned.value();
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, out, shape.resultShape, "output 0"));
+  const int64_t m = shape.m, n = shape.n, k = shape.k, batch = shape.count;
+  const int64_t lhsStep = shape.lhsStride, rhsStep = shape.rhsStride,
+                outStep = shape.outStride;
   const bool tf32 = std::getenv("DTCC_CUDA_ALLOW_TF32") != nullptr;
   auto types = matmulTypes(lhs.dtype, tf32);
   if (!types.isOk())
@@ -99,18 +87,52 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(layout(&plan->b, t.dataType, tl ? m : k, tl ? k : m,
                               tl ? m : k, batch, lhsStep));
   DTCC_RETURN_IF_ERROR(layout(&plan->c, t.dataType, n, m, n, batch, outStep));
-  cublasLtMatmulPreference_t pref = nullptr;
-  DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = dev.cublasWorkspaceBytes();
-  cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  if (m > 0 && n > 0 && k > 0)
-    cublasLtMatmulAlgoGetHeuristic(dev.cublasLt(), plan->desc, plan->a, plan->b,
-                                   plan->c, plan->c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (found > 0) {
+  // The workspace: compute-stream scratch reserved with the program.
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  ScratchSlot workspaceSlot;
+  size_t ws = 0;
+  if (!set.empty()) {
+    ws = size_t(set[0].bytes);
+    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                          ctx.requestScratch(std::move(set)));
+    workspaceSlot = slots.at(0);
+  }
+  std::unique_ptr<cublasLtMatmulPreferenceOpaque_t,
+                  decltype(&cublasLtMatmulPreferenceDestroy)>
+      pref(nullptr, cublasLtMatmulPreferenceDestroy);
+  {
+    cublasLtMatmulPreference_t p = nullptr;
+    DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p));
+    pref.reset(p);
+  }
+  DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // The operands' real alignment (the heuristic assumes 256 bytes unless
+  // told, and may pick a kernel a view's address breaks). cuBLASLt's A is
+  // the rhs, B the lhs (column-major C^T = B^T A^T).
+  const int64_t esz = dtypeSize(lhs.dtype);
+  const uint32_t alignA = cublasLtAlignment(rhs.data, rhsStep * esz, batch),
+                 alignB = cublasLtAlignment(lhs.data, lhsStep * esz, batch),
+                 alignC = cublasLtAlignment(out.data, outStep * esz, batch);
+  for (auto [attr, value] :
+       {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignA},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignB},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignC},
+        std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignC}})
+    DTCC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref.get(), attr, &value, sizeof(value)));
+  if (m > 0 && n > 0 && k > 0) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
+        dev.cublasLt(), plan->desc, plan->a, plan->b, plan->c, plan->c,
+        pref.get(), 1, &result, &found);
+    if (h != CUBLAS_STATUS_SUCCESS || found == 0)
+      return unimplemented(
+          cpu::errorPrefix(ctx), "cuBLASLt has no algorithm for a ",
+          dtypeName(lhs.dtype), " matmul of ", batch, " x [", m, ", ", k,
+          "] x [", k, ", ", n, "] with operands aligned to ", alignB, ", ",
+          alignA, " and ", alignC, " bytes (", cublasGetStatusName(h), ")");
     plan->algo = result.algo;
     plan->hasAlgo = true;
   }
@@ -118,11 +140,15 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
   const bool empty = m == 0 || n == 0;
   const bool zeroK = k == 0;
   const int64_t outBytes = out.sizeInBytes();
-  const void *a = lhs.data, *b = rhs.data;
-  void *c = out.data;
+  const size_t elementBytes = size_t(dtypeSize(lhs.dtype));
+  const char *a = static_cast<const char *>(lhs.data);
+  const char *b = static_cast<const char *>(rhs.data);
+  char *c = static_cast<char *>(out.data);
+  const std::vector<int64_t> lhsOffsets = shape.lhsOffsets,
+                             rhsOffsets = shape.rhsOffsets,
+                             outOffsets = shape.outOffsets;
   cudaStream_t st = dev.computeStream();
   cublasLtHandle_t lt = dev.cublasLt();
-  void *workspace = dev.cublasWorkspace();
   std::string prefix = cpu::errorPrefix(ctx);
   return KernelFn([=]() -> Status {
     if (empty)
@@ -135,13 +161,19 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
     const double alphaD = 1.0, betaD = 0.0;
     const void *alpha = isDouble ? static_cast<const void *>(&alphaD) : &alphaF;
     const void *beta = isDouble ? static_cast<const void *>(&betaD) : &betaF;
-    cublasStatus_t s = cublasLtMatmul(
-        lt, plan->desc, alpha, b, plan->a, a, plan->b, beta, c, plan->c, c,
-        plan->c, plan->hasAlgo ? &plan->algo : nullptr, workspace, ws, st);
-    if (s != CUBLAS_STATUS_SUCCESS)
-      return internalError(prefix, "cublasLtMatmul failed: ",
-                           cublasGetStatusName(s), " (",
-                           cublasGetStatusString(s), ")");
+    // One strided-batch call per group of the plan (usually one).
+    for (size_t g = 0; g < outOffsets.size(); ++g) {
+      const void *ga = a + size_t(lhsOffsets[g]) * elementBytes;
+      const void *gb = b + size_t(rhsOffsets[g]) * elementBytes;
+      void *gc = c + size_t(outOffsets[g]) * elementBytes;
+      cublasStatus_t s = cublasLtMatmul(
+          lt, plan->desc, alpha, gb, plan->a, ga, plan->b, beta, gc, plan->c,
+          gc, plan->c, plan->hasAlgo ? &plan->algo : nullptr, workspaceSlot.get(), ws, st);
+      if (s != CUBLAS_STATUS_SUCCESS)
+        return internalError(prefix, "cublasLtMatmul failed: ",
+                             cublasGetStatusName(s), " (",
+                             cublasGetStatusString(s), ")");
+    }
     return Status::ok();
   });
 }

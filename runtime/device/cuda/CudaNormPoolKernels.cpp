@@ -1,9 +1,10 @@
 //===- CudaNormPoolKernels.cpp - factories of the norm and pool kernels ---===//
 //
 // Each factory checks its instruction with the CPU backend's plan
-// (cpu/NormPoolPlans.h: same checks, same messages), takes any scratch it
-// needs once, at bind time, and returns a closure that only launches on the
-// compute stream.
+// (cpu/NormPoolPlans.h: same checks, same messages), requests the compute
+// scratch runtime/exec/CudaScratch.h says it needs (the batch-norm sums'
+// partials, max_pool_grad's float accumulator for halves), and returns a
+// closure that only launches on the compute stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 #include "runtime/device/cpu/NormPoolPlans.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/NormPoolLaunch.h"
+#include "runtime/exec/CudaScratch.h"
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -26,11 +28,30 @@ Status launched(const std::string &prefix, cudaError_t err) {
                        " (", cudaGetErrorString(err), ")");
 }
 
-/// Device memory a kernel keeps for its scratch: the only place these
-/// kernels allocate, when the instruction is bound (never while a step
-/// runs).
-StatusOr<void *> bindScratch(CudaDevice &dev, int64_t bytes) {
-  return dev.allocatePersistent(bytes > 0 ? bytes : 1);
+/// Requests what runtime/exec/CudaScratch.h says `ctx` needs: one compute
+/// region of `bytes` (the factory's own arithmetic, which must agree), or
+/// nothing when `bytes` is 0. The slot is null until the reservation.
+StatusOr<ScratchSlot> requestComputeScratch(const KernelContext &ctx,
+                                            int64_t bytes) {
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  const bool agree = bytes == 0 ? set.empty()
+                                : set.size() == 1 && set[0].bytes == bytes &&
+                                      set[0].use == ScratchUse::kCompute;
+  if (!agree)
+    return internalError(errorPrefix(ctx),
+                         "runtime/exec/CudaScratch.h and the kernel disagree "
+                         "on its scratch (", bytes, " bytes)");
+  if (set.empty())
+    return ScratchSlot();
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                        ctx.requestScratch(std::move(set)));
+  return slots.at(0);
+}
+
+/// A run before the reservation (kernels bound outside a program) is an
+/// error, not a launch on a null pointer.
+Status unreserved(const std::string &prefix) {
+  return internalError(prefix, "the kernel's scratch was never reserved");
 }
 
 Status requireCudaFloat(const KernelContext &ctx, DType dtype) {
@@ -67,22 +88,26 @@ StatusOr<KernelFn> buildBatchNormSums(CudaDevice &dev, const KernelContext &ctx)
   DTCC_ASSIGN_OR_RETURN(ChannelPlan p, Grad ? cpu::planBatchNormGradStats(ctx)
                                             : cpu::planBatchNormStats(ctx));
   DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, p.dtype));
-  const int64_t slices = batchNormSlices(
-      p.channels, p.batch * p.spatial, dev.properties().multiProcessorCount);
+  const int64_t slices = cudaBatchNormSlices(p.channels, p.batch * p.spatial);
   DTCC_ASSIGN_OR_RETURN(
-      void *scratch,
-      bindScratch(dev, 2 * p.channels * slices * int64_t(sizeof(double))));
+      ScratchSlot scratch,
+      requestComputeScratch(ctx, p.channels > 0 ? 2 * p.channels * slices *
+                                                      int64_t(sizeof(double))
+                                                : 0));
   const void *x = ctx.inputs[0].data, *center = ctx.inputs[1].data;
   const void *dy = Grad ? ctx.inputs[2].data : nullptr;
   void *out = ctx.outputs[0].data;
   const DType dtype = p.dtype;
   const ChannelDims d = dimsOf(p);
-  double *partials = static_cast<double *>(scratch);
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
+  const bool needsScratch = p.channels > 0;
   return KernelFn([=] {
+    if (needsScratch && !scratch.get())
+      return unreserved(prefix);
     return launched(prefix, launchBatchNormSums(Grad, dtype, x, center, dy, out,
-                                                d, partials, slices, st));
+                                                d, scratch.as<double>(), slices,
+                                                st));
   });
 }
 
@@ -189,12 +214,11 @@ StatusOr<KernelFn> buildMaxPoolGrad(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(PoolPlan p, cpu::planMaxPoolGrad(ctx));
   DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, p.dtype));
   // f16 and bf16 accumulate in float: atomics on the half types lose sums.
-  float *scratch = nullptr;
-  if (p.dtype == DType::kF16 || p.dtype == DType::kBF16) {
-    DTCC_ASSIGN_OR_RETURN(
-        void *s, bindScratch(dev, p.planes * p.inPlane() * int64_t(sizeof(float))));
-    scratch = static_cast<float *>(s);
-  }
+  const bool viaFloat = p.dtype == DType::kF16 || p.dtype == DType::kBF16;
+  DTCC_ASSIGN_OR_RETURN(
+      ScratchSlot scratch,
+      requestComputeScratch(
+          ctx, viaFloat ? p.planes * p.inPlane() * int64_t(sizeof(float)) : 0));
   const void *dy = ctx.inputs[0].data;
   const int64_t *indices = ctx.inputs[1].as<const int64_t>();
   void *dx = ctx.outputs[0].data;
@@ -205,10 +229,14 @@ StatusOr<KernelFn> buildMaxPoolGrad(CudaDevice &dev, const KernelContext &ctx) {
   DeviceError *error = dev.errorSlot();
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
+  const bool needsScratch = viaFloat && planes * inPlane > 0;
   return KernelFn([=] {
-    return launched(prefix, launchMaxPoolGrad(p.dtype, dy, indices, dx, scratch,
-                                              planes, inPlane, outPlane, error,
-                                              site, st));
+    if (needsScratch && !scratch.get())
+      return unreserved(prefix);
+    return launched(prefix, launchMaxPoolGrad(p.dtype, dy, indices, dx,
+                                              scratch.as<float>(), planes,
+                                              inPlane, outPlane, error, site,
+                                              st));
   });
 }
 

@@ -23,6 +23,19 @@ StatusOr<MatmulTypes> matmulTypes(DType dtype, bool allowTf32) {
   }
 }
 
+uint32_t cublasLtAlignment(const void *base, int64_t batchStrideBytes,
+                           int64_t batch) {
+  const uint64_t address = reinterpret_cast<uintptr_t>(base);
+  const uint64_t stride =
+      batch > 1 ? uint64_t(batchStrideBytes < 0 ? -batchStrideBytes
+                                                : batchStrideBytes)
+                : 0;
+  uint32_t alignment = 256;
+  while (alignment > 1 && (address % alignment != 0 || stride % alignment != 0))
+    alignment /= 2;
+  return alignment;
+}
+
 StatusOr<cudaDataType_t> cudaDataType(DType dtype) {
   switch (dtype) {
   case DType::kF32: return CUDA_R_32F;

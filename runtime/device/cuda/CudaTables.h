@@ -33,6 +33,15 @@ struct MatmulTypes {
 /// the dtype.
 StatusOr<MatmulTypes> matmulTypes(DType dtype, bool allowTf32 = false);
 
+/// The alignment in bytes cuBLASLt's heuristic may assume of a matrix
+/// operand (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES): the
+/// largest power of two up to 256 (cuBLASLt's default assumption) dividing
+/// the address of every one of its `batch` matrices, `base` and `base +
+/// i * batchStrideBytes`. Buffers of the memory plan are 64-byte aligned
+/// and arenas 256-byte aligned, but a view can start anywhere.
+uint32_t cublasLtAlignment(const void *base, int64_t batchStrideBytes,
+                           int64_t batch);
+
 /// The CUDA data type of a dtype's storage (f32, f16, bf16, f64, i8, u8,
 /// i32, u32, i64, u64); unimplemented for the others.
 StatusOr<cudaDataType_t> cudaDataType(DType dtype);

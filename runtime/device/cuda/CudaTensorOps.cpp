@@ -1,9 +1,11 @@
 //===- CudaTensorOps.cpp - factories of resize, N-d indexing, top_k -------===//
 //
 // The CUDA factories of the ops of GraphIndexingOps.td, checking each
-// instruction as the CPU factories do. Tap tables (cpu::AxisMap) and a
-// scatter's sort scratch are computed and allocated when the kernel is
-// bound; a step only launches.
+// instruction as the CPU factories do. Their device memory besides the
+// operands is scratch that runtime/exec/CudaScratch.h sizes and the
+// factories request: the tap tables of resize and pad (cpu::AxisMap),
+// persistent, uploaded once when the reservation is made; a scatter's sort,
+// compute scratch. A step only launches.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,8 +13,10 @@
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/TensorOpLaunch.h"
+#include "runtime/exec/CudaScratch.h"
 
 #include <cstring>
+#include <memory>
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -48,13 +52,54 @@ Status checkIndexType(const KernelContext &ctx, const TensorView &indices) {
   return Status::ok();
 }
 
-/// Copies `bytes` of host data into persistent device memory.
-StatusOr<void *> upload(CudaDevice &dev, const void *data, size_t bytes) {
-  DTCC_ASSIGN_OR_RETURN(void *p,
-                        dev.allocatePersistent(int64_t(std::max<size_t>(bytes, 8))));
-  if (bytes)
-    DTCC_RETURN_IF_ERROR(dev.copyHostToDevice(p, data, int64_t(bytes)));
-  return p;
+/// Requests what runtime/exec/CudaScratch.h says `ctx` needs, which must
+/// be one region of `bytes` of `use` (the factory's own plan), or nothing
+/// when `bytes` is 0. The slot is null until the reservation.
+StatusOr<ScratchSlot> requestScratchOf(const KernelContext &ctx, ScratchUse use,
+                                       int64_t bytes) {
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  const bool agree = bytes == 0 ? set.empty()
+                                : set.size() == 1 && set[0].use == use &&
+                                      set[0].bytes == bytes;
+  if (!agree)
+    return internalError(errorPrefix(ctx),
+                         "runtime/exec/CudaScratch.h and the kernel disagree "
+                         "on its scratch (", bytes, " bytes)");
+  if (set.empty())
+    return ScratchSlot();
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                        ctx.requestScratch(std::move(set)));
+  return slots.at(0);
+}
+
+Status unreserved(const std::string &prefix) {
+  return internalError(prefix, "the kernel's scratch was never reserved");
+}
+
+/// The tables of `maps` (read by an input of shape `inShape`) as they lie
+/// in device memory (planCudaAxisMapTables): offsets, taps as element
+/// offsets, weights, fill flags.
+std::vector<uint8_t> axisMapTableImage(const std::vector<AxisMap> &maps,
+                                       const std::vector<int64_t> &inShape,
+                                       const CudaAxisMapTables &t) {
+  std::vector<uint8_t> image(size_t(t.totalBytes), 0);
+  auto put = [&](int64_t at, const void *data, size_t bytes) {
+    if (bytes)
+      std::memcpy(image.data() + at, data, bytes);
+  };
+  std::vector<int64_t> strides = contiguousStrides(inShape);
+  for (size_t k = 0; k < maps.size(); ++k) {
+    const AxisMap &m = maps[k];
+    std::vector<int64_t> taps;
+    for (int64_t i : m.index)
+      taps.push_back(i * strides[k]);
+    put(t.offsets[k], m.offsets.data(), m.offsets.size() * sizeof(int64_t));
+    put(t.taps[k], taps.data(), taps.size() * sizeof(int64_t));
+    put(t.weights[k], m.weight.data(), m.weight.size() * sizeof(double));
+    if (t.fill[k] >= 0)
+      put(t.fill[k], m.fill.data(), m.fill.size());
+  }
+  return image;
 }
 
 /// The bits of `value` stored as `dtype` (for copy kernels' fill).
@@ -80,7 +125,8 @@ uint64_t fillBitsOf(DType dtype, double value) {
   return bits;
 }
 
-/// Uploads `maps` and binds a kernel applying them to `in` into `out`.
+/// Binds a kernel applying `maps` to `in` into `out`; the maps' tables are
+/// persistent scratch, uploaded when the reservation is made.
 StatusOr<KernelFn> bindMaps(CudaDevice &dev, const KernelContext &ctx,
                             const std::vector<AxisMap> &maps,
                             const TensorView &in, const TensorView &out,
@@ -101,31 +147,28 @@ StatusOr<KernelFn> bindMaps(CudaDevice &dev, const KernelContext &ctx,
   const int esz = int(dtypeSize(in.dtype));
   if (esz != 1 && esz != 2 && esz != 4 && esz != 8)
     return unsupported(ctx, in.dtype);
-  DeviceAxisMaps d;
-  d.rank = int(maps.size());
-  d.outNumel = out.numel();
-  std::vector<int64_t> strides = contiguousStrides(in.shape);
-  for (size_t k = 0; k < maps.size(); ++k) {
-    const AxisMap &m = maps[k];
-    d.outShape[k] = m.outSize;
-    std::vector<int64_t> taps;
-    for (int64_t i : m.index)
-      taps.push_back(i * strides[k]);
-    DTCC_ASSIGN_OR_RETURN(void *offsets,
-                          upload(dev, m.offsets.data(),
-                                 m.offsets.size() * sizeof(int64_t)));
-    DTCC_ASSIGN_OR_RETURN(void *t,
-                          upload(dev, taps.data(), taps.size() * sizeof(int64_t)));
-    DTCC_ASSIGN_OR_RETURN(void *w, upload(dev, m.weight.data(),
-                                          m.weight.size() * sizeof(double)));
-    d.offsets[k] = static_cast<const int64_t *>(offsets);
-    d.taps[k] = static_cast<const int64_t *>(t);
-    d.weights[k] = static_cast<const double *>(w);
-    if (m.hasFill()) {
-      DTCC_ASSIGN_OR_RETURN(void *f, upload(dev, m.fill.data(), m.fill.size()));
-      d.fill[k] = static_cast<const uint8_t *>(f);
-    }
+  const CudaAxisMapTables tables = planCudaAxisMapTables(maps);
+  DTCC_ASSIGN_OR_RETURN(
+      ScratchSlot slot,
+      requestScratchOf(ctx, ScratchUse::kPersistent,
+                       maps.empty() ? 0 : tables.totalBytes));
+  if (!maps.empty()) {
+    auto image = std::make_shared<std::vector<uint8_t>>(
+        axisMapTableImage(maps, in.shape, tables));
+    // On the compute stream, synchronized: before any run.
+    CudaDevice *d = &dev;
+    ctx.scratch->whenReserved([d, slot, image]() -> Status {
+      DTCC_RETURN_IF_ERROR(d->copyHostToDevice(slot.get(), image->data(),
+                                               int64_t(image->size())));
+      std::vector<uint8_t>().swap(*image);
+      return Status::ok();
+    });
   }
+  DeviceAxisMaps layout;
+  layout.rank = int(maps.size());
+  layout.outNumel = out.numel();
+  for (size_t k = 0; k < maps.size(); ++k)
+    layout.outShape[k] = maps[k].outSize;
   const DType dtype = in.dtype;
   const uint64_t bits = fillBitsOf(dtype, fill);
   const void *src = in.data;
@@ -138,6 +181,18 @@ StatusOr<KernelFn> bindMaps(CudaDevice &dev, const KernelContext &ctx,
     if (scalar)
       return launched(prefix, cudaMemcpyAsync(dst, src, scalarBytes,
                                               cudaMemcpyDeviceToDevice, st));
+    const char *base = slot.as<const char>();
+    if (!base)
+      return unreserved(prefix);
+    DeviceAxisMaps d = layout;
+    for (int k = 0; k < d.rank; ++k) {
+      d.offsets[k] = reinterpret_cast<const int64_t *>(base + tables.offsets[k]);
+      d.taps[k] = reinterpret_cast<const int64_t *>(base + tables.taps[k]);
+      d.weights[k] = reinterpret_cast<const double *>(base + tables.weights[k]);
+      d.fill[k] = tables.fill[k] < 0
+                      ? nullptr
+                      : reinterpret_cast<const uint8_t *>(base + tables.fill[k]);
+    }
     return launched(prefix,
                     launchAxisMaps(copy, dtype, d, src, dst, fill, bits, st));
   });
@@ -153,10 +208,8 @@ StatusOr<KernelFn> buildResize(CudaDevice &dev, const KernelContext &ctx) {
                      out.typeString());
   DTCC_ASSIGN_OR_RETURN(cpu::ResizeSpec spec,
                         cpu::readResizeSpec(ctx, in.shape.size()));
-  auto maps = cpu::resizeAxisMaps(spec, in.shape, out.shape);
-  if (!maps.isOk())
-    return ctx.error(maps.status().message());
-  return bindMaps(dev, ctx, *maps, in, out, spec.extrapolation);
+  DTCC_ASSIGN_OR_RETURN(std::vector<AxisMap> maps, cudaAxisMaps(ctx));
+  return bindMaps(dev, ctx, maps, in, out, spec.extrapolation);
 }
 
 StatusOr<KernelFn> buildResizeGrad(CudaDevice &dev, const KernelContext &ctx) {
@@ -169,40 +222,30 @@ StatusOr<KernelFn> buildResizeGrad(CudaDevice &dev, const KernelContext &ctx) {
                      dx.typeString());
   if (!isCudaSumType(dy.dtype))
     return unsupported(ctx, dy.dtype);
-  DTCC_ASSIGN_OR_RETURN(cpu::ResizeSpec spec,
-                        cpu::readResizeSpec(ctx, dy.shape.size()));
-  auto maps = cpu::resizeAxisMaps(spec, dx.shape, dy.shape);
-  if (!maps.isOk())
-    return ctx.error(maps.status().message());
-  return bindMaps(dev, ctx, cpu::transposeAxisMaps(*maps), dy, dx, 0.0);
+  // The transposes of the forward maps.
+  DTCC_ASSIGN_OR_RETURN(std::vector<AxisMap> maps, cudaAxisMaps(ctx));
+  return bindMaps(dev, ctx, maps, dy, dx, 0.0);
 }
 
-/// pad in modes edge/reflect/wrap (Grad false) and pad_grad (Grad true).
+/// pad in modes edge/reflect/wrap (Grad false) and pad_grad (Grad true),
+/// the mode read from the instruction's attribute.
 template <bool Grad>
-StatusOr<KernelFn> buildModePad(CudaDevice &dev, const KernelContext &ctx,
-                                const std::string &mode) {
+StatusOr<KernelFn> buildModePad(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(expectArity(ctx, Grad ? 1 : 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
-  const TensorView &unpadded = Grad ? out : in;
-  size_t rank = unpadded.shape.size();
-  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> low,
-                        cpu::getIntsAttr(ctx, "low", rank));
-  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> high,
-                        cpu::getIntsAttr(ctx, "high", rank));
-  auto maps = cpu::padAxisMaps(mode, unpadded.shape, low, high);
-  if (!maps.isOk())
-    return ctx.error(maps.status().message());
+  // pad_grad: the transposes of the forward maps, whose inputs are dy's.
+  DTCC_ASSIGN_OR_RETURN(std::vector<AxisMap> maps, cudaAxisMaps(ctx));
   if (!Grad)
-    return bindMaps(dev, ctx, *maps, in, out, 0.0);
+    return bindMaps(dev, ctx, maps, in, out, 0.0);
   std::vector<int64_t> padded;
-  for (const AxisMap &m : *maps)
-    padded.push_back(m.outSize);
+  for (const AxisMap &m : maps)
+    padded.push_back(m.inSize);
   DTCC_RETURN_IF_ERROR(checkShape(ctx, in, padded, "input 0"));
   if (!isCudaSumType(in.dtype))
     return unsupported(ctx, in.dtype);
-  return bindMaps(dev, ctx, cpu::transposeAxisMaps(*maps), in, out, 0.0);
+  return bindMaps(dev, ctx, maps, in, out, 0.0);
 }
 
 /// The N-d layout of data [B.., K.., T..] and indices [B.., I.., k].
@@ -280,18 +323,43 @@ StatusOr<ScatterReduction> readReduction(const KernelContext &ctx) {
                    r, "\"");
 }
 
-/// The sort scratch of a scatter of `units` updates.
-StatusOr<ScatterScratch> scatterScratch(CudaDevice &dev, int64_t units) {
-  ScatterScratch s;
-  const int64_t n = std::max<int64_t>(units, 1);
-  DTCC_ASSIGN_OR_RETURN(void *p, dev.allocatePersistent(4 * n * 8));
-  s.keys = static_cast<int64_t *>(p);
-  s.sortedKeys = s.keys + n;
-  s.order = s.keys + 2 * n;
-  s.sortedOrder = s.keys + 3 * n;
-  s.tempBytes = scatterSortBytes(units);
-  DTCC_ASSIGN_OR_RETURN(s.temp, dev.allocatePersistent(
-                                    int64_t(std::max<size_t>(s.tempBytes, 8))));
+/// The sort of a scatter of `units` updates onto `targets` targets, in
+/// compute scratch (planCudaScatterSort); nothing when there is nothing to
+/// sort.
+struct ScatterSort {
+  CudaRadixSortPlan plan;
+  ScratchSlot slot;
+  bool needed = false;
+
+  /// The regions once reserved (null pointers before).
+  ScatterScratch at() const {
+    ScatterScratch s;
+    if (char *base = slot.as<char>()) {
+      for (int b = 0; b < 2; ++b) {
+        s.keys[b] = reinterpret_cast<uint32_t *>(base + plan.keys[b]);
+        s.positions[b] = reinterpret_cast<uint32_t *>(base + plan.positions[b]);
+      }
+      s.counts = reinterpret_cast<uint32_t *>(base + plan.counts);
+    }
+    s.tiles = plan.tiles;
+    s.passes = plan.passes;
+    return s;
+  }
+};
+StatusOr<ScatterSort> requestScatterSort(const KernelContext &ctx,
+                                         int64_t units, int64_t targets,
+                                         bool needed) {
+  ScatterSort s;
+  s.needed = needed && units > 0;
+  if (s.needed) {
+    auto plan = planCudaScatterSort(units, targets);
+    if (!plan.isOk())
+      return unimplemented(errorPrefix(ctx), plan.status().message());
+    s.plan = plan.value();
+  }
+  DTCC_ASSIGN_OR_RETURN(s.slot,
+                        requestScratchOf(ctx, ScratchUse::kCompute,
+                                         s.needed ? s.plan.totalBytes : 0));
   return s;
 }
 
@@ -318,8 +386,12 @@ StatusOr<KernelFn> buildScatterNd(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkShape(ctx, upd, sliceShape, "input 2"));
   DTCC_ASSIGN_OR_RETURN(ScatterReduction r, readReduction(ctx));
   DTCC_RETURN_IF_ERROR(checkScatterType(ctx, data.dtype, r));
-  DTCC_ASSIGN_OR_RETURN(ScatterScratch sc,
-                        scatterScratch(dev, p.batches * p.tuples));
+  // Targets: the data's [B.., K..] slices, of p.slice elements each.
+  DTCC_ASSIGN_OR_RETURN(
+      ScatterSort sort,
+      requestScatterSort(ctx, p.batches * p.tuples,
+                         p.slice > 0 ? data.numel() / p.slice : 0,
+                         p.slice > 0));
   const DType dtype = data.dtype;
   const int esz = int(dtypeSize(dtype));
   const int64_t numel = data.numel();
@@ -328,10 +400,12 @@ StatusOr<KernelFn> buildScatterNd(CudaDevice &dev, const KernelContext &ctx) {
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=] {
+    if (sort.needed && !sort.slot.get())
+      return unreserved(prefix);
     return launched(prefix, launchScatterNd(dtype, esz, idx.dtype, r, p,
                                             data.data, idx.data, upd.data,
-                                            out.data, numel, sc, error, site,
-                                            st));
+                                            out.data, numel, sort.at(), error,
+                                            site, st));
   });
 }
 
@@ -369,7 +443,8 @@ StatusOr<KernelFn> buildScatterElements(CudaDevice &dev,
     p.shape[d] = idx.shape[d];
     p.dataStrides[d] = strides[d];
   }
-  DTCC_ASSIGN_OR_RETURN(ScatterScratch sc, scatterScratch(dev, p.numel));
+  DTCC_ASSIGN_OR_RETURN(ScatterSort sort,
+                        requestScatterSort(ctx, p.numel, data.numel(), true));
   const DType dtype = data.dtype;
   const int esz = int(dtypeSize(dtype));
   const int64_t numel = data.numel();
@@ -379,10 +454,12 @@ StatusOr<KernelFn> buildScatterElements(CudaDevice &dev,
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=] {
+    if (sort.needed && !sort.slot.get())
+      return unreserved(prefix);
     return launched(prefix, launchScatterElements(dtype, esz, idx.dtype, r, p,
                                                   data.data, idx.data, upd.data,
-                                                  out.data, numel, sc, error,
-                                                  site, st));
+                                                  out.data, numel, sort.at(),
+                                                  error, site, st));
   });
 }
 
@@ -428,12 +505,7 @@ void registerCudaTensorOpKernels(KernelRegistry &registry, CudaDevice &device) {
   };
   add("resize", buildResize);
   add("resize_grad", buildResizeGrad);
-  registry.add("pad_grad", [d](const KernelContext &ctx) -> StatusOr<KernelFn> {
-    StatusOr<std::string> mode = ctx.attrs.getString("mode");
-    if (!mode.isOk())
-      return ctx.error(mode.status().message());
-    return buildModePad<true>(*d, ctx, *mode);
-  });
+  add("pad_grad", buildModePad<true>);
   add("gather_nd", buildGatherNd);
   add("scatter_nd", buildScatterNd);
   add("scatter_elements", buildScatterElements);
@@ -441,9 +513,8 @@ void registerCudaTensorOpKernels(KernelRegistry &registry, CudaDevice &device) {
 }
 
 StatusOr<KernelFn> buildCudaModePad(CudaDevice &device,
-                                    const KernelContext &ctx,
-                                    const std::string &mode) {
-  return buildModePad<false>(device, ctx, mode);
+                                    const KernelContext &ctx) {
+  return buildModePad<false>(device, ctx);
 }
 
 } // namespace dtcc::runtime::cuda

@@ -3,7 +3,8 @@
 // Unary/binary/compare/predicate/select/cast over strided layouts (stride 0
 // is a broadcast), strided copies (copy, transpose, slice, reverse,
 // broadcast_in_dim, concat, pad), iota, fill, gather / gather_elements /
-// scatter_add, dropout, lr_schedule and the AdamW / SGD updates. One kernel per storage type with the operation
+// scatter_add (sorted, deterministic), dropout, lr_schedule and the AdamW /
+// SGD updates. One kernel per storage type with the operation
 // chosen by a switch: the switch is uniform over a launch, and it keeps
 // nvcc's instantiations (and the build) small.
 //
@@ -104,13 +105,42 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
     case BinaryOp::kAdd: return C(U(a) + U(b));
     case BinaryOp::kSub: return C(U(a) - U(b));
     case BinaryOp::kMul: return C(U(a) * U(b));
-    case BinaryOp::kDiv: return b == 0 ? C(0) : b == C(-1) ? C(U(0) - U(a)) : C(a / b);
+    // A zero divisor gives 0 here; binaryKernel records the error, which
+    // synchronize reports as the CPU backend does.
+    case BinaryOp::kDiv:
+      if (b == 0)
+        return C(0);
+      if constexpr (std::is_signed_v<C>)
+        if (b == C(-1))
+          return C(U(0) - U(a)); // INT_MIN / -1 wraps
+      return C(a / b);
+    case BinaryOp::kPow: {
+      // Exponentiation by squaring, wrapping; a negative exponent gives 0
+      // but for the bases 1 and -1 (the CPU backend's rule).
+      if constexpr (std::is_signed_v<C>) {
+        if (b < 0) {
+          if (a == C(1))
+            return C(1);
+          if (a == C(-1))
+            return (b & 1) ? C(-1) : C(1);
+          return C(0);
+        }
+      }
+      U result = 1, base = U(a), e = U(b);
+      while (e) {
+        if (e & 1)
+          result *= base;
+        e >>= 1;
+        if (e)
+          base *= base;
+      }
+      return C(result);
+    }
     case BinaryOp::kMax: return a > b ? a : b;
     case BinaryOp::kMin: return a < b ? a : b;
     case BinaryOp::kAnd: return a & b;
     case BinaryOp::kOr: return a | b;
     case BinaryOp::kXor: return a ^ b;
-    // A zero divisor gives 0 (the CPU backend reports it instead).
     case BinaryOp::kRem:
       return b == 0 || (std::is_signed_v<C> && b == C(-1)) ? C(0) : C(a % b);
     case BinaryOp::kShiftLeft: {
@@ -166,12 +196,16 @@ __global__ void unaryKernel(UnaryOp op, Layout l, S *out, const S *in) {
 
 template <typename S>
 __global__ void binaryKernel(BinaryOp op, Layout l, S *out, const S *a,
-                             const S *b) {
+                             const S *b, DeviceError *error, int32_t site) {
   DTCC_GRID_LOOP(i, l.numel) {
     int64_t off[3];
     layoutOffsets<3>(l, i, off);
-    out[off[0]] = Elem<S>::store(applyBinary(op, Elem<S>::load(a[off[1]]),
-                                             Elem<S>::load(b[off[2]])));
+    const auto x = Elem<S>::load(a[off[1]]), y = Elem<S>::load(b[off[2]]);
+    if constexpr (std::is_integral_v<S> && !std::is_same_v<S, bool>) {
+      if ((op == BinaryOp::kDiv || op == BinaryOp::kRem) && y == 0)
+        recordError(error, site, kDivisionByZero, int64_t(x), i, 0);
+    }
+    out[off[0]] = Elem<S>::store(applyBinary(op, x, y));
   }
 }
 
@@ -360,57 +394,208 @@ __global__ void gatherElementsKernel(Layout l, E *out, const I *indices,
   }
 }
 
-__device__ __forceinline__ void atomicAddAny(float *p, float v) {
-  atomicAdd(p, v);
-}
-__device__ __forceinline__ void atomicAddAny(double *p, double v) {
-  atomicAdd(p, v);
-}
-__device__ __forceinline__ void atomicAddAny(int32_t *p, int32_t v) {
-  atomicAdd(reinterpret_cast<int *>(p), int(v));
-}
-__device__ __forceinline__ void atomicAddAny(int64_t *p, int64_t v) {
-  atomicAdd(reinterpret_cast<unsigned long long *>(p),
-            static_cast<unsigned long long>(v));
-}
+//===----------------------------------------------------------------------===//
+// scatter_add without atomics: the (index, position) pairs are sorted by
+// index with a stable LSD radix sort (8-bit digits, tiles of
+// kScatterTileItems), and each output element sums its updates in position
+// order, as the CPU backend does.
+//===----------------------------------------------------------------------===//
 
-/// acc is the output itself (f32, f64, i32, i64) or float scratch.
-template <typename S, typename A, typename I>
-__global__ void scatterAddKernel(const S *updates, const I *indices, A *acc,
-                                 int64_t outer, int64_t size, int64_t inner,
-                                 int64_t count, DeviceError *error,
-                                 int32_t site) {
-  const int64_t n = outer * count * inner;
-  DTCC_GRID_LOOP(i, n) {
-    const int64_t k = i % inner, j = (i / inner) % count, o = i / (inner * count);
-    int64_t idx = int64_t(indices[j]);
-    if (idx < 0)
-      idx += size;
-    if (idx < 0 || idx >= size) {
-      recordError(error, site, kBadIndex, int64_t(indices[j]), j, size);
-      continue;
-    }
-    atomicAddAny(&acc[(o * size + idx) * inner + k], A(Elem<S>::load(updates[i])));
+/// Keys: the index (from the end when negative), `size` when bad.
+template <typename I>
+__global__ void scatterKeysKernel(const I *indices, int64_t count, int64_t size,
+                                  uint32_t *keys, uint32_t *positions,
+                                  DeviceError *error, int32_t site) {
+  DTCC_GRID_LOOP(j, count) {
+    const int64_t raw = int64_t(indices[j]);
+    const int64_t idx = raw < 0 ? raw + size : raw;
+    const bool bad = idx < 0 || idx >= size;
+    if (bad)
+      recordError(error, site, kBadIndex, raw, j, size);
+    keys[j] = uint32_t(bad ? size : idx);
+    positions[j] = uint32_t(j);
   }
 }
 
+/// counts[digit * tiles + tile]: how many keys of the tile have the digit.
+__global__ void radixCountKernel(const uint32_t *keys, int64_t count, int shift,
+                                 uint32_t *counts, int64_t tiles) {
+  __shared__ uint32_t hist[kScatterRadix];
+  const int t = threadIdx.x;
+  for (int d = t; d < kScatterRadix; d += blockDim.x)
+    hist[d] = 0;
+  __syncthreads();
+  const int64_t base = int64_t(blockIdx.x) * kScatterTileItems;
+  for (int r = 0; r < kScatterItemsPerThread; ++r) {
+    const int64_t i = base + r * kScatterTileThreads + t;
+    if (i < count)
+      atomicAdd(&hist[(keys[i] >> shift) & (kScatterRadix - 1)], 1u);
+  }
+  __syncthreads();
+  for (int d = t; d < kScatterRadix; d += blockDim.x)
+    counts[int64_t(d) * tiles + blockIdx.x] = hist[d];
+}
+
+/// Exclusive prefix sum of `n` counts in place, by one block of 1024
+/// threads.
+__global__ void exclusiveScanKernel(uint32_t *counts, int64_t n) {
+  __shared__ uint32_t warpSums[32];
+  __shared__ uint32_t carry;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  if (t == 0)
+    carry = 0;
+  __syncthreads();
+  for (int64_t base = 0; base < n; base += blockDim.x) {
+    const int64_t i = base + t;
+    const uint32_t v = i < n ? counts[i] : 0;
+    uint32_t x = v; // inclusive scan within the warp
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o)
+        x += y;
+    }
+    if (lane == 31)
+      warpSums[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+      const int warps = int(blockDim.x >> 5);
+      uint32_t w = lane < warps ? warpSums[lane] : 0;
+#pragma unroll
+      for (int o = 1; o < 32; o *= 2) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, w, o);
+        if (lane >= o)
+          w += y;
+      }
+      if (lane < warps)
+        warpSums[lane] = w; // inclusive over warps
+    }
+    __syncthreads();
+    const uint32_t before = carry + (warp > 0 ? warpSums[warp - 1] : 0);
+    if (i < n)
+      counts[i] = before + x - v;
+    __syncthreads();
+    if (t == int(blockDim.x) - 1)
+      carry = before + x;
+    __syncthreads();
+  }
+}
+
+/// One stable pass: every key of the tile goes to offsets[digit * tiles +
+/// tile] plus the number of earlier keys of the tile with its digit.
+/// Items are taken in tile order (round, warp, lane); a warp ranks equal
+/// digits among its lanes with __match_any_sync.
+__global__ void radixScatterKernel(const uint32_t *keys,
+                                   const uint32_t *positions, uint32_t *keysOut,
+                                   uint32_t *positionsOut, int64_t count,
+                                   int shift, const uint32_t *offsets,
+                                   int64_t tiles) {
+  constexpr int kWarps = kScatterTileThreads / 32;
+  __shared__ uint32_t running[kScatterRadix];
+  __shared__ uint32_t warpCounts[kWarps][kScatterRadix];
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  for (int d = t; d < kScatterRadix; d += blockDim.x)
+    running[d] = 0;
+  const int64_t base = int64_t(blockIdx.x) * kScatterTileItems;
+  for (int r = 0; r < kScatterItemsPerThread; ++r) {
+    for (int k = t; k < kWarps * kScatterRadix; k += blockDim.x)
+      warpCounts[k / kScatterRadix][k % kScatterRadix] = 0;
+    __syncthreads();
+    const int64_t i = base + r * kScatterTileThreads + t;
+    const bool valid = i < count;
+    const uint32_t key = valid ? keys[i] : 0;
+    // Lanes past the end share a digit no key has.
+    const uint32_t digit =
+        valid ? (key >> shift) & (kScatterRadix - 1) : kScatterRadix;
+    const unsigned peers = __match_any_sync(0xffffffffu, digit);
+    const int rank = __popc(peers & ((1u << lane) - 1u));
+    if (valid && lane == __ffs(peers) - 1)
+      warpCounts[warp][digit] = uint32_t(__popc(peers));
+    __syncthreads();
+    if (valid) {
+      uint32_t before = running[digit] + uint32_t(rank);
+      for (int w = 0; w < warp; ++w)
+        before += warpCounts[w][digit];
+      const uint32_t dest = offsets[int64_t(digit) * tiles + blockIdx.x] + before;
+      keysOut[dest] = key;
+      positionsOut[dest] = positions[i];
+    }
+    __syncthreads();
+    for (int d = t; d < kScatterRadix; d += blockDim.x) {
+      uint32_t total = 0;
+      for (int w = 0; w < kWarps; ++w)
+        total += warpCounts[w][d];
+      running[d] += total;
+    }
+    __syncthreads();
+  }
+}
+
+/// starts[r] = the first sorted position whose key is >= r, r in [0, size].
+__global__ void segmentStartsKernel(const uint32_t *keys, int64_t count,
+                                    int64_t size, uint32_t *starts) {
+  DTCC_GRID_LOOP(r, size + 1) {
+    int64_t lo = 0, hi = count;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (int64_t(keys[mid]) < r)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    starts[r] = uint32_t(lo);
+  }
+}
+
+template <typename C> __device__ __forceinline__ C addWrapping(C a, C b) {
+  if constexpr (std::is_integral_v<C>)
+    return C(std::make_unsigned_t<C>(a) + std::make_unsigned_t<C>(b));
+  else
+    return a + b;
+}
+
+/// out[o][r][k] = the updates of index r summed in position order.
 template <typename S>
-__global__ void roundKernel(S *out, const float *acc, int64_t n) {
-  DTCC_GRID_LOOP(i, n) { out[i] = Elem<S>::store(acc[i]); }
+__global__ void segmentSumKernel(const S *updates, const uint32_t *positions,
+                                 const uint32_t *starts, S *out, int64_t outer,
+                                 int64_t size, int64_t inner, int64_t count) {
+  using C = ComputeT<S>;
+  DTCC_GRID_LOOP(i, outer * size * inner) {
+    const int64_t k = i % inner, r = (i / inner) % size, o = i / (inner * size);
+    C acc = C(0);
+    const S *u = updates + o * count * inner + k;
+    for (uint32_t p = starts[r]; p < starts[r + 1]; ++p)
+      acc = addWrapping(acc, C(Elem<S>::load(u[int64_t(positions[p]) * inner])));
+    out[i] = Elem<S>::store(acc);
+  }
 }
 
 //===----------------------------------------------------------------------===//
 // Training: dropout, lr_schedule, adamw, sgd
 //===----------------------------------------------------------------------===//
 
+/// As the CPU backend: x * scale in the compute type (double for f64).
 template <typename S>
 __global__ void dropoutKernel(const S *x, const int64_t *step, S *y, bool *mask,
                               int64_t n, uint64_t seed, uint64_t threshold,
-                              float scale) {
+                              ComputeT<S> scale, DropoutBlock block) {
+  using C = ComputeT<S>;
   const uint64_t key = streamKey(seed, uint64_t(*step));
   DTCC_GRID_LOOP(i, n) {
-    const bool keep = (splitmix64(key + uint64_t(i)) >> 11) >= threshold;
-    y[i] = Elem<S>::store(keep ? Elem<S>::load(x[i]) * scale : 0.f);
+    // On a block: the element's index in the whole tensor.
+    uint64_t counter = uint64_t(i);
+    if (block.offsets) {
+      int64_t rest = i, global = 0;
+      for (int d = block.rank - 1; d >= 0; --d) {
+        const int64_t l = rest % block.shape[d];
+        rest /= block.shape[d];
+        global += (block.offsets[d] + l) * block.strides[d];
+      }
+      counter = uint64_t(global);
+    }
+    const bool keep = (splitmix64(key + counter) >> 11) >= threshold;
+    const C v = Elem<S>::load(x[i]) * scale;
+    y[i] = Elem<S>::store(keep ? v : C(0));
     mask[i] = keep;
   }
 }
@@ -540,14 +725,16 @@ cudaError_t launchUnary(UnaryOp op, DType dtype, const Layout &l, void *out,
 }
 
 cudaError_t launchBinary(BinaryOp op, DType dtype, const Layout &l, void *out,
-                         const void *a, const void *b, cudaStream_t s) {
+                         const void *a, const void *b, cudaStream_t s,
+                         DeviceError *error, int32_t site) {
   cudaError_t err = cudaErrorInvalidValue;
   auto run = [&](auto tag) {
     using S = decltype(tag);
     err = launch(l.numel, s, [&](dim3 g, dim3 bl, cudaStream_t st) {
       binaryKernel<S><<<g, bl, 0, st>>>(op, l, static_cast<S *>(out),
                                         static_cast<const S *>(a),
-                                        static_cast<const S *>(b));
+                                        static_cast<const S *>(b), error,
+                                        site);
     });
   };
   if (dtype == DType::kBool)
@@ -713,55 +900,86 @@ cudaError_t launchGatherElements(int elemSize, DType indexType,
   return err;
 }
 
+cudaError_t launchRadixSortPairs(const ScatterAddScratch &scratch,
+                                 int64_t count, cudaStream_t s) {
+  if (count == 0)
+    return cudaSuccess;
+  const unsigned tiles = unsigned(scratch.tiles);
+  for (int pass = 0; pass < scratch.passes; ++pass) {
+    const int from = pass % 2, to = 1 - from, shift = 8 * pass;
+    radixCountKernel<<<tiles, kScatterTileThreads, 0, s>>>(
+        scratch.keys[from], count, shift, scratch.counts, scratch.tiles);
+    exclusiveScanKernel<<<1, 1024, 0, s>>>(scratch.counts,
+                                           kScatterRadix * scratch.tiles);
+    radixScatterKernel<<<tiles, kScatterTileThreads, 0, s>>>(
+        scratch.keys[from], scratch.positions[from], scratch.keys[to],
+        scratch.positions[to], count, shift, scratch.counts, scratch.tiles);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+      return err;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
-                             const void *indices, void *out, float *scratch,
-                             int64_t outer, int64_t size, int64_t inner,
-                             int64_t count, DeviceError *error, int32_t site,
-                             cudaStream_t s) {
-  cudaError_t err = cudaErrorInvalidValue;
+                             const void *indices, void *out,
+                             const ScatterAddScratch &scratch, int64_t outer,
+                             int64_t size, int64_t inner, int64_t count,
+                             DeviceError *error, int32_t site, cudaStream_t s) {
   const int64_t total = outer * size * inner;
+  if (total == 0)
+    return cudaSuccess;
+  if (count == 0 || outer * inner == 0)
+    return cudaMemsetAsync(out, 0, size_t(total * dtypeSize(dtype)), s);
+  cudaError_t err = cudaErrorInvalidValue;
+  // Keys and positions, then one stable pass per digit.
+  auto keys = [&](auto itag) {
+    using I = decltype(itag);
+    err = launch(count, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      scatterKeysKernel<I><<<g, b, 0, st>>>(static_cast<const I *>(indices),
+                                            count, size, scratch.keys[0],
+                                            scratch.positions[0], error, site);
+    });
+  };
+  if (indexType == DType::kI32)
+    keys(int32_t{});
+  else if (indexType == DType::kI64)
+    keys(int64_t{});
+  if (err != cudaSuccess)
+    return err;
+  if ((err = launchRadixSortPairs(scratch, count, s)) != cudaSuccess)
+    return err;
+  const int sorted = scratch.passes % 2;
+  err = launch(size + 1, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+    segmentStartsKernel<<<g, b, 0, st>>>(scratch.keys[sorted], count, size,
+                                         scratch.starts);
+  });
+  if (err != cudaSuccess)
+    return err;
+  err = cudaErrorInvalidValue;
   visitArithmetic(dtype, [&](auto stag) {
     using S = decltype(stag);
-    using A = std::conditional_t<std::is_same_v<ComputeT<S>, S>, S, float>;
-    A *acc = std::is_same_v<A, S> ? static_cast<A *>(out)
-                                  : reinterpret_cast<A *>(scratch);
-    err = cudaMemsetAsync(acc, 0, total * sizeof(A), s);
-    if (err != cudaSuccess)
-      return;
-    auto run = [&](auto itag) {
-      using I = decltype(itag);
-      err = launch(outer * count * inner, s, [&](dim3 g, dim3 b, cudaStream_t st) {
-        scatterAddKernel<S, A, I><<<g, b, 0, st>>>(
-            static_cast<const S *>(updates), static_cast<const I *>(indices),
-            acc, outer, size, inner, count, error, site);
-      });
-    };
-    if (indexType == DType::kI32)
-      run(int32_t{});
-    else if (indexType == DType::kI64)
-      run(int64_t{});
-    if (err != cudaSuccess)
-      return;
-    if constexpr (!std::is_same_v<A, S>)
-      err = launch(total, s, [&](dim3 g, dim3 b, cudaStream_t st) {
-        roundKernel<S><<<g, b, 0, st>>>(static_cast<S *>(out), scratch, total);
-      });
+    err = launch(total, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      segmentSumKernel<S><<<g, b, 0, st>>>(
+          static_cast<const S *>(updates), scratch.positions[sorted],
+          scratch.starts, static_cast<S *>(out), outer, size, inner, count);
+    });
   });
   return err;
 }
 
 cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
                           void *y, bool *mask, int64_t n, uint64_t seed,
-                          uint64_t threshold, double scale, cudaStream_t s) {
+                          uint64_t threshold, double scale,
+                          const DropoutBlock &block, cudaStream_t s) {
   cudaError_t err = cudaErrorInvalidValue;
   visitFloat(dtype, [&](auto tag) {
     using S = decltype(tag);
-    if constexpr (!std::is_same_v<S, double>)
-      err = launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
-        dropoutKernel<S><<<g, b, 0, st>>>(static_cast<const S *>(x), step,
-                                          static_cast<S *>(y), mask, n, seed,
-                                          threshold, float(scale));
-      });
+    err = launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      dropoutKernel<S><<<g, b, 0, st>>>(static_cast<const S *>(x), step,
+                                        static_cast<S *>(y), mask, n, seed,
+                                        threshold, ComputeT<S>(scale), block);
+    });
   });
   return err;
 }

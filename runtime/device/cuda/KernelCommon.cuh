@@ -92,9 +92,10 @@ template <typename T> __device__ __forceinline__ T warpMax(T v) {
 }
 
 /// Sum over the blockDim.x threads of this row (threadIdx.y); `shared`
-/// holds blockDim.y * 32 floats. Every thread of the block must call it
-/// when blockDim.x > 32 (then blockDim.y is 1).
-__device__ __forceinline__ float rowSum(float v, float *shared) {
+/// holds blockDim.y * 32 values. Every thread of the block must call it
+/// when blockDim.x > 32 (then blockDim.y is 1). T: float, or double for f64
+/// rows.
+template <typename T> __device__ __forceinline__ T rowSum(T v, T *shared) {
   v = warpSum(v);
   if (blockDim.x == 32)
     return v;
@@ -103,10 +104,10 @@ __device__ __forceinline__ float rowSum(float v, float *shared) {
   if (lane == 0)
     shared[warp] = v;
   __syncthreads();
-  v = lane < int(blockDim.x >> 5) ? shared[lane] : 0.f;
+  v = lane < int(blockDim.x >> 5) ? shared[lane] : T(0);
   return warpSum(v);
 }
-__device__ __forceinline__ float rowMax(float v, float *shared) {
+template <typename T> __device__ __forceinline__ T rowMax(T v, T *shared) {
   v = warpMax(v);
   if (blockDim.x == 32)
     return v;
@@ -115,9 +116,22 @@ __device__ __forceinline__ float rowMax(float v, float *shared) {
   if (lane == 0)
     shared[warp] = v;
   __syncthreads();
-  v = lane < int(blockDim.x >> 5) ? shared[lane] : -INFINITY;
+  v = lane < int(blockDim.x >> 5) ? shared[lane] : T(-INFINITY);
   return warpMax(v);
 }
+
+/// The type row kernels (softmax, norms, cross-entropy) sum in: float, or
+/// double for f64.
+template <typename S>
+using AccT = std::conditional_t<std::is_same_v<S, double>, double, float>;
+/// exp/log/rsqrt of the accumulator type (the fast float intrinsics for
+/// float, as before; the precise ones for double).
+__device__ __forceinline__ float accExp(float v) { return __expf(v); }
+__device__ __forceinline__ double accExp(double v) { return exp(v); }
+__device__ __forceinline__ float accLog(float v) { return logf(v); }
+__device__ __forceinline__ double accLog(double v) { return log(v); }
+__device__ __forceinline__ float accRsqrt(float v) { return rsqrtf(v); }
+__device__ __forceinline__ double accRsqrt(double v) { return rsqrt(v); }
 
 /// Records the first data-dependent error of a run.
 __device__ __forceinline__ void recordError(DeviceError *e, int32_t site,

@@ -2,9 +2,8 @@
 //
 // Row kernels: threadsX threads reduce one row (a warp for rows of up to
 // 1024 elements, a block beyond), threadsY rows per block (LaunchConfig's
-// rowLaunch). Sums accumulate in float (double for f64 rows is not
-// instantiated: f64 runs on the CPU backend); softmax subtracts the row
-// maximum. Softmax over a non-last dimension and reductions that keep the
+// rowLaunch). Sums accumulate in float, in double for f64 rows; softmax
+// subtracts the row maximum. Softmax over a non-last dimension and reductions that keep the
 // innermost dimension use one thread per output column instead. argmax /
 // argmin take a warp per row when their dimension is the innermost, cumsum
 // a thread per column.
@@ -22,7 +21,7 @@ constexpr int kMaxRowsPerBlock = 4; // rowLaunch: 128 / 32
   for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;          \
        row < (rows); row += int64_t(gridDim.x) * blockDim.y)
 
-__device__ __forceinline__ float *rowShared(float *base) {
+template <typename T> __device__ __forceinline__ T *rowShared(T *base) {
   return base + threadIdx.y * 32;
 }
 
@@ -32,29 +31,30 @@ __device__ __forceinline__ float *rowShared(float *base) {
 
 template <typename S, bool Log>
 __global__ void softmaxRowKernel(const S *x, S *y, int64_t rows, int64_t cols) {
-  __shared__ float shared[kMaxRowsPerBlock * 32];
-  float *sh = rowShared(shared);
+  using A = AccT<S>;
+  __shared__ A shared[kMaxRowsPerBlock * 32];
+  A *sh = rowShared(shared);
   DTCC_ROW_LOOP(r, rows) {
     const S *xr = x + r * cols;
     S *yr = y + r * cols;
-    float m = -INFINITY;
+    A m = -INFINITY;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float v = Elem<S>::load(xr[c]);
+      const A v = Elem<S>::load(xr[c]);
       m = (v > m || v != v) ? v : m;
     }
     m = rowMax(m, sh);
-    float sum = 0.f;
+    A sum = 0;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-      sum += __expf(Elem<S>::load(xr[c]) - m);
+      sum += accExp(A(Elem<S>::load(xr[c])) - m);
     sum = rowSum(sum, sh);
     if constexpr (Log) {
-      const float logSum = logf(sum);
+      const A logSum = accLog(sum);
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-        yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) - logSum);
+        yr[c] = Elem<S>::store((A(Elem<S>::load(xr[c])) - m) - logSum);
     } else {
-      const float inv = 1.f / sum;
+      const A inv = A(1) / sum;
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-        yr[c] = Elem<S>::store(__expf(Elem<S>::load(xr[c]) - m) * inv);
+        yr[c] = Elem<S>::store(accExp(A(Elem<S>::load(xr[c])) - m) * inv);
     }
   }
 }
@@ -63,22 +63,23 @@ __global__ void softmaxRowKernel(const S *x, S *y, int64_t rows, int64_t cols) {
 template <typename S, bool Log>
 __global__ void softmaxColumnKernel(const S *x, S *y, int64_t outer,
                                     int64_t size, int64_t inner) {
+  using A = AccT<S>;
   DTCC_GRID_LOOP(col, outer * inner) {
     const int64_t o = col / inner, i = col % inner;
     const S *xc = x + o * size * inner + i;
     S *yc = y + o * size * inner + i;
-    float m = -INFINITY;
+    A m = -INFINITY;
     for (int64_t d = 0; d < size; ++d) {
-      const float v = Elem<S>::load(xc[d * inner]);
+      const A v = Elem<S>::load(xc[d * inner]);
       m = (v > m || v != v) ? v : m;
     }
-    float sum = 0.f;
+    A sum = 0;
     for (int64_t d = 0; d < size; ++d)
-      sum += __expf(Elem<S>::load(xc[d * inner]) - m);
-    const float logSum = logf(sum), inv = 1.f / sum;
+      sum += accExp(A(Elem<S>::load(xc[d * inner])) - m);
+    const A logSum = accLog(sum), inv = A(1) / sum;
     for (int64_t d = 0; d < size; ++d) {
-      const float v = Elem<S>::load(xc[d * inner]) - m;
-      yc[d * inner] = Elem<S>::store(Log ? v - logSum : __expf(v) * inv);
+      const A v = A(Elem<S>::load(xc[d * inner])) - m;
+      yc[d * inner] = Elem<S>::store(Log ? v - logSum : accExp(v) * inv);
     }
   }
 }
@@ -86,19 +87,20 @@ __global__ void softmaxColumnKernel(const S *x, S *y, int64_t outer,
 template <typename S, bool Log>
 __global__ void softmaxGradRowKernel(const S *y, const S *dy, S *dx,
                                      int64_t rows, int64_t cols) {
-  __shared__ float shared[kMaxRowsPerBlock * 32];
-  float *sh = rowShared(shared);
+  using A = AccT<S>;
+  __shared__ A shared[kMaxRowsPerBlock * 32];
+  A *sh = rowShared(shared);
   DTCC_ROW_LOOP(r, rows) {
     const S *yr = y + r * cols, *dr = dy + r * cols;
     S *xr = dx + r * cols;
-    float s = 0.f;
+    A s = 0;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-      s += Log ? Elem<S>::load(dr[c])
-               : Elem<S>::load(dr[c]) * Elem<S>::load(yr[c]);
+      s += Log ? A(Elem<S>::load(dr[c]))
+               : A(Elem<S>::load(dr[c])) * A(Elem<S>::load(yr[c]));
     s = rowSum(s, sh);
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float yv = Elem<S>::load(yr[c]), dv = Elem<S>::load(dr[c]);
-      xr[c] = Elem<S>::store(Log ? dv - __expf(yv) * s : yv * (dv - s));
+      const A yv = Elem<S>::load(yr[c]), dv = Elem<S>::load(dr[c]);
+      xr[c] = Elem<S>::store(Log ? dv - accExp(yv) * s : yv * (dv - s));
     }
   }
 }
@@ -107,18 +109,19 @@ template <typename S, bool Log>
 __global__ void softmaxGradColumnKernel(const S *y, const S *dy, S *dx,
                                         int64_t outer, int64_t size,
                                         int64_t inner) {
+  using A = AccT<S>;
   DTCC_GRID_LOOP(col, outer * inner) {
     const int64_t base = (col / inner) * size * inner + col % inner;
-    float s = 0.f;
+    A s = 0;
     for (int64_t d = 0; d < size; ++d) {
       const int64_t k = base + d * inner;
-      s += Log ? Elem<S>::load(dy[k])
-               : Elem<S>::load(dy[k]) * Elem<S>::load(y[k]);
+      s += Log ? A(Elem<S>::load(dy[k]))
+               : A(Elem<S>::load(dy[k])) * A(Elem<S>::load(y[k]));
     }
     for (int64_t d = 0; d < size; ++d) {
       const int64_t k = base + d * inner;
-      const float yv = Elem<S>::load(y[k]), dv = Elem<S>::load(dy[k]);
-      dx[k] = Elem<S>::store(Log ? dv - __expf(yv) * s : yv * (dv - s));
+      const A yv = Elem<S>::load(y[k]), dv = Elem<S>::load(dy[k]);
+      dx[k] = Elem<S>::store(Log ? dv - accExp(yv) * s : yv * (dv - s));
     }
   }
 }
@@ -127,44 +130,48 @@ __global__ void softmaxGradColumnKernel(const S *y, const S *dy, S *dx,
 // layer_norm / rms_norm and their gradients
 //===----------------------------------------------------------------------===//
 
-template <typename T> __device__ __forceinline__ float loadStat(const void *p, int64_t i) {
-  return Elem<T>::load(static_cast<const T *>(p)[i]);
+/// Statistics (mean, rstd) of any float type, read and written in the
+/// accumulator type A of the rows.
+template <typename T, typename A>
+__device__ __forceinline__ A loadStat(const void *p, int64_t i) {
+  return A(Elem<T>::load(static_cast<const T *>(p)[i]));
 }
-template <typename T>
-__device__ __forceinline__ void storeStat(void *p, int64_t i, float v) {
-  static_cast<T *>(p)[i] = Elem<T>::store(v);
+template <typename T, typename A>
+__device__ __forceinline__ void storeStat(void *p, int64_t i, A v) {
+  static_cast<T *>(p)[i] = Elem<T>::store(ComputeT<T>(v));
 }
 
 template <typename S, typename St, bool Layer>
 __global__ void normKernel(const S *x, const S *scale, const S *bias, S *y,
                            void *mean, void *rstd, int64_t rows, int64_t cols,
-                           float eps) {
-  __shared__ float shared[kMaxRowsPerBlock * 32];
-  float *sh = rowShared(shared);
+                           AccT<S> eps) {
+  using A = AccT<S>;
+  __shared__ A shared[kMaxRowsPerBlock * 32];
+  A *sh = rowShared(shared);
   DTCC_ROW_LOOP(r, rows) {
     const S *xr = x + r * cols;
     S *yr = y + r * cols;
-    float mu = 0.f;
+    A mu = 0;
     if constexpr (Layer) {
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-        mu += Elem<S>::load(xr[c]);
-      mu = rowSum(mu, sh) / float(cols);
+        mu += A(Elem<S>::load(xr[c]));
+      mu = rowSum(mu, sh) / A(cols);
     }
-    float ss = 0.f;
+    A ss = 0;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float d = Elem<S>::load(xr[c]) - mu;
+      const A d = A(Elem<S>::load(xr[c])) - mu;
       ss += d * d;
     }
-    const float rs = rsqrtf(rowSum(ss, sh) / float(cols) + eps);
+    const A rs = accRsqrt(rowSum(ss, sh) / A(cols) + eps);
     if (threadIdx.x == 0) {
       if constexpr (Layer)
         storeStat<St>(mean, r, mu);
       storeStat<St>(rstd, r, rs);
     }
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      float v = (Elem<S>::load(xr[c]) - mu) * rs * Elem<S>::load(scale[c]);
+      A v = (A(Elem<S>::load(xr[c])) - mu) * rs * A(Elem<S>::load(scale[c]));
       if (Layer && bias)
-        v += Elem<S>::load(bias[c]);
+        v += A(Elem<S>::load(bias[c]));
       yr[c] = Elem<S>::store(v);
     }
   }
@@ -176,25 +183,26 @@ template <typename S, typename St, bool Layer>
 __global__ void normGradRowKernel(const S *x, const S *scale, const void *mean,
                                   const void *rstd, const S *dy, S *dx,
                                   int64_t rows, int64_t cols) {
-  __shared__ float shared[kMaxRowsPerBlock * 32];
-  float *sh = rowShared(shared);
+  using A = AccT<S>;
+  __shared__ A shared[kMaxRowsPerBlock * 32];
+  A *sh = rowShared(shared);
   DTCC_ROW_LOOP(r, rows) {
     const S *xr = x + r * cols, *dr = dy + r * cols;
     S *xo = dx + r * cols;
-    const float mu = Layer ? loadStat<St>(mean, r) : 0.f;
-    const float rs = loadStat<St>(rstd, r);
-    float sumG = 0.f, sumGH = 0.f;
+    const A mu = Layer ? loadStat<St, A>(mean, r) : A(0);
+    const A rs = loadStat<St, A>(rstd, r);
+    A sumG = 0, sumGH = 0;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float h = (Elem<S>::load(xr[c]) - mu) * rs;
-      const float g = Elem<S>::load(dr[c]) * Elem<S>::load(scale[c]);
+      const A h = (A(Elem<S>::load(xr[c])) - mu) * rs;
+      const A g = A(Elem<S>::load(dr[c])) * A(Elem<S>::load(scale[c]));
       sumG += g;
       sumGH += g * h;
     }
-    const float meanGH = rowSum(sumGH, sh) / float(cols);
-    const float meanG = Layer ? rowSum(sumG, sh) / float(cols) : 0.f;
+    const A meanGH = rowSum(sumGH, sh) / A(cols);
+    const A meanG = Layer ? rowSum(sumG, sh) / A(cols) : A(0);
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float h = (Elem<S>::load(xr[c]) - mu) * rs;
-      const float g = Elem<S>::load(dr[c]) * Elem<S>::load(scale[c]);
+      const A h = (A(Elem<S>::load(xr[c])) - mu) * rs;
+      const A g = A(Elem<S>::load(dr[c])) * A(Elem<S>::load(scale[c]));
       xo[c] = Elem<S>::store(rs * (g - meanG - h * meanGH));
     }
   }
@@ -205,19 +213,21 @@ __global__ void normGradRowKernel(const S *x, const S *scale, const void *mean,
 template <typename S, typename St, bool Layer>
 __global__ void normGradColumnKernel(const S *x, const void *mean,
                                      const void *rstd, const S *dy,
-                                     float *partials, int64_t rows,
+                                     AccT<S> *partials, int64_t rows,
                                      int64_t cols, int64_t slices) {
-  __shared__ float accScale[8][33], accBias[8][33];
+  using A = AccT<S>;
+  __shared__ A accScale[8][33], accBias[8][33];
   const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t per = (rows + slices - 1) / slices;
   const int64_t begin = blockIdx.y * per;
   const int64_t end = begin + per < rows ? begin + per : rows;
-  float s = 0.f, b = 0.f;
+  A s = 0, b = 0;
   if (c < cols)
     for (int64_t r = begin + threadIdx.y; r < end; r += blockDim.y) {
-      const float mu = Layer ? loadStat<St>(mean, r) : 0.f;
-      const float h = (Elem<S>::load(x[r * cols + c]) - mu) * loadStat<St>(rstd, r);
-      const float d = Elem<S>::load(dy[r * cols + c]);
+      const A mu = Layer ? loadStat<St, A>(mean, r) : A(0);
+      const A h =
+          (A(Elem<S>::load(x[r * cols + c])) - mu) * loadStat<St, A>(rstd, r);
+      const A d = Elem<S>::load(dy[r * cols + c]);
       s += d * h;
       b += d;
     }
@@ -236,10 +246,11 @@ __global__ void normGradColumnKernel(const S *x, const void *mean,
 }
 
 template <typename S, bool Layer>
-__global__ void normGradFinishKernel(const float *partials, S *dscale, S *dbias,
-                                     int64_t cols, int64_t slices) {
+__global__ void normGradFinishKernel(const AccT<S> *partials, S *dscale,
+                                     S *dbias, int64_t cols, int64_t slices) {
+  using A = AccT<S>;
   DTCC_GRID_LOOP(c, cols) {
-    float s = 0.f, b = 0.f;
+    A s = 0, b = 0;
     for (int64_t k = 0; k < slices; ++k) {
       s += partials[k * cols + c];
       if (Layer)
@@ -260,8 +271,9 @@ __global__ void crossEntropyKernel(const S *logits, const I *labels,
                                    const S *dloss, S *out, int64_t n, int64_t c,
                                    int64_t ignore, DeviceError *error,
                                    int32_t site) {
-  __shared__ float shared[kMaxRowsPerBlock * 32];
-  float *sh = rowShared(shared);
+  using A = AccT<S>;
+  __shared__ A shared[kMaxRowsPerBlock * 32];
+  A *sh = rowShared(shared);
   DTCC_ROW_LOOP(i, n) {
     const int64_t label = int64_t(labels[i]);
     const bool ignored = label == ignore;
@@ -272,30 +284,30 @@ __global__ void crossEntropyKernel(const S *logits, const I *labels,
     if (ignored || bad) {
       if constexpr (Grad) {
         for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-          out[i * c + j] = Elem<S>::store(0.f);
+          out[i * c + j] = Elem<S>::store(A(0));
       } else if (threadIdx.x == 0) {
-        out[i] = Elem<S>::store(0.f);
+        out[i] = Elem<S>::store(A(0));
       }
       continue; // uniform over the row's threads
     }
-    float m = -INFINITY;
+    A m = -INFINITY;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-      const float v = Elem<S>::load(x[j]);
+      const A v = Elem<S>::load(x[j]);
       m = (v > m || v != v) ? v : m;
     }
     m = rowMax(m, sh);
-    float sum = 0.f;
+    A sum = 0;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-      sum += __expf(Elem<S>::load(x[j]) - m);
+      sum += accExp(A(Elem<S>::load(x[j])) - m);
     sum = rowSum(sum, sh);
     if constexpr (Grad) {
-      const float dl = Elem<S>::load(dloss[i]), inv = 1.f / sum;
+      const A dl = Elem<S>::load(dloss[i]), inv = A(1) / sum;
       for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-        const float p = __expf(Elem<S>::load(x[j]) - m) * inv;
-        out[i * c + j] = Elem<S>::store((p - (j == label ? 1.f : 0.f)) * dl);
+        const A p = accExp(A(Elem<S>::load(x[j])) - m) * inv;
+        out[i * c + j] = Elem<S>::store((p - (j == label ? A(1) : A(0))) * dl);
       }
     } else if (threadIdx.x == 0) {
-      out[i] = Elem<S>::store((m - Elem<S>::load(x[label])) + logf(sum));
+      out[i] = Elem<S>::store((m - A(Elem<S>::load(x[label]))) + accLog(sum));
     }
   }
 }
@@ -379,10 +391,12 @@ __global__ void reduceColumnKernel(ReduceOp op, ReducePlan p, const S *in,
   }
 }
 
+/// The statistics' type (mean, rstd): any float type for any rows.
 template <typename S, typename Fn> void withStatType(DType st, Fn &&fn) {
   switch (st) {
   case DType::kF16: fn(__half{}); break;
   case DType::kBF16: fn(__nv_bfloat16{}); break;
+  case DType::kF64: fn(double{}); break;
   default: fn(float{}); break;
   }
 }
@@ -496,12 +510,7 @@ __global__ void cumsumKernel(const S *in, S *out, int64_t outer, int64_t size,
 }
 
 template <typename Fn> bool visitRowType(DType dtype, Fn &&fn) {
-  switch (dtype) {
-  case DType::kF32: fn(float{}); return true;
-  case DType::kF16: fn(__half{}); return true;
-  case DType::kBF16: fn(__nv_bfloat16{}); return true;
-  default: return false;
-  }
+  return visitFloat(dtype, fn);
 }
 
 } // namespace
@@ -581,33 +590,31 @@ cudaError_t launchNorm(bool layer, DType dtype, DType statType, const void *x,
               *bs = static_cast<const S *>(bias);
       if (layer)
         normKernel<S, St, true><<<blocksOf(c), threadsOf(c), 0, s>>>(
-            xs, sc, bs, static_cast<S *>(y), mean, rstd, rows, cols, float(eps));
+            xs, sc, bs, static_cast<S *>(y), mean, rstd, rows, cols,
+            AccT<S>(eps));
       else
         normKernel<S, St, false><<<blocksOf(c), threadsOf(c), 0, s>>>(
             xs, sc, nullptr, static_cast<S *>(y), nullptr, rstd, rows, cols,
-            float(eps));
+            AccT<S>(eps));
       err = cudaGetLastError();
     });
   });
   return err;
 }
 
-int64_t normGradPartialRows(int64_t rows) {
-  // About 256 rows per slice, at most 64 slices (then a cheap final sum).
-  int64_t slices = (rows + 255) / 256;
-  return slices < 1 ? 1 : slices > 64 ? 64 : slices;
-}
-
 cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
                            const void *x, const void *scale, const void *mean,
                            const void *rstd, const void *dy, void *dx,
                            void *dscale, void *dbias, int64_t rows,
-                           int64_t cols, float *partials, cudaStream_t s) {
+                           int64_t cols, int64_t slices, void *scratch,
+                           cudaStream_t s) {
   cudaError_t err = cudaErrorInvalidValue;
   visitRowType(dtype, [&](auto tag) {
     using S = decltype(tag);
     withStatType<S>(statType, [&](auto stag) {
       using St = decltype(stag);
+      using A = AccT<S>;
+      A *partials = static_cast<A *>(scratch);
       err = cudaSuccess;
       if (cols == 0)
         return;
@@ -622,7 +629,6 @@ cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
           normGradRowKernel<S, St, false><<<blocksOf(c), threadsOf(c), 0, s>>>(
               xs, sc, mean, rstd, ds, static_cast<S *>(dx), rows, cols);
       }
-      const int64_t slices = normGradPartialRows(rows);
       if (rows > 0) {
         LaunchConfig cc = columnLaunch(rows, cols, launchLimits());
         dim3 grid(unsigned(cc.blocks), unsigned(slices));
@@ -634,7 +640,7 @@ cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
               xs, mean, rstd, ds, partials, rows, cols, slices);
       } else {
         err = cudaMemsetAsync(partials, 0,
-                              (layer ? 2 : 1) * slices * cols * sizeof(float), s);
+                              (layer ? 2 : 1) * slices * cols * sizeof(A), s);
         if (err != cudaSuccess)
           return;
       }

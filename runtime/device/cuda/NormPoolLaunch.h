@@ -31,23 +31,10 @@ struct ChannelDims {
   int64_t batch = 0, channels = 0, spatial = 0;
 };
 
-/// Blocks per channel of the batch-norm sums: enough that channels x slices
-/// blocks give every multiprocessor about four, but no slice shorter than
-/// kBatchNormSliceMin elements; at least 1.
-constexpr int64_t kBatchNormSliceMin = 4096;
-inline int64_t batchNormSlices(int64_t channels, int64_t perChannel,
-                               int smCount) {
-  if (channels < 1 || perChannel < 1)
-    return 1;
-  int64_t want = (4 * int64_t(smCount) + channels - 1) / channels;
-  int64_t most = (perChannel + kBatchNormSliceMin - 1) / kBatchNormSliceMin;
-  int64_t slices = want < most ? want : most;
-  return slices < 1 ? 1 : slices;
-}
-
 /// batch_norm_stats (`grad` false: sums of x - center and its square) or
 /// batch_norm_grad_stats (`grad` true: sums of dy and dy (x - center)) into
-/// out [2, C]. `partials` is double scratch of 2 * C * slices elements.
+/// out [2, C]. `partials` is double scratch of 2 * C * slices elements
+/// (slices: cudaBatchNormSlices, runtime/exec/CudaScratch.h).
 cudaError_t launchBatchNormSums(bool grad, DType dtype, const void *x,
                                 const void *center, const void *dy, void *out,
                                 ChannelDims d, double *partials, int64_t slices,

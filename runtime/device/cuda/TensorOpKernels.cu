@@ -11,8 +11,6 @@
 #include "runtime/device/cuda/KernelCommon.cuh"
 #include "runtime/device/cuda/TensorOpLaunch.h"
 
-#include <cub/device/device_radix_sort.cuh>
-
 namespace dtcc::runtime::cuda {
 namespace {
 
@@ -137,24 +135,25 @@ __global__ void gatherNdKernel(NdParams p, const E *data, const I *idx, E *out,
   }
 }
 
-/// Sort keys of scatter_nd: each tuple's slice offset (`invalid` when out
-/// of range, which sorts last and is skipped).
+/// Sort keys of scatter_nd: the data slice each tuple targets (its
+/// offset over the slice size; `invalid` when out of range, which sorts
+/// last and is skipped).
 template <typename I>
-__global__ void ndKeysKernel(NdParams p, const I *idx, int64_t *keys,
-                             int64_t *order, int64_t invalid,
+__global__ void ndKeysKernel(NdParams p, const I *idx, uint32_t *keys,
+                             uint32_t *order, uint32_t invalid,
                              DeviceError *error, int32_t site) {
   DTCC_GRID_LOOP(u, p.batches * p.tuples) {
     const int64_t off = tupleOffset(p, idx, u, error, site);
-    keys[u] = off < 0 ? invalid : off;
-    order[u] = u;
+    keys[u] = off < 0 ? invalid : uint32_t(off / p.slice);
+    order[u] = uint32_t(u);
   }
 }
 
 /// Sort keys of scatter_elements: each index element's target offset.
 template <typename I>
 __global__ void elementsKeysKernel(ElementsParams p, const I *idx,
-                                   int64_t *keys, int64_t *order,
-                                   int64_t invalid, DeviceError *error,
+                                   uint32_t *keys, uint32_t *order,
+                                   uint32_t invalid, DeviceError *error,
                                    int32_t site) {
   DTCC_GRID_LOOP(e, p.numel) {
     int64_t rest = e, off = 0;
@@ -170,9 +169,9 @@ __global__ void elementsKeysKernel(ElementsParams p, const I *idx,
       recordError(error, site, kBadIndex, v, e, p.axisSize);
       keys[e] = invalid;
     } else {
-      keys[e] = off + x * p.dataStrides[p.axis];
+      keys[e] = uint32_t(off + x * p.dataStrides[p.axis]);
     }
-    order[e] = e;
+    order[e] = uint32_t(e);
   }
 }
 
@@ -196,50 +195,41 @@ __device__ __forceinline__ S combine(S a, S b) {
 }
 
 /// One thread per (distinct target, element of the unit): applies the
-/// target's updates in index order (the stable sort kept it).
+/// target's updates in index order (the stable sort kept it). Target `key`
+/// is elements [key * unit, (key + 1) * unit) of out.
 template <typename S, ScatterReduction R>
-__global__ void applyScatterKernel(const int64_t *keys, const int64_t *order,
+__global__ void applyScatterKernel(const uint32_t *keys, const uint32_t *order,
                                    int64_t units, int64_t unit,
-                                   const S *updates, S *out, int64_t invalid) {
+                                   const S *updates, S *out, uint32_t invalid) {
   DTCC_GRID_LOOP(i, units * unit) {
     const int64_t s = i / unit, j = i % unit;
-    const int64_t key = keys[s];
+    const uint32_t key = keys[s];
     if (key == invalid || (s > 0 && keys[s - 1] == key))
       continue;
-    S acc = out[key + j];
+    const int64_t at = int64_t(key) * unit + j;
+    S acc = out[at];
     for (int64_t t = s; t < units && keys[t] == key; ++t)
-      acc = combine<S, R>(acc, updates[order[t] * unit + j]);
-    out[key + j] = acc;
+      acc = combine<S, R>(acc, updates[int64_t(order[t]) * unit + j]);
+    out[at] = acc;
   }
-}
-
-int endBitOf(int64_t invalid) {
-  int bits = 1;
-  while (bits < 63 && (int64_t(1) << bits) <= invalid)
-    ++bits;
-  return bits;
 }
 
 /// Sorts the keys (with their positions) and applies the updates.
 template <typename S>
 cudaError_t sortAndApply(ScatterReduction reduction, int64_t units,
                          int64_t unit, const S *updates, S *out,
-                         int64_t invalid, const ScatterScratch &sc,
+                         uint32_t invalid, const ScatterScratch &sc,
                          cudaStream_t s) {
-  size_t bytes = sc.tempBytes;
-  using K = unsigned long long;
-  cudaError_t err = cub::DeviceRadixSort::SortPairs(
-      sc.temp, bytes, reinterpret_cast<const K *>(sc.keys),
-      reinterpret_cast<K *>(sc.sortedKeys), sc.order, sc.sortedOrder,
-      units, 0, endBitOf(invalid), s);
+  cudaError_t err = launchRadixSortPairs(sc, units, s);
   if (err != cudaSuccess)
     return err;
+  const uint32_t *keys = sc.keys[sc.passes % 2];
+  const uint32_t *order = sc.positions[sc.passes % 2];
   auto run = [&](auto r) {
     constexpr ScatterReduction R = decltype(r)::value;
     if constexpr (R == ScatterReduction::kNone || !std::is_unsigned_v<S>)
       return launch(units * unit, s, [&](dim3 g, dim3 b, cudaStream_t st) {
-        applyScatterKernel<S, R><<<g, b, 0, st>>>(sc.sortedKeys,
-                                                  sc.sortedOrder, units, unit,
+        applyScatterKernel<S, R><<<g, b, 0, st>>>(keys, order, units, unit,
                                                   updates, out, invalid);
       });
     return cudaErrorInvalidValue;
@@ -263,7 +253,7 @@ cudaError_t sortAndApply(ScatterReduction reduction, int64_t units,
 /// arithmetic types otherwise.
 cudaError_t dispatchApply(DType dtype, int elemSize, ScatterReduction reduction,
                           int64_t units, int64_t unit, const void *updates,
-                          void *out, int64_t invalid,
+                          void *out, uint32_t invalid,
                           const ScatterScratch &sc, cudaStream_t s) {
   cudaError_t err = cudaErrorInvalidValue;
   if (reduction == ScatterReduction::kNone) {
@@ -377,16 +367,6 @@ cudaError_t launchGatherNd(int elemSize, DType indexType, const NdParams &p,
   return err;
 }
 
-size_t scatterSortBytes(int64_t units) {
-  size_t bytes = 0;
-  using K = unsigned long long;
-  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const K *>(nullptr),
-                                  static_cast<K *>(nullptr),
-                                  static_cast<const int64_t *>(nullptr),
-                                  static_cast<int64_t *>(nullptr), units);
-  return bytes;
-}
-
 cudaError_t launchScatterNd(DType dtype, int elemSize, DType indexType,
                             ScatterReduction reduction, const NdParams &p,
                             const void *data, const void *indices,
@@ -400,12 +380,14 @@ cudaError_t launchScatterNd(DType dtype, int elemSize, DType indexType,
   const int64_t units = p.batches * p.tuples;
   if (err != cudaSuccess || units == 0 || p.slice == 0)
     return err;
-  const int64_t invalid = dataNumel;
+  // The data's slices, which the factory checked fit 32 bits.
+  const uint32_t invalid = uint32_t(dataNumel / p.slice);
   auto keys = [&](auto itag) {
     using I = decltype(itag);
     err = launch(units, s, [&](dim3 g, dim3 b, cudaStream_t st) {
       ndKeysKernel<I><<<g, b, 0, st>>>(p, static_cast<const I *>(indices),
-                                       sc.keys, sc.order, invalid, error, site);
+                                       sc.keys[0], sc.positions[0], invalid,
+                                       error, site);
     });
   };
   if (indexType == DType::kI32)
@@ -431,13 +413,13 @@ cudaError_t launchScatterElements(DType dtype, int elemSize, DType indexType,
                           cudaMemcpyDeviceToDevice, s);
   if (err != cudaSuccess || p.numel == 0)
     return err;
-  const int64_t invalid = dataNumel;
+  const uint32_t invalid = uint32_t(dataNumel);
   auto keys = [&](auto itag) {
     using I = decltype(itag);
     err = launch(p.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
       elementsKeysKernel<I><<<g, b, 0, st>>>(
-          p, static_cast<const I *>(indices), sc.keys, sc.order, invalid,
-          error, site);
+          p, static_cast<const I *>(indices), sc.keys[0], sc.positions[0],
+          invalid, error, site);
     });
   };
   if (indexType == DType::kI32)

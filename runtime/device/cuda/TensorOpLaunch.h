@@ -5,9 +5,10 @@
 // CudaLaunch.h, pointers are device memory bound at load time and launches
 // only enqueue on a stream.
 //
-// Scatters are reproducible: the targets of all updates are sorted (a
-// stable radix sort, so equal targets keep index order) and one thread per
-// distinct target applies its updates in that order. No atomics.
+// Scatters are reproducible: the targets of all updates are sorted (the
+// stable radix sort of CudaLaunch.h, so equal targets keep index order) and
+// one thread per distinct target applies its updates in that order. No
+// atomics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,16 +59,12 @@ cudaError_t launchGatherNd(int elemSize, DType indexType, const NdParams &p,
 
 enum class ScatterReduction : int32_t { kNone, kAdd, kMul, kMax, kMin };
 
-/// Scratch of a scatter of `units` updates: the sort's keys and positions
-/// (in and out) and CUB's temporary storage.
-struct ScatterScratch {
-  int64_t *keys = nullptr, *sortedKeys = nullptr;
-  int64_t *order = nullptr, *sortedOrder = nullptr;
-  void *temp = nullptr;
-  size_t tempBytes = 0;
-};
-/// Bytes of CUB's temporary storage for sorting `units` keys.
-size_t scatterSortBytes(int64_t units);
+/// Compute scratch of a scatter of `units` updates: the sort of (target,
+/// update) pairs, laid out by planCudaScatterSort (runtime/exec/
+/// CudaScratch.h; no segment starts). A target is a slice of the data
+/// (scatter_nd) or an element (scatter_elements); their count marks a bad
+/// index.
+using ScatterScratch = ScatterAddScratch;
 
 /// scatter_nd: out = data; each tuple's slice combined in index order.
 cudaError_t launchScatterNd(DType dtype, int elemSize, DType indexType,

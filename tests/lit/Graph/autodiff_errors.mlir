@@ -42,3 +42,12 @@ module {
     return
   }
 }
+
+// -----
+
+// Tests that @main's inputs and outputs must be dgraph tensors (an i32 used
+// to crash the pass).
+// expected-error @+1 {{'func.func' op expected statically shaped tensors as the inputs and outputs of @main, got 'i32' (input 0)}}
+func.func @main(%x: i32) -> i32 {
+  return %x : i32
+}

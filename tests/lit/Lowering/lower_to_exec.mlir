@@ -59,6 +59,34 @@ func.func @views(%x: tensor<2x3xf32> {dgraph.name = "x"}) -> (tensor<6xf32> {dgr
 
 // -----
 
+// Tests that a broadcast of a constant feeding only elementwise ops is a
+// stride-0 view of the constant's own elements.
+// CHECK-LABEL: func.func @constant_view()
+// CHECK-DAG: %[[CV:.*]] = dexec.buffer "constant"[0] {value = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>} : memref<3x2xf32, strided<[0, 1]>>
+// CHECK-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] : memref<3x2xf32>
+// CHECK: dexec.kernel "add" ins(%[[X]], %[[CV]] : memref<3x2xf32>, memref<3x2xf32, strided<[0, 1]>>) outs(%[[X]] : memref<3x2xf32>)
+func.func @constant_view(%x: tensor<3x2xf32> {dgraph.name = "x"}) -> (tensor<3x2xf32> {dgraph.name = "y"}) {
+  %c = dgraph.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %b = dgraph.broadcast_in_dim %c, dims = [1] : (tensor<2xf32>) -> tensor<3x2xf32>
+  %y = dgraph.add %x, %b : tensor<3x2xf32>
+  return %y : tensor<3x2xf32>
+}
+
+// -----
+
+// Tests that a reshape of a constant is a view of the constant's elements.
+// CHECK-LABEL: func.func @constant_reshape()
+// CHECK-DAG: %[[CV:.*]] = dexec.buffer "constant"[0] {value = dense<[1, 0, 1]> : tensor<3xi64>} : memref<3x1xi64>
+// CHECK: dexec.kernel "gather" ins(%{{.*}}, %[[CV]] : memref<4x2xf32>, memref<3x1xi64>)
+func.func @constant_reshape(%x: tensor<4x2xf32> {dgraph.name = "x"}) -> (tensor<3x1x2xf32> {dgraph.name = "y"}) {
+  %c = dgraph.constant dense<[1, 0, 1]> : tensor<3xi64>
+  %r = dgraph.reshape %c : (tensor<3xi64>) -> tensor<3x1xi64>
+  %y = dgraph.gather %x, %r axis = 0 : (tensor<4x2xf32>, tensor<3x1xi64>) -> tensor<3x1x2xf32>
+  return %y : tensor<3x1x2xf32>
+}
+
+// -----
+
 // Tests that a broadcast feeding a non-elementwise op is materialized.
 // CHECK-LABEL: func.func @materialized()
 // CHECK: dexec.kernel "broadcast_in_dim"
@@ -115,6 +143,21 @@ func.func @splat(%x: tensor<2x3xf32> {dgraph.name = "x"}) -> (tensor<2x3xf32> {d
   %c = dgraph.constant dense<0.5> : tensor<2x3xf32>
   %y = dgraph.mul %x, %c : tensor<2x3xf32>
   return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that a broadcast of a constant that is not a splat (a bound label
+// tensor, as the importer leaves it) is a stride-0 view of the constant's
+// own elements.
+// CHECK-LABEL: func.func @broadcast_constant()
+// CHECK: %[[C:.*]] = dexec.buffer "constant"[0] {value = dense<[1, 2, 3]> : tensor<3xi64>} : memref<2x3xi64, strided<[0, 1]>>
+// CHECK: dexec.kernel "add" ins(%{{.*}}, %[[C]] : memref<2x3xi64>, memref<2x3xi64, strided<[0, 1]>>)
+func.func @broadcast_constant(%x: tensor<2x3xi64> {dgraph.name = "x"}) -> (tensor<2x3xi64> {dgraph.name = "y"}) {
+  %c = dgraph.constant dense<[1, 2, 3]> : tensor<3xi64>
+  %b = dgraph.broadcast_in_dim %c, dims = [1] : (tensor<3xi64>) -> tensor<2x3xi64>
+  %y = dgraph.add %x, %b : tensor<2x3xi64>
+  return %y : tensor<2x3xi64>
 }
 
 // -----

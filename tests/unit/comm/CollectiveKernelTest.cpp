@@ -348,6 +348,30 @@ TEST(CollectiveKernels, AsyncOverlapsAndWaits) {
   EXPECT_EQ(wait1.value()().code(), StatusCode::kInternal);
 }
 
+/// A device that runs collectives on streams of its own (CUDA) keeps its
+/// asynchronous collectives in the program's CommContext too: the
+/// end-of-function check sees them, and their device state (the CUDA end
+/// event) goes with the context.
+TEST(CollectiveKernels, DeviceSlotsArePendingAndOwnedByTheContext) {
+  bool released = false;
+  {
+    CommContext cc(testMesh(), testWorld().queue());
+    CommContext::AsyncSlot &slot = cc.declareAsync(7);
+    slot.device = std::shared_ptr<void>(new int(0), [&](void *p) {
+      delete static_cast<int *>(p);
+      released = true;
+    });
+    EXPECT_TRUE(cc.pendingAsync().empty());
+    slot.deviceStarted = true; // started: in flight until its wait
+    EXPECT_EQ(cc.pendingAsync(), (std::vector<int64_t>{7}));
+    EXPECT_EQ(cc.findAsync(7), &slot);
+    slot.deviceStarted = false; // waited
+    EXPECT_TRUE(cc.pendingAsync().empty());
+    EXPECT_FALSE(released);
+  }
+  EXPECT_TRUE(released);
+}
+
 TEST(CollectiveKernels, BytesSentAreCounted) {
   Communicator &tp = groupOf({"tp"});
   const int64_t before = tp.bytesSent();

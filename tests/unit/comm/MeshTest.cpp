@@ -186,6 +186,7 @@ TEST(Launch, OpenMpi) {
   auto l = launchFrom({{"OMPI_COMM_WORLD_RANK", "3"},
                        {"OMPI_COMM_WORLD_SIZE", "8"},
                        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
                        {"SLURM_PROCID", "0"}, // inside an allocation
                        {"SLURM_STEP_ID", "0"}});
   ASSERT_TRUE(l.isOk()) << l.status().toString();
@@ -193,6 +194,20 @@ TEST(Launch, OpenMpi) {
   EXPECT_EQ(l.value().rank, 3);
   EXPECT_EQ(l.value().size, 8);
   EXPECT_EQ(l.value().localRank, 1);
+  EXPECT_EQ(l.value().localSize, 4);
+  // The local size is optional, but must hold the local rank.
+  auto unknown = launchFrom({{"OMPI_COMM_WORLD_RANK", "0"},
+                             {"OMPI_COMM_WORLD_SIZE", "2"}});
+  ASSERT_TRUE(unknown.isOk());
+  EXPECT_EQ(unknown.value().localSize, 0);
+  auto bad = launchFrom({{"OMPI_COMM_WORLD_RANK", "1"},
+                         {"OMPI_COMM_WORLD_SIZE", "2"},
+                         {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}});
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("OMPI_COMM_WORLD_LOCAL_SIZE=1"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 TEST(Launch, Slurm) {
@@ -205,6 +220,24 @@ TEST(Launch, Slurm) {
   EXPECT_EQ(l.value().rank, 5);
   EXPECT_EQ(l.value().size, 6);
   EXPECT_EQ(l.value().localRank, 2);
+  EXPECT_EQ(l.value().localSize, 0); // no task list: unknown
+  // This node's entry of the step's task list: "4(x2),3" is 4, 4, 3.
+  for (auto [node, tasks] : {std::pair{"0", 4}, std::pair{"1", 4},
+                             std::pair{"2", 3}, std::pair{"3", 0}}) {
+    auto n = launchFrom({{"SLURM_PROCID", "5"},
+                         {"SLURM_STEP_NUM_TASKS", "11"},
+                         {"SLURM_LOCALID", "0"},
+                         {"SLURM_NODEID", node},
+                         {"SLURM_STEP_TASKS_PER_NODE", "4(x2),3"}});
+    ASSERT_TRUE(n.isOk()) << n.status().toString();
+    EXPECT_EQ(n.value().localSize, tasks) << "node " << node;
+  }
+  auto odd = launchFrom({{"SLURM_PROCID", "0"},
+                         {"SLURM_STEP_NUM_TASKS", "2"},
+                         {"SLURM_NODEID", "0"},
+                         {"SLURM_STEP_TASKS_PER_NODE", "2(y3)"}});
+  ASSERT_TRUE(odd.isOk());
+  EXPECT_EQ(odd.value().localSize, 0); // malformed: unknown
   // A batch script run directly (no srun step) is one process.
   auto batch = launchFrom({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "16"}});
   ASSERT_TRUE(batch.isOk());
@@ -226,6 +259,15 @@ TEST(Launch, Torchrun) {
   EXPECT_EQ(l.value().size, 3);
   EXPECT_EQ(l.value().masterAddr, "10.0.0.1");
   EXPECT_EQ(l.value().masterPort, 29500);
+  EXPECT_EQ(l.value().localSize, 0);
+  auto local = launchFrom({{"RANK", "2"},
+                           {"WORLD_SIZE", "4"},
+                           {"LOCAL_RANK", "0"},
+                           {"LOCAL_WORLD_SIZE", "2"},
+                           {"MASTER_ADDR", "10.0.0.1"},
+                           {"MASTER_PORT", "29500"}});
+  ASSERT_TRUE(local.isOk()) << local.status().toString();
+  EXPECT_EQ(local.value().localSize, 2);
 }
 
 TEST(Launch, SingleAndErrors) {

@@ -195,7 +195,9 @@ TEST_P(VJPTest, MatchesFiniteDifferences) {
       double down = runLoss(*evalExe, "main");
       x[k] = saved;
       double numeric = (up - down) / (2 * h);
-      maxErr = std::max(maxErr, std::abs(numeric - analytic[k]));
+      // NaN compares false: count it as an infinite error, not none.
+      double err = std::abs(numeric - analytic[k]);
+      maxErr = std::isnan(err) ? INFINITY : std::max(maxErr, err);
       maxRef = std::max(maxRef, std::abs(numeric));
     }
     EXPECT_LE(maxErr, 1e-6 * std::max(1.0, maxRef))
@@ -255,6 +257,12 @@ std::vector<Case> cases() {
   addBinary("mul", -1, 1);
   addBinary("div", 0.5, 2);
   addBinary("pow", 0.5, 2);
+  // The exponent's gradient at a zero base (0^y is constant in y >= 0).
+  out.push_back({"pow_zero_base", {{"b", {3, 4}, 0.5, 2}},
+                 "  %a = dgraph.constant dense<[[0.0, 1.5, 0.0, 2.0], [0.5, 0.0, 1.0, 3.0], "
+                 "[0.0, 0.0, 0.7, 1.2]]> : " + t + "\n"
+                 "  %y = dgraph.pow %a, %b : " + t,
+                 t});
   addBinary("max", -1, 1);
   addBinary("min", -1, 1);
   out.push_back({"select", {{"a", {3, 4}}, {"b", {3, 4}}},
@@ -278,6 +286,16 @@ std::vector<Case> cases() {
                  "  %y = dgraph.slice %a, start = [1, 2], limit = [4, 6], stride = [1, 1] "
                  ": (tensor<5x6xf64>) -> " + t,
                  t});
+  // Strides: every second row and third column; the last taken element of
+  // a dimension followed by fewer than `stride` elements.
+  out.push_back({"slice_strided", {{"a", {5, 7}}},
+                 "  %y = dgraph.slice %a, start = [1, 0], limit = [5, 7], stride = [2, 3] "
+                 ": (tensor<5x7xf64>) -> tensor<2x3xf64>",
+                 "tensor<2x3xf64>"});
+  out.push_back({"slice_strided_tail", {{"a", {7, 5}}},
+                 "  %y = dgraph.slice %a, start = [0, 1], limit = [6, 5], stride = [4, 2] "
+                 ": (tensor<7x5xf64>) -> tensor<2x2xf64>",
+                 "tensor<2x2xf64>"});
   out.push_back({"reverse", {{"a", {3, 4}}},
                  "  %y = dgraph.reverse %a, dims = [1] : " + t, t});
   out.push_back({"concat", {{"a", {1, 4}}, {"b", {2, 4}}},
@@ -311,6 +329,15 @@ std::vector<Case> cases() {
   out.push_back({"reduce_prod", {{"a", {3, 2, 4}, 0.5, 1.5}},
                  "  %y = dgraph.reduce_prod %a, dims = [1] : (tensor<3x2x4xf64>) -> " + t,
                  t});
+  // Zeros: one in a group (its gradient is the product of the others), two
+  // in another (all zero), none in the rest.
+  out.push_back({"reduce_prod_zeros", {{"a", {3, 2, 4}, 0.5, 1.5}},
+                 "  %z = dgraph.constant dense<[[[0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]], "
+                 "[[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]], [[1.0, 0.0, 1.0, 1.0], "
+                 "[1.0, 1.0, 1.0, 1.0]]]> : tensor<3x2x4xf64>\n"
+                 "  %m = dgraph.mul %a, %z : tensor<3x2x4xf64>\n"
+                 "  %y = dgraph.reduce_prod %m, dims = [1] : (tensor<3x2x4xf64>) -> " + t,
+                 t});
   out.push_back({"cumsum", {{"a", {3, 4}}},
                  "  %y = dgraph.cumsum %a, dim = 1 {exclusive} : " + t, t});
   const std::string mm = "tensor<2x3x4xf64>";
@@ -334,6 +361,29 @@ std::vector<Case> cases() {
                  "  %y = dgraph.matmul %a, %b {transpose_rhs} : "
                  "(tensor<2x3x5xf64>, tensor<4x5xf64>) -> " + mm,
                  mm});
+  // NumPy batch broadcasting in every direction; each operand's gradient
+  // sums over the batch dimensions it was broadcast along.
+  auto addMatmul = [&](const std::string &name, std::vector<int64_t> a,
+                       std::vector<int64_t> b, const std::string &attrs,
+                       const std::string &yType) {
+    out.push_back({name, {{"a", a}, {"b", b}},
+                   "  %y = dgraph.matmul %a, %b" + attrs + " : (" +
+                       tensorType(a) + ", " + tensorType(b) + ") -> " + yType,
+                   yType});
+  };
+  addMatmul("matmul_shared_lhs", {4, 5}, {2, 5, 3}, "", "tensor<2x4x3xf64>");
+  addMatmul("matmul_shared_lhs_t", {5, 4}, {2, 3, 5}, " {transpose_lhs, transpose_rhs}",
+            "tensor<2x4x3xf64>");
+  addMatmul("matmul_shared_rhs_tl", {2, 5, 3}, {5, 4}, " {transpose_lhs}",
+            "tensor<2x3x4xf64>");
+  addMatmul("matmul_shared_rhs_ones", {2, 3, 5}, {1, 5, 4}, "", "tensor<2x3x4xf64>");
+  addMatmul("matmul_broadcast_ones", {3, 1, 2, 4}, {2, 4, 3}, "",
+            "tensor<3x2x2x3xf64>");
+  addMatmul("matmul_broadcast_both", {1, 3, 2, 4}, {2, 1, 3, 4}, " {transpose_rhs}",
+            "tensor<2x3x2x3xf64>");
+  addMatmul("matmul_rank4_by_2", {2, 1, 3, 4}, {4, 2}, "", "tensor<2x1x3x2xf64>");
+  addMatmul("matmul_2_by_rank4", {4, 3}, {2, 2, 4, 2}, " {transpose_lhs}",
+            "tensor<2x2x3x2xf64>");
   out.push_back({"softmax", {{"a", {3, 4}}},
                  "  %y = dgraph.softmax %a, dim = 1 : " + t, t});
   out.push_back({"softmax_dim0", {{"a", {3, 4}}},
@@ -348,6 +398,32 @@ std::vector<Case> cases() {
   out.push_back({"rms_norm", {{"a", {3, 4}}, {"g", {4}}},
                  "  %y, %r = dgraph.rms_norm %a, %g axis = 1, epsilon = 1.0e-05 : (" +
                      t + ", tensor<4xf64>) -> (" + t + ", tensor<3xf64>)",
+                 t});
+  // The statistics outputs too (ONNX LayerNormalization returns them).
+  out.push_back({"layer_norm_stats", {{"a", {3, 4}}, {"g", {4}}, {"b", {4}}},
+                 "  %n, %m, %r = dgraph.layer_norm %a, %g, %b axis = 1, epsilon = "
+                 "1.0e-05 : (" + t + ", tensor<4xf64>, tensor<4xf64>) -> (" + t +
+                     ", tensor<3xf64>, tensor<3xf64>)\n"
+                     "  %mb = dgraph.broadcast_in_dim %m, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %rb = dgraph.broadcast_in_dim %r, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %s = dgraph.add %n, %mb : " + t + "\n"
+                     "  %y = dgraph.add %s, %rb : " + t,
+                 t});
+  out.push_back({"layer_norm_stats_only", {{"a", {2, 3, 4}}, {"g", {3, 4}}},
+                 "  %n, %m, %r = dgraph.layer_norm %a, %g axis = 1, epsilon = "
+                 "1.0e-05 : (tensor<2x3x4xf64>, tensor<3x4xf64>) -> "
+                 "(tensor<2x3x4xf64>, tensor<2xf64>, tensor<2xf64>)\n"
+                 "  %y = dgraph.concat %m, %r dim = 0 : (tensor<2xf64>, "
+                 "tensor<2xf64>) -> tensor<4xf64>",
+                 "tensor<4xf64>"});
+  out.push_back({"rms_norm_stats", {{"a", {3, 4}}, {"g", {4}}},
+                 "  %n, %r = dgraph.rms_norm %a, %g axis = 1, epsilon = 1.0e-05 : (" +
+                     t + ", tensor<4xf64>) -> (" + t + ", tensor<3xf64>)\n"
+                     "  %rb = dgraph.broadcast_in_dim %r, dims = [0] : "
+                     "(tensor<3xf64>) -> " + t + "\n"
+                     "  %y = dgraph.add %n, %rb : " + t,
                  t});
   out.push_back({"cross_entropy", {{"a", {3, 4}}},
                  "  %t = dgraph.constant dense<[3, -100, 0]> : tensor<3xi64>\n"
@@ -568,6 +644,10 @@ std::vector<Case> cases() {
   };
   scatterNd("scatter_nd_none", "[[2], [0]]", "none");
   scatterNd("scatter_nd_add", "[[1], [-3]]", "add");
+  // Repeated targets: products and maxima over several updates.
+  scatterNd("scatter_nd_mul", "[[1], [1]]", "mul");
+  scatterNd("scatter_nd_max", "[[3], [3]]", "max");
+  scatterNd("scatter_nd_min", "[[0], [2]]", "min");
   auto scatterElements = [&](const std::string &name,
                              const std::string &indices,
                              const std::string &reduction) {
@@ -583,6 +663,9 @@ std::vector<Case> cases() {
   scatterElements("scatter_elements_none", "[[0, 1, 2, 0], [2, 0, 1, -2]]",
                   "none");
   scatterElements("scatter_elements_add", "[[0, 1, 2, 0], [0, 1, 1, 0]]", "add");
+  scatterElements("scatter_elements_mul", "[[0, 1, 2, 0], [0, 1, 1, 0]]", "mul");
+  scatterElements("scatter_elements_max", "[[2, 1, 2, 0], [2, 0, 1, 0]]", "max");
+  scatterElements("scatter_elements_min", "[[1, 1, 2, 0], [1, 0, 1, 2]]", "min");
   out.push_back({"gather_elements", {{"a", {3, 5}}},
                  "  %i = dgraph.constant dense<[[0, 4, 4, 1], [2, 2, 0, -1], "
                  "[3, 1, 0, 0]]> : tensor<3x4xi64>\n"

@@ -11,6 +11,8 @@
 
 #include "runtime/device/cpu/ConvGeometry.h"
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/exec/CudaScratch.h"
+#include "tests/unit/cuda/ScratchReservation.h"
 #ifdef DTCC_HAVE_CUDNN
 #include "runtime/device/cuda/CudaConv.h"
 #endif
@@ -80,6 +82,47 @@ TEST(CudnnConvPlan, AsymmetricPaddingPadsTheInputExplicitly) {
   EXPECT_EQ(p.unpadded, (std::vector<int64_t>{1, 3, 7, 5}));
   EXPECT_EQ(p.padLow, (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(p.inputElements(), 1 * 3 * 9 * 7);
+}
+
+// The scratch a convolution requests (runtime/exec/CudaScratch.h): the
+// capped workspace, and the padded copy the plan says the input needs.
+TEST(CudnnConvPlan, ScratchFollowsThePlan) {
+  auto request = [](const std::string &kernel, DType dtype,
+                    std::vector<int64_t> in0, std::vector<int64_t> in1,
+                    std::vector<int64_t> out, std::vector<int64_t> low,
+                    std::vector<int64_t> high) {
+    KernelContext ctx;
+    ctx.kernel = kernel;
+    ctx.inputs = {makeView(nullptr, dtype, in0), makeView(nullptr, dtype, in1)};
+    ctx.outputs = {makeView(nullptr, dtype, out)};
+    ctx.attrs.set("strides", std::vector<int64_t>(low.size(), 1));
+    ctx.attrs.set("dilations", std::vector<int64_t>(low.size(), 1));
+    ctx.attrs.set("pad_low", low);
+    ctx.attrs.set("pad_high", high);
+    ctx.attrs.set("groups", int64_t(1));
+    auto set = cudaKernelScratch(ctx);
+    EXPECT_TRUE(set.isOk()) << set.status().toString();
+    std::vector<int64_t> bytes;
+    if (set.isOk())
+      for (const ScratchRequest &r : set.value())
+        bytes.push_back(r.bytes);
+    return bytes;
+  };
+  const int64_t cap = kCudaConvWorkspaceBytes;
+  // SAME_UPPER-like 2x2 window on [1, 8, 6, 6]: pads 0 low and 1 high, so
+  // cuDNN reads [1, 8, 7, 7] (392 elements) in bf16.
+  EXPECT_EQ(request("conv", DType::kBF16, {1, 8, 6, 6}, {8, 8, 2, 2},
+                    {1, 8, 6, 6}, {0, 0}, {1, 1}),
+            (std::vector<int64_t>{cap, 392 * 2}));
+  auto plan = cuda::planCudnnConv(
+      geometry(1, 8, 8, 1, {6, 6}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {1, 1}));
+  ASSERT_TRUE(plan.isOk());
+  EXPECT_EQ(plan->inputElements(), 392);
+  // 3-D, f64, symmetric: the workspace only (conv_input_grad reads dy and
+  // the filter, writes dx).
+  EXPECT_EQ(request("conv_input_grad", DType::kF64, {2, 5, 3, 3, 3},
+                    {5, 4, 3, 3, 3}, {2, 4, 3, 3, 3}, {1, 1, 1}, {1, 1, 1}),
+            (std::vector<int64_t>{cap}));
 }
 
 TEST(CudnnConvPlan, ThreeDimensionalAndDepthwise) {
@@ -167,6 +210,8 @@ std::vector<double> runOn(Device &device, const std::string &kernel,
   ctx.kernel = kernel;
   ctx.location = "test";
   ctx.attrs = attrs;
+  Reservation scratch(device);
+  ctx.scratch = &scratch.plan;
   std::vector<void *> buffers;
   auto numel = [](const std::vector<int64_t> &s) {
     int64_t n = 1;
@@ -207,8 +252,11 @@ std::vector<double> runOn(Device &device, const std::string &kernel,
   std::vector<double> result;
   auto fn = (*device.kernels().find(kernel))(ctx);
   EXPECT_TRUE(fn.isOk()) << fn.status().toString();
+  if (fn.isOk())
+    scratch.reserve();
   if (fn.isOk()) {
-    // Twice: nothing may accumulate across steps.
+    // Twice: nothing may accumulate across steps (the padded copy of an
+    // asymmetric window lies in compute scratch: re-zeroed every run).
     for (int i = 0; i < 2; ++i) {
       Status s = fn.value()();
       EXPECT_TRUE(s.isOk()) << s.toString();

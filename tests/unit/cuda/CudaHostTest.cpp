@@ -3,16 +3,21 @@
 // Runs without a GPU: every entry of the cuBLASLt and NCCL tables, the
 // launch configurations, arena carving, the AdamW chunk plan and which
 // consecutive adamw instructions share a launch; the direction of
-// point-to-point traffic.
+// point-to-point traffic; which GPU a rank drives; the alignment cuBLASLt
+// is told; the NCCL watchdog's bookkeeping.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/nccl/NcclComm.h"
+#include "runtime/comm/nccl/WatchList.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 #include "runtime/device/cuda/CudaTables.h"
+#include "runtime/device/cuda/DeviceChoice.h"
 #include "runtime/device/cuda/LaunchConfig.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -323,6 +328,124 @@ TEST(AdamwGroups, EmptyTensorsOverlapNothing) {
   AdamwMember empty = FakeAdamw::member(1, 0);
   empty.tensor.newParam = a.tensor.newParam;
   EXPECT_TRUE(canJoinAdamwGroup({a}, empty));
+}
+
+TEST(DeviceChoice, OneVisibleGpuIsEveryRanksOwn) {
+  // srun --gpus-per-task=1: every rank sees its own GPU as device 0.
+  for (int local = 0; local < 8; ++local) {
+    auto d = chooseCudaDevice(1, local, 8, "3");
+    ASSERT_TRUE(d.isOk()) << d.status().toString();
+    EXPECT_EQ(d.value(), 0) << "local rank " << local;
+  }
+  // One rank alone, nothing masked.
+  EXPECT_EQ(chooseCudaDevice(1, 0, 0, nullptr).value(), 0);
+}
+
+TEST(DeviceChoice, EveryGpuVisibleTakesTheLocalRanks) {
+  for (int local = 0; local < 8; ++local) {
+    EXPECT_EQ(chooseCudaDevice(8, local, 8, nullptr).value(), local);
+    // The launcher does not say how many ranks share the node.
+    EXPECT_EQ(chooseCudaDevice(8, local, 0, nullptr).value(), local);
+  }
+  // More GPUs than ranks: each rank still takes its own.
+  EXPECT_EQ(chooseCudaDevice(8, 3, 4, "0,1,2,3,4,5,6,7").value(), 3);
+}
+
+TEST(DeviceChoice, ErrorsNameTheCounts) {
+  // srun --gpus-per-task=2 with 4 tasks: 2 visible for 4 ranks.
+  auto few = chooseCudaDevice(2, 1, 4, "4,5");
+  ASSERT_FALSE(few.isOk());
+  EXPECT_EQ(few.status().code(), StatusCode::kUnavailable);
+  const std::string &m = few.status().message();
+  EXPECT_NE(m.find("2 visible CUDA devices"), std::string::npos) << m;
+  EXPECT_NE(m.find("for 4 ranks on this node"), std::string::npos) << m;
+  EXPECT_NE(m.find("CUDA_VISIBLE_DEVICES=4,5"), std::string::npos) << m;
+  // Local rank past the GPUs when the rank count is unknown.
+  auto past = chooseCudaDevice(4, 5, 0, "");
+  ASSERT_FALSE(past.isOk());
+  EXPECT_NE(past.status().message().find("local rank 5 has no GPU"),
+            std::string::npos)
+      << past.status().message();
+  EXPECT_NE(past.status().message().find("CUDA_VISIBLE_DEVICES unset"),
+            std::string::npos);
+  EXPECT_FALSE(chooseCudaDevice(0, 0, 1, nullptr).isOk());
+  EXPECT_FALSE(chooseCudaDevice(4, -1, 4, nullptr).isOk());
+}
+
+TEST(CudaTables, CublasLtAlignmentOfEveryOperand) {
+  auto at = [](uintptr_t address) {
+    return reinterpret_cast<const void *>(address);
+  };
+  // Arenas are 256-byte aligned; plan buffers 64-byte; views anywhere.
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000000), 0, 1), 256u);
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000040), 0, 1), 64u);
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000080), 0, 1), 128u);
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000004), 0, 1), 4u);
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000002), 0, 1), 2u); // a bf16 view
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000001), 0, 1), 1u);
+  // Every batch's matrix starts stride bytes after the last: a 17 x 24 f32
+  // batch stride of 1632 bytes leaves 32-byte alignment.
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000000), 17 * 24 * 4, 3), 32u);
+  // One batch: the stride does not matter; a shared operand (stride 0)
+  // keeps its own.
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000000), 17 * 24 * 4, 1), 256u);
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000100), 0, 8), 256u);
+  EXPECT_EQ(cublasLtAlignment(at(0x7f0000000100), 2 * 6, 2), 4u);
+}
+
+TEST(WatchList, OverdueEntryIsTheOldestIncomplete) {
+  using Clock = WatchList::Clock;
+  const Clock::time_point t0 = Clock::now();
+  const int a = 0, b = 0, c = 0; // stand-ins for events
+  std::set<const void *> done;
+  auto isDone = [&](const void *e) { return done.count(e) > 0; };
+  WatchList w;
+  w.add(&a, "all_reduce a", t0 + std::chrono::seconds(10));
+  w.add(&b, "send b", t0 + std::chrono::seconds(5));
+  w.add(&c, "recv c", t0 + std::chrono::seconds(20));
+  EXPECT_FALSE(w.sweep(isDone, t0 + std::chrono::seconds(1)));
+  EXPECT_EQ(w.size(), 3u);
+  // Past b's deadline: b, the earliest, whatever the insertion order.
+  auto late = w.sweep(isDone, t0 + std::chrono::seconds(12));
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->event, &b);
+  EXPECT_EQ(late->description, "send b");
+  // Completed entries go, anywhere in the list (several streams).
+  done = {&b};
+  late = w.sweep(isDone, t0 + std::chrono::seconds(12));
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->event, &a);
+  EXPECT_EQ(w.size(), 2u);
+  done = {&a, &b};
+  EXPECT_FALSE(w.sweep(isDone, t0 + std::chrono::seconds(12)));
+  EXPECT_EQ(w.size(), 1u);
+}
+
+TEST(WatchList, RecordedAgainGetsAFreshDeadlineAndForgetStops) {
+  using Clock = WatchList::Clock;
+  const Clock::time_point t0 = Clock::now();
+  const int a = 0;
+  auto never = [](const void *) { return false; };
+  WatchList w;
+  w.add(&a, "step 1", t0 + std::chrono::seconds(5));
+  // The instruction runs again: its event now marks the new operation.
+  w.add(&a, "step 2", t0 + std::chrono::seconds(50));
+  EXPECT_EQ(w.size(), 1u);
+  EXPECT_FALSE(w.sweep(never, t0 + std::chrono::seconds(10)));
+  auto late = w.sweep(never, t0 + std::chrono::seconds(60));
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->description, "step 2");
+  // Forgotten (its event is about to be destroyed): never queried again.
+  w.forget(&a);
+  EXPECT_TRUE(w.empty());
+  bool queried = false;
+  EXPECT_FALSE(w.sweep(
+      [&](const void *) {
+        queried = true;
+        return false;
+      },
+      t0 + std::chrono::seconds(100)));
+  EXPECT_FALSE(queried);
 }
 
 } // namespace

@@ -2,11 +2,14 @@
 //
 // Each case binds one instruction on the CPU device and on the GPU with the
 // same inputs and compares the outputs: f32 within 1e-5 relative, bf16
-// within 1e-2. Skipped (GTEST_SKIP) where cudaGetDeviceCount reports no GPU.
+// within 1e-2, f64 within 1e-12; scatter_add and integer kernels exactly.
+// Kernels' scratch is reserved after binding, as a program's is. Skipped
+// (GTEST_SKIP) where cudaGetDeviceCount reports no GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cuda/CudaDevice.h"
+#include "tests/unit/cuda/ScratchReservation.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -26,15 +29,19 @@ struct Operand {
   DType dtype;
   std::vector<int64_t> shape;
   std::vector<float> values; // inputs: the values; outputs: ignored
+  /// Elements the view starts after its allocation's (256-byte aligned)
+  /// start: a view at any address.
+  int64_t misalign = 0;
 };
 
-float toFloat(DType d, const uint8_t *p, int64_t i) {
+double toDouble(DType d, const uint8_t *p, int64_t i) {
   switch (d) {
   case DType::kBF16: return bf16ToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
   case DType::kF16: return halfToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
-  case DType::kI64: return float(reinterpret_cast<const int64_t *>(p)[i]);
-  case DType::kI32: return float(reinterpret_cast<const int32_t *>(p)[i]);
-  case DType::kBool: return p[i] ? 1.f : 0.f;
+  case DType::kI64: return double(reinterpret_cast<const int64_t *>(p)[i]);
+  case DType::kI32: return double(reinterpret_cast<const int32_t *>(p)[i]);
+  case DType::kF64: return reinterpret_cast<const double *>(p)[i];
+  case DType::kBool: return p[i] ? 1 : 0;
   default: return reinterpret_cast<const float *>(p)[i];
   }
 }
@@ -44,34 +51,42 @@ void fromFloat(DType d, uint8_t *p, int64_t i, float v) {
   case DType::kF16: reinterpret_cast<uint16_t *>(p)[i] = floatToHalf(v); break;
   case DType::kI64: reinterpret_cast<int64_t *>(p)[i] = int64_t(v); break;
   case DType::kI32: reinterpret_cast<int32_t *>(p)[i] = int32_t(v); break;
+  case DType::kF64: reinterpret_cast<double *>(p)[i] = double(v); break;
   case DType::kBool: p[i] = v != 0; break;
   default: reinterpret_cast<float *>(p)[i] = v; break;
   }
 }
 
-/// Runs `kernel` on `device`; returns the outputs as floats.
-std::vector<std::vector<float>> run(Device &device, const std::string &kernel,
+/// Runs `kernel` on `device` (`runs` times); returns the outputs as
+/// doubles, and the status of the device's synchronize in `synced`.
+std::vector<std::vector<double>> run(Device &device, const std::string &kernel,
                                     const Attrs &attrs,
                                     const std::vector<Operand> &inputs,
-                                    const std::vector<Operand> &outputs) {
+                                    const std::vector<Operand> &outputs,
+                                    Status *synced = nullptr, int runs = 1) {
   KernelContext ctx;
   ctx.kernel = kernel;
   ctx.location = "test";
   ctx.attrs = attrs;
+  Reservation scratch(device);
+  ctx.scratch = &scratch.plan;
   std::vector<void *> buffers;
   auto make = [&](const Operand &o, bool fill) {
     int64_t n = 1;
     for (int64_t d : o.shape)
       n *= d;
-    void *p = device.allocate(n * dtypeSize(o.dtype)).value();
+    const int64_t esz = dtypeSize(o.dtype);
+    void *p = device.allocate((n + o.misalign) * esz).value();
     buffers.push_back(p);
+    void *view = static_cast<char *>(p) + o.misalign * esz;
     if (fill) {
-      std::vector<uint8_t> host(n * dtypeSize(o.dtype));
+      std::vector<uint8_t> host(n * esz);
       for (int64_t i = 0; i < n; ++i)
         fromFloat(o.dtype, host.data(), i, o.values[i]);
-      EXPECT_TRUE(device.copyHostToDevice(p, host.data(), host.size()).isOk());
+      EXPECT_TRUE(
+          device.copyHostToDevice(view, host.data(), host.size()).isOk());
     }
-    return makeView(p, o.dtype, o.shape);
+    return makeView(view, o.dtype, o.shape);
   };
   for (const Operand &o : inputs)
     ctx.inputs.push_back(make(o, true));
@@ -79,18 +94,25 @@ std::vector<std::vector<float>> run(Device &device, const std::string &kernel,
     ctx.outputs.push_back(make(o, false));
   auto fn = (*device.kernels().find(kernel))(ctx);
   EXPECT_TRUE(fn.isOk()) << fn.status().toString();
-  std::vector<std::vector<float>> result;
+  std::vector<std::vector<double>> result;
   if (!fn.isOk())
     return result;
-  Status s = fn.value()();
-  EXPECT_TRUE(s.isOk()) << s.toString();
-  EXPECT_TRUE(device.synchronize().isOk());
+  scratch.reserve();
+  for (int r = 0; r < runs; ++r) {
+    Status s = fn.value()();
+    EXPECT_TRUE(s.isOk()) << s.toString();
+  }
+  Status sync = device.synchronize();
+  if (synced)
+    *synced = sync;
+  else
+    EXPECT_TRUE(sync.isOk()) << sync.toString();
   for (const TensorView &v : ctx.outputs) {
     std::vector<uint8_t> host(v.sizeInBytes());
     EXPECT_TRUE(device.copyDeviceToHost(host.data(), v.data, host.size()).isOk());
-    std::vector<float> f(v.numel());
+    std::vector<double> f(v.numel());
     for (int64_t i = 0; i < v.numel(); ++i)
-      f[i] = toFloat(v.dtype, host.data(), i);
+      f[i] = toDouble(v.dtype, host.data(), i);
     result.push_back(f);
   }
   for (void *p : buffers)
@@ -165,6 +187,38 @@ TEST_F(CudaKernels, MatmulBf16SharedRhs) {
           {{DType::kBF16, {2, 64, 128}, randomValues(2 * 64 * 128, 3)},
            {DType::kBF16, {128, 96}, randomValues(128 * 96, 4)}},
           {{DType::kBF16, {2, 64, 96}, {}}}, kBf16Tol * 4);
+}
+
+// NumPy batch broadcasting: a shared lhs (stride 0), size-1 batch
+// dimensions against larger ones on both sides (several strided groups),
+// against the CPU kernel.
+TEST_F(CudaKernels, MatmulBroadcastBatches) {
+  struct Case {
+    std::vector<int64_t> lhs, rhs, out;
+  } cases[] = {
+      {{24, 16}, {3, 16, 8}, {3, 24, 8}},
+      {{2, 1, 24, 16}, {3, 16, 8}, {2, 3, 24, 8}},
+      {{2, 1, 3, 24, 16}, {1, 4, 1, 16, 8}, {2, 4, 3, 24, 8}},
+      {{4, 24, 16}, {1, 16, 8}, {4, 24, 8}},
+  };
+  auto numel = [](const std::vector<int64_t> &s) {
+    int64_t n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  for (const Case &c : cases)
+    for (int tr = 0; tr < 2; ++tr) {
+      Attrs a;
+      a.set("transpose_rhs", int64_t(tr));
+      std::vector<int64_t> rs = c.rhs;
+      if (tr)
+        std::swap(rs[rs.size() - 1], rs[rs.size() - 2]);
+      compare("matmul", a,
+              {{DType::kF32, c.lhs, randomValues(numel(c.lhs), 11)},
+               {DType::kF32, rs, randomValues(numel(rs), 12)}},
+              {{DType::kF32, c.out, {}}}, 1e-4);
+    }
 }
 
 TEST_F(CudaKernels, AddBroadcast) {
@@ -425,11 +479,15 @@ TEST_F(CudaKernels, AdamwRunFusesIntoOneLaunch) {
       ctxs.push_back(ctx);
     }
     std::vector<KernelFn> fns;
-    for (const KernelContext &ctx : ctxs) {
+    Reservation scratch(d);
+    d.beginFunction();
+    for (KernelContext &ctx : ctxs) {
+      ctx.scratch = &scratch.plan;
       auto fn = (*d.kernels().find("adamw"))(ctx);
       EXPECT_TRUE(fn.isOk()) << fn.status().toString();
       fns.push_back(fn.value());
     }
+    scratch.reserve();
     for (size_t i = 0; i < fns.size(); ++i)
       if (i == 0 || !firstOnly)
         EXPECT_TRUE(fns[i]().isOk());
@@ -457,6 +515,201 @@ TEST_F(CudaKernels, AdamwRunFusesIntoOneLaunch) {
   // A second run of the whole sequence gives the same (the table is kept).
   auto again = runAll(*gpu, false);
   EXPECT_EQ(again, got);
+}
+
+/// Deterministic scatter_add: 5000 indices (five tiles of the sort) into
+/// 1000 rows (two 8-bit digits), most of them repeats of 50 rows, some
+/// negative: the sums are the CPU backend's, which adds in index order, to
+/// the bit, and the same on every run.
+TEST_F(CudaKernels, ScatterAddIsTheCpuSumOnEveryRun) {
+  const int64_t count = 5000, size = 1000, inner = 33;
+  std::vector<float> idx(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t row = (i * 7919) % 50 + (i % 97 == 0 ? 500 : 0);
+    idx[i] = float(i % 3 == 0 ? row - size : row);
+  }
+  Attrs a;
+  a.set("axis", int64_t(0));
+  a.set("dim_size", size);
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF64, DType::kI64}) {
+    std::vector<float> upd = randomValues(count * inner, 50, 3.f);
+    if (d == DType::kI64)
+      for (float &v : upd)
+        v = std::round(v * 1000);
+    const std::vector<Operand> in = {{d, {count, inner}, upd},
+                                     {DType::kI32, {count}, idx}};
+    const std::vector<Operand> out = {{d, {size, inner}, {}}};
+    compare("scatter_add", a, in, out, 0);
+    auto first = run(*gpu, "scatter_add", a, in, out);
+    auto second = run(*gpu, "scatter_add", a, in, out, nullptr, 2);
+    EXPECT_EQ(first, second) << dtypeName(d);
+  }
+  // Scattered along a middle axis, i64 indices.
+  Attrs mid;
+  mid.set("axis", int64_t(1));
+  mid.set("dim_size", int64_t(7));
+  std::vector<float> few(40);
+  for (int i = 0; i < 40; ++i)
+    few[i] = float((i * 3) % 7);
+  compare("scatter_add", mid,
+          {{DType::kF32, {3, 40, 5}, randomValues(600, 51)},
+           {DType::kI64, {40}, few}},
+          {{DType::kF32, {3, 7, 5}, {}}}, 0);
+}
+
+TEST_F(CudaKernels, ScatterAddBadIndexIsReported) {
+  Attrs a;
+  a.set("axis", int64_t(0));
+  a.set("dim_size", int64_t(10));
+  Status synced;
+  run(*gpu, "scatter_add", a,
+      {{DType::kF32, {4, 2}, randomValues(8, 52)},
+       {DType::kI64, {4}, {1, 2, 12, 3}}},
+      {{DType::kF32, {10, 2}, {}}}, &synced);
+  ASSERT_FALSE(synced.isOk());
+  EXPECT_NE(synced.message().find("scatter_add at 'test': index 12 at "
+                                  "position 2"),
+            std::string::npos)
+      << synced.message();
+}
+
+/// Integer div and rem by zero: an error naming the node, as the CPU
+/// backend's (which reports it before writing anything).
+TEST_F(CudaKernels, IntegerDivisionByZeroIsReported) {
+  std::vector<float> a = {7, -7, 9, 3}, b = {2, 0, -1, 5};
+  for (const char *k : {"div", "rem"})
+    for (DType d : {DType::kI32, DType::kI64}) {
+      Status gpuStatus;
+      run(*gpu, k, Attrs(), {{d, {4}, a}, {d, {4}, b}}, {{d, {4}, {}}},
+          &gpuStatus);
+      ASSERT_FALSE(gpuStatus.isOk()) << k;
+      // The CPU backend's message for the same instruction.
+      KernelContext ctx;
+      ctx.kernel = k;
+      ctx.location = "test";
+      std::vector<int64_t> av(a.begin(), a.end()), bv(b.begin(), b.end()),
+          out(4);
+      std::vector<int32_t> a32(a.begin(), a.end()), b32(b.begin(), b.end()),
+          out32(4);
+      const bool wide = d == DType::kI64;
+      ctx.inputs = {makeView(wide ? (void *)av.data() : a32.data(), d, {4}),
+                    makeView(wide ? (void *)bv.data() : b32.data(), d, {4})};
+      ctx.outputs = {makeView(wide ? (void *)out.data() : out32.data(), d, {4})};
+      auto fn = (*cpu->kernels().find(k))(ctx);
+      ASSERT_TRUE(fn.isOk());
+      Status cpuStatus = fn.value()();
+      ASSERT_FALSE(cpuStatus.isOk());
+      EXPECT_EQ(gpuStatus.code(), cpuStatus.code()) << k;
+      EXPECT_EQ(gpuStatus.message(), cpuStatus.message()) << k;
+      // Reported once: the slot is clear for the next run.
+      EXPECT_TRUE(gpu->synchronize().isOk());
+    }
+  // Without a zero divisor both agree element by element (INT_MIN / -1
+  // wraps; the remainder takes the dividend's sign).
+  std::vector<float> x = {-2147483648.f, 17, -17, 5, 0}, y = {-1, 5, 5, -3, 4};
+  for (const char *k : {"div", "rem"})
+    compare(k, Attrs(), {{DType::kI32, {5}, x}, {DType::kI32, {5}, y}},
+            {{DType::kI32, {5}, {}}}, 0);
+}
+
+TEST_F(CudaKernels, IntegerPowLikeTheCpu) {
+  std::vector<float> base, exp;
+  for (int b = -5; b <= 5; ++b)
+    for (int e = -3; e <= 40; ++e) {
+      base.push_back(float(b));
+      exp.push_back(float(e));
+    }
+  const int64_t n = int64_t(base.size());
+  for (DType d : {DType::kI32, DType::kI64})
+    compare("pow", Attrs(), {{d, {n}, base}, {d, {n}, exp}}, {{d, {n}, {}}},
+            0);
+}
+
+/// f64 rows sum in double, as the CPU backend's.
+TEST_F(CudaKernels, F64SoftmaxNormsAndCrossEntropy) {
+  const double tol = 1e-12;
+  const DType f64 = DType::kF64;
+  for (int64_t cols : {100, 3000}) {
+    Attrs a;
+    a.set("dim", int64_t(-1));
+    for (const char *k : {"softmax", "log_softmax"})
+      compare(k, a, {{f64, {5, cols}, randomValues(5 * cols, 60, 5)}},
+              {{f64, {5, cols}, {}}}, tol);
+    for (const char *k : {"softmax_grad", "log_softmax_grad"})
+      compare(k, a,
+              {{f64, {5, cols}, randomValues(5 * cols, 61)},
+               {f64, {5, cols}, randomValues(5 * cols, 62)}},
+              {{f64, {5, cols}, {}}}, tol);
+  }
+  Attrs mid;
+  mid.set("dim", int64_t(0));
+  compare("softmax", mid, {{f64, {30, 7}, randomValues(210, 63, 5)}},
+          {{f64, {30, 7}, {}}}, tol);
+  Attrs norm;
+  norm.set("axis", int64_t(-1));
+  norm.set("epsilon", 1e-5);
+  const int64_t rows = 300, cols = 96;
+  std::vector<float> rstd = randomValues(rows, 64);
+  for (float &r : rstd)
+    r = 0.5f + std::fabs(r);
+  for (DType stat : {f64, DType::kF32}) {
+    compare("layer_norm", norm,
+            {{f64, {rows, cols}, randomValues(rows * cols, 65, 3)},
+             {f64, {cols}, randomValues(cols, 66)},
+             {f64, {cols}, randomValues(cols, 67)}},
+            {{f64, {rows, cols}, {}}, {stat, {rows}, {}}, {stat, {rows}, {}}},
+            stat == f64 ? tol : 1e-6);
+    compare("rms_norm", norm,
+            {{f64, {rows, cols}, randomValues(rows * cols, 68, 3)},
+             {f64, {cols}, randomValues(cols, 69)}},
+            {{f64, {rows, cols}, {}}, {stat, {rows}, {}}}, stat == f64 ? tol : 1e-6);
+  }
+  compare("layer_norm_grad", norm,
+          {{f64, {rows, cols}, randomValues(rows * cols, 70, 3)},
+           {f64, {cols}, randomValues(cols, 71)},
+           {f64, {rows}, randomValues(rows, 72)},
+           {f64, {rows}, rstd},
+           {f64, {rows, cols}, randomValues(rows * cols, 73)}},
+          {{f64, {rows, cols}, {}}, {f64, {cols}, {}}, {f64, {cols}, {}}},
+          1e-11);
+  compare("rms_norm_grad", norm,
+          {{f64, {rows, cols}, randomValues(rows * cols, 74, 3)},
+           {f64, {cols}, randomValues(cols, 75)},
+           {f64, {rows}, rstd},
+           {f64, {rows, cols}, randomValues(rows * cols, 76)}},
+          {{f64, {rows, cols}, {}}, {f64, {cols}, {}}}, 1e-11);
+  std::vector<float> labels(16);
+  for (int i = 0; i < 16; ++i)
+    labels[i] = float((i * 37) % 500);
+  labels[3] = -100;
+  compare("cross_entropy", Attrs(),
+          {{f64, {16, 500}, randomValues(16 * 500, 77, 3)},
+           {DType::kI64, {16}, labels}},
+          {{f64, {16}, {}}}, tol);
+  compare("cross_entropy_grad", Attrs(),
+          {{f64, {16, 500}, randomValues(16 * 500, 77, 3)},
+           {DType::kI64, {16}, labels},
+           {f64, {16}, randomValues(16, 78)}},
+          {{f64, {16, 500}, {}}}, tol);
+  Attrs drop;
+  drop.set("ratio", 0.25);
+  drop.set("seed", int64_t(11));
+  compare("dropout", drop,
+          {{f64, {4096}, randomValues(4096, 79)}, {DType::kI64, {1}, {3}}},
+          {{f64, {4096}, {}}, {DType::kBool, {4096}, {}}}, 0);
+}
+
+/// cuBLASLt is told the operands' real alignment: views that start 4, 12
+/// and 8 bytes past an allocation multiply like aligned ones.
+TEST_F(CudaKernels, MatmulOfViewsAtAnyAlignment) {
+  Operand lhs{DType::kF32, {3, 17, 24}, randomValues(3 * 17 * 24, 80), 1};
+  Operand rhs{DType::kF32, {3, 24, 40}, randomValues(3 * 24 * 40, 81), 3};
+  Operand out{DType::kF32, {3, 17, 40}, {}, 2};
+  compare("matmul", Attrs(), {lhs, rhs}, {out}, 1e-4);
+  Operand a{DType::kBF16, {64, 128}, randomValues(64 * 128, 82), 1};
+  Operand b{DType::kBF16, {128, 96}, randomValues(128 * 96, 83), 0};
+  Operand c{DType::kBF16, {64, 96}, {}, 3};
+  compare("matmul", Attrs(), {a, b}, {c}, kBf16Tol * 4);
 }
 
 TEST(CudaDeviceNoGpu, ClearError) {

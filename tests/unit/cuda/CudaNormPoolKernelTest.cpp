@@ -10,6 +10,8 @@
 
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/NormPoolLaunch.h"
+#include "runtime/exec/CudaScratch.h"
+#include "tests/unit/cuda/ScratchReservation.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -71,6 +73,8 @@ std::vector<std::vector<double>> run(Device &device, const std::string &kernel,
   ctx.kernel = kernel;
   ctx.location = "test";
   ctx.attrs = attrs;
+  Reservation scratch(device);
+  ctx.scratch = &scratch.plan;
   std::vector<void *> buffers;
   auto make = [&](const Operand &o, bool fill) {
     const int64_t n = numel(o.shape);
@@ -96,6 +100,7 @@ std::vector<std::vector<double>> run(Device &device, const std::string &kernel,
   EXPECT_TRUE(fn.isOk()) << fn.status().toString();
   if (!fn.isOk())
     return result;
+  scratch.reserve();
   Status s = fn.value()();
   EXPECT_TRUE(s.isOk()) << s.toString();
   EXPECT_TRUE(device.synchronize().isOk());
@@ -317,25 +322,73 @@ TEST_F(CudaNormPoolKernels, MaxPoolGradReportsBadIndex) {
     gpu->deallocate(p);
 }
 
-// Runs without a GPU: the slicing of the batch-norm sums.
+// Runs without a GPU: the slicing of the batch-norm sums, which sizes
+// their scratch (runtime/exec/CudaScratch.h), and what the norm and pool
+// kernels request.
 TEST(CudaNormPoolLaunch, BatchNormSlicesFillTheDevice) {
-  using cuda::batchNormSlices;
-  using cuda::kBatchNormSliceMin;
-  // Few channels of many elements: about 4 blocks per multiprocessor.
-  EXPECT_EQ(batchNormSlices(2, 1 << 24, 132), 264);
+  // Few channels of many elements: about kCudaBatchNormBlocks blocks.
+  EXPECT_EQ(cudaBatchNormSlices(2, 1 << 24), kCudaBatchNormBlocks / 2);
+  EXPECT_EQ(cudaBatchNormSlices(3, 1 << 24), 342); // ceil(1024 / 3)
   // Many channels: one block each.
-  EXPECT_EQ(batchNormSlices(1024, 1 << 20, 132), 1);
+  EXPECT_EQ(cudaBatchNormSlices(1024, 1 << 20), 1);
   // No slice shorter than the minimum, and never zero slices.
-  EXPECT_EQ(batchNormSlices(1, 3 * kBatchNormSliceMin, 132), 3);
-  EXPECT_EQ(batchNormSlices(1, 1, 132), 1);
-  EXPECT_EQ(batchNormSlices(0, 0, 132), 1);
+  EXPECT_EQ(cudaBatchNormSlices(1, 3 * kCudaBatchNormSliceMin), 3);
+  EXPECT_EQ(cudaBatchNormSlices(1, 3 * kCudaBatchNormSliceMin + 1), 4);
+  EXPECT_EQ(cudaBatchNormSlices(1, 1), 1);
+  EXPECT_EQ(cudaBatchNormSlices(0, 0), 1);
   for (int64_t c : {1, 3, 64, 1000})
     for (int64_t per : {int64_t(1), int64_t(5000), int64_t(1) << 22}) {
-      int64_t s = batchNormSlices(c, per, 108);
+      int64_t s = cudaBatchNormSlices(c, per);
       EXPECT_GE(s, 1);
-      EXPECT_LE(s, std::max<int64_t>(1, (per + kBatchNormSliceMin - 1) /
-                                            kBatchNormSliceMin));
+      EXPECT_LE(s, std::max<int64_t>(1, (per + kCudaBatchNormSliceMin - 1) /
+                                            kCudaBatchNormSliceMin));
+      EXPECT_LE(c * s, std::max<int64_t>(c, kCudaBatchNormBlocks + c));
     }
+}
+
+TEST(CudaNormPoolLaunch, ScratchOfTheNormAndPoolKernels) {
+  auto bytes = [](const std::string &kernel,
+                  std::vector<std::pair<DType, std::vector<int64_t>>> in,
+                  std::pair<DType, std::vector<int64_t>> out) -> int64_t {
+    KernelContext ctx;
+    ctx.kernel = kernel;
+    for (auto &[d, shape] : in)
+      ctx.inputs.push_back(makeView(nullptr, d, shape));
+    ctx.outputs.push_back(makeView(nullptr, out.first, out.second));
+    auto set = cudaKernelScratch(ctx);
+    EXPECT_TRUE(set.isOk()) << set.status().toString();
+    int64_t total = 0;
+    if (set.isOk())
+      for (const ScratchRequest &r : set.value()) {
+        EXPECT_EQ(r.use, ScratchUse::kCompute);
+        total += r.bytes;
+      }
+    return total;
+  };
+  const DType f32 = DType::kF32, f16 = DType::kF16, i64 = DType::kI64;
+  // [32, 64, 28, 28]: 64 channels of 25088, 7 slices of 4096 or fewer
+  // (16 wanted): 64 x 7 x 2 doubles.
+  EXPECT_EQ(bytes("batch_norm_stats", {{f32, {32, 64, 28, 28}}, {f32, {64}}},
+                  {f32, {2, 64}}),
+            64 * 7 * 2 * 8);
+  EXPECT_EQ(bytes("batch_norm_grad_stats",
+                  {{f16, {32, 64, 28, 28}}, {f16, {64}}, {f16, {32, 64, 28, 28}}},
+                  {f16, {2, 64}}),
+            64 * 7 * 2 * 8);
+  // Group norm, pooling forward and f32 gradients: none.
+  EXPECT_EQ(bytes("group_norm", {{f32, {2, 8, 4}}, {f32, {8}}, {f32, {8}}},
+                  {f32, {2, 8, 4}}),
+            0);
+  EXPECT_EQ(bytes("max_pool", {{f16, {2, 3, 8, 8}}}, {f16, {2, 3, 4, 4}}), 0);
+  EXPECT_EQ(bytes("max_pool_grad", {{f32, {2, 3, 4, 4}}, {i64, {2, 3, 4, 4}}},
+                  {f32, {2, 3, 8, 8}}),
+            0);
+  // A half max_pool_grad accumulates into floats of dx's size.
+  EXPECT_EQ(bytes("max_pool_grad", {{f16, {2, 3, 4, 4}}, {i64, {2, 3, 4, 4}}},
+                  {f16, {2, 3, 8, 8}}),
+            2 * 3 * 64 * 4);
+  EXPECT_EQ(bytes("avg_pool_grad", {{f16, {2, 3, 4, 4}}}, {f16, {2, 3, 8, 8}}),
+            0);
 }
 
 } // namespace

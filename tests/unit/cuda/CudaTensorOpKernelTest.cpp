@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cuda/CudaDevice.h"
+#include "tests/unit/cuda/ScratchReservation.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -73,6 +74,8 @@ std::vector<std::vector<uint8_t>> run(Device &device, const std::string &kernel,
   ctx.kernel = kernel;
   ctx.location = "test";
   ctx.attrs = attrs;
+  Reservation scratch(device);
+  ctx.scratch = &scratch.plan;
   std::vector<void *> buffers;
   auto make = [&](const Operand &o, bool fill) {
     int64_t n = numelOf(o.shape);
@@ -95,6 +98,7 @@ std::vector<std::vector<uint8_t>> run(Device &device, const std::string &kernel,
   std::vector<std::vector<uint8_t>> result;
   if (!fn.isOk())
     return result;
+  scratch.reserve();
   for (int t = 0; t < times; ++t) {
     Status s = fn.value()();
     EXPECT_TRUE(s.isOk()) << s.toString();

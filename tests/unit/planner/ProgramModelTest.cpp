@@ -69,6 +69,16 @@ struct Builder {
                    const std::string &v) {
     (*i->mutable_attrs())[name].set_s(v);
   }
+  static void attr(Instruction *i, const std::string &name,
+                   const std::vector<int64_t> &v) {
+    for (int64_t x : v)
+      (*i->mutable_attrs())[name].mutable_ints()->add_values(x);
+  }
+  static void attr(Instruction *i, const std::string &name,
+                   const std::vector<double> &v) {
+    for (double x : v)
+      (*i->mutable_attrs())[name].mutable_floats()->add_values(x);
+  }
   void mesh(std::vector<std::pair<std::string, int64_t>> axes) {
     for (auto &[name, size] : axes) {
       p.mutable_mesh()->add_axes(name);
@@ -179,6 +189,37 @@ TEST(ProgramModel, TopKComparesWholeRowsOnGpus) {
               8.0 * 4096 * 4096 / 1e12 + 1e-6, 1e-15);
   EXPECT_NEAR(instructionSeconds(b.p, *k, roundCluster("cpu").device),
               bytes / 1e11 + 1e-6, 1e-15);
+}
+
+TEST(ProgramModel, BroadcastMatmulsCountTheirResultsProducts) {
+  // As the kernel runs them (runtime/base/MatmulShape.h): a weight on the
+  // left of a 3-D activation is 6 GEMMs of 32x16x8 reading it with stride
+  // 0; a shared weight on the right folds the batch into one 192x16x8 GEMM;
+  // size-1 batch dimensions against larger ones give 2x3 GEMMs.
+  Builder b;
+  Function *f = b.function("train_step");
+  int w = b.buffer({32, 16}), x = b.buffer({6, 16, 8}), y = b.buffer({6, 32, 8});
+  int a = b.buffer({6, 32, 16}), v = b.buffer({16, 8}), z = b.buffer({6, 32, 8});
+  int p = b.buffer({2, 1, 32, 16}), q = b.buffer({3, 16, 8}),
+      r = b.buffer({2, 3, 32, 8});
+  b.kernel(f, "matmul", {w, x}, {y});
+  b.kernel(f, "matmul", {a, v}, {z});
+  b.kernel(f, "matmul", {p, q}, {r});
+  ClusterSpec c = roundCluster("cpu");
+  c.device.gemmEfficiency = {{8, 0.1}, {16, 0.2}, {32, 0.4}, {64, 0.8}};
+  struct Want {
+    double gemms, m;
+  } want[] = {{6, 32}, {1, 192}, {6, 32}};
+  for (int i = 0; i < 3; ++i) {
+    double counted = 0;
+    double seconds = instructionSeconds(b.p, f->instructions(i), c.device, &counted);
+    double flops = 2.0 * want[i].gemms * want[i].m * 16 * 8;
+    EXPECT_EQ(counted, flops) << "matmul " << i;
+    // The curve at cbrt(m k n) of one GEMM: 16 for 32x16x8, 29.1 for 192x16x8.
+    double e = c.device.matmulEfficiencyAt(want[i].m, 16, 8);
+    EXPECT_NEAR(seconds, flops / (1e12 * e) + want[i].gemms * 1e-6, 1e-15)
+        << "matmul " << i;
+  }
 }
 
 TEST(ProgramModel, MicroBatchesRunTrainStepThenApplyStep) {
@@ -417,6 +458,85 @@ TEST(ProgramModel, MemoryIsTheMemoryPlanTensorByTensor) {
   EXPECT_EQ(mem.fragmentation, 16448 - (8192 + 4 + 8192));
   ASSERT_FALSE(mem.largest.empty());
   EXPECT_EQ(mem.largest[0].bytes, 8192);
+}
+
+/// A program compiled for the GPU reserves its kernels' scratch when it
+/// loads (runtime/exec/CudaScratch.h): the memory counts it, per stage.
+TEST(ProgramModel, CudaProgramsCountTheKernelsScratch) {
+  Builder b;
+  Function *f = b.function("train_step");
+  int x = b.buffer({64, 128}), w = b.buffer({128, 256}), y = b.buffer({64, 256});
+  b.kernel(f, "matmul", {x, w}, {y}, "fc");
+  b.kernel(f, "adamw", {}, {}, "opt");
+  b.kernel(f, "adamw", {}, {}, "opt2");
+  b.p.set_workspace_bytes(b.workspace);
+  ProgramMemory cpu = programMemory(b.p);
+  EXPECT_EQ(cpu.scratch, 0);
+  EXPECT_EQ(cpu.total, b.workspace);
+  (*b.p.mutable_metadata())["dtcc.target"] = "cuda";
+  ProgramMemory gpu = programMemory(b.p);
+  // cuBLASLt's 32 MiB workspace, then two 72-byte AdamW table entries.
+  const int64_t scratch = (int64_t(32) << 20) + 256;
+  EXPECT_EQ(gpu.scratch, scratch);
+  EXPECT_EQ(gpu.total, b.workspace + scratch);
+  // The stage that reserves most: stage 1 gathers along dim 1 (staging of
+  // its [4, 12] output, 192 bytes) on top of the same table.
+  Builder s;
+  s.mesh({{"pp", 2}, {"dp", 2}});
+  Function *s0 = s.function("train_step_pp0");
+  s0->set_stage(0);
+  s.kernel(s0, "adamw", {}, {});
+  Function *s1 = s.function("train_step_pp1");
+  s1->set_stage(1);
+  int a = s.buffer({4, 6}), g = s.buffer({4, 12});
+  Instruction *gather = s.kernel(s1, "all_gather", {a}, {g});
+  Builder::attr(gather, "dim", 1);
+  Builder::attr(gather, "axes", "dp");
+  s.kernel(s1, "adamw", {}, {});
+  (*s.p.mutable_metadata())["dtcc.target"] = "cuda";
+  EXPECT_EQ(programMemory(s.p).scratch, 256 + 256);
+}
+
+/// A small CNN's step for the GPU: the convolutions' capped cuDNN
+/// workspace and padded copy set the compute arena, the upsampling's tap
+/// tables are persistent.
+TEST(ProgramModel, CudaProgramsCountConvolutionAndResizeScratch) {
+  Builder b;
+  Function *f = b.function("train_step");
+  // conv of [2, 3, 7, 5] by [4, 3, 3, 3], stride 2, pads (1, 0) and (1, 2):
+  // cuDNN convolves the input padded to [2, 3, 9, 7], 378 floats.
+  int x = b.buffer({2, 3, 7, 5}), w = b.buffer({4, 3, 3, 3}),
+      y = b.buffer({2, 4, 4, 3});
+  Instruction *conv = b.kernel(f, "conv", {x, w}, {y}, "conv1");
+  Builder::attr(conv, "strides", std::vector<int64_t>{2, 2});
+  Builder::attr(conv, "dilations", std::vector<int64_t>{1, 1});
+  Builder::attr(conv, "pad_low", std::vector<int64_t>{1, 0});
+  Builder::attr(conv, "pad_high", std::vector<int64_t>{1, 2});
+  Builder::attr(conv, "groups", 1);
+  // Batch-norm sums of y: 4 channels of 24, one slice each: 64 bytes.
+  int shift = b.buffer({4}), sums = b.buffer({2, 4});
+  b.kernel(f, "batch_norm_stats", {y, shift}, {sums}, "bn1");
+  // Edge pad of y [2, 4, 4, 3] to [2, 4, 9, 6]: per dimension offsets
+  // (out + 1), taps and weights (out each), 8 bytes apiece: (3 + 2 + 2),
+  // (5 + 4 + 4), (10 + 9 + 9) and (7 + 6 + 6) entries, 536 bytes.
+  int padded = b.buffer({2, 4, 9, 6}), zero = b.buffer({});
+  Instruction *pad = b.kernel(f, "pad", {y, zero}, {padded}, "pad1");
+  Builder::attr(pad, "mode", std::string("edge"));
+  Builder::attr(pad, "low", std::vector<int64_t>{0, 0, 2, 1});
+  Builder::attr(pad, "high", std::vector<int64_t>{0, 0, 3, 2});
+  b.kernel(f, "adamw", {}, {}, "opt");
+  b.p.set_workspace_bytes(b.workspace);
+  (*b.p.mutable_metadata())["dtcc.target"] = "cuda";
+  ProgramMemory gpu = programMemory(b.p);
+  // Compute arena: 64 MiB, then 1512 bytes of padded input at 64 MiB;
+  // rounded to 256. Persistent: the 536-byte table, the 72-byte AdamW
+  // entry after it (608), rounded to 256.
+  const int64_t compute = (int64_t(64) << 20) + 1536;
+  EXPECT_EQ(gpu.scratch, compute + 768);
+  EXPECT_EQ(gpu.total, b.workspace + compute + 768);
+  // The CPU backend reserves none of it.
+  (*b.p.mutable_metadata())["dtcc.target"] = "cpu";
+  EXPECT_EQ(programMemory(b.p).scratch, 0);
 }
 
 } // namespace

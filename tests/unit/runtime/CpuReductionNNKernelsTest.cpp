@@ -355,26 +355,56 @@ TEST(CpuReductionKernels, Cumsum) {
 // matmul
 //===----------------------------------------------------------------------===//
 
+/// Broadcast batch index: the element offset of result batch `b` (row-major
+/// over `out`) in an operand with batch dimensions `in` (aligned from the
+/// right, size-1 dimensions repeated), in units of matrices.
+int64_t broadcastBatchIndex(int64_t b, const std::vector<int64_t> &out,
+                            const std::vector<int64_t> &in) {
+  int64_t index = 0, stride = 1;
+  for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
+    int64_t coord = b % out[d];
+    b /= out[d];
+    int64_t di = d - int64_t(out.size() - in.size());
+    if (di < 0)
+      continue;
+    if (in[di] != 1)
+      index += coord * stride;
+    stride *= in[di];
+  }
+  return index;
+}
+
 TEST(CpuMatmulKernel, MatchesReference) {
   std::mt19937 rng(50);
+  // Batch dimensions of each operand, broadcast NumPy-style.
   struct Case {
-    std::vector<int64_t> batch; // lhs batch dims
-    bool sharedRhs;
+    std::vector<int64_t> lhsBatch, rhsBatch, outBatch;
     int64_t m, k, n;
   } cases[] = {
-      {{}, false, 4, 5, 3}, {{}, false, 65, 130, 33}, {{2, 3}, false, 4, 5, 6},
-      {{2}, true, 3, 4, 5}, {{2, 2}, true, 7, 3, 2},  {{}, false, 3, 0, 4},
-      {{}, false, 0, 3, 4}, {{2}, false, 1, 1, 1},
+      {{}, {}, {}, 4, 5, 3},
+      {{}, {}, {}, 65, 130, 33},
+      {{2, 3}, {2, 3}, {2, 3}, 4, 5, 6},
+      {{2}, {}, {2}, 3, 4, 5},             // N-D x 2-D: a shared rhs
+      {{2, 2}, {}, {2, 2}, 7, 3, 2},
+      {{}, {3}, {3}, 4, 5, 2},             // 2-D x N-D: a shared lhs
+      {{}, {2, 3}, {2, 3}, 3, 2, 4},
+      {{2, 1}, {3}, {2, 3}, 3, 4, 2},      // size 1 against 3, ranks differ
+      {{1, 3}, {2, 1}, {2, 3}, 2, 3, 4},   // broadcast on both sides
+      {{2, 1, 3}, {1, 4, 1}, {2, 4, 3}, 2, 2, 3}, // several strided groups
+      {{1}, {1, 1}, {1, 1}, 3, 4, 5},      // only size-1 batch dimensions
+      {{4}, {1}, {4}, 2, 3, 2},            // a size-1 rhs batch: shared
+      {{}, {}, {}, 3, 0, 4},
+      {{}, {}, {}, 0, 3, 4},
+      {{2}, {2}, {2}, 1, 1, 1},
+      {{0}, {3, 1}, {3, 0}, 2, 2, 2},      // an empty batch
+      {{3}, {}, {3}, 2, 0, 2},             // empty contraction, shared rhs
   };
   for (const Case &c : cases)
     for (DType dt : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
                      DType::kI32, DType::kI64, DType::kU8, DType::kI8})
       for (bool tl : {false, true})
         for (bool tr : {false, true}) {
-          std::vector<int64_t> ls = c.batch,
-                               rs = c.sharedRhs ? std::vector<int64_t>{}
-                                                : c.batch,
-                               os = c.batch;
+          std::vector<int64_t> ls = c.lhsBatch, rs = c.rhsBatch, os = c.outBatch;
           ls.push_back(tl ? c.k : c.m);
           ls.push_back(tl ? c.m : c.k);
           rs.push_back(tr ? c.n : c.k);
@@ -396,27 +426,30 @@ TEST(CpuMatmulKernel, MatchesReference) {
                                attrs);
           ASSERT_TRUE(s.isOk()) << s.toString();
           Tensor expected(dt, os);
-          const int64_t batch = numelOf(c.batch);
-          for (int64_t b = 0; b < batch; ++b)
+          const int64_t batch = numelOf(c.outBatch);
+          for (int64_t b = 0; b < batch; ++b) {
+            int64_t lb = broadcastBatchIndex(b, c.outBatch, c.lhsBatch);
+            int64_t rb = broadcastBatchIndex(b, c.outBatch, c.rhsBatch);
             for (int64_t i = 0; i < c.m; ++i)
               for (int64_t j = 0; j < c.n; ++j) {
                 double acc = 0;
                 for (int64_t kk = 0; kk < c.k; ++kk) {
                   int64_t li =
-                      b * c.m * c.k + (tl ? kk * c.m + i : i * c.k + kk);
-                  int64_t ri = (c.sharedRhs ? 0 : b * c.k * c.n) +
-                               (tr ? j * c.k + kk : kk * c.n + j);
+                      lb * c.m * c.k + (tl ? kk * c.m + i : i * c.k + kk);
+                  int64_t ri =
+                      rb * c.k * c.n + (tr ? j * c.k + kk : kk * c.n + j);
                   acc += lhs.get(li) * rhs.get(ri);
                 }
                 expected.set((b * c.m + i) * c.n + j, acc);
               }
+          }
           double rtol = tolerance(dt).first, atol = tolerance(dt).second;
           if (dt == DType::kF32)
             atol = 1e-5;
           EXPECT_TRUE(tensorsClose(out, expected, rtol, atol))
-              << dtypeName(dt) << " batch " << shapeStr(c.batch) << " shared "
-              << c.sharedRhs << " m" << c.m << " k" << c.k << " n" << c.n
-              << " tl " << tl << " tr " << tr;
+              << dtypeName(dt) << " batches " << shapeStr(c.lhsBatch) << " x "
+              << shapeStr(c.rhsBatch) << " m" << c.m << " k" << c.k << " n"
+              << c.n << " tl " << tl << " tr " << tr;
         }
 }
 
@@ -425,9 +458,16 @@ TEST(CpuMatmulKernel, RejectsBadShapes) {
   Status s = runKernel("matmul", {a.view(), b.view()}, {o.view()});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("contracted"), std::string::npos) << s.message();
+  // Batch dimensions 2 and 3 do not broadcast.
   Tensor c(DType::kF32, {2, 2, 3}), d(DType::kF32, {3, 3, 5}),
       e(DType::kF32, {2, 2, 5});
-  EXPECT_FALSE(runKernel("matmul", {c.view(), d.view()}, {e.view()}).isOk());
+  s = runKernel("matmul", {c.view(), d.view()}, {e.view()});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("do not broadcast"), std::string::npos)
+      << s.message();
+  // A 2-D x 3-D product is [2, 2, 5], not [2, 5].
+  Tensor f(DType::kF32, {2, 3, 5});
+  EXPECT_FALSE(runKernel("matmul", {a.view(), f.view()}, {o.view()}).isOk());
   Tensor v(DType::kF32, {3});
   EXPECT_FALSE(runKernel("matmul", {a.view(), v.view()}, {o.view()}).isOk());
 }

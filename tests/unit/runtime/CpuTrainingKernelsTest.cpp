@@ -780,6 +780,68 @@ TEST(CpuTrainingKernels, DropoutRejectsBadOperands) {
                    .isOk());
 }
 
+TEST(CpuTrainingKernels, DropoutOfABlockDrawsTheWholeTensorsMask) {
+  // Every block of a [4, 6, 5] tensor split as the partitioner splits it
+  // (each dimension whole or in 2 or 3 blocks), with its offsets: its y and
+  // mask are the whole tensor's at those positions.
+  std::mt19937 rng(82);
+  const std::vector<int64_t> global = {4, 6, 5};
+  Tensor x = randomTensor(rng, DType::kF64, global, -2, 2);
+  DropoutRun whole = runDropout(x, 7, 0.4, 21);
+  for (std::vector<int64_t> parts :
+       {std::vector<int64_t>{2, 1, 1}, {1, 3, 1}, {2, 2, 1}, {1, 1, 5}, {4, 3, 1}}) {
+    std::vector<int64_t> block(3);
+    for (int d = 0; d < 3; ++d)
+      block[d] = global[d] / parts[d];
+    for (int64_t b = 0; b < parts[0] * parts[1] * parts[2]; ++b) {
+      std::vector<int64_t> coord = {b / (parts[1] * parts[2]),
+                                    (b / parts[2]) % parts[1], b % parts[2]};
+      Tensor xb(DType::kF64, block), off(DType::kI64, {3});
+      Tensor st = scalar(DType::kI64, 0);
+      st.setInt(0, 7);
+      for (int d = 0; d < 3; ++d)
+        off.setInt(d, coord[d] * block[d]);
+      auto globalIndex = [&](int64_t i) {
+        int64_t l2 = i % block[2], l1 = (i / block[2]) % block[1],
+                l0 = i / (block[1] * block[2]);
+        return ((off.getInt(0) + l0) * global[1] + off.getInt(1) + l1) *
+                   global[2] +
+               off.getInt(2) + l2;
+      };
+      for (int64_t i = 0; i < xb.numel(); ++i)
+        xb.set(i, x.get(globalIndex(i)));
+      Tensor y = Tensor::output(DType::kF64, block),
+             mask = Tensor::output(DType::kBool, block);
+      Attrs attrs = attrsOf({{"ratio", 0.4}, {"seed", int64_t(21)}});
+      attrs.set("global_shape", global);
+      Status s = runKernel("dropout", {xb.view(), st.view(), off.view()},
+                           {y.view(), mask.view()}, attrs);
+      ASSERT_TRUE(s.isOk()) << s.toString();
+      for (int64_t i = 0; i < xb.numel(); ++i) {
+        ASSERT_EQ(mask.getInt(i), whole.mask.getInt(globalIndex(i)))
+            << "block " << b << " element " << i;
+        ASSERT_EQ(y.get(i), whole.y.get(globalIndex(i)));
+      }
+    }
+  }
+  // The offsets must be one i64 per dimension, with a global shape as big.
+  Tensor xb(DType::kF64, {2, 3, 5}), st = scalar(DType::kI64, 1),
+      y(DType::kF64, {2, 3, 5}), mask(DType::kBool, {2, 3, 5});
+  Tensor off(DType::kI64, {3}), shortOff(DType::kI64, {2});
+  Attrs attrs = attrsOf({{"ratio", 0.4}, {"seed", int64_t(21)}});
+  attrs.set("global_shape", std::vector<int64_t>{4, 6, 5});
+  EXPECT_TRUE(runKernel("dropout", {xb.view(), st.view(), off.view()},
+                        {y.view(), mask.view()}, attrs)
+                  .isOk());
+  EXPECT_FALSE(runKernel("dropout", {xb.view(), st.view(), shortOff.view()},
+                         {y.view(), mask.view()}, attrs)
+                   .isOk());
+  attrs.set("global_shape", std::vector<int64_t>{4, 2, 5});
+  EXPECT_FALSE(runKernel("dropout", {xb.view(), st.view(), off.view()},
+                         {y.view(), mask.view()}, attrs)
+                   .isOk());
+}
+
 //===----------------------------------------------------------------------===//
 // lr_schedule
 //===----------------------------------------------------------------------===//

@@ -24,9 +24,34 @@ func.func @f() {
 
 // -----
 
+// A broadcast view of a constant stores the 3 elements it spans, not 6.
+func.func @f() {
+  // expected-error @+1 {{expected a value of shape and type matching 'memref<2x3xi64, strided<[0, 1]>>', got 'tensor<6xi64>'}}
+  %0 = dexec.buffer "constant"[0] {value = dense<1> : tensor<6xi64>} : memref<2x3xi64, strided<[0, 1]>>
+  return
+}
+
+// -----
+
 func.func @f() {
   // expected-error @+1 {{expected a value of shape and type matching 'memref<4xf32>', got 'tensor<4xi32>'}}
   %0 = dexec.buffer "constant"[0] {value = dense<1> : tensor<4xi32>} : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{expected a value of shape and type matching 'memref<2x3xf32>', got 'tensor<4xf32>'}}
+  %0 = dexec.buffer "constant"[0] {value = dense<1.0> : tensor<4xf32>} : memref<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{expected a value of shape and type matching 'memref<3x2xf32, strided<[0, 1]>>', got 'tensor<3xf32>'}}
+  %0 = dexec.buffer "constant"[0] {value = dense<1.0> : tensor<3xf32>} : memref<3x2xf32, strided<[0, 1]>>
   return
 }
 

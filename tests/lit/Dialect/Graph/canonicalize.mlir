@@ -78,3 +78,75 @@ func.func @div_zero() -> tensor<2xi32> {
   %q = dgraph.div %a, %z : tensor<2xi32>
   return %q : tensor<2xi32>
 }
+
+// -----
+
+// Tests that a transpose of the last two dimensions folds into matmul.
+// CHECK-LABEL: func.func @matmul_transpose
+// CHECK-SAME: (%[[X:.*]]: tensor<2x5x3xf32>, %[[W:.*]]: tensor<4x5xf32>)
+// CHECK-NEXT: dgraph.matmul %[[X]], %[[W]] {transpose_lhs, transpose_rhs} : (tensor<2x5x3xf32>, tensor<4x5xf32>) -> tensor<2x3x4xf32>
+func.func @matmul_transpose(%x: tensor<2x5x3xf32>, %w: tensor<4x5xf32>) -> tensor<2x3x4xf32> {
+  %xt = dgraph.transpose %x, perm = [0, 2, 1] : (tensor<2x5x3xf32>) -> tensor<2x3x5xf32>
+  %wt = dgraph.transpose %w, perm = [1, 0] : (tensor<4x5xf32>) -> tensor<5x4xf32>
+  %y = dgraph.matmul %xt, %wt : (tensor<2x3x5xf32>, tensor<5x4xf32>) -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that broadcasts of batch dimensions fold into matmul's own
+// broadcasting: a shared weight (2-D x 3-D) and a size-1 batch dimension.
+// CHECK-LABEL: func.func @matmul_broadcast
+// CHECK-SAME: (%[[W:.*]]: tensor<4x3xf32>, %[[X:.*]]: tensor<2x3x5xf32>, %[[A:.*]]: tensor<1x4x3xf32>, %[[B:.*]]: tensor<6x1x3x5xf32>)
+// CHECK-NEXT: %[[Y:.*]] = dgraph.matmul %[[W]], %[[X]] : (tensor<4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+// CHECK-NEXT: %[[Z:.*]] = dgraph.matmul %[[A]], %[[B]] : (tensor<1x4x3xf32>, tensor<6x1x3x5xf32>) -> tensor<6x1x4x5xf32>
+// CHECK-NEXT: return %[[Y]], %[[Z]]
+func.func @matmul_broadcast(%w: tensor<4x3xf32>, %x: tensor<2x3x5xf32>, %a: tensor<1x4x3xf32>, %b: tensor<6x1x3x5xf32>) -> (tensor<2x4x5xf32>, tensor<6x1x4x5xf32>) {
+  %wb = dgraph.broadcast_in_dim %w, dims = [1, 2] : (tensor<4x3xf32>) -> tensor<2x4x3xf32>
+  %y = dgraph.matmul %wb, %x : (tensor<2x4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  %ab = dgraph.broadcast_in_dim %a, dims = [1, 2, 3] : (tensor<1x4x3xf32>) -> tensor<6x1x4x3xf32>
+  %z = dgraph.matmul %ab, %b : (tensor<6x1x4x3xf32>, tensor<6x1x3x5xf32>) -> tensor<6x1x4x5xf32>
+  return %y, %z : tensor<2x4x5xf32>, tensor<6x1x4x5xf32>
+}
+
+// -----
+
+// Tests that a batch broadcast stays where the matmul would not broadcast
+// to the same result (both operands broadcast to a batch neither has), and
+// that one of the two folds; broadcasts of the matrix dimensions stay.
+// CHECK-LABEL: func.func @matmul_broadcast_kept
+// CHECK-SAME: (%[[W:.*]]: tensor<4x3xf32>, %[[V:.*]]: tensor<3x5xf32>, %[[R:.*]]: tensor<4x1xf32>)
+// CHECK: %[[VB:.*]] = dgraph.broadcast_in_dim %[[V]]
+// CHECK: %[[Y:.*]] = dgraph.matmul %[[W]], %[[VB]] : (tensor<4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+// CHECK: %[[RB:.*]] = dgraph.broadcast_in_dim %[[R]]
+// CHECK: dgraph.matmul %[[RB]], %[[V]] : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+func.func @matmul_broadcast_kept(%w: tensor<4x3xf32>, %v: tensor<3x5xf32>, %r: tensor<4x1xf32>) -> (tensor<2x4x5xf32>, tensor<4x5xf32>) {
+  %wb = dgraph.broadcast_in_dim %w, dims = [1, 2] : (tensor<4x3xf32>) -> tensor<2x4x3xf32>
+  %vb = dgraph.broadcast_in_dim %v, dims = [1, 2] : (tensor<3x5xf32>) -> tensor<2x3x5xf32>
+  %y = dgraph.matmul %wb, %vb : (tensor<2x4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+  %rb = dgraph.broadcast_in_dim %r, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x3xf32>
+  %z = dgraph.matmul %rb, %v : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  return %y, %z : tensor<2x4x5xf32>, tensor<4x5xf32>
+}
+
+// -----
+
+// Tests that rewritten ops keep what passes recorded on them (a pipeline's
+// micro-batch and pass tags): a backward matmul whose transpose folds after
+// dtcc-shard-microbatch used to lose them, and its pipeline stage with them.
+// CHECK-LABEL: func.func @keeps_attrs
+// CHECK: dgraph.matmul %{{.*}}, %{{.*}} {dshard.micro = 1 : i64, dshard.pass = "backward", transpose_rhs}
+// CHECK: dgraph.gelu %{{.*}} {dshard.micro = 1 : i64, dshard.pass = "forward"}
+func.func @keeps_attrs(%x: tensor<2x3xf32>, %w: tensor<4x3xf32>) -> (tensor<2x4xf32>, tensor<2x3xf32>) {
+  %wt = dgraph.transpose %w, perm = [1, 0] : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %y = dgraph.matmul %x, %wt {dshard.micro = 1 : i64, dshard.pass = "backward"} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  %half = dgraph.constant dense<0.5> : tensor<2x3xf32>
+  %one = dgraph.constant dense<1.0> : tensor<2x3xf32>
+  %s = dgraph.constant dense<1.41421356> : tensor<2x3xf32>
+  %d = dgraph.div %x, %s : tensor<2x3xf32>
+  %e = dgraph.erf %d : tensor<2x3xf32>
+  %p = dgraph.add %e, %one : tensor<2x3xf32>
+  %m = dgraph.mul %x, %p : tensor<2x3xf32>
+  %g = dgraph.mul %m, %half {dshard.micro = 1 : i64, dshard.pass = "forward"} : tensor<2x3xf32>
+  return %y, %g : tensor<2x4xf32>, tensor<2x3xf32>
+}

@@ -378,21 +378,53 @@ func.func @f(%x: tensor<2x3xf32>, %w: tensor<4x5xf32>) {
 
 // -----
 
-// Tests that batched matmul operands share batch dimensions.
+// Tests that matmul batch dimensions broadcast: aligned from the right,
+// 2 and 4 differ and neither is 1.
 func.func @f(%x: tensor<2x2x3xf32>, %w: tensor<4x3x5xf32>) {
   // expected-error @+2 {{failed to infer returned types}}
-  // expected-error @+1 {{expected equal batch dimensions, got 2 and 4}}
+  // expected-error @+1 {{expected batch dimensions that broadcast (aligned from the right, equal or 1), got 2 and 4}}
   %0 = dgraph.matmul %x, %w : (tensor<2x2x3xf32>, tensor<4x3x5xf32>) -> tensor<2x2x5xf32>
   return
 }
 
 // -----
 
-// Tests that matmul's rhs has rank 2 or the lhs rank.
-func.func @f(%x: tensor<2x3xf32>, %w: tensor<1x3x5xf32>) {
+// Tests that batch dimensions of different ranks align from the right: the
+// lhs's 4x3 against the rhs's 5 pairs 3 with 5.
+func.func @f(%x: tensor<4x3x2x6xf32>, %w: tensor<5x6x7xf32>) {
   // expected-error @+2 {{failed to infer returned types}}
-  // expected-error @+1 {{expected rhs of rank 2 or of the lhs rank 2, got 3}}
-  %0 = dgraph.matmul %x, %w : (tensor<2x3xf32>, tensor<1x3x5xf32>) -> tensor<2x5xf32>
+  // expected-error @+1 {{expected batch dimensions that broadcast (aligned from the right, equal or 1), got 4x3 and 5}}
+  %0 = dgraph.matmul %x, %w : (tensor<4x3x2x6xf32>, tensor<5x6x7xf32>) -> tensor<4x3x2x7xf32>
+  return
+}
+
+// -----
+
+// Tests that a 2-D x 3-D matmul's result has the rhs's batch dimension.
+func.func @f(%x: tensor<3x4xf32>, %w: tensor<2x4x5xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<2x3x5xf32>' are incompatible with return type(s) of operation 'tensor<3x5xf32>'}}
+  %0 = dgraph.matmul %x, %w : (tensor<3x4xf32>, tensor<2x4x5xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+// Tests that a size-1 batch dimension takes the other side's size.
+func.func @f(%x: tensor<1x3x4xf32>, %w: tensor<2x4x5xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<2x3x5xf32>' are incompatible with return type(s) of operation 'tensor<1x3x5xf32>'}}
+  %0 = dgraph.matmul %x, %w : (tensor<1x3x4xf32>, tensor<2x4x5xf32>) -> tensor<1x3x5xf32>
+  return
+}
+
+// -----
+
+// Tests that the contracted dimensions of a 2-D x 3-D matmul agree.
+func.func @f(%x: tensor<4x3xf32>, %w: tensor<2x5x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{expected contracted dimensions to agree, got 3 and 5}}
+  %0 = dgraph.matmul %x, %w : (tensor<4x3xf32>, tensor<2x5x3xf32>) -> tensor<2x4x3xf32>
   return
 }
 
@@ -471,5 +503,32 @@ func.func @f(%x: tensor<2x3xf32>, %t: tensor<3xi64>) {
   // expected-error @+2 {{failed to infer returned types}}
   // expected-error @+1 {{expected labels of shape 2, got 3}}
   %0 = dgraph.cross_entropy %x, %t : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that a dropout's offsets come with the global shape.
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
+  // expected-error @+1 {{expected offsets and global_shape together}}
+  %y, %m = dgraph.dropout %x, %s, %o {ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  return
+}
+
+// -----
+
+// Tests that a dropout has one offset per dimension.
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<3xi64>) {
+  // expected-error @+1 {{expected 2 offsets and global dimensions (one per dimension of the operand), got 3 and 2}}
+  %y, %m = dgraph.dropout %x, %s, %o {global_shape = array<i64: 4, 8>, ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<3xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  return
+}
+
+// -----
+
+// Tests that a dropout's block lies inside its global shape.
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
+  // expected-error @+1 {{expected global dimension 1 of at least 8, got 4}}
+  %y, %m = dgraph.dropout %x, %s, %o {global_shape = array<i64: 4, 4>, ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
   return
 }

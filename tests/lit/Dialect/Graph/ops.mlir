@@ -134,7 +134,7 @@ func.func @movement(%x: tensor<2x3xf32>, %ids: tensor<5xi64>, %e: tensor<10x4xf3
 
 // Tests that reductions and neural-network ops round-trip.
 // CHECK-LABEL: func.func @nn
-func.func @nn(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>, %g: tensor<16xf32>, %l: tensor<16x100xf32>, %t: tensor<16xi64>) {
+func.func @nn(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>, %g: tensor<16xf32>, %l: tensor<16x100xf32>, %t: tensor<16xi64>, %v: tensor<4x8xf32>, %b: tensor<3x1x16x8xf32>, %x2: tensor<2x16x32xf32>) {
   // CHECK: dgraph.reduce_sum %{{.*}}, dims = [0, 2] : (tensor<2x8x16xf32>) -> tensor<8xf32>
   %0 = dgraph.reduce_sum %x, dims = [0, 2] : (tensor<2x8x16xf32>) -> tensor<8xf32>
   // CHECK: dgraph.reduce_max
@@ -153,6 +153,10 @@ func.func @nn(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>, %g: tensor<16xf32>,
   %7 = dgraph.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
   // CHECK: dgraph.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x8xf32>
   %8 = dgraph.matmul %x, %x {transpose_rhs} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x8xf32>
+  // CHECK: dgraph.matmul %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
+  %m0 = dgraph.matmul %v, %x : (tensor<4x8xf32>, tensor<2x8x16xf32>) -> tensor<2x4x16xf32>
+  // CHECK: dgraph.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<3x1x16x8xf32>, tensor<2x16x32xf32>) -> tensor<3x2x8x32xf32>
+  %m1 = dgraph.matmul %b, %x2 {transpose_lhs} : (tensor<3x1x16x8xf32>, tensor<2x16x32xf32>) -> tensor<3x2x8x32xf32>
   // CHECK: dgraph.softmax %{{.*}}, dim = 2 : tensor<2x8x16xf32>
   %9 = dgraph.softmax %x, dim = 2 : tensor<2x8x16xf32>
   // CHECK: dgraph.log_softmax
@@ -165,5 +169,17 @@ func.func @nn(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>, %g: tensor<16xf32>,
   %13:2 = dgraph.rms_norm %x, %g axis = 2, epsilon = 1.0e-05 : (tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8xf32>)
   // CHECK: dgraph.cross_entropy %{{.*}}, %{{.*}} {ignore_index = 0 : i64} : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<16xf32>
   %14 = dgraph.cross_entropy %l, %t {ignore_index = 0} : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+// Tests that dropout round-trips whole and as a block of a split tensor.
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
+  // CHECK: dgraph.dropout %{{.*}}, %{{.*}} {ratio = 5.000000e-01 : f32, seed = 1 : i64} : (tensor<2x8xf32>, tensor<i64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  %y, %m = dgraph.dropout %x, %s {ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  // CHECK: dgraph.dropout %{{.*}}, %{{.*}}, %{{.*}} {global_shape = array<i64: 4, 8>, ratio = 5.000000e-01 : f32, seed = 1 : i64} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  %b, %bm = dgraph.dropout %x, %s, %o {global_shape = array<i64: 4, 8>, ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
   return
 }

@@ -53,3 +53,38 @@ module attributes {dshard.mesh = #dshard.mesh<[dp = 2, tp = 2]>} {
     return %c : tensor<8x4xf32>
   }
 }
+
+// -----
+
+// Tests that the shardings passes record on other dialects' ops are checked
+// (a malformed one used to crash dtcc-shard-partition): one per operand...
+func.func @f(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'dgraph.exp' op expected 'dshard.in_shardings' to hold #dshard.sharding attributes, got 1 : i64}}
+  %y = dgraph.exp %x {dshard.in_shardings = [1]} : tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// ... as many as operands...
+func.func @f(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'dgraph.exp' op expected 'dshard.in_shardings' to be an array of 1 #dshard.sharding attributes (one per operand), got []}}
+  %y = dgraph.exp %x {dshard.in_shardings = []} : tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// ... of the value's rank...
+func.func @f(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'dgraph.exp' op expected 'dshard.shardings' of result 0 to have 2 dimensions, as its type 'tensor<8x4xf32>', got #dshard.sharding<[{}]>}}
+  %y = dgraph.exp %x {dshard.shardings = [#dshard.sharding<[{}]>]} : tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// ... and a mesh that is a mesh.
+// expected-error @+1 {{'builtin.module' op expected 'dshard.mesh' to be a #dshard.mesh attribute, got "dp=2"}}
+module attributes {dshard.mesh = "dp=2"} {
+}
