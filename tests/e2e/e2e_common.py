@@ -55,8 +55,7 @@ def start(doc, prefix):
     return ap.parse_args(), tempfile.mkdtemp(prefix=prefix)
 
 
-# Training a PyTorch model and its dtcc compile on the same batches, and a
-# plan on ranks against one device: the harness of the model checks.
+# Step files, trained steps' losses and ranks: torch_parity.py's helpers.
 
 def lr_at(step, base, warmup, total):
     """dgraph.lr_schedule with kind=cosine, min_lr=0."""
@@ -88,68 +87,6 @@ def step_losses(dump, steps):
                      for s in range(1, steps + 1)])
 
 
-def checkpoint(ckpt_dir):
-    """name -> array of every variable in a dtcc checkpoint."""
-    import json
-    manifest = json.load(open(os.path.join(ckpt_dir, "checkpoint.json")))
-    dtypes = {1: np.float32, 7: np.int64, 6: np.int32, 11: np.float64}
-    out = {}
-    for v in manifest["variables"]:
-        dtype = dtypes[int(v.get("dtype", 1))]
-        shape = [int(d) for d in v.get("shape", [])]
-        data = np.fromfile(os.path.join(ckpt_dir, v["file"]), dtype=dtype)
-        out[v["name"]] = data.reshape(shape)
-    return out
-
-
-class Recipe:
-    """AdamW with decoupled weight decay, global-norm clipping and linear
-    warmup + cosine decay: dtcc's flags and PyTorch's optimizer for it."""
-
-    def __init__(self, steps=20, lr=1e-3, warmup=5, weight_decay=0.1, clip=1.0,
-                 betas=(0.9, 0.95), eps=1e-8):
-        self.steps, self.lr, self.warmup = steps, lr, warmup
-        self.weight_decay, self.clip, self.betas, self.eps = weight_decay, clip, betas, eps
-
-    def flags(self):
-        return ["--train", "--optimizer", "adamw", "--lr", str(self.lr),
-                "--beta1", str(self.betas[0]), "--beta2", str(self.betas[1]),
-                "--adam-eps", str(self.eps), "--weight-decay", str(self.weight_decay),
-                "--grad-clip", str(self.clip), "--warmup", str(self.warmup),
-                "--schedule", "cosine"]
-
-    def torch_optimizer(self, model):
-        import torch
-        opt = torch.optim.AdamW(model.parameters(), lr=self.lr, betas=self.betas,
-                                eps=self.eps, weight_decay=self.weight_decay)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_at(s, 1.0, self.warmup, self.steps))
-        return opt, sched
-
-
-def export_for_training(model, sample, path):
-    """Exports `model(*sample.values())` -> loss in training mode (opset 17,
-    inputs named by `sample`'s keys). Tracing runs the model, which moves
-    batch-norm running statistics: the model and the file both keep the
-    state from before it."""
-    import onnx
-    import torch
-    from onnx import numpy_helper
-    initial = {k: v.clone() for k, v in model.state_dict().items()}
-    names = list(sample)
-    torch.onnx.export(model, tuple(torch.from_numpy(sample[n]) for n in names), path,
-                      input_names=names, output_names=["loss"], opset_version=17,
-                      do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.TRAINING)
-    model.load_state_dict(initial)
-    m = onnx.load(path)
-    for t in m.graph.initializer:
-        if t.name in initial:
-            t.CopyFrom(numpy_helper.from_array(initial[t.name].numpy(), t.name))
-    onnx.save(m, path)
-    return m
-
-
 def write_batches(batches, root):
     """Step directories of TensorProto files for the runner's --batches."""
     for step, batch in enumerate(batches):
@@ -158,42 +95,6 @@ def write_batches(batches, root):
         for name, value in batch.items():
             write_pb(os.path.join(d, name + ".pb"), name, value)
     return root
-
-
-def train_torch(model, batches, recipe):
-    """Trains `model` in PyTorch on `batches`: (losses, step 1's gradients
-    by parameter name, before clipping)."""
-    import torch
-    opt, sched = recipe.torch_optimizer(model)
-    model.train()
-    losses, grads = [], {}
-    for step, batch in enumerate(batches, 1):
-        opt.zero_grad()
-        loss = model(*(torch.from_numpy(v) for v in batch.values()))
-        loss.backward()
-        losses.append(float(loss))
-        if step == 1:
-            grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
-        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
-        opt.step()
-        sched.step()
-    return np.array(losses), grads
-
-
-def gradient_errors(dump, grads):
-    """Step 1's gradients from a dtcc run with --export-gradients against
-    `grads`: (worst name, worst error of the tensor's largest magnitude,
-    names dtcc wrote no gradient for)."""
-    worst, missing = ("", 0.0), []
-    for name, ref in grads.items():
-        path = os.path.join(dump, "step_1", "grad_" + name.replace("/", "_") + ".pb")
-        if not os.path.exists(path):
-            missing.append(name)
-            continue
-        err = float(np.abs(read_pb(path) - ref).max() / max(np.abs(ref).max(), 1e-30))
-        if err > worst[1]:
-            worst = (name, err)
-    return worst[0], worst[1], missing
 
 
 def launch(exe, ranks, args, timeout=300):
@@ -205,23 +106,6 @@ def launch(exe, ranks, args, timeout=300):
         env.update(MPI_ENV)
         cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-
-
-def train_dtcc(dtcc, onnx_path, batches, steps, flags, exe, ranks=1):
-    """Compiles `onnx_path` with `flags` into `exe` and trains `steps` steps
-    of `batches` on `ranks` ranks: (losses, compile's stderr), or raises
-    RuntimeError with what failed."""
-    p = subprocess.run([dtcc, "compile", onnx_path, "-o", exe] + flags,
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"dtcc compile exited {p.returncode}:\n{p.stderr[-3000:]}")
-    dump = exe + ".dump"
-    r = launch(exe, ranks, ["--batches", batches, "--steps", str(steps),
-                            "--log-every", str(steps), "--dump-outputs", dump])
-    if r.returncode != 0:
-        raise RuntimeError(f"{os.path.basename(exe)} on {ranks} rank(s) exited "
-                           f"{r.returncode}:\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
-    return step_losses(dump, steps), p.stderr
 
 
 def relative_error(got, want):

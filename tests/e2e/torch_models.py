@@ -354,6 +354,42 @@ def build(name, **sizes):
     return MODELS[name](**sizes)
 
 
+def images(rng, batch, classes, size=16, teacher_seed=7):
+    """Images and the class a fixed linear teacher prefers (learnable)."""
+    import numpy as np
+    x = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+    teacher = np.random.default_rng(teacher_seed).standard_normal((3 * size * size, classes))
+    return {"x": x, "labels": np.argmax(x.reshape(batch, -1) @ teacher, 1).astype(np.int64)}
+
+
+def segmentation(rng, batch, classes, size=16):
+    """Images whose pixels' classes follow a fixed map of the 3x3
+    neighbourhood's channels (learnable by the U-Net)."""
+    import numpy as np
+    x = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+    teacher = np.random.default_rng(7).standard_normal((3, 3, 3, classes))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    scores = np.zeros((batch, size, size, classes))
+    for dy in range(3):
+        for dx in range(3):
+            window = padded[:, :, dy:dy + size, dx:dx + size]
+            scores += np.einsum("bchw,ck->bhwk", window, teacher[:, dy, dx])
+    return {"x": x, "labels": np.argmax(scores, -1).astype(np.int64)}
+
+
+def waveforms(rng, batch, classes, samples=256):
+    """A tone per class (its own frequency band) at a random phase and
+    amplitude, in noise."""
+    import numpy as np
+    labels = rng.integers(0, classes, batch)
+    t = np.arange(samples) / samples
+    freq = 6 + 5 * labels[:, None] + rng.uniform(-1, 1, (batch, 1))
+    x = rng.uniform(0.5, 1.5, (batch, 1)) * np.sin(
+        2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi, (batch, 1)))
+    x = x + 0.3 * rng.standard_normal((batch, samples))
+    return {"x": x[:, None, :].astype(np.float32), "labels": labels.astype(np.int64)}
+
+
 def example_inputs(name, model, batch, rng):
     """A batch of (input, labels) numpy arrays for `model`."""
     import numpy as np
@@ -366,18 +402,51 @@ def example_inputs(name, model, batch, rng):
         x = rng.standard_normal((batch, patches, model.embed.in_features)).astype(np.float32)
         labels = rng.integers(0, model.head.out_features, batch).astype(np.int64)
         return {"x": x, "labels": labels}
+    if name == "vit":
+        return images(rng, batch, model.head.out_features,
+                      size=model.patch.kernel_size[0] * math.isqrt(model.pos.shape[1] - 1))
+    if name == "resnet":
+        return images(rng, batch, model.fc.out_features)
+    if name == "unet":
+        return segmentation(rng, batch, model.out.out_channels)
+    if name == "audio":
+        return waveforms(rng, batch, model.head.out_features)
     vocab = model.tok.num_embeddings
     seq = model.blocks[0].mask.shape[0]
     tokens = rng.integers(0, vocab, (batch, seq + 1)).astype(np.int64)
     return {"ids": tokens[:, :-1].copy(), "labels": tokens[:, 1:].copy()}
 
 
+# Buffers a training step updates: batch-norm statistics (ONNX
+# BatchNormalization's running mean and variance outputs; PyTorch's counter
+# is dropped by the export). The other buffers are constants.
+STATE_BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def frozen_buffers(model):
+    """The buffers a dtcc compile freezes (masks, rotary tables)."""
+    return [n for n, _ in model.named_buffers() if not n.endswith(STATE_BUFFERS)]
+
+
 def export(name, model, batch, path):
+    """Exports `model` -> loss in training mode at opset 17; its input names.
+    Tracing runs the model, which moves batch-norm running statistics: the
+    model and the file both keep the state from before it."""
     import numpy as np
+    import onnx
+    from onnx import numpy_helper
     sample = example_inputs(name, model, batch, np.random.default_rng(0))
     names = list(sample)
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
     torch.onnx.export(model, tuple(torch.from_numpy(sample[n]) for n in names), path,
                       input_names=names, output_names=["loss"], opset_version=17,
                       do_constant_folding=False,
                       training=torch.onnx.TrainingMode.TRAINING)
+    model.load_state_dict(initial)
+    if any(n.endswith(STATE_BUFFERS) for n in initial):
+        m = onnx.load(path)
+        for t in m.graph.initializer:
+            if t.name in initial:
+                t.CopyFrom(numpy_helper.from_array(initial[t.name].numpy(), t.name))
+        onnx.save(m, path)
     return names
