@@ -428,14 +428,16 @@ def frozen_buffers(model):
     return [n for n, _ in model.named_buffers() if not n.endswith(STATE_BUFFERS)]
 
 
-def export(name, model, batch, path):
-    """Exports `model` -> loss in training mode at opset 17; its input names.
+def export(name, model, batch, path, sample=None):
+    """Exports `model` -> loss in training mode at opset 17, traced on
+    `sample` (by default example inputs of `batch`); its input names.
     Tracing runs the model, which moves batch-norm running statistics: the
     model and the file both keep the state from before it."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
-    sample = example_inputs(name, model, batch, np.random.default_rng(0))
+    if sample is None:
+        sample = example_inputs(name, model, batch, np.random.default_rng(0))
     names = list(sample)
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     torch.onnx.export(model, tuple(torch.from_numpy(sample[n]) for n in names), path,
