@@ -109,14 +109,10 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     return success();
   // Pipeline parallelism unrolls the step over its micro-batches before the
   // optimizer and cuts it into stages after it.
-  int64_t stages = 1;
-  if (!options.train.mesh.empty()) {
-    std::string error;
-    auto mesh = shard::parseMesh(options.train.mesh, ctx, error);
-    if (failed(mesh))
-      return module.emitError("invalid --mesh '")
-             << options.train.mesh << "': " << error;
-    stages = mesh->getSize("pp");
+  // The pipeline pass's stages and the mesh's pp axis come from this one
+  // mesh (dtcc-shard-annotate checks that they agree).
+  const int64_t stages = options.train.mesh.size("pp");
+  {
     if (options.train.layoutSearch.enabled && stages > 1)
       return module.emitError("the tp layout search places steps without "
                               "pipeline stages, got pp=")
@@ -182,7 +178,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
                   options.train.layoutSearch;
               if (search.enabled && stages == 1) {
                 shard::ShardSearchLayoutsOptions o;
-                o.mesh = options.train.mesh;
+                o.mesh = options.train.mesh.str();
                 o.flops = search.flops;
                 o.bandwidth = search.busBandwidth;
                 o.latency = search.latency;
@@ -195,7 +191,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
                 pm.addPass(shard::createShardSearchLayouts(o));
               }
               shard::ShardAnnotateOptions annotate;
-              annotate.mesh = options.train.mesh;
+              annotate.mesh = options.train.mesh.str();
               annotate.zero = options.train.zero;
               annotate.layouts.assign(options.train.layouts.begin(),
                                       options.train.layouts.end());

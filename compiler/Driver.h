@@ -9,6 +9,7 @@
 #define DTCC_COMPILER_DRIVER_H
 
 #include "frontends/onnx/OnnxImporter.h"
+#include "runtime/base/MeshShape.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -55,8 +56,9 @@ struct TrainOptions {
   /// Compute type of forward and backward: "fp32", "bf16" or "fp16" (fp32
   /// master weights and optimizer state; dtcc-graph-mixed-precision).
   std::string dtype = "fp32";
-  /// The device mesh ("dp=4"); empty: one device. See passes/Sharding.
-  std::string mesh;
+  /// The device mesh, axes in rank order (parsed once, at the CLI, from
+  /// "dp=4,tp=2"); empty: one device. See passes/Sharding.
+  runtime::MeshShape mesh;
   int zero = 0;
   /// Per-weight tensor-parallel layouts, NAME=rows|cols|whole, overriding
   /// the Megatron-style choice (plan search).

@@ -69,8 +69,7 @@ CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
   c.zero = options.train.zero;
   c.layouts = options.train.layouts;
   c.microBatches = options.train.microBatches;
-  if (c.mesh.find("pp=") != std::string::npos &&
-      c.mesh.find("pp=1") == std::string::npos)
+  if (c.mesh.size("pp") > 1)
     c.schedule = options.train.pipelineSchedule;
   auto priced = compileAndPrice(module, options, device.cluster);
   if (!priced.isOk()) {
@@ -92,12 +91,16 @@ CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
   return c;
 }
 
-/// The size of mesh axis `axis` in "dp=2,pp=2,tp=2" (1 when absent).
-static int64_t axisSize(const std::string &mesh, const std::string &axis) {
-  size_t at = mesh.find(axis + "=");
-  return at == std::string::npos
-             ? 1
-             : std::atoll(mesh.c_str() + at + axis.size() + 1);
+/// The mesh of candidate dp x pp x tp, in Megatron-LM's rank order (tp
+/// fastest, then dp, then pp) as the planner prices it; dp and tp are kept
+/// when 1, so that every candidate, one rank's too, is a sharded program.
+static runtime::MeshShape candidateMesh(int64_t dp, int64_t pp, int64_t tp) {
+  std::vector<runtime::MeshShape::Axis> axes;
+  if (pp > 1)
+    axes.push_back({"pp", pp});
+  axes.push_back({"dp", dp});
+  axes.push_back({"tp", tp});
+  return runtime::MeshShape::of(std::move(axes)).value();
 }
 
 static bool better(const CompiledCandidate &a, const CompiledCandidate &b) {
@@ -116,8 +119,8 @@ static void rank(std::vector<CompiledCandidate> &out) {
   if (out.empty() || !out.front().rejected.empty())
     return;
   auto simplicity = [](const CompiledCandidate &c) {
-    return std::make_tuple(c.zero, axisSize(c.mesh, "pp"),
-                           axisSize(c.mesh, "tp"), !c.search.empty());
+    return std::make_tuple(c.zero, c.mesh.size("pp"), c.mesh.size("tp"),
+                           !c.search.empty());
   };
   size_t best = 0;
   for (size_t i = 1; i < out.size() && out[i].rejected.empty(); ++i)
@@ -144,7 +147,7 @@ struct SearchedMesh {
 };
 
 /// Runs the search on a clone of `trained` (a training step).
-SearchedMesh searchMesh(ModuleOp trained, const std::string &mesh,
+SearchedMesh searchMesh(ModuleOp trained, const runtime::MeshShape &mesh,
                         const TrainOptions::LayoutSearch &figures) {
   SearchedMesh out;
   OwningOpRef<ModuleOp> clone(trained.clone());
@@ -155,7 +158,7 @@ SearchedMesh searchMesh(ModuleOp trained, const std::string &mesh,
     return success();
   });
   shard::LayoutSearchOptions o;
-  o.mesh = mesh;
+  o.mesh = mesh.str();
   o.costs.flops = figures.flops;
   o.costs.busBandwidth = figures.busBandwidth;
   o.costs.latency = figures.latency;
@@ -197,7 +200,8 @@ public:
       options.compileTo = Phase::Train;
       options.dumpDir.clear();
       // Only whether there is a pipeline matters to the training phase.
-      options.train.mesh = pp > 1 ? "pp=2" : "";
+      options.train.mesh = pp > 1 ? runtime::MeshShape::megatron(1, 2, 1)
+                                  : runtime::MeshShape();
       options.train.layoutSearch.enabled = false;
       slot.module = module_.clone();
       ScopedDiagnosticHandler capture(module_.getContext(), [&](Diagnostic &d) {
@@ -263,38 +267,27 @@ CompiledCandidate coordinateDescent(ModuleOp module, const CompileOptions &base,
 
 } // namespace
 
-TrainOptions::LayoutSearch layoutSearchFigures(const DeviceFigures &device,
-                                               int64_t dp, int64_t tp) {
+TrainOptions::LayoutSearch
+layoutSearchFigures(const DeviceFigures &device,
+                    const runtime::MeshShape &mesh) {
   TrainOptions::LayoutSearch f;
   f.enabled = true;
   f.flops = device.flops;
   f.busBandwidth = device.busBandwidth;
   f.latency = device.latency;
   const planner::ClusterSpec &c = device.cluster;
-  int64_t perNode = c.perNode();
-  if (perNode < 1)
+  if (c.perNode() < 1)
     return f;
   f.memoryBandwidth =
       c.device.memoryBandwidth.value * c.device.memoryEfficiency.value;
-  // Rank 0's group of `size` members `stride` ranks apart: inside a node,
-  // or across nodes with its members per node driving as many links.
-  auto link = [&](int64_t size, int64_t stride, double &bandwidth,
-                  double &latency) {
-    std::set<int64_t> nodes;
-    for (int64_t k = 0; k < size; ++k)
-      nodes.insert(k * stride / perNode);
-    if (nodes.size() == 1) {
-      bandwidth = c.intraNode.busBandwidth();
-      latency = c.intraNode.latency.value;
-      return;
-    }
-    int64_t members = std::max<int64_t>(1, size / (int64_t)nodes.size());
-    bandwidth = std::min(c.intraNode.busBandwidth(),
-                         (double)members * c.interNode.busBandwidth());
-    latency = c.interNode.latency.value;
+  // Rank 0's group along each axis, at the mesh's real strides.
+  auto link = [&](const char *axis, double &bandwidth, double &latency) {
+    planner::GroupLink l = planner::groupLink(c, mesh.group(axis));
+    bandwidth = l.figures.busBandwidth;
+    latency = l.figures.latency;
   };
-  link(tp, 1, f.tpBusBandwidth, f.tpLatency);
-  link(dp, tp, f.dpBusBandwidth, f.dpLatency);
+  link("tp", f.tpBusBandwidth, f.tpLatency);
+  link("dp", f.dpBusBandwidth, f.dpLatency);
   return f;
 }
 
@@ -311,9 +304,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
       if ((ranks / tp) % pp != 0)
         continue;
       int64_t dp = ranks / tp / pp;
-      std::string mesh = "dp=" + std::to_string(dp) +
-                         (pp > 1 ? ",pp=" + std::to_string(pp) : "") +
-                         ",tp=" + std::to_string(tp);
+      const runtime::MeshShape mesh = candidateMesh(dp, pp, tp);
       std::vector<std::string> schedules = {base.train.pipelineSchedule};
       if (pp > 1 && base.train.microBatches > 1)
         schedules = {"1f1b", "gpipe"};
@@ -321,7 +312,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
       // each stage is compiled and weighed with its layouts). The search
       // does not place pipeline stages.
       SearchedMesh searched;
-      TrainOptions::LayoutSearch ilp = layoutSearchFigures(device, dp, tp);
+      TrainOptions::LayoutSearch ilp = layoutSearchFigures(device, mesh);
       bool useIlp = tp > 1 && pp == 1 &&
                     (search == LayoutSearchMode::kIlp ||
                      search == LayoutSearchMode::kBoth);
@@ -374,8 +365,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
   // parallelism.
   auto start = llvm::find_if(out, [](const CompiledCandidate &c) {
     return c.search.empty() && c.rejected.empty() &&
-           c.mesh.find("tp=1") == std::string::npos &&
-           c.mesh.find("pp=") == std::string::npos;
+           c.mesh.size("tp") > 1 && c.mesh.size("pp") == 1;
   });
   std::string error;
   ModuleOp step = trained.get(1, error);

@@ -54,7 +54,7 @@ compileAndPrice(mlir::ModuleOp module, CompileOptions options,
                 const planner::ClusterSpec &cluster);
 
 struct CompiledCandidate {
-  std::string mesh; ///< "dp=2,tp=2"
+  runtime::MeshShape mesh;
   int zero = 0;
   int64_t peakBytes = 0;   ///< the memory plan's peak per rank
   double flops = 0;        ///< matrix-product FLOPs per rank and step
@@ -89,12 +89,13 @@ CompiledCandidate compileCandidate(mlir::ModuleOp module,
 
 /// The figures dtcc-shard-search-layouts prices a mesh dp x tp with on
 /// `device`'s cluster: matrix products at `device.flops`, each axis's
-/// groups on the link they span (ranks row-major, tp fastest), as the
-/// program model prices them, and ops other than matrix products at the
+/// groups on the link rank 0's group spans at the mesh's real axis order
+/// (planner::groupLink, as the program model prices a program's groups), and ops other than matrix products at the
 /// device's sustained memory bandwidth. Without a cluster: `device`'s
 /// summary figures for every axis.
-TrainOptions::LayoutSearch layoutSearchFigures(const DeviceFigures &device,
-                                               int64_t dp, int64_t tp);
+TrainOptions::LayoutSearch
+layoutSearchFigures(const DeviceFigures &device,
+                    const runtime::MeshShape &mesh);
 
 /// How planByCompiling chooses tensor-parallel layouts beyond the
 /// Megatron-style rule.

@@ -12,16 +12,8 @@ namespace dtcc::planner {
 using runtime::invalidArgument;
 using runtime::strCat;
 
-std::string meshSpec(const Plan &plan) {
-  std::string mesh;
-  auto axis = [&](const char *name, int64_t size) {
-    if (size > 1)
-      mesh += strCat(mesh.empty() ? "" : ",", name, "=", size);
-  };
-  axis("dp", plan.dp);
-  axis("pp", plan.pp);
-  axis("tp", plan.tp);
-  return mesh;
+runtime::MeshShape meshOf(const Plan &plan) {
+  return runtime::MeshShape::megatron(plan.dp, plan.pp, plan.tp);
 }
 
 StatusOr<ClusterSpec> clusterForRanks(ClusterSpec base, int64_t ranks) {
@@ -163,10 +155,10 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
                    : std::string("as fast; a lower ZeRO stage or tp won");
     result.rejected.push_back(r);
   }
-  result.mesh = meshSpec(result.chosen.plan);
+  result.mesh = meshOf(result.chosen.plan);
   result.zero = result.chosen.plan.zeroStage;
   result.summary = strCat(
-      result.mesh.empty() ? std::string("one device") : result.mesh,
+      result.mesh.empty() ? std::string("one device") : result.mesh.str(),
       result.zero ? strCat(" ZeRO-", result.zero) : std::string(), ": ",
       formatSeconds(result.chosen.time.stepTime), " per step predicted, ",
       formatBytes(result.chosen.memory.total()), " per rank (of ", considered,

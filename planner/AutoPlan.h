@@ -12,6 +12,7 @@
 #define DTCC_PLANNER_AUTOPLAN_H
 
 #include "planner/Search.h"
+#include "runtime/base/MeshShape.h"
 
 #include <string>
 #include <vector>
@@ -30,10 +31,9 @@ struct CompilerPlanOptions {
 };
 
 struct CompilerPlan {
-  /// The chosen plan, evaluated; its mesh as "dp=2,tp=2" (axes of size 1
-  /// left out; "" for one device) and its ZeRO stage.
+  /// The chosen plan, evaluated; its mesh (meshOf) and its ZeRO stage.
   Candidate chosen;
-  std::string mesh;
+  runtime::MeshShape mesh;
   int zero = 0;
   /// Every other candidate with why it lost (slower, out of memory, or
   /// what the compiler or the model does not allow).
@@ -43,8 +43,10 @@ struct CompilerPlan {
   std::string summary;
 };
 
-/// The plan's mesh as the compiler's --mesh spells it.
-std::string meshSpec(const Plan &plan);
+/// The plan's mesh in the rank order the time model prices it in
+/// (runtime::MeshShape::megatron: axes of size 1 left out, none for one
+/// device).
+runtime::MeshShape meshOf(const Plan &plan);
 
 /// The plan the compiler builds for mesh dp x tp and `zero`: one
 /// micro-batch of batch / dp sequences per rank (times options.microBatches).

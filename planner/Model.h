@@ -86,7 +86,8 @@ struct ModelDesc {
   /// it skips the masked half of the score blocks.
   bool flashAttention = false;
 
-  int64_t headDim() const { return hidden / heads; }
+  /// 0 for a model without attention heads (not a transformer).
+  int64_t headDim() const { return heads > 0 ? hidden / heads : 0; }
   int64_t kvDim() const { return kvHeads * headDim(); }
 
   /// Parameters of one layer, of the embedding (token + positions), of the

@@ -5,6 +5,7 @@
 #include "planner/Units.h"
 #include "runtime/base/DType.h"
 #include "runtime/base/MatmulShape.h"
+#include "runtime/base/MeshShape.h"
 #include "runtime/exec/CudaScratch.h"
 
 #include <algorithm>
@@ -112,40 +113,32 @@ struct Group {
 };
 
 StatusOr<Group> groupOf(const Program &program, const std::string &axes,
-                        int64_t devicesPerNode) {
-  const auto &mesh = program.mesh();
-  std::vector<int64_t> sizes(mesh.sizes().begin(), mesh.sizes().end());
-  std::vector<bool> isMember(sizes.size(), false);
+                        const ClusterSpec &cluster) {
+  std::vector<runtime::MeshShape::Axis> meshAxes;
+  for (int i = 0; i < program.mesh().axes_size(); ++i)
+    meshAxes.push_back({program.mesh().axes(i), program.mesh().sizes(i)});
+  runtime::MeshShape mesh;
+  if (!meshAxes.empty()) {
+    auto shape = runtime::MeshShape::of(std::move(meshAxes));
+    if (!shape.isOk())
+      return shape.status().withContext("the program's mesh");
+    mesh = std::move(shape.value());
+  }
   Group g;
-  for (const std::string &axis : splitAxes(axes)) {
-    auto it = std::find(mesh.axes().begin(), mesh.axes().end(), axis);
-    if (it == mesh.axes().end())
+  const std::vector<std::string> groupAxes = splitAxes(axes);
+  for (const std::string &axis : groupAxes) {
+    if (!mesh.has(axis))
       return invalidArgument("a collective over mesh axis '", axis,
                              "', which the program's mesh does not have");
-    size_t i = size_t(it - mesh.axes().begin());
-    isMember[i] = true;
-    g.size *= sizes[i];
+    g.size *= mesh.size(axis);
     if (axis == "pp")
       g.pipeline = true;
   }
-  // The members of rank 0's group: every coordinate of the group's axes,
-  // zero elsewhere; ranks are row-major over the mesh.
-  std::set<int64_t> nodes;
-  std::vector<int64_t> coord(sizes.size(), 0);
-  for (int64_t member = 0; member < g.size; ++member) {
-    int64_t rest = member;
-    for (size_t i = sizes.size(); i-- > 0;)
-      if (isMember[i]) {
-        coord[i] = rest % sizes[i];
-        rest /= sizes[i];
-      }
-    int64_t rank = 0;
-    for (size_t i = 0; i < sizes.size(); ++i)
-      rank = rank * sizes[i] + coord[i];
-    nodes.insert(rank / std::max<int64_t>(1, devicesPerNode));
-  }
-  g.link = nodes.size() > 1 ? Link::kInterNode : Link::kIntraNode;
-  g.perNode = g.size / int64_t(nodes.size());
+  // The members of rank 0's group, at the mesh's real strides.
+  const std::vector<int64_t> members = mesh.group(groupAxes);
+  GroupLink link = groupLink(cluster, members);
+  g.link = link.link;
+  g.perNode = link.perNode;
   return g;
 }
 
@@ -521,7 +514,7 @@ private:
     op->async = attrInt(inst, "async", 0) != 0;
     op->bytes = commTensorBytes(program_, inst);
     std::string axes = attrString(inst, "axes");
-    auto group = groupOf(program_, axes, cluster_.perNode());
+    auto group = groupOf(program_, axes, cluster_);
     if (!group.isOk())
       return group.status().withContext(
           strCat(inst.kernel(), " at '", inst.location(), "'"));

@@ -198,16 +198,23 @@ std::string formatReport(const PlanReport &r) {
   std::ostringstream os;
   const ModelDesc &m = r.model;
   const ClusterSpec &c = r.cluster;
-  os << "dtcc plan: " << m.name << " (" << formatCount(double(m.totalParams()))
-     << " parameters) on " << c.numDevices() << " x " << c.device.name << " ("
+  // A model the transformer description does not cover (no heads) is
+  // described by the notes (its compiled step), not by zeros.
+  const bool described = m.heads > 0;
+  os << "dtcc plan: " << m.name;
+  if (described)
+    os << " (" << formatCount(double(m.totalParams())) << " parameters)";
+  os << " on " << c.numDevices() << " x " << c.device.name << " ("
      << c.nodes << " node" << (c.nodes == 1 ? "" : "s") << " of " << c.perNode()
      << ", " << c.name << ")\n";
-  os << "  model: " << m.layers << " layers, hidden " << m.hidden << ", "
-     << m.heads << " heads";
-  if (m.kvHeads != m.heads)
-    os << " (" << m.kvHeads << " kv)";
-  os << ", ffn " << m.ffnHidden << (m.gatedMlp ? " (SwiGLU)" : "")
-     << ", vocab " << m.vocab << ", sequence " << m.seq << "\n";
+  if (described) {
+    os << "  model: " << m.layers << " layers, hidden " << m.hidden << ", "
+       << m.heads << " heads";
+    if (m.kvHeads != m.heads)
+      os << " (" << m.kvHeads << " kv)";
+    os << ", ffn " << m.ffnHidden << (m.gatedMlp ? " (SwiGLU)" : "")
+       << ", vocab " << m.vocab << ", sequence " << m.seq << "\n";
+  }
   if (!r.modelSource.empty())
     os << "  model from: " << r.modelSource << "\n";
   os << "  global batch " << r.globalBatch << " sequences = "

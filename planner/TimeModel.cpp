@@ -5,6 +5,7 @@
 #include "planner/MemoryModel.h"
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <limits>
 
@@ -88,28 +89,46 @@ double collectiveSeconds(const ClusterSpec &cluster, Collective kind,
   case Collective::kCopy:
     break;
   }
-  double bandwidth = 0, latency = 0;
-  switch (link) {
-  case Link::kIntraNode:
-    bandwidth = cluster.intraNode.busBandwidth();
-    latency = cluster.intraNode.latency.value;
-    break;
-  case Link::kInterNode:
-    // A group with g members per node drives g NICs per node; NVLink caps
-    // the rings inside the node.
-    bandwidth = std::min(cluster.intraNode.busBandwidth(),
-                         double(std::max<int64_t>(1, ranksPerNode)) *
-                             cluster.interNode.busBandwidth());
-    latency = cluster.interNode.latency.value;
-    break;
-  case Link::kPcie:
-    bandwidth = cluster.pcieBandwidth.value;
-    latency = 0;
-    break;
-  }
+  const LinkFigures f = linkFigures(cluster, link, ranksPerNode);
   // NCCL picks ring or tree per size: the bandwidth term is the same, the
   // latency term the smaller.
-  return latency * std::min(ringSteps, treeSteps) + volume / bandwidth;
+  return f.latency * std::min(ringSteps, treeSteps) + volume / f.busBandwidth;
+}
+
+LinkFigures linkFigures(const ClusterSpec &cluster, Link link,
+                        int64_t ranksPerNode) {
+  LinkFigures f;
+  switch (link) {
+  case Link::kIntraNode:
+    f.busBandwidth = cluster.intraNode.busBandwidth();
+    f.latency = cluster.intraNode.latency.value;
+    break;
+  case Link::kInterNode:
+    f.busBandwidth = std::min(cluster.intraNode.busBandwidth(),
+                              double(std::max<int64_t>(1, ranksPerNode)) *
+                                  cluster.interNode.busBandwidth());
+    f.latency = cluster.interNode.latency.value;
+    break;
+  case Link::kPcie:
+    f.busBandwidth = cluster.pcieBandwidth.value;
+    f.latency = 0;
+    break;
+  }
+  return f;
+}
+
+GroupLink groupLink(const ClusterSpec &cluster,
+                    const std::vector<int64_t> &ranks) {
+  const int64_t perNode = std::max<int64_t>(1, cluster.perNode());
+  std::set<int64_t> nodes;
+  for (int64_t r : ranks)
+    nodes.insert(r / perNode);
+  GroupLink g;
+  g.link = nodes.size() > 1 ? Link::kInterNode : Link::kIntraNode;
+  g.perNode = std::max<int64_t>(1, int64_t(ranks.size()) /
+                                       std::max<int64_t>(1, int64_t(nodes.size())));
+  g.figures = linkFigures(cluster, g.link, g.perNode);
+  return g;
 }
 
 const TimeModel::PartTimes &TimeModel::part(int kind,

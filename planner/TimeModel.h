@@ -45,6 +45,30 @@ struct CommItem {
   double exposed = 0; ///< seconds of them on the step's critical path
 };
 
+/// The bus bandwidth and latency a collective sees on `link` of `cluster`:
+/// NVLink inside a node; across nodes, a group with `ranksPerNode` members
+/// in each node drives that many NICs per node, capped by NVLink; PCIe
+/// copies without latency.
+struct LinkFigures {
+  double busBandwidth = 0, latency = 0;
+};
+LinkFigures linkFigures(const ClusterSpec &cluster, Link link,
+                        int64_t ranksPerNode = 1);
+
+/// The link a group of ranks communicates on: ranks are numbered node by
+/// node (cluster.perNode() each), so a group is intra-node when all its
+/// members share a node; otherwise it has `perNode` members in each node it
+/// spans. The one answer for the program model, the layout search's
+/// figures and the planner: the caller lists the group's real members
+/// (runtime::MeshShape::group gives them for a mesh axis in its order).
+struct GroupLink {
+  Link link = Link::kIntraNode;
+  int64_t perNode = 1;
+  LinkFigures figures;
+};
+GroupLink groupLink(const ClusterSpec &cluster,
+                    const std::vector<int64_t> &ranks);
+
 /// Seconds for one collective with a `payloadBytes` buffer over
 /// `groupSize` ranks on `cluster`: latency x min(ring, tree steps) + bus
 /// volume / bus bandwidth (nccl-tests). Groups that span nodes with

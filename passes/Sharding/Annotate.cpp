@@ -69,6 +69,21 @@ struct ShardAnnotatePass
       return signalPassFailure();
     }
     MeshAttr meshAttr = *parsed;
+    if (module->hasAttr("dtcc.pipeline_schedule")) {
+      // The pipeline degree travels twice (the mesh and the pipeline pass's
+      // stages); they must agree.
+      llvm::SmallDenseSet<int64_t> stages;
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (auto s = fn->getAttrOfType<IntegerAttr>("dshard.stage"))
+          stages.insert(s.getInt());
+      if (int64_t(stages.size()) != meshAttr.getSize("pp")) {
+        module.emitError("mesh axis 'pp' has size ")
+            << meshAttr.getSize("pp")
+            << " but dtcc-shard-pipeline cut the step into " << stages.size()
+            << " stages";
+        return signalPassFailure();
+      }
+    }
     for (auto [axis, size] :
          llvm::zip(meshAttr.getAxes(), meshAttr.getSizes())) {
       bool pipelined = module->hasAttr("dtcc.pipeline_schedule");

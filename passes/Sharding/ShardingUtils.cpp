@@ -380,31 +380,24 @@ FailureOr<SmallVector<ReshardStep>> planReshard(ShardingAttr from,
   return steps;
 }
 
-FailureOr<MeshAttr> parseMesh(StringRef spec, MLIRContext *ctx,
-                              std::string &error) {
+MeshAttr meshAttr(const runtime::MeshShape &shape, MLIRContext *ctx) {
   SmallVector<StringAttr> axes;
   SmallVector<int64_t> sizes;
-  SmallVector<StringRef> entries;
-  spec.split(entries, ',', -1, false);
-  for (StringRef entry : entries) {
-    auto [name, size] = entry.trim().split('=');
-    int64_t n;
-    if (name.empty() || size.trim().getAsInteger(10, n) || n < 1) {
-      error = "expected AXIS=SIZE with SIZE >= 1, got '" + entry.str() + "'";
-      return failure();
-    }
-    if (llvm::any_of(axes, [&](StringAttr a) { return a.getValue() == name.trim(); })) {
-      error = "mesh axis '" + name.trim().str() + "' appears twice";
-      return failure();
-    }
-    axes.push_back(StringAttr::get(ctx, name.trim()));
-    sizes.push_back(n);
-  }
-  if (axes.empty()) {
-    error = "expected a mesh such as dp=2,tp=2";
-    return failure();
+  for (const runtime::MeshShape::Axis &a : shape.axes()) {
+    axes.push_back(StringAttr::get(ctx, a.name));
+    sizes.push_back(a.size);
   }
   return MeshAttr::get(ctx, axes, sizes);
+}
+
+FailureOr<MeshAttr> parseMesh(StringRef spec, MLIRContext *ctx,
+                              std::string &error) {
+  auto shape = runtime::MeshShape::parse(std::string_view(spec.data(), spec.size()));
+  if (!shape.isOk()) {
+    error = shape.status().message();
+    return failure();
+  }
+  return meshAttr(shape.value(), ctx);
 }
 
 } // namespace dtcc::shard

@@ -11,6 +11,7 @@
 
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
+#include "runtime/base/MeshShape.h"
 
 #include "mlir/IR/Value.h"
 
@@ -118,7 +119,11 @@ struct ReshardStep {
 mlir::FailureOr<llvm::SmallVector<ReshardStep>>
 planReshard(ShardingAttr from, ShardingAttr to);
 
-/// Parses "dp=2,pp=1,tp=4" into a mesh; the error names the bad entry.
+/// The mesh attribute of a parsed mesh (runtime/base/MeshShape.h, the one
+/// parser of "dp=2,tp=4"), axes in the same rank order.
+MeshAttr meshAttr(const runtime::MeshShape &shape, mlir::MLIRContext *ctx);
+/// A pass option's mesh spelling parsed by runtime::MeshShape::parse; the
+/// error names the bad entry.
 mlir::FailureOr<MeshAttr> parseMesh(llvm::StringRef spec,
                                     mlir::MLIRContext *ctx, std::string &error);
 

@@ -123,9 +123,10 @@ TEST_F(EnumerateTest, NothingToSplitSaysWhy) {
   auto odd = ruleOf("%a: tensor<3x5xf64>", "%y = dgraph.neg %a : tensor<3x5xf64>");
   EXPECT_EQ(enumerateShardings(odd, mesh("tp=2"), ctx_.get()).none,
             "no factor that the mesh divides");
-  auto whole = ruleOf("%a: tensor<4x8xf64>, %b: tensor<4x4xi64>",
-                      "%y = dgraph.gather_elements %a, %b axis = 1 : "
-                      "(tensor<4x8xf64>, tensor<4x4xi64>) -> tensor<4x4xf64>");
+  // Along the gathered axis nothing splits; a 1-D gather has no other.
+  auto whole = ruleOf("%a: tensor<8xf64>, %b: tensor<4xi64>",
+                      "%y = dgraph.gather_elements %a, %b axis = 0 : "
+                      "(tensor<8xf64>, tensor<4xi64>) -> tensor<4xf64>");
   EXPECT_EQ(enumerateShardings(whole, mesh("tp=4"), ctx_.get()).none,
             "no factor can be split (every one is whole)");
 }

@@ -42,7 +42,8 @@ int runPlanCommand(int argc, char **argv);
 int choosePlanForCompile(const std::string &modelPath,
                          const std::string &cluster, int64_t nodes,
                          int64_t ranks, int64_t microBatches,
-                         const std::string &recompute, std::string &mesh,
+                         const std::string &recompute,
+                         runtime::MeshShape &mesh,
                          int &zero);
 
 namespace {
@@ -121,7 +122,7 @@ struct Args {
   int64_t seq = 0;
   std::string dtype = "bf16";
   double budget = 10;
-  std::string mesh;
+  runtime::MeshShape mesh; ///< --mesh, parsed; empty when not given
   int zero = -1;
   int64_t microBatch = 0;
   bool offload = true;
@@ -235,7 +236,12 @@ Status parseArgs(int argc, char **argv, Args &args, bool &help) {
         return seconds.status().withContext("--search-budget");
       args.budget = seconds.value();
     } else if (arg == "--mesh") {
-      DTCC_RETURN_IF_ERROR(text(args.mesh));
+      std::string spec;
+      DTCC_RETURN_IF_ERROR(text(spec));
+      auto mesh = runtime::MeshShape::parse(spec);
+      if (!mesh.isOk())
+        return mesh.status().withContext("--mesh");
+      args.mesh = std::move(mesh.value());
     } else if (arg == "--zero") {
       int64_t z = 0;
       DTCC_RETURN_IF_ERROR(integer(z));
@@ -302,6 +308,12 @@ Status parseArgs(int argc, char **argv, Args &args, bool &help) {
 //===----------------------------------------------------------------------===//
 // Models
 //===----------------------------------------------------------------------===//
+
+/// The file name of `path`, without its directories.
+std::string baseName(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
 
 /// The planner's description of a validated zoo model.
 ModelDesc fromZoo(const zoo::ZooOptions &o, const std::string &name) {
@@ -435,11 +447,7 @@ StatusOr<ModelDesc> onnxModel(const Args &args, std::string &source,
     source = "dtcc.zoo metadata of " + args.modelPath;
     if (batch)
       *batch = options->batch;
-    std::string name = args.modelPath;
-    size_t slash = name.find_last_of('/');
-    if (slash != std::string::npos)
-      name = name.substr(slash + 1);
-    return fromZoo(*options, name);
+    return fromZoo(*options, baseName(args.modelPath));
   }
   // Not a zoo transformer: count the parameters from the initializers.
   double params = 0;
@@ -455,7 +463,9 @@ StatusOr<ModelDesc> onnxModel(const Args &args, std::string &source,
                            "no parameters to plan for");
   opaqueParams = params;
   source = "initializers of " + args.modelPath + " (no dtcc.zoo metadata)";
-  return ModelDesc();
+  ModelDesc opaque;
+  opaque.name = baseName(args.modelPath);
+  return opaque;
 }
 
 StatusOr<DTypePolicy> dtypePolicy(const std::string &name) {
@@ -479,27 +489,17 @@ StatusOr<ClusterSpec> loadCluster(const Args &args) {
   return cluster;
 }
 
-Status parseMesh(const std::string &text, SearchOptions &options) {
-  std::istringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    size_t eq = part.find('=');
-    if (eq == std::string::npos)
-      return invalidArgument("--mesh: expected dp=A,pp=B,tp=C, got '", text,
-                             "'");
-    std::string key = part.substr(0, eq);
-    int64_t n = 0;
-    DTCC_RETURN_IF_ERROR(parseInteger("--mesh " + key, part.substr(eq + 1), n));
-    if (n < 1)
-      return invalidArgument("--mesh: ", key, " must be at least 1");
-    if (key == "dp")
-      options.fixDp = n;
-    else if (key == "pp")
-      options.fixPp = n;
-    else if (key == "tp")
-      options.fixTp = n;
+/// Pins the search to the axes of --mesh.
+Status pinMesh(const runtime::MeshShape &mesh, SearchOptions &options) {
+  for (const runtime::MeshShape::Axis &a : mesh.axes()) {
+    if (a.name == "dp")
+      options.fixDp = a.size;
+    else if (a.name == "pp")
+      options.fixPp = a.size;
+    else if (a.name == "tp")
+      options.fixTp = a.size;
     else
-      return invalidArgument("--mesh: unknown axis '", key,
+      return invalidArgument("--mesh: unknown axis '", a.name,
                              "' (expected dp, pp, tp)");
   }
   return Status::ok();
@@ -632,7 +632,7 @@ importForCompile(const std::string &path) {
 /// micro-batches > 1), the workspace (gradients, activations and
 /// temporaries, reused by the memory planner) and the constants.
 struct CompiledMemory {
-  std::string mesh;
+  runtime::MeshShape mesh;
   int zero = 0;
   double parameters = 0, optimizerState = 0, gradientState = 0;
   double workspace = 0, constants = 0, state = 0;
@@ -642,7 +642,7 @@ struct CompiledMemory {
 StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
                                         const Plan &plan) {
   CompiledMemory out;
-  out.mesh = meshSpec(plan);
+  out.mesh = meshOf(plan);
   out.zero = plan.zeroStage;
   auto imported = importForCompile(modelPath);
   if (!imported.isOk())
@@ -663,7 +663,7 @@ StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
   // fullest pipeline stage's state, by variable).
   auto priced = compileAndPrice(module, options, clusterPreset("cpu-local").value());
   if (!priced.isOk())
-    return invalidArgument("--compiled: compiling with --mesh '", out.mesh,
+    return invalidArgument("--compiled: compiling with --mesh '", out.mesh.str(),
                            "' --zero ", plan.zeroStage, " failed: ",
                            priced.status().message(), diagnostics);
   const ProgramMemory &m = priced.value().memory;
@@ -693,7 +693,7 @@ std::string formatCompiled(const CompiledMemory &c, const Candidate &chosen,
   double modelTotal = m.total() - reserve;
   os << "\nMemory of the compiled program (rank 0's static memory plan: dtcc "
         "compile --train"
-     << (c.mesh.empty() ? "" : " --mesh " + c.mesh)
+     << (c.mesh.empty() ? "" : " --mesh " + c.mesh.str())
      << (c.zero ? " --zero " + std::to_string(c.zero) : "") << ")\n";
   char line[256];
   auto row = [&](const char *name, double compiled, double model) {
@@ -728,7 +728,7 @@ std::string formatCompiled(const CompiledMemory &c, const Candidate &chosen,
 Json compiledToJson(const CompiledMemory &c, const Candidate &chosen,
                     double reserve) {
   Json j = Json::object();
-  j.set("mesh", c.mesh);
+  j.set("mesh", c.mesh.str());
   j.set("zeroStage", c.zero);
   j.set("parameters", c.parameters);
   j.set("optimizerState", c.optimizerState);
@@ -746,22 +746,13 @@ Json compiledToJson(const CompiledMemory &c, const Candidate &chosen,
 //===----------------------------------------------------------------------===//
 
 /// The size of `axis` in a mesh spec "dp=2,pp=2,tp=2" (1 when absent).
-int64_t meshAxis(const std::string &mesh, const std::string &axis) {
-  std::istringstream in(mesh);
-  std::string part;
-  while (std::getline(in, part, ','))
-    if (part.rfind(axis + "=", 0) == 0)
-      return std::atoll(part.c_str() + axis.size() + 1);
-  return 1;
-}
-
 /// The plan a compiled candidate is, in the planner's terms.
 Plan planOf(const CompiledCandidate &c, int64_t batch,
             const DTypePolicy &policy) {
   Plan plan;
-  plan.dp = meshAxis(c.mesh, "dp");
-  plan.pp = meshAxis(c.mesh, "pp");
-  plan.tp = meshAxis(c.mesh, "tp");
+  plan.dp = c.mesh.size("dp");
+  plan.pp = c.mesh.size("pp");
+  plan.tp = c.mesh.size("tp");
   plan.zeroStage = c.zero;
   plan.microBatches = c.microBatches;
   plan.microBatchSize = std::max<int64_t>(1, batch / std::max<int64_t>(1, plan.dp));
@@ -783,9 +774,7 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
   const bool given = !args.mesh.empty() || args.zero >= 0;
   // The given mesh sizes the cluster when --ranks does not.
   if (given && args.ranks == 0 && !args.mesh.empty()) {
-    int64_t ranks = meshAxis(args.mesh, "dp") * meshAxis(args.mesh, "pp") *
-                    meshAxis(args.mesh, "tp");
-    auto c = clusterForRanks(cluster, ranks);
+    auto c = clusterForRanks(cluster, args.mesh.ranks());
     if (!c.isOk())
       return fail(c.status());
     cluster = c.value();
@@ -807,17 +796,15 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
   std::vector<CompiledCandidate> candidates;
   if (given) {
     CompileOptions options = base;
-    int64_t dp = meshAxis(args.mesh, "dp"), pp = meshAxis(args.mesh, "pp"),
-            tp = meshAxis(args.mesh, "tp");
-    if (args.mesh.empty())
-      dp = ranks;
-    options.train.mesh = "dp=" + std::to_string(dp) +
-                         (pp > 1 ? ",pp=" + std::to_string(pp) : "") +
-                         ",tp=" + std::to_string(tp);
+    // The mesh as given (its axis order is the ranks'); --zero alone
+    // spreads dp over the ranks.
+    options.train.mesh = args.mesh.empty()
+                             ? runtime::MeshShape::megatron(ranks, 1, 1)
+                             : args.mesh;
     options.train.zero = std::max(0, args.zero);
     candidates.push_back(compileCandidate(module, options, figures));
     if (!candidates.front().priced)
-      return fail(invalidArgument("plan ", options.train.mesh, " ZeRO-",
+      return fail(invalidArgument("plan ", options.train.mesh.str(), " ZeRO-",
                                   options.train.zero, " does not compile: ",
                                   candidates.front().rejected));
   } else {
@@ -841,7 +828,7 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
   double modelFlops =
       opaqueParams > 0 || model.layers == 0
           ? best.priced->time.flops * double(ranks) /
-                double(std::max<int64_t>(1, meshAxis(best.mesh, "pp")))
+                double(best.mesh.size("pp"))
           : model.trainingFlopsPerToken(Recompute::kNone) * tokens;
 
   PlanReport report;
@@ -929,7 +916,7 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
   if (args.json) {
     Json j = reportToJson(report);
     Json compiled = programCostToJson(best.priced->memory, &best.priced->time);
-    compiled.set("mesh", best.mesh);
+    compiled.set("mesh", best.mesh.str());
     compiled.set("zeroStage", best.zero);
     compiled.set("layoutSearch", best.search);
     Json layouts = Json::array();
@@ -942,7 +929,7 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
     std::fputs(formatReport(report).c_str(), stdout);
     std::printf("\nThe chosen plan compiled: dtcc compile %s --train --mesh "
                 "%s --zero %d%s%s\n\n",
-                args.modelPath.c_str(), best.mesh.c_str(), best.zero,
+                args.modelPath.c_str(), best.mesh.str().c_str(), best.zero,
                 args.microBatches > 1
                     ? (" --micro-batches " + std::to_string(args.microBatches))
                           .c_str()
@@ -1085,7 +1072,7 @@ int runPlanCommand(int argc, char **argv) {
       return fail(invalidArgument(
           "--global-batch is required (the model carries no batch)"));
     SearchOptions fixed;
-    if (Status s = parseMesh(args.mesh, fixed); !s.isOk())
+    if (Status s = pinMesh(args.mesh, fixed); !s.isOk())
       return fail(s);
     if (fixed.fixPp > 1)
       return fail(invalidArgument(
@@ -1158,7 +1145,7 @@ int runPlanCommand(int argc, char **argv) {
     options.alternativesPerKind = args.alternatives;
     options.fixZero = args.zero;
     options.fixMicroBatchSize = args.microBatch;
-    if (Status s = parseMesh(args.mesh, options); !s.isOk())
+    if (Status s = pinMesh(args.mesh, options); !s.isOk())
       return fail(s);
     bool pinned = options.fixDp || options.fixPp || options.fixTp ||
                   options.fixZero >= 0;
@@ -1260,7 +1247,8 @@ int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
 int choosePlanForCompile(const std::string &modelPath,
                          const std::string &clusterName, int64_t nodes,
                          int64_t ranks, int64_t microBatches,
-                         const std::string &recompute, std::string &mesh,
+                         const std::string &recompute,
+                         runtime::MeshShape &mesh,
                          int &zero) {
   auto fail = [](const Status &status) {
     std::fprintf(stderr, "error: --plan auto: %s\n", status.message().c_str());

@@ -42,7 +42,8 @@ int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
 int choosePlanForCompile(const std::string &modelPath,
                          const std::string &cluster, int64_t nodes,
                          int64_t ranks, int64_t microBatches,
-                         const std::string &recompute, std::string &mesh,
+                         const std::string &recompute,
+                         runtime::MeshShape &mesh,
                          int &zero); // PlanCommand.cpp
 } // namespace dtcc
 
@@ -426,7 +427,15 @@ int runImportOrCompile(bool compile) {
     t.microBatches = microBatches;
     t.exportGradients = exportGradients;
     t.dtype = computeDtype;
-    t.mesh = meshSpec;
+    if (!meshSpec.empty()) {
+      // The one place the mesh is parsed: everything after reads its axes.
+      auto mesh = dtcc::runtime::MeshShape::parse(meshSpec);
+      if (!mesh.isOk()) {
+        llvm::errs() << "error: --mesh: " << mesh.status().message() << "\n";
+        return 1;
+      }
+      t.mesh = std::move(mesh.value());
+    }
     t.zero = zeroStage;
     t.pipelineSchedule = pipelineSchedule;
     bool autoPlan = planMode == "auto" ||
@@ -467,26 +476,12 @@ int runImportOrCompile(bool compile) {
     if (search == "ilp" && !searchByCompiling && !t.mesh.empty()) {
       // An explicit mesh: every op's tp sharding by the ILP, priced with
       // the cluster's figures.
-      int64_t ranks = 1, dp = 1, tp = 1;
-      SmallVector<StringRef> entries;
-      StringRef(t.mesh).split(entries, ',');
-      for (StringRef entry : entries) {
-        auto [axis, size] = entry.split('=');
-        int64_t n = 1;
-        if (size.trim().getAsInteger(10, n))
-          continue;
-        ranks *= n;
-        if (axis.trim() == "dp")
-          dp = n;
-        if (axis.trim() == "tp")
-          tp = n;
-      }
       dtcc::DeviceFigures figures;
       std::string label;
-      if (dtcc::deviceFiguresForCompile(planCluster, planNodes, ranks, figures,
-                                        label) != 0)
+      if (dtcc::deviceFiguresForCompile(planCluster, planNodes,
+                                        t.mesh.ranks(), figures, label) != 0)
         return 1;
-      t.layoutSearch = dtcc::layoutSearchFigures(figures, dp, tp);
+      t.layoutSearch = dtcc::layoutSearchFigures(figures, t.mesh);
     }
     options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
@@ -537,10 +532,10 @@ int runImportOrCompile(bool compile) {
     for (const auto &c : candidates)
       llvm::errs() << llvm::formatv(
           "  {0,-16} zero {1} {2,-9} {3}\n",
-          c.mesh + (c.schedule.empty() ? "" : " " + c.schedule), c.zero,
-          !c.search.empty()                           ? c.search
-          : c.mesh.find("tp=1") == std::string::npos ? "megatron"
-                                                      : "",
+          c.mesh.str() + (c.schedule.empty() ? "" : " " + c.schedule), c.zero,
+          !c.search.empty()        ? c.search
+          : c.mesh.size("tp") > 1 ? "megatron"
+                                   : "",
           c.rejected.empty()
               ? llvm::formatv("{0,8:f2} ms/step (compute {1:f2} GFLOP, {2} "
                               "collectives, {3:f1} KiB sent), {4:f2} MiB/rank",
@@ -559,7 +554,7 @@ int runImportOrCompile(bool compile) {
     compileOptions.train.layoutSearch = candidates.front().layoutSearch;
     if (!candidates.front().schedule.empty())
       compileOptions.train.pipelineSchedule = candidates.front().schedule;
-    llvm::errs() << "plan auto: " << compileOptions.train.mesh << ", zero "
+    llvm::errs() << "plan auto: " << compileOptions.train.mesh.str() << ", zero "
                  << compileOptions.train.zero;
     if (!candidates.front().schedule.empty())
       llvm::errs() << ", " << candidates.front().schedule;

@@ -24,12 +24,12 @@ ModelDesc cpuGpt(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
 
 TEST(AutoPlan, MeshSpec) {
   Plan p;
-  EXPECT_EQ(meshSpec(p), "");
+  EXPECT_EQ(meshOf(p).str(), "");
   p.dp = 2;
   p.tp = 2;
-  EXPECT_EQ(meshSpec(p), "dp=2,tp=2");
+  EXPECT_EQ(meshOf(p).str(), "dp=2,tp=2");
   p.dp = 1;
-  EXPECT_EQ(meshSpec(p), "tp=2");
+  EXPECT_EQ(meshOf(p).str(), "tp=2");
 }
 
 TEST(AutoPlan, ClusterForRanks) {
@@ -59,7 +59,7 @@ TEST(AutoPlan, OnlyWhatTheCompilerBuilds) {
   EXPECT_FALSE(p.sequenceParallel);
   EXPECT_EQ(p.microBatches, 1);
   EXPECT_EQ(p.microBatchSize, 8 / p.dp);
-  EXPECT_EQ(r.value().mesh, meshSpec(p));
+  EXPECT_EQ(r.value().mesh, meshOf(p));
   EXPECT_EQ(r.value().zero, p.zeroStage);
   // dp=2 x ZeRO 0..3 and tp=2: five candidates, one chosen.
   EXPECT_EQ(r.value().rejected.size(), 4u);
