@@ -1,6 +1,7 @@
 //===- Calibration.cpp - a cluster spec from measurements -----------------===//
 
 #include "planner/Calibration.h"
+#include "planner/CostPrimitives.h"
 
 #include "runtime/base/Format.h"
 
@@ -17,19 +18,16 @@ using runtime::strCat;
 
 namespace {
 
-/// Steps and bus volume of a collective, exactly as
-/// TimeModel::collectiveTime counts them.
+/// Steps and bus volume of a collective sample, as the cost primitives
+/// count them (planner/CostPrimitives.h): an all-reduce, or an all-gather
+/// for any other kind.
 void collectiveShape(const CollectiveSample &s, double &steps,
                      double &volume) {
-  double n = double(std::max<int64_t>(2, s.ranks));
-  double logSteps = std::ceil(std::log2(n));
-  if (s.kind == "all-reduce") {
-    steps = std::min(2 * (n - 1), 2 * logSteps);
-    volume = 2 * (n - 1) / n * s.payloadBytes;
-  } else {
-    steps = std::min(n - 1, logSteps);
-    volume = (n - 1) / n * s.payloadBytes;
-  }
+  const Collective kind =
+      s.kind == "all-reduce" ? Collective::kAllReduce : Collective::kAllGather;
+  const int64_t n = std::max<int64_t>(2, s.ranks);
+  steps = latencySteps(kind, n);
+  volume = busVolume(kind, s.payloadBytes, n);
 }
 
 double median(std::vector<double> v) {

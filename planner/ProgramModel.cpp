@@ -29,10 +29,7 @@ using runtime::strCat;
 namespace {
 
 bool isCommKernel(const std::string &kernel) {
-  static const std::set<std::string> kinds = {
-      "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-      "broadcast",  "send",       "recv"};
-  return kinds.count(kernel) != 0;
+  return collectiveOfKernel(kernel).has_value();
 }
 
 bool isOptimizerKernel(const std::string &kernel) {
@@ -142,18 +139,6 @@ StatusOr<Group> groupOf(const Program &program, const std::string &axes,
   return g;
 }
 
-Collective collectiveKind(const std::string &kernel) {
-  if (kernel == "all_reduce")
-    return Collective::kAllReduce;
-  if (kernel == "reduce_scatter")
-    return Collective::kReduceScatter;
-  if (kernel == "send" || kernel == "recv")
-    return Collective::kSendRecv;
-  // all_gather; all_to_all and broadcast move the same (n - 1)/n of the
-  // tensor per rank.
-  return Collective::kAllGather;
-}
-
 int64_t commTensorBytes(const Program &program, const Instruction &inst) {
   int64_t bytes = 0;
   for (int id : inst.inputs())
@@ -187,14 +172,8 @@ std::vector<CollectiveInfo> listCollectives(const Program &program) {
       for (const std::string &a : splitAxes(c.axes))
         c.groupSize *= axisSize.count(a) ? axisSize[a] : 1;
       c.tensorBytes = commTensorBytes(program, inst);
-      int64_t n = c.groupSize;
-      if (c.kind == "all_reduce")
-        c.sentBytes = 2 * (n - 1) * c.tensorBytes / n;
-      else if (c.kind == "all_gather" || c.kind == "reduce_scatter" ||
-               c.kind == "all_to_all")
-        c.sentBytes = (n - 1) * c.tensorBytes / n;
-      else if (c.kind == "broadcast" || c.kind == "send")
-        c.sentBytes = c.tensorBytes;
+      c.sentBytes = int64_t(
+          sentBytes(c.kind, double(c.tensorBytes), c.groupSize));
       out.push_back(std::move(c));
     }
   return out;
@@ -527,7 +506,7 @@ private:
                                        double(op->bytes), 2, op->group.link,
                                        op->group.perNode);
     } else {
-      op->duration = collectiveSeconds(cluster_, collectiveKind(kernel),
+      op->duration = collectiveSeconds(cluster_, *collectiveOfKernel(kernel),
                                        double(op->bytes), op->group.size,
                                        op->group.link, op->group.perNode);
       if (op->group.pipeline)
@@ -540,17 +519,12 @@ private:
     CommItem &item = r.comm[{axes.empty() ? "-" : axes, kernel}];
     item.group = intern(axes.empty() ? "-" : axes);
     item.purpose = intern(purpose);
-    item.kind = collectiveKind(kernel);
+    item.kind = *collectiveOfKernel(kernel);
     item.link = op->group.link;
     item.groupSize = kernel == "send" || kernel == "recv" ? 2 : op->group.size;
     item.count += 1;
-    double n = double(op->group.size);
-    double volume = kernel == "all_reduce" ? 2 * (n - 1) / n * op->bytes
-                    : kernel == "recv"     ? 0
-                    : kernel == "send" || kernel == "broadcast"
-                        ? double(op->bytes)
-                        : (n - 1) / n * op->bytes;
-    item.busBytes += volume;
+    item.busBytes += sentBytes(kernel, double(op->bytes),
+                               kernel == "send" ? 2 : op->group.size);
     item.payloadBytes = std::max(item.payloadBytes, double(op->bytes));
     item.time += op->duration;
     op->item = &item;

@@ -11,22 +11,6 @@
 
 namespace dtcc::planner {
 
-const char *collectiveName(Collective kind) {
-  switch (kind) {
-  case Collective::kAllReduce:
-    return "all-reduce";
-  case Collective::kAllGather:
-    return "all-gather";
-  case Collective::kReduceScatter:
-    return "reduce-scatter";
-  case Collective::kSendRecv:
-    return "send/recv";
-  case Collective::kCopy:
-    return "copy";
-  }
-  return "unknown";
-}
-
 const char *linkName(Link link) {
   switch (link) {
   case Link::kIntraNode:
@@ -66,33 +50,9 @@ double TimeModel::opTime(const OpCost &op, bool backward,
 double collectiveSeconds(const ClusterSpec &cluster, Collective kind,
                          double payloadBytes, int64_t groupSize, Link link,
                          int64_t ranksPerNode) {
-  if (payloadBytes <= 0)
-    return 0;
-  if (groupSize <= 1 && kind != Collective::kCopy)
-    return 0;
-  double n = double(groupSize);
-  double volume = payloadBytes, ringSteps = 1, treeSteps = 1;
-  double logSteps = std::ceil(std::log2(std::max(2.0, n)));
-  switch (kind) {
-  case Collective::kAllReduce:
-    volume = 2 * (n - 1) / n * payloadBytes;
-    ringSteps = 2 * (n - 1);
-    treeSteps = 2 * logSteps;
-    break;
-  case Collective::kAllGather:
-  case Collective::kReduceScatter:
-    volume = (n - 1) / n * payloadBytes;
-    ringSteps = n - 1;
-    treeSteps = logSteps;
-    break;
-  case Collective::kSendRecv:
-  case Collective::kCopy:
-    break;
-  }
   const LinkFigures f = linkFigures(cluster, link, ranksPerNode);
-  // NCCL picks ring or tree per size: the bandwidth term is the same, the
-  // latency term the smaller.
-  return f.latency * std::min(ringSteps, treeSteps) + volume / f.busBandwidth;
+  return collectiveSeconds(kind, payloadBytes, groupSize, f.busBandwidth,
+                           f.latency);
 }
 
 LinkFigures linkFigures(const ClusterSpec &cluster, Link link,
@@ -430,14 +390,6 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
   out.comm.clear();
   double tokensMb = double(plan.microBatchSize) * double(model_.seq);
   double tpPayload = tokensMb * double(model_.hidden) * dtypeBytes(dt.compute);
-  auto bus = [](Collective kind, double payload, int64_t n) {
-    double nn = double(n);
-    if (kind == Collective::kAllReduce)
-      return 2 * (nn - 1) / nn * payload;
-    if (kind == Collective::kAllGather || kind == Collective::kReduceScatter)
-      return (nn - 1) / nn * payload;
-    return payload;
-  };
   auto add = [&](const char *group, const char *purpose, Collective kind,
                  Link link, int64_t n, double count, double payload,
                  double time, double exposed) {
@@ -449,7 +401,7 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
     item.groupSize = n;
     item.count = count;
     item.payloadBytes = payload;
-    item.busBytes = count * bus(kind, payload, n);
+    item.busBytes = count * busVolume(kind, payload, n);
     item.time = time;
     item.exposed = exposed;
     out.comm.push_back(item);

@@ -11,6 +11,7 @@
 #ifndef DTCC_PLANNER_TIMEMODEL_H
 #define DTCC_PLANNER_TIMEMODEL_H
 
+#include "planner/CostPrimitives.h"
 #include "planner/Plan.h"
 
 #include <map>
@@ -18,11 +19,6 @@
 #include <vector>
 
 namespace dtcc::planner {
-
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kSendRecv,
-                        kCopy };
-/// "all-reduce", "all-gather", "reduce-scatter", "send/recv", "copy".
-const char *collectiveName(Collective kind);
 
 enum class Link { kIntraNode, kInterNode, kPcie };
 /// "intra-node", "inter-node", "pcie".

@@ -33,35 +33,30 @@ double StepCostModel::memory(double bytes) const {
   return memoryBandwidth > 0 ? bytes / memoryBandwidth : 0;
 }
 
-double StepCostModel::ring(double volume, double steps,
-                           const std::string &axis) const {
+double StepCostModel::priced(planner::Collective kind, double bytes,
+                             int64_t n, const std::string &axis) const {
   double bandwidth = busBandwidth, perStep = latency;
   for (const Link &l : links)
     if (l.axis == axis) {
       bandwidth = l.busBandwidth;
       perStep = l.latency;
     }
-  return volume / bandwidth + steps * perStep;
+  return planner::collectiveSeconds(kind, bytes, n, bandwidth, perStep);
 }
 
 double StepCostModel::allReduce(double bytes, int64_t n,
                                 const std::string &axis) const {
-  if (n <= 1)
-    return 0;
-  return ring(2.0 * (double)(n - 1) / (double)n * bytes, 2.0 * (double)(n - 1),
-              axis);
+  return priced(planner::Collective::kAllReduce, bytes, n, axis);
 }
 
 double StepCostModel::allGather(double bytes, int64_t n,
                                 const std::string &axis) const {
-  if (n <= 1)
-    return 0;
-  return ring((double)(n - 1) / (double)n * bytes, (double)(n - 1), axis);
+  return priced(planner::Collective::kAllGather, bytes, n, axis);
 }
 
 double StepCostModel::reduceScatter(double bytes, int64_t n,
                                     const std::string &axis) const {
-  return allGather(bytes, n, axis);
+  return priced(planner::Collective::kReduceScatter, bytes, n, axis);
 }
 
 int ShardingProblem::addNode(std::string name, std::vector<double> costs) {

@@ -13,6 +13,8 @@
 #ifndef DTCC_PASSES_SHARDING_SHARDINGILP_H
 #define DTCC_PASSES_SHARDING_SHARDINGILP_H
 
+#include "planner/CostPrimitives.h"
+
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -43,19 +45,19 @@ struct StepCostModel {
   double compute(double flops) const;
   /// Seconds to read and write `bytes` (0 when memoryBandwidth is 0).
   double memory(double bytes) const;
-  /// A ring all-reduce of `bytes` over `n` ranks of `axis`: each sends
-  /// 2(n-1)/n of the bytes in 2(n-1) steps.
+  /// Collectives over `n` ranks of `axis`, priced by the cost primitives
+  /// the planner ranks plans with (planner/CostPrimitives.h: bus volume
+  /// over the axis's bandwidth plus its latency times the fewer of a
+  /// ring's and a tree's steps). An all-reduce of `bytes`; an all-gather
+  /// whose result has `bytes`; a reduce-scatter whose input has `bytes`.
   double allReduce(double bytes, int64_t n, const std::string &axis = "") const;
-  /// A ring all-gather whose result has `bytes`: (n-1)/n of them in n-1
-  /// steps.
   double allGather(double bytes, int64_t n, const std::string &axis = "") const;
-  /// A ring reduce-scatter whose input has `bytes`: (n-1)/n of them in n-1
-  /// steps.
   double reduceScatter(double bytes, int64_t n,
                        const std::string &axis = "") const;
 
 private:
-  double ring(double volume, double steps, const std::string &axis) const;
+  double priced(planner::Collective kind, double bytes, int64_t n,
+                const std::string &axis) const;
 };
 
 /// Nodes pick one choice each, minimizing the sum of their choices' costs

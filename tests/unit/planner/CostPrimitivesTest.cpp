@@ -1,0 +1,76 @@
+//===- CostPrimitivesTest.cpp - the one alpha-beta model of collectives ---===//
+//
+// Against nccl-tests' bus-volume definitions (all-reduce 2(n-1)/n, all-gather
+// and reduce-scatter (n-1)/n of the payload) and NCCL's choice of the fewer
+// latency steps of a ring and a tree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "planner/CostPrimitives.h"
+#include "planner/TimeModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtcc::planner;
+
+namespace {
+
+TEST(CostPrimitives, BusVolumeAsNcclTestsDefinesIt) {
+  EXPECT_DOUBLE_EQ(busVolume(Collective::kAllReduce, 800, 8), 1400);
+  EXPECT_DOUBLE_EQ(busVolume(Collective::kAllGather, 800, 8), 700);
+  EXPECT_DOUBLE_EQ(busVolume(Collective::kReduceScatter, 800, 8), 700);
+  EXPECT_DOUBLE_EQ(busVolume(Collective::kSendRecv, 800, 2), 800);
+  EXPECT_DOUBLE_EQ(busVolume(Collective::kAllReduce, 800, 1), 0);
+  // A copy moves its bytes whatever the group.
+  EXPECT_DOUBLE_EQ(busVolume(Collective::kCopy, 800, 1), 800);
+}
+
+TEST(CostPrimitives, LatencyStepsOfRingOrTree) {
+  // 2 ranks: ring and tree agree.
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllReduce, 2), 2);
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllGather, 2), 1);
+  // 3 ranks: the ring's 4 and 2 steps are the tree's too.
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllReduce, 3), 4);
+  // 1024 ranks: the tree's 2 x 10 and 10, not the ring's 2046 and 1023.
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllReduce, 1024), 20);
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kReduceScatter, 1024), 10);
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kSendRecv, 2), 1);
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllReduce, 1), 0);
+}
+
+TEST(CostPrimitives, KernelsAndWhatTheySend) {
+  EXPECT_EQ(collectiveOfKernel("all_reduce"), Collective::kAllReduce);
+  EXPECT_EQ(collectiveOfKernel("all_to_all"), Collective::kAllGather);
+  EXPECT_EQ(collectiveOfKernel("recv"), Collective::kSendRecv);
+  EXPECT_FALSE(collectiveOfKernel("matmul").has_value());
+  EXPECT_DOUBLE_EQ(sentBytes("all_reduce", 400, 4), 600);
+  EXPECT_DOUBLE_EQ(sentBytes("send", 400, 2), 400);
+  EXPECT_DOUBLE_EQ(sentBytes("recv", 400, 2), 0);
+  EXPECT_DOUBLE_EQ(sentBytes("matmul", 400, 2), 0);
+}
+
+TEST(CostPrimitives, AlphaBetaAndTheClusterFormAgree) {
+  EXPECT_DOUBLE_EQ(
+      collectiveSeconds(Collective::kAllReduce, 1e6, 4, 1e9, 1e-5),
+      4 * 1e-5 + 1.5e6 / 1e9);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(Collective::kAllReduce, 0, 4, 1e9, 1e-5),
+                   0);
+  auto cluster = clusterPreset("dgx-h100");
+  ASSERT_TRUE(cluster.isOk());
+  cluster.value().nodes = 4;
+  // Across nodes, 8 members per node drive 8 NICs, capped by NVLink.
+  LinkFigures f = linkFigures(cluster.value(), Link::kInterNode, 8);
+  EXPECT_DOUBLE_EQ(collectiveSeconds(cluster.value(), Collective::kAllGather,
+                                     1e8, 32, Link::kInterNode, 8),
+                   collectiveSeconds(Collective::kAllGather, 1e8, 32,
+                                     f.busBandwidth, f.latency));
+  // A group's link from its members: ranks 0..7 share node 0; {0, 8, 16,
+  // 24} span four nodes, one member in each.
+  std::vector<int64_t> node0 = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(groupLink(cluster.value(), node0).link, Link::kIntraNode);
+  GroupLink strided = groupLink(cluster.value(), {0, 8, 16, 24});
+  EXPECT_EQ(strided.link, Link::kInterNode);
+  EXPECT_EQ(strided.perNode, 1);
+}
+
+} // namespace
