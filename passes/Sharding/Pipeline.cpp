@@ -221,22 +221,15 @@ ShardPipelinePass::schedule(int64_t stage) const {
   return order;
 }
 
-/// The cost of an op for balancing stages: a matmul's multiply-adds, the
-/// elements any other op writes.
+/// The cost of an op for balancing stages: its FLOPs (matrix products and
+/// convolutions, dgraph's CostOpInterface), else the elements it writes.
 static double opCost(Operation &op) {
-  auto elements = [](Value v) {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    return t ? (double)t.getNumElements() : 0.0;
-  };
-  if (auto mm = dyn_cast<graph::MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-    int64_t k = lhs.getDimSize(mm.getTransposeLhs() ? lhs.getRank() - 2
-                                                    : lhs.getRank() - 1);
-    return 2.0 * elements(mm.getResult()) * k;
-  }
+  if (isa<graph::CostOpInterface>(op))
+    return graph::flopsOf(&op);
   double c = 0;
   for (Value r : op.getResults())
-    c += elements(r);
+    if (auto t = dyn_cast<RankedTensorType>(r.getType()))
+      c += (double)t.getNumElements();
   return c;
 }
 

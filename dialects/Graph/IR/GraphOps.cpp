@@ -1,6 +1,7 @@
 //===- GraphOps.cpp - dgraph dialect, verifiers and type inference ---------===//
 
 #include "dialects/Graph/IR/GraphOps.h"
+#include "runtime/base/OpFlops.h"
 
 #include <regex>
 
@@ -496,6 +497,29 @@ dtcc::graph::broadcastBatchShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
     shape[i] = l == 1 ? r : l;
   }
   return shape;
+}
+
+double MatmulOp::getFlops(ArrayRef<SmallVector<int64_t>> operands,
+                          ArrayRef<SmallVector<int64_t>> results) {
+  return dtcc::runtime::matmulFlops(
+      std::vector<int64_t>(operands[0].begin(), operands[0].end()),
+      std::vector<int64_t>(operands[1].begin(), operands[1].end()),
+      getTransposeLhs(), getTransposeRhs());
+}
+
+double dtcc::graph::flopsOf(Operation *op) {
+  auto cost = dyn_cast<CostOpInterface>(op);
+  if (!cost)
+    return 0;
+  auto shapes = [](ValueRange values) {
+    SmallVector<SmallVector<int64_t>> out;
+    for (Value v : values) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      out.emplace_back(t ? t.getShape() : ArrayRef<int64_t>());
+    }
+    return out;
+  };
+  return cost.getFlops(shapes(op->getOperands()), shapes(op->getResults()));
 }
 
 LogicalResult MatmulOp::inferReturnTypes(

@@ -23,6 +23,10 @@
 #include "dialects/Graph/IR/GraphInterfaces.h.inc"
 
 namespace dtcc::graph {
+/// The FLOPs of `op` at its own shapes (CostOpInterface; 0 for ops without
+/// it, whose time is the bytes they move).
+double flopsOf(mlir::Operation *op);
+
 /// Returns an i1 tensor type with the shape of `type` (a ranked tensor).
 mlir::Type getI1TensorLike(mlir::Type type);
 
