@@ -22,7 +22,6 @@ using namespace dtcc::shard;
 
 namespace {
 
-constexpr llvm::StringLiteral kZeroAttr = "dshard.zero";
 
 /// `base` (null: replicated) further split over `axis` (of `size` ranks)
 /// along the first dimension whose local blocks the axis divides; null when
@@ -74,7 +73,7 @@ struct ShardAnnotatePass
       // stages); they must agree.
       llvm::SmallDenseSet<int64_t> stages;
       for (auto fn : module.getOps<func::FuncOp>())
-        if (auto s = fn->getAttrOfType<IntegerAttr>("dshard.stage"))
+        if (auto s = fn->getAttrOfType<IntegerAttr>(kStageAttr))
           stages.insert(s.getInt());
       if (int64_t(stages.size()) != meshAttr.getSize("pp")) {
         module.emitError("mesh axis 'pp' has size ")

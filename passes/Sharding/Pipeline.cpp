@@ -28,8 +28,6 @@ using namespace dtcc::shard;
 
 namespace {
 
-constexpr llvm::StringLiteral kMicroAttr = "dshard.micro";
-constexpr llvm::StringLiteral kPassAttr = "dshard.pass";
 
 Value splatLike(OpBuilder &b, Location loc, Type type, double v) {
   return graph::ConstantOp::create(
@@ -435,7 +433,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   // Cloned for the signature and attributes; the body is rebuilt.
   auto fn = cast<func::FuncOp>(mb.clone(*train.getOperation(), unused));
   fn.setSymName(("train_step_pp" + Twine(stage)).str());
-  fn->setAttr("dshard.stage", IntegerAttr::get(IntegerType::get(ctx, 64), stage));
+  fn->setAttr(kStageAttr, IntegerAttr::get(IntegerType::get(ctx, 64), stage));
   Block &old = train.getBody().front();
   Block &body = fn.getBody().front();
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
@@ -506,7 +504,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
             send->setAttr("phase", pass);
           send->setAttr("handle", IntegerAttr::get(i64, handle_));
           sent.push_back(map.lookup(r));
-          send->setAttr("dshard.wait_handle", IntegerAttr::get(i64, handle_++));
+          send->setAttr(kWaitHandleAttr, IntegerAttr::get(i64, handle_++));
         }
   };
 
@@ -552,8 +550,8 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   }
   // Sends finish before the step ends.
   for (Operation &op : llvm::make_early_inc_range(body))
-    if (auto h = op.getAttrOfType<IntegerAttr>("dshard.wait_handle")) {
-      op.removeAttr("dshard.wait_handle");
+    if (auto h = op.getAttrOfType<IntegerAttr>(kWaitHandleAttr)) {
+      op.removeAttr(kWaitHandleAttr);
       WaitOp::create(b, op.getLoc(), h.getInt(), ValueRange{op.getOperand(0)});
     }
   func::ReturnOp::create(b, ret.getLoc(), results);
@@ -678,7 +676,7 @@ void ShardPipelinePass::runOnOperation() {
   for (auto var : module.getOps<graph::VariableOp>()) {
     auto it = users.find(var.getSymName());
     if (it != users.end() && it->second.size() == 1)
-      var->setAttr("dshard.stage", IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+      var->setAttr(kStageAttr, IntegerAttr::get(IntegerType::get(module.getContext(), 64),
                                                     it->second.front()));
   }
   // A parameter read by a stage that does not update it would be stale.
@@ -686,7 +684,7 @@ void ShardPipelinePass::runOnOperation() {
     auto fn = module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str());
     WalkResult r = fn.walk([&](graph::LoadOp load) {
       auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
-      auto owner = var->getAttrOfType<IntegerAttr>("dshard.stage");
+      auto owner = var->getAttrOfType<IntegerAttr>(kStageAttr);
       if (owner && owner.getInt() != k) {
         load.emitOpError("reads parameter '")
             << load.getVariable() << "' in pipeline stage " << k

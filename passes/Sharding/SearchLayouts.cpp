@@ -935,7 +935,7 @@ dtcc::shard::priceShardedStep(ModuleOp module, const StepCostModel &costs) {
             : 1;
     llvm::MapVector<Value, SmallVector<ShardingAttr>> targets;
     for (Operation &op : fn.getBody().front()) {
-      auto ins = op.getAttrOfType<ArrayAttr>("dshard.in_shardings");
+      auto ins = op.getAttrOfType<ArrayAttr>(kInShardingsAttr);
       if (!ins)
         return op.emitOpError("has no propagated shardings (run "
                               "dtcc-shard-propagate first)");
