@@ -59,6 +59,7 @@ void buildShardPhase(OpPassManager &pm, const ShardPhase &o) {
   pm.addPass(shard::createShardPartition());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(shard::createShardCombineAllReduces());
   pm.addPass(shard::createShardOverlap());
 }
 

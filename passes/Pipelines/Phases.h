@@ -40,7 +40,7 @@ struct TrainPhase {
 
 /// One rank's program on the mesh: pipeline stages (pp), the layout
 /// search (when given; not with pp), annotation, propagation, partition,
-/// overlap.
+/// all-reduces combined, overlap.
 struct ShardPhase {
   runtime::MeshShape mesh;
   int zero = 0;

@@ -342,8 +342,10 @@ LogicalResult LayoutSearch::collectGroups() {
   });
   for (auto var : module_.getOps<graph::VariableOp>()) {
     StringRef leader = classes.getLeaderValue(var.getSymName());
+    // The group's index, copied: inserting the member's own name may grow
+    // the map and move the leader's entry.
     auto [it, inserted] = groupOf_.try_emplace(leader, (int)groups_.size());
-    int group = it->second; // the insertion below may move the map's entries
+    int group = it->second;
     if (inserted)
       groups_.emplace_back();
     groupOf_[var.getSymName()] = group;

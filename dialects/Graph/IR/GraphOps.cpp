@@ -668,6 +668,17 @@ std::string dtcc::graph::layerKey(Location loc) {
   return "";
 }
 
+/// The top-level module of a PyTorch node name: the first of at least two
+/// '/'-separated components ("enc1" in "/enc1/enc1.0/Conv"); empty for a
+/// node of the root module ("/MaxPool").
+std::string dtcc::graph::moduleKey(Location loc) {
+  std::string full = nodeName(loc);
+  StringRef name = full;
+  name.consume_front("/");
+  auto [first, rest] = name.split('/');
+  return rest.empty() ? "" : first.str();
+}
+
 DenseElementsAttr dtcc::graph::splatOf(RankedTensorType type, double value) {
   Type e = type.getElementType();
   Attribute a = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, value))

@@ -40,6 +40,9 @@ std::string nodeName(mlir::Location loc);
 /// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
 /// when the name says none.
 std::string layerKey(mlir::Location loc);
+/// The top-level module of an op from a PyTorch node name: "enc1" in
+/// "/enc1/enc1.0/Conv"; empty for a node of the root module ("/MaxPool").
+std::string moduleKey(mlir::Location loc);
 
 /// The batch dimensions of a matmul of operands of shapes `lhs` and `rhs`
 /// (all but their last two dimensions): NumPy's broadcast, aligned from the
