@@ -9,6 +9,7 @@
 #include "dialects/Shard/IR/ShardOps.h"
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Pipelines/Phases.h"
 #include "passes/Sharding/Passes.h"
 #include "passes/Sharding/ShardingUtils.h"
 #include "runtime/format/Container.h"
@@ -98,117 +99,83 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
   };
   if (options.compileTo == Phase::Import || lowered)
     return success();
-  if (options.startAfter < Phase::Graph && failed(run(
-          [](PassManager &pm) {
-            pm.addPass(createCanonicalizerPass());
-            pm.addPass(createCSEPass());
-          },
-          1, "dgraph")))
+  if (options.startAfter < Phase::Graph &&
+      failed(run([](PassManager &pm) { pipelines::buildGraphPhase(pm); }, 1,
+                 "dgraph")))
     return failure();
   if (options.compileTo == Phase::Graph)
     return success();
   // Pipeline parallelism unrolls the step over its micro-batches before the
-  // optimizer and cuts it into stages after it.
-  // The pipeline pass's stages and the mesh's pp axis come from this one
-  // mesh (dtcc-shard-annotate checks that they agree).
-  const int64_t stages = options.train.mesh.size("pp");
-  {
-    if (options.train.layoutSearch.enabled && stages > 1)
-      return module.emitError("the tp layout search places steps without "
-                              "pipeline stages, got pp=")
-             << stages;
-  }
-  if (options.train.enabled && options.startAfter < Phase::Train) {
-    const TrainOptions &t = options.train;
+  // optimizer and cuts it into stages after it. The pipeline pass's stages
+  // and the mesh's pp axis come from this one mesh (dtcc-shard-annotate
+  // checks that they agree).
+  const TrainOptions &t = options.train;
+  const int64_t stages = t.mesh.size("pp");
+  if (t.layoutSearch.enabled && stages > 1)
+    return module.emitError("the tp layout search places steps without "
+                            "pipeline stages, got pp=")
+           << stages;
+  if (t.enabled && options.startAfter < Phase::Train) {
+    pipelines::TrainPhase train;
+    train.autodiff.loss = t.loss;
+    train.autodiff.frozen.assign(t.frozen.begin(), t.frozen.end());
+    train.autodiff.recompute = t.recompute;
+    train.dtype = t.dtype;
+    train.stages = stages;
+    train.microBatches = t.microBatches;
+    graph::OptimizerOptions &opt = train.optimizer;
+    opt.optimizer = t.optimizer;
+    opt.lr = t.lr;
+    opt.minLr = t.minLr;
+    opt.beta1 = t.beta1;
+    opt.beta2 = t.beta2;
+    opt.epsilon = t.epsilon;
+    opt.weightDecay = t.weightDecay;
+    opt.momentum = t.momentum;
+    opt.dampening = t.dampening;
+    opt.nesterov = t.nesterov;
+    opt.gradClip = t.gradClip;
+    opt.warmup = t.warmup;
+    opt.schedule = t.schedule;
+    opt.exportGradients = t.exportGradients;
     if (failed(run(
-            [&](PassManager &pm) {
-              graph::AutodiffOptions ad;
-              ad.loss = t.loss;
-              ad.frozen.assign(t.frozen.begin(), t.frozen.end());
-              ad.recompute = t.recompute;
-              pm.addPass(graph::createAutodiff(ad));
-              if (t.dtype != "fp32") {
-                graph::MixedPrecisionOptions mp;
-                mp.dtype = t.dtype;
-                pm.addPass(graph::createMixedPrecision(mp));
-              }
-              if (stages > 1) {
-                shard::ShardMicrobatchOptions mb;
-                mb.microBatches = t.microBatches;
-                pm.addPass(shard::createShardMicrobatch(mb));
-              }
-              graph::OptimizerOptions opt;
-              opt.optimizer = t.optimizer;
-              opt.lr = t.lr;
-              opt.minLr = t.minLr;
-              opt.beta1 = t.beta1;
-              opt.beta2 = t.beta2;
-              opt.epsilon = t.epsilon;
-              opt.weightDecay = t.weightDecay;
-              opt.momentum = t.momentum;
-              opt.dampening = t.dampening;
-              opt.nesterov = t.nesterov;
-              opt.gradClip = t.gradClip;
-              opt.warmup = t.warmup;
-              opt.schedule = t.schedule;
-              opt.microBatches = stages > 1 ? 1 : t.microBatches;
-              opt.exportGradients = t.exportGradients;
-              pm.addPass(graph::createOptimizer(opt));
-              pm.addPass(createCanonicalizerPass());
-              pm.addPass(createCSEPass());
-            },
-            2, "train")))
+            [&](PassManager &pm) { pipelines::buildTrainPhase(pm, train); }, 2,
+            "train")))
       return failure();
   }
   if (options.compileTo == Phase::Train)
     return success();
-  if (!options.train.mesh.empty()) {
-    if (!options.train.enabled)
+  if (!t.mesh.empty()) {
+    if (!t.enabled)
       return module.emitError("--mesh places a training step: add --train");
+    pipelines::ShardPhase shardPhase;
+    shardPhase.mesh = t.mesh;
+    shardPhase.zero = t.zero;
+    shardPhase.layouts = t.layouts;
+    shardPhase.pipelineSchedule = t.pipelineSchedule;
+    if (t.layoutSearch.enabled) {
+      const TrainOptions::LayoutSearch &search = t.layoutSearch;
+      shard::ShardSearchLayoutsOptions o;
+      o.flops = search.flops;
+      o.bandwidth = search.busBandwidth;
+      o.latency = search.latency;
+      o.memoryBandwidth = search.memoryBandwidth;
+      o.tpBandwidth = search.tpBusBandwidth;
+      o.tpLatency = search.tpLatency;
+      o.dpBandwidth = search.dpBusBandwidth;
+      o.dpLatency = search.dpLatency;
+      o.timeLimit = search.timeLimit;
+      shardPhase.layoutSearch = o;
+    }
     if (failed(run(
-            [&](PassManager &pm) {
-              if (stages > 1) {
-                shard::ShardPipelineOptions pipe;
-                pipe.stages = stages;
-                pipe.scheduleKind = options.train.pipelineSchedule;
-                pm.addPass(shard::createShardPipeline(pipe));
-                pm.addPass(createCanonicalizerPass());
-              }
-              const TrainOptions::LayoutSearch &search =
-                  options.train.layoutSearch;
-              if (search.enabled && stages == 1) {
-                shard::ShardSearchLayoutsOptions o;
-                o.mesh = options.train.mesh.str();
-                o.flops = search.flops;
-                o.bandwidth = search.busBandwidth;
-                o.latency = search.latency;
-                o.memoryBandwidth = search.memoryBandwidth;
-                o.tpBandwidth = search.tpBusBandwidth;
-                o.tpLatency = search.tpLatency;
-                o.dpBandwidth = search.dpBusBandwidth;
-                o.dpLatency = search.dpLatency;
-                o.timeLimit = search.timeLimit;
-                pm.addPass(shard::createShardSearchLayouts(o));
-              }
-              shard::ShardAnnotateOptions annotate;
-              annotate.mesh = options.train.mesh.str();
-              annotate.zero = options.train.zero;
-              annotate.layouts.assign(options.train.layouts.begin(),
-                                      options.train.layouts.end());
-              pm.addPass(shard::createShardAnnotate(annotate));
-              pm.addPass(shard::createShardPropagate());
-              pm.addPass(shard::createShardPartition());
-              pm.addPass(createCanonicalizerPass());
-              pm.addPass(createCSEPass());
-              pm.addPass(shard::createShardOverlap());
-            },
+            [&](PassManager &pm) { pipelines::buildShardPhase(pm, shardPhase); },
             3, "shard")))
       return failure();
   }
   if (options.compileTo == Phase::Shard)
     return success();
-  return run([](PassManager &pm) { pm.addPass(lowering::createLowerToExec()); },
-             4, "dexec");
+  return run([](PassManager &pm) { pipelines::buildExecPhase(pm); }, 4,
+             "dexec");
 }
 
 std::string defaultRunnerPath(llvm::StringRef target) {

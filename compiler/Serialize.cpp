@@ -220,11 +220,11 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
                                             type.getElementType()),
                             var.getSymName()));
     v->set_trainable(var.getTrainable());
-    if (auto stage = var->getAttrOfType<IntegerAttr>("dshard.stage"))
+    if (auto stage = var->getAttrOfType<IntegerAttr>(shard::kStageAttr))
       v->set_stage(stage.getInt());
     if (var->hasAttr(shard::kShardingAttr))
       setSharding(v->mutable_sharding(), var->getAttr(shard::kShardingAttr),
-                  var->getAttr("dshard.global_type"));
+                  var->getAttr(shard::kGlobalTypeAttr));
     auto init = var.getInitialValueAttr();
     auto dense = dyn_cast_or_null<DenseElementsAttr>(init);
     if (dense && dense.isSplat() && isZeroSplat(dense)) {
@@ -243,7 +243,7 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     f->set_name(fn.getSymName().str());
     if (auto ws = fn->getAttrOfType<IntegerAttr>("dexec.workspace_bytes"))
       f->set_workspace_bytes(ws.getInt());
-    if (auto stage = fn->getAttrOfType<IntegerAttr>("dshard.stage"))
+    if (auto stage = fn->getAttrOfType<IntegerAttr>(shard::kStageAttr))
       f->set_stage(stage.getInt());
     llvm::DenseMap<Value, int32_t> ids;
     for (Operation &op : fn.getBody().front()) {
@@ -274,7 +274,7 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
         b->set_buffer(ids.lookup(input.getBuffer()));
         if (input->hasAttr(shard::kShardingAttr))
           setSharding(b->mutable_sharding(), input->getAttr(shard::kShardingAttr),
-                      input->getAttr("dshard.global_type"));
+                      input->getAttr(shard::kGlobalTypeAttr));
       } else if (auto output = dyn_cast<exec::OutputOp>(op)) {
         auto *b = f->add_outputs();
         b->set_name(output.getName().str());

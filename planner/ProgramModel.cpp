@@ -6,6 +6,7 @@
 #include "runtime/base/DType.h"
 #include "runtime/base/MatmulShape.h"
 #include "runtime/base/MeshShape.h"
+#include "runtime/base/OpFlops.h"
 #include "runtime/exec/CudaScratch.h"
 
 #include <algorithm>
@@ -206,7 +207,9 @@ double instructionSeconds(const Program &program, const Instruction &inst,
       const runtime::MatmulShape &p = shape.value();
       double m = double(p.m), n = double(p.n), k = double(p.k);
       double calls = double(p.gemms());
-      double flops = 2 * calls * m * n * k;
+      double flops = runtime::matmulFlops(ls, rs,
+                                          attrInt(inst, "transpose_lhs", 0) != 0,
+                                          attrInt(inst, "transpose_rhs", 0) != 0);
       if (flopsOut)
         *flopsOut = flops;
       double efficiency = device.matmulEfficiencyAt(m, k, n);
@@ -243,8 +246,9 @@ double instructionSeconds(const Program &program, const Instruction &inst,
       double batch = double(output.shape(0)), outChannels = double(filter.shape(0));
       double inPerGroup = double(filter.shape(1));
       double groups = double(std::max<int64_t>(1, attrInt(inst, "groups", 1)));
-      double flops =
-          2 * batch * outChannels * inPerGroup * kernelSize * pixels;
+      double flops = runtime::convFlops(
+          std::vector<int64_t>(filter.shape().begin(), filter.shape().end()),
+          std::vector<int64_t>(output.shape().begin(), output.shape().end()));
       if (flops > 0) {
         if (flopsOut)
           *flopsOut = flops;

@@ -306,8 +306,10 @@ LogicalResult importDropout(NodeImporter &n) {
   }
   auto type = typeOf(x);
   auto maskType = RankedTensorType::get(type.getShape(), n.builder().getI1Type());
+  // Ratio 0 (nn.Dropout(0.0), PyTorch's default in some layers) is the
+  // identity in training too; only an eval-mode export loses a dropout.
   if (!training || ratio == 0) {
-    if (n.getImportOptions().training)
+    if (!training && ratio != 0 && n.getImportOptions().training)
       emitWarning(n.getLoc()) << "node '" << n.getNode().name()
                               << "': Dropout was exported in eval mode "
                                  "(training_mode false): dtcc trains without "

@@ -12,6 +12,7 @@
 
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "dialects/Shard/IR/ShardOps.h"
 #include "passes/Lowering/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -416,7 +417,7 @@ LogicalResult FunctionLowering::plan() {
     inputs.push_back({name ? name.str() : "input" + std::to_string(arg.getArgNumber()),
                       view});
     NamedAttrList layout;
-    for (StringRef key : {"dshard.sharding", "dshard.global_type"})
+    for (StringRef key : {shard::kShardingAttr, shard::kGlobalTypeAttr})
       if (Attribute a = fn.getArgAttr(arg.getArgNumber(), key))
         layout.set(key, a);
     inputShardings.push_back(layout.getDictionary(fn.getContext()));
@@ -540,11 +541,11 @@ struct LowerToExecPass
       offset += alignBytes(tensorBytes(var.getTensorType()));
     };
     for (auto var : module.getOps<graph::VariableOp>())
-      if (!var->hasAttr("dshard.stage"))
+      if (!var->hasAttr(shard::kStageAttr))
         place(var, layout.stateBytes);
     std::map<int64_t, int64_t> stageEnd;
     for (auto var : module.getOps<graph::VariableOp>())
-      if (auto stage = var->getAttrOfType<IntegerAttr>("dshard.stage")) {
+      if (auto stage = var->getAttrOfType<IntegerAttr>(shard::kStageAttr)) {
         auto [it, fresh] = stageEnd.try_emplace(stage.getInt(), layout.stateBytes);
         place(var, it->second);
       }

@@ -22,7 +22,6 @@ using namespace dtcc::shard;
 
 namespace {
 
-constexpr llvm::StringLiteral kZeroAttr = "dshard.zero";
 
 /// `base` (null: replicated) further split over `axis` (of `size` ranks)
 /// along the first dimension whose local blocks the axis divides; null when
@@ -74,7 +73,7 @@ struct ShardAnnotatePass
       // stages); they must agree.
       llvm::SmallDenseSet<int64_t> stages;
       for (auto fn : module.getOps<func::FuncOp>())
-        if (auto s = fn->getAttrOfType<IntegerAttr>("dshard.stage"))
+        if (auto s = fn->getAttrOfType<IntegerAttr>(kStageAttr))
           stages.insert(s.getInt());
       if (int64_t(stages.size()) != meshAttr.getSize("pp")) {
         module.emitError("mesh axis 'pp' has size ")
@@ -183,6 +182,10 @@ struct ShardAnnotatePass
         annotateConv(module, conv, tp, tpSize, split);
         continue;
       }
+      if (isa<graph::BatchNormOp, graph::GroupNormOp, graph::BatchNormUpdateOp>(op)) {
+        annotateNorm(module, op, tp, tpSize, split);
+        continue;
+      }
       // Vocab-parallel embedding: each rank holds a block of the rows.
       if (auto gather = dyn_cast<graph::GatherOp>(op)) {
         if (auto table = weightOf(gather.getOperand()))
@@ -286,6 +289,44 @@ struct ShardAnnotatePass
           bias->setAttr(kShardingAttr, splitDim(ctx, 1, 0, tp, 1));
         split.insert(add.getResult());
       }
+  }
+
+  /// A normalization of channels that a convolution split: each rank
+  /// normalizes its own channels (batch norm's statistics and group norm's
+  /// groups stay within a rank when whole groups are split), so its
+  /// per-channel scale and bias, and batch norm's running statistics, are
+  /// split like the channels. Kept whole, they would be sliced forward and
+  /// their gradients and running statistics gathered back, two collectives
+  /// per parameter per step.
+  void annotateNorm(ModuleOp module, Operation &op, StringAttr tp,
+                    int64_t tpSize, llvm::DenseSet<Value> &split) {
+    auto update = dyn_cast<graph::BatchNormUpdateOp>(op);
+    // An update splits with the statistics of a split activation.
+    Value input = update ? update.getMean() : op.getOperand(0);
+    if (!split.contains(input))
+      return;
+    for (Value r : op.getResults())
+      split.insert(r);
+    int64_t channels = cast<RankedTensorType>(input.getType()).getDimSize(
+        update ? 0 : 1);
+    int64_t perRank = 1;
+    if (auto group = dyn_cast<graph::GroupNormOp>(op))
+      perRank = group.getChannelsPerGroup();
+    if (channels % (tpSize * perRank) != 0)
+      return;
+    SmallVector<Value> params;
+    if (update)
+      params = {update.getRunningMean(), update.getRunningVar()};
+    else
+      params = {op.getOperand(1), op.getOperand(2)};
+    for (Value v : params) {
+      auto load = v.getDefiningOp<graph::LoadOp>();
+      auto var = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
+                      : graph::VariableOp();
+      if (var && var.getTensorType().getRank() == 1 &&
+          !var->hasAttr(kShardingAttr))
+        var->setAttr(kShardingAttr, splitDim(module.getContext(), 1, 0, tp, 1));
+    }
   }
 
   /// Explicit per-weight tensor-parallel layouts (a plan search's choices).

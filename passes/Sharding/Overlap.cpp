@@ -39,7 +39,7 @@ bool gathersZeroParameter(Operation *op) {
     return false;
   auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
       load, load.getVariableAttr());
-  return var && var->hasAttr("dshard.zero");
+  return var && var->hasAttr(kZeroAttr);
 }
 
 struct ShardOverlapPass

@@ -22,9 +22,7 @@ using namespace dtcc::shard;
 
 namespace {
 
-constexpr llvm::StringLiteral kInShardingsAttr = "dshard.in_shardings";
 /// On split variables and arguments: their type before partitioning.
-constexpr llvm::StringLiteral kGlobalTypeAttr = "dshard.global_type";
 
 class FunctionPartitioner {
 public:
@@ -228,7 +226,7 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
   if (auto load = original.getDefiningOp<graph::LoadOp>())
     if (auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
             load, load.getVariableAttr()))
-      reuse = !var->hasAttr("dshard.zero");
+      reuse = !var->hasAttr(kZeroAttr);
   if (reuse || from.isPartial())
     known.push_back({to, v});
   return v;

@@ -34,7 +34,11 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
       product is a partial sum that an all-reduce completes before the
       bias. Embedding tables are split by rows and the projection to the
       vocabulary by columns (Megatron's vocab-parallel embedding and
-      cross-entropy). Optimizer state follows its parameter.
+      cross-entropy). Convolutions split by output channels, then by input
+      channels, the same way; a batch, group or instance norm of split
+      channels splits its scale, bias and running statistics like them
+      (whole groups per rank), so it runs on each rank's channels without
+      communication. Optimizer state follows its parameter.
     - `@main` (inference) is removed: a sharded program trains.
 
     Errors: a mesh spec that does not parse, a module without
@@ -271,6 +275,34 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     Option<"scheduleKind", "schedule", "std::string", "\"1f1b\"",
            "gpipe or 1f1b">,
   ];
+  let dependentDialects = ["dtcc::shard::ShardDialect"];
+}
+
+def ShardCombineAllReduces : Pass<"dtcc-shard-combine-all-reduces", "mlir::ModuleOp"> {
+  let summary = "One all-reduce for a sum of all-reduced terms";
+  let description = [{
+    Runs on a partitioned module, before dtcc-shard-overlap. A sum (a tree
+    of `dgraph.add` whose inner results have no other use) of which two or
+    more terms are synchronous sum all-reduces over the same axis, used
+    only there, becomes the sum of the other terms plus one all-reduce of
+    the sum of those terms' operands, per axis. The gradient norm of a
+    tensor-parallel step adds one partial squared norm per split parameter
+    to a replicated total: one scalar all-reduce per parameter before, one
+    per step after. The additions are reassociated (other terms first), so
+    the sum may round differently.
+
+    Example:
+    ```mlir
+    %a = dshard.all_reduce %p "tp" : tensor<f32>
+    %s = dgraph.add %r, %a : tensor<f32>
+    %b = dshard.all_reduce %q "tp" : tensor<f32>
+    %t = dgraph.add %s, %b : tensor<f32>
+    // becomes
+    %pq = dgraph.add %p, %q : tensor<f32>
+    %c = dshard.all_reduce %pq "tp" : tensor<f32>
+    %t = dgraph.add %r, %c : tensor<f32>
+    ```
+  }];
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 

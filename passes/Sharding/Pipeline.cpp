@@ -28,8 +28,6 @@ using namespace dtcc::shard;
 
 namespace {
 
-constexpr llvm::StringLiteral kMicroAttr = "dshard.micro";
-constexpr llvm::StringLiteral kPassAttr = "dshard.pass";
 
 Value splatLike(OpBuilder &b, Location loc, Type type, double v) {
   return graph::ConstantOp::create(
@@ -176,10 +174,16 @@ private:
                                      int64_t stages);
 
   int64_t numStages() const { return stages; }
+  /// The layer of an op: its numbered layer ("layers.3", "blocks.0"), or,
+  /// in a model whose node names number none, its top-level module.
+  std::string layerOf(Location loc) const {
+    return byModule_ ? graph::moduleKey(loc) : graph::layerKey(loc);
+  }
   /// The micro-batch blocks of `stage` in schedule order: (micro, forward?).
   SmallVector<std::pair<int64_t, bool>> schedule(int64_t stage) const;
 
   int64_t microBatches_ = 1;
+  bool byModule_ = false;
   /// Each op's stage (ops of the micro-batches and staged epilogue ops),
   /// and the placement of each value.
   llvm::DenseMap<Operation *, int64_t> stageOf_;
@@ -215,22 +219,15 @@ ShardPipelinePass::schedule(int64_t stage) const {
   return order;
 }
 
-/// The cost of an op for balancing stages: a matmul's multiply-adds, the
-/// elements any other op writes.
+/// The cost of an op for balancing stages: its FLOPs (matrix products and
+/// convolutions, dgraph's CostOpInterface), else the elements it writes.
 static double opCost(Operation &op) {
-  auto elements = [](Value v) {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    return t ? (double)t.getNumElements() : 0.0;
-  };
-  if (auto mm = dyn_cast<graph::MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-    int64_t k = lhs.getDimSize(mm.getTransposeLhs() ? lhs.getRank() - 2
-                                                    : lhs.getRank() - 1);
-    return 2.0 * elements(mm.getResult()) * k;
-  }
+  if (isa<graph::CostOpInterface>(op))
+    return graph::flopsOf(&op);
   double c = 0;
   for (Value r : op.getResults())
-    c += elements(r);
+    if (auto t = dyn_cast<RankedTensorType>(r.getType()))
+      c += (double)t.getNumElements();
   return c;
 }
 
@@ -259,7 +256,7 @@ SmallVector<int64_t> ShardPipelinePass::balanceStages(
         ops.push_back(&op);
     bool seenLayer = false;
     for (Operation *op : ops) {
-      std::string k = graph::layerKey(op->getLoc());
+      std::string k = layerOf(op->getLoc());
       if (!k.empty() && index.count(k)) {
         cost[index[k]] += opCost(*op);
         seenLayer = true;
@@ -305,20 +302,33 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   Block &body = train.getBody().front();
   int64_t s = numStages();
   // Layers, in the order the forward pass meets them, cut into contiguous
-  // runs of balanced cost.
-  SmallVector<std::string> layers;
-  for (Operation &op : body)
-    if (auto pass = op.getAttrOfType<StringAttr>(kPassAttr);
-        pass && pass.getValue() == "forward" &&
-        op.getAttrOfType<IntegerAttr>(kMicroAttr).getInt() == 0)
-      if (std::string k = graph::layerKey(op.getLoc());
-          !k.empty() && !llvm::is_contained(layers, k))
-        layers.push_back(k);
+  // runs of balanced cost. A model that numbers no layers (a U-Net's
+  // enc1, enc2, mid, ...) is cut between its top-level modules.
+  auto collect = [&] {
+    SmallVector<std::string> keys;
+    for (Operation &op : body)
+      if (auto pass = op.getAttrOfType<StringAttr>(kPassAttr);
+          pass && pass.getValue() == "forward" &&
+          op.getAttrOfType<IntegerAttr>(kMicroAttr).getInt() == 0)
+        if (std::string k = layerOf(op.getLoc());
+            !k.empty() && !llvm::is_contained(keys, k))
+          keys.push_back(k);
+    return keys;
+  };
+  SmallVector<std::string> layers = collect();
+  if (layers.empty()) {
+    byModule_ = true;
+    layers = collect();
+  }
   if ((int64_t)layers.size() < s)
     return train.emitError("pipeline parallelism over ")
            << s << " stages needs at least as many layers; the model has "
            << layers.size()
-           << " (found from ONNX node names such as 'layers.3/...')";
+           << (byModule_ ? " top-level modules (from ONNX node names such as "
+                           "'/encoder/...'; it numbers no layers such as "
+                           "'layers.3/...')"
+                         : " (found from ONNX node names such as "
+                           "'layers.3/...')");
   llvm::StringMap<int64_t> layerStage;
   SmallVector<int64_t> firstLayerOf = balanceStages(body, layers, s);
   for (auto [stage, first] : llvm::enumerate(firstLayerOf)) {
@@ -333,7 +343,7 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
     if (!op.hasAttr(kMicroAttr))
       continue;
     int64_t stage = -1;
-    if (std::string k = graph::layerKey(op.getLoc()); !k.empty())
+    if (std::string k = layerOf(op.getLoc()); !k.empty())
       stage = layerStage.lookup(k);
     else
       for (Value v : op.getOperands())
@@ -423,7 +433,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   // Cloned for the signature and attributes; the body is rebuilt.
   auto fn = cast<func::FuncOp>(mb.clone(*train.getOperation(), unused));
   fn.setSymName(("train_step_pp" + Twine(stage)).str());
-  fn->setAttr("dshard.stage", IntegerAttr::get(IntegerType::get(ctx, 64), stage));
+  fn->setAttr(kStageAttr, IntegerAttr::get(IntegerType::get(ctx, 64), stage));
   Block &old = train.getBody().front();
   Block &body = fn.getBody().front();
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
@@ -494,7 +504,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
             send->setAttr("phase", pass);
           send->setAttr("handle", IntegerAttr::get(i64, handle_));
           sent.push_back(map.lookup(r));
-          send->setAttr("dshard.wait_handle", IntegerAttr::get(i64, handle_++));
+          send->setAttr(kWaitHandleAttr, IntegerAttr::get(i64, handle_++));
         }
   };
 
@@ -540,8 +550,8 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   }
   // Sends finish before the step ends.
   for (Operation &op : llvm::make_early_inc_range(body))
-    if (auto h = op.getAttrOfType<IntegerAttr>("dshard.wait_handle")) {
-      op.removeAttr("dshard.wait_handle");
+    if (auto h = op.getAttrOfType<IntegerAttr>(kWaitHandleAttr)) {
+      op.removeAttr(kWaitHandleAttr);
       WaitOp::create(b, op.getLoc(), h.getInt(), ValueRange{op.getOperand(0)});
     }
   func::ReturnOp::create(b, ret.getLoc(), results);
@@ -666,7 +676,7 @@ void ShardPipelinePass::runOnOperation() {
   for (auto var : module.getOps<graph::VariableOp>()) {
     auto it = users.find(var.getSymName());
     if (it != users.end() && it->second.size() == 1)
-      var->setAttr("dshard.stage", IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+      var->setAttr(kStageAttr, IntegerAttr::get(IntegerType::get(module.getContext(), 64),
                                                     it->second.front()));
   }
   // A parameter read by a stage that does not update it would be stale.
@@ -674,7 +684,7 @@ void ShardPipelinePass::runOnOperation() {
     auto fn = module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str());
     WalkResult r = fn.walk([&](graph::LoadOp load) {
       auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
-      auto owner = var->getAttrOfType<IntegerAttr>("dshard.stage");
+      auto owner = var->getAttrOfType<IntegerAttr>(kStageAttr);
       if (owner && owner.getInt() != k) {
         load.emitOpError("reads parameter '")
             << load.getVariable() << "' in pipeline stage " << k

@@ -78,13 +78,13 @@ private:
     if (!load)
       return false;
     auto var = module_.lookupSymbol<graph::VariableOp>(load.getVariable());
-    return var && var->hasAttr("dshard.zero");
+    return var && var->hasAttr(kZeroAttr);
   }
 
   void record(Operation *op, ArrayRef<ShardingAttr> ins,
               ArrayRef<ShardingAttr> outs) {
     MLIRContext *ctx = op->getContext();
-    op->setAttr("dshard.in_shardings",
+    op->setAttr(kInShardingsAttr,
                 ArrayAttr::get(ctx, SmallVector<Attribute>(ins.begin(), ins.end())));
     if (!outs.empty())
       op->setAttr(kResultShardingsAttr,
@@ -103,7 +103,7 @@ private:
       ShardingAttr wanted;
       bool agree = !b.getResult().use_empty();
       for (OpOperand &use : b.getResult().getUses()) {
-        auto ins = use.getOwner()->getAttrOfType<ArrayAttr>("dshard.in_shardings");
+        auto ins = use.getOwner()->getAttrOfType<ArrayAttr>(kInShardingsAttr);
         auto s = ins ? dyn_cast<ShardingAttr>(ins[use.getOperandNumber()]) : ShardingAttr();
         if (!s || s.isPartial() || (wanted && s != wanted)) {
           agree = false;
@@ -131,7 +131,7 @@ private:
       if (onlyNewDims && !current.isPartial())
         record(b,
                {cast<ShardingAttr>(
-                   cast<ArrayAttr>(b->getAttr("dshard.in_shardings"))[0])},
+                   cast<ArrayAttr>(b->getAttr(kInShardingsAttr))[0])},
                {wanted});
     }
   }
@@ -146,7 +146,7 @@ private:
         return;
       ShardingAttr wanted;
       for (OpOperand &use : s.getResult().getUses()) {
-        auto ins = use.getOwner()->getAttrOfType<ArrayAttr>("dshard.in_shardings");
+        auto ins = use.getOwner()->getAttrOfType<ArrayAttr>(kInShardingsAttr);
         auto w = ins ? dyn_cast<ShardingAttr>(ins[use.getOperandNumber()]) : ShardingAttr();
         if (!w || w.isPartial() || (wanted && w != wanted))
           return;
@@ -163,7 +163,7 @@ private:
       // Its operands stay as they are: the updates and indices are whole
       // or split by their index dimensions, as propagation found them.
       record(s, llvm::to_vector(llvm::map_range(
-                    cast<ArrayAttr>(s->getAttr("dshard.in_shardings")),
+                    cast<ArrayAttr>(s->getAttr(kInShardingsAttr)),
                     [](Attribute a) { return cast<ShardingAttr>(a); })),
              {ShardingAttr::get(s.getContext(), wanted.getDims(),
                                 current.getPartial())});

@@ -152,14 +152,21 @@ opCost(Operation *op, ArrayRef<ShardingAttr> ins, ArrayRef<ShardingAttr> outs,
   for (auto [v, s] : llvm::zip(op->getResults(), outs))
     if (localElements(tensorType(v), s, mesh) < 0)
       return std::nullopt;
-  if (auto mm = dyn_cast<graph::MatmulOp>(op)) {
-    auto lhs = tensorType(mm.getLhs());
-    auto local = ins[0].withoutPartial().localShape(lhs.getShape(), mesh);
-    int64_t k =
-        (*local)[mm.getTransposeLhs() ? lhs.getRank() - 2 : lhs.getRank() - 1];
-    double out =
-        (double)localElements(tensorType(mm.getResult()), outs[0], mesh);
-    return std::make_pair(costs.compute(2.0 * out * (double)k), 0.0);
+  if (auto cost = dyn_cast<graph::CostOpInterface>(op)) {
+    // Each rank's FLOPs: the op's count at its block's shapes (a partial
+    // result has the whole shape; its reduction factor split shows in the
+    // operands').
+    auto local = [&](ValueRange values, ArrayRef<ShardingAttr> shardings) {
+      SmallVector<SmallVector<int64_t>> shapes;
+      for (auto [v, s] : llvm::zip(values, shardings))
+        shapes.push_back(*s.withoutPartial().localShape(
+            tensorType(v).getShape(), mesh));
+      return shapes;
+    };
+    return std::make_pair(
+        costs.compute(cost.getFlops(local(op->getOperands(), ins),
+                                    local(op->getResults(), outs))),
+        0.0);
   }
   double moved = 0;
   for (auto [v, s] : llvm::zip(op->getOperands(), ins))
@@ -335,8 +342,10 @@ LogicalResult LayoutSearch::collectGroups() {
   });
   for (auto var : module_.getOps<graph::VariableOp>()) {
     StringRef leader = classes.getLeaderValue(var.getSymName());
+    // The group's index, copied: inserting the member's own name may grow
+    // the map and move the leader's entry.
     auto [it, inserted] = groupOf_.try_emplace(leader, (int)groups_.size());
-    int group = it->second; // the insertion below may move the map's entries
+    int group = it->second;
     if (inserted)
       groups_.emplace_back();
     groupOf_[var.getSymName()] = group;
@@ -926,7 +935,7 @@ dtcc::shard::priceShardedStep(ModuleOp module, const StepCostModel &costs) {
             : 1;
     llvm::MapVector<Value, SmallVector<ShardingAttr>> targets;
     for (Operation &op : fn.getBody().front()) {
-      auto ins = op.getAttrOfType<ArrayAttr>("dshard.in_shardings");
+      auto ins = op.getAttrOfType<ArrayAttr>(kInShardingsAttr);
       if (!ins)
         return op.emitOpError("has no propagated shardings (run "
                               "dtcc-shard-propagate first)");

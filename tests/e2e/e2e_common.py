@@ -53,3 +53,62 @@ def start(doc, prefix):
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--dtcc", required=True)
     return ap.parse_args(), tempfile.mkdtemp(prefix=prefix)
+
+
+# Step files, trained steps' losses and ranks: torch_parity.py's helpers.
+
+def lr_at(step, base, warmup, total):
+    """dgraph.lr_schedule with kind=cosine, min_lr=0."""
+    import math
+    if step < warmup:
+        return base * (step + 1) / warmup
+    p = (step - warmup) / max(1, total - warmup)
+    return base * 0.5 * (1 + math.cos(math.pi * p))
+
+
+def write_pb(path, name, array):
+    from onnx import numpy_helper
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(array, name).SerializeToString())
+
+
+def read_pb(path):
+    import onnx
+    from onnx import numpy_helper
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def step_losses(dump, steps):
+    """The loss of steps 1..steps from a --dump-outputs directory."""
+    return np.array([float(read_pb(os.path.join(dump, f"step_{s}", "loss.pb")))
+                     for s in range(1, steps + 1)])
+
+
+def write_batches(batches, root):
+    """Step directories of TensorProto files for the runner's --batches."""
+    for step, batch in enumerate(batches):
+        d = os.path.join(root, f"{step:04d}")
+        os.makedirs(d)
+        for name, value in batch.items():
+            write_pb(os.path.join(d, name + ".pb"), name, value)
+    return root
+
+
+def launch(exe, ranks, args, timeout=300):
+    """Runs a compiled trainer on `ranks` ranks (mpirun, oversubscribed, one
+    OpenBLAS thread each; one rank runs directly): the CompletedProcess."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    cmd = [exe] + args
+    if ranks > 1:
+        env.update(MPI_ENV)
+        cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def relative_error(got, want):
+    """Worst |got - want| / |want| over the steps, and its step (from 1)."""
+    rel = np.abs(np.asarray(got) - want) / np.maximum(np.abs(want), 1e-12)
+    return float(rel.max()), int(rel.argmax()) + 1

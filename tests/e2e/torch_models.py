@@ -2,10 +2,21 @@
 
 MLP, GPT (learned positions, LayerNorm, GELU), Llama (RMSNorm, rotary
 embeddings, SwiGLU) and MLP-Mixer (token mixing across patches) small
-enough for CPU tests; each forward returns the
-mean cross-entropy loss, as a training export needs. Buffers (masks, rotary
+enough for CPU tests; each forward returns the mean cross-entropy loss, as
+a training export needs. Buffers (masks, rotary
 tables) are registered as buffers, so they are the initializers a dtcc
 compile must freeze.
+
+Vision and audio models written as a PyTorch user writes them, from
+torch.nn modules: ViT (a strided Conv2d patch embedding, a class token,
+nn.TransformerEncoderLayer blocks), ResNet (torchvision's BasicBlock with
+BatchNorm2d, the stem's MaxPool, strided stages with 1x1 projection
+shortcuts, AdaptiveAvgPool2d; `ResNet(layers=(2, 2, 2, 2), widths=(64,
+128, 256, 512), stem=7)` is ResNet-18), UNet (two levels of Conv2d +
+GroupNorm down through MaxPool and AvgPool, up through ConvTranspose2d and
+bilinear F.interpolate, skip concatenations, per-pixel cross-entropy) and
+AudioNet (a raw-waveform classifier: strided Conv1d stem, BatchNorm1d,
+MaxPool1d, residual 1-D blocks, AdaptiveAvgPool1d).
 """
 import math
 
@@ -188,8 +199,195 @@ class Mixer(torch.nn.Module):
         return F.cross_entropy(self.head(self.ln(x).mean(dim=1)), labels)
 
 
+class ViT(torch.nn.Module):
+    """[b, channels, image, image] images -> classes."""
+
+    def __init__(self, image=16, patch=4, channels=3, hidden=32, heads=4, layers=2,
+                 mlp=64, classes=10):
+        super().__init__()
+        tokens = (image // patch) ** 2
+        self.patch = torch.nn.Conv2d(channels, hidden, patch, stride=patch)
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, hidden) * 0.02)
+        self.pos = torch.nn.Parameter(torch.randn(1, tokens + 1, hidden) * 0.02)
+        self.blocks = torch.nn.ModuleList(torch.nn.TransformerEncoderLayer(
+            hidden, heads, mlp, dropout=0.0, activation="gelu", batch_first=True,
+            norm_first=True) for _ in range(layers))
+        self.norm = torch.nn.LayerNorm(hidden)
+        self.head = torch.nn.Linear(hidden, classes)
+
+    def forward(self, x, labels):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return F.cross_entropy(self.head(self.norm(x[:, 0])), labels)
+
+
+class BasicBlock(torch.nn.Module):
+    """torchvision's ResNet BasicBlock."""
+
+    def __init__(self, inplanes, planes, stride=1):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(planes)
+        self.relu = torch.nn.ReLU(inplace=True)
+        self.conv2 = torch.nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(planes)
+        self.downsample = None
+        if stride != 1 or inplanes != planes:
+            self.downsample = torch.nn.Sequential(
+                torch.nn.Conv2d(inplanes, planes, 1, stride, bias=False),
+                torch.nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class ResNet(torch.nn.Module):
+    """torchvision's ResNet of BasicBlocks; stem=7 is its 7x7 stride-2 stem,
+    stem=3 a 3x3 stride-1 one for small images (both then MaxPool(3, 2, 1))."""
+
+    def __init__(self, layers=(2, 1, 1), widths=(8, 16, 32), classes=10, stem=3,
+                 channels=3):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(channels, widths[0], stem, 2 if stem == 7 else 1,
+                                     stem // 2, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(widths[0])
+        self.relu = torch.nn.ReLU(inplace=True)
+        self.maxpool = torch.nn.MaxPool2d(3, 2, 1)
+        stages, inplanes = [], widths[0]
+        for i, (blocks, planes) in enumerate(zip(layers, widths)):
+            stage = []
+            for j in range(blocks):
+                stage.append(BasicBlock(inplanes, planes, 2 if i > 0 and j == 0 else 1))
+                inplanes = planes
+            stages.append(torch.nn.Sequential(*stage))
+        self.layers = torch.nn.Sequential(*stages)
+        self.avgpool = torch.nn.AdaptiveAvgPool2d(1)
+        self.fc = torch.nn.Linear(inplanes, classes)
+
+    def forward(self, x, labels):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.avgpool(self.layers(x))
+        return F.cross_entropy(self.fc(torch.flatten(x, 1)), labels)
+
+
+def unet_block(cin, cout, groups=4):
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(cin, cout, 3, padding=1), torch.nn.GroupNorm(groups, cout),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(cout, cout, 3, padding=1), torch.nn.GroupNorm(groups, cout),
+        torch.nn.ReLU())
+
+
+class UNet(torch.nn.Module):
+    """[b, channels, s, s] images -> per-pixel classes [b, s, s]."""
+
+    def __init__(self, channels=3, classes=4, width=8):
+        super().__init__()
+        self.enc1 = unet_block(channels, width)
+        self.enc2 = unet_block(width, 2 * width)
+        self.mid = unet_block(2 * width, 4 * width)
+        self.up2 = torch.nn.ConvTranspose2d(4 * width, 2 * width, 2, stride=2)
+        self.dec2 = unet_block(4 * width, 2 * width)
+        self.up1 = torch.nn.Conv2d(2 * width, width, 1)
+        self.dec1 = unet_block(2 * width, width)
+        self.out = torch.nn.Conv2d(width, classes, 1)
+
+    def forward(self, x, labels):
+        e1 = self.enc1(x)
+        e2 = self.enc2(F.max_pool2d(e1, 2))
+        m = self.mid(F.avg_pool2d(e2, 2))
+        d2 = self.dec2(torch.cat([self.up2(m), e2], dim=1))
+        u1 = F.interpolate(d2, scale_factor=2.0, mode="bilinear", align_corners=False)
+        d1 = self.dec1(torch.cat([self.up1(u1), e1], dim=1))
+        return F.cross_entropy(self.out(d1), labels)
+
+
+class BasicBlock1d(torch.nn.Module):
+    def __init__(self, inplanes, planes, stride=1):
+        super().__init__()
+        self.conv1 = torch.nn.Conv1d(inplanes, planes, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm1d(planes)
+        self.conv2 = torch.nn.Conv1d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm1d(planes)
+        self.shortcut = None
+        if stride != 1 or inplanes != planes:
+            self.shortcut = torch.nn.Sequential(
+                torch.nn.Conv1d(inplanes, planes, 1, stride, bias=False),
+                torch.nn.BatchNorm1d(planes))
+
+    def forward(self, x):
+        identity = x if self.shortcut is None else self.shortcut(x)
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + identity)
+
+
+class AudioNet(torch.nn.Module):
+    """[b, 1, samples] waveforms -> classes."""
+
+    def __init__(self, classes=6, width=16):
+        super().__init__()
+        self.stem = torch.nn.Conv1d(1, width, 9, stride=4, padding=4, bias=False)
+        self.bn = torch.nn.BatchNorm1d(width)
+        self.pool = torch.nn.MaxPool1d(4)
+        self.blocks = torch.nn.Sequential(
+            BasicBlock1d(width, width), BasicBlock1d(width, 2 * width, 2),
+            BasicBlock1d(2 * width, 2 * width))
+        self.gap = torch.nn.AdaptiveAvgPool1d(1)
+        self.head = torch.nn.Linear(2 * width, classes)
+
+    def forward(self, x, labels):
+        x = self.pool(F.relu(self.bn(self.stem(x))))
+        x = self.gap(self.blocks(x)).squeeze(-1)
+        return F.cross_entropy(self.head(x), labels)
+
+
+MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
+          "resnet": ResNet, "unet": UNet, "audio": AudioNet}
+
+
 def build(name, **sizes):
-    return {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer}[name](**sizes)
+    return MODELS[name](**sizes)
+
+
+def images(rng, batch, classes, size=16, teacher_seed=7):
+    """Images and the class a fixed linear teacher prefers (learnable)."""
+    import numpy as np
+    x = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+    teacher = np.random.default_rng(teacher_seed).standard_normal((3 * size * size, classes))
+    return {"x": x, "labels": np.argmax(x.reshape(batch, -1) @ teacher, 1).astype(np.int64)}
+
+
+def segmentation(rng, batch, classes, size=16):
+    """Images whose pixels' classes follow a fixed map of the 3x3
+    neighbourhood's channels (learnable by the U-Net)."""
+    import numpy as np
+    x = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+    teacher = np.random.default_rng(7).standard_normal((3, 3, 3, classes))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    scores = np.zeros((batch, size, size, classes))
+    for dy in range(3):
+        for dx in range(3):
+            window = padded[:, :, dy:dy + size, dx:dx + size]
+            scores += np.einsum("bchw,ck->bhwk", window, teacher[:, dy, dx])
+    return {"x": x, "labels": np.argmax(scores, -1).astype(np.int64)}
+
+
+def waveforms(rng, batch, classes, samples=256):
+    """A tone per class (its own frequency band) at a random phase and
+    amplitude, in noise."""
+    import numpy as np
+    labels = rng.integers(0, classes, batch)
+    t = np.arange(samples) / samples
+    freq = 6 + 5 * labels[:, None] + rng.uniform(-1, 1, (batch, 1))
+    x = rng.uniform(0.5, 1.5, (batch, 1)) * np.sin(
+        2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi, (batch, 1)))
+    x = x + 0.3 * rng.standard_normal((batch, samples))
+    return {"x": x[:, None, :].astype(np.float32), "labels": labels.astype(np.int64)}
 
 
 def example_inputs(name, model, batch, rng):
@@ -204,18 +402,53 @@ def example_inputs(name, model, batch, rng):
         x = rng.standard_normal((batch, patches, model.embed.in_features)).astype(np.float32)
         labels = rng.integers(0, model.head.out_features, batch).astype(np.int64)
         return {"x": x, "labels": labels}
+    if name == "vit":
+        return images(rng, batch, model.head.out_features,
+                      size=model.patch.kernel_size[0] * math.isqrt(model.pos.shape[1] - 1))
+    if name == "resnet":
+        return images(rng, batch, model.fc.out_features)
+    if name == "unet":
+        return segmentation(rng, batch, model.out.out_channels)
+    if name == "audio":
+        return waveforms(rng, batch, model.head.out_features)
     vocab = model.tok.num_embeddings
     seq = model.blocks[0].mask.shape[0]
     tokens = rng.integers(0, vocab, (batch, seq + 1)).astype(np.int64)
     return {"ids": tokens[:, :-1].copy(), "labels": tokens[:, 1:].copy()}
 
 
-def export(name, model, batch, path):
+# Buffers a training step updates: batch-norm statistics (ONNX
+# BatchNormalization's running mean and variance outputs; PyTorch's counter
+# is dropped by the export). The other buffers are constants.
+STATE_BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def frozen_buffers(model):
+    """The buffers a dtcc compile freezes (masks, rotary tables)."""
+    return [n for n, _ in model.named_buffers() if not n.endswith(STATE_BUFFERS)]
+
+
+def export(name, model, batch, path, sample=None):
+    """Exports `model` -> loss in training mode at opset 17, traced on
+    `sample` (by default example inputs of `batch`); its input names.
+    Tracing runs the model, which moves batch-norm running statistics: the
+    model and the file both keep the state from before it."""
     import numpy as np
-    sample = example_inputs(name, model, batch, np.random.default_rng(0))
+    import onnx
+    from onnx import numpy_helper
+    if sample is None:
+        sample = example_inputs(name, model, batch, np.random.default_rng(0))
     names = list(sample)
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
     torch.onnx.export(model, tuple(torch.from_numpy(sample[n]) for n in names), path,
                       input_names=names, output_names=["loss"], opset_version=17,
                       do_constant_folding=False,
                       training=torch.onnx.TrainingMode.TRAINING)
+    model.load_state_dict(initial)
+    if any(n.endswith(STATE_BUFFERS) for n in initial):
+        m = onnx.load(path)
+        for t in m.graph.initializer:
+            if t.name in initial:
+                t.CopyFrom(numpy_helper.from_array(initial[t.name].numpy(), t.name))
+        onnx.save(m, path)
     return names

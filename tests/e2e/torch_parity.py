@@ -1,189 +1,315 @@
 #!/usr/bin/python3
 """Trains a model in PyTorch and, compiled by dtcc, on the same batches.
 
-Both start from the same weights (dtcc compiles PyTorch's ONNX export) and
-use AdamW with weight decay, global-norm clipping and warmup + cosine decay.
-Checks, in fp32: the loss of every step within --loss-rtol relative, and
-after the first step every parameter's gradient within --grad-rtol of the
-tensor's largest magnitude. With --mesh (and --zero), the same step is
-also compiled for that mesh and run with mpirun (oversubscribed) on its
-ranks: every step's loss within --loss-rtol of PyTorch's and within
---mesh-rtol of the single-device run's. Exits non-zero on any difference.
+One model of tests/e2e/torch_models.py per run (--model): MLP, GPT,
+Llama, MLP-Mixer, and the vision and audio models a PyTorch user writes
+from torch.nn modules: a ViT (Conv2d patch embedding), a ResNet
+(BatchNorm2d in training mode, MaxPool, GlobalAveragePool), a U-Net
+(ConvTranspose2d, AveragePool, GroupNorm exported as InstanceNormalization
++ Reshape, skip concatenations) and a 1-D convolutional audio classifier.
+PyTorch 1.13 exports each in training mode at opset 17; dtcc compiles the
+export, so both start from the same weights, and both use AdamW with
+weight decay, global-norm clipping and warmup + cosine decay.
+
+Checks, in fp32: the loss of every step within --loss-rtol relative of
+PyTorch's; after the first step every parameter's gradient within
+--grad-rtol of the tensor's largest magnitude; for the models whose
+batches are learnable, the loss falls. Then the same steps under each
+plan of --plans and --mesh (with --zero, --layout-search), on its ranks
+started by mpirun (oversubscribed): every loss within --loss-rtol of
+PyTorch's and within --mesh-rtol of the single-device run's; under a tp
+plan some trained variable is really split; `--plan auto` reports the plan
+it chose. Prints a table of the plans; exits non-zero on any failure.
 """
 import argparse
-import math
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
-import onnx
 import torch
-from onnx import numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_common  # noqa: E402
 import torch_models  # noqa: E402
+# conv_checks.py and tensor_ops_parity.py import these from here.
+from e2e_common import lr_at, read_pb, write_pb  # noqa: E402,F401
 
 
-def write_pb(path, name, array):
-    with open(path, "wb") as f:
-        f.write(numpy_helper.from_array(array, name).SerializeToString())
+class Settings:
+    """A model's batch size and AdamW recipe, and whether its batches are
+    learnable (the loss must fall over the run)."""
+
+    def __init__(self, batch=4, lr=1e-3, eps=1e-8, learns=False):
+        self.batch, self.lr, self.eps, self.learns = batch, lr, eps, learns
 
 
-def read_pb(path):
-    t = onnx.TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return numpy_helper.to_array(t)
+# Adam's epsilon is 1e-6 for the convolutional models (as in
+# parallel_checks.py and norm_pool_parity.py): parameters whose gradient is
+# zero in exact arithmetic (the attention key bias; channel means a norm
+# removes) get rounding noise that Adam with 1e-8 turns into steps of about
+# lr whose sign follows summation order. These models have ReLUs and max
+# pools: a step where an input of one lands within rounding of its kink
+# routes a gradient differently in any two float32 implementations
+# (PyTorch's own float32 and float64 gradients then differ by as much as
+# 10%), after which the runs' losses part by 1e-4 and more. Their batches
+# (seed 1) have no such step; a failure that starts at one step with
+# gradients far apart is such a kink.
+SETTINGS = {
+    "mlp": Settings(), "gpt": Settings(), "llama": Settings(), "mixer": Settings(),
+    "vit": Settings(batch=8, lr=1e-3, eps=1e-6, learns=True),
+    "resnet": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
+    "unet": Settings(batch=4, lr=2e-3, eps=1e-6, learns=True),
+    "audio": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
+}
+
+# --plans: name -> (label, ranks, dtcc flags).
+PLANS = {
+    "dp2-zero3": ("dp=2 zero=3", 2, ["--mesh", "dp=2", "--zero", "3"]),
+    "tp2": ("tp=2", 2, ["--mesh", "tp=2"]),
+    "dp2-tp2": ("dp=2 tp=2", 4, ["--mesh", "dp=2,tp=2"]),
+    "pp2": ("pp=2", 2, ["--mesh", "pp=2"]),
+    "auto": ("plan auto", 2, ["--plan", "auto", "--ranks", "2"]),
+}
+
+WARMUP, WEIGHT_DECAY, CLIP, BETAS = 5, 0.1, 1.0, (0.9, 0.95)
 
 
-def lr_at(step, base, warmup, total):
-    """dgraph.lr_schedule with kind=cosine, min_lr=0."""
-    if step < warmup:
-        return base * (step + 1) / warmup
-    p = (step - warmup) / max(1, total - warmup)
-    return base * 0.5 * (1 + math.cos(math.pi * p))
+def recipe_flags(s):
+    return ["--train", "--optimizer", "adamw", "--lr", str(s.lr),
+            "--beta1", str(BETAS[0]), "--beta2", str(BETAS[1]), "--adam-eps", str(s.eps),
+            "--weight-decay", str(WEIGHT_DECAY), "--grad-clip", str(CLIP),
+            "--warmup", str(WARMUP), "--schedule", "cosine"]
+
+
+def train_dtcc(dtcc, onnx_path, batches, steps, flags, exe, ranks=1):
+    """Compiles `onnx_path` with `flags` into `exe` and trains `steps` steps
+    of `batches` on `ranks` ranks: (losses, the dump directory, compile's
+    stderr), or raises RuntimeError with what failed."""
+    p = subprocess.run([dtcc, "compile", onnx_path, "-o", exe] + flags,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"dtcc compile exited {p.returncode}:\n{p.stderr[-3000:]}")
+    dump = exe + ".dump"
+    r = e2e_common.launch(exe, ranks, ["--batches", batches, "--steps", str(steps),
+                                       "--log-every", str(steps), "--dump-outputs", dump])
+    if r.returncode != 0:
+        raise RuntimeError(f"{os.path.basename(exe)} on {ranks} rank(s) exited "
+                           f"{r.returncode}:\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
+    return e2e_common.step_losses(dump, steps), dump, p.stderr
+
+
+def train_torch(model, names, batches, s, steps, dtype):
+    """Trains `model` in PyTorch (in `dtype`) on `batches`: (losses, step
+    1's gradients by parameter name, before clipping)."""
+    if dtype == torch.float64:
+        model = model.double()
+
+    def tensor(a):
+        t = torch.from_numpy(a)
+        return t.to(dtype) if t.is_floating_point() else t
+
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=BETAS, eps=s.eps,
+                            weight_decay=WEIGHT_DECAY)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: lr_at(k, 1.0, WARMUP, steps))
+    model.train()
+    losses, grads = [], {}
+    for step, batch in enumerate(batches, 1):
+        opt.zero_grad()
+        loss = model(*(tensor(batch[n]) for n in names))
+        loss.backward()
+        losses.append(float(loss))
+        if step == 1:
+            grads = {n: p.grad.double().numpy().copy() for n, p in model.named_parameters()}
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        sched.step()
+    return np.array(losses), grads
+
+
+def gradient_errors(dump, grads):
+    """Step 1's gradients from a dtcc run with --export-gradients against
+    `grads`: (worst name, worst error of the tensor's largest magnitude,
+    names dtcc wrote no gradient for)."""
+    worst, missing = ("", 0.0), []
+    for name, ref in grads.items():
+        path = os.path.join(dump, "step_1", "grad_" + name.replace("/", "_") + ".pb")
+        if not os.path.exists(path):
+            missing.append(name)
+            continue
+        err = float(np.abs(read_pb(path) - ref).max() / max(np.abs(ref).max(), 1e-30))
+        if err > worst[1]:
+            worst = (name, err)
+    return worst[0], worst[1], missing
+
+
+def split_variables(dtcc, onnx_path, flags, ir):
+    """Trained variables whose per-rank type is smaller than the model's
+    under `flags` (from the sharded IR): [(name, per-rank type)]."""
+    e2e_common.run([dtcc, "compile", onnx_path, "--compile-to=shard", "-o", ir] + flags)
+    out = []
+    for line in open(ir):
+        m = re.match(r'\s*dgraph\.variable @"?([\w.]+)"? : (tensor<[^>]+>) = '
+                     r'\((tensor<[^>]+>)\)', line)
+        if m and "trainable" in line and m.group(2) != m.group(3):
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
+def ranks_of(mesh):
+    ranks = 1
+    for entry in mesh.split(","):
+        ranks *= int(entry.split("=")[1])
+    return ranks
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtcc", required=True)
-    ap.add_argument("--model", choices=["mlp", "gpt", "llama", "mixer"], required=True)
+    ap.add_argument("--model", choices=sorted(SETTINGS), required=True)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--batch", type=int, help="the model's batch size (default: its own)")
     ap.add_argument("--loss-rtol", type=float, default=1e-4)
     ap.add_argument("--grad-rtol", type=float, default=1e-4)
     ap.add_argument("--reference-dtype", choices=["float32", "float64"], default="float32",
                     help="PyTorch's precision (dtcc trains in float32 either way)")
+    ap.add_argument("--plans", default="",
+                    help="comma-separated plans also trained: " + ", ".join(
+                        f"{k} ({v[0]}, {v[1]} ranks)" for k, v in PLANS.items()))
     ap.add_argument("--mesh", default="", help="also train on this mesh, e.g. dp=2 or tp=2")
     ap.add_argument("--zero", type=int, default=0, help="ZeRO stage with --mesh")
     ap.add_argument("--layout-search", default="",
                     help="with --mesh: dtcc's --layout-search (ilp: every op's tp layout by the ILP)")
     ap.add_argument("--mesh-rtol", type=float, default=1e-5,
-                    help="loss difference allowed between the mesh and one device")
+                    help="loss difference allowed between a plan and one device")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
+    plans = []
+    for name in filter(None, args.plans.split(",")):
+        if name not in PLANS:
+            ap.error(f"--plans: unknown plan '{name}' (expected one of {', '.join(PLANS)})")
+        plans.append(PLANS[name])
+    if args.mesh:
+        flags = ["--mesh", args.mesh, "--zero", str(args.zero)]
+        if args.layout_search:
+            flags += ["--layout-search", args.layout_search]
+        plans.append((f"{args.mesh} zero={args.zero}" +
+                      (f" {args.layout_search}" if args.layout_search else ""),
+                      ranks_of(args.mesh), flags))
 
+    dtcc = os.path.abspath(args.dtcc)
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    s = SETTINGS[args.model]
+    if args.batch:
+        s.batch = args.batch
     model = torch_models.build(args.model)
+    check = e2e_common.Checks()
+    started = time.time()
     work = tempfile.mkdtemp(prefix=f"dtcc-parity-{args.model}.")
+    rows = []
     try:
         onnx_path = os.path.join(work, "model.onnx")
-        names = torch_models.export(args.model, model, args.batch, onnx_path)
+        names = torch_models.export(args.model, model, s.batch, onnx_path)
         rng = np.random.default_rng(1)
-        batches = []
-        for step in range(args.steps):
-            batch = torch_models.example_inputs(args.model, model, args.batch, rng)
-            d = os.path.join(work, "batches", f"{step:04d}")
-            os.makedirs(d)
-            for n in names:
-                write_pb(os.path.join(d, n + ".pb"), n, batch[n])
-            batches.append(batch)
+        batches = [torch_models.example_inputs(args.model, model, s.batch, rng)
+                   for _ in range(args.steps)]
+        root = e2e_common.write_batches(batches, os.path.join(work, "batches"))
+        params = sum(p.numel() for p in model.parameters())
+        print(f"{args.model}: {params:,} parameters, batch {s.batch}", flush=True)
 
-        lr, warmup, wd, clip = 1e-3, 5, 0.1, 1.0
-        frozen = [n for n, _ in model.named_buffers()]
-        exe = os.path.join(work, "train")
-        cmd = [args.dtcc, "compile", onnx_path, "--train", "-o", exe,
-               "--optimizer", "adamw", "--lr", str(lr), "--beta1", "0.9",
-               "--beta2", "0.95", "--weight-decay", str(wd), "--grad-clip", str(clip),
-               "--warmup", str(warmup), "--schedule", "cosine", "--export-gradients"]
+        # One device against PyTorch.
+        flags = recipe_flags(s)
+        frozen = torch_models.frozen_buffers(model)
         if frozen:
-            cmd += ["--frozen", ",".join(frozen)]
-        subprocess.run(cmd, check=True)
-        out = os.path.join(work, "out")
-        run_args = ["--batches", os.path.join(work, "batches"),
-                    "--steps", str(args.steps), "--log-every", "5"]
-        subprocess.run([exe] + run_args + ["--dump-outputs", out], check=True)
-        mesh_out = None
-        if args.mesh:
-            ranks = 1
-            for entry in args.mesh.split(","):
-                ranks *= int(entry.split("=")[1])
-            mesh_exe = os.path.join(work, "train-mesh")
-            mesh_cmd = [c for c in cmd if c != "--export-gradients"]
-            mesh_cmd[mesh_cmd.index("-o") + 1] = mesh_exe
-            mesh_cmd += ["--mesh", args.mesh, "--zero", str(args.zero)]
-            if args.layout_search:
-                mesh_cmd += ["--layout-search", args.layout_search]
-            subprocess.run(mesh_cmd, check=True)
-            mesh_out = os.path.join(work, "out-mesh")
-            subprocess.run(["mpirun", "--oversubscribe", "-np", str(ranks), mesh_exe] +
-                           run_args + ["--dump-outputs", mesh_out], check=True,
-                           env=dict(os.environ, **e2e_common.MPI_ENV))
+            flags += ["--frozen", ",".join(frozen)]
+        t0 = time.time()
+        try:
+            single, dump, _ = train_dtcc(dtcc, onnx_path, root, args.steps,
+                                         flags + ["--export-gradients"],
+                                         os.path.join(work, "one"))
+        except RuntimeError as e:
+            check(False, f"{args.model} on one device: {e}")
+            return 1
+        one_seconds = time.time() - t0
+        dtype = torch.float64 if args.reference_dtype == "float64" else torch.float32
+        theirs, grads = train_torch(model, names, batches, s, args.steps, dtype)
+        for step in range(1, args.steps + 1):
+            print(f"step {step:2d}  pytorch {theirs[step - 1]:.6f}  dtcc "
+                  f"{single[step - 1]:.6f}  rel "
+                  f"{abs(single[step - 1] - theirs[step - 1]) / abs(theirs[step - 1]):.2e}")
+        err, at = e2e_common.relative_error(single, theirs)
+        check(err <= args.loss_rtol,
+              f"{args.model}: {args.steps} AdamW steps, every loss within "
+              f"{args.loss_rtol:g} of PyTorch's (worst {err:.2e} at step {at})")
+        name, gerr, missing = gradient_errors(dump, grads)
+        check(not missing, f"{args.model}: dtcc wrote step 1's gradient of every "
+              f"parameter (missing: {', '.join(missing) or 'none'})")
+        check(gerr <= args.grad_rtol,
+              f"{args.model}: step 1 gradients of {len(grads)} parameters within "
+              f"{args.grad_rtol:g} of each tensor's largest magnitude (worst '{name}' "
+              f"{gerr:.2e})")
+        if s.learns:
+            first, last = np.mean(theirs[:5]), np.mean(theirs[-5:])
+            check(last < first, f"{args.model}: training lowers the loss (mean of the "
+                  f"first 5 steps {first:.4f}, of the last 5 {last:.4f})")
+        rows.append(("1 device", 1, 0.0, err, "", one_seconds))
 
-        # PyTorch, on the same batches.
-        if args.reference_dtype == "float64":
-            model = model.double()
+        # Plans on ranks against one device.
+        for label, ranks, plan_flags in plans:
+            tag = re.sub(r"[^\w]+", "_", label)
+            if "tp=" in label:
+                split = split_variables(dtcc, onnx_path, flags + plan_flags,
+                                        os.path.join(work, tag + ".shard.mlir"))
+                check(bool(split), f"{args.model} {label}: {len(split)} trained variables "
+                      "are split over tp (e.g. " +
+                      ", ".join(f"{n} {t}" for n, t in split[:3]) + ")")
+            t0 = time.time()
+            try:
+                got, _, log = train_dtcc(dtcc, onnx_path, root, args.steps,
+                                         flags + plan_flags, os.path.join(work, tag), ranks)
+            except RuntimeError as e:
+                check(False, f"{args.model} {label}: {e}")
+                rows.append((label, ranks, float("nan"), float("nan"), "failed",
+                             time.time() - t0))
+                continue
+            chosen = ""
+            if "--plan" in plan_flags:
+                # "plan auto: dp=1,tp=2, zero 0: 1.2 ms per step predicted"
+                chosen = [m.group(1) for m in re.finditer(
+                    r"^plan auto: (\w+=\d+[^:]*, zero \d)", log, re.M)]
+                check(bool(chosen), f"{args.model} {label}: the chosen plan is reported")
+                chosen = chosen[-1] if chosen else "?"
+            err, at = e2e_common.relative_error(got, single)
+            torch_err, torch_at = e2e_common.relative_error(got, theirs)
+            check(err <= args.mesh_rtol, f"{args.model} {label} on {ranks} ranks: every "
+                  f"loss within {args.mesh_rtol:g} of one device (worst {err:.2e} at step "
+                  f"{at})" + (f"; chose {chosen}" if chosen else ""))
+            check(torch_err <= args.loss_rtol, f"{args.model} {label}: every loss within "
+                  f"{args.loss_rtol:g} of PyTorch's (worst {torch_err:.2e} at step "
+                  f"{torch_at})")
+            rows.append((label, ranks, err, torch_err, chosen, time.time() - t0))
 
-        def tensor(a):
-            t = torch.from_numpy(a)
-            return t.double() if args.reference_dtype == "float64" and t.is_floating_point() else t
-
-        params = dict(model.named_parameters())
-        opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95),
-                                eps=1e-8, weight_decay=wd)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_at(s, 1.0, warmup, args.steps))
-        worst_loss = worst_mesh = 0.0
-        for step, batch in enumerate(batches, 1):
-            opt.zero_grad()
-            loss = model(*(tensor(batch[n]) for n in names))
-            loss.backward()
-            step_dir = os.path.join(out, f"step_{step}")
-            theirs = float(read_pb(os.path.join(step_dir, "loss.pb")))
-            ours = float(loss)
-            rel = abs(theirs - ours) / max(abs(ours), 1e-12)
-            worst_loss = max(worst_loss, rel)
-            print(f"step {step:2d}  pytorch {ours:.6f}  dtcc {theirs:.6f}  rel {rel:.2e}")
-            if rel > args.loss_rtol:
-                print(f"error: step {step}: loss differs by {rel:.2e} relative")
-                return 1
-            if mesh_out:
-                on_mesh = float(read_pb(os.path.join(mesh_out, f"step_{step}", "loss.pb")))
-                rel_torch = abs(on_mesh - ours) / max(abs(ours), 1e-12)
-                rel_one = abs(on_mesh - theirs) / max(abs(theirs), 1e-12)
-                worst_mesh = max(worst_mesh, rel_one)
-                worst_loss = max(worst_loss, rel_torch)
-                print(f"         {args.mesh} zero {args.zero}: {on_mesh:.6f}  rel to "
-                      f"pytorch {rel_torch:.2e}, to one device {rel_one:.2e}")
-                if rel_torch > args.loss_rtol or rel_one > args.mesh_rtol:
-                    print(f"error: step {step}: the {args.mesh} loss differs by "
-                          f"{rel_torch:.2e} from pytorch's, {rel_one:.2e} from one device's")
-                    return 1
-            if step == 1:
-                worst = ("", 0.0)
-                for name, p in params.items():
-                    path = os.path.join(step_dir, "grad_" + name.replace("/", "_") + ".pb")
-                    if not os.path.exists(path):
-                        print(f"error: dtcc wrote no gradient for '{name}' ({path})")
-                        return 1
-                    g = read_pb(path)
-                    ref = p.grad.numpy()
-                    err = np.abs(g - ref).max() / max(np.abs(ref).max(), 1e-30)
-                    if err > worst[1]:
-                        worst = (name, err)
-                    if err > args.grad_rtol:
-                        print(f"error: gradient of '{name}' differs by {err:.2e} "
-                              f"of its largest magnitude")
-                        return 1
-                print(f"step  1 gradients: {len(params)} parameters, worst "
-                      f"'{worst[0]}' at {worst[1]:.2e} of its largest magnitude")
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            opt.step()
-            sched.step()
-        print(f"{args.model}: {args.steps} AdamW steps agree with PyTorch "
-              f"(worst loss difference {worst_loss:.2e} relative)")
-        if args.mesh:
-            print(f"{args.model} on {args.mesh} zero {args.zero}: worst loss "
-                  f"difference to one device {worst_mesh:.2e} relative")
-        return 0
+        print(f"\n{args.model}: {params:,} parameters, {args.steps} AdamW steps")
+        print(f"{'plan':20} {'ranks':>5} {'vs 1 device':>12} {'vs PyTorch':>11} "
+              f"{'seconds':>8}  chosen")
+        for label, ranks, err, torch_err, chosen, seconds in rows:
+            print(f"{label:20} {ranks:5d} {err:12.2e} {torch_err:11.2e} {seconds:8.1f}  "
+                  f"{chosen}")
+        print(f"torch_parity {args.model}: {time.time() - started:.0f} s")
     finally:
-        if not args.keep:
+        if args.keep:
+            print("work directory:", work)
+        else:
             shutil.rmtree(work, ignore_errors=True)
+    if check.failures:
+        print(f"{len(check.failures)} check(s) failed")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

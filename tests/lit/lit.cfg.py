@@ -17,3 +17,8 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # ONNX's node tests (Debian libonnx-testdata).
 config.substitutions.append(("%onnx_node_tests", "/usr/share/libonnx-testdata/data/node"))
+
+# Memory-error checks of the compiler run under valgrind where it is installed.
+import shutil
+if shutil.which("valgrind"):
+    config.available_features.add("valgrind")

@@ -13,6 +13,7 @@
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Sharding/Passes.h"
+#include "passes/Pipelines/Phases.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
   dtcc::graph::registerGraphPasses();
   dtcc::lowering::registerLoweringPasses();
   dtcc::shard::registerShardingPasses();
+  dtcc::pipelines::registerPhasePipelines();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   dtcc::registerTestInternalErrorPass();

@@ -14,6 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/dtcc/Commands.h"
+
 #include <unistd.h>
 
 #include <cerrno>

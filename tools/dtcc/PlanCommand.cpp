@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/dtcc/Commands.h"
+
 #include "compiler/Driver.h"
 #include "compiler/PlanByCompiling.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -30,21 +32,6 @@
 #include <vector>
 
 namespace dtcc {
-
-/// `dtcc plan ARGS...` (argv[0] is "plan"); called by dtcc.cpp's main.
-int runPlanCommand(int argc, char **argv);
-
-/// For `dtcc compile --plan auto`: the mesh ("dp=2,tp=2", "" for one
-/// device) and ZeRO stage the planner chooses for the model at `modelPath`
-/// (its dtcc.zoo metadata) on `cluster` (a preset or file; "" = cpu-local)
-/// with `nodes` nodes or `ranks` ranks, restricted to what the compiler
-/// builds. Prints the choice on stderr. Non-zero on errors.
-int choosePlanForCompile(const std::string &modelPath,
-                         const std::string &cluster, int64_t nodes,
-                         int64_t ranks, int64_t microBatches,
-                         const std::string &recompute,
-                         runtime::MeshShape &mesh,
-                         int &zero);
 
 namespace {
 
@@ -1216,9 +1203,9 @@ int runPlanCommand(int argc, char **argv) {
   return report.chosen && report.chosen->fits ? 0 : 2;
 }
 
-int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
-                            int64_t ranks, DeviceFigures &figures,
-                            std::string &clusterLabel) {
+bool deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
+                             int64_t ranks, DeviceFigures &figures,
+                             std::string &clusterLabel) {
   Args args;
   args.cluster = clusterName.empty() ? "cpu-local" : clusterName;
   args.nodes = std::max<int64_t>(1, nodes);
@@ -1226,7 +1213,7 @@ int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
   if (!cluster.isOk()) {
     std::fprintf(stderr, "error: --plan auto: %s\n",
                  cluster.status().message().c_str());
-    return 1;
+    return false;
   }
   ClusterSpec c = cluster.value();
   if (ranks > 0) {
@@ -1234,17 +1221,17 @@ int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
     if (!sized.isOk()) {
       std::fprintf(stderr, "error: --plan auto: %s\n",
                    sized.status().message().c_str());
-      return 1;
+      return false;
     }
     c = sized.value();
   }
   figures = deviceFigures(c);
   clusterLabel = std::to_string(c.numDevices()) + " x " + c.device.name +
                  " (" + c.name + ")";
-  return 0;
+  return true;
 }
 
-int choosePlanForCompile(const std::string &modelPath,
+PlanChoice choosePlanForCompile(const std::string &modelPath,
                          const std::string &clusterName, int64_t nodes,
                          int64_t ranks, int64_t microBatches,
                          const std::string &recompute,
@@ -1252,7 +1239,7 @@ int choosePlanForCompile(const std::string &modelPath,
                          int &zero) {
   auto fail = [](const Status &status) {
     std::fprintf(stderr, "error: --plan auto: %s\n", status.message().c_str());
-    return 1;
+    return PlanChoice::kFailed;
   };
   Args args;
   args.modelPath = modelPath;
@@ -1267,7 +1254,7 @@ int choosePlanForCompile(const std::string &modelPath,
   // Not a transformer the planner describes: the caller compiles the
   // candidates instead (planByCompiling).
   if (opaqueParams > 0)
-    return 3;
+    return PlanChoice::kCompileCandidates;
   auto cluster = loadCluster(args);
   if (!cluster.isOk())
     return fail(cluster.status());
@@ -1275,7 +1262,7 @@ int choosePlanForCompile(const std::string &modelPath,
   // CPU ranks: compile every plan and price its program (planByCompiling),
   // which also places pipeline stages and tp layouts.
   if (c.device.isCpu())
-    return 3;
+    return PlanChoice::kCompileCandidates;
   if (ranks > 0) {
     auto sized = clusterForRanks(c, ranks);
     if (!sized.isOk())
@@ -1296,7 +1283,7 @@ int choosePlanForCompile(const std::string &modelPath,
   zero = chosen.value().zero;
   std::fprintf(stderr, "plan auto: %s on %s\n", chosen.value().summary.c_str(),
                c.name.c_str());
-  return 0;
+  return PlanChoice::kChosen;
 }
 
 } // namespace dtcc

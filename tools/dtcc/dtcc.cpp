@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/dtcc/Commands.h"
 #include "compiler/Driver.h"
 #include "compiler/InternalErrors.h"
 #include "dialects/Graph/IR/GraphOps.h"
@@ -33,19 +34,6 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-namespace dtcc {
-int runPlanCommand(int argc, char **argv); // PlanCommand.cpp
-int runCalibrateCommand(int argc, char **argv); // CalibrateCommand.cpp
-int deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
-                            int64_t ranks, DeviceFigures &figures,
-                            std::string &clusterLabel); // PlanCommand.cpp
-int choosePlanForCompile(const std::string &modelPath,
-                         const std::string &cluster, int64_t nodes,
-                         int64_t ranks, int64_t microBatches,
-                         const std::string &recompute,
-                         runtime::MeshShape &mesh,
-                         int &zero); // PlanCommand.cpp
-} // namespace dtcc
 
 namespace {
 
@@ -451,12 +439,12 @@ int runImportOrCompile(bool compile) {
       return 1;
     }
     if (autoPlan) {
-      int chosen = dtcc::choosePlanForCompile(inputPath, planCluster, planNodes,
-                                              planRanks, microBatches,
-                                              recompute, t.mesh, t.zero);
-      if (chosen == 3)
+      dtcc::PlanChoice chosen = dtcc::choosePlanForCompile(
+          inputPath, planCluster, planNodes, planRanks, microBatches,
+          recompute, t.mesh, t.zero);
+      if (chosen == dtcc::PlanChoice::kCompileCandidates)
         searchByCompiling = true; // CPU ranks or any model: compile them
-      else if (chosen != 0)
+      else if (chosen == dtcc::PlanChoice::kFailed)
         return 1;
     }
     const std::string &search = layoutSearchMode;
@@ -478,8 +466,8 @@ int runImportOrCompile(bool compile) {
       // the cluster's figures.
       dtcc::DeviceFigures figures;
       std::string label;
-      if (dtcc::deviceFiguresForCompile(planCluster, planNodes,
-                                        t.mesh.ranks(), figures, label) != 0)
+      if (!dtcc::deviceFiguresForCompile(planCluster, planNodes,
+                                         t.mesh.ranks(), figures, label))
         return 1;
       t.layoutSearch = dtcc::layoutSearchFigures(figures, t.mesh);
     }
@@ -516,8 +504,8 @@ int runImportOrCompile(bool compile) {
     // Any model: compile each candidate plan and weigh what it does.
     dtcc::DeviceFigures figures;
     std::string clusterLabel;
-    if (dtcc::deviceFiguresForCompile(planCluster, planNodes, planRanks,
-                                      figures, clusterLabel) != 0)
+    if (!dtcc::deviceFiguresForCompile(planCluster, planNodes, planRanks,
+                                       figures, clusterLabel))
       return 1;
     int64_t ranks = planRanks > 0 ? planRanks : 1;
     auto mode = layoutSearchMode == "descent" ? dtcc::LayoutSearchMode::kDescent

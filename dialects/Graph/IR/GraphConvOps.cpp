@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Graph/IR/GraphOps.h"
+#include "runtime/base/OpFlops.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -295,4 +296,30 @@ ShardingRule ConvFilterGradOp::getShardingRule() {
   f.rule.operands = {f.input(), f.output()};
   f.rule.results = {f.filter()};
   return f.rule;
+}
+
+//===----------------------------------------------------------------------===//
+// FLOPs: the forward's multiply-adds, for each of the three
+//===----------------------------------------------------------------------===//
+
+static std::vector<int64_t> shapeVector(ArrayRef<int64_t> shape) {
+  return std::vector<int64_t>(shape.begin(), shape.end());
+}
+
+double ConvOp::getFlops(ArrayRef<SmallVector<int64_t>> operands,
+                        ArrayRef<SmallVector<int64_t>> results) {
+  return dtcc::runtime::convFlops(shapeVector(operands[1]),
+                                  shapeVector(results[0]));
+}
+
+double ConvInputGradOp::getFlops(ArrayRef<SmallVector<int64_t>> operands,
+                                 ArrayRef<SmallVector<int64_t>> results) {
+  return dtcc::runtime::convFlops(shapeVector(operands[1]),
+                                  shapeVector(operands[0]));
+}
+
+double ConvFilterGradOp::getFlops(ArrayRef<SmallVector<int64_t>> operands,
+                                  ArrayRef<SmallVector<int64_t>> results) {
+  return dtcc::runtime::convFlops(shapeVector(results[0]),
+                                  shapeVector(operands[1]));
 }

@@ -24,7 +24,8 @@ class Graph_ConvBase<string mnemonic, string a, string b,
                      list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits,
           [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
-           DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
+           DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+           DeclareOpInterfaceMethods<Graph_CostOpInterface>])> {
   let assemblyFormat = "$" # a # " `,` $" # b # [{
     `strides` `=` $strides `,` `dilations` `=` $dilations `,`
     `pad_low` `=` $pad_low `,` `pad_high` `=` $pad_high `,` `groups` `=` $groups

@@ -43,4 +43,24 @@ def Graph_ShardableOpInterface : OpInterface<"ShardableOpInterface"> {
   ];
 }
 
+def Graph_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::dtcc::graph";
+  let description = [{
+    An op whose time is its arithmetic (matrix products, convolutions): its
+    floating-point operations, counted by runtime/base/OpFlops.h as the
+    planner's program model counts the kernel's. The layout ILP
+    (dtcc-shard-search-layouts) asks with each rank's shapes under a
+    sharding, pipeline stage balancing with the op's own; ops without the
+    interface are priced by the bytes they move.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+      The op's FLOPs for operands and results of these shapes (the op's own
+      or one rank's block of them; same ranks as the op's types).
+    }], "double", "getFlops",
+    (ins "::llvm::ArrayRef<::llvm::SmallVector<int64_t>>":$operandShapes,
+         "::llvm::ArrayRef<::llvm::SmallVector<int64_t>>":$resultShapes)>,
+  ];
+}
+
 #endif // DTCC_DIALECTS_GRAPH_IR_GRAPHINTERFACES_TD

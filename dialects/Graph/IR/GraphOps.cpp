@@ -1,6 +1,7 @@
 //===- GraphOps.cpp - dgraph dialect, verifiers and type inference ---------===//
 
 #include "dialects/Graph/IR/GraphOps.h"
+#include "runtime/base/OpFlops.h"
 
 #include <regex>
 
@@ -498,6 +499,29 @@ dtcc::graph::broadcastBatchShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
   return shape;
 }
 
+double MatmulOp::getFlops(ArrayRef<SmallVector<int64_t>> operands,
+                          ArrayRef<SmallVector<int64_t>> results) {
+  return dtcc::runtime::matmulFlops(
+      std::vector<int64_t>(operands[0].begin(), operands[0].end()),
+      std::vector<int64_t>(operands[1].begin(), operands[1].end()),
+      getTransposeLhs(), getTransposeRhs());
+}
+
+double dtcc::graph::flopsOf(Operation *op) {
+  auto cost = dyn_cast<CostOpInterface>(op);
+  if (!cost)
+    return 0;
+  auto shapes = [](ValueRange values) {
+    SmallVector<SmallVector<int64_t>> out;
+    for (Value v : values) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      out.emplace_back(t ? t.getShape() : ArrayRef<int64_t>());
+    }
+    return out;
+  };
+  return cost.getFlops(shapes(op->getOperands()), shapes(op->getResults()));
+}
+
 LogicalResult MatmulOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, ValueRange operands,
     DictionaryAttr, OpaqueProperties properties, RegionRange,
@@ -642,6 +666,17 @@ std::string dtcc::graph::layerKey(Location loc) {
   if (std::regex_search(name, m, pattern))
     return m[1].str();
   return "";
+}
+
+/// The top-level module of a PyTorch node name: the first of at least two
+/// '/'-separated components ("enc1" in "/enc1/enc1.0/Conv"); empty for a
+/// node of the root module ("/MaxPool").
+std::string dtcc::graph::moduleKey(Location loc) {
+  std::string full = nodeName(loc);
+  StringRef name = full;
+  name.consume_front("/");
+  auto [first, rest] = name.split('/');
+  return rest.empty() ? "" : first.str();
 }
 
 DenseElementsAttr dtcc::graph::splatOf(RankedTensorType type, double value) {

@@ -23,6 +23,10 @@
 #include "dialects/Graph/IR/GraphInterfaces.h.inc"
 
 namespace dtcc::graph {
+/// The FLOPs of `op` at its own shapes (CostOpInterface; 0 for ops without
+/// it, whose time is the bytes they move).
+double flopsOf(mlir::Operation *op);
+
 /// Returns an i1 tensor type with the shape of `type` (a ranked tensor).
 mlir::Type getI1TensorLike(mlir::Type type);
 
@@ -36,6 +40,9 @@ std::string nodeName(mlir::Location loc);
 /// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
 /// when the name says none.
 std::string layerKey(mlir::Location loc);
+/// The top-level module of an op from a PyTorch node name: "enc1" in
+/// "/enc1/enc1.0/Conv"; empty for a node of the root module ("/MaxPool").
+std::string moduleKey(mlir::Location loc);
 
 /// The batch dimensions of a matmul of operands of shapes `lhs` and `rhs`
 /// (all but their last two dimensions): NumPy's broadcast, aligned from the

@@ -773,7 +773,8 @@ def Graph_CumSumOp : Graph_Op<"cumsum",
 
 def Graph_MatmulOp : Graph_Op<"matmul",
     [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
-    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface>]> {
   let summary = "Batched matrix product with broadcast batch dimensions";
   let description = [{
     Multiplies the last two dimensions: `lhs[..., m, k] x rhs[..., k, n]`

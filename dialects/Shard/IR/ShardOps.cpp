@@ -58,20 +58,40 @@ LogicalResult ShardDialect::verifyOperationAttribute(Operation *op,
         return failure();
     return success();
   };
+  auto expected = [&](StringRef what) {
+    return op->emitOpError("expected '")
+           << name << "' to be " << what << ", got " << value;
+  };
+  auto isCount = [&] {
+    auto i = dyn_cast<IntegerAttr>(value);
+    return i && i.getType().isSignlessInteger() && i.getInt() >= 0;
+  };
   if (name == kResultShardingsAttr)
     return checkList(op->getResultTypes(), "result");
-  if (name == "dshard.in_shardings")
+  if (name == kInShardingsAttr)
     return checkList(op->getOperandTypes(), "operand");
-  if (name == kShardingAttr) {
-    if (!isa<ShardingAttr>(value))
-      return op->emitOpError("expected '")
-             << name << "' to be a #dshard.sharding attribute, got " << value;
-    return success();
+  if (name == kShardingAttr)
+    return isa<ShardingAttr>(value)
+               ? success()
+               : expected("a #dshard.sharding attribute");
+  if (name == kMeshAttr)
+    return isa<MeshAttr>(value) ? success()
+                                : expected("a #dshard.mesh attribute");
+  if (name == kStageAttr || name == kMicroAttr || name == kWaitHandleAttr)
+    return isCount() ? success() : expected("an integer >= 0");
+  if (name == kZeroAttr)
+    return isa<UnitAttr>(value) ? success() : expected("a unit attribute");
+  if (name == kGlobalTypeAttr)
+    return isa<TypeAttr>(value) ? success() : expected("a type");
+  if (name == kPassAttr) {
+    auto pass = dyn_cast<StringAttr>(value);
+    return pass && (pass.getValue() == "forward" ||
+                    pass.getValue() == "backward")
+               ? success()
+               : expected("\"forward\" or \"backward\"");
   }
-  if (name == kMeshAttr && !isa<MeshAttr>(value))
-    return op->emitOpError("expected '")
-           << name << "' to be a #dshard.mesh attribute, got " << value;
-  return success();
+  return op->emitOpError("unknown dshard attribute '")
+         << name << "' (dialects/Shard/IR/ShardOps.h lists them)";
 }
 
 MeshAttr dtcc::shard::getMesh(Operation *op) {

@@ -25,12 +25,31 @@ namespace dtcc::shard {
 /// The mesh of the module around `op` (its `dshard.mesh` attribute), or null.
 MeshAttr getMesh(mlir::Operation *op);
 
-/// The name of the attribute that holds shardings: on variables and
-/// function arguments (one sharding) and on ops (`dshard.shardings`, one per
-/// result).
+/// Every dshard attribute the passes put on other dialects' ops, spelled
+/// once here; ShardDialect::verifyOperationAttribute checks each one's
+/// value and refuses any other dshard.* name.
+///
+/// A variable's or a function argument's sharding (#dshard.sharding).
 constexpr llvm::StringLiteral kShardingAttr = "dshard.sharding";
+/// An op's shardings, one per result (array of #dshard.sharding).
 constexpr llvm::StringLiteral kResultShardingsAttr = "dshard.shardings";
+/// The layouts an op's operands must arrive in, one per operand (array of
+/// #dshard.sharding; dtcc-shard-propagate, read by partition).
+constexpr llvm::StringLiteral kInShardingsAttr = "dshard.in_shardings";
+/// The module's device mesh (#dshard.mesh).
 constexpr llvm::StringLiteral kMeshAttr = "dshard.mesh";
+/// The pipeline stage (integer >= 0) of a stage function or a variable.
+constexpr llvm::StringLiteral kStageAttr = "dshard.stage";
+/// On a variable: ZeRO-sharded over dp (unit).
+constexpr llvm::StringLiteral kZeroAttr = "dshard.zero";
+/// A partitioned value's whole tensor type (type attribute).
+constexpr llvm::StringLiteral kGlobalTypeAttr = "dshard.global_type";
+/// The micro-batch (integer >= 0) and the pass ("forward" or "backward")
+/// of an op of an unrolled pipeline step (dtcc-shard-microbatch).
+constexpr llvm::StringLiteral kMicroAttr = "dshard.micro";
+constexpr llvm::StringLiteral kPassAttr = "dshard.pass";
+/// An asynchronous send's handle (integer >= 0) until its wait is placed.
+constexpr llvm::StringLiteral kWaitHandleAttr = "dshard.wait_handle";
 
 } // namespace dtcc::shard
 

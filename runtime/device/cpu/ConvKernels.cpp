@@ -15,10 +15,11 @@
 // the largest need, never grown while a step runs. f16/bf16 kernels keep
 // their own f32 copies of their operands.
 //
-// Threads: Debian's oneDNN uses OpenMP (libgomp). Each kernel call sets the
-// OpenMP thread count to OMP_NUM_THREADS when it is set, else to
-// OPENBLAS_NUM_THREADS when that is set, else to 1, like the BLAS calls of
-// the other kernels (ranks share cores).
+// Threads: Debian's oneDNN uses OpenMP (libgomp). The OpenMP thread count
+// is OMP_NUM_THREADS when it is set, else OPENBLAS_NUM_THREADS when that is
+// set, else 1, like the BLAS calls of the other kernels (ranks share
+// cores); it is set where a primitive is created, which fixes the threads
+// its kernel partitions the work over, and again before each call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -357,6 +358,12 @@ public:
          float *output, ScratchRegion &region) {
     const DnnlContext &ctx = dnnlContext();
     DTCC_RETURN_IF_ERROR(ctx.status);
+    // oneDNN reads the thread count when it creates a primitive and runs
+    // that many threads whatever the caller's setting then: created with
+    // the process's default (every core), each of several ranks on one
+    // host ran every convolution on all cores, their idle threads spinning
+    // (a 4-rank ResNet step on 2 cores took 3.2 s instead of 13 ms).
+    omp_set_num_threads(convThreads());
     auto conv = std::unique_ptr<DnnlConv>(new DnnlConv());
     conv->stream_ = ctx.stream;
     std::vector<int64_t> w = g.filterShape();

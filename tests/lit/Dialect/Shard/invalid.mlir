@@ -88,3 +88,34 @@ func.func @f(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
 // expected-error @+1 {{'builtin.module' op expected 'dshard.mesh' to be a #dshard.mesh attribute, got "dp=2"}}
 module attributes {dshard.mesh = "dp=2"} {
 }
+
+// -----
+
+// Every dshard.* attribute on another dialect's op is declared
+// (dialects/Shard/IR/ShardOps.h) and its value checked.
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected 'dshard.stage' to be an integer >= 0, got -1 : i64}}
+  %y = dgraph.neg %x {dshard.stage = -1 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected 'dshard.pass' to be "forward" or "backward", got "sideways"}}
+  %y = dgraph.neg %x {dshard.micro = 0 : i64, dshard.pass = "sideways"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{expected 'dshard.zero' to be a unit attribute, got 1 : i64}}
+dgraph.variable @w : tensor<4xf32> = dense<0.0> {dshard.zero = 1 : i64}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown dshard attribute 'dshard.stages'}}
+  %y = dgraph.neg %x {dshard.stages = 1 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
