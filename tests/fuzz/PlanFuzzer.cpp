@@ -14,14 +14,11 @@
 #include "tests/fuzz/FuzzSupport.h"
 
 #include "planner/Cluster.h"
+#include "tools/dtcc/Commands.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-namespace dtcc {
-int runPlanCommand(int argc, char **argv); // tools/dtcc/PlanCommand.cpp
-}
 
 using namespace dtcc;
 
