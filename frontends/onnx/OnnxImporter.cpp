@@ -359,7 +359,11 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   llvm::StringSet<> initializerNames;
   SmallVector<std::string> folded;
   for (const onnx::TensorProto &t : g.initializer()) {
-    initializerNames.insert(t.name());
+    if (!initializerNames.insert(t.name()).second)
+      return emitError(NameLoc::get(b.getStringAttr(t.name()), fileLoc()),
+                       "initializer '")
+             << t.name() << "' is defined twice (an ONNX graph names each "
+             << "value once)";
     // PyTorch names the tensors its exporter folds "onnx::<Op>_<n>": a
     // parameter folded with a transpose is no longer that parameter (tied
     // weights come apart, names change).
