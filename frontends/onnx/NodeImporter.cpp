@@ -88,7 +88,7 @@ FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i,
       continue;
     if (auto arg = dyn_cast<BlockArgument>(cur)) {
       auto fn = cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      if (auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dgraph.name"))
+      if (auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), dtcc::graph::kNameAttr))
         sources.push_back(n.str());
       continue;
     }

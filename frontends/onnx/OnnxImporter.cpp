@@ -353,7 +353,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   OpBuilder b(ctx);
   b.setInsertionPointToEnd(module.getBody());
   if (!g.name().empty())
-    module->setAttr("dgraph.model", b.getStringAttr(g.name()));
+    module->setAttr(dtcc::graph::kModelAttr, b.getStringAttr(g.name()));
 
   // Initializers: floats are weights (variables), the rest constants.
   llvm::StringSet<> initializerNames;
@@ -463,7 +463,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     argLocs.push_back(NameLoc::get(b.getStringAttr(info->name()), fileLoc()));
   Block *body = b.createBlock(&fn.getBody(), {}, argTypes, argLocs);
   for (auto [i, info] : llvm::enumerate(inputs)) {
-    fn.setArgAttr(i, "dgraph.name", b.getStringAttr(info->name()));
+    fn.setArgAttr(i, dtcc::graph::kNameAttr, b.getStringAttr(info->name()));
     values[info->name()] = body->getArgument(i);
   }
   b.setInsertionPointToStart(body);
@@ -529,7 +529,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   func::ReturnOp::create(b, fileLoc(), results);
   fn.setFunctionType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
   for (auto [i, info] : llvm::enumerate(g.output()))
-    fn.setResultAttr(i, "dgraph.name", b.getStringAttr(info.name()));
+    fn.setResultAttr(i, dtcc::graph::kNameAttr, b.getStringAttr(info.name()));
   // The handlers check what they build: an op that does not verify now
   // is the importer's bug.
   ScopedDiagnosticHandler internal(ctx, [](Diagnostic &d) {

@@ -75,7 +75,7 @@ private:
 Value resultNamed(func::FuncOp fn, StringRef name) {
   auto ret = cast<func::ReturnOp>(fn.front().getTerminator());
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    if (auto n = fn.getResultAttrOfType<StringAttr>(i, "dgraph.name"))
+    if (auto n = fn.getResultAttrOfType<StringAttr>(i, dtcc::graph::kNameAttr))
       if (n.getValue() == name)
         return ret.getOperand(i);
   return {};
@@ -87,7 +87,7 @@ FailureOr<Value> AutodiffPass::findLoss(func::FuncOp fn, OpBuilder &b) {
   auto outputNames = [&] {
     std::string names;
     for (unsigned i = 0; i < fn.getNumResults(); ++i) {
-      auto n = fn.getResultAttrOfType<StringAttr>(i, "dgraph.name");
+      auto n = fn.getResultAttrOfType<StringAttr>(i, dtcc::graph::kNameAttr);
       names += (names.empty() ? "" : ", ") +
                (n ? n.str() : "output" + std::to_string(i)) + " (" +
                [&] {
@@ -109,7 +109,7 @@ FailureOr<Value> AutodiffPass::findLoss(func::FuncOp fn, OpBuilder &b) {
              << outputNames();
     Value labels;
     for (BlockArgument arg : fn.getArguments())
-      if (auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dgraph.name"))
+      if (auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), dtcc::graph::kNameAttr))
         if (n.getValue() == labelsName)
           labels = arg;
     auto lt = typeOf(logits);
@@ -217,7 +217,7 @@ void AutodiffPass::recordDataInputs(func::FuncOp fn) {
     return;
   std::string names;
   for (BlockArgument arg : tokens) {
-    auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dgraph.name");
+    auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), dtcc::graph::kNameAttr);
     if (!n)
       return;
     names += (names.empty() ? "" : ",") + n.str();
@@ -275,7 +275,7 @@ void AutodiffPass::runOnOperation() {
   stripDropout(main);
   useRunningStatistics(main);
   recordDataInputs(main);
-  if (auto name = module->getAttrOfType<StringAttr>("dgraph.model"))
+  if (auto name = module->getAttrOfType<StringAttr>(dtcc::graph::kModelAttr))
     module->setAttr("dtcc.model", name);
 
   Block &body = train.front();
@@ -334,7 +334,7 @@ void AutodiffPass::runOnOperation() {
       DenseElementsAttr::get(typeOf(lossValue),
                              b.getFloatAttr(typeOf(lossValue).getElementType(), 1.0)));
   // dtcc-graph-mixed-precision scales the loss by replacing this seed.
-  seed->setAttr("dgraph.grad_seed", b.getUnitAttr());
+  seed->setAttr(dtcc::graph::kGradSeedAttr, b.getUnitAttr());
   grads[lossValue] = seed;
 
   SmallVector<SmallVector<Operation *>> segments;
@@ -350,7 +350,7 @@ void AutodiffPass::runOnOperation() {
       for (Operation *op : segments[s])
         if (!isa<LoadOp, ConstantOp, StoreOp>(op)) {
           Operation *clone = b.clone(*op, clones);
-          clone->setAttr("dgraph.recompute", b.getUnitAttr());
+          clone->setAttr(dtcc::graph::kRecomputeAttr, b.getUnitAttr());
         }
     for (Operation *op : llvm::reverse(segments[s])) {
       SmallVector<Value> resultGrads;
@@ -398,7 +398,7 @@ void AutodiffPass::runOnOperation() {
   }
   SmallVector<Value> results = {lossValue};
   SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
-      {b.getNamedAttr("dgraph.name", b.getStringAttr("loss"))})};
+      {b.getNamedAttr(dtcc::graph::kNameAttr, b.getStringAttr("loss"))})};
   for (auto &[name, type] : paramTypes) {
     Value g = paramGrads.lookup(name);
     if (!g) {
@@ -410,8 +410,8 @@ void AutodiffPass::runOnOperation() {
     }
     results.push_back(g);
     resultAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("dgraph.name", b.getStringAttr("grad/" + name.str())),
-         b.getNamedAttr("dgraph.grad_of", FlatSymbolRefAttr::get(ctx, name))}));
+        {b.getNamedAttr(dtcc::graph::kNameAttr, b.getStringAttr("grad/" + name.str())),
+         b.getNamedAttr(dtcc::graph::kGradOfAttr, FlatSymbolRefAttr::get(ctx, name))}));
   }
   func::ReturnOp::create(b, ret.getLoc(), results);
   ret.erase();

@@ -151,7 +151,7 @@ void MixedPrecisionPass::runOnOperation() {
   if (scaleLoss) {
     ConstantOp seed;
     for (auto c : train.getOps<ConstantOp>())
-      if (c->hasAttr("dgraph.grad_seed"))
+      if (c->hasAttr(dtcc::graph::kGradSeedAttr))
         seed = c;
     if (!seed) {
       train.emitError("fp16 loss scaling expected the loss gradient seed "
@@ -164,7 +164,7 @@ void MixedPrecisionPass::runOnOperation() {
         sb, seed.getLoc(),
         DenseElementsAttr::get(type, sb.getFloatAttr(type.getElementType(),
                                                      lossScale)));
-    scaled->setAttr("dgraph.grad_seed", sb.getUnitAttr());
+    scaled->setAttr(dtcc::graph::kGradSeedAttr, sb.getUnitAttr());
     seed.getResult().replaceAllUsesWith(scaled.getResult());
     seed.erase();
   }
@@ -254,7 +254,7 @@ void MixedPrecisionPass::runOnOperation() {
     unsigned i = use.getOperandNumber();
     Type element = getElementTypeOrSelf(train.getResultTypes()[i]);
     Value v = as(use.get(), element);
-    if (scaleLoss && train.getResultAttr(i, "dgraph.grad_of")) {
+    if (scaleLoss && train.getResultAttr(i, dtcc::graph::kGradOfAttr)) {
       auto type = cast<RankedTensorType>(v.getType());
       Value inverse = ConstantOp::create(
           b, ret.getLoc(),

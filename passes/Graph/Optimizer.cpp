@@ -188,7 +188,7 @@ void OptimizerPass::runOnOperation() {
   SmallVector<std::pair<VariableOp, Value>> grads;
   SmallVector<std::pair<Value, DictionaryAttr>> exported;
   for (unsigned i = 1; i < train.getNumResults(); ++i) {
-    auto of = train.getResultAttrOfType<FlatSymbolRefAttr>(i, "dgraph.grad_of");
+    auto of = train.getResultAttrOfType<FlatSymbolRefAttr>(i, dtcc::graph::kGradOfAttr);
     auto var = of ? module.lookupSymbol<VariableOp>(of) : VariableOp();
     if (!var) {
       train.emitError("expected result ") << i << " to be a gradient "
@@ -218,7 +218,7 @@ void OptimizerPass::runOnOperation() {
   OpBuilder b(ret);
   auto f32 = RankedTensorType::get({}, b.getF32Type());
   auto named = [&](StringRef name) {
-    return b.getDictionaryAttr({b.getNamedAttr("dgraph.name", b.getStringAttr(name))});
+    return b.getDictionaryAttr({b.getNamedAttr(dtcc::graph::kNameAttr, b.getStringAttr(name))});
   };
   SmallVector<Value> results = {loss};
   SmallVector<DictionaryAttr> attrs = {named("loss")};

@@ -411,7 +411,7 @@ LogicalResult FunctionLowering::plan() {
     if (!type || !type.hasStaticShape())
       return fn.emitOpError("expected statically shaped tensor arguments, got ")
              << arg.getType();
-    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "dgraph.name");
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), dtcc::graph::kNameAttr);
     View view = contiguous(newStorage(ArenaKind::Workspace, tensorBytes(type)), type);
     bind(arg, view);
     inputs.push_back({name ? name.str() : "input" + std::to_string(arg.getArgNumber()),
@@ -438,7 +438,7 @@ LogicalResult FunctionLowering::plan() {
       view = materialize(view, terminator.getLoc());
     outputStorages.insert(view.storage);
     use(view);
-    auto name = fn.getResultAttrOfType<StringAttr>(i, "dgraph.name");
+    auto name = fn.getResultAttrOfType<StringAttr>(i, dtcc::graph::kNameAttr);
     outputs.push_back({name ? name.str() : "output" + std::to_string(i), view});
   }
 

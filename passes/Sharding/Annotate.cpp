@@ -386,7 +386,7 @@ struct ShardAnnotatePass
                                         DimShardingAttr::get(ctx, {}, 1));
       if (dpSize > 1) {
         auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    "dgraph.name");
+                                                    dtcc::graph::kNameAttr);
         std::string label = name ? name.str() : "#" + std::to_string(arg.getArgNumber());
         if (type.getRank() == 0 || type.getDimSize(0) % dpSize != 0)
           return fn.emitError("input '")

@@ -534,7 +534,7 @@ LogicalResult FunctionPartitioner::run() {
     // (the update of accumulated micro-batches) is all optimizer.
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     for (auto [r, v] : llvm::enumerate(ret.getOperands()))
-      if (auto name = fn_.getResultAttrOfType<StringAttr>(r, "dgraph.name");
+      if (auto name = fn_.getResultAttrOfType<StringAttr>(r, dtcc::graph::kNameAttr);
           name && name.getValue() == "loss" && v.getDefiningOp())
         lossPosition_ = position_.lookup(v.getDefiningOp());
     if (lossPosition_ < 0)

@@ -540,7 +540,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
                       : map.lookupOrDefault(v);
     if (p.kind != Placement::kReplicated) {
       auto sum = AllReduceOp::create(b, v.getLoc(), local.getType(), local, "pp", "sum");
-      auto name = train.getResultAttrOfType<StringAttr>(i, "dgraph.name");
+      auto name = train.getResultAttrOfType<StringAttr>(i, dtcc::graph::kNameAttr);
       sum->setAttr("phase", b.getStringAttr(name && name.getValue() == "loss"
                                                 ? "forward"
                                                 : "optimizer"));

@@ -29,6 +29,11 @@ def Graph_Dialect : Dialect {
   }];
   let hasConstantMaterializer = 1;
   let usePropertiesForAttributes = 1;
+  // The dgraph.* attributes on modules, other ops, and function arguments
+  // and results (GraphOps.h declares them) are checked like an op's own.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 class Graph_Op<string mnemonic, list<Trait> traits = []>

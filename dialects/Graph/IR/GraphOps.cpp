@@ -24,6 +24,64 @@ void GraphDialect::initialize() {
       >();
 }
 
+LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  if (name == kModelAttr) {
+    if (!isa<ModuleOp>(op) || !isa<StringAttr>(value))
+      return op->emitOpError("expected '")
+             << name << "' to be a string on the module, got " << value;
+    return success();
+  }
+  if (name == kGradSeedAttr || name == kRecomputeAttr)
+    return isa<UnitAttr>(value)
+               ? success()
+               : op->emitOpError("expected '")
+                     << name << "' to be a unit attribute, got " << value;
+  if (name == kNameAttr || name == kGradOfAttr)
+    return op->emitOpError("'")
+           << name << "' belongs on function arguments or results";
+  return op->emitOpError("unknown dgraph attribute '")
+         << name << "' (dialects/Graph/IR/GraphOps.h lists them)";
+}
+
+LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                     unsigned argIndex,
+                                                     NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kNameAttr)
+    return isa<StringAttr>(attr.getValue())
+               ? success()
+               : op->emitOpError("expected '")
+                     << name << "' of argument " << argIndex
+                     << " to be a string, got " << attr.getValue();
+  return op->emitOpError("unknown dgraph argument attribute '")
+         << name << "' (dialects/Graph/IR/GraphOps.h lists them)";
+}
+
+LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op,
+                                                        unsigned,
+                                                        unsigned resultIndex,
+                                                        NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kNameAttr)
+    return isa<StringAttr>(attr.getValue())
+               ? success()
+               : op->emitOpError("expected '")
+                     << name << "' of result " << resultIndex
+                     << " to be a string, got " << attr.getValue();
+  if (name == kGradOfAttr)
+    return isa<FlatSymbolRefAttr>(attr.getValue())
+               ? success()
+               : op->emitOpError("expected '")
+                     << name << "' of result " << resultIndex
+                     << " to name a variable (@symbol), got "
+                     << attr.getValue();
+  return op->emitOpError("unknown dgraph result attribute '")
+         << name << "' (dialects/Graph/IR/GraphOps.h lists them)";
+}
+
 Operation *GraphDialect::materializeConstant(OpBuilder &builder,
                                              Attribute value, Type type,
                                              Location loc) {

@@ -23,6 +23,21 @@
 #include "dialects/Graph/IR/GraphInterfaces.h.inc"
 
 namespace dtcc::graph {
+/// Every dgraph attribute outside the dialect's ops, spelled once here;
+/// GraphDialect's attribute verifiers check each one's place and value and
+/// refuse any other dgraph.* name.
+///
+/// A function argument's or result's name (the ONNX input or output).
+constexpr llvm::StringLiteral kNameAttr = "dgraph.name";
+/// On a train_step result: the variable it is the gradient of (symbol).
+constexpr llvm::StringLiteral kGradOfAttr = "dgraph.grad_of";
+/// On the module: the ONNX graph's name.
+constexpr llvm::StringLiteral kModelAttr = "dgraph.model";
+/// On an op (unit): the loss gradient's seed (autodiff), an op recomputed
+/// for the backward pass.
+constexpr llvm::StringLiteral kGradSeedAttr = "dgraph.grad_seed";
+constexpr llvm::StringLiteral kRecomputeAttr = "dgraph.recompute";
+
 /// The FLOPs of `op` at its own shapes (CostOpInterface; 0 for ops without
 /// it, whose time is the bytes they move).
 double flopsOf(mlir::Operation *op);

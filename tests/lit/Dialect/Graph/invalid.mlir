@@ -532,3 +532,33 @@ func.func @f(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
   %y, %m = dgraph.dropout %x, %s, %o {global_shape = array<i64: 4, 4>, ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
   return
 }
+
+// -----
+
+// The dgraph.* attributes outside the dialect's ops are declared
+// (dialects/Graph/IR/GraphOps.h) and checked where they stand.
+// expected-error @+1 {{expected 'dgraph.name' of argument 0 to be a string, got 3 : i64}}
+func.func @f(%x: tensor<4xf32> {dgraph.name = 3 : i64}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{expected 'dgraph.grad_of' of result 0 to name a variable (@symbol), got "w"}}
+func.func @f(%x: tensor<4xf32>) -> (tensor<4xf32> {dgraph.grad_of = "w"}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown dgraph attribute 'dgraph.nmae'}}
+  %y = dgraph.neg %x {dgraph.nmae = "y"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{expected 'dgraph.model' to be a string on the module, got 1 : i64}}
+module attributes {dgraph.model = 1 : i64} {
+}
