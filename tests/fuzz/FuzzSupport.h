@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -135,9 +136,10 @@ void checkLoadsAndRuns(mlir::ModuleOp module, int64_t runLimitBytes);
 
 /// Calls a command's main (the runner's runnerMain, `dtcc plan`'s
 /// runPlanCommand) with `args` (argv[0] first); returns its exit code.
-/// Anything but 0 or 1 is a finding: bad input must end in a clear error
-/// and exit status 1.
-int callMain(int (*mainFn)(int, char **), const std::vector<std::string> &args);
+/// Anything but 0, 1 (a clear error) or another status in `documented`
+/// (dtcc plan's 2: no plan fits in memory) is a finding.
+int callMain(int (*mainFn)(int, char **), const std::vector<std::string> &args,
+             std::initializer_list<int> documented = {});
 
 } // namespace dtcc::fuzz
 
