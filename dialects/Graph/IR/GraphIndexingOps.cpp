@@ -136,10 +136,11 @@ bool isIdentityResizeDim(RankedTensorType in, RankedTensorType out,
   return true;
 }
 
-/// Dimensions a resize leaves alone are parallel, shared by operand and
-/// result; the resampled ones must be whole.
-Rule resizeRule(RankedTensorType operand, RankedTensorType result,
-                function_ref<bool(int64_t)> identity) {
+/// Dimensions an op leaves alone (a resize's identity dimensions, a pad's
+/// unpadded ones) are parallel, shared by operand and result; the resampled
+/// or padded ones must be whole.
+Rule keptDimensionsRule(RankedTensorType operand, RankedTensorType result,
+                        function_ref<bool(int64_t)> identity) {
   Rule r;
   SmallVector<int64_t> in, out;
   for (int64_t d = 0; d < operand.getRank(); ++d) {
@@ -289,8 +290,8 @@ LogicalResult ResizeOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
 }
 
 ShardingRule ResizeOp::getShardingRule() {
-  return resizeRule(typeOf(getOperand()), typeOf(getResult()),
-                    [&](int64_t d) { return isIdentityDim(d); });
+  return keptDimensionsRule(typeOf(getOperand()), typeOf(getResult()),
+                            [&](int64_t d) { return isIdentityDim(d); });
 }
 
 LogicalResult ResizeGradOp::verify() {
@@ -320,7 +321,7 @@ ShardingRule ResizeGradOp::getShardingRule() {
     return isIdentityResizeDim(in, out, getCoordinateTransformationMode(),
                                getScales(), getRoi(), d);
   };
-  Rule forward = resizeRule(in, out, identity);
+  Rule forward = keptDimensionsRule(in, out, identity);
   std::swap(forward.operands, forward.results);
   return forward;
 }
@@ -369,23 +370,14 @@ LogicalResult PadGradOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
 }
 
 ShardingRule PadGradOp::getShardingRule() {
-  // Unpadded dimensions are shared and parallel; padded ones whole.
-  Rule r;
-  auto in = typeOf(getResult()), padded = typeOf(getGrad());
-  SmallVector<int64_t> inIds, padIds;
-  for (int64_t d = 0; d < in.getRank(); ++d) {
-    if (getLow()[d] == 0 && getHigh()[d] == 0) {
-      int64_t f = r.addFactor(in.getDimSize(d));
-      inIds.push_back(f);
-      padIds.push_back(f);
-      continue;
-    }
-    inIds.push_back(r.addFactor(in.getDimSize(d), Kind::kReplicated));
-    padIds.push_back(r.addFactor(padded.getDimSize(d), Kind::kReplicated));
-  }
-  r.operands.push_back(mapped(padded, padIds));
-  r.results.push_back(mapped(in, inIds));
-  return r;
+  // As resize_grad's: the rule of the map from the result to the padded
+  // gradient, operand and result swapped (unpadded dimensions shared and
+  // parallel, padded ones whole).
+  Rule forward = keptDimensionsRule(
+      typeOf(getResult()), typeOf(getGrad()),
+      [&](int64_t d) { return getLow()[d] == 0 && getHigh()[d] == 0; });
+  std::swap(forward.operands, forward.results);
+  return forward;
 }
 
 //===----------------------------------------------------------------------===//

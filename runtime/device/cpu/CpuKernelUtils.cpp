@@ -238,4 +238,21 @@ Status checkAllContiguous(const KernelContext &ctx) {
   return Status::ok();
 }
 
+StatusOr<ScatterReduction> readScatterReduction(const KernelContext &ctx) {
+  const std::string r = ctx.attrs.getString("reduction", "none");
+  if (r == "none")
+    return ScatterReduction::kNone;
+  if (r == "add")
+    return ScatterReduction::kAdd;
+  if (r == "mul")
+    return ScatterReduction::kMul;
+  if (r == "max")
+    return ScatterReduction::kMax;
+  if (r == "min")
+    return ScatterReduction::kMin;
+  return ctx.error("expected reduction \"none\", \"add\", \"mul\", \"max\" or "
+                   "\"min\", got \"",
+                   r, "\"");
+}
+
 } // namespace dtcc::runtime::cpu

@@ -8,6 +8,7 @@
 #ifndef DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
 #define DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
 
+#include "runtime/base/ScatterReduction.h"
 #include "runtime/device/cpu/VectorMath.h"
 #include "runtime/exec/Kernel.h"
 
@@ -300,6 +301,10 @@ Status unsupportedDType(const KernelContext &ctx, DType dtype, unsigned set,
 /// Checks the inputs and outputs of a non-elementwise kernel: strides valid,
 /// all contiguous.
 Status checkAllContiguous(const KernelContext &ctx);
+
+/// The instruction's `reduction` attribute (scatter_nd, scatter_elements):
+/// "none" (the default), "add", "mul", "max" or "min".
+StatusOr<ScatterReduction> readScatterReduction(const KernelContext &ctx);
 
 //===----------------------------------------------------------------------===//
 // The N-d strided walker

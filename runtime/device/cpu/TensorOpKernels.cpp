@@ -107,41 +107,22 @@ StatusOr<KernelFn> buildPadGrad(const KernelContext &ctx) {
 // Reductions of the scatters
 //===----------------------------------------------------------------------===//
 
-enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
-
-StatusOr<Reduction> readReduction(const KernelContext &ctx) {
-  const std::string r = ctx.attrs.getString("reduction", "none");
-  if (r == "none")
-    return Reduction::kNone;
-  if (r == "add")
-    return Reduction::kAdd;
-  if (r == "mul")
-    return Reduction::kMul;
-  if (r == "max")
-    return Reduction::kMax;
-  if (r == "min")
-    return Reduction::kMin;
-  return ctx.error("expected reduction \"none\", \"add\", \"mul\", \"max\" or "
-                   "\"min\", got \"",
-                   r, "\"");
-}
-
 /// dst[i] = combine(dst[i], src[i]) for i < n. max/min keep NaN, as
 /// numpy.maximum/minimum do.
-template <typename S, Reduction R>
+template <typename S, ScatterReduction R>
 void combine(S *dst, const S *src, int64_t n) {
   using C = ComputeT<S>;
   for (int64_t i = 0; i < n; ++i) {
-    if constexpr (R == Reduction::kNone) {
+    if constexpr (R == ScatterReduction::kNone) {
       dst[i] = src[i];
     } else {
       C a = Elem<S>::load(dst[i]), b = Elem<S>::load(src[i]);
       C r;
-      if constexpr (R == Reduction::kAdd)
+      if constexpr (R == ScatterReduction::kAdd)
         r = wrapAdd(a, b);
-      else if constexpr (R == Reduction::kMul)
+      else if constexpr (R == ScatterReduction::kMul)
         r = wrapMul(a, b);
-      else if constexpr (R == Reduction::kMax)
+      else if constexpr (R == ScatterReduction::kMax)
         r = isNan(a) ? a : ((b > a || isNan(b)) ? b : a);
       else
         r = isNan(a) ? a : ((b < a || isNan(b)) ? b : a);
@@ -155,9 +136,9 @@ using CombineFn = void (*)(void *dst, const void *src, int64_t n);
 /// The combine function of `reduction` for `dtype`: any dtype (moved as
 /// bytes) for "none", numeric ones for the rest.
 StatusOr<CombineFn> combineFor(const KernelContext &ctx, DType dtype,
-                               Reduction reduction) {
+                               ScatterReduction reduction) {
   CombineFn fn = nullptr;
-  if (reduction == Reduction::kNone) {
+  if (reduction == ScatterReduction::kNone) {
     visitElementSize(dtypeSize(dtype), [&](auto tag) {
       using E = typename decltype(tag)::type;
       fn = [](void *d, const void *s, int64_t n) {
@@ -171,25 +152,25 @@ StatusOr<CombineFn> combineFor(const KernelContext &ctx, DType dtype,
   visitDType<kSetNumeric>(dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;
     auto make = [](auto r) -> CombineFn {
-      constexpr Reduction R = decltype(r)::value;
+      constexpr ScatterReduction R = decltype(r)::value;
       return [](void *d, const void *s, int64_t n) {
         combine<S, R>(static_cast<S *>(d), static_cast<const S *>(s), n);
       };
     };
     switch (reduction) {
-    case Reduction::kAdd:
-      fn = make(std::integral_constant<Reduction, Reduction::kAdd>{});
+    case ScatterReduction::kAdd:
+      fn = make(std::integral_constant<ScatterReduction, ScatterReduction::kAdd>{});
       break;
-    case Reduction::kMul:
-      fn = make(std::integral_constant<Reduction, Reduction::kMul>{});
+    case ScatterReduction::kMul:
+      fn = make(std::integral_constant<ScatterReduction, ScatterReduction::kMul>{});
       break;
-    case Reduction::kMax:
-      fn = make(std::integral_constant<Reduction, Reduction::kMax>{});
+    case ScatterReduction::kMax:
+      fn = make(std::integral_constant<ScatterReduction, ScatterReduction::kMax>{});
       break;
-    case Reduction::kMin:
-      fn = make(std::integral_constant<Reduction, Reduction::kMin>{});
+    case ScatterReduction::kMin:
+      fn = make(std::integral_constant<ScatterReduction, ScatterReduction::kMin>{});
       break;
-    case Reduction::kNone:
+    case ScatterReduction::kNone:
       break;
     }
   });
@@ -305,7 +286,7 @@ StatusOr<KernelFn> buildScatterNd(const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkDType(ctx, updates, data.dtype, "input 2"));
   DTCC_ASSIGN_OR_RETURN(NdLayout l, ndLayout(ctx, data, indices));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, updates, l.sliceShape, "input 2"));
-  DTCC_ASSIGN_OR_RETURN(Reduction reduction, readReduction(ctx));
+  DTCC_ASSIGN_OR_RETURN(ScatterReduction reduction, readScatterReduction(ctx));
   DTCC_ASSIGN_OR_RETURN(CombineFn combineFn,
                         combineFor(ctx, data.dtype, reduction));
   const size_t esize = size_t(dtypeSize(data.dtype));
@@ -349,7 +330,7 @@ StatusOr<KernelFn> buildScatterElements(const KernelContext &ctx) {
     if (d != axis && indices.shape[d] > data.shape[d])
       return ctx.error("indices dimension ", d, " (", indices.shape[d],
                        ") exceeds the data's (", data.shape[d], ")");
-  DTCC_ASSIGN_OR_RETURN(Reduction reduction, readReduction(ctx));
+  DTCC_ASSIGN_OR_RETURN(ScatterReduction reduction, readScatterReduction(ctx));
   DTCC_ASSIGN_OR_RETURN(CombineFn combineFn,
                         combineFor(ctx, data.dtype, reduction));
   const size_t esize = size_t(dtypeSize(data.dtype));

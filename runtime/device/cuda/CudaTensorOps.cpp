@@ -306,23 +306,6 @@ StatusOr<KernelFn> buildGatherNd(CudaDevice &dev, const KernelContext &ctx) {
   });
 }
 
-StatusOr<ScatterReduction> readReduction(const KernelContext &ctx) {
-  const std::string r = ctx.attrs.getString("reduction", "none");
-  if (r == "none")
-    return ScatterReduction::kNone;
-  if (r == "add")
-    return ScatterReduction::kAdd;
-  if (r == "mul")
-    return ScatterReduction::kMul;
-  if (r == "max")
-    return ScatterReduction::kMax;
-  if (r == "min")
-    return ScatterReduction::kMin;
-  return ctx.error("expected reduction \"none\", \"add\", \"mul\", \"max\" or "
-                   "\"min\", got \"",
-                   r, "\"");
-}
-
 /// The sort of a scatter of `units` updates onto `targets` targets, in
 /// compute scratch (planCudaScatterSort); nothing when there is nothing to
 /// sort.
@@ -384,7 +367,7 @@ StatusOr<KernelFn> buildScatterNd(CudaDevice &dev, const KernelContext &ctx) {
   std::vector<int64_t> sliceShape;
   DTCC_ASSIGN_OR_RETURN(NdParams p, ndParams(ctx, data, idx, sliceShape));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, upd, sliceShape, "input 2"));
-  DTCC_ASSIGN_OR_RETURN(ScatterReduction r, readReduction(ctx));
+  DTCC_ASSIGN_OR_RETURN(ScatterReduction r, cpu::readScatterReduction(ctx));
   DTCC_RETURN_IF_ERROR(checkScatterType(ctx, data.dtype, r));
   // Targets: the data's [B.., K..] slices, of p.slice elements each.
   DTCC_ASSIGN_OR_RETURN(
@@ -431,7 +414,7 @@ StatusOr<KernelFn> buildScatterElements(CudaDevice &dev,
     if (d != axis && idx.shape[d] > data.shape[d])
       return ctx.error("indices dimension ", d, " (", idx.shape[d],
                        ") exceeds the data's (", data.shape[d], ")");
-  DTCC_ASSIGN_OR_RETURN(ScatterReduction r, readReduction(ctx));
+  DTCC_ASSIGN_OR_RETURN(ScatterReduction r, cpu::readScatterReduction(ctx));
   DTCC_RETURN_IF_ERROR(checkScatterType(ctx, data.dtype, r));
   ElementsParams p;
   p.rank = int(data.rank());

@@ -15,6 +15,7 @@
 #ifndef DTCC_RUNTIME_DEVICE_CUDA_TENSOROPLAUNCH_H
 #define DTCC_RUNTIME_DEVICE_CUDA_TENSOROPLAUNCH_H
 
+#include "runtime/base/ScatterReduction.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 
 #include <cstddef>
@@ -56,8 +57,6 @@ cudaError_t launchGatherNd(int elemSize, DType indexType, const NdParams &p,
                            const void *data, const void *indices, void *out,
                            DeviceError *error, int32_t site,
                            cudaStream_t stream);
-
-enum class ScatterReduction : int32_t { kNone, kAdd, kMul, kMax, kMin };
 
 /// Compute scratch of a scatter of `units` updates: the sort of (target,
 /// update) pairs, laid out by planCudaScatterSort (runtime/exec/
