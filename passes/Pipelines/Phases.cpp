@@ -70,25 +70,28 @@ void buildExecPhase(OpPassManager &pm) {
 namespace {
 
 /// dtcc compile's training options, as dtcc-phase-train takes them
-/// (defaults as dtcc compile's).
+/// (defaults from TrainPhase, the passes' own).
 struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
   Option<std::string> loss{*this, "loss",
                            llvm::cl::desc("The loss output (default: the "
                                           "model's only scalar output)")};
   ListOption<std::string> frozen{*this, "frozen",
                                  llvm::cl::desc("Variables not trained")};
-  Option<std::string> recompute{*this, "recompute", llvm::cl::init("none"),
+  Option<std::string> recompute{*this, "recompute",
+                                llvm::cl::init(TrainPhase().autodiff.recompute),
                                 llvm::cl::desc("none or full")};
-  Option<std::string> dtype{*this, "dtype", llvm::cl::init("fp32"),
+  Option<std::string> dtype{*this, "dtype", llvm::cl::init(TrainPhase().dtype),
                             llvm::cl::desc("fp32, bf16 or fp16")};
-  Option<std::string> optimizer{*this, "optimizer", llvm::cl::init("adamw"),
-                                llvm::cl::desc("adamw or sgd")};
-  Option<double> lr{*this, "lr", llvm::cl::init(3e-4),
+  Option<std::string> optimizer{
+      *this, "optimizer", llvm::cl::init(TrainPhase().optimizer.optimizer),
+      llvm::cl::desc("adamw or sgd")};
+  Option<double> lr{*this, "lr", llvm::cl::init(TrainPhase().optimizer.lr),
                     llvm::cl::desc("Learning rate")};
-  Option<int64_t> microBatches{*this, "micro-batches", llvm::cl::init(1),
+  Option<int64_t> microBatches{*this, "micro-batches",
+                               llvm::cl::init(TrainPhase().microBatches),
                                llvm::cl::desc("Micro-batches per step")};
   Option<int64_t> stages{
-      *this, "pipeline-stages", llvm::cl::init(1),
+      *this, "pipeline-stages", llvm::cl::init(TrainPhase().stages),
       llvm::cl::desc("The mesh's pp: more than 1 unrolls the micro-batches")};
 };
 
@@ -96,12 +99,12 @@ struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
 struct ShardPhaseOptions : PassPipelineOptions<ShardPhaseOptions> {
   Option<std::string> mesh{*this, "mesh",
                            llvm::cl::desc("The device mesh, e.g. dp=2,tp=2")};
-  Option<int> zero{*this, "zero", llvm::cl::init(0),
+  Option<int> zero{*this, "zero", llvm::cl::init(ShardPhase().zero),
                    llvm::cl::desc("ZeRO stage over dp (0-3)")};
   ListOption<std::string> layouts{
       *this, "layouts", llvm::cl::desc("NAME=rows|cols|whole overrides")};
   Option<std::string> schedule{*this, "pipeline-schedule",
-                               llvm::cl::init("1f1b"),
+                               llvm::cl::init(ShardPhase().pipelineSchedule),
                                llvm::cl::desc("gpipe or 1f1b (with pp)")};
 };
 
