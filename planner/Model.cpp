@@ -419,8 +419,11 @@ Json modelToJson(const ModelDesc &m) {
   j.set("learnedPositions", m.learnedPositions);
   j.set("dropout", m.dropout);
   j.set("flashAttention", m.flashAttention);
-  j.set("parameters", m.totalParams());
   const ModelDesc::GraphFigures &g = m.graph;
+  // A graph that is not a transformer has no sizes to count from.
+  j.set("parameters", m.layers == 0 && g.parameters > 0
+                          ? g.parameters
+                          : double(m.totalParams()));
   if (g.parameters > 0) {
     Json graph = Json::object();
     graph.set("batch", g.batch);
