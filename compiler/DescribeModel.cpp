@@ -144,9 +144,15 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
   for (auto &[key, layer] : layers)
     g.layerForwardFlops.push_back(layer.flops);
 
+  // Not a transformer: the graph's figures only, no sizes half read.
   auto notTransformer = [&](std::string why) {
+    planner::ModelDesc bare;
+    bare.name = m.name;
+    bare.dropout = m.dropout;
+    bare.flashAttention = m.flashAttention;
+    bare.graph = std::move(m.graph);
+    m = std::move(bare);
     out.notTransformer = std::move(why);
-    m.layers = 0;
     return out;
   };
   if (!func)

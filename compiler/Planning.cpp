@@ -155,14 +155,16 @@ importForCompile(const std::string &path, bool weights = true) {
   return m;
 }
 
-/// The model in `module`, described from its IR; a graph that is not a
-/// transformer the planner's formulas describe is known by its parameter
-/// count (`opaqueParams`).
-ModelDesc describedModel(const PlanRequest &args, mlir::ModuleOp module,
-                         std::string &source, double &opaqueParams,
-                         int64_t *batch = nullptr) {
-  DescribedModel described =
-      describeModel(module, baseName(args.modelPath), args.frozen);
+/// The model in the file `args.modelPath`, imported with shapes only and
+/// described from its IR; a graph that is not a transformer the planner's
+/// formulas describe is known by its parameter count (`opaqueParams`).
+StatusOr<ModelDesc> fileModel(const PlanRequest &args, std::string &source,
+                              double &opaqueParams, int64_t *batch = nullptr) {
+  auto imported = importForCompile(args.modelPath, /*weights=*/false);
+  if (!imported.isOk())
+    return imported.status();
+  DescribedModel described = describeModel(
+      *imported.value()->module, baseName(args.modelPath), args.frozen);
   ModelDesc model = described.model;
   if (batch)
     *batch = model.graph.batch;
@@ -172,24 +174,12 @@ ModelDesc describedModel(const PlanRequest &args, mlir::ModuleOp module,
     source = "the IR of " + args.modelPath;
     return model;
   }
+  if (model.graph.parameters <= 0)
+    return invalidArgument("'", args.modelPath,
+                           "' has no trainable parameters to plan for");
   opaqueParams = model.graph.parameters;
   source = "the IR of " + args.modelPath + " (not a transformer: " +
            described.notTransformer + ")";
-  return model;
-}
-
-/// The model in the file `args.modelPath`, imported with shapes only and
-/// described from its IR.
-StatusOr<ModelDesc> fileModel(const PlanRequest &args, std::string &source,
-                              double &opaqueParams, int64_t *batch = nullptr) {
-  auto imported = importForCompile(args.modelPath, /*weights=*/false);
-  if (!imported.isOk())
-    return imported.status();
-  ModelDesc model = describedModel(args, *imported.value()->module, source,
-                                   opaqueParams, batch);
-  if (opaqueParams <= 0 && model.layers == 0)
-    return invalidArgument("'", args.modelPath,
-                           "' has no trainable parameters to plan for");
   return model;
 }
 
