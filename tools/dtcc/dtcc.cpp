@@ -254,8 +254,8 @@ cl::opt<std::string> layoutSearchMode(
     "layout-search",
     cl::desc("Tensor-parallel layouts beyond the Megatron-style rule: ilp "
              "(every op's sharding by an ILP solved with CBC, priced with "
-             "--cluster's figures; the default of --plan auto for models "
-             "that are not zoo transformers), descent (--plan auto: one pass "
+             "--cluster's figures; the default when --plan auto compiles "
+             "the candidate plans), descent (--plan auto: one pass "
              "of coordinate descent over 2-D weights, each try compiled), "
              "both (--plan auto: list both), none"),
     cl::value_desc("ilp|descent|both|none"), cl::sub(compileCmd),
