@@ -90,8 +90,11 @@ struct Failure {
   std::string cause;
   int64_t lastStep = 0;     ///< the furthest step any rank had finished
   int64_t resumedFrom = -1; ///< the step the next attempt started from
-  double secondsLost = -1;  ///< failure to the moment the job was back at lastStep
-  Clock::time_point at;
+  /// From the last step finished before the failure to the moment the
+  /// restarted job finished that step again: the wall time the job made no
+  /// new progress (detection, back-off, restart, the steps redone).
+  double secondsLost = -1;
+  Clock::time_point at; ///< when lastStep was finished
   bool recovered = false;
 };
 
@@ -342,6 +345,7 @@ private:
   int pipeRead_ = -1;
   std::string pipeBuffer_;
   int64_t lastStep_ = 0;      ///< furthest step reported in this attempt
+  Clock::time_point lastStepAt_; ///< when it was reported
   int64_t attemptStart_ = -1; ///< the step this attempt resumed from
   bool started_ = false;      ///< some rank reported "resume" this attempt
   Clock::time_point lastProgress_;
@@ -363,7 +367,7 @@ bool Supervisor::start(int attempt) {
   lastStep_ = 0;
   attemptStart_ = -1;
   started_ = false;
-  lastProgress_ = Clock::now();
+  lastProgress_ = lastStepAt_ = Clock::now();
   std::vector<char *> argv;
   for (const std::string &a : o_.rankArgs)
     argv.push_back(const_cast<char *>(a.c_str()));
@@ -420,7 +424,10 @@ void Supervisor::onProgress(int rank, const std::string &event, int64_t step) {
     if (!failures_.empty() && failures_.back().resumedFrom < 0)
       failures_.back().resumedFrom = step;
   } else if (event == "step") {
-    lastStep_ = std::max(lastStep_, step);
+    if (step > lastStep_) {
+      lastStep_ = step;
+      lastStepAt_ = lastProgress_;
+    }
     if (!failures_.empty() && !failures_.back().recovered &&
         step >= failures_.back().lastStep) {
       failures_.back().recovered = true;
@@ -490,9 +497,12 @@ bool Supervisor::watch(std::string &cause) {
 }
 
 void Supervisor::stopAll() {
+  // SIGCONT too: a stopped rank (the hang it caused) must see the SIGTERM.
   for (RankProcess &r : ranks_)
-    if (!r.exited)
+    if (!r.exited) {
       ::kill(r.pid, SIGTERM);
+      ::kill(r.pid, SIGCONT);
+    }
   auto deadline = Clock::now() + std::chrono::seconds(3);
   while (true) {
     bool all = true;
@@ -632,7 +642,7 @@ int Supervisor::run() {
     f.attempt = attempt;
     f.cause = cause;
     f.lastStep = lastStep_;
-    f.at = Clock::now();
+    f.at = lastStepAt_;
     const bool everStarted = started_;
     say(strCat(cause, " (attempt ", attempt + 1, ", furthest step ", lastStep_,
                "); stopping the other ranks"));
