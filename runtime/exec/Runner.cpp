@@ -264,6 +264,28 @@ void printHelp(const char *argv0, const format::Program *program,
         "                        DIR/step_<n>/<name>.pb (n from 1; with\n"
         "                        micro-batches, train_step's go to\n"
         "                        DIR/step_<n>/micro_<m>/)\n");
+  if (training)
+    std::printf(
+        "\n"
+        "supervised (docs/operations.md): --supervise starts the ranks, and\n"
+        "restarts the whole job from the newest checkpoint of\n"
+        "--checkpoint-dir when one fails; the other flags go to the ranks:\n"
+        "  --supervise           run as the supervisor (of this node's ranks\n"
+        "                        under srun, mpirun or NNODES/NODE_RANK)\n"
+        "  --ranks N             ranks to start here (default: the mesh's\n"
+        "                        ranks divided by the nodes)\n"
+        "  --nnodes N --node-rank R  the nodes, when no launcher says\n"
+        "  --master-addr A --master-port P  rank 0's address (default\n"
+        "                        MASTER_ADDR, MASTER_PORT; one node: local)\n"
+        "  --max-restarts N      restarts before giving up (default 3)\n"
+        "  --restart-backoff S   first wait before a restart, doubled after\n"
+        "                        each (default 1, at most 60)\n"
+        "  --hang-timeout S      restart when no rank finishes a step for S\n"
+        "                        seconds (default: off; the collective timeout\n"
+        "                        still ends a hung job)\n"
+        "  --min-ranks N --max-ranks N  accepted counts; restarts keep the\n"
+        "                        compiled count (another needs dtcc compile)\n"
+        "  --supervisor-report FILE  the restarts as JSON at the end\n");
   if (!program)
     return;
   for (const format::Function &fn : program->functions()) {

@@ -2,6 +2,8 @@
 
 #include "runtime/exec/Supervisor.h"
 
+#include "runtime/comm/CommQueue.h"
+
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
@@ -135,7 +137,10 @@ std::vector<std::string> rankEnvironment(const std::map<std::string, std::string
 
 std::string describeExit(int status) {
   if (WIFEXITED(status))
-    return strCat("exited with status ", WEXITSTATUS(status));
+    return strCat("exited with status ", WEXITSTATUS(status),
+                  WEXITSTATUS(status) == CommQueue::kWatchdogExitCode
+                      ? " (a collective timed out)"
+                      : "");
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     const char *name = sigabbrev_np(sig);
@@ -652,7 +657,9 @@ int Supervisor::run() {
       report("stopped", attempt);
       return 128 + int(stopSignal);
     }
-    if (attempt == 0 && !everStarted) {
+    // On one node a job that never started training is misconfigured; on
+    // several, a node may just have come up late (the rendezvous timed out).
+    if (attempt == 0 && !everStarted && job_.nnodes == 1) {
       say("the job failed before any rank started training (a configuration "
           "error, see the ranks' messages above): not restarting");
       report("failed", attempt);

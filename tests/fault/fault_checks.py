@@ -20,6 +20,9 @@ the job's per-step losses (--dump-outputs) against an independent run:
   hang       DP2 on one host; a rank is stopped (SIGSTOP): the supervisor's
              --hang-timeout finds the job hung before the collective
              timeout does.
+  limits     a job that fails before training is not restarted, a rank
+             count the program was not compiled for is refused, and a
+             failure beyond --max-restarts ends the job with status 1.
   truncate   DP2 on one host; the newest checkpoint's file is truncated,
              then a rank is killed: the restart skips that checkpoint,
              naming the file, and resumes from the one before.
@@ -457,7 +460,48 @@ def case_hang(case, args):
                 expect_cause=r"no rank made progress for 2 s")
 
 
-CASES = {"hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
+def case_limits(case, args):
+    exe = case.compile("gpt-dp2", ["--mesh", "dp=2"])
+    env = rank_env()
+    # A job that fails before training starts is not restarted.
+    report = os.path.join(case.work, "config.json")
+    p = subprocess.run([exe, "--supervise", "--supervisor-report", report,
+                        "--data", os.path.join(case.work, "missing.bin"),
+                        "--steps", "5"], capture_output=True, text=True,
+                       env=env, cwd=case.work, timeout=60)
+    r = json.load(open(report))
+    case.check(p.returncode == 1 and r["outcome"] == "failed" and r["restarts"] == 0
+               and "not restarting" in p.stderr and "missing.bin" in p.stderr,
+               "limits: a job that fails before training (missing token file) is "
+               f"not restarted (exit {p.returncode}, {r['restarts']} restarts)")
+    # A rank count the program was not compiled for.
+    p = subprocess.run([exe, "--supervise", "--ranks", "3", "--data", case.tokens,
+                        "--steps", "5"], capture_output=True, text=True, env=env)
+    case.check(p.returncode == 1 and "compiled for 2 ranks but 1 node(s) x --ranks 3"
+               in p.stderr, "limits: --ranks 3 for a 2-rank program: "
+               + p.stderr.strip().splitlines()[-1])
+    # Failures beyond --max-restarts end the job with status 1.
+    rng = random.Random(args.seed)
+    dump = os.path.join(case.work, "limits.dump")
+    job = Job(exe, case.data(dump) + ["--checkpoint-dir",
+                                      os.path.join(case.fast, "limits.ckpt"),
+                                      "--save-every", str(INTERVAL)],
+              case.work, "limits", extra=("--max-restarts", "1"))
+    for kill in range(2):
+        step = 25 + 30 * kill
+        job.wait_for(rf"step +{step}/{STEPS}")
+        os.kill(rng.choice(job.ranks_of(0)), signal.SIGKILL)
+    codes, reports = job.finish()
+    r = reports[0]
+    o, e = job.output(0)
+    case.check(codes == [1] and r and r["outcome"] == "failed" and r["restarts"] == 1
+               and len(r["failures"]) == 2 and "giving up: 1 restart used" in e,
+               f"limits: a second failure with --max-restarts 1 ends the job "
+               f"(exit {codes}, outcome {r and r['outcome']}, "
+               f"{r and len(r['failures'])} failures)")
+
+
+CASES = {"limits": case_limits, "hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
          "disk-full": case_disk_full, "truncate": case_truncate}
 
 
