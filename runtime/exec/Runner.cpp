@@ -281,8 +281,8 @@ void printHelp(const char *argv0, const format::Program *program,
         "  --restart-backoff S   first wait before a restart, doubled after\n"
         "                        each (default 1, at most 60)\n"
         "  --hang-timeout S      restart when no rank finishes a step for S\n"
-        "                        seconds (default: off; the collective timeout\n"
-        "                        still ends a hung job)\n"
+        "                        seconds once training runs (default: off;\n"
+        "                        the collective timeout still ends a hung job)\n"
         "  --min-ranks N --max-ranks N  accepted counts; restarts keep the\n"
         "                        compiled count (another needs dtcc compile)\n"
         "  --supervisor-report FILE  the restarts as JSON at the end\n");

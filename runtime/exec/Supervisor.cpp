@@ -236,17 +236,15 @@ std::function<void(const char *, int64_t)> supervisorProgress(int rank) {
 
 namespace {
 
-/// The job as this supervisor sees it: nodes, this node's ranks, rank 0.
-struct JobShape {
-  int nnodes = 1, nodeRank = 0, ranksPerNode = 1, worldSize = 1;
-  std::string masterAddr;
-  int masterPort = 0; ///< 0: a free port per attempt (one node)
-  std::string launcher = "local";
-};
+} // namespace
 
-StatusOr<JobShape> jobShape(const SupervisorOptions &o, int programRanks) {
-  JobShape j;
-  auto env = [](const char *name) { return getenvOrNull(name); };
+StatusOr<SupervisedJob>
+supervisedJob(const SupervisorOptions &o, int programRanks,
+              const std::function<const char *(const char *)> &lookup) {
+  SupervisedJob j;
+  auto env = [&](const char *name) {
+    return lookup ? lookup(name) : getenvOrNull(name);
+  };
   auto envInt = [&](const char *name, int min) -> StatusOr<int> {
     return parseInt(name, env(name), min);
   };
@@ -316,9 +314,11 @@ StatusOr<JobShape> jobShape(const SupervisorOptions &o, int programRanks) {
   return j;
 }
 
+namespace {
+
 class Supervisor {
 public:
-  Supervisor(const SupervisorOptions &o, JobShape job) : o_(o), job_(std::move(job)) {
+  Supervisor(const SupervisorOptions &o, SupervisedJob job) : o_(o), job_(std::move(job)) {
     for (size_t i = 1; i < o_.rankArgs.size(); ++i) {
       const std::string &a = o_.rankArgs[i];
       if (a == "--checkpoint-dir" || a.rfind("--checkpoint-dir=", 0) == 0)
@@ -343,7 +343,7 @@ private:
   void report(const char *outcome, int restarts);
 
   const SupervisorOptions &o_;
-  JobShape job_;
+  SupervisedJob job_;
   std::string nodeTag_;
   bool hasCheckpoints_ = false;
   std::vector<RankProcess> ranks_;
@@ -493,7 +493,9 @@ bool Supervisor::watch(std::string &cause) {
       cause = strCat("the supervisor got signal ", int(stopSignal));
       return false;
     }
-    if (o_.hangSeconds > 0 && since(lastProgress_) > o_.hangSeconds) {
+    // From the first report on: before it the ranks are loading and
+    // meeting, which the collective timeout bounds.
+    if (o_.hangSeconds > 0 && started_ && since(lastProgress_) > o_.hangSeconds) {
       cause = strCat("no rank made progress for ", o_.hangSeconds,
                      " s (--hang-timeout): hung");
       return false;
@@ -690,7 +692,7 @@ int Supervisor::run() {
 } // namespace
 
 int runSupervisor(const SupervisorOptions &options, int programRanks) {
-  auto job = jobShape(options, programRanks);
+  auto job = supervisedJob(options, programRanks);
   if (!job.isOk()) {
     std::fprintf(stderr, "error: --supervise: %s\n",
                  job.status().message().c_str());

@@ -46,6 +46,26 @@ struct SupervisorOptions {
   std::vector<std::string> rankArgs;
 };
 
+/// The job as one supervisor sees it: the nodes (one supervisor each),
+/// this node's ranks, and where rank 0 listens.
+struct SupervisedJob {
+  int nnodes = 1, nodeRank = 0, ranksPerNode = 1, worldSize = 1;
+  std::string masterAddr;
+  int masterPort = 0; ///< 0: a free local port per attempt (one node)
+  /// Where nnodes and nodeRank came from, for messages.
+  std::string launcher = "local";
+};
+
+/// The job of `options` for a program of `programRanks` ranks. Nodes come
+/// from --nnodes/--node-rank, else NNODES/NODE_RANK, else srun's
+/// SLURM_NNODES/SLURM_NODEID, else mpirun's OMPI_COMM_WORLD_SIZE/RANK (one
+/// supervisor per node), else one node. Errors: a rank count other than the
+/// program's, limits (--min-ranks, --max-ranks) that exclude it, several
+/// nodes without MASTER_ADDR. `env`: std::getenv by default.
+StatusOr<SupervisedJob>
+supervisedJob(const SupervisorOptions &options, int programRanks,
+              const std::function<const char *(const char *)> &env = {});
+
 /// Parses the supervisor's flags out of argv; the others are the ranks'.
 StatusOr<SupervisorOptions> parseSupervisorFlags(int argc, char **argv,
                                                  const std::string &self);
