@@ -257,10 +257,25 @@ supervisedJob(const SupervisorOptions &o, int programRanks,
     DTCC_ASSIGN_OR_RETURN(j.nnodes, envInt("NNODES", 1));
     DTCC_ASSIGN_OR_RETURN(j.nodeRank, envInt("NODE_RANK", 0));
     j.launcher = "torchrun-style (NNODES, NODE_RANK)";
+  } else if (env("RANK") && env("WORLD_SIZE") && env("LOCAL_RANK")) {
+    return invalidArgument(
+        "--supervise in a process that torchrun (or a launcher like it) "
+        "started as rank ", env("RANK"), " of ", env("WORLD_SIZE"),
+        ": the launcher already starts the ranks; run the program without "
+        "--supervise there (with --checkpoint-dir, so that the launcher's "
+        "restarts resume), or start one supervisor per node with NNODES and "
+        "NODE_RANK (docs/operations.md)");
   } else if (env("SLURM_NNODES") && env("SLURM_NODEID") &&
              (env("SLURM_STEP_ID") || env("SLURM_STEP_NUM_TASKS"))) {
     DTCC_ASSIGN_OR_RETURN(j.nnodes, envInt("SLURM_NNODES", 1));
     DTCC_ASSIGN_OR_RETURN(j.nodeRank, envInt("SLURM_NODEID", 0));
+    const char *tasks = env("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS"
+                                                    : "SLURM_NTASKS";
+    if (env(tasks) && std::string(env(tasks)) != env("SLURM_NNODES"))
+      return invalidArgument(
+          "--supervise under srun with ", tasks, "=", env(tasks), " on ",
+          j.nnodes, " node(s): run one supervisor per node (srun "
+          "--ntasks-per-node=1); it starts that node's ranks");
     j.launcher = "Slurm (SLURM_NNODES, SLURM_NODEID)";
   } else if (env("OMPI_COMM_WORLD_SIZE") && env("OMPI_COMM_WORLD_RANK")) {
     DTCC_ASSIGN_OR_RETURN(j.nnodes, envInt("OMPI_COMM_WORLD_SIZE", 1));

@@ -430,10 +430,11 @@ Status Trainer::loadBatchFolder(int64_t step) {
   return Status::ok();
 }
 
-Status Trainer::fillMicroBatch(int64_t step, int64_t micro) {
+Status Trainer::fillMicroBatch(int64_t micro) {
   if (tokens_) {
+    // Samples are numbered across the run; the step's start at the loader's
+    // position, which a checkpoint carries.
     Input &ids = inputs_[idsInput_];
-    (void)step;
     uint64_t first = static_cast<uint64_t>(dataPosition_ + micro * ids.shape[0]);
     DTCC_RETURN_IF_ERROR(
         tokens_->fill(seed_, first, ids.micro, inputs_[labelsInput_].micro));
@@ -543,39 +544,26 @@ Status Trainer::openCheckpointDir() {
   std::string root = options_.checkpointDir;
   while (root.size() > 1 && root.back() == '/')
     root.pop_back();
-  // [step or -1, run id]
+  // [step or -1 (none) or -2 (rank 0 failed), run id]
   int64_t chosen[2] = {-1, 0};
-  Status picked = Status::ok();
   if (rank == 0) {
-    auto latest = findLatestCheckpoint(root, [](const std::string &msg) {
-      std::fprintf(stderr, "warning: %s\n", msg.c_str());
-    });
-    if (latest.isOk()) {
-      if (latest.value())
-        chosen[0] = latest.value()->step;
-    } else {
-      picked = latest.status().withContext("--checkpoint-dir");
-    }
     auto now = std::chrono::system_clock::now().time_since_epoch();
     chosen[1] = static_cast<int64_t>(
         (std::chrono::duration_cast<std::chrono::microseconds>(now).count() ^
          (int64_t(getpid()) << 40)) & 0x7FFFFFFFFFFFFFFF);
   }
-  if (!picked.isOk())
-    chosen[0] = -2;
-  if (all)
-    DTCC_RETURN_IF_ERROR(all->broadcast(chosen, 2, DType::kI64, 0));
-  DTCC_RETURN_IF_ERROR(picked);
-  if (chosen[0] == -2)
-    return unavailable("rank 0 could not read --checkpoint-dir '", root, "'");
-  char id[32];
-  std::snprintf(id, sizeof(id), "%016" PRIx64, static_cast<uint64_t>(chosen[1]));
+  auto runId = [&] {
+    char id[32];
+    std::snprintf(id, sizeof(id), "%016" PRIx64,
+                  static_cast<uint64_t>(chosen[1]));
+    return std::string(id);
+  };
   CheckpointWriterOptions w;
   w.root = root;
   w.rank = rank;
   w.worldSize = size;
   w.keep = static_cast<int>(options_.keepCheckpoints);
-  w.runId = id;
+  w.runId = runId();
   if (exe_.comm())
     w.peerTimeoutSeconds = exe_.comm()->mesh().world().queue().timeout();
   std::FILE *log = options_.log;
@@ -592,13 +580,34 @@ Status Trainer::openCheckpointDir() {
     auto progress = options_.progress;
     w.committed = [progress](int64_t step) { progress("saved", step); };
   }
-  // The root is made (and cleared of unfinished saves) by rank 0 first.
+  // Rank 0 makes the root (clearing unfinished saves) and picks the
+  // checkpoint, then tells the others; an error there reaches every rank.
+  Status picked = Status::ok();
   if (rank == 0) {
-    DTCC_ASSIGN_OR_RETURN(writer_, AsyncCheckpointWriter::create(w));
+    auto created = AsyncCheckpointWriter::create(w);
+    if (created.isOk()) {
+      writer_ = std::move(created.value());
+      auto latest = findLatestCheckpoint(root, [](const std::string &msg) {
+        std::fprintf(stderr, "warning: %s\n", msg.c_str());
+      });
+      if (!latest.isOk())
+        picked = latest.status().withContext("--checkpoint-dir");
+      else if (latest.value())
+        chosen[0] = latest.value()->step;
+    } else {
+      picked = created.status();
+    }
+    if (!picked.isOk())
+      chosen[0] = -2;
   }
   if (all)
-    DTCC_RETURN_IF_ERROR(all->barrier());
+    DTCC_RETURN_IF_ERROR(all->broadcast(chosen, 2, DType::kI64, 0));
+  DTCC_RETURN_IF_ERROR(picked);
+  if (chosen[0] == -2)
+    return unavailable("rank 0 could not use --checkpoint-dir '", root,
+                       "' (its message says why)");
   if (rank != 0) {
+    w.runId = runId();
     DTCC_ASSIGN_OR_RETURN(writer_, AsyncCheckpointWriter::create(w));
   }
   if (chosen[0] >= 0)
@@ -800,7 +809,7 @@ Status Trainer::run() {
     };
     double lossSum = 0;
     for (int64_t micro = 0; micro < microBatches_; ++micro) {
-      DTCC_RETURN_IF_ERROR(fillMicroBatch(step, micro));
+      DTCC_RETURN_IF_ERROR(fillMicroBatch(micro));
       Status s = exe_.run(*trainStep_, inputPtrs, &outputs);
       if (!s.isOk())
         return s.withContext(strCat("step ", number, ": ", kTrainStep));

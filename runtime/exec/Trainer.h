@@ -111,7 +111,7 @@ private:
   Status prepareBatches();
   Status checkBatchFolder(const std::string &folder) const;
   Status loadBatchFolder(int64_t step);
-  Status fillMicroBatch(int64_t step, int64_t micro);
+  Status fillMicroBatch(int64_t micro);
   Status writeTotalSteps();
   Status dumpOutputs(const std::string &dir,
                      const std::vector<IoBinding> &bindings,

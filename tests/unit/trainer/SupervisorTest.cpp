@@ -76,7 +76,8 @@ TEST(SupervisorTest, ReadsTheNodesFromEachLauncher) {
 
   // srun, one supervisor per node.
   auto slurm = job(o, 8, {{"SLURM_NNODES", "4"}, {"SLURM_NODEID", "2"},
-                          {"SLURM_STEP_ID", "0"}, {"MASTER_ADDR", "n1"}});
+                          {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "4"},
+                          {"MASTER_ADDR", "n1"}});
   ASSERT_TRUE(slurm.isOk()) << slurm.status().toString();
   EXPECT_EQ(slurm.value().nnodes, 4);
   EXPECT_EQ(slurm.value().nodeRank, 2);
@@ -128,6 +129,21 @@ TEST(SupervisorTest, RefusesJobsThatCannotRunTheProgram) {
             std::string::npos);
   EXPECT_EQ(job(o, 2, {{"NNODES", "2"}, {"NODE_RANK", "2"}}).status().message(),
             "node rank 2 is not below the 2 nodes");
+  // Under a launcher that starts the ranks itself, or several per node.
+  EXPECT_NE(job(o, 2, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},
+                       {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}})
+                .status()
+                .message()
+                .find("torchrun (or a launcher like it) started as rank 1 of 2"),
+            std::string::npos);
+  EXPECT_EQ(job(o, 8, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "0"},
+                       {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "8"},
+                       {"MASTER_ADDR", "a"}})
+                .status()
+                .message(),
+            "--supervise under srun with SLURM_STEP_NUM_TASKS=8 on 2 node(s): "
+            "run one supervisor per node (srun --ntasks-per-node=1); it starts "
+            "that node's ranks");
   o.minRanks = 8;
   EXPECT_EQ(job(o, 4, {}).status().message(),
             "--min-ranks 8 excludes the program's 4 ranks");
