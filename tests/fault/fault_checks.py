@@ -10,7 +10,8 @@ the job's per-step losses (--dump-outputs) against an independent run:
              DP2xTP2 over 4 hosts, one rank per host, links rate-limited
              (tc; netem delay too where the kernel has it): every step's
              loss within 1e-5 relative of one device's.
-  kill       DP2 over 2 hosts; a rank is killed (SIGKILL) at a random step.
+  kill       DP2 over 2 hosts and TP2xPP2 over 4; a random rank other
+             than 0 is killed (SIGKILL) at a random step.
   link-cut   DP2 over 2 hosts; one host's link goes down for a few seconds
              mid-run (the ranks time out in a collective; the first
              restarts may find the link still down).
@@ -346,12 +347,22 @@ def case_plans(case, args):
 
 
 def case_kill(case, args):
-    bed = Bed(2, shape=True)
+    bed = Bed(4, shape=True)
     try:
-        exe = case.compile("gpt-dp2", ["--mesh", "dp=2"])
         rng = random.Random(args.seed)
-        case.faulty(exe, "kill", lambda job: kill_at_random_step(case, job, 1, rng),
-                    bed=bed, expect_cause=r"rank 1 killed by signal 9")
+        # DP2 over 2 hosts, then TP2xPP2 over 4 (every rank writes blocks of
+        # its stage's variables: four ranks' parts make each checkpoint).
+        for tag, flags, batch, ranks in [
+                ("kill", ["--mesh", "dp=2"], 8, 2),
+                ("kill-tp2xpp2", ["--mesh", "tp=2,pp=2", "--micro-batches", "2"], 4, 4)]:
+            exe = case.compile("gpt-" + tag, flags, batch)
+            hosts = Bed.__new__(Bed)
+            hosts.__dict__.update(bed.__dict__, hosts=ranks)
+            victim = rng.randrange(1, ranks)
+            case.faulty(exe, tag,
+                        lambda job: kill_at_random_step(case, job, victim, rng),
+                        bed=hosts, ranks=ranks,
+                        expect_cause=rf"host {victim}: rank {victim} killed by signal 9")
     finally:
         bed.close()
 
