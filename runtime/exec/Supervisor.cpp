@@ -84,6 +84,10 @@ struct RankProcess {
   pid_t pid = -1;
   bool exited = false;
   int status = 0;
+  /// The read end of the rank's stderr, which the supervisor passes on
+  /// line by line, keeping the last error for the failure's cause.
+  int errFd = -1;
+  std::string errBuffer, lastError;
 };
 
 /// One failure and what it cost.
@@ -350,6 +354,7 @@ private:
   bool watch(std::string &cause);
   void stopAll();
   void readProgress();
+  void readErrors(RankProcess &r);
   void onProgress(int rank, const std::string &event, int64_t step);
   void say(const std::string &line) {
     std::fprintf(stderr, "supervisor%s: %s\n", nodeTag_.c_str(), line.c_str());
@@ -410,10 +415,15 @@ bool Supervisor::start(int attempt) {
     for (std::string &e : env)
       envp.push_back(e.data());
     envp.push_back(nullptr);
+    int err[2] = {-1, -1};
+    if (pipe2(err, O_CLOEXEC) != 0)
+      err[0] = err[1] = -1;
     pid_t pid = fork();
     if (pid == 0) {
       // The write end stays open across exec; the read end does not.
       fcntl(fds[1], F_SETFD, 0);
+      if (err[1] >= 0)
+        dup2(err[1], STDERR_FILENO);
       signal(SIGTERM, SIG_DFL);
       signal(SIGINT, SIG_DFL);
       execve(argv[0], argv.data(), envp.data());
@@ -426,7 +436,15 @@ bool Supervisor::start(int attempt) {
       ok = false;
       break;
     }
-    ranks_.push_back({rank, pid, false, 0});
+    if (err[1] >= 0)
+      ::close(err[1]);
+    if (err[0] >= 0)
+      fcntl(err[0], F_SETFL, O_NONBLOCK);
+    RankProcess r;
+    r.rank = rank;
+    r.pid = pid;
+    r.errFd = err[0];
+    ranks_.push_back(std::move(r));
   }
   ::close(fds[1]);
   return ok;
@@ -479,11 +497,51 @@ void Supervisor::readProgress() {
   }
 }
 
+void Supervisor::readErrors(RankProcess &r) {
+  if (r.errFd < 0)
+    return;
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::read(r.errFd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n == 0) { // the rank and its children closed it
+        ::close(r.errFd);
+        r.errFd = -1;
+      }
+      break;
+    }
+    r.errBuffer.append(buf, static_cast<size_t>(n));
+  }
+  // Whole lines go on to this process's stderr as they come.
+  size_t start = 0, nl;
+  while ((nl = r.errBuffer.find('\n', start)) != std::string::npos) {
+    std::string line = r.errBuffer.substr(start, nl - start);
+    std::fwrite(r.errBuffer.data() + start, 1, nl - start + 1, stderr);
+    if (line.find("error") != std::string::npos ||
+        line.find("timed out") != std::string::npos)
+      r.lastError = line;
+    start = nl + 1;
+  }
+  r.errBuffer.erase(0, start);
+  if (r.errFd < 0 && !r.errBuffer.empty()) {
+    std::fputs((r.errBuffer + "\n").c_str(), stderr);
+    r.errBuffer.clear();
+  }
+  std::fflush(stderr);
+}
+
 bool Supervisor::watch(std::string &cause) {
   while (true) {
-    pollfd p{pipeRead_, POLLIN, 0};
-    ::poll(&p, 1, 100);
+    std::vector<pollfd> fds{{pipeRead_, POLLIN, 0}};
+    for (RankProcess &r : ranks_)
+      if (r.errFd >= 0)
+        fds.push_back({r.errFd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 100);
     readProgress();
+    for (RankProcess &r : ranks_)
+      readErrors(r);
     int running = 0;
     for (RankProcess &r : ranks_) {
       if (r.exited)
@@ -495,7 +553,10 @@ bool Supervisor::watch(std::string &cause) {
         r.status = status;
         if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
           readProgress();
+          readErrors(r);
           cause = strCat("rank ", r.rank, " ", describeExit(status));
+          if (!r.lastError.empty())
+            cause += ": " + r.lastError;
           return false;
         }
         continue;
@@ -550,6 +611,12 @@ void Supervisor::stopAll() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   readProgress();
+  for (RankProcess &r : ranks_) {
+    readErrors(r);
+    if (r.errFd >= 0)
+      ::close(r.errFd);
+    r.errFd = -1;
+  }
   if (pipeRead_ >= 0)
     ::close(pipeRead_);
   pipeRead_ = -1;
