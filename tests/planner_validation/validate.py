@@ -13,13 +13,18 @@ measured per row and the summary line
 
   planner-validation: median |error| M%, max X%, rank correlation R ...
 
-over the rows the planner can express. Rows that need a feature the planner
-lacks (fp8 matmuls, context parallelism) are reported apart: run in the
-nearest expressible configuration when there is one, never in the summary.
+over the rows whose whole configuration is published and which the planner
+can express. Rows that need a feature the planner lacks (fp8 matmuls,
+context parallelism, per-op selective checkpointing) are reported apart, run
+in the nearest expressible configuration when there is one; so are rows
+whose source leaves part of the configuration unpublished (priced with the
+assumption the row states). Neither enters the summary.
 
 Throughput is compared per GPU. Each source's own figure is converted to
 tokens/s per GPU the way the source defines it:
-  tokensPerSecondPerGpu  as published (MosaicML, NeMo);
+  tokensPerSecondPerGpu  as published (MosaicML, NeMo, torchtitan);
+  stepTimeSeconds        global batch x sequence / step time / GPUs
+                         (Megatron-Turing NLG);
   megatronTflopsPerGpu   Megatron-LM's eq. 3, F = 96 B s l h^2 (1 + s/(6h)
                          + V/(16 l h)) FLOPs per iteration: step time =
                          F / (TFLOP/s x GPUs), tokens/s/GPU = B s / step /
@@ -125,6 +130,16 @@ def run_dtcc(dtcc, row, workdir):
     if "time" not in report or "stepTime" not in report["time"]:
         raise RuntimeError("`%s`: the report has no time.stepTime"
                            % " ".join(cmd))
+    # The figure must be the given plan's: dtcc may not have searched or
+    # changed any part of it.
+    asked = plan_file(row)["plan"]
+    priced = report.get("plan", {})
+    changed = [k for k in asked if k != "dtype" and priced.get(k) != asked[k]]
+    if report.get("origin") != "given" or changed:
+        raise RuntimeError("`%s` priced another plan than the row's (origin "
+                           "'%s'; %s)" % (" ".join(cmd), report.get("origin"),
+                           ", ".join("%s %s instead of %s" % (
+                               k, priced.get(k), asked[k]) for k in changed)))
     return report
 
 
@@ -148,6 +163,9 @@ def compare(row, report):
         batch = row["config"]["globalBatch"]
         step = megatron_flops(row["model"], batch) / (value * 1e12 * gpus)
         measured = batch * row["model"]["seq"] / step / gpus
+    elif metric == "stepTimeSeconds":
+        batch = row["config"]["globalBatch"]
+        measured = batch * row["model"]["seq"] / value / gpus
     elif metric == "modelTflopsPerGpu":
         # dtcc's model FLOPs per token converts both sides alike.
         flops_per_token = t["modelTflopsPerDevice"] * 1e12 / predicted
@@ -235,6 +253,9 @@ def main():
             rows = json.load(f)["rows"]
     except (OSError, ValueError, KeyError) as e:
         fail("%s: %s" % (args.rows, e))
+    ids = [r["id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        fail("%s: row ids are not unique" % args.rows)
     rows = [r for r in rows if args.filter in r["id"]]
     if not rows:
         fail("no row matches --filter '%s'" % args.filter)
@@ -293,15 +314,23 @@ def main():
                 e["id"], e["gpus"], e["measured"], e["predicted"],
                 100 * e["error"], "yes" if e["fits"] else "NO", e["summary"]))
 
-    core = [e for e in results if not e["missing"]]
-    apart = [e for e in results if e["missing"]]
-    table(core, "Published runs the planner can express (tokens/s per GPU):")
+    core = [e for e in results if not e["missing"] and not e["assumed"]]
+    apart = [e for e in results if e["missing"] or e["assumed"]]
+    table(core, "Published runs with their whole configuration, which the "
+                "planner can express (tokens/s per GPU):")
     if apart:
         print()
-        table(apart, "Rows needing a feature the planner lacks (nearest "
-                     "expressible configuration; not in the summary):")
+        table(apart, "Rows apart (not in the summary): a feature the planner "
+                     "lacks (priced in the nearest expressible "
+                     "configuration) or configuration the source does not "
+                     "publish (priced with the stated assumption):")
         for e in apart:
-            print("  %s: missing %s" % (e["id"], ", ".join(e["missing"])))
+            why = []
+            if e["missing"]:
+                why.append("missing " + ", ".join(e["missing"]))
+            if e["assumed"]:
+                why.append("assumed " + ", ".join(e["assumed"]))
+            print("  %s: %s" % (e["id"], "; ".join(why)))
 
     priced = [e for e in core if e["status"] == "priced"]
     print()
