@@ -90,7 +90,7 @@ def plan_file(row):
         "dtype": DTYPE,
     }
     model = {k: v for k, v in row["model"].items() if k != "publishedParams"}
-    model["dropout"] = False
+    model.setdefault("dropout", False)
     return {"schemaVersion": 1, "plan": plan, "model": model}
 
 
@@ -112,7 +112,11 @@ def run_dtcc(dtcc, row, workdir):
         json.dump(plan_file(row), f)
     per_node = cl["gpusPerNode"]
     nodes = max(1, (cl["gpus"] + per_node - 1) // per_node)
-    cmd = [dtcc, "plan", "--plan-in", path, "--cluster", cl["preset"],
+    # A preset, or a cluster file next to rows.json for a cluster no preset
+    # describes.
+    cluster = (os.path.join(HERE, cl["file"]) if "file" in cl
+               else cl["preset"])
+    cmd = [dtcc, "plan", "--plan-in", path, "--cluster", cluster,
            "--nodes", str(nodes), "--json"]
     if cl["gpus"] % per_node:
         cmd += ["--ranks", str(cl["gpus"])]
