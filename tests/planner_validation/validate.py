@@ -88,6 +88,9 @@ def plan_file(row):
         "sequenceParallel": c["sequenceParallel"],
         "offload": "none",
         "dtype": DTYPE,
+        # Ranks in Megatron-LM's order, tp fastest, then dp, then pp (also
+        # DeepSpeed's pipe/data/model topology); FSDP rows have dp only.
+        "order": ["pp", "dp", "tp"],
     }
     model = {k: v for k, v in row["model"].items() if k != "publishedParams"}
     model.setdefault("dropout", False)
@@ -137,7 +140,9 @@ def run_dtcc(dtcc, row, workdir):
     # The figure must be the given plan's: dtcc may not have searched or
     # changed any part of it.
     asked = plan_file(row)["plan"]
-    priced = report.get("plan", {})
+    priced = dict(report.get("plan", {}))
+    # The report leaves out Megatron-LM's order, the default.
+    priced.setdefault("order", ["pp", "dp", "tp"])
     changed = [k for k in asked if k != "dtype" and priced.get(k) != asked[k]]
     if report.get("origin") != "given" or changed:
         raise RuntimeError("`%s` priced another plan than the row's (origin "
@@ -360,6 +365,8 @@ def main():
             name, len(items), "   n/a" if r is None else "%+.2f" % r, len(bad)))
 
     if not priced:
+        for p in problems:
+            print("planner-validation: error: " + p, file=sys.stderr)
         fail("no row was priced")
     errors = [abs(e["error"]) * 100 for e in priced]
     median, worst = statistics.median(errors), max(errors)
