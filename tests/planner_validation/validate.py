@@ -70,6 +70,36 @@ def fail(message):
     sys.exit(1)
 
 
+# Fields every row must have, by section (rows.json documents itself in
+# docs/planner-validation.md, "Adding a row").
+REQUIRED = {
+    "source": ["title", "where", "url"],
+    "model": ["name", "layers", "hidden", "heads", "ffnHidden", "vocab", "seq"],
+    "cluster": ["gpus", "gpusPerNode"],
+    "config": ["dp", "tp", "pp", "zero", "microBatch", "globalBatch",
+               "recompute", "sequenceParallel", "schedule", "virtualStages"],
+    "measured": ["metric", "value", "reported"],
+}
+
+
+def row_problem(row):
+    """Why a row of rows.json is malformed, or None."""
+    if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+        return "a row without an id"
+    for section, keys in REQUIRED.items():
+        if not isinstance(row.get(section), dict):
+            return "%s: no '%s' object" % (row["id"], section)
+        for key in keys:
+            if key not in row[section]:
+                return "%s: %s.%s is missing" % (row["id"], section, key)
+    if ("preset" in row["cluster"]) == ("file" in row["cluster"]):
+        return "%s: cluster needs exactly one of 'preset' and 'file'" % row["id"]
+    for key in ("group", "missing", "assumed"):
+        if key not in row:
+            return "%s: '%s' is missing" % (row["id"], key)
+    return None
+
+
 def plan_file(row):
     """The plan file of a row: its exact plan and its model."""
     c = row["config"]
@@ -262,6 +292,10 @@ def main():
             rows = json.load(f)["rows"]
     except (OSError, ValueError, KeyError) as e:
         fail("%s: %s" % (args.rows, e))
+    for row in rows:
+        problem = row_problem(row)
+        if problem:
+            fail("%s: %s" % (args.rows, problem))
     ids = [r["id"] for r in rows]
     if len(set(ids)) != len(ids):
         fail("%s: row ids are not unique" % args.rows)
