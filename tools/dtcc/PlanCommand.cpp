@@ -80,7 +80,8 @@ cl::opt<std::string> planIn(
 
 cl::opt<std::string> cluster(
     "cluster",
-    cl::desc("dgx-a100-80g, dgx-h100 (default), h200, cpu-local, or a "
+    cl::desc("dgx-a100-80g, dgx-a100-40g, dgx-h100 (default), h200, "
+             "cpu-local, or a "
              "JSON/YAML cluster file (dtcc calibrate -o FILE measures this "
              "machine). On a CPU cluster with a model file, every plan dtcc "
              "compile builds (dp x pp x tp, ZeRO 0..3, 1F1B and GPipe, tp "
