@@ -531,8 +531,8 @@ int runImportOrCompile(bool compile) {
                 !compileOptions.printIrAfterAll;
   if (handOn) {
     *module = std::move(lowered);
-    llvm::errs() << "plan auto: the chosen candidate, compiled while it was "
-                    "priced, is the program\n";
+    llvm::errs() << "note: --plan auto: the chosen candidate, compiled while "
+                    "it was priced, is the program\n";
   } else if (failed(dtcc::runPhases(**module, compileOptions)))
     return 1;
   if (compileOptions.compileTo <= dtcc::Phase::Exec)
