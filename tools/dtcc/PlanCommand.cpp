@@ -638,12 +638,12 @@ StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
   const std::string &diagnostics = imported.value()->diagnostics;
   CompileOptions options;
   options.train.enabled = true;
-  options.train.mesh = out.mesh;
-  options.train.zero = plan.zeroStage;
-  options.train.microBatches = plan.microBatches;
-  options.train.pipelineSchedule =
+  options.train.plan.mesh = out.mesh;
+  options.train.plan.zero = plan.zeroStage;
+  options.train.plan.microBatches = plan.microBatches;
+  options.train.plan.schedule =
       plan.schedule == Schedule::kGPipe ? "gpipe" : "1f1b";
-  options.train.recompute =
+  options.train.plan.recompute =
       plan.recompute == Recompute::kFull ? "full" : "none";
   options.train.dtype = dtypeName(plan.dtype.compute);
   // The program's memory plan, read as the program model reads it (the
@@ -774,8 +774,8 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
   mlir::ModuleOp module = *imported.value()->module;
   CompileOptions base;
   base.train.enabled = true;
-  base.train.microBatches = args.microBatches;
-  base.train.pipelineSchedule = args.schedule.empty() ? "1f1b" : args.schedule;
+  base.train.plan.microBatches = args.microBatches;
+  base.train.plan.schedule = args.schedule.empty() ? "1f1b" : args.schedule;
   base.train.dtype = dtypeName(policy.compute);
   DeviceFigures figures = deviceFigures(cluster);
 
@@ -785,14 +785,14 @@ int compiledCpuPlan(const Args &args, ClusterSpec cluster, ModelDesc model,
     CompileOptions options = base;
     // The mesh as given (its axis order is the ranks'); --zero alone
     // spreads dp over the ranks.
-    options.train.mesh = args.mesh.empty()
+    options.train.plan.mesh = args.mesh.empty()
                              ? runtime::MeshShape::megatron(ranks, 1, 1)
                              : args.mesh;
-    options.train.zero = std::max(0, args.zero);
+    options.train.plan.zero = std::max(0, args.zero);
     candidates.push_back(compileCandidate(module, options, figures));
     if (!candidates.front().priced)
-      return fail(invalidArgument("plan ", options.train.mesh.str(), " ZeRO-",
-                                  options.train.zero, " does not compile: ",
+      return fail(invalidArgument("plan ", options.train.plan.mesh.str(), " ZeRO-",
+                                  options.train.plan.zero, " does not compile: ",
                                   candidates.front().rejected));
   } else {
     candidates = planByCompiling(module, base, ranks, figures);

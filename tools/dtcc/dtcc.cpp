@@ -399,7 +399,7 @@ int runImportOrCompile(bool compile) {
     t.enabled = train;
     t.loss = lossSpec;
     t.frozen.assign(frozenNames.begin(), frozenNames.end());
-    t.recompute = recompute;
+    t.plan.recompute = recompute;
     t.optimizer = optimizerName;
     t.lr = lr;
     t.minLr = minLr;
@@ -412,7 +412,7 @@ int runImportOrCompile(bool compile) {
     t.gradClip = gradClip;
     t.warmup = warmup;
     t.schedule = schedule;
-    t.microBatches = microBatches;
+    t.plan.microBatches = microBatches;
     t.exportGradients = exportGradients;
     t.dtype = computeDtype;
     if (!meshSpec.empty()) {
@@ -422,10 +422,10 @@ int runImportOrCompile(bool compile) {
         llvm::errs() << "error: --mesh: " << mesh.status().message() << "\n";
         return 1;
       }
-      t.mesh = std::move(mesh.value());
+      t.plan.mesh = std::move(mesh.value());
     }
-    t.zero = zeroStage;
-    t.pipelineSchedule = pipelineSchedule;
+    t.plan.zero = zeroStage;
+    t.plan.schedule = pipelineSchedule;
     bool autoPlan = planMode == "auto" ||
                     (planMode.empty() && meshSpec.empty() &&
                      (planRanks > 0 || !planCluster.empty() || planNodes > 0));
@@ -441,7 +441,7 @@ int runImportOrCompile(bool compile) {
     if (autoPlan) {
       dtcc::PlanChoice chosen = dtcc::choosePlanForCompile(
           inputPath, planCluster, planNodes, planRanks, microBatches,
-          recompute, t.mesh, t.zero);
+          recompute, t.plan.mesh, t.plan.zero);
       if (chosen == dtcc::PlanChoice::kCompileCandidates)
         searchByCompiling = true; // CPU ranks or any model: compile them
       else if (chosen == dtcc::PlanChoice::kFailed)
@@ -461,15 +461,15 @@ int runImportOrCompile(bool compile) {
                       "that is not a zoo transformer\n";
       return 1;
     }
-    if (search == "ilp" && !searchByCompiling && !t.mesh.empty()) {
+    if (search == "ilp" && !searchByCompiling && !t.plan.mesh.empty()) {
       // An explicit mesh: every op's tp sharding by the ILP, priced with
       // the cluster's figures.
       dtcc::DeviceFigures figures;
       std::string label;
       if (!dtcc::deviceFiguresForCompile(planCluster, planNodes,
-                                         t.mesh.ranks(), figures, label))
+                                         t.plan.mesh.ranks(), figures, label))
         return 1;
-      t.layoutSearch = dtcc::layoutSearchFigures(figures, t.mesh);
+      t.layoutSearch = dtcc::layoutSearchFigures(figures, t.plan.mesh);
     }
     options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
@@ -536,14 +536,14 @@ int runImportOrCompile(bool compile) {
       llvm::errs() << "error: --plan auto: no candidate plan fits\n";
       return 1;
     }
-    compileOptions.train.mesh = candidates.front().mesh;
-    compileOptions.train.zero = candidates.front().zero;
-    compileOptions.train.layouts = candidates.front().layouts;
+    compileOptions.train.plan.mesh = candidates.front().mesh;
+    compileOptions.train.plan.zero = candidates.front().zero;
+    compileOptions.train.plan.layouts = candidates.front().layouts;
     compileOptions.train.layoutSearch = candidates.front().layoutSearch;
     if (!candidates.front().schedule.empty())
-      compileOptions.train.pipelineSchedule = candidates.front().schedule;
-    llvm::errs() << "plan auto: " << compileOptions.train.mesh.str() << ", zero "
-                 << compileOptions.train.zero;
+      compileOptions.train.plan.schedule = candidates.front().schedule;
+    llvm::errs() << "plan auto: " << compileOptions.train.plan.mesh.str() << ", zero "
+                 << compileOptions.train.plan.zero;
     if (!candidates.front().schedule.empty())
       llvm::errs() << ", " << candidates.front().schedule;
     llvm::errs() << llvm::formatv(": {0:f1} ms per step predicted, {1:f1} MiB "
@@ -553,9 +553,9 @@ int runImportOrCompile(bool compile) {
     if (!candidates.front().search.empty())
       llvm::errs() << ", tp layouts by "
                    << (candidates.front().search == "ilp"
-                           ? "the ILP (dtcc-shard-search-layouts)"
+                           ? "the ILP (dtcc-plan-search-layouts)"
                            : "coordinate descent");
-    for (const std::string &l : compileOptions.train.layouts)
+    for (const std::string &l : compileOptions.train.plan.layouts)
       llvm::errs() << ", " << l;
     llvm::errs() << "\n";
   }
