@@ -10,8 +10,6 @@
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Pipelines/Phases.h"
-#include "passes/Sharding/Passes.h"
-#include "passes/Sharding/ShardingUtils.h"
 #include "runtime/format/Container.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -105,24 +103,22 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     return failure();
   if (options.compileTo == Phase::Graph)
     return success();
-  // Pipeline parallelism unrolls the step over its micro-batches before the
-  // optimizer and cuts it into stages after it. The pipeline pass's stages
-  // and the mesh's pp axis come from this one mesh (dtcc-shard-annotate
-  // checks that they agree).
+  // Both phases write the one plan (dshard.plan) before their passes read
+  // it: the train phase its recomputation and micro-batches (a pipeline
+  // unrolls them before the optimizer and cuts the stages after it), the
+  // shard phase the rest; a step trained once and sharded by each of a
+  // plan search's candidates gets the candidate's plan there.
   const TrainOptions &t = options.train;
-  const int64_t stages = t.mesh.size("pp");
-  if (t.layoutSearch.enabled && stages > 1)
+  const planning::Plan &plan = t.plan;
+  if (t.layoutSearch.enabled && plan.pipelineStages() > 1)
     return module.emitError("the tp layout search places steps without "
                             "pipeline stages, got pp=")
-           << stages;
+           << plan.pipelineStages();
   if (t.enabled && options.startAfter < Phase::Train) {
     pipelines::TrainPhase train;
     train.autodiff.loss = t.loss;
     train.autodiff.frozen.assign(t.frozen.begin(), t.frozen.end());
-    train.autodiff.recompute = t.recompute;
     train.dtype = t.dtype;
-    train.stages = stages;
-    train.microBatches = t.microBatches;
     graph::OptimizerOptions &opt = train.optimizer;
     opt.optimizer = t.optimizer;
     opt.lr = t.lr;
@@ -139,23 +135,21 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     opt.schedule = t.schedule;
     opt.exportGradients = t.exportGradients;
     if (failed(run(
-            [&](PassManager &pm) { pipelines::buildTrainPhase(pm, train); }, 2,
-            "train")))
+            [&](PassManager &pm) {
+              pipelines::buildTrainPhase(pm, plan, train);
+            },
+            2, "train")))
       return failure();
   }
   if (options.compileTo == Phase::Train)
     return success();
-  if (!t.mesh.empty()) {
+  if (!plan.mesh.empty()) {
     if (!t.enabled)
       return module.emitError("--mesh places a training step: add --train");
     pipelines::ShardPhase shardPhase;
-    shardPhase.mesh = t.mesh;
-    shardPhase.zero = t.zero;
-    shardPhase.layouts = t.layouts;
-    shardPhase.pipelineSchedule = t.pipelineSchedule;
     if (t.layoutSearch.enabled) {
       const TrainOptions::LayoutSearch &search = t.layoutSearch;
-      shard::ShardSearchLayoutsOptions o;
+      planning::PlanSearchLayoutsOptions o;
       o.flops = search.flops;
       o.bandwidth = search.busBandwidth;
       o.latency = search.latency;
@@ -168,7 +162,9 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
       shardPhase.layoutSearch = o;
     }
     if (failed(run(
-            [&](PassManager &pm) { pipelines::buildShardPhase(pm, shardPhase); },
+            [&](PassManager &pm) {
+              pipelines::buildShardPhase(pm, plan, shardPhase);
+            },
             3, "shard")))
       return failure();
   }

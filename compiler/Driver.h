@@ -9,7 +9,7 @@
 #define DTCC_COMPILER_DRIVER_H
 
 #include "frontends/onnx/OnnxImporter.h"
-#include "runtime/base/MeshShape.h"
+#include "passes/Planning/Plan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -43,7 +43,6 @@ struct TrainOptions {
   bool enabled = false;
   std::string loss;
   std::vector<std::string> frozen;
-  std::string recompute = "none";
   std::string optimizer = "adamw";
   double lr = 3e-4, minLr = 0.0, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
   double weightDecay = 0.01, momentum = 0.0, dampening = 0.0;
@@ -51,21 +50,17 @@ struct TrainOptions {
   double gradClip = 0.0;
   int64_t warmup = 0;
   std::string schedule = "constant";
-  int64_t microBatches = 1;
   bool exportGradients = false;
   /// Compute type of forward and backward: "fp32", "bf16" or "fp16" (fp32
   /// master weights and optimizer state; dtcc-graph-mixed-precision).
   std::string dtype = "fp32";
-  /// The device mesh, axes in rank order (parsed once, at the CLI, from
-  /// "dp=4,tp=2"); empty: one device. See passes/Sharding.
-  runtime::MeshShape mesh;
-  int zero = 0;
-  /// Per-weight tensor-parallel layouts, NAME=rows|cols|whole, overriding
-  /// the Megatron-style choice (plan search).
-  std::vector<std::string> layouts;
-  /// With a pp axis: gpipe or 1f1b (dtcc-shard-pipeline).
-  std::string pipelineSchedule = "1f1b";
-  /// Choose every op's tp sharding by dtcc-shard-search-layouts (an ILP)
+  /// The plan, once: the device mesh (axes in rank order, parsed once at
+  /// the CLI from "dp=4,tp=2"; empty: one device), ZeRO stage,
+  /// micro-batches, pipeline schedule, recomputation and per-weight
+  /// layouts. The phases write it as the module's `dshard.plan`
+  /// (passes/Planning) and every pass reads it from there.
+  planning::Plan plan;
+  /// Choose every op's tp sharding by dtcc-plan-search-layouts (an ILP)
   /// instead of the Megatron-style rule, pricing with these figures.
   struct LayoutSearch {
     bool enabled = false;

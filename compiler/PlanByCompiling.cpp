@@ -5,7 +5,8 @@
 #include "compiler/Explain.h"
 #include "compiler/Serialize.h"
 #include "dialects/Graph/IR/GraphOps.h"
-#include "passes/Sharding/SearchLayouts.h"
+#include "passes/Planning/Plan.h"
+#include "passes/Planning/SearchLayouts.h"
 
 #include "mlir/IR/Diagnostics.h"
 
@@ -67,12 +68,12 @@ DeviceFigures deviceFigures(const planner::ClusterSpec &cluster) {
 CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
                                    const DeviceFigures &device) {
   CompiledCandidate c;
-  c.mesh = options.train.mesh;
-  c.zero = options.train.zero;
-  c.layouts = options.train.layouts;
-  c.microBatches = options.train.microBatches;
+  c.mesh = options.train.plan.mesh;
+  c.zero = options.train.plan.zero;
+  c.layouts = options.train.plan.layouts;
+  c.microBatches = options.train.plan.microBatches;
   if (c.mesh.size("pp") > 1)
-    c.schedule = options.train.pipelineSchedule;
+    c.schedule = options.train.plan.schedule;
   OwningOpRef<ModuleOp> lowered;
   auto priced = compileAndPrice(module, options, device.cluster, &lowered);
   if (!priced.isOk()) {
@@ -144,7 +145,7 @@ static void rank(std::vector<CompiledCandidate> &out) {
 
 namespace {
 
-/// dtcc-shard-search-layouts' choice for `mesh`, found on a clone of
+/// dtcc-plan-search-layouts' choice for `mesh`, found on a clone of
 /// `module` compiled to its training step: whether CBC found one, and its
 /// 2-D parameters' layouts to report (the candidate's own compile runs the
 /// same search again and gets the same answer).
@@ -169,8 +170,14 @@ SearchedMesh searchMesh(ModuleOp trained, const runtime::MeshShape &mesh,
       diagnostics = d.str();
     return success();
   });
+  // The search reads its mesh from the step's plan: the candidate's.
+  planning::Plan plan = planning::planFromAttr(shard::getPlan(*clone));
+  plan.mesh = mesh;
+  auto planAttr = planning::planToAttr(trained.getContext(), plan, out.error);
+  if (failed(planAttr))
+    return out;
+  (*clone)->setAttr(shard::kPlanAttr, *planAttr);
   shard::LayoutSearchOptions o;
-  o.mesh = mesh.str();
   o.costs.flops = figures.flops;
   o.costs.busBandwidth = figures.busBandwidth;
   o.costs.latency = figures.latency;
@@ -212,7 +219,7 @@ public:
       options.compileTo = Phase::Train;
       options.dumpDir.clear();
       // Only whether there is a pipeline matters to the training phase.
-      options.train.mesh = pp > 1 ? runtime::MeshShape::megatron(1, 2, 1)
+      options.train.plan.mesh = pp > 1 ? runtime::MeshShape::megatron(1, 2, 1)
                                   : runtime::MeshShape();
       options.train.layoutSearch.enabled = false;
       slot.module = module_.clone();
@@ -262,13 +269,13 @@ CompiledCandidate coordinateDescent(ModuleOp module, const CompileOptions &base,
   for (const std::string &w : weights)
     for (const char *layout : {"rows", "cols", "whole"}) {
       CompileOptions options = base;
-      options.train.mesh = best.mesh;
-      options.train.zero = best.zero;
-      options.train.layouts = best.layouts;
-      llvm::erase_if(options.train.layouts, [&](const std::string &l) {
+      options.train.plan.mesh = best.mesh;
+      options.train.plan.zero = best.zero;
+      options.train.plan.layouts = best.layouts;
+      llvm::erase_if(options.train.plan.layouts, [&](const std::string &l) {
         return StringRef(l).starts_with(w + "=");
       });
-      options.train.layouts.push_back(w + "=" + layout);
+      options.train.plan.layouts.push_back(w + "=" + layout);
       CompiledCandidate c = compileCandidate(module, options, device);
       if (better(c, best) && c.seconds < best.seconds * 0.999)
         best = c;
@@ -317,8 +324,8 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
         continue;
       int64_t dp = ranks / tp / pp;
       const runtime::MeshShape mesh = candidateMesh(dp, pp, tp);
-      std::vector<std::string> schedules = {base.train.pipelineSchedule};
-      if (pp > 1 && base.train.microBatches > 1)
+      std::vector<std::string> schedules = {base.train.plan.schedule};
+      if (pp > 1 && base.train.plan.microBatches > 1)
         schedules = {"1f1b", "gpipe"};
       // Every op's tp sharding by the ILP, once per mesh (it prices ZeRO 0;
       // each stage is compiled and weighed with its layouts). The search
@@ -351,9 +358,9 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
       for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
         for (const std::string &schedule : schedules) {
           CompileOptions options = TrainedSteps::fromTrained(base);
-          options.train.mesh = mesh;
-          options.train.zero = zero;
-          options.train.pipelineSchedule = schedule;
+          options.train.plan.mesh = mesh;
+          options.train.plan.zero = zero;
+          options.train.plan.schedule = schedule;
           out.push_back(compileCandidate(step, options, device));
           if (useIlp && searched.solved) {
             // Sharded from the searched step; the final compile runs the

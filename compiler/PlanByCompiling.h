@@ -69,7 +69,7 @@ struct CompiledCandidate {
   std::vector<std::string> layouts;
   /// How the tp layouts were chosen: empty for the Megatron-style rule,
   /// "descent" (coordinate descent over 2-D weights, each try compiled) or
-  /// "ilp" (dtcc-shard-search-layouts; `layouts` lists its 2-D choices).
+  /// "ilp" (dtcc-plan-search-layouts; `layouts` lists its 2-D choices).
   std::string search;
   /// The layout search the candidate compiles with (enabled for "ilp").
   TrainOptions::LayoutSearch layoutSearch;
@@ -94,7 +94,7 @@ CompiledCandidate compileCandidate(mlir::ModuleOp module,
                                    CompileOptions options,
                                    const DeviceFigures &device);
 
-/// The figures dtcc-shard-search-layouts prices a mesh dp x tp with on
+/// The figures dtcc-plan-search-layouts prices a mesh dp x tp with on
 /// `device`'s cluster: matrix products at `device.flops`, each axis's
 /// groups on the link rank 0's group spans at the mesh's real axis order
 /// (planner::groupLink, as the program model prices a program's groups), and ops other than matrix products at the
@@ -107,7 +107,7 @@ layoutSearchFigures(const DeviceFigures &device,
 /// How planByCompiling chooses tensor-parallel layouts beyond the
 /// Megatron-style rule.
 enum class LayoutSearchMode {
-  /// dtcc-shard-search-layouts for every mesh with tp > 1 (and each ZeRO
+  /// dtcc-plan-search-layouts for every mesh with tp > 1 (and each ZeRO
   /// stage); coordinate descent where CBC fails.
   kIlp,
   /// One pass of coordinate descent for the best Megatron-style plan.
@@ -123,7 +123,7 @@ enum class LayoutSearchMode {
 /// the 1F1B and GPipe orders) with `base`'s training options and the
 /// Megatron-style layouts, and prices each program on `device.cluster`;
 /// then, by `search`, compiles each mesh with tp > 1 and no pipeline again
-/// with every op's sharding chosen by dtcc-shard-search-layouts (an ILP
+/// with every op's sharding chosen by dtcc-plan-search-layouts (an ILP
 /// priced with `device`'s figures), and/or, for the best plan with tp > 1,
 /// tries each 2-D parameter split by rows, by columns and whole (one pass
 /// of coordinate descent, each try compiled). Returns the candidates,

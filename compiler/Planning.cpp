@@ -339,12 +339,12 @@ StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
   CompileOptions options;
   options.train.enabled = true;
   options.train.frozen = frozen;
-  options.train.mesh = out.mesh;
-  options.train.zero = plan.zeroStage;
-  options.train.microBatches = plan.microBatches;
-  options.train.pipelineSchedule =
+  options.train.plan.mesh = out.mesh;
+  options.train.plan.zero = plan.zeroStage;
+  options.train.plan.microBatches = plan.microBatches;
+  options.train.plan.schedule =
       plan.schedule == Schedule::kGPipe ? "gpipe" : "1f1b";
-  options.train.recompute =
+  options.train.plan.recompute =
       plan.recompute == Recompute::kFull ? "full" : "none";
   options.train.dtype = dtypeName(plan.dtype.compute);
   // The program's memory plan, read as the program model reads it (the
@@ -475,8 +475,8 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
   CompileOptions base;
   base.train.enabled = true;
   base.train.frozen = args.frozen;
-  base.train.microBatches = args.microBatches;
-  base.train.pipelineSchedule = args.schedule.empty() ? "1f1b" : args.schedule;
+  base.train.plan.microBatches = args.microBatches;
+  base.train.plan.schedule = args.schedule.empty() ? "1f1b" : args.schedule;
   base.train.dtype = dtypeName(policy.compute);
   DeviceFigures figures = deviceFigures(cluster);
 
@@ -486,14 +486,14 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
     CompileOptions options = base;
     // The mesh as given (its axis order is the ranks'); --zero alone
     // spreads dp over the ranks.
-    options.train.mesh = args.mesh.empty()
+    options.train.plan.mesh = args.mesh.empty()
                              ? runtime::MeshShape::megatron(ranks, 1, 1)
                              : args.mesh;
-    options.train.zero = std::max(0, args.zero);
+    options.train.plan.zero = std::max(0, args.zero);
     candidates.push_back(compileCandidate(module, options, figures));
     if (!candidates.front().priced)
-      return invalidArgument("plan ", options.train.mesh.str(), " ZeRO-",
-                                  options.train.zero, " does not compile: ",
+      return invalidArgument("plan ", options.train.plan.mesh.str(), " ZeRO-",
+                                  options.train.plan.zero, " does not compile: ",
                                   candidates.front().rejected);
   } else {
     candidates = planByCompiling(module, base, ranks, figures);
@@ -929,9 +929,9 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
   m.flashAttention = false;
   CompilerPlanOptions options;
   options.batch = m.graph.batch;
-  options.microBatches = std::max<int64_t>(1, train.microBatches);
+  options.microBatches = std::max<int64_t>(1, train.plan.microBatches);
   options.recompute =
-      train.recompute == "full" ? Recompute::kFull : Recompute::kNone;
+      train.plan.recompute == "full" ? Recompute::kFull : Recompute::kNone;
   auto chosen = chooseCompilerPlan(m, cluster, options);
   if (!chosen.isOk())
     return chosen.status();
@@ -997,8 +997,8 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
                              " compares the plans --plan auto compiles for a "
                              "model that is not a transformer the planner "
                              "describes");
-    options.train.mesh = choice.value().mesh;
-    options.train.zero = choice.value().zero;
+    options.train.plan.mesh = choice.value().mesh;
+    options.train.plan.zero = choice.value().zero;
     out.messages = choice.value().summary + "\n";
     out.chosen = true;
     return out;
@@ -1015,15 +1015,15 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
   if (candidates.empty() || !candidates.front().rejected.empty())
     return out;
   const CompiledCandidate &best = candidates.front();
-  options.train.mesh = best.mesh;
-  options.train.zero = best.zero;
+  options.train.plan.mesh = best.mesh;
+  options.train.plan.zero = best.zero;
   // An ILP candidate's layouts are the search's (listed for people): the
   // search, run again, writes them; descent's are the plan itself.
-  options.train.layouts =
+  options.train.plan.layouts =
       best.layoutSearch.enabled ? std::vector<std::string>() : best.layouts;
   options.train.layoutSearch = best.layoutSearch;
   if (!best.schedule.empty())
-    options.train.pipelineSchedule = best.schedule;
+    options.train.plan.schedule = best.schedule;
   out.messages += formatChosenCandidate(best);
   out.chosen = true;
   if (best.lowered)

@@ -178,6 +178,13 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     if (attr.getName().getValue().starts_with("dtcc."))
       if (auto s = dyn_cast<StringAttr>(attr.getValue()))
         (*program.mutable_metadata())[attr.getName().str()] = s.str();
+  // The runtime calls @train_step this many times per optimizer step
+  // (docs/training-abi.md): the plan's accumulation steps.
+  if (module->hasAttr("dtcc.train")) {
+    shard::PlanAttr plan = shard::getPlan(module);
+    (*program.mutable_metadata())["dtcc.micro_batches"] =
+        std::to_string(plan ? plan.getAccumulationSteps() : 1);
+  }
 
   if (auto mesh = module->getAttrOfType<shard::MeshAttr>(shard::kMeshAttr))
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes())) {

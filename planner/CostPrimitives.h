@@ -5,7 +5,7 @@
 // latency steps of the algorithm NCCL would pick (ring or tree, the
 // fewer), and the alpha-beta time of the two on a link. The planner's time
 // model, the program model, calibration and the tensor-parallel layout ILP
-// (passes/Sharding/ShardingIlp) all price collectives with these, so the
+// (passes/Planning/ShardingIlp) all price collectives with these, so the
 // ILP optimizes the objective the planner ranks plans by. Plain C++ with no
 // dependencies: the MLIR passes link it without the rest of the planner.
 //

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Graph/Passes.h"
+#include "dialects/Shard/IR/ShardOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -254,10 +255,10 @@ void AutodiffPass::runOnOperation() {
   for (auto [i, type] : llvm::enumerate(main.getResultTypes()))
     if (!checkType(type, "output", i))
       return signalPassFailure();
-  if (recompute != "none" && recompute != "full") {
-    module.emitError("expected recompute none or full, got '") << recompute << "'";
-    return signalPassFailure();
-  }
+  // The plan's recomputation; without one (no sharding), none.
+  dtcc::shard::PlanAttr plan = dtcc::shard::getPlan(module);
+  const bool recomputeFull =
+      plan && plan.getRecompute() == dtcc::shard::Recompute::Full;
   llvm::StringSet<> frozenSet;
   for (const std::string &name : frozen) {
     auto var = module.lookupSymbol<VariableOp>(name);
@@ -338,13 +339,13 @@ void AutodiffPass::runOnOperation() {
   grads[lossValue] = seed;
 
   SmallVector<SmallVector<Operation *>> segments;
-  if (recompute == "full")
+  if (recomputeFull)
     segments = segmentOps(forward);
   else
     segments.push_back(forward);
   for (int64_t s = segments.size() - 1; s >= 0; --s) {
     // The last segment's activations are still alive: recompute the others.
-    bool recomputeSegment = recompute == "full" && s + 1 < (int64_t)segments.size();
+    bool recomputeSegment = recomputeFull && s + 1 < (int64_t)segments.size();
     IRMapping clones;
     if (recomputeSegment)
       for (Operation *op : segments[s])

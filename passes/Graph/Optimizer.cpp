@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Graph/Passes.h"
+#include "dialects/Shard/IR/ShardOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -173,10 +174,10 @@ void OptimizerPass::runOnOperation() {
         << schedule << "'";
     return signalPassFailure();
   }
-  if (microBatches < 1) {
-    module.emitError("expected micro-batches >= 1, got ") << microBatches;
-    return signalPassFailure();
-  }
+  // Gradient accumulation over the plan's micro-batches (a pipeline holds
+  // its own in the step); without a plan, none.
+  dtcc::shard::PlanAttr plan = dtcc::shard::getPlan(module);
+  const int64_t microBatches = plan ? plan.getAccumulationSteps() : 1;
 
   if (train.isExternal() || train.getNumResults() < 1) {
     train.emitOpError("expected a body and the loss as its first result");
@@ -275,8 +276,6 @@ void OptimizerPass::runOnOperation() {
   train.setAllResultAttrs(attrs);
 
   module->setAttr("dtcc.train", StringAttr::get(ctx, "1"));
-  module->setAttr("dtcc.micro_batches",
-                  StringAttr::get(ctx, std::to_string(microBatches)));
   module->setAttr("dtcc.optimizer", StringAttr::get(ctx, optimizer));
 }
 

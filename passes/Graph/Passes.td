@@ -24,7 +24,8 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
     normalizations (those with a `dgraph.batch_norm_update`) normalizing
     with the running statistics, which it no longer stores.
 
-    With `recompute=full`, activations are recomputed instead of kept: the
+    With the plan's `recompute = full` (`dshard.plan`, passes/Planning; no
+    plan: none), activations are recomputed instead of kept: the
     forward ops are grouped into segments (transformer layers, found from
     their ONNX node names such as `layers.3/...`; otherwise about sqrt(n)
     ops each) and, before the backward of a segment, its forward ops are
@@ -48,8 +49,6 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
            "The loss: an output name, or cross_entropy:<logits>,<labels>">,
     ListOption<"frozen", "frozen", "std::string",
                "Variables that are not trained">,
-    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
-           "Activation recomputation: none or full">,
   ];
   let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
 }
@@ -148,14 +147,16 @@ def Optimizer : Pass<"dtcc-graph-optimizer", "mlir::ModuleOp"> {
     (`<param>/adam_m`, `<param>/adam_v`, `<param>/momentum`).
 
     With one micro-batch, `@train_step` returns `loss`, `lr` and
-    `grad_norm`. With `micro-batches` M > 1, `@train_step` adds its
+    `grad_norm`. With the plan's M = `micro_batches` > 1 and no pipeline
+    (`dshard.plan`'s accumulation steps; no plan: 1), `@train_step` adds its
     gradients into `<param>/grad_acc` and returns `loss`, and a new
     `@apply_step` applies the mean of the accumulated gradients, zeroes the
     accumulators and returns `lr` and `grad_norm` (see docs/training-abi.md).
     `export-gradients` keeps the gradients among `@train_step`'s results.
 
-    Postcondition: the module carries `dtcc.train`, `dtcc.micro_batches` and
-    `dtcc.optimizer` attributes, which become the program's metadata.
+    Postcondition: the module carries `dtcc.train` and `dtcc.optimizer`
+    attributes, which become the program's metadata (with the plan's
+    accumulation steps as `dtcc.micro_batches`).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "adamw or sgd">,
@@ -174,8 +175,6 @@ def Optimizer : Pass<"dtcc-graph-optimizer", "mlir::ModuleOp"> {
     Option<"warmup", "warmup", "int64_t", "0", "Linear warmup steps">,
     Option<"schedule", "schedule", "std::string", "\"constant\"",
            "constant, linear or cosine">,
-    Option<"microBatches", "micro-batches", "int64_t", "1",
-           "Micro-batches per step (gradient accumulation)">,
     Option<"exportGradients", "export-gradients", "bool", "false",
            "Also return the gradients from @train_step">,
   ];

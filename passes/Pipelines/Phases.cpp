@@ -3,64 +3,68 @@
 #include "passes/Pipelines/Phases.h"
 
 #include "passes/Lowering/Passes.h"
+#include "runtime/base/MeshShape.h"
 
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
 namespace dtcc::pipelines {
 
-void buildGraphPhase(OpPassManager &pm) {
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-}
-
-void buildTrainPhase(OpPassManager &pm, const TrainPhase &o) {
+/// The train phase after its plan is written.
+static void addTrainPasses(OpPassManager &pm, int64_t stages,
+                           const TrainPhase &o) {
   pm.addPass(graph::createAutodiff(o.autodiff));
   if (o.dtype != "fp32") {
     graph::MixedPrecisionOptions mp;
     mp.dtype = o.dtype;
     pm.addPass(graph::createMixedPrecision(mp));
   }
-  if (o.stages > 1) {
-    shard::ShardMicrobatchOptions mb;
-    mb.microBatches = o.microBatches;
-    pm.addPass(shard::createShardMicrobatch(mb));
-  }
-  graph::OptimizerOptions opt = o.optimizer;
-  opt.microBatches = o.stages > 1 ? 1 : o.microBatches;
-  pm.addPass(graph::createOptimizer(opt));
+  // A pipeline (the plan's pp > 1) unrolls its micro-batches in the step;
+  // the optimizer accumulates them otherwise (both read the plan).
+  if (stages > 1)
+    pm.addPass(shard::createShardMicrobatch());
+  pm.addPass(graph::createOptimizer(o.optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
 
-void buildShardPhase(OpPassManager &pm, const ShardPhase &o) {
-  const int64_t stages = o.mesh.size("pp");
+/// The shard phase after its plan (with pp = `stages`) is written.
+static void addShardPasses(OpPassManager &pm, int64_t stages,
+                           const ShardPhase &o) {
   if (stages > 1) {
-    shard::ShardPipelineOptions pipe;
-    pipe.stages = stages;
-    pipe.scheduleKind = o.pipelineSchedule;
-    pm.addPass(shard::createShardPipeline(pipe));
+    pm.addPass(shard::createShardPipeline());
     pm.addPass(createCanonicalizerPass());
   }
-  if (o.layoutSearch && stages == 1) {
-    shard::ShardSearchLayoutsOptions search = *o.layoutSearch;
-    search.mesh = o.mesh.str();
-    pm.addPass(shard::createShardSearchLayouts(search));
-  }
-  shard::ShardAnnotateOptions annotate;
-  annotate.mesh = o.mesh.str();
-  annotate.zero = o.zero;
-  annotate.layouts.assign(o.layouts.begin(), o.layouts.end());
-  pm.addPass(shard::createShardAnnotate(annotate));
+  if (o.layoutSearch && stages == 1)
+    pm.addPass(planning::createPlanSearchLayouts(*o.layoutSearch));
+  pm.addPass(shard::createShardAnnotate());
   pm.addPass(shard::createShardPropagate());
   pm.addPass(shard::createShardPartition());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(shard::createShardCombineAllReduces());
   pm.addPass(shard::createShardOverlap());
+}
+
+void buildGraphPhase(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void buildTrainPhase(OpPassManager &pm, const planning::Plan &plan,
+                     const TrainPhase &o) {
+  pm.addPass(planning::createPlanSet(plan));
+  addTrainPasses(pm, plan.pipelineStages(), o);
+}
+
+void buildShardPhase(OpPassManager &pm, const planning::Plan &plan,
+                     const ShardPhase &o) {
+  pm.addPass(planning::createPlanSet(plan));
+  addShardPasses(pm, plan.pipelineStages(), o);
 }
 
 void buildExecPhase(OpPassManager &pm) {
@@ -70,7 +74,7 @@ void buildExecPhase(OpPassManager &pm) {
 namespace {
 
 /// dtcc compile's training options, as dtcc-phase-train takes them
-/// (defaults from TrainPhase, the passes' own).
+/// (defaults from TrainPhase and planning::Plan, the passes' own).
 struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
   Option<std::string> loss{*this, "loss",
                            llvm::cl::desc("The loss output (default: the "
@@ -78,7 +82,7 @@ struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
   ListOption<std::string> frozen{*this, "frozen",
                                  llvm::cl::desc("Variables not trained")};
   Option<std::string> recompute{*this, "recompute",
-                                llvm::cl::init(TrainPhase().autodiff.recompute),
+                                llvm::cl::init(planning::Plan().recompute),
                                 llvm::cl::desc("none or full")};
   Option<std::string> dtype{*this, "dtype", llvm::cl::init(TrainPhase().dtype),
                             llvm::cl::desc("fp32, bf16 or fp16")};
@@ -88,10 +92,10 @@ struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
   Option<double> lr{*this, "lr", llvm::cl::init(TrainPhase().optimizer.lr),
                     llvm::cl::desc("Learning rate")};
   Option<int64_t> microBatches{*this, "micro-batches",
-                               llvm::cl::init(TrainPhase().microBatches),
+                               llvm::cl::init(planning::Plan().microBatches),
                                llvm::cl::desc("Micro-batches per step")};
   Option<int64_t> stages{
-      *this, "pipeline-stages", llvm::cl::init(TrainPhase().stages),
+      *this, "pipeline-stages", llvm::cl::init(1),
       llvm::cl::desc("The mesh's pp: more than 1 unrolls the micro-batches")};
 };
 
@@ -99,14 +103,25 @@ struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
 struct ShardPhaseOptions : PassPipelineOptions<ShardPhaseOptions> {
   Option<std::string> mesh{*this, "mesh",
                            llvm::cl::desc("The device mesh, e.g. dp=2,tp=2")};
-  Option<int> zero{*this, "zero", llvm::cl::init(ShardPhase().zero),
+  Option<int> zero{*this, "zero", llvm::cl::init(planning::Plan().zero),
                    llvm::cl::desc("ZeRO stage over dp (0-3)")};
   ListOption<std::string> layouts{
       *this, "layouts", llvm::cl::desc("NAME=rows|cols|whole overrides")};
   Option<std::string> schedule{*this, "pipeline-schedule",
-                               llvm::cl::init(ShardPhase().pipelineSchedule),
+                               llvm::cl::init(planning::Plan().schedule),
                                llvm::cl::desc("gpipe or 1f1b (with pp)")};
 };
+
+/// dtcc-plan-set given `options` only: the decisions a phase's options
+/// own; the module's plan keeps the others.
+void addPlanSet(OpPassManager &pm, const std::string &options) {
+  std::unique_ptr<Pass> pass = planning::createPlanSet();
+  // The options are this file's spelling of values the pass parses itself
+  // (a bad mesh is its error at the module), so they always initialize.
+  (void)pass->initializeOptions(
+      options, [](const llvm::Twine &) { return failure(); });
+  pm.addPass(std::move(pass));
+}
 
 } // namespace
 
@@ -116,39 +131,42 @@ void registerPhasePipelines() {
       [](OpPassManager &pm) { buildGraphPhase(pm); });
   PassPipelineRegistration<TrainPhaseOptions>(
       "dtcc-phase-train",
-      "dtcc compile's train phase: autodiff, mixed precision, micro-batches, "
-      "optimizer",
+      "dtcc compile's train phase: the plan's recompute and micro-batches, "
+      "autodiff, mixed precision, micro-batches, optimizer",
       [](OpPassManager &pm, const TrainPhaseOptions &o) {
+        // The values have no spaces: no quoting (an empty mesh is left out).
+        std::string options = "recompute=" + o.recompute.getValue() +
+                              " micro-batches=" +
+                              std::to_string(o.microBatches);
+        if (o.stages > 1)
+          options += " mesh=pp=" + std::to_string(o.stages);
+        addPlanSet(pm, options);
         TrainPhase t;
         t.autodiff.loss = o.loss;
         t.autodiff.frozen.assign(o.frozen.begin(), o.frozen.end());
-        t.autodiff.recompute = o.recompute;
         t.dtype = o.dtype;
-        t.stages = o.stages;
-        t.microBatches = o.microBatches;
         t.optimizer.optimizer = o.optimizer;
         t.optimizer.lr = o.lr;
-        buildTrainPhase(pm, t);
+        addTrainPasses(pm, o.stages, t);
       });
   PassPipelineRegistration<ShardPhaseOptions>(
       "dtcc-phase-shard",
-      "dtcc compile's shard phase: pipeline stages, annotation, propagation, "
-      "partition, overlap (a bad mesh is the annotation's error)",
+      "dtcc compile's shard phase: the plan's mesh, ZeRO stage, layouts and "
+      "schedule, pipeline stages, annotation, propagation, partition, "
+      "overlap (a bad mesh is dtcc-plan-set's error)",
       [](OpPassManager &pm, const ShardPhaseOptions &o) {
+        std::string options = "zero=" + std::to_string(o.zero) +
+                              " schedule=" + o.schedule.getValue();
+        if (!o.mesh.empty())
+          options += " mesh=" + o.mesh.getValue();
+        if (o.layouts.hasValue())
+          options += " layouts=" + llvm::join(o.layouts, ",");
+        addPlanSet(pm, options);
+        // The stage count the pipeline pass will read; a mesh that does not
+        // parse stops at dtcc-plan-set.
         auto mesh = runtime::MeshShape::parse(o.mesh.getValue());
-        if (!mesh.isOk()) {
-          // Nothing to place: annotation reports the spelling at the module.
-          shard::ShardAnnotateOptions annotate;
-          annotate.mesh = o.mesh.getValue();
-          pm.addPass(shard::createShardAnnotate(annotate));
-          return;
-        }
-        ShardPhase s;
-        s.mesh = std::move(mesh.value());
-        s.zero = o.zero;
-        s.layouts.assign(o.layouts.begin(), o.layouts.end());
-        s.pipelineSchedule = o.schedule;
-        buildShardPhase(pm, s);
+        addShardPasses(pm, mesh.isOk() ? mesh.value().size("pp") : 1,
+                       ShardPhase());
       });
   PassPipelineRegistration<>(
       "dtcc-phase-dexec", "dtcc compile's dexec phase (lowering)",

@@ -7,14 +7,18 @@
 //
 //   dtcc-opt 02-train.mlir -dtcc-phase-shard="mesh=dp=2,tp=2 zero=1"
 //
+// The phases take the plan (planning::Plan) and write it first
+// (dtcc-plan-set); their passes read it from the module's `dshard.plan`.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef DTCC_PASSES_PIPELINES_PHASES_H
 #define DTCC_PASSES_PIPELINES_PHASES_H
 
 #include "passes/Graph/Passes.h"
+#include "passes/Planning/Passes.h"
+#include "passes/Planning/Plan.h"
 #include "passes/Sharding/Passes.h"
-#include "runtime/base/MeshShape.h"
 
 #include "mlir/Pass/PassManager.h"
 
@@ -25,34 +29,28 @@
 namespace dtcc::pipelines {
 
 /// The training step: autodiff, mixed precision (unless fp32), the
-/// micro-batch unrolling of a pipelined step, the optimizer.
+/// micro-batch unrolling of a pipelined step (the plan's pp > 1), the
+/// optimizer. The plan's recompute and micro-batches decide the rest.
 struct TrainPhase {
   graph::AutodiffOptions autodiff;
   std::string dtype = "fp32";
-  /// Pipeline stages of the shard phase to come (the mesh's pp): more than
-  /// one unrolls the step over its micro-batches here, and the optimizer
-  /// then sees one.
-  int64_t stages = 1;
-  int64_t microBatches = 1;
-  /// Its microBatches is set from the two above.
   graph::OptimizerOptions optimizer;
 };
 
-/// One rank's program on the mesh: pipeline stages (pp), the layout
+/// One rank's program on the plan's mesh: pipeline stages (pp), the layout
 /// search (when given; not with pp), annotation, propagation, partition,
 /// all-reduces combined, overlap.
 struct ShardPhase {
-  runtime::MeshShape mesh;
-  int zero = 0;
-  std::vector<std::string> layouts; ///< NAME=rows|cols|whole
-  std::string pipelineSchedule = "1f1b";
-  /// dtcc-shard-search-layouts' figures; its mesh is set from `mesh`.
-  std::optional<shard::ShardSearchLayoutsOptions> layoutSearch;
+  /// dtcc-plan-search-layouts' figures (it reads the mesh from the plan).
+  std::optional<planning::PlanSearchLayoutsOptions> layoutSearch;
 };
 
 void buildGraphPhase(mlir::OpPassManager &pm);
-void buildTrainPhase(mlir::OpPassManager &pm, const TrainPhase &options);
-void buildShardPhase(mlir::OpPassManager &pm, const ShardPhase &options);
+/// Each writes `plan` as the module's `dshard.plan` first.
+void buildTrainPhase(mlir::OpPassManager &pm, const planning::Plan &plan,
+                     const TrainPhase &options);
+void buildShardPhase(mlir::OpPassManager &pm, const planning::Plan &plan,
+                     const ShardPhase &options);
 void buildExecPhase(mlir::OpPassManager &pm);
 
 /// Registers the four phases as pass pipelines (for dtcc-opt).

@@ -61,48 +61,21 @@ struct ShardAnnotatePass
   void runOnOperation() final {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    std::string error;
-    auto parsed = parseMesh(mesh, ctx, error);
-    if (failed(parsed)) {
-      module.emitError("invalid mesh '") << mesh << "': " << error;
+    PlanAttr plan = getPlan(module);
+    if (!plan) {
+      module.emitError("expected a module with a dshard.plan (run "
+                       "dtcc-plan-set first)");
       return signalPassFailure();
     }
-    MeshAttr meshAttr = *parsed;
-    if (module->hasAttr("dtcc.pipeline_schedule")) {
-      // The pipeline degree travels twice (the mesh and the pipeline pass's
-      // stages); they must agree.
-      llvm::SmallDenseSet<int64_t> stages;
-      for (auto fn : module.getOps<func::FuncOp>())
-        if (auto s = fn->getAttrOfType<IntegerAttr>(kStageAttr))
-          stages.insert(s.getInt());
-      if (int64_t(stages.size()) != meshAttr.getSize("pp")) {
-        module.emitError("mesh axis 'pp' has size ")
-            << meshAttr.getSize("pp")
-            << " but dtcc-shard-pipeline cut the step into " << stages.size()
-            << " stages";
-        return signalPassFailure();
-      }
-    }
-    for (auto [axis, size] :
-         llvm::zip(meshAttr.getAxes(), meshAttr.getSizes())) {
-      bool pipelined = module->hasAttr("dtcc.pipeline_schedule");
-      if (axis.getValue() == "pp" && size > 1 && !pipelined) {
-        module.emitError("mesh axis 'pp' (size ")
-            << size << "): cut the step into stages with "
-                       "dtcc-shard-pipeline first";
-        return signalPassFailure();
-      }
-      if (axis.getValue() != "dp" && axis.getValue() != "tp" &&
-          axis.getValue() != "pp" && size > 1) {
-        module.emitError("mesh axis '")
-            << axis.getValue() << "' (size " << size
-            << "): dtcc knows dp (data), tp (tensor) and pp (pipeline)";
-        return signalPassFailure();
-      }
-    }
-    if (zero < 0 || zero > 3) {
-      module.emitError("ZeRO stage must be 0, 1, 2 or 3, got ")
-          << static_cast<int>(zero);
+    // The plan's verifier has checked its axes and ZeRO stage, and
+    // dtcc-shard-pipeline cut as many stages as its pp.
+    MeshAttr meshAttr = plan.getMesh();
+    int64_t zero = plan.getZero();
+    if (meshAttr.getSize("pp") > 1 &&
+        !module.lookupSymbol<func::FuncOp>("train_step_pp0")) {
+      module.emitError("mesh axis 'pp' (size ")
+          << meshAttr.getSize("pp")
+          << "): cut the step into stages with dtcc-shard-pipeline first";
       return signalPassFailure();
     }
     auto train = module.lookupSymbol<func::FuncOp>("train_step");
@@ -116,6 +89,10 @@ struct ShardAnnotatePass
     module->setAttr(kMeshAttr, meshAttr);
     if (auto main = module.lookupSymbol<func::FuncOp>("main"))
       main.erase();
+    // A layout search's exact shardings come first: the Megatron-style
+    // rules keep a variable that has one.
+    if (failed(applySearchedLayouts(module, plan)))
+      return signalPassFailure();
 
     StringAttr dp = StringAttr::get(ctx, "dp");
     int64_t dpSize = meshAttr.getSize("dp");
@@ -133,11 +110,11 @@ struct ShardAnnotatePass
             << tpSize << " divides no weight's rows or columns (nor the "
                          "vocabulary): every tp rank computes everything";
     }
-    if (failed(applyLayouts(module)))
+    if (failed(applyLayouts(module, plan)))
       return signalPassFailure();
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
-      annotateZero(module, dp, dpSize);
+      annotateZero(module, dp, dpSize, zero);
   }
 
   /// Megatron-style tensor parallelism from the forward pass: a weight
@@ -329,12 +306,34 @@ struct ShardAnnotatePass
     }
   }
 
-  /// Explicit per-weight tensor-parallel layouts (a plan search's choices).
-  LogicalResult applyLayouts(ModuleOp module) {
+  /// The plan's exact layouts (#dshard.sharding, a layout search's).
+  LogicalResult applySearchedLayouts(ModuleOp module, PlanAttr plan) {
+    for (NamedAttribute l : plan.getLayouts()) {
+      auto s = dyn_cast<ShardingAttr>(l.getValue());
+      if (!s)
+        continue;
+      auto var = module.lookupSymbol<graph::VariableOp>(l.getName());
+      if (!var || int64_t(s.getDims().size()) != var.getTensorType().getRank())
+        return module.emitError("the plan's layout of '")
+               << l.getName().getValue() << "' (" << s
+               << "): expected a variable of " << s.getDims().size()
+               << " dimensions";
+      var->setAttr(kShardingAttr, s);
+    }
+    return success();
+  }
+
+  /// The plan's per-weight tensor-parallel layouts (rows, cols, whole),
+  /// which replace the Megatron-style choice.
+  LogicalResult applyLayouts(ModuleOp module, PlanAttr plan) {
     MLIRContext *ctx = module.getContext();
     StringAttr tp = StringAttr::get(ctx, "tp");
-    for (const std::string &entry : layouts) {
-      auto [name, layout] = StringRef(entry).rsplit('=');
+    for (NamedAttribute l : plan.getLayouts()) {
+      auto keyword = dyn_cast<StringAttr>(l.getValue());
+      if (!keyword)
+        continue;
+      StringRef name = l.getName().getValue(), layout = keyword.getValue();
+      std::string entry = (name + "=" + layout).str();
       auto var = module.lookupSymbol<graph::VariableOp>(name);
       if (!var || var.getTensorType().getRank() != 2)
         return module.emitError("layout '")
@@ -396,10 +395,7 @@ struct ShardAnnotatePass
                  << " does not divide: each data-parallel rank takes an "
                     "equal share of every batch";
         // A step of M micro-batches: each rank holds its share of each.
-        int64_t micro = 1;
-        if (auto m = fn->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(
-                "dtcc.micro_batches_in_step"))
-          micro = std::stoll(m.str());
+        int64_t micro = getPlan(fn).getMicroBatchesInStep();
         if (type.getDimSize(0) % (micro * dpSize) != 0)
           return fn.emitError("input '")
                  << label << "' of @" << fn.getSymName() << ": "
@@ -439,7 +435,8 @@ struct ShardAnnotatePass
 
   /// ZeRO: optimizer state (>= 1), gradients (>= 2), parameters (3) split
   /// over dp.
-  void annotateZero(ModuleOp module, StringAttr dp, int64_t dpSize) {
+  void annotateZero(ModuleOp module, StringAttr dp, int64_t dpSize,
+                    int64_t zero) {
     auto shardVariable = [&](Operation *from, StringRef name) {
       auto var = module.lookupSymbol<graph::VariableOp>(name);
       if (!var || var->hasAttr(kZeroAttr))

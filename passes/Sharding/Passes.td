@@ -8,14 +8,16 @@ include "mlir/Pass/PassBase.td"
 def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
   let summary = "Places a training step on a device mesh: data, ZeRO state";
   let description = [{
-    Runs after dtcc-graph-optimizer. Records the mesh as the module's
-    `dshard.mesh` and annotates the plan's fixed points; propagation fills
-    in everything else.
+    Runs after dtcc-graph-optimizer (and dtcc-shard-pipeline with pp) on a
+    module with a plan (`dshard.plan`, passes/Planning). Records the plan's
+    mesh as the module's `dshard.mesh` (the mesh the program is placed on)
+    and annotates the plan's fixed points; propagation fills in everything
+    else.
 
     - Every argument of `@train_step` (and `@apply_step`) is a batch of
       data: dimension 0 is split over `dp`. A batch that `dp` does not
       divide is an error naming the input.
-    - `zero` >= 1 splits each optimizer state variable (the state operands
+    - The plan's ZeRO stage (`zero`) >= 1 splits each optimizer state variable (the state operands
       of `dgraph.adamw` / `dgraph.sgd`) over `dp` along its first dimension
       that `dp` divides (a tensor with none stays replicated) and splits
       the gradient the same way where it meets the optimizer (a
@@ -39,126 +41,15 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
       channels splits its scale, bias and running statistics like them
       (whole groups per rank), so it runs on each rank's channels without
       communication. Optimizer state follows its parameter.
+    - The plan's `layouts`: a layout search's exact shardings are applied
+      before the Megatron-style rules (which keep them), `rows`, `cols`
+      and `whole` after them, replacing their choice.
     - `@main` (inference) is removed: a sharded program trains.
 
-    Errors: a mesh spec that does not parse, a module without
-    `@train_step`, a batch that does not divide, zero outside 0..3.
+    Errors: a module without a plan or without `@train_step`, a plan with
+    pp > 1 on a step not cut into stages, a batch that does not divide, a
+    layout naming no 2-D variable.
   }];
-  let options = [
-    Option<"mesh", "mesh", "std::string", "\"\"", "The mesh, e.g. dp=2,tp=2">,
-    Option<"zero", "zero", "int", "0", "ZeRO stage: 0, 1, 2 or 3">,
-    ListOption<"layouts", "layouts", "std::string",
-               "Tensor-parallel layouts that replace the Megatron-style "
-               "choice: NAME=rows|cols|whole for 2-D weights">,
-  ];
-  let dependentDialects = ["dtcc::shard::ShardDialect"];
-}
-
-def ShardSearchLayouts : Pass<"dtcc-shard-search-layouts", "mlir::ModuleOp"> {
-  let summary = "Chooses every op's tensor-parallel sharding by an ILP (CBC)";
-  let description = [{
-    A planning pass for models that are not standard transformers: runs
-    after dtcc-graph-optimizer and before dtcc-shard-annotate, for a mesh
-    with `tp` > 1, and decides for every op of the training step
-    (`@train_step`, and `@apply_step` with micro-batches) which factor of
-    its sharding rule (ShardableOpInterface) the `tp` axis splits, or none,
-    by solving one 0-1 integer program with CBC (Alpa's intra-op pass).
-
-    The program: each op picks one strategy, each a factor taking `tp` on
-    top of the data-parallel layout propagation gives it (the batch over
-    `dp`), or a partial sum passed on where propagation passes one (ops
-    linear in their partial operand, read by nothing else). Every variable
-    picks one layout (whole, or `tp` on one dimension it divides); its
-    loads yield it and its stores require it, and a parameter's optimizer
-    state and gradient accumulator share it. Costs, in seconds from the
-    device figures: a matmul's multiply-adds at `flops`; the bytes any
-    other op reads and writes at `memory-bandwidth` (when given); each
-    reshard between a value's layout and what a user requires, as
-    dtcc-shard-partition will do it: a partial sum is reduce-scattered onto
-    a dimension the user splits, else all-reduced; axes the user does not
-    want are all-gathered; added axes are free slices; ring costs
-    (all-reduce 2(n-1)/n of the bytes in 2(n-1) steps, all-gather and
-    reduce-scatter (n-1)/n in n-1 steps, `latency` per step, `bandwidth`
-    bytes/s, or the axis's own link: `tp-bandwidth` and `tp-latency` for
-    groups inside a node, `dp-...` across nodes), paid once per value and
-    target layout (the partitioner reuses a reshard); the vocab-parallel
-    cross-entropy's own all-reduces. Ops of `@train_step` count once per
-    micro-batch.
-
-    An op runs the strategy propagation derives from its operands; the
-    program holds that as rules, except that with `constraints` an op may
-    take any strategy that propagation reproduces from its own required
-    layouts, and its operands are then resharded into them by a
-    `dshard.constraint` (a fixed point of propagation). What is decided is
-    written as attributes only: every searched variable's
-    `dshard.sharding` (replicated for whole: dtcc-shard-annotate keeps it
-    and adds the batch and ZeRO splits) and the constraints, so
-    dtcc-shard-propagate and dtcc-shard-partition then build exactly the
-    program that was priced.
-
-    When CBC finds no assignment within `time-limit` seconds the module is
-    left unchanged (dtcc-shard-annotate's Megatron-style layouts apply)
-    with a warning. `remarks` explains each layout, each constraint (the
-    collectives it costs) and the modelled step beside the Megatron-style
-    layouts' price.
-
-    Not modelled: ZeRO (layouts are chosen for stage 0), matmul efficiency
-    by size, kernel launch overheads, overlap of communication with
-    computation, and a partial sum resharded to several layouts (priced as
-    separate reshards; the partitioner slices the all-reduced one).
-
-    Example (`mesh=tp=2`): a 2-layer MLP with wide hidden layers, whose
-    layers the search splits Megatron-style:
-    ```mlir
-    dgraph.variable @fc1 : tensor<64x256xf32> = ...
-    dgraph.variable @fc2 : tensor<256x64xf32> = ...
-    ```
-    becomes
-    ```mlir
-    dgraph.variable @fc1 ... {dshard.sharding = #dshard.sharding<[{}, {tp} ]>, ...}
-    dgraph.variable @fc2 ... {dshard.sharding = #dshard.sharding<[{tp}, {} ]>, ...}
-    ```
-    and a weight too small to gain from a split (4x4, a batch of 1024)
-    stays whole while its product is split by rows of the batch, a layout
-    propagation alone would not give its input:
-    ```mlir
-    dgraph.variable @w ... {dshard.sharding = #dshard.sharding<[{}, {} ]>, ...}
-    %c = dshard.constraint %x, <[{tp}, {} ]> : tensor<1024x4xf32>
-    %y = dgraph.matmul %c, %w : (tensor<1024x4xf32>, tensor<4x4xf32>) -> ...
-    ```
-
-    Errors: a mesh that does not parse or has axes other than dp and tp, a
-    module already placed on a mesh, no `@train_step`, pipeline stages,
-    figures that are not positive, an op without a sharding rule.
-  }];
-  let options = [
-    Option<"mesh", "mesh", "std::string", "\"\"", "The mesh, e.g. dp=2,tp=2">,
-    Option<"flops", "flops", "double", "1e11",
-           "Sustained FLOP/s of matrix products">,
-    Option<"memoryBandwidth", "memory-bandwidth", "double", "0",
-           "Sustained bytes/s of ops other than matrix products (0: not "
-           "priced)">,
-    Option<"bandwidth", "bandwidth", "double", "1e9",
-           "Bus bandwidth of a collective's ring, bytes/s">,
-    Option<"latency", "latency", "double", "20e-6",
-           "Seconds per ring step of a collective">,
-    Option<"tpBandwidth", "tp-bandwidth", "double", "0",
-           "Bus bandwidth of tp groups where they differ (inside a node); "
-           "0: bandwidth">,
-    Option<"tpLatency", "tp-latency", "double", "0",
-           "Latency per ring step of tp groups; 0: latency">,
-    Option<"dpBandwidth", "dp-bandwidth", "double", "0",
-           "Bus bandwidth of dp groups (across nodes); 0: bandwidth">,
-    Option<"dpLatency", "dp-latency", "double", "0",
-           "Latency per ring step of dp groups; 0: latency">,
-    Option<"timeLimit", "time-limit", "double", "30",
-           "CBC's time limit, seconds">,
-    Option<"constraints", "constraints", "bool", "true",
-           "Allow dshard.constraint ops on activations (false: variables' "
-           "layouts only)">,
-    Option<"remarks", "remarks", "bool", "false",
-           "Explain the decisions with remarks">,
-  ];
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 
@@ -219,19 +110,18 @@ def ShardPartition : Pass<"dtcc-shard-partition", "mlir::ModuleOp"> {
 def ShardMicrobatch : Pass<"dtcc-shard-microbatch", "mlir::ModuleOp"> {
   let summary = "Unrolls the training step over micro-batches";
   let description = [{
-    Runs after dtcc-graph-autodiff, for pipeline parallelism. `@train_step`
-    takes `micro-batches` times its batch along dimension 0 and computes the
+    Runs after dtcc-graph-autodiff, for pipeline parallelism (a plan with
+    pp > 1; with pp = 1 the optimizer accumulates the micro-batches
+    instead). `@train_step` takes the plan's `micro_batches` times its batch along dimension 0 and computes the
     forward and backward pass once per micro-batch, on slices of its inputs;
     its loss and gradients are the means over the micro-batches (the same
     values as one pass over the whole batch). Each unrolled op carries its
     micro-batch (`dshard.micro`) and pass (`dshard.pass`, forward or
     backward) for dtcc-shard-pipeline. Ops that do not depend on the batch
     (parameter loads) are computed once.
+
+    Errors: a module without a plan or without `@train_step`.
   }];
-  let options = [
-    Option<"microBatches", "micro-batches", "int64_t", "1",
-           "Micro-batches per step">,
-  ];
 }
 
 def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
@@ -242,14 +132,14 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     runtime runs the one of its `pp` coordinate.
 
     Stages: the transformer layers, found from ONNX node names, in the
-    order the forward pass meets them, cut into `stages` contiguous runs
+    order the forward pass meets them, cut into the plan's pp contiguous runs
     that minimize the costliest stage (cost: a matmul's multiply-adds, the
     elements any other op writes, forward and backward; the embeddings
     count on the first stage, the head and loss on the last); ops outside
     layers go with their operands. Each op of the backward pass runs in the
     stage of its forward op.
 
-    Order: each stage runs its micro-batch blocks in the schedule's order:
+    Order: each stage runs its micro-batch blocks in the plan's schedule:
     `gpipe` all forwards then all backwards; `1f1b` (PipeDream-Flush) `S -
     k - 1` forwards on stage k, then one forward and one backward in turn,
     then the remaining backwards, so at most `S - k` micro-batches' activations
@@ -266,15 +156,10 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     learning rate and gradient norm. Variables updated by one stage carry
     `dshard.stage`.
 
-    Errors: fewer layers than stages; an op that combines values of several
-    stages other than by a sum; a parameter read by a stage that does not
-    update it (tied weights).
+    Errors: no plan, or one with pp < 2; fewer layers than stages; an op
+    that combines values of several stages other than by a sum; a parameter
+    read by a stage that does not update it (tied weights).
   }];
-  let options = [
-    Option<"stages", "stages", "int64_t", "1", "Pipeline stages (pp)">,
-    Option<"scheduleKind", "schedule", "std::string", "\"1f1b\"",
-           "gpipe or 1f1b">,
-  ];
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 

@@ -49,11 +49,13 @@ struct ShardMicrobatchPass
       module.emitError("expected @train_step (run dtcc-graph-autodiff first)");
       return signalPassFailure();
     }
-    int64_t m = microBatches;
-    if (m < 1) {
-      module.emitError("expected micro-batches >= 1, got ") << m;
+    PlanAttr plan = getPlan(module);
+    if (!plan) {
+      module.emitError("expected a module with a dshard.plan (run "
+                       "dtcc-plan-set first)");
       return signalPassFailure();
     }
+    int64_t m = plan.getMicroBatchesInStep();
     Block &body = train.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     MLIRContext *ctx = module.getContext();
@@ -146,8 +148,6 @@ struct ShardMicrobatchPass
         op.erase();
     train.setType(FunctionType::get(ctx, body.getArgumentTypes(),
                                     ret.getOperandTypes()));
-    module->setAttr("dtcc.micro_batches_in_step",
-                    StringAttr::get(ctx, std::to_string(m)));
   }
 };
 
@@ -173,7 +173,7 @@ private:
   SmallVector<int64_t> balanceStages(Block &body, ArrayRef<std::string> layers,
                                      int64_t stages);
 
-  int64_t numStages() const { return stages; }
+  int64_t numStages() const { return stages_; }
   /// The layer of an op: its numbered layer ("layers.3", "blocks.0"), or,
   /// in a model whose node names number none, its top-level module.
   std::string layerOf(Location loc) const {
@@ -183,6 +183,9 @@ private:
   SmallVector<std::pair<int64_t, bool>> schedule(int64_t stage) const;
 
   int64_t microBatches_ = 1;
+  /// The plan's pp and schedule.
+  int64_t stages_ = 1;
+  PipelineSchedule schedule_ = PipelineSchedule::OneFOneB;
   bool byModule_ = false;
   /// Each op's stage (ops of the micro-batches and staged epilogue ops),
   /// and the placement of each value.
@@ -198,7 +201,7 @@ SmallVector<std::pair<int64_t, bool>>
 ShardPipelinePass::schedule(int64_t stage) const {
   int64_t m = microBatches_, s = numStages();
   SmallVector<std::pair<int64_t, bool>> order;
-  if (scheduleKind == "gpipe") {
+  if (schedule_ == PipelineSchedule::GPipe) {
     for (int64_t i = 0; i < m; ++i)
       order.push_back({i, true});
     for (int64_t i = 0; i < m; ++i)
@@ -644,13 +647,17 @@ void ShardPipelinePass::runOnOperation() {
     module.emitError("expected @train_step");
     return signalPassFailure();
   }
-  if (scheduleKind != "gpipe" && scheduleKind != "1f1b") {
-    module.emitError("expected a pipeline schedule gpipe or 1f1b, got '")
-        << scheduleKind << "'";
+  // The plan's pp is the one number of stages: this pass cuts that many.
+  PlanAttr plan = getPlan(module);
+  if (!plan || plan.getPipelineStages() < 2) {
+    module.emitError("expected a plan whose mesh has pp > 1, got ")
+        << (plan ? "pp=" + std::to_string(plan.getPipelineStages())
+                 : std::string("no dshard.plan (run dtcc-plan-set first)"));
     return signalPassFailure();
   }
-  if (auto m = module->getAttrOfType<StringAttr>("dtcc.micro_batches_in_step"))
-    microBatches_ = std::stoll(m.str());
+  stages_ = plan.getPipelineStages();
+  schedule_ = plan.getSchedule();
+  microBatches_ = plan.getMicroBatchesInStep();
   if (!llvm::any_of(train.getBody().front(),
                     [](Operation &op) { return op.hasAttr(kMicroAttr); })) {
     module.emitError("expected a step unrolled over micro-batches (run "
@@ -699,8 +706,6 @@ void ShardPipelinePass::runOnOperation() {
       return signalPassFailure();
   }
   train.erase();
-  module->setAttr("dtcc.pipeline_schedule",
-                  StringAttr::get(module.getContext(), scheduleKind));
 }
 
 } // namespace

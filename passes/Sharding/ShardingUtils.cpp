@@ -390,14 +390,4 @@ MeshAttr meshAttr(const runtime::MeshShape &shape, MLIRContext *ctx) {
   return MeshAttr::get(ctx, axes, sizes);
 }
 
-FailureOr<MeshAttr> parseMesh(StringRef spec, MLIRContext *ctx,
-                              std::string &error) {
-  auto shape = runtime::MeshShape::parse(std::string_view(spec.data(), spec.size()));
-  if (!shape.isOk()) {
-    error = shape.status().message();
-    return failure();
-  }
-  return meshAttr(shape.value(), ctx);
-}
-
 } // namespace dtcc::shard

@@ -122,10 +122,6 @@ planReshard(ShardingAttr from, ShardingAttr to);
 /// The mesh attribute of a parsed mesh (runtime/base/MeshShape.h, the one
 /// parser of "dp=2,tp=4"), axes in the same rank order.
 MeshAttr meshAttr(const runtime::MeshShape &shape, mlir::MLIRContext *ctx);
-/// A pass option's mesh spelling parsed by runtime::MeshShape::parse; the
-/// error names the bad entry.
-mlir::FailureOr<MeshAttr> parseMesh(llvm::StringRef spec,
-                                    mlir::MLIRContext *ctx, std::string &error);
 
 /// The product of the sizes of `axes` on `mesh`.
 int64_t axesSize(MeshAttr mesh, llvm::ArrayRef<mlir::StringAttr> axes);

@@ -7,9 +7,10 @@ warmup + cosine) on one device, then under each plan with mpirun
 every final parameter within 1e-4 of its tensor's largest magnitude. Also:
 a checkpoint saved under one plan resumes under another with the losses of
 an uninterrupted run, and a rank killed mid-step makes the others exit
-non-zero with a message naming the collective, and a PP2 1F1B pipeline
+non-zero with a message naming the collective, a PP2 1F1B pipeline
 whose messages exceed MPI's eager limit trains like one device (plan "PP2
-1F1B large").
+1F1B large"), and so does a 12-stage pipeline of a 12-layer GPT on 12
+ranks (plan "PP12").
 
 Prints a table: plan, worst loss error, worst parameter error, per-rank
 peak memory (planned) and bytes sent (measured beside `dtcc explain`'s
@@ -62,6 +63,9 @@ PLANS = [
     # Micro-batches without pipelining: accumulators split by ZeRO-2.
     ("ZeRO-2 DP4 M=2", 4, ["--mesh", "dp=4", "--zero", "2"], 2),
     ("DP2xTP2", 4, ["--mesh", "dp=2,tp=2"], 1),
+    # Written the other way round: tp outer, dp inner (rank order differs
+    # from Megatron's: the dp replicas are neighbouring ranks).
+    ("TP2xDP2", 4, ["--mesh", "tp=2,dp=2"], 1),
     ("DP2xPP2", 4, ["--mesh", "dp=2,pp=2"], 2),
     ("TP2xPP2", 4, ["--mesh", "tp=2,pp=2"], 2),
     ("DP2xTP2xPP2", 8, ["--mesh", "dp=2,tp=2,pp=2"], 2),
@@ -204,6 +208,63 @@ def large_activations(dtcc, work, tokens, check):
     err = float(np.max(np.abs(got - want) / np.abs(want)))
     check(err <= 1e-5, "gpt PP2 1F1B, 128 KiB messages (above MPI's eager limit): "
           f"losses within 1e-5 relative of one device (worst {err:.2e})")
+
+
+def twelve_stages(dtcc, work, tokens, check):
+    """A 12-stage pipeline (pp=12, GPipe and 1F1B) of a 12-layer GPT on 12
+    ranks, one micro-batch of one sequence per stage in flight: every
+    step's loss and every final parameter equal the single-device run's
+    (the plan carries pp once; the pipeline pass cuts exactly 12 stages)."""
+    steps = 3
+    def zoo(batch):
+        path = os.path.join(work, f"gpt-12-b{batch}.onnx")
+        if not os.path.exists(path):
+            run([dtcc, "zoo", "gpt", "--layers", "12", "--hidden", "16",
+                 "--heads", "2", "--vocab", "64", "--seq", "8", "--batch",
+                 str(batch), "-o", path])
+        return path
+    data = ["--data", tokens, "--steps", str(steps), "--seed", "7"]
+    ref = os.path.join(work, "gpt-12-ref")
+    run([dtcc, "compile", zoo(12)] + TRAIN_FLAGS + ["-o", ref])
+    run([ref] + data + ["--dump-outputs", ref + ".dump", "--save", ref + ".ckpt"],
+        env={"OPENBLAS_NUM_THREADS": "1"})
+    def step_losses(dump):
+        import onnx
+        from onnx import numpy_helper
+        return np.array([float(numpy_helper.to_array(onnx.load_tensor(
+            os.path.join(dump, f"step_{k}", "loss.pb")))) for k in range(1, steps + 1)])
+    want = step_losses(ref + ".dump")
+    ref_params = checkpoint(ref + ".ckpt")
+    for schedule in ("gpipe", "1f1b"):
+        what = f"gpt 12 layers PP12 {schedule}"
+        exe = os.path.join(work, f"gpt-12-PP12-{schedule}")
+        run([dtcc, "compile", zoo(1)] + TRAIN_FLAGS +
+            ["--mesh", "pp=12", "--pipeline-schedule", schedule,
+             "--micro-batches", "12", "-o", exe])
+        t0 = time.time()
+        try:
+            p = run(["mpirun", "--oversubscribe", "-np", "12", exe] + data +
+                    ["--dump-outputs", exe + ".dump", "--save", exe + ".ckpt"],
+                    env=MPI_ENV, check=False, timeout=120)
+        except subprocess.TimeoutExpired:
+            check(False, f"{what}: no exit within 120 s")
+            continue
+        if p.returncode != 0:
+            check(False, f"{what}: mpirun exited {p.returncode}\n"
+                  + p.stdout[-1500:] + p.stderr[-1500:])
+            continue
+        got = step_losses(exe + ".dump")
+        err = float(np.max(np.abs(got - want) / np.abs(want)))
+        params = checkpoint(exe + ".ckpt")
+        param_err = 0.0
+        for k, v in ref_params.items():
+            if v.dtype.kind == "f":
+                scale = max(float(np.max(np.abs(v))), 1e-12)
+                param_err = max(param_err, float(np.max(np.abs(params[k] - v))) / scale)
+        check(err <= 1e-5, f"{what} on 12 ranks: losses within 1e-5 relative of "
+              f"one device (worst {err:.2e}, {time.time() - t0:.1f} s)")
+        check(param_err <= 1e-4, f"{what}: parameters within 1e-4 of each "
+              f"tensor's max (worst {param_err:.2e})")
 
 
 def mismatched_programs(dtcc, work, tokens, check):
@@ -355,6 +416,8 @@ def main():
 
     if "gpt" in args.models.split(",") and (not wanted or "PP2 1F1B large" in wanted):
         large_activations(dtcc, work, tokens, check)
+    if "gpt" in args.models.split(",") and (not wanted or "PP12" in wanted):
+        twelve_stages(dtcc, work, tokens, check)
     if "gpt" in args.models.split(",") and not wanted:
         resume_across_plans(dtcc, work, tokens, check)
         killed_rank(dtcc, work, tokens, check)

@@ -129,8 +129,8 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   CompileOptions mesh;
   mesh.train.enabled = true;
   mesh.train.optimizer = "adamw";
-  mesh.train.mesh = runtime::MeshShape::parse("dp=2").value();
-  mesh.train.zero = 3;
+  mesh.train.plan.mesh = runtime::MeshShape::parse("dp=2").value();
+  mesh.train.plan.zero = 3;
   std::string path = fuzz::scratchDir() + "/seed-mesh.program";
   fuzz::compileFixture(fuzz::zooModel("mlp"), mesh, path);
   fuzz::writeSeed("train-mlp-dp2-zero3", fuzz::readFile(path));

@@ -95,11 +95,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     auto mesh = runtime::MeshShape::parse(config.mesh);
     if (!mesh.isOk())
       fuzz::finding("configuration mesh: " + mesh.status().toString());
-    options.train.mesh = mesh.value();
+    options.train.plan.mesh = mesh.value();
   }
-  options.train.zero = config.zero;
-  options.train.microBatches = config.microBatches;
-  options.train.recompute = config.recompute;
+  options.train.plan.zero = config.zero;
+  options.train.plan.microBatches = config.microBatches;
+  options.train.plan.recompute = config.recompute;
   options.train.dtype = config.dtype;
   options.train.gradClip = config.optimizer[0] == 'a' ? 1.0 : 0.0;
   if (config.ilp) {

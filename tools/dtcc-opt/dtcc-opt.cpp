@@ -12,6 +12,7 @@
 #include "dialects/Shard/IR/ShardOps.h"
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
+#include "passes/Planning/Passes.h"
 #include "passes/Sharding/Passes.h"
 #include "passes/Pipelines/Phases.h"
 
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
   dtcc::graph::registerGraphPasses();
   dtcc::lowering::registerLoweringPasses();
   dtcc::shard::registerShardingPasses();
+  dtcc::planning::registerPlanningPasses();
   dtcc::pipelines::registerPhasePipelines();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -421,7 +421,7 @@ int runImportOrCompile(bool compile) {
     t.enabled = train;
     t.loss = lossSpec;
     t.frozen.assign(frozenNames.begin(), frozenNames.end());
-    t.recompute = recompute;
+    t.plan.recompute = recompute;
     t.optimizer = optimizerName;
     t.lr = lr;
     t.minLr = minLr;
@@ -434,7 +434,7 @@ int runImportOrCompile(bool compile) {
     t.gradClip = gradClip;
     t.warmup = warmup;
     t.schedule = schedule;
-    t.microBatches = microBatches;
+    t.plan.microBatches = microBatches;
     t.exportGradients = exportGradients;
     t.dtype = computeDtype;
     if (!meshSpec.empty()) {
@@ -444,10 +444,10 @@ int runImportOrCompile(bool compile) {
         llvm::errs() << "error: --mesh: " << mesh.status().message() << "\n";
         return 1;
       }
-      t.mesh = std::move(mesh.value());
+      t.plan.mesh = std::move(mesh.value());
     }
-    t.zero = zeroStage;
-    t.pipelineSchedule = pipelineSchedule;
+    t.plan.zero = zeroStage;
+    t.plan.schedule = pipelineSchedule;
     autoPlan = planMode == "auto" ||
                (planMode.empty() && meshSpec.empty() &&
                 (planRanks > 0 || !planCluster.empty() || planNodes > 0));
@@ -508,19 +508,19 @@ int runImportOrCompile(bool compile) {
       failed(planAutomatically(**module, compileOptions, lowered)))
     return 1;
   dtcc::TrainOptions &t = compileOptions.train;
-  if (compile && layoutSearchMode == "ilp" && !lowered && !t.mesh.empty() &&
+  if (compile && layoutSearchMode == "ilp" && !lowered && !t.plan.mesh.empty() &&
       !t.layoutSearch.enabled) {
     // A mesh (given, or the planner's): every op's tp sharding by the ILP,
     // priced with the cluster's figures.
     auto cluster =
-        dtcc::clusterForCompile(planCluster, planNodes, t.mesh.ranks());
+        dtcc::clusterForCompile(planCluster, planNodes, t.plan.mesh.ranks());
     if (!cluster.isOk()) {
       llvm::errs() << "error: --plan auto: " << cluster.status().message()
                    << "\n";
       return 1;
     }
     t.layoutSearch =
-        dtcc::layoutSearchFigures(dtcc::deviceFigures(cluster.value()), t.mesh);
+        dtcc::layoutSearchFigures(dtcc::deviceFigures(cluster.value()), t.plan.mesh);
   }
   // The chosen candidate was compiled to dexec while it was priced: it is
   // the program, unless the phases before dexec are asked for (an earlier

@@ -49,7 +49,7 @@ def Graph_CostOpInterface : OpInterface<"CostOpInterface"> {
     An op whose time is its arithmetic (matrix products, convolutions): its
     floating-point operations, counted by runtime/base/OpFlops.h as the
     planner's program model counts the kernel's. The layout ILP
-    (dtcc-shard-search-layouts) asks with each rank's shapes under a
+    (dtcc-plan-search-layouts) asks with each rank's shapes under a
     sharding, pipeline stage balancing with the op's own; ops without the
     interface are priced by the bytes they move.
   }];

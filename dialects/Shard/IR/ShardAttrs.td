@@ -4,6 +4,7 @@
 #define DTCC_DIALECTS_SHARD_IR_SHARDATTRS_TD
 
 include "dialects/Shard/IR/ShardDialect.td"
+include "mlir/IR/EnumAttr.td"
 
 def Shard_MeshAttr : Shard_Attr<"Mesh", "mesh"> {
   let summary = "A device mesh: named axes and their sizes";
@@ -64,6 +65,86 @@ def Shard_ShardingAttr : Shard_Attr<"Sharding", "sharding"> {
                std::string *why = nullptr) const;
     /// The same sharding without partial axes.
     ShardingAttr withoutPartial() const;
+  }];
+}
+
+
+def Shard_PipelineSchedule : I32EnumAttr<"PipelineSchedule",
+    "the order a pipeline stage runs its micro-batches in", [
+      I32EnumAttrCase<"GPipe", 0, "gpipe">,
+      I32EnumAttrCase<"OneFOneB", 1, "1f1b">]> {
+  let cppNamespace = "::dtcc::shard";
+  let genSpecializedAttr = 0;
+}
+
+// Issue 13 adds selective recomputation (layers=K) as more cases here.
+def Shard_Recompute : I32EnumAttr<"Recompute",
+    "which forward activations the backward pass recomputes", [
+      I32EnumAttrCase<"None", 0, "none">,
+      I32EnumAttrCase<"Full", 1, "full">]> {
+  let cppNamespace = "::dtcc::shard";
+  let genSpecializedAttr = 0;
+}
+
+def Shard_PlanAttr : Shard_Attr<"Plan", "plan"> {
+  let summary = "A training step's distribution plan: every decision, once";
+  let description = [{
+    The decisions a planning pass (passes/Planning: dtcc-plan-set,
+    dtcc-plan-search-layouts) takes for a training step, on the module as
+    `dshard.plan`; the passes that build the step read them from here and
+    from nowhere else:
+
+    - `mesh`: the device mesh, axes in rank order (the last fastest), as
+      `#dshard.mesh` (`[]`: one device). dtcc knows `dp` (data), `pp`
+      (pipeline stages) and `tp` (tensor parallel).
+    - `zero`: the ZeRO stage over `dp`, 0 to 3.
+    - `micro_batches`: micro-batches per optimizer step, >= 1. Without
+      `pp` they are successive `@train_step` calls whose gradients
+      accumulate; with `pp` they are unrolled inside the step.
+    - `schedule`: the pipeline's order, `gpipe` or `"1f1b"`.
+    - `recompute`: the activations the backward pass recomputes, `none` or
+      `full`.
+    - `layouts` (optional): per variable, a tensor-parallel layout that
+      replaces the Megatron-style choice: `rows`, `cols` or `whole` for a
+      2-D weight, or the exact `#dshard.sharding` a layout search chose.
+
+    Example:
+    `#dshard.plan<mesh = [dp = 2, tp = 2], zero = 1, micro_batches = 2,
+    schedule = "1f1b", recompute = none, layouts = {fc1 = cols, fc2 =
+    #dshard.sharding<[{tp}, {} ]>}>`
+
+    **Constraints:** mesh axes named `dp`, `pp` or `tp`, each once, of
+    size >= 1; `zero` in 0..3; `micro_batches` >= 1; a layout names a
+    variable and is `rows`, `cols`, `whole` or a `#dshard.sharding` of mesh
+    axes.
+  }];
+  let parameters = (ins "MeshAttr":$mesh, "int64_t":$zero,
+                        "int64_t":$microBatches,
+                        "PipelineSchedule":$schedule,
+                        "Recompute":$recompute,
+                        "::mlir::DictionaryAttr":$layouts);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Pipeline stages: the mesh's pp (1 without).
+    int64_t getPipelineStages() const { return getMesh().getSize("pp"); }
+    /// Micro-batches unrolled inside one @train_step (a pipeline's; 1
+    /// without pp).
+    int64_t getMicroBatchesInStep() const {
+      return getPipelineStages() > 1 ? getMicroBatches() : 1;
+    }
+    /// @train_step calls per optimizer step, whose gradients accumulate
+    /// (1 with pp, whose step holds its micro-batches).
+    int64_t getAccumulationSteps() const {
+      return getPipelineStages() > 1 ? 1 : getMicroBatches();
+    }
+    /// The layout chosen for variable `name`: a #dshard.sharding, a
+    /// StringAttr rows, cols or whole, or null.
+    ::mlir::Attribute getLayout(::llvm::StringRef name) const {
+      return getLayouts() ? getLayouts().get(name) : ::mlir::Attribute();
+    }
+    /// The same plan with `layouts`.
+    PlanAttr withLayouts(::mlir::DictionaryAttr layouts) const;
   }];
 }
 

@@ -13,6 +13,8 @@ using namespace dtcc::shard;
 
 #include "dialects/Shard/IR/ShardOpsDialect.cpp.inc"
 
+#include "dialects/Shard/IR/ShardEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Shard/IR/ShardAttrs.cpp.inc"
 
@@ -77,6 +79,12 @@ LogicalResult ShardDialect::verifyOperationAttribute(Operation *op,
   if (name == kMeshAttr)
     return isa<MeshAttr>(value) ? success()
                                 : expected("a #dshard.mesh attribute");
+  if (name == kPlanAttr) {
+    if (!isa<ModuleOp>(op))
+      return op->emitOpError("expected '") << name << "' on a module";
+    return isa<PlanAttr>(value) ? success()
+                                : expected("a #dshard.plan attribute");
+  }
   if (name == kStageAttr || name == kMicroAttr || name == kWaitHandleAttr)
     return isCount() ? success() : expected("an integer >= 0");
   if (name == kZeroAttr)
@@ -101,13 +109,21 @@ MeshAttr dtcc::shard::getMesh(Operation *op) {
   return module ? module->getAttrOfType<MeshAttr>(kMeshAttr) : MeshAttr();
 }
 
+PlanAttr dtcc::shard::getPlan(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  return module ? module->getAttrOfType<PlanAttr>(kPlanAttr) : PlanAttr();
+}
+
 //===----------------------------------------------------------------------===//
 // MeshAttr: #dshard.mesh<[dp = 2, tp = 4]>
 //===----------------------------------------------------------------------===//
 
-Attribute MeshAttr::parse(AsmParser &parser, Type) {
-  SmallVector<StringAttr> axes;
-  SmallVector<int64_t> sizes;
+/// `[dp = 2, tp = 4]`, the axes of a mesh in rank order.
+static ParseResult parseMeshAxes(AsmParser &parser,
+                                 SmallVectorImpl<StringAttr> &axes,
+                                 SmallVectorImpl<int64_t> &sizes) {
   auto parseAxis = [&]() -> ParseResult {
     std::string name;
     int64_t size;
@@ -118,8 +134,20 @@ Attribute MeshAttr::parse(AsmParser &parser, Type) {
     sizes.push_back(size);
     return success();
   };
-  if (parser.parseLess() ||
-      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseAxis) ||
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseAxis);
+}
+
+static void printMeshAxes(AsmPrinter &p, MeshAttr mesh) {
+  p << "[";
+  for (auto [i, axis] : llvm::enumerate(mesh.getAxes()))
+    p << (i ? ", " : "") << axis.getValue() << " = " << mesh.getSizes()[i];
+  p << "]";
+}
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> sizes;
+  if (parser.parseLess() || parseMeshAxes(parser, axes, sizes) ||
       parser.parseGreater())
     return {};
   return MeshAttr::getChecked([&] { return parser.emitError(parser.getNameLoc()); },
@@ -127,10 +155,9 @@ Attribute MeshAttr::parse(AsmParser &parser, Type) {
 }
 
 void MeshAttr::print(AsmPrinter &p) const {
-  p << "<[";
-  for (auto [i, axis] : llvm::enumerate(getAxes()))
-    p << (i ? ", " : "") << axis.getValue() << " = " << getSizes()[i];
-  p << "]>";
+  p << "<";
+  printMeshAxes(p, *this);
+  p << ">";
 }
 
 LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
@@ -399,3 +426,174 @@ LogicalResult BroadcastOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialects/Shard/IR/ShardOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// PlanAttr: #dshard.plan<mesh = [dp = 2], zero = 1, micro_batches = 2, ...>
+//===----------------------------------------------------------------------===//
+
+/// The layouts a plan may name for a 2-D weight besides a full sharding.
+static bool isLayoutKeyword(StringRef s) {
+  return s == "rows" || s == "cols" || s == "whole";
+}
+
+Attribute PlanAttr::parse(AsmParser &parser, Type) {
+  MLIRContext *ctx = parser.getContext();
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> sizes;
+  int64_t zero = 0, microBatches = 1;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  Recompute recompute = Recompute::None;
+  SmallVector<NamedAttribute> layouts;
+  llvm::SmallSet<StringRef, 8> seen;
+  auto parseLayout = [&]() -> ParseResult {
+    std::string name, keyword;
+    if (parser.parseKeywordOrString(&name) || parser.parseEqual())
+      return failure();
+    Attribute value;
+    if (succeeded(parser.parseOptionalKeywordOrString(&keyword))) {
+      if (!isLayoutKeyword(keyword))
+        return parser.emitError(parser.getCurrentLocation(),
+                                "expected a layout rows, cols, whole or a "
+                                "#dshard.sharding, got '")
+               << keyword << "'";
+      value = StringAttr::get(ctx, keyword);
+    } else if (parser.parseAttribute(value)) {
+      return failure();
+    }
+    layouts.push_back(NamedAttribute(StringAttr::get(ctx, name), value));
+    return success();
+  };
+  auto parseField = [&]() -> ParseResult {
+    StringRef key;
+    llvm::SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return failure();
+    if (!seen.insert(key).second)
+      return parser.emitError(loc, "plan field '") << key << "' appears twice";
+    if (key == "mesh")
+      return parseMeshAxes(parser, axes, sizes);
+    if (key == "zero")
+      return parser.parseInteger(zero);
+    if (key == "micro_batches")
+      return parser.parseInteger(microBatches);
+    if (key == "schedule" || key == "recompute") {
+      std::string value;
+      llvm::SMLoc at = parser.getCurrentLocation();
+      if (parser.parseKeywordOrString(&value))
+        return failure();
+      if (key == "schedule") {
+        auto s = symbolizePipelineSchedule(value);
+        if (!s)
+          return parser.emitError(at, "expected a pipeline schedule gpipe or "
+                                      "1f1b, got '")
+                 << value << "'";
+        schedule = *s;
+      } else {
+        auto r = symbolizeRecompute(value);
+        if (!r)
+          return parser.emitError(at, "expected recompute none or full, got '")
+                 << value << "'";
+        recompute = *r;
+      }
+      return success();
+    }
+    if (key == "layouts")
+      return parser.parseCommaSeparatedList(AsmParser::Delimiter::Braces,
+                                            parseLayout);
+    return parser.emitError(loc, "unknown plan field '")
+           << key << "' (expected mesh, zero, micro_batches, schedule, "
+                     "recompute or layouts)";
+  };
+  // `#dshard.plan<>`: every field its default.
+  if (parser.parseLess() ||
+      (failed(parser.parseOptionalGreater()) &&
+       (parser.parseCommaSeparatedList(parseField) || parser.parseGreater())))
+    return {};
+  auto emitError = [&] { return parser.emitError(parser.getNameLoc()); };
+  MeshAttr mesh = MeshAttr::getChecked(emitError, ctx, axes, sizes);
+  if (!mesh)
+    return {};
+  // DictionaryAttr sorts its entries; a name given twice is an error.
+  llvm::SmallSet<StringRef, 8> names;
+  for (NamedAttribute l : layouts)
+    if (!names.insert(l.getName().getValue()).second) {
+      emitError() << "layout of variable '" << l.getName().getValue()
+                  << "' given twice";
+      return {};
+    }
+  return PlanAttr::getChecked(emitError, ctx, mesh, zero, microBatches,
+                              schedule, recompute,
+                              DictionaryAttr::get(ctx, layouts));
+}
+
+void PlanAttr::print(AsmPrinter &p) const {
+  p << "<mesh = ";
+  printMeshAxes(p, getMesh());
+  p << ", zero = " << getZero() << ", micro_batches = " << getMicroBatches()
+    << ", schedule = ";
+  p.printKeywordOrString(stringifyPipelineSchedule(getSchedule()));
+  p << ", recompute = ";
+  p.printKeywordOrString(stringifyRecompute(getRecompute()));
+  if (getLayouts() && !getLayouts().empty()) {
+    p << ", layouts = {";
+    llvm::interleaveComma(getLayouts(), p, [&](NamedAttribute l) {
+      p.printKeywordOrString(l.getName().getValue());
+      p << " = ";
+      if (auto s = dyn_cast<StringAttr>(l.getValue()))
+        p << s.getValue();
+      else
+        p.printAttribute(l.getValue());
+    });
+    p << "}";
+  }
+  p << ">";
+}
+
+LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               MeshAttr mesh, int64_t zero,
+                               int64_t microBatches, PipelineSchedule,
+                               Recompute, DictionaryAttr layouts) {
+  if (!mesh)
+    return emitError() << "expected a plan's mesh";
+  for (StringAttr axis : mesh.getAxes())
+    if (axis.getValue() != "dp" && axis.getValue() != "pp" &&
+        axis.getValue() != "tp")
+      return emitError() << "unknown mesh axis '" << axis.getValue()
+                         << "': dtcc knows dp (data), pp (pipeline) and tp "
+                            "(tensor parallel)";
+  if (zero < 0 || zero > 3)
+    return emitError() << "expected a ZeRO stage 0, 1, 2 or 3, got " << zero;
+  if (microBatches < 1)
+    return emitError() << "expected micro-batches >= 1, got " << microBatches;
+  if (!layouts)
+    return success();
+  for (NamedAttribute l : layouts) {
+    if (auto s = dyn_cast<StringAttr>(l.getValue())) {
+      if (!isLayoutKeyword(s.getValue()))
+        return emitError() << "expected the layout of '"
+                           << l.getName().getValue()
+                           << "' to be rows, cols, whole or a "
+                              "#dshard.sharding, got '"
+                           << s.getValue() << "'";
+      continue;
+    }
+    auto sharding = dyn_cast<ShardingAttr>(l.getValue());
+    if (!sharding)
+      return emitError() << "expected the layout of '"
+                         << l.getName().getValue()
+                         << "' to be rows, cols, whole or a "
+                            "#dshard.sharding, got "
+                         << l.getValue();
+    for (StringAttr axis : sharding.usedAxes())
+      if (!llvm::is_contained(mesh.getAxes(), axis))
+        return emitError() << "the layout of '" << l.getName().getValue()
+                           << "' uses mesh axis '" << axis.getValue()
+                           << "', which the plan's mesh does not have";
+  }
+  return success();
+}
+
+PlanAttr PlanAttr::withLayouts(DictionaryAttr layouts) const {
+  return PlanAttr::get(getContext(), getMesh(), getZero(), getMicroBatches(),
+                       getSchedule(), getRecompute(), layouts);
+}

@@ -14,6 +14,8 @@
 
 #include "dialects/Shard/IR/ShardOpsDialect.h.inc"
 
+#include "dialects/Shard/IR/ShardEnums.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Shard/IR/ShardAttrs.h.inc"
 
@@ -24,6 +26,10 @@ namespace dtcc::shard {
 
 /// The mesh of the module around `op` (its `dshard.mesh` attribute), or null.
 MeshAttr getMesh(mlir::Operation *op);
+
+/// The plan of the module around `op` (its `dshard.plan` attribute), or
+/// null: the one place a pass reads a planning decision from.
+PlanAttr getPlan(mlir::Operation *op);
 
 /// Every dshard attribute the passes put on other dialects' ops, spelled
 /// once here; ShardDialect::verifyOperationAttribute checks each one's
@@ -36,7 +42,11 @@ constexpr llvm::StringLiteral kResultShardingsAttr = "dshard.shardings";
 /// The layouts an op's operands must arrive in, one per operand (array of
 /// #dshard.sharding; dtcc-shard-propagate, read by partition).
 constexpr llvm::StringLiteral kInShardingsAttr = "dshard.in_shardings";
-/// The module's device mesh (#dshard.mesh).
+/// The module's plan (#dshard.plan): mesh, ZeRO, micro-batches, schedule,
+/// recomputation, layouts; written by passes/Planning only.
+constexpr llvm::StringLiteral kPlanAttr = "dshard.plan";
+/// The mesh the module's program is placed on (#dshard.mesh; the plan's,
+/// recorded by dtcc-shard-annotate).
 constexpr llvm::StringLiteral kMeshAttr = "dshard.mesh";
 /// The pipeline stage (integer >= 0) of a stage function or a variable.
 constexpr llvm::StringLiteral kStageAttr = "dshard.stage";

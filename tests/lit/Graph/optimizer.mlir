@@ -1,9 +1,9 @@
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer="lr=0.1 grad-clip=1.0 warmup=10 schedule=cosine" | FileCheck %s
-// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer="micro-batches=4 optimizer=sgd momentum=0.9" | FileCheck %s --check-prefix=ACC
+// RUN: dtcc-opt %s -split-input-file -dtcc-plan-set="micro-batches=4" -dtcc-graph-autodiff -dtcc-graph-optimizer="optimizer=sgd momentum=0.9" | FileCheck %s --check-prefix=ACC
 
 // Tests the optimizer step: the counter, the schedule, clipping and AdamW
 // state variables.
-// CHECK: module attributes {dtcc.micro_batches = "1", dtcc.optimizer = "adamw", dtcc.train = "1"}
+// CHECK: module attributes {dtcc.optimizer = "adamw", dtcc.train = "1"}
 // CHECK-DAG: dgraph.variable @__step : tensor<i64> = dense<0>
 // CHECK-DAG: dgraph.variable @__total_steps : tensor<i64> = dense<1>
 // CHECK-DAG: dgraph.variable @"w/adam_m" : tensor<4xf32> = dense<0.000000e+00>

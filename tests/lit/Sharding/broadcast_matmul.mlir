@@ -1,5 +1,5 @@
-// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer="optimizer=sgd" -canonicalize -cse -dtcc-shard-annotate="mesh=dp=2" -dtcc-shard-propagate | FileCheck %s --check-prefix=PROP
-// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer="optimizer=sgd" -canonicalize -cse -dtcc-shard-annotate="mesh=dp=2" -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s --check-prefix=DP
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer="optimizer=sgd" -canonicalize -cse -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate -dtcc-shard-propagate | FileCheck %s --check-prefix=PROP
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer="optimizer=sgd" -canonicalize -cse -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s --check-prefix=DP
 
 // Tests that a matmul whose batch dimension one operand lacks (a weight on
 // the left of a 3-D activation, as MLP-Mixer's token mixing) splits that

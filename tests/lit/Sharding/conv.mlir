@@ -1,5 +1,5 @@
-// RUN: dtcc-opt %s -dtcc-graph-autodiff -canonicalize -cse -dtcc-shard-annotate="mesh=dp=2" -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s --check-prefix=DP
-// RUN: dtcc-opt %s -dtcc-graph-autodiff -canonicalize -cse -dtcc-shard-annotate="mesh=tp=2" -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s --check-prefix=TP
+// RUN: dtcc-opt %s -dtcc-graph-autodiff -canonicalize -cse -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s --check-prefix=DP
+// RUN: dtcc-opt %s -dtcc-graph-autodiff -canonicalize -cse -dtcc-plan-set="mesh=tp=2" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s --check-prefix=TP
 
 // A small CNN (3x3 convolution with bias, depthwise strided convolution,
 // 1x1 convolution, flatten, linear head, cross-entropy) partitioned by its

@@ -1,9 +1,9 @@
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2" -dtcc-shard-propagate | FileCheck %s --check-prefix=PROP
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=DP
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=1" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z1
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=2" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z2
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=3" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z3
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=3" -dtcc-shard-propagate -dtcc-shard-partition -dtcc-shard-overlap | FileCheck %s --check-prefix=OVERLAP
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate -dtcc-shard-propagate | FileCheck %s --check-prefix=PROP
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=DP
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2 zero=1" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z1
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2 zero=2" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z2
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2 zero=3" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=Z3
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2 zero=3" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition -dtcc-shard-overlap | FileCheck %s --check-prefix=OVERLAP
 
 // A linear model's training step (as dtcc-graph-optimizer leaves it) on two
 // data-parallel ranks, with each ZeRO stage.
@@ -42,7 +42,7 @@ module {
 
 // Propagation: the batch split flows forward; contracting it leaves partial
 // sums, which pass through the linear division and meet the return.
-// PROP: module attributes {dshard.mesh = #dshard.mesh<[dp = 2]>}
+// PROP: module attributes {dshard.mesh = #dshard.mesh<[dp = 2]>, dshard.plan = #dshard.plan<{{.*}}>}
 // PROP-NOT: func.func @main
 // PROP: func.func @train_step(%{{.*}}: tensor<8x4xf32> {dgraph.name = "x", dshard.sharding = #dshard.sharding<[{dp}, {}]>}
 // PROP: dgraph.matmul {{.*}}dshard.shardings = [#dshard.sharding<[{dp}, {}]>]

@@ -1,7 +1,7 @@
-// RUN: not dtcc-opt %s -dtcc-shard-annotate="mesh=dp=3" 2>&1 | FileCheck %s --check-prefix=DIVIDE
-// RUN: not dtcc-opt %s -dtcc-shard-annotate="mesh=dp" 2>&1 | FileCheck %s --check-prefix=SPEC
-// RUN: not dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2,dp=2" 2>&1 | FileCheck %s --check-prefix=TWICE
-// RUN: not dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2 zero=4" 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=dp=3" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=DIVIDE
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=dp" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=SPEC
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=dp=2,dp=2" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=dp=2 zero=4" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not dtcc-opt %s -dtcc-shard-propagate 2>&1 | FileCheck %s --check-prefix=NOMESH
 
 module {
@@ -15,5 +15,5 @@ module {
 // DIVIDE: error: input 'x' of @train_step has batch 8 (dimension 0), which dp=3 does not divide
 // SPEC: error: invalid mesh 'dp': expected AXIS=SIZE with SIZE >= 1, got 'dp'
 // TWICE: error: invalid mesh 'dp=2,dp=2': mesh axis 'dp' appears twice
-// ZERO: error: ZeRO stage must be 0, 1, 2 or 3, got 4
+// ZERO: error: invalid plan: expected a ZeRO stage 0, 1, 2 or 3, got 4
 // NOMESH: error: expected a module with a dshard.mesh (run dtcc-shard-annotate first)

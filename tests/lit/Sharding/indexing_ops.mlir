@@ -1,5 +1,5 @@
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2" -dtcc-shard-propagate | FileCheck %s --check-prefix=PROP
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=DP
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate -dtcc-shard-propagate | FileCheck %s --check-prefix=PROP
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s --check-prefix=DP
 
 // Tests that resize, pad (reflect), top_k and gather_nd with a batch
 // dimension split the batch over dp and keep their resampled, padded,

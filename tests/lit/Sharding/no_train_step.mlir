@@ -1,5 +1,5 @@
-// RUN: not dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2" 2>&1 | FileCheck %s
-// RUN: not dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2,pp=2" 2>&1 | FileCheck %s --check-prefix=PP
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate 2>&1 | FileCheck %s
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=dp=2,pp=2" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=PP
 
 module {
   func.func @main(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {

@@ -1,8 +1,8 @@
-// RUN: dtcc-opt %s -dtcc-graph-autodiff -dtcc-shard-microbatch="micro-batches=2" -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline="stages=2 schedule=1f1b" | FileCheck %s
-// RUN: dtcc-opt %s -dtcc-graph-autodiff -dtcc-shard-microbatch="micro-batches=2" -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline="stages=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
-// RUN: not dtcc-opt %s -dtcc-graph-autodiff -dtcc-shard-microbatch="micro-batches=2" -dtcc-graph-optimizer -dtcc-shard-pipeline="stages=3" 2>&1 | FileCheck %s --check-prefix=STAGES
-// RUN: not dtcc-opt %s -dtcc-graph-autodiff -dtcc-shard-microbatch="micro-batches=2" -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline="stages=2" -dtcc-shard-annotate="mesh=pp=3" 2>&1 | FileCheck %s --check-prefix=DEGREE
-// RUN: not dtcc-opt %s -dtcc-graph-autodiff -dtcc-shard-microbatch="micro-batches=2" -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline="stages=2" -dtcc-shard-annotate="mesh=dp=2" 2>&1 | FileCheck %s --check-prefix=NOPP
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=pp=2 micro-batches=2 schedule=1f1b" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline | FileCheck %s
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=pp=2 micro-batches=2 schedule=gpipe" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline | FileCheck %s --check-prefix=GPIPE
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=3 micro-batches=2" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -dtcc-shard-pipeline 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=2 micro-batches=2" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline -dtcc-plan-set="mesh=pp=3" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=DEGREE
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=2 micro-batches=2" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=NOPP
 
 // Two layers on two stages, two micro-batches.
 module {
@@ -56,5 +56,5 @@ module {
 
 // The pipeline degree travels in the pass's stages and in the mesh's pp
 // axis; annotation refuses a mesh that disagrees with the stages cut.
-// DEGREE: error: mesh axis 'pp' has size 3 but dtcc-shard-pipeline cut the step into 2 stages
-// NOPP: error: mesh axis 'pp' has size 1 but dtcc-shard-pipeline cut the step into 2 stages
+// DEGREE: error: the plan's mesh has pp=3 but dtcc-shard-pipeline cut the step into 2 stages
+// NOPP: error: the plan's mesh has pp=1 but dtcc-shard-pipeline cut the step into 2 stages

@@ -1,5 +1,5 @@
-// RUN: dtcc-opt %s -dtcc-graph-autodiff -dtcc-shard-microbatch="micro-batches=2" -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline="stages=2 schedule=1f1b" | FileCheck %s
-// RUN: not dtcc-opt %s -dtcc-graph-autodiff -dtcc-shard-microbatch="micro-batches=2" -dtcc-graph-optimizer -dtcc-shard-pipeline="stages=3" 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=pp=2 micro-batches=2 schedule=1f1b" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline | FileCheck %s
+// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=3 micro-batches=2" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -dtcc-shard-pipeline 2>&1 | FileCheck %s --check-prefix=STAGES
 
 // A model whose ONNX node names number no layers (a U-Net's "/enc/...",
 // "/dec/..."): its stages are cut between its top-level modules, in the

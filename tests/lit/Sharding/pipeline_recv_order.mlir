@@ -1,4 +1,4 @@
-// RUN: dtcc-opt %s -dtcc-graph-autodiff -dtcc-shard-microbatch="micro-batches=2" -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline="stages=2 schedule=1f1b" | FileCheck %s
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=pp=2 micro-batches=2 schedule=1f1b" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline | FileCheck %s
 
 // Tests that a stage receives the values another stage sends it in the
 // order they are sent, not the order it reads them: NCCL matches the

@@ -1,5 +1,5 @@
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=tp=2" -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=dp=2,tp=2 zero=1" -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s --check-prefix=Z1
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=tp=2" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=dp=2,tp=2 zero=1" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition -canonicalize | FileCheck %s --check-prefix=Z1
 
 // Megatron's MLP block: fc1 column parallel (bias too), fc2 row parallel,
 // one all-reduce in the forward pass before fc2's bias; the fused output

@@ -1,4 +1,4 @@
-// RUN: dtcc-opt %s -dtcc-shard-annotate="mesh=tp=2" -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s
+// RUN: dtcc-opt %s -dtcc-plan-set="mesh=tp=2" -dtcc-shard-annotate -dtcc-shard-propagate -dtcc-shard-partition | FileCheck %s
 
 // Megatron's vocab-parallel embedding and cross-entropy: each rank holds
 // half of the table's rows and of the head's columns; lookups are masked

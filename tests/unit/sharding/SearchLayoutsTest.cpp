@@ -1,4 +1,4 @@
-//===- SearchLayoutsTest.cpp - dtcc-shard-search-layouts on small models --===//
+//===- SearchLayoutsTest.cpp - dtcc-plan-search-layouts on small models --===//
 //
 // Training steps built from hand-written forward passes: the search's
 // choice where the optimum is known by hand, the search against every
@@ -7,8 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Sharding/SearchLayouts.h"
 #include "passes/Graph/Passes.h"
+#include "passes/Planning/Plan.h"
+#include "passes/Planning/SearchLayouts.h"
 #include "passes/Sharding/Passes.h"
 #include "passes/Sharding/ShardingUtils.h"
 
@@ -168,15 +169,26 @@ protected:
     return m;
   }
 
+  /// Gives `m` a plan on `mesh` with ZeRO `zero`, keeping the layouts a
+  /// search wrote into its plan.
+  static void setPlan(ModuleOp m, const std::string &mesh, int zero = 0) {
+    PlanAttr old = getPlan(m);
+    planning::Plan plan = planning::planFromAttr(old);
+    plan.mesh = runtime::MeshShape::parse(mesh).value();
+    plan.zero = zero;
+    std::string error;
+    auto attr = planning::planToAttr(m.getContext(), plan, error);
+    ASSERT_TRUE(succeeded(attr)) << error;
+    m->setAttr(kPlanAttr, old ? attr->withLayouts(old.getLayouts()) : *attr);
+  }
+
   /// Annotates and propagates `m` on `mesh` (in place), optionally
   /// partitioning it too.
   LogicalResult place(ModuleOp m, const std::string &mesh,
                       bool partition = false, int zero = 0) {
+    setPlan(m, mesh, zero);
     PassManager pm(&ctx);
-    ShardAnnotateOptions a;
-    a.mesh = mesh;
-    a.zero = zero;
-    pm.addPass(createShardAnnotate(a));
+    pm.addPass(createShardAnnotate());
     pm.addPass(createShardPropagate());
     if (partition)
       pm.addPass(createShardPartition());
@@ -194,8 +206,8 @@ protected:
 
   LayoutSearchResult search(ModuleOp m, const std::string &mesh,
                             bool constraints = true) {
+    setPlan(m, mesh);
     LayoutSearchOptions o;
-    o.mesh = mesh;
     o.costs = costs;
     o.constraints = constraints;
     auto r = searchLayouts(m, o);
@@ -410,11 +422,9 @@ TEST_F(SearchLayoutsTest, ZeroExtendsTheSearchsGradientConstraints) {
     EXPECT_GT(onGradients, 0);
     EXPECT_GE(r.constraints, onGradients);
     OwningOpRef<ModuleOp> annotated(m->clone());
+    setPlan(*annotated, "dp=2,tp=2", zero);
     PassManager pm(&ctx);
-    ShardAnnotateOptions a;
-    a.mesh = "dp=2,tp=2";
-    a.zero = zero;
-    pm.addPass(createShardAnnotate(a));
+    pm.addPass(createShardAnnotate());
     ASSERT_TRUE(succeeded(pm.run(*annotated)));
     int optimizers = 0;
     annotated->walk([&](graph::AdamwOp op) {

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Sharding/ShardingIlp.h"
+#include "passes/Planning/ShardingIlp.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // REQUIRES: valgrind
 // RUN: dtcc-opt %s -dtcc-graph-autodiff -dtcc-graph-optimizer -canonicalize -cse -o %t.mlir
-// RUN: valgrind --quiet --error-exitcode=99 dtcc-opt %t.mlir -dtcc-shard-search-layouts="mesh=tp=2 flops=1e9 bandwidth=1e10 latency=1e-6" | FileCheck %s
+// RUN: valgrind --quiet --error-exitcode=99 dtcc-opt %t.mlir -dtcc-plan-set="mesh=tp=2" -dtcc-plan-search-layouts="flops=1e9 bandwidth=1e10 latency=1e-6" | FileCheck %s
 
 // Tests that grouping variables with their optimizer state reads no freed
 // memory: naming a parameter's Adam moment grows the map of groups past
@@ -9,8 +9,9 @@
 // weight with two moments: 18 names before the step counter.
 
 // CHECK-LABEL: module @many
-// CHECK: dgraph.variable @fc0 : {{.*}}dshard.sharding
-// CHECK: dgraph.variable @"fc5/adam_v" : {{.*}}dshard.sharding
+// CHECK-SAME: dshard.plan = #dshard.plan<{{.*}}layouts =
+// CHECK-SAME: {{[{ ]}}fc0 = #dshard.sharding
+// CHECK-SAME: {{[{ ]}}"fc5/adam_v" = #dshard.sharding
 
 module @many {
   dgraph.variable @fc0 : tensor<32x64xf32> = dense<0.01> {trainable}

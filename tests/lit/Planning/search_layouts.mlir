@@ -1,5 +1,5 @@
-// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer -canonicalize -cse -dtcc-shard-search-layouts="mesh=tp=2 flops=1e9 bandwidth=1e10 latency=1e-6" | FileCheck %s
-// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer -canonicalize -cse -dtcc-shard-search-layouts="mesh=tp=2 flops=1e9 bandwidth=1e10 latency=1e-6 constraints=0" | FileCheck %s --check-prefix=LAYOUTS
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer -canonicalize -cse -dtcc-plan-set="mesh=tp=2" -dtcc-plan-search-layouts="flops=1e9 bandwidth=1e10 latency=1e-6" | FileCheck %s
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-optimizer -canonicalize -cse -dtcc-plan-set="mesh=tp=2" -dtcc-plan-search-layouts="flops=1e9 bandwidth=1e10 latency=1e-6 constraints=0" | FileCheck %s --check-prefix=LAYOUTS
 
 // Each case is a forward pass whose training step (AdamW) the RUN line
 // builds; figures: 1 GFLOP/s, 10 GB/s, 1 us per ring step (compute-bound).
@@ -9,13 +9,15 @@
 // half the multiply-adds; the optimizer state shares each layout.
 
 // CHECK-LABEL: module @megatron
-// CHECK: dgraph.variable @fc0 : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
-// CHECK: dgraph.variable @fc1 : {{.*}}dshard.sharding = #dshard.sharding<[{tp}, {}]>
-// CHECK: dgraph.variable @"fc0/adam_m" : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
+// CHECK-SAME: dshard.plan = #dshard.plan<{{.*}}layouts =
+// CHECK-SAME: {{[{ ]}}fc0 = #dshard.sharding<[{}, {tp}]>
+// CHECK-SAME: {{[{ ]}}"fc0/adam_m" = #dshard.sharding<[{}, {tp}]>
+// CHECK-SAME: {{[{ ]}}fc1 = #dshard.sharding<[{tp}, {}]>
 // CHECK-NOT: dshard.constraint
 // LAYOUTS-LABEL: module @megatron
-// LAYOUTS: dgraph.variable @fc0 : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
-// LAYOUTS: dgraph.variable @fc1 : {{.*}}dshard.sharding = #dshard.sharding<[{tp}, {}]>
+// LAYOUTS-SAME: dshard.plan = #dshard.plan<{{.*}}layouts =
+// LAYOUTS-SAME: {{[{ ]}}fc0 = #dshard.sharding<[{}, {tp}]>
+// LAYOUTS-SAME: {{[{ ]}}fc1 = #dshard.sharding<[{tp}, {}]>
 
 module @megatron {
   dgraph.variable @fc0 : tensor<64x512xf32> = dense<0.01> {trainable}
@@ -41,7 +43,8 @@ module @megatron {
 // ones, and that without constraints only layouts change.
 
 // CHECK-LABEL: module @bottleneck
-// CHECK: dgraph.variable @fc0 : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
+// CHECK-SAME: dshard.plan = #dshard.plan<{{.*}}layouts =
+// CHECK-SAME: {{[{ ]}}fc0 = #dshard.sharding<[{}, {tp}]>
 // CHECK: dshard.constraint {{.*}} : tensor<16x4xf32>
 // LAYOUTS-LABEL: module @bottleneck
 // LAYOUTS-NOT: dshard.constraint
@@ -75,12 +78,14 @@ module @bottleneck {
 // split the weight.
 
 // CHECK-LABEL: module @batch_split
-// CHECK: dgraph.variable @fc0 : {{.*}}dshard.sharding = #dshard.sharding<[{}, {}]>
+// CHECK-SAME: dshard.plan = #dshard.plan<{{.*}}layouts =
+// CHECK-SAME: {{[{ ]}}fc0 = #dshard.sharding<[{}, {}]>
 // CHECK: func.func @train_step(%[[X:[a-z0-9]+]]:
 // CHECK: %[[C:.*]] = dshard.constraint %[[X]], <[{tp}, {}]> : tensor<1024x4xf32>
 // CHECK-NEXT: dgraph.matmul %[[C]],
 // LAYOUTS-LABEL: module @batch_split
-// LAYOUTS: dgraph.variable @fc0 : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
+// LAYOUTS-SAME: dshard.plan = #dshard.plan<{{.*}}layouts =
+// LAYOUTS-SAME: {{[{ ]}}fc0 = #dshard.sharding<[{}, {tp}]>
 // LAYOUTS-NOT: dshard.constraint
 
 module @batch_split {
@@ -102,14 +107,16 @@ module @batch_split {
 // their sum stays split, so the joining layer is row-parallel.
 
 // CHECK-LABEL: module @branchy
-// CHECK: dgraph.variable @A : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
-// CHECK: dgraph.variable @B : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
-// CHECK: dgraph.variable @C : {{.*}}dshard.sharding = #dshard.sharding<[{tp}, {}]>
+// CHECK-SAME: dshard.plan = #dshard.plan<{{.*}}layouts =
+// CHECK-SAME: {{[{ ]}}A = #dshard.sharding<[{}, {tp}]>
+// CHECK-SAME: {{[{ ]}}B = #dshard.sharding<[{}, {tp}]>
+// CHECK-SAME: {{[{ ]}}C = #dshard.sharding<[{tp}, {}]>
 // CHECK-NOT: dshard.constraint
 // LAYOUTS-LABEL: module @branchy
-// LAYOUTS: dgraph.variable @A : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
-// LAYOUTS: dgraph.variable @B : {{.*}}dshard.sharding = #dshard.sharding<[{}, {tp}]>
-// LAYOUTS: dgraph.variable @C : {{.*}}dshard.sharding = #dshard.sharding<[{tp}, {}]>
+// LAYOUTS-SAME: dshard.plan = #dshard.plan<{{.*}}layouts =
+// LAYOUTS-SAME: {{[{ ]}}A = #dshard.sharding<[{}, {tp}]>
+// LAYOUTS-SAME: {{[{ ]}}B = #dshard.sharding<[{}, {tp}]>
+// LAYOUTS-SAME: {{[{ ]}}C = #dshard.sharding<[{tp}, {}]>
 
 module @branchy {
   dgraph.variable @A : tensor<64x512xf32> = dense<0.01> {trainable}

@@ -9,7 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Sharding/SearchLayouts.h"
+#include "passes/Planning/SearchLayouts.h"
+#include "passes/Planning/Passes.h"
 #include "passes/Sharding/Passes.h"
 #include "passes/Sharding/ShardingUtils.h"
 
@@ -23,10 +24,10 @@
 #include <cmath>
 #include <sstream>
 
-namespace dtcc::shard {
-#define GEN_PASS_DEF_SHARDSEARCHLAYOUTS
-#include "passes/Sharding/Passes.h.inc"
-} // namespace dtcc::shard
+namespace dtcc::planning {
+#define GEN_PASS_DEF_PLANSEARCHLAYOUTS
+#include "passes/Planning/Passes.h.inc"
+} // namespace dtcc::planning
 
 using namespace mlir;
 using namespace dtcc;
@@ -552,9 +553,7 @@ FailureOr<SmallVector<Strategy>> LayoutSearch::strategiesOf(Operation *op,
 LogicalResult LayoutSearch::walk(func::FuncOp fn, double weight) {
   MLIRContext *ctx = fn.getContext();
   int64_t dpSize = mesh_.getSize("dp");
-  int64_t micro = 1;
-  if (auto m = module_->getAttrOfType<StringAttr>("dtcc.micro_batches_in_step"))
-    micro = std::stoll(m.str());
+  int64_t micro = getPlan(module_).getMicroBatchesInStep();
   // Data inputs: the batch over dp (dtcc-shard-annotate's rule).
   for (BlockArgument arg : fn.getArguments()) {
     auto type = tensorType(arg);
@@ -591,7 +590,7 @@ LogicalResult LayoutSearch::walk(func::FuncOp fn, double weight) {
       continue;
     }
     if (isa<SendOp, RecvOp, WaitOp, AllReduceOp>(op))
-      return op.emitOpError("is a pipeline transfer: dtcc-shard-search-layouts "
+      return op.emitOpError("is a pipeline transfer: dtcc-plan-search-layouts "
                             "searches steps without pipeline stages");
     NodeInfo n;
     n.op = &op;
@@ -647,9 +646,7 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
   tpSize_ = mesh_.getSize("tp");
   if (failed(collectGroups()))
     return failure();
-  double micro = 1;
-  if (auto m = module_->getAttrOfType<StringAttr>("dtcc.micro_batches"))
-    micro = std::max(1.0, std::stod(m.str()));
+  double micro = getPlan(module_).getAccumulationSteps();
   for (auto fn : module_.getOps<func::FuncOp>()) {
     StringRef name = fn.getSymName();
     if (name == "train_step" || name == "apply_step")
@@ -722,9 +719,7 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
   if (options_.remarks) {
     OwningOpRef<ModuleOp> clone(module_.clone());
     PassManager pm(module_.getContext());
-    ShardAnnotateOptions a;
-    a.mesh = options_.mesh;
-    pm.addPass(createShardAnnotate(a));
+    pm.addPass(createShardAnnotate());
     pm.addPass(createShardPropagate());
     if (succeeded(pm.run(*clone)))
       if (auto p = priceShardedStep(*clone, options_.costs); succeeded(p))
@@ -754,13 +749,17 @@ FailureOr<LayoutSearchResult> LayoutSearch::run() {
 void LayoutSearch::materialise(const std::vector<int> &choice,
                                LayoutSearchResult &result,
                                std::optional<double> megatron) {
+  // Every searched variable's layout goes into the plan, with those already
+  // there; dtcc-shard-annotate gives each variable its own.
+  PlanAttr plan = getPlan(module_);
+  NamedAttrList layouts(plan.getLayouts());
   for (VarGroup &g : groups_) {
     // A variable no searched function reads keeps its whole layout.
     ShardingAttr layout =
         g.used ? g.layouts[choice[nodes_[g.node].id]] : g.layouts.front();
     for (auto var : g.members)
       if (var.getTensorType().getRank() > 0)
-        var->setAttr(kShardingAttr, layout);
+        layouts.set(var.getSymNameAttr(), layout);
     if (g.used && g.layouts.size() > 1)
       result.layouts.push_back(
           {g.members.front().getSymName().str(), layoutName(layout)});
@@ -769,6 +768,8 @@ void LayoutSearch::materialise(const std::vector<int> &choice,
           << layoutName(layout) << " (" << layout << ")"
           << (g.members.size() > 1 ? ", with its optimizer state" : "");
   }
+  module_->setAttr(kPlanAttr,
+                   plan.withLayouts(layouts.getDictionary(module_.getContext())));
   auto stateOf = [&](Value v) {
     const ValueInfo &info = values_[v];
     return info.stateOf[choice[nodes_[info.node].id]];
@@ -844,13 +845,12 @@ void LayoutSearch::materialise(const std::vector<int> &choice,
   }
 }
 
-struct ShardSearchLayoutsPass
-    : public dtcc::shard::impl::ShardSearchLayoutsBase<ShardSearchLayoutsPass> {
-  using ShardSearchLayoutsBase::ShardSearchLayoutsBase;
+struct PlanSearchLayoutsPass
+    : public dtcc::planning::impl::PlanSearchLayoutsBase<PlanSearchLayoutsPass> {
+  using PlanSearchLayoutsBase::PlanSearchLayoutsBase;
 
   void runOnOperation() final {
     LayoutSearchOptions o;
-    o.mesh = mesh;
     o.costs.flops = flops;
     o.costs.busBandwidth = bandwidth;
     o.costs.latency = latency;
@@ -878,12 +878,12 @@ struct ShardSearchLayoutsPass
 FailureOr<LayoutSearchResult>
 dtcc::shard::searchLayouts(ModuleOp module,
                            const LayoutSearchOptions &options) {
-  MLIRContext *ctx = module.getContext();
-  std::string error;
-  auto mesh = parseMesh(options.mesh, ctx, error);
-  if (failed(mesh))
-    return module.emitError("invalid mesh '") << options.mesh << "': " << error;
-  for (auto [axis, size] : llvm::zip(mesh->getAxes(), mesh->getSizes()))
+  PlanAttr plan = getPlan(module);
+  if (!plan)
+    return module.emitError("expected a module with a dshard.plan (run "
+                            "dtcc-plan-set first)");
+  MeshAttr mesh = plan.getMesh();
+  for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
     if (axis.getValue() != "dp" && axis.getValue() != "tp" && size > 1)
       return module.emitError("mesh axis '")
              << axis.getValue() << "' (size " << size
@@ -901,7 +901,7 @@ dtcc::shard::searchLayouts(ModuleOp module,
            << ", time-limit=" << shortest(options.timeLimit);
   if (module->hasAttr(kMeshAttr))
     return module.emitError("the module is already placed on a mesh: "
-                            "dtcc-shard-search-layouts runs before "
+                            "dtcc-plan-search-layouts runs before "
                             "dtcc-shard-annotate");
   if (!module.lookupSymbol<func::FuncOp>("train_step")) {
     if (module.lookupSymbol<func::FuncOp>("train_step_pp0"))
@@ -911,11 +911,11 @@ dtcc::shard::searchLayouts(ModuleOp module,
                             "(compile with --train)");
   }
   LayoutSearchResult none;
-  if (mesh->getSize("tp") <= 1) {
+  if (mesh.getSize("tp") <= 1) {
     none.solved = none.optimal = true;
     return none;
   }
-  return LayoutSearch(module, *mesh, options).run();
+  return LayoutSearch(module, mesh, options).run();
 }
 
 FailureOr<ModelledStep>
@@ -924,9 +924,8 @@ dtcc::shard::priceShardedStep(ModuleOp module, const StepCostModel &costs) {
   if (!mesh)
     return module.emitError("expected a module with a dshard.mesh "
                             "(run dtcc-shard-annotate first)");
-  double micro = 1;
-  if (auto m = module->getAttrOfType<StringAttr>("dtcc.micro_batches"))
-    micro = std::max(1.0, std::stod(m.str()));
+  PlanAttr plan = getPlan(module);
+  double micro = plan ? plan.getAccumulationSteps() : 1;
   ModelledStep out;
   for (auto fn : module.getOps<func::FuncOp>()) {
     double weight =

@@ -1,4 +1,4 @@
-// RUN: dtcc-opt %s -split-input-file -allow-unregistered-dialect -verify-diagnostics -dtcc-shard-search-layouts="mesh=tp=2"
+// RUN: dtcc-opt %s -split-input-file -allow-unregistered-dialect -verify-diagnostics -dtcc-plan-set="mesh=tp=2" -dtcc-plan-search-layouts
 
 // Tests that a module without a training step is an error.
 
@@ -14,7 +14,7 @@ module {
 // Tests that a module dtcc-shard-annotate already placed is an error: the
 // search runs before it.
 
-// expected-error @+1 {{the module is already placed on a mesh: dtcc-shard-search-layouts runs before dtcc-shard-annotate}}
+// expected-error @+1 {{the module is already placed on a mesh: dtcc-plan-search-layouts runs before dtcc-shard-annotate}}
 module attributes {dshard.mesh = #dshard.mesh<[tp = 2]>} {
   func.func @train_step() {
     return

@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Sharding/ShardingIlp.h"
+#include "passes/Planning/ShardingIlp.h"
 
 #include <coin/Cbc_C_Interface.h>
 

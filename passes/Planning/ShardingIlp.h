@@ -1,7 +1,7 @@
 //===- ShardingIlp.h - the per-op sharding choice as an ILP -----*- C++ -*-===//
 //
 // Plain C++ (no MLIR): the cost model of collectives and the assignment
-// problem dtcc-shard-search-layouts solves with CBC. Each node (an op, or a
+// problem dtcc-plan-search-layouts solves with CBC. Each node (an op, or a
 // variable with its loads and stores) picks one choice; each value a node
 // makes is left in a state by that choice, and each use of it needs it in a
 // state; bringing a value from one state to another costs a reshard, paid
@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTCC_PASSES_SHARDING_SHARDINGILP_H
-#define DTCC_PASSES_SHARDING_SHARDINGILP_H
+#ifndef DTCC_PASSES_PLANNING_SHARDINGILP_H
+#define DTCC_PASSES_PLANNING_SHARDINGILP_H
 
 #include "planner/CostPrimitives.h"
 
@@ -133,4 +133,4 @@ private:
 
 } // namespace dtcc::shard
 
-#endif // DTCC_PASSES_SHARDING_SHARDINGILP_H
+#endif // DTCC_PASSES_PLANNING_SHARDINGILP_H

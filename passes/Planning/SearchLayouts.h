@@ -1,16 +1,16 @@
 //===- SearchLayouts.h - per-op tensor-parallel shardings by an ILP -*- C++
 //-*-===//
 //
-// The C++ entry points of dtcc-shard-search-layouts (Passes.td describes
+// The C++ entry points of dtcc-plan-search-layouts (Passes.td describes
 // the pass), for the plan search and for tests: run the search on a
 // training step, and price a propagated step with the same cost model.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef DTCC_PASSES_SHARDING_SEARCHLAYOUTS_H
-#define DTCC_PASSES_SHARDING_SEARCHLAYOUTS_H
+#ifndef DTCC_PASSES_PLANNING_SEARCHLAYOUTS_H
+#define DTCC_PASSES_PLANNING_SEARCHLAYOUTS_H
 
-#include "passes/Sharding/ShardingIlp.h"
+#include "passes/Planning/ShardingIlp.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -20,9 +20,9 @@
 
 namespace dtcc::shard {
 
+/// The mesh is the plan's (`dshard.plan`): tp is searched, dp splits the
+/// batch.
 struct LayoutSearchOptions {
-  /// The mesh ("dp=2,tp=2"): tp is searched, dp splits the batch.
-  std::string mesh;
   StepCostModel costs;
   /// CBC's time limit in seconds.
   double timeLimit = 30;
@@ -53,8 +53,9 @@ struct LayoutSearchResult {
 };
 
 /// Decides the tp sharding of every op of the training step in `module`
-/// (after dtcc-graph-optimizer, before dtcc-shard-annotate) and writes it:
-/// variables' `dshard.sharding`, and `dshard.constraint`s. Errors (at the
+/// (after dtcc-graph-optimizer, before dtcc-shard-annotate) on its plan's
+/// mesh and writes it: variables' layouts into the plan's `layouts`, and
+/// `dshard.constraint`s. Errors (at the
 /// op) for steps it cannot search; a solver failure is a result with
 /// `solved` false.
 mlir::FailureOr<LayoutSearchResult>
@@ -72,4 +73,4 @@ mlir::FailureOr<ModelledStep> priceShardedStep(mlir::ModuleOp module,
 
 } // namespace dtcc::shard
 
-#endif // DTCC_PASSES_SHARDING_SEARCHLAYOUTS_H
+#endif // DTCC_PASSES_PLANNING_SEARCHLAYOUTS_H

@@ -1,0 +1,27 @@
+// RUN: dtcc-opt %s -split-input-file | dtcc-opt -split-input-file | FileCheck %s
+
+// Tests that a whole plan round-trips: the mesh in the order written (tp
+// outer, dp inner), the schedule that is not a keyword quoted, layouts
+// sorted by name, a name that is not a keyword quoted.
+
+// CHECK-LABEL: module @whole
+// CHECK-SAME: dshard.plan = #dshard.plan<mesh = [tp = 2, dp = 2], zero = 1, micro_batches = 4, schedule = "1f1b", recompute = full, layouts = {"a/b" = #dshard.sharding<[{tp}, {}]>, fc1 = cols, fc2 = whole}>
+module @whole attributes {dshard.plan = #dshard.plan<mesh = [tp = 2, dp = 2], zero = 1, micro_batches = 4, schedule = "1f1b", recompute = full, layouts = {fc2 = whole, "a/b" = #dshard.sharding<[{tp}, {}]>, fc1 = cols}>} {
+}
+
+// -----
+
+// Tests that fields may come in any order and default when left out (one
+// device, no ZeRO, one micro-batch, 1F1B, no recomputation, no layouts).
+
+// CHECK-LABEL: module @defaults
+// CHECK-SAME: dshard.plan = #dshard.plan<mesh = [], zero = 0, micro_batches = 1, schedule = "1f1b", recompute = none>
+module @defaults attributes {dshard.plan = #dshard.plan<>} {
+}
+
+// -----
+
+// CHECK-LABEL: module @gpipe
+// CHECK-SAME: dshard.plan = #dshard.plan<mesh = [pp = 12], zero = 0, micro_batches = 12, schedule = gpipe, recompute = none>
+module @gpipe attributes {dshard.plan = #dshard.plan<schedule = gpipe, micro_batches = 12, mesh = [pp = 12]>} {
+}

@@ -1,0 +1,122 @@
+// RUN: dtcc-opt %s -split-input-file -verify-diagnostics
+
+// Tests that a mesh axis dtcc does not know is refused.
+
+// expected-error @+1 {{unknown mesh axis 'ep': dtcc knows dp (data), pp (pipeline) and tp (tensor parallel)}}
+module attributes {dshard.plan = #dshard.plan<mesh = [ep = 2]>} {
+}
+
+// -----
+
+// Tests that a mesh axis given twice is refused.
+
+// expected-error @+1 {{mesh axis 'dp' repeats}}
+module attributes {dshard.plan = #dshard.plan<mesh = [dp = 2, dp = 2]>} {
+}
+
+// -----
+
+// Tests that a mesh axis of size 0 is refused.
+
+// expected-error @+1 {{expected mesh axis 'tp' of size >= 1, got 0}}
+module attributes {dshard.plan = #dshard.plan<mesh = [tp = 0]>} {
+}
+
+// -----
+
+// Tests that a ZeRO stage outside 0..3 is refused.
+
+// expected-error @+1 {{expected a ZeRO stage 0, 1, 2 or 3, got 4}}
+module attributes {dshard.plan = #dshard.plan<mesh = [dp = 2], zero = 4>} {
+}
+
+// -----
+
+// Tests that fewer than one micro-batch is refused.
+
+// expected-error @+1 {{expected micro-batches >= 1, got 0}}
+module attributes {dshard.plan = #dshard.plan<micro_batches = 0>} {
+}
+
+// -----
+
+// Tests that an unknown schedule is refused.
+
+// expected-error @+1 {{expected a pipeline schedule gpipe or 1f1b, got 'interleaved'}}
+module attributes {dshard.plan = #dshard.plan<schedule = interleaved>} {
+}
+
+// -----
+
+// Tests that an unknown recomputation is refused.
+
+// expected-error @+1 {{expected recompute none or full, got 'some'}}
+module attributes {dshard.plan = #dshard.plan<recompute = some>} {
+}
+
+// -----
+
+// Tests that an unknown field is refused.
+
+// expected-error @+1 {{unknown plan field 'stages' (expected mesh, zero, micro_batches, schedule, recompute or layouts)}}
+module attributes {dshard.plan = #dshard.plan<stages = 2>} {
+}
+
+// -----
+
+// Tests that a field given twice is refused.
+
+// expected-error @+1 {{plan field 'zero' appears twice}}
+module attributes {dshard.plan = #dshard.plan<zero = 1, zero = 2>} {
+}
+
+// -----
+
+// Tests that a layout keyword other than rows, cols and whole is refused.
+
+// expected-error @+1 {{expected a layout rows, cols, whole or a #dshard.sharding, got 'diagonal'}}
+module attributes {dshard.plan = #dshard.plan<mesh = [tp = 2], layouts = {w = diagonal}>} {
+}
+
+// -----
+
+// Tests that a layout that is neither a keyword nor a sharding is refused.
+
+// expected-error @+1 {{expected the layout of 'w' to be rows, cols, whole or a #dshard.sharding, got 3 : i64}}
+module attributes {dshard.plan = #dshard.plan<mesh = [tp = 2], layouts = {w = 3}>} {
+}
+
+// -----
+
+// Tests that a layout on an axis the mesh lacks is refused.
+
+// expected-error @+1 {{the layout of 'w' uses mesh axis 'tp', which the plan's mesh does not have}}
+module attributes {dshard.plan = #dshard.plan<mesh = [dp = 2], layouts = {w = #dshard.sharding<[{tp}, {}]>}>} {
+}
+
+// -----
+
+// Tests that a variable's layout given twice is refused.
+
+// expected-error @+1 {{layout of variable 'w' given twice}}
+module attributes {dshard.plan = #dshard.plan<mesh = [tp = 2], layouts = {w = rows, w = cols}>} {
+}
+
+// -----
+
+// Tests that the plan is a module's.
+
+module {
+  // expected-error @+1 {{'func.func' op expected 'dshard.plan' on a module}}
+  func.func @f() attributes {dshard.plan = #dshard.plan<>} {
+    return
+  }
+}
+
+// -----
+
+// Tests that dshard.plan holds a plan.
+
+// expected-error @+1 {{'builtin.module' op expected 'dshard.plan' to be a #dshard.plan attribute, got "dp=2"}}
+module attributes {dshard.plan = "dp=2"} {
+}
