@@ -18,6 +18,11 @@ void buildGraphPhase(OpPassManager &pm) {
 }
 
 void buildTrainPhase(OpPassManager &pm, const TrainPhase &o) {
+  // Layers for recomputation and pipelines where node names gave none;
+  // a pipeline of a model without repeated layers cuts between pieces.
+  graph::MarkLayersOptions layers;
+  layers.parts = o.stages > 1;
+  pm.addPass(graph::createMarkLayers(layers));
   pm.addPass(graph::createAutodiff(o.autodiff));
   if (o.dtype != "fp32") {
     graph::MixedPrecisionOptions mp;
