@@ -12,9 +12,7 @@ namespace dtcc::planner {
 using runtime::invalidArgument;
 using runtime::strCat;
 
-runtime::MeshShape meshOf(const Plan &plan) {
-  return runtime::MeshShape::megatron(plan.dp, plan.pp, plan.tp);
-}
+runtime::MeshShape meshOf(const Plan &plan) { return plan.mesh(); }
 
 StatusOr<ClusterSpec> clusterForRanks(ClusterSpec base, int64_t ranks) {
   if (ranks < 1)

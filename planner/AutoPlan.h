@@ -43,9 +43,8 @@ struct CompilerPlan {
   std::string summary;
 };
 
-/// The plan's mesh in the rank order the time model prices it in
-/// (runtime::MeshShape::megatron: axes of size 1 left out, none for one
-/// device).
+/// The plan's mesh in its rank order (Plan::mesh: axes of size 1 left
+/// out, none for one device), the order the time model prices it in.
 runtime::MeshShape meshOf(const Plan &plan);
 
 /// The plan the compiler builds for mesh dp x tp and `zero`: one

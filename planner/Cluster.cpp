@@ -275,6 +275,35 @@ ClusterSpec dgxA100() {
   return c;
 }
 
+/// The DGX A100 320GB node: the same NVSwitch, HDR InfiniBand, PCIe and host
+/// as dgx-a100-80g; 40 GB of HBM2 per GPU at 1,555 GB/s.
+ClusterSpec dgxA100_40g() {
+  const std::string p = "dgx-a100-40g";
+  ClusterSpec c = dgxA100();
+  c.name = p;
+  c.description = "NVIDIA DGX A100 320GB: 8x A100-SXM4-40GB, NVSwitch, "
+                  "8x HDR InfiniBand";
+  c.device.name = "A100-SXM4-40GB";
+  // Every figure but the memory is the 80 GB node's; relabel their source.
+  for (Figure *f :
+       {&c.device.peakFp32, &c.device.peakTf32, &c.device.peakBf16,
+        &c.device.peakFp16, &c.device.matmulEfficiency,
+        &c.device.memoryEfficiency, &c.device.attentionEfficiency,
+        &c.device.kernelOverhead, &c.device.reservedBytes, &c.devicesPerNode,
+        &c.intraNode.bandwidth, &c.intraNode.latency, &c.intraNode.efficiency,
+        &c.interNode.bandwidth, &c.interNode.latency, &c.interNode.efficiency,
+        &c.pcieBandwidth, &c.hostMemoryBandwidth})
+    f->source = "preset " + p + ": as dgx-a100-80g (" +
+                f->source.substr(f->source.find(": ") + 2) + ")";
+  c.device.memoryBytes =
+      fig(40960 * kMiB, p, "nvidia-smi total memory, 40960 MiB");
+  c.device.memoryBandwidth =
+      fig(1.555e12, p, "NVIDIA A100 40GB SXM datasheet, HBM2 1,555 GB/s");
+  c.hostMemoryBytes = fig(1e12, p, "DGX A100 320GB datasheet, 1 TB system "
+                                   "memory");
+  return c;
+}
+
 void hopperCommon(ClusterSpec &c, const std::string &p) {
   c.device.peakFp32 = fig(66.9e12, p, "NVIDIA H100 SXM datasheet, FP32");
   c.device.peakTf32 = fig(494.7e12, p, "NVIDIA H100 SXM datasheet, TF32 "
@@ -378,12 +407,14 @@ ClusterSpec cpuLocal() {
 } // namespace
 
 std::vector<std::string> clusterPresetNames() {
-  return {"dgx-a100-80g", "dgx-h100", "h200", "cpu-local"};
+  return {"dgx-a100-80g", "dgx-a100-40g", "dgx-h100", "h200", "cpu-local"};
 }
 
 StatusOr<ClusterSpec> clusterPreset(const std::string &name) {
   if (name == "dgx-a100-80g")
     return dgxA100();
+  if (name == "dgx-a100-40g")
+    return dgxA100_40g();
   if (name == "dgx-h100")
     return dgxH100();
   if (name == "h200")

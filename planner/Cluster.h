@@ -124,7 +124,8 @@ struct ClusterSpec {
   Status validate() const;
 };
 
-/// Names of the built-in presets: dgx-a100-80g, dgx-h100, h200, cpu-local.
+/// Names of the built-in presets: dgx-a100-80g, dgx-a100-40g, dgx-h100, h200,
+/// cpu-local.
 std::vector<std::string> clusterPresetNames();
 /// A preset with `nodes` = 1; unknown names are an error listing the presets.
 StatusOr<ClusterSpec> clusterPreset(const std::string &name);

@@ -2,6 +2,7 @@
 
 #include "planner/Plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -71,9 +72,27 @@ std::string DTypePolicy::describe() const {
   return os.str();
 }
 
+runtime::MeshShape Plan::mesh() const {
+  std::vector<runtime::MeshShape::Axis> axes;
+  for (const std::string &axis : order) {
+    int64_t size = axis == "dp" ? dp : axis == "pp" ? pp : axis == "tp" ? tp : 1;
+    if (size > 1)
+      axes.push_back({axis, size});
+  }
+  auto shape = runtime::MeshShape::of(std::move(axes));
+  return shape.isOk() ? std::move(shape).value()
+                      : runtime::MeshShape::megatron(dp, pp, tp);
+}
+
+bool Plan::megatronOrder() const {
+  return mesh() == runtime::MeshShape::megatron(dp, pp, tp);
+}
+
 std::string Plan::summary() const {
   std::ostringstream os;
   os << "dp=" << dp << " pp=" << pp << " tp=" << tp;
+  if (!megatronOrder())
+    os << " (rank order " << mesh().str() << ")";
   os << ", " << (zeroStage ? "ZeRO-" + std::to_string(zeroStage) : "no ZeRO");
   os << ", " << microBatches << " micro-batch" << (microBatches == 1 ? "" : "es")
      << " of " << microBatchSize;
@@ -101,7 +120,7 @@ bool Plan::operator==(const Plan &o) const {
          dtype.masterWeights == o.dtype.masterWeights &&
          dtype.optimizerState == o.dtype.optimizerState &&
          dtype.optimizerMoments == o.dtype.optimizerMoments &&
-         dtype.lossScaling == o.dtype.lossScaling;
+         dtype.lossScaling == o.dtype.lossScaling && order == o.order;
 }
 
 int64_t stageLayers(const ModelDesc &model, int64_t pp, int64_t stage) {
@@ -123,6 +142,12 @@ int64_t stageLayers(const ModelDesc &model, int64_t pp, int64_t stage) {
 std::optional<std::string> planProblem(const Plan &plan,
                                        const ModelDesc &model,
                                        const ClusterSpec &cluster) {
+  {
+    std::vector<std::string> sorted = plan.order;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != std::vector<std::string>{"dp", "pp", "tp"})
+      return strCat("the rank order must name dp, pp and tp once each");
+  }
   if (plan.dp < 1 || plan.pp < 1 || plan.tp < 1)
     return strCat("mesh dimensions must be at least 1 (dp=", plan.dp,
                   " pp=", plan.pp, " tp=", plan.tp, ")");
@@ -256,6 +281,12 @@ Json planToJson(const Plan &p) {
   j.set("sequenceParallel", p.sequenceParallel);
   j.set("offload", offloadName(p.offload));
   j.set("dtype", dtypePolicyToJson(p.dtype));
+  if (!p.megatronOrder()) {
+    Json order = Json::array();
+    for (const std::string &axis : p.order)
+      order.push(axis);
+    j.set("order", std::move(order));
+  }
   return j;
 }
 
@@ -323,6 +354,17 @@ StatusOr<Plan> planFromJson(const Json &j) {
       int index = 0;
       DTCC_RETURN_IF_ERROR(name(names, 3, index));
       p.offload = Offload(index);
+    } else if (key == "order") {
+      if (!value.isArray() || value.items().size() != 3)
+        return invalidArgument(path, ": expected [\"pp\", \"dp\", \"tp\"] in rank order");
+      p.order.clear();
+      for (const Json &axis : value.items()) {
+        if (!axis.isString() || (axis.asString() != "dp" && axis.asString() != "pp" &&
+                                 axis.asString() != "tp") ||
+            std::count(p.order.begin(), p.order.end(), axis.asString()))
+          return invalidArgument(path, ": expected dp, pp and tp once each");
+        p.order.push_back(axis.asString());
+      }
     } else if (key == "sequenceParallel") {
       if (!value.isBool())
         return invalidArgument(path, ": expected a boolean");

@@ -12,9 +12,11 @@
 
 #include "planner/Cluster.h"
 #include "planner/Model.h"
+#include "runtime/base/MeshShape.h"
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtcc::planner {
 
@@ -85,11 +87,22 @@ struct Plan {
   bool sequenceParallel = false;
   Offload offload = Offload::kNone;
   DTypePolicy dtype;
+  /// The mesh axes in rank order, outermost first (ranks lie row-major, the
+  /// last axis fastest): Megatron-LM's pp, dp, tp by default; a user's
+  /// `--mesh tp=2,dp=2` keeps its own order, and the time model prices each
+  /// group on the links its ranks really span.
+  std::vector<std::string> order = {"pp", "dp", "tp"};
 
   int64_t devices() const { return dp * pp * tp; }
+  /// The mesh in `order`, axes of size 1 left out (none for one device).
+  runtime::MeshShape mesh() const;
+  /// Whether the mesh's ranks lie as Megatron-LM's (pp, dp, tp; axes of
+  /// size 1 may be anywhere).
+  bool megatronOrder() const;
   int64_t globalBatch() const { return dp * microBatchSize * microBatches; }
   /// "dp=8 pp=4 tp=8, ZeRO-1, 64 micro-batches of 1, interleaved(v=2),
-  /// recompute selective, sequence parallel".
+  /// recompute selective, sequence parallel"; a mesh in another order than
+  /// Megatron-LM's adds it ("dp=2 pp=1 tp=2 (rank order tp=2,dp=2), ...").
   std::string summary() const;
   bool operator==(const Plan &other) const;
 };

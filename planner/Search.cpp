@@ -117,6 +117,8 @@ private:
     plan.pp = pp;
     plan.tp = tp;
     plan.dtype = options_.dtype;
+    if (!options_.order.empty())
+      plan.order = options_.order;
     return plan;
   }
 

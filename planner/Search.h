@@ -36,6 +36,9 @@ struct SearchOptions {
   int alternativesPerKind = 5;
   /// Pin dimensions (0 = free): the search then only varies the rest.
   int64_t fixDp = 0, fixPp = 0, fixTp = 0;
+  /// The rank order of every plan considered (Plan::order); empty:
+  /// Megatron-LM's.
+  std::vector<std::string> order;
   /// Pin the ZeRO stage (-1 = free) and the micro-batch size (0 = free).
   int fixZero = -1;
   int64_t fixMicroBatchSize = 0;

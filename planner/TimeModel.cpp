@@ -155,17 +155,27 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
   const PartTimes &embedding = part(1, plan);
   const PartTimes &head = part(2, plan);
 
+  // Where each group's traffic goes: the links the ranks of rank 0's group
+  // along each axis span, in the plan's rank order (Megatron-LM's tp
+  // fastest, then dp, then pp, unless the user's mesh says otherwise).
+  const runtime::MeshShape mesh = plan.mesh();
+  const GroupLink tpGroup = groupLink(cluster_, mesh.group("tp"));
+  const GroupLink dpGroup = groupLink(cluster_, mesh.group("dp"));
+  const Link tpLink = tpGroup.link, dpLink = dpGroup.link;
+  const int64_t tpPerNode = tpGroup.perNode, dpPerNode = dpGroup.perNode;
+  const Link ppLink = groupLink(cluster_, mesh.group("pp")).link;
+
   // Tensor parallelism: one all-reduce (or all-gather + reduce-scatter with
   // sequence parallelism, the same bus volume) per collective point.
   double tpOne = 0;
   if (t > 1)
     tpOne = plan.sequenceParallel
                 ? collectiveTime(Collective::kAllGather, layer.tpPayload, t,
-                                 Link::kIntraNode) +
+                                 tpLink, tpPerNode) +
                       collectiveTime(Collective::kReduceScatter,
-                                     layer.tpPayload, t, Link::kIntraNode)
+                                     layer.tpPayload, t, tpLink, tpPerNode)
                 : collectiveTime(Collective::kAllReduce, layer.tpPayload, t,
-                                 Link::kIntraNode);
+                                 tpLink, tpPerNode);
   const bool full = plan.recompute == Recompute::kFull;
   double recomputeForward = full ? layer.forward
                             : plan.recompute == Recompute::kSelective
@@ -174,13 +184,6 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
   int layerTpForward = layer.tpForward;
   int layerTpBackward = layer.tpBackward + (full ? layer.tpForward : 0);
 
-  // Where each group's traffic goes (ranks are numbered tp fastest, then
-  // dp, then pp, as Megatron-LM does).
-  bool dpCrosses = dp * t > perNode;
-  Link dpLink = dpCrosses ? Link::kInterNode : Link::kIntraNode;
-  int64_t dpPerNode = dpCrosses ? std::max<int64_t>(1, perNode / t) : dp;
-  bool ppCrosses = p > 1 && dp * t * p > perNode;
-  Link ppLink = ppCrosses ? Link::kInterNode : Link::kIntraNode;
 
   // Pipeline send/recv of one micro-batch's boundary activation. Without
   // sequence parallelism each TP rank sends 1/t and the receiver all-gathers
@@ -193,8 +196,8 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
     p2pPayload = boundary / double(t);
     p2p = collectiveTime(Collective::kSendRecv, p2pPayload, 2, ppLink);
     if (t > 1 && !plan.sequenceParallel)
-      p2p += collectiveTime(Collective::kAllGather, boundary, t,
-                            Link::kIntraNode);
+      p2p += collectiveTime(Collective::kAllGather, boundary, t, tpLink,
+                            tpPerNode);
   }
 
   out.stages.clear();
@@ -411,12 +414,12 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
     double count = double(m) * perMb;
     double time = double(m) * (cx.tpF + cx.tpB);
     if (plan.sequenceParallel) {
-      add("tp", "activations", Collective::kAllGather, Link::kIntraNode, t,
+      add("tp", "activations", Collective::kAllGather, tpLink, t,
           count, tpPayload, time / 2, time / 2);
       add("tp", "activation gradients", Collective::kReduceScatter,
-          Link::kIntraNode, t, count, tpPayload, time / 2, time / 2);
+          tpLink, t, count, tpPayload, time / 2, time / 2);
     } else {
-      add("tp", "activations", Collective::kAllReduce, Link::kIntraNode, t,
+      add("tp", "activations", Collective::kAllReduce, tpLink, t,
           count, tpPayload, time, time);
     }
   }

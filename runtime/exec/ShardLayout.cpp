@@ -8,44 +8,31 @@
 namespace dtcc::runtime {
 
 StatusOr<MeshCoords> MeshCoords::of(const format::Mesh &mesh, int64_t rank) {
-  MeshCoords c;
   if (mesh.axes_size() != mesh.sizes_size())
     return invalidArgument("mesh has ", mesh.axes_size(), " axes but ",
-                                   mesh.sizes_size(), " sizes");
-  c.axes_.assign(mesh.axes().begin(), mesh.axes().end());
-  c.sizes_.assign(mesh.sizes().begin(), mesh.sizes().end());
-  for (int64_t s : c.sizes_)
-    if (s < 1)
-      return invalidArgument("mesh axis of size ", s);
+                           mesh.sizes_size(), " sizes");
+  std::vector<MeshShape::Axis> axes;
+  for (int i = 0; i < mesh.axes_size(); ++i)
+    axes.push_back({mesh.axes(i), mesh.sizes(i)});
+  MeshCoords c;
+  DTCC_ASSIGN_OR_RETURN(c.shape_, MeshShape::of(std::move(axes)));
   if (rank < 0 || rank >= c.numRanks())
     return invalidArgument("rank ", rank, " is outside the mesh ",
-                                   c.describe(), " (", c.numRanks(), " ranks)");
-  c.coords_.assign(c.sizes_.size(), 0);
+                           c.describe(), " (", c.numRanks(), " ranks)");
+  const auto &shapeAxes = c.shape_.axes();
+  c.coords_.assign(shapeAxes.size(), 0);
   int64_t r = rank;
-  for (size_t i = c.sizes_.size(); i-- > 0;) {
-    c.coords_[i] = r % c.sizes_[i];
-    r /= c.sizes_[i];
+  for (size_t i = shapeAxes.size(); i-- > 0;) {
+    c.coords_[i] = r % shapeAxes[i].size;
+    r /= shapeAxes[i].size;
   }
   return c;
 }
 
-int64_t MeshCoords::numRanks() const {
-  int64_t n = 1;
-  for (int64_t s : sizes_)
-    n *= s;
-  return n;
-}
-
-int64_t MeshCoords::size(const std::string &axis) const {
-  for (size_t i = 0; i < axes_.size(); ++i)
-    if (axes_[i] == axis)
-      return sizes_[i];
-  return 1;
-}
-
 int64_t MeshCoords::coord(const std::string &axis) const {
-  for (size_t i = 0; i < axes_.size(); ++i)
-    if (axes_[i] == axis)
+  const auto &axes = shape_.axes();
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i].name == axis)
       return coords_[i];
   return 0;
 }
@@ -66,9 +53,10 @@ int64_t MeshCoords::size(const std::vector<std::string> &axes) const {
 
 std::string MeshCoords::describe() const {
   std::ostringstream os;
-  for (size_t i = 0; i < axes_.size(); ++i)
-    os << (i ? " x " : "") << axes_[i] << "=" << sizes_[i];
-  return axes_.empty() ? "a single device" : os.str();
+  for (size_t i = 0; i < shape_.axes().size(); ++i)
+    os << (i ? " x " : "") << shape_.axes()[i].name << "="
+       << shape_.axes()[i].size;
+  return shape_.empty() ? "a single device" : os.str();
 }
 
 namespace {

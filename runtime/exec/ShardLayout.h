@@ -11,6 +11,7 @@
 #ifndef DTCC_RUNTIME_EXEC_SHARDLAYOUT_H
 #define DTCC_RUNTIME_EXEC_SHARDLAYOUT_H
 
+#include "runtime/base/MeshShape.h"
 #include "runtime/base/Status.h"
 #include "runtime/format/Program.pb.h"
 
@@ -20,8 +21,8 @@
 
 namespace dtcc::runtime {
 
-/// A rank's place on a mesh: ranks are laid out row-major over the axes
-/// (the last axis fastest).
+/// A rank's place on a mesh (runtime::MeshShape: ranks row-major over the
+/// axes, the last axis fastest).
 class MeshCoords {
 public:
   /// The single-device mesh: no axes.
@@ -29,9 +30,10 @@ public:
   /// `rank` on `mesh`; an error when the rank is outside it.
   static StatusOr<MeshCoords> of(const format::Mesh &mesh, int64_t rank);
 
-  int64_t numRanks() const;
+  const MeshShape &shape() const { return shape_; }
+  int64_t numRanks() const { return shape_.ranks(); }
   /// The size of `axis` (1 for an axis the mesh lacks).
-  int64_t size(const std::string &axis) const;
+  int64_t size(const std::string &axis) const { return shape_.size(axis); }
   /// This rank's coordinate on `axis` (0 for an axis the mesh lacks).
   int64_t coord(const std::string &axis) const;
   /// This rank's index among the ranks that differ only on `axes`, the
@@ -42,8 +44,8 @@ public:
   std::string describe() const;
 
 private:
-  std::vector<std::string> axes_;
-  std::vector<int64_t> sizes_, coords_;
+  MeshShape shape_;
+  std::vector<int64_t> coords_; ///< one per axis of shape_
 };
 
 /// One contiguous-in-each-dimension piece of a rank's block: `size`

@@ -476,9 +476,15 @@ StatusOr<ClusterSpec> loadCluster(const Args &args) {
   return cluster;
 }
 
-/// Pins the search to the axes of --mesh.
+/// Pins the search to the axes of --mesh and to its rank order (axes it
+/// leaves out, of size 1, go first).
 Status pinMesh(const runtime::MeshShape &mesh, SearchOptions &options) {
+  options.order.clear();
+  for (const char *axis : {"pp", "dp", "tp"})
+    if (!mesh.has(axis))
+      options.order.push_back(axis);
   for (const runtime::MeshShape::Axis &a : mesh.axes()) {
+    options.order.push_back(a.name);
     if (a.name == "dp")
       options.fixDp = a.size;
     else if (a.name == "pp")

@@ -16,7 +16,7 @@ TEST(Cluster, PresetsAreValidAndCarrySources) {
     EXPECT_FALSE(c.value().device.peakBf16.source.empty()) << name;
     EXPECT_EQ(c.value().nodes, 1);
   }
-  EXPECT_EQ(clusterPresetNames().size(), 4u);
+  EXPECT_EQ(clusterPresetNames().size(), 5u);
   // REFERENCES.md's hardware figures.
   ClusterSpec h100 = clusterPreset("dgx-h100").value();
   EXPECT_DOUBLE_EQ(h100.device.peakBf16.value, 989.4e12);
@@ -26,6 +26,14 @@ TEST(Cluster, PresetsAreValidAndCarrySources) {
   EXPECT_DOUBLE_EQ(clusterPreset("dgx-a100-80g").value().device.peakBf16.value,
                    312e12);
   EXPECT_GT(clusterPreset("h200").value().device.memoryBytes.value, 140e9);
+  // The 40 GB A100 differs from the 80 GB one only in its memory.
+  ClusterSpec a40 = clusterPreset("dgx-a100-40g").value();
+  ClusterSpec a80 = clusterPreset("dgx-a100-80g").value();
+  EXPECT_DOUBLE_EQ(a40.device.memoryBytes.value, 40960.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(a40.device.memoryBandwidth.value, 1.555e12);
+  EXPECT_DOUBLE_EQ(a40.device.peakBf16.value, a80.device.peakBf16.value);
+  EXPECT_DOUBLE_EQ(a40.interNode.bandwidth.value, a80.interNode.bandwidth.value);
+  EXPECT_NE(a40.device.peakBf16.source.find("dgx-a100-40g"), std::string::npos);
   auto unknown = clusterPreset("tpu-v5");
   ASSERT_FALSE(unknown.isOk());
   EXPECT_NE(unknown.status().message().find("dgx-h100"), std::string::npos);

@@ -179,6 +179,51 @@ TEST(Plan, JsonRoundTrip) {
   auto error = planFromJson(bad);
   ASSERT_FALSE(error.isOk());
   EXPECT_NE(error.status().message().find("plan.zeroStage"), std::string::npos);
+
+  // A rank order other than Megatron-LM's travels with the plan.
+  p.order = {"tp", "pp", "dp"};
+  EXPECT_EQ(p.mesh().str(), "tp=8,pp=2,dp=4");
+  EXPECT_FALSE(p.megatronOrder());
+  auto ordered = planFromJson(planToJson(p));
+  ASSERT_TRUE(ordered.isOk()) << ordered.status().toString();
+  EXPECT_TRUE(ordered.value() == p);
+  Json twice = planToJson(p);
+  Json axes = Json::array();
+  for (const char *axis : {"tp", "tp", "dp"})
+    axes.push(axis);
+  twice.set("order", axes);
+  auto refused = planFromJson(twice);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find("plan.order"), std::string::npos);
+}
+
+TEST(TimeModel, GroupsPricedOnTheLinksOfTheirRankOrder) {
+  // Two 8-GPU nodes, tp=8 x dp=2: with tp fastest (Megatron-LM) each tp
+  // group stays in a node; with dp fastest every tp group spans both nodes
+  // and its collectives are slower, the dp pair's faster.
+  Plan megatron;
+  megatron.dp = 2;
+  megatron.tp = 8;
+  megatron.microBatchSize = 4;
+  Plan dpFastest = megatron;
+  dpFastest.order = {"pp", "tp", "dp"};
+  ModelDesc model = ModelDesc::megatronGpt(/*hidden=*/2048, /*layers=*/8,
+                                           /*heads=*/16);
+  auto fast = evaluatePlan(model, h100Nodes(2), megatron);
+  auto slow = evaluatePlan(model, h100Nodes(2), dpFastest);
+  ASSERT_TRUE(fast.isOk()) << fast.status().toString();
+  ASSERT_TRUE(slow.isOk()) << slow.status().toString();
+  auto linkOf = [](const TimeBreakdown &t, const std::string &group) {
+    for (const CommItem &c : t.comm)
+      if (c.group == group)
+        return c.link;
+    return Link::kPcie;
+  };
+  EXPECT_EQ(linkOf(fast.value().time, "tp"), Link::kIntraNode);
+  EXPECT_EQ(linkOf(fast.value().time, "dp"), Link::kInterNode);
+  EXPECT_EQ(linkOf(slow.value().time, "tp"), Link::kInterNode);
+  EXPECT_EQ(linkOf(slow.value().time, "dp"), Link::kIntraNode);
+  EXPECT_GT(slow.value().time.stepTime, fast.value().time.stepTime);
 }
 
 TEST(Report, TextJsonTraceAndRunCost) {
