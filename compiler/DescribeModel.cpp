@@ -16,6 +16,13 @@ namespace dtcc {
 
 namespace {
 
+/// The layer an op belongs to (its #dgraph.layer index), "" for none.
+std::string layerKeyOf(Operation *op) {
+  std::optional<int64_t> index = graph::layerIndexOf(op);
+  return index ? std::to_string(*index) : "";
+}
+
+
 double elements(RankedTensorType type) {
   double n = 1;
   for (int64_t d : type.getShape())
@@ -103,14 +110,14 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
     func.walk([&](Operation *op) {
       if (isa<func::ReturnOp>(op))
         return;
-      std::string key = graph::layerKey(op->getLoc());
+      std::string key = layerKeyOf(op);
       double flops = graph::flopsOf(op);
       g.forwardFlops += flops;
       if (auto load = dyn_cast<graph::LoadOp>(op)) {
         SmallVector<Operation *> users;
         usersThroughViews(load.getResult(), users);
         for (Operation *user : users)
-          if (std::string k = graph::layerKey(user->getLoc()); !k.empty()) {
+          if (std::string k = layerKeyOf(user); !k.empty()) {
             layerOfVariable[load.getVariable()] = k;
             break;
           }
@@ -137,7 +144,7 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
     auto it = layerOfVariable.find(var.getSymName());
     std::string key = it != layerOfVariable.end()
                           ? it->second
-                          : graph::layerKey(var.getLoc());
+                          : layerKeyOf(var);
     if (auto l = layers.find(key); l != layers.end())
       l->second.parameters += elements(t);
   }
@@ -166,7 +173,7 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
     if (auto gather = dyn_cast<graph::GatherOp>(&op))
       if (auto var = trainableVariable(gather.getOperand(), params))
         if (var.getTensorType().getRank() == 2 && gather.getAxis() == 0 &&
-            graph::layerKey(gather->getLoc()).empty()) {
+            layerKeyOf(gather).empty()) {
           table = var;
           break;
         }

@@ -34,7 +34,7 @@ struct DescribedModel {
 };
 
 /// Describes the forward pass of `module`'s function (dgraph as imported,
-/// before autodiff). Layers are the ops that graph::layerKey assigns to one;
+/// before autodiff). Layers are the ops of one #dgraph.layer index;
 /// a variable belongs to the layer of the ops that read it. `name` becomes
 /// the description's name. Variables named in `frozen` are not parameters
 /// (as `dtcc compile --train --frozen`: an export's masks and rotary

@@ -294,6 +294,9 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
         for (Value v : kernel.getOuts())
           inst->add_outputs(ids.lookup(v));
         for (NamedAttribute attr : kernel.getAttrs()) {
+          // Where the op sat in the model is the compiler's, not the kernel's.
+          if (attr.getName() == graph::kLayerAttr)
+            continue;
           runtime::format::AttrValue value;
           if (failed(convertAttr(attr.getValue(), value)))
             return kernel.emitOpError("cannot serialize attribute '")

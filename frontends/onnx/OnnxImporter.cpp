@@ -9,6 +9,7 @@
 #include "frontends/onnx/OnnxImporter.h"
 
 #include "frontends/onnx/GraphImporter.h"
+#include "frontends/onnx/LayerNames.h"
 #include "runtime/io/TensorFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -530,6 +531,9 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   fn.setFunctionType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
   for (auto [i, info] : llvm::enumerate(g.output()))
     fn.setResultAttr(i, dtcc::graph::kNameAttr, b.getStringAttr(info.name()));
+  // Where each op sits (layer, top-level module), read from the node names
+  // here once; later passes read the attributes.
+  markLayersFromNames(module);
   // The handlers check what they build: an op that does not verify now
   // is the importer's bug.
   ScopedDiagnosticHandler internal(ctx, [](Diagnostic &d) {

@@ -32,22 +32,23 @@ bool isFloatTensor(Value v) {
   return t && isa<FloatType>(t.getElementType());
 }
 
-/// Groups ops into recomputation segments: runs of ops of one layer, or,
-/// when names say nothing, about sqrt(n) ops each.
+/// Groups ops into recomputation segments: runs of ops of one layer
+/// (#dgraph.layer; an op outside layers joins the run before it), or, when
+/// the model has fewer than two layers, about sqrt(n) ops each.
 SmallVector<SmallVector<Operation *>> segmentOps(ArrayRef<Operation *> ops) {
   SmallVector<SmallVector<Operation *>> segments;
-  llvm::StringSet<> keys;
+  llvm::SmallDenseSet<int64_t> layers;
   for (Operation *op : ops)
-    if (std::string k = layerKey(op->getLoc()); !k.empty())
-      keys.insert(k);
-  if (keys.size() >= 2) {
-    std::string current;
+    if (std::optional<int64_t> layer = layerIndexOf(op))
+      layers.insert(*layer);
+  if (layers.size() >= 2) {
+    std::optional<int64_t> current;
     for (Operation *op : ops) {
-      std::string k = layerKey(op->getLoc());
-      if (segments.empty() || (!k.empty() && k != current)) {
+      std::optional<int64_t> layer = layerIndexOf(op);
+      if (segments.empty() || (layer && layer != current)) {
         segments.emplace_back();
-        if (!k.empty())
-          current = k;
+        if (layer)
+          current = layer;
       }
       segments.back().push_back(op);
     }
@@ -374,11 +375,18 @@ void AutodiffPass::runOnOperation() {
         return signalPassFailure();
       }
       SmallVector<Value> operandGrads;
+      Operation *last = ret->getPrevNode();
       if (failed(iface.buildVJP(b, resultGrads, operandGrads)))
         return signalPassFailure();
       for (auto [i, g] : llvm::enumerate(operandGrads))
         if (g && active.count(op->getOperand(i)))
           accumulate(op->getOperand(i), g, op->getLoc());
+      // The backward ops of `op` (its VJP and the sums of its operands'
+      // gradients) belong to its layer; constants to none.
+      for (Operation *made = last ? last->getNextNode() : &body.front();
+           made != ret; made = made->getNextNode())
+        if (!made->hasTrait<OpTrait::ConstantLike>())
+          inheritLayer(op, made);
     }
   }
 

@@ -101,6 +101,8 @@ Value MixedPrecisionPass::as(Value v, Type element) {
         }));
   } else {
     auto c = CastOp::create(b, v.getLoc(), withElement(v, element), v);
+    if (Operation *def = v.getDefiningOp())
+      inheritLayer(def, c);
     created.push_back(c);
     converted = c;
   }

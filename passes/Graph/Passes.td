@@ -26,9 +26,11 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
 
     With the plan's `recompute = full` (`dshard.plan`, passes/Planning; no
     plan: none), activations are recomputed instead of kept: the
-    forward ops are grouped into segments (transformer layers, found from
-    their ONNX node names such as `layers.3/...`; otherwise about sqrt(n)
-    ops each) and, before the backward of a segment, its forward ops are
+    forward ops are grouped into segments (runs of ops of one layer, the
+    `#dgraph.layer` index that the ONNX importer reads from node names such
+    as `layers.3/...` and dtcc-graph-mark-layers finds in the graph's
+    structure; with fewer than two layers, about sqrt(n) ops each) and,
+    before the backward of a segment, its forward ops are
     cloned from the values that cross segment boundaries. Only those
     boundary values stay alive across the step, which the memory plan and
     the reported peak show.
@@ -37,6 +39,10 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
     `loss=cross_entropy:<logits>,<labels>` adds the mean cross-entropy of
     output `<logits>` ([..., classes]) against input `<labels>` (ignoring
     label -100).
+
+    Every backward op (a VJP, the sum of a value's gradients) takes the
+    `dgraph.layer` of the forward op it differentiates; recomputed clones
+    keep theirs.
 
     Errors: an op on the gradient path without a VJP rule (named, at its
     ONNX node); no loss or an ambiguous one; an unknown frozen variable.
@@ -130,6 +136,53 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
            "Compute type of the forward and backward pass: bf16, fp16 or fp32">,
     Option<"lossScale", "loss-scale", "double", /*default=*/"1024.0",
            "Static loss scale for fp16 (1: none); ignored for bf16 and fp32">,
+  ];
+  let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
+}
+
+def MarkLayers : Pass<"dtcc-graph-mark-layers", "mlir::ModuleOp"> {
+  let summary = "Finds the layers of a model whose ops carry no "
+                "#dgraph.layer, from the graph's structure";
+  let description = [{
+    Recomputation (`dtcc-graph-autodiff recompute=full`), pipeline stages
+    (`dtcc-shard-pipeline`) and ZeRO prefetching (`dtcc-shard-overlap`)
+    go layer by layer, reading each op's `dgraph.layer`
+    (`#dgraph.layer<module = ..., index = ...>`). The ONNX importer sets it
+    from node names (`layers.3/...`, `/transformer/h.3/...`, a top-level
+    module `/enc1/...`). This pass sets it for a module in which no op
+    carries one (a model exported with anonymous node names, IR written by
+    hand); a module with any `dgraph.layer` is left as it is, so the
+    attribute is set once.
+
+    In each function (the forward model: run it before
+    dtcc-graph-autodiff), the *activations* are the values computed from
+    both an argument and a variable. The function is cut after every op
+    where exactly one activation is alive (a transformer's residual stream
+    after each residual add, an MLP's or a plain CNN's value between two
+    ops); the cuts split it into segments. Segments are compared by the
+    sequence of their ops' names, and the longest run of a repeated
+    sequence of segments (a transformer layer is two: attention and MLP,
+    each up to its residual add) gives one layer per repetition; the parts
+    before and after it are searched the same way (an encoder's layers,
+    then a decoder's). Layers are numbered in program order. With
+    `parts`, a function with no repeated segments (a plain CNN) has its
+    segments marked as modules (`module = "part.N"`), which pipelines cut
+    between; dtcc compile sets it when it pipelines. What is computed
+    from variables alone (a load, a bias's broadcast) takes the layer of
+    its users when they are all of one; constants and what is computed from
+    inputs alone (masks, labels) belong to no layer, as with the importer.
+
+    Errors: a module that already has `@train_step` and no layers (the
+    backward pass hides the forward structure: run this pass first).
+
+    Example: `%h = dgraph.matmul %x, %w0`, `%a = dgraph.tanh %h`,
+    `%y = dgraph.matmul %a, %w1`, `%b = dgraph.tanh %y` becomes the same
+    ops with `{dgraph.layer = #dgraph.layer<index = 0>}` on the first two
+    and `{dgraph.layer = #dgraph.layer<index = 1>}` on the last two.
+  }];
+  let options = [
+    Option<"parts", "parts", "bool", /*default=*/"false",
+           "Without repeated layers, mark the pieces as modules part.N">,
   ];
   let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
 }

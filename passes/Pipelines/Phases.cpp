@@ -17,6 +17,11 @@ namespace dtcc::pipelines {
 /// The train phase after its plan is written.
 static void addTrainPasses(OpPassManager &pm, int64_t stages,
                            const TrainPhase &o) {
+  // Layers for recomputation and pipelines where node names gave none;
+  // a pipeline of a model without repeated layers cuts between pieces.
+  graph::MarkLayersOptions layers;
+  layers.parts = stages > 1;
+  pm.addPass(graph::createMarkLayers(layers));
   pm.addPass(graph::createAutodiff(o.autodiff));
   if (o.dtype != "fp32") {
     graph::MixedPrecisionOptions mp;

@@ -77,10 +77,11 @@ struct ShardOverlapPass
       auto wait = WaitOp::create(b, op.getLoc(), handle++,
                                  ValueRange{op.getOperand(0), op.getResult(0)});
       // Layers are keyed by pass too: the backward pass gathers again.
-      if (std::string layer = graph::layerKey(user->getLoc());
-          zero && !layer.empty())
-        prefetched.push_back(
-            {&op, wait, (phase ? phase.getValue().str() : "") + "/" + layer});
+      if (std::optional<int64_t> layer = graph::layerIndexOf(user);
+          zero && layer)
+        prefetched.push_back({&op, wait,
+                              (phase ? phase.getValue().str() : "") + "/" +
+                                  std::to_string(*layer)});
     }
     // Prefetch: the gathers of each layer start where the layer before (in
     // program order) first waits for its own.

@@ -131,12 +131,15 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     replaces `@train_step` by `@train_step_pp<k>`, one per stage; the
     runtime runs the one of its `pp` coordinate.
 
-    Stages: the transformer layers, found from ONNX node names, in the
-    order the forward pass meets them, cut into the plan's pp contiguous runs
-    that minimize the costliest stage (cost: a matmul's multiply-adds, the
-    elements any other op writes, forward and backward; the embeddings
-    count on the first stage, the head and loss on the last); ops outside
-    layers go with their operands. Each op of the backward pass runs in the
+    Stages: the layers (each op's `#dgraph.layer` index: set by the ONNX
+    importer from node names such as `layers.3/...`, or by
+    dtcc-graph-mark-layers from the graph's structure; in a model without
+    layers, such as a U-Net, its top-level modules, `#dgraph.layer`'s
+    `module`), in the order the forward pass meets them, cut into the plan's pp
+    contiguous runs that minimize the costliest stage (cost: a matmul's
+    multiply-adds, the elements any other op writes, forward and backward;
+    the embeddings count on the first stage, the head and loss on the
+    last); ops outside layers go with their operands. Each op of the backward pass runs in the
     stage of its forward op.
 
     Order: each stage runs its micro-batch blocks in the plan's schedule:
@@ -204,7 +207,8 @@ def ShardOverlap : Pass<"dtcc-shard-overlap", "mlir::ModuleOp"> {
       then the backward pass in reverse) first uses its own, so each layer's
       parameters arrive while the one before computes. Gathered parameters
       are still freed after their last use.
-    Layers are found from ONNX node names (`layers.3/...`). Every rank runs
+    Layers are the `#dgraph.layer` indices of the gathers' users (set by
+    the importer or dtcc-graph-mark-layers). Every rank runs
     the same program, so collectives start in the same order everywhere.
   }];
   let dependentDialects = ["dtcc::shard::ShardDialect"];

@@ -174,10 +174,13 @@ private:
                                      int64_t stages);
 
   int64_t numStages() const { return stages_; }
-  /// The layer of an op: its numbered layer ("layers.3", "blocks.0"), or,
-  /// in a model whose node names number none, its top-level module.
-  std::string layerOf(Location loc) const {
-    return byModule_ ? graph::moduleKey(loc) : graph::layerKey(loc);
+  /// The layer of an op (#dgraph.layer): its layer's index, or, in a model
+  /// that has no layers, its top-level module; empty for neither.
+  std::string layerOf(Operation *op) const {
+    if (byModule_)
+      return graph::moduleOf(op).str();
+    std::optional<int64_t> layer = graph::layerIndexOf(op);
+    return layer ? std::to_string(*layer) : "";
   }
   /// The micro-batch blocks of `stage` in schedule order: (micro, forward?).
   SmallVector<std::pair<int64_t, bool>> schedule(int64_t stage) const;
@@ -259,7 +262,7 @@ SmallVector<int64_t> ShardPipelinePass::balanceStages(
         ops.push_back(&op);
     bool seenLayer = false;
     for (Operation *op : ops) {
-      std::string k = layerOf(op->getLoc());
+      std::string k = layerOf(op);
       if (!k.empty() && index.count(k)) {
         cost[index[k]] += opCost(*op);
         seenLayer = true;
@@ -304,16 +307,16 @@ SmallVector<int64_t> ShardPipelinePass::balanceStages(
 LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   Block &body = train.getBody().front();
   int64_t s = numStages();
-  // Layers, in the order the forward pass meets them, cut into contiguous
-  // runs of balanced cost. A model that numbers no layers (a U-Net's
-  // enc1, enc2, mid, ...) is cut between its top-level modules.
+  // Layers (#dgraph.layer), in the order the forward pass meets them, cut
+  // into contiguous runs of balanced cost. A model without layers (a
+  // U-Net's enc1, enc2, mid, ...) is cut between its top-level modules.
   auto collect = [&] {
     SmallVector<std::string> keys;
     for (Operation &op : body)
       if (auto pass = op.getAttrOfType<StringAttr>(kPassAttr);
           pass && pass.getValue() == "forward" &&
           op.getAttrOfType<IntegerAttr>(kMicroAttr).getInt() == 0)
-        if (std::string k = layerOf(op.getLoc());
+        if (std::string k = layerOf(&op);
             !k.empty() && !llvm::is_contained(keys, k))
           keys.push_back(k);
     return keys;
@@ -327,11 +330,9 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
     return train.emitError("pipeline parallelism over ")
            << s << " stages needs at least as many layers; the model has "
            << layers.size()
-           << (byModule_ ? " top-level modules (from ONNX node names such as "
-                           "'/encoder/...'; it numbers no layers such as "
-                           "'layers.3/...')"
-                         : " (found from ONNX node names such as "
-                           "'layers.3/...')");
+           << (byModule_ ? " top-level modules and no layers "
+                           "(#dgraph.layer module and index)"
+                         : " (#dgraph.layer index)");
   llvm::StringMap<int64_t> layerStage;
   SmallVector<int64_t> firstLayerOf = balanceStages(body, layers, s);
   for (auto [stage, first] : llvm::enumerate(firstLayerOf)) {
@@ -346,7 +347,7 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
     if (!op.hasAttr(kMicroAttr))
       continue;
     int64_t stage = -1;
-    if (std::string k = layerOf(op.getLoc()); !k.empty())
+    if (std::string k = layerOf(&op); !k.empty())
       stage = layerStage.lookup(k);
     else
       for (Value v : op.getOperands())

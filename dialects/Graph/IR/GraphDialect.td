@@ -34,6 +34,7 @@ def Graph_Dialect : Dialect {
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Graph_Op<string mnemonic, list<Trait> traits = []>

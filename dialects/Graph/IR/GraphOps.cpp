@@ -3,21 +3,26 @@
 #include "dialects/Graph/IR/GraphOps.h"
 #include "runtime/base/OpFlops.h"
 
-#include <regex>
-
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace dtcc::graph;
 
 #include "dialects/Graph/IR/GraphOpsDialect.cpp.inc"
 #include "dialects/Graph/IR/GraphInterfaces.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Graph/IR/GraphAttrs.cpp.inc"
 
 void GraphDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Graph/IR/GraphAttrs.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/Graph/IR/GraphOps.cpp.inc"
@@ -39,6 +44,15 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
                ? success()
                : op->emitOpError("expected '")
                      << name << "' to be a unit attribute, got " << value;
+  if (name == kLayerAttr) {
+    if (isa<ModuleOp>(op))
+      return op->emitOpError("'")
+             << name << "' belongs on the ops of a function, not on the module";
+    return isa<LayerAttr>(value)
+               ? success()
+               : op->emitOpError("expected '")
+                     << name << "' to be a #dgraph.layer, got " << value;
+  }
   if (name == kNameAttr || name == kGradOfAttr)
     return op->emitOpError("'")
            << name << "' belongs on function arguments or results";
@@ -713,28 +727,38 @@ std::string dtcc::graph::nodeName(Location loc) {
   return "";
 }
 
-/// The transformer layer of an ONNX node name: "layers.3" in
-/// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
-/// when the name says none.
-std::string dtcc::graph::layerKey(Location loc) {
-  static const std::regex pattern(
-      R"((?:^|[/.])((?:layers|blocks|layer|h)[._]?[0-9]+)(?:[/._]|$))");
-  std::string name = nodeName(loc);
-  std::smatch m;
-  if (std::regex_search(name, m, pattern))
-    return m[1].str();
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                StringRef module, std::optional<int64_t> index) {
+  if (module.empty() && !index)
+    return emitError() << "expected a module, a layer index or both";
+  if (index && *index < 0)
+    return emitError() << "expected a layer index >= 0, got " << *index;
+  return success();
+}
+
+LayerAttr dtcc::graph::layerOf(Operation *op) {
+  return op->getAttrOfType<LayerAttr>(kLayerAttr);
+}
+
+std::optional<int64_t> dtcc::graph::layerIndexOf(Operation *op) {
+  if (LayerAttr layer = layerOf(op))
+    return layer.getIndex();
+  return std::nullopt;
+}
+
+StringRef dtcc::graph::moduleOf(Operation *op) {
+  if (LayerAttr layer = layerOf(op))
+    return layer.getModule();
   return "";
 }
 
-/// The top-level module of a PyTorch node name: the first of at least two
-/// '/'-separated components ("enc1" in "/enc1/enc1.0/Conv"); empty for a
-/// node of the root module ("/MaxPool").
-std::string dtcc::graph::moduleKey(Location loc) {
-  std::string full = nodeName(loc);
-  StringRef name = full;
-  name.consume_front("/");
-  auto [first, rest] = name.split('/');
-  return rest.empty() ? "" : first.str();
+void dtcc::graph::inheritLayer(Operation *from, Operation *to) {
+  if (LayerAttr layer = layerOf(from); layer && !to->hasAttr(kLayerAttr))
+    to->setAttr(kLayerAttr, layer);
 }
 
 DenseElementsAttr dtcc::graph::splatOf(RankedTensorType type, double value) {

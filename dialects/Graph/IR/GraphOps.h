@@ -19,6 +19,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/Graph/IR/GraphOpsDialect.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Graph/IR/GraphAttrs.h.inc"
 #include "dialects/Graph/IR/ShardingRule.h"
 #include "dialects/Graph/IR/GraphInterfaces.h.inc"
 
@@ -37,6 +39,21 @@ constexpr llvm::StringLiteral kModelAttr = "dgraph.model";
 /// for the backward pass.
 constexpr llvm::StringLiteral kGradSeedAttr = "dgraph.grad_seed";
 constexpr llvm::StringLiteral kRecomputeAttr = "dgraph.recompute";
+/// On an op other than the module (#dgraph.layer): its top-level module
+/// and its layer (repeated block). Set by the ONNX importer from node
+/// names, or by dtcc-graph-mark-layers from the graph's structure; read by
+/// recomputation, pipeline cutting and prefetching.
+constexpr llvm::StringLiteral kLayerAttr = "dgraph.layer";
+
+/// The #dgraph.layer of `op`; null when it has none.
+LayerAttr layerOf(mlir::Operation *op);
+/// The layer (repeated block) index of `op`; std::nullopt outside layers.
+std::optional<int64_t> layerIndexOf(mlir::Operation *op);
+/// The top-level module of `op`; empty when it belongs to none.
+llvm::StringRef moduleOf(mlir::Operation *op);
+/// Gives `to` the layer of `from` (nothing when `from` has none, or when
+/// `to` has one already).
+void inheritLayer(mlir::Operation *from, mlir::Operation *to);
 
 /// The FLOPs of `op` at its own shapes (CostOpInterface; 0 for ops without
 /// it, whose time is the bytes they move).
@@ -51,13 +68,6 @@ mlir::DenseElementsAttr splatOf(mlir::RankedTensorType type, double value);
 /// The ONNX node name a location carries (NameLoc, possibly fused); empty
 /// when it has none.
 std::string nodeName(mlir::Location loc);
-/// The transformer layer of an op from its ONNX node name: "layers.3" in
-/// "layers.3/attn/MatMul", "blocks.0" in "/blocks.0/ln1/LayerNorm"; empty
-/// when the name says none.
-std::string layerKey(mlir::Location loc);
-/// The top-level module of an op from a PyTorch node name: "enc1" in
-/// "/enc1/enc1.0/Conv"; empty for a node of the root module ("/MaxPool").
-std::string moduleKey(mlir::Location loc);
 
 /// The batch dimensions of a matmul of operands of shapes `lhs` and `rhs`
 /// (all but their last two dimensions): NumPy's broadcast, aligned from the

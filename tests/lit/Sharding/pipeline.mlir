@@ -4,16 +4,17 @@
 // RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=2 micro-batches=2" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline -dtcc-plan-set="mesh=pp=3" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=DEGREE
 // RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=2 micro-batches=2" -dtcc-graph-autodiff -dtcc-shard-microbatch -dtcc-graph-optimizer -canonicalize -dtcc-shard-pipeline -dtcc-plan-set="mesh=dp=2" -dtcc-shard-annotate 2>&1 | FileCheck %s --check-prefix=NOPP
 
-// Two layers on two stages, two micro-batches.
+// Two layers (#dgraph.layer index, as the importer reads it from the node
+// names) on two stages, two micro-batches.
 module {
   dgraph.variable @w0 : tensor<4x4xf32> = dense<0.5> {trainable}
   dgraph.variable @w1 : tensor<4x4xf32> = dense<0.25> {trainable}
   func.func @main(%x: tensor<2x4xf32> {dgraph.name = "x"}) -> (tensor<f32> {dgraph.name = "loss"}) {
-    %w0 = dgraph.load @w0 : tensor<4x4xf32> loc("layers.0/load")
-    %w1 = dgraph.load @w1 : tensor<4x4xf32> loc("layers.1/load")
-    %h = dgraph.matmul %x, %w0 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("layers.0/MatMul")
-    %a = dgraph.tanh %h : tensor<2x4xf32> loc("layers.0/Tanh")
-    %y = dgraph.matmul %a, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("layers.1/MatMul")
+    %w0 = dgraph.load @w0 {dgraph.layer = #dgraph.layer<index = 0>} : tensor<4x4xf32> loc("layers.0/load")
+    %w1 = dgraph.load @w1 {dgraph.layer = #dgraph.layer<index = 1>} : tensor<4x4xf32> loc("layers.1/load")
+    %h = dgraph.matmul %x, %w0 {dgraph.layer = #dgraph.layer<index = 0>} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("layers.0/MatMul")
+    %a = dgraph.tanh %h {dgraph.layer = #dgraph.layer<index = 0>} : tensor<2x4xf32> loc("layers.0/Tanh")
+    %y = dgraph.matmul %a, %w1 {dgraph.layer = #dgraph.layer<index = 1>} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("layers.1/MatMul")
     %s = dgraph.reduce_sum %y, dims = [0, 1] : (tensor<2x4xf32>) -> tensor<f32> loc("loss/Sum")
     return %s : tensor<f32>
   }

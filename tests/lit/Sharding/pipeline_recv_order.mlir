@@ -8,13 +8,13 @@ module {
   dgraph.variable @w0 : tensor<4x4xf32> = dense<0.5> {trainable}
   dgraph.variable @w1 : tensor<4x4xf32> = dense<0.25> {trainable}
   func.func @main(%x: tensor<2x4xf32> {dgraph.name = "x"}) -> (tensor<f32> {dgraph.name = "loss"}) {
-    %w0 = dgraph.load @w0 : tensor<4x4xf32> loc("layers.0/load")
-    %w1 = dgraph.load @w1 : tensor<4x4xf32> loc("layers.1/load")
-    %h = dgraph.matmul %x, %w0 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("layers.0/MatMul")
-    %a = dgraph.tanh %h : tensor<2x4xf32> loc("layers.0/Tanh")
-    %b = dgraph.sigmoid %h : tensor<2x4xf32> loc("layers.0/Sigmoid")
-    %y = dgraph.matmul %b, %w1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("layers.1/MatMul")
-    %z = dgraph.add %y, %a : tensor<2x4xf32> loc("layers.1/Add")
+    %w0 = dgraph.load @w0 {dgraph.layer = #dgraph.layer<index = 0>} : tensor<4x4xf32> loc("layers.0/load")
+    %w1 = dgraph.load @w1 {dgraph.layer = #dgraph.layer<index = 1>} : tensor<4x4xf32> loc("layers.1/load")
+    %h = dgraph.matmul %x, %w0 {dgraph.layer = #dgraph.layer<index = 0>} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("layers.0/MatMul")
+    %a = dgraph.tanh %h {dgraph.layer = #dgraph.layer<index = 0>} : tensor<2x4xf32> loc("layers.0/Tanh")
+    %b = dgraph.sigmoid %h {dgraph.layer = #dgraph.layer<index = 0>} : tensor<2x4xf32> loc("layers.0/Sigmoid")
+    %y = dgraph.matmul %b, %w1 {dgraph.layer = #dgraph.layer<index = 1>} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("layers.1/MatMul")
+    %z = dgraph.add %y, %a {dgraph.layer = #dgraph.layer<index = 1>} : tensor<2x4xf32> loc("layers.1/Add")
     %s = dgraph.reduce_sum %z, dims = [0, 1] : (tensor<2x4xf32>) -> tensor<f32> loc("loss/Sum")
     return %s : tensor<f32>
   }

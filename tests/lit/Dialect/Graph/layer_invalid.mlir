@@ -1,0 +1,43 @@
+// RUN: dtcc-opt %s -split-input-file -verify-diagnostics
+
+// Tests that a layer says at least one thing.
+func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{expected a module, a layer index or both}}
+  %0 = dgraph.tanh %x {dgraph.layer = #dgraph.layer<>} : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// Tests that a layer index is not negative.
+func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{expected a layer index >= 0, got -1}}
+  %0 = dgraph.tanh %x {dgraph.layer = #dgraph.layer<index = -1>} : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// Tests that dgraph.layer holds a #dgraph.layer.
+func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{expected 'dgraph.layer' to be a #dgraph.layer, got "layers.3"}}
+  %0 = dgraph.tanh %x {dgraph.layer = "layers.3"} : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// Tests that dgraph.layer belongs on ops, not on the module.
+// expected-error @+1 {{'dgraph.layer' belongs on the ops of a function, not on the module}}
+module attributes {dgraph.layer = #dgraph.layer<index = 0>} {
+}
+
+// -----
+
+// Tests that a module and a layer index may come together or alone.
+func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = dgraph.tanh %x {dgraph.layer = #dgraph.layer<module = "transformer", index = 3>} : tensor<2xf32>
+  %1 = dgraph.tanh %0 {dgraph.layer = #dgraph.layer<module = "enc1">} : tensor<2xf32>
+  %2 = dgraph.tanh %1 {dgraph.layer = #dgraph.layer<index = 0>} : tensor<2xf32>
+  return %2 : tensor<2xf32>
+}
