@@ -2,6 +2,15 @@
 
 #include "compiler/Explain.h"
 
+#include "compiler/Driver.h"
+#include "compiler/Serialize.h"
+#include "dialects/Graph/IR/GraphOps.h"
+#include "planner/AutoPlan.h"
+#include "planner/Report.h"
+
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+
 #include "runtime/base/DType.h"
 #include "runtime/base/Format.h"
 
@@ -155,6 +164,50 @@ std::string explainProgram(const Program &program) {
                   "stage's)\n"
                 : " sent per rank per call\n");
   return os.str();
+}
+
+runtime::StatusOr<std::string>
+explainProgramCost(const runtime::format::Program &program,
+                   const std::string &clusterName) {
+  auto cluster = planner::loadClusterSpec(clusterName);
+  int64_t ranks = 1;
+  for (int64_t size : program.mesh().sizes())
+    ranks *= size;
+  if (cluster.isOk())
+    cluster = planner::clusterForRanks(cluster.value(), ranks);
+  if (!cluster.isOk())
+    return cluster.status().withContext("--cluster");
+  planner::ProgramMemory memory = planner::programMemory(program);
+  auto time = planner::simulateProgram(program, cluster.value());
+  if (!time.isOk())
+    return time.status();
+  return planner::formatProgramCost(memory, &time.value(), cluster.value());
+}
+
+mlir::FailureOr<runtime::format::Program>
+programToExplain(mlir::ModuleOp module) {
+  module.walk([](mlir::Operation *op) {
+    auto dropMissing = [](mlir::Attribute a) {
+      auto r = llvm::dyn_cast_or_null<mlir::DenseResourceElementsAttr>(a);
+      return r && !r.getRawHandle().getBlob();
+    };
+    if (auto var = llvm::dyn_cast<graph::VariableOp>(op)) {
+      if (dropMissing(var.getInitialValueAttr()))
+        var.removeInitialValueAttr();
+    } else if (auto c = llvm::dyn_cast<graph::ConstantOp>(op)) {
+      if (dropMissing(c.getValue()))
+        c.setValueAttr(graph::splatOf(
+            llvm::cast<mlir::RankedTensorType>(c.getType()), 0.0));
+    }
+  });
+  CompileOptions options;
+  options.compileTo = Phase::Exec;
+  if (mlir::failed(runPhases(module, options)))
+    return mlir::failure();
+  auto serialized = serializeProgram(module);
+  if (mlir::failed(serialized))
+    return mlir::failure();
+  return std::move(serialized->program);
 }
 
 } // namespace dtcc

@@ -10,7 +10,10 @@
 #define DTCC_COMPILER_EXPLAIN_H
 
 #include "planner/ProgramModel.h"
+#include "runtime/base/Status.h"
 #include "runtime/format/Program.pb.h"
+
+#include "mlir/IR/BuiltinOps.h"
 
 #include <string>
 
@@ -22,6 +25,20 @@ using planner::listCollectives;
 /// A report for people: the mesh, the parameters and their shardings, the
 /// collectives per step and their totals by phase and kind.
 std::string explainProgram(const runtime::format::Program &program);
+
+/// The program priced on `cluster` (a preset or a cluster file), sized to
+/// the program's ranks: its memory plan tensor by tensor and its step
+/// simulated instruction by instruction (`dtcc explain --cluster`).
+runtime::StatusOr<std::string>
+explainProgramCost(const runtime::format::Program &program,
+                   const std::string &cluster);
+
+/// The program `dtcc explain model.mlir` reports on: `module` compiled to
+/// dexec and serialized. Weights printed elided (dense_resource without
+/// data) are explained too: the report needs shapes, not values. Errors
+/// are emitted as diagnostics.
+mlir::FailureOr<runtime::format::Program>
+programToExplain(mlir::ModuleOp module);
 
 } // namespace dtcc
 

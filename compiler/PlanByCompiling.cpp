@@ -20,7 +20,8 @@ namespace dtcc {
 
 runtime::StatusOr<PricedProgram>
 compileAndPrice(ModuleOp module, CompileOptions options,
-                const planner::ClusterSpec &cluster) {
+                const planner::ClusterSpec &cluster,
+                OwningOpRef<ModuleOp> *lowered) {
   options.compileTo = Phase::Exec;
   options.dumpDir.clear();
   OwningOpRef<ModuleOp> clone(module.clone());
@@ -44,6 +45,8 @@ compileAndPrice(ModuleOp module, CompileOptions options,
   if (!time.isOk())
     return time.status();
   out.time = std::move(time.value());
+  if (lowered)
+    *lowered = std::move(clone);
   return out;
 }
 
@@ -70,11 +73,13 @@ CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
   c.microBatches = options.train.microBatches;
   if (c.mesh.size("pp") > 1)
     c.schedule = options.train.pipelineSchedule;
-  auto priced = compileAndPrice(module, options, device.cluster);
+  OwningOpRef<ModuleOp> lowered;
+  auto priced = compileAndPrice(module, options, device.cluster, &lowered);
   if (!priced.isOk()) {
     c.rejected = priced.status().message();
     return c;
   }
+  c.lowered = std::make_shared<OwningOpRef<ModuleOp>>(std::move(lowered));
   c.peakBytes = priced->memory.total;
   c.flops = priced->time.flops;
   for (const CollectiveInfo &ci : listCollectives(priced->program)) {
@@ -100,6 +105,14 @@ static runtime::MeshShape candidateMesh(int64_t dp, int64_t pp, int64_t tp) {
   axes.push_back({"dp", dp});
   axes.push_back({"tp", tp});
   return runtime::MeshShape::of(std::move(axes)).value();
+}
+
+/// The compiled modules of all candidates but the chosen one, released.
+static std::vector<CompiledCandidate>
+keepFirstLowered(std::vector<CompiledCandidate> candidates) {
+  for (size_t i = 1; i < candidates.size(); ++i)
+    candidates[i].lowered.reset();
+  return candidates;
 }
 
 static bool better(const CompiledCandidate &a, const CompiledCandidate &b) {
@@ -358,7 +371,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
   rank(out);
   if (search == LayoutSearchMode::kNone ||
       (search == LayoutSearchMode::kIlp && !ilpFailed))
-    return out;
+    return keepFirstLowered(std::move(out));
 
   // Coordinate descent from the best Megatron-style plan with tensor
   // parallelism.
@@ -377,7 +390,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
     out.push_back(descent);
     rank(out);
   }
-  return out;
+  return keepFirstLowered(std::move(out));
 }
 
 } // namespace dtcc

@@ -48,10 +48,12 @@ struct PricedProgram {
 
 /// Compiles `module` (as imported; it is cloned, not changed) with
 /// `options` down to the program and prices it on `cluster`. Errors carry
-/// the compiler's first diagnostic (a split that does not divide).
+/// the compiler's first diagnostic (a split that does not divide). With
+/// `lowered`, the compiled clone (dexec, Phase::Exec) is moved there.
 runtime::StatusOr<PricedProgram>
 compileAndPrice(mlir::ModuleOp module, CompileOptions options,
-                const planner::ClusterSpec &cluster);
+                const planner::ClusterSpec &cluster,
+                mlir::OwningOpRef<mlir::ModuleOp> *lowered = nullptr);
 
 struct CompiledCandidate {
   runtime::MeshShape mesh;
@@ -78,6 +80,11 @@ struct CompiledCandidate {
   /// The compiled program and its price, for reports; null when it does
   /// not compile.
   std::shared_ptr<const PricedProgram> priced;
+  /// The module compiled to dexec (Phase::Exec) that `priced` serializes,
+  /// in the context of the module planned: `dtcc compile --plan auto`
+  /// writes the chosen one instead of compiling its plan again.
+  /// planByCompiling keeps it for the first candidate only.
+  std::shared_ptr<mlir::OwningOpRef<mlir::ModuleOp>> lowered;
 };
 
 /// `options`' plan (mesh, ZeRO stage, micro-batches, schedule, layouts)
@@ -121,7 +128,8 @@ enum class LayoutSearchMode {
 /// tries each 2-D parameter split by rows, by columns and whole (one pass
 /// of coordinate descent, each try compiled). Returns the candidates,
 /// fastest fitting first (within 0.5%, the lower ZeRO stage, then the
-/// fewer pipeline stages and tensor-parallel ranks).
+/// fewer pipeline stages and tensor-parallel ranks); the first keeps its
+/// compiled module (`lowered`).
 std::vector<CompiledCandidate>
 planByCompiling(mlir::ModuleOp module, const CompileOptions &base,
                 int64_t ranks, const DeviceFigures &device,

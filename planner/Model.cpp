@@ -419,8 +419,64 @@ Json modelToJson(const ModelDesc &m) {
   j.set("learnedPositions", m.learnedPositions);
   j.set("dropout", m.dropout);
   j.set("flashAttention", m.flashAttention);
-  j.set("parameters", m.totalParams());
+  const ModelDesc::GraphFigures &g = m.graph;
+  // A graph that is not a transformer has no sizes to count from.
+  j.set("parameters", m.layers == 0 && g.parameters > 0
+                          ? g.parameters
+                          : double(m.totalParams()));
+  if (g.parameters > 0) {
+    Json graph = Json::object();
+    graph.set("batch", g.batch);
+    graph.set("parameters", g.parameters);
+    graph.set("parameterBytes", g.parameterBytes);
+    graph.set("forwardFlops", g.forwardFlops);
+    Json layers = Json::array();
+    for (double f : g.layerForwardFlops)
+      layers.push(f);
+    graph.set("layerForwardFlops", layers);
+    graph.set("activationBytes", g.activationBytes);
+    j.set("graph", graph);
+  }
   return j;
+}
+
+/// The "graph" object of modelToJson.
+static Status graphFiguresFromJson(const Json &j,
+                                   ModelDesc::GraphFigures &g) {
+  if (!j.isObject())
+    return invalidArgument("model.graph: expected an object");
+  for (const auto &[key, value] : j.members()) {
+    if (key == "layerForwardFlops") {
+      if (!value.isArray())
+        return invalidArgument("model.graph.layerForwardFlops: expected an "
+                               "array");
+      g.layerForwardFlops.clear();
+      for (const Json &f : value.items()) {
+        if (!f.isNumber())
+          return invalidArgument("model.graph.layerForwardFlops: expected "
+                                 "numbers");
+        g.layerForwardFlops.push_back(f.asNumber());
+      }
+      continue;
+    }
+    if (!value.isNumber() || value.asNumber() < 0)
+      return invalidArgument("model.graph.", key,
+                             ": expected a number >= 0");
+    double n = value.asNumber();
+    if (key == "batch")
+      g.batch = int64_t(n);
+    else if (key == "parameters")
+      g.parameters = n;
+    else if (key == "parameterBytes")
+      g.parameterBytes = n;
+    else if (key == "forwardFlops")
+      g.forwardFlops = n;
+    else if (key == "activationBytes")
+      g.activationBytes = n;
+    else
+      return invalidArgument("model.graph: unknown field '", key, "'");
+  }
+  return Status::ok();
 }
 
 StatusOr<ModelDesc> modelFromJson(const Json &j) {
@@ -481,6 +537,8 @@ StatusOr<ModelDesc> modelFromJson(const Json &j) {
             "model.norm: expected \"layernorm\" or \"rmsnorm\"");
       m.norm = value.asString() == "layernorm" ? NormKind::kLayerNorm
                                                : NormKind::kRmsNorm;
+    } else if (key == "graph") {
+      DTCC_RETURN_IF_ERROR(graphFiguresFromJson(value, m.graph));
     } else if (key == "parameters") {
       continue; // derived; written for readers
     } else {

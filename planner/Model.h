@@ -86,6 +86,23 @@ struct ModelDesc {
   /// it skips the masked half of the score blocks.
   bool flashAttention = false;
 
+  /// What a model's IR shows, transformer or not (compiler/DescribeModel.h);
+  /// all zero when the description comes from sizes alone (a preset, `dtcc
+  /// plan --zoo`, a saved plan).
+  struct GraphFigures {
+    int64_t batch = 0;          ///< sequences (rows) of one step's inputs
+    double parameters = 0;      ///< trainable elements
+    double parameterBytes = 0;  ///< at their stored element types
+    /// FLOPs of the forward pass of one step at `batch` (graph::flopsOf:
+    /// matrix products and convolutions), in all and per layer in order.
+    double forwardFlops = 0;
+    std::vector<double> layerForwardFlops;
+    /// Bytes of every floating-point result of the forward pass of one
+    /// step: what the backward pass could keep, before recomputation.
+    double activationBytes = 0;
+  };
+  GraphFigures graph;
+
   /// 0 for a model without attention heads (not a transformer).
   int64_t headDim() const { return heads > 0 ? hidden / heads : 0; }
   int64_t kvDim() const { return kvHeads * headDim(); }

@@ -8,12 +8,14 @@
 #include "runtime/base/MeshShape.h"
 #include "runtime/base/OpFlops.h"
 #include "runtime/exec/CudaScratch.h"
+#include "runtime/kernels/KernelSignature.h"
 
 #include <algorithm>
 #include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -65,10 +67,24 @@ int64_t extentBytes(const Buffer &b) {
   return (last + 1) * elementBytes(b);
 }
 
+/// The signature of `name` in `inst`'s kernel (runtime/kernels/Kernels.td);
+/// null for attributes the table does not know.
+const runtime::KernelAttrSignature *tableAttr(const Instruction &inst,
+                                              const std::string &name) {
+  const runtime::KernelSignature *sig =
+      runtime::findKernelSignature(inst.kernel());
+  return sig ? sig->findAttr(name) : nullptr;
+}
+
+/// A string attribute as its kernel reads it: the program's value (a string
+/// list joined by commas), else the kernel-signature table's default, else
+/// "".
 std::string attrString(const Instruction &inst, const std::string &name) {
   auto it = inst.attrs().find(name);
-  if (it == inst.attrs().end())
-    return "";
+  if (it == inst.attrs().end()) {
+    const runtime::KernelAttrSignature *a = tableAttr(inst, name);
+    return a && a->hasDefault ? a->stringDefault : "";
+  }
   if (it->second.has_strings()) {
     std::string s;
     for (const std::string &part : it->second.strings().values())
@@ -78,13 +94,20 @@ std::string attrString(const Instruction &inst, const std::string &name) {
   return it->second.s();
 }
 
-int64_t attrInt(const Instruction &inst, const std::string &name,
-                int64_t fallback) {
+/// An integer (or flag) attribute as its kernel reads it: the program's
+/// value, else the kernel-signature table's default; nullopt when there is
+/// neither (an optional attribute left out, as `handle` of a collective that
+/// is not asynchronous). The lowering emits every required one.
+std::optional<int64_t> attrInt(const Instruction &inst,
+                               const std::string &name) {
   auto it = inst.attrs().find(name);
-  if (it == inst.attrs().end() ||
-      it->second.value_case() != runtime::format::AttrValue::kI)
-    return fallback;
-  return it->second.i();
+  if (it != inst.attrs().end() &&
+      it->second.value_case() == runtime::format::AttrValue::kI)
+    return it->second.i();
+  const runtime::KernelAttrSignature *a = tableAttr(inst, name);
+  if (a && a->hasDefault)
+    return a->intDefault;
+  return std::nullopt;
 }
 
 std::vector<std::string> splitAxes(const std::string &axes) {
@@ -198,8 +221,8 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     std::vector<int64_t> ls(lhs.shape().begin(), lhs.shape().end());
     std::vector<int64_t> rs(rhs.shape().begin(), rhs.shape().end());
     auto shape = runtime::planMatmul(ls, rs,
-                                     attrInt(inst, "transpose_lhs", 0) != 0,
-                                     attrInt(inst, "transpose_rhs", 0) != 0);
+                                     *attrInt(inst, "transpose_lhs") != 0,
+                                     *attrInt(inst, "transpose_rhs") != 0);
     if (shape.isOk() && out.shape_size() >= 2) {
       // The kernel's own GEMMs (runtime/base/MatmulShape.h): broadcast
       // batches cost their result's products, a shared rhs folds the batch
@@ -208,8 +231,8 @@ double instructionSeconds(const Program &program, const Instruction &inst,
       double m = double(p.m), n = double(p.n), k = double(p.k);
       double calls = double(p.gemms());
       double flops = runtime::matmulFlops(ls, rs,
-                                          attrInt(inst, "transpose_lhs", 0) != 0,
-                                          attrInt(inst, "transpose_rhs", 0) != 0);
+                                          *attrInt(inst, "transpose_lhs") != 0,
+                                          *attrInt(inst, "transpose_rhs") != 0);
       if (flopsOut)
         *flopsOut = flops;
       double efficiency = device.matmulEfficiencyAt(m, k, n);
@@ -245,7 +268,7 @@ double instructionSeconds(const Program &program, const Instruction &inst,
       }
       double batch = double(output.shape(0)), outChannels = double(filter.shape(0));
       double inPerGroup = double(filter.shape(1));
-      double groups = double(std::max<int64_t>(1, attrInt(inst, "groups", 1)));
+      double groups = double(std::max<int64_t>(1, attrInt(inst, "groups").value_or(1)));
       double flops = runtime::convFlops(
           std::vector<int64_t>(filter.shape().begin(), filter.shape().end()),
           std::vector<int64_t>(output.shape().begin(), output.shape().end()));
@@ -303,10 +326,10 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   double compareSeconds = 0;
   if (kernel == "top_k" && inst.inputs_size() == 1 && inst.outputs_size() >= 1) {
     const Buffer &in = program.buffers(inst.inputs(0));
-    int64_t axis = attrInt(inst, "axis", 0);
+    int64_t axis = attrInt(inst, "axis").value_or(0);
     if (axis >= 0 && axis < in.shape_size()) {
       double size = double(in.shape(axis));
-      double k = double(attrInt(inst, "k", 1));
+      double k = double(attrInt(inst, "k").value_or(1));
       double compares = double(numel(in)) *
                         (device.isCpu() ? std::log2(k + 1) + 1 : size);
       compareSeconds = compares / device.peakFlops(DType::kFp32);
@@ -455,7 +478,7 @@ private:
     const Instruction &inst = *r.stream[r.pc];
     const std::string &kernel = inst.kernel();
     if (kernel == "wait") {
-      auto it = r.byHandle.find(attrInt(inst, "handle", -1));
+      auto it = r.byHandle.find(attrInt(inst, "handle").value_or(-1));
       if (it != r.byHandle.end()) {
         if (!it->second->resolved)
           return false;
@@ -494,7 +517,7 @@ private:
     op->rank = int(&r - ranks_.data());
     op->inst = &inst;
     op->issue = r.tc;
-    op->async = attrInt(inst, "async", 0) != 0;
+    op->async = attrInt(inst, "async").value_or(0) != 0;
     op->bytes = commTensorBytes(program_, inst);
     std::string axes = attrString(inst, "axes");
     auto group = groupOf(program_, axes, cluster_);
@@ -504,8 +527,8 @@ private:
     op->group = group.value();
     const std::string &kernel = inst.kernel();
     if (kernel == "send" || kernel == "recv") {
-      op->peer = r.stage + attrInt(inst, "offset", 0);
-      op->tag = attrInt(inst, "tag", 0);
+      op->peer = r.stage + attrInt(inst, "offset").value_or(0);
+      op->tag = attrInt(inst, "tag").value_or(0);
       op->duration = collectiveSeconds(cluster_, Collective::kSendRecv,
                                        double(op->bytes), 2, op->group.link,
                                        op->group.perNode);
@@ -517,7 +540,7 @@ private:
         op->ppIndex = r.ppIssued++;
     }
     if (op->async)
-      r.byHandle[attrInt(inst, "handle", -1)] = op.get();
+      r.byHandle[attrInt(inst, "handle").value_or(-1)] = op.get();
     // Per-step communication by group and kind.
     std::string purpose = attrString(inst, "phase");
     CommItem &item = r.comm[{axes.empty() ? "-" : axes, kernel}];

@@ -13,6 +13,7 @@
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
+#include "passes/Lowering/KernelCalls.h"
 #include "passes/Lowering/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -82,6 +83,8 @@ struct PlannedKernel {
   SmallVector<View> ins, outs;
   DictionaryAttr attrs;
   Location loc;
+  /// What it was emitted for, for errors: "'dgraph.matmul'", "a copy".
+  std::string origin = "a copy";
 };
 
 /// Offsets shared by all functions of the module.
@@ -172,7 +175,7 @@ private:
   SmallVector<std::pair<std::string, View>> inputs, outputs;
   /// The mesh layout of each input (dshard.sharding, dshard.global_type).
   SmallVector<DictionaryAttr> inputShardings;
-  SmallVector<PlannedKernel> kernels;
+  std::vector<PlannedKernel> kernels;
   int64_t workspaceBytes = 0;
 };
 
@@ -279,27 +282,22 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
     return op.emitOpError("cannot be lowered to dexec: run "
                           "dtcc-shard-partition first");
 
-  // Every other op is one kernel call.
+  // Every other op is one kernel call, of the op's name, with the op's
+  // attributes under the kernel's names for them (the kernel-signature
+  // table's: dshard's `axis` is the collectives' `axes`).
   bool elementwise = op.hasTrait<OpTrait::Elementwise>();
-  PlannedKernel kernel{op.getName().stripDialect().str(), {}, {},
-                       op.getAttrDictionary(), op.getLoc()};
-  if (dialect == "dshard") {
-    // The runtime's collectives name a group by its list of axes and the
-    // reduction by `reduce` (runtime/device/cpu/CollectiveKernels.cpp).
-    NamedAttrList attrs;
-    for (NamedAttribute a : op.getAttrs()) {
-      StringRef name = a.getName().getValue();
-      if (name == "axis")
-        attrs.set("axes", a.getValue());
-      else if (name == "kind")
-        attrs.set("reduce", a.getValue());
-      else if (name == "peer")
-        attrs.set("offset", a.getValue());
-      else
-        attrs.set(a.getName(), a.getValue());
-    }
-    kernel.attrs = attrs.getDictionary(ctx);
-  }
+  std::string kernelName = op.getName().stripDialect().str();
+  const runtime::KernelSignature *signature =
+      runtime::findKernelSignature(kernelName);
+  if (!signature || signature->source != op.getName().getStringRef())
+    return op.emitOpError("has no runtime kernel: the kernel-signature table "
+                          "(runtime/kernels/Kernels.td) has no '")
+           << kernelName << "' for it";
+  FailureOr<DictionaryAttr> kernelAttrs = lowering::kernelAttrsOf(&op, *signature);
+  if (failed(kernelAttrs))
+    return failure();
+  PlannedKernel kernel{kernelName, {}, {}, *kernelAttrs, op.getLoc(),
+                       ("'" + op.getName().getStringRef() + "'").str()};
   for (Value operand : op.getOperands()) {
     View v = views.lookup(operand);
     if (!v.isContiguous() && !elementwise)
@@ -440,6 +438,19 @@ LogicalResult FunctionLowering::plan() {
     use(view);
     auto name = fn.getResultAttrOfType<StringAttr>(i, dtcc::graph::kNameAttr);
     outputs.push_back({name ? name.str() : "output" + std::to_string(i), view});
+  }
+
+  // Every call must be one the runtime takes: checked here, against the
+  // table both backends check it against when they load the program.
+  for (const PlannedKernel &k : kernels) {
+    SmallVector<RankedTensorType> ins, outs;
+    for (const View &v : k.ins)
+      ins.push_back(v.type);
+    for (const View &v : k.outs)
+      outs.push_back(v.type);
+    if (failed(lowering::verifyKernelCall(k.loc, k.origin, k.kernel, ins, outs,
+                                          k.attrs)))
+      return failure();
   }
 
   // Plan the workspace.

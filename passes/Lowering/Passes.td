@@ -18,8 +18,16 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
       `dgraph.broadcast_in_dim` whose users are all elementwise becomes a
       stride-0 view (no copy);
     - an elementwise op whose operand dies at it writes its result in place;
-    - every other dgraph op becomes a `dexec.kernel` named after the op, with
-      the op's attributes; `dgraph.store` copies into the variable's buffer;
+    - every other dgraph op (and dshard collective) becomes a `dexec.kernel`
+      named after the op, with the op's attributes under the kernel's names
+      for them (the kernel-signature table, runtime/kernels/Kernels.td:
+      dshard's `axis`, `kind` and `peer` are `axes`, `reduce` and `offset`);
+      `dgraph.store` copies into the variable's buffer;
+    - every kernel call, copies included, is checked against the
+      kernel-signature table, the one both backends check a program against
+      when they load it: an op attribute the kernel does not take, or a call
+      with the wrong operand count, element type, rank or attribute, is an
+      error at the op naming the kernel;
     - function arguments and results become `dexec.input`/`dexec.output`
       bindings named by their `dgraph.name` attributes.
 

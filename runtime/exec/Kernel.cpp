@@ -2,6 +2,8 @@
 
 #include "runtime/exec/Kernel.h"
 
+#include "runtime/kernels/KernelSignature.h"
+
 namespace dtcc::runtime {
 
 int64_t TensorView::numel() const {
@@ -97,7 +99,12 @@ StatusOr<std::vector<int64_t>> Attrs::getInts(const std::string &name) const {
 }
 
 void KernelRegistry::add(const std::string &name, KernelFactory factory) {
-  factories_[name] = std::move(factory);
+  // Every instruction meets the kernel-signature table before its factory.
+  factories_[name] = [factory = std::move(factory)](
+                         const KernelContext &ctx) -> StatusOr<KernelFn> {
+    DTCC_RETURN_IF_ERROR(checkKernelCall(ctx));
+    return factory(ctx);
+  };
 }
 
 const KernelFactory *KernelRegistry::find(const std::string &name) const {

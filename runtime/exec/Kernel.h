@@ -143,6 +143,9 @@ using KernelFactory = std::function<StatusOr<KernelFn>(const KernelContext &)>;
 /// Kernels of one device, by name.
 class KernelRegistry {
 public:
+  /// Registers `factory`, which then binds only instructions that pass
+  /// checkKernelCall: the kernel-signature table's counts, element types,
+  /// ranks, relations and attributes (runtime/kernels/KernelSignature.h).
   void add(const std::string &name, KernelFactory factory);
   const KernelFactory *find(const std::string &name) const;
   std::vector<std::string> names() const;

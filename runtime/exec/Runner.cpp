@@ -16,6 +16,7 @@
 #include "runtime/device/cuda/CudaDevice.h"
 #endif
 #include "runtime/exec/Executable.h"
+#include "runtime/exec/Supervisor.h"
 #include "runtime/exec/Trainer.h"
 #include "runtime/format/Container.h"
 #include "runtime/io/TensorFile.h"
@@ -147,6 +148,14 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
     } else if (is("--resume")) {
       DTCC_ASSIGN_OR_RETURN(opts.train.resumeDir, value("--resume"));
       opts.trainFlag = "--resume";
+    } else if (is("--checkpoint-dir")) {
+      DTCC_ASSIGN_OR_RETURN(opts.train.checkpointDir, value("--checkpoint-dir"));
+      opts.trainFlag = "--checkpoint-dir";
+    } else if (is("--keep-checkpoints")) {
+      DTCC_ASSIGN_OR_RETURN(std::string v, value("--keep-checkpoints"));
+      DTCC_ASSIGN_OR_RETURN(opts.train.keepCheckpoints,
+                            parseCount("--keep-checkpoints", v, 0));
+      opts.trainFlag = "--keep-checkpoints";
     } else if (is("--dump-outputs")) {
       DTCC_ASSIGN_OR_RETURN(opts.train.dumpOutputsDir, value("--dump-outputs"));
       opts.trainFlag = "--dump-outputs";
@@ -246,10 +255,37 @@ void printHelp(const char *argv0, const format::Program *program,
         "  --stop-after K        stop (and save) after step K; the schedule\n"
         "                        still spans --steps, --resume continues\n"
         "  --resume DIR          restore the checkpoint in DIR and continue\n"
+        "  --checkpoint-dir DIR  keep checkpoints in DIR/step_<n>, saved\n"
+        "                        every --save-every steps and at the end in\n"
+        "                        the background (atomic, with checksums);\n"
+        "                        the run starts from the newest valid one\n"
+        "  --keep-checkpoints N  keep the newest N of them (default 3; 0: all)\n"
         "  --dump-outputs DIR    write each step's outputs to\n"
         "                        DIR/step_<n>/<name>.pb (n from 1; with\n"
         "                        micro-batches, train_step's go to\n"
         "                        DIR/step_<n>/micro_<m>/)\n");
+  if (training)
+    std::printf(
+        "\n"
+        "supervised (docs/operations.md): --supervise starts the ranks, and\n"
+        "restarts the whole job from the newest checkpoint of\n"
+        "--checkpoint-dir when one fails; the other flags go to the ranks:\n"
+        "  --supervise           run as the supervisor (of this node's ranks\n"
+        "                        under srun, mpirun or NNODES/NODE_RANK)\n"
+        "  --ranks N             ranks to start here (default: the mesh's\n"
+        "                        ranks divided by the nodes)\n"
+        "  --nnodes N --node-rank R  the nodes, when no launcher says\n"
+        "  --master-addr A --master-port P  rank 0's address (default\n"
+        "                        MASTER_ADDR, MASTER_PORT; one node: local)\n"
+        "  --max-restarts N      restarts before giving up (default 3)\n"
+        "  --restart-backoff S   first wait before a restart, doubled after\n"
+        "                        each (default 1, at most 60)\n"
+        "  --hang-timeout S      restart when no rank finishes a step for S\n"
+        "                        seconds once training runs (default: off;\n"
+        "                        the collective timeout still ends a hung job)\n"
+        "  --min-ranks N --max-ranks N  accepted counts; restarts keep the\n"
+        "                        compiled count (another needs dtcc compile)\n"
+        "  --supervisor-report FILE  the restarts as JSON at the end\n");
   if (!program)
     return;
   for (const format::Function &fn : program->functions()) {
@@ -387,6 +423,7 @@ int runTraining(const Options &opts, const format::Program &program,
                          "variables start at zero\n");
   exe.setProfiling(opts.profile);
   TrainerOptions train = opts.train;
+  train.progress = supervisorProgress(activeWorld ? activeWorld->rank() : 0);
   if (!isRoot()) {
     train.log = nullptr;         // the log lines come from rank 0
     train.dumpOutputsDir.clear(); // and so do the dumped outputs
@@ -413,8 +450,43 @@ int runTraining(const Options &opts, const format::Program &program,
 
 } // namespace
 
+/// --supervise: this process starts and watches the ranks (Supervisor.h).
+int superviseMain(int argc, char **argv) {
+  std::string self = selfPath();
+  auto parsed = parseSupervisorFlags(argc, argv, self);
+  if (!parsed.isOk())
+    return fail(parsed.status().withContext("--supervise"));
+  // The ranks' program: this executable's, or --program's on the bare runner.
+  std::string programPath = self;
+  const std::vector<std::string> &args = parsed.value().rankArgs;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--program" && i + 1 < args.size())
+      programPath = args[i + 1];
+    else if (args[i].rfind("--program=", 0) == 0)
+      programPath = args[i].substr(10);
+  }
+  if (programPath == self && !LoadedProgram::hasProgram(self))
+    return fail(invalidArgument(
+        "--supervise: no program in this executable: it is the bare dtcc "
+        "runner (pass --program FILE)"));
+  auto loaded = LoadedProgram::open(programPath);
+  if (!loaded.isOk())
+    return fail(loaded.status());
+  const format::Program &program = loaded.value()->program();
+  if (!isTrainingProgram(program))
+    return fail(invalidArgument("--supervise runs training programs "
+                                "(compiled with `dtcc compile --train`)"));
+  int64_t ranks = 1;
+  if (program.has_mesh())
+    for (int64_t n : program.mesh().sizes())
+      ranks *= n;
+  return runSupervisor(parsed.value(), static_cast<int>(ranks));
+}
+
 int runnerMain(int argc, char **argv) {
   startupPeakRss() = processPeakRss();
+  if (wantsSupervisor(argc, argv))
+    return superviseMain(argc, argv);
   auto parsed = parseFlags(argc, argv);
   if (!parsed.isOk())
     return fail(parsed.status());

@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace dtcc::runtime {
 
@@ -204,8 +205,20 @@ Status Trainer::prepare() {
     return invalidArgument("--log-every must be positive");
   if (o.saveEvery < 0)
     return invalidArgument("--save-every must be positive");
-  if (o.saveEvery > 0 && o.saveDir.empty())
-    return invalidArgument("--save-every needs --save DIR");
+  if (o.saveEvery > 0 && o.saveDir.empty() && o.checkpointDir.empty())
+    return invalidArgument("--save-every needs --save DIR or "
+                           "--checkpoint-dir DIR");
+  if (!o.checkpointDir.empty() && !o.saveDir.empty())
+    return invalidArgument("--checkpoint-dir and --save exclude each other "
+                           "(--checkpoint-dir keeps one checkpoint per saved "
+                           "step, --save one checkpoint)");
+  if (!o.checkpointDir.empty() && !o.resumeDir.empty())
+    return invalidArgument("--checkpoint-dir and --resume exclude each other "
+                           "(a run with --checkpoint-dir resumes from its "
+                           "newest valid checkpoint)");
+  if (o.keepCheckpoints < 0)
+    return invalidArgument("--keep-checkpoints must be 0 (keep all) or "
+                           "positive");
   seed_ = o.seed.value_or(0);
 
   trainStep_ = exe_.findFunction(kTrainStep);
@@ -417,11 +430,12 @@ Status Trainer::loadBatchFolder(int64_t step) {
   return Status::ok();
 }
 
-Status Trainer::fillMicroBatch(int64_t step, int64_t micro) {
+Status Trainer::fillMicroBatch(int64_t micro) {
   if (tokens_) {
+    // Samples are numbered across the run; the step's start at the loader's
+    // position, which a checkpoint carries.
     Input &ids = inputs_[idsInput_];
-    uint64_t first = static_cast<uint64_t>(step * microBatches_ + micro) *
-                     static_cast<uint64_t>(ids.shape[0]);
+    uint64_t first = static_cast<uint64_t>(dataPosition_ + micro * ids.shape[0]);
     DTCC_RETURN_IF_ERROR(
         tokens_->fill(seed_, first, ids.micro, inputs_[labelsInput_].micro));
   } else {
@@ -454,10 +468,10 @@ Status Trainer::writeTotalSteps() {
                                         value.bytes.size());
 }
 
-Status Trainer::resume() {
-  auto loaded = loadCheckpoint(exe_, options_.resumeDir);
+Status Trainer::resume(const std::string &dir, const char *flag) {
+  auto loaded = loadCheckpoint(exe_, dir);
   if (!loaded.isOk())
-    return loaded.status().withContext("--resume");
+    return loaded.status().withContext(flag);
   const format::Checkpoint &ckpt = loaded.value();
   startStep_ = ckpt.step();
   if (const TensorView *step = exe_.variable(kStepVariable)) {
@@ -475,8 +489,7 @@ Status Trainer::resume() {
     startStep_ = s;
   }
   if (startStep_ < 0)
-    return dataLoss("the checkpoint in '", options_.resumeDir, "' is at step ",
-                    startStep_);
+    return dataLoss("the checkpoint in '", dir, "' is at step ", startStep_);
   if (!options_.seed) {
     seed_ = ckpt.seed();
   } else if (*options_.seed != ckpt.seed()) {
@@ -500,9 +513,129 @@ Status Trainer::resume() {
                  "reads %s ones\n",
                  ckpt.data_dtype().c_str(), tokenDTypeName(tokens_->dtype()));
   if (startStep_ > options_.steps)
-    return invalidArgument("the checkpoint in '", options_.resumeDir,
-                           "' is at step ", startStep_, ", beyond --steps ",
-                           options_.steps);
+    return invalidArgument("the checkpoint in '", dir, "' is at step ",
+                           startStep_, ", beyond --steps ", options_.steps);
+  // Where the token loader stands; checkpoints from before the field have
+  // drawn a whole number of steps' samples.
+  const int64_t rows = idsInput_ >= 0 && !inputs_[idsInput_].shape.empty()
+                           ? inputs_[idsInput_].shape[0]
+                           : 0;
+  dataPosition_ = ckpt.data_position() > 0 || ckpt.step() == 0
+                      ? ckpt.data_position()
+                      : startStep_ * microBatches_ * rows;
+  startCheckpoint_ = dir;
+  if (options_.progress)
+    options_.progress("resume", startStep_);
+  return Status::ok();
+}
+
+Status Trainer::openCheckpointDir() {
+  // Rank 0 picks the checkpoint (and the run's id, which names its
+  // temporaries) and tells the others, so that all start from one step even
+  // if a checkpoint is being committed by a dying earlier run.
+  Communicator *all = nullptr;
+  int rank = 0, size = 1;
+  if (exe_.comm()) {
+    DTCC_ASSIGN_OR_RETURN(all,
+                          exe_.comm()->group(exe_.comm()->mesh().axisNames()));
+    rank = exe_.comm()->mesh().world().rank();
+    size = exe_.comm()->mesh().world().size();
+  }
+  std::string root = options_.checkpointDir;
+  while (root.size() > 1 && root.back() == '/')
+    root.pop_back();
+  // [step or -1 (none) or -2 (rank 0 failed), run id]
+  int64_t chosen[2] = {-1, 0};
+  if (rank == 0) {
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    chosen[1] = static_cast<int64_t>(
+        (std::chrono::duration_cast<std::chrono::microseconds>(now).count() ^
+         (int64_t(getpid()) << 40)) & 0x7FFFFFFFFFFFFFFF);
+  }
+  auto runId = [&] {
+    char id[32];
+    std::snprintf(id, sizeof(id), "%016" PRIx64,
+                  static_cast<uint64_t>(chosen[1]));
+    return std::string(id);
+  };
+  CheckpointWriterOptions w;
+  w.root = root;
+  w.rank = rank;
+  w.worldSize = size;
+  w.keep = static_cast<int>(options_.keepCheckpoints);
+  w.runId = runId();
+  if (exe_.comm())
+    w.peerTimeoutSeconds = exe_.comm()->mesh().world().queue().timeout();
+  std::FILE *log = options_.log;
+  if (log)
+    w.log = [log](const std::string &line) {
+      std::fprintf(log, "%s\n", line.c_str());
+      std::fflush(log);
+    };
+  const std::string who = size > 1 ? strCat("rank ", rank, ": ") : "";
+  w.warn = [who](const std::string &line) {
+    std::fprintf(stderr, "%swarning: %s\n", who.c_str(), line.c_str());
+  };
+  if (rank == 0 && options_.progress) {
+    auto progress = options_.progress;
+    w.committed = [progress](int64_t step) { progress("saved", step); };
+  }
+  // Rank 0 makes the root (clearing unfinished saves) and picks the
+  // checkpoint, then tells the others; an error there reaches every rank.
+  Status picked = Status::ok();
+  if (rank == 0) {
+    auto created = AsyncCheckpointWriter::create(w);
+    if (created.isOk()) {
+      writer_ = std::move(created.value());
+      auto latest = findLatestCheckpoint(root, [](const std::string &msg) {
+        std::fprintf(stderr, "warning: %s\n", msg.c_str());
+      });
+      if (!latest.isOk())
+        picked = latest.status().withContext("--checkpoint-dir");
+      else if (latest.value())
+        chosen[0] = latest.value()->step;
+    } else {
+      picked = created.status();
+    }
+    if (!picked.isOk())
+      chosen[0] = -2;
+  }
+  if (all)
+    DTCC_RETURN_IF_ERROR(all->broadcast(chosen, 2, DType::kI64, 0));
+  DTCC_RETURN_IF_ERROR(picked);
+  if (chosen[0] == -2)
+    return unavailable("rank 0 could not use --checkpoint-dir '", root,
+                       "' (its message says why)");
+  if (rank != 0) {
+    w.runId = runId();
+    DTCC_ASSIGN_OR_RETURN(writer_, AsyncCheckpointWriter::create(w));
+  }
+  if (chosen[0] >= 0)
+    DTCC_RETURN_IF_ERROR(
+        resume(checkpointStepDir(root, chosen[0]), "--checkpoint-dir"));
+  else if (options_.progress)
+    options_.progress("resume", 0);
+  return Status::ok();
+}
+
+format::Checkpoint Trainer::checkpointManifest(int64_t stepsDone) const {
+  format::Checkpoint manifest;
+  manifest.set_step(stepsDone);
+  manifest.set_seed(seed_);
+  manifest.set_data_path(options_.dataPath.empty() ? options_.batchesDir
+                                                   : options_.dataPath);
+  if (tokens_)
+    manifest.set_data_dtype(tokenDTypeName(tokens_->dtype()));
+  manifest.set_tokens_consumed(stepsDone * tokensPerStep_);
+  manifest.set_data_position(dataPosition_);
+  manifest.set_model(modelName(program_));
+  return manifest;
+}
+
+Status Trainer::submitCheckpoint(int64_t stepsDone) {
+  DTCC_ASSIGN_OR_RETURN(CheckpointSnapshot snapshot,
+                        snapshotCheckpoint(exe_, checkpointManifest(stepsDone)));
+  checkpointWaitSeconds_ += writer_->submit(std::move(snapshot));
   return Status::ok();
 }
 
@@ -518,15 +651,9 @@ Status Trainer::dumpOutputs(const std::string &dir,
 }
 
 Status Trainer::save(int64_t stepsDone) {
-  format::Checkpoint manifest;
-  manifest.set_step(stepsDone);
-  manifest.set_seed(seed_);
-  manifest.set_data_path(options_.dataPath.empty() ? options_.batchesDir
-                                                   : options_.dataPath);
-  if (tokens_)
-    manifest.set_data_dtype(tokenDTypeName(tokens_->dtype()));
-  manifest.set_tokens_consumed(stepsDone * tokensPerStep_);
-  manifest.set_model(modelName(program_));
+  if (writer_)
+    return submitCheckpoint(stepsDone);
+  format::Checkpoint manifest = checkpointManifest(stepsDone);
   DTCC_RETURN_IF_ERROR(
       saveCheckpoint(exe_, options_.saveDir, manifest).withContext("--save"));
   if (options_.log)
@@ -580,9 +707,16 @@ void Trainer::printHeader() {
                        seed_, ")")
               : strCat("batches from ", options_.batchesDir);
   std::fprintf(options_.log, "  %s; data %s\n", batch.c_str(), data.c_str());
-  if (!options_.resumeDir.empty())
+  if (!startCheckpoint_.empty())
     std::fprintf(options_.log, "  resumed from %s at step %" PRId64 "\n",
-                 options_.resumeDir.c_str(), startStep_);
+                 startCheckpoint_.c_str(), startStep_);
+  if (writer_)
+    std::fprintf(options_.log,
+                 "  checkpoints in %s every %" PRId64 " steps, keeping %s\n",
+                 options_.checkpointDir.c_str(), options_.saveEvery,
+                 options_.keepCheckpoints == 0
+                     ? "all"
+                     : strCat("the last ", options_.keepCheckpoints).c_str());
   std::fprintf(
       options_.log, "  steps %" PRId64 " to %" PRId64 "; peak memory %s\n",
       startStep_ + 1, options_.steps, formatBytes(exe_.peakBytes()).c_str());
@@ -625,7 +759,9 @@ void Trainer::printStep(const StepRecord &r, double intervalSeconds,
 Status Trainer::run() {
   history_.clear();
   if (!options_.resumeDir.empty())
-    DTCC_RETURN_IF_ERROR(resume());
+    DTCC_RETURN_IF_ERROR(resume(options_.resumeDir, "--resume"));
+  if (!options_.checkpointDir.empty())
+    DTCC_RETURN_IF_ERROR(openCheckpointDir());
   DTCC_RETURN_IF_ERROR(writeTotalSteps());
   printHeader();
   if (startStep_ == options_.steps) {
@@ -673,7 +809,7 @@ Status Trainer::run() {
     };
     double lossSum = 0;
     for (int64_t micro = 0; micro < microBatches_; ++micro) {
-      DTCC_RETURN_IF_ERROR(fillMicroBatch(step, micro));
+      DTCC_RETURN_IF_ERROR(fillMicroBatch(micro));
       Status s = exe_.run(*trainStep_, inputPtrs, &outputs);
       if (!s.isOk())
         return s.withContext(strCat("step ", number, ": ", kTrainStep));
@@ -713,6 +849,10 @@ Status Trainer::run() {
     intervalSeconds += record.seconds;
     ++intervalSteps;
     history_.push_back(record);
+    if (tokens_)
+      dataPosition_ += microBatches_ * inputs_[idsInput_].shape[0];
+    if (options_.progress)
+      options_.progress("step", number);
     if (number % options_.logEvery == 0 || number == lastStep || number == 1) {
       printStep(record, intervalSeconds, intervalSteps);
       intervalSeconds = 0;
@@ -724,8 +864,19 @@ Status Trainer::run() {
       lastSaved = number;
     }
   }
-  if (!options_.saveDir.empty() && lastSaved != lastStep && lastStep > startStep_)
+  if ((!options_.saveDir.empty() || writer_) && lastSaved != lastStep &&
+      lastStep > startStep_)
     DTCC_RETURN_IF_ERROR(save(lastStep));
+  if (writer_) {
+    writer_->drain();
+    if (options_.log)
+      std::fprintf(options_.log,
+                   "checkpoints: %" PRId64 " written, %" PRId64
+                   " failed; %.2f s writing in the background, training "
+                   "waited %.2f s for the writer\n",
+                   writer_->written(), writer_->failed(),
+                   writer_->busySeconds(), checkpointWaitSeconds_);
+  }
   std::chrono::duration<double> total =
       std::chrono::steady_clock::now() - runStart;
   if (options_.log)

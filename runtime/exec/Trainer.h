@@ -12,10 +12,12 @@
 #include "runtime/base/HostTensor.h"
 #include "runtime/base/Status.h"
 #include "runtime/exec/Executable.h"
+#include "runtime/io/CheckpointStore.h"
 #include "runtime/format/Program.pb.h"
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +41,16 @@ struct TrainerOptions {
   /// spans --steps; a later --resume continues. 0: run to --steps.
   int64_t stopAfter = 0;
   std::string resumeDir;            ///< --resume
+  /// --checkpoint-dir: a root of step checkpoints (CheckpointStore.h),
+  /// saved every --save-every steps and at the end by a background
+  /// writer; a run starts from its newest valid checkpoint.
+  std::string checkpointDir;
+  int64_t keepCheckpoints = 3;      ///< --keep-checkpoints; 0 keeps all
+  /// Progress for a supervisor (Supervisor.h): ("step", n) after step n on
+  /// every rank, ("resume", n) when a run starts from step n, ("saved", n)
+  /// on rank 0 once the checkpoint of step n is complete (from the writer
+  /// thread). Null: none.
+  std::function<void(const char *event, int64_t step)> progress;
   std::string dumpOutputsDir;       ///< --dump-outputs
   /// Where log lines go (stdout in `./train`); null for none.
   std::FILE *log = stdout;
@@ -91,12 +103,15 @@ private:
   Trainer(const format::Program &program, Executable &exe,
           TrainerOptions options);
   Status prepare();
-  Status resume();
+  Status resume(const std::string &dir, const char *flag);
+  Status openCheckpointDir();
+  Status submitCheckpoint(int64_t stepsDone);
+  format::Checkpoint checkpointManifest(int64_t stepsDone) const;
   Status prepareTokenData();
   Status prepareBatches();
   Status checkBatchFolder(const std::string &folder) const;
   Status loadBatchFolder(int64_t step);
-  Status fillMicroBatch(int64_t step, int64_t micro);
+  Status fillMicroBatch(int64_t micro);
   Status writeTotalSteps();
   Status dumpOutputs(const std::string &dir,
                      const std::vector<IoBinding> &bindings,
@@ -124,6 +139,12 @@ private:
   /// --batches: the step folders, in name order.
   std::vector<std::string> batchFolders_;
   int64_t tokensPerStep_ = 0;
+  /// The token loader's next sample (format::Checkpoint::data_position).
+  int64_t dataPosition_ = 0;
+  /// --checkpoint-dir: the writer, and the checkpoint the run started from.
+  std::unique_ptr<AsyncCheckpointWriter> writer_;
+  std::string startCheckpoint_;
+  double checkpointWaitSeconds_ = 0;
   std::vector<StepRecord> history_;
 };
 

@@ -134,10 +134,9 @@ runtime::Status loadAndRun(const runtime::format::Program &program,
 /// that the runtime refuses to load is a finding.
 void checkLoadsAndRuns(mlir::ModuleOp module, int64_t runLimitBytes);
 
-/// Calls a command's main (the runner's runnerMain, `dtcc plan`'s
-/// runPlanCommand) with `args` (argv[0] first); returns its exit code.
-/// Anything but 0, 1 (a clear error) or another status in `documented`
-/// (dtcc plan's 2: no plan fits in memory) is a finding.
+/// Calls a command's main (the runner's runnerMain) with `args` (argv[0]
+/// first); returns its exit code. Anything but 0, 1 (a clear error) or
+/// another status in `documented` is a finding.
 int callMain(int (*mainFn)(int, char **), const std::vector<std::string> &args,
              std::initializer_list<int> documented = {});
 

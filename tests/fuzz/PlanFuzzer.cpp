@@ -5,40 +5,50 @@
 //   FILE` on a small zoo GPT), 2: a saved plan (`dtcc plan --plan-in FILE`),
 //   3: a saved plan evaluated on the dgx-a100-80g preset instead of its own
 //   cluster.
-// `dtcc plan` runs with a 20 ms search budget and writes its JSON report and
-// a Chrome trace; its exit status must be 0, 1 (an error) or 2 (no plan
-// fits in memory). Seeds: every preset as a JSON and a YAML file, and plans
-// saved by `dtcc plan --plan-out` on them.
+// `dtcc plan` (compiler/Planning.h's planModel) runs with a 20 ms search
+// budget and writes its JSON report and a Chrome trace; it must return a
+// report or a clear error, never crash. Seeds: every preset as a JSON and a
+// YAML file, and plans saved by `dtcc plan --plan-out` on them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tests/fuzz/FuzzSupport.h"
 
 #include "planner/Cluster.h"
-#include "tools/dtcc/Commands.h"
+#include "compiler/Planning.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 using namespace dtcc;
+using dtcc::PlanRequest;
 
 namespace {
 
-/// dtcc plan's exit status when no plan fits in memory (docs/planner.md).
-constexpr int kNoPlanFits = 2;
+/// `dtcc plan --zoo gpt` of a small GPT (the --zoo sizes) on `cluster`.
+PlanRequest zooGpt(const std::string &cluster) {
+  PlanRequest r;
+  r.zooFamily = "gpt";
+  r.zooSizes = {{"layers", 2}, {"hidden", 64}, {"heads", 4}, {"vocab", 128}};
+  r.seq = 32;
+  r.globalBatch = 8;
+  r.cluster = cluster;
+  r.clusterGiven = true;
+  return r;
+}
 
-const std::vector<std::string> kZoo = {
-    "plan", "--zoo", "gpt", "--layers", "2", "--hidden", "64", "--heads", "4",
-    "--vocab", "128", "--seq", "32", "--global-batch", "8"};
-
-std::vector<std::string> common(std::vector<std::string> args) {
-  for (const char *a : {"--search-budget", "20ms", "--json", "--alternatives",
-                        "2"})
-    args.push_back(a);
-  args.push_back("--trace");
-  args.push_back(fuzz::scratchDir() + "/trace.json");
-  return args;
+/// Plans for `r` with the fuzzer's budget and outputs: 0 (a plan fits), 1
+/// (a clear error) or 2 (no plan fits in memory).
+int plan(PlanRequest r) {
+  r.budgetSeconds = 0.02;
+  r.json = true;
+  r.alternatives = 2;
+  r.tracePath = fuzz::scratchDir() + "/trace.json";
+  auto out = planModel(r);
+  if (!out.isOk())
+    return 1;
+  return out.value().fits ? 0 : 2;
 }
 
 /// Block-mapping YAML of a JSON object (the subset parseYamlSubset reads,
@@ -75,11 +85,9 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     std::string clusterPath = fuzz::scratchDir() + "/seed-cluster.json";
     fuzz::writeFile(clusterPath, json.dump());
     std::string planPath = fuzz::scratchDir() + "/seed-plan.json";
-    std::vector<std::string> args = kZoo;
-    for (const std::string &a : {std::string("--cluster"), clusterPath,
-                                 std::string("--plan-out"), planPath})
-      args.push_back(a);
-    if (fuzz::callMain(runPlanCommand, common(args), {kNoPlanFits}) != 0)
+    PlanRequest r = zooGpt(clusterPath);
+    r.planOut = planPath;
+    if (plan(r) != 0)
       fuzz::finding("dtcc plan fails on preset " + preset);
     fuzz::writeSeed(preset + "-plan", std::string(1, '\2') +
                                           fuzz::readFile(planPath));
@@ -100,21 +108,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::string path = fuzz::scratchDir() + "/cluster" +
                        (data[0] % 4 == 0 ? ".json" : ".yaml");
     fuzz::writeFile(path, rest);
-    std::vector<std::string> args = kZoo;
-    args.push_back("--cluster");
-    args.push_back(path);
-    fuzz::callMain(runPlanCommand, common(args), {kNoPlanFits});
+    plan(zooGpt(path));
     break;
   }
   default: {
     std::string path = fuzz::scratchDir() + "/plan.json";
     fuzz::writeFile(path, rest);
-    std::vector<std::string> args = {"plan", "--plan-in", path};
+    PlanRequest r;
+    r.planIn = path;
     if (data[0] % 4 == 3) {
-      args.push_back("--cluster");
-      args.push_back("dgx-a100-80g");
+      r.cluster = "dgx-a100-80g";
+      r.clusterGiven = true;
     }
-    fuzz::callMain(runPlanCommand, common(args), {kNoPlanFits});
+    plan(r);
     break;
   }
   }

@@ -28,6 +28,12 @@
 
 namespace dtcc {
 
+llvm::cl::SubCommand calibrateCommand(
+    "calibrate",
+    "Measure this machine for the planner and write a cluster file: dtcc "
+    "calibrate [--device cpu|cuda] [-o cluster.json] ... (dtcc calibrate "
+    "--help lists the measuring tool's options)");
+
 namespace {
 
 int calibrateError(const std::string &message) {
@@ -37,8 +43,6 @@ int calibrateError(const std::string &message) {
 
 } // namespace
 
-/// `dtcc calibrate [--device cpu|cuda] ARGS...` (argv[0] is "calibrate");
-/// called by dtcc.cpp's main. Returns only on failure.
 int runCalibrateCommand(int argc, char **argv) {
   std::string device = "cpu";
   std::vector<char *> rest;

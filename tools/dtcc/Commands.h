@@ -1,52 +1,35 @@
-//===- Commands.h - the dtcc subcommands dtcc.cpp dispatches to -*- C++ -*-===//
+//===- Commands.h - the dtcc subcommands beside dtcc.cpp --------*- C++ -*-===//
 //
-// The entry points of `dtcc plan` and `dtcc calibrate`, and what `dtcc
-// compile --plan auto` asks of the planner: declared once here, defined in
-// PlanCommand.cpp and CalibrateCommand.cpp.
+// `dtcc plan` (PlanCommand.cpp) and `dtcc calibrate` (CalibrateCommand.cpp):
+// their llvm::cl subcommands, registered with dtcc.cpp's, and what each runs
+// once the command line is parsed.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DTCC_TOOLS_DTCC_COMMANDS_H
 #define DTCC_TOOLS_DTCC_COMMANDS_H
 
-#include "compiler/PlanByCompiling.h"
-#include "runtime/base/MeshShape.h"
-
-#include <cstdint>
-#include <string>
+#include "llvm/Support/CommandLine.h"
 
 namespace dtcc {
 
-/// `dtcc plan ARGS...` (argv[0] is "plan"); the process exit code.
-int runPlanCommand(int argc, char **argv);
-/// `dtcc calibrate ARGS...` (argv[0] is "calibrate"); the exit code.
+/// `dtcc plan`'s exit status when no plan fits in memory (docs/planner.md).
+constexpr int kNoPlanFits = 2;
+
+/// `dtcc plan [model] [options]`; its options are registered with it.
+extern llvm::cl::SubCommand planCommand;
+/// Hides from `dtcc plan --help` the options of the libraries dtcc links.
+void hideOptionsUnrelatedToPlan();
+/// Runs `dtcc plan` with the parsed options; the process exit status.
+int runPlanCommand();
+
+/// `dtcc calibrate`: registered so that `dtcc --help` lists it. Its
+/// arguments belong to the measuring tool (dtcc-calibrate, or with
+/// --device cuda dtcc-calibrate-cuda), which parses them, --help included.
+extern llvm::cl::SubCommand calibrateCommand;
+/// Execs the measuring tool with `argv` (argv[0] is "calibrate"); returns
+/// only on failure, with the exit status.
 int runCalibrateCommand(int argc, char **argv);
-
-/// The figures `dtcc compile` prices candidate plans (and the layout ILP)
-/// with: `clusterName` (a preset or file; "" = cpu-local) with `nodes`
-/// nodes or `ranks` ranks. Prints the error and returns false on failure.
-bool deviceFiguresForCompile(const std::string &clusterName, int64_t nodes,
-                             int64_t ranks, DeviceFigures &figures,
-                             std::string &clusterLabel);
-
-/// What the planner did for `dtcc compile --plan auto`.
-enum class PlanChoice {
-  kChosen,            ///< `mesh` and `zero` are set: compile them
-  kCompileCandidates, ///< not a zoo transformer, or CPU ranks: compile
-                      ///< every candidate and price it (planByCompiling)
-  kFailed,            ///< an error, already printed
-};
-
-/// For `dtcc compile --plan auto`: the mesh (empty for one device) and ZeRO
-/// stage the planner chooses for the model at `modelPath` (its dtcc.zoo
-/// metadata) on `cluster` (a preset or file; "" = cpu-local) with `nodes`
-/// nodes or `ranks` ranks, restricted to what the compiler builds. Prints
-/// the choice on stderr.
-PlanChoice choosePlanForCompile(const std::string &modelPath,
-                                const std::string &cluster, int64_t nodes,
-                                int64_t ranks, int64_t microBatches,
-                                const std::string &recompute,
-                                runtime::MeshShape &mesh, int &zero);
 
 } // namespace dtcc
 

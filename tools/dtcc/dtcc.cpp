@@ -1,30 +1,27 @@
 //===- dtcc.cpp - the dtcc command line -----------------------------------===//
 //
-// dtcc import | compile | ops: a thin layer over compiler/Driver.h.
+// dtcc import | compile | zoo | explain | ops, and the plan and calibrate
+// subcommands (Commands.h): options parsed with llvm::cl, the work done by
+// compiler/ (Driver.h, Planning.h, Explain.h), the results printed.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/dtcc/Commands.h"
+
 #include "compiler/Driver.h"
-#include "compiler/InternalErrors.h"
-#include "dialects/Graph/IR/GraphOps.h"
 #include "compiler/Explain.h"
+#include "compiler/InternalErrors.h"
 #include "compiler/PlanByCompiling.h"
-#include "planner/AutoPlan.h"
-#include "planner/Report.h"
-#include "compiler/Serialize.h"
-#include "runtime/format/Container.h"
+#include "compiler/Planning.h"
+#include "dialects/Graph/IR/GraphOps.h"
 #include "frontends/zoo/Zoo.h"
+#include "runtime/format/Container.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/BuiltinDialect.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
-#include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -257,8 +254,8 @@ cl::opt<std::string> layoutSearchMode(
     "layout-search",
     cl::desc("Tensor-parallel layouts beyond the Megatron-style rule: ilp "
              "(every op's sharding by an ILP solved with CBC, priced with "
-             "--cluster's figures; the default of --plan auto for models "
-             "that are not zoo transformers), descent (--plan auto: one pass "
+             "--cluster's figures; the default when --plan auto compiles "
+             "the candidate plans), descent (--plan auto: one pass "
              "of coordinate descent over 2-D weights, each try compiled), "
              "both (--plan auto: list both), none"),
     cl::value_desc("ilp|descent|both|none"), cl::sub(compileCmd),
@@ -371,8 +368,32 @@ LogicalResult printModule(ModuleOp module) {
   return success();
 }
 
+/// `dtcc compile --plan auto`: the chosen plan written into `options`;
+/// `lowered` is the chosen candidate compiled to dexec when candidates
+/// were compiled.
+LogicalResult planAutomatically(ModuleOp module, dtcc::CompileOptions &options,
+                                OwningOpRef<ModuleOp> &lowered) {
+  auto fail = [](const dtcc::runtime::Status &status) {
+    llvm::errs() << "error: --plan auto: " << status.message() << "\n";
+    return failure();
+  };
+  auto cluster = dtcc::clusterForCompile(planCluster, planNodes, planRanks);
+  if (!cluster.isOk())
+    return fail(cluster.status());
+  auto plan = dtcc::planForCompile(module, options, cluster.value(), planRanks,
+                                   layoutSearchMode);
+  if (!plan.isOk())
+    return fail(plan.status());
+  llvm::errs() << plan.value().messages;
+  if (!plan.value().chosen) {
+    llvm::errs() << "error: --plan auto: no candidate plan fits\n";
+    return failure();
+  }
+  lowered = std::move(plan.value().lowered);
+  return success();
+}
+
 int runImportOrCompile(bool compile) {
-  bool searchByCompiling = false;
   if (inputPath.empty()) {
     llvm::errs() << "error: no model given (see dtcc " << (compile ? "compile" : "import")
                  << " --help)\n";
@@ -382,6 +403,7 @@ int runImportOrCompile(bool compile) {
   if (failed(options))
     return 1;
   dtcc::CompileOptions compileOptions;
+  bool autoPlan = false;
   if (compile) {
     auto phase = dtcc::parsePhase(compileTo);
     if (!phase) {
@@ -426,9 +448,9 @@ int runImportOrCompile(bool compile) {
     }
     t.zero = zeroStage;
     t.pipelineSchedule = pipelineSchedule;
-    bool autoPlan = planMode == "auto" ||
-                    (planMode.empty() && meshSpec.empty() &&
-                     (planRanks > 0 || !planCluster.empty() || planNodes > 0));
+    autoPlan = planMode == "auto" ||
+               (planMode.empty() && meshSpec.empty() &&
+                (planRanks > 0 || !planCluster.empty() || planNodes > 0));
     if (!planMode.empty() && planMode != "auto") {
       llvm::errs() << "error: --plan expects auto, got '" << planMode << "'\n";
       return 1;
@@ -438,15 +460,6 @@ int runImportOrCompile(bool compile) {
                       "replaces --mesh\n";
       return 1;
     }
-    if (autoPlan) {
-      dtcc::PlanChoice chosen = dtcc::choosePlanForCompile(
-          inputPath, planCluster, planNodes, planRanks, microBatches,
-          recompute, t.mesh, t.zero);
-      if (chosen == dtcc::PlanChoice::kCompileCandidates)
-        searchByCompiling = true; // CPU ranks or any model: compile them
-      else if (chosen == dtcc::PlanChoice::kFailed)
-        return 1;
-    }
     const std::string &search = layoutSearchMode;
     if (!search.empty() && search != "ilp" && search != "descent" &&
         search != "both" && search != "none") {
@@ -455,21 +468,11 @@ int runImportOrCompile(bool compile) {
                    << search << "'\n";
       return 1;
     }
-    if ((search == "descent" || search == "both") && !searchByCompiling) {
+    if ((search == "descent" || search == "both") && !autoPlan) {
       llvm::errs() << "error: --layout-search=" << search
                    << " compares the plans --plan auto compiles for a model "
-                      "that is not a zoo transformer\n";
+                      "that is not a transformer the planner describes\n";
       return 1;
-    }
-    if (search == "ilp" && !searchByCompiling && !t.mesh.empty()) {
-      // An explicit mesh: every op's tp sharding by the ILP, priced with
-      // the cluster's figures.
-      dtcc::DeviceFigures figures;
-      std::string label;
-      if (!dtcc::deviceFiguresForCompile(planCluster, planNodes,
-                                         t.mesh.ranks(), figures, label))
-        return 1;
-      t.layoutSearch = dtcc::layoutSearchFigures(figures, t.mesh);
     }
     options->training = train;
     if (*phase >= dtcc::Phase::Program && outputPath == "-") {
@@ -500,66 +503,37 @@ int runImportOrCompile(bool compile) {
   auto module = dtcc::loadModel(inputPath, context, *options);
   if (failed(module))
     return 1;
-  if (searchByCompiling) {
-    // Any model: compile each candidate plan and weigh what it does.
-    dtcc::DeviceFigures figures;
-    std::string clusterLabel;
-    if (!dtcc::deviceFiguresForCompile(planCluster, planNodes, planRanks,
-                                       figures, clusterLabel))
-      return 1;
-    int64_t ranks = planRanks > 0 ? planRanks : 1;
-    auto mode = layoutSearchMode == "descent" ? dtcc::LayoutSearchMode::kDescent
-                : layoutSearchMode == "both"  ? dtcc::LayoutSearchMode::kBoth
-                : layoutSearchMode == "none"  ? dtcc::LayoutSearchMode::kNone
-                                              : dtcc::LayoutSearchMode::kIlp;
-    auto candidates = dtcc::planByCompiling(**module, compileOptions, ranks,
-                                            figures, mode);
-    llvm::errs() << "plan auto: compiled " << candidates.size()
-                 << " candidate plans for " << clusterLabel
-                 << ", each program priced on it:\n";
-    for (const auto &c : candidates)
-      llvm::errs() << llvm::formatv(
-          "  {0,-16} zero {1} {2,-9} {3}\n",
-          c.mesh.str() + (c.schedule.empty() ? "" : " " + c.schedule), c.zero,
-          !c.search.empty()        ? c.search
-          : c.mesh.size("tp") > 1 ? "megatron"
-                                   : "",
-          c.rejected.empty()
-              ? llvm::formatv("{0,8:f2} ms/step (compute {1:f2} GFLOP, {2} "
-                              "collectives, {3:f1} KiB sent), {4:f2} MiB/rank",
-                              c.seconds * 1e3, c.flops / 1e9, c.collectives,
-                              c.commBytes / 1024.0,
-                              c.peakBytes / 1048576.0)
-                    .str()
-              : "rejected: " + c.rejected);
-    if (candidates.empty() || !candidates.front().rejected.empty()) {
-      llvm::errs() << "error: --plan auto: no candidate plan fits\n";
+  OwningOpRef<ModuleOp> lowered;
+  if (autoPlan &&
+      failed(planAutomatically(**module, compileOptions, lowered)))
+    return 1;
+  dtcc::TrainOptions &t = compileOptions.train;
+  if (compile && layoutSearchMode == "ilp" && !lowered && !t.mesh.empty() &&
+      !t.layoutSearch.enabled) {
+    // A mesh (given, or the planner's): every op's tp sharding by the ILP,
+    // priced with the cluster's figures.
+    auto cluster =
+        dtcc::clusterForCompile(planCluster, planNodes, t.mesh.ranks());
+    if (!cluster.isOk()) {
+      llvm::errs() << "error: --plan auto: " << cluster.status().message()
+                   << "\n";
       return 1;
     }
-    compileOptions.train.mesh = candidates.front().mesh;
-    compileOptions.train.zero = candidates.front().zero;
-    compileOptions.train.layouts = candidates.front().layouts;
-    compileOptions.train.layoutSearch = candidates.front().layoutSearch;
-    if (!candidates.front().schedule.empty())
-      compileOptions.train.pipelineSchedule = candidates.front().schedule;
-    llvm::errs() << "plan auto: " << compileOptions.train.mesh.str() << ", zero "
-                 << compileOptions.train.zero;
-    if (!candidates.front().schedule.empty())
-      llvm::errs() << ", " << candidates.front().schedule;
-    llvm::errs() << llvm::formatv(": {0:f1} ms per step predicted, {1:f1} MiB "
-                                  "per rank",
-                                  candidates.front().seconds * 1e3,
-                                  candidates.front().peakBytes / 1048576.0);
-    if (!candidates.front().search.empty())
-      llvm::errs() << ", tp layouts by "
-                   << (candidates.front().search == "ilp"
-                           ? "the ILP (dtcc-shard-search-layouts)"
-                           : "coordinate descent");
-    for (const std::string &l : compileOptions.train.layouts)
-      llvm::errs() << ", " << l;
-    llvm::errs() << "\n";
+    t.layoutSearch =
+        dtcc::layoutSearchFigures(dtcc::deviceFigures(cluster.value()), t.mesh);
   }
-  if (failed(dtcc::runPhases(**module, compileOptions)))
+  // The chosen candidate was compiled to dexec while it was priced: it is
+  // the program, unless the phases before dexec are asked for (an earlier
+  // --compile-to, --dump-dir, --print-ir-after-all), which compile the
+  // chosen plan again.
+  bool handOn = lowered && compileOptions.compileTo >= dtcc::Phase::Exec &&
+                compileOptions.dumpDir.empty() &&
+                !compileOptions.printIrAfterAll;
+  if (handOn) {
+    *module = std::move(lowered);
+    llvm::errs() << "note: --plan auto: the chosen candidate, compiled while "
+                    "it was priced, is the program\n";
+  } else if (failed(dtcc::runPhases(**module, compileOptions)))
     return 1;
   if (compileOptions.compileTo <= dtcc::Phase::Exec)
     return failed(printModule(**module)) ? 1 : 0;
@@ -621,26 +595,12 @@ int explainWithCost(const dtcc::runtime::format::Program &program) {
   llvm::outs() << dtcc::explainProgram(program);
   if (explainCluster.empty())
     return 0;
-  namespace planner = dtcc::planner;
-  auto cluster = planner::loadClusterSpec(explainCluster);
-  int64_t ranks = 1;
-  for (int64_t size : program.mesh().sizes())
-    ranks *= size;
-  if (cluster.isOk())
-    cluster = planner::clusterForRanks(cluster.value(), ranks);
-  if (!cluster.isOk()) {
-    llvm::errs() << "error: --cluster: " << cluster.status().message() << "\n";
+  auto cost = dtcc::explainProgramCost(program, explainCluster);
+  if (!cost.isOk()) {
+    llvm::errs() << "error: " << cost.status().message() << "\n";
     return 1;
   }
-  planner::ProgramMemory memory = planner::programMemory(program);
-  auto time = planner::simulateProgram(program, cluster.value());
-  if (!time.isOk()) {
-    llvm::errs() << "error: " << time.status().message() << "\n";
-    return 1;
-  }
-  llvm::outs() << "\n"
-               << planner::formatProgramCost(memory, &time.value(),
-                                             cluster.value());
+  llvm::outs() << "\n" << cost.value();
   return 0;
 }
 
@@ -668,31 +628,10 @@ int runExplain() {
   auto module = dtcc::loadModel(explainPath, context, options);
   if (failed(module))
     return 1;
-  // The report needs shapes, not values: files printed with elided weights
-  // (dense_resource without data) are explained too.
-  (*module)->walk([](Operation *op) {
-    auto dropMissing = [](Attribute a) {
-      auto r = dyn_cast_or_null<DenseResourceElementsAttr>(a);
-      return r && !r.getRawHandle().getBlob();
-    };
-    if (auto var = dyn_cast<dtcc::graph::VariableOp>(op)) {
-      if (dropMissing(var.getInitialValueAttr()))
-        var.removeInitialValueAttr();
-    } else if (auto c = dyn_cast<dtcc::graph::ConstantOp>(op)) {
-      if (dropMissing(c.getValue())) {
-        c.setValueAttr(
-            dtcc::graph::splatOf(cast<RankedTensorType>(c.getType()), 0.0));
-      }
-    }
-  });
-  dtcc::CompileOptions compileOptions;
-  compileOptions.compileTo = dtcc::Phase::Exec;
-  if (failed(dtcc::runPhases(**module, compileOptions)))
+  auto program = dtcc::programToExplain(**module);
+  if (failed(program))
     return 1;
-  auto serialized = dtcc::serializeProgram(**module);
-  if (failed(serialized))
-    return 1;
-  return explainWithCost(serialized->program);
+  return explainWithCost(*program);
 }
 
 int runOps() {
@@ -706,13 +645,15 @@ int runOps() {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   dtcc::installInternalErrorHandlers("dtcc");
-  if (argc > 1 && llvm::StringRef(argv[1]) == "plan")
-    return dtcc::runPlanCommand(argc - 1, argv + 1);
+  // calibrate's arguments, --help included, are the measuring tool's.
   if (argc > 1 && llvm::StringRef(argv[1]) == "calibrate")
     return dtcc::runCalibrateCommand(argc - 1, argv + 1);
   cl::HideUnrelatedOptions(category, importCmd);
   cl::HideUnrelatedOptions({&category, &trainCategory}, compileCmd);
   cl::HideUnrelatedOptions({&category, &zooCategory}, zooCmd);
+  cl::HideUnrelatedOptions(category, explainCmd);
+  cl::HideUnrelatedOptions(category, opsCmd);
+  dtcc::hideOptionsUnrelatedToPlan();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -725,7 +666,8 @@ int main(int argc, char **argv) {
       "  dtcc plan model.onnx --nodes 8 --global-batch 512   choose a plan\n"
       "  dtcc calibrate -o cluster.json     measure this machine for the planner\n"
       "  dtcc calibrate --device cuda -o gpu.json   measure its GPUs (cuBLASLt, NCCL)\n"
-      "  dtcc explain train                 shardings and collectives of a program\n");
+      "  dtcc explain train                 shardings and collectives of a program\n"
+      "\n  dtcc <command> --help lists a command's options\n");
   if (importCmd)
     return runImportOrCompile(false);
   if (compileCmd)
@@ -736,6 +678,8 @@ int main(int argc, char **argv) {
     return runZoo();
   if (explainCmd)
     return runExplain();
+  if (dtcc::planCommand)
+    return dtcc::runPlanCommand();
   cl::PrintHelpMessage();
   return 1;
 }

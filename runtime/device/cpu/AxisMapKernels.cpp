@@ -236,7 +236,6 @@ StatusOr<KernelFn> bindAxisMaps(const KernelContext &ctx,
 
 StatusOr<KernelFn> buildModePad(const KernelContext &ctx,
                                 const std::string &mode) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));

@@ -167,7 +167,6 @@ StatusOr<KernelFn> finish(const KernelContext &ctx, const Axis &axis,
 
 /// One input and one output of the same element type, all contiguous.
 Status checkUnary(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   return checkDType(ctx, ctx.outputs[0], ctx.inputs[0].dtype, "output 0");
 }
@@ -332,7 +331,6 @@ StatusOr<std::pair<int, int64_t>> peerAndTag(const KernelContext &ctx,
 }
 
 StatusOr<KernelFn> send(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 0));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView x = ctx.inputs[0];
   DTCC_ASSIGN_OR_RETURN(Axis axis, bindAxis(ctx));
@@ -359,7 +357,6 @@ StatusOr<KernelFn> send(const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> recv(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 0, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView y = ctx.outputs[0];
   DTCC_ASSIGN_OR_RETURN(Axis axis, bindAxis(ctx));
@@ -402,7 +399,6 @@ StatusOr<KernelFn> wait(const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> axisIndex(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 0, 1));
   const TensorView y = ctx.outputs[0];
   if (y.numel() != 1 || (y.dtype != DType::kI64 && y.dtype != DType::kI32))
     return ctx.error("expected a one-element i64 or i32 output, got ",

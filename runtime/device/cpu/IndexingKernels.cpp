@@ -63,7 +63,6 @@ KernelFn makeGather(const TensorView &data, const TensorView &indices,
 }
 
 StatusOr<KernelFn> buildGather(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &data = ctx.inputs[0], &indices = ctx.inputs[1],
                    &out = ctx.outputs[0];
@@ -122,7 +121,6 @@ KernelFn makeGatherElements(const StridedLayout<3> &layout, const E *data,
 }
 
 StatusOr<KernelFn> buildGatherElements(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &data = ctx.inputs[0], &indices = ctx.inputs[1],
                    &out = ctx.outputs[0];
@@ -211,7 +209,6 @@ KernelFn makeScatterAdd(const TensorView &updates, const TensorView &indices,
 }
 
 StatusOr<KernelFn> buildScatterAdd(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &updates = ctx.inputs[0], &indices = ctx.inputs[1],
                    &out = ctx.outputs[0];

@@ -115,7 +115,6 @@ KernelFn makeHalfGemm(const MatmulPlan &p, const S *a, const S *b, S *c,
 }
 
 StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &lhs = ctx.inputs[0], &rhs = ctx.inputs[1],
                    &out = ctx.outputs[0];

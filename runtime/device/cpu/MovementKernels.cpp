@@ -207,7 +207,6 @@ StatusOr<KernelFn> buildStridedRead(const KernelContext &ctx,
 }
 
 StatusOr<KernelFn> buildCopyKernel(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkStrides(ctx, in, "input 0"));
   DTCC_RETURN_IF_ERROR(checkContiguous(ctx, out, "output 0"));
@@ -285,7 +284,6 @@ StatusOr<KernelFn> buildPad(const KernelContext &ctx) {
   const std::string mode = ctx.attrs.getString("mode", "constant");
   if (mode != "constant")
     return buildModePad(ctx, mode);
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &value = ctx.inputs[1],
                    &out = ctx.outputs[0];
@@ -299,8 +297,6 @@ StatusOr<KernelFn> buildPad(const KernelContext &ctx) {
                         getIntsAttr(ctx, "low", rank));
   DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> high,
                         getIntsAttr(ctx, "high", rank));
-  if (ctx.attrs.has("interior"))
-    return ctx.error("interior padding is not supported");
   std::vector<int64_t> shape(rank), region(rank);
   std::vector<int64_t> inStrides = contiguousStrides(in.shape);
   int64_t srcOffset = 0, dstOffset = 0;
@@ -343,7 +339,6 @@ StatusOr<KernelFn> buildPad(const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> buildIota(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 0, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &out = ctx.outputs[0];
   DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", out.rank()));

@@ -97,7 +97,6 @@ KernelFn makeSoftmax(const S *in, S *out, int64_t outer, int64_t size,
 }
 
 template <bool Log> StatusOr<KernelFn> buildSoftmax(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
@@ -310,7 +309,6 @@ KernelFn makeCrossEntropy(const S *logits, const I *labels, S *loss, int64_t n,
 }
 
 StatusOr<KernelFn> buildCrossEntropy(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &logits = ctx.inputs[0], &labels = ctx.inputs[1],
                    &out = ctx.outputs[0];

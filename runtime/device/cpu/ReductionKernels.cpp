@@ -258,7 +258,6 @@ KernelFn makeReduce(const ReducePlan &plan, const S *in, S *out) {
 }
 
 template <typename R> StatusOr<KernelFn> buildReduce(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
@@ -359,7 +358,6 @@ KernelFn makeArg(const S *in, int64_t *out, int64_t outer, int64_t size,
 }
 
 template <bool IsMax> StatusOr<KernelFn> buildArg(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kI64, "output 0"));
@@ -425,7 +423,6 @@ KernelFn makeCumsum(const S *in, S *out, int64_t outer, int64_t size,
 }
 
 StatusOr<KernelFn> buildCumsum(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));

@@ -46,7 +46,6 @@ Status checkIndexType(const KernelContext &ctx, const TensorView &indices) {
 //===----------------------------------------------------------------------===//
 
 StatusOr<KernelFn> buildResize(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
@@ -62,7 +61,6 @@ StatusOr<KernelFn> buildResize(const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> buildResizeGrad(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &dy = ctx.inputs[0], &dx = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, dx, dy.dtype, "output 0"));
@@ -80,7 +78,6 @@ StatusOr<KernelFn> buildResizeGrad(const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> buildPadGrad(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &dy = ctx.inputs[0], &dx = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, dx, dy.dtype, "output 0"));
@@ -253,7 +250,6 @@ Status forEachTuple(const NdLayout &l, const void *indices, DType indexType,
 }
 
 StatusOr<KernelFn> buildGatherNd(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &data = ctx.inputs[0], &indices = ctx.inputs[1],
                    &out = ctx.outputs[0];
@@ -277,7 +273,6 @@ StatusOr<KernelFn> buildGatherNd(const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> buildScatterNd(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &data = ctx.inputs[0], &indices = ctx.inputs[1],
                    &updates = ctx.inputs[2], &out = ctx.outputs[0];
@@ -313,7 +308,6 @@ StatusOr<KernelFn> buildScatterNd(const KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 
 StatusOr<KernelFn> buildScatterElements(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &data = ctx.inputs[0], &indices = ctx.inputs[1],
                    &updates = ctx.inputs[2], &out = ctx.outputs[0];
@@ -420,7 +414,6 @@ KernelFn makeTopK(const S *in, S *values, int64_t *indices, int64_t outer,
 }
 
 StatusOr<KernelFn> buildTopK(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 2));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &values = ctx.outputs[0],
                    &indices = ctx.outputs[1];

@@ -277,7 +277,6 @@ KernelFn makeSoftmaxGrad(const C *y, const C *dy, C *dx, int64_t outer,
 
 template <bool Log>
 StatusOr<KernelFn> buildSoftmaxGrad(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &y = ctx.inputs[0], &dy = ctx.inputs[1],
                    &out = ctx.outputs[0];
@@ -464,7 +463,6 @@ KernelFn makeCrossEntropyGrad(const C *logits, const I *labels, const C *dloss,
 }
 
 StatusOr<KernelFn> buildCrossEntropyGrad(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &logits = ctx.inputs[0], &labels = ctx.inputs[1],
                    &dloss = ctx.inputs[2], &out = ctx.outputs[0];
@@ -561,10 +559,6 @@ KernelFn makeDropout(const S *x, const int64_t *step, S *y, bool *mask,
 }
 
 StatusOr<KernelFn> buildDropout(const KernelContext &ctx) {
-  if (ctx.inputs.size() != 3)
-    DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 2));
-  else
-    DTCC_RETURN_IF_ERROR(expectArity(ctx, 3, 2));
   const TensorView &x = ctx.inputs[0], &y = ctx.outputs[0],
                    &mask = ctx.outputs[1];
   DTCC_RETURN_IF_ERROR(checkContiguous(ctx, x, "input 0"));
@@ -640,7 +634,6 @@ double learningRate(LrKind kind, double base, double min, int64_t warmup,
 }
 
 StatusOr<KernelFn> buildLrSchedule(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, 0, DType::kI64, "step"));
   DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, 1, DType::kI64, "total"));
   const TensorView &out = ctx.outputs[0];
@@ -687,7 +680,6 @@ StatusOr<KernelFn> buildLrSchedule(const KernelContext &ctx) {
 Status checkOptimizer(const KernelContext &ctx, size_t tensors,
                       const std::vector<std::string> &inputNames,
                       const std::vector<std::string> &outputNames) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, tensors + 3, tensors - 1));
   const TensorView &param = ctx.inputs[0];
   std::vector<const TensorView *> views;
   std::vector<std::string> names;

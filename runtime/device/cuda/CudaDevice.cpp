@@ -41,6 +41,14 @@ Status ncclStatus(ncclResult_t err, ncclComm_t comm, const char *call,
                        ") in ", call, " at ", file, ":", line));
 }
 
+namespace {
+void registerEveryCudaKernel(KernelRegistry &registry, CudaDevice &device) {
+  registerCudaKernels(registry, device);
+  registerCudaMatmulKernels(registry, device);
+  registerCudaCollectiveKernels(registry, device);
+}
+} // namespace
+
 StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
                                                          int localRanks) {
   int count = 0;
@@ -84,9 +92,7 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
   DTCC_CUDA_CHECK(cudaStreamSynchronize(d->compute_));
   d->sites_.push_back(""); // site 0: no error
   DTCC_CUBLAS_CHECK(cublasLtCreate(&d->lt_));
-  registerCudaKernels(d->registry_, *d);
-  registerCudaMatmulKernels(d->registry_, *d);
-  registerCudaCollectiveKernels(d->registry_, *d);
+  registerEveryCudaKernel(d->registry_, *d);
   // Queued send/recv go out as one NCCL group before any other kernel, and
   // binding any kernel but adamw ends the adamw group being bound.
   KernelRegistry wrapped;
@@ -110,6 +116,14 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
   }
   d->registry_ = std::move(wrapped);
   return d;
+}
+
+std::vector<std::string> CudaDevice::kernelNames() {
+  // A device with no streams or handles: its factories are never called.
+  CudaDevice unopened;
+  KernelRegistry registry;
+  registerEveryCudaKernel(registry, unopened);
+  return registry.names();
 }
 
 CudaDevice::~CudaDevice() {

@@ -46,6 +46,10 @@ public:
   /// this program was compiled for --target cuda".
   static StatusOr<std::unique_ptr<CudaDevice>> create(int localRank,
                                                       int localRanks = 0);
+  /// The names of the kernels every CUDA device registers, known without a
+  /// GPU (registering touches no CUDA API), to check them against the
+  /// kernel-signature table.
+  static std::vector<std::string> kernelNames();
   ~CudaDevice() override;
 
   std::string name() const override { return name_; }

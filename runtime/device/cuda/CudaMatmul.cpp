@@ -51,7 +51,6 @@ Status layout(cublasLtMatrixLayout_t *out, cudaDataType_t type, int64_t rows,
 }
 
 StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(cpu::checkAllContiguous(ctx));
   const TensorView lhs = ctx.inputs[0], rhs = ctx.inputs[1], out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(cpu::checkDType(ctx, rhs, lhs.dtype, "input 1"));

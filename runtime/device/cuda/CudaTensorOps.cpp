@@ -199,7 +199,6 @@ StatusOr<KernelFn> bindMaps(CudaDevice &dev, const KernelContext &ctx,
 }
 
 StatusOr<KernelFn> buildResize(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
@@ -213,7 +212,6 @@ StatusOr<KernelFn> buildResize(CudaDevice &dev, const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> buildResizeGrad(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView dy = ctx.inputs[0], dx = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, dx, dy.dtype, "output 0"));
@@ -231,7 +229,6 @@ StatusOr<KernelFn> buildResizeGrad(CudaDevice &dev, const KernelContext &ctx) {
 /// the mode read from the instruction's attribute.
 template <bool Grad>
 StatusOr<KernelFn> buildModePad(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, Grad ? 1 : 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
@@ -285,7 +282,6 @@ StatusOr<NdParams> ndParams(const KernelContext &ctx, const TensorView &data,
 }
 
 StatusOr<KernelFn> buildGatherNd(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 2, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView data = ctx.inputs[0], idx = ctx.inputs[1],
                    out = ctx.outputs[0];
@@ -357,7 +353,6 @@ Status checkScatterType(const KernelContext &ctx, DType dtype,
 }
 
 StatusOr<KernelFn> buildScatterNd(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView data = ctx.inputs[0], idx = ctx.inputs[1],
                    upd = ctx.inputs[2], out = ctx.outputs[0];
@@ -394,7 +389,6 @@ StatusOr<KernelFn> buildScatterNd(CudaDevice &dev, const KernelContext &ctx) {
 
 StatusOr<KernelFn> buildScatterElements(CudaDevice &dev,
                                         const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3, 1));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView data = ctx.inputs[0], idx = ctx.inputs[1],
                    upd = ctx.inputs[2], out = ctx.outputs[0];
@@ -447,7 +441,6 @@ StatusOr<KernelFn> buildScatterElements(CudaDevice &dev,
 }
 
 StatusOr<KernelFn> buildTopK(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 1, 2));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView in = ctx.inputs[0], values = ctx.outputs[0],
                    indices = ctx.outputs[1];

@@ -9,12 +9,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/kernels/KernelSignature.h"
 #include "tests/unit/cuda/ScratchReservation.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <random>
 
 namespace dtcc::runtime {
@@ -723,6 +725,31 @@ TEST(CudaDeviceNoGpu, ClearError) {
             std::string::npos)
       << d.status().message();
   EXPECT_NE(d.status().message().find("--target cuda"), std::string::npos);
+}
+
+// Needs no GPU: the CUDA registry against the kernel-signature table
+// (runtime/kernels/Kernels.td), as KernelSignatures.ListExactlyTheCpuKernels
+// does for the CPU's.
+TEST(CudaKernelRegistry, ListsExactlyTheTablesCudaKernels) {
+  std::set<std::string> registered, listed;
+  for (const std::string &n : cuda::CudaDevice::kernelNames())
+    registered.insert(n);
+  for (const KernelSignature &sig : kernelSignatures())
+    if (sig.backends & kCudaBackend)
+      listed.insert(sig.name);
+#ifndef DTCC_HAVE_CUDNN
+  // Without cuDNN the convolutions are not built.
+  for (const char *conv : {"conv", "conv_input_grad", "conv_filter_grad"})
+    listed.erase(conv);
+#endif
+  for (const std::string &n : registered)
+    EXPECT_TRUE(listed.count(n))
+        << "the CUDA backend registers '" << n
+        << "', which runtime/kernels/Kernels.td does not list for \"cuda\"";
+  for (const std::string &n : listed)
+    EXPECT_TRUE(registered.count(n))
+        << "runtime/kernels/Kernels.td lists '" << n
+        << "' for \"cuda\", which the CUDA backend does not register";
 }
 
 } // namespace

@@ -136,5 +136,37 @@ TEST(Model, PresetsAndJson) {
   EXPECT_FALSE(bad.validate().isOk());
 }
 
+// What an IR shows (compiler/DescribeModel.h) is saved with a plan and read
+// back: the "graph" object, written only when there is one.
+TEST(Model, GraphFiguresJson) {
+  ModelDesc m = ModelDesc::gpt2Small();
+  EXPECT_EQ(modelToJson(m).find("graph"), nullptr);
+  m.graph.batch = 4;
+  m.graph.parameters = 124439808;
+  m.graph.parameterBytes = 4 * 124439808.0;
+  m.graph.forwardFlops = 1.5e12;
+  m.graph.layerForwardFlops = {1.0e11, 1.25e11};
+  m.graph.activationBytes = 3.5e9;
+  auto back = modelFromJson(modelToJson(m));
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  const ModelDesc::GraphFigures &g = back.value().graph;
+  EXPECT_EQ(g.batch, 4);
+  EXPECT_EQ(g.parameters, m.graph.parameters);
+  EXPECT_EQ(g.parameterBytes, m.graph.parameterBytes);
+  EXPECT_EQ(g.forwardFlops, m.graph.forwardFlops);
+  EXPECT_EQ(g.layerForwardFlops, m.graph.layerForwardFlops);
+  EXPECT_EQ(g.activationBytes, m.graph.activationBytes);
+
+  Json j = modelToJson(m);
+  Json graph = *j.find("graph");
+  graph.set("flops", 1.0);
+  j.set("graph", graph);
+  auto unknown = modelFromJson(j);
+  ASSERT_FALSE(unknown.isOk());
+  EXPECT_NE(unknown.status().message().find("model.graph: unknown field 'flops'"),
+            std::string::npos)
+      << unknown.status().message();
+}
+
 } // namespace
 } // namespace dtcc::planner

@@ -781,7 +781,7 @@ TEST(CpuElementwiseKernels, ReportErrors) {
   EXPECT_NE(s.message().find("node_add"), std::string::npos) << s.message();
   s = runKernel("add", {a.view(), b.view()}, {out.view()});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("[2, 3]"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("tensor<3x2xf32>"), std::string::npos) << s.message();
   s = runKernel("mul", {a.view(), c.view()}, {out.view()});
   EXPECT_NE(s.message().find("f64"), std::string::npos) << s.message();
   Tensor i(DType::kI32, {2, 3}), io(DType::kI32, {2, 3});

@@ -426,7 +426,8 @@ std::vector<int64_t> outShape(const PoolCase &pc) {
   return out;
 }
 
-Attrs poolAttrs(const PoolCase &pc) {
+/// max_pool takes no count_include_pad (avg_pool does).
+Attrs poolAttrs(const PoolCase &pc, bool average = true) {
   Attrs a = attrsOf({{"kernel", pc.kernel},
                      {"strides", pc.strides},
                      {"dilations", pc.dilations},
@@ -434,7 +435,7 @@ Attrs poolAttrs(const PoolCase &pc) {
                      {"pad_high", pc.high}});
   if (pc.ceil)
     a.set("ceil_mode", int64_t(1));
-  if (pc.countPad)
+  if (pc.countPad && average)
     a.set("count_include_pad", int64_t(1));
   return a;
 }
@@ -479,7 +480,7 @@ TEST(CpuNormPoolKernels, MaxPoolMatchesReference) {
       std::vector<int64_t> os = outShape(pc);
       Tensor y = Tensor::output(dt, os), idx = Tensor::output(DType::kI64, os);
       ASSERT_TRUE(runKernel("max_pool", {x.view()}, {y.view(), idx.view()},
-                            poolAttrs(pc))
+                            poolAttrs(pc, false))
                       .isOk())
           << shapeStr(pc.in);
       Tensor ey(dt, os), ei(DType::kI64, os);
@@ -519,7 +520,7 @@ TEST(CpuNormPoolKernels, MaxPoolTiesNaNsAndPadding) {
   Tensor y = Tensor::output(DType::kF32, {1, 1, 5});
   Tensor idx = Tensor::output(DType::kI64, {1, 1, 5});
   ASSERT_TRUE(
-      runKernel("max_pool", {x.view()}, {y.view(), idx.view()}, poolAttrs(pc)).isOk());
+      runKernel("max_pool", {x.view()}, {y.view(), idx.view()}, poolAttrs(pc, false)).isOk());
   // Windows: [pad,1,1] -> first 1 (index 0); [1,1,nan] -> nan at 2;
   // [1,nan,nan] -> the last NaN (3); [nan,nan,2] -> 3; [nan,2,pad] -> 3.
   const int64_t expected[] = {0, 2, 3, 3, 3};
@@ -535,7 +536,7 @@ TEST(CpuNormPoolKernels, MaxPoolTiesNaNsAndPadding) {
   Tensor my = Tensor::output(DType::kF32, {1, 1, 1});
   Tensor mi = Tensor::output(DType::kI64, {1, 1, 1});
   ASSERT_TRUE(
-      runKernel("max_pool", {m.view()}, {my.view(), mi.view()}, poolAttrs(pm)).isOk());
+      runKernel("max_pool", {m.view()}, {my.view(), mi.view()}, poolAttrs(pm, false)).isOk());
   EXPECT_EQ(mi.getInt(0), 0);
   EXPECT_EQ(my.get(0), -INFINITY);
 }
@@ -548,7 +549,7 @@ TEST(CpuNormPoolKernels, MaxPoolGradScattersToIndices) {
       std::vector<int64_t> os = outShape(pc);
       Tensor y = Tensor::output(dt, os), idx = Tensor::output(DType::kI64, os);
       ASSERT_TRUE(runKernel("max_pool", {x.view()}, {y.view(), idx.view()},
-                            poolAttrs(pc))
+                            poolAttrs(pc, false))
                       .isOk());
       Tensor dy = randomTensor(rng, dt, os, -1, 1);
       Tensor dx = Tensor::output(dt, pc.in);
@@ -662,7 +663,7 @@ TEST(CpuNormPoolKernels, FactoriesRejectBadInstructions) {
   // size; integer average pooling.
   PoolCase pc{{2, 3, 4}, {2}, {2}, {1}, {0}, {0}};
   Tensor p3(DType::kF32, {2, 3, 3}), i3(DType::kI64, {2, 3, 3});
-  s = runKernel("max_pool", {x.view()}, {p3.view(), i3.view()}, poolAttrs(pc));
+  s = runKernel("max_pool", {x.view()}, {p3.view(), i3.view()}, poolAttrs(pc, false));
   EXPECT_NE(s.message().find("expected the pooled tensor of shape [2, 3, 2]"),
             std::string::npos)
       << s.toString();

@@ -104,13 +104,13 @@ TEST(ScratchPlan, SlotsPointIntoTheReservationOnceBound) {
   EXPECT_FALSE(plan.request({compute(8)}).isOk());
 }
 
-/// The CPU device with one more kernel, "scratch_copy": y = x through
+/// The CPU device with one more kernel, "copy": y = x through
 /// compute scratch (x's bytes) and a persistent 8-byte table it fills when
 /// the reservation is made.
 class ScratchDevice final : public Device {
 public:
   ScratchDevice() : cpu_(createCpuDevice()), registry_(cpuKernels()) {
-    registry_.add("scratch_copy", [this](const KernelContext &ctx)
+    registry_.add("copy", [this](const KernelContext &ctx)
                                       -> StatusOr<KernelFn> {
       const TensorView x = ctx.inputs[0], y = ctx.outputs[0];
       DTCC_ASSIGN_OR_RETURN(
@@ -174,7 +174,7 @@ TEST(ScratchPlan, ExecutableReservesBeforeTheFirstRunAndCountsIt) {
   f->mutable_outputs(0)->set_name("y");
   for (int i = 0; i < 2; ++i) {
     format::Instruction *inst = f->add_instructions();
-    inst->set_kernel("scratch_copy");
+    inst->set_kernel("copy");
     inst->add_inputs(0);
     inst->add_outputs(1);
     inst->set_location("copy" + std::to_string(i));

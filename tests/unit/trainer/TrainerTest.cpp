@@ -8,6 +8,7 @@
 
 #include "runtime/exec/Trainer.h"
 #include "runtime/exec/Checkpoint.h"
+#include "runtime/io/CheckpointStore.h"
 #include "runtime/exec/Runner.h"
 #include "runtime/io/TensorFile.h"
 #include "tests/unit/trainer/TrainerTestUtils.h"
@@ -236,6 +237,64 @@ TEST_F(TrainerTest, ResumedRunRepeatsTheUninterruptedOne) {
   }
 }
 
+TEST_F(TrainerTest, CheckpointDirResumesFromTheNewestValidCheckpoint) {
+  for (bool micro : {false, true}) {
+    auto build = [&] {
+      return micro ? twoMicroBatchProgram() : singleMicroBatchProgram(2);
+    };
+    Loaded whole(build());
+    auto full = train(whole, tokenOptions(dir / "tokens.bin", 9, 4));
+    ASSERT_TRUE(full.isOk()) << full.status().toString();
+
+    // Saves at steps 3 and 6 (background) and at the stop, step 7.
+    const std::string root = dir / "ckpts";
+    Loaded first(build());
+    TrainerOptions o = tokenOptions(dir / "tokens.bin", 9, 4);
+    o.checkpointDir = root;
+    o.saveEvery = 3;
+    o.stopAfter = 7;
+    o.keepCheckpoints = 2;
+    std::vector<std::pair<std::string, int64_t>> events;
+    o.progress = [&](const char *e, int64_t s) { events.push_back({e, s}); };
+    auto part1 = train(first, o);
+    ASSERT_TRUE(part1.isOk()) << part1.status().toString();
+    auto list = listCheckpoints(root);
+    ASSERT_TRUE(list.isOk());
+    ASSERT_EQ(list.value().size(), 2u); // step 3 removed (keep 2)
+    EXPECT_EQ(list.value()[0].step, 7);
+    auto m7 = verifyCheckpoint(list.value()[0].dir);
+    ASSERT_TRUE(m7.isOk()) << m7.status().toString();
+    // 7 steps of 2 samples, whatever the micro-batching.
+    EXPECT_EQ(m7.value().data_position(), 14);
+    EXPECT_EQ(events.front(), (std::pair<std::string, int64_t>{"resume", 0}));
+    int saved = 0;
+    for (auto &[e, s] : events)
+      saved += e == "saved";
+    EXPECT_EQ(saved, 3);
+
+    // Step 7's checkpoint is torn: the next run starts from step 6.
+    std::filesystem::resize_file(list.value()[0].dir + "/0.bin", 3);
+    Loaded second(build());
+    TrainerOptions r;
+    r.dataPath = dir / "tokens.bin";
+    r.steps = 9;
+    r.checkpointDir = root;
+    r.saveEvery = 3;
+    auto part2 = train(second, r);
+    ASSERT_TRUE(part2.isOk()) << part2.status().toString();
+    ASSERT_EQ(part2.value().size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(part2.value()[i].step, 7 + int64_t(i));
+      EXPECT_EQ(part2.value()[i].loss, full.value()[6 + i].loss);
+      EXPECT_EQ(*part2.value()[i].lr, *full.value()[6 + i].lr);
+    }
+    for (size_t v = 0; v < whole.exe->variables().size(); ++v)
+      EXPECT_EQ(whole.snapshot()[v], second.snapshot()[v])
+          << whole.exe->variables()[v].first;
+    std::filesystem::remove_all(root);
+  }
+}
+
 TEST_F(TrainerTest, ResumesAfterACrashMidRun) {
   // Step 5's batch is broken, so the run stops after saving at step 4.
   Batches batches = sampleBatches(tokens, 1, 6, 2);
@@ -396,7 +455,17 @@ TEST_F(TrainerTest, ReportsUsageErrors) {
   EXPECT_EQ(message(o), "--data-dtype expects uint16 or uint32, got 'int8'");
   o = tokenOptions(dir / "tokens.bin", 3, 0);
   o.saveEvery = 2;
-  EXPECT_EQ(message(o), "--save-every needs --save DIR");
+  EXPECT_EQ(message(o), "--save-every needs --save DIR or --checkpoint-dir DIR");
+  o.checkpointDir = dir / "ckpts";
+  o.saveDir = dir / "ckpt";
+  EXPECT_EQ(message(o), "--checkpoint-dir and --save exclude each other "
+                        "(--checkpoint-dir keeps one checkpoint per saved "
+                        "step, --save one checkpoint)");
+  o.saveDir.clear();
+  o.resumeDir = dir / "ckpt";
+  EXPECT_EQ(message(o), "--checkpoint-dir and --resume exclude each other (a "
+                        "run with --checkpoint-dir resumes from its newest "
+                        "valid checkpoint)");
 
   // A checkpoint of another model.
   Loaded other(twoMicroBatchProgram());

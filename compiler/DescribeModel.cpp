@@ -1,0 +1,317 @@
+//===- DescribeModel.cpp - the planner's model, read from the IR ----------===//
+
+#include "compiler/DescribeModel.h"
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace dtcc {
+
+namespace {
+
+double elements(RankedTensorType type) {
+  double n = 1;
+  for (int64_t d : type.getShape())
+    n *= double(d);
+  return n;
+}
+
+double bytesOf(RankedTensorType type) {
+  Type e = type.getElementType();
+  int64_t bits = e.isIntOrFloat() ? e.getIntOrFloatBitWidth() : 8;
+  return elements(type) * double(std::max<int64_t>(1, (bits + 7) / 8));
+}
+
+/// The trainable variable `value` reads, seen through transposes (an
+/// exported Linear's weight is often transposed in the graph); null when it
+/// reads none.
+/// The parameters: trainable variables not frozen.
+struct Parameters {
+  SymbolTable &symbols;
+  llvm::ArrayRef<std::string> frozen;
+  bool contains(graph::VariableOp var) const {
+    return var && var.getTrainable() &&
+           !llvm::is_contained(frozen, var.getSymName().str());
+  }
+};
+
+graph::VariableOp trainableVariable(Value value, const Parameters &params) {
+  while (auto t = value.getDefiningOp<graph::TransposeOp>())
+    value = t->getOperand(0);
+  auto load = value.getDefiningOp<graph::LoadOp>();
+  if (!load)
+    return nullptr;
+  auto var = params.symbols.lookup<graph::VariableOp>(load.getVariable());
+  return params.contains(var) ? var : nullptr;
+}
+
+/// The ops that use `value`, through broadcasts and reshapes.
+void usersThroughViews(Value value, SmallVectorImpl<Operation *> &out) {
+  for (Operation *user : value.getUsers()) {
+    if (isa<graph::BroadcastInDimOp, graph::ReshapeOp>(user))
+      usersThroughViews(user->getResult(0), out);
+    else
+      out.push_back(user);
+  }
+}
+
+/// One repeated layer: its ops in program order and its parameters.
+struct Layer {
+  SmallVector<Operation *> ops;
+  double parameters = 0;
+  double flops = 0;
+};
+
+} // namespace
+
+DescribedModel describeModel(ModuleOp module, const std::string &name,
+                             llvm::ArrayRef<std::string> frozen) {
+  DescribedModel out;
+  planner::ModelDesc &m = out.model;
+  m.name = name;
+  m.dropout = false;
+  // GPU backends fuse attention; the planner assumes they do for every
+  // model (the CPU path clears it).
+  m.flashAttention = true;
+  planner::ModelDesc::GraphFigures &g = m.graph;
+  SymbolTable symbols(module);
+  Parameters params{symbols, frozen};
+
+  func::FuncOp func;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (!f.isExternal()) {
+      func = f;
+      break;
+    }
+
+  // The layer of each op and of each variable (the layer of the ops that
+  // read it), in program order.
+  llvm::MapVector<std::string, Layer, std::map<std::string, unsigned>> layers;
+  llvm::StringMap<std::string> layerOfVariable;
+  if (func) {
+    if (func.getNumArguments() > 0)
+      if (auto t = dyn_cast<RankedTensorType>(func.getArgument(0).getType()))
+        if (t.getRank() > 0)
+          g.batch = t.getDimSize(0);
+    func.walk([&](Operation *op) {
+      if (isa<func::ReturnOp>(op))
+        return;
+      std::string key = graph::layerKey(op->getLoc());
+      double flops = graph::flopsOf(op);
+      g.forwardFlops += flops;
+      if (auto load = dyn_cast<graph::LoadOp>(op)) {
+        SmallVector<Operation *> users;
+        usersThroughViews(load.getResult(), users);
+        for (Operation *user : users)
+          if (std::string k = graph::layerKey(user->getLoc()); !k.empty()) {
+            layerOfVariable[load.getVariable()] = k;
+            break;
+          }
+        return;
+      }
+      if (!isa<graph::ConstantOp>(op))
+        for (Value r : op->getResults())
+          if (auto t = dyn_cast<RankedTensorType>(r.getType()))
+            if (isa<FloatType>(t.getElementType()))
+              g.activationBytes += bytesOf(t);
+      if (key.empty())
+        return;
+      Layer &layer = layers[key];
+      layer.ops.push_back(op);
+      layer.flops += flops;
+    });
+  }
+  for (auto var : module.getOps<graph::VariableOp>()) {
+    if (!params.contains(var))
+      continue;
+    RankedTensorType t = var.getTensorType();
+    g.parameters += elements(t);
+    g.parameterBytes += bytesOf(t);
+    auto it = layerOfVariable.find(var.getSymName());
+    std::string key = it != layerOfVariable.end()
+                          ? it->second
+                          : graph::layerKey(var.getLoc());
+    if (auto l = layers.find(key); l != layers.end())
+      l->second.parameters += elements(t);
+  }
+  for (auto &[key, layer] : layers)
+    g.layerForwardFlops.push_back(layer.flops);
+
+  // Not a transformer: the graph's figures only, no sizes half read.
+  auto notTransformer = [&](std::string why) {
+    planner::ModelDesc bare;
+    bare.name = m.name;
+    bare.dropout = m.dropout;
+    bare.flashAttention = m.flashAttention;
+    bare.graph = std::move(m.graph);
+    m = std::move(bare);
+    out.notTransformer = std::move(why);
+    return out;
+  };
+  if (!func)
+    return notTransformer("no function");
+  if (layers.empty())
+    return notTransformer("no layers (no op names a layer)");
+
+  // The token embedding: a trainable [vocab, hidden] table gathered by ids.
+  graph::VariableOp table;
+  for (Operation &op : func.getBody().front())
+    if (auto gather = dyn_cast<graph::GatherOp>(&op))
+      if (auto var = trainableVariable(gather.getOperand(), params))
+        if (var.getTensorType().getRank() == 2 && gather.getAxis() == 0 &&
+            graph::layerKey(gather->getLoc()).empty()) {
+          table = var;
+          break;
+        }
+  if (!table)
+    return notTransformer("no token embedding (a trainable table gathered "
+                          "by ids outside the layers)");
+  m.vocab = table.getTensorType().getDimSize(0);
+  m.hidden = table.getTensorType().getDimSize(1);
+  const int64_t h = m.hidden;
+
+  // Each layer: its attention (a softmax over [batch, heads, seq, seq]) and
+  // the weights of its matrix products in program order.
+  for (auto &[key, layer] : layers) {
+    graph::SoftmaxOp softmax;
+    for (Operation *op : layer.ops)
+      if (auto s = dyn_cast<graph::SoftmaxOp>(op)) {
+        softmax = s;
+        break;
+      }
+    if (!softmax)
+      return notTransformer("layer '" + key + "' has no attention softmax");
+    auto scores = cast<RankedTensorType>(softmax.getType());
+    if (scores.getRank() != 4 || scores.getDimSize(2) != scores.getDimSize(3))
+      return notTransformer("layer '" + key +
+                            "': the attention softmax is not over [batch, "
+                            "heads, seq, seq]");
+    int64_t heads = scores.getDimSize(1), seq = scores.getDimSize(3);
+    if (key != layers.front().first && (heads != m.heads || seq != m.seq))
+      return notTransformer("layer '" + key + "' differs from the first");
+    m.heads = heads;
+    m.seq = seq;
+    g.batch = scores.getDimSize(0);
+  }
+  if (m.heads < 1 || h % m.heads != 0)
+    return notTransformer("the heads do not divide the hidden size");
+  const int64_t headDim = h / m.heads;
+
+  // The first layer's shape. After the attention's context matmul (the
+  // first matmul after the softmax) come the output projection and the
+  // MLP: up (and gate) [h, ffn], down [ffn, h].
+  Layer &first = layers.front().second;
+  double attentionWeights = 0;
+  SmallVector<std::pair<int64_t, int64_t>> mlp;
+  bool pastSoftmax = false, pastContext = false, pastProjection = false;
+  bool layerNormOp = false;
+  m.linearBias = false;
+  bool normShift = false;
+  for (Operation *op : first.ops) {
+    if (isa<graph::SoftmaxOp>(op))
+      pastSoftmax = true;
+    if (isa<graph::LayerNormOp>(op))
+      layerNormOp = true;
+    if (auto add = dyn_cast<graph::AddOp>(op)) {
+      // A trainable vector added to a matmul's result is a linear layer's
+      // bias; added to anything else, a norm's shift.
+      for (int i = 0; i < 2; ++i) {
+        Value v = add->getOperand(i), other = add->getOperand(1 - i);
+        while (isa_and_nonnull<graph::BroadcastInDimOp, graph::ReshapeOp>(
+            v.getDefiningOp()))
+          v = v.getDefiningOp()->getOperand(0);
+        auto var = trainableVariable(v, params);
+        if (!var || var.getTensorType().getRank() != 1)
+          continue;
+        if (other.getDefiningOp<graph::MatmulOp>())
+          m.linearBias = true;
+        else
+          normShift = true;
+      }
+    }
+    auto matmul = dyn_cast<graph::MatmulOp>(op);
+    if (!matmul)
+      continue;
+    if (pastSoftmax && !pastContext) {
+      pastContext = true;
+      continue;
+    }
+    if (!trainableVariable(matmul.getRhs(), params))
+      continue;
+    auto rhs = cast<RankedTensorType>(matmul.getRhs().getType());
+    if (rhs.getRank() != 2)
+      return notTransformer("layer '" + layers.front().first +
+                            "': a weight of rank " +
+                            std::to_string(rhs.getRank()));
+    int64_t k = rhs.getDimSize(0), n = rhs.getDimSize(1);
+    if (!pastContext || !pastProjection) {
+      attentionWeights += double(k) * double(n);
+      pastProjection = pastContext;
+    } else {
+      mlp.push_back({k, n});
+    }
+  }
+  if (mlp.size() != 2 && mlp.size() != 3)
+    return notTransformer("layer '" + layers.front().first +
+                          "': expected an MLP of 2 or 3 matmuls after the "
+                          "attention, got " + std::to_string(mlp.size()));
+  m.gatedMlp = mlp.size() == 3;
+  m.ffnHidden = mlp.back().first;
+  for (size_t i = 0; i + 1 < mlp.size(); ++i)
+    if (mlp[i] != std::make_pair(h, m.ffnHidden))
+      return notTransformer("the MLP's weights are not [hidden, ffn]");
+  if (mlp.back() != std::make_pair(m.ffnHidden, h))
+    return notTransformer("the MLP's down projection is not [ffn, hidden]");
+  // q and the output projection are [h, h]; k and v [h, kv heads x head].
+  double kvDim = (attentionWeights - 2.0 * double(h) * double(h)) /
+                 (2.0 * double(h));
+  if (kvDim <= 0 || kvDim != double(int64_t(kvDim)) ||
+      int64_t(kvDim) % headDim != 0)
+    return notTransformer("the attention's weights are not q, k, v and an "
+                          "output projection");
+  m.kvHeads = int64_t(kvDim) / headDim;
+  m.norm = layerNormOp || normShift ? planner::NormKind::kLayerNorm
+                                    : planner::NormKind::kRmsNorm;
+  m.layers = int64_t(layers.size());
+
+  // Outside the layers: learned positions ([seq, hidden]) and the head's
+  // own [hidden, vocab] weight, or the table again (tied).
+  m.learnedPositions = false;
+  bool ownHead = false;
+  for (auto var : module.getOps<graph::VariableOp>()) {
+    if (!params.contains(var) || var == table ||
+        layerOfVariable.count(var.getSymName()))
+      continue;
+    ArrayRef<int64_t> s = var.getTensorType().getShape();
+    if (s.size() == 2 && s[0] == m.seq && s[1] == h)
+      m.learnedPositions = true;
+    if (s.size() == 2 && ((s[0] == h && s[1] == m.vocab) ||
+                          (s[0] == m.vocab && s[1] == h)))
+      ownHead = true;
+  }
+  m.tiedEmbeddings = !ownHead;
+
+  // The formulas must count what the graph holds.
+  for (auto &[key, layer] : layers)
+    if (layer.parameters != double(m.layerParams()))
+      return notTransformer(
+          "layer '" + key + "' holds " +
+          std::to_string(int64_t(layer.parameters)) +
+          " parameters, a transformer layer of these sizes " +
+          std::to_string(m.layerParams()));
+  if (g.parameters != double(m.totalParams()))
+    return notTransformer(
+        "its " + std::to_string(int64_t(g.parameters)) +
+        " parameters are not those of a transformer of these sizes (" +
+        std::to_string(m.totalParams()) + ")");
+  return out;
+}
+
+} // namespace dtcc

@@ -1,0 +1,139 @@
+//===- Planning.h - `dtcc plan` and `dtcc compile --plan auto` -*- C++ -*-===//
+//
+// What the dtcc command line asks of the planner, as functions: the report
+// of `dtcc plan` (a model from its IR, a zoo spec or a saved plan, on a
+// cluster; searched or evaluated with the planner's models, or on CPU
+// clusters each plan compiled and its program priced), the plan `dtcc
+// compile --plan auto` compiles, and the device figures that price it.
+// tools/dtcc parses the flags into these requests and prints the results.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_COMPILER_PLANNING_H
+#define DTCC_COMPILER_PLANNING_H
+
+#include "compiler/PlanByCompiling.h"
+#include "frontends/zoo/Zoo.h"
+#include "planner/Model.h"
+#include "runtime/base/MeshShape.h"
+#include "runtime/base/Status.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtcc {
+
+/// What `dtcc plan` is asked; each field is the flag of the same name
+/// (docs/cli.md, docs/planner.md).
+struct PlanRequest {
+  /// The model: a file (ONNX or .mlir, described from its IR), a zoo spec
+  /// (`zooFamily` "gpt" or "llama", a preset and sizes: "layers",
+  /// "hidden", "heads", "kv-heads", "ffn", "vocab"), or only a saved plan.
+  std::string modelPath;
+  std::string zooFamily, zooPreset;
+  std::map<std::string, int64_t> zooSizes;
+  bool tiedEmbeddings = false;
+  /// Initializers that are not parameters (an export's masks and rotary
+  /// tables), as for `dtcc compile --train --frozen`.
+  std::vector<std::string> frozen;
+  std::string cluster = "dgx-h100";
+  int64_t nodes = 1;
+  /// --cluster or --nodes was given (a saved plan's cluster is not used).
+  bool clusterGiven = false;
+  int64_t ranks = 0; ///< 0: the cluster's devices
+  int64_t globalBatch = 0;
+  int64_t seq = 0; ///< overrides the model's
+  std::string dtype = "bf16";
+  bool dtypeGiven = false;
+  double budgetSeconds = 10;
+  runtime::MeshShape mesh; ///< --mesh, parsed; empty when not given
+  int zero = -1;           ///< -1: searched
+  int64_t microBatch = 0;
+  /// CPU clusters: micro-batches per step and the pipeline schedule of the
+  /// compiled plans; `analytic` uses the formula model instead.
+  int64_t microBatches = 1;
+  std::string schedule;
+  bool analytic = false;
+  bool offload = true;
+  int alternatives = 5;
+  bool compiled = false;
+  bool json = false;
+  std::string tracePath, planOut, planIn;
+  double tokens = 0, price = 0;
+};
+
+/// The report of `dtcc plan` and whether its plan fits.
+struct PlanOutput {
+  std::string report; ///< text or JSON, for stdout
+  /// A plan fits in memory (`dtcc plan` exits with 2 when none does).
+  bool fits = false;
+};
+
+/// Plans for `request` (see PlanRequest); writes the trace and plan files
+/// it names. Errors are the request's (a bad flag value, a model that does
+/// not import, a plan that cannot run).
+runtime::StatusOr<PlanOutput> planModel(const PlanRequest &request);
+
+/// The planner's description of a validated zoo model (`dtcc plan --zoo`).
+planner::ModelDesc describeZooOptions(const zoo::ZooOptions &options,
+                                      const std::string &name);
+
+/// The cluster `dtcc compile --plan auto` plans for: `cluster` (a preset or
+/// file; "" = cpu-local) with `nodes` nodes, sized to `ranks` ranks when
+/// given.
+runtime::StatusOr<planner::ClusterSpec>
+clusterForCompile(const std::string &cluster, int64_t nodes, int64_t ranks);
+
+/// "4 x Xeon (cpu-local)": how the compile's messages name a cluster.
+std::string clusterLabel(const planner::ClusterSpec &cluster);
+
+/// What `dtcc compile --plan auto` does for a model.
+struct CompilePlanChoice {
+  /// Compile every candidate plan and price its program (planByCompiling):
+  /// the model is not a transformer the planner describes, or the ranks are
+  /// CPUs. Otherwise `mesh` and `zero` are the planner's choice.
+  bool compileCandidates = false;
+  runtime::MeshShape mesh;
+  int zero = 0;
+  /// One line for stderr ("plan auto: ... on dgx-h100").
+  std::string summary;
+};
+
+/// For `dtcc compile --plan auto`: the plan for `module` (as imported,
+/// described from its IR; `train.frozen` are not parameters) on `cluster`,
+/// restricted to what the compiler builds with `train`'s micro-batches and
+/// recomputation.
+runtime::StatusOr<CompilePlanChoice>
+choosePlanForCompile(mlir::ModuleOp module, const planner::ClusterSpec &cluster,
+                     const TrainOptions &train);
+
+/// What `dtcc compile --plan auto` planned.
+struct CompilePlan {
+  /// Lines for stderr: the planner's choice, or every compiled candidate
+  /// and the chosen one.
+  std::string messages;
+  /// A plan was chosen (false: no candidate fits; `messages` lists them).
+  bool chosen = false;
+  /// When candidates were compiled: the chosen one compiled to dexec
+  /// (Phase::Exec), in `module`'s context, to be written instead of
+  /// compiling its plan again.
+  mlir::OwningOpRef<mlir::ModuleOp> lowered;
+};
+
+/// `dtcc compile --plan auto` for `module` (as imported) on `cluster` with
+/// `ranks` ranks: the planner's mesh and ZeRO stage for a transformer on
+/// GPU ranks, or else every candidate plan compiled and priced
+/// (planByCompiling, tp layouts by `layoutSearch`: "ilp" or "", "descent",
+/// "both", "none"). The chosen plan is written into `options.train`.
+runtime::StatusOr<CompilePlan>
+planForCompile(mlir::ModuleOp module, CompileOptions &options,
+               const planner::ClusterSpec &cluster, int64_t ranks,
+               const std::string &layoutSearch);
+
+} // namespace dtcc
+
+#endif // DTCC_COMPILER_PLANNING_H
