@@ -72,7 +72,10 @@ double latencySteps(Collective kind, int64_t groupSize) {
     return std::min(2 * (n - 1), 2 * logSteps);
   case Collective::kAllGather:
   case Collective::kReduceScatter:
-    return std::min(n - 1, logSteps);
+    // NCCL runs all-gather and reduce-scatter as rings only (its tree
+    // algorithm implements all-reduce alone; NCCL_ALGO in the NCCL
+    // environment-variable documentation): n - 1 steps however many ranks.
+    return n - 1;
   case Collective::kSendRecv:
   case Collective::kCopy:
     return 1;

@@ -43,9 +43,11 @@ double busVolume(Collective kind, double payloadBytes, int64_t groupSize);
 double sentBytes(std::string_view kernel, double payloadBytes,
                  int64_t groupSize);
 
-/// Latency steps of one collective over `groupSize` ranks: the fewer of a
-/// ring's (2(n-1) for all-reduce, n-1 for all-gather and reduce-scatter)
-/// and a tree's (2 ceil(log2 n), ceil(log2 n)), as NCCL picks per size;
+/// Latency steps of one collective over `groupSize` ranks, by the
+/// algorithms NCCL has for it: an all-reduce takes the fewer of a ring's
+/// 2(n-1) and a tree's 2 ceil(log2 n) steps (NCCL picks ring or tree per
+/// size and rank count); all-gather and reduce-scatter exist only as rings
+/// in NCCL (NCCL_ALGO: the tree implements all-reduce alone), n - 1 steps;
 /// 1 for a send or a copy; 0 for a group of one.
 double latencySteps(Collective kind, int64_t groupSize);
 

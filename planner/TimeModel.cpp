@@ -214,6 +214,11 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
     double endDpComm = 0, offloadComm = 0, embeddingSync = 0;
   };
   std::vector<StageExtra> extras(static_cast<size_t>(p));
+  // ZeRO-3's gather units on stage s: its layers, plus the embedding on the
+  // first stage and the head on the last.
+  auto zeroUnits = [&](int64_t s) {
+    return stageLayers(model_, p, s) + (s == 0 ? 1 : 0) + (s == p - 1 ? 1 : 0);
+  };
   double pcie = cluster_.pcieBandwidth.value;
   double hostBandwidthPerRank =
       cluster_.hostMemoryBandwidth.value / double(perNode);
@@ -291,15 +296,30 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
       }
       case 3: {
         // Parameters are gathered for the forward and again for the
-        // backward of every micro-batch; with parameter offload each
-        // rank's shard is first copied in from the host.
+        // backward of every micro-batch, one unit at a time (PyTorch FSDP
+        // and DeepSpeed ZeRO-3 wrap each transformer layer; the embedding
+        // and the head are units of their own), and each unit's gradients
+        // are reduce-scattered when its backward ends: one collective per
+        // unit and pass, each paying its ring latency. With parameter
+        // offload each rank's shard is first copied in from the host.
+        const double units = double(zeroUnits(s));
+        const double agUnits =
+            units * collectiveTime(Collective::kAllGather,
+                                   paramPayload / units, dp, dpLink,
+                                   dpPerNode);
+        const double rsUnits =
+            units * collectiveTime(Collective::kReduceScatter,
+                                   gradPayload / units, dp, dpLink,
+                                   dpPerNode);
         double fetch =
             plan.offload == Offload::kOptimizerAndParams ? h2d : 0;
-        double gather = ag + fetch;
-        double c = gather + rs + d2h;
+        double gather = agUnits + fetch;
+        double c = gather + rsUnits + d2h;
         x.perMbDpComm = gather + c;
-        perMbF = exposedPart(gather, x.computeF, L, overlaps());
-        perMbB = exposedPart(c, x.computeB, L, overlaps());
+        // The first unit's gather of each pass has nothing to hide behind
+        // (prefetch starts one unit ahead), the rest behind the compute.
+        perMbF = exposedPart(gather, x.computeF, int64_t(units), overlaps());
+        perMbB = exposedPart(c, x.computeB, int64_t(units), overlaps());
         if (plan.offload == Offload::kOptimizer)
           x.offloadExposed = h2d; // updated shard back to the device
         break;
@@ -466,15 +486,21 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
             exposedPart(time(Collective::kAllGather, paramPayload),
                         x.computeF, L, overlaps()));
         break;
-      case 3:
+      case 3: {
+        // One collective per unit (layer, embedding, head) and pass.
+        const double units = double(zeroUnits(s));
         add("dp", "parameters", Collective::kAllGather, dpLink, dp,
-            2.0 * double(m), paramPayload,
-            2.0 * double(m) * time(Collective::kAllGather, paramPayload),
+            2.0 * double(m) * units, paramPayload / units,
+            2.0 * double(m) * units *
+                time(Collective::kAllGather, paramPayload / units),
             double(m) * x.perMbDpExposed);
         add("dp", "gradients", Collective::kReduceScatter, dpLink, dp,
-            double(m), gradPayload,
-            double(m) * time(Collective::kReduceScatter, gradPayload), 0);
+            double(m) * units, gradPayload / units,
+            double(m) * units *
+                time(Collective::kReduceScatter, gradPayload / units),
+            0);
         break;
+      }
       }
     }
     if (x.embeddingSync > 0)

@@ -1,8 +1,9 @@
 //===- CostPrimitivesTest.cpp - the one alpha-beta model of collectives ---===//
 //
 // Against nccl-tests' bus-volume definitions (all-reduce 2(n-1)/n, all-gather
-// and reduce-scatter (n-1)/n of the payload) and NCCL's choice of the fewer
-// latency steps of a ring and a tree.
+// and reduce-scatter (n-1)/n of the payload) and NCCL's algorithms: the
+// fewer latency steps of a ring and a tree for all-reduce, rings only for
+// all-gather and reduce-scatter.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,9 +32,11 @@ TEST(CostPrimitives, LatencyStepsOfRingOrTree) {
   EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllGather, 2), 1);
   // 3 ranks: the ring's 4 and 2 steps are the tree's too.
   EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllReduce, 3), 4);
-  // 1024 ranks: the tree's 2 x 10 and 10, not the ring's 2046 and 1023.
+  // 1024 ranks: an all-reduce takes the tree's 2 x 10, not the ring's
+  // 2046; reduce-scatter and all-gather are rings in NCCL: 1023.
   EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllReduce, 1024), 20);
-  EXPECT_DOUBLE_EQ(latencySteps(Collective::kReduceScatter, 1024), 10);
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kReduceScatter, 1024), 1023);
+  EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllGather, 64), 63);
   EXPECT_DOUBLE_EQ(latencySteps(Collective::kSendRecv, 2), 1);
   EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllReduce, 1), 0);
 }

@@ -22,16 +22,17 @@ TEST(TimeModel, CollectivesFollowNcclTestsBusBandwidth) {
   EXPECT_NEAR(bus, 370e9, 1e6); // nccl-tests ring all-reduce on 8x H100
   double lat = c.intraNode.latency.value;
   // all-reduce: 2(n-1)/n of the data per rank; the latency term is the
-  // smaller of ring (2(n-1) steps) and tree (2 log2 n).
+  // smaller of ring (2(n-1) steps) and tree (2 log2 n); all-gather and
+  // reduce-scatter are rings in NCCL: n - 1 steps.
   EXPECT_NEAR(time.collectiveTime(Collective::kAllReduce, bytes, 8,
                                   Link::kIntraNode),
               2.0 * 7 / 8 * bytes / bus + 6 * lat, 1e-12);
   EXPECT_NEAR(time.collectiveTime(Collective::kAllGather, bytes, 8,
                                   Link::kIntraNode),
-              7.0 / 8 * bytes / bus + 3 * lat, 1e-12);
+              7.0 / 8 * bytes / bus + 7 * lat, 1e-12);
   EXPECT_NEAR(time.collectiveTime(Collective::kReduceScatter, bytes, 4,
                                   Link::kIntraNode),
-              3.0 / 4 * bytes / bus + 2 * lat, 1e-12);
+              3.0 / 4 * bytes / bus + 3 * lat, 1e-12);
   EXPECT_EQ(time.collectiveTime(Collective::kAllReduce, bytes, 1,
                                 Link::kIntraNode),
             0);
@@ -167,6 +168,40 @@ TEST(TimeModel, CommunicationVolumesByKind) {
     double expected = (zero == 3 ? 3.0 : 2.0) * grad * 31.0 / 32.0;
     EXPECT_NEAR(bus / expected, 1.0, 1e-6) << zero;
   }
+}
+
+TEST(TimeModel, ZeroThreeGathersEveryUnitEveryMicroBatch) {
+  // PyTorch FSDP and DeepSpeed ZeRO-3 gather each layer's parameters for
+  // the forward and again for the backward of every micro-batch, and
+  // reduce-scatter each layer's gradients: 2 m (L + 2) gathers and m (L + 2)
+  // reduce-scatters per step (the embedding and the head are units of their
+  // own), each paying the ring's n - 1 latency steps.
+  ModelDesc model = ModelDesc::llama3_8b();
+  model.seq = 2048;
+  ClusterSpec cluster = h100Nodes(4);
+  TimeModel time(model, cluster);
+  Plan plan;
+  plan.dp = 32;
+  plan.zeroStage = 3;
+  plan.microBatches = 4;
+  TimeBreakdown t = time.estimate(plan);
+  const double units = double(model.layers + 2);
+  int found = 0;
+  for (const CommItem &c : t.comm) {
+    if (std::string(c.group) != "dp")
+      continue;
+    bool gather = c.kind == Collective::kAllGather;
+    EXPECT_DOUBLE_EQ(c.count, (gather ? 2.0 : 1.0) * 4 * units);
+    double one = time.collectiveTime(c.kind, c.payloadBytes, 32, c.link, 8);
+    EXPECT_NEAR(c.time, c.count * one, 1e-12);
+    // The latency part: 31 ring steps across nodes per collective.
+    double bandwidthOnly = c.count * busVolume(c.kind, c.payloadBytes, 32) /
+                           linkFigures(cluster, c.link, 8).busBandwidth;
+    EXPECT_NEAR(c.time - bandwidthOnly,
+                c.count * 31 * cluster.interNode.latency.value, 1e-9);
+    ++found;
+  }
+  EXPECT_EQ(found, 2);
 }
 
 } // namespace
