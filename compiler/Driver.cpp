@@ -11,6 +11,7 @@
 #include "passes/Lowering/Passes.h"
 #include "passes/Pipelines/Phases.h"
 #include "runtime/format/Container.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
@@ -193,7 +194,7 @@ LogicalResult writeArtifact(ModuleOp module, const std::string &outPath,
   if (failed(serialized))
     return failure();
   if (options.target != "cpu")
-    (*serialized->program.mutable_metadata())["dtcc.target"] = options.target;
+    (*serialized->program.mutable_metadata())[runtime::metadata::kTarget] = options.target;
   std::string runner;
   if (options.compileTo == Phase::Executable) {
     runner = options.runnerPath.empty() ? defaultRunnerPath(options.target)

@@ -13,6 +13,7 @@
 
 #include "runtime/base/DType.h"
 #include "runtime/base/Format.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include <algorithm>
 #include <map>
@@ -90,9 +91,9 @@ std::string explainProgram(const Program &program) {
     auto it = program.metadata().find(key);
     return it == program.metadata().end() ? std::string() : it->second;
   };
-  std::string model = meta("dtcc.model");
+  std::string model = meta(runtime::metadata::kModel);
   os << "program: " << (model.empty() ? "(unnamed model)" : model)
-     << (meta("dtcc.train") == "1" ? ", training" : ", inference")
+     << (meta(runtime::metadata::kTrain) == "1" ? ", training" : ", inference")
      << ", mesh " << meshText(program) << "\n\n";
 
   // Parameters first, then the other state.

@@ -10,6 +10,7 @@
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
 #include "runtime/format/Container.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -173,18 +174,30 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
   program.set_workspace_bytes(bytesAttr("dexec.workspace_bytes"));
   program.set_state_bytes(bytesAttr("dexec.state_bytes"));
   program.set_constant_bytes(bytesAttr("dexec.constant_bytes"));
-  // Module attributes named dtcc.* (training settings) become metadata.
-  for (NamedAttribute attr : module->getAttrs())
-    if (attr.getName().getValue().starts_with("dtcc."))
-      if (auto s = dyn_cast<StringAttr>(attr.getValue()))
-        (*program.mutable_metadata())[attr.getName().str()] = s.str();
-  // The runtime calls @train_step this many times per optimizer step
-  // (docs/training-abi.md): the plan's accumulation steps.
-  if (module->hasAttr("dtcc.train")) {
+  // The training step's facts, from the module's typed attributes
+  // (runtime/format/ProgramMetadata.h).
+  auto &meta = *program.mutable_metadata();
+  if (auto name = module->getAttrOfType<StringAttr>(graph::kModelAttr))
+    meta[runtime::metadata::kModel] = name.str();
+  if (auto optimizer = module->getAttrOfType<StringAttr>(graph::kOptimizerAttr)) {
+    meta[runtime::metadata::kTrain] = "1";
+    meta[runtime::metadata::kOptimizer] = optimizer.str();
+    // The runtime calls @train_step this many times per optimizer step
+    // (docs/training-abi.md): the plan's accumulation steps.
     shard::PlanAttr plan = shard::getPlan(module);
-    (*program.mutable_metadata())["dtcc.micro_batches"] =
+    meta[runtime::metadata::kMicroBatches] =
         std::to_string(plan ? plan.getAccumulationSteps() : 1);
   }
+  if (auto inputs = module->getAttrOfType<ArrayAttr>(graph::kDataInputsAttr)) {
+    std::string names;
+    for (Attribute a : inputs)
+      names += (names.empty() ? "" : ",") + cast<StringAttr>(a).str();
+    meta[runtime::metadata::kDataInputs] = names;
+  }
+  if (auto vocab = module->getAttrOfType<IntegerAttr>(graph::kVocabSizeAttr))
+    meta[runtime::metadata::kVocabSize] = std::to_string(vocab.getInt());
+  if (auto dtype = module->getAttrOfType<StringAttr>(graph::kDtypeAttr))
+    meta[runtime::metadata::kDtype] = dtype.str();
 
   if (auto mesh = module->getAttrOfType<shard::MeshAttr>(shard::kMeshAttr))
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes())) {
@@ -315,7 +328,7 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
   for (const CollectiveInfo &c : listCollectives(program))
     sent[c.function] += c.sentBytes;
   for (const auto &[fn, bytes] : sent)
-    (*program.mutable_metadata())["dtcc.bytes_sent." + fn] = std::to_string(bytes);
+    (*program.mutable_metadata())[runtime::metadata::kBytesSentPrefix + fn] = std::to_string(bytes);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "runtime/base/OpFlops.h"
 #include "runtime/exec/CudaScratch.h"
 #include "runtime/kernels/KernelSignature.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include <algorithm>
 #include <cmath>
@@ -448,7 +449,7 @@ private:
     SimRank r;
     if (auto it = byName.find("train_step"); it != byName.end()) {
       int64_t micro = 1;
-      auto meta = program_.metadata().find("dtcc.micro_batches");
+      auto meta = program_.metadata().find(runtime::metadata::kMicroBatches);
       if (meta != program_.metadata().end())
         micro = std::max<int64_t>(1, std::atoll(meta->second.c_str()));
       for (int64_t i = 0; i < micro; ++i)
@@ -823,7 +824,7 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
   m.constants = program.constant_bytes();
   // The kernels' scratch, reserved by the CUDA backend per rank: the
   // fullest pipeline stage's.
-  auto target = program.metadata().find("dtcc.target");
+  auto target = program.metadata().find(runtime::metadata::kTarget);
   if (target != program.metadata().end() && target->second == "cuda") {
     std::set<int64_t> scratchStages = {-1};
     for (const Function &fn : program.functions())

@@ -217,15 +217,15 @@ void AutodiffPass::recordDataInputs(func::FuncOp fn) {
   }
   if (tokens.size() != 2 || tokens[0].getType() != tokens[1].getType())
     return;
-  std::string names;
+  SmallVector<Attribute> names;
   for (BlockArgument arg : tokens) {
     auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), dtcc::graph::kNameAttr);
     if (!n)
       return;
-    names += (names.empty() ? "" : ",") + n.str();
+    names.push_back(n);
   }
-  getOperation()->setAttr("dtcc.data_inputs",
-                          StringAttr::get(&getContext(), names));
+  getOperation()->setAttr(dtcc::graph::kDataInputsAttr,
+                          ArrayAttr::get(&getContext(), names));
 }
 
 void AutodiffPass::runOnOperation() {
@@ -277,8 +277,6 @@ void AutodiffPass::runOnOperation() {
   stripDropout(main);
   useRunningStatistics(main);
   recordDataInputs(main);
-  if (auto name = module->getAttrOfType<StringAttr>(dtcc::graph::kModelAttr))
-    module->setAttr("dtcc.model", name);
 
   Block &body = train.front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -289,11 +287,12 @@ void AutodiffPass::runOnOperation() {
   Value lossValue = *lossOr;
   // A language model's vocabulary: the classes of its only cross-entropy.
   SmallVector<CrossEntropyOp> crossEntropies(train.getOps<CrossEntropyOp>());
-  if (crossEntropies.size() == 1 && module->hasAttr("dtcc.data_inputs"))
-    module->setAttr("dtcc.vocab_size",
-                    StringAttr::get(ctx, std::to_string(
-                                             typeOf(crossEntropies[0].getLogits())
-                                                 .getDimSize(1))));
+  if (crossEntropies.size() == 1 &&
+      module->hasAttr(dtcc::graph::kDataInputsAttr))
+    module->setAttr(dtcc::graph::kVocabSizeAttr,
+                    IntegerAttr::get(IntegerType::get(ctx, 64),
+                                     typeOf(crossEntropies[0].getLogits())
+                                         .getDimSize(1)));
 
   // Forward ops and the values a gradient can reach (parameters onward).
   SmallVector<Operation *> forward;

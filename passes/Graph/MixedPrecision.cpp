@@ -129,7 +129,7 @@ void MixedPrecisionPass::runOnOperation() {
     module.emitError("expected @train_step (run dtcc-graph-autodiff first)");
     return signalPassFailure();
   }
-  if (module->hasAttr("dtcc.train")) {
+  if (module->hasAttr(dtcc::graph::kOptimizerAttr)) {
     train.emitError("expected @train_step before dtcc-graph-optimizer, got one "
                     "that already updates the parameters");
     return signalPassFailure();
@@ -269,7 +269,7 @@ void MixedPrecisionPass::runOnOperation() {
   for (CastOp c : llvm::reverse(created))
     if (c->use_empty())
       c.erase();
-  module->setAttr("dtcc.dtype", StringAttr::get(ctx, dtype));
+  module->setAttr(dtcc::graph::kDtypeAttr, StringAttr::get(ctx, dtype));
 }
 
 } // namespace

@@ -275,8 +275,7 @@ void OptimizerPass::runOnOperation() {
                                           ValueRange(results).getTypes()));
   train.setAllResultAttrs(attrs);
 
-  module->setAttr("dtcc.train", StringAttr::get(ctx, "1"));
-  module->setAttr("dtcc.optimizer", StringAttr::get(ctx, optimizer));
+  module->setAttr(dtcc::graph::kOptimizerAttr, StringAttr::get(ctx, optimizer));
 }
 
 } // namespace

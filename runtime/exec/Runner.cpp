@@ -20,6 +20,7 @@
 #include "runtime/exec/Trainer.h"
 #include "runtime/format/Container.h"
 #include "runtime/io/TensorFile.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -369,7 +370,7 @@ void printRankSummary(const Executable &exe, const format::Program &program) {
     return;
   int64_t predicted = 0;
   for (const std::string &name : exe.functionNames()) {
-    auto it = program.metadata().find("dtcc.bytes_sent." + name);
+    auto it = program.metadata().find(metadata::kBytesSentPrefix + name);
     if (it != program.metadata().end())
       predicted += std::atoll(it->second.c_str()) * exe.findFunction(name)->calls;
   }
@@ -564,7 +565,7 @@ int runnerMain(int argc, char **argv) {
 
   // The device: metadata "dtcc.target" (dtcc compile --target) says which.
   std::unique_ptr<Device> device;
-  auto target = program.metadata().find("dtcc.target");
+  auto target = program.metadata().find(metadata::kTarget);
   if (target != program.metadata().end() && target->second == "cuda") {
 #if DTCC_HAVE_CUDA
     LaunchInfo launch = world ? world->launch() : LaunchInfo();

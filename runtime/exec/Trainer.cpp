@@ -8,6 +8,7 @@
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/TokenData.h"
 #include "runtime/io/TensorFile.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include <algorithm>
 #include <cctype>
@@ -45,15 +46,15 @@ const char *const kApplyStep = "apply_step";
 const char *const kStepVariable = "__step";
 const char *const kTotalStepsVariable = "__total_steps";
 
-std::string metadata(const format::Program &program, const std::string &key) {
+std::string metadataOf(const format::Program &program, const std::string &key) {
   auto it = program.metadata().find(key);
   return it == program.metadata().end() ? "" : it->second;
 }
 
 /// The model's name for logs and checkpoints: metadata dtcc.model or model.
 std::string modelName(const format::Program &program) {
-  std::string name = metadata(program, "dtcc.model");
-  return name.empty() ? metadata(program, "model") : name;
+  std::string name = metadataOf(program, metadata::kModel);
+  return name.empty() ? metadataOf(program, "model") : name;
 }
 
 std::vector<std::string> splitList(const std::string &list) {
@@ -160,7 +161,7 @@ StatusOr<std::vector<std::string>> listEntries(const std::string &dir,
 } // namespace
 
 bool isTrainingProgram(const format::Program &program) {
-  return metadata(program, "dtcc.train") == "1";
+  return metadataOf(program, metadata::kTrain) == "1";
 }
 
 std::string tensorFileName(const std::string &name) {
@@ -230,7 +231,7 @@ Status Trainer::prepare() {
   }
   if (!trainStep_)
     return invalidArgument("the program has no function '", kTrainStep, "'");
-  std::string m = metadata(program_, "dtcc.micro_batches");
+  std::string m = metadataOf(program_, metadata::kMicroBatches);
   if (!m.empty()) {
     DTCC_ASSIGN_OR_RETURN(microBatches_,
                           parsePositive("metadata dtcc.micro_batches", m));
@@ -305,7 +306,7 @@ Status Trainer::prepare() {
   }
   // The token inputs, also for --batches (tokens/s).
   std::vector<std::string> dataInputs =
-      splitList(metadata(program_, "dtcc.data_inputs"));
+      splitList(metadataOf(program_, metadata::kDataInputs));
   if (dataInputs.size() == 2) {
     idsInput_ = findBinding(trainStep_->inputs, dataInputs[0]);
     labelsInput_ = findBinding(trainStep_->inputs, dataInputs[1]);
@@ -316,7 +317,7 @@ Status Trainer::prepare() {
 }
 
 Status Trainer::prepareTokenData() {
-  std::string declared = metadata(program_, "dtcc.data_inputs");
+  std::string declared = metadataOf(program_, metadata::kDataInputs);
   std::vector<std::string> names = splitList(declared);
   if (names.size() != 2)
     return invalidArgument(
@@ -347,7 +348,7 @@ Status Trainer::prepareTokenData() {
         labels.micro.typeString());
   DTCC_ASSIGN_OR_RETURN(TokenDType dtype, parseTokenDType(options_.dataDType));
   int64_t vocab = 0;
-  std::string v = metadata(program_, "dtcc.vocab_size");
+  std::string v = metadataOf(program_, metadata::kVocabSize);
   if (!v.empty()) {
     DTCC_ASSIGN_OR_RETURN(vocab, parsePositive("metadata dtcc.vocab_size", v));
   }
@@ -682,7 +683,7 @@ void Trainer::printHeader() {
     ++tensors;
   }
   std::string model = modelName(program_);
-  std::string optimizer = metadata(program_, "dtcc.optimizer");
+  std::string optimizer = metadataOf(program_, metadata::kOptimizer);
   std::fprintf(options_.log, "%s\n",
                strCat("train", model.empty() ? "" : " " + model, ": ",
                       formatCount(params), " parameters in ", tensors,

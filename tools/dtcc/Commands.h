@@ -1,6 +1,7 @@
 //===- Commands.h - the dtcc subcommands beside dtcc.cpp --------*- C++ -*-===//
 //
-// `dtcc plan` (PlanCommand.cpp) and `dtcc calibrate` (CalibrateCommand.cpp):
+// `dtcc plan` (PlanCommand.cpp), `dtcc calibrate` (CalibrateCommand.cpp)
+// and `dtcc run` (RunCommand.cpp):
 // their llvm::cl subcommands, registered with dtcc.cpp's, and what each runs
 // once the command line is parsed.
 //
@@ -30,6 +31,13 @@ extern llvm::cl::SubCommand calibrateCommand;
 /// Execs the measuring tool with `argv` (argv[0] is "calibrate"); returns
 /// only on failure, with the exit status.
 int runCalibrateCommand(int argc, char **argv);
+
+/// `dtcc run EXECUTABLE [flags]` (RunCommand.cpp): registered so that `dtcc
+/// --help` lists it; the flags belong to the executable's supervisor.
+extern llvm::cl::SubCommand runCommand;
+/// Execs `EXECUTABLE --supervise [flags]` (argv[0] is "run"); returns only
+/// on failure or for --help, with the exit status.
+int runRunCommand(int argc, char **argv);
 
 } // namespace dtcc
 

@@ -648,6 +648,9 @@ int main(int argc, char **argv) {
   // calibrate's arguments, --help included, are the measuring tool's.
   if (argc > 1 && llvm::StringRef(argv[1]) == "calibrate")
     return dtcc::runCalibrateCommand(argc - 1, argv + 1);
+  // run's arguments are the executable's supervisor's.
+  if (argc > 1 && llvm::StringRef(argv[1]) == "run")
+    return dtcc::runRunCommand(argc - 1, argv + 1);
   cl::HideUnrelatedOptions(category, importCmd);
   cl::HideUnrelatedOptions({&category, &trainCategory}, compileCmd);
   cl::HideUnrelatedOptions({&category, &zooCategory}, zooCmd);
@@ -667,6 +670,8 @@ int main(int argc, char **argv) {
       "  dtcc calibrate -o cluster.json     measure this machine for the planner\n"
       "  dtcc calibrate --device cuda -o gpu.json   measure its GPUs (cuBLASLt, NCCL)\n"
       "  dtcc explain train                 shardings and collectives of a program\n"
+      "  dtcc run ./train --data t.bin --checkpoint-dir ckpt --save-every 100\n"
+      "                                     train under the supervisor (restarts)\n"
       "\n  dtcc <command> --help lists a command's options\n");
   if (importCmd)
     return runImportOrCompile(false);

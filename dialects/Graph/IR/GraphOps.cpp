@@ -39,6 +39,38 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
              << name << "' to be a string on the module, got " << value;
     return success();
   }
+  if (name == kDataInputsAttr || name == kVocabSizeAttr ||
+      name == kOptimizerAttr || name == kDtypeAttr) {
+    if (!isa<ModuleOp>(op))
+      return op->emitOpError("'") << name << "' belongs on the module";
+    if (name == kDataInputsAttr) {
+      auto names = dyn_cast<ArrayAttr>(value);
+      if (!names || !llvm::all_of(names, [](Attribute a) {
+            return isa<StringAttr>(a);
+          }))
+        return op->emitOpError("expected '")
+               << name << "' to be an array of input names, got " << value;
+      return success();
+    }
+    if (name == kVocabSizeAttr) {
+      auto size = dyn_cast<IntegerAttr>(value);
+      if (!size || size.getInt() < 1)
+        return op->emitOpError("expected '")
+               << name << "' to be a positive integer, got " << value;
+      return success();
+    }
+    auto text = dyn_cast<StringAttr>(value);
+    bool known = text && (name == kOptimizerAttr
+                              ? (text == "adamw" || text == "sgd")
+                              : (text == "bf16" || text == "fp16"));
+    if (!known)
+      return op->emitOpError("expected '")
+             << name << "' to be "
+             << (name == kOptimizerAttr ? "\"adamw\" or \"sgd\""
+                                        : "\"bf16\" or \"fp16\"")
+             << ", got " << value;
+    return success();
+  }
   if (name == kGradSeedAttr || name == kRecomputeAttr)
     return isa<UnitAttr>(value)
                ? success()

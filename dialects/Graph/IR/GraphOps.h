@@ -44,6 +44,19 @@ constexpr llvm::StringLiteral kRecomputeAttr = "dgraph.recompute";
 /// names, or by dtcc-graph-mark-layers from the graph's structure; read by
 /// recomputation, pipeline cutting and prefetching.
 constexpr llvm::StringLiteral kLayerAttr = "dgraph.layer";
+/// On the module, the training step's facts the runtime needs (written into
+/// the program's metadata, runtime/format/ProgramMetadata.h):
+/// a language model's token inputs (array of the inputs' names: ids,
+/// labels), set by autodiff;
+constexpr llvm::StringLiteral kDataInputsAttr = "dgraph.data_inputs";
+/// its vocabulary (i64: the classes of its only cross-entropy), by autodiff;
+constexpr llvm::StringLiteral kVocabSizeAttr = "dgraph.vocab_size";
+/// the optimizer that updates the parameters ("adamw" or "sgd"), by
+/// dtcc-graph-optimizer: a module with it is a complete training step;
+constexpr llvm::StringLiteral kOptimizerAttr = "dgraph.optimizer";
+/// the compute type of mixed precision ("bf16" or "fp16"), by
+/// dtcc-graph-mixed-precision.
+constexpr llvm::StringLiteral kDtypeAttr = "dgraph.dtype";
 
 /// The #dgraph.layer of `op`; null when it has none.
 LayerAttr layerOf(mlir::Operation *op);

@@ -7,7 +7,7 @@
 // and the softmax compute in fp32 between casts (the norm's statistics stay
 // fp32 for its gradient), the loss stays fp32, and every gradient leaves
 // @train_step in fp32 (so the optimizer updates fp32 masters).
-// CHECK: module attributes {dtcc.dtype = "bf16"}
+// CHECK: module attributes {dgraph.dtype = "bf16"
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: -> (tensor<f32> {dgraph.name = "loss"}, tensor<4x8xf32> {{.*}}, tensor<8xf32> {{.*}}, tensor<8xf32> {{.*}}, tensor<8x5xf32> {{.*}})
 // CHECK: %[[X:.*]] = dgraph.cast %arg0 : tensor<6x4xf32> to tensor<6x4xbf16>
@@ -61,7 +61,7 @@
 // FP16: return %[[LOSS]], %[[DW1U]],
 
 // fp32 leaves the module as autodiff made it.
-// FP32-NOT: dtcc.dtype
+// FP32-NOT: dgraph.dtype
 // FP32-LABEL: func.func @train_step
 // FP32-NOT: dgraph.cast
 // FP32: return

@@ -18,7 +18,7 @@ module {
 // -----
 
 // Tests that the pass runs before the optimizer, not after it.
-module attributes {dtcc.train = "1"} {
+module attributes {dgraph.optimizer = "adamw"} {
   dgraph.variable @w : tensor<4xf32> {trainable}
   // expected-error @+1 {{expected @train_step before dtcc-graph-optimizer, got one that already updates the parameters}}
   func.func @train_step() -> tensor<f32> {

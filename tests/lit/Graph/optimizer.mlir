@@ -3,7 +3,7 @@
 
 // Tests the optimizer step: the counter, the schedule, clipping and AdamW
 // state variables.
-// CHECK: module attributes {dtcc.optimizer = "adamw", dtcc.train = "1"}
+// CHECK: module attributes {dgraph.optimizer = "adamw"
 // CHECK-DAG: dgraph.variable @__step : tensor<i64> = dense<0>
 // CHECK-DAG: dgraph.variable @__total_steps : tensor<i64> = dense<1>
 // CHECK-DAG: dgraph.variable @"w/adam_m" : tensor<4xf32> = dense<0.000000e+00>

@@ -41,3 +41,37 @@ func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
   %2 = dgraph.tanh %1 {dgraph.layer = #dgraph.layer<index = 0>} : tensor<2xf32>
   return %2 : tensor<2xf32>
 }
+
+// -----
+
+// The training step's module attributes are typed and belong on the module.
+// expected-error @+1 {{expected 'dgraph.optimizer' to be "adamw" or "sgd", got "lamb"}}
+module attributes {dgraph.optimizer = "lamb"} {
+}
+
+// -----
+
+// expected-error @+1 {{expected 'dgraph.data_inputs' to be an array of input names, got "ids,labels"}}
+module attributes {dgraph.data_inputs = "ids,labels"} {
+}
+
+// -----
+
+// expected-error @+1 {{expected 'dgraph.vocab_size' to be a positive integer, got 0}}
+module attributes {dgraph.vocab_size = 0} {
+}
+
+// -----
+
+// expected-error @+1 {{expected 'dgraph.dtype' to be "bf16" or "fp16", got "fp8"}}
+module attributes {dgraph.dtype = "fp8"} {
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'dgraph.optimizer' belongs on the module}}
+  func.func @f() attributes {dgraph.optimizer = "sgd"} {
+    return
+  }
+}

@@ -1,0 +1,42 @@
+//===- ProgramMetadata.h - the program's metadata keys ----------*- C++ -*-===//
+//
+// A program (Program.proto) carries facts about the training step beside its
+// buffers and kernels as string metadata. The compiler writes them
+// (compiler/Serialize.cpp, from the module's typed dgraph and dshard
+// attributes, and compiler/Driver.cpp) and the runtime, the planner's
+// program model and `dtcc explain` read them: the keys are spelled once,
+// here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_FORMAT_PROGRAMMETADATA_H
+#define DTCC_RUNTIME_FORMAT_PROGRAMMETADATA_H
+
+namespace dtcc::runtime::metadata {
+
+/// The ONNX graph's name (dgraph.model).
+inline constexpr const char kModel[] = "dtcc.model";
+/// "1" for a training step that updates its parameters (dgraph.optimizer
+/// present), absent otherwise.
+inline constexpr const char kTrain[] = "dtcc.train";
+/// The optimizer of the step: "adamw" or "sgd" (dgraph.optimizer).
+inline constexpr const char kOptimizer[] = "dtcc.optimizer";
+/// @train_step calls per optimizer step: the plan's accumulation steps
+/// (#dshard.plan; docs/training-abi.md).
+inline constexpr const char kMicroBatches[] = "dtcc.micro_batches";
+/// A language model's token inputs, "ids,labels" (dgraph.data_inputs).
+inline constexpr const char kDataInputs[] = "dtcc.data_inputs";
+/// Its vocabulary: the classes of its cross-entropy (dgraph.vocab_size).
+inline constexpr const char kVocabSize[] = "dtcc.vocab_size";
+/// The compute type of a mixed-precision step, "bf16" or "fp16"
+/// (dgraph.dtype); absent for fp32.
+inline constexpr const char kDtype[] = "dtcc.dtype";
+/// The device the program runs on: "cpu" or "cuda" (dtcc compile --target).
+inline constexpr const char kTarget[] = "dtcc.target";
+/// Followed by a function's name: the bytes one rank sends per call of it,
+/// as the compiler counted them.
+inline constexpr const char kBytesSentPrefix[] = "dtcc.bytes_sent.";
+
+} // namespace dtcc::runtime::metadata
+
+#endif // DTCC_RUNTIME_FORMAT_PROGRAMMETADATA_H
