@@ -1,0 +1,51 @@
+// RUN: dtcc-opt %s -split-input-file -verify-diagnostics -dtcc-shard-annotate
+
+// dtcc-shard-annotate's errors, each at the op it names.
+
+// Tests that annotation needs the module's plan.
+// expected-error @+1 {{expected a module with a dshard.plan (run dtcc-plan-set first)}}
+module {
+  func.func @train_step(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    return %x : tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// Tests that a pipelined plan needs its stages cut first.
+// expected-error @+1 {{mesh axis 'pp' (size 2): cut the step into stages with dtcc-shard-pipeline first}}
+module attributes {dshard.plan = #dshard.plan<mesh = [pp = 2]>} {
+  func.func @train_step(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    return %x : tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// Tests that a sharded program trains.
+// expected-error @+1 {{a sharded program trains: expected @train_step (compile with --train)}}
+module attributes {dshard.plan = #dshard.plan<mesh = [dp = 2]>} {
+  func.func @main(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    return %x : tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// Tests that every rank takes an equal share of each batch.
+module attributes {dshard.plan = #dshard.plan<mesh = [dp = 3]>} {
+  // expected-error @+1 {{input 'x' of @train_step has batch 8 (dimension 0), which dp=3 does not divide}}
+  func.func @train_step(%x: tensor<8x4xf32> {dgraph.name = "x"}) -> tensor<8x4xf32> {
+    return %x : tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// Tests that a step's micro-batches split over dp too.
+module attributes {dshard.plan = #dshard.plan<mesh = [pp = 2, dp = 4], micro_batches = 4>} {
+  // expected-error @+1 {{input 'x' of @train_step_pp0: 4 micro-batches of 2 rows each do not split over dp=4}}
+  func.func @train_step_pp0(%x: tensor<8x4xf32> {dgraph.name = "x"}) -> tensor<8x4xf32> attributes {dshard.stage = 0 : i64} {
+    return %x : tensor<8x4xf32>
+  }
+}
