@@ -101,7 +101,12 @@ struct ShardOverlapPass
         if (!at->isBeforeInBlock(a->op))
           continue; // already earlier
         if (load && at->isBeforeInBlock(load)) {
-          if (!isa<graph::LoadOp>(load) || !load->hasOneUse())
+          // A load read only by its gather (and the gather's wait) moves
+          // up with it.
+          bool onlyGathered = llvm::all_of(load->getUsers(), [&](Operation *u) {
+            return u == a->op || u == a->wait;
+          });
+          if (!isa<graph::LoadOp>(load) || !onlyGathered)
             continue;
           load->moveBefore(at);
         }
