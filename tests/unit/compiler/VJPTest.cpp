@@ -86,13 +86,6 @@ std::string denseOf(const std::vector<int64_t> &shape, std::mt19937 &rng,
   return os.str();
 }
 
-int64_t numel(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
 
 class VJPTest : public ::testing::TestWithParam<Case> {};
