@@ -107,6 +107,32 @@ bool isRootRank(const Executable &exe) {
   return !exe.comm() || exe.comm()->mesh().world().rank() == 0;
 }
 
+/// Lists every variable of `program` (all pipeline stages) in `manifest`,
+/// each in the file of its index in the program, the same on every rank;
+/// returns each variable's file by name.
+std::map<std::string, std::string>
+listVariables(const format::Program &program, format::Checkpoint &manifest) {
+  manifest.set_format_version(kCheckpointFormatVersion);
+  manifest.clear_variables();
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < program.variables_size(); ++i) {
+    const format::Variable &v = program.variables(i);
+    const format::Buffer &b = program.buffers(v.buffer());
+    format::Checkpoint::Variable *entry = manifest.add_variables();
+    entry->set_name(v.name());
+    entry->set_dtype(b.dtype());
+    if (v.has_sharding())
+      for (int64_t d : v.sharding().global_shape())
+        entry->add_shape(d);
+    else
+      for (int64_t d : b.shape())
+        entry->add_shape(d);
+    entry->set_file(std::to_string(i) + ".bin");
+    files[v.name()] = entry->file();
+  }
+  return files;
+}
+
 } // namespace
 
 Status saveCheckpoint(Executable &exe, const std::string &dirArg,
@@ -298,27 +324,8 @@ Status saveShardedCheckpoint(Executable &exe, const std::string &dirArg,
   DTCC_RETURN_IF_ERROR(prepared);
   DTCC_RETURN_IF_ERROR(meshBarrier(exe));
 
-  // The manifest lists every variable of the program (all pipeline stages),
-  // each in the file of its index in the program, the same on every rank.
-  manifest.set_format_version(kCheckpointFormatVersion);
-  manifest.clear_variables();
-  std::map<std::string, std::string> files;
-  const format::Program &program = exe.program();
-  for (int i = 0; i < program.variables_size(); ++i) {
-    const format::Variable &v = program.variables(i);
-    const format::Buffer &b = program.buffers(v.buffer());
-    format::Checkpoint::Variable *entry = manifest.add_variables();
-    entry->set_name(v.name());
-    entry->set_dtype(b.dtype());
-    if (v.has_sharding())
-      for (int64_t d : v.sharding().global_shape())
-        entry->add_shape(d);
-    else
-      for (int64_t d : b.shape())
-        entry->add_shape(d);
-    entry->set_file(std::to_string(i) + ".bin");
-    files[v.name()] = entry->file();
-  }
+  const std::map<std::string, std::string> files =
+      listVariables(exe.program(), manifest);
   std::vector<uint8_t> host, piece;
   for (const auto &[name, view] : exe.variables()) {
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
@@ -368,39 +375,22 @@ Status saveShardedCheckpoint(Executable &exe, const std::string &dirArg,
 StatusOr<CheckpointSnapshot> snapshotCheckpoint(Executable &exe,
                                                 format::Checkpoint manifest) {
   CheckpointSnapshot snapshot;
-  manifest.set_format_version(kCheckpointFormatVersion);
-  manifest.clear_variables();
-  std::map<std::string, int> index;
-  const format::Program &program = exe.program();
-  for (int i = 0; i < program.variables_size(); ++i) {
-    const format::Variable &v = program.variables(i);
-    const format::Buffer &b = program.buffers(v.buffer());
-    format::Checkpoint::Variable *entry = manifest.add_variables();
-    entry->set_name(v.name());
-    entry->set_dtype(b.dtype());
-    if (v.has_sharding())
-      for (int64_t d : v.sharding().global_shape())
-        entry->add_shape(d);
-    else
-      for (int64_t d : b.shape())
-        entry->add_shape(d);
-    entry->set_file(std::to_string(i) + ".bin");
-    index[v.name()] = i;
-  }
+  const std::map<std::string, std::string> files =
+      listVariables(exe.program(), manifest);
   std::vector<uint8_t> host;
   for (const auto &[name, view] : exe.variables()) {
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
     DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
     if (!layout.writes)
       continue;
-    auto it = index.find(name);
-    if (it == index.end())
+    auto it = files.find(name);
+    if (it == files.end())
       return internalError("variable '", name, "' is not in the program");
     host.resize(view.sizeInBytes());
     DTCC_RETURN_IF_ERROR(
         exe.device().copyDeviceToHost(host.data(), view.data, host.size()));
     CheckpointSnapshot::Tensor tensor;
-    tensor.file = manifest.variables(it->second).file();
+    tensor.file = it->second;
     tensor.dtype = view.dtype;
     tensor.globalShape = layout.global;
     const int64_t elem = dtypeSize(view.dtype);
