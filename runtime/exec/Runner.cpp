@@ -9,6 +9,7 @@
 
 #include "runtime/exec/Runner.h"
 
+#include "runtime/base/FlagArg.h"
 #include "runtime/base/Format.h"
 
 #include "runtime/comm/CommContext.h"
@@ -78,18 +79,10 @@ StatusOr<int64_t> parseCount(const std::string &flag, const std::string &v,
 StatusOr<Options> parseFlags(int argc, char **argv) {
   Options opts;
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const char *flag) -> StatusOr<std::string> {
-      std::string prefix = std::string(flag) + "=";
-      if (arg.rfind(prefix, 0) == 0)
-        return arg.substr(prefix.size());
-      if (i + 1 >= argc)
-        return invalidArgument(flag, " needs a value");
-      return std::string(argv[++i]);
-    };
-    auto is = [&](const char *flag) {
-      return arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0;
-    };
+    FlagArg flag(argc, argv, i);
+    const std::string &arg = flag.arg;
+    auto value = [&](const char *name) { return flag.value(name); };
+    auto is = [&](const char *name) { return flag.is(name); };
     if (arg == "--help" || arg == "-h") {
       opts.help = true;
     } else if (is("--input")) {

@@ -2,6 +2,7 @@
 
 #include "runtime/exec/Supervisor.h"
 
+#include "runtime/base/FlagArg.h"
 #include "runtime/comm/CommQueue.h"
 
 #include <algorithm>
@@ -165,18 +166,10 @@ StatusOr<SupervisorOptions> parseSupervisorFlags(int argc, char **argv,
   SupervisorOptions o;
   o.rankArgs.push_back(self);
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const char *flag) -> StatusOr<std::string> {
-      std::string prefix = std::string(flag) + "=";
-      if (arg.rfind(prefix, 0) == 0)
-        return arg.substr(prefix.size());
-      if (i + 1 >= argc)
-        return invalidArgument(flag, " needs a value");
-      return std::string(argv[++i]);
-    };
-    auto is = [&](const char *flag) {
-      return arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0;
-    };
+    FlagArg flag(argc, argv, i);
+    const std::string &arg = flag.arg;
+    auto value = [&](const char *name) { return flag.value(name); };
+    auto is = [&](const char *name) { return flag.is(name); };
     if (arg == "--supervise") {
     } else if (is("--ranks")) {
       DTCC_ASSIGN_OR_RETURN(std::string v, value("--ranks"));
