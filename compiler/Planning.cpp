@@ -581,6 +581,19 @@ StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
           "compiling ", o.layers, " layer", o.layers > 1 ? "s" : "", " of ",
           model.name, " with --mesh ", mesh.value().str(), " --zero ",
           plan.zeroStage));
+    // A plan with tp whose program does not communicate over tp computes
+    // everything on every tp rank (the compiler's Megatron layouts miss
+    // the weights of a bf16 graph, behind their casts): not the plan.
+    if (plan.tp > 1) {
+      bool tpComm = false;
+      for (const CollectiveInfo &c : listCollectives(p.value().program))
+        tpComm = tpComm || c.axes.find("tp") != std::string::npos;
+      if (!tpComm)
+        return invalidArgument(
+            "the compiled program does not shard over tp=", plan.tp,
+            " (the compiler finds no weight to split in the ",
+            dtypeName(plan.dtype.compute), " graph)");
+    }
     // The CUDA backend's scratch (cuBLASLt workspace, staging) is reserved
     // by target: the memory plan is read again with the target set.
     (*p.value().program.mutable_metadata())[runtime::metadata::kTarget] =
@@ -1143,9 +1156,12 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // compiled and priced from its program, where the compiler builds it.
   std::optional<CompiledPrice> compiledPrice;
   if (!cpu && report.chosen) {
-    std::string gap = args.analytic
-                          ? "--analytic"
-                          : compiledPricingGap(report.chosen->plan, model);
+    std::string gap =
+        args.analytic ? "--analytic"
+        : !args.modelPath.empty()
+            ? "a model file: on GPU clusters its description is priced; "
+              "compiling the file itself for the plan is not wired yet"
+            : compiledPricingGap(report.chosen->plan, model);
     if (gap.empty()) {
       // A saved plan's model says how its run executes attention (a fused
       // kernel, as the published runs of the validation suite); a model
