@@ -1025,6 +1025,11 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   }
   if (args.compiled && args.modelPath.empty())
     return invalidArgument("--compiled needs a model file to compile");
+  // A zoo model on a GPU cluster is priced as dtcc compiles and runs it:
+  // the CUDA backend does not fuse attention, so the analytic search (the
+  // compiled pricing's pre-filter) stores and streams the scores too.
+  if (!cpu && !args.zooFamily.empty() && !args.analytic)
+    model.flashAttention = false;
 
   if (cpu && !args.modelPath.empty() && !args.analytic && !savedPlan) {
     return compiledCpuPlan(args, cluster, model, source, opaqueParams,
@@ -1189,6 +1194,43 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     }
     if (!compiledPrice)
       report.pricedByReason = gap;
+    // The analytic search is the pre-filter: its closest slower plans
+    // (within 10%, at most 4) are compiled and priced too, and the program
+    // prices decide (a plan that fits first, then the faster step).
+    if (compiledPrice && report.search && !savedPlan) {
+      const bool fused = false; // a searched model is dtcc's own
+      std::vector<std::string> tried;
+      for (const Rejection &r : report.search->alternatives) {
+        if (r.kind != Rejection::Kind::kSlower || r.slowerFraction > 0.10 ||
+            tried.size() >= 4 || !compiledPricingGap(r.plan, model).empty())
+          continue;
+        auto p = priceCompiledGpuPlan(model, r.plan, cluster, fused);
+        if (!p.isOk())
+          continue;
+        const Candidate &now = compiledPrice->candidate;
+        const Candidate &other = p.value().candidate;
+        tried.push_back(llvm::formatv(
+            "{0}: {1} analytic, {2} compiled{3}", r.plan.summary(),
+            formatSeconds(r.stepTime), formatSeconds(other.time.stepTime),
+            other.fits ? "" : " (does not fit)"));
+        bool better = other.fits != now.fits
+                          ? other.fits
+                          : other.time.stepTime < now.time.stepTime;
+        if (better) {
+          compiledPrice = std::move(p.value());
+          report.chosen = compiledPrice->candidate;
+        }
+      }
+      if (!tried.empty()) {
+        std::string list;
+        for (const std::string &t : tried)
+          list += (list.empty() ? "" : "; ") + t;
+        report.notes.push_back(
+            "the analytic search's closest plans (within 10%) compiled and "
+            "priced too, the chosen plan is the best by its program: " +
+            list);
+      }
+    }
   }
   if (args.tokens > 0 && report.chosen)
     report.cost = runCost(report.chosen->time, cluster.numDevices(),
