@@ -57,13 +57,17 @@ struct PlanRequest {
   int zero = -1;           ///< -1: searched
   int64_t microBatch = 0;
   /// CPU clusters: micro-batches per step and the pipeline schedule of the
-  /// compiled plans; `analytic` uses the formula model instead.
+  /// compiled plans. `analytic`: price with the formula model instead of
+  /// compiling the plan (CPU and GPU clusters).
   int64_t microBatches = 1;
   std::string schedule;
   bool analytic = false;
   bool offload = true;
   int alternatives = 5;
   bool compiled = false;
+  /// List the chosen plan's most expensive instructions and collectives
+  /// (needs a plan priced from its compiled program).
+  bool explainCost = false;
   bool json = false;
   std::string tracePath, planOut, planIn;
   double tokens = 0, price = 0;

@@ -369,11 +369,15 @@ struct CommOp {
   int64_t tag = 0;
   int64_t ppIndex = -1; ///< the rank's n-th collective over pp
   CommItem *item = nullptr;
+  InstructionTime *instruction = nullptr;
 };
 
 struct SimRank {
   int64_t stage = 0;
   std::vector<const Instruction *> stream;
+  /// Per instruction of `stream`: after its function's loss (the backward
+  /// and the optimizer).
+  std::vector<bool> backward;
   size_t pc = 0;
   double tc = 0; ///< compute thread
   double tq = 0; ///< communication thread: end of the last resolved op
@@ -384,6 +388,8 @@ struct SimRank {
   ProgramStageTime time;
   std::map<std::string, KernelTime> kernels;
   std::map<std::pair<std::string, std::string>, CommItem> comm;
+  /// By (kernel, ONNX node).
+  std::map<std::pair<std::string, std::string>, InstructionTime> insts;
   double flops = 0;
 
   bool done() const {
@@ -393,9 +399,11 @@ struct SimRank {
 
 class Simulator {
 public:
-  Simulator(const Program &program, const ClusterSpec &cluster, bool record)
+  Simulator(const Program &program, const ClusterSpec &cluster, bool record,
+            bool fusedAttention)
       : program_(program), cluster_(cluster),
-        overlap_(!cluster.device.isCpu()), record_(record) {}
+        overlap_(!cluster.device.isCpu()), record_(record),
+        fusedAttention_(fusedAttention) {}
 
   StatusOr<ProgramTime> run() {
     DTCC_RETURN_IF_ERROR(buildStreams());
@@ -431,8 +439,15 @@ private:
     for (const Function &f : program_.functions())
       byName[f.name()] = &f;
     auto append = [](SimRank &r, const Function &f) {
-      for (const Instruction &inst : f.instructions())
+      // Backward: after the loss's gradient (a pipeline stage without the
+      // loss counts as forward; only fused attention pricing reads it).
+      bool backward = false;
+      for (const Instruction &inst : f.instructions()) {
+        if (inst.kernel() == "cross_entropy_grad")
+          backward = true;
         r.stream.push_back(&inst);
+        r.backward.push_back(backward);
+      }
     };
     if (byName.count("train_step_pp0")) {
       for (int64_t s = 0;; ++s) {
@@ -498,6 +513,25 @@ private:
     }
     double flops = 0;
     double seconds = instructionSeconds(program_, inst, cluster_.device, &flops);
+    if (fusedAttention_ && isAttentionCoreNode(inst.location())) {
+      // One fused causal kernel (see simulateProgram): the core matmuls'
+      // FLOPs at the attention efficiency, the rest inside the kernel.
+      const DeviceSpec &d = cluster_.device;
+      DType compute = DType::kBf16;
+      if (!inst.outputs().empty()) {
+        auto dt = static_cast<runtime::DType>(
+            program_.buffers(inst.outputs(0)).dtype());
+        compute = dt == runtime::DType::kF32   ? DType::kFp32
+                  : dt == runtime::DType::kF16 ? DType::kFp16
+                                               : DType::kBf16;
+      }
+      seconds = kernel == "matmul"
+                    ? flops / 2 * (r.backward[r.pc] ? 1.25 : 1.0) /
+                          (d.peakFlops(compute) * d.attentionEfficiency.value)
+                    : 0;
+      if (kernel == "matmul")
+        seconds += d.kernelOverhead.value;
+    }
     trace(r, 0, kernel, inst.location(), "compute", r.tc, seconds);
     r.tc += seconds;
     r.time.compute += seconds;
@@ -509,6 +543,11 @@ private:
     k.seconds += seconds;
     k.flops += flops;
     r.flops += flops;
+    InstructionTime &it = r.insts[{kernel, inst.location()}];
+    it.kernel = kernel;
+    it.node = inst.location();
+    ++it.calls;
+    it.seconds += seconds;
     ++r.pc;
     return true;
   }
@@ -556,6 +595,14 @@ private:
     item.payloadBytes = std::max(item.payloadBytes, double(op->bytes));
     item.time += op->duration;
     op->item = &item;
+    InstructionTime &it = r.insts[{kernel, inst.location()}];
+    it.kernel = kernel;
+    it.node = inst.location();
+    it.collective = true;
+    ++it.calls;
+    it.seconds += op->duration;
+    it.bytes += double(op->bytes);
+    op->instruction = &it;
     CommOp *raw = op.get();
     r.queue.push_back(raw);
     ops_.push_back(std::move(op));
@@ -577,6 +624,7 @@ private:
     double comm = ranks_.size() == 1 ? waited : std::min(waited, op.duration);
     r.time.comm += comm;
     op.item->exposed += comm;
+    op.instruction->exposed += comm;
   }
 
   /// Starts what the communication threads can start; true if any did.
@@ -732,6 +780,12 @@ private:
                 return a.time > b.time;
               });
     out.flops = r.flops;
+    for (auto &[key, inst] : r.insts)
+      out.instructions.push_back(inst);
+    std::sort(out.instructions.begin(), out.instructions.end(),
+              [](const InstructionTime &a, const InstructionTime &b) {
+                return a.seconds > b.seconds;
+              });
     if (record_) {
       // One representative rank per stage: coordinate 0 on every axis but
       // pp, whose ranks are row-major over the mesh.
@@ -759,6 +813,7 @@ private:
   const ClusterSpec &cluster_;
   const bool overlap_;
   const bool record_;
+  const bool fusedAttention_;
   Timeline timeline_;
   std::vector<SimRank> ranks_;
   std::vector<std::unique_ptr<CommOp>> ops_;
@@ -771,9 +826,142 @@ private:
 
 StatusOr<ProgramTime> simulateProgram(const Program &program,
                                       const ClusterSpec &cluster,
-                                      bool recordTimeline) {
-  Simulator sim(program, cluster, recordTimeline);
+                                      bool recordTimeline,
+                                      bool fusedAttention) {
+  Simulator sim(program, cluster, recordTimeline, fusedAttention);
   return sim.run();
+}
+
+bool isAttentionCoreNode(const std::string &node) {
+  if (node.find("/attn/") == std::string::npos)
+    return false;
+  for (const char *suffix : {"/MatMul_scores", "/Div_scale",
+                             "/Add_causal_mask", "/Softmax_probs",
+                             "/MatMul_context"}) {
+    size_t n = std::char_traits<char>::length(suffix);
+    if (node.size() >= n && node.compare(node.size() - n, n, suffix) == 0)
+      return true;
+  }
+  return false;
+}
+
+namespace {
+
+/// `out` (b's entries) with each entry set by `set(entry, a's, b's)`,
+/// entries matched by `key`; one side's missing entry is a default T.
+template <typename T, typename Key, typename Set>
+void mergeByKey(std::vector<T> &out, const std::vector<T> &a, Key key,
+                Set set) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < out.size(); ++i)
+    index[key(out[i])] = i;
+  std::set<std::string> inA;
+  std::vector<T> onlyA;
+  for (const T &x : a) {
+    inA.insert(key(x));
+    auto it = index.find(key(x));
+    if (it == index.end()) {
+      T o = x;
+      set(o, x, T());
+      onlyA.push_back(o);
+    } else {
+      T y = out[it->second];
+      set(out[it->second], x, y);
+    }
+  }
+  for (T &o : out)
+    if (!inA.count(key(o))) {
+      T y = o;
+      set(o, T(), y);
+    }
+  out.insert(out.end(), onlyA.begin(), onlyA.end());
+}
+
+} // namespace
+
+ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
+                                   double factor) {
+  auto lerp = [factor](double x, double y) { return x + factor * (y - x); };
+  ProgramTime out = b;
+  out.stepTime = lerp(a.stepTime, b.stepTime);
+  out.flops = lerp(a.flops, b.flops);
+  for (ProgramStageTime &s : out.stages) {
+    auto it = std::find_if(a.stages.begin(), a.stages.end(),
+                           [&](const ProgramStageTime &x) {
+                             return x.stage == s.stage;
+                           });
+    ProgramStageTime zero;
+    const ProgramStageTime &from = it == a.stages.end() ? zero : *it;
+    s.end = lerp(from.end, s.end);
+    s.compute = lerp(from.compute, s.compute);
+    s.optimizer = lerp(from.optimizer, s.optimizer);
+    s.comm = lerp(from.comm, s.comm);
+    s.idle = std::max(0.0, s.end - s.compute - s.comm);
+  }
+  mergeByKey(
+      out.kernels, a.kernels, [](const KernelTime &k) { return k.kernel; },
+      [&](KernelTime &o, const KernelTime &x, const KernelTime &y) {
+        o.calls = int64_t(std::llround(lerp(double(x.calls), double(y.calls))));
+        o.seconds = lerp(x.seconds, y.seconds);
+        o.flops = lerp(x.flops, y.flops);
+      });
+  mergeByKey(
+      out.comm, a.comm,
+      [](const CommItem &c) {
+        return std::string(c.group) + "/" + collectiveName(c.kind);
+      },
+      [&](CommItem &o, const CommItem &x, const CommItem &y) {
+        o.count = lerp(x.count, y.count);
+        o.busBytes = lerp(x.busBytes, y.busBytes);
+        o.time = lerp(x.time, y.time);
+        o.exposed = lerp(x.exposed, y.exposed);
+      });
+  mergeByKey(
+      out.instructions, a.instructions,
+      [](const InstructionTime &i) { return i.kernel + "@" + i.node; },
+      [&](InstructionTime &o, const InstructionTime &x,
+          const InstructionTime &y) {
+        o.calls = int64_t(std::llround(lerp(double(x.calls), double(y.calls))));
+        o.seconds = lerp(x.seconds, y.seconds);
+        o.exposed = lerp(x.exposed, y.exposed);
+        o.bytes = lerp(x.bytes, y.bytes);
+      });
+  auto drop = [](auto &list, auto empty) {
+    list.erase(std::remove_if(list.begin(), list.end(), empty), list.end());
+  };
+  drop(out.kernels, [](const KernelTime &k) { return k.seconds <= 0; });
+  drop(out.instructions,
+       [](const InstructionTime &i) { return i.seconds <= 0; });
+  std::sort(out.kernels.begin(), out.kernels.end(),
+            [](const KernelTime &x, const KernelTime &y) {
+              return x.seconds > y.seconds;
+            });
+  std::sort(out.comm.begin(), out.comm.end(),
+            [](const CommItem &x, const CommItem &y) { return x.time > y.time; });
+  std::sort(out.instructions.begin(), out.instructions.end(),
+            [](const InstructionTime &x, const InstructionTime &y) {
+              return x.seconds > y.seconds;
+            });
+  out.timeline = Timeline();
+  return out;
+}
+
+ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
+                                       const ProgramMemory &b, double factor) {
+  auto lerp = [factor](int64_t x, int64_t y) {
+    return int64_t(std::llround(double(x) + factor * double(y - x)));
+  };
+  ProgramMemory out = b;
+  for (auto field :
+       {&ProgramMemory::total, &ProgramMemory::workspace, &ProgramMemory::state,
+        &ProgramMemory::constants, &ProgramMemory::scratch,
+        &ProgramMemory::stage, &ProgramMemory::parameters,
+        &ProgramMemory::optimizerState, &ProgramMemory::gradientAccumulators,
+        &ProgramMemory::otherState, &ProgramMemory::stateAlignment,
+        &ProgramMemory::activations, &ProgramMemory::gradients,
+        &ProgramMemory::commBuffers, &ProgramMemory::fragmentation})
+    out.*field = std::max<int64_t>(0, lerp(a.*field, b.*field));
+  return out;
 }
 
 //===----------------------------------------------------------------------===//

@@ -45,6 +45,21 @@ struct KernelTime {
   double flops = 0; ///< multiply-adds x 2 (matmuls, convolutions), else 0
 };
 
+/// One instruction of the critical stage over a step: a kernel or a
+/// collective at one ONNX node, its calls summed (each micro-batch runs it
+/// again). For `dtcc plan --explain-cost`.
+struct InstructionTime {
+  std::string kernel;
+  std::string node; ///< the instruction's location: its ONNX node
+  bool collective = false;
+  int64_t calls = 0;
+  /// Priced time: the kernel's, or the collective's on its link.
+  double seconds = 0;
+  /// Of a collective: the part its stage's compute thread waited for.
+  double exposed = 0;
+  double bytes = 0; ///< a collective's tensor, summed over calls
+};
+
 /// One pipeline stage's step (the only one without pipeline parallelism).
 struct ProgramStageTime {
   int64_t stage = 0;
@@ -70,6 +85,8 @@ struct ProgramTime {
   /// waited for (`exposed`).
   std::vector<CommItem> comm;
   double flops = 0; ///< matmul and convolution FLOPs of the critical stage per step
+  /// Of the critical stage, by (kernel, ONNX node), most time first.
+  std::vector<InstructionTime> instructions;
   /// With `recordTimeline`: every kernel and communication of one
   /// representative rank per stage (streams as TimeModel's timeline:
   /// compute, tp, pp, dp), for a Chrome trace.
@@ -84,9 +101,33 @@ struct ProgramTime {
 /// ranks a collective's work takes the core from computation. Errors: a
 /// program that names an unknown mesh axis, or whose stages never meet
 /// (a send without its recv).
+///
+/// With `fusedAttention`, the attention core of the zoo's transformer
+/// graphs (the instructions of ONNX nodes `*/attn/MatMul_scores`,
+/// `Div_scale`, `Add_causal_mask`, `Softmax_probs`, `MatMul_context`, and
+/// their gradients) is priced as a fused causal kernel (FlashAttention) at
+/// the device's attentionEfficiency: the core matmuls' FLOPs halved (the
+/// masked blocks are skipped), the backward ones x 5/4 (the backward
+/// recomputes the scores: 5 matmuls for the unfused 4), the elementwise
+/// instructions free (they run in the kernel's on-chip memory). This is
+/// what a run with a fused kernel executes; dtcc's CUDA backend does not
+/// fuse attention yet, so dtcc's own programs are priced without it.
 StatusOr<ProgramTime> simulateProgram(const runtime::format::Program &program,
                                       const ClusterSpec &cluster,
-                                      bool recordTimeline = false);
+                                      bool recordTimeline = false,
+                                      bool fusedAttention = false);
+
+/// Whether `node` (an instruction's location) is in the attention core of
+/// the zoo's graphs (see simulateProgram).
+bool isAttentionCoreNode(const std::string &node);
+
+/// `a` + `factor` x (`b` - `a`), field by field (kernels, collectives and
+/// instructions matched by name; what only one has counts as 0 in the
+/// other): the step of a model with more identical layers, from the
+/// simulated steps of two compiled with fewer (docs/planner.md, "Layers
+/// compiled once"). The critical stage, timeline and stage list are `b`'s.
+ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
+                                   double factor);
 
 /// The cost in seconds of one compute instruction of `program` on
 /// `cluster`'s device: matmuls at the peak of their dtype times the
@@ -143,6 +184,11 @@ struct ProgramMemory {
 /// tensors.
 ProgramMemory programMemory(const runtime::format::Program &program,
                             int maxTensors = 12);
+
+/// `a` + `factor` x (`b` - `a`) for every byte count (the largest tensors
+/// and the peak's place are `b`'s), as extrapolateProgramTime.
+ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
+                                       const ProgramMemory &b, double factor);
 
 /// `plan` priced from its compiled program, in the report's terms. Memory:
 /// parameters, optimizer state (with step counters) and gradients (the

@@ -220,6 +220,9 @@ std::string formatReport(const PlanReport &r) {
   os << "  global batch " << r.globalBatch << " sequences = "
      << formatCount(double(r.globalBatch) * double(m.seq))
      << " tokens per step\n";
+  os << "  priced by: " << r.pricedBy
+     << (r.pricedByReason.empty() ? "" : " (" + r.pricedByReason + ")")
+     << "\n";
   for (const std::string &note : r.notes)
     os << "  note: " << note << "\n";
   if (r.search && !r.search->note.empty())
@@ -422,6 +425,8 @@ Json reportToJson(const PlanReport &r) {
   j.set("schemaVersion", kReportSchemaVersion);
   j.set("model", modelToJson(r.model));
   j.set("modelSource", r.modelSource);
+  j.set("pricedBy", r.pricedBy);
+  j.set("pricedByReason", r.pricedByReason);
   Json cluster = Json::object();
   cluster.set("name", r.cluster.name);
   cluster.set("device", r.cluster.device.name);

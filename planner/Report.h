@@ -52,6 +52,11 @@ struct PlanReport {
   std::string modelSource;
   /// Caveats for the reader (a model known only by its parameter count).
   std::vector<std::string> notes;
+  /// Which model priced the chosen plan: "compiled program" (its program
+  /// simulated instruction by instruction) or "analytic" (the transformer
+  /// formula of TimeModel/MemoryModel), with why in `pricedByReason`.
+  std::string pricedBy = "analytic";
+  std::string pricedByReason;
 };
 
 /// The report for people: plan, memory against capacity, time, throughput,

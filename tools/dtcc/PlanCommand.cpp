@@ -137,8 +137,8 @@ cl::opt<std::string> pipelineSchedule(
     cl::value_desc("1f1b|gpipe"), cl::sub(planCommand), cl::cat(planCategory));
 cl::opt<bool> analytic(
     "analytic",
-    cl::desc("CPU clusters: the transformer formula model instead of "
-             "compiling (as for GPU clusters)"),
+    cl::desc("Price with the transformer formula model instead of "
+             "compiling the plan and pricing its program"),
     cl::sub(planCommand), cl::cat(planCategory));
 cl::opt<bool> noOffload("no-offload",
                         cl::desc("Do not consider host offload"),
@@ -152,6 +152,11 @@ cl::opt<bool> compiled(
     "compiled",
     cl::desc("Also compile the model with the plan and report each category "
              "of its static memory plan (rank 0) beside the memory model"),
+    cl::sub(planCommand), cl::cat(outputCategory));
+cl::opt<bool> explainCost(
+    "explain-cost",
+    cl::desc("List the chosen plan's ten most expensive instructions and "
+             "collectives with their priced time and ONNX node"),
     cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<bool> json("json", cl::desc("The report as JSON (docs/planner.md)"),
                    cl::sub(planCommand), cl::cat(outputCategory));
@@ -228,6 +233,7 @@ StatusOr<PlanRequest> request() {
   r.offload = !noOffload;
   r.alternatives = alternatives;
   r.compiled = compiled;
+  r.explainCost = explainCost;
   r.json = json;
   r.tracePath = tracePath;
   r.planOut = planOut;

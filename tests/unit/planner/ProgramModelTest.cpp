@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace dtcc::planner {
@@ -537,6 +538,119 @@ TEST(ProgramModel, CudaProgramsCountConvolutionAndResizeScratch) {
   // The CPU backend reserves none of it.
   (*b.p.mutable_metadata())["dtcc.target"] = "cpu";
   EXPECT_EQ(programMemory(b.p).scratch, 0);
+}
+
+
+/// A train_step of `layers` identical layers (a matmul and a gelu each,
+/// named as the zoo names its nodes), an embedding-like copy before them
+/// and a head matmul after.
+Program layeredProgram(int layers) {
+  Builder b;
+  Function *f = b.function("train_step");
+  int x = b.buffer({64, 128});
+  int y = b.buffer({64, 128});
+  b.kernel(f, "copy", {x}, {y}, "embed/Gather_tok");
+  for (int l = 0; l < layers; ++l) {
+    std::string p = "layers." + std::to_string(l);
+    int w = b.buffer({128, 128}, runtime::format::ARENA_STATE);
+    int h = b.buffer({64, 128}), g = b.buffer({64, 128});
+    b.kernel(f, "matmul", {y, w}, {h}, p + "/mlp/MatMul_fc1");
+    b.kernel(f, "gelu", {h}, {g}, p + "/mlp/Gelu");
+    y = g;
+  }
+  int head = b.buffer({128, 512}, runtime::format::ARENA_STATE);
+  int logits = b.buffer({64, 512});
+  b.kernel(f, "matmul", {y, head}, {logits}, "head/MatMul_logits");
+  return b.p;
+}
+
+TEST(ProgramModel, LayersCompiledOnceExtrapolateToTheWholeModel) {
+  // The step of 7 layers from those of 2 and 3 (T(2) + 5 (T(3) - T(2)),
+  // what dtcc plan does on GPU clusters), against 7 layers simulated.
+  ClusterSpec c = roundCluster("gpu");
+  auto t2 = simulateProgram(layeredProgram(2), c);
+  auto t3 = simulateProgram(layeredProgram(3), c);
+  auto t7 = simulateProgram(layeredProgram(7), c);
+  ASSERT_TRUE(t2.isOk() && t3.isOk() && t7.isOk());
+  ProgramTime x = extrapolateProgramTime(t2.value(), t3.value(), 5);
+  EXPECT_NEAR(x.stepTime, t7.value().stepTime, 1e-12);
+  EXPECT_NEAR(x.flops, t7.value().flops, 1e-3);
+  ASSERT_EQ(x.kernels.size(), t7.value().kernels.size());
+  for (const KernelTime &k : t7.value().kernels) {
+    auto it = std::find_if(x.kernels.begin(), x.kernels.end(),
+                           [&](const KernelTime &y) { return y.kernel == k.kernel; });
+    ASSERT_NE(it, x.kernels.end()) << k.kernel;
+    EXPECT_EQ(it->calls, k.calls) << k.kernel;
+    EXPECT_NEAR(it->seconds, k.seconds, 1e-12) << k.kernel;
+  }
+  // Instructions by ONNX node: every layer's sum is the 7-layer program's
+  // (layers.2 of the 3-layer program stands for layers 2..6).
+  double layerSeconds = 0, wholeSeconds = 0;
+  int64_t layerCalls = 0;
+  for (const InstructionTime &i : x.instructions)
+    if (i.node.rfind("layers.", 0) == 0 && i.kernel == "matmul") {
+      layerSeconds += i.seconds;
+      layerCalls += i.calls;
+    }
+  for (const InstructionTime &i : t7.value().instructions)
+    if (i.node.rfind("layers.", 0) == 0 && i.kernel == "matmul")
+      wholeSeconds += i.seconds;
+  EXPECT_EQ(layerCalls, 7);
+  EXPECT_NEAR(layerSeconds, wholeSeconds, 1e-12);
+  // The instructions account for the whole compute of the step.
+  double sum = 0;
+  for (const InstructionTime &i : t7.value().instructions)
+    sum += i.seconds;
+  EXPECT_NEAR(sum, t7.value().stages[0].compute, 1e-12);
+
+  ProgramMemory m2 = programMemory(layeredProgram(2));
+  ProgramMemory m3 = programMemory(layeredProgram(3));
+  ProgramMemory m7 = programMemory(layeredProgram(7));
+  ProgramMemory mx = extrapolateProgramMemory(m2, m3, 5);
+  EXPECT_EQ(mx.total, m7.total);
+  EXPECT_EQ(mx.workspace, m7.workspace);
+  EXPECT_EQ(mx.state, m7.state);
+}
+
+TEST(ProgramModel, FusedAttentionPricesTheCoreAsOneKernel) {
+  // scores = q k^T, probs = softmax(scores), ctx = probs v; the loss's
+  // gradient; then the backward of the scores' matmul.
+  Builder b;
+  Function *f = b.function("train_step");
+  int q = b.buffer({8, 256, 64}), k = b.buffer({8, 64, 256});
+  int s = b.buffer({8, 256, 256}), p = b.buffer({8, 256, 256});
+  int v = b.buffer({8, 256, 64}), ctx = b.buffer({8, 256, 64});
+  int dq = b.buffer({8, 256, 64});
+  int l = b.buffer({4}), dl = b.buffer({4});
+  b.kernel(f, "matmul", {q, k}, {s}, "layers.0/attn/MatMul_scores");
+  b.kernel(f, "softmax", {s}, {p}, "layers.0/attn/Softmax_probs");
+  b.kernel(f, "matmul", {p, v}, {ctx}, "layers.0/attn/MatMul_context");
+  b.kernel(f, "cross_entropy_grad", {l}, {dl}, "loss/CrossEntropy");
+  b.kernel(f, "matmul", {s, v}, {dq}, "layers.0/attn/MatMul_scores");
+  ClusterSpec c = roundCluster("gpu");
+  c.device.attentionEfficiency.value = 0.25;
+  double flopsScores = 2.0 * 8 * 256 * 64 * 256;
+  double flopsContext = 2.0 * 8 * 256 * 256 * 64;
+  double flopsBackward = 2.0 * 8 * 256 * 256 * 64;
+  double attention = 0.25e12, overhead = 1e-6;
+  double lossSeconds = instructionSeconds(b.p, f->instructions(3), c.device);
+  auto fused = simulateProgram(b.p, c, false, /*fusedAttention=*/true);
+  ASSERT_TRUE(fused.isOk());
+  // Causal blocks skipped (half the FLOPs), the backward x 5/4, the
+  // softmax inside the kernel; the loss's gradient as before.
+  double expected = (flopsScores / 2 + flopsContext / 2 +
+                     flopsBackward / 2 * 1.25) / attention +
+                    3 * overhead + lossSeconds;
+  EXPECT_NEAR(fused.value().stepTime, expected, 1e-12);
+  auto unfused = simulateProgram(b.p, c);
+  ASSERT_TRUE(unfused.isOk());
+  double plain = 0;
+  for (int i = 0; i < f->instructions_size(); ++i)
+    plain += instructionSeconds(b.p, f->instructions(i), c.device);
+  EXPECT_NEAR(unfused.value().stepTime, plain, 1e-12);
+  EXPECT_TRUE(isAttentionCoreNode("layers.3/attn/Softmax_probs"));
+  EXPECT_FALSE(isAttentionCoreNode("layers.3/attn/MatMul_qkv"));
+  EXPECT_FALSE(isAttentionCoreNode("layers.3/mlp/MatMul_scores"));
 }
 
 } // namespace
