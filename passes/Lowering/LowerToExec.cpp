@@ -71,7 +71,8 @@ bool isOffloadable(Operation *op) {
 
 /// Whether the plan offloads the optimizer step to the host.
 bool offloadsOptimizer(ModuleOp module) {
-  return module->hasAttr("dtcc.tmp_offload") || getenv("DTCC_TMP_OFFLOAD"); // TMP until the plan schema lands
+  shard::PlanAttr plan = shard::getPlan(module);
+  return plan && plan.getOffload() == shard::Offload::Optimizer;
 }
 
 /// Bytes per element as stored by the runtime (i1 takes a byte).
