@@ -948,6 +948,7 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
     return chosen.status();
   choice.mesh = chosen.value().mesh;
   choice.zero = chosen.value().zero;
+  choice.offload = chosen.value().offload == Offload::kOptimizer;
   choice.summary = "plan auto: " + chosen.value().summary + " on " + cluster.name;
   return choice;
 }
@@ -1010,6 +1011,8 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
                              "describes");
     options.train.plan.mesh = choice.value().mesh;
     options.train.plan.zero = choice.value().zero;
+    if (choice.value().offload)
+      options.train.plan.offload = "optimizer";
     out.messages = choice.value().summary + "\n";
     out.chosen = true;
     return out;

@@ -99,6 +99,8 @@ struct CompilePlanChoice {
   bool compileCandidates = false;
   runtime::MeshShape mesh;
   int zero = 0;
+  /// The optimizer step on the host (--offload optimizer).
+  bool offload = false;
   /// One line for stderr ("plan auto: ... on dgx-h100").
   std::string summary;
 };

@@ -55,8 +55,9 @@ std::optional<std::string> compilerPlanProblem(const Plan &plan,
     return strCat("pp=", plan.pp,
                   ": --plan auto does not choose pipeline stages yet (the "
                   "compiler builds them: give --mesh ...,pp=N --micro-batches M)");
-  if (plan.offload != Offload::kNone)
-    return std::string("the compiler does not implement offload");
+  if (plan.offload == Offload::kOptimizerAndParams)
+    return std::string("the compiler does not offload parameters (only the "
+                       "optimizer: --offload optimizer)");
   if (plan.sequenceParallel)
     return std::string("the compiler does not implement sequence parallelism");
   if (o.batch % plan.dp != 0)
@@ -85,10 +86,17 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
   for (int64_t tp = 1; tp <= devices; ++tp) {
     if (devices % tp != 0)
       continue;
-    for (int zero = 0; zero <= 3; ++zero) {
+    // Each ZeRO stage with the optimizer on the device and on the host.
+    for (int i = 0; i < 8; ++i) {
+      const int zero = i / 2;
+      const Offload offload = i % 2 ? Offload::kOptimizer : Offload::kNone;
       if (zero > 0 && devices / tp == 1)
         break;
+      // CPU ranks have no host memory apart from their own.
+      if (offload != Offload::kNone && cluster.device.isCpu())
+        continue;
       Plan plan = compilerPlan(devices / tp, tp, zero, options);
+      plan.offload = offload;
       ++considered;
       std::optional<std::string> problem = planProblem(plan, model, cluster);
       if (!problem)
@@ -120,23 +128,25 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
     std::string why;
     for (const Rejection &r : result.rejected)
       why += strCat("\n  ", r.plan.summary(), ": ", r.reason);
-    return invalidArgument("no dp x tp plan with ZeRO 0-3 on ", devices,
+    return invalidArgument("no dp x tp plan with ZeRO 0-3 (with or without "
+                           "offload) on ", devices,
                            " ranks fits or compiles:", why);
   }
-  // Fastest first; within 0.5% the lower ZeRO stage, then the smaller tp.
+  // Fastest first; within 0.5% no offload, the lower ZeRO stage, then the
+  // smaller tp.
+  auto order = [](const Plan &p) {
+    return std::make_tuple(int(p.offload), p.zeroStage, p.tp);
+  };
   std::sort(fitting.begin(), fitting.end(),
-            [](const Candidate &a, const Candidate &b) {
-              return std::make_tuple(a.time.stepTime, a.plan.zeroStage,
-                                     a.plan.tp) <
-                     std::make_tuple(b.time.stepTime, b.plan.zeroStage,
-                                     b.plan.tp);
+            [&](const Candidate &a, const Candidate &b) {
+              return std::make_tuple(a.time.stepTime, order(a.plan)) <
+                     std::make_tuple(b.time.stepTime, order(b.plan));
             });
   size_t best = 0;
   for (size_t i = 1; i < fitting.size(); ++i) {
     if (fitting[i].time.stepTime > 1.005 * fitting[0].time.stepTime)
       break;
-    const Plan &p = fitting[i].plan, &q = fitting[best].plan;
-    if (std::make_pair(p.zeroStage, p.tp) < std::make_pair(q.zeroStage, q.tp))
+    if (order(fitting[i].plan) < order(fitting[best].plan))
       best = i;
   }
   result.chosen = fitting[best];
@@ -150,15 +160,22 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
     r.slowerFraction = r.stepTime / result.chosen.time.stepTime - 1;
     r.reason = r.slowerFraction > 0.005
                    ? strCat("slower by ", formatPercent(r.slowerFraction))
-                   : std::string("as fast; a lower ZeRO stage or tp won");
+                   : std::string("as fast; no offload, a lower ZeRO stage "
+                                 "or tp won");
     result.rejected.push_back(r);
   }
   result.mesh = meshOf(result.chosen.plan);
   result.zero = result.chosen.plan.zeroStage;
+  result.offload = result.chosen.plan.offload;
   result.summary = strCat(
       result.mesh.empty() ? std::string("one device") : result.mesh.str(),
-      result.zero ? strCat(" ZeRO-", result.zero) : std::string(), ": ",
-      formatSeconds(result.chosen.time.stepTime), " per step predicted, ",
+      result.zero ? strCat(" ZeRO-", result.zero) : std::string(),
+      result.offload != Offload::kNone
+          ? strCat(" offload optimizer (host memory ",
+                   formatBytes(result.chosen.memory.hostTotal()),
+                   " per rank predicted)")
+          : std::string(),
+      ": ", formatSeconds(result.chosen.time.stepTime), " per step predicted, ",
       formatBytes(result.chosen.memory.total()), " per rank (of ", considered,
       " candidates on ", devices, " ranks; the fastest that fits)");
   return result;

@@ -35,6 +35,8 @@ struct CompilerPlan {
   Candidate chosen;
   runtime::MeshShape mesh;
   int zero = 0;
+  /// kOptimizer: the optimizer step on the host (--offload optimizer).
+  Offload offload = Offload::kNone;
   /// Every other candidate with why it lost (slower, out of memory, or
   /// what the compiler or the model does not allow).
   std::vector<Rejection> rejected;
