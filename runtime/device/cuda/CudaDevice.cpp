@@ -86,7 +86,7 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
       cudaEventCreateWithFlags(&d->computeDone_, cudaEventDisableTiming));
   DTCC_CUDA_CHECK(
       cudaEventCreateWithFlags(&d->transfersDone_, cudaEventDisableTiming));
-  d->host_ = createCpuDevice();
+  registerCpuKernels(d->hostRegistry_);
   DTCC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&d->error_),
                              sizeof(DeviceError)));
   // On the compute stream, which the kernels that write it use: a plain

@@ -68,7 +68,7 @@ public:
   /// Waits for the copy stream: the transfers queued so far are done.
   Status waitForTransfers() override;
   /// The CPU device's kernels, which host instructions run.
-  const KernelRegistry &hostKernels() const override { return host_->kernels(); }
+  const KernelRegistry &hostKernels() const override { return hostRegistry_; }
   /// Flushes grouped send/recv, waits for every stream, and reports the
   /// first data-dependent kernel error (DeviceError) with its instruction;
   /// the error slot is read and cleared on the compute stream, in order
@@ -142,7 +142,7 @@ private:
   cudaStream_t copy_ = nullptr;
   cudaEvent_t computeDone_ = nullptr, transfersDone_ = nullptr;
   /// The host's kernels (runtime/device/cpu).
-  std::unique_ptr<Device> host_;
+  KernelRegistry hostRegistry_;
   DeviceError *error_ = nullptr;
   std::vector<std::string> sites_;
   cublasLtHandle_t lt_ = nullptr;
