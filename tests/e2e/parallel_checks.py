@@ -10,7 +10,10 @@ an uninterrupted run, and a rank killed mid-step makes the others exit
 non-zero with a message naming the collective, a PP2 1F1B pipeline
 whose messages exceed MPI's eager limit trains like one device (plan "PP2
 1F1B large"), and so does a 12-stage pipeline of a 12-layer GPT on 12
-ranks (plan "PP12").
+ranks (plan "PP12"). The optimizer offloaded to the host (plans "Offload
+...") reports host memory and the bytes its transfers moved beside the
+compiler's figures, and an offloaded checkpoint resumes on 2 TCP ranks and
+without offload ("Offload checkpoints").
 
 Prints a table: plan, worst loss error, worst parameter error, per-rank
 peak memory (planned) and bytes sent (measured beside `dtcc explain`'s
@@ -79,6 +82,7 @@ PLANS = [
     ("Offload ZeRO-3 DP2", 2, ["--mesh", "dp=2", "--zero", "3", "--offload", "optimizer"], 1),
     ("Offload TP2", 2, ["--mesh", "tp=2", "--offload", "optimizer"], 1),
     ("Offload ZeRO-2 DP2 M=2", 2, ["--mesh", "dp=2", "--zero", "2", "--offload", "optimizer"], 2),
+    ("Offload PP2 1F1B", 2, ["--mesh", "pp=2", "--offload", "optimizer"], 2),
 ]
 HOST_LINE = re.compile(r"(?:rank (\d+): )?host memory ([\d.]+) (\w+) planned .*?transfers "
                        r"([\d.]+) (\w+) to host \(predicted ([\d.]+) (\w+)\), "
