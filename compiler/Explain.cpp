@@ -85,6 +85,59 @@ static bool hasPipelineStages(const Program &program) {
   return false;
 }
 
+/// An offloaded optimizer step (--offload optimizer): which variables live
+/// in the host's memory, and every transfer between it and the device's,
+/// in program order. Empty for a program without host arenas.
+static std::string explainMemorySpaces(const Program &program) {
+  if (program.host_state_bytes() + program.host_workspace_bytes() == 0)
+    return "";
+  std::ostringstream os;
+  int64_t hostVars = 0;
+  std::ostringstream vars;
+  for (const auto &v : program.variables()) {
+    const Buffer &b = program.buffers(v.buffer());
+    if (b.arena() != runtime::format::ARENA_HOST_STATE)
+      continue;
+    ++hostVars;
+    vars << "  " << pad(v.name(), 44) << pad("host", 8)
+         << runtime::formatBytes(bufferBytes(b)) << "\n";
+  }
+  os << "memory spaces (--offload optimizer): the optimizer step runs on the "
+        "host with the CPU kernels\n"
+     << "  device: state " << runtime::formatBytes(program.state_bytes())
+     << ", workspace " << runtime::formatBytes(program.workspace_bytes())
+     << ", constants " << runtime::formatBytes(program.constant_bytes())
+     << "\n  host: state " << runtime::formatBytes(program.host_state_bytes())
+     << " (" << hostVars << " variables), workspace "
+     << runtime::formatBytes(program.host_workspace_bytes())
+     << "\n  every other variable is in device memory\n"
+     << "  " << pad("variable", 44) << pad("space", 8) << "per rank\n"
+     << vars.str();
+  os << "transfers, in program order (gradients to the host once final, "
+        "updated parameters back):\n"
+     << "  " << pad("#", 5) << pad("function", 12) << pad("kind", 16)
+     << pad("tensor", 12) << "ONNX node\n";
+  int i = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> totals;
+  for (const auto &fn : program.functions())
+    for (const auto &inst : fn.instructions()) {
+      if (inst.kernel() != "copy_to_host" && inst.kernel() != "copy_to_device")
+        continue;
+      int64_t bytes = bufferBytes(program.buffers(inst.inputs(0)));
+      os << "  " << pad(std::to_string(++i), 5) << pad(fn.name(), 12)
+         << pad(inst.kernel(), 16) << pad(runtime::formatBytes(bytes), 12)
+         << (inst.location().empty() ? "(no node)" : inst.location()) << "\n";
+      auto &t = totals[fn.name() + " " + inst.kernel()];
+      t.first += 1;
+      t.second += bytes;
+    }
+  for (const auto &[key, t] : totals)
+    os << "  " << pad(key, 30) << pad(std::to_string(t.first) + " x", 8)
+       << runtime::formatBytes(t.second) << " per call\n";
+  os << "\n";
+  return os.str();
+}
+
 std::string explainProgram(const Program &program) {
   std::ostringstream os;
   auto meta = [&](const std::string &key) {
@@ -128,6 +181,8 @@ std::string explainProgram(const Program &program) {
      << " whole tensors (optimizer moments, accumulators, counters); all "
         "state per rank "
      << runtime::formatBytes(stateBytes) << "\n\n";
+
+  os << explainMemorySpaces(program);
 
   std::vector<CollectiveInfo> all = listCollectives(program);
   if (all.empty()) {

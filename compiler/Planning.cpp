@@ -332,6 +332,9 @@ struct CompiledMemory {
   int zero = 0;
   double parameters = 0, optimizerState = 0, gradientState = 0;
   double workspace = 0, constants = 0, state = 0;
+  /// The host's arenas (--offload optimizer): the optimizer state there and
+  /// the host step's workspace (its copies of gradients and parameters).
+  double hostState = 0, hostWorkspace = 0;
   double total() const { return state + workspace + constants; }
 };
 
@@ -365,6 +368,8 @@ StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
   out.parameters = double(m.parameters);
   out.gradientState = double(m.gradientAccumulators);
   out.optimizerState = double(m.optimizerState + m.otherState + m.stateAlignment);
+  out.hostState = double(m.hostState);
+  out.hostWorkspace = double(m.hostWorkspace);
   return out;
 }
 
@@ -409,6 +414,13 @@ std::string formatCompiled(const CompiledMemory &c, const Candidate &chosen,
       modelWorkspace);
   row("constants", c.constants, -1);
   row("total", c.total(), modelTotal);
+  if (c.hostState + c.hostWorkspace > 0) {
+    // The offloaded optimizer: the host's share, beside the model's.
+    row("host: optimizer state", c.hostState, m.hostOptimizerState);
+    row("host: workspace (gradient copies)", c.hostWorkspace,
+        m.hostGradients);
+    row("host total", c.hostState + c.hostWorkspace, m.hostTotal());
+  }
   os << "  (the model's temporaries exclude the runtime reserve of "
      << runtime::formatBytes(int64_t(reserve))
      << ", which is not part of the memory plan; the workspace is reused "
@@ -427,6 +439,8 @@ Json compiledToJson(const CompiledMemory &c, const Candidate &chosen,
   j.set("gradientState", c.gradientState);
   j.set("workspace", c.workspace);
   j.set("constants", c.constants);
+  j.set("hostState", c.hostState);
+  j.set("hostWorkspace", c.hostWorkspace);
   j.set("total", c.total());
   j.set("modelTotalExcludingReserve", chosen.memory.total() - reserve);
   j.set("reserve", reserve);

@@ -9,6 +9,7 @@
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
+#include "runtime/base/DType.h"
 #include "runtime/format/Container.h"
 #include "runtime/format/ProgramMetadata.h"
 
@@ -174,6 +175,8 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
   program.set_workspace_bytes(bytesAttr("dexec.workspace_bytes"));
   program.set_state_bytes(bytesAttr("dexec.state_bytes"));
   program.set_constant_bytes(bytesAttr("dexec.constant_bytes"));
+  program.set_host_workspace_bytes(bytesAttr("dexec.host_workspace_bytes"));
+  program.set_host_state_bytes(bytesAttr("dexec.host_state_bytes"));
   // The training step's facts, from the module's typed attributes
   // (runtime/format/ProgramMetadata.h).
   auto &meta = *program.mutable_metadata();
@@ -235,7 +238,11 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
              << type.getElementType();
     auto *v = program.add_variables();
     v->set_name(var.getSymName().str());
-    v->set_buffer(addBuffer(runtime::format::ARENA_STATE, offset.getInt(),
+    auto arena = var->getAttrOfType<StringAttr>("dexec.arena");
+    v->set_buffer(addBuffer(arena && arena.getValue() == "host_state"
+                                ? runtime::format::ARENA_HOST_STATE
+                                : runtime::format::ARENA_STATE,
+                            offset.getInt(),
                             MemRefType::get(type.getShape(),
                                             type.getElementType()),
                             var.getSymName()));
@@ -263,6 +270,8 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     f->set_name(fn.getSymName().str());
     if (auto ws = fn->getAttrOfType<IntegerAttr>("dexec.workspace_bytes"))
       f->set_workspace_bytes(ws.getInt());
+    if (auto ws = fn->getAttrOfType<IntegerAttr>("dexec.host_workspace_bytes"))
+      f->set_host_workspace_bytes(ws.getInt());
     if (auto stage = fn->getAttrOfType<IntegerAttr>(shard::kStageAttr))
       f->set_stage(stage.getInt());
     llvm::DenseMap<Value, int32_t> ids;
@@ -271,6 +280,9 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
         auto arena = llvm::StringSwitch<runtime::format::Arena>(buffer.getArena())
                          .Case("state", runtime::format::ARENA_STATE)
                          .Case("constant", runtime::format::ARENA_CONSTANT)
+                         .Case("host_workspace",
+                               runtime::format::ARENA_HOST_WORKSPACE)
+                         .Case("host_state", runtime::format::ARENA_HOST_STATE)
                          .Default(runtime::format::ARENA_WORKSPACE);
         if (!dtypeOf(buffer.getType().getElementType()))
           return buffer.emitOpError("has an element type the runtime lacks: ")
@@ -302,6 +314,7 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
       } else if (auto kernel = dyn_cast<exec::KernelOp>(op)) {
         auto *inst = f->add_instructions();
         inst->set_kernel(kernel.getKernel().str());
+        inst->set_host(kernel.getHost());
         for (Value v : kernel.getIns())
           inst->add_inputs(ids.lookup(v));
         for (Value v : kernel.getOuts())
@@ -329,6 +342,26 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     sent[c.function] += c.sentBytes;
   for (const auto &[fn, bytes] : sent)
     (*program.mutable_metadata())[runtime::metadata::kBytesSentPrefix + fn] = std::to_string(bytes);
+  // And what its transfers move between the device and the host.
+  for (const auto &f : program.functions()) {
+    int64_t toHost = 0, toDevice = 0;
+    for (const auto &inst : f.instructions()) {
+      bool in = inst.kernel() == exec::kCopyToHostKernel;
+      if ((!in && inst.kernel() != exec::kCopyToDeviceKernel) ||
+          inst.inputs_size() != 1)
+        continue;
+      const auto &b = program.buffers(inst.inputs(0));
+      int64_t bytes = runtime::dtypeSize(runtime::DType(b.dtype()));
+      for (int64_t d : b.shape())
+        bytes *= d;
+      (in ? toHost : toDevice) += bytes;
+    }
+    if (toHost + toDevice == 0)
+      continue;
+    auto &meta = *program.mutable_metadata();
+    meta[runtime::metadata::kBytesToHostPrefix + f.name()] = std::to_string(toHost);
+    meta[runtime::metadata::kBytesToDevicePrefix + f.name()] = std::to_string(toDevice);
+  }
   return out;
 }
 

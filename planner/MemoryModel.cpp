@@ -81,11 +81,16 @@ MemoryBreakdown MemoryModel::modelState(double params,
   m.optimizerState =
       params * policy.optimizerBytes() / (zeroStage >= 1 ? n : 1.0);
   if (offload != Offload::kNone) {
-    // ZeRO-Offload: the gradient shard and the optimizer state live on the
-    // host, where the optimizer step runs.
+    // ZeRO-Offload: the optimizer state lives on the host, where the
+    // optimizer step runs on copies of the gradient shard. dtcc's compiled
+    // step (--offload optimizer) keeps the device's gradients until the
+    // step (the global norm is computed there); parameter offload would
+    // not.
     m.hostGradients = m.gradients;
     m.hostOptimizerState = m.optimizerState;
-    m.gradients = m.optimizerState = 0;
+    m.optimizerState = 0;
+    if (offload == Offload::kOptimizerAndParams)
+      m.gradients = 0;
   }
   if (offload == Offload::kOptimizerAndParams) {
     m.hostParameters = m.parameters;

@@ -192,9 +192,6 @@ std::optional<std::string> planProblem(const Plan &plan,
     return strCat("virtual stages (v=", plan.virtualStages,
                   ") need the interleaved schedule");
   }
-  if (plan.offload == Offload::kOptimizer && plan.zeroStage < 2)
-    return strCat("optimizer offload builds on ZeRO-2 or 3, got ZeRO-",
-                  plan.zeroStage);
   if (plan.offload == Offload::kOptimizerAndParams && plan.zeroStage != 3)
     return strCat("parameter offload builds on ZeRO-3, got ZeRO-",
                   plan.zeroStage);

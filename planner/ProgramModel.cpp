@@ -1027,6 +1027,17 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
     }
   }
   m.total = m.workspace + m.state + m.constants + m.scratch;
+  m.hostState = program.host_state_bytes();
+  m.hostWorkspace = program.host_workspace_bytes();
+  for (const Function &fn : program.functions())
+    for (const Instruction &inst : fn.instructions()) {
+      bool toHost = inst.kernel() == "copy_to_host";
+      if ((!toHost && inst.kernel() != "copy_to_device") ||
+          inst.inputs_size() != 1)
+        continue;
+      (toHost ? m.bytesToHost : m.bytesToDevice) +=
+          bufferBytes(program.buffers(inst.inputs(0)));
+    }
 
   // The state arena: the fullest stage's variables.
   std::set<int64_t> stages = {-1};
@@ -1042,6 +1053,10 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
     std::vector<TensorBytes> tensors;
     for (const auto &v : program.variables()) {
       if (v.has_stage() && v.stage() != s)
+        continue;
+      // The host's state (an offloaded optimizer's) is not the device's.
+      if (program.buffers(v.buffer()).arena() ==
+          runtime::format::ARENA_HOST_STATE)
         continue;
       int64_t bytes = bufferBytes(program.buffers(v.buffer()));
       std::string kind = variableKind(v);
@@ -1186,6 +1201,8 @@ Candidate candidateFromProgram(const Plan &plan, const ProgramMemory &memory,
   m.temporaries = cluster.device.reservedBytes.value +
                   double(memory.constants + memory.fragmentation +
                          memory.stateAlignment + memory.scratch);
+  m.hostOptimizerState = double(memory.hostState);
+  m.hostGradients = double(memory.hostWorkspace);
   double capacity = cluster.device.memoryBytes.value;
   if (m.total() > capacity) {
     c.fits = false;

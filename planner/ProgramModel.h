@@ -165,6 +165,12 @@ struct ProgramMemory {
   int64_t stage = 0;
   int64_t parameters = 0, optimizerState = 0, gradientAccumulators = 0,
           otherState = 0, stateAlignment = 0;
+  /// The host's arenas of an offloaded optimizer step (--offload optimizer),
+  /// not part of `total`: the optimizer state there (host state) and the
+  /// step's copies of gradients and parameters (host workspace); and the
+  /// bytes the transfers move per step, to the host and back.
+  int64_t hostState = 0, hostWorkspace = 0;
+  int64_t bytesToHost = 0, bytesToDevice = 0;
   /// The workspace at its fullest point: which function, instruction and
   /// ONNX node, and the bytes the live tensors there cover, by kind.
   std::string peakFunction;

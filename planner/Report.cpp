@@ -531,6 +531,14 @@ std::string formatProgramCost(const ProgramMemory &m, const ProgramTime *time,
   row("total", double(m.total) + reserve, true);
   mt.add({"capacity", formatBytes(capacity), ""});
   os << mt.render("  ");
+  if (m.hostState + m.hostWorkspace > 0)
+    os << "  host memory (--offload optimizer): "
+       << formatBytes(double(m.hostState + m.hostWorkspace))
+       << " = optimizer state " << formatBytes(double(m.hostState))
+       << " + the step's workspace " << formatBytes(double(m.hostWorkspace))
+       << "; transfers per step " << formatBytes(double(m.bytesToHost))
+       << " to host, " << formatBytes(double(m.bytesToDevice))
+       << " to device\n";
   if (m.peakInstruction >= 0)
     os << "  the workspace is fullest at instruction " << m.peakInstruction
        << " of " << m.peakFunction << " (ONNX node "
@@ -597,6 +605,10 @@ Json programCostToJson(const ProgramMemory &m, const ProgramTime *time) {
   memory.set("gradients", m.gradients);
   memory.set("commBuffers", m.commBuffers);
   memory.set("fragmentation", m.fragmentation);
+  memory.set("hostState", m.hostState);
+  memory.set("hostWorkspace", m.hostWorkspace);
+  memory.set("bytesToHost", m.bytesToHost);
+  memory.set("bytesToDevice", m.bytesToDevice);
   Json largest = Json::array();
   for (const TensorBytes &t : m.largest) {
     Json j = Json::object();

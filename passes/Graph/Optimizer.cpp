@@ -178,6 +178,16 @@ void OptimizerPass::runOnOperation() {
   // its own in the step); without a plan, none.
   dtcc::shard::PlanAttr plan = dtcc::shard::getPlan(module);
   const int64_t microBatches = plan ? plan.getAccumulationSteps() : 1;
+  // Offloading moves the optimizer's state to the host (dtcc-lower-to-exec
+  // places it and the updates there): an optimizer without state has none.
+  if (plan && plan.getOffload() == dtcc::shard::Offload::Optimizer &&
+      optimizer == "sgd" && momentum == 0.0) {
+    module.emitError("optimizer offload moves the optimizer's state (Adam's "
+                     "moments, SGD's momentum) to the host, but SGD without "
+                     "momentum has none: train with adamw or --momentum > 0, "
+                     "or without --offload");
+    return signalPassFailure();
+  }
 
   if (train.isExternal() || train.getNumResults() < 1) {
     train.emitOpError("expected a body and the loss as its first result");

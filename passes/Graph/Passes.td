@@ -207,6 +207,10 @@ def Optimizer : Pass<"dtcc-graph-optimizer", "mlir::ModuleOp"> {
     accumulators and returns `lr` and `grad_norm` (see docs/training-abi.md).
     `export-gradients` keeps the gradients among `@train_step`'s results.
 
+    With the plan's `offload = optimizer`, dtcc-lower-to-exec places the
+    updates and their state in host memory; an optimizer without state
+    (SGD with momentum 0) is an error here.
+
     Postcondition: the module carries `dtcc.train` and `dtcc.optimizer`
     attributes, which become the program's metadata (with the plan's
     accumulation steps as `dtcc.micro_batches`).

@@ -2,7 +2,10 @@
 //
 // Assigns every tensor value a view of a storage (workspace, state or
 // constant), plans the workspace offsets from value lifetimes, and rewrites
-// each function into dexec buffers, kernel calls and I/O bindings.
+// each function into dexec buffers, kernel calls and I/O bindings. With the
+// plan's `offload = optimizer`, the optimizer updates and their state live
+// in the host's memory space, with its own arenas, memory plan and the
+// transfers between the two.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +24,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <array>
 
@@ -34,7 +38,7 @@ using namespace dtcc;
 
 namespace {
 
-enum class ArenaKind { Workspace, State, Constant };
+enum class ArenaKind { Workspace, State, Constant, HostWorkspace, HostState };
 
 StringRef arenaName(ArenaKind kind) {
   switch (kind) {
@@ -44,8 +48,31 @@ StringRef arenaName(ArenaKind kind) {
     return "state";
   case ArenaKind::Constant:
     return "constant";
+  case ArenaKind::HostWorkspace:
+    return "host_workspace";
+  case ArenaKind::HostState:
+    return "host_state";
   }
   llvm_unreachable("unknown arena");
+}
+
+bool isHost(ArenaKind kind) {
+  return kind == ArenaKind::HostWorkspace || kind == ArenaKind::HostState;
+}
+bool isWorkspace(ArenaKind kind) {
+  return kind == ArenaKind::Workspace || kind == ArenaKind::HostWorkspace;
+}
+
+/// The ops an offloaded optimizer step runs on the host: the parameter
+/// updates, which read and write the optimizer's state.
+bool isOffloadable(Operation *op) {
+  return isa<graph::AdamwOp, graph::SgdOp>(op);
+}
+
+/// Whether the plan offloads the optimizer step to the host.
+bool offloadsOptimizer(ModuleOp module) {
+  shard::PlanAttr plan = shard::getPlan(module);
+  return plan && plan.getOffload() == shard::Offload::Optimizer;
 }
 
 /// Bytes per element as stored by the runtime (i1 takes a byte).
@@ -85,12 +112,20 @@ struct PlannedKernel {
   Location loc;
   /// What it was emitted for, for errors: "'dgraph.matmul'", "a copy".
   std::string origin = "a copy";
+  /// The step it runs at, and whether it runs on the host.
+  int64_t step = 0;
+  bool host = false;
 };
 
 /// Offsets shared by all functions of the module.
 struct ModuleLayout {
   llvm::StringMap<int64_t> stateOffsets;
   int64_t stateBytes = 0;
+  /// Variables in the host's state arena (offsets in stateOffsets) and
+  /// whether the optimizer's updates run on the host.
+  llvm::StringSet<> hostVariables;
+  int64_t hostStateBytes = 0;
+  bool offload = false;
   llvm::DenseMap<Attribute, int64_t> constantOffsets;
   int64_t constantBytes = 0;
 };
@@ -127,7 +162,10 @@ private:
     auto it = variableStorages.find(variable.getValue());
     if (it != variableStorages.end())
       return it->second;
-    unsigned s = newStorage(ArenaKind::State, 0);
+    unsigned s = newStorage(layout.hostVariables.contains(variable.getValue())
+                                ? ArenaKind::HostState
+                                : ArenaKind::State,
+                            0);
     storages[s].offset = layout.stateOffsets.lookup(variable.getValue());
     storages[s].variable = variable;
     variableStorages[variable.getValue()] = s;
@@ -138,26 +176,51 @@ private:
     Storage &s = storages[view.storage];
     s.last = std::max(s.last, step);
   }
-  /// A contiguous copy of `view` in a new workspace storage.
-  View materialize(const View &view, Location loc) {
+  bool onHost(const View &view) const {
+    return isHost(storages[view.storage].arena);
+  }
+  /// A contiguous copy of `view` in a new workspace storage of the host's
+  /// memory space (`host`) or the device's: a `copy`, or a transfer between
+  /// the two.
+  View materialize(const View &view, Location loc, bool host = false) {
     use(view);
-    View out = contiguous(
-        newStorage(ArenaKind::Workspace, tensorBytes(view.type)), view.type);
-    kernels.push_back({"copy", {view}, {out},
-                       DictionaryAttr::get(fn.getContext()), loc});
+    View in = view;
+    if (!in.isContiguous() && onHost(in) != host)
+      in = materialize(in, loc, onHost(in)); // transfers copy whole buffers
+    View out = contiguous(newStorage(host ? ArenaKind::HostWorkspace
+                                          : ArenaKind::Workspace,
+                                     tensorBytes(view.type)),
+                          view.type);
+    StringRef kernel = onHost(in) == host ? "copy"
+                       : host             ? exec::kCopyToHostKernel
+                                          : exec::kCopyToDeviceKernel;
+    PlannedKernel k{kernel.str(), {in}, {out},
+                    DictionaryAttr::get(fn.getContext()), loc};
+    k.origin = kernel == "copy" ? "a copy" : "a transfer";
+    k.step = step;
+    k.host = host && kernel == "copy";
+    kernels.push_back(std::move(k));
     return out;
   }
   /// Whether `value`'s storage can be overwritten at the current step: no
   /// value sharing it is read later and it holds no variable or constant.
   bool diesHere(const View &view) {
     const Storage &s = storages[view.storage];
-    if (s.arena != ArenaKind::Workspace)
+    if (!isWorkspace(s.arena))
       return false;
     return llvm::all_of(s.aliases,
                         [&](Value v) { return lastUse.lookup(v) <= step; });
   }
   View broadcastView(const View &operand, graph::BroadcastInDimOp op);
   LogicalResult lowerOp(Operation &op);
+  /// Copies to the host, right after `op`, the values it makes final that
+  /// a host op reads (a gradient after its last reduction).
+  void copyToHostAfter(Operation &op);
+  bool runsOnHost(Operation *op) const {
+    return layout.offload && isOffloadable(op);
+  }
+  /// Host copies of device values that host ops read.
+  llvm::DenseMap<Value, View> hostCopies;
 
   func::FuncOp fn;
   ModuleLayout &layout;
@@ -176,7 +239,7 @@ private:
   /// The mesh layout of each input (dshard.sharding, dshard.global_type).
   SmallVector<DictionaryAttr> inputShardings;
   std::vector<PlannedKernel> kernels;
-  int64_t workspaceBytes = 0;
+  int64_t workspaceBytes = 0, hostWorkspaceBytes = 0;
 };
 
 View FunctionLowering::broadcastView(const View &operand,
@@ -253,8 +316,20 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
     View value = views.lookup(store.getValue());
     use(value);
     unsigned s = stateStorage(store.getVariableAttr());
-    kernels.push_back({"copy", {value}, {contiguous(s, value.type)},
-                       DictionaryAttr::get(ctx), op.getLoc()});
+    // Into a variable of the other memory space: a transfer of a whole
+    // buffer.
+    bool host = isHost(storages[s].arena);
+    if (onHost(value) != host && !value.isContiguous())
+      value = materialize(value, op.getLoc(), onHost(value));
+    StringRef kernel = onHost(value) == host ? "copy"
+                       : host                ? exec::kCopyToHostKernel
+                                             : exec::kCopyToDeviceKernel;
+    PlannedKernel k{kernel.str(), {value}, {contiguous(s, value.type)},
+                    DictionaryAttr::get(ctx), op.getLoc()};
+    k.origin = kernel == "copy" ? "a copy" : "a transfer";
+    k.step = step;
+    k.host = host && kernel == "copy";
+    kernels.push_back(std::move(k));
     return success();
   }
   if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
@@ -298,10 +373,22 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
     return failure();
   PlannedKernel kernel{kernelName, {}, {}, *kernelAttrs, op.getLoc(),
                        ("'" + op.getName().getStringRef() + "'").str()};
+  const bool host = runsOnHost(&op);
+  kernel.step = step;
+  kernel.host = host;
   for (Value operand : op.getOperands()) {
     View v = views.lookup(operand);
+    // An operand in the other memory space: its copy made when it became
+    // final (copyToHostAfter), else a transfer now.
+    if (onHost(v) != host) {
+      auto it = host ? hostCopies.find(operand) : hostCopies.end();
+      if (it != hostCopies.end())
+        v = it->second;
+      else
+        v = materialize(v, op.getLoc(), host);
+    }
     if (!v.isContiguous() && !elementwise)
-      v = materialize(v, op.getLoc());
+      v = materialize(v, op.getLoc(), host);
     use(v);
     kernel.ins.push_back(v);
   }
@@ -311,6 +398,12 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
     if (FlatSymbolRefAttr var = stateTargets.lookup(result)) {
       // Written straight into the variable it is stored to (see plan()).
       reused = contiguous(stateStorage(var), type);
+    } else if (host && cast<OpResult>(result).getResultNumber() == 0 &&
+               isa<graph::AdamwOp, graph::SgdOp>(op)) {
+      // The updated parameter overwrites the host copy of the old one.
+      const View &in = kernel.ins[0];
+      if (in.isContiguous() && in.type == type && diesHere(in))
+        reused = contiguous(in.storage, type);
     } else if (elementwise) {
       for (const View &in : kernel.ins)
         if (in.isContiguous() && in.type == type && diesHere(in) &&
@@ -322,7 +415,8 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
         }
     }
     View out = reused ? *reused
-                      : contiguous(newStorage(ArenaKind::Workspace,
+                      : contiguous(newStorage(host ? ArenaKind::HostWorkspace
+                                                   : ArenaKind::Workspace,
                                               tensorBytes(type)),
                                    type);
     kernel.outs.push_back(out);
@@ -330,6 +424,32 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
   }
   kernels.push_back(std::move(kernel));
   return success();
+}
+
+void FunctionLowering::copyToHostAfter(Operation &op) {
+  if (!layout.offload || runsOnHost(&op))
+    return;
+  // An asynchronous collective's result is final at its wait, which names
+  // it.
+  if (auto async = op.getAttrOfType<IntegerAttr>("async");
+      async && async.getInt() != 0)
+    return;
+  ValueRange values = op.getName().getStringRef() == "dshard.wait"
+                          ? ValueRange(op.getOperands())
+                          : ValueRange(op.getResults());
+  for (Value v : values) {
+    if (hostCopies.count(v) || !views.count(v) ||
+        llvm::none_of(v.getUsers(),
+                      [&](Operation *user) { return runsOnHost(user); }))
+      continue;
+    View view = views.lookup(v);
+    if (onHost(view))
+      continue;
+    View copy = materialize(view, op.getLoc(), /*host=*/true);
+    // The copy lives as long as the value is read.
+    storages[copy.storage].aliases.push_back(v);
+    hostCopies[v] = copy;
+  }
 }
 
 /// For `dgraph.store %v, @w`, lets %v's producer write @w's state buffer
@@ -355,6 +475,11 @@ void FunctionLowering::planInPlaceUpdates(Block &body) {
     Value value = store.getValue();
     Operation *producer = value.getDefiningOp();
     if (!producer || producer->getBlock() != &body || stateTargets.count(value))
+      continue;
+    // A host op writes only the host's variables, a device op the
+    // device's.
+    if (runsOnHost(producer) !=
+        layout.hostVariables.contains(store.getVariable()))
       continue;
     // The operand of the producer that may share the result's memory.
     unsigned result = cast<OpResult>(value).getResultNumber();
@@ -424,12 +549,13 @@ LogicalResult FunctionLowering::plan() {
     ++step;
     if (failed(lowerOp(op)))
       return failure();
+    copyToHostAfter(op);
   }
   step = endStep;
   llvm::DenseSet<unsigned> outputStorages;
   for (auto [i, v] : llvm::enumerate(terminator.getOperands())) {
     View view = views.lookup(v);
-    // Outputs own a contiguous workspace buffer each.
+    // Outputs own a contiguous workspace buffer each, on the device.
     if (!view.isContiguous() ||
         storages[view.storage].arena != ArenaKind::Workspace ||
         !outputStorages.insert(view.storage).second)
@@ -453,19 +579,37 @@ LogicalResult FunctionLowering::plan() {
       return failure();
   }
 
-  // Plan the workspace.
-  SmallVector<unsigned> planned;
-  std::vector<PlannedBuffer> buffers;
-  for (auto [i, s] : llvm::enumerate(storages)) {
-    if (s.arena != ArenaKind::Workspace)
-      continue;
-    planned.push_back(i);
-    buffers.push_back({s.bytes, s.first, s.last});
+  // A transfer runs asynchronously on a GPU (a copy stream): its source
+  // stays untouched until the next host kernel, which waits for every
+  // transfer queued before it, or the function's end.
+  int64_t nextHost = endStep;
+  for (PlannedKernel &k : llvm::reverse(kernels)) {
+    if (k.host)
+      nextHost = k.step;
+    if (k.kernel == exec::kCopyToHostKernel ||
+        k.kernel == exec::kCopyToDeviceKernel) {
+      Storage &src = storages[k.ins[0].storage];
+      src.last = std::max(src.last, nextHost);
+    }
   }
-  MemoryPlan memory = planMemory(buffers);
-  for (auto [i, s] : llvm::enumerate(planned))
-    storages[s].offset = memory.offsets[i];
-  workspaceBytes = memory.peakBytes;
+
+  // Plan each memory space's workspace.
+  auto planArena = [&](ArenaKind arena) {
+    SmallVector<unsigned> planned;
+    std::vector<PlannedBuffer> buffers;
+    for (auto [i, s] : llvm::enumerate(storages)) {
+      if (s.arena != arena)
+        continue;
+      planned.push_back(i);
+      buffers.push_back({s.bytes, s.first, s.last});
+    }
+    MemoryPlan memory = planMemory(buffers);
+    for (auto [i, s] : llvm::enumerate(planned))
+      storages[s].offset = memory.offsets[i];
+    return memory.peakBytes;
+  };
+  workspaceBytes = planArena(ArenaKind::Workspace);
+  hostWorkspaceBytes = planArena(ArenaKind::HostWorkspace);
   return success();
 }
 
@@ -512,7 +656,9 @@ void FunctionLowering::rewrite() {
       ins.push_back(bufferFor(v));
     for (const View &v : k.outs)
       outs.push_back(bufferFor(v));
-    exec::KernelOp::create(b, k.loc, k.kernel, ins, outs, k.attrs);
+    auto op = exec::KernelOp::create(b, k.loc, k.kernel, ins, outs, k.attrs);
+    if (k.host)
+      op.setHost(true);
   }
   for (auto &[name, view] : outputs)
     exec::OutputOp::create(b, loc, name, bufferFor(view));
@@ -526,6 +672,9 @@ void FunctionLowering::rewrite() {
   fn.removeResAttrsAttr();
   fn->setAttr("dexec.workspace_bytes",
               IntegerAttr::get(IntegerType::get(ctx, 64), workspaceBytes));
+  if (hostWorkspaceBytes > 0)
+    fn->setAttr("dexec.host_workspace_bytes",
+                IntegerAttr::get(IntegerType::get(ctx, 64), hostWorkspaceBytes));
 }
 
 LogicalResult FunctionLowering::run() {
@@ -543,26 +692,40 @@ struct LowerToExecPass
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
     ModuleLayout layout;
+    layout.offload = offloadsOptimizer(module);
+    if (layout.offload)
+      findHostVariables(module, layout.hostVariables);
     // Variables every rank holds come first; those of one pipeline stage
     // (dshard.stage) share the space after them with the other stages'.
-    auto place = [&](graph::VariableOp var, int64_t &offset) {
-      layout.stateOffsets[var.getSymName()] = offset;
-      var->setAttr("dexec.offset",
-                   IntegerAttr::get(IntegerType::get(ctx, 64), offset));
-      offset += alignBytes(tensorBytes(var.getTensorType()));
-    };
-    for (auto var : module.getOps<graph::VariableOp>())
-      if (!var->hasAttr(shard::kStageAttr))
-        place(var, layout.stateBytes);
-    std::map<int64_t, int64_t> stageEnd;
-    for (auto var : module.getOps<graph::VariableOp>())
-      if (auto stage = var->getAttrOfType<IntegerAttr>(shard::kStageAttr)) {
-        auto [it, fresh] = stageEnd.try_emplace(stage.getInt(), layout.stateBytes);
-        place(var, it->second);
-      }
-    for (auto &[stage, end] : stageEnd)
-      layout.stateBytes = std::max(layout.stateBytes, end);
-    int64_t workspace = 0;
+    // The host's variables (an offloaded optimizer's state) are laid out
+    // alike in their own arena.
+    for (bool host : {false, true}) {
+      int64_t &bytes = host ? layout.hostStateBytes : layout.stateBytes;
+      auto mine = [&](graph::VariableOp var) {
+        return layout.hostVariables.contains(var.getSymName()) == host;
+      };
+      auto place = [&](graph::VariableOp var, int64_t &offset) {
+        layout.stateOffsets[var.getSymName()] = offset;
+        var->setAttr("dexec.offset",
+                     IntegerAttr::get(IntegerType::get(ctx, 64), offset));
+        if (host)
+          var->setAttr("dexec.arena", StringAttr::get(ctx, "host_state"));
+        offset += alignBytes(tensorBytes(var.getTensorType()));
+      };
+      for (auto var : module.getOps<graph::VariableOp>())
+        if (mine(var) && !var->hasAttr(shard::kStageAttr))
+          place(var, bytes);
+      std::map<int64_t, int64_t> stageEnd;
+      for (auto var : module.getOps<graph::VariableOp>())
+        if (auto stage = var->getAttrOfType<IntegerAttr>(shard::kStageAttr);
+            stage && mine(var)) {
+          auto [it, fresh] = stageEnd.try_emplace(stage.getInt(), bytes);
+          place(var, it->second);
+        }
+      for (auto &[stage, end] : stageEnd)
+        bytes = std::max(bytes, end);
+    }
+    int64_t workspace = 0, hostWorkspace = 0;
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (fn.isExternal()) {
         fn.emitOpError("is a declaration without a body: a program's "
@@ -575,12 +738,42 @@ struct LowerToExecPass
       workspace = std::max(
           workspace,
           fn->getAttrOfType<IntegerAttr>("dexec.workspace_bytes").getInt());
+      if (auto bytes = fn->getAttrOfType<IntegerAttr>("dexec.host_workspace_bytes"))
+        hostWorkspace = std::max(hostWorkspace, bytes.getInt());
     }
     auto i64 = IntegerType::get(ctx, 64);
     module->setAttr("dexec.workspace_bytes", IntegerAttr::get(i64, workspace));
     module->setAttr("dexec.state_bytes", IntegerAttr::get(i64, layout.stateBytes));
     module->setAttr("dexec.constant_bytes",
                     IntegerAttr::get(i64, layout.constantBytes));
+    if (layout.offload) {
+      module->setAttr("dexec.host_workspace_bytes",
+                      IntegerAttr::get(i64, hostWorkspace));
+      module->setAttr("dexec.host_state_bytes",
+                      IntegerAttr::get(i64, layout.hostStateBytes));
+    }
+  }
+
+  /// The variables only the optimizer's updates read and write (their
+  /// state: Adam's moments, SGD's momentum), which live on the host.
+  static void findHostVariables(ModuleOp module, llvm::StringSet<> &host) {
+    llvm::StringMap<bool> onlyOptimizer;
+    module.walk([&](Operation *op) {
+      if (auto load = dyn_cast<graph::LoadOp>(op)) {
+        bool ok = !load->use_empty() &&
+                  llvm::all_of(load->getUsers(), isOffloadable);
+        auto [it, fresh] = onlyOptimizer.try_emplace(load.getVariable(), ok);
+        it->second &= ok;
+      } else if (auto store = dyn_cast<graph::StoreOp>(op)) {
+        Operation *producer = store.getValue().getDefiningOp();
+        bool ok = producer && isOffloadable(producer);
+        auto [it, fresh] = onlyOptimizer.try_emplace(store.getVariable(), ok);
+        it->second &= ok;
+      }
+    });
+    for (auto var : module.getOps<graph::VariableOp>())
+      if (!var.getTrainable() && onlyOptimizer.lookup(var.getSymName()))
+        host.insert(var.getSymName());
   }
 };
 

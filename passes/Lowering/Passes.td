@@ -31,6 +31,28 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
     - function arguments and results become `dexec.input`/`dexec.output`
       bindings named by their `dgraph.name` attributes.
 
+    With the plan's `offload = optimizer` (ZeRO-Offload) the program has a
+    second memory space, the host's:
+
+    - `dgraph.adamw` and `dgraph.sgd` become host kernels (`{host}`: the
+      runtime runs them with the CPU kernels); the variables only they read
+      and write (Adam's moments, SGD's momentum) live in the "host_state"
+      arena, and their results and the copies of their operands in the
+      "host_workspace" arena, planned like the workspace;
+    - a device value a host kernel reads is copied to the host
+      (`copy_to_host`) right after the op that makes it final (for an
+      asynchronous collective, its `dshard.wait`), so a gradient leaves
+      while the backward pass goes on; a host value a device op or variable
+      needs comes back with `copy_to_device` (the updated parameter);
+    - a transfer runs asynchronously on a GPU: its source's lifetime
+      extends to the next host kernel, which waits for the transfers before
+      it, or to the function's end.
+
+    The module then also carries `dexec.host_workspace_bytes` and
+    `dexec.host_state_bytes`, each host variable `dexec.arena =
+    "host_state"`, and each function with host kernels its
+    `dexec.host_workspace_bytes`.
+
     Preconditions: functions have one block of dgraph ops ending in
     `func.return`. Postconditions: functions take and return nothing; the
     module carries `dexec.workspace_bytes`, `dexec.state_bytes` and

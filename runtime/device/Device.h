@@ -67,9 +67,22 @@ public:
     }
     return base;
   }
+  /// Host memory for a program's host arenas (an offloaded optimizer
+  /// step), which the copy routines move to and from at full speed: pinned
+  /// on a GPU. The default calls allocate(), which on the CPU is host
+  /// memory of its own (a separate arena: transfers are real copies).
+  virtual StatusOr<void *> allocateHost(int64_t bytes) { return allocate(bytes); }
+  virtual void deallocateHost(void *ptr) { deallocate(ptr); }
+  /// Waits for the transfers (`copy_to_host`, `copy_to_device` kernels)
+  /// queued so far: every host instruction waits first. The CPU's copies
+  /// are done when queued.
+  virtual Status waitForTransfers() { return Status::ok(); }
   /// Waits for all work queued on the device.
   virtual Status synchronize() = 0;
   virtual const KernelRegistry &kernels() const = 0;
+  /// The kernels of host instructions: the CPU's. The default is kernels(),
+  /// right for the CPU device.
+  virtual const KernelRegistry &hostKernels() const { return kernels(); }
   /// Called before the instructions of each function are bound, in order. A
   /// device that binds runs of consecutive instructions as one launch (the
   /// CUDA device's adamw) ends the run here; the default does nothing.

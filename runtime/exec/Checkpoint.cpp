@@ -167,7 +167,7 @@ Status saveCheckpoint(Executable &exe, const std::string &dirArg,
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
     host.resize(view.sizeInBytes());
     DTCC_RETURN_IF_ERROR(
-        exe.device().copyDeviceToHost(host.data(), view.data, host.size()));
+        exe.readBuffer(view, host.data()));
     format::Checkpoint::Variable *entry = manifest.add_variables();
     entry->set_name(name);
     entry->set_dtype(static_cast<int32_t>(view.dtype));
@@ -294,7 +294,7 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
               host.data(), view.shape, p.localStart, p.size, elem);
     }
     DTCC_RETURN_IF_ERROR(
-        exe.device().copyHostToDevice(view.data, host.data(), host.size()));
+        exe.writeBuffer(view, host.data()));
   }
   return manifest;
 }
@@ -334,7 +334,7 @@ Status saveShardedCheckpoint(Executable &exe, const std::string &dirArg,
       continue;
     host.resize(view.sizeInBytes());
     DTCC_RETURN_IF_ERROR(
-        exe.device().copyDeviceToHost(host.data(), view.data, host.size()));
+        exe.readBuffer(view, host.data()));
     int64_t elem = dtypeSize(view.dtype);
     for (const BlockPiece &p : layout.pieces) {
       TensorBox box{p.globalStart, p.size};
@@ -388,7 +388,7 @@ StatusOr<CheckpointSnapshot> snapshotCheckpoint(Executable &exe,
       return internalError("variable '", name, "' is not in the program");
     host.resize(view.sizeInBytes());
     DTCC_RETURN_IF_ERROR(
-        exe.device().copyDeviceToHost(host.data(), view.data, host.size()));
+        exe.readBuffer(view, host.data()));
     CheckpointSnapshot::Tensor tensor;
     tensor.file = it->second;
     tensor.dtype = view.dtype;

@@ -333,6 +333,9 @@ StatusOr<ScratchLayout> cudaProgramScratch(const format::Program &program,
     if (stage >= 0 && fn.has_stage() && fn.stage() != stage)
       continue;
     for (const format::Instruction &inst : fn.instructions()) {
+      // Host instructions run the CPU's kernels, with host scratch.
+      if (inst.host())
+        continue;
       KernelContext ctx;
       ctx.kernel = inst.kernel();
       ctx.location = inst.location();

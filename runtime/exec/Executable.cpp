@@ -8,6 +8,7 @@
 #include "runtime/exec/ShardLayout.h"
 
 #include <chrono>
+#include <cstring>
 #include <set>
 
 namespace dtcc::runtime {
@@ -16,6 +17,9 @@ Executable::~Executable() {
   for (void *p : {workspace_, state_, constants_, scratchBase_})
     if (p)
       device_.deallocate(p);
+  for (void *p : {hostWorkspace_, hostState_, hostScratchBase_})
+    if (p)
+      device_.deallocateHost(p);
 }
 
 StatusOr<std::unique_ptr<Executable>>
@@ -94,6 +98,14 @@ StatusOr<TensorView> Executable::viewOf(const format::Program &program,
     arenaBytes = constantBytes_;
     base = static_cast<char *>(constants_);
     break;
+  case format::ARENA_HOST_WORKSPACE:
+    arenaBytes = hostWorkspaceBytes_;
+    base = static_cast<char *>(hostWorkspace_);
+    break;
+  case format::ARENA_HOST_STATE:
+    arenaBytes = hostStateBytes_;
+    base = static_cast<char *>(hostState_);
+    break;
   default:
     return dataLoss("buffer ", id, " is in an unknown arena");
   }
@@ -130,6 +142,16 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
   workspace_ = arenas[0];
   state_ = arenas[1];
   constants_ = arenas[2];
+  hostWorkspaceBytes_ = program.host_workspace_bytes();
+  hostStateBytes_ = program.host_state_bytes();
+  if (hostWorkspaceBytes_ < 0 || hostStateBytes_ < 0)
+    return dataLoss("program has negative host arena sizes");
+  if (hostWorkspaceBytes_ > 0) {
+    DTCC_ASSIGN_OR_RETURN(hostWorkspace_, device_.allocateHost(hostWorkspaceBytes_));
+  }
+  if (hostStateBytes_ > 0) {
+    DTCC_ASSIGN_OR_RETURN(hostState_, device_.allocateHost(hostStateBytes_));
+  }
 
   auto checkData = [&](const format::DataRef &ref, const TensorView &view,
                        const std::string &what) -> Status {
@@ -172,15 +194,16 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
                                         dtypeSize(view.dtype),
                                         data + var.init().offset(), block.data())
                                .withContext(what));
-      DTCC_RETURN_IF_ERROR(
-          device_.copyHostToDevice(view.data, block.data(), block.size()));
+      DTCC_RETURN_IF_ERROR(writeBuffer(view, block.data()));
     } else if (var.has_init()) {
       DTCC_RETURN_IF_ERROR(checkData(var.init(), view, what));
-      DTCC_RETURN_IF_ERROR(device_.copyHostToDevice(
-          view.data, data + var.init().offset(), var.init().size()));
+      DTCC_RETURN_IF_ERROR(writeBuffer(view, data + var.init().offset()));
     } else {
       hasInitialValues_ &= var.zero_init();
-      DTCC_RETURN_IF_ERROR(device_.fillZero(view.data, view.sizeInBytes()));
+      if (isHostMemory(view.data))
+        std::memset(view.data, 0, size_t(view.sizeInBytes()));
+      else
+        DTCC_RETURN_IF_ERROR(device_.fillZero(view.data, view.sizeInBytes()));
     }
     variables_.push_back({var.name(), view});
     if (var.has_sharding() && comm_)
@@ -196,11 +219,15 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
   }
 
   // Every unknown kernel at once, so one load lists them all.
+  // Host instructions (an offloaded optimizer step) run the CPU's kernels.
+  auto registryOf = [&](const format::Instruction &inst) -> const KernelRegistry & {
+    return inst.host() ? device_.hostKernels() : device_.kernels();
+  };
   std::set<std::string> unknown;
   for (const format::Function &f : program.functions())
     for (const format::Instruction &inst : f.instructions())
-      if (!device_.kernels().find(inst.kernel()))
-        unknown.insert(inst.kernel());
+      if (!registryOf(inst).find(inst.kernel()))
+        unknown.insert(inst.kernel() + (inst.host() ? " (host)" : ""));
   if (!unknown.empty()) {
     std::string list;
     for (const std::string &k : unknown)
@@ -245,9 +272,37 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
       }
       ctx.attrs = instructionAttrs(inst);
       ctx.comm = comm_;
-      ctx.scratch = &scratch_;
+      ctx.scratch = inst.host() ? &hostScratch_ : &scratch_;
       DTCC_ASSIGN_OR_RETURN(KernelFn kernel,
-                            (*device_.kernels().find(inst.kernel()))(ctx));
+                            (*registryOf(inst).find(inst.kernel()))(ctx));
+      for (const TensorView &v : ctx.inputs)
+        if (isHostMemory(v.data) != (inst.host() || inst.kernel() == "copy_to_device"))
+          return dataLoss("instruction '", inst.kernel(), "' at '",
+                          inst.location(), "' reads a buffer of the other "
+                          "memory space (host or device)");
+      for (const TensorView &v : ctx.outputs)
+        if (isHostMemory(v.data) != (inst.host() || inst.kernel() == "copy_to_host"))
+          return dataLoss("instruction '", inst.kernel(), "' at '",
+                          inst.location(), "' writes a buffer of the other "
+                          "memory space (host or device)");
+      if (inst.host()) {
+        // A host kernel reads what the transfers before it bring in, and
+        // may overwrite what the ones before it take out.
+        Device *device = &device_;
+        kernel = [device, kernel = std::move(kernel)]() -> Status {
+          DTCC_RETURN_IF_ERROR(device->waitForTransfers());
+          return kernel();
+        };
+      } else if (inst.kernel() == "copy_to_host" ||
+                 inst.kernel() == "copy_to_device") {
+        int64_t *counter = inst.kernel() == "copy_to_host" ? &bytesToHost_
+                                                           : &bytesToDevice_;
+        const int64_t bytes = ctx.inputs[0].sizeInBytes();
+        kernel = [counter, bytes, kernel = std::move(kernel)]() -> Status {
+          *counter += bytes;
+          return kernel();
+        };
+      }
       fn.kernels.push_back(std::move(kernel));
       fn.instructions.push_back(&inst);
     }
@@ -269,7 +324,45 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
   }
   DTCC_ASSIGN_OR_RETURN(scratchBase_, device_.reserveScratch(scratch_));
   scratchBytes_ = scratch.totalBytes;
+  // The host kernels' scratch, in host memory.
+  DTCC_ASSIGN_OR_RETURN(ScratchLayout hostScratch, hostScratch_.layout());
+  if (hostScratch.totalBytes > 0) {
+    DTCC_ASSIGN_OR_RETURN(hostScratchBase_,
+                          device_.allocateHost(hostScratch.totalBytes));
+  }
+  DTCC_RETURN_IF_ERROR(hostScratch_.bind(hostScratchBase_));
+  hostScratchBytes_ = hostScratch.totalBytes;
   return Status::ok();
+}
+
+bool Executable::isHostMemory(const void *data) const {
+  auto in = [&](const void *base, int64_t bytes) {
+    const char *p = static_cast<const char *>(data);
+    const char *b = static_cast<const char *>(base);
+    return base && p >= b && p < b + bytes;
+  };
+  return in(hostWorkspace_, hostWorkspaceBytes_) ||
+         in(hostState_, hostStateBytes_);
+}
+
+Status Executable::readBuffer(const TensorView &view, void *dst) const {
+  if (isHostMemory(view.data)) {
+    // The host's arenas: written by host kernels and by the transfers in
+    // flight, which finish first.
+    DTCC_RETURN_IF_ERROR(device_.waitForTransfers());
+    std::memcpy(dst, view.data, size_t(view.sizeInBytes()));
+    return Status::ok();
+  }
+  return device_.copyDeviceToHost(dst, view.data, view.sizeInBytes());
+}
+
+Status Executable::writeBuffer(const TensorView &view, const void *src) {
+  if (isHostMemory(view.data)) {
+    DTCC_RETURN_IF_ERROR(device_.waitForTransfers());
+    std::memcpy(view.data, src, size_t(view.sizeInBytes()));
+    return Status::ok();
+  }
+  return device_.copyHostToDevice(view.data, src, view.sizeInBytes());
 }
 
 const Executable::Function *

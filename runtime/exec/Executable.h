@@ -1,8 +1,10 @@
 //===- Executable.h - a loaded program ready to run -------------*- C++ -*-===//
 //
 // Allocates the program's three arenas on a device (sizes from the compiler's
-// static memory plan), fills variables and constants from the data section,
-// binds every instruction to a kernel, and runs functions.
+// static memory plan) and, for an offloaded optimizer step, its two host
+// arenas; fills variables and constants from the data section, binds every
+// instruction to a kernel (host instructions to the CPU's), and runs
+// functions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,6 +82,23 @@ public:
   int64_t peakBytes() const {
     return workspaceBytes_ + stateBytes_ + constantBytes_ + scratchBytes_;
   }
+  /// The host's arenas (--offload optimizer: the optimizer state and the
+  /// step that updates it), allocated with Device::allocateHost; their sum
+  /// (with the host kernels' scratch) is the program's host memory.
+  int64_t hostWorkspaceBytes() const { return hostWorkspaceBytes_; }
+  int64_t hostStateBytes() const { return hostStateBytes_; }
+  int64_t hostBytes() const {
+    return hostWorkspaceBytes_ + hostStateBytes_ + hostScratchBytes_;
+  }
+  /// Bytes the transfers (copy_to_host, copy_to_device) moved so far.
+  int64_t bytesToHost() const { return bytesToHost_; }
+  int64_t bytesToDevice() const { return bytesToDevice_; }
+  /// Whether `data` lies in one of the host arenas.
+  bool isHostMemory(const void *data) const;
+  /// Copies a buffer of the program out to host memory and in from it,
+  /// whichever memory space the buffer is in (a checkpoint's variables).
+  Status readBuffer(const TensorView &view, void *dst) const;
+  Status writeBuffer(const TensorView &view, const void *src);
 
   /// The view of a variable's buffer, by name; null if unknown.
   const TensorView *variable(const std::string &name) const;
@@ -130,6 +149,12 @@ private:
   const format::Program *program_ = nullptr;
   void *workspace_ = nullptr, *state_ = nullptr, *constants_ = nullptr;
   int64_t workspaceBytes_ = 0, stateBytes_ = 0, constantBytes_ = 0;
+  void *hostWorkspace_ = nullptr, *hostState_ = nullptr;
+  int64_t hostWorkspaceBytes_ = 0, hostStateBytes_ = 0;
+  ScratchPlan hostScratch_;
+  void *hostScratchBase_ = nullptr;
+  int64_t hostScratchBytes_ = 0;
+  int64_t bytesToHost_ = 0, bytesToDevice_ = 0;
   ScratchPlan scratch_;
   void *scratchBase_ = nullptr;
   int64_t scratchBytes_ = 0;

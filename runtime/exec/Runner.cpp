@@ -358,7 +358,39 @@ struct ActiveWorldScope {
 /// Bytes the ranks sent before running (the load-time checks).
 int64_t bytesBeforeRun = 0;
 
+/// The host's share of an offloaded optimizer step: its arenas and the
+/// bytes the transfers moved, beside the compiler's figures
+/// (dtcc.bytes_to_host.<function>, dtcc.bytes_to_device.<function>).
+void printHostSummary(const Executable &exe, const format::Program &program) {
+  if (exe.hostBytes() == 0)
+    return;
+  int64_t toHost = 0, toDevice = 0;
+  for (const std::string &name : exe.functionNames()) {
+    int64_t calls = exe.findFunction(name)->calls;
+    auto figure = [&](const char *prefix) {
+      auto it = program.metadata().find(prefix + name);
+      return it == program.metadata().end() ? 0 : std::atoll(it->second.c_str());
+    };
+    toHost += figure(metadata::kBytesToHostPrefix) * calls;
+    toDevice += figure(metadata::kBytesToDevicePrefix) * calls;
+  }
+  std::string who = activeWorld && exe.comm()
+                        ? strCat("rank ", activeWorld->rank(), ": ")
+                        : std::string();
+  std::string line = strCat(
+      who, "host memory ", formatBytes(exe.hostBytes()), " planned (workspace ",
+      formatBytes(exe.hostWorkspaceBytes()), " + state ",
+      formatBytes(exe.hostStateBytes()), "), transfers ",
+      formatBytes(exe.bytesToHost()), " to host (predicted ",
+      formatBytes(toHost), "), ", formatBytes(exe.bytesToDevice()),
+      " to device (predicted ", formatBytes(toDevice), ")\n");
+  std::fflush(stdout);
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
+}
+
 void printRankSummary(const Executable &exe, const format::Program &program) {
+  printHostSummary(exe, program);
   if (!activeWorld || !exe.comm())
     return;
   int64_t predicted = 0;
@@ -387,6 +419,12 @@ void printStats(const Executable &exe) {
   // Kernels' scratch (a GPU's cuBLASLt workspace, collective staging).
   if (exe.scratchBytes() > 0)
     std::printf(" + kernel scratch %s", formatBytes(exe.scratchBytes()).c_str());
+  // An offloaded optimizer's memory, in the host's arenas.
+  if (exe.hostBytes() > 0)
+    std::printf("; host %s = workspace %s + state %s",
+                formatBytes(exe.hostBytes()).c_str(),
+                formatBytes(exe.hostWorkspaceBytes()).c_str(),
+                formatBytes(exe.hostStateBytes()).c_str());
   std::printf("\n");
 }
 

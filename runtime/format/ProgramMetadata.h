@@ -36,6 +36,10 @@ inline constexpr const char kTarget[] = "dtcc.target";
 /// Followed by a function's name: the bytes one rank sends per call of it,
 /// as the compiler counted them.
 inline constexpr const char kBytesSentPrefix[] = "dtcc.bytes_sent.";
+/// Followed by a function's name: the bytes its transfers move per call
+/// from the device to the host and back (--offload optimizer).
+inline constexpr const char kBytesToHostPrefix[] = "dtcc.bytes_to_host.";
+inline constexpr const char kBytesToDevicePrefix[] = "dtcc.bytes_to_device.";
 
 } // namespace dtcc::runtime::metadata
 

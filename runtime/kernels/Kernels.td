@@ -200,6 +200,24 @@ def : Kernel<"copy"> {
   let Relations = [SameType<["operand", "result"]>];
 }
 
+// An offloaded optimizer step (--offload optimizer) reads gradients, and
+// writes parameters, across the device's and the host's memory: the CPU
+// backend copies between its two sets of arenas, the CUDA backend on a copy
+// stream between device memory and pinned host memory.
+def : Kernel<"copy_to_host"> {
+  let Summary = "Copies a device buffer into a host buffer";
+  let Inputs = [Tensor<"operand", AnyElement>];
+  let Outputs = [Tensor<"result", AnyElement>];
+  let Relations = [SameType<["operand", "result"]>];
+}
+
+def : Kernel<"copy_to_device"> {
+  let Summary = "Copies a host buffer into a device buffer";
+  let Inputs = [Tensor<"operand", AnyElement>];
+  let Outputs = [Tensor<"result", AnyElement>];
+  let Relations = [SameType<["operand", "result"]>];
+}
+
 //===----------------------------------------------------------------------===//
 // dgraph ops: one kernel each, of the op's name
 //===----------------------------------------------------------------------===//

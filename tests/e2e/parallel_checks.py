@@ -10,7 +10,10 @@ an uninterrupted run, and a rank killed mid-step makes the others exit
 non-zero with a message naming the collective, a PP2 1F1B pipeline
 whose messages exceed MPI's eager limit trains like one device (plan "PP2
 1F1B large"), and so does a 12-stage pipeline of a 12-layer GPT on 12
-ranks (plan "PP12").
+ranks (plan "PP12"). The optimizer offloaded to the host (plans "Offload
+...") reports host memory and the bytes its transfers moved beside the
+compiler's figures, and an offloaded checkpoint resumes on 2 TCP ranks and
+without offload ("Offload checkpoints").
 
 Prints a table: plan, worst loss error, worst parameter error, per-rank
 peak memory (planned) and bytes sent (measured beside `dtcc explain`'s
@@ -70,7 +73,20 @@ PLANS = [
     ("TP2xPP2", 4, ["--mesh", "tp=2,pp=2"], 2),
     ("DP2xTP2xPP2", 8, ["--mesh", "dp=2,tp=2,pp=2"], 2),
     ("DP2xTP2 ZeRO-3", 4, ["--mesh", "dp=2,tp=2", "--zero", "3"], 1),
+    # The optimizer step on the host (ZeRO-Offload): Adam's moments in the
+    # host's arenas, gradients copied out as they become final, parameters
+    # copied back.
+    ("Offload", 1, ["--offload", "optimizer"], 1),
+    ("Offload ZeRO-1 DP2", 2, ["--mesh", "dp=2", "--zero", "1", "--offload", "optimizer"], 1),
+    ("Offload ZeRO-2 DP2", 2, ["--mesh", "dp=2", "--zero", "2", "--offload", "optimizer"], 1),
+    ("Offload ZeRO-3 DP2", 2, ["--mesh", "dp=2", "--zero", "3", "--offload", "optimizer"], 1),
+    ("Offload TP2", 2, ["--mesh", "tp=2", "--offload", "optimizer"], 1),
+    ("Offload ZeRO-2 DP2 M=2", 2, ["--mesh", "dp=2", "--zero", "2", "--offload", "optimizer"], 2),
+    ("Offload PP2 1F1B", 2, ["--mesh", "pp=2", "--offload", "optimizer"], 2),
 ]
+HOST_LINE = re.compile(r"(?:rank (\d+): )?host memory ([\d.]+) (\w+) planned .*?transfers "
+                       r"([\d.]+) (\w+) to host \(predicted ([\d.]+) (\w+)\), "
+                       r"([\d.]+) (\w+) to device \(predicted ([\d.]+) (\w+)\)")
 
 
 def run(cmd, env=None, check=True, timeout=600):
@@ -129,6 +145,79 @@ def fmt(b):
         if b >= UNITS[unit]:
             return f"{b / UNITS[unit]:.1f} {unit}"
     return f"{b:.0f} B"
+
+
+def check_host_figures(what, output, n, check):
+    """An offloaded optimizer: every rank reports its host memory and the
+    bytes its transfers moved, which equal the compiler's figures."""
+    rows = []
+    for m in HOST_LINE.finditer(output):
+        g = m.groups()
+        rows.append([float(g[i]) * UNITS[g[i + 1]] for i in (1, 3, 5, 7, 9)])
+    check(len(rows) == n and all(r[0] > 0 for r in rows),
+          f"{what}: every rank reports its host memory ({len(rows)} of {n})")
+    check(all(r[1] > 0 and abs(r[1] - r[2]) <= 0.01 * r[2] and
+              r[3] > 0 and abs(r[3] - r[4]) <= 0.01 * r[4] for r in rows),
+          f"{what}: bytes moved to the host and back match the compiler's "
+          "prediction")
+
+
+def offload_checkpoints(dtcc, work, tokens, check):
+    """The offloaded optimizer state round-trips through a checkpoint and
+    reshards: saved after 5 steps by one device with --offload optimizer,
+    resumed on 2 torchrun-style TCP ranks with ZeRO-2 and offload, and on
+    one device without offload (the state moves from host to device
+    memory): steps 6 to 10 have the losses of the uninterrupted run."""
+    onnx_path = os.path.join(work, "gpt-b8.onnx")
+    ref_losses = losses(os.path.join(work, "gpt-ref.dump"))
+    data = ["--data", tokens, "--steps", str(STEPS), "--seed", "7"]
+    first = os.path.join(work, "offload-1")
+    run([dtcc, "compile", onnx_path] + TRAIN_FLAGS + ["--offload", "optimizer",
+                                                      "-o", first])
+    ckpt = os.path.join(work, "offload.ckpt")
+    run([first] + data + ["--save", ckpt, "--stop-after", "5"],
+        env={"OPENBLAS_NUM_THREADS": "1"})
+    second = os.path.join(work, "offload-dp2")
+    run([dtcc, "compile", onnx_path] + TRAIN_FLAGS +
+        ["--mesh", "dp=2", "--zero", "2", "--offload", "optimizer", "-o", second])
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dump = os.path.join(work, "offload-dp2.dump")
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   OPENBLAS_NUM_THREADS="1", DTCC_COLLECTIVE_TIMEOUT="60")
+        for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"):
+            env.pop(k, None)
+        procs.append(subprocess.Popen(
+            [second] + data + ["--resume", ckpt, "--dump-outputs", dump],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=120) for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        check(False, "offload ZeRO-2 DP2 over TCP resumed from an offloaded "
+              "checkpoint: a rank failed\n" + "".join(o[1][-1500:] for o in outs))
+        return
+    check_host_figures("offload ZeRO-2 DP2 over TCP", "".join(o[0] for o in outs),
+                       2, check)
+    def tail(dump_dir):
+        import onnx
+        from onnx import numpy_helper
+        return np.array([float(numpy_helper.to_array(onnx.load_tensor(
+            os.path.join(dump_dir, f"step_{k}", "loss.pb"))))
+            for k in range(6, STEPS + 1)])
+    err = float(np.max(np.abs(tail(dump) - ref_losses[5:]) / np.abs(ref_losses[5:])))
+    check(err <= 1e-5, "an offloaded checkpoint (one device) resumes on 2 TCP "
+          f"ranks with ZeRO-2 and offload: steps 6-10 within 1e-5 (worst {err:.2e})")
+    plain = os.path.join(work, "gpt-ref")
+    dump = os.path.join(work, "offload-plain.dump")
+    run([plain] + data + ["--resume", ckpt, "--dump-outputs", dump],
+        env={"OPENBLAS_NUM_THREADS": "1"})
+    err = float(np.max(np.abs(tail(dump) - ref_losses[5:]) / np.abs(ref_losses[5:])))
+    check(err <= 1e-5, "an offloaded checkpoint resumes without offload: "
+          f"steps 6-10 within 1e-5 (worst {err:.2e})")
 
 
 def resume_across_plans(dtcc, work, tokens, check):
@@ -404,6 +493,12 @@ def main():
             check(param_err <= 1e-4,
                   f"{model} {name}: parameters within 1e-4 of each tensor's max "
                   f"(worst {param_err:.2e})")
+            if "--offload" in flags:
+                check_host_figures(f"{model} {name}", p.stdout, n, check)
+            if n == 1:
+                table.append((model, name, loss_err, param_err, "", "",
+                              f"{step_time * 1e3:.0f} ms"))
+                continue
             ranks = rank_figures(p.stdout)
             check(len(ranks) == n, f"{model} {name}: every rank reports its peak "
                   f"memory and bytes sent ({len(ranks)} of {n})")
@@ -418,6 +513,8 @@ def main():
         large_activations(dtcc, work, tokens, check)
     if "gpt" in args.models.split(",") and (not wanted or "PP12" in wanted):
         twelve_stages(dtcc, work, tokens, check)
+    if "gpt" in args.models.split(",") and (not wanted or "Offload checkpoints" in wanted):
+        offload_checkpoints(dtcc, work, tokens, check)
     if "gpt" in args.models.split(",") and not wanted:
         resume_across_plans(dtcc, work, tokens, check)
         killed_rank(dtcc, work, tokens, check)

@@ -19,9 +19,11 @@ void ExecDialect::initialize() {
 
 LogicalResult BufferOp::verify() {
   StringRef arena = getArena();
-  if (arena != "workspace" && arena != "state" && arena != "constant")
-    return emitOpError(
-               "expected arena \"workspace\", \"state\" or \"constant\", got \"")
+  if (arena != "workspace" && arena != "state" && arena != "constant" &&
+      !isHostArena(arena))
+    return emitOpError("expected arena \"workspace\", \"state\", "
+                       "\"constant\", \"host_workspace\" or \"host_state\", "
+                       "got \"")
            << arena << "\"";
   auto type = getType();
   int64_t elementBytes =
@@ -70,6 +72,27 @@ LogicalResult KernelOp::verify() {
   for (Value out : getOuts())
     if (!cast<MemRefType>(out.getType()).getLayout().isIdentity())
       return emitOpError("expected contiguous outputs, got ") << out.getType();
+  // Which memory space each operand must be in: the host's for a host
+  // kernel, the device's for any other, except across a transfer.
+  auto check = [&](ValueRange values, bool host, StringRef what) -> LogicalResult {
+    for (Value v : values) {
+      auto buffer = v.getDefiningOp<BufferOp>();
+      if (!buffer || isHostArena(buffer.getArena()) == host)
+        continue;
+      return emitOpError("expected ")
+             << what << " in " << (host ? "host" : "device") << " arenas, got "
+             << "a buffer of \"" << buffer.getArena() << "\"";
+    }
+    return success();
+  };
+  bool toHost = getKernel() == kCopyToHostKernel;
+  bool toDevice = getKernel() == kCopyToDeviceKernel;
+  if (getHost() && (toHost || toDevice))
+    return emitOpError("expected a transfer to run on the device, not on the "
+                       "host");
+  if (failed(check(getIns(), getHost() || toDevice, "inputs")) ||
+      failed(check(getOuts(), getHost() || toHost, "outputs")))
+    return failure();
   return success();
 }
 

@@ -10,9 +10,12 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Exec_BufferOp : Exec_Op<"buffer", [Pure]> {
   let summary = "A view of an arena at a fixed offset";
   let description = [{
-    Names `offset` bytes into `arena` ("workspace", "state" or "constant")
-    as a memref. State buffers name the variable they hold; constant buffers
-    carry their value, which the serializer writes to the data section.
+    Names `offset` bytes into `arena` as a memref. The device's arenas are
+    "workspace", "state" and "constant"; a program whose optimizer runs on
+    the host (`--offload optimizer`) also has the host's, "host_workspace"
+    and "host_state", each with its own static memory plan. State buffers
+    name the variable they hold; constant buffers carry their value, which
+    the serializer writes to the data section.
 
     Example:
     ```mlir
@@ -21,10 +24,12 @@ def Exec_BufferOp : Exec_Op<"buffer", [Pure]> {
     %b = dexec.buffer "workspace"[128] : memref<2x4x3xf32, strided<[4, 1, 0]>>
     %c = dexec.buffer "constant"[0] {value = dense<[1.0, 2.0]> : tensor<2xf32>}
         : memref<3x2xf32, strided<[0, 1]>>
+    %m = dexec.buffer "host_state"[0] {variable = @fc.weight/adam_m} : memref<4x3xf32>
     ```
 
     **Constraints:**
-    - the arena is "workspace", "state" or "constant";
+    - the arena is "workspace", "state", "constant", "host_workspace" or
+      "host_state";
     - the offset is non-negative and a multiple of the element size;
     - a constant buffer has a value of the memref's element type and, with
       an identity layout, its number of elements (a reshape views the
@@ -50,19 +55,33 @@ def Exec_KernelOp : Exec_Op<"kernel", [AttrSizedOperandSegments]> {
     outputs; `attrs` are passed to the kernel by name (the attributes of the
     dgraph op it came from). The location is the ONNX node that caused it.
 
+    A kernel marked `host` runs on the host with the CPU kernels, on buffers
+    of the host arenas (an offloaded optimizer step). The transfers between
+    the two memory spaces are kernels of their own: `copy_to_host` (device
+    buffer in, host buffer out) and `copy_to_device` (the reverse), which
+    the device runs with its copy routines (a copy stream on a GPU).
+
     Example:
     ```mlir
     dexec.kernel "matmul" ins(%x, %w : memref<2x4xf32>, memref<4x3xf32>)
         outs(%y : memref<2x3xf32>) attrs {transpose_rhs}
+    dexec.kernel "copy_to_host" ins(%g : memref<4x3xf32>)
+        outs(%hg : memref<4x3xf32>) attrs {}
+    dexec.kernel "adamw" ins(%hp, %hg, %m, %v, %lr, %t, %s : ...)
+        outs(%hp, %m, %v : ...) attrs {...} {host}
     ```
 
     **Constraints:**
     - the kernel name is not empty;
-    - outputs have identity (contiguous) layouts.
+    - outputs have identity (contiguous) layouts;
+    - where operands are `dexec.buffer`s: a `host` kernel reads and writes
+      host arenas only; `copy_to_host` reads the device's and writes the
+      host's, `copy_to_device` the reverse; every other kernel reads and
+      writes the device's arenas only.
   }];
   let arguments = (ins StrAttr:$kernel, Variadic<AnyStaticShapeMemRef>:$ins,
                        Variadic<AnyStaticShapeMemRef>:$outs,
-                       DictionaryAttr:$attrs);
+                       DictionaryAttr:$attrs, UnitAttr:$host);
   let assemblyFormat = [{
     $kernel (`ins` `(` $ins^ `:` type($ins) `)`)? (`outs` `(` $outs^ `:` type($outs) `)`)?
     `attrs` $attrs attr-dict

@@ -9,6 +9,8 @@
 #include "runtime/device/cpu/AxisMap.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 
+#include <cstring>
+
 #include <algorithm>
 
 #ifdef __SSE2__
@@ -217,6 +219,24 @@ StatusOr<KernelFn> buildCopyKernel(const KernelContext &ctx) {
                    in.data, 0, in.strides, in.dtype);
 }
 
+/// `copy_to_host` and `copy_to_device`: on the CPU the host's arenas are
+/// allocations of their own, so a transfer is a real copy of the bytes.
+StatusOr<KernelFn> buildTransfer(const KernelContext &ctx) {
+  const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, in, "input 0"));
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, out, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, in.shape, "output 0"));
+  const void *src = in.data;
+  void *dst = out.data;
+  const size_t bytes = size_t(in.sizeInBytes());
+  return KernelFn([dst, src, bytes]() -> Status {
+    if (dst != src)
+      std::memcpy(dst, src, bytes);
+    return Status::ok();
+  });
+}
+
 StatusOr<KernelFn> buildBroadcastInDim(const KernelContext &ctx) {
   return buildStridedRead(ctx, broadcastInDimRead(ctx));
 }
@@ -369,6 +389,8 @@ StatusOr<KernelFn> buildIota(const KernelContext &ctx) {
 
 void registerCpuMovementKernels(KernelRegistry &registry) {
   registry.add("copy", buildCopyKernel);
+  registry.add("copy_to_host", buildTransfer);
+  registry.add("copy_to_device", buildTransfer);
   registry.add("broadcast_in_dim", buildBroadcastInDim);
   registry.add("transpose", buildTranspose);
   registry.add("slice", buildSlice);

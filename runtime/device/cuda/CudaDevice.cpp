@@ -81,8 +81,12 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
       cudaStreamCreateWithFlags(&d->p2pUp_, cudaStreamNonBlocking));
   DTCC_CUDA_CHECK(
       cudaStreamCreateWithFlags(&d->p2pDown_, cudaStreamNonBlocking));
+  DTCC_CUDA_CHECK(cudaStreamCreateWithFlags(&d->copy_, cudaStreamNonBlocking));
   DTCC_CUDA_CHECK(
       cudaEventCreateWithFlags(&d->computeDone_, cudaEventDisableTiming));
+  DTCC_CUDA_CHECK(
+      cudaEventCreateWithFlags(&d->transfersDone_, cudaEventDisableTiming));
+  registerCpuKernels(d->hostRegistry_);
   DTCC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&d->error_),
                              sizeof(DeviceError)));
   // On the compute stream, which the kernels that write it use: a plain
@@ -131,7 +135,7 @@ CudaDevice::~CudaDevice() {
     cudaStreamSynchronize(compute_);
   if (comm_)
     cudaStreamSynchronize(comm_);
-  for (cudaStream_t s : {p2pUp_, p2pDown_})
+  for (cudaStream_t s : {p2pUp_, p2pDown_, copy_})
     if (s)
       cudaStreamSynchronize(s);
   nccl_.reset();
@@ -143,6 +147,10 @@ CudaDevice::~CudaDevice() {
     cudaFree(error_);
   if (computeDone_)
     cudaEventDestroy(computeDone_);
+  if (transfersDone_)
+    cudaEventDestroy(transfersDone_);
+  if (copy_)
+    cudaStreamDestroy(copy_);
   if (compute_)
     cudaStreamDestroy(compute_);
   if (comm_)
@@ -213,6 +221,29 @@ Status CudaDevice::copyDeviceToHost(void *dst, const void *src, int64_t bytes) {
   return Status::ok();
 }
 
+StatusOr<void *> CudaDevice::allocateHost(int64_t bytes) {
+  void *p = nullptr;
+  cudaError_t err = cudaHostAlloc(&p, size_t(std::max<int64_t>(bytes, 1)),
+                                  cudaHostAllocDefault);
+  if (err != cudaSuccess)
+    return unavailable("cudaHostAlloc of ", bytes, " bytes of pinned "
+                             "host memory failed: ", cudaGetErrorString(err));
+  return p;
+}
+
+void CudaDevice::deallocateHost(void *ptr) { cudaFreeHost(ptr); }
+
+Status CudaDevice::waitForTransfers() {
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(copy_));
+  return Status::ok();
+}
+
+Status CudaDevice::computeWaitsForTransfers() {
+  DTCC_CUDA_CHECK(cudaEventRecord(transfersDone_, copy_));
+  DTCC_CUDA_CHECK(cudaStreamWaitEvent(compute_, transfersDone_, 0));
+  return Status::ok();
+}
+
 Status CudaDevice::fillZero(void *dst, int64_t bytes) {
   if (bytes == 0)
     return Status::ok();
@@ -278,6 +309,7 @@ Status CudaDevice::synchronize() {
   DTCC_CUDA_CHECK(cudaStreamSynchronize(comm_));
   DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pUp_));
   DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pDown_));
+  DTCC_CUDA_CHECK(cudaStreamSynchronize(copy_));
   DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
   // Read and cleared on the compute stream: the legacy default stream is
   // not ordered with the non-blocking ones, so a clear there could land

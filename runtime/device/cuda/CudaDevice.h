@@ -61,6 +61,14 @@ public:
   Status copyHostToDevice(void *dst, const void *src, int64_t bytes) override;
   Status copyDeviceToHost(void *dst, const void *src, int64_t bytes) override;
   Status fillZero(void *dst, int64_t bytes) override;
+  /// Pinned host memory (cudaHostAlloc), which cudaMemcpyAsync moves
+  /// asynchronously at the link's full bandwidth.
+  StatusOr<void *> allocateHost(int64_t bytes) override;
+  void deallocateHost(void *ptr) override;
+  /// Waits for the copy stream: the transfers queued so far are done.
+  Status waitForTransfers() override;
+  /// The CPU device's kernels, which host instructions run.
+  const KernelRegistry &hostKernels() const override { return hostRegistry_; }
   /// Flushes grouped send/recv, waits for every stream, and reports the
   /// first data-dependent kernel error (DeviceError) with its instruction;
   /// the error slot is read and cleared on the compute stream, in order
@@ -72,6 +80,11 @@ public:
 
   cudaStream_t computeStream() const { return compute_; }
   cudaStream_t commStream() const { return comm_; }
+  /// The stream of transfers between device and host memory
+  /// (`copy_to_host`, `copy_to_device`), which overlap the compute stream.
+  cudaStream_t copyStream() const { return copy_; }
+  /// Orders the compute stream after the transfers issued so far.
+  Status computeWaitsForTransfers();
   /// The stream of point-to-point traffic to higher group ranks (`up`) or
   /// to lower ones (NcclMesh::findP2P).
   cudaStream_t p2pStream(bool up) const { return up ? p2pUp_ : p2pDown_; }
@@ -126,7 +139,10 @@ private:
   cudaDeviceProp props_{};
   cudaStream_t compute_ = nullptr, comm_ = nullptr;
   cudaStream_t p2pUp_ = nullptr, p2pDown_ = nullptr;
-  cudaEvent_t computeDone_ = nullptr;
+  cudaStream_t copy_ = nullptr;
+  cudaEvent_t computeDone_ = nullptr, transfersDone_ = nullptr;
+  /// The host's kernels (runtime/device/cpu).
+  KernelRegistry hostRegistry_;
   DeviceError *error_ = nullptr;
   std::vector<std::string> sites_;
   cublasLtHandle_t lt_ = nullptr;

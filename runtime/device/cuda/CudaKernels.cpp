@@ -239,6 +239,47 @@ StatusOr<KernelFn> buildCopy(CudaDevice &dev, const KernelContext &ctx,
       [=] { return launched(prefix, launchCopy(size, l, dst, from, st)); });
 }
 
+/// `copy_to_host` and `copy_to_device` (an offloaded optimizer step): a
+/// cudaMemcpyAsync on the copy stream between device memory and pinned host
+/// memory. A gradient goes out once the compute stream has made it (the
+/// copy stream waits for the compute work issued so far) while the backward
+/// pass goes on; a parameter comes in before the compute work issued after
+/// it (the compute stream waits for the copy stream). The host kernels wait
+/// for the copy stream (Device::waitForTransfers) before they run.
+StatusOr<KernelFn> buildTransfer(CudaDevice &dev, const KernelContext &ctx,
+                                 bool toHost) {
+  const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, in, "input 0"));
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, out, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, in.shape, "output 0"));
+  CudaDevice *d = &dev;
+  const size_t bytes = size_t(in.sizeInBytes());
+  void *dst = out.data;
+  const void *src = in.data;
+  std::string prefix = errorPrefix(ctx);
+  if (toHost)
+    return KernelFn([d, dst, src, bytes, prefix]() -> Status {
+      DTCC_RETURN_IF_ERROR(d->waitsForCompute(d->copyStream()));
+      cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                        d->copyStream());
+      if (err != cudaSuccess)
+        return internalError(prefix, "cudaMemcpyAsync to the host: ",
+                             cudaGetErrorString(err));
+      return Status::ok();
+    });
+  return KernelFn([d, dst, src, bytes, prefix]() -> Status {
+    // Device memory the compute stream may still read or write.
+    DTCC_RETURN_IF_ERROR(d->waitsForCompute(d->copyStream()));
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                      d->copyStream());
+    if (err != cudaSuccess)
+      return internalError(prefix, "cudaMemcpyAsync to the device: ",
+                           cudaGetErrorString(err));
+    return d->computeWaitsForTransfers();
+  });
+}
+
 StatusOr<KernelFn> buildCopyKernel(CudaDevice &dev, const KernelContext &ctx) {
   const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(cpu::checkStrides(ctx, in, "input 0"));
@@ -1131,6 +1172,12 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("select", buildSelect);
   add("cast", buildCast);
   add("copy", buildCopyKernel);
+  registry.add("copy_to_host", [d](const KernelContext &ctx) {
+    return buildTransfer(*d, ctx, /*toHost=*/true);
+  });
+  registry.add("copy_to_device", [d](const KernelContext &ctx) {
+    return buildTransfer(*d, ctx, /*toHost=*/false);
+  });
   add("broadcast_in_dim", buildBroadcastInDim);
   add("transpose", buildTranspose);
   add("slice", buildSlice);

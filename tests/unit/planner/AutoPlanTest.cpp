@@ -24,6 +24,28 @@ ModelDesc cpuGpt(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
   return m;
 }
 
+TEST(AutoPlan, OffloadsTheOptimizerOnlyWhenItMustFit) {
+  // Llama 3 8B in fp32 on one H100: parameters, gradients and Adam's
+  // moments (16 bytes per parameter, 128 GB) do not fit in 80 GB; without
+  // the moments on the device (64 GB) they do.
+  ClusterSpec one = clusterForRanks(clusterPreset("dgx-h100").value(), 1).value();
+  CompilerPlanOptions o;
+  o.batch = 1;
+  ModelDesc m = ModelDesc::llama3_8b();
+  m.seq = 512;
+  auto r = chooseCompilerPlan(m, one, o);
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  EXPECT_EQ(r.value().chosen.plan.offload, Offload::kOptimizer);
+  EXPECT_GT(r.value().chosen.memory.hostOptimizerState, 0);
+  EXPECT_EQ(r.value().chosen.memory.optimizerState, 0);
+  EXPECT_NE(r.value().summary.find("offload optimizer"), std::string::npos)
+      << r.value().summary;
+  // GPT-2 small fits as it is: the optimizer stays on the device.
+  auto small = chooseCompilerPlan(ModelDesc::gpt2Small(), one, o);
+  ASSERT_TRUE(small.isOk()) << small.status().toString();
+  EXPECT_EQ(small.value().chosen.plan.offload, Offload::kNone);
+}
+
 TEST(AutoPlan, MeshSpec) {
   Plan p;
   EXPECT_EQ(meshOf(p).str(), "");

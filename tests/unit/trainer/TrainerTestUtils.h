@@ -192,6 +192,8 @@ public:
         std::max<int64_t>(arenaBytes_[format::ARENA_STATE], 64));
     program_.set_constant_bytes(
         std::max<int64_t>(arenaBytes_[format::ARENA_CONSTANT], 64));
+    program_.set_host_workspace_bytes(arenaBytes_[format::ARENA_HOST_WORKSPACE]);
+    program_.set_host_state_bytes(arenaBytes_[format::ARENA_HOST_STATE]);
     return program_;
   }
   const std::string &data() const { return data_; }
@@ -208,7 +210,7 @@ private:
 
   format::Program program_;
   std::string data_;
-  int64_t arenaBytes_[3] = {0, 0, 0};
+  int64_t arenaBytes_[5] = {0, 0, 0, 0, 0}; // by format::Arena
 };
 
 /// The shape of the test programs' token batches.

@@ -1,7 +1,7 @@
 // RUN: dtcc-opt %s -split-input-file -verify-diagnostics
 
 func.func @f() {
-  // expected-error @+1 {{expected arena "workspace", "state" or "constant", got "heap"}}
+  // expected-error @+1 {{expected arena "workspace", "state", "constant", "host_workspace" or "host_state", got "heap"}}
   %0 = dexec.buffer "heap"[0] : memref<4xf32>
   return
 }
@@ -79,5 +79,60 @@ func.func @f() {
   %1 = dexec.buffer "workspace"[0] : memref<4x2xf32, strided<[0, 1]>>
   // expected-error @+1 {{expected contiguous outputs, got 'memref<4x2xf32, strided<[0, 1]>>'}}
   dexec.kernel "copy" ins(%0 : memref<4xf32>) outs(%1 : memref<4x2xf32, strided<[0, 1]>>) attrs {}
+  return
+}
+
+// -----
+
+// A host kernel (an offloaded optimizer step) reads the host's arenas only.
+func.func @f() {
+  %0 = dexec.buffer "workspace"[0] : memref<4xf32>
+  %1 = dexec.buffer "host_workspace"[0] : memref<4xf32>
+  // expected-error @+1 {{expected inputs in host arenas, got a buffer of "workspace"}}
+  dexec.kernel "exp" ins(%0 : memref<4xf32>) outs(%1 : memref<4xf32>) attrs {} {host}
+  return
+}
+
+// -----
+
+// A device kernel writes the device's arenas only.
+func.func @f() {
+  %0 = dexec.buffer "workspace"[0] : memref<4xf32>
+  %1 = dexec.buffer "host_state"[0] : memref<4xf32>
+  // expected-error @+1 {{expected outputs in device arenas, got a buffer of "host_state"}}
+  dexec.kernel "exp" ins(%0 : memref<4xf32>) outs(%1 : memref<4xf32>) attrs {}
+  return
+}
+
+// -----
+
+// copy_to_host goes from the device's memory to the host's.
+func.func @f() {
+  %0 = dexec.buffer "host_workspace"[0] : memref<4xf32>
+  %1 = dexec.buffer "host_workspace"[64] : memref<4xf32>
+  // expected-error @+1 {{expected inputs in device arenas, got a buffer of "host_workspace"}}
+  dexec.kernel "copy_to_host" ins(%0 : memref<4xf32>) outs(%1 : memref<4xf32>) attrs {}
+  return
+}
+
+// -----
+
+// copy_to_device goes from the host's memory to the device's.
+func.func @f() {
+  %0 = dexec.buffer "host_workspace"[0] : memref<4xf32>
+  %1 = dexec.buffer "host_workspace"[64] : memref<4xf32>
+  // expected-error @+1 {{expected outputs in device arenas, got a buffer of "host_workspace"}}
+  dexec.kernel "copy_to_device" ins(%0 : memref<4xf32>) outs(%1 : memref<4xf32>) attrs {}
+  return
+}
+
+// -----
+
+// Transfers are the device's (its copy routines), not host kernels.
+func.func @f() {
+  %0 = dexec.buffer "workspace"[0] : memref<4xf32>
+  %1 = dexec.buffer "host_workspace"[0] : memref<4xf32>
+  // expected-error @+1 {{expected a transfer to run on the device, not on the host}}
+  dexec.kernel "copy_to_host" ins(%0 : memref<4xf32>) outs(%1 : memref<4xf32>) attrs {} {host}
   return
 }
