@@ -351,28 +351,80 @@ struct ActiveWorldScope {
 };
 
 /// Every rank's closing line on a mesh, measured beside predicted: "rank 1:
-/// peak memory 3.2 MiB (planned 3.0 MiB; process 20.1 MiB above start),
-/// bytes sent 1.5 MiB (predicted 1.5 MiB)". Planned: the static memory
-/// plan; predicted bytes: the compiler's per-call figure of each function
-/// (metadata dtcc.bytes_sent.<function>) times its calls.
-/// Bytes the ranks sent before running (the load-time checks).
-int64_t bytesBeforeRun = 0;
+/// peak memory 3.2 MiB planned (process 20.1 MiB above start), bytes sent
+/// 1.5 MiB (predicted 1.5 MiB); measured: written to sockets 1.5 MiB =
+/// payload 1572864 B + headers 4096 B (predicted payload 1572864 B)".
+/// Planned: the static memory plan. Bytes sent: the communicators' ring
+/// formulas; predicted: the compiler's per-call figure of each function
+/// (metadata dtcc.bytes_sent.<function>) times its calls. Measured: what
+/// the transport took (Communicator::transportBytes: TCP's socket writes,
+/// MPI's and NCCL's send buffers; for MPI and NCCL beside the compiler's
+/// dtcc.bytes_handed.<function>).
+/// Bytes the ranks sent and handed on before running (the load-time checks).
+int64_t bytesBeforeRun = 0, transportBeforeRun = 0, headersBeforeRun = 0;
+int64_t ncclBeforeRun = 0;
 
-void printRankSummary(const Executable &exe, const format::Program &program) {
-  if (!activeWorld || !exe.comm())
-    return;
+/// The predicted per-rank figure of metadata `prefix`<function> over the
+/// run: each function's per-call figure times its calls.
+int64_t predictedOverRun(const Executable &exe, const format::Program &program,
+                         const char *prefix) {
   int64_t predicted = 0;
   for (const std::string &name : exe.functionNames()) {
-    auto it = program.metadata().find(metadata::kBytesSentPrefix + name);
+    auto it = program.metadata().find(prefix + name);
     if (it != program.metadata().end())
       predicted += std::atoll(it->second.c_str()) * exe.findFunction(name)->calls;
   }
+  return predicted;
+}
+
+/// Bytes handed to NCCL so far by a CUDA device's mesh; -1 without one.
+int64_t ncclHandedBytes(Device *device) {
+#if DTCC_HAVE_CUDA
+  if (auto *gpu = dynamic_cast<cuda::CudaDevice *>(device))
+    if (gpu->nccl())
+      return gpu->nccl()->handedBytes();
+#endif
+  (void)device;
+  return -1;
+}
+
+/// The runner's device, once created (for the NCCL counters).
+Device *activeDevice = nullptr;
+
+void printRankSummary(const Executable &exe, const format::Program &program) {
+  Device *device = activeDevice;
+  if (!activeWorld || !exe.comm())
+    return;
+  const MeshComms &mesh = exe.comm()->mesh();
+  const int64_t predicted =
+      predictedOverRun(exe, program, metadata::kBytesSentPrefix);
+  const int64_t predictedHanded =
+      predictedOverRun(exe, program, metadata::kBytesHandedPrefix);
   std::string line = strCat(
       "rank ", activeWorld->rank(), ": peak memory ", formatBytes(exe.peakBytes()),
       " planned (process ", formatBytes(processPeakRss() - startupPeakRss()),
       " above start), bytes sent ",
-      formatBytes(exe.comm()->mesh().bytesSent() - bytesBeforeRun),
-      " (predicted ", formatBytes(predicted), ")\n");
+      formatBytes(mesh.bytesSent() - bytesBeforeRun), " (predicted ",
+      formatBytes(predicted), ")");
+  const int64_t nccl = ncclHandedBytes(device);
+  const int64_t moved = mesh.transportBytes() - transportBeforeRun;
+  const int64_t headers = mesh.transportHeaderBytes() - headersBeforeRun;
+  const std::vector<Communicator *> comms = mesh.communicators();
+  const std::string transport =
+      comms.empty() ? "none" : comms.front()->transportName();
+  if (nccl >= 0) {
+    line += strCat("; measured: handed to NCCL ", formatBytes(nccl - ncclBeforeRun),
+                   " = ", nccl - ncclBeforeRun, " B (predicted ",
+                   predictedHanded, " B)");
+  } else if (transport == "tcp") {
+    line += strCat("; measured: written to sockets ", formatBytes(moved),
+                   " = payload ", moved - headers, " B + headers ", headers,
+                   " B (predicted payload ", predicted, " B)");
+  } else if (transport == "mpi") {
+    line += strCat("; measured: handed to MPI ", formatBytes(moved), " = ",
+                   moved, " B (predicted ", predictedHanded, " B)");
+  }
+  line += "\n";
   std::fflush(stdout);
   std::fputs(line.c_str(), stdout);
   std::fflush(stdout);
@@ -599,8 +651,13 @@ int runnerMain(int argc, char **argv) {
   Executable &exe = *created.value();
   if (Status order = exe.verifyCollectiveOrder(); !order.isOk())
     return fail(order.withContext("checking the ranks' collectives"));
-  if (exe.comm())
+  if (exe.comm()) {
     bytesBeforeRun = exe.comm()->mesh().bytesSent();
+    transportBeforeRun = exe.comm()->mesh().transportBytes();
+    headersBeforeRun = exe.comm()->mesh().transportHeaderBytes();
+    activeDevice = device.get();
+    ncclBeforeRun = std::max<int64_t>(0, ncclHandedBytes(device.get()));
+  }
   if (!opts.trainFlag.empty() && !training)
     return fail(invalidArgument(opts.trainFlag, " needs a training program "
                                 "(compiled with `dtcc compile --train`)"));

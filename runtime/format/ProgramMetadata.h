@@ -36,6 +36,10 @@ inline constexpr const char kTarget[] = "dtcc.target";
 /// Followed by a function's name: the bytes one rank sends per call of it,
 /// as the compiler counted them.
 inline constexpr const char kBytesSentPrefix[] = "dtcc.bytes_sent.";
+/// Followed by a function's name: the send buffers one rank hands MPI or
+/// NCCL per call of it (count x element size of each call), as the
+/// compiler predicts them.
+inline constexpr const char kBytesHandedPrefix[] = "dtcc.bytes_handed.";
 
 } // namespace dtcc::runtime::metadata
 
