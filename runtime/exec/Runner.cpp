@@ -391,6 +391,46 @@ int64_t ncclHandedBytes(Device *device) {
 /// The runner's device, once created (for the NCCL counters).
 Device *activeDevice = nullptr;
 
+/// The process's resident high-water mark (VmHWM) after each phase of the
+/// runner, for the closing "memory measured" line.
+struct ResidentPhases {
+  int64_t communicators = 0; ///< after the world and mesh communicators
+  int64_t loaded = 0;        ///< after loading the program (arenas made)
+};
+ResidentPhases residentPhases;
+
+/// Every rank's (or the one process's) measured resident memory:
+/// "rank 1: memory measured: VmHWM 64339968 B (at start 31457280 B, after
+/// communicators 39845888 B, after loading 45088768 B); planned arenas
+/// 2228224 B, program data 1323008 B". Exact bytes, for the plan checks
+/// (tests/e2e/plan_checks.py) to hold against the predicted total.
+void printResident(const Executable &exe, int64_t dataBytes) {
+  std::string who =
+      activeWorld && activeWorld->size() > 1
+          ? strCat("rank ", activeWorld->rank(), ": ")
+          : std::string();
+  std::string line = strCat(
+      who, "memory measured: VmHWM ", processPeakRss(), " B (at start ",
+      startupPeakRss(), " B, after communicators ",
+      residentPhases.communicators, " B, after loading ", residentPhases.loaded,
+      " B); planned arenas ", exe.peakBytes(), " B, program data ", dataBytes,
+      " B\n");
+#if DTCC_HAVE_CUDA
+  // On a GPU, device memory as the CUDA runtime reports it.
+  if (auto *gpu = dynamic_cast<cuda::CudaDevice *>(activeDevice)) {
+    cuda::CudaDevice::MemoryUse m = gpu->memoryUse();
+    line += strCat(who, "device memory measured: in use ", m.usedNow,
+                   " B of ", m.total, " B (cudaMemGetInfo; ", m.usedAtCreate,
+                   " B once the context existed), cudaMalloc peak ",
+                   m.mallocPeak, " B; planned arenas ", exe.peakBytes(),
+                   " B\n");
+  }
+#endif
+  std::fflush(stdout);
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
+}
+
 void printRankSummary(const Executable &exe, const format::Program &program) {
   Device *device = activeDevice;
   if (!activeWorld || !exe.comm())
@@ -454,7 +494,7 @@ void printProfile(const Executable &exe, int runs) {
 }
 
 int runTraining(const Options &opts, const format::Program &program,
-                Executable &exe) {
+                Executable &exe, int64_t dataBytes) {
   if (!opts.trainFlag.empty() && opts.inferenceFlags)
     return fail(invalidArgument(
         opts.trainFlag, " trains; --input, --function, --output-dir, --print "
@@ -482,6 +522,7 @@ int runTraining(const Options &opts, const format::Program &program,
     return fail(s);
   if (!isRoot()) {
     printRankSummary(exe, program);
+    printResident(exe, dataBytes);
     return 0;
   }
   if (opts.stats)
@@ -491,6 +532,7 @@ int runTraining(const Options &opts, const format::Program &program,
     printProfile(exe, 1);
   }
   printRankSummary(exe, program);
+  printResident(exe, dataBytes);
   return 0;
 }
 
@@ -607,6 +649,7 @@ int runnerMain(int argc, char **argv) {
     comm = std::make_unique<CommContext>(mesh, world->queue());
   }
   ActiveWorldScope scope(world.get());
+  residentPhases.communicators = processPeakRss();
 
   // The device: metadata "dtcc.target" (dtcc compile --target) says which.
   std::unique_ptr<Device> device;
@@ -649,20 +692,21 @@ int runnerMain(int argc, char **argv) {
   if (!created.isOk())
     return fail(created.status().withContext("loading the program"));
   Executable &exe = *created.value();
+  residentPhases.loaded = processPeakRss();
+  activeDevice = device.get();
   if (Status order = exe.verifyCollectiveOrder(); !order.isOk())
     return fail(order.withContext("checking the ranks' collectives"));
   if (exe.comm()) {
     bytesBeforeRun = exe.comm()->mesh().bytesSent();
     transportBeforeRun = exe.comm()->mesh().transportBytes();
     headersBeforeRun = exe.comm()->mesh().transportHeaderBytes();
-    activeDevice = device.get();
     ncclBeforeRun = std::max<int64_t>(0, ncclHandedBytes(device.get()));
   }
   if (!opts.trainFlag.empty() && !training)
     return fail(invalidArgument(opts.trainFlag, " needs a training program "
                                 "(compiled with `dtcc compile --train`)"));
   if (training && (!opts.trainFlag.empty() || !opts.inferenceFlags))
-    return runTraining(opts, program, exe);
+    return runTraining(opts, program, exe, int64_t(loaded.value()->dataSize()));
 
   const Executable::Function *fn = exe.findFunction(opts.function);
   if (!fn)
