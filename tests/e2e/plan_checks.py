@@ -27,7 +27,8 @@ instruction with the calibrated figures.
                                 and launcher;
             program image       the executable's bytes beyond the bare
                                 runner (its program and initial values,
-                                mapped and read while loading);
+                                mapped and read while loading; a pipeline
+                                rank reads its stage's 1/pp of the values);
           measured = each rank's resident high-water mark (VmHWM from
           /proc/self/status, printed by the runtime at the end: `memory
           measured: VmHWM ...`), the largest over the ranks;
@@ -424,9 +425,14 @@ def main():
                           "and measuring again", flush=True)
                 # Memory: the static plan and the runtime's fixed costs, as
                 # named terms, against the fullest rank's VmHWM.
+                # A pipeline rank reads only its stage's initial values of
+                # the mapped image: about 1/pp of them.
+                pp = int(re.search(r"pp=(\d+)", mesh).group(1)) if "pp=" in mesh else 1
+                program = program_bytes(exe, runner_bytes, measured)
+                image = os.path.getsize(exe) - runner_bytes
                 terms = {"static memory plan": static_plan,
-                         "program image": os.path.getsize(exe) - runner_bytes}
-                terms.update(probe_for(ranks).terms(program_bytes(exe, runner_bytes, measured)))
+                         "program image": program + (image - program) / pp}
+                terms.update(probe_for(ranks).terms(program))
                 pred_mem = sum(terms.values())
                 mem_err = measured.vmhwm / pred_mem - 1
                 if not memory_ok(pred_mem, measured.vmhwm):
