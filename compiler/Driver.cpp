@@ -193,8 +193,10 @@ LogicalResult writeArtifact(ModuleOp module, const std::string &outPath,
   auto serialized = serializeProgram(module);
   if (failed(serialized))
     return failure();
-  if (options.target != "cpu")
+  if (options.target != "cpu") {
     (*serialized->program.mutable_metadata())[runtime::metadata::kTarget] = options.target;
+    recordTraffic(serialized->program); // NCCL reduces halves as they are
+  }
   std::string runner;
   if (options.compileTo == Phase::Executable) {
     runner = options.runnerPath.empty() ? defaultRunnerPath(options.target)

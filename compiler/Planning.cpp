@@ -17,6 +17,7 @@
 #include "dialects/Graph/IR/GraphOps.h"
 #include "planner/AutoPlan.h"
 #include "planner/Report.h"
+#include "planner/Sensitivity.h"
 #include "planner/Units.h"
 #include "runtime/base/Format.h"
 
@@ -1077,6 +1078,15 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   if (!cpu && !args.zooFamily.empty() && !args.analytic)
     model.flashAttention = false;
 
+  if (args.sensitivity && (cpu || savedPlan || opaqueParams > 0))
+    return invalidArgument(
+        "--sensitivity re-runs the planner's search over GPU clusters, which "
+        "this request does not use (",
+        cpu ? "a CPU cluster's plans are what dtcc compile builds"
+        : savedPlan ? "a saved plan is evaluated, not searched"
+                    : "the model has operators the planner does not describe",
+        ")");
+  std::optional<SensitivityResult> sensitivity;
   if (cpu && !args.modelPath.empty() && !args.analytic && !savedPlan) {
     return compiledCpuPlan(args, cluster, model, source, opaqueParams,
                            modelBatch, policy);
@@ -1183,12 +1193,29 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     options.buildable = [&shardContext](const Plan &plan) {
       return compilerRefuses(&shardContext, plan);
     };
-    auto result = searchPlans(model, cluster, options);
+    StatusOr<SearchResult> result = SearchResult();
+    if (args.sensitivity) {
+      auto analyzed = analyzeSensitivity(model, cluster, options);
+      if (!analyzed.isOk())
+        return analyzed.status();
+      sensitivity = std::move(analyzed.value());
+      result = sensitivity->search;
+    } else {
+      result = searchPlans(model, cluster, options);
+    }
     if (!result.isOk())
       return result.status();
     report.globalBatch = args.globalBatch;
     report.search = result.value();
     report.chosen = result.value().best;
+    if (sensitivity && sensitivity->preferenceChanged) {
+      report.chosen = sensitivity->chosen;
+      report.notes.push_back(
+          "--sensitivity: chosen over the fastest as modelled, within " +
+          formatPercent(sensitivity->within) +
+          " of it and losing less when the figures are worse (see "
+          "Sensitivity below)");
+    }
     report.origin = pinned ? "given" : "search";
     if (!report.chosen && pinned) {
       // Show the given mesh with what it lacks: the out-of-memory candidate
@@ -1328,6 +1355,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
             programCostToJson(compiledPrice->memory, &compiledPrice->time));
     if (args.explainCost)
       j.set("explainCost", explainCostToJson(compiledPrice->time, explainHow));
+    if (sensitivity)
+      j.set("sensitivity", sensitivityToJson(*sensitivity));
     out.report += (j.dump(2) + "\n");
   } else {
     out.report += formatReport(report);
@@ -1336,6 +1365,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     if (args.explainCost)
       out.report += formatExplainCost(compiledPrice->time,
                                       compiledPrice->time.stepTime, explainHow);
+    if (sensitivity)
+      out.report += formatSensitivity(*sensitivity);
   }
   out.fits = report.chosen && report.chosen->fits;
   return out;

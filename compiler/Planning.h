@@ -69,6 +69,10 @@ struct PlanRequest {
   /// (needs a plan priced from its compiled program).
   bool explainCost = false;
   bool json = false;
+  /// Re-plan with the figures scaled by 0.8 and 1.2 and prefer, among the
+  /// plans within 2% of the fastest, the one that loses least in the worse
+  /// worlds (planner/Sensitivity.h).
+  bool sensitivity = false;
   std::string tracePath, planOut, planIn;
   double tokens = 0, price = 0;
 };

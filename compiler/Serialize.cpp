@@ -3,6 +3,8 @@
 #include "compiler/Serialize.h"
 
 #include "compiler/Explain.h"
+#include "planner/CostPrimitives.h"
+#include "runtime/base/DType.h"
 
 #include <map>
 
@@ -335,14 +337,8 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
       }
     }
   }
-  // What each function sends per call and rank, for the runtime to print
-  // beside what it measures (dtcc explain lists the collectives).
-  std::map<std::string, int64_t> sent;
-  for (const CollectiveInfo &c : listCollectives(program))
-    sent[c.function] += c.sentBytes;
-  for (const auto &[fn, bytes] : sent)
-    (*program.mutable_metadata())[runtime::metadata::kBytesSentPrefix + fn] = std::to_string(bytes);
-  // And what its transfers move between the device and the host.
+  recordTraffic(program);
+  // What its transfers move between the device and the host, per call.
   for (const auto &f : program.functions()) {
     int64_t toHost = 0, toDevice = 0;
     for (const auto &inst : f.instructions()) {
@@ -363,6 +359,52 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     meta[runtime::metadata::kBytesToDevicePrefix + f.name()] = std::to_string(toDevice);
   }
   return out;
+}
+
+void recordTraffic(runtime::format::Program &program) {
+  auto target = program.metadata().find(runtime::metadata::kTarget);
+  const bool cpu =
+      target == program.metadata().end() || target->second == "cpu";
+  // The collectives in program order, as listCollectives lists them, each
+  // with the element type of its first input.
+  std::vector<runtime::DType> dtypes;
+  for (const auto &fn : program.functions())
+    for (const auto &inst : fn.instructions())
+      if (planner::collectiveOfKernel(inst.kernel()))
+        dtypes.push_back(inst.inputs_size() > 0
+                             ? runtime::DType(
+                                   program.buffers(inst.inputs(0)).dtype())
+                             : runtime::DType::kU8);
+  std::vector<CollectiveInfo> all = listCollectives(program);
+  std::map<std::string, int64_t> sent, handed;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const CollectiveInfo &c = all[i];
+    sent[c.function] += 0; // every function with collectives is listed
+    handed[c.function] += 0;
+    const int64_t n = c.groupSize;
+    if (n <= 1)
+      continue; // a group of one moves nothing
+    const runtime::DType dtype = i < dtypes.size() ? dtypes[i] : runtime::DType::kU8;
+    const bool half = dtype == runtime::DType::kF16 || dtype == runtime::DType::kBF16;
+    const bool reduces = c.kind == "all_reduce" || c.kind == "reduce_scatter";
+    // The CPU communicators widen f16/bf16 to f32 before a reduction.
+    const int64_t widen = cpu && half && reduces ? 2 : 1;
+    sent[c.function] += c.sentBytes * widen;
+    int64_t h = 0;
+    if (c.kind == "all_reduce" || c.kind == "reduce_scatter" ||
+        c.kind == "all_to_all" || c.kind == "send")
+      h = c.tensorBytes * widen;
+    else if (c.kind == "all_gather")
+      h = c.tensorBytes / n; // this rank's block
+    else if (c.kind == "broadcast")
+      h = c.tensorBytes / n; // the root's buffer, averaged over the group
+    handed[c.function] += h;
+  }
+  auto &metadata = *program.mutable_metadata();
+  for (const auto &[fn, bytes] : sent)
+    metadata[runtime::metadata::kBytesSentPrefix + fn] = std::to_string(bytes);
+  for (const auto &[fn, bytes] : handed)
+    metadata[runtime::metadata::kBytesHandedPrefix + fn] = std::to_string(bytes);
 }
 
 } // namespace dtcc

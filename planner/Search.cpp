@@ -314,6 +314,19 @@ private:
       groupBest_[key] = Candidate{plan, memory, time, true, ""};
     if (!best_ || time.stepTime < best_->time.stepTime * (1 - 1e-12))
       best_ = Candidate{plan, memory, time, true, ""};
+    // Near-best plans: within the margin of the best so far (the final
+    // best can only be faster, so finish() filters again).
+    if (options_.keepWithin > 0 &&
+        time.stepTime <= best_->time.stepTime * (1 + options_.keepWithin))
+      near_.push_back(Candidate{plan, memory, time, true, ""});
+    if (near_.size() > 4096) { // drop those the best has since left behind
+      const double limit = best_->time.stepTime * (1 + options_.keepWithin);
+      near_.erase(std::remove_if(near_.begin(), near_.end(),
+                                 [&](const Candidate &c) {
+                                   return c.time.stepTime > limit;
+                                 }),
+                  near_.end());
+    }
     return true;
   }
 
@@ -324,6 +337,19 @@ private:
     result.pruned = pruned_;
     result.budgetExhausted = budgetExhausted_;
     const size_t keep = size_t(std::max(0, options_.alternativesPerKind));
+
+    if (best_ && options_.keepWithin > 0) {
+      const double limit = best_->time.stepTime * (1 + options_.keepWithin);
+      for (const Candidate &c : near_)
+        if (c.time.stepTime <= limit)
+          result.nearBest.push_back(c);
+      std::sort(result.nearBest.begin(), result.nearBest.end(),
+                       [](const Candidate &a, const Candidate &b) {
+                         return a.time.stepTime < b.time.stepTime;
+                       });
+      if (result.nearBest.size() > size_t(std::max(1, options_.maxNearBest)))
+        result.nearBest.resize(size_t(std::max(1, options_.maxNearBest)));
+    }
 
     std::vector<Rejection> slower;
     if (best_) {
@@ -432,6 +458,7 @@ private:
   TimeModel time_;
   std::chrono::steady_clock::time_point start_;
   std::optional<Candidate> best_;
+  std::vector<Candidate> near_;
   std::map<GroupKey, Candidate> groupBest_;
   std::map<GroupKey, Rejection> oom_;
   std::vector<Rejection> invalid_;

@@ -54,6 +54,12 @@ struct SearchOptions {
   /// planner knows no compiler): a plan it names a reason for is rejected
   /// as invalid with that reason. Empty: every plan is built.
   std::function<std::optional<std::string>(const Plan &)> buildable;
+  /// Keep every plan that fits within this fraction of the best step time
+  /// (SearchResult::nearBest); 0 keeps none. `dtcc plan --sensitivity`
+  /// chooses among them (planner/Sensitivity.h).
+  double keepWithin = 0;
+  /// The most near-best plans kept, fastest first.
+  int maxNearBest = 32;
 };
 
 /// A plan with its predicted memory and time.
@@ -94,6 +100,9 @@ struct SearchResult {
   /// The model and one micro-batch fit on one device without any model
   /// split (tp = pp = 1, no ZeRO).
   bool fitsOnOneDevice = false;
+  /// With SearchOptions::keepWithin > 0: the plans that fit within that
+  /// fraction of the best, fastest first (the best included).
+  std::vector<Candidate> nearBest;
   /// One line for people: "GPT-2 fits on one device: plain data
   /// parallelism", "no distribution: one device".
   std::string note;

@@ -84,7 +84,9 @@ Status Communicator::allReduce(const void *in, void *out, int64_t count,
       std::memmove(out, in, bytes);
     return Status::ok();
   }
-  countSent(2 * (size() - 1) * bytes / size());
+  // Halves reduce through f32, and travel so: count what travels.
+  const int64_t wireBytes = isHalfDType(dtype) ? count * 4 : bytes;
+  countSent(2 * (size() - 1) * wireBytes / size());
   if (isHalfDType(dtype)) {
     std::vector<float> wide(count);
     widenHalf(in, wide.data(), count, dtype);
@@ -121,7 +123,8 @@ Status Communicator::reduceScatter(const void *in, void *out,
       std::memmove(out, in, countPerRank * dtypeSize(dtype));
     return Status::ok();
   }
-  countSent((size() - 1) * countPerRank * dtypeSize(dtype));
+  countSent((size() - 1) * countPerRank *
+            (isHalfDType(dtype) ? 4 : dtypeSize(dtype)));
   if (isHalfDType(dtype)) {
     const int64_t total = countPerRank * size();
     std::vector<float> wide(total + countPerRank);
@@ -421,6 +424,20 @@ int64_t MeshComms::bytesSent() const {
   int64_t sum = 0;
   for (const auto &[mask, c] : comms_)
     sum += c->bytesSent();
+  return sum;
+}
+
+int64_t MeshComms::transportBytes() const {
+  int64_t sum = 0;
+  for (const auto &[mask, c] : comms_)
+    sum += c->transportBytes();
+  return sum;
+}
+
+int64_t MeshComms::transportHeaderBytes() const {
+  int64_t sum = 0;
+  for (const auto &[mask, c] : comms_)
+    sum += c->transportHeaderBytes();
   return sum;
 }
 

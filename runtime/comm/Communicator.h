@@ -98,11 +98,32 @@ public:
   /// Returns once every rank of the group has entered it.
   Status barrier();
 
-  /// Bytes this rank has sent through this communicator: what a ring
-  /// algorithm sends (all_reduce 2(n-1)/n of the buffer, all_gather,
+  /// Bytes this rank has sent through this communicator by the ring
+  /// formulas (all_reduce 2(n-1)/n of the buffer, all_gather,
   /// reduce_scatter and all_to_all (n-1) blocks, broadcast the buffer from
-  /// the root, send its bytes), whatever the backend does. Thread-safe.
+  /// the root, send its bytes), at the element type that travels (f16 and
+  /// bf16 reductions travel as f32), whatever the backend does: a formula,
+  /// not a measurement (transportBytes() is that). Thread-safe.
   int64_t bytesSent() const { return bytesSent_.load(); }
+
+  /// What the backend itself handed on, counted where it calls its
+  /// transport: the TCP backend, the bytes its socket writes returned
+  /// (message headers included, transportHeaderBytes() of them); MPI, the
+  /// send buffer of each MPI call made (count x datatype size: all_reduce's
+  /// buffer, all_gather's block, reduce_scatter's and all_to_all's n
+  /// blocks, broadcast's buffer at the root, a send's bytes). Thread-safe.
+  int64_t transportBytes() const { return transport_->bytes.load(); }
+  /// Of transportBytes(), the TCP backend's message headers.
+  int64_t transportHeaderBytes() const { return transport_->headers.load(); }
+  /// "tcp" (bytes written to sockets), "mpi" (bytes handed to MPI), or
+  /// "none" (one process: nothing leaves it).
+  virtual const char *transportName() const { return "none"; }
+
+  /// transportBytes()'s counters; shared, so that a message still queued
+  /// when its communicator goes away counts into valid memory.
+  struct TransportCounters {
+    std::atomic<int64_t> bytes{0}, headers{0};
+  };
 
 protected:
   Communicator(std::string name, int rank, std::vector<int> worldRanks);
@@ -144,6 +165,17 @@ private:
   int rank_;
   std::vector<int> worldRanks_;
   std::atomic<int64_t> bytesSent_{0};
+
+protected:
+  /// For the backends: count what they hand their transport.
+  void countTransport(int64_t bytes) { transport_->bytes.fetch_add(bytes); }
+  const std::shared_ptr<TransportCounters> &transportCounters() const {
+    return transport_;
+  }
+
+private:
+  std::shared_ptr<TransportCounters> transport_ =
+      std::make_shared<TransportCounters>();
 };
 
 //===----------------------------------------------------------------------===//
@@ -267,6 +299,10 @@ public:
   std::vector<Communicator *> communicators() const;
   /// The sum of bytesSent() over communicators().
   int64_t bytesSent() const;
+  /// The sums of transportBytes() and transportHeaderBytes() over
+  /// communicators().
+  int64_t transportBytes() const;
+  int64_t transportHeaderBytes() const;
   /// This rank's coordinate on the axis; -1 when there is no such axis.
   int64_t coord(const std::string &name) const;
   /// "dp=2 x tp=2".

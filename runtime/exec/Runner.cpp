@@ -351,12 +351,31 @@ struct ActiveWorldScope {
 };
 
 /// Every rank's closing line on a mesh, measured beside predicted: "rank 1:
-/// peak memory 3.2 MiB (planned 3.0 MiB; process 20.1 MiB above start),
-/// bytes sent 1.5 MiB (predicted 1.5 MiB)". Planned: the static memory
-/// plan; predicted bytes: the compiler's per-call figure of each function
-/// (metadata dtcc.bytes_sent.<function>) times its calls.
-/// Bytes the ranks sent before running (the load-time checks).
-int64_t bytesBeforeRun = 0;
+/// peak memory 3.2 MiB planned (process 20.1 MiB above start), bytes sent
+/// 1.5 MiB (predicted 1.5 MiB); measured: written to sockets 1.5 MiB =
+/// payload 1572864 B + headers 4096 B (predicted payload 1572864 B)".
+/// Planned: the static memory plan. Bytes sent: the communicators' ring
+/// formulas; predicted: the compiler's per-call figure of each function
+/// (metadata dtcc.bytes_sent.<function>) times its calls. Measured: what
+/// the transport took (Communicator::transportBytes: TCP's socket writes,
+/// MPI's and NCCL's send buffers; for MPI and NCCL beside the compiler's
+/// dtcc.bytes_handed.<function>).
+/// Bytes the ranks sent and handed on before running (the load-time checks).
+int64_t bytesBeforeRun = 0, transportBeforeRun = 0, headersBeforeRun = 0;
+int64_t ncclBeforeRun = 0;
+
+/// The predicted per-rank figure of metadata `prefix`<function> over the
+/// run: each function's per-call figure times its calls.
+int64_t predictedOverRun(const Executable &exe, const format::Program &program,
+                         const char *prefix) {
+  int64_t predicted = 0;
+  for (const std::string &name : exe.functionNames()) {
+    auto it = program.metadata().find(prefix + name);
+    if (it != program.metadata().end())
+      predicted += std::atoll(it->second.c_str()) * exe.findFunction(name)->calls;
+  }
+  return predicted;
+}
 
 /// The host's share of an offloaded optimizer step: its arenas and the
 /// bytes the transfers moved, beside the compiler's figures
@@ -364,16 +383,10 @@ int64_t bytesBeforeRun = 0;
 void printHostSummary(const Executable &exe, const format::Program &program) {
   if (exe.hostBytes() == 0)
     return;
-  int64_t toHost = 0, toDevice = 0;
-  for (const std::string &name : exe.functionNames()) {
-    int64_t calls = exe.findFunction(name)->calls;
-    auto figure = [&](const char *prefix) {
-      auto it = program.metadata().find(prefix + name);
-      return it == program.metadata().end() ? 0 : std::atoll(it->second.c_str());
-    };
-    toHost += figure(metadata::kBytesToHostPrefix) * calls;
-    toDevice += figure(metadata::kBytesToDevicePrefix) * calls;
-  }
+  const int64_t toHost =
+      predictedOverRun(exe, program, metadata::kBytesToHostPrefix);
+  const int64_t toDevice =
+      predictedOverRun(exe, program, metadata::kBytesToDevicePrefix);
   std::string who = activeWorld && exe.comm()
                         ? strCat("rank ", activeWorld->rank(), ": ")
                         : std::string();
@@ -389,22 +402,95 @@ void printHostSummary(const Executable &exe, const format::Program &program) {
   std::fflush(stdout);
 }
 
+/// Bytes handed to NCCL so far by a CUDA device's mesh; -1 without one.
+int64_t ncclHandedBytes(Device *device) {
+#if DTCC_HAVE_CUDA
+  if (auto *gpu = dynamic_cast<cuda::CudaDevice *>(device))
+    if (gpu->nccl())
+      return gpu->nccl()->handedBytes();
+#endif
+  (void)device;
+  return -1;
+}
+
+/// The runner's device, once created (for the NCCL counters).
+Device *activeDevice = nullptr;
+
+/// The process's resident high-water mark (VmHWM) after each phase of the
+/// runner, for the closing "memory measured" line.
+struct ResidentPhases {
+  int64_t communicators = 0; ///< after the world and mesh communicators
+  int64_t loaded = 0;        ///< after loading the program (arenas made)
+};
+ResidentPhases residentPhases;
+
+/// Every rank's (or the one process's) measured resident memory:
+/// "rank 1: memory measured: VmHWM 64339968 B (at start 31457280 B, after
+/// communicators 39845888 B, after loading 45088768 B); planned arenas
+/// 2228224 B, program data 1323008 B". Exact bytes, for the plan checks
+/// (tests/e2e/plan_checks.py) to hold against the predicted total.
+void printResident(const Executable &exe, int64_t dataBytes) {
+  std::string who =
+      activeWorld && activeWorld->size() > 1
+          ? strCat("rank ", activeWorld->rank(), ": ")
+          : std::string();
+  std::string line = strCat(
+      who, "memory measured: VmHWM ", processPeakRss(), " B (at start ",
+      startupPeakRss(), " B, after communicators ",
+      residentPhases.communicators, " B, after loading ", residentPhases.loaded,
+      " B); planned arenas ", exe.peakBytes(), " B, program data ", dataBytes,
+      " B\n");
+#if DTCC_HAVE_CUDA
+  // On a GPU, device memory as the CUDA runtime reports it.
+  if (auto *gpu = dynamic_cast<cuda::CudaDevice *>(activeDevice)) {
+    cuda::CudaDevice::MemoryUse m = gpu->memoryUse();
+    line += strCat(who, "device memory measured: in use ", m.usedNow,
+                   " B of ", m.total, " B (cudaMemGetInfo; ", m.usedAtCreate,
+                   " B once the context existed), cudaMalloc peak ",
+                   m.mallocPeak, " B; planned arenas ", exe.peakBytes(),
+                   " B\n");
+  }
+#endif
+  std::fflush(stdout);
+  std::fputs(line.c_str(), stdout);
+  std::fflush(stdout);
+}
+
 void printRankSummary(const Executable &exe, const format::Program &program) {
   printHostSummary(exe, program);
+  Device *device = activeDevice;
   if (!activeWorld || !exe.comm())
     return;
-  int64_t predicted = 0;
-  for (const std::string &name : exe.functionNames()) {
-    auto it = program.metadata().find(metadata::kBytesSentPrefix + name);
-    if (it != program.metadata().end())
-      predicted += std::atoll(it->second.c_str()) * exe.findFunction(name)->calls;
-  }
+  const MeshComms &mesh = exe.comm()->mesh();
+  const int64_t predicted =
+      predictedOverRun(exe, program, metadata::kBytesSentPrefix);
+  const int64_t predictedHanded =
+      predictedOverRun(exe, program, metadata::kBytesHandedPrefix);
   std::string line = strCat(
       "rank ", activeWorld->rank(), ": peak memory ", formatBytes(exe.peakBytes()),
       " planned (process ", formatBytes(processPeakRss() - startupPeakRss()),
       " above start), bytes sent ",
-      formatBytes(exe.comm()->mesh().bytesSent() - bytesBeforeRun),
-      " (predicted ", formatBytes(predicted), ")\n");
+      formatBytes(mesh.bytesSent() - bytesBeforeRun), " (predicted ",
+      formatBytes(predicted), ")");
+  const int64_t nccl = ncclHandedBytes(device);
+  const int64_t moved = mesh.transportBytes() - transportBeforeRun;
+  const int64_t headers = mesh.transportHeaderBytes() - headersBeforeRun;
+  const std::vector<Communicator *> comms = mesh.communicators();
+  const std::string transport =
+      comms.empty() ? "none" : comms.front()->transportName();
+  if (nccl >= 0) {
+    line += strCat("; measured: handed to NCCL ", formatBytes(nccl - ncclBeforeRun),
+                   " = ", nccl - ncclBeforeRun, " B (predicted ",
+                   predictedHanded, " B)");
+  } else if (transport == "tcp") {
+    line += strCat("; measured: written to sockets ", formatBytes(moved),
+                   " = payload ", moved - headers, " B + headers ", headers,
+                   " B (predicted payload ", predicted, " B)");
+  } else if (transport == "mpi") {
+    line += strCat("; measured: handed to MPI ", formatBytes(moved), " = ",
+                   moved, " B (predicted ", predictedHanded, " B)");
+  }
+  line += "\n";
   std::fflush(stdout);
   std::fputs(line.c_str(), stdout);
   std::fflush(stdout);
@@ -440,7 +526,7 @@ void printProfile(const Executable &exe, int runs) {
 }
 
 int runTraining(const Options &opts, const format::Program &program,
-                Executable &exe) {
+                Executable &exe, int64_t dataBytes) {
   if (!opts.trainFlag.empty() && opts.inferenceFlags)
     return fail(invalidArgument(
         opts.trainFlag, " trains; --input, --function, --output-dir, --print "
@@ -468,6 +554,7 @@ int runTraining(const Options &opts, const format::Program &program,
     return fail(s);
   if (!isRoot()) {
     printRankSummary(exe, program);
+    printResident(exe, dataBytes);
     return 0;
   }
   if (opts.stats)
@@ -477,6 +564,7 @@ int runTraining(const Options &opts, const format::Program &program,
     printProfile(exe, 1);
   }
   printRankSummary(exe, program);
+  printResident(exe, dataBytes);
   return 0;
 }
 
@@ -593,6 +681,7 @@ int runnerMain(int argc, char **argv) {
     comm = std::make_unique<CommContext>(mesh, world->queue());
   }
   ActiveWorldScope scope(world.get());
+  residentPhases.communicators = processPeakRss();
 
   // The device: metadata "dtcc.target" (dtcc compile --target) says which.
   std::unique_ptr<Device> device;
@@ -635,15 +724,21 @@ int runnerMain(int argc, char **argv) {
   if (!created.isOk())
     return fail(created.status().withContext("loading the program"));
   Executable &exe = *created.value();
+  residentPhases.loaded = processPeakRss();
+  activeDevice = device.get();
   if (Status order = exe.verifyCollectiveOrder(); !order.isOk())
     return fail(order.withContext("checking the ranks' collectives"));
-  if (exe.comm())
+  if (exe.comm()) {
     bytesBeforeRun = exe.comm()->mesh().bytesSent();
+    transportBeforeRun = exe.comm()->mesh().transportBytes();
+    headersBeforeRun = exe.comm()->mesh().transportHeaderBytes();
+    ncclBeforeRun = std::max<int64_t>(0, ncclHandedBytes(device.get()));
+  }
   if (!opts.trainFlag.empty() && !training)
     return fail(invalidArgument(opts.trainFlag, " needs a training program "
                                 "(compiled with `dtcc compile --train`)"));
   if (training && (!opts.trainFlag.empty() || !opts.inferenceFlags))
-    return runTraining(opts, program, exe);
+    return runTraining(opts, program, exe, int64_t(loaded.value()->dataSize()));
 
   const Executable::Function *fn = exe.findFunction(opts.function);
   if (!fn)

@@ -40,6 +40,10 @@ inline constexpr const char kBytesSentPrefix[] = "dtcc.bytes_sent.";
 /// from the device to the host and back (--offload optimizer).
 inline constexpr const char kBytesToHostPrefix[] = "dtcc.bytes_to_host.";
 inline constexpr const char kBytesToDevicePrefix[] = "dtcc.bytes_to_device.";
+/// Followed by a function's name: the send buffers one rank hands MPI or
+/// NCCL per call of it (count x element size of each call), as the
+/// compiler predicts them.
+inline constexpr const char kBytesHandedPrefix[] = "dtcc.bytes_handed.";
 
 } // namespace dtcc::runtime::metadata
 

@@ -11,16 +11,48 @@ compiles the plan and prices the program: its memory is the program's
 static memory plan, its step the program simulated instruction by
 instruction with the calibrated figures.
 
-  memory: predicted = the plan's memory (less the runtime reserve, which
-          the static plan does not hold); measured = what each rank
-          reports it allocated (`rank R: peak memory X planned`), and the
-          process's RSS growth above its start (shown);
+  memory: predicted = the plan's static memory plan (`dtcc plan`, less
+          the runtime reserve) + the runtime's fixed costs, as named terms:
+            code and libraries  VmHWM at the runner's start;
+            communicators       the VmHWM growth over MPI (or TCP) start-up
+                                and the mesh's communicators;
+            runtime's own       the growth beyond the arenas and the program
+              memory            image (the parsed program and its bound
+                                kernels, OpenBLAS's buffers, thread stacks,
+                                the allocator): a constant plus a rate per
+                                byte of serialized program;
+                                each measured on two probes (1- and 3-layer
+                                GPTs of width 16, other programs than the
+                                one checked) compiled for the same ranks
+                                and launcher;
+            program image       the executable's bytes beyond the bare
+                                runner (its program and initial values,
+                                mapped and read while loading; a pipeline
+                                rank reads its stage's 1/pp of the values);
+          measured = each rank's resident high-water mark (VmHWM from
+          /proc/self/status, printed by the runtime at the end: `memory
+          measured: VmHWM ...`), the largest over the ranks;
+  bytes:  measured = what each rank's transport took (`measured: handed to
+          MPI N B` under mpirun: count x MPI_Type_size of each MPI call's
+          send buffer; `written to sockets N B = payload P B + headers H B`
+          under the TCP backend: what the socket writes returned), against
+          the compiler's per-function prediction (dtcc.bytes_handed and
+          dtcc.bytes_sent) and, per step, the planner's priced traffic
+          (`dtcc plan --json` time.communication busBytes);
   time:   measured = the median of the trainer's step lines, step 1
           excluded.
 
 Checks (exit non-zero on any failure):
-  - every plan: predicted peak memory within 10% of what the ranks
-    allocate;
+  - every plan: predicted resident peak within 8% of the measured VmHWM
+    of its fullest rank (MEMORY_TOLERANCE);
+  - every plan on more than one rank: each rank's measured bytes within
+    0.5% of the compiler's prediction (BYTES_TOLERANCE), under mpirun and
+    (the tiny model's plans) under the TCP backend; the TCP payload per
+    step within 2% of the planner's priced traffic of the rank's stage
+    (TRAFFIC_TOLERANCE);
+  - the checks can fail: every row is checked again with its prediction
+    perturbed (the static plan halved, the program image left out, the
+    bytes 2% high) and the perturbed rows of the larger model must fail;
   - every plan of the larger model with no more ranks than cores:
     predicted step time within 30% of the measured one (a plan that misses
     is calibrated and measured again, up to twice, each attempt printed:
@@ -58,6 +90,12 @@ MPI_ENV = {
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 RANK_LINE = re.compile(r"rank (\d+): peak memory ([\d.]+) (\w+) planned \(process ([\d.]+) (\w+) "
                        r"above start\)")
+RESIDENT_LINE = re.compile(r"^(?:rank (\d+): )?memory measured: VmHWM (\d+) B \(at start (\d+) B, "
+                           r"after communicators (\d+) B, after loading (\d+) B\); planned "
+                           r"arenas (\d+) B, program data (\d+) B", re.M)
+MPI_BYTES = re.compile(r"rank (\d+): .*measured: handed to MPI \S+ \w+ = (\d+) B \(predicted (\d+) B\)")
+TCP_BYTES = re.compile(r"rank (\d+): .*measured: written to sockets \S+ \w+ = payload (\d+) B \+ "
+                       r"headers (\d+) B \(predicted payload (\d+) B\)")
 STEP_LINE = re.compile(r"^step\s+(\d+)/\d+ .* step ([\d.]+) ms")
 SINGLE_PEAK = re.compile(r"steps \d+ to \d+; peak memory ([\d.]+) (\w+)")
 SINGLE_RSS = re.compile(r"process peak RSS ([\d.]+) (\w+) \(([\d.]+) (\w+) before loading")
@@ -91,8 +129,14 @@ PLANS = [
     ("TP2xPP2", 4, "tp=2,pp=2", 0, 2, "1f1b"),
     ("DP2xTP2 ZeRO-3", 4, "dp=2,tp=2", 3, 1, ""),
 ]
-MEMORY_TOLERANCE = 0.10
+MEMORY_TOLERANCE = 0.08
+BYTES_TOLERANCE = 0.005
+TRAFFIC_TOLERANCE = 0.02
 TIME_TOLERANCE = 0.30
+# The probes the runtime's fixed costs are measured on: two programs that
+# differ in their number of instructions (1 and 3 layers).
+PROBES = [["--layers", str(n), "--hidden", "16", "--heads", "2", "--vocab", "64", "--seq", "16",
+           "--batch", "8"] for n in (1, 3)]
 
 
 def run(cmd, env=None, timeout=300):
@@ -104,10 +148,25 @@ def run(cmd, env=None, timeout=300):
     return p
 
 
-def launch(ranks, cmd, **kw):
+def launch(ranks, cmd, tcp=False, **kw):
+    """Runs `cmd` as `ranks` ranks: under mpirun, or (tcp) as torchrun-style
+    processes that join over the TCP backend."""
     if ranks == 1:
         return run(cmd, env=MPI_ENV, **kw)
-    return run(["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd, env=MPI_ENV, **kw)
+    if not tcp:
+        return run(["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd, env=MPI_ENV, **kw)
+    port = 29600 + random.randrange(2000)
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),
+                                       WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
+                                       MASTER_PORT=str(port), OPENBLAS_NUM_THREADS="1"))
+             for r in range(ranks)]
+    out = [p.communicate(timeout=kw.get("timeout", 300))[0] for p in procs]
+    if any(p.returncode for p in procs):
+        sys.stderr.write("".join(out))
+        raise SystemExit(f"error: {' '.join(cmd)} over TCP exited "
+                         f"{[p.returncode for p in procs]}")
+    return subprocess.CompletedProcess(cmd, 0, "".join(out), "")
 
 
 def to_bytes(value, unit):
@@ -118,29 +177,137 @@ def mib(b):
     return f"{b / (1 << 20):.2f}"
 
 
-def measure(exe, ranks, tokens, steps):
-    """Median step time (s) without step 1, the largest planned peak over
-    the ranks, and the largest RSS growth."""
-    p = launch(ranks, [exe, "--data", tokens, "--steps", str(steps), "--log-every", "1",
-                       "--seed", "7"], timeout=120)
-    out = p.stdout + p.stderr
-    times = [float(m.group(2)) / 1e3 for line in out.splitlines()
-             if (m := STEP_LINE.match(line)) and int(m.group(1)) > 1]
-    if len(times) < steps - 1:
-        sys.stderr.write(out)
-        raise SystemExit(f"error: expected {steps - 1} step lines from {exe}")
-    if ranks == 1:
-        planned = to_bytes(*SINGLE_PEAK.search(out).groups())
-        rss = SINGLE_RSS.search(out).groups()
-        growth = to_bytes(rss[0], rss[1]) - to_bytes(rss[2], rss[3])
-    else:
-        lines = RANK_LINE.findall(out)
-        if len(lines) != ranks:
+class Run:
+    """What one run printed: step times, and per rank its memory phases
+    and its measured and predicted bytes."""
+
+    def __init__(self, out, ranks, steps, exe):
+        self.times = [float(m.group(2)) / 1e3 for line in out.splitlines()
+                      if (m := STEP_LINE.match(line)) and int(m.group(1)) > 1]
+        if len(self.times) < steps - 1:
             sys.stderr.write(out)
-            raise SystemExit(f"error: expected {ranks} rank summary lines")
-        planned = max(to_bytes(l[1], l[2]) for l in lines)
-        growth = max(to_bytes(l[3], l[4]) for l in lines)
-    return statistics.median(times), planned, growth
+            raise SystemExit(f"error: expected {steps - 1} step lines from {exe}")
+        self.resident = {int(m.group(1) or 0): [int(g) for g in m.groups()[1:]]
+                         for m in RESIDENT_LINE.finditer(out)}
+        if len(self.resident) != ranks:
+            sys.stderr.write(out)
+            raise SystemExit(f"error: expected {ranks} 'memory measured' lines")
+        if ranks == 1:
+            self.planned = to_bytes(*SINGLE_PEAK.search(out).groups())
+        else:
+            lines = RANK_LINE.findall(out)
+            if len(lines) != ranks:
+                sys.stderr.write(out)
+                raise SystemExit(f"error: expected {ranks} rank summary lines")
+            self.planned = max(to_bytes(l[1], l[2]) for l in lines)
+        # rank -> (measured, predicted) bytes; TCP payload and headers apart.
+        self.mpi = {int(r): (int(m), int(p)) for r, m, p in MPI_BYTES.findall(out)}
+        self.tcp = {int(r): (int(m), int(p), int(h)) for r, m, h, p in TCP_BYTES.findall(out)}
+        if ranks > 1 and len(self.mpi) + len(self.tcp) != ranks:
+            sys.stderr.write(out)
+            raise SystemExit(f"error: expected {ranks} measured-bytes lines")
+
+    @property
+    def step(self):
+        return statistics.median(self.times)
+
+    @property
+    def vmhwm(self):
+        """The fullest rank's resident high-water mark."""
+        return max(r[0] for r in self.resident.values())
+
+    @property
+    def growth(self):
+        return max(r[0] - r[1] for r in self.resident.values())
+
+
+def measure(exe, ranks, tokens, steps, tcp=False):
+    p = launch(ranks, [exe, "--data", tokens, "--steps", str(steps), "--log-every", "1",
+                       "--seed", "7"], tcp=tcp, timeout=120)
+    return Run(p.stdout + p.stderr, ranks, steps, exe)
+
+
+def program_bytes(exe, runner_bytes, run):
+    """The serialized program of `exe` without its data section: what the
+    runtime parses and binds (its instructions, buffers, attributes)."""
+    data = max(r[5] for r in run.resident.values())
+    return os.path.getsize(exe) - runner_bytes - data
+
+
+class FixedCosts:
+    """The runtime's fixed costs, measured on the two probes (the mean over
+    their ranks): code and libraries, communicators, and the runtime's own
+    memory beyond the arenas and the program image (the parsed program and
+    its bound kernels, OpenBLAS's buffers, thread stacks, the allocator) as
+    a constant plus a rate per byte of serialized program."""
+
+    def __init__(self, small, large, small_program, large_program):
+        def mean(run, f):
+            return sum(f(*r) for r in run.resident.values()) / len(run.resident)
+
+        self.start = mean(small, lambda hwm, start, comms, loaded, arenas, data: start)
+        self.comms = mean(small, lambda hwm, start, comms, loaded, arenas, data: comms - start)
+        own = [mean(r, lambda hwm, start, comms, loaded, arenas, data: hwm - comms - arenas - data)
+               for r in (small, large)]
+        self.per_program_byte = max(0.0, (own[1] - own[0]) / max(1, large_program - small_program))
+        self.own = own[0] - self.per_program_byte * small_program
+
+    def terms(self, program):
+        return {"code and libraries": self.start, "communicators": self.comms,
+                "runtime's own memory": self.own + self.per_program_byte * program}
+
+    def describe(self):
+        return (f"code and libraries {mib(self.start)} MiB, communicators {mib(self.comms)} MiB, "
+                f"runtime's own memory {mib(self.own)} MiB + {self.per_program_byte:.2f} B per "
+                "byte of serialized program")
+
+
+def memory_ok(predicted, measured):
+    return abs(measured / predicted - 1) <= MEMORY_TOLERANCE
+
+
+def bytes_ok(measured, predicted):
+    return abs(measured - predicted) <= BYTES_TOLERANCE * max(predicted, 1)
+
+
+DEVICE_LINE = re.compile(r"device memory measured: in use (\d+) B of (\d+) B \(cudaMemGetInfo; "
+                         r"(\d+) B once the context existed\), cudaMalloc peak (\d+) B; planned "
+                         r"arenas (\d+) B")
+DEVICE_TOLERANCE = 0.10
+
+
+def gpu_memory_check(dtcc, work, tokens, failures):
+    """On a GPU: the device memory in use at the end of a run (cudaMemGetInfo)
+    against the compiler's static plan plus the CUDA context measured when
+    the device was created, and the allocator's peak against the plan.
+    Skipped, saying so, without a GPU or without the CUDA runner."""
+    runner = os.path.join(os.path.dirname(dtcc), "dtcc-runner-cuda")
+    if not os.path.exists(runner) or shutil.which("nvidia-smi") is None or \
+            subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode != 0:
+        print("GPU device memory check: skipped (no GPU here)")
+        return None
+    onnx = os.path.join(work, "gpu.onnx")
+    exe = os.path.join(work, "train-cuda")
+    run([dtcc, "zoo", "gpt"] + MODELS[1][1] + ["--batch", "8", "-o", onnx])
+    run([dtcc, "compile", onnx, "--train", "--target", "cuda", "-o", exe])
+    p = run([exe, "--data", tokens, "--steps", "3"], timeout=300)
+    m = DEVICE_LINE.search(p.stdout + p.stderr)
+    if not m:
+        failures.append("GPU: no 'device memory measured' line")
+        return None
+    in_use, total, context, malloc_peak, arenas = (int(g) for g in m.groups())
+    predicted = context + arenas
+    err = in_use / predicted - 1
+    print(f"GPU device memory: in use {mib(in_use)} MiB vs predicted {mib(predicted)} MiB "
+          f"(CUDA context {mib(context)} + static plan {mib(arenas)}; {err:+.1%}); "
+          f"cudaMalloc peak {mib(malloc_peak)} MiB")
+    if abs(err) > DEVICE_TOLERANCE:
+        failures.append(f"GPU: device memory in use {mib(in_use)} MiB vs predicted "
+                        f"{mib(predicted)} MiB ({err:+.1%})")
+    if abs(err * 1.0) <= DEVICE_TOLERANCE and abs(in_use / (context + arenas / 2) - 1) <= \
+            DEVICE_TOLERANCE:
+        failures.append("GPU: halving the static plan still passes the device check")
+    return err
 
 
 def calibrate(dtcc, ranks, out):
@@ -202,7 +369,33 @@ def main():
                 clusters[ranks] = path
             return clusters[ranks]
 
+        probes = {}
+
+        def probe_for(ranks, tcp=False):
+            """The runtime's fixed costs with `ranks` ranks (under mpirun or
+            TCP), measured on the probe: a different, tiny program."""
+            key = (ranks, tcp)
+            if key not in probes:
+                measured = []
+                for i, sizes in enumerate(PROBES):
+                    onnx = os.path.join(work, f"probe{i}.onnx")
+                    if not os.path.exists(onnx):
+                        run([dtcc, "zoo", "gpt"] + sizes + ["-o", onnx])
+                    exe = os.path.join(work, f"probe{i}-{ranks}")
+                    run([dtcc, "compile", onnx, "--train", "--mesh", f"dp={ranks}", "-o", exe])
+                    r = measure(exe, ranks, tokens, 4, tcp=tcp)
+                    measured += [r, program_bytes(exe, runner_bytes, r)]
+                probes[key] = FixedCosts(measured[0], measured[2], measured[1], measured[3])
+                print(f"runtime fixed costs, {ranks} rank{'s' if ranks > 1 else ''}"
+                      f"{' over TCP' if tcp else ''} (probes): {probes[key].describe()}",
+                      flush=True)
+            return probes[key]
+
+        runner_bytes = os.path.getsize(os.path.join(os.path.dirname(dtcc), "dtcc-runner"))
         rows = []
+        # (model, plan, transport, [(rank, measured, predicted)], per-step
+        # payload of the fullest rank, planner's per-step traffic)
+        traffic = []
         plans = [p for p in PLANS if not args.only or args.only in p[0]]
         for model_name, sizes, steps in MODELS:
             large = model_name != "tiny GPT"
@@ -221,24 +414,61 @@ def main():
                     report = predict(dtcc, onnx, spec_file, flags)
                     reserve = json.load(open(spec_file))["device"]["reservedBytes"]["value"]
                     pred_time = report["time"]["stepTime"]
-                    pred_mem = report["memory"]["total"] - reserve
-                    step, planned, growth = measure(exe, ranks, tokens, steps)
-                    mem_err = pred_mem / planned - 1
+                    static_plan = report["memory"]["total"] - reserve
+                    measured = measure(exe, ranks, tokens, steps)
+                    step = measured.step
                     time_err = pred_time / step - 1
                     if not time_checked or abs(time_err) <= TIME_TOLERANCE:
                         break
                     print(f"  {model_name} {plan_name}: {pred_time * 1e3:.1f} ms predicted "
                           f"vs {step * 1e3:.1f} ms measured ({time_err:+.1%}); calibrating "
                           "and measuring again", flush=True)
+                # Memory: the static plan and the runtime's fixed costs, as
+                # named terms, against the fullest rank's VmHWM.
+                # A pipeline rank reads only its stage's initial values of
+                # the mapped image: about 1/pp of them.
+                pp = int(re.search(r"pp=(\d+)", mesh).group(1)) if "pp=" in mesh else 1
+                program = program_bytes(exe, runner_bytes, measured)
+                image = os.path.getsize(exe) - runner_bytes
+                terms = {"static memory plan": static_plan,
+                         "program image": program + (image - program) / pp}
+                terms.update(probe_for(ranks).terms(program))
+                pred_mem = sum(terms.values())
+                mem_err = measured.vmhwm / pred_mem - 1
+                if not memory_ok(pred_mem, measured.vmhwm):
+                    failures.append(f"{model_name} {plan_name}: measured resident peak "
+                                    f"{mib(measured.vmhwm)} MiB vs predicted {mib(pred_mem)} MiB "
+                                    f"({mem_err:+.1%}; " + ", ".join(
+                                        f"{k} {mib(v)}" for k, v in terms.items()) + ")")
+                # Bytes: what the transports took against the compiler's
+                # prediction, per rank; under MPI for every plan, over TCP too
+                # for the tiny model's.
+                planner_step = sum(c["busBytes"] for c in report["time"].get("communication", []))
+                if ranks > 1:
+                    runs = [("MPI", measured)]
+                    if not large:
+                        runs.append(("TCP", measure(exe, ranks, tokens, steps, tcp=True)))
+                    for transport, r in runs:
+                        per_rank = ([(k, m, p) for k, (m, p) in r.mpi.items()] if transport == "MPI"
+                                    else [(k, m, p) for k, (m, p, h) in r.tcp.items()])
+                        for rank, got, want in per_rank:
+                            if not bytes_ok(got, want):
+                                failures.append(f"{model_name} {plan_name} ({transport}): rank "
+                                                f"{rank} moved {got} B, predicted {want} B")
+                        payload = (max(m for _, m, _ in per_rank) / steps
+                                   if transport == "TCP" else None)
+                        if payload is not None and planner_step > 0 and \
+                                abs(payload / planner_step - 1) > TRAFFIC_TOLERANCE:
+                            failures.append(f"{model_name} {plan_name}: TCP payload "
+                                            f"{payload:.0f} B/step vs the planner's "
+                                            f"{planner_step:.0f} B/step")
+                        traffic.append((model_name, plan_name, transport, per_rank, payload,
+                                        planner_step))
                 analytic = ""
                 if large and ranks <= 2 and not schedule:
                     a = predict(dtcc, onnx, spec_file, flags, analytic=True)
                     analytic = (f"{a['time']['stepTime'] * 1e3:.2f} ms, "
                                 f"{mib(a['memory']['total'] - reserve)} MiB")
-                if abs(mem_err) > MEMORY_TOLERANCE:
-                    failures.append(f"{model_name} {plan_name}: predicted memory "
-                                    f"{mib(pred_mem)} MiB vs allocated {mib(planned)} MiB "
-                                    f"({mem_err:+.1%})")
                 if time_checked and abs(time_err) > TIME_TOLERANCE:
                     failures.append(f"{model_name} {plan_name}: predicted step "
                                     f"{pred_time * 1e3:.1f} ms vs measured {step * 1e3:.1f} ms "
@@ -246,11 +476,14 @@ def main():
                 why = ("checked" if time_checked else
                        "oversubscribed" if ranks > cores else "dispatch-bound")
                 rows.append((model_name, plan_name, ranks, pred_time, step, time_err, why,
-                             pred_mem, planned, mem_err, growth, analytic))
+                             terms, pred_mem, measured.vmhwm, mem_err, measured.planned,
+                             analytic))
                 print(f"  {model_name:9} {plan_name:15} step {pred_time * 1e3:7.2f} / "
-                      f"{step * 1e3:7.2f} ms ({time_err:+6.1%}, {why}); memory "
-                      f"{mib(pred_mem)} / {mib(planned)} MiB ({mem_err:+.1%})"
+                      f"{step * 1e3:7.2f} ms ({time_err:+6.1%}, {why}); resident "
+                      f"{mib(pred_mem)} / {mib(measured.vmhwm)} MiB ({mem_err:+.1%})"
                       + (f"; analytic model {analytic}" if analytic else ""), flush=True)
+
+        gpu_memory_check(dtcc, work, tokens, failures)
 
         if not args.only:
             # --plan auto on two ranks: a plan the compiler builds and that trains.
@@ -263,25 +496,63 @@ def main():
             print("dtcc compile --plan auto --ranks 2:", chosen)
             if not lines:
                 failures.append("dtcc compile --ranks 2 did not report its automatic plan")
-            measure(exe, 2, tokens, 3)
+            measure(exe, 2, tokens, 3)  # it trains
+
+        # The checks can fail: each row again with its prediction perturbed.
+        perturbed_rows = perturbed_fail = 0
+        for (m, plan, ranks, pt, mt, te, why, terms, pm, vm, me, planned, analytic) in rows:
+            for drop in ("half plan", "no image"):
+                t = dict(terms)
+                if drop == "half plan":
+                    t["static memory plan"] /= 2
+                else:
+                    t["program image"] = 0
+                if m != "tiny GPT":
+                    perturbed_rows += 1
+                    perturbed_fail += not memory_ok(sum(t.values()), vm)
+        for (m, plan, transport, per_rank, payload, planner_step) in traffic:
+            perturbed_rows += 1
+            perturbed_fail += not all(bytes_ok(got, want * 1.02) for _, got, want in per_rank)
+        print(f"perturbed predictions: {perturbed_fail} of {perturbed_rows} checks fail, as "
+              "they must (the static plan halved or the program image left out, the larger "
+              "model; every bytes prediction 2% high)")
+        if perturbed_fail != perturbed_rows:
+            failures.append(f"only {perturbed_fail} of {perturbed_rows} perturbed predictions "
+                            "fail their check: the tolerance cannot tell a wrong prediction")
 
         print()
-        print("Predicted (dtcc plan --cluster <calibrated>: the compiled program, priced) vs "
-              "measured, per rank; memory = what the ranks allocate (their static memory "
-              "plan); RSS = process growth above start")
+        print("Predicted (dtcc plan --cluster <calibrated>: the compiled program, priced; memory "
+              "= its static plan + the runtime's fixed costs measured on a probe) vs measured "
+              "(step lines; the fullest rank's VmHWM)")
         print("| model | plan | ranks | step predicted | step measured | error | time check | "
-              "memory predicted | memory allocated | error | RSS growth | analytic model |")
+              "resident predicted | resident measured (VmHWM) | error | of which static plan "
+              "| analytic model |")
         print("|" + "---|" * 12)
-        for (m, plan, ranks, pt, mt, te, why, pm, mm, me, growth, analytic) in rows:
+        for (m, plan, ranks, pt, mt, te, why, terms, pm, vm, me, planned, analytic) in rows:
             print(f"| {m} | {plan} | {ranks} | {pt * 1e3:.2f} ms | {mt * 1e3:.2f} ms | "
-                  f"{te:+.1%} | {why} | {mib(pm)} MiB | {mib(mm)} MiB | {me:+.1%} | "
-                  f"{mib(growth)} MiB | {analytic or '-'} |")
+                  f"{te:+.1%} | {why} | {mib(pm)} MiB | {mib(vm)} MiB | {me:+.1%} | "
+                  f"{mib(terms['static memory plan'])} MiB | {analytic or '-'} |")
         print()
-        print(f"Memory is checked (10%) for every plan; time (30%) for the larger model's plans "
-              f"on up to {cores} ranks ('checked'). 'dispatch-bound': the tiny model's steps "
-              f"are hundreds of microsecond kernels; 'oversubscribed': more ranks than the "
-              f"{cores} cores. RSS growth also counts the loaded program, the token data and "
-              "MPI's buffers, so it is shown, not checked.")
+        print("Bytes per rank over the run: measured (MPI: send buffers handed to each MPI "
+              "call; TCP: socket payload) vs the compiler's prediction; TCP per step vs the "
+              "planner's priced traffic")
+        print("| model | plan | transport | ranks: measured / predicted bytes | worst error | "
+              "TCP payload per step | planner per step |")
+        print("|" + "---|" * 7)
+        for (m, plan, transport, per_rank, payload, planner_step) in traffic:
+            worst = max(abs(got / want - 1) if want else float(got != 0)
+                        for _, got, want in per_rank)
+            cells = ", ".join(f"{r}: {got}/{want}" for r, got, want in sorted(per_rank))
+            print(f"| {m} | {plan} | {transport} | {cells} | {worst:.2%} | "
+                  f"{f'{payload:.0f} B' if payload is not None else '-'} | "
+                  f"{planner_step:.0f} B |")
+        print()
+        print(f"Memory is checked ({MEMORY_TOLERANCE:.0%}) for every plan, bytes "
+              f"({BYTES_TOLERANCE:.1%} per rank; TCP against the planner {TRAFFIC_TOLERANCE:.0%}) "
+              f"for every plan on more than one rank; time ({TIME_TOLERANCE:.0%}) for the larger "
+              f"model's plans on up to {cores} ranks ('checked'). 'dispatch-bound': the tiny "
+              f"model's steps are hundreds of microsecond kernels; 'oversubscribed': more ranks "
+              f"than the {cores} cores.")
         print(f"plan_checks: {time.time() - started:.0f} s")
     finally:
         if args.keep:

@@ -140,6 +140,14 @@ cl::opt<bool> analytic(
     cl::desc("Price with the transformer formula model instead of "
              "compiling the plan and pricing its program"),
     cl::sub(planCommand), cl::cat(planCategory));
+cl::opt<bool> sensitivity(
+    "sensitivity",
+    cl::desc("Plan again with each bandwidth (intra-node, inter-node, "
+             "memory) and the compute rate scaled by 0.8 and 1.2, and all by "
+             "0.8; report how the chosen plan fares in each, and prefer, "
+             "among the plans within 2% of the fastest, the one that loses "
+             "least when the figures are worse"),
+    cl::sub(planCommand), cl::cat(planCategory));
 cl::opt<bool> noOffload("no-offload",
                         cl::desc("Do not consider host offload"),
                         cl::sub(planCommand), cl::cat(planCategory));
@@ -230,6 +238,7 @@ StatusOr<PlanRequest> request() {
     return invalidArgument(
         "--pipeline-schedule: expected 1f1b or gpipe, got '", r.schedule, "'");
   r.analytic = analytic;
+  r.sensitivity = sensitivity;
   r.offload = !noOffload;
   r.alternatives = alternatives;
   r.compiled = compiled;

@@ -113,6 +113,8 @@ public:
         world_(world), tagUb_(tagUb) {}
   ~MpiCommunicator() override;
 
+  const char *transportName() const override { return "mpi"; }
+
 protected:
   Status doAllReduce(const void *in, void *out, int64_t count, DType dtype,
                      ReduceKind kind) override {
@@ -124,6 +126,7 @@ protected:
           in == out ? MPI_IN_PLACE : static_cast<const char *>(in) + off * size;
       DTCC_MPI_CHECK(MPI_Allreduce(src, static_cast<char *>(out) + off * size,
                                    n, type, reduceOp(dtype, kind), comm_));
+      handed(n, type);
     }
     return Status::ok();
   }
@@ -137,6 +140,7 @@ protected:
         static_cast<char *>(out) + rank() * countPerRank * dtypeSize(dtype);
     DTCC_MPI_CHECK(MPI_Allgather(in == own ? MPI_IN_PLACE : in, n, type, out, n,
                                  type, comm_));
+    handed(n, type);
     return Status::ok();
   }
 
@@ -146,6 +150,8 @@ protected:
     DTCC_MPI_CHECK(MPI_Reduce_scatter_block(
         in == out ? MPI_IN_PLACE : in, out, static_cast<int>(countPerRank),
         reduceType(dtype), reduceOp(dtype, kind), comm_));
+    // The send buffer holds every rank's block.
+    handed(int64_t(countPerRank) * size(), reduceType(dtype));
     return Status::ok();
   }
 
@@ -156,6 +162,7 @@ protected:
     int n = static_cast<int>(countPerRank);
     DTCC_MPI_CHECK(MPI_Alltoall(in == out ? MPI_IN_PLACE : in, n, type, out, n,
                                 type, comm_));
+    handed(int64_t(n) * size(), type);
     return Status::ok();
   }
 
@@ -166,6 +173,8 @@ protected:
       int n = static_cast<int>(std::min(kMaxCount, count - off));
       DTCC_MPI_CHECK(MPI_Bcast(static_cast<char *>(data) + off * size, n,
                                moveType(dtype), root, comm_));
+      if (rank() == root) // the others hand MPI a buffer to receive into
+        handed(n, moveType(dtype));
     }
     return Status::ok();
   }
@@ -185,6 +194,7 @@ protected:
       DTCC_MPI_CHECK(MPI_Isend(static_cast<const char *>(data) + off, n,
                                MPI_BYTE, peer, static_cast<int>(tag), comm_,
                                &request));
+      handed(n, MPI_BYTE);
       pending->requests.push_back(request);
       off += n;
     } while (off < bytes);
@@ -215,6 +225,14 @@ protected:
   }
 
 private:
+  /// Counts a call's send buffer: `count` elements of `type`, at the size
+  /// MPI gives the type.
+  void handed(int64_t count, MPI_Datatype type) {
+    int bytes = 0;
+    if (MPI_Type_size(type, &bytes) == MPI_SUCCESS)
+      countTransport(count * bytes);
+  }
+
   Status checkCount(int64_t countPerRank) const {
     if (countPerRank > kMaxCount)
       return unimplemented("communicator '", name(), "': ", countPerRank,

@@ -55,6 +55,7 @@ Status NcclComm::allReduce(const void *in, void *out, int64_t count,
   DTCC_ASSIGN_OR_RETURN(cuda::NcclReduction r, ncclReduction(dtype, kind));
   DTCC_NCCL_CHECK(comm_, ncclAllReduce(in, out, size_t(count), r.dataType,
                                        r.op, comm_, stream));
+  handed_ += count * dtypeSize(dtype);
   return Status::ok();
 }
 
@@ -64,6 +65,7 @@ Status NcclComm::allGather(const void *in, void *out, int64_t countPerRank,
   ncclDataType_t type = ncclMoveType(dtype, &scale);
   DTCC_NCCL_CHECK(comm_, ncclAllGather(in, out, size_t(countPerRank * scale),
                                        type, comm_, stream));
+  handed_ += countPerRank * dtypeSize(dtype);
   return Status::ok();
 }
 
@@ -73,6 +75,7 @@ Status NcclComm::reduceScatter(const void *in, void *out, int64_t countPerRank,
   DTCC_ASSIGN_OR_RETURN(cuda::NcclReduction r, ncclReduction(dtype, kind));
   DTCC_NCCL_CHECK(comm_, ncclReduceScatter(in, out, size_t(countPerRank),
                                            r.dataType, r.op, comm_, stream));
+  handed_ += countPerRank * size_ * dtypeSize(dtype);
   return Status::ok();
 }
 
@@ -93,6 +96,7 @@ Status NcclComm::allToAll(const void *in, void *out, int64_t countPerRank,
       DTCC_NCCL_CHECK(comm_, s != ncclSuccess ? s : r);
     }
   }
+  handed_ += bytes * size_;
   return ncclGroupFinish();
 }
 
@@ -102,6 +106,8 @@ Status NcclComm::broadcast(const void *in, void *out, int64_t count,
   ncclDataType_t type = ncclMoveType(dtype, &scale);
   DTCC_NCCL_CHECK(comm_, ncclBroadcast(in, out, size_t(count * scale), type,
                                        root, comm_, stream));
+  if (rank_ == root)
+    handed_ += count * dtypeSize(dtype);
   return Status::ok();
 }
 
@@ -109,6 +115,7 @@ Status NcclComm::send(const void *data, int64_t bytes, int peer,
                       cudaStream_t stream) {
   DTCC_NCCL_CHECK(comm_,
                   ncclSend(data, size_t(bytes), ncclUint8, peer, comm_, stream));
+  handed_ += bytes;
   return Status::ok();
 }
 
@@ -201,6 +208,16 @@ NcclMesh::~NcclMesh() {
   }
   if (watchdog_.joinable())
     watchdog_.join();
+}
+
+int64_t NcclMesh::handedBytes() const {
+  int64_t sum = worldComm_ ? worldComm_->handedBytes() : 0;
+  for (const auto &[c, nccl] : comms_)
+    sum += nccl->handedBytes();
+  for (const auto &[c, pair] : p2p_)
+    sum += (pair.first ? pair.first->handedBytes() : 0) +
+           (pair.second ? pair.second->handedBytes() : 0);
+  return sum;
 }
 
 NcclComm *NcclMesh::find(const Communicator *comm) const {

@@ -63,6 +63,12 @@ public:
   Status send(const void *data, int64_t bytes, int peer, cudaStream_t stream);
   Status recv(void *data, int64_t bytes, int peer, cudaStream_t stream);
 
+  /// The send buffers handed to NCCL so far, in bytes (count x element
+  /// size of each call: all_reduce's buffer, all_gather's block,
+  /// reduce_scatter's n blocks, all_to_all's n sends, broadcast's buffer
+  /// at the root, a send's bytes). Thread-safe.
+  int64_t handedBytes() const { return handed_.load(); }
+
   /// ncclCommAbort: unblocks every operation in flight (the communicator is
   /// unusable afterwards). Safe from another thread.
   void abort();
@@ -75,6 +81,7 @@ private:
   std::string name_;
   int rank_ = 0, size_ = 1;
   std::atomic<bool> aborted_{false};
+  std::atomic<int64_t> handed_{0};
 };
 
 /// ncclGroupStart / ncclGroupEnd as a scope, for grouped send/recv.
@@ -116,6 +123,8 @@ public:
   static bool goesUp(bool send, int rank, int peer) {
     return send ? peer > rank : peer < rank;
   }
+  /// The sum of handedBytes() over every NCCL communicator of the mesh.
+  int64_t handedBytes() const;
   /// Aborts every communicator (the watchdog's timeout path).
   void abortAll();
   /// The first asynchronous NCCL error of any communicator (the watchdog

@@ -270,6 +270,8 @@ struct SendState {
 /// waits, so messages keep moving whatever this rank waits for.
 class TcpTransport {
 public:
+  using Counters = std::shared_ptr<Communicator::TransportCounters>;
+
   TcpTransport(int rank, int size)
       : rank_(rank), fds_(size, -1), outbox_(size), broken_(size) {}
   ~TcpTransport() {
@@ -286,8 +288,11 @@ public:
   /// Queues `bytes` of `data` for world rank `peer` on communicator `comm`
   /// with `tag`, and writes what the sockets take now. `data` is read until
   /// the state says done. A message to this rank itself is stashed at once.
+  /// What the socket writes of the message (header and payload) count
+  /// into `counters` (null: not counted).
   StatusOr<std::shared_ptr<SendState>>
-  post(int peer, const void *data, int64_t bytes, uint64_t comm, int64_t tag);
+  post(int peer, const void *data, int64_t bytes, uint64_t comm, int64_t tag,
+       Counters counters);
   /// Writes what the sockets take now of every outbox; never blocks.
   void flushAll();
   /// Copies the payload of the queued message of `state` out of its
@@ -305,7 +310,7 @@ public:
   /// `comm` with `tag`.
   Status exchange(int sendPeer, const void *sendData, int64_t sendBytes,
                   int recvPeer, void *recvData, int64_t recvBytes,
-                  uint64_t comm, int64_t tag);
+                  uint64_t comm, int64_t tag, const Counters &counters);
 
 private:
   using Key = std::tuple<int, uint64_t, int64_t>; // peer, comm, tag
@@ -318,6 +323,7 @@ private:
     int64_t written; ///< of the header and payload
     std::shared_ptr<SendState> state;
     std::vector<char> owned; ///< the payload, once detached
+    Counters counters;       ///< the sending communicator's
   };
 
   /// Writes what `peer`'s socket takes of its outbox. A socket error fails
@@ -344,7 +350,7 @@ private:
 
 StatusOr<std::shared_ptr<SendState>>
 TcpTransport::post(int peer, const void *data, int64_t bytes, uint64_t comm,
-                   int64_t tag) {
+                   int64_t tag, Counters counters) {
   auto state = std::make_shared<SendState>();
   if (peer == rank_) { // a message to oneself
     const uint8_t *p = static_cast<const uint8_t *>(data);
@@ -354,7 +360,8 @@ TcpTransport::post(int peer, const void *data, int64_t bytes, uint64_t comm,
   }
   DTCC_RETURN_IF_ERROR(broken_[peer]);
   outbox_[peer].push_back({Header{kMagic, 0, comm, tag, bytes},
-                           static_cast<const char *>(data), 0, state, {}});
+                           static_cast<const char *>(data), 0, state, {},
+                           std::move(counters)});
   flush(peer);
   return state;
 }
@@ -383,6 +390,12 @@ void TcpTransport::flush(int peer) {
     msg.msg_iovlen = count;
     ssize_t w = ::sendmsg(fds_[peer], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w > 0) {
+      // What the socket took, as the socket said: the measured traffic.
+      if (m.counters) {
+        m.counters->bytes.fetch_add(w);
+        m.counters->headers.fetch_add(
+            std::min<int64_t>(w, std::max<int64_t>(0, headerBytes - m.written)));
+      }
       m.written += w;
       if (m.written == headerBytes + payload) {
         m.state->done = true;
@@ -421,10 +434,12 @@ void TcpTransport::detach(const SendState *state) {
 
 Status TcpTransport::exchange(int sendPeer, const void *sendData,
                               int64_t sendBytes, int recvPeer, void *recvData,
-                              int64_t recvBytes, uint64_t comm, int64_t tag) {
+                              int64_t recvBytes, uint64_t comm, int64_t tag,
+                              const Counters &counters) {
   std::shared_ptr<SendState> sent;
   if (sendPeer >= 0) {
-    DTCC_ASSIGN_OR_RETURN(sent, post(sendPeer, sendData, sendBytes, comm, tag));
+    DTCC_ASSIGN_OR_RETURN(
+        sent, post(sendPeer, sendData, sendBytes, comm, tag, counters));
   }
   Status status =
       progress(sent.get(), recvPeer, recvData, recvBytes, comm, tag);
@@ -611,6 +626,8 @@ public:
       : Communicator(std::move(name), rank, std::move(worldRanks)),
         t_(std::move(transport)), id_(id) {}
 
+  const char *transportName() const override { return "tcp"; }
+
 protected:
   Status doAllReduce(const void *in, void *out, int64_t count, DType dtype,
                      ReduceKind kind) override {
@@ -694,7 +711,8 @@ protected:
       int to = mod(r + s, n), from = mod(r - s, n);
       DTCC_RETURN_IF_ERROR(t_->exchange(worldRanks()[to], src + to * b, b,
                                         worldRanks()[from], o + from * b, b,
-                                        id_, kCollectiveTag));
+                                        id_, kCollectiveTag,
+                                        transportCounters()));
     }
     return Status::ok();
   }
@@ -705,11 +723,12 @@ protected:
     const int64_t b = count * dtypeSize(dtype);
     if (rank() != root)
       return t_->exchange(-1, nullptr, 0, worldRanks()[root], data, b, id_,
-                          kCollectiveTag);
+                          kCollectiveTag, nullptr);
     for (int i = 0; i < size(); ++i)
       if (i != root)
         DTCC_RETURN_IF_ERROR(t_->exchange(worldRanks()[i], data, b, -1, nullptr,
-                                          0, id_, kCollectiveTag));
+                                          0, id_, kCollectiveTag,
+                                          transportCounters()));
     return Status::ok();
   }
 
@@ -717,7 +736,8 @@ protected:
   doStartSend(const void *data, int64_t bytes, int peer, int64_t tag) override {
     std::lock_guard<std::recursive_mutex> lock(t_->lock());
     DTCC_ASSIGN_OR_RETURN(std::shared_ptr<SendState> state,
-                          t_->post(worldRanks()[peer], data, bytes, id_, tag));
+                          t_->post(worldRanks()[peer], data, bytes, id_, tag,
+                                   transportCounters()));
     DTCC_RETURN_IF_ERROR(state->error);
     if (state->done)
       return std::unique_ptr<PendingSend>();
@@ -728,7 +748,7 @@ protected:
   Status doRecv(void *data, int64_t bytes, int peer, int64_t tag) override {
     std::lock_guard<std::recursive_mutex> lock(t_->lock());
     return t_->exchange(-1, nullptr, 0, worldRanks()[peer], data, bytes, id_,
-                        tag);
+                        tag, nullptr);
   }
 
   Status doBarrier() override {
@@ -742,7 +762,8 @@ private:
               int64_t recvBytes) {
     return t_->exchange(worldRanks()[mod(rank() + 1, size())], sendData,
                         sendBytes, worldRanks()[mod(rank() - 1, size())],
-                        recvData, recvBytes, id_, kCollectiveTag);
+                        recvData, recvBytes, id_, kCollectiveTag,
+                        transportCounters());
   }
 
   std::shared_ptr<TcpTransport> t_;

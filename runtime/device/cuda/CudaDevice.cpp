@@ -71,6 +71,13 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
   std::unique_ptr<CudaDevice> d(new CudaDevice());
   d->ordinal_ = ordinal;
   DTCC_CUDA_CHECK(cudaSetDevice(ordinal));
+  DTCC_CUDA_CHECK(cudaFree(nullptr)); // the context, now
+  {
+    size_t free = 0, total = 0;
+    DTCC_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    d->memTotal_ = int64_t(total);
+    d->usedAtCreate_ = int64_t(total - free);
+  }
   DTCC_CUDA_CHECK(cudaGetDeviceProperties(&d->props_, ordinal));
   d->name_ = strCat("cuda:", ordinal, " (", d->props_.name, ", sm_",
                     d->props_.major, d->props_.minor, ")");
@@ -89,6 +96,7 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
   registerCpuKernels(d->hostRegistry_);
   DTCC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void **>(&d->error_),
                              sizeof(DeviceError)));
+  d->mallocBytes_ = d->mallocPeak_ = int64_t(sizeof(DeviceError));
   // On the compute stream, which the kernels that write it use: a plain
   // cudaMemset goes to the legacy stream, unordered with non-blocking ones.
   DTCC_CUDA_CHECK(
@@ -160,6 +168,17 @@ CudaDevice::~CudaDevice() {
       cudaStreamDestroy(s);
 }
 
+CudaDevice::MemoryUse CudaDevice::memoryUse() const {
+  MemoryUse m;
+  m.total = memTotal_;
+  m.usedAtCreate = usedAtCreate_;
+  m.mallocPeak = mallocPeak_;
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) == cudaSuccess)
+    m.usedNow = int64_t(total - free);
+  return m;
+}
+
 StatusOr<void *> CudaDevice::allocate(int64_t bytes) {
   DTCC_ASSIGN_OR_RETURN(std::vector<void *> p, allocateArenas({bytes}));
   return p[0];
@@ -183,6 +202,9 @@ CudaDevice::allocateArenas(const std::vector<int64_t> &bytes) {
     out.push_back(p);
   }
   slabs_[base] = int(out.size());
+  slabBytes_[base] = layout.totalBytes;
+  mallocBytes_ += layout.totalBytes;
+  mallocPeak_ = std::max(mallocPeak_, mallocBytes_);
   for (void *p : out)
     slabOf_[p] = base; // arenas of size 0 may share an address: refcounted
   return out;
@@ -197,6 +219,8 @@ void CudaDevice::deallocate(void *ptr) {
     cudaStreamSynchronize(compute_);
     cudaFree(base);
     slabs_.erase(base);
+    mallocBytes_ -= slabBytes_[base];
+    slabBytes_.erase(base);
     for (auto i = slabOf_.begin(); i != slabOf_.end();)
       i = i->second == base ? slabOf_.erase(i) : std::next(i);
   }

@@ -93,6 +93,8 @@ public:
   int32_t registerSite(std::string description);
   cublasLtHandle_t cublasLt() const { return lt_; }
   int ordinal() const { return ordinal_; }
+  /// cudaMalloc'd bytes held now and at most.
+  int64_t mallocBytes() const { return mallocBytes_; }
   const cudaDeviceProp &properties() const { return props_; }
 
   /// Creates one NCCL communicator per communicator of `mesh` (the unique
@@ -100,6 +102,17 @@ public:
   /// watchdog that aborts them on the collective timeout.
   Status attachMesh(const MeshComms &mesh, World &world, double timeoutSeconds);
   NcclMesh *nccl() const { return nccl_.get(); }
+
+  /// Device memory as measured by the CUDA runtime, for the runner's
+  /// closing line: `total` and the bytes in use (total - free of
+  /// cudaMemGetInfo, every process of the GPU counted) once the context
+  /// existed at creation and now, and the bytes this device cudaMalloc'd
+  /// (at most at once: the arenas, the error slot).
+  struct MemoryUse {
+    int64_t total = 0, usedAtCreate = 0, usedNow = 0;
+    int64_t mallocPeak = 0;
+  };
+  MemoryUse memoryUse() const;
   /// The same, for state that may outlive the device (a program's
   /// asynchronous collectives, kept by its CommContext).
   std::weak_ptr<NcclMesh> ncclWeak() const { return nccl_; }
@@ -148,6 +161,9 @@ private:
   cublasLtHandle_t lt_ = nullptr;
   /// Carved allocations: base -> pointers handed out not yet deallocated.
   std::map<void *, int> slabs_;
+  std::map<void *, int64_t> slabBytes_;
+  int64_t mallocBytes_ = 0, mallocPeak_ = 0;
+  int64_t memTotal_ = 0, usedAtCreate_ = 0;
   std::map<void *, void *> slabOf_;
   std::vector<P2POp> pendingP2P_;
   std::shared_ptr<NcclMesh> nccl_;

@@ -199,6 +199,27 @@ TEST(TcpBackend, CollectivesOnTwoAndFourRanks) {
   }
 }
 
+// What the transports count is what the calls moved: the TCP backend's
+// socket writes (ring payload plus a 32-byte header per message), MPI's
+// send buffers, and the ring formula with f16 reductions at f32 size.
+TEST(TcpBackend, TrafficIsCountedAtTheSockets) {
+  for (int size : {2, 4}) {
+    auto procs = runTcpJob(size, "traffic", 20, 30);
+    expectEveryRank(procs, "ok traffic");
+  }
+}
+
+TEST(MpiBackend, TrafficIsCountedAtTheCalls) {
+  auto procs = runAll({DTCC_MPIEXEC, "--oversubscribe", "-np", "4",
+                       DTCC_COMM_WORKER, "traffic"},
+                      {baseEnv()}, 60);
+  for (int r = 0; r < 4; ++r)
+    EXPECT_NE(procs[0].output.find(strCat("rank ", r, ": ok traffic")),
+              std::string::npos)
+        << describe(procs);
+  EXPECT_EQ(procs[0].exitCode, 0) << describe(procs);
+}
+
 TEST(TcpBackend, TimeoutEndsTheWaitingRanks) {
   auto procs = runTcpJob(2, "timeout", 1, 20);
   EXPECT_NE(procs[0].exitCode, 0) << describe(procs);

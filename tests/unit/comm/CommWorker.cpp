@@ -14,6 +14,11 @@
 //                thread until the peer receives
 //   unreceived   rank 0 sends 8 MiB to rank 1, which never receives it
 //                (and sleeps); rank 0's watchdog must end it naming the send
+//   traffic      collectives of known sizes over the whole job, f32 and
+//                f16; the communicator's ring-formula count (f16 reductions
+//                at f32 size, as they travel) and its transport's own
+//                count (TCP: socket writes; MPI: send buffers) checked
+//                against sizes worked out here
 //
 //===----------------------------------------------------------------------===//
 
@@ -272,6 +277,64 @@ int collectives(Job &job) {
 
 } // namespace
 
+/// The "traffic" scenario: the ring formula's count and the transport's
+/// own, each against the sizes of the calls made here.
+int traffic(Job &job) {
+  Communicator &c = job.world->world();
+  const int64_t n = c.size(), me = c.rank();
+  const bool tcp = std::string(c.transportName()) == "tcp";
+  const int64_t count = 1200; // a multiple of every group size used: even blocks
+  const int64_t sent0 = c.bytesSent(), moved0 = c.transportBytes(),
+                headers0 = c.transportHeaderBytes();
+  std::vector<float> f(count, 1.0f), gathered(count * n);
+  std::vector<uint16_t> h(count, 0x3c00); // f16 1.0
+  std::vector<uint16_t> hOut(count / n);
+  Status s = c.allReduce(f.data(), f.data(), count, DType::kF32, ReduceKind::kSum);
+  if (s.isOk())
+    s = c.allReduce(h.data(), h.data(), count, DType::kF16, ReduceKind::kSum);
+  if (s.isOk())
+    s = c.allGather(f.data(), gathered.data(), count, DType::kF32);
+  if (s.isOk())
+    s = c.reduceScatter(h.data(), hOut.data(), count / n, DType::kF16,
+                        ReduceKind::kSum);
+  if (s.isOk() && n > 1)
+    s = me == 0   ? c.send(f.data(), 4 * count, 1, 5)
+        : me == 1 ? c.recv(f.data(), 4 * count, 0, 5)
+                  : Status::ok();
+  if (!s.isOk())
+    return fail(s.toString());
+  if (f[0] != float(n) || hOut[0] != (n == 2 ? 0x4400 : n == 4 ? 0x4c00 : 0x3c00))
+    return fail(strCat("wrong results: ", f[0], ", f16 bits ", hOut[0]));
+  // The ring: all_reduce sends 2(n-1)/n of the buffer, all_gather and
+  // reduce_scatter n-1 blocks; f16 reductions travel as f32.
+  const int64_t ring = 2 * (n - 1) * count * 4 / n      // f32 all_reduce
+                       + 2 * (n - 1) * count * 4 / n    // f16 as f32
+                       + (n - 1) * count * 4            // all_gather
+                       + (n - 1) * (count / n) * 4      // reduce_scatter, f16 as f32
+                       + (me == 0 && n > 1 ? 4 * count : 0);
+  // TCP writes the ring's messages (2(n-1) + 2(n-1) + (n-1) + (n-1), and
+  // the send) behind a header each; MPI is handed each call's send buffer.
+  const int64_t messages = 6 * (n - 1) + (me == 0 && n > 1 ? 1 : 0);
+  const int64_t handed = count * 4 + count * 4 + count * 4 + count * 4 +
+                         (me == 0 && n > 1 ? 4 * count : 0);
+  const int64_t sent = c.bytesSent() - sent0;
+  const int64_t moved = c.transportBytes() - moved0;
+  const int64_t headers = c.transportHeaderBytes() - headers0;
+  if (sent != ring)
+    return fail(strCat("ring formula counted ", sent, " bytes, expected ", ring));
+  if (tcp) {
+    if (moved - headers != ring || headers != messages * 32)
+      return fail(strCat("sockets took ", moved, " bytes (", headers,
+                         " of headers), expected ", ring, " + ", messages,
+                         " x 32"));
+  } else if (moved != handed) {
+    return fail(strCat("MPI was handed ", moved, " bytes, expected ", handed));
+  }
+  std::printf("rank %d: ok traffic, formula %lld, %s %lld\n", int(me),
+              (long long)sent, c.transportName(), (long long)moved);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2)
     return fail("usage: DtccCommWorker "
@@ -301,6 +364,8 @@ int main(int argc, char **argv) {
 
   if (scenario == "collectives" || scenario == "mismatch")
     return collectives(job);
+  if (scenario == "traffic")
+    return traffic(job);
   if (scenario == "exchange")
     return exchange(job);
   Attrs dp = axesAttrs({"dp"});

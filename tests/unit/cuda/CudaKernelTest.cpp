@@ -754,3 +754,34 @@ TEST(CudaKernelRegistry, ListsExactlyTheTablesCudaKernels) {
 
 } // namespace
 } // namespace dtcc::runtime
+
+namespace dtcc::runtime {
+namespace {
+
+// The device's memory figures are the CUDA runtime's: arenas allocated
+// show in cudaMemGetInfo's in-use bytes (within the allocator's 2 MiB
+// granularity) and in the device's cudaMalloc peak exactly.
+TEST(CudaMemoryUse, ArenasShowInTheMeasuredFigures) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount reports none)";
+  auto created = cuda::CudaDevice::create(0);
+  ASSERT_TRUE(created.isOk()) << created.status().toString();
+  cuda::CudaDevice &gpu = *created.value();
+  cuda::CudaDevice::MemoryUse before = gpu.memoryUse();
+  EXPECT_GT(before.total, 0);
+  EXPECT_GT(before.usedAtCreate, 0); // the context
+  const int64_t bytes = int64_t(256) << 20;
+  auto arenas = gpu.allocateArenas({bytes / 2, bytes / 2});
+  ASSERT_TRUE(arenas.isOk()) << arenas.status().toString();
+  cuda::CudaDevice::MemoryUse after = gpu.memoryUse();
+  EXPECT_GE(after.mallocPeak - before.mallocPeak, bytes);
+  EXPECT_LE(after.mallocPeak - before.mallocPeak, bytes + 1024);
+  EXPECT_NEAR(double(after.usedNow - before.usedNow), double(bytes),
+              double(int64_t(4) << 20));
+  for (void *p : arenas.value())
+    gpu.deallocate(p);
+  EXPECT_EQ(gpu.mallocBytes(), before.mallocPeak); // the error slot stays
+}
+
+} // namespace
+} // namespace dtcc::runtime
