@@ -45,6 +45,9 @@ struct SearchOptions {
   /// Pin the schedule and the recomputation mode.
   std::optional<Schedule> fixSchedule;
   std::optional<Recompute> fixRecompute;
+  /// Pin Plan::recomputeLayers (-1 = free, unless fixRecompute is set:
+  /// then 0, every layer).
+  int64_t fixRecomputeLayers = -1;
 };
 
 /// A plan with its predicted memory and time.
