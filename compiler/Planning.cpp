@@ -335,6 +335,7 @@ static planning::Plan compilerPlanOf(const Plan &plan) {
   out.schedule = scheduleName(plan.schedule);
   out.virtualStages = plan.virtualStages;
   out.recompute = recomputeName(plan.recompute);
+  out.recomputeLayers = plan.recomputeLayers;
   out.sequenceParallel = plan.sequenceParallel;
   out.offload = offloadName(plan.offload);
   return out;
@@ -943,11 +944,14 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
                       : train.plan.recompute == "selective"
                           ? Recompute::kSelective
                           : Recompute::kNone;
+  options.recomputeLayers = train.plan.recomputeLayers;
   auto chosen = chooseCompilerPlan(m, cluster, options);
   if (!chosen.isOk())
     return chosen.status();
   choice.mesh = chosen.value().mesh;
   choice.zero = chosen.value().zero;
+  choice.recompute = recomputeName(chosen.value().chosen.plan.recompute);
+  choice.recomputeLayers = chosen.value().chosen.plan.recomputeLayers;
   choice.summary = "plan auto: " + chosen.value().summary + " on " + cluster.name;
   return choice;
 }
@@ -1010,6 +1014,8 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
                              "describes");
     options.train.plan.mesh = choice.value().mesh;
     options.train.plan.zero = choice.value().zero;
+    options.train.plan.recompute = choice.value().recompute;
+    options.train.plan.recomputeLayers = choice.value().recomputeLayers;
     out.messages = choice.value().summary + "\n";
     out.chosen = true;
     return out;

@@ -99,6 +99,10 @@ struct CompilePlanChoice {
   bool compileCandidates = false;
   runtime::MeshShape mesh;
   int zero = 0;
+  /// The recomputation that fits ("none", "selective", "full"; with full,
+  /// the first `recomputeLayers` layers of each stage, 0: all).
+  std::string recompute = "none";
+  int64_t recomputeLayers = 0;
   /// One line for stderr ("plan auto: ... on dgx-h100").
   std::string summary;
 };

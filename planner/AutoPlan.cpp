@@ -44,6 +44,7 @@ Plan compilerPlan(int64_t dp, int64_t tp, int zero,
   plan.microBatchSize = std::max<int64_t>(1, options.batch / std::max<int64_t>(1, dp));
   plan.microBatches = options.microBatches;
   plan.recompute = options.recompute;
+  plan.recomputeLayers = options.recomputeLayers;
   plan.dtype = options.dtype;
   return plan;
 }
@@ -101,19 +102,42 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
         result.rejected.push_back(r);
         continue;
       }
-      auto candidate = evaluatePlan(model, cluster, plan);
-      if (!candidate.isOk())
-        return candidate.status();
-      if (!candidate.value().fits) {
+      // The user's recomputation, or a leaner one when it does not fit:
+      // selective, the first K layers (a quarter, half, three quarters of
+      // the model's), every layer.
+      std::vector<std::pair<Recompute, int64_t>> modes = {
+          {Recompute::kNone, 0}, {Recompute::kSelective, 0}};
+      for (int64_t quarter : {1, 2, 3})
+        if (int64_t k = (model.layers * quarter + 3) / 4;
+            k > 0 && k < model.layers && modes.back().second != k)
+          modes.push_back({Recompute::kFull, k});
+      modes.push_back({Recompute::kFull, 0});
+      auto first = std::find(modes.begin(), modes.end(),
+                             std::make_pair(options.recompute,
+                                            options.recomputeLayers));
+      if (first == modes.end())
+        modes = {{options.recompute, options.recomputeLayers}};
+      else
+        modes.erase(modes.begin(), first);
+      for (size_t i = 0; i < modes.size(); ++i) {
+        plan.recompute = modes[i].first;
+        plan.recomputeLayers = modes[i].second;
+        auto candidate = evaluatePlan(model, cluster, plan);
+        if (!candidate.isOk())
+          return candidate.status();
+        if (candidate.value().fits) {
+          fitting.push_back(candidate.value());
+          break;
+        }
+        if (i + 1 < modes.size())
+          continue; // a leaner mode may fit
         Rejection r;
         r.kind = Rejection::Kind::kOutOfMemory;
         r.plan = plan;
         r.reason = candidate.value().problem;
         r.stepTime = candidate.value().time.stepTime;
         result.rejected.push_back(r);
-        continue;
       }
-      fitting.push_back(candidate.value());
     }
   }
   if (fitting.empty()) {
@@ -155,9 +179,18 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
   }
   result.mesh = meshOf(result.chosen.plan);
   result.zero = result.chosen.plan.zeroStage;
+  const Plan &chosen = result.chosen.plan;
   result.summary = strCat(
       result.mesh.empty() ? std::string("one device") : result.mesh.str(),
-      result.zero ? strCat(" ZeRO-", result.zero) : std::string(), ": ",
+      result.zero ? strCat(" ZeRO-", result.zero) : std::string(),
+      chosen.recompute == Recompute::kNone
+          ? std::string()
+          : strCat(" recompute ", recomputeName(chosen.recompute),
+                   chosen.recomputeLayers > 0
+                       ? strCat(" (the first ", chosen.recomputeLayers,
+                                " layers of each stage)")
+                       : std::string()),
+      ": ",
       formatSeconds(result.chosen.time.stepTime), " per step predicted, ",
       formatBytes(result.chosen.memory.total()), " per rank (of ", considered,
       " candidates on ", devices, " ranks; the fastest that fits)");

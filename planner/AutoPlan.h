@@ -25,7 +25,11 @@ struct CompilerPlanOptions {
   int64_t batch = 0;
   /// Micro-batches accumulated per step (--micro-batches).
   int64_t microBatches = 1;
+  /// The user's recomputation (--recompute; recomputeLayers: layers=K).
+  /// chooseCompilerPlan takes a leaner one for a mesh where it does not fit
+  /// (none, selective, the first K layers, every layer).
   Recompute recompute = Recompute::kNone;
+  int64_t recomputeLayers = 0;
   /// The compiled program's precision: the CPU backend is fp32 throughout.
   DTypePolicy dtype = DTypePolicy::fp32();
 };
