@@ -94,10 +94,11 @@ def RecomputeLayers : Pass<"dtcc-graph-recompute-layers", "mlir::ModuleOp"> {
     keeps those clones (`dgraph.recompute`) only for the first K layers of
     each function, in the order its forward ops meet them; with pipeline
     stages each `@train_step_pp<k>` is one stage, so these are the first K
-    layers of each stage (all of them when the stage has fewer). Every
-    other clone is replaced by the forward op it copies (the same op on the
-    same operands, earlier in the block), whose result then stays alive
-    until the backward. A clone whose forward op is gone (folded since)
+    layers of each stage (all of them when the stage has fewer). It first
+    eliminates common subexpressions (the micro-batches' copies of an op on
+    shared operands become one); then every other clone is replaced by the
+    forward op it copies (the same op on the same operands, earlier in the
+    block), whose result then stays alive until the backward. A clone whose forward op is gone (folded since)
     stays. Other plans: nothing changes. With any recomputation it rewrites
     `dgraph.recomputed`, which then lists each stage's function.
 

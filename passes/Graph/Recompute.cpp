@@ -11,7 +11,10 @@
 #include "passes/Graph/Passes.h"
 #include "dialects/Shard/IR/ShardOps.h"
 
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/CSE.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -204,6 +207,14 @@ struct RecomputeLayersPass
         plan.getRecomputeLayers() == 0)
       return;
     int64_t keep = plan.getRecomputeLayers();
+    // One op per value first: the micro-batches' copies of an op on shared
+    // operands (a bias broadcast) become one, so a clone matches exactly
+    // one forward op below. Clones (dgraph.recompute) stay apart.
+    {
+      IRRewriter rewriter(module.getContext());
+      DominanceInfo dominance(module);
+      eliminateCommonSubExpressions(rewriter, dominance, module);
+    }
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
