@@ -181,6 +181,11 @@ std::string explainProgram(const Program &program) {
      << " whole tensors (optimizer moments, accumulators, counters); all "
         "state per rank "
      << runtime::formatBytes(stateBytes) << "\n\n";
+  if (meta(runtime::metadata::kTrain) == "1") {
+    std::string recompute = meta(runtime::metadata::kRecompute);
+    os << "recomputation: " << (recompute.empty() ? "none" : recompute)
+       << "\n\n";
+  }
 
   os << explainMemorySpaces(program);
 

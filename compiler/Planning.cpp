@@ -967,6 +967,7 @@ planning::Plan compilerPlanOf(const Plan &plan) {
   out.schedule = scheduleName(plan.schedule);
   out.virtualStages = plan.virtualStages;
   out.recompute = recomputeName(plan.recompute);
+  out.recomputeLayers = plan.recomputeLayers;
   out.sequenceParallel = plan.sequenceParallel;
   out.offload = offloadName(plan.offload);
   return out;
@@ -1413,9 +1414,10 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
   options.microBatches = std::max<int64_t>(1, train.plan.microBatches);
   // Recomputation other than none was asked for; otherwise the search
   // chooses it with the rest.
-  if (train.plan.recompute == "full" && train.plan.recomputeLayers == 0)
+  if (train.plan.recompute == "full") {
     options.recompute = Recompute::kFull;
-  else if (train.plan.recompute == "selective")
+    options.recomputeLayers = train.plan.recomputeLayers;
+  } else if (train.plan.recompute == "selective")
     options.recompute = Recompute::kSelective;
   options.unbuilt = [ctx = module.getContext()](const Plan &plan) {
     return compilerRefuses(ctx, plan);

@@ -203,6 +203,8 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     meta[runtime::metadata::kVocabSize] = std::to_string(vocab.getInt());
   if (auto dtype = module->getAttrOfType<StringAttr>(graph::kDtypeAttr))
     meta[runtime::metadata::kDtype] = dtype.str();
+  if (auto text = module->getAttrOfType<StringAttr>(graph::kRecomputedAttr))
+    meta[runtime::metadata::kRecompute] = text.str();
 
   if (auto mesh = module->getAttrOfType<shard::MeshAttr>(shard::kMeshAttr))
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes())) {

@@ -44,6 +44,7 @@ Plan compilerPlan(int64_t dp, int64_t tp, int zero,
   plan.microBatchSize = std::max<int64_t>(1, options.batch / std::max<int64_t>(1, dp));
   plan.microBatches = options.microBatches;
   plan.recompute = options.recompute.value_or(Recompute::kNone);
+  plan.recomputeLayers = options.recompute ? options.recomputeLayers : 0;
   plan.dtype = options.dtype;
   return plan;
 }
@@ -85,6 +86,8 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
   search.dataBatch = options.batch;
   search.dtype = options.dtype;
   search.fixRecompute = options.recompute;
+  if (options.recompute)
+    search.fixRecomputeLayers = options.recomputeLayers;
   search.buildable = [&](const Plan &plan) {
     return compilerPlanProblem(plan, model, options);
   };

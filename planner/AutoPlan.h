@@ -31,6 +31,9 @@ struct CompilerPlanOptions {
   int64_t microBatches = 1;
   /// The recomputation the user pinned; nullopt: the search chooses.
   std::optional<Recompute> recompute;
+  /// With recompute pinned to kFull: the first K layers of each stage
+  /// (--recompute layers=K; Plan::recomputeLayers), 0: every layer.
+  int64_t recomputeLayers = 0;
   /// The compiled program's precision: the CPU backend is fp32 throughout.
   DTypePolicy dtype = DTypePolicy::fp32();
   /// Why the compiler cannot build a plan (a plan field whose

@@ -120,17 +120,28 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
   int64_t v = plan.schedule == Schedule::kInterleaved ? plan.virtualStages : 1;
   int64_t chunks = chunksInFlight(plan, s);
   double layersPerChunk = double(layers) / double(v);
-  m.activations =
-      double(chunks) * layersPerChunk * layer.activations(plan.recompute);
+  double perLayer = layer.activations(plan.recompute);
+  // Recompute only the first K layers of the stage: they keep their input,
+  // the others (and the embedding and head) everything.
+  Recompute outside = plan.recompute;
+  if (plan.recompute == Recompute::kFull && plan.recomputeLayers > 0 &&
+      layers > 0) {
+    double k = double(std::min(plan.recomputeLayers, layers));
+    perLayer = (k * layer.activations(Recompute::kFull) +
+                (double(layers) - k) * layer.activations(Recompute::kNone)) /
+               double(layers);
+    outside = Recompute::kNone;
+  }
+  m.activations = double(chunks) * layersPerChunk * perLayer;
   if (s == 0)
     m.activations += double((chunks + v - 1) / v) *
-                     embedding.activations(plan.recompute);
+                     embedding.activations(outside);
   if (s == p - 1) {
     // The last stage runs each micro-batch's backward right after its
     // forward, except under GPipe.
     int64_t headInFlight =
         plan.schedule == Schedule::kGPipe && p > 1 ? plan.microBatches : 1;
-    m.activations += double(headInFlight) * head.activations(plan.recompute);
+    m.activations += double(headInFlight) * head.activations(outside);
   }
 
   // Temporaries.

@@ -102,6 +102,9 @@ std::string Plan::summary() const {
       os << "(v=" << virtualStages << ")";
   }
   os << ", recompute " << recomputeName(recompute);
+  if (recompute == Recompute::kFull && recomputeLayers > 0)
+    os << " (" << recomputeLayers << " layer" << (recomputeLayers == 1 ? "" : "s")
+       << " per stage)";
   if (sequenceParallel)
     os << ", sequence parallel";
   if (offload != Offload::kNone)
@@ -114,6 +117,7 @@ bool Plan::operator==(const Plan &o) const {
          microBatchSize == o.microBatchSize &&
          microBatches == o.microBatches && schedule == o.schedule &&
          virtualStages == o.virtualStages && recompute == o.recompute &&
+         recomputeLayers == o.recomputeLayers &&
          sequenceParallel == o.sequenceParallel && offload == o.offload &&
          dtype.compute == o.dtype.compute && dtype.params == o.dtype.params &&
          dtype.grads == o.dtype.grads &&
@@ -177,6 +181,11 @@ std::optional<std::string> planProblem(const Plan &plan,
     return strCat("ZeRO stage ", plan.zeroStage, " is not 0..3");
   if (plan.sequenceParallel && plan.tp == 1)
     return strCat("sequence parallelism needs tp > 1");
+  if (plan.recomputeLayers < 0 ||
+      (plan.recomputeLayers > 0 && plan.recompute != Recompute::kFull))
+    return strCat("recomputing the first ", plan.recomputeLayers,
+                  " layers of each stage needs recompute full, got ",
+                  recomputeName(plan.recompute));
   if (plan.schedule == Schedule::kInterleaved) {
     if (plan.pp < 2)
       return strCat("the interleaved schedule needs pp > 1");
@@ -275,6 +284,7 @@ Json planToJson(const Plan &p) {
   j.set("schedule", scheduleName(p.schedule));
   j.set("virtualStages", p.virtualStages);
   j.set("recompute", recomputeName(p.recompute));
+  j.set("recomputeLayers", p.recomputeLayers);
   j.set("sequenceParallel", p.sequenceParallel);
   j.set("offload", offloadName(p.offload));
   j.set("dtype", dtypePolicyToJson(p.dtype));
@@ -333,6 +343,8 @@ StatusOr<Plan> planFromJson(const Json &j) {
       DTCC_RETURN_IF_ERROR(integer(p.microBatchSize, 1));
     } else if (key == "microBatches") {
       DTCC_RETURN_IF_ERROR(integer(p.microBatches, 1));
+    } else if (key == "recomputeLayers") {
+      DTCC_RETURN_IF_ERROR(integer(p.recomputeLayers, 0));
     } else if (key == "virtualStages") {
       DTCC_RETURN_IF_ERROR(integer(p.virtualStages, 1));
     } else if (key == "schedule") {

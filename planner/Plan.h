@@ -84,6 +84,10 @@ struct Plan {
   Schedule schedule = Schedule::k1F1B;
   int64_t virtualStages = 1; ///< layer chunks per device (interleaved)
   Recompute recompute = Recompute::kNone;
+  /// With kFull: the first K layers of each pipeline stage recompute, the
+  /// others keep their activations (Megatron's --recompute-num-layers,
+  /// "block" method); 0: every layer.
+  int64_t recomputeLayers = 0;
   bool sequenceParallel = false;
   Offload offload = Offload::kNone;
   DTypePolicy dtype;

@@ -185,7 +185,10 @@ void describePlan(std::ostringstream &os, const Plan &p) {
       os << " (" << p.virtualStages << " chunks per device)";
     os << "\n";
   }
-  os << "  recompute       " << recomputeName(p.recompute) << "\n";
+  os << "  recompute       " << recomputeName(p.recompute);
+  if (p.recompute == Recompute::kFull && p.recomputeLayers > 0)
+    os << " (the first " << p.recomputeLayers << " layers of each stage)";
+  os << "\n";
   if (p.tp > 1)
     os << "  sequence par.   " << (p.sequenceParallel ? "yes" : "no") << "\n";
   os << "  offload         " << offloadName(p.offload) << "\n";

@@ -275,20 +275,53 @@ private:
       plan.schedule = choice.schedule;
       plan.virtualStages = choice.v;
       // Recomputation only adds time: once a mode fits, the later (leaner,
-      // slower) ones are dominated.
-      for (Recompute r : {Recompute::kNone, Recompute::kSelective,
-                          Recompute::kFull}) {
-        if (options_.fixRecompute && r != *options_.fixRecompute)
+      // slower) ones are dominated. Between selective and full, full
+      // recomputation of the first K layers of each stage, K a quarter,
+      // half and three quarters of the fullest stage's layers: a few
+      // choices, not one per K.
+      for (const RecomputeChoice &choice : recomputeChoices(plan)) {
+        if (options_.fixRecompute && choice.mode != *options_.fixRecompute)
           continue;
-        if (r == Recompute::kSelective && model_.flashAttention)
+        // A pinned mode without a pinned K is that mode on every layer.
+        int64_t fixLayers = options_.fixRecomputeLayers >= 0 ? options_.fixRecomputeLayers
+                            : options_.fixRecompute          ? 0
+                                                             : -1;
+        if (fixLayers >= 0 && choice.layers != fixLayers)
+          continue;
+        if (choice.mode == Recompute::kSelective && model_.flashAttention)
           continue; // nothing of the attention core is stored anyway
-        plan.recompute = r;
+        plan.recompute = choice.mode;
+        plan.recomputeLayers = choice.layers;
         if (outOfTime())
           return;
         if (evaluate(plan))
           break;
       }
+      plan.recomputeLayers = 0;
     }
+  }
+
+  struct RecomputeChoice {
+    Recompute mode;
+    int64_t layers; ///< Plan::recomputeLayers
+  };
+  /// The recomputation modes in order of time: none, selective, the first
+  /// K layers of each stage (K ascending), every layer.
+  std::vector<RecomputeChoice> recomputeChoices(const Plan &plan) const {
+    if (options_.fixRecompute && options_.fixRecomputeLayers > 0)
+      return {{*options_.fixRecompute, options_.fixRecomputeLayers}};
+    std::vector<RecomputeChoice> out = {{Recompute::kNone, 0},
+                                        {Recompute::kSelective, 0}};
+    int64_t most = 0;
+    for (int64_t s = 0; s < plan.pp; ++s)
+      most = std::max(most, stageLayers(model_, plan.pp, s));
+    for (int64_t quarter : {1, 2, 3}) {
+      int64_t k = (most * quarter + 3) / 4;
+      if (k > 0 && k < most && out.back().layers != k)
+        out.push_back({Recompute::kFull, k});
+    }
+    out.push_back({Recompute::kFull, 0});
+    return out;
   }
 
   /// Returns whether the plan fits.

@@ -46,6 +46,9 @@ struct SearchOptions {
   /// Pin the schedule and the recomputation mode.
   std::optional<Schedule> fixSchedule;
   std::optional<Recompute> fixRecompute;
+  /// Pin Plan::recomputeLayers (-1 = free, unless fixRecompute is set:
+  /// then 0, every layer).
+  int64_t fixRecomputeLayers = -1;
   /// Sequences of one micro-batch over all data-parallel ranks (0: free):
   /// each mesh's micro-batch size is then dataBatch / dp, as when a
   /// compiled model's batch dimension is split over dp.

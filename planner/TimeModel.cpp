@@ -231,13 +231,20 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
     int64_t L = st.layers;
     double params = stageParameters(model_, plan, s);
 
+    // Recompute only the first K layers of the stage: their share of the
+    // recomputed forward, spread over the chunks.
+    double recomputed = full && plan.recomputeLayers > 0 && L > 0
+                            ? double(std::min(plan.recomputeLayers, L)) / double(L)
+                            : 1.0;
     std::vector<double> f(size_t(v), 0.0), b(size_t(v), 0.0);
     for (int64_t c = 0; c < v; ++c) {
       double lc = double(L) / double(v);
       double computeF = lc * layer.forward;
-      double computeB = lc * (layer.backward + recomputeForward);
+      double computeB = lc * (layer.backward + recomputed * recomputeForward);
       double tpF = lc * layerTpForward * tpOne;
-      double tpB = lc * layerTpBackward * tpOne;
+      double tpB = lc * (layerTpBackward -
+                         (full ? (1.0 - recomputed) * layer.tpForward : 0.0)) *
+                   tpOne;
       if (s == 0 && c == 0) {
         computeF += embedding.forward;
         computeB += embedding.backward;
@@ -536,6 +543,16 @@ TimeBreakdown TimeModel::estimate(const Plan &plan) const {
                                        Recompute::kNone);
   out.hardwareFlopsPerStep =
       tokens * model_.trainingFlopsPerToken(plan.recompute);
+  if (plan.recompute == Recompute::kFull && plan.recomputeLayers > 0) {
+    // The first K layers of each stage recompute, not every layer.
+    double recomputedLayers = 0;
+    for (int64_t s = 0; s < plan.pp; ++s)
+      recomputedLayers += double(
+          std::min(plan.recomputeLayers, stageLayers(model_, plan.pp, s)));
+    out.hardwareFlopsPerStep =
+        tokens * (model_.trainingFlopsPerToken(Recompute::kNone) +
+                  recomputedLayers * model_.layerForwardFlopsPerToken());
+  }
   out.modelTflopsPerGpu = out.modelFlopsPerStep / out.stepTime / devices / 1e12;
   out.hardwareTflopsPerGpu =
       out.hardwareFlopsPerStep / out.stepTime / devices / 1e12;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Graph/Passes.h"
+#include "passes/Graph/Recompute.h"
 #include "dialects/Shard/IR/ShardOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -260,6 +261,13 @@ void AutodiffPass::runOnOperation() {
   dtcc::shard::PlanAttr plan = dtcc::shard::getPlan(module);
   const bool recomputeFull =
       plan && plan.getRecompute() == dtcc::shard::Recompute::Full;
+  const bool recomputeSelective =
+      plan && plan.getRecompute() == dtcc::shard::Recompute::Selective;
+  // The first K layers only; with stages, all of them here and the first K
+  // of each stage after dtcc-shard-pipeline (dtcc-graph-recompute-layers).
+  const int64_t recomputeLayers =
+      recomputeFull && plan.getPipelineStages() == 1 ? plan.getRecomputeLayers()
+                                                     : 0;
   llvm::StringSet<> frozenSet;
   for (const std::string &name : frozen) {
     auto var = module.lookupSymbol<VariableOp>(name);
@@ -338,55 +346,91 @@ void AutodiffPass::runOnOperation() {
   seed->setAttr(dtcc::graph::kGradSeedAttr, b.getUnitAttr());
   grads[lossValue] = seed;
 
-  SmallVector<SmallVector<Operation *>> segments;
-  if (recomputeFull)
-    segments = segmentOps(forward);
-  else
-    segments.push_back(forward);
-  for (int64_t s = segments.size() - 1; s >= 0; --s) {
+  // What is recomputed: groups of forward ops, each cloned (from the
+  // values it reads from outside) just before the backward of its last op.
+  SmallVector<SmallVector<Operation *>> groups;
+  if (recomputeFull) {
+    SmallVector<SmallVector<Operation *>> segments = segmentOps(forward);
     // The last segment's activations are still alive: recompute the others.
-    bool recomputeSegment = recomputeFull && s + 1 < (int64_t)segments.size();
-    IRMapping clones;
-    if (recomputeSegment)
-      for (Operation *op : segments[s])
-        if (!isa<LoadOp, ConstantOp, StoreOp>(op)) {
-          Operation *clone = b.clone(*op, clones);
+    if (!segments.empty())
+      segments.pop_back();
+    // The layers in the order the forward pass meets them.
+    SmallVector<int64_t> order;
+    for (Operation *op : forward)
+      if (std::optional<int64_t> layer = layerIndexOf(op);
+          layer && !llvm::is_contained(order, *layer))
+        order.push_back(*layer);
+    for (SmallVector<Operation *> &segment : segments) {
+      std::optional<int64_t> layer;
+      for (Operation *op : segment)
+        if ((layer = layerIndexOf(op)))
+          break;
+      // Only segments of the first K layers (not the embedding's).
+      if (recomputeLayers > 0 &&
+          (!layer || llvm::find(order, *layer) - order.begin() >= recomputeLayers))
+        continue;
+      groups.push_back(std::move(segment));
+    }
+  } else if (recomputeSelective) {
+    // Activations: values computed from the step's inputs (not from
+    // parameters and constants alone).
+    llvm::DenseSet<Value> fromInputs(body.getArguments().begin(),
+                                     body.getArguments().end());
+    for (Operation *op : forward)
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return fromInputs.contains(v); }))
+        fromInputs.insert(op->getResults().begin(), op->getResults().end());
+    groups = findAttentionCores(forward, fromInputs);
+    if (groups.empty())
+      emitWarning(train.getLoc(),
+                  "selective recomputation found no attention core (a softmax "
+                  "between a matmul of two activations and a matmul with a "
+                  "third); nothing is recomputed");
+  }
+  llvm::DenseMap<Operation *, SmallVector<size_t>> groupsEndingAt;
+  for (auto [i, group] : llvm::enumerate(groups))
+    groupsEndingAt[group.back()].push_back(i);
+
+  IRMapping clones;
+  for (Operation *op : llvm::reverse(forward)) {
+    for (size_t g : groupsEndingAt.lookup(op)) {
+      for (Operation *member : groups[g])
+        if (!isa<LoadOp, ConstantOp, StoreOp>(member)) {
+          Operation *clone = b.clone(*member, clones);
           clone->setAttr(dtcc::graph::kRecomputeAttr, b.getUnitAttr());
         }
-    for (Operation *op : llvm::reverse(segments[s])) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value r : op->getResults()) {
-        Value g = active.count(r) ? grads.lookup(r) : Value();
-        resultGrads.push_back(g);
-        any |= bool(g);
-      }
-      if (!any || isa<LoadOp>(op))
-        continue;
-      Operation *target = op;
-      if (recomputeSegment && op->getNumResults() &&
-          clones.contains(op->getResult(0)))
-        target = clones.lookup(op->getResult(0)).getDefiningOp();
-      auto iface = dyn_cast<DifferentiableOpInterface>(target);
-      if (!iface) {
-        op->emitOpError("has no VJP rule, but lies between a parameter and "
-                        "the loss");
-        return signalPassFailure();
-      }
-      SmallVector<Value> operandGrads;
-      Operation *last = ret->getPrevNode();
-      if (failed(iface.buildVJP(b, resultGrads, operandGrads)))
-        return signalPassFailure();
-      for (auto [i, g] : llvm::enumerate(operandGrads))
-        if (g && active.count(op->getOperand(i)))
-          accumulate(op->getOperand(i), g, op->getLoc());
-      // The backward ops of `op` (its VJP and the sums of its operands'
-      // gradients) belong to its layer; constants to none.
-      for (Operation *made = last ? last->getNextNode() : &body.front();
-           made != ret; made = made->getNextNode())
-        if (!made->hasTrait<OpTrait::ConstantLike>())
-          inheritLayer(op, made);
     }
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      Value g = active.count(r) ? grads.lookup(r) : Value();
+      resultGrads.push_back(g);
+      any |= bool(g);
+    }
+    if (!any || isa<LoadOp>(op))
+      continue;
+    Operation *target = op;
+    if (op->getNumResults() && clones.contains(op->getResult(0)))
+      target = clones.lookup(op->getResult(0)).getDefiningOp();
+    auto iface = dyn_cast<DifferentiableOpInterface>(target);
+    if (!iface) {
+      op->emitOpError("has no VJP rule, but lies between a parameter and "
+                      "the loss");
+      return signalPassFailure();
+    }
+    SmallVector<Value> operandGrads;
+    Operation *last = ret->getPrevNode();
+    if (failed(iface.buildVJP(b, resultGrads, operandGrads)))
+      return signalPassFailure();
+    for (auto [i, g] : llvm::enumerate(operandGrads))
+      if (g && active.count(op->getOperand(i)))
+        accumulate(op->getOperand(i), g, op->getLoc());
+    // The backward ops of `op` (its VJP and the sums of its operands'
+    // gradients) belong to its layer; constants to none.
+    for (Operation *made = last ? last->getNextNode() : &body.front();
+         made != ret; made = made->getNextNode())
+      if (!made->hasTrait<OpTrait::ConstantLike>())
+        inheritLayer(op, made);
   }
 
   // One gradient per parameter variable, summed over its loads.
@@ -426,6 +470,8 @@ void AutodiffPass::runOnOperation() {
   train.setFunctionType(FunctionType::get(ctx, train.getArgumentTypes(),
                                           ValueRange(results).getTypes()));
   train.setAllResultAttrs(resultAttrs);
+  if (plan && plan.getRecompute() != dtcc::shard::Recompute::None)
+    recordRecomputation(module);
 }
 
 } // namespace

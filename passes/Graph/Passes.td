@@ -33,7 +33,32 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
     before the backward of a segment, its forward ops are
     cloned from the values that cross segment boundaries. Only those
     boundary values stay alive across the step, which the memory plan and
-    the reported peak show.
+    the reported peak show. The last segment, whose backward follows its
+    forward at once, is not recomputed.
+
+    With `recompute = full, recompute_layers = K` (K > 0) only the segments
+    of the first K layers are recomputed (Megatron's
+    `--recompute-num-layers` with the "block" method); the others keep
+    their activations. With pipeline stages (the plan's pp > 1), which
+    layers a stage holds is decided later: every layer's segment is
+    cloned here and dtcc-graph-recompute-layers, after
+    dtcc-shard-pipeline, keeps the clones of the first K layers of each
+    stage.
+
+    With `recompute = selective` only the attention cores are recomputed
+    (Korthikanti et al. 2022): for each softmax between a matmul of two
+    activations (the scores Q·Kᵀ, through scale, mask and select) and a
+    matmul of its output (through dropout) with another activation (·V),
+    the ops on the paths from the first matmul to the second are cloned
+    just before their backward. The QKV and output projections, the MLP,
+    the norms and everything else keep their activations. The cores are
+    found from the ops alone (an activation is a value computed from the
+    step's inputs; parameters and constants are not), never from names or
+    shapes, so models exported by PyTorch and the zoo's are alike. A model
+    without an attention core recomputes nothing, with a warning.
+
+    The module's `dgraph.recomputed` string says what was recomputed
+    (mode, layers, op kinds and counts); `dtcc explain` prints it.
 
     The loss is the output named by `loss`, or the only scalar float output;
     `loss=cross_entropy:<logits>,<labels>` adds the mean cross-entropy of
@@ -56,6 +81,31 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
     ListOption<"frozen", "frozen", "std::string",
                "Variables that are not trained">,
   ];
+  let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
+}
+
+def RecomputeLayers : Pass<"dtcc-graph-recompute-layers", "mlir::ModuleOp"> {
+  let summary = "Keeps full recomputation for the first K layers of each "
+                "pipeline stage";
+  let description = [{
+    For a plan with `recompute = full, recompute_layers = K` (K > 0), run
+    after dtcc-shard-pipeline: dtcc-graph-autodiff cloned the forward ops of
+    every layer for the backward (it cannot know the stages), and this pass
+    keeps those clones (`dgraph.recompute`) only for the first K layers of
+    each function, in the order its forward ops meet them; with pipeline
+    stages each `@train_step_pp<k>` is one stage, so these are the first K
+    layers of each stage (all of them when the stage has fewer). It first
+    eliminates common subexpressions (the micro-batches' copies of an op on
+    shared operands become one); then every other clone is replaced by the
+    forward op it copies (the same op on the same operands, earlier in the
+    block), whose result then stays alive until the backward. A clone whose forward op is gone (folded since)
+    stays. Other plans: nothing changes. With any recomputation it rewrites
+    `dgraph.recomputed`, which then lists each stage's function.
+
+    Example: with K = 1 and a stage holding layers 2 and 3, the clones of
+    layer 3's `dgraph.matmul` and `dgraph.gelu` in the backward are
+    replaced by the forward ones; layer 2's stay.
+  }];
   let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
 }
 

@@ -42,6 +42,8 @@ static void addShardPasses(OpPassManager &pm, int64_t stages,
                            const ShardPhase &o) {
   if (stages > 1) {
     pm.addPass(shard::createShardPipeline());
+    // recompute_layers = K: the first K layers of each stage recompute.
+    pm.addPass(graph::createRecomputeLayers());
     pm.addPass(createCanonicalizerPass());
   }
   if (o.layoutSearch && stages == 1)

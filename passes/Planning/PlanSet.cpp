@@ -113,13 +113,6 @@ std::optional<std::string> dtcc::planning::unbuiltFeature(PlanAttr plan) {
   if (plan.getSchedule() == PipelineSchedule::ZeroBubbleH1)
     return std::string("the zb-h1 pipeline schedule is not built yet");
 
-  if (plan.getRecompute() == Recompute::Selective)
-    return std::string("selective recomputation is not built yet");
-
-  if (plan.getRecomputeLayers() > 0)
-    return std::string("recomputing only some layers (recompute_layers) is "
-                       "not built yet");
-
   if (plan.getSequenceParallel())
     return std::string("sequence parallelism is not built yet");
 

@@ -33,6 +33,9 @@ inline constexpr const char kVocabSize[] = "dtcc.vocab_size";
 inline constexpr const char kDtype[] = "dtcc.dtype";
 /// The device the program runs on: "cpu" or "cuda" (dtcc compile --target).
 inline constexpr const char kTarget[] = "dtcc.target";
+/// What the backward pass recomputes: the plan's mode, then per function
+/// the layers and op kinds (dgraph.recomputed); `dtcc explain` prints it.
+inline constexpr const char kRecompute[] = "dtcc.recompute";
 /// Followed by a function's name: the bytes one rank sends per call of it,
 /// as the compiler counted them.
 inline constexpr const char kBytesSentPrefix[] = "dtcc.bytes_sent.";

@@ -15,6 +15,26 @@ ranks (plan "PP12"). The optimizer offloaded to the host (plans "Offload
 compiler's figures, and an offloaded checkpoint resumes on 2 TCP ranks and
 without offload ("Offload checkpoints").
 
+With --plan-set recompute the plans are activation recomputation's
+instead (--recompute selective and layers=K, on one rank and on dp, tp and
+pp meshes), each against the same single-device run without
+recomputation, and `dtcc explain` must list what each program recomputes
+(the attention cores of every layer; the first K layers of each pipeline
+stage). The models may include "torch-gpt", a GPT exported by PyTorch 1.13
+(tests/e2e/torch_models.py), whose attention cores are found like the
+zoo's. That set also checks the memory selective recomputation saves:
+for a zoo GPT with 4 layers, 4 heads, sequence 64 and batch 8, the static
+memory plan's workspace without recomputation less the one with
+selective recomputation against the planner's per-layer figure
+(planner/Model.cpp, Korthikanti et al.: 34sbh + 5as^2b without, 34sbh
+with; for dtcc's fp32 step without dropout the difference is the softmax
+output, 4 * a * s^2 * b bytes a layer) times the layers before the last
+(both workspaces peak at the last layer's softmax, whose scores are alive
+either way), within 5%.
+
+--launcher tcp starts the ranks torchrun-style (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT: the TCP backend) instead of mpirun.
+
 Prints a table: plan, worst loss error, worst parameter error, per-rank
 peak memory (planned) and bytes sent (measured beside `dtcc explain`'s
 prediction), and step time. Exits non-zero on any failure.
@@ -89,6 +109,33 @@ HOST_LINE = re.compile(r"(?:rank (\d+): )?host memory ([\d.]+) (\w+) planned .*?
                        r"([\d.]+) (\w+) to device \(predicted ([\d.]+) (\w+)\)")
 
 
+# Activation recomputation (--plan-set recompute): (name, ranks, compile
+# flags, micro-batches per step, what `dtcc explain` must list: a regex).
+# The zoo's and PyTorch's GPTs have 4 layers; on pp=2 each stage holds 2.
+RECOMPUTE_PLANS = [
+    ("Selective", 1, ["--recompute", "selective"], 1,
+     r"selective \(attention cores\); train_step: \d+ ops in layers 0-3 \(.*softmax 4"),
+    ("Layers=2", 1, ["--recompute", "layers=2"], 1,
+     r"full \(the first 2 layers of each stage\); train_step: \d+ ops in layers 0-1 "),
+    ("Selective DP2", 2, ["--mesh", "dp=2", "--recompute", "selective"], 1,
+     r"selective .* layers 0-3 "),
+    ("Selective TP2", 2, ["--mesh", "tp=2", "--recompute", "selective"], 1,
+     r"selective .* layers 0-3 "),
+    ("Layers=1 TP2", 2, ["--mesh", "tp=2", "--recompute", "layers=1"], 1,
+     r"full \(the first 1 layers of each stage\); train_step: \d+ ops in layers 0 "),
+    ("Selective PP2 1F1B", 2, ["--mesh", "pp=2", "--pipeline-schedule", "1f1b",
+                               "--recompute", "selective"], 4,
+     r"train_step_pp0: \d+ ops in layers 0-1 .*train_step_pp1: \d+ ops in layers 2-3 "),
+    ("Layers=1 PP2 GPipe", 2, ["--mesh", "pp=2", "--pipeline-schedule", "gpipe",
+                               "--recompute", "layers=1"], 4,
+     r"train_step_pp0: \d+ ops in layers 0 .*train_step_pp1: \d+ ops in layers 2 "),
+    ("Layers=1 DP2xTP2", 4, ["--mesh", "dp=2,tp=2", "--recompute", "layers=1"], 1,
+     r"train_step: \d+ ops in layers 0 "),
+    ("Selective TP2xPP2", 4, ["--mesh", "tp=2,pp=2", "--recompute", "selective"], 2,
+     r"train_step_pp0: \d+ ops in layers 0-1 .*train_step_pp1: \d+ ops in layers 2-3 "),
+]
+
+
 def run(cmd, env=None, check=True, timeout=600):
     full_env = dict(os.environ, **(env or {}))
     p = subprocess.run(cmd, capture_output=True, text=True, env=full_env,
@@ -102,6 +149,74 @@ def run(cmd, env=None, check=True, timeout=600):
 def mpirun(n, cmd, **kw):
     return run(["mpirun", "--oversubscribe", "-np", str(n)] + cmd,
                env=MPI_ENV, **kw)
+
+
+def tcp_launch(n, cmd, timeout=300):
+    """Runs `cmd` on `n` ranks started torchrun-style (the TCP backend:
+    RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); a CompletedProcess-like
+    result with every rank's output and the first non-zero exit status."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs = []
+    for rank in range(n):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   OPENBLAS_NUM_THREADS="1", DTCC_COLLECTIVE_TIMEOUT="60")
+        for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"):
+            env.pop(k, None)
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs, errs, code = [], [], 0
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            p.returncode = 124
+        outs.append(out)
+        errs.append(err)
+        code = code or p.returncode
+    return subprocess.CompletedProcess(cmd, code, "".join(outs), "".join(errs))
+
+
+def recompute_memory(dtcc, work, check):
+    """Selective recomputation's saving in the static memory plan against
+    the planner's per-layer figure (see the module's docstring)."""
+    layers, heads, seq, batch = 4, 4, 64, 8
+    path = os.path.join(work, "gpt-long.onnx")
+    run([dtcc, "zoo", "gpt", "--layers", str(layers), "--hidden", "32", "--heads",
+         str(heads), "--vocab", "64", "--seq", str(seq), "--batch", str(batch),
+         "-o", path])
+    workspace, peaks = {}, {}
+    for mode in ("none", "selective"):
+        out = os.path.join(work, f"gpt-long-{mode}.mlir")
+        run([dtcc, "compile", path] + TRAIN_FLAGS +
+            ["--recompute", mode, "--compile-to", "dexec", "--debug-info", "-o", out])
+        m = re.search(r"dexec.workspace_bytes = (\d+)", open(out).read())
+        workspace[mode] = int(m.group(1)) if m else 0
+        explained = run([dtcc, "explain", out, "--cluster", "cpu-local"]).stdout
+        m = re.search(r'workspace is fullest at instruction \d+ of \w+ \(ONNX node "([^"]+)"\)',
+                      explained)
+        peaks[mode] = m.group(1) if m else "(not reported)"
+    # Both workspaces peak at the last layer's softmax, where that layer's
+    # scores and probabilities are alive either way; before it, each of the
+    # other layers keeps its softmax output without recomputation and
+    # nothing of its core with it. planner/Model.cpp activationBytesPerLayer:
+    # none - selective = b * a/t * s^2 elements (no dropout), 4 bytes.
+    last = f"layers.{layers - 1}/attn/Softmax"
+    check(all(p.startswith(last) for p in peaks.values()),
+          f"both workspaces peak at the last layer's softmax ({peaks})")
+    per_layer = batch * heads * seq * seq * 4
+    saved = (workspace["none"] - workspace["selective"]) / (layers - 1)
+    check(abs(saved - per_layer) <= 0.05 * per_layer,
+          f"selective recomputation saves {saved:.0f} B a layer in the static "
+          f"memory plan (workspace {workspace['none']} -> {workspace['selective']} B "
+          f"over {layers - 1} layers); the planner's Korthikanti figure "
+          f"(34sbh + 5as^2b vs 34sbh; fp32, no dropout: 4*a*s^2*b) is {per_layer} B "
+          f"(within 5%: {abs(saved - per_layer) / per_layer:.1%})")
 
 
 def losses(dump_dir):
@@ -427,6 +542,10 @@ def main():
     ap.add_argument("--dtcc", required=True)
     ap.add_argument("--models", default="gpt,llama")
     ap.add_argument("--plans", default="", help="comma-separated plan names")
+    ap.add_argument("--plan-set", choices=["parallel", "recompute"], default="parallel",
+                    help="the parallel plans, or activation recomputation's")
+    ap.add_argument("--launcher", choices=["mpirun", "tcp"], default="mpirun",
+                    help="start ranks with mpirun or torchrun-style over TCP")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     args = ap.parse_args()
     dtcc = os.path.abspath(args.dtcc)
@@ -444,17 +563,31 @@ def main():
     rng.integers(0, 64, size=200_000, dtype=np.uint16).tofile(tokens)
     wanted = set(p for p in args.plans.split(",") if p)
 
+    recompute = args.plan_set == "recompute"
+    plans = RECOMPUTE_PLANS if recompute else [p + ("",) for p in PLANS]
     for model in args.models.split(","):
+        model_flags = []
         def zoo(batch):
             path = os.path.join(work, f"{model}-b{batch}.onnx")
-            if not os.path.exists(path):
+            if model == "torch-gpt":
+                # PyTorch's GPT (tests/e2e/torch_models.py), its causal
+                # mask a frozen buffer; the same weights at every batch.
+                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                import torch
+                import torch_models
+                torch.manual_seed(0)
+                gpt = torch_models.build("gpt", layers=4)
+                model_flags[:] = ["--frozen", ",".join(torch_models.frozen_buffers(gpt))]
+                if not os.path.exists(path):
+                    torch_models.export("gpt", gpt, batch, path)
+            elif not os.path.exists(path):
                 run([dtcc, "zoo", model, "--layers", "4", "--hidden", "32",
                      "--heads", "4", "--vocab", "64", "--seq", "16", "--batch",
                      str(batch), "-o", path])
             return path
         onnx_path = zoo(8)
         ref = os.path.join(work, f"{model}-ref")
-        run([dtcc, "compile", onnx_path] + TRAIN_FLAGS + ["-o", ref])
+        run([dtcc, "compile", onnx_path] + TRAIN_FLAGS + model_flags + ["-o", ref])
         data = ["--data", tokens, "--steps", str(STEPS), "--seed", "7"]
         t0 = time.time()
         run([ref] + data + ["--dump-outputs", ref + ".dump", "--save",
@@ -464,18 +597,29 @@ def main():
         ref_params = checkpoint(ref + ".ckpt")
         table.append((model, "1 device", 0.0, 0.0, "", "", f"{ref_time * 1e3:.0f} ms"))
 
-        for name, n, flags, micro in PLANS:
+        for name, n, flags, micro, listed in plans:
             if wanted and name not in wanted:
                 continue
             exe = os.path.join(work, f"{model}-{name.replace(' ', '_')}")
-            run([dtcc, "compile", zoo(8 // micro)] + TRAIN_FLAGS + flags +
+            run([dtcc, "compile", zoo(8 // micro)] + TRAIN_FLAGS + model_flags + flags +
                 ["--micro-batches", str(micro), "-o", exe])
+            if listed:
+                explained = run([dtcc, "explain", exe]).stdout
+                line = next((l for l in explained.splitlines()
+                             if l.startswith("recomputation:")), "(no line)")
+                check(re.search(listed, line) is not None,
+                      f"{model} {name}: dtcc explain lists the recomputation: {line}")
+            cmd = [exe] + data + ["--dump-outputs", exe + ".dump", "--save", exe + ".ckpt"]
             t0 = time.time()
-            p = mpirun(n, [exe] + data + ["--dump-outputs", exe + ".dump",
-                                          "--save", exe + ".ckpt"], check=False)
+            if n == 1:
+                p = run(cmd, env={"OPENBLAS_NUM_THREADS": "1"}, check=False)
+            elif args.launcher == "tcp":
+                p = tcp_launch(n, cmd)
+            else:
+                p = mpirun(n, cmd, check=False)
             step_time = (time.time() - t0) / STEPS
             if p.returncode != 0:
-                check(False, f"{model} {name}: mpirun exited {p.returncode}\n"
+                check(False, f"{model} {name}: {args.launcher} exited {p.returncode}\n"
                       + p.stdout[-2000:] + p.stderr[-2000:])
                 continue
             got = losses(exe + ".dump")
@@ -509,13 +653,17 @@ def main():
             table.append((model, name, loss_err, param_err, peaks, sent,
                           f"{step_time * 1e3:.0f} ms"))
 
-    if "gpt" in args.models.split(",") and (not wanted or "PP2 1F1B large" in wanted):
+    if recompute and (not wanted or "memory" in wanted):
+        recompute_memory(dtcc, work, check)
+    if not recompute and "gpt" in args.models.split(",") and (
+            not wanted or "PP2 1F1B large" in wanted):
         large_activations(dtcc, work, tokens, check)
-    if "gpt" in args.models.split(",") and (not wanted or "PP12" in wanted):
+    if not recompute and "gpt" in args.models.split(",") and (not wanted or "PP12" in wanted):
         twelve_stages(dtcc, work, tokens, check)
-    if "gpt" in args.models.split(",") and (not wanted or "Offload checkpoints" in wanted):
+    if not recompute and "gpt" in args.models.split(",") and (
+            not wanted or "Offload checkpoints" in wanted):
         offload_checkpoints(dtcc, work, tokens, check)
-    if "gpt" in args.models.split(",") and not wanted:
+    if not recompute and "gpt" in args.models.split(",") and not wanted:
         resume_across_plans(dtcc, work, tokens, check)
         killed_rank(dtcc, work, tokens, check)
         mismatched_programs(dtcc, work, tokens, check)

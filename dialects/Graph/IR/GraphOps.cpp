@@ -33,7 +33,7 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   Attribute value = attr.getValue();
-  if (name == kModelAttr) {
+  if (name == kModelAttr || name == kRecomputedAttr) {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(value))
       return op->emitOpError("expected '")
              << name << "' to be a string on the module, got " << value;

@@ -57,6 +57,10 @@ constexpr llvm::StringLiteral kOptimizerAttr = "dgraph.optimizer";
 /// the compute type of mixed precision ("bf16" or "fp16"), by
 /// dtcc-graph-mixed-precision.
 constexpr llvm::StringLiteral kDtypeAttr = "dgraph.dtype";
+/// What the backward pass recomputes (a string: the mode, the layers and
+/// the ops per function), by autodiff and dtcc-graph-recompute-layers; the
+/// program carries it to `dtcc explain`.
+constexpr llvm::StringLiteral kRecomputedAttr = "dgraph.recomputed";
 
 /// The #dgraph.layer of `op`; null when it has none.
 LayerAttr layerOf(mlir::Operation *op);

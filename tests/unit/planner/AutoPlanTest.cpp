@@ -155,6 +155,48 @@ TEST(AutoPlan, MemoryDecidesWhenTheModelDoesNotFit) {
   EXPECT_TRUE(sawOutOfMemory);
 }
 
+TEST(AutoPlan, RecomputesWhenTheUsersChoiceDoesNotFit) {
+  // One rank, long sequences (the scores dominate the activations): with
+  // room for selective recomputation's activations but not for all of
+  // them, --plan auto keeps the mesh and recomputes the attention cores;
+  // with room for neither, it recomputes layers; a choice that fits stays.
+  ModelDesc m = cpuGpt(4, 64, 8, 64, 256);
+  ClusterSpec c = clusterForRanks(clusterPreset("cpu-local").value(), 1).value();
+  c.device.reservedBytes.value = 0;
+  CompilerPlanOptions o;
+  o.batch = 4;
+  o.search.allowOffload = false;
+  auto total = [&](Recompute r, int64_t layers) {
+    Plan plan = compilerPlan(1, 1, 0, o);
+    plan.recompute = r;
+    plan.recomputeLayers = layers;
+    return evaluatePlan(m, c, plan).value().memory.total();
+  };
+  double none = total(Recompute::kNone, 0);
+  double selective = total(Recompute::kSelective, 0);
+  double full = total(Recompute::kFull, 0);
+  ASSERT_LT(selective, none);
+  ASSERT_LT(full, selective);
+  c.device.memoryBytes.value = (none + selective) / 2;
+  auto chosen = chooseCompilerPlan(m, c, o);
+  ASSERT_TRUE(chosen.isOk()) << chosen.status().toString();
+  EXPECT_EQ(chosen.value().chosen.plan.recompute, Recompute::kSelective);
+  EXPECT_NE(chosen.value().summary.find("recompute selective"), std::string::npos)
+      << chosen.value().summary;
+  c.device.memoryBytes.value = (selective + full) / 2;
+  auto leaner = chooseCompilerPlan(m, c, o);
+  ASSERT_TRUE(leaner.isOk()) << leaner.status().toString();
+  EXPECT_EQ(leaner.value().chosen.plan.recompute, Recompute::kFull)
+      << leaner.value().summary;
+  o.recompute = Recompute::kFull;
+  o.recomputeLayers = 1;
+  c.device.memoryBytes.value = 2 * none;
+  auto kept = chooseCompilerPlan(m, c, o);
+  ASSERT_TRUE(kept.isOk());
+  EXPECT_EQ(kept.value().chosen.plan.recompute, Recompute::kFull);
+  EXPECT_EQ(kept.value().chosen.plan.recomputeLayers, 1);
+}
+
 // The CPU backend's memory plan (checked against compiled programs in
 // tests/e2e/plan_checks.py): gradients live in the workspace whole, in the
 // space the backward pass frees; the collective's buffer is a full copy

@@ -262,5 +262,48 @@ TEST(MemoryModel, PeakIsTheFullestStageAndBoundIsBelowIt) {
   EXPECT_EQ(layers, double(model.layers));
 }
 
+TEST(MemoryModel, RecomputeLayersPerStage) {
+  // Llama 3 70B on pp=4 (20 layers a stage), 1F1B: recomputing the first K
+  // layers of each stage keeps K layer inputs and 20 - K whole layers per
+  // micro-batch in flight; K = 0 and K >= 20 are full recomputation.
+  ModelDesc model = ModelDesc::llama3_70b();
+  ClusterSpec cluster = clusterPreset("dgx-h100").value();
+  cluster.nodes = 8;
+  MemoryModel memory(model, cluster);
+  Plan plan;
+  plan.dp = 2;
+  plan.pp = 4;
+  plan.tp = 8;
+  plan.zeroStage = 1;
+  plan.microBatches = 32;
+  const int64_t stage = 1, layers = stageLayers(model, plan.pp, stage);
+  ASSERT_EQ(layers, 20);
+  plan.recompute = Recompute::kNone;
+  const MemoryBreakdown none = memory.stage(plan, stage);
+  plan.recompute = Recompute::kFull;
+  const MemoryBreakdown full = memory.stage(plan, stage);
+  const double chunks = double(chunksInFlight(plan, stage));
+  const double keptLayer = none.activations / chunks / double(layers);
+  const double inputOnly = full.activations / chunks / double(layers);
+  for (int64_t k : {1, 5, 19}) {
+    plan.recomputeLayers = k;
+    MemoryBreakdown m = memory.stage(plan, stage);
+    double want = chunks * (double(k) * inputOnly + double(layers - k) * keptLayer);
+    EXPECT_NEAR(m.activations, want, want * 1e-12) << "K = " << k;
+    EXPECT_GT(m.activations, full.activations);
+    EXPECT_LT(m.activations, none.activations);
+  }
+  plan.recomputeLayers = 20;
+  EXPECT_NEAR(memory.stage(plan, stage).activations, full.activations,
+              full.activations * 1e-12);
+  plan.recomputeLayers = 50;
+  EXPECT_NEAR(memory.stage(plan, stage).activations, full.activations,
+              full.activations * 1e-12);
+  // K > 0 without full recomputation is no plan.
+  plan.recompute = Recompute::kSelective;
+  plan.recomputeLayers = 2;
+  EXPECT_TRUE(planProblem(plan, model, cluster).has_value());
+}
+
 } // namespace
 } // namespace dtcc::planner

@@ -154,6 +154,53 @@ TEST(Search, ErrorsNameTheProblem) {
       << invalid.status().message();
 }
 
+TEST(Search, RecomputesTheFirstLayersOfEachStageWhenThatFits) {
+  // Llama 3 8B with flash attention (selective recomputation saves
+  // nothing) on tp=8, one sequence per micro-batch: with room for 16 of its
+  // 32 layers' activations but not for 8, the search recomputes the first
+  // 16 layers (K of a quarter, half and three quarters of the stage), not
+  // every layer, and says so.
+  ModelDesc model = ModelDesc::llama3_8b();
+  model.flashAttention = true;
+  ClusterSpec cluster = h100Nodes(1);
+  SearchOptions options;
+  options.globalBatch = 8;
+  options.fixDp = 1;
+  options.fixTp = 8;
+  options.fixPp = 1;
+  options.fixZero = 0;
+  options.fixMicroBatchSize = 1;
+  options.allowOffload = false;
+  options.allowSequenceParallel = false;
+  Plan plan;
+  plan.tp = 8;
+  plan.microBatches = 8;
+  plan.dtype = options.dtype;
+  plan.recompute = Recompute::kFull;
+  MemoryModel memory(model, cluster);
+  plan.recomputeLayers = 8;
+  double eight = memory.peak(plan).total();
+  plan.recomputeLayers = 16;
+  double sixteen = memory.peak(plan).total();
+  ASSERT_LT(sixteen, eight);
+  cluster.device.memoryBytes.value = (eight + sixteen) / 2;
+  auto result = searchPlans(model, cluster, options);
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  ASSERT_TRUE(result.value().best);
+  const Plan &best = result.value().best->plan;
+  EXPECT_EQ(best.recompute, Recompute::kFull);
+  EXPECT_EQ(best.recomputeLayers, 16);
+  EXPECT_NE(best.summary().find("recompute full (16 layers per stage)"),
+            std::string::npos)
+      << best.summary();
+  // Pinning full recomputation means every layer.
+  options.fixRecompute = Recompute::kFull;
+  auto pinned = searchPlans(model, cluster, options);
+  ASSERT_TRUE(pinned.isOk());
+  ASSERT_TRUE(pinned.value().best);
+  EXPECT_EQ(pinned.value().best->plan.recomputeLayers, 0);
+}
+
 TEST(Plan, JsonRoundTrip) {
   Plan p;
   p.dp = 4;
@@ -174,6 +221,17 @@ TEST(Plan, JsonRoundTrip) {
   auto back = planFromJson(parsed.value());
   ASSERT_TRUE(back.isOk()) << back.status().toString();
   EXPECT_TRUE(back.value() == p);
+  // Full recomputation of the first K layers of each stage.
+  Plan layers = p;
+  layers.recompute = Recompute::kFull;
+  layers.recomputeLayers = 3;
+  auto layersBack = planFromJson(planToJson(layers));
+  ASSERT_TRUE(layersBack.isOk()) << layersBack.status().toString();
+  EXPECT_EQ(layersBack.value().recomputeLayers, 3);
+  EXPECT_FALSE(layersBack.value() == p);
+  Json negative = planToJson(layers);
+  negative.set("recomputeLayers", -1);
+  EXPECT_FALSE(planFromJson(negative).isOk());
   Json bad = planToJson(p);
   bad.set("zeroStage", 5);
   auto error = planFromJson(bad);
