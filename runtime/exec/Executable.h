@@ -33,6 +33,17 @@ struct KernelProfile {
   double seconds = 0;
 };
 
+/// One kernel's run, when tracing: its instruction, the call of its
+/// function (1 for the first), and when it ran, in seconds of
+/// std::chrono::steady_clock (CLOCK_MONOTONIC on Linux, which every process
+/// of a host shares, so the ranks' traces line up).
+struct KernelRun {
+  const format::Instruction *instruction = nullptr;
+  const std::string *function = nullptr;
+  int64_t call = 0;
+  double start = 0, end = 0;
+};
+
 class Executable {
 public:
   struct Function {
@@ -105,6 +116,10 @@ public:
   const std::map<std::string, KernelProfile> &profile() const {
     return profile_;
   }
+  /// Records every kernel's start and end (trace()); kernels then run one at
+  /// a time, each synchronized, as when profiling.
+  void setTracing(bool enabled) { tracing_ = enabled; }
+  const std::vector<KernelRun> &trace() const { return trace_; }
   Device &device() { return device_; }
   /// The mesh's communicators; null for a single-device program.
   CommContext *comm() const { return comm_; }
@@ -138,6 +153,8 @@ private:
   bool hasInitialValues_ = true;
   bool profiling_ = false;
   std::map<std::string, KernelProfile> profile_;
+  bool tracing_ = false;
+  std::vector<KernelRun> trace_;
 };
 
 } // namespace dtcc::runtime
