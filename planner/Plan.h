@@ -12,6 +12,7 @@
 
 #include "planner/Cluster.h"
 #include "planner/Model.h"
+#include "planner/PipelineSchedule.h"
 #include "runtime/base/MeshShape.h"
 
 #include <optional>
@@ -20,11 +21,6 @@
 
 namespace dtcc::planner {
 
-/// Pipeline schedules: GPipe, 1F1B (PipeDream-Flush), Megatron-LM's
-/// interleaved 1F1B (virtualStages chunks per device), and ZB-H1 (Qi et al.
-/// 2023: each backward split into B, the input gradient, and W, the weight
-/// gradients, deferred into the drain; 1F1B's memory).
-enum class Schedule { kGPipe, k1F1B, kInterleaved, kZeroBubbleH1 };
 const char *scheduleName(Schedule schedule);
 
 /// What lives in host memory instead of the device (ZeRO-Offload /

@@ -124,22 +124,7 @@ struct TimeBreakdown {
   std::vector<CommItem> comm;
 };
 
-/// One task of a simulated pipeline schedule.
-struct PipelineTask {
-  int64_t stage = 0;
-  int64_t microBatch = 0;
-  int64_t chunk = 0;
-  bool backward = false;
-  /// ZB-H1: a backward task split into B (input gradient, `backward`) and W
-  /// (weight gradients, `backward` and `weight`).
-  bool weight = false;
-  double start = 0;
-  double end = 0;
-};
-
-/// The order in which stage `stage` runs its forward and backward chunks
-/// under the plan's schedule (GPipe, 1F1B, Megatron's interleaved 1F1B,
-/// ZB-H1 with its backwards split into B and W tasks).
+/// pipelineOrder for the plan's schedule, pp, micro-batches and chunks.
 std::vector<PipelineTask> scheduleOrder(const Plan &plan, int64_t stage);
 
 /// The share of a layer's backward that computes its weight gradients (W
