@@ -8,6 +8,7 @@
 #include "runtime/exec/ShardLayout.h"
 
 #include <chrono>
+#include <ctime>
 #include <set>
 
 namespace dtcc::runtime {
@@ -373,14 +374,21 @@ Status Executable::execute(const Function &fn) {
                  std::chrono::steady_clock::now().time_since_epoch())
           .count();
     };
+    auto cpuSeconds = [] {
+      timespec t{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+    };
     for (size_t i = 0; i < fn.kernels.size(); ++i) {
       KernelRun run;
       run.instruction = fn.instructions[i];
       run.function = &fn.name;
       run.call = fn.calls;
       run.start = seconds();
+      double cpu = cpuSeconds();
       DTCC_RETURN_IF_ERROR(fn.kernels[i]());
       DTCC_RETURN_IF_ERROR(device_.synchronize());
+      run.cpu = cpuSeconds() - cpu;
       run.end = seconds();
       trace_.push_back(run);
     }

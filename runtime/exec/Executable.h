@@ -42,6 +42,10 @@ struct KernelRun {
   const std::string *function = nullptr;
   int64_t call = 0;
   double start = 0, end = 0;
+  /// CPU time of the thread that ran it, in seconds: its work, which a
+  /// loaded host's descheduling does not inflate (a blocking collective
+  /// waits on the communication thread and counts ~0 here).
+  double cpu = 0;
 };
 
 class Executable {

@@ -429,8 +429,9 @@ std::string jsonString(const std::string &s) {
 /// Writes the executable's kernel runs as a Chrome trace: one complete event
 /// ("ph": "X") per run, pid the rank, timestamps in microseconds of the
 /// host's monotonic clock (alike across the ranks of one host); args name
-/// the function, its call (the step), the ONNX node, and the kernel's
-/// pipeline task, axes, tag and phase where it has them.
+/// the function, its call (the step), the thread CPU time it took (cpu_us),
+/// the ONNX node, and the kernel's pipeline task, axes, tag and phase where
+/// it has them.
 Status writeTrace(const Executable &exe, std::string path) {
   const int rank = activeWorld ? activeWorld->rank() : 0;
   if (size_t at = path.find("%r"); at != std::string::npos)
@@ -445,8 +446,11 @@ Status writeTrace(const Executable &exe, std::string path) {
   bool first = true;
   for (const KernelRun &run : exe.trace()) {
     const format::Instruction &inst = *run.instruction;
+    char cpu[32];
+    std::snprintf(cpu, sizeof(cpu), "%.3f", run.cpu * 1e6);
     std::string args = "\"function\": " + jsonString(*run.function) +
                        ", \"call\": " + std::to_string(run.call) +
+                       ", \"cpu_us\": " + cpu +
                        ", \"node\": " + jsonString(inst.location());
     for (const char *name : {"dshard.task", "phase", "axes", "tag", "offset"}) {
       auto it = inst.attrs().find(name);
