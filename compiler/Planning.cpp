@@ -868,6 +868,13 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       return s;
     bool pinned = options.fixDp || options.fixPp || options.fixTp ||
                   options.fixZero >= 0;
+    // The search chooses only plans dtcc compile builds; the others are
+    // rejected alternatives with the compiler's reason.
+    mlir::MLIRContext shardContext;
+    shardContext.loadDialect<shard::ShardDialect>();
+    options.buildable = [&shardContext](const Plan &plan) {
+      return compilerRefuses(&shardContext, plan);
+    };
     auto result = searchPlans(model, cluster, options);
     if (!result.isOk())
       return result.status();

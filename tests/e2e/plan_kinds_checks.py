@@ -21,7 +21,6 @@ compiled plan, loss and parameter errors.
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 
@@ -238,15 +237,7 @@ def main():
         print(f"\n{len(skipped)} plan(s) not built yet:")
         for s in skipped:
             print("  " + s)
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        print("work dir:", work)
-    if check.failures:
-        print(f"\n{len(check.failures)} check(s) failed")
-        return 1
-    print("\nall checks passed")
-    return 0
+    return e2e_common.finish(work, args.keep, check.failures)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #define DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
 
 #include "runtime/base/ScatterReduction.h"
+#include "runtime/device/cpu/ThreadPool.h"
 #include "runtime/device/cpu/VectorMath.h"
 #include "runtime/exec/Kernel.h"
 
@@ -401,6 +402,54 @@ inline void forEachRun(const StridedLayout<N> &layout, Fn &&fn) {
         off[k] -= layout.strides[d][k] * layout.shape[d];
     }
   }
+}
+
+/// forEachRun with the runs split over the kernels' threads (ThreadPool.h)
+/// when the layout has enough elements. `fn` may be called concurrently and
+/// must write only what its run addresses (elementwise loops, copies).
+template <int N, typename Fn>
+inline void forEachRunParallel(const StridedLayout<N> &layout, Fn &&fn) {
+  if (layout.numel < 2 * kParallelGrain) {
+    forEachRun(layout, fn);
+    return;
+  }
+  const int r = layout.rank;
+  const int64_t inner = layout.shape[r - 1];
+  if (r == 1) {
+    parallelFor(inner, kParallelGrain, [&](int64_t begin, int64_t end, int) {
+      int64_t off[N];
+      for (int k = 0; k < N; ++k)
+        off[k] = begin * layout.strides[0][k];
+      fn(static_cast<const int64_t *>(off), end - begin, layout.strides[0]);
+    });
+    return;
+  }
+  const int64_t outer = layout.numel / inner;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / inner);
+  parallelFor(outer, grain, [&](int64_t begin, int64_t end, int) {
+    // Run `begin`'s index over dimensions 0..r-2, then forEachRun's walk.
+    int64_t idx[kMaxDims] = {};
+    int64_t off[N] = {};
+    int64_t rest = begin;
+    for (int d = r - 2; d >= 0; --d) {
+      idx[d] = rest % layout.shape[d];
+      rest /= layout.shape[d];
+      for (int k = 0; k < N; ++k)
+        off[k] += idx[d] * layout.strides[d][k];
+    }
+    for (int64_t o = begin; o < end; ++o) {
+      fn(static_cast<const int64_t *>(off), inner, layout.strides[r - 1]);
+      for (int d = r - 2; d >= 0; --d) {
+        for (int k = 0; k < N; ++k)
+          off[k] += layout.strides[d][k];
+        if (++idx[d] < layout.shape[d])
+          break;
+        idx[d] = 0;
+        for (int k = 0; k < N; ++k)
+          off[k] -= layout.strides[d][k] * layout.shape[d];
+      }
+    }
+  });
 }
 
 /// The layout of an elementwise kernel: operand 0 is the (contiguous) output

@@ -3,6 +3,8 @@
 // Unary, binary and ternary loops over a StridedLayout: unit-stride runs get
 // plain loops the compiler vectorizes, other strides (0 included) a strided
 // loop. The output may be the memory of a contiguous input (in place).
+// Large loops are split over the kernels' threads (ThreadPool.h): each
+// element is computed by one thread, the same way, whatever the split.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,7 +25,8 @@ KernelFn makeUnaryLoop(const StridedLayout<2> &layout, const TensorView &in,
   OS *o = static_cast<OS *>(out.data);
   const IS *i = static_cast<const IS *>(in.data);
   return [layout, o, i, op]() -> Status {
-    forEachRun(layout, [&](const int64_t *off, int64_t n, const int64_t *st) {
+    forEachRunParallel(layout, [&](const int64_t *off, int64_t n,
+                                   const int64_t *st) {
       OS *po = o + off[0];
       const IS *pi = i + off[1];
       const int64_t s = st[1];
@@ -56,7 +59,8 @@ KernelFn makeBatchUnaryLoop(const StridedLayout<2> &layout,
   OS *o = static_cast<OS *>(out.data);
   const IS *i = static_cast<const IS *>(in.data);
   return [layout, o, i, op]() -> Status {
-    forEachRun(layout, [&](const int64_t *off, int64_t n, const int64_t *st) {
+    forEachRunParallel(layout, [&](const int64_t *off, int64_t n,
+                                   const int64_t *st) {
       OS *po = o + off[0];
       const IS *pi = i + off[1];
       const int64_t s = st[1];
@@ -113,7 +117,8 @@ KernelFn makeBinaryLoop(const StridedLayout<3> &layout, const TensorView &a,
   const AS *pa = static_cast<const AS *>(a.data);
   const BS *pb = static_cast<const BS *>(b.data);
   return [layout, o, pa, pb, op]() -> Status {
-    forEachRun(layout, [&](const int64_t *off, int64_t n, const int64_t *st) {
+    forEachRunParallel(layout, [&](const int64_t *off, int64_t n,
+                                   const int64_t *st) {
       binaryRun(o + off[0], pa + off[1], pb + off[2], n, st[1], st[2], op);
     });
     return Status::ok();

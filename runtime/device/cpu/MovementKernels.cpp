@@ -23,7 +23,8 @@ using namespace cpu;
 /// Copies the runs of a 2-operand layout (0: destination, 1: source).
 template <typename E>
 inline void copyRuns(const StridedLayout<2> &layout, E *dst, const E *src) {
-  forEachRun(layout, [&](const int64_t *off, int64_t n, const int64_t *st) {
+  forEachRunParallel(layout, [&](const int64_t *off, int64_t n,
+                                 const int64_t *st) {
     E *d = dst + off[0];
     const E *s = src + off[1];
     const int64_t sd = st[0], ss = st[1];

@@ -26,33 +26,44 @@ template <typename S, bool Log>
 KernelFn makeSoftmax(const S *in, S *out, int64_t outer, int64_t size,
                      int64_t inner) {
   using C = ComputeT<S>;
-  auto rowScratch = std::make_shared<std::vector<C>>(inner == 1 ? size : inner);
+  // Rows along the last dimension are split over the kernels' threads, each
+  // with its own row of scratch.
+  auto rowScratch = std::make_shared<std::vector<C>>(
+      inner == 1 ? size * cpuThreads() : inner);
   auto maxScratch = std::make_shared<std::vector<C>>(inner > 1 ? inner : 0);
   auto sumScratch =
       std::make_shared<std::vector<double>>(inner > 1 ? inner : 0);
   return [=]() -> Status {
     if (size == 0)
       return Status::ok();
+    if (inner == 1) {
+      auto rows = [&](int64_t begin, int64_t end, int worker) {
+        C *t = rowScratch->data() + worker * size;
+        for (int64_t o = begin; o < end; ++o) {
+          const S *x = in + o * size;
+          S *y = out + o * size;
+          const C m = rowMax(x, size);
+          const double sum = expShifted(x, m, t, size);
+          if constexpr (Log) {
+            // (x - max) - log(sum) keeps the precision that x - lse loses
+            // when |max| is large.
+            const C logSum = C(std::log(sum));
+            for (int64_t d = 0; d < size; ++d)
+              y[d] = Elem<S>::store((Elem<S>::load(x[d]) - m) - logSum);
+          } else {
+            const C inv = C(1.0 / sum);
+            for (int64_t d = 0; d < size; ++d)
+              y[d] = Elem<S>::store(t[d] * inv);
+          }
+        }
+      };
+      parallelFor(outer, std::max<int64_t>(1, kParallelGrain / size), rows);
+      return Status::ok();
+    }
     C *t = rowScratch->data();
     for (int64_t o = 0; o < outer; ++o) {
       const S *x = in + o * size * inner;
       S *y = out + o * size * inner;
-      if (inner == 1) {
-        const C m = rowMax(x, size);
-        const double sum = expShifted(x, m, t, size);
-        if constexpr (Log) {
-          // (x - max) - log(sum) keeps the precision that x - lse loses
-          // when |max| is large.
-          const C logSum = C(std::log(sum));
-          for (int64_t d = 0; d < size; ++d)
-            y[d] = Elem<S>::store((Elem<S>::load(x[d]) - m) - logSum);
-        } else {
-          const C inv = C(1.0 / sum);
-          for (int64_t d = 0; d < size; ++d)
-            y[d] = Elem<S>::store(t[d] * inv);
-        }
-        continue;
-      }
       C *mx = maxScratch->data();
       double *sum = sumScratch->data();
       for (int64_t i = 0; i < inner; ++i) {
@@ -193,35 +204,41 @@ KernelFn makeLayerNorm(const NormPlan &p, const S *x, const S *scale,
                        const S *bias, S *y, void *mean, void *rstd) {
   using C = ComputeT<S>;
   return [=]() -> Status {
-    for (int64_t r = 0; r < p.rows; ++r) {
-      const S *xr = x + r * p.cols;
-      S *yr = y + r * p.cols;
-      double mu =
-          p.cols ? rowSum(xr, p.cols, [](C v) { return v; }) / double(p.cols)
-                 : 0.0;
-      const C mc = C(mu);
-      double var = p.cols ? rowSum(xr, p.cols,
-                                   [mc](C v) {
-                                     C d = v - mc;
-                                     return d * d;
-                                   }) /
-                                double(p.cols)
-                          : 0.0;
-      double rs = 1.0 / std::sqrt(var + p.eps);
-      storeStat(p.statType, mean, r, mu);
-      storeStat(p.statType, rstd, r, rs);
-      const C m = C(mu), s = C(rs);
-      if (bias) {
-        for (int64_t c = 0; c < p.cols; ++c)
-          yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) * s *
-                                     Elem<S>::load(scale[c]) +
-                                 Elem<S>::load(bias[c]));
-      } else {
-        for (int64_t c = 0; c < p.cols; ++c)
-          yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) * s *
-                                 Elem<S>::load(scale[c]));
-      }
-    }
+    // Rows are independent: split over the kernels' threads.
+    parallelFor(
+        p.rows,
+        std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.cols)),
+        [&](int64_t begin, int64_t end, int) {
+          for (int64_t r = begin; r < end; ++r) {
+            const S *xr = x + r * p.cols;
+            S *yr = y + r * p.cols;
+            double mu = p.cols ? rowSum(xr, p.cols, [](C v) { return v; }) /
+                                     double(p.cols)
+                               : 0.0;
+            const C mc = C(mu);
+            double var = p.cols ? rowSum(xr, p.cols,
+                                         [mc](C v) {
+                                           C d = v - mc;
+                                           return d * d;
+                                         }) /
+                                      double(p.cols)
+                                : 0.0;
+            double rs = 1.0 / std::sqrt(var + p.eps);
+            storeStat(p.statType, mean, r, mu);
+            storeStat(p.statType, rstd, r, rs);
+            const C m = C(mu), s = C(rs);
+            if (bias) {
+              for (int64_t c = 0; c < p.cols; ++c)
+                yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) * s *
+                                           Elem<S>::load(scale[c]) +
+                                       Elem<S>::load(bias[c]));
+            } else {
+              for (int64_t c = 0; c < p.cols; ++c)
+                yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) * s *
+                                       Elem<S>::load(scale[c]));
+            }
+          }
+        });
     return Status::ok();
   };
 }

@@ -782,7 +782,10 @@ StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
           k.bc2Sqrt = C(std::sqrt(bc2));
           k.eps = C(eps);
           k.gradScale = C(*s.gradScale);
-          adamwLoop(param, grad, m, v, newP, newM, newV, n, k);
+          parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e, int) {
+            adamwLoop(param + b, grad + b, m + b, v + b, newP + b, newM + b,
+                      newV + b, e - b, k);
+          });
           return Status::ok();
         };
       }))

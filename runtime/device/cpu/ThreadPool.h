@@ -1,0 +1,40 @@
+//===- ThreadPool.h - the CPU kernels' threads ------------------*- C++ -*-===//
+//
+// dtcc's own CPU kernels split large loops over the rank's threads: as many
+// as OpenBLAS uses (OMP_NUM_THREADS, else OPENBLAS_NUM_THREADS, else every
+// core of the machine, as OpenBLAS does), so one setting governs the
+// matrix products and the rest of the step. The threads are started once,
+// wait while nothing is split, and the calling thread works on a share of
+// every loop. Kernels split only work whose results do not depend on the
+// split (each element or row computed by one thread in the same order), so
+// a step's results are bitwise the same for every thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CPU_THREADPOOL_H
+#define DTCC_RUNTIME_DEVICE_CPU_THREADPOOL_H
+
+#include <cstdint>
+#include <functional>
+
+namespace dtcc::runtime::cpu {
+
+/// The threads the CPU kernels use: OMP_NUM_THREADS, else
+/// OPENBLAS_NUM_THREADS, else the machine's cores; read once.
+int cpuThreads();
+
+/// Calls `fn(begin, end, worker)` on disjoint ranges covering [0, n), on up
+/// to cpuThreads() threads (worker 0 is the caller), each range at least
+/// `grain` long: fewer threads for small n, and the caller alone when
+/// n < 2 * grain or one thread is configured. Returns when every range is
+/// done. Not reentrant: `fn` must not call parallelFor.
+void parallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t, int)> &fn);
+
+/// Elements below which an elementwise loop stays on one thread (waking the
+/// others costs more than it saves).
+inline constexpr int64_t kParallelGrain = 1 << 15;
+
+} // namespace dtcc::runtime::cpu
+
+#endif // DTCC_RUNTIME_DEVICE_CPU_THREADPOOL_H

@@ -1,0 +1,166 @@
+//===- CpuKernelThreadsTest.cpp - dtcc's own kernels on several threads ---===//
+//
+// The kernels split large loops over the threads OpenBLAS is given
+// (runtime/device/cpu/ThreadPool.h): every index exactly once, and results
+// bitwise equal to the same work done on one thread (each element or row is
+// computed by one thread, the same way). Its own executable with
+// OPENBLAS_NUM_THREADS=3 (CMakeLists.txt): the thread count is read once
+// per process.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/device/cpu/ThreadPool.h"
+#include "tests/unit/runtime/CpuKernelTestUtils.h"
+
+#include <dirent.h>
+
+#include <atomic>
+#include <thread>
+
+namespace dtcc::runtime::test {
+const KernelRegistry &cpuRegistry() { return cpuKernels(); }
+} // namespace dtcc::runtime::test
+
+using namespace dtcc::runtime;
+using namespace dtcc::runtime::test;
+
+namespace {
+
+int threadCount() {
+  DIR *dir = opendir("/proc/self/task");
+  int n = 0;
+  while (dirent *e = readdir(dir))
+    if (e->d_name[0] != '.')
+      ++n;
+  closedir(dir);
+  return n;
+}
+
+Tensor random(std::vector<int64_t> shape, unsigned seed) {
+  Tensor t(DType::kF32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 2.f);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.setRaw<float>(i, d(rng));
+  return t;
+}
+
+/// `rows` rows of `t` starting at `row`, as a tensor of their own.
+Tensor rowsOf(const Tensor &t, int64_t row, int64_t rows) {
+  int64_t cols = t.numel() / t.shape[0];
+  Tensor out(t.dtype, {rows, cols});
+  std::memcpy(out.bytes(), t.bytes() + row * cols * 4, size_t(rows * cols) * 4);
+  return out;
+}
+
+void expectSameBits(const Tensor &whole, const Tensor &part, int64_t at,
+                    const char *what) {
+  ASSERT_EQ(std::memcmp(whole.bytes() + at * 4, part.bytes(),
+                        size_t(part.numel()) * 4),
+            0)
+      << what << " differs from its one-thread result at element " << at;
+}
+
+TEST(CpuKernelThreads, ParallelForCoversEveryIndexOnce) {
+  ASSERT_EQ(cpu::cpuThreads(), 3) << "the test runs with OPENBLAS_NUM_THREADS=3";
+  for (int64_t n : {1, 5, 99, 100, 101, 1000, 100003}) {
+    for (int64_t grain : {1, 10, 100, 40000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<int> maxWorker{0};
+      cpu::parallelFor(n, grain, [&](int64_t b, int64_t e, int w) {
+        EXPECT_LE(b, e);
+        for (int64_t i = b; i < e; ++i)
+          hits[i]++;
+        int m = maxWorker.load();
+        while (w > m && !maxWorker.compare_exchange_weak(m, w)) {
+        }
+      });
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(hits[i].load(), 1) << "n " << n << " grain " << grain;
+      // No more parts than threads, none shorter than the grain.
+      EXPECT_LT(maxWorker.load(), std::max<int64_t>(1, std::min<int64_t>(3, n / grain)))
+          << "n " << n << " grain " << grain;
+    }
+  }
+  // The pool's two workers run beside the caller.
+  EXPECT_GE(threadCount(), 3);
+}
+
+TEST(CpuKernelThreads, LoopsFromTwoThreadsAtOnce) {
+  // A second caller while the pool is busy runs its loop alone.
+  std::atomic<int64_t> sum{0};
+  auto work = [&] {
+    for (int k = 0; k < 50; ++k)
+      cpu::parallelFor(3000, 100, [&](int64_t b, int64_t e, int) {
+        sum += e - b;
+      });
+  };
+  std::thread other(work);
+  work();
+  other.join();
+  EXPECT_EQ(sum.load(), 2 * 50 * 3000);
+}
+
+TEST(CpuKernelThreads, SoftmaxAndLayerNormRowsAsOnOneThread) {
+  // 256 rows of 300: enough for three parts; each row alone is one thread's.
+  const int64_t rows = 256, cols = 300;
+  Tensor x = random({rows, cols}, 1);
+  Tensor y = Tensor::output(DType::kF32, {rows, cols});
+  Attrs dim;
+  dim.set("dim", int64_t(1));
+  ASSERT_TRUE(runKernel("softmax", {x.view()}, {y.view()}, dim).isOk());
+  Tensor scale = random({cols}, 2), bias = random({cols}, 3);
+  Tensor ln = Tensor::output(DType::kF32, {rows, cols});
+  Tensor mean = Tensor::output(DType::kF32, {rows}),
+         rstd = Tensor::output(DType::kF32, {rows});
+  Attrs norm;
+  norm.set("axis", int64_t(1));
+  norm.set("epsilon", 1e-5);
+  ASSERT_TRUE(runKernel("layer_norm", {x.view(), scale.view(), bias.view()},
+                        {ln.view(), mean.view(), rstd.view()}, norm)
+                  .isOk());
+  for (int64_t r = 0; r < rows; r += 37) {
+    Tensor xr = rowsOf(x, r, 1);
+    Tensor yr = Tensor::output(DType::kF32, {1, cols});
+    ASSERT_TRUE(runKernel("softmax", {xr.view()}, {yr.view()}, dim).isOk());
+    expectSameBits(y, yr, r * cols, "softmax");
+    Tensor lr = Tensor::output(DType::kF32, {1, cols});
+    Tensor mr = Tensor::output(DType::kF32, {1}), sr = Tensor::output(DType::kF32, {1});
+    ASSERT_TRUE(runKernel("layer_norm", {xr.view(), scale.view(), bias.view()},
+                          {lr.view(), mr.view(), sr.view()}, norm)
+                    .isOk());
+    expectSameBits(ln, lr, r * cols, "layer_norm");
+    expectSameBits(rstd, sr, r, "layer_norm's rstd");
+  }
+}
+
+TEST(CpuKernelThreads, ElementwiseAndCopiesAsOnOneThread) {
+  // gelu and add over 3 x 40000 (split), against each row alone (one
+  // thread: below the grain); a transpose (strided copy) against the
+  // definition.
+  const int64_t rows = 3, cols = 40000;
+  Tensor a = random({rows, cols}, 4), b = random({rows, cols}, 5);
+  Tensor sum = Tensor::output(DType::kF32, {rows, cols});
+  Tensor g = Tensor::output(DType::kF32, {rows, cols});
+  ASSERT_TRUE(runKernel("add", {a.view(), b.view()}, {sum.view()}).isOk());
+  ASSERT_TRUE(runKernel("gelu", {a.view()}, {g.view()}).isOk());
+  for (int64_t r = 0; r < rows; ++r) {
+    Tensor ar = rowsOf(a, r, 1), br = rowsOf(b, r, 1);
+    Tensor sr = Tensor::output(DType::kF32, {1, cols});
+    Tensor gr = Tensor::output(DType::kF32, {1, cols});
+    ASSERT_TRUE(runKernel("add", {ar.view(), br.view()}, {sr.view()}).isOk());
+    ASSERT_TRUE(runKernel("gelu", {ar.view()}, {gr.view()}).isOk());
+    expectSameBits(sum, sr, r * cols, "add");
+    expectSameBits(g, gr, r * cols, "gelu");
+  }
+  Tensor m = random({300, 400}, 6);
+  Tensor t = Tensor::output(DType::kF32, {400, 300});
+  Attrs perm;
+  perm.set("perm", std::vector<int64_t>{1, 0});
+  ASSERT_TRUE(runKernel("transpose", {m.view()}, {t.view()}, perm).isOk());
+  for (int64_t i = 0; i < 300; ++i)
+    for (int64_t j = 0; j < 400; ++j)
+      ASSERT_EQ(t.raw<float>(j * 300 + i), m.raw<float>(i * 400 + j));
+}
+
+} // namespace
