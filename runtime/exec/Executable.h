@@ -44,7 +44,9 @@ struct KernelRun {
   double start = 0, end = 0;
   /// CPU time of the thread that ran it, in seconds: its work, which a
   /// loaded host's descheduling does not inflate (a blocking collective
-  /// waits on the communication thread and counts ~0 here).
+  /// waits on the communication thread and counts ~0 here). Only the
+  /// calling thread's: with more than one kernel thread (OMP_NUM_THREADS,
+  /// OPENBLAS_NUM_THREADS) the others' share is not in it.
   double cpu = 0;
 };
 
