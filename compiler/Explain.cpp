@@ -138,6 +138,68 @@ static std::string explainMemorySpaces(const Program &program) {
   return os.str();
 }
 
+/// The pipeline of a staged program: its schedule, and per stage its layer
+/// chunks (the ONNX nodes' leading name parts, "layers.4", of the first
+/// micro-batch's forward in each chunk) and its tasks in the order it runs
+/// them (the kernels' dshard.task).
+static std::string explainPipeline(const Program &program) {
+  if (!hasPipelineStages(program))
+    return "";
+  std::ostringstream os;
+  auto it = program.metadata().find(runtime::metadata::kPipelineSchedule);
+  std::string schedule =
+      it == program.metadata().end() ? "(not recorded)" : it->second;
+  if (size_t space = schedule.find(' '); space != std::string::npos)
+    schedule = schedule.substr(0, space) + ", " + schedule.substr(space + 1) +
+               " chunks per stage";
+  os << "pipeline: schedule " << schedule << "\n";
+  for (const auto &fn : program.functions()) {
+    if (!fn.has_stage())
+      continue;
+    std::vector<std::string> tasks;
+    std::map<std::string, std::vector<std::string>> chunkParts;
+    for (const auto &inst : fn.instructions()) {
+      auto t = inst.attrs().find("dshard.task");
+      if (t == inst.attrs().end())
+        continue;
+      const std::string &task = t->second.s();
+      if (tasks.empty() || tasks.back() != task)
+        tasks.push_back(task);
+      // "forward mb0 chunk1": the chunk's layers from micro-batch 0.
+      if (task.rfind("forward mb0", 0) != 0)
+        continue;
+      std::string chunk = task.size() > 11 ? task.substr(12) : "chunk0";
+      std::string part = inst.location().substr(0, inst.location().find('/'));
+      auto &parts = chunkParts[chunk];
+      if (!part.empty() && std::find(parts.begin(), parts.end(), part) == parts.end())
+        parts.push_back(part);
+    }
+    os << "  stage " << fn.stage() << " (" << fn.name() << "):";
+    for (const auto &[chunk, parts] : chunkParts) {
+      os << " " << chunk << " [";
+      for (size_t i = 0; i < parts.size(); ++i)
+        os << (i ? " " : "") << parts[i];
+      os << "]";
+    }
+    os << "\n    order:";
+    for (const std::string &task : tasks) {
+      // "F0", "B1", "W2", "F0c1": one short token per task.
+      char kind = task.rfind("forward", 0) == 0   ? 'F'
+                  : task.rfind("weight", 0) == 0 ? 'W'
+                                                  : 'B';
+      size_t mb = task.find("mb");
+      std::string micro = task.substr(mb + 2, task.find(' ', mb) - mb - 2);
+      size_t c = task.find("chunk");
+      os << " " << kind << micro
+         << (c == std::string::npos ? "" : "c" + task.substr(c + 5));
+    }
+    os << "\n";
+  }
+  os << "    (F forward, B backward (input gradient under zb-h1), W weight "
+        "gradients; mb, then chunk)\n\n";
+  return os.str();
+}
+
 std::string explainProgram(const Program &program) {
   std::ostringstream os;
   auto meta = [&](const std::string &key) {
@@ -188,6 +250,8 @@ std::string explainProgram(const Program &program) {
   }
 
   os << explainMemorySpaces(program);
+
+  os << explainPipeline(program);
 
   std::vector<CollectiveInfo> all = listCollectives(program);
   if (all.empty()) {

@@ -72,8 +72,10 @@ CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
   c.zero = options.train.plan.zero;
   c.layouts = options.train.plan.layouts;
   c.microBatches = options.train.plan.microBatches;
-  if (c.mesh.size("pp") > 1)
+  if (c.mesh.size("pp") > 1) {
     c.schedule = options.train.plan.schedule;
+    c.virtualStages = options.train.plan.virtualStages;
+  }
   OwningOpRef<ModuleOp> lowered;
   auto priced = compileAndPrice(module, options, device.cluster, &lowered);
   if (!priced.isOk()) {
@@ -324,9 +326,17 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
         continue;
       int64_t dp = ranks / tp / pp;
       const runtime::MeshShape mesh = candidateMesh(dp, pp, tp);
-      std::vector<std::string> schedules = {base.train.plan.schedule};
-      if (pp > 1 && base.train.plan.microBatches > 1)
-        schedules = {"1f1b", "gpipe"};
+      // (schedule, chunks per stage): interleaved over 2 chunks where the
+      // micro-batches come in groups of pp (layers that do not divide into
+      // 2pp chunks are rejected by the compile, with the reason).
+      std::vector<std::pair<std::string, int64_t>> schedules = {
+          {base.train.plan.schedule, base.train.plan.virtualStages}};
+      const int64_t micro = base.train.plan.microBatches;
+      if (pp > 1 && micro > 1) {
+        schedules = {{"1f1b", 1}, {"gpipe", 1}, {"zb-h1", 1}};
+        if (micro % pp == 0)
+          schedules.push_back({"interleaved", 2});
+      }
       // Every op's tp sharding by the ILP, once per mesh (it prices ZeRO 0;
       // each stage is compiled and weighed with its layouts). The search
       // does not place pipeline stages.
@@ -356,11 +366,12 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
         }
       }
       for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero)
-        for (const std::string &schedule : schedules) {
+        for (const auto &[schedule, chunks] : schedules) {
           CompileOptions options = TrainedSteps::fromTrained(base);
           options.train.plan.mesh = mesh;
           options.train.plan.zero = zero;
           options.train.plan.schedule = schedule;
+          options.train.plan.virtualStages = pp > 1 ? chunks : 1;
           out.push_back(compileCandidate(step, options, device));
           if (useIlp && searched.solved) {
             // Sharded from the searched step; the final compile runs the

@@ -74,9 +74,16 @@ struct CompiledCandidate {
   /// The layout search the candidate compiles with (enabled for "ilp").
   TrainOptions::LayoutSearch layoutSearch;
   /// Micro-batches per step and, with pp > 1, the pipeline schedule
-  /// ("1f1b", "gpipe"; empty without a pipeline).
+  /// ("1f1b", "gpipe", "interleaved" over `virtualStages` chunks per
+  /// stage, "zb-h1"; empty without a pipeline).
   int64_t microBatches = 1;
   std::string schedule;
+  int64_t virtualStages = 1;
+  /// "1f1b", "interleaved V=2": the schedule for people.
+  std::string scheduleLabel() const {
+    return virtualStages > 1 ? schedule + " V=" + std::to_string(virtualStages)
+                             : schedule;
+  }
   /// The compiled program and its price, for reports; null when it does
   /// not compile.
   std::shared_ptr<const PricedProgram> priced;

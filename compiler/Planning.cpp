@@ -747,7 +747,11 @@ Plan planOf(const CompiledCandidate &c, int64_t batch,
   plan.zeroStage = c.zero;
   plan.microBatches = c.microBatches;
   plan.microBatchSize = std::max<int64_t>(1, batch / std::max<int64_t>(1, plan.dp));
-  plan.schedule = c.schedule == "gpipe" ? Schedule::kGPipe : Schedule::k1F1B;
+  plan.schedule = c.schedule == "gpipe"         ? Schedule::kGPipe
+                  : c.schedule == "interleaved" ? Schedule::kInterleaved
+                  : c.schedule == "zb-h1"       ? Schedule::kZeroBubbleH1
+                                                : Schedule::k1F1B;
+  plan.virtualStages = c.virtualStages;
   plan.dtype = policy;
   return plan;
 }
@@ -931,8 +935,12 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
         args.microBatches > 1
             ? " --micro-batches " + std::to_string(args.microBatches)
             : std::string(),
-        best.schedule.empty() ? std::string()
-                              : " --pipeline-schedule " + best.schedule);
+        best.schedule.empty()
+            ? std::string()
+            : " --pipeline-schedule " + best.schedule +
+                  (best.virtualStages > 1
+                       ? " --virtual-stages " + std::to_string(best.virtualStages)
+                       : std::string()));
     out.report +=
         formatProgramCost(best.priced->memory, &best.priced->time, cluster);
     if (args.explainCost)
@@ -1440,7 +1448,8 @@ static std::string formatCompiledCandidates(
   for (const CompiledCandidate &c : candidates)
     os << llvm::formatv(
         "  {0,-16} zero {1} {2,-9} {3}\n",
-        c.mesh.str() + (c.schedule.empty() ? "" : " " + c.schedule), c.zero,
+        c.mesh.str() + (c.schedule.empty() ? "" : " " + c.scheduleLabel()),
+        c.zero,
         !c.search.empty()        ? c.search
         : c.mesh.size("tp") > 1 ? "megatron"
                                  : "",
@@ -1459,7 +1468,7 @@ static std::string formatChosenCandidate(const CompiledCandidate &chosen) {
   llvm::raw_string_ostream os(out);
   os << "plan auto: " << chosen.mesh.str() << ", zero " << chosen.zero;
   if (!chosen.schedule.empty())
-    os << ", " << chosen.schedule;
+    os << ", " << chosen.scheduleLabel();
   os << llvm::formatv(": {0:f1} ms per step predicted, {1:f1} MiB per rank",
                       chosen.seconds * 1e3, chosen.peakBytes / 1048576.0);
   if (!chosen.search.empty())
@@ -1510,8 +1519,10 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
   options.train.plan.layouts =
       best.layoutSearch.enabled ? std::vector<std::string>() : best.layouts;
   options.train.layoutSearch = best.layoutSearch;
-  if (!best.schedule.empty())
+  if (!best.schedule.empty()) {
     options.train.plan.schedule = best.schedule;
+    options.train.plan.virtualStages = best.virtualStages;
+  }
   out.messages += formatChosenCandidate(best);
   out.chosen = true;
   if (best.lowered)

@@ -192,6 +192,12 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     shard::PlanAttr plan = shard::getPlan(module);
     meta[runtime::metadata::kMicroBatches] =
         std::to_string(plan ? plan.getAccumulationSteps() : 1);
+    if (plan && plan.getPipelineStages() > 1)
+      meta[runtime::metadata::kPipelineSchedule] =
+          shard::stringifyPipelineSchedule(plan.getSchedule()).str() +
+          (plan.getVirtualStages() > 1
+               ? " " + std::to_string(plan.getVirtualStages())
+               : std::string());
   }
   if (auto inputs = module->getAttrOfType<ArrayAttr>(graph::kDataInputsAttr)) {
     std::string names;

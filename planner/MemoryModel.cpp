@@ -44,6 +44,10 @@ int64_t chunksInFlight(const Plan &plan, int64_t stage) {
     // one whose backward comes next.
     return std::min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1);
   }
+  case Schedule::kZeroBubbleH1:
+    // p - s - 1 warm-up forwards, then s backwards whose W waits: every
+    // stage holds p micro-batches until their W (1F1B's first stage).
+    return std::min(p, m);
   }
   return m;
 }

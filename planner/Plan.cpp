@@ -19,6 +19,8 @@ const char *scheduleName(Schedule schedule) {
     return "1f1b";
   case Schedule::kInterleaved:
     return "interleaved";
+  case Schedule::kZeroBubbleH1:
+    return "zb-h1";
   }
   return "unknown";
 }
@@ -348,9 +350,10 @@ StatusOr<Plan> planFromJson(const Json &j) {
     } else if (key == "virtualStages") {
       DTCC_RETURN_IF_ERROR(integer(p.virtualStages, 1));
     } else if (key == "schedule") {
-      static const char *const names[] = {"gpipe", "1f1b", "interleaved"};
+      static const char *const names[] = {"gpipe", "1f1b", "interleaved",
+                                          "zb-h1"};
       int index = 0;
-      DTCC_RETURN_IF_ERROR(name(names, 3, index));
+      DTCC_RETURN_IF_ERROR(name(names, 4, index));
       p.schedule = Schedule(index);
     } else if (key == "recompute") {
       static const char *const names[] = {"none", "selective", "full"};

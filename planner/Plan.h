@@ -12,6 +12,7 @@
 
 #include "planner/Cluster.h"
 #include "planner/Model.h"
+#include "planner/PipelineSchedule.h"
 #include "runtime/base/MeshShape.h"
 
 #include <optional>
@@ -20,7 +21,6 @@
 
 namespace dtcc::planner {
 
-enum class Schedule { kGPipe, k1F1B, kInterleaved };
 const char *scheduleName(Schedule schedule);
 
 /// What lives in host memory instead of the device (ZeRO-Offload /

@@ -262,6 +262,7 @@ private:
     } else {
       schedules.push_back({Schedule::k1F1B, 1});
       schedules.push_back({Schedule::kGPipe, 1});
+      schedules.push_back({Schedule::kZeroBubbleH1, 1});
       if (model_.layers % plan.pp == 0 &&
           plan.microBatches % plan.pp == 0)
         for (int64_t v : divisors(model_.layers / plan.pp))

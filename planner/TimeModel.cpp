@@ -392,8 +392,19 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
       critical = s;
     }
   }
-  out.pipelineTime =
-      double(m) * maxU + (p > 1 ? (sumU - maxU) / double(v) : 0.0);
+  // The fill and drain: the other stages' work, divided by v when
+  // interleaved. Under ZB-H1 their W tasks run in the drain instead of
+  // waiting (Qi et al. 2023: (p-1)(T_F + T_B - T_W) against 1F1B's (p-1)(T_F
+  // + T_B + T_W)), which leaves T_F + T_B - T_W of each.
+  double fill = sumU - maxU;
+  if (plan.schedule == Schedule::kZeroBubbleH1) {
+    double sumB = 0;
+    for (int64_t s = 0; s < p; ++s)
+      if (s != critical)
+        sumB += out.stages[size_t(s)].backward;
+    fill -= 2.0 * kWeightGradientShare * sumB;
+  }
+  out.pipelineTime = double(m) * maxU + (p > 1 ? fill / double(v) : 0.0);
   out.criticalStage = critical;
   int64_t tailStage = 0;
   for (int64_t s = 1; s < p; ++s)
@@ -412,6 +423,13 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
   out.offloadExposed = tx.offloadExposed;
   out.idealBubbleFraction =
       p > 1 ? double(p - 1) / (double(v) * double(m)) : 0.0;
+  if (p > 1 && plan.schedule == Schedule::kZeroBubbleH1) {
+    const StageTime &cs = out.stages[size_t(critical)];
+    double u = cs.forward + cs.backward;
+    if (u > 0)
+      out.idealBubbleFraction *=
+          (u - 2.0 * kWeightGradientShare * cs.backward) / u;
+  }
   out.bubbleFraction =
       out.pipelineTime > 0 ? out.bubbleTime / out.pipelineTime : 0.0;
 
@@ -566,59 +584,8 @@ TimeBreakdown TimeModel::estimate(const Plan &plan) const {
 //===----------------------------------------------------------------------===//
 
 std::vector<PipelineTask> scheduleOrder(const Plan &plan, int64_t stage) {
-  const int64_t p = plan.pp, m = plan.microBatches;
-  std::vector<PipelineTask> order;
-  auto task = [&](int64_t mb, int64_t chunk, bool backward) {
-    PipelineTask t;
-    t.stage = stage;
-    t.microBatch = mb;
-    t.chunk = chunk;
-    t.backward = backward;
-    order.push_back(t);
-  };
-  if (p == 1 || plan.schedule == Schedule::kGPipe) {
-    if (p == 1) {
-      for (int64_t mb = 0; mb < m; ++mb) {
-        task(mb, 0, false);
-        task(mb, 0, true);
-      }
-      return order;
-    }
-    for (int64_t mb = 0; mb < m; ++mb)
-      task(mb, 0, false);
-    for (int64_t mb = 0; mb < m; ++mb)
-      task(mb, 0, true);
-    return order;
-  }
-  if (plan.schedule == Schedule::k1F1B) {
-    int64_t warmup = std::min(m, p - stage - 1);
-    for (int64_t i = 0; i < warmup; ++i)
-      task(i, 0, false);
-    for (int64_t i = 0; i < m - warmup; ++i) {
-      task(warmup + i, 0, false);
-      task(i, 0, true);
-    }
-    for (int64_t i = m - warmup; i < m; ++i)
-      task(i, 0, true);
-    return order;
-  }
-  // Megatron-LM's interleaved 1F1B (needs m % p == 0).
-  const int64_t v = plan.virtualStages;
-  const int64_t total = m * v;
-  auto microBatchOf = [&](int64_t k) { return (k / (p * v)) * p + k % p; };
-  auto forwardChunk = [&](int64_t k) { return (k / p) % v; };
-  auto backwardChunk = [&](int64_t k) { return v - 1 - (k / p) % v; };
-  int64_t warmup = std::min(total, 2 * (p - stage - 1) + (v - 1) * p);
-  for (int64_t k = 0; k < warmup; ++k)
-    task(microBatchOf(k), forwardChunk(k), false);
-  for (int64_t i = 0; i < total - warmup; ++i) {
-    int64_t k = warmup + i;
-    task(microBatchOf(k), forwardChunk(k), false);
-    task(microBatchOf(i), backwardChunk(i), true);
-  }
-  for (int64_t i = total - warmup; i < total; ++i)
-    task(microBatchOf(i), backwardChunk(i), true);
-  return order;
+  return pipelineOrder(plan.schedule, plan.pp, plan.microBatches,
+                       plan.virtualStages, stage);
 }
 
 std::vector<PipelineTask>
@@ -629,19 +596,24 @@ simulatePipeline(const Plan &plan,
   const int64_t p = plan.pp, m = plan.microBatches;
   const int64_t v =
       plan.schedule == Schedule::kInterleaved ? plan.virtualStages : 1;
+  const bool split = plan.schedule == Schedule::kZeroBubbleH1;
   const double kNotDone = -1;
-  // end[((s * m + mb) * v + c) * 2 + backward]
-  std::vector<double> end(size_t(p * m * v * 2), kNotDone);
-  auto index = [&](int64_t s, int64_t mb, int64_t c, bool bwd) {
-    return size_t(((s * m + mb) * v + c) * 2 + (bwd ? 1 : 0));
+  // end[((s * m + mb) * v + c) * 3 + kind]: kind 0 forward, 1 backward
+  // (B under ZB-H1), 2 W.
+  std::vector<double> end(size_t(p * m * v * 3), kNotDone);
+  auto index = [&](int64_t s, int64_t mb, int64_t c, int kind) {
+    return size_t(((s * m + mb) * v + c) * 3 + kind);
   };
   std::vector<std::vector<PipelineTask>> orders;
-  for (int64_t s = 0; s < p; ++s)
+  size_t tasks = 0;
+  for (int64_t s = 0; s < p; ++s) {
     orders.push_back(scheduleOrder(plan, s));
+    tasks += orders.back().size();
+  }
   std::vector<size_t> next(size_t(p), 0);
   std::vector<double> free(size_t(p), 0.0);
   std::vector<PipelineTask> done;
-  done.reserve(size_t(p * m * v * 2));
+  done.reserve(tasks);
   const int64_t lastVirtual = p * v - 1;
   bool progress = true;
   while (progress) {
@@ -655,42 +627,47 @@ simulatePipeline(const Plan &plan,
         double ready = 0;
         bool hasDep = true;
         size_t dep = 0;
-        if (!task.backward) {
+        if (task.weight) {
+          dep = index(s, mb, c, 1);
+        } else if (!task.backward) {
           if (virtualStage == 0)
             hasDep = false;
           else if (s > 0)
-            dep = index(s - 1, mb, c, false);
+            dep = index(s - 1, mb, c, 0);
           else
-            dep = index(p - 1, mb, c - 1, false);
+            dep = index(p - 1, mb, c - 1, 0);
         } else {
           if (virtualStage == lastVirtual)
-            dep = index(s, mb, c, false);
+            dep = index(s, mb, c, 0);
           else if (s < p - 1)
-            dep = index(s + 1, mb, c, true);
+            dep = index(s + 1, mb, c, 1);
           else
-            dep = index(0, mb, c + 1, true);
+            dep = index(0, mb, c + 1, 1);
         }
         if (hasDep) {
           if (end[dep] == kNotDone)
             break;
           ready = end[dep];
         }
-        bool sends = task.backward ? virtualStage > 0
-                                   : virtualStage < lastVirtual;
-        double duration =
-            (task.backward ? backward : forward)[size_t(s)][size_t(c)] +
-            (sends && p > 1 ? p2p : 0);
+        bool sends = !task.weight && (task.backward ? virtualStage > 0
+                                                    : virtualStage < lastVirtual);
+        double compute = (task.backward ? backward : forward)[size_t(s)][size_t(c)];
+        if (split && task.backward)
+          compute *= task.weight ? kWeightGradientShare
+                                 : 1.0 - kWeightGradientShare;
+        double duration = compute + (sends && p > 1 ? p2p : 0);
         task.start = std::max(ready, free[size_t(s)]);
         task.end = task.start + duration;
         free[size_t(s)] = task.end;
-        end[index(s, mb, c, task.backward)] = task.end;
+        end[index(s, mb, c, task.weight ? 2 : task.backward ? 1 : 0)] =
+            task.end;
         done.push_back(task);
         ++next[size_t(s)];
         progress = true;
       }
     }
   }
-  if (done.size() != size_t(p * m * v * 2))
+  if (done.size() != tasks)
     return {}; // a schedule that deadlocks: a bug in scheduleOrder
   return done;
 }
@@ -720,8 +697,13 @@ Timeline TimeModel::timeline(const Plan &plan) const {
     TraceEvent e;
     e.rank = timeline.ranks[size_t(task.stage)];
     e.stream = 0;
-    e.name = std::string(task.backward ? "backward" : "forward") + " mb" +
-             std::to_string(task.microBatch);
+    const char *kind = task.weight     ? "weight gradients"
+                       : task.backward ? "backward"
+                                       : "forward";
+    if (task.backward && !task.weight &&
+        plan.schedule == Schedule::kZeroBubbleH1)
+      kind = "input gradient";
+    e.name = std::string(kind) + " mb" + std::to_string(task.microBatch);
     if (v > 1)
       e.name += " chunk" + std::to_string(task.chunk);
     e.category = task.backward ? "backward" : "forward";
@@ -733,9 +715,7 @@ Timeline TimeModel::timeline(const Plan &plan) const {
     if (st.tpComm > 0 && stageTotal > 0) {
       // The TP collectives of the task, aggregated (they interleave with
       // its kernels on the critical path).
-      double share = (task.backward ? backward : forward)[size_t(
-                         task.stage)][size_t(task.chunk)] /
-                     stageTotal * st.tpComm;
+      double share = e.duration / stageTotal * st.tpComm;
       TraceEvent tp = e;
       tp.stream = 1;
       tp.name = "tp collectives";
@@ -744,8 +724,9 @@ Timeline TimeModel::timeline(const Plan &plan) const {
       tp.start = task.end - share;
       timeline.events.push_back(tp);
     }
-    bool sends = task.backward ? task.chunk * p + task.stage > 0
-                               : task.chunk * p + task.stage < p * v - 1;
+    bool sends = task.weight ? false
+                 : task.backward ? task.chunk * p + task.stage > 0
+                                 : task.chunk * p + task.stage < p * v - 1;
     if (p > 1 && sends && p2p > 0) {
       TraceEvent send = e;
       send.stream = 2;

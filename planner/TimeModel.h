@@ -103,7 +103,9 @@ struct TimeBreakdown {
   double dpCommExposed = 0;
   double optimizerTime = 0;
   double offloadExposed = 0;
-  /// (p - 1) / m, or (p - 1) / (v m) interleaved.
+  /// (p - 1) / m, or (p - 1) / (v m) interleaved, or under ZB-H1 (p - 1) /
+  /// m x (T_F + T_B - T_W) / (T_F + T_B + T_W) (a third of 1F1B's when B and
+  /// W each take a forward's time).
   double idealBubbleFraction = 0;
   /// bubbleTime / pipelineTime.
   double bubbleFraction = 0;
@@ -122,23 +124,20 @@ struct TimeBreakdown {
   std::vector<CommItem> comm;
 };
 
-/// One task of a simulated pipeline schedule.
-struct PipelineTask {
-  int64_t stage = 0;
-  int64_t microBatch = 0;
-  int64_t chunk = 0;
-  bool backward = false;
-  double start = 0;
-  double end = 0;
-};
-
-/// The order in which stage `stage` runs its forward and backward chunks
-/// under the plan's schedule (GPipe, 1F1B, Megatron's interleaved 1F1B).
+/// pipelineOrder for the plan's schedule, pp, micro-batches and chunks.
 std::vector<PipelineTask> scheduleOrder(const Plan &plan, int64_t stage);
+
+/// The share of a layer's backward that computes its weight gradients (W
+/// under ZB-H1): a matmul's backward is two matmuls of its forward's size,
+/// dX = dY W^T and dW = X^T dY, so one half (Qi et al. 2023 take T_W =
+/// T_B as well).
+constexpr double kWeightGradientShare = 0.5;
 
 /// Runs the schedule with `forward[s][c]` / `backward[s][c]` seconds per
 /// micro-batch for chunk c of stage s and `p2p` seconds per transfer
-/// between stages; returns every task with its start and end.
+/// between stages; returns every task with its start and end. Under ZB-H1
+/// a backward's W takes kWeightGradientShare of it and B the rest.
+
 std::vector<PipelineTask>
 simulatePipeline(const Plan &plan,
                  const std::vector<std::vector<double>> &forward,

@@ -107,11 +107,6 @@ std::optional<std::string> dtcc::planning::unbuiltFeature(PlanAttr plan) {
   // One check per plan field whose transformation is not built yet; each
   // goes when its pass lands.
 
-  if (plan.getSchedule() == PipelineSchedule::Interleaved)
-    return std::string("the interleaved pipeline schedule is not built yet");
-
-  if (plan.getSchedule() == PipelineSchedule::ZeroBubbleH1)
-    return std::string("the zb-h1 pipeline schedule is not built yet");
 
   if (plan.getSequenceParallel())
     return std::string("sequence parallelism is not built yet");

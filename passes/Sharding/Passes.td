@@ -136,17 +136,31 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     dtcc-graph-mark-layers from the graph's structure; in a model without
     layers, such as a U-Net, its top-level modules, `#dgraph.layer`'s
     `module`), in the order the forward pass meets them, cut into the plan's pp
-    contiguous runs that minimize the costliest stage (cost: a matmul's
-    multiply-adds, the elements any other op writes, forward and backward;
-    the embeddings count on the first stage, the head and loss on the
-    last); ops outside layers go with their operands. Each op of the backward pass runs in the
-    stage of its forward op.
+    x V contiguous chunks (V = `virtual_stages`, 1 unless interleaved) that
+    minimize the costliest chunk (cost: a matmul's multiply-adds, the
+    elements any other op writes, forward and backward; the embeddings
+    count on the first chunk, the head and loss on the last); chunk k runs
+    on stage k mod pp, so stage s holds chunks s, s + pp, s + 2pp, ...
+    (Megatron-LM's virtual stages). Ops outside layers go with their
+    operands. Each op of the backward pass runs in the chunk of its forward
+    op.
 
-    Order: each stage runs its micro-batch blocks in the plan's schedule:
-    `gpipe` all forwards then all backwards; `1f1b` (PipeDream-Flush) `S -
-    k - 1` forwards on stage k, then one forward and one backward in turn,
-    then the remaining backwards, so at most `S - k` micro-batches' activations
-    are alive at once (the memory plan shows it). A value another stage reads
+    Order: each stage runs its micro-batch tasks in the plan's schedule
+    (planner/PipelineSchedule.h, the order the planner simulates): `gpipe`
+    all forwards then all backwards; `1f1b` (PipeDream-Flush) `S - k - 1`
+    forwards on stage k, then one forward and one backward in turn, then the
+    remaining backwards, so at most `S - k` micro-batches' activations are
+    alive at once (the memory plan shows it); `interleaved` Megatron-LM's
+    interleaved 1F1B over the stage's V chunks (2(S - k - 1) + (V - 1)S
+    warm-up forwards, micro-batches in groups of S; needs micro-batches a
+    multiple of pp); `zb-h1` ZB-H1 (Qi et al. 2023): each micro-batch's
+    backward on a stage is split into B, the ops the input gradients sent
+    to earlier stages depend on, and W, the rest (the weight gradients);
+    1F1B's order of forwards and Bs, with stage k deferring the W of its
+    first k backwards into the drain, where 1F1B waits. Every op of a task
+    carries `dshard.task` ("forward mb0", "input gradient mb1", "backward
+    mb2 chunk1"), which the program keeps for the runtime's trace. A value
+    another stage reads
     is sent after it is made (`dshard.send`, asynchronous, tagged per value
     and destination) and received before its first reader there, and no
     later than anything its sender sends after it: each stage receives from
@@ -159,7 +173,9 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     learning rate and gradient norm. Variables updated by one stage carry
     `dshard.stage`.
 
-    Errors: no plan, or one with pp < 2; fewer layers than stages; an op
+    Errors: no plan, or one with pp < 2; fewer layers than stages; layers
+    not divisible into pp x V chunks, or micro-batches not a multiple of pp,
+    under the interleaved schedule; an op
     that combines values of several stages other than by a sum; a parameter
     read by a stage that does not update it (tied weights).
   }];

@@ -2,13 +2,16 @@
 //
 // dtcc-shard-microbatch unrolls a training step over M micro-batches;
 // dtcc-shard-pipeline cuts the unrolled step into one function per pipeline
-// stage, ordered by a GPipe or 1F1B schedule, with send/recv between
+// stage (pp x V chunks of layers, V per stage when interleaved), ordered by
+// the plan's schedule (GPipe, 1F1B, interleaved 1F1B, ZB-H1 with each
+// backward split into input and weight gradients), with send/recv between
 // stages.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Sharding/Passes.h"
 #include "passes/Sharding/ShardingUtils.h"
+#include "planner/PipelineSchedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -174,6 +177,9 @@ private:
                                      int64_t stages);
 
   int64_t numStages() const { return stages_; }
+  /// Layer chunks: pp x V, chunk k on stage k % pp (Megatron-LM's virtual
+  /// stage k).
+  int64_t numChunks() const { return stages_ * virtualStages_; }
   /// The layer of an op (#dgraph.layer): its layer's index, or, in a model
   /// that has no layers, its top-level module; empty for neither.
   std::string layerOf(Operation *op) const {
@@ -182,17 +188,27 @@ private:
     std::optional<int64_t> layer = graph::layerIndexOf(op);
     return layer ? std::to_string(*layer) : "";
   }
-  /// The micro-batch blocks of `stage` in schedule order: (micro, forward?).
-  SmallVector<std::pair<int64_t, bool>> schedule(int64_t stage) const;
+  /// The tasks of `stage` in the plan's schedule order.
+  std::vector<planner::PipelineTask> schedule(int64_t stage) const;
+  /// ZB-H1: splits each micro-batch's backward ops on each stage into B, those
+  /// the input gradients sent to earlier stages depend on, and W, the rest
+  /// (the weight gradients), into weightOps_.
+  void splitBackward(Block &body);
+  /// Whether `op` (of a micro-batch) belongs to `task` on its stage.
+  bool inTask(Operation &op, const planner::PipelineTask &task,
+              int64_t stage) const;
 
   int64_t microBatches_ = 1;
-  /// The plan's pp and schedule.
+  /// The plan's pp, chunks per stage and schedule.
   int64_t stages_ = 1;
+  int64_t virtualStages_ = 1;
   PipelineSchedule schedule_ = PipelineSchedule::OneFOneB;
   bool byModule_ = false;
   /// Each op's stage (ops of the micro-batches and staged epilogue ops),
-  /// and the placement of each value.
-  llvm::DenseMap<Operation *, int64_t> stageOf_;
+  /// its chunk (micro-batch ops), and the placement of each value.
+  llvm::DenseMap<Operation *, int64_t> stageOf_, chunkOf_;
+  /// ZB-H1: the backward ops that compute weight gradients only (W).
+  llvm::DenseSet<Operation *> weightOps_;
   llvm::DenseMap<Value, Placement> placement_;
   llvm::DenseSet<Operation *> prologue_, epilogue_;
   /// Values sent between stages: (value, destination) -> tag.
@@ -200,29 +216,74 @@ private:
   int64_t handle_ = 1 << 20;
 };
 
-SmallVector<std::pair<int64_t, bool>>
+std::vector<planner::PipelineTask>
 ShardPipelinePass::schedule(int64_t stage) const {
-  int64_t m = microBatches_, s = numStages();
-  SmallVector<std::pair<int64_t, bool>> order;
-  if (schedule_ == PipelineSchedule::GPipe) {
-    for (int64_t i = 0; i < m; ++i)
-      order.push_back({i, true});
-    for (int64_t i = 0; i < m; ++i)
-      order.push_back({i, false});
-    return order;
+  planner::Schedule kind = planner::Schedule::k1F1B;
+  switch (schedule_) {
+  case PipelineSchedule::GPipe:
+    kind = planner::Schedule::kGPipe;
+    break;
+  case PipelineSchedule::OneFOneB:
+    kind = planner::Schedule::k1F1B;
+    break;
+  case PipelineSchedule::Interleaved:
+    kind = planner::Schedule::kInterleaved;
+    break;
+  case PipelineSchedule::ZeroBubbleH1:
+    kind = planner::Schedule::kZeroBubbleH1;
+    break;
   }
-  // 1F1B: warm up with the forwards the later stages need, then alternate
-  // one forward and one backward, then drain the backwards.
-  int64_t warmup = std::min(s - stage - 1, m);
-  for (int64_t i = 0; i < warmup; ++i)
-    order.push_back({i, true});
-  for (int64_t i = 0; i < m - warmup; ++i) {
-    order.push_back({warmup + i, true});
-    order.push_back({i, false});
+  return planner::pipelineOrder(kind, numStages(), microBatches_,
+                                virtualStages_, stage);
+}
+
+bool ShardPipelinePass::inTask(Operation &op, const planner::PipelineTask &task,
+                               int64_t stage) const {
+  auto m = op.getAttrOfType<IntegerAttr>(kMicroAttr);
+  if (!m || m.getInt() != task.microBatch ||
+      chunkOf_.lookup(&op) != task.chunk * numStages() + stage)
+    return false;
+  bool forward = op.getAttrOfType<StringAttr>(kPassAttr).getValue() == "forward";
+  if (forward != !task.backward)
+    return false;
+  if (schedule_ != PipelineSchedule::ZeroBubbleH1 || forward)
+    return true;
+  return weightOps_.contains(&op) == task.weight;
+}
+
+void ShardPipelinePass::splitBackward(Block &body) {
+  // Per (micro-batch, stage): the backward ops whose results another stage
+  // receives seed B; B is everything of that backward they depend on.
+  llvm::DenseSet<Operation *> critical;
+  SmallVector<Operation *> work;
+  auto backwardOf = [&](Operation *op) {
+    if (!op || !op->hasAttr(kMicroAttr))
+      return false;
+    auto pass = op->getAttrOfType<StringAttr>(kPassAttr);
+    return pass && pass.getValue() == "backward";
+  };
+  for (Operation &op : body) {
+    if (!backwardOf(&op))
+      continue;
+    for (Value r : op.getResults())
+      for (int64_t dest = 0; dest < numStages(); ++dest)
+        if (tags_.count({r.getAsOpaquePointer(), dest}) &&
+            critical.insert(&op).second)
+          work.push_back(&op);
   }
-  for (int64_t i = m - warmup; i < m; ++i)
-    order.push_back({i, false});
-  return order;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (backwardOf(def) && stageOf_.lookup(def) == stageOf_.lookup(op) &&
+          def->getAttr(kMicroAttr) == op->getAttr(kMicroAttr) &&
+          critical.insert(def).second)
+        work.push_back(def);
+    }
+  }
+  for (Operation &op : body)
+    if (backwardOf(&op) && !critical.contains(&op))
+      weightOps_.insert(&op);
 }
 
 /// The cost of an op for balancing stages: its FLOPs (matrix products and
@@ -326,46 +387,57 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
     byModule_ = true;
     layers = collect();
   }
-  if ((int64_t)layers.size() < s)
+  int64_t chunks = numChunks();
+  const char *what = byModule_ ? " top-level modules and no layers "
+                                 "(#dgraph.layer module and index)"
+                               : " (#dgraph.layer index)";
+  if (virtualStages_ == 1 && (int64_t)layers.size() < s)
     return train.emitError("pipeline parallelism over ")
            << s << " stages needs at least as many layers; the model has "
-           << layers.size()
-           << (byModule_ ? " top-level modules and no layers "
-                           "(#dgraph.layer module and index)"
-                         : " (#dgraph.layer index)");
-  llvm::StringMap<int64_t> layerStage;
-  SmallVector<int64_t> firstLayerOf = balanceStages(body, layers, s);
-  for (auto [stage, first] : llvm::enumerate(firstLayerOf)) {
-    int64_t end = stage + 1 < firstLayerOf.size() ? firstLayerOf[stage + 1]
+           << layers.size() << what;
+  // Interleaved: Megatron-LM's equal chunks (the planner prices them so).
+  if (virtualStages_ > 1 && (int64_t)layers.size() % chunks != 0)
+    return train.emitError("the interleaved schedule cuts the layers into pp x "
+                           "virtual_stages = ")
+           << s << " x " << virtualStages_ << " = " << chunks
+           << " chunks of equal size: expected a number of layers divisible "
+              "by "
+           << chunks << ", the model has " << layers.size() << what;
+  llvm::StringMap<int64_t> layerChunk;
+  SmallVector<int64_t> firstLayerOf = balanceStages(body, layers, chunks);
+  for (auto [chunk, first] : llvm::enumerate(firstLayerOf)) {
+    int64_t end = chunk + 1 < firstLayerOf.size() ? firstLayerOf[chunk + 1]
                                                   : (int64_t)layers.size();
     for (int64_t i = first; i < end; ++i)
-      layerStage[layers[i]] = stage;
+      layerChunk[layers[i]] = chunk;
   }
 
-  // Micro-batch ops: their layer's stage; otherwise their operands'.
+  // Micro-batch ops: their layer's chunk; otherwise their operands' last.
   for (Operation &op : body) {
     if (!op.hasAttr(kMicroAttr))
       continue;
-    int64_t stage = -1;
+    int64_t chunk = -1;
     if (std::string k = layerOf(&op); !k.empty())
-      stage = layerStage.lookup(k);
+      chunk = layerChunk.lookup(k);
     else
       for (Value v : op.getOperands())
-        if (auto it = stageOf_.find(v.getDefiningOp()); it != stageOf_.end())
-          stage = std::max(stage, it->second);
-    if (stage >= 0)
-      stageOf_[&op] = stage;
+        if (auto it = chunkOf_.find(v.getDefiningOp()); it != chunkOf_.end())
+          chunk = std::max(chunk, it->second);
+    if (chunk >= 0)
+      chunkOf_[&op] = chunk;
   }
   // Ops that say nothing (a reshape of the labels) go where they are read.
   for (Operation &op : llvm::reverse(body)) {
-    if (!op.hasAttr(kMicroAttr) || stageOf_.count(&op))
+    if (!op.hasAttr(kMicroAttr) || chunkOf_.count(&op))
       continue;
-    int64_t stage = INT64_MAX;
+    int64_t chunk = INT64_MAX;
     for (Operation *user : op.getUsers())
-      if (auto it = stageOf_.find(user); it != stageOf_.end())
-        stage = std::min(stage, it->second);
-    stageOf_[&op] = stage == INT64_MAX ? 0 : stage;
+      if (auto it = chunkOf_.find(user); it != chunkOf_.end())
+        chunk = std::min(chunk, it->second);
+    chunkOf_[&op] = chunk == INT64_MAX ? 0 : chunk;
   }
+  for (auto [op, chunk] : chunkOf_)
+    stageOf_[op] = chunk % s;
   for (Operation &op : body)
     if (op.hasAttr(kMicroAttr))
       for (Value r : op.getResults())
@@ -487,7 +559,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     }
     return local;
   };
-  auto cloneOp = [&](Operation &op) {
+  auto cloneOp = [&](Operation &op) -> Operation * {
     SmallVector<Value> operands;
     for (Value v : op.getOperands())
       operands.push_back(operand(v, &op));
@@ -510,20 +582,31 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
           sent.push_back(map.lookup(r));
           send->setAttr(kWaitHandleAttr, IntegerAttr::get(i64, handle_++));
         }
+    return clone;
   };
 
   for (Operation &op : old.without_terminator())
     if (prologue_.contains(&op))
       cloneOp(op);
-  for (auto [micro, isForward] : schedule(stage))
+  for (const planner::PipelineTask &task : schedule(stage)) {
+    // Named as in the planner's predicted trace; the runtime's --trace
+    // reports it with each kernel.
+    std::string name =
+        (task.weight     ? "weight gradients"
+         : !task.backward ? "forward"
+         : schedule_ == PipelineSchedule::ZeroBubbleH1 ? "input gradient"
+                                                       : "backward") +
+        std::string(" mb") + std::to_string(task.microBatch);
+    if (virtualStages_ > 1)
+      name += " chunk" + std::to_string(task.chunk);
+    auto taskAttr = b.getStringAttr(name);
     for (Operation &op : old.without_terminator()) {
-      auto m = op.getAttrOfType<IntegerAttr>(kMicroAttr);
-      if (!m || m.getInt() != micro || stageOf_.lookup(&op) != stage ||
-          (op.getAttrOfType<StringAttr>(kPassAttr).getValue() == "forward") !=
-              isForward)
+      if (!inTask(op, task, stage))
         continue;
-      cloneOp(op);
+      Operation *clone = cloneOp(op);
+      clone->setAttr(kTaskAttr, taskAttr);
     }
+  }
   for (Operation &op : old.without_terminator()) {
     if (!epilogue_.contains(&op))
       continue;
@@ -658,7 +741,21 @@ void ShardPipelinePass::runOnOperation() {
   }
   stages_ = plan.getPipelineStages();
   schedule_ = plan.getSchedule();
+  virtualStages_ = plan.getVirtualStages();
   microBatches_ = plan.getMicroBatchesInStep();
+  if (schedule_ == PipelineSchedule::Interleaved && virtualStages_ < 2) {
+    module.emitError("the interleaved schedule needs virtual_stages >= 2 "
+                     "layer chunks per stage, got ")
+        << virtualStages_ << " (one chunk per stage: use 1f1b)";
+    return signalPassFailure();
+  }
+  if (schedule_ == PipelineSchedule::Interleaved &&
+      microBatches_ % stages_ != 0) {
+    module.emitError("the interleaved schedule runs micro-batches in groups "
+                     "of pp: expected micro-batches a multiple of pp = ")
+        << stages_ << ", got " << microBatches_;
+    return signalPassFailure();
+  }
   if (!llvm::any_of(train.getBody().front(),
                     [](Operation &op) { return op.hasAttr(kMicroAttr); })) {
     module.emitError("expected a step unrolled over micro-batches (run "
@@ -667,6 +764,8 @@ void ShardPipelinePass::runOnOperation() {
   }
   if (failed(place(train)))
     return signalPassFailure();
+  if (schedule_ == PipelineSchedule::ZeroBubbleH1)
+    splitBackward(train.getBody().front());
   for (int64_t k = 0; k < numStages(); ++k)
     if (failed(emitStage(train, k)))
       return signalPassFailure();

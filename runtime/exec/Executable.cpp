@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <set>
 
 namespace dtcc::runtime {
@@ -460,6 +461,32 @@ Status Executable::verifyCollectiveOrder() const {
 
 Status Executable::execute(const Function &fn) {
   ++fn.calls;
+  if (tracing_) {
+    auto seconds = [] {
+      return std::chrono::duration<double>(
+                 std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+    auto cpuSeconds = [] {
+      timespec t{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+      return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+    };
+    for (size_t i = 0; i < fn.kernels.size(); ++i) {
+      KernelRun run;
+      run.instruction = fn.instructions[i];
+      run.function = &fn.name;
+      run.call = fn.calls;
+      run.start = seconds();
+      double cpu = cpuSeconds();
+      DTCC_RETURN_IF_ERROR(fn.kernels[i]());
+      DTCC_RETURN_IF_ERROR(device_.synchronize());
+      run.cpu = cpuSeconds() - cpu;
+      run.end = seconds();
+      trace_.push_back(run);
+    }
+    return checkNoPendingCollectives(comm_, fn.name);
+  }
   if (!profiling_) {
     for (const KernelFn &k : fn.kernels)
       DTCC_RETURN_IF_ERROR(k());

@@ -35,6 +35,23 @@ struct KernelProfile {
   double seconds = 0;
 };
 
+/// One kernel's run, when tracing: its instruction, the call of its
+/// function (1 for the first), and when it ran, in seconds of
+/// std::chrono::steady_clock (CLOCK_MONOTONIC on Linux, which every process
+/// of a host shares, so the ranks' traces line up).
+struct KernelRun {
+  const format::Instruction *instruction = nullptr;
+  const std::string *function = nullptr;
+  int64_t call = 0;
+  double start = 0, end = 0;
+  /// CPU time of the thread that ran it, in seconds: its work, which a
+  /// loaded host's descheduling does not inflate (a blocking collective
+  /// waits on the communication thread and counts ~0 here). Only the
+  /// calling thread's: with more than one kernel thread (OMP_NUM_THREADS,
+  /// OPENBLAS_NUM_THREADS) the others' share is not in it.
+  double cpu = 0;
+};
+
 class Executable {
 public:
   struct Function {
@@ -124,6 +141,10 @@ public:
   const std::map<std::string, KernelProfile> &profile() const {
     return profile_;
   }
+  /// Records every kernel's start and end (trace()); kernels then run one at
+  /// a time, each synchronized, as when profiling.
+  void setTracing(bool enabled) { tracing_ = enabled; }
+  const std::vector<KernelRun> &trace() const { return trace_; }
   Device &device() { return device_; }
   /// The mesh's communicators; null for a single-device program.
   CommContext *comm() const { return comm_; }
@@ -163,6 +184,8 @@ private:
   bool hasInitialValues_ = true;
   bool profiling_ = false;
   std::map<std::string, KernelProfile> profile_;
+  bool tracing_ = false;
+  std::vector<KernelRun> trace_;
 };
 
 } // namespace dtcc::runtime

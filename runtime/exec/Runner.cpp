@@ -45,6 +45,8 @@ struct Options {
   bool help = false;
   bool stats = false;
   bool profile = false;
+  /// --trace: a Chrome trace of every kernel run ("%r": the rank).
+  std::string tracePath;
   int repeat = 1;
   /// --collective-timeout: seconds; 0: DTCC_COLLECTIVE_TIMEOUT or 300.
   double collectiveTimeout = 0;
@@ -177,6 +179,8 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
       opts.stats = true;
     } else if (arg == "--profile") {
       opts.profile = true;
+    } else if (is("--trace")) {
+      DTCC_ASSIGN_OR_RETURN(opts.tracePath, value("--trace"));
     } else {
       return invalidArgument("unknown flag '", arg, "' (see --help)");
     }
@@ -222,6 +226,10 @@ void printHelp(const char *argv0, const format::Program *program,
       "  --function NAME       the function to run (default: main)\n"
       "  --repeat N            run N times and report the mean time\n"
       "  --profile             report the time spent per kernel\n"
+      "  --trace FILE          write a Chrome trace (chrome://tracing,\n"
+      "                        Perfetto) of every kernel run to FILE; '%r'\n"
+      "                        in FILE is the rank (several ranks without\n"
+      "                        it: FILE.rank<N>)\n"
       "  --stats               report the memory plan\n"
       "  --program FILE        run the program in FILE (bare runner only)\n"
       "  --collective-timeout S  seconds a collective may wait for its peers\n"
@@ -514,6 +522,92 @@ void printStats(const Executable &exe) {
   std::printf("\n");
 }
 
+/// The kernels that communicate (their time is waiting for peers as much as
+/// work).
+bool isCommunication(const std::string &kernel) {
+  static const char *const names[] = {"all_reduce", "all_gather",
+                                      "reduce_scatter", "all_to_all",
+                                      "broadcast",  "send",
+                                      "recv",       "wait"};
+  return std::find(std::begin(names), std::end(names), kernel) !=
+         std::end(names);
+}
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+/// Writes the executable's kernel runs as a Chrome trace: one complete event
+/// ("ph": "X") per run, pid the rank, timestamps in microseconds of the
+/// host's monotonic clock (alike across the ranks of one host); args name
+/// the function, its call (the step), the thread CPU time it took (cpu_us),
+/// the ONNX node, and the kernel's pipeline task, axes, tag and phase where
+/// it has them.
+Status writeTrace(const Executable &exe, std::string path) {
+  const int rank = activeWorld ? activeWorld->rank() : 0;
+  if (size_t at = path.find("%r"); at != std::string::npos)
+    path.replace(at, 2, std::to_string(rank));
+  else if (activeWorld && activeWorld->size() > 1)
+    path += ".rank" + std::to_string(rank);
+  std::FILE *f = std::fopen(path.c_str(), "w");
+  if (!f)
+    return invalidArgument("--trace: cannot write '", path, "': ",
+                           std::strerror(errno));
+  std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+  bool first = true;
+  for (const KernelRun &run : exe.trace()) {
+    const format::Instruction &inst = *run.instruction;
+    char cpu[32];
+    std::snprintf(cpu, sizeof(cpu), "%.3f", run.cpu * 1e6);
+    std::string args = "\"function\": " + jsonString(*run.function) +
+                       ", \"call\": " + std::to_string(run.call) +
+                       ", \"cpu_us\": " + cpu +
+                       ", \"node\": " + jsonString(inst.location());
+    for (const char *name : {"dshard.task", "phase", "axes", "tag", "offset"}) {
+      auto it = inst.attrs().find(name);
+      if (it == inst.attrs().end())
+        continue;
+      const format::AttrValue &v = it->second;
+      std::string key = std::strcmp(name, "dshard.task") == 0 ? "task" : name;
+      if (v.has_strings()) {
+        std::string joined;
+        for (const std::string &a : v.strings().values())
+          joined += (joined.empty() ? "" : ",") + a;
+        args += ", \"" + key + "\": " + jsonString(joined);
+      } else if (!v.s().empty()) {
+        args += ", \"" + key + "\": " + jsonString(v.s());
+      } else {
+        args += ", \"" + key + "\": " + std::to_string(v.i());
+      }
+    }
+    std::fprintf(f,
+                 "%s{\"name\": %s, \"cat\": \"%s\", \"ph\": \"X\", \"pid\": "
+                 "%d, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, \"args\": {%s}}",
+                 first ? "" : ",\n", jsonString(inst.kernel()).c_str(),
+                 isCommunication(inst.kernel()) ? "communication" : "compute",
+                 rank, run.start * 1e6, (run.end - run.start) * 1e6,
+                 args.c_str());
+    first = false;
+  }
+  std::fprintf(f, "\n]}\n");
+  if (std::fclose(f) != 0)
+    return invalidArgument("--trace: cannot write '", path, "'");
+  return Status::ok();
+}
+
 /// Kernel times, slowest first, divided by `runs`.
 void printProfile(const Executable &exe, int runs) {
   std::vector<std::pair<double, std::string>> rows;
@@ -540,6 +634,7 @@ int runTraining(const Options &opts, const format::Program &program,
     std::fprintf(stderr, "warning: the program was compiled without weights; "
                          "variables start at zero\n");
   exe.setProfiling(opts.profile);
+  exe.setTracing(!opts.tracePath.empty());
   TrainerOptions train = opts.train;
   train.progress = supervisorProgress(activeWorld ? activeWorld->rank() : 0);
   if (!isRoot()) {
@@ -552,6 +647,9 @@ int runTraining(const Options &opts, const format::Program &program,
   Status s = trainer.value()->run();
   if (!s.isOk())
     return fail(s);
+  if (!opts.tracePath.empty())
+    if (Status t = writeTrace(exe, opts.tracePath); !t.isOk())
+      return fail(t);
   if (!isRoot()) {
     printRankSummary(exe, program);
     printResident(exe, dataBytes);
@@ -774,6 +872,7 @@ int runnerMain(int argc, char **argv) {
   if (!exe.hasInitialValues() && isRoot())
     std::fprintf(stderr, "warning: the program was compiled without weights; "
                          "variables start at zero\n");
+  exe.setTracing(!opts.tracePath.empty());
   exe.setProfiling(opts.profile);
   std::vector<HostTensor> outputs;
   auto start = std::chrono::steady_clock::now();
@@ -812,6 +911,9 @@ int runnerMain(int argc, char **argv) {
     printStats(exe);
   if (opts.profile)
     printProfile(exe, opts.repeat);
+  if (!opts.tracePath.empty())
+    if (Status t = writeTrace(exe, opts.tracePath); !t.isOk())
+      return fail(t);
   printRankSummary(exe, program);
   return 0;
 }

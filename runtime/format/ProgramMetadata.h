@@ -24,6 +24,9 @@ inline constexpr const char kOptimizer[] = "dtcc.optimizer";
 /// @train_step calls per optimizer step: the plan's accumulation steps
 /// (#dshard.plan; docs/training-abi.md).
 inline constexpr const char kMicroBatches[] = "dtcc.micro_batches";
+/// A pipeline's schedule (#dshard.plan's, with pp > 1): "1f1b", "gpipe",
+/// "zb-h1" or "interleaved" and its chunks per stage, "interleaved 2".
+inline constexpr const char kPipelineSchedule[] = "dtcc.pipeline_schedule";
 /// A language model's token inputs, "ids,labels" (dgraph.data_inputs).
 inline constexpr const char kDataInputs[] = "dtcc.data_inputs";
 /// Its vocabulary: the classes of its cross-entropy (dgraph.vocab_size).

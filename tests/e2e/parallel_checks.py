@@ -10,7 +10,10 @@ an uninterrupted run, and a rank killed mid-step makes the others exit
 non-zero with a message naming the collective, a PP2 1F1B pipeline
 whose messages exceed MPI's eager limit trains like one device (plan "PP2
 1F1B large"), and so does a 12-stage pipeline of a 12-layer GPT on 12
-ranks (plan "PP12"). The optimizer offloaded to the host (plans "Offload
+ranks (plan "PP12"), and an 8-layer GPT under the interleaved schedule
+(pp=4 and 2 chunks per stage, pp=2 and 4) and ZB-H1, over MPI and over
+TCP (torchrun-style ranks), alone and beside dp and tp (plan "interleaved
+8"). The optimizer offloaded to the host (plans "Offload
 ...") reports host memory and the bytes its transfers moved beside the
 compiler's figures, and an offloaded checkpoint resumes on 2 TCP ranks and
 without offload ("Offload checkpoints").
@@ -80,6 +83,12 @@ PLANS = [
     ("PP2 1F1B", 2, ["--mesh", "pp=2", "--pipeline-schedule", "1f1b"], 4),
     ("PP4 GPipe", 4, ["--mesh", "pp=4", "--pipeline-schedule", "gpipe"], 4),
     ("PP4 1F1B", 4, ["--mesh", "pp=4", "--pipeline-schedule", "1f1b"], 4),
+    # Interleaved 1F1B: 4 chunks of one layer, chunks 0 and 2 on stage 0.
+    ("PP2 interleaved", 2, ["--mesh", "pp=2", "--pipeline-schedule",
+                            "interleaved", "--virtual-stages", "2"], 4),
+    # ZB-H1: backwards split into input and weight gradients.
+    ("PP2 ZB-H1", 2, ["--mesh", "pp=2", "--pipeline-schedule", "zb-h1"], 4),
+    ("PP4 ZB-H1", 4, ["--mesh", "pp=4", "--pipeline-schedule", "zb-h1"], 4),
     ("ZeRO-1 DP4", 4, ["--mesh", "dp=4", "--zero", "1"], 1),
     ("ZeRO-2 DP4", 4, ["--mesh", "dp=4", "--zero", "2"], 1),
     ("ZeRO-3 DP4", 4, ["--mesh", "dp=4", "--zero", "3"], 1),
@@ -92,6 +101,12 @@ PLANS = [
     ("DP2xPP2", 4, ["--mesh", "dp=2,pp=2"], 2),
     ("TP2xPP2", 4, ["--mesh", "tp=2,pp=2"], 2),
     ("DP2xTP2xPP2", 8, ["--mesh", "dp=2,tp=2,pp=2"], 2),
+    ("DP2xPP2 interleaved", 4, ["--mesh", "dp=2,pp=2", "--pipeline-schedule",
+                                "interleaved", "--virtual-stages", "2"], 2),
+    ("TP2xPP2 interleaved", 4, ["--mesh", "tp=2,pp=2", "--pipeline-schedule",
+                                "interleaved", "--virtual-stages", "2"], 2),
+    ("DP2xPP2 ZB-H1", 4, ["--mesh", "dp=2,pp=2", "--pipeline-schedule", "zb-h1"], 2),
+    ("TP2xPP2 ZB-H1", 4, ["--mesh", "tp=2,pp=2", "--pipeline-schedule", "zb-h1"], 4),
     ("DP2xTP2 ZeRO-3", 4, ["--mesh", "dp=2,tp=2", "--zero", "3"], 1),
     # The optimizer step on the host (ZeRO-Offload): Adam's moments in the
     # host's arenas, gradients copied out as they become final, parameters
@@ -471,6 +486,116 @@ def twelve_stages(dtcc, work, tokens, check):
               f"tensor's max (worst {param_err:.2e})")
 
 
+def torchrun_style(n, cmd, timeout=120):
+    """Runs `cmd` on n ranks started with torchrun-style variables (RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the runtime's TCP transport, no
+    MPI. Returns (exit codes, rank 0's stdout, every rank's stderr)."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs = []
+    for rank in range(n):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n),
+                   LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), OPENBLAS_NUM_THREADS="1",
+                   DTCC_COLLECTIVE_TIMEOUT="60")
+        for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"):
+            env.pop(k, None)
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    codes, out, err = [], "", ""
+    for rank, p in enumerate(procs):
+        try:
+            o, e = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+            codes.append(None)
+        else:
+            codes.append(p.returncode)
+        if rank == 0:
+            out = o
+        err += e
+    return codes, out, err
+
+
+def interleaved_and_zero_bubble(dtcc, work, tokens, check):
+    """An 8-layer GPT under the interleaved schedule on pp=4 with 2 chunks
+    per stage (chunks of one layer; stage s holds layers s and s + 4, so
+    stage 3 sends to stage 0) over MPI and over TCP (torchrun-style ranks),
+    and on pp=2 with 4 chunks, and under ZB-H1 on pp=4 and beside dp=2 x
+    tp=2 over TCP: every step's loss within 1e-5 relative of one device and every final
+    parameter within 1e-4 of its tensor's largest magnitude."""
+    steps = 3
+    def zoo(batch):
+        path = os.path.join(work, f"gpt-8-b{batch}.onnx")
+        if not os.path.exists(path):
+            run([dtcc, "zoo", "gpt", "--layers", "8", "--hidden", "16",
+                 "--heads", "2", "--vocab", "64", "--seq", "8", "--batch",
+                 str(batch), "-o", path])
+        return path
+    data = ["--data", tokens, "--steps", str(steps), "--seed", "7"]
+    ref = os.path.join(work, "gpt-8-ref")
+    run([dtcc, "compile", zoo(8)] + TRAIN_FLAGS + ["-o", ref])
+    run([ref] + data + ["--dump-outputs", ref + ".dump", "--save", ref + ".ckpt"],
+        env={"OPENBLAS_NUM_THREADS": "1"})
+    def step_losses(dump):
+        import onnx
+        from onnx import numpy_helper
+        return np.array([float(numpy_helper.to_array(onnx.load_tensor(
+            os.path.join(dump, f"step_{k}", "loss.pb")))) for k in range(1, steps + 1)])
+    want = step_losses(ref + ".dump")
+    ref_params = checkpoint(ref + ".ckpt")
+    cases = [
+        ("PP4 interleaved V=2", "mpi", 4, ["--mesh", "pp=4", "--pipeline-schedule",
+         "interleaved", "--virtual-stages", "2"], 4),
+        ("PP4 interleaved V=2", "tcp", 4, ["--mesh", "pp=4", "--pipeline-schedule",
+         "interleaved", "--virtual-stages", "2"], 8),
+        ("PP2 interleaved V=4", "tcp", 2, ["--mesh", "pp=2", "--pipeline-schedule",
+         "interleaved", "--virtual-stages", "4"], 4),
+        ("PP4 ZB-H1", "tcp", 4, ["--mesh", "pp=4", "--pipeline-schedule", "zb-h1"], 4),
+        ("DP2xTP2xPP2 ZB-H1", "tcp", 8, ["--mesh", "dp=2,tp=2,pp=2",
+         "--pipeline-schedule", "zb-h1"], 2),
+        ("DP2xPP2 interleaved V=2", "mpi", 4, ["--mesh", "dp=2,pp=2",
+         "--pipeline-schedule", "interleaved", "--virtual-stages", "2"], 2),
+    ]
+    for name, launcher, n, flags, micro in cases:
+        what = f"gpt 8 layers {name} ({launcher.upper()})"
+        exe = os.path.join(work, "gpt-8-" + re.sub(r"[^A-Za-z0-9]+", "_", name)
+                           + "-" + launcher)
+        run([dtcc, "compile", zoo(8 // micro)] + TRAIN_FLAGS + flags +
+            ["--micro-batches", str(micro), "-o", exe])
+        cmd = [exe] + data + ["--dump-outputs", exe + ".dump", "--save", exe + ".ckpt"]
+        t0 = time.time()
+        if launcher == "mpi":
+            try:
+                p = run(["mpirun", "--oversubscribe", "-np", str(n)] + cmd,
+                        env=MPI_ENV, check=False, timeout=120)
+            except subprocess.TimeoutExpired:
+                check(False, f"{what}: no exit within 120 s")
+                continue
+            ok, output = p.returncode == 0, p.stdout[-1500:] + p.stderr[-1500:]
+        else:
+            codes, out, err = torchrun_style(n, cmd)
+            ok, output = all(c == 0 for c in codes), f"exit codes {codes}\n" + err[-2000:]
+        if not ok:
+            check(False, f"{what}: ranks failed\n{output}")
+            continue
+        got = step_losses(exe + ".dump")
+        err = float(np.max(np.abs(got - want) / np.abs(want)))
+        params = checkpoint(exe + ".ckpt")
+        param_err = 0.0
+        for k, v in ref_params.items():
+            if v.dtype.kind == "f":
+                scale = max(float(np.max(np.abs(v))), 1e-12)
+                param_err = max(param_err, float(np.max(np.abs(params[k] - v))) / scale)
+        check(err <= 1e-5, f"{what} on {n} ranks: losses within 1e-5 relative of "
+              f"one device (worst {err:.2e}, {time.time() - t0:.1f} s)")
+        check(param_err <= 1e-4, f"{what}: parameters within 1e-4 of each "
+              f"tensor's max (worst {param_err:.2e})")
+
+
 def mismatched_programs(dtcc, work, tokens, check):
     """Ranks started with programs whose collectives differ (DP4 with and
     without ZeRO-1) stop at load time with an error, not a hang."""
@@ -660,6 +785,9 @@ def main():
         large_activations(dtcc, work, tokens, check)
     if not recompute and "gpt" in args.models.split(",") and (not wanted or "PP12" in wanted):
         twelve_stages(dtcc, work, tokens, check)
+    if not recompute and "gpt" in args.models.split(",") and (
+            not wanted or "interleaved 8" in wanted):
+        interleaved_and_zero_bubble(dtcc, work, tokens, check)
     if not recompute and "gpt" in args.models.split(",") and (
             not wanted or "Offload checkpoints" in wanted):
         offload_checkpoints(dtcc, work, tokens, check)

@@ -133,8 +133,8 @@ cl::opt<int64_t> microBatches(
     cl::sub(planCommand), cl::cat(planCategory));
 cl::opt<std::string> pipelineSchedule(
     "pipeline-schedule",
-    cl::desc("CPU clusters: 1f1b or gpipe (with --mesh pp=..)"),
-    cl::value_desc("1f1b|gpipe"), cl::sub(planCommand), cl::cat(planCategory));
+    cl::desc("CPU clusters: 1f1b, gpipe or zb-h1 (with --mesh pp=..)"),
+    cl::value_desc("1f1b|gpipe|zb-h1"), cl::sub(planCommand), cl::cat(planCategory));
 cl::opt<bool> analytic(
     "analytic",
     cl::desc("Price with the transformer formula model instead of "
@@ -234,9 +234,11 @@ StatusOr<PlanRequest> request() {
                            microBatches);
   r.microBatches = microBatches;
   r.schedule = pipelineSchedule;
-  if (!r.schedule.empty() && r.schedule != "1f1b" && r.schedule != "gpipe")
-    return invalidArgument(
-        "--pipeline-schedule: expected 1f1b or gpipe, got '", r.schedule, "'");
+  if (!r.schedule.empty() && r.schedule != "1f1b" && r.schedule != "gpipe" &&
+      r.schedule != "zb-h1")
+    return invalidArgument("--pipeline-schedule: expected 1f1b, gpipe or "
+                           "zb-h1, got '",
+                           r.schedule, "'");
   r.analytic = analytic;
   r.sensitivity = sensitivity;
   r.offload = !noOffload;

@@ -98,6 +98,8 @@ LogicalResult ShardDialect::verifyOperationAttribute(Operation *op,
                ? success()
                : expected("\"forward\" or \"backward\"");
   }
+  if (name == kTaskAttr)
+    return isa<StringAttr>(value) ? success() : expected("a string");
   return op->emitOpError("unknown dshard attribute '")
          << name << "' (dialects/Shard/IR/ShardOps.h lists them)";
 }

@@ -60,6 +60,10 @@ constexpr llvm::StringLiteral kMicroAttr = "dshard.micro";
 constexpr llvm::StringLiteral kPassAttr = "dshard.pass";
 /// An asynchronous send's handle (integer >= 0) until its wait is placed.
 constexpr llvm::StringLiteral kWaitHandleAttr = "dshard.wait_handle";
+/// On a pipeline stage's ops: the schedule task they run in ("forward mb0",
+/// "input gradient mb1", "backward mb2 chunk1"); it travels to the program's
+/// kernels, and the runtime's --trace reports it.
+constexpr llvm::StringLiteral kTaskAttr = "dshard.task";
 
 } // namespace dtcc::shard
 

@@ -2,13 +2,9 @@
 // refused at the module, naming it (planning::unbuiltFeature); one RUN line
 // per such field, removed when its pass lands.
 
-// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=2 schedule=interleaved virtual-stages=2" 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
-// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=2 schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=ZB
 // RUN: not dtcc-opt %s -dtcc-plan-set="mesh=tp=2 sequence-parallel=true" 2>&1 | FileCheck %s --check-prefix=SP
 // RUN: not dtcc-opt %s -dtcc-plan-set="mesh=cp=2" 2>&1 | FileCheck %s --check-prefix=CP
 
-// INTERLEAVED: error: cannot build this plan: the interleaved pipeline schedule is not built yet
-// ZB: error: cannot build this plan: the zb-h1 pipeline schedule is not built yet
 // SP: error: cannot build this plan: sequence parallelism is not built yet
 // CP: error: cannot build this plan: context parallelism (a cp axis) is not built yet
 

@@ -101,6 +101,55 @@ TEST(TimeModel, SimulatedBubbleMatchesTheFormulas) {
   }
 }
 
+/// ZB-H1 with T_F = T_B = T_W (the paper's setting): the bubble is (p - 1)
+/// T_F, a third of 1F1B's (p - 1)(T_F + T_B + T_W) (Qi et al. 2023, Table 1),
+/// every stage runs each micro-batch's F, B and W once with W after its B,
+/// and at most p micro-batches wait for their W on any stage (1F1B's peak).
+TEST(TimeModel, ZeroBubbleH1SplitsBackwardsAndShrinksTheBubble) {
+  for (int64_t m : {4, 8, 12}) {
+    Plan plan;
+    plan.pp = 4;
+    plan.microBatches = m;
+    plan.schedule = Schedule::kZeroBubbleH1;
+    std::vector<std::vector<double>> fw(4, std::vector<double>(1, 1.0));
+    std::vector<std::vector<double>> bw(4, std::vector<double>(1, 2.0));
+    auto tasks = simulatePipeline(plan, fw, bw, 0);
+    ASSERT_EQ(tasks.size(), size_t(4 * m * 3));
+    double end = 0;
+    for (const PipelineTask &t : tasks)
+      end = std::max(end, t.end);
+    double busy = double(m) * 3.0;
+    EXPECT_NEAR(end - busy, 3.0 * 1.0, 1e-9) << "m=" << m;
+    plan.schedule = Schedule::k1F1B;
+    auto oneF = simulatePipeline(plan, fw, bw, 0);
+    double oneFEnd = 0;
+    for (const PipelineTask &t : oneF)
+      oneFEnd = std::max(oneFEnd, t.end);
+    EXPECT_NEAR((oneFEnd - busy) / (end - busy), 3.0, 1e-9) << "m=" << m;
+    plan.schedule = Schedule::kZeroBubbleH1;
+    for (int64_t s = 0; s < 4; ++s) {
+      std::vector<int> seen(size_t(m) * 3, 0);
+      int64_t waiting = 0, most = 0;
+      std::vector<bool> backwardDone(size_t(m), false);
+      for (const PipelineTask &t : scheduleOrder(plan, s)) {
+        int kind = t.weight ? 2 : t.backward ? 1 : 0;
+        ++seen[size_t(t.microBatch * 3 + kind)];
+        if (kind == 0)
+          most = std::max(most, ++waiting);
+        if (kind == 1)
+          backwardDone[size_t(t.microBatch)] = true;
+        if (kind == 2) {
+          EXPECT_TRUE(backwardDone[size_t(t.microBatch)]);
+          --waiting;
+        }
+      }
+      for (int n : seen)
+        EXPECT_EQ(n, 1);
+      EXPECT_LE(most, std::min<int64_t>(4, m)) << "stage " << s;
+    }
+  }
+}
+
 TEST(TimeModel, EstimateAgreesWithTheSimulatedTimeline) {
   ModelDesc model = ModelDesc::llama3_70b();
   model.seq = 4096;
@@ -113,7 +162,8 @@ TEST(TimeModel, EstimateAgreesWithTheSimulatedTimeline) {
   plan.microBatches = 64;
   plan.recompute = Recompute::kFull;
   plan.sequenceParallel = true;
-  for (Schedule s : {Schedule::k1F1B, Schedule::kInterleaved}) {
+  for (Schedule s : {Schedule::k1F1B, Schedule::kInterleaved,
+                     Schedule::kZeroBubbleH1}) {
     plan.schedule = s;
     plan.virtualStages = s == Schedule::kInterleaved ? 4 : 1;
     TimeBreakdown estimate = time.estimate(plan);
