@@ -219,9 +219,11 @@ Status pinMesh(const runtime::MeshShape &mesh, SearchOptions &options) {
       options.fixPp = a.size;
     else if (a.name == "tp")
       options.fixTp = a.size;
+    else if (a.name == "cp")
+      options.fixCp = a.size;
     else
       return invalidArgument("--mesh: unknown axis '", a.name,
-                             "' (expected dp, pp, tp)");
+                             "' (expected dp, pp, tp, cp)");
   }
   return Status::ok();
 }
@@ -441,6 +443,7 @@ Plan planOf(const CompiledCandidate &c, int64_t batch,
   plan.dp = c.mesh.size("dp");
   plan.pp = c.mesh.size("pp");
   plan.tp = c.mesh.size("tp");
+  plan.cp = c.mesh.size("cp");
   plan.zeroStage = c.zero;
   plan.microBatches = c.microBatches;
   plan.microBatchSize = std::max<int64_t>(1, batch / std::max<int64_t>(1, plan.dp));
