@@ -327,6 +327,21 @@ struct CompiledMemory {
   double total() const { return state + workspace + constants; }
 };
 
+/// The planner's plan as the compiler's (a field the compiler does not
+/// build is refused by dtcc-plan-set, naming it).
+static planning::Plan compilerPlanOf(const Plan &plan) {
+  planning::Plan out;
+  out.mesh = meshOf(plan);
+  out.zero = plan.zeroStage;
+  out.microBatches = plan.microBatches;
+  out.schedule = scheduleName(plan.schedule);
+  out.virtualStages = plan.virtualStages;
+  out.recompute = recomputeName(plan.recompute);
+  out.sequenceParallel = plan.sequenceParallel;
+  out.offload = offloadName(plan.offload);
+  return out;
+}
+
 StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
                                         const Plan &plan,
                                         const std::vector<std::string> &frozen) {
@@ -341,13 +356,7 @@ StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
   CompileOptions options;
   options.train.enabled = true;
   options.train.frozen = frozen;
-  options.train.plan.mesh = out.mesh;
-  options.train.plan.zero = plan.zeroStage;
-  options.train.plan.microBatches = plan.microBatches;
-  options.train.plan.schedule =
-      plan.schedule == Schedule::kGPipe ? "gpipe" : "1f1b";
-  options.train.plan.recompute =
-      plan.recompute == Recompute::kFull ? "full" : "none";
+  options.train.plan = compilerPlanOf(plan);
   options.train.dtype = dtypeName(plan.dtype.compute);
   // The program's memory plan, read as the program model reads it (the
   // fullest pipeline stage's state, by variable).
@@ -933,8 +942,10 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
   CompilerPlanOptions options;
   options.batch = m.graph.batch;
   options.microBatches = std::max<int64_t>(1, train.plan.microBatches);
-  options.recompute =
-      train.plan.recompute == "full" ? Recompute::kFull : Recompute::kNone;
+  options.recompute = train.plan.recompute == "full" ? Recompute::kFull
+                      : train.plan.recompute == "selective"
+                          ? Recompute::kSelective
+                          : Recompute::kNone;
   auto chosen = chooseCompilerPlan(m, cluster, options);
   if (!chosen.isOk())
     return chosen.status();

@@ -88,7 +88,14 @@ struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
                                  llvm::cl::desc("Variables not trained")};
   Option<std::string> recompute{*this, "recompute",
                                 llvm::cl::init(planning::Plan().recompute),
-                                llvm::cl::desc("none or full")};
+                                llvm::cl::desc("none, selective or full")};
+  Option<int64_t> recomputeLayers{
+      *this, "recompute-layers",
+      llvm::cl::init(planning::Plan().recomputeLayers),
+      llvm::cl::desc("With full: the first K layers of each stage (0: all)")};
+  Option<std::string> offload{*this, "offload",
+                              llvm::cl::init(planning::Plan().offload),
+                              llvm::cl::desc("none or optimizer")};
   Option<std::string> dtype{*this, "dtype", llvm::cl::init(TrainPhase().dtype),
                             llvm::cl::desc("fp32, bf16 or fp16")};
   Option<std::string> optimizer{
@@ -114,7 +121,16 @@ struct ShardPhaseOptions : PassPipelineOptions<ShardPhaseOptions> {
       *this, "layouts", llvm::cl::desc("NAME=rows|cols|whole overrides")};
   Option<std::string> schedule{*this, "pipeline-schedule",
                                llvm::cl::init(planning::Plan().schedule),
-                               llvm::cl::desc("gpipe or 1f1b (with pp)")};
+                               llvm::cl::desc("gpipe, 1f1b, interleaved or "
+                                              "zb-h1 (with pp)")};
+  Option<int64_t> virtualStages{
+      *this, "virtual-stages", llvm::cl::init(planning::Plan().virtualStages),
+      llvm::cl::desc("Layer chunks per pipeline rank (interleaved)")};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::init(planning::Plan().sequenceParallel),
+      llvm::cl::desc("With tp: split norms, dropout and residuals along the "
+                     "sequence")};
 };
 
 /// dtcc-plan-set given `options` only: the decisions a phase's options
@@ -136,13 +152,16 @@ void registerPhasePipelines() {
       [](OpPassManager &pm) { buildGraphPhase(pm); });
   PassPipelineRegistration<TrainPhaseOptions>(
       "dtcc-phase-train",
-      "dtcc compile's train phase: the plan's recompute and micro-batches, "
+      "dtcc compile's train phase: the plan's recompute, offload and "
+      "micro-batches, "
       "autodiff, mixed precision, micro-batches, optimizer",
       [](OpPassManager &pm, const TrainPhaseOptions &o) {
         // The values have no spaces: no quoting (an empty mesh is left out).
-        std::string options = "recompute=" + o.recompute.getValue() +
-                              " micro-batches=" +
-                              std::to_string(o.microBatches);
+        std::string options =
+            "recompute=" + o.recompute.getValue() +
+            " recompute-layers=" + std::to_string(o.recomputeLayers) +
+            " offload=" + o.offload.getValue() +
+            " micro-batches=" + std::to_string(o.microBatches);
         if (o.stages > 1)
           options += " mesh=pp=" + std::to_string(o.stages);
         addPlanSet(pm, options);
@@ -156,12 +175,15 @@ void registerPhasePipelines() {
       });
   PassPipelineRegistration<ShardPhaseOptions>(
       "dtcc-phase-shard",
-      "dtcc compile's shard phase: the plan's mesh, ZeRO stage, layouts and "
-      "schedule, pipeline stages, annotation, propagation, partition, "
+      "dtcc compile's shard phase: the plan's mesh, ZeRO stage, layouts, "
+      "schedule, virtual stages and sequence parallelism, pipeline stages, annotation, propagation, partition, "
       "overlap (a bad mesh is dtcc-plan-set's error)",
       [](OpPassManager &pm, const ShardPhaseOptions &o) {
-        std::string options = "zero=" + std::to_string(o.zero) +
-                              " schedule=" + o.schedule.getValue();
+        std::string options =
+            "zero=" + std::to_string(o.zero) +
+            " schedule=" + o.schedule.getValue() +
+            " virtual-stages=" + std::to_string(o.virtualStages) +
+            " sequence-parallel=" + (o.sequenceParallel ? "true" : "false");
         if (!o.mesh.empty())
           options += " mesh=" + o.mesh.getValue();
         if (o.layouts.hasValue())

@@ -35,10 +35,13 @@ def PlanSet : Pass<"dtcc-plan-set", "mlir::ModuleOp"> {
     ```
 
     Errors (at the module): a mesh that does not parse, an axis other than
-    dp, pp and tp, a ZeRO stage outside 0..3, micro-batches < 1, a schedule
-    other than gpipe and 1f1b, recomputation other than none and full, a
-    layout that is not NAME=rows|cols|whole, and a variable the module does
-    not have.
+    dp, pp, tp and cp, a ZeRO stage outside 0..3, micro-batches < 1, a
+    schedule other than gpipe, 1f1b, interleaved and zb-h1, virtual stages
+    without interleaved, recomputation other than none, selective and full,
+    recompute layers without full, offload other than none and optimizer,
+    a layout that is not NAME=rows|cols|whole, a variable the module does
+    not have, and a plan field whose transformation the compiler does not
+    build yet (planning::unbuiltFeature).
   }];
   let options = [
     Option<"mesh", "mesh", "std::string", "\"\"",
@@ -48,9 +51,19 @@ def PlanSet : Pass<"dtcc-plan-set", "mlir::ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per optimizer step">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "Pipeline schedule: gpipe or 1f1b">,
+           "Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Layer chunks per pipeline rank (interleaved)">,
     Option<"recompute", "recompute", "std::string", "\"none\"",
-           "Activations recomputed in the backward pass: none or full">,
+           "Activations recomputed in the backward pass: none, selective "
+           "or full">,
+    Option<"recomputeLayers", "recompute-layers", "int64_t", "0",
+           "With full: only the first K layers of each stage (0: all)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "With tp: split the activations outside the matmuls along the "
+           "sequence">,
+    Option<"offload", "offload", "std::string", "\"none\"",
+           "Training state in host memory: none or optimizer">,
     ListOption<"layouts", "layouts", "std::string",
                "Tensor-parallel layouts that replace the Megatron-style "
                "choice: NAME=rows|cols|whole for 2-D weights">,

@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,14 @@ struct Plan {
   runtime::MeshShape mesh;
   int zero = 0;
   int64_t microBatches = 1;
-  std::string schedule = "1f1b"; ///< gpipe or 1f1b (with pp)
-  std::string recompute = "none"; ///< none or full
+  /// gpipe, 1f1b, interleaved or zb-h1 (with pp).
+  std::string schedule = "1f1b";
+  int64_t virtualStages = 1; ///< layer chunks per pp rank (interleaved)
+  std::string recompute = "none"; ///< none, selective or full
+  /// With full: only the first K layers of each stage (0: every layer).
+  int64_t recomputeLayers = 0;
+  bool sequenceParallel = false; ///< with tp: norms etc. split on sequence
+  std::string offload = "none";  ///< none or optimizer
   /// NAME=rows|cols|whole: tensor-parallel layouts of 2-D weights that
   /// replace the Megatron-style choice.
   std::vector<std::string> layouts;
@@ -39,6 +46,10 @@ struct Plan {
 mlir::FailureOr<shard::PlanAttr> planToAttr(mlir::MLIRContext *ctx,
                                             const Plan &plan,
                                             std::string &error);
+
+/// Why the compiler cannot build `plan` yet (a plan field whose
+/// transformation is not there), or nullopt.
+std::optional<std::string> unbuiltFeature(shard::PlanAttr plan);
 
 /// `attr` as a Plan (its rows/cols/whole layouts; a search's exact
 /// shardings have no spelling here); the default plan for null.

@@ -25,13 +25,20 @@ FailureOr<PlanAttr> dtcc::planning::planToAttr(MLIRContext *ctx,
                                                std::string &error) {
   auto schedule = symbolizePipelineSchedule(plan.schedule);
   if (!schedule) {
-    error = "expected a pipeline schedule gpipe or 1f1b, got '" +
+    error = "expected a pipeline schedule gpipe, 1f1b, interleaved or zb-h1, "
+            "got '" +
             plan.schedule + "'";
     return failure();
   }
   auto recompute = symbolizeRecompute(plan.recompute);
   if (!recompute) {
-    error = "expected recompute none or full, got '" + plan.recompute + "'";
+    error = "expected recompute none, selective or full, got '" +
+            plan.recompute + "'";
+    return failure();
+  }
+  auto offload = symbolizeOffload(plan.offload);
+  if (!offload) {
+    error = "expected offload none or optimizer, got '" + plan.offload + "'";
     return failure();
   }
   NamedAttrList layouts;
@@ -60,7 +67,9 @@ FailureOr<PlanAttr> dtcc::planning::planToAttr(MLIRContext *ctx,
   // MeshShape has checked the axes (each once, sizes >= 1).
   PlanAttr attr = PlanAttr::getChecked(
       emitError, ctx, shard::meshAttr(plan.mesh, ctx), int64_t(plan.zero),
-      plan.microBatches, *schedule, *recompute, layouts.getDictionary(ctx));
+      plan.microBatches, *schedule, plan.virtualStages, *recompute,
+      plan.recomputeLayers, plan.sequenceParallel, *offload,
+      layouts.getDictionary(ctx));
   if (!attr) {
     error = message;
     return failure();
@@ -83,14 +92,49 @@ dtcc::planning::Plan dtcc::planning::planFromAttr(PlanAttr attr) {
   plan.zero = attr.getZero();
   plan.microBatches = attr.getMicroBatches();
   plan.schedule = stringifyPipelineSchedule(attr.getSchedule()).str();
+  plan.virtualStages = attr.getVirtualStages();
   plan.recompute = stringifyRecompute(attr.getRecompute()).str();
+  plan.recomputeLayers = attr.getRecomputeLayers();
+  plan.sequenceParallel = attr.getSequenceParallel();
+  plan.offload = stringifyOffload(attr.getOffload()).str();
   for (NamedAttribute l : attr.getLayouts())
     if (auto s = dyn_cast<StringAttr>(l.getValue()))
       plan.layouts.push_back((l.getName().getValue() + "=" + s.getValue()).str());
   return plan;
 }
 
+std::optional<std::string> dtcc::planning::unbuiltFeature(PlanAttr plan) {
+  // One check per plan field whose transformation is not built yet; each
+  // goes when its pass lands.
+
+  if (plan.getSchedule() == PipelineSchedule::Interleaved)
+    return std::string("the interleaved pipeline schedule is not built yet");
+
+  if (plan.getSchedule() == PipelineSchedule::ZeroBubbleH1)
+    return std::string("the zb-h1 pipeline schedule is not built yet");
+
+  if (plan.getRecompute() == Recompute::Selective)
+    return std::string("selective recomputation is not built yet");
+
+  if (plan.getRecomputeLayers() > 0)
+    return std::string("recomputing only some layers (recompute_layers) is "
+                       "not built yet");
+
+  if (plan.getSequenceParallel())
+    return std::string("sequence parallelism is not built yet");
+
+  if (plan.getOffload() != Offload::None)
+    return std::string("optimizer offload is not built yet");
+
+  if (plan.getMesh().getSize("cp") > 1)
+    return std::string("context parallelism (a cp axis) is not built yet");
+
+  return std::nullopt;
+}
+
 LogicalResult dtcc::planning::setPlan(ModuleOp module, PlanAttr plan) {
+  if (std::optional<std::string> unbuilt = unbuiltFeature(plan))
+    return module.emitError("cannot build this plan: ") << *unbuilt;
   // What earlier passes built from a plan binds the next one: the stages
   // dtcc-shard-pipeline cut and the mesh dtcc-shard-annotate placed on.
   llvm::SmallDenseSet<int64_t> cut;
@@ -169,6 +213,14 @@ struct PlanSetPass : public dtcc::planning::impl::PlanSetBase<PlanSetPass> {
       plan.schedule = schedule;
     if (recompute.hasValue() || !old)
       plan.recompute = recompute;
+    if (virtualStages.hasValue() || !old)
+      plan.virtualStages = virtualStages;
+    if (recomputeLayers.hasValue() || !old)
+      plan.recomputeLayers = recomputeLayers;
+    if (sequenceParallel.hasValue() || !old)
+      plan.sequenceParallel = sequenceParallel;
+    if (offload.hasValue() || !old)
+      plan.offload = offload;
     if (layouts.hasValue() || !old)
       plan.layouts.assign(layouts.begin(), layouts.end());
     std::string error;

@@ -203,9 +203,30 @@ cl::opt<int64_t> microBatches(
     cl::init(1), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<std::string> recompute(
     "recompute",
-    cl::desc("Activation recomputation: none, or full (keep only each "
-             "layer's input; recompute the rest in the backward pass)"),
-    cl::init("none"), cl::sub(compileCmd), cl::cat(trainCategory));
+    cl::desc("Activation recomputation: none; selective (recompute the "
+             "attention core: scores, softmax, dropout, the product with V); "
+             "full (keep only each layer's input, recompute the rest in the "
+             "backward pass); layers=K (full, for the first K layers of "
+             "each pipeline stage)"),
+    cl::value_desc("none|selective|full|layers=K"), cl::init("none"),
+    cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> offload(
+    "offload",
+    cl::desc("none, or optimizer: the optimizer state lives in host memory "
+             "and its step runs on the host (ZeRO-Offload)"),
+    cl::value_desc("none|optimizer"), cl::init("none"), cl::sub(compileCmd),
+    cl::cat(trainCategory));
+cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("With tp: split the activations outside the tensor-parallel "
+             "matmuls (norms, dropout, residuals) along the sequence "
+             "(Megatron-LM's sequence parallelism)"),
+    cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<int64_t> virtualStages(
+    "virtual-stages",
+    cl::desc("With --pipeline-schedule interleaved: layer chunks per "
+             "pipeline rank"),
+    cl::init(1), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<std::string> computeDtype(
     "dtype",
     cl::desc("Compute type of the forward and backward pass: fp32, bf16 or "
@@ -218,15 +239,18 @@ cl::opt<bool> exportGradients(
 cl::opt<std::string> meshSpec(
     "mesh",
     cl::desc("Train on a device mesh, one rank per device: dp (data), pp "
-             "(pipeline stages), tp (tensor parallel), e.g. dp=2,pp=2,tp=2; "
-             "run with mpirun -np <product>"),
+             "(pipeline stages), tp (tensor parallel), cp (context "
+             "parallel), e.g. dp=2,pp=2,tp=2; run with mpirun -np "
+             "<product>"),
     cl::value_desc("axis=size,..."), cl::sub(compileCmd),
     cl::cat(trainCategory));
 cl::opt<std::string> pipelineSchedule(
     "pipeline-schedule",
-    cl::desc("With a pp axis: gpipe (all forwards, then all backwards) or "
-             "1f1b (one forward, one backward: fewer activations alive)"),
-    cl::value_desc("gpipe|1f1b"), cl::init("1f1b"), cl::sub(compileCmd),
+    cl::desc("With a pp axis: gpipe (all forwards, then all backwards), "
+             "1f1b (one forward, one backward: fewer activations alive), "
+             "interleaved (1F1B over --virtual-stages layer chunks per rank) "
+             "or zb-h1 (zero bubble: weight gradients fill the bubble)"),
+    cl::value_desc("gpipe|1f1b|interleaved|zb-h1"), cl::init("1f1b"), cl::sub(compileCmd),
     cl::cat(trainCategory));
 cl::opt<int> zeroStage(
     "zero",
@@ -421,7 +445,23 @@ int runImportOrCompile(bool compile) {
     t.enabled = train;
     t.loss = lossSpec;
     t.frozen.assign(frozenNames.begin(), frozenNames.end());
-    t.plan.recompute = recompute;
+    if (StringRef(recompute).starts_with("layers=")) {
+      // layers=K: full recomputation of the first K layers of each stage.
+      int64_t k = 0;
+      if (StringRef(recompute).drop_front(7).getAsInteger(10, k) || k < 1) {
+        llvm::errs() << "error: --recompute: expected layers=K with K >= 1, "
+                        "got '"
+                     << recompute << "'\n";
+        return 1;
+      }
+      t.plan.recompute = "full";
+      t.plan.recomputeLayers = k;
+    } else {
+      t.plan.recompute = recompute;
+    }
+    t.plan.offload = offload;
+    t.plan.sequenceParallel = sequenceParallel;
+    t.plan.virtualStages = virtualStages;
     t.optimizer = optimizerName;
     t.lr = lr;
     t.minLr = minLr;

@@ -72,16 +72,26 @@ def Shard_ShardingAttr : Shard_Attr<"Sharding", "sharding"> {
 def Shard_PipelineSchedule : I32EnumAttr<"PipelineSchedule",
     "the order a pipeline stage runs its micro-batches in", [
       I32EnumAttrCase<"GPipe", 0, "gpipe">,
-      I32EnumAttrCase<"OneFOneB", 1, "1f1b">]> {
+      I32EnumAttrCase<"OneFOneB", 1, "1f1b">,
+      I32EnumAttrCase<"Interleaved", 2, "interleaved">,
+      I32EnumAttrCase<"ZeroBubbleH1", 3, "zb-h1">]> {
   let cppNamespace = "::dtcc::shard";
   let genSpecializedAttr = 0;
 }
 
-// Issue 13 adds selective recomputation (layers=K) as more cases here.
 def Shard_Recompute : I32EnumAttr<"Recompute",
     "which forward activations the backward pass recomputes", [
       I32EnumAttrCase<"None", 0, "none">,
-      I32EnumAttrCase<"Full", 1, "full">]> {
+      I32EnumAttrCase<"Full", 1, "full">,
+      I32EnumAttrCase<"Selective", 2, "selective">]> {
+  let cppNamespace = "::dtcc::shard";
+  let genSpecializedAttr = 0;
+}
+
+def Shard_Offload : I32EnumAttr<"Offload",
+    "which training state lives in host memory instead of the device", [
+      I32EnumAttrCase<"None", 0, "none">,
+      I32EnumAttrCase<"Optimizer", 1, "optimizer">]> {
   let cppNamespace = "::dtcc::shard";
   let genSpecializedAttr = 0;
 }
@@ -96,14 +106,27 @@ def Shard_PlanAttr : Shard_Attr<"Plan", "plan"> {
 
     - `mesh`: the device mesh, axes in rank order (the last fastest), as
       `#dshard.mesh` (`[]`: one device). dtcc knows `dp` (data), `pp`
-      (pipeline stages) and `tp` (tensor parallel).
+      (pipeline stages), `tp` (tensor parallel) and `cp` (context
+      parallel: the sequence split, attention as a ring).
     - `zero`: the ZeRO stage over `dp`, 0 to 3.
     - `micro_batches`: micro-batches per optimizer step, >= 1. Without
       `pp` they are successive `@train_step` calls whose gradients
       accumulate; with `pp` they are unrolled inside the step.
-    - `schedule`: the pipeline's order, `gpipe` or `"1f1b"`.
-    - `recompute`: the activations the backward pass recomputes, `none` or
-      `full`.
+    - `schedule`: the pipeline's order: `gpipe`, `"1f1b"`, `interleaved`
+      (interleaved 1F1B over `virtual_stages` layer chunks per rank) or
+      `"zb-h1"` (zero bubble, backward split into input- and
+      weight-gradient parts).
+    - `virtual_stages` (default 1): layer chunks per pipeline rank; more
+      than 1 only with `interleaved`.
+    - `recompute`: the activations the backward pass recomputes: `none`,
+      `selective` (the attention core: scores, softmax, dropout, the
+      product with V) or `full` (everything but each layer's input).
+    - `recompute_layers` (default 0, every layer): with `full`, only the
+      first K layers of each pipeline stage recompute.
+    - `sequence_parallel` (default false): with `tp`, the activations
+      outside the tensor-parallel matmuls are split along the sequence.
+    - `offload`: `none` or `optimizer` (optimizer state in host memory,
+      its step run by the host).
     - `layouts` (optional): per variable, a tensor-parallel layout that
       replaces the Megatron-style choice: `rows`, `cols` or `whole` for a
       2-D weight, or the exact `#dshard.sharding` a layout search chose.
@@ -113,15 +136,23 @@ def Shard_PlanAttr : Shard_Attr<"Plan", "plan"> {
     schedule = "1f1b", recompute = none, layouts = {fc1 = cols, fc2 =
     #dshard.sharding<[{tp}, {} ]>}>`
 
-    **Constraints:** mesh axes named `dp`, `pp` or `tp`, each once, of
-    size >= 1; `zero` in 0..3; `micro_batches` >= 1; a layout names a
+    Fields at their default are not printed (but for the first five).
+
+    **Constraints:** mesh axes named `dp`, `pp`, `tp` or `cp` (context
+    parallel), each once, of size >= 1; `zero` in 0..3; `micro_batches` >=
+    1; `virtual_stages` >= 1, more than 1 only with `interleaved`;
+    `recompute_layers` >= 0, more than 0 only with `full`; a layout names a
     variable and is `rows`, `cols`, `whole` or a `#dshard.sharding` of mesh
     axes.
   }];
   let parameters = (ins "MeshAttr":$mesh, "int64_t":$zero,
                         "int64_t":$microBatches,
                         "PipelineSchedule":$schedule,
+                        "int64_t":$virtualStages,
                         "Recompute":$recompute,
+                        "int64_t":$recomputeLayers,
+                        "bool":$sequenceParallel,
+                        "Offload":$offload,
                         "::mlir::DictionaryAttr":$layouts);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

@@ -440,9 +440,11 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
   MLIRContext *ctx = parser.getContext();
   SmallVector<StringAttr> axes;
   SmallVector<int64_t> sizes;
-  int64_t zero = 0, microBatches = 1;
+  int64_t zero = 0, microBatches = 1, virtualStages = 1, recomputeLayers = 0;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   Recompute recompute = Recompute::None;
+  bool sequenceParallel = false;
+  Offload offload = Offload::None;
   SmallVector<NamedAttribute> layouts;
   llvm::SmallSet<StringRef, 8> seen;
   auto parseLayout = [&]() -> ParseResult {
@@ -476,7 +478,12 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       return parser.parseInteger(zero);
     if (key == "micro_batches")
       return parser.parseInteger(microBatches);
-    if (key == "schedule" || key == "recompute") {
+    if (key == "virtual_stages")
+      return parser.parseInteger(virtualStages);
+    if (key == "recompute_layers")
+      return parser.parseInteger(recomputeLayers);
+    if (key == "schedule" || key == "recompute" || key == "offload" ||
+        key == "sequence_parallel") {
       std::string value;
       llvm::SMLoc at = parser.getCurrentLocation();
       if (parser.parseKeywordOrString(&value))
@@ -484,16 +491,30 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       if (key == "schedule") {
         auto s = symbolizePipelineSchedule(value);
         if (!s)
-          return parser.emitError(at, "expected a pipeline schedule gpipe or "
-                                      "1f1b, got '")
+          return parser.emitError(at, "expected a pipeline schedule gpipe, "
+                                      "1f1b, interleaved or zb-h1, got '")
                  << value << "'";
         schedule = *s;
-      } else {
+      } else if (key == "recompute") {
         auto r = symbolizeRecompute(value);
         if (!r)
-          return parser.emitError(at, "expected recompute none or full, got '")
+          return parser.emitError(at, "expected recompute none, selective or "
+                                      "full, got '")
                  << value << "'";
         recompute = *r;
+      } else if (key == "offload") {
+        auto o = symbolizeOffload(value);
+        if (!o)
+          return parser.emitError(at, "expected offload none or optimizer, "
+                                      "got '")
+                 << value << "'";
+        offload = *o;
+      } else {
+        if (value != "true" && value != "false")
+          return parser.emitError(at, "expected sequence_parallel true or "
+                                      "false, got '")
+                 << value << "'";
+        sequenceParallel = value == "true";
       }
       return success();
     }
@@ -502,7 +523,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
                                             parseLayout);
     return parser.emitError(loc, "unknown plan field '")
            << key << "' (expected mesh, zero, micro_batches, schedule, "
-                     "recompute or layouts)";
+                     "virtual_stages, recompute, recompute_layers, "
+                     "sequence_parallel, offload or layouts)";
   };
   // `#dshard.plan<>`: every field its default.
   if (parser.parseLess() ||
@@ -522,7 +544,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       return {};
     }
   return PlanAttr::getChecked(emitError, ctx, mesh, zero, microBatches,
-                              schedule, recompute,
+                              schedule, virtualStages, recompute,
+                              recomputeLayers, sequenceParallel, offload,
                               DictionaryAttr::get(ctx, layouts));
 }
 
@@ -532,8 +555,16 @@ void PlanAttr::print(AsmPrinter &p) const {
   p << ", zero = " << getZero() << ", micro_batches = " << getMicroBatches()
     << ", schedule = ";
   p.printKeywordOrString(stringifyPipelineSchedule(getSchedule()));
+  if (getVirtualStages() != 1)
+    p << ", virtual_stages = " << getVirtualStages();
   p << ", recompute = ";
   p.printKeywordOrString(stringifyRecompute(getRecompute()));
+  if (getRecomputeLayers() != 0)
+    p << ", recompute_layers = " << getRecomputeLayers();
+  if (getSequenceParallel())
+    p << ", sequence_parallel = true";
+  if (getOffload() != Offload::None)
+    p << ", offload = " << stringifyOffload(getOffload());
   if (getLayouts() && !getLayouts().empty()) {
     p << ", layouts = {";
     llvm::interleaveComma(getLayouts(), p, [&](NamedAttribute l) {
@@ -551,20 +582,37 @@ void PlanAttr::print(AsmPrinter &p) const {
 
 LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                MeshAttr mesh, int64_t zero,
-                               int64_t microBatches, PipelineSchedule,
-                               Recompute, DictionaryAttr layouts) {
+                               int64_t microBatches,
+                               PipelineSchedule schedule,
+                               int64_t virtualStages, Recompute recompute,
+                               int64_t recomputeLayers, bool, Offload,
+                               DictionaryAttr layouts) {
   if (!mesh)
     return emitError() << "expected a plan's mesh";
   for (StringAttr axis : mesh.getAxes())
     if (axis.getValue() != "dp" && axis.getValue() != "pp" &&
-        axis.getValue() != "tp")
+        axis.getValue() != "tp" && axis.getValue() != "cp")
       return emitError() << "unknown mesh axis '" << axis.getValue()
-                         << "': dtcc knows dp (data), pp (pipeline) and tp "
-                            "(tensor parallel)";
+                         << "': dtcc knows dp (data), pp (pipeline), tp "
+                            "(tensor parallel) and cp (context parallel)";
   if (zero < 0 || zero > 3)
     return emitError() << "expected a ZeRO stage 0, 1, 2 or 3, got " << zero;
   if (microBatches < 1)
     return emitError() << "expected micro-batches >= 1, got " << microBatches;
+  if (virtualStages < 1)
+    return emitError() << "expected virtual stages >= 1, got "
+                       << virtualStages;
+  if (virtualStages > 1 && schedule != PipelineSchedule::Interleaved)
+    return emitError() << "virtual stages (" << virtualStages
+                       << ") need the interleaved schedule, got "
+                       << stringifyPipelineSchedule(schedule);
+  if (recomputeLayers < 0)
+    return emitError() << "expected recompute_layers >= 0, got "
+                       << recomputeLayers;
+  if (recomputeLayers > 0 && recompute != Recompute::Full)
+    return emitError() << "recompute_layers (" << recomputeLayers
+                       << ") needs recompute = full, got "
+                       << stringifyRecompute(recompute);
   if (!layouts)
     return success();
   for (NamedAttribute l : layouts) {
@@ -595,5 +643,7 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 PlanAttr PlanAttr::withLayouts(DictionaryAttr layouts) const {
   return PlanAttr::get(getContext(), getMesh(), getZero(), getMicroBatches(),
-                       getSchedule(), getRecompute(), layouts);
+                       getSchedule(), getVirtualStages(), getRecompute(),
+                       getRecomputeLayers(), getSequenceParallel(),
+                       getOffload(), layouts);
 }

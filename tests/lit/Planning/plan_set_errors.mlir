@@ -5,6 +5,9 @@
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="micro-batches=0" 2>&1 | FileCheck %s --check-prefix=MICRO
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=pp=2 schedule=zb" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="recompute=half" 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=pp=2 virtual-stages=2" 2>&1 | FileCheck %s --check-prefix=VIRTUAL
+// RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="recompute-layers=2" 2>&1 | FileCheck %s --check-prefix=LAYERS
+// RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="offload=params" 2>&1 | FileCheck %s --check-prefix=OFFLOAD
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=tp=2 layouts=w1" 2>&1 | FileCheck %s --check-prefix=SPELLING
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=tp=2 layouts=w1=diagonal" 2>&1 | FileCheck %s --check-prefix=SPELLING2
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=tp=2 layouts=w1=rows,w1=cols" 2>&1 | FileCheck %s --check-prefix=LAYOUT-TWICE
@@ -20,12 +23,15 @@ module {
   dgraph.variable @b : tensor<8xf32> = dense<1.0> {trainable}
 }
 
-// AXIS: error: invalid plan: unknown mesh axis 'ep': dtcc knows dp (data), pp (pipeline) and tp (tensor parallel)
+// AXIS: error: invalid plan: unknown mesh axis 'ep': dtcc knows dp (data), pp (pipeline), tp (tensor parallel) and cp (context parallel)
 // TWICE: error: invalid mesh 'dp=2,dp=2': mesh axis 'dp' appears twice
 // ZERO: error: invalid plan: expected a ZeRO stage 0, 1, 2 or 3, got 4
 // MICRO: error: invalid plan: expected micro-batches >= 1, got 0
-// SCHEDULE: error: invalid plan: expected a pipeline schedule gpipe or 1f1b, got 'zb'
-// RECOMPUTE: error: invalid plan: expected recompute none or full, got 'half'
+// SCHEDULE: error: invalid plan: expected a pipeline schedule gpipe, 1f1b, interleaved or zb-h1, got 'zb'
+// RECOMPUTE: error: invalid plan: expected recompute none, selective or full, got 'half'
+// VIRTUAL: error: invalid plan: virtual stages (2) need the interleaved schedule, got 1f1b
+// LAYERS: error: invalid plan: recompute_layers (2) needs recompute = full, got none
+// OFFLOAD: error: invalid plan: expected offload none or optimizer, got 'params'
 // SPELLING: error: invalid plan: layout 'w1': expected NAME=rows|cols|whole
 // SPELLING2: error: invalid plan: layout 'w1=diagonal': expected NAME=rows|cols|whole
 // LAYOUT-TWICE: error: invalid plan: layout of variable 'w1' given twice

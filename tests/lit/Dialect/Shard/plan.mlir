@@ -25,3 +25,21 @@ module @defaults attributes {dshard.plan = #dshard.plan<>} {
 // CHECK-SAME: dshard.plan = #dshard.plan<mesh = [pp = 12], zero = 0, micro_batches = 12, schedule = gpipe, recompute = none>
 module @gpipe attributes {dshard.plan = #dshard.plan<schedule = gpipe, micro_batches = 12, mesh = [pp = 12]>} {
 }
+
+// -----
+
+// Tests that the fields that default quietly round-trip when set: virtual
+// stages with the interleaved schedule, the layers that recompute, sequence
+// parallelism, offload, and the cp axis.
+
+// CHECK-LABEL: module @interleaved
+// CHECK-SAME: dshard.plan = #dshard.plan<mesh = [pp = 2, cp = 2, tp = 2], zero = 1, micro_batches = 4, schedule = interleaved, virtual_stages = 2, recompute = full, recompute_layers = 3, sequence_parallel = true, offload = optimizer>
+module @interleaved attributes {dshard.plan = #dshard.plan<offload = optimizer, sequence_parallel = true, recompute_layers = 3, recompute = full, virtual_stages = 2, schedule = interleaved, micro_batches = 4, zero = 1, mesh = [pp = 2, cp = 2, tp = 2]>} {
+}
+
+// -----
+
+// CHECK-LABEL: module @zero_bubble
+// CHECK-SAME: dshard.plan = #dshard.plan<mesh = [pp = 4], zero = 0, micro_batches = 8, schedule = "zb-h1", recompute = selective>
+module @zero_bubble attributes {dshard.plan = #dshard.plan<mesh = [pp = 4], micro_batches = 8, schedule = "zb-h1", recompute = selective, sequence_parallel = false, offload = none>} {
+}

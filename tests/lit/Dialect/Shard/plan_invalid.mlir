@@ -2,7 +2,7 @@
 
 // Tests that a mesh axis dtcc does not know is refused.
 
-// expected-error @+1 {{unknown mesh axis 'ep': dtcc knows dp (data), pp (pipeline) and tp (tensor parallel)}}
+// expected-error @+1 {{unknown mesh axis 'ep': dtcc knows dp (data), pp (pipeline), tp (tensor parallel) and cp (context parallel)}}
 module attributes {dshard.plan = #dshard.plan<mesh = [ep = 2]>} {
 }
 
@@ -42,15 +42,15 @@ module attributes {dshard.plan = #dshard.plan<micro_batches = 0>} {
 
 // Tests that an unknown schedule is refused.
 
-// expected-error @+1 {{expected a pipeline schedule gpipe or 1f1b, got 'interleaved'}}
-module attributes {dshard.plan = #dshard.plan<schedule = interleaved>} {
+// expected-error @+1 {{expected a pipeline schedule gpipe, 1f1b, interleaved or zb-h1, got 'zb-h2'}}
+module attributes {dshard.plan = #dshard.plan<schedule = "zb-h2">} {
 }
 
 // -----
 
 // Tests that an unknown recomputation is refused.
 
-// expected-error @+1 {{expected recompute none or full, got 'some'}}
+// expected-error @+1 {{expected recompute none, selective or full, got 'some'}}
 module attributes {dshard.plan = #dshard.plan<recompute = some>} {
 }
 
@@ -58,7 +58,7 @@ module attributes {dshard.plan = #dshard.plan<recompute = some>} {
 
 // Tests that an unknown field is refused.
 
-// expected-error @+1 {{unknown plan field 'stages' (expected mesh, zero, micro_batches, schedule, recompute or layouts)}}
+// expected-error @+1 {{unknown plan field 'stages' (expected mesh, zero, micro_batches, schedule, virtual_stages, recompute, recompute_layers, sequence_parallel, offload or layouts)}}
 module attributes {dshard.plan = #dshard.plan<stages = 2>} {
 }
 
@@ -119,4 +119,38 @@ module {
 
 // expected-error @+1 {{'builtin.module' op expected 'dshard.plan' to be a #dshard.plan attribute, got "dp=2"}}
 module attributes {dshard.plan = "dp=2"} {
+}
+
+// -----
+
+// Tests that virtual stages need the interleaved schedule.
+
+// expected-error @+1 {{virtual stages (2) need the interleaved schedule, got 1f1b}}
+module attributes {dshard.plan = #dshard.plan<mesh = [pp = 2], virtual_stages = 2>} {
+}
+
+// -----
+
+// expected-error @+1 {{expected virtual stages >= 1, got 0}}
+module attributes {dshard.plan = #dshard.plan<mesh = [pp = 2], schedule = interleaved, virtual_stages = 0>} {
+}
+
+// -----
+
+// Tests that recomputing some layers needs full recomputation.
+
+// expected-error @+1 {{recompute_layers (2) needs recompute = full, got selective}}
+module attributes {dshard.plan = #dshard.plan<recompute = selective, recompute_layers = 2>} {
+}
+
+// -----
+
+// expected-error @+1 {{expected offload none or optimizer, got 'params'}}
+module attributes {dshard.plan = #dshard.plan<offload = params>} {
+}
+
+// -----
+
+// expected-error @+1 {{expected sequence_parallel true or false, got 'yes'}}
+module attributes {dshard.plan = #dshard.plan<mesh = [tp = 2], sequence_parallel = yes>} {
 }
