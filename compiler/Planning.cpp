@@ -773,13 +773,15 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       int64_t dp = fixed.fixDp        ? fixed.fixDp
                    : args.mesh.empty() ? cluster.numDevices() / tp
                                        : 1;
+      int64_t cp = std::max<int64_t>(1, fixed.fixCp);
       if (args.ranks == 0 && !args.mesh.empty()) {
-        auto c = clusterForRanks(cluster, dp * tp);
+        auto c = clusterForRanks(cluster, dp * tp * cp);
         if (!c.isOk())
           return c.status();
         cluster = c.value();
       }
       Plan plan = compilerPlan(dp, tp, std::max(0, args.zero), compiler);
+      plan.cp = cp;
       std::optional<std::string> problem = planProblem(plan, model, cluster);
       if (!problem)
         problem = compilerPlanProblem(plan, model, compiler);

@@ -10,7 +10,8 @@ an uninterrupted run, and a rank killed mid-step makes the others exit
 non-zero with a message naming the collective, a PP2 1F1B pipeline
 whose messages exceed MPI's eager limit trains like one device (plan "PP2
 1F1B large"), and so does a 12-stage pipeline of a 12-layer GPT on 12
-ranks (plan "PP12").
+ranks (plan "PP12"). The context-parallel plans (CP2, DP2xCP2) also run
+over the TCP backend (torchrun-style ranks) against one device.
 
 Prints a table: plan, worst loss error, worst parameter error, per-rank
 peak memory (planned) and bytes sent (measured beside `dtcc explain`'s
@@ -70,6 +71,11 @@ PLANS = [
     ("TP2xPP2", 4, ["--mesh", "tp=2,pp=2"], 2),
     ("DP2xTP2xPP2", 8, ["--mesh", "dp=2,tp=2,pp=2"], 2),
     ("DP2xTP2 ZeRO-3", 4, ["--mesh", "dp=2,tp=2", "--zero", "3"], 1),
+    # Context parallelism: every sequence split over cp, keys and values
+    # gathered for attention, their gradients reduce-scattered back.
+    ("CP2", 2, ["--mesh", "cp=2"], 1),
+    ("DP2xCP2", 4, ["--mesh", "dp=2,cp=2"], 1),
+    ("CP2xTP2", 4, ["--mesh", "cp=2,tp=2"], 1),
 ]
 
 
@@ -267,6 +273,66 @@ def twelve_stages(dtcc, work, tokens, check):
               f"tensor's max (worst {param_err:.2e})")
 
 
+def tcp_ranks(exe, n, args, timeout=300):
+    """Runs `exe` on n torchrun-style ranks (TCP between them, no MPI):
+    (exit codes, stdout of rank 0, stderr of all)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(n):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n),
+                   LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), OPENBLAS_NUM_THREADS="1",
+                   DTCC_COLLECTIVE_TIMEOUT="60")
+        for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"):
+            env.pop(k, None)
+        procs.append(subprocess.Popen([exe] + args, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    codes, out, err = [], "", ""
+    for rank, p in enumerate(procs):
+        try:
+            o, e = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+        codes.append(p.returncode)
+        out += o if rank == 0 else ""
+        err += e
+    return codes, out, err
+
+
+def context_parallel_tcp(dtcc, work, tokens, check):
+    """CP2 and DP2xCP2 over the TCP backend (torchrun-style ranks) train
+    like one device: every loss within 1e-5 relative, every parameter
+    within 1e-4 of its tensor's largest magnitude."""
+    for model in ("gpt", "llama"):
+        ref = os.path.join(work, f"{model}-ref")
+        if not os.path.exists(ref + ".ckpt"):
+            continue
+        want, ref_params = losses(ref + ".dump"), checkpoint(ref + ".ckpt")
+        for name, n in (("CP2", 2), ("DP2xCP2", 4)):
+            exe = os.path.join(work, f"{model}-{name}")
+            if not os.path.exists(exe):
+                continue
+            dump, ckpt = exe + ".tcp.dump", exe + ".tcp.ckpt"
+            codes, out, err = tcp_ranks(exe, n, ["--data", tokens, "--steps", str(STEPS),
+                                                 "--seed", "7", "--dump-outputs", dump,
+                                                 "--save", ckpt])
+            if any(c != 0 for c in codes):
+                check(False, f"{model} {name} over TCP: exit codes {codes}\n{err[-1500:]}")
+                continue
+            loss_err = float(np.max(np.abs(losses(dump) - want) / np.abs(want)))
+            params = checkpoint(ckpt)
+            param_err = max(float(np.max(np.abs(params[k] - v))) /
+                            max(float(np.max(np.abs(v))), 1e-12)
+                            for k, v in ref_params.items() if v.dtype.kind == "f")
+            check(loss_err <= 1e-5 and param_err <= 1e-4,
+                  f"{model} {name} over TCP ({n} torchrun-style ranks): losses within "
+                  f"1e-5 (worst {loss_err:.2e}), parameters within 1e-4 (worst {param_err:.2e})")
+
+
 def mismatched_programs(dtcc, work, tokens, check):
     """Ranks started with programs whose collectives differ (DP4 with and
     without ZeRO-1) stop at load time with an error, not a hang."""
@@ -418,6 +484,8 @@ def main():
         large_activations(dtcc, work, tokens, check)
     if "gpt" in args.models.split(",") and (not wanted or "PP12" in wanted):
         twelve_stages(dtcc, work, tokens, check)
+    if not wanted or "CP2" in wanted or "DP2xCP2" in wanted:
+        context_parallel_tcp(dtcc, work, tokens, check)
     if "gpt" in args.models.split(",") and not wanted:
         resume_across_plans(dtcc, work, tokens, check)
         killed_rank(dtcc, work, tokens, check)
