@@ -60,7 +60,8 @@ private:
                                     var.getTensorType().getRank());
   }
 
-  /// The layout of a value sent between pipeline stages.
+  /// The layout of a value sent between pipeline stages: the batch split
+  /// over dp, the sequence over cp, the rest whole.
   ShardingAttr transferSharding(Type type) {
     auto t = cast<RankedTensorType>(type);
     MLIRContext *ctx = type.getContext();
@@ -68,6 +69,11 @@ private:
     int64_t dp = mesh_.getSize("dp");
     if (dp > 1 && t.getRank() > 0 && t.getDimSize(0) % dp == 0)
       dims[0] = DimShardingAttr::get(ctx, {StringAttr::get(ctx, "dp")}, 1);
+    // Under context parallelism, activations [B, S, ...] travel as each
+    // rank's chunk of the sequence.
+    int64_t cp = mesh_.getSize("cp");
+    if (cp > 1 && t.getRank() > 1 && t.getDimSize(1) % cp == 0)
+      dims[1] = DimShardingAttr::get(ctx, {StringAttr::get(ctx, "cp")}, 1);
     return ShardingAttr::get(ctx, dims, {});
   }
 
@@ -184,8 +190,8 @@ private:
       record(op, {c.getSharding()}, {c.getSharding()});
       return success();
     }
-    // Pipeline transfers carry values between stages in one layout: the
-    // batch split over dp, the rest whole.
+    // Pipeline transfers carry values between stages in one layout
+    // (transferSharding).
     if (isa<SendOp, WaitOp>(op)) {
       for (Value v : op->getOperands())
         ins.push_back(transferSharding(v.getType()));

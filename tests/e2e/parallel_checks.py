@@ -76,6 +76,7 @@ PLANS = [
     ("CP2", 2, ["--mesh", "cp=2"], 1),
     ("DP2xCP2", 4, ["--mesh", "dp=2,cp=2"], 1),
     ("CP2xTP2", 4, ["--mesh", "cp=2,tp=2"], 1),
+    ("CP2xPP2", 4, ["--mesh", "pp=2,cp=2"], 2),
 ]
 
 
