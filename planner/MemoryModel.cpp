@@ -132,6 +132,10 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
   double widest = std::max(
       h * rep, (model_.gatedMlp ? 2.0 : 1.0) * double(model_.ffnHidden) / t);
   m.temporaries += 2 * tokens * widest * a; // gradient in/out of one op
+  // Context parallelism: a layer's key and value gradients over the whole
+  // sequence (partial sums) before their reduce-scatter.
+  if (plan.cp > 1)
+    m.temporaries += 2 * layer.cpPayloadBytes;
   if (s == p - 1)
     m.temporaries +=
         tokens * double(model_.paddedVocab(plan.tp)) / t * a; // logits

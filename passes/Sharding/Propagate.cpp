@@ -130,15 +130,30 @@ private:
             return in.getDimSize(i) == out.getDimSize(d);
         return false;
       };
-      bool onlyNewDims = true;
+      bool onlyNewDims = true, onlyAddsSplits = true;
       for (auto [d, dim] : llvm::enumerate(wanted.getDims()))
-        if (copied(d) && dim != current.getDims()[d])
+        if (copied(d) && dim != current.getDims()[d]) {
           onlyNewDims = false;
-      if (onlyNewDims && !current.isPartial())
-        record(b,
-               {cast<ShardingAttr>(
-                   cast<ArrayAttr>(b->getAttr(kInShardingsAttr))[0])},
-               {wanted});
+          onlyAddsSplits &= current.getDims()[d].getAxes().empty();
+        }
+      if (current.isPartial())
+        continue;
+      ShardingAttr operand = cast<ShardingAttr>(
+          cast<ArrayAttr>(b->getAttr(kInShardingsAttr))[0]);
+      if (onlyNewDims) {
+        record(b, {operand}, {wanted});
+        continue;
+      }
+      // Splits of copied dimensions that the operand does not have yet
+      // (a causal mask or position table meeting a sequence split over
+      // cp): slice the smaller operand rather than the broadcast result.
+      if (!onlyAddsSplits || operand.isPartial())
+        continue;
+      SmallVector<DimShardingAttr> dims(operand.getDims());
+      for (auto [i, m] : llvm::enumerate(b.getDims()))
+        if (in.getDimSize(i) == out.getDimSize(m))
+          dims[i] = wanted.getDims()[m];
+      record(b, {ShardingAttr::get(b.getContext(), dims, {})}, {wanted});
     }
   }
 
