@@ -223,9 +223,11 @@ Status pinMesh(const runtime::MeshShape &mesh, SearchOptions &options) {
       options.fixPp = a.size;
     else if (a.name == "tp")
       options.fixTp = a.size;
+    else if (a.name == "cp")
+      options.fixCp = a.size;
     else
       return invalidArgument("--mesh: unknown axis '", a.name,
-                             "' (expected dp, pp, tp)");
+                             "' (expected dp, pp, tp, cp)");
   }
   return Status::ok();
 }
@@ -744,6 +746,7 @@ Plan planOf(const CompiledCandidate &c, int64_t batch,
   plan.dp = c.mesh.size("dp");
   plan.pp = c.mesh.size("pp");
   plan.tp = c.mesh.size("tp");
+  plan.cp = c.mesh.size("cp");
   plan.zeroStage = c.zero;
   plan.microBatches = c.microBatches;
   plan.microBatchSize = std::max<int64_t>(1, batch / std::max<int64_t>(1, plan.dp));
@@ -1133,11 +1136,12 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     if (!args.mesh.empty()) {
       // Axes left out of --mesh are 1, as for dtcc compile; without
       // --ranks the cluster is the mesh's ranks.
-      for (int64_t *pin : {&fixed.fixDp, &fixed.fixPp, &fixed.fixTp})
+      for (int64_t *pin :
+           {&fixed.fixDp, &fixed.fixPp, &fixed.fixTp, &fixed.fixCp})
         *pin = std::max<int64_t>(1, *pin);
       if (args.ranks == 0) {
-        auto c = clusterForRanks(cluster,
-                                 fixed.fixDp * fixed.fixPp * fixed.fixTp);
+        auto c = clusterForRanks(cluster, fixed.fixDp * fixed.fixPp *
+                                              fixed.fixTp * fixed.fixCp);
         if (!c.isOk())
           return c.status();
         cluster = c.value();

@@ -57,20 +57,15 @@ MemoryModel::MemoryModel(ModelDesc model, ClusterSpec cluster)
 
 const LayerProfile &MemoryModel::profile(int kind, const Plan &plan) const {
   auto key = std::make_tuple(kind, plan.microBatchSize, plan.tp,
-                             plan.sequenceParallel, int(plan.dtype.compute));
+                             plan.sequenceParallel, int(plan.dtype.compute),
+                             plan.cp);
   auto it = profiles_.find(key);
   if (it != profiles_.end())
     return it->second;
-  LayerProfile p;
-  if (kind == 0)
-    p = transformerLayerProfile(model_, plan.microBatchSize, plan.tp,
-                                plan.sequenceParallel, plan.dtype.compute);
-  else if (kind == 1)
-    p = embeddingProfile(model_, plan.microBatchSize, plan.tp,
-                         plan.sequenceParallel, plan.dtype.compute);
-  else
-    p = headProfile(model_, plan.microBatchSize, plan.tp,
-                    plan.sequenceParallel, plan.dtype.compute);
+  LayerProfile p = contextParallelProfile(kind, model_, plan.microBatchSize,
+                                          plan.tp, plan.cp,
+                                          plan.sequenceParallel,
+                                          plan.dtype.compute);
   return profiles_.emplace(key, std::move(p)).first->second;
 }
 
@@ -107,7 +102,9 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
   const int64_t p = plan.pp;
   const double a = dtypeBytes(plan.dtype.compute);
   const double t = double(plan.tp);
-  const double tokens = double(plan.microBatchSize) * double(model_.seq);
+  // A rank holds s/cp positions of each sequence.
+  const double tokens =
+      double(plan.microBatchSize) * double(model_.seq) / double(plan.cp);
   const double h = double(model_.hidden);
   const double rep = plan.sequenceParallel ? 1.0 / t : 1.0;
   const LayerProfile &layer = profile(0, plan);
@@ -155,6 +152,10 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
   double widest = std::max(
       h * rep, (model_.gatedMlp ? 2.0 : 1.0) * double(model_.ffnHidden) / t);
   m.temporaries += 2 * tokens * widest * a; // gradient in/out of one op
+  // Context parallelism: a layer's key and value gradients over the whole
+  // sequence (partial sums) before their reduce-scatter.
+  if (plan.cp > 1)
+    m.temporaries += 2 * layer.cpPayloadBytes;
   if (s == p - 1)
     m.temporaries +=
         tokens * double(model_.paddedVocab(plan.tp)) / t * a; // logits
@@ -184,6 +185,8 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
     m.commBuffers += 4 * tokens * h * a * rep; // send/recv, both directions
   if (plan.sequenceParallel)
     m.commBuffers += tokens * h * a; // all-gathered sequence
+  if (plan.cp > 1)
+    m.commBuffers += layer.cpPayloadBytes; // a layer's gathered keys or values
   return m;
 }
 
@@ -205,6 +208,8 @@ MemoryBreakdown MemoryModel::cpuBackend(const Plan &plan, MemoryBreakdown m,
   double collective = 0;
   if (plan.dp > 1)
     collective = plan.zeroStage == 0 ? m.gradients : m.gradients / n;
+  else if (plan.cp > 1) // gradients are summed over cp as over dp
+    collective = m.gradients;
   // ZeRO-3 keeps each unit's gathered parameters from its forward to its
   // backward use: at the turn of the step every unit but the last is
   // gathered.

@@ -106,8 +106,9 @@ private:
   ModelDesc model_;
   ClusterSpec cluster_;
   /// Profiles by (kind: 0 layer, 1 embedding, 2 head; micro-batch, tp, sp,
-  /// dtype): identical layers are profiled once.
-  mutable std::map<std::tuple<int, int64_t, int64_t, bool, int>, LayerProfile>
+  /// dtype, cp): identical layers are profiled once.
+  mutable std::map<std::tuple<int, int64_t, int64_t, bool, int, int64_t>,
+                   LayerProfile>
       profiles_;
 };
 

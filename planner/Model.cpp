@@ -250,6 +250,57 @@ LayerProfile transformerLayerProfile(const ModelDesc &m, int64_t microBatch,
   return p;
 }
 
+LayerProfile contextParallelProfile(int kind, const ModelDesc &m,
+                                    int64_t microBatch, int64_t tp,
+                                    int64_t cp, bool sequenceParallel,
+                                    DType computeType) {
+  auto plain = [&](const ModelDesc &model) {
+    return kind == 0 ? transformerLayerProfile(model, microBatch, tp,
+                                               sequenceParallel, computeType)
+           : kind == 1
+               ? embeddingProfile(model, microBatch, tp, sequenceParallel,
+                                  computeType)
+               : headProfile(model, microBatch, tp, sequenceParallel,
+                             computeType);
+  };
+  if (cp <= 1)
+    return plain(m);
+  // Everything position-wise is the profile of a model of s/cp positions.
+  ModelDesc chunk = m;
+  chunk.seq = m.seq / cp;
+  LayerProfile p = plain(chunk);
+  LayerProfile whole = plain(m);
+  p.params = whole.params; // a position table keeps all its rows
+  if (kind != 0)
+    return p;
+  const double c = double(cp);
+  const double a = dtypeBytes(computeType);
+  // Attention of s/cp queries against s keys: the scores, softmax and
+  // context (or the fused kernel) are cp times the chunk model's.
+  for (OpCost &op : p.ops)
+    if (op.attentionCore || op.kind == OpCost::Kind::kAttention) {
+      op.flops *= c;
+      op.bwdFlops *= c;
+      op.bytes *= c;
+      op.bwdBytes *= c;
+    }
+  // The stored s/cp x s scores are cp times the chunk's (what selective
+  // recomputation drops), and the gathered keys and values of the other
+  // chunks are kept for the backward pass unless the layer is recomputed.
+  double kvPerRank =
+      m.kvHeads >= tp ? double(m.kvDim()) / double(tp) : double(m.headDim());
+  double tokens = double(microBatch) * double(m.seq);
+  double gathered = 2 * tokens * (1 - 1 / c) * kvPerRank * a;
+  double scores = p.activationBytes[int(Recompute::kNone)] -
+                  p.activationBytes[int(Recompute::kSelective)];
+  p.activationBytes[int(Recompute::kNone)] += (c - 1) * scores + gathered;
+  p.activationBytes[int(Recompute::kSelective)] += gathered;
+  p.cpPayloadBytes = tokens * kvPerRank * a;
+  p.cpCollectivesForward = 2;  // keys, values
+  p.cpCollectivesBackward = 2; // their gradients
+  return p;
+}
+
 LayerProfile embeddingProfile(const ModelDesc &m, int64_t microBatch,
                               int64_t tp, bool sequenceParallel,
                               DType computeType) {

@@ -60,6 +60,13 @@ struct LayerProfile {
   /// pairs with sequence parallelism) in the forward and the backward pass.
   int tpCollectivesForward = 0;
   int tpCollectivesBackward = 0;
+  /// Context parallelism: the whole sequence's keys (or values) of one
+  /// micro-batch on one TP rank, gathered over cp in the forward pass
+  /// (`cpCollectivesForward` all-gathers) and whose gradients are
+  /// reduce-scattered back in the backward pass.
+  double cpPayloadBytes = 0;
+  int cpCollectivesForward = 0;
+  int cpCollectivesBackward = 0;
 
   double activations(Recompute r) const { return activationBytes[int(r)]; }
 };
@@ -175,6 +182,18 @@ LayerProfile embeddingProfile(const ModelDesc &model, int64_t microBatch,
 LayerProfile headProfile(const ModelDesc &model, int64_t microBatch,
                          int64_t tp, bool sequenceParallel,
                          DType computeType);
+
+/// Part `kind` (0: a transformer layer, 1: the embedding, 2: the head) of
+/// a micro-batch whose sequences are split over `cp` context-parallel ranks
+/// (Llama 3's context parallelism): every position-wise op runs on the
+/// local s/cp positions; attention's scores and context are those of the
+/// local queries against the whole sequence's keys and values, gathered
+/// over cp and kept for the backward pass, whose gradients are
+/// reduce-scattered back. cp = 1 is the profile functions above.
+LayerProfile contextParallelProfile(int kind, const ModelDesc &model,
+                                    int64_t microBatch, int64_t tp,
+                                    int64_t cp, bool sequenceParallel,
+                                    DType computeType);
 
 Json modelToJson(const ModelDesc &model);
 StatusOr<ModelDesc> modelFromJson(const Json &json);

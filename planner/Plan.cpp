@@ -74,25 +74,48 @@ std::string DTypePolicy::describe() const {
   return os.str();
 }
 
-runtime::MeshShape Plan::mesh() const {
+/// Megatron-LM's rank order, cp between dp and tp: pp, dp, cp, tp.
+static runtime::MeshShape megatronMesh(int64_t dp, int64_t pp, int64_t cp,
+                                       int64_t tp) {
+  if (cp <= 1)
+    return runtime::MeshShape::megatron(dp, pp, tp);
   std::vector<runtime::MeshShape::Axis> axes;
-  for (const std::string &axis : order) {
-    int64_t size = axis == "dp" ? dp : axis == "pp" ? pp : axis == "tp" ? tp : 1;
+  for (const runtime::MeshShape::Axis &a :
+       {runtime::MeshShape::Axis{"pp", pp}, runtime::MeshShape::Axis{"dp", dp},
+        runtime::MeshShape::Axis{"cp", cp}, runtime::MeshShape::Axis{"tp", tp}})
+    if (a.size > 1)
+      axes.push_back(a);
+  return runtime::MeshShape::of(std::move(axes)).value();
+}
+
+runtime::MeshShape Plan::mesh() const {
+  std::vector<std::string> names = order;
+  if (cp > 1 && std::find(names.begin(), names.end(), "cp") == names.end())
+    names.insert(std::find(names.begin(), names.end(), "tp"), "cp");
+  std::vector<runtime::MeshShape::Axis> axes;
+  for (const std::string &axis : names) {
+    int64_t size = axis == "dp"   ? dp
+                   : axis == "pp" ? pp
+                   : axis == "tp" ? tp
+                   : axis == "cp" ? cp
+                                  : 1;
     if (size > 1)
       axes.push_back({axis, size});
   }
   auto shape = runtime::MeshShape::of(std::move(axes));
   return shape.isOk() ? std::move(shape).value()
-                      : runtime::MeshShape::megatron(dp, pp, tp);
+                      : megatronMesh(dp, pp, cp, tp);
 }
 
 bool Plan::megatronOrder() const {
-  return mesh() == runtime::MeshShape::megatron(dp, pp, tp);
+  return mesh() == megatronMesh(dp, pp, cp, tp);
 }
 
 std::string Plan::summary() const {
   std::ostringstream os;
   os << "dp=" << dp << " pp=" << pp << " tp=" << tp;
+  if (cp > 1)
+    os << " cp=" << cp;
   if (!megatronOrder())
     os << " (rank order " << mesh().str() << ")";
   os << ", " << (zeroStage ? "ZeRO-" + std::to_string(zeroStage) : "no ZeRO");
@@ -115,7 +138,8 @@ std::string Plan::summary() const {
 }
 
 bool Plan::operator==(const Plan &o) const {
-  return dp == o.dp && pp == o.pp && tp == o.tp && zeroStage == o.zeroStage &&
+  return dp == o.dp && pp == o.pp && tp == o.tp && cp == o.cp &&
+         zeroStage == o.zeroStage &&
          microBatchSize == o.microBatchSize &&
          microBatches == o.microBatches && schedule == o.schedule &&
          virtualStages == o.virtualStages && recompute == o.recompute &&
@@ -151,15 +175,21 @@ std::optional<std::string> planProblem(const Plan &plan,
   {
     std::vector<std::string> sorted = plan.order;
     std::sort(sorted.begin(), sorted.end());
-    if (sorted != std::vector<std::string>{"dp", "pp", "tp"})
-      return strCat("the rank order must name dp, pp and tp once each");
+    if (sorted != std::vector<std::string>{"dp", "pp", "tp"} &&
+        sorted != std::vector<std::string>{"cp", "dp", "pp", "tp"})
+      return strCat("the rank order must name dp, pp and tp once each (and "
+                    "cp at most once)");
   }
-  if (plan.dp < 1 || plan.pp < 1 || plan.tp < 1)
+  if (plan.dp < 1 || plan.pp < 1 || plan.tp < 1 || plan.cp < 1)
     return strCat("mesh dimensions must be at least 1 (dp=", plan.dp,
-                  " pp=", plan.pp, " tp=", plan.tp, ")");
+                  " pp=", plan.pp, " tp=", plan.tp, " cp=", plan.cp, ")");
   if (plan.devices() != cluster.numDevices())
-    return strCat("dp x pp x tp = ", plan.devices(), " but the cluster has ",
+    return strCat(plan.cp > 1 ? "dp x pp x cp x tp = " : "dp x pp x tp = ",
+                  plan.devices(), " but the cluster has ",
                   cluster.numDevices(), " devices");
+  // Context parallelism splits every sequence into cp equal chunks.
+  if (model.seq % plan.cp != 0)
+    return strCat("sequence ", model.seq, " not divisible by cp=", plan.cp);
   int64_t perNode = cluster.perNode();
   if (plan.tp > perNode)
     return strCat("tp=", plan.tp, " exceeds ", perNode,
@@ -280,6 +310,8 @@ Json planToJson(const Plan &p) {
   j.set("dp", p.dp);
   j.set("pp", p.pp);
   j.set("tp", p.tp);
+  if (p.cp > 1)
+    j.set("cp", p.cp);
   j.set("zeroStage", p.zeroStage);
   j.set("microBatchSize", p.microBatchSize);
   j.set("microBatches", p.microBatches);
@@ -335,6 +367,8 @@ StatusOr<Plan> planFromJson(const Json &j) {
       DTCC_RETURN_IF_ERROR(integer(p.pp, 1));
     } else if (key == "tp") {
       DTCC_RETURN_IF_ERROR(integer(p.tp, 1));
+    } else if (key == "cp") {
+      DTCC_RETURN_IF_ERROR(integer(p.cp, 1));
     } else if (key == "zeroStage") {
       int64_t stage = 0;
       DTCC_RETURN_IF_ERROR(integer(stage, 0));
@@ -367,14 +401,18 @@ StatusOr<Plan> planFromJson(const Json &j) {
       DTCC_RETURN_IF_ERROR(name(names, 3, index));
       p.offload = Offload(index);
     } else if (key == "order") {
-      if (!value.isArray() || value.items().size() != 3)
-        return invalidArgument(path, ": expected [\"pp\", \"dp\", \"tp\"] in rank order");
+      size_t n = value.isArray() ? value.items().size() : 0;
+      if (n != 3 && n != 4)
+        return invalidArgument(path, ": expected [\"pp\", \"dp\", \"tp\"] "
+                                     "(and \"cp\") in rank order");
       p.order.clear();
       for (const Json &axis : value.items()) {
-        if (!axis.isString() || (axis.asString() != "dp" && axis.asString() != "pp" &&
-                                 axis.asString() != "tp") ||
+        if (!axis.isString() ||
+            (axis.asString() != "dp" && axis.asString() != "pp" &&
+             axis.asString() != "tp" && axis.asString() != "cp") ||
             std::count(p.order.begin(), p.order.end(), axis.asString()))
-          return invalidArgument(path, ": expected dp, pp and tp once each");
+          return invalidArgument(path, ": expected dp, pp and tp once each "
+                                       "(and cp at most once)");
         p.order.push_back(axis.asString());
       }
     } else if (key == "sequenceParallel") {

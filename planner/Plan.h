@@ -74,10 +74,14 @@ struct DTypePolicy {
   std::string describe() const;
 };
 
-/// One plan. dp * pp * tp devices; each data-parallel rank runs
-/// `microBatches` micro-batches of `microBatchSize` sequences per step.
+/// One plan. dp * pp * cp * tp devices; each data-parallel rank runs
+/// `microBatches` micro-batches of `microBatchSize` sequences per step,
+/// each sequence split into `cp` chunks (context parallelism: the cp ranks
+/// of a group hold one chunk each and gather keys and values for
+/// attention).
 struct Plan {
   int64_t dp = 1, pp = 1, tp = 1;
+  int64_t cp = 1; ///< context parallel: ranks splitting each sequence
   int zeroStage = 0; ///< 0 (plain DP), 1 optimizer, 2 +gradients, 3 +params
   int64_t microBatchSize = 1;
   int64_t microBatches = 1;
@@ -95,9 +99,11 @@ struct Plan {
   /// last axis fastest): Megatron-LM's pp, dp, tp by default; a user's
   /// `--mesh tp=2,dp=2` keeps its own order, and the time model prices each
   /// group on the links its ranks really span.
+  /// `cp` may be left out of it: it then sits where Megatron-LM puts it,
+  /// between dp and tp (tp fastest, then cp).
   std::vector<std::string> order = {"pp", "dp", "tp"};
 
-  int64_t devices() const { return dp * pp * tp; }
+  int64_t devices() const { return dp * pp * cp * tp; }
   /// The mesh in `order`, axes of size 1 left out (none for one device).
   runtime::MeshShape mesh() const;
   /// Whether the mesh's ranks lie as Megatron-LM's (pp, dp, tp; axes of

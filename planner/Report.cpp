@@ -164,8 +164,10 @@ std::string formatMoney(double amount) {
 }
 
 void describePlan(std::ostringstream &os, const Plan &p) {
-  os << "  mesh            dp=" << p.dp << " x pp=" << p.pp << " x tp=" << p.tp
-     << " (" << p.devices() << " devices)\n";
+  os << "  mesh            dp=" << p.dp << " x pp=" << p.pp << " x tp=" << p.tp;
+  if (p.cp > 1)
+    os << " x cp=" << p.cp;
+  os << " (" << p.devices() << " devices)\n";
   os << "  ZeRO            "
      << (p.zeroStage == 0 ? std::string("none (plain data parallelism)")
                           : "stage " + std::to_string(p.zeroStage) +
@@ -285,6 +287,7 @@ std::string formatReport(const PlanReport &r) {
     };
     trow("compute", t.computeTime);
     trow("tensor-parallel comm", t.tpCommTime);
+    trow("context-parallel comm (exposed)", t.cpCommExposed);
     trow("pipeline send/recv", t.ppCommTime);
     trow("pipeline bubble", t.bubbleTime);
     trow("data-parallel comm (exposed)", t.dpCommExposed);
@@ -408,6 +411,8 @@ Json timeJson(const TimeBreakdown &t) {
   j.set("hardwareTflopsPerDevice", t.hardwareTflopsPerGpu);
   j.set("compute", t.computeTime);
   j.set("tpComm", t.tpCommTime);
+  if (t.cpCommExposed > 0)
+    j.set("cpCommExposed", t.cpCommExposed);
   j.set("ppComm", t.ppCommTime);
   j.set("pipelineTime", t.pipelineTime);
   j.set("bubble", t.bubbleTime);

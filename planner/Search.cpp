@@ -77,7 +77,14 @@ public:
         start_(std::chrono::steady_clock::now()) {}
 
   SearchResult run() {
-    const int64_t n = cluster_.numDevices();
+    const int64_t cp = std::max<int64_t>(1, options_.fixCp);
+    if (cluster_.numDevices() % cp != 0) {
+      invalid(skeleton(1, 1, 1),
+              strCat("cp=", cp, " does not divide the cluster's ",
+                     cluster_.numDevices(), " devices"));
+      return finish();
+    }
+    const int64_t n = cluster_.numDevices() / cp;
     const int64_t perNode = cluster_.perNode();
     bool reportedWideTp = false;
     for (int64_t tp : divisors(n)) {
@@ -116,6 +123,7 @@ private:
     plan.dp = dp;
     plan.pp = pp;
     plan.tp = tp;
+    plan.cp = std::max<int64_t>(1, options_.fixCp);
     plan.dtype = options_.dtype;
     if (!options_.order.empty())
       plan.order = options_.order;

@@ -37,6 +37,9 @@ struct SearchOptions {
   int alternativesPerKind = 5;
   /// Pin dimensions (0 = free): the search then only varies the rest.
   int64_t fixDp = 0, fixPp = 0, fixTp = 0;
+  /// Context parallelism: the cp of every plan considered (the search does
+  /// not vary it: 0 or 1, none).
+  int64_t fixCp = 0;
   /// The rank order of every plan considered (Plan::order); empty:
   /// Megatron-LM's.
   std::vector<std::string> order;

@@ -94,27 +94,28 @@ GroupLink groupLink(const ClusterSpec &cluster,
 const TimeModel::PartTimes &TimeModel::part(int kind,
                                             const Plan &plan) const {
   auto key = std::make_tuple(kind, plan.microBatchSize, plan.tp,
-                             plan.sequenceParallel, int(plan.dtype.compute));
+                             plan.sequenceParallel, int(plan.dtype.compute),
+                             plan.cp);
   auto it = parts_.find(key);
   if (it != parts_.end())
     return it->second;
-  LayerProfile profile =
-      kind == 0 ? transformerLayerProfile(model_, plan.microBatchSize,
-                                          plan.tp, plan.sequenceParallel,
-                                          plan.dtype.compute)
-      : kind == 1
-          ? embeddingProfile(model_, plan.microBatchSize, plan.tp,
-                             plan.sequenceParallel, plan.dtype.compute)
-          : headProfile(model_, plan.microBatchSize, plan.tp,
-                        plan.sequenceParallel, plan.dtype.compute);
+  LayerProfile profile = contextParallelProfile(
+      kind, model_, plan.microBatchSize, plan.tp, plan.cp,
+      plan.sequenceParallel, plan.dtype.compute);
   PartTimes times;
   for (const OpCost &op : profile.ops) {
     double forward = opTime(op, false, plan.dtype.compute);
     times.forward += forward;
     times.backward += opTime(op, true, plan.dtype.compute);
-    if (op.attentionCore)
-      times.coreForward += forward;
+    if (op.attentionCore || op.kind == OpCost::Kind::kAttention) {
+      if (op.attentionCore)
+        times.coreForward += forward;
+      times.coreBackward += opTime(op, true, plan.dtype.compute);
+    }
   }
+  times.cpForward = profile.cpCollectivesForward;
+  times.cpBackward = profile.cpCollectivesBackward;
+  times.cpPayload = profile.cpPayloadBytes;
   times.params = profile.params;
   times.tpForward = profile.tpCollectivesForward;
   times.tpBackward = profile.tpCollectivesBackward;
@@ -183,6 +184,25 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
                                 : 0;
   int layerTpForward = layer.tpForward;
   int layerTpBackward = layer.tpBackward + (full ? layer.tpForward : 0);
+
+  // Context parallelism: each layer gathers the sequence's keys and values
+  // over cp and reduce-scatters their gradients (a full recomputation
+  // gathers again), hidden behind attention's compute where communication
+  // overlaps: all but the first of the cp - 1 chunks a ring passes on.
+  const int64_t cp = plan.cp;
+  const GroupLink cpGroup = groupLink(cluster_, mesh.group("cp"));
+  double cpF = 0, cpB = 0, cpExposedF = 0, cpExposedB = 0;
+  if (cp > 1) {
+    double gather = collectiveTime(Collective::kAllGather, layer.cpPayload,
+                                   cp, cpGroup.link, cpGroup.perNode);
+    double scatter = collectiveTime(Collective::kReduceScatter,
+                                    layer.cpPayload, cp, cpGroup.link,
+                                    cpGroup.perNode);
+    cpF = layer.cpForward * gather;
+    cpB = layer.cpBackward * scatter + (full ? layer.cpForward * gather : 0);
+    cpExposedF = exposedPart(cpF, layer.coreForward, cp - 1, overlaps());
+    cpExposedB = exposedPart(cpB, layer.coreBackward, cp - 1, overlaps());
+  }
 
 
   // Pipeline send/recv of one micro-batch's boundary activation. Without
@@ -257,8 +277,8 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
         tpF += head.tpForward * tpOne;
         tpB += head.tpBackward * tpOne;
       }
-      f[size_t(c)] = computeF + tpF;
-      b[size_t(c)] = computeB + tpB;
+      f[size_t(c)] = computeF + tpF + lc * cpExposedF;
+      b[size_t(c)] = computeB + tpB + lc * cpExposedB;
       x.computeF += computeF;
       x.computeB += computeB;
       x.tpF += tpF;
@@ -333,6 +353,14 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
       }
       }
       x.perMbDpExposed = perMbF + perMbB;
+    }
+    // Gradients are summed over cp too (every cp rank saw other positions):
+    // one all-reduce of the stage's gradients after the backward pass.
+    if (cp > 1) {
+      double ar = collectiveTime(Collective::kAllReduce, gradPayload, cp,
+                                 cpGroup.link, cpGroup.perNode);
+      x.endDpComm += ar;
+      x.dpExposed += exposedPart(ar, x.computeB, L, overlaps());
     }
     // Spread per-micro-batch exposure over the chunks by their layers.
     for (int64_t c = 0; c < v; ++c) {
@@ -415,6 +443,8 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
   out.stepTime = out.pipelineTime + out.stages[size_t(tailStage)].tail;
   out.computeTime = double(m) * (cx.computeF + cx.computeB);
   out.tpCommTime = double(m) * (cx.tpF + cx.tpB);
+  out.cpCommExposed = double(m) * double(out.stages[size_t(critical)].layers) *
+                      (cpExposedF + cpExposedB);
   out.ppCommTime = p > 1 ? double(m) * 2.0 * double(v) * p2p : 0;
   out.bubbleTime = out.pipelineTime - double(m) * maxU;
   out.dpCommExposed =
@@ -467,6 +497,23 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
       add("tp", "activations", Collective::kAllReduce, tpLink, t,
           count, tpPayload, time, time);
     }
+  }
+  if (cp > 1) {
+    double layers = double(out.stages[size_t(critical)].layers);
+    double gathers = double(m) * layers * layer.cpForward;
+    double scatters = double(m) * layers * layer.cpBackward;
+    double gather = collectiveTime(Collective::kAllGather, layer.cpPayload,
+                                   cp, cpGroup.link, cpGroup.perNode);
+    double scatter = collectiveTime(Collective::kReduceScatter,
+                                    layer.cpPayload, cp, cpGroup.link,
+                                    cpGroup.perNode);
+    double regather = full ? 2 : 1; // a full recomputation gathers again
+    add("cp", "keys and values", Collective::kAllGather, cpGroup.link, cp,
+        regather * gathers, layer.cpPayload, regather * gathers * gather,
+        double(m) * layers * cpExposedF);
+    add("cp", "key and value gradients", Collective::kReduceScatter,
+        cpGroup.link, cp, scatters, layer.cpPayload, scatters * scatter,
+        double(m) * layers * cpExposedB);
   }
   if (p > 1) {
     double count = double(m) * 2.0 * double(v);
@@ -527,6 +574,12 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
         break;
       }
       }
+    }
+    if (cp > 1) {
+      double ar = collectiveTime(Collective::kAllReduce, gradPayload, cp,
+                                 cpGroup.link, cpGroup.perNode);
+      add("cp", "gradients", Collective::kAllReduce, cpGroup.link, cp, 1,
+          gradPayload, ar, exposedPart(ar, x.computeB, L, overlaps()));
     }
     if (x.embeddingSync > 0)
       add("embedding", "tied embedding gradients", Collective::kAllReduce,

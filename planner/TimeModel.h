@@ -96,6 +96,9 @@ struct TimeBreakdown {
   /// collectives, pipeline send/recv, idle time in the pipeline (bubble).
   double computeTime = 0;
   double tpCommTime = 0;
+  /// Context parallelism: the key/value gathers and gradient
+  /// reduce-scatters attention's compute does not hide.
+  double cpCommExposed = 0;
   double ppCommTime = 0;
   double bubbleTime = 0;
   /// After the pipeline: exposed data-parallel and offload communication,
@@ -194,6 +197,11 @@ private:
     double params = 0;
     int tpForward = 0, tpBackward = 0;
     double tpPayload = 0;
+    /// Context parallelism: attention's backward, which hides the key and
+    /// value gradients' reduce-scatters as the forward hides the gathers.
+    double coreBackward = 0;
+    int cpForward = 0, cpBackward = 0;
+    double cpPayload = 0;
   };
   /// Whether communication can hide behind compute: not on CPU ranks, whose
   /// collectives (MPI copies, TCP) run on the cores that compute.
@@ -209,7 +217,8 @@ private:
 
   ModelDesc model_;
   ClusterSpec cluster_;
-  mutable std::map<std::tuple<int, int64_t, int64_t, bool, int>, PartTimes>
+  mutable std::map<std::tuple<int, int64_t, int64_t, bool, int, int64_t>,
+                   PartTimes>
       parts_;
 };
 

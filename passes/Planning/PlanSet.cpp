@@ -111,8 +111,6 @@ std::optional<std::string> dtcc::planning::unbuiltFeature(PlanAttr plan) {
   if (plan.getSequenceParallel())
     return std::string("sequence parallelism is not built yet");
 
-  if (plan.getMesh().getSize("cp") > 1)
-    return std::string("context parallelism (a cp axis) is not built yet");
 
   return std::nullopt;
 }

@@ -99,6 +99,10 @@ struct ShardAnnotatePass
     for (auto fn : module.getOps<func::FuncOp>())
       if (failed(annotateBatches(fn, dp, dpSize)))
         return signalPassFailure();
+    if (int64_t cpSize = meshAttr.getSize("cp"); cpSize > 1)
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (failed(annotateSequences(fn, StringAttr::get(ctx, "cp"), cpSize)))
+          return signalPassFailure();
     mesh_ = meshAttr;
     if (int64_t tpSize = meshAttr.getSize("tp"); tpSize > 1) {
       for (auto fn : module.getOps<func::FuncOp>())
@@ -404,6 +408,51 @@ struct ShardAnnotatePass
                  << " rows each do not split over dp=" << dpSize;
         dims[0] = DimShardingAttr::get(ctx, {dp}, micro);
       }
+      setSharding(arg, ShardingAttr::get(ctx, dims, {}));
+    }
+    return success();
+  }
+
+  /// Context parallelism: dimension 1 of every data input of rank >= 2
+  /// (batch-major [B, S, ...]: the sequence) is split over cp, so every
+  /// activation derived from it is, and propagation runs everything
+  /// position-wise on the local chunk. Attention, a matmul of two such
+  /// activations, keeps its queries' split: its keys and values are
+  /// gathered over cp (Llama 3's context parallelism) and their gradients,
+  /// partial sums over cp, reduce-scattered back.
+  LogicalResult annotateSequences(func::FuncOp fn, StringAttr cp,
+                                  int64_t cpSize) {
+    MLIRContext *ctx = fn.getContext();
+    bool attention = false;
+    fn.walk([&](graph::MatmulOp mm) {
+      auto activation = [](Value v) {
+        return !v.getDefiningOp<graph::LoadOp>() &&
+               cast<RankedTensorType>(v.getType()).getRank() >= 3;
+      };
+      attention |= activation(mm.getLhs()) && activation(mm.getRhs());
+    });
+    if (!attention)
+      return fn.emitError("mesh axis 'cp' (size ")
+             << cpSize << ") splits the sequence of attention, but @"
+             << fn.getSymName()
+             << " has no attention (a matmul of two activations)";
+    for (BlockArgument arg : fn.getArguments()) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      if (type.getRank() < 2)
+        continue;
+      auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  dtcc::graph::kNameAttr);
+      std::string label =
+          name ? name.str() : "#" + std::to_string(arg.getArgNumber());
+      if (type.getDimSize(1) % cpSize != 0)
+        return fn.emitError("input '")
+               << label << "' of @" << fn.getSymName() << " has sequence "
+               << type.getDimSize(1) << " (dimension 1), which cp=" << cpSize
+               << " does not divide: each context-parallel rank takes an "
+                  "equal chunk of every sequence";
+      ShardingAttr s = getSharding(arg);
+      SmallVector<DimShardingAttr> dims(s.getDims());
+      dims[1] = DimShardingAttr::get(ctx, {cp}, 1);
       setSharding(arg, ShardingAttr::get(ctx, dims, {}));
     }
     return success();

@@ -60,7 +60,8 @@ private:
                                     var.getTensorType().getRank());
   }
 
-  /// The layout of a value sent between pipeline stages.
+  /// The layout of a value sent between pipeline stages: the batch split
+  /// over dp, the sequence over cp, the rest whole.
   ShardingAttr transferSharding(Type type) {
     auto t = cast<RankedTensorType>(type);
     MLIRContext *ctx = type.getContext();
@@ -68,6 +69,11 @@ private:
     int64_t dp = mesh_.getSize("dp");
     if (dp > 1 && t.getRank() > 0 && t.getDimSize(0) % dp == 0)
       dims[0] = DimShardingAttr::get(ctx, {StringAttr::get(ctx, "dp")}, 1);
+    // Under context parallelism, activations [B, S, ...] travel as each
+    // rank's chunk of the sequence.
+    int64_t cp = mesh_.getSize("cp");
+    if (cp > 1 && t.getRank() > 1 && t.getDimSize(1) % cp == 0)
+      dims[1] = DimShardingAttr::get(ctx, {StringAttr::get(ctx, "cp")}, 1);
     return ShardingAttr::get(ctx, dims, {});
   }
 
@@ -124,15 +130,30 @@ private:
             return in.getDimSize(i) == out.getDimSize(d);
         return false;
       };
-      bool onlyNewDims = true;
+      bool onlyNewDims = true, onlyAddsSplits = true;
       for (auto [d, dim] : llvm::enumerate(wanted.getDims()))
-        if (copied(d) && dim != current.getDims()[d])
+        if (copied(d) && dim != current.getDims()[d]) {
           onlyNewDims = false;
-      if (onlyNewDims && !current.isPartial())
-        record(b,
-               {cast<ShardingAttr>(
-                   cast<ArrayAttr>(b->getAttr(kInShardingsAttr))[0])},
-               {wanted});
+          onlyAddsSplits &= current.getDims()[d].getAxes().empty();
+        }
+      if (current.isPartial())
+        continue;
+      ShardingAttr operand = cast<ShardingAttr>(
+          cast<ArrayAttr>(b->getAttr(kInShardingsAttr))[0]);
+      if (onlyNewDims) {
+        record(b, {operand}, {wanted});
+        continue;
+      }
+      // Splits of copied dimensions that the operand does not have yet
+      // (a causal mask or position table meeting a sequence split over
+      // cp): slice the smaller operand rather than the broadcast result.
+      if (!onlyAddsSplits || operand.isPartial())
+        continue;
+      SmallVector<DimShardingAttr> dims(operand.getDims());
+      for (auto [i, m] : llvm::enumerate(b.getDims()))
+        if (in.getDimSize(i) == out.getDimSize(m))
+          dims[i] = wanted.getDims()[m];
+      record(b, {ShardingAttr::get(b.getContext(), dims, {})}, {wanted});
     }
   }
 
@@ -184,8 +205,8 @@ private:
       record(op, {c.getSharding()}, {c.getSharding()});
       return success();
     }
-    // Pipeline transfers carry values between stages in one layout: the
-    // batch split over dp, the rest whole.
+    // Pipeline transfers carry values between stages in one layout
+    // (transferSharding).
     if (isa<SendOp, WaitOp>(op)) {
       for (Value v : op->getOperands())
         ins.push_back(transferSharding(v.getType()));

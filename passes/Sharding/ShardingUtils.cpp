@@ -174,6 +174,17 @@ bool partialPassesThrough(Operation *op, ArrayRef<bool> partialOperands) {
     return count == 1 && partialOperands[0];
   if (isa<NegOp, ReshapeOp, TransposeOp, BroadcastInDimOp, ReduceSumOp>(op))
     return true;
+  // A pad is linear in its operand when what it adds is zero (the
+  // gradient of a slice: attention's key and value gradients under cp).
+  if (auto pad = dyn_cast<PadOp>(op)) {
+    if (pad.getMode() != "constant")
+      return partialOperands[0] && !partialOperands[1];
+    auto c = pad.getValue().getDefiningOp<ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+    return partialOperands[0] && !partialOperands[1] && dense &&
+           dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+           dense.getSplatValue<APFloat>().isZero();
+  }
   if (auto c = dyn_cast<CastOp>(op))
     return isa<FloatType>(getElementTypeOrSelf(c.getType())) &&
            isa<FloatType>(getElementTypeOrSelf(c.getOperand().getType()));

@@ -16,7 +16,9 @@ TCP (torchrun-style ranks), alone and beside dp and tp (plan "interleaved
 8"). The optimizer offloaded to the host (plans "Offload
 ...") reports host memory and the bytes its transfers moved beside the
 compiler's figures, and an offloaded checkpoint resumes on 2 TCP ranks and
-without offload ("Offload checkpoints").
+without offload ("Offload checkpoints"). The context-parallel plans (CP2,
+DP2xCP2) also run over the TCP backend (torchrun-style ranks) against one
+device.
 
 With --plan-set recompute the plans are activation recomputation's
 instead (--recompute selective and layers=K, on one rank and on dp, tp and
@@ -118,6 +120,12 @@ PLANS = [
     ("Offload TP2", 2, ["--mesh", "tp=2", "--offload", "optimizer"], 1),
     ("Offload ZeRO-2 DP2 M=2", 2, ["--mesh", "dp=2", "--zero", "2", "--offload", "optimizer"], 2),
     ("Offload PP2 1F1B", 2, ["--mesh", "pp=2", "--offload", "optimizer"], 2),
+    # Context parallelism: every sequence split over cp, keys and values
+    # gathered for attention, their gradients reduce-scattered back.
+    ("CP2", 2, ["--mesh", "cp=2"], 1),
+    ("DP2xCP2", 4, ["--mesh", "dp=2,cp=2"], 1),
+    ("CP2xTP2", 4, ["--mesh", "cp=2,tp=2"], 1),
+    ("CP2xPP2", 4, ["--mesh", "pp=2,cp=2"], 2),
 ]
 HOST_LINE = re.compile(r"(?:rank (\d+): )?host memory ([\d.]+) (\w+) planned .*?transfers "
                        r"([\d.]+) (\w+) to host \(predicted ([\d.]+) (\w+)\), "
@@ -166,10 +174,10 @@ def mpirun(n, cmd, **kw):
                env=MPI_ENV, **kw)
 
 
-def tcp_launch(n, cmd, timeout=300):
-    """Runs `cmd` on `n` ranks started torchrun-style (the TCP backend:
-    RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); a CompletedProcess-like
-    result with every rank's output and the first non-zero exit status."""
+def torchrun_procs(n, cmd, collective_timeout="60"):
+    """Starts `cmd` on `n` ranks torchrun-style (the TCP backend: RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT on a free local port, no MPI
+    variables): the processes, their stdout and stderr piped."""
     import socket
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -178,13 +186,20 @@ def tcp_launch(n, cmd, timeout=300):
     for rank in range(n):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   OPENBLAS_NUM_THREADS="1", DTCC_COLLECTIVE_TIMEOUT="60")
+                   OPENBLAS_NUM_THREADS="1", DTCC_COLLECTIVE_TIMEOUT=collective_timeout)
         for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"):
             env.pop(k, None)
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def tcp_launch(n, cmd, timeout=300):
+    """Runs `cmd` on `n` torchrun-style ranks (torchrun_procs); a
+    CompletedProcess-like result with every rank's output and the first
+    non-zero exit status (124 for a rank that did not end in time)."""
     outs, errs, code = [], [], 0
-    for p in procs:
+    for p in torchrun_procs(n, cmd):
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -310,21 +325,8 @@ def offload_checkpoints(dtcc, work, tokens, check):
     second = os.path.join(work, "offload-dp2")
     run([dtcc, "compile", onnx_path] + TRAIN_FLAGS +
         ["--mesh", "dp=2", "--zero", "2", "--offload", "optimizer", "-o", second])
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     dump = os.path.join(work, "offload-dp2.dump")
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   OPENBLAS_NUM_THREADS="1", DTCC_COLLECTIVE_TIMEOUT="60")
-        for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"):
-            env.pop(k, None)
-        procs.append(subprocess.Popen(
-            [second] + data + ["--resume", ckpt, "--dump-outputs", dump],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = torchrun_procs(2, [second] + data + ["--resume", ckpt, "--dump-outputs", dump])
     outs = [p.communicate(timeout=120) for p in procs]
     if any(p.returncode != 0 for p in procs):
         check(False, "offload ZeRO-2 DP2 over TCP resumed from an offloaded "
@@ -486,40 +488,6 @@ def twelve_stages(dtcc, work, tokens, check):
               f"tensor's max (worst {param_err:.2e})")
 
 
-def torchrun_style(n, cmd, timeout=120):
-    """Runs `cmd` on n ranks started with torchrun-style variables (RANK,
-    WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the runtime's TCP transport, no
-    MPI. Returns (exit codes, rank 0's stdout, every rank's stderr)."""
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    procs = []
-    for rank in range(n):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n),
-                   LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), OPENBLAS_NUM_THREADS="1",
-                   DTCC_COLLECTIVE_TIMEOUT="60")
-        for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"):
-            env.pop(k, None)
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    codes, out, err = [], "", ""
-    for rank, p in enumerate(procs):
-        try:
-            o, e = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            o, e = p.communicate()
-            codes.append(None)
-        else:
-            codes.append(p.returncode)
-        if rank == 0:
-            out = o
-        err += e
-    return codes, out, err
-
-
 def interleaved_and_zero_bubble(dtcc, work, tokens, check):
     """An 8-layer GPT under the interleaved schedule on pp=4 with 2 chunks
     per stage (chunks of one layer; stage s holds layers s and s + 4, so
@@ -577,8 +545,8 @@ def interleaved_and_zero_bubble(dtcc, work, tokens, check):
                 continue
             ok, output = p.returncode == 0, p.stdout[-1500:] + p.stderr[-1500:]
         else:
-            codes, out, err = torchrun_style(n, cmd)
-            ok, output = all(c == 0 for c in codes), f"exit codes {codes}\n" + err[-2000:]
+            p = tcp_launch(n, cmd, timeout=120)
+            ok, output = p.returncode == 0, f"exit status {p.returncode}\n" + p.stderr[-2000:]
         if not ok:
             check(False, f"{what}: ranks failed\n{output}")
             continue
@@ -594,6 +562,36 @@ def interleaved_and_zero_bubble(dtcc, work, tokens, check):
               f"one device (worst {err:.2e}, {time.time() - t0:.1f} s)")
         check(param_err <= 1e-4, f"{what}: parameters within 1e-4 of each "
               f"tensor's max (worst {param_err:.2e})")
+
+
+def context_parallel_tcp(dtcc, work, tokens, check):
+    """CP2 and DP2xCP2 over the TCP backend (torchrun-style ranks) train
+    like one device: every loss within 1e-5 relative, every parameter
+    within 1e-4 of its tensor's largest magnitude."""
+    for model in ("gpt", "llama"):
+        ref = os.path.join(work, f"{model}-ref")
+        if not os.path.exists(ref + ".ckpt"):
+            continue
+        want, ref_params = losses(ref + ".dump"), checkpoint(ref + ".ckpt")
+        for name, n in (("CP2", 2), ("DP2xCP2", 4)):
+            exe = os.path.join(work, f"{model}-{name}")
+            if not os.path.exists(exe):
+                continue
+            dump, ckpt = exe + ".tcp.dump", exe + ".tcp.ckpt"
+            p = tcp_launch(n, [exe, "--data", tokens, "--steps", str(STEPS), "--seed",
+                               "7", "--dump-outputs", dump, "--save", ckpt])
+            if p.returncode != 0:
+                check(False, f"{model} {name} over TCP: exit status {p.returncode}\n"
+                      f"{p.stderr[-1500:]}")
+                continue
+            loss_err = float(np.max(np.abs(losses(dump) - want) / np.abs(want)))
+            params = checkpoint(ckpt)
+            param_err = max(float(np.max(np.abs(params[k] - v))) /
+                            max(float(np.max(np.abs(v))), 1e-12)
+                            for k, v in ref_params.items() if v.dtype.kind == "f")
+            check(loss_err <= 1e-5 and param_err <= 1e-4,
+                  f"{model} {name} over TCP ({n} torchrun-style ranks): losses within "
+                  f"1e-5 (worst {loss_err:.2e}), parameters within 1e-4 (worst {param_err:.2e})")
 
 
 def mismatched_programs(dtcc, work, tokens, check):
@@ -617,21 +615,8 @@ def killed_rank(dtcc, work, tokens, check):
     exe = os.path.join(work, "gpt-DP4")
     if not os.path.exists(exe):
         return
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(4):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   OPENBLAS_NUM_THREADS="1", DTCC_COLLECTIVE_TIMEOUT="5")
-        for k in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK"):
-            env.pop(k, None)
-        procs.append(subprocess.Popen(
-            [exe, "--data", tokens, "--steps", "1000000", "--seed", "7",
-             "--log-every", "1000"], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True))
+    procs = torchrun_procs(4, [exe, "--data", tokens, "--steps", "1000000", "--seed",
+                               "7", "--log-every", "1000"], collective_timeout="5")
     time.sleep(2.0)
     if procs[2].poll() is not None:
         out, err = procs[2].communicate()
@@ -785,6 +770,8 @@ def main():
         large_activations(dtcc, work, tokens, check)
     if not recompute and "gpt" in args.models.split(",") and (not wanted or "PP12" in wanted):
         twelve_stages(dtcc, work, tokens, check)
+    if not recompute and (not wanted or "CP2" in wanted or "DP2xCP2" in wanted):
+        context_parallel_tcp(dtcc, work, tokens, check)
     if not recompute and "gpt" in args.models.split(",") and (
             not wanted or "interleaved 8" in wanted):
         interleaved_and_zero_bubble(dtcc, work, tokens, check)

@@ -73,6 +73,9 @@ PLANS = {
     "tp2": ("tp=2", 2, ["--mesh", "tp=2"]),
     "dp2-tp2": ("dp=2 tp=2", 4, ["--mesh", "dp=2,tp=2"]),
     "pp2": ("pp=2", 2, ["--mesh", "pp=2"]),
+    # Context parallelism: each sequence split over cp (causal attention).
+    "cp2": ("cp=2", 2, ["--mesh", "cp=2"]),
+    "dp2-cp2": ("dp=2 cp=2", 4, ["--mesh", "dp=2,cp=2"]),
     "auto": ("plan auto", 2, ["--plan", "auto", "--ranks", "2"]),
 }
 

@@ -123,23 +123,26 @@ def plan_file(row):
         # DeepSpeed's pipe/data/model topology); FSDP rows have dp only.
         "order": ["pp", "dp", "tp"],
     }
+    # Context parallelism sits between dp and tp (Megatron-LM's tp-cp-dp-pp).
+    if c.get("cp", 1) > 1:
+        plan["cp"] = c["cp"]
     model = {k: v for k, v in row["model"].items() if k != "publishedParams"}
     model.setdefault("dropout", False)
     return {"schemaVersion": 1, "plan": plan, "model": model}
 
 
 def expressible(row):
-    """Whether dtcc's plan can state the row's configuration at all (the
-    row's mesh covers its GPUs only without context parallelism)."""
-    return row["config"].get("cp", 1) == 1
+    """Whether dtcc's plan can state the row's configuration at all (every
+    row's can since the plan has a cp axis)."""
+    return True
 
 
 def run_dtcc(dtcc, row, workdir):
     """Prices the row's plan; returns dtcc's JSON report."""
     c, cl = row["config"], row["cluster"]
-    devices = c["dp"] * c["tp"] * c["pp"]
+    devices = c["dp"] * c["tp"] * c["pp"] * c.get("cp", 1)
     if devices != cl["gpus"]:
-        raise ValueError("dp x tp x pp = %d but the row has %d GPUs"
+        raise ValueError("dp x tp x pp x cp = %d but the row has %d GPUs"
                          % (devices, cl["gpus"]))
     path = os.path.join(workdir, row["id"] + ".json")
     with open(path, "w") as f:

@@ -49,3 +49,28 @@ module attributes {dshard.plan = #dshard.plan<mesh = [pp = 2, dp = 4], micro_bat
     return %x : tensor<8x4xf32>
   }
 }
+
+// -----
+
+// Tests that context parallelism needs attention to split the sequence of.
+module attributes {dshard.plan = #dshard.plan<mesh = [cp = 2]>} {
+  dgraph.variable @w : tensor<4x4xf32> = dense<0.5> {trainable}
+  // expected-error @+1 {{mesh axis 'cp' (size 2) splits the sequence of attention, but @train_step has no attention (a matmul of two activations)}}
+  func.func @train_step(%x: tensor<2x8x4xf32> {dgraph.name = "x"}) -> tensor<2x8x4xf32> {
+    %w = dgraph.load @w : tensor<4x4xf32>
+    %y = dgraph.matmul %x, %w : (tensor<2x8x4xf32>, tensor<4x4xf32>) -> tensor<2x8x4xf32>
+    return %y : tensor<2x8x4xf32>
+  }
+}
+
+// -----
+
+// Tests that every context-parallel rank takes an equal chunk of each
+// sequence.
+module attributes {dshard.plan = #dshard.plan<mesh = [cp = 4]>} {
+  // expected-error @+1 {{input 'x' of @train_step has sequence 6 (dimension 1), which cp=4 does not divide}}
+  func.func @train_step(%x: tensor<2x6x4xf32> {dgraph.name = "x"}) -> tensor<2x4x4xf32> {
+    %s = dgraph.matmul %x, %x {transpose_lhs} : (tensor<2x6x4xf32>, tensor<2x6x4xf32>) -> tensor<2x4x4xf32>
+    return %s : tensor<2x4x4xf32>
+  }
+}
