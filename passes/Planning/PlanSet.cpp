@@ -120,9 +120,6 @@ std::optional<std::string> dtcc::planning::unbuiltFeature(PlanAttr plan) {
     return std::string("recomputing only some layers (recompute_layers) is "
                        "not built yet");
 
-  if (plan.getSequenceParallel())
-    return std::string("sequence parallelism is not built yet");
-
   if (plan.getOffload() != Offload::None)
     return std::string("optimizer offload is not built yet");
 

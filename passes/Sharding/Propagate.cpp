@@ -39,6 +39,8 @@ struct ShardPropagatePass
       return signalPassFailure();
     }
     module_ = module;
+    PlanAttr plan = getPlan(module);
+    sequenceParallel_ = plan && plan.getSequenceParallel();
     for (auto fn : module.getOps<func::FuncOp>()) {
       for (BlockArgument arg : fn.getArguments())
         if (!getSharding(arg))
@@ -46,6 +48,7 @@ struct ShardPropagatePass
       for (Operation &op : fn.getBody().front())
         if (failed(visit(&op)))
           return signalPassFailure();
+      refineSequenceReshapes(fn);
       refineBroadcasts(fn);
     }
   }
@@ -60,14 +63,28 @@ private:
                                     var.getTensorType().getRank());
   }
 
-  /// The layout of a value sent between pipeline stages.
-  ShardingAttr transferSharding(Type type) {
+  /// The layout of a value sent between pipeline stages: the batch split
+  /// over dp; with sequence parallelism, a hidden state's sequence split
+  /// over tp (dimension 1, or the tokens of a [tokens, hidden] one), as
+  /// the stages hold it; the rest whole.
+  ShardingAttr transferSharding(Type type, bool *sequence = nullptr) {
     auto t = cast<RankedTensorType>(type);
     MLIRContext *ctx = type.getContext();
     SmallVector<DimShardingAttr> dims(t.getRank(), DimShardingAttr::get(ctx, {}, 1));
-    int64_t dp = mesh_.getSize("dp");
+    int64_t dp = mesh_.getSize("dp"), tp = mesh_.getSize("tp");
+    SmallVector<SmallVector<StringAttr>> axes(t.getRank());
     if (dp > 1 && t.getRank() > 0 && t.getDimSize(0) % dp == 0)
-      dims[0] = DimShardingAttr::get(ctx, {StringAttr::get(ctx, "dp")}, 1);
+      axes[0].push_back(StringAttr::get(ctx, "dp"));
+    if (sequenceParallel_ && tp > 1 && t.getRank() >= 2) {
+      int64_t seq = t.getRank() >= 3 ? 1 : 0;
+      if (t.getDimSize(seq) % (axesSize(mesh_, axes[seq]) * tp) == 0) {
+        axes[seq].push_back(StringAttr::get(ctx, "tp"));
+        if (sequence)
+          *sequence = true;
+      }
+    }
+    for (auto [d, list] : llvm::enumerate(axes))
+      dims[d] = DimShardingAttr::get(ctx, list, 1);
     return ShardingAttr::get(ctx, dims, {});
   }
 
@@ -136,6 +153,63 @@ private:
     }
   }
 
+  /// `s` with its sequence split gathered (tp is innermost on the
+  /// dimension a sequence split splits).
+  static ShardingAttr gatherSequence(ShardingAttr s) {
+    SmallVector<DimShardingAttr> dims;
+    for (DimShardingAttr d : s.getDims()) {
+      SmallVector<StringAttr> axes(d.getAxes());
+      if (!axes.empty() && axes.back().getValue() == "tp")
+        axes.pop_back();
+      dims.push_back(DimShardingAttr::get(s.getContext(), axes,
+                                          axes.empty() ? 1 : d.getGroups()));
+    }
+    return ShardingAttr::get(s.getContext(), dims, s.getPartial());
+  }
+
+  /// The one sharding every use of `v` requires, or null when they differ
+  /// or one of them is partial.
+  ShardingAttr commonUse(Value v) {
+    ShardingAttr wanted;
+    for (OpOperand &use : v.getUses()) {
+      auto ins = use.getOwner()->getAttrOfType<ArrayAttr>(kInShardingsAttr);
+      auto s = ins ? dyn_cast<ShardingAttr>(ins[use.getOperandNumber()]) : ShardingAttr();
+      if (!s || s.isPartial() || (wanted && s != wanted))
+        return {};
+      wanted = s;
+    }
+    return wanted;
+  }
+
+  /// A reshape of a sequence-parallel activation whose users all want it
+  /// gathered over tp (a weight gradient's [tokens, hidden] view) reshapes
+  /// the gathered activation instead, so that a value gathered for one
+  /// matmul (the input gradient's) is not gathered again for the other.
+  void refineSequenceReshapes(func::FuncOp fn) {
+    fn.walk([&](graph::ReshapeOp r) {
+      if (!sequence_.contains(r.getOperand()))
+        return;
+      ShardingAttr wanted = commonUse(r.getResult());
+      if (!wanted || llvm::any_of(wanted.getDims(), [](DimShardingAttr d) {
+            return llvm::any_of(d.getAxes(), [](StringAttr a) {
+              return a.getValue() == "tp";
+            });
+          }))
+        return;
+      ShardingAttr from = getSharding(r.getOperand());
+      ShardingAttr gathered = gatherSequence(from);
+      if (gathered == from || from.isPartial())
+        return;
+      FailureOr<OpShardings> res = propagateOp(
+          cast<graph::ShardableOpInterface>(r.getOperation()), {gathered},
+          {false}, {true}, mesh_);
+      if (failed(res) || res->ins[0] != gathered || res->outs[0] != wanted)
+        return;
+      record(r, res->ins, res->outs);
+      sequence_.erase(r.getResult());
+    });
+  }
+
   /// An embedding gradient (scatter_add) whose users all want its rows
   /// split (a vocab-parallel table) makes only this rank's rows; when its
   /// updates are split too (a partial sum), those rows stay partial.
@@ -182,6 +256,8 @@ private:
     }
     if (auto c = dyn_cast<ConstraintOp>(op)) {
       record(op, {c.getSharding()}, {c.getSharding()});
+      if (c->hasAttr(kSequenceAttr))
+        sequence_.insert(c.getResult());
       return success();
     }
     // Pipeline transfers carry values between stages in one layout: the
@@ -193,7 +269,10 @@ private:
       return success();
     }
     if (auto recv = dyn_cast<RecvOp>(op)) {
-      record(op, {}, {transferSharding(recv.getType())});
+      bool sequence = false;
+      record(op, {}, {transferSharding(recv.getType(), &sequence)});
+      if (sequence)
+        sequence_.insert(recv.getResult());
       return success();
     }
     // A pipeline's all-reduce over pp: of whole values.
@@ -220,26 +299,43 @@ private:
                              "the mesh ")
              << mesh_;
     SmallVector<ShardingAttr> operands;
-    SmallVector<bool> weak, soleReader;
+    SmallVector<bool> weak, soleReader, sequence;
     for (Value v : op->getOperands()) {
+      sequence.push_back(sequence_.contains(v));
       ShardingAttr s = getSharding(v);
       if (!s)
         return op->emitOpError("operand has no sharding (internal error)");
+      // An optimizer updates its parameter in the parameter's layout: a
+      // gradient's sequence split is gathered once rather than the
+      // parameter and its state after the update.
+      if (sequence.back() && isa<graph::AdamwOp, graph::SgdOp>(op)) {
+        s = gatherSequence(s);
+        sequence.back() = false;
+      }
       operands.push_back(s);
       weak.push_back(isZeroStorage(v));
       soleReader.push_back(llvm::all_of(v.getUsers(),
                                         [&](Operation *u) { return u == op; }));
     }
     FailureOr<OpShardings> result =
-        propagateOp(shardable, operands, weak, soleReader, mesh_);
+        propagateOp(shardable, operands, weak, soleReader, mesh_, sequence);
     if (failed(result))
       return failure();
     record(op, result->ins, result->outs);
+    for (auto [r, isSequence] :
+         llvm::zip(op->getResults(), result->sequenceResults))
+      if (isSequence)
+        sequence_.insert(r);
     return success();
   }
 
   MeshAttr mesh_;
   ModuleOp module_;
+  /// Values whose split over tp is a sequence-parallel split: the results
+  /// of dtcc-shard-annotate's sequence constraints and of ops whose factors
+  /// took that split from them.
+  llvm::DenseSet<Value> sequence_;
+  bool sequenceParallel_ = false;
 };
 
 } // namespace

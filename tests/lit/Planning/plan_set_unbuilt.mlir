@@ -6,7 +6,6 @@
 // RUN: not dtcc-opt %s -dtcc-plan-set="mesh=pp=2 schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=ZB
 // RUN: not dtcc-opt %s -dtcc-plan-set="recompute=selective" 2>&1 | FileCheck %s --check-prefix=SELECTIVE
 // RUN: not dtcc-opt %s -dtcc-plan-set="recompute=full recompute-layers=1" 2>&1 | FileCheck %s --check-prefix=LAYERS
-// RUN: not dtcc-opt %s -dtcc-plan-set="mesh=tp=2 sequence-parallel=true" 2>&1 | FileCheck %s --check-prefix=SP
 // RUN: not dtcc-opt %s -dtcc-plan-set="offload=optimizer" 2>&1 | FileCheck %s --check-prefix=OFFLOAD
 // RUN: not dtcc-opt %s -dtcc-plan-set="mesh=cp=2" 2>&1 | FileCheck %s --check-prefix=CP
 
@@ -14,7 +13,6 @@
 // ZB: error: cannot build this plan: the zb-h1 pipeline schedule is not built yet
 // SELECTIVE: error: cannot build this plan: selective recomputation is not built yet
 // LAYERS: error: cannot build this plan: recomputing only some layers (recompute_layers) is not built yet
-// SP: error: cannot build this plan: sequence parallelism is not built yet
 // OFFLOAD: error: cannot build this plan: optimizer offload is not built yet
 // CP: error: cannot build this plan: context parallelism (a cp axis) is not built yet
 
