@@ -41,6 +41,10 @@ struct ShardPropagatePass
     module_ = module;
     PlanAttr plan = getPlan(module);
     sequenceParallel_ = plan && plan.getSequenceParallel();
+    module.walk([&](ConstraintOp c) {
+      if (c->hasAttr(kSequenceAttr))
+        hiddenState_.try_emplace(c.getType(), c.getSharding());
+    });
     for (auto fn : module.getOps<func::FuncOp>()) {
       for (BlockArgument arg : fn.getArguments())
         if (!getSharding(arg))
@@ -321,6 +325,29 @@ private:
         propagateOp(shardable, operands, weak, soleReader, mesh_, sequence);
     if (failed(result))
       return failure();
+    // A partial sum over tp of the hidden state (the input gradient of a
+    // column-parallel matmul in the backward pass) that this op resolves
+    // is scattered along the sequence, as annotate's constraints scatter
+    // the forward pass's, when the op can take the sequence split.
+    bool retry = false;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      auto it = hiddenState_.find(v.getType());
+      if (it == hiddenState_.end() || result->ins[i].isPartial() ||
+          !llvm::any_of(operands[i].getPartial(), [](StringAttr a) {
+            return a.getValue() == "tp";
+          }))
+        continue;
+      operands[i] = it->second;
+      sequence[i] = true;
+      retry = true;
+    }
+    if (retry) {
+      FailureOr<OpShardings> scattered =
+          propagateOp(shardable, operands, weak, soleReader, mesh_, sequence);
+      if (failed(scattered))
+        return failure();
+      result = std::move(scattered);
+    }
     record(op, result->ins, result->outs);
     for (auto [r, isSequence] :
          llvm::zip(op->getResults(), result->sequenceResults))
@@ -336,6 +363,9 @@ private:
   /// took that split from them.
   llvm::DenseSet<Value> sequence_;
   bool sequenceParallel_ = false;
+  /// The hidden state's types and their sequence splits (annotate's
+  /// sequence constraints).
+  llvm::DenseMap<Type, ShardingAttr> hiddenState_;
 };
 
 } // namespace
