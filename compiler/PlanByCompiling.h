@@ -77,6 +77,9 @@ struct CompiledCandidate {
   /// ("1f1b", "gpipe"; empty without a pipeline).
   int64_t microBatches = 1;
   std::string schedule;
+  /// Megatron's sequence parallelism (with tp > 1 and the Megatron-style
+  /// layouts).
+  bool sequenceParallel = false;
   /// The compiled program and its price, for reports; null when it does
   /// not compile.
   std::shared_ptr<const PricedProgram> priced;

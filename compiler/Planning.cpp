@@ -948,6 +948,7 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
     return chosen.status();
   choice.mesh = chosen.value().mesh;
   choice.zero = chosen.value().zero;
+  choice.sequenceParallel = chosen.value().sequenceParallel;
   choice.summary = "plan auto: " + chosen.value().summary + " on " + cluster.name;
   return choice;
 }
@@ -961,9 +962,10 @@ static std::string formatCompiledCandidates(
      << label << ", each program priced on it:\n";
   for (const CompiledCandidate &c : candidates)
     os << llvm::formatv(
-        "  {0,-16} zero {1} {2,-9} {3}\n",
+        "  {0,-16} zero {1} {2,-11} {3}\n",
         c.mesh.str() + (c.schedule.empty() ? "" : " " + c.schedule), c.zero,
         !c.search.empty()        ? c.search
+        : c.sequenceParallel     ? "megatron+sp"
         : c.mesh.size("tp") > 1 ? "megatron"
                                  : "",
         c.rejected.empty()
@@ -982,6 +984,8 @@ static std::string formatChosenCandidate(const CompiledCandidate &chosen) {
   os << "plan auto: " << chosen.mesh.str() << ", zero " << chosen.zero;
   if (!chosen.schedule.empty())
     os << ", " << chosen.schedule;
+  if (chosen.sequenceParallel)
+    os << ", sequence-parallel";
   os << llvm::formatv(": {0:f1} ms per step predicted, {1:f1} MiB per rank",
                       chosen.seconds * 1e3, chosen.peakBytes / 1048576.0);
   if (!chosen.search.empty())
@@ -1010,6 +1014,7 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
                              "describes");
     options.train.plan.mesh = choice.value().mesh;
     options.train.plan.zero = choice.value().zero;
+    options.train.plan.sequenceParallel = choice.value().sequenceParallel;
     out.messages = choice.value().summary + "\n";
     out.chosen = true;
     return out;
@@ -1028,6 +1033,7 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
   const CompiledCandidate &best = candidates.front();
   options.train.plan.mesh = best.mesh;
   options.train.plan.zero = best.zero;
+  options.train.plan.sequenceParallel = best.sequenceParallel;
   // An ILP candidate's layouts are the search's (listed for people): the
   // search, run again, writes them; descent's are the plan itself.
   options.train.plan.layouts =

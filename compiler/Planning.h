@@ -95,10 +95,12 @@ std::string clusterLabel(const planner::ClusterSpec &cluster);
 struct CompilePlanChoice {
   /// Compile every candidate plan and price its program (planByCompiling):
   /// the model is not a transformer the planner describes, or the ranks are
-  /// CPUs. Otherwise `mesh` and `zero` are the planner's choice.
+  /// CPUs. Otherwise `mesh`, `zero` and `sequenceParallel` are the
+  /// planner's choice.
   bool compileCandidates = false;
   runtime::MeshShape mesh;
   int zero = 0;
+  bool sequenceParallel = false;
   /// One line for stderr ("plan auto: ... on dgx-h100").
   std::string summary;
 };

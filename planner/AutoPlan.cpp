@@ -36,10 +36,11 @@ StatusOr<ClusterSpec> clusterForRanks(ClusterSpec base, int64_t ranks) {
 }
 
 Plan compilerPlan(int64_t dp, int64_t tp, int zero,
-                  const CompilerPlanOptions &options) {
+                  const CompilerPlanOptions &options, bool sequenceParallel) {
   Plan plan;
   plan.dp = dp;
   plan.tp = tp;
+  plan.sequenceParallel = sequenceParallel && tp > 1;
   plan.zeroStage = zero;
   plan.microBatchSize = std::max<int64_t>(1, options.batch / std::max<int64_t>(1, dp));
   plan.microBatches = options.microBatches;
@@ -57,8 +58,6 @@ std::optional<std::string> compilerPlanProblem(const Plan &plan,
                   "compiler builds them: give --mesh ...,pp=N --micro-batches M)");
   if (plan.offload != Offload::kNone)
     return std::string("the compiler does not implement offload");
-  if (plan.sequenceParallel)
-    return std::string("the compiler does not implement sequence parallelism");
   if (o.batch % plan.dp != 0)
     return strCat("batch ", o.batch, " not divisible by dp=", plan.dp);
   if (model.vocab % plan.tp != 0)
@@ -88,32 +87,37 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
     for (int zero = 0; zero <= 3; ++zero) {
       if (zero > 0 && devices / tp == 1)
         break;
-      Plan plan = compilerPlan(devices / tp, tp, zero, options);
-      ++considered;
-      std::optional<std::string> problem = planProblem(plan, model, cluster);
-      if (!problem)
-        problem = compilerPlanProblem(plan, model, options);
-      if (problem) {
-        Rejection r;
-        r.kind = Rejection::Kind::kInvalid;
-        r.plan = plan;
-        r.reason = *problem;
-        result.rejected.push_back(r);
-        continue;
+      // Sequence parallelism goes with tensor parallelism.
+      for (bool sp : {false, true}) {
+        if (sp && tp == 1)
+          continue;
+        Plan plan = compilerPlan(devices / tp, tp, zero, options, sp);
+        ++considered;
+        std::optional<std::string> problem = planProblem(plan, model, cluster);
+        if (!problem)
+          problem = compilerPlanProblem(plan, model, options);
+        if (problem) {
+          Rejection r;
+          r.kind = Rejection::Kind::kInvalid;
+          r.plan = plan;
+          r.reason = *problem;
+          result.rejected.push_back(r);
+          continue;
+        }
+        auto candidate = evaluatePlan(model, cluster, plan);
+        if (!candidate.isOk())
+          return candidate.status();
+        if (!candidate.value().fits) {
+          Rejection r;
+          r.kind = Rejection::Kind::kOutOfMemory;
+          r.plan = plan;
+          r.reason = candidate.value().problem;
+          r.stepTime = candidate.value().time.stepTime;
+          result.rejected.push_back(r);
+          continue;
+        }
+        fitting.push_back(candidate.value());
       }
-      auto candidate = evaluatePlan(model, cluster, plan);
-      if (!candidate.isOk())
-        return candidate.status();
-      if (!candidate.value().fits) {
-        Rejection r;
-        r.kind = Rejection::Kind::kOutOfMemory;
-        r.plan = plan;
-        r.reason = candidate.value().problem;
-        r.stepTime = candidate.value().time.stepTime;
-        result.rejected.push_back(r);
-        continue;
-      }
-      fitting.push_back(candidate.value());
     }
   }
   if (fitting.empty()) {
@@ -123,20 +127,21 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
     return invalidArgument("no dp x tp plan with ZeRO 0-3 on ", devices,
                            " ranks fits or compiles:", why);
   }
-  // Fastest first; within 0.5% the lower ZeRO stage, then the smaller tp.
+  // Fastest first; within 0.5% the lower ZeRO stage, then the smaller tp,
+  // then without sequence parallelism.
+  auto simplicity = [](const Plan &p) {
+    return std::make_tuple(p.zeroStage, p.tp, p.sequenceParallel);
+  };
   std::sort(fitting.begin(), fitting.end(),
-            [](const Candidate &a, const Candidate &b) {
-              return std::make_tuple(a.time.stepTime, a.plan.zeroStage,
-                                     a.plan.tp) <
-                     std::make_tuple(b.time.stepTime, b.plan.zeroStage,
-                                     b.plan.tp);
+            [&](const Candidate &a, const Candidate &b) {
+              return std::make_tuple(a.time.stepTime, simplicity(a.plan)) <
+                     std::make_tuple(b.time.stepTime, simplicity(b.plan));
             });
   size_t best = 0;
   for (size_t i = 1; i < fitting.size(); ++i) {
     if (fitting[i].time.stepTime > 1.005 * fitting[0].time.stepTime)
       break;
-    const Plan &p = fitting[i].plan, &q = fitting[best].plan;
-    if (std::make_pair(p.zeroStage, p.tp) < std::make_pair(q.zeroStage, q.tp))
+    if (simplicity(fitting[i].plan) < simplicity(fitting[best].plan))
       best = i;
   }
   result.chosen = fitting[best];
@@ -155,9 +160,11 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
   }
   result.mesh = meshOf(result.chosen.plan);
   result.zero = result.chosen.plan.zeroStage;
+  result.sequenceParallel = result.chosen.plan.sequenceParallel;
   result.summary = strCat(
       result.mesh.empty() ? std::string("one device") : result.mesh.str(),
-      result.zero ? strCat(" ZeRO-", result.zero) : std::string(), ": ",
+      result.zero ? strCat(" ZeRO-", result.zero) : std::string(),
+      result.sequenceParallel ? " sequence-parallel" : "", ": ",
       formatSeconds(result.chosen.time.stepTime), " per step predicted, ",
       formatBytes(result.chosen.memory.total()), " per rank (of ", considered,
       " candidates on ", devices, " ranks; the fastest that fits)");

@@ -31,10 +31,12 @@ struct CompilerPlanOptions {
 };
 
 struct CompilerPlan {
-  /// The chosen plan, evaluated; its mesh (meshOf) and its ZeRO stage.
+  /// The chosen plan, evaluated; its mesh (meshOf), its ZeRO stage and
+  /// whether it is sequence-parallel.
   Candidate chosen;
   runtime::MeshShape mesh;
   int zero = 0;
+  bool sequenceParallel = false;
   /// Every other candidate with why it lost (slower, out of memory, or
   /// what the compiler or the model does not allow).
   std::vector<Rejection> rejected;
@@ -47,14 +49,16 @@ struct CompilerPlan {
 /// out, none for one device), the order the time model prices it in.
 runtime::MeshShape meshOf(const Plan &plan);
 
-/// The plan the compiler builds for mesh dp x tp and `zero`: one
-/// micro-batch of batch / dp sequences per rank (times options.microBatches).
+/// The plan the compiler builds for mesh dp x tp and `zero` (and sequence
+/// parallelism with tp > 1): one micro-batch of batch / dp sequences per
+/// rank (times options.microBatches).
 Plan compilerPlan(int64_t dp, int64_t tp, int zero,
-                  const CompilerPlanOptions &options);
+                  const CompilerPlanOptions &options,
+                  bool sequenceParallel = false);
 
 /// Why the compiler cannot build `plan` (beyond planProblem): the batch not
 /// divisible by dp, the vocabulary by tp (no padding), a hidden size ZeRO
-/// cannot shard evenly, pp > 1, offload, sequence parallelism; or nullopt.
+/// cannot shard evenly, pp > 1, offload; or nullopt.
 std::optional<std::string> compilerPlanProblem(const Plan &plan,
                                                const ModelDesc &model,
                                                const CompilerPlanOptions &options);

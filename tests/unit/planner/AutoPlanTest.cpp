@@ -56,16 +56,22 @@ TEST(AutoPlan, OnlyWhatTheCompilerBuilds) {
   EXPECT_EQ(p.pp, 1);
   EXPECT_EQ(p.dp * p.tp, 2);
   EXPECT_EQ(p.offload, Offload::kNone);
-  EXPECT_FALSE(p.sequenceParallel);
   EXPECT_EQ(p.microBatches, 1);
   EXPECT_EQ(p.microBatchSize, 8 / p.dp);
   EXPECT_EQ(r.value().mesh, meshOf(p));
   EXPECT_EQ(r.value().zero, p.zeroStage);
-  // dp=2 x ZeRO 0..3 and tp=2: five candidates, one chosen.
-  EXPECT_EQ(r.value().rejected.size(), 4u);
-  for (const Rejection &x : r.value().rejected)
+  EXPECT_EQ(r.value().sequenceParallel, p.sequenceParallel);
+  // dp=2 x ZeRO 0..3, tp=2 and tp=2 with sequence parallelism: six
+  // candidates, one chosen.
+  EXPECT_EQ(r.value().rejected.size(), 5u);
+  int sequenceParallel = p.sequenceParallel;
+  for (const Rejection &x : r.value().rejected) {
     if (x.kind == Rejection::Kind::kSlower)
       EXPECT_GE(x.stepTime, 0.995 * r.value().chosen.time.stepTime);
+    sequenceParallel += x.plan.sequenceParallel;
+    EXPECT_TRUE(!x.plan.sequenceParallel || x.plan.tp > 1);
+  }
+  EXPECT_EQ(sequenceParallel, 1);
 
   // A batch that dp cannot split and a vocabulary tp cannot: nothing left.
   m.vocab = 63;
