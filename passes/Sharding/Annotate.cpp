@@ -115,6 +115,12 @@ struct ShardAnnotatePass
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
       annotateZero(module, dp, dpSize, zero);
+    if (plan.getSequenceParallel() && meshAttr.getSize("tp") <= 1) {
+      module.emitError("sequence parallelism splits the sequence over tp: "
+                       "expected a mesh with tp > 1, got ")
+          << meshAttr;
+      return signalPassFailure();
+    }
     if (int64_t tpSize = meshAttr.getSize("tp");
         tpSize > 1 && plan.getSequenceParallel())
       for (auto fn : module.getOps<func::FuncOp>())

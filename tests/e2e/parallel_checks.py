@@ -281,10 +281,19 @@ def twelve_stages(dtcc, work, tokens, check):
 def tcp_ranks(n, cmd, timeout=300):
     """Runs `cmd` on n torchrun-style ranks (RANK, WORLD_SIZE, MASTER_ADDR:
     the TCP backend, no MPI); [(returncode, stdout, stderr)] per rank."""
+    import random
     import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # A port below the kernel's ephemeral range (32768-60999), which the
+    # ranks' own connections use, and free now (no socket left bound to
+    # it, in TIME_WAIT included: the bind has no SO_REUSEADDR).
+    while True:
+        port = random.randint(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                continue
     procs = []
     for rank in range(n):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n),
@@ -387,7 +396,7 @@ def sequence_parallel_bytes(dtcc, work, model, check, tokens, ref_losses):
         check(err <= 64, f"{model} {sp}: each rank sends {fmt(sent_sp)} per step = "
               f"{base}'s {fmt(sent_base)} + {fmt(extra)} (backward re-gathers, norm "
               f"and bias gradients), off by {err:.0f} B")
-        for attempt in range(3):  # a port taken between choosing and binding
+        for attempt in range(3):  # the port taken between choosing and binding
             res = tcp_ranks(4 if "DP2" in sp else 2,
                             [exe, "--data", tokens, "--steps", str(STEPS), "--seed", "7",
                              "--dump-outputs", exe + ".tcp.dump"])
