@@ -454,6 +454,7 @@ Plan planOf(const CompiledCandidate &c, int64_t batch,
   plan.microBatches = c.microBatches;
   plan.microBatchSize = std::max<int64_t>(1, batch / std::max<int64_t>(1, plan.dp));
   plan.schedule = c.schedule == "gpipe" ? Schedule::kGPipe : Schedule::k1F1B;
+  plan.sequenceParallel = c.sequenceParallel;
   plan.dtype = policy;
   return plan;
 }

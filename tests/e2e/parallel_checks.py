@@ -341,7 +341,7 @@ def sequence_parallel_extra(model, dp, tp):
     the split sequence (norm scales, and GPT's norm biases and
     row-parallel biases) are partial sums over tp, all-reduced; GPT's
     position embedding gradient is computed split along the sequence and
-    gathered (s x hidden). Every all-reduce of the hidden state of the
+    gathered (s x hidden), its all-reduce over dp summing 1/tp of it. Every all-reduce of the hidden state of the
     plan without it is a reduce-scatter plus an all-gather, the same
     bytes."""
     L, h, s, a = LAYERS, HIDDEN, SEQ, 4
@@ -351,7 +351,11 @@ def sequence_parallel_extra(model, dp, tp):
     norms = 2 * L + 1
     extra = (2 * L + 1) * tokens * h * gather
     if model == "gpt":
-        extra += (2 * norms + 2 * L) * h * reduce + s * h * gather
+        # The position gradient: gathered over tp, after its all-reduce
+        # over dp summed 1/tp of it.
+        dp_reduce = 2 * (dp - 1) / dp * a
+        extra += (2 * norms + 2 * L) * h * reduce + s * h * gather \
+            - s * h * dp_reduce * (1 - 1 / tp)
     else:
         extra += norms * h * reduce
     return extra
