@@ -226,6 +226,13 @@ Status pinMesh(const runtime::MeshShape &mesh, SearchOptions &options) {
   return Status::ok();
 }
 
+/// The plan of a saved plan file (`dtcc plan --plan-out`), or of a bare
+/// plan object.
+StatusOr<Plan> savedPlanOf(const Json &json) {
+  const Json *planJson = json.find("plan");
+  return planFromJson(planJson ? *planJson : json);
+}
+
 StatusOr<Json> readJsonFile(const std::string &path) {
   std::ifstream in(path);
   if (!in)
@@ -324,21 +331,6 @@ struct CompiledMemory {
   double workspace = 0, constants = 0, state = 0;
   double total() const { return state + workspace + constants; }
 };
-
-/// The planner's plan as the compiler's (a field the compiler does not
-/// build is refused by dtcc-plan-set, naming it).
-static planning::Plan compilerPlanOf(const Plan &plan) {
-  planning::Plan out;
-  out.mesh = meshOf(plan);
-  out.zero = plan.zeroStage;
-  out.microBatches = plan.microBatches;
-  out.schedule = scheduleName(plan.schedule);
-  out.virtualStages = plan.virtualStages;
-  out.recompute = recomputeName(plan.recompute);
-  out.sequenceParallel = plan.sequenceParallel;
-  out.offload = offloadName(plan.offload);
-  return out;
-}
 
 StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
                                         const Plan &plan,
@@ -643,6 +635,47 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
 
 } // namespace
 
+StatusOr<planning::Plan> compilerPlanFromFile(const std::string &path) {
+  auto json = readJsonFile(path);
+  if (!json.isOk())
+    return json.status();
+  auto plan = savedPlanOf(json.value());
+  if (!plan.isOk())
+    return plan.status().withContext(path);
+  if (plan.value().offload == Offload::kOptimizerAndParams)
+    return invalidArgument(path, ": offload optimizer+params: the compiler "
+                                 "does not offload parameters (ZeRO-Infinity)");
+  return compilerPlanOf(plan.value());
+}
+
+planning::Plan compilerPlanOf(const Plan &plan) {
+  planning::Plan out;
+  out.mesh = meshOf(plan);
+  out.zero = plan.zeroStage;
+  out.microBatches = plan.microBatches;
+  out.schedule = scheduleName(plan.schedule);
+  out.virtualStages = plan.virtualStages;
+  out.recompute = recomputeName(plan.recompute);
+  out.sequenceParallel = plan.sequenceParallel;
+  out.offload = offloadName(plan.offload);
+  return out;
+}
+
+std::optional<std::string> compilerRefuses(mlir::MLIRContext *ctx,
+                                           const Plan &plan) {
+  if (plan.offload == Offload::kOptimizerAndParams)
+    return std::string("the compiler does not offload parameters "
+                       "(ZeRO-Infinity)");
+  std::string error;
+  auto attr = planning::planToAttr(ctx, compilerPlanOf(plan), error);
+  if (failed(attr))
+    return "the compiler's plan: " + error;
+  if (std::optional<std::string> why = planning::unbuiltFeature(*attr))
+    return "the compiler: " + *why;
+  return std::nullopt;
+}
+
+
 StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   PlanOutput out;
   auto dtype = dtypePolicy(args.dtype);
@@ -657,8 +690,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     auto json = readJsonFile(args.planIn);
     if (!json.isOk())
       return json.status();
-    const Json *planJson = json.value().find("plan");
-    auto plan = planFromJson(planJson ? *planJson : json.value());
+    auto plan = savedPlanOf(json.value());
     if (!plan.isOk())
       return plan.status().withContext(args.planIn);
     savedPlan = plan.value();
@@ -753,60 +785,55 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     compiler.batch = args.globalBatch ? args.globalBatch : modelBatch;
     compiler.dtype = policy;
     compiler.microBatches = args.microBatches;
+    mlir::MLIRContext shardContext;
+    shardContext.loadDialect<shard::ShardDialect>();
+    compiler.unbuilt = [&shardContext](const Plan &plan) {
+      return compilerRefuses(&shardContext, plan);
+    };
     if (compiler.batch < 1)
       return invalidArgument(
           "--global-batch is required (the model carries no batch)");
     SearchOptions fixed;
     if (Status s = pinMesh(args.mesh, fixed); !s.isOk())
       return s;
-    if (fixed.fixPp > 1)
-      return invalidArgument(
-          "--mesh pp=", fixed.fixPp,
-          ": the analytic CPU model has no pipeline stages (without "
-          "--analytic, dtcc plan compiles the plan and prices its program)");
-    if (!args.mesh.empty() || args.zero >= 0) {
-      int64_t tp = fixed.fixTp ? fixed.fixTp : 1;
-      // Axes left out of --mesh are 1, as for dtcc compile; --zero alone
-      // spreads dp over the cluster.
-      int64_t dp = fixed.fixDp        ? fixed.fixDp
-                   : args.mesh.empty() ? cluster.numDevices() / tp
-                                       : 1;
-      if (args.ranks == 0 && !args.mesh.empty()) {
-        auto c = clusterForRanks(cluster, dp * tp);
+    if (!args.mesh.empty()) {
+      // Axes left out of --mesh are 1, as for dtcc compile; without
+      // --ranks the cluster is the mesh's ranks.
+      for (int64_t *pin : {&fixed.fixDp, &fixed.fixPp, &fixed.fixTp})
+        *pin = std::max<int64_t>(1, *pin);
+      if (args.ranks == 0) {
+        auto c = clusterForRanks(cluster,
+                                 fixed.fixDp * fixed.fixPp * fixed.fixTp);
         if (!c.isOk())
           return c.status();
         cluster = c.value();
       }
-      Plan plan = compilerPlan(dp, tp, std::max(0, args.zero), compiler);
-      std::optional<std::string> problem = planProblem(plan, model, cluster);
-      if (!problem)
-        problem = compilerPlanProblem(plan, model, compiler);
-      if (problem)
-        return invalidArgument("plan cannot run: ", *problem);
-      auto candidate = evaluatePlan(model, cluster, plan);
-      if (!candidate.isOk())
-        return candidate.status();
-      report.chosen = candidate.value();
+    }
+    fixed.fixZero = args.zero;
+    fixed.alternativesPerKind = args.alternatives;
+    fixed.budgetSeconds = args.budgetSeconds;
+    compiler.search = fixed;
+    auto chosen = chooseCompilerPlan(model, cluster, compiler);
+    if (!chosen.isOk())
+      return chosen.status();
+    report.chosen = chosen.value().chosen;
+    if (!args.mesh.empty() || args.zero >= 0) {
       report.origin = "given";
     } else {
-      auto chosen = chooseCompilerPlan(model, cluster, compiler);
-      if (!chosen.isOk())
-        return chosen.status();
       SearchResult result;
       result.best = chosen.value().chosen;
       result.alternatives = chosen.value().rejected;
       result.evaluated = int64_t(chosen.value().rejected.size()) + 1;
       result.note = chosen.value().summary;
-      report.chosen = chosen.value().chosen;
       report.search = result;
       report.origin = "search";
     }
     report.cluster = cluster;
     report.globalBatch = compiler.batch * compiler.microBatches;
     report.notes.push_back(
-        "CPU backend: plans are what dtcc compile builds today (dp x tp, "
-        "ZeRO 0-3, one pipeline stage, the model's batch as one micro-batch "
-        "split over dp), in fp32 with unfused attention");
+        "CPU backend: plans are what dtcc compile builds (the search's "
+        "plans less those the compiler refuses, the model's batch as one "
+        "micro-batch split over dp), in fp32 with unfused attention");
   } else if (savedPlan && args.mesh.empty() && args.zero < 0) {
     Plan plan = *savedPlan;
     if (args.globalBatch && args.globalBatch != plan.globalBatch())
@@ -834,6 +861,13 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       return s;
     bool pinned = options.fixDp || options.fixPp || options.fixTp ||
                   options.fixZero >= 0;
+    // The search chooses only plans dtcc compile builds; the others are
+    // rejected alternatives with the compiler's reason.
+    mlir::MLIRContext shardContext;
+    shardContext.loadDialect<shard::ShardDialect>();
+    options.buildable = [&shardContext](const Plan &plan) {
+      return compilerRefuses(&shardContext, plan);
+    };
     auto result = searchPlans(model, cluster, options);
     if (!result.isOk())
       return result.status();
@@ -940,16 +974,19 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
   CompilerPlanOptions options;
   options.batch = m.graph.batch;
   options.microBatches = std::max<int64_t>(1, train.plan.microBatches);
-  options.recompute = train.plan.recompute == "full" ? Recompute::kFull
-                      : train.plan.recompute == "selective"
-                          ? Recompute::kSelective
-                          : Recompute::kNone;
+  // Recomputation other than none was asked for; otherwise the search
+  // chooses it with the rest.
+  if (train.plan.recompute == "full" && train.plan.recomputeLayers == 0)
+    options.recompute = Recompute::kFull;
+  else if (train.plan.recompute == "selective")
+    options.recompute = Recompute::kSelective;
+  options.unbuilt = [ctx = module.getContext()](const Plan &plan) {
+    return compilerRefuses(ctx, plan);
+  };
   auto chosen = chooseCompilerPlan(m, cluster, options);
   if (!chosen.isOk())
     return chosen.status();
-  choice.mesh = chosen.value().mesh;
-  choice.zero = chosen.value().zero;
-  choice.sequenceParallel = chosen.value().sequenceParallel;
+  choice.plan = compilerPlanOf(chosen.value().chosen.plan);
   choice.summary = "plan auto: " + chosen.value().summary + " on " + cluster.name;
   return choice;
 }
@@ -1013,9 +1050,7 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
                              " compares the plans --plan auto compiles for a "
                              "model that is not a transformer the planner "
                              "describes");
-    options.train.plan.mesh = choice.value().mesh;
-    options.train.plan.zero = choice.value().zero;
-    options.train.plan.sequenceParallel = choice.value().sequenceParallel;
+    options.train.plan = choice.value().plan;
     out.messages = choice.value().summary + "\n";
     out.chosen = true;
     return out;

@@ -14,6 +14,8 @@
 
 #include "compiler/PlanByCompiling.h"
 #include "frontends/zoo/Zoo.h"
+#include "passes/Planning/Plan.h"
+#include "planner/Plan.h"
 #include "planner/Model.h"
 #include "runtime/base/MeshShape.h"
 #include "runtime/base/Status.h"
@@ -22,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,15 +95,29 @@ clusterForCompile(const std::string &cluster, int64_t nodes, int64_t ranks);
 std::string clusterLabel(const planner::ClusterSpec &cluster);
 
 /// What `dtcc compile --plan auto` does for a model.
+/// The planner's `plan` as the compiler's: mesh in its rank order, ZeRO,
+/// micro-batches, schedule and virtual stages, recomputation, sequence
+/// parallelism, offload.
+planning::Plan compilerPlanOf(const planner::Plan &plan);
+
+/// The plan of a file `dtcc plan --plan-out` wrote, as the compiler's
+/// (`dtcc compile --plan-in`): its structure; the compiled model's batch is
+/// one micro-batch over dp, whatever the plan's micro-batch size. Errors
+/// name the file and the field.
+runtime::StatusOr<planning::Plan>
+compilerPlanFromFile(const std::string &path);
+
+/// Why the compiler cannot build the planner's `plan` (its fields as
+/// dtcc-plan-set checks them, a transformation not built yet), or nullopt.
+std::optional<std::string> compilerRefuses(mlir::MLIRContext *ctx,
+                                           const planner::Plan &plan);
+
 struct CompilePlanChoice {
   /// Compile every candidate plan and price its program (planByCompiling):
   /// the model is not a transformer the planner describes, or the ranks are
-  /// CPUs. Otherwise `mesh`, `zero` and `sequenceParallel` are the
-  /// planner's choice.
+  /// CPUs. Otherwise `plan` is the planner's choice.
   bool compileCandidates = false;
-  runtime::MeshShape mesh;
-  int zero = 0;
-  bool sequenceParallel = false;
+  planning::Plan plan;
   /// One line for stderr ("plan auto: ... on dgx-h100").
   std::string summary;
 };

@@ -1,10 +1,11 @@
 //===- AutoPlan.h - the plan `dtcc compile --plan auto` compiles -*- C++ -*-===//
 //
-// The planner restricted to what the compiler implements today: data and
-// tensor parallelism and ZeRO 0-3 over a given number of ranks, one pipeline
-// stage, no offload, no sequence parallelism, the model's own batch split
-// over the data-parallel ranks. Returns the mesh and ZeRO stage as the
-// compiler's --mesh/--zero spell them, with the candidates it weighed.
+// The planner's search over what the compiler builds: every mesh (dp x pp x
+// tp), ZeRO stage, schedule, recomputation, sequence parallelism and
+// offload the search considers, less what the compiler refuses (its check,
+// passed in: the planner has no compiler), with the model's batch as one
+// micro-batch split over dp. Returns the chosen plan, its mesh and ZeRO
+// stage, with the candidates it weighed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,8 @@
 #include "planner/Search.h"
 #include "runtime/base/MeshShape.h"
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,20 +26,26 @@ struct CompilerPlanOptions {
   /// Sequences of one micro-batch (the model's batch dimension): the
   /// compiler splits them over dp.
   int64_t batch = 0;
-  /// Micro-batches accumulated per step (--micro-batches).
+  /// Micro-batches per step (--micro-batches): accumulated, or a
+  /// pipeline's.
   int64_t microBatches = 1;
-  Recompute recompute = Recompute::kNone;
+  /// The recomputation the user pinned; nullopt: the search chooses.
+  std::optional<Recompute> recompute;
   /// The compiled program's precision: the CPU backend is fp32 throughout.
   DTypePolicy dtype = DTypePolicy::fp32();
+  /// Why the compiler cannot build a plan (a plan field whose
+  /// transformation is not there), or nullopt; empty: it builds all.
+  std::function<std::optional<std::string>(const Plan &)> unbuilt;
+  /// The search's pins (mesh axes and their order, ZeRO stage), budget
+  /// and alternatives; the batch, dtype and recomputation come from here.
+  SearchOptions search;
 };
 
 struct CompilerPlan {
-  /// The chosen plan, evaluated; its mesh (meshOf), its ZeRO stage and
-  /// whether it is sequence-parallel.
+  /// The chosen plan, evaluated; its mesh (meshOf) and its ZeRO stage.
   Candidate chosen;
   runtime::MeshShape mesh;
   int zero = 0;
-  bool sequenceParallel = false;
   /// Every other candidate with why it lost (slower, out of memory, or
   /// what the compiler or the model does not allow).
   std::vector<Rejection> rejected;
@@ -49,26 +58,24 @@ struct CompilerPlan {
 /// out, none for one device), the order the time model prices it in.
 runtime::MeshShape meshOf(const Plan &plan);
 
-/// The plan the compiler builds for mesh dp x tp and `zero` (and sequence
-/// parallelism with tp > 1): one micro-batch of batch / dp sequences per
-/// rank (times options.microBatches).
+/// The plan the compiler builds for mesh dp x tp and `zero`: one
+/// micro-batch of batch / dp sequences per rank (times options.microBatches).
 Plan compilerPlan(int64_t dp, int64_t tp, int zero,
-                  const CompilerPlanOptions &options,
-                  bool sequenceParallel = false);
+                  const CompilerPlanOptions &options);
 
 /// Why the compiler cannot build `plan` (beyond planProblem): the batch not
-/// divisible by dp, the vocabulary by tp (no padding), a hidden size ZeRO
-/// cannot shard evenly, pp > 1, offload; or nullopt.
+/// divisible by dp or micro-batches other than the model's batch over dp,
+/// the vocabulary not divisible by tp (no padding), a hidden size ZeRO
+/// cannot shard evenly, what `options.unbuilt` names; or nullopt.
 std::optional<std::string> compilerPlanProblem(const Plan &plan,
                                                const ModelDesc &model,
                                                const CompilerPlanOptions &options);
 
-/// Enumerates dp x tp = cluster.numDevices() and ZeRO 0..3 (ZeRO only with
-/// dp > 1), drops what the compiler cannot build (batch not divisible by
-/// dp, vocabulary or heads not divisible by tp, tp across nodes), evaluates
-/// the rest with the memory and time models and returns the fastest that
-/// fits (ties within 0.5% go to the lower ZeRO stage: less traffic, fewer
-/// collectives to get wrong). Errors when nothing fits, with the reasons.
+/// The planner's search (searchPlans) over cluster.numDevices() ranks with
+/// the global batch options.batch x options.microBatches, each mesh's
+/// micro-batch the model's batch over dp, less what compilerPlanProblem
+/// refuses: the fastest plan that fits. Errors when nothing fits or
+/// builds, with the reasons.
 StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
                                           const ClusterSpec &cluster,
                                           const CompilerPlanOptions &options);

@@ -180,6 +180,15 @@ private:
       return;
     }
     int64_t perReplica = options_.globalBatch / dp;
+    int64_t fixedMicroBatch = options_.fixMicroBatchSize;
+    if (options_.dataBatch) {
+      if (options_.dataBatch % dp != 0) {
+        invalid(base, strCat("batch ", options_.dataBatch,
+                             " not divisible by dp=", dp));
+        return;
+      }
+      fixedMicroBatch = options_.dataBatch / dp;
+    }
 
     struct Sharding {
       int zero;
@@ -228,9 +237,9 @@ private:
           continue;
         plan.sequenceParallel = sp;
         for (int64_t b : divisors(perReplica)) {
-          if (b > options_.maxMicroBatchSize)
+          if (b > options_.maxMicroBatchSize && !options_.dataBatch)
             break;
-          if (options_.fixMicroBatchSize && b != options_.fixMicroBatchSize)
+          if (fixedMicroBatch && b != fixedMicroBatch)
             continue;
           plan.microBatchSize = b;
           plan.microBatches = perReplica / b;
@@ -284,6 +293,11 @@ private:
 
   /// Returns whether the plan fits.
   bool evaluate(const Plan &plan) {
+    if (options_.buildable)
+      if (std::optional<std::string> why = options_.buildable(plan)) {
+        invalid(plan, *why);
+        return false;
+      }
     MemoryBreakdown memory = memory_.peak(plan);
     double excess = 0;
     std::string problem = memoryProblem(memory, memory_, excess);

@@ -13,6 +13,7 @@
 #include "planner/MemoryModel.h"
 #include "planner/TimeModel.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,14 @@ struct SearchOptions {
   /// Pin the schedule and the recomputation mode.
   std::optional<Schedule> fixSchedule;
   std::optional<Recompute> fixRecompute;
+  /// Sequences of one micro-batch over all data-parallel ranks (0: free):
+  /// each mesh's micro-batch size is then dataBatch / dp, as when a
+  /// compiled model's batch dimension is split over dp.
+  int64_t dataBatch = 0;
+  /// What the consumer of the plan cannot build (the compiler's check; the
+  /// planner knows no compiler): a plan it names a reason for is rejected
+  /// as invalid with that reason. Empty: every plan is built.
+  std::function<std::optional<std::string>(const Plan &)> buildable;
 };
 
 /// A plan with its predicted memory and time.

@@ -112,3 +112,18 @@ def relative_error(got, want):
     """Worst |got - want| / |want| over the steps, and its step (from 1)."""
     rel = np.abs(np.asarray(got) - want) / np.maximum(np.abs(want), 1e-12)
     return float(rel.max()), int(rel.argmax()) + 1
+
+
+def finish(work, keep, failures):
+    """Removes the work directory (or says where it is kept) and prints the
+    verdict: the script's exit status."""
+    import shutil
+    if keep:
+        print("work dir:", work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        print(f"\n{len(failures)} check(s) failed")
+        return 1
+    print("\nall checks passed")
+    return 0

@@ -262,6 +262,13 @@ cl::opt<std::string> planMode(
     cl::desc("auto: choose --mesh and --zero with the planner (the default "
              "when --ranks, --cluster or --nodes is given without --mesh)"),
     cl::value_desc("auto"), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> planIn(
+    "plan-in",
+    cl::desc("Compile the plan `dtcc plan --plan-out` saved: its mesh, ZeRO "
+             "stage, micro-batches, schedule, recomputation, sequence "
+             "parallelism and offload (the model's batch is one micro-batch "
+             "split over dp); replaces those flags"),
+    cl::value_desc("plan.json"), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<int64_t> planRanks("ranks", cl::desc("Plan for N ranks (--plan auto)"),
                            cl::init(0), cl::sub(compileCmd),
                            cl::cat(trainCategory));
@@ -489,11 +496,25 @@ int runImportOrCompile(bool compile) {
     t.plan.zero = zeroStage;
     t.plan.schedule = pipelineSchedule;
     autoPlan = planMode == "auto" ||
-               (planMode.empty() && meshSpec.empty() &&
+               (planMode.empty() && meshSpec.empty() && planIn.empty() &&
                 (planRanks > 0 || !planCluster.empty() || planNodes > 0));
     if (!planMode.empty() && planMode != "auto") {
       llvm::errs() << "error: --plan expects auto, got '" << planMode << "'\n";
       return 1;
+    }
+    if (!planIn.empty()) {
+      if (autoPlan || !meshSpec.empty() || !train) {
+        llvm::errs() << "error: --plan-in compiles a saved training plan "
+                        "(--train) and replaces --mesh and --plan auto\n";
+        return 1;
+      }
+      auto saved = dtcc::compilerPlanFromFile(planIn);
+      if (!saved.isOk()) {
+        llvm::errs() << "error: --plan-in: " << saved.status().message()
+                     << "\n";
+        return 1;
+      }
+      t.plan = std::move(saved.value());
     }
     if (autoPlan && (!meshSpec.empty() || !train)) {
       llvm::errs() << "error: --plan auto plans training (--train) and "
