@@ -608,6 +608,7 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
     Json compiled = programCostToJson(best.priced->memory, &best.priced->time);
     compiled.set("mesh", best.mesh.str());
     compiled.set("zeroStage", best.zero);
+    compiled.set("sequenceParallel", best.sequenceParallel);
     compiled.set("layoutSearch", best.search);
     Json layouts = Json::array();
     for (const std::string &l : best.layouts)
@@ -619,13 +620,14 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
     out.report += formatReport(report);
     out.report += llvm::formatv(
         "\nThe chosen plan compiled: dtcc compile {0} --train --mesh {1} "
-        "--zero {2}{3}{4}\n\n",
+        "--zero {2}{3}{4}{5}\n\n",
         args.modelPath, best.mesh.str(), best.zero,
         args.microBatches > 1
             ? " --micro-batches " + std::to_string(args.microBatches)
             : std::string(),
         best.schedule.empty() ? std::string()
-                              : " --pipeline-schedule " + best.schedule);
+                              : " --pipeline-schedule " + best.schedule,
+        best.sequenceParallel ? " --sequence-parallel" : "");
     out.report +=
         formatProgramCost(best.priced->memory, &best.priced->time, cluster);
   }
