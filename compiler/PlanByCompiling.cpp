@@ -72,6 +72,7 @@ CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
   c.zero = options.train.plan.zero;
   c.layouts = options.train.plan.layouts;
   c.microBatches = options.train.plan.microBatches;
+  c.sequenceParallel = options.train.plan.sequenceParallel;
   if (c.mesh.size("pp") > 1) {
     c.schedule = options.train.plan.schedule;
     c.virtualStages = options.train.plan.virtualStages;
@@ -126,16 +127,16 @@ static bool better(const CompiledCandidate &a, const CompiledCandidate &b) {
 
 /// Sorts `out` fastest fitting first, then moves to the front the simplest
 /// plan within 0.5% of the fastest: the lower ZeRO stage, then fewer
-/// pipeline stages and tensor-parallel ranks, the Megatron-style layouts
-/// (fewer collectives to get wrong, less traffic for a time the model
-/// cannot tell apart).
+/// pipeline stages and tensor-parallel ranks, the Megatron-style layouts,
+/// no sequence parallelism (fewer collectives to get wrong, less traffic
+/// for a time the model cannot tell apart).
 static void rank(std::vector<CompiledCandidate> &out) {
   std::stable_sort(out.begin(), out.end(), better);
   if (out.empty() || !out.front().rejected.empty())
     return;
   auto simplicity = [](const CompiledCandidate &c) {
     return std::make_tuple(c.zero, c.mesh.size("pp"), c.mesh.size("tp"),
-                           !c.search.empty());
+                           !c.search.empty(), c.sequenceParallel);
   };
   size_t best = 0;
   for (size_t i = 1; i < out.size() && out[i].rejected.empty(); ++i)
@@ -373,6 +374,12 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
           options.train.plan.schedule = schedule;
           options.train.plan.virtualStages = pp > 1 ? chunks : 1;
           out.push_back(compileCandidate(step, options, device));
+          // The same plan with sequence parallelism (Megatron's layouts).
+          if (tp > 1) {
+            options.train.plan.sequenceParallel = true;
+            out.push_back(compileCandidate(step, options, device));
+            options.train.plan.sequenceParallel = false;
+          }
           if (useIlp && searched.solved) {
             // Sharded from the searched step; the final compile runs the
             // search again (`layoutSearch`).
@@ -394,7 +401,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
   // Coordinate descent from the best Megatron-style plan with tensor
   // parallelism.
   auto start = llvm::find_if(out, [](const CompiledCandidate &c) {
-    return c.search.empty() && c.rejected.empty() &&
+    return c.search.empty() && c.rejected.empty() && !c.sequenceParallel &&
            c.mesh.size("tp") > 1 && c.mesh.size("pp") == 1;
   });
   std::string error;

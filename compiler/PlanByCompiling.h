@@ -84,6 +84,9 @@ struct CompiledCandidate {
     return virtualStages > 1 ? schedule + " V=" + std::to_string(virtualStages)
                              : schedule;
   }
+  /// Megatron's sequence parallelism (with tp > 1 and the Megatron-style
+  /// layouts).
+  bool sequenceParallel = false;
   /// The compiled program and its price, for reports; null when it does
   /// not compile.
   std::shared_ptr<const PricedProgram> priced;

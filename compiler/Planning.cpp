@@ -755,6 +755,7 @@ Plan planOf(const CompiledCandidate &c, int64_t batch,
                   : c.schedule == "zb-h1"       ? Schedule::kZeroBubbleH1
                                                 : Schedule::k1F1B;
   plan.virtualStages = c.virtualStages;
+  plan.sequenceParallel = c.sequenceParallel;
   plan.dtype = policy;
   return plan;
 }
@@ -918,6 +919,7 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
     Json compiled = programCostToJson(best.priced->memory, &best.priced->time);
     compiled.set("mesh", best.mesh.str());
     compiled.set("zeroStage", best.zero);
+    compiled.set("sequenceParallel", best.sequenceParallel);
     compiled.set("layoutSearch", best.search);
     Json layouts = Json::array();
     for (const std::string &l : best.layouts)
@@ -933,7 +935,7 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
     out.report += formatReport(report);
     out.report += llvm::formatv(
         "\nThe chosen plan compiled: dtcc compile {0} --train --mesh {1} "
-        "--zero {2}{3}{4}\n\n",
+        "--zero {2}{3}{4}{5}\n\n",
         args.modelPath, best.mesh.str(), best.zero,
         args.microBatches > 1
             ? " --micro-batches " + std::to_string(args.microBatches)
@@ -943,7 +945,8 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
             : " --pipeline-schedule " + best.schedule +
                   (best.virtualStages > 1
                        ? " --virtual-stages " + std::to_string(best.virtualStages)
-                       : std::string()));
+                       : std::string()),
+        best.sequenceParallel ? " --sequence-parallel" : "");
     out.report +=
         formatProgramCost(best.priced->memory, &best.priced->time, cluster);
     if (args.explainCost)
@@ -993,8 +996,6 @@ std::optional<std::string> compilerRefuses(mlir::MLIRContext *ctx,
   auto attr = planning::planToAttr(ctx, compilerPlanOf(plan), error);
   if (failed(attr))
     return "the compiler's plan: " + error;
-  if (std::optional<std::string> why = planning::unbuiltFeature(*attr))
-    return "the compiler: " + *why;
   return std::nullopt;
 }
 
@@ -1451,10 +1452,11 @@ static std::string formatCompiledCandidates(
      << label << ", each program priced on it:\n";
   for (const CompiledCandidate &c : candidates)
     os << llvm::formatv(
-        "  {0,-16} zero {1} {2,-9} {3}\n",
+        "  {0,-16} zero {1} {2,-11} {3}\n",
         c.mesh.str() + (c.schedule.empty() ? "" : " " + c.scheduleLabel()),
         c.zero,
         !c.search.empty()        ? c.search
+        : c.sequenceParallel     ? "megatron+sp"
         : c.mesh.size("tp") > 1 ? "megatron"
                                  : "",
         c.rejected.empty()
@@ -1473,6 +1475,8 @@ static std::string formatChosenCandidate(const CompiledCandidate &chosen) {
   os << "plan auto: " << chosen.mesh.str() << ", zero " << chosen.zero;
   if (!chosen.schedule.empty())
     os << ", " << chosen.scheduleLabel();
+  if (chosen.sequenceParallel)
+    os << ", sequence-parallel";
   os << llvm::formatv(": {0:f1} ms per step predicted, {1:f1} MiB per rank",
                       chosen.seconds * 1e3, chosen.peakBytes / 1048576.0);
   if (!chosen.search.empty())
@@ -1518,6 +1522,7 @@ StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
   const CompiledCandidate &best = candidates.front();
   options.train.plan.mesh = best.mesh;
   options.train.plan.zero = best.zero;
+  options.train.plan.sequenceParallel = best.sequenceParallel;
   // An ILP candidate's layouts are the search's (listed for people): the
   // search, run again, writes them; descent's are the plan itself.
   options.train.plan.layouts =

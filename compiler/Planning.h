@@ -116,7 +116,7 @@ runtime::StatusOr<planning::Plan>
 compilerPlanFromFile(const std::string &path);
 
 /// Why the compiler cannot build the planner's `plan` (its fields as
-/// dtcc-plan-set checks them, a transformation not built yet), or nullopt.
+/// dtcc-plan-set checks them; offloaded parameters), or nullopt.
 std::optional<std::string> compilerRefuses(mlir::MLIRContext *ctx,
                                            const planner::Plan &plan);
 

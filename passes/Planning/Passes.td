@@ -39,9 +39,8 @@ def PlanSet : Pass<"dtcc-plan-set", "mlir::ModuleOp"> {
     schedule other than gpipe, 1f1b, interleaved and zb-h1, virtual stages
     without interleaved, recomputation other than none, selective and full,
     recompute layers without full, offload other than none and optimizer,
-    a layout that is not NAME=rows|cols|whole, a variable the module does
-    not have, and a plan field whose transformation the compiler does not
-    build yet (planning::unbuiltFeature).
+    a layout that is not NAME=rows|cols|whole, and a variable the module
+    does not have.
   }];
   let options = [
     Option<"mesh", "mesh", "std::string", "\"\"",

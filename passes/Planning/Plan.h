@@ -47,10 +47,6 @@ mlir::FailureOr<shard::PlanAttr> planToAttr(mlir::MLIRContext *ctx,
                                             const Plan &plan,
                                             std::string &error);
 
-/// Why the compiler cannot build `plan` yet (a plan field whose
-/// transformation is not there), or nullopt.
-std::optional<std::string> unbuiltFeature(shard::PlanAttr plan);
-
 /// `attr` as a Plan (its rows/cols/whole layouts; a search's exact
 /// shardings have no spelling here); the default plan for null.
 Plan planFromAttr(shard::PlanAttr attr);

@@ -103,21 +103,7 @@ dtcc::planning::Plan dtcc::planning::planFromAttr(PlanAttr attr) {
   return plan;
 }
 
-std::optional<std::string> dtcc::planning::unbuiltFeature(PlanAttr plan) {
-  // One check per plan field whose transformation is not built yet; each
-  // goes when its pass lands.
-
-
-  if (plan.getSequenceParallel())
-    return std::string("sequence parallelism is not built yet");
-
-
-  return std::nullopt;
-}
-
 LogicalResult dtcc::planning::setPlan(ModuleOp module, PlanAttr plan) {
-  if (std::optional<std::string> unbuilt = unbuiltFeature(plan))
-    return module.emitError("cannot build this plan: ") << *unbuilt;
   // What earlier passes built from a plan binds the next one: the stages
   // dtcc-shard-pipeline cut and the mesh dtcc-shard-annotate placed on.
   llvm::SmallDenseSet<int64_t> cut;

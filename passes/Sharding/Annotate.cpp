@@ -119,6 +119,95 @@ struct ShardAnnotatePass
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
       annotateZero(module, dp, dpSize, zero);
+    if (plan.getSequenceParallel() && meshAttr.getSize("tp") <= 1) {
+      module.emitError("sequence parallelism splits the sequence over tp: "
+                       "expected a mesh with tp > 1, got ")
+          << meshAttr;
+      return signalPassFailure();
+    }
+    if (int64_t tpSize = meshAttr.getSize("tp");
+        tpSize > 1 && plan.getSequenceParallel())
+      for (auto fn : module.getOps<func::FuncOp>())
+        if (fn.getSymName().starts_with("train_step") &&
+            failed(annotateSequenceParallel(module, fn, tpSize, dpSize)))
+          return signalPassFailure();
+  }
+
+  /// Whether `v` is a load of a variable whose dimension `d` is split over
+  /// tp.
+  bool loadsSplitOverTp(ModuleOp module, Value v, int64_t d) {
+    auto load = v.getDefiningOp<graph::LoadOp>();
+    auto var = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
+                    : graph::VariableOp();
+    auto s = var ? var->getAttrOfType<ShardingAttr>(kShardingAttr) : ShardingAttr();
+    return s && d < int64_t(s.getDims().size()) &&
+           llvm::any_of(s.axesOf(d),
+                        [](StringAttr a) { return a.getValue() == "tp"; });
+  }
+
+  /// Sequence parallelism (Korthikanti et al., 2022): the hidden state
+  /// between the tensor-parallel regions is split along its sequence over
+  /// tp instead of being whole on every tp rank. Where a region ends in a
+  /// sum over tp -- a row-parallel matmul (its weight's rows split over
+  /// tp), a vocab-parallel embedding lookup -- the sum is constrained to
+  /// the sequence split (`dshard.constraint {dshard.sequence}`), which
+  /// partition makes a reduce-scatter instead of an all-reduce.
+  /// Propagation carries the split through the ops between (norms,
+  /// residual adds, dropout and their gradients) and gathers it where a
+  /// region starts (a matmul whose weight is split over tp). The hidden
+  /// state is [batch, sequence..., hidden]: the sequence is dimension 1
+  /// (dimension 0, the tokens, when it is [tokens, hidden]).
+  LogicalResult annotateSequenceParallel(ModuleOp module, func::FuncOp fn,
+                                         int64_t tpSize, int64_t dpSize) {
+    MLIRContext *ctx = module.getContext();
+    StringAttr tp = StringAttr::get(ctx, "tp"), dp = StringAttr::get(ctx, "dp");
+    for (Operation &op : llvm::make_early_inc_range(fn.getBody().front())) {
+      Value sum;
+      if (auto mm = dyn_cast<graph::MatmulOp>(op)) {
+        // The forward product x @ W (a backward product transposes one
+        // side): its contraction is split when W's rows are.
+        if (!mm.getTransposeLhs() && !mm.getTransposeRhs() &&
+            cast<RankedTensorType>(mm.getRhs().getType()).getRank() == 2 &&
+            loadsSplitOverTp(module, mm.getRhs(), 0))
+          sum = mm.getResult();
+      } else if (auto gather = dyn_cast<graph::GatherOp>(op)) {
+        if (loadsSplitOverTp(module, gather.getOperand(), gather.getAxis()))
+          sum = gather.getResult();
+      }
+      if (!sum)
+        continue;
+      auto type = cast<RankedTensorType>(sum.getType());
+      if (type.getRank() < 2)
+        continue; // no tokens to split
+      int64_t seq = type.getRank() >= 3 ? 1 : 0;
+      int64_t size = type.getDimSize(seq);
+      bool batchOverDp = dpSize > 1 && type.getDimSize(0) % dpSize == 0;
+      int64_t local = seq == 0 && batchOverDp ? size / dpSize : size;
+      if (local % tpSize != 0)
+        return op.emitOpError("sequence parallelism splits dimension ")
+               << seq << " (the " << (seq == 0 ? "tokens" : "sequence")
+               << ") of the hidden state this op makes over tp=" << tpSize
+               << ": expected a size divisible by " << tpSize << ", got "
+               << local << (local != size ? " per dp rank" : "");
+      SmallVector<DimShardingAttr> dims(type.getRank(),
+                                        DimShardingAttr::get(ctx, {}, 1));
+      SmallVector<StringAttr> batchAxes;
+      if (batchOverDp)
+        batchAxes.push_back(dp);
+      dims[0] = DimShardingAttr::get(ctx, batchAxes, 1);
+      SmallVector<StringAttr> seqAxes(dims[seq].getAxes());
+      seqAxes.push_back(tp);
+      dims[seq] = DimShardingAttr::get(ctx, seqAxes, 1);
+      OpBuilder b(ctx);
+      b.setInsertionPointAfter(&op);
+      auto c = ConstraintOp::create(b, op.getLoc(), sum,
+                                    ShardingAttr::get(ctx, dims, {}));
+      c->setAttr(kSequenceAttr, UnitAttr::get(ctx));
+      if (auto layer = op.getAttr(graph::kLayerAttr))
+        c->setAttr(graph::kLayerAttr, layer);
+      sum.replaceAllUsesExcept(c.getResult(), c);
+    }
+    return success();
   }
 
   /// Megatron-style tensor parallelism from the forward pass: a weight

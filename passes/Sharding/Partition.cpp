@@ -26,7 +26,10 @@ namespace {
 
 class FunctionPartitioner {
 public:
-  FunctionPartitioner(func::FuncOp fn, MeshAttr mesh) : fn_(fn), mesh_(mesh) {}
+  FunctionPartitioner(func::FuncOp fn, MeshAttr mesh) : fn_(fn), mesh_(mesh) {
+    PlanAttr plan = getPlan(fn);
+    regather_ = plan && plan.getSequenceParallel();
+  }
 
   LogicalResult run();
 
@@ -54,6 +57,9 @@ private:
                                                    ArrayRef<ShardingAttr> ins);
   /// "forward", "backward" or "optimizer": where `op` sits in the step.
   StringRef phaseOf(Operation *op) const;
+  /// The pass of a pipeline's op (dtcc-shard-microbatch's tag), else its
+  /// phase.
+  StringRef passOf(Operation *op) const;
   /// Tags the collectives reshard() just made with the phase of `at`.
   void tagPhase(Operation *at);
 
@@ -74,11 +80,22 @@ private:
   llvm::DenseMap<Value, ShardingAttr> sharding_;
   /// Resharded versions of a value, by sharding, reused by later users.
   llvm::DenseMap<Value, SmallVector<std::pair<ShardingAttr, Value>>> versions_;
+  /// Versions gathered for a forward-pass user. With sequence parallelism
+  /// the backward pass gathers again rather than keep them (Megatron's
+  /// choice: the gathered activations are what it saves).
+  llvm::DenseSet<Value> forwardGathers_;
+  bool regather_ = false;
   /// Program positions: of each original op, of the loss and of the first
   /// optimizer op.
   llvm::DenseMap<Operation *, int64_t> position_;
   int64_t lossPosition_ = -1, optimizerPosition_ = INT64_MAX;
 };
+
+StringRef FunctionPartitioner::passOf(Operation *op) const {
+  if (auto pass = op->getAttrOfType<StringAttr>(kPassAttr))
+    return pass.getValue();
+  return phaseOf(op);
+}
 
 StringRef FunctionPartitioner::phaseOf(Operation *op) const {
   int64_t pos = position_.lookup(op);
@@ -126,8 +143,9 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
   if (from == to)
     return v;
   auto &known = versions_[v];
+  bool backward = regather_ && passOf(user) == "backward";
   for (auto &[s, version] : known)
-    if (s == to)
+    if (s == to && !(backward && forwardGathers_.contains(version)))
       return version;
   RankedTensorType global = global_.lookup(v);
   // A partial sum is resolved where it is made: it is that op's collective.
@@ -142,7 +160,7 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
   // (A reduce-scattered one is gathered: cheaper than a second all-reduce.)
   if (from.isPartial() && !to.isPartial())
     for (auto &[s, version] : known)
-      if (!s.isPartial()) {
+      if (!s.isPartial() && !(backward && forwardGathers_.contains(version))) {
         from = s;
         v = version;
         if (s.isReplicated())
@@ -229,6 +247,11 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
       reuse = !var->hasAttr(kZeroAttr);
   if (reuse || from.isPartial())
     known.push_back({to, v});
+  if (regather_ && passOf(user) == "forward" &&
+      llvm::any_of(*plan, [](const ReshardStep &s) {
+        return s.kind == ReshardStep::Kind::kAllGather;
+      }))
+    forwardGathers_.insert(v);
   return v;
 }
 

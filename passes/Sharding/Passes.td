@@ -44,6 +44,15 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
     - The plan's `layouts`: a layout search's exact shardings are applied
       before the Megatron-style rules (which keep them), `rows`, `cols`
       and `whole` after them, replacing their choice.
+    - `sequence_parallel` (with `tp` > 1): each sum over tp that ends a
+      tensor-parallel region in the forward pass (the product of a weight
+      whose rows are split over tp, a lookup in a vocab-parallel table) is
+      constrained to its hidden state split along the sequence (dimension
+      1 of `[batch, sequence, hidden]`; dimension 0 of `[tokens, hidden]`)
+      over tp: `dshard.constraint {dshard.sequence}`, which partition makes
+      a reduce-scatter and propagation carries through the ops up to the
+      next region (docs/parallelism.md). A sequence tp does not divide is
+      an error at that op.
     - `@main` (inference) is removed: a sharded program trains.
 
     Errors: a module without a plan or without `@train_step`, a plan with
@@ -72,6 +81,18 @@ def ShardPropagate : Pass<"dtcc-shard-propagate", "mlir::ModuleOp"> {
     `dshard.constraint` requires and yields its sharding; returns require
     replicated values; constants are replicated.
 
+    Sequence parallelism: the tp split of a `dshard.constraint
+    {dshard.sequence}`'s result, and of what ops compute from it, is weak
+    like a ZeRO split: considered after every other split and yielding to
+    any other use of tp (a column-parallel matmul gathers its input). A
+    reduction over it stays partial when the sum is less than half the
+    activation (norm and bias gradients), else the activation is gathered;
+    optimizers take their gradient gathered; a partial sum over tp of the
+    hidden state's type that an op resolves is taken as the sequence split
+    (a reduce-scatter) when the op can compute on it; a reshape of the
+    split whose users all want it gathered reshapes the gathered value;
+    pipeline transfers of the hidden state's shape carry the split.
+
     Records `dshard.in_shardings` (one per operand) and `dshard.shardings`
     (one per result) on every op; dtcc-shard-partition reads them.
 
@@ -93,7 +114,10 @@ def ShardPartition : Pass<"dtcc-shard-partition", "mlir::ModuleOp"> {
     - an axis the user adds is a local `dshard.shard_slice` (a splat
       constant is rebuilt at the local shape instead).
     A value is resharded once per target and reused; a replicated version
-    of a partial sum serves later sharded users by slicing it.
+    of a partial sum serves later sharded users by slicing it. With the
+    plan's `sequence_parallel`, what a forward-pass user had gathered is
+    gathered again for a backward-pass user (by the pipeline's
+    `dshard.pass` tag in a stage) rather than kept alive between them.
 
     Variables get their local type and keep their global initial value and
     `dshard.sharding` (the runtime takes its block of it); slice and pad

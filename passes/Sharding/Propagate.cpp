@@ -39,6 +39,12 @@ struct ShardPropagatePass
       return signalPassFailure();
     }
     module_ = module;
+    PlanAttr plan = getPlan(module);
+    sequenceParallel_ = plan && plan.getSequenceParallel();
+    module.walk([&](ConstraintOp c) {
+      if (c->hasAttr(kSequenceAttr))
+        hiddenState_.try_emplace(c.getType(), c.getSharding());
+    });
     for (auto fn : module.getOps<func::FuncOp>()) {
       for (BlockArgument arg : fn.getArguments())
         if (!getSharding(arg))
@@ -46,6 +52,7 @@ struct ShardPropagatePass
       for (Operation &op : fn.getBody().front())
         if (failed(visit(&op)))
           return signalPassFailure();
+      refineSequenceReshapes(fn);
       refineBroadcasts(fn);
     }
   }
@@ -61,19 +68,32 @@ private:
   }
 
   /// The layout of a value sent between pipeline stages: the batch split
-  /// over dp, the sequence over cp, the rest whole.
-  ShardingAttr transferSharding(Type type) {
+  /// over dp, the sequence over cp; with sequence parallelism, a hidden
+  /// state's sequence split over tp too (dimension 1, or the tokens of a
+  /// [tokens, hidden] one), as the stages hold it; the rest whole.
+  ShardingAttr transferSharding(Type type, bool *sequence = nullptr) {
     auto t = cast<RankedTensorType>(type);
     MLIRContext *ctx = type.getContext();
     SmallVector<DimShardingAttr> dims(t.getRank(), DimShardingAttr::get(ctx, {}, 1));
-    int64_t dp = mesh_.getSize("dp");
+    int64_t dp = mesh_.getSize("dp"), tp = mesh_.getSize("tp");
+    SmallVector<SmallVector<StringAttr>> axes(t.getRank());
     if (dp > 1 && t.getRank() > 0 && t.getDimSize(0) % dp == 0)
-      dims[0] = DimShardingAttr::get(ctx, {StringAttr::get(ctx, "dp")}, 1);
+      axes[0].push_back(StringAttr::get(ctx, "dp"));
     // Under context parallelism, activations [B, S, ...] travel as each
     // rank's chunk of the sequence.
     int64_t cp = mesh_.getSize("cp");
     if (cp > 1 && t.getRank() > 1 && t.getDimSize(1) % cp == 0)
-      dims[1] = DimShardingAttr::get(ctx, {StringAttr::get(ctx, "cp")}, 1);
+      axes[1].push_back(StringAttr::get(ctx, "cp"));
+    if (sequenceParallel_ && tp > 1 && t.getRank() >= 2) {
+      int64_t seq = t.getRank() >= 3 ? 1 : 0;
+      if (t.getDimSize(seq) % (axesSize(mesh_, axes[seq]) * tp) == 0) {
+        axes[seq].push_back(StringAttr::get(ctx, "tp"));
+        if (sequence)
+          *sequence = true;
+      }
+    }
+    for (auto [d, list] : llvm::enumerate(axes))
+      dims[d] = DimShardingAttr::get(ctx, list, 1);
     return ShardingAttr::get(ctx, dims, {});
   }
 
@@ -157,6 +177,63 @@ private:
     }
   }
 
+  /// `s` with its sequence split gathered (tp is innermost on the
+  /// dimension a sequence split splits).
+  static ShardingAttr gatherSequence(ShardingAttr s) {
+    SmallVector<DimShardingAttr> dims;
+    for (DimShardingAttr d : s.getDims()) {
+      SmallVector<StringAttr> axes(d.getAxes());
+      if (!axes.empty() && axes.back().getValue() == "tp")
+        axes.pop_back();
+      dims.push_back(DimShardingAttr::get(s.getContext(), axes,
+                                          axes.empty() ? 1 : d.getGroups()));
+    }
+    return ShardingAttr::get(s.getContext(), dims, s.getPartial());
+  }
+
+  /// The one sharding every use of `v` requires, or null when they differ
+  /// or one of them is partial.
+  ShardingAttr commonUse(Value v) {
+    ShardingAttr wanted;
+    for (OpOperand &use : v.getUses()) {
+      auto ins = use.getOwner()->getAttrOfType<ArrayAttr>(kInShardingsAttr);
+      auto s = ins ? dyn_cast<ShardingAttr>(ins[use.getOperandNumber()]) : ShardingAttr();
+      if (!s || s.isPartial() || (wanted && s != wanted))
+        return {};
+      wanted = s;
+    }
+    return wanted;
+  }
+
+  /// A reshape of a sequence-parallel activation whose users all want it
+  /// gathered over tp (a weight gradient's [tokens, hidden] view) reshapes
+  /// the gathered activation instead, so that a value gathered for one
+  /// matmul (the input gradient's) is not gathered again for the other.
+  void refineSequenceReshapes(func::FuncOp fn) {
+    fn.walk([&](graph::ReshapeOp r) {
+      if (!sequence_.contains(r.getOperand()))
+        return;
+      ShardingAttr wanted = commonUse(r.getResult());
+      if (!wanted || llvm::any_of(wanted.getDims(), [](DimShardingAttr d) {
+            return llvm::any_of(d.getAxes(), [](StringAttr a) {
+              return a.getValue() == "tp";
+            });
+          }))
+        return;
+      ShardingAttr from = getSharding(r.getOperand());
+      ShardingAttr gathered = gatherSequence(from);
+      if (gathered == from || from.isPartial())
+        return;
+      FailureOr<OpShardings> res = propagateOp(
+          cast<graph::ShardableOpInterface>(r.getOperation()), {gathered},
+          {false}, {true}, mesh_);
+      if (failed(res) || res->ins[0] != gathered || res->outs[0] != wanted)
+        return;
+      record(r, res->ins, res->outs);
+      sequence_.erase(r.getResult());
+    });
+  }
+
   /// An embedding gradient (scatter_add) whose users all want its rows
   /// split (a vocab-parallel table) makes only this rank's rows; when its
   /// updates are split too (a partial sum), those rows stay partial.
@@ -203,6 +280,8 @@ private:
     }
     if (auto c = dyn_cast<ConstraintOp>(op)) {
       record(op, {c.getSharding()}, {c.getSharding()});
+      if (c->hasAttr(kSequenceAttr))
+        sequence_.insert(c.getResult());
       return success();
     }
     // Pipeline transfers carry values between stages in one layout
@@ -214,7 +293,10 @@ private:
       return success();
     }
     if (auto recv = dyn_cast<RecvOp>(op)) {
-      record(op, {}, {transferSharding(recv.getType())});
+      bool sequence = false;
+      record(op, {}, {transferSharding(recv.getType(), &sequence)});
+      if (sequence)
+        sequence_.insert(recv.getResult());
       return success();
     }
     // A pipeline's all-reduce over pp: of whole values.
@@ -241,26 +323,69 @@ private:
                              "the mesh ")
              << mesh_;
     SmallVector<ShardingAttr> operands;
-    SmallVector<bool> weak, soleReader;
+    SmallVector<bool> weak, soleReader, sequence;
     for (Value v : op->getOperands()) {
+      sequence.push_back(sequence_.contains(v));
       ShardingAttr s = getSharding(v);
       if (!s)
         return op->emitOpError("operand has no sharding (internal error)");
+      // An optimizer updates its parameter in the parameter's layout: a
+      // gradient's sequence split is gathered once rather than the
+      // parameter and its state after the update.
+      if (sequence.back() && isa<graph::AdamwOp, graph::SgdOp>(op)) {
+        s = gatherSequence(s);
+        sequence.back() = false;
+      }
       operands.push_back(s);
       weak.push_back(isZeroStorage(v));
       soleReader.push_back(llvm::all_of(v.getUsers(),
                                         [&](Operation *u) { return u == op; }));
     }
     FailureOr<OpShardings> result =
-        propagateOp(shardable, operands, weak, soleReader, mesh_);
+        propagateOp(shardable, operands, weak, soleReader, mesh_, sequence);
     if (failed(result))
       return failure();
+    // A partial sum over tp of the hidden state (the input gradient of a
+    // column-parallel matmul in the backward pass) that this op resolves
+    // is scattered along the sequence, as annotate's constraints scatter
+    // the forward pass's, when the op can take the sequence split.
+    bool retry = false;
+    for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+      auto it = hiddenState_.find(v.getType());
+      if (it == hiddenState_.end() || result->ins[i].isPartial() ||
+          !llvm::any_of(operands[i].getPartial(), [](StringAttr a) {
+            return a.getValue() == "tp";
+          }))
+        continue;
+      operands[i] = it->second;
+      sequence[i] = true;
+      retry = true;
+    }
+    if (retry) {
+      FailureOr<OpShardings> scattered =
+          propagateOp(shardable, operands, weak, soleReader, mesh_, sequence);
+      if (failed(scattered))
+        return failure();
+      result = std::move(scattered);
+    }
     record(op, result->ins, result->outs);
+    for (auto [r, isSequence] :
+         llvm::zip(op->getResults(), result->sequenceResults))
+      if (isSequence)
+        sequence_.insert(r);
     return success();
   }
 
   MeshAttr mesh_;
   ModuleOp module_;
+  /// Values whose split over tp is a sequence-parallel split: the results
+  /// of dtcc-shard-annotate's sequence constraints and of ops whose factors
+  /// took that split from them.
+  llvm::DenseSet<Value> sequence_;
+  bool sequenceParallel_ = false;
+  /// The hidden state's types and their sequence splits (annotate's
+  /// sequence constraints).
+  llvm::DenseMap<Type, ShardingAttr> hiddenState_;
 };
 
 } // namespace

@@ -72,7 +72,7 @@ splitFactor(const ShardingRule &rule, ArrayRef<int64_t> factors,
 
 void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
                    MeshAttr mesh, FactorAxes &axes, ArrayRef<bool> weakTensors,
-                   StringAttr weakAxis) {
+                   StringAttr weakAxis, ArrayRef<bool> sequenceTensors) {
   axes.resize(rule.factors.size());
   SmallVector<const ShardingRule::TensorFactors *> tensors;
   for (auto &t : rule.operands)
@@ -99,12 +99,19 @@ void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
       if (!sharding || i >= tensors.size())
         continue;
       bool weak = i < weakTensors.size() && weakTensors[i];
+      bool sequence = i < sequenceTensors.size() && sequenceTensors[i];
       const ShardingRule::TensorFactors &t = *tensors[i];
       for (auto [d, dim] : llvm::enumerate(sharding.getDims())) {
         if (dim.getAxes().empty() || d >= t.size())
           continue;
         bool isWeak = weak && weakAxis && llvm::is_contained(dim.getAxes(), weakAxis);
-        if ((pass == 0) == isWeak)
+        // A sequence split over tp yields to any other use of tp; the
+        // axes before it (dp of a [batch x sequence] dimension) still apply.
+        const auto *tpAt = llvm::find_if(dim.getAxes(), [](StringAttr a) {
+          return a.getValue() == "tp";
+        });
+        bool isSequence = sequence && tpAt != dim.getAxes().end();
+        if ((pass == 0) == (isWeak || isSequence))
           continue;
         auto split = splitFactor(rule, t[d], dim.getGroups());
         if (!split)
@@ -113,6 +120,10 @@ void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
         if (rule.factors[f].kind == ShardingRule::Kind::kReplicated)
           continue;
         ArrayRef<StringAttr> want = dim.getAxes();
+        if (isSequence && used(*tpAt))
+          want = want.take_front(tpAt - dim.getAxes().begin());
+        if (want.empty())
+          continue;
         if (!axes.axes[f].empty()) {
           // A split that refines the factor's (more axes after the same
           // ones, e.g. ZeRO's dp inside tp) wins: less memory and work.
@@ -124,10 +135,11 @@ void assignFactors(const ShardingRule &rule, ArrayRef<ShardingAttr> shardings,
         } else if (llvm::any_of(want, used) || sharesSplitDim(f)) {
           continue;
         }
-        if (rule.factors[f].size % (g * axesSize(mesh, dim.getAxes())) != 0)
+        if (rule.factors[f].size % (g * axesSize(mesh, want)) != 0)
           continue;
-        axes.axes[f].assign(dim.getAxes().begin(), dim.getAxes().end());
+        axes.axes[f].assign(want.begin(), want.end());
         axes.groups[f] = g;
+        axes.sequence[f] = isSequence && want.size() == dim.getAxes().size();
       }
     }
 }
@@ -191,10 +203,16 @@ bool partialPassesThrough(Operation *op, ArrayRef<bool> partialOperands) {
   return false;
 }
 
+static int64_t elementsOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t ? t.getNumElements() : 1;
+}
+
 FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
                                    ArrayRef<ShardingAttr> operands,
                                    ArrayRef<bool> zeroStorage,
-                                   ArrayRef<bool> soleReader, MeshAttr mesh) {
+                                   ArrayRef<bool> soleReader, MeshAttr mesh,
+                                   ArrayRef<bool> sequenceSplit) {
   Operation *op = shardable.getOperation();
   MLIRContext *ctx = op->getContext();
   ShardingRule rule = shardable.getShardingRule();
@@ -230,7 +248,8 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
     known[0] = ShardingAttr::replicated(ctx, known[0].getDims().size());
   OpShardings out;
   FactorAxes &axes = out.axes;
-  assignFactors(rule, known, mesh, axes, weak, StringAttr::get(ctx, "dp"));
+  assignFactors(rule, known, mesh, axes, weak, StringAttr::get(ctx, "dp"),
+                sequenceSplit);
   // Special factors (a vocabulary) split only where the partitioner has
   // the op's vocab-parallel form, over one axis. A split max or min would
   // leave a partial max: keep those whole too.
@@ -246,6 +265,24 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
     if (factor.kind == ShardingRule::Kind::kSpecial ||
         (factor.kind == ShardingRule::Kind::kReduction &&
          factor.reduction != "sum"))
+      axes.clear(f);
+  }
+  // A sequence split of a reduction makes partial sums to add over tp: a
+  // bias's or a norm's gradient, far smaller than the activation, is
+  // all-reduced; a sum nearly as large as the activation (an embedding
+  // gradient scattered into its table) gathers the activation instead,
+  // half the bytes of all-reducing the sum.
+  for (auto [f, factor] : llvm::enumerate(rule.factors)) {
+    if (!axes.sequence[f] || factor.kind != ShardingRule::Kind::kReduction)
+      continue;
+    int64_t activation = 0, sums = 0;
+    for (auto [i, t] : llvm::enumerate(rule.operands))
+      if (i < sequenceSplit.size() && sequenceSplit[i])
+        activation = std::max(activation, elementsOf(op->getOperand(i)));
+    for (auto [i, t] : llvm::enumerate(rule.results))
+      if (!llvm::any_of(t, [&](const auto &dim) { return llvm::is_contained(dim, int64_t(f)); }))
+        sums += elementsOf(op->getResult(i));
+    if (2 * sums >= activation)
       axes.clear(f);
   }
   // A dimension shows one split: project() keeps its first split factor.
@@ -298,6 +335,16 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
       s = withPartial(s, all);
     }
     out.outs.push_back(s);
+    // The result keeps a sequence split when the factor splitting one of
+    // its dimensions over tp came from one.
+    bool sequence = false;
+    for (const auto &factors : t)
+      for (int64_t f : factors)
+        if (!axes.axes[f].empty()) {
+          sequence |= axes.sequence[f];
+          break;
+        }
+    out.sequenceResults.push_back(sequence);
   }
   if (out.ins.size() != op->getNumOperands() ||
       out.outs.size() != op->getNumResults())

@@ -23,14 +23,19 @@ namespace dtcc::shard {
 struct FactorAxes {
   llvm::SmallVector<llvm::SmallVector<mlir::StringAttr, 2>> axes;
   llvm::SmallVector<int64_t> groups;
+  /// Whether the factor's tp split comes from a sequence-parallel split
+  /// (which yields to any other use of tp).
+  llvm::SmallVector<bool> sequence;
 
   void resize(size_t n) {
     axes.resize(n);
     groups.resize(n, 1);
+    sequence.resize(n, false);
   }
   void clear(size_t f) {
     axes[f].clear();
     groups[f] = 1;
+    sequence[f] = false;
   }
   bool uses(mlir::StringAttr axis) const {
     for (const auto &list : axes)
@@ -53,10 +58,16 @@ void setSharding(mlir::Value value, ShardingAttr sharding);
 /// divide the factor are ignored. With `weakAxis`, splits along that axis
 /// coming from `weakTensors` are considered last (ZeRO's storage sharding
 /// of parameters must not outrank the batch sharding of activations).
+/// Tensors marked in `sequenceTensors` are sequence-parallel activations:
+/// their split over `tp` is considered after every other split too and
+/// yields to any other use of tp (a matmul whose weight is split over tp
+/// gathers them), while their other axes (dp) still apply; the factors it
+/// splits are marked in `axes.sequence`.
 void assignFactors(const graph::ShardingRule &rule,
                    llvm::ArrayRef<ShardingAttr> shardings, MeshAttr mesh,
                    FactorAxes &axes, llvm::ArrayRef<bool> weakTensors = {},
-                   mlir::StringAttr weakAxis = {});
+                   mlir::StringAttr weakAxis = {},
+                   llvm::ArrayRef<bool> sequenceTensors = {});
 
 /// The sharding of a tensor with factors `tensor` under `axes`. For a result
 /// (`isResult`), split reduction factors absent from it make it partial.
@@ -70,6 +81,8 @@ ShardingAttr project(const graph::ShardingRule &rule,
 struct OpShardings {
   llvm::SmallVector<ShardingAttr> ins, outs;
   FactorAxes axes;
+  /// Per result: whether its tp split is a sequence-parallel split.
+  llvm::SmallVector<bool> sequenceResults;
 };
 
 /// Propagation's step for one op (dtcc-shard-propagate): its factors take
@@ -78,13 +91,16 @@ struct OpShardings {
 /// partial where a split reduction factor or a partial sum passing through
 /// makes them so. `zeroStorage` marks operands that are ZeRO-split
 /// parameters (their dp split yields), `soleReader` operands whose every
-/// user is `op` (only those pass a partial sum on). Fails with an error at
-/// the op when its rule does not match it.
+/// user is `op` (only those pass a partial sum on), `sequenceSplit`
+/// operands that are sequence-parallel activations (their tp split yields:
+/// assignFactors). Fails with an error at the op when its rule does not
+/// match it.
 mlir::FailureOr<OpShardings> propagateOp(graph::ShardableOpInterface op,
                                          llvm::ArrayRef<ShardingAttr> operands,
                                          llvm::ArrayRef<bool> zeroStorage,
                                          llvm::ArrayRef<bool> soleReader,
-                                         MeshAttr mesh);
+                                         MeshAttr mesh,
+                                         llvm::ArrayRef<bool> sequenceSplit = {});
 
 /// Whether a partial sum passes through `op` when the operands marked in
 /// `partialOperands` are partial: ops linear in them (add and sub of

@@ -126,6 +126,11 @@ PLANS = [
     ("DP2xCP2", 4, ["--mesh", "dp=2,cp=2"], 1),
     ("CP2xTP2", 4, ["--mesh", "cp=2,tp=2"], 1),
     ("CP2xPP2", 4, ["--mesh", "pp=2,cp=2"], 2),
+    # Sequence parallelism: the hidden state between the tensor-parallel
+    # regions split along the sequence (reduce-scatter / all-gather).
+    ("TP2 SP", 2, ["--mesh", "tp=2", "--sequence-parallel"], 1),
+    ("DP2xTP2 SP", 4, ["--mesh", "dp=2,tp=2", "--sequence-parallel"], 1),
+    ("TP2xPP2 SP", 4, ["--mesh", "tp=2,pp=2", "--sequence-parallel"], 2),
 ]
 HOST_LINE = re.compile(r"(?:rank (\d+): )?host memory ([\d.]+) (\w+) planned .*?transfers "
                        r"([\d.]+) (\w+) to host \(predicted ([\d.]+) (\w+)\), "
@@ -157,6 +162,12 @@ RECOMPUTE_PLANS = [
     ("Selective TP2xPP2", 4, ["--mesh", "tp=2,pp=2", "--recompute", "selective"], 2,
      r"train_step_pp0: \d+ ops in layers 0-1 .*train_step_pp1: \d+ ops in layers 2-3 "),
 ]
+# Each sequence-parallel plan and the plan without it, whose bytes it is
+# compared with (sequence_parallel_bytes); these also run over TCP.
+SEQUENCE_PARALLEL = {"TP2 SP": "TP2", "DP2xTP2 SP": "DP2xTP2"}
+# The zoo models every plan trains (main): 4 layers, width 32, sequences
+# of 16, 8 per step.
+LAYERS, HIDDEN, SEQ, BATCH = 4, 32, 16, 8
 
 
 def run(cmd, env=None, check=True, timeout=600):
@@ -178,10 +189,19 @@ def torchrun_procs(n, cmd, collective_timeout="60"):
     """Starts `cmd` on `n` ranks torchrun-style (the TCP backend: RANK,
     WORLD_SIZE, MASTER_ADDR, MASTER_PORT on a free local port, no MPI
     variables): the processes, their stdout and stderr piped."""
+    import random
     import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    # A port below the kernel's ephemeral range (32768-60999), which the
+    # ranks' own connections use, and free now (no socket left bound to
+    # it, in TIME_WAIT included: the bind has no SO_REUSEADDR).
+    while True:
+        port = random.randint(20000, 32000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                continue
     procs = []
     for rank in range(n):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank),
@@ -594,6 +614,100 @@ def context_parallel_tcp(dtcc, work, tokens, check):
                   f"1e-5 (worst {loss_err:.2e}), parameters within 1e-4 (worst {param_err:.2e})")
 
 
+def explain_collectives(dtcc, exe):
+    """[(phase, kind, axis, tensor bytes, bytes sent)] of every collective
+    `dtcc explain` lists."""
+    text = run([dtcc, "explain", exe]).stdout
+    out = []
+    for m in re.finditer(r"^  \d+\s+\S+\s+(\w+)\s+(\w+)\s+(forward|backward|optimizer)\s+"
+                         r"([\d.]+) (\w+)\s+([\d.]+) (\w+)", text, re.M):
+        out.append((m.group(3), m.group(1), m.group(2),
+                    float(m.group(4)) * UNITS[m.group(5)],
+                    float(m.group(6)) * UNITS[m.group(7)]))
+    return out
+
+
+def sequence_parallel_extra(model, dp, tp):
+    """Bytes each rank sends per step with sequence parallelism beyond the
+    plan without it, from the model's sizes (ring volumes, f32): the
+    backward pass gathers again each input of a column-parallel matmul
+    (the QKV and first MLP projections of each layer, the head), whose
+    weight gradients need the whole sequence (2L + 1 all-gathers of the
+    rank's tokens x hidden); the gradients of the parameters applied to
+    the split sequence (norm scales, and GPT's norm biases and
+    row-parallel biases) are partial sums over tp, all-reduced; GPT's
+    position embedding gradient is computed split along the sequence and
+    gathered (s x hidden), its all-reduce over dp summing 1/tp of it. Every all-reduce of the hidden state of the
+    plan without it is a reduce-scatter plus an all-gather, the same
+    bytes."""
+    L, h, s, a = LAYERS, HIDDEN, SEQ, 4
+    tokens = BATCH // dp * s
+    gather = (tp - 1) / tp * a
+    reduce = 2 * (tp - 1) / tp * a
+    norms = 2 * L + 1
+    extra = (2 * L + 1) * tokens * h * gather
+    if model == "gpt":
+        # The position gradient: gathered over tp, after its all-reduce
+        # over dp summed 1/tp of it.
+        dp_reduce = 2 * (dp - 1) / dp * a
+        extra += (2 * norms + 2 * L) * h * reduce + s * h * gather \
+            - s * h * dp_reduce * (1 - 1 / tp)
+    else:
+        extra += norms * h * reduce
+    return extra
+
+
+def sequence_parallel_bytes(dtcc, work, model, check, tokens, ref_losses):
+    """Sequence parallelism against the plan without it: the forward
+    pass sends the same bytes (each all-reduce is a reduce-scatter and an
+    all-gather), the collectives on tp are reduce-scatters and all-gathers,
+    the bytes each rank sends per step (the prediction, which the ranks'
+    measured bytes equal) exceed the other plan's by exactly what
+    sequence_parallel_extra derives from the model's sizes, and the plan
+    trains like one device over TCP too."""
+    for sp, base in SEQUENCE_PARALLEL.items():
+        exe = os.path.join(work, f"{model}-{sp.replace(' ', '_')}")
+        other = os.path.join(work, f"{model}-{base.replace(' ', '_')}")
+        if not (os.path.exists(exe) and os.path.exists(other)):
+            continue
+        mesh = dict(kv.split("=") for kv in next(f for name, _, f, _ in PLANS
+                                                 if name == sp)[1].split(","))
+        dp, tp = int(mesh.get("dp", 1)), int(mesh.get("tp", 1))
+        hidden = BATCH // dp * SEQ * HIDDEN * 4  # a rank's hidden state, bytes
+        got, want = explain_collectives(dtcc, exe), explain_collectives(dtcc, other)
+        fwd = lambda cs: sum(c[4] for c in cs if c[0] == "forward" and c[2] == "tp")
+        check(abs(fwd(got) - fwd(want)) <= 64,
+              f"{model} {sp}: forward bytes on tp equal {base}'s "
+              f"({fwd(got):.0f} vs {fwd(want):.0f})")
+        on_state = lambda cs, kind: sum(1 for c in cs if c[1] == kind and
+                                        c[2] == "tp" and c[3] == hidden)
+        check(on_state(got, "all_reduce") == 0 and
+              on_state(got, "reduce_scatter") == on_state(want, "all_reduce") and
+              on_state(got, "all_gather") == on_state(want, "all_reduce") + 2 * LAYERS + 1,
+              f"{model} {sp}: dtcc explain lists {on_state(got, 'reduce_scatter')} "
+              f"reduce-scatters and {on_state(got, 'all_gather')} all-gathers of the "
+              f"hidden state on tp, no all-reduce ({base}: "
+              f"{on_state(want, 'all_reduce')} all-reduces)")
+        # Per step, as the compiler predicts it (the ranks' measured bytes
+        # equal the prediction: checked with each plan).
+        extra = sequence_parallel_extra(model, dp, tp)
+        sent_sp, sent_base = sum(c[4] for c in got), sum(c[4] for c in want)
+        err = abs(sent_sp - sent_base - extra)
+        check(err <= 64, f"{model} {sp}: each rank sends {fmt(sent_sp)} per step = "
+              f"{base}'s {fmt(sent_base)} + {fmt(extra)} (backward re-gathers, norm "
+              f"and bias gradients), off by {err:.0f} B")
+        res = tcp_launch(4 if "DP2" in sp else 2,
+                         [exe, "--data", tokens, "--steps", str(STEPS), "--seed", "7",
+                          "--dump-outputs", exe + ".tcp.dump"])
+        if res.returncode != 0:
+            check(False, f"{model} {sp} over TCP: a rank exited non-zero\n"
+                  + res.stderr[-3000:])
+            continue
+        err = float(np.max(np.abs(losses(exe + ".tcp.dump") - ref_losses) / np.abs(ref_losses)))
+        check(err <= 1e-5, f"{model} {sp} over TCP (torchrun-style ranks): losses "
+              f"within 1e-5 relative (worst {err:.2e})")
+
+
 def mismatched_programs(dtcc, work, tokens, check):
     """Ranks started with programs whose collectives differ (DP4 with and
     without ZeRO-1) stop at load time with an error, not a hang."""
@@ -691,11 +805,11 @@ def main():
                 if not os.path.exists(path):
                     torch_models.export("gpt", gpt, batch, path)
             elif not os.path.exists(path):
-                run([dtcc, "zoo", model, "--layers", "4", "--hidden", "32",
-                     "--heads", "4", "--vocab", "64", "--seq", "16", "--batch",
-                     str(batch), "-o", path])
+                run([dtcc, "zoo", model, "--layers", str(LAYERS), "--hidden",
+                     str(HIDDEN), "--heads", "4", "--vocab", "64", "--seq",
+                     str(SEQ), "--batch", str(batch), "-o", path])
             return path
-        onnx_path = zoo(8)
+        onnx_path = zoo(BATCH)
         ref = os.path.join(work, f"{model}-ref")
         run([dtcc, "compile", onnx_path] + TRAIN_FLAGS + model_flags + ["-o", ref])
         data = ["--data", tokens, "--steps", str(STEPS), "--seed", "7"]
@@ -762,6 +876,7 @@ def main():
             sent = " / ".join(f"{fmt(r[3])} ({fmt(r[4])})" for r in ranks[:2])
             table.append((model, name, loss_err, param_err, peaks, sent,
                           f"{step_time * 1e3:.0f} ms"))
+        sequence_parallel_bytes(dtcc, work, model, check, tokens, ref_losses)
 
     if recompute and (not wanted or "memory" in wanted):
         recompute_memory(dtcc, work, check)

@@ -89,6 +89,11 @@ LogicalResult ShardDialect::verifyOperationAttribute(Operation *op,
     return isCount() ? success() : expected("an integer >= 0");
   if (name == kZeroAttr)
     return isa<UnitAttr>(value) ? success() : expected("a unit attribute");
+  if (name == kSequenceAttr) {
+    if (!isa<ConstraintOp>(op))
+      return op->emitOpError("expected '") << name << "' on a dshard.constraint";
+    return isa<UnitAttr>(value) ? success() : expected("a unit attribute");
+  }
   if (name == kGlobalTypeAttr)
     return isa<TypeAttr>(value) ? success() : expected("a type");
   if (name == kPassAttr) {

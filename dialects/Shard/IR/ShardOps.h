@@ -52,6 +52,9 @@ constexpr llvm::StringLiteral kMeshAttr = "dshard.mesh";
 constexpr llvm::StringLiteral kStageAttr = "dshard.stage";
 /// On a variable: ZeRO-sharded over dp (unit).
 constexpr llvm::StringLiteral kZeroAttr = "dshard.zero";
+/// On a dshard.constraint: its split over tp is a sequence-parallel split
+/// (unit; dtcc-shard-annotate), which yields to any other use of tp.
+constexpr llvm::StringLiteral kSequenceAttr = "dshard.sequence";
 /// A partitioned value's whole tensor type (type attribute).
 constexpr llvm::StringLiteral kGlobalTypeAttr = "dshard.global_type";
 /// The micro-batch (integer >= 0) and the pass ("forward" or "backward")

@@ -74,3 +74,13 @@ module attributes {dshard.plan = #dshard.plan<mesh = [cp = 4]>} {
     return %s : tensor<2x4x4xf32>
   }
 }
+
+// -----
+
+// Tests that sequence parallelism needs tensor parallelism.
+// expected-error @+1 {{sequence parallelism splits the sequence over tp: expected a mesh with tp > 1, got #dshard.mesh<[dp = 2]>}}
+module attributes {dshard.plan = #dshard.plan<mesh = [dp = 2], sequence_parallel = true>} {
+  func.func @train_step(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+    return %x : tensor<8x4xf32>
+  }
+}
