@@ -192,6 +192,22 @@ void recordRecomputation(ModuleOp module) {
 
 namespace {
 
+/// Whether `a` and `b` compute the same value: the same op on the same
+/// operands with the same attributes, but for the pipeline's task label
+/// (a forward op and its clone in a backward task differ only there).
+bool sameComputation(Operation *a, Operation *b) {
+  if (a->getName() != b->getName() || a->getOperands() != b->getOperands() ||
+      a->getResultTypes() != b->getResultTypes() || a->getNumRegions() != 0 ||
+      b->getNumRegions() != 0)
+    return false;
+  auto attrs = [](Operation *op) {
+    NamedAttrList list(op->getAttrDictionary());
+    list.erase(shard::kTaskAttr);
+    return list.getDictionary(op->getContext());
+  };
+  return attrs(a) == attrs(b);
+}
+
 struct RecomputeLayersPass
     : public impl::RecomputeLayersBase<RecomputeLayersPass> {
   using RecomputeLayersBase::RecomputeLayersBase;
@@ -245,8 +261,7 @@ struct RecomputeLayersPass
         for (Operation *user : op.getOperand(0).getUsers())
           if (user != &op && user->getBlock() == &body &&
               user->isBeforeInBlock(&op) && !user->hasAttr(kRecomputeAttr) &&
-              OperationEquivalence::isEquivalentTo(
-                  user, &op, OperationEquivalence::IgnoreLocations)) {
+              sameComputation(user, &op)) {
             original = user;
             break;
           }

@@ -154,7 +154,12 @@ private:
       for (auto [d, dim] : llvm::enumerate(wanted.getDims()))
         if (copied(d) && dim != current.getDims()[d]) {
           onlyNewDims = false;
-          onlyAddsSplits &= current.getDims()[d].getAxes().empty();
+          // Only cp's splits: sequence parallelism's weak tp split must
+          // stay on the broadcast's result, where its gathers are placed.
+          onlyAddsSplits &= current.getDims()[d].getAxes().empty() &&
+                            llvm::all_of(dim.getAxes(), [](StringAttr a) {
+                              return a.getValue() == "cp";
+                            });
         }
       if (current.isPartial())
         continue;

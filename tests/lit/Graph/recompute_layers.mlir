@@ -59,11 +59,11 @@ func.func @main(%x: tensor<2x4xf32> {dgraph.name = "x"}) -> (tensor<f32> {dgraph
 // layer 1 were replaced by its forward ops (layer 3 is the last segment).
 // PP: dgraph.recomputed = "full (the first 1 layers of each stage); train_step_pp0: 4 ops in layers 0 (matmul 2, tanh 2); train_step_pp1: 4 ops in layers 2 (matmul 2, tanh 2)"
 // PP-LABEL: func.func @train_step_pp0
-// PP-NOT: {dgraph.layer = #dgraph.layer<index = 1>, dgraph.recompute}
-// PP: {dgraph.layer = #dgraph.layer<index = 0>, dgraph.recompute}
-// PP-NOT: {dgraph.layer = #dgraph.layer<index = 1>, dgraph.recompute}
+// PP-NOT: {dgraph.layer = #dgraph.layer<index = 1>, dgraph.recompute, dshard.task
+// PP: {dgraph.layer = #dgraph.layer<index = 0>, dgraph.recompute, dshard.task
+// PP-NOT: {dgraph.layer = #dgraph.layer<index = 1>, dgraph.recompute, dshard.task
 // PP-LABEL: func.func @train_step_pp1
-// PP-NOT: {dgraph.layer = #dgraph.layer<index = 3>, dgraph.recompute}
-// PP: {dgraph.layer = #dgraph.layer<index = 2>, dgraph.recompute}
-// PP-NOT: {dgraph.layer = #dgraph.layer<index = 3>, dgraph.recompute}
+// PP-NOT: {dgraph.layer = #dgraph.layer<index = 3>, dgraph.recompute, dshard.task
+// PP: {dgraph.layer = #dgraph.layer<index = 2>, dgraph.recompute, dshard.task
+// PP-NOT: {dgraph.layer = #dgraph.layer<index = 3>, dgraph.recompute, dshard.task
 // PP: return
