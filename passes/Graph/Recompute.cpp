@@ -227,9 +227,23 @@ struct RecomputeLayersPass
     // operands (a bias broadcast) become one, so a clone matches exactly
     // one forward op below. Clones (dgraph.recompute) stay apart.
     {
+      // The pipeline's task labels (dshard.task) tell the micro-batches'
+      // copies apart; CSE runs without them and the ops it keeps get
+      // theirs back.
+      llvm::DenseMap<Operation *, Attribute> tasks;
+      module.walk([&](Operation *op) {
+        if (Attribute task = op->getAttr(shard::kTaskAttr)) {
+          tasks[op] = task;
+          op->removeAttr(shard::kTaskAttr);
+        }
+      });
       IRRewriter rewriter(module.getContext());
       DominanceInfo dominance(module);
       eliminateCommonSubExpressions(rewriter, dominance, module);
+      module.walk([&](Operation *op) {
+        if (Attribute task = tasks.lookup(op))
+          op->setAttr(shard::kTaskAttr, task);
+      });
     }
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())

@@ -127,3 +127,14 @@ def finish(work, keep, failures):
         return 1
     print("\nall checks passed")
     return 0
+
+
+def param_error(params, ref_params):
+    """The worst |param - reference| over every float tensor, relative to
+    that tensor's largest reference magnitude (name -> array, both)."""
+    worst = 0.0
+    for k, v in ref_params.items():
+        if v.dtype.kind == "f":
+            scale = max(float(np.max(np.abs(v))), 1e-12)
+            worst = max(worst, float(np.max(np.abs(params[k] - v))) / scale)
+    return worst

@@ -441,10 +441,7 @@ def large_activations(dtcc, work, tokens, check):
               + p.stdout[-1500:] + p.stderr[-1500:])
         return
     def step_losses(dump):
-        import onnx
-        from onnx import numpy_helper
-        return np.array([float(numpy_helper.to_array(onnx.load_tensor(
-            os.path.join(dump, f"step_{k}", "loss.pb")))) for k in range(1, steps + 1)])
+        return e2e_common.step_losses(dump, steps)
     want, got = step_losses(ref + ".dump"), step_losses(exe + ".dump")
     err = float(np.max(np.abs(got - want) / np.abs(want)))
     check(err <= 1e-5, "gpt PP2 1F1B, 128 KiB messages (above MPI's eager limit): "
@@ -470,10 +467,7 @@ def twelve_stages(dtcc, work, tokens, check):
     run([ref] + data + ["--dump-outputs", ref + ".dump", "--save", ref + ".ckpt"],
         env={"OPENBLAS_NUM_THREADS": "1"})
     def step_losses(dump):
-        import onnx
-        from onnx import numpy_helper
-        return np.array([float(numpy_helper.to_array(onnx.load_tensor(
-            os.path.join(dump, f"step_{k}", "loss.pb")))) for k in range(1, steps + 1)])
+        return e2e_common.step_losses(dump, steps)
     want = step_losses(ref + ".dump")
     ref_params = checkpoint(ref + ".ckpt")
     for schedule in ("gpipe", "1f1b"):
@@ -497,11 +491,7 @@ def twelve_stages(dtcc, work, tokens, check):
         got = step_losses(exe + ".dump")
         err = float(np.max(np.abs(got - want) / np.abs(want)))
         params = checkpoint(exe + ".ckpt")
-        param_err = 0.0
-        for k, v in ref_params.items():
-            if v.dtype.kind == "f":
-                scale = max(float(np.max(np.abs(v))), 1e-12)
-                param_err = max(param_err, float(np.max(np.abs(params[k] - v))) / scale)
+        param_err = e2e_common.param_error(params, ref_params)
         check(err <= 1e-5, f"{what} on 12 ranks: losses within 1e-5 relative of "
               f"one device (worst {err:.2e}, {time.time() - t0:.1f} s)")
         check(param_err <= 1e-4, f"{what}: parameters within 1e-4 of each "
@@ -529,10 +519,7 @@ def interleaved_and_zero_bubble(dtcc, work, tokens, check):
     run([ref] + data + ["--dump-outputs", ref + ".dump", "--save", ref + ".ckpt"],
         env={"OPENBLAS_NUM_THREADS": "1"})
     def step_losses(dump):
-        import onnx
-        from onnx import numpy_helper
-        return np.array([float(numpy_helper.to_array(onnx.load_tensor(
-            os.path.join(dump, f"step_{k}", "loss.pb")))) for k in range(1, steps + 1)])
+        return e2e_common.step_losses(dump, steps)
     want = step_losses(ref + ".dump")
     ref_params = checkpoint(ref + ".ckpt")
     cases = [
@@ -573,11 +560,7 @@ def interleaved_and_zero_bubble(dtcc, work, tokens, check):
         got = step_losses(exe + ".dump")
         err = float(np.max(np.abs(got - want) / np.abs(want)))
         params = checkpoint(exe + ".ckpt")
-        param_err = 0.0
-        for k, v in ref_params.items():
-            if v.dtype.kind == "f":
-                scale = max(float(np.max(np.abs(v))), 1e-12)
-                param_err = max(param_err, float(np.max(np.abs(params[k] - v))) / scale)
+        param_err = e2e_common.param_error(params, ref_params)
         check(err <= 1e-5, f"{what} on {n} ranks: losses within 1e-5 relative of "
               f"one device (worst {err:.2e}, {time.time() - t0:.1f} s)")
         check(param_err <= 1e-4, f"{what}: parameters within 1e-4 of each "
@@ -606,9 +589,7 @@ def context_parallel_tcp(dtcc, work, tokens, check):
                 continue
             loss_err = float(np.max(np.abs(losses(dump) - want) / np.abs(want)))
             params = checkpoint(ckpt)
-            param_err = max(float(np.max(np.abs(params[k] - v))) /
-                            max(float(np.max(np.abs(v))), 1e-12)
-                            for k, v in ref_params.items() if v.dtype.kind == "f")
+            param_err = e2e_common.param_error(params, ref_params)
             check(loss_err <= 1e-5 and param_err <= 1e-4,
                   f"{model} {name} over TCP ({n} torchrun-style ranks): losses within "
                   f"1e-5 (worst {loss_err:.2e}), parameters within 1e-4 (worst {param_err:.2e})")
@@ -849,13 +830,7 @@ def main():
             got = losses(exe + ".dump")
             loss_err = float(np.max(np.abs(got - ref_losses) / np.abs(ref_losses)))
             params = checkpoint(exe + ".ckpt")
-            param_err = 0.0
-            for k, v in ref_params.items():
-                if v.dtype.kind != "f":
-                    continue
-                scale = max(float(np.max(np.abs(v))), 1e-12)
-                param_err = max(param_err,
-                                float(np.max(np.abs(params[k] - v))) / scale)
+            param_err = e2e_common.param_error(params, ref_params)
             check(loss_err <= 1e-5,
                   f"{model} {name}: losses within 1e-5 relative (worst {loss_err:.2e})")
             check(param_err <= 1e-4,

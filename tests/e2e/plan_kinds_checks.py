@@ -148,11 +148,7 @@ def main():
         got = e2e_common.step_losses(exe + ".dump", STEPS)
         loss_err, _ = e2e_common.relative_error(got, ref_losses)
         params = checkpoint(exe + ".ckpt")
-        param_err = 0.0
-        for k, v in ref_params.items():
-            if v.dtype.kind == "f":
-                scale = max(float(np.max(np.abs(v))), 1e-12)
-                param_err = max(param_err, float(np.max(np.abs(params[k] - v))) / scale)
+        param_err = e2e_common.param_error(params, ref_params)
         check(loss_err <= 1e-5, f"{name}: losses within 1e-5 relative (worst {loss_err:.2e})")
         check(param_err <= 1e-4, f"{name}: parameters within 1e-4 (worst {param_err:.2e})")
         return loss_err, param_err

@@ -16,9 +16,9 @@
 // their own f32 copies of their operands.
 //
 // Threads: Debian's oneDNN uses OpenMP (libgomp). The OpenMP thread count
-// is OMP_NUM_THREADS when it is set, else OPENBLAS_NUM_THREADS when that is
-// set, else 1, like the BLAS calls of the other kernels (ranks share
-// cores); it is set where a primitive is created, which fixes the threads
+// is the other kernels' (cpuThreads: OMP_NUM_THREADS, else
+// OPENBLAS_NUM_THREADS, else every core, as OpenBLAS); it is set where a
+// primitive is created, which fixes the threads
 // its kernel partitions the work over, and again before each call.
 //
 //===----------------------------------------------------------------------===//
@@ -47,19 +47,9 @@ using namespace cpu;
 // Threads
 //===----------------------------------------------------------------------===//
 
-/// OMP_NUM_THREADS, else OPENBLAS_NUM_THREADS, else 1; read once.
-int convThreads() {
-  static const int threads = [] {
-    for (const char *name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
-      if (const char *v = std::getenv(name)) {
-        int n = std::atoi(v);
-        if (n > 0)
-          return n;
-      }
-    return 1;
-  }();
-  return threads;
-}
+/// The kernels' thread count (ThreadPool.h: OMP_NUM_THREADS, else
+/// OPENBLAS_NUM_THREADS, else every core, as OpenBLAS).
+int convThreads() { return cpuThreads(); }
 
 //===----------------------------------------------------------------------===//
 // Scratch

@@ -374,6 +374,22 @@ bool buildLayout(const std::vector<int64_t> &shape,
   return true;
 }
 
+/// Steps the run index `idx` over dimensions 0..rank-2 (the last fastest)
+/// and every operand's element offset `off` to the next run of `layout`.
+template <int N>
+inline void nextRun(const StridedLayout<N> &layout, int64_t *idx,
+                    int64_t *off) {
+  for (int d = layout.rank - 2; d >= 0; --d) {
+    for (int k = 0; k < N; ++k)
+      off[k] += layout.strides[d][k];
+    if (++idx[d] < layout.shape[d])
+      return;
+    idx[d] = 0;
+    for (int k = 0; k < N; ++k)
+      off[k] -= layout.strides[d][k] * layout.shape[d];
+  }
+}
+
 /// Calls `fn(offsets, n, innerStrides)` for every run of the innermost
 /// dimension: `offsets[k]` is operand k's element offset of the run's first
 /// element and `innerStrides[k]` its stride along the run.
@@ -392,15 +408,7 @@ inline void forEachRun(const StridedLayout<N> &layout, Fn &&fn) {
   const int64_t outer = layout.numel / inner;
   for (int64_t o = 0; o < outer; ++o) {
     fn(static_cast<const int64_t *>(off), inner, layout.strides[r - 1]);
-    for (int d = r - 2; d >= 0; --d) {
-      for (int k = 0; k < N; ++k)
-        off[k] += layout.strides[d][k];
-      if (++idx[d] < layout.shape[d])
-        break;
-      idx[d] = 0;
-      for (int k = 0; k < N; ++k)
-        off[k] -= layout.strides[d][k] * layout.shape[d];
-    }
+    nextRun(layout, idx, off);
   }
 }
 
@@ -427,7 +435,8 @@ inline void forEachRunParallel(const StridedLayout<N> &layout, Fn &&fn) {
   const int64_t outer = layout.numel / inner;
   const int64_t grain = std::max<int64_t>(1, kParallelGrain / inner);
   parallelFor(outer, grain, [&](int64_t begin, int64_t end, int) {
-    // Run `begin`'s index over dimensions 0..r-2, then forEachRun's walk.
+    // Run `begin`'s index over dimensions 0..r-2, then the walk of
+    // forEachRun.
     int64_t idx[kMaxDims] = {};
     int64_t off[N] = {};
     int64_t rest = begin;
@@ -439,15 +448,7 @@ inline void forEachRunParallel(const StridedLayout<N> &layout, Fn &&fn) {
     }
     for (int64_t o = begin; o < end; ++o) {
       fn(static_cast<const int64_t *>(off), inner, layout.strides[r - 1]);
-      for (int d = r - 2; d >= 0; --d) {
-        for (int k = 0; k < N; ++k)
-          off[k] += layout.strides[d][k];
-        if (++idx[d] < layout.shape[d])
-          break;
-        idx[d] = 0;
-        for (int k = 0; k < N; ++k)
-          off[k] -= layout.strides[d][k] * layout.shape[d];
-      }
+      nextRun(layout, idx, off);
     }
   });
 }

@@ -2,7 +2,7 @@
 //
 // oneDNN fixes a primitive's threads when it creates it: the convolution
 // kernels must set the OpenMP thread count (OMP_NUM_THREADS, else
-// OPENBLAS_NUM_THREADS, else 1) before they create their primitives, not
+// OPENBLAS_NUM_THREADS, else every core) before they create their primitives, not
 // only before they run them, or every rank of a host runs each convolution
 // on all cores. Its own executable: the OpenMP thread pool and the thread
 // count the kernels read once belong to the process.
