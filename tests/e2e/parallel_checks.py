@@ -440,12 +440,49 @@ def large_activations(dtcc, work, tokens, check):
         check(False, f"gpt PP2 1F1B, 128 KiB messages: mpirun exited {p.returncode}\n"
               + p.stdout[-1500:] + p.stderr[-1500:])
         return
-    def step_losses(dump):
-        return e2e_common.step_losses(dump, steps)
-    want, got = step_losses(ref + ".dump"), step_losses(exe + ".dump")
+    want = e2e_common.step_losses(ref + ".dump", steps)
+    got = e2e_common.step_losses(exe + ".dump", steps)
     err = float(np.max(np.abs(got - want) / np.abs(want)))
     check(err <= 1e-5, "gpt PP2 1F1B, 128 KiB messages (above MPI's eager limit): "
           f"losses within 1e-5 relative of one device (worst {err:.2e})")
+
+
+class DeepGpt:
+    """A zoo GPT of `layers` layers (width 16, 2 heads, sequence 8) trained
+    `steps` steps on one device, and the checks of a plan's run against it:
+    every step's loss within 1e-5 relative, every final parameter within
+    1e-4 of its tensor's largest magnitude."""
+
+    def __init__(self, dtcc, work, tokens, layers, batch, steps=3):
+        self.dtcc, self.work, self.layers, self.steps = dtcc, work, layers, steps
+        self.data = ["--data", tokens, "--steps", str(steps), "--seed", "7"]
+        ref = os.path.join(work, f"gpt-{layers}-ref")
+        run([dtcc, "compile", self.zoo(batch)] + TRAIN_FLAGS + ["-o", ref])
+        run([ref] + self.data + ["--dump-outputs", ref + ".dump", "--save", ref + ".ckpt"],
+            env={"OPENBLAS_NUM_THREADS": "1"})
+        self.want = e2e_common.step_losses(ref + ".dump", steps)
+        self.ref_params = checkpoint(ref + ".ckpt")
+
+    def zoo(self, batch):
+        path = os.path.join(self.work, f"gpt-{self.layers}-b{batch}.onnx")
+        if not os.path.exists(path):
+            run([self.dtcc, "zoo", "gpt", "--layers", str(self.layers), "--hidden", "16",
+                 "--heads", "2", "--vocab", "64", "--seq", "8", "--batch",
+                 str(batch), "-o", path])
+        return path
+
+    def command(self, exe):
+        """The run of `exe` on the reference's data, dumping and saving."""
+        return [exe] + self.data + ["--dump-outputs", exe + ".dump", "--save", exe + ".ckpt"]
+
+    def compare(self, what, exe, n, t0, check):
+        err = float(np.max(np.abs(e2e_common.step_losses(exe + ".dump", self.steps)
+                                  - self.want) / np.abs(self.want)))
+        param_err = e2e_common.param_error(checkpoint(exe + ".ckpt"), self.ref_params)
+        check(err <= 1e-5, f"{what} on {n} ranks: losses within 1e-5 relative of "
+              f"one device (worst {err:.2e}, {time.time() - t0:.1f} s)")
+        check(param_err <= 1e-4, f"{what}: parameters within 1e-4 of each "
+              f"tensor's max (worst {param_err:.2e})")
 
 
 def twelve_stages(dtcc, work, tokens, check):
@@ -453,33 +490,16 @@ def twelve_stages(dtcc, work, tokens, check):
     ranks, one micro-batch of one sequence per stage in flight: every
     step's loss and every final parameter equal the single-device run's
     (the plan carries pp once; the pipeline pass cuts exactly 12 stages)."""
-    steps = 3
-    def zoo(batch):
-        path = os.path.join(work, f"gpt-12-b{batch}.onnx")
-        if not os.path.exists(path):
-            run([dtcc, "zoo", "gpt", "--layers", "12", "--hidden", "16",
-                 "--heads", "2", "--vocab", "64", "--seq", "8", "--batch",
-                 str(batch), "-o", path])
-        return path
-    data = ["--data", tokens, "--steps", str(steps), "--seed", "7"]
-    ref = os.path.join(work, "gpt-12-ref")
-    run([dtcc, "compile", zoo(12)] + TRAIN_FLAGS + ["-o", ref])
-    run([ref] + data + ["--dump-outputs", ref + ".dump", "--save", ref + ".ckpt"],
-        env={"OPENBLAS_NUM_THREADS": "1"})
-    def step_losses(dump):
-        return e2e_common.step_losses(dump, steps)
-    want = step_losses(ref + ".dump")
-    ref_params = checkpoint(ref + ".ckpt")
+    gpt = DeepGpt(dtcc, work, tokens, layers=12, batch=12)
     for schedule in ("gpipe", "1f1b"):
         what = f"gpt 12 layers PP12 {schedule}"
         exe = os.path.join(work, f"gpt-12-PP12-{schedule}")
-        run([dtcc, "compile", zoo(1)] + TRAIN_FLAGS +
+        run([dtcc, "compile", gpt.zoo(1)] + TRAIN_FLAGS +
             ["--mesh", "pp=12", "--pipeline-schedule", schedule,
              "--micro-batches", "12", "-o", exe])
         t0 = time.time()
         try:
-            p = run(["mpirun", "--oversubscribe", "-np", "12", exe] + data +
-                    ["--dump-outputs", exe + ".dump", "--save", exe + ".ckpt"],
+            p = run(["mpirun", "--oversubscribe", "-np", "12"] + gpt.command(exe),
                     env=MPI_ENV, check=False, timeout=120)
         except subprocess.TimeoutExpired:
             check(False, f"{what}: no exit within 120 s")
@@ -488,14 +508,7 @@ def twelve_stages(dtcc, work, tokens, check):
             check(False, f"{what}: mpirun exited {p.returncode}\n"
                   + p.stdout[-1500:] + p.stderr[-1500:])
             continue
-        got = step_losses(exe + ".dump")
-        err = float(np.max(np.abs(got - want) / np.abs(want)))
-        params = checkpoint(exe + ".ckpt")
-        param_err = e2e_common.param_error(params, ref_params)
-        check(err <= 1e-5, f"{what} on 12 ranks: losses within 1e-5 relative of "
-              f"one device (worst {err:.2e}, {time.time() - t0:.1f} s)")
-        check(param_err <= 1e-4, f"{what}: parameters within 1e-4 of each "
-              f"tensor's max (worst {param_err:.2e})")
+        gpt.compare(what, exe, 12, t0, check)
 
 
 def interleaved_and_zero_bubble(dtcc, work, tokens, check):
@@ -505,23 +518,7 @@ def interleaved_and_zero_bubble(dtcc, work, tokens, check):
     and on pp=2 with 4 chunks, and under ZB-H1 on pp=4 and beside dp=2 x
     tp=2 over TCP: every step's loss within 1e-5 relative of one device and every final
     parameter within 1e-4 of its tensor's largest magnitude."""
-    steps = 3
-    def zoo(batch):
-        path = os.path.join(work, f"gpt-8-b{batch}.onnx")
-        if not os.path.exists(path):
-            run([dtcc, "zoo", "gpt", "--layers", "8", "--hidden", "16",
-                 "--heads", "2", "--vocab", "64", "--seq", "8", "--batch",
-                 str(batch), "-o", path])
-        return path
-    data = ["--data", tokens, "--steps", str(steps), "--seed", "7"]
-    ref = os.path.join(work, "gpt-8-ref")
-    run([dtcc, "compile", zoo(8)] + TRAIN_FLAGS + ["-o", ref])
-    run([ref] + data + ["--dump-outputs", ref + ".dump", "--save", ref + ".ckpt"],
-        env={"OPENBLAS_NUM_THREADS": "1"})
-    def step_losses(dump):
-        return e2e_common.step_losses(dump, steps)
-    want = step_losses(ref + ".dump")
-    ref_params = checkpoint(ref + ".ckpt")
+    gpt = DeepGpt(dtcc, work, tokens, layers=8, batch=8)
     cases = [
         ("PP4 interleaved V=2", "mpi", 4, ["--mesh", "pp=4", "--pipeline-schedule",
          "interleaved", "--virtual-stages", "2"], 4),
@@ -539,9 +536,9 @@ def interleaved_and_zero_bubble(dtcc, work, tokens, check):
         what = f"gpt 8 layers {name} ({launcher.upper()})"
         exe = os.path.join(work, "gpt-8-" + re.sub(r"[^A-Za-z0-9]+", "_", name)
                            + "-" + launcher)
-        run([dtcc, "compile", zoo(8 // micro)] + TRAIN_FLAGS + flags +
+        run([dtcc, "compile", gpt.zoo(8 // micro)] + TRAIN_FLAGS + flags +
             ["--micro-batches", str(micro), "-o", exe])
-        cmd = [exe] + data + ["--dump-outputs", exe + ".dump", "--save", exe + ".ckpt"]
+        cmd = gpt.command(exe)
         t0 = time.time()
         if launcher == "mpi":
             try:
@@ -557,14 +554,7 @@ def interleaved_and_zero_bubble(dtcc, work, tokens, check):
         if not ok:
             check(False, f"{what}: ranks failed\n{output}")
             continue
-        got = step_losses(exe + ".dump")
-        err = float(np.max(np.abs(got - want) / np.abs(want)))
-        params = checkpoint(exe + ".ckpt")
-        param_err = e2e_common.param_error(params, ref_params)
-        check(err <= 1e-5, f"{what} on {n} ranks: losses within 1e-5 relative of "
-              f"one device (worst {err:.2e}, {time.time() - t0:.1f} s)")
-        check(param_err <= 1e-4, f"{what}: parameters within 1e-4 of each "
-              f"tensor's max (worst {param_err:.2e})")
+        gpt.compare(what, exe, n, t0, check)
 
 
 def context_parallel_tcp(dtcc, work, tokens, check):

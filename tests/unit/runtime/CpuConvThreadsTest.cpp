@@ -11,8 +11,6 @@
 
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
 
-#include <dirent.h>
-
 #include <cstdlib>
 
 extern "C" void omp_set_num_threads(int);
@@ -26,24 +24,13 @@ using namespace dtcc::runtime::test;
 
 namespace {
 
-/// The threads of this process.
-int threadCount() {
-  DIR *dir = opendir("/proc/self/task");
-  int n = 0;
-  while (dirent *e = readdir(dir))
-    if (e->d_name[0] != '.')
-      ++n;
-  closedir(dir);
-  return n;
-}
-
 TEST(CpuConvThreads, KernelsUseTheThreadsTheEnvironmentGives) {
   // As a rank under mpirun on a 4-core host: OPENBLAS_NUM_THREADS=1, no
   // OMP_NUM_THREADS, and OpenMP's default of one thread per core.
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
   unsetenv("OMP_NUM_THREADS");
   omp_set_num_threads(4);
-  const int before = threadCount();
+  const int before = processThreadCount();
   Attrs attrs;
   attrs.set("strides", std::vector<int64_t>{1, 1});
   attrs.set("dilations", std::vector<int64_t>{1, 1});
@@ -60,7 +47,7 @@ TEST(CpuConvThreads, KernelsUseTheThreadsTheEnvironmentGives) {
   ASSERT_TRUE(
       runKernel("conv_filter_grad", {x.view(), y.view()}, {dw.view()}, attrs).isOk());
   // A team of more than one thread would have left OpenMP's workers.
-  EXPECT_EQ(threadCount(), before);
+  EXPECT_EQ(processThreadCount(), before);
 }
 
 } // namespace

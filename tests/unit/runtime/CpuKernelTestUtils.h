@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -22,6 +24,17 @@
 #include <vector>
 
 namespace dtcc::runtime::test {
+
+/// The threads of this process (/proc/self/task).
+inline int processThreadCount() {
+  DIR *dir = opendir("/proc/self/task");
+  int n = 0;
+  while (dirent *e = readdir(dir))
+    if (e->d_name[0] != '.')
+      ++n;
+  closedir(dir);
+  return n;
+}
 
 inline int64_t numelOf(const std::vector<int64_t> &shape) {
   int64_t n = 1;

@@ -12,8 +12,6 @@
 #include "runtime/device/cpu/ThreadPool.h"
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
 
-#include <dirent.h>
-
 #include <atomic>
 #include <thread>
 
@@ -25,16 +23,6 @@ using namespace dtcc::runtime;
 using namespace dtcc::runtime::test;
 
 namespace {
-
-int threadCount() {
-  DIR *dir = opendir("/proc/self/task");
-  int n = 0;
-  while (dirent *e = readdir(dir))
-    if (e->d_name[0] != '.')
-      ++n;
-  closedir(dir);
-  return n;
-}
 
 Tensor random(std::vector<int64_t> shape, unsigned seed) {
   Tensor t(DType::kF32, std::move(shape));
@@ -83,7 +71,7 @@ TEST(CpuKernelThreads, ParallelForCoversEveryIndexOnce) {
     }
   }
   // The pool's two workers run beside the caller.
-  EXPECT_GE(threadCount(), 3);
+  EXPECT_GE(processThreadCount(), 3);
 }
 
 TEST(CpuKernelThreads, LoopsFromTwoThreadsAtOnce) {
