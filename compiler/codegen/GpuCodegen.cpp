@@ -338,6 +338,22 @@ static void sinkConstantsIntoLaunches(ModuleOp module) {
   });
 }
 
+/// f32 square roots round to nearest, as nvcc's default (-prec-sqrt=true)
+/// and the CPU: libdevice's __nv_sqrtf would give sqrt.approx (its
+/// __CUDA_PREC_SQRT reflection defaults to 0).
+static void roundSquareRoots(ModuleOp module) {
+  module.walk([](math::SqrtOp sqrt) {
+    if (!sqrt.getType().isF32() || !sqrt->getParentOfType<gpu::GPUModuleOp>())
+      return;
+    OpBuilder builder(sqrt);
+    auto call = LLVM::CallIntrinsicOp::create(
+        builder, sqrt.getLoc(), sqrt.getType(),
+        builder.getStringAttr("llvm.nvvm.sqrt.rn.f"), sqrt.getOperand());
+    sqrt.replaceAllUsesWith(call.getResult(0));
+    sqrt.erase();
+  });
+}
+
 /// Moves every outlined kernel into one gpu.module (one PTX per
 /// architecture), naming each function as its outlined module was (unique).
 static void mergeKernelModules(ModuleOp module) {
@@ -462,6 +478,7 @@ generateGpuKernels(ModuleOp module, const GpuCodegenOptions &options) {
       return failure();
   }
   mergeKernelModules(module);
+  roundSquareRoots(module);
 
   runtime::GpuKernelModule result;
   for (const MappedRegion &region : *mapped) {
