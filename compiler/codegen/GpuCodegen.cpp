@@ -68,7 +68,7 @@ const char *configuredCudaToolkitDir() { return DTCC_CUDA_TOOLKIT_DIR; }
 const char *configuredPtxasPath() { return DTCC_PTXAS; }
 
 /// The one gpu.module every kernel is moved into.
-static constexpr llvm::StringLiteral kKernelModuleName = "dtcc_kernels";
+static constexpr llvm::StringLiteral kKernelModuleName = "dtcc_gpu_kernels";
 
 void registerGpuCodegenDialects(DialectRegistry &registry) {
   registry.insert<affine::AffineDialect, arith::ArithDialect,

@@ -168,8 +168,11 @@ Status CudaGeneratedKernels::launch(const GpuFusedRegion &region,
 
 StatusOr<KernelFn> bindCudaFusedRegion(CudaDevice &device,
                                        const CudaGeneratedKernels &kernels,
-                                       const std::string &symbol,
                                        const KernelContext &ctx) {
+  auto symbolAttr = ctx.attrs.getString("symbol");
+  if (!symbolAttr.isOk())
+    return ctx.error(symbolAttr.status().message());
+  const std::string symbol = symbolAttr.value();
   const GpuFusedRegion *region = kernels.module().findRegion(symbol);
   if (!region)
     return ctx.error("no generated GPU kernel for fused region '", symbol,
@@ -206,6 +209,21 @@ StatusOr<KernelFn> bindCudaFusedRegion(CudaDevice &device,
     void *scratch = slots.empty() ? nullptr : slots.front().get();
     return kernels.launch(*region, buffers.data(), scratch, stream);
   });
+}
+
+KernelFactory
+cudaFusedKernelFactory(CudaDevice &device,
+                       std::shared_ptr<const CudaGeneratedKernels> kernels) {
+  return [&device, kernels](const KernelContext &ctx) -> StatusOr<KernelFn> {
+    if (!kernels)
+      return ctx.error("the program has no generated GPU kernels (compile "
+                       "it with --target cuda)");
+    auto fn = bindCudaFusedRegion(device, *kernels, ctx);
+    if (!fn.isOk())
+      return fn.status();
+    // The closure keeps the module loaded.
+    return KernelFn([kernels, fn = std::move(fn).value()] { return fn(); });
+  };
 }
 
 } // namespace dtcc::runtime::cuda

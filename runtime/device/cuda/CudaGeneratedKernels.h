@@ -57,13 +57,21 @@ private:
   std::map<std::string, void *> functions_;
 };
 
-/// Binds a fused instruction to `region` of `kernels`: the instruction's
-/// inputs then outputs are the region's buffers in operand order (contiguous,
-/// of the region's sizes), its temporaries one compute-scratch request.
+/// Binds a fused instruction (kernel `fused`, attribute `symbol`: the
+/// region-function form of docs/architecture.md, "Fused regions") to that
+/// region of `kernels`: the instruction's inputs then outputs are the
+/// region's buffers in operand order (contiguous), its temporaries one
+/// compute-scratch request; the closure launches on the compute stream.
 StatusOr<KernelFn> bindCudaFusedRegion(CudaDevice &device,
                                        const CudaGeneratedKernels &kernels,
-                                       const std::string &symbol,
                                        const KernelContext &ctx);
+
+/// The CUDA factory of the kernel `fused` over a program's generated
+/// kernels, for the device's registry once the kernel-signature table lists
+/// `cuda` among `fused`'s backends.
+KernelFactory
+cudaFusedKernelFactory(CudaDevice &device,
+                       std::shared_ptr<const CudaGeneratedKernels> kernels);
 
 } // namespace dtcc::runtime::cuda
 

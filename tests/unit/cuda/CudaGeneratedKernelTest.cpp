@@ -104,8 +104,11 @@ protected:
     }
     Reservation reservation(*device);
     ctx.scratch = &reservation.plan;
-    auto fn = cuda::bindCudaFusedRegion(*device, *kernels, symbol, ctx);
+    ctx.attrs.set("symbol", symbol);
+    auto fn = cuda::bindCudaFusedRegion(*device, *kernels, ctx);
     EXPECT_TRUE(fn.isOk()) << fn.status().toString();
+    if (!fn.isOk())
+      return {};
     reservation.reserve();
     Status ran = fn.value()();
     EXPECT_TRUE(ran.isOk()) << ran.toString();
