@@ -137,7 +137,7 @@ static LogicalResult checkRegion(func::FuncOp func) {
     }
     if (isa<memref::DeallocOp, arith::ConstantOp>(op))
       continue;
-    if (auto ret = dyn_cast<func::ReturnOp>(op))
+    if (isa<func::ReturnOp>(op))
       continue;
     return where(&op) << "expected linalg ops, static memref.alloc/dealloc "
                          "and constants, got '"
@@ -383,8 +383,7 @@ static void mergeKernelModules(ModuleOp module) {
 }
 
 static FailureOr<runtime::GpuKernelLaunch>
-recordLaunch(gpu::LaunchFuncOp launch, func::FuncOp func,
-             const MappedRegion &region) {
+recordLaunch(gpu::LaunchFuncOp launch, func::FuncOp func) {
   runtime::GpuKernelLaunch out;
   out.kernel = launch.getKernelName().str();
   gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
@@ -413,7 +412,6 @@ recordLaunch(gpu::LaunchFuncOp launch, func::FuncOp func,
              << operand;
     out.params.push_back(arg.getArgNumber());
   }
-  (void)region;
   return out;
 }
 
@@ -458,6 +456,15 @@ FailureOr<std::string> assembleWithPtxas(StringRef ptxasPath, StringRef ptx,
 
 FailureOr<runtime::GpuKernelModule>
 generateGpuKernels(ModuleOp module, const GpuCodegenOptions &options) {
+  if (!options.cudaToolkitDir.empty()) {
+    std::string libdevice =
+        options.cudaToolkitDir + "/nvvm/libdevice/libdevice.10.bc";
+    if (!llvm::sys::fs::exists(libdevice))
+      return module.emitError()
+             << "GPU code generation links libdevice (the CUDA toolkit's "
+                "math functions), but there is no "
+             << libdevice;
+  }
   FailureOr<std::vector<MappedRegion>> mapped =
       mapRegionsToGpuLoops(module, options);
   if (failed(mapped))
@@ -489,7 +496,7 @@ generateGpuKernels(ModuleOp module, const GpuCodegenOptions &options) {
     out.scratchBytes = region.scratchBytes;
     WalkResult walk = func.walk([&](gpu::LaunchFuncOp launch) {
       FailureOr<runtime::GpuKernelLaunch> recorded =
-          recordLaunch(launch, func, region);
+          recordLaunch(launch, func);
       if (failed(recorded))
         return WalkResult::interrupt();
       out.launches.push_back(std::move(*recorded));
@@ -553,6 +560,17 @@ generateGpuKernels(ModuleOp module, const GpuCodegenOptions &options) {
     if (image.ptx.find(".entry") == std::string::npos)
       return binaryOp.emitError("internal error: PTX for ")
              << image.chip << " has no kernel entry";
+    // A math function libdevice did not define (no toolkit was found).
+    size_t extern_ = image.ptx.find(".extern .func");
+    if (extern_ != std::string::npos) {
+      size_t end = image.ptx.find('(', extern_);
+      return binaryOp.emitError("the PTX for ")
+             << image.chip << " calls an undefined function ("
+             << image.ptx.substr(extern_, end - extern_)
+             << "): libdevice defines the math functions, but no CUDA "
+                "toolkit was found ('"
+             << options.cudaToolkitDir << "')";
+    }
     if (!options.ptxasPath.empty()) {
       FailureOr<std::string> cubin = assembleWithPtxas(
           options.ptxasPath, image.ptx, image.chip, binaryOp.getLoc());

@@ -44,6 +44,10 @@ static cl::opt<Emit> emit(
 static cl::list<std::string> chips("chip", cl::desc("GPU architectures"),
                                    cl::CommaSeparated);
 static cl::opt<int> threadsPerBlock("threads-per-block", cl::init(256));
+static cl::opt<std::string> cudaToolkit(
+    "cuda-toolkit",
+    cl::desc("the CUDA toolkit whose libdevice is linked (default: the one "
+             "found at configure time)"));
 static cl::opt<bool> noPtxas("no-ptxas",
                              cl::desc("do not run ptxas (PTX only)"));
 
@@ -101,6 +105,8 @@ int main(int argc, char **argv) {
   options.threadsPerBlock = threadsPerBlock;
   if (noPtxas)
     options.ptxasPath.clear();
+  if (cudaToolkit.getNumOccurrences())
+    options.cudaToolkitDir = cudaToolkit;
 
   auto output = openOutputFile(outputFile, &error);
   if (!output) {

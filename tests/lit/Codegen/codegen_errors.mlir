@@ -15,3 +15,6 @@
 
 // RUN: not dtcc-gpu-codegen %S/Inputs/region_dynamic.mlir --threads-per-block=2048 2>&1 | FileCheck %s --check-prefix=TPB
 // TPB: error: expected 1..1024 threads per block, got 2048
+
+// RUN: not dtcc-gpu-codegen %S/bias_gelu.mlir --cuda-toolkit=%t.missing 2>&1 | FileCheck %s --check-prefix=LIBDEVICE
+// LIBDEVICE: error: GPU code generation links libdevice (the CUDA toolkit's math functions), but there is no {{.*}}.missing/nvvm/libdevice/libdevice.10.bc
