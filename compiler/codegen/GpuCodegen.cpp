@@ -37,6 +37,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -292,6 +293,29 @@ mapRegionsToGpuLoops(ModuleOp module, const GpuCodegenOptions &options) {
     region.numBuffers = func.getNumArguments();
     region.scratchBytes = allocsToArguments(func);
     regions.push_back(std::move(region));
+  }
+
+  // Parallel dimensions outermost (a reduction over rows becomes one thread
+  // per column), so that each op's parallel loop is at the top.
+  IRRewriter interchanger(module.getContext());
+  for (func::FuncOp func : funcs) {
+    SmallVector<linalg::GenericOp> generics(
+        func.getBody().front().getOps<linalg::GenericOp>());
+    for (linalg::GenericOp generic : generics) {
+      SmallVector<unsigned> order;
+      for (auto [d, type] : llvm::enumerate(generic.getIteratorTypesArray()))
+        if (type == utils::IteratorType::parallel)
+          order.push_back(d);
+      for (auto [d, type] : llvm::enumerate(generic.getIteratorTypesArray()))
+        if (type != utils::IteratorType::parallel)
+          order.push_back(d);
+      if (llvm::equal(order, llvm::seq<unsigned>(0, order.size())))
+        continue;
+      interchanger.setInsertionPoint(generic);
+      if (failed(linalg::interchangeGenericOp(interchanger, generic, order)))
+        return generic.emitError("internal error: cannot move the parallel "
+                                 "dimensions outermost");
+    }
   }
 
   PassManager pm(module.getContext());

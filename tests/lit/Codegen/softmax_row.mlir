@@ -95,3 +95,32 @@ func.func @sum_squares(%g: memref<7x9xf32>, %out: memref<f32>) {
 // TABLE-NEXT:   launch softmax_row_kernel_4 grid (8, 1, 1) block (256, 1, 1) shared 0 params [3, 1]
 // TABLE-NEXT: region @sum_squares buffers 2 scratch []
 // TABLE-NEXT:   launch sum_squares_kernel grid (1, 1, 1) block (1, 1, 1) shared 0 params [1, 0]
+
+// A sum over rows (the first axis) is interchanged: one thread per column.
+#rc = affine_map<(i, j) -> (i, j)>
+#c = affine_map<(i, j) -> (j)>
+func.func @column_sum(%x: memref<5x300xf32>, %s: memref<300xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%s : memref<300xf32>)
+  linalg.generic {indexing_maps = [#rc, #c], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<5x300xf32>) outs(%s : memref<300xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.addf %a, %o : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+// MAP-LABEL: func.func @column_sum(
+// MAP:         memref.store
+// MAP:         scf.parallel (%[[TILE:.*]]) =
+// MAP:           scf.parallel (%[[LANE:.*]]) =
+// MAP:             %[[COL:.*]] = arith.addi %[[LANE]], %[[TILE]]
+// MAP:             scf.if
+// MAP:               scf.for %[[ROW:.*]] = 
+// MAP:                 memref.load %{{.*}}[%[[ROW]], %[[COL]]]
+// MAP-NOT:     scf.parallel
+// MAP:         return
+
+// TABLE-NEXT: region @column_sum buffers 2 scratch []
+// TABLE-NEXT:   launch column_sum_kernel grid (2, 1, 1) block (256, 1, 1) shared 0 params [1]
+// TABLE-NEXT:   launch column_sum_kernel_0 grid (2, 1, 1) block (256, 1, 1) shared 0 params [0, 1]

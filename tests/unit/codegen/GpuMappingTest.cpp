@@ -245,6 +245,25 @@ TEST(GpuMapping, SumOfSquaresOnOneThread) {
   }
 }
 
+TEST(GpuMapping, ColumnSumOneThreadPerColumn) {
+  for (int64_t tpb : kBlockSizes) {
+    SCOPED_TRACE("threads per block " + std::to_string(tpb));
+    MappedModule m("softmax_row.mlir", tpb);
+    ASSERT_TRUE(m.ok());
+    expectMatches(
+        m, "column_sum",
+        [](const Buffers &in, Buffers &out) {
+          for (int c = 0; c < 300; ++c) {
+            double s = 0;
+            for (int r = 0; r < 5; ++r)
+              s += in[0][r * 300 + c];
+            out[1][c] = s;
+          }
+        },
+        1e-5, 6);
+  }
+}
+
 TEST(GpuMapping, AdamWUpdateInPlace) {
   for (int64_t tpb : kBlockSizes) {
     SCOPED_TRACE("threads per block " + std::to_string(tpb));
