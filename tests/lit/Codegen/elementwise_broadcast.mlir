@@ -47,9 +47,29 @@ func.func @ew_chain(%x: memref<8x33xf32>, %b: memref<33xf32>, %y: memref<8x33xf3
 // MAP-NOT:     memref.dealloc
 // MAP:         return
 
+// Fusion's region form: one generic, a size-1 broadcast dimension read at
+// index 0 (affine constant), tanh.
+func.func @tanh_bias(%x: memref<4x8xf32>, %b: memref<1x8xf32>, %y: memref<4x8xf32>) attributes {dtcc.fused_ops = ["dgraph.add", "dgraph.tanh"]} {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (0, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %b : memref<4x8xf32>, memref<1x8xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    %t = math.tanh %s : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+// MAP-LABEL: func.func @tanh_bias(
+// MAP:         %[[COL:.*]] = arith.remsi %{{.*}}, %[[C8:.*]] : index
+// MAP:         memref.load %{{.*}}[%{{.*}}, %[[COL]]] : memref<4x8xf32>
+// MAP:         memref.load %{{.*}}[%[[ZERO:.*]], %[[COL]]] : memref<1x8xf32>
+// MAP:         math.tanh
+
 // PTX:      region @ew_chain buffers 3 scratch [1056]
 // PTX-NEXT:   launch ew_chain_kernel grid (2, 1, 1) block (256, 1, 1) shared 0 params [0, 1, 3]
 // PTX-NEXT:   launch ew_chain_kernel_0 grid (2, 1, 1) block (256, 1, 1) shared 0 params [3, 0, 2]
+// PTX-NEXT: region @tanh_bias buffers 3 scratch []
+// PTX-NEXT:   launch tanh_bias_kernel grid (1, 1, 1) block (32, 1, 1) shared 0 params [0, 1, 2]
 // PTX-NEXT: image sm_80 ptx {{[0-9]+}} bytes, no cubin
 // PTX-NEXT: image sm_90 ptx {{[0-9]+}} bytes, no cubin
 // PTX-LABEL: PTX sm_80

@@ -185,6 +185,22 @@ TEST(GpuMapping, ElementwiseChainWithBroadcast) {
   }
 }
 
+TEST(GpuMapping, ConstantIndexBroadcast) {
+  for (int64_t tpb : kBlockSizes) {
+    SCOPED_TRACE("threads per block " + std::to_string(tpb));
+    MappedModule m("elementwise_broadcast.mlir", tpb);
+    ASSERT_TRUE(m.ok());
+    expectMatches(
+        m, "tanh_bias",
+        [](const Buffers &in, Buffers &out) {
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 8; ++j)
+              out[2][i * 8 + j] = std::tanh(double(in[0][i * 8 + j]) + in[1][j]);
+        },
+        1e-6, 7);
+  }
+}
+
 TEST(GpuMapping, BiasGelu3d) {
   for (int64_t tpb : kBlockSizes) {
     SCOPED_TRACE("threads per block " + std::to_string(tpb));
