@@ -4,6 +4,7 @@
 
 #include "compiler/InternalErrors.h"
 #include "compiler/Serialize.h"
+#include "compiler/codegen/CpuCodegen.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
@@ -13,7 +14,11 @@
 #include "runtime/format/Container.h"
 #include "runtime/format/ProgramMetadata.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -30,6 +35,9 @@ namespace dtcc {
 void registerDtccDialects(DialectRegistry &registry) {
   registry.insert<graph::GraphDialect, shard::ShardDialect, exec::ExecDialect,
                   func::FuncDialect>();
+  // Fused regions' functions (dtcc-lower-fuse-regions), in dumps.
+  registry.insert<linalg::LinalgDialect, arith::ArithDialect,
+                  math::MathDialect, memref::MemRefDialect>();
 }
 
 std::optional<Phase> parsePhase(llvm::StringRef name) {
@@ -171,7 +179,9 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
   }
   if (options.compileTo == Phase::Shard)
     return success();
-  return run([](PassManager &pm) { pipelines::buildExecPhase(pm); }, 4,
+  pipelines::ExecPhase exec;
+  exec.fuse = options.fuse && options.target == "cpu";
+  return run([&](PassManager &pm) { pipelines::buildExecPhase(pm, exec); }, 4,
              "dexec");
 }
 
@@ -193,6 +203,24 @@ LogicalResult writeArtifact(ModuleOp module, const std::string &outPath,
   auto serialized = serializeProgram(module);
   if (failed(serialized))
     return failure();
+  // The fused regions' kernels, generated for the CPU, in the data section.
+  if (ModuleOp kernels = codegen::findKernelsModule(module)) {
+    if (options.target != "cpu")
+      return kernels.emitError("fused regions have CPU kernels only: compile "
+                               "for --target ")
+             << options.target << " without --fuse";
+    codegen::CpuCodegenOptions codegenOptions;
+    codegenOptions.dumpDir = options.dumpDir;
+    FailureOr<std::string> so = codegen::compileCpuKernels(kernels, codegenOptions);
+    if (failed(so))
+      return failure();
+    std::string &data = serialized->data;
+    data.resize((data.size() + 63) / 64 * 64, '\0');
+    runtime::format::DataRef *ref = serialized->program.mutable_cpu_kernels();
+    ref->set_offset(data.size());
+    ref->set_size(so->size());
+    data += *so;
+  }
   if (options.target != "cpu") {
     (*serialized->program.mutable_metadata())[runtime::metadata::kTarget] = options.target;
     recordTraffic(serialized->program); // NCCL reduces halves as they are

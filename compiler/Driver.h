@@ -88,6 +88,10 @@ struct CompileOptions {
   /// The device the program runs on: "cpu" or "cuda" (program metadata
   /// dtcc.target; the runner creates that device).
   std::string target = "cpu";
+  /// Fused regions (dtcc-lower-fuse-regions before the lowering) with
+  /// kernels generated for the CPU and carried in the executable
+  /// (compiler/codegen). The cuda target does not fuse yet.
+  bool fuse = false;
   TrainOptions train;
 };
 

@@ -200,6 +200,60 @@ static std::string explainPipeline(const Program &program) {
   return os.str();
 }
 
+/// The fused regions (dtcc compile --fuse): per function, each region's
+/// kernel, its ops and the bytes of the values that never reach memory.
+static std::string explainFusion(const Program &program) {
+  std::ostringstream os;
+  int64_t regions = 0;
+  for (const auto &fn : program.functions()) {
+    int64_t count = 0, ops = 0, saved = 0;
+    std::ostringstream rows;
+    for (const auto &inst : fn.instructions()) {
+      if (inst.kernel() != "fused")
+        continue;
+      ++count;
+      std::string symbol, names;
+      int64_t bytes = 0, n = 0;
+      if (auto it = inst.attrs().find("symbol"); it != inst.attrs().end())
+        symbol = it->second.s();
+      if (auto it = inst.attrs().find("dtcc.saved_bytes");
+          it != inst.attrs().end())
+        bytes = it->second.i();
+      if (auto it = inst.attrs().find("dtcc.fused_ops");
+          it != inst.attrs().end()) {
+        std::istringstream list(it->second.s());
+        for (std::string op; std::getline(list, op, ',');) {
+          names += (names.empty() ? "" : " ") +
+                   (op.rfind("dgraph.", 0) == 0 ? op.substr(7) : op);
+          ++n;
+        }
+      }
+      ops += n;
+      saved += bytes;
+      rows << "    " << pad(symbol, 28) << pad(std::to_string(n) + " ops", 8)
+           << pad(runtime::formatBytes(bytes), 12) << names << "\n";
+    }
+    if (count == 0)
+      continue;
+    regions += count;
+    os << "  " << fn.name() << ": " << count << " regions of " << ops
+       << " ops, " << runtime::formatBytes(saved)
+       << " of intermediates kept out of memory per call\n"
+       << "    " << pad("kernel", 28) << pad("ops", 8) << pad("kept out", 12)
+       << "fused ops\n"
+       << rows.str();
+  }
+  if (regions == 0)
+    return "";
+  bool hasKernels = program.has_cpu_kernels();
+  return "fused regions (kernels generated for the CPU" +
+         std::string(hasKernels ? ", " + runtime::formatBytes(
+                                             program.cpu_kernels().size()) +
+                                      " of code"
+                                : "") +
+         "):\n" + os.str() + "\n";
+}
+
 std::string explainProgram(const Program &program) {
   std::ostringstream os;
   auto meta = [&](const std::string &key) {
@@ -250,6 +304,8 @@ std::string explainProgram(const Program &program) {
   }
 
   os << explainMemorySpaces(program);
+
+  os << explainFusion(program);
 
   os << explainPipeline(program);
 

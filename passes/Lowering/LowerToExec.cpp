@@ -263,6 +263,28 @@ View FunctionLowering::broadcastView(const View &operand,
   return View{operand.storage, outType, strides};
 }
 
+/// The `fused` kernel's attributes: the region function's symbol, and
+/// what the region holds (dtcc.fused_ops, comma-separated, and
+/// dtcc.saved_bytes).
+static DictionaryAttr fusedKernelAttrs(graph::FusedOp fused) {
+  MLIRContext *ctx = fused.getContext();
+  NamedAttrList attrs;
+  attrs.set("symbol", fused.getKernelAttr().getLeafReference());
+  Operation *fn = SymbolTable::lookupNearestSymbolFrom(fused, fused.getKernelAttr());
+  if (!fn)
+    return attrs.getDictionary(ctx);
+  if (auto ops = fn->getAttrOfType<ArrayAttr>("dtcc.fused_ops")) {
+    std::string names;
+    for (Attribute a : ops)
+      if (auto s = dyn_cast<StringAttr>(a))
+        names += (names.empty() ? "" : ",") + s.str();
+    attrs.set("dtcc.fused_ops", StringAttr::get(ctx, names));
+  }
+  if (Attribute bytes = fn->getAttr("dtcc.saved_bytes"))
+    attrs.set("dtcc.saved_bytes", bytes);
+  return attrs.getDictionary(ctx);
+}
+
 LogicalResult FunctionLowering::lowerOp(Operation &op) {
   MLIRContext *ctx = op.getContext();
   if (auto c = dyn_cast<graph::ConstantOp>(op)) {
@@ -368,7 +390,15 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
     return op.emitOpError("has no runtime kernel: the kernel-signature table "
                           "(runtime/kernels/Kernels.td) has no '")
            << kernelName << "' for it";
-  FailureOr<DictionaryAttr> kernelAttrs = lowering::kernelAttrsOf(&op, *signature);
+  // A fused region's call (dtcc-lower-fuse-regions) names its generated
+  // kernel; it reads contiguous inputs and writes outputs of their own
+  // (the generated code assumes no buffer of a region overlaps an output:
+  // its loops vectorize without run-time overlap checks).
+  // Its region's ops and the bytes kept out of memory travel as
+  // attributes of the compiler's (`dtcc.`), for `dtcc explain`.
+  auto fused = dyn_cast<graph::FusedOp>(op);
+  FailureOr<DictionaryAttr> kernelAttrs =
+      fused ? fusedKernelAttrs(fused) : lowering::kernelAttrsOf(&op, *signature);
   if (failed(kernelAttrs))
     return failure();
   PlannedKernel kernel{kernelName, {}, {}, *kernelAttrs, op.getLoc(),

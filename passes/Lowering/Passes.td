@@ -81,4 +81,78 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::exec::ExecDialect"];
 }
 
+def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
+  let summary = "Groups elementwise chains into fused regions with generated kernels";
+  let description = [{
+    Runs right before `dtcc-lower-to-exec` (`dtcc compile --fuse`), after
+    autodiff, the optimizer and the partitioning, on one rank's dgraph
+    program. It groups producer-consumer chains of float (f32, f64)
+    elementwise ops into regions and replaces each region of two or more
+    ops by a `dgraph.fused` call of a region function, which it adds to the
+    nested module `dtcc_kernels` (created when needed):
+
+    - fused ops: add, sub, mul, div, max, min, neg, abs, exp, log, sqrt,
+      rsqrt, reciprocal, tanh, sigmoid, relu, silu, erf, gelu, and the
+      gradients gelu_grad and silu_grad (bias + activation epilogues,
+      residual adds, scale/mask chains and their gradients);
+    - a `dgraph.broadcast_in_dim` that keeps the order of dimensions is read
+      through the generic's indexing map (its operand becomes the region's
+      input, nothing materialized) and a splat `dgraph.constant` as a scalar
+      in the body; either stays in the function only if something else
+      reads it;
+    - an op joins the regions of its producers (same result type, same
+      `dshard.stage`) when no region member's result is read outside the
+      region before it: the region runs where its last op was, so every
+      outside reader comes after it and no cycle through an outside op can
+      form;
+    - cost rule: nothing is recomputed. A member read outside the region
+      (several consumers, a store, a return) is a region output, written
+      once; matrix products, convolutions, reductions and collectives are
+      never members, so no expensive work is duplicated or moved into a
+      region;
+    - values read only inside a region are never in memory: the lowering's
+      memory plan sees only the region's inputs and outputs.
+
+    The region function is the form `compiler/codegen` compiles (docs/
+    architecture.md, "Fused regions"): `func.func @<fn>_fused_<n>` taking
+    one memref per input then per output (static shapes, identity layouts),
+    with one `linalg.generic` (all loops parallel; inputs through their
+    indexing maps, outputs identity) whose body computes the ops with
+    `arith` and `math` scalars, operation for operation as the CPU kernels
+    do, and yields the outputs. It carries `dtcc.fused_ops` (the dgraph op
+    names in order) and `dtcc.saved_bytes` (bytes of the values that stay
+    inside). With `remarks`, each region is reported at its call.
+
+    Example:
+    ```mlir
+    %b = dgraph.broadcast_in_dim %bias, dims = [1] : (tensor<16xf32>) -> tensor<8x16xf32>
+    %a = dgraph.add %x, %b : tensor<8x16xf32>
+    %y = dgraph.gelu %a : tensor<8x16xf32>
+    ```
+    becomes
+    ```mlir
+    %y = dgraph.fused @dtcc_kernels::@main_fused_0(%x, %bias)
+        : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    module @dtcc_kernels {
+      func.func @main_fused_0(%arg0: memref<8x16xf32>, %arg1: memref<16xf32>,
+                              %arg2: memref<8x16xf32>) {
+        linalg.generic {indexing_maps = [(d0, d1) -> (d0, d1), (d0, d1) -> (d1),
+                                         (d0, d1) -> (d0, d1)], ...}
+            ins(%arg0, %arg1 : ...) outs(%arg2 : ...) { ... }
+        return
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "Report each region (ops, inputs, outputs, bytes kept out of memory)">
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
 #endif // DTCC_PASSES_LOWERING_PASSES_TD

@@ -74,7 +74,9 @@ void buildShardPhase(OpPassManager &pm, const planning::Plan &plan,
   addShardPasses(pm, plan.pipelineStages(), o);
 }
 
-void buildExecPhase(OpPassManager &pm) {
+void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
+  if (options.fuse)
+    pm.addPass(lowering::createFuseRegions());
   pm.addPass(lowering::createLowerToExec());
 }
 

@@ -51,7 +51,11 @@ void buildTrainPhase(mlir::OpPassManager &pm, const planning::Plan &plan,
                      const TrainPhase &options);
 void buildShardPhase(mlir::OpPassManager &pm, const planning::Plan &plan,
                      const ShardPhase &options);
-void buildExecPhase(mlir::OpPassManager &pm);
+/// The lowering to dexec, after dtcc-lower-fuse-regions with `fuse`.
+struct ExecPhase {
+  bool fuse = false;
+};
+void buildExecPhase(mlir::OpPassManager &pm, const ExecPhase &options = {});
 
 /// Registers the four phases as pass pipelines (for dtcc-opt).
 void registerPhasePipelines();

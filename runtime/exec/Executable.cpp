@@ -219,6 +219,17 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
         view.data, data + c.data().offset(), c.data().size()));
   }
 
+  // The fused regions' kernels the compiler generated, for `fused`.
+  if (program.has_cpu_kernels()) {
+    const format::DataRef &ref = program.cpu_kernels();
+    if (ref.offset() < 0 || ref.size() <= 0 ||
+        static_cast<uint64_t>(ref.offset() + ref.size()) > dataSize)
+      return dataLoss("the generated kernels lie outside the data section "
+                      "(truncated file?)");
+    DTCC_ASSIGN_OR_RETURN(generated_,
+                          GeneratedKernels::load(data + ref.offset(), ref.size()));
+  }
+
   // Every unknown kernel at once, so one load lists them all.
   // Host instructions (an offloaded optimizer step) run the CPU's kernels.
   auto registryOf = [&](const format::Instruction &inst) -> const KernelRegistry & {
@@ -274,6 +285,7 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
       ctx.attrs = instructionAttrs(inst);
       ctx.comm = comm_;
       ctx.scratch = inst.host() ? &hostScratch_ : &scratch_;
+      ctx.generated = generated_.get();
       DTCC_ASSIGN_OR_RETURN(KernelFn kernel,
                             (*registryOf(inst).find(inst.kernel()))(ctx));
       for (const TensorView &v : ctx.inputs)

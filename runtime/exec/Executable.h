@@ -13,6 +13,7 @@
 
 #include "runtime/base/HostTensor.h"
 #include "runtime/device/Device.h"
+#include "runtime/exec/GeneratedKernels.h"
 #include "runtime/exec/ShardLayout.h"
 #include "runtime/format/Program.pb.h"
 
@@ -168,6 +169,8 @@ private:
   std::map<std::string, format::Sharding> variableShardings_;
   std::map<std::string, int64_t> variableStages_;
   const format::Program *program_ = nullptr;
+  /// The fused regions' kernels; outlives the closures that call them.
+  std::unique_ptr<GeneratedKernels> generated_;
   void *workspace_ = nullptr, *state_ = nullptr, *constants_ = nullptr;
   int64_t workspaceBytes_ = 0, stateBytes_ = 0, constantBytes_ = 0;
   void *hostWorkspace_ = nullptr, *hostState_ = nullptr;

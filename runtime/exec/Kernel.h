@@ -22,6 +22,7 @@
 namespace dtcc::runtime {
 
 class CommContext;
+class GeneratedKernels;
 namespace format {
 class Instruction;
 } // namespace format
@@ -119,6 +120,10 @@ struct KernelContext {
   /// Scratch.h); null where kernels are bound one by one without a plan, and
   /// then a kernel that needs scratch fails to bind.
   ScratchPlan *scratch = nullptr;
+  /// The compiler's generated kernels (the program's fused regions,
+  /// runtime/exec/GeneratedKernels.h); null when it has none. Only `fused`
+  /// uses it.
+  const GeneratedKernels *generated = nullptr;
 
   /// Declares the scratch this instruction needs; its slots point into the
   /// reservation once the device has made it (before the first run).

@@ -16,7 +16,11 @@
 #include "passes/Sharding/Passes.h"
 #include "passes/Pipelines/Phases.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -36,7 +40,9 @@ int main(int argc, char **argv) {
   dtcc::installInternalErrorHandlers("dtcc-opt");
   mlir::DialectRegistry registry;
   registry.insert<dtcc::graph::GraphDialect, dtcc::shard::ShardDialect,
-                  dtcc::exec::ExecDialect, mlir::func::FuncDialect>();
+                  dtcc::exec::ExecDialect, mlir::func::FuncDialect,
+                  mlir::linalg::LinalgDialect, mlir::arith::ArithDialect,
+                  mlir::math::MathDialect, mlir::memref::MemRefDialect>();
   dtcc::graph::registerGraphPasses();
   dtcc::lowering::registerLoweringPasses();
   dtcc::shard::registerShardingPasses();

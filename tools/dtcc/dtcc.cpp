@@ -138,6 +138,13 @@ cl::opt<std::string> target(
              "cuda (NVIDIA GPUs: cuBLASLt, NCCL; one rank per GPU)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::sub(compileCmd),
     cl::cat(category));
+cl::opt<bool> fuse(
+    "fuse",
+    cl::desc("Fuse elementwise chains into regions with kernels generated "
+             "for the CPU (default: off)"),
+    cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> noFuse("no-fuse", cl::desc("Do not fuse (the default)"),
+                     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> printIrAfterAll("print-ir-after-all",
                               cl::desc("Print the IR after every pass"),
                               cl::sub(compileCmd), cl::cat(category));
@@ -448,6 +455,7 @@ int runImportOrCompile(bool compile) {
     compileOptions.dumpDir = dumpDir;
     compileOptions.runnerPath = runnerPath;
     compileOptions.target = target;
+    compileOptions.fuse = fuse && !noFuse;
     dtcc::TrainOptions &t = compileOptions.train;
     t.enabled = train;
     t.loss = lossSpec;

@@ -948,5 +948,6 @@ include "dialects/Graph/IR/GraphTrainingOps.td"
 include "dialects/Graph/IR/GraphConvOps.td"
 include "dialects/Graph/IR/GraphNormPoolOps.td"
 include "dialects/Graph/IR/GraphIndexingOps.td"
+include "dialects/Graph/IR/GraphFusionOps.td"
 
 #endif // DTCC_DIALECTS_GRAPH_IR_GRAPHOPS_TD

@@ -28,6 +28,7 @@ class Communicator;
 
 /// One register function per kernel family (called by registerCpuKernels).
 void registerCpuUnaryKernels(KernelRegistry &registry);
+void registerCpuFusedKernels(KernelRegistry &registry);
 void registerCpuBinaryKernels(KernelRegistry &registry);
 void registerCpuCastKernels(KernelRegistry &registry);
 void registerCpuMovementKernels(KernelRegistry &registry);

@@ -23,6 +23,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuConvKernels(registry);
   registerCpuNormPoolKernels(registry);
   registerCpuCollectiveKernels(registry);
+  registerCpuFusedKernels(registry);
 }
 
 const KernelRegistry &cpuKernels() {

@@ -1,0 +1,324 @@
+//===- CpuCodegen.cpp - fused regions to a shared object for the CPU ------===//
+
+#include "compiler/codegen/CpuCodegen.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+
+namespace dtcc::codegen {
+
+ModuleOp findKernelsModule(ModuleOp module) {
+  return module.lookupSymbol<ModuleOp>(kKernelsModuleName);
+}
+
+namespace {
+
+/// The path of ld.lld, or an empty string.
+std::string findLinker(const CpuCodegenOptions &options) {
+  if (!options.linker.empty())
+    return options.linker;
+  if (auto env = llvm::sys::Process::GetEnv("DTCC_LLD"))
+    return *env;
+  for (const char *name : {"ld.lld-22", "ld.lld"})
+    if (auto path = llvm::sys::findProgramByName(name))
+      return *path;
+  if (llvm::sys::fs::can_execute("/usr/lib/llvm-22/bin/ld.lld"))
+    return "/usr/lib/llvm-22/bin/ld.lld";
+  return "";
+}
+
+/// Checks that `fn` has the region form: memref arguments of static shape
+/// and identity layout, no results.
+LogicalResult checkRegionForm(func::FuncOp fn) {
+  if (fn.isExternal())
+    return fn.emitOpError("is a region function without a body");
+  if (fn.getNumResults() != 0)
+    return fn.emitOpError("is a region function with results: expected its "
+                          "outputs as memref arguments");
+  for (Type t : fn.getArgumentTypes()) {
+    auto memref = dyn_cast<MemRefType>(t);
+    if (!memref || !memref.hasStaticShape() || !memref.getLayout().isIdentity())
+      return fn.emitOpError("region function argument ")
+             << t << ": expected a memref of static shape and identity layout";
+  }
+  return success();
+}
+
+LogicalResult writeFile(Operation *at, StringRef dir, StringRef name,
+                        llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return at->emitError("cannot write '") << path << "': " << ec.message();
+  write(os);
+  return success();
+}
+
+/// The libmvec functions the CPU kernels call (runtime/device/cpu/
+/// VectorMath.h) beyond LLVM's preset (exp, log, sin, cos, tan): the
+/// vectorized loops call the same functions, so a region computes what the
+/// kernels it replaces do, and the runner links libmvec.
+void addKernelVectorMath(llvm::TargetLibraryInfoImpl &tlii, bool avx2) {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const char *fn : {"tanh", "erf", "exp", "log"})
+      n.push_back(fn);
+    return n;
+  }();
+  static std::vector<std::string> storage; // VecDesc keeps StringRefs
+  std::vector<llvm::VecDesc> descs;
+  auto add = [&](std::string scalar, std::string vector, unsigned vf) {
+    storage.push_back(std::move(scalar));
+    StringRef s = storage.back();
+    storage.push_back(std::move(vector));
+    StringRef v = storage.back();
+    storage.push_back("_ZGV_LLVM_N" + std::to_string(vf) + "v");
+    descs.emplace_back(s, v, llvm::ElementCount::getFixed(vf), false,
+                       StringRef(storage.back()), std::nullopt);
+  };
+  storage.reserve(64);
+  const char *isa = avx2 ? "d" : "b";
+  unsigned f32 = avx2 ? 8 : 4, f64 = avx2 ? 4 : 2;
+  for (const std::string &fn : names) {
+    std::string vf32 = "_ZGV" + std::string(isa) + "N" + std::to_string(f32) +
+                       "v_" + fn + "f";
+    std::string vf64 = "_ZGV" + std::string(isa) + "N" + std::to_string(f64) +
+                       "v_" + fn;
+    add(fn + "f", vf32, f32);
+    add("llvm." + fn + ".f32", vf32, f32);
+    add(fn, vf64, f64);
+    add("llvm." + fn + ".f64", vf64, f64);
+  }
+  tlii.addVectorizableFunctions(descs);
+}
+
+/// Runs LLVM's O3 pipeline (the loop vectorizer included) for `tm`, with
+/// the kernels' vector math functions.
+void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
+  addKernelVectorMath(tlii, tm.getMCSubtargetInfo()->checkFeatures("+avx2"));
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+  // libm's functions here have no side effect the loops must keep (no
+  // errno: the kernels are compiled with -fno-math-errno).
+  for (llvm::Function &f : module)
+    if (f.isDeclaration() && !f.isIntrinsic()) {
+      f.setDoesNotAccessMemory();
+      f.setDoesNotThrow();
+      f.setWillReturn();
+    }
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  // One vector per iteration: rows whose length is a multiple of the vector
+  // width then have no scalar remainder, whose libm calls would differ from
+  // the kernels' libmvec ones by an ulp.
+  tuning.LoopInterleaving = false;
+  llvm::PassBuilder pb(&tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm =
+      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(module, mam);
+}
+
+} // namespace
+
+FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
+                                         const CpuCodegenOptions &options) {
+  MLIRContext *ctx = kernels.getContext();
+  std::string linker = findLinker(options);
+  if (linker.empty())
+    return kernels.emitError(
+        "cannot find ld.lld to link the fused regions' kernels: install "
+        "Debian's lld-22 (scripts/setup.sh), set DTCC_LLD, or compile with "
+        "--no-fuse");
+  if (!options.dumpDir.empty() &&
+      failed(writeFile(kernels, options.dumpDir, "kernels.mlir",
+                       [&](llvm::raw_ostream &os) { kernels.print(os); })))
+    return failure();
+
+  // The region functions become `<name>.body`; the exported `<name>`
+  // unpacks the buffer array (the kernel ABI shared with the CUDA backend).
+  OwningOpRef<ModuleOp> lowered(cast<ModuleOp>(kernels->clone()));
+  lowered->setSymNameAttr(nullptr);
+  SmallVector<std::pair<std::string, unsigned>> entries;
+  for (auto fn : lowered->getOps<func::FuncOp>()) {
+    if (failed(checkRegionForm(fn)))
+      return failure();
+    entries.push_back({fn.getSymName().str(), fn.getNumArguments()});
+    fn->setDiscardableAttrs(DictionaryAttr::get(ctx));
+  }
+  for (auto &[name, args] : entries) {
+    auto fn = lowered->lookupSymbol<func::FuncOp>(name);
+    if (failed(SymbolTable::replaceAllSymbolUses(
+            fn, StringAttr::get(ctx, name + ".body"), *lowered)))
+      return failure();
+    fn.setSymName(name + ".body");
+  }
+
+  PassManager pm(ctx, ModuleOp::getOperationName());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  ConvertFuncToLLVMPassOptions funcOptions;
+  funcOptions.useBarePtrCallConv = true;
+  pm.addPass(createConvertFuncToLLVMPass(funcOptions));
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  if (failed(pm.run(*lowered)))
+    return kernels.emitError("cannot lower the fused regions to the LLVM "
+                             "dialect (see the errors above)");
+
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  ctx->appendDialectRegistry(registry);
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> module =
+      translateModuleToLLVMIR(*lowered, llvmContext, "dtcc_kernels");
+  if (!module)
+    return kernels.emitError("cannot translate the fused regions to LLVM IR");
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return kernels.emitError("no LLVM target for the host (")
+           << triple.str() << "): " << error;
+  llvm::SubtargetFeatures features;
+  for (const auto &[feature, on] : llvm::sys::getHostCPUFeatures())
+    features.AddFeature(feature, on);
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), features.getString(),
+      llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  module->setTargetTriple(triple);
+  module->setDataLayout(tm->createDataLayout());
+
+  // The exported entry points: void name(void *const *buffers).
+  llvm::IRBuilder<> ir(llvmContext);
+  llvm::Type *ptr = ir.getPtrTy();
+  for (auto &[name, args] : entries) {
+    llvm::Function *body = module->getFunction(name + ".body");
+    if (!body)
+      return kernels.emitError("region function @") << name << " was lost "
+                                                       "in the lowering";
+    body->setLinkage(llvm::GlobalValue::InternalLinkage);
+    // The lowering gives a region's outputs buffers of their own, apart
+    // from its inputs and each other (the kernel ABI's contract).
+    for (llvm::Argument &arg : body->args())
+      arg.addAttr(llvm::Attribute::NoAlias);
+    auto *entry = llvm::Function::Create(
+        llvm::FunctionType::get(ir.getVoidTy(), {ptr}, false),
+        llvm::GlobalValue::ExternalLinkage, name, *module);
+    entry->setVisibility(llvm::GlobalValue::DefaultVisibility);
+    ir.SetInsertPoint(llvm::BasicBlock::Create(llvmContext, "entry", entry));
+    SmallVector<llvm::Value *> operands;
+    for (unsigned i = 0; i < args; ++i)
+      operands.push_back(ir.CreateLoad(
+          ptr, ir.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i)));
+    ir.CreateCall(body, operands);
+    ir.CreateRetVoid();
+  }
+  if (llvm::verifyModule(*module, &llvm::errs()))
+    return kernels.emitError("the fused regions' LLVM IR does not verify");
+  optimize(*module, *tm);
+  if (!options.dumpDir.empty() &&
+      failed(writeFile(kernels, options.dumpDir, "kernels.ll",
+                       [&](llvm::raw_ostream &os) { module->print(os, nullptr); })))
+    return failure();
+
+  llvm::SmallVector<char, 0> object;
+  {
+    llvm::raw_svector_ostream os(object);
+    llvm::legacy::PassManager codegen;
+    if (tm->addPassesToEmitFile(codegen, os, nullptr,
+                                llvm::CodeGenFileType::ObjectFile))
+      return kernels.emitError("LLVM cannot emit object code for ")
+             << triple.str();
+    codegen.run(*module);
+  }
+
+  // ld.lld -shared: the math functions (tanhf, erff, ...) stay undefined
+  // and resolve against the runner's libm when the runtime loads it.
+  llvm::SmallString<128> objPath, soPath;
+  int fd;
+  if (auto ec = llvm::sys::fs::createTemporaryFile("dtcc-kernels", "o", fd, objPath))
+    return kernels.emitError("cannot create a temporary file: ") << ec.message();
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os.write(object.data(), object.size());
+  }
+  if (auto ec = llvm::sys::fs::createTemporaryFile("dtcc-kernels", "so", soPath))
+    return kernels.emitError("cannot create a temporary file: ") << ec.message();
+  auto cleanup = llvm::scope_exit([&] {
+    llvm::sys::fs::remove(objPath);
+    llvm::sys::fs::remove(soPath);
+  });
+  SmallVector<StringRef> argv = {linker, "-shared", "--hash-style=gnu",
+                                 "-z", "noexecstack", "-o", soPath, objPath};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(linker, argv, std::nullopt, {}, 0, 0,
+                                     &message);
+  if (rc != 0)
+    return kernels.emitError("linking the fused regions' kernels with '")
+           << linker << "' failed (exit " << rc << ")"
+           << (message.empty() ? "" : ": ") << message;
+  auto so = llvm::MemoryBuffer::getFile(soPath);
+  if (!so)
+    return kernels.emitError("cannot read the linked kernels '")
+           << soPath << "': " << so.getError().message();
+  return (*so)->getBuffer().str();
+}
+
+} // namespace dtcc::codegen

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""Fused regions (dtcc compile --fuse) against the unfused program.
+
+1. Region outputs: a dgraph program whose outputs are the outputs of the
+   regions a GPT step forms (bias + GELU with the pre-activation kept, its
+   gradient with the residual gradient's sum, a scale/mask chain, SiLU and
+   the sigmoid, an f64 chain) compiled with and without --fuse, run on the
+   same random inputs: every output within 1e-6 relative (f32; f64 1e-12).
+2. Training: the zoo's GPT and PyTorch's GPT (tests/e2e/torch_models.py),
+   10 AdamW steps on one device with --fuse against --no-fuse: losses and
+   parameters within 1e-6 relative; dtcc explain lists the regions.
+3. Meshes: dp=2 and tp=2 with --fuse against one device without it
+   (mpirun, oversubscribed), within parallel_checks' tolerances (1e-5
+   losses, 1e-4 parameters: the meshes change summation orders).
+"""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_common  # noqa: E402
+import parallel_checks  # noqa: E402
+
+STEPS = parallel_checks.STEPS
+TRAIN_FLAGS = parallel_checks.TRAIN_FLAGS
+
+REGIONS = """
+func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
+                %b: tensor<40xf32> {dgraph.name = "b"},
+                %dy: tensor<6x40xf32> {dgraph.name = "dy"},
+                %res: tensor<6x40xf32> {dgraph.name = "res"},
+                %mask: tensor<6x40xf32> {dgraph.name = "mask"},
+                %d: tensor<3x7xf64> {dgraph.name = "d"})
+    -> (tensor<6x40xf32> {dgraph.name = "pre"}, tensor<6x40xf32> {dgraph.name = "act"},
+        tensor<6x40xf32> {dgraph.name = "grad"}, tensor<6x40xf32> {dgraph.name = "scores"},
+        tensor<6x40xf32> {dgraph.name = "gate"}, tensor<3x7xf64> {dgraph.name = "f64"}) {
+  %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<40xf32>) -> tensor<6x40xf32>
+  %pre = dgraph.add %x, %bb : tensor<6x40xf32>
+  %act = dgraph.gelu %pre {approximate = "tanh"} : tensor<6x40xf32>
+  %gg = dgraph.gelu_grad %pre, %dy {approximate = "tanh"} : tensor<6x40xf32>
+  %ge = dgraph.gelu_grad %x, %gg : tensor<6x40xf32>
+  %grad = dgraph.add %ge, %res : tensor<6x40xf32>
+  %scale = dgraph.constant dense<0.35355339> : tensor<6x40xf32>
+  %s = dgraph.mul %act, %scale : tensor<6x40xf32>
+  %scores = dgraph.add %s, %mask : tensor<6x40xf32>
+  %si = dgraph.silu %res : tensor<6x40xf32>
+  %sg = dgraph.sigmoid %x : tensor<6x40xf32>
+  %m = dgraph.mul %si, %sg : tensor<6x40xf32>
+  %r = dgraph.relu %m : tensor<6x40xf32>
+  %e = dgraph.exp %r : tensor<6x40xf32>
+  %l = dgraph.log %e : tensor<6x40xf32>
+  %q = dgraph.sqrt %e : tensor<6x40xf32>
+  %gate = dgraph.div %l, %q : tensor<6x40xf32>
+  %t = dgraph.tanh %d : tensor<3x7xf64>
+  %n = dgraph.neg %t : tensor<3x7xf64>
+  %f64 = dgraph.sub %n, %d : tensor<3x7xf64>
+  return %pre, %act, %grad, %scores, %gate, %f64
+      : tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
+        tensor<6x40xf32>, tensor<3x7xf64>
+}
+"""
+
+
+def region_outputs(dtcc, work, check):
+    src = os.path.join(work, "regions.mlir")
+    with open(src, "w") as f:
+        f.write(REGIONS)
+    rng = np.random.default_rng(3)
+    inputs = {n: rng.uniform(-3, 3, size=(6, 40)).astype(np.float32)
+              for n in ["x", "dy", "res", "mask"]}
+    inputs["b"] = rng.uniform(-1, 1, size=40).astype(np.float32)
+    inputs["d"] = rng.uniform(-2, 2, size=(3, 7))
+    args = []
+    for n, v in inputs.items():
+        e2e_common.write_pb(os.path.join(work, n + ".pb"), n, v)
+        args += ["--input", f"{n}={os.path.join(work, n + '.pb')}"]
+    outs = {}
+    for mode in ["--fuse", "--no-fuse"]:
+        exe = os.path.join(work, "regions" + mode)
+        dump = os.path.join(work, "dump" + mode)
+        e2e_common.run([dtcc, "compile", src, mode, "--dump-dir", dump, "-o", exe])
+        e2e_common.run([exe, "--output-dir", exe + ".out"] + args)
+        outs[mode] = {n: e2e_common.read_pb(os.path.join(exe + ".out", n + ".pb"))
+                      for n in ["pre", "act", "grad", "scores", "gate", "f64"]}
+    explained = e2e_common.run([dtcc, "explain", os.path.join(work, "regions--fuse")])
+    m = re.search(r"main: (\d+) regions of (\d+) ops", explained)
+    check(m is not None and int(m.group(1)) >= 3,
+          f"dtcc explain lists the regions: {m.group(0) if m else '(no line)'}")
+    check(os.path.exists(os.path.join(work, "dump--fuse", "kernels.mlir")) and
+          os.path.exists(os.path.join(work, "dump--fuse", "kernels.ll")),
+          "--dump-dir writes kernels.mlir and kernels.ll")
+    for n, want in outs["--no-fuse"].items():
+        got = outs["--fuse"][n]
+        tol = 1e-12 if want.dtype == np.float64 else 1e-6
+        rel = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)))
+        check(rel <= tol, f"region output '{n}' ({want.dtype}) equals the unfused "
+              f"program's within {tol:g} relative (worst {rel:.2e})")
+
+
+def training(dtcc, work, tokens, model, check):
+    zoo = os.path.join(work, f"{model}.onnx")
+    model_flags = []
+    if model == "torch-gpt":
+        import torch
+        import torch_models
+        torch.manual_seed(0)
+        gpt = torch_models.build("gpt", layers=4)
+        model_flags = ["--frozen", ",".join(torch_models.frozen_buffers(gpt))]
+        torch_models.export("gpt", gpt, parallel_checks.BATCH, zoo)
+    else:
+        e2e_common.run([dtcc, "zoo", "gpt", "--layers", str(parallel_checks.LAYERS),
+                        "--hidden", str(parallel_checks.HIDDEN), "--heads", "4",
+                        "--vocab", "64", "--seq", str(parallel_checks.SEQ),
+                        "--batch", str(parallel_checks.BATCH), "-o", zoo])
+    data = ["--data", tokens, "--steps", str(STEPS), "--seed", "7"]
+    results = {}
+    plans = [("1 device", 1, ["--no-fuse"]), ("fused", 1, ["--fuse"]),
+             ("fused DP2", 2, ["--fuse", "--mesh", "dp=2"]),
+             ("fused TP2", 2, ["--fuse", "--mesh", "tp=2"])]
+    for name, n, flags in plans:
+        exe = os.path.join(work, f"{model}-{name.replace(' ', '_')}")
+        e2e_common.run([dtcc, "compile", zoo] + TRAIN_FLAGS + model_flags + flags +
+                       ["-o", exe])
+        cmd = data + ["--dump-outputs", exe + ".dump", "--save", exe + ".ckpt"]
+        p = e2e_common.launch(exe, n, cmd)
+        if p.returncode != 0:
+            check(False, f"{model} {name}: exited {p.returncode}\n"
+                  + p.stdout[-2000:] + p.stderr[-2000:])
+            continue
+        results[name] = (parallel_checks.losses(exe + ".dump"),
+                         parallel_checks.checkpoint(exe + ".ckpt"))
+        if name == "fused":
+            explained = e2e_common.run([dtcc, "explain", exe])
+            m = re.search(r"train_step: (\d+) regions of (\d+) ops, ([\d.]+ \w+)",
+                          explained)
+            check(m is not None and int(m.group(1)) > 0,
+                  f"{model}: dtcc explain lists the step's regions: "
+                  f"{m.group(0) if m else '(no line)'}")
+    if "1 device" not in results:
+        return
+    ref_losses, ref_params = results["1 device"]
+    for name, n, flags in plans[1:]:
+        if name not in results:
+            continue
+        got, params = results[name]
+        loss_err = float(np.max(np.abs(got - ref_losses) / np.abs(ref_losses)))
+        param_err = e2e_common.param_error(params, ref_params)
+        loss_tol, param_tol = (1e-6, 1e-6) if n == 1 else (1e-5, 1e-4)
+        check(loss_err <= loss_tol,
+              f"{model} {name}: {STEPS} steps' losses within {loss_tol:g} relative "
+              f"of one device unfused (worst {loss_err:.2e})")
+        check(param_err <= param_tol,
+              f"{model} {name}: parameters within {param_tol:g} of each tensor's "
+              f"max (worst {param_err:.2e})")
+
+
+def main():
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtcc", required=True)
+    ap.add_argument("--models", default="gpt,torch-gpt")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    args = ap.parse_args()
+    import tempfile
+    work = tempfile.mkdtemp(prefix="dtcc-fusion.")
+    dtcc = os.path.abspath(args.dtcc)
+    check = e2e_common.Checks()
+    region_outputs(dtcc, work, check)
+    tokens = os.path.join(work, "tokens.bin")
+    np.random.default_rng(0).integers(0, 64, size=200_000, dtype=np.uint16).tofile(tokens)
+    for model in args.models.split(","):
+        training(dtcc, work, tokens, model, check)
+    return e2e_common.finish(work, args.keep, check.failures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

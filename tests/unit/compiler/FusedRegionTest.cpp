@@ -1,0 +1,244 @@
+//===- FusedRegionTest.cpp - generated kernels of fused regions -----------===//
+//
+// dgraph functions fused by dtcc-lower-fuse-regions, their region functions
+// compiled for the CPU (compiler/codegen) and loaded as the runtime loads
+// them (runtime/exec/GeneratedKernels.h), run on random inputs and compared
+// with naive loops in double written out here from the ops' definitions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Driver.h"
+#include "compiler/codegen/CpuCodegen.h"
+#include "passes/Lowering/Passes.h"
+#include "runtime/exec/GeneratedKernels.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace dtcc;
+
+namespace {
+
+mlir::MLIRContext &context() {
+  static mlir::DialectRegistry registry = [] {
+    mlir::DialectRegistry r;
+    registerDtccDialects(r);
+    return r;
+  }();
+  static mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  return ctx;
+}
+
+/// The module of `source` after dtcc-lower-fuse-regions.
+mlir::OwningOpRef<mlir::ModuleOp> fuse(const std::string &source) {
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &context());
+  EXPECT_TRUE(module);
+  if (!module)
+    return {};
+  mlir::PassManager pm(&context());
+  pm.addPass(lowering::createFuseRegions());
+  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+  return module;
+}
+
+/// The compiled, loaded kernels of `module`'s regions.
+std::unique_ptr<runtime::GeneratedKernels> compile(mlir::ModuleOp module) {
+  mlir::ModuleOp kernels = codegen::findKernelsModule(module);
+  EXPECT_TRUE(kernels);
+  if (!kernels)
+    return nullptr;
+  mlir::FailureOr<std::string> so = codegen::compileCpuKernels(kernels);
+  EXPECT_TRUE(mlir::succeeded(so));
+  if (mlir::failed(so))
+    return nullptr;
+  auto loaded = runtime::GeneratedKernels::load(
+      reinterpret_cast<const uint8_t *>(so->data()), so->size());
+  EXPECT_TRUE(loaded.isOk()) << loaded.status().message();
+  return loaded.isOk() ? std::move(loaded).value() : nullptr;
+}
+
+template <typename T> std::vector<T> randomVector(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-3.0, 3.0);
+  std::vector<T> v(n);
+  for (T &x : v)
+    x = T(dist(gen));
+  return v;
+}
+
+double geluTanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double phi(double x) { return std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI); }
+double cdf(double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); }
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+/// |got - want| <= tol * max(1, |want|), element by element.
+template <typename T>
+void expectNear(const std::vector<T> &got, const std::vector<double> &want,
+                double tol, const char *what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::abs(double(got[i]) - want[i]),
+              tol * std::max(1.0, std::abs(want[i])))
+        << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
+}
+
+// A bias add, a tanh GELU, a scale by a splat and a residual add: one
+// region with a broadcast input and two outputs (the pre-activation is
+// also returned), in f32, on a shape whose rows are not a multiple of any
+// vector width.
+TEST(FusedRegion, BiasGeluResidualMatchesReference) {
+  auto module = fuse(R"mlir(
+func.func @f(%x: tensor<5x37xf32>, %b: tensor<37xf32>) -> (tensor<5x37xf32>, tensor<5x37xf32>) {
+  %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<37xf32>) -> tensor<5x37xf32>
+  %half = dgraph.constant dense<0.5> : tensor<5x37xf32>
+  %a = dgraph.add %x, %bb : tensor<5x37xf32>
+  %g = dgraph.gelu %a {approximate = "tanh"} : tensor<5x37xf32>
+  %s = dgraph.mul %g, %half : tensor<5x37xf32>
+  %y = dgraph.add %s, %x : tensor<5x37xf32>
+  return %y, %a : tensor<5x37xf32>, tensor<5x37xf32>
+}
+)mlir");
+  ASSERT_TRUE(module);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  int fusedOps = 0;
+  fn.walk([&](mlir::Operation *op) {
+    fusedOps += op->getName().getStringRef() == "dgraph.fused";
+  });
+  ASSERT_EQ(fusedOps, 1);
+  auto kernels = compile(*module);
+  ASSERT_TRUE(kernels);
+  auto entry = kernels->find("f_fused_0");
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+
+  const int rows = 5, cols = 37;
+  std::vector<float> x = randomVector<float>(rows * cols, 1);
+  std::vector<float> b = randomVector<float>(cols, 2);
+  std::vector<float> y(rows * cols), a(rows * cols);
+  // Outputs in program order of their producers: %a, then %y.
+  void *buffers[] = {x.data(), b.data(), a.data(), y.data()};
+  (*entry)(buffers);
+
+  std::vector<double> wantA(rows * cols), wantY(rows * cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      double xi = x[r * cols + c], pre = xi + double(b[c]);
+      wantA[r * cols + c] = pre;
+      wantY[r * cols + c] = 0.5 * geluTanh(pre) + xi;
+    }
+  expectNear(a, wantA, 1e-6, "a");
+  expectNear(y, wantY, 1e-5, "y");
+}
+
+// The gradients and the other activations in f64, where the generated code
+// must agree with the definitions to double rounding.
+TEST(FusedRegion, GradientsInF64MatchReference) {
+  auto module = fuse(R"mlir(
+func.func @g(%x: tensor<3x17xf64>, %dy: tensor<3x17xf64>) -> tensor<3x17xf64> {
+  %ge = dgraph.gelu_grad %x, %dy : tensor<3x17xf64>
+  %si = dgraph.silu_grad %x, %ge : tensor<3x17xf64>
+  %sg = dgraph.sigmoid %si : tensor<3x17xf64>
+  %r = dgraph.relu %x : tensor<3x17xf64>
+  %m = dgraph.max %sg, %r : tensor<3x17xf64>
+  %e = dgraph.exp %dy : tensor<3x17xf64>
+  %q = dgraph.rsqrt %e : tensor<3x17xf64>
+  %d = dgraph.div %m, %q : tensor<3x17xf64>
+  %n = dgraph.neg %d : tensor<3x17xf64>
+  return %n : tensor<3x17xf64>
+}
+)mlir");
+  ASSERT_TRUE(module);
+  auto kernels = compile(*module);
+  ASSERT_TRUE(kernels);
+  auto entry = kernels->find("g_fused_0");
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+  const int n = 3 * 17;
+  std::vector<double> x = randomVector<double>(n, 3), dy = randomVector<double>(n, 4);
+  std::vector<double> out(n);
+  void *buffers[] = {x.data(), dy.data(), out.data()};
+  (*entry)(buffers);
+  std::vector<double> want(n);
+  for (int i = 0; i < n; ++i) {
+    double v = x[i];
+    double ge = dy[i] * (cdf(v) + v * phi(v));
+    double s = sigmoid(v);
+    double si = ge * s * (1 + v * (1 - s));
+    double m = std::max(sigmoid(si), std::max(v, 0.0));
+    double q = 1 / std::sqrt(std::exp(dy[i]));
+    want[i] = -(m / q);
+  }
+  expectNear(out, want, 1e-12, "out");
+}
+
+// A size-1 dimension broadcast (dims kept in order) is read at index 0.
+TEST(FusedRegion, SizeOneBroadcastReadsIndexZero) {
+  auto module = fuse(R"mlir(
+func.func @h(%x: tensor<4x6xf32>, %s: tensor<4x1xf32>) -> tensor<4x6xf32> {
+  %sb = dgraph.broadcast_in_dim %s, dims = [0, 1] : (tensor<4x1xf32>) -> tensor<4x6xf32>
+  %m = dgraph.sub %x, %sb : tensor<4x6xf32>
+  %e = dgraph.exp %m : tensor<4x6xf32>
+  return %e : tensor<4x6xf32>
+}
+)mlir");
+  ASSERT_TRUE(module);
+  auto kernels = compile(*module);
+  ASSERT_TRUE(kernels);
+  auto entry = kernels->find("h_fused_0");
+  ASSERT_TRUE(entry.isOk());
+  std::vector<float> x = randomVector<float>(24, 5), s = randomVector<float>(4, 6);
+  std::vector<float> out(24);
+  void *buffers[] = {x.data(), s.data(), out.data()};
+  (*entry)(buffers);
+  std::vector<double> want(24);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 6; ++c)
+      want[r * 6 + c] = std::exp(double(x[r * 6 + c]) - double(s[r]));
+  expectNear(out, want, 1e-6, "out");
+}
+
+// Errors are diagnostics naming what is wrong: a linker that is not there,
+// an unknown symbol, bytes that are not a shared object.
+TEST(FusedRegion, ErrorsAreClear) {
+  auto module = fuse(R"mlir(
+func.func @k(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = dgraph.exp %x : tensor<4xf32>
+  %n = dgraph.neg %e : tensor<4xf32>
+  return %n : tensor<4xf32>
+}
+)mlir");
+  ASSERT_TRUE(module);
+  std::string message;
+  mlir::ScopedDiagnosticHandler handler(&context(), [&](mlir::Diagnostic &d) {
+    message = d.str();
+    return mlir::success();
+  });
+  codegen::CpuCodegenOptions options;
+  options.linker = "/nonexistent/ld.lld";
+  EXPECT_TRUE(mlir::failed(codegen::compileCpuKernels(
+      codegen::findKernelsModule(*module), options)));
+  EXPECT_NE(message.find("/nonexistent/ld.lld"), std::string::npos) << message;
+
+  auto kernels = compile(*module);
+  ASSERT_TRUE(kernels);
+  auto missing = kernels->find("no_such_region");
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.status().message().find("no_such_region"), std::string::npos);
+
+  const uint8_t junk[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto bad = runtime::GeneratedKernels::load(junk, sizeof(junk));
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("not an ELF shared object"),
+            std::string::npos);
+}
+
+} // namespace
