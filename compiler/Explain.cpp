@@ -249,7 +249,8 @@ std::string explainProgram(const Program &program) {
        << "\n";
     std::string fused = meta(runtime::metadata::kFusedAttention);
     os << "fused attention: "
-       << (fused.empty() ? "off (--no-fused-attention, or not a CPU program)"
+       << (fused.empty() ? "none (no attention core, --no-fused-attention, "
+                           "or not a CPU program in fp32)"
                          : fused)
        << "\n\n";
   }

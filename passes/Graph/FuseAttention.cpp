@@ -283,9 +283,15 @@ Match matchCore(ArrayRef<Operation *> core, ModuleOp module,
   RankedTensorType scores = typeOf(first.getResult());
   if (!isa<FloatType>(scores.getElementType()))
     return fail("integer scores");
-  // Each op but the last has one use, the next op of the chain.
+  // Each op but the last has one use, the next op of the chain; nothing
+  // but the softmax's output reaches the product with the values.
+  bool pastSoftmax = false;
   for (size_t i = 0; i + 1 < core.size(); ++i) {
     Operation *op = core[i];
+    if (pastSoftmax)
+      return fail("ops between the softmax and the product with the values "
+                  "('" + op->getName().getStringRef().str() + "')");
+    pastSoftmax = isa<SoftmaxOp>(op);
     if (op->getNumResults() != 1 || !op->getResult(0).hasOneUse() ||
         *op->getResult(0).getUsers().begin() != core[i + 1])
       return fail("'" + op->getName().getStringRef().str() +
@@ -495,6 +501,8 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     }
     for (const auto &[why, count] : reasons)
       text += "; " + std::to_string(count) + " not: " + why;
+    if (!found)
+      return;
     module->setAttr(kFusedAttentionAttr,
                     StringAttr::get(module.getContext(), text));
   }

@@ -36,7 +36,8 @@ def FuseAttention : Pass<"dtcc-graph-fuse-attention", "mlir::ModuleOp"> {
     with anything else (dropout, a second use of the scores or the
     probabilities, a learned bias, a broadcast batch) stays as it is.
 
-    The module's `dgraph.fused_attention` string counts the cores fused
+    The module's `dgraph.fused_attention` string (set when it has attention
+    cores) counts the cores fused
     and says why the others were not; `dtcc explain` prints it.
     `dtcc compile --train` runs this pass before autodiff unless
     `--no-fused-attention` is given.

@@ -114,8 +114,9 @@ struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
                                llvm::cl::init(planning::Plan().microBatches),
                                llvm::cl::desc("Micro-batches per step")};
   Option<bool> fuseAttention{
-      *this, "fuse-attention", llvm::cl::init(TrainPhase().fuseAttention),
-      llvm::cl::desc("Replace the attention cores by dgraph.attention")};
+      *this, "fuse-attention", llvm::cl::init(true),
+      llvm::cl::desc("Replace the attention cores by dgraph.attention (as "
+                     "dtcc compile does for CPU programs in fp32)")};
   Option<int64_t> stages{
       *this, "pipeline-stages", llvm::cl::init(1),
       llvm::cl::desc("The mesh's pp: more than 1 unrolls the micro-batches")};
@@ -179,7 +180,7 @@ void registerPhasePipelines() {
         t.autodiff.loss = o.loss;
         t.autodiff.frozen.assign(o.frozen.begin(), o.frozen.end());
         t.dtype = o.dtype;
-        t.fuseAttention = o.fuseAttention;
+        t.fuseAttention = o.fuseAttention && o.dtype == "fp32";
         t.optimizer.optimizer = o.optimizer;
         t.optimizer.lr = o.lr;
         addTrainPasses(pm, o.stages, t);
