@@ -54,6 +54,10 @@ struct TrainOptions {
   /// Compute type of forward and backward: "fp32", "bf16" or "fp16" (fp32
   /// master weights and optimizer state; dtcc-graph-mixed-precision).
   std::string dtype = "fp32";
+  /// Replace the attention cores by dgraph.attention
+  /// (dtcc-graph-fuse-attention; --no-fused-attention turns it off). The
+  /// cuda target has no attention kernel yet: it keeps the cores.
+  bool fusedAttention = true;
   /// The plan, once: the device mesh (axes in rank order, parsed once at
   /// the CLI from "dp=4,tp=2"; empty: one device), ZeRO stage,
   /// micro-batches, pipeline schedule, recomputation and per-weight

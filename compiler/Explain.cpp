@@ -300,6 +300,12 @@ std::string explainProgram(const Program &program) {
   if (meta(runtime::metadata::kTrain) == "1") {
     std::string recompute = meta(runtime::metadata::kRecompute);
     os << "recomputation: " << (recompute.empty() ? "none" : recompute)
+       << "\n";
+    std::string fused = meta(runtime::metadata::kFusedAttention);
+    os << "fused attention: "
+       << (fused.empty() ? "none (no attention core, --no-fused-attention, "
+                           "or not a CPU program in fp32)"
+                         : fused)
        << "\n\n";
   }
 

@@ -211,6 +211,9 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     meta[runtime::metadata::kDtype] = dtype.str();
   if (auto text = module->getAttrOfType<StringAttr>(graph::kRecomputedAttr))
     meta[runtime::metadata::kRecompute] = text.str();
+  if (auto text =
+          module->getAttrOfType<StringAttr>(graph::kFusedAttentionAttr))
+    meta[runtime::metadata::kFusedAttention] = text.str();
 
   if (auto mesh = module->getAttrOfType<shard::MeshAttr>(shard::kMeshAttr))
     for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes())) {

@@ -300,6 +300,37 @@ double instructionSeconds(const Program &program, const Instruction &inst,
       }
     }
   }
+  if ((kernel == "attention" || kernel == "attention_grad") &&
+      inst.inputs_size() >= 3) {
+    // dgraph.attention (and its gradient, which recomputes the scores):
+    // runtime::attentionFlops at the device's attention efficiency, or the
+    // bytes of its operands when that is longer; no [Sq, Sk] buffer.
+    const Buffer &q = program.buffers(inst.inputs(0));
+    const Buffer &v = program.buffers(inst.inputs(2));
+    double flops = runtime::attentionFlops(
+        std::vector<int64_t>(q.shape().begin(), q.shape().end()),
+        std::vector<int64_t>(v.shape().begin(), v.shape().end()),
+        attrInt(inst, "causal").value_or(0) != 0, kernel == "attention_grad");
+    if (flops > 0) {
+      if (flopsOut)
+        *flopsOut = flops;
+      int64_t bytes = 0;
+      for (int id : inst.inputs())
+        bytes += extentBytes(program.buffers(id));
+      for (int id : inst.outputs())
+        bytes += extentBytes(program.buffers(id));
+      auto dtype = static_cast<runtime::DType>(q.dtype());
+      DType compute = dtype == runtime::DType::kBF16  ? DType::kBf16
+                      : dtype == runtime::DType::kF16 ? DType::kFp16
+                                                      : DType::kFp32;
+      double memory = double(bytes) / (device.memoryBandwidth.value *
+                                        device.memoryEfficiency.value);
+      return std::max(flops / (device.peakFlops(compute) *
+                               device.attentionEfficiency.value),
+                      memory) +
+             overhead;
+    }
+  }
   int64_t elements = 0, bytes = 0;
   for (int id : inst.inputs()) {
     const Buffer &b = program.buffers(id);

@@ -381,7 +381,10 @@ void AutodiffPass::runOnOperation() {
                        [&](Value v) { return fromInputs.contains(v); }))
         fromInputs.insert(op->getResults().begin(), op->getResults().end());
     groups = findAttentionCores(forward, fromInputs);
-    if (groups.empty())
+    // Fused cores (dgraph.attention) keep no scores: nothing to recompute.
+    bool fused = llvm::any_of(
+        forward, [](Operation *op) { return isa<AttentionOp>(op); });
+    if (groups.empty() && !fused)
       emitWarning(train.getLoc(),
                   "selective recomputation found no attention core (a softmax "
                   "between a matmul of two activations and a matmul with a "

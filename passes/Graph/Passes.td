@@ -5,6 +5,51 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FuseAttention : Pass<"dtcc-graph-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Replaces each attention core by one dgraph.attention "
+                "(FlashAttention: no score matrix kept for the backward)";
+  let description = [{
+    Finds the attention cores as selective recomputation does (a softmax
+    between a matmul of two activations, the scores Q·Kᵀ, and a matmul of
+    its output with another activation, ·V) and replaces each by one
+    `dgraph.attention`, whose VJP is one `dgraph.attention_grad`: the
+    forward keeps only its output and each query row's log-sum-exp, the
+    backward recomputes the probabilities tile by tile. The
+    `[..., Sq, Sk]` scores, masked scores and probabilities are no longer
+    kept for the backward pass (nor computed whole).
+
+    A core is fused only when the ops between the two matmuls form one
+    chain of single uses of these kinds: multiplications and divisions by
+    a positive constant (the `scale`, before or after the first matmul's
+    masks), additions (and subtractions) of a mask that no trainable
+    parameter reaches, selects of the scores against a constant fill
+    <= -1e9 (a boolean mask: `where(mask, scores, -inf)`), then the
+    softmax along the keys, whose output is the left operand of the
+    product with the values. Q, K and V must have the same leading
+    (batch, head) dimensions. The masks become one additive `mask` operand
+    at their broadcast size (`[1, 1, S, S]`, not `[B, H, S, S]`); a mask
+    that evaluates at compile time to the causal one (0 on and below the
+    diagonal, <= -1e9 above) becomes the `causal` attribute instead, but
+    under context parallelism (the plan's cp > 1: a rank's query rows are
+    a chunk of the sequence, its keys all of it), where it stays the mask
+    operand, split with the queries. A core
+    with anything else (dropout, a second use of the scores or the
+    probabilities, a learned bias, a broadcast batch) stays as it is.
+
+    The module's `dgraph.fused_attention` string (set when it has attention
+    cores) counts the cores fused
+    and says why the others were not; `dtcc explain` prints it.
+    `dtcc compile --train` runs this pass before autodiff unless
+    `--no-fused-attention` is given.
+  }];
+  let options = [
+    ListOption<"frozen", "frozen", "std::string",
+               "Variables that are not trained (autodiff's): a mask read "
+               "from one is a constant">,
+  ];
+  let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
+}
+
 def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
   let summary = "Derives the backward pass: @train_step returns the loss and "
                 "every parameter's gradient";

@@ -176,11 +176,16 @@ std::string describeRecomputation(ModuleOp module) {
                             : " in layers " + rangesText(layers)) +
             " (" + ops + ")";
   }
+  bool fused = false;
+  module.walk([&](AttentionOp) { fused = true; });
   if (text.empty())
-    text = plan && plan.getRecompute() == shard::Recompute::Selective
-               ? "; nothing recomputed (no attention core: a softmax between "
-                 "a matmul of two activations and one with a third)"
-               : "; nothing recomputed";
+    text = !plan || plan.getRecompute() != shard::Recompute::Selective
+               ? "; nothing recomputed"
+           : fused ? "; nothing recomputed (the attention cores are fused: "
+                     "dgraph.attention keeps no scores)"
+                   : "; nothing recomputed (no attention core: a softmax "
+                     "between a matmul of two activations and one with a "
+                     "third)";
   return mode + text;
 }
 

@@ -22,6 +22,11 @@ static void addTrainPasses(OpPassManager &pm, int64_t stages,
   graph::MarkLayersOptions layers;
   layers.parts = stages > 1;
   pm.addPass(graph::createMarkLayers(layers));
+  if (o.fuseAttention) {
+    graph::FuseAttentionOptions fuse;
+    fuse.frozen = o.autodiff.frozen;
+    pm.addPass(graph::createFuseAttention(fuse));
+  }
   pm.addPass(graph::createAutodiff(o.autodiff));
   if (o.dtype != "fp32") {
     graph::MixedPrecisionOptions mp;
@@ -110,6 +115,10 @@ struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
   Option<int64_t> microBatches{*this, "micro-batches",
                                llvm::cl::init(planning::Plan().microBatches),
                                llvm::cl::desc("Micro-batches per step")};
+  Option<bool> fuseAttention{
+      *this, "fuse-attention", llvm::cl::init(true),
+      llvm::cl::desc("Replace the attention cores by dgraph.attention (as "
+                     "dtcc compile does for CPU programs in fp32)")};
   Option<int64_t> stages{
       *this, "pipeline-stages", llvm::cl::init(1),
       llvm::cl::desc("The mesh's pp: more than 1 unrolls the micro-batches")};
@@ -173,6 +182,7 @@ void registerPhasePipelines() {
         t.autodiff.loss = o.loss;
         t.autodiff.frozen.assign(o.frozen.begin(), o.frozen.end());
         t.dtype = o.dtype;
+        t.fuseAttention = o.fuseAttention && o.dtype == "fp32";
         t.optimizer.optimizer = o.optimizer;
         t.optimizer.lr = o.lr;
         addTrainPasses(pm, o.stages, t);

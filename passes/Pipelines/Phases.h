@@ -28,13 +28,15 @@
 
 namespace dtcc::pipelines {
 
-/// The training step: autodiff, mixed precision (unless fp32), the
+/// The training step: the attention cores fused (when asked), autodiff, mixed precision (unless fp32), the
 /// micro-batch unrolling of a pipelined step (the plan's pp > 1), the
 /// optimizer. The plan's recompute and micro-batches decide the rest.
 struct TrainPhase {
   graph::AutodiffOptions autodiff;
   std::string dtype = "fp32";
   graph::OptimizerOptions optimizer;
+  /// dtcc-graph-fuse-attention before autodiff.
+  bool fuseAttention = false;
 };
 
 /// One rank's program on the plan's mesh: pipeline stages (pp), the layout

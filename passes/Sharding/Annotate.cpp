@@ -513,6 +513,7 @@ struct ShardAnnotatePass
                                   int64_t cpSize) {
     MLIRContext *ctx = fn.getContext();
     bool attention = false;
+    fn.walk([&](graph::AttentionOp) { attention = true; });
     fn.walk([&](graph::MatmulOp mm) {
       auto activation = [](Value v) {
         return !v.getDefiningOp<graph::LoadOp>() &&

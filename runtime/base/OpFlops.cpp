@@ -29,4 +29,19 @@ double convFlops(const std::vector<int64_t> &filter,
   return flops;
 }
 
+double attentionFlops(const std::vector<int64_t> &query,
+                      const std::vector<int64_t> &value, bool causal,
+                      bool backward) {
+  const size_t rank = query.size();
+  if (rank < 2 || value.size() != rank)
+    return 0;
+  double batch = 1;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    batch *= double(query[d]);
+  const double sq = double(query[rank - 2]), d = double(query[rank - 1]),
+               sk = double(value[rank - 2]), dv = double(value[rank - 1]);
+  const double pairs = causal ? sq * (sq + 1) / 2 : sq * sk;
+  return 2.0 * batch * pairs * (backward ? 3 * d + 2 * dv : d + dv);
+}
+
 } // namespace dtcc::runtime

@@ -1,7 +1,7 @@
 //===- OpFlops.h - floating-point operations of the compute-bound ops -*- C++ -*-===//
 //
 // The one count of the FLOPs of the ops whose time is their arithmetic:
-// matrix products and convolutions. The dgraph cost interface (the layout
+// matrix products, convolutions and fused attention. The dgraph cost interface (the layout
 // ILP, pipeline stage balancing) and the planner's program model both call
 // these, on global or per-rank shapes.
 //
@@ -29,6 +29,16 @@ double matmulFlops(const std::vector<int64_t> &lhs,
 /// this. 0 when the ranks do not match (at least 3, equal).
 double convFlops(const std::vector<int64_t> &filter,
                  const std::vector<int64_t> &output);
+
+/// dgraph.attention's (backward = false) or dgraph.attention_grad's FLOPs
+/// for query [B..., Sq, D] and value [B..., Sk, Dv]: the forward's two
+/// products, 2 B Sq Sk (D + Dv); the backward's five (the scores
+/// recomputed, dV, dP, dQ, dK), 2 B Sq Sk (3 D + 2 Dv). Causal attention
+/// counts the pairs it computes, Sq (Sq + 1) / 2 in place of Sq Sk. 0 when
+/// the ranks do not fit.
+double attentionFlops(const std::vector<int64_t> &query,
+                      const std::vector<int64_t> &value, bool causal,
+                      bool backward);
 
 } // namespace dtcc::runtime
 

@@ -39,6 +39,9 @@ inline constexpr const char kTarget[] = "dtcc.target";
 /// What the backward pass recomputes: the plan's mode, then per function
 /// the layers and op kinds (dgraph.recomputed); `dtcc explain` prints it.
 inline constexpr const char kRecompute[] = "dtcc.recompute";
+/// Which attention cores became one fused attention op, and why the others
+/// did not (dgraph.fused_attention); `dtcc explain` prints it.
+inline constexpr const char kFusedAttention[] = "dtcc.fused_attention";
 /// Followed by a function's name: the bytes one rank sends per call of it,
 /// as the compiler counted them.
 inline constexpr const char kBytesSentPrefix[] = "dtcc.bytes_sent.";

@@ -222,6 +222,37 @@ def : Kernel<"copy_to_device"> {
 // dgraph ops: one kernel each, of the op's name
 //===----------------------------------------------------------------------===//
 
+def : Kernel<"attention"> {
+  let Summary = "Scaled dot-product attention, tile by tile (FlashAttention)";
+  let Source = "dgraph.attention";
+  let Inputs = [
+    Tensor<"query", FloatElement>, Tensor<"key", FloatElement>,
+    Tensor<"value", FloatElement>, Optional<Tensor<"mask", FloatElement>>
+  ];
+  let Outputs = [Tensor<"result", FloatElement>,
+                 Tensor<"logsumexp", F32Element>];
+  let Attrs = [FloatAttr<"scale">, FlagAttr<"causal">];
+  let Relations = [SameElementType<["query", "key", "value", "result"]>];
+  let Backends = ["cpu"];
+}
+
+def : Kernel<"attention_grad"> {
+  let Summary = "Gradient of attention, recomputing the probabilities tile by tile";
+  let Source = "dgraph.attention_grad";
+  let Inputs = [
+    Tensor<"query", FloatElement>, Tensor<"key", FloatElement>,
+    Tensor<"value", FloatElement>, Tensor<"out", FloatElement>,
+    Tensor<"logsumexp", F32Element>, Tensor<"dout", FloatElement>,
+    Optional<Tensor<"mask", FloatElement>>
+  ];
+  let Outputs = [Tensor<"dquery", FloatElement>, Tensor<"dkey", FloatElement>,
+                 Tensor<"dvalue", FloatElement>];
+  let Attrs = [FloatAttr<"scale">, FlagAttr<"causal">];
+  let Relations = [SameType<["query", "dquery"]>, SameType<["key", "dkey"]>,
+                   SameType<["value", "dvalue"]>, SameType<["out", "dout"]>];
+  let Backends = ["cpu"];
+}
+
 def : Kernel<"abs"> {
   let Summary = "Elementwise absolute value";
   let Source = "dgraph.abs";

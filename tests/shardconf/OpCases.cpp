@@ -212,6 +212,28 @@ std::vector<OpCase> dtcc::shardconf::opCases() {
       "%y = dgraph.softmax_grad %a, %b, dim = 1 : " + t);
   add("log_softmax_grad", {{"a", {4, 8}, "f64", -3, -1}, {"b", {4, 8}}},
       "%y = dgraph.log_softmax_grad %a, %b, dim = 1 : " + t);
+  // Fused attention: [batch 4, heads 4, seq 8, head 4] (the sequence of the
+  // queries splits in the forward unless causal; keys stay whole).
+  const std::string qt = "tensor<4x4x8x4xf64>", lt = "tensor<4x4x8xf32>";
+  const std::string qkv = "(" + qt + ", " + qt + ", " + qt;
+  add("attention", {{"q", {4, 4, 8, 4}}, {"k", {4, 4, 8, 4}}, {"v", {4, 4, 8, 4}}},
+      "%y0, %y1 = dgraph.attention %q, %k, %v {scale = 0.5 : f64} : " + qkv +
+          ") -> (" + qt + ", " + lt + ")");
+  add("attention_causal",
+      {{"q", {4, 4, 8, 4}}, {"k", {4, 4, 8, 4}}, {"v", {4, 4, 8, 4}}},
+      "%y0, %y1 = dgraph.attention %q, %k, %v {causal, scale = 0.5 : f64} : " +
+          qkv + ") -> (" + qt + ", " + lt + ")");
+  add("attention_mask",
+      {{"q", {4, 4, 8, 4}}, {"k", {4, 4, 8, 4}}, {"v", {4, 4, 8, 4}},
+       {"m", {4, 1, 8, 8}, "f64", -3, 0}},
+      "%y0, %y1 = dgraph.attention %q, %k, %v mask %m {scale = 0.5 : f64} : " +
+          qkv + ", tensor<4x1x8x8xf64>) -> (" + qt + ", " + lt + ")");
+  add("attention_grad",
+      {{"q", {4, 4, 8, 4}}, {"k", {4, 4, 8, 4}}, {"v", {4, 4, 8, 4}},
+       {"o", {4, 4, 8, 4}}, {"l", {4, 4, 8}, "f32", 1, 2}, {"d", {4, 4, 8, 4}}},
+      "%y0, %y1, %y2 = dgraph.attention_grad %q, %k, %v, %o, %l, %d {causal, "
+      "scale = 0.5 : f64} : " + qkv + ", " + qt + ", " + lt + ", " + qt +
+          ") -> (" + qt + ", " + qt + ", " + qt + ")");
   add("layer_norm", {{"a", {4, 4, 8}}, {"g", {8}}, {"b", {8}}},
       "%y, %m, %r = dgraph.layer_norm %a, %g, %b axis = 2, epsilon = 1.0e-05 : "
       "(tensor<4x4x8xf64>, tensor<8xf64>, tensor<8xf64>) -> (tensor<4x4x8xf64>, "

@@ -229,6 +229,12 @@ cl::opt<bool> sequenceParallel(
              "matmuls (norms, dropout, residuals) along the sequence "
              "(Megatron-LM's sequence parallelism)"),
     cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<bool> noFusedAttention(
+    "no-fused-attention",
+    cl::desc("Keep the attention cores as imported (MatMul, scale, mask, "
+             "Softmax, MatMul) instead of one fused dgraph.attention (for "
+             "comparisons: the fused op keeps no score matrix)"),
+    cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<int64_t> virtualStages(
     "virtual-stages",
     cl::desc("With --pipeline-schedule interleaved: layer chunks per "
@@ -477,6 +483,7 @@ int runImportOrCompile(bool compile) {
     t.plan.offload = offload;
     t.plan.sequenceParallel = sequenceParallel;
     t.plan.virtualStages = virtualStages;
+    t.fusedAttention = !noFusedAttention;
     t.optimizer = optimizerName;
     t.lr = lr;
     t.minLr = minLr;

@@ -33,7 +33,8 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   Attribute value = attr.getValue();
-  if (name == kModelAttr || name == kRecomputedAttr) {
+  if (name == kModelAttr || name == kRecomputedAttr ||
+      name == kFusedAttentionAttr) {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(value))
       return op->emitOpError("expected '")
              << name << "' to be a string on the module, got " << value;
@@ -798,4 +799,20 @@ DenseElementsAttr dtcc::graph::splatOf(RankedTensorType type, double value) {
   Attribute a = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, value))
                                   : Attribute(IntegerAttr::get(e, (int64_t)value));
   return DenseElementsAttr::get(type, a);
+}
+
+double AttentionOp::getFlops(ArrayRef<SmallVector<int64_t>> operands,
+                             ArrayRef<SmallVector<int64_t>>) {
+  return dtcc::runtime::attentionFlops(
+      std::vector<int64_t>(operands[0].begin(), operands[0].end()),
+      std::vector<int64_t>(operands[2].begin(), operands[2].end()),
+      getCausal(), /*backward=*/false);
+}
+
+double AttentionGradOp::getFlops(ArrayRef<SmallVector<int64_t>> operands,
+                                 ArrayRef<SmallVector<int64_t>>) {
+  return dtcc::runtime::attentionFlops(
+      std::vector<int64_t>(operands[0].begin(), operands[0].end()),
+      std::vector<int64_t>(operands[2].begin(), operands[2].end()),
+      getCausal(), /*backward=*/true);
 }

@@ -61,6 +61,10 @@ constexpr llvm::StringLiteral kDtypeAttr = "dgraph.dtype";
 /// the ops per function), by autodiff and dtcc-graph-recompute-layers; the
 /// program carries it to `dtcc explain`.
 constexpr llvm::StringLiteral kRecomputedAttr = "dgraph.recomputed";
+/// Which attention cores dtcc-graph-fuse-attention made dgraph.attention
+/// ops, and why the others stayed (a string); the program carries it to
+/// `dtcc explain`.
+constexpr llvm::StringLiteral kFusedAttentionAttr = "dgraph.fused_attention";
 
 /// The #dgraph.layer of `op`; null when it has none.
 LayerAttr layerOf(mlir::Operation *op);

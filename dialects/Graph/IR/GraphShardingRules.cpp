@@ -603,3 +603,80 @@ ShardingRule CrossEntropyGradOp::getShardingRule() {
   r.results.push_back(mapped(typeOf(getResult()), {n, c}));
   return r;
 }
+
+namespace {
+
+/// dgraph.attention and its gradient: the leading (batch, head) dimensions
+/// split freely; the queries too in the forward (each query row is
+/// computed from all keys: under context parallelism the keys and values
+/// are gathered); the keys (the online softmax runs over all of them) and
+/// the head dimensions stay whole. The gradient keeps the queries whole as
+/// well: dK and dV sum over the queries and dQ over the keys, which no one
+/// factor kind says.
+struct AttentionFactors {
+  SmallVector<int64_t> batch;
+  int64_t sq, sk, d, dv;
+};
+
+AttentionFactors addAttentionFactors(Rule &r, Value query, Value value,
+                                     bool forward) {
+  AttentionFactors f;
+  auto q = typeOf(query), v = typeOf(value);
+  int64_t rank = q.getRank();
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    f.batch.push_back(r.addFactor(q.getDimSize(d)));
+  f.sq = r.addFactor(q.getDimSize(rank - 2),
+                     forward ? Kind::kParallel : Kind::kReplicated);
+  f.sk = r.addFactor(v.getDimSize(rank - 2), Kind::kReplicated);
+  f.d = r.addFactor(q.getDimSize(rank - 1), Kind::kReplicated);
+  f.dv = r.addFactor(v.getDimSize(rank - 1), Kind::kReplicated);
+  return f;
+}
+
+SmallVector<int64_t> withTail(ArrayRef<int64_t> batch,
+                              std::initializer_list<int64_t> tail) {
+  SmallVector<int64_t> ids(batch);
+  ids.append(tail);
+  return ids;
+}
+
+} // namespace
+
+ShardingRule AttentionOp::getShardingRule() {
+  Rule r;
+  // Causal attention's query i sees keys j <= i: its queries stay whole
+  // (dtcc-graph-fuse-attention keeps the causal mask an operand under
+  // context parallelism, so the queries split there).
+  AttentionFactors f =
+      addAttentionFactors(r, getQuery(), getValue(), !getCausal());
+  r.operands.push_back(mapped(typeOf(getQuery()), withTail(f.batch, {f.sq, f.d})));
+  r.operands.push_back(mapped(typeOf(getKey()), withTail(f.batch, {f.sk, f.d})));
+  r.operands.push_back(mapped(typeOf(getValue()), withTail(f.batch, {f.sk, f.dv})));
+  if (getMask())
+    r.operands.push_back(
+        mapped(typeOf(getMask()), withTail(f.batch, {f.sq, f.sk})));
+  r.results.push_back(mapped(typeOf(getResult()), withTail(f.batch, {f.sq, f.dv})));
+  r.results.push_back(mapped(typeOf(getLogsumexp()), withTail(f.batch, {f.sq})));
+  return r;
+}
+
+ShardingRule AttentionGradOp::getShardingRule() {
+  Rule r;
+  AttentionFactors f = addAttentionFactors(r, getQuery(), getValue(), false);
+  auto qIds = withTail(f.batch, {f.sq, f.d}), kIds = withTail(f.batch, {f.sk, f.d}),
+       vIds = withTail(f.batch, {f.sk, f.dv}),
+       oIds = withTail(f.batch, {f.sq, f.dv});
+  r.operands.push_back(mapped(typeOf(getQuery()), qIds));
+  r.operands.push_back(mapped(typeOf(getKey()), kIds));
+  r.operands.push_back(mapped(typeOf(getValue()), vIds));
+  r.operands.push_back(mapped(typeOf(getOut()), oIds));
+  r.operands.push_back(mapped(typeOf(getLogsumexp()), withTail(f.batch, {f.sq})));
+  r.operands.push_back(mapped(typeOf(getDout()), oIds));
+  if (getMask())
+    r.operands.push_back(
+        mapped(typeOf(getMask()), withTail(f.batch, {f.sq, f.sk})));
+  r.results.push_back(mapped(typeOf(getDquery()), qIds));
+  r.results.push_back(mapped(typeOf(getDkey()), kIds));
+  r.results.push_back(mapped(typeOf(getDvalue()), vIds));
+  return r;
+}

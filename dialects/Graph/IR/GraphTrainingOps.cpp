@@ -109,3 +109,86 @@ LogicalResult LrScheduleOp::verify() {
     return emitOpError("expected warmup >= 0, got ") << getWarmup();
   return success();
 }
+
+/// dgraph.attention's and dgraph.attention_grad's shared constraints: the
+/// operands' shapes, the mask's broadcast, causal's square scores.
+static LogicalResult verifyAttentionOperands(Operation *op, Value query,
+                                             Value key, Value value, Value mask,
+                                             bool causal) {
+  auto q = cast<RankedTensorType>(query.getType());
+  auto k = cast<RankedTensorType>(key.getType());
+  auto v = cast<RankedTensorType>(value.getType());
+  int64_t rank = q.getRank();
+  if (rank < 2 || k.getRank() != rank || v.getRank() != rank)
+    return op->emitOpError("expected query, key and value of one rank >= 2");
+  if (k.getElementType() != q.getElementType() ||
+      v.getElementType() != q.getElementType())
+    return op->emitOpError("expected query, key and value of one element type");
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2))
+    return op->emitOpError("expected query, key and value with the same "
+                           "leading dimensions");
+  if (ks.back() != qs.back())
+    return op->emitOpError("expected key's last dimension ")
+           << ks.back() << " to equal query's " << qs.back();
+  if (vs[rank - 2] != ks[rank - 2])
+    return op->emitOpError("expected as many values as keys, got ")
+           << vs[rank - 2] << " and " << ks[rank - 2];
+  if (causal && qs[rank - 2] != ks[rank - 2])
+    return op->emitOpError("causal attention expects as many queries as "
+                           "keys, got ")
+           << qs[rank - 2] << " and " << ks[rank - 2];
+  if (mask) {
+    auto m = cast<RankedTensorType>(mask.getType());
+    SmallVector<int64_t> scores(qs.drop_back(1));
+    scores.push_back(ks[rank - 2]);
+    if (m.getRank() != rank)
+      return op->emitOpError("expected a mask of rank ") << rank;
+    for (int64_t d = 0; d < rank; ++d)
+      if (m.getDimSize(d) != 1 && m.getDimSize(d) != scores[d])
+        return op->emitOpError("expected mask dimension ")
+               << d << " to be 1 or " << scores[d] << ", got "
+               << m.getDimSize(d);
+  }
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getMask(), getCausal())))
+    return failure();
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto v = cast<RankedTensorType>(getValue().getType());
+  SmallVector<int64_t> out(q.getShape().drop_back(1));
+  out.push_back(v.getShape().back());
+  if (getResult().getType() != RankedTensorType::get(out, q.getElementType()))
+    return emitOpError("expected a result of type ")
+           << RankedTensorType::get(out, q.getElementType());
+  auto lse = RankedTensorType::get(q.getShape().drop_back(1),
+                                   Float32Type::get(getContext()));
+  if (getLogsumexp().getType() != lse)
+    return emitOpError("expected a logsumexp of type ") << lse;
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
+                                     getMask(), getCausal())))
+    return failure();
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto v = cast<RankedTensorType>(getValue().getType());
+  SmallVector<int64_t> out(q.getShape().drop_back(1));
+  out.push_back(v.getShape().back());
+  auto outType = RankedTensorType::get(out, q.getElementType());
+  if (getOut().getType() != outType || getDout().getType() != outType)
+    return emitOpError("expected out and dout of type ") << outType;
+  auto lse = RankedTensorType::get(q.getShape().drop_back(1),
+                                   Float32Type::get(getContext()));
+  if (getLogsumexp().getType() != lse)
+    return emitOpError("expected a logsumexp of type ") << lse;
+  if (getDquery().getType() != q || getDkey().getType() != getKey().getType() ||
+      getDvalue().getType() != v)
+    return emitOpError("expected dquery, dkey and dvalue of the types of "
+                       "query, key and value");
+  return success();
+}

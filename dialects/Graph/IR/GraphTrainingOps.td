@@ -69,6 +69,92 @@ def Graph_SoftmaxGradOp : Graph_SoftmaxGradBase<"softmax_grad",
 def Graph_LogSoftmaxGradOp : Graph_SoftmaxGradBase<"log_softmax_grad",
     "log-softmax: `dx = dy - exp(y) * sum(dy)`">;
 
+def Graph_AttentionOp : Graph_Op<"attention", [
+    DeclareOpInterfaceMethods<Graph_ShardableOpInterface>,
+    DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface>, Pure]> {
+  let summary = "Scaled dot-product attention without the score matrix";
+  let description = [{
+    `softmax(scale * Q·Kᵀ + mask) · V` along the keys, computed tile by tile
+    (FlashAttention's online softmax): the `[..., Sq, Sk]` scores and
+    probabilities are never materialized. With `causal`, query `i` sees
+    keys `j <= i` only (the kernels skip the tiles above the diagonal).
+    `mask`, when present, is added to the scaled scores; each of its
+    dimensions is 1 (broadcast) or the scores'. Besides the output, the op
+    returns each query row's log-sum-exp of its (scaled, masked) scores,
+    in f32, which is all dgraph.attention_grad needs to recompute the
+    probabilities. dtcc-graph-fuse-attention creates it from the exported
+    MatMul -> scale -> mask -> Softmax -> MatMul core.
+
+    Example:
+    ```mlir
+    %o, %lse = dgraph.attention %q, %k, %v {causal, scale = 0.25 : f64}
+        : (tensor<2x4x64x16xf32>, tensor<2x4x64x16xf32>, tensor<2x4x64x16xf32>)
+        -> (tensor<2x4x64x16xf32>, tensor<2x4x64xf32>)
+    ```
+
+    **Constraints:**
+    - `query` is `[B..., Sq, D]`, `key` `[B..., Sk, D]`, `value`
+      `[B..., Sk, Dv]` (rank >= 2, the same B... and element type);
+    - `mask` has the scores' rank `[B..., Sq, Sk]`, each dimension 1 or the
+      scores', and a float element type;
+    - `causal` needs `Sq == Sk`;
+    - `result` is `[B..., Sq, Dv]` of the query's element type, `logsumexp`
+      `[B..., Sq]` of f32.
+  }];
+  let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
+                       Graph_FloatTensor:$value,
+                       Optional<Graph_FloatTensor>:$mask, F64Attr:$scale,
+                       UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$result, Graph_FloatTensor:$logsumexp);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_AttentionGradOp : Graph_Op<"attention_grad", [
+    DeclareOpInterfaceMethods<Graph_ShardableOpInterface>,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface>, Pure]> {
+  let summary = "Gradient of dgraph.attention, recomputing the scores";
+  let description = [{
+    From the forward operands, its output `out`, the per-row `logsumexp`
+    and the output gradient `dout`: `dquery`, `dkey` and `dvalue`.
+    The probabilities are recomputed tile by tile as
+    `exp(scale * Q·Kᵀ + mask - logsumexp)` (FlashAttention-2's backward);
+    `dS = P * (dP - rowsum(dout * out))`. `scale`, `causal` and `mask` are
+    the forward's; the mask gets no gradient.
+
+    Example:
+    ```mlir
+    %dq, %dk, %dv = dgraph.attention_grad %q, %k, %v, %o, %lse, %do
+        {causal, scale = 0.25 : f64}
+        : (tensor<2x64x16xf32>, tensor<2x64x16xf32>, tensor<2x64x16xf32>,
+           tensor<2x64x16xf32>, tensor<2x64xf32>, tensor<2x64x16xf32>)
+        -> (tensor<2x64x16xf32>, tensor<2x64x16xf32>, tensor<2x64x16xf32>)
+    ```
+
+    **Constraints:**
+    - `query`, `key`, `value`, `mask` and `causal` as dgraph.attention's;
+      `out` and `dout` have its result's type, `logsumexp` its
+      logsumexp's;
+    - `dquery`, `dkey`, `dvalue` have the types of `query`, `key`, `value`.
+  }];
+  let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
+                       Graph_FloatTensor:$value, Graph_FloatTensor:$out,
+                       Graph_FloatTensor:$logsumexp, Graph_FloatTensor:$dout,
+                       Optional<Graph_FloatTensor>:$mask, F64Attr:$scale,
+                       UnitAttr:$causal);
+  let results = (outs Graph_FloatTensor:$dquery, Graph_FloatTensor:$dkey,
+                      Graph_FloatTensor:$dvalue);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $out `,` $logsumexp `,` $dout
+    (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "Gradient of layer normalization";
   let description = [{

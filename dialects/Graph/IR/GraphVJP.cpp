@@ -709,3 +709,23 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   out[0] = e.where(getMask(), scaled);
   return success();
 }
+
+LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                    SmallVectorImpl<Value> &out) {
+  out.assign(getNumOperands(), Value());
+  if (grads[1])
+    return emitOpError("has a gradient for its logsumexp, which is the "
+                       "backward's own statistic (no VJP rule for it)");
+  if (!grads[0])
+    return success();
+  auto op = AttentionGradOp::create(
+      b, getLoc(), getQuery().getType(), getKey().getType(),
+      getValue().getType(), getQuery(), getKey(), getValue(), getResult(),
+      getLogsumexp(), grads[0], getMask(), getScaleAttr(), getCausalAttr());
+  out[0] = op.getDquery();
+  out[1] = op.getDkey();
+  out[2] = op.getDvalue();
+  // The mask gets none: dtcc-graph-fuse-attention fuses only masks that no
+  // parameter reaches.
+  return success();
+}

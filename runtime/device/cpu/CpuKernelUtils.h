@@ -40,6 +40,7 @@ void registerCpuReductionKernels(KernelRegistry &registry);
 void registerCpuMatmulKernels(KernelRegistry &registry);
 void registerCpuNNKernels(KernelRegistry &registry);
 void registerCpuTrainingKernels(KernelRegistry &registry);
+void registerCpuAttentionKernels(KernelRegistry &registry);
 /// conv, conv_input_grad, conv_filter_grad (ConvKernels.cpp).
 void registerCpuConvKernels(KernelRegistry &registry);
 void registerCpuNormPoolKernels(KernelRegistry &registry);

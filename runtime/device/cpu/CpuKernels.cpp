@@ -20,6 +20,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuMatmulKernels(registry);
   registerCpuNNKernels(registry);
   registerCpuTrainingKernels(registry);
+  registerCpuAttentionKernels(registry);
   registerCpuConvKernels(registry);
   registerCpuNormPoolKernels(registry);
   registerCpuCollectiveKernels(registry);
