@@ -498,8 +498,53 @@ struct CompiledPrice {
   double seconds = 0;   ///< compiling and pricing
 };
 
-/// Prices `plan` of `model` on the GPU `cluster` from its compiled
-/// program. Identical layers are compiled once: the model is built by the
+/// A plan's layer-scaled programs (see compileGpuLayers): compiled once,
+/// priced on any cluster by priceCompiledLayers.
+struct CompiledLayers {
+  PricedProgram priced[2]; ///< 2 and 3 layers (or the whole model)
+  /// The model's layers as T(2) + factor x (T(3) - T(2)).
+  double factor = 0;
+  bool fusedAttention = false;
+  double seconds = 0; ///< compiling
+};
+
+/// `layers` priced on `cluster` (its programs simulated again there unless
+/// `simulate` is false: they were priced on it when compiled) and scaled
+/// to the model's layers.
+StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
+                                            const ModelDesc &model,
+                                            const Plan &plan,
+                                            const ClusterSpec &cluster,
+                                            bool simulate) {
+  auto started = std::chrono::steady_clock::now();
+  ProgramTime times[2];
+  for (int i = 0; i < 2; ++i) {
+    if (!simulate) {
+      times[i] = layers.priced[i].time;
+      continue;
+    }
+    auto t = simulateProgram(layers.priced[i].program, cluster,
+                             /*recordTimeline=*/false, layers.fusedAttention);
+    if (!t.isOk())
+      return t.status();
+    times[i] = std::move(t.value());
+  }
+  CompiledPrice out;
+  out.time = extrapolateProgramTime(times[0], times[1], layers.factor);
+  out.memory = extrapolateProgramMemory(layers.priced[0].memory,
+                                        layers.priced[1].memory, layers.factor);
+  double tokens = double(plan.globalBatch()) * double(model.seq);
+  double modelFlops = model.trainingFlopsPerToken(Recompute::kNone) * tokens;
+  out.candidate = candidateFromProgram(plan, out.memory, out.time, cluster,
+                                       tokens, modelFlops);
+  out.seconds = layers.seconds + std::chrono::duration<double>(
+                                     std::chrono::steady_clock::now() - started)
+                                     .count();
+  return out;
+}
+
+/// Compiles `plan` of `model` for the GPU `cluster`, to price it from its
+/// compiled program. Identical layers are compiled once: the model is built by the
 /// zoo with 2 and with 3 layers (same hidden size, heads, sequence,
 /// vocabulary, embedding and head), each compiled for the CUDA target with
 /// the plan and its step simulated; the model of L layers is priced as
@@ -508,10 +553,10 @@ struct CompiledPrice {
 /// compiled whole. With `fusedAttention`, the
 /// attention core is priced as a fused kernel (simulateProgram), as a run
 /// that has one executes it. Errors: the compiler's.
-StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
-                                             const Plan &plan,
-                                             const ClusterSpec &cluster,
-                                             bool fusedAttention) {
+StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
+                                          const Plan &plan,
+                                          const ClusterSpec &cluster,
+                                          bool fusedAttention) {
   auto started = std::chrono::steady_clock::now();
   std::string why;
   std::optional<zoo::Family> family = zooFamilyOf(model, why);
@@ -618,22 +663,30 @@ StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
     }
     priced[i] = std::move(p.value());
   }
-  double factor = layersB == layersA
-                      ? 0.0
-                      : double(model.layers - layersA) /
-                            double(layersB - layersA);
-  CompiledPrice out;
-  out.time = extrapolateProgramTime(priced[0].time, priced[1].time, factor);
-  out.memory =
-      extrapolateProgramMemory(priced[0].memory, priced[1].memory, factor);
-  double tokens = double(plan.globalBatch()) * double(model.seq);
-  double modelFlops = model.trainingFlopsPerToken(Recompute::kNone) * tokens;
-  out.candidate = candidateFromProgram(plan, out.memory, out.time, cluster,
-                                       tokens, modelFlops);
+  CompiledLayers out;
+  out.factor = layersB == layersA ? 0.0
+                                  : double(model.layers - layersA) /
+                                        double(layersB - layersA);
+  out.priced[0] = std::move(priced[0]);
+  out.priced[1] = std::move(priced[1]);
+  out.fusedAttention = fusedAttention;
   out.seconds = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - started)
                     .count();
   return out;
+}
+
+/// Prices `plan` of `model` on the GPU `cluster` from its compiled program
+/// (compileGpuLayers, then priceCompiledLayers as compiled).
+StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
+                                             const Plan &plan,
+                                             const ClusterSpec &cluster,
+                                             bool fusedAttention) {
+  auto layers = compileGpuLayers(model, plan, cluster, fusedAttention);
+  if (!layers.isOk())
+    return layers.status();
+  return priceCompiledLayers(layers.value(), model, plan, cluster,
+                             /*simulate=*/false);
 }
 
 /// The instructions of `time` with every layer's instance of one
@@ -1100,6 +1153,10 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
                     : "the model has operators the planner does not describe",
         ")");
   std::optional<SensitivityResult> sensitivity;
+  // --sensitivity on a GPU cluster: each compared plan's compiled layers,
+  // by the plan's JSON, and whether the compiled programs decided.
+  std::map<std::string, StatusOr<CompiledLayers>> sensitivityPrograms;
+  bool sensitivityCompiled = false;
   if (cpu && !args.modelPath.empty() && !args.analytic && !savedPlan) {
     return compiledCpuPlan(args, cluster, model, source, opaqueParams,
                            modelBatch, policy);
@@ -1209,7 +1266,55 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     };
     StatusOr<SearchResult> result = SearchResult();
     if (args.sensitivity) {
-      auto analyzed = analyzeSensitivity(model, cluster, options);
+      // The plans are compared under the cost model that chooses them: on
+      // a GPU cluster each plan's compiled program (compiled once, its
+      // programs simulated again in each world), else the analytic model.
+      SensitivityPricing pricing;
+      if (!args.analytic && args.modelPath.empty()) {
+        pricing.model = "its compiled program (2 and 3 layers compiled "
+                        "once, simulated in each world, scaled to " +
+                        std::to_string(model.layers) + " layers)";
+        // As without --sensitivity: the analytic search's closest slower
+        // plans are compiled and priced too.
+        pricing.extraWithin = 0.10;
+        pricing.extraSlower = 4;
+        pricing.price = [&](const Plan &plan,
+                            const ClusterSpec &c) -> StatusOr<Candidate> {
+          if (std::string gap = compiledPricingGap(plan, model); !gap.empty())
+            return invalidArgument(gap);
+          std::string key = planToJson(plan).dump(-1);
+          auto it = sensitivityPrograms.find(key);
+          if (it == sensitivityPrograms.end())
+            it = sensitivityPrograms
+                     .emplace(key, compileGpuLayers(model, plan, cluster,
+                                                    /*fusedAttention=*/false))
+                     .first;
+          if (!it->second.isOk())
+            return it->second.status();
+          auto p = priceCompiledLayers(it->second.value(), model, plan, c,
+                                       /*simulate=*/true);
+          if (!p.isOk())
+            return p.status();
+          return p.value().candidate;
+        };
+      }
+      auto analyzed = analyzeSensitivity(model, cluster, options, 0.02, 0.2,
+                                         pricing);
+      if (analyzed.isOk() && pricing.price && analyzed.value().search.best &&
+          analyzed.value().compared == 0) {
+        // No proposed plan compiles: the analytic model compares them, as
+        // it then prices the chosen one.
+        std::string why =
+            compiledPricingGap(analyzed.value().search.best->plan, model);
+        analyzed = analyzeSensitivity(model, cluster, options);
+        if (analyzed.isOk())
+          analyzed.value().pricedBy =
+              "the analytic model (no proposed plan was priced from its "
+              "compiled program" +
+              (why.empty() ? std::string() : ": " + why) + ")";
+      } else if (analyzed.isOk() && pricing.price) {
+        sensitivityCompiled = true;
+      }
       if (!analyzed.isOk())
         return analyzed.status();
       sensitivity = std::move(analyzed.value());
@@ -1222,6 +1327,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     report.globalBatch = args.globalBatch;
     report.search = result.value();
     report.chosen = result.value().best;
+    if (sensitivityCompiled)
+      report.chosen = sensitivity->chosen;
     if (sensitivity && sensitivity->preferenceChanged) {
       report.chosen = sensitivity->chosen;
       report.notes.push_back(
@@ -1249,7 +1356,26 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // GPU clusters: the plan the analytic model chose (or was given) is
   // compiled and priced from its program, where the compiler builds it.
   std::optional<CompiledPrice> compiledPrice;
-  if (!cpu && report.chosen) {
+  if (sensitivityCompiled && report.chosen) {
+    // --sensitivity compiled and priced every compared plan already.
+    auto it = sensitivityPrograms.find(planToJson(report.chosen->plan).dump(-1));
+    if (it == sensitivityPrograms.end() || !it->second.isOk())
+      return runtime::internalError(
+          "--sensitivity chose a plan it did not compile");
+    auto priced = priceCompiledLayers(it->second.value(), model,
+                                      report.chosen->plan, cluster,
+                                      /*simulate=*/false);
+    if (!priced.isOk())
+      return priced.status();
+    compiledPrice = std::move(priced.value());
+    report.chosen = compiledPrice->candidate;
+    report.pricedBy = "compiled program";
+    report.pricedByReason = llvm::formatv(
+        "2 and 3 layers compiled for cuda and simulated, scaled to {0} "
+        "layers; attention unfused, as dtcc's CUDA backend runs it; {1} "
+        "plans compared by their programs in {2} worlds (--sensitivity)",
+        model.layers, sensitivity->compared, sensitivity->worlds.size() + 1);
+  } else if (!cpu && report.chosen) {
     std::string gap =
         args.analytic ? "--analytic"
         : !args.modelPath.empty()
