@@ -1127,7 +1127,12 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       return c.status();
     cluster = c.value();
   }
+  if (args.replan && !savedPlan)
+    return invalidArgument("--replan searches for the model of a --plan-in "
+                           "file, and none is given");
   DTypePolicy policy = dtype.value();
+  if (args.replan && !args.dtypeGiven)
+    policy = savedPlan->dtype;
   // The CPU backend stores attention scores (no fused kernel) and computes
   // in fp32: the models must count what it runs.
   const bool cpu = cluster.device.isCpu();
@@ -1144,12 +1149,20 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   if (!cpu && !args.zooFamily.empty() && !args.analytic)
     model.flashAttention = false;
 
-  if (args.sensitivity && (cpu || savedPlan || opaqueParams > 0))
+  // A saved plan's model says how its run executes attention (a fused
+  // kernel, as the published runs of the validation suite); a model
+  // compiled by dtcc runs the CUDA backend's unfused attention. Compiled
+  // programs are priced so.
+  const bool fusedAttention = savedModel && args.zooFamily.empty() &&
+                              args.modelPath.empty() && model.flashAttention;
+  // A saved plan is priced, or with --replan its model searched.
+  const bool pricingSaved = savedPlan && !args.replan;
+  if (args.sensitivity && (cpu || pricingSaved || opaqueParams > 0))
     return invalidArgument(
         "--sensitivity re-runs the planner's search over GPU clusters, which "
         "this request does not use (",
         cpu ? "a CPU cluster's plans are what dtcc compile builds"
-        : savedPlan ? "a saved plan is evaluated, not searched"
+        : pricingSaved ? "a saved plan is evaluated, not searched"
                     : "the model has operators the planner does not describe",
         ")");
   std::optional<SensitivityResult> sensitivity;
@@ -1157,7 +1170,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // by the plan's JSON, and whether the compiled programs decided.
   std::map<std::string, StatusOr<CompiledLayers>> sensitivityPrograms;
   bool sensitivityCompiled = false;
-  if (cpu && !args.modelPath.empty() && !args.analytic && !savedPlan) {
+  if (cpu && !args.modelPath.empty() && !args.analytic && !pricingSaved) {
     return compiledCpuPlan(args, cluster, model, source, opaqueParams,
                            modelBatch, policy);
   }
@@ -1173,7 +1186,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   report.cluster = cluster;
   report.modelSource = source;
 
-  if (cpu && !savedPlan) {
+  if (cpu && !pricingSaved) {
     // What `dtcc compile` builds: dp x tp, ZeRO, the model's batch split
     // over dp.
     CompilerPlanOptions compiler;
@@ -1230,7 +1243,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         "CPU backend: plans are what dtcc compile builds (the search's "
         "plans less those the compiler refuses, the model's batch as one "
         "micro-batch split over dp), in fp32 with unfused attention");
-  } else if (savedPlan && args.mesh.empty() && args.zero < 0) {
+  } else if (pricingSaved && args.mesh.empty() && args.zero < 0) {
     Plan plan = *savedPlan;
     if (args.globalBatch && args.globalBatch != plan.globalBatch())
       return invalidArgument(
@@ -1243,10 +1256,14 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     report.origin = "given";
     report.globalBatch = plan.globalBatch();
   } else {
-    if (args.globalBatch < 1)
+    const int64_t globalBatch =
+        args.globalBatch > 0 ? args.globalBatch
+        : args.replan        ? savedPlan->globalBatch()
+                             : 0;
+    if (globalBatch < 1)
       return invalidArgument("--global-batch is required");
     SearchOptions options;
-    options.globalBatch = args.globalBatch;
+    options.globalBatch = globalBatch;
     options.dtype = policy;
     options.budgetSeconds = args.budgetSeconds;
     options.allowOffload = args.offload;
@@ -1287,7 +1304,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
           if (it == sensitivityPrograms.end())
             it = sensitivityPrograms
                      .emplace(key, compileGpuLayers(model, plan, cluster,
-                                                    /*fusedAttention=*/false))
+                                                    fusedAttention))
                      .first;
           if (!it->second.isOk())
             return it->second.status();
@@ -1324,7 +1341,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     }
     if (!result.isOk())
       return result.status();
-    report.globalBatch = args.globalBatch;
+    report.globalBatch = globalBatch;
     report.search = result.value();
     report.chosen = result.value().best;
     if (sensitivityCompiled)
@@ -1372,9 +1389,13 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     report.pricedBy = "compiled program";
     report.pricedByReason = llvm::formatv(
         "2 and 3 layers compiled for cuda and simulated, scaled to {0} "
-        "layers; attention unfused, as dtcc's CUDA backend runs it; {1} "
-        "plans compared by their programs in {2} worlds (--sensitivity)",
-        model.layers, sensitivity->compared, sensitivity->worlds.size() + 1);
+        "layers; attention {1}; {2} plans compared by their programs in {3} "
+        "worlds (--sensitivity)",
+        model.layers,
+        fusedAttention ? "as a fused kernel (the plan file's model has "
+                         "flashAttention)"
+                       : "unfused, as dtcc's CUDA backend runs it",
+        sensitivity->compared, sensitivity->worlds.size() + 1);
   } else if (!cpu && report.chosen) {
     std::string gap =
         args.analytic ? "--analytic"
@@ -1383,11 +1404,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
               "compiling the file itself for the plan is not wired yet"
             : compiledPricingGap(report.chosen->plan, model);
     if (gap.empty()) {
-      // A saved plan's model says how its run executes attention (a fused
-      // kernel, as the published runs of the validation suite); a model
-      // compiled by dtcc runs the CUDA backend's unfused attention.
-      const bool fused = savedModel && args.zooFamily.empty() &&
-                         args.modelPath.empty() && model.flashAttention;
+      const bool fused = fusedAttention;
       auto priced =
           priceCompiledGpuPlan(model, report.chosen->plan, cluster, fused);
       if (priced.isOk()) {
@@ -1412,8 +1429,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     // The analytic search is the pre-filter: its closest slower plans
     // (within 10%, at most 4) are compiled and priced too, and the program
     // prices decide (a plan that fits first, then the faster step).
-    if (compiledPrice && report.search && !savedPlan) {
-      const bool fused = false; // a searched model is dtcc's own
+    if (compiledPrice && report.search && !pricingSaved) {
+      const bool fused = fusedAttention;
       std::vector<std::string> tried;
       for (const Rejection &r : report.search->alternatives) {
         if (r.kind != Rejection::Kind::kSlower || r.slowerFraction > 0.10 ||
