@@ -8,7 +8,9 @@ PACKAGES=(
   cmake ninja-build ccache clang-22 lld-22
   # Sanitizers and libFuzzer for clang-22 (make fuzz).
   libclang-rt-22-dev
-  # MLIR/LLVM 22 (llvm-22-tools carries lit and FileCheck).
+  # MLIR/LLVM 22 (llvm-22-tools carries lit and FileCheck; llvm-22-dev the NVPTX
+  # backend and libmlir-22-dev the gpu/NVVM passes of the GPU code generation,
+  # whose ptxas and libdevice come from the CUDA toolkit, not from Debian).
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   # ONNX frontend and its protobuf.
   libonnx-dev protobuf-compiler libprotobuf-dev

@@ -1,0 +1,3 @@
+func.func @dyn(%x: memref<4xf32>, %y: memref<?xf32>) {
+  return
+}
