@@ -498,8 +498,53 @@ struct CompiledPrice {
   double seconds = 0;   ///< compiling and pricing
 };
 
-/// Prices `plan` of `model` on the GPU `cluster` from its compiled
-/// program. Identical layers are compiled once: the model is built by the
+/// A plan's layer-scaled programs (see compileGpuLayers): compiled once,
+/// priced on any cluster by priceCompiledLayers.
+struct CompiledLayers {
+  PricedProgram priced[2]; ///< 2 and 3 layers (or the whole model)
+  /// The model's layers as T(2) + factor x (T(3) - T(2)).
+  double factor = 0;
+  bool fusedAttention = false;
+  double seconds = 0; ///< compiling
+};
+
+/// `layers` priced on `cluster` (its programs simulated again there unless
+/// `simulate` is false: they were priced on it when compiled) and scaled
+/// to the model's layers.
+StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
+                                            const ModelDesc &model,
+                                            const Plan &plan,
+                                            const ClusterSpec &cluster,
+                                            bool simulate) {
+  auto started = std::chrono::steady_clock::now();
+  ProgramTime times[2];
+  for (int i = 0; i < 2; ++i) {
+    if (!simulate) {
+      times[i] = layers.priced[i].time;
+      continue;
+    }
+    auto t = simulateProgram(layers.priced[i].program, cluster,
+                             /*recordTimeline=*/false, layers.fusedAttention);
+    if (!t.isOk())
+      return t.status();
+    times[i] = std::move(t.value());
+  }
+  CompiledPrice out;
+  out.time = extrapolateProgramTime(times[0], times[1], layers.factor);
+  out.memory = extrapolateProgramMemory(layers.priced[0].memory,
+                                        layers.priced[1].memory, layers.factor);
+  double tokens = double(plan.globalBatch()) * double(model.seq);
+  double modelFlops = model.trainingFlopsPerToken(Recompute::kNone) * tokens;
+  out.candidate = candidateFromProgram(plan, out.memory, out.time, cluster,
+                                       tokens, modelFlops);
+  out.seconds = layers.seconds + std::chrono::duration<double>(
+                                     std::chrono::steady_clock::now() - started)
+                                     .count();
+  return out;
+}
+
+/// Compiles `plan` of `model` for the GPU `cluster`, to price it from its
+/// compiled program. Identical layers are compiled once: the model is built by the
 /// zoo with 2 and with 3 layers (same hidden size, heads, sequence,
 /// vocabulary, embedding and head), each compiled for the CUDA target with
 /// the plan and its step simulated; the model of L layers is priced as
@@ -508,10 +553,10 @@ struct CompiledPrice {
 /// compiled whole. With `fusedAttention`, the
 /// attention core is priced as a fused kernel (simulateProgram), as a run
 /// that has one executes it. Errors: the compiler's.
-StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
-                                             const Plan &plan,
-                                             const ClusterSpec &cluster,
-                                             bool fusedAttention) {
+StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
+                                          const Plan &plan,
+                                          const ClusterSpec &cluster,
+                                          bool fusedAttention) {
   auto started = std::chrono::steady_clock::now();
   std::string why;
   std::optional<zoo::Family> family = zooFamilyOf(model, why);
@@ -618,22 +663,30 @@ StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
     }
     priced[i] = std::move(p.value());
   }
-  double factor = layersB == layersA
-                      ? 0.0
-                      : double(model.layers - layersA) /
-                            double(layersB - layersA);
-  CompiledPrice out;
-  out.time = extrapolateProgramTime(priced[0].time, priced[1].time, factor);
-  out.memory =
-      extrapolateProgramMemory(priced[0].memory, priced[1].memory, factor);
-  double tokens = double(plan.globalBatch()) * double(model.seq);
-  double modelFlops = model.trainingFlopsPerToken(Recompute::kNone) * tokens;
-  out.candidate = candidateFromProgram(plan, out.memory, out.time, cluster,
-                                       tokens, modelFlops);
+  CompiledLayers out;
+  out.factor = layersB == layersA ? 0.0
+                                  : double(model.layers - layersA) /
+                                        double(layersB - layersA);
+  out.priced[0] = std::move(priced[0]);
+  out.priced[1] = std::move(priced[1]);
+  out.fusedAttention = fusedAttention;
   out.seconds = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - started)
                     .count();
   return out;
+}
+
+/// Prices `plan` of `model` on the GPU `cluster` from its compiled program
+/// (compileGpuLayers, then priceCompiledLayers as compiled).
+StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
+                                             const Plan &plan,
+                                             const ClusterSpec &cluster,
+                                             bool fusedAttention) {
+  auto layers = compileGpuLayers(model, plan, cluster, fusedAttention);
+  if (!layers.isOk())
+    return layers.status();
+  return priceCompiledLayers(layers.value(), model, plan, cluster,
+                             /*simulate=*/false);
 }
 
 /// The instructions of `time` with every layer's instance of one
@@ -1074,7 +1127,12 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       return c.status();
     cluster = c.value();
   }
+  if (args.replan && !savedPlan)
+    return invalidArgument("--replan searches for the model of a --plan-in "
+                           "file, and none is given");
   DTypePolicy policy = dtype.value();
+  if (args.replan && !args.dtypeGiven)
+    policy = savedPlan->dtype;
   // The CPU backend stores attention scores (no fused kernel) and computes
   // in fp32: the models must count what it runs.
   const bool cpu = cluster.device.isCpu();
@@ -1091,16 +1149,28 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   if (!cpu && !args.zooFamily.empty() && !args.analytic)
     model.flashAttention = false;
 
-  if (args.sensitivity && (cpu || savedPlan || opaqueParams > 0))
+  // A saved plan's model says how its run executes attention (a fused
+  // kernel, as the published runs of the validation suite); a model
+  // compiled by dtcc runs the CUDA backend's unfused attention. Compiled
+  // programs are priced so.
+  const bool fusedAttention = savedModel && args.zooFamily.empty() &&
+                              args.modelPath.empty() && model.flashAttention;
+  // A saved plan is priced, or with --replan its model searched.
+  const bool pricingSaved = savedPlan && !args.replan;
+  if (args.sensitivity && (cpu || pricingSaved || opaqueParams > 0))
     return invalidArgument(
         "--sensitivity re-runs the planner's search over GPU clusters, which "
         "this request does not use (",
         cpu ? "a CPU cluster's plans are what dtcc compile builds"
-        : savedPlan ? "a saved plan is evaluated, not searched"
+        : pricingSaved ? "a saved plan is evaluated, not searched"
                     : "the model has operators the planner does not describe",
         ")");
   std::optional<SensitivityResult> sensitivity;
-  if (cpu && !args.modelPath.empty() && !args.analytic && !savedPlan) {
+  // --sensitivity on a GPU cluster: each compared plan's compiled layers,
+  // by the plan's JSON, and whether the compiled programs decided.
+  std::map<std::string, StatusOr<CompiledLayers>> sensitivityPrograms;
+  bool sensitivityCompiled = false;
+  if (cpu && !args.modelPath.empty() && !args.analytic && !pricingSaved) {
     return compiledCpuPlan(args, cluster, model, source, opaqueParams,
                            modelBatch, policy);
   }
@@ -1116,7 +1186,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   report.cluster = cluster;
   report.modelSource = source;
 
-  if (cpu && !savedPlan) {
+  if (cpu && !pricingSaved) {
     // What `dtcc compile` builds: dp x tp, ZeRO, the model's batch split
     // over dp.
     CompilerPlanOptions compiler;
@@ -1173,7 +1243,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         "CPU backend: plans are what dtcc compile builds (the search's "
         "plans less those the compiler refuses, the model's batch as one "
         "micro-batch split over dp), in fp32 with unfused attention");
-  } else if (savedPlan && args.mesh.empty() && args.zero < 0) {
+  } else if (pricingSaved && args.mesh.empty() && args.zero < 0) {
     Plan plan = *savedPlan;
     if (args.globalBatch && args.globalBatch != plan.globalBatch())
       return invalidArgument(
@@ -1186,10 +1256,14 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     report.origin = "given";
     report.globalBatch = plan.globalBatch();
   } else {
-    if (args.globalBatch < 1)
+    const int64_t globalBatch =
+        args.globalBatch > 0 ? args.globalBatch
+        : args.replan        ? savedPlan->globalBatch()
+                             : 0;
+    if (globalBatch < 1)
       return invalidArgument("--global-batch is required");
     SearchOptions options;
-    options.globalBatch = args.globalBatch;
+    options.globalBatch = globalBatch;
     options.dtype = policy;
     options.budgetSeconds = args.budgetSeconds;
     options.allowOffload = args.offload;
@@ -1209,7 +1283,55 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     };
     StatusOr<SearchResult> result = SearchResult();
     if (args.sensitivity) {
-      auto analyzed = analyzeSensitivity(model, cluster, options);
+      // The plans are compared under the cost model that chooses them: on
+      // a GPU cluster each plan's compiled program (compiled once, its
+      // programs simulated again in each world), else the analytic model.
+      SensitivityPricing pricing;
+      if (!args.analytic && args.modelPath.empty()) {
+        pricing.model = "its compiled program (2 and 3 layers compiled "
+                        "once, simulated in each world, scaled to " +
+                        std::to_string(model.layers) + " layers)";
+        // As without --sensitivity: the analytic search's closest slower
+        // plans are compiled and priced too.
+        pricing.extraWithin = 0.10;
+        pricing.extraSlower = 4;
+        pricing.price = [&](const Plan &plan,
+                            const ClusterSpec &c) -> StatusOr<Candidate> {
+          if (std::string gap = compiledPricingGap(plan, model); !gap.empty())
+            return invalidArgument(gap);
+          std::string key = planToJson(plan).dump(-1);
+          auto it = sensitivityPrograms.find(key);
+          if (it == sensitivityPrograms.end())
+            it = sensitivityPrograms
+                     .emplace(key, compileGpuLayers(model, plan, cluster,
+                                                    fusedAttention))
+                     .first;
+          if (!it->second.isOk())
+            return it->second.status();
+          auto p = priceCompiledLayers(it->second.value(), model, plan, c,
+                                       /*simulate=*/true);
+          if (!p.isOk())
+            return p.status();
+          return p.value().candidate;
+        };
+      }
+      auto analyzed = analyzeSensitivity(model, cluster, options, 0.02, 0.2,
+                                         pricing);
+      if (analyzed.isOk() && pricing.price && analyzed.value().search.best &&
+          analyzed.value().compared == 0) {
+        // No proposed plan compiles: the analytic model compares them, as
+        // it then prices the chosen one.
+        std::string why =
+            compiledPricingGap(analyzed.value().search.best->plan, model);
+        analyzed = analyzeSensitivity(model, cluster, options);
+        if (analyzed.isOk())
+          analyzed.value().pricedBy =
+              "the analytic model (no proposed plan was priced from its "
+              "compiled program" +
+              (why.empty() ? std::string() : ": " + why) + ")";
+      } else if (analyzed.isOk() && pricing.price) {
+        sensitivityCompiled = true;
+      }
       if (!analyzed.isOk())
         return analyzed.status();
       sensitivity = std::move(analyzed.value());
@@ -1219,9 +1341,11 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     }
     if (!result.isOk())
       return result.status();
-    report.globalBatch = args.globalBatch;
+    report.globalBatch = globalBatch;
     report.search = result.value();
     report.chosen = result.value().best;
+    if (sensitivityCompiled)
+      report.chosen = sensitivity->chosen;
     if (sensitivity && sensitivity->preferenceChanged) {
       report.chosen = sensitivity->chosen;
       report.notes.push_back(
@@ -1249,7 +1373,30 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // GPU clusters: the plan the analytic model chose (or was given) is
   // compiled and priced from its program, where the compiler builds it.
   std::optional<CompiledPrice> compiledPrice;
-  if (!cpu && report.chosen) {
+  if (sensitivityCompiled && report.chosen) {
+    // --sensitivity compiled and priced every compared plan already.
+    auto it = sensitivityPrograms.find(planToJson(report.chosen->plan).dump(-1));
+    if (it == sensitivityPrograms.end() || !it->second.isOk())
+      return runtime::internalError(
+          "--sensitivity chose a plan it did not compile");
+    auto priced = priceCompiledLayers(it->second.value(), model,
+                                      report.chosen->plan, cluster,
+                                      /*simulate=*/false);
+    if (!priced.isOk())
+      return priced.status();
+    compiledPrice = std::move(priced.value());
+    report.chosen = compiledPrice->candidate;
+    report.pricedBy = "compiled program";
+    report.pricedByReason = llvm::formatv(
+        "2 and 3 layers compiled for cuda and simulated, scaled to {0} "
+        "layers; attention {1}; {2} plans compared by their programs in {3} "
+        "worlds (--sensitivity)",
+        model.layers,
+        fusedAttention ? "as a fused kernel (the plan file's model has "
+                         "flashAttention)"
+                       : "unfused, as dtcc's CUDA backend runs it",
+        sensitivity->compared, sensitivity->worlds.size() + 1);
+  } else if (!cpu && report.chosen) {
     std::string gap =
         args.analytic ? "--analytic"
         : !args.modelPath.empty()
@@ -1257,11 +1404,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
               "compiling the file itself for the plan is not wired yet"
             : compiledPricingGap(report.chosen->plan, model);
     if (gap.empty()) {
-      // A saved plan's model says how its run executes attention (a fused
-      // kernel, as the published runs of the validation suite); a model
-      // compiled by dtcc runs the CUDA backend's unfused attention.
-      const bool fused = savedModel && args.zooFamily.empty() &&
-                         args.modelPath.empty() && model.flashAttention;
+      const bool fused = fusedAttention;
       auto priced =
           priceCompiledGpuPlan(model, report.chosen->plan, cluster, fused);
       if (priced.isOk()) {
@@ -1286,8 +1429,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     // The analytic search is the pre-filter: its closest slower plans
     // (within 10%, at most 4) are compiled and priced too, and the program
     // prices decide (a plan that fits first, then the faster step).
-    if (compiledPrice && report.search && !savedPlan) {
-      const bool fused = false; // a searched model is dtcc's own
+    if (compiledPrice && report.search && !pricingSaved) {
+      const bool fused = fusedAttention;
       std::vector<std::string> tried;
       for (const Rejection &r : report.search->alternatives) {
         if (r.kind != Rejection::Kind::kSlower || r.slowerFraction > 0.10 ||

@@ -74,6 +74,9 @@ struct PlanRequest {
   /// worlds (planner/Sensitivity.h).
   bool sensitivity = false;
   std::string tracePath, planOut, planIn;
+  /// With planIn: search a plan for its model, cluster and global batch
+  /// (and dtype, unless given) instead of pricing its plan.
+  bool replan = false;
   double tokens = 0, price = 0;
 };
 

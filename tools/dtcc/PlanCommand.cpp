@@ -77,6 +77,11 @@ cl::list<std::string> frozen(
 cl::opt<std::string> planIn(
     "plan-in", cl::desc("A saved plan (its model and cluster too)"),
     cl::value_desc("file"), cl::sub(planCommand), cl::cat(modelCategory));
+cl::opt<bool> replan(
+    "replan",
+    cl::desc("With --plan-in: search a plan for the file's model, cluster "
+             "and global batch instead of pricing the file's plan"),
+    cl::sub(planCommand), cl::cat(modelCategory));
 
 cl::opt<std::string> cluster(
     "cluster",
@@ -205,6 +210,7 @@ StatusOr<PlanRequest> request() {
   r.tiedEmbeddings = tiedEmbeddings;
   r.frozen.assign(frozen.begin(), frozen.end());
   r.planIn = planIn;
+  r.replan = replan;
   r.cluster = cluster;
   r.nodes = nodes;
   r.clusterGiven = cluster.getNumOccurrences() || nodes.getNumOccurrences();

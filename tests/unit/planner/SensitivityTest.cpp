@@ -85,5 +85,62 @@ TEST(Sensitivity, ChoosesTheNearBestPlanThatLosesLeast) {
   EXPECT_EQ(r.preferenceChanged, !(r.chosen->plan == r.search.best->plan));
 }
 
+// With a pricer (as `dtcc plan` passes the compiled programs' prices), every
+// plan in every world is priced by it alone: the analytic search only
+// proposes. Here a pricer that refuses tensor parallelism and charges
+// ZeRO-3 25% more than the analytic model, on the same case.
+TEST(Sensitivity, EveryPlanPricedByTheGivenCostModel) {
+  ClusterSpec c = clusterPreset("dgx-a100-80g").value();
+  c.nodes = 2;
+  c.interNode.bandwidth.value = 3e9;
+  ModelDesc model = ModelDesc::megatronGpt(/*hidden=*/4096, /*layers=*/32,
+                                           /*heads=*/32);
+  SearchOptions options;
+  options.globalBatch = 128;
+  auto price = [&](const Plan &plan,
+                   const ClusterSpec &cluster) -> StatusOr<Candidate> {
+    if (plan.tp > 1)
+      return runtime::invalidArgument("tp refused by this test's pricer");
+    DTCC_ASSIGN_OR_RETURN(Candidate out, evaluatePlan(model, cluster, plan));
+    if (plan.zeroStage == 3)
+      out.time.stepTime *= 1.25;
+    return out;
+  };
+  SensitivityPricing pricing;
+  pricing.price = price;
+  pricing.model = "the test's pricer";
+  pricing.extraWithin = 0.10;
+  pricing.extraSlower = 4;
+  auto result = analyzeSensitivity(model, c, options, 0.02, 0.2, pricing);
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  const SensitivityResult &r = result.value();
+  ASSERT_TRUE(r.chosen && r.fastest);
+  EXPECT_EQ(r.pricedBy, "the test's pricer");
+  EXPECT_EQ(r.unpriced, r.leftOut.size());
+  EXPECT_GT(r.unpriced, 0u); // the search proposes tp plans
+  for (const std::string &why : r.leftOut)
+    EXPECT_NE(why.find("tp refused"), std::string::npos) << why;
+  // The analytic fastest is ZeRO-1 (the lit test's case); the pricer's
+  // fastest is not ZeRO-3, and every near-best plan is priced by it.
+  EXPECT_NE(r.fastest->plan.zeroStage, 3);
+  for (const NearBestPlan &p : r.nearBest) {
+    EXPECT_EQ(p.candidate.plan.tp, 1);
+    EXPECT_NEAR(p.candidate.time.stepTime,
+                price(p.candidate.plan, c).value().time.stepTime, 1e-12);
+    EXPECT_LE(p.candidate.time.stepTime,
+              r.fastest->time.stepTime * (1 + 0.02) + 1e-12);
+  }
+  ASSERT_EQ(r.worlds.size(), 9u);
+  for (const WorldOutcome &o : r.worlds) {
+    ClusterSpec scaled = scaleCluster(c, o.world);
+    EXPECT_EQ(o.best.plan.tp, 1);
+    EXPECT_NEAR(o.best.time.stepTime,
+                price(o.best.plan, scaled).value().time.stepTime, 1e-12);
+    EXPECT_NEAR(o.chosenTime,
+                price(r.chosen->plan, scaled).value().time.stepTime, 1e-12);
+    EXPECT_GE(o.chosenTime, o.best.time.stepTime * (1 - 1e-12));
+  }
+}
+
 } // namespace
 } // namespace dtcc::planner
