@@ -29,13 +29,15 @@ MODELS = {
     "resnet10": dict(layers=(1, 1, 1, 1), widths=(64, 128, 256, 512), stem=3),
     "small": dict(layers=(1, 1, 1), widths=(16, 32, 64), stem=3),
 }
-# Step 1's losses agree to about 1e-6; after it, float32 runs of a ReLU
-# network part (a batch-norm output within rounding of zero lands on the
-# other side of a ReLU, and AdamW moves every weight by about lr whatever
-# its gradient's size): PyTorch's own float32 and float64 runs of ResNet-18
-# part by 1.5e-3 relative at step 4 (bench/RESULTS.md). Checked: the first
-# 3 steps within 1e-3.
-TOLERANCE = 1e-3
+# Step 1's losses agree to about 1e-6 (the same weights and batch). After
+# it, float32 runs of a ReLU network part: a batch-norm output within
+# rounding of zero lands on the other side of a ReLU, and AdamW moves every
+# weight by about lr whatever its gradient's size. PyTorch's own float32
+# and float64 runs of ResNet-18 part by 1.5e-3 relative at step 4
+# (bench/RESULTS.md); torch.compile's run parts from eager's by 2.8e-3 at
+# step 3 here. Checked: step 1 within 1e-5, steps 2 and 3 within 1e-2.
+STEP1_TOLERANCE = 1e-5
+LATER_TOLERANCE = 1e-2
 CHECK_STEPS = 3
 
 
@@ -55,9 +57,11 @@ def main():
     title = (f"ResNet '{args.model}' ({'-'.join(map(str, m['layers']))} blocks of "
              f"{'-'.join(map(str, m['widths']))} channels, BatchNorm in training mode), "
              f"{args.size}x{args.size} images, batch {args.batch}")
-    cpu_compare.run_workload(args, spec, title, TOLERANCE,
-                             "float32; ReLUs below batch norm part float32 runs after "
-                             "step 1")
+    cpu_compare.run_workload(
+        args, spec, title,
+        lambda step: STEP1_TOLERANCE if step == 1 else LATER_TOLERANCE,
+        f"{STEP1_TOLERANCE:g} at step 1, {LATER_TOLERANCE:g} after it (float32 runs of a "
+        f"ReLU network under batch norm part after step 1: torch.compile's from eager's too)")
 
 
 if __name__ == "__main__":
