@@ -13,6 +13,7 @@
 // `--trials` timings of at least 50 ms each, as the host may be loaded.
 //
 //   OMP_NUM_THREADS=1 build/bin/dtcc-bench-gemm-cpu [--trials 5]
+//       [--shape M,N,K]   (one untransposed GEMM of that size instead)
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,18 +107,31 @@ uint16_t toBf16(float f) {
 
 int main(int argc, char **argv) {
   int trials = 5;
+  long long m = 0, n = 0, k = 0;
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--trials") && i + 1 < argc)
       trials = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc &&
+             std::sscanf(argv[++i], "%lld,%lld,%lld", &m, &n, &k) == 3 &&
+             m > 0 && n > 0 && k > 0)
+      continue;
     else {
-      std::fprintf(stderr, "usage: %s [--trials N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--trials N] [--shape M,N,K]\n",
+                   argv[0]);
       return 2;
     }
   const int threads = cpuThreads();
   openblas_set_num_threads(threads);
-  std::vector<Shape> shapes = gptShapes("4x128", 512, 128, 256, 32, 64, 32);
-  for (Shape &s : gptShapes("6x384", 1024, 384, 512, 48, 128, 64))
-    shapes.push_back(s);
+  std::vector<Shape> shapes;
+  if (m > 0) {
+    GemmBatch g;
+    g.m = m, g.n = n, g.k = k;
+    shapes.push_back({"--shape", g});
+  } else {
+    shapes = gptShapes("4x128", 512, 128, 256, 32, 64, 32);
+    for (Shape &s : gptShapes("6x384", 1024, 384, 512, 48, 128, 64))
+      shapes.push_back(s);
+  }
   std::printf("threads %d, best of %d trials, native bf16: %s\n", threads,
               trials, dnnlHasNativeBf16() ? "yes" : "no");
   std::printf("%-24s %5s %5s %5s %5s %8s %8s %8s  %s\n", "product", "batch",

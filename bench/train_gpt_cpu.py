@@ -10,6 +10,11 @@ its 10-step log intervals). Memory is each process's peak resident set
 torch`, dtcc before loading its program); dtcc also reports its planned peak.
 
   bench/train_gpt_cpu.py [--dtcc build/bin/dtcc] [--layers 4 --hidden 128 ...]
+      [--dtype fp32|bf16] [--no-torch]
+
+--dtype bf16 compiles dtcc's step in mixed precision (bf16 forward and
+backward, fp32 master weights; PyTorch stays fp32). --no-torch times dtcc
+alone.
 """
 import argparse
 import os
@@ -90,6 +95,9 @@ def main():
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--recompute", default="none", choices=["none", "full"])
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
+                    help="dtcc's compute type (--dtype of dtcc compile)")
+    ap.add_argument("--no-torch", action="store_true", help="time dtcc only")
     ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--export-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -104,9 +112,11 @@ def main():
              ("layers", "hidden", "heads", "vocab", "seq", "batch", "threads", "steps",
               "warmup")]
     # Everything with torch runs in children: this process stays small.
-    torch_ms, torch_kib, torch_startup = subprocess.run(
-        [sys.executable, __file__, "--torch-child", *sizes], capture_output=True,
-        text=True, env=env, check=True).stdout.split()
+    torch_ms = torch_kib = torch_startup = None
+    if not args.no_torch:
+        torch_ms, torch_kib, torch_startup = subprocess.run(
+            [sys.executable, __file__, "--torch-child", *sizes], capture_output=True,
+            text=True, env=env, check=True).stdout.split()
 
     with tempfile.TemporaryDirectory() as work:
         onnx_path = os.path.join(work, "gpt.onnx")
@@ -116,7 +126,7 @@ def main():
         exe = os.path.join(work, "train")
         subprocess.run([args.dtcc, "compile", onnx_path, "--train", "--lr", "1e-3",
                         "--weight-decay", "0.1", "--grad-clip", "1.0", "--frozen", frozen,
-                        "--recompute", args.recompute, "-o", exe],
+                        "--recompute", args.recompute, "--dtype", args.dtype, "-o", exe],
                        check=True, capture_output=True)
         tokens = os.path.join(work, "tokens.bin")
         np.random.default_rng(0).integers(0, args.vocab, 200_000).astype(
@@ -134,17 +144,21 @@ def main():
 
     print(f"GPT {args.layers} layers x {args.hidden} wide, {args.heads} heads, vocab "
           f"{args.vocab}, seq {args.seq}, batch {args.batch}: {int(params):,} parameters; "
-          f"{args.threads} thread(s); AdamW + clipping; recompute {args.recompute}")
+          f"{args.threads} thread(s); AdamW + clipping; recompute {args.recompute}; "
+          f"dtcc {args.dtype}")
     print(f"{'':10} {'ms/step':>9} {'steps/s':>8} {'tokens/s':>9} {'peak RSS':>11} "
           f"{'above startup':>14}")
     tokens_per_step = args.batch * args.seq
-    for name, ms, kib, start in (
-            ("PyTorch", float(torch_ms), float(torch_kib), float(torch_startup)),
-            ("dtcc", dtcc_ms, dtcc_kib, dtcc_startup)):
+    rows = [("dtcc", dtcc_ms, dtcc_kib, dtcc_startup)]
+    if torch_ms is not None:
+        rows.insert(0, ("PyTorch", float(torch_ms), float(torch_kib),
+                        float(torch_startup)))
+    for name, ms, kib, start in rows:
         print(f"{name:10} {ms:9.2f} {1e3 / ms:8.1f} {tokens_per_step * 1e3 / ms:9.0f} "
               f"{kib / 1024:7.1f} MiB {(kib - start) / 1024:10.1f} MiB")
-    print(f"dtcc / PyTorch step time: {dtcc_ms / float(torch_ms):.2f}x; dtcc's planned "
-          f"peak (its arenas): {planned}")
+    if torch_ms is not None:
+        print(f"dtcc / PyTorch step time: {dtcc_ms / float(torch_ms):.2f}x")
+    print(f"dtcc's planned peak (its arenas): {planned}")
 
 
 if __name__ == "__main__":
