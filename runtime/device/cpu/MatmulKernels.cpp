@@ -8,10 +8,11 @@
 // when the kernel is bound, each strided batch one call, transposes and
 // batch strides as the operands' strides. The rule comes from
 // bench/gemm_cpu.cpp (bench/RESULTS.md): on every GEMM shape of the two
-// benchmark GPTs' steps oneDNN's f32 matmul ran 3-7x faster than Debian's
-// OpenBLAS 0.3.21 cblas_sgemm at 1 and 2 threads, so every f32 product
-// whose primitive oneDNN can make takes it; OpenBLAS is the fallback
-// (and DTCC_CPU_MATMUL=blas forces it, for tests and comparisons).
+// benchmark GPTs' steps oneDNN's f32 matmul ran 3.5-8x faster than
+// Debian's OpenBLAS 0.3.21 cblas_sgemm at 1 thread (the 2-thread figures
+// were dominated by the host's load), so every f32 product whose primitive
+// oneDNN can make takes it; OpenBLAS is the fallback (and
+// DTCC_CPU_MATMUL=blas forces it, for tests and comparisons).
 // bf16: on CPUs with native bf16 (AVX512-BF16, AMX) oneDNN's bf16 matmul,
 // bf16 operands and result with f32 accumulation; elsewhere, and for f16,
 // the operands are converted to f32 scratch and multiplied as f32. Without
