@@ -22,6 +22,26 @@ using namespace dtcc::shard;
 
 namespace {
 
+/// The weight load `v` is, seen through the float casts that mixed
+/// precision (dtcc-graph-mixed-precision) puts between a weight's fp32 load
+/// and its bf16/fp16 uses; null when `v` is not one.
+graph::LoadOp loadThroughCasts(Value v) {
+  while (auto c = v.getDefiningOp<graph::CastOp>()) {
+    if (!isa<FloatType>(getElementTypeOrSelf(c.getOperand().getType())) ||
+        !isa<FloatType>(getElementTypeOrSelf(c.getType())))
+      return {};
+    v = c.getOperand();
+  }
+  return v.getDefiningOp<graph::LoadOp>();
+}
+
+/// `v` without mixed precision's float casts: the broadcast (or other op)
+/// a cast converts.
+Value throughCasts(Value v) {
+  while (auto c = v.getDefiningOp<graph::CastOp>())
+    v = c.getOperand();
+  return v;
+}
 
 /// `base` (null: replicated) further split over `axis` (of `size` ranks)
 /// along the first dimension whose local blocks the axis divides; null when
@@ -136,7 +156,7 @@ struct ShardAnnotatePass
   /// Whether `v` is a load of a variable whose dimension `d` is split over
   /// tp.
   bool loadsSplitOverTp(ModuleOp module, Value v, int64_t d) {
-    auto load = v.getDefiningOp<graph::LoadOp>();
+    auto load = loadThroughCasts(v);
     auto var = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
                     : graph::VariableOp();
     auto s = var ? var->getAttrOfType<ShardingAttr>(kShardingAttr) : ShardingAttr();
@@ -224,7 +244,7 @@ struct ShardAnnotatePass
     MLIRContext *ctx = module.getContext();
     llvm::DenseSet<Value> split;
     auto weightOf = [&](Value v) -> graph::VariableOp {
-      auto load = v.getDefiningOp<graph::LoadOp>();
+      auto load = loadThroughCasts(v);
       if (!load)
         return {};
       auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
@@ -240,7 +260,7 @@ struct ShardAnnotatePass
           for (Operation *user : x.getUsers()) {
             if (isa<graph::CrossEntropyOp, func::ReturnOp>(user))
               return true;
-            if (isa<graph::AddOp, graph::ReshapeOp>(user))
+            if (isa<graph::AddOp, graph::ReshapeOp, graph::CastOp>(user))
               next.push_back(user->getResult(0));
           }
         frontier = std::move(next);
@@ -291,8 +311,8 @@ struct ShardAnnotatePass
       for (Operation *user : out.getUsers())
         if (auto add = dyn_cast<graph::AddOp>(user)) {
           Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
-          if (auto b = other.getDefiningOp<graph::BroadcastInDimOp>())
-            if (auto load = b.getOperand().getDefiningOp<graph::LoadOp>()) {
+          if (auto b = throughCasts(other).getDefiningOp<graph::BroadcastInDimOp>())
+            if (auto load = loadThroughCasts(b.getOperand())) {
               bias = module.lookupSymbol<graph::VariableOp>(load.getVariable());
               out = add.getResult();
             }
@@ -323,7 +343,7 @@ struct ShardAnnotatePass
   void annotateConv(ModuleOp module, graph::ConvOp conv, StringAttr tp,
                     int64_t tpSize, llvm::DenseSet<Value> &split) {
     MLIRContext *ctx = module.getContext();
-    auto load = conv.getFilter().getDefiningOp<graph::LoadOp>();
+    auto load = loadThroughCasts(conv.getFilter());
     auto w = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
                   : graph::VariableOp();
     bool inputSplit = split.contains(conv.getInput());
@@ -350,8 +370,8 @@ struct ShardAnnotatePass
     for (Operation *user : conv.getResult().getUsers())
       if (auto add = dyn_cast<graph::AddOp>(user)) {
         Value other = add.getLhs() == conv.getResult() ? add.getRhs() : add.getLhs();
-        auto b = other.getDefiningOp<graph::BroadcastInDimOp>();
-        auto bl = b ? b.getOperand().getDefiningOp<graph::LoadOp>() : graph::LoadOp();
+        auto b = throughCasts(other).getDefiningOp<graph::BroadcastInDimOp>();
+        auto bl = b ? loadThroughCasts(b.getOperand()) : graph::LoadOp();
         auto bias = bl ? module.lookupSymbol<graph::VariableOp>(bl.getVariable())
                        : graph::VariableOp();
         if (bias && bias.getTensorType().getRank() == 1 &&
@@ -390,7 +410,7 @@ struct ShardAnnotatePass
     else
       params = {op.getOperand(1), op.getOperand(2)};
     for (Value v : params) {
-      auto load = v.getDefiningOp<graph::LoadOp>();
+      auto load = loadThroughCasts(v);
       auto var = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
                       : graph::VariableOp();
       if (var && var.getTensorType().getRank() == 1 &&

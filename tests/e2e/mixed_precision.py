@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from e2e_common import Checks, run, start, text_tokens
+from e2e_common import Checks, launch, run, start, text_tokens
 
 LOG = re.compile(r"step\s+(\d+)/\d+\s+loss (\S+)")
 STEPS = 10
@@ -36,10 +36,17 @@ def main():
              "--vocab", "256", "--seq", "32", "--batch", "4", "--seed", "3", "-o", model])
         flags = ["--train", "--lr", "2e-3", "--warmup", "2", "--grad-clip", "1.0"]
 
-        def losses(dtype):
-            exe = os.path.join(work, "train_" + dtype)
-            run([args.dtcc, "compile", model, *flags, "--dtype", dtype, "-o", exe])
-            out = run([exe, "--data", tokens, "--steps", str(STEPS), "--log-every", "1"])
+        def losses(dtype, mesh=None):
+            exe = os.path.join(work, "train_" + dtype + (mesh or "").replace("=", ""))
+            run([args.dtcc, "compile", model, *flags, "--dtype", dtype, "-o", exe] +
+                (["--mesh", mesh] if mesh else []))
+            ranks = 2 if mesh else 1
+            p = launch(exe, ranks, ["--data", tokens, "--steps", str(STEPS),
+                                    "--log-every", "1"])
+            out = p.stdout
+            if p.returncode != 0:
+                sys.stderr.write(p.stdout + p.stderr)
+                raise SystemExit(f"error: {exe} on {ranks} rank(s) exited {p.returncode}")
             got = {int(m.group(1)): float(m.group(2)) for m in LOG.finditer(out)}
             if len(got) != STEPS:
                 sys.stderr.write(out)
@@ -68,6 +75,18 @@ def main():
                   f"{dtype}: the loss tracks fp32 over {STEPS} steps within "
                   f"{TOLERANCE:g} relative (worst {worst:.2e}; "
                   f"{half[0]:.4f} -> {half[-1]:.4f})")
+            if dtype != "bf16":
+                continue
+            for mesh in ("tp=2", "dp=2"):
+                parallel = losses(dtype, mesh)
+                worst = max(abs(p - h) / abs(h) for p, h in zip(parallel, half))
+                check(worst <= TOLERANCE,
+                      f"bf16 {mesh}: the loss tracks one device's bf16 run over "
+                      f"{STEPS} steps within {TOLERANCE:g} relative (worst {worst:.2e})")
+            explain = run([args.dtcc, "explain", os.path.join(work, "train_bf16tp2")])
+            split = re.findall(r"^\s+(\S+)\s+\d+x\d+\s+\[[^]]*tp[^]]*\]", explain, re.M)
+            check(len(split) >= 4, f"bf16 tp=2: the weights are split over tp "
+                  f"({len(split)} 2-D parameters split: {', '.join(split[:6])})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if failures:

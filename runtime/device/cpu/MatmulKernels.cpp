@@ -2,18 +2,40 @@
 //
 // dgraph.matmul with broadcast batch dimensions (runtime/base/MatmulShape.h:
 // broadcast operands read with batch stride 0; one GEMM when a shared rhs
-// lets the lhs batch fold into m). f32/f64 through OpenBLAS, f16/bf16
-// through f32 scratch buffers, integers with a naive loop that accumulates
-// in int64.
+// lets the lhs batch fold into m).
+//
+// f32: oneDNN's matmul primitive (DnnlMatmul.h), one per kernel, created
+// when the kernel is bound, each strided batch one call, transposes and
+// batch strides as the operands' strides. The rule comes from
+// bench/gemm_cpu.cpp (bench/RESULTS.md): on every GEMM shape of the two
+// benchmark GPTs' steps oneDNN's f32 matmul ran 3.5-8x faster than
+// Debian's OpenBLAS 0.3.21 cblas_sgemm at 1 thread (the 2-thread figures
+// were dominated by the host's load), so every f32 product whose primitive
+// oneDNN can make takes it; OpenBLAS is the fallback (and
+// DTCC_CPU_MATMUL=blas forces it, for tests and comparisons).
+// bf16: on CPUs with native bf16 (AVX512-BF16, AMX) oneDNN's bf16 matmul,
+// bf16 operands and result with f32 accumulation; elsewhere, and for f16,
+// the operands are converted to f32 scratch and multiplied as f32. Without
+// AMX (this project's Emerald Rapids VM hides it) oneDNN 2.6's bf16 matmul
+// runs at 0.5-0.75x its f32 matmul (vdpbf16ps has the f32 FMAs' peak and
+// the operands are reformatted per call), but converting to f32 costs more:
+// the 4 x 128 GPT's bf16 step spent 10-20% less in matrix products on the
+// native bf16 matmul than on conversions + oneDNN f32, and 86 MiB less
+// memory (the conversions' f32 copies).
+// f64 through OpenBLAS; integers with a naive loop that accumulates in
+// int64.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/base/MatmulShape.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/DnnlMatmul.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 
 namespace dtcc::runtime {
@@ -56,6 +78,63 @@ void blasBatch(const MatmulPlan &p, const T *a, const T *b, T *c) {
     }
 }
 
+/// Whether f32 products skip oneDNN (DTCC_CPU_MATMUL=blas), for tests and
+/// comparisons.
+bool forceBlas() {
+  const char *v = std::getenv("DTCC_CPU_MATMUL");
+  return v && std::strcmp(v, "blas") == 0;
+}
+
+/// One strided batch of the plan as oneDNN sees it.
+GemmBatch gemmBatch(const MatmulPlan &p) {
+  GemmBatch g;
+  g.batch = p.count, g.m = p.m, g.n = p.n, g.k = p.k;
+  g.transA = p.transLhs, g.transB = p.transRhs;
+  g.strideA = p.lhsStride, g.strideB = p.rhsStride, g.strideC = p.outStride;
+  return g;
+}
+
+/// The plan on oneDNN (operands of element size `elem` bytes): one
+/// primitive bound to the first group's buffers, the other groups run on
+/// it with their own. Null where oneDNN cannot take the plan (an empty
+/// product, no implementation): the caller falls back.
+KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
+                  size_t outElem, const void *a, const void *b, void *c) {
+  if (p.m == 0 || p.n == 0 || p.k == 0)
+    return nullptr;
+  const char *ca = static_cast<const char *>(a);
+  const char *cb = static_cast<const char *>(b);
+  char *cc = static_cast<char *>(c);
+  auto mm = DnnlMatmul::create(gemmBatch(p), type, ca + p.lhsOffsets[0] * elem,
+                               cb + p.rhsOffsets[0] * elem,
+                               cc + p.outOffsets[0] * outElem);
+  if (!mm.isOk())
+    return nullptr;
+  std::shared_ptr<DnnlMatmul> prim = std::move(mm).value();
+  if (p.groups() == 1)
+    return [prim]() -> Status { return prim->run(); };
+  return [p, prim, ca, cb, cc, elem, outElem]() -> Status {
+    for (int64_t g = 0; g < p.groups(); ++g)
+      DTCC_RETURN_IF_ERROR(prim->run(ca + p.lhsOffsets[g] * elem,
+                                     cb + p.rhsOffsets[g] * elem,
+                                     cc + p.outOffsets[g] * outElem));
+    return Status::ok();
+  };
+}
+
+/// f32 products: oneDNN, else OpenBLAS.
+KernelFn makeF32(const MatmulPlan &p, const float *a, const float *b,
+                 float *c) {
+  if (!forceBlas())
+    if (KernelFn fn = makeDnnl(p, DnnlGemmType::kF32, sizeof(float),
+                               sizeof(float), a, b, c))
+      return fn;
+  return [p, a, b, c]() -> Status {
+    blasBatch<float>(p, a, b, c);
+    return Status::ok();
+  };
+}
+
 /// The naive product for the other dtypes: int64 (or double) accumulators
 /// over one output row, preallocated.
 template <typename S>
@@ -94,20 +173,27 @@ KernelFn makeNaive(const MatmulPlan &p, const S *a, const S *b, S *c) {
   };
 }
 
-/// f16/bf16: convert both operands to f32 scratch, sgemm, round back.
+/// f16/bf16: bf16 on oneDNN's native bf16 matmul where the CPU has one;
+/// else convert both operands to f32 scratch, multiply as f32, round back.
 template <typename S>
 KernelFn makeHalfGemm(const MatmulPlan &p, const S *a, const S *b, S *c,
                       int64_t lhsNumel, int64_t rhsNumel, int64_t outNumel) {
+  if constexpr (std::is_same_v<S, BFloat16>)
+    if (!forceBlas() && dnnlHasNativeBf16())
+      if (KernelFn fn = makeDnnl(p, DnnlGemmType::kBF16, sizeof(S), sizeof(S),
+                                 a, b, c))
+        return fn;
   auto sa = std::make_shared<std::vector<float>>(lhsNumel);
   auto sb = std::make_shared<std::vector<float>>(rhsNumel);
   auto sc = std::make_shared<std::vector<float>>(outNumel);
+  KernelFn product = makeF32(p, sa->data(), sb->data(), sc->data());
   return [=]() -> Status {
     float *fa = sa->data(), *fb = sb->data(), *fc = sc->data();
     for (int64_t i = 0; i < lhsNumel; ++i)
       fa[i] = Elem<S>::load(a[i]);
     for (int64_t i = 0; i < rhsNumel; ++i)
       fb[i] = Elem<S>::load(b[i]);
-    blasBatch<float>(p, fa, fb, fc);
+    DTCC_RETURN_IF_ERROR(product());
     for (int64_t i = 0; i < outNumel; ++i)
       c[i] = Elem<S>::store(fc[i]);
     return Status::ok();
@@ -137,7 +223,9 @@ StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
         const S *sa = static_cast<const S *>(a);
         const S *sb = static_cast<const S *>(b);
         S *sc = static_cast<S *>(c);
-        if constexpr (std::is_floating_point_v<S>)
+        if constexpr (std::is_same_v<S, float>)
+          fn = makeF32(p, sa, sb, sc);
+        else if constexpr (std::is_floating_point_v<S>)
           fn = [p, sa, sb, sc]() -> Status {
             blasBatch<S>(p, sa, sb, sc);
             return Status::ok();

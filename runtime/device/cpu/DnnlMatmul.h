@@ -1,0 +1,75 @@
+//===- DnnlMatmul.h - strided batched GEMMs on oneDNN's matmul --*- C++ -*-===//
+//
+// One strided batch of GEMMs (MatmulShape's `count` GEMMs of one group) as
+// a oneDNN matmul primitive, created once when a kernel is bound: the
+// transposes and batch strides are the memory descriptors' strides (no
+// copies), a broadcast operand (batch stride 0) a batch dimension of 1.
+// f32 in and out, or bf16 in with f32 accumulation and a bf16 or f32
+// result (on CPUs with AVX512-BF16 or AMX, oneDNN's native bf16 kernels).
+//
+// Threads: Debian's oneDNN runs on OpenMP (libgomp); the OpenMP thread
+// count is set to the kernels' one setting (cpuThreads) when a primitive
+// is created, which fixes its partition, and again before each call.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CPU_DNNLMATMUL_H
+#define DTCC_RUNTIME_DEVICE_CPU_DNNLMATMUL_H
+
+#include "runtime/base/Status.h"
+
+#include <cstdint>
+#include <memory>
+
+namespace dtcc::runtime::cpu {
+
+/// `batch` row-major GEMMs C[m, n] = op(A)[m, k] x op(B)[k, n], the i-th at
+/// element offsets i * strideA, i * strideB, i * strideC (a stride of 0:
+/// every GEMM reads the same operand).
+struct GemmBatch {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transA = false, transB = false;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+};
+
+/// The element types of a oneDNN matmul: f32 x f32 -> f32, or bf16 x bf16
+/// -> bf16 or f32 (accumulated in f32).
+enum class DnnlGemmType { kF32, kBF16, kBF16ToF32 };
+
+/// Whether oneDNN has native bf16 matmul kernels on this CPU (it reports
+/// AVX512-BF16 or AMX-BF16); without, oneDNN would emulate bf16 slowly.
+bool dnnlHasNativeBf16();
+
+/// One oneDNN matmul primitive bound to buffers; the buffers can be
+/// changed per call (the other groups of a MatmulShape).
+class DnnlMatmul {
+public:
+  ~DnnlMatmul();
+  DnnlMatmul(const DnnlMatmul &) = delete;
+  DnnlMatmul &operator=(const DnnlMatmul &) = delete;
+
+  /// Creates the primitive for `g` on `a`, `b`, `c`; fails with
+  /// kUnimplemented where oneDNN has no implementation.
+  static StatusOr<std::unique_ptr<DnnlMatmul>>
+  create(const GemmBatch &g, DnnlGemmType type, const void *a, const void *b,
+         void *c);
+
+  /// Runs on the bound buffers.
+  Status run();
+  /// Runs on other buffers of the same layout.
+  Status run(const void *a, const void *b, void *c);
+
+  /// oneDNN's name of the implementation it chose (e.g.
+  /// "brg:avx512_core_bf16").
+  const std::string &impl() const { return impl_; }
+
+private:
+  DnnlMatmul() = default;
+  struct State;
+  std::unique_ptr<State> state_;
+  std::string impl_;
+};
+
+} // namespace dtcc::runtime::cpu
+
+#endif // DTCC_RUNTIME_DEVICE_CPU_DNNLMATMUL_H
