@@ -103,6 +103,9 @@ struct Failure {
   double secondsLost = -1;
   Clock::time_point at; ///< when lastStep was finished
   bool recovered = false;
+  /// The job's rank count when it failed and when it was restarted (they
+  /// differ after an elastic restart, SupervisorOptions::replan).
+  int ranks = 0, restartRanks = 0;
 };
 
 std::string jsonString(const std::string &s) {
@@ -331,6 +334,7 @@ namespace {
 class Supervisor {
 public:
   Supervisor(const SupervisorOptions &o, SupervisedJob job) : o_(o), job_(std::move(job)) {
+    elastic_ = o_.replan && o_.availableRanks && job_.nnodes == 1;
     for (size_t i = 1; i < o_.rankArgs.size(); ++i) {
       const std::string &a = o_.rankArgs[i];
       if (a == "--checkpoint-dir" || a.rfind("--checkpoint-dir=", 0) == 0)
@@ -354,8 +358,13 @@ private:
     std::fflush(stderr);
   }
   void report(const char *outcome, int restarts);
+  /// Elastic jobs: the rank count of the next attempt (from the ranks
+  /// available and the limits), replanned when it changed. False, with a
+  /// message, when no count or plan fits.
+  bool resize();
 
-  const SupervisorOptions &o_;
+  SupervisorOptions o_; ///< a copy: rankArgs[0] changes when replanned
+  bool elastic_ = false;
   SupervisedJob job_;
   std::string nodeTag_;
   bool hasCheckpoints_ = false;
@@ -639,6 +648,9 @@ void Supervisor::report(const char *outcome, int restarts) {
     const Failure &f = failures_[i];
     std::string line = strCat("  failure ", i + 1, " (attempt ", f.attempt + 1,
                               "): ", f.cause, " at step ", f.lastStep);
+    if (f.restartRanks > 0 && f.restartRanks != f.ranks)
+      line += strCat("; restarted on ", f.restartRanks, " ranks (was ",
+                     f.ranks, ")");
     if (f.resumedFrom >= 0)
       line += strCat("; restarted from step ", f.resumedFrom, ", ",
                      f.lastStep - f.resumedFrom, " steps lost");
@@ -654,6 +666,7 @@ void Supervisor::report(const char *outcome, int restarts) {
                             ",\n  \"restarts\": ", restarts,
                             ",\n  \"max_restarts\": ", o_.maxRestarts,
                             ",\n  \"world_size\": ", job_.worldSize,
+                            ",\n  \"executable\": ", jsonString(o_.rankArgs[0]),
                             ",\n  \"node_rank\": ", job_.nodeRank,
                             ",\n  \"steps_lost\": ", steps);
   std::snprintf(buf, sizeof(buf), "%.3f", seconds);
@@ -667,6 +680,8 @@ void Supervisor::report(const char *outcome, int restarts) {
     std::snprintf(buf, sizeof(buf), "%.3f", f.secondsLost);
     json += strCat(i ? "," : "", "\n    {\"attempt\": ", f.attempt + 1,
                    ", \"cause\": ", jsonString(f.cause),
+                   ", \"ranks\": ", f.ranks,
+                   ", \"restart_ranks\": ", f.restartRanks,
                    ", \"last_step\": ", f.lastStep,
                    ", \"resumed_from\": ", f.resumedFrom,
                    ", \"steps_lost\": ",
@@ -681,6 +696,42 @@ void Supervisor::report(const char *outcome, int restarts) {
     say(strCat("cannot write --supervisor-report '", o_.report,
                "': ", std::strerror(errno)));
   }
+}
+
+bool Supervisor::resize() {
+  StatusOr<int> available = o_.availableRanks();
+  if (!available.isOk()) {
+    say(strCat("warning: cannot tell the ranks available (",
+               available.status().message(), "); keeping ", job_.worldSize));
+    return true;
+  }
+  int want = available.value();
+  if (o_.maxRanks > 0)
+    want = std::min(want, o_.maxRanks);
+  if (want < std::max(1, o_.minRanks)) {
+    say(strCat("giving up: ", available.value(), " rank",
+               available.value() == 1 ? "" : "s", " available, fewer than "
+               "--min-ranks ", std::max(1, o_.minRanks)));
+    return false;
+  }
+  if (want == job_.worldSize)
+    return true;
+  say(strCat(available.value(), " ranks available (the job ran on ",
+             job_.worldSize, "): replanning for ", want));
+  // The most ranks, up to `want`, that some plan fits.
+  for (int n = want; n >= std::max(1, o_.minRanks); --n) {
+    StatusOr<std::string> exe =
+        n == job_.worldSize ? o_.rankArgs[0] : o_.replan(n);
+    if (exe.isOk()) {
+      o_.rankArgs[0] = exe.value();
+      job_.worldSize = job_.ranksPerNode = n;
+      return true;
+    }
+    say(exe.status().message());
+  }
+  say(strCat("giving up: no plan fits between ", std::max(1, o_.minRanks),
+             " (--min-ranks) and ", want, " ranks"));
+  return false;
 }
 
 int Supervisor::run() {
@@ -700,8 +751,13 @@ int Supervisor::run() {
                                                       job_.launcher)
                                             : std::string(),
              "); up to ", o_.maxRestarts, " restarts"));
-  if ((o_.minRanks > 0 && o_.minRanks < job_.worldSize) ||
-      o_.maxRanks > job_.worldSize)
+  if (elastic_)
+    say(strCat("elastic: restarts run on the ranks available, between ",
+               std::max(1, o_.minRanks), " and ",
+               o_.maxRanks > 0 ? std::to_string(o_.maxRanks) : "any",
+               ", replanned for each new count"));
+  else if ((o_.minRanks > 0 && o_.minRanks < job_.worldSize) ||
+           o_.maxRanks > job_.worldSize)
     say(strCat("note: restarts keep the job at ", job_.worldSize,
                " ranks: a program runs on the rank count it was compiled for, "
                "and re-planning for another count needs the compiler (dtcc "
@@ -725,6 +781,7 @@ int Supervisor::run() {
     f.cause = cause;
     f.lastStep = lastStep_;
     f.at = lastStepAt_;
+    f.ranks = f.restartRanks = job_.worldSize;
     const bool everStarted = started_;
     say(strCat(cause, " (attempt ", attempt + 1, ", furthest step ", lastStep_,
                "); stopping the other ranks"));
@@ -748,10 +805,18 @@ int Supervisor::run() {
       report("failed", attempt);
       return 1;
     }
+    if (elastic_) {
+      if (!resize()) {
+        report("failed", attempt);
+        return 1;
+      }
+      failures_.back().restartRanks = job_.worldSize;
+    }
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.1f s", backoff);
-    say(strCat("restarting the job in ", buf, " (restart ", attempt + 1,
-               " of at most ", o_.maxRestarts, ")"));
+    say(strCat("restarting the job on ", job_.worldSize, " rank",
+               job_.worldSize == 1 ? "" : "s", " in ", buf, " (restart ",
+               attempt + 1, " of at most ", o_.maxRestarts, ")"));
     auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(backoff));
     while (Clock::now() < until && !stopSignal)

@@ -44,6 +44,16 @@ struct SupervisorOptions {
   int masterPort = 0;         ///< --master-port, else MASTER_PORT
   /// The ranks' command line: the executable and the remaining flags.
   std::vector<std::string> rankArgs;
+
+  /// Elastic rank counts (set by `dtcc run`, which has the compiler; not
+  /// flags of a compiled program). `availableRanks`: how many ranks the
+  /// job may use now, asked before every restart. `replan`: an executable
+  /// compiled for that many ranks (the same model and plan choice), or an
+  /// error saying why no plan fits. With both set, a one-node supervisor
+  /// restarts on min(available, --max-ranks) ranks when that differs from
+  /// the current count, and gives up when it is below --min-ranks.
+  std::function<StatusOr<int>()> availableRanks;
+  std::function<StatusOr<std::string>(int ranks)> replan;
 };
 
 /// The job as one supervisor sees it: the nodes (one supervisor each),

@@ -27,6 +27,16 @@ the job's per-step losses (--dump-outputs) against an independent run:
   truncate   DP2 on one host; the newest checkpoint's file is truncated,
              then a rank is killed: the restart skips that checkpoint,
              naming the file, and resumes from the one before.
+  elastic    `dtcc run --min-ranks 2 --max-ranks 4 --ranks-available FILE`
+             of DP4 and of DP2xTP2 on one host; at a random step FILE drops
+             to 2 and a rank is killed: the job is recompiled for 2 ranks
+             (DP2; TP2), resumes from the newest checkpoint and finishes.
+             Its steps after the checkpoint equal the 2-rank program's run
+             uninterrupted from that checkpoint bit for bit; all steps are
+             within 1e-5 relative of the 4-rank program's uninterrupted run
+             (bit for bit up to the checkpoint; after it the gradients are
+             summed in another fp32 order). A count the mesh cannot use
+             (3 for dp=2,tp=2) is refused with a message.
 
 In the fault cases the job must finish, its losses must equal an
 uninterrupted run's of the same program bit for bit (the resumed steps see
@@ -516,7 +526,123 @@ def case_limits(case, args):
                f"{r and len(r['failures'])} failures)")
 
 
-CASES = {"limits": case_limits, "hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
+def case_elastic(case, args):
+    """`dtcc run` elastic: a 4-rank job (DP4, DP2xTP2) loses a rank and the
+    ranks available drop to 2; the job is replanned for 2 (DP2; TP2) and
+    resumes from the newest checkpoint."""
+    rng = random.Random(args.seed)
+    onnx = os.path.join(case.work, "gpt-b8.onnx")
+    case.compile("gpt-1", [])  # writes the model
+    env = rank_env()
+    # No plan fits a count the mesh's other axes do not divide.
+    p = subprocess.run([case.dtcc, "run", "--supervise", "--min-ranks", "3",
+                        "--max-ranks", "3", "--work-dir", case.work, onnx,
+                        "--mesh", "dp=2,tp=2", "--", "--data", case.tokens,
+                        "--steps", "5"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    case.check(p.returncode == 1 and "no plan for 3 ranks" in p.stderr,
+               "elastic: 3 ranks for --mesh dp=2,tp=2 is refused: "
+               + (p.stderr.strip().splitlines() or ["(nothing)"])[-1])
+
+    # DP4, and DP2xTP2 (replanned as TP2: one replica, no dp axis).
+    for tag, mesh in [("elastic-dp4", "dp=4"), ("elastic-dp2xtp2", "dp=2,tp=2")]:
+        elastic_run(case, rng, onnx, env, tag, mesh)
+
+
+def elastic_run(case, rng, onnx, env, tag, mesh):
+    """One elastic job of `mesh` on 4 ranks that must go on on 2."""
+    avail = os.path.join(case.work, tag + ".available")
+    with open(avail, "w") as f:
+        f.write("4\n")
+    bin_dir = os.path.join(case.work, tag + "-bin")
+    os.makedirs(bin_dir)
+    ckpt = os.path.join(case.fast, tag + ".ckpt")
+    dump = os.path.join(case.work, tag + ".dump")
+    report = os.path.join(case.work, tag + ".report.json")
+    out = open(os.path.join(case.work, tag + ".out"), "w+")
+    err = open(os.path.join(case.work, tag + ".err"), "w+")
+    cmd = ([case.dtcc, "run", "--supervise", "--min-ranks", "2", "--max-ranks",
+            "4", "--ranks-available", avail, "--work-dir", bin_dir, onnx]
+           + TRAIN_FLAGS + ["--mesh", mesh, "--",
+                            "--supervisor-report", report, "--restart-backoff",
+                            "0.5", "--max-restarts", "3"]
+           + case.data(dump) + ["--checkpoint-dir", ckpt, "--save-every",
+                                str(INTERVAL), "--keep-checkpoints", "0"])
+    t0 = time.time()
+    job = Job.__new__(Job)
+    job.procs = [subprocess.Popen(cmd, stdout=out, stderr=err, env=env,
+                                  cwd=case.work)]
+    job.reports = [report]
+    job.logs = [(out, err)]
+    step = rng.randrange(2, STEPS // INTERVAL - 3) * INTERVAL + INTERVAL // 2
+    job.wait_for(rf"step +{step}/{STEPS}", timeout=120)
+    with open(avail, "w") as f:
+        f.write("2\n")
+    pids = job.ranks_of(0)
+    victim = rng.choice(sorted(pids)[1:]) if len(pids) > 1 else None
+    if victim is None:
+        raise SystemExit(f"error: the job has ranks {pids}, expected 4")
+    os.kill(victim, signal.SIGKILL)
+    print(f"      at step {step}: ranks available 4 -> 2, killed rank process {victim}")
+    codes, reports = job.finish()
+    o, e = job.output(0)
+    ok = codes == [0]
+    case.check(ok, f"{tag}: the job finishes (dtcc run exits {codes}, "
+               f"{time.time() - t0:.1f} s)")
+    if not ok:
+        print(o[-2000:] + e[-4000:])
+        return
+    r = reports[0]
+    f = r["failures"][0] if r and r["failures"] else {}
+    case.check(r["restarts"] == 1 and f.get("ranks") == 4
+               and f.get("restart_ranks") == 2 and r["world_size"] == 2
+               and "restarted on 2 ranks (was 4)" in e,
+               f"{tag}: the report names the restart on 2 ranks (was 4): "
+               f"{r['restarts']} restart(s), failure {f}")
+    resumed = f.get("resumed_from", -1)
+    lost = f.get("steps_lost", -1)
+    case.check(0 <= lost <= INTERVAL and resumed >= 0,
+               f"{tag}: {lost} steps lost (at most {INTERVAL}), resumed from "
+               f"step {resumed}, {r['seconds_lost']} s lost")
+    got = losses(dump)
+
+    # The same 2-rank program (DP2, or TP2 for DP2xTP2) run uninterrupted
+    # from the checkpoint the job resumed from: the job's steps after it,
+    # bit for bit (the same program on the same state and batches).
+    from_ckpt = os.path.join(case.fast, tag + "-from.ckpt")
+    os.makedirs(from_ckpt)
+    shutil.copytree(os.path.join(ckpt, f"step_{resumed:08d}"),
+                    os.path.join(from_ckpt, f"step_{resumed:08d}"))
+    dp2 = os.path.join(bin_dir, "train-r2")
+    ref2 = os.path.join(case.work, tag + "-ref2.dump")
+    sh([dp2, "--supervise", "--ranks", "2"] + case.data(ref2)
+       + ["--checkpoint-dir", from_ckpt], env=env, cwd=case.work)
+    want2 = np.array([float(e2e_common.read_pb(os.path.join(
+        ref2, f"step_{s}", "loss.pb"))) for s in range(resumed + 1, STEPS + 1)])
+    tail = got[resumed:]
+    case.check(np.array_equal(tail, want2),
+               f"{tag}: steps {resumed + 1}-{STEPS} equal an uninterrupted "
+               f"2-rank run's from the step-{resumed} checkpoint bit for bit "
+               f"(worst {float(np.max(np.abs(tail - want2))):.2e})")
+
+    # The 4-rank program run uninterrupted: the steps before the failure
+    # are its own (bit for bit); after it the 2-rank plan sums each gradient
+    # in another order (2 ranks' partial sums instead of 4, or one replica's
+    # whole batch), fp32 rounding of its own: within 1e-5 relative, the
+    # bound the plans case holds every plan to against one device.
+    ref4 = os.path.join(case.work, tag + "-ref4.dump")
+    sh([os.path.join(bin_dir, "train-r4"), "--supervise", "--ranks", "4"]
+       + case.data(ref4), env=env, cwd=case.work)
+    want4 = losses(ref4)
+    head_same = np.array_equal(got[:resumed], want4[:resumed])
+    rel = float(np.max(np.abs(got - want4) / np.abs(want4)))
+    case.check(head_same and rel <= 1e-5,
+               f"{tag}: against an uninterrupted 4-rank run ({mesh}): steps 1-{resumed} "
+               f"bit for bit ({head_same}), all {STEPS} within 1e-5 relative "
+               f"(worst {rel:.2e})")
+
+
+CASES = {"elastic": case_elastic, "limits": case_limits, "hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
          "disk-full": case_disk_full, "truncate": case_truncate}
 
 
