@@ -286,7 +286,8 @@ void printHelp(const char *argv0, const format::Program *program,
         "                        seconds once training runs (default: off;\n"
         "                        the collective timeout still ends a hung job)\n"
         "  --min-ranks N --max-ranks N  accepted counts; restarts keep the\n"
-        "                        compiled count (another needs dtcc compile)\n"
+        "                        compiled count (dtcc run MODEL ... -- replans\n"
+        "                        for the ranks available: dtcc run --help)\n"
         "  --supervisor-report FILE  the restarts as JSON at the end\n");
   if (!program)
     return;
