@@ -18,7 +18,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <optional>
 #include <poll.h>
 #include <sys/socket.h>
@@ -363,6 +365,39 @@ private:
   /// message, when no count or plan fits.
   bool resize();
 
+  // Several nodes: their supervisors agree on stops and restarts over TCP
+  // at MASTER_ADDR:MASTER_PORT+1, node 0 coordinating. Lines:
+  //   hello <node>               a node joins (to node 0)
+  //   fail <attempt> <cause>     a node saw a failure (to node 0)
+  //   stop <attempt> <cause>     stop your ranks (from node 0)
+  //   stopped <attempt> <step>   a node's ranks are down; its furthest step
+  //   restart <attempt>          start that attempt (from node 0)
+  //   giveup                     the job failed (from node 0)
+  //   done                       a node's ranks finished (to node 0)
+  struct Peer {
+    int fd = -1, node = -1, stopped = -1;
+    bool done = false; ///< its ranks finished
+    int64_t lastStep = 0;
+    std::string buf;
+  };
+  void setupCoordination();
+  bool coordinated() const { return coordListen_ >= 0 || coordFd_ >= 0; }
+  void send(int fd, const std::string &line);
+  /// Appends fd's whole lines to `lines`; false when it closed.
+  bool readLines(int fd, std::string &buf, std::vector<std::string> &lines);
+  /// In watch(): joins, and a failure elsewhere (its cause in `cause`).
+  bool pollCoordination(std::string &cause);
+  /// After a failure, before the ranks are stopped: tells the others.
+  void announce(const std::string &cause, bool local);
+  /// After the ranks are stopped: the next attempt (agreed), -1 to give
+  /// up, -2 when there is no coordinator to ask (decide alone).
+  int agree();
+  int coordListen_ = -1, coordFd_ = -1;
+  std::string coordBuf_;
+  std::vector<Peer> peers_;
+  int attempt_ = 0;
+  bool remoteStop_ = false; ///< this attempt was stopped for another node
+
   SupervisorOptions o_; ///< a copy: rankArgs[0] changes when replanned
   bool elastic_ = false;
   SupervisedJob job_;
@@ -534,13 +569,277 @@ void Supervisor::readErrors(RankProcess &r) {
   std::fflush(stderr);
 }
 
+void Supervisor::send(int fd, const std::string &line) {
+  if (fd < 0)
+    return;
+  std::string text = line + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return; // a node gone: its EOF is seen when reading
+    done += static_cast<size_t>(n);
+  }
+}
+
+bool Supervisor::readLines(int fd, std::string &buf,
+                           std::vector<std::string> &lines) {
+  char chunk[4096];
+  bool open = true;
+  while (true) {
+    ssize_t n = ::recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+      open = false;
+    if (n <= 0)
+      break;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+  size_t nl;
+  while ((nl = buf.find('\n')) != std::string::npos) {
+    lines.push_back(buf.substr(0, nl));
+    buf.erase(0, nl + 1);
+  }
+  return open;
+}
+
+void Supervisor::setupCoordination() {
+  if (job_.nnodes <= 1 || job_.masterPort <= 0 || job_.masterPort >= 65535)
+    return;
+  const int port = job_.masterPort + 1;
+  if (job_.nodeRank == 0) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0 ||
+        ::listen(fd, 64) != 0) {
+      say(strCat("warning: cannot listen on port ", port, " (MASTER_PORT+1) "
+                 "for the other nodes' supervisors: ", std::strerror(errno),
+                 "; restarts are not coordinated"));
+      if (fd >= 0)
+        ::close(fd);
+      return;
+    }
+    coordListen_ = fd;
+    say(strCat("coordinating the nodes' restarts on port ", port));
+    return;
+  }
+  // The other nodes join node 0's supervisor, which may start later.
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (::getaddrinfo(job_.masterAddr.c_str(), std::to_string(port).c_str(),
+                    &hints, &res) != 0 || !res) {
+    say(strCat("warning: cannot resolve MASTER_ADDR '", job_.masterAddr,
+               "': restarts are not coordinated"));
+    return;
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  int fd = -1;
+  while (Clock::now() < deadline && !stopSignal) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0)
+      break;
+    if (fd >= 0)
+      ::close(fd);
+    fd = -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::freeaddrinfo(res);
+  if (fd < 0) {
+    say(strCat("warning: node 0's supervisor did not answer at ",
+               job_.masterAddr, ":", port, " within 60 s: restarts are not "
+               "coordinated"));
+    return;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  coordFd_ = fd;
+  send(coordFd_, strCat("hello ", job_.nodeRank));
+}
+
+bool Supervisor::pollCoordination(std::string &cause) {
+  std::vector<std::string> lines;
+  if (coordListen_ >= 0) {
+    while (true) {
+      int fd = ::accept4(coordListen_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0)
+        break;
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      Peer p;
+      p.fd = fd;
+      peers_.push_back(p);
+    }
+    bool failed = false;
+    for (Peer &p : peers_) {
+      if (p.fd < 0)
+        continue;
+      lines.clear();
+      bool open = readLines(p.fd, p.buf, lines);
+      for (const std::string &l : lines) {
+        int a = -1;
+        int consumed = 0;
+        if (l.rfind("hello ", 0) == 0) {
+          p.node = std::atoi(l.c_str() + 6);
+        } else if (l == "done") {
+          p.done = true;
+        } else if (std::sscanf(l.c_str(), "fail %d %n", &a, &consumed) == 1 &&
+                   a == attempt_ && !failed) {
+          cause = strCat("node ", p.node, ": ", l.substr(consumed));
+          failed = true;
+        } else if (std::sscanf(l.c_str(), "stopped %d %n", &a, &consumed) == 1) {
+          p.stopped = a;
+          p.lastStep = std::atoll(l.c_str() + consumed);
+        }
+      }
+      if (!open) {
+        ::close(p.fd);
+        p.fd = -1;
+        if (!p.done)
+          say(strCat("warning: node ", p.node, "'s supervisor disconnected"));
+      }
+    }
+    return failed;
+  }
+  if (coordFd_ >= 0) {
+    bool open = readLines(coordFd_, coordBuf_, lines);
+    for (const std::string &l : lines) {
+      int a = -1, consumed = 0;
+      if (std::sscanf(l.c_str(), "stop %d %n", &a, &consumed) == 1 &&
+          a == attempt_) {
+        cause = l.substr(consumed);
+        if (!open) {
+          ::close(coordFd_);
+          coordFd_ = -1;
+        }
+        return true;
+      }
+    }
+    if (!open) {
+      ::close(coordFd_);
+      coordFd_ = -1;
+      say("warning: lost node 0's supervisor: restarts are no longer "
+          "coordinated");
+    }
+  }
+  return false;
+}
+
+void Supervisor::announce(const std::string &cause, bool local) {
+  if (coordListen_ >= 0) {
+    std::string c = local ? strCat("node 0: ", cause) : cause;
+    for (Peer &p : peers_)
+      send(p.fd, strCat("stop ", attempt_, " ", c));
+  } else if (coordFd_ >= 0 && local) {
+    send(coordFd_, strCat("fail ", attempt_, " ", cause));
+  }
+}
+
+int Supervisor::agree() {
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  if (coordListen_ >= 0) {
+    // Every node's ranks down (a node answers within stopAll's 3 s).
+    std::string others;
+    while (Clock::now() < deadline && !stopSignal) {
+      std::vector<pollfd> fds;
+      for (Peer &p : peers_)
+        if (p.fd >= 0)
+          fds.push_back({p.fd, POLLIN, 0});
+      bool all = true;
+      for (Peer &p : peers_)
+        if (p.fd >= 0 && p.stopped != attempt_)
+          all = false;
+      if (all)
+        break;
+      ::poll(fds.data(), fds.size(), 100);
+      for (Peer &p : peers_) {
+        if (p.fd < 0)
+          continue;
+        std::vector<std::string> lines;
+        bool open = readLines(p.fd, p.buf, lines);
+        for (const std::string &l : lines) {
+          int a = -1, consumed = 0;
+          if (std::sscanf(l.c_str(), "stopped %d %n", &a, &consumed) == 1) {
+            p.stopped = a;
+            p.lastStep = std::atoll(l.c_str() + consumed);
+          } else if (std::sscanf(l.c_str(), "fail %d %n", &a, &consumed) == 1 &&
+                     a == attempt_) {
+            std::string c = strCat("node ", p.node, ": ", l.substr(consumed));
+            if (failures_.back().cause.find(c) == std::string::npos)
+              others += "; " + c;
+          }
+        }
+        if (!open) {
+          ::close(p.fd);
+          p.fd = -1;
+          say(strCat("warning: node ", p.node, "'s supervisor disconnected"));
+        }
+      }
+    }
+    Failure &f = failures_.back();
+    f.cause += others;
+    for (Peer &p : peers_)
+      if (p.stopped == attempt_)
+        f.lastStep = std::max(f.lastStep, p.lastStep);
+    if (!others.empty())
+      say(strCat("the other nodes reported", others.substr(1)));
+    const bool giveUp = attempt_ >= o_.maxRestarts;
+    for (Peer &p : peers_)
+      send(p.fd, giveUp ? std::string("giveup")
+                        : strCat("restart ", attempt_ + 1));
+    return giveUp ? -1 : attempt_ + 1;
+  }
+  if (coordFd_ < 0)
+    return -2;
+  send(coordFd_, strCat("stopped ", attempt_, " ", lastStep_));
+  while (Clock::now() < deadline && !stopSignal) {
+    pollfd pfd{coordFd_, POLLIN, 0};
+    ::poll(&pfd, 1, 100);
+    std::vector<std::string> lines;
+    bool open = readLines(coordFd_, coordBuf_, lines);
+    for (const std::string &l : lines) {
+      int a = -1;
+      if (l == "giveup")
+        return -1;
+      if (std::sscanf(l.c_str(), "restart %d", &a) == 1 && a > attempt_)
+        return a;
+    }
+    if (!open)
+      break;
+  }
+  ::close(coordFd_);
+  coordFd_ = -1;
+  say("warning: node 0's supervisor did not say whether to restart: "
+      "deciding alone, restarts are no longer coordinated");
+  return -2;
+}
+
 bool Supervisor::watch(std::string &cause) {
   while (true) {
     std::vector<pollfd> fds{{pipeRead_, POLLIN, 0}};
     for (RankProcess &r : ranks_)
       if (r.errFd >= 0)
         fds.push_back({r.errFd, POLLIN, 0});
+    if (coordListen_ >= 0)
+      fds.push_back({coordListen_, POLLIN, 0});
+    for (Peer &p : peers_)
+      if (p.fd >= 0)
+        fds.push_back({p.fd, POLLIN, 0});
+    if (coordFd_ >= 0)
+      fds.push_back({coordFd_, POLLIN, 0});
     ::poll(fds.data(), fds.size(), 100);
+    if (coordinated() && pollCoordination(cause)) {
+      remoteStop_ = true;
+      return false;
+    }
     readProgress();
     for (RankProcess &r : ranks_)
       readErrors(r);
@@ -765,12 +1064,16 @@ int Supervisor::run() {
   if (!hasCheckpoints_)
     say("warning: no --checkpoint-dir: a restarted job starts again from "
         "step 0");
+  setupCoordination();
   double backoff = o_.backoffSeconds;
   for (int attempt = 0;; ++attempt) {
     std::string cause;
+    attempt_ = attempt;
+    remoteStop_ = false;
     bool finished = start(attempt) && watch(cause);
     if (finished) {
       stopAll();
+      send(coordFd_, "done");
       report("finished", attempt);
       return 0;
     }
@@ -783,13 +1086,26 @@ int Supervisor::run() {
     f.at = lastStepAt_;
     f.ranks = f.restartRanks = job_.worldSize;
     const bool everStarted = started_;
-    say(strCat(cause, " (attempt ", attempt + 1, ", furthest step ", lastStep_,
-               "); stopping the other ranks"));
+    if (remoteStop_)
+      say(strCat("stopping this node's ranks for a failure elsewhere: ", cause,
+                 " (attempt ", attempt + 1, ")"));
+    else
+      say(strCat(cause, " (attempt ", attempt + 1, ", furthest step ",
+                 lastStep_, "); stopping the other ranks"));
+    if (!stopSignal)
+      announce(cause, !remoteStop_);
     stopAll();
     failures_.push_back(f);
     if (stopSignal) {
       report("stopped", attempt);
       return 128 + int(stopSignal);
+    }
+    const bool coordinator = coordListen_ >= 0;
+    int agreed = coordinated() ? agree() : -2;
+    if (agreed == -1 && !coordinator) {
+      say("giving up: node 0's supervisor ended the job (--max-restarts)");
+      report("failed", attempt);
+      return 1;
     }
     // On one node a job that never started training is misconfigured; on
     // several, a node may just have come up late (the rendezvous timed out).
@@ -799,7 +1115,7 @@ int Supervisor::run() {
       report("failed", attempt);
       return 1;
     }
-    if (attempt >= o_.maxRestarts) {
+    if (agreed < 0 && attempt >= o_.maxRestarts) {
       say(strCat("giving up: ", o_.maxRestarts, " restart",
                  o_.maxRestarts == 1 ? "" : "s", " used (--max-restarts)"));
       report("failed", attempt);
@@ -826,6 +1142,8 @@ int Supervisor::run() {
       return 128 + int(stopSignal);
     }
     backoff = std::min(o_.maxBackoffSeconds, std::max(backoff * 2, 0.1));
+    if (agreed > attempt + 1)
+      attempt = agreed - 1; // node 0's count (a node that joined late)
   }
 }
 

@@ -37,6 +37,12 @@ the job's per-step losses (--dump-outputs) against an independent run:
              (bit for bit up to the checkpoint; after it the gradients are
              summed in another fp32 order). A count the mesh cannot use
              (3 for dp=2,tp=2) is refused with a message.
+  coordinate two node supervisors on this host (separate processes, DP2,
+             one rank each, a 30 s collective timeout): a rank on node 1 is
+             killed, then (another job) stopped with only node 1 watching
+             for hangs. Node 1's supervisor tells node 0's, which stops its
+             rank at once; both restart once, together, losing under 10 s,
+             and the losses equal an uninterrupted run's bit for bit.
 
 In the fault cases the job must finish, its losses must equal an
 uninterrupted run's of the same program bit for bit (the resumed steps see
@@ -642,7 +648,106 @@ def elastic_run(case, rng, onnx, env, tag, mesh):
                f"(worst {rel:.2e})")
 
 
-CASES = {"elastic": case_elastic, "limits": case_limits, "hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def case_coordinate(case, args):
+    """Two node supervisors on this machine (separate processes, one DP2
+    rank each, rank 0 at 127.0.0.1) with a collective timeout of 30 s: a
+    failure on node 1 stops node 0's ranks through the supervisors'
+    rendezvous, well before that timeout, and both restart together."""
+    timeout = 30
+    rng = random.Random(args.seed)
+    exe = case.compile("gpt-dp2", ["--mesh", "dp=2"])
+    env = dict(rank_env(), DTCC_COLLECTIVE_TIMEOUT=str(timeout))
+    # The reference: the same program uninterrupted under one supervisor.
+    ref = os.path.join(case.work, "coord-ref.dump")
+    sh([exe, "--supervise", "--ranks", "2"] + case.data(ref), env=env,
+       cwd=case.work)
+    want = losses(ref)
+
+    def nodes(tag, inject, node_flags):
+        dump = os.path.join(case.work, tag + ".dump")
+        ckpt = os.path.join(case.fast, tag + ".ckpt")
+        port = free_port()
+        job = Job.__new__(Job)
+        job.procs, job.reports, job.logs = [], [], []
+        for h in range(2):
+            report = os.path.join(case.work, f"{tag}.report{h}.json")
+            out = open(os.path.join(case.work, f"{tag}.out{h}"), "w+")
+            err = open(os.path.join(case.work, f"{tag}.err{h}"), "w+")
+            cmd = ([exe, "--supervise", "--supervisor-report", report,
+                    "--restart-backoff", "0.5", "--max-restarts", "3",
+                    "--nnodes", "2", "--node-rank", str(h), "--ranks", "1",
+                    "--master-addr", "127.0.0.1", "--master-port", str(port)]
+                   + node_flags[h] + case.data(dump)
+                   + ["--checkpoint-dir", ckpt, "--save-every", str(INTERVAL)])
+            job.procs.append(subprocess.Popen(cmd, stdout=out, stderr=err,
+                                              env=env, cwd=case.work))
+            job.reports.append(report)
+            job.logs.append((out, err))
+        t0 = time.time()
+        inject(job)
+        codes, reports = job.finish()
+        elapsed = time.time() - t0
+        ok = codes == [0, 0] and all(reports)
+        case.check(ok, f"{tag}: both node supervisors finish (exit {codes}, "
+                   f"{elapsed:.1f} s)")
+        if not ok:
+            for h in range(2):
+                o, e = job.output(h)
+                print(f"--- node {h}\n" + e[-2500:])
+            return None
+        got = losses(dump)
+        case.check(np.array_equal(got, want),
+                   f"{tag}: all {STEPS} losses equal the uninterrupted run's "
+                   f"bit for bit (worst {float(np.max(np.abs(got - want))):.2e})")
+        restarts = [r["restarts"] for r in reports]
+        lost = [f["steps_lost"] for r in reports for f in r["failures"]]
+        secs = [r["seconds_lost"] for r in reports]
+        causes = [f"node {h}: {f['cause']}" for h, r in enumerate(reports)
+                  for f in r["failures"]]
+        case.check(restarts == [1, 1] and all(0 <= l <= INTERVAL for l in lost)
+                   and all(t < timeout / 3 for t in secs),
+                   f"{tag}: both nodes restarted once together ({restarts}), "
+                   f"steps lost {lost} (at most {INTERVAL}), time lost {secs} s "
+                   f"(under {timeout / 3:.0f} s; the collective timeout is "
+                   f"{timeout} s); causes {causes}")
+        return job, reports
+
+    def kill_on_node1(job):
+        kill_at_random_step(case, job, 1, rng)
+
+    r = nodes("coord-kill", kill_on_node1, [[], []])
+    if r:
+        _, reports = r
+        c = reports[0]["failures"][0]["cause"]
+        case.check("node 1: rank 1 killed by signal 9" in c,
+                   f"coord-kill: node 0's report names node 1's failure: {c}")
+
+    # Only node 1 watches for hangs: node 0's rank waits in a collective for
+    # the stopped one, and only node 1's message can end that before the
+    # collective timeout.
+    def stop_on_node1(job):
+        step = rng.randrange(2, STEPS // INTERVAL - 3) * INTERVAL + INTERVAL // 2
+        job.wait_for(rf"step +{step}/{STEPS}")
+        victim = job.ranks_of(1)[0]
+        os.kill(victim, signal.SIGSTOP)
+        print(f"      stopped node 1's rank (SIGSTOP) at step {step}")
+
+    r = nodes("coord-hang", stop_on_node1, [[], ["--hang-timeout", "2"]])
+    if r:
+        _, reports = r
+        c = reports[0]["failures"][0]["cause"]
+        case.check(c.startswith("node 1: no rank made progress for 2 s"),
+                   f"coord-hang: node 0 stopped its ranks for node 1's hang: {c}")
+
+
+CASES = {"coordinate": case_coordinate, "elastic": case_elastic, "limits": case_limits, "hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
          "disk-full": case_disk_full, "truncate": case_truncate}
 
 
