@@ -8,7 +8,10 @@
 // for --hang-timeout) stops the others and starts the whole job again, up
 // to --max-restarts times with exponential back-off. The ranks resume from
 // the newest valid checkpoint of --checkpoint-dir. At the end it reports
-// the restarts, their causes, and the steps and time they cost.
+// the restarts, their causes, and the steps and time they cost. On several
+// nodes the supervisors agree over TCP at MASTER_ADDR:MASTER_PORT+1 (node
+// 0 coordinating): a failure on one node stops every node's ranks, and all
+// restart together with node 0's attempt number.
 //
 //===----------------------------------------------------------------------===//
 
