@@ -397,6 +397,7 @@ private:
   std::vector<Peer> peers_;
   int attempt_ = 0;
   bool remoteStop_ = false; ///< this attempt was stopped for another node
+  bool coordDone_ = false;  ///< node 0's ranks finished
 
   SupervisorOptions o_; ///< a copy: rankArgs[0] changes when replanned
   bool elastic_ = false;
@@ -713,6 +714,8 @@ bool Supervisor::pollCoordination(std::string &cause) {
     bool open = readLines(coordFd_, coordBuf_, lines);
     for (const std::string &l : lines) {
       int a = -1, consumed = 0;
+      if (l == "done")
+        coordDone_ = true;
       if (std::sscanf(l.c_str(), "stop %d %n", &a, &consumed) == 1 &&
           a == attempt_) {
         cause = l.substr(consumed);
@@ -726,8 +729,9 @@ bool Supervisor::pollCoordination(std::string &cause) {
     if (!open) {
       ::close(coordFd_);
       coordFd_ = -1;
-      say("warning: lost node 0's supervisor: restarts are no longer "
-          "coordinated");
+      if (!coordDone_)
+        say("warning: lost node 0's supervisor: restarts are no longer "
+            "coordinated");
     }
   }
   return false;
@@ -799,6 +803,8 @@ int Supervisor::agree() {
   }
   if (coordFd_ < 0)
     return -2;
+  // Node 0 waits up to 30 s for every node: wait longer for its answer.
+  deadline = Clock::now() + std::chrono::seconds(60);
   send(coordFd_, strCat("stopped ", attempt_, " ", lastStep_));
   while (Clock::now() < deadline && !stopSignal) {
     pollfd pfd{coordFd_, POLLIN, 0};
@@ -836,10 +842,6 @@ bool Supervisor::watch(std::string &cause) {
     if (coordFd_ >= 0)
       fds.push_back({coordFd_, POLLIN, 0});
     ::poll(fds.data(), fds.size(), 100);
-    if (coordinated() && pollCoordination(cause)) {
-      remoteStop_ = true;
-      return false;
-    }
     readProgress();
     for (RankProcess &r : ranks_)
       readErrors(r);
@@ -866,6 +868,12 @@ bool Supervisor::watch(std::string &cause) {
     }
     if (running == 0)
       return true;
+    // After this node's own ranks: a rank that died here is this node's
+    // failure to report, even when another node's came first.
+    if (coordinated() && pollCoordination(cause)) {
+      remoteStop_ = true;
+      return false;
+    }
     if (stopSignal) {
       cause = strCat("the supervisor got signal ", int(stopSignal));
       return false;
@@ -1074,6 +1082,8 @@ int Supervisor::run() {
     if (finished) {
       stopAll();
       send(coordFd_, "done");
+      for (Peer &p : peers_)
+        send(p.fd, "done");
       report("finished", attempt);
       return 0;
     }
