@@ -278,7 +278,8 @@ void printHelp(const char *argv0, const format::Program *program,
         "                        ranks divided by the nodes)\n"
         "  --nnodes N --node-rank R  the nodes, when no launcher says\n"
         "  --master-addr A --master-port P  rank 0's address (default\n"
-        "                        MASTER_ADDR, MASTER_PORT; one node: local)\n"
+        "                        MASTER_ADDR, MASTER_PORT; one node: local);\n"
+        "                        node supervisors agree on restarts at P+1\n"
         "  --max-restarts N      restarts before giving up (default 3)\n"
         "  --restart-backoff S   first wait before a restart, doubled after\n"
         "                        each (default 1, at most 60)\n"
@@ -286,7 +287,8 @@ void printHelp(const char *argv0, const format::Program *program,
         "                        seconds once training runs (default: off;\n"
         "                        the collective timeout still ends a hung job)\n"
         "  --min-ranks N --max-ranks N  accepted counts; restarts keep the\n"
-        "                        compiled count (another needs dtcc compile)\n"
+        "                        compiled count (dtcc run MODEL ... -- replans\n"
+        "                        for the ranks available: dtcc run --help)\n"
         "  --supervisor-report FILE  the restarts as JSON at the end\n");
   if (!program)
     return;

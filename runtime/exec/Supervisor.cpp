@@ -18,7 +18,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <optional>
 #include <poll.h>
 #include <sys/socket.h>
@@ -103,6 +105,9 @@ struct Failure {
   double secondsLost = -1;
   Clock::time_point at; ///< when lastStep was finished
   bool recovered = false;
+  /// The job's rank count when it failed and when it was restarted (they
+  /// differ after an elastic restart, SupervisorOptions::replan).
+  int ranks = 0, restartRanks = 0;
 };
 
 std::string jsonString(const std::string &s) {
@@ -331,6 +336,7 @@ namespace {
 class Supervisor {
 public:
   Supervisor(const SupervisorOptions &o, SupervisedJob job) : o_(o), job_(std::move(job)) {
+    elastic_ = o_.replan && o_.availableRanks && job_.nnodes == 1;
     for (size_t i = 1; i < o_.rankArgs.size(); ++i) {
       const std::string &a = o_.rankArgs[i];
       if (a == "--checkpoint-dir" || a.rfind("--checkpoint-dir=", 0) == 0)
@@ -354,8 +360,47 @@ private:
     std::fflush(stderr);
   }
   void report(const char *outcome, int restarts);
+  /// Elastic jobs: the rank count of the next attempt (from the ranks
+  /// available and the limits), replanned when it changed. False, with a
+  /// message, when no count or plan fits.
+  bool resize();
 
-  const SupervisorOptions &o_;
+  // Several nodes: their supervisors agree on stops and restarts over TCP
+  // at MASTER_ADDR:MASTER_PORT+1, node 0 coordinating. Lines:
+  //   hello <node>               a node joins (to node 0)
+  //   fail <attempt> <cause>     a node saw a failure (to node 0)
+  //   stop <attempt> <cause>     stop your ranks (from node 0)
+  //   stopped <attempt> <step>   a node's ranks are down; its furthest step
+  //   restart <attempt>          start that attempt (from node 0)
+  //   giveup                     the job failed (from node 0)
+  //   done                       a node's ranks finished (to node 0)
+  struct Peer {
+    int fd = -1, node = -1, stopped = -1;
+    bool done = false; ///< its ranks finished
+    int64_t lastStep = 0;
+    std::string buf;
+  };
+  void setupCoordination();
+  bool coordinated() const { return coordListen_ >= 0 || coordFd_ >= 0; }
+  void send(int fd, const std::string &line);
+  /// Appends fd's whole lines to `lines`; false when it closed.
+  bool readLines(int fd, std::string &buf, std::vector<std::string> &lines);
+  /// In watch(): joins, and a failure elsewhere (its cause in `cause`).
+  bool pollCoordination(std::string &cause);
+  /// After a failure, before the ranks are stopped: tells the others.
+  void announce(const std::string &cause, bool local);
+  /// After the ranks are stopped: the next attempt (agreed), -1 to give
+  /// up, -2 when there is no coordinator to ask (decide alone).
+  int agree();
+  int coordListen_ = -1, coordFd_ = -1;
+  std::string coordBuf_;
+  std::vector<Peer> peers_;
+  int attempt_ = 0;
+  bool remoteStop_ = false; ///< this attempt was stopped for another node
+  bool coordDone_ = false;  ///< node 0's ranks finished
+
+  SupervisorOptions o_; ///< a copy: rankArgs[0] changes when replanned
+  bool elastic_ = false;
   SupervisedJob job_;
   std::string nodeTag_;
   bool hasCheckpoints_ = false;
@@ -525,12 +570,277 @@ void Supervisor::readErrors(RankProcess &r) {
   std::fflush(stderr);
 }
 
+void Supervisor::send(int fd, const std::string &line) {
+  if (fd < 0)
+    return;
+  std::string text = line + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return; // a node gone: its EOF is seen when reading
+    done += static_cast<size_t>(n);
+  }
+}
+
+bool Supervisor::readLines(int fd, std::string &buf,
+                           std::vector<std::string> &lines) {
+  char chunk[4096];
+  bool open = true;
+  while (true) {
+    ssize_t n = ::recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+      open = false;
+    if (n <= 0)
+      break;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+  size_t nl;
+  while ((nl = buf.find('\n')) != std::string::npos) {
+    lines.push_back(buf.substr(0, nl));
+    buf.erase(0, nl + 1);
+  }
+  return open;
+}
+
+void Supervisor::setupCoordination() {
+  if (job_.nnodes <= 1 || job_.masterPort <= 0 || job_.masterPort >= 65535)
+    return;
+  const int port = job_.masterPort + 1;
+  if (job_.nodeRank == 0) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0 ||
+        ::listen(fd, 64) != 0) {
+      say(strCat("warning: cannot listen on port ", port, " (MASTER_PORT+1) "
+                 "for the other nodes' supervisors: ", std::strerror(errno),
+                 "; restarts are not coordinated"));
+      if (fd >= 0)
+        ::close(fd);
+      return;
+    }
+    coordListen_ = fd;
+    say(strCat("coordinating the nodes' restarts on port ", port));
+    return;
+  }
+  // The other nodes join node 0's supervisor, which may start later.
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (::getaddrinfo(job_.masterAddr.c_str(), std::to_string(port).c_str(),
+                    &hints, &res) != 0 || !res) {
+    say(strCat("warning: cannot resolve MASTER_ADDR '", job_.masterAddr,
+               "': restarts are not coordinated"));
+    return;
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  int fd = -1;
+  while (Clock::now() < deadline && !stopSignal) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0)
+      break;
+    if (fd >= 0)
+      ::close(fd);
+    fd = -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::freeaddrinfo(res);
+  if (fd < 0) {
+    say(strCat("warning: node 0's supervisor did not answer at ",
+               job_.masterAddr, ":", port, " within 60 s: restarts are not "
+               "coordinated"));
+    return;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  coordFd_ = fd;
+  send(coordFd_, strCat("hello ", job_.nodeRank));
+}
+
+bool Supervisor::pollCoordination(std::string &cause) {
+  std::vector<std::string> lines;
+  if (coordListen_ >= 0) {
+    while (true) {
+      int fd = ::accept4(coordListen_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0)
+        break;
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      Peer p;
+      p.fd = fd;
+      peers_.push_back(p);
+    }
+    bool failed = false;
+    for (Peer &p : peers_) {
+      if (p.fd < 0)
+        continue;
+      lines.clear();
+      bool open = readLines(p.fd, p.buf, lines);
+      for (const std::string &l : lines) {
+        int a = -1;
+        int consumed = 0;
+        if (l.rfind("hello ", 0) == 0) {
+          p.node = std::atoi(l.c_str() + 6);
+        } else if (l == "done") {
+          p.done = true;
+        } else if (std::sscanf(l.c_str(), "fail %d %n", &a, &consumed) == 1 &&
+                   a == attempt_ && !failed) {
+          cause = strCat("node ", p.node, ": ", l.substr(consumed));
+          failed = true;
+        } else if (std::sscanf(l.c_str(), "stopped %d %n", &a, &consumed) == 1) {
+          p.stopped = a;
+          p.lastStep = std::atoll(l.c_str() + consumed);
+        }
+      }
+      if (!open) {
+        ::close(p.fd);
+        p.fd = -1;
+        if (!p.done)
+          say(strCat("warning: node ", p.node, "'s supervisor disconnected"));
+      }
+    }
+    return failed;
+  }
+  if (coordFd_ >= 0) {
+    bool open = readLines(coordFd_, coordBuf_, lines);
+    for (const std::string &l : lines) {
+      int a = -1, consumed = 0;
+      if (l == "done")
+        coordDone_ = true;
+      if (std::sscanf(l.c_str(), "stop %d %n", &a, &consumed) == 1 &&
+          a == attempt_) {
+        cause = l.substr(consumed);
+        if (!open) {
+          ::close(coordFd_);
+          coordFd_ = -1;
+        }
+        return true;
+      }
+    }
+    if (!open) {
+      ::close(coordFd_);
+      coordFd_ = -1;
+      if (!coordDone_)
+        say("warning: lost node 0's supervisor: restarts are no longer "
+            "coordinated");
+    }
+  }
+  return false;
+}
+
+void Supervisor::announce(const std::string &cause, bool local) {
+  if (coordListen_ >= 0) {
+    std::string c = local ? strCat("node 0: ", cause) : cause;
+    for (Peer &p : peers_)
+      send(p.fd, strCat("stop ", attempt_, " ", c));
+  } else if (coordFd_ >= 0 && local) {
+    send(coordFd_, strCat("fail ", attempt_, " ", cause));
+  }
+}
+
+int Supervisor::agree() {
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  if (coordListen_ >= 0) {
+    // Every node's ranks down (a node answers within stopAll's 3 s).
+    std::string others;
+    while (Clock::now() < deadline && !stopSignal) {
+      std::vector<pollfd> fds;
+      for (Peer &p : peers_)
+        if (p.fd >= 0)
+          fds.push_back({p.fd, POLLIN, 0});
+      bool all = true;
+      for (Peer &p : peers_)
+        if (p.fd >= 0 && p.stopped != attempt_)
+          all = false;
+      if (all)
+        break;
+      ::poll(fds.data(), fds.size(), 100);
+      for (Peer &p : peers_) {
+        if (p.fd < 0)
+          continue;
+        std::vector<std::string> lines;
+        bool open = readLines(p.fd, p.buf, lines);
+        for (const std::string &l : lines) {
+          int a = -1, consumed = 0;
+          if (std::sscanf(l.c_str(), "stopped %d %n", &a, &consumed) == 1) {
+            p.stopped = a;
+            p.lastStep = std::atoll(l.c_str() + consumed);
+          } else if (std::sscanf(l.c_str(), "fail %d %n", &a, &consumed) == 1 &&
+                     a == attempt_) {
+            std::string c = strCat("node ", p.node, ": ", l.substr(consumed));
+            if (failures_.back().cause.find(c) == std::string::npos)
+              others += "; " + c;
+          }
+        }
+        if (!open) {
+          ::close(p.fd);
+          p.fd = -1;
+          say(strCat("warning: node ", p.node, "'s supervisor disconnected"));
+        }
+      }
+    }
+    Failure &f = failures_.back();
+    f.cause += others;
+    for (Peer &p : peers_)
+      if (p.stopped == attempt_)
+        f.lastStep = std::max(f.lastStep, p.lastStep);
+    if (!others.empty())
+      say(strCat("the other nodes reported", others.substr(1)));
+    const bool giveUp = attempt_ >= o_.maxRestarts;
+    for (Peer &p : peers_)
+      send(p.fd, giveUp ? std::string("giveup")
+                        : strCat("restart ", attempt_ + 1));
+    return giveUp ? -1 : attempt_ + 1;
+  }
+  if (coordFd_ < 0)
+    return -2;
+  // Node 0 waits up to 30 s for every node: wait longer for its answer.
+  deadline = Clock::now() + std::chrono::seconds(60);
+  send(coordFd_, strCat("stopped ", attempt_, " ", lastStep_));
+  while (Clock::now() < deadline && !stopSignal) {
+    pollfd pfd{coordFd_, POLLIN, 0};
+    ::poll(&pfd, 1, 100);
+    std::vector<std::string> lines;
+    bool open = readLines(coordFd_, coordBuf_, lines);
+    for (const std::string &l : lines) {
+      int a = -1;
+      if (l == "giveup")
+        return -1;
+      if (std::sscanf(l.c_str(), "restart %d", &a) == 1 && a > attempt_)
+        return a;
+    }
+    if (!open)
+      break;
+  }
+  ::close(coordFd_);
+  coordFd_ = -1;
+  say("warning: node 0's supervisor did not say whether to restart: "
+      "deciding alone, restarts are no longer coordinated");
+  return -2;
+}
+
 bool Supervisor::watch(std::string &cause) {
   while (true) {
     std::vector<pollfd> fds{{pipeRead_, POLLIN, 0}};
     for (RankProcess &r : ranks_)
       if (r.errFd >= 0)
         fds.push_back({r.errFd, POLLIN, 0});
+    if (coordListen_ >= 0)
+      fds.push_back({coordListen_, POLLIN, 0});
+    for (Peer &p : peers_)
+      if (p.fd >= 0)
+        fds.push_back({p.fd, POLLIN, 0});
+    if (coordFd_ >= 0)
+      fds.push_back({coordFd_, POLLIN, 0});
     ::poll(fds.data(), fds.size(), 100);
     readProgress();
     for (RankProcess &r : ranks_)
@@ -558,6 +868,12 @@ bool Supervisor::watch(std::string &cause) {
     }
     if (running == 0)
       return true;
+    // After this node's own ranks: a rank that died here is this node's
+    // failure to report, even when another node's came first.
+    if (coordinated() && pollCoordination(cause)) {
+      remoteStop_ = true;
+      return false;
+    }
     if (stopSignal) {
       cause = strCat("the supervisor got signal ", int(stopSignal));
       return false;
@@ -639,6 +955,9 @@ void Supervisor::report(const char *outcome, int restarts) {
     const Failure &f = failures_[i];
     std::string line = strCat("  failure ", i + 1, " (attempt ", f.attempt + 1,
                               "): ", f.cause, " at step ", f.lastStep);
+    if (f.restartRanks > 0 && f.restartRanks != f.ranks)
+      line += strCat("; restarted on ", f.restartRanks, " ranks (was ",
+                     f.ranks, ")");
     if (f.resumedFrom >= 0)
       line += strCat("; restarted from step ", f.resumedFrom, ", ",
                      f.lastStep - f.resumedFrom, " steps lost");
@@ -654,6 +973,7 @@ void Supervisor::report(const char *outcome, int restarts) {
                             ",\n  \"restarts\": ", restarts,
                             ",\n  \"max_restarts\": ", o_.maxRestarts,
                             ",\n  \"world_size\": ", job_.worldSize,
+                            ",\n  \"executable\": ", jsonString(o_.rankArgs[0]),
                             ",\n  \"node_rank\": ", job_.nodeRank,
                             ",\n  \"steps_lost\": ", steps);
   std::snprintf(buf, sizeof(buf), "%.3f", seconds);
@@ -667,6 +987,8 @@ void Supervisor::report(const char *outcome, int restarts) {
     std::snprintf(buf, sizeof(buf), "%.3f", f.secondsLost);
     json += strCat(i ? "," : "", "\n    {\"attempt\": ", f.attempt + 1,
                    ", \"cause\": ", jsonString(f.cause),
+                   ", \"ranks\": ", f.ranks,
+                   ", \"restart_ranks\": ", f.restartRanks,
                    ", \"last_step\": ", f.lastStep,
                    ", \"resumed_from\": ", f.resumedFrom,
                    ", \"steps_lost\": ",
@@ -681,6 +1003,42 @@ void Supervisor::report(const char *outcome, int restarts) {
     say(strCat("cannot write --supervisor-report '", o_.report,
                "': ", std::strerror(errno)));
   }
+}
+
+bool Supervisor::resize() {
+  StatusOr<int> available = o_.availableRanks();
+  if (!available.isOk()) {
+    say(strCat("warning: cannot tell the ranks available (",
+               available.status().message(), "); keeping ", job_.worldSize));
+    return true;
+  }
+  int want = available.value();
+  if (o_.maxRanks > 0)
+    want = std::min(want, o_.maxRanks);
+  if (want < std::max(1, o_.minRanks)) {
+    say(strCat("giving up: ", available.value(), " rank",
+               available.value() == 1 ? "" : "s", " available, fewer than "
+               "--min-ranks ", std::max(1, o_.minRanks)));
+    return false;
+  }
+  if (want == job_.worldSize)
+    return true;
+  say(strCat(available.value(), " ranks available (the job ran on ",
+             job_.worldSize, "): replanning for ", want));
+  // The most ranks, up to `want`, that some plan fits.
+  for (int n = want; n >= std::max(1, o_.minRanks); --n) {
+    StatusOr<std::string> exe =
+        n == job_.worldSize ? o_.rankArgs[0] : o_.replan(n);
+    if (exe.isOk()) {
+      o_.rankArgs[0] = exe.value();
+      job_.worldSize = job_.ranksPerNode = n;
+      return true;
+    }
+    say(exe.status().message());
+  }
+  say(strCat("giving up: no plan fits between ", std::max(1, o_.minRanks),
+             " (--min-ranks) and ", want, " ranks"));
+  return false;
 }
 
 int Supervisor::run() {
@@ -700,8 +1058,13 @@ int Supervisor::run() {
                                                       job_.launcher)
                                             : std::string(),
              "); up to ", o_.maxRestarts, " restarts"));
-  if ((o_.minRanks > 0 && o_.minRanks < job_.worldSize) ||
-      o_.maxRanks > job_.worldSize)
+  if (elastic_)
+    say(strCat("elastic: restarts run on the ranks available, between ",
+               std::max(1, o_.minRanks), " and ",
+               o_.maxRanks > 0 ? std::to_string(o_.maxRanks) : "any",
+               ", replanned for each new count"));
+  else if ((o_.minRanks > 0 && o_.minRanks < job_.worldSize) ||
+           o_.maxRanks > job_.worldSize)
     say(strCat("note: restarts keep the job at ", job_.worldSize,
                " ranks: a program runs on the rank count it was compiled for, "
                "and re-planning for another count needs the compiler (dtcc "
@@ -709,12 +1072,18 @@ int Supervisor::run() {
   if (!hasCheckpoints_)
     say("warning: no --checkpoint-dir: a restarted job starts again from "
         "step 0");
+  setupCoordination();
   double backoff = o_.backoffSeconds;
   for (int attempt = 0;; ++attempt) {
     std::string cause;
+    attempt_ = attempt;
+    remoteStop_ = false;
     bool finished = start(attempt) && watch(cause);
     if (finished) {
       stopAll();
+      send(coordFd_, "done");
+      for (Peer &p : peers_)
+        send(p.fd, "done");
       report("finished", attempt);
       return 0;
     }
@@ -725,14 +1094,28 @@ int Supervisor::run() {
     f.cause = cause;
     f.lastStep = lastStep_;
     f.at = lastStepAt_;
+    f.ranks = f.restartRanks = job_.worldSize;
     const bool everStarted = started_;
-    say(strCat(cause, " (attempt ", attempt + 1, ", furthest step ", lastStep_,
-               "); stopping the other ranks"));
+    if (remoteStop_)
+      say(strCat("stopping this node's ranks for a failure elsewhere: ", cause,
+                 " (attempt ", attempt + 1, ")"));
+    else
+      say(strCat(cause, " (attempt ", attempt + 1, ", furthest step ",
+                 lastStep_, "); stopping the other ranks"));
+    if (!stopSignal)
+      announce(cause, !remoteStop_);
     stopAll();
     failures_.push_back(f);
     if (stopSignal) {
       report("stopped", attempt);
       return 128 + int(stopSignal);
+    }
+    const bool coordinator = coordListen_ >= 0;
+    int agreed = coordinated() ? agree() : -2;
+    if (agreed == -1 && !coordinator) {
+      say("giving up: node 0's supervisor ended the job (--max-restarts)");
+      report("failed", attempt);
+      return 1;
     }
     // On one node a job that never started training is misconfigured; on
     // several, a node may just have come up late (the rendezvous timed out).
@@ -742,16 +1125,24 @@ int Supervisor::run() {
       report("failed", attempt);
       return 1;
     }
-    if (attempt >= o_.maxRestarts) {
+    if (agreed < 0 && attempt >= o_.maxRestarts) {
       say(strCat("giving up: ", o_.maxRestarts, " restart",
                  o_.maxRestarts == 1 ? "" : "s", " used (--max-restarts)"));
       report("failed", attempt);
       return 1;
     }
+    if (elastic_) {
+      if (!resize()) {
+        report("failed", attempt);
+        return 1;
+      }
+      failures_.back().restartRanks = job_.worldSize;
+    }
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.1f s", backoff);
-    say(strCat("restarting the job in ", buf, " (restart ", attempt + 1,
-               " of at most ", o_.maxRestarts, ")"));
+    say(strCat("restarting the job on ", job_.worldSize, " rank",
+               job_.worldSize == 1 ? "" : "s", " in ", buf, " (restart ",
+               attempt + 1, " of at most ", o_.maxRestarts, ")"));
     auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(backoff));
     while (Clock::now() < until && !stopSignal)
@@ -761,6 +1152,8 @@ int Supervisor::run() {
       return 128 + int(stopSignal);
     }
     backoff = std::min(o_.maxBackoffSeconds, std::max(backoff * 2, 0.1));
+    if (agreed > attempt + 1)
+      attempt = agreed - 1; // node 0's count (a node that joined late)
   }
 }
 

@@ -8,7 +8,10 @@
 // for --hang-timeout) stops the others and starts the whole job again, up
 // to --max-restarts times with exponential back-off. The ranks resume from
 // the newest valid checkpoint of --checkpoint-dir. At the end it reports
-// the restarts, their causes, and the steps and time they cost.
+// the restarts, their causes, and the steps and time they cost. On several
+// nodes the supervisors agree over TCP at MASTER_ADDR:MASTER_PORT+1 (node
+// 0 coordinating): a failure on one node stops every node's ranks, and all
+// restart together with node 0's attempt number.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +47,16 @@ struct SupervisorOptions {
   int masterPort = 0;         ///< --master-port, else MASTER_PORT
   /// The ranks' command line: the executable and the remaining flags.
   std::vector<std::string> rankArgs;
+
+  /// Elastic rank counts (set by `dtcc run`, which has the compiler; not
+  /// flags of a compiled program). `availableRanks`: how many ranks the
+  /// job may use now, asked before every restart. `replan`: an executable
+  /// compiled for that many ranks (the same model and plan choice), or an
+  /// error saying why no plan fits. With both set, a one-node supervisor
+  /// restarts on min(available, --max-ranks) ranks when that differs from
+  /// the current count, and gives up when it is below --min-ranks.
+  std::function<StatusOr<int>()> availableRanks;
+  std::function<StatusOr<std::string>(int ranks)> replan;
 };
 
 /// The job as one supervisor sees it: the nodes (one supervisor each),

@@ -27,6 +27,22 @@ the job's per-step losses (--dump-outputs) against an independent run:
   truncate   DP2 on one host; the newest checkpoint's file is truncated,
              then a rank is killed: the restart skips that checkpoint,
              naming the file, and resumes from the one before.
+  elastic    `dtcc run --min-ranks 2 --max-ranks 4 --ranks-available FILE`
+             of DP4 and of DP2xTP2 on one host; at a random step FILE drops
+             to 2 and a rank is killed: the job is recompiled for 2 ranks
+             (DP2; TP2), resumes from the newest checkpoint and finishes.
+             Its steps after the checkpoint equal the 2-rank program's run
+             uninterrupted from that checkpoint bit for bit; all steps are
+             within 1e-5 relative of the 4-rank program's uninterrupted run
+             (bit for bit up to the checkpoint; after it the gradients are
+             summed in another fp32 order). A count the mesh cannot use
+             (3 for dp=2,tp=2) is refused with a message.
+  coordinate two node supervisors on this host (separate processes, DP2,
+             one rank each, a 30 s collective timeout): a rank on node 1 is
+             killed, then (another job) stopped with only node 1 watching
+             for hangs. Node 1's supervisor tells node 0's, which stops its
+             rank at once; both restart once, together, losing under 10 s,
+             and the losses equal an uninterrupted run's bit for bit.
 
 In the fault cases the job must finish, its losses must equal an
 uninterrupted run's of the same program bit for bit (the resumed steps see
@@ -516,7 +532,222 @@ def case_limits(case, args):
                f"{r and len(r['failures'])} failures)")
 
 
-CASES = {"limits": case_limits, "hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
+def case_elastic(case, args):
+    """`dtcc run` elastic: a 4-rank job (DP4, DP2xTP2) loses a rank and the
+    ranks available drop to 2; the job is replanned for 2 (DP2; TP2) and
+    resumes from the newest checkpoint."""
+    rng = random.Random(args.seed)
+    onnx = os.path.join(case.work, "gpt-b8.onnx")
+    case.compile("gpt-1", [])  # writes the model
+    env = rank_env()
+    # No plan fits a count the mesh's other axes do not divide.
+    p = subprocess.run([case.dtcc, "run", "--supervise", "--min-ranks", "3",
+                        "--max-ranks", "3", "--work-dir", case.work, onnx,
+                        "--mesh", "dp=2,tp=2", "--", "--data", case.tokens,
+                        "--steps", "5"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    case.check(p.returncode == 1 and "no plan for 3 ranks" in p.stderr,
+               "elastic: 3 ranks for --mesh dp=2,tp=2 is refused: "
+               + (p.stderr.strip().splitlines() or ["(nothing)"])[-1])
+
+    # DP4, and DP2xTP2 (replanned as TP2: one replica, no dp axis).
+    for tag, mesh in [("elastic-dp4", "dp=4"), ("elastic-dp2xtp2", "dp=2,tp=2")]:
+        elastic_run(case, rng, onnx, env, tag, mesh)
+
+
+def elastic_run(case, rng, onnx, env, tag, mesh):
+    """One elastic job of `mesh` on 4 ranks that must go on on 2."""
+    avail = os.path.join(case.work, tag + ".available")
+    with open(avail, "w") as f:
+        f.write("4\n")
+    bin_dir = os.path.join(case.work, tag + "-bin")
+    os.makedirs(bin_dir)
+    ckpt = os.path.join(case.fast, tag + ".ckpt")
+    dump = os.path.join(case.work, tag + ".dump")
+    report = os.path.join(case.work, tag + ".report.json")
+    out = open(os.path.join(case.work, tag + ".out"), "w+")
+    err = open(os.path.join(case.work, tag + ".err"), "w+")
+    cmd = ([case.dtcc, "run", "--supervise", "--min-ranks", "2", "--max-ranks",
+            "4", "--ranks-available", avail, "--work-dir", bin_dir, onnx]
+           + TRAIN_FLAGS + ["--mesh", mesh, "--",
+                            "--supervisor-report", report, "--restart-backoff",
+                            "0.5", "--max-restarts", "3"]
+           + case.data(dump) + ["--checkpoint-dir", ckpt, "--save-every",
+                                str(INTERVAL), "--keep-checkpoints", "0"])
+    t0 = time.time()
+    job = Job.__new__(Job)
+    job.procs = [subprocess.Popen(cmd, stdout=out, stderr=err, env=env,
+                                  cwd=case.work)]
+    job.reports = [report]
+    job.logs = [(out, err)]
+    step = rng.randrange(2, STEPS // INTERVAL - 3) * INTERVAL + INTERVAL // 2
+    job.wait_for(rf"step +{step}/{STEPS}", timeout=120)
+    with open(avail, "w") as f:
+        f.write("2\n")
+    pids = job.ranks_of(0)
+    victim = rng.choice(sorted(pids)[1:]) if len(pids) > 1 else None
+    if victim is None:
+        raise SystemExit(f"error: the job has ranks {pids}, expected 4")
+    os.kill(victim, signal.SIGKILL)
+    print(f"      at step {step}: ranks available 4 -> 2, killed rank process {victim}")
+    codes, reports = job.finish()
+    o, e = job.output(0)
+    ok = codes == [0]
+    case.check(ok, f"{tag}: the job finishes (dtcc run exits {codes}, "
+               f"{time.time() - t0:.1f} s)")
+    if not ok:
+        print(o[-2000:] + e[-4000:])
+        return
+    r = reports[0]
+    f = r["failures"][0] if r and r["failures"] else {}
+    case.check(r["restarts"] == 1 and f.get("ranks") == 4
+               and f.get("restart_ranks") == 2 and r["world_size"] == 2
+               and "restarted on 2 ranks (was 4)" in e,
+               f"{tag}: the report names the restart on 2 ranks (was 4): "
+               f"{r['restarts']} restart(s), failure {f}")
+    resumed = f.get("resumed_from", -1)
+    lost = f.get("steps_lost", -1)
+    case.check(0 <= lost <= INTERVAL and resumed >= 0,
+               f"{tag}: {lost} steps lost (at most {INTERVAL}), resumed from "
+               f"step {resumed}, {r['seconds_lost']} s lost")
+    got = losses(dump)
+
+    # The same 2-rank program (DP2, or TP2 for DP2xTP2) run uninterrupted
+    # from the checkpoint the job resumed from: the job's steps after it,
+    # bit for bit (the same program on the same state and batches).
+    from_ckpt = os.path.join(case.fast, tag + "-from.ckpt")
+    os.makedirs(from_ckpt)
+    shutil.copytree(os.path.join(ckpt, f"step_{resumed:08d}"),
+                    os.path.join(from_ckpt, f"step_{resumed:08d}"))
+    dp2 = os.path.join(bin_dir, "train-r2")
+    ref2 = os.path.join(case.work, tag + "-ref2.dump")
+    sh([dp2, "--supervise", "--ranks", "2"] + case.data(ref2)
+       + ["--checkpoint-dir", from_ckpt], env=env, cwd=case.work)
+    want2 = np.array([float(e2e_common.read_pb(os.path.join(
+        ref2, f"step_{s}", "loss.pb"))) for s in range(resumed + 1, STEPS + 1)])
+    tail = got[resumed:]
+    case.check(np.array_equal(tail, want2),
+               f"{tag}: steps {resumed + 1}-{STEPS} equal an uninterrupted "
+               f"2-rank run's from the step-{resumed} checkpoint bit for bit "
+               f"(worst {float(np.max(np.abs(tail - want2))):.2e})")
+
+    # The 4-rank program run uninterrupted: the steps before the failure
+    # are its own (bit for bit); after it the 2-rank plan sums each gradient
+    # in another order (2 ranks' partial sums instead of 4, or one replica's
+    # whole batch), fp32 rounding of its own: within 1e-5 relative, the
+    # bound the plans case holds every plan to against one device.
+    ref4 = os.path.join(case.work, tag + "-ref4.dump")
+    sh([os.path.join(bin_dir, "train-r4"), "--supervise", "--ranks", "4"]
+       + case.data(ref4), env=env, cwd=case.work)
+    want4 = losses(ref4)
+    head_same = np.array_equal(got[:resumed], want4[:resumed])
+    rel = float(np.max(np.abs(got - want4) / np.abs(want4)))
+    case.check(head_same and rel <= 1e-5,
+               f"{tag}: against an uninterrupted 4-rank run ({mesh}): steps 1-{resumed} "
+               f"bit for bit ({head_same}), all {STEPS} within 1e-5 relative "
+               f"(worst {rel:.2e})")
+
+
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def case_coordinate(case, args):
+    """Two node supervisors on this machine (separate processes, one DP2
+    rank each, rank 0 at 127.0.0.1) with a collective timeout of 30 s: a
+    failure on node 1 stops node 0's ranks through the supervisors'
+    rendezvous, well before that timeout, and both restart together."""
+    timeout = 30
+    rng = random.Random(args.seed)
+    exe = case.compile("gpt-dp2", ["--mesh", "dp=2"])
+    env = dict(rank_env(), DTCC_COLLECTIVE_TIMEOUT=str(timeout))
+    # The reference: the same program uninterrupted under one supervisor.
+    ref = os.path.join(case.work, "coord-ref.dump")
+    sh([exe, "--supervise", "--ranks", "2"] + case.data(ref), env=env,
+       cwd=case.work)
+    want = losses(ref)
+
+    def nodes(tag, inject, node_flags):
+        dump = os.path.join(case.work, tag + ".dump")
+        ckpt = os.path.join(case.fast, tag + ".ckpt")
+        port = free_port()
+        job = Job.__new__(Job)
+        job.procs, job.reports, job.logs = [], [], []
+        for h in range(2):
+            report = os.path.join(case.work, f"{tag}.report{h}.json")
+            out = open(os.path.join(case.work, f"{tag}.out{h}"), "w+")
+            err = open(os.path.join(case.work, f"{tag}.err{h}"), "w+")
+            cmd = ([exe, "--supervise", "--supervisor-report", report,
+                    "--restart-backoff", "0.5", "--max-restarts", "3",
+                    "--nnodes", "2", "--node-rank", str(h), "--ranks", "1",
+                    "--master-addr", "127.0.0.1", "--master-port", str(port)]
+                   + node_flags[h] + case.data(dump)
+                   + ["--checkpoint-dir", ckpt, "--save-every", str(INTERVAL)])
+            job.procs.append(subprocess.Popen(cmd, stdout=out, stderr=err,
+                                              env=env, cwd=case.work))
+            job.reports.append(report)
+            job.logs.append((out, err))
+        t0 = time.time()
+        inject(job)
+        codes, reports = job.finish()
+        elapsed = time.time() - t0
+        ok = codes == [0, 0] and all(reports)
+        case.check(ok, f"{tag}: both node supervisors finish (exit {codes}, "
+                   f"{elapsed:.1f} s)")
+        if not ok:
+            for h in range(2):
+                o, e = job.output(h)
+                print(f"--- node {h}\n" + e[-2500:])
+            return None
+        got = losses(dump)
+        case.check(np.array_equal(got, want),
+                   f"{tag}: all {STEPS} losses equal the uninterrupted run's "
+                   f"bit for bit (worst {float(np.max(np.abs(got - want))):.2e})")
+        restarts = [r["restarts"] for r in reports]
+        lost = [f["steps_lost"] for r in reports for f in r["failures"]]
+        secs = [r["seconds_lost"] for r in reports]
+        causes = [f"node {h}: {f['cause']}" for h, r in enumerate(reports)
+                  for f in r["failures"]]
+        case.check(restarts == [1, 1] and all(0 <= l <= INTERVAL for l in lost)
+                   and all(t < timeout / 3 for t in secs),
+                   f"{tag}: both nodes restarted once together ({restarts}), "
+                   f"steps lost {lost} (at most {INTERVAL}), time lost {secs} s "
+                   f"(under {timeout / 3:.0f} s; the collective timeout is "
+                   f"{timeout} s); causes {causes}")
+        return job, reports
+
+    def kill_on_node1(job):
+        kill_at_random_step(case, job, 1, rng)
+
+    r = nodes("coord-kill", kill_on_node1, [[], []])
+    if r:
+        _, reports = r
+        c = reports[0]["failures"][0]["cause"]
+        case.check("node 1: rank 1 killed by signal 9" in c,
+                   f"coord-kill: node 0's report names node 1's failure: {c}")
+
+    # Only node 1 watches for hangs: node 0's rank waits in a collective for
+    # the stopped one, and only node 1's message can end that before the
+    # collective timeout.
+    def stop_on_node1(job):
+        step = rng.randrange(2, STEPS // INTERVAL - 3) * INTERVAL + INTERVAL // 2
+        job.wait_for(rf"step +{step}/{STEPS}")
+        victim = job.ranks_of(1)[0]
+        os.kill(victim, signal.SIGSTOP)
+        print(f"      stopped node 1's rank (SIGSTOP) at step {step}")
+
+    r = nodes("coord-hang", stop_on_node1, [[], ["--hang-timeout", "2"]])
+    if r:
+        _, reports = r
+        c = reports[0]["failures"][0]["cause"]
+        case.check(c.startswith("node 1: no rank made progress for 2 s"),
+                   f"coord-hang: node 0 stopped its ranks for node 1's hang: {c}")
+
+
+CASES = {"coordinate": case_coordinate, "elastic": case_elastic, "limits": case_limits, "hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
          "disk-full": case_disk_full, "truncate": case_truncate}
 
 
