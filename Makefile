@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PYTHON := /usr/bin/python3
 
-.PHONY: all setup configure build test unit lit conformance shard-conformance demo bench fuzz clean
+.PHONY: all setup configure build test unit lit conformance shard-conformance demo fuzz clean
 
 all: build
 

@@ -140,26 +140,30 @@ HOST_LINE = re.compile(r"(?:rank (\d+): )?host memory ([\d.]+) (\w+) planned .*?
 # Activation recomputation (--plan-set recompute): (name, ranks, compile
 # flags, micro-batches per step, what `dtcc explain` must list: a regex).
 # The zoo's and PyTorch's GPTs have 4 layers; on pp=2 each stage holds 2.
+# Selective recomputation is of the unfused attention core (a fused core,
+# dgraph.attention, keeps no scores and recomputes them itself): those
+# plans compile with --no-fused-attention.
+UNFUSED = ["--no-fused-attention"]
 RECOMPUTE_PLANS = [
-    ("Selective", 1, ["--recompute", "selective"], 1,
+    ("Selective", 1, ["--recompute", "selective"] + UNFUSED, 1,
      r"selective \(attention cores\); train_step: \d+ ops in layers 0-3 \(.*softmax 4"),
     ("Layers=2", 1, ["--recompute", "layers=2"], 1,
      r"full \(the first 2 layers of each stage\); train_step: \d+ ops in layers 0-1 "),
-    ("Selective DP2", 2, ["--mesh", "dp=2", "--recompute", "selective"], 1,
+    ("Selective DP2", 2, ["--mesh", "dp=2", "--recompute", "selective"] + UNFUSED, 1,
      r"selective .* layers 0-3 "),
-    ("Selective TP2", 2, ["--mesh", "tp=2", "--recompute", "selective"], 1,
+    ("Selective TP2", 2, ["--mesh", "tp=2", "--recompute", "selective"] + UNFUSED, 1,
      r"selective .* layers 0-3 "),
     ("Layers=1 TP2", 2, ["--mesh", "tp=2", "--recompute", "layers=1"], 1,
      r"full \(the first 1 layers of each stage\); train_step: \d+ ops in layers 0 "),
     ("Selective PP2 1F1B", 2, ["--mesh", "pp=2", "--pipeline-schedule", "1f1b",
-                               "--recompute", "selective"], 4,
+                               "--recompute", "selective"] + UNFUSED, 4,
      r"train_step_pp0: \d+ ops in layers 0-1 .*train_step_pp1: \d+ ops in layers 2-3 "),
     ("Layers=1 PP2 GPipe", 2, ["--mesh", "pp=2", "--pipeline-schedule", "gpipe",
                                "--recompute", "layers=1"], 4,
      r"train_step_pp0: \d+ ops in layers 0 .*train_step_pp1: \d+ ops in layers 2 "),
     ("Layers=1 DP2xTP2", 4, ["--mesh", "dp=2,tp=2", "--recompute", "layers=1"], 1,
      r"train_step: \d+ ops in layers 0 "),
-    ("Selective TP2xPP2", 4, ["--mesh", "tp=2,pp=2", "--recompute", "selective"], 2,
+    ("Selective TP2xPP2", 4, ["--mesh", "tp=2,pp=2", "--recompute", "selective"] + UNFUSED, 2,
      r"train_step_pp0: \d+ ops in layers 0-1 .*train_step_pp1: \d+ ops in layers 2-3 "),
 ]
 # Each sequence-parallel plan and the plan without it, whose bytes it is
@@ -244,7 +248,7 @@ def recompute_memory(dtcc, work, check):
     for mode in ("none", "selective"):
         out = os.path.join(work, f"gpt-long-{mode}.mlir")
         run([dtcc, "compile", path] + TRAIN_FLAGS +
-            ["--recompute", mode, "--compile-to", "dexec", "--debug-info", "-o", out])
+            ["--recompute", mode, "--compile-to", "dexec", "--debug-info", "-o", out] + UNFUSED)
         m = re.search(r"dexec.workspace_bytes = (\d+)", open(out).read())
         workspace[mode] = int(m.group(1)) if m else 0
         explained = run([dtcc, "explain", out, "--cluster", "cpu-local"]).stdout

@@ -9,7 +9,11 @@ The plan is scaled down with its structure kept (every mesh axis of size > 1
 becomes 2, micro-batches a small multiple of pp) and compiled for a small GPT
 with `dtcc compile --plan-in`; the program runs on CPU ranks (mpirun,
 oversubscribed) and its losses (1e-5 relative at every step) and final
-parameters (1e-4 of each tensor's largest magnitude) must equal one device's
+parameters (3e-4 of each tensor's largest magnitude: AdamW turns
+rounding-level gradients into whole-size updates, and the 8-rank
+pp x dp x tp plan with sequence parallelism sums in the most different
+order; measured 7.8e-5 with OpenBLAS and unfused attention, 1.6e-4 to
+2.1e-4 with oneDNN's products and fused attention, losses within 1.2e-7) must equal one device's
 on the same batches. Then `dtcc compile --plan auto --cluster C --ranks N`
 builds and runs whatever the planner chooses for the small model.
 
@@ -51,6 +55,7 @@ CPU_SIZES = {
     ("--hidden", "5120"): ["--layers", "24", "--hidden", "1536", "--heads", "16"],
 }
 AXES = ("dp", "pp", "tp", "cp")
+PARAM_TOLERANCE = 3e-4  # of each tensor's largest magnitude (module docstring)
 
 
 def sizes_for(cluster, sizes):
@@ -150,7 +155,8 @@ def main():
         params = checkpoint(exe + ".ckpt")
         param_err = e2e_common.param_error(params, ref_params)
         check(loss_err <= 1e-5, f"{name}: losses within 1e-5 relative (worst {loss_err:.2e})")
-        check(param_err <= 1e-4, f"{name}: parameters within 1e-4 (worst {param_err:.2e})")
+        check(param_err <= PARAM_TOLERANCE,
+              f"{name}: parameters within {PARAM_TOLERANCE:g} (worst {param_err:.2e})")
         return loss_err, param_err
 
     def compiles(name, cmd):

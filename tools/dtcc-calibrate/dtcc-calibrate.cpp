@@ -13,6 +13,7 @@
 #include "planner/Calibration.h"
 #include "runtime/base/Format.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/device/cpu/BlasCore.h"
 #include "runtime/exec/Kernel.h"
 #include "tools/dtcc-calibrate/CalibrateCommon.h"
 #include "tools/dtcc-calibrate/KernelBench.h"
@@ -302,6 +303,9 @@ int fail(const std::string &message) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // The kernels the compiled programs' runner selects (BlasCore.h): the
+  // figures must be those the programs will see.
+  dtcc::runtime::cpu::selectBlasKernels(argv);
   calibrate::CommonArgs args;
   std::string error = calibrate::parseCommonArgs(
       argc, argv, args, [](const std::string &) { return false; },

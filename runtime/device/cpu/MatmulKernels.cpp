@@ -4,15 +4,18 @@
 // broadcast operands read with batch stride 0; one GEMM when a shared rhs
 // lets the lhs batch fold into m).
 //
-// f32: oneDNN's matmul primitive (DnnlMatmul.h), one per kernel, created
-// when the kernel is bound, each strided batch one call, transposes and
-// batch strides as the operands' strides. The rule comes from
-// bench/gemm_cpu.cpp (bench/RESULTS.md): on every GEMM shape of the two
-// benchmark GPTs' steps oneDNN's f32 matmul ran 3.5-8x faster than
-// Debian's OpenBLAS 0.3.21 cblas_sgemm at 1 thread (the 2-thread figures
-// were dominated by the host's load), so every f32 product whose primitive
-// oneDNN can make takes it; OpenBLAS is the fallback (and
-// DTCC_CPU_MATMUL=blas forces it, for tests and comparisons).
+// f32: OpenBLAS's cblas_sgemm, or oneDNN's matmul primitive
+// (DnnlMatmul.h: one per kernel, created when the kernel is bound,
+// transposes and batch strides as the operands' strides) with
+// DTCC_CPU_MATMUL=dnnl. bench/gemm_cpu.cpp first measured oneDNN 3.5-8x
+// faster, but OpenBLAS was running its SSE3 "Prescott" kernels then (it
+// does not know this project's CPU model: BlasCore.h); on its AVX-512
+// kernels, which the runner now selects, both run the benchmark GPTs'
+// shapes at 75-158 GFLOP/s on one quiet core (bench/RESULTS.md), and
+// OpenBLAS needs no JIT code or scratchpads (oneDNN's added 8-11 MiB per
+// rank) and no OpenMP threads spinning beside the ranks.
+// DTCC_CPU_MATMUL=blas forces OpenBLAS for bf16 as well (tests,
+// comparisons).
 // bf16: on CPUs with native bf16 (AVX512-BF16, AMX) oneDNN's bf16 matmul,
 // bf16 operands and result with f32 accumulation; elsewhere, and for f16,
 // the operands are converted to f32 scratch and multiplied as f32. Without
@@ -78,12 +81,13 @@ void blasBatch(const MatmulPlan &p, const T *a, const T *b, T *c) {
     }
 }
 
-/// Whether f32 products skip oneDNN (DTCC_CPU_MATMUL=blas), for tests and
-/// comparisons.
-bool forceBlas() {
+/// DTCC_CPU_MATMUL: "blas" keeps every product on OpenBLAS (bf16 through
+/// f32 conversions), "dnnl" puts f32 products on oneDNN too.
+bool matmulEnvIs(const char *backend) {
   const char *v = std::getenv("DTCC_CPU_MATMUL");
-  return v && std::strcmp(v, "blas") == 0;
+  return v && std::strcmp(v, backend) == 0;
 }
+bool forceBlas() { return matmulEnvIs("blas"); }
 
 /// One strided batch of the plan as oneDNN sees it.
 GemmBatch gemmBatch(const MatmulPlan &p) {
@@ -122,10 +126,10 @@ KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
   };
 }
 
-/// f32 products: oneDNN, else OpenBLAS.
+/// f32 products: OpenBLAS, or oneDNN with DTCC_CPU_MATMUL=dnnl.
 KernelFn makeF32(const MatmulPlan &p, const float *a, const float *b,
                  float *c) {
-  if (!forceBlas())
+  if (matmulEnvIs("dnnl"))
     if (KernelFn fn = makeDnnl(p, DnnlGemmType::kF32, sizeof(float),
                                sizeof(float), a, b, c))
       return fn;

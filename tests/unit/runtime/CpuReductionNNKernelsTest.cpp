@@ -376,11 +376,13 @@ int64_t broadcastBatchIndex(int64_t b, const std::vector<int64_t> &out,
 
 /// Every layout (transposed or not on each side), batched, broadcast and
 /// empty form, for every dtype, against a naive f64 loop. f32 and bf16
-/// products run on oneDNN's matmul (bf16 where the CPU has native bf16)
-/// unless `blas`, which sets DTCC_CPU_MATMUL=blas (OpenBLAS).
-void checkMatmulAgainstReference(bool blas) {
-  if (blas)
-    setenv("DTCC_CPU_MATMUL", "blas", 1);
+/// products run on `backend` (DTCC_CPU_MATMUL: "dnnl" puts f32 on oneDNN's
+/// matmul, "blas" keeps bf16 off oneDNN's native bf16 matmul, "" is the
+/// default: f32 on OpenBLAS, bf16 on oneDNN where the CPU has native bf16).
+void checkMatmulAgainstReference(const char *backend) {
+  bool blas = std::string(backend) == "blas";
+  if (*backend)
+    setenv("DTCC_CPU_MATMUL", backend, 1);
   else
     unsetenv("DTCC_CPU_MATMUL");
   std::mt19937 rng(50);
@@ -464,10 +466,14 @@ void checkMatmulAgainstReference(bool blas) {
   unsetenv("DTCC_CPU_MATMUL");
 }
 
-TEST(CpuMatmulKernel, MatchesReference) { checkMatmulAgainstReference(false); }
+TEST(CpuMatmulKernel, MatchesReference) { checkMatmulAgainstReference(""); }
+
+TEST(CpuMatmulKernel, MatchesReferenceOnOneDnn) {
+  checkMatmulAgainstReference("dnnl");
+}
 
 TEST(CpuMatmulKernel, MatchesReferenceOnOpenBlas) {
-  checkMatmulAgainstReference(true);
+  checkMatmulAgainstReference("blas");
 }
 
 TEST(CpuMatmulKernel, RejectsBadShapes) {

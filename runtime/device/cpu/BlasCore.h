@@ -1,0 +1,45 @@
+//===- BlasCore.h - OpenBLAS's kernel family for this CPU -------*- C++ -*-===//
+//
+// Debian's OpenBLAS (0.3.21, DYNAMIC_ARCH) picks its kernels by CPU model
+// and does not know newer Intel models: on a Xeon of family 6, model 207
+// (Emerald Rapids) it falls back to its SSE3 "Prescott" kernels, about 5x
+// slower than its AVX-512 ones on the same machine (bench/RESULTS.md). It
+// reads OPENBLAS_CORETYPE once, when the library loads, so the only way to
+// correct the choice is to set it and execute the program again.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CPU_BLASCORE_H
+#define DTCC_RUNTIME_DEVICE_CPU_BLASCORE_H
+
+#include <string>
+
+namespace dtcc::runtime::cpu {
+
+/// What the CPU's instruction set supports, as OpenBLAS's kernel families
+/// need it.
+struct CpuVectorIsa {
+  bool avx2Fma = false;
+  bool avx512 = false;     // F, VL, BW and DQ
+  bool avx512Bf16 = false;
+};
+
+/// This CPU's instruction set (cpuid).
+CpuVectorIsa hostVectorIsa();
+
+/// The OpenBLAS kernel family to ask for instead of `detected` (OpenBLAS's
+/// own choice, openblas_get_corename()), or "" when `detected` already uses
+/// the widest vectors `isa` has (or is a family this function does not
+/// know, which it leaves alone).
+std::string betterBlasCoreType(const std::string &detected,
+                               const CpuVectorIsa &isa);
+
+/// Called first in main(): when OPENBLAS_CORETYPE is unset and OpenBLAS
+/// chose kernels narrower than the CPU supports, sets OPENBLAS_CORETYPE and
+/// executes /proc/self/exe again with the same arguments (it does not
+/// return then). Otherwise, or if the re-execution fails, returns.
+void selectBlasKernels(char **argv);
+
+} // namespace dtcc::runtime::cpu
+
+#endif // DTCC_RUNTIME_DEVICE_CPU_BLASCORE_H

@@ -1,0 +1,38 @@
+//===- BlasCoreTest.cpp - OpenBLAS's kernel family for this CPU -----------===//
+
+#include "runtime/device/cpu/BlasCore.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtcc::runtime::cpu;
+
+namespace {
+
+CpuVectorIsa isa(bool avx2, bool avx512, bool bf16) {
+  CpuVectorIsa result;
+  result.avx2Fma = avx2;
+  result.avx512 = avx512;
+  result.avx512Bf16 = bf16;
+  return result;
+}
+
+} // namespace
+
+TEST(BlasCore, SseFallbackOnAnAvx512Bf16CpuAsksForCooperlake) {
+  // Debian's OpenBLAS 0.3.21 on an Emerald Rapids Xeon (family 6, model 207).
+  EXPECT_EQ(betterBlasCoreType("Prescott", isa(true, true, true)), "Cooperlake");
+  EXPECT_EQ(betterBlasCoreType("Sandybridge", isa(true, true, false)), "SkylakeX");
+  EXPECT_EQ(betterBlasCoreType("Nehalem", isa(true, false, false)), "Haswell");
+  EXPECT_EQ(betterBlasCoreType("Haswell", isa(true, true, false)), "SkylakeX");
+}
+
+TEST(BlasCore, AFittingOrUnknownChoiceIsLeftAlone) {
+  EXPECT_EQ(betterBlasCoreType("Cooperlake", isa(true, true, true)), "");
+  EXPECT_EQ(betterBlasCoreType("SapphireRapids", isa(true, true, true)), "");
+  EXPECT_EQ(betterBlasCoreType("SkylakeX", isa(true, true, false)), "");
+  EXPECT_EQ(betterBlasCoreType("Zen", isa(true, false, false)), "");
+  EXPECT_EQ(betterBlasCoreType("Prescott", isa(false, false, false)), "");
+  // Families this list does not know (ARM, POWER, future x86): no guess.
+  EXPECT_EQ(betterBlasCoreType("NeoverseN1", isa(true, true, true)), "");
+  EXPECT_EQ(betterBlasCoreType("", isa(true, true, true)), "");
+}
