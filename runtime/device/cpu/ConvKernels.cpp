@@ -25,10 +25,10 @@
 
 #include "runtime/device/cpu/ConvGeometry.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/DnnlContext.h"
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl_debug.h>
 
 #include <algorithm>
 #include <climits>
@@ -266,39 +266,6 @@ template <typename T> struct Im2colConv {
 //===----------------------------------------------------------------------===//
 // oneDNN (f32)
 //===----------------------------------------------------------------------===//
-
-#define DTCC_DNNL_CHECK(call)                                                  \
-  do {                                                                         \
-    dnnl_status_t _dtcc_s = (call);                                            \
-    if (_dtcc_s != dnnl_success)                                               \
-      return dnnlError(_dtcc_s, #call);                                        \
-  } while (0)
-
-Status dnnlError(dnnl_status_t s, const char *call) {
-  StatusCode code = s == dnnl_unimplemented ? StatusCode::kUnimplemented
-                                            : StatusCode::kInternal;
-  return Status(code, strCat("oneDNN ", dnnl_status2str(s), " in ", call));
-}
-
-/// The process's CPU engine and stream, made on first use.
-struct DnnlContext {
-  dnnl_engine_t engine = nullptr;
-  dnnl_stream_t stream = nullptr;
-  Status status;
-};
-const DnnlContext &dnnlContext() {
-  static const DnnlContext context = [] {
-    DnnlContext c;
-    c.status = [&]() -> Status {
-      DTCC_DNNL_CHECK(dnnl_engine_create(&c.engine, dnnl_cpu, 0));
-      DTCC_DNNL_CHECK(
-          dnnl_stream_create(&c.stream, c.engine, dnnl_stream_default_flags));
-      return Status::ok();
-    }();
-    return c;
-  }();
-  return context;
-}
 
 /// A plain (row-major) f32 memory descriptor of `dims`, or one whose
 /// format oneDNN chooses (`any`).

@@ -1,48 +1,15 @@
 //===- DnnlMatmul.cpp - strided batched GEMMs on oneDNN's matmul ----------===//
 
 #include "runtime/device/cpu/DnnlMatmul.h"
+#include "runtime/device/cpu/DnnlContext.h"
 #include "runtime/device/cpu/ThreadPool.h"
 
 #include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl_debug.h>
 
 extern "C" void omp_set_num_threads(int);
 
 namespace dtcc::runtime::cpu {
 namespace {
-
-#define DTCC_DNNL_CHECK(call)                                                  \
-  do {                                                                         \
-    dnnl_status_t _dtcc_s = (call);                                            \
-    if (_dtcc_s != dnnl_success)                                               \
-      return dnnlError(_dtcc_s, #call);                                        \
-  } while (0)
-
-Status dnnlError(dnnl_status_t s, const char *call) {
-  StatusCode code = s == dnnl_unimplemented ? StatusCode::kUnimplemented
-                                            : StatusCode::kInternal;
-  return Status(code, strCat("oneDNN ", dnnl_status2str(s), " in ", call));
-}
-
-/// The process's CPU engine and stream, made on first use.
-struct Context {
-  dnnl_engine_t engine = nullptr;
-  dnnl_stream_t stream = nullptr;
-  Status status;
-};
-const Context &context() {
-  static const Context c = [] {
-    Context c;
-    c.status = [&]() -> Status {
-      DTCC_DNNL_CHECK(dnnl_engine_create(&c.engine, dnnl_cpu, 0));
-      DTCC_DNNL_CHECK(
-          dnnl_stream_create(&c.stream, c.engine, dnnl_stream_default_flags));
-      return Status::ok();
-    }();
-    return c;
-  }();
-  return c;
-}
 
 /// The descriptor of one operand: `rows x cols` per GEMM, stored
 /// transposed (column-major) or not, `batch` of them `stride` apart (0: one
@@ -95,7 +62,7 @@ DnnlMatmul::create(const GemmBatch &g, DnnlGemmType type, const void *a,
                            " x ", g.m, " x ", g.n, " x ", g.k, ")");
   if (g.batch > 1 && g.strideA == 0 && g.strideB == 0)
     return unimplemented("oneDNN matmul with both operands broadcast");
-  const Context &ctx = context();
+  const DnnlContext &ctx = dnnlContext();
   DTCC_RETURN_IF_ERROR(ctx.status);
   // oneDNN fixes the threads a primitive partitions over when it is made.
   omp_set_num_threads(cpuThreads());
