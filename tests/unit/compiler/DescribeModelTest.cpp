@@ -15,6 +15,7 @@
 #include "frontends/zoo/Zoo.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "tests/unit/compiler/CompilerTestContext.h"
 
 #include <gtest/gtest.h>
 
@@ -37,17 +38,6 @@ DescribedModel describeZoo(zoo::ZooOptions &options, mlir::MLIRContext &ctx) {
   if (mlir::failed(module))
     return {};
   return describeModel(**module, "model.onnx");
-}
-
-mlir::MLIRContext &context() {
-  static mlir::DialectRegistry registry = [] {
-    mlir::DialectRegistry r;
-    registerDtccDialects(r);
-    return r;
-  }();
-  static mlir::MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  return ctx;
 }
 
 /// Forward FLOPs of one layer of `o` for one step: each matmul's 2*m*k*n
@@ -123,7 +113,7 @@ std::vector<Case> transformers() {
 TEST(DescribeModel, ZooTransformersAreTheZoosOwnOptions) {
   for (Case &c : transformers()) {
     SCOPED_TRACE(c.what);
-    DescribedModel d = describeZoo(c.options, context());
+    DescribedModel d = describeZoo(c.options, test::compilerContext());
     ASSERT_TRUE(d.isTransformer()) << d.notTransformer;
     expectSameSizes(d.model, describeZooOptions(c.options, "model.onnx"));
 
@@ -157,7 +147,7 @@ TEST(DescribeModel, AnMlpIsNotATransformerButHasItsFigures) {
   mlp.inputs = 20;
   mlp.classes = 5;
   mlp.batch = 4;
-  DescribedModel d = describeZoo(mlp, context());
+  DescribedModel d = describeZoo(mlp, test::compilerContext());
   EXPECT_FALSE(d.isTransformer());
   EXPECT_FALSE(d.notTransformer.empty());
   EXPECT_EQ(d.model.layers, 0);

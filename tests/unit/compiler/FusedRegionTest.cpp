@@ -17,6 +17,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "tests/unit/compiler/CompilerTestContext.h"
 
 #include <gtest/gtest.h>
 
@@ -27,24 +28,13 @@ using namespace dtcc;
 
 namespace {
 
-mlir::MLIRContext &context() {
-  static mlir::DialectRegistry registry = [] {
-    mlir::DialectRegistry r;
-    registerDtccDialects(r);
-    return r;
-  }();
-  static mlir::MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  return ctx;
-}
-
 /// The module of `source` after dtcc-lower-fuse-regions.
 mlir::OwningOpRef<mlir::ModuleOp> fuse(const std::string &source) {
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &context());
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &test::compilerContext());
   EXPECT_TRUE(module);
   if (!module)
     return {};
-  mlir::PassManager pm(&context());
+  mlir::PassManager pm(&test::compilerContext());
   pm.addPass(lowering::createFuseRegions());
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
   return module;
@@ -218,7 +208,7 @@ func.func @k(%x: tensor<4xf32>) -> tensor<4xf32> {
 )mlir");
   ASSERT_TRUE(module);
   std::string message;
-  mlir::ScopedDiagnosticHandler handler(&context(), [&](mlir::Diagnostic &d) {
+  mlir::ScopedDiagnosticHandler handler(&test::compilerContext(), [&](mlir::Diagnostic &d) {
     message = d.str();
     return mlir::success();
   });

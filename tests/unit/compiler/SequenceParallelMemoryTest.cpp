@@ -35,6 +35,7 @@
 #include "runtime/base/DType.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "tests/unit/compiler/CompilerTestContext.h"
 
 #include <gtest/gtest.h>
 
@@ -46,17 +47,6 @@
 using namespace dtcc;
 
 namespace {
-
-mlir::MLIRContext &context() {
-  static mlir::DialectRegistry registry = [] {
-    mlir::DialectRegistry r;
-    registerDtccDialects(r);
-    return r;
-  }();
-  static mlir::MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  return ctx;
-}
 
 /// Bytes of @train_step's workspace that hold a value written up to the
 /// loss's instruction and read after it: what the forward pass keeps for
@@ -134,7 +124,7 @@ TEST(SequenceParallelMemory, SavingMatchesTheMemoryModel) {
   ASSERT_EQ(zoo::validate(o), "");
   std::string bytes;
   ASSERT_TRUE(zoo::buildModel(o).SerializeToString(&bytes));
-  mlir::MLIRContext &ctx = context();
+  mlir::MLIRContext &ctx = test::compilerContext();
   auto module = onnx_frontend::importOnnxBytes(bytes, "gpt.onnx", "", &ctx,
                                                onnx_frontend::ImportOptions());
   ASSERT_TRUE(mlir::succeeded(module));
