@@ -322,14 +322,20 @@ std::string explainProgram(const Program &program) {
   }
   os << "collectives, in program order (sent: bytes each rank sends with "
         "ring algorithms):\n";
-  os << "  " << pad("#", 5) << pad("function", 12) << pad("kind", 16)
+  // The function column fits the longest name (a pipeline stage's
+  // "train_step_pp0").
+  size_t fnWidth = std::string("function").size();
+  for (const CollectiveInfo &c : all)
+    fnWidth = std::max(fnWidth, c.function.size());
+  fnWidth += 2;
+  os << "  " << pad("#", 5) << pad("function", fnWidth) << pad("kind", 16)
      << pad("axis", 8) << pad("phase", 11) << pad("tensor", 12)
      << pad("sent", 12) << "ONNX node\n";
   int i = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> byKey;
   int64_t totalSent = 0;
   for (const CollectiveInfo &c : all) {
-    os << "  " << pad(std::to_string(++i), 5) << pad(c.function, 12)
+    os << "  " << pad(std::to_string(++i), 5) << pad(c.function, fnWidth)
        << pad(c.kind, 16) << pad(c.axes, 8) << pad(c.phase, 11)
        << pad(runtime::formatBytes(c.tensorBytes), 12)
        << pad(runtime::formatBytes(c.sentBytes), 12)

@@ -136,13 +136,15 @@ struct ShardMicrobatchPass
         means.push_back(v);
         continue;
       }
+      // At the location of the op that made the value (a gradient's ONNX
+      // node), which the collectives that reduce it are then named after.
+      Location loc = v.getLoc();
       Value sum = values[0];
       for (Value x : ArrayRef<Value>(values).drop_front())
-        sum = graph::AddOp::create(b, ret.getLoc(), sum, x);
+        sum = graph::AddOp::create(b, loc, sum, x);
       if (m > 1)
-        sum = graph::MulOp::create(
-            b, ret.getLoc(), sum,
-            splatLike(b, ret.getLoc(), sum.getType(), 1.0 / m));
+        sum = graph::MulOp::create(b, loc, sum,
+                                   splatLike(b, loc, sum.getType(), 1.0 / m));
       means.push_back(sum);
     }
     ret->setOperands(means);
