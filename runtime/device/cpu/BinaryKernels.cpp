@@ -181,7 +181,8 @@ template <typename E>
 KernelFn makeSelectLoop(const StridedLayout<4> &layout, const bool *cond,
                         const E *onTrue, const E *onFalse, E *out) {
   return [=]() -> Status {
-    forEachRun(layout, [&](const int64_t *off, int64_t n, const int64_t *st) {
+    forEachRunParallel(layout, [&](const int64_t *off, int64_t n,
+                                   const int64_t *st) {
       E *o = out + off[0];
       const bool *c = cond + off[1];
       const E *t = onTrue + off[2];

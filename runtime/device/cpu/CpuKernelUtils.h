@@ -415,18 +415,23 @@ inline void forEachRun(const StridedLayout<N> &layout, Fn &&fn) {
 }
 
 /// forEachRun with the runs split over the kernels' threads (ThreadPool.h)
-/// when the layout has enough elements. `fn` may be called concurrently and
-/// must write only what its run addresses (elementwise loops, copies).
+/// when the layout has enough work: `weight` elements' worth per position
+/// of the layout (1 for an elementwise loop; a row's length when each
+/// position reduces a row, a tile's size when it copies one). `fn` may be
+/// called concurrently and must write only what its run addresses.
 template <int N, typename Fn>
-inline void forEachRunParallel(const StridedLayout<N> &layout, Fn &&fn) {
-  if (layout.numel < 2 * kParallelGrain) {
+inline void forEachRunParallel(const StridedLayout<N> &layout, Fn &&fn,
+                               int64_t weight = 1) {
+  weight = std::max<int64_t>(1, weight);
+  if (layout.numel * weight < 2 * kParallelGrain) {
     forEachRun(layout, fn);
     return;
   }
   const int r = layout.rank;
   const int64_t inner = layout.shape[r - 1];
   if (r == 1) {
-    parallelFor(inner, kParallelGrain, [&](int64_t begin, int64_t end, int) {
+    parallelFor(inner, std::max<int64_t>(1, kParallelGrain / weight),
+                [&](int64_t begin, int64_t end, int) {
       int64_t off[N];
       for (int k = 0; k < N; ++k)
         off[k] = begin * layout.strides[0][k];
@@ -435,7 +440,7 @@ inline void forEachRunParallel(const StridedLayout<N> &layout, Fn &&fn) {
     return;
   }
   const int64_t outer = layout.numel / inner;
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / inner);
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / (inner * weight));
   parallelFor(outer, grain, [&](int64_t begin, int64_t end, int) {
     // Run `begin`'s index over dimensions 0..r-2, then the walk of
     // forEachRun.

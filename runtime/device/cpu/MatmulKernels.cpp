@@ -33,6 +33,7 @@
 #include "runtime/base/MatmulShape.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/DnnlMatmul.h"
+#include "runtime/device/cpu/ThreadPool.h"
 
 #include <cblas.h>
 
@@ -48,37 +49,100 @@ using namespace cpu;
 
 using MatmulPlan = MatmulShape;
 
-void gemm(const MatmulPlan &p, const float *a, const float *b, float *c) {
-  cblas_sgemm(CblasRowMajor, p.transLhs ? CblasTrans : CblasNoTrans,
-              p.transRhs ? CblasTrans : CblasNoTrans, int(p.m), int(p.n),
-              int(p.k), 1.0f, a,
-              int(std::max<int64_t>(1, p.transLhs ? p.m : p.k)), b,
-              int(std::max<int64_t>(1, p.transRhs ? p.k : p.n)), 0.0f, c,
-              int(std::max<int64_t>(1, p.n)));
-}
-void gemm(const MatmulPlan &p, const double *a, const double *b, double *c) {
-  cblas_dgemm(CblasRowMajor, p.transLhs ? CblasTrans : CblasNoTrans,
-              p.transRhs ? CblasTrans : CblasNoTrans, int(p.m), int(p.n),
-              int(p.k), 1.0, a,
-              int(std::max<int64_t>(1, p.transLhs ? p.m : p.k)), b,
-              int(std::max<int64_t>(1, p.transRhs ? p.k : p.n)), 0.0, c,
-              int(std::max<int64_t>(1, p.n)));
+/// Rows [i0, i1) and columns [j0, j1) of one product C = op(A) op(B) of
+/// the plan, through cblas (T is float or double).
+template <typename T>
+void gemmBlock(const MatmulPlan &p, const T *a, const T *b, T *c, int64_t i0,
+               int64_t i1, int64_t j0, int64_t j1) {
+  const int lda = int(std::max<int64_t>(1, p.transLhs ? p.m : p.k));
+  const int ldb = int(std::max<int64_t>(1, p.transRhs ? p.k : p.n));
+  const int ldc = int(std::max<int64_t>(1, p.n));
+  // Row i of op(A): A[i, :] (row-major m x k) or A[:, i] (stored k x m);
+  // column j of op(B): B[:, j] (k x n) or B[j, :] (stored n x k).
+  const T *pa = a + (p.transLhs ? i0 : i0 * p.k);
+  const T *pb = b + (p.transRhs ? j0 * p.k : j0);
+  T *pc = c + i0 * p.n + j0;
+  const auto ta = p.transLhs ? CblasTrans : CblasNoTrans;
+  const auto tb = p.transRhs ? CblasTrans : CblasNoTrans;
+  const int m = int(i1 - i0), n = int(j1 - j0), k = int(p.k);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, pa, lda, pb, ldb, 0.0f,
+                pc, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0,
+                pc, ldc);
 }
 
-/// Every GEMM of the plan through BLAS (T is float or double).
+/// Products below this many multiply-adds run on one thread (waking the
+/// other threads would cost more than their share saves).
+constexpr int64_t kSplitMacs = int64_t(1) << 18;
+/// Row or column blocks are multiples of this (whole micro-tiles of
+/// OpenBLAS's AVX-512 kernels).
+constexpr int64_t kBlockAlign = 32;
+
+/// OpenBLAS on the calling thread only: the products are split over the
+/// kernels' threads (ThreadPool.h) here, so that one set of threads runs
+/// the whole step. OpenBLAS's own workers would otherwise poll beside the
+/// pool's after every product and take the cores the elementwise kernels
+/// need. Called when a product is bound.
+void blasOnCallingThread() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+/// Every GEMM of the plan through BLAS (T is float or double), split over
+/// the kernels' threads: whole products when there are at least as many
+/// as threads, else each product's rows (or columns, when it has more)
+/// in aligned blocks. Every element is computed by one cblas call with the
+/// same k loop whatever the split, so results do not depend on the thread
+/// count (DtccKernelThreadsTests).
 template <typename T>
 void blasBatch(const MatmulPlan &p, const T *a, const T *b, T *c) {
   if (p.m == 0 || p.n == 0)
     return;
-  for (int64_t g = 0; g < p.groups(); ++g)
-    for (int64_t i = 0; i < p.count; ++i) {
-      T *out = c + p.outOffsets[g] + i * p.outStride;
-      if (p.k == 0)
-        std::fill(out, out + p.m * p.n, T(0));
-      else
-        gemm(p, a + p.lhsOffsets[g] + i * p.lhsStride,
-             b + p.rhsOffsets[g] + i * p.rhsStride, out);
+  const int64_t products = p.groups() * p.count;
+  auto one = [&](int64_t index, int64_t i0, int64_t i1, int64_t j0,
+                 int64_t j1) {
+    const int64_t g = index / p.count, i = index % p.count;
+    T *out = c + p.outOffsets[g] + i * p.outStride;
+    if (p.k == 0) {
+      for (int64_t r = i0; r < i1; ++r)
+        std::fill(out + r * p.n + j0, out + r * p.n + j1, T(0));
+      return;
     }
+    gemmBlock(p, a + p.lhsOffsets[g] + i * p.lhsStride,
+              b + p.rhsOffsets[g] + i * p.rhsStride, out, i0, i1, j0, j1);
+  };
+  const int64_t macs = p.m * p.n * std::max<int64_t>(1, p.k);
+  const int threads = cpuThreads();
+  if (threads < 2 || products * macs < 2 * kSplitMacs) {
+    for (int64_t x = 0; x < products; ++x)
+      one(x, 0, p.m, 0, p.n);
+    return;
+  }
+  if (products >= threads) {
+    parallelFor(products, std::max<int64_t>(1, kSplitMacs / macs),
+                [&](int64_t begin, int64_t end, int) {
+                  for (int64_t x = begin; x < end; ++x)
+                    one(x, 0, p.m, 0, p.n);
+                });
+    return;
+  }
+  const bool rows = p.m >= p.n;
+  const int64_t extent = rows ? p.m : p.n;
+  const int64_t blocks = (extent + kBlockAlign - 1) / kBlockAlign;
+  for (int64_t x = 0; x < products; ++x)
+    parallelFor(blocks, 1, [&](int64_t begin, int64_t end, int) {
+      const int64_t lo = begin * kBlockAlign;
+      const int64_t hi = std::min(extent, end * kBlockAlign);
+      if (rows)
+        one(x, lo, hi, 0, p.n);
+      else
+        one(x, 0, p.m, lo, hi);
+    });
 }
 
 /// DTCC_CPU_MATMUL: "blas" keeps every product on OpenBLAS (bf16 through
@@ -133,6 +197,7 @@ KernelFn makeF32(const MatmulPlan &p, const float *a, const float *b,
     if (KernelFn fn = makeDnnl(p, DnnlGemmType::kF32, sizeof(float),
                                sizeof(float), a, b, c))
       return fn;
+  blasOnCallingThread();
   return [p, a, b, c]() -> Status {
     blasBatch<float>(p, a, b, c);
     return Status::ok();
@@ -231,6 +296,7 @@ StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
           fn = makeF32(p, sa, sb, sc);
         else if constexpr (std::is_floating_point_v<S>)
           fn = [p, sa, sb, sc]() -> Status {
+            blasOnCallingThread();
             blasBatch<S>(p, sa, sb, sc);
             return Status::ok();
           };

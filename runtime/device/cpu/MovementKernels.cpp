@@ -167,12 +167,39 @@ KernelFn makeCopyFn(const StridedCopy &plan, E *dst, const E *src) {
       return Status::ok();
     };
   return [plan, dst, src]() -> Status {
-    forEachRun(
-        plan.outer, [&](const int64_t *off, int64_t n, const int64_t *st) {
-          for (int64_t j = 0; j < n; ++j)
-            transposeTile(dst + off[0] + j * st[0], src + off[1] + j * st[1],
-                          plan.rows, plan.cols, plan.dstRow, plan.srcCol);
-        });
+    const int64_t tile = plan.rows * plan.cols;
+    if (plan.outer.numel >= cpuThreads()) {
+      forEachRunParallel(
+          plan.outer,
+          [&](const int64_t *off, int64_t n, const int64_t *st) {
+            for (int64_t j = 0; j < n; ++j)
+              transposeTile(dst + off[0] + j * st[0],
+                            src + off[1] + j * st[1], plan.rows, plan.cols,
+                            plan.dstRow, plan.srcCol);
+          },
+          tile);
+      return Status::ok();
+    }
+    // Fewer tiles than threads (one large matrix): each tile's rows in
+    // blocks over the threads.
+    const int64_t blocks = (plan.rows + kTransposeBlock - 1) / kTransposeBlock;
+    forEachRun(plan.outer, [&](const int64_t *off, int64_t n,
+                               const int64_t *st) {
+      for (int64_t j = 0; j < n; ++j) {
+        E *d = dst + off[0] + j * st[0];
+        const E *s = src + off[1] + j * st[1];
+        parallelFor(blocks,
+                    std::max<int64_t>(1, kParallelGrain /
+                                             (kTransposeBlock * plan.cols)),
+                    [&](int64_t begin, int64_t end, int) {
+                      const int64_t r0 = begin * kTransposeBlock;
+                      const int64_t r1 =
+                          std::min(plan.rows, end * kTransposeBlock);
+                      transposeTile(d + r0 * plan.dstRow, s + r0, r1 - r0,
+                                    plan.cols, plan.dstRow, plan.srcCol);
+                    });
+      }
+    });
     return Status::ok();
   };
 }
@@ -351,7 +378,10 @@ StatusOr<KernelFn> buildPad(const KernelContext &ctx) {
         E *dst = out.as<E>();
         const E *v = value.as<const E>();
         fn = [dst, v, n, copy]() -> Status {
-          fill(dst, n, *v);
+          const E value = *v;
+          parallelFor(n, kParallelGrain, [&](int64_t begin, int64_t end, int) {
+            fill(dst + begin, end - begin, value);
+          });
           return copy();
         };
       }))

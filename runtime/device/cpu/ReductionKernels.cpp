@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/ThreadPool.h"
 
 #include <algorithm>
 #include <memory>
@@ -150,13 +151,20 @@ void reduceCols(const S *x, int64_t rows, int64_t cols, A *acc) {
       acc[k] = R::combine(acc[k], A(Elem<S>::load(x[k])));
     return;
   }
-  A tile[kColTile];
-  for (int64_t k0 = 0; k0 < cols; k0 += kColTile) {
-    const int64_t w = std::min(kColTile, cols - k0);
-    reduceColTile<R, S, A>(x + k0, rows, cols, w, tile);
-    for (int64_t k = 0; k < w; ++k)
-      acc[k0 + k] = R::combine(acc[k0 + k], tile[k]);
-  }
+  // Column tiles are independent: large blocks split them over the
+  // kernels' threads, each tile reduced the same way.
+  const int64_t tiles = (cols + kColTile - 1) / kColTile;
+  parallelFor(tiles, std::max<int64_t>(1, kParallelGrain / (rows * kColTile)),
+              [&](int64_t begin, int64_t end, int) {
+                A tile[kColTile];
+                for (int64_t t = begin; t < end; ++t) {
+                  const int64_t k0 = t * kColTile;
+                  const int64_t w = std::min(kColTile, cols - k0);
+                  reduceColTile<R, S, A>(x + k0, rows, cols, w, tile);
+                  for (int64_t k = 0; k < w; ++k)
+                    acc[k0 + k] = R::combine(acc[k0 + k], tile[k]);
+                }
+              });
 }
 
 //===----------------------------------------------------------------------===//
@@ -169,6 +177,9 @@ void reduceCols(const S *x, int64_t rows, int64_t cols, A *acc) {
 struct ReducePlan {
   StridedLayout<2> prefix;
   bool rowTail = false;
+  /// Every prefix position has its own output (no reduced dimension in
+  /// the prefix).
+  bool prefixDistinct = false;
   int64_t rowLen = 0, tailRows = 1, tailCols = 1;
   int64_t inNumel = 0, outNumel = 0;
 };
@@ -219,6 +230,8 @@ StatusOr<ReducePlan> planReduce(const KernelContext &ctx,
       accStride *= sizes[i];
   }
   plan.outNumel = accStride;
+  plan.prefixDistinct =
+      std::none_of(kinds.begin(), kinds.begin() + prefixEnd, [](bool k) { return k; });
   if (!buildLayout<2>(shape, {&accStrides, &inStrides}, plan.prefix))
     return ctx.error("more than ", kMaxDims, " non-mergeable dimensions");
   return plan;
@@ -238,17 +251,24 @@ KernelFn makeReduce(const ReducePlan &plan, const S *in, S *out) {
     for (int64_t i = 0; i < plan.outNumel; ++i)
       acc[i] = R::template identity<A>();
     if (plan.inNumel > 0) {
-      forEachRun(plan.prefix,
-                 [&](const int64_t *off, int64_t n, const int64_t *st) {
-                   for (int64_t j = 0; j < n; ++j) {
-                     A *a = acc + off[0] + j * st[0];
-                     const S *x = in + off[1] + j * st[1];
-                     if (plan.rowTail)
-                       *a = R::combine(*a, reduceRow<R, S, A>(x, plan.rowLen));
-                     else
-                       reduceCols<R, S, A>(x, plan.tailRows, plan.tailCols, a);
-                   }
-                 });
+      auto runs = [&](const int64_t *off, int64_t n, const int64_t *st) {
+        for (int64_t j = 0; j < n; ++j) {
+          A *a = acc + off[0] + j * st[0];
+          const S *x = in + off[1] + j * st[1];
+          if (plan.rowTail)
+            *a = R::combine(*a, reduceRow<R, S, A>(x, plan.rowLen));
+          else
+            reduceCols<R, S, A>(x, plan.tailRows, plan.tailCols, a);
+        }
+      };
+      // Rows into distinct outputs split over the threads (a thread reduces
+      // whole rows, in the same order); a column block splits its columns
+      // (reduceCols). Positions that accumulate into one output (a reduced
+      // dimension in the prefix) stay on one thread.
+      if (plan.rowTail && plan.prefixDistinct)
+        forEachRunParallel(plan.prefix, runs, plan.rowLen);
+      else
+        forEachRun(plan.prefix, runs);
     }
     if constexpr (kScratch)
       for (int64_t i = 0; i < plan.outNumel; ++i)

@@ -163,7 +163,8 @@ KernelFn makeBatchBinaryLoop(const StridedLayout<3> &layout,
   S *o = out.as<S>();
   const S *pa = a.as<const S>(), *pb = b.as<const S>();
   return [layout, o, pa, pb, op]() -> Status {
-    forEachRun(layout, [&](const int64_t *off, int64_t n, const int64_t *st) {
+    forEachRunParallel(layout, [&](const int64_t *off, int64_t n,
+                                   const int64_t *st) {
       S *qo = o + off[0];
       const S *qa = pa + off[1], *qb = pb + off[2];
       const int64_t sa = st[1], sb = st[2];
@@ -363,47 +364,73 @@ StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer) {
 
 /// Per row: xhat = (x - mean) rstd (rms: x rstd), g = dy scale,
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)) (rms: without mean(g)).
-/// dscale and dbias accumulate over rows in double.
+/// dscale and dbias accumulate over rows in double, row after row. Rows
+/// split over the kernels' threads for dx, then columns for dscale and
+/// dbias (xhat computed again there): every value is computed the same
+/// way for any thread count.
 template <typename C, bool Layer>
 KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
                       const void *mean, const void *rstd, const C *dy, C *dx,
                       C *dscale, C *dbias) {
-  auto scratch = std::make_shared<std::vector<C>>(2 * p.cols);
+  auto scratch = std::make_shared<std::vector<C>>(2 * p.cols * cpuThreads());
   auto acc = std::make_shared<std::vector<double>>((Layer ? 2 : 1) * p.cols);
   return [=]() -> Status {
     const int64_t cols = p.cols;
-    C *xhat = scratch->data(), *g = xhat + cols;
-    double *accScale = acc->data(), *accBias = accScale + cols;
-    std::fill(acc->begin(), acc->end(), 0.0);
     const double invCols = cols ? 1.0 / double(cols) : 0.0;
-    for (int64_t r = 0; r < p.rows; ++r) {
-      const C *xr = x + r * cols, *dyr = dy + r * cols;
-      C *dxr = dx + r * cols;
-      const C mu = Layer ? C(loadStat(p.statType, mean, r)) : C(0);
-      const C rs = C(loadStat(p.statType, rstd, r));
-      for (int64_t c = 0; c < cols; ++c) {
-        const C h = (xr[c] - mu) * rs, d = dyr[c];
-        xhat[c] = h;
-        g[c] = d * scale[c];
-        accScale[c] += double(d) * double(h);
-        if constexpr (Layer)
-          accBias[c] += double(d);
-      }
-      const C meanGH =
-          C(blockedSum<C>(cols, [&](int64_t c) { return g[c] * xhat[c]; }) *
-            invCols);
-      C meanG = C(0);
-      if constexpr (Layer)
-        meanG =
-            C(blockedSum<C>(cols, [&](int64_t c) { return g[c]; }) * invCols);
-      for (int64_t c = 0; c < cols; ++c)
-        dxr[c] = rs * (g[c] - meanG - xhat[c] * meanGH);
-    }
-    for (int64_t c = 0; c < cols; ++c)
-      dscale[c] = C(accScale[c]);
-    if constexpr (Layer)
-      for (int64_t c = 0; c < cols; ++c)
-        dbias[c] = C(accBias[c]);
+    auto hat = [&](int64_t r, C &mu, C &rs) {
+      mu = Layer ? C(loadStat(p.statType, mean, r)) : C(0);
+      rs = C(loadStat(p.statType, rstd, r));
+    };
+    const int64_t work = std::max<int64_t>(1, cols);
+    parallelFor(p.rows, std::max<int64_t>(1, kParallelGrain / work),
+                [&](int64_t begin, int64_t end, int w) {
+                  C *xhat = scratch->data() + 2 * cols * w, *g = xhat + cols;
+                  for (int64_t r = begin; r < end; ++r) {
+                    const C *xr = x + r * cols, *dyr = dy + r * cols;
+                    C *dxr = dx + r * cols;
+                    C mu, rs;
+                    hat(r, mu, rs);
+                    for (int64_t c = 0; c < cols; ++c) {
+                      xhat[c] = (xr[c] - mu) * rs;
+                      g[c] = dyr[c] * scale[c];
+                    }
+                    const C meanGH = C(blockedSum<C>(cols, [&](int64_t c) {
+                                         return g[c] * xhat[c];
+                                       }) *
+                                       invCols);
+                    C meanG = C(0);
+                    if constexpr (Layer)
+                      meanG = C(blockedSum<C>(cols, [&](int64_t c) {
+                                  return g[c];
+                                }) *
+                                invCols);
+                    for (int64_t c = 0; c < cols; ++c)
+                      dxr[c] = rs * (g[c] - meanG - xhat[c] * meanGH);
+                  }
+                });
+    double *accScale = acc->data(), *accBias = accScale + cols;
+    parallelFor(cols, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.rows)),
+                [&](int64_t c0, int64_t c1, int) {
+                  std::fill(accScale + c0, accScale + c1, 0.0);
+                  if constexpr (Layer)
+                    std::fill(accBias + c0, accBias + c1, 0.0);
+                  for (int64_t r = 0; r < p.rows; ++r) {
+                    const C *xr = x + r * cols, *dyr = dy + r * cols;
+                    C mu, rs;
+                    hat(r, mu, rs);
+                    for (int64_t c = c0; c < c1; ++c) {
+                      const C h = (xr[c] - mu) * rs, d = dyr[c];
+                      accScale[c] += double(d) * double(h);
+                      if constexpr (Layer)
+                        accBias[c] += double(d);
+                    }
+                  }
+                  for (int64_t c = c0; c < c1; ++c)
+                    dscale[c] = C(accScale[c]);
+                  if constexpr (Layer)
+                    for (int64_t c = c0; c < c1; ++c)
+                      dbias[c] = C(accBias[c]);
+                });
     return Status::ok();
   };
 }

@@ -12,6 +12,8 @@
 #include "runtime/device/cpu/ThreadPool.h"
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
 
+#include <cblas.h>
+
 #include <atomic>
 #include <thread>
 
@@ -149,6 +151,111 @@ TEST(CpuKernelThreads, ElementwiseAndCopiesAsOnOneThread) {
   for (int64_t i = 0; i < 300; ++i)
     for (int64_t j = 0; j < 400; ++j)
       ASSERT_EQ(t.raw<float>(j * 300 + i), m.raw<float>(i * 400 + j));
+}
+
+TEST(CpuKernelThreads, MatmulSplitsAsOneProduct) {
+  // One product split by rows (m >= n), one by columns (n > m), and a batch
+  // of products split whole: bitwise what one cblas call computes.
+  struct Case {
+    int64_t batch, m, k, n;
+    bool ta, tb;
+  };
+  for (Case c : {Case{1, 300, 96, 130, false, false}, Case{1, 70, 200, 333, false, true},
+                 Case{1, 257, 64, 200, true, false}, Case{5, 64, 48, 96, false, false}}) {
+    Tensor a = random(c.ta ? std::vector<int64_t>{c.batch, c.k, c.m}
+                           : std::vector<int64_t>{c.batch, c.m, c.k},
+                      7);
+    Tensor b = random(c.tb ? std::vector<int64_t>{c.batch, c.n, c.k}
+                           : std::vector<int64_t>{c.batch, c.k, c.n},
+                      8);
+    Tensor out = Tensor::output(DType::kF32, {c.batch, c.m, c.n});
+    Attrs attrs;
+    attrs.set("transpose_lhs", c.ta);
+    attrs.set("transpose_rhs", c.tb);
+    ASSERT_TRUE(runKernel("matmul", {a.view(), b.view()}, {out.view()}, attrs).isOk());
+    Tensor ref = Tensor::output(DType::kF32, {c.batch, c.m, c.n});
+    for (int64_t i = 0; i < c.batch; ++i)
+      cblas_sgemm(CblasRowMajor, c.ta ? CblasTrans : CblasNoTrans,
+                  c.tb ? CblasTrans : CblasNoTrans, int(c.m), int(c.n), int(c.k), 1.0f,
+                  reinterpret_cast<const float *>(a.bytes()) + i * c.m * c.k, int(c.ta ? c.m : c.k),
+                  reinterpret_cast<const float *>(b.bytes()) + i * c.k * c.n, int(c.tb ? c.k : c.n), 0.0f,
+                  reinterpret_cast<float *>(ref.bytes()) + i * c.m * c.n, int(c.n));
+    ASSERT_EQ(std::memcmp(out.bytes(), ref.bytes(), size_t(out.numel()) * 4), 0)
+        << "matmul " << c.batch << " x " << c.m << " x " << c.k << " x " << c.n;
+  }
+}
+
+TEST(CpuKernelThreads, ReductionsAsOnOneThread) {
+  // Row sums (rows split) against each row alone; column sums (column
+  // tiles split) against a block of columns alone.
+  const int64_t rows = 700, cols = 260;
+  Tensor x = random({rows, cols}, 9);
+  Attrs lastAxis, firstAxis;
+  lastAxis.set("dims", std::vector<int64_t>{1});
+  firstAxis.set("dims", std::vector<int64_t>{0});
+  Tensor rowSums = Tensor::output(DType::kF32, {rows});
+  Tensor colSums = Tensor::output(DType::kF32, {cols});
+  ASSERT_TRUE(runKernel("reduce_sum", {x.view()}, {rowSums.view()}, lastAxis).isOk());
+  ASSERT_TRUE(runKernel("reduce_sum", {x.view()}, {colSums.view()}, firstAxis).isOk());
+  for (int64_t r = 0; r < rows; r += 53) {
+    Tensor one = Tensor::output(DType::kF32, {1});
+    ASSERT_TRUE(runKernel("reduce_sum", {rowsOf(x, r, 1).view()}, {one.view()}, lastAxis).isOk());
+    expectSameBits(rowSums, one, r, "reduce_sum over rows");
+  }
+  // Columns [64, 128): a tile-aligned block, reduced alone on one thread.
+  Tensor block(DType::kF32, {rows, 64});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < 64; ++c)
+      block.setRaw<float>(r * 64 + c, x.raw<float>(r * cols + 64 + c));
+  Tensor blockSums = Tensor::output(DType::kF32, {64});
+  ASSERT_TRUE(runKernel("reduce_sum", {block.view()}, {blockSums.view()}, firstAxis).isOk());
+  expectSameBits(colSums, blockSums, 64, "reduce_sum over columns");
+}
+
+TEST(CpuKernelThreads, LayerNormGradAsOnOneThread) {
+  // dx rows (split) against each row alone; dscale and dbias (columns
+  // split) against their definition: double sums over rows in order.
+  const int64_t rows = 400, cols = 200;
+  Tensor x = random({rows, cols}, 10), dy = random({rows, cols}, 11);
+  Tensor scale = random({cols}, 12), bias = random({cols}, 13);
+  Tensor y = Tensor::output(DType::kF32, {rows, cols});
+  Tensor mean = Tensor::output(DType::kF32, {rows}), rstd = Tensor::output(DType::kF32, {rows});
+  Attrs norm;
+  norm.set("axis", int64_t(1));
+  norm.set("epsilon", 1e-5);
+  ASSERT_TRUE(runKernel("layer_norm", {x.view(), scale.view(), bias.view()},
+                        {y.view(), mean.view(), rstd.view()}, norm)
+                  .isOk());
+  Tensor dx = Tensor::output(DType::kF32, {rows, cols});
+  Tensor dscale = Tensor::output(DType::kF32, {cols}), dbias = Tensor::output(DType::kF32, {cols});
+  Attrs axis;
+  axis.set("axis", int64_t(1));
+  ASSERT_TRUE(runKernel("layer_norm_grad",
+                        {x.view(), scale.view(), mean.view(), rstd.view(), dy.view()},
+                        {dx.view(), dscale.view(), dbias.view()}, axis)
+                  .isOk());
+  for (int64_t r = 0; r < rows; r += 41) {
+    Tensor m1 = rowsOf(mean, r, 1), s1 = rowsOf(rstd, r, 1);
+    Tensor dx1 = Tensor::output(DType::kF32, {1, cols});
+    Tensor ds1 = Tensor::output(DType::kF32, {cols}), db1 = Tensor::output(DType::kF32, {cols});
+    ASSERT_TRUE(runKernel("layer_norm_grad",
+                          {rowsOf(x, r, 1).view(), scale.view(), m1.view(), s1.view(),
+                           rowsOf(dy, r, 1).view()},
+                          {dx1.view(), ds1.view(), db1.view()}, axis)
+                    .isOk());
+    expectSameBits(dx, dx1, r * cols, "layer_norm_grad's dx");
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    double s = 0, b = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float h = (x.raw<float>(r * cols + c) - mean.raw<float>(r)) * rstd.raw<float>(r);
+      const float d = dy.raw<float>(r * cols + c);
+      s += double(d) * double(h);
+      b += double(d);
+    }
+    ASSERT_EQ(dscale.raw<float>(c), float(s)) << "dscale " << c;
+    ASSERT_EQ(dbias.raw<float>(c), float(b)) << "dbias " << c;
+  }
 }
 
 } // namespace
