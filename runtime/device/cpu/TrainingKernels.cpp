@@ -381,6 +381,46 @@ KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
       mu = Layer ? C(loadStat(p.statType, mean, r)) : C(0);
       rs = C(loadStat(p.statType, rstd, r));
     };
+    // dx of one row from its xhat and g.
+    auto rowGrad = [&](const C *xhat, const C *g, C rs, C *dxr) {
+      const C meanGH =
+          C(blockedSum<C>(cols, [&](int64_t c) { return g[c] * xhat[c]; }) *
+            invCols);
+      C meanG = C(0);
+      if constexpr (Layer)
+        meanG =
+            C(blockedSum<C>(cols, [&](int64_t c) { return g[c]; }) * invCols);
+      for (int64_t c = 0; c < cols; ++c)
+        dxr[c] = rs * (g[c] - meanG - xhat[c] * meanGH);
+    };
+    double *accScale = acc->data(), *accBias = accScale + cols;
+    if (cpuThreads() < 2 || p.rows * cols < 4 * kParallelGrain) {
+      // One pass: too little work to split (the second pass over x and dy
+      // would cost more than a second thread saves).
+      C *xhat = scratch->data(), *g = xhat + cols;
+      std::fill(acc->begin(), acc->end(), 0.0);
+      for (int64_t r = 0; r < p.rows; ++r) {
+        const C *xr = x + r * cols, *dyr = dy + r * cols;
+        C *dxr = dx + r * cols;
+        C mu, rs;
+        hat(r, mu, rs);
+        for (int64_t c = 0; c < cols; ++c) {
+          const C h = (xr[c] - mu) * rs, d = dyr[c];
+          xhat[c] = h;
+          g[c] = d * scale[c];
+          accScale[c] += double(d) * double(h);
+          if constexpr (Layer)
+            accBias[c] += double(d);
+        }
+        rowGrad(xhat, g, rs, dxr);
+      }
+      for (int64_t c = 0; c < cols; ++c)
+        dscale[c] = C(accScale[c]);
+      if constexpr (Layer)
+        for (int64_t c = 0; c < cols; ++c)
+          dbias[c] = C(accBias[c]);
+      return Status::ok();
+    }
     const int64_t work = std::max<int64_t>(1, cols);
     parallelFor(p.rows, std::max<int64_t>(1, kParallelGrain / work),
                 [&](int64_t begin, int64_t end, int w) {
@@ -394,21 +434,9 @@ KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
                       xhat[c] = (xr[c] - mu) * rs;
                       g[c] = dyr[c] * scale[c];
                     }
-                    const C meanGH = C(blockedSum<C>(cols, [&](int64_t c) {
-                                         return g[c] * xhat[c];
-                                       }) *
-                                       invCols);
-                    C meanG = C(0);
-                    if constexpr (Layer)
-                      meanG = C(blockedSum<C>(cols, [&](int64_t c) {
-                                  return g[c];
-                                }) *
-                                invCols);
-                    for (int64_t c = 0; c < cols; ++c)
-                      dxr[c] = rs * (g[c] - meanG - xhat[c] * meanGH);
+                    rowGrad(xhat, g, rs, dxr);
                   }
                 });
-    double *accScale = acc->data(), *accBias = accScale + cols;
     parallelFor(cols, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.rows)),
                 [&](int64_t c0, int64_t c1, int) {
                   std::fill(accScale + c0, accScale + c1, 0.0);
