@@ -436,6 +436,23 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
     identity &= (int64_t)i == p;
   if (identity)
     return getOperand();
+  // transpose(transpose(x, p1), p2) = transpose(x, p1[p2[i]]): one copy
+  // instead of two (the inner one dies when this was its only user), none
+  // when the composition is the identity.
+  if (auto inner = getOperand().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> innerPerm = inner.getPerm();
+    SmallVector<int64_t> composed;
+    bool composedIdentity = true;
+    for (auto [i, p] : llvm::enumerate(perm)) {
+      composed.push_back(innerPerm[p]);
+      composedIdentity &= composed.back() == int64_t(i);
+    }
+    if (composedIdentity && inner.getOperand().getType() == getType())
+      return inner.getOperand();
+    setPermAttr(DenseI64ArrayAttr::get(getContext(), composed));
+    getOperandMutable().assign(inner.getOperand());
+    return getResult();
+  }
   auto in = foldable(adaptor.getOperand());
   if (!in)
     return {};
