@@ -1,10 +1,32 @@
 //===- CpuKernelUtils.cpp - checks shared by the CPU kernel factories -----===//
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/IsaDispatch.h"
 
 #include "runtime/comm/CommContext.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace dtcc::runtime::cpu {
+
+bool cpuHasAvx512() {
+  static const bool has = [] {
+    if (const char *isa = std::getenv("DTCC_CPU_ISA");
+        isa && std::strcmp(isa, "baseline") == 0)
+      return false;
+#if DTCC_HAVE_AVX512_CLONES
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq");
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
 
 std::string typeSetName(unsigned set) {
   std::string s;

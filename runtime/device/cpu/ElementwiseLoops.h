@@ -12,6 +12,7 @@
 #define DTCC_RUNTIME_DEVICE_CPU_ELEMENTWISELOOPS_H
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/VectorMath.h"
 
 #include <algorithm>
@@ -87,8 +88,10 @@ KernelFn makeBatchUnaryLoop(const StridedLayout<2> &layout,
 /// Runs `fn(a, b)` over one run; the cases let the compiler vectorize the
 /// common contiguous and scalar-broadcast shapes.
 template <typename OS, typename AS, typename BS, typename Op>
-inline void binaryRun(OS *po, const AS *pa, const BS *pb, int64_t n, int64_t sa,
-                      int64_t sb, const Op &op) {
+DTCC_ALWAYS_INLINE void binaryRunBody(OS *po, const AS *pa, const BS *pb,
+                                      int64_t n, int64_t sa, int64_t sb,
+                                      const Op &op) {
+  DTCC_NO_CONTRACT
   auto f = [&](auto a, auto b) {
     return Elem<OS>::store(op(Elem<AS>::load(a), Elem<BS>::load(b)));
   };
@@ -107,6 +110,32 @@ inline void binaryRun(OS *po, const AS *pa, const BS *pb, int64_t n, int64_t sa,
     for (int64_t j = 0; j < n; ++j)
       po[j] = f(pa[j * sa], pb[j * sb]);
   }
+}
+
+#if DTCC_HAVE_AVX512_CLONES
+template <typename OS, typename AS, typename BS, typename Op>
+DTCC_AVX512_TARGET void binaryRunAvx512(OS *po, const AS *pa, const BS *pb,
+                                        int64_t n, int64_t sa, int64_t sb,
+                                        const Op &op) {
+  binaryRunBody(po, pa, pb, n, sa, sb, op);
+}
+#endif
+
+/// binaryRun's loops, float runs on AVX-512 where the CPU has it
+/// (IsaDispatch.h).
+template <typename OS, typename AS, typename BS, typename Op>
+inline void binaryRun(OS *po, const AS *pa, const BS *pb, int64_t n, int64_t sa,
+                      int64_t sb, const Op &op) {
+#if DTCC_HAVE_AVX512_CLONES
+  if constexpr (std::is_same_v<OS, float> && std::is_same_v<AS, float> &&
+                std::is_same_v<BS, float>) {
+    if (n >= 64 && cpuHasAvx512()) {
+      binaryRunAvx512(po, pa, pb, n, sa, sb, op);
+      return;
+    }
+  }
+#endif
+  binaryRunBody(po, pa, pb, n, sa, sb, op);
 }
 
 /// out = op(a, b).

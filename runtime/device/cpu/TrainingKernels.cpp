@@ -8,6 +8,7 @@
 
 #include "runtime/base/Random.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/ElementwiseLoops.h"
 #include "runtime/device/cpu/VectorMath.h"
 
@@ -783,8 +784,10 @@ template <typename C> struct AdamwCoefs {
 /// One fused pass; outputs may be the memory of any input (see
 /// DTCC_INDEPENDENT_ITERATIONS), so every input is read before the writes.
 template <typename C>
-void adamwLoop(const C *param, const C *grad, const C *m, const C *v, C *newP,
-               C *newM, C *newV, int64_t n, const AdamwCoefs<C> k) {
+DTCC_ALWAYS_INLINE void adamwBody(const C *param, const C *grad, const C *m,
+                                  const C *v, C *newP, C *newM, C *newV,
+                                  int64_t n, const AdamwCoefs<C> &k) {
+  DTCC_NO_CONTRACT
   DTCC_INDEPENDENT_ITERATIONS
   for (int64_t i = 0; i < n; ++i) {
     const C g = grad[i] * k.gradScale;
@@ -796,6 +799,30 @@ void adamwLoop(const C *param, const C *grad, const C *m, const C *v, C *newP,
     newM[i] = mi;
     newV[i] = vi;
   }
+}
+
+#if DTCC_HAVE_AVX512_CLONES
+DTCC_AVX512_TARGET void adamwAvx512(const float *param, const float *grad,
+                                    const float *m, const float *v,
+                                    float *newP, float *newM, float *newV,
+                                    int64_t n, const AdamwCoefs<float> &k) {
+  adamwBody(param, grad, m, v, newP, newM, newV, n, k);
+}
+#endif
+
+/// adamwBody, f32 on AVX-512 where the CPU has it (IsaDispatch.h).
+template <typename C>
+void adamwLoop(const C *param, const C *grad, const C *m, const C *v, C *newP,
+               C *newM, C *newV, int64_t n, const AdamwCoefs<C> k) {
+#if DTCC_HAVE_AVX512_CLONES
+  if constexpr (std::is_same_v<C, float>) {
+    if (cpuHasAvx512()) {
+      adamwAvx512(param, grad, m, v, newP, newM, newV, n, k);
+      return;
+    }
+  }
+#endif
+  adamwBody(param, grad, m, v, newP, newM, newV, n, k);
 }
 
 StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {

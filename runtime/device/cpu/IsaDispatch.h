@@ -1,0 +1,51 @@
+//===- IsaDispatch.h - hot loops compiled for AVX-512 as well ---*- C++ -*-===//
+//
+// The runtime is built for baseline x86-64 (it runs on the cluster's nodes,
+// whatever their CPU), so the loops the compiler vectorizes use SSE2's four
+// float lanes. The hottest elementwise loops are compiled a second time for
+// AVX-512 (F, VL, BW, DQ) and chosen at run time when the CPU has it: the
+// loop is an always-inline body, and a DTCC_AVX512_TARGET function that
+// only calls it gets the body compiled for AVX-512:
+//
+//   template <...> DTCC_ALWAYS_INLINE void loopBody(...) { ... }
+//   template <...> DTCC_AVX512_TARGET void loopAvx512(...) { loopBody(...); }
+//   ... if (cpuHasAvx512()) loopAvx512(...); else loopBody(...);
+//
+// Both versions compute each element with the same IEEE operations in the
+// same order: bodies must not let the compiler contract a * b + c into a
+// fused multiply-add (DTCC_NO_CONTRACT at the top of the body), which
+// AVX-512 would allow and SSE2 does not, so results do not depend on the
+// CPU's vector width.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CPU_ISADISPATCH_H
+#define DTCC_RUNTIME_DEVICE_CPU_ISADISPATCH_H
+
+#if defined(__x86_64__) && defined(__clang__)
+#define DTCC_HAVE_AVX512_CLONES 1
+#else
+#define DTCC_HAVE_AVX512_CLONES 0
+#endif
+
+#define DTCC_ALWAYS_INLINE inline __attribute__((always_inline))
+#if defined(__clang__)
+#define DTCC_NO_CONTRACT _Pragma("clang fp contract(off)")
+#else
+#define DTCC_NO_CONTRACT
+#endif
+
+namespace dtcc::runtime::cpu {
+
+/// Whether the CPU runs the AVX-512 clones (read once; false off x86-64,
+/// and with DTCC_CPU_ISA=baseline, for tests and comparisons).
+bool cpuHasAvx512();
+
+} // namespace dtcc::runtime::cpu
+
+#if DTCC_HAVE_AVX512_CLONES
+#define DTCC_AVX512_TARGET                                                     \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq")))
+#endif
+
+#endif // DTCC_RUNTIME_DEVICE_CPU_ISADISPATCH_H
