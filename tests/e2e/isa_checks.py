@@ -9,13 +9,11 @@ threads: every parameter and optimizer-state file of the final checkpoint
 and every logged loss must be equal, byte for byte. On a CPU without
 AVX-512 both runs take the baseline loops, and the check says so.
 """
-import argparse
 import filecmp
 import os
 import re
 import subprocess
 import sys
-import tempfile
 
 import e2e_common
 
@@ -38,43 +36,36 @@ def train(exe, tokens, ckpt, isa, threads):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dtcc", required=True)
-    args = ap.parse_args()
+    args, work = e2e_common.start(__doc__, "dtcc-isa-")
     checks = e2e_common.Checks()
-    with tempfile.TemporaryDirectory() as work:
-        onnx = os.path.join(work, "gpt.onnx")
-        e2e_common.run([args.dtcc, "zoo", "gpt", "--layers", "2", "--hidden", "256",
-                        "--heads", "4", "--vocab", "512", "--seq", "64", "--batch", "8",
-                        "-o", onnx])
-        exe = os.path.join(work, "train")
-        e2e_common.run([args.dtcc, "compile", onnx, "--train", "--optimizer", "adamw",
-                        "--grad-clip", "1.0", "-o", exe])
-        tokens = os.path.join(work, "tokens.bin")
-        e2e_common.text_tokens(tokens)
-        print("AVX-512 clones:", "in use" if has_avx512() else
-              "not on this CPU (both runs take the baseline loops)")
-        for threads in (1, 2):
-            runs = {}
-            for isa in ("baseline", "native"):
-                ckpt = os.path.join(work, f"ckpt-{isa}-{threads}")
-                runs[isa] = (train(exe, tokens, ckpt, isa, threads), ckpt)
-            (base_losses, base_dir), (native_losses, native_dir) = runs["baseline"], runs["native"]
-            checks(len(base_losses) == 4 and base_losses == native_losses,
-                         f"{threads} thread(s): losses equal ({' '.join(native_losses)})")
-            files = sorted(os.path.relpath(os.path.join(d, f), base_dir)
-                           for d, _, fs in os.walk(base_dir) for f in fs)
-            differ = [f for f in files
-                      if not filecmp.cmp(os.path.join(base_dir, f), os.path.join(native_dir, f),
-                                         shallow=False)]
-            checks(files and not differ,
-                         f"{threads} thread(s): {len(files)} checkpoint files byte-equal"
-                         + (f" (differ: {', '.join(differ[:5])})" if differ else ""))
-    if checks.failures:
-        print(f"{len(checks.failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    onnx = os.path.join(work, "gpt.onnx")
+    e2e_common.run([args.dtcc, "zoo", "gpt", "--layers", "2", "--hidden", "256",
+                    "--heads", "4", "--vocab", "512", "--seq", "64", "--batch", "8",
+                    "-o", onnx])
+    exe = os.path.join(work, "train")
+    e2e_common.run([args.dtcc, "compile", onnx, "--train", "--optimizer", "adamw",
+                    "--grad-clip", "1.0", "-o", exe])
+    tokens = os.path.join(work, "tokens.bin")
+    e2e_common.text_tokens(tokens)
+    print("AVX-512 clones:", "in use" if has_avx512() else
+          "not on this CPU (both runs take the baseline loops)")
+    for threads in (1, 2):
+        runs = {}
+        for isa in ("baseline", "native"):
+            ckpt = os.path.join(work, f"ckpt-{isa}-{threads}")
+            runs[isa] = (train(exe, tokens, ckpt, isa, threads), ckpt)
+        (base_losses, base_dir), (native_losses, native_dir) = runs["baseline"], runs["native"]
+        checks(len(base_losses) == 4 and base_losses == native_losses,
+               f"{threads} thread(s): losses equal ({' '.join(native_losses)})")
+        files = sorted(os.path.relpath(os.path.join(d, f), base_dir)
+                       for d, _, fs in os.walk(base_dir) for f in fs)
+        differ = [f for f in files
+                  if not filecmp.cmp(os.path.join(base_dir, f), os.path.join(native_dir, f),
+                                     shallow=False)]
+        checks(files and not differ,
+               f"{threads} thread(s): {len(files)} checkpoint files byte-equal"
+               + (f" (differ: {', '.join(differ[:5])})" if differ else ""))
+    return e2e_common.finish(work, False, checks.failures)
 
 
 if __name__ == "__main__":
