@@ -99,6 +99,18 @@ Value MixedPrecisionPass::as(Value v, Type element) {
           y.convert(sem, APFloat::rmNearestTiesToEven, &lost);
           return y.bitcastToAPInt();
         }));
+  } else if (auto broadcast = v.getDefiningOp<BroadcastInDimOp>()) {
+    // Cast the broadcast's operand and broadcast that: the same values
+    // (a conversion commutes with copying), fewer elements converted, and
+    // the broadcast stays next to its users, where sharding can split its
+    // new dimensions locally (refineBroadcasts) instead of materializing
+    // the whole broadcast (a causal mask at the global batch) and slicing.
+    Value operand = as(broadcast.getOperand(), element);
+    b.setInsertionPointAfter(broadcast);
+    auto made = BroadcastInDimOp::create(b, v.getLoc(), withElement(v, element),
+                                         operand, broadcast.getDimsAttr());
+    inheritLayer(broadcast, made);
+    converted = made;
   } else {
     auto c = CastOp::create(b, v.getLoc(), withElement(v, element), v);
     if (Operation *def = v.getDefiningOp())

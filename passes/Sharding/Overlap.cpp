@@ -29,12 +29,16 @@ Operation *firstUser(Value v) {
   return first;
 }
 
-/// Whether `op` gathers a ZeRO-3 parameter shard straight from its variable.
+/// Whether `op` gathers a ZeRO-3 parameter shard straight from its variable,
+/// or cast to the compute type (mixed precision).
 bool gathersZeroParameter(Operation *op) {
   auto gather = dyn_cast<AllGatherOp>(op);
   if (!gather)
     return false;
-  auto load = gather.getOperand().getDefiningOp<graph::LoadOp>();
+  Value shard = gather.getOperand();
+  if (auto c = shard.getDefiningOp<graph::CastOp>())
+    shard = c.getOperand();
+  auto load = shard.getDefiningOp<graph::LoadOp>();
   if (!load)
     return false;
   auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
@@ -59,7 +63,7 @@ struct ShardOverlapPass
       Operation *wait;
       std::string layer;
     };
-    SmallVector<Async> prefetched;
+    SmallVector<Async> prefetched, gradients;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       bool zero = gathersZeroParameter(&op);
       auto phase = op.getAttrOfType<StringAttr>("phase");
@@ -76,12 +80,36 @@ struct ShardOverlapPass
       OpBuilder b(user);
       auto wait = WaitOp::create(b, op.getLoc(), handle++,
                                  ValueRange{op.getOperand(0), op.getResult(0)});
+      if (gradient) {
+        Operation *maker = op.getOperand(0).getDefiningOp();
+        std::optional<int64_t> layer =
+            maker ? graph::layerIndexOf(maker) : std::nullopt;
+        gradients.push_back({&op, wait, layer ? std::to_string(*layer) : ""});
+      }
       // Layers are keyed by pass too: the backward pass gathers again.
       if (std::optional<int64_t> layer = graph::layerIndexOf(user);
           zero && layer)
         prefetched.push_back({&op, wait,
                               (phase ? phase.getValue().str() : "") + "/" +
                                   std::to_string(*layer)});
+    }
+    // A gradient's collective overlaps the backward pass of the next
+    // layer, not the rest of the step: its wait comes before the next
+    // layer but one starts its own, so that the whole (unsharded) gradient
+    // it reads is freed then and at most two layers' are in flight, not
+    // every layer's until the optimizer step.
+    SmallVector<SmallVector<Async *>> gradientLayers;
+    for (Async &a : gradients) {
+      if (gradientLayers.empty() ||
+          gradientLayers.back().front()->layer != a.layer)
+        gradientLayers.emplace_back();
+      gradientLayers.back().push_back(&a);
+    }
+    for (size_t i = 0; i + 2 < gradientLayers.size(); ++i) {
+      Operation *bound = gradientLayers[i + 2].front()->op;
+      for (Async *a : gradientLayers[i])
+        if (bound->isBeforeInBlock(a->wait))
+          a->wait->moveBefore(bound);
     }
     // Prefetch: the gathers of each layer start where the layer before (in
     // program order) first waits for its own.
@@ -97,19 +125,26 @@ struct ShardOverlapPass
         if (a->wait->isBeforeInBlock(at))
           at = a->wait;
       for (Async *a : layers[i]) {
-        Operation *load = a->op->getOperand(0).getDefiningOp();
         if (!at->isBeforeInBlock(a->op))
           continue; // already earlier
-        if (load && at->isBeforeInBlock(load)) {
-          // A load read only by its gather (and the gather's wait) moves
-          // up with it.
-          bool onlyGathered = llvm::all_of(load->getUsers(), [&](Operation *u) {
-            return u == a->op || u == a->wait;
-          });
-          if (!isa<graph::LoadOp>(load) || !onlyGathered)
-            continue;
-          load->moveBefore(at);
+        // The shard's load and cast move up with the gather: pure ops with
+        // no operand but the load, so every use stays dominated.
+        SmallVector<Operation *> chain;
+        bool movable = true;
+        for (Operation *d = a->op->getOperand(0).getDefiningOp();
+             d && at->isBeforeInBlock(d);
+             d = d->getNumOperands() ? d->getOperand(0).getDefiningOp()
+                                     : nullptr) {
+          if (!isa<graph::LoadOp, graph::CastOp>(d)) {
+            movable = false;
+            break;
+          }
+          chain.push_back(d);
         }
+        if (!movable)
+          continue;
+        for (Operation *d : llvm::reverse(chain))
+          d->moveBefore(at);
         a->op->moveBefore(at);
       }
     }

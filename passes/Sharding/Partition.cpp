@@ -10,6 +10,7 @@
 #include "passes/Sharding/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace dtcc::shard {
 #define GEN_PASS_DEF_SHARDPARTITION
@@ -62,6 +63,9 @@ private:
   StringRef passOf(Operation *op) const;
   /// Tags the collectives reshard() just made with the phase of `at`.
   void tagPhase(Operation *at);
+  /// ZeRO-3 parameters cast once at their load (mixed precision) gathered
+  /// in the compute type, anew for each pass and layer that uses them.
+  void gatherCastParametersPerUse();
 
   /// Records the ops reshard() makes.
   struct Recorder : public OpBuilder::Listener {
@@ -628,6 +632,7 @@ LogicalResult FunctionPartitioner::run() {
     if (failed(fixAttributes(&op, required)))
       return failure();
   }
+  gatherCastParametersPerUse();
   for (Operation &op : body) {
     op.removeAttr(kInShardingsAttr);
     op.removeAttr(kResultShardingsAttr);
@@ -642,6 +647,65 @@ LogicalResult FunctionPartitioner::run() {
   fn_.setType(FunctionType::get(fn_.getContext(), body.getArgumentTypes(),
                                 ret.getOperandTypes()));
   return success();
+}
+
+// Mixed precision casts a parameter once, right after its load, and the
+// forward and backward pass share the cast. For a ZeRO-3 parameter that one
+// cast is the gather's only user: the parameter would be gathered once, in
+// fp32, at the top of the step and kept whole until its last use in the
+// backward pass, every layer's at once. Instead the shard is cast (a
+// conversion commutes with a gather, so the values are the same bits) and
+// gathered in the compute type, half the bytes for bf16, once for each
+// pass and layer that uses it, just before the first such use; the
+// gathered copy dies after the group's last use (dtcc-shard-overlap starts
+// each layer's gathers one layer ahead).
+void FunctionPartitioner::gatherCastParametersPerUse() {
+  Block &body = fn_.getBody().front();
+  SmallVector<std::pair<AllGatherOp, graph::CastOp>> found;
+  for (auto g : body.getOps<AllGatherOp>()) {
+    auto load = g.getOperand().getDefiningOp<graph::LoadOp>();
+    if (!load || !g->hasOneUse())
+      continue;
+    auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
+        load, load.getVariableAttr());
+    auto c = dyn_cast<graph::CastOp>(*g->user_begin());
+    if (!var || !var->hasAttr(kZeroAttr) || !c)
+      continue;
+    // Only users the partitioner placed (original ops) have a pass.
+    if (llvm::all_of(c->getUsers(), [&](Operation *u) {
+          return position_.count(u) && !isa<func::ReturnOp>(u);
+        }))
+      found.push_back({g, c});
+  }
+  for (auto [g, c] : found) {
+    using Key = std::pair<StringRef, int64_t>;
+    llvm::MapVector<Key, SmallVector<OpOperand *>> groups;
+    for (OpOperand &use : c.getResult().getUses()) {
+      Operation *u = use.getOwner();
+      groups[{passOf(u), graph::layerIndexOf(u).value_or(-1)}]
+          .push_back(&use);
+    }
+    auto shardType = cast<RankedTensorType>(g.getOperand().getType())
+                         .clone(getElementTypeOrSelf(c.getType()));
+    for (auto &[key, uses] : groups) {
+      Operation *first = uses.front()->getOwner();
+      for (OpOperand *use : uses)
+        if (use->getOwner()->isBeforeInBlock(first))
+          first = use->getOwner();
+      OpBuilder b(first);
+      auto shard = graph::CastOp::create(b, c.getLoc(), shardType, g.getOperand());
+      shard->setDiscardableAttrs(c->getDiscardableAttrDictionary());
+      auto gathered = AllGatherOp::create(b, g.getLoc(), c.getType(), shard,
+                                          g.getAxis(), g.getDim());
+      gathered->setDiscardableAttrs(g->getDiscardableAttrDictionary());
+      gathered->setAttr("phase",
+                        StringAttr::get(fn_.getContext(), phaseOf(first)));
+      for (OpOperand *use : uses)
+        use->set(gathered);
+    }
+    c.erase();
+    g.erase();
+  }
 }
 
 struct ShardPartitionPass

@@ -36,10 +36,11 @@ def main():
              "--vocab", "256", "--seq", "32", "--batch", "4", "--seed", "3", "-o", model])
         flags = ["--train", "--lr", "2e-3", "--warmup", "2", "--grad-clip", "1.0"]
 
-        def losses(dtype, mesh=None):
-            exe = os.path.join(work, "train_" + dtype + (mesh or "").replace("=", ""))
+        def losses(dtype, mesh=None, extra=()):
+            exe = os.path.join(work, "train_" + dtype + (mesh or "").replace("=", "") +
+                               "".join(extra).replace("-", ""))
             run([args.dtcc, "compile", model, *flags, "--dtype", dtype, "-o", exe] +
-                (["--mesh", mesh] if mesh else []))
+                (["--mesh", mesh] if mesh else []) + list(extra))
             ranks = 2 if mesh else 1
             p = launch(exe, ranks, ["--data", tokens, "--steps", str(STEPS),
                                     "--log-every", "1"])
@@ -77,12 +78,23 @@ def main():
                   f"{half[0]:.4f} -> {half[-1]:.4f})")
             if dtype != "bf16":
                 continue
-            for mesh in ("tp=2", "dp=2"):
-                parallel = losses(dtype, mesh)
+            for mesh, extra in (("tp=2", ()), ("dp=2", ()), ("dp=2", ("--zero", "3"))):
+                parallel = losses(dtype, mesh, extra)
                 worst = max(abs(p - h) / abs(h) for p, h in zip(parallel, half))
                 check(worst <= TOLERANCE,
-                      f"bf16 {mesh}: the loss tracks one device's bf16 run over "
-                      f"{STEPS} steps within {TOLERANCE:g} relative (worst {worst:.2e})")
+                      f"bf16 {mesh} {' '.join(extra)}: the loss tracks one device's "
+                      f"bf16 run over {STEPS} steps within {TOLERANCE:g} relative "
+                      f"(worst {worst:.2e})")
+            # ZeRO-3 gathers each parameter in bf16 (the shard cast first:
+            # 64 x 192 x 2 bytes for a layer's qkv weight, not fp32's 48 KiB)
+            # anew for the forward and the backward pass, as FSDP does.
+            explain = run([args.dtcc, "explain", os.path.join(work, "train_bf16dp2zero3")])
+            qkv = re.findall(r"all_gather\s+dp\s+(\w+)\s+(\S+ \S+)\s+\S+ \S+\s+"
+                             r"layers\.0\.attn\.qkv\.weight$", explain, re.M)
+            check(sorted(set(p for p, _ in qkv)) == ["backward", "forward"] and
+                  all(b == "24.0 KiB" for _, b in qkv),
+                  f"bf16 dp=2 --zero 3: layers.0's qkv weight is gathered in bf16 "
+                  f"for each pass (gathers: {qkv})")
             explain = run([args.dtcc, "explain", os.path.join(work, "train_bf16tp2")])
             split = re.findall(r"^\s+(\S+)\s+\d+x\d+\s+\[[^]]*tp[^]]*\]", explain, re.M)
             check(len(split) >= 4, f"bf16 tp=2: the weights are split over tp "
