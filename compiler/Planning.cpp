@@ -490,6 +490,32 @@ std::string compiledPricingGap(const Plan &plan, const ModelDesc &model) {
   return "";
 }
 
+/// The layer counts a GPU plan is compiled at (compileGpuLayers), the
+/// model's L layers priced as T(a) + (L - a) x (T(b) - T(a)). Four and
+/// five: the first and last layers differ from the middle ones (the
+/// embedding's and the head's neighbours, the last segment's
+/// recomputation; with fewer than two layers dtcc-graph-autodiff segments
+/// recomputation by op count), and the step's fullest point only grows by
+/// one layer's saved tensors and state per layer once the program's
+/// windows are full: ZeRO-3 gathers started one layer ahead, gradient
+/// collectives in flight for two layers (dtcc-shard-overlap). Compiled at
+/// 2 and 3 a 70B ZeRO-3 plan's memory grew 2.7 GB per layer, at 4 and 5
+/// (and 6 and 7, 9 and 10) 0.38 GB.
+constexpr int64_t kLayersCompiled[2] = {4, 5};
+
+/// "4 and 5 layers compiled for cuda and simulated, scaled to L layers",
+/// or "all L layers compiled ..." for a model compiled whole.
+std::string compiledLayersText(int64_t layers) {
+  if (layers <= kLayersCompiled[1])
+    return llvm::formatv("all {0} layers compiled for cuda and simulated",
+                         layers)
+        .str();
+  return llvm::formatv("{0} and {1} layers compiled for cuda and simulated, "
+                       "scaled to {2} layers",
+                       kLayersCompiled[0], kLayersCompiled[1], layers)
+      .str();
+}
+
 /// The chosen plan compiled and priced.
 struct CompiledPrice {
   Candidate candidate;
@@ -501,7 +527,7 @@ struct CompiledPrice {
 /// A plan's layer-scaled programs (see compileGpuLayers): compiled once,
 /// priced on any cluster by priceCompiledLayers.
 struct CompiledLayers {
-  PricedProgram priced[2]; ///< 2 and 3 layers (or the whole model)
+  PricedProgram priced[2]; ///< kLayersCompiled (or the whole model)
   /// The model's layers as T(2) + factor x (T(3) - T(2)).
   double factor = 0;
   bool fusedAttention = false;
@@ -545,12 +571,12 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
 
 /// Compiles `plan` of `model` for the GPU `cluster`, to price it from its
 /// compiled program. Identical layers are compiled once: the model is built by the
-/// zoo with 2 and with 3 layers (same hidden size, heads, sequence,
-/// vocabulary, embedding and head), each compiled for the CUDA target with
-/// the plan and its step simulated; the model of L layers is priced as
-/// T(2) + (L - 2) x (T(3) - T(2)), every time, byte count and collective
-/// alike (extrapolateProgramTime/Memory); a model of at most 3 layers is
-/// compiled whole. With `fusedAttention`, the
+/// zoo with kLayersCompiled a and b layers (same hidden size, heads,
+/// sequence, vocabulary, embedding and head), each compiled for the CUDA
+/// target with the plan and its step simulated; the model of L layers is
+/// priced as T(a) + (L - a) x (T(b) - T(a)), every time, byte count and
+/// collective alike (extrapolateProgramTime/Memory); a model of at most b
+/// layers is compiled whole. With `fusedAttention`, the
 /// attention core is priced as a fused kernel (simulateProgram), as a run
 /// that has one executes it. Errors: the compiler's.
 StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
@@ -571,12 +597,8 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
   auto mesh = runtime::MeshShape::of(std::move(axes));
   if (!mesh.isOk())
     return mesh.status();
-  // Two and three layers: the first and last layers differ from the
-  // middle ones (the embedding's and the head's neighbours, the last
-  // segment's recomputation), and with fewer than two layers dtcc-graph-
-  // autodiff segments recomputation by op count instead of by layer.
-  const int64_t layersA = std::min<int64_t>(model.layers, 2);
-  const int64_t layersB = std::min<int64_t>(model.layers, 3);
+  const int64_t layersA = std::min(model.layers, kLayersCompiled[0]);
+  const int64_t layersB = std::min(model.layers, kLayersCompiled[1]);
   PricedProgram priced[2];
   for (int i = 0; i < 2; ++i) {
     if (i == 1 && layersB == layersA) {
@@ -652,7 +674,8 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
     // by target: the memory plan is read again with the target set.
     (*p.value().program.mutable_metadata())[runtime::metadata::kTarget] =
         "cuda";
-    p.value().memory = programMemory(p.value().program);
+    p.value().memory =
+        programMemory(p.value().program, /*maxTensors=*/12, fusedAttention);
     if (fusedAttention) {
       auto fused = simulateProgram(p.value().program, cluster,
                                    /*recordTimeline=*/false,
@@ -1288,9 +1311,9 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       // programs simulated again in each world), else the analytic model.
       SensitivityPricing pricing;
       if (!args.analytic && args.modelPath.empty()) {
-        pricing.model = "its compiled program (2 and 3 layers compiled "
-                        "once, simulated in each world, scaled to " +
-                        std::to_string(model.layers) + " layers)";
+        pricing.model = "its compiled program (" +
+                        compiledLayersText(model.layers) +
+                        "; compiled once, simulated in each world)";
         // As without --sensitivity: the analytic search's closest slower
         // plans are compiled and priced too.
         pricing.extraWithin = 0.10;
@@ -1388,10 +1411,9 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     report.chosen = compiledPrice->candidate;
     report.pricedBy = "compiled program";
     report.pricedByReason = llvm::formatv(
-        "2 and 3 layers compiled for cuda and simulated, scaled to {0} "
-        "layers; attention {1}; {2} plans compared by their programs in {3} "
+        "{0}; attention {1}; {2} plans compared by their programs in {3} "
         "worlds (--sensitivity)",
-        model.layers,
+        compiledLayersText(model.layers),
         fusedAttention ? "as a fused kernel (the plan file's model has "
                          "flashAttention)"
                        : "unfused, as dtcc's CUDA backend runs it",
@@ -1412,9 +1434,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         report.chosen = compiledPrice->candidate;
         report.pricedBy = "compiled program";
         report.pricedByReason = llvm::formatv(
-            "2 and 3 layers compiled for cuda and simulated, scaled to {0} "
-            "layers; attention {1}; {2:f2} s",
-            model.layers,
+            "{0}; attention {1}; {2:f2} s",
+            compiledLayersText(model.layers),
             fused ? "as a fused kernel (the plan file's model has "
                     "flashAttention)"
                   : "unfused, as dtcc's CUDA backend runs it",

@@ -1036,7 +1036,8 @@ std::string variableKind(const runtime::format::Variable &v) {
 
 } // namespace
 
-ProgramMemory programMemory(const Program &program, int maxTensors) {
+ProgramMemory programMemory(const Program &program, int maxTensors,
+                            bool fusedAttention) {
   ProgramMemory m;
   m.workspace = program.workspace_bytes();
   m.state = program.state_bytes();
@@ -1116,10 +1117,12 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
              m.otherState);
 
   // The workspace: the union of the live regions at each instruction.
-  int64_t best = -1;
+  int64_t best = -1, bestAll = 0;
   std::vector<TensorBytes> peakTensors;
   for (const Function &fn : program.functions()) {
-    std::map<std::pair<int64_t, int64_t>, Storage> storages;
+    // By buffer: regions the memory plan reuses hold other tensors at other
+    // times (aliases of one tensor overlap, and count once below).
+    std::map<int, Storage> storages;
     const int n = fn.instructions_size();
     auto touch = [&](int id, int at) {
       const Buffer &b = program.buffers(id);
@@ -1128,7 +1131,7 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
       int64_t bytes = extentBytes(b);
       if (bytes == 0)
         return;
-      auto [it, fresh] = storages.try_emplace({b.offset(), bytes});
+      auto [it, fresh] = storages.try_emplace(id);
       Storage &s = it->second;
       if (fresh) {
         s.offset = b.offset();
@@ -1157,12 +1160,30 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
             if (id == out.buffer() && lossAt < 0)
               lossAt = i;
     }
+    // A fused attention kernel never makes its core's score-shaped tensors.
+    std::set<int> unmade;
+    if (fusedAttention)
+      for (const auto &[id, s] : storages) {
+        if (s.producer < 0)
+          continue;
+        const Instruction &p = fn.instructions(s.producer);
+        const Buffer &b = program.buffers(id);
+        int rank = b.shape_size();
+        if (isAttentionCoreNode(p.location()) && rank >= 2 &&
+            b.shape(rank - 1) == b.shape(rank - 2))
+          unmade.insert(id);
+      }
     const bool staged = fn.has_stage();
     for (int i = 0; i < n; ++i) {
-      std::vector<const Storage *> live;
-      for (const auto &[key, s] : storages)
-        if (s.first <= i && i <= s.last)
-          live.push_back(&s);
+      std::vector<const Storage *> live, liveAll;
+      for (const auto &[id, s] : storages)
+        if (s.first <= i && i <= s.last) {
+          liveAll.push_back(&s);
+          if (!unmade.count(id))
+            live.push_back(&s);
+        }
+      if (!unmade.empty())
+        bestAll = std::max(bestAll, coveredBytes(liveAll));
       int64_t covered = coveredBytes(live);
       if (covered <= best)
         continue;
@@ -1200,6 +1221,12 @@ ProgramMemory programMemory(const Program &program, int maxTensors) {
         peakTensors.push_back({name, kind, s->bytes});
       }
     }
+  }
+  if (fusedAttention && bestAll > best) {
+    // The plan's fragmentation stays; the unmade tensors' space goes.
+    int64_t fused = std::max<int64_t>(0, best) + (m.workspace - bestAll);
+    m.total -= m.workspace - fused;
+    m.workspace = fused;
   }
   m.fragmentation = std::max<int64_t>(0, m.workspace - std::max<int64_t>(0, best));
 

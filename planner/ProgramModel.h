@@ -187,9 +187,13 @@ struct ProgramMemory {
 };
 
 /// The memory plan of `program`, with up to `maxTensors` of its largest
-/// tensors.
+/// tensors. With `fusedAttention`, as a run with a fused (flash) attention
+/// kernel holds it: the score-shaped tensors (last two dimensions equal)
+/// of the attention cores (isAttentionCoreNode), forward and backward, are
+/// never made, so the workspace is the fullest point without them plus
+/// the memory plan's fragmentation.
 ProgramMemory programMemory(const runtime::format::Program &program,
-                            int maxTensors = 12);
+                            int maxTensors = 12, bool fusedAttention = false);
 
 /// `a` + `factor` x (`b` - `a`) for every byte count (the largest tensors
 /// and the peak's place are `b`'s), as extrapolateProgramTime.
