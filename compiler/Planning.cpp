@@ -528,7 +528,7 @@ struct CompiledPrice {
 /// priced on any cluster by priceCompiledLayers.
 struct CompiledLayers {
   PricedProgram priced[2]; ///< kLayersCompiled (or the whole model)
-  /// The model's layers as T(2) + factor x (T(3) - T(2)).
+  /// The model's layers as T(a) + factor x (T(b) - T(a)).
   double factor = 0;
   bool fusedAttention = false;
   double seconds = 0; ///< compiling

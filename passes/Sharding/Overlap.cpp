@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Sharding/Passes.h"
+#include "passes/Sharding/ShardingUtils.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -38,12 +39,25 @@ bool gathersZeroParameter(Operation *op) {
   Value shard = gather.getOperand();
   if (auto c = shard.getDefiningOp<graph::CastOp>())
     shard = c.getOperand();
-  auto load = shard.getDefiningOp<graph::LoadOp>();
-  if (!load)
-    return false;
-  auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
-      load, load.getVariableAttr());
-  return var && var->hasAttr(kZeroAttr);
+  return loadsZeroVariable(shard);
+}
+
+/// An asynchronous collective, its wait, and the layer it serves.
+struct Async {
+  Operation *op;
+  Operation *wait;
+  std::string layer;
+};
+
+/// `asyncs` (in program order) in runs of one layer.
+SmallVector<SmallVector<Async *>> byLayer(MutableArrayRef<Async> asyncs) {
+  SmallVector<SmallVector<Async *>> runs;
+  for (Async &a : asyncs) {
+    if (runs.empty() || runs.back().front()->layer != a.layer)
+      runs.emplace_back();
+    runs.back().push_back(&a);
+  }
+  return runs;
 }
 
 struct ShardOverlapPass
@@ -58,11 +72,6 @@ struct ShardOverlapPass
     Block &body = fn.getBody().front();
     MLIRContext *ctx = fn.getContext();
     auto i64 = IntegerType::get(ctx, 64);
-    struct Async {
-      Operation *op;
-      Operation *wait;
-      std::string layer;
-    };
     SmallVector<Async> prefetched, gradients;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       bool zero = gathersZeroParameter(&op);
@@ -98,13 +107,7 @@ struct ShardOverlapPass
     // layer but one starts its own, so that the whole (unsharded) gradient
     // it reads is freed then and at most two layers' are in flight, not
     // every layer's until the optimizer step.
-    SmallVector<SmallVector<Async *>> gradientLayers;
-    for (Async &a : gradients) {
-      if (gradientLayers.empty() ||
-          gradientLayers.back().front()->layer != a.layer)
-        gradientLayers.emplace_back();
-      gradientLayers.back().push_back(&a);
-    }
+    SmallVector<SmallVector<Async *>> gradientLayers = byLayer(gradients);
     for (size_t i = 0; i + 2 < gradientLayers.size(); ++i) {
       Operation *bound = gradientLayers[i + 2].front()->op;
       for (Async *a : gradientLayers[i])
@@ -113,12 +116,7 @@ struct ShardOverlapPass
     }
     // Prefetch: the gathers of each layer start where the layer before (in
     // program order) first waits for its own.
-    SmallVector<SmallVector<Async *>> layers;
-    for (Async &a : prefetched) {
-      if (layers.empty() || layers.back().front()->layer != a.layer)
-        layers.emplace_back();
-      layers.back().push_back(&a);
-    }
+    SmallVector<SmallVector<Async *>> layers = byLayer(prefetched);
     for (size_t i = 1; i < layers.size(); ++i) {
       Operation *at = layers[i - 1].front()->wait;
       for (Async *a : layers[i - 1])

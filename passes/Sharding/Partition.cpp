@@ -244,12 +244,7 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
       known.push_back({step.after, v});
   }
   // ZeRO-3 parameters are gathered anew for each use.
-  bool reuse = true;
-  if (auto load = original.getDefiningOp<graph::LoadOp>())
-    if (auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
-            load, load.getVariableAttr()))
-      reuse = !var->hasAttr(kZeroAttr);
-  if (reuse || from.isPartial())
+  if (!loadsZeroVariable(original) || from.isPartial())
     known.push_back({to, v});
   if (regather_ && passOf(user) == "forward" &&
       llvm::any_of(*plan, [](const ReshardStep &s) {
@@ -663,13 +658,10 @@ void FunctionPartitioner::gatherCastParametersPerUse() {
   Block &body = fn_.getBody().front();
   SmallVector<std::pair<AllGatherOp, graph::CastOp>> found;
   for (auto g : body.getOps<AllGatherOp>()) {
-    auto load = g.getOperand().getDefiningOp<graph::LoadOp>();
-    if (!load || !g->hasOneUse())
+    if (!loadsZeroVariable(g.getOperand()) || !g->hasOneUse())
       continue;
-    auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
-        load, load.getVariableAttr());
     auto c = dyn_cast<graph::CastOp>(*g->user_begin());
-    if (!var || !var->hasAttr(kZeroAttr) || !c)
+    if (!c)
       continue;
     // Only users the partitioner placed (original ops) have a pass.
     if (llvm::all_of(c->getUsers(), [&](Operation *u) {

@@ -97,15 +97,6 @@ private:
     return ShardingAttr::get(ctx, dims, {});
   }
 
-  /// Whether `v` is a load of a variable split for ZeRO: its split yields to
-  /// any other use of the axis.
-  bool isZeroStorage(Value v) {
-    auto load = v.getDefiningOp<graph::LoadOp>();
-    if (!load)
-      return false;
-    auto var = module_.lookupSymbol<graph::VariableOp>(load.getVariable());
-    return var && var->hasAttr(kZeroAttr);
-  }
 
   void record(Operation *op, ArrayRef<ShardingAttr> ins,
               ArrayRef<ShardingAttr> outs) {
@@ -342,7 +333,8 @@ private:
         sequence.back() = false;
       }
       operands.push_back(s);
-      weak.push_back(isZeroStorage(v));
+      // A ZeRO split yields to any other use of the axis.
+      weak.push_back(loadsZeroVariable(v));
       soleReader.push_back(llvm::all_of(v.getUsers(),
                                         [&](Operation *u) { return u == op; }));
     }

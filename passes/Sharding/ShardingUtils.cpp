@@ -11,6 +11,15 @@ using namespace dtcc::graph;
 
 namespace dtcc::shard {
 
+bool loadsZeroVariable(Value value) {
+  auto load = value.getDefiningOp<graph::LoadOp>();
+  if (!load)
+    return false;
+  auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
+      load, load.getVariableAttr());
+  return var && var->hasAttr(kZeroAttr);
+}
+
 ShardingAttr getSharding(Value value) {
   if (auto arg = dyn_cast<BlockArgument>(value)) {
     auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());

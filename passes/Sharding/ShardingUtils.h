@@ -51,6 +51,10 @@ ShardingAttr getSharding(mlir::Value value);
 /// Records `sharding` for `value`.
 void setSharding(mlir::Value value, ShardingAttr sharding);
 
+/// Whether `value` is a load of a variable split for ZeRO-3 (`dshard.zero`:
+/// its dp split is storage, gathered before each use).
+bool loadsZeroVariable(mlir::Value value);
+
 /// Assigns axes to factors from the known shardings of an op's tensors
 /// (`shardings` lists operands then results; null = unknown). A factor takes
 /// the axes of the first tensor dimension that splits it; factors of kind
