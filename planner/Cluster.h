@@ -57,6 +57,12 @@ struct DeviceSpec {
   Figure attentionEfficiency;
   /// Gap between consecutive kernels (launch and tail), seconds.
   Figure kernelOverhead;
+  /// Fraction of the device's compute that a running collective holds: each
+  /// NCCL channel is a thread block that keeps an SM to itself, so work
+  /// overlapped with a collective runs that much slower. GPUs only (a CPU
+  /// rank's collective takes its core, which the simulator models apart);
+  /// optional in a cluster file (0 when not given).
+  Figure collectiveShare{0, "not given: collectives take no compute"};
   /// Memory the runtime holds that the model cannot use: CUDA context,
   /// cuBLAS and NCCL workspaces, allocator fragmentation.
   Figure reservedBytes;

@@ -641,13 +641,20 @@ private:
   }
 
   /// The compute thread of `r` takes `op`'s result: it waits for it, and
-  /// on CPU ranks an asynchronous one also took the core while it ran.
+  /// the collective took compute while it ran beside it: on CPU ranks the
+  /// core, on GPUs the SMs its thread blocks hold (the compute that ran
+  /// beside it lost that share and finishes that much later).
   void finish(SimRank &r, CommOp &op, bool blocking) {
     double before = r.tc;
-    if (overlap_ || blocking || r.tc <= op.start)
+    if (overlap_) {
+      double beside = std::max(0.0, std::min(op.end, r.tc) - op.start);
+      r.tc = std::max(r.tc + cluster_.device.collectiveShare.value * beside,
+                      op.end);
+    } else if (blocking || r.tc <= op.start) {
       r.tc = std::max(r.tc, op.end);
-    else
+    } else {
       r.tc = std::max(op.end, r.tc + op.duration);
+    }
     // Waiting beyond the operation's own time is idle when another
     // pipeline stage is late; without stages it is communication still
     // (queued behind earlier operations on the thread).
