@@ -49,36 +49,38 @@ using namespace cpu;
 
 using MatmulPlan = MatmulShape;
 
-/// Rows [i0, i1) and columns [j0, j1) of one product C = op(A) op(B) of
+/// Rows [i0, i1) of one product C = op(A) op(B) of
 /// the plan, through cblas (T is float or double).
 template <typename T>
 void gemmBlock(const MatmulPlan &p, const T *a, const T *b, T *c, int64_t i0,
-               int64_t i1, int64_t j0, int64_t j1) {
+               int64_t i1) {
   const int lda = int(std::max<int64_t>(1, p.transLhs ? p.m : p.k));
   const int ldb = int(std::max<int64_t>(1, p.transRhs ? p.k : p.n));
   const int ldc = int(std::max<int64_t>(1, p.n));
-  // Row i of op(A): A[i, :] (row-major m x k) or A[:, i] (stored k x m);
-  // column j of op(B): B[:, j] (k x n) or B[j, :] (stored n x k).
+  // Row i of op(A): A[i, :] (row-major m x k) or A[:, i] (stored k x m).
   const T *pa = a + (p.transLhs ? i0 : i0 * p.k);
-  const T *pb = b + (p.transRhs ? j0 * p.k : j0);
-  T *pc = c + i0 * p.n + j0;
+  T *pc = c + i0 * p.n;
   const auto ta = p.transLhs ? CblasTrans : CblasNoTrans;
   const auto tb = p.transRhs ? CblasTrans : CblasNoTrans;
-  const int m = int(i1 - i0), n = int(j1 - j0), k = int(p.k);
+  const int m = int(i1 - i0), n = int(p.n), k = int(p.k);
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, pa, lda, pb, ldb, 0.0f,
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, pa, lda, b, ldb, 0.0f,
                 pc, ldc);
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, pa, lda, pb, ldb, 0.0,
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, pa, lda, b, ldb, 0.0,
                 pc, ldc);
 }
 
 /// Products below this many multiply-adds run on one thread (waking the
 /// other threads would cost more than their share saves).
 constexpr int64_t kSplitMacs = int64_t(1) << 18;
-/// Row or column blocks are multiples of this (whole micro-tiles of
-/// OpenBLAS's AVX-512 kernels).
-constexpr int64_t kBlockAlign = 32;
+/// Row blocks are multiples of this: whole micro-tiles of OpenBLAS's
+/// sgemm kernels, so that each row is computed as in one call (32 rows on
+/// the AVX-512 kernels, 12 on the Haswell/Zen ones; 96 is both). Columns
+/// are never split: on the Zen kernels an element's bits depend on where
+/// its column falls in the call (measured on an AMD EPYC: no alignment of
+/// a column split reproduces the whole call).
+constexpr int64_t kBlockAlign = 96;
 
 /// OpenBLAS on the calling thread only: the products are split over the
 /// kernels' threads (ThreadPool.h) here, so that one set of threads runs
@@ -95,53 +97,46 @@ void blasOnCallingThread() {
 
 /// Every GEMM of the plan through BLAS (T is float or double), split over
 /// the kernels' threads: whole products when there are at least as many
-/// as threads, else each product's rows (or columns, when it has more)
-/// in aligned blocks. Every element is computed by one cblas call with the
-/// same k loop whatever the split, so results do not depend on the thread
-/// count (DtccKernelThreadsTests).
+/// as threads, else each product's rows in aligned blocks (a product of
+/// fewer than two blocks of rows runs on one thread). Every element is
+/// computed as one cblas call computes it whatever the split, so results
+/// do not depend on the thread count (DtccKernelThreadsTests).
 template <typename T>
 void blasBatch(const MatmulPlan &p, const T *a, const T *b, T *c) {
   if (p.m == 0 || p.n == 0)
     return;
   const int64_t products = p.groups() * p.count;
-  auto one = [&](int64_t index, int64_t i0, int64_t i1, int64_t j0,
-                 int64_t j1) {
+  auto one = [&](int64_t index, int64_t i0, int64_t i1) {
     const int64_t g = index / p.count, i = index % p.count;
     T *out = c + p.outOffsets[g] + i * p.outStride;
     if (p.k == 0) {
       for (int64_t r = i0; r < i1; ++r)
-        std::fill(out + r * p.n + j0, out + r * p.n + j1, T(0));
+        std::fill(out + r * p.n, out + (r + 1) * p.n, T(0));
       return;
     }
     gemmBlock(p, a + p.lhsOffsets[g] + i * p.lhsStride,
-              b + p.rhsOffsets[g] + i * p.rhsStride, out, i0, i1, j0, j1);
+              b + p.rhsOffsets[g] + i * p.rhsStride, out, i0, i1);
   };
   const int64_t macs = p.m * p.n * std::max<int64_t>(1, p.k);
   const int threads = cpuThreads();
-  if (threads < 2 || products * macs < 2 * kSplitMacs) {
+  const int64_t blocks = (p.m + kBlockAlign - 1) / kBlockAlign;
+  if (threads < 2 || products * macs < 2 * kSplitMacs ||
+      (products < threads && blocks < 2)) {
     for (int64_t x = 0; x < products; ++x)
-      one(x, 0, p.m, 0, p.n);
+      one(x, 0, p.m);
     return;
   }
   if (products >= threads) {
     parallelFor(products, std::max<int64_t>(1, kSplitMacs / macs),
                 [&](int64_t begin, int64_t end, int) {
                   for (int64_t x = begin; x < end; ++x)
-                    one(x, 0, p.m, 0, p.n);
+                    one(x, 0, p.m);
                 });
     return;
   }
-  const bool rows = p.m >= p.n;
-  const int64_t extent = rows ? p.m : p.n;
-  const int64_t blocks = (extent + kBlockAlign - 1) / kBlockAlign;
   for (int64_t x = 0; x < products; ++x)
     parallelFor(blocks, 1, [&](int64_t begin, int64_t end, int) {
-      const int64_t lo = begin * kBlockAlign;
-      const int64_t hi = std::min(extent, end * kBlockAlign);
-      if (rows)
-        one(x, lo, hi, 0, p.n);
-      else
-        one(x, 0, p.m, lo, hi);
+      one(x, begin * kBlockAlign, std::min(p.m, end * kBlockAlign));
     });
 }
 

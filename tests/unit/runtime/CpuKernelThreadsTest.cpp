@@ -154,13 +154,16 @@ TEST(CpuKernelThreads, ElementwiseAndCopiesAsOnOneThread) {
 }
 
 TEST(CpuKernelThreads, MatmulSplitsAsOneProduct) {
-  // One product split by rows (m >= n), one by columns (n > m), and a batch
-  // of products split whole: bitwise what one cblas call computes.
+  // Products split by rows (tall, wide, transposed operands), one with too
+  // few rows to split, and a batch of products split whole: bitwise what
+  // one cblas call computes, on every OpenBLAS kernel (the rows' blocks are
+  // whole micro-tiles of the AVX-512 and the Haswell/Zen kernels alike).
   struct Case {
     int64_t batch, m, k, n;
     bool ta, tb;
   };
-  for (Case c : {Case{1, 300, 96, 130, false, false}, Case{1, 70, 200, 333, false, true},
+  for (Case c : {Case{1, 300, 96, 130, false, false}, Case{1, 200, 200, 333, false, true},
+                 Case{1, 70, 200, 333, false, true},
                  Case{1, 257, 64, 200, true, false}, Case{5, 64, 48, 96, false, false}}) {
     Tensor a = random(c.ta ? std::vector<int64_t>{c.batch, c.k, c.m}
                            : std::vector<int64_t>{c.batch, c.m, c.k},
