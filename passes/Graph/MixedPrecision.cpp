@@ -72,9 +72,43 @@ private:
     versions[{from, getElementTypeOrSelf(to.getType())}] = to;
   }
 
+  /// `op`'s operand `i` as `element`: as(), except that a backward op
+  /// reading a forward value widened (a recomputed norm's input, a norm
+  /// gradient's) gets a cast of its own, made before the first backward op
+  /// that asks. The forward value then stays saved in its own, narrower type
+  /// and not also as its fp32 copy, which its forward users let die; the
+  /// conversion is exact, so the copy made again is the same.
+  Value operandAs(Operation *op, unsigned i, Type element);
+
   llvm::DenseMap<std::pair<Value, Type>, Value> versions;
+  llvm::DenseMap<std::pair<Value, Type>, Value> backwardVersions;
+  /// The ops before the loss gradient's seed (the forward pass).
+  llvm::DenseSet<Operation *> forwardOps;
   SmallVector<CastOp> created;
 };
+
+Value MixedPrecisionPass::operandAs(Operation *op, unsigned i, Type element) {
+  Value v = op->getOperand(i);
+  FloatType from = floatElement(v);
+  auto to = dyn_cast<FloatType>(element);
+  Operation *def = v.getDefiningOp();
+  // Not the loss's gradient: it runs at the turn from the forward pass to
+  // the backward, where the forward copy is still alive.
+  bool widenedForBackward =
+      !forwardOps.empty() && !forwardOps.count(op) && def &&
+      forwardOps.count(def) && from && to && to.getWidth() > from.getWidth() &&
+      !isa<CrossEntropyGradOp, LogSoftmaxGradOp>(op);
+  if (!widenedForBackward)
+    return as(v, element);
+  if (Value known = backwardVersions.lookup({v, element}))
+    return known;
+  OpBuilder b(op);
+  auto c = CastOp::create(b, v.getLoc(), withElement(v, element), v);
+  inheritLayer(op, c);
+  created.push_back(c);
+  backwardVersions[{v, element}] = c;
+  return c;
+}
 
 Value MixedPrecisionPass::as(Value v, Type element) {
   if (getElementTypeOrSelf(v.getType()) == element)
@@ -183,6 +217,14 @@ void MixedPrecisionPass::runOnOperation() {
     seed.erase();
   }
 
+  for (Operation &op : body) {
+    if (op.hasAttr(dtcc::graph::kGradSeedAttr)) {
+      for (Operation *o = op.getPrevNode(); o; o = o->getPrevNode())
+        forwardOps.insert(o);
+      break;
+    }
+  }
+
   // Values computed from constants alone: they adapt to their users. Ops
   // this loop inserts sit right after the op being visited or earlier, so
   // the early-increment walk never visits them.
@@ -246,7 +288,7 @@ void MixedPrecisionPass::runOnOperation() {
     if (!compute)
       continue;
     for (unsigned i : floats)
-      op.setOperand(i, as(op.getOperand(i), compute));
+      op.setOperand(i, operandAs(&op, i, compute));
     for (Value r : op.getResults())
       if (floatElement(r))
         r.setType(withElement(r, compute));

@@ -34,7 +34,10 @@
 // CHECK: %[[DW2:.*]] = dgraph.matmul %[[R]], %{{.*}} {transpose_lhs} : (tensor<6x8xbf16>, tensor<6x5xbf16>) -> tensor<8x5xbf16>
 // CHECK-NEXT: %[[DW2F:.*]] = dgraph.cast %[[DW2]] : tensor<8x5xbf16> to tensor<8x5xf32>
 // CHECK: dgraph.softmax_grad %[[P]], %{{.*}}, dim = 1 : tensor<6x8xf32>
-// CHECK: %[[DX:.*]], %[[DG:.*]], %[[DB:.*]] = dgraph.layer_norm_grad %[[H32]], %[[G]], %[[MEAN]], %[[RSTD]], %{{.*}} axis = 1 : (tensor<6x8xf32>, tensor<8xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6x8xf32>)
+// The norm's gradient widens the bf16 activation anew (the forward's fp32
+// copy is not kept for the backward pass):
+// CHECK: %[[H32B:.*]] = dgraph.cast %[[H]] : tensor<6x8xbf16> to tensor<6x8xf32>
+// CHECK-NEXT: %[[DX:.*]], %[[DG:.*]], %[[DB:.*]] = dgraph.layer_norm_grad %[[H32B]], %[[G]], %[[MEAN]], %[[RSTD]], %{{.*}} axis = 1 : (tensor<6x8xf32>, tensor<8xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6x8xf32>)
 // CHECK-NEXT: dgraph.cast %[[DX]] : tensor<6x8xf32> to tensor<6x8xbf16>
 // CHECK: %[[DW1:.*]] = dgraph.matmul %[[X]], %{{.*}} {transpose_lhs} : (tensor<6x4xbf16>, tensor<6x8xbf16>) -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[DW1F:.*]] = dgraph.cast %[[DW1]] : tensor<4x8xbf16> to tensor<4x8xf32>
@@ -101,7 +104,10 @@ func.func @main(%x: tensor<6x4xf32> {dgraph.name = "x"}, %labels: tensor<6xi64> 
 // CHECK-NEXT: %[[S32:.*]] = dgraph.cast %[[S]] : tensor<4x8xbf16> to tensor<4x8xf32>
 // CHECK-NEXT: %[[N:.*]], %[[RSTD:.*]] = dgraph.rms_norm %[[S32]], %{{.*}} axis = 1, {{.*}} -> (tensor<4x8xf32>, tensor<4xf32>)
 // CHECK-NEXT: %[[D:.*]] = dgraph.sub %[[N]], %arg1 : tensor<4x8xf32>
-// CHECK: dgraph.rms_norm_grad %[[S32]], %{{.*}}, %[[RSTD]], %{{.*}} : {{.*}}tensor<4xf32>
+// The norm's gradient reads the bf16 value widened anew (the forward's
+// fp32 copy is not kept for it):
+// CHECK: %[[S32B:.*]] = dgraph.cast %[[S]] : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK-NEXT: dgraph.rms_norm_grad %[[S32B]], %{{.*}}, %[[RSTD]], %{{.*}} : {{.*}}tensor<4xf32>
 // CHECK: return %{{.*}}, %{{.*}}, %{{.*}} : tensor<f32>, tensor<8x8xf32>, tensor<8xf32>
 dgraph.variable @w : tensor<8x8xf32> {trainable}
 dgraph.variable @g : tensor<8xf32> {trainable}
