@@ -220,12 +220,12 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // Achievable Matmul FLOPS comparison table": A100 SXM 267.9 of 312 TFLOP/s,
 // 85.9%; H100 SXM 792.1 of 989, 80.1%) times one factor for every kind,
 // kSustainedOfMamf: a training job's GEMMs run at shapes other than the best
-// one, for hours, with clocks lowered under the board power cap. 0.815 puts
+// one, for hours, with clocks lowered under the board power cap. It keeps
 // the A100 at 0.70 of its datasheet peak, the figure this model has used
-// since its first preset.
-constexpr double kSustainedOfMamf = 0.815;
+// since its first preset (0.815).
 constexpr double kMamfA100 = 267.9 / 312.0;
 constexpr double kMamfH100 = 792.1 / 989.4;
+constexpr double kSustainedOfMamf = 0.70 / kMamfA100;
 std::string gemmWhy(const char *kind, const char *mamf) {
   return std::string("sustained dense GEMM throughput in a training job: ") +
          kind + " maximum achievable matmul FLOP/s " + mamf +
