@@ -123,24 +123,16 @@ const TimeModel::PartTimes &TimeModel::part(int kind,
   return parts_.emplace(key, times).first->second;
 }
 
-namespace {
-
-/// The part of `comm` that overlaps nothing when it runs alongside
-/// `compute` covering `layers` layers: at least the last layer's share
-/// (its bucket can only start when the computation that produces it ends).
-/// Without `overlap` (CPU ranks, whose collectives run on the cores that
-/// compute), all of it.
-double exposedPart(double comm, double compute, int64_t layers,
-                   bool overlap) {
+double TimeModel::exposedPart(double comm, double compute,
+                              int64_t layers) const {
   if (comm <= 0)
     return 0;
-  if (!overlap)
+  if (!overlaps())
     return comm;
   double lastBucket = comm / double(std::max<int64_t>(1, layers));
-  return std::max(lastBucket, comm - compute);
+  double exposed = std::max(lastBucket, comm - compute);
+  return exposed + cluster_.device.collectiveShare.value * (comm - exposed);
 }
-
-} // namespace
 
 void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
                            std::vector<std::vector<double>> *chunkForward,
@@ -200,8 +192,8 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
                                     cpGroup.perNode);
     cpF = layer.cpForward * gather;
     cpB = layer.cpBackward * scatter + (full ? layer.cpForward * gather : 0);
-    cpExposedF = exposedPart(cpF, layer.coreForward, cp - 1, overlaps());
-    cpExposedB = exposedPart(cpB, layer.coreBackward, cp - 1, overlaps());
+    cpExposedF = exposedPart(cpF, layer.coreForward, cp - 1);
+    cpExposedB = exposedPart(cpB, layer.coreBackward, cp - 1);
   }
 
 
@@ -303,21 +295,21 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
       switch (plan.zeroStage) {
       case 0:
         x.endDpComm = ar;
-        x.dpExposed = exposedPart(ar, x.computeB, L, overlaps());
+        x.dpExposed = exposedPart(ar, x.computeB, L);
         break;
       case 1:
         x.endDpComm = rs + ag;
-        x.dpExposed = exposedPart(rs, x.computeB, L, overlaps()) +
-                      exposedPart(ag, x.computeF, L, overlaps());
+        x.dpExposed = exposedPart(rs, x.computeB, L) +
+                      exposedPart(ag, x.computeF, L);
         break;
       case 2: {
         // Gradients are reduce-scattered (and, offloaded, copied to the
         // host) every micro-batch; updated parameters are all-gathered once.
         double c = rs + d2h;
         x.perMbDpComm = c;
-        perMbB = exposedPart(c, x.computeB, L, overlaps());
+        perMbB = exposedPart(c, x.computeB, L);
         x.endDpComm = ag;
-        x.dpExposed = exposedPart(ag, x.computeF, L, overlaps());
+        x.dpExposed = exposedPart(ag, x.computeF, L);
         x.offloadExposed = offload ? h2d : 0; // updated shard to the device
         break;
       }
@@ -345,8 +337,8 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
         x.perMbDpComm = gather + c;
         // The first unit's gather of each pass has nothing to hide behind
         // (prefetch starts one unit ahead), the rest behind the compute.
-        perMbF = exposedPart(gather, x.computeF, int64_t(units), overlaps());
-        perMbB = exposedPart(c, x.computeB, int64_t(units), overlaps());
+        perMbF = exposedPart(gather, x.computeF, int64_t(units));
+        perMbB = exposedPart(c, x.computeB, int64_t(units));
         if (plan.offload == Offload::kOptimizer)
           x.offloadExposed = h2d; // updated shard back to the device
         break;
@@ -360,7 +352,7 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
       double ar = collectiveTime(Collective::kAllReduce, gradPayload, cp,
                                  cpGroup.link, cpGroup.perNode);
       x.endDpComm += ar;
-      x.dpExposed += exposedPart(ar, x.computeB, L, overlaps());
+      x.dpExposed += exposedPart(ar, x.computeB, L);
     }
     // Spread per-micro-batch exposure over the chunks by their layers.
     for (int64_t c = 0; c < v; ++c) {
@@ -542,11 +534,11 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
         add("dp", "gradients", Collective::kReduceScatter, dpLink, dp, 1,
             gradPayload, time(Collective::kReduceScatter, gradPayload),
             exposedPart(time(Collective::kReduceScatter, gradPayload),
-                        x.computeB, L, overlaps()));
+                        x.computeB, L));
         add("dp", "parameters", Collective::kAllGather, dpLink, dp, 1,
             paramPayload, time(Collective::kAllGather, paramPayload),
             exposedPart(time(Collective::kAllGather, paramPayload),
-                        x.computeF, L, overlaps()));
+                        x.computeF, L));
         break;
       case 2:
         add("dp", "gradients", Collective::kReduceScatter, dpLink, dp,
@@ -556,7 +548,7 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
         add("dp", "parameters", Collective::kAllGather, dpLink, dp, 1,
             paramPayload, time(Collective::kAllGather, paramPayload),
             exposedPart(time(Collective::kAllGather, paramPayload),
-                        x.computeF, L, overlaps()));
+                        x.computeF, L));
         break;
       case 3: {
         // One collective per unit (layer, embedding, head) and pass.
@@ -579,7 +571,7 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
       double ar = collectiveTime(Collective::kAllReduce, gradPayload, cp,
                                  cpGroup.link, cpGroup.perNode);
       add("cp", "gradients", Collective::kAllReduce, cpGroup.link, cp, 1,
-          gradPayload, ar, exposedPart(ar, x.computeB, L, overlaps()));
+          gradPayload, ar, exposedPart(ar, x.computeB, L));
     }
     if (x.embeddingSync > 0)
       add("embedding", "tied embedding gradients", Collective::kAllReduce,

@@ -206,6 +206,13 @@ private:
   /// Whether communication can hide behind compute: not on CPU ranks, whose
   /// collectives (MPI copies, TCP) run on the cores that compute.
   bool overlaps() const { return !cluster_.device.isCpu(); }
+  /// The part of `comm` the step waits for when it runs alongside
+  /// `compute` covering `layers` layers: at least the last layer's share
+  /// (its bucket can only start when the computation that produces it
+  /// ends), plus, on GPUs, the computation it slowed while they ran
+  /// together (`device.collectiveShare` of that time, as the program
+  /// simulator prices it). Without overlap (CPU ranks), all of it.
+  double exposedPart(double comm, double compute, int64_t layers) const;
   /// kind: 0 layer, 1 embedding, 2 head. Cached: identical layers are
   /// solved once.
   const PartTimes &part(int kind, const Plan &plan) const;
