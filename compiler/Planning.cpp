@@ -657,9 +657,9 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
           "compiling ", o.layers, " layer", o.layers > 1 ? "s" : "", " of ",
           model.name, " with --mesh ", mesh.value().str(), " --zero ",
           plan.zeroStage));
-    // A plan with tp whose program does not communicate over tp computes
-    // everything on every tp rank (the compiler's Megatron layouts miss
-    // the weights of a bf16 graph, behind their casts): not the plan.
+    // A plan with tp whose program does not communicate over tp would
+    // compute everything on every tp rank: not the plan. (A guard: the
+    // Megatron layouts find a bf16 graph's weights behind their casts.)
     if (plan.tp > 1) {
       bool tpComm = false;
       for (const CollectiveInfo &c : listCollectives(p.value().program))
