@@ -298,36 +298,39 @@ Status AsyncCheckpointWriter::write(CheckpointSnapshot &snapshot) {
   }
   if (options_.rank != 0)
     return mine;
-  Status s = mine.isOk() ? commit(snapshot, tmp) : mine;
+  // Every rank is done with DIR.tmp before rank 0 commits or removes it,
+  // also when rank 0's own part failed: a peer still writing would
+  // otherwise create it again after its removal and leave it behind.
+  Status peers = waitForPeers(tmp);
+  Status s = !mine.isOk() ? mine : !peers.isOk() ? peers : commit(snapshot, tmp);
   if (!s.isOk() && pathExists(tmp))
     (void)removeCheckpointDir(tmp);
   return s;
 }
 
-Status AsyncCheckpointWriter::commit(CheckpointSnapshot &snapshot,
-                                     const std::string &tmp) {
+Status AsyncCheckpointWriter::waitForPeers(const std::string &tmp) {
   auto start = Clock::now();
-  const int64_t step = snapshot.manifest.step();
-  // Every rank's blocks.
   const auto deadline =
       start + std::chrono::duration_cast<Clock::duration>(
                   std::chrono::duration<double>(options_.peerTimeoutSeconds));
   std::vector<bool> done(options_.worldSize, false);
   done[0] = true;
   int remaining = options_.worldSize - 1;
+  Status failed = Status::ok(); // the first rank's whose part failed
   while (remaining > 0) {
     for (int r = 1; r < options_.worldSize; ++r) {
       if (done[r])
         continue;
       if (pathExists(markerPath(tmp, r, false))) {
         std::string why = readSmallFile(markerPath(tmp, r, false));
-        return unavailable("rank ", r, " could not write its blocks",
-                           why.empty() ? "" : ": " + why);
+        if (failed.isOk())
+          failed = unavailable("rank ", r, " could not write its blocks",
+                               why.empty() ? "" : ": " + why);
+      } else if (!pathExists(markerPath(tmp, r, true))) {
+        continue;
       }
-      if (pathExists(markerPath(tmp, r, true))) {
-        done[r] = true;
-        --remaining;
-      }
+      done[r] = true;
+      --remaining;
     }
     if (remaining == 0)
       break;
@@ -342,6 +345,12 @@ Status AsyncCheckpointWriter::commit(CheckpointSnapshot &snapshot,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return failed;
+}
+
+Status AsyncCheckpointWriter::commit(CheckpointSnapshot &snapshot,
+                                     const std::string &tmp) {
+  const int64_t step = snapshot.manifest.step();
   // Checksums of the files as they are on disk.
   int64_t total = 0;
   for (format::Checkpoint::Variable &v :

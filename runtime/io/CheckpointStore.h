@@ -118,6 +118,10 @@ private:
   void loop();
   Status write(CheckpointSnapshot &snapshot);
   Status commit(CheckpointSnapshot &snapshot, const std::string &tmp);
+  /// Rank 0: waits until every other rank has marked its part of the save
+  /// in `tmp` done or failed (or the peer timeout passes); the first failed
+  /// part's reason, or the ranks that did not finish.
+  Status waitForPeers(const std::string &tmp);
 
   CheckpointWriterOptions options_;
   mutable std::mutex mu_;
