@@ -2,8 +2,9 @@
 //
 // Canonicalizations that matter for exported models: transposes and batch
 // broadcasts folded into matrix products (Linear layers export W^T; an
-// Expand before a MatMul becomes the matmul's own broadcast), and the elementwise
-// decompositions exporters write for GELU and SiLU fused back into one op.
+// Expand before a MatMul becomes the matmul's own broadcast), the elementwise
+// decompositions exporters write for GELU and SiLU fused back into one op,
+// and sums of zero pads that tile a tensor (slices' gradients) joined.
 //
 //===----------------------------------------------------------------------===//
 
@@ -206,6 +207,77 @@ struct FuseSilu : OpRewritePattern<MulOp> {
   }
 };
 
+/// A sum of zero-padded tensors whose operands tile the result along one
+/// dimension in equal parts -> the operands joined (concat). Autodiff writes the gradient
+/// of slices so (a fused QKV projection split in three: each part's gradient
+/// padded to the whole and the three summed); joined, the step copies each
+/// part once instead of filling a zero tensor per part and adding them. The
+/// same numbers (a -0.0 stays -0.0 where the sum made it +0.0).
+struct SumOfPadsToConcat : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = dyn_cast<RankedTensorType>(op.getType());
+    if (!type || !type.hasStaticShape() ||
+        !isa<FloatType>(type.getElementType()))
+      return failure();
+    // The leaves of the tree of adds rooted at `op`, each a zero pad.
+    SmallVector<PadOp> pads;
+    SmallVector<Value> pending{op.getLhs(), op.getRhs()};
+    while (!pending.empty()) {
+      Value v = pending.pop_back_val();
+      if (v.getType() != type || pads.size() > 64)
+        return failure();
+      if (auto add = v.getDefiningOp<AddOp>()) {
+        pending.push_back(add.getLhs());
+        pending.push_back(add.getRhs());
+        continue;
+      }
+      auto pad = v.getDefiningOp<PadOp>();
+      if (!pad || pad.getMode() != "constant" || !isSplatNear(pad.getValue(), 0))
+        return failure();
+      pads.push_back(pad);
+    }
+    // Every pad along one dimension, growing only.
+    std::optional<int64_t> dim;
+    for (PadOp pad : pads) {
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        int64_t low = pad.getLow()[d], high = pad.getHigh()[d];
+        if (low < 0 || high < 0)
+          return failure();
+        if (low == 0 && high == 0)
+          continue;
+        if (dim && *dim != d)
+          return failure();
+        dim = d;
+      }
+    }
+    if (!dim)
+      return failure();
+    // The operands, in order along it, cover it once, in equal parts (the
+    // parts a concat's sharding rule splits alike, as the pads' does).
+    llvm::sort(pads, [&](PadOp a, PadOp b) {
+      return a.getLow()[*dim] < b.getLow()[*dim];
+    });
+    int64_t at = 0;
+    const int64_t part =
+        cast<RankedTensorType>(pads[0].getOperand().getType()).getDimSize(*dim);
+    SmallVector<Value> parts;
+    for (PadOp pad : pads) {
+      if (pad.getLow()[*dim] != at ||
+          cast<RankedTensorType>(pad.getOperand().getType()).getDimSize(*dim) !=
+              part)
+        return failure();
+      at += part;
+      parts.push_back(pad.getOperand());
+    }
+    if (at != type.getDimSize(*dim))
+      return failure();
+    replaceKeepingAttrs<ConcatOp>(rewriter, op, type, parts, *dim);
+    return success();
+  }
+};
+
 } // namespace
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
@@ -216,4 +288,9 @@ void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 void MulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                         MLIRContext *context) {
   patterns.add<FuseErfGelu, FuseSilu>(context);
+}
+
+void AddOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                        MLIRContext *context) {
+  patterns.add<SumOfPadsToConcat>(context);
 }

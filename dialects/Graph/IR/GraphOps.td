@@ -282,7 +282,9 @@ class Graph_BinaryOp<string mnemonic, Type type, string doc,
   let hasFolder = 1;
 }
 
-def Graph_AddOp : Graph_BinaryOp<"add", Graph_NumericTensor, "sum", [Commutative]>;
+def Graph_AddOp : Graph_BinaryOp<"add", Graph_NumericTensor, "sum", [Commutative]> {
+  let hasCanonicalizer = 1;
+}
 def Graph_SubOp : Graph_BinaryOp<"sub", Graph_NumericTensor, "difference">;
 def Graph_MulOp : Graph_BinaryOp<"mul", Graph_NumericTensor, "product", [Commutative]> {
   let hasCanonicalizer = 1;

@@ -150,3 +150,46 @@ func.func @keeps_attrs(%x: tensor<2x3xf32>, %w: tensor<4x3xf32>) -> (tensor<2x4x
   %g = dgraph.mul %m, %half {dshard.micro = 1 : i64, dshard.pass = "forward"} : tensor<2x3xf32>
   return %y, %g : tensor<2x4xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// Tests that a sum of zero pads whose operands tile the result along one
+// dimension (the gradient of a fused projection split in three) becomes
+// their concat, in order along that dimension, whatever the sum's order.
+// CHECK-LABEL: func.func @pads_to_concat
+// CHECK-NEXT: %[[C:.*]] = dgraph.concat %arg2, %arg1, %arg0 dim = 2 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x12xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @pads_to_concat(%a: tensor<2x3x4xf32>, %b: tensor<2x3x4xf32>, %c: tensor<2x3x4xf32>) -> tensor<2x3x12xf32> {
+  %zero = dgraph.constant dense<0.0> : tensor<f32>
+  %pa = dgraph.pad %a, %zero, low = [0, 0, 8], high = [0, 0, 0] : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x12xf32>
+  %pb = dgraph.pad %b, %zero, low = [0, 0, 4], high = [0, 0, 4] : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x12xf32>
+  %s = dgraph.add %pa, %pb : tensor<2x3x12xf32>
+  %pc = dgraph.pad %c, %zero, low = [0, 0, 0], high = [0, 0, 8] : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x12xf32>
+  %t = dgraph.add %s, %pc : tensor<2x3x12xf32>
+  return %t : tensor<2x3x12xf32>
+}
+
+// -----
+
+// Tests that pads that overlap, leave a gap, pad another value or pad two
+// dimensions stay a sum.
+// CHECK-LABEL: func.func @pads_stay
+// CHECK-NOT: dgraph.concat
+// CHECK: return
+func.func @pads_stay(%a: tensor<2x4xf32>, %b: tensor<2x4xf32>) -> (tensor<2x8xf32>, tensor<2x9xf32>, tensor<2x8xf32>, tensor<3x8xf32>) {
+  %zero = dgraph.constant dense<0.0> : tensor<f32>
+  %one = dgraph.constant dense<1.0> : tensor<f32>
+  %a0 = dgraph.pad %a, %zero, low = [0, 0], high = [0, 4] : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %b3 = dgraph.pad %b, %zero, low = [0, 3], high = [0, 1] : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %overlap = dgraph.add %a0, %b3 : tensor<2x8xf32>
+  %a9 = dgraph.pad %a, %zero, low = [0, 0], high = [0, 5] : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x9xf32>
+  %b9 = dgraph.pad %b, %zero, low = [0, 5], high = [0, 0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x9xf32>
+  %gap = dgraph.add %a9, %b9 : tensor<2x9xf32>
+  %a1 = dgraph.pad %a, %one, low = [0, 0], high = [0, 4] : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %b1 = dgraph.pad %b, %one, low = [0, 4], high = [0, 0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %ones = dgraph.add %a1, %b1 : tensor<2x8xf32>
+  %a2 = dgraph.pad %a, %zero, low = [1, 0], high = [0, 4] : (tensor<2x4xf32>, tensor<f32>) -> tensor<3x8xf32>
+  %b2 = dgraph.pad %b, %zero, low = [0, 4], high = [1, 0] : (tensor<2x4xf32>, tensor<f32>) -> tensor<3x8xf32>
+  %two = dgraph.add %a2, %b2 : tensor<3x8xf32>
+  return %overlap, %gap, %ones, %two : tensor<2x8xf32>, tensor<2x9xf32>, tensor<2x8xf32>, tensor<3x8xf32>
+}
