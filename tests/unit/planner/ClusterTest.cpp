@@ -76,6 +76,25 @@ TEST(Cluster, JsonRoundTripAndBaseOverride) {
   ASSERT_FALSE(missing.isOk());
   EXPECT_NE(missing.status().message().find("missing field"),
             std::string::npos);
+
+  // device.collectiveShare round-trips, may be left out of a whole file
+  // (0: collectives take no compute), and may not be negative.
+  EXPECT_NEAR(back.value().device.collectiveShare.value, 24.0 / 132, 1e-15);
+  Json whole = clusterToJson(c);
+  ASSERT_NE(whole.find("device")->find("collectiveShare"), nullptr);
+  Json device = Json::object();
+  for (const auto &[key, value] : whole.find("device")->members())
+    if (key != "collectiveShare")
+      device.set(key, value);
+  whole.set("device", device);
+  auto without = clusterFromJson(whole, "test");
+  ASSERT_TRUE(without.isOk()) << without.status().toString();
+  EXPECT_EQ(without.value().device.collectiveShare.value, 0);
+  auto negative = parseClusterText(
+      R"({"base": "dgx-h100", "device": {"collectiveShare": -0.1}})", "z.json");
+  ASSERT_FALSE(negative.isOk());
+  EXPECT_NE(negative.status().message().find("device.collectiveShare"),
+            std::string::npos);
 }
 
 TEST(Cluster, MeasuredGemmCurveAndKernelRates) {

@@ -284,6 +284,17 @@ TEST(ProgramModel, CollectivesOverlapOnGpusNotOnCpuRanks) {
                 std::string(kind) == "gpu" ? add : add + allReduce, 1e-12)
         << kind;
   }
+  // A GPU whose collectives hold a quarter of its SMs: the add, which ran
+  // beside the whole all-reduce, finishes a quarter of its time later, and
+  // that wait is the collective's exposed time.
+  ClusterSpec c = roundCluster("gpu");
+  c.device.kernelSeconds["add"] = {1e-6, "test"};
+  c.device.collectiveShare.value = 0.25;
+  auto shared = simulateProgram(dataParallel(true), c);
+  ASSERT_TRUE(shared.isOk());
+  EXPECT_NEAR(shared.value().stepTime, add + 0.25 * allReduce, 1e-12);
+  ASSERT_EQ(shared.value().comm.size(), 1u);
+  EXPECT_NEAR(shared.value().comm[0].exposed, 0.25 * allReduce, 1e-12);
 }
 
 TEST(ProgramModel, PipelineStagesMeetAtSendAndRecv) {
