@@ -254,5 +254,31 @@ TEST(TimeModel, ZeroThreeGathersEveryUnitEveryMicroBatch) {
   EXPECT_EQ(found, 2);
 }
 
+TEST(TimeModel, OverlappedCollectivesSlowTheComputeBesideThem) {
+  // ZeRO-3's gathers and reduce-scatters run beside the layers' compute;
+  // with collectives holding a fifth of the SMs, that compute is slowed by
+  // a fifth of the time they overlap: more exposed time, by at most a fifth
+  // of the data-parallel communication, and the step longer by as much.
+  ModelDesc model = ModelDesc::llama3_8b();
+  model.seq = 2048;
+  Plan plan;
+  plan.dp = 32;
+  plan.zeroStage = 3;
+  plan.microBatches = 4;
+  ClusterSpec none = h100Nodes(4), some = h100Nodes(4);
+  none.device.collectiveShare.value = 0;
+  some.device.collectiveShare.value = 0.2;
+  TimeBreakdown a = TimeModel(model, none).estimate(plan);
+  TimeBreakdown b = TimeModel(model, some).estimate(plan);
+  double dpComm = 0;
+  for (const CommItem &c : a.comm)
+    if (std::string(c.group) == "dp")
+      dpComm += c.time;
+  double slowed = b.dpCommExposed - a.dpCommExposed;
+  EXPECT_GT(slowed, 0);
+  EXPECT_LE(slowed, 0.2 * dpComm + 1e-12);
+  EXPECT_NEAR(b.stepTime - a.stepTime, slowed, 1e-9);
+}
+
 } // namespace
 } // namespace dtcc::planner
