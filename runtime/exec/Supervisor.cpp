@@ -91,6 +91,9 @@ struct RankProcess {
   /// line by line, keeping the last error for the failure's cause.
   int errFd = -1;
   std::string errBuffer, lastError;
+  /// Whether stopAll() sent it SIGTERM, and whether it escalated to SIGKILL:
+  /// any other signal it died of was not ours.
+  bool terminated = false, killed = false;
 };
 
 /// One failure and what it cost.
@@ -352,6 +355,9 @@ private:
   /// Watches the ranks until all exit (true) or one fails (false, cause).
   bool watch(std::string &cause);
   void stopAll();
+  /// After stopAll(): this node's ranks that died of a signal it did not
+  /// send ("rank 3 killed by signal 9 (SIGKILL)", joined by "; ").
+  std::string signalledRanks() const;
   void readProgress();
   void readErrors(RankProcess &r);
   void onProgress(int rank, const std::string &event, int64_t step);
@@ -888,12 +894,27 @@ bool Supervisor::watch(std::string &cause) {
   }
 }
 
+std::string Supervisor::signalledRanks() const {
+  std::string out;
+  for (const RankProcess &r : ranks_) {
+    if (!r.exited || !WIFSIGNALED(r.status))
+      continue;
+    int sig = WTERMSIG(r.status);
+    if ((r.terminated && sig == SIGTERM) || (r.killed && sig == SIGKILL))
+      continue;
+    out += strCat(out.empty() ? "" : "; ", "rank ", r.rank, " ",
+                  describeExit(r.status));
+  }
+  return out;
+}
+
 void Supervisor::stopAll() {
   // SIGCONT too: a stopped rank (the hang it caused) must see the SIGTERM.
   for (RankProcess &r : ranks_)
     if (!r.exited) {
       ::kill(r.pid, SIGTERM);
       ::kill(r.pid, SIGCONT);
+      r.terminated = true;
     }
   auto deadline = Clock::now() + std::chrono::seconds(3);
   while (true) {
@@ -912,6 +933,7 @@ void Supervisor::stopAll() {
       for (RankProcess &r : ranks_)
         if (!r.exited) {
           ::kill(r.pid, SIGKILL);
+          r.killed = true;
           waitpid(r.pid, &r.status, 0);
           r.exited = true;
         }
@@ -1105,6 +1127,19 @@ int Supervisor::run() {
     if (!stopSignal)
       announce(cause, !remoteStop_);
     stopAll();
+    if (remoteStop_) {
+      // A rank here that died of a signal the supervisor did not send was
+      // a failure of its own, usually the first: a killed rank's peers on
+      // other nodes see its connections close, and their report can reach
+      // node 0 (and its stop this node) before this node reaps the rank.
+      std::string own = signalledRanks();
+      if (!own.empty()) {
+        say(strCat("this node's ", own));
+        f.cause = strCat(own, "; ", cause);
+        if (coordFd_ >= 0)
+          send(coordFd_, strCat("fail ", attempt_, " ", own));
+      }
+    }
     failures_.push_back(f);
     if (stopSignal) {
       report("stopped", attempt);
