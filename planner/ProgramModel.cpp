@@ -875,7 +875,7 @@ bool isAttentionCoreNode(const std::string &node) {
     return false;
   for (const char *suffix : {"/MatMul_scores", "/Div_scale",
                              "/Add_causal_mask", "/Softmax_probs",
-                             "/MatMul_context"}) {
+                             "/Dropout_probs", "/MatMul_context"}) {
     size_t n = std::char_traits<char>::length(suffix);
     if (node.size() >= n && node.compare(node.size() - n, n, suffix) == 0)
       return true;

@@ -104,7 +104,8 @@ struct ProgramTime {
 ///
 /// With `fusedAttention`, the attention core of the zoo's transformer
 /// graphs (the instructions of ONNX nodes `*/attn/MatMul_scores`,
-/// `Div_scale`, `Add_causal_mask`, `Softmax_probs`, `MatMul_context`, and
+/// `Div_scale`, `Add_causal_mask`, `Softmax_probs`, `Dropout_probs` (a
+/// fused kernel drops in its on-chip memory), `MatMul_context`, and
 /// their gradients) is priced as a fused causal kernel (FlashAttention) at
 /// the device's attentionEfficiency: the core matmuls' FLOPs halved (the
 /// masked blocks are skipped), the backward ones x 5/4 (the backward

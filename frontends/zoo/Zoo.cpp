@@ -319,6 +319,12 @@ public:
                     std::move(data));
   }
 
+  /// A bool scalar constant.
+  std::string boolScalar(bool value) {
+    return constant(value ? "true" : "false", onnx::TensorProto::BOOL, {},
+                    std::string(1, value ? '\1' : '\0'));
+  }
+
   /// A float32 scalar constant named by `tag`.
   std::string f32(const std::string &tag, float value) {
     std::string data(sizeof(float), '\0');
@@ -397,17 +403,28 @@ std::string causalMask(GraphBuilder &g, int64_t s) {
   return g.op("Trilu", "", {full, g.i64Scalar(1)}, {attrInt("upper", 1)});
 }
 
-/// softmax(q kT / sqrt(hd) + mask) v for q, v [b, nh, s, hd] and kT
-/// [b, nh, hd, s], merged back to [b, s, h].
+/// `x` through a Dropout node in training mode of probability `p`; `x`
+/// itself when `p` is 0.
+std::string dropout(GraphBuilder &g, double p, const std::string &x,
+                    const std::string &tag) {
+  if (p == 0)
+    return x;
+  return g.op("Dropout", tag,
+              {x, g.f32("dropout_ratio", float(p)), g.boolScalar(true)});
+}
+
+/// dropout(softmax(q kT / sqrt(hd) + mask)) v for q, v [b, nh, s, hd] and
+/// kT [b, nh, hd, s], merged back to [b, s, h].
 std::string attend(GraphBuilder &g, const Dims &d, const std::string &q,
                    const std::string &kT, const std::string &v,
-                   const std::string &mask) {
+                   const std::string &mask, double dropoutRatio = 0) {
   std::string scores = g.op("MatMul", "scores", {q, kT});
   scores =
       g.op("Div", "scale",
            {scores, g.f32("sqrt_head_dim", float(std::sqrt(double(d.hd))))});
   scores = g.op("Add", "causal_mask", {scores, mask});
   std::string probs = g.op("Softmax", "probs", {scores}, {attrInt("axis", -1)});
+  probs = dropout(g, dropoutRatio, probs, "probs");
   std::string ctx = g.op("MatMul", "context", {probs, v});
   ctx = g.op("Transpose", "context", {ctx}, {attrInts("perm", {0, 2, 1, 3})});
   return g.op("Reshape", "context", {ctx, g.i64({d.b, d.s, d.h})});
@@ -468,6 +485,7 @@ void buildGpt(GraphBuilder &g, const ZooOptions &o) {
   std::string pos = g.param("pos_embedding", {d.s, d.h}, Init::Normal);
   std::string x = g.op("Gather", "tok", {tok, "ids"}, {attrInt("axis", 0)});
   x = g.op("Add", "pos", {x, pos});
+  x = dropout(g, o.dropout, x, "embed");
   std::string mask = causalMask(g, d.s);
 
   for (int64_t l = 0; l < o.layers; ++l) {
@@ -488,11 +506,12 @@ void buildGpt(GraphBuilder &g, const ZooOptions &o) {
     std::string kT =
         g.op("Transpose", "k", {k}, {attrInts("perm", {0, 2, 3, 1})});
     std::string v = splitHeads(g, d, parts[2], d.nh, "v");
-    std::string a = attend(g, d, q, kT, v, mask);
+    std::string a = attend(g, d, q, kT, v, mask, o.dropout);
     a = g.op("MatMul", "proj",
              {a, g.param(p + ".attn.proj.weight", {d.h, d.h}, Init::Normal)});
     a = g.op("Add", "proj_bias",
              {a, g.param(p + ".attn.proj.bias", {d.h}, Init::Zeros)});
+    a = dropout(g, o.dropout, a, "proj");
     g.setScope(p);
     x = g.op("Add", "residual_attn", {x, a});
 
@@ -509,6 +528,7 @@ void buildGpt(GraphBuilder &g, const ZooOptions &o) {
              {m, g.param(p + ".mlp.fc2.weight", {d.f, d.h}, Init::Normal)});
     m = g.op("Add", "fc2_bias",
              {m, g.param(p + ".mlp.fc2.bias", {d.h}, Init::Zeros)});
+    m = dropout(g, o.dropout, m, "fc2");
     g.setScope(p);
     x = g.op("Add", "residual_mlp", {x, m});
   }
@@ -810,6 +830,8 @@ std::string validate(ZooOptions &o) {
     return "--rope-theta must be positive, got " + str(o.ropeTheta);
   if (!(o.normEps >= 0) || !std::isfinite(o.normEps))
     return "--norm-eps must be positive, got " + str(o.normEps);
+  if (!(o.dropout >= 0 && o.dropout < 1))
+    return "--dropout must be at least 0 and below 1, got " + str(o.dropout);
   auto setDefault = [](int64_t &v, int64_t d) {
     if (v == 0)
       v = d;
@@ -837,6 +859,8 @@ std::string validate(ZooOptions &o) {
                                {o.tiedEmbeddings, "--tied-embeddings"}})
       if (std::string e = notFor(isSet, flag, "gpt and llama"); !e.empty())
         return e;
+    if (std::string e = notFor(o.dropout != 0, "--dropout", "gpt"); !e.empty())
+        return e;
     setDefault(o.layers, 2);
     setDefault(o.hidden, 256);
     setDefault(o.inputs, 784);
@@ -860,6 +884,9 @@ std::string validate(ZooOptions &o) {
   for (auto [isSet, flag] :
        {std::pair{o.inputs != 0, "--inputs"}, {o.classes != 0, "--classes"}})
     if (std::string e = notFor(isSet, flag, "mlp"); !e.empty())
+      return e;
+  if (!gpt)
+    if (std::string e = notFor(o.dropout != 0, "--dropout", "gpt"); !e.empty())
       return e;
   if (gpt) {
     if (std::string e = notFor(o.ropeTheta != 0, "--rope-theta", "llama");
@@ -993,6 +1020,8 @@ std::string describe(const ZooOptions &o) {
     add("norm-eps", str(o.normEps));
     add("tied-embeddings", o.tiedEmbeddings ? "1" : "0");
   }
+  if (o.dropout != 0)
+    add("dropout", str(o.dropout));
   add("opset", str(o.opset));
   add("seed", std::to_string(o.seed));
   add("weights", o.weights ? "1" : "0");

@@ -84,6 +84,11 @@ struct ZooOptions {
   /// --tied-embeddings: the head reuses the token embedding (transposed)
   /// instead of its own [hidden, vocab] weight (GPT, Llama).
   bool tiedEmbeddings = false;
+  /// --dropout: the probability of the Dropout nodes (training mode) that
+  /// GPT-2 and Megatron-LM place after the embedding, on the attention
+  /// probabilities and on both residual branches (after the projection and
+  /// after the MLP). 0 (the default) builds none. GPT only.
+  double dropout = 0;
 };
 
 /// Fills in the family's defaults for fields left at 0 and checks the

@@ -109,6 +109,12 @@ cl::opt<int64_t> zooOpset("opset", cl::desc("ONNX opset (default 17)"),
 cl::opt<bool> zooTied("tied-embeddings",
                       cl::desc("The output head reuses the token embedding"),
                       cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<double> zooDropout(
+    "dropout",
+    cl::desc("GPT: Dropout (training mode) of this probability after the "
+             "embedding, on the attention probabilities and on both residual "
+             "branches, as GPT-2 and Megatron-LM place it (default 0: none)"),
+    cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
 cl::list<std::string> inputShapes(
     "input-shape",
     cl::desc("Size an input with symbolic dimensions: NAME=D0xD1x... "
@@ -645,6 +651,7 @@ int runZoo() {
   options.weights = !noWeights;
   options.opset = zooOpset;
   options.tiedEmbeddings = zooTied;
+  options.dropout = zooDropout;
   if (!zooPreset.empty())
     if (std::string e = dtcc::zoo::applyPreset(options, zooPreset); !e.empty()) {
       llvm::errs() << "error: " << e << "\n";

@@ -471,6 +471,35 @@ TEST(ZooTest, TiedEmbeddingsReuseTheTokenEmbedding) {
   EXPECT_TRUE(transposed);
 }
 
+TEST(ZooTest, DropoutSitsWhereGpt2AndMegatronPutIt) {
+  EXPECT_EQ(countOps(buildModel(validated(smallGpt())), "Dropout"), 0);
+  ZooOptions o = smallGpt();
+  o.dropout = 0.1;
+  onnx::ModelProto m = buildModel(validated(o));
+  EXPECT_EQ(checkOnnx(m), "");
+  std::vector<std::string> names;
+  for (const auto &n : m.graph().node()) {
+    if (n.op_type() != "Dropout")
+      continue;
+    names.push_back(n.name());
+    // Training mode, the ratio as given: the importer keeps such a node.
+    ASSERT_EQ(n.input_size(), 3) << n.name();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "embed/Dropout_embed", "layers.0/attn/Dropout_probs",
+                       "layers.0/attn/Dropout_proj", "layers.0/mlp/Dropout_fc2",
+                       "layers.1/attn/Dropout_probs",
+                       "layers.1/attn/Dropout_proj",
+                       "layers.1/mlp/Dropout_fc2"}));
+  // The probabilities' dropout feeds the context product.
+  for (const auto &n : m.graph().node())
+    if (n.name() == "layers.0/attn/MatMul_context")
+      EXPECT_EQ(n.input(0), "layers.0/attn/Dropout_probs_output_0");
+  EXPECT_NE(metadata(m, "dtcc.zoo").find(" dropout=0.1 "), std::string::npos)
+      << metadata(m, "dtcc.zoo");
+  EXPECT_EQ(parameterCount(o), parameterCount(validated(smallGpt())));
+}
+
 TEST(ZooTest, NewerOpsetsUseTheirOpForms) {
   ZooOptions gpt = smallGpt();
   gpt.opset = 20;
@@ -558,6 +587,12 @@ TEST(ZooTest, InvalidOptionsNameTheFlag) {
   EXPECT_EQ(e, "--heads applies to gpt and llama models, not mlp");
   e = errorOf(smallGpt(), [](ZooOptions &o) { o.ropeTheta = 5; });
   EXPECT_TRUE(has(e, "--rope-theta")) << e;
+  e = errorOf(smallGpt(), [](ZooOptions &o) { o.dropout = 1; });
+  EXPECT_EQ(e, "--dropout must be at least 0 and below 1, got 1");
+  e = errorOf(smallLlama(), [](ZooOptions &o) { o.dropout = 0.1; });
+  EXPECT_EQ(e, "--dropout applies to gpt models, not llama");
+  e = errorOf(smallMlp(), [](ZooOptions &o) { o.dropout = 0.1; });
+  EXPECT_EQ(e, "--dropout applies to gpt models, not mlp");
   e = errorOf(smallGpt(), [](ZooOptions &o) { o.opset = 16; });
   EXPECT_TRUE(has(e, "--opset must be between 17 and 21")) << e;
   e = errorOf(smallLlama(), [](ZooOptions &o) { o.opset = 22; });
