@@ -73,7 +73,12 @@ struct ShardOverlapPass
     MLIRContext *ctx = fn.getContext();
     auto i64 = IntegerType::get(ctx, 64);
     SmallVector<Async> prefetched, gradients;
-    for (Operation &op : llvm::make_early_inc_range(body)) {
+    // A snapshot: casts move down the block as collectives are visited.
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      ops.push_back(&op);
+    for (Operation *visited : ops) {
+      Operation &op = *visited;
       bool zero = gathersZeroParameter(&op);
       auto phase = op.getAttrOfType<StringAttr>("phase");
       bool gradient = isa<AllReduceOp, ReduceScatterOp>(op) && phase &&
@@ -81,6 +86,16 @@ struct ShardOverlapPass
       if (!zero && !gradient)
         continue;
       Operation *user = firstUser(op.getResult(0));
+      // A gradient summed at the compute type and widened at once (mixed
+      // precision's tp all-reduces): the cast waits where its own result
+      // is first needed, and the collective overlaps what comes before.
+      if (auto cast = dyn_cast_or_null<graph::CastOp>(user);
+          cast && gradient && user == op.getNextNode())
+        if (Operation *next = firstUser(cast.getResult());
+            next && next != cast->getNextNode()) {
+          cast->moveBefore(next);
+          user = firstUser(op.getResult(0));
+        }
       // Nothing to overlap with when the result is needed at once.
       if (!user || (!zero && user == op.getNextNode()))
         continue;

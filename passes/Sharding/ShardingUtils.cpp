@@ -179,6 +179,20 @@ ShardingAttr project(const ShardingRule &rule,
   return ShardingAttr::get(ctx, dims, partial);
 }
 
+/// A float cast to a wider type (mixed precision's bf16 -> f32 in the
+/// backward pass). A partial sum over tp is summed before it, at the
+/// narrower type: half the bytes on the link, as Megatron-LM's
+/// tensor-parallel all-reduces travel at the compute type. Partial sums
+/// over dp (weight gradients) pass and are reduced in f32.
+static bool isWideningCast(Operation *op) {
+  auto c = dyn_cast<CastOp>(op);
+  if (!c)
+    return false;
+  auto to = dyn_cast<FloatType>(getElementTypeOrSelf(c.getType()));
+  auto from = dyn_cast<FloatType>(getElementTypeOrSelf(c.getOperand().getType()));
+  return to && from && to.getWidth() > from.getWidth();
+}
+
 static ShardingAttr withPartial(ShardingAttr s, ArrayRef<StringAttr> partial) {
   return ShardingAttr::get(s.getContext(), s.getDims(), partial);
 }
@@ -321,7 +335,7 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
   bool passPartial = samePartial && sole && partialPassesThrough(op, partial);
   if (passPartial)
     for (StringAttr a : partialAxes)
-      if (axes.uses(a))
+      if (axes.uses(a) || (a.getValue() == "tp" && isWideningCast(op)))
         passPartial = false;
 
   for (auto [i, t] : llvm::enumerate(rule.operands)) {
