@@ -157,6 +157,7 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
     bare.name = m.name;
     bare.dropout = m.dropout;
     bare.flashAttention = m.flashAttention;
+    bare.fusedSoftmax = m.fusedSoftmax;
     bare.graph = std::move(m.graph);
     m = std::move(bare);
     out.notTransformer = std::move(why);

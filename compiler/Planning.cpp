@@ -486,15 +486,6 @@ std::string compiledPricingGap(const Plan &plan, const ModelDesc &model) {
   std::optional<zoo::Family> family = zooFamilyOf(model, why);
   if (!family)
     return why;
-  // The zoo builds GPT with dropout (compileGpuLayers passes it on), but
-  // the runs that publish dropout (Megatron-LM's) scaled, masked and
-  // normalized their scores in one fused kernel, which the compiled model
-  // does not price yet: compiled as dtcc's CUDA backend runs it (unfused,
-  // a float softmax between casts), Megatron-LM SC'21's dropout rows come
-  // out 32-41% slower than measured.
-  if (model.dropout)
-    return "dropout: the compiled model prices unfused softmax, not the "
-           "fused scale-mask-softmax of the runs that use dropout";
   return "";
 }
 
@@ -542,7 +533,7 @@ struct CompiledLayers {
   PricedProgram priced[2]; ///< kLayersCompiled (or the whole model)
   /// The model's layers as T(a) + factor x (T(b) - T(a)).
   double factor = 0;
-  bool fusedAttention = false;
+  AttentionKernels attention = AttentionKernels::kAsCompiled;
   double seconds = 0; ///< compiling
 };
 
@@ -562,7 +553,7 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
       continue;
     }
     auto t = simulateProgram(layers.priced[i].program, cluster,
-                             /*recordTimeline=*/false, layers.fusedAttention);
+                             /*recordTimeline=*/false, layers.attention);
     if (!t.isOk())
       return t.status();
     times[i] = std::move(t.value());
@@ -588,13 +579,12 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
 /// target with the plan and its step simulated; the model of L layers is
 /// priced as T(a) + (L - a) x (T(b) - T(a)), every time, byte count and
 /// collective alike (extrapolateProgramTime/Memory); a model of at most b
-/// layers is compiled whole. With `fusedAttention`, the
-/// attention core is priced as a fused kernel (simulateProgram), as a run
-/// that has one executes it. Errors: the compiler's.
+/// layers is compiled whole. The attention core is priced as `attention`
+/// says the run executes it (AttentionKernels). Errors: the compiler's.
 StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
                                           const Plan &plan,
                                           const ClusterSpec &cluster,
-                                          bool fusedAttention) {
+                                          AttentionKernels attention) {
   auto started = std::chrono::steady_clock::now();
   std::string why;
   std::optional<zoo::Family> family = zooFamilyOf(model, why);
@@ -690,11 +680,10 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
     (*p.value().program.mutable_metadata())[runtime::metadata::kTarget] =
         "cuda";
     p.value().memory =
-        programMemory(p.value().program, /*maxTensors=*/12, fusedAttention);
-    if (fusedAttention) {
+        programMemory(p.value().program, /*maxTensors=*/12, attention);
+    if (attention != AttentionKernels::kAsCompiled) {
       auto fused = simulateProgram(p.value().program, cluster,
-                                   /*recordTimeline=*/false,
-                                   /*fusedAttention=*/true);
+                                   /*recordTimeline=*/false, attention);
       if (!fused.isOk())
         return fused.status();
       p.value().time = std::move(fused.value());
@@ -707,7 +696,7 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
                                         double(layersB - layersA);
   out.priced[0] = std::move(priced[0]);
   out.priced[1] = std::move(priced[1]);
-  out.fusedAttention = fusedAttention;
+  out.attention = attention;
   out.seconds = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - started)
                     .count();
@@ -719,8 +708,8 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
 StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
                                              const Plan &plan,
                                              const ClusterSpec &cluster,
-                                             bool fusedAttention) {
-  auto layers = compileGpuLayers(model, plan, cluster, fusedAttention);
+                                             AttentionKernels attention) {
+  auto layers = compileGpuLayers(model, plan, cluster, attention);
   if (!layers.isOk())
     return layers.status();
   return priceCompiledLayers(layers.value(), model, plan, cluster,
@@ -1188,11 +1177,23 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     model.flashAttention = false;
 
   // A saved plan's model says how its run executes attention (a fused
-  // kernel, as the published runs of the validation suite); a model
-  // compiled by dtcc runs the CUDA backend's unfused attention. Compiled
-  // programs are priced so.
-  const bool fusedAttention = savedModel && args.zooFamily.empty() &&
-                              args.modelPath.empty() && model.flashAttention;
+  // kernel or fused softmax, as the published runs of the validation
+  // suite); a model compiled by dtcc runs the CUDA backend's unfused
+  // attention. Compiled programs are priced so.
+  const bool runsOwnKernels =
+      savedModel && args.zooFamily.empty() && args.modelPath.empty();
+  const AttentionKernels attention =
+      !runsOwnKernels            ? AttentionKernels::kAsCompiled
+      : model.flashAttention     ? AttentionKernels::kFlash
+      : model.fusedSoftmax       ? AttentionKernels::kFusedSoftmax
+                                 : AttentionKernels::kAsCompiled;
+  const std::string attentionText =
+      std::string(attentionKernelsText(attention)) +
+      (attention == AttentionKernels::kFlash
+           ? " (the plan file's model has flashAttention)"
+       : attention == AttentionKernels::kFusedSoftmax
+           ? " (the plan file's model has fusedSoftmax)"
+           : "");
   // A saved plan is priced, or with --replan its model searched.
   const bool pricingSaved = savedPlan && !args.replan;
   if (args.sensitivity && (cpu || pricingSaved || opaqueParams > 0))
@@ -1342,7 +1343,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
           if (it == sensitivityPrograms.end())
             it = sensitivityPrograms
                      .emplace(key, compileGpuLayers(model, plan, cluster,
-                                                    fusedAttention))
+                                                    attention))
                      .first;
           if (!it->second.isOk())
             return it->second.status();
@@ -1429,9 +1430,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         "{0}; attention {1}; {2} plans compared by their programs in {3} "
         "worlds (--sensitivity)",
         compiledLayersText(model.layers),
-        fusedAttention ? "as a fused kernel (the plan file's model has "
-                         "flashAttention)"
-                       : "unfused, as dtcc's CUDA backend runs it",
+        attentionText,
         sensitivity->compared, sensitivity->worlds.size() + 1);
   } else if (!cpu && report.chosen) {
     std::string gap =
@@ -1441,9 +1440,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
               "compiling the file itself for the plan is not wired yet"
             : compiledPricingGap(report.chosen->plan, model);
     if (gap.empty()) {
-      const bool fused = fusedAttention;
       auto priced =
-          priceCompiledGpuPlan(model, report.chosen->plan, cluster, fused);
+          priceCompiledGpuPlan(model, report.chosen->plan, cluster, attention);
       if (priced.isOk()) {
         compiledPrice = std::move(priced.value());
         report.chosen = compiledPrice->candidate;
@@ -1451,9 +1449,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         report.pricedByReason = llvm::formatv(
             "{0}; attention {1}; {2:f2} s",
             compiledLayersText(model.layers),
-            fused ? "as a fused kernel (the plan file's model has "
-                    "flashAttention)"
-                  : "unfused, as dtcc's CUDA backend runs it",
+            attentionText,
             compiledPrice->seconds);
       } else {
         std::string m = priced.status().message();
@@ -1466,13 +1462,12 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     // (within 10%, at most 4) are compiled and priced too, and the program
     // prices decide (a plan that fits first, then the faster step).
     if (compiledPrice && report.search && !pricingSaved) {
-      const bool fused = fusedAttention;
       std::vector<std::string> tried;
       for (const Rejection &r : report.search->alternatives) {
         if (r.kind != Rejection::Kind::kSlower || r.slowerFraction > 0.10 ||
             tried.size() >= 4 || !compiledPricingGap(r.plan, model).empty())
           continue;
-        auto p = priceCompiledGpuPlan(model, r.plan, cluster, fused);
+        auto p = priceCompiledGpuPlan(model, r.plan, cluster, attention);
         if (!p.isOk())
           continue;
         const Candidate &now = compiledPrice->candidate;

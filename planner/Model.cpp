@@ -470,6 +470,7 @@ Json modelToJson(const ModelDesc &m) {
   j.set("learnedPositions", m.learnedPositions);
   j.set("dropout", m.dropout);
   j.set("flashAttention", m.flashAttention);
+  j.set("fusedSoftmax", m.fusedSoftmax);
   const ModelDesc::GraphFigures &g = m.graph;
   // A graph that is not a transformer has no sizes to count from.
   j.set("parameters", m.layers == 0 && g.parameters > 0
@@ -581,6 +582,8 @@ StatusOr<ModelDesc> modelFromJson(const Json &j) {
       DTCC_RETURN_IF_ERROR(boolean(m.dropout));
     } else if (key == "flashAttention") {
       DTCC_RETURN_IF_ERROR(boolean(m.flashAttention));
+    } else if (key == "fusedSoftmax") {
+      DTCC_RETURN_IF_ERROR(boolean(m.fusedSoftmax));
     } else if (key == "norm") {
       if (!value.isString() || (value.asString() != "layernorm" &&
                                 value.asString() != "rmsnorm"))

@@ -92,6 +92,12 @@ struct ModelDesc {
   /// Fused attention that never stores the s x s scores; with a causal mask
   /// it skips the masked half of the score blocks.
   bool flashAttention = false;
+  /// Without flashAttention: the run scales, masks and normalizes the
+  /// scores in one kernel each way (Megatron-LM's FusedScaleMaskSoftmax),
+  /// as the analytic model always prices it; a compiled program's attention
+  /// is then priced so (AttentionKernels::kFusedSoftmax) instead of as
+  /// dtcc's CUDA backend runs it.
+  bool fusedSoftmax = false;
 
   /// What a model's IR shows, transformer or not (compiler/DescribeModel.h);
   /// all zero when the description comes from sizes alone (a preset, `dtcc

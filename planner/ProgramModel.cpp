@@ -431,10 +431,17 @@ struct SimRank {
 class Simulator {
 public:
   Simulator(const Program &program, const ClusterSpec &cluster, bool record,
-            bool fusedAttention)
+            AttentionKernels attention)
       : program_(program), cluster_(cluster),
         overlap_(!cluster.device.isCpu()), record_(record),
-        fusedAttention_(fusedAttention) {}
+        attention_(attention) {
+    // A fused softmax keeps the scores at the compute type.
+    auto dtype = program.metadata().find(runtime::metadata::kDtype);
+    scoreBytes_ = dtype != program.metadata().end() &&
+                          (dtype->second == "bf16" || dtype->second == "fp16")
+                      ? 2
+                      : 4;
+  }
 
   StatusOr<ProgramTime> run() {
     DTCC_RETURN_IF_ERROR(buildStreams());
@@ -544,8 +551,9 @@ private:
     }
     double flops = 0;
     double seconds = instructionSeconds(program_, inst, cluster_.device, &flops);
-    if (fusedAttention_ && isAttentionCoreNode(inst.location())) {
-      // One fused causal kernel (see simulateProgram): the core matmuls'
+    if (attention_ == AttentionKernels::kFlash &&
+        isAttentionCoreNode(inst.location())) {
+      // One fused causal kernel (see AttentionKernels): the core matmuls'
       // FLOPs at the attention efficiency, the rest inside the kernel.
       const DeviceSpec &d = cluster_.device;
       DType compute = DType::kBf16;
@@ -562,6 +570,22 @@ private:
                     : 0;
       if (kernel == "matmul")
         seconds += d.kernelOverhead.value;
+    } else if (attention_ == AttentionKernels::kFusedSoftmax &&
+               isAttentionCoreNode(inst.location()) && kernel != "matmul" &&
+               kernel != "dropout" && kernel != "select") {
+      // Fused scale-mask-softmax (see AttentionKernels): the softmax and
+      // its gradient read and write the scores once at the compute type;
+      // the casts, scales and masks around them run inside those kernels.
+      seconds = 0;
+      if ((kernel == "softmax" || kernel == "softmax_grad") &&
+          !inst.outputs().empty()) {
+        const DeviceSpec &d = cluster_.device;
+        double tensors = kernel == "softmax" ? 2 : 3;
+        double bytes = tensors * double(scoreBytes_) *
+                       double(numel(program_.buffers(inst.outputs(0))));
+        seconds = bytes / (d.memoryBandwidth.value * d.memoryEfficiency.value) +
+                  d.kernelOverhead.value;
+      }
     }
     trace(r, 0, kernel, inst.location(), "compute", r.tc, seconds);
     r.tc += seconds;
@@ -851,7 +875,8 @@ private:
   const ClusterSpec &cluster_;
   const bool overlap_;
   const bool record_;
-  const bool fusedAttention_;
+  const AttentionKernels attention_;
+  int64_t scoreBytes_ = 4;
   Timeline timeline_;
   std::vector<SimRank> ranks_;
   std::vector<std::unique_ptr<CommOp>> ops_;
@@ -865,9 +890,21 @@ private:
 StatusOr<ProgramTime> simulateProgram(const Program &program,
                                       const ClusterSpec &cluster,
                                       bool recordTimeline,
-                                      bool fusedAttention) {
-  Simulator sim(program, cluster, recordTimeline, fusedAttention);
+                                      AttentionKernels attention) {
+  Simulator sim(program, cluster, recordTimeline, attention);
   return sim.run();
+}
+
+const char *attentionKernelsText(AttentionKernels attention) {
+  switch (attention) {
+  case AttentionKernels::kAsCompiled:
+    return "unfused, as dtcc's CUDA backend runs it";
+  case AttentionKernels::kFusedSoftmax:
+    return "with fused scale-mask-softmax kernels";
+  case AttentionKernels::kFlash:
+    return "as a fused kernel";
+  }
+  return "";
 }
 
 bool isAttentionCoreNode(const std::string &node) {
@@ -1044,7 +1081,8 @@ std::string variableKind(const runtime::format::Variable &v) {
 } // namespace
 
 ProgramMemory programMemory(const Program &program, int maxTensors,
-                            bool fusedAttention) {
+                            AttentionKernels attention) {
+  const bool fusedAttention = attention == AttentionKernels::kFlash;
   ProgramMemory m;
   m.workspace = program.workspace_bytes();
   m.state = program.state_bytes();

@@ -93,6 +93,33 @@ struct ProgramTime {
   Timeline timeline;
 };
 
+/// How the run being priced executes the attention core of the zoo's
+/// transformer graphs: the instructions of ONNX nodes `*/attn/MatMul_scores`,
+/// `Div_scale`, `Add_causal_mask`, `Softmax_probs`, `Dropout_probs` and
+/// `MatMul_context`, and their gradients (isAttentionCoreNode).
+enum class AttentionKernels {
+  /// Every instruction as dtcc's backend runs it (dtcc's own programs:
+  /// its CUDA backend fuses neither).
+  kAsCompiled,
+  /// Scale, mask and softmax in one kernel, and softmax's gradient with the
+  /// scale in one (Megatron-LM's FusedScaleMaskSoftmax): each reads and
+  /// writes the scores once at the compute type (2 and 3 tensors), the
+  /// casts, scales and masks around them run inside it; dropout on the
+  /// probabilities stays its own kernel each way (its gradient's scale
+  /// inside the masking kernel). The matmuls stay GEMMs.
+  kFusedSoftmax,
+  /// One fused causal kernel (FlashAttention) at the device's
+  /// attentionEfficiency: the core matmuls' FLOPs halved (the masked blocks
+  /// are skipped), the backward ones x 5/4 (the backward recomputes the
+  /// scores: 5 matmuls for the unfused 4), the elementwise instructions
+  /// free (they run in the kernel's on-chip memory, dropout included).
+  kFlash,
+};
+
+/// "unfused, as dtcc's CUDA backend runs it", "as fused scale-mask-softmax
+/// kernels" or "as a fused kernel".
+const char *attentionKernelsText(AttentionKernels attention);
+
 /// Simulates one training step of `program` (micro-batches times
 /// train_step and apply_step, or each pipeline stage's train_step_pp<k>;
 /// a program without training functions runs `main` once) on `cluster`.
@@ -102,24 +129,15 @@ struct ProgramTime {
 /// program that names an unknown mesh axis, or whose stages never meet
 /// (a send without its recv).
 ///
-/// With `fusedAttention`, the attention core of the zoo's transformer
-/// graphs (the instructions of ONNX nodes `*/attn/MatMul_scores`,
-/// `Div_scale`, `Add_causal_mask`, `Softmax_probs`, `Dropout_probs` (a
-/// fused kernel drops in its on-chip memory), `MatMul_context`, and
-/// their gradients) is priced as a fused causal kernel (FlashAttention) at
-/// the device's attentionEfficiency: the core matmuls' FLOPs halved (the
-/// masked blocks are skipped), the backward ones x 5/4 (the backward
-/// recomputes the scores: 5 matmuls for the unfused 4), the elementwise
-/// instructions free (they run in the kernel's on-chip memory). This is
-/// what a run with a fused kernel executes; dtcc's CUDA backend does not
-/// fuse attention yet, so dtcc's own programs are priced without it.
-StatusOr<ProgramTime> simulateProgram(const runtime::format::Program &program,
-                                      const ClusterSpec &cluster,
-                                      bool recordTimeline = false,
-                                      bool fusedAttention = false);
+/// With `attention` other than kAsCompiled, the attention core is priced
+/// as the run executes it (see AttentionKernels), not as dtcc compiled it.
+StatusOr<ProgramTime> simulateProgram(
+    const runtime::format::Program &program, const ClusterSpec &cluster,
+    bool recordTimeline = false,
+    AttentionKernels attention = AttentionKernels::kAsCompiled);
 
 /// Whether `node` (an instruction's location) is in the attention core of
-/// the zoo's graphs (see simulateProgram).
+/// the zoo's graphs (see AttentionKernels).
 bool isAttentionCoreNode(const std::string &node);
 
 /// `a` + `factor` x (`b` - `a`), field by field (kernels, collectives and
@@ -188,13 +206,15 @@ struct ProgramMemory {
 };
 
 /// The memory plan of `program`, with up to `maxTensors` of its largest
-/// tensors. With `fusedAttention`, as a run with a fused (flash) attention
-/// kernel holds it: the score-shaped tensors (last two dimensions equal)
-/// of the attention cores (isAttentionCoreNode), forward and backward, are
-/// never made, so the workspace is the fullest point without them plus
-/// the memory plan's fragmentation.
-ProgramMemory programMemory(const runtime::format::Program &program,
-                            int maxTensors = 12, bool fusedAttention = false);
+/// tensors. With `attention` kFlash, as a run with a fused (flash)
+/// attention kernel holds it: the score-shaped tensors (last two dimensions
+/// equal) of the attention cores (isAttentionCoreNode), forward and
+/// backward, are never made, so the workspace is the fullest point without
+/// them plus the memory plan's fragmentation. Fused scale-mask-softmax
+/// kernels still make the scores: their memory is the program's.
+ProgramMemory programMemory(
+    const runtime::format::Program &program, int maxTensors = 12,
+    AttentionKernels attention = AttentionKernels::kAsCompiled);
 
 /// `a` + `factor` x (`b` - `a`) for every byte count (the largest tensors
 /// and the peak's place are `b`'s), as extrapolateProgramTime.

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/ProgramModel.h"
+#include "runtime/base/DType.h"
 
 #include <gtest/gtest.h>
 
@@ -645,7 +646,7 @@ TEST(ProgramModel, FusedAttentionPricesTheCoreAsOneKernel) {
   double flopsBackward = 2.0 * 8 * 256 * 256 * 64;
   double attention = 0.25e12, overhead = 1e-6;
   double lossSeconds = instructionSeconds(b.p, f->instructions(3), c.device);
-  auto fused = simulateProgram(b.p, c, false, /*fusedAttention=*/true);
+  auto fused = simulateProgram(b.p, c, false, AttentionKernels::kFlash);
   ASSERT_TRUE(fused.isOk());
   // Causal blocks skipped (half the FLOPs), the backward x 5/4, the
   // softmax inside the kernel; the loss's gradient as before.
@@ -662,6 +663,70 @@ TEST(ProgramModel, FusedAttentionPricesTheCoreAsOneKernel) {
   EXPECT_TRUE(isAttentionCoreNode("layers.3/attn/Softmax_probs"));
   EXPECT_FALSE(isAttentionCoreNode("layers.3/attn/MatMul_qkv"));
   EXPECT_FALSE(isAttentionCoreNode("layers.3/mlp/MatMul_scores"));
+}
+
+TEST(ProgramModel, FusedSoftmaxPricesScaleMaskSoftmaxAsOneKernelEachWay) {
+  // A bf16 core as dtcc compiles it: the scores scaled and masked, cast to
+  // fp32 for the softmax and back, dropped; backward: the dropout's scale
+  // and mask, a cast, softmax's gradient, a cast and the scale.
+  Builder b;
+  (*b.p.mutable_metadata())["dtcc.dtype"] = "bf16";
+  Function *f = b.function("train_step");
+  const int64_t n = 8 * 256 * 256;
+  auto bf16 = [&](std::vector<int64_t> shape) {
+    int id = b.buffer(shape);
+    b.p.mutable_buffers(id)->set_dtype(int(runtime::DType::kBF16));
+    return id;
+  };
+  int q = bf16({8, 256, 64}), k = bf16({8, 64, 256}), v = bf16({8, 256, 64});
+  int s = bf16({8, 256, 256}), scale = bf16({8, 256, 256});
+  int s32 = b.buffer({8, 256, 256}), p32 = b.buffer({8, 256, 256});
+  int p = bf16({8, 256, 256}), d = bf16({8, 256, 256});
+  int mask = b.buffer({8, 256, 256});
+  b.p.mutable_buffers(mask)->set_dtype(int(runtime::DType::kBool));
+  int ctx = bf16({8, 256, 64}), l = b.buffer({4}), dl = b.buffer({4});
+  int g = bf16({8, 256, 256}), g32 = b.buffer({8, 256, 256});
+  int ds32 = b.buffer({8, 256, 256}), ds = bf16({8, 256, 256});
+  const std::string core = "layers.0/attn/";
+  b.kernel(f, "matmul", {q, k}, {s}, core + "MatMul_scores");
+  b.kernel(f, "div", {s, scale}, {s}, core + "Div_scale");
+  b.kernel(f, "add", {s, scale}, {s}, core + "Add_causal_mask");
+  b.kernel(f, "cast", {s}, {s32}, core + "Add_causal_mask");
+  b.kernel(f, "softmax", {s32}, {p32}, core + "Softmax_probs");
+  b.kernel(f, "cast", {p32}, {p}, core + "Softmax_probs");
+  b.kernel(f, "dropout", {p}, {d, mask}, core + "Dropout_probs");
+  b.kernel(f, "matmul", {d, v}, {ctx}, core + "MatMul_context");
+  b.kernel(f, "cross_entropy_grad", {l}, {dl}, "loss/CrossEntropy");
+  b.kernel(f, "mul", {g, scale}, {g}, core + "Dropout_probs");
+  b.kernel(f, "select", {mask, g, scale}, {g}, core + "Dropout_probs");
+  b.kernel(f, "cast", {g}, {g32}, core + "Dropout_probs");
+  b.kernel(f, "softmax_grad", {p32, g32}, {ds32}, core + "Softmax_probs");
+  b.kernel(f, "cast", {ds32}, {ds}, core + "Softmax_probs");
+  b.kernel(f, "div", {ds, scale}, {ds}, core + "Div_scale");
+  ClusterSpec c = roundCluster("gpu");
+  const DeviceSpec &dev = c.device;
+  auto seconds = [&](int i) {
+    return instructionSeconds(b.p, f->instructions(i), dev);
+  };
+  double bandwidth = dev.memoryBandwidth.value * dev.memoryEfficiency.value;
+  // The GEMMs, the dropout kernels and the loss as compiled; the softmax
+  // and its gradient at 2 and 3 bf16 score tensors; the rest inside them.
+  double expected = seconds(0) + seconds(6) + seconds(7) + seconds(8) +
+                    seconds(10) + 2.0 * 2 * n / bandwidth +
+                    3.0 * 2 * n / bandwidth + 2 * dev.kernelOverhead.value;
+  auto fused = simulateProgram(b.p, c, false, AttentionKernels::kFusedSoftmax);
+  ASSERT_TRUE(fused.isOk());
+  EXPECT_NEAR(fused.value().stepTime, expected, 1e-12);
+  // As compiled, every instruction costs its own: fused, the memory-bound
+  // part of the core costs under 30% of that.
+  auto compiled = simulateProgram(b.p, c);
+  ASSERT_TRUE(compiled.isOk());
+  double plain = 0;
+  for (int i = 0; i < f->instructions_size(); ++i)
+    plain += seconds(i);
+  EXPECT_NEAR(compiled.value().stepTime, plain, 1e-12);
+  double gemms = seconds(0) + seconds(7);
+  EXPECT_LT(fused.value().stepTime - gemms, 0.3 * (plain - gemms));
 }
 
 } // namespace
