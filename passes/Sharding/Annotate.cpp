@@ -139,6 +139,8 @@ struct ShardAnnotatePass
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
       annotateZero(module, dp, dpSize, zero);
+    if (dpSize > 1 && zero < 2 && plan.getAccumulationSteps() > 1)
+      accumulatePartialSums(module, dp);
     if (plan.getSequenceParallel() && meshAttr.getSize("tp") <= 1) {
       module.emitError("sequence parallelism splits the sequence over tp: "
                        "expected a mesh with tp > 1, got ")
@@ -487,6 +489,29 @@ struct ShardAnnotatePass
         if (!v->hasAttr(kShardingAttr))
           v->setAttr(kShardingAttr, s);
     });
+  }
+
+  /// Gradient accumulation below ZeRO-2: each rank adds its own partial
+  /// gradient into its accumulator (`partial = {dp}`), so the data-parallel
+  /// sum is taken once per step, where @apply_step reads the accumulators,
+  /// instead of once per micro-batch (as Megatron-LM and DDP's no_sync
+  /// do). @apply_step zeroes them: zero is a partial sum on every rank,
+  /// and so is what a checkpoint saves between steps. ZeRO-2 keeps
+  /// reduce-scattering each micro-batch's gradient into its split
+  /// accumulator, which holds 1/dp of it.
+  void accumulatePartialSums(ModuleOp module, StringAttr dp) {
+    MLIRContext *ctx = module.getContext();
+    for (auto var : module.getOps<graph::VariableOp>()) {
+      if (!var.getSymName().ends_with("/grad_acc"))
+        continue;
+      auto s = var->getAttrOfType<ShardingAttr>(kShardingAttr);
+      if (!s)
+        s = ShardingAttr::replicated(ctx, var.getTensorType().getRank());
+      SmallVector<StringAttr> partial(s.getPartial());
+      if (!llvm::is_contained(partial, dp))
+        partial.push_back(dp);
+      var->setAttr(kShardingAttr, ShardingAttr::get(ctx, s.getDims(), partial));
+    }
   }
 
   /// Splits dimension 0 of every data input over dp.

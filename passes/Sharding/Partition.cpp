@@ -171,11 +171,14 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
           break;
       }
 
-  // A splat constant is rebuilt at the local shape.
+  // A splat constant is rebuilt at the local shape; a splat of zero is
+  // also a partial sum over any axes (every rank's part is zero), which is
+  // how @apply_step clears accumulators of partial sums.
   if (auto c = v.getDefiningOp<graph::ConstantOp>())
     if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-        dense && dense.isSplat() && from.isReplicated() && !to.isPartial()) {
-      auto type = localType(global, to, user);
+        dense && dense.isSplat() && from.isReplicated() &&
+        (!to.isPartial() || isSplatZero(dense))) {
+      auto type = localType(global, to.withoutPartial(), user);
       if (failed(type))
         return failure();
       OpBuilder b(c);

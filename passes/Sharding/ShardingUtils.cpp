@@ -217,12 +217,22 @@ bool partialPassesThrough(Operation *op, ArrayRef<bool> partialOperands) {
     auto c = pad.getValue().getDefiningOp<ConstantOp>();
     auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
     return partialOperands[0] && !partialOperands[1] && dense &&
-           dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
-           dense.getSplatValue<APFloat>().isZero();
+           isa<FloatType>(dense.getElementType()) && isSplatZero(dense);
   }
   if (auto c = dyn_cast<CastOp>(op))
     return isa<FloatType>(getElementTypeOrSelf(c.getType())) &&
            isa<FloatType>(getElementTypeOrSelf(c.getOperand().getType()));
+  return false;
+}
+
+bool isSplatZero(DenseElementsAttr dense) {
+  if (!dense || !dense.isSplat())
+    return false;
+  Attribute v = dense.getSplatValue<Attribute>();
+  if (auto f = dyn_cast<FloatAttr>(v))
+    return f.getValue().isZero();
+  if (auto i = dyn_cast<IntegerAttr>(v))
+    return i.getValue().isZero();
   return false;
 }
 

@@ -55,6 +55,10 @@ void setSharding(mlir::Value value, ShardingAttr sharding);
 /// its dp split is storage, gathered before each use).
 bool loadsZeroVariable(mlir::Value value);
 
+/// Whether `dense` is a splat of zero (either sign, float or integer): a
+/// partial sum over any axes, and what a pad may add to one.
+bool isSplatZero(mlir::DenseElementsAttr dense);
+
 /// Assigns axes to factors from the known shardings of an op's tensors
 /// (`shardings` lists operands then results; null = unknown). A factor takes
 /// the axes of the first tensor dimension that splits it; factors of kind

@@ -96,6 +96,10 @@ PLANS = [
     ("ZeRO-3 DP4", 4, ["--mesh", "dp=4", "--zero", "3"], 1),
     # Micro-batches without pipelining: accumulators split by ZeRO-2.
     ("ZeRO-2 DP4 M=2", 4, ["--mesh", "dp=4", "--zero", "2"], 2),
+    # Below ZeRO-2 each rank accumulates its partial sums and the dp
+    # reduction happens once per step, in @apply_step.
+    ("DP2 M=2", 2, ["--mesh", "dp=2"], 2),
+    ("ZeRO-1 DP2xTP2 M=2", 4, ["--mesh", "dp=2,tp=2", "--zero", "1"], 2),
     ("DP2xTP2", 4, ["--mesh", "dp=2,tp=2"], 1),
     # Written the other way round: tp outer, dp inner (rank order differs
     # from Megatron's: the dp replicas are neighbouring ranks).
@@ -119,6 +123,7 @@ PLANS = [
     ("Offload ZeRO-3 DP2", 2, ["--mesh", "dp=2", "--zero", "3", "--offload", "optimizer"], 1),
     ("Offload TP2", 2, ["--mesh", "tp=2", "--offload", "optimizer"], 1),
     ("Offload ZeRO-2 DP2 M=2", 2, ["--mesh", "dp=2", "--zero", "2", "--offload", "optimizer"], 2),
+    ("Offload ZeRO-1 DP2 M=2", 2, ["--mesh", "dp=2", "--zero", "1", "--offload", "optimizer"], 2),
     ("Offload PP2 1F1B", 2, ["--mesh", "pp=2", "--offload", "optimizer"], 2),
     # Context parallelism: every sequence split over cp, keys and values
     # gathered for attention, their gradients reduce-scattered back.
