@@ -128,6 +128,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     train.autodiff.loss = t.loss;
     train.autodiff.frozen.assign(t.frozen.begin(), t.frozen.end());
     train.dtype = t.dtype;
+    train.halfNorms = t.halfNorms;
     // The CPU kernels are f32 and f64; the cuda target has none yet.
     train.fuseAttention = t.fusedAttention && options.target == "cpu" &&
                           t.dtype == "fp32";

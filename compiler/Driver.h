@@ -54,6 +54,9 @@ struct TrainOptions {
   /// Compute type of forward and backward: "fp32", "bf16" or "fp16" (fp32
   /// master weights and optimizer state; dtcc-graph-mixed-precision).
   std::string dtype = "fp32";
+  /// Under bf16/fp16: norms and softmax read and write the half type (f32
+  /// inside their kernels; false: f32 between casts, as PyTorch autocast).
+  bool halfNorms = true;
   /// Replace the attention cores by dgraph.attention
   /// (dtcc-graph-fuse-attention; --no-fused-attention turns it off). The
   /// cuda target has no attention kernel yet: it keeps the cores.

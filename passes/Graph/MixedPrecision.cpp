@@ -34,14 +34,21 @@ RankedTensorType withElement(Value v, Type element) {
 /// How an op is typed (see the pass description).
 enum class Policy {
   Half,      ///< always in the half type (matmul, convolutions)
+  HalfIO,    ///< half operands and results, f32 statistics (norms, softmax)
   Island,    ///< fp32 inside, half results outside (softmax, norms, grads)
   LossPath,  ///< fp32 inputs, fp32 results (log_softmax, cross_entropy)
   Widest,    ///< the widest of its non-constant float operands
 };
 
-Policy policyOf(Operation *op) {
+Policy policyOf(Operation *op, bool halfNorms) {
   if (isa<MatmulOp, ConvOp, ConvInputGradOp, ConvFilterGradOp>(op))
     return Policy::Half;
+  // Both backends' kernels compute these in f32 (or wider) from half
+  // operands and round once when they store: the f32 island around them
+  // would only add two casts and twice the bytes.
+  if (halfNorms && isa<SoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp,
+                       RmsNormOp, RmsNormGradOp>(op))
+    return Policy::HalfIO;
   if (isa<SoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp, LogSoftmaxGradOp,
           LayerNormGradOp, RmsNormGradOp, CrossEntropyGradOp, BatchNormOp,
           BatchNormGradOp, GroupNormOp, GroupNormGradOp>(op))
@@ -52,6 +59,20 @@ Policy policyOf(Operation *op) {
           BatchNormGradStatsOp>(op))
     return Policy::LossPath;
   return Policy::Widest;
+}
+
+/// Whether `v` (an operand or result of `op`) is one of a norm's per-row
+/// statistics (mean, rstd), which a half norm keeps in f32.
+bool isNormStatistic(Operation *op, Value v) {
+  if (auto n = dyn_cast<LayerNormOp>(op))
+    return v == n.getMean() || v == n.getRstd();
+  if (auto n = dyn_cast<RmsNormOp>(op))
+    return v == n.getRstd();
+  if (auto g = dyn_cast<LayerNormGradOp>(op))
+    return v == g.getMean() || v == g.getRstd();
+  if (auto g = dyn_cast<RmsNormGradOp>(op))
+    return v == g.getRstd();
+  return false;
 }
 
 struct MixedPrecisionPass
@@ -265,10 +286,11 @@ void MixedPrecisionPass::runOnOperation() {
     if (floats.empty() || other)
       continue;
 
-    Policy policy = policyOf(&op);
+    Policy policy = policyOf(&op, halfNorms);
     Type compute;
     switch (policy) {
     case Policy::Half:
+    case Policy::HalfIO:
       compute = half;
       break;
     case Policy::Island:
@@ -287,11 +309,15 @@ void MixedPrecisionPass::runOnOperation() {
     }
     if (!compute)
       continue;
+    auto typeOf = [&](Value v) {
+      return policy == Policy::HalfIO && isNormStatistic(&op, v) ? f32
+                                                                  : compute;
+    };
     for (unsigned i : floats)
-      op.setOperand(i, operandAs(&op, i, compute));
+      op.setOperand(i, operandAs(&op, i, typeOf(op.getOperand(i))));
     for (Value r : op.getResults())
       if (floatElement(r))
-        r.setType(withElement(r, compute));
+        r.setType(withElement(r, typeOf(r)));
     if (policy != Policy::Island)
       continue;
     // Half results for half users; fp32 users (a gradient's saved mean or

@@ -169,14 +169,23 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
       `conv_filter_grad`) always run in the half type (cuBLASLt and cuDNN
       accumulate in fp32; the CPU backend goes through sgemm and oneDNN's
       f32 convolutions).
-    - Numerically sensitive ops run in fp32 with casts around them:
-      `softmax`, `layer_norm`, `rms_norm` and the gradient ops
-      (`softmax_grad`, `log_softmax_grad`, `layer_norm_grad`,
-      `rms_norm_grad`, `cross_entropy_grad`) compute in fp32 (max and sum of
-      exponentials, mean, variance, rstd) and hand a half result to their
-      half users; the statistics kept for the backward pass (`mean`,
-      `rstd`) stay fp32. `batch_norm`, `batch_norm_grad`, `group_norm` and
-      `group_norm_grad` are typed the same way. `log_softmax` and
+    - Norms and softmax read and write the half type: `softmax`,
+      `layer_norm`, `rms_norm` and their gradients (`softmax_grad`,
+      `layer_norm_grad`, `rms_norm_grad`) take half operands (the scale and
+      bias are the half copies of the master weights) and give half
+      results, while their kernels compute in fp32 or wider (max and sum of
+      exponentials, mean, variance, rstd) and round once when they store;
+      the statistics kept for the backward pass (`mean`, `rstd`) are fp32.
+      This is how Megatron-LM's fused kernels, MPT's low-precision
+      LayerNorm and FSDP2 with bf16 parameters run them, and it spares the
+      casts around each op (two reads and writes of the tensor in fp32).
+      With `half-norms=false` they run as PyTorch autocast runs them: in
+      fp32 between casts, with fp32 scale and bias, handing a half result
+      to their half users.
+    - Other numerically sensitive ops run in fp32 with casts around them:
+      `log_softmax_grad` and `cross_entropy_grad`, and `batch_norm`,
+      `batch_norm_grad`, `group_norm` and `group_norm_grad`, which hand a
+      half result to their half users. `log_softmax` and
       `cross_entropy` take fp32 inputs and their results stay fp32, so the
       loss path (and what is computed from it) is fp32: the loss is reduced
       in fp32. So do `batch_norm_stats` and `batch_norm_grad_stats`: batch
@@ -231,6 +240,9 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
            "Compute type of the forward and backward pass: bf16, fp16 or fp32">,
     Option<"lossScale", "loss-scale", "double", /*default=*/"1024.0",
            "Static loss scale for fp16 (1: none); ignored for bf16 and fp32">,
+    Option<"halfNorms", "half-norms", "bool", /*default=*/"true",
+           "Norms and softmax read and write the half type (f32 inside the "
+           "kernel); false: f32 between casts, as PyTorch autocast">,
   ];
   let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
 }

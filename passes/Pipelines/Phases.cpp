@@ -31,6 +31,7 @@ static void addTrainPasses(OpPassManager &pm, int64_t stages,
   if (o.dtype != "fp32") {
     graph::MixedPrecisionOptions mp;
     mp.dtype = o.dtype;
+    mp.halfNorms = o.halfNorms;
     pm.addPass(graph::createMixedPrecision(mp));
   }
   // A pipeline (the plan's pp > 1) unrolls its micro-batches in the step;
@@ -107,6 +108,10 @@ struct TrainPhaseOptions : PassPipelineOptions<TrainPhaseOptions> {
                               llvm::cl::desc("none or optimizer")};
   Option<std::string> dtype{*this, "dtype", llvm::cl::init(TrainPhase().dtype),
                             llvm::cl::desc("fp32, bf16 or fp16")};
+  Option<bool> halfNorms{*this, "half-norms",
+                         llvm::cl::init(TrainPhase().halfNorms),
+                         llvm::cl::desc("Norms and softmax in the half type "
+                                        "(f32 inside their kernels)")};
   Option<std::string> optimizer{
       *this, "optimizer", llvm::cl::init(TrainPhase().optimizer.optimizer),
       llvm::cl::desc("adamw or sgd")};
@@ -182,6 +187,7 @@ void registerPhasePipelines() {
         t.autodiff.loss = o.loss;
         t.autodiff.frozen.assign(o.frozen.begin(), o.frozen.end());
         t.dtype = o.dtype;
+        t.halfNorms = o.halfNorms;
         t.fuseAttention = o.fuseAttention && o.dtype == "fp32";
         t.optimizer.optimizer = o.optimizer;
         t.optimizer.lr = o.lr;

@@ -34,6 +34,8 @@ namespace dtcc::pipelines {
 struct TrainPhase {
   graph::AutodiffOptions autodiff;
   std::string dtype = "fp32";
+  /// dtcc-graph-mixed-precision's half-norms.
+  bool halfNorms = true;
   graph::OptimizerOptions optimizer;
   /// dtcc-graph-fuse-attention before autodiff.
   bool fuseAttention = false;

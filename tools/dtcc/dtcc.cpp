@@ -251,6 +251,14 @@ cl::opt<std::string> computeDtype(
     cl::desc("Compute type of the forward and backward pass: fp32, bf16 or "
              "fp16 (master weights and optimizer state stay fp32)"),
     cl::init("fp32"), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> normDtype(
+    "norm-dtype",
+    cl::desc("With --dtype bf16|fp16: the type norms and softmax read and "
+             "write: half (default; f32 inside their kernels, f32 "
+             "statistics, as Megatron-LM and FSDP with half parameters run "
+             "them) or fp32 (f32 between casts with f32 scale and bias, as "
+             "PyTorch autocast)"),
+    cl::init("half"), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<bool> exportGradients(
     "export-gradients",
     cl::desc("Also return every gradient from train_step (for testing)"),
@@ -505,6 +513,12 @@ int runImportOrCompile(bool compile) {
     t.plan.microBatches = microBatches;
     t.exportGradients = exportGradients;
     t.dtype = computeDtype;
+    if (normDtype != "half" && normDtype != "fp32") {
+      llvm::errs() << "error: --norm-dtype: expected half or fp32, got '"
+                   << normDtype << "'\n";
+      return 1;
+    }
+    t.halfNorms = normDtype == "half";
     if (!meshSpec.empty()) {
       // The one place the mesh is parsed: everything after reads its axes.
       auto mesh = dtcc::runtime::MeshShape::parse(meshSpec);

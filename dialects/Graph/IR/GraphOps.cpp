@@ -721,6 +721,33 @@ LogicalResult RmsNormOp::inferReturnTypes(
                    adaptor.getAxis(), 1, inferred);
 }
 
+/// A norm's results as inferred (statistics in x's element type), or with
+/// the statistics in a wider float type: a half-precision norm computes and
+/// keeps them in f32.
+static bool normResultsCompatible(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != actual.size() || inferred.empty() ||
+      inferred.front() != actual.front())
+    return false;
+  for (auto [i, a] : llvm::zip(inferred.drop_front(), actual.drop_front())) {
+    auto it = cast<RankedTensorType>(i);
+    auto at = dyn_cast<RankedTensorType>(a);
+    auto iElement = dyn_cast<FloatType>(it.getElementType());
+    auto aElement = at ? dyn_cast<FloatType>(at.getElementType()) : FloatType();
+    if (!iElement || !aElement || at.getShape() != it.getShape() ||
+        aElement.getWidth() < iElement.getWidth())
+      return false;
+  }
+  return true;
+}
+
+bool LayerNormOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return normResultsCompatible(l, r);
+}
+
+bool RmsNormOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
+  return normResultsCompatible(l, r);
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, ValueRange operands,
     DictionaryAttr, OpaqueProperties properties, RegionRange,

@@ -875,7 +875,9 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm",
     **Constraints:**
     - `0 <= axis < rank(x)`;
     - `scale` (and `bias`) have shape `x[axis:]` and x's element type;
-    - `y` has x's type; `mean` and `rstd` have shape `x[:axis]`.
+    - `y` has x's type; `mean` and `rstd` have shape `x[:axis]` and x's
+      element type or a wider float (a bf16 or f16 norm keeps f32
+      statistics: dtcc-graph-mixed-precision).
   }];
   let arguments = (ins Graph_FloatTensor:$operand, Graph_FloatTensor:$scale,
                        Optional<Graph_FloatTensor>:$bias, I64Attr:$axis,
@@ -885,6 +887,10 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm",
   let assemblyFormat = [{
     $operand `,` $scale (`,` $bias^)? `axis` `=` $axis `,` `epsilon` `=` $epsilon
     attr-dict `:` functional-type(operands, results)
+  }];  let extraClassDeclaration = [{
+    /// Statistics may be wider than x (f32 for a half norm).
+    static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                        ::mlir::TypeRange actual);
   }];
 }
 
@@ -906,7 +912,8 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm",
     **Constraints:**
     - `0 <= axis < rank(x)`;
     - `scale` has shape `x[axis:]` and x's element type;
-    - `y` has x's type; `rstd` has shape `x[:axis]`.
+    - `y` has x's type; `rstd` has shape `x[:axis]` and x's element type or
+      a wider float (as layer_norm's statistics).
   }];
   let arguments = (ins Graph_FloatTensor:$operand, Graph_FloatTensor:$scale,
                        I64Attr:$axis, F32Attr:$epsilon);
@@ -914,6 +921,10 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm",
   let assemblyFormat = [{
     $operand `,` $scale `axis` `=` $axis `,` `epsilon` `=` $epsilon
     attr-dict `:` functional-type(operands, results)
+  }];  let extraClassDeclaration = [{
+    /// Statistics may be wider than x (f32 for a half norm).
+    static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                        ::mlir::TypeRange actual);
   }];
 }
 

@@ -13,6 +13,7 @@
 #include "runtime/device/cpu/VectorMath.h"
 
 #include <algorithm>
+#include <list>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -222,6 +223,55 @@ StatusOr<KernelFn> buildGeluGrad(const KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 
 /// softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy).
+/// A softmax or norm gradient on f16 or bf16 tensors: its f32 kernel on
+/// float copies of the half operands, each half result rounded once when
+/// stored. This is the f32 island mixed precision used to put around the op
+/// (exact widening, f32 math, one rounding), without the program's casts.
+class HalfStaging {
+public:
+  explicit HalfStaging(DType half) : half_(half) {}
+  /// A float copy of a half input of `n` elements, filled before each run.
+  const float *input(const void *data, int64_t n) {
+    ins_.push_back({data, std::vector<float>(size_t(n))});
+    return ins_.back().second.data();
+  }
+  /// A float buffer for a half output of `n` elements, stored after each run.
+  float *output(void *data, int64_t n) {
+    outs_.push_back({data, std::vector<float>(size_t(n))});
+    return outs_.back().second.data();
+  }
+  /// Runs `f32` between the conversions.
+  KernelFn wrap(KernelFn f32) {
+    auto self = std::make_shared<HalfStaging>(std::move(*this));
+    return [self, f32 = std::move(f32)]() -> Status {
+      for (auto &[data, copy] : self->ins_)
+        visitDType<kSetHalfs>(self->half_, [&](auto tag) {
+          using H = typename decltype(tag)::type;
+          const H *h = static_cast<const H *>(data);
+          for (size_t i = 0; i < copy.size(); ++i)
+            copy[i] = Elem<H>::load(h[i]);
+        });
+      DTCC_RETURN_IF_ERROR(f32());
+      for (auto &[data, copy] : self->outs_)
+        visitDType<kSetHalfs>(self->half_, [&](auto tag) {
+          using H = typename decltype(tag)::type;
+          H *h = static_cast<H *>(data);
+          for (size_t i = 0; i < copy.size(); ++i)
+            h[i] = Elem<H>::store(copy[i]);
+        });
+      return Status::ok();
+    };
+  }
+
+private:
+  DType half_;
+  // Lists: the buffers' addresses must not move as more are added.
+  std::list<std::pair<const void *, std::vector<float>>> ins_;
+  std::list<std::pair<void *, std::vector<float>>> outs_;
+};
+
+bool isHalfDType(DType d) { return d == DType::kF16 || d == DType::kBF16; }
+
 /// Along the last dimension (inner == 1) a row at a time; otherwise a block
 /// of `size` x `inner` with one double sum per column.
 template <typename C, bool Log>
@@ -289,13 +339,21 @@ StatusOr<KernelFn> buildSoftmaxGrad(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", y.rank()));
   const int64_t outer = product(y.shape, 0, dim), size = y.shape[dim],
                 inner = product(y.shape, dim + 1);
+  if (isHalfDType(y.dtype)) {
+    HalfStaging stage(y.dtype);
+    const float *ys = stage.input(y.data, y.numel());
+    const float *dys = stage.input(dy.data, dy.numel());
+    float *outs = stage.output(out.data, out.numel());
+    return stage.wrap(
+        makeSoftmaxGrad<float, Log>(ys, dys, outs, outer, size, inner));
+  }
   KernelFn fn;
   if (!visitDType<kSetF32F64>(y.dtype, [&](auto tag) {
         using C = typename decltype(tag)::type;
         fn = makeSoftmaxGrad<C, Log>(y.as<const C>(), dy.as<const C>(),
                                      out.as<C>(), outer, size, inner);
       }))
-    return unsupportedDType(ctx, y.dtype, kSetF32F64);
+    return unsupportedDType(ctx, y.dtype, kSetFloats);
   return fn;
 }
 
@@ -468,17 +526,31 @@ template <bool Layer>
 StatusOr<KernelFn> buildNormGrad(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(NormGradPlan plan, planNormGrad(ctx, Layer));
   const TensorView &x = ctx.inputs[0];
+  const size_t dyIndex = Layer ? 4 : 3;
+  if (isHalfDType(x.dtype)) {
+    HalfStaging stage(x.dtype);
+    const float *xs = stage.input(x.data, x.numel());
+    const float *scale = stage.input(ctx.inputs[1].data, ctx.inputs[1].numel());
+    const float *dy = stage.input(ctx.inputs[dyIndex].data, x.numel());
+    float *dx = stage.output(ctx.outputs[0].data, x.numel());
+    float *dscale = stage.output(ctx.outputs[1].data, ctx.outputs[1].numel());
+    float *dbias = Layer ? stage.output(ctx.outputs[2].data,
+                                        ctx.outputs[2].numel())
+                         : nullptr;
+    return stage.wrap(makeNormGrad<float, Layer>(
+        plan, xs, scale, Layer ? ctx.inputs[2].data : nullptr,
+        ctx.inputs[dyIndex - 1].data, dy, dx, dscale, dbias));
+  }
   KernelFn fn;
   if (!visitDType<kSetF32F64>(x.dtype, [&](auto tag) {
         using C = typename decltype(tag)::type;
-        const size_t dyIndex = Layer ? 4 : 3;
         fn = makeNormGrad<C, Layer>(
             plan, x.as<const C>(), ctx.inputs[1].as<const C>(),
             Layer ? ctx.inputs[2].data : nullptr, ctx.inputs[dyIndex - 1].data,
             ctx.inputs[dyIndex].as<const C>(), ctx.outputs[0].as<C>(),
             ctx.outputs[1].as<C>(), Layer ? ctx.outputs[2].as<C>() : nullptr);
       }))
-    return unsupportedDType(ctx, x.dtype, kSetF32F64);
+    return unsupportedDType(ctx, x.dtype, kSetFloats);
   return fn;
 }
 

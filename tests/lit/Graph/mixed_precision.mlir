@@ -1,12 +1,35 @@
-// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=bf16 | FileCheck %s
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision="dtype=bf16 half-norms=false" | FileCheck %s
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=bf16 | FileCheck %s --check-prefix=HALF
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=bf16 -dtcc-graph-optimizer | FileCheck %s --check-prefix=OPT
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=fp16 | FileCheck %s --check-prefix=FP16
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=fp32 | FileCheck %s --check-prefix=FP32
 
-// Tests that weights are cast at their loads, matmuls run in bf16, the norm
-// and the softmax compute in fp32 between casts (the norm's statistics stay
-// fp32 for its gradient), the loss stays fp32, and every gradient leaves
-// @train_step in fp32 (so the optimizer updates fp32 masters).
+// Tests that weights are cast at their loads, matmuls run in bf16, with
+// half-norms=false (PyTorch autocast) the norm and the softmax compute in
+// fp32 between casts (the norm's statistics stay fp32 for its gradient), the
+// loss stays fp32, and every gradient leaves @train_step in fp32 (so the
+// optimizer updates fp32 masters).
+// By default (half-norms) the norm, the softmax and their gradients read and
+// write bf16, with the norm's scale and bias the bf16 copies of the masters
+// and its statistics fp32, and no activation is widened to fp32 before the
+// loss:
+// HALF-LABEL: func.func @train_step
+// HALF: %[[G:.*]] = dgraph.load @g : tensor<8xf32>
+// HALF-NEXT: %[[GH:.*]] = dgraph.cast %[[G]] : tensor<8xf32> to tensor<8xbf16>
+// HALF-NEXT: %[[B:.*]] = dgraph.load @b : tensor<8xf32>
+// HALF-NEXT: %[[BH:.*]] = dgraph.cast %[[B]] : tensor<8xf32> to tensor<8xbf16>
+// HALF: %[[H:.*]] = dgraph.matmul {{.*}} -> tensor<6x8xbf16>
+// HALF-NEXT: %[[N:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = dgraph.layer_norm %[[H]], %[[GH]], %[[BH]] {{.*}} : (tensor<6x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<6x8xbf16>, tensor<6xf32>, tensor<6xf32>)
+// HALF-NEXT: %[[T:.*]] = dgraph.tanh %[[N]] : tensor<6x8xbf16>
+// HALF-NEXT: %[[P:.*]] = dgraph.softmax %[[T]], dim = 1 : tensor<6x8xbf16>
+// HALF-NEXT: dgraph.add %[[P]], %[[H]] : tensor<6x8xbf16>
+// HALF-NOT: to tensor<6x8xf32>
+// HALF: dgraph.softmax_grad %[[P]], %{{.*}}, dim = 1 : tensor<6x8xbf16>
+// HALF: %[[DX:.*]], %[[DG:.*]], %[[DB:.*]] = dgraph.layer_norm_grad %[[H]], %[[GH]], %[[MEAN]], %[[RSTD]], %{{.*}} axis = 1 : (tensor<6x8xbf16>, tensor<8xbf16>, tensor<6xf32>, tensor<6xf32>, tensor<6x8xbf16>) -> (tensor<6x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+// HALF-DAG: %[[DBF:.*]] = dgraph.cast %[[DB]] : tensor<8xbf16> to tensor<8xf32>
+// HALF-DAG: %[[DGF:.*]] = dgraph.cast %[[DG]] : tensor<8xbf16> to tensor<8xf32>
+// HALF: dgraph.add %{{.*}}, %[[DX]] : tensor<6x8xbf16>
+// HALF: return {{.*}}, %[[DGF]], %[[DBF]], {{.*}} : tensor<f32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x5xf32>
 // CHECK: module attributes {dgraph.dtype = "bf16"
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: -> (tensor<f32> {dgraph.name = "loss"}, tensor<4x8xf32> {{.*}}, tensor<8xf32> {{.*}}, tensor<8xf32> {{.*}}, tensor<8x5xf32> {{.*}})
@@ -92,8 +115,14 @@ func.func @main(%x: tensor<6x4xf32> {dgraph.name = "x"}, %labels: tensor<6xi64> 
 
 // Tests that values computed from constants alone take their user's type
 // (the constant is converted, not cast), that an fp32 user of a norm gets
-// its fp32 result (no round trip through bf16), that an op mixing it with an
-// fp32 input stays fp32, and that RMS norm statistics stay fp32.
+// its fp32 result (no round trip through bf16; with half norms it gets the
+// bf16 result widened), that an op mixing it with an fp32 input stays fp32,
+// and that RMS norm statistics stay fp32.
+// HALF-LABEL: func.func @train_step
+// HALF: %[[Y:.*]], %[[RS:.*]] = dgraph.rms_norm {{.*}} : (tensor<4x8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<4xf32>)
+// HALF-NEXT: %[[YF:.*]] = dgraph.cast %[[Y]] : tensor<4x8xbf16> to tensor<4x8xf32>
+// HALF-NEXT: dgraph.sub %[[YF]], %arg1 : tensor<4x8xf32>
+// HALF: dgraph.rms_norm_grad {{.*}}, %[[RS]], {{.*}} : (tensor<4x8xbf16>, tensor<8xbf16>, tensor<4xf32>, tensor<4x8xbf16>)
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[W:.*]] = dgraph.load @w : tensor<8x8xf32>
 // CHECK-NEXT: %[[WH:.*]] = dgraph.cast %[[W]] : tensor<8x8xf32> to tensor<8x8xbf16>
