@@ -119,9 +119,11 @@ struct ShardAnnotatePass
     for (auto fn : module.getOps<func::FuncOp>())
       if (failed(annotateBatches(fn, dp, dpSize)))
         return signalPassFailure();
+    // (@apply_step, the update of accumulated micro-batches, takes no data.)
     if (int64_t cpSize = meshAttr.getSize("cp"); cpSize > 1)
       for (auto fn : module.getOps<func::FuncOp>())
-        if (failed(annotateSequences(fn, StringAttr::get(ctx, "cp"), cpSize)))
+        if (fn.getNumArguments() > 0 &&
+            failed(annotateSequences(fn, StringAttr::get(ctx, "cp"), cpSize)))
           return signalPassFailure();
     mesh_ = meshAttr;
     if (int64_t tpSize = meshAttr.getSize("tp"); tpSize > 1) {

@@ -345,8 +345,15 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
   bool passPartial = samePartial && sole && partialPassesThrough(op, partial);
   if (passPartial)
     for (StringAttr a : partialAxes)
-      if (axes.uses(a) || (a.getValue() == "tp" && isWideningCast(op)))
+      if (axes.uses(a))
         passPartial = false;
+  // A widening cast takes its sum over tp first; the other axes' sums (dp's
+  // weight gradients) still pass it.
+  if (passPartial && isWideningCast(op)) {
+    llvm::erase_if(partialAxes,
+                   [](StringAttr a) { return a.getValue() == "tp"; });
+    passPartial = !partialAxes.empty();
+  }
 
   for (auto [i, t] : llvm::enumerate(rule.operands)) {
     ShardingAttr s = project(rule, t, axes, /*isResult=*/false, ctx);

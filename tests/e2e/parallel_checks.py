@@ -100,6 +100,8 @@ PLANS = [
     # reduction happens once per step, in @apply_step.
     ("DP2 M=2", 2, ["--mesh", "dp=2"], 2),
     ("ZeRO-1 DP2xTP2 M=2", 4, ["--mesh", "dp=2,tp=2", "--zero", "1"], 2),
+    ("DP2xTP2 SP M=2", 4, ["--mesh", "dp=2,tp=2", "--sequence-parallel"], 2),
+    ("DP2xCP2 M=2", 4, ["--mesh", "dp=2,cp=2"], 2),
     ("DP2xTP2", 4, ["--mesh", "dp=2,tp=2"], 1),
     # Written the other way round: tp outer, dp inner (rank order differs
     # from Megatron's: the dp replicas are neighbouring ranks).
