@@ -35,7 +35,8 @@ RankedTensorType withElement(Value v, Type element) {
 enum class Policy {
   Half,      ///< always in the half type (matmul, convolutions)
   HalfIO,    ///< half operands and results, f32 statistics (norms, softmax)
-  Island,    ///< fp32 inside, half results outside (softmax, norms, grads)
+  Island,    ///< fp32 inside, half results outside (batch/group norms,
+             ///< loss gradients; norms and softmax with half-norms=false)
   LossPath,  ///< fp32 inputs, fp32 results (log_softmax, cross_entropy)
   Widest,    ///< the widest of its non-constant float operands
 };

@@ -42,6 +42,10 @@ DType dtypeFromName(const std::string &name);
 /// Whether `value` is one of the enumerators above.
 bool isValidDType(int32_t value);
 bool isFloatDType(DType dtype);
+/// Whether `dtype` is f16 or bf16.
+inline bool isHalfDType(DType dtype) {
+  return dtype == DType::kF16 || dtype == DType::kBF16;
+}
 
 /// IEEE half and bfloat16 storage types; arithmetic goes through float.
 struct Half {

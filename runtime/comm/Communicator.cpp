@@ -20,7 +20,6 @@
 
 namespace dtcc::runtime {
 
-using comm::isHalfDType;
 using comm::narrowHalf;
 using comm::widenHalf;
 

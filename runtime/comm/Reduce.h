@@ -19,10 +19,6 @@ namespace dtcc::runtime::comm {
 Status combine(void *acc, const void *in, int64_t count, DType dtype,
                ReduceKind kind);
 
-/// Whether `dtype` is f16 or bf16.
-inline bool isHalfDType(DType dtype) {
-  return dtype == DType::kF16 || dtype == DType::kBF16;
-}
 /// f16/bf16 -> f32 and back (round to nearest even).
 void widenHalf(const void *in, float *out, int64_t count, DType dtype);
 void narrowHalf(const float *in, void *out, int64_t count, DType dtype);

@@ -887,7 +887,8 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm",
   let assemblyFormat = [{
     $operand `,` $scale (`,` $bias^)? `axis` `=` $axis `,` `epsilon` `=` $epsilon
     attr-dict `:` functional-type(operands, results)
-  }];  let extraClassDeclaration = [{
+  }];
+  let extraClassDeclaration = [{
     /// Statistics may be wider than x (f32 for a half norm).
     static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
                                         ::mlir::TypeRange actual);
@@ -921,7 +922,8 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm",
   let assemblyFormat = [{
     $operand `,` $scale `axis` `=` $axis `,` `epsilon` `=` $epsilon
     attr-dict `:` functional-type(operands, results)
-  }];  let extraClassDeclaration = [{
+  }];
+  let extraClassDeclaration = [{
     /// Statistics may be wider than x (f32 for a half norm).
     static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
                                         ::mlir::TypeRange actual);

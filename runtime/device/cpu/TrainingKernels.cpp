@@ -13,8 +13,8 @@
 #include "runtime/device/cpu/VectorMath.h"
 
 #include <algorithm>
-#include <list>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <utility>
 
@@ -222,7 +222,6 @@ StatusOr<KernelFn> buildGeluGrad(const KernelContext &ctx) {
 // softmax_grad / log_softmax_grad
 //===----------------------------------------------------------------------===//
 
-/// softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy).
 /// A softmax or norm gradient on f16 or bf16 tensors: its f32 kernel on
 /// float copies of the half operands, each half result rounded once when
 /// stored. This is the f32 island mixed precision used to put around the op
@@ -270,8 +269,7 @@ private:
   std::list<std::pair<void *, std::vector<float>>> outs_;
 };
 
-bool isHalfDType(DType d) { return d == DType::kF16 || d == DType::kBF16; }
-
+/// softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy).
 /// Along the last dimension (inner == 1) a row at a time; otherwise a block
 /// of `size` x `inner` with one double sum per column.
 template <typename C, bool Log>
