@@ -469,19 +469,36 @@ std::optional<zoo::Family> zooFamilyOf(const ModelDesc &m, std::string &why) {
   return std::nullopt;
 }
 
+std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
+                                                const Plan &plan);
+
+/// The most layer x micro-batch instances a pipeline's compile for pricing
+/// unrolls (its micro-batches are unrolled in the step, so the program grows
+/// with both): Megatron-LM's 145B row, 32 layers x 48 micro-batches, compiles
+/// and prices in ~40 s on a 2-core machine.
+constexpr int64_t kMaxUnrolledLayers = 2048;
+
 /// Why `plan` of `model` is priced by the analytic model instead of its
-/// compiled program before compiling it: pipeline stages (the layer-scaled
-/// compile covers pp = 1), or a model the zoo does not build; empty when it
-/// can be tried. Features the compiler does not build yet (issue 13's:
+/// compiled program before compiling it: a model the zoo does not build,
+/// tf32, a pipeline too long to unroll; empty when it can be tried. Features the compiler does not build yet (issue 13's:
 /// sequence parallelism, interleaved schedules, offload, selective
 /// recomputation) are refused by the compile itself, which names them.
 std::string compiledPricingGap(const Plan &plan, const ModelDesc &model) {
   if (model.layers < 1 || model.heads < 1)
     return "not a transformer the planner describes";
-  if (plan.pp > 1)
-    return "pipeline parallelism: the layer-scaled compile covers pp = 1";
   if (plan.dtype.compute == DType::kTf32)
     return "tf32 compute";
+  if (plan.pp > 1) {
+    int64_t unrolled = compiledLayerCounts(model, plan).second *
+                       std::max<int64_t>(1, plan.microBatches);
+    if (unrolled > kMaxUnrolledLayers)
+      return llvm::formatv("the pipeline's compile would unroll {0} layers x "
+                           "{1} micro-batches (at most {2} layer instances "
+                           "are compiled for pricing)",
+                           compiledLayerCounts(model, plan).second,
+                           plan.microBatches, kMaxUnrolledLayers)
+          .str();
+  }
   std::string why;
   std::optional<zoo::Family> family = zooFamilyOf(model, why);
   if (!family)
@@ -490,17 +507,36 @@ std::string compiledPricingGap(const Plan &plan, const ModelDesc &model) {
 }
 
 /// The layer counts a GPU plan is compiled at (compileGpuLayers), the
-/// model's L layers priced as T(a) + (L - a) x (T(b) - T(a)). Four and
-/// five: the first and last layers differ from the middle ones (the
-/// embedding's and the head's neighbours, the last segment's
-/// recomputation; with fewer than two layers dtcc-graph-autodiff segments
-/// recomputation by op count), and the step's fullest point only grows by
-/// one layer's saved tensors and state per layer once the program's
-/// windows are full: ZeRO-3 gathers started one layer ahead, gradient
-/// collectives in flight for two layers (dtcc-shard-overlap). Compiled at
-/// 2 and 3 a 70B ZeRO-3 plan's memory grew 2.7 GB per layer, at 4 and 5
-/// (and 6 and 7, 9 and 10) 0.38 GB.
+/// model's L layers priced as T(a) + (L - a) x (T(b) - T(a)). Without
+/// pipeline stages, four and five: the first and last layers differ from
+/// the middle ones (the embedding's and the head's neighbours, the last
+/// segment's recomputation; with fewer than two layers dtcc-graph-autodiff
+/// segments recomputation by op count), and the step's fullest point only
+/// grows by one layer's saved tensors and state per layer once the
+/// program's windows are full: ZeRO-3 gathers started one layer ahead,
+/// gradient collectives in flight for two layers (dtcc-shard-overlap).
+/// Compiled at 2 and 3 a 70B ZeRO-3 plan's memory grew 2.7 GB per layer, at
+/// 4 and 5 (and 6 and 7, 9 and 10) 0.38 GB.
 constexpr int64_t kLayersCompiled[2] = {4, 5};
+/// With pp stages (and v chunks per stage, interleaved) each of the pp x v
+/// chunks gets the same number of layers, so the program is compiled with
+/// one and two layers per chunk: every stage's time and memory, and the
+/// schedule's step (micro-batches of equal stages), grow linearly in the
+/// layers per chunk.
+constexpr int64_t kChunkLayersCompiled[2] = {1, 2};
+
+/// The two layer counts `plan` of `model` is compiled at; equal when the
+/// model is compiled whole.
+std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
+                                                const Plan &plan) {
+  if (plan.pp <= 1)
+    return {std::min(model.layers, kLayersCompiled[0]),
+            std::min(model.layers, kLayersCompiled[1])};
+  const int64_t chunks = plan.pp * std::max<int64_t>(1, plan.virtualStages);
+  const int64_t perChunk = std::max<int64_t>(1, model.layers / chunks);
+  return {chunks * std::min(perChunk, kChunkLayersCompiled[0]),
+          chunks * std::min(perChunk, kChunkLayersCompiled[1])};
+}
 
 /// The probability of the Dropout nodes of a model described with dropout
 /// (GPT-2's and Megatron-LM's 0.1).
@@ -508,14 +544,15 @@ constexpr double kPricedDropout = 0.1;
 
 /// "4 and 5 layers compiled for cuda and simulated, scaled to L layers",
 /// or "all L layers compiled ..." for a model compiled whole.
-std::string compiledLayersText(int64_t layers) {
-  if (layers <= kLayersCompiled[1])
+std::string compiledLayersText(const ModelDesc &model, const Plan &plan) {
+  auto [a, b] = compiledLayerCounts(model, plan);
+  if (a == b && a == model.layers)
     return llvm::formatv("all {0} layers compiled for cuda and simulated",
-                         layers)
+                         model.layers)
         .str();
   return llvm::formatv("{0} and {1} layers compiled for cuda and simulated, "
                        "scaled to {2} layers",
-                       kLayersCompiled[0], kLayersCompiled[1], layers)
+                       a, b, model.layers)
       .str();
 }
 
@@ -599,8 +636,7 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
   auto mesh = runtime::MeshShape::of(std::move(axes));
   if (!mesh.isOk())
     return mesh.status();
-  const int64_t layersA = std::min(model.layers, kLayersCompiled[0]);
-  const int64_t layersB = std::min(model.layers, kLayersCompiled[1]);
+  const auto [layersA, layersB] = compiledLayerCounts(model, plan);
   PricedProgram priced[2];
   for (int i = 0; i < 2; ++i) {
     if (i == 1 && layersB == layersA) {
@@ -1328,7 +1364,14 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       SensitivityPricing pricing;
       if (!args.analytic && args.modelPath.empty()) {
         pricing.model = "its compiled program (" +
-                        compiledLayersText(model.layers) +
+                        llvm::formatv("{0} and {1} layers compiled for cuda "
+                                      "and simulated (with pipeline stages "
+                                      "{2} and {3} per stage chunk), scaled "
+                                      "to {4} layers",
+                                      kLayersCompiled[0], kLayersCompiled[1],
+                                      kChunkLayersCompiled[0],
+                                      kChunkLayersCompiled[1], model.layers)
+                            .str() +
                         "; compiled once, simulated in each world)";
         // As without --sensitivity: the analytic search's closest slower
         // plans are compiled and priced too.
@@ -1429,7 +1472,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     report.pricedByReason = llvm::formatv(
         "{0}; attention {1}; {2} plans compared by their programs in {3} "
         "worlds (--sensitivity)",
-        compiledLayersText(model.layers),
+        compiledLayersText(model, report.chosen->plan),
         attentionText,
         sensitivity->compared, sensitivity->worlds.size() + 1);
   } else if (!cpu && report.chosen) {
@@ -1448,7 +1491,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         report.pricedBy = "compiled program";
         report.pricedByReason = llvm::formatv(
             "{0}; attention {1}; {2:f2} s",
-            compiledLayersText(model.layers),
+            compiledLayersText(model, report.chosen->plan),
             attentionText,
             compiledPrice->seconds);
       } else {

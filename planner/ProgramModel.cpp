@@ -1052,20 +1052,54 @@ struct Storage {
   int producer = -1;       ///< the instruction that first writes it
 };
 
-/// Bytes covered by the union of [offset, offset + bytes) of `live`.
-int64_t coveredBytes(std::vector<const Storage *> &live) {
-  std::sort(live.begin(), live.end(), [](const Storage *a, const Storage *b) {
-    return a->offset < b->offset;
-  });
-  int64_t covered = 0, end = INT64_MIN;
-  for (const Storage *s : live) {
-    int64_t lo = std::max(s->offset, end), hi = s->offset + s->bytes;
-    if (hi > lo)
-      covered += hi - lo;
-    end = std::max(end, hi);
+/// The bytes covered by a changing set of [lo, hi) ranges of the workspace,
+/// the ranges known in advance: a segment tree over their end points, each
+/// node counting the ranges that cover it whole (the length of a union of
+/// intervals, as in the area of a union of rectangles).
+class CoverTree {
+public:
+  explicit CoverTree(std::vector<int64_t> points) : xs_(std::move(points)) {
+    std::sort(xs_.begin(), xs_.end());
+    xs_.erase(std::unique(xs_.begin(), xs_.end()), xs_.end());
+    size_t n = std::max<size_t>(1, xs_.size());
+    count_.assign(4 * n, 0);
+    length_.assign(4 * n, 0);
   }
-  return covered;
-}
+  /// Adds (`delta` 1) or removes (-1) the range [lo, hi).
+  void update(int64_t lo, int64_t hi, int delta) {
+    if (xs_.size() < 2 || hi <= lo)
+      return;
+    size_t a = std::lower_bound(xs_.begin(), xs_.end(), lo) - xs_.begin();
+    size_t b = std::lower_bound(xs_.begin(), xs_.end(), hi) - xs_.begin();
+    update(1, 0, xs_.size() - 1, a, b, delta);
+  }
+  int64_t covered() const { return xs_.size() < 2 ? 0 : length_[1]; }
+
+private:
+  /// Node `node` spans points [l, r] (elementary segments [l, r)).
+  void update(size_t node, size_t l, size_t r, size_t a, size_t b,
+              int delta) {
+    if (b <= l || r <= a)
+      return;
+    if (a <= l && r <= b) {
+      count_[node] += delta;
+    } else {
+      size_t mid = (l + r) / 2;
+      update(2 * node, l, mid, a, b, delta);
+      update(2 * node + 1, mid, r, a, b, delta);
+    }
+    if (count_[node] > 0)
+      length_[node] = xs_[r] - xs_[l];
+    else if (r - l == 1)
+      length_[node] = 0;
+    else
+      length_[node] = length_[2 * node] + length_[2 * node + 1];
+  }
+
+  std::vector<int64_t> xs_;
+  std::vector<int> count_;
+  std::vector<int64_t> length_;
+};
 
 std::string variableKind(const runtime::format::Variable &v) {
   const std::string &name = v.name();
@@ -1219,20 +1253,60 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
           unmade.insert(id);
       }
     const bool staged = fn.has_stage();
+    // The fullest instruction: a sweep over the instructions, each region
+    // entering the trees at its first instruction and leaving after its
+    // last (with fused attention, `all` also holds the unmade ones).
+    std::vector<int64_t> points;
+    std::vector<std::pair<int, const Storage *>> entering, leaving;
+    for (const auto &[id, st] : storages) {
+      points.push_back(st.offset);
+      points.push_back(st.offset + st.bytes);
+      entering.push_back({st.first, &st});
+      leaving.push_back({st.last, &st});
+    }
+    auto byTime = [](const auto &a, const auto &b) { return a.first < b.first; };
+    std::stable_sort(entering.begin(), entering.end(), byTime);
+    std::stable_sort(leaving.begin(), leaving.end(), byTime);
+    CoverTree made(points), all(points);
+    std::set<const Storage *> unmadeStorages;
+    for (int id : unmade)
+      unmadeStorages.insert(&storages.at(id));
+    size_t in = 0, out = 0;
+    int peakAt = -1;
+    int64_t peak = -1;
     for (int i = 0; i < n; ++i) {
-      std::vector<const Storage *> live, liveAll;
-      for (const auto &[id, s] : storages)
-        if (s.first <= i && i <= s.last) {
-          liveAll.push_back(&s);
-          if (!unmade.count(id))
-            live.push_back(&s);
-        }
+      for (; in < entering.size() && entering[in].first <= i; ++in) {
+        const Storage *st = entering[in].second;
+        all.update(st->offset, st->offset + st->bytes, 1);
+        if (!unmadeStorages.count(st))
+          made.update(st->offset, st->offset + st->bytes, 1);
+      }
+      for (; out < leaving.size() && leaving[out].first < i; ++out) {
+        const Storage *st = leaving[out].second;
+        all.update(st->offset, st->offset + st->bytes, -1);
+        if (!unmadeStorages.count(st))
+          made.update(st->offset, st->offset + st->bytes, -1);
+      }
       if (!unmade.empty())
-        bestAll = std::max(bestAll, coveredBytes(liveAll));
-      int64_t covered = coveredBytes(live);
-      if (covered <= best)
-        continue;
-      best = covered;
+        bestAll = std::max(bestAll, all.covered());
+      if (made.covered() > peak) {
+        peak = made.covered();
+        peakAt = i;
+      }
+    }
+    // Its regions, by kind (the first function's peak where two are
+    // equal).
+    if (peakAt >= 0 && peak > best) {
+      const int i = peakAt;
+      std::vector<const Storage *> live;
+      for (const auto &[id, st] : storages)
+        if (st.first <= i && i <= st.last && !unmade.count(id))
+          live.push_back(&st);
+      std::sort(live.begin(), live.end(),
+                [](const Storage *a, const Storage *b) {
+                  return a->offset < b->offset;
+                });
+      best = peak;
       m.peakFunction = fn.name();
       m.peakInstruction = i;
       m.peakNode = fn.instructions(i).location();

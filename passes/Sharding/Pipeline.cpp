@@ -65,8 +65,11 @@ struct ShardMicrobatchPass
 
     // The ops that depend on the batch or on a parameter (they run per
     // micro-batch, in the stage of their layer), and those the loss
-    // depends on. Parameter loads and constants run once.
-    llvm::DenseSet<Operation *> data, forward;
+    // depends on. Parameter loads and constants run once, and so do the
+    // half-type copies of the weights (casts of a parameter), in the stages
+    // that read them: each micro-batch in flight does not keep a copy of
+    // its stage's weights.
+    llvm::DenseSet<Operation *> data, forward, weightCopies;
     auto isParameter = [&](Operation *def) {
       auto load = dyn_cast_or_null<graph::LoadOp>(def);
       if (!load)
@@ -74,12 +77,20 @@ struct ShardMicrobatchPass
       auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
       return var && var.getTrainable();
     };
-    for (Operation &op : body.without_terminator())
+    for (Operation &op : body.without_terminator()) {
+      if (isa<graph::CastOp>(op) &&
+          (isParameter(op.getOperand(0).getDefiningOp()) ||
+           weightCopies.contains(op.getOperand(0).getDefiningOp()))) {
+        weightCopies.insert(&op);
+        continue;
+      }
       if (llvm::any_of(op.getOperands(), [&](Value v) {
-            return isa<BlockArgument>(v) || data.contains(v.getDefiningOp()) ||
-                   isParameter(v.getDefiningOp());
+            Operation *def = v.getDefiningOp();
+            return isa<BlockArgument>(v) || data.contains(def) ||
+                   isParameter(def) || weightCopies.contains(def);
           }))
         data.insert(&op);
+    }
     SmallVector<Value> work{ret.getOperand(0)};
     while (!work.empty()) {
       Operation *def = work.pop_back_val().getDefiningOp();
@@ -174,6 +185,7 @@ struct ShardPipelinePass
 
 private:
   LogicalResult place(func::FuncOp train);
+  void liftCrossStageSums(Block &body);
   LogicalResult emitStage(func::FuncOp train, int64_t stage);
   SmallVector<int64_t> balanceStages(Block &body, ArrayRef<std::string> layers,
                                      int64_t stages);
@@ -367,6 +379,110 @@ SmallVector<int64_t> ShardPipelinePass::balanceStages(
   return first;
 }
 
+/// A parameter several stages read (tied embeddings: the token embedding on
+/// the first stage, the output head on the last) gets a gradient term on
+/// each, which autodiff sums within the micro-batch. Placed on one stage,
+/// that sum would receive the whole gradient from the others every
+/// micro-batch and leave the other stages with a stale parameter. Instead
+/// the sum leaves the micro-batch: each stage accumulates its own terms
+/// over the micro-batches, the sum is partial over pp and completed once
+/// per step where the optimizer reads it (Megatron-LM's embedding
+/// all-reduce), and every stage applies the same update to its copy.
+/// A lifted sum is a backward AddOp of the micro-batches whose operands
+/// come from more than one stage and whose users are all after the
+/// micro-batches (or lifted sums).
+/// Under mixed precision the half-type sum is widened (to the fp32 master
+/// gradient) within the micro-batch: each term is widened on its own stage
+/// instead, and the widened terms are summed.
+void ShardPipelinePass::liftCrossStageSums(Block &body) {
+  auto isBackwardSum = [](Operation *op) {
+    auto pass = op->getAttrOfType<StringAttr>(kPassAttr);
+    return isa<graph::AddOp>(op) && op->hasAttr(kMicroAttr) && pass &&
+           pass.getValue() == "backward";
+  };
+  auto stageOfValue = [&](Value v) -> std::optional<int64_t> {
+    auto it = stageOf_.find(v.getDefiningOp());
+    if (it == stageOf_.end())
+      return std::nullopt;
+    return it->second;
+  };
+  SmallVector<std::pair<Operation *, graph::CastOp>> widened;
+  for (Operation &op : body) {
+    if (!isBackwardSum(&op) || !op.hasOneUse())
+      continue;
+    auto widen = dyn_cast<graph::CastOp>(*op.getUsers().begin());
+    if (!widen || !widen->hasAttr(kMicroAttr))
+      continue;
+    std::optional<int64_t> a = stageOfValue(op.getOperand(0)),
+                           b = stageOfValue(op.getOperand(1));
+    if (a && b && *a != *b)
+      widened.push_back({&op, widen});
+  }
+  for (auto [add, widen] : widened) {
+    Operation &op = *add;
+    OpBuilder builder(&op);
+    SmallVector<Value, 2> terms;
+    for (Value v : op.getOperands()) {
+      Operation *def = v.getDefiningOp();
+      auto cast = graph::CastOp::create(builder, widen.getLoc(),
+                                        widen.getType(), v);
+      for (StringRef attr : {kMicroAttr, kPassAttr})
+        cast->setAttr(attr, widen->getAttr(attr));
+      if (Attribute layer = def->getAttr(graph::kLayerAttr))
+        cast->setAttr(graph::kLayerAttr, layer);
+      chunkOf_[cast] = chunkOf_.lookup(def);
+      stageOf_[cast] = stageOf_.lookup(def);
+      terms.push_back(cast);
+    }
+    auto sum = graph::AddOp::create(builder, op.getLoc(), terms[0], terms[1]);
+    sum->setAttrs(op.getAttrDictionary());
+    chunkOf_[sum] = chunkOf_.lookup(&op);
+    stageOf_[sum] = stageOf_.lookup(&op);
+    widen.replaceAllUsesWith(sum.getResult());
+    chunkOf_.erase(widen);
+    stageOf_.erase(widen);
+    chunkOf_.erase(&op);
+    stageOf_.erase(&op);
+    widen.erase();
+    op.erase();
+  }
+  // Candidates by their users, users first.
+  llvm::DenseSet<Operation *> candidates;
+  for (Operation &op : llvm::reverse(body))
+    if (isBackwardSum(&op) &&
+        llvm::all_of(op.getUsers(), [&](Operation *user) {
+          return !user->hasAttr(kMicroAttr) || candidates.contains(user);
+        }))
+      candidates.insert(&op);
+  // The stages of each candidate's terms, operands first.
+  llvm::DenseMap<Operation *, SmallVector<int64_t, 2>> stagesOf;
+  SmallVector<Operation *> lifted;
+  for (Operation &op : body) {
+    if (!candidates.contains(&op))
+      continue;
+    SmallVector<int64_t, 2> &stages = stagesOf[&op];
+    for (Value v : op.getOperands()) {
+      Operation *def = v.getDefiningOp();
+      SmallVector<int64_t, 2> terms;
+      if (auto it = stagesOf.find(def); it != stagesOf.end())
+        terms = it->second;
+      else if (auto st = stageOf_.find(def); st != stageOf_.end())
+        terms.push_back(st->second);
+      for (int64_t t : terms)
+        if (!llvm::is_contained(stages, t))
+          stages.push_back(t);
+    }
+    if (stages.size() > 1)
+      lifted.push_back(&op);
+  }
+  for (Operation *op : lifted) {
+    op->removeAttr(kMicroAttr);
+    op->removeAttr(kPassAttr);
+    chunkOf_.erase(op);
+    stageOf_.erase(op);
+  }
+}
+
 LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   Block &body = train.getBody().front();
   int64_t s = numStages();
@@ -440,6 +556,7 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   }
   for (auto [op, chunk] : chunkOf_)
     stageOf_[op] = chunk % s;
+  liftCrossStageSums(body);
   for (Operation &op : body)
     if (op.hasAttr(kMicroAttr))
       for (Value r : op.getResults())
@@ -525,6 +642,19 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   auto i64 = IntegerType::get(ctx, 64);
   SmallVector<Value> sent;
   llvm::DenseMap<Value, Value> received, whole;
+  // Sends of the task being emitted and of the one before it.
+  SmallVector<Operation *> sentInTask, sentBefore;
+  // A send's buffer lives until its wait: each task's sends are waited for
+  // once the next task has been issued (the transfer overlaps it), so that
+  // the memory plan can reuse it, instead of at the step's end.
+  auto waitFor = [&](ArrayRef<Operation *> sends) {
+    for (Operation *send : sends)
+      if (auto h = send->getAttrOfType<IntegerAttr>(kWaitHandleAttr)) {
+        send->removeAttr(kWaitHandleAttr);
+        WaitOp::create(b, send->getLoc(), h.getInt(),
+                       ValueRange{send->getOperand(0)});
+      }
+  };
 
   // The value of `v` here: its clone, received from its stage, or zero
   // where another stage holds a term of a partial sum.
@@ -546,6 +676,12 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
       }
       return splatLike(b, v.getLoc(), v.getType(), 0.0);
     }
+    // A term of a sum over pp that every stage holds whole is added by
+    // the first stage only.
+    if (p.kind == Placement::kReplicated && stage != 0 &&
+        isa<graph::AddOp>(user) && epilogue_.contains(user) &&
+        placement_.lookup(user->getResult(0)).kind == Placement::kPartial)
+      return splatLike(b, v.getLoc(), v.getType(), 0.0);
     Value local = map.lookupOrDefault(v);
     // A partial sum read by anything but a sum is completed first.
     if (p.kind == Placement::kPartial &&
@@ -583,6 +719,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
           send->setAttr("handle", IntegerAttr::get(i64, handle_));
           sent.push_back(map.lookup(r));
           send->setAttr(kWaitHandleAttr, IntegerAttr::get(i64, handle_++));
+          sentInTask.push_back(send);
         }
     return clone;
   };
@@ -590,6 +727,38 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   for (Operation &op : old.without_terminator())
     if (prologue_.contains(&op))
       cloneOp(op);
+  // Whether `op` after the micro-batches runs on this stage.
+  auto runsHere = [&](Operation &op) {
+    Placement p =
+        op.getNumResults() ? placement_.lookup(op.getResult(0)) : Placement();
+    if (p.kind == Placement::kStage && p.stage != stage)
+      return false;
+    return !(op.getNumResults() == 0 && stageOf_.count(&op) &&
+             stageOf_[&op] != stage);
+  };
+  // The sums over micro-batches (gradient accumulation) run as soon as
+  // their terms exist, so that each micro-batch's gradients die at once
+  // instead of all staying alive until the step's end.
+  llvm::SmallPtrSet<Operation *, 32> accumulated;
+  SmallVector<Operation *> sums;
+  for (Operation &op : old.without_terminator())
+    if (epilogue_.contains(&op) && isa<graph::AddOp>(op) && runsHere(op))
+      sums.push_back(&op);
+  auto accumulateReady = [&] {
+    for (Operation *op : sums) {
+      if (accumulated.contains(op))
+        continue;
+      bool ready = llvm::all_of(op->getOperands(), [&](Value v) {
+        Placement p = placement_.lookup(v);
+        return map.contains(v) ||
+               (p.kind == Placement::kStage && p.stage != stage);
+      });
+      if (!ready)
+        continue;
+      cloneOp(*op);
+      accumulated.insert(op);
+    }
+  };
   for (const planner::PipelineTask &task : schedule(stage)) {
     // Named as in the planner's predicted trace; the runtime's --trace
     // reports it with each kernel.
@@ -608,17 +777,15 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
       Operation *clone = cloneOp(op);
       clone->setAttr(kTaskAttr, taskAttr);
     }
+    accumulateReady();
+    waitFor(sentBefore);
+    sentBefore = std::move(sentInTask);
+    sentInTask.clear();
   }
-  for (Operation &op : old.without_terminator()) {
-    if (!epilogue_.contains(&op))
-      continue;
-    Placement p = op.getNumResults() ? placement_.lookup(op.getResult(0)) : Placement();
-    if (p.kind == Placement::kStage && p.stage != stage)
-      continue;
-    if (op.getNumResults() == 0 && stageOf_.count(&op) && stageOf_[&op] != stage)
-      continue;
-    cloneOp(op);
-  }
+  for (Operation &op : old.without_terminator())
+    if (epilogue_.contains(&op) && !accumulated.contains(&op) &&
+        runsHere(op))
+      cloneOp(op);
   // Every stage returns the whole loss, learning rate and norm.
   auto ret = cast<func::ReturnOp>(old.getTerminator());
   SmallVector<Value> results;

@@ -71,6 +71,32 @@ private:
   /// over dp, the sequence over cp; with sequence parallelism, a hidden
   /// state's sequence split over tp too (dimension 1, or the tokens of a
   /// [tokens, hidden] one), as the stages hold it; the rest whole.
+  /// The layout of the parameter an optimizer updates with `gradient`
+  /// (through the elementwise scaling and casts between them), or null.
+  ShardingAttr parameterLayoutOf(Value gradient) {
+    SmallVector<Value> work{gradient};
+    llvm::SmallPtrSet<Operation *, 8> seen;
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *user = use.getOwner();
+        if (!seen.insert(user).second || seen.size() > 16)
+          continue;
+        if (auto adam = dyn_cast<graph::AdamwOp>(user);
+            adam && use.get() == adam.getGrad())
+          return getSharding(adam.getParam());
+        if (auto sgd = dyn_cast<graph::SgdOp>(user);
+            sgd && use.get() == sgd.getGrad())
+          return getSharding(sgd.getParam());
+        if (isa<graph::MulOp, graph::DivOp, graph::CastOp>(user) &&
+            cast<ShapedType>(user->getResult(0).getType()).getShape() ==
+                cast<ShapedType>(v.getType()).getShape())
+          work.push_back(user->getResult(0));
+      }
+    }
+    return {};
+  }
+
   ShardingAttr transferSharding(Type type, bool *sequence = nullptr) {
     auto t = cast<RankedTensorType>(type);
     MLIRContext *ctx = type.getContext();
@@ -295,9 +321,14 @@ private:
         sequence_.insert(recv.getResult());
       return success();
     }
-    // A pipeline's all-reduce over pp: of whole values.
+    // A pipeline's all-reduce over pp: of whole values, in one layout on
+    // every stage. A gradient several stages contribute to (tied
+    // embeddings) is summed in its parameter's layout, which every stage's
+    // optimizer shares, whatever layout each stage's own term has.
     if (auto ar = dyn_cast<AllReduceOp>(op)) {
-      ShardingAttr s = getSharding(ar.getOperand()).withoutPartial();
+      ShardingAttr s = parameterLayoutOf(ar.getResult());
+      if (!s)
+        s = getSharding(ar.getOperand()).withoutPartial();
       record(op, {s}, {s});
       return success();
     }

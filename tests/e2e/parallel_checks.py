@@ -787,9 +787,13 @@ def main():
                 if not os.path.exists(path):
                     torch_models.export("gpt", gpt, batch, path)
             elif not os.path.exists(path):
-                run([dtcc, "zoo", model, "--layers", str(LAYERS), "--hidden",
+                # "gpt-tied": the output head reuses the token embedding,
+                # which pipeline stages share (the first and the last).
+                family, _, tied = model.partition("-")
+                run([dtcc, "zoo", family, "--layers", str(LAYERS), "--hidden",
                      str(HIDDEN), "--heads", "4", "--vocab", "64", "--seq",
-                     str(SEQ), "--batch", str(batch), "-o", path])
+                     str(SEQ), "--batch", str(batch), "-o", path] +
+                    (["--tied-embeddings"] if tied == "tied" else []))
             return path
         onnx_path = zoo(BATCH)
         ref = os.path.join(work, f"{model}-ref")
