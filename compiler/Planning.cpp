@@ -471,32 +471,40 @@ std::optional<zoo::Family> zooFamilyOf(const ModelDesc &m, std::string &why) {
 
 std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
                                                 const Plan &plan);
+std::pair<int64_t, int64_t> compiledMicroBatches(const Plan &plan);
 
 /// The most layer x micro-batch instances a pipeline's compile for pricing
 /// unrolls (its micro-batches are unrolled in the step, so the program grows
-/// with both): Megatron-LM's 145B row, 32 layers x 48 micro-batches, compiles
-/// and prices in ~40 s on a 2-core machine.
+/// with both): Megatron-LM's 145B row, compiled at 16 and 32 layers x 16 and
+/// 24 micro-batches, compiles and prices in ~30 s on a 2-core machine.
 constexpr int64_t kMaxUnrolledLayers = 2048;
+/// The same for the plans a search compares (its choice and the closest
+/// alternatives, --sensitivity's plans), each compiled in turn, so that a
+/// search stays within about a minute.
+constexpr int64_t kMaxUnrolledSearched = 512;
 
 /// Why `plan` of `model` is priced by the analytic model instead of its
 /// compiled program before compiling it: a model the zoo does not build,
 /// tf32, a pipeline too long to unroll; empty when it can be tried. Features the compiler does not build yet (issue 13's:
 /// sequence parallelism, interleaved schedules, offload, selective
 /// recomputation) are refused by the compile itself, which names them.
-std::string compiledPricingGap(const Plan &plan, const ModelDesc &model) {
+std::string compiledPricingGap(const Plan &plan, const ModelDesc &model,
+                               int64_t maxUnrolled = kMaxUnrolledLayers) {
   if (model.layers < 1 || model.heads < 1)
     return "not a transformer the planner describes";
   if (plan.dtype.compute == DType::kTf32)
     return "tf32 compute";
   if (plan.pp > 1) {
-    int64_t unrolled = compiledLayerCounts(model, plan).second *
-                       std::max<int64_t>(1, plan.microBatches);
-    if (unrolled > kMaxUnrolledLayers)
+    int64_t layers = compiledLayerCounts(model, plan).second;
+    int64_t micro = compiledMicroBatches(plan).second;
+    if (layers * micro > maxUnrolled)
       return llvm::formatv("the pipeline's compile would unroll {0} layers x "
                            "{1} micro-batches (at most {2} layer instances "
-                           "are compiled for pricing)",
-                           compiledLayerCounts(model, plan).second,
-                           plan.microBatches, kMaxUnrolledLayers)
+                           "are compiled for pricing{3})",
+                           layers, micro, maxUnrolled,
+                           maxUnrolled < kMaxUnrolledLayers
+                               ? " a searched plan"
+                               : "")
           .str();
   }
   std::string why;
@@ -525,6 +533,19 @@ constexpr int64_t kLayersCompiled[2] = {4, 5};
 /// layers per chunk.
 constexpr int64_t kChunkLayersCompiled[2] = {1, 2};
 
+/// The two micro-batch counts a pipeline plan is compiled at: a pipeline's
+/// micro-batches are unrolled in its step, and once there are 2 pp of them
+/// the schedule only repeats its steady state (1F1B, interleaved in groups
+/// of pp, ZB-H1, GPipe alike): the step grows by the same time per
+/// micro-batch and the memory by the same bytes (none but GPipe's), so
+/// 2 pp and 3 pp are compiled and the plan's count extrapolated linearly.
+/// Equal (the plan's) when it has at most 3 pp, or no stages.
+std::pair<int64_t, int64_t> compiledMicroBatches(const Plan &plan) {
+  if (plan.pp <= 1 || plan.microBatches <= 3 * plan.pp)
+    return {plan.microBatches, plan.microBatches};
+  return {2 * plan.pp, 3 * plan.pp};
+}
+
 /// The two layer counts `plan` of `model` is compiled at; equal when the
 /// model is compiled whole.
 std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
@@ -546,14 +567,21 @@ constexpr double kPricedDropout = 0.1;
 /// or "all L layers compiled ..." for a model compiled whole.
 std::string compiledLayersText(const ModelDesc &model, const Plan &plan) {
   auto [a, b] = compiledLayerCounts(model, plan);
-  if (a == b && a == model.layers)
-    return llvm::formatv("all {0} layers compiled for cuda and simulated",
-                         model.layers)
-        .str();
-  return llvm::formatv("{0} and {1} layers compiled for cuda and simulated, "
-                       "scaled to {2} layers",
-                       a, b, model.layers)
-      .str();
+  std::string text =
+      a == b && a == model.layers
+          ? llvm::formatv("all {0} layers compiled for cuda and simulated",
+                          model.layers)
+                .str()
+          : llvm::formatv("{0} and {1} layers compiled for cuda and "
+                          "simulated, scaled to {2} layers",
+                          a, b, model.layers)
+                .str();
+  auto [m1, m2] = compiledMicroBatches(plan);
+  if (m1 != m2)
+    text += llvm::formatv(", at {0} and {1} micro-batches, scaled to {2}", m1,
+                          m2, plan.microBatches)
+                .str();
+  return text;
 }
 
 /// The chosen plan compiled and priced.
@@ -567,9 +595,13 @@ struct CompiledPrice {
 /// A plan's layer-scaled programs (see compileGpuLayers): compiled once,
 /// priced on any cluster by priceCompiledLayers.
 struct CompiledLayers {
-  PricedProgram priced[2]; ///< kLayersCompiled (or the whole model)
+  /// [micro-batch count][layer count] (compiledMicroBatches and
+  /// compiledLayerCounts; equal counts share a program).
+  PricedProgram priced[2][2];
   /// The model's layers as T(a) + factor x (T(b) - T(a)).
   double factor = 0;
+  /// The plan's micro-batches, likewise from the two counts compiled.
+  double factorMicro = 0;
   AttentionKernels attention = AttentionKernels::kAsCompiled;
   double seconds = 0; ///< compiling
 };
@@ -583,22 +615,34 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
                                             const ClusterSpec &cluster,
                                             bool simulate) {
   auto started = std::chrono::steady_clock::now();
-  ProgramTime times[2];
-  for (int i = 0; i < 2; ++i) {
-    if (!simulate) {
-      times[i] = layers.priced[i].time;
-      continue;
+  ProgramTime times[2][2];
+  for (int m = 0; m < 2; ++m)
+    for (int i = 0; i < 2; ++i) {
+      if (!simulate) {
+        times[m][i] = layers.priced[m][i].time;
+        continue;
+      }
+      auto t = simulateProgram(layers.priced[m][i].program, cluster,
+                               /*recordTimeline=*/false, layers.attention);
+      if (!t.isOk())
+        return t.status();
+      times[m][i] = std::move(t.value());
     }
-    auto t = simulateProgram(layers.priced[i].program, cluster,
-                             /*recordTimeline=*/false, layers.attention);
-    if (!t.isOk())
-      return t.status();
-    times[i] = std::move(t.value());
-  }
+  // Over the layers at each micro-batch count, then over the micro-batches.
   CompiledPrice out;
-  out.time = extrapolateProgramTime(times[0], times[1], layers.factor);
-  out.memory = extrapolateProgramMemory(layers.priced[0].memory,
-                                        layers.priced[1].memory, layers.factor);
+  ProgramTime byLayers[2];
+  ProgramMemory memoryByLayers[2];
+  for (int m = 0; m < 2; ++m) {
+    byLayers[m] =
+        extrapolateProgramTime(times[m][0], times[m][1], layers.factor);
+    memoryByLayers[m] = extrapolateProgramMemory(
+        layers.priced[m][0].memory, layers.priced[m][1].memory,
+        layers.factor);
+  }
+  out.time = extrapolateProgramTime(byLayers[0], byLayers[1],
+                                    layers.factorMicro);
+  out.memory = extrapolateProgramMemory(memoryByLayers[0], memoryByLayers[1],
+                                        layers.factorMicro);
   double tokens = double(plan.globalBatch()) * double(model.seq);
   double modelFlops = model.trainingFlopsPerToken(Recompute::kNone) * tokens;
   out.candidate = candidateFromProgram(plan, out.memory, out.time, cluster,
@@ -637,12 +681,20 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
   if (!mesh.isOk())
     return mesh.status();
   const auto [layersA, layersB] = compiledLayerCounts(model, plan);
-  PricedProgram priced[2];
+  const auto [microA, microB] = compiledMicroBatches(plan);
+  CompiledLayers out;
+  for (int m = 0; m < 2; ++m)
   for (int i = 0; i < 2; ++i) {
     if (i == 1 && layersB == layersA) {
-      priced[1] = priced[0];
-      break;
+      out.priced[m][1] = out.priced[m][0];
+      continue;
     }
+    if (m == 1 && microB == microA) {
+      out.priced[1][i] = out.priced[0][i];
+      continue;
+    }
+    Plan compiled = plan;
+    compiled.microBatches = m == 0 ? microA : microB;
     zoo::ZooOptions o;
     o.family = *family;
     o.layers = i == 0 ? layersA : layersB;
@@ -690,14 +742,15 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
     options.train.dtype = dtypeName(plan.dtype.compute);
     // Every field of the plan: one the compiler does not build yet is
     // refused by dtcc-plan-set, naming it (and the plan stays analytic).
-    options.train.plan = compilerPlanOf(plan);
+    options.train.plan = compilerPlanOf(compiled);
     options.train.plan.mesh = mesh.value();
     auto p = compileAndPrice(**module, options, cluster);
     if (!p.isOk())
       return p.status().withContext(runtime::strCat(
           "compiling ", o.layers, " layer", o.layers > 1 ? "s" : "", " of ",
           model.name, " with --mesh ", mesh.value().str(), " --zero ",
-          plan.zeroStage));
+          plan.zeroStage, " and ", compiled.microBatches, " micro-batch",
+          compiled.microBatches > 1 ? "es" : ""));
     // A plan with tp whose program does not communicate over tp would
     // compute everything on every tp rank: not the plan. (A guard: the
     // Megatron layouts find a bf16 graph's weights behind their casts.)
@@ -724,14 +777,14 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
         return fused.status();
       p.value().time = std::move(fused.value());
     }
-    priced[i] = std::move(p.value());
+    out.priced[m][i] = std::move(p.value());
   }
-  CompiledLayers out;
   out.factor = layersB == layersA ? 0.0
                                   : double(model.layers - layersA) /
                                         double(layersB - layersA);
-  out.priced[0] = std::move(priced[0]);
-  out.priced[1] = std::move(priced[1]);
+  out.factorMicro = microB == microA ? 0.0
+                                     : double(plan.microBatches - microA) /
+                                           double(microB - microA);
   out.attention = attention;
   out.seconds = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - started)
@@ -1379,7 +1432,9 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         pricing.extraSlower = 4;
         pricing.price = [&](const Plan &plan,
                             const ClusterSpec &c) -> StatusOr<Candidate> {
-          if (std::string gap = compiledPricingGap(plan, model); !gap.empty())
+          if (std::string gap =
+                  compiledPricingGap(plan, model, kMaxUnrolledSearched);
+              !gap.empty())
             return invalidArgument(gap);
           std::string key = planToJson(plan).dump(-1);
           auto it = sensitivityPrograms.find(key);
@@ -1404,7 +1459,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         // No proposed plan compiles: the analytic model compares them, as
         // it then prices the chosen one.
         std::string why =
-            compiledPricingGap(analyzed.value().search.best->plan, model);
+            compiledPricingGap(analyzed.value().search.best->plan, model,
+                               kMaxUnrolledSearched);
         analyzed = analyzeSensitivity(model, cluster, options);
         if (analyzed.isOk())
           analyzed.value().pricedBy =
@@ -1481,7 +1537,10 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         : !args.modelPath.empty()
             ? "a model file: on GPU clusters its description is priced; "
               "compiling the file itself for the plan is not wired yet"
-            : compiledPricingGap(report.chosen->plan, model);
+            : compiledPricingGap(report.chosen->plan, model,
+                                 report.origin == "search"
+                                     ? kMaxUnrolledSearched
+                                     : kMaxUnrolledLayers);
     if (gap.empty()) {
       auto priced =
           priceCompiledGpuPlan(model, report.chosen->plan, cluster, attention);
@@ -1508,7 +1567,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       std::vector<std::string> tried;
       for (const Rejection &r : report.search->alternatives) {
         if (r.kind != Rejection::Kind::kSlower || r.slowerFraction > 0.10 ||
-            tried.size() >= 4 || !compiledPricingGap(r.plan, model).empty())
+            tried.size() >= 4 ||
+            !compiledPricingGap(r.plan, model, kMaxUnrolledSearched).empty())
           continue;
         auto p = priceCompiledGpuPlan(model, r.plan, cluster, attention);
         if (!p.isOk())

@@ -642,19 +642,6 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   auto i64 = IntegerType::get(ctx, 64);
   SmallVector<Value> sent;
   llvm::DenseMap<Value, Value> received, whole;
-  // Sends of the task being emitted and of the one before it.
-  SmallVector<Operation *> sentInTask, sentBefore;
-  // A send's buffer lives until its wait: each task's sends are waited for
-  // once the next task has been issued (the transfer overlaps it), so that
-  // the memory plan can reuse it, instead of at the step's end.
-  auto waitFor = [&](ArrayRef<Operation *> sends) {
-    for (Operation *send : sends)
-      if (auto h = send->getAttrOfType<IntegerAttr>(kWaitHandleAttr)) {
-        send->removeAttr(kWaitHandleAttr);
-        WaitOp::create(b, send->getLoc(), h.getInt(),
-                       ValueRange{send->getOperand(0)});
-      }
-  };
 
   // The value of `v` here: its clone, received from its stage, or zero
   // where another stage holds a term of a partial sum.
@@ -719,7 +706,6 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
           send->setAttr("handle", IntegerAttr::get(i64, handle_));
           sent.push_back(map.lookup(r));
           send->setAttr(kWaitHandleAttr, IntegerAttr::get(i64, handle_++));
-          sentInTask.push_back(send);
         }
     return clone;
   };
@@ -778,9 +764,6 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
       clone->setAttr(kTaskAttr, taskAttr);
     }
     accumulateReady();
-    waitFor(sentBefore);
-    sentBefore = std::move(sentInTask);
-    sentInTask.clear();
   }
   for (Operation &op : old.without_terminator())
     if (epilogue_.contains(&op) && !accumulated.contains(&op) &&
@@ -804,7 +787,11 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     }
     results.push_back(local);
   }
-  // Sends finish before the step ends.
+  // Sends finish before the step ends. (Not earlier: a stage blocked in
+  // the wait for a send whose peer is itself blocked in such a wait, each
+  // before the receive the other waits for, deadlocks once a message
+  // exceeds what the transport buffers; so every sent tensor stays alive
+  // until here.)
   for (Operation &op : llvm::make_early_inc_range(body))
     if (auto h = op.getAttrOfType<IntegerAttr>(kWaitHandleAttr)) {
       op.removeAttr(kWaitHandleAttr);

@@ -158,7 +158,7 @@ def run_dtcc(dtcc, row, workdir):
     if cl["gpus"] % per_node:
         cmd += ["--ranks", str(cl["gpus"])]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=120)
+                          universal_newlines=True, timeout=300)
     # 0: the plan fits; 2: it was priced but does not fit in memory.
     if proc.returncode not in (0, 2):
         raise RuntimeError("`%s` exited %d: %s" % (" ".join(cmd),

@@ -32,16 +32,12 @@ module {
 // 1F1B on the first of two stages: the second forward before the first
 // backward.
 // CHECK: dgraph.tanh
-// CHECK-NEXT: dshard.send %{{.*}} "pp" peer = 1 tag = 2 {{.*}}handle = [[H2:[0-9]+]]
-// A send is waited for once the next task is issued (its buffer is then
-// free for reuse), the last task's before the step ends.
-// CHECK-NEXT: dshard.wait {{[0-9]+}}, %
+// CHECK-NEXT: dshard.send %{{.*}} "pp" peer = 1 tag = 2
 // CHECK: dshard.recv "pp" peer = 1 tag = 1
-// CHECK: dshard.wait [[H2]], %
 // CHECK: dshard.recv "pp" peer = 1 tag = 3
 // CHECK: dshard.all_reduce %{{.*}} "pp"
 // CHECK: dgraph.adamw
-// CHECK-NOT: dshard.wait
+// CHECK: dshard.wait
 // CHECK-LABEL: func.func @train_step_pp1
 // CHECK: dshard.recv "pp" peer = -1 tag = 0
 // CHECK: dshard.send %{{.*}} "pp" peer = -1 tag = 1
