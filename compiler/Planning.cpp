@@ -485,9 +485,10 @@ constexpr int64_t kMaxUnrolledSearched = 512;
 
 /// Why `plan` of `model` is priced by the analytic model instead of its
 /// compiled program before compiling it: a model the zoo does not build,
-/// tf32, a pipeline too long to unroll; empty when it can be tried. Features the compiler does not build yet (issue 13's:
-/// sequence parallelism, interleaved schedules, offload, selective
-/// recomputation) are refused by the compile itself, which names them.
+/// tf32, a pipeline whose compile would unroll more than `maxUnrolled`
+/// layer x micro-batch instances; empty when it can be tried. A feature the
+/// compiler does not build is refused by the compile itself, which names
+/// it.
 std::string compiledPricingGap(const Plan &plan, const ModelDesc &model,
                                int64_t maxUnrolled = kMaxUnrolledLayers) {
   if (model.layers < 1 || model.heads < 1)
@@ -683,8 +684,9 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
   const auto [layersA, layersB] = compiledLayerCounts(model, plan);
   const auto [microA, microB] = compiledMicroBatches(plan);
   CompiledLayers out;
-  for (int m = 0; m < 2; ++m)
-  for (int i = 0; i < 2; ++i) {
+  // Each (micro-batch count m, layer count i), layers fastest.
+  for (int k = 0; k < 4; ++k) {
+    const int m = k / 2, i = k % 2;
     if (i == 1 && layersB == layersA) {
       out.priced[m][1] = out.priced[m][0];
       continue;

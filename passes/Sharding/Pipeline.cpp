@@ -77,17 +77,18 @@ struct ShardMicrobatchPass
       auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
       return var && var.getTrainable();
     };
+    auto isWeight = [&](Operation *def) {
+      return isParameter(def) || weightCopies.contains(def);
+    };
     for (Operation &op : body.without_terminator()) {
       if (isa<graph::CastOp>(op) &&
-          (isParameter(op.getOperand(0).getDefiningOp()) ||
-           weightCopies.contains(op.getOperand(0).getDefiningOp()))) {
+          isWeight(op.getOperand(0).getDefiningOp())) {
         weightCopies.insert(&op);
         continue;
       }
       if (llvm::any_of(op.getOperands(), [&](Value v) {
             Operation *def = v.getDefiningOp();
-            return isa<BlockArgument>(v) || data.contains(def) ||
-                   isParameter(def) || weightCopies.contains(def);
+            return isa<BlockArgument>(v) || data.contains(def) || isWeight(def);
           }))
         data.insert(&op);
     }
@@ -952,8 +953,9 @@ void ShardPipelinePass::runOnOperation() {
         load.emitOpError("reads parameter '")
             << load.getVariable() << "' in pipeline stage " << k
             << " but stage " << owner.getInt()
-            << " updates it (weights shared across stages, such as tied "
-               "embeddings, are not supported with pp)";
+            << " updates it (a weight several stages read needs its "
+               "gradient terms summed after the micro-batches; here they "
+               "are combined within one)";
         return WalkResult::interrupt();
       }
       return WalkResult::advance();

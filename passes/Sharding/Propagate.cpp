@@ -67,10 +67,6 @@ private:
                                     var.getTensorType().getRank());
   }
 
-  /// The layout of a value sent between pipeline stages: the batch split
-  /// over dp, the sequence over cp; with sequence parallelism, a hidden
-  /// state's sequence split over tp too (dimension 1, or the tokens of a
-  /// [tokens, hidden] one), as the stages hold it; the rest whole.
   /// The layout of the parameter an optimizer updates with `gradient`
   /// (through the elementwise scaling and casts between them), or null.
   ShardingAttr parameterLayoutOf(Value gradient) {
@@ -97,6 +93,10 @@ private:
     return {};
   }
 
+  /// The layout of a value sent between pipeline stages: the batch split
+  /// over dp, the sequence over cp; with sequence parallelism, a hidden
+  /// state's sequence split over tp too (dimension 1, or the tokens of a
+  /// [tokens, hidden] one), as the stages hold it; the rest whole.
   ShardingAttr transferSharding(Type type, bool *sequence = nullptr) {
     auto t = cast<RankedTensorType>(type);
     MLIRContext *ctx = type.getContext();
