@@ -788,11 +788,8 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     }
     results.push_back(local);
   }
-  // Sends finish before the step ends. (Not earlier: a stage blocked in
-  // the wait for a send whose peer is itself blocked in such a wait, each
-  // before the receive the other waits for, deadlocks once a message
-  // exceeds what the transport buffers; so every sent tensor stays alive
-  // until here.)
+  // Sends finish before the step ends; waitSendsEarly moves each wait up
+  // to where it cannot deadlock, once every stage's receives are in place.
   for (Operation &op : llvm::make_early_inc_range(body))
     if (auto h = op.getAttrOfType<IntegerAttr>(kWaitHandleAttr)) {
       op.removeAttr(kWaitHandleAttr);
@@ -881,6 +878,84 @@ static void orderReceives(ModuleOp module, int64_t stages) {
     }
 }
 
+/// Moves the wait for each pipeline send up from the step's end to the
+/// earliest point where it cannot deadlock, so that a sent tensor dies
+/// about one task after it is sent instead of at the step's end. Stage A's
+/// send X to stage B is waited for right after A's receive of the first
+/// message M that B sends to A after B's receive of X: receives complete
+/// in program order on the main thread (and on the communication stream),
+/// so once M has arrived B has received X, and the wait only lets the
+/// transport finish. A wait for a send that B answers with no later
+/// message stays at the step's end. (Waiting after A's next task instead
+/// deadlocks once messages exceed what the transport buffers: each stage
+/// can block in the wait for a send whose receive the other has not
+/// reached.)
+static void waitSendsEarly(ModuleOp module, int64_t stages) {
+  SmallVector<func::FuncOp> fns;
+  for (int64_t k = 0; k < stages; ++k)
+    fns.push_back(
+        module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str()));
+  // Each stage's pp receives and sends in program order: (peer stage, tag).
+  struct Message {
+    Operation *op;
+    int64_t peer;
+    uint64_t tag;
+  };
+  SmallVector<SmallVector<Message>> recvs(stages), sends(stages);
+  SmallVector<llvm::DenseMap<Operation *, size_t>> position(stages);
+  for (int64_t k = 0; k < stages; ++k) {
+    if (!fns[k])
+      continue;
+    size_t i = 0;
+    for (Operation &op : fns[k].getBody().front()) {
+      position[k][&op] = i++;
+      if (auto send = dyn_cast<SendOp>(op); send && send.getAxis() == "pp")
+        sends[k].push_back({&op, k + int64_t(send.getPeer()), send.getTag()});
+      else if (auto recv = dyn_cast<RecvOp>(op); recv && recv.getAxis() == "pp")
+        recvs[k].push_back({&op, k + int64_t(recv.getPeer()), recv.getTag()});
+    }
+  }
+  auto find = [](ArrayRef<Message> list, int64_t peer,
+                 uint64_t tag) -> const Message * {
+    for (const Message &m : list)
+      if (m.peer == peer && m.tag == tag)
+        return &m;
+    return nullptr;
+  };
+  for (int64_t a = 0; a < stages; ++a) {
+    if (!fns[a])
+      continue;
+    llvm::DenseMap<int64_t, SendOp> sendOfHandle;
+    for (const Message &m : sends[a])
+      if (auto h = m.op->getAttrOfType<IntegerAttr>("handle"))
+        sendOfHandle[h.getInt()] = cast<SendOp>(m.op);
+    for (WaitOp wait : llvm::to_vector(fns[a].getOps<WaitOp>())) {
+      SendOp send = sendOfHandle.lookup(int64_t(wait.getHandle()));
+      if (!send)
+        continue;
+      int64_t b = a + int64_t(send.getPeer());
+      if (b < 0 || b >= stages || !fns[b])
+        continue;
+      const Message *received = find(recvs[b], a, send.getTag());
+      if (!received)
+        continue;
+      // B's first send to A after it has received X.
+      const Message *answer = nullptr;
+      for (const Message &m : sends[b])
+        if (m.peer == a && position[b][m.op] > position[b][received->op]) {
+          answer = &m;
+          break;
+        }
+      if (!answer)
+        continue;
+      const Message *arrival = find(recvs[a], b, answer->tag);
+      if (!arrival || position[a][arrival->op] < position[a][send.getOperation()])
+        continue;
+      wait->moveAfter(arrival->op);
+    }
+  }
+}
+
 void ShardPipelinePass::runOnOperation() {
   ModuleOp module = getOperation();
   auto train = module.lookupSymbol<func::FuncOp>("train_step");
@@ -927,6 +1002,7 @@ void ShardPipelinePass::runOnOperation() {
     if (failed(emitStage(train, k)))
       return signalPassFailure();
   orderReceives(module, numStages());
+  waitSendsEarly(module, numStages());
   // Each variable lives in the stage that updates it (all: the counters).
   llvm::StringMap<SmallVector<int64_t>> users;
   for (int64_t k = 0; k < numStages(); ++k) {

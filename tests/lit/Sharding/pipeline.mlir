@@ -28,22 +28,30 @@ module {
 // CHECK-SAME: dshard.stage = 0
 // CHECK: dgraph.slice %{{.*}}, start = [0, 0], limit = [2, 4]
 // CHECK: dgraph.tanh
-// CHECK-NEXT: dshard.send %{{.*}} "pp" peer = 1 tag = 0 {async = 1 : i64
+// CHECK-NEXT: dshard.send %[[A0:.*]] "pp" peer = 1 tag = 0 {async = 1 : i64, handle = [[H0:[0-9]+]]
 // 1F1B on the first of two stages: the second forward before the first
 // backward.
 // CHECK: dgraph.tanh
-// CHECK-NEXT: dshard.send %{{.*}} "pp" peer = 1 tag = 2
+// CHECK-NEXT: dshard.send %[[A1:.*]] "pp" peer = 1 tag = 2 {async = 1 : i64, handle = [[H1:[0-9]+]]
+// A send is waited for once the peer's answer to it has arrived (stage 1
+// sends tag 1 after receiving tag 0): the activation dies there.
 // CHECK: dshard.recv "pp" peer = 1 tag = 1
+// CHECK-NEXT: dshard.wait [[H0]], %[[A0]]
 // CHECK: dshard.recv "pp" peer = 1 tag = 3
+// CHECK-NEXT: dshard.wait [[H1]], %[[A1]]
 // CHECK: dshard.all_reduce %{{.*}} "pp"
 // CHECK: dgraph.adamw
-// CHECK: dshard.wait
+// CHECK-NOT: dshard.wait
 // CHECK-LABEL: func.func @train_step_pp1
 // CHECK: dshard.recv "pp" peer = -1 tag = 0
 // CHECK: dshard.send %{{.*}} "pp" peer = -1 tag = 1
 // CHECK: dshard.recv "pp" peer = -1 tag = 2
 // CHECK: dshard.send %{{.*}} "pp" peer = -1 tag = 3
+// The first stage answers neither gradient: their waits end the step.
 // CHECK: dgraph.adamw
+// CHECK: dshard.wait
+// CHECK-NEXT: dshard.wait
+// CHECK-NEXT: return
 // CHECK-NOT: func.func @train_step(
 
 // GPipe: the same transfers; both forwards first on the last stage too.
