@@ -638,7 +638,10 @@ private:
       r.byHandle[attrInt(inst, "handle").value_or(-1)] = op.get();
     // Per-step communication by group and kind.
     std::string purpose = attrString(inst, "phase");
-    CommItem &item = r.comm[{axes.empty() ? "-" : axes, kernel}];
+    // One row per group and kind (a pipeline's sends and receives are
+    // one "send/recv" row, as extrapolateProgramTime matches rows).
+    CommItem &item = r.comm[{axes.empty() ? "-" : axes,
+                             collectiveName(*collectiveOfKernel(kernel))}];
     item.group = intern(axes.empty() ? "-" : axes);
     item.purpose = intern(purpose);
     item.kind = *collectiveOfKernel(kernel);
@@ -956,7 +959,11 @@ void mergeByKey(std::vector<T> &out, const std::vector<T> &a, Key key,
 
 ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
                                    double factor) {
-  auto lerp = [factor](double x, double y) { return x + factor * (y - x); };
+  // Every extrapolated figure is a time, a count or a size: a trend that
+  // falls between the two compiles stops at zero instead of going negative.
+  auto lerp = [factor](double x, double y) {
+    return std::max(0.0, x + factor * (y - x));
+  };
   ProgramTime out = b;
   out.stepTime = lerp(a.stepTime, b.stepTime);
   out.flops = lerp(a.flops, b.flops);
@@ -989,7 +996,7 @@ ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
         o.count = lerp(x.count, y.count);
         o.busBytes = lerp(x.busBytes, y.busBytes);
         o.time = lerp(x.time, y.time);
-        o.exposed = lerp(x.exposed, y.exposed);
+        o.exposed = std::min(o.time, lerp(x.exposed, y.exposed));
       });
   mergeByKey(
       out.instructions, a.instructions,
@@ -998,7 +1005,7 @@ ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
           const InstructionTime &y) {
         o.calls = int64_t(std::llround(lerp(double(x.calls), double(y.calls))));
         o.seconds = lerp(x.seconds, y.seconds);
-        o.exposed = lerp(x.exposed, y.exposed);
+        o.exposed = std::min(o.seconds, lerp(x.exposed, y.exposed));
         o.bytes = lerp(x.bytes, y.bytes);
       });
   auto drop = [](auto &list, auto empty) {

@@ -145,6 +145,8 @@ bool isAttentionCoreNode(const std::string &node);
 /// other): the step of a model with more identical layers, from the
 /// simulated steps of two compiled with fewer (docs/planner.md, "Layers
 /// compiled once"). The critical stage, timeline and stage list are `b`'s.
+/// Every field is a time, count or size: a trend falling between `a` and
+/// `b` stops at 0, and a part exposed never exceeds its whole.
 ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
                                    double factor);
 

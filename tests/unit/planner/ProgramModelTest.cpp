@@ -576,6 +576,93 @@ Program layeredProgram(int layers) {
   return b.p;
 }
 
+TEST(ProgramModel, ExtrapolatedFiguresStayPhysical) {
+  // A collective whose exposed time falls from the smaller compile to the
+  // larger one (more compute to hide it behind) extrapolates far out to
+  // zero exposed, not a negative time; a kernel whose time falls stops at
+  // zero too.
+  ProgramTime a, b;
+  CommItem ca;
+  ca.group = "pp";
+  ca.kind = Collective::kSendRecv;
+  ca.count = 8, ca.busBytes = 8e6, ca.time = 0.010, ca.exposed = 0.008;
+  CommItem cb = ca;
+  cb.count = 12, cb.busBytes = 12e6, cb.time = 0.015, cb.exposed = 0.004;
+  a.comm = {ca};
+  b.comm = {cb};
+  KernelTime ka;
+  ka.kernel = "copy", ka.calls = 4, ka.seconds = 0.002;
+  KernelTime kb = ka;
+  kb.calls = 2, kb.seconds = 0.001;
+  a.kernels = {ka};
+  b.kernels = {kb};
+  InstructionTime ia;
+  ia.kernel = "send", ia.node = "layers.0/x", ia.calls = 8, ia.seconds = 0.010,
+  ia.exposed = 0.008;
+  InstructionTime ib = ia;
+  ib.calls = 12, ib.seconds = 0.015, ib.exposed = 0.004;
+  a.instructions = {ia};
+  b.instructions = {ib};
+  ProgramTime x = extrapolateProgramTime(a, b, 10);
+  ASSERT_EQ(x.comm.size(), 1u);
+  EXPECT_NEAR(x.comm[0].count, 48, 1e-9);
+  EXPECT_NEAR(x.comm[0].time, 0.060, 1e-12);
+  EXPECT_EQ(x.comm[0].exposed, 0);
+  ASSERT_EQ(x.instructions.size(), 1u);
+  EXPECT_EQ(x.instructions[0].exposed, 0);
+  EXPECT_TRUE(x.kernels.empty()); // 0 s: dropped like any kernel of no time
+  // Within the two compiles the figures are interpolated as they are.
+  ProgramTime mid = extrapolateProgramTime(a, b, 0.5);
+  EXPECT_NEAR(mid.comm[0].exposed, 0.006, 1e-12);
+  EXPECT_NEAR(mid.kernels[0].seconds, 0.0015, 1e-12);
+}
+
+/// A pp send (async, waited for with `handle`) or receive in `f`.
+Instruction *pipelineMessage(Builder &b, Function *f, const char *kernel,
+                             int buffer, int64_t offset, int64_t tag,
+                             int64_t handle = 0) {
+  bool send = std::string(kernel) == "send";
+  Instruction *i = send ? b.kernel(f, kernel, {buffer}, {})
+                        : b.kernel(f, kernel, {}, {buffer});
+  Builder::attr(i, "axes", "pp");
+  Builder::attr(i, "offset", offset);
+  Builder::attr(i, "tag", tag);
+  if (send) {
+    Builder::attr(i, "async", 1);
+    Builder::attr(i, "handle", handle);
+  }
+  return i;
+}
+
+TEST(ProgramModel, PipelineSendsAndReceivesAreOneRow) {
+  // Stage 0 sends t and receives r; stage 1 receives t and sends r. Each
+  // stage's sends and receives over pp are one "send/recv" row of its
+  // communication (extrapolation matches rows by group and kind, so two
+  // rows of one kind would be merged with the wrong partner).
+  Builder b;
+  b.mesh({{"pp", 2}});
+  Function *s0 = b.function("train_step_pp0");
+  s0->set_stage(0);
+  Function *s1 = b.function("train_step_pp1");
+  s1->set_stage(1);
+  int t = b.buffer({1000}), r = b.buffer({1000});
+  pipelineMessage(b, s0, "send", t, 1, 0, 1);
+  pipelineMessage(b, s0, "recv", r, 1, 1);
+  Builder::attr(b.kernel(s0, "wait", {t}, {}), "handle", 1);
+  pipelineMessage(b, s1, "recv", t, -1, 0);
+  pipelineMessage(b, s1, "send", r, -1, 1, 2);
+  Builder::attr(b.kernel(s1, "wait", {r}, {}), "handle", 2);
+  auto time = simulateProgram(b.p, roundCluster("gpu"));
+  ASSERT_TRUE(time.isOk()) << time.status().toString();
+  int rows = 0;
+  for (const CommItem &item : time.value().comm)
+    if (item.kind == Collective::kSendRecv) {
+      ++rows;
+      EXPECT_EQ(item.count, 2);
+    }
+  EXPECT_EQ(rows, 1);
+}
+
 TEST(ProgramModel, LayersCompiledOnceExtrapolateToTheWholeModel) {
   // The step of 7 layers from those of 2 and 3 (T(2) + 5 (T(3) - T(2)),
   // what dtcc plan does on GPU clusters), against 7 layers simulated.
