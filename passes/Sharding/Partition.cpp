@@ -93,6 +93,8 @@ private:
   /// optimizer op.
   llvm::DenseMap<Operation *, int64_t> position_;
   int64_t lossPosition_ = -1, optimizerPosition_ = INT64_MAX;
+  /// In a pipeline stage's function: the first and last op of a task.
+  int64_t firstTask_ = -1, lastTask_ = -1;
 };
 
 StringRef FunctionPartitioner::passOf(Operation *op) const {
@@ -103,6 +105,17 @@ StringRef FunctionPartitioner::passOf(Operation *op) const {
 
 StringRef FunctionPartitioner::phaseOf(Operation *op) const {
   int64_t pos = position_.lookup(op);
+  // A pipeline stage interleaves its micro-batches' passes: each op of a
+  // task says which; before the first task is the step's set-up (forward:
+  // weight loads and casts), after the last the update, and between tasks
+  // the gradients' accumulation (backward).
+  if (firstTask_ >= 0) {
+    if (auto task = op->getAttrOfType<StringAttr>(kTaskAttr))
+      return task.getValue().starts_with("forward") ? "forward" : "backward";
+    if (pos < firstTask_)
+      return "forward";
+    return pos > lastTask_ ? "optimizer" : "backward";
+  }
   if (pos >= optimizerPosition_)
     return "optimizer";
   return pos <= lossPosition_ ? "forward" : "backward";
@@ -553,6 +566,11 @@ LogicalResult FunctionPartitioner::run() {
            cast<graph::LoadOp>(op).getVariable() == "__step");
       if (optimizer && optimizerPosition_ == INT64_MAX)
         optimizerPosition_ = i;
+      if (op.hasAttr(kTaskAttr)) {
+        if (firstTask_ < 0)
+          firstTask_ = i;
+        lastTask_ = i;
+      }
       ++i;
     }
     // The loss is the returned value named "loss"; a function without one
