@@ -32,6 +32,11 @@ Runtime's intra-op threads all set to the thread count. Step times are
 wall-clock times of whole steps (forward, backward, clipping, update;
 dtcc's as its training loop logs them, which includes reading the step's
 batch from its .pb files); the first --warmup steps are not timed.
+After the timed runs dtcc runs 6 steps with --profile: its matrix products'
+time per step is printed as the floor of dtcc's step (every other kernel
+free) against the reference's step, which bounds the speed-up the other
+kernels' fusion can buy on the machine. `--dtcc-flag=FLAG` (repeatable)
+adds a flag to dtcc compile (e.g. --fuse).
 
 This file is also the child process: `cpu_compare.py child SPEC.json`.
 """
@@ -398,7 +403,7 @@ def dtcc_compile(dtcc, spec):
            "--schedule", "constant", "--warmup", "0", "-o", exe]
     if spec["frozen"]:
         cmd += ["--frozen", ",".join(spec["frozen"])]
-    cmd += spec.get("dtcc_flags", [])
+    cmd += spec.get("dtcc_flags", []) + spec.get("extra_dtcc_flags", [])
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -424,7 +429,20 @@ def dtcc_run(exe, spec, threads):
     return {"times_ms": [ms for _, _, ms in steps], "losses": [loss for _, loss, _ in steps],
             "peak_kib": float(m.group(1)) * UNITS[m.group(2)],
             "startup_kib": float(m.group(3)) * UNITS[m.group(4)],
-            "planned": planned.group(1) if planned else "?"}
+            "planned": planned.group(1) if planned else "?",
+            "matmul_ms": dtcc_matmul_ms(exe, spec, threads)}
+
+
+def dtcc_matmul_ms(exe, spec, threads):
+    """Milliseconds per step dtcc's matrix products take (a separate run
+    with --profile, its kernel time over the steps after the first): the
+    floor of dtcc's step with every other kernel free. None if unread."""
+    steps = 6
+    proc = subprocess.run([exe, "--batches", os.path.join(spec["work"], "batches"),
+                           "--steps", str(steps), "--log-every", str(steps), "--profile"],
+                          capture_output=True, text=True, env=thread_env(threads))
+    m = re.search(r"^\s+matmul\s+([\d.]+) ms\s+(\d+) calls", proc.stdout, re.M)
+    return float(m.group(1)) / steps if proc.returncode == 0 and m else None
 
 
 # ---------------------------------------------------------------- the driver
@@ -447,6 +465,8 @@ def add_arguments(ap, steps, warmup):
                          "$XDG_CACHE_HOME/dtcc-bench/venv)")
     ap.add_argument("--quick", action="store_true",
                     help="3 timed steps after 2, one run: checks that everything runs")
+    ap.add_argument("--dtcc-flag", action="append", default=[], metavar="FLAG",
+                    help="one more flag for dtcc compile (repeatable; e.g. --dtcc-flag=--fuse)")
     ap.add_argument("--keep", help="keep the work files (ONNX, executables) in this folder")
     ap.add_argument("--openblas-coretype", default="auto",
                     help="OPENBLAS_CORETYPE for every run (dtcc and PyTorch 1.13 use "
@@ -487,7 +507,8 @@ def run_workload(args, spec, title, tolerance, tolerance_note):
     if args.keep:
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-    spec = dict(spec, work=os.path.abspath(work), steps=args.warmup + args.steps)
+    spec = dict(spec, work=os.path.abspath(work), steps=args.warmup + args.steps,
+                extra_dtcc_flags=args.dtcc_flag)
     try:
         return _run_workload(args, spec, title, tolerance, tolerance_note, systems,
                              threads_list, venv_python)
@@ -587,6 +608,9 @@ def table(args, spec, threads, results, tolerance, tolerance_note):
             print(f"{'':20} (first step, compiling: {ok[0]['times_ms'][0] / 1e3:.1f} s)")
         if system == "dtcc":
             print(f"{'':20} (planned peak {ok[0]['planned']})")
+            matmul = [r["matmul_ms"] for r in ok if r.get("matmul_ms")]
+            if matmul:
+                rows[-1]["matmul_ms"] = statistics.median(matmul)
     if reference:
         print(f"losses: each system's first {k} against {LABELS[reference]}'s, relative "
               f"tolerance {tolerance_note}")
@@ -601,6 +625,16 @@ def table(args, spec, threads, results, tolerance, tolerance_note):
                              f"{'met' if ratio > need else 'not met'})")
         if goals:
             print("dtcc's step against " + "; ".join(goals))
+        # How far the matrix products alone let dtcc go: the step's floor
+        # with every other kernel free, against the reference's step.
+        dtcc_row = next((r for r in rows if r["system"] == "dtcc" and "median" in r), None)
+        ref_row = next((r for r in rows if r["system"] == reference and "median" in r), None)
+        if dtcc_row and dtcc_row.get("matmul_ms") and ref_row and reference != "dtcc":
+            mm = dtcc_row["matmul_ms"]
+            print(f"dtcc's matrix products (--profile run): {mm:.1f} ms/step, "
+                  f"{100 * mm / dtcc_ms:.0f}% of its step; with every other kernel "
+                  f"free its step would be {ref_row['median'] / mm:.2f}x "
+                  f"{LABELS[reference]}'s")
     return rows
 
 
