@@ -298,30 +298,44 @@ TEST(ProgramModel, CollectivesOverlapOnGpusNotOnCpuRanks) {
   EXPECT_NEAR(shared.value().comm[0].exposed, 0.25 * allReduce, 1e-12);
 }
 
-TEST(ProgramModel, PipelineStagesMeetAtSendAndRecv) {
-  // Two stages: stage 0 computes A (1 ms) and sends it; stage 1 receives it
-  // and computes B (2 ms); both then all-reduce a scalar over pp.
-  Builder b;
+/// A pp send (async, waited for with `handle`) or receive in `f`.
+Instruction *pipelineMessage(Builder &b, Function *f, const char *kernel,
+                             int buffer, int64_t offset, int64_t tag,
+                             int64_t handle = 0) {
+  bool send = std::string(kernel) == "send";
+  Instruction *i = send ? b.kernel(f, kernel, {buffer}, {})
+                        : b.kernel(f, kernel, {}, {buffer});
+  Builder::attr(i, "axes", "pp");
+  Builder::attr(i, "offset", offset);
+  Builder::attr(i, "tag", tag);
+  if (send) {
+    Builder::attr(i, "async", 1);
+    Builder::attr(i, "handle", handle);
+  }
+  return i;
+}
+
+/// Two pipeline stages' functions in `b`, over a mesh of pp = 2.
+std::pair<Function *, Function *> twoStages(Builder &b) {
   b.mesh({{"pp", 2}});
   Function *s0 = b.function("train_step_pp0");
   s0->set_stage(0);
   Function *s1 = b.function("train_step_pp1");
   s1->set_stage(1);
+  return {s0, s1};
+}
+
+TEST(ProgramModel, PipelineStagesMeetAtSendAndRecv) {
+  // Two stages: stage 0 computes A (1 ms) and sends it; stage 1 receives it
+  // and computes B (2 ms); both then all-reduce a scalar over pp.
+  Builder b;
+  auto [s0, s1] = twoStages(b);
   int a = b.buffer({1000}), t = b.buffer({250000}), r = b.buffer({250000});
   int l = b.buffer({1});
   b.kernel(s0, "add", {a, a}, {a});
-  Instruction *send = b.kernel(s0, "send", {t}, {});
-  Builder::attr(send, "axes", "pp");
-  Builder::attr(send, "offset", 1);
-  Builder::attr(send, "tag", 0);
-  Builder::attr(send, "async", 1);
-  Builder::attr(send, "handle", 1);
-  Instruction *wait = b.kernel(s0, "wait", {t}, {});
-  Builder::attr(wait, "handle", 1);
-  Instruction *recv = b.kernel(s1, "recv", {}, {r});
-  Builder::attr(recv, "axes", "pp");
-  Builder::attr(recv, "offset", -1);
-  Builder::attr(recv, "tag", 0);
+  pipelineMessage(b, s0, "send", t, 1, 0, 1);
+  Builder::attr(b.kernel(s0, "wait", {t}, {}), "handle", 1);
+  pipelineMessage(b, s1, "recv", r, -1, 0);
   b.kernel(s1, "mul", {a, a}, {a});
   for (Function *f : {s0, s1}) {
     Instruction *ar = b.kernel(f, "all_reduce", {l}, {l});
@@ -617,34 +631,13 @@ TEST(ProgramModel, ExtrapolatedFiguresStayPhysical) {
   EXPECT_NEAR(mid.kernels[0].seconds, 0.0015, 1e-12);
 }
 
-/// A pp send (async, waited for with `handle`) or receive in `f`.
-Instruction *pipelineMessage(Builder &b, Function *f, const char *kernel,
-                             int buffer, int64_t offset, int64_t tag,
-                             int64_t handle = 0) {
-  bool send = std::string(kernel) == "send";
-  Instruction *i = send ? b.kernel(f, kernel, {buffer}, {})
-                        : b.kernel(f, kernel, {}, {buffer});
-  Builder::attr(i, "axes", "pp");
-  Builder::attr(i, "offset", offset);
-  Builder::attr(i, "tag", tag);
-  if (send) {
-    Builder::attr(i, "async", 1);
-    Builder::attr(i, "handle", handle);
-  }
-  return i;
-}
-
 TEST(ProgramModel, PipelineSendsAndReceivesAreOneRow) {
   // Stage 0 sends t and receives r; stage 1 receives t and sends r. Each
   // stage's sends and receives over pp are one "send/recv" row of its
   // communication (extrapolation matches rows by group and kind, so two
   // rows of one kind would be merged with the wrong partner).
   Builder b;
-  b.mesh({{"pp", 2}});
-  Function *s0 = b.function("train_step_pp0");
-  s0->set_stage(0);
-  Function *s1 = b.function("train_step_pp1");
-  s1->set_stage(1);
+  auto [s0, s1] = twoStages(b);
   int t = b.buffer({1000}), r = b.buffer({1000});
   pipelineMessage(b, s0, "send", t, 1, 0, 1);
   pipelineMessage(b, s0, "recv", r, 1, 1);
