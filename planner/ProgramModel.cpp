@@ -640,11 +640,11 @@ private:
     std::string purpose = attrString(inst, "phase");
     // One row per group and kind (a pipeline's sends and receives are
     // one "send/recv" row, as extrapolateProgramTime matches rows).
-    CommItem &item = r.comm[{axes.empty() ? "-" : axes,
-                             collectiveName(*collectiveOfKernel(kernel))}];
+    const Collective kind = *collectiveOfKernel(kernel);
+    CommItem &item = r.comm[{axes.empty() ? "-" : axes, collectiveName(kind)}];
     item.group = intern(axes.empty() ? "-" : axes);
     item.purpose = intern(purpose);
-    item.kind = *collectiveOfKernel(kernel);
+    item.kind = kind;
     item.link = op->group.link;
     item.groupSize = kernel == "send" || kernel == "recv" ? 2 : op->group.size;
     item.count += 1;

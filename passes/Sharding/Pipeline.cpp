@@ -826,6 +826,16 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   return success();
 }
 
+/// The function of each pipeline stage (null where the pass made none).
+static SmallVector<func::FuncOp> stageFunctions(ModuleOp module,
+                                                int64_t stages) {
+  SmallVector<func::FuncOp> fns;
+  for (int64_t k = 0; k < stages; ++k)
+    fns.push_back(
+        module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str()));
+  return fns;
+}
+
 /// Moves receives up so that each stage receives from every other stage in
 /// the order that stage sends. NCCL matches the messages between two ranks
 /// in the order they are posted, not by tag, and the runtime refuses a
@@ -835,10 +845,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
 /// earlier: its sender sends it before the message the stage already waits
 /// for at that point, so the move adds no wait.
 static void orderReceives(ModuleOp module, int64_t stages) {
-  SmallVector<func::FuncOp> fns;
-  for (int64_t k = 0; k < stages; ++k)
-    fns.push_back(
-        module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str()));
+  SmallVector<func::FuncOp> fns = stageFunctions(module, stages);
   for (int64_t dst = 0; dst < stages; ++dst)
     for (int64_t src = 0; src < stages; ++src) {
       if (src == dst || !fns[src] || !fns[dst])
@@ -891,28 +898,25 @@ static void orderReceives(ModuleOp module, int64_t stages) {
 /// can block in the wait for a send whose receive the other has not
 /// reached.)
 static void waitSendsEarly(ModuleOp module, int64_t stages) {
-  SmallVector<func::FuncOp> fns;
-  for (int64_t k = 0; k < stages; ++k)
-    fns.push_back(
-        module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str()));
-  // Each stage's pp receives and sends in program order: (peer stage, tag).
+  SmallVector<func::FuncOp> fns = stageFunctions(module, stages);
+  // Each stage's pp sends and receives in program order.
   struct Message {
     Operation *op;
-    int64_t peer;
+    int64_t peer; ///< the other stage
     uint64_t tag;
+    size_t position; ///< in the stage's function
   };
   SmallVector<SmallVector<Message>> recvs(stages), sends(stages);
-  SmallVector<llvm::DenseMap<Operation *, size_t>> position(stages);
   for (int64_t k = 0; k < stages; ++k) {
     if (!fns[k])
       continue;
     size_t i = 0;
     for (Operation &op : fns[k].getBody().front()) {
-      position[k][&op] = i++;
       if (auto send = dyn_cast<SendOp>(op); send && send.getAxis() == "pp")
-        sends[k].push_back({&op, k + int64_t(send.getPeer()), send.getTag()});
+        sends[k].push_back({&op, k + int64_t(send.getPeer()), send.getTag(), i});
       else if (auto recv = dyn_cast<RecvOp>(op); recv && recv.getAxis() == "pp")
-        recvs[k].push_back({&op, k + int64_t(recv.getPeer()), recv.getTag()});
+        recvs[k].push_back({&op, k + int64_t(recv.getPeer()), recv.getTag(), i});
+      ++i;
     }
   }
   auto find = [](ArrayRef<Message> list, int64_t peer,
@@ -925,31 +929,29 @@ static void waitSendsEarly(ModuleOp module, int64_t stages) {
   for (int64_t a = 0; a < stages; ++a) {
     if (!fns[a])
       continue;
-    llvm::DenseMap<int64_t, SendOp> sendOfHandle;
+    llvm::DenseMap<int64_t, const Message *> sendOfHandle;
     for (const Message &m : sends[a])
       if (auto h = m.op->getAttrOfType<IntegerAttr>("handle"))
-        sendOfHandle[h.getInt()] = cast<SendOp>(m.op);
+        sendOfHandle[h.getInt()] = &m;
     for (WaitOp wait : llvm::to_vector(fns[a].getOps<WaitOp>())) {
-      SendOp send = sendOfHandle.lookup(int64_t(wait.getHandle()));
-      if (!send)
+      const Message *send = sendOfHandle.lookup(int64_t(wait.getHandle()));
+      if (!send || send->peer < 0 || send->peer >= stages || !fns[send->peer])
         continue;
-      int64_t b = a + int64_t(send.getPeer());
-      if (b < 0 || b >= stages || !fns[b])
-        continue;
-      const Message *received = find(recvs[b], a, send.getTag());
+      int64_t b = send->peer;
+      const Message *received = find(recvs[b], a, send->tag);
       if (!received)
         continue;
       // B's first send to A after it has received X.
       const Message *answer = nullptr;
       for (const Message &m : sends[b])
-        if (m.peer == a && position[b][m.op] > position[b][received->op]) {
+        if (m.peer == a && m.position > received->position) {
           answer = &m;
           break;
         }
       if (!answer)
         continue;
       const Message *arrival = find(recvs[a], b, answer->tag);
-      if (!arrival || position[a][arrival->op] < position[a][send.getOperation()])
+      if (!arrival || arrival->position < send->position)
         continue;
       wait->moveAfter(arrival->op);
     }
@@ -1004,10 +1006,10 @@ void ShardPipelinePass::runOnOperation() {
   orderReceives(module, numStages());
   waitSendsEarly(module, numStages());
   // Each variable lives in the stage that updates it (all: the counters).
+  SmallVector<func::FuncOp> stageFns = stageFunctions(module, numStages());
   llvm::StringMap<SmallVector<int64_t>> users;
   for (int64_t k = 0; k < numStages(); ++k) {
-    auto fn = module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str());
-    fn.walk([&](graph::StoreOp store) {
+    stageFns[k].walk([&](graph::StoreOp store) {
       auto &list = users[store.getVariable()];
       if (!llvm::is_contained(list, k))
         list.push_back(k);
@@ -1021,8 +1023,7 @@ void ShardPipelinePass::runOnOperation() {
   }
   // A parameter read by a stage that does not update it would be stale.
   for (int64_t k = 0; k < numStages(); ++k) {
-    auto fn = module.lookupSymbol<func::FuncOp>(("train_step_pp" + Twine(k)).str());
-    WalkResult r = fn.walk([&](graph::LoadOp load) {
+    WalkResult r = stageFns[k].walk([&](graph::LoadOp load) {
       auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
       auto owner = var->getAttrOfType<IntegerAttr>(kStageAttr);
       if (owner && owner.getInt() != k) {
