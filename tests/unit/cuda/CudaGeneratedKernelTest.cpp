@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -30,10 +31,17 @@ bool haveGpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+/// The generated modules' folder: the build's, or $DTCC_GPU_KERNEL_MODULES
+/// (a GPU machine that runs a copy of the test binary: scripts/gpu_kit.sh).
+std::string modulesDir() {
+  const char *env = std::getenv("DTCC_GPU_KERNEL_MODULES");
+  return env && *env ? env : DTCC_GPU_KERNEL_MODULES;
+}
+
 GpuKernelModule loadModule(const std::string &name) {
-  std::ifstream in(std::string(DTCC_GPU_KERNEL_MODULES) + "/" + name +
-                       ".gpumod",
-                   std::ios::binary);
+  std::ifstream in(modulesDir() + "/" + name + ".gpumod", std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << modulesDir() << "/" << name
+                         << ".gpumod";
   std::stringstream bytes;
   bytes << in.rdbuf();
   auto parsed = parseGpuKernelModule(bytes.str());
@@ -154,6 +162,7 @@ TEST_F(GeneratedOnGpu, ElementwiseChainWithBroadcast) {
   std::vector<std::vector<int64_t>> shapes{{8, 33}, {33}, {8, 33}};
   Buffers in = random(shapes, 1);
   Buffers out = run("elementwise_broadcast", "ew_chain", shapes, 2, in);
+  ASSERT_EQ(out.size(), shapes.size());
   std::vector<double> want(8 * 33);
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 33; ++j) {
@@ -167,6 +176,7 @@ TEST_F(GeneratedOnGpu, BiasGelu) {
   std::vector<std::vector<int64_t>> shapes{{2, 5, 37}, {37}, {2, 5, 37}};
   Buffers in = random(shapes, 2);
   Buffers out = run("bias_gelu", "bias_gelu", shapes, 2, in);
+  ASSERT_EQ(out.size(), shapes.size());
   std::vector<double> want(370);
   for (int e = 0; e < 370; ++e) {
     double z = double(in[0][e]) + in[1][e % 37];
@@ -179,6 +189,7 @@ TEST_F(GeneratedOnGpu, SoftmaxRowsWithScratch) {
   std::vector<std::vector<int64_t>> shapes{{6, 300}, {6, 300}};
   Buffers in = random(shapes, 3);
   Buffers out = run("softmax_row", "softmax_row", shapes, 1, in);
+  ASSERT_EQ(out.size(), shapes.size());
   std::vector<double> want(1800);
   for (int r = 0; r < 6; ++r) {
     double mx = -INFINITY, sum = 0;
@@ -200,6 +211,7 @@ TEST_F(GeneratedOnGpu, AdamWUpdateInPlace) {
     v = std::fabs(v);
   in[4][0] = 0.01f;
   Buffers out = run("adamw_update", "adamw_update", shapes, 5, in);
+  ASSERT_EQ(out.size(), shapes.size());
   std::vector<double> p(1000), m(1000), v(1000);
   for (int i = 0; i < 1000; ++i) {
     double g = in[1][i];

@@ -247,7 +247,8 @@ struct Window {
   bool ceil = false, countPad = false;
 };
 
-Attrs poolAttrs(const Window &w) {
+/// max_pool's attributes; avg_pool's add count_include_pad.
+Attrs poolAttrs(const Window &w, bool average = false) {
   Attrs a = attrsOf({{"kernel", w.kernel},
                      {"strides", w.strides},
                      {"dilations", w.dilations},
@@ -255,7 +256,7 @@ Attrs poolAttrs(const Window &w) {
                      {"pad_high", w.high}});
   if (w.ceil)
     a.set("ceil_mode", int64_t(1));
-  if (w.countPad)
+  if (average && w.countPad)
     a.set("count_include_pad", int64_t(1));
   return a;
 }
@@ -281,8 +282,8 @@ TEST_F(CudaNormPoolKernels, PoolingMatchesCpu) {
       ASSERT_EQ(pooled.size(), 2u);
       compare("max_pool_grad", Attrs(), {dy, {DType::kI64, w.out, pooled[1]}},
               {{dt, w.in, {}}}, tol);
-      compare("avg_pool", poolAttrs(w), {x}, {{dt, w.out, {}}}, tol);
-      compare("avg_pool_grad", poolAttrs(w), {dy}, {{dt, w.in, {}}}, tol);
+      compare("avg_pool", poolAttrs(w, true), {x}, {{dt, w.out, {}}}, tol);
+      compare("avg_pool_grad", poolAttrs(w, true), {dy}, {{dt, w.in, {}}}, tol);
     }
   // 8-bit max pooling, with ties.
   const Window &w = windows[0];
