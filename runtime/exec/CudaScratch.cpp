@@ -46,6 +46,54 @@ int64_t cudaNormGradSlices(int64_t rows) {
   return std::clamp<int64_t>(slices, 1, 64);
 }
 
+StatusOr<CudaReducePlan> planCudaReduce(const std::vector<int64_t> &shape,
+                                        const std::vector<int64_t> &dims) {
+  const int64_t rank = int64_t(shape.size());
+  std::vector<bool> isReduced(shape.size(), false);
+  for (int64_t d : dims) {
+    if (d < 0 || d >= rank || isReduced[size_t(d)])
+      return invalidArgument("expected distinct dims in [0, ", rank, ")");
+    isReduced[size_t(d)] = true;
+  }
+  CudaReducePlan p;
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[size_t(d)] = strides[size_t(d) + 1] * shape[size_t(d) + 1];
+  int64_t numel = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    numel *= shape[d];
+    if (shape[d] == 1)
+      continue;
+    auto &list = isReduced[d] ? p.reduced : p.kept;
+    if (!list.empty() && list.back().second == shape[d] * strides[d] &&
+        (d == 0 || isReduced[d - 1] == isReduced[d]))
+      list.back() = {list.back().first * shape[d], strides[d]};
+    else
+      list.push_back({shape[d], strides[d]});
+  }
+  p.outNumel = 1;
+  for (const auto &[size, stride] : p.kept)
+    p.outNumel *= size;
+  for (const auto &[size, stride] : p.reduced)
+    p.reducedNumel *= size;
+  if (numel == 0)
+    p.reducedNumel = p.outNumel == 0 ? p.reducedNumel : 0;
+  p.rowTail = p.reduced.size() == 1 && p.reduced[0].second == 1;
+  // Blocks of one slice: a row (256 threads) per output, or a tile of 32
+  // outputs (32 x 8 threads). Slice until about 1024 blocks, each slice
+  // keeping 4096 elements of a row or 64 of a column (at most 256 slices).
+  if (p.outNumel > 0 && p.reducedNumel > 0) {
+    const int64_t blocks = p.rowTail ? p.outNumel : (p.outNumel + 31) / 32;
+    int64_t slices = std::max<int64_t>(1, 1024 / blocks);
+    slices = std::min(slices, std::max<int64_t>(1, p.reducedNumel /
+                                                       (p.rowTail ? 4096 : 64)));
+    p.slices = std::min<int64_t>(slices, 256);
+  }
+  if (p.slices > 1)
+    p.scratchBytes = p.outNumel * p.slices * 8;
+  return p;
+}
+
 StatusOr<CudaRadixSortPlan> planCudaRadixSort(int64_t count, int64_t maxKey,
                                               bool starts) {
   if (count < 0 || maxKey < 0)
@@ -162,6 +210,18 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
     if (ctx.outputs.empty() || out(0).numel() == 0)
       return ScratchSet{};
     return compute(kCudaMatmulWorkspaceBytes);
+  }
+  if (k == "reduce_sum" || k == "reduce_prod" || k == "reduce_max" ||
+      k == "reduce_min") {
+    if (ctx.inputs.empty())
+      return ScratchSet{};
+    auto dims = ctx.attrs.getInts("dims");
+    if (!dims.isOk())
+      return ctx.error(dims.status().message());
+    auto plan = planCudaReduce(in(0).shape, *dims);
+    if (!plan.isOk())
+      return ctx.error(plan.status().message());
+    return plan->scratchBytes > 0 ? compute(plan->scratchBytes) : ScratchSet{};
   }
   if (k == "adamw")
     return ScratchSet{ScratchRequest{ScratchUse::kPersistent,

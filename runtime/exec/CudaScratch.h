@@ -40,6 +40,25 @@ constexpr int64_t kCudaAdamwEntryAlignment = 8;
 /// before the final column pass: about 256 rows each, 1 to 64.
 int64_t cudaNormGradSlices(int64_t rows);
 
+/// How the CUDA backend runs reduce_{sum,prod,max,min} of `shape` over
+/// `dims`: neighbouring dims of one kind that are contiguous in the input
+/// merged into runs of (size, input stride), and the reduced elements cut
+/// into `slices` whose partial results (8 bytes each, in `scratchBytes` of
+/// compute-stream scratch) a second pass combines in slice order. Slicing
+/// keeps the GPU busy when there are few outputs (a gradient norm's sum of
+/// a whole tensor, a bias gradient's sum over the tokens); the order of
+/// the additions depends only on the shapes, so every run gives the same.
+struct CudaReducePlan {
+  std::vector<std::pair<int64_t, int64_t>> kept, reduced; ///< (size, stride)
+  int64_t outNumel = 0, reducedNumel = 1;
+  /// The reduced elements are one unit-stride run at the end (rows).
+  bool rowTail = false;
+  int64_t slices = 1;
+  int64_t scratchBytes = 0;
+};
+StatusOr<CudaReducePlan> planCudaReduce(const std::vector<int64_t> &shape,
+                                        const std::vector<int64_t> &dims);
+
 /// A stable LSD radix sort of `count` (key, position) pairs by key, keys in
 /// [0, maxKey] (maxKey marks a bad index and sorts last), with 8-bit digits
 /// over tiles of kTileItems (the scatter kernels' sort). Byte offsets into

@@ -440,54 +440,46 @@ StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
   if (!isCudaArithmeticType(in.dtype))
     return unsupported(ctx, in.dtype);
   DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, getIntsAttr(ctx, "dims"));
-  std::vector<bool> reduced(in.shape.size(), false);
-  for (int64_t d : dims) {
-    if (d < 0 || d >= in.rank() || reduced[d])
-      return ctx.error("expected distinct dims in [0, ", in.rank(), ")");
-    reduced[d] = true;
-  }
+  auto planned = planCudaReduce(in.shape, dims);
+  if (!planned.isOk())
+    return ctx.error(planned.status().message());
+  const CudaReducePlan &r = *planned;
   std::vector<int64_t> shape;
   for (size_t d = 0; d < in.shape.size(); ++d)
-    if (!reduced[d])
+    if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end())
       shape.push_back(in.shape[d]);
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
-  // Merge neighbouring dims of one kind that are contiguous in the input.
-  ReducePlan p;
-  std::vector<int64_t> strides = contiguousStrides(in.shape);
-  std::vector<std::pair<int64_t, int64_t>> kept, red; // (size, stride)
-  for (size_t d = 0; d < in.shape.size(); ++d) {
-    if (in.shape[d] == 1)
-      continue;
-    auto &list = reduced[d] ? red : kept;
-    if (!list.empty() && list.back().second == in.shape[d] * strides[d] &&
-        (d == 0 || reduced[d - 1] == reduced[d]))
-      list.back() = {list.back().first * in.shape[d], strides[d]};
-    else
-      list.push_back({in.shape[d], strides[d]});
-  }
-  if (kept.size() > size_t(kMaxLayoutDims) || red.size() > size_t(kMaxLayoutDims))
+  if (r.kept.size() > size_t(kMaxLayoutDims) ||
+      r.reduced.size() > size_t(kMaxLayoutDims))
     return ctx.error("too many dimensions for the CUDA reduction");
-  p.outNumel = out.numel();
-  p.keptRank = int(kept.size());
-  for (size_t i = 0; i < kept.size(); ++i) {
-    p.keptShape[i] = kept[i].first;
-    p.keptStrides[i] = kept[i].second;
+  ReducePlan p;
+  p.outNumel = r.outNumel;
+  p.keptRank = int(r.kept.size());
+  for (size_t i = 0; i < r.kept.size(); ++i) {
+    p.keptShape[i] = r.kept[i].first;
+    p.keptStrides[i] = r.kept[i].second;
   }
-  p.reducedRank = int(red.size());
-  p.reducedNumel = 1;
-  for (size_t i = 0; i < red.size(); ++i) {
-    p.reducedShape[i] = red[i].first;
-    p.reducedStrides[i] = red[i].second;
-    p.reducedNumel *= red[i].first;
+  p.reducedRank = int(r.reduced.size());
+  for (size_t i = 0; i < r.reduced.size(); ++i) {
+    p.reducedShape[i] = r.reduced[i].first;
+    p.reducedStrides[i] = r.reduced[i].second;
   }
-  p.rowTail = red.size() == 1 && red[0].second == 1;
-  if (in.numel() == 0 && out.numel() > 0)
-    p.reducedNumel = 0;
+  p.reducedNumel = r.reducedNumel;
+  p.rowTail = r.rowTail;
+  p.slices = r.slices;
+  // The slices' partial results: compute-stream scratch.
+  ScratchSlot partials;
+  if (r.scratchBytes > 0) {
+    DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> scratch,
+                          ctx.requestScratch(std::move(set)));
+    partials = scratch.at(0);
+  }
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=] {
-    return launched(prefix,
-                    launchReduce(Op, in.dtype, p, in.data, out.data, st));
+    return launched(prefix, launchReduce(Op, in.dtype, p, in.data, out.data,
+                                         partials.get(), st));
   });
 }
 

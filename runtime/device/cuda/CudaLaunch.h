@@ -233,9 +233,14 @@ struct ReducePlan {
   int64_t reducedNumel = 1;
   /// The reduced dims are one unit-stride run at the end (rows).
   bool rowTail = false;
+  /// Slices of the reduced elements (runtime/exec/CudaScratch.h
+  /// planCudaReduce); more than one: their partial results go to
+  /// `partials` (outNumel * slices * 8 bytes) and a second pass combines.
+  int64_t slices = 1;
 };
 cudaError_t launchReduce(ReduceOp op, DType dtype, const ReducePlan &plan,
-                         const void *in, void *out, cudaStream_t stream);
+                         const void *in, void *out, void *partials,
+                         cudaStream_t stream);
 
 /// argmax / argmin along the middle of [outer, size, inner] into i64 (NaN is
 /// the extreme; the first, or with `last` the last, extreme position).

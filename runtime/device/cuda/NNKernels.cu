@@ -376,17 +376,95 @@ __global__ void reduceRowKernel(ReduceOp op, ReducePlan p, const S *in, S *out) 
   }
 }
 
-/// A thread per output: coalesced when the kept innermost dim is the
-/// input's innermost.
+/// The slice [begin, end) of the reduced elements that slice `s` takes.
+__device__ void sliceRange(const ReducePlan &p, int64_t s, int64_t &begin,
+                           int64_t &end) {
+  const int64_t per = (p.reducedNumel + p.slices - 1) / p.slices;
+  begin = s * per;
+  end = begin + per < p.reducedNumel ? begin + per : p.reducedNumel;
+}
+
+/// rowTail with slices: a block of 256 threads per (output, slice); the
+/// slice's result goes to partial[s * outNumel + o].
+template <typename S>
+__global__ void reduceRowSliceKernel(ReduceOp op, ReducePlan p, const S *in,
+                                     ComputeT<S> *partial) {
+  using A = ComputeT<S>;
+  __shared__ A warpResults[32];
+  for (int64_t b = blockIdx.x; b < p.outNumel * p.slices; b += gridDim.x) {
+    const int64_t o = b / p.slices, s = b % p.slices;
+    int64_t begin, end;
+    sliceRange(p, s, begin, end);
+    const S *row = in + keptOffset(p, o);
+    A acc = reduceIdentity<A>(op);
+    for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x)
+      acc = reduceCombine(op, acc, A(Elem<S>::load(row[k])));
+#pragma unroll
+    for (int sh = 16; sh > 0; sh /= 2)
+      acc = reduceCombine(op, acc, __shfl_xor_sync(0xffffffffu, acc, sh));
+    if (threadIdx.x % 32 == 0)
+      warpResults[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      A total = warpResults[0];
+      for (unsigned w = 1; w < blockDim.x / 32; ++w)
+        total = reduceCombine(op, total, warpResults[w]);
+      partial[s * p.outNumel + o] = total;
+    }
+    __syncthreads();
+  }
+}
+
+/// Everything else: blocks of 32 x 8 threads, threadIdx.x along 32
+/// consecutive outputs (coalesced when the kept innermost dim is the
+/// input's innermost), threadIdx.y along the reduced elements of slice
+/// blockIdx.y. One slice writes the output; several write partial results.
 template <typename S>
 __global__ void reduceColumnKernel(ReduceOp op, ReducePlan p, const S *in,
-                                   S *out) {
+                                   S *out, ComputeT<S> *partial) {
+  using A = ComputeT<S>;
+  __shared__ A lanes[8][33];
+  const int64_t s = blockIdx.y;
+  int64_t begin, end;
+  sliceRange(p, s, begin, end);
+  for (int64_t tile = blockIdx.x; tile * 32 < p.outNumel; tile += gridDim.x) {
+    const int64_t o = tile * 32 + threadIdx.x;
+    A acc = reduceIdentity<A>(op);
+    if (o < p.outNumel) {
+      const S *base = in + keptOffset(p, o);
+      if (p.reducedRank == 1) {
+        const int64_t stride = p.reducedStrides[0];
+        for (int64_t k = begin + threadIdx.y; k < end; k += 8)
+          acc = reduceCombine(op, acc, A(Elem<S>::load(base[k * stride])));
+      } else {
+        for (int64_t k = begin + threadIdx.y; k < end; k += 8)
+          acc = reduceCombine(op, acc,
+                              A(Elem<S>::load(base[reducedOffset(p, k)])));
+      }
+    }
+    lanes[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < p.outNumel) {
+      for (int j = 1; j < 8; ++j)
+        acc = reduceCombine(op, acc, lanes[j][threadIdx.x]);
+      if (p.slices == 1)
+        out[o] = Elem<S>::store(acc);
+      else
+        partial[s * p.outNumel + o] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+/// The second pass: each output combines its slices in slice order.
+template <typename S>
+__global__ void reduceSlicesKernel(ReduceOp op, ReducePlan p,
+                                   const ComputeT<S> *partial, S *out) {
   using A = ComputeT<S>;
   DTCC_GRID_LOOP(o, p.outNumel) {
-    const S *base = in + keptOffset(p, o);
-    A acc = reduceIdentity<A>(op);
-    for (int64_t k = 0; k < p.reducedNumel; ++k)
-      acc = reduceCombine(op, acc, A(Elem<S>::load(base[reducedOffset(p, k)])));
+    A acc = partial[o];
+    for (int64_t s = 1; s < p.slices; ++s)
+      acc = reduceCombine(op, acc, partial[s * p.outNumel + o]);
     out[o] = Elem<S>::store(acc);
   }
 }
@@ -707,21 +785,42 @@ cudaError_t launchCrossEntropyGrad(DType dtype, DType labelType,
 }
 
 cudaError_t launchReduce(ReduceOp op, DType dtype, const ReducePlan &plan,
-                         const void *in, void *out, cudaStream_t s) {
+                         const void *in, void *out, void *partials,
+                         cudaStream_t s) {
   cudaError_t err = cudaErrorInvalidValue;
   visitArithmetic(dtype, [&](auto tag) {
     using S = decltype(tag);
+    using A = ComputeT<S>;
+    static_assert(sizeof(A) <= 8, "partial results are 8-byte slots");
     err = cudaSuccess;
     if (plan.outNumel == 0)
       return;
     const S *is = static_cast<const S *>(in);
     S *os = static_cast<S *>(out);
-    if (plan.rowTail && plan.reducedNumel >= 32) {
-      LaunchConfig c = elementwiseLaunch(plan.outNumel * 32, launchLimits());
+    A *partial = static_cast<A *>(partials);
+    if (plan.slices > 1 && !partial) {
+      err = cudaErrorInvalidValue; // the plan's scratch was not bound
+      return;
+    }
+    const DeviceLimits &limits = launchLimits();
+    if (plan.rowTail && plan.reducedNumel >= 32 && plan.slices == 1) {
+      LaunchConfig c = elementwiseLaunch(plan.outNumel * 32, limits);
       reduceRowKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan, is, os);
+    } else if (plan.rowTail && plan.slices > 1) {
+      const int64_t blocks = std::min<int64_t>(plan.outNumel * plan.slices,
+                                               int64_t(1) << 30);
+      reduceRowSliceKernel<S><<<unsigned(blocks), 256, 0, s>>>(op, plan, is,
+                                                               partial);
     } else {
-      LaunchConfig c = elementwiseLaunch(plan.outNumel, launchLimits());
-      reduceColumnKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan, is, os);
+      const int64_t tiles = std::min<int64_t>((plan.outNumel + 31) / 32,
+                                              int64_t(1) << 30);
+      reduceColumnKernel<S><<<dim3(unsigned(tiles), unsigned(plan.slices)),
+                              dim3(32, 8), 0, s>>>(op, plan, is, os, partial);
+    }
+    if (plan.slices > 1) {
+      LaunchConfig c = elementwiseLaunch(plan.outNumel, limits);
+      reduceSlicesKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan,
+                                                                 partial, os);
     }
     err = cudaGetLastError();
   });

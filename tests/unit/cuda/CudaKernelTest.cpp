@@ -521,6 +521,44 @@ TEST_F(CudaKernels, AdamwRunFusesIntoOneLaunch) {
   EXPECT_EQ(again, got);
 }
 
+/// Reductions of every layout the CUDA backend plans (runtime/exec/
+/// CudaScratch.h planCudaReduce): sliced rows (a whole tensor to a scalar),
+/// sliced columns (a bias gradient), unsliced rows and columns, reduced
+/// dims on both sides of a kept one; the same on a second run.
+TEST_F(CudaKernels, ReductionsOfEveryLayoutMatchTheCpu) {
+  struct Case {
+    std::vector<int64_t> shape, dims;
+  };
+  const Case cases[] = {
+      {{512, 1024}, {0, 1}},    {{64, 128, 256}, {0, 1}}, {{3, 5000, 7}, {1}},
+      {{64, 300}, {1}},         {{2, 3, 4096}, {0, 2}},   {{1000, 33}, {0}},
+      {{7, 1, 9}, {1}},         {{4, 20000}, {1}},
+  };
+  for (const Case &c : cases) {
+    int64_t n = 1;
+    for (int64_t d : c.shape)
+      n *= d;
+    std::vector<int64_t> outShape;
+    for (size_t d = 0; d < c.shape.size(); ++d)
+      if (std::find(c.dims.begin(), c.dims.end(), int64_t(d)) == c.dims.end())
+        outShape.push_back(c.shape[d]);
+    Attrs a;
+    a.set("dims", c.dims);
+    for (const char *k : {"reduce_sum", "reduce_max", "reduce_min"})
+      for (DType t : {DType::kF32, DType::kBF16}) {
+        SCOPED_TRACE(std::string(k) + " " + dtypeName(t) + " of " +
+                     std::to_string(n) + " elements");
+        const bool sum = std::string(k) == "reduce_sum";
+        // Sums of n elements in another order: relative to sqrt(n).
+        const double tol = !sum ? 0
+                           : t == DType::kBF16 ? kBf16Tol
+                                               : std::max(1e-5, 1e-6 * std::sqrt(double(n)));
+        compare(k, a, {{t, c.shape, randomValues(n, 90)}}, {{t, outShape, {}}},
+                tol);
+      }
+  }
+}
+
 /// Deterministic scatter_add: 5000 indices (five tiles of the sort) into
 /// 1000 rows (two 8-bit digits), most of them repeats of 50 rows, some
 /// negative: the sums are the CPU backend's, which adds in index order, to

@@ -234,6 +234,11 @@ Attrs ints(std::vector<std::pair<std::string, int64_t>> values) {
     a.set(k, v);
   return a;
 }
+Attrs dims(std::vector<int64_t> values) {
+  Attrs a;
+  a.set("dims", values);
+  return a;
+}
 
 /// The requests as (use, bytes) pairs.
 std::vector<std::pair<ScratchUse, int64_t>> requests(const KernelContext &ctx,
@@ -281,6 +286,24 @@ TEST(CudaScratch, EveryKernelThatNeedsScratch) {
   EXPECT_EQ(requests(instruction("layer_norm_grad", {{f32, {20000, 3}}}, {},
                                  ints({{"axis", 1}}))),
             (Req{{kCompute, 2 * 64 * 3 * 4}}));
+  // Reductions with few outputs are cut into slices whose partial results
+  // (8 bytes each) a second pass combines. A whole 4M-element tensor to a
+  // scalar (a gradient norm's sum of squares): 256 slices (the cap).
+  EXPECT_EQ(requests(instruction("reduce_sum", {{f32, {4096, 1024}}},
+                                 {{f32, {}}}, dims({0, 1}))),
+            (Req{{kCompute, 1 * 256 * 8}}));
+  // A bias gradient, [8192 tokens, 1024] over the tokens: 32 tiles of 32
+  // outputs, 32 slices of 256 tokens -> 1024 blocks.
+  EXPECT_EQ(requests(instruction("reduce_sum", {{f32, {8, 1024, 1024}}},
+                                 {{f32, {1024}}}, dims({0, 1}))),
+            (Req{{kCompute, 1024 * 32 * 8}}));
+  // Enough outputs, or too few elements to slice: one pass, no scratch.
+  EXPECT_EQ(requests(instruction("reduce_max", {{f32, {4096, 1024}}},
+                                 {{f32, {4096}}}, dims({1}))),
+            Req{});
+  EXPECT_EQ(requests(instruction("reduce_sum", {{f32, {8, 100}}},
+                                 {{f32, {100}}}, dims({0}))),
+            Req{});
   // Collectives: staging only where blocks are not contiguous.
   EXPECT_EQ(requests(instruction("all_gather", {{f32, {4, 6}}},
                                  {{f32, {4, 12}}}, ints({{"dim", 1}})),
