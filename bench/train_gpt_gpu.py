@@ -11,11 +11,13 @@ sequence length and precision in every column:
                  with fp32 parameters and AdamW (fused where available)
   torch.compile  the same, through torch.compile (PyTorch >= 2.0 only)
 
-All use AdamW with global-norm clipping 1.0 and the same naive attention
-(softmax over an explicit causal mask, no flash attention). The weights
-differ (dtcc's come from the zoo's seed), which does not change the work
-done. Step times are medians over the timed steps (dtcc: of its logged
-intervals); tokens/s = batch * seq / step time.
+All use AdamW with global-norm clipping 1.0. PyTorch's attention is
+tests/e2e/torch_models.GPT's (softmax over an explicit causal mask, no flash
+attention); dtcc's is its fused attention op as compiled by default. The
+weights differ (dtcc's are N(0, 0.02) draws made at start-up,
+`--random-init`, as the zoo's files for these sizes would be GBs), which does
+not change the work done. Step times are medians over the timed steps (dtcc:
+of its logged intervals); tokens/s = batch * seq / step time.
 
 MFU = model FLOPs per step / step time / the GPU's peak dense bf16 FLOP/s,
 model FLOPs per token = 6 * (12 L h^2 + V h) + 12 L s h (matmul weights
@@ -24,6 +26,8 @@ The peak comes from the GPU's name (H100/H200/A100/...) or --peak-tflops.
 
   bench/train_gpt_gpu.py [--dtcc build/bin/dtcc] [--models 350m,1.3b]
                          [--steps 20] [--warmup 5] [--peak-tflops 989]
+  bench/train_gpt_gpu.py --prepare DIR      (where dtcc is built: programs only)
+  bench/train_gpt_gpu.py --programs DIR --runner-cuda PATH   (on the GPU machine)
 
 Needs one NVIDIA GPU (exits 2 with a message without one), dtcc built with
 the CUDA backend (dtcc-runner-cuda beside dtcc), and PyTorch with CUDA for
@@ -151,27 +155,45 @@ def torch_status():
     return "", has_compile == "True"
 
 
-def run_dtcc(args, work):
-    """(ms, planned peak) of dtcc, or (None, reason)."""
+def compile_dtcc(args, out_dir):
+    """Compiles the model's training step for the GPU into a bare program
+    (weights drawn at start-up: --random-init): its path, or (None, reason)."""
     m = MODELS[args.model]
-    model = os.path.join(work, f"gpt_{args.model}.onnx")
-    exe = os.path.join(work, f"train_{args.model}")
+    model = os.path.join(out_dir, f"gpt_{args.model}.onnx")
+    prog = os.path.join(out_dir, f"train_{args.model}.prog")
     sizes = [f"--{k}={m[k]}" for k in ("layers", "hidden", "heads", "vocab", "seq", "batch")]
-    for cmd in ([args.dtcc, "zoo", "gpt", *sizes, "--seed", "0", "-o", model],
+    for cmd in ([args.dtcc, "zoo", "gpt", *sizes, "--no-weights", "-o", model],
                 [args.dtcc, "compile", model, "--train", "--target", "cuda", "--dtype",
                  "bf16", "--lr", "1e-4", "--weight-decay", "0.1", "--grad-clip", "1.0",
-                 "-o", exe]):
+                 "--compile-to", "program", "-o", prog]):
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             return None, f"{os.path.basename(cmd[0])} {cmd[1]} failed: " + \
                 (p.stderr.strip().splitlines() or ["?"])[-1][:80]
+    os.remove(model)
+    return prog, ""
+
+
+def run_dtcc(args, work):
+    """(ms, planned peak) of dtcc, or (None, reason)."""
+    if args.programs:
+        prog = os.path.join(args.programs, f"train_{args.model}.prog")
+        if not os.path.exists(prog):
+            return None, f"{prog} was not prepared (--prepare)"
+    else:
+        prog, why = compile_dtcc(args, work)
+        if prog is None:
+            return None, why
     tokens = os.path.join(work, "tokens.bin")
     if not os.path.exists(tokens):
         import numpy as np
         np.random.default_rng(0).integers(0, MODELS["350m"]["vocab"], 4_000_000).astype(
             np.uint16).tofile(tokens)
-    p = subprocess.run([exe, "--data", tokens, "--steps", str(args.warmup + args.steps),
-                        "--log-every", "1"], capture_output=True, text=True)
+    # The weights are normal draws made on the GPU's host at start-up, not
+    # the zoo's (whose files for these sizes are GBs): the same work.
+    p = subprocess.run([args.runner_cuda, "--program", prog, "--data", tokens,
+                        "--steps", str(args.warmup + args.steps), "--log-every", "1",
+                        "--random-init", "0"], capture_output=True, text=True)
     if p.returncode != 0:
         return None, "run failed: " + (p.stderr.strip().splitlines() or ["?"])[-1][:80]
     steps = [(int(s), float(ms)) for s, ms in
@@ -192,11 +214,29 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="the GPU's dense bf16 peak, when its name is not known here")
+    ap.add_argument("--impls", default="dtcc,eager,compile",
+                    help="which columns to run: dtcc, eager, compile (comma-separated)")
+    ap.add_argument("--runner-cuda", help="dtcc-runner-cuda (default: beside --dtcc)")
+    ap.add_argument("--prepare", metavar="DIR",
+                    help="only compile dtcc's programs into DIR (no GPU needed), for "
+                         "a GPU machine without dtcc's compiler")
+    ap.add_argument("--programs", metavar="DIR",
+                    help="run the programs --prepare wrote to DIR instead of compiling")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_child:
         return torch_child(args)
+    args.runner_cuda = args.runner_cuda or os.path.join(os.path.dirname(args.dtcc),
+                                                        "dtcc-runner-cuda")
+    if args.prepare:
+        os.makedirs(args.prepare, exist_ok=True)
+        for args.model in args.models.split(","):
+            prog, why = compile_dtcc(args, args.prepare)
+            if prog is None:
+                raise SystemExit(f"error: {args.model}: {why}")
+            print("prepared", prog)
+        return 0
 
     name, why = gpu_name()
     if name is None:
@@ -220,16 +260,23 @@ def main():
             m = MODELS[args.model]
             tokens = m["batch"] * m["seq"]
             flops = flops_per_token(m) * tokens
-            results = [("dtcc", *run_dtcc(args, work))]
-            for f in os.listdir(work):  # model files of GBs: one size at a time
+            impls = set(args.impls.split(","))
+            results = [("dtcc", *run_dtcc(args, work))] if "dtcc" in impls else []
+            for f in os.listdir(work):  # one size's program at a time
                 if f != "tokens.bin":
                     os.remove(os.path.join(work, f))
-            if no_torch:
+            if not impls & {"eager", "compile"}:
+                pass
+            elif no_torch:
                 results += [("torch eager", None, no_torch)]
             else:
-                ms, mem = run_torch(args, "eager")
-                results.append(("torch eager", ms, mem if ms is None else f"{mem / 2**30:.1f} GiB"))
-                if has_compile:
+                if "eager" in impls:
+                    ms, mem = run_torch(args, "eager")
+                    results.append(("torch eager", ms,
+                                    mem if ms is None else f"{mem / 2**30:.1f} GiB"))
+                if "compile" not in impls:
+                    pass
+                elif has_compile:
                     ms, mem = run_torch(args, "compile")
                     results.append(("torch.compile", ms,
                                     mem if ms is None else f"{mem / 2**30:.1f} GiB"))

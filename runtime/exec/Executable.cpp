@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <functional>
+#include <random>
 #include <set>
 
 namespace dtcc::runtime {
@@ -201,6 +203,8 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
       DTCC_RETURN_IF_ERROR(writeBuffer(view, data + var.init().offset()));
     } else {
       hasInitialValues_ &= var.zero_init();
+      if (!var.zero_init())
+        withoutData_.push_back(variables_.size());
       if (isHostMemory(view.data))
         std::memset(view.data, 0, size_t(view.sizeInBytes()));
       else
@@ -367,6 +371,43 @@ Status Executable::readBuffer(const TensorView &view, void *dst) const {
     return Status::ok();
   }
   return device_.copyDeviceToHost(dst, view.data, view.sizeInBytes());
+}
+
+Status Executable::randomizeVariablesWithoutData(uint64_t seed,
+                                                 double stddev) {
+  for (size_t i : withoutData_) {
+    const auto &[name, view] = variables_[i];
+    std::seed_seq seq{seed, uint64_t(std::hash<std::string>{}(name))};
+    std::mt19937_64 gen(seq);
+    std::normal_distribution<float> normal(0.0f, float(stddev));
+    int64_t n = view.numel();
+    std::vector<uint8_t> host(size_t(view.sizeInBytes()));
+    switch (view.dtype) {
+    case DType::kF32:
+      for (int64_t k = 0; k < n; ++k)
+        reinterpret_cast<float *>(host.data())[k] = normal(gen);
+      break;
+    case DType::kF64:
+      for (int64_t k = 0; k < n; ++k)
+        reinterpret_cast<double *>(host.data())[k] = normal(gen);
+      break;
+    case DType::kBF16:
+      for (int64_t k = 0; k < n; ++k)
+        reinterpret_cast<uint16_t *>(host.data())[k] = floatToBf16(normal(gen));
+      break;
+    case DType::kF16:
+      for (int64_t k = 0; k < n; ++k)
+        reinterpret_cast<uint16_t *>(host.data())[k] = floatToHalf(normal(gen));
+      break;
+    default:
+      continue; // integer variables (step counters) keep zero
+    }
+    DTCC_RETURN_IF_ERROR(writeBuffer(view, host.data())
+                             .withContext("variable '" + name + "'"));
+  }
+  if (!withoutData_.empty())
+    hasInitialValues_ = true;
+  return Status::ok();
 }
 
 Status Executable::writeBuffer(const TensorView &view, const void *src) {

@@ -124,6 +124,13 @@ public:
     return variables_;
   }
   bool hasInitialValues() const { return hasInitialValues_; }
+  /// Fills every variable the program holds no data for (compiled from a
+  /// model without weights, `dtcc zoo --no-weights`) with normal draws of
+  /// standard deviation `stddev`, seeded by `seed` and the variable's name
+  /// (so replicas on every rank agree); variables that start at zero by
+  /// definition (optimizer state) stay zero. For running models too large
+  /// to carry their weights, e.g. to time them.
+  Status randomizeVariablesWithoutData(uint64_t seed, double stddev);
   /// How a variable is split over the mesh; null when every rank holds it
   /// whole.
   const format::Sharding *variableSharding(const std::string &name) const {
@@ -185,6 +192,8 @@ private:
   std::vector<Function> functions_;
   std::vector<std::pair<std::string, TensorView>> variables_;
   bool hasInitialValues_ = true;
+  /// Indices into variables_ of those with neither data nor zero_init.
+  std::vector<size_t> withoutData_;
   bool profiling_ = false;
   std::map<std::string, KernelProfile> profile_;
   bool tracing_ = false;

@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,6 +49,8 @@ struct Options {
   /// --trace: a Chrome trace of every kernel run ("%r": the rank).
   std::string tracePath;
   int repeat = 1;
+  /// --random-init S: variables without data drawn from seed S.
+  std::optional<uint64_t> randomInit;
   /// --collective-timeout: seconds; 0: DTCC_COLLECTIVE_TIMEOUT or 300.
   double collectiveTimeout = 0;
   /// Flags that choose inference mode on a training program.
@@ -113,16 +116,22 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
       DTCC_ASSIGN_OR_RETURN(std::string v, value("--steps"));
       DTCC_ASSIGN_OR_RETURN(opts.train.steps, parseCount("--steps", v, 1));
       opts.trainFlag = "--steps";
-    } else if (is("--seed")) {
-      DTCC_ASSIGN_OR_RETURN(std::string v, value("--seed"));
+    } else if (is("--seed") || is("--random-init")) {
+      const char *flagName = is("--seed") ? "--seed" : "--random-init";
+      const std::string flag = flagName;
+      DTCC_ASSIGN_OR_RETURN(std::string v, value(flagName));
       char *end = nullptr;
       errno = 0;
       unsigned long long seed = std::strtoull(v.c_str(), &end, 10);
       if (v.empty() || v[0] == '-' || *end != '\0' || errno != 0)
-        return invalidArgument("--seed expects an unsigned integer, got '", v,
+        return invalidArgument(flag, " expects an unsigned integer, got '", v,
                                "'");
-      opts.train.seed = seed;
-      opts.trainFlag = "--seed";
+      if (flag == "--random-init") {
+        opts.randomInit = seed;
+      } else {
+        opts.train.seed = seed;
+        opts.trainFlag = "--seed";
+      }
     } else if (is("--log-every")) {
       DTCC_ASSIGN_OR_RETURN(std::string v, value("--log-every"));
       DTCC_ASSIGN_OR_RETURN(opts.train.logEvery,
@@ -231,6 +240,10 @@ void printHelp(const char *argv0, const format::Program *program,
       "                        in FILE is the rank (several ranks without\n"
       "                        it: FILE.rank<N>)\n"
       "  --stats               report the memory plan\n"
+      "  --random-init S       a program compiled without weights (dtcc\n"
+      "                        zoo --no-weights) starts from N(0, 0.02)\n"
+      "                        draws of seed S instead of zeros (to time\n"
+      "                        models too large to carry their weights)\n"
       "  --program FILE        run the program in FILE (bare runner only)\n"
       "  --collective-timeout S  seconds a collective may wait for its peers\n"
       "                        before the job ends (mesh programs; default\n"
@@ -824,6 +837,16 @@ int runnerMain(int argc, char **argv) {
   if (!created.isOk())
     return fail(created.status().withContext("loading the program"));
   Executable &exe = *created.value();
+  if (opts.randomInit) {
+    if (exe.hasInitialValues())
+      return fail(invalidArgument("--random-init: the program holds its "
+                                  "weights (it is for programs compiled "
+                                  "without them, e.g. dtcc zoo --no-weights)"));
+    // GPT-2's initialisation scale; for timing and smoke runs.
+    if (Status s = exe.randomizeVariablesWithoutData(*opts.randomInit, 0.02);
+        !s.isOk())
+      return fail(s.withContext("--random-init"));
+  }
   residentPhases.loaded = processPeakRss();
   activeDevice = device.get();
   if (Status order = exe.verifyCollectiveOrder(); !order.isOk())
