@@ -1,0 +1,44 @@
+#!/bin/bash
+# Packs what a GPU machine without dtcc's compiler needs to check the CUDA
+# backend (scripts/gpu_checks.sh runs it there):
+#   KIT/kit.tar.xz   the CUDA runner, calibration tool and CUDA unit tests
+#                    (stripped) with the shared libraries they take from
+#                    Debian (OpenBLAS, oneDNN, Open MPI, protobuf...), not the
+#                    C/C++ runtime or CUDA's own (the GPU machine has those)
+#   KIT/cases/       tests/e2e/cuda_checks.py --prepare: the GPU programs of
+#                    its cases and their CPU reference losses
+#   KIT/bench/       bench/train_gpt_gpu.py --prepare: the MFU benchmark's
+#                    programs
+# Usage: scripts/gpu_kit.sh BUILD_DIR KIT_DIR
+set -euo pipefail
+build=$(cd "${1:?usage: gpu_kit.sh BUILD_DIR KIT_DIR}" && pwd)
+kit=${2:?usage: gpu_kit.sh BUILD_DIR KIT_DIR}
+src=$(cd "$(dirname "$0")/.." && pwd)
+bins="dtcc-runner-cuda dtcc-calibrate-cuda DtccCudaHostTests DtccCudaKernelTests
+      DtccCudaConvTests DtccCudaNormPoolTests DtccCudaTensorOpTests
+      DtccCudaGeneratedKernelTests DtccCudaCalibrateTests DtccGpuKernelModuleTests"
+for b in $bins; do
+  [ -x "$build/bin/$b" ] || { echo "error: $build/bin/$b is missing (build with the CUDA toolkit)" >&2; exit 1; }
+done
+rm -rf "$kit" && mkdir -p "$kit"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+for b in $bins; do
+  cp "$build/bin/$b" "$stage/bin/" && strip "$stage/bin/$b"
+done
+# Debian's libraries the binaries load; glibc, the C++ runtime and CUDA's
+# libraries (cudart, cuBLAS, cuDNN, NCCL) come from the GPU machine.
+for b in $bins; do ldd "$build/bin/$b"; done | awk '/=> \// {print $1, $3}' | sort -u |
+  grep -Ev '^(libc|libm|libdl|libpthread|librt|libmvec|libstdc\+\+|libgcc_s)\.so|^libcu|^libnccl' |
+  while read -r name path; do cp -L "$path" "$stage/lib/$name"; done
+# The generated GPU kernel modules DtccCudaGeneratedKernelTests loads.
+cp -r "$build/tests/unit/cuda/generated-kernels" "$stage/gpumod"
+echo "kit: packing $(du -sh "$stage" | cut -f1) of binaries and libraries"
+tar -C "$stage" -cf - bin lib gpumod | xz -6 --lzma2=preset=6,dict=256MiB -T1 > "$kit/kit.tar.xz"
+/usr/bin/python3 "$src/tests/e2e/cuda_checks.py" --dtcc "$build/bin/dtcc" --prepare "$kit/cases" 2>&1 |
+  grep -v Warning | grep -v '^  _C\.' || true
+[ -f "$kit/cases/manifest.json" ] || { echo "error: cuda_checks.py --prepare failed" >&2; exit 1; }
+find "$kit/cases" \( -name model.onnx -o -name cpu.dump \) -prune -exec rm -rf {} +
+/usr/bin/python3 "$src/bench/train_gpt_gpu.py" --dtcc "$build/bin/dtcc" --prepare "$kit/bench"
+du -sh "$kit"
