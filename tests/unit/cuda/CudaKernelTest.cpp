@@ -230,6 +230,31 @@ TEST_F(CudaKernels, AddBroadcast) {
           {{DType::kF32, {64, 33}, {}}}, kF32Tol);
 }
 
+/// More elements than the grid has threads (132 SMs x 32 blocks x 256 on
+/// an H100): every element kernel's trips of kUnroll elements, the last
+/// one partial, for binary, unary, cast and copy (transpose) kernels.
+TEST_F(CudaKernels, ElementwiseBeyondOneGridOfThreads) {
+  const std::vector<int64_t> shape{3, 1021, 1031};
+  const int64_t n = 3 * 1021 * 1031;
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtypeName(t));
+    const double tol = t == DType::kBF16 ? kBf16Tol : kF32Tol;
+    for (const char *k : {"add", "div", "mul"})
+      compare(k, Attrs(), {{t, shape, randomValues(n, 11)},
+                           {t, shape, randomValues(n, 12, 2)}},
+              {{t, shape, {}}}, tol);
+    compare("exp", Attrs(), {{t, shape, randomValues(n, 13)}}, {{t, shape, {}}},
+            tol);
+    Attrs perm;
+    perm.set("perm", std::vector<int64_t>{2, 0, 1});
+    compare("transpose", perm, {{t, shape, randomValues(n, 14)}},
+            {{t, {1031, 3, 1021}, {}}}, 0);
+  }
+  Attrs to;
+  compare("cast", to, {{DType::kF32, shape, randomValues(n, 15)}},
+          {{DType::kBF16, shape, {}}}, 0);
+}
+
 TEST_F(CudaKernels, Gelu) {
   for (const char *approx : {"none", "tanh"}) {
     Attrs a;
