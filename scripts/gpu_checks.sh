@@ -5,13 +5,14 @@
 # CPU backend), `dtcc calibrate --device cuda` and bench/train_gpt_gpu.py
 # (beside PyTorch eager and torch.compile when PyTorch has CUDA).
 # Usage: scripts/gpu_checks.sh KIT_DIR OUT_DIR [steps...]
-#   steps: info unit cases calibrate bench profile (default: all, in order)
+#   steps: info unit cases conformance calibrate bench profile (default: all,
+#   in order)
 # Writes OUT_DIR/log.txt (everything), OUT_DIR/calibration.json.
 set -uo pipefail
 kit=$(cd "${1:?usage: gpu_checks.sh KIT_DIR OUT_DIR}" && pwd)
 out=${2:?usage: gpu_checks.sh KIT_DIR OUT_DIR}
 shift 2
-steps=${*:-info unit cases calibrate bench profile}
+steps=${*:-info unit cases conformance calibrate bench profile}
 src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 exec > >(tee -a "$out/log.txt") 2>&1
@@ -50,6 +51,12 @@ for step in $steps; do
     section "training steps against the CPU backend"
     timeout 300 python3 "$src/tests/e2e/cuda_checks.py" --check "$kit/cases" \
       --runner-cuda "$k/bin/dtcc-runner-cuda" || fails=$((fails + 1)) ;;
+  conformance)
+    section "ONNX node tests with --target cuda"
+    rm -rf /tmp/dtcc-gpu-conf && mkdir -p /tmp/dtcc-gpu-conf &&
+      tar -C /tmp/dtcc-gpu-conf -xJf "$kit/conformance.tar.xz"
+    timeout 400 python3 "$src/tests/conformance/run_onnx_node_tests.py" --check /tmp/dtcc-gpu-conf/conformance \
+      --runner "$k/bin/dtcc-runner-cuda" --jobs 16 || fails=$((fails + 1)) ;;
   calibrate)
     section "dtcc calibrate --device cuda"
     timeout 300 "$k/bin/dtcc-calibrate-cuda" --no-collectives -o "$out/calibration.json" ||

@@ -28,6 +28,7 @@ expected-pass file does not pass (the floor: no silent regressions).
 import argparse
 import collections
 import concurrent.futures
+import json
 import os
 import re
 import shutil
@@ -185,9 +186,10 @@ def random_dropout(model, data_set):
     return False
 
 
-def run_test(args, test_dir):
-    """Returns (status, detail) with status in passed/failed/skipped."""
-    name = os.path.basename(test_dir)
+def compile_test(args, test_dir, work):
+    """Compiles a test's model for each of its data sets: ("planned", plans)
+    with one plan per data set (the program, its inputs and the expected
+    outputs), or ("skipped"/"failed", detail)."""
     model = onnx.load(os.path.join(test_dir, "model.onnx"))
     if any(random_dropout(model, ds) for ds in data_sets(test_dir)):
         return "skipped", ("feature", ["random dropout mask (numpy's generator)"])
@@ -196,61 +198,126 @@ def run_test(args, test_dir):
     input_types = declared_types(model.graph.input)
     output_types = declared_types(model.graph.output)
     BF16 = onnx.TensorProto.BFLOAT16
+    target = ["--target", args.target, "--compile-to", "program"] \
+        if args.target != "cpu" else []
+    plans = []
+    for n_ds, ds in enumerate(data_sets(test_dir)):
+        in_files = numbered(ds, "input_")
+        by_name = {inputs[i]: os.path.join(ds, f) for i, f in enumerate(in_files)
+                   if i < len(inputs)}
+        for n, path in list(by_name.items()):
+            if input_types.get(n) == BF16:
+                by_name[n] = as_bf16_file(path, os.path.join(work, f"{n_ds}.{n}.bf16.pb"))
+        shapes = []
+        for n, path in by_name.items():
+            dims = "x".join(str(d) for d in load_pb(path).dims)
+            shapes += ["--input-shape", f"{n}={dims}"]
+        binds = []
+        exe = os.path.join(work, f"model{n_ds}" + (".prog" if target else ""))
+        while True:
+            cmd = [args.dtcc, "compile", os.path.join(test_dir, "model.onnx"),
+                   "-o", exe] + target + shapes + binds
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if p.returncode == 0:
+                break
+            wanted = [b for b in BIND_HINT.findall(p.stderr) if b in by_name]
+            new = [b for b in wanted if f"{b}={by_name[b]}" not in binds]
+            if not new:
+                rejected = classify_rejection(p.stderr)
+                if rejected:
+                    return "skipped", rejected
+                return "failed", "compile: " + p.stderr.strip()
+            for b in new:
+                binds += ["--bind", f"{b}={by_name[b]}"]
+                # A bound input is no longer an input: drop its shape flag.
+                i = shapes.index(f"{b}={'x'.join(str(d) for d in load_pb(by_name[b]).dims)}")
+                del shapes[i - 1:i + 1]
+        bound = {b.split("=", 1)[0] for b in binds[1::2]}
+        plans.append({
+            "data_set": os.path.basename(ds), "program": exe,
+            "inputs": {n: path for n, path in by_name.items() if n not in bound},
+            "outputs": [(outputs[i], os.path.join(ds, f), output_types.get(outputs[i]) == BF16)
+                        for i, f in enumerate(numbered(ds, "output_"))]})
+    return "planned", plans
+
+
+def run_plans(args, plans, work):
+    """Runs compiled data sets and compares their outputs: (status, detail)."""
+    for n_ds, plan in enumerate(plans):
+        out_dir = os.path.join(work, f"out{n_ds}")
+        cmd = ([args.runner, "--program", plan["program"]] if args.target != "cpu"
+               else [plan["program"]]) + ["--output-dir", out_dir]
+        for n, path in plan["inputs"].items():
+            cmd += ["--input", f"{n}={path}"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            return "failed", "run: " + p.stderr.strip()
+        for out_name, expected_path, bf16 in plan["outputs"]:
+            expected = numpy_helper.to_array(load_pb(expected_path))
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", out_name) or "output"
+            actual_path = os.path.join(out_dir, safe + ".pb")
+            if not os.path.exists(actual_path):
+                return "failed", f"output '{out_name}' was not written"
+            actual = numpy_helper.to_array(load_pb(actual_path))
+            reason = compare(out_name, expected, actual, bf16=bf16)
+            if reason:
+                return "failed", f"{plan['data_set']}: {reason}"
+    return "passed", None
+
+
+def run_test(args, test_dir):
+    """Returns (status, detail) with status in passed/failed/skipped."""
+    name = os.path.basename(test_dir)
     work = tempfile.mkdtemp(prefix=name + ".", dir=args.work_dir)
     try:
-        for ds in data_sets(test_dir):
-            in_files = numbered(ds, "input_")
-            by_name = {inputs[i]: os.path.join(ds, f) for i, f in enumerate(in_files)
-                       if i < len(inputs)}
-            for n, path in list(by_name.items()):
-                if input_types.get(n) == BF16:
-                    by_name[n] = as_bf16_file(path, os.path.join(work, n + ".bf16.pb"))
-            shapes = []
-            for n, path in by_name.items():
-                dims = "x".join(str(d) for d in load_pb(path).dims)
-                shapes += ["--input-shape", f"{n}={dims}"]
-            binds = []
-            exe = os.path.join(work, "model")
-            while True:
-                cmd = [args.dtcc, "compile", os.path.join(test_dir, "model.onnx"),
-                       "-o", exe] + shapes + binds
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-                if p.returncode == 0:
-                    break
-                wanted = [b for b in BIND_HINT.findall(p.stderr) if b in by_name]
-                new = [b for b in wanted if f"{b}={by_name[b]}" not in binds]
-                if not new:
-                    rejected = classify_rejection(p.stderr)
-                    if rejected:
-                        return "skipped", rejected
-                    return "failed", "compile: " + p.stderr.strip()
-                for b in new:
-                    binds += ["--bind", f"{b}={by_name[b]}"]
-                    # A bound input is no longer an input: drop its shape flag.
-                    i = shapes.index(f"{b}={'x'.join(str(d) for d in load_pb(by_name[b]).dims)}")
-                    del shapes[i - 1:i + 1]
-            bound = {b.split("=", 1)[0] for b in binds[1::2]}
-            out_dir = os.path.join(work, "out")
-            cmd = [exe, "--output-dir", out_dir]
-            for n, path in by_name.items():
-                if n not in bound:
-                    cmd += ["--input", f"{n}={path}"]
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-            if p.returncode != 0:
-                return "failed", "run: " + p.stderr.strip()
-            for i, f in enumerate(numbered(ds, "output_")):
-                expected = numpy_helper.to_array(load_pb(os.path.join(ds, f)))
-                out_name = outputs[i]
-                safe = re.sub(r"[^A-Za-z0-9._-]", "_", out_name) or "output"
-                actual_path = os.path.join(out_dir, safe + ".pb")
-                if not os.path.exists(actual_path):
-                    return "failed", f"output '{out_name}' was not written"
-                actual = numpy_helper.to_array(load_pb(actual_path))
-                reason = compare(out_name, expected, actual,
-                                 bf16=output_types.get(out_name) == BF16)
-                if reason:
-                    return "failed", f"{os.path.basename(ds)}: {reason}"
-        return "passed", None
+        status, plans = compile_test(args, test_dir, work)
+        if status != "planned":
+            return status, plans
+        return run_plans(args, plans, work)
+    except subprocess.TimeoutExpired as e:
+        return "failed", f"timeout: {' '.join(e.cmd[:2])}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def prepare_test(args, test_dir):
+    """--prepare: compiles a test into args.prepare/<test>/ with copies of
+    its inputs and expected outputs; returns its manifest entry."""
+    name = os.path.basename(test_dir)
+    work = os.path.join(args.prepare, name)
+    os.makedirs(work, exist_ok=True)
+    try:
+        status, plans = compile_test(args, test_dir, work)
+    except subprocess.TimeoutExpired as e:
+        status, plans = "failed", f"timeout: {' '.join(e.cmd[:2])}"
+    if status != "planned":
+        shutil.rmtree(work, ignore_errors=True)
+        return {"status": status, "detail": plans}
+    for n_ds, plan in enumerate(plans):
+        def keep(path, tag):
+            dst = os.path.join(work, f"{n_ds}.{tag}.pb")
+            shutil.copyfile(path, dst)
+            return os.path.relpath(dst, args.prepare)
+        plan["program"] = os.path.relpath(plan["program"], args.prepare)
+        plan["inputs"] = {n: keep(path, "in" + str(i))
+                          for i, (n, path) in enumerate(sorted(plan["inputs"].items()))}
+        plan["outputs"] = [(n, keep(path, "out" + str(i)), bf16)
+                           for i, (n, path, bf16) in enumerate(plan["outputs"])]
+    return {"status": "planned", "plans": plans}
+
+
+def check_test(args, entry, root):
+    """--check: runs one prepared test."""
+    if entry["status"] != "planned":
+        detail = entry["detail"]
+        return entry["status"], tuple(detail) if isinstance(detail, list) else detail
+    plans = [dict(p, program=os.path.join(root, p["program"]),
+                  inputs={n: os.path.join(root, f) for n, f in p["inputs"].items()},
+                  outputs=[(n, os.path.join(root, f), b) for n, f, b in p["outputs"]])
+             for p in entry["plans"]]
+    work = tempfile.mkdtemp(prefix="check.", dir=args.work_dir)
+    try:
+        return run_plans(args, plans, work)
     except subprocess.TimeoutExpired as e:
         return "failed", f"timeout: {' '.join(e.cmd[:2])}"
     finally:
@@ -378,8 +445,16 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dtcc", required=True, help="path to the dtcc executable")
-    parser.add_argument("--runner", help="path to dtcc-runner (default: beside --dtcc)")
+    parser.add_argument("--dtcc", help="path to the dtcc executable (needed unless --check)")
+    parser.add_argument("--runner", help="path to dtcc-runner, or dtcc-runner-cuda with "
+                                         "--target cuda (default: beside --dtcc)")
+    parser.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
+                        help="compile for and run on this device (cuda: forward tests only)")
+    parser.add_argument("--prepare", metavar="DIR",
+                        help="only compile the tests into DIR (programs, inputs, expected "
+                             "outputs, manifest.json), e.g. for a GPU machine without dtcc")
+    parser.add_argument("--check", metavar="DIR",
+                        help="run the tests a --prepare wrote to DIR with --runner")
     parser.add_argument("--data", default=DEFAULT_DATA, help="ONNX node test directory")
     parser.add_argument("--filter", default="", help="regex on test names")
     parser.add_argument("--suite", choices=["node", "grad", "all"], default="node",
@@ -400,18 +475,44 @@ def main():
                         help="keep the gradient checks' models and programs (the "
                              "directory is printed)")
     args = parser.parse_args()
-    args.runner = args.runner or os.path.join(os.path.dirname(args.dtcc), "dtcc-runner")
-
-    tests = sorted(d for d in os.listdir(args.data)
-                   if re.search(args.filter, d) and
-                   os.path.exists(os.path.join(args.data, d, "model.onnx")))
+    if not args.dtcc and not args.check:
+        parser.error("--dtcc is needed unless --check DIR is given")
+    if args.target != "cpu" and args.suite != "node":
+        parser.error("--target cuda runs the forward tests only (--suite node)")
+    if args.check and not args.runner:
+        parser.error("--check needs --runner (dtcc-runner-cuda for a cuda --prepare)")
+    if not args.runner:
+        args.runner = os.path.join(os.path.dirname(args.dtcc), "dtcc-runner" +
+                                   ("-cuda" if args.target == "cuda" else ""))
+    if args.prepare:
+        args.prepare = os.path.abspath(args.prepare)
+    manifest = {}
+    if args.check:
+        args.check = os.path.abspath(args.check)
+        with open(os.path.join(args.check, "manifest.json")) as f:
+            manifest = json.load(f)
+        args.target = manifest.pop("__target__", args.target)
+        tests = sorted(t for t in manifest if re.search(args.filter, t))
+    else:
+        tests = sorted(d for d in os.listdir(args.data)
+                       if re.search(args.filter, d) and
+                       os.path.exists(os.path.join(args.data, d, "model.onnx")))
     args.work_dir = tempfile.mkdtemp(prefix="dtcc-onnx-node.")
     forward, grad = {}, {}
     start = time.monotonic()
+
+    def one(t):
+        if args.prepare:
+            entry = prepare_test(args, os.path.join(args.data, t))
+            manifest[t] = entry
+            status = "passed" if entry["status"] == "planned" else entry["status"]
+            return (status, entry.get("detail")), None, 0.0, None
+        if args.check:
+            return check_test(args, manifest[t], args.check), None, 0.0, None
+        return run_one(args, os.path.join(args.data, t))
     try:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            futures = {pool.submit(run_one, args, os.path.join(args.data, t)): t
-                       for t in tests}
+            futures = {pool.submit(one, t): t for t in tests}
             for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 t = futures[fut]
                 forward[t], g, seconds, stats = fut.result()
@@ -436,6 +537,17 @@ def main():
         else:
             shutil.rmtree(args.work_dir, ignore_errors=True)
 
+    if args.prepare:
+        manifest["__target__"] = args.target
+        with open(os.path.join(args.prepare, "manifest.json"), "w") as f:
+            json.dump(manifest, f)
+        counts = collections.Counter(s for s, _ in forward.values())
+        print(f"conformance: prepared {counts['passed']} tests for --target "
+              f"{args.target} in {args.prepare} ({counts['skipped']} skipped, "
+              f"{counts['failed']} failed to compile)")
+        for t in sorted(t for t, (s, _) in forward.items() if s == "failed"):
+            print(f"FAILED {t}: {forward[t][1]}")
+        return 0 if not counts["failed"] else 1
     green = True
     if args.suite in ("node", "all"):
         green &= report("onnx-node", forward, args.expected_node, args, tests)
