@@ -109,8 +109,16 @@ StatusOr<KernelFn> buildUnary(CudaDevice &dev, const KernelContext &ctx,
 /// the types the CUDA backend does not instantiate).
 enum class BinaryTypes { kNumeric, kFloats, kIntsAndBool, kInts };
 
+/// The integer types of the binary kernels: every width, signed and
+/// unsigned, as on the CPU (ONNX's Add, Div, Mod, Max, BitShift... of uint8).
 bool isCudaIntType(DType dtype) {
-  return dtype == DType::kI32 || dtype == DType::kI64;
+  switch (dtype) {
+  case DType::kI8: case DType::kI16: case DType::kI32: case DType::kI64:
+  case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64:
+    return true;
+  default:
+    return false;
+  }
 }
 
 /// The float types of softmax, norms, cross-entropy and dropout: f32, f16
@@ -128,7 +136,9 @@ StatusOr<KernelFn> buildBinary(CudaDevice &dev, const KernelContext &ctx,
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, a.dtype, "output 0"));
   bool ok = false;
   switch (types) {
-  case BinaryTypes::kNumeric: ok = isCudaArithmeticType(a.dtype); break;
+  case BinaryTypes::kNumeric:
+    ok = isCudaArithmeticType(a.dtype) || isCudaIntType(a.dtype);
+    break;
   case BinaryTypes::kFloats:
     ok = isCudaFloatType(a.dtype) || a.dtype == DType::kF64;
     break;

@@ -101,10 +101,14 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
     }
   } else if constexpr (std::is_integral_v<C>) {
     using U = std::make_unsigned_t<C>;
+    // Wrapping arithmetic in an unsigned type no narrower than unsigned
+    // int (8- and 16-bit operands would promote to a signed int, whose
+    // overflow is undefined), truncated to C.
+    using W = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, U>;
     switch (op) {
-    case BinaryOp::kAdd: return C(U(a) + U(b));
-    case BinaryOp::kSub: return C(U(a) - U(b));
-    case BinaryOp::kMul: return C(U(a) * U(b));
+    case BinaryOp::kAdd: return C(W(U(a)) + W(U(b)));
+    case BinaryOp::kSub: return C(W(U(a)) - W(U(b)));
+    case BinaryOp::kMul: return C(W(U(a)) * W(U(b)));
     // A zero divisor gives 0 here; binaryKernel records the error, which
     // synchronize reports as the CPU backend does.
     case BinaryOp::kDiv:
@@ -112,7 +116,7 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
         return C(0);
       if constexpr (std::is_signed_v<C>)
         if (b == C(-1))
-          return C(U(0) - U(a)); // INT_MIN / -1 wraps
+          return C(W(0) - W(U(a))); // INT_MIN / -1 wraps
       return C(a / b);
     case BinaryOp::kPow: {
       // Exponentiation by squaring, wrapping; a negative exponent gives 0
@@ -126,7 +130,8 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
           return C(0);
         }
       }
-      U result = 1, base = U(a), e = U(b);
+      W result = 1, base = W(U(a));
+      U e = U(b);
       while (e) {
         if (e & 1)
           result *= base;
@@ -740,7 +745,7 @@ cudaError_t launchBinary(BinaryOp op, DType dtype, const Layout &l, void *out,
   if (dtype == DType::kBool)
     run(bool{});
   else
-    visitArithmetic(dtype, run);
+    visitNumeric(dtype, run);
   return err;
 }
 

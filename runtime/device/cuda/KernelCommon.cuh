@@ -166,6 +166,19 @@ template <typename Fn> bool visitArithmetic(DType dtype, Fn &&fn) {
   default: return visitFloat(dtype, fn);
   }
 }
+/// visitArithmetic plus the 8- and 16-bit and unsigned integers (the
+/// binary kernels).
+template <typename Fn> bool visitNumeric(DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::kI8: fn(int8_t{}); return true;
+  case DType::kI16: fn(int16_t{}); return true;
+  case DType::kU8: fn(uint8_t{}); return true;
+  case DType::kU16: fn(uint16_t{}); return true;
+  case DType::kU32: fn(uint32_t{}); return true;
+  case DType::kU64: fn(uint64_t{}); return true;
+  default: return visitArithmetic(dtype, fn);
+  }
+}
 /// Calls fn(U{}) with an unsigned type of `bytes` bytes.
 template <typename Fn> bool visitBytes(int bytes, Fn &&fn) {
   switch (bytes) {

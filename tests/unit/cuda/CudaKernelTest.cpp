@@ -42,6 +42,12 @@ double toDouble(DType d, const uint8_t *p, int64_t i) {
   case DType::kF16: return halfToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
   case DType::kI64: return double(reinterpret_cast<const int64_t *>(p)[i]);
   case DType::kI32: return double(reinterpret_cast<const int32_t *>(p)[i]);
+  case DType::kI16: return double(reinterpret_cast<const int16_t *>(p)[i]);
+  case DType::kI8: return double(reinterpret_cast<const int8_t *>(p)[i]);
+  case DType::kU8: return double(p[i]);
+  case DType::kU16: return double(reinterpret_cast<const uint16_t *>(p)[i]);
+  case DType::kU32: return double(reinterpret_cast<const uint32_t *>(p)[i]);
+  case DType::kU64: return double(reinterpret_cast<const uint64_t *>(p)[i]);
   case DType::kF64: return reinterpret_cast<const double *>(p)[i];
   case DType::kBool: return p[i] ? 1 : 0;
   default: return reinterpret_cast<const float *>(p)[i];
@@ -53,6 +59,12 @@ void fromFloat(DType d, uint8_t *p, int64_t i, float v) {
   case DType::kF16: reinterpret_cast<uint16_t *>(p)[i] = floatToHalf(v); break;
   case DType::kI64: reinterpret_cast<int64_t *>(p)[i] = int64_t(v); break;
   case DType::kI32: reinterpret_cast<int32_t *>(p)[i] = int32_t(v); break;
+  case DType::kI16: reinterpret_cast<int16_t *>(p)[i] = int16_t(v); break;
+  case DType::kI8: reinterpret_cast<int8_t *>(p)[i] = int8_t(v); break;
+  case DType::kU8: p[i] = uint8_t(v); break;
+  case DType::kU16: reinterpret_cast<uint16_t *>(p)[i] = uint16_t(v); break;
+  case DType::kU32: reinterpret_cast<uint32_t *>(p)[i] = uint32_t(v); break;
+  case DType::kU64: reinterpret_cast<uint64_t *>(p)[i] = uint64_t(v); break;
   case DType::kF64: reinterpret_cast<double *>(p)[i] = double(v); break;
   case DType::kBool: p[i] = v != 0; break;
   default: reinterpret_cast<float *>(p)[i] = v; break;
@@ -400,6 +412,43 @@ TEST_F(CudaKernels, RemAndShifts) {
     for (const char *k : {"shift_left", "shift_right", "and", "or", "xor"})
       compare(k, Attrs(), {{d, {256}, a}, {d, {256}, counts}},
               {{d, {256}, {}}}, 0);
+}
+
+/// The binary kernels of the 8- and 16-bit and unsigned integers (ONNX's
+/// Add/Sub/Mul/Div/Mod/Max/Min/BitShift of uint8 and friends), wrapping as
+/// the CPU backend does: sums and products past the type's range.
+TEST_F(CudaKernels, SmallAndUnsignedIntegersLikeTheCpu) {
+  struct Range {
+    DType type;
+    float lo, hi;
+  };
+  const Range ranges[] = {
+      {DType::kI8, -128, 127},     {DType::kI16, -32768, 32767},
+      {DType::kU8, 0, 255},        {DType::kU16, 0, 65535},
+      {DType::kU32, 0, 4.0e9f},    {DType::kU64, 0, 1.0e12f},
+  };
+  for (const Range &r : ranges) {
+    SCOPED_TRACE(dtypeName(r.type));
+    std::vector<float> a(256), b(256), counts(256);
+    std::mt19937 gen(31);
+    std::uniform_real_distribution<float> dist(r.lo, r.hi);
+    for (int i = 0; i < 256; ++i) {
+      a[i] = std::trunc(dist(gen));
+      b[i] = std::trunc(dist(gen));
+      if (b[i] == 0)
+        b[i] = 1;
+      counts[i] = float(i % 70);
+    }
+    a[0] = r.hi; // the largest value plus, times and minus another
+    b[1] = r.lo == 0 ? 1 : -1;
+    for (const char *k :
+         {"add", "sub", "mul", "div", "rem", "max", "min", "pow"})
+      compare(k, Attrs(), {{r.type, {256}, a}, {r.type, {256}, b}},
+              {{r.type, {256}, {}}}, 0);
+    for (const char *k : {"shift_left", "shift_right", "and", "or", "xor"})
+      compare(k, Attrs(), {{r.type, {256}, a}, {r.type, {256}, counts}},
+              {{r.type, {256}, {}}}, 0);
+  }
 }
 
 TEST_F(CudaKernels, ReverseAndPad) {
