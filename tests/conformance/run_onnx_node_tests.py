@@ -265,19 +265,25 @@ def run_plans(args, plans, work):
     return "passed", None
 
 
-def run_test(args, test_dir):
-    """Returns (status, detail) with status in passed/failed/skipped."""
-    name = os.path.basename(test_dir)
-    work = tempfile.mkdtemp(prefix=name + ".", dir=args.work_dir)
+def in_work_dir(args, prefix, fn):
+    """fn(a fresh work directory), removed after; a timeout fails the test."""
+    work = tempfile.mkdtemp(prefix=prefix, dir=args.work_dir)
     try:
-        status, plans = compile_test(args, test_dir, work)
-        if status != "planned":
-            return status, plans
-        return run_plans(args, plans, work)
+        return fn(work)
     except subprocess.TimeoutExpired as e:
         return "failed", f"timeout: {' '.join(e.cmd[:2])}"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def run_test(args, test_dir):
+    """Returns (status, detail) with status in passed/failed/skipped."""
+    def compile_and_run(work):
+        status, plans = compile_test(args, test_dir, work)
+        if status != "planned":
+            return status, plans
+        return run_plans(args, plans, work)
+    return in_work_dir(args, os.path.basename(test_dir) + ".", compile_and_run)
 
 
 def prepare_test(args, test_dir):
@@ -315,13 +321,7 @@ def check_test(args, entry, root):
                   inputs={n: os.path.join(root, f) for n, f in p["inputs"].items()},
                   outputs=[(n, os.path.join(root, f), b) for n, f, b in p["outputs"]])
              for p in entry["plans"]]
-    work = tempfile.mkdtemp(prefix="check.", dir=args.work_dir)
-    try:
-        return run_plans(args, plans, work)
-    except subprocess.TimeoutExpired as e:
-        return "failed", f"timeout: {' '.join(e.cmd[:2])}"
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    return in_work_dir(args, "check.", lambda work: run_plans(args, plans, work))
 
 
 def run_one(args, test_dir):
