@@ -56,12 +56,8 @@ StatusOr<CudaReducePlan> planCudaReduce(const std::vector<int64_t> &shape,
     isReduced[size_t(d)] = true;
   }
   CudaReducePlan p;
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = rank - 2; d >= 0; --d)
-    strides[size_t(d)] = strides[size_t(d) + 1] * shape[size_t(d) + 1];
-  int64_t numel = 1;
+  const std::vector<int64_t> strides = contiguousStrides(shape);
   for (size_t d = 0; d < shape.size(); ++d) {
-    numel *= shape[d];
     if (shape[d] == 1)
       continue;
     auto &list = isReduced[d] ? p.reduced : p.kept;
@@ -74,10 +70,9 @@ StatusOr<CudaReducePlan> planCudaReduce(const std::vector<int64_t> &shape,
   p.outNumel = 1;
   for (const auto &[size, stride] : p.kept)
     p.outNumel *= size;
+  // An empty input has an empty run: no outputs, or none to reduce.
   for (const auto &[size, stride] : p.reduced)
     p.reducedNumel *= size;
-  if (numel == 0)
-    p.reducedNumel = p.outNumel == 0 ? p.reducedNumel : 0;
   p.rowTail = p.reduced.size() == 1 && p.reduced[0].second == 1;
   // Blocks of one slice: a row (256 threads) per output, or a tile of 32
   // outputs (32 x 8 threads). Slice until about 1024 blocks, each slice

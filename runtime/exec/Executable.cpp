@@ -202,7 +202,6 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
       DTCC_RETURN_IF_ERROR(checkData(var.init(), view, what));
       DTCC_RETURN_IF_ERROR(writeBuffer(view, data + var.init().offset()));
     } else {
-      hasInitialValues_ &= var.zero_init();
       if (!var.zero_init())
         withoutData_.push_back(variables_.size());
       if (isHostMemory(view.data))
@@ -405,8 +404,7 @@ Status Executable::randomizeVariablesWithoutData(uint64_t seed,
     DTCC_RETURN_IF_ERROR(writeBuffer(view, host.data())
                              .withContext("variable '" + name + "'"));
   }
-  if (!withoutData_.empty())
-    hasInitialValues_ = true;
+  withoutData_.clear();
   return Status::ok();
 }
 

@@ -123,7 +123,8 @@ public:
   const std::vector<std::pair<std::string, TensorView>> &variables() const {
     return variables_;
   }
-  bool hasInitialValues() const { return hasInitialValues_; }
+  /// Whether every variable starts from data or, by definition, zero.
+  bool hasInitialValues() const { return withoutData_.empty(); }
   /// Fills every variable the program holds no data for (compiled from a
   /// model without weights, `dtcc zoo --no-weights`) with normal draws of
   /// standard deviation `stddev`, seeded by `seed` and the variable's name
@@ -191,7 +192,6 @@ private:
   int64_t scratchBytes_ = 0;
   std::vector<Function> functions_;
   std::vector<std::pair<std::string, TensorView>> variables_;
-  bool hasInitialValues_ = true;
   /// Indices into variables_ of those with neither data nor zero_init.
   std::vector<size_t> withoutData_;
   bool profiling_ = false;

@@ -117,20 +117,19 @@ StatusOr<Options> parseFlags(int argc, char **argv) {
       DTCC_ASSIGN_OR_RETURN(opts.train.steps, parseCount("--steps", v, 1));
       opts.trainFlag = "--steps";
     } else if (is("--seed") || is("--random-init")) {
-      const char *flagName = is("--seed") ? "--seed" : "--random-init";
-      const std::string flag = flagName;
-      DTCC_ASSIGN_OR_RETURN(std::string v, value(flagName));
+      const char *flag = is("--seed") ? "--seed" : "--random-init";
+      DTCC_ASSIGN_OR_RETURN(std::string v, value(flag));
       char *end = nullptr;
       errno = 0;
       unsigned long long seed = std::strtoull(v.c_str(), &end, 10);
       if (v.empty() || v[0] == '-' || *end != '\0' || errno != 0)
         return invalidArgument(flag, " expects an unsigned integer, got '", v,
                                "'");
-      if (flag == "--random-init") {
-        opts.randomInit = seed;
-      } else {
+      if (is("--seed")) {
         opts.train.seed = seed;
         opts.trainFlag = "--seed";
+      } else {
+        opts.randomInit = seed;
       }
     } else if (is("--log-every")) {
       DTCC_ASSIGN_OR_RETURN(std::string v, value("--log-every"));
