@@ -251,6 +251,7 @@ def main():
     no_torch, has_compile = torch_status()
 
     rows = []
+    impls = set(args.impls.split(","))
     work = tempfile.mkdtemp(prefix="dtcc-gpu-bench.")
     try:
         for args.model in args.models.split(","):
@@ -260,28 +261,22 @@ def main():
             m = MODELS[args.model]
             tokens = m["batch"] * m["seq"]
             flops = flops_per_token(m) * tokens
-            impls = set(args.impls.split(","))
             results = [("dtcc", *run_dtcc(args, work))] if "dtcc" in impls else []
             for f in os.listdir(work):  # one size's program at a time
                 if f != "tokens.bin":
                     os.remove(os.path.join(work, f))
-            if not impls & {"eager", "compile"}:
-                pass
-            elif no_torch:
-                results += [("torch eager", None, no_torch)]
-            else:
-                if "eager" in impls:
-                    ms, mem = run_torch(args, "eager")
-                    results.append(("torch eager", ms,
+            torch_kinds = [k for k in ("eager", "compile") if k in impls]
+            if torch_kinds and no_torch:
+                results.append(("torch eager", None, no_torch))
+            elif torch_kinds:
+                for kind in torch_kinds:
+                    label = "torch eager" if kind == "eager" else "torch.compile"
+                    if kind == "compile" and not has_compile:
+                        results.append((label, None, "needs PyTorch >= 2.0"))
+                        continue
+                    ms, mem = run_torch(args, kind)
+                    results.append((label, ms,
                                     mem if ms is None else f"{mem / 2**30:.1f} GiB"))
-                if "compile" not in impls:
-                    pass
-                elif has_compile:
-                    ms, mem = run_torch(args, "compile")
-                    results.append(("torch.compile", ms,
-                                    mem if ms is None else f"{mem / 2**30:.1f} GiB"))
-                else:
-                    results.append(("torch.compile", None, "needs PyTorch >= 2.0"))
             for impl, ms, extra in results:
                 rows.append((args.model, parameters(m), m, tokens, impl, ms, flops, extra))
     finally:

@@ -115,9 +115,8 @@ def prepare(args, root, cases):
 def train(root, cmd, run_args, dump):
     """Runs a trainer in `root` (its inputs are relative to it): the losses
     of every step and the logged step times (ms)."""
-    p = subprocess.run(cmd + run_args + ["--dump-outputs", dump], cwd=root,
-                       capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    p = e2e_common.launch(cmd[0], 1, cmd[1:] + run_args + ["--dump-outputs", dump],
+                          timeout=600, cwd=root)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n"
                            f"{p.stdout[-2000:]}{p.stderr[-2000:]}")

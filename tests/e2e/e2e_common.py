@@ -97,15 +97,17 @@ def write_batches(batches, root):
     return root
 
 
-def launch(exe, ranks, args, timeout=300):
+def launch(exe, ranks, args, timeout=300, cwd=None):
     """Runs a compiled trainer on `ranks` ranks (mpirun, oversubscribed, one
-    OpenBLAS thread each; one rank runs directly): the CompletedProcess."""
+    OpenBLAS thread each; one rank runs directly), in `cwd` if given: the
+    CompletedProcess."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     cmd = [exe] + args
     if ranks > 1:
         env.update(MPI_ENV)
         cmd = ["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=cwd)
 
 
 def relative_error(got, want):
