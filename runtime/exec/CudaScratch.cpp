@@ -222,6 +222,13 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
     return ScratchSet{ScratchRequest{ScratchUse::kPersistent,
                                      kCudaAdamwEntryBytes,
                                      kCudaAdamwEntryAlignment}};
+  if (k == "attention_grad") {
+    // rowsum(dout * out) per query row (one per logsumexp element), in
+    // float; in double for f64.
+    if (ctx.inputs.size() < 5 || in(4).numel() == 0)
+      return ScratchSet{};
+    return compute(in(4).numel() * (in(0).dtype == DType::kF64 ? 8 : 4));
+  }
   if (k == "layer_norm_grad" || k == "rms_norm_grad") {
     if (ctx.inputs.empty())
       return ScratchSet{};

@@ -233,7 +233,6 @@ def : Kernel<"attention"> {
                  Tensor<"logsumexp", F32Element>];
   let Attrs = [FloatAttr<"scale">, FlagAttr<"causal">];
   let Relations = [SameElementType<["query", "key", "value", "result"]>];
-  let Backends = ["cpu"];
 }
 
 def : Kernel<"attention_grad"> {
@@ -250,7 +249,6 @@ def : Kernel<"attention_grad"> {
   let Attrs = [FloatAttr<"scale">, FlagAttr<"causal">];
   let Relations = [SameType<["query", "dquery"]>, SameType<["key", "dkey"]>,
                    SameType<["value", "dvalue"]>, SameType<["out", "dout"]>];
-  let Backends = ["cpu"];
 }
 
 def : Kernel<"abs"> {

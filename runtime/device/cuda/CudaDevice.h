@@ -179,6 +179,9 @@ void registerCudaCollectiveKernels(KernelRegistry &registry,
 /// resize, pad_grad, gather_nd, scatter_nd, scatter_elements, top_k
 /// (CudaTensorOps.cpp).
 void registerCudaTensorOpKernels(KernelRegistry &registry, CudaDevice &device);
+/// attention, attention_grad (CudaAttention.cpp).
+void registerCudaAttentionKernels(KernelRegistry &registry,
+                                  CudaDevice &device);
 /// The pad kernel of modes edge, reflect and wrap, as the instruction's
 /// `mode` attribute says (CudaTensorOps.cpp).
 StatusOr<KernelFn> buildCudaModePad(CudaDevice &device,

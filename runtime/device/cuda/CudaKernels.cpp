@@ -11,6 +11,7 @@
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/cuda/CudaFactory.h"
 #include "runtime/device/cuda/LaunchConfig.h"
 #ifdef DTCC_HAVE_CUDNN
 #include "runtime/device/cuda/CudaConv.h"
@@ -49,14 +50,6 @@ using cpu::reverseRead;
 using cpu::sliceRead;
 using cpu::transposeRead;
 
-/// A cudaError_t from a launch as a Status naming the instruction.
-Status launched(const std::string &prefix, cudaError_t err) {
-  if (err == cudaSuccess)
-    return Status::ok();
-  return internalError(prefix, "CUDA launch failed: ", cudaGetErrorName(err),
-                       " (", cudaGetErrorString(err), ")");
-}
-
 /// A CPU-walker layout converted for the GPU (at most kMaxLayoutDims).
 template <int N>
 StatusOr<Layout> toLayout(const KernelContext &ctx,
@@ -76,11 +69,6 @@ StatusOr<Layout> toLayout(const KernelContext &ctx,
   }
   l.linear = s.isLinear();
   return l;
-}
-
-Status unsupported(const KernelContext &ctx, DType dtype) {
-  return unimplemented(errorPrefix(ctx), "no CUDA kernel for element type ",
-                       dtypeName(dtype));
 }
 
 //===-- elementwise -------------------------------------------------------===//
@@ -1217,6 +1205,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
 #endif
   registerCudaNormPoolKernels(registry, device);
   registerCudaTensorOpKernels(registry, device);
+  registerCudaAttentionKernels(registry, device);
 }
 
 } // namespace dtcc::runtime::cuda

@@ -308,6 +308,49 @@ cudaError_t launchSgd(const float *param, const float *grad, const float *buf,
                       const float *gradScale, DeviceError *error, int32_t site,
                       cudaStream_t stream);
 
+/// Leading dimensions of an attention mask the kernels take (more is an
+/// error when the instruction is bound).
+constexpr int kAttentionMaxLead = 8;
+/// Head dimensions (max(D, Dv)) the attention kernels take: a query row's
+/// dimensions are spread over up to 32 threads of 16 each (the compiler's
+/// limit, cpu::kCudaAttentionMaxHeadDim, must agree: CudaAttention.cpp).
+constexpr int64_t kAttentionMaxHeadDim = 512;
+/// Head dimensions f16 and bf16 attention runs on the tensor cores up to (a
+/// warp keeps a 16-row slice of the output's or a gradient's columns in
+/// registers; cpu::kCudaAttentionTensorCoreMaxHeadDim must agree).
+constexpr int64_t kAttentionTensorCoreMaxHeadDim = 128;
+/// The shapes of an attention call (runtime/device/cpu/AttentionPlan.h's
+/// AttentionShape, with the mask's broadcast as strides over the leading
+/// dimensions B...).
+struct AttentionDims {
+  int64_t batch = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  double scale = 1;
+  bool causal = false;
+  int lead = 0; ///< leading dimensions of the mask (0 without one)
+  int64_t leadSize[kAttentionMaxLead] = {};
+  int64_t maskLead[kAttentionMaxLead] = {};
+  int64_t maskRow = 0, maskCol = 0;
+};
+/// attention (FlashAttention's online softmax over tiles of keys; f16 and
+/// bf16 up to head dimension 128 on the tensor cores, otherwise one group
+/// of threads per query row): q [batch, sq, d], k [batch, sk, d],
+/// v [batch, sk, dv], mask (or null) -> out [batch, sq, dv], lse [batch,
+/// sq] (f32). f32, f16, bf16 (float accumulation) and f64 (double).
+cudaError_t launchAttention(DType dtype, const AttentionDims &dims,
+                            const void *q, const void *k, const void *v,
+                            const void *mask, void *out, float *lse,
+                            cudaStream_t stream);
+/// attention_grad, recomputing the probabilities from lse: rowsum(dout *
+/// out) per query row into `rowDot` (scratch: batch * sq floats, doubles
+/// for f64), then dq (by query rows) and dk, dv (by key rows). Every
+/// element is summed by one thread (or one warp's fragments) in one order.
+cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &dims,
+                                const void *q, const void *k, const void *v,
+                                const void *out, const float *lse,
+                                const void *dout, const void *mask, void *dq,
+                                void *dk, void *dv, void *rowDot,
+                                cudaStream_t stream);
+
 /// Blocks of a rank's all_gather/reduce_scatter/all_to_all staging:
 /// dst[q][p] = src[p][q] for blocks of `block` bytes, src P x Q blocks.
 cudaError_t launchSwapBlocks(void *dst, const void *src, int64_t p, int64_t q,

@@ -11,6 +11,7 @@
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/NormPoolPlans.h"
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/cuda/CudaFactory.h"
 #include "runtime/device/cuda/NormPoolLaunch.h"
 #include "runtime/exec/CudaScratch.h"
 
@@ -20,46 +21,6 @@ namespace {
 using cpu::ChannelPlan;
 using cpu::errorPrefix;
 using cpu::PoolPlan;
-
-Status launched(const std::string &prefix, cudaError_t err) {
-  if (err == cudaSuccess)
-    return Status::ok();
-  return internalError(prefix, "CUDA launch failed: ", cudaGetErrorName(err),
-                       " (", cudaGetErrorString(err), ")");
-}
-
-/// Requests what runtime/exec/CudaScratch.h says `ctx` needs: one compute
-/// region of `bytes` (the factory's own arithmetic, which must agree), or
-/// nothing when `bytes` is 0. The slot is null until the reservation.
-StatusOr<ScratchSlot> requestComputeScratch(const KernelContext &ctx,
-                                            int64_t bytes) {
-  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
-  const bool agree = bytes == 0 ? set.empty()
-                                : set.size() == 1 && set[0].bytes == bytes &&
-                                      set[0].use == ScratchUse::kCompute;
-  if (!agree)
-    return internalError(errorPrefix(ctx),
-                         "runtime/exec/CudaScratch.h and the kernel disagree "
-                         "on its scratch (", bytes, " bytes)");
-  if (set.empty())
-    return ScratchSlot();
-  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
-                        ctx.requestScratch(std::move(set)));
-  return slots.at(0);
-}
-
-/// A run before the reservation (kernels bound outside a program) is an
-/// error, not a launch on a null pointer.
-Status unreserved(const std::string &prefix) {
-  return internalError(prefix, "the kernel's scratch was never reserved");
-}
-
-Status requireCudaFloat(const KernelContext &ctx, DType dtype) {
-  if (isCudaFloatType(dtype) || dtype == DType::kF64)
-    return Status::ok();
-  return unimplemented(errorPrefix(ctx), "no CUDA kernel for element type ",
-                       dtypeName(dtype));
-}
 
 ChannelDims dimsOf(const ChannelPlan &p) {
   return {p.batch, p.channels, p.spatial};
@@ -91,7 +52,7 @@ StatusOr<KernelFn> buildBatchNormSums(CudaDevice &dev, const KernelContext &ctx)
   const int64_t slices = cudaBatchNormSlices(p.channels, p.batch * p.spatial);
   DTCC_ASSIGN_OR_RETURN(
       ScratchSlot scratch,
-      requestComputeScratch(ctx, p.channels > 0 ? 2 * p.channels * slices *
+      requestScratchOf(ctx, ScratchUse::kCompute, p.channels > 0 ? 2 * p.channels * slices *
                                                       int64_t(sizeof(double))
                                                 : 0));
   const void *x = ctx.inputs[0].data, *center = ctx.inputs[1].data;
@@ -217,8 +178,8 @@ StatusOr<KernelFn> buildMaxPoolGrad(CudaDevice &dev, const KernelContext &ctx) {
   const bool viaFloat = p.dtype == DType::kF16 || p.dtype == DType::kBF16;
   DTCC_ASSIGN_OR_RETURN(
       ScratchSlot scratch,
-      requestComputeScratch(
-          ctx, viaFloat ? p.planes * p.inPlane() * int64_t(sizeof(float)) : 0));
+      requestScratchOf(ctx, ScratchUse::kCompute,
+                       viaFloat ? p.planes * p.inPlane() * int64_t(sizeof(float)) : 0));
   const void *dy = ctx.inputs[0].data;
   const int64_t *indices = ctx.inputs[1].as<const int64_t>();
   void *dx = ctx.outputs[0].data;

@@ -12,6 +12,7 @@
 #include "runtime/device/cpu/AxisMap.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/cuda/CudaFactory.h"
 #include "runtime/device/cuda/TensorOpLaunch.h"
 #include "runtime/exec/CudaScratch.h"
 
@@ -28,18 +29,6 @@ using cpu::checkShape;
 using cpu::errorPrefix;
 using cpu::product;
 
-Status launched(const std::string &prefix, cudaError_t err) {
-  if (err == cudaSuccess)
-    return Status::ok();
-  return internalError(prefix, "CUDA launch failed: ", cudaGetErrorName(err),
-                       " (", cudaGetErrorString(err), ")");
-}
-
-Status unsupported(const KernelContext &ctx, DType dtype) {
-  return unimplemented(errorPrefix(ctx), "no CUDA kernel for element type ",
-                       dtypeName(dtype));
-}
-
 bool isCudaSumType(DType d) {
   return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 ||
          d == DType::kF64;
@@ -50,30 +39,6 @@ Status checkIndexType(const KernelContext &ctx, const TensorView &indices) {
     return ctx.error("expected i32 or i64 indices, got ",
                      dtypeName(indices.dtype));
   return Status::ok();
-}
-
-/// Requests what runtime/exec/CudaScratch.h says `ctx` needs, which must
-/// be one region of `bytes` of `use` (the factory's own plan), or nothing
-/// when `bytes` is 0. The slot is null until the reservation.
-StatusOr<ScratchSlot> requestScratchOf(const KernelContext &ctx, ScratchUse use,
-                                       int64_t bytes) {
-  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
-  const bool agree = bytes == 0 ? set.empty()
-                                : set.size() == 1 && set[0].use == use &&
-                                      set[0].bytes == bytes;
-  if (!agree)
-    return internalError(errorPrefix(ctx),
-                         "runtime/exec/CudaScratch.h and the kernel disagree "
-                         "on its scratch (", bytes, " bytes)");
-  if (set.empty())
-    return ScratchSlot();
-  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
-                        ctx.requestScratch(std::move(set)));
-  return slots.at(0);
-}
-
-Status unreserved(const std::string &prefix) {
-  return internalError(prefix, "the kernel's scratch was never reserved");
 }
 
 /// The tables of `maps` (read by an input of shape `inShape`) as they lie

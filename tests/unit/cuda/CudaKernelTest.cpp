@@ -830,6 +830,177 @@ TEST_F(CudaKernels, MatmulOfViewsAtAnyAlignment) {
   compare("matmul", Attrs(), {a, b}, {c}, kBf16Tol * 4);
 }
 
+/// One attention call's operands: q [lead, sq, d], k [lead, sk, d], v
+/// [lead, sk, dv], dout [lead, sq, dv] and a mask of shape `mask` (empty:
+/// none), values rounded to `t` (the CPU reference computes in f32 or f64
+/// on the same values).
+struct AttentionCase {
+  std::vector<int64_t> lead;
+  int64_t sq, sk, d, dv;
+  bool causal;
+  std::vector<int64_t> mask;
+};
+
+std::vector<int64_t> attentionShape(const AttentionCase &c, int64_t rows,
+                                    int64_t cols) {
+  std::vector<int64_t> s = c.lead;
+  s.push_back(rows);
+  s.push_back(cols);
+  return s;
+}
+
+int64_t elements(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// `values` as `t` holds them (f16/bf16 rounding; f32/f64 unchanged).
+std::vector<float> roundedTo(DType t, std::vector<float> values) {
+  for (float &v : values)
+    v = t == DType::kBF16  ? bf16ToFloat(floatToBf16(v))
+        : t == DType::kF16 ? halfToFloat(floatToHalf(v))
+                           : v;
+  return values;
+}
+
+/// attention and attention_grad on the GPU in `t` against the CPU kernels
+/// in f32 (f64 for f64) on the same values, within `tol` relative to
+/// max(1, |cpu|); the GPU's second run is bitwise its first.
+void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c,
+                      DType t, double tol) {
+  const DType ref = t == DType::kF64 ? DType::kF64 : DType::kF32;
+  const auto qs = attentionShape(c, c.sq, c.d), ks = attentionShape(c, c.sk, c.d),
+             vs = attentionShape(c, c.sk, c.dv), os = attentionShape(c, c.sq, c.dv);
+  std::vector<int64_t> ls = c.lead;
+  ls.push_back(c.sq);
+  const auto q = roundedTo(t, randomValues(elements(qs), 61, 2.f));
+  const auto k = roundedTo(t, randomValues(elements(ks), 62, 2.f));
+  const auto v = roundedTo(t, randomValues(elements(vs), 63));
+  const auto dout = roundedTo(t, randomValues(elements(os), 64));
+  std::vector<float> mask;
+  if (!c.mask.empty()) {
+    mask = randomValues(elements(c.mask), 65, 3.f);
+    for (size_t i = 0; i < mask.size(); i += 7)
+      mask[i] = -1e9f; // some keys masked out
+    mask = roundedTo(t, mask);
+  }
+  Attrs a;
+  a.set("scale", 1.0 / std::sqrt(double(c.d)));
+  a.set("causal", int64_t(c.causal));
+  auto inputs = [&](DType d) {
+    std::vector<Operand> in = {{d, qs, q}, {d, ks, k}, {d, vs, v}};
+    if (!c.mask.empty())
+      in.push_back({d, c.mask, mask});
+    return in;
+  };
+  auto forwardOut = [&](DType d) {
+    return std::vector<Operand>{{d, os, {}}, {DType::kF32, ls, {}}};
+  };
+  auto want = run(cpu, "attention", a, inputs(ref), forwardOut(ref));
+  auto got = run(gpu, "attention", a, inputs(t), forwardOut(t), nullptr, 2);
+  auto again = run(gpu, "attention", a, inputs(t), forwardOut(t));
+  ASSERT_EQ(want.size(), 2u);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got, again) << "a second run differs";
+  for (size_t o = 0; o < 2; ++o)
+    for (size_t i = 0; i < want[o].size(); ++i)
+      ASSERT_NEAR(got[o][i], want[o][i],
+                  tol * std::max(1.0, std::fabs(want[o][i])))
+          << "attention output " << o << " element " << i;
+  // The gradient from the CPU's forward results (rounded to t).
+  std::vector<float> out(want[0].begin(), want[0].end()),
+      lse(want[1].begin(), want[1].end());
+  out = roundedTo(t, out);
+  auto gradInputs = [&](DType d) {
+    std::vector<Operand> in = {{d, qs, q},          {d, ks, k},
+                               {d, vs, v},          {d, os, out},
+                               {DType::kF32, ls, lse}, {d, os, dout}};
+    if (!c.mask.empty())
+      in.push_back({d, c.mask, mask});
+    return in;
+  };
+  auto gradOut = [&](DType d) {
+    return std::vector<Operand>{{d, qs, {}}, {d, ks, {}}, {d, vs, {}}};
+  };
+  auto gwant = run(cpu, "attention_grad", a, gradInputs(ref), gradOut(ref));
+  auto ggot = run(gpu, "attention_grad", a, gradInputs(t), gradOut(t), nullptr, 2);
+  auto gagain = run(gpu, "attention_grad", a, gradInputs(t), gradOut(t));
+  ASSERT_EQ(gwant.size(), 3u);
+  ASSERT_EQ(ggot.size(), 3u);
+  EXPECT_EQ(ggot, gagain) << "a second run differs";
+  for (size_t o = 0; o < 3; ++o)
+    for (size_t i = 0; i < gwant[o].size(); ++i)
+      ASSERT_NEAR(ggot[o][i], gwant[o][i],
+                  tol * std::max(1.0, std::fabs(gwant[o][i])))
+          << "attention_grad output " << o << " element " << i;
+}
+
+/// The tiled attention kernels against the CPU's: every row split (head
+/// dimensions 16 to 512, D != Dv), causal and not, Sq != Sk, rows and
+/// keys not multiples of a block or a tile, masks broadcast along some
+/// leading dimensions and along the queries, keys masked out; f32, f64,
+/// bf16 and f16.
+TEST_F(CudaKernels, AttentionAndGradMatchTheCpu) {
+  const AttentionCase cases[] = {
+      {{2, 3}, 37, 37, 16, 16, true, {}},
+      {{2, 3}, 130, 130, 64, 64, true, {}},
+      {{5}, 50, 70, 24, 40, false, {5, 1, 70}},
+      {{2, 2}, 33, 65, 96, 96, false, {1, 2, 33, 65}},
+      {{2}, 70, 70, 200, 160, true, {}},
+      {{1, 2}, 40, 40, 300, 512, true, {1, 2, 40, 40}},
+      // f16/bf16 on the tensor cores: 8 fragments a row, tiles of 32 keys;
+      // fewer queries than keys, a mask broadcast over the queries, d
+      // padded to 80.
+      {{1, 2}, 100, 100, 128, 128, true, {}},
+      {{3}, 20, 90, 72, 128, false, {3, 1, 90}},
+  };
+  for (const AttentionCase &c : cases) {
+    SCOPED_TRACE("sq " + std::to_string(c.sq) + " sk " + std::to_string(c.sk) +
+                 " d " + std::to_string(c.d) + " dv " + std::to_string(c.dv));
+    {
+      SCOPED_TRACE("f32");
+      compareAttention(*gpu, *cpu, c, DType::kF32, 1e-4);
+    }
+    {
+      SCOPED_TRACE("bf16");
+      compareAttention(*gpu, *cpu, c, DType::kBF16, 3e-2);
+    }
+  }
+  SCOPED_TRACE("f64 and f16");
+  compareAttention(*gpu, *cpu, cases[1], DType::kF64, 1e-10);
+  compareAttention(*gpu, *cpu, cases[2], DType::kF64, 1e-10);
+  compareAttention(*gpu, *cpu, cases[1], DType::kF16, 1e-2);
+  compareAttention(*gpu, *cpu, cases[6], DType::kF16, 1e-2);
+  compareAttention(*gpu, *cpu, cases[7], DType::kF16, 1e-2);
+}
+
+TEST_F(CudaKernels, AttentionRefusesHeadsBeyondItsLimit) {
+  KernelContext ctx;
+  ctx.kernel = "attention";
+  ctx.location = "test";
+  ctx.attrs.set("scale", 0.1);
+  Reservation scratch(*gpu);
+  ctx.scratch = &scratch.plan;
+  std::vector<void *> buffers;
+  auto view = [&](std::vector<int64_t> shape, DType t) {
+    void *p = gpu->allocate(elements(shape) * dtypeSize(t)).value();
+    buffers.push_back(p);
+    return makeView(p, t, shape);
+  };
+  ctx.inputs = {view({1, 4, 600}, DType::kF32), view({1, 4, 600}, DType::kF32),
+                view({1, 4, 600}, DType::kF32)};
+  ctx.outputs = {view({1, 4, 600}, DType::kF32), view({1, 4}, DType::kF32)};
+  auto fn = (*gpu->kernels().find("attention"))(ctx);
+  ASSERT_FALSE(fn.isOk());
+  EXPECT_NE(fn.status().message().find("head dimensions of up to 512, got 600"),
+            std::string::npos)
+      << fn.status().toString();
+  for (void *p : buffers)
+    gpu->deallocate(p);
+}
+
 TEST(CudaDeviceNoGpu, ClearError) {
   if (haveGpu())
     GTEST_SKIP() << "a GPU is present";

@@ -1,0 +1,135 @@
+//===- AttentionPlan.cpp - checked shapes of the attention kernels --------===//
+
+#include "runtime/device/cpu/AttentionPlan.h"
+
+#include "runtime/device/cpu/CpuKernelUtils.h"
+
+namespace dtcc::runtime::cpu {
+namespace {
+
+/// Checks query, key, value (and mask) as dgraph.attention's verifier does.
+StatusOr<AttentionShape> planOperands(const KernelContext &ctx,
+                                      const TensorView &q, const TensorView &k,
+                                      const TensorView &v,
+                                      const TensorView *mask) {
+  AttentionShape s;
+  s.dtype = q.dtype;
+  const int64_t rank = q.rank();
+  if (rank < 2 || k.rank() != rank || v.rank() != rank)
+    return ctx.error("expected query, key and value of one rank >= 2, got ",
+                     shapeString(q.shape), ", ", shapeString(k.shape), " and ",
+                     shapeString(v.shape));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, k, q.dtype, "key"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, v, q.dtype, "value"));
+  for (int64_t i = 0; i + 2 < rank; ++i)
+    if (k.shape[i] != q.shape[i] || v.shape[i] != q.shape[i])
+      return ctx.error("expected query, key and value with the same leading "
+                       "dimensions, got ",
+                       shapeString(q.shape), ", ", shapeString(k.shape),
+                       " and ", shapeString(v.shape));
+  s.batch = product(q.shape, 0, rank - 2);
+  s.sq = q.shape[rank - 2];
+  s.d = q.shape[rank - 1];
+  s.sk = k.shape[rank - 2];
+  s.dv = v.shape[rank - 1];
+  s.lead.assign(q.shape.begin(), q.shape.end() - 2);
+  s.maskLead.assign(s.lead.size(), 0);
+  if (k.shape[rank - 1] != s.d || v.shape[rank - 2] != s.sk)
+    return ctx.error("expected key [..., Sk, ", s.d, "] and value [..., ",
+                     s.sk, ", Dv], got ", shapeString(k.shape), " and ",
+                     shapeString(v.shape));
+  DTCC_ASSIGN_OR_RETURN(s.scale, ctx.attrs.getFloat("scale"));
+  s.causal = ctx.attrs.getBool("causal", false);
+  if (s.causal && s.sq != s.sk)
+    return ctx.error("causal attention expects as many queries as keys, got ",
+                     s.sq, " and ", s.sk);
+  s.maskBase.assign(s.batch, 0);
+  if (!mask)
+    return s;
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, *mask, q.dtype, "mask"));
+  if (mask->rank() != rank)
+    return ctx.error("expected a mask of rank ", rank, ", got ",
+                     shapeString(mask->shape));
+  std::vector<int64_t> scores(q.shape.begin(), q.shape.end() - 1);
+  scores.push_back(s.sk);
+  std::vector<int64_t> strides = contiguousStrides(mask->shape);
+  for (int64_t i = 0; i < rank; ++i) {
+    if (mask->shape[i] != 1 && mask->shape[i] != scores[i])
+      return ctx.error("expected mask dimension ", i, " to be 1 or ",
+                       scores[i], ", got ", shapeString(mask->shape));
+    if (mask->shape[i] == 1)
+      strides[i] = 0;
+  }
+  for (int64_t i = 0; i + 2 < rank; ++i)
+    s.maskLead[i] = strides[i];
+  for (int64_t b = 0; b < s.batch; ++b) {
+    int64_t rest = b, offset = 0;
+    for (int64_t i = rank - 3; i >= 0; --i) {
+      offset += (rest % scores[i]) * strides[i];
+      rest /= scores[i];
+    }
+    s.maskBase[b] = offset;
+  }
+  s.maskRow = strides[rank - 2];
+  s.maskCol = strides[rank - 1];
+  s.hasMask = true;
+  return s;
+}
+
+/// The shapes of the output [B..., Sq, Dv] and the log-sum-exp [B..., Sq].
+void resultShapes(const TensorView &q, const AttentionShape &p,
+                  std::vector<int64_t> &out, std::vector<int64_t> &lse) {
+  lse.assign(q.shape.begin(), q.shape.end() - 1);
+  out = lse;
+  out.push_back(p.dv);
+}
+
+} // namespace
+
+StatusOr<AttentionShape> planAttention(const KernelContext &ctx) {
+  if (ctx.inputs.size() < 3 || ctx.inputs.size() > 4 || ctx.outputs.size() != 2)
+    return ctx.error("expected 3 or 4 inputs and 2 outputs, got ",
+                     ctx.inputs.size(), " and ", ctx.outputs.size());
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2];
+  const TensorView *mask = ctx.inputs.size() == 4 ? &ctx.inputs[3] : nullptr;
+  DTCC_ASSIGN_OR_RETURN(AttentionShape p, planOperands(ctx, q, k, v, mask));
+  std::vector<int64_t> outShape, lseShape;
+  resultShapes(q, p, outShape, lseShape);
+  const TensorView &out = ctx.outputs[0], &lse = ctx.outputs[1];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, q.dtype, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, outShape, "output 0"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, lse, DType::kF32, "output 1"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, lse, lseShape, "output 1"));
+  return p;
+}
+
+StatusOr<AttentionShape> planAttentionGrad(const KernelContext &ctx) {
+  if (ctx.inputs.size() < 6 || ctx.inputs.size() > 7 || ctx.outputs.size() != 3)
+    return ctx.error("expected 6 or 7 inputs and 3 outputs, got ",
+                     ctx.inputs.size(), " and ", ctx.outputs.size());
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2],
+                   &o = ctx.inputs[3], &lse = ctx.inputs[4],
+                   &dout = ctx.inputs[5];
+  const TensorView *mask = ctx.inputs.size() == 7 ? &ctx.inputs[6] : nullptr;
+  DTCC_ASSIGN_OR_RETURN(AttentionShape p, planOperands(ctx, q, k, v, mask));
+  std::vector<int64_t> outShape, lseShape;
+  resultShapes(q, p, outShape, lseShape);
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, o, q.dtype, "out"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, o, outShape, "out"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, dout, q.dtype, "dout"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, dout, outShape, "dout"));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, lse, DType::kF32, "logsumexp"));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, lse, lseShape, "logsumexp"));
+  const TensorView *ins[3] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], q.dtype,
+                                    "output " + std::to_string(i)));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], ins[i]->shape,
+                                    "output " + std::to_string(i)));
+  }
+  return p;
+}
+
+} // namespace dtcc::runtime::cpu

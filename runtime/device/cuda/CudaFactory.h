@@ -1,0 +1,71 @@
+//===- CudaFactory.h - what the CUDA kernel factories share -----*- C++ -*-===//
+//
+// A launch's cudaError_t as a Status, the error for an element type a
+// kernel lacks, and the request of the scratch runtime/exec/CudaScratch.h
+// assigns an instruction (the factory's own arithmetic must agree with it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_DEVICE_CUDA_CUDAFACTORY_H
+#define DTCC_RUNTIME_DEVICE_CUDA_CUDAFACTORY_H
+
+#include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cuda/CudaLaunch.h"
+#include "runtime/exec/CudaScratch.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+namespace dtcc::runtime::cuda {
+
+/// A cudaError_t from a launch as a Status naming the instruction.
+inline Status launched(const std::string &prefix, cudaError_t err) {
+  if (err == cudaSuccess)
+    return Status::ok();
+  return internalError(prefix, "CUDA launch failed: ", cudaGetErrorName(err),
+                       " (", cudaGetErrorString(err), ")");
+}
+
+inline Status unsupported(const KernelContext &ctx, DType dtype) {
+  return unimplemented(cpu::errorPrefix(ctx),
+                       "no CUDA kernel for element type ", dtypeName(dtype));
+}
+
+/// f32, f16, bf16 or f64, else unsupported().
+inline Status requireCudaFloat(const KernelContext &ctx, DType dtype) {
+  if (isCudaFloatType(dtype) || dtype == DType::kF64)
+    return Status::ok();
+  return unsupported(ctx, dtype);
+}
+
+/// Requests what runtime/exec/CudaScratch.h says `ctx` needs, which must
+/// be one region of `bytes` of `use` (the factory's own plan), or nothing
+/// when `bytes` is 0. The slot is null until the reservation.
+inline StatusOr<ScratchSlot> requestScratchOf(const KernelContext &ctx,
+                                              ScratchUse use, int64_t bytes) {
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  const bool agree = bytes == 0 ? set.empty()
+                                : set.size() == 1 && set[0].use == use &&
+                                      set[0].bytes == bytes;
+  if (!agree)
+    return internalError(cpu::errorPrefix(ctx),
+                         "runtime/exec/CudaScratch.h and the kernel disagree "
+                         "on its scratch (", bytes, " bytes)");
+  if (set.empty())
+    return ScratchSlot();
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                        ctx.requestScratch(std::move(set)));
+  return slots.at(0);
+}
+
+/// A run before the reservation (kernels bound outside a program) is an
+/// error, not a launch on a null pointer.
+inline Status unreserved(const std::string &prefix) {
+  return internalError(prefix, "the kernel's scratch was never reserved");
+}
+
+} // namespace dtcc::runtime::cuda
+
+#endif // DTCC_RUNTIME_DEVICE_CUDA_CUDAFACTORY_H
