@@ -11,6 +11,7 @@
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Pipelines/Phases.h"
+#include "runtime/device/cpu/AttentionPlan.h"
 #include "runtime/format/Container.h"
 #include "runtime/format/ProgramMetadata.h"
 
@@ -129,9 +130,13 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     train.autodiff.frozen.assign(t.frozen.begin(), t.frozen.end());
     train.dtype = t.dtype;
     train.halfNorms = t.halfNorms;
-    // The CPU kernels are f32 and f64; the cuda target has none yet.
-    train.fuseAttention = t.fusedAttention && options.target == "cpu" &&
-                          t.dtype == "fp32";
+    // The CPU kernels are f32 and f64 (mixed precision would leave the
+    // attention in bf16/fp16); the CUDA kernels take every float type, up
+    // to a head dimension.
+    train.fuseAttention =
+        t.fusedAttention && (options.target == "cuda" || t.dtype == "fp32");
+    if (options.target == "cuda")
+      train.fuseAttentionMaxHeadDim = runtime::cpu::kCudaAttentionMaxHeadDim;
     graph::OptimizerOptions &opt = train.optimizer;
     opt.optimizer = t.optimizer;
     opt.lr = t.lr;

@@ -79,9 +79,30 @@ std::optional<std::vector<double>> constantValues(ElementsAttr attr) {
   if (element.isInteger(1)) {
     for (bool b : dense.getValues<bool>())
       out.push_back(b);
+  } else if (dense.isSplat() && isa<FloatType, IntegerType>(element)) {
+    // A splat of any size reads its one value once (not once per element).
+    double value;
+    if (isa<FloatType>(element))
+      value = dense.getSplatValue<APFloat>().convertToDouble();
+    else
+      value = cast<IntegerType>(element).isUnsigned()
+                  ? double(dense.getSplatValue<APInt>().getZExtValue())
+                  : double(dense.getSplatValue<APInt>().getSExtValue());
+    out.assign(size_t(type.getNumElements()), value);
+  } else if (element.isF32()) {
+    // The common masks read without an APFloat per element (seconds for a
+    // [2048, 2048] mask otherwise).
+    for (float f : dense.getValues<float>())
+      out.push_back(f);
+  } else if (element.isF64()) {
+    for (double f : dense.getValues<double>())
+      out.push_back(f);
   } else if (isa<FloatType>(element)) {
     for (APFloat f : dense.getValues<APFloat>())
       out.push_back(f.convertToDouble());
+  } else if (element.isSignlessInteger(64) || element.isSignedInteger(64)) {
+    for (int64_t i : dense.getValues<int64_t>())
+      out.push_back(double(i));
   } else if (auto it = dyn_cast<IntegerType>(element)) {
     for (APInt i : dense.getValues<APInt>())
       out.push_back(it.isUnsigned() ? double(i.getZExtValue())
@@ -439,6 +460,16 @@ bool isCausal(const Constants &cs, Value mask, RankedTensorType scores) {
   return true;
 }
 
+/// max(D, Dv) of a matched core: the scores' contraction size and the
+/// output's last dimension.
+int64_t headDim(const Match &m) {
+  auto first = cast<MatmulOp>(m.first);
+  RankedTensorType lhs = typeOf(first.getLhs());
+  const int64_t rank = lhs.getRank();
+  const int64_t d = lhs.getDimSize(first.getTransposeLhs() ? rank - 2 : rank - 1);
+  return std::max(d, typeOf(m.last->getResult(0)).getShape().back());
+}
+
 struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
   using FuseAttentionBase::FuseAttentionBase;
 
@@ -471,6 +502,9 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
            findAttentionCores(forward, fromInputs)) {
         ++found;
         Match m = matchCore(core, module, frozenSet);
+        if (m.failure.empty() && maxHeadDim > 0 && headDim(m) > maxHeadDim)
+          m.failure = "head dimension above " + std::to_string(maxHeadDim) +
+                      " (the target's attention kernels)";
         if (!m.failure.empty()) {
           ++reasons[m.failure];
           continue;

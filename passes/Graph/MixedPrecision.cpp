@@ -48,11 +48,13 @@ Policy policyOf(Operation *op, bool halfNorms) {
   // operands and round once when they store: the f32 island around them
   // would only add two casts and twice the bytes.
   if (halfNorms && isa<SoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp,
-                       RmsNormOp, RmsNormGradOp>(op))
+                       RmsNormOp, RmsNormGradOp, AttentionOp,
+                       AttentionGradOp>(op))
     return Policy::HalfIO;
   if (isa<SoftmaxOp, LayerNormOp, RmsNormOp, SoftmaxGradOp, LogSoftmaxGradOp,
           LayerNormGradOp, RmsNormGradOp, CrossEntropyGradOp, BatchNormOp,
-          BatchNormGradOp, GroupNormOp, GroupNormGradOp>(op))
+          BatchNormGradOp, GroupNormOp, GroupNormGradOp, AttentionOp,
+          AttentionGradOp>(op))
     return Policy::Island;
   // Batch-norm statistics stay fp32 too: the mean and variance computed
   // from them, the running statistics and the parameter gradients.
@@ -63,8 +65,13 @@ Policy policyOf(Operation *op, bool halfNorms) {
 }
 
 /// Whether `v` (an operand or result of `op`) is one of a norm's per-row
-/// statistics (mean, rstd), which a half norm keeps in f32.
+/// statistics (mean, rstd) or attention's log-sum-exp, which a half norm
+/// or attention keeps in f32.
 bool isNormStatistic(Operation *op, Value v) {
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return v == a.getLogsumexp();
+  if (auto g = dyn_cast<AttentionGradOp>(op))
+    return v == g.getLogsumexp();
   if (auto n = dyn_cast<LayerNormOp>(op))
     return v == n.getMean() || v == n.getRstd();
   if (auto n = dyn_cast<RmsNormOp>(op))

@@ -46,6 +46,10 @@ def FuseAttention : Pass<"dtcc-graph-fuse-attention", "mlir::ModuleOp"> {
     ListOption<"frozen", "frozen", "std::string",
                "Variables that are not trained (autodiff's): a mask read "
                "from one is a constant">,
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
+           "Cores whose head dimension (max of the query's and the value's "
+           "last) is above this stay as they are: the target's attention "
+           "kernels take no more (0: any)">,
   ];
   let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
 }
@@ -170,12 +174,14 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
       accumulate in fp32; the CPU backend goes through sgemm and oneDNN's
       f32 convolutions).
     - Norms and softmax read and write the half type: `softmax`,
-      `layer_norm`, `rms_norm` and their gradients (`softmax_grad`,
-      `layer_norm_grad`, `rms_norm_grad`) take half operands (the scale and
+      `layer_norm`, `rms_norm`, `attention` and their gradients
+      (`softmax_grad`, `layer_norm_grad`, `rms_norm_grad`,
+      `attention_grad`) take half operands (the scale and
       bias are the half copies of the master weights) and give half
       results, while their kernels compute in fp32 or wider (max and sum of
       exponentials, mean, variance, rstd) and round once when they store;
-      the statistics kept for the backward pass (`mean`, `rstd`) are fp32.
+      the statistics kept for the backward pass (`mean`, `rstd`,
+      attention's `logsumexp`) are fp32.
       This is how Megatron-LM's fused kernels, MPT's low-precision
       LayerNorm and FSDP2 with bf16 parameters run them, and it spares the
       casts around each op (two reads and writes of the tensor in fp32).

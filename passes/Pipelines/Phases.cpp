@@ -25,6 +25,7 @@ static void addTrainPasses(OpPassManager &pm, int64_t stages,
   if (o.fuseAttention) {
     graph::FuseAttentionOptions fuse;
     fuse.frozen = o.autodiff.frozen;
+    fuse.maxHeadDim = o.fuseAttentionMaxHeadDim;
     pm.addPass(graph::createFuseAttention(fuse));
   }
   pm.addPass(graph::createAutodiff(o.autodiff));

@@ -37,8 +37,10 @@ struct TrainPhase {
   /// dtcc-graph-mixed-precision's half-norms.
   bool halfNorms = true;
   graph::OptimizerOptions optimizer;
-  /// dtcc-graph-fuse-attention before autodiff.
+  /// dtcc-graph-fuse-attention before autodiff, and its max-head-dim (0:
+  /// any; the CUDA kernels' limit for --target cuda).
   bool fuseAttention = false;
+  int64_t fuseAttentionMaxHeadDim = 0;
 };
 
 /// One rank's program on the plan's mesh: pipeline stages (pp), the layout
