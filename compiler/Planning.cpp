@@ -742,6 +742,11 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
     options.target = "cuda";
     options.train.enabled = true;
     options.train.dtype = dtypeName(plan.dtype.compute);
+    // dtcc's own run fuses the attention cores (the CUDA attention kernels,
+    // priced as compiled); a run the plan file describes keeps them in the
+    // program, priced as that run executed them (`attention`).
+    options.train.fusedAttention =
+        model.flashAttention && attention == AttentionKernels::kAsCompiled;
     // Every field of the plan: one the compiler does not build yet is
     // refused by dtcc-plan-set, naming it (and the plan stays analytic).
     options.train.plan = compilerPlanOf(compiled);
@@ -1262,10 +1267,12 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   if (args.compiled && args.modelPath.empty())
     return invalidArgument("--compiled needs a model file to compile");
   // A zoo model on a GPU cluster is priced as dtcc compiles and runs it:
-  // the CUDA backend does not fuse attention, so the analytic search (the
-  // compiled pricing's pre-filter) stores and streams the scores too.
+  // the CUDA target fuses each attention core without dropout on the
+  // probabilities (dtcc-graph-fuse-attention; the zoo's --dropout puts one
+  // there), so the analytic search (the compiled pricing's pre-filter)
+  // stores and streams the scores only with dropout.
   if (!cpu && !args.zooFamily.empty() && !args.analytic)
-    model.flashAttention = false;
+    model.flashAttention = !model.dropout;
 
   // A saved plan's model says how its run executes attention (a fused
   // kernel or fused softmax, as the published runs of the validation
@@ -1372,7 +1379,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     report.notes.push_back(
         "CPU backend: plans are what dtcc compile builds (the search's "
         "plans less those the compiler refuses, the model's batch as one "
-        "micro-batch split over dp), in fp32 with unfused attention");
+        "micro-batch split over dp), in fp32 with fused attention");
   } else if (pricingSaved && args.mesh.empty() && args.zero < 0) {
     Plan plan = *savedPlan;
     if (args.globalBatch && args.globalBatch != plan.globalBatch())

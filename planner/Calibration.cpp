@@ -629,11 +629,18 @@ StatusOr<ClusterSpec> calibratedGpuCluster(const GpuCalibrationData &data,
       reference = &m;
   c.device.matmulEfficiency = gpuMatmulEfficiency(data, curveType, *reference,
                                                   best, on);
-  c.device.attentionEfficiency =
-      notMeasured(c.device.attentionEfficiency,
-                  "not measured (the CUDA backend has no fused attention "
-                  "kernel to time; compiled programs' attention products are "
-                  "priced by the gemmEfficiency curve)");
+  if (data.attentionFlopsPerSecond > 0 && c.device.peakBf16.value > 0)
+    c.device.attentionEfficiency = gpuMeasured(
+        data.attentionFlopsPerSecond / c.device.peakBf16.value,
+        strCat("dtcc's attention kernels, ", data.attentionWorkload, on, ", ",
+               sustainedHow(data.kernelWindowSeconds), ": ",
+               formatFlops(data.attentionFlopsPerSecond),
+               " (runtime::attentionFlops of both) over the bf16 peak"),
+        data);
+  else
+    c.device.attentionEfficiency =
+        notMeasured(c.device.attentionEfficiency,
+                    "not measured (no bf16 attention was timed)");
 
   // Per-kernel rates.
   c.device.kernelSeconds.clear();

@@ -203,6 +203,11 @@ struct GpuCalibrationData {
   /// to back (`launchWorkload`, e.g. "neg on 1xf32 -> 1xf32").
   double launchSeconds = 0;
   std::string launchWorkload;
+  /// dtcc's bf16 attention kernel and its gradient (runtime::attentionFlops
+  /// of both per second of both), and on what ("attention on ... and
+  /// attention_grad on ..."); 0 when not measured (no bf16 before sm_80).
+  double attentionFlopsPerSecond = 0;
+  std::string attentionWorkload;
 
   /// "NCCL 2.27.3": what the collectives ran over.
   std::string transport;
@@ -237,8 +242,9 @@ constexpr int64_t kGpuMatmulReferenceN = 4096;
 /// - gemmEfficiency = the curve dtype's (gpuCurveDType) rates over its own
 ///   peak, by size; the program model applies this one curve to every
 ///   dtype's peak; matmulEfficiency = that curve at kGpuMatmulReferenceN
-///   (or the largest size measured below it); attentionEfficiency is the
-///   base's (the CUDA backend has no fused attention to time);
+///   (or the largest size measured below it); attentionEfficiency = the
+///   attention sample's FLOP/s (forward and gradient) over the bf16 peak,
+///   the base's when there is none;
 /// - kernelSeconds = each kernel sample's seconds over its elements;
 /// - memory bandwidth = the largest device-to-device copy, efficiency 1 (an
 ///   achieved rate); PCIe = the slower direction of the largest pinned

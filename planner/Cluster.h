@@ -41,7 +41,7 @@ struct Figure {
 struct DeviceSpec {
   std::string name;
   /// "gpu" or "cpu": which dtcc backend runs on it. The CPU backend computes
-  /// in fp32 and does not fuse attention, which the planner then models.
+  /// in fp32 (and fuses attention), which the planner then models.
   std::string kind = "gpu";
   bool isCpu() const { return kind == "cpu"; }
   /// Dense peak FLOP/s per compute type.

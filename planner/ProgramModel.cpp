@@ -7,6 +7,7 @@
 #include "runtime/base/MatmulShape.h"
 #include "runtime/base/MeshShape.h"
 #include "runtime/base/OpFlops.h"
+#include "runtime/device/cpu/AttentionPlan.h"
 #include "runtime/exec/CudaScratch.h"
 #include "runtime/kernels/KernelSignature.h"
 #include "runtime/format/ProgramMetadata.h"
@@ -303,10 +304,22 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   if ((kernel == "attention" || kernel == "attention_grad") &&
       inst.inputs_size() >= 3) {
     // dgraph.attention (and its gradient, which recomputes the scores):
-    // runtime::attentionFlops at the device's attention efficiency, or the
-    // bytes of its operands when that is longer; no [Sq, Sk] buffer.
+    // runtime::attentionFlops at the device's attention efficiency of the
+    // peak the kernels run at, or the bytes of its operands when that is
+    // longer; no [Sq, Sk] buffer. On GPUs, f16 and bf16 heads up to
+    // kCudaAttentionTensorCoreMaxHeadDim run on the tensor cores (the
+    // type's peak); the rest, and the CPU's kernels, multiply in fp32 on
+    // the vector units.
     const Buffer &q = program.buffers(inst.inputs(0));
     const Buffer &v = program.buffers(inst.inputs(2));
+    DType compute = DType::kFp32;
+    const auto dtype = static_cast<runtime::DType>(q.dtype());
+    const bool half =
+        dtype == runtime::DType::kBF16 || dtype == runtime::DType::kF16;
+    if (!device.isCpu() && half && q.shape_size() > 0 && v.shape_size() > 0 &&
+        std::max(q.shape(q.shape_size() - 1), v.shape(v.shape_size() - 1)) <=
+            runtime::cpu::kCudaAttentionTensorCoreMaxHeadDim)
+      compute = dtype == runtime::DType::kBF16 ? DType::kBf16 : DType::kFp16;
     double flops = runtime::attentionFlops(
         std::vector<int64_t>(q.shape().begin(), q.shape().end()),
         std::vector<int64_t>(v.shape().begin(), v.shape().end()),
@@ -319,10 +332,6 @@ double instructionSeconds(const Program &program, const Instruction &inst,
         bytes += extentBytes(program.buffers(id));
       for (int id : inst.outputs())
         bytes += extentBytes(program.buffers(id));
-      auto dtype = static_cast<runtime::DType>(q.dtype());
-      DType compute = dtype == runtime::DType::kBF16  ? DType::kBf16
-                      : dtype == runtime::DType::kF16 ? DType::kFp16
-                                                      : DType::kFp32;
       double memory = double(bytes) / (device.memoryBandwidth.value *
                                         device.memoryEfficiency.value);
       return std::max(flops / (device.peakFlops(compute) *
@@ -901,7 +910,8 @@ StatusOr<ProgramTime> simulateProgram(const Program &program,
 const char *attentionKernelsText(AttentionKernels attention) {
   switch (attention) {
   case AttentionKernels::kAsCompiled:
-    return "unfused, as dtcc's CUDA backend runs it";
+    return "as compiled (dtcc's attention kernels where the compiler fused "
+           "the core)";
   case AttentionKernels::kFusedSoftmax:
     return "with fused scale-mask-softmax kernels";
   case AttentionKernels::kFlash:

@@ -99,7 +99,8 @@ struct ProgramTime {
 /// `MatMul_context`, and their gradients (isAttentionCoreNode).
 enum class AttentionKernels {
   /// Every instruction as dtcc's backend runs it (dtcc's own programs:
-  /// its CUDA backend fuses neither).
+  /// cores compiled into dgraph.attention run dtcc's attention kernels,
+  /// the others their ops one by one).
   kAsCompiled,
   /// Scale, mask and softmax in one kernel, and softmax's gradient with the
   /// scale in one (Megatron-LM's FusedScaleMaskSoftmax): each reads and

@@ -410,6 +410,21 @@ KernelCase matmulCase(int64_t n, DType dtype) {
                 {out(dtype, {n, n})});
 }
 
+std::vector<KernelCase> attentionCases(int64_t heads, int64_t seq,
+                                       int64_t headDim, DType dtype) {
+  const Shape rows = {heads, seq, headDim}, lse = {heads, seq};
+  const Attrs a = attrs({{"scale", 1.0 / std::sqrt(double(headDim))},
+                         {"causal", int64_t(1)}});
+  return {single("attention", {in(dtype, rows), in(dtype, rows), in(dtype, rows)},
+                 {out(dtype, rows), out(DType::kF32, lse)}, a),
+          single("attention_grad",
+                 {in(dtype, rows), in(dtype, rows), in(dtype, rows),
+                  in(dtype, rows),
+                  in(DType::kF32, lse, Fill::kValue, std::log(double(seq))),
+                  in(dtype, rows)},
+                 {out(dtype, rows), out(dtype, rows), out(dtype, rows)}, a)};
+}
+
 KernelCase launchCase() {
   return single("neg", {f32({1})}, {out(DType::kF32, {1})});
 }

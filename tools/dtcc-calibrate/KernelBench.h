@@ -94,6 +94,13 @@ std::vector<KernelCase> kernelBenchCases(const KernelBenchSizes &sizes = {});
 /// dtcc's matmul kernel on an n x n by n x n product of `dtype`.
 KernelCase matmulCase(int64_t n, runtime::DType dtype = runtime::DType::kF32);
 
+/// dtcc's attention kernel, then its gradient, on `heads` causal heads of
+/// seq x headDim (scale 1/sqrt(headDim)) of `dtype`: {attention,
+/// attention_grad}. The gradient's logsumexp is log(seq), which keeps every
+/// recomputed probability finite.
+std::vector<KernelCase> attentionCases(int64_t heads, int64_t seq,
+                                       int64_t headDim, runtime::DType dtype);
+
 /// A kernel that does next to nothing (neg on one f32 element): launched
 /// back to back, its time per call is a kernel launch's.
 KernelCase launchCase();

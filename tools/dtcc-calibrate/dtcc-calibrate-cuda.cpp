@@ -13,6 +13,7 @@
 
 #include "planner/Calibration.h"
 #include "runtime/base/Format.h"
+#include "runtime/base/OpFlops.h"
 #include "runtime/comm/CommQueue.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/nccl/NcclComm.h"
@@ -64,6 +65,9 @@ writes a cluster file for `dtcc plan --cluster FILE`:
   - kernels: every other kernel of dtcc's training programs (dtcc calibrate's
     list, on 2^24 elements each) bound through the CUDA kernel registry:
     seconds per element (device.kernels)
+  - attention: dtcc's bf16 attention kernel and its gradient on 16 causal
+    heads of 2048 x 128: FLOP/s over the bf16 peak
+    (device.attentionEfficiency; sm_80 and later)
   - device-to-device copy bandwidth, pinned host copies (PCIe), kernel launch
     overhead, device memory (cudaMemGetInfo)
   - under a launcher with N ranks: NCCL all-reduce and all-gather, 8 B to
@@ -100,6 +104,7 @@ struct Settings {
                                       2048, 4096, 8192, 16384};
   double matmulWindowSeconds = 0.1;
   double kernelWindowSeconds = 0.05;
+  int64_t attentionSeq = 2048; ///< queries and keys of the attention timed
   /// Work between synchronizations when timing asynchronous calls.
   double batchSeconds = 2e-3;
   int64_t maxCopyBytes = int64_t(1) << 30;
@@ -112,6 +117,7 @@ struct Settings {
     s.matmulSizes = {256, 1024, 4096};
     s.matmulWindowSeconds = 0.02;
     s.kernelWindowSeconds = 0.005;
+    s.attentionSeq = 1024;
     s.maxCopyBytes = int64_t(64) << 20;
     s.maxCollectiveBytes = int64_t(16) << 20;
     s.collectiveStep = 8;
@@ -292,6 +298,44 @@ Status measureKernels(GpuCalibrationData &data, CudaDevice &dev,
   return Status::ok();
 }
 
+/// dtcc's bf16 attention and its gradient as a GPT layer runs them (16
+/// causal heads of 2048 x 128, or 1024 with --quick), one after the other,
+/// slowest rank: runtime::attentionFlops of both per second. Left out
+/// before sm_80 (no bf16).
+Status measureAttention(GpuCalibrationData &data, CudaDevice &dev,
+                        Communicator *comm, const Settings &settings) {
+  if (dev.properties().major < 8)
+    return Status::ok();
+  const int64_t heads = 16, headDim = 128;
+  const std::vector<calibrate::KernelCase> cases = calibrate::attentionCases(
+      heads, settings.attentionSeq, headDim, runtime::DType::kBF16);
+  std::vector<std::unique_ptr<calibrate::BoundKernelCase>> bound;
+  for (const calibrate::KernelCase &kase : cases) {
+    DTCC_ASSIGN_OR_RETURN(auto b, calibrate::BoundKernelCase::bind(kase, dev));
+    bound.push_back(std::move(b));
+  }
+  DTCC_ASSIGN_OR_RETURN(
+      double seconds,
+      calibrate::timeSustained(
+          [&] {
+            for (auto &b : bound)
+              DTCC_RETURN_IF_ERROR(b->run());
+            return Status::ok();
+          },
+          [&] { return dev.synchronize(); }, settings.kernelWindowSeconds,
+          settings.batchSeconds));
+  DTCC_RETURN_IF_ERROR(reduceAcross(comm, seconds, ReduceKind::kMax));
+  const std::vector<int64_t> rows = {heads, settings.attentionSeq, headDim};
+  data.attentionFlopsPerSecond =
+      (runtime::attentionFlops(rows, rows, true, false) +
+       runtime::attentionFlops(rows, rows, true, true)) /
+      seconds;
+  data.attentionWorkload = strCat("attention on ", cases[0].workload(),
+                                  " and attention_grad on ",
+                                  cases[1].workload());
+  return Status::ok();
+}
+
 /// Copies inside the GPU (its memory bandwidth) and to and from pinned host
 /// memory (PCIe), on the compute stream, slowest rank.
 Status measureCopies(GpuCalibrationData &data, CudaDevice &dev,
@@ -378,6 +422,7 @@ Status measureDevice(GpuCalibrationData &data, CudaDevice &dev,
     DTCC_RETURN_IF_ERROR(comm->barrier());
   DTCC_RETURN_IF_ERROR(measureMatmul(data, dev, comm, settings));
   DTCC_RETURN_IF_ERROR(measureKernels(data, dev, comm, settings, speak));
+  DTCC_RETURN_IF_ERROR(measureAttention(data, dev, comm, settings));
   DTCC_RETURN_IF_ERROR(measureCopies(data, dev, comm, settings));
   DTCC_RETURN_IF_ERROR(measureLaunch(data, dev, comm, settings));
   return Status::ok();

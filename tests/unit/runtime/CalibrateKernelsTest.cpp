@@ -43,6 +43,19 @@ TEST(CalibrateKernels, EveryCaseBindsAndRunsOnTinyShapes) {
     bindAndRun(kase, 5);
 }
 
+// What `dtcc calibrate --device cuda` times for the attention efficiency,
+// here through the CPU registry (f32: the CPU kernels' type): both calls
+// bind, and the gradient's given logsumexp keeps every result finite.
+TEST(CalibrateKernels, AttentionCasesBindAndRun) {
+  std::vector<KernelCase> cases =
+      attentionCases(2, 48, 16, runtime::DType::kF32);
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].kernel, "attention");
+  EXPECT_EQ(cases[1].kernel, "attention_grad");
+  for (const KernelCase &kase : cases)
+    bindAndRun(kase, 2);
+}
+
 TEST(CalibrateKernels, EveryCaseBindsAtCalibratesSizes) {
   for (const KernelCase &kase : kernelBenchCases()) {
     bindAndRun(kase, 1);
