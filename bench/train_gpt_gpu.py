@@ -10,10 +10,15 @@ sequence length and precision in every column:
   torch eager    tests/e2e/torch_models.GPT under torch.autocast(bfloat16)
                  with fp32 parameters and AdamW (fused where available)
   torch.compile  the same, through torch.compile (PyTorch >= 2.0 only)
+  ... +SDPA      eager and compiled with the attention core replaced by
+                 F.scaled_dot_product_attention(is_causal=True) (PyTorch's
+                 flash/memory-efficient kernels)
 
 All use AdamW with global-norm clipping 1.0. PyTorch's attention is
 tests/e2e/torch_models.GPT's (softmax over an explicit causal mask, no flash
-attention); dtcc's is its fused attention op as compiled by default. The
+attention) in the eager and compile columns, SDPA in the +SDPA ones; dtcc's
+is its fused attention op (dgraph.attention, the CUDA backend's tiled
+kernels) as compiled by default. The
 weights differ (dtcc's are N(0, 0.02) draws made at start-up,
 `--random-init`, as the zoo's files for these sizes would be GBs), which does
 not change the work done. Step times are medians over the timed steps (dtcc:
@@ -53,6 +58,11 @@ MODELS = {
     "350m": dict(layers=24, hidden=1024, heads=16, vocab=50304, seq=1024, batch=8),
     "1.3b": dict(layers=24, hidden=2048, heads=16, vocab=50304, seq=1024, batch=4),
 }
+# The columns: dtcc, then PyTorch eager and compiled, with the model's own
+# attention and with SDPA.
+IMPLS = ("dtcc", "eager", "compile", "eager-sdpa", "compile-sdpa")
+TORCH_LABELS = {"eager": "torch eager", "compile": "torch.compile",
+                "eager-sdpa": "torch eager+SDPA", "compile-sdpa": "torch.compile+SDPA"}
 # Dense bf16 tensor-core peak (TFLOP/s, without sparsity), by name fragment;
 # the first match wins, so the more specific names come first.
 PEAK_BF16_TFLOPS = [
@@ -96,15 +106,31 @@ def parameters(m):
     return L * per_layer + 2 * V * h + s * h + 2 * h
 
 
+def sdpa_block_forward(self, x):
+    """tests/e2e/torch_models.GPTBlock.forward with the attention core as
+    F.scaled_dot_product_attention (causal, the same scale)."""
+    import torch.nn.functional as F
+    b, s, h = x.shape
+    q, k, v = self.qkv(self.ln1(x)).split(h, dim=2)
+    shape = (b, s, self.heads, h // self.heads)
+    q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    x = x + self.proj(y.transpose(1, 2).reshape(b, s, h))
+    return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
 def torch_child(args):
     """Trains in PyTorch on the GPU; prints 'ms_per_step peak_bytes'."""
     import torch
     import torch_models
     m = MODELS[args.model]
+    kind, _, attention = args.torch_child.partition("-")
+    if attention == "sdpa":
+        torch_models.GPTBlock.forward = sdpa_block_forward
     torch.manual_seed(0)
     model = torch_models.GPT(vocab=m["vocab"], seq=m["seq"], hidden=m["hidden"],
                              heads=m["heads"], layers=m["layers"]).cuda()
-    if args.torch_child == "compile":
+    if kind == "compile":
         model = torch.compile(model)
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1,
@@ -214,8 +240,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="the GPU's dense bf16 peak, when its name is not known here")
-    ap.add_argument("--impls", default="dtcc,eager,compile",
-                    help="which columns to run: dtcc, eager, compile (comma-separated)")
+    ap.add_argument("--impls", default=",".join(IMPLS),
+                    help="which columns to run: " + ", ".join(IMPLS) + " (comma-separated)")
     ap.add_argument("--runner-cuda", help="dtcc-runner-cuda (default: beside --dtcc)")
     ap.add_argument("--prepare", metavar="DIR",
                     help="only compile dtcc's programs into DIR (no GPU needed), for "
@@ -265,13 +291,13 @@ def main():
             for f in os.listdir(work):  # one size's program at a time
                 if f != "tokens.bin":
                     os.remove(os.path.join(work, f))
-            torch_kinds = [k for k in ("eager", "compile") if k in impls]
+            torch_kinds = [k for k in IMPLS[1:] if k in impls]
             if torch_kinds and no_torch:
                 results.append(("torch eager", None, no_torch))
             elif torch_kinds:
                 for kind in torch_kinds:
-                    label = "torch eager" if kind == "eager" else "torch.compile"
-                    if kind == "compile" and not has_compile:
+                    label = TORCH_LABELS[kind]
+                    if kind.startswith("compile") and not has_compile:
                         results.append((label, None, "needs PyTorch >= 2.0"))
                         continue
                     ms, mem = run_torch(args, kind)
@@ -285,16 +311,16 @@ def main():
     print(f"GPU: {name} (peak dense bf16 {peak:.0f} TFLOP/s); bf16 compute, fp32 master "
           f"weights and AdamW state, clipping 1.0; median of {args.steps} steps after "
           f"{args.warmup}")
-    print(f"{'model':>6} {'params':>7} {'batch x seq':>11} {'impl':<14} {'ms/step':>9} "
+    print(f"{'model':>6} {'params':>7} {'batch x seq':>11} {'impl':<18} {'ms/step':>9} "
           f"{'tokens/s':>9} {'TFLOP/s':>8} {'MFU':>6}  peak memory / note")
     for model, params, m, tokens, impl, ms, flops, extra in rows:
         shape = f"{m['batch']} x {m['seq']}"
         if ms is None:
-            print(f"{model:>6} {params / 1e6:6.0f}M {shape:>11} {impl:<14} {'-':>9} {'-':>9} "
+            print(f"{model:>6} {params / 1e6:6.0f}M {shape:>11} {impl:<18} {'-':>9} {'-':>9} "
                   f"{'-':>8} {'-':>6}  {extra}")
             continue
         tflops = flops / (ms / 1e3) / 1e12
-        print(f"{model:>6} {params / 1e6:6.0f}M {shape:>11} {impl:<14} {ms:9.1f} "
+        print(f"{model:>6} {params / 1e6:6.0f}M {shape:>11} {impl:<18} {ms:9.1f} "
               f"{tokens / (ms / 1e3):9.0f} {tflops:8.1f} {100 * tflops / peak:5.1f}%  {extra}")
     return 0
 

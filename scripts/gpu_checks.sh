@@ -67,7 +67,7 @@ import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps(c, indent=1)[:
   bench)
     section "MFU benchmark"
     PYTHONUNBUFFERED=1 timeout 500 python3 "$src/bench/train_gpt_gpu.py" --programs "$kit/bench" \
-      --runner-cuda "$k/bin/dtcc-runner-cuda" --steps 10 --warmup 3 --impls "${DTCC_BENCH_IMPLS:-dtcc,eager,compile}" || fails=$((fails + 1)) ;;
+      --runner-cuda "$k/bin/dtcc-runner-cuda" --steps 10 --warmup 3 --impls "${DTCC_BENCH_IMPLS:-dtcc,eager,compile,eager-sdpa,compile-sdpa}" || fails=$((fails + 1)) ;;
   profile)
     section "where a step of the 350M GPT's time goes (--profile)"
     python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 50304, 2_000_000).astype(np.uint16).tofile('/tmp/dtcc-gpu-tokens.bin')"
