@@ -5,6 +5,7 @@
 #include "compiler/InternalErrors.h"
 #include "compiler/Serialize.h"
 #include "compiler/codegen/CpuCodegen.h"
+#include "compiler/codegen/GpuCodegen.h"
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
@@ -189,7 +190,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
   if (options.compileTo == Phase::Shard)
     return success();
   pipelines::ExecPhase exec;
-  exec.fuse = options.fuse && options.target == "cpu";
+  exec.fuse = options.fuse;
   return run([&](PassManager &pm) { pipelines::buildExecPhase(pm, exec); }, 4,
              "dexec");
 }
@@ -204,6 +205,39 @@ std::string defaultRunnerPath(llvm::StringRef target) {
   return path.str().str();
 }
 
+/// The fused regions' kernels for the CPU: a shared object.
+static FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
+                                                const CompileOptions &options) {
+  codegen::CpuCodegenOptions codegenOptions;
+  codegenOptions.dumpDir = options.dumpDir;
+  return codegen::compileCpuKernels(kernels, codegenOptions);
+}
+
+/// The fused regions' kernels for CUDA: a serialized GpuKernelModule (PTX
+/// per architecture, and cubins where ptxas was found at configure time).
+/// Code generation rewrites the module it is given, so it gets a copy.
+static FailureOr<std::string> compileGpuKernels(ModuleOp kernels,
+                                                const CompileOptions &options) {
+  if (!options.dumpDir.empty() &&
+      failed(codegen::writeDumpFile(
+          kernels, options.dumpDir, "kernels.mlir",
+          [&](llvm::raw_ostream &os) { kernels.print(os); })))
+    return failure();
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(kernels->clone()));
+  copy->setSymNameAttr(nullptr);
+  FailureOr<runtime::GpuKernelModule> generated =
+      codegen::generateGpuKernels(*copy, codegen::GpuCodegenOptions());
+  if (failed(generated))
+    return failure();
+  if (!options.dumpDir.empty())
+    for (const runtime::GpuKernelImage &image : generated->images)
+      if (failed(codegen::writeDumpFile(
+              kernels, options.dumpDir, "kernels." + image.chip + ".ptx",
+              [&](llvm::raw_ostream &os) { os << image.ptx; })))
+        return failure();
+  return runtime::serializeGpuKernelModule(*generated);
+}
+
 LogicalResult writeArtifact(ModuleOp module, const std::string &outPath,
                             const CompileOptions &options) {
   if (options.target != "cpu" && options.target != "cuda")
@@ -212,23 +246,22 @@ LogicalResult writeArtifact(ModuleOp module, const std::string &outPath,
   auto serialized = serializeProgram(module);
   if (failed(serialized))
     return failure();
-  // The fused regions' kernels, generated for the CPU, in the data section.
+  // The fused regions' kernels, generated for the target, in the data
+  // section: a shared object for the CPU, PTX and cubins for CUDA.
   if (ModuleOp kernels = codegen::findKernelsModule(module)) {
-    if (options.target != "cpu")
-      return kernels.emitError("fused regions have CPU kernels only: compile "
-                               "for --target ")
-             << options.target << " without --fuse";
-    codegen::CpuCodegenOptions codegenOptions;
-    codegenOptions.dumpDir = options.dumpDir;
-    FailureOr<std::string> so = codegen::compileCpuKernels(kernels, codegenOptions);
-    if (failed(so))
+    FailureOr<std::string> code = options.target == "cpu"
+                                      ? compileCpuKernels(kernels, options)
+                                      : compileGpuKernels(kernels, options);
+    if (failed(code))
       return failure();
     std::string &data = serialized->data;
     data.resize((data.size() + 63) / 64 * 64, '\0');
-    runtime::format::DataRef *ref = serialized->program.mutable_cpu_kernels();
+    runtime::format::DataRef *ref =
+        options.target == "cpu" ? serialized->program.mutable_cpu_kernels()
+                                : serialized->program.mutable_gpu_kernels();
     ref->set_offset(data.size());
-    ref->set_size(so->size());
-    data += *so;
+    ref->set_size(code->size());
+    data += *code;
   }
   if (options.target != "cpu") {
     (*serialized->program.mutable_metadata())[runtime::metadata::kTarget] = options.target;

@@ -13,6 +13,7 @@
 
 #include "runtime/base/DType.h"
 #include "runtime/base/Format.h"
+#include "runtime/format/GpuKernelModule.h"
 #include "runtime/format/ProgramMetadata.h"
 
 #include <algorithm>
@@ -200,9 +201,35 @@ static std::string explainPipeline(const Program &program) {
   return os.str();
 }
 
+/// What code the program carries for its fused regions: "kernels generated
+/// for the CPU, 21.4 KiB of code", or for CUDA with the architectures and
+/// whether ptxas assembled them.
+static std::string describeGeneratedKernels(const Program &program,
+                                            std::string_view data) {
+  if (program.has_cpu_kernels())
+    return "kernels generated for the CPU, " +
+           runtime::formatBytes(program.cpu_kernels().size()) + " of code";
+  if (!program.has_gpu_kernels())
+    return "no generated kernels: the executable lacks its kernels section";
+  const runtime::format::DataRef &ref = program.gpu_kernels();
+  std::string what = "kernels generated for CUDA, " +
+                     runtime::formatBytes(ref.size());
+  if (ref.offset() < 0 || uint64_t(ref.offset() + ref.size()) > data.size())
+    return what + " (outside the data section: truncated file?)";
+  runtime::StatusOr<runtime::GpuKernelModule> module =
+      runtime::parseGpuKernelModule(data.substr(ref.offset(), ref.size()));
+  if (!module.isOk())
+    return what + " (unreadable: " + module.status().message() + ")";
+  std::string images;
+  for (const runtime::GpuKernelImage &image : module.value().images)
+    images += (images.empty() ? "" : ", ") + image.chip +
+              (image.cubin.empty() ? " PTX" : " PTX + cubin");
+  return what + ": " + images;
+}
+
 /// The fused regions (dtcc compile --fuse): per function, each region's
 /// kernel, its ops and the bytes of the values that never reach memory.
-static std::string explainFusion(const Program &program) {
+static std::string explainFusion(const Program &program, std::string_view data) {
   std::ostringstream os;
   int64_t regions = 0;
   for (const auto &fn : program.functions()) {
@@ -245,16 +272,11 @@ static std::string explainFusion(const Program &program) {
   }
   if (regions == 0)
     return "";
-  bool hasKernels = program.has_cpu_kernels();
-  return "fused regions (kernels generated for the CPU" +
-         std::string(hasKernels ? ", " + runtime::formatBytes(
-                                             program.cpu_kernels().size()) +
-                                      " of code"
-                                : "") +
+  return "fused regions (" + describeGeneratedKernels(program, data) +
          "):\n" + os.str() + "\n";
 }
 
-std::string explainProgram(const Program &program) {
+std::string explainProgram(const Program &program, std::string_view data) {
   std::ostringstream os;
   auto meta = [&](const std::string &key) {
     auto it = program.metadata().find(key);
@@ -311,7 +333,7 @@ std::string explainProgram(const Program &program) {
 
   os << explainMemorySpaces(program);
 
-  os << explainFusion(program);
+  os << explainFusion(program, data);
 
   os << explainPipeline(program);
 

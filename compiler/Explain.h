@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
+#include <string_view>
 
 namespace dtcc {
 
@@ -23,8 +24,11 @@ using planner::CollectiveInfo;
 using planner::listCollectives;
 
 /// A report for people: the mesh, the parameters and their shardings, the
-/// collectives per step and their totals by phase and kind.
-std::string explainProgram(const runtime::format::Program &program);
+/// collectives per step and their totals by phase and kind. `data` is the
+/// program's data section (empty where there is none, as for a program
+/// compiled from .mlir here), which holds its generated kernels.
+std::string explainProgram(const runtime::format::Program &program,
+                           std::string_view data = {});
 
 /// The program priced on `cluster` (a preset or a cluster file), sized to
 /// the program's ranks: its memory plan tensor by tensor and its step

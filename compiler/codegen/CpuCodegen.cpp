@@ -78,18 +78,6 @@ LogicalResult checkRegionForm(func::FuncOp fn) {
   return success();
 }
 
-LogicalResult writeFile(Operation *at, StringRef dir, StringRef name,
-                        llvm::function_ref<void(llvm::raw_ostream &)> write) {
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, name);
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
-    return at->emitError("cannot write '") << path << "': " << ec.message();
-  write(os);
-  return success();
-}
-
 /// The libmvec functions the CPU kernels call (runtime/device/cpu/
 /// VectorMath.h) beyond LLVM's preset (exp, log, sin, cos, tan): the
 /// vectorized loops call the same functions, so a region computes what the
@@ -166,6 +154,18 @@ void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
 
 } // namespace
 
+LogicalResult writeDumpFile(Operation *at, StringRef dir, StringRef name,
+                        llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return at->emitError("cannot write '") << path << "': " << ec.message();
+  write(os);
+  return success();
+}
+
 FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
                                          const CpuCodegenOptions &options) {
   MLIRContext *ctx = kernels.getContext();
@@ -176,7 +176,7 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
         "Debian's lld-22 (scripts/setup.sh), set DTCC_LLD, or compile with "
         "--no-fuse");
   if (!options.dumpDir.empty() &&
-      failed(writeFile(kernels, options.dumpDir, "kernels.mlir",
+      failed(writeDumpFile(kernels, options.dumpDir, "kernels.mlir",
                        [&](llvm::raw_ostream &os) { kernels.print(os); })))
     return failure();
 
@@ -274,7 +274,7 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
     return kernels.emitError("the fused regions' LLVM IR does not verify");
   optimize(*module, *tm);
   if (!options.dumpDir.empty() &&
-      failed(writeFile(kernels, options.dumpDir, "kernels.ll",
+      failed(writeDumpFile(kernels, options.dumpDir, "kernels.ll",
                        [&](llvm::raw_ostream &os) { module->print(os, nullptr); })))
     return failure();
 

@@ -12,6 +12,8 @@
 #define DTCC_COMPILER_CODEGEN_CPUCODEGEN_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <string>
 
@@ -28,6 +30,11 @@ struct CpuCodegenOptions {
   /// /usr/lib/llvm-22/bin/ld.lld.
   std::string linker;
 };
+
+/// Writes `dir`/`name` with `write`; an error at `at` when it cannot.
+mlir::LogicalResult
+writeDumpFile(mlir::Operation *at, llvm::StringRef dir, llvm::StringRef name,
+              llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 /// The region-function module of `module` (its `dtcc_kernels`), or null.
 mlir::ModuleOp findKernelsModule(mlir::ModuleOp module);

@@ -274,6 +274,14 @@ static void wrapSequentialRuns(func::FuncOp func, RewriterBase &rewriter) {
 
 FailureOr<std::vector<MappedRegion>>
 mapRegionsToGpuLoops(ModuleOp module, const GpuCodegenOptions &options) {
+  // The caller's context may know only the region functions' dialects (the
+  // compiler's does): register and load what mapping and lowering create.
+  {
+    DialectRegistry registry;
+    registerGpuCodegenDialects(registry);
+    module.getContext()->appendDialectRegistry(registry);
+    module.getContext()->loadAllAvailableDialects();
+  }
   if (options.threadsPerBlock < 1 || options.threadsPerBlock > 1024)
     return module.emitError() << "expected 1..1024 threads per block, got "
                               << options.threadsPerBlock;

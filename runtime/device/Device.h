@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dtcc::runtime {
@@ -87,6 +88,17 @@ public:
   /// device that binds runs of consecutive instructions as one launch (the
   /// CUDA device's adamw) ends the run here; the default does nothing.
   virtual void beginFunction() {}
+  /// Loads the kernels the compiler generated for the program's fused
+  /// regions on a GPU (a serialized GpuKernelModule, runtime/format/
+  /// GpuKernelModule.h), which its `fused` instructions then launch: once,
+  /// before any instruction is bound. The default refuses: only a GPU runs
+  /// them.
+  virtual Status loadGpuKernels(std::string_view module) {
+    (void)module;
+    return unimplemented("device '", name(), "' cannot run kernels generated "
+                         "for CUDA (the program was compiled with --target "
+                         "cuda --fuse)");
+  }
 };
 
 /// The host CPU, with the kernels of runtime/device/cpu.

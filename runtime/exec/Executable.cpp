@@ -232,6 +232,15 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
     DTCC_ASSIGN_OR_RETURN(generated_,
                           GeneratedKernels::load(data + ref.offset(), ref.size()));
   }
+  if (program.has_gpu_kernels()) {
+    const format::DataRef &ref = program.gpu_kernels();
+    if (ref.offset() < 0 || ref.size() <= 0 ||
+        static_cast<uint64_t>(ref.offset() + ref.size()) > dataSize)
+      return dataLoss("the generated GPU kernels lie outside the data section "
+                      "(truncated file?)");
+    DTCC_RETURN_IF_ERROR(device_.loadGpuKernels(std::string_view(
+        reinterpret_cast<const char *>(data + ref.offset()), ref.size())));
+  }
 
   // Every unknown kernel at once, so one load lists them all.
   // Host instructions (an offloaded optimizer step) run the CPU's kernels.

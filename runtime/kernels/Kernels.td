@@ -690,7 +690,6 @@ def : Kernel<"fused"> {
   let Inputs = [Variadic<Tensor<"inputs", FloatElement>>];
   let Outputs = [Variadic<Tensor<"results", FloatElement>>];
   let Attrs = [StringAttr<"symbol">];
-  let Backends = ["cpu"];
 }
 
 def : Kernel<"gelu_grad"> {

@@ -5,7 +5,8 @@ Each case compiles one model twice, `--target cpu` and `--target cuda`, with
 the same training flags, trains both on the same batches and compares the
 loss of every step (the CPU backend is the reference: torch_parity.py holds
 it to PyTorch). Cases: zoo GPT and Llama in fp32 and bf16 (fused and
-unfused attention, micro-batches with recomputation), and PyTorch 1.13
+unfused attention, micro-batches with recomputation, fused regions run by
+the kernels generated for CUDA against the CPU's), and PyTorch 1.13
 exports of a ViT, a ResNet, a U-Net, a 1-D audio CNN and an MLP-Mixer
 (convolutions on cuDNN, batch/group norms, pools, resizes). Tolerances:
 fp32 1e-5 relative on the transformers, 1e-4 on the convolutional nets (see
@@ -57,6 +58,10 @@ CASES = {
     "gpt-microbatch-recompute": (GPT, ["--micro-batches", "2", "--recompute", "full"], 1e-5),
     "llama-fp32": (LLAMA, [], 1e-5),
     "llama-bf16": (LLAMA, ["--dtype", "bf16"], 2e-2),
+    # Fused regions with the kernels generated for CUDA against the CPU's
+    # generated kernels (bias + GELU, SwiGLU's SiLU and their gradients).
+    "gpt-fp32-fuse": (GPT, ["--fuse"], 1e-5),
+    "llama-fp32-fuse": (LLAMA, ["--fuse"], 1e-5),
     "vit": ("vit", [], 1e-5),
     "mixer": ("mixer", [], 1e-5),
     "resnet": ("resnet", [], 1e-4),

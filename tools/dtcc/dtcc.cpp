@@ -147,7 +147,8 @@ cl::opt<std::string> target(
 cl::opt<bool> fuse(
     "fuse",
     cl::desc("Fuse elementwise chains into regions with kernels generated "
-             "for the CPU (default: off)"),
+             "for the target: the CPU (linked with ld.lld) or CUDA (PTX, "
+             "and cubins for sm_80 and sm_90) (default: off)"),
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noFuse("no-fuse", cl::desc("Do not fuse (the default)"),
                      cl::sub(compileCmd), cl::cat(category));
@@ -688,8 +689,9 @@ int runZoo() {
 }
 
 /// The explain report, and with --cluster the program priced on it.
-int explainWithCost(const dtcc::runtime::format::Program &program) {
-  llvm::outs() << dtcc::explainProgram(program);
+int explainWithCost(const dtcc::runtime::format::Program &program,
+                    std::string_view data = {}) {
+  llvm::outs() << dtcc::explainProgram(program, data);
   if (explainCluster.empty())
     return 0;
   auto cost = dtcc::explainProgramCost(program, explainCluster);
@@ -713,7 +715,10 @@ int runExplain() {
       llvm::errs() << "error: " << loaded.status().message() << "\n";
       return 1;
     }
-    return explainWithCost(loaded.value()->program());
+    const dtcc::runtime::LoadedProgram &p = *loaded.value();
+    return explainWithCost(
+        p.program(), std::string_view(reinterpret_cast<const char *>(p.data()),
+                                      p.dataSize()));
   }
   DialectRegistry registry;
   dtcc::registerDtccDialects(registry);

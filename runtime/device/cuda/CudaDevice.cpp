@@ -4,6 +4,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/device/cuda/CudaCheck.h"
+#include "runtime/device/cuda/CudaGeneratedKernels.h"
 #include "runtime/device/cuda/DeviceChoice.h"
 #include "runtime/device/cuda/LaunchConfig.h"
 
@@ -46,6 +47,7 @@ void registerEveryCudaKernel(KernelRegistry &registry, CudaDevice &device) {
   registerCudaKernels(registry, device);
   registerCudaMatmulKernels(registry, device);
   registerCudaCollectiveKernels(registry, device);
+  registry.add("fused", cudaFusedKernelFactory(device));
 }
 } // namespace
 
@@ -128,6 +130,14 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(int localRank,
   }
   d->registry_ = std::move(wrapped);
   return d;
+}
+
+Status CudaDevice::loadGpuKernels(std::string_view module) {
+  DTCC_ASSIGN_OR_RETURN(GpuKernelModule parsed, parseGpuKernelModule(module));
+  DTCC_ASSIGN_OR_RETURN(std::unique_ptr<CudaGeneratedKernels> loaded,
+                        CudaGeneratedKernels::load(std::move(parsed)));
+  generated_ = std::move(loaded);
+  return Status::ok();
 }
 
 std::vector<std::string> CudaDevice::kernelNames() {

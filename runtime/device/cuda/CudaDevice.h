@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dtcc::runtime {
@@ -37,6 +38,7 @@ namespace cuda {
 
 /// Consecutive adamw instructions bound as one launch (CudaKernels.cpp).
 struct AdamwGroup;
+class CudaGeneratedKernels;
 
 class CudaDevice final : public Device {
 public:
@@ -77,6 +79,13 @@ public:
   const KernelRegistry &kernels() const override { return registry_; }
   /// Ends the adamw group being bound: fusion stays inside a function.
   void beginFunction() override { openAdamw_.reset(); }
+  /// Loads the program's generated kernels (CudaGeneratedKernels), which the
+  /// `fused` instructions bound after it launch.
+  Status loadGpuKernels(std::string_view module) override;
+  /// The generated kernels loaded last; null before.
+  std::shared_ptr<const CudaGeneratedKernels> generatedKernels() const {
+    return generated_;
+  }
 
   cudaStream_t computeStream() const { return compute_; }
   cudaStream_t commStream() const { return comm_; }
@@ -168,6 +177,7 @@ private:
   std::vector<P2POp> pendingP2P_;
   std::shared_ptr<NcclMesh> nccl_;
   std::shared_ptr<AdamwGroup> openAdamw_;
+  std::shared_ptr<const CudaGeneratedKernels> generated_;
   KernelRegistry registry_;
 };
 

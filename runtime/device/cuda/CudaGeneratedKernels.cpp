@@ -211,18 +211,18 @@ StatusOr<KernelFn> bindCudaFusedRegion(CudaDevice &device,
   });
 }
 
-KernelFactory
-cudaFusedKernelFactory(CudaDevice &device,
-                       std::shared_ptr<const CudaGeneratedKernels> kernels) {
-  return [&device, kernels](const KernelContext &ctx) -> StatusOr<KernelFn> {
+KernelFactory cudaFusedKernelFactory(CudaDevice &device) {
+  return [&device](const KernelContext &ctx) -> StatusOr<KernelFn> {
+    std::shared_ptr<const CudaGeneratedKernels> kernels =
+        device.generatedKernels();
     if (!kernels)
-      return ctx.error("the program has no generated GPU kernels (compile "
-                       "it with --target cuda)");
-    auto fn = bindCudaFusedRegion(device, *kernels, ctx);
-    if (!fn.isOk())
-      return fn.status();
+      return ctx.error("the program has no generated GPU kernels (an "
+                       "executable without its kernels section: compile it "
+                       "again with --target cuda)");
+    DTCC_ASSIGN_OR_RETURN(KernelFn fn,
+                          bindCudaFusedRegion(device, *kernels, ctx));
     // The closure keeps the module loaded.
-    return KernelFn([kernels, fn = std::move(fn).value()] { return fn(); });
+    return KernelFn([kernels, fn = std::move(fn)] { return fn(); });
   };
 }
 

@@ -66,12 +66,10 @@ StatusOr<KernelFn> bindCudaFusedRegion(CudaDevice &device,
                                        const CudaGeneratedKernels &kernels,
                                        const KernelContext &ctx);
 
-/// The CUDA factory of the kernel `fused` over a program's generated
-/// kernels, for the device's registry once the kernel-signature table lists
-/// `cuda` among `fused`'s backends.
-KernelFactory
-cudaFusedKernelFactory(CudaDevice &device,
-                       std::shared_ptr<const CudaGeneratedKernels> kernels);
+/// The CUDA factory of the kernel `fused`: binds each instruction to the
+/// generated kernels the device loaded for the program being bound
+/// (CudaDevice::loadGpuKernels).
+KernelFactory cudaFusedKernelFactory(CudaDevice &device);
 
 } // namespace dtcc::runtime::cuda
 
