@@ -37,6 +37,13 @@ namespace {
 
 constexpr StringLiteral kKernelsModule = "dtcc_kernels";
 
+/// The type a region of element type `t` computes in: f32 for the half
+/// types (their kernels compute in f32 too, rounding each result; a region
+/// rounds only what it writes), else `t`.
+Type computeType(Type t) {
+  return t.isBF16() || t.isF16() ? Float32Type::get(t.getContext()) : t;
+}
+
 /// Whether a region computes `op`: a float elementwise op whose scalar form
 /// emitScalar knows.
 bool isFusableCompute(Operation *op) {
@@ -48,7 +55,10 @@ bool isFusableCompute(Operation *op) {
            graph::GeluGradOp, graph::SiluGradOp>(op))
     return false;
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  return type && (type.getElementType().isF32() || type.getElementType().isF64());
+  if (!type)
+    return false;
+  Type e = type.getElementType();
+  return e.isF32() || e.isF64() || e.isBF16() || e.isF16();
 }
 
 /// A broadcast a region reads through an indexing map instead of a buffer:
@@ -345,18 +355,29 @@ void FunctionFusion::outline(Region &region) {
       b, loc, TypeRange{}, args.take_front(inputs.size()),
       args.drop_front(inputs.size()), maps, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange scalars) {
+        // Half-precision regions read their inputs into f32 and round
+        // what they write.
+        Type element = type.getElementType();
+        Type compute = computeType(element);
         IRMapping map;
         auto scalarOf = [&](Value v) -> Value {
           if (Value s = map.lookupOrNull(v))
             return s;
+          Value s;
           if (DenseElementsAttr splat = inlinedSplat(v.getDefiningOp())) {
-            Value s = arith::ConstantOp::create(
-                nb, nloc, splat.getElementType(),
-                cast<TypedAttr>(splat.getSplatValue<Attribute>()));
-            map.map(v, s);
-            return s;
+            APFloat value = splat.getSplatValue<APFloat>();
+            bool lost = false;
+            value.convert(cast<FloatType>(compute).getFloatSemantics(),
+                          APFloat::rmNearestTiesToEven, &lost);
+            s = arith::ConstantOp::create(nb, nloc, compute,
+                                          nb.getFloatAttr(compute, value));
+          } else {
+            s = scalars[inputs.lookup(inputOf(v))];
+            if (s.getType() != compute)
+              s = arith::ExtFOp::create(nb, nloc, compute, s);
           }
-          return scalars[inputs.lookup(inputOf(v))];
+          map.map(v, s);
+          return s;
         };
         for (Operation *op : region.ops) {
           SmallVector<Value> xs;
@@ -365,8 +386,12 @@ void FunctionFusion::outline(Region &region) {
           map.map(op->getResult(0), emitScalar(nb, op->getLoc(), op, xs));
         }
         SmallVector<Value> yields;
-        for (Value v : outputs)
-          yields.push_back(map.lookup(v));
+        for (Value v : outputs) {
+          Value y = map.lookup(v);
+          yields.push_back(y.getType() == element
+                               ? y
+                               : arith::TruncFOp::create(nb, nloc, element, y));
+        }
         linalg::YieldOp::create(nb, nloc, yields);
       });
   func::ReturnOp::create(b, loc);

@@ -62,6 +62,7 @@ CASES = {
     # generated kernels (bias + GELU, SwiGLU's SiLU and their gradients).
     "gpt-fp32-fuse": (GPT, ["--fuse"], 1e-5),
     "llama-fp32-fuse": (LLAMA, ["--fuse"], 1e-5),
+    "gpt-bf16-fuse": (GPT, ["--dtype", "bf16", "--fuse"], 2e-2),
     "vit": ("vit", [], 1e-5),
     "mixer": ("mixer", [], 1e-5),
     "resnet": ("resnet", [], 1e-4),

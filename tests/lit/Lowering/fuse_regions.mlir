@@ -128,3 +128,29 @@ func.func @gelu_backward(%x: tensor<2x8xf32>, %dy: tensor<2x8xf32>, %res: tensor
   %g = dgraph.add %dx, %res : tensor<2x8xf32>
   return %g : tensor<2x8xf32>
 }
+
+// -----
+
+// Tests a half-precision region: it reads its bf16 inputs into f32, computes
+// in f32 (a splat constant too) and rounds only what it writes, where the
+// unfused kernels round every op's result.
+// CHECK-LABEL: func.func @bf16_chain
+// CHECK: dgraph.fused @dtcc_kernels::@bf16_chain_fused_0(%arg0, %arg1) : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+// CHECK: func.func @bf16_chain_fused_0(%{{.*}}: memref<4x8xbf16>, %{{.*}}: memref<8xbf16>, %{{.*}}: memref<4x8xbf16>)
+// CHECK: ^bb0(%[[X:.*]]: bf16, %[[B:.*]]: bf16, %{{.*}}: bf16):
+// CHECK-DAG: %[[XF:.*]] = arith.extf %[[X]] : bf16 to f32
+// CHECK-DAG: %[[BF:.*]] = arith.extf %[[B]] : bf16 to f32
+// CHECK: %[[S:.*]] = arith.addf %[[XF]], %[[BF]] : f32
+// CHECK: %[[C:.*]] = arith.constant 1.250000e-01 : f32
+// CHECK: %[[M:.*]] = arith.mulf %[[S]], %[[C]] : f32
+// CHECK: %[[T:.*]] = math.tanh %[[M]] : f32
+// CHECK: %[[R:.*]] = arith.truncf %[[T]] : f32 to bf16
+// CHECK: linalg.yield %[[R]] : bf16
+func.func @bf16_chain(%x: tensor<4x8xbf16>, %b: tensor<8xbf16>) -> tensor<4x8xbf16> {
+  %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<8xbf16>) -> tensor<4x8xbf16>
+  %s = dgraph.add %x, %bb : tensor<4x8xbf16>
+  %c = dgraph.constant dense<1.250000e-01> : tensor<4x8xbf16>
+  %m = dgraph.mul %s, %c : tensor<4x8xbf16>
+  %t = dgraph.tanh %m : tensor<4x8xbf16>
+  return %t : tensor<4x8xbf16>
+}
