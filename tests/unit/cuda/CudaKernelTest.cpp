@@ -267,6 +267,23 @@ TEST_F(CudaKernels, ElementwiseBeyondOneGridOfThreads) {
           {{DType::kBF16, shape, {}}}, 0);
 }
 
+// Casts between float types (contiguous operands: the kernel typed by both
+// dtypes) round as the CPU does (through float to a half type), bit for
+// bit.
+TEST_F(CudaKernels, CastsBetweenFloatTypesLikeTheCpu) {
+  const std::vector<int64_t> shape{67, 129};
+  const int64_t n = 67 * 129;
+  const DType floats[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16};
+  for (DType from : floats)
+    for (DType to : floats) {
+      if (from == to)
+        continue;
+      SCOPED_TRACE(std::string(dtypeName(from)) + " -> " + dtypeName(to));
+      compare("cast", Attrs(), {{from, shape, randomValues(n, 16, 300)}},
+              {{to, shape, {}}}, 0);
+    }
+}
+
 TEST_F(CudaKernels, Gelu) {
   for (const char *approx : {"none", "tanh"}) {
     Attrs a;
