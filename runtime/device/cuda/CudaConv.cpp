@@ -249,6 +249,7 @@ StatusOr<Layout> interiorLayout(const KernelContext &ctx,
       l.strides[d][k] = s.strides[d][k];
   }
   l.linear = s.isLinear();
+  prepareLayout(l);
   return l;
 }
 

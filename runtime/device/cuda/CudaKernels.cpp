@@ -68,6 +68,7 @@ StatusOr<Layout> toLayout(const KernelContext &ctx,
       l.strides[d][k] = s.strides[d][k];
   }
   l.linear = s.isLinear();
+  prepareLayout(l);
   return l;
 }
 

@@ -17,6 +17,7 @@
 #define DTCC_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
 
 #include "runtime/base/DType.h"
+#include "runtime/device/cuda/FastDivision.h"
 
 #include <cuda_runtime_api.h>
 
@@ -40,7 +41,16 @@ struct Layout {
   int64_t strides[kMaxLayoutDims][kMaxOperands] = {};
   /// Every operand is one unit-stride run: index i is element i everywhere.
   bool linear = false;
+  /// Fewer than 2^31 elements: the kernels split indices with 32-bit
+  /// multiply-high divisions by `divisors` (FastDivision.h) instead of
+  /// 64-bit divisions. Set by prepareLayout.
+  bool fastDivision = false;
+  FastDivisor divisors[kMaxLayoutDims] = {};
 };
+
+/// Sets `linear`'s companions once rank, numel and shape are filled in: the
+/// fast divisions where the element count allows them.
+void prepareLayout(Layout &l);
 
 /// The first data-dependent error of a run, written by kernels.
 struct DeviceError {

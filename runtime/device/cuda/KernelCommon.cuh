@@ -61,7 +61,24 @@ __device__ __forceinline__ void layoutOffsets(const Layout &l, int64_t i,
 #pragma unroll
   for (int k = 0; k < N; ++k)
     off[k] = 0;
-  for (int d = l.rank - 1; d >= 0; --d) {
+  // The outermost index is what is left: no division for it.
+  if (l.fastDivision) {
+    uint32_t j = uint32_t(i);
+    for (int d = l.rank - 1; d > 0; --d) {
+      const uint32_t s = uint32_t(l.shape[d]);
+      const uint32_t q = fastDivide(j, l.divisors[d]);
+      const int64_t idx = int64_t(j - q * s);
+      j = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        off[k] += idx * l.strides[d][k];
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      off[k] += int64_t(j) * l.strides[0][k];
+    return;
+  }
+  for (int d = l.rank - 1; d > 0; --d) {
     const int64_t s = l.shape[d];
     const int64_t idx = i % s;
     i /= s;
@@ -69,6 +86,9 @@ __device__ __forceinline__ void layoutOffsets(const Layout &l, int64_t i,
     for (int k = 0; k < N; ++k)
       off[k] += idx * l.strides[d][k];
   }
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    off[k] += i * l.strides[0][k];
 }
 
 /// The grid-stride loop of the elementwise kernels.

@@ -1,6 +1,7 @@
 //===- LaunchConfig.cpp - grid and block sizes of the CUDA kernels --------===//
 
 #include "runtime/device/cuda/LaunchConfig.h"
+#include "runtime/device/cuda/CudaLaunch.h"
 
 #include <algorithm>
 
@@ -160,6 +161,14 @@ std::vector<int> groupAdamw(const std::vector<AdamwMember> &members) {
   if (!group.empty())
     sizes.push_back(int(group.size()));
   return sizes;
+}
+
+void prepareLayout(Layout &l) {
+  l.fastDivision = !l.linear && l.numel < int64_t(kFastDivisionLimit);
+  for (int d = 0; d < kMaxLayoutDims; ++d)
+    l.divisors[d] = l.fastDivision && d < l.rank
+                        ? makeFastDivisor(uint32_t(l.shape[d]))
+                        : FastDivisor();
 }
 
 } // namespace dtcc::runtime::cuda

@@ -4,7 +4,8 @@
 // launch configurations, arena carving, the AdamW chunk plan and which
 // consecutive adamw instructions share a launch; the direction of
 // point-to-point traffic; which GPU a rank drives; the alignment cuBLASLt
-// is told; the NCCL watchdog's bookkeeping.
+// is told; the NCCL watchdog's bookkeeping; the strided kernels' divisions
+// by invariant divisors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 
 namespace dtcc::runtime::cuda {
@@ -189,6 +191,63 @@ TEST(LaunchConfig, Columns) {
   EXPECT_EQ(c.blocks, 32);
   EXPECT_EQ(columnLaunch(10, 33, l).blocks, 2);
   EXPECT_EQ(columnLaunch(0, 33, l).blocks, 0);
+}
+
+/// Checks fastDivide against `/` for divisor `d` on the dividends near
+/// multiples of it, the limit and `randoms` random ones.
+void checkDivisor(uint32_t d, std::mt19937 &rng, int randoms) {
+  const FastDivisor f = makeFastDivisor(d);
+  std::vector<uint32_t> dividends{0, 1, kFastDivisionLimit - 1,
+                                  kFastDivisionLimit - 2};
+  for (uint64_t k : {uint64_t(1), uint64_t(2), uint64_t(3),
+                     uint64_t(kFastDivisionLimit - 1) / d})
+    for (int delta : {-1, 0, 1}) {
+      const int64_t n = int64_t(k * d) + delta;
+      if (n >= 0 && n < int64_t(kFastDivisionLimit))
+        dividends.push_back(uint32_t(n));
+    }
+  std::uniform_int_distribution<uint32_t> any(0, kFastDivisionLimit - 1);
+  for (int i = 0; i < randoms; ++i)
+    dividends.push_back(any(rng));
+  for (uint32_t n : dividends)
+    ASSERT_EQ(fastDivide(n, f), n / d) << n << " / " << d;
+}
+
+TEST(FastDivision, EqualsIntegerDivisionBelowTheLimit) {
+  std::mt19937 rng(5);
+  for (uint32_t d = 1; d <= 4096; ++d)
+    checkDivisor(d, rng, 64);
+  for (int l = 12; l <= 31; ++l)
+    for (int64_t delta : {-1, 0, 1}) {
+      const int64_t d = (int64_t(1) << l) + delta;
+      if (d >= 1 && d <= int64_t(kFastDivisionLimit))
+        checkDivisor(uint32_t(d), rng, 256);
+    }
+  std::uniform_int_distribution<uint32_t> anyDivisor(1, kFastDivisionLimit);
+  for (int i = 0; i < 20000; ++i)
+    checkDivisor(anyDivisor(rng), rng, 16);
+}
+
+TEST(FastDivision, LayoutsBelowTheLimitTakeIt) {
+  Layout l;
+  l.rank = 3;
+  l.shape[0] = 5;
+  l.shape[1] = 7;
+  l.shape[2] = 1;
+  l.numel = 35;
+  prepareLayout(l);
+  EXPECT_TRUE(l.fastDivision);
+  EXPECT_EQ(fastDivide(34, l.divisors[1]), 34u / 7);
+  EXPECT_EQ(fastDivide(34, l.divisors[2]), 34u);
+  Layout linear = l;
+  linear.linear = true;
+  prepareLayout(linear);
+  EXPECT_FALSE(linear.fastDivision) << "a linear layout divides nothing";
+  Layout big = l;
+  big.shape[0] = int64_t(1) << 30;
+  big.numel = big.shape[0] * 7;
+  prepareLayout(big);
+  EXPECT_FALSE(big.fastDivision) << "2^31 elements or more divide in 64 bits";
 }
 
 TEST(LaunchConfig, NextPowerOfTwo) {
