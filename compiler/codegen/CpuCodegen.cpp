@@ -1,6 +1,7 @@
 //===- CpuCodegen.cpp - fused regions to a shared object for the CPU ------===//
 
 #include "compiler/codegen/CpuCodegen.h"
+#include "runtime/exec/GeneratedKernels.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -10,6 +11,7 @@
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -166,6 +168,31 @@ LogicalResult writeDumpFile(Operation *at, StringRef dir, StringRef name,
   return success();
 }
 
+/// Gives a region function, lowered to loops, the range of its outermost
+/// loop as two trailing `index` arguments [begin, end): the runtime splits a
+/// region's rows over its threads (every element is still computed by one
+/// thread in one order). A region of rank 0 has no loop and ignores them.
+static LogicalResult takeOuterRange(func::FuncOp fn) {
+  Block &entry = fn.front();
+  Location loc = fn.getLoc();
+  IndexType index = IndexType::get(fn.getContext());
+  BlockArgument begin = entry.addArgument(index, loc);
+  BlockArgument end = entry.addArgument(index, loc);
+  SmallVector<Type> inputs(fn.getArgumentTypes());
+  inputs.append({index, index});
+  fn.setType(FunctionType::get(fn.getContext(), inputs, {}));
+  SmallVector<scf::ForOp> loops(entry.getOps<scf::ForOp>());
+  if (loops.size() > 1)
+    return fn.emitOpError("is a region function whose loops are not one nest "
+                          "(expected one linalg.generic)");
+  if (loops.empty())
+    return success();
+  scf::ForOp outer = loops.front();
+  outer.setLowerBound(begin);
+  outer.setUpperBound(end);
+  return success();
+}
+
 FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
                                          const CpuCodegenOptions &options) {
   MLIRContext *ctx = kernels.getContext();
@@ -199,8 +226,15 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
     fn.setSymName(name + ".body");
   }
 
+  PassManager loops(ctx, ModuleOp::getOperationName());
+  loops.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  if (failed(loops.run(*lowered)))
+    return kernels.emitError("cannot lower the fused regions to loops (see "
+                             "the errors above)");
+  for (auto fn : lowered->getOps<func::FuncOp>())
+    if (failed(takeOuterRange(fn)))
+      return failure();
   PassManager pm(ctx, ModuleOp::getOperationName());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertMathToLLVMPass());
@@ -245,9 +279,17 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
   module->setTargetTriple(triple);
   module->setDataLayout(tm->createDataLayout());
 
-  // The exported entry points: void name(void *const *buffers).
+  // The exported entry points: void name(void *const *buffers, int64_t
+  // begin, int64_t end), and the ABI's version.
   llvm::IRBuilder<> ir(llvmContext);
   llvm::Type *ptr = ir.getPtrTy();
+  llvm::Type *i64 = ir.getInt64Ty();
+  auto *abi = new llvm::GlobalVariable(
+      *module, ir.getInt32Ty(), /*isConstant=*/true,
+      llvm::GlobalValue::ExternalLinkage,
+      ir.getInt32(runtime::kCpuKernelAbiVersion),
+      runtime::kCpuKernelAbiSymbol);
+  abi->setVisibility(llvm::GlobalValue::DefaultVisibility);
   for (auto &[name, args] : entries) {
     llvm::Function *body = module->getFunction(name + ".body");
     if (!body)
@@ -257,9 +299,10 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
     // The lowering gives a region's outputs buffers of their own, apart
     // from its inputs and each other (the kernel ABI's contract).
     for (llvm::Argument &arg : body->args())
-      arg.addAttr(llvm::Attribute::NoAlias);
+      if (arg.getType()->isPointerTy())
+        arg.addAttr(llvm::Attribute::NoAlias);
     auto *entry = llvm::Function::Create(
-        llvm::FunctionType::get(ir.getVoidTy(), {ptr}, false),
+        llvm::FunctionType::get(ir.getVoidTy(), {ptr, i64, i64}, false),
         llvm::GlobalValue::ExternalLinkage, name, *module);
     entry->setVisibility(llvm::GlobalValue::DefaultVisibility);
     ir.SetInsertPoint(llvm::BasicBlock::Create(llvmContext, "entry", entry));
@@ -267,6 +310,8 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
     for (unsigned i = 0; i < args; ++i)
       operands.push_back(ir.CreateLoad(
           ptr, ir.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i)));
+    operands.push_back(entry->getArg(1));
+    operands.push_back(entry->getArg(2));
     ir.CreateCall(body, operands);
     ir.CreateRetVoid();
   }

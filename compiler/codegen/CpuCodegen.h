@@ -42,8 +42,12 @@ mlir::ModuleOp findKernelsModule(mlir::ModuleOp module);
 /// Compiles every function of `kernels` into one shared object for the
 /// host CPU and returns its bytes. Each `func.func @f` (the region form of
 /// docs/architecture.md, "Fused regions") becomes the exported C function
-/// `void f(void *const *buffers)`, taking its memrefs' data pointers in
-/// argument order. Errors are diagnostics at the module (a missing linker,
+/// `void f(void *const *buffers, int64_t begin, int64_t end)`, taking its
+/// memrefs' data pointers in argument order and computing the elements
+/// whose outermost index is in [begin, end) (a rank-0 region ignores the
+/// range); the object also exports `kCpuKernelAbiSymbol`, an int32 holding
+/// kCpuKernelAbiVersion (runtime/exec/GeneratedKernels.h checks it).
+/// Errors are diagnostics at the module (a missing linker,
 /// a function outside the region form, a failed lowering).
 mlir::FailureOr<std::string>
 compileCpuKernels(mlir::ModuleOp kernels, const CpuCodegenOptions &options = {});

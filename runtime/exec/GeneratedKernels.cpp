@@ -40,7 +40,16 @@ GeneratedKernels::load(const uint8_t *bytes, uint64_t size) {
     return internalError("cannot load the generated kernels: ",
                     why ? why : "dlopen failed");
   }
-  return std::unique_ptr<GeneratedKernels>(new GeneratedKernels(handle, fd));
+  auto kernels =
+      std::unique_ptr<GeneratedKernels>(new GeneratedKernels(handle, fd));
+  const void *abi = dlsym(handle, kCpuKernelAbiSymbol);
+  const int32_t version = abi ? *static_cast<const int32_t *>(abi) : 1;
+  if (version != kCpuKernelAbiVersion)
+    return invalidArgument(
+        "the generated kernels have entry points of version ", version,
+        ", this runtime calls version ", kCpuKernelAbiVersion,
+        " (a program compiled by another dtcc: compile it again)");
+  return kernels;
 }
 
 GeneratedKernels::~GeneratedKernels() {

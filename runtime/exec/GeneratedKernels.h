@@ -18,9 +18,19 @@
 
 namespace dtcc::runtime {
 
-/// A generated kernel: `void <symbol>(void *const *buffers)`, the region's
-/// buffers (inputs, then outputs) in operand order; shapes are baked in.
-using GeneratedKernelFn = void (*)(void *const *buffers);
+/// A generated kernel: `void <symbol>(void *const *buffers, int64_t begin,
+/// int64_t end)`, the region's buffers (inputs, then outputs) in operand
+/// order; shapes are baked in. It computes the elements whose outermost
+/// index lies in [begin, end), so disjoint ranges run on different threads
+/// (a region of rank 0 ignores the range).
+using GeneratedKernelFn = void (*)(void *const *buffers, int64_t begin,
+                                   int64_t end);
+
+/// The shared object's `int32_t dtcc_kernel_abi`: the version of the entry
+/// points' form above, which load() checks (1, without the range, had no
+/// such symbol).
+inline constexpr const char *kCpuKernelAbiSymbol = "dtcc_kernel_abi";
+inline constexpr int32_t kCpuKernelAbiVersion = 2;
 
 /// A loaded shared object of generated kernels; unloads it when destroyed.
 class GeneratedKernels {

@@ -2,12 +2,16 @@
 //
 // `fused` runs a region's kernel from the shared object the compiler
 // generated (runtime/exec/GeneratedKernels.h): the closure passes the
-// region's buffers, inputs then outputs, in operand order.
+// region's buffers, inputs then outputs, in operand order, and splits the
+// region's rows over the CPU threads.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/ThreadPool.h"
 #include "runtime/exec/GeneratedKernels.h"
+
+#include <algorithm>
 
 namespace dtcc::runtime {
 namespace {
@@ -29,8 +33,22 @@ StatusOr<KernelFn> buildFused(const KernelContext &ctx) {
                          ") is not contiguous");
       buffers.push_back(v.data);
     }
-  return KernelFn([fn, buffers = std::move(buffers)]() -> Status {
-    fn(buffers.data());
+  // The region's iteration space is its outputs' shape (they share one):
+  // its rows (outermost index) go to the threads, at least kParallelGrain
+  // elements each.
+  const std::vector<int64_t> &shape = ctx.outputs.empty()
+                                          ? std::vector<int64_t>()
+                                          : ctx.outputs[0].shape;
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  int64_t rowElements = 1;
+  for (size_t d = 1; d < shape.size(); ++d)
+    rowElements *= shape[d];
+  const int64_t grain =
+      std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(1, rowElements));
+  return KernelFn([fn, rows, grain, buffers = std::move(buffers)]() -> Status {
+    cpu::parallelFor(rows, grain, [&](int64_t begin, int64_t end, int) {
+      fn(buffers.data(), begin, end);
+    });
     return Status::ok();
   });
 }

@@ -117,7 +117,9 @@ func.func @f(%x: tensor<5x37xf32>, %b: tensor<37xf32>) -> (tensor<5x37xf32>, ten
   std::vector<float> y(rows * cols), a(rows * cols);
   // Outputs in program order of their producers: %a, then %y.
   void *buffers[] = {x.data(), b.data(), a.data(), y.data()};
-  (*entry)(buffers);
+  // Rows in two ranges, as two threads run them.
+  (*entry)(buffers, 0, 2);
+  (*entry)(buffers, 2, rows);
 
   std::vector<double> wantA(rows * cols), wantY(rows * cols);
   for (int r = 0; r < rows; ++r)
@@ -156,7 +158,7 @@ func.func @g(%x: tensor<3x17xf64>, %dy: tensor<3x17xf64>) -> tensor<3x17xf64> {
   std::vector<double> x = randomVector<double>(n, 3), dy = randomVector<double>(n, 4);
   std::vector<double> out(n);
   void *buffers[] = {x.data(), dy.data(), out.data()};
-  (*entry)(buffers);
+  (*entry)(buffers, 0, 3);
   std::vector<double> want(n);
   for (int i = 0; i < n; ++i) {
     double v = x[i];
@@ -188,7 +190,14 @@ func.func @h(%x: tensor<4x6xf32>, %s: tensor<4x1xf32>) -> tensor<4x6xf32> {
   std::vector<float> x = randomVector<float>(24, 5), s = randomVector<float>(4, 6);
   std::vector<float> out(24);
   void *buffers[] = {x.data(), s.data(), out.data()};
-  (*entry)(buffers);
+  // One row at a time, last first: each range reads its own rows of the
+  // size-1 broadcast and writes nothing outside its rows.
+  for (int r = 3; r >= 0; --r) {
+    (*entry)(buffers, r, r + 1);
+    for (int c = 0; c < 24; ++c)
+      if (c / 6 < r)
+        ASSERT_EQ(out[c], 0.0f) << "row " << r << " wrote element " << c;
+  }
   std::vector<double> want(24);
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 6; ++c)
