@@ -222,24 +222,29 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
         view.data, data + c.data().offset(), c.data().size()));
   }
 
-  // The fused regions' kernels the compiler generated, for `fused`.
-  if (program.has_cpu_kernels()) {
-    const format::DataRef &ref = program.cpu_kernels();
+  // The fused regions' kernels the compiler generated, for `fused`: a
+  // shared object for the CPU, a GPU kernel module for the device.
+  auto kernelBytes = [&](const format::DataRef &ref,
+                         const char *what) -> StatusOr<std::string_view> {
     if (ref.offset() < 0 || ref.size() <= 0 ||
         static_cast<uint64_t>(ref.offset() + ref.size()) > dataSize)
-      return dataLoss("the generated kernels lie outside the data section "
-                      "(truncated file?)");
-    DTCC_ASSIGN_OR_RETURN(generated_,
-                          GeneratedKernels::load(data + ref.offset(), ref.size()));
+      return dataLoss("the generated ", what, " kernels lie outside the data "
+                      "section (truncated file?)");
+    return std::string_view(reinterpret_cast<const char *>(data + ref.offset()),
+                            ref.size());
+  };
+  if (program.has_cpu_kernels()) {
+    DTCC_ASSIGN_OR_RETURN(std::string_view bytes,
+                          kernelBytes(program.cpu_kernels(), "CPU"));
+    DTCC_ASSIGN_OR_RETURN(
+        generated_,
+        GeneratedKernels::load(reinterpret_cast<const uint8_t *>(bytes.data()),
+                               bytes.size()));
   }
   if (program.has_gpu_kernels()) {
-    const format::DataRef &ref = program.gpu_kernels();
-    if (ref.offset() < 0 || ref.size() <= 0 ||
-        static_cast<uint64_t>(ref.offset() + ref.size()) > dataSize)
-      return dataLoss("the generated GPU kernels lie outside the data section "
-                      "(truncated file?)");
-    DTCC_RETURN_IF_ERROR(device_.loadGpuKernels(std::string_view(
-        reinterpret_cast<const char *>(data + ref.offset()), ref.size())));
+    DTCC_ASSIGN_OR_RETURN(std::string_view bytes,
+                          kernelBytes(program.gpu_kernels(), "GPU"));
+    DTCC_RETURN_IF_ERROR(device_.loadGpuKernels(bytes));
   }
 
   // Every unknown kernel at once, so one load lists them all.
