@@ -5,7 +5,7 @@
 
 int main(int argc, char **argv) {
   // Before anything starts threads: may execute the program again with
-  // OpenBLAS told which kernels suit this CPU (BlasCore.h).
-  dtcc::runtime::cpu::selectBlasKernels(argv);
+  // the settings OpenBLAS and OpenMP read when they load (BlasCore.h).
+  dtcc::runtime::cpu::applyLoadTimeSettings(argv);
   return dtcc::runtime::runnerMain(argc, argv);
 }

@@ -305,7 +305,7 @@ int fail(const std::string &message) {
 int main(int argc, char **argv) {
   // The kernels the compiled programs' runner selects (BlasCore.h): the
   // figures must be those the programs will see.
-  dtcc::runtime::cpu::selectBlasKernels(argv);
+  dtcc::runtime::cpu::applyLoadTimeSettings(argv);
   calibrate::CommonArgs args;
   std::string error = calibrate::parseCommonArgs(
       argc, argv, args, [](const std::string &) { return false; },

@@ -60,17 +60,24 @@ std::string betterBlasCoreType(const std::string &detected,
   }
 }
 
-void selectBlasKernels(char **argv) {
-  if (std::getenv("OPENBLAS_CORETYPE"))
-    return;
-  const char *detected = openblas_get_corename();
-  std::string better =
-      betterBlasCoreType(detected ? detected : "", hostVectorIsa());
-  if (better.empty())
-    return;
-  setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
-  execv("/proc/self/exe", argv);
-  // The program still runs, on OpenBLAS's own choice.
+void applyLoadTimeSettings(char **argv) {
+  bool changed = false;
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    const char *detected = openblas_get_corename();
+    std::string better =
+        betterBlasCoreType(detected ? detected : "", hostVectorIsa());
+    if (!better.empty()) {
+      setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
+      changed = true;
+    }
+  }
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    changed = true;
+  }
+  if (changed)
+    execv("/proc/self/exe", argv);
+  // The program still runs, on the libraries' own choices.
 }
 
 } // namespace dtcc::runtime::cpu
