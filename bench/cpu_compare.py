@@ -201,11 +201,18 @@ def torch_child(spec, compiled):
     data = np.load(os.path.join(spec["work"], "batches.npz"))
     batches = {n: torch.from_numpy(data[n]) for n in spec["inputs"]}
     times, losses = [], []
+    # Mixed precision as PyTorch runs it on CPUs: autocast to bf16 (its
+    # matrix products in bf16 on oneDNN, fp32 parameters and optimizer).
+    autocast = spec.get("torch_autocast")
     for step in range(spec["steps"]):
         inputs = [batches[n][step] for n in spec["inputs"]]
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = forward(*inputs)
+        if autocast:
+            with torch.autocast("cpu", dtype=getattr(torch, autocast)):
+                loss = forward(*inputs)
+        else:
+            loss = forward(*inputs)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), spec["clip"])
         opt.step()

@@ -44,8 +44,9 @@ def main():
     ap.add_argument("--recompute", default="none", choices=["none", "full"],
                     help="dtcc's activation recomputation (dtcc only)")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
-                    help="dtcc's compute type (bf16: mixed precision with fp32 master "
-                         "weights; the other systems stay fp32, so losses agree less)")
+                    help="compute type (bf16: dtcc's mixed precision with fp32 master "
+                         "weights, PyTorch's torch.autocast to bfloat16; ONNX Runtime "
+                         "Training stays fp32; losses agree less)")
     cpu_compare.add_arguments(ap, steps=20, warmup=3)
     args = ap.parse_args()
     cpu_compare.quick(args)
@@ -63,12 +64,15 @@ def main():
         spec = {"kind": "gpt", "model": model, "batch": c["batch"],
                 "inputs": ["ids", "labels"], "lr": 1e-3, "weight_decay": 0.1, "clip": 1.0,
                 "dtcc_flags": ["--recompute", args.recompute, "--dtype", args.dtype]}
+        if args.dtype == "bf16":
+            spec["torch_autocast"] = "bfloat16"
         title = (f"GPT {c['layers']} layers x {c['hidden']}, {c['heads']} heads, vocabulary "
                  f"{c['vocab']}, batch {c['batch']} x {c['seq']} tokens"
                  + (f", dtcc --recompute {args.recompute}" if args.recompute != "none" else "")
-                 + (f", dtcc --dtype {args.dtype}" if args.dtype != "fp32" else ""))
+                 + (f", --dtype {args.dtype} (dtcc's mixed precision, PyTorch's "
+                    "autocast; ORT fp32)" if args.dtype != "fp32" else ""))
         tol, why = ((TOLERANCE, "float32, a different order of operations")
-                    if args.dtype == "fp32" else (BF16_TOLERANCE, "dtcc in bf16, the others fp32"))
+                    if args.dtype == "fp32" else (BF16_TOLERANCE, "dtcc in bf16, PyTorch autocast to bf16, ORT fp32"))
         cpu_compare.run_workload(args, spec, title, lambda step: tol, f"{tol:g} ({why})")
 
 

@@ -131,11 +131,9 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     train.autodiff.frozen.assign(t.frozen.begin(), t.frozen.end());
     train.dtype = t.dtype;
     train.halfNorms = t.halfNorms;
-    // The CPU kernels are f32 and f64 (mixed precision would leave the
-    // attention in bf16/fp16); the CUDA kernels take every float type, up
-    // to a head dimension.
-    train.fuseAttention =
-        t.fusedAttention && (options.target == "cuda" || t.dtype == "fp32");
+    // The kernels of both targets take every float type (the CPU's compute
+    // half types in f32); the CUDA kernels up to a head dimension.
+    train.fuseAttention = t.fusedAttention;
     if (options.target == "cuda")
       train.fuseAttentionMaxHeadDim = runtime::cpu::kCudaAttentionMaxHeadDim;
     graph::OptimizerOptions &opt = train.optimizer;

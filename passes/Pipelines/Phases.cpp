@@ -189,7 +189,7 @@ void registerPhasePipelines() {
         t.autodiff.frozen.assign(o.frozen.begin(), o.frozen.end());
         t.dtype = o.dtype;
         t.halfNorms = o.halfNorms;
-        t.fuseAttention = o.fuseAttention && o.dtype == "fp32";
+        t.fuseAttention = o.fuseAttention;
         t.optimizer.optimizer = o.optimizer;
         t.optimizer.lr = o.lr;
         addTrainPasses(pm, o.stages, t);

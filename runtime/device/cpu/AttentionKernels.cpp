@@ -12,6 +12,9 @@
 // VectorMath (libmvec). Work is split over (batch x head)
 // and, in the forward, query blocks: each output element is computed by
 // one thread in one order, so results do not depend on the thread count.
+// bf16 and f16 compute in f32: each task widens the rows it reads into
+// per-thread f32 scratch (made when the kernel is bound) and rounds what it
+// writes once, at the end.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +29,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace dtcc::runtime {
@@ -52,22 +56,23 @@ inline void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-/// Scores of queries [i0, i0 + m) against keys [j0, j0 + n) of batch b,
-/// scaled and masked, into s (m x n, leading dimension kTile); -inf where
-/// causal attention hides the key.
-template <typename C>
-void blockScores(const AttentionShape &p, const C *q, const C *k,
-                 const C *mask, int64_t b, int64_t i0, int64_t m, int64_t j0,
+/// Scores of queries [i0, i0 + m) (rows `qi`, the block's first) against
+/// keys [j0, j0 + n) of batch b (rows `k`), scaled and masked, into s (m x
+/// n, leading dimension kTile); -inf where causal attention hides the key.
+/// The mask is of the storage type M.
+template <typename C, typename M>
+void blockScores(const AttentionShape &p, const C *qi, const C *k,
+                 const M *mask, int64_t b, int64_t i0, int64_t m, int64_t j0,
                  int64_t n, C *s) {
-  gemm(false, true, m, n, p.d, C(p.scale), q + i0 * p.d, p.d, k + j0 * p.d,
-       p.d, C(0), s, kTile);
+  gemm(false, true, m, n, p.d, C(p.scale), qi, p.d, k + j0 * p.d, p.d, C(0),
+       s, kTile);
   if (p.hasMask) {
-    const C *mb = mask + p.maskBase[b];
+    const M *mb = mask + p.maskBase[b];
     for (int64_t i = 0; i < m; ++i) {
-      const C *row = mb + (i0 + i) * p.maskRow + j0 * p.maskCol;
+      const M *row = mb + (i0 + i) * p.maskRow + j0 * p.maskCol;
       C *sr = s + i * kTile;
       for (int64_t j = 0; j < n; ++j)
-        sr[j] += row[j * p.maskCol];
+        sr[j] += C(Elem<M>::load(row[j * p.maskCol]));
     }
   }
   if (p.causal && j0 + n - 1 > i0)
@@ -76,34 +81,81 @@ void blockScores(const AttentionShape &p, const C *q, const C *k,
         s[i * kTile + j] = -std::numeric_limits<C>::infinity();
 }
 
+/// `n` elements of `from` in the compute type: `from` itself when S is C,
+/// else widened into `to`.
+template <typename S, typename C>
+const C *widen(const S *from, int64_t n, C *to) {
+  if constexpr (std::is_same_v<S, C>) {
+    (void)n;
+    (void)to;
+    return from;
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      to[i] = Elem<S>::load(from[i]);
+    return to;
+  }
+}
+
+/// Where a task computes `n` output elements that go to `out`: `out` itself
+/// when S is C, else `scratch` (then narrow() stores them).
+template <typename S, typename C> C *computeInto(S *out, C *scratch) {
+  if constexpr (std::is_same_v<S, C>) {
+    (void)scratch;
+    return out;
+  } else {
+    (void)out;
+    return scratch;
+  }
+}
+template <typename S, typename C>
+void narrow(const C *from, int64_t n, S *out) {
+  if constexpr (!std::is_same_v<S, C>)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = Elem<S>::store(from[i]);
+}
+
 /// Keys [0, end) that query block [i0, i0 + m) sees.
 inline int64_t keysSeen(const AttentionShape &p, int64_t i0, int64_t m) {
   return p.causal ? std::min(p.sk, i0 + m) : p.sk;
 }
 
-template <typename C>
-KernelFn makeAttention(AttentionShape p, const C *q, const C *k, const C *v,
-                       const C *mask, C *out, float *lse) {
+template <typename S>
+KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
+                       const S *mask, S *out, float *lse) {
+  using C = ComputeT<S>;
+  constexpr bool kWiden = !std::is_same_v<S, C>;
   const int64_t qBlocks = (p.sq + kTile - 1) / kTile;
+  // Per thread: a block of scores and the rows' max and sum; for a half
+  // type also the query block, the keys and values, and the output block
+  // in f32.
+  const int64_t widened =
+      kWiden ? kTile * p.d + p.sk * (p.d + p.dv) + kTile * p.dv : 0;
   auto scratch = std::make_shared<std::vector<std::vector<C>>>(
-      cpuThreads(), std::vector<C>(2 * kTile * kTile + 2 * kTile));
+      cpuThreads(), std::vector<C>(2 * kTile * kTile + 2 * kTile + widened));
   return [=]() -> Status {
     parallelFor(p.batch * qBlocks, 1, [&](int64_t begin, int64_t end, int w) {
       C *s = (*scratch)[w].data();
       C *rowMax = s + kTile * kTile, *rowSum = rowMax + kTile;
+      // The f32 copies of a half type's rows (none for f32 and f64).
+      C *qw = kWiden ? rowSum + kTile : nullptr;
+      C *kw = kWiden ? qw + kTile * p.d : nullptr;
+      C *vw = kWiden ? kw + p.sk * p.d : nullptr;
+      C *ow = kWiden ? vw + p.sk * p.dv : nullptr;
       for (int64_t t = begin; t < end; ++t) {
         const int64_t b = t / qBlocks, i0 = (t % qBlocks) * kTile;
         const int64_t m = std::min(kTile, p.sq - i0);
-        const C *qb = q + b * p.sq * p.d, *kb = k + b * p.sk * p.d,
-                *vb = v + b * p.sk * p.dv;
-        C *ob = out + (b * p.sq + i0) * p.dv;
+        const int64_t keys = keysSeen(p, i0, m);
+        const C *qi = widen(q + (b * p.sq + i0) * p.d, m * p.d, qw);
+        const C *kb = widen(k + b * p.sk * p.d, keys * p.d, kw);
+        const C *vb = widen(v + b * p.sk * p.dv, keys * p.dv, vw);
+        S *obOut = out + (b * p.sq + i0) * p.dv;
+        C *ob = computeInto(obOut, ow);
         std::fill(ob, ob + m * p.dv, C(0));
         std::fill(rowMax, rowMax + m, -std::numeric_limits<C>::infinity());
         std::fill(rowSum, rowSum + m, C(0));
-        const int64_t keys = keysSeen(p, i0, m);
         for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
           const int64_t n = std::min(kTile, keys - j0);
-          blockScores(p, qb, kb, mask, b, i0, m, j0, n, s);
+          blockScores(p, qi, kb, mask, b, i0, m, j0, n, s);
           for (int64_t i = 0; i < m; ++i) {
             C *sr = s + i * kTile;
             C blockMax = rowMax[i];
@@ -140,30 +192,55 @@ KernelFn makeAttention(AttentionShape p, const C *q, const C *k, const C *v,
             orow[e] *= inv;
           lse[b * p.sq + i0 + i] = float(rowMax[i] + std::log(rowSum[i]));
         }
+        narrow(ob, m * p.dv, obOut);
       }
     });
     return Status::ok();
   };
 }
 
-template <typename C>
-KernelFn makeAttentionGrad(AttentionShape p, const C *q, const C *k,
-                           const C *v, const C *o, const float *lse,
-                           const C *dout, const C *mask, C *dq, C *dk, C *dv) {
-  // Per thread: the block's P and dS, dP, and the rows' D = rowsum(dO * O).
+template <typename S>
+KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
+                           const S *v, const S *o, const float *lse,
+                           const S *dout, const S *mask, S *dq, S *dk, S *dv) {
+  using C = ComputeT<S>;
+  constexpr bool kWiden = !std::is_same_v<S, C>;
+  // Per thread: the block's P and dS, dP, and the rows' D = rowsum(dO * O);
+  // for a half type also the batch's operands and gradients in f32.
+  const int64_t widened =
+      kWiden ? 2 * (p.sq * p.d + p.sk * p.d + p.sk * p.dv) + 2 * p.sq * p.dv
+             : 0;
   auto scratch = std::make_shared<std::vector<std::vector<C>>>(
-      cpuThreads(), std::vector<C>(2 * kTile * kTile + p.sq));
+      cpuThreads(), std::vector<C>(2 * kTile * kTile + p.sq + widened));
   return [=]() -> Status {
     parallelFor(p.batch, 1, [&](int64_t begin, int64_t end, int w) {
       C *pb = (*scratch)[w].data(), *ds = pb + kTile * kTile,
         *rowDot = ds + kTile * kTile;
+      // The f32 copies of a half type's operands and gradients (none for
+      // f32 and f64).
+      C *qw = nullptr, *kw = nullptr, *vw = nullptr, *ow = nullptr,
+        *dow = nullptr, *dqw = nullptr, *dkw = nullptr, *dvw = nullptr;
+      if (kWiden) {
+        qw = rowDot + p.sq;
+        kw = qw + p.sq * p.d;
+        vw = kw + p.sk * p.d;
+        ow = vw + p.sk * p.dv;
+        dow = ow + p.sq * p.dv;
+        dqw = dow + p.sq * p.dv;
+        dkw = dqw + p.sq * p.d;
+        dvw = dkw + p.sk * p.d;
+      }
       for (int64_t b = begin; b < end; ++b) {
-        const C *qb = q + b * p.sq * p.d, *kb = k + b * p.sk * p.d,
-                *vb = v + b * p.sk * p.dv, *ob = o + b * p.sq * p.dv,
-                *dob = dout + b * p.sq * p.dv;
+        const C *qb = widen(q + b * p.sq * p.d, p.sq * p.d, qw),
+                *kb = widen(k + b * p.sk * p.d, p.sk * p.d, kw),
+                *vb = widen(v + b * p.sk * p.dv, p.sk * p.dv, vw),
+                *ob = widen(o + b * p.sq * p.dv, p.sq * p.dv, ow),
+                *dob = widen(dout + b * p.sq * p.dv, p.sq * p.dv, dow);
         const float *lb = lse + b * p.sq;
-        C *dqb = dq + b * p.sq * p.d, *dkb = dk + b * p.sk * p.d,
-          *dvb = dv + b * p.sk * p.dv;
+        S *dqOut = dq + b * p.sq * p.d, *dkOut = dk + b * p.sk * p.d,
+          *dvOut = dv + b * p.sk * p.dv;
+        C *dqb = computeInto(dqOut, dqw), *dkb = computeInto(dkOut, dkw),
+          *dvb = computeInto(dvOut, dvw);
         std::fill(dqb, dqb + p.sq * p.d, C(0));
         std::fill(dkb, dkb + p.sk * p.d, C(0));
         std::fill(dvb, dvb + p.sk * p.dv, C(0));
@@ -179,7 +256,7 @@ KernelFn makeAttentionGrad(AttentionShape p, const C *q, const C *k,
           for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
             const int64_t n = std::min(kTile, keys - j0);
             // P = exp(S - lse), recomputed.
-            blockScores(p, qb, kb, mask, b, i0, m, j0, n, pb);
+            blockScores(p, qb + i0 * p.d, kb, mask, b, i0, m, j0, n, pb);
             for (int64_t i = 0; i < m; ++i) {
               C *pr = pb + i * kTile;
               const C l = C(lb[i0 + i]);
@@ -207,6 +284,9 @@ KernelFn makeAttentionGrad(AttentionShape p, const C *q, const C *k,
                  qb + i0 * p.d, p.d, C(1), dkb + j0 * p.d, p.d);
           }
         }
+        narrow(dqb, p.sq * p.d, dqOut);
+        narrow(dkb, p.sk * p.d, dkOut);
+        narrow(dvb, p.sk * p.dv, dvOut);
       }
     });
     return Status::ok();
@@ -218,15 +298,15 @@ StatusOr<KernelFn> buildAttention(const KernelContext &ctx) {
   const TensorView &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2];
   const TensorView *mask = p.hasMask ? &ctx.inputs[3] : nullptr;
   KernelFn fn;
-  if (!visitDType<kSetF32F64>(q.dtype, [&](auto tag) {
-        using C = typename decltype(tag)::type;
-        fn = makeAttention<C>(p, q.as<const C>(), k.as<const C>(),
-                              v.as<const C>(),
-                              mask ? mask->as<const C>() : nullptr,
-                              ctx.outputs[0].as<C>(),
+  if (!visitDType<kSetFloats>(q.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        fn = makeAttention<S>(p, q.as<const S>(), k.as<const S>(),
+                              v.as<const S>(),
+                              mask ? mask->as<const S>() : nullptr,
+                              ctx.outputs[0].as<S>(),
                               ctx.outputs[1].as<float>());
       }))
-    return unsupportedDType(ctx, q.dtype, kSetF32F64);
+    return unsupportedDType(ctx, q.dtype, kSetFloats);
   return fn;
 }
 
@@ -237,15 +317,15 @@ StatusOr<KernelFn> buildAttentionGrad(const KernelContext &ctx) {
                    &dout = ctx.inputs[5];
   const TensorView *mask = p.hasMask ? &ctx.inputs[6] : nullptr;
   KernelFn fn;
-  if (!visitDType<kSetF32F64>(q.dtype, [&](auto tag) {
-        using C = typename decltype(tag)::type;
-        fn = makeAttentionGrad<C>(
-            p, q.as<const C>(), k.as<const C>(), v.as<const C>(),
-            o.as<const C>(), lse.as<const float>(), dout.as<const C>(),
-            mask ? mask->as<const C>() : nullptr, ctx.outputs[0].as<C>(),
-            ctx.outputs[1].as<C>(), ctx.outputs[2].as<C>());
+  if (!visitDType<kSetFloats>(q.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        fn = makeAttentionGrad<S>(
+            p, q.as<const S>(), k.as<const S>(), v.as<const S>(),
+            o.as<const S>(), lse.as<const float>(), dout.as<const S>(),
+            mask ? mask->as<const S>() : nullptr, ctx.outputs[0].as<S>(),
+            ctx.outputs[1].as<S>(), ctx.outputs[2].as<S>());
       }))
-    return unsupportedDType(ctx, q.dtype, kSetF32F64);
+    return unsupportedDType(ctx, q.dtype, kSetFloats);
   return fn;
 }
 

@@ -213,6 +213,16 @@ TEST(CpuAttentionKernels, MatchTheNaiveReferenceF64) {
     checkCase(c, DType::kF64, 1e-5, 2e-6);
 }
 
+TEST(CpuAttentionKernels, MatchTheNaiveReferenceInHalfTypes) {
+  // bf16 and f16 compute in f32 and round each output once: the reference
+  // runs on the same rounded inputs, so the error is the outputs' rounding
+  // (2^-8 and 2^-11 relative) plus f32's.
+  for (const Case &c : cases()) {
+    checkCase(c, DType::kBF16, 1e-2, 1e-2);
+    checkCase(c, DType::kF16, 2e-3, 2e-3);
+  }
+}
+
 /// The gradients are those of the forward kernel: central differences of
 /// sum(out * w) with respect to every element of Q, K and V (f64).
 TEST(CpuAttentionKernels, GradientsMatchFiniteDifferences) {
