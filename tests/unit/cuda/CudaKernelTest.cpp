@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/kernels/KernelSignature.h"
 #include "tests/unit/cuda/ScratchReservation.h"
@@ -215,12 +216,6 @@ TEST_F(CudaKernels, MatmulBroadcastBatches) {
       {{2, 1, 3, 24, 16}, {1, 4, 1, 16, 8}, {2, 4, 3, 24, 8}},
       {{4, 24, 16}, {1, 16, 8}, {4, 24, 8}},
   };
-  auto numel = [](const std::vector<int64_t> &s) {
-    int64_t n = 1;
-    for (int64_t d : s)
-      n *= d;
-    return n;
-  };
   for (const Case &c : cases)
     for (int tr = 0; tr < 2; ++tr) {
       Attrs a;
@@ -229,8 +224,8 @@ TEST_F(CudaKernels, MatmulBroadcastBatches) {
       if (tr)
         std::swap(rs[rs.size() - 1], rs[rs.size() - 2]);
       compare("matmul", a,
-              {{DType::kF32, c.lhs, randomValues(numel(c.lhs), 11)},
-               {DType::kF32, rs, randomValues(numel(rs), 12)}},
+              {{DType::kF32, c.lhs, randomValues(cpu::product(c.lhs), 11)},
+               {DType::kF32, rs, randomValues(cpu::product(rs), 12)}},
               {{DType::kF32, c.out, {}}}, 1e-4);
     }
 }
@@ -866,13 +861,6 @@ std::vector<int64_t> attentionShape(const AttentionCase &c, int64_t rows,
   return s;
 }
 
-int64_t elements(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 /// `values` as `t` holds them (f16/bf16 rounding; f32/f64 unchanged).
 std::vector<float> roundedTo(DType t, std::vector<float> values) {
   for (float &v : values)
@@ -892,13 +880,13 @@ void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c,
              vs = attentionShape(c, c.sk, c.dv), os = attentionShape(c, c.sq, c.dv);
   std::vector<int64_t> ls = c.lead;
   ls.push_back(c.sq);
-  const auto q = roundedTo(t, randomValues(elements(qs), 61, 2.f));
-  const auto k = roundedTo(t, randomValues(elements(ks), 62, 2.f));
-  const auto v = roundedTo(t, randomValues(elements(vs), 63));
-  const auto dout = roundedTo(t, randomValues(elements(os), 64));
+  const auto q = roundedTo(t, randomValues(cpu::product(qs), 61, 2.f));
+  const auto k = roundedTo(t, randomValues(cpu::product(ks), 62, 2.f));
+  const auto v = roundedTo(t, randomValues(cpu::product(vs), 63));
+  const auto dout = roundedTo(t, randomValues(cpu::product(os), 64));
   std::vector<float> mask;
   if (!c.mask.empty()) {
-    mask = randomValues(elements(c.mask), 65, 3.f);
+    mask = randomValues(cpu::product(c.mask), 65, 3.f);
     for (size_t i = 0; i < mask.size(); i += 7)
       mask[i] = -1e9f; // some keys masked out
     mask = roundedTo(t, mask);
@@ -915,17 +903,26 @@ void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c,
   auto forwardOut = [&](DType d) {
     return std::vector<Operand>{{d, os, {}}, {DType::kF32, ls, {}}};
   };
-  auto want = run(cpu, "attention", a, inputs(ref), forwardOut(ref));
-  auto got = run(gpu, "attention", a, inputs(t), forwardOut(t), nullptr, 2);
-  auto again = run(gpu, "attention", a, inputs(t), forwardOut(t));
-  ASSERT_EQ(want.size(), 2u);
-  ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got, again) << "a second run differs";
-  for (size_t o = 0; o < 2; ++o)
-    for (size_t i = 0; i < want[o].size(); ++i)
-      ASSERT_NEAR(got[o][i], want[o][i],
-                  tol * std::max(1.0, std::fabs(want[o][i])))
-          << "attention output " << o << " element " << i;
+  // `kernel` on the CPU in `ref` (its outputs into `want`) and twice on the
+  // GPU in `t`: the GPU's runs bitwise equal, each output near the CPU's.
+  auto check = [&](const char *kernel, auto in, auto out, size_t outputs,
+                   std::vector<std::vector<double>> &want) {
+    want = run(cpu, kernel, a, in(ref), out(ref));
+    auto got = run(gpu, kernel, a, in(t), out(t), nullptr, 2);
+    auto again = run(gpu, kernel, a, in(t), out(t));
+    ASSERT_EQ(want.size(), outputs);
+    ASSERT_EQ(got.size(), outputs);
+    EXPECT_EQ(got, again) << kernel << ": a second run differs";
+    for (size_t o = 0; o < outputs; ++o)
+      for (size_t i = 0; i < want[o].size(); ++i)
+        ASSERT_NEAR(got[o][i], want[o][i],
+                    tol * std::max(1.0, std::fabs(want[o][i])))
+            << kernel << " output " << o << " element " << i;
+  };
+  std::vector<std::vector<double>> want, gwant;
+  check("attention", inputs, forwardOut, 2, want);
+  if (::testing::Test::HasFatalFailure())
+    return;
   // The gradient from the CPU's forward results (rounded to t).
   std::vector<float> out(want[0].begin(), want[0].end()),
       lse(want[1].begin(), want[1].end());
@@ -941,17 +938,7 @@ void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c,
   auto gradOut = [&](DType d) {
     return std::vector<Operand>{{d, qs, {}}, {d, ks, {}}, {d, vs, {}}};
   };
-  auto gwant = run(cpu, "attention_grad", a, gradInputs(ref), gradOut(ref));
-  auto ggot = run(gpu, "attention_grad", a, gradInputs(t), gradOut(t), nullptr, 2);
-  auto gagain = run(gpu, "attention_grad", a, gradInputs(t), gradOut(t));
-  ASSERT_EQ(gwant.size(), 3u);
-  ASSERT_EQ(ggot.size(), 3u);
-  EXPECT_EQ(ggot, gagain) << "a second run differs";
-  for (size_t o = 0; o < 3; ++o)
-    for (size_t i = 0; i < gwant[o].size(); ++i)
-      ASSERT_NEAR(ggot[o][i], gwant[o][i],
-                  tol * std::max(1.0, std::fabs(gwant[o][i])))
-          << "attention_grad output " << o << " element " << i;
+  check("attention_grad", gradInputs, gradOut, 3, gwant);
 }
 
 /// The tiled attention kernels against the CPU's: every row split (head
@@ -1002,7 +989,7 @@ TEST_F(CudaKernels, AttentionRefusesHeadsBeyondItsLimit) {
   ctx.scratch = &scratch.plan;
   std::vector<void *> buffers;
   auto view = [&](std::vector<int64_t> shape, DType t) {
-    void *p = gpu->allocate(elements(shape) * dtypeSize(t)).value();
+    void *p = gpu->allocate(cpu::product(shape) * dtypeSize(t)).value();
     buffers.push_back(p);
     return makeView(p, t, shape);
   };
