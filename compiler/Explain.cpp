@@ -13,6 +13,7 @@
 
 #include "runtime/base/DType.h"
 #include "runtime/base/Format.h"
+#include "runtime/format/Container.h"
 #include "runtime/format/GpuKernelModule.h"
 #include "runtime/format/ProgramMetadata.h"
 
@@ -214,7 +215,7 @@ static std::string describeGeneratedKernels(const Program &program,
   const runtime::format::DataRef &ref = program.gpu_kernels();
   std::string what = "kernels generated for CUDA, " +
                      runtime::formatBytes(ref.size());
-  if (ref.offset() < 0 || uint64_t(ref.offset() + ref.size()) > data.size())
+  if (!runtime::insideDataSection(ref, data.size()))
     return what + " (outside the data section: truncated file?)";
   runtime::StatusOr<runtime::GpuKernelModule> module =
       runtime::parseGpuKernelModule(data.substr(ref.offset(), ref.size()));

@@ -4,6 +4,7 @@
 
 #include "runtime/comm/CommContext.h"
 #include "runtime/exec/CudaScratch.h"
+#include "runtime/format/Container.h"
 #include "runtime/exec/P2POrder.h"
 #include "runtime/exec/ShardLayout.h"
 
@@ -158,8 +159,7 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
 
   auto checkData = [&](const format::DataRef &ref, const TensorView &view,
                        const std::string &what) -> Status {
-    if (ref.offset() < 0 || ref.size() < 0 ||
-        static_cast<uint64_t>(ref.offset() + ref.size()) > dataSize)
+    if (!insideDataSection(ref, dataSize))
       return dataLoss(what, " data lies outside the data section (truncated "
                             "file?)");
     if (ref.size() != extentBytes(view))
@@ -181,8 +181,8 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
       int64_t globalBytes = dtypeSize(view.dtype);
       for (int64_t d : var.sharding().global_shape())
         globalBytes *= d;
-      if (var.init().offset() < 0 || var.init().size() != globalBytes ||
-          static_cast<uint64_t>(var.init().offset() + var.init().size()) > dataSize)
+      if (var.init().size() != globalBytes ||
+          !insideDataSection(var.init(), dataSize))
         return dataLoss(what, " has ", var.init().size(),
                         " bytes of data, expected ", globalBytes,
                         " (the whole tensor)");
@@ -226,8 +226,7 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
   // shared object for the CPU, a GPU kernel module for the device.
   auto kernelBytes = [&](const format::DataRef &ref,
                          const char *what) -> StatusOr<std::string_view> {
-    if (ref.offset() < 0 || ref.size() <= 0 ||
-        static_cast<uint64_t>(ref.offset() + ref.size()) > dataSize)
+    if (ref.size() <= 0 || !insideDataSection(ref, dataSize))
       return dataLoss("the generated ", what, " kernels lie outside the data "
                       "section (truncated file?)");
     return std::string_view(reinterpret_cast<const char *>(data + ref.offset()),

@@ -21,6 +21,14 @@ namespace dtcc::runtime {
 /// The program format version this runtime reads and the compiler writes.
 constexpr int32_t kProgramFormatVersion = 1;
 
+/// Whether `ref` names bytes inside a data section of `dataSize` bytes (a
+/// damaged or truncated file's offsets may not).
+inline bool insideDataSection(const format::DataRef &ref, uint64_t dataSize) {
+  return ref.offset() >= 0 && ref.size() >= 0 &&
+         uint64_t(ref.offset()) <= dataSize &&
+         uint64_t(ref.size()) <= dataSize - uint64_t(ref.offset());
+}
+
 /// A program read from a container, with its data section mapped.
 class LoadedProgram {
 public:

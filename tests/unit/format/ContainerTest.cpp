@@ -209,6 +209,17 @@ TEST(ContainerTest, RejectsInconsistentPrograms) {
   }
   {
     format::Program p = addProgram(data);
+    p.mutable_cpu_kernels()->set_offset(100);
+    p.mutable_cpu_kernels()->set_size(64);
+    auto exe = create(p);
+    ASSERT_FALSE(exe.isOk());
+    EXPECT_NE(exe.status().message().find(
+                  "the generated CPU kernels lie outside the data section"),
+              std::string::npos)
+        << exe.status().message();
+  }
+  {
+    format::Program p = addProgram(data);
     p.mutable_functions(0)->mutable_instructions(0)->set_kernel("frobnicate");
     auto *extra = p.mutable_functions(0)->add_instructions();
     *extra = p.functions(0).instructions(0);
@@ -233,6 +244,23 @@ TEST(ContainerTest, RejectsInconsistentPrograms) {
     ASSERT_FALSE(exe.isOk());
     EXPECT_EQ(exe.status().message(), "buffer 0 has unknown element type 8");
   }
+}
+
+TEST(Container, InsideDataSectionAtItsEdgesAndOnOverflow) {
+  auto ref = [](int64_t offset, int64_t size) {
+    format::DataRef r;
+    r.set_offset(offset);
+    r.set_size(size);
+    return r;
+  };
+  EXPECT_TRUE(insideDataSection(ref(0, 128), 128));
+  EXPECT_TRUE(insideDataSection(ref(128, 0), 128));
+  EXPECT_FALSE(insideDataSection(ref(120, 16), 128));
+  EXPECT_FALSE(insideDataSection(ref(129, 0), 128));
+  EXPECT_FALSE(insideDataSection(ref(-1, 4), 128));
+  EXPECT_FALSE(insideDataSection(ref(4, -1), 128));
+  // offset + size past int64's range: no wrap-around into "inside".
+  EXPECT_FALSE(insideDataSection(ref(64, INT64_MAX), 128));
 }
 
 } // namespace
