@@ -216,11 +216,6 @@ static FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
 /// Code generation rewrites the module it is given, so it gets a copy.
 static FailureOr<std::string> compileGpuKernels(ModuleOp kernels,
                                                 const CompileOptions &options) {
-  if (!options.dumpDir.empty() &&
-      failed(codegen::writeDumpFile(
-          kernels, options.dumpDir, "kernels.mlir",
-          [&](llvm::raw_ostream &os) { kernels.print(os); })))
-    return failure();
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(kernels->clone()));
   copy->setSymNameAttr(nullptr);
   FailureOr<runtime::GpuKernelModule> generated =
@@ -246,17 +241,23 @@ LogicalResult writeArtifact(ModuleOp module, const std::string &outPath,
     return failure();
   // The fused regions' kernels, generated for the target, in the data
   // section: a shared object for the CPU, PTX and cubins for CUDA.
+  // --dump-dir also gets the region functions as the fusion pass made them.
   if (ModuleOp kernels = codegen::findKernelsModule(module)) {
-    FailureOr<std::string> code = options.target == "cpu"
-                                      ? compileCpuKernels(kernels, options)
+    if (!options.dumpDir.empty() &&
+        failed(codegen::writeDumpFile(
+            kernels, options.dumpDir, "kernels.mlir",
+            [&](llvm::raw_ostream &os) { kernels.print(os); })))
+      return failure();
+    const bool cpu = options.target == "cpu";
+    FailureOr<std::string> code = cpu ? compileCpuKernels(kernels, options)
                                       : compileGpuKernels(kernels, options);
     if (failed(code))
       return failure();
     std::string &data = serialized->data;
     data.resize((data.size() + 63) / 64 * 64, '\0');
     runtime::format::DataRef *ref =
-        options.target == "cpu" ? serialized->program.mutable_cpu_kernels()
-                                : serialized->program.mutable_gpu_kernels();
+        cpu ? serialized->program.mutable_cpu_kernels()
+            : serialized->program.mutable_gpu_kernels();
     ref->set_offset(data.size());
     ref->set_size(code->size());
     data += *code;

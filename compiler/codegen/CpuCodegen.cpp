@@ -156,8 +156,9 @@ void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
 
 } // namespace
 
-LogicalResult writeDumpFile(Operation *at, StringRef dir, StringRef name,
-                        llvm::function_ref<void(llvm::raw_ostream &)> write) {
+LogicalResult
+writeDumpFile(Operation *at, StringRef dir, StringRef name,
+              llvm::function_ref<void(llvm::raw_ostream &)> write) {
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, name);
   std::error_code ec;
@@ -202,11 +203,6 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
         "cannot find ld.lld to link the fused regions' kernels: install "
         "Debian's lld-22 (scripts/setup.sh), set DTCC_LLD, or compile with "
         "--no-fuse");
-  if (!options.dumpDir.empty() &&
-      failed(writeDumpFile(kernels, options.dumpDir, "kernels.mlir",
-                       [&](llvm::raw_ostream &os) { kernels.print(os); })))
-    return failure();
-
   // The region functions become `<name>.body`; the exported `<name>`
   // unpacks the buffer array (the kernel ABI shared with the CUDA backend).
   OwningOpRef<ModuleOp> lowered(cast<ModuleOp>(kernels->clone()));
@@ -319,8 +315,9 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
     return kernels.emitError("the fused regions' LLVM IR does not verify");
   optimize(*module, *tm);
   if (!options.dumpDir.empty() &&
-      failed(writeDumpFile(kernels, options.dumpDir, "kernels.ll",
-                       [&](llvm::raw_ostream &os) { module->print(os, nullptr); })))
+      failed(writeDumpFile(
+          kernels, options.dumpDir, "kernels.ll",
+          [&](llvm::raw_ostream &os) { module->print(os, nullptr); })))
     return failure();
 
   llvm::SmallVector<char, 0> object;

@@ -23,8 +23,7 @@ namespace dtcc::codegen {
 inline constexpr const char *kKernelsModuleName = "dtcc_kernels";
 
 struct CpuCodegenOptions {
-  /// When not empty: writes `kernels.mlir` (the region functions as the
-  /// fusion pass made them) and `kernels.ll` (the optimized LLVM IR) there.
+  /// When not empty: writes `kernels.ll` (the optimized LLVM IR) there.
   std::string dumpDir;
   /// The linker; empty: $DTCC_LLD, else ld.lld-22, ld.lld (PATH), then
   /// /usr/lib/llvm-22/bin/ld.lld.
