@@ -213,8 +213,8 @@ static std::string describeGeneratedKernels(const Program &program,
   if (!program.has_gpu_kernels())
     return "no generated kernels: the executable lacks its kernels section";
   const runtime::format::DataRef &ref = program.gpu_kernels();
-  std::string what = "kernels generated for CUDA, " +
-                     runtime::formatBytes(ref.size());
+  std::string what =
+      "kernels generated for CUDA, " + runtime::formatBytes(ref.size());
   if (!runtime::insideDataSection(ref, data.size()))
     return what + " (outside the data section: truncated file?)";
   runtime::StatusOr<runtime::GpuKernelModule> module =
@@ -230,7 +230,8 @@ static std::string describeGeneratedKernels(const Program &program,
 
 /// The fused regions (dtcc compile --fuse): per function, each region's
 /// kernel, its ops and the bytes of the values that never reach memory.
-static std::string explainFusion(const Program &program, std::string_view data) {
+static std::string explainFusion(const Program &program,
+                                 std::string_view data) {
   std::ostringstream os;
   int64_t regions = 0;
   for (const auto &fn : program.functions()) {
@@ -273,8 +274,8 @@ static std::string explainFusion(const Program &program, std::string_view data) 
   }
   if (regions == 0)
     return "";
-  return "fused regions (" + describeGeneratedKernels(program, data) +
-         "):\n" + os.str() + "\n";
+  return "fused regions (" + describeGeneratedKernels(program, data) + "):\n" +
+         os.str() + "\n";
 }
 
 std::string explainProgram(const Program &program, std::string_view data) {

@@ -283,8 +283,7 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
   auto *abi = new llvm::GlobalVariable(
       *module, ir.getInt32Ty(), /*isConstant=*/true,
       llvm::GlobalValue::ExternalLinkage,
-      ir.getInt32(runtime::kCpuKernelAbiVersion),
-      runtime::kCpuKernelAbiSymbol);
+      ir.getInt32(runtime::kCpuKernelAbiVersion), runtime::kCpuKernelAbiSymbol);
   abi->setVisibility(llvm::GlobalValue::DefaultVisibility);
   for (auto &[name, args] : entries) {
     llvm::Function *body = module->getFunction(name + ".body");

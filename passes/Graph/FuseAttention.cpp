@@ -466,7 +466,8 @@ int64_t headDim(const Match &m) {
   auto first = cast<MatmulOp>(m.first);
   RankedTensorType lhs = typeOf(first.getLhs());
   const int64_t rank = lhs.getRank();
-  const int64_t d = lhs.getDimSize(first.getTransposeLhs() ? rank - 2 : rank - 1);
+  const int64_t d =
+      lhs.getDimSize(first.getTransposeLhs() ? rank - 2 : rank - 1);
   return std::max(d, typeOf(m.last->getResult(0)).getShape().back());
 }
 

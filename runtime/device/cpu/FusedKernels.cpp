@@ -36,15 +36,11 @@ StatusOr<KernelFn> buildFused(const KernelContext &ctx) {
   // The region's iteration space is its outputs' shape (they share one):
   // its rows (outermost index) go to the threads, at least kParallelGrain
   // elements each.
-  const std::vector<int64_t> &shape = ctx.outputs.empty()
-                                          ? std::vector<int64_t>()
-                                          : ctx.outputs[0].shape;
+  const std::vector<int64_t> &shape =
+      ctx.outputs.empty() ? std::vector<int64_t>() : ctx.outputs[0].shape;
   const int64_t rows = shape.empty() ? 1 : shape[0];
-  int64_t rowElements = 1;
-  for (size_t d = 1; d < shape.size(); ++d)
-    rowElements *= shape[d];
-  const int64_t grain =
-      std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(1, rowElements));
+  const int64_t grain = std::max<int64_t>(
+      1, cpu::kParallelGrain / std::max<int64_t>(1, cpu::product(shape, 1)));
   return KernelFn([fn, rows, grain, buffers = std::move(buffers)]() -> Status {
     cpu::parallelFor(rows, grain, [&](int64_t begin, int64_t end, int) {
       fn(buffers.data(), begin, end);

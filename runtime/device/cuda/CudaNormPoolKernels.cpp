@@ -52,9 +52,10 @@ StatusOr<KernelFn> buildBatchNormSums(CudaDevice &dev, const KernelContext &ctx)
   const int64_t slices = cudaBatchNormSlices(p.channels, p.batch * p.spatial);
   DTCC_ASSIGN_OR_RETURN(
       ScratchSlot scratch,
-      requestScratchOf(ctx, ScratchUse::kCompute, p.channels > 0 ? 2 * p.channels * slices *
-                                                      int64_t(sizeof(double))
-                                                : 0));
+      requestScratchOf(ctx, ScratchUse::kCompute,
+                       p.channels > 0
+                           ? 2 * p.channels * slices * int64_t(sizeof(double))
+                           : 0));
   const void *x = ctx.inputs[0].data, *center = ctx.inputs[1].data;
   const void *dy = Grad ? ctx.inputs[2].data : nullptr;
   void *out = ctx.outputs[0].data;
@@ -176,10 +177,11 @@ StatusOr<KernelFn> buildMaxPoolGrad(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, p.dtype));
   // f16 and bf16 accumulate in float: atomics on the half types lose sums.
   const bool viaFloat = p.dtype == DType::kF16 || p.dtype == DType::kBF16;
-  DTCC_ASSIGN_OR_RETURN(
-      ScratchSlot scratch,
-      requestScratchOf(ctx, ScratchUse::kCompute,
-                       viaFloat ? p.planes * p.inPlane() * int64_t(sizeof(float)) : 0));
+  DTCC_ASSIGN_OR_RETURN(ScratchSlot scratch,
+                        requestScratchOf(ctx, ScratchUse::kCompute,
+                                         viaFloat ? p.planes * p.inPlane() *
+                                                        int64_t(sizeof(float))
+                                                  : 0));
   const void *dy = ctx.inputs[0].data;
   const int64_t *indices = ctx.inputs[1].as<const int64_t>();
   void *dx = ctx.outputs[0].data;

@@ -357,7 +357,8 @@ __global__ void castKernel(Layout l, T *out, DType from, const void *in) {
 template <typename To, typename From>
 __global__ void castFloatKernel(int64_t n, To *out, const From *in) {
   DTCC_GRID_LOOP(i, n) {
-    out[i] = Elem<To>::store(static_cast<ComputeT<To>>(Elem<From>::load(in[i])));
+    out[i] =
+        Elem<To>::store(static_cast<ComputeT<To>>(Elem<From>::load(in[i])));
   }
 }
 

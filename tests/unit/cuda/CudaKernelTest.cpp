@@ -873,11 +873,13 @@ std::vector<float> roundedTo(DType t, std::vector<float> values) {
 /// attention and attention_grad on the GPU in `t` against the CPU kernels
 /// in f32 (f64 for f64) on the same values, within `tol` relative to
 /// max(1, |cpu|); the GPU's second run is bitwise its first.
-void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c,
-                      DType t, double tol) {
+void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c, DType t,
+                      double tol) {
   const DType ref = t == DType::kF64 ? DType::kF64 : DType::kF32;
-  const auto qs = attentionShape(c, c.sq, c.d), ks = attentionShape(c, c.sk, c.d),
-             vs = attentionShape(c, c.sk, c.dv), os = attentionShape(c, c.sq, c.dv);
+  const auto qs = attentionShape(c, c.sq, c.d),
+             ks = attentionShape(c, c.sk, c.d),
+             vs = attentionShape(c, c.sk, c.dv),
+             os = attentionShape(c, c.sq, c.dv);
   std::vector<int64_t> ls = c.lead;
   ls.push_back(c.sq);
   const auto q = roundedTo(t, randomValues(cpu::product(qs), 61, 2.f));
@@ -928,9 +930,12 @@ void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c,
       lse(want[1].begin(), want[1].end());
   out = roundedTo(t, out);
   auto gradInputs = [&](DType d) {
-    std::vector<Operand> in = {{d, qs, q},          {d, ks, k},
-                               {d, vs, v},          {d, os, out},
-                               {DType::kF32, ls, lse}, {d, os, dout}};
+    std::vector<Operand> in = {{d, qs, q},
+                               {d, ks, k},
+                               {d, vs, v},
+                               {d, os, out},
+                               {DType::kF32, ls, lse},
+                               {d, os, dout}};
     if (!c.mask.empty())
       in.push_back({d, c.mask, mask});
     return in;
