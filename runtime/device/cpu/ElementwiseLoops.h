@@ -32,15 +32,7 @@ KernelFn makeUnaryLoop(const StridedLayout<2> &layout, const TensorView &in,
       const IS *pi = i + off[1];
       const int64_t s = st[1];
       if (s == 1) {
-        // In place: one pointer, so the loop vectorizes without an overlap
-        // check (see binaryRunBody).
-        if constexpr (std::is_same_v<OS, IS>) {
-          if (static_cast<const void *>(po) == static_cast<const void *>(pi)) {
-            for (int64_t j = 0; j < n; ++j)
-              po[j] = Elem<OS>::store(op(Elem<IS>::load(po[j])));
-            return;
-          }
-        }
+        DTCC_INDEPENDENT_ITERATIONS
         for (int64_t j = 0; j < n; ++j)
           po[j] = Elem<OS>::store(op(Elem<IS>::load(pi[j])));
       } else if (s == 0) {
@@ -104,35 +96,18 @@ DTCC_ALWAYS_INLINE void binaryRunBody(OS *po, const AS *pa, const BS *pb,
   auto f = [&](auto a, auto b) {
     return Elem<OS>::store(op(Elem<AS>::load(a), Elem<BS>::load(b)));
   };
-  // In place (the output is the first input's memory, as the memory plan
-  // often makes it): loops on the output pointer alone. With two pointers
-  // to the same memory the vectorizer's run-time overlap check fails and
-  // the scalar loop runs (a bf16 bias add 3x slower).
-  if constexpr (std::is_same_v<OS, AS>) {
-    if (sa == 1 && static_cast<const void *>(po) ==
-                       static_cast<const void *>(pa)) {
-      if (sb == 1) {
-        for (int64_t j = 0; j < n; ++j)
-          po[j] = f(po[j], pb[j]);
-        return;
-      }
-      if (sb == 0) {
-        const BS b = pb[0];
-        for (int64_t j = 0; j < n; ++j)
-          po[j] = f(po[j], b);
-        return;
-      }
-    }
-  }
   if (sa == 1 && sb == 1) {
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t j = 0; j < n; ++j)
       po[j] = f(pa[j], pb[j]);
   } else if (sa == 1 && sb == 0) {
     const BS b = pb[0];
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t j = 0; j < n; ++j)
       po[j] = f(pa[j], b);
   } else if (sa == 0 && sb == 1) {
     const AS a = pa[0];
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t j = 0; j < n; ++j)
       po[j] = f(a, pb[j]);
   } else {
