@@ -1,6 +1,7 @@
 //===- BlasCore.cpp - OpenBLAS's kernel family for this CPU ---------------===//
 
 #include "runtime/device/cpu/BlasCore.h"
+#include "runtime/device/cpu/ThreadPool.h"
 
 #include <cstdlib>
 #include <unistd.h>
@@ -71,7 +72,9 @@ void applyLoadTimeSettings(char **argv) {
       changed = true;
     }
   }
-  if (!std::getenv("OMP_WAIT_POLICY")) {
+  // One thread: the kernels' and OpenBLAS's work runs on the caller's core,
+  // which libgomp's workers do not take; nothing to quiet.
+  if (!std::getenv("OMP_WAIT_POLICY") && cpuThreads() > 1) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     changed = true;
   }

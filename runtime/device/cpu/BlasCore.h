@@ -38,11 +38,12 @@ std::string betterBlasCoreType(const std::string &detected,
 /// load (before main), where the user did not give them:
 /// - OPENBLAS_CORETYPE, when OpenBLAS chose kernels narrower than the CPU
 ///   supports;
-/// - OMP_WAIT_POLICY=PASSIVE: oneDNN (bf16 and f16 matrix products,
-///   convolutions) runs on libgomp's OpenMP threads, which by default spin
-///   after each call and hold the cores that dtcc's own kernel threads and
-///   OpenBLAS's need next (a bf16 GPT step on 2 cores took twice as long
-///   on 2 threads as on 1: bench/RESULTS.md).
+/// - OMP_WAIT_POLICY=PASSIVE, when the kernels run on more than one thread
+///   (cpuThreads()): oneDNN (bf16 and f16 matrix products, convolutions)
+///   runs on libgomp's OpenMP threads, which by default spin after each
+///   call and hold the cores that dtcc's own kernel threads and OpenBLAS's
+///   need next (a bf16 GPT step on 2 cores took twice as long on 2 threads
+///   as on 1: bench/RESULTS.md).
 /// Sets them and executes /proc/self/exe again with the same arguments (it
 /// does not return then; the second time nothing is left to set).
 /// Otherwise, or if the re-execution fails, returns.
