@@ -219,6 +219,18 @@ TEST(ContainerTest, RejectsInconsistentPrograms) {
         << exe.status().message();
   }
   {
+    // Kernels generated for CUDA: the CPU device refuses them, naming why.
+    format::Program p = addProgram(data);
+    p.mutable_gpu_kernels()->set_offset(0);
+    p.mutable_gpu_kernels()->set_size(16);
+    auto exe = create(p);
+    ASSERT_FALSE(exe.isOk());
+    EXPECT_NE(exe.status().message().find(
+                  "cannot run kernels generated for CUDA"),
+              std::string::npos)
+        << exe.status().message();
+  }
+  {
     format::Program p = addProgram(data);
     p.mutable_functions(0)->mutable_instructions(0)->set_kernel("frobnicate");
     auto *extra = p.mutable_functions(0)->add_instructions();
