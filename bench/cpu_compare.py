@@ -120,7 +120,7 @@ def make_batches(spec, count):
     """`count` steps of inputs, {name: [count, ...] array}."""
     rng = np.random.default_rng(0)
     b = spec["batch"]
-    if spec["kind"] == "gpt":
+    if spec["kind"] in ("gpt", "llama"):
         seq, vocab = spec["model"]["seq"], spec["model"]["vocab"]
         tokens = np.stack([rng.integers(0, vocab, (b, seq + 1)) for _ in range(count)])
         return {"ids": tokens[:, :, :-1].astype(np.int64).copy(),

@@ -7,11 +7,15 @@ causal attention, cross-entropy), exported to ONNX by PyTorch 1.13; every
 system trains it from the same weights on the same batches with AdamW (lr
 1e-3, weight decay 0.1) and global-norm clipping 1.0, at each thread count.
 bench/cpu_compare.py says how each system runs and what is measured.
+`--model llama` trains the Llama of the same file instead (RMSNorm as
+PyTorch exports it: pow, mean, rsqrt and products, rotary positions,
+SwiGLU of width 8/3 x hidden rounded up to a multiple of 8, no biases).
 
   bench/train_gpt_cpu.py [--config 4x128,6x384] [--threads 1,2] [--runs 3]
   bench/train_gpt_cpu.py --quick             checks that every system runs
   bench/train_gpt_cpu.py --layers 2 --batch 4   one other size (4x128's
                                              other dimensions)
+  bench/train_gpt_cpu.py --model llama       the Llama at the same sizes
 
 Configurations: 4x128 is 4 layers of width 128, 4 heads, vocabulary 256,
 batch 8 x 64 tokens (0.87 M parameters); 6x384 is 6 layers of width 384,
@@ -41,6 +45,8 @@ def main():
                     help=f"comma-separated, of {', '.join(CONFIGS)}")
     for size in SIZES:
         ap.add_argument(f"--{size}", type=int, help="instead of --config: 4x128 with this")
+    ap.add_argument("--model", default="gpt", choices=["gpt", "llama"],
+                    help="tests/e2e/torch_models.py's GPT or Llama")
     ap.add_argument("--recompute", default="none", choices=["none", "full"],
                     help="dtcc's activation recomputation (dtcc only)")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"],
@@ -61,12 +67,15 @@ def main():
         configs = [CONFIGS[n] for n in names]
     for c in configs:
         model = {k: c[k] for k in ("layers", "hidden", "heads", "vocab", "seq")}
-        spec = {"kind": "gpt", "model": model, "batch": c["batch"],
+        if args.model == "llama":
+            model["ffn"] = (8 * c["hidden"] // 3 + 7) // 8 * 8
+        spec = {"kind": args.model, "model": model, "batch": c["batch"],
                 "inputs": ["ids", "labels"], "lr": 1e-3, "weight_decay": 0.1, "clip": 1.0,
                 "dtcc_flags": ["--recompute", args.recompute, "--dtype", args.dtype]}
         if args.dtype == "bf16":
             spec["torch_autocast"] = "bfloat16"
-        title = (f"GPT {c['layers']} layers x {c['hidden']}, {c['heads']} heads, vocabulary "
+        title = (f"{'Llama' if args.model == 'llama' else 'GPT'} {c['layers']} layers x "
+                 f"{c['hidden']}, {c['heads']} heads, vocabulary "
                  f"{c['vocab']}, batch {c['batch']} x {c['seq']} tokens"
                  + (f", dtcc --recompute {args.recompute}" if args.recompute != "none" else "")
                  + (f", --dtype {args.dtype} (dtcc's mixed precision, PyTorch's "

@@ -189,6 +189,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
     return success();
   pipelines::ExecPhase exec;
   exec.fuse = options.fuse;
+  exec.fuseRows = options.target == "cpu";
   return run([&](PassManager &pm) { pipelines::buildExecPhase(pm, exec); }, 4,
              "dexec");
 }

@@ -4,8 +4,12 @@
 // broadcasts and splat constants they read) into fused regions: each region
 // becomes one `linalg.generic` on memrefs in a function of the nested
 // `dtcc_kernels` module, and a `dgraph.fused` call of it replaces its ops.
-// The values inside a region never reach memory; the lowering then plans
-// only the region's inputs and outputs.
+// With `rows`, reductions along the last axis join too (with the
+// elementwise ops on their one-value-per-row results and the broadcasts of
+// those back over the row): such a region becomes the row form, loops over
+// the rows that compute each row in passes, a row's intermediates in
+// row-sized buffers. The values inside a region never reach memory; the
+// lowering then plans only the region's inputs and outputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,11 +23,15 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <functional>
+#include <limits>
 
 namespace dtcc::lowering {
 #define GEN_PASS_DEF_FUSEREGIONS
@@ -52,7 +60,7 @@ bool isFusableCompute(Operation *op) {
            graph::ExpOp, graph::LogOp, graph::SqrtOp, graph::RsqrtOp,
            graph::ReciprocalOp, graph::TanhOp, graph::SigmoidOp,
            graph::ReluOp, graph::SiluOp, graph::ErfOp, graph::GeluOp,
-           graph::GeluGradOp, graph::SiluGradOp>(op))
+           graph::GeluGradOp, graph::SiluGradOp, graph::PowOp>(op))
     return false;
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!type)
@@ -92,6 +100,52 @@ bool operandsFit(Operation *op) {
   }
   return true;
 }
+
+/// Whether `t` holds one value per row of the full type `full` ([rows...,
+/// C]): `[rows...]` or `[rows..., 1]`, of its element type.
+bool isRowOf(Type t, RankedTensorType full) {
+  auto type = dyn_cast<RankedTensorType>(t);
+  if (!type || type.getElementType() != full.getElementType() ||
+      full.getRank() < 2 || full.getShape().back() == 1)
+    return false;
+  ArrayRef<int64_t> rows = full.getShape().drop_back();
+  ArrayRef<int64_t> shape = type.getShape();
+  return shape == rows || (shape.size() == rows.size() + 1 &&
+                           shape.drop_back() == rows && shape.back() == 1);
+}
+
+/// A reduction a row region computes: the sum or the maximum of a float
+/// tensor of rank 2 or more along its last axis (longer than 1).
+bool isRowReduction(Operation *op) {
+  if (!isa<graph::ReduceSumOp, graph::ReduceMaxOp>(op))
+    return false;
+  auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+  Type e = in.getElementType();
+  auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims");
+  return (e.isF32() || e.isF64() || e.isBF16() || e.isF16()) && dims &&
+         dims.size() == 1 && in.getRank() >= 2 && dims[0] == in.getRank() - 1 &&
+         isRowOf(op->getResult(0).getType(), in);
+}
+
+/// A reshape between the two forms of one value per row of `full`.
+bool isRowReshape(Operation *op, RankedTensorType full) {
+  return isa<graph::ReshapeOp>(op) &&
+         isRowOf(op->getOperand(0).getType(), full) &&
+         isRowOf(op->getResult(0).getType(), full);
+}
+
+/// A broadcast of one value per row of `full` over the row.
+bool isRowBroadcast(Operation *op, RankedTensorType full) {
+  auto b = dyn_cast<graph::BroadcastInDimOp>(op);
+  if (!b || b.getType() != full || !isRowOf(b.getOperand().getType(), full))
+    return false;
+  ArrayRef<int64_t> dims = b.getDims();
+  return llvm::equal(dims, llvm::seq<int64_t>(0, dims.size()));
+}
+
+/// The bytes of row buffers a row region may use: they live on the stack
+/// of the thread that runs the region.
+constexpr int64_t kMaxRowBufferBytes = 256 * 1024;
 
 int64_t tensorBytes(Type t) {
   auto type = cast<RankedTensorType>(t);
@@ -140,6 +194,9 @@ Value emitScalar(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
       .Case([&](graph::ReciprocalOp) { return div(c(1), x[0]); })
       .Case([&](graph::TanhOp) { return tanh(x[0]); })
       .Case([&](graph::ErfOp) { return erf(x[0]); })
+      .Case([&](graph::PowOp) -> Value {
+        return math::PowFOp::create(b, loc, x[0], x[1]);
+      })
       .Case([&](graph::SigmoidOp) { return div(c(1), add(c(1), exp(neg(x[0])))); })
       .Case([&](graph::SiluOp) { return div(x[0], add(c(1), exp(neg(x[0])))); })
       .Case([&](graph::ReluOp) -> Value {
@@ -180,27 +237,163 @@ Value emitScalar(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
       .Default([](Operation *) -> Value { return {}; });
 }
 
-/// One fused region: its compute ops in program order.
+/// A splat constant's value as a scalar of the type a region computes in.
+Value splatScalar(OpBuilder &b, Location loc, DenseElementsAttr splat,
+                  Type compute) {
+  APFloat value = splat.getSplatValue<APFloat>();
+  bool lost = false;
+  value.convert(cast<FloatType>(compute).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &lost);
+  return arith::ConstantOp::create(b, loc, compute,
+                                   b.getFloatAttr(compute, value));
+}
+
+/// The indices an affine map (dimensions, or the constant 0 of a broadcast
+/// dimension) gives for the loop indices `ivs`.
+SmallVector<Value> indicesOf(OpBuilder &b, Location loc, AffineMap map,
+                             ValueRange ivs) {
+  SmallVector<Value> indices;
+  for (AffineExpr e : map.getResults()) {
+    if (auto d = dyn_cast<AffineDimExpr>(e))
+      indices.push_back(ivs[d.getPosition()]);
+    else
+      indices.push_back(arith::ConstantIndexOp::create(
+          b, loc, cast<AffineConstantExpr>(e).getValue()));
+  }
+  return indices;
+}
+
+/// The kernels' reduction of a row buffer `row` of `n` elements
+/// (runtime/device/cpu/ReductionKernels.cpp, reduceRow and selectRow),
+/// operation for operation: sums in 8 lanes combined as a tree, pairwise
+/// above 2048 elements; maxima in 8 lanes of selects with a NaN flag.
+Value emitRowReduce(OpBuilder &b, Location loc, Value row, int64_t n,
+                    bool max) {
+  constexpr int64_t kLanes = 8, kRowBlock = 2048;
+  Type t = cast<MemRefType>(row.getType()).getElementType();
+  auto c = [&](double v) -> Value {
+    return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+  };
+  auto index = [&](int64_t i) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, i);
+  };
+  auto load = [&](OpBuilder &lb, Value i) -> Value {
+    return memref::LoadOp::create(lb, loc, row, ValueRange{i});
+  };
+  // select(a, v) = v > a ? v : a, the kernels' plain select.
+  auto select = [&](OpBuilder &lb, Value a, Value v) -> Value {
+    Value gt = arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::OGT, v, a);
+    return arith::SelectOp::create(lb, loc, gt, v, a);
+  };
+  // One segment of at most kRowBlock elements, or more for maxima.
+  auto lanes = [&](int64_t begin, int64_t count) -> Value {
+    SmallVector<Value> init(
+        kLanes, c(max ? -std::numeric_limits<double>::infinity() : 0.0));
+    Value noNan = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
+    if (max)
+      init.push_back(noNan);
+    const int64_t blocks = count / kLanes;
+    SmallVector<Value> acc = init;
+    if (blocks > 0) {
+      auto loop = scf::ForOp::create(
+          b, loc, index(begin), index(begin + blocks * kLanes), index(kLanes),
+          init, [&](OpBuilder &lb, Location, Value j, ValueRange carried) {
+            SmallVector<Value> next(carried);
+            for (int64_t l = 0; l < kLanes; ++l) {
+              Value at = arith::AddIOp::create(
+                  lb, loc, j, arith::ConstantIndexOp::create(lb, loc, l));
+              Value v = load(lb, at);
+              if (max) {
+                Value nan = arith::CmpFOp::create(
+                    lb, loc, arith::CmpFPredicate::UNO, v, v);
+                next[kLanes] = arith::OrIOp::create(lb, loc, next[kLanes], nan);
+                next[l] = select(lb, next[l], v);
+              } else {
+                next[l] = arith::AddFOp::create(lb, loc, next[l], v);
+              }
+            }
+            scf::YieldOp::create(lb, loc, next);
+          });
+      acc.assign(loop.getResults().begin(), loop.getResults().end());
+    }
+    // The tail: sums spread it over the lanes, maxima keep it in lane 0.
+    for (int64_t l = 0, j = begin + blocks * kLanes; j < begin + count;
+         ++j, ++l) {
+      Value v = load(b, index(j));
+      if (max) {
+        Value nan =
+            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, v, v);
+        acc[kLanes] = arith::OrIOp::create(b, loc, acc[kLanes], nan);
+        acc[0] = select(b, acc[0], v);
+      } else {
+        acc[l] = arith::AddFOp::create(b, loc, acc[l], v);
+      }
+    }
+    if (max) {
+      Value best = acc[0];
+      for (int64_t l = 1; l < kLanes; ++l)
+        best = select(b, best, acc[l]);
+      return arith::SelectOp::create(
+          b, loc, acc[kLanes], c(std::numeric_limits<double>::quiet_NaN()),
+          best);
+    }
+    for (int64_t w = kLanes / 2; w > 0; w /= 2)
+      for (int64_t l = 0; l < w; ++l)
+        acc[l] = arith::AddFOp::create(b, loc, acc[l], acc[l + w]);
+    return acc[0];
+  };
+  std::function<Value(int64_t, int64_t)> sum = [&](int64_t begin,
+                                                   int64_t count) -> Value {
+    if (count > kRowBlock) {
+      int64_t half = (count / 2) / kLanes * kLanes;
+      Value l = sum(begin, half);
+      Value r = sum(begin + half, count - half);
+      return arith::AddFOp::create(b, loc, l, r);
+    }
+    return lanes(begin, count);
+  };
+  return max ? lanes(0, n) : sum(0, n);
+}
+
+/// One fused region: its ops in program order, the type it iterates over
+/// and whether it is a row region (it has a reduction along the last axis:
+/// its members are values of `full` type or one value per row of it).
 struct Region {
   SmallVector<Operation *> ops;
+  RankedTensorType full;
+  bool rows = false;
 };
 
 class FunctionFusion {
 public:
   FunctionFusion(func::FuncOp fn, ModuleOp kernels, unsigned &counter,
-                 bool remarks)
-      : fn(fn), kernels(kernels), counter(counter), remarks(remarks) {}
+                 bool remarks, bool rows)
+      : fn(fn), kernels(kernels), counter(counter), remarks(remarks),
+        rows(rows) {}
 
   void run();
 
 private:
   bool canJoin(ArrayRef<Operation *> members, Operation *op);
+  /// The regions `op` may join, and the region it starts when it joins
+  /// none (`full` null: `op` is no member of any region).
+  std::pair<SmallVector<unsigned>, Region>
+  candidates(Operation *op, ArrayRef<Region> regions,
+             const llvm::DenseMap<Operation *, unsigned> &regionOf);
   void outline(Region &region);
+  /// The body of a row region's function; fails (the region stays as it
+  /// is) when its row buffers would not fit kMaxRowBufferBytes.
+  LogicalResult buildRows(
+      Region &region, OpBuilder &b, Location loc, ValueRange args,
+      const llvm::MapVector<std::pair<Value, AffineMap>, unsigned> &inputs,
+      ArrayRef<Value> outputs,
+      llvm::function_ref<std::pair<Value, AffineMap>(Value)> inputOf);
 
   func::FuncOp fn;
   ModuleOp kernels;
   unsigned &counter;
   bool remarks;
+  bool rows;
   llvm::DenseMap<Operation *, int64_t> order;
 };
 
@@ -219,6 +412,54 @@ bool FunctionFusion::canJoin(ArrayRef<Operation *> members, Operation *op) {
   return true;
 }
 
+std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
+    Operation *op, ArrayRef<Region> regions,
+    const llvm::DenseMap<Operation *, unsigned> &regionOf) {
+  Attribute stage = op->getAttr(shard::kStageAttr);
+  // The region of `v`'s producer, where `op` would read it.
+  auto producer = [&](Value v) -> std::optional<unsigned> {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getAttr(shard::kStageAttr) != stage)
+      return std::nullopt;
+    auto it = regionOf.find(def);
+    if (it == regionOf.end())
+      return std::nullopt;
+    return it->second;
+  };
+  SmallVector<unsigned> join;
+  Type type = op->getResult(0).getType();
+  if (isFusableCompute(op) && operandsFit(op)) {
+    // Values of a region's type, or one value per row of a row region.
+    for (Value v : op->getOperands())
+      if (std::optional<unsigned> r = producer(v)) {
+        const Region &region = regions[*r];
+        if (region.full == type ||
+            (region.rows && isRowOf(type, region.full)))
+          if (!llvm::is_contained(join, *r))
+            join.push_back(*r);
+      }
+    return {join, Region{{}, cast<RankedTensorType>(type), false}};
+  }
+  if (!rows)
+    return {};
+  if (isRowReduction(op)) {
+    auto full = cast<RankedTensorType>(op->getOperand(0).getType());
+    if (std::optional<unsigned> r = producer(op->getOperand(0)))
+      if (regions[*r].full == full)
+        join.push_back(*r);
+    return {join, Region{{}, full, true}};
+  }
+  // Reshapes and broadcasts of one value per row belong to its region.
+  if (isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op))
+    if (std::optional<unsigned> r = producer(op->getOperand(0))) {
+      const Region &region = regions[*r];
+      if (region.rows && (isRowReshape(op, region.full) ||
+                          isRowBroadcast(op, region.full)))
+        return {{*r}, Region{}};
+    }
+  return {};
+}
+
 void FunctionFusion::run() {
   Block &body = fn.front();
   int64_t i = 0;
@@ -230,26 +471,25 @@ void FunctionFusion::run() {
   SmallVector<Region> regions;
   llvm::DenseMap<Operation *, unsigned> regionOf;
   for (Operation &op : body) {
-    if (!isFusableCompute(&op) || !operandsFit(&op))
+    auto [producers, fresh] = candidates(&op, regions, regionOf);
+    if (producers.empty() && !fresh.full)
       continue;
-    Type type = op.getResult(0).getType();
-    Attribute stage = op.getAttr(shard::kStageAttr);
-    llvm::SetVector<unsigned> producers;
-    for (Value v : op.getOperands())
-      if (Operation *def = v.getDefiningOp())
-        if (auto it = regionOf.find(def);
-            it != regionOf.end() && def->getResult(0).getType() == type &&
-            def->getAttr(shard::kStageAttr) == stage)
-          producers.insert(it->second);
     auto membersOf = [&](ArrayRef<unsigned> rs) {
       SmallVector<Operation *> members;
       for (unsigned r : rs)
         llvm::append_range(members, regions[r].ops);
       return members;
     };
+    // Regions merge only when they iterate over one type.
+    auto oneType = [&](ArrayRef<unsigned> rs) {
+      return llvm::all_of(rs, [&](unsigned r) {
+        return regions[r].full == regions[rs.front()].full;
+      });
+    };
     SmallVector<unsigned> join;
-    if (!producers.empty() && canJoin(membersOf(producers.getArrayRef()), &op))
-      join.assign(producers.begin(), producers.end());
+    if (!producers.empty() && oneType(producers) &&
+        canJoin(membersOf(producers), &op))
+      join = producers;
     else
       for (unsigned r : producers)
         if (canJoin(regions[r].ops, &op)) {
@@ -257,8 +497,11 @@ void FunctionFusion::run() {
           break;
         }
     if (join.empty()) {
+      if (!fresh.full)
+        continue;
+      fresh.ops.push_back(&op);
       regionOf[&op] = regions.size();
-      regions.push_back(Region{{&op}});
+      regions.push_back(std::move(fresh));
       continue;
     }
     // Merge into the first, in program order.
@@ -267,16 +510,22 @@ void FunctionFusion::run() {
       for (Operation *m : regions[r].ops)
         regionOf[m] = into;
       llvm::append_range(regions[into].ops, regions[r].ops);
+      regions[into].rows |= regions[r].rows;
       regions[r].ops.clear();
     }
     regions[into].ops.push_back(&op);
+    regions[into].rows |= fresh.rows;
     llvm::sort(regions[into].ops, [&](Operation *a, Operation *b) {
       return order.lookup(a) < order.lookup(b);
     });
     regionOf[&op] = into;
   }
+  // A region of one computing op is left as it is (its kernel is already
+  // one pass); reshapes and broadcasts compute nothing.
   for (Region &region : regions)
-    if (region.ops.size() >= 2)
+    if (llvm::count_if(region.ops, [](Operation *op) {
+          return !isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op);
+        }) >= 2)
       outline(region);
 }
 
@@ -284,25 +533,36 @@ void FunctionFusion::outline(Region &region) {
   MLIRContext *ctx = fn.getContext();
   llvm::SmallPtrSet<Operation *, 16> members(region.ops.begin(), region.ops.end());
   Operation *last = region.ops.back();
-  auto type = cast<RankedTensorType>(last->getResult(0).getType());
+  RankedTensorType type = region.full;
   int64_t rank = type.getRank();
 
-  // Inputs: each outside value with the map the region reads it through.
+  // Inputs: each outside value with the map the region reads it through,
+  // from the region's index space (a row region's values per row read no
+  // column: its last dimension, where they have one, is 0).
   llvm::MapVector<std::pair<Value, AffineMap>, unsigned> inputs;
-  AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
   auto inputOf = [&](Value v) -> std::pair<Value, AffineMap> {
+    auto readerType = cast<RankedTensorType>(v.getType());
+    bool perRow = readerType != type;
+    int64_t readerRank = readerType.getRank();
+    auto dim = [&](int64_t d) -> AffineExpr {
+      return perRow && d == rank - 1 ? getAffineConstantExpr(0, ctx)
+                                     : getAffineDimExpr(d, ctx);
+    };
     Operation *def = v.getDefiningOp();
+    SmallVector<AffineExpr> exprs;
     if (isInlinedBroadcast(def)) {
       auto bcast = cast<graph::BroadcastInDimOp>(def);
       auto operandType = cast<RankedTensorType>(bcast.getOperand().getType());
-      SmallVector<AffineExpr> exprs;
       for (auto [i, d] : llvm::enumerate(bcast.getDims()))
-        exprs.push_back(operandType.getDimSize(i) == 1 && type.getDimSize(d) != 1
+        exprs.push_back(operandType.getDimSize(i) == 1 &&
+                                readerType.getDimSize(d) != 1
                             ? getAffineConstantExpr(0, ctx)
-                            : getAffineDimExpr(d, ctx));
+                            : dim(d));
       return {bcast.getOperand(), AffineMap::get(rank, 0, exprs, ctx)};
     }
-    return {v, identity};
+    for (int64_t d = 0; d < readerRank; ++d)
+      exprs.push_back(dim(d));
+    return {v, AffineMap::get(rank, 0, exprs, ctx)};
   };
   for (Operation *op : region.ops)
     for (Value v : op->getOperands()) {
@@ -319,11 +579,11 @@ void FunctionFusion::outline(Region &region) {
     if (llvm::any_of(r.getUsers(),
                      [&](Operation *u) { return !members.contains(u); }))
       outputs.push_back(r);
-    else
+    else if (!isa<graph::ReshapeOp>(op))
       savedBytes += tensorBytes(r.getType());
   }
 
-  // The region function: one linalg.generic over the result's shape.
+  // The region function.
   OpBuilder kb = OpBuilder::atBlockEnd(kernels.getBody());
   SmallVector<Type> argTypes;
   for (auto &[key, index] : inputs) {
@@ -334,7 +594,7 @@ void FunctionFusion::outline(Region &region) {
     auto t = cast<RankedTensorType>(v.getType());
     argTypes.push_back(MemRefType::get(t.getShape(), t.getElementType()));
   }
-  std::string name = (fn.getSymName() + "_fused_" + Twine(counter++)).str();
+  std::string name = (fn.getSymName() + "_fused_" + Twine(counter)).str();
   Location loc = last->getLoc();
   auto kernel = func::FuncOp::create(kb, loc, name,
                                      FunctionType::get(ctx, argTypes, {}));
@@ -345,56 +605,62 @@ void FunctionFusion::outline(Region &region) {
   kernel->setAttr("dtcc.saved_bytes", kb.getI64IntegerAttr(savedBytes));
   Block *entry = kernel.addEntryBlock();
   OpBuilder b = OpBuilder::atBlockEnd(entry);
-  SmallVector<AffineMap> maps;
-  for (auto &[key, index] : inputs)
-    maps.push_back(key.second);
-  maps.append(outputs.size(), identity);
-  SmallVector<utils::IteratorType> iterators(rank, utils::IteratorType::parallel);
   ValueRange args = entry->getArguments();
-  linalg::GenericOp::create(
-      b, loc, TypeRange{}, args.take_front(inputs.size()),
-      args.drop_front(inputs.size()), maps, iterators,
-      [&](OpBuilder &nb, Location nloc, ValueRange scalars) {
-        // Half-precision regions read their inputs into f32 and round
-        // what they write.
-        Type element = type.getElementType();
-        Type compute = computeType(element);
-        IRMapping map;
-        auto scalarOf = [&](Value v) -> Value {
-          if (Value s = map.lookupOrNull(v))
+  if (region.rows) {
+    if (failed(buildRows(region, b, loc, args, inputs, outputs, inputOf))) {
+      kernel.erase();
+      return;
+    }
+  } else {
+    // One linalg.generic over the region's type.
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(rank, ctx);
+    SmallVector<AffineMap> maps;
+    for (auto &[key, index] : inputs)
+      maps.push_back(key.second);
+    maps.append(outputs.size(), identity);
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    linalg::GenericOp::create(
+        b, loc, TypeRange{}, args.take_front(inputs.size()),
+        args.drop_front(inputs.size()), maps, iterators,
+        [&](OpBuilder &nb, Location nloc, ValueRange scalars) {
+          // Half-precision regions read their inputs into f32 and round
+          // what they write.
+          Type element = type.getElementType();
+          Type compute = computeType(element);
+          IRMapping map;
+          auto scalarOf = [&](Value v) -> Value {
+            if (Value s = map.lookupOrNull(v))
+              return s;
+            Value s;
+            if (DenseElementsAttr splat = inlinedSplat(v.getDefiningOp())) {
+              s = splatScalar(nb, nloc, splat, compute);
+            } else {
+              s = scalars[inputs.lookup(inputOf(v))];
+              if (s.getType() != compute)
+                s = arith::ExtFOp::create(nb, nloc, compute, s);
+            }
+            map.map(v, s);
             return s;
-          Value s;
-          if (DenseElementsAttr splat = inlinedSplat(v.getDefiningOp())) {
-            APFloat value = splat.getSplatValue<APFloat>();
-            bool lost = false;
-            value.convert(cast<FloatType>(compute).getFloatSemantics(),
-                          APFloat::rmNearestTiesToEven, &lost);
-            s = arith::ConstantOp::create(nb, nloc, compute,
-                                          nb.getFloatAttr(compute, value));
-          } else {
-            s = scalars[inputs.lookup(inputOf(v))];
-            if (s.getType() != compute)
-              s = arith::ExtFOp::create(nb, nloc, compute, s);
+          };
+          for (Operation *op : region.ops) {
+            SmallVector<Value> xs;
+            for (Value v : op->getOperands())
+              xs.push_back(scalarOf(v));
+            map.map(op->getResult(0), emitScalar(nb, op->getLoc(), op, xs));
           }
-          map.map(v, s);
-          return s;
-        };
-        for (Operation *op : region.ops) {
-          SmallVector<Value> xs;
-          for (Value v : op->getOperands())
-            xs.push_back(scalarOf(v));
-          map.map(op->getResult(0), emitScalar(nb, op->getLoc(), op, xs));
-        }
-        SmallVector<Value> yields;
-        for (Value v : outputs) {
-          Value y = map.lookup(v);
-          yields.push_back(y.getType() == element
-                               ? y
-                               : arith::TruncFOp::create(nb, nloc, element, y));
-        }
-        linalg::YieldOp::create(nb, nloc, yields);
-      });
+          SmallVector<Value> yields;
+          for (Value v : outputs) {
+            Value y = map.lookup(v);
+            yields.push_back(y.getType() == element
+                                 ? y
+                                 : arith::TruncFOp::create(nb, nloc, element, y));
+          }
+          linalg::YieldOp::create(nb, nloc, yields);
+        });
+  }
   func::ReturnOp::create(b, loc);
+  ++counter;
 
   // The call replaces the region's ops where its last op was.
   OpBuilder fb(last);
@@ -413,8 +679,9 @@ void FunctionFusion::outline(Region &region) {
     fused->setAttr(graph::kLayerAttr, layer);
   if (remarks)
     fused->emitRemark() << "fused " << region.ops.size() << " ops into @"
-                        << name << " (" << inputs.size() << " inputs, "
-                        << outputs.size() << " outputs, " << savedBytes
+                        << name << (region.rows ? " (row form, " : " (")
+                        << inputs.size() << " inputs, " << outputs.size()
+                        << " outputs, " << savedBytes
                         << " bytes of intermediates kept out of memory)";
   for (auto [v, r] : llvm::zip(outputs, fused.getResults()))
     v.replaceAllUsesWith(r);
@@ -430,6 +697,189 @@ void FunctionFusion::outline(Region &region) {
   for (Operation *op : dead)
     if (op->use_empty())
       op->erase();
+}
+
+LogicalResult FunctionFusion::buildRows(
+    Region &region, OpBuilder &b, Location loc, ValueRange args,
+    const llvm::MapVector<std::pair<Value, AffineMap>, unsigned> &inputs,
+    ArrayRef<Value> outputs,
+    llvm::function_ref<std::pair<Value, AffineMap>(Value)> inputOf) {
+  RankedTensorType full = region.full;
+  const int64_t rank = full.getRank();
+  const int64_t cols = full.getShape().back();
+  Type element = full.getElementType();
+  Type compute = computeType(element);
+  llvm::SmallPtrSet<Operation *, 16> members(region.ops.begin(),
+                                             region.ops.end());
+  auto member = [&](Value v) -> Operation * {
+    Operation *def = v.getDefiningOp();
+    return def && members.contains(def) ? def : nullptr;
+  };
+  auto isFull = [&](Operation *op) {
+    return op->getResult(0).getType() == full;
+  };
+
+  // Passes: a row is computed in passes over its columns. A reduction's
+  // result exists after the pass that computes its operand; the other
+  // members run in the first pass where their operands exist (an outside
+  // value exists from pass 0).
+  llvm::DenseMap<Operation *, int64_t> level;
+  int64_t levels = 1;
+  for (Operation *op : region.ops) {
+    int64_t l = 0;
+    for (Value v : op->getOperands())
+      if (Operation *def = member(v))
+        l = std::max(l, level.lookup(def));
+    if (isRowReduction(op))
+      l += 1;
+    level[op] = l;
+    levels = std::max(levels, l + 1);
+  }
+  // Row buffers: what a reduction reduces, and columns a later pass reads.
+  llvm::MapVector<Value, Value> rowBuffers;
+  auto bufferType = MemRefType::get({cols}, compute);
+  for (Operation *op : region.ops)
+    for (Value v : op->getOperands()) {
+      Operation *def = member(v);
+      if (isRowReduction(op) ||
+          (def && isFull(def) && isFull(op) &&
+           level.lookup(def) < level.lookup(op)))
+        rowBuffers.insert({v, Value()});
+    }
+  const int64_t bufferBytes =
+      static_cast<int64_t>(rowBuffers.size()) * cols *
+      std::max<int64_t>(1, compute.getIntOrFloatBitWidth() / 8);
+  if (bufferBytes > kMaxRowBufferBytes)
+    return failure();
+  for (auto &[v, buffer] : rowBuffers)
+    buffer = memref::AllocaOp::create(b, loc, bufferType);
+  llvm::DenseMap<Value, unsigned> outputIndex;
+  for (auto [i, v] : llvm::enumerate(outputs))
+    outputIndex[v] = inputs.size() + i;
+
+  // The row loops, one per dimension but the last; the outermost becomes
+  // the kernel's [begin, end) range.
+  SmallVector<Value> ivs;
+  OpBuilder rb = b;
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    Value zero = arith::ConstantIndexOp::create(rb, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rb, loc, 1);
+    Value size = arith::ConstantIndexOp::create(rb, loc, full.getDimSize(d));
+    auto loop = scf::ForOp::create(rb, loc, zero, size, one);
+    ivs.push_back(loop.getInductionVar());
+    rb.setInsertionPoint(loop.getBody()->getTerminator());
+  }
+
+  // Reads an outside value at the row `ivs` and column `col`.
+  auto readInput = [&](OpBuilder &ob, Value v, Value col) -> Value {
+    if (DenseElementsAttr splat = inlinedSplat(v.getDefiningOp()))
+      return splatScalar(ob, loc, splat, compute);
+    auto key = inputOf(v);
+    assert(inputs.count(key) && "an outside value the region did not take");
+    SmallVector<Value> at(ivs);
+    at.push_back(col);
+    Value s = memref::LoadOp::create(
+        ob, loc, args[inputs.lookup(key)],
+        indicesOf(ob, loc, key.second, at));
+    return s.getType() == compute ? s
+                                  : arith::ExtFOp::create(ob, loc, compute, s);
+  };
+  // Writes an output's element (a value per row at column 0, if it has one).
+  auto writeOutput = [&](OpBuilder &ob, Value v, Value s, Value col) {
+    auto it = outputIndex.find(v);
+    if (it == outputIndex.end())
+      return;
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<Value> at(ivs);
+    if (type.getRank() == rank)
+      at.push_back(type == full ? col
+                                : arith::ConstantIndexOp::create(ob, loc, 0));
+    if (s.getType() != element)
+      s = arith::TruncFOp::create(ob, loc, element, s);
+    memref::StoreOp::create(ob, loc, s, args[it->second], at);
+  };
+
+  IRMapping perRow; // a row's values per row
+  for (int64_t l = 0; l < levels; ++l) {
+    // The values per row this pass reads (reductions of the pass before
+    // were computed after it).
+    for (Operation *op : region.ops) {
+      if (level.lookup(op) != l || isFull(op) || isRowReduction(op))
+        continue;
+      Value r;
+      if (isa<graph::ReshapeOp>(op)) {
+        r = perRow.lookup(op->getOperand(0));
+      } else {
+        SmallVector<Value> xs;
+        for (Value v : op->getOperands())
+          xs.push_back(member(v) ? perRow.lookup(v) : readInput(rb, v, Value()));
+        r = emitScalar(rb, op->getLoc(), op, xs);
+      }
+      perRow.map(op->getResult(0), r);
+      writeOutput(rb, op->getResult(0), r, Value());
+    }
+    // The pass over the columns: this pass's values of full type, and the
+    // outside operands of the reductions after it.
+    SmallVector<Operation *> pass;
+    for (Operation *op : region.ops)
+      if (level.lookup(op) == l && isFull(op))
+        pass.push_back(op);
+    SmallVector<Operation *> reductions;
+    for (Operation *op : region.ops)
+      if (isRowReduction(op) && level.lookup(op) == l + 1)
+        reductions.push_back(op);
+    bool staged = llvm::any_of(reductions, [&](Operation *op) {
+      return !member(op->getOperand(0));
+    });
+    if (!pass.empty() || staged) {
+      Value zero = arith::ConstantIndexOp::create(rb, loc, 0);
+      Value one = arith::ConstantIndexOp::create(rb, loc, 1);
+      Value size = arith::ConstantIndexOp::create(rb, loc, cols);
+      auto loop = scf::ForOp::create(rb, loc, zero, size, one);
+      OpBuilder cb = OpBuilder::atBlockBegin(loop.getBody());
+      Value col = loop.getInductionVar();
+      IRMapping here;
+      auto valueOf = [&](Value v) -> Value {
+        if (Value s = here.lookupOrNull(v))
+          return s;
+        Operation *def = member(v);
+        if (!def)
+          return readInput(cb, v, col);
+        if (!isFull(def))
+          return perRow.lookup(v);
+        return memref::LoadOp::create(cb, loc, rowBuffers.lookup(v),
+                                      ValueRange{col});
+      };
+      for (Operation *op : reductions)
+        if (Value v = op->getOperand(0); !member(v))
+          memref::StoreOp::create(cb, loc, valueOf(v),
+                                  rowBuffers.lookup(v), ValueRange{col});
+      for (Operation *op : pass) {
+        Value r;
+        if (isa<graph::BroadcastInDimOp>(op)) {
+          r = perRow.lookup(op->getOperand(0));
+        } else {
+          SmallVector<Value> xs;
+          for (Value v : op->getOperands())
+            xs.push_back(valueOf(v));
+          r = emitScalar(cb, op->getLoc(), op, xs);
+        }
+        here.map(op->getResult(0), r);
+        writeOutput(cb, op->getResult(0), r, col);
+        if (Value buffer = rowBuffers.lookup(op->getResult(0)))
+          memref::StoreOp::create(cb, loc, r, buffer, ValueRange{col});
+      }
+    }
+    // The reductions of this pass's values.
+    for (Operation *op : reductions) {
+      Value r = emitRowReduce(rb, op->getLoc(),
+                              rowBuffers.lookup(op->getOperand(0)), cols,
+                              isa<graph::ReduceMaxOp>(op));
+      perRow.map(op->getResult(0), r);
+      writeOutput(rb, op->getResult(0), r, Value());
+    }
+  }
+  return success();
 }
 
 struct FuseRegionsPass
@@ -449,7 +899,7 @@ struct FuseRegionsPass
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (fn.isExternal() || !fn.getBody().hasOneBlock())
         continue;
-      FunctionFusion(fn, kernels, counter, remarks).run();
+      FunctionFusion(fn, kernels, counter, remarks, rows).run();
     }
     if (fresh && kernels.getBody()->empty())
       kernels.erase();

@@ -146,10 +146,15 @@ def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"remarks", "remarks", "bool", "false",
-           "Report each region (ops, inputs, outputs, bytes kept out of memory)">
+           "Report each region (ops, inputs, outputs, bytes kept out of memory)">,
+    Option<"rows", "rows", "bool", "false",
+           "Also form row regions: reductions along the last axis with the "
+           "elementwise ops around them (the row form, which the CPU code "
+           "generation compiles)">
   ];
   let dependentDialects = ["mlir::func::FuncDialect",
                            "mlir::linalg::LinalgDialect",
+                           "mlir::scf::SCFDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
                            "mlir::memref::MemRefDialect"];

@@ -82,8 +82,11 @@ void buildShardPhase(OpPassManager &pm, const planning::Plan &plan,
 }
 
 void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
-  if (options.fuse)
-    pm.addPass(lowering::createFuseRegions());
+  if (options.fuse) {
+    lowering::FuseRegionsOptions fuse;
+    fuse.rows = options.fuseRows;
+    pm.addPass(lowering::createFuseRegions(fuse));
+  }
   pm.addPass(lowering::createLowerToExec());
 }
 

@@ -60,6 +60,9 @@ void buildShardPhase(mlir::OpPassManager &pm, const planning::Plan &plan,
 /// The lowering to dexec, after dtcc-lower-fuse-regions with `fuse`.
 struct ExecPhase {
   bool fuse = false;
+  /// With fuse: also row regions (reductions along the last axis), which
+  /// only the CPU code generation compiles.
+  bool fuseRows = false;
 };
 void buildExecPhase(mlir::OpPassManager &pm, const ExecPhase &options = {});
 

@@ -4,9 +4,13 @@
 1. Region outputs: a dgraph program whose outputs are the outputs of the
    regions a GPT step forms (bias + GELU with the pre-activation kept, its
    gradient with the residual gradient's sum, a scale/mask chain, SiLU and
-   the sigmoid, an f64 chain) compiled with and without --fuse, run on the
-   same random inputs: every output within 1e-6 relative (f32; f64 1e-12).
-2. Training: the zoo's GPT and PyTorch's GPT (tests/e2e/torch_models.py),
+   the sigmoid, an f64 chain) and of row regions (an RMS norm as PyTorch
+   exports it, over rows of 2500: the sum's pairwise halves and a tail; a
+   softmax from sums and maxima with its log-sum-exp) compiled with and
+   without --fuse, run on the same random inputs: every output within 1e-6
+   relative (f32; f64 1e-12).
+2. Training: the zoo's GPT, PyTorch's GPT and PyTorch's Llama (its RMS
+   norms and their gradients become row regions; tests/e2e/torch_models.py),
    10 AdamW steps on one device with --fuse against --no-fuse: losses and
    parameters within 1e-6 relative; dtcc explain lists the regions. In
    bf16 (regions compute in f32 and round only what they write, the
@@ -36,10 +40,14 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
                 %dy: tensor<6x40xf32> {dgraph.name = "dy"},
                 %res: tensor<6x40xf32> {dgraph.name = "res"},
                 %mask: tensor<6x40xf32> {dgraph.name = "mask"},
-                %d: tensor<3x7xf64> {dgraph.name = "d"})
+                %d: tensor<3x7xf64> {dgraph.name = "d"},
+                %w: tensor<4x3x2500xf32> {dgraph.name = "w"},
+                %z: tensor<5x37xf32> {dgraph.name = "z"})
     -> (tensor<6x40xf32> {dgraph.name = "pre"}, tensor<6x40xf32> {dgraph.name = "act"},
         tensor<6x40xf32> {dgraph.name = "grad"}, tensor<6x40xf32> {dgraph.name = "scores"},
-        tensor<6x40xf32> {dgraph.name = "gate"}, tensor<3x7xf64> {dgraph.name = "f64"}) {
+        tensor<6x40xf32> {dgraph.name = "gate"}, tensor<3x7xf64> {dgraph.name = "f64"},
+        tensor<4x3x2500xf32> {dgraph.name = "norm"}, tensor<4x3x1xf32> {dgraph.name = "rstd"},
+        tensor<5x37xf32> {dgraph.name = "soft"}, tensor<5xf32> {dgraph.name = "lse"}) {
   %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<40xf32>) -> tensor<6x40xf32>
   %pre = dgraph.add %x, %bb : tensor<6x40xf32>
   %act = dgraph.gelu %pre {approximate = "tanh"} : tensor<6x40xf32>
@@ -60,9 +68,35 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
   %t = dgraph.tanh %d : tensor<3x7xf64>
   %n = dgraph.neg %t : tensor<3x7xf64>
   %f64 = dgraph.sub %n, %d : tensor<3x7xf64>
-  return %pre, %act, %grad, %scores, %gate, %f64
+  // Row regions: an RMS norm as PyTorch exports it (rows of 2500: the
+  // sum's pairwise halves and an 8-lane tail), and a softmax of an input
+  // with its log-sum-exp (reductions of an outside value and of a member).
+  %two = dgraph.constant dense<2.0> : tensor<4x3x2500xf32>
+  %sq = dgraph.pow %w, %two : tensor<4x3x2500xf32>
+  %ss = dgraph.reduce_sum %sq, dims = [2] : (tensor<4x3x2500xf32>) -> tensor<4x3xf32>
+  %ss1 = dgraph.reshape %ss : (tensor<4x3xf32>) -> tensor<4x3x1xf32>
+  %cnt = dgraph.constant dense<2500.0> : tensor<4x3x1xf32>
+  %ms = dgraph.div %ss1, %cnt : tensor<4x3x1xf32>
+  %eps = dgraph.constant dense<1.0e-5> : tensor<4x3x1xf32>
+  %ve = dgraph.add %ms, %eps : tensor<4x3x1xf32>
+  %rt = dgraph.sqrt %ve : tensor<4x3x1xf32>
+  %one = dgraph.constant dense<1.0> : tensor<4x3x1xf32>
+  %rstd = dgraph.div %one, %rt : tensor<4x3x1xf32>
+  %rb = dgraph.broadcast_in_dim %rstd, dims = [0, 1, 2] : (tensor<4x3x1xf32>) -> tensor<4x3x2500xf32>
+  %norm = dgraph.mul %w, %rb : tensor<4x3x2500xf32>
+  %zm = dgraph.reduce_max %z, dims = [1] : (tensor<5x37xf32>) -> tensor<5xf32>
+  %zmb = dgraph.broadcast_in_dim %zm, dims = [0] : (tensor<5xf32>) -> tensor<5x37xf32>
+  %zs = dgraph.sub %z, %zmb : tensor<5x37xf32>
+  %ze = dgraph.exp %zs : tensor<5x37xf32>
+  %zsum = dgraph.reduce_sum %ze, dims = [1] : (tensor<5x37xf32>) -> tensor<5xf32>
+  %zl = dgraph.log %zsum : tensor<5xf32>
+  %lse = dgraph.add %zl, %zm : tensor<5xf32>
+  %zsb = dgraph.broadcast_in_dim %zsum, dims = [0] : (tensor<5xf32>) -> tensor<5x37xf32>
+  %soft = dgraph.div %ze, %zsb : tensor<5x37xf32>
+  return %pre, %act, %grad, %scores, %gate, %f64, %norm, %rstd, %soft, %lse
       : tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
-        tensor<6x40xf32>, tensor<3x7xf64>
+        tensor<6x40xf32>, tensor<3x7xf64>, tensor<4x3x2500xf32>, tensor<4x3x1xf32>,
+        tensor<5x37xf32>, tensor<5xf32>
 }
 """
 
@@ -76,6 +110,8 @@ def region_outputs(dtcc, work, check):
               for n in ["x", "dy", "res", "mask"]}
     inputs["b"] = rng.uniform(-1, 1, size=40).astype(np.float32)
     inputs["d"] = rng.uniform(-2, 2, size=(3, 7))
+    inputs["w"] = rng.uniform(-3, 3, size=(4, 3, 2500)).astype(np.float32)
+    inputs["z"] = rng.uniform(-8, 8, size=(5, 37)).astype(np.float32)
     args = []
     for n, v in inputs.items():
         e2e_common.write_pb(os.path.join(work, n + ".pb"), n, v)
@@ -87,10 +123,11 @@ def region_outputs(dtcc, work, check):
         e2e_common.run([dtcc, "compile", src, mode, "--dump-dir", dump, "-o", exe])
         e2e_common.run([exe, "--output-dir", exe + ".out"] + args)
         outs[mode] = {n: e2e_common.read_pb(os.path.join(exe + ".out", n + ".pb"))
-                      for n in ["pre", "act", "grad", "scores", "gate", "f64"]}
+                      for n in ["pre", "act", "grad", "scores", "gate", "f64",
+                                "norm", "rstd", "soft", "lse"]}
     explained = e2e_common.run([dtcc, "explain", os.path.join(work, "regions--fuse")])
     m = re.search(r"main: (\d+) regions of (\d+) ops", explained)
-    check(m is not None and int(m.group(1)) >= 3,
+    check(m is not None and int(m.group(1)) >= 5,
           f"dtcc explain lists the regions: {m.group(0) if m else '(no line)'}")
     check(os.path.exists(os.path.join(work, "dump--fuse", "kernels.mlir")) and
           os.path.exists(os.path.join(work, "dump--fuse", "kernels.ll")),
@@ -106,13 +143,14 @@ def region_outputs(dtcc, work, check):
 def training(dtcc, work, tokens, model, check):
     zoo = os.path.join(work, f"{model}.onnx")
     model_flags = []
-    if model == "torch-gpt":
+    if model.startswith("torch-"):
         import torch
         import torch_models
         torch.manual_seed(0)
-        gpt = torch_models.build("gpt", layers=4)
-        model_flags = ["--frozen", ",".join(torch_models.frozen_buffers(gpt))]
-        torch_models.export("gpt", gpt, parallel_checks.BATCH, zoo)
+        name = model[len("torch-"):]
+        net = torch_models.build(name, layers=4)
+        model_flags = ["--frozen", ",".join(torch_models.frozen_buffers(net))]
+        torch_models.export(name, net, parallel_checks.BATCH, zoo)
     else:
         e2e_common.run([dtcc, "zoo", "gpt", "--layers", str(parallel_checks.LAYERS),
                         "--hidden", str(parallel_checks.HIDDEN), "--heads", "4",
@@ -179,7 +217,7 @@ def main():
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dtcc", required=True)
-    ap.add_argument("--models", default="gpt,torch-gpt")
+    ap.add_argument("--models", default="gpt,torch-gpt,torch-llama")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     args = ap.parse_args()
     import tempfile

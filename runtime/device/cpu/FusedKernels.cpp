@@ -33,14 +33,19 @@ StatusOr<KernelFn> buildFused(const KernelContext &ctx) {
                          ") is not contiguous");
       buffers.push_back(v.data);
     }
-  // The region's iteration space is its outputs' shape (they share one):
-  // its rows (outermost index) go to the threads, at least kParallelGrain
-  // elements each.
+  // The region's rows (the outermost index of its outputs, which share
+  // it) go to the threads, at least kParallelGrain elements each: a row's
+  // elements are those of its largest buffer (a row region's outputs may
+  // hold one value per row of inputs it reduces).
   const std::vector<int64_t> &shape =
       ctx.outputs.empty() ? std::vector<int64_t>() : ctx.outputs[0].shape;
   const int64_t rows = shape.empty() ? 1 : shape[0];
-  const int64_t grain = std::max<int64_t>(
-      1, cpu::kParallelGrain / std::max<int64_t>(1, cpu::product(shape, 1)));
+  int64_t perRow = 1;
+  for (const auto *list : {&ctx.inputs, &ctx.outputs})
+    for (const TensorView &v : *list)
+      if (!v.shape.empty() && v.shape[0] == rows)
+        perRow = std::max(perRow, cpu::product(v.shape, 1));
+  const int64_t grain = std::max<int64_t>(1, cpu::kParallelGrain / perRow);
   return KernelFn([fn, rows, grain, buffers = std::move(buffers)]() -> Status {
     cpu::parallelFor(rows, grain, [&](int64_t begin, int64_t end, int) {
       fn(buffers.data(), begin, end);

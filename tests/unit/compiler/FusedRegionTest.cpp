@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -28,14 +29,18 @@ using namespace dtcc;
 
 namespace {
 
-/// The module of `source` after dtcc-lower-fuse-regions.
-mlir::OwningOpRef<mlir::ModuleOp> fuse(const std::string &source) {
+/// The module of `source` after dtcc-lower-fuse-regions (with row regions
+/// when `rows`).
+mlir::OwningOpRef<mlir::ModuleOp> fuse(const std::string &source,
+                                       bool rows = false) {
   auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &test::compilerContext());
   EXPECT_TRUE(module);
   if (!module)
     return {};
   mlir::PassManager pm(&test::compilerContext());
-  pm.addPass(lowering::createFuseRegions());
+  lowering::FuseRegionsOptions options;
+  options.rows = rows;
+  pm.addPass(lowering::createFuseRegions(options));
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
   return module;
 }
@@ -203,6 +208,101 @@ func.func @h(%x: tensor<4x6xf32>, %s: tensor<4x1xf32>) -> tensor<4x6xf32> {
     for (int c = 0; c < 6; ++c)
       want[r * 6 + c] = std::exp(double(x[r * 6 + c]) - double(s[r]));
   expectNear(out, want, 1e-6, "out");
+}
+
+// A layer norm from sums (mean, centred values, variance, scale and shift)
+// is one row region; in f64 over rows of 4099 values (two pairwise halves
+// of the sum above 2048, an 8-lane tail) in two row dimensions, run in two
+// ranges of the outer one, it agrees with the definition to double
+// rounding.
+TEST(FusedRegion, LayerNormRowRegionMatchesReference) {
+  auto module = fuse(R"mlir(
+func.func @ln(%x: tensor<3x2x4099xf64>, %g: tensor<4099xf64>) -> (tensor<3x2x4099xf64>, tensor<3x2xf64>) {
+  %n = dgraph.constant dense<4099.0> : tensor<3x2xf64>
+  %s = dgraph.reduce_sum %x, dims = [2] : (tensor<3x2x4099xf64>) -> tensor<3x2xf64>
+  %mean = dgraph.div %s, %n : tensor<3x2xf64>
+  %mb = dgraph.broadcast_in_dim %mean, dims = [0, 1] : (tensor<3x2xf64>) -> tensor<3x2x4099xf64>
+  %d = dgraph.sub %x, %mb : tensor<3x2x4099xf64>
+  %d2 = dgraph.mul %d, %d : tensor<3x2x4099xf64>
+  %v = dgraph.reduce_sum %d2, dims = [2] : (tensor<3x2x4099xf64>) -> tensor<3x2xf64>
+  %var = dgraph.div %v, %n : tensor<3x2xf64>
+  %eps = dgraph.constant dense<1.0e-5> : tensor<3x2xf64>
+  %ve = dgraph.add %var, %eps : tensor<3x2xf64>
+  %rstd = dgraph.rsqrt %ve : tensor<3x2xf64>
+  %rb = dgraph.broadcast_in_dim %rstd, dims = [0, 1] : (tensor<3x2xf64>) -> tensor<3x2x4099xf64>
+  %xn = dgraph.mul %d, %rb : tensor<3x2x4099xf64>
+  %gb = dgraph.broadcast_in_dim %g, dims = [2] : (tensor<4099xf64>) -> tensor<3x2x4099xf64>
+  %y = dgraph.mul %xn, %gb : tensor<3x2x4099xf64>
+  return %y, %rstd : tensor<3x2x4099xf64>, tensor<3x2xf64>
+}
+)mlir",
+                     /*rows=*/true);
+  ASSERT_TRUE(module);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("ln");
+  int fused = 0, reductions = 0;
+  fn.walk([&](mlir::Operation *op) {
+    fused += op->getName().getStringRef() == "dgraph.fused";
+    reductions += op->getName().getStringRef() == "dgraph.reduce_sum";
+  });
+  ASSERT_EQ(fused, 1);
+  ASSERT_EQ(reductions, 0);
+  auto kernels = compile(*module);
+  ASSERT_TRUE(kernels);
+  auto entry = kernels->find("ln_fused_0");
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+
+  const int rows = 6, cols = 4099;
+  std::vector<double> x = randomVector<double>(rows * cols, 7);
+  std::vector<double> g = randomVector<double>(cols, 8);
+  std::vector<double> y(rows * cols), rstd(rows);
+  // Outputs in program order of their producers: %rstd, then %y.
+  void *buffers[] = {x.data(), g.data(), rstd.data(), y.data()};
+  (*entry)(buffers, 2, 3);
+  (*entry)(buffers, 0, 2);
+
+  std::vector<double> wantY(rows * cols), wantR(rows);
+  for (int r = 0; r < rows; ++r) {
+    const double *row = &x[r * cols];
+    double mean = 0, var = 0;
+    for (int c = 0; c < cols; ++c)
+      mean += row[c];
+    mean /= cols;
+    for (int c = 0; c < cols; ++c)
+      var += (row[c] - mean) * (row[c] - mean);
+    wantR[r] = 1 / std::sqrt(var / cols + 1e-5);
+    for (int c = 0; c < cols; ++c)
+      wantY[r * cols + c] = (row[c] - mean) * wantR[r] * g[c];
+  }
+  expectNear(rstd, wantR, 1e-12, "rstd");
+  expectNear(y, wantY, 1e-12, "y");
+}
+
+// A row maximum propagates NaN as the kernels' does (the row with a NaN
+// gives NaN, the others their maximum) and returns -inf for rows of -inf.
+TEST(FusedRegion, RowMaximumPropagatesNaN) {
+  auto module = fuse(R"mlir(
+func.func @mx(%x: tensor<3x21xf32>) -> tensor<3xf32> {
+  %e = dgraph.neg %x : tensor<3x21xf32>
+  %n = dgraph.neg %e : tensor<3x21xf32>
+  %m = dgraph.reduce_max %n, dims = [1] : (tensor<3x21xf32>) -> tensor<3xf32>
+  return %m : tensor<3xf32>
+}
+)mlir",
+                     /*rows=*/true);
+  ASSERT_TRUE(module);
+  auto kernels = compile(*module);
+  ASSERT_TRUE(kernels);
+  auto entry = kernels->find("mx_fused_0");
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+  std::vector<float> x = randomVector<float>(3 * 21, 9), out(3);
+  x[21 + 19] = std::nanf("");
+  for (int c = 0; c < 21; ++c)
+    x[42 + c] = -INFINITY;
+  void *buffers[] = {x.data(), out.data()};
+  (*entry)(buffers, 0, 3);
+  EXPECT_EQ(out[0], *std::max_element(x.begin(), x.begin() + 21));
+  EXPECT_TRUE(std::isnan(out[1]));
+  EXPECT_EQ(out[2], -INFINITY);
 }
 
 // Errors are diagnostics naming what is wrong: a linker that is not there,

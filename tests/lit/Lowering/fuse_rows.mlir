@@ -1,0 +1,114 @@
+// RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-regions="rows=true" | FileCheck %s
+// RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-regions | FileCheck %s --check-prefix=NOROWS
+
+// Tests that an RMS norm as PyTorch exports it (pow, a sum along the last
+// axis, its reshape, the scalar chain per row, the broadcast back and the
+// products) becomes one row region: a loop per row dimension, a pass that
+// squares into a row buffer, the kernels' 8-lane sum (32 = 4 blocks, no
+// tail) and a pass that scales; the per-row value is also an output,
+// written at column 0. Without `rows` the reduction splits the chain.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK-NOT: dgraph.reduce_sum
+// CHECK: %[[F:.*]]:2 = dgraph.fused @dtcc_kernels::@rms_norm_fused_0(%arg0, %arg1) : (tensor<2x8x32xf32>, tensor<32xf32>) -> (tensor<2x8x1xf32>, tensor<2x8x32xf32>)
+// CHECK-NEXT: return %[[F]]#1, %[[F]]#0
+// CHECK: func.func @rms_norm_fused_0(%[[X:.*]]: memref<2x8x32xf32>, %[[W:.*]]: memref<32xf32>, %[[R:.*]]: memref<2x8x1xf32>, %[[Y:.*]]: memref<2x8x32xf32>)
+// CHECK-SAME: dtcc.fused_ops = ["dgraph.pow", "dgraph.reduce_sum", "dgraph.reshape", "dgraph.div", "dgraph.add", "dgraph.sqrt", "dgraph.div", "dgraph.broadcast_in_dim", "dgraph.mul", "dgraph.mul"]
+// CHECK: %[[BUF:.*]] = memref.alloca() : memref<32xf32>
+// CHECK: scf.for %[[I:.*]] =
+// CHECK: scf.for %[[J:.*]] =
+// CHECK: scf.for %[[C:.*]] =
+// CHECK: memref.load %[[X]][%[[I]], %[[J]], %[[C]]]
+// CHECK: math.powf
+// CHECK: memref.store %{{.*}}, %[[BUF]][%[[C]]]
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK-COUNT-8: arith.addf
+// CHECK: scf.yield
+// CHECK-COUNT-7: arith.addf
+// CHECK: arith.divf
+// CHECK: arith.addf
+// CHECK: math.sqrt
+// CHECK: %[[RSTD:.*]] = arith.divf
+// CHECK: memref.store %[[RSTD]], %[[R]][%[[I]], %[[J]], %{{.*}}]
+// CHECK: scf.for %[[C2:.*]] =
+// CHECK: memref.load %[[X]][%[[I]], %[[J]], %[[C2]]]
+// CHECK: arith.mulf %{{.*}}, %[[RSTD]]
+// CHECK: memref.load %[[W]][%[[C2]]]
+// CHECK: arith.mulf
+// CHECK: memref.store %{{.*}}, %[[Y]][%[[I]], %[[J]], %[[C2]]]
+// NOROWS-LABEL: func.func @rms_norm
+// NOROWS: dgraph.reduce_sum
+// NOROWS: dgraph.fused
+func.func @rms_norm(%x: tensor<2x8x32xf32> {dgraph.name = "x"}, %w: tensor<32xf32> {dgraph.name = "w"})
+    -> (tensor<2x8x32xf32> {dgraph.name = "y"}, tensor<2x8x1xf32> {dgraph.name = "rstd"}) {
+  %two = dgraph.constant dense<2.0> : tensor<2x8x32xf32>
+  %sq = dgraph.pow %x, %two : tensor<2x8x32xf32>
+  %ss = dgraph.reduce_sum %sq, dims = [2] : (tensor<2x8x32xf32>) -> tensor<2x8xf32>
+  %ss1 = dgraph.reshape %ss : (tensor<2x8xf32>) -> tensor<2x8x1xf32>
+  %n = dgraph.constant dense<32.0> : tensor<2x8x1xf32>
+  %ms = dgraph.div %ss1, %n : tensor<2x8x1xf32>
+  %eps = dgraph.constant dense<1.0e-5> : tensor<2x8x1xf32>
+  %ve = dgraph.add %ms, %eps : tensor<2x8x1xf32>
+  %rt = dgraph.sqrt %ve : tensor<2x8x1xf32>
+  %one = dgraph.constant dense<1.0> : tensor<2x8x1xf32>
+  %rstd = dgraph.div %one, %rt : tensor<2x8x1xf32>
+  %rb = dgraph.broadcast_in_dim %rstd, dims = [0, 1, 2] : (tensor<2x8x1xf32>) -> tensor<2x8x32xf32>
+  %xn = dgraph.mul %x, %rb : tensor<2x8x32xf32>
+  %wb = dgraph.broadcast_in_dim %w, dims = [2] : (tensor<32xf32>) -> tensor<2x8x32xf32>
+  %y = dgraph.mul %xn, %wb : tensor<2x8x32xf32>
+  return %y, %rstd : tensor<2x8x32xf32>, tensor<2x8x1xf32>
+}
+
+// -----
+
+// Tests that a maximum over the last axis of an input (staged into a row
+// buffer in a first pass), its broadcast and a softmax's exponentials form
+// one region; the maximum is the kernels' select lanes with a NaN flag;
+// rows of 13 leave a tail of 5 after one block.
+// CHECK-LABEL: func.func @softmax
+// CHECK: dgraph.fused @dtcc_kernels::@softmax_fused_0(%arg0) : (tensor<4x13xf32>) -> tensor<4x13xf32>
+// CHECK: func.func @softmax_fused_0
+// CHECK-SAME: dtcc.fused_ops = ["dgraph.reduce_max", "dgraph.broadcast_in_dim", "dgraph.sub", "dgraph.exp", "dgraph.reduce_sum", "dgraph.broadcast_in_dim", "dgraph.div"]
+// CHECK-COUNT-2: memref.alloca() : memref<13xf32>
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: memref.load %arg0
+// CHECK: memref.store
+// CHECK: iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, i1)
+// CHECK: arith.cmpf uno
+// CHECK: arith.cmpf ogt
+// CHECK: arith.select
+// CHECK: math.exp
+func.func @softmax(%x: tensor<4x13xf32> {dgraph.name = "x"}) -> (tensor<4x13xf32> {dgraph.name = "y"}) {
+  %m = dgraph.reduce_max %x, dims = [1] : (tensor<4x13xf32>) -> tensor<4xf32>
+  %mb = dgraph.broadcast_in_dim %m, dims = [0] : (tensor<4xf32>) -> tensor<4x13xf32>
+  %s = dgraph.sub %x, %mb : tensor<4x13xf32>
+  %e = dgraph.exp %s : tensor<4x13xf32>
+  %z = dgraph.reduce_sum %e, dims = [1] : (tensor<4x13xf32>) -> tensor<4xf32>
+  %zb = dgraph.broadcast_in_dim %z, dims = [0] : (tensor<4xf32>) -> tensor<4x13xf32>
+  %y = dgraph.div %e, %zb : tensor<4x13xf32>
+  return %y : tensor<4x13xf32>
+}
+
+// -----
+
+// Tests what stays out of row regions: a sum over a leading axis (a column
+// reduction: rows are not independent), and a sum over the last axis whose
+// row buffers would pass 256 KiB (two buffers of 40000 f32 values).
+// CHECK-LABEL: func.func @not_rows
+// CHECK: dgraph.reduce_sum %{{.*}}, dims = [0]
+// CHECK-LABEL: func.func @too_long
+// CHECK: dgraph.reduce_sum
+func.func @not_rows(%x: tensor<4x16xf32> {dgraph.name = "x"}) -> (tensor<16xf32> {dgraph.name = "y"}) {
+  %e = dgraph.exp %x : tensor<4x16xf32>
+  %t = dgraph.tanh %e : tensor<4x16xf32>
+  %s = dgraph.reduce_sum %t, dims = [0] : (tensor<4x16xf32>) -> tensor<16xf32>
+  return %s : tensor<16xf32>
+}
+func.func @too_long(%x: tensor<2x40000xf32> {dgraph.name = "x"}) -> (tensor<2x40000xf32> {dgraph.name = "y"}) {
+  %e = dgraph.exp %x : tensor<2x40000xf32>
+  %s = dgraph.reduce_sum %e, dims = [1] : (tensor<2x40000xf32>) -> tensor<2xf32>
+  %sb = dgraph.broadcast_in_dim %s, dims = [0] : (tensor<2xf32>) -> tensor<2x40000xf32>
+  %t = dgraph.tanh %e : tensor<2x40000xf32>
+  %y = dgraph.div %t, %sb : tensor<2x40000xf32>
+  return %y : tensor<2x40000xf32>
+}
