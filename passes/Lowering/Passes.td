@@ -86,15 +86,27 @@ def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
   let description = [{
     Runs right before `dtcc-lower-to-exec` (`dtcc compile --fuse`), after
     autodiff, the optimizer and the partitioning, on one rank's dgraph
-    program. It groups producer-consumer chains of float (f32, f64)
-    elementwise ops into regions and replaces each region of two or more
-    ops by a `dgraph.fused` call of a region function, which it adds to the
-    nested module `dtcc_kernels` (created when needed):
+    program. It groups producer-consumer chains of float (f32, f64, bf16,
+    f16) elementwise ops into regions and replaces each region of two or
+    more computing ops by a `dgraph.fused` call of a region function, which
+    it adds to the nested module `dtcc_kernels` (created when needed):
 
     - fused ops: add, sub, mul, div, max, min, neg, abs, exp, log, sqrt,
-      rsqrt, reciprocal, tanh, sigmoid, relu, silu, erf, gelu, and the
+      rsqrt, reciprocal, tanh, sigmoid, relu, silu, erf, gelu, pow, and the
       gradients gelu_grad and silu_grad (bias + activation epilogues,
       residual adds, scale/mask chains and their gradients);
+    - with `rows` (the CPU target): `reduce_sum` and `reduce_max` along the
+      last axis (of rank >= 2, longer than 1) join too, with the ops on
+      their one value per row (`[rows...]` or `[rows..., 1]`), the
+      reshapes between those two forms and the broadcasts back over the
+      row: a *row region* (norms and softmaxes written from sums, means
+      and maxima, and their gradients). Its function has the row form:
+      one `scf.for` per row dimension, and in the innermost a pass over
+      the columns for each step of reductions, the values a later pass or
+      a reduction reads in row buffers (`memref.alloca`, at most 256 KiB
+      in all, or the region is not formed), the reductions in the CPU
+      kernels' order (8 lanes combined as a tree, pairwise halves above
+      2048 elements; maxima with a NaN flag);
     - a `dgraph.broadcast_in_dim` that keeps the order of dimensions is read
       through the generic's indexing map (its operand becomes the region's
       input, nothing materialized) and a splat `dgraph.constant` as a scalar
@@ -107,16 +119,16 @@ def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
       form;
     - cost rule: nothing is recomputed. A member read outside the region
       (several consumers, a store, a return) is a region output, written
-      once; matrix products, convolutions, reductions and collectives are
-      never members, so no expensive work is duplicated or moved into a
-      region;
+      once; matrix products, convolutions, reductions other than the row
+      regions' and collectives are never members, so no expensive work is
+      duplicated or moved into a region;
     - values read only inside a region are never in memory: the lowering's
       memory plan sees only the region's inputs and outputs.
 
     The region function is the form `compiler/codegen` compiles (docs/
     architecture.md, "Fused regions"): `func.func @<fn>_fused_<n>` taking
     one memref per input then per output (static shapes, identity layouts),
-    with one `linalg.generic` (all loops parallel; inputs through their
+    with the row form above or one `linalg.generic` (all loops parallel; inputs through their
     indexing maps, outputs identity) whose body computes the ops with
     `arith` and `math` scalars, operation for operation as the CPU kernels
     do, and yields the outputs. It carries `dtcc.fused_ops` (the dgraph op
