@@ -45,6 +45,10 @@ namespace {
 
 constexpr StringLiteral kKernelsModule = "dtcc_kernels";
 
+/// The attribute that gives a reduction of a decomposed softmax its
+/// kernel's order (it never leaves the pass).
+constexpr StringLiteral kRowOrderAttr = "dtcc.row_order";
+
 /// The type a region of element type `t` computes in: f32 for the half
 /// types (their kernels compute in f32 too, rounding each result; a region
 /// rounds only what it writes), else `t`.
@@ -146,6 +150,132 @@ bool isRowBroadcast(Operation *op, RankedTensorType full) {
 /// The bytes of row buffers a row region may use: they live on the stack
 /// of the thread that runs the region.
 constexpr int64_t kMaxRowBufferBytes = 256 * 1024;
+
+/// A softmax, log-softmax or one of their gradients along the last axis of
+/// a float tensor of rank 2 or more: a row region computes it from its
+/// decomposition.
+bool isRowSoftmax(Operation *op) {
+  if (!isa<graph::SoftmaxOp, graph::LogSoftmaxOp, graph::SoftmaxGradOp,
+           graph::LogSoftmaxGradOp>(op))
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  auto dim = op->getAttrOfType<IntegerAttr>("dim");
+  if (!type || !dim || type.getRank() < 2 || type.getShape().back() < 2 ||
+      dim.getInt() != type.getRank() - 1)
+    return false;
+  Type e = type.getElementType();
+  return e.isF32() || e.isF64() || e.isBF16() || e.isF16();
+}
+
+/// The attribute that ties a decomposed softmax's ops together (it never
+/// leaves the pass).
+constexpr StringLiteral kRowChainAttr = "dtcc.row_chain";
+
+/// A softmax-family op written as the ops a row region computes, in the
+/// order of operations of its kernel (runtime/device/cpu/NNKernels.cpp,
+/// TrainingKernels.cpp), and what it takes to write it back as the op when
+/// no region takes its ops.
+struct Decomposition {
+  int64_t id;
+  OperationName name;
+  Location loc;
+  Type type;
+  NamedAttrList attrs;
+  /// Where the chain reads each of the op's operands (op, operand index).
+  SmallVector<std::pair<Operation *, unsigned>> reads;
+  /// The ops, in program order; the last one's result replaces the op's.
+  SmallVector<Operation *> chain;
+};
+
+Decomposition decompose(Operation *op, int64_t id) {
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  auto full = cast<RankedTensorType>(op->getResult(0).getType());
+  const int64_t rank = full.getRank();
+  auto perRow =
+      RankedTensorType::get(full.getShape().drop_back(), full.getElementType());
+  Decomposition d{id, op->getName(), loc, full,
+                  NamedAttrList(op->getAttrs()), {}, {}};
+  auto make = [&](StringRef name, Type type, ValueRange operands,
+                  ArrayRef<NamedAttribute> attrs = {}) -> Value {
+    OperationState state(loc, name);
+    state.addOperands(operands);
+    state.addTypes(type);
+    state.addAttributes(attrs);
+    Operation *o = b.create(state);
+    o->setAttr(kRowChainAttr, b.getI64IntegerAttr(id));
+    for (StringRef a : {StringRef(shard::kStageAttr), StringRef(graph::kLayerAttr)})
+      if (Attribute v = op->getAttr(a))
+        o->setAttr(a, v);
+    d.chain.push_back(o);
+    return o->getResult(0);
+  };
+  auto reduce = [&](StringRef name, Value v, StringRef order) {
+    return make(name, perRow, v,
+                {b.getNamedAttr("dims", b.getDenseI64ArrayAttr({rank - 1})),
+                 b.getNamedAttr(kRowOrderAttr, b.getStringAttr(order))});
+  };
+  auto spread = [&](Value v) {
+    SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
+    return make("dgraph.broadcast_in_dim", full, v,
+                {b.getNamedAttr("dims", b.getDenseI64ArrayAttr(dims))});
+  };
+  auto full2 = [&](StringRef name, Value l, Value r) {
+    return make(name, full, {l, r});
+  };
+  Value result;
+  if (isa<graph::SoftmaxOp, graph::LogSoftmaxOp>(op)) {
+    // t = exp(x - max), sum in double; softmax: t * (1 / sum); log-softmax:
+    // (x - max) - log(sum).
+    Value x = op->getOperand(0);
+    Value m = reduce("dgraph.reduce_max", x, "first_max");
+    d.reads.push_back({d.chain.back(), 0});
+    Value shifted = full2("dgraph.sub", x, spread(m));
+    Value t = make("dgraph.exp", full, shifted);
+    Value sum = reduce("dgraph.reduce_sum", t, "blocked_sum");
+    if (isa<graph::SoftmaxOp>(op))
+      result = full2("dgraph.mul", t,
+                     spread(make("dgraph.reciprocal", perRow, sum)));
+    else
+      result = full2("dgraph.sub", shifted,
+                     spread(make("dgraph.log", perRow, sum)));
+  } else if (isa<graph::SoftmaxGradOp>(op)) {
+    // dx = y * (dy - sum(dy * y)).
+    Value y = op->getOperand(0), dy = op->getOperand(1);
+    Value prod = full2("dgraph.mul", dy, y);
+    d.reads.push_back({d.chain.back(), 1});
+    d.reads.push_back({d.chain.back(), 0});
+    Value sum = reduce("dgraph.reduce_sum", prod, "blocked_sum");
+    result = full2("dgraph.mul", y, full2("dgraph.sub", dy, spread(sum)));
+  } else {
+    // log-softmax: dx = dy - exp(y) * sum(dy).
+    Value y = op->getOperand(0), dy = op->getOperand(1);
+    Value sum = reduce("dgraph.reduce_sum", dy, "blocked_sum");
+    Operation *sumOp = d.chain.back();
+    Value e = make("dgraph.exp", full, y);
+    d.reads.push_back({d.chain.back(), 0});
+    d.reads.push_back({sumOp, 0});
+    result = full2("dgraph.sub", dy, full2("dgraph.mul", e, spread(sum)));
+  }
+  op->getResult(0).replaceAllUsesWith(result);
+  op->erase();
+  return d;
+}
+
+/// Writes a decomposition whose ops no region took back as its op.
+void writeBack(Decomposition &d) {
+  Operation *last = d.chain.back();
+  OpBuilder b(last);
+  OperationState state(d.loc, d.name);
+  for (auto [reader, index] : d.reads)
+    state.addOperands(reader->getOperand(index));
+  state.addTypes(d.type);
+  state.addAttributes(d.attrs);
+  Operation *op = b.create(state);
+  last->getResult(0).replaceAllUsesWith(op->getResult(0));
+  for (Operation *o : llvm::reverse(d.chain))
+    o->erase();
+}
 
 int64_t tensorBytes(Type t) {
   auto type = cast<RankedTensorType>(t);
@@ -263,13 +393,39 @@ SmallVector<Value> indicesOf(OpBuilder &b, Location loc, AffineMap map,
   return indices;
 }
 
-/// The kernels' reduction of a row buffer `row` of `n` elements
-/// (runtime/device/cpu/ReductionKernels.cpp, reduceRow and selectRow),
-/// operation for operation: sums in 8 lanes combined as a tree, pairwise
-/// above 2048 elements; maxima in 8 lanes of selects with a NaN flag.
+/// How a row region reduces a row: in the order of the kernel whose result
+/// it replaces.
+enum class RowOrder {
+  /// reduce_sum's reduceRow: 8 lanes, the tail spread over them, combined
+  /// as a tree; pairwise halves above 2048 elements.
+  Sum,
+  /// reduce_max's selectRow: 8 lanes of selects (from -inf), the tail in
+  /// lane 0, and a NaN flag.
+  Max,
+  /// The softmax kernels' blockedSum: blocks of 512 summed in 8 lanes (the
+  /// tail in lane 0, combined as a tree), the block sums added in double.
+  BlockedSum,
+  /// The softmax kernels' rowMax: 8 lanes from the first element, each
+  /// select taking NaN.
+  FirstMax,
+};
+
+RowOrder rowOrderOf(Operation *op) {
+  auto order = op->getAttrOfType<StringAttr>(kRowOrderAttr);
+  if (isa<graph::ReduceMaxOp>(op))
+    return order && order.getValue() == "first_max" ? RowOrder::FirstMax
+                                                    : RowOrder::Max;
+  return order && order.getValue() == "blocked_sum" ? RowOrder::BlockedSum
+                                                    : RowOrder::Sum;
+}
+
+/// The reduction of a row buffer `row` of `n` elements in `order`
+/// (runtime/device/cpu/ReductionKernels.cpp, reduceRow and selectRow;
+/// CpuKernelUtils.h, blockedSum and rowMax), operation for operation.
 Value emitRowReduce(OpBuilder &b, Location loc, Value row, int64_t n,
-                    bool max) {
-  constexpr int64_t kLanes = 8, kRowBlock = 2048;
+                    RowOrder order) {
+  constexpr int64_t kLanes = 8, kRowBlock = 2048, kBlock = 512;
+  const bool max = order == RowOrder::Max || order == RowOrder::FirstMax;
   Type t = cast<MemRefType>(row.getType()).getElementType();
   auto c = [&](double v) -> Value {
     return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
@@ -280,18 +436,31 @@ Value emitRowReduce(OpBuilder &b, Location loc, Value row, int64_t n,
   auto load = [&](OpBuilder &lb, Value i) -> Value {
     return memref::LoadOp::create(lb, loc, row, ValueRange{i});
   };
-  // select(a, v) = v > a ? v : a, the kernels' plain select.
-  auto select = [&](OpBuilder &lb, Value a, Value v) -> Value {
-    Value gt = arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::OGT, v, a);
-    return arith::SelectOp::create(lb, loc, gt, v, a);
+  // Combines lane `a` with the value `v`.
+  auto combine = [&](OpBuilder &lb, Value a, Value v) -> Value {
+    if (!max)
+      return arith::AddFOp::create(lb, loc, a, v);
+    // selectRow's plain select, v > a ? v : a; rowMax's takes NaN too.
+    Value take = arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::OGT, v, a);
+    if (order == RowOrder::FirstMax)
+      take = arith::OrIOp::create(
+          lb, loc, take,
+          arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::UNO, v, v));
+    return arith::SelectOp::create(lb, loc, take, v, a);
   };
-  // One segment of at most kRowBlock elements, or more for maxima.
+  // Elements [begin, begin + count) in 8 lanes.
   auto lanes = [&](int64_t begin, int64_t count) -> Value {
+    Value first = order == RowOrder::FirstMax ? load(b, index(begin)) : Value();
     SmallVector<Value> init(
-        kLanes, c(max ? -std::numeric_limits<double>::infinity() : 0.0));
-    Value noNan = arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0);
-    if (max)
-      init.push_back(noNan);
+        kLanes, first ? first
+                      : c(max ? -std::numeric_limits<double>::infinity() : 0.0));
+    const bool flag = order == RowOrder::Max;
+    if (flag)
+      init.push_back(arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0));
+    auto noteNan = [&](OpBuilder &lb, Value flagged, Value v) -> Value {
+      Value nan = arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::UNO, v, v);
+      return arith::OrIOp::create(lb, loc, flagged, nan);
+    };
     const int64_t blocks = count / kLanes;
     SmallVector<Value> acc = init;
     if (blocks > 0) {
@@ -300,39 +469,34 @@ Value emitRowReduce(OpBuilder &b, Location loc, Value row, int64_t n,
           init, [&](OpBuilder &lb, Location, Value j, ValueRange carried) {
             SmallVector<Value> next(carried);
             for (int64_t l = 0; l < kLanes; ++l) {
-              Value at = arith::AddIOp::create(
-                  lb, loc, j, arith::ConstantIndexOp::create(lb, loc, l));
-              Value v = load(lb, at);
-              if (max) {
-                Value nan = arith::CmpFOp::create(
-                    lb, loc, arith::CmpFPredicate::UNO, v, v);
-                next[kLanes] = arith::OrIOp::create(lb, loc, next[kLanes], nan);
-                next[l] = select(lb, next[l], v);
-              } else {
-                next[l] = arith::AddFOp::create(lb, loc, next[l], v);
-              }
+              Value v = load(lb, arith::AddIOp::create(
+                                     lb, loc, j,
+                                     arith::ConstantIndexOp::create(lb, loc, l)));
+              if (flag)
+                next[kLanes] = noteNan(lb, next[kLanes], v);
+              next[l] = combine(lb, next[l], v);
             }
             scf::YieldOp::create(lb, loc, next);
           });
       acc.assign(loop.getResults().begin(), loop.getResults().end());
     }
-    // The tail: sums spread it over the lanes, maxima keep it in lane 0.
+    // The tail: reduceRow spreads it over the lanes, the others keep it in
+    // lane 0.
+    const bool spread = order == RowOrder::Sum;
     for (int64_t l = 0, j = begin + blocks * kLanes; j < begin + count;
          ++j, ++l) {
       Value v = load(b, index(j));
-      if (max) {
-        Value nan =
-            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, v, v);
-        acc[kLanes] = arith::OrIOp::create(b, loc, acc[kLanes], nan);
-        acc[0] = select(b, acc[0], v);
-      } else {
-        acc[l] = arith::AddFOp::create(b, loc, acc[l], v);
-      }
+      if (flag)
+        acc[kLanes] = noteNan(b, acc[kLanes], v);
+      Value &lane = acc[spread ? l : 0];
+      lane = combine(b, lane, v);
     }
     if (max) {
       Value best = acc[0];
       for (int64_t l = 1; l < kLanes; ++l)
-        best = select(b, best, acc[l]);
+        best = combine(b, best, acc[l]);
+      if (!flag)
+        return best;
       return arith::SelectOp::create(
           b, loc, acc[kLanes], c(std::numeric_limits<double>::quiet_NaN()),
           best);
@@ -342,6 +506,20 @@ Value emitRowReduce(OpBuilder &b, Location loc, Value row, int64_t n,
         acc[l] = arith::AddFOp::create(b, loc, acc[l], acc[l + w]);
     return acc[0];
   };
+  if (max)
+    return lanes(0, n);
+  if (order == RowOrder::BlockedSum) {
+    // Block sums added in double, the total rounded to the compute type.
+    Type f64 = b.getF64Type();
+    Value total = arith::ConstantOp::create(b, loc, f64, b.getFloatAttr(f64, 0.0));
+    for (int64_t begin = 0; begin < n; begin += kBlock) {
+      Value part = lanes(begin, std::min(kBlock, n - begin));
+      if (part.getType() != f64)
+        part = arith::ExtFOp::create(b, loc, f64, part);
+      total = arith::AddFOp::create(b, loc, total, part);
+    }
+    return t == f64 ? total : arith::TruncFOp::create(b, loc, t, total);
+  }
   std::function<Value(int64_t, int64_t)> sum = [&](int64_t begin,
                                                    int64_t count) -> Value {
     if (count > kRowBlock) {
@@ -352,7 +530,7 @@ Value emitRowReduce(OpBuilder &b, Location loc, Value row, int64_t n,
     }
     return lanes(begin, count);
   };
-  return max ? lanes(0, n) : sum(0, n);
+  return sum(0, n);
 }
 
 /// One fused region: its ops in program order, the type it iterates over
@@ -374,13 +552,20 @@ public:
   void run();
 
 private:
+  /// Groups the function's ops into regions and outlines them; returns the
+  /// ops of the row regions whose row buffers would not fit (not formed).
+  SmallVector<Operation *> groupAndOutline();
+  /// Whether every op of decomposition `id` is still in the function.
+  bool chainIntact(int64_t id, const Decomposition &d);
+  void recompose(Decomposition &d);
   bool canJoin(ArrayRef<Operation *> members, Operation *op);
   /// The regions `op` may join, and the region it starts when it joins
   /// none (`full` null: `op` is no member of any region).
   std::pair<SmallVector<unsigned>, Region>
   candidates(Operation *op, ArrayRef<Region> regions,
              const llvm::DenseMap<Operation *, unsigned> &regionOf);
-  void outline(Region &region);
+  /// Outlines a region; false when it is a row region that does not fit.
+  bool outline(Region &region);
   /// The body of a row region's function; fails (the region stays as it
   /// is) when its row buffers would not fit kMaxRowBufferBytes.
   LogicalResult buildRows(
@@ -395,6 +580,12 @@ private:
   bool remarks;
   bool rows;
   llvm::DenseMap<Operation *, int64_t> order;
+  /// Reductions left out of row regions (theirs did not fit).
+  llvm::DenseSet<Operation *> excluded;
+  /// The softmaxes decomposed for row regions, by id.
+  SmallVector<Decomposition> decompositions;
+  /// Decompositions written back as their ops.
+  llvm::DenseSet<int64_t> recomposed;
 };
 
 /// The region of the op's members placed at `op`: legal when no member's
@@ -442,7 +633,7 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
   }
   if (!rows)
     return {};
-  if (isRowReduction(op)) {
+  if (isRowReduction(op) && !excluded.contains(op)) {
     auto full = cast<RankedTensorType>(op->getOperand(0).getType());
     if (std::optional<unsigned> r = producer(op->getOperand(0)))
       if (regions[*r].full == full)
@@ -462,6 +653,80 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
 
 void FunctionFusion::run() {
   Block &body = fn.front();
+  // Softmaxes with a neighbour a region could take are decomposed into
+  // the ops a row region computes; those no region takes are written back.
+  if (rows)
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (!isRowSoftmax(&op))
+        continue;
+      auto type = cast<RankedTensorType>(op.getResult(0).getType());
+      const int64_t rowBytes =
+          type.getShape().back() *
+          std::max<unsigned>(1, computeType(type.getElementType())
+                                        .getIntOrFloatBitWidth() / 8);
+      auto fusable = [](Operation *o) {
+        return o && (isFusableCompute(o) || isRowSoftmax(o));
+      };
+      bool neighbour =
+          llvm::any_of(op.getOperands(),
+                       [&](Value v) { return fusable(v.getDefiningOp()); }) ||
+          llvm::any_of(op.getUsers(), fusable);
+      if (neighbour && 3 * rowBytes <= kMaxRowBufferBytes)
+        decompositions.push_back(decompose(&op, decompositions.size()));
+    }
+  // A row region whose row buffers would not fit is not formed: its
+  // decomposed softmaxes are written back, its reductions left out, and
+  // the function grouped again, so that its elementwise ops still fuse.
+  while (true) {
+    SmallVector<Operation *> unfit = groupAndOutline();
+    if (unfit.empty())
+      break;
+    llvm::SmallDenseSet<int64_t> chains;
+    for (Operation *op : unfit) {
+      if (auto id = op->getAttrOfType<IntegerAttr>(kRowChainAttr))
+        chains.insert(id.getInt());
+      else if (isRowReduction(op))
+        excluded.insert(op);
+    }
+    for (int64_t id : chains) {
+      if (chainIntact(id, decompositions[id])) {
+        recompose(decompositions[id]);
+        continue;
+      }
+      for (Operation *op : decompositions[id].chain)
+        if (isRowReduction(op))
+          excluded.insert(op);
+    }
+  }
+  if (decompositions.empty())
+    return;
+  // A decomposition none of whose ops a region took is its op again; one
+  // that a region took in part stays (correct, in several kernels).
+  for (auto [id, d] : llvm::enumerate(decompositions))
+    if (!recomposed.contains(id) && chainIntact(id, d))
+      recompose(d);
+  for (Operation &op : body) {
+    op.removeAttr(kRowChainAttr);
+    op.removeAttr(kRowOrderAttr);
+  }
+}
+
+bool FunctionFusion::chainIntact(int64_t id, const Decomposition &d) {
+  size_t left = 0;
+  for (Operation &op : fn.front())
+    if (auto a = op.getAttrOfType<IntegerAttr>(kRowChainAttr))
+      left += a.getInt() == id;
+  return left == d.chain.size();
+}
+
+void FunctionFusion::recompose(Decomposition &d) {
+  recomposed.insert(d.id);
+  writeBack(d);
+}
+
+SmallVector<Operation *> FunctionFusion::groupAndOutline() {
+  Block &body = fn.front();
+  order.clear();
   int64_t i = 0;
   for (Operation &op : body)
     order[&op] = i++;
@@ -522,14 +787,17 @@ void FunctionFusion::run() {
   }
   // A region of one computing op is left as it is (its kernel is already
   // one pass); reshapes and broadcasts compute nothing.
+  SmallVector<Operation *> unfit;
   for (Region &region : regions)
     if (llvm::count_if(region.ops, [](Operation *op) {
           return !isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op);
-        }) >= 2)
-      outline(region);
+        }) >= 2 &&
+        !outline(region))
+      llvm::append_range(unfit, region.ops);
+  return unfit;
 }
 
-void FunctionFusion::outline(Region &region) {
+bool FunctionFusion::outline(Region &region) {
   MLIRContext *ctx = fn.getContext();
   llvm::SmallPtrSet<Operation *, 16> members(region.ops.begin(), region.ops.end());
   Operation *last = region.ops.back();
@@ -598,9 +866,16 @@ void FunctionFusion::outline(Region &region) {
   Location loc = last->getLoc();
   auto kernel = func::FuncOp::create(kb, loc, name,
                                      FunctionType::get(ctx, argTypes, {}));
+  // A decomposed softmax is named once, as the op it was.
   SmallVector<Attribute> opNames;
-  for (Operation *op : region.ops)
-    opNames.push_back(op->getName().getIdentifier());
+  llvm::SmallDenseSet<int64_t> named;
+  for (Operation *op : region.ops) {
+    auto chain = op->getAttrOfType<IntegerAttr>(kRowChainAttr);
+    if (!chain)
+      opNames.push_back(op->getName().getIdentifier());
+    else if (named.insert(chain.getInt()).second)
+      opNames.push_back(decompositions[chain.getInt()].name.getIdentifier());
+  }
   kernel->setAttr("dtcc.fused_ops", ArrayAttr::get(ctx, opNames));
   kernel->setAttr("dtcc.saved_bytes", kb.getI64IntegerAttr(savedBytes));
   Block *entry = kernel.addEntryBlock();
@@ -609,7 +884,7 @@ void FunctionFusion::outline(Region &region) {
   if (region.rows) {
     if (failed(buildRows(region, b, loc, args, inputs, outputs, inputOf))) {
       kernel.erase();
-      return;
+      return false;
     }
   } else {
     // One linalg.generic over the region's type.
@@ -697,6 +972,7 @@ void FunctionFusion::outline(Region &region) {
   for (Operation *op : dead)
     if (op->use_empty())
       op->erase();
+  return true;
 }
 
 LogicalResult FunctionFusion::buildRows(
@@ -874,7 +1150,7 @@ LogicalResult FunctionFusion::buildRows(
     for (Operation *op : reductions) {
       Value r = emitRowReduce(rb, op->getLoc(),
                               rowBuffers.lookup(op->getOperand(0)), cols,
-                              isa<graph::ReduceMaxOp>(op));
+                              rowOrderOf(op));
       perRow.map(op->getResult(0), r);
       writeOutput(rb, op->getResult(0), r, Value());
     }

@@ -107,6 +107,15 @@ def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
       in all, or the region is not formed), the reductions in the CPU
       kernels' order (8 lanes combined as a tree, pairwise halves above
       2048 elements; maxima with a NaN flag);
+    - with `rows`, a softmax, log_softmax, softmax_grad or log_softmax_grad
+      along the last axis with a fusable neighbour (an operand or a user
+      that a region computes) is first written as the ops a row region
+      computes, in its kernel's order of operations (maximum from the
+      first element, sums of exponentials in double blocks of 512, one
+      reciprocal per row); `dtcc.fused_ops` names it as the op it was. One
+      that no region takes whole is written back as the op; a row region
+      whose row buffers do not fit is not formed, and the function is
+      grouped again without its reductions;
     - a `dgraph.broadcast_in_dim` that keeps the order of dimensions is read
       through the generic's indexing map (its operand becomes the region's
       input, nothing materialized) and a splat `dgraph.constant` as a scalar

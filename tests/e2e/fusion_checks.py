@@ -11,6 +11,8 @@
    relative (f32; f64 1e-12).
 2. Training: the zoo's GPT, PyTorch's GPT and PyTorch's Llama (its RMS
    norms and their gradients become row regions; tests/e2e/torch_models.py),
+   also with --no-fused-attention (the scale, mask and softmax of each
+   attention core and their gradients become row regions),
    10 AdamW steps on one device with --fuse against --no-fuse: losses and
    parameters within 1e-6 relative; dtcc explain lists the regions. In
    bf16 (regions compute in f32 and round only what they write, the
@@ -47,7 +49,9 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
         tensor<6x40xf32> {dgraph.name = "grad"}, tensor<6x40xf32> {dgraph.name = "scores"},
         tensor<6x40xf32> {dgraph.name = "gate"}, tensor<3x7xf64> {dgraph.name = "f64"},
         tensor<4x3x2500xf32> {dgraph.name = "norm"}, tensor<4x3x1xf32> {dgraph.name = "rstd"},
-        tensor<5x37xf32> {dgraph.name = "soft"}, tensor<5xf32> {dgraph.name = "lse"}) {
+        tensor<5x37xf32> {dgraph.name = "soft"}, tensor<5xf32> {dgraph.name = "lse"},
+        tensor<6x40xf32> {dgraph.name = "probs"}, tensor<6x40xf32> {dgraph.name = "logp"},
+        tensor<6x40xf32> {dgraph.name = "sgrad"}, tensor<6x40xf32> {dgraph.name = "lgrad"}) {
   %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<40xf32>) -> tensor<6x40xf32>
   %pre = dgraph.add %x, %bb : tensor<6x40xf32>
   %act = dgraph.gelu %pre {approximate = "tanh"} : tensor<6x40xf32>
@@ -93,10 +97,22 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
   %lse = dgraph.add %zl, %zm : tensor<5xf32>
   %zsb = dgraph.broadcast_in_dim %zsum, dims = [0] : (tensor<5xf32>) -> tensor<5x37xf32>
   %soft = dgraph.div %ze, %zsb : tensor<5x37xf32>
-  return %pre, %act, %grad, %scores, %gate, %f64, %norm, %rstd, %soft, %lse
+  // The softmax ops with neighbours: decomposed into row regions in their
+  // kernels' orders (sums of exponentials in double blocks).
+  %xs = dgraph.mul %x, %scale : tensor<6x40xf32>
+  %xm = dgraph.add %xs, %mask : tensor<6x40xf32>
+  %probs = dgraph.softmax %xm, dim = 1 : tensor<6x40xf32>
+  %logp = dgraph.log_softmax %xm, dim = 1 : tensor<6x40xf32>
+  %sg0 = dgraph.softmax_grad %probs, %dy, dim = 1 : tensor<6x40xf32>
+  %sgrad = dgraph.mul %sg0, %scale : tensor<6x40xf32>
+  %lg0 = dgraph.log_softmax_grad %logp, %dy, dim = 1 : tensor<6x40xf32>
+  %lgrad = dgraph.neg %lg0 : tensor<6x40xf32>
+  return %pre, %act, %grad, %scores, %gate, %f64, %norm, %rstd, %soft, %lse,
+         %probs, %logp, %sgrad, %lgrad
       : tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
         tensor<6x40xf32>, tensor<3x7xf64>, tensor<4x3x2500xf32>, tensor<4x3x1xf32>,
-        tensor<5x37xf32>, tensor<5xf32>
+        tensor<5x37xf32>, tensor<5xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
+        tensor<6x40xf32>, tensor<6x40xf32>
 }
 """
 
@@ -124,7 +140,8 @@ def region_outputs(dtcc, work, check):
         e2e_common.run([exe, "--output-dir", exe + ".out"] + args)
         outs[mode] = {n: e2e_common.read_pb(os.path.join(exe + ".out", n + ".pb"))
                       for n in ["pre", "act", "grad", "scores", "gate", "f64",
-                                "norm", "rstd", "soft", "lse"]}
+                                "norm", "rstd", "soft", "lse", "probs", "logp",
+                                "sgrad", "lgrad"]}
     explained = e2e_common.run([dtcc, "explain", os.path.join(work, "regions--fuse")])
     m = re.search(r"main: (\d+) regions of (\d+) ops", explained)
     check(m is not None and int(m.group(1)) >= 5,
@@ -168,6 +185,10 @@ def training(dtcc, work, tokens, model, check):
              "fused": (1, ["--fuse"], "1 device", 1e-6, 1e-6),
              "fused DP2": (2, ["--fuse", "--mesh", "dp=2"], "1 device", 1e-5, 1e-4),
              "fused TP2": (2, ["--fuse", "--mesh", "tp=2"], "1 device", 1e-5, 1e-4),
+             "1 device plain attention": (1, ["--no-fuse", "--no-fused-attention"],
+                                          None, 0, 0),
+             "fused plain attention": (1, ["--fuse", "--no-fused-attention"],
+                                       "1 device plain attention", 1e-6, 1e-6),
              "1 device bf16": (1, ["--no-fuse", "--dtype", "bf16"], None, 0, 0),
              "fused bf16": (1, ["--fuse", "--dtype", "bf16"], "1 device bf16",
                             1e-3, None)}
@@ -183,7 +204,7 @@ def training(dtcc, work, tokens, model, check):
             continue
         results[name] = (parallel_checks.losses(exe + ".dump"),
                          parallel_checks.checkpoint(exe + ".ckpt"))
-        if name in ("fused", "fused bf16"):
+        if name in ("fused", "fused bf16", "fused plain attention"):
             explained = e2e_common.run([dtcc, "explain", exe])
             m = re.search(r"train_step: (\d+) regions of (\d+) ops, ([\d.]+ \w+)",
                           explained)

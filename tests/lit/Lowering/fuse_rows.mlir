@@ -93,11 +93,14 @@ func.func @softmax(%x: tensor<4x13xf32> {dgraph.name = "x"}) -> (tensor<4x13xf32
 
 // Tests what stays out of row regions: a sum over a leading axis (a column
 // reduction: rows are not independent), and a sum over the last axis whose
-// row buffers would pass 256 KiB (two buffers of 40000 f32 values).
+// row buffers would pass 256 KiB (two buffers of 40000 f32 values), whose
+// elementwise ops still fuse around it.
 // CHECK-LABEL: func.func @not_rows
 // CHECK: dgraph.reduce_sum %{{.*}}, dims = [0]
 // CHECK-LABEL: func.func @too_long
-// CHECK: dgraph.reduce_sum
+// CHECK: %[[E:.*]] = dgraph.exp
+// CHECK: %[[S:.*]] = dgraph.reduce_sum %[[E]]
+// CHECK: dgraph.fused @dtcc_kernels::@too_long_fused_{{.*}}(%[[E]], %[[S]])
 func.func @not_rows(%x: tensor<4x16xf32> {dgraph.name = "x"}) -> (tensor<16xf32> {dgraph.name = "y"}) {
   %e = dgraph.exp %x : tensor<4x16xf32>
   %t = dgraph.tanh %e : tensor<4x16xf32>
@@ -111,4 +114,62 @@ func.func @too_long(%x: tensor<2x40000xf32> {dgraph.name = "x"}) -> (tensor<2x40
   %t = dgraph.tanh %e : tensor<2x40000xf32>
   %y = dgraph.div %t, %sb : tensor<2x40000xf32>
   return %y : tensor<2x40000xf32>
+}
+
+// -----
+
+// Tests that a softmax with a neighbour (a scale and a mask before it) is
+// decomposed into the ops a row region computes, in the softmax kernel's
+// order (maximum from the first element, exponentials, their sum in double
+// blocks, one reciprocal per row), and that the whole chain is one region,
+// which names the softmax as the op it was;
+// a softmax with no fusable neighbour stays the op, with none of the
+// pass's own attributes left behind.
+// CHECK-LABEL: func.func @masked_softmax
+// CHECK-NOT: dgraph.softmax
+// CHECK: dgraph.fused @dtcc_kernels::@masked_softmax_fused_0(%arg0, %arg1) : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+// CHECK-LABEL: func.func @lone_softmax
+// CHECK-NEXT: %[[P:.*]] = dgraph.softmax %arg0, dim = 1 : tensor<4x16xf32>
+// CHECK-NOT: dtcc.row
+// CHECK-NEXT: return %[[P]]
+// CHECK: func.func @masked_softmax_fused_0
+// CHECK-SAME: dtcc.fused_ops = ["dgraph.mul", "dgraph.add", "dgraph.softmax"]
+// CHECK: arith.cmpf uno
+// CHECK: math.exp
+// CHECK: arith.extf %{{.*}} : f32 to f64
+// CHECK: arith.truncf %{{.*}} : f64 to f32
+func.func @masked_softmax(%x: tensor<4x16xf32> {dgraph.name = "x"}, %mask: tensor<16xf32> {dgraph.name = "mask"}) -> (tensor<4x16xf32> {dgraph.name = "y"}) {
+  %s = dgraph.constant dense<0.25> : tensor<4x16xf32>
+  %xs = dgraph.mul %x, %s : tensor<4x16xf32>
+  %mb = dgraph.broadcast_in_dim %mask, dims = [1] : (tensor<16xf32>) -> tensor<4x16xf32>
+  %xm = dgraph.add %xs, %mb : tensor<4x16xf32>
+  %y = dgraph.softmax %xm, dim = 1 : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+func.func @lone_softmax(%x: tensor<4x16xf32> {dgraph.name = "x"}) -> (tensor<4x16xf32> {dgraph.name = "y"}) {
+  %y = dgraph.softmax %x, dim = 1 : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that a decomposed softmax no region takes is written back as the
+// op: here its region would need four row buffers of 20000 f32 values
+// (312.5 KiB, above 256 KiB), so it is not formed, and the function is
+// grouped again without it: the elementwise ops around the softmax still
+// fuse.
+// CHECK-LABEL: func.func @written_back
+// CHECK-NOT: dgraph.reduce_max
+// CHECK: %[[P:.*]] = dgraph.softmax %{{.*}}, dim = 1 : tensor<2x20000xf32>
+// CHECK-NOT: dtcc.row
+// CHECK: dgraph.fused @dtcc_kernels::@written_back_fused_0(%arg0, %[[P]])
+// CHECK: dtcc.fused_ops = ["dgraph.tanh", "dgraph.neg", "dgraph.mul", "dgraph.add"]
+func.func @written_back(%x: tensor<2x20000xf32> {dgraph.name = "x"}) -> (tensor<2x20000xf32> {dgraph.name = "y"}) {
+  %b = dgraph.tanh %x : tensor<2x20000xf32>
+  %c = dgraph.neg %x : tensor<2x20000xf32>
+  %a = dgraph.exp %x : tensor<2x20000xf32>
+  %p = dgraph.softmax %a, dim = 1 : tensor<2x20000xf32>
+  %o = dgraph.mul %p, %b : tensor<2x20000xf32>
+  %y = dgraph.add %o, %c : tensor<2x20000xf32>
+  return %y : tensor<2x20000xf32>
 }
