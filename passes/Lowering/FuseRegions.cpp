@@ -419,22 +419,20 @@ RowOrder rowOrderOf(Operation *op) {
                                                     : RowOrder::Sum;
 }
 
-/// The reduction of a row buffer `row` of `n` elements in `order`
-/// (runtime/device/cpu/ReductionKernels.cpp, reduceRow and selectRow;
-/// CpuKernelUtils.h, blockedSum and rowMax), operation for operation.
-Value emitRowReduce(OpBuilder &b, Location loc, Value row, int64_t n,
+/// The reduction of a row of `n` elements of type `t`, `load(b, j)` being
+/// its element j, in `order` (runtime/device/cpu/ReductionKernels.cpp,
+/// reduceRow and selectRow; CpuKernelUtils.h, blockedSum and rowMax),
+/// operation for operation.
+Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
+                    function_ref<Value(OpBuilder &, Value)> load,
                     RowOrder order) {
   constexpr int64_t kLanes = 8, kRowBlock = 2048, kBlock = 512;
   const bool max = order == RowOrder::Max || order == RowOrder::FirstMax;
-  Type t = cast<MemRefType>(row.getType()).getElementType();
   auto c = [&](double v) -> Value {
     return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
   };
   auto index = [&](int64_t i) -> Value {
     return arith::ConstantIndexOp::create(b, loc, i);
-  };
-  auto load = [&](OpBuilder &lb, Value i) -> Value {
-    return memref::LoadOp::create(lb, loc, row, ValueRange{i});
   };
   // Combines lane `a` with the value `v`.
   auto combine = [&](OpBuilder &lb, Value a, Value v) -> Value {
@@ -1011,15 +1009,16 @@ LogicalResult FunctionFusion::buildRows(
     level[op] = l;
     levels = std::max(levels, l + 1);
   }
-  // Row buffers: what a reduction reduces, and columns a later pass reads.
+  // Row buffers: what a reduction reduces and columns a later pass reads,
+  // of the region's own values (it reads outside values where they are).
   llvm::MapVector<Value, Value> rowBuffers;
   auto bufferType = MemRefType::get({cols}, compute);
   for (Operation *op : region.ops)
     for (Value v : op->getOperands()) {
       Operation *def = member(v);
-      if (isRowReduction(op) ||
-          (def && isFull(def) && isFull(op) &&
-           level.lookup(def) < level.lookup(op)))
+      if (def && isFull(def) &&
+          (isRowReduction(op) ||
+           (isFull(op) && level.lookup(def) < level.lookup(op))))
         rowBuffers.insert({v, Value()});
     }
   const int64_t bufferBytes =
@@ -1094,8 +1093,7 @@ LogicalResult FunctionFusion::buildRows(
       perRow.map(op->getResult(0), r);
       writeOutput(rb, op->getResult(0), r, Value());
     }
-    // The pass over the columns: this pass's values of full type, and the
-    // outside operands of the reductions after it.
+    // The pass over the columns: this pass's values of full type.
     SmallVector<Operation *> pass;
     for (Operation *op : region.ops)
       if (level.lookup(op) == l && isFull(op))
@@ -1104,10 +1102,7 @@ LogicalResult FunctionFusion::buildRows(
     for (Operation *op : region.ops)
       if (isRowReduction(op) && level.lookup(op) == l + 1)
         reductions.push_back(op);
-    bool staged = llvm::any_of(reductions, [&](Operation *op) {
-      return !member(op->getOperand(0));
-    });
-    if (!pass.empty() || staged) {
+    if (!pass.empty()) {
       Value zero = arith::ConstantIndexOp::create(rb, loc, 0);
       Value one = arith::ConstantIndexOp::create(rb, loc, 1);
       Value size = arith::ConstantIndexOp::create(rb, loc, cols);
@@ -1126,10 +1121,6 @@ LogicalResult FunctionFusion::buildRows(
         return memref::LoadOp::create(cb, loc, rowBuffers.lookup(v),
                                       ValueRange{col});
       };
-      for (Operation *op : reductions)
-        if (Value v = op->getOperand(0); !member(v))
-          memref::StoreOp::create(cb, loc, valueOf(v),
-                                  rowBuffers.lookup(v), ValueRange{col});
       for (Operation *op : pass) {
         Value r;
         if (isa<graph::BroadcastInDimOp>(op)) {
@@ -1148,8 +1139,13 @@ LogicalResult FunctionFusion::buildRows(
     }
     // The reductions of this pass's values.
     for (Operation *op : reductions) {
-      Value r = emitRowReduce(rb, op->getLoc(),
-                              rowBuffers.lookup(op->getOperand(0)), cols,
+      Value v = op->getOperand(0);
+      Value buffer = rowBuffers.lookup(v);
+      auto load = [&](OpBuilder &lb, Value j) -> Value {
+        return buffer ? memref::LoadOp::create(lb, loc, buffer, ValueRange{j})
+                      : readInput(lb, v, j);
+      };
+      Value r = emitRowReduce(rb, op->getLoc(), compute, cols, load,
                               rowOrderOf(op));
       perRow.map(op->getResult(0), r);
       writeOutput(rb, op->getResult(0), r, Value());
