@@ -837,15 +837,35 @@ bool FunctionFusion::outline(Region &region) {
         continue;
       inputs.insert({inputOf(v), inputs.size()});
     }
-  // Outputs: members' results read outside the region.
+  // Outputs: members' results read outside the region. A reshape or
+  // broadcast of a value per row read outside is made again after the
+  // call, from its operand (an output): written out it would be a whole
+  // tensor where the lowering makes a view of no memory.
+  auto isView = [](Operation *op) {
+    return isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op);
+  };
+  llvm::DenseSet<Value> outside;
+  for (Operation *op : region.ops)
+    if (llvm::any_of(op->getUsers(),
+                     [&](Operation *u) { return !members.contains(u); }))
+      outside.insert(op->getResult(0));
+  llvm::SetVector<Operation *> remade;
+  for (Operation *op : llvm::reverse(region.ops)) {
+    if (!isView(op) || !outside.contains(op->getResult(0)))
+      continue;
+    remade.insert(op);
+    outside.erase(op->getResult(0));
+    if (Operation *def = op->getOperand(0).getDefiningOp();
+        def && members.contains(def))
+      outside.insert(op->getOperand(0));
+  }
   SmallVector<Value> outputs;
   int64_t savedBytes = 0;
   for (Operation *op : region.ops) {
     Value r = op->getResult(0);
-    if (llvm::any_of(r.getUsers(),
-                     [&](Operation *u) { return !members.contains(u); }))
+    if (outside.contains(r))
       outputs.push_back(r);
-    else if (!isa<graph::ReshapeOp>(op))
+    else if (!isView(op))
       savedBytes += tensorBytes(r.getType());
   }
 
@@ -956,8 +976,18 @@ bool FunctionFusion::outline(Region &region) {
                         << inputs.size() << " inputs, " << outputs.size()
                         << " outputs, " << savedBytes
                         << " bytes of intermediates kept out of memory)";
+  IRMapping after;
   for (auto [v, r] : llvm::zip(outputs, fused.getResults()))
-    v.replaceAllUsesWith(r);
+    after.map(v, r);
+  OpBuilder ab = OpBuilder::atBlockBegin(fused->getBlock());
+  ab.setInsertionPointAfter(fused);
+  for (Operation *op : llvm::reverse(remade))
+    ab.clone(*op, after)->removeAttr(kRowChainAttr);
+  for (Operation *op : region.ops)
+    if (Value r = after.lookupOrNull(op->getResult(0)))
+      op->getResult(0).replaceUsesWithIf(r, [&](OpOperand &use) {
+        return !members.contains(use.getOwner());
+      });
   llvm::SetVector<Operation *> dead;
   for (Operation *op : llvm::reverse(region.ops)) {
     for (Value v : op->getOperands())

@@ -192,6 +192,7 @@ def training(dtcc, work, tokens, model, check):
              "1 device bf16": (1, ["--no-fuse", "--dtype", "bf16"], None, 0, 0),
              "fused bf16": (1, ["--fuse", "--dtype", "bf16"], "1 device bf16",
                             1e-3, None)}
+    planned = {}
     for name, (n, flags, _, _, _) in plans.items():
         exe = os.path.join(work, f"{model}-{name.replace(' ', '_')}")
         e2e_common.run([dtcc, "compile", zoo] + TRAIN_FLAGS + model_flags + flags +
@@ -204,6 +205,9 @@ def training(dtcc, work, tokens, model, check):
             continue
         results[name] = (parallel_checks.losses(exe + ".dump"),
                          parallel_checks.checkpoint(exe + ".ckpt"))
+        m = re.search(r"peak memory ([\d.]+) (\w+)", p.stdout + p.stderr)
+        if m:
+            planned[name] = float(m.group(1)) * parallel_checks.UNITS[m.group(2)]
         if name in ("fused", "fused bf16", "fused plain attention"):
             explained = e2e_common.run([dtcc, "explain", exe])
             m = re.search(r"train_step: (\d+) regions of (\d+) ops, ([\d.]+ \w+)",
@@ -211,6 +215,14 @@ def training(dtcc, work, tokens, model, check):
             check(m is not None and int(m.group(1)) > 0,
                   f"{model}: dtcc explain lists the step's regions: "
                   f"{m.group(0) if m else '(no line)'}")
+    # Fusion keeps values out of memory and writes a view (a reshape or
+    # broadcast read outside a region) as a view: its plan is never larger.
+    for name, ref in (("fused", "1 device"), ("fused plain attention",
+                                               "1 device plain attention")):
+        if name in planned and ref in planned:
+            check(planned[name] <= planned[ref],
+                  f"{model} {name}: planned peak {planned[name] / 2**20:.2f} MiB, "
+                  f"not above {ref} unfused ({planned[ref] / 2**20:.2f} MiB)")
     for name, (n, flags, ref, loss_tol, param_tol) in plans.items():
         if ref is None or name not in results or ref not in results:
             continue

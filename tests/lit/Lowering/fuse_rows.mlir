@@ -173,3 +173,21 @@ func.func @written_back(%x: tensor<2x20000xf32> {dgraph.name = "x"}) -> (tensor<
   %y = dgraph.add %o, %c : tensor<2x20000xf32>
   return %y : tensor<2x20000xf32>
 }
+
+// -----
+
+// Tests that a broadcast of a value per row read outside the region (as
+// the backward pass reads a norm's broadcast scale) is made again after
+// the call from the region's per-row output, not written out whole.
+// CHECK-LABEL: func.func @view_outside
+// CHECK: %[[F:.*]]:2 = dgraph.fused @dtcc_kernels::@view_outside_fused_0(%arg0) : (tensor<4x16xf32>) -> (tensor<4xf32>, tensor<4x16xf32>)
+// CHECK-NEXT: %[[B:.*]] = dgraph.broadcast_in_dim %[[F]]#0, dims = [0] : (tensor<4xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT: return %[[F]]#1, %[[B]]
+func.func @view_outside(%x: tensor<4x16xf32> {dgraph.name = "x"}) -> (tensor<4x16xf32> {dgraph.name = "y"}, tensor<4x16xf32> {dgraph.name = "s"}) {
+  %e = dgraph.exp %x : tensor<4x16xf32>
+  %m = dgraph.reduce_sum %e, dims = [1] : (tensor<4x16xf32>) -> tensor<4xf32>
+  %r = dgraph.reciprocal %m : tensor<4xf32>
+  %rb = dgraph.broadcast_in_dim %r, dims = [0] : (tensor<4xf32>) -> tensor<4x16xf32>
+  %y = dgraph.mul %e, %rb : tensor<4x16xf32>
+  return %y, %rb : tensor<4x16xf32>, tensor<4x16xf32>
+}
