@@ -77,6 +77,8 @@ PLANS = {
     "cp2": ("cp=2", 2, ["--mesh", "cp=2"]),
     "dp2-cp2": ("dp=2 cp=2", 4, ["--mesh", "dp=2,cp=2"]),
     "auto": ("plan auto", 2, ["--plan", "auto", "--ranks", "2"]),
+    # Fused regions (generated kernels, row regions) on one device.
+    "fused": ("--fuse", 1, ["--fuse"]),
 }
 
 WARMUP, WEIGHT_DECAY, CLIP, BETAS = 5, 0.1, 1.0, (0.9, 0.95)
