@@ -421,23 +421,27 @@ StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer) {
 
 /// Per row: xhat = (x - mean) rstd (rms: x rstd), g = dy scale,
 /// dx = rstd (g - mean(g) - xhat mean(g xhat)) (rms: without mean(g)).
-/// dscale and dbias accumulate over rows in double, row after row. Rows
-/// split over the kernels' threads for dx, then columns for dscale and
-/// dbias (xhat computed again there): every value is computed the same
-/// way for any thread count.
+/// One pass over x and dy: rows go in fixed chunks (their number and size
+/// depend on the shape only), each chunk summing its rows' dscale and dbias
+/// terms in double, row after row; the chunks' sums are then added in
+/// chunk order. Chunks split over the kernels' threads, so every value is
+/// computed the same way for any thread count.
 template <typename C, bool Layer>
 KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
                       const void *mean, const void *rstd, const C *dy, C *dx,
                       C *dscale, C *dbias) {
+  // At most kMaxChunks chunks of at least kChunkRows rows.
+  constexpr int64_t kMaxChunks = 64, kChunkRows = 16;
+  const int64_t chunkRows = std::max<int64_t>(
+      kChunkRows, (p.rows + kMaxChunks - 1) / kMaxChunks);
+  const int64_t chunks = p.rows ? (p.rows + chunkRows - 1) / chunkRows : 0;
+  const int64_t sums = Layer ? 2 : 1;
   auto scratch = std::make_shared<std::vector<C>>(2 * p.cols * cpuThreads());
-  auto acc = std::make_shared<std::vector<double>>((Layer ? 2 : 1) * p.cols);
+  auto partial =
+      std::make_shared<std::vector<double>>(sums * p.cols * chunks);
   return [=]() -> Status {
     const int64_t cols = p.cols;
     const double invCols = cols ? 1.0 / double(cols) : 0.0;
-    auto hat = [&](int64_t r, C &mu, C &rs) {
-      mu = Layer ? C(loadStat(p.statType, mean, r)) : C(0);
-      rs = C(loadStat(p.statType, rstd, r));
-    };
     // dx of one row from its xhat and g.
     auto rowGrad = [&](const C *xhat, const C *g, C rs, C *dxr) {
       const C meanGH =
@@ -450,71 +454,47 @@ KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
       for (int64_t c = 0; c < cols; ++c)
         dxr[c] = rs * (g[c] - meanG - xhat[c] * meanGH);
     };
-    double *accScale = acc->data(), *accBias = accScale + cols;
-    if (cpuThreads() < 2 || p.rows * cols < 4 * kParallelGrain) {
-      // One pass: too little work to split (the second pass over x and dy
-      // would cost more than a second thread saves).
-      C *xhat = scratch->data(), *g = xhat + cols;
-      std::fill(acc->begin(), acc->end(), 0.0);
-      for (int64_t r = 0; r < p.rows; ++r) {
-        const C *xr = x + r * cols, *dyr = dy + r * cols;
-        C *dxr = dx + r * cols;
-        C mu, rs;
-        hat(r, mu, rs);
-        for (int64_t c = 0; c < cols; ++c) {
-          const C h = (xr[c] - mu) * rs, d = dyr[c];
-          xhat[c] = h;
-          g[c] = d * scale[c];
-          accScale[c] += double(d) * double(h);
-          if constexpr (Layer)
-            accBias[c] += double(d);
-        }
-        rowGrad(xhat, g, rs, dxr);
-      }
-      for (int64_t c = 0; c < cols; ++c)
-        dscale[c] = C(accScale[c]);
-      if constexpr (Layer)
-        for (int64_t c = 0; c < cols; ++c)
-          dbias[c] = C(accBias[c]);
-      return Status::ok();
-    }
-    const int64_t work = std::max<int64_t>(1, cols);
-    parallelFor(p.rows, std::max<int64_t>(1, kParallelGrain / work),
+    const int64_t perChunk = std::max<int64_t>(1, chunkRows * cols);
+    parallelFor(chunks, std::max<int64_t>(1, kParallelGrain / perChunk),
                 [&](int64_t begin, int64_t end, int w) {
                   C *xhat = scratch->data() + 2 * cols * w, *g = xhat + cols;
-                  for (int64_t r = begin; r < end; ++r) {
-                    const C *xr = x + r * cols, *dyr = dy + r * cols;
-                    C *dxr = dx + r * cols;
-                    C mu, rs;
-                    hat(r, mu, rs);
-                    for (int64_t c = 0; c < cols; ++c) {
-                      xhat[c] = (xr[c] - mu) * rs;
-                      g[c] = dyr[c] * scale[c];
+                  for (int64_t k = begin; k < end; ++k) {
+                    double *accScale = partial->data() + sums * cols * k;
+                    double *accBias = accScale + cols;
+                    std::fill(accScale, accScale + sums * cols, 0.0);
+                    const int64_t r1 = std::min(p.rows, (k + 1) * chunkRows);
+                    for (int64_t r = k * chunkRows; r < r1; ++r) {
+                      const C *xr = x + r * cols, *dyr = dy + r * cols;
+                      const C mu =
+                          Layer ? C(loadStat(p.statType, mean, r)) : C(0);
+                      const C rs = C(loadStat(p.statType, rstd, r));
+                      for (int64_t c = 0; c < cols; ++c) {
+                        const C h = (xr[c] - mu) * rs, d = dyr[c];
+                        xhat[c] = h;
+                        g[c] = d * scale[c];
+                        accScale[c] += double(d) * double(h);
+                        if constexpr (Layer)
+                          accBias[c] += double(d);
+                      }
+                      rowGrad(xhat, g, rs, dx + r * cols);
                     }
-                    rowGrad(xhat, g, rs, dxr);
                   }
                 });
-    parallelFor(cols, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.rows)),
+    // The chunks' sums, in chunk order; columns split over the threads.
+    parallelFor(cols, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, chunks)),
                 [&](int64_t c0, int64_t c1, int) {
-                  std::fill(accScale + c0, accScale + c1, 0.0);
-                  if constexpr (Layer)
-                    std::fill(accBias + c0, accBias + c1, 0.0);
-                  for (int64_t r = 0; r < p.rows; ++r) {
-                    const C *xr = x + r * cols, *dyr = dy + r * cols;
-                    C mu, rs;
-                    hat(r, mu, rs);
-                    for (int64_t c = c0; c < c1; ++c) {
-                      const C h = (xr[c] - mu) * rs, d = dyr[c];
-                      accScale[c] += double(d) * double(h);
+                  for (int64_t c = c0; c < c1; ++c) {
+                    double s = 0, b = 0;
+                    for (int64_t k = 0; k < chunks; ++k) {
+                      const double *accScale = partial->data() + sums * cols * k;
+                      s += accScale[c];
                       if constexpr (Layer)
-                        accBias[c] += double(d);
+                        b += accScale[cols + c];
                     }
+                    dscale[c] = C(s);
+                    if constexpr (Layer)
+                      dbias[c] = C(b);
                   }
-                  for (int64_t c = c0; c < c1; ++c)
-                    dscale[c] = C(accScale[c]);
-                  if constexpr (Layer)
-                    for (int64_t c = c0; c < c1; ++c)
-                      dbias[c] = C(accBias[c]);
                 });
     return Status::ok();
   };
