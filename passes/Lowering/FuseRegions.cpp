@@ -1062,15 +1062,18 @@ LogicalResult FunctionFusion::buildRows(
   for (auto [i, v] : llvm::enumerate(outputs))
     outputIndex[v] = inputs.size() + i;
 
+  // A loop over [0, n) at `ob`.
+  auto loopTo = [&](OpBuilder &ob, int64_t n) {
+    return scf::ForOp::create(ob, loc, arith::ConstantIndexOp::create(ob, loc, 0),
+                              arith::ConstantIndexOp::create(ob, loc, n),
+                              arith::ConstantIndexOp::create(ob, loc, 1));
+  };
   // The row loops, one per dimension but the last; the outermost becomes
   // the kernel's [begin, end) range.
   SmallVector<Value> ivs;
   OpBuilder rb = b;
   for (int64_t d = 0; d + 1 < rank; ++d) {
-    Value zero = arith::ConstantIndexOp::create(rb, loc, 0);
-    Value one = arith::ConstantIndexOp::create(rb, loc, 1);
-    Value size = arith::ConstantIndexOp::create(rb, loc, full.getDimSize(d));
-    auto loop = scf::ForOp::create(rb, loc, zero, size, one);
+    auto loop = loopTo(rb, full.getDimSize(d));
     ivs.push_back(loop.getInductionVar());
     rb.setInsertionPoint(loop.getBody()->getTerminator());
   }
@@ -1105,21 +1108,26 @@ LogicalResult FunctionFusion::buildRows(
   };
 
   IRMapping perRow; // a row's values per row
+  // A member's scalar: a reshape's or broadcast's is its operand's (a value
+  // per row); the others are computed from their operands' scalars.
+  auto scalarOf = [&](OpBuilder &ob, Operation *op,
+                      function_ref<Value(Value)> operand) -> Value {
+    if (isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op))
+      return perRow.lookup(op->getOperand(0));
+    SmallVector<Value> xs;
+    for (Value v : op->getOperands())
+      xs.push_back(operand(v));
+    return emitScalar(ob, op->getLoc(), op, xs);
+  };
   for (int64_t l = 0; l < levels; ++l) {
     // The values per row this pass reads (reductions of the pass before
     // were computed after it).
     for (Operation *op : region.ops) {
       if (level.lookup(op) != l || isFull(op) || isRowReduction(op))
         continue;
-      Value r;
-      if (isa<graph::ReshapeOp>(op)) {
-        r = perRow.lookup(op->getOperand(0));
-      } else {
-        SmallVector<Value> xs;
-        for (Value v : op->getOperands())
-          xs.push_back(member(v) ? perRow.lookup(v) : readInput(rb, v, Value()));
-        r = emitScalar(rb, op->getLoc(), op, xs);
-      }
+      Value r = scalarOf(rb, op, [&](Value v) {
+        return member(v) ? perRow.lookup(v) : readInput(rb, v, Value());
+      });
       perRow.map(op->getResult(0), r);
       writeOutput(rb, op->getResult(0), r, Value());
     }
@@ -1133,10 +1141,7 @@ LogicalResult FunctionFusion::buildRows(
       if (isRowReduction(op) && level.lookup(op) == l + 1)
         reductions.push_back(op);
     if (!pass.empty()) {
-      Value zero = arith::ConstantIndexOp::create(rb, loc, 0);
-      Value one = arith::ConstantIndexOp::create(rb, loc, 1);
-      Value size = arith::ConstantIndexOp::create(rb, loc, cols);
-      auto loop = scf::ForOp::create(rb, loc, zero, size, one);
+      auto loop = loopTo(rb, cols);
       OpBuilder cb = OpBuilder::atBlockBegin(loop.getBody());
       Value col = loop.getInductionVar();
       IRMapping here;
@@ -1152,15 +1157,7 @@ LogicalResult FunctionFusion::buildRows(
                                       ValueRange{col});
       };
       for (Operation *op : pass) {
-        Value r;
-        if (isa<graph::BroadcastInDimOp>(op)) {
-          r = perRow.lookup(op->getOperand(0));
-        } else {
-          SmallVector<Value> xs;
-          for (Value v : op->getOperands())
-            xs.push_back(valueOf(v));
-          r = emitScalar(cb, op->getLoc(), op, xs);
-        }
+        Value r = scalarOf(cb, op, valueOf);
         here.map(op->getResult(0), r);
         writeOutput(cb, op->getResult(0), r, col);
         if (Value buffer = rowBuffers.lookup(op->getResult(0)))
