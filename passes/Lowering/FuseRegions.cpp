@@ -204,7 +204,8 @@ Decomposition decompose(Operation *op, int64_t id) {
     state.addAttributes(attrs);
     Operation *o = b.create(state);
     o->setAttr(kRowChainAttr, b.getI64IntegerAttr(id));
-    for (StringRef a : {StringRef(shard::kStageAttr), StringRef(graph::kLayerAttr)})
+    for (StringRef a :
+         {StringRef(shard::kStageAttr), StringRef(graph::kLayerAttr)})
       if (Attribute v = op->getAttr(a))
         o->setAttr(a, v);
     d.chain.push_back(o);
@@ -216,7 +217,8 @@ Decomposition decompose(Operation *op, int64_t id) {
                  b.getNamedAttr(kRowOrderAttr, b.getStringAttr(order))});
   };
   auto spread = [&](Value v) {
-    SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
+    SmallVector<int64_t> dims =
+        llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
     return make("dgraph.broadcast_in_dim", full, v,
                 {b.getNamedAttr("dims", b.getDenseI64ArrayAttr(dims))});
   };
@@ -439,7 +441,8 @@ Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
     if (!max)
       return arith::AddFOp::create(lb, loc, a, v);
     // selectRow's plain select, v > a ? v : a; rowMax's takes NaN too.
-    Value take = arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::OGT, v, a);
+    Value take =
+        arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::OGT, v, a);
     if (order == RowOrder::FirstMax)
       take = arith::OrIOp::create(
           lb, loc, take,
@@ -449,14 +452,15 @@ Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
   // Elements [begin, begin + count) in 8 lanes.
   auto lanes = [&](int64_t begin, int64_t count) -> Value {
     Value first = order == RowOrder::FirstMax ? load(b, index(begin)) : Value();
-    SmallVector<Value> init(
-        kLanes, first ? first
-                      : c(max ? -std::numeric_limits<double>::infinity() : 0.0));
+    const double identity =
+        max ? -std::numeric_limits<double>::infinity() : 0.0;
+    SmallVector<Value> init(kLanes, first ? first : c(identity));
     const bool flag = order == RowOrder::Max;
     if (flag)
       init.push_back(arith::ConstantIntOp::create(b, loc, b.getI1Type(), 0));
     auto noteNan = [&](OpBuilder &lb, Value flagged, Value v) -> Value {
-      Value nan = arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::UNO, v, v);
+      Value nan =
+          arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::UNO, v, v);
       return arith::OrIOp::create(lb, loc, flagged, nan);
     };
     const int64_t blocks = count / kLanes;
@@ -467,9 +471,9 @@ Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
           init, [&](OpBuilder &lb, Location, Value j, ValueRange carried) {
             SmallVector<Value> next(carried);
             for (int64_t l = 0; l < kLanes; ++l) {
-              Value v = load(lb, arith::AddIOp::create(
-                                     lb, loc, j,
-                                     arith::ConstantIndexOp::create(lb, loc, l)));
+              Value at = arith::AddIOp::create(
+                  lb, loc, j, arith::ConstantIndexOp::create(lb, loc, l));
+              Value v = load(lb, at);
               if (flag)
                 next[kLanes] = noteNan(lb, next[kLanes], v);
               next[l] = combine(lb, next[l], v);
@@ -509,7 +513,8 @@ Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
   if (order == RowOrder::BlockedSum) {
     // Block sums added in double, the total rounded to the compute type.
     Type f64 = b.getF64Type();
-    Value total = arith::ConstantOp::create(b, loc, f64, b.getFloatAttr(f64, 0.0));
+    Value total =
+        arith::ConstantOp::create(b, loc, f64, b.getFloatAttr(f64, 0.0));
     for (int64_t begin = 0; begin < n; begin += kBlock) {
       Value part = lanes(begin, std::min(kBlock, n - begin));
       if (part.getType() != f64)
@@ -945,9 +950,9 @@ bool FunctionFusion::outline(Region &region) {
           SmallVector<Value> yields;
           for (Value v : outputs) {
             Value y = map.lookup(v);
-            yields.push_back(y.getType() == element
-                                 ? y
-                                 : arith::TruncFOp::create(nb, nloc, element, y));
+            if (y.getType() != element)
+              y = arith::TruncFOp::create(nb, nloc, element, y);
+            yields.push_back(y);
           }
           linalg::YieldOp::create(nb, nloc, yields);
         });
@@ -1064,7 +1069,8 @@ LogicalResult FunctionFusion::buildRows(
 
   // A loop over [0, n) at `ob`.
   auto loopTo = [&](OpBuilder &ob, int64_t n) {
-    return scf::ForOp::create(ob, loc, arith::ConstantIndexOp::create(ob, loc, 0),
+    return scf::ForOp::create(ob, loc,
+                              arith::ConstantIndexOp::create(ob, loc, 0),
                               arith::ConstantIndexOp::create(ob, loc, n),
                               arith::ConstantIndexOp::create(ob, loc, 1));
   };

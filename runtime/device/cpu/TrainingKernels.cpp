@@ -481,21 +481,22 @@ KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
                   }
                 });
     // The chunks' sums, in chunk order; columns split over the threads.
-    parallelFor(cols, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, chunks)),
-                [&](int64_t c0, int64_t c1, int) {
-                  for (int64_t c = c0; c < c1; ++c) {
-                    double s = 0, b = 0;
-                    for (int64_t k = 0; k < chunks; ++k) {
-                      const double *accScale = partial->data() + sums * cols * k;
-                      s += accScale[c];
-                      if constexpr (Layer)
-                        b += accScale[cols + c];
-                    }
-                    dscale[c] = C(s);
-                    if constexpr (Layer)
-                      dbias[c] = C(b);
-                  }
-                });
+    const int64_t colGrain =
+        std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, chunks));
+    parallelFor(cols, colGrain, [&](int64_t c0, int64_t c1, int) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double s = 0, b = 0;
+        for (int64_t k = 0; k < chunks; ++k) {
+          const double *acc = partial->data() + sums * cols * k;
+          s += acc[c];
+          if constexpr (Layer)
+            b += acc[cols + c];
+        }
+        dscale[c] = C(s);
+        if constexpr (Layer)
+          dbias[c] = C(b);
+      }
+    });
     return Status::ok();
   };
 }
