@@ -874,6 +874,11 @@ bool FunctionFusion::outline(Region &region) {
       savedBytes += tensorBytes(r.getType());
   }
 
+  // A region of constants only (folded later) or of values nothing reads
+  // (dead) is left as it is: a call takes an input and gives an output.
+  if (inputs.empty() || outputs.empty())
+    return true;
+
   // The region function.
   OpBuilder kb = OpBuilder::atBlockEnd(kernels.getBody());
   SmallVector<Type> argTypes;
