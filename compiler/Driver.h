@@ -96,8 +96,8 @@ struct CompileOptions {
   /// dtcc.target; the runner creates that device).
   std::string target = "cpu";
   /// Fused regions (dtcc-lower-fuse-regions before the lowering) with
-  /// kernels generated for the CPU and carried in the executable
-  /// (compiler/codegen). The cuda target does not fuse yet.
+  /// kernels generated for the target and carried in the executable
+  /// (compiler/codegen); row regions on the CPU target only.
   bool fuse = false;
   TrainOptions train;
 };

@@ -28,6 +28,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <functional>
@@ -548,9 +549,9 @@ struct Region {
 class FunctionFusion {
 public:
   FunctionFusion(func::FuncOp fn, ModuleOp kernels, unsigned &counter,
-                 bool remarks, bool rows)
-      : fn(fn), kernels(kernels), counter(counter), remarks(remarks),
-        rows(rows) {}
+                 llvm::StringMap<std::string> &shared, bool remarks, bool rows)
+      : fn(fn), kernels(kernels), counter(counter), shared(shared),
+        remarks(remarks), rows(rows) {}
 
   void run();
 
@@ -580,6 +581,8 @@ private:
   func::FuncOp fn;
   ModuleOp kernels;
   unsigned &counter;
+  /// The region functions by what they compute (their printed form).
+  llvm::StringMap<std::string> &shared;
   bool remarks;
   bool rows;
   llvm::DenseMap<Operation *, int64_t> order;
@@ -963,7 +966,25 @@ bool FunctionFusion::outline(Region &region) {
         });
   }
   func::ReturnOp::create(b, loc);
-  ++counter;
+  // Regions that compute the same thing (a layer's, each layer's, the
+  // forward's in @main and in @train_step) share one function: its code is
+  // generated once.
+  std::string key;
+  {
+    llvm::raw_string_ostream os(key);
+    kernel.setSymName("region");
+    NamedAttrList informative(kernel->getDiscardableAttrDictionary());
+    kernel->setDiscardableAttrs(DictionaryAttr::get(ctx, {}));
+    kernel->print(os, OpPrintingFlags().elideLargeElementsAttrs(1 << 20));
+    kernel->setDiscardableAttrs(informative.getDictionary(ctx));
+    kernel.setSymName(name);
+  }
+  if (auto [it, fresh] = shared.try_emplace(key, name); !fresh) {
+    kernel.erase();
+    name = it->second;
+  } else {
+    ++counter;
+  }
 
   // The call replaces the region's ops where its last op was.
   OpBuilder fb(last);
@@ -1206,10 +1227,11 @@ struct FuseRegionsPass
       kernels = ModuleOp::create(b, module.getLoc(), StringRef(kKernelsModule));
     }
     unsigned counter = 0;
+    llvm::StringMap<std::string> shared;
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (fn.isExternal() || !fn.getBody().hasOneBlock())
         continue;
-      FunctionFusion(fn, kernels, counter, remarks, rows).run();
+      FunctionFusion(fn, kernels, counter, shared, remarks, rows).run();
     }
     if (fresh && kernels.getBody()->empty())
       kernels.erase();

@@ -132,7 +132,9 @@ def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
       regions' and collectives are never members, so no expensive work is
       duplicated or moved into a region;
     - values read only inside a region are never in memory: the lowering's
-      memory plan sees only the region's inputs and outputs.
+      memory plan sees only the region's inputs and outputs;
+    - regions whose functions print the same (each layer's, the forward's
+      in two functions) share one function, so its code is generated once.
 
     The region function is the form `compiler/codegen` compiles (docs/
     architecture.md, "Fused regions"): `func.func @<fn>_fused_<n>` taking

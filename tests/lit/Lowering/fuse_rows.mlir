@@ -191,3 +191,25 @@ func.func @view_outside(%x: tensor<4x16xf32> {dgraph.name = "x"}) -> (tensor<4x1
   %y = dgraph.mul %e, %rb : tensor<4x16xf32>
   return %y, %rb : tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+// Tests that regions computing the same thing share one function (its code
+// is generated once): two identical norms of two inputs call one kernel.
+// CHECK-LABEL: func.func @twice
+// CHECK: dgraph.fused @dtcc_kernels::@twice_fused_0(%arg0)
+// CHECK: dgraph.fused @dtcc_kernels::@twice_fused_0(%arg1)
+// CHECK: module @dtcc_kernels
+// CHECK: func.func @twice_fused_0
+// CHECK-NOT: func.func
+func.func @twice(%x: tensor<4x16xf32> {dgraph.name = "x"}, %y: tensor<4x16xf32> {dgraph.name = "y"}) -> (tensor<4x16xf32> {dgraph.name = "a"}, tensor<4x16xf32> {dgraph.name = "b"}) {
+  %ex = dgraph.exp %x : tensor<4x16xf32>
+  %sx = dgraph.reduce_sum %ex, dims = [1] : (tensor<4x16xf32>) -> tensor<4xf32>
+  %bx = dgraph.broadcast_in_dim %sx, dims = [0] : (tensor<4xf32>) -> tensor<4x16xf32>
+  %a = dgraph.div %ex, %bx : tensor<4x16xf32>
+  %ey = dgraph.exp %y : tensor<4x16xf32>
+  %sy = dgraph.reduce_sum %ey, dims = [1] : (tensor<4x16xf32>) -> tensor<4xf32>
+  %by = dgraph.broadcast_in_dim %sy, dims = [0] : (tensor<4xf32>) -> tensor<4x16xf32>
+  %b = dgraph.div %ey, %by : tensor<4x16xf32>
+  return %a, %b : tensor<4x16xf32>, tensor<4x16xf32>
+}
