@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -39,7 +40,7 @@ void registerDtccDialects(DialectRegistry &registry) {
                   func::FuncDialect>();
   // Fused regions' functions (dtcc-lower-fuse-regions), in dumps.
   registry.insert<linalg::LinalgDialect, arith::ArithDialect,
-                  math::MathDialect, memref::MemRefDialect>();
+                  math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
 }
 
 std::optional<Phase> parsePhase(llvm::StringRef name) {

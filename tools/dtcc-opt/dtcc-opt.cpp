@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -42,7 +43,8 @@ int main(int argc, char **argv) {
   registry.insert<dtcc::graph::GraphDialect, dtcc::shard::ShardDialect,
                   dtcc::exec::ExecDialect, mlir::func::FuncDialect,
                   mlir::linalg::LinalgDialect, mlir::arith::ArithDialect,
-                  mlir::math::MathDialect, mlir::memref::MemRefDialect>();
+                  mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect>();
   dtcc::graph::registerGraphPasses();
   dtcc::lowering::registerLoweringPasses();
   dtcc::shard::registerShardingPasses();

@@ -1,5 +1,9 @@
 // RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-regions="rows=true" | FileCheck %s
 // RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-regions | FileCheck %s --check-prefix=NOROWS
+// The row form parses back (dumps of it are dtcc-opt inputs).
+// RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-regions="rows=true" | dtcc-opt -split-input-file | FileCheck %s --check-prefix=REPARSE
+// REPARSE-LABEL: func.func @rms_norm_fused_0
+// REPARSE: scf.for
 
 // Tests that an RMS norm as PyTorch exports it (pow, a sum along the last
 // axis, its reshape, the scalar chain per row, the broadcast back and the
