@@ -57,6 +57,23 @@ Type computeType(Type t) {
   return t.isBF16() || t.isF16() ? Float32Type::get(t.getContext()) : t;
 }
 
+/// Whether regions compute on elements of type `e` (the float types).
+bool isRegionFloat(Type e) {
+  return e.isF32() || e.isF64() || e.isBF16() || e.isF16();
+}
+
+/// Bytes of one element of the type a region of element type `e` computes
+/// in (a row buffer's element).
+int64_t computeBytes(Type e) {
+  return std::max<int64_t>(1, computeType(e).getIntOrFloatBitWidth() / 8);
+}
+
+/// A reshape or a broadcast: a region member that computes nothing (a view
+/// of its operand, a value per row).
+bool isRowView(Operation *op) {
+  return isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op);
+}
+
 /// Whether a region computes `op`: a float elementwise op whose scalar form
 /// emitScalar knows.
 bool isFusableCompute(Operation *op) {
@@ -68,10 +85,7 @@ bool isFusableCompute(Operation *op) {
            graph::GeluGradOp, graph::SiluGradOp, graph::PowOp>(op))
     return false;
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  if (!type)
-    return false;
-  Type e = type.getElementType();
-  return e.isF32() || e.isF64() || e.isBF16() || e.isF16();
+  return type && isRegionFloat(type.getElementType());
 }
 
 /// A broadcast a region reads through an indexing map instead of a buffer:
@@ -125,9 +139,8 @@ bool isRowReduction(Operation *op) {
   if (!isa<graph::ReduceSumOp, graph::ReduceMaxOp>(op))
     return false;
   auto in = cast<RankedTensorType>(op->getOperand(0).getType());
-  Type e = in.getElementType();
   auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims");
-  return (e.isF32() || e.isF64() || e.isBF16() || e.isF16()) && dims &&
+  return isRegionFloat(in.getElementType()) && dims &&
          dims.size() == 1 && in.getRank() >= 2 && dims[0] == in.getRank() - 1 &&
          isRowOf(op->getResult(0).getType(), in);
 }
@@ -164,8 +177,7 @@ bool isRowSoftmax(Operation *op) {
   if (!type || !dim || type.getRank() < 2 || type.getShape().back() < 2 ||
       dim.getInt() != type.getRank() - 1)
     return false;
-  Type e = type.getElementType();
-  return e.isF32() || e.isF64() || e.isBF16() || e.isF16();
+  return isRegionFloat(type.getElementType());
 }
 
 /// The attribute that ties a decomposed softmax's ops together (it never
@@ -263,21 +275,6 @@ Decomposition decompose(Operation *op, int64_t id) {
   op->getResult(0).replaceAllUsesWith(result);
   op->erase();
   return d;
-}
-
-/// Writes a decomposition whose ops no region took back as its op.
-void writeBack(Decomposition &d) {
-  Operation *last = d.chain.back();
-  OpBuilder b(last);
-  OperationState state(d.loc, d.name);
-  for (auto [reader, index] : d.reads)
-    state.addOperands(reader->getOperand(index));
-  state.addTypes(d.type);
-  state.addAttributes(d.attrs);
-  Operation *op = b.create(state);
-  last->getResult(0).replaceAllUsesWith(op->getResult(0));
-  for (Operation *o : llvm::reverse(d.chain))
-    o->erase();
 }
 
 int64_t tensorBytes(Type t) {
@@ -559,8 +556,10 @@ private:
   /// Groups the function's ops into regions and outlines them; returns the
   /// ops of the row regions whose row buffers would not fit (not formed).
   SmallVector<Operation *> groupAndOutline();
-  /// Whether every op of decomposition `id` is still in the function.
-  bool chainIntact(int64_t id, const Decomposition &d);
+  /// How many ops of each decomposition are still in the function (all of
+  /// them: no region took one).
+  llvm::DenseMap<int64_t, size_t> chainsLeft();
+  /// Writes a decomposition whose ops no region took back as its op.
   void recompose(Decomposition &d);
   bool canJoin(ArrayRef<Operation *> members, Operation *op);
   /// The regions `op` may join, and the region it starts when it joins
@@ -647,7 +646,7 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
     return {join, Region{{}, full, true}};
   }
   // Reshapes and broadcasts of one value per row belong to its region.
-  if (isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op))
+  if (isRowView(op))
     if (std::optional<unsigned> r = producer(op->getOperand(0))) {
       const Region &region = regions[*r];
       if (region.rows && (isRowReshape(op, region.full) ||
@@ -667,9 +666,7 @@ void FunctionFusion::run() {
         continue;
       auto type = cast<RankedTensorType>(op.getResult(0).getType());
       const int64_t rowBytes =
-          type.getShape().back() *
-          std::max<unsigned>(1, computeType(type.getElementType())
-                                        .getIntOrFloatBitWidth() / 8);
+          type.getShape().back() * computeBytes(type.getElementType());
       auto fusable = [](Operation *o) {
         return o && (isFusableCompute(o) || isRowSoftmax(o));
       };
@@ -694,8 +691,9 @@ void FunctionFusion::run() {
       else if (isRowReduction(op))
         excluded.insert(op);
     }
+    llvm::DenseMap<int64_t, size_t> left = chainsLeft();
     for (int64_t id : chains) {
-      if (chainIntact(id, decompositions[id])) {
+      if (left.lookup(id) == decompositions[id].chain.size()) {
         recompose(decompositions[id]);
         continue;
       }
@@ -708,8 +706,9 @@ void FunctionFusion::run() {
     return;
   // A decomposition none of whose ops a region took is its op again; one
   // that a region took in part stays (correct, in several kernels).
+  llvm::DenseMap<int64_t, size_t> left = chainsLeft();
   for (auto [id, d] : llvm::enumerate(decompositions))
-    if (!recomposed.contains(id) && chainIntact(id, d))
+    if (!recomposed.contains(id) && left.lookup(id) == d.chain.size())
       recompose(d);
   for (Operation &op : body) {
     op.removeAttr(kRowChainAttr);
@@ -717,17 +716,27 @@ void FunctionFusion::run() {
   }
 }
 
-bool FunctionFusion::chainIntact(int64_t id, const Decomposition &d) {
-  size_t left = 0;
+llvm::DenseMap<int64_t, size_t> FunctionFusion::chainsLeft() {
+  llvm::DenseMap<int64_t, size_t> left;
   for (Operation &op : fn.front())
-    if (auto a = op.getAttrOfType<IntegerAttr>(kRowChainAttr))
-      left += a.getInt() == id;
-  return left == d.chain.size();
+    if (auto id = op.getAttrOfType<IntegerAttr>(kRowChainAttr))
+      ++left[id.getInt()];
+  return left;
 }
 
 void FunctionFusion::recompose(Decomposition &d) {
   recomposed.insert(d.id);
-  writeBack(d);
+  Operation *last = d.chain.back();
+  OpBuilder b(last);
+  OperationState state(d.loc, d.name);
+  for (auto [reader, index] : d.reads)
+    state.addOperands(reader->getOperand(index));
+  state.addTypes(d.type);
+  state.addAttributes(d.attrs);
+  Operation *op = b.create(state);
+  last->getResult(0).replaceAllUsesWith(op->getResult(0));
+  for (Operation *o : llvm::reverse(d.chain))
+    o->erase();
 }
 
 SmallVector<Operation *> FunctionFusion::groupAndOutline() {
@@ -794,12 +803,12 @@ SmallVector<Operation *> FunctionFusion::groupAndOutline() {
   // A region of one computing op is left as it is (its kernel is already
   // one pass); reshapes and broadcasts compute nothing.
   SmallVector<Operation *> unfit;
-  for (Region &region : regions)
-    if (llvm::count_if(region.ops, [](Operation *op) {
-          return !isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op);
-        }) >= 2 &&
-        !outline(region))
+  for (Region &region : regions) {
+    auto computing = llvm::count_if(
+        region.ops, [](Operation *op) { return !isRowView(op); });
+    if (computing >= 2 && !outline(region))
       llvm::append_range(unfit, region.ops);
+  }
   return unfit;
 }
 
@@ -849,9 +858,6 @@ bool FunctionFusion::outline(Region &region) {
   // broadcast of a value per row read outside is made again after the
   // call, from its operand (an output): written out it would be a whole
   // tensor where the lowering makes a view of no memory.
-  auto isView = [](Operation *op) {
-    return isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op);
-  };
   llvm::DenseSet<Value> outside;
   for (Operation *op : region.ops)
     if (llvm::any_of(op->getUsers(),
@@ -859,7 +865,7 @@ bool FunctionFusion::outline(Region &region) {
       outside.insert(op->getResult(0));
   llvm::SetVector<Operation *> remade;
   for (Operation *op : llvm::reverse(region.ops)) {
-    if (!isView(op) || !outside.contains(op->getResult(0)))
+    if (!isRowView(op) || !outside.contains(op->getResult(0)))
       continue;
     remade.insert(op);
     outside.erase(op->getResult(0));
@@ -873,7 +879,7 @@ bool FunctionFusion::outline(Region &region) {
     Value r = op->getResult(0);
     if (outside.contains(r))
       outputs.push_back(r);
-    else if (!isView(op))
+    else if (!isRowView(op))
       savedBytes += tensorBytes(r.getType());
   }
 
@@ -1082,9 +1088,8 @@ LogicalResult FunctionFusion::buildRows(
            (isFull(op) && level.lookup(def) < level.lookup(op))))
         rowBuffers.insert({v, Value()});
     }
-  const int64_t bufferBytes =
-      static_cast<int64_t>(rowBuffers.size()) * cols *
-      std::max<int64_t>(1, compute.getIntOrFloatBitWidth() / 8);
+  const int64_t bufferBytes = static_cast<int64_t>(rowBuffers.size()) *
+                              cols * computeBytes(element);
   if (bufferBytes > kMaxRowBufferBytes)
     return failure();
   for (auto &[v, buffer] : rowBuffers)
@@ -1144,7 +1149,7 @@ LogicalResult FunctionFusion::buildRows(
   // per row); the others are computed from their operands' scalars.
   auto scalarOf = [&](OpBuilder &ob, Operation *op,
                       function_ref<Value(Value)> operand) -> Value {
-    if (isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op))
+    if (isRowView(op))
       return perRow.lookup(op->getOperand(0));
     SmallVector<Value> xs;
     for (Value v : op->getOperands())
