@@ -60,9 +60,7 @@ class Program:
         self.inputs = [("x", "full"), ("y", "full"), ("w", "vec"), ("s", "row1")]
 
     def type(self, kind):
-        shape = {"full": self.rows + [self.cols], "row": self.rows,
-                 "row1": self.rows + [1], "vec": [self.cols]}[kind]
-        return "tensor<" + "x".join(map(str, shape)) + "x" + self.dtype + ">"
+        return "tensor<" + "x".join(map(str, self.shape(kind))) + "x" + self.dtype + ">"
 
     def emit(self, text, kind):
         name = f"%v{self.counter}"
@@ -286,7 +284,8 @@ def read(path):
     if t.data_type == onnx.TensorProto.BFLOAT16:
         bits = np.frombuffer(t.raw_data, dtype=np.uint16).astype(np.uint32) << 16
         return bits.view(np.float32).astype(np.float64).reshape(tuple(t.dims))
-    return e2e_common.read_pb(path).astype(np.float64)
+    from onnx import numpy_helper
+    return numpy_helper.to_array(t).astype(np.float64)
 
 
 def main():
