@@ -154,3 +154,18 @@ func.func @bf16_chain(%x: tensor<4x8xbf16>, %b: tensor<8xbf16>) -> tensor<4x8xbf
   %t = dgraph.tanh %m : tensor<4x8xbf16>
   return %t : tensor<4x8xbf16>
 }
+
+// -----
+
+// Tests that a chain of constants only (tanh and erf of a splat, which the
+// canonicalizer folds) forms no region: a call takes an input (the fuzzer
+// found one without operands, which the verifier refuses).
+// CHECK-LABEL: func.func @constants_only
+// CHECK-NOT: dgraph.fused
+// CHECK: dgraph.erf
+func.func @constants_only(%x: tensor<4x8xf64> {dgraph.name = "x"}) -> (tensor<4x8xf64> {dgraph.name = "y"}) {
+  %c = dgraph.constant dense<1.694> : tensor<4x8xf64>
+  %t = dgraph.tanh %c : tensor<4x8xf64>
+  %e = dgraph.erf %t : tensor<4x8xf64>
+  return %e : tensor<4x8xf64>
+}
