@@ -7,9 +7,14 @@
 // f32 in and out, or bf16 in with f32 accumulation and a bf16 or f32
 // result (on CPUs with AVX512-BF16 or AMX, oneDNN's native bf16 kernels).
 //
-// Threads: Debian's oneDNN runs on OpenMP (libgomp); the OpenMP thread
-// count is set to the kernels' one setting (cpuThreads) when a primitive
-// is created, which fixes its partition, and again before each call.
+// Threads: Debian's oneDNN runs on OpenMP (libgomp). A primitive made for
+// no workers partitions each call over the kernels' one thread setting
+// (cpuThreads: set as the OpenMP thread count when it is made, which fixes
+// its partition, and again before each call). One made for `workers`
+// runs each call on its calling thread alone, with that worker's own
+// memory objects, stream and scratchpad: the kernels' threads (ThreadPool.h)
+// run such primitives side by side on disjoint parts of a product, and no
+// OpenMP thread wakes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,16 +25,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace dtcc::runtime::cpu {
 
 /// `batch` row-major GEMMs C[m, n] = op(A)[m, k] x op(B)[k, n], the i-th at
 /// element offsets i * strideA, i * strideB, i * strideC (a stride of 0:
-/// every GEMM reads the same operand).
+/// every GEMM reads the same operand). `ldA` is A's leading dimension where
+/// it is not dense (some rows of a larger op(A), stored transposed).
 struct GemmBatch {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool transA = false, transB = false;
   int64_t strideA = 0, strideB = 0, strideC = 0;
+  int64_t ldA = 0;
 };
 
 /// The element types of a oneDNN matmul: f32 x f32 -> f32, or bf16 x bf16
@@ -48,16 +56,18 @@ public:
   DnnlMatmul(const DnnlMatmul &) = delete;
   DnnlMatmul &operator=(const DnnlMatmul &) = delete;
 
-  /// Creates the primitive for `g` on `a`, `b`, `c`; fails with
-  /// kUnimplemented where oneDNN has no implementation.
+  /// Creates the primitive for `g` on `a`, `b`, `c`: OpenMP-threaded
+  /// (`workers` 0), or single-threaded and runnable by `workers` threads
+  /// at once (worker indices 0 .. workers-1). Fails with kUnimplemented
+  /// where oneDNN has no implementation.
   static StatusOr<std::unique_ptr<DnnlMatmul>>
   create(const GemmBatch &g, DnnlGemmType type, const void *a, const void *b,
-         void *c);
+         void *c, int workers = 0);
 
-  /// Runs on the bound buffers.
+  /// Runs on the bound buffers (as worker 0).
   Status run();
-  /// Runs on other buffers of the same layout.
-  Status run(const void *a, const void *b, void *c);
+  /// Runs on other buffers of the same layout, as `worker`.
+  Status run(const void *a, const void *b, void *c, int worker = 0);
 
   /// oneDNN's name of the implementation it chose (e.g.
   /// "brg:avx512_core_bf16").
@@ -65,7 +75,9 @@ public:
 
 private:
   DnnlMatmul() = default;
+  struct Slot;
   struct State;
+  Status execute(Slot &slot);
   std::unique_ptr<State> state_;
   std::string impl_;
 };

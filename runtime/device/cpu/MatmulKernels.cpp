@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 namespace dtcc::runtime {
 namespace {
@@ -157,10 +158,27 @@ GemmBatch gemmBatch(const MatmulPlan &p) {
   return g;
 }
 
-/// The plan on oneDNN (operands of element size `elem` bytes): one
-/// primitive bound to the first group's buffers, the other groups run on
-/// it with their own. Null where oneDNN cannot take the plan (an empty
-/// product, no implementation): the caller falls back.
+/// oneDNN products are cut into pieces that the kernels' threads run side
+/// by side, each on a single-threaded primitive (DnnlMatmul.h): along the
+/// batch where there is one, else along the rows in multiples of
+/// kPieceRowAlign. The cut depends on the product's shape only (about
+/// kPieceMacs multiply-adds and at least kPieceRows rows a piece, at most
+/// kMaxPieces pieces), never on the thread count, so results do not
+/// either. oneDNN's own OpenMP partition of a product did poorly on small
+/// ones: the 4 x 128 GPT's bf16 products took 12.4 ms a step on one thread
+/// and 11.4 on two (7.5 in pieces). Each piece packs the right-hand
+/// operand again, which costs 2-3% on one thread (bench/RESULTS.md).
+constexpr int64_t kPieceMacs = int64_t(1) << 22;
+constexpr int64_t kPieceRows = 128;
+constexpr int64_t kMaxPieces = 16;
+constexpr int64_t kPieceRowAlign = 32;
+
+/// The plan on oneDNN (operands of element size `elem` bytes, result of
+/// `outElem`), in pieces as above: one primitive for the pieces' size and
+/// one for the last piece where it is shorter, bound to the first group's
+/// buffers; every group and piece runs on them with its own pointers. Null
+/// where oneDNN cannot take the plan (an empty product, no
+/// implementation): the caller falls back.
 KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
                   size_t outElem, const void *a, const void *b, void *c) {
   if (p.m == 0 || p.n == 0 || p.k == 0)
@@ -168,20 +186,60 @@ KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
   const char *ca = static_cast<const char *>(a);
   const char *cb = static_cast<const char *>(b);
   char *cc = static_cast<char *>(c);
-  auto mm = DnnlMatmul::create(gemmBatch(p), type, ca + p.lhsOffsets[0] * elem,
-                               cb + p.rhsOffsets[0] * elem,
-                               cc + p.outOffsets[0] * outElem);
-  if (!mm.isOk())
+  const bool byBatch = p.count > 1;
+  const int64_t extent = byBatch ? p.count : p.m;
+  const int64_t align = byBatch ? 1 : kPieceRowAlign;
+  const int64_t macs = p.count * p.m * p.n * p.k;
+  const int64_t wanted = std::clamp<int64_t>(
+      std::min(macs / kPieceMacs, byBatch ? extent : extent / kPieceRows), 1,
+      kMaxPieces);
+  const int64_t share = ((extent + wanted - 1) / wanted + align - 1) / align;
+  const int64_t pieceSize = std::min(extent, share * align);
+  const int64_t pieces = (extent + pieceSize - 1) / pieceSize;
+  const int64_t last = extent - (pieces - 1) * pieceSize;
+  // Where piece j starts, in elements of A, B and C.
+  const int64_t stepA = byBatch ? pieceSize * p.lhsStride
+                        : p.transLhs ? pieceSize
+                                     : pieceSize * p.k;
+  const int64_t stepB = byBatch ? pieceSize * p.rhsStride : 0;
+  const int64_t stepC = byBatch ? pieceSize * p.outStride : pieceSize * p.n;
+  const int workers = cpuThreads();
+  auto make = [&](int64_t n) -> std::shared_ptr<DnnlMatmul> {
+    GemmBatch g = gemmBatch(p);
+    (byBatch ? g.batch : g.m) = n;
+    if (!byBatch && p.transLhs)
+      g.ldA = p.m;
+    auto mm = DnnlMatmul::create(g, type, ca + p.lhsOffsets[0] * elem,
+                                 cb + p.rhsOffsets[0] * elem,
+                                 cc + p.outOffsets[0] * outElem, workers);
+    if (!mm.isOk())
+      return nullptr;
+    return std::move(mm).value();
+  };
+  std::shared_ptr<DnnlMatmul> whole = make(pieceSize);
+  std::shared_ptr<DnnlMatmul> tail = last == pieceSize ? whole : make(last);
+  if (!whole || !tail)
     return nullptr;
-  std::shared_ptr<DnnlMatmul> prim = std::move(mm).value();
-  if (p.groups() == 1)
-    return [prim]() -> Status { return prim->run(); };
-  return [p, prim, ca, cb, cc, elem, outElem]() -> Status {
-    for (int64_t g = 0; g < p.groups(); ++g)
-      DTCC_RETURN_IF_ERROR(prim->run(ca + p.lhsOffsets[g] * elem,
-                                     cb + p.rhsOffsets[g] * elem,
-                                     cc + p.outOffsets[g] * outElem));
-    return Status::ok();
+  const int64_t units = p.groups() * pieces;
+  return [=]() -> Status {
+    Status failed;
+    std::mutex mutex;
+    parallelFor(units, 1, [&](int64_t begin, int64_t end, int worker) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t g = u / pieces, j = u % pieces;
+        DnnlMatmul &prim = j == pieces - 1 ? *tail : *whole;
+        Status st = prim.run(ca + (p.lhsOffsets[g] + j * stepA) * elem,
+                             cb + (p.rhsOffsets[g] + j * stepB) * elem,
+                             cc + (p.outOffsets[g] + j * stepC) * outElem,
+                             worker);
+        if (!st.isOk()) {
+          std::lock_guard<std::mutex> lock(mutex);
+          failed = std::move(st);
+          return;
+        }
+      }
+    });
+    return failed;
   };
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/cpu/DnnlMatmul.h"
 #include "runtime/device/cpu/ThreadPool.h"
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
 
@@ -185,6 +186,67 @@ TEST(CpuKernelThreads, MatmulSplitsAsOneProduct) {
                   reinterpret_cast<float *>(ref.bytes()) + i * c.m * c.n, int(c.n));
     ASSERT_EQ(std::memcmp(out.bytes(), ref.bytes(), size_t(out.numel()) * 4), 0)
         << "matmul " << c.batch << " x " << c.m << " x " << c.k << " x " << c.n;
+  }
+}
+
+TEST(CpuKernelThreads, Bf16ProductsOnOneDnnAsTheirPiecesAlone) {
+  // oneDNN's bf16 products are cut into pieces by their shape alone
+  // (MatmulKernels.cpp) and the pieces run on the kernels' threads: each
+  // piece's rows (or batch items) computed alone, as a product of its own,
+  // are bitwise those of the whole product. Pieces: rows 160 x 4 + 60;
+  // transposed lhs, rows 160 + 140; a batch of 40 in 6 x 6 + 4.
+  if (!cpu::dnnlHasNativeBf16())
+    GTEST_SKIP() << "oneDNN has no native bf16 matmul on this CPU";
+  std::mt19937 rng(11);
+  struct Case {
+    int64_t batch, m, k, n;
+    bool ta;
+    std::vector<std::pair<int64_t, int64_t>> pieces; // [begin, size)
+  };
+  const Case cases[] = {
+      {1, 700, 384, 512, false, {{0, 160}, {160, 160}, {480, 160}, {640, 60}}},
+      {1, 300, 256, 512, true, {{0, 160}, {160, 140}}},
+      {40, 64, 96, 128, false, {{0, 6}, {30, 6}, {36, 4}}},
+  };
+  for (const Case &c : cases) {
+    const bool byBatch = c.batch > 1;
+    std::vector<int64_t> as = c.ta ? std::vector<int64_t>{c.k, c.m}
+                                   : std::vector<int64_t>{c.m, c.k};
+    if (byBatch)
+      as.insert(as.begin(), c.batch);
+    Tensor a = randomTensor(rng, DType::kBF16, as, -1, 1);
+    Tensor b = randomTensor(rng, DType::kBF16, {c.k, c.n}, -1, 1);
+    std::vector<int64_t> os{c.m, c.n};
+    if (byBatch)
+      os.insert(os.begin(), c.batch);
+    Tensor out = Tensor::output(DType::kBF16, os);
+    Attrs attrs;
+    attrs.set("transpose_lhs", c.ta);
+    ASSERT_TRUE(runKernel("matmul", {a.view(), b.view()}, {out.view()}, attrs).isOk());
+    for (auto [begin, size] : c.pieces) {
+      // The piece's operand: its batch items, its rows, or (transposed) the
+      // columns of the stored lhs.
+      std::vector<int64_t> ps = as;
+      ps[c.ta ? 1 : 0] = size;
+      Tensor part(DType::kBF16, ps);
+      const int64_t cols = c.ta ? c.m : c.k * (byBatch ? c.m : 1);
+      const int64_t lines = c.ta ? c.k : 1;
+      for (int64_t r = 0; r < lines; ++r)
+        std::memcpy(part.bytes() + r * size * 2 * (c.ta ? 1 : cols),
+                    a.bytes() + (r * cols + begin * (c.ta ? 1 : cols)) * 2,
+                    size_t(size * (c.ta ? 1 : cols)) * 2);
+      std::vector<int64_t> pos = os;
+      pos[0] = size;
+      Tensor alone = Tensor::output(DType::kBF16, pos);
+      ASSERT_TRUE(runKernel("matmul", {part.view(), b.view()}, {alone.view()}, attrs).isOk());
+      const int64_t perItem = byBatch ? c.m * c.n : c.n;
+      ASSERT_EQ(std::memcmp(out.bytes() + begin * perItem * 2, alone.bytes(),
+                            size_t(alone.numel()) * 2),
+                0)
+          << "bf16 matmul " << c.batch << " x " << c.m << " x " << c.k << " x "
+          << c.n << " (lhs transposed " << c.ta << "): the piece at " << begin
+          << " differs from its product alone";
+    }
   }
 }
 
