@@ -425,25 +425,34 @@ StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer) {
 /// depend on the shape only), each chunk summing its rows' dscale and dbias
 /// terms in double, row after row; the chunks' sums are then added in
 /// chunk order. Chunks split over the kernels' threads, so every value is
-/// computed the same way for any thread count.
-template <typename C, bool Layer>
-KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
-                      const void *mean, const void *rstd, const C *dy, C *dx,
-                      C *dscale, C *dbias) {
+/// computed the same way for any thread count. S is the tensors' element
+/// type; f16 and bf16 widen each element as they read it and compute in
+/// f32, rounding each result once when stored (the f32 island mixed
+/// precision used to put around the op, without the casts' passes).
+template <typename S, bool Layer>
+KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
+                      const void *mean, const void *rstd, const S *dy, S *dx,
+                      S *dscale, S *dbias) {
+  using C = ComputeT<S>;
   // At most kMaxChunks chunks of at least kChunkRows rows.
   constexpr int64_t kMaxChunks = 64, kChunkRows = 16;
   const int64_t chunkRows = std::max<int64_t>(
       kChunkRows, (p.rows + kMaxChunks - 1) / kMaxChunks);
   const int64_t chunks = p.rows ? (p.rows + chunkRows - 1) / chunkRows : 0;
   const int64_t sums = Layer ? 2 : 1;
-  auto scratch = std::make_shared<std::vector<C>>(2 * p.cols * cpuThreads());
+  // Per thread: a row's xhat and g; then the scale in the compute type.
+  auto scratch =
+      std::make_shared<std::vector<C>>(2 * p.cols * cpuThreads() + p.cols);
   auto partial =
       std::make_shared<std::vector<double>>(sums * p.cols * chunks);
   return [=]() -> Status {
     const int64_t cols = p.cols;
     const double invCols = cols ? 1.0 / double(cols) : 0.0;
+    C *scaleC = scratch->data() + 2 * cols * cpuThreads();
+    for (int64_t c = 0; c < cols; ++c)
+      scaleC[c] = Elem<S>::load(scale[c]);
     // dx of one row from its xhat and g.
-    auto rowGrad = [&](const C *xhat, const C *g, C rs, C *dxr) {
+    auto rowGrad = [&](const C *xhat, const C *g, C rs, S *dxr) {
       const C meanGH =
           C(blockedSum<C>(cols, [&](int64_t c) { return g[c] * xhat[c]; }) *
             invCols);
@@ -452,7 +461,7 @@ KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
         meanG =
             C(blockedSum<C>(cols, [&](int64_t c) { return g[c]; }) * invCols);
       for (int64_t c = 0; c < cols; ++c)
-        dxr[c] = rs * (g[c] - meanG - xhat[c] * meanGH);
+        dxr[c] = Elem<S>::store(rs * (g[c] - meanG - xhat[c] * meanGH));
     };
     const int64_t perChunk = std::max<int64_t>(1, chunkRows * cols);
     parallelFor(chunks, std::max<int64_t>(1, kParallelGrain / perChunk),
@@ -464,14 +473,15 @@ KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
                     std::fill(accScale, accScale + sums * cols, 0.0);
                     const int64_t r1 = std::min(p.rows, (k + 1) * chunkRows);
                     for (int64_t r = k * chunkRows; r < r1; ++r) {
-                      const C *xr = x + r * cols, *dyr = dy + r * cols;
+                      const S *xr = x + r * cols, *dyr = dy + r * cols;
                       const C mu =
                           Layer ? C(loadStat(p.statType, mean, r)) : C(0);
                       const C rs = C(loadStat(p.statType, rstd, r));
                       for (int64_t c = 0; c < cols; ++c) {
-                        const C h = (xr[c] - mu) * rs, d = dyr[c];
+                        const C h = (Elem<S>::load(xr[c]) - mu) * rs;
+                        const C d = Elem<S>::load(dyr[c]);
                         xhat[c] = h;
-                        g[c] = d * scale[c];
+                        g[c] = d * scaleC[c];
                         accScale[c] += double(d) * double(h);
                         if constexpr (Layer)
                           accBias[c] += double(d);
@@ -492,9 +502,9 @@ KernelFn makeNormGrad(const NormGradPlan &p, const C *x, const C *scale,
           if constexpr (Layer)
             b += acc[cols + c];
         }
-        dscale[c] = C(s);
+        dscale[c] = Elem<S>::store(C(s));
         if constexpr (Layer)
-          dbias[c] = C(b);
+          dbias[c] = Elem<S>::store(C(b));
       }
     });
     return Status::ok();
@@ -506,28 +516,14 @@ StatusOr<KernelFn> buildNormGrad(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(NormGradPlan plan, planNormGrad(ctx, Layer));
   const TensorView &x = ctx.inputs[0];
   const size_t dyIndex = Layer ? 4 : 3;
-  if (isHalfDType(x.dtype)) {
-    HalfStaging stage(x.dtype);
-    const float *xs = stage.input(x.data, x.numel());
-    const float *scale = stage.input(ctx.inputs[1].data, ctx.inputs[1].numel());
-    const float *dy = stage.input(ctx.inputs[dyIndex].data, x.numel());
-    float *dx = stage.output(ctx.outputs[0].data, x.numel());
-    float *dscale = stage.output(ctx.outputs[1].data, ctx.outputs[1].numel());
-    float *dbias = Layer ? stage.output(ctx.outputs[2].data,
-                                        ctx.outputs[2].numel())
-                         : nullptr;
-    return stage.wrap(makeNormGrad<float, Layer>(
-        plan, xs, scale, Layer ? ctx.inputs[2].data : nullptr,
-        ctx.inputs[dyIndex - 1].data, dy, dx, dscale, dbias));
-  }
   KernelFn fn;
-  if (!visitDType<kSetF32F64>(x.dtype, [&](auto tag) {
-        using C = typename decltype(tag)::type;
-        fn = makeNormGrad<C, Layer>(
-            plan, x.as<const C>(), ctx.inputs[1].as<const C>(),
+  if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        fn = makeNormGrad<S, Layer>(
+            plan, x.as<const S>(), ctx.inputs[1].as<const S>(),
             Layer ? ctx.inputs[2].data : nullptr, ctx.inputs[dyIndex - 1].data,
-            ctx.inputs[dyIndex].as<const C>(), ctx.outputs[0].as<C>(),
-            ctx.outputs[1].as<C>(), Layer ? ctx.outputs[2].as<C>() : nullptr);
+            ctx.inputs[dyIndex].as<const S>(), ctx.outputs[0].as<S>(),
+            ctx.outputs[1].as<S>(), Layer ? ctx.outputs[2].as<S>() : nullptr);
       }))
     return unsupportedDType(ctx, x.dtype, kSetFloats);
   return fn;

@@ -441,6 +441,59 @@ TEST(CpuTrainingKernels, NormGradsMatchReference) {
         }
 }
 
+TEST(CpuTrainingKernels, NormGradsInHalfTypesAreTheF32KernelRoundedOnce) {
+  // f16 and bf16 operands are widened as they are read and every result is
+  // rounded once when stored: bitwise the f32 kernel on the widened
+  // operands with its results rounded to the half type.
+  std::mt19937 rng(77);
+  auto widen = [](const Tensor &t) {
+    Tensor f(DType::kF32, t.shape);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      f.set(i, t.get(i));
+    return f;
+  };
+  for (const NormCase &c : normCases())
+    for (DType dt : {DType::kBF16, DType::kF16})
+      for (bool layer : {true, false}) {
+        const int64_t axis = normDim(c.axis, c.shape.size());
+        std::vector<int64_t> norm(c.shape.begin() + axis, c.shape.end());
+        std::vector<int64_t> rowsShape(c.shape.begin(), c.shape.begin() + axis);
+        Tensor x = randomTensor(rng, dt, c.shape, -2, 3);
+        Tensor scale = randomTensor(rng, dt, norm, 0.5, 1.5);
+        Tensor dy = randomTensor(rng, dt, c.shape, -1, 1);
+        Tensor mean = randomTensor(rng, DType::kF32, rowsShape, -0.5, 0.5);
+        Tensor rstd = randomTensor(rng, DType::kF32, rowsShape, 0.5, 2);
+        Tensor wx = widen(x), wscale = widen(scale), wdy = widen(dy);
+        Attrs attrs = attrsOf({{"axis", c.axis}});
+        auto run = [&](DType t, Tensor &xs, Tensor &ss, Tensor &ds,
+                       std::vector<Tensor> &outs) {
+          outs = {Tensor::output(t, c.shape), Tensor::output(t, norm),
+                  Tensor::output(t, norm)};
+          return layer ? runKernel("layer_norm_grad",
+                                   {xs.view(), ss.view(), mean.view(),
+                                    rstd.view(), ds.view()},
+                                   {outs[0].view(), outs[1].view(),
+                                    outs[2].view()},
+                                   attrs)
+                       : runKernel("rms_norm_grad",
+                                   {xs.view(), ss.view(), rstd.view(),
+                                    ds.view()},
+                                   {outs[0].view(), outs[1].view()}, attrs);
+        };
+        std::vector<Tensor> half, f32;
+        ASSERT_TRUE(run(dt, x, scale, dy, half).isOk());
+        ASSERT_TRUE(run(DType::kF32, wx, wscale, wdy, f32).isOk());
+        for (size_t o = 0; o < (layer ? 3u : 2u); ++o)
+          for (int64_t i = 0; i < half[o].numel(); ++i) {
+            Tensor rounded(dt, {1});
+            rounded.set(0, f32[o].get(i));
+            ASSERT_EQ(half[o].raw<uint16_t>(i), rounded.raw<uint16_t>(0))
+                << (layer ? "layer" : "rms") << " " << dtypeName(dt) << " "
+                << shapeStr(c.shape) << " output " << o << " element " << i;
+          }
+      }
+}
+
 TEST(CpuTrainingKernels, NormGradsMatchFiniteDifferences) {
   std::mt19937 rng(76);
   for (const NormCase &c : normCases()) {
