@@ -166,10 +166,11 @@ GemmBatch gemmBatch(const MatmulPlan &p) {
 /// kMaxPieces pieces), never on the thread count, so results do not
 /// either. oneDNN's own OpenMP partition of a product did poorly on small
 /// ones: the 4 x 128 GPT's bf16 products took 12.4 ms a step on one thread
-/// and 11.4 on two (7.5 in pieces). Each piece packs the right-hand
-/// operand again, which costs 2-3% on one thread (bench/RESULTS.md).
+/// and 11.4 on two (7.6 in pieces). Each piece packs the right-hand
+/// operand again: pieces of at least 128 rows cost the 6 x 384 GPT's
+/// products 2-3% on one thread, of 192 rows about 1% (bench/RESULTS.md).
 constexpr int64_t kPieceMacs = int64_t(1) << 22;
-constexpr int64_t kPieceRows = 128;
+constexpr int64_t kPieceRows = 192;
 constexpr int64_t kMaxPieces = 16;
 constexpr int64_t kPieceRowAlign = 32;
 

@@ -193,8 +193,8 @@ TEST(CpuKernelThreads, Bf16ProductsOnOneDnnAsTheirPiecesAlone) {
   // oneDNN's bf16 products are cut into pieces by their shape alone
   // (MatmulKernels.cpp) and the pieces run on the kernels' threads: each
   // piece's rows (or batch items) computed alone, as a product of its own,
-  // are bitwise those of the whole product. Pieces: rows 160 x 4 + 60;
-  // transposed lhs, rows 160 + 140; a batch of 40 in 6 x 6 + 4.
+  // are bitwise those of the whole product. Pieces: rows 256 + 256 + 188;
+  // transposed lhs, rows 256 + 244; a batch of 40 in 6 x 6 + 4.
   if (!cpu::dnnlHasNativeBf16())
     GTEST_SKIP() << "oneDNN has no native bf16 matmul on this CPU";
   std::mt19937 rng(11);
@@ -204,8 +204,8 @@ TEST(CpuKernelThreads, Bf16ProductsOnOneDnnAsTheirPiecesAlone) {
     std::vector<std::pair<int64_t, int64_t>> pieces; // [begin, size)
   };
   const Case cases[] = {
-      {1, 700, 384, 512, false, {{0, 160}, {160, 160}, {480, 160}, {640, 60}}},
-      {1, 300, 256, 512, true, {{0, 160}, {160, 140}}},
+      {1, 700, 384, 512, false, {{0, 256}, {256, 256}, {512, 188}}},
+      {1, 500, 256, 512, true, {{0, 256}, {256, 244}}},
       {40, 64, 96, 128, false, {{0, 6}, {30, 6}, {36, 4}}},
   };
   for (const Case &c : cases) {
