@@ -158,9 +158,12 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
           blockScores(p, qi, kb, mask, b, i0, m, j0, n, s);
           for (int64_t i = 0; i < m; ++i) {
             C *sr = s + i * kTile;
-            C blockMax = rowMax[i];
-            for (int64_t j = 0; j < n; ++j)
-              blockMax = std::max(blockMax, sr[j]);
+            // Eight lanes each (cpu::rowMax, blockedSum): a row's maximum
+            // and sum vectorize instead of running one dependent
+            // comparison or addition per key.
+            const C tileMax = cpu::rowMax(sr, n);
+            const C blockMax =
+                tileMax > rowMax[i] || isNan(tileMax) ? tileMax : rowMax[i];
             if (blockMax == -std::numeric_limits<C>::infinity()) {
               // Every key so far hidden: nothing to add yet.
               std::fill(sr, sr + n, C(0));
@@ -170,9 +173,7 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
             for (int64_t j = 0; j < n; ++j)
               sr[j] -= blockMax;
             vectorMath(MathFn::kExp, sr, n);
-            C sum = 0;
-            for (int64_t j = 0; j < n; ++j)
-              sum += sr[j];
+            const C sum = C(blockedSum<C>(n, [&](int64_t j) { return sr[j]; }));
             rowSum[i] = rowSum[i] * alpha + sum;
             rowMax[i] = blockMax;
             if (alpha != C(1)) {
@@ -245,10 +246,9 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
         std::fill(dkb, dkb + p.sk * p.d, C(0));
         std::fill(dvb, dvb + p.sk * p.dv, C(0));
         for (int64_t i = 0; i < p.sq; ++i) {
-          C sum = 0;
-          for (int64_t e = 0; e < p.dv; ++e)
-            sum += dob[i * p.dv + e] * ob[i * p.dv + e];
-          rowDot[i] = sum;
+          const C *dor = dob + i * p.dv, *orow = ob + i * p.dv;
+          rowDot[i] =
+              C(blockedSum<C>(p.dv, [&](int64_t e) { return dor[e] * orow[e]; }));
         }
         for (int64_t i0 = 0; i0 < p.sq; i0 += kTile) {
           const int64_t m = std::min(kTile, p.sq - i0);
