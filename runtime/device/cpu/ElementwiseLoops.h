@@ -4,7 +4,8 @@
 // plain loops the compiler vectorizes, other strides (0 included) a strided
 // loop. The output may be the memory of a contiguous input (in place).
 // Large loops are split over the kernels' threads (ThreadPool.h): each
-// element is computed by one thread, the same way, whatever the split.
+// element is computed by one thread, the same way, whatever the split. The
+// loops run compiled for AVX-512 where the CPU has it (IsaDispatch.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,18 +32,20 @@ KernelFn makeUnaryLoop(const StridedLayout<2> &layout, const TensorView &in,
       OS *po = o + off[0];
       const IS *pi = i + off[1];
       const int64_t s = st[1];
-      if (s == 1) {
-        DTCC_INDEPENDENT_ITERATIONS
-        for (int64_t j = 0; j < n; ++j)
-          po[j] = Elem<OS>::store(op(Elem<IS>::load(pi[j])));
-      } else if (s == 0) {
-        const OS v = Elem<OS>::store(op(Elem<IS>::load(pi[0])));
-        for (int64_t j = 0; j < n; ++j)
-          po[j] = v;
-      } else {
-        for (int64_t j = 0; j < n; ++j)
-          po[j] = Elem<OS>::store(op(Elem<IS>::load(pi[j * s])));
-      }
+      withAvx512([&]() DTCC_INLINE_LAMBDA {
+        if (s == 1) {
+          DTCC_INDEPENDENT_ITERATIONS
+          for (int64_t j = 0; j < n; ++j)
+            po[j] = Elem<OS>::store(op(Elem<IS>::load(pi[j])));
+        } else if (s == 0) {
+          const OS v = Elem<OS>::store(op(Elem<IS>::load(pi[0])));
+          for (int64_t j = 0; j < n; ++j)
+            po[j] = v;
+        } else {
+          for (int64_t j = 0; j < n; ++j)
+            po[j] = Elem<OS>::store(op(Elem<IS>::load(pi[j * s])));
+        }
+      });
     });
     return Status::ok();
   };
@@ -66,21 +69,23 @@ KernelFn makeBatchUnaryLoop(const StridedLayout<2> &layout,
       OS *po = o + off[0];
       const IS *pi = i + off[1];
       const int64_t s = st[1];
-      for (int64_t j0 = 0; j0 < n; j0 += kMathChunk) {
-        const int64_t m = std::min(kMathChunk, n - j0);
-        if constexpr (std::is_same_v<IS, C> && std::is_same_v<OS, C>) {
-          if (s == 1) {
-            op.batch(pi + j0, po + j0, m);
-            continue;
+      withAvx512([&]() DTCC_INLINE_LAMBDA {
+        for (int64_t j0 = 0; j0 < n; j0 += kMathChunk) {
+          const int64_t m = std::min(kMathChunk, n - j0);
+          if constexpr (std::is_same_v<IS, C> && std::is_same_v<OS, C>) {
+            if (s == 1) {
+              op.batch(pi + j0, po + j0, m);
+              continue;
+            }
           }
+          C buf[kMathChunk];
+          for (int64_t j = 0; j < m; ++j)
+            buf[j] = Elem<IS>::load(pi[(j0 + j) * s]);
+          op.batch(buf, buf, m);
+          for (int64_t j = 0; j < m; ++j)
+            po[j0 + j] = Elem<OS>::store(buf[j]);
         }
-        C buf[kMathChunk];
-        for (int64_t j = 0; j < m; ++j)
-          buf[j] = Elem<IS>::load(pi[(j0 + j) * s]);
-        op.batch(buf, buf, m);
-        for (int64_t j = 0; j < m; ++j)
-          po[j0 + j] = Elem<OS>::store(buf[j]);
-      }
+      });
     });
     return Status::ok();
   };

@@ -63,4 +63,34 @@ bool cpuHasAvx512();
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq")))
 #endif
 
+/// After a lambda's parameter list: the lambda is inlined into every
+/// caller, so that withAvx512 compiles its body for each instruction set.
+#define DTCC_INLINE_LAMBDA __attribute__((always_inline))
+
+namespace dtcc::runtime::cpu {
+
+#if DTCC_HAVE_AVX512_CLONES
+template <typename F> DTCC_AVX512_TARGET void runAvx512(const F &body) {
+  body();
+}
+#endif
+
+/// Runs `body`, a lambda marked DTCC_INLINE_LAMBDA, compiled for AVX-512
+/// where the CPU has it and for the baseline elsewhere: a whole kernel's
+/// loop nest in one clone. The CPU runtime is compiled with
+/// -ffp-contract=off, so neither version fuses a * b + c and both compute
+/// every value with the same IEEE operations in the same order (the
+/// kernels' reductions keep their lanes explicit).
+template <typename F> void withAvx512(const F &body) {
+#if DTCC_HAVE_AVX512_CLONES
+  if (cpuHasAvx512()) {
+    runAvx512(body);
+    return;
+  }
+#endif
+  body();
+}
+
+} // namespace dtcc::runtime::cpu
+
 #endif // DTCC_RUNTIME_DEVICE_CPU_ISADISPATCH_H

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/VectorMath.h"
 
 #include <algorithm>
@@ -39,6 +40,7 @@ KernelFn makeSoftmax(const S *in, S *out, int64_t outer, int64_t size,
     if (inner == 1) {
       auto rows = [&](int64_t begin, int64_t end, int worker) {
         C *t = rowScratch->data() + worker * size;
+        withAvx512([&]() DTCC_INLINE_LAMBDA {
         for (int64_t o = begin; o < end; ++o) {
           const S *x = in + o * size;
           S *y = out + o * size;
@@ -56,6 +58,7 @@ KernelFn makeSoftmax(const S *in, S *out, int64_t outer, int64_t size,
               y[d] = Elem<S>::store(t[d] * inv);
           }
         }
+        });
       };
       parallelFor(outer, std::max<int64_t>(1, kParallelGrain / size), rows);
       return Status::ok();
@@ -209,6 +212,7 @@ KernelFn makeLayerNorm(const NormPlan &p, const S *x, const S *scale,
         p.rows,
         std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.cols)),
         [&](int64_t begin, int64_t end, int) {
+          withAvx512([&]() DTCC_INLINE_LAMBDA {
           for (int64_t r = begin; r < end; ++r) {
             const S *xr = x + r * p.cols;
             S *yr = y + r * p.cols;
@@ -238,6 +242,7 @@ KernelFn makeLayerNorm(const NormPlan &p, const S *x, const S *scale,
                                        Elem<S>::load(scale[c]));
             }
           }
+          });
         });
     return Status::ok();
   };
@@ -264,19 +269,28 @@ KernelFn makeRmsNorm(const NormPlan &p, const S *x, const S *scale, S *y,
                      void *rstd) {
   using C = ComputeT<S>;
   return [=]() -> Status {
-    for (int64_t r = 0; r < p.rows; ++r) {
-      const S *xr = x + r * p.cols;
-      S *yr = y + r * p.cols;
-      double ms = p.cols ? rowSum(xr, p.cols, [](C v) { return v * v; }) /
+    // Rows are independent: split over the kernels' threads.
+    parallelFor(
+        p.rows,
+        std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.cols)),
+        [&](int64_t begin, int64_t end, int) {
+          withAvx512([&]() DTCC_INLINE_LAMBDA {
+            for (int64_t r = begin; r < end; ++r) {
+              const S *xr = x + r * p.cols;
+              S *yr = y + r * p.cols;
+              double ms =
+                  p.cols ? rowSum(xr, p.cols, [](C v) { return v * v; }) /
                                double(p.cols)
                          : 0.0;
-      double rs = 1.0 / std::sqrt(ms + p.eps);
-      storeStat(p.statType, rstd, r, rs);
-      const C s = C(rs);
-      for (int64_t c = 0; c < p.cols; ++c)
-        yr[c] =
-            Elem<S>::store(Elem<S>::load(xr[c]) * s * Elem<S>::load(scale[c]));
-    }
+              double rs = 1.0 / std::sqrt(ms + p.eps);
+              storeStat(p.statType, rstd, r, rs);
+              const C s = C(rs);
+              for (int64_t c = 0; c < p.cols; ++c)
+                yr[c] = Elem<S>::store(Elem<S>::load(xr[c]) * s *
+                                       Elem<S>::load(scale[c]));
+            }
+          });
+        });
     return Status::ok();
   };
 }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/ThreadPool.h"
 
 #include <algorithm>
@@ -73,7 +74,7 @@ struct IsSelect<R, std::void_t<decltype(R::kSelect)>> : std::true_type {};
 /// Max/min of a float row: lanes of plain selects and a separate NaN flag,
 /// which vectorize where the NaN-propagating select does not.
 template <typename R, typename S, typename A>
-A selectRow(const S *x, int64_t n) {
+DTCC_ALWAYS_INLINE A selectRowBody(const S *x, int64_t n) {
   A lanes[kLanes];
   for (int64_t l = 0; l < kLanes; ++l)
     lanes[l] = R::template identity<A>();
@@ -97,15 +98,9 @@ A selectRow(const S *x, int64_t n) {
   return lanes[0];
 }
 
+/// A row of at most kRowBlock elements in kLanes lanes.
 template <typename R, typename S, typename A>
-A reduceRow(const S *x, int64_t n) {
-  if constexpr (IsSelect<R>::value && std::is_floating_point_v<A>)
-    return selectRow<R, S, A>(x, n);
-  if (n > kRowBlock) {
-    int64_t half = (n / 2) / kLanes * kLanes;
-    return R::combine(reduceRow<R, S, A>(x, half),
-                      reduceRow<R, S, A>(x + half, n - half));
-  }
+DTCC_ALWAYS_INLINE A reduceLeaf(const S *x, int64_t n) {
   A lanes[kLanes];
   for (int64_t l = 0; l < kLanes; ++l)
     lanes[l] = R::template identity<A>();
@@ -119,6 +114,102 @@ A reduceRow(const S *x, int64_t n) {
     for (int64_t l = 0; l < w; ++l)
       lanes[l] = R::combine(lanes[l], lanes[l + w]);
   return lanes[0];
+}
+
+/// Where a row of n > kRowBlock elements splits into the halves it is
+/// reduced as.
+inline int64_t rowHalf(int64_t n) { return (n / 2) / kLanes * kLanes; }
+
+template <typename R, typename S, typename A>
+A reduceTree(const S *x, int64_t n) {
+  if (n > kRowBlock) {
+    const int64_t half = rowHalf(n);
+    return R::combine(reduceTree<R, S, A>(x, half),
+                      reduceTree<R, S, A>(x + half, n - half));
+  }
+  return reduceLeaf<R, S, A>(x, n);
+}
+
+#if DTCC_HAVE_AVX512_CLONES
+// The same functions compiled for AVX-512 (IsaDispatch.h).
+template <typename R, typename S, typename A>
+DTCC_AVX512_TARGET A selectRowAvx512(const S *x, int64_t n) {
+  return selectRowBody<R, S, A>(x, n);
+}
+template <typename R, typename S, typename A>
+DTCC_AVX512_TARGET A reduceTreeAvx512(const S *x, int64_t n) {
+  if (n > kRowBlock) {
+    const int64_t half = rowHalf(n);
+    return R::combine(reduceTreeAvx512<R, S, A>(x, half),
+                      reduceTreeAvx512<R, S, A>(x + half, n - half));
+  }
+  return reduceLeaf<R, S, A>(x, n);
+}
+#endif
+
+/// Reduces x[0..n): kLanes independent lanes (vectorizable, and for sums an
+/// 8x shorter dependency chain), pairwise above kRowBlock elements; float
+/// maxima and minima as selectRowBody. On AVX-512 where the CPU has it.
+template <typename R, typename S, typename A>
+A reduceRow(const S *x, int64_t n) {
+  constexpr bool kSelect = IsSelect<R>::value && std::is_floating_point_v<A>;
+#if DTCC_HAVE_AVX512_CLONES
+  if (cpuHasAvx512()) {
+    if constexpr (kSelect)
+      return selectRowAvx512<R, S, A>(x, n);
+    else
+      return reduceTreeAvx512<R, S, A>(x, n);
+  }
+#endif
+  if constexpr (kSelect)
+    return selectRowBody<R, S, A>(x, n);
+  else
+    return reduceTree<R, S, A>(x, n);
+}
+
+/// reduceRow of one long row with the subtrees of its top kSplitDepth
+/// halvings reduced on the kernels' threads: the same tree, so the same
+/// value for any thread count. Sums and products only (a float maximum's
+/// lanes are not a tree). Not from inside a split loop.
+template <typename R, typename S, typename A>
+A reduceRowSplit(const S *x, int64_t n) {
+  constexpr int kSplitDepth = 3;
+  if constexpr (IsSelect<R>::value && std::is_floating_point_v<A>)
+    return reduceRow<R, S, A>(x, n);
+  // Subtrees of at least 16K elements: smaller ones cost less than waking
+  // the threads.
+  if (n < (int64_t(1) << (14 + kSplitDepth)) || cpuThreads() < 2)
+    return reduceRow<R, S, A>(x, n);
+  // The subtrees at depth kSplitDepth, left to right.
+  const S *starts[1 << kSplitDepth];
+  int64_t sizes[1 << kSplitDepth];
+  int count = 0;
+  auto collect = [&](auto &self, const S *p, int64_t m, int depth) -> void {
+    if (depth == kSplitDepth || m <= kRowBlock) {
+      starts[count] = p, sizes[count] = m, ++count;
+      return;
+    }
+    const int64_t half = rowHalf(m);
+    self(self, p, half, depth + 1);
+    self(self, p + half, m - half, depth + 1);
+  };
+  collect(collect, x, n, 0);
+  A partial[1 << kSplitDepth];
+  parallelFor(count, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i)
+      partial[i] = reduceRow<R, S, A>(starts[i], sizes[i]);
+  });
+  // Combined as the recursion combines them.
+  int next = 0;
+  auto combine = [&](auto &self, int64_t m, int depth) -> A {
+    if (depth == kSplitDepth || m <= kRowBlock)
+      return partial[next++];
+    const int64_t half = rowHalf(m);
+    const A left = self(self, half, depth + 1);
+    const A right = self(self, m - half, depth + 1);
+    return R::combine(left, right);
+  };
+  return combine(combine, n, 0);
 }
 
 /// out[0..w) = reduction over rows r < rows of x[r * ld + k]: sequential
@@ -265,8 +356,12 @@ KernelFn makeReduce(const ReducePlan &plan, const S *in, S *out) {
       // whole rows, in the same order); a column block splits its columns
       // (reduceCols). Positions that accumulate into one output (a reduced
       // dimension in the prefix) stay on one thread.
+      // A whole input that is one row (a full reduction: a gradient's
+      // squared norm) splits the row's tree instead.
       if (plan.rowTail && plan.prefixDistinct)
         forEachRunParallel(plan.prefix, runs, plan.rowLen);
+      else if (plan.rowTail && plan.rowLen == plan.inNumel)
+        acc[0] = R::combine(acc[0], reduceRowSplit<R, S, A>(in, plan.rowLen));
       else
         forEachRun(plan.prefix, runs);
     }

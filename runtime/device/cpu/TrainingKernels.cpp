@@ -170,6 +170,7 @@ KernelFn makeBatchBinaryLoop(const StridedLayout<3> &layout,
       S *qo = o + off[0];
       const S *qa = pa + off[1], *qb = pb + off[2];
       const int64_t sa = st[1], sb = st[2];
+      withAvx512([&]() DTCC_INLINE_LAMBDA {
       for (int64_t j0 = 0; j0 < n; j0 += kMathChunk) {
         const int64_t m = std::min(kMathChunk, n - j0);
         if constexpr (std::is_same_v<S, C>) {
@@ -187,6 +188,7 @@ KernelFn makeBatchBinaryLoop(const StridedLayout<3> &layout,
         for (int64_t j = 0; j < m; ++j)
           qo[j0 + j] = Elem<S>::store(ba[j]);
       }
+      });
     });
     return Status::ok();
   };
@@ -467,6 +469,7 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
     parallelFor(chunks, std::max<int64_t>(1, kParallelGrain / perChunk),
                 [&](int64_t begin, int64_t end, int w) {
                   C *xhat = scratch->data() + 2 * cols * w, *g = xhat + cols;
+                  withAvx512([&]() DTCC_INLINE_LAMBDA {
                   for (int64_t k = begin; k < end; ++k) {
                     double *accScale = partial->data() + sums * cols * k;
                     double *accBias = accScale + cols;
@@ -489,6 +492,7 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
                       rowGrad(xhat, g, rs, dx + r * cols);
                     }
                   }
+                  });
                 });
     // The chunks' sums, in chunk order; columns split over the threads.
     const int64_t colGrain =

@@ -277,6 +277,48 @@ TEST(CpuKernelThreads, ReductionsAsOnOneThread) {
   expectSameBits(colSums, blockSums, 64, "reduce_sum over columns");
 }
 
+/// ReductionKernels.cpp's order for a row of floats: above 2048 elements
+/// the sums of two halves (the first a multiple of 8 long), else eight lanes
+/// added in pairs.
+float treeSum(const float *x, int64_t n) {
+  if (n > 2048) {
+    const int64_t half = (n / 2) / 8 * 8;
+    return treeSum(x, half) + treeSum(x + half, n - half);
+  }
+  float lanes[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int64_t l = 0; l < 8; ++l)
+      lanes[l] += x[j + l];
+  for (int64_t l = 0; j < n; ++j, ++l)
+    lanes[l] += x[j];
+  for (int64_t w = 4; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l)
+      lanes[l] += lanes[l + w];
+  return lanes[0];
+}
+
+TEST(CpuKernelThreads, FullSumsSplitTheirTreeAsOnOneThread) {
+  // A reduction of every element (a gradient's squared norm) splits the
+  // top of its tree over the threads: bitwise the one-thread tree.
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{100003}, std::vector<int64_t>{300, 701},
+        std::vector<int64_t>{2, 3, 50000}}) {
+    Tensor x = random(shape, 14);
+    Attrs all;
+    std::vector<int64_t> dims;
+    for (size_t d = 0; d < shape.size(); ++d)
+      dims.push_back(int64_t(d));
+    all.set("dims", dims);
+    Tensor sum = Tensor::output(DType::kF32, {});
+    ASSERT_TRUE(runKernel("reduce_sum", {x.view()}, {sum.view()}, all).isOk());
+    const float expected =
+        treeSum(reinterpret_cast<const float *>(x.bytes()), x.numel());
+    EXPECT_EQ(sum.raw<float>(0), expected) << "reduce_sum of " << x.numel()
+                                           << " elements";
+  }
+}
+
 TEST(CpuKernelThreads, LayerNormGradAsOnOneThread) {
   // dx rows (split) against each row alone (too small to split: the
   // one-pass loop); dscale and dbias (columns split) against their
