@@ -121,31 +121,22 @@ DTCC_ALWAYS_INLINE void binaryRunBody(OS *po, const AS *pa, const BS *pb,
   }
 }
 
-#if DTCC_HAVE_AVX512_CLONES
-template <typename OS, typename AS, typename BS, typename Op>
-DTCC_AVX512_TARGET void binaryRunAvx512(OS *po, const AS *pa, const BS *pb,
-                                        int64_t n, int64_t sa, int64_t sb,
-                                        const Op &op) {
-  binaryRunBody(po, pa, pb, n, sa, sb, op);
-}
-#endif
-
 /// binaryRun's loops, runs of one float type (f32, bf16, f16: the half
 /// types' conversions are integer and f32 operations, exact either way) on
 /// AVX-512 where the CPU has it (IsaDispatch.h).
 template <typename OS, typename AS, typename BS, typename Op>
 inline void binaryRun(OS *po, const AS *pa, const BS *pb, int64_t n, int64_t sa,
                       int64_t sb, const Op &op) {
-#if DTCC_HAVE_AVX512_CLONES
   if constexpr (std::is_same_v<OS, AS> && std::is_same_v<AS, BS> &&
                 (std::is_same_v<OS, float> || std::is_same_v<OS, BFloat16> ||
                  std::is_same_v<OS, Half>)) {
-    if (n >= 64 && cpuHasAvx512()) {
-      binaryRunAvx512(po, pa, pb, n, sa, sb, op);
+    if (n >= 64) {
+      withAvx512([&]() DTCC_INLINE_LAMBDA {
+        binaryRunBody(po, pa, pb, n, sa, sb, op);
+      });
       return;
     }
   }
-#endif
   binaryRunBody(po, pa, pb, n, sa, sb, op);
 }
 

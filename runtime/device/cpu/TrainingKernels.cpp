@@ -852,28 +852,16 @@ DTCC_ALWAYS_INLINE void adamwBody(const C *param, const C *grad, const C *m,
   }
 }
 
-#if DTCC_HAVE_AVX512_CLONES
-DTCC_AVX512_TARGET void adamwAvx512(const float *param, const float *grad,
-                                    const float *m, const float *v,
-                                    float *newP, float *newM, float *newV,
-                                    int64_t n, const AdamwCoefs<float> &k) {
-  adamwBody(param, grad, m, v, newP, newM, newV, n, k);
-}
-#endif
-
 /// adamwBody, f32 on AVX-512 where the CPU has it (IsaDispatch.h).
 template <typename C>
 void adamwLoop(const C *param, const C *grad, const C *m, const C *v, C *newP,
                C *newM, C *newV, int64_t n, const AdamwCoefs<C> k) {
-#if DTCC_HAVE_AVX512_CLONES
-  if constexpr (std::is_same_v<C, float>) {
-    if (cpuHasAvx512()) {
-      adamwAvx512(param, grad, m, v, newP, newM, newV, n, k);
-      return;
-    }
-  }
-#endif
-  adamwBody(param, grad, m, v, newP, newM, newV, n, k);
+  if constexpr (std::is_same_v<C, float>)
+    withAvx512([&]() DTCC_INLINE_LAMBDA {
+      adamwBody(param, grad, m, v, newP, newM, newV, n, k);
+    });
+  else
+    adamwBody(param, grad, m, v, newP, newM, newV, n, k);
 }
 
 StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
