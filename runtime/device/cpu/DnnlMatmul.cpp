@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 extern "C" void omp_set_num_threads(int);
@@ -39,15 +40,24 @@ Status operandDesc(dnnl_memory_desc_t &md, int64_t batch, int64_t stride,
 /// The calling thread's scratchpad for single-threaded primitives: one
 /// buffer per thread, as large as the largest primitive it ran needs (a
 /// thread runs one primitive at a time, so every primitive shares it, as
-/// oneDNN's own library scratchpad is shared).
+/// oneDNN's own library scratchpad is shared). Page-aligned, as oneDNN
+/// aligns the parts it carves out of it relative to its start.
 void *threadScratchpad(size_t bytes) {
-  thread_local std::unique_ptr<char[]> buffer;
-  thread_local size_t capacity = 0;
-  if (bytes > capacity) {
-    buffer.reset(new char[bytes]);
-    capacity = bytes;
+  struct Buffer {
+    void *data = nullptr;
+    size_t capacity = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.capacity) {
+    constexpr size_t kPage = 4096;
+    std::free(buffer.data);
+    buffer.capacity = (bytes + kPage - 1) / kPage * kPage;
+    buffer.data = std::aligned_alloc(kPage, buffer.capacity);
+    if (!buffer.data)
+      buffer.capacity = 0;
   }
-  return buffer.get();
+  return buffer.data;
 }
 
 } // namespace
@@ -169,9 +179,13 @@ DnnlMatmul::create(const GemmBatch &g, DnnlGemmType type, const void *a,
 
 Status DnnlMatmul::execute(Slot &slot) {
   omp_set_num_threads(state_->ompThreads);
-  if (slot.scratch)
-    DTCC_DNNL_CHECK(dnnl_memory_set_data_handle(
-        slot.scratch, threadScratchpad(state_->scratchBytes)));
+  if (slot.scratch) {
+    void *scratch = threadScratchpad(state_->scratchBytes);
+    if (!scratch)
+      return internalError("cannot allocate ", state_->scratchBytes,
+                           " bytes of oneDNN matmul scratchpad");
+    DTCC_DNNL_CHECK(dnnl_memory_set_data_handle(slot.scratch, scratch));
+  }
   dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, slot.a},
                             {DNNL_ARG_WEIGHTS, slot.b},
                             {DNNL_ARG_DST, slot.c},
