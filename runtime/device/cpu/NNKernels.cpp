@@ -202,48 +202,55 @@ StatusOr<NormPlan> planNorm(const KernelContext &ctx, size_t minInputs,
   return plan;
 }
 
+/// Calls row(r) for every row of a norm: rows are independent, so they
+/// split over the kernels' threads, each thread's rows in an AVX-512 clone
+/// where the CPU has it. `row` is a lambda marked DTCC_INLINE_LAMBDA.
+template <typename F> void forEachNormRow(const NormPlan &p, const F &row) {
+  parallelFor(
+      p.rows,
+      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.cols)),
+      [&](int64_t begin, int64_t end, int) {
+        withAvx512([&]() DTCC_INLINE_LAMBDA {
+          for (int64_t r = begin; r < end; ++r)
+            row(r);
+        });
+      });
+}
+
 template <typename S>
 KernelFn makeLayerNorm(const NormPlan &p, const S *x, const S *scale,
                        const S *bias, S *y, void *mean, void *rstd) {
   using C = ComputeT<S>;
   return [=]() -> Status {
-    // Rows are independent: split over the kernels' threads.
-    parallelFor(
-        p.rows,
-        std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.cols)),
-        [&](int64_t begin, int64_t end, int) {
-          withAvx512([&]() DTCC_INLINE_LAMBDA {
-          for (int64_t r = begin; r < end; ++r) {
-            const S *xr = x + r * p.cols;
-            S *yr = y + r * p.cols;
-            double mu = p.cols ? rowSum(xr, p.cols, [](C v) { return v; }) /
-                                     double(p.cols)
-                               : 0.0;
-            const C mc = C(mu);
-            double var = p.cols ? rowSum(xr, p.cols,
-                                         [mc](C v) {
-                                           C d = v - mc;
-                                           return d * d;
-                                         }) /
-                                      double(p.cols)
-                                : 0.0;
-            double rs = 1.0 / std::sqrt(var + p.eps);
-            storeStat(p.statType, mean, r, mu);
-            storeStat(p.statType, rstd, r, rs);
-            const C m = C(mu), s = C(rs);
-            if (bias) {
-              for (int64_t c = 0; c < p.cols; ++c)
-                yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) * s *
-                                           Elem<S>::load(scale[c]) +
-                                       Elem<S>::load(bias[c]));
-            } else {
-              for (int64_t c = 0; c < p.cols; ++c)
-                yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) * s *
-                                       Elem<S>::load(scale[c]));
-            }
-          }
-          });
-        });
+    forEachNormRow(p, [&](int64_t r) DTCC_INLINE_LAMBDA {
+      const S *xr = x + r * p.cols;
+      S *yr = y + r * p.cols;
+      double mu = p.cols ? rowSum(xr, p.cols, [](C v) { return v; }) /
+                               double(p.cols)
+                         : 0.0;
+      const C mc = C(mu);
+      double var = p.cols ? rowSum(xr, p.cols,
+                                   [mc](C v) {
+                                     C d = v - mc;
+                                     return d * d;
+                                   }) /
+                                double(p.cols)
+                          : 0.0;
+      double rs = 1.0 / std::sqrt(var + p.eps);
+      storeStat(p.statType, mean, r, mu);
+      storeStat(p.statType, rstd, r, rs);
+      const C m = C(mu), s = C(rs);
+      if (bias) {
+        for (int64_t c = 0; c < p.cols; ++c)
+          yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) * s *
+                                     Elem<S>::load(scale[c]) +
+                                 Elem<S>::load(bias[c]));
+      } else {
+        for (int64_t c = 0; c < p.cols; ++c)
+          yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m) * s *
+                                 Elem<S>::load(scale[c]));
+      }
+    });
     return Status::ok();
   };
 }
@@ -269,28 +276,19 @@ KernelFn makeRmsNorm(const NormPlan &p, const S *x, const S *scale, S *y,
                      void *rstd) {
   using C = ComputeT<S>;
   return [=]() -> Status {
-    // Rows are independent: split over the kernels' threads.
-    parallelFor(
-        p.rows,
-        std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.cols)),
-        [&](int64_t begin, int64_t end, int) {
-          withAvx512([&]() DTCC_INLINE_LAMBDA {
-            for (int64_t r = begin; r < end; ++r) {
-              const S *xr = x + r * p.cols;
-              S *yr = y + r * p.cols;
-              double ms =
-                  p.cols ? rowSum(xr, p.cols, [](C v) { return v * v; }) /
+    forEachNormRow(p, [&](int64_t r) DTCC_INLINE_LAMBDA {
+      const S *xr = x + r * p.cols;
+      S *yr = y + r * p.cols;
+      double ms = p.cols ? rowSum(xr, p.cols, [](C v) { return v * v; }) /
                                double(p.cols)
                          : 0.0;
-              double rs = 1.0 / std::sqrt(ms + p.eps);
-              storeStat(p.statType, rstd, r, rs);
-              const C s = C(rs);
-              for (int64_t c = 0; c < p.cols; ++c)
-                yr[c] = Elem<S>::store(Elem<S>::load(xr[c]) * s *
-                                       Elem<S>::load(scale[c]));
-            }
-          });
-        });
+      double rs = 1.0 / std::sqrt(ms + p.eps);
+      storeStat(p.statType, rstd, r, rs);
+      const C s = C(rs);
+      for (int64_t c = 0; c < p.cols; ++c)
+        yr[c] =
+            Elem<S>::store(Elem<S>::load(xr[c]) * s * Elem<S>::load(scale[c]));
+    });
     return Status::ok();
   };
 }
