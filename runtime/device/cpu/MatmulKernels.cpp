@@ -204,7 +204,10 @@ KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
                                      : pieceSize * p.k;
   const int64_t stepB = byBatch ? pieceSize * p.rhsStride : 0;
   const int64_t stepC = byBatch ? pieceSize * p.outStride : pieceSize * p.n;
-  const int workers = cpuThreads();
+  // parallelFor below gives its units to workers 0 .. min(threads, units)
+  // - 1: only those need memory objects and a stream of their own.
+  const int64_t units = p.groups() * pieces;
+  const int workers = int(std::clamp<int64_t>(units, 1, cpuThreads()));
   auto make = [&](int64_t n) -> std::shared_ptr<DnnlMatmul> {
     GemmBatch g = gemmBatch(p);
     (byBatch ? g.batch : g.m) = n;
@@ -221,7 +224,6 @@ KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
   std::shared_ptr<DnnlMatmul> tail = last == pieceSize ? whole : make(last);
   if (!whole || !tail)
     return nullptr;
-  const int64_t units = p.groups() * pieces;
   return [=]() -> Status {
     Status failed;
     std::mutex mutex;
