@@ -18,10 +18,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -34,14 +30,6 @@
 using namespace mlir;
 
 namespace dtcc {
-
-void registerDtccDialects(DialectRegistry &registry) {
-  registry.insert<graph::GraphDialect, shard::ShardDialect, exec::ExecDialect,
-                  func::FuncDialect>();
-  // Fused regions' functions (dtcc-lower-fuse-regions), in dumps.
-  registry.insert<linalg::LinalgDialect, arith::ArithDialect,
-                  math::MathDialect, memref::MemRefDialect, scf::SCFDialect>();
-}
 
 std::optional<Phase> parsePhase(llvm::StringRef name) {
   return llvm::StringSwitch<std::optional<Phase>>(name)

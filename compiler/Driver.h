@@ -12,15 +12,14 @@
 #include "passes/Planning/Plan.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "dialects/Registration.h"
+
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OwningOpRef.h"
 
 #include <string>
 
 namespace dtcc {
-
-/// Every dialect dtcc's IR can contain.
-void registerDtccDialects(mlir::DialectRegistry &registry);
 
 /// Where compilation stops. Each phase's output is the next one's input.
 enum class Phase {

@@ -7,21 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/InternalErrors.h"
-#include "dialects/Exec/IR/ExecOps.h"
-#include "dialects/Graph/IR/GraphOps.h"
-#include "dialects/Shard/IR/ShardOps.h"
+#include "dialects/Registration.h"
 #include "passes/Graph/Passes.h"
 #include "passes/Lowering/Passes.h"
 #include "passes/Planning/Passes.h"
 #include "passes/Sharding/Passes.h"
 #include "passes/Pipelines/Phases.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -40,11 +32,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   dtcc::installInternalErrorHandlers("dtcc-opt");
   mlir::DialectRegistry registry;
-  registry.insert<dtcc::graph::GraphDialect, dtcc::shard::ShardDialect,
-                  dtcc::exec::ExecDialect, mlir::func::FuncDialect,
-                  mlir::linalg::LinalgDialect, mlir::arith::ArithDialect,
-                  mlir::math::MathDialect, mlir::memref::MemRefDialect,
-                  mlir::scf::SCFDialect>();
+  dtcc::registerDtccDialects(registry);
   dtcc::graph::registerGraphPasses();
   dtcc::lowering::registerLoweringPasses();
   dtcc::shard::registerShardingPasses();
