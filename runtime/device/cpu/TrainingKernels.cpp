@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <utility>
 
@@ -224,102 +223,63 @@ StatusOr<KernelFn> buildGeluGrad(const KernelContext &ctx) {
 // softmax_grad / log_softmax_grad
 //===----------------------------------------------------------------------===//
 
-/// A softmax or norm gradient on f16 or bf16 tensors: its f32 kernel on
-/// float copies of the half operands, each half result rounded once when
-/// stored. This is the f32 island mixed precision used to put around the op
-/// (exact widening, f32 math, one rounding), without the program's casts.
-class HalfStaging {
-public:
-  explicit HalfStaging(DType half) : half_(half) {}
-  /// A float copy of a half input of `n` elements, filled before each run.
-  const float *input(const void *data, int64_t n) {
-    ins_.push_back({data, std::vector<float>(size_t(n))});
-    return ins_.back().second.data();
-  }
-  /// A float buffer for a half output of `n` elements, stored after each run.
-  float *output(void *data, int64_t n) {
-    outs_.push_back({data, std::vector<float>(size_t(n))});
-    return outs_.back().second.data();
-  }
-  /// Runs `f32` between the conversions.
-  KernelFn wrap(KernelFn f32) {
-    auto self = std::make_shared<HalfStaging>(std::move(*this));
-    return [self, f32 = std::move(f32)]() -> Status {
-      for (auto &[data, copy] : self->ins_)
-        visitDType<kSetHalfs>(self->half_, [&](auto tag) {
-          using H = typename decltype(tag)::type;
-          const H *h = static_cast<const H *>(data);
-          for (size_t i = 0; i < copy.size(); ++i)
-            copy[i] = Elem<H>::load(h[i]);
-        });
-      DTCC_RETURN_IF_ERROR(f32());
-      for (auto &[data, copy] : self->outs_)
-        visitDType<kSetHalfs>(self->half_, [&](auto tag) {
-          using H = typename decltype(tag)::type;
-          H *h = static_cast<H *>(data);
-          for (size_t i = 0; i < copy.size(); ++i)
-            h[i] = Elem<H>::store(copy[i]);
-        });
-      return Status::ok();
-    };
-  }
-
-private:
-  DType half_;
-  // Lists: the buffers' addresses must not move as more are added.
-  std::list<std::pair<const void *, std::vector<float>>> ins_;
-  std::list<std::pair<void *, std::vector<float>>> outs_;
-};
-
 /// softmax: dx = y (dy - sum(dy y)); log-softmax: dx = dy - exp(y) sum(dy).
 /// Along the last dimension (inner == 1) a row at a time; otherwise a block
-/// of `size` x `inner` with one double sum per column.
-template <typename C, bool Log>
-KernelFn makeSoftmaxGrad(const C *y, const C *dy, C *dx, int64_t outer,
+/// of `size` x `inner` with one double sum per column. S is the tensors'
+/// element type; f16 and bf16 widen each element as they read it and
+/// compute in f32, rounding each result once when stored.
+template <typename S, bool Log>
+KernelFn makeSoftmaxGrad(const S *y, const S *dy, S *dx, int64_t outer,
                          int64_t size, int64_t inner) {
+  using C = ComputeT<S>;
   auto expScratch = std::make_shared<std::vector<C>>(!Log         ? 0
                                                      : inner == 1 ? size
                                                                   : inner);
   auto sumScratch =
       std::make_shared<std::vector<double>>(inner > 1 ? inner : 0);
   return [=]() -> Status {
+    auto at = [](const S *p, int64_t i) { return Elem<S>::load(p[i]); };
     C *t = expScratch->data();
     for (int64_t o = 0; o < outer; ++o) {
-      const C *yb = y + o * size * inner, *db = dy + o * size * inner;
-      C *xb = dx + o * size * inner;
+      const S *yb = y + o * size * inner, *db = dy + o * size * inner;
+      S *xb = dx + o * size * inner;
       if (inner == 1) {
         if constexpr (Log) {
-          const C s = C(blockedSum<C>(size, [&](int64_t i) { return db[i]; }));
-          std::copy(yb, yb + size, t);
+          const C s =
+              C(blockedSum<C>(size, [&](int64_t i) { return at(db, i); }));
+          for (int64_t d = 0; d < size; ++d)
+            t[d] = at(yb, d);
           vectorMath(MathFn::kExp, t, size);
           for (int64_t d = 0; d < size; ++d)
-            xb[d] = db[d] - t[d] * s;
+            xb[d] = Elem<S>::store(at(db, d) - t[d] * s);
         } else {
-          const C s =
-              C(blockedSum<C>(size, [&](int64_t i) { return db[i] * yb[i]; }));
+          const C s = C(blockedSum<C>(
+              size, [&](int64_t i) { return at(db, i) * at(yb, i); }));
           for (int64_t d = 0; d < size; ++d)
-            xb[d] = yb[d] * (db[d] - s);
+            xb[d] = Elem<S>::store(at(yb, d) * (at(db, d) - s));
         }
         continue;
       }
       double *sum = sumScratch->data();
       std::fill(sum, sum + inner, 0.0);
       for (int64_t d = 0; d < size; ++d) {
-        const C *yr = yb + d * inner, *dr = db + d * inner;
+        const S *yr = yb + d * inner, *dr = db + d * inner;
         for (int64_t i = 0; i < inner; ++i)
-          sum[i] += Log ? double(dr[i]) : double(dr[i]) * double(yr[i]);
+          sum[i] += Log ? double(at(dr, i))
+                        : double(at(dr, i)) * double(at(yr, i));
       }
       for (int64_t d = 0; d < size; ++d) {
-        const C *yr = yb + d * inner, *dr = db + d * inner;
-        C *xr = xb + d * inner;
+        const S *yr = yb + d * inner, *dr = db + d * inner;
+        S *xr = xb + d * inner;
         if constexpr (Log) {
-          std::copy(yr, yr + inner, t);
+          for (int64_t i = 0; i < inner; ++i)
+            t[i] = at(yr, i);
           vectorMath(MathFn::kExp, t, inner);
           for (int64_t i = 0; i < inner; ++i)
-            xr[i] = dr[i] - t[i] * C(sum[i]);
+            xr[i] = Elem<S>::store(at(dr, i) - t[i] * C(sum[i]));
         } else {
           for (int64_t i = 0; i < inner; ++i)
-            xr[i] = yr[i] * (dr[i] - C(sum[i]));
+            xr[i] = Elem<S>::store(at(yr, i) * (at(dr, i) - C(sum[i])));
         }
       }
     }
@@ -339,19 +299,11 @@ StatusOr<KernelFn> buildSoftmaxGrad(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(int64_t dim, getDimAttr(ctx, "dim", y.rank()));
   const int64_t outer = product(y.shape, 0, dim), size = y.shape[dim],
                 inner = product(y.shape, dim + 1);
-  if (isHalfDType(y.dtype)) {
-    HalfStaging stage(y.dtype);
-    const float *ys = stage.input(y.data, y.numel());
-    const float *dys = stage.input(dy.data, dy.numel());
-    float *outs = stage.output(out.data, out.numel());
-    return stage.wrap(
-        makeSoftmaxGrad<float, Log>(ys, dys, outs, outer, size, inner));
-  }
   KernelFn fn;
-  if (!visitDType<kSetF32F64>(y.dtype, [&](auto tag) {
-        using C = typename decltype(tag)::type;
-        fn = makeSoftmaxGrad<C, Log>(y.as<const C>(), dy.as<const C>(),
-                                     out.as<C>(), outer, size, inner);
+  if (!visitDType<kSetFloats>(y.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        fn = makeSoftmaxGrad<S, Log>(y.as<const S>(), dy.as<const S>(),
+                                     out.as<S>(), outer, size, inner);
       }))
     return unsupportedDType(ctx, y.dtype, kSetFloats);
   return fn;

@@ -292,6 +292,40 @@ TEST(CpuTrainingKernels, SoftmaxGradsMatchReference) {
       }
 }
 
+TEST(CpuTrainingKernels, SoftmaxGradsInHalfTypesAreTheF32KernelRoundedOnce) {
+  // f16 and bf16 operands are widened exactly and every result is rounded
+  // once when stored: bitwise the f32 kernel on the widened operands with
+  // its results rounded to the half type.
+  std::mt19937 rng(78);
+  for (const SoftmaxCase &c : softmaxCases())
+    for (DType dt : {DType::kBF16, DType::kF16})
+      for (bool log : {false, true}) {
+        const int64_t dim = normDim(c.dim, c.shape.size());
+        Tensor x = randomTensor(rng, DType::kF64, c.shape, -4, 4);
+        Tensor y = softmaxRef(x, dim, log, dt);
+        Tensor dy = randomTensor(rng, dt, c.shape, -2, 2);
+        Tensor wy(DType::kF32, c.shape), wdy(DType::kF32, c.shape);
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          wy.set(i, y.get(i));
+          wdy.set(i, dy.get(i));
+        }
+        const char *name = log ? "log_softmax_grad" : "softmax_grad";
+        Attrs attrs = attrsOf({{"dim", c.dim}});
+        Tensor dx = Tensor::output(dt, c.shape);
+        Tensor wdx = Tensor::output(DType::kF32, c.shape);
+        ASSERT_TRUE(runKernel(name, {y.view(), dy.view()}, {dx.view()}, attrs).isOk());
+        ASSERT_TRUE(
+            runKernel(name, {wy.view(), wdy.view()}, {wdx.view()}, attrs).isOk());
+        for (int64_t i = 0; i < dx.numel(); ++i) {
+          Tensor rounded(dt, {1});
+          rounded.set(0, wdx.get(i));
+          ASSERT_EQ(dx.raw<uint16_t>(i), rounded.raw<uint16_t>(0))
+              << name << " " << dtypeName(dt) << " " << shapeStr(c.shape)
+              << " dim " << c.dim << " element " << i;
+        }
+      }
+}
+
 TEST(CpuTrainingKernels, SoftmaxGradsMatchFiniteDifferences) {
   std::mt19937 rng(74);
   for (const SoftmaxCase &c : softmaxCases()) {
