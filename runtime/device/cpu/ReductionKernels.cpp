@@ -358,10 +358,10 @@ KernelFn makeReduce(const ReducePlan &plan, const S *in, S *out) {
       // dimension in the prefix) stay on one thread.
       // A whole input that is one row (a full reduction: a gradient's
       // squared norm) splits the row's tree instead.
-      if (plan.rowTail && plan.prefixDistinct)
-        forEachRunParallel(plan.prefix, runs, plan.rowLen);
-      else if (plan.rowTail && plan.rowLen == plan.inNumel)
+      if (plan.rowTail && plan.rowLen == plan.inNumel)
         acc[0] = R::combine(acc[0], reduceRowSplit<R, S, A>(in, plan.rowLen));
+      else if (plan.rowTail && plan.prefixDistinct)
+        forEachRunParallel(plan.prefix, runs, plan.rowLen);
       else
         forEachRun(plan.prefix, runs);
     }
