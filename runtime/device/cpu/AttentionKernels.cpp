@@ -145,60 +145,61 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
       C *vw = kWiden ? kw + p.sk * p.d : nullptr;
       C *ow = kWiden ? vw + p.sk * p.dv : nullptr;
       withAvx512([&]() DTCC_INLINE_LAMBDA {
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t b = t / qBlocks, i0 = (t % qBlocks) * kTile;
-        const int64_t m = std::min(kTile, p.sq - i0);
-        const int64_t keys = keysSeen(p, i0, m);
-        const C *qi = widen(q + (b * p.sq + i0) * p.d, m * p.d, qw);
-        const C *kb = widen(k + b * p.sk * p.d, keys * p.d, kw);
-        const C *vb = widen(v + b * p.sk * p.dv, keys * p.dv, vw);
-        S *obOut = out + (b * p.sq + i0) * p.dv;
-        C *ob = computeInto(obOut, ow);
-        std::fill(ob, ob + m * p.dv, C(0));
-        std::fill(rowMax, rowMax + m, -std::numeric_limits<C>::infinity());
-        std::fill(rowSum, rowSum + m, C(0));
-        for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-          const int64_t n = std::min(kTile, keys - j0);
-          blockScores(p, qi, kb, mask, b, i0, m, j0, n, s);
-          for (int64_t i = 0; i < m; ++i) {
-            C *sr = s + i * kTile;
-            // Eight lanes each (cpu::rowMax, blockedSum): a row's maximum
-            // and sum vectorize instead of running one dependent
-            // comparison or addition per key.
-            const C tileMax = cpu::rowMax(sr, n);
-            const C blockMax =
-                tileMax > rowMax[i] || isNan(tileMax) ? tileMax : rowMax[i];
-            if (blockMax == -std::numeric_limits<C>::infinity()) {
-              // Every key so far hidden: nothing to add yet.
-              std::fill(sr, sr + n, C(0));
-              continue;
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t b = t / qBlocks, i0 = (t % qBlocks) * kTile;
+          const int64_t m = std::min(kTile, p.sq - i0);
+          const int64_t keys = keysSeen(p, i0, m);
+          const C *qi = widen(q + (b * p.sq + i0) * p.d, m * p.d, qw);
+          const C *kb = widen(k + b * p.sk * p.d, keys * p.d, kw);
+          const C *vb = widen(v + b * p.sk * p.dv, keys * p.dv, vw);
+          S *obOut = out + (b * p.sq + i0) * p.dv;
+          C *ob = computeInto(obOut, ow);
+          std::fill(ob, ob + m * p.dv, C(0));
+          std::fill(rowMax, rowMax + m, -std::numeric_limits<C>::infinity());
+          std::fill(rowSum, rowSum + m, C(0));
+          for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+            const int64_t n = std::min(kTile, keys - j0);
+            blockScores(p, qi, kb, mask, b, i0, m, j0, n, s);
+            for (int64_t i = 0; i < m; ++i) {
+              C *sr = s + i * kTile;
+              // Eight lanes each (cpu::rowMax, blockedSum): a row's maximum
+              // and sum vectorize instead of running one dependent
+              // comparison or addition per key.
+              const C tileMax = cpu::rowMax(sr, n);
+              const C blockMax =
+                  tileMax > rowMax[i] || isNan(tileMax) ? tileMax : rowMax[i];
+              if (blockMax == -std::numeric_limits<C>::infinity()) {
+                // Every key so far hidden: nothing to add yet.
+                std::fill(sr, sr + n, C(0));
+                continue;
+              }
+              const C alpha = std::exp(rowMax[i] - blockMax);
+              for (int64_t j = 0; j < n; ++j)
+                sr[j] -= blockMax;
+              vectorMath(MathFn::kExp, sr, n);
+              const C sum =
+                  C(blockedSum<C>(n, [&](int64_t j) { return sr[j]; }));
+              rowSum[i] = rowSum[i] * alpha + sum;
+              rowMax[i] = blockMax;
+              if (alpha != C(1)) {
+                C *orow = ob + i * p.dv;
+                for (int64_t e = 0; e < p.dv; ++e)
+                  orow[e] *= alpha;
+              }
             }
-            const C alpha = std::exp(rowMax[i] - blockMax);
-            for (int64_t j = 0; j < n; ++j)
-              sr[j] -= blockMax;
-            vectorMath(MathFn::kExp, sr, n);
-            const C sum = C(blockedSum<C>(n, [&](int64_t j) { return sr[j]; }));
-            rowSum[i] = rowSum[i] * alpha + sum;
-            rowMax[i] = blockMax;
-            if (alpha != C(1)) {
-              C *orow = ob + i * p.dv;
-              for (int64_t e = 0; e < p.dv; ++e)
-                orow[e] *= alpha;
-            }
+            // O += P · V_block.
+            gemm(false, false, m, p.dv, n, C(1), s, kTile, vb + j0 * p.dv, p.dv,
+                 C(1), ob, p.dv);
           }
-          // O += P · V_block.
-          gemm(false, false, m, p.dv, n, C(1), s, kTile, vb + j0 * p.dv, p.dv,
-               C(1), ob, p.dv);
+          for (int64_t i = 0; i < m; ++i) {
+            const C inv = C(1) / rowSum[i];
+            C *orow = ob + i * p.dv;
+            for (int64_t e = 0; e < p.dv; ++e)
+              orow[e] *= inv;
+            lse[b * p.sq + i0 + i] = float(rowMax[i] + std::log(rowSum[i]));
+          }
+          narrow(ob, m * p.dv, obOut);
         }
-        for (int64_t i = 0; i < m; ++i) {
-          const C inv = C(1) / rowSum[i];
-          C *orow = ob + i * p.dv;
-          for (int64_t e = 0; e < p.dv; ++e)
-            orow[e] *= inv;
-          lse[b * p.sq + i0 + i] = float(rowMax[i] + std::log(rowSum[i]));
-        }
-        narrow(ob, m * p.dv, obOut);
-      }
       });
     });
     return Status::ok();
@@ -237,63 +238,63 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
         dvw = dkw + p.sk * p.d;
       }
       withAvx512([&]() DTCC_INLINE_LAMBDA {
-      for (int64_t b = begin; b < end; ++b) {
-        const C *qb = widen(q + b * p.sq * p.d, p.sq * p.d, qw),
-                *kb = widen(k + b * p.sk * p.d, p.sk * p.d, kw),
-                *vb = widen(v + b * p.sk * p.dv, p.sk * p.dv, vw),
-                *ob = widen(o + b * p.sq * p.dv, p.sq * p.dv, ow),
-                *dob = widen(dout + b * p.sq * p.dv, p.sq * p.dv, dow);
-        const float *lb = lse + b * p.sq;
-        S *dqOut = dq + b * p.sq * p.d, *dkOut = dk + b * p.sk * p.d,
-          *dvOut = dv + b * p.sk * p.dv;
-        C *dqb = computeInto(dqOut, dqw), *dkb = computeInto(dkOut, dkw),
-          *dvb = computeInto(dvOut, dvw);
-        std::fill(dqb, dqb + p.sq * p.d, C(0));
-        std::fill(dkb, dkb + p.sk * p.d, C(0));
-        std::fill(dvb, dvb + p.sk * p.dv, C(0));
-        for (int64_t i = 0; i < p.sq; ++i) {
-          const C *dor = dob + i * p.dv, *orow = ob + i * p.dv;
-          rowDot[i] =
-              C(blockedSum<C>(p.dv, [&](int64_t e) { return dor[e] * orow[e]; }));
-        }
-        for (int64_t i0 = 0; i0 < p.sq; i0 += kTile) {
-          const int64_t m = std::min(kTile, p.sq - i0);
-          const int64_t keys = keysSeen(p, i0, m);
-          for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-            const int64_t n = std::min(kTile, keys - j0);
-            // P = exp(S - lse), recomputed.
-            blockScores(p, qb + i0 * p.d, kb, mask, b, i0, m, j0, n, pb);
-            for (int64_t i = 0; i < m; ++i) {
-              C *pr = pb + i * kTile;
-              const C l = C(lb[i0 + i]);
-              for (int64_t j = 0; j < n; ++j)
-                pr[j] -= l;
-              vectorMath(MathFn::kExp, pr, n);
-            }
-            // dV_j += Pᵀ dO_i.
-            gemm(true, false, n, p.dv, m, C(1), pb, kTile,
-                 dob + i0 * p.dv, p.dv, C(1), dvb + j0 * p.dv, p.dv);
-            // dP = dO_i V_jᵀ; dS = P (dP - D).
-            gemm(false, true, m, n, p.dv, C(1), dob + i0 * p.dv, p.dv,
-                 vb + j0 * p.dv, p.dv, C(0), ds, kTile);
-            for (int64_t i = 0; i < m; ++i) {
-              C *dr = ds + i * kTile;
-              const C *pr = pb + i * kTile;
-              const C dot = rowDot[i0 + i];
-              for (int64_t j = 0; j < n; ++j)
-                dr[j] = pr[j] * (dr[j] - dot);
-            }
-            // dQ_i += scale dS K_j; dK_j += scale dSᵀ Q_i.
-            gemm(false, false, m, p.d, n, C(p.scale), ds, kTile,
-                 kb + j0 * p.d, p.d, C(1), dqb + i0 * p.d, p.d);
-            gemm(true, false, n, p.d, m, C(p.scale), ds, kTile,
-                 qb + i0 * p.d, p.d, C(1), dkb + j0 * p.d, p.d);
+        for (int64_t b = begin; b < end; ++b) {
+          const C *qb = widen(q + b * p.sq * p.d, p.sq * p.d, qw),
+                  *kb = widen(k + b * p.sk * p.d, p.sk * p.d, kw),
+                  *vb = widen(v + b * p.sk * p.dv, p.sk * p.dv, vw),
+                  *ob = widen(o + b * p.sq * p.dv, p.sq * p.dv, ow),
+                  *dob = widen(dout + b * p.sq * p.dv, p.sq * p.dv, dow);
+          const float *lb = lse + b * p.sq;
+          S *dqOut = dq + b * p.sq * p.d, *dkOut = dk + b * p.sk * p.d,
+            *dvOut = dv + b * p.sk * p.dv;
+          C *dqb = computeInto(dqOut, dqw), *dkb = computeInto(dkOut, dkw),
+            *dvb = computeInto(dvOut, dvw);
+          std::fill(dqb, dqb + p.sq * p.d, C(0));
+          std::fill(dkb, dkb + p.sk * p.d, C(0));
+          std::fill(dvb, dvb + p.sk * p.dv, C(0));
+          for (int64_t i = 0; i < p.sq; ++i) {
+            const C *dor = dob + i * p.dv, *orow = ob + i * p.dv;
+            rowDot[i] = C(blockedSum<C>(
+                p.dv, [&](int64_t e) { return dor[e] * orow[e]; }));
           }
+          for (int64_t i0 = 0; i0 < p.sq; i0 += kTile) {
+            const int64_t m = std::min(kTile, p.sq - i0);
+            const int64_t keys = keysSeen(p, i0, m);
+            for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+              const int64_t n = std::min(kTile, keys - j0);
+              // P = exp(S - lse), recomputed.
+              blockScores(p, qb + i0 * p.d, kb, mask, b, i0, m, j0, n, pb);
+              for (int64_t i = 0; i < m; ++i) {
+                C *pr = pb + i * kTile;
+                const C l = C(lb[i0 + i]);
+                for (int64_t j = 0; j < n; ++j)
+                  pr[j] -= l;
+                vectorMath(MathFn::kExp, pr, n);
+              }
+              // dV_j += Pᵀ dO_i.
+              gemm(true, false, n, p.dv, m, C(1), pb, kTile, dob + i0 * p.dv,
+                   p.dv, C(1), dvb + j0 * p.dv, p.dv);
+              // dP = dO_i V_jᵀ; dS = P (dP - D).
+              gemm(false, true, m, n, p.dv, C(1), dob + i0 * p.dv, p.dv,
+                   vb + j0 * p.dv, p.dv, C(0), ds, kTile);
+              for (int64_t i = 0; i < m; ++i) {
+                C *dr = ds + i * kTile;
+                const C *pr = pb + i * kTile;
+                const C dot = rowDot[i0 + i];
+                for (int64_t j = 0; j < n; ++j)
+                  dr[j] = pr[j] * (dr[j] - dot);
+              }
+              // dQ_i += scale dS K_j; dK_j += scale dSᵀ Q_i.
+              gemm(false, false, m, p.d, n, C(p.scale), ds, kTile,
+                   kb + j0 * p.d, p.d, C(1), dqb + i0 * p.d, p.d);
+              gemm(true, false, n, p.d, m, C(p.scale), ds, kTile, qb + i0 * p.d,
+                   p.d, C(1), dkb + j0 * p.d, p.d);
+            }
+          }
+          narrow(dqb, p.sq * p.d, dqOut);
+          narrow(dkb, p.sk * p.d, dkOut);
+          narrow(dvb, p.sk * p.dv, dvOut);
         }
-        narrow(dqb, p.sq * p.d, dqOut);
-        narrow(dkb, p.sk * p.d, dkOut);
-        narrow(dvb, p.sk * p.dv, dvOut);
-      }
       });
     });
     return Status::ok();

@@ -41,23 +41,23 @@ KernelFn makeSoftmax(const S *in, S *out, int64_t outer, int64_t size,
       auto rows = [&](int64_t begin, int64_t end, int worker) {
         C *t = rowScratch->data() + worker * size;
         withAvx512([&]() DTCC_INLINE_LAMBDA {
-        for (int64_t o = begin; o < end; ++o) {
-          const S *x = in + o * size;
-          S *y = out + o * size;
-          const C m = rowMax(x, size);
-          const double sum = expShifted(x, m, t, size);
-          if constexpr (Log) {
-            // (x - max) - log(sum) keeps the precision that x - lse loses
-            // when |max| is large.
-            const C logSum = C(std::log(sum));
-            for (int64_t d = 0; d < size; ++d)
-              y[d] = Elem<S>::store((Elem<S>::load(x[d]) - m) - logSum);
-          } else {
-            const C inv = C(1.0 / sum);
-            for (int64_t d = 0; d < size; ++d)
-              y[d] = Elem<S>::store(t[d] * inv);
+          for (int64_t o = begin; o < end; ++o) {
+            const S *x = in + o * size;
+            S *y = out + o * size;
+            const C m = rowMax(x, size);
+            const double sum = expShifted(x, m, t, size);
+            if constexpr (Log) {
+              // (x - max) - log(sum) keeps the precision that x - lse loses
+              // when |max| is large.
+              const C logSum = C(std::log(sum));
+              for (int64_t d = 0; d < size; ++d)
+                y[d] = Elem<S>::store((Elem<S>::load(x[d]) - m) - logSum);
+            } else {
+              const C inv = C(1.0 / sum);
+              for (int64_t d = 0; d < size; ++d)
+                y[d] = Elem<S>::store(t[d] * inv);
+            }
           }
-        }
         });
       };
       parallelFor(outer, std::max<int64_t>(1, kParallelGrain / size), rows);

@@ -170,23 +170,23 @@ KernelFn makeBatchBinaryLoop(const StridedLayout<3> &layout,
       const S *qa = pa + off[1], *qb = pb + off[2];
       const int64_t sa = st[1], sb = st[2];
       withAvx512([&]() DTCC_INLINE_LAMBDA {
-      for (int64_t j0 = 0; j0 < n; j0 += kMathChunk) {
-        const int64_t m = std::min(kMathChunk, n - j0);
-        if constexpr (std::is_same_v<S, C>) {
-          if (sa == 1 && sb == 1) {
-            op.batch(qa + j0, qb + j0, qo + j0, m);
-            continue;
+        for (int64_t j0 = 0; j0 < n; j0 += kMathChunk) {
+          const int64_t m = std::min(kMathChunk, n - j0);
+          if constexpr (std::is_same_v<S, C>) {
+            if (sa == 1 && sb == 1) {
+              op.batch(qa + j0, qb + j0, qo + j0, m);
+              continue;
+            }
           }
+          C ba[kMathChunk], bb[kMathChunk];
+          for (int64_t j = 0; j < m; ++j) {
+            ba[j] = Elem<S>::load(qa[(j0 + j) * sa]);
+            bb[j] = Elem<S>::load(qb[(j0 + j) * sb]);
+          }
+          op.batch(ba, bb, ba, m);
+          for (int64_t j = 0; j < m; ++j)
+            qo[j0 + j] = Elem<S>::store(ba[j]);
         }
-        C ba[kMathChunk], bb[kMathChunk];
-        for (int64_t j = 0; j < m; ++j) {
-          ba[j] = Elem<S>::load(qa[(j0 + j) * sa]);
-          bb[j] = Elem<S>::load(qb[(j0 + j) * sb]);
-        }
-        op.batch(ba, bb, ba, m);
-        for (int64_t j = 0; j < m; ++j)
-          qo[j0 + j] = Elem<S>::store(ba[j]);
-      }
       });
     });
     return Status::ok();
@@ -422,28 +422,28 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
                 [&](int64_t begin, int64_t end, int w) {
                   C *xhat = scratch->data() + 2 * cols * w, *g = xhat + cols;
                   withAvx512([&]() DTCC_INLINE_LAMBDA {
-                  for (int64_t k = begin; k < end; ++k) {
-                    double *accScale = partial->data() + sums * cols * k;
-                    double *accBias = accScale + cols;
-                    std::fill(accScale, accScale + sums * cols, 0.0);
-                    const int64_t r1 = std::min(p.rows, (k + 1) * chunkRows);
-                    for (int64_t r = k * chunkRows; r < r1; ++r) {
-                      const S *xr = x + r * cols, *dyr = dy + r * cols;
-                      const C mu =
-                          Layer ? C(loadStat(p.statType, mean, r)) : C(0);
-                      const C rs = C(loadStat(p.statType, rstd, r));
-                      for (int64_t c = 0; c < cols; ++c) {
-                        const C h = (Elem<S>::load(xr[c]) - mu) * rs;
-                        const C d = Elem<S>::load(dyr[c]);
-                        xhat[c] = h;
-                        g[c] = d * scaleC[c];
-                        accScale[c] += double(d) * double(h);
-                        if constexpr (Layer)
-                          accBias[c] += double(d);
+                    for (int64_t k = begin; k < end; ++k) {
+                      double *accScale = partial->data() + sums * cols * k;
+                      double *accBias = accScale + cols;
+                      std::fill(accScale, accScale + sums * cols, 0.0);
+                      const int64_t r1 = std::min(p.rows, (k + 1) * chunkRows);
+                      for (int64_t r = k * chunkRows; r < r1; ++r) {
+                        const S *xr = x + r * cols, *dyr = dy + r * cols;
+                        const C mu =
+                            Layer ? C(loadStat(p.statType, mean, r)) : C(0);
+                        const C rs = C(loadStat(p.statType, rstd, r));
+                        for (int64_t c = 0; c < cols; ++c) {
+                          const C h = (Elem<S>::load(xr[c]) - mu) * rs;
+                          const C d = Elem<S>::load(dyr[c]);
+                          xhat[c] = h;
+                          g[c] = d * scaleC[c];
+                          accScale[c] += double(d) * double(h);
+                          if constexpr (Layer)
+                            accBias[c] += double(d);
+                        }
+                        rowGrad(xhat, g, rs, dx + r * cols);
                       }
-                      rowGrad(xhat, g, rs, dx + r * cols);
                     }
-                  }
                   });
                 });
     // The chunks' sums, in chunk order; columns split over the threads.
