@@ -9,6 +9,7 @@
 #define DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
 
 #include "runtime/base/ScatterReduction.h"
+#include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/ThreadPool.h"
 #include "runtime/device/cpu/VectorMath.h"
 #include "runtime/exec/Kernel.h"
@@ -495,7 +496,8 @@ StatusOr<StridedLayout<N>> elementwiseLayout(const KernelContext &ctx) {
 
 /// Sum of f(i) for i < n: blocks of 512 summed in eight lanes of C (which
 /// vectorize), the block sums added in double.
-template <typename C, typename F> double blockedSum(int64_t n, F f) {
+template <typename C, typename F>
+DTCC_ALWAYS_INLINE double blockedSum(int64_t n, F f) {
   constexpr int64_t kLanes = 8, kBlock = 512;
   double total = 0;
   for (int64_t b = 0; b < n; b += kBlock) {
@@ -516,14 +518,16 @@ template <typename C, typename F> double blockedSum(int64_t n, F f) {
 }
 
 /// Sum of f(x[i]) in the compute type of S, as blockedSum.
-template <typename S, typename F> double rowSum(const S *x, int64_t n, F f) {
+template <typename S, typename F>
+DTCC_ALWAYS_INLINE double rowSum(const S *x, int64_t n, F f) {
   return blockedSum<ComputeT<S>>(
-      n, [&](int64_t i) { return f(Elem<S>::load(x[i])); });
+      n, [&](int64_t i) DTCC_INLINE_LAMBDA { return f(Elem<S>::load(x[i])); });
 }
 
 /// Maximum of x[0..n) (n >= 1), NaN if any is NaN; eight lanes so that it
 /// vectorizes.
-template <typename S> ComputeT<S> rowMax(const S *x, int64_t n) {
+template <typename S>
+DTCC_ALWAYS_INLINE ComputeT<S> rowMax(const S *x, int64_t n) {
   using C = ComputeT<S>;
   constexpr int64_t kLanes = 8;
   C lanes[kLanes];
@@ -547,7 +551,7 @@ template <typename S> ComputeT<S> rowMax(const S *x, int64_t n) {
 
 /// t[i] = exp(x[i] - m) for i < n, returning the sum in double.
 template <typename S>
-double expShifted(const S *x, ComputeT<S> m, ComputeT<S> *t, int64_t n) {
+DTCC_ALWAYS_INLINE double expShifted(const S *x, ComputeT<S> m, ComputeT<S> *t, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     t[i] = Elem<S>::load(x[i]) - m;
   vectorMath(MathFn::kExp, t, n);

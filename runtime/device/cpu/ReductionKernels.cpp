@@ -225,13 +225,17 @@ void reduceColTile(const S *x, int64_t rows, int64_t ld, int64_t w, A *out) {
       out[k] = R::combine(out[k], tmp[k]);
     return;
   }
-  for (int64_t k = 0; k < w; ++k)
-    out[k] = R::template identity<A>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const S *row = x + r * ld;
+  // The block's loop nest in an AVX-512 clone (lanes across the columns:
+  // each column's sum is the same sequence of operations).
+  withAvx512([&]() DTCC_INLINE_LAMBDA {
     for (int64_t k = 0; k < w; ++k)
-      out[k] = R::combine(out[k], A(Elem<S>::load(row[k])));
-  }
+      out[k] = R::template identity<A>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const S *row = x + r * ld;
+      for (int64_t k = 0; k < w; ++k)
+        out[k] = R::combine(out[k], A(Elem<S>::load(row[k])));
+    }
+  });
 }
 
 /// acc[k] = combine(acc[k], reduction over r of x[r * cols + k]).

@@ -105,7 +105,7 @@ Status checkExactOrDisjoint(const KernelContext &ctx,
 /// dx = dy * (Phi(x) + x phi(x)), the derivative of x Phi(x).
 struct GeluErfGradOp {
   template <typename C>
-  void batch(const C *x, const C *dy, C *dx, int64_t n) const {
+  DTCC_ALWAYS_INLINE void batch(const C *x, const C *dy, C *dx, int64_t n) const {
     C cdf[kMathChunk], pdf[kMathChunk];
     for (int64_t i = 0; i < n; ++i) {
       cdf[i] = x[i] * C(0.70710678118654752440);
@@ -122,7 +122,7 @@ struct GeluErfGradOp {
 /// The derivative of 0.5 x (1 + tanh(k (x + a x^3))).
 struct GeluTanhGradOp {
   template <typename C>
-  void batch(const C *x, const C *dy, C *dx, int64_t n) const {
+  DTCC_ALWAYS_INLINE void batch(const C *x, const C *dy, C *dx, int64_t n) const {
     const C k = C(0.79788456080286535588), a = C(0.044715);
     C t[kMathChunk];
     for (int64_t i = 0; i < n; ++i)
@@ -139,7 +139,7 @@ struct GeluTanhGradOp {
 /// dx = dy * s * (1 + x (1 - s)), s = sigmoid(x).
 struct SiluGradOp {
   template <typename C>
-  void batch(const C *x, const C *dy, C *dx, int64_t n) const {
+  DTCC_ALWAYS_INLINE void batch(const C *x, const C *dy, C *dx, int64_t n) const {
     C s[kMathChunk];
     for (int64_t i = 0; i < n; ++i)
       s[i] = -x[i];
@@ -406,14 +406,20 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
     for (int64_t c = 0; c < cols; ++c)
       scaleC[c] = Elem<S>::load(scale[c]);
     // dx of one row from its xhat and g.
-    auto rowGrad = [&](const C *xhat, const C *g, C rs, S *dxr) {
-      const C meanGH =
-          C(blockedSum<C>(cols, [&](int64_t c) { return g[c] * xhat[c]; }) *
-            invCols);
+    // Inlined into the AVX-512 clone below.
+    auto rowGrad = [&](const C *xhat, const C *g, C rs,
+                       S *dxr) DTCC_INLINE_LAMBDA {
+      const C meanGH = C(blockedSum<C>(cols,
+                                       [&](int64_t c) DTCC_INLINE_LAMBDA {
+                                         return g[c] * xhat[c];
+                                       }) *
+                         invCols);
       C meanG = C(0);
       if constexpr (Layer)
-        meanG =
-            C(blockedSum<C>(cols, [&](int64_t c) { return g[c]; }) * invCols);
+        meanG = C(blockedSum<C>(cols,
+                                [&](int64_t c)
+                                    DTCC_INLINE_LAMBDA { return g[c]; }) *
+                  invCols);
       for (int64_t c = 0; c < cols; ++c)
         dxr[c] = Elem<S>::store(rs * (g[c] - meanG - xhat[c] * meanGH));
     };

@@ -32,7 +32,8 @@ DTCC_FLOAT_UNARY(RoundOp, std::nearbyint(x)) // ties to even
 /// y = fn(x) with a VectorMath function.
 template <MathFn F> struct MathOp {
   static constexpr bool kBatch = true;
-  template <typename C> void batch(const C *x, C *y, int64_t n) const {
+  template <typename C>
+  DTCC_ALWAYS_INLINE void batch(const C *x, C *y, int64_t n) const {
     if (x != y)
       std::copy(x, x + n, y);
     vectorMath(F, y, n);
@@ -57,7 +58,8 @@ using AtanhOp = MathOp<MathFn::kAtanh>;
 /// 1 / (1 + exp(-x)).
 struct SigmoidOp {
   static constexpr bool kBatch = true;
-  template <typename C> void batch(const C *x, C *y, int64_t n) const {
+  template <typename C>
+  DTCC_ALWAYS_INLINE void batch(const C *x, C *y, int64_t n) const {
     C t[kMathChunk];
     for (int64_t i = 0; i < n; ++i)
       t[i] = -x[i];
@@ -69,7 +71,8 @@ struct SigmoidOp {
 /// x / (1 + exp(-x)).
 struct SiluOp {
   static constexpr bool kBatch = true;
-  template <typename C> void batch(const C *x, C *y, int64_t n) const {
+  template <typename C>
+  DTCC_ALWAYS_INLINE void batch(const C *x, C *y, int64_t n) const {
     C t[kMathChunk];
     for (int64_t i = 0; i < n; ++i)
       t[i] = -x[i];
@@ -81,7 +84,8 @@ struct SiluOp {
 /// 0.5 x (1 + erf(x / sqrt(2))).
 struct GeluErfOp {
   static constexpr bool kBatch = true;
-  template <typename C> void batch(const C *x, C *y, int64_t n) const {
+  template <typename C>
+  DTCC_ALWAYS_INLINE void batch(const C *x, C *y, int64_t n) const {
     C t[kMathChunk];
     for (int64_t i = 0; i < n; ++i)
       t[i] = x[i] * C(0.70710678118654752440);
@@ -93,7 +97,8 @@ struct GeluErfOp {
 /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 struct GeluTanhOp {
   static constexpr bool kBatch = true;
-  template <typename C> void batch(const C *x, C *y, int64_t n) const {
+  template <typename C>
+  DTCC_ALWAYS_INLINE void batch(const C *x, C *y, int64_t n) const {
     C t[kMathChunk];
     for (int64_t i = 0; i < n; ++i)
       t[i] =
