@@ -309,16 +309,22 @@ StatusOr<KernelFn> buildConcat(const KernelContext &ctx) {
   const int64_t outer = product(out.shape, 0, dim);
   const int64_t rowBytes = out.shape[dim] * inner;
   char *dst = static_cast<char *>(out.data);
-  return KernelFn([srcs, chunk, outer, rowBytes, dst]() -> Status {
-    int64_t col = 0;
-    for (size_t i = 0; i < srcs.size(); ++i) {
-      const int64_t c = chunk[i];
-      if (c == 0)
-        continue;
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(dst + o * rowBytes + col, srcs[i] + o * c, size_t(c));
-      col += c;
-    }
+  // Output rows in order, each assembled from every input's chunk; rows
+  // split over the kernels' threads (about kParallelGrain elements a part).
+  const int64_t grain =
+      std::max<int64_t>(1, kParallelGrain * esize / std::max<int64_t>(1, rowBytes));
+  return KernelFn([srcs, chunk, outer, rowBytes, dst, grain]() -> Status {
+    parallelFor(outer, grain, [&](int64_t begin, int64_t end, int) {
+      for (int64_t o = begin; o < end; ++o) {
+        char *row = dst + o * rowBytes;
+        for (size_t i = 0; i < srcs.size(); ++i) {
+          const int64_t c = chunk[i];
+          if (c != 0)
+            std::memcpy(row, srcs[i] + o * c, size_t(c));
+          row += c;
+        }
+      }
+    });
     return Status::ok();
   });
 }
@@ -401,13 +407,18 @@ StatusOr<KernelFn> buildIota(const KernelContext &ctx) {
         using S = typename decltype(tag)::type;
         S *o = out.as<S>();
         fn = [o, outer, size, inner]() -> Status {
-          S *p = o;
-          for (int64_t i = 0; i < outer; ++i)
-            for (int64_t d = 0; d < size; ++d) {
-              const S v = Elem<S>::store(ComputeT<S>(d));
-              for (int64_t j = 0; j < inner; ++j)
-                *p++ = v;
-            }
+          // Outer rows split over the kernels' threads.
+          const int64_t rowElems = std::max<int64_t>(1, size * inner);
+          parallelFor(outer, std::max<int64_t>(1, kParallelGrain / rowElems),
+                      [&](int64_t begin, int64_t end, int) {
+                        S *p = o + begin * size * inner;
+                        for (int64_t i = begin; i < end; ++i)
+                          for (int64_t d = 0; d < size; ++d) {
+                            const S v = Elem<S>::store(ComputeT<S>(d));
+                            for (int64_t j = 0; j < inner; ++j)
+                              *p++ = v;
+                          }
+                      });
           return Status::ok();
         };
       }))
