@@ -9,7 +9,10 @@ loops. A zoo GPT trains 4 steps with AdamW both ways, in fp32 and in bf16
 (casts, half-type norms and their gradients), on 1 and 2 kernel threads:
 every parameter and optimizer-state file of the final checkpoint and every
 logged loss must be equal, byte for byte. On a CPU without AVX-512 both
-runs take the baseline loops, and the check says so.
+runs take the baseline loops, and the check says so. (Library-like kernel
+choices that follow the CPU itself, not DTCC_CPU_ISA, are the same in both
+runs: oneDNN's bf16 products, and bf16 attention's dot products on
+AVX512-BF16.)
 """
 import filecmp
 import os

@@ -16,11 +16,13 @@
 // (IsaDispatch.h: the same values as the baseline build's).
 // bf16 and f16 compute in f32: each task widens the rows it reads into
 // per-thread f32 scratch (made when the kernel is bound) and rounds what it
-// writes once, at the end.
+// writes once, at the end; bf16 on CPUs with AVX512-BF16 multiplies its
+// blocks as bf16 dot products instead (makeAttentionBf16Dot below).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/AttentionPlan.h"
+#include "runtime/device/cpu/Bf16Dot.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/ThreadPool.h"
@@ -59,16 +61,13 @@ inline void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-/// Scores of queries [i0, i0 + m) (rows `qi`, the block's first) against
-/// keys [j0, j0 + n) of batch b (rows `k`), scaled and masked, into s (m x
-/// n, leading dimension kTile); -inf where causal attention hides the key.
-/// The mask is of the storage type M.
+/// Adds the mask (of the storage type M) to a block of scaled scores of
+/// queries [i0, i0 + m) and keys [j0, j0 + n) of batch b (s: m x n, leading
+/// dimension kTile), and sets -inf where causal attention hides the key.
 template <typename C, typename M>
-void blockScores(const AttentionShape &p, const C *qi, const C *k,
-                 const M *mask, int64_t b, int64_t i0, int64_t m, int64_t j0,
-                 int64_t n, C *s) {
-  gemm(false, true, m, n, p.d, C(p.scale), qi, p.d, k + j0 * p.d, p.d, C(0),
-       s, kTile);
+DTCC_ALWAYS_INLINE void maskScores(const AttentionShape &p, const M *mask,
+                                   int64_t b, int64_t i0, int64_t m,
+                                   int64_t j0, int64_t n, C *s) {
   if (p.hasMask) {
     const M *mb = mask + p.maskBase[b];
     for (int64_t i = 0; i < m; ++i) {
@@ -82,6 +81,95 @@ void blockScores(const AttentionShape &p, const C *qi, const C *k,
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = std::max<int64_t>(0, i0 + i + 1 - j0); j < n; ++j)
         s[i * kTile + j] = -std::numeric_limits<C>::infinity();
+}
+
+/// Scores of queries [i0, i0 + m) (rows `qi`, the block's first) against
+/// keys [j0, j0 + n) of batch b (rows `k`), scaled and masked, into s (m x
+/// n, leading dimension kTile); -inf where causal attention hides the key.
+/// The mask is of the storage type M.
+template <typename C, typename M>
+void blockScores(const AttentionShape &p, const C *qi, const C *k,
+                 const M *mask, int64_t b, int64_t i0, int64_t m, int64_t j0,
+                 int64_t n, C *s) {
+  gemm(false, true, m, n, p.d, C(p.scale), qi, p.d, k + j0 * p.d, p.d, C(0),
+       s, kTile);
+  maskScores(p, mask, b, i0, m, j0, n, s);
+}
+
+/// One block of the forward's online softmax: each row of s (m x n) becomes
+/// exp(s - the row's new maximum); the rows' maxima and sums move on, and
+/// the output rows so far (ob, m x dv) are rescaled to the new maximum.
+template <typename C>
+DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
+                                     C *rowMax, C *rowSum, C *ob) {
+  for (int64_t i = 0; i < m; ++i) {
+    C *sr = s + i * kTile;
+    // Eight lanes each (cpu::rowMax, blockedSum): a row's maximum and sum
+    // vectorize instead of running one dependent comparison or addition
+    // per key.
+    const C tileMax = cpu::rowMax(sr, n);
+    const C blockMax =
+        tileMax > rowMax[i] || isNan(tileMax) ? tileMax : rowMax[i];
+    if (blockMax == -std::numeric_limits<C>::infinity()) {
+      // Every key so far hidden: nothing to add yet.
+      std::fill(sr, sr + n, C(0));
+      continue;
+    }
+    const C alpha = std::exp(rowMax[i] - blockMax);
+    for (int64_t j = 0; j < n; ++j)
+      sr[j] -= blockMax;
+    vectorMath(MathFn::kExp, sr, n);
+    const C sum =
+        C(blockedSum<C>(n, [&](int64_t j) DTCC_INLINE_LAMBDA { return sr[j]; }));
+    rowSum[i] = rowSum[i] * alpha + sum;
+    rowMax[i] = blockMax;
+    if (alpha != C(1)) {
+      C *orow = ob + i * dv;
+      for (int64_t e = 0; e < dv; ++e)
+        orow[e] *= alpha;
+    }
+  }
+}
+
+/// The forward's last step for a block of m rows: the outputs divided by
+/// the rows' sums, and each row's log-sum-exp.
+template <typename C>
+DTCC_ALWAYS_INLINE void finishRows(int64_t m, int64_t dv, const C *rowMax,
+                                   const C *rowSum, C *ob, float *lse) {
+  for (int64_t i = 0; i < m; ++i) {
+    const C inv = C(1) / rowSum[i];
+    C *orow = ob + i * dv;
+    for (int64_t e = 0; e < dv; ++e)
+      orow[e] *= inv;
+    lse[i] = float(rowMax[i] + std::log(rowSum[i]));
+  }
+}
+
+/// The backward's probabilities of a block, from its scores (m x n) and the
+/// rows' log-sum-exp: P = exp(S - lse).
+template <typename C>
+DTCC_ALWAYS_INLINE void blockProbabilities(int64_t m, int64_t n,
+                                           const float *lse, C *pb) {
+  for (int64_t i = 0; i < m; ++i) {
+    C *pr = pb + i * kTile;
+    const C l = C(lse[i]);
+    for (int64_t j = 0; j < n; ++j)
+      pr[j] -= l;
+    vectorMath(MathFn::kExp, pr, n);
+  }
+}
+
+/// dS = P (dP - D) in place of dP (m x n), D the rows' rowsum(dO * O).
+template <typename C>
+DTCC_ALWAYS_INLINE void scoreGradients(int64_t m, int64_t n, const C *pb,
+                                       const C *rowDot, C *ds) {
+  for (int64_t i = 0; i < m; ++i) {
+    C *dr = ds + i * kTile;
+    const C *pr = pb + i * kTile;
+    const C dot = rowDot[i];
+    for (int64_t j = 0; j < n; ++j)
+      dr[j] = pr[j] * (dr[j] - dot);
+  }
 }
 
 /// `n` elements of `from` in the compute type: `from` itself when S is C,
@@ -160,44 +248,12 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
           for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
             const int64_t n = std::min(kTile, keys - j0);
             blockScores(p, qi, kb, mask, b, i0, m, j0, n, s);
-            for (int64_t i = 0; i < m; ++i) {
-              C *sr = s + i * kTile;
-              // Eight lanes each (cpu::rowMax, blockedSum): a row's maximum
-              // and sum vectorize instead of running one dependent
-              // comparison or addition per key.
-              const C tileMax = cpu::rowMax(sr, n);
-              const C blockMax =
-                  tileMax > rowMax[i] || isNan(tileMax) ? tileMax : rowMax[i];
-              if (blockMax == -std::numeric_limits<C>::infinity()) {
-                // Every key so far hidden: nothing to add yet.
-                std::fill(sr, sr + n, C(0));
-                continue;
-              }
-              const C alpha = std::exp(rowMax[i] - blockMax);
-              for (int64_t j = 0; j < n; ++j)
-                sr[j] -= blockMax;
-              vectorMath(MathFn::kExp, sr, n);
-              const C sum =
-                  C(blockedSum<C>(n, [&](int64_t j) { return sr[j]; }));
-              rowSum[i] = rowSum[i] * alpha + sum;
-              rowMax[i] = blockMax;
-              if (alpha != C(1)) {
-                C *orow = ob + i * p.dv;
-                for (int64_t e = 0; e < p.dv; ++e)
-                  orow[e] *= alpha;
-              }
-            }
+            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob);
             // O += P · V_block.
             gemm(false, false, m, p.dv, n, C(1), s, kTile, vb + j0 * p.dv, p.dv,
                  C(1), ob, p.dv);
           }
-          for (int64_t i = 0; i < m; ++i) {
-            const C inv = C(1) / rowSum[i];
-            C *orow = ob + i * p.dv;
-            for (int64_t e = 0; e < p.dv; ++e)
-              orow[e] *= inv;
-            lse[b * p.sq + i0 + i] = float(rowMax[i] + std::log(rowSum[i]));
-          }
+          finishRows(m, p.dv, rowMax, rowSum, ob, lse + b * p.sq + i0);
           narrow(ob, m * p.dv, obOut);
         }
       });
@@ -264,26 +320,14 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
               const int64_t n = std::min(kTile, keys - j0);
               // P = exp(S - lse), recomputed.
               blockScores(p, qb + i0 * p.d, kb, mask, b, i0, m, j0, n, pb);
-              for (int64_t i = 0; i < m; ++i) {
-                C *pr = pb + i * kTile;
-                const C l = C(lb[i0 + i]);
-                for (int64_t j = 0; j < n; ++j)
-                  pr[j] -= l;
-                vectorMath(MathFn::kExp, pr, n);
-              }
+              blockProbabilities(m, n, lb + i0, pb);
               // dV_j += Pᵀ dO_i.
               gemm(true, false, n, p.dv, m, C(1), pb, kTile, dob + i0 * p.dv,
                    p.dv, C(1), dvb + j0 * p.dv, p.dv);
               // dP = dO_i V_jᵀ; dS = P (dP - D).
               gemm(false, true, m, n, p.dv, C(1), dob + i0 * p.dv, p.dv,
                    vb + j0 * p.dv, p.dv, C(0), ds, kTile);
-              for (int64_t i = 0; i < m; ++i) {
-                C *dr = ds + i * kTile;
-                const C *pr = pb + i * kTile;
-                const C dot = rowDot[i0 + i];
-                for (int64_t j = 0; j < n; ++j)
-                  dr[j] = pr[j] * (dr[j] - dot);
-              }
+              scoreGradients(m, n, pb, rowDot + i0, ds);
               // dQ_i += scale dS K_j; dK_j += scale dSᵀ Q_i.
               gemm(false, false, m, p.d, n, C(p.scale), ds, kTile,
                    kb + j0 * p.d, p.d, C(1), dqb + i0 * p.d, p.d);
@@ -301,6 +345,257 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
   };
 }
 
+//===-- bf16 on AVX512-BF16: the block products as bf16 dot products -----===//
+//
+// Where the CPU has AVX512-BF16, bf16 attention multiplies its blocks with
+// the bf16 dot-product instruction (Bf16Dot.h) instead of widening Q, K and
+// V to f32 for OpenBLAS: twice the multiply-adds a cycle. The operands are
+// packed into the instruction's layout (pairs of bf16 along the summed
+// dimension, zero past the data) block by block; the probabilities P and
+// the score gradients dS are rounded to bf16 for the products that take
+// them (as FlashAttention and PyTorch's CPU flash attention do in bf16),
+// every sum accumulates in f32, and the softmax runs in f32 as above.
+
+/// Words of rows r < rows of x (row stride ld) along their k elements:
+/// out[r * kp + w], kp = (k + 1) / 2.
+DTCC_ALWAYS_INLINE void packRows(const BFloat16 *x, int64_t rows, int64_t k,
+                                 int64_t ld, uint32_t *out) {
+  const int64_t kp = (k + 1) / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const BFloat16 *xr = x + r * ld;
+    uint32_t *o = out + r * kp;
+    for (int64_t w = 0; w < k / 2; ++w)
+      o[w] = bf16Pair(xr[2 * w].bits, xr[2 * w + 1].bits);
+    if (k % 2)
+      o[kp - 1] = bf16Pair(xr[k - 1].bits, 0);
+  }
+}
+
+/// x (n rows of k, row stride ld) as the right operand of a product with
+/// its transpose: out[w * ldo + j] = the word of row j's elements 2w, 2w+1.
+DTCC_ALWAYS_INLINE void packTransposed(const BFloat16 *x, int64_t n, int64_t k,
+                                       int64_t ld, uint32_t *out,
+                                       int64_t ldo) {
+  const int64_t kp = (k + 1) / 2;
+  for (int64_t j = 0; j < n; ++j) {
+    const BFloat16 *xr = x + j * ld;
+    for (int64_t w = 0; w < kp; ++w)
+      out[w * ldo + j] =
+          bf16Pair(xr[2 * w].bits, 2 * w + 1 < k ? xr[2 * w + 1].bits : 0);
+  }
+}
+
+/// x (rows of `cols`, row stride ld) as a right operand summed over its
+/// rows: out[w * cols + c] = the word of rows 2w and 2w + 1 at column c.
+DTCC_ALWAYS_INLINE void packRowPairs(const BFloat16 *x, int64_t rows,
+                                     int64_t cols, int64_t ld,
+                                     uint32_t *out) {
+  for (int64_t w = 0; w < rows / 2; ++w) {
+    const BFloat16 *x0 = x + 2 * w * ld, *x1 = x0 + ld;
+    uint32_t *o = out + w * cols;
+    for (int64_t c = 0; c < cols; ++c)
+      o[c] = bf16Pair(x0[c].bits, x1[c].bits);
+  }
+  if (rows % 2) {
+    const BFloat16 *x0 = x + (rows - 1) * ld;
+    uint32_t *o = out + rows / 2 * cols;
+    for (int64_t c = 0; c < cols; ++c)
+      o[c] = bf16Pair(x0[c].bits, 0);
+  }
+}
+
+/// An f32 block s (rows x n, leading dimension kTile) times `mul`, rounded
+/// to bf16, as a left operand along n: out[r * ldo + w].
+DTCC_ALWAYS_INLINE void packRoundedRows(const float *s, int64_t rows,
+                                        int64_t n, float mul, uint32_t *out,
+                                        int64_t ldo) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *sr = s + r * kTile;
+    uint32_t *o = out + r * ldo;
+    for (int64_t w = 0; w < n / 2; ++w)
+      o[w] = bf16Pair(floatToBf16(sr[2 * w] * mul),
+                      floatToBf16(sr[2 * w + 1] * mul));
+    if (n % 2)
+      o[n / 2] = bf16Pair(floatToBf16(sr[n - 1] * mul), 0);
+  }
+}
+
+/// The transpose of the f32 block s (rows x n, leading dimension kTile)
+/// times `mul`, rounded to bf16, as a left operand along the rows:
+/// out[j * ldo + w] = the word of s[2w][j] and s[2w + 1][j].
+DTCC_ALWAYS_INLINE void packRoundedColumns(const float *s, int64_t rows,
+                                           int64_t n, float mul,
+                                           uint32_t *out, int64_t ldo) {
+  for (int64_t w = 0; w < (rows + 1) / 2; ++w) {
+    const float *s0 = s + 2 * w * kTile;
+    const float *s1 = 2 * w + 1 < rows ? s0 + kTile : nullptr;
+    for (int64_t j = 0; j < n; ++j)
+      out[j * ldo + w] = bf16Pair(floatToBf16(s0[j] * mul),
+                                  s1 ? floatToBf16(s1[j] * mul) : 0);
+  }
+}
+
+/// Multiplies a block of scores in place by the attention's scale.
+DTCC_ALWAYS_INLINE void scaleBlock(int64_t m, int64_t n, float scale,
+                                   float *s) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      s[i * kTile + j] *= scale;
+}
+
+/// Per-thread scratch of the bf16 kernels: f32 values and packed words.
+struct Bf16DotScratch {
+  std::vector<float> values;
+  std::vector<uint32_t> words;
+};
+
+KernelFn makeAttentionBf16Dot(AttentionShape p, const BFloat16 *q,
+                              const BFloat16 *k, const BFloat16 *v,
+                              const BFloat16 *mask, BFloat16 *out,
+                              float *lse) {
+  const int64_t qBlocks = (p.sq + kTile - 1) / kTile;
+  const int64_t dp = (p.d + 1) / 2, pairsPerRow = kTile / 2;
+  // Per thread: the scores, the rows' max and sum, the output block; the
+  // query block's words, a key block's (transposed), P's, a value block's.
+  auto scratch = std::make_shared<std::vector<Bf16DotScratch>>(
+      cpuThreads(),
+      Bf16DotScratch{
+          std::vector<float>(kTile * kTile + 2 * kTile + kTile * p.dv),
+          std::vector<uint32_t>(kTile * dp + dp * kTile +
+                                kTile * pairsPerRow + pairsPerRow * p.dv)});
+  return [=]() -> Status {
+    parallelFor(p.batch * qBlocks, 1, [&](int64_t begin, int64_t end, int w) {
+      Bf16DotScratch &t = (*scratch)[w];
+      float *s = t.values.data(), *rowMax = s + kTile * kTile,
+            *rowSum = rowMax + kTile, *ob = rowSum + kTile;
+      uint32_t *qa = t.words.data(), *kt = qa + kTile * dp,
+               *pa = kt + dp * kTile, *vt = pa + kTile * pairsPerRow;
+      withAvx512([&]() DTCC_INLINE_LAMBDA {
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t b = task / qBlocks, i0 = (task % qBlocks) * kTile;
+          const int64_t m = std::min(kTile, p.sq - i0);
+          const int64_t keys = keysSeen(p, i0, m);
+          packRows(q + (b * p.sq + i0) * p.d, m, p.d, p.d, qa);
+          std::fill(ob, ob + m * p.dv, 0.0f);
+          std::fill(rowMax, rowMax + m, -std::numeric_limits<float>::infinity());
+          std::fill(rowSum, rowSum + m, 0.0f);
+          for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+            const int64_t n = std::min(kTile, keys - j0);
+            const int64_t np = (n + 1) / 2;
+            packTransposed(k + (b * p.sk + j0) * p.d, n, p.d, p.d, kt, kTile);
+            bf16Dot(m, n, dp, qa, dp, kt, kTile, s, kTile, false);
+            scaleBlock(m, n, float(p.scale), s);
+            maskScores(p, mask, b, i0, m, j0, n, s);
+            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob);
+            // O += P · V_block, P in bf16.
+            packRoundedRows(s, m, n, 1.0f, pa, pairsPerRow);
+            packRowPairs(v + (b * p.sk + j0) * p.dv, n, p.dv, p.dv, vt);
+            bf16Dot(m, p.dv, np, pa, pairsPerRow, vt, p.dv, ob, p.dv, true);
+          }
+          finishRows(m, p.dv, rowMax, rowSum, ob, lse + b * p.sq + i0);
+          narrow(ob, m * p.dv, out + (b * p.sq + i0) * p.dv);
+        }
+      });
+    });
+    return Status::ok();
+  };
+}
+
+KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
+                                  const BFloat16 *k, const BFloat16 *v,
+                                  const BFloat16 *o, const float *lse,
+                                  const BFloat16 *dout, const BFloat16 *mask,
+                                  BFloat16 *dq, BFloat16 *dk, BFloat16 *dv) {
+  const int64_t dp = (p.d + 1) / 2, dvp = (p.dv + 1) / 2;
+  const int64_t pairsPerRow = kTile / 2;
+  // Per thread: P and dS blocks, the rows' D = rowsum(dO * O), the batch's
+  // gradients in f32; the words of the query block (along d and in row
+  // pairs), of the dO block (along dv and in row pairs), of a key block
+  // (transposed and in row pairs), of a value block (transposed), of P
+  // transposed, of dS and of dS transposed.
+  auto scratch = std::make_shared<std::vector<Bf16DotScratch>>(
+      cpuThreads(),
+      Bf16DotScratch{
+          std::vector<float>(2 * kTile * kTile + p.sq + p.sq * p.d +
+                             p.sk * p.d + p.sk * p.dv),
+          std::vector<uint32_t>(kTile * dp + pairsPerRow * p.d +
+                                kTile * dvp + pairsPerRow * p.dv +
+                                dp * kTile + pairsPerRow * p.d + dvp * kTile +
+                                3 * kTile * pairsPerRow)});
+  return [=]() -> Status {
+    parallelFor(p.batch, 1, [&](int64_t begin, int64_t end, int w) {
+      Bf16DotScratch &t = (*scratch)[w];
+      float *pb = t.values.data(), *ds = pb + kTile * kTile,
+            *rowDot = ds + kTile * kTile, *dqb = rowDot + p.sq,
+            *dkb = dqb + p.sq * p.d, *dvb = dkb + p.sk * p.d;
+      uint32_t *qa = t.words.data(), *qPairs = qa + kTile * dp,
+               *doa = qPairs + pairsPerRow * p.d,
+               *doPairs = doa + kTile * dvp, *kt = doPairs + pairsPerRow * p.dv,
+               *kPairs = kt + dp * kTile, *vt = kPairs + pairsPerRow * p.d,
+               *pt = vt + dvp * kTile, *dsa = pt + kTile * pairsPerRow,
+               *dst = dsa + kTile * pairsPerRow;
+      withAvx512([&]() DTCC_INLINE_LAMBDA {
+        for (int64_t b = begin; b < end; ++b) {
+          const BFloat16 *qb = q + b * p.sq * p.d, *kb = k + b * p.sk * p.d,
+                         *vb = v + b * p.sk * p.dv, *ob = o + b * p.sq * p.dv,
+                         *dob = dout + b * p.sq * p.dv;
+          const float *lb = lse + b * p.sq;
+          for (int64_t i = 0; i < p.sq; ++i) {
+            const BFloat16 *dor = dob + i * p.dv, *orow = ob + i * p.dv;
+            rowDot[i] = float(blockedSum<float>(
+                p.dv, [&](int64_t e) DTCC_INLINE_LAMBDA {
+                  return bf16ToFloat(dor[e].bits) * bf16ToFloat(orow[e].bits);
+                }));
+          }
+          std::fill(dqb, dqb + p.sq * p.d, 0.0f);
+          std::fill(dkb, dkb + p.sk * p.d, 0.0f);
+          std::fill(dvb, dvb + p.sk * p.dv, 0.0f);
+          const float scale = float(p.scale);
+          for (int64_t i0 = 0; i0 < p.sq; i0 += kTile) {
+            const int64_t m = std::min(kTile, p.sq - i0);
+            const int64_t mp = (m + 1) / 2;
+            const int64_t keys = keysSeen(p, i0, m);
+            packRows(qb + i0 * p.d, m, p.d, p.d, qa);
+            packRowPairs(qb + i0 * p.d, m, p.d, p.d, qPairs);
+            packRows(dob + i0 * p.dv, m, p.dv, p.dv, doa);
+            packRowPairs(dob + i0 * p.dv, m, p.dv, p.dv, doPairs);
+            for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+              const int64_t n = std::min(kTile, keys - j0);
+              const int64_t np = (n + 1) / 2;
+              // P = exp(S - lse), recomputed.
+              packTransposed(kb + j0 * p.d, n, p.d, p.d, kt, kTile);
+              bf16Dot(m, n, dp, qa, dp, kt, kTile, pb, kTile, false);
+              scaleBlock(m, n, scale, pb);
+              maskScores(p, mask, b, i0, m, j0, n, pb);
+              blockProbabilities(m, n, lb + i0, pb);
+              // dV_j += Pᵀ dO_i.
+              packRoundedColumns(pb, m, n, 1.0f, pt, pairsPerRow);
+              bf16Dot(n, p.dv, mp, pt, pairsPerRow, doPairs, p.dv,
+                      dvb + j0 * p.dv, p.dv, true);
+              // dP = dO_i V_jᵀ; dS = P (dP - D).
+              packTransposed(vb + j0 * p.dv, n, p.dv, p.dv, vt, kTile);
+              bf16Dot(m, n, dvp, doa, dvp, vt, kTile, ds, kTile, false);
+              scoreGradients(m, n, pb, rowDot + i0, ds);
+              // dQ_i += (scale dS) K_j; dK_j += (scale dS)ᵀ Q_i.
+              packRoundedRows(ds, m, n, scale, dsa, pairsPerRow);
+              packRowPairs(kb + j0 * p.d, n, p.d, p.d, kPairs);
+              bf16Dot(m, p.d, np, dsa, pairsPerRow, kPairs, p.d,
+                      dqb + i0 * p.d, p.d, true);
+              packRoundedColumns(ds, m, n, scale, dst, pairsPerRow);
+              bf16Dot(n, p.d, mp, dst, pairsPerRow, qPairs, p.d,
+                      dkb + j0 * p.d, p.d, true);
+            }
+          }
+          narrow(dqb, p.sq * p.d, dq + b * p.sq * p.d);
+          narrow(dkb, p.sk * p.d, dk + b * p.sk * p.d);
+          narrow(dvb, p.sk * p.dv, dv + b * p.sk * p.dv);
+        }
+      });
+    });
+    return Status::ok();
+  };
+}
+
 StatusOr<KernelFn> buildAttention(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(AttentionShape p, planAttention(ctx));
   const TensorView &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2];
@@ -308,6 +603,14 @@ StatusOr<KernelFn> buildAttention(const KernelContext &ctx) {
   KernelFn fn;
   if (!visitDType<kSetFloats>(q.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<S, BFloat16>)
+          if (cpuHasAvx512Bf16()) {
+            fn = makeAttentionBf16Dot(
+                p, q.as<const S>(), k.as<const S>(), v.as<const S>(),
+                mask ? mask->as<const S>() : nullptr, ctx.outputs[0].as<S>(),
+                ctx.outputs[1].as<float>());
+            return;
+          }
         fn = makeAttention<S>(p, q.as<const S>(), k.as<const S>(),
                               v.as<const S>(),
                               mask ? mask->as<const S>() : nullptr,
@@ -327,6 +630,15 @@ StatusOr<KernelFn> buildAttentionGrad(const KernelContext &ctx) {
   KernelFn fn;
   if (!visitDType<kSetFloats>(q.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<S, BFloat16>)
+          if (cpuHasAvx512Bf16()) {
+            fn = makeAttentionGradBf16Dot(
+                p, q.as<const S>(), k.as<const S>(), v.as<const S>(),
+                o.as<const S>(), lse.as<const float>(), dout.as<const S>(),
+                mask ? mask->as<const S>() : nullptr, ctx.outputs[0].as<S>(),
+                ctx.outputs[1].as<S>(), ctx.outputs[2].as<S>());
+            return;
+          }
         fn = makeAttentionGrad<S>(
             p, q.as<const S>(), k.as<const S>(), v.as<const S>(),
             o.as<const S>(), lse.as<const float>(), dout.as<const S>(),

@@ -301,3 +301,66 @@ TEST(CpuAttentionKernels, RejectBadOperands) {
 }
 
 } // namespace
+
+#include "runtime/device/cpu/Bf16Dot.h"
+
+namespace {
+
+/// A bf16 of `rng`'s choosing: mostly ordinary values over a wide range of
+/// magnitudes, some zeros, and some whose products or sums are f32
+/// subnormals (which the instruction flushes).
+uint16_t randomBf16(std::mt19937 &rng) {
+  std::uniform_int_distribution<int> kind(0, 15), exponent(-20, 20);
+  std::uniform_real_distribution<float> mantissa(-1, 1);
+  float value = std::ldexp(mantissa(rng), exponent(rng));
+  switch (kind(rng)) {
+  case 0:
+    value = 0;
+    break;
+  case 1:
+    value = std::ldexp(mantissa(rng), -64); // squares near the subnormals
+    break;
+  case 2:
+    value = std::ldexp(mantissa(rng), -126);
+    break;
+  default:
+    break;
+  }
+  return floatToBf16(value);
+}
+
+} // namespace
+
+// The attention kernels' bf16 products (AVX512-BF16's dot product) are
+// bitwise their scalar reference, which spells out the instruction's order
+// of operations, on blocks of every shape class the kernels use (rows and
+// columns past a multiple of 4 and 16, more than 64 columns, strides wider
+// than the block), accumulating and not.
+TEST(CpuAttentionKernels, Bf16DotIsBitwiseItsReference) {
+  if (!cpu::cpuHasAvx512Bf16())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 rng(5);
+  for (int64_t rows : {1, 3, 4, 7, 64})
+    for (int64_t cols : {1, 15, 16, 33, 64, 100})
+      for (int64_t kp : {1, 2, 19, 32})
+        for (bool accumulate : {false, true}) {
+          const int64_t lda = kp + 3, ldb = cols + 5, ldc = cols + 2;
+          std::vector<uint32_t> a(rows * lda), b(kp * ldb);
+          for (uint32_t &x : a)
+            x = cpu::bf16Pair(randomBf16(rng), randomBf16(rng));
+          for (uint32_t &x : b)
+            x = cpu::bf16Pair(randomBf16(rng), randomBf16(rng));
+          std::vector<float> c(rows * ldc);
+          for (float &x : c)
+            x = bf16ToFloat(randomBf16(rng));
+          std::vector<float> want = c;
+          cpu::bf16Dot(rows, cols, kp, a.data(), lda, b.data(), ldb, c.data(),
+                       ldc, accumulate);
+          cpu::bf16DotReference(rows, cols, kp, a.data(), lda, b.data(), ldb,
+                                want.data(), ldc, accumulate);
+          SCOPED_TRACE("rows " + std::to_string(rows) + " cols " +
+                       std::to_string(cols) + " kp " + std::to_string(kp) +
+                       (accumulate ? " accumulate" : ""));
+          ASSERT_EQ(std::memcmp(c.data(), want.data(), c.size() * 4), 0);
+        }
+}
