@@ -4,7 +4,8 @@
 // broadcasts folded into matrix products (Linear layers export W^T; an
 // Expand before a MatMul becomes the matmul's own broadcast), the elementwise
 // decompositions exporters write for GELU and SiLU fused back into one op,
-// and sums of zero pads that tile a tensor (slices' gradients) joined.
+// powers by small integer constants as products, and sums of zero pads
+// that tile a tensor (slices' gradients) joined.
 //
 //===----------------------------------------------------------------------===//
 
@@ -191,6 +192,42 @@ struct FuseErfGelu : OpRewritePattern<MulOp> {
   }
 };
 
+/// Float powers with the exponents 1, 2, 3 and -1 (a splat constant) ->
+/// x, x * x, x * x * x and 1 / x, as PyTorch computes them: exporters
+/// write x.pow(2) for RMS norms and variances, and its gradient is
+/// 2 * x^1. A libm pow call per element costs ten multiplications, and
+/// elementwise regions cannot vectorize it. Squares and reciprocals are the
+/// correctly rounded results; the cube rounds twice.
+struct PowBySmallConstant : OpRewritePattern<PowOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(PowOp op,
+                                PatternRewriter &rewriter) const override {
+    Value x = op.getLhs(), y = op.getRhs();
+    if (!isa<FloatType>(getElementTypeOrSelf(op.getType())))
+      return failure();
+    if (isSplatNear(y, 1.0)) {
+      rewriter.replaceOp(op, x);
+      return success();
+    }
+    if (isSplatNear(y, 2.0)) {
+      replaceKeepingAttrs<MulOp>(rewriter, op, x, x);
+      return success();
+    }
+    if (isSplatNear(y, 3.0)) {
+      Value square = MulOp::create(rewriter, op.getLoc(), x, x);
+      for (NamedAttribute a : op->getDiscardableAttrs())
+        square.getDefiningOp()->setAttr(a.getName(), a.getValue());
+      replaceKeepingAttrs<MulOp>(rewriter, op, square, x);
+      return success();
+    }
+    if (isSplatNear(y, -1.0)) {
+      replaceKeepingAttrs<ReciprocalOp>(rewriter, op, x);
+      return success();
+    }
+    return failure();
+  }
+};
+
 /// x * sigmoid(x) -> silu(x).
 struct FuseSilu : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
@@ -293,4 +330,9 @@ void MulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 void AddOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                         MLIRContext *context) {
   patterns.add<SumOfPadsToConcat>(context);
+}
+
+void PowOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                        MLIRContext *context) {
+  patterns.add<PowBySmallConstant>(context);
 }

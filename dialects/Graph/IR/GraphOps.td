@@ -293,7 +293,9 @@ def Graph_DivOp : Graph_BinaryOp<"div", Graph_NumericTensor,
     "quotient (integers truncate toward zero)">;
 def Graph_RemOp : Graph_BinaryOp<"rem", Graph_NumericTensor,
     "remainder of truncated division (the sign of the dividend, like C fmod)">;
-def Graph_PowOp : Graph_BinaryOp<"pow", Graph_NumericTensor, "power lhs^rhs">;
+def Graph_PowOp : Graph_BinaryOp<"pow", Graph_NumericTensor, "power lhs^rhs"> {
+  let hasCanonicalizer = 1;
+}
 def Graph_MaxOp : Graph_BinaryOp<"max", Graph_NumericTensor,
     "maximum (NaN if either is NaN)", [Commutative]>;
 def Graph_MinOp : Graph_BinaryOp<"min", Graph_NumericTensor,

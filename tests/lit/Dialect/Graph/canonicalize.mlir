@@ -193,3 +193,35 @@ func.func @pads_stay(%a: tensor<2x4xf32>, %b: tensor<2x4xf32>) -> (tensor<2x8xf3
   %two = dgraph.add %a2, %b2 : tensor<3x8xf32>
   return %overlap, %gap, %ones, %two : tensor<2x8xf32>, tensor<2x9xf32>, tensor<2x8xf32>, tensor<3x8xf32>
 }
+
+// -----
+
+// Tests that float powers by the splat constants 1, 2, 3 and -1 become the
+// operand, products and a reciprocal; other exponents and integer powers
+// stay pow.
+// CHECK-LABEL: func.func @pow_small_constants
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>, %[[N:.*]]: tensor<2x3xi32>)
+// CHECK-DAG: %[[SQ:.*]] = dgraph.mul %[[X]], %[[X]] : tensor<2x3xf32>
+// CHECK-DAG: %[[SQ2:.*]] = dgraph.mul %[[X]], %[[X]] : tensor<2x3xf32>
+// CHECK-DAG: %[[CUBE:.*]] = dgraph.mul %[[SQ2]], %[[X]] : tensor<2x3xf32>
+// CHECK-DAG: %[[INV:.*]] = dgraph.reciprocal %[[X]] : tensor<2x3xf32>
+// CHECK-DAG: %[[HALF:.*]] = dgraph.pow %[[X]], %{{.*}} : tensor<2x3xf32>
+// CHECK-DAG: %[[INT:.*]] = dgraph.pow %[[N]], %{{.*}} : tensor<2x3xi32>
+// CHECK: return %[[X]], %{{.*}}, %{{.*}}, %[[INV]], %[[HALF]], %[[INT]]
+func.func @pow_small_constants(%x: tensor<2x3xf32>, %n: tensor<2x3xi32>)
+    -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>,
+        tensor<2x3xf32>, tensor<2x3xi32>) {
+  %c1 = dgraph.constant dense<1.0> : tensor<2x3xf32>
+  %c2 = dgraph.constant dense<2.0> : tensor<2x3xf32>
+  %c3 = dgraph.constant dense<3.0> : tensor<2x3xf32>
+  %cm1 = dgraph.constant dense<-1.0> : tensor<2x3xf32>
+  %ch = dgraph.constant dense<0.5> : tensor<2x3xf32>
+  %i2 = dgraph.constant dense<2> : tensor<2x3xi32>
+  %p1 = dgraph.pow %x, %c1 : tensor<2x3xf32>
+  %p2 = dgraph.pow %x, %c2 : tensor<2x3xf32>
+  %p3 = dgraph.pow %x, %c3 : tensor<2x3xf32>
+  %pm1 = dgraph.pow %x, %cm1 : tensor<2x3xf32>
+  %ph = dgraph.pow %x, %ch : tensor<2x3xf32>
+  %pi = dgraph.pow %n, %i2 : tensor<2x3xi32>
+  return %p1, %p2, %p3, %pm1, %ph, %pi : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xi32>
+}
