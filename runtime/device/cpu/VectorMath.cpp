@@ -199,9 +199,9 @@ static void expWithUnderflow(const FloatFn *table, float *x, int64_t n) {
 }
 
 #if DTCC_HAVE_LIBMVEC
-/// expWithUnderflow on AVX2, the halving and squaring in registers (the
-/// same operations on each element). F is libmvec's expf (called through
-/// the parameter, as avx2Float calls it).
+/// expWithUnderflow's lanes on AVX2, the halving and squaring in registers
+/// (the same operations on each element), for avx2Float. F is libmvec's
+/// expf (called through the parameter, as avx2Float calls it).
 template <__m256 (*F)(__m256)>
 __attribute__((target("avx2"))) __m256 avx2ExpLanes(__m256 v) {
   const __m256 low = _mm256_cmp_ps(v, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
@@ -212,27 +212,13 @@ __attribute__((target("avx2"))) __m256 avx2ExpLanes(__m256 v) {
   const __m256 r = F(_mm256_blendv_ps(v, halved, low));
   return _mm256_blendv_ps(r, _mm256_mul_ps(r, r), low);
 }
-__attribute__((target("avx2"))) static void avx2Exp(float *x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(x + i,
-                     avx2ExpLanes<_ZGVdN8v_expf>(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    alignas(32) float t[8];
-    for (int64_t k = 0; k < 8; ++k)
-      t[k] = x[std::min(i + k, n - 1)];
-    _mm256_store_ps(t, avx2ExpLanes<_ZGVdN8v_expf>(_mm256_load_ps(t)));
-    for (int64_t k = 0; i + k < n; ++k)
-      x[i + k] = t[k];
-  }
-}
 #endif
 
 void vectorMath(MathFn fn, float *x, int64_t n) {
   static const FloatFn *table = floatTable(vectorMathIsa());
 #if DTCC_HAVE_LIBMVEC
   if (fn == MathFn::kExp && table == kAvx2Float)
-    return avx2Exp(x, n);
+    return avx2Float<avx2ExpLanes<_ZGVdN8v_expf>>(x, n);
 #endif
   if (fn == MathFn::kExp && table != kScalarFloat)
     return expWithUnderflow(table, x, n);
