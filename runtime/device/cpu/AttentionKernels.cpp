@@ -356,19 +356,50 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
 // them (as FlashAttention and PyTorch's CPU flash attention do in bf16),
 // every sum accumulates in f32, and the softmax runs in f32 as above.
 
-/// Words of rows r < rows of x (row stride ld) along their k elements:
-/// out[r * kp + w], kp = (k + 1) / 2.
+/// The packing every operand goes through: for r < rows, word w of
+/// pairing r (its elements 2w and 2w + 1 of k, `elem(r, e)` the bf16 bits
+/// of element e; zero past k) at out[r * rowStride + w * wordStride]. The
+/// loops follow the source in memory order: element e of consecutive
+/// pairings adjacent (`pairingsAdjacent`: a column of the source is a word
+/// position), or a pairing's elements adjacent.
+template <bool pairingsAdjacent, typename Elem>
+DTCC_ALWAYS_INLINE void packPairs(int64_t rows, int64_t k, Elem elem,
+                                  uint32_t *out, int64_t rowStride,
+                                  int64_t wordStride) {
+  // Whole words, then the last one's single element where k is odd.
+  const int64_t whole = k / 2;
+  auto word = [&](int64_t r, int64_t w) DTCC_INLINE_LAMBDA {
+    out[r * rowStride + w * wordStride] =
+        bf16Pair(elem(r, 2 * w), elem(r, 2 * w + 1));
+  };
+  auto last = [&](int64_t r) DTCC_INLINE_LAMBDA {
+    out[r * rowStride + whole * wordStride] = bf16Pair(elem(r, k - 1), 0);
+  };
+  if constexpr (pairingsAdjacent) {
+    for (int64_t w = 0; w < whole; ++w)
+      for (int64_t r = 0; r < rows; ++r)
+        word(r, w);
+    if (k % 2)
+      for (int64_t r = 0; r < rows; ++r)
+        last(r);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t w = 0; w < whole; ++w)
+        word(r, w);
+      if (k % 2)
+        last(r);
+    }
+  }
+}
+
+/// Rows r < rows of x (row stride ld) as a left operand along their k
+/// elements: out[r * kp + w], kp = (k + 1) / 2.
 DTCC_ALWAYS_INLINE void packRows(const BFloat16 *x, int64_t rows, int64_t k,
                                  int64_t ld, uint32_t *out) {
-  const int64_t kp = (k + 1) / 2;
-  for (int64_t r = 0; r < rows; ++r) {
-    const BFloat16 *xr = x + r * ld;
-    uint32_t *o = out + r * kp;
-    for (int64_t w = 0; w < k / 2; ++w)
-      o[w] = bf16Pair(xr[2 * w].bits, xr[2 * w + 1].bits);
-    if (k % 2)
-      o[kp - 1] = bf16Pair(xr[k - 1].bits, 0);
-  }
+  packPairs<false>(
+      rows, k,
+      [&](int64_t r, int64_t e) DTCC_INLINE_LAMBDA { return x[r * ld + e].bits; },
+      out, (k + 1) / 2, 1);
 }
 
 /// x (n rows of k, row stride ld) as the right operand of a product with
@@ -376,13 +407,10 @@ DTCC_ALWAYS_INLINE void packRows(const BFloat16 *x, int64_t rows, int64_t k,
 DTCC_ALWAYS_INLINE void packTransposed(const BFloat16 *x, int64_t n, int64_t k,
                                        int64_t ld, uint32_t *out,
                                        int64_t ldo) {
-  const int64_t kp = (k + 1) / 2;
-  for (int64_t j = 0; j < n; ++j) {
-    const BFloat16 *xr = x + j * ld;
-    for (int64_t w = 0; w < kp; ++w)
-      out[w * ldo + j] =
-          bf16Pair(xr[2 * w].bits, 2 * w + 1 < k ? xr[2 * w + 1].bits : 0);
-  }
+  packPairs<false>(
+      n, k,
+      [&](int64_t j, int64_t e) DTCC_INLINE_LAMBDA { return x[j * ld + e].bits; },
+      out, 1, ldo);
 }
 
 /// x (rows of `cols`, row stride ld) as a right operand summed over its
@@ -390,18 +418,10 @@ DTCC_ALWAYS_INLINE void packTransposed(const BFloat16 *x, int64_t n, int64_t k,
 DTCC_ALWAYS_INLINE void packRowPairs(const BFloat16 *x, int64_t rows,
                                      int64_t cols, int64_t ld,
                                      uint32_t *out) {
-  for (int64_t w = 0; w < rows / 2; ++w) {
-    const BFloat16 *x0 = x + 2 * w * ld, *x1 = x0 + ld;
-    uint32_t *o = out + w * cols;
-    for (int64_t c = 0; c < cols; ++c)
-      o[c] = bf16Pair(x0[c].bits, x1[c].bits);
-  }
-  if (rows % 2) {
-    const BFloat16 *x0 = x + (rows - 1) * ld;
-    uint32_t *o = out + rows / 2 * cols;
-    for (int64_t c = 0; c < cols; ++c)
-      o[c] = bf16Pair(x0[c].bits, 0);
-  }
+  packPairs<true>(
+      cols, rows,
+      [&](int64_t c, int64_t e) DTCC_INLINE_LAMBDA { return x[e * ld + c].bits; },
+      out, 1, cols);
 }
 
 /// An f32 block s (rows x n, leading dimension kTile) times `mul`, rounded
@@ -409,15 +429,12 @@ DTCC_ALWAYS_INLINE void packRowPairs(const BFloat16 *x, int64_t rows,
 DTCC_ALWAYS_INLINE void packRoundedRows(const float *s, int64_t rows,
                                         int64_t n, float mul, uint32_t *out,
                                         int64_t ldo) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *sr = s + r * kTile;
-    uint32_t *o = out + r * ldo;
-    for (int64_t w = 0; w < n / 2; ++w)
-      o[w] = bf16Pair(floatToBf16(sr[2 * w] * mul),
-                      floatToBf16(sr[2 * w + 1] * mul));
-    if (n % 2)
-      o[n / 2] = bf16Pair(floatToBf16(sr[n - 1] * mul), 0);
-  }
+  packPairs<false>(
+      rows, n,
+      [&](int64_t r, int64_t e) DTCC_INLINE_LAMBDA {
+        return floatToBf16(s[r * kTile + e] * mul);
+      },
+      out, ldo, 1);
 }
 
 /// The transpose of the f32 block s (rows x n, leading dimension kTile)
@@ -426,13 +443,12 @@ DTCC_ALWAYS_INLINE void packRoundedRows(const float *s, int64_t rows,
 DTCC_ALWAYS_INLINE void packRoundedColumns(const float *s, int64_t rows,
                                            int64_t n, float mul,
                                            uint32_t *out, int64_t ldo) {
-  for (int64_t w = 0; w < (rows + 1) / 2; ++w) {
-    const float *s0 = s + 2 * w * kTile;
-    const float *s1 = 2 * w + 1 < rows ? s0 + kTile : nullptr;
-    for (int64_t j = 0; j < n; ++j)
-      out[j * ldo + w] = bf16Pair(floatToBf16(s0[j] * mul),
-                                  s1 ? floatToBf16(s1[j] * mul) : 0);
-  }
+  packPairs<true>(
+      n, rows,
+      [&](int64_t j, int64_t e) DTCC_INLINE_LAMBDA {
+        return floatToBf16(s[e * kTile + j] * mul);
+      },
+      out, ldo, 1);
 }
 
 /// Multiplies a block of scores in place by the attention's scale.
