@@ -287,22 +287,32 @@ def main():
             m = MODELS[args.model]
             tokens = m["batch"] * m["seq"]
             flops = flops_per_token(m) * tokens
-            results = [("dtcc", *run_dtcc(args, work))] if "dtcc" in impls else []
+            results = []
+
+            def done(impl, ms, extra):
+                """Records a column and says so on stderr: a size's columns
+                take minutes (PyTorch's start, torch.compile)."""
+                results.append((impl, ms, extra))
+                figure = f"{ms:.1f} ms/step" if ms is not None else "-"
+                print(f"train_gpt_gpu: {args.model} {impl}: {figure} ({extra})",
+                      file=sys.stderr, flush=True)
+
+            if "dtcc" in impls:
+                done("dtcc", *run_dtcc(args, work))
             for f in os.listdir(work):  # one size's program at a time
                 if f != "tokens.bin":
                     os.remove(os.path.join(work, f))
             torch_kinds = [k for k in IMPLS[1:] if k in impls]
             if torch_kinds and no_torch:
-                results.append(("torch eager", None, no_torch))
+                done("torch eager", None, no_torch)
             elif torch_kinds:
                 for kind in torch_kinds:
                     label = TORCH_LABELS[kind]
                     if kind.startswith("compile") and not has_compile:
-                        results.append((label, None, "needs PyTorch >= 2.0"))
+                        done(label, None, "needs PyTorch >= 2.0")
                         continue
                     ms, mem = run_torch(args, kind)
-                    results.append((label, ms,
-                                    mem if ms is None else f"{mem / 2**30:.1f} GiB"))
+                    done(label, ms, mem if ms is None else f"{mem / 2**30:.1f} GiB")
             for impl, ms, extra in results:
                 rows.append((args.model, parameters(m), m, tokens, impl, ms, flops, extra))
     finally:

@@ -162,7 +162,8 @@ StatusOr<KernelFn> buildCompare(CudaDevice &dev, const KernelContext &ctx,
   const TensorView a = ctx.inputs[0], b = ctx.inputs[1], out = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, b, a.dtype, "input 1"));
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kBool, "output 0"));
-  if (!isCudaArithmeticType(a.dtype) && a.dtype != DType::kBool)
+  if (!isCudaArithmeticType(a.dtype) && !isCudaIntType(a.dtype) &&
+      a.dtype != DType::kBool)
     return unsupported(ctx, a.dtype);
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);

@@ -777,7 +777,7 @@ cudaError_t launchCompare(CompareOp op, DType dtype, const Layout &l,
   if (dtype == DType::kBool)
     run(bool{});
   else
-    visitArithmetic(dtype, run);
+    visitNumeric(dtype, run);
   return err;
 }
 

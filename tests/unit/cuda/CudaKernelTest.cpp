@@ -426,9 +426,10 @@ TEST_F(CudaKernels, RemAndShifts) {
               {{d, {256}, {}}}, 0);
 }
 
-/// The binary kernels of the 8- and 16-bit and unsigned integers (ONNX's
-/// Add/Sub/Mul/Div/Mod/Max/Min/BitShift of uint8 and friends), wrapping as
-/// the CPU backend does: sums and products past the type's range.
+/// The binary kernels and comparisons of the 8- and 16-bit and unsigned
+/// integers (ONNX's Add/Sub/Mul/Div/Mod/Max/Min/BitShift/Equal/Less of uint8
+/// and friends), wrapping as the CPU backend does: sums and products past the
+/// type's range.
 TEST_F(CudaKernels, SmallAndUnsignedIntegersLikeTheCpu) {
   struct Range {
     DType type;
@@ -460,6 +461,10 @@ TEST_F(CudaKernels, SmallAndUnsignedIntegersLikeTheCpu) {
     for (const char *k : {"shift_left", "shift_right", "and", "or", "xor"})
       compare(k, Attrs(), {{r.type, {256}, a}, {r.type, {256}, counts}},
               {{r.type, {256}, {}}}, 0);
+    b[2] = a[2]; // equal operands for eq, le and ge
+    for (const char *k : {"eq", "ne", "lt", "le", "gt", "ge"})
+      compare(k, Attrs(), {{r.type, {256}, a}, {r.type, {256}, b}},
+              {{DType::kBool, {256}, {}}}, 0);
   }
 }
 
