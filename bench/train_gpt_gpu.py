@@ -7,6 +7,10 @@ sequence length and precision in every column:
   dtcc           `dtcc zoo gpt` of that shape, `dtcc compile --train --target
                  cuda --dtype bf16` (bf16 forward/backward, fp32 master
                  weights and AdamW state), run on the GPU
+  dtcc-fuse      the same with --fuse (elementwise chains as generated
+                 GPU kernels)
+  dtcc-unfused-attn  the same with --no-fused-attention (the score
+                 products on cuBLAS, softmax and masks as kernels)
   torch eager    tests/e2e/torch_models.GPT under torch.autocast(bfloat16)
                  with fp32 parameters and AdamW (fused where available)
   torch.compile  the same, through torch.compile (PyTorch >= 2.0 only)
@@ -31,6 +35,7 @@ The peak comes from the GPU's name (H100/H200/A100/...) or --peak-tflops.
 
   bench/train_gpt_gpu.py [--dtcc build/bin/dtcc] [--models 350m,1.3b]
                          [--steps 20] [--warmup 5] [--peak-tflops 989]
+                         [--impls dtcc,dtcc-fuse,eager,...]
   bench/train_gpt_gpu.py --prepare DIR      (where dtcc is built: programs only)
   bench/train_gpt_gpu.py --programs DIR --runner-cuda PATH   (on the GPU machine)
 
@@ -60,7 +65,15 @@ MODELS = {
 }
 # The columns: dtcc, then PyTorch eager and compiled, with the model's own
 # attention and with SDPA.
-IMPLS = ("dtcc", "eager", "compile", "eager-sdpa", "compile-sdpa")
+# dtcc's columns: its default compile and the variants whose effect on a
+# GPU step is in question (fused regions; attention cores left unfused, the
+# score products on cuBLAS), each a program of its own.
+DTCC_VARIANTS = {
+    "dtcc": [],
+    "dtcc-fuse": ["--fuse"],
+    "dtcc-unfused-attn": ["--no-fused-attention"],
+}
+IMPLS = (*DTCC_VARIANTS, "eager", "compile", "eager-sdpa", "compile-sdpa")
 TORCH_LABELS = {"eager": "torch eager", "compile": "torch.compile",
                 "eager-sdpa": "torch eager+SDPA", "compile-sdpa": "torch.compile+SDPA"}
 # Dense bf16 tensor-core peak (TFLOP/s, without sparsity), by name fragment;
@@ -181,17 +194,23 @@ def torch_status():
     return "", has_compile == "True"
 
 
-def compile_dtcc(args, out_dir):
+def program_name(model, variant):
+    """train_350m.prog for dtcc's default, train_350m-fuse.prog..."""
+    return f"train_{model}{variant[len('dtcc'):]}.prog"
+
+
+def compile_dtcc(args, out_dir, variant):
     """Compiles the model's training step for the GPU into a bare program
-    (weights drawn at start-up: --random-init): its path, or (None, reason)."""
+    (weights drawn at start-up: --random-init) with the variant's flags:
+    its path, or (None, reason)."""
     m = MODELS[args.model]
     model = os.path.join(out_dir, f"gpt_{args.model}.onnx")
-    prog = os.path.join(out_dir, f"train_{args.model}.prog")
+    prog = os.path.join(out_dir, program_name(args.model, variant))
     sizes = [f"--{k}={m[k]}" for k in ("layers", "hidden", "heads", "vocab", "seq", "batch")]
     for cmd in ([args.dtcc, "zoo", "gpt", *sizes, "--no-weights", "-o", model],
                 [args.dtcc, "compile", model, "--train", "--target", "cuda", "--dtype",
                  "bf16", "--lr", "1e-4", "--weight-decay", "0.1", "--grad-clip", "1.0",
-                 "--compile-to", "program", "-o", prog]):
+                 "--compile-to", "program", *DTCC_VARIANTS[variant], "-o", prog]):
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             return None, f"{os.path.basename(cmd[0])} {cmd[1]} failed: " + \
@@ -200,14 +219,14 @@ def compile_dtcc(args, out_dir):
     return prog, ""
 
 
-def run_dtcc(args, work):
-    """(ms, planned peak) of dtcc, or (None, reason)."""
+def run_dtcc(args, work, variant):
+    """(ms, planned peak) of one of dtcc's variants, or (None, reason)."""
     if args.programs:
-        prog = os.path.join(args.programs, f"train_{args.model}.prog")
+        prog = os.path.join(args.programs, program_name(args.model, variant))
         if not os.path.exists(prog):
             return None, f"{prog} was not prepared (--prepare)"
     else:
-        prog, why = compile_dtcc(args, work)
+        prog, why = compile_dtcc(args, work, variant)
         if prog is None:
             return None, why
     tokens = os.path.join(work, "tokens.bin")
@@ -255,13 +274,20 @@ def main():
         return torch_child(args)
     args.runner_cuda = args.runner_cuda or os.path.join(os.path.dirname(args.dtcc),
                                                         "dtcc-runner-cuda")
+    impls = set(args.impls.split(","))
+    if impls - set(IMPLS):
+        raise SystemExit("error: unknown --impls " + ", ".join(sorted(impls - set(IMPLS)))
+                         + "; known: " + ", ".join(IMPLS))
     if args.prepare:
         os.makedirs(args.prepare, exist_ok=True)
         for args.model in args.models.split(","):
-            prog, why = compile_dtcc(args, args.prepare)
-            if prog is None:
-                raise SystemExit(f"error: {args.model}: {why}")
-            print("prepared", prog)
+            for variant in DTCC_VARIANTS:
+                if variant not in impls:
+                    continue
+                prog, why = compile_dtcc(args, args.prepare, variant)
+                if prog is None:
+                    raise SystemExit(f"error: {args.model} {variant}: {why}")
+                print("prepared", prog)
         return 0
 
     name, why = gpu_name()
@@ -277,7 +303,6 @@ def main():
     no_torch, has_compile = torch_status()
 
     rows = []
-    impls = set(args.impls.split(","))
     work = tempfile.mkdtemp(prefix="dtcc-gpu-bench.")
     try:
         for args.model in args.models.split(","):
@@ -297,12 +322,13 @@ def main():
                 print(f"train_gpt_gpu: {args.model} {impl}: {figure} ({extra})",
                       file=sys.stderr, flush=True)
 
-            if "dtcc" in impls:
-                done("dtcc", *run_dtcc(args, work))
-            for f in os.listdir(work):  # one size's program at a time
-                if f != "tokens.bin":
-                    os.remove(os.path.join(work, f))
-            torch_kinds = [k for k in IMPLS[1:] if k in impls]
+            for variant in DTCC_VARIANTS:
+                if variant in impls:
+                    done(variant, *run_dtcc(args, work, variant))
+                for f in os.listdir(work):  # one program at a time
+                    if f != "tokens.bin":
+                        os.remove(os.path.join(work, f))
+            torch_kinds = [k for k in IMPLS if k in impls and k not in DTCC_VARIANTS]
             if torch_kinds and no_torch:
                 done("torch eager", None, no_torch)
             elif torch_kinds:
