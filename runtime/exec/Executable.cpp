@@ -3,6 +3,7 @@
 #include "runtime/exec/Executable.h"
 
 #include "runtime/comm/CommContext.h"
+#include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/ThreadPool.h"
 #include "runtime/exec/CudaScratch.h"
 #include "runtime/format/Container.h"
@@ -409,24 +410,13 @@ uint64_t nameHash(const std::string &name) {
   return h;
 }
 
-float bitsToFloat(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-uint32_t floatToBits(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return bits;
-}
-
 /// ln(x) for x in (0, 1], within 1e-6: Cephes' logf, branch-free so that
 /// the loop calling it vectorizes (libm's logf does not, and the result is
 /// the same on every host, where libm may pick an FMA variant at run time).
 float logUnit(float x) {
-  uint32_t bits = floatToBits(x);
+  uint32_t bits = cpu::floatBits(x);
   int32_t e = int32_t(bits >> 23) - 127;
-  float m = bitsToFloat((bits & 0x7FFFFFu) | 0x3F800000u); // [1, 2)
+  float m = cpu::bitsFloat((bits & 0x7FFFFFu) | 0x3F800000u); // [1, 2)
   bool above = m > 1.41421356f;
   m = above ? m * 0.5f : m;
   float ef = float(e + int32_t(above));
@@ -482,10 +472,10 @@ void drawNormal(uint64_t key, float stddev, float *x, int64_t n) {
     // there is no branch in the loop.
     uint32_t quadrant = lo >> 30;
     uint32_t swap = 0u - (quadrant & 1u);
-    uint32_t cb = floatToBits(c), sb = floatToBits(s);
-    float rs = bitsToFloat(floatToBits(r) ^ ((quadrant & 2u) << 30));
-    cosPart[k] = rs * bitsToFloat((cb & ~swap) | ((sb ^ 0x80000000u) & swap));
-    sinPart[k] = rs * bitsToFloat((sb & ~swap) | (cb & swap));
+    uint32_t cb = cpu::floatBits(c), sb = cpu::floatBits(s);
+    float rs = cpu::bitsFloat(cpu::floatBits(r) ^ ((quadrant & 2u) << 30));
+    cosPart[k] = rs * cpu::bitsFloat((cb & ~swap) | ((sb ^ 0x80000000u) & swap));
+    sinPart[k] = rs * cpu::bitsFloat((sb & ~swap) | (cb & swap));
   }
 }
 
