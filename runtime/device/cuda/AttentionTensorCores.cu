@@ -59,6 +59,15 @@ __host__ __device__ constexpr int tileRows(int dp, int dvp) {
   return (dp > dvp ? dp : dvp) <= 64 ? 64 : 32;
 }
 
+/// Row strides of the shared tiles whose rows two lanes each walk (scores,
+/// dP and the output in float, P and dS in the operands' type). Rows a
+/// multiple of 32 banks apart, as 64 or 32 floats are, would put a
+/// half-warp's sixteen rows on one bank: every access a 16-way conflict.
+/// 16 bytes more per row (WMMA's ldm granule: 4 floats, 8 halves) leaves
+/// two rows on a bank.
+__host__ __device__ constexpr int floatStride(int cols) { return cols + 4; }
+__host__ __device__ constexpr int halfStride(int cols) { return cols + 8; }
+
 /// Regions of the dynamic shared memory, each 128-byte aligned (WMMA
 /// wants 32).
 struct Carver {
@@ -80,9 +89,9 @@ struct ForwardLayout {
     q = c.take(kRows * dp * elem);
     k = c.take(size_t(tile) * dp * elem);
     v = c.take(size_t(tile) * dvp * elem);
-    s = c.take(size_t(kRows) * tile * 4);
-    p = c.take(size_t(kRows) * tile * elem);
-    o = c.take(size_t(kRows) * dvp * 4);
+    s = c.take(size_t(kRows) * floatStride(tile) * 4);
+    p = c.take(size_t(kRows) * halfStride(tile) * elem);
+    o = c.take(size_t(kRows) * floatStride(dvp) * 4);
     m = c.take(kRows * 4);
     l = c.take(kRows * 4);
     bytes = c.at;
@@ -101,10 +110,10 @@ struct GradLayout {
     own1 = c.take(kRows * dvp * elem);
     tile0 = c.take(size_t(tile) * dp_ * elem);
     tile1 = c.take(size_t(tile) * dvp * elem);
-    s = c.take(size_t(kRows) * tile * 4);
-    dp = c.take(size_t(kRows) * tile * 4);
-    p = c.take(size_t(kRows) * tile * elem);
-    ds = c.take(size_t(kRows) * tile * elem);
+    s = c.take(size_t(kRows) * floatStride(tile) * 4);
+    dp = c.take(size_t(kRows) * floatStride(tile) * 4);
+    p = c.take(size_t(kRows) * halfStride(tile) * elem);
+    ds = c.take(size_t(kRows) * halfStride(tile) * elem);
     lse = c.take(size_t(vec) * 4);
     dot = c.take(size_t(vec) * 4);
     bytes = c.at;
@@ -210,6 +219,8 @@ __global__ void __launch_bounds__(kThreads)
                     S *__restrict__ out, float *__restrict__ lse) {
   const int dp = pad16(a.d), dvp = pad16(a.dv), tile = tileRows(dp, dvp);
   const ForwardLayout lay(dp, dvp, tile, sizeof(S));
+  const int sStride = floatStride(tile), pStride = halfStride(tile),
+            oStride = floatStride(dvp);
   S *qs = region<S>(lay.q), *ks = region<S>(lay.k), *vs = region<S>(lay.v);
   float *ss = region<float>(lay.s), *os = region<float>(lay.o);
   S *ps = region<S>(lay.p);
@@ -219,7 +230,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t i0 = (blockIdx.x % rowBlocks) * kRows;
   stageRows(qs, q + b * a.sq * a.d, i0, int(std::min<int64_t>(kRows, a.sq - i0)),
             kRows, a.d, dp);
-  for (int t = threadIdx.x; t < kRows * dvp; t += kThreads)
+  for (int t = threadIdx.x; t < kRows * oStride; t += kThreads)
     os[t] = 0;
   for (int t = threadIdx.x; t < kRows; t += kThreads) {
     ms[t] = -INFINITY;
@@ -228,8 +239,8 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads(); // read at the end even without keys
   // The warp's slices, and this lane's row of them (two lanes a row).
   const S *qw = qs + warp * 16 * dp;
-  float *sw = ss + warp * 16 * tile, *ow = os + warp * 16 * dvp;
-  S *pw = ps + warp * 16 * tile;
+  float *sw = ss + warp * 16 * sStride, *ow = os + warp * 16 * oStride;
+  S *pw = ps + warp * 16 * pStride;
   const int r = lane / 2, h = lane % 2, row = warp * 16 + r;
   const int64_t i = i0 + row;
   const S *mrow = mask && i < a.sq
@@ -243,17 +254,17 @@ __global__ void __launch_bounds__(kThreads)
     stageRows(ks, k + b * a.sk * a.d, j0, n, tile, a.d, dp);
     stageRows(vs, v + b * a.sk * a.dv, j0, n, tile, a.dv, dvp);
     __syncthreads();
-    productNT(sw, tile, qw, dp, ks, dp, tile, dp);
+    productNT(sw, sStride, qw, dp, ks, dp, tile, dp);
     __syncwarp();
     const float mOld = ms[row];
     float tileMax = mOld;
     for (int c = h; c < n; c += 2) {
-      float s = sw[r * tile + c] * scale;
+      float s = sw[r * sStride + c] * scale;
       if (mrow)
         s += Elem<S>::load(mrow[(j0 + c) * a.maskCol]);
       if (a.causal && j0 + c > i)
         s = -INFINITY;
-      sw[r * tile + c] = s;
+      sw[r * sStride + c] = s;
       tileMax = maxKeep(tileMax, s);
     }
     tileMax = maxKeep(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
@@ -262,13 +273,14 @@ __global__ void __launch_bounds__(kThreads)
     const float alpha = none ? 1.f : __expf(mOld - tileMax);
     float sum = 0;
     for (int c = h; c < tile; c += 2) {
-      const float p = !none && c < n ? __expf(sw[r * tile + c] - tileMax) : 0.f;
-      pw[r * tile + c] = Elem<S>::store(p);
+      const float p =
+          !none && c < n ? __expf(sw[r * sStride + c] - tileMax) : 0.f;
+      pw[r * pStride + c] = Elem<S>::store(p);
       sum += p;
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     for (int c = h; c < dvp; c += 2)
-      ow[r * dvp + c] *= alpha;
+      ow[r * oStride + c] *= alpha;
     __syncwarp();
     if (h == 0) {
       ms[row] = none ? mOld : tileMax;
@@ -278,12 +290,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < C; ++c)
       if (c < dvp / 16)
-        wmma::load_matrix_sync(acc[c], ow + c * 16, dvp, wmma::mem_row_major);
-    accumulateNN(acc, dvp / 16, pw, tile, vs, dvp, tile);
+        wmma::load_matrix_sync(acc[c], ow + c * 16, oStride,
+                               wmma::mem_row_major);
+    accumulateNN(acc, dvp / 16, pw, pStride, vs, dvp, tile);
 #pragma unroll
     for (int c = 0; c < C; ++c)
       if (c < dvp / 16)
-        wmma::store_matrix_sync(ow + c * 16, acc[c], dvp, wmma::mem_row_major);
+        wmma::store_matrix_sync(ow + c * 16, acc[c], oStride,
+                                wmma::mem_row_major);
   }
   __syncwarp();
   const int64_t w0 = i0 + warp * 16;
@@ -292,7 +306,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t c = t % a.dv;
     if (w0 + rr < a.sq)
       out[(b * a.sq + w0 + rr) * a.dv + c] =
-          Elem<S>::store(ow[rr * dvp + c] / ls[warp * 16 + rr]);
+          Elem<S>::store(ow[rr * oStride + c] / ls[warp * 16 + rr]);
   }
   if (lane < 16 && w0 + lane < a.sq)
     lse[b * a.sq + w0 + lane] =
@@ -312,6 +326,7 @@ __global__ void __launch_bounds__(kThreads)
                              S *__restrict__ dq) {
   const int dp = pad16(a.d), dvp = pad16(a.dv), tile = tileRows(dp, dvp);
   const GradLayout lay(dp, dvp, tile, sizeof(S), kRows);
+  const int sStride = floatStride(tile), pStride = halfStride(tile);
   S *qs = region<S>(lay.own0), *dos = region<S>(lay.own1);
   S *ks = region<S>(lay.tile0), *vs = region<S>(lay.tile1);
   float *ss = region<float>(lay.s), *dps = region<float>(lay.dp);
@@ -328,8 +343,8 @@ __global__ void __launch_bounds__(kThreads)
     dots[t] = t < own ? rowDot[b * a.sq + i0 + t] : 0.f;
   }
   const S *qw = qs + warp * 16 * dp, *dow = dos + warp * 16 * dvp;
-  float *sw = ss + warp * 16 * tile, *dpw = dps + warp * 16 * tile;
-  S *dsw = dss + warp * 16 * tile;
+  float *sw = ss + warp * 16 * sStride, *dpw = dps + warp * 16 * sStride;
+  S *dsw = dss + warp * 16 * pStride;
   const int r = lane / 2, h = lane % 2, row = warp * 16 + r;
   const int64_t i = i0 + row;
   const S *mrow = mask && i < a.sq
@@ -345,24 +360,24 @@ __global__ void __launch_bounds__(kThreads)
     stageRows(ks, k + b * a.sk * a.d, j0, n, tile, a.d, dp);
     stageRows(vs, v + b * a.sk * a.dv, j0, n, tile, a.dv, dvp);
     __syncthreads();
-    productNT(sw, tile, qw, dp, ks, dp, tile, dp);
-    productNT(dpw, tile, dow, dvp, vs, dvp, tile, dvp);
+    productNT(sw, sStride, qw, dp, ks, dp, tile, dp);
+    productNT(dpw, sStride, dow, dvp, vs, dvp, tile, dvp);
     __syncwarp();
     const float l = ls[row], dot = dots[row];
     for (int c = h; c < tile; c += 2) {
       float ds = 0;
       if (c < n) {
         const int64_t j = j0 + c;
-        float s = sw[r * tile + c] * scale;
+        float s = sw[r * sStride + c] * scale;
         if (mrow)
           s += Elem<S>::load(mrow[j * a.maskCol]);
         const float p = a.causal && j > i ? 0.f : __expf(s - l);
-        ds = p * (dpw[r * tile + c] - dot);
+        ds = p * (dpw[r * sStride + c] - dot);
       }
-      dsw[r * tile + c] = Elem<S>::store(ds);
+      dsw[r * pStride + c] = Elem<S>::store(ds);
     }
     __syncwarp();
-    accumulateNN(dqa, dp / 16, dsw, tile, ks, dp, tile);
+    accumulateNN(dqa, dp / 16, dsw, pStride, ks, dp, tile);
   }
   storeRows(dq + b * a.sq * a.d, i0 + warp * 16, a.sq, a.d, dqa, dp / 16,
             scale, sw, lane);
@@ -381,6 +396,7 @@ __global__ void __launch_bounds__(kThreads)
                            S *__restrict__ dk, S *__restrict__ dv) {
   const int dp = pad16(a.d), dvp = pad16(a.dv), tile = tileRows(dp, dvp);
   const GradLayout lay(dp, dvp, tile, sizeof(S), tile);
+  const int sStride = floatStride(tile), pStride = halfStride(tile);
   S *ks = region<S>(lay.own0), *vs = region<S>(lay.own1);
   S *qs = region<S>(lay.tile0), *dos = region<S>(lay.tile1);
   float *ss = region<float>(lay.s), *dps = region<float>(lay.dp);
@@ -393,8 +409,8 @@ __global__ void __launch_bounds__(kThreads)
   stageRows(ks, k + b * a.sk * a.d, j0, own, kRows, a.d, dp);
   stageRows(vs, v + b * a.sk * a.dv, j0, own, kRows, a.dv, dvp);
   const S *kw = ks + warp * 16 * dp, *vw = vs + warp * 16 * dvp;
-  float *sw = ss + warp * 16 * tile, *dpw = dps + warp * 16 * tile;
-  S *pw = pss + warp * 16 * tile, *dsw = dss + warp * 16 * tile;
+  float *sw = ss + warp * 16 * sStride, *dpw = dps + warp * 16 * sStride;
+  S *pw = pss + warp * 16 * pStride, *dsw = dss + warp * 16 * pStride;
   const int r = lane / 2, h = lane % 2;
   const int64_t j = j0 + warp * 16 + r;
   const S *mcol = mask && j < a.sk
@@ -415,25 +431,25 @@ __global__ void __launch_bounds__(kThreads)
       dots[t] = t < n ? rowDot[b * a.sq + t0 + t] : 0.f;
     }
     __syncthreads();
-    productNT(sw, tile, kw, dp, qs, dp, tile, dp);
-    productNT(dpw, tile, vw, dvp, dos, dvp, tile, dvp);
+    productNT(sw, sStride, kw, dp, qs, dp, tile, dp);
+    productNT(dpw, sStride, vw, dvp, dos, dvp, tile, dvp);
     __syncwarp();
     for (int c = h; c < tile; c += 2) {
       float p = 0, ds = 0;
       if (c < n) {
         const int64_t i = t0 + c;
-        float s = sw[r * tile + c] * scale;
+        float s = sw[r * sStride + c] * scale;
         if (mcol)
           s += Elem<S>::load(mcol[i * a.maskRow]);
         p = a.causal && j > i ? 0.f : __expf(s - ls[c]);
-        ds = p * (dpw[r * tile + c] - dots[c]);
+        ds = p * (dpw[r * sStride + c] - dots[c]);
       }
-      pw[r * tile + c] = Elem<S>::store(p);
-      dsw[r * tile + c] = Elem<S>::store(ds);
+      pw[r * pStride + c] = Elem<S>::store(p);
+      dsw[r * pStride + c] = Elem<S>::store(ds);
     }
     __syncwarp();
-    accumulateNN(dva, dvp / 16, pw, tile, dos, dvp, tile);
-    accumulateNN(dka, dp / 16, dsw, tile, qs, dp, tile);
+    accumulateNN(dva, dvp / 16, pw, pStride, dos, dvp, tile);
+    accumulateNN(dka, dp / 16, dsw, pStride, qs, dp, tile);
   }
   const int64_t w0 = j0 + warp * 16;
   storeRows(dk + b * a.sk * a.d, w0, a.sk, a.d, dka, dp / 16, scale, sw, lane);
