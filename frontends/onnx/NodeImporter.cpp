@@ -5,7 +5,10 @@
 #include "frontends/onnx/GraphImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseSet.h"
+
+#include <cstring>
 
 using namespace mlir;
 
@@ -159,6 +162,35 @@ FailureOr<DenseElementsAttr> NodeImporter::attrTensor(StringRef name) {
                  << cast<ShapedType>(value->getType()) << ")";
 }
 
+FailureOr<ElementsAttr> NodeImporter::attrElements(StringRef name) {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a || !a->has_t())
+    return error() << "expected tensor attribute '" << name << "'";
+  auto value = graph.tensorToAttr(a->t(), loc);
+  if (failed(value))
+    return failure();
+  auto resource = dyn_cast<DenseResourceElementsAttr>(*value);
+  if (!resource)
+    return *value;
+  // A large constant whose elements are all equal (torch.zeros_like,
+  // full_like at export) becomes a splat: one element stored, and it folds.
+  AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+  auto type = cast<ShapedType>(resource.getType());
+  if (!blob || type.getNumElements() == 0)
+    return *value;
+  ArrayRef<char> data = blob->getData();
+  size_t width = data.size() / type.getNumElements();
+  if (width == 0 || data.size() % width != 0)
+    return *value;
+  for (size_t i = width; i < data.size(); i += width)
+    if (std::memcmp(data.data(), data.data() + i, width) != 0)
+      return *value;
+  auto one = RankedTensorType::get({}, type.getElementType());
+  auto first = DenseElementsAttr::getFromRawBuffer(one, data.take_front(width));
+  return cast<ElementsAttr>(
+      DenseElementsAttr::get(type, first.getValues<Attribute>()[0]));
+}
+
 //===----------------------------------------------------------------------===//
 // Builders
 //===----------------------------------------------------------------------===//
@@ -183,6 +215,10 @@ Value NodeImporter::scalar(Type elementType, double value) {
 
 Value NodeImporter::constant(DenseElementsAttr value) {
   return create<graph::ConstantOp>(cast<ElementsAttr>(value));
+}
+
+Value NodeImporter::constant(ElementsAttr value) {
+  return create<graph::ConstantOp>(value);
 }
 
 Value NodeImporter::reshape(Value v, ArrayRef<int64_t> shape) {

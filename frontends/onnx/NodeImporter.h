@@ -89,6 +89,9 @@ public:
   std::optional<llvm::SmallVector<int64_t>> attrInts(llvm::StringRef name) const;
   /// A tensor attribute as a constant.
   mlir::FailureOr<mlir::DenseElementsAttr> attrTensor(llvm::StringRef name);
+  /// A tensor attribute of any size: dense when small or when every element
+  /// is the same (a splat, which folds), otherwise a resource blob.
+  mlir::FailureOr<mlir::ElementsAttr> attrElements(llvm::StringRef name);
 
   //===-- Errors ------------------------------------------------------------===//
 
@@ -113,6 +116,7 @@ public:
   /// A rank-0 constant of `elementType`.
   mlir::Value scalar(mlir::Type elementType, double value);
   mlir::Value constant(mlir::DenseElementsAttr value);
+  mlir::Value constant(mlir::ElementsAttr value);
   /// Reshape (no-op when the shape already matches).
   mlir::Value reshape(mlir::Value v, llvm::ArrayRef<int64_t> shape);
   mlir::Value transpose(mlir::Value v, llvm::ArrayRef<int64_t> perm);

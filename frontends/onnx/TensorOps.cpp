@@ -413,10 +413,12 @@ LogicalResult importConstant(NodeImporter &n) {
   Builder &b = n.builder();
   DenseElementsAttr value;
   if (n.hasAttr("value")) {
-    auto t = n.attrTensor("value");
+    // Any size: a large tensor stays a resource (as an initializer would).
+    auto t = n.attrElements("value");
     if (failed(t))
       return failure();
-    value = *t;
+    n.setOutput(0, n.constant(*t));
+    return success();
   } else if (n.hasAttr("value_float")) {
     value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
                                    n.attrFloat("value_float", 0));
