@@ -469,8 +469,19 @@ std::optional<zoo::Family> zooFamilyOf(const ModelDesc &m, std::string &why) {
   return std::nullopt;
 }
 
-std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
-                                                const Plan &plan);
+/// Where the programs that price a GPU plan come from: the zoo, which
+/// rebuilds the described model with a few layers (compileGpuLayers), or
+/// the model file itself, compiled whole with the plan.
+struct GpuProgramSource {
+  std::string modelPath;           ///< empty: the zoo
+  std::vector<std::string> frozen; ///< as for dtcc compile --frozen
+  int64_t batch = 0;               ///< the file's batch dimension
+  bool isFile() const { return !modelPath.empty(); }
+};
+
+std::pair<int64_t, int64_t>
+compiledLayerCounts(const ModelDesc &model, const Plan &plan,
+                    const GpuProgramSource &source = GpuProgramSource());
 std::pair<int64_t, int64_t> compiledMicroBatches(const Plan &plan);
 
 /// The most layer x micro-batch instances a pipeline's compile for pricing
@@ -484,19 +495,29 @@ constexpr int64_t kMaxUnrolledLayers = 2048;
 constexpr int64_t kMaxUnrolledSearched = 512;
 
 /// Why `plan` of `model` is priced by the analytic model instead of its
-/// compiled program before compiling it: a model the zoo does not build,
-/// tf32, a pipeline whose compile would unroll more than `maxUnrolled`
-/// layer x micro-batch instances; empty when it can be tried. A feature the
-/// compiler does not build is refused by the compile itself, which names
-/// it.
-std::string compiledPricingGap(const Plan &plan, const ModelDesc &model,
-                               int64_t maxUnrolled = kMaxUnrolledLayers) {
+/// compiled program before compiling it: a model the zoo does not build (a
+/// file is compiled itself), tf32, a file whose batch is not the plan's
+/// (a file is compiled as it is: its batch is one micro-batch of every
+/// data-parallel rank), a pipeline whose compile would unroll more than
+/// `maxUnrolled` layer x micro-batch instances; empty when it can be
+/// tried. A feature the compiler does not build is refused by the compile
+/// itself, which names it.
+std::string
+compiledPricingGap(const Plan &plan, const ModelDesc &model,
+                   int64_t maxUnrolled = kMaxUnrolledLayers,
+                   const GpuProgramSource &source = GpuProgramSource()) {
   if (model.layers < 1 || model.heads < 1)
     return "not a transformer the planner describes";
   if (plan.dtype.compute == DType::kTf32)
     return "tf32 compute";
+  if (source.isFile() && source.batch != plan.microBatchSize * plan.dp)
+    return llvm::formatv("the file's batch of {0} sequences is not the "
+                         "plan's micro-batch of {1} on each of its {2} "
+                         "data-parallel ranks (a file is compiled as it is)",
+                         source.batch, plan.microBatchSize, plan.dp)
+        .str();
   if (plan.pp > 1) {
-    int64_t layers = compiledLayerCounts(model, plan).second;
+    int64_t layers = compiledLayerCounts(model, plan, source).second;
     int64_t micro = compiledMicroBatches(plan).second;
     if (layers * micro > maxUnrolled)
       return llvm::formatv("the pipeline's compile would unroll {0} layers x "
@@ -509,8 +530,7 @@ std::string compiledPricingGap(const Plan &plan, const ModelDesc &model,
           .str();
   }
   std::string why;
-  std::optional<zoo::Family> family = zooFamilyOf(model, why);
-  if (!family)
+  if (!source.isFile() && !zooFamilyOf(model, why))
     return why;
   return "";
 }
@@ -548,9 +568,12 @@ std::pair<int64_t, int64_t> compiledMicroBatches(const Plan &plan) {
 }
 
 /// The two layer counts `plan` of `model` is compiled at; equal when the
-/// model is compiled whole.
+/// model is compiled whole (a file always is).
 std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
-                                                const Plan &plan) {
+                                                const Plan &plan,
+                                                const GpuProgramSource &source) {
+  if (source.isFile())
+    return {model.layers, model.layers};
   if (plan.pp <= 1)
     return {std::min(model.layers, kLayersCompiled[0]),
             std::min(model.layers, kLayersCompiled[1])};
@@ -565,11 +588,18 @@ std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
 constexpr double kPricedDropout = 0.1;
 
 /// "4 and 5 layers compiled for cuda and simulated, scaled to L layers",
-/// or "all L layers compiled ..." for a model compiled whole.
-std::string compiledLayersText(const ModelDesc &model, const Plan &plan) {
-  auto [a, b] = compiledLayerCounts(model, plan);
+/// or "all L layers compiled ..." for a model compiled whole, or "the file
+/// compiled ..." for a model file.
+std::string
+compiledLayersText(const ModelDesc &model, const Plan &plan,
+                   const GpuProgramSource &source = GpuProgramSource()) {
+  auto [a, b] = compiledLayerCounts(model, plan, source);
   std::string text =
-      a == b && a == model.layers
+      source.isFile()
+          ? llvm::formatv("{0} compiled whole for cuda and simulated",
+                          baseName(source.modelPath))
+                .str()
+      : a == b && a == model.layers
           ? llvm::formatv("all {0} layers compiled for cuda and simulated",
                           model.layers)
                 .str()
@@ -661,16 +691,19 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
 /// target with the plan and its step simulated; the model of L layers is
 /// priced as T(a) + (L - a) x (T(b) - T(a)), every time, byte count and
 /// collective alike (extrapolateProgramTime/Memory); a model of at most b
-/// layers is compiled whole. The attention core is priced as `attention`
-/// says the run executes it (AttentionKernels). Errors: the compiler's.
-StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
-                                          const Plan &plan,
-                                          const ClusterSpec &cluster,
-                                          AttentionKernels attention) {
+/// layers is compiled whole. A model file (`source`) is compiled itself,
+/// whole, its batch one micro-batch of every data-parallel rank (the
+/// pricing gap says so otherwise). The attention core is priced as
+/// `attention` says the run executes it (AttentionKernels). Errors: the
+/// compiler's.
+StatusOr<CompiledLayers>
+compileGpuLayers(const ModelDesc &model, const Plan &plan,
+                 const ClusterSpec &cluster, AttentionKernels attention,
+                 const GpuProgramSource &source = GpuProgramSource()) {
   auto started = std::chrono::steady_clock::now();
   std::string why;
   std::optional<zoo::Family> family = zooFamilyOf(model, why);
-  if (!family)
+  if (!family && !source.isFile())
     return invalidArgument(why);
   std::vector<runtime::MeshShape::Axis> axes;
   for (const std::string &axis : plan.order) {
@@ -681,7 +714,7 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
   auto mesh = runtime::MeshShape::of(std::move(axes));
   if (!mesh.isOk())
     return mesh.status();
-  const auto [layersA, layersB] = compiledLayerCounts(model, plan);
+  const auto [layersA, layersB] = compiledLayerCounts(model, plan, source);
   const auto [microA, microB] = compiledMicroBatches(plan);
   CompiledLayers out;
   // Each (micro-batch count m, layer count i), layers fastest.
@@ -697,29 +730,7 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
     }
     Plan compiled = plan;
     compiled.microBatches = m == 0 ? microA : microB;
-    zoo::ZooOptions o;
-    o.family = *family;
-    o.layers = i == 0 ? layersA : layersB;
-    o.hidden = model.hidden;
-    o.heads = model.heads;
-    if (*family == zoo::Family::Llama)
-      o.kvHeads = model.kvHeads;
-    o.ffnHidden = model.ffnHidden;
-    o.vocab = model.vocab;
-    o.seq = model.seq;
-    // The module's inputs are one micro-batch of every data-parallel rank.
-    o.batch = plan.microBatchSize * plan.dp;
-    o.tiedEmbeddings = model.tiedEmbeddings;
-    // Where GPT-2 and Megatron-LM place it; its cost does not depend on
-    // the probability.
-    o.dropout = model.dropout ? kPricedDropout : 0.0;
-    o.weights = false;
-    if (std::string e = zoo::validate(o); !e.empty())
-      return invalidArgument("the model as a zoo ", zoo::familyName(*family),
-                             ": ", e);
-    std::string bytes;
-    if (!zoo::buildModel(o).SerializeToString(&bytes))
-      return runtime::internalError("cannot serialize the zoo model");
+    const int64_t layers = i == 0 ? layersA : layersB;
     mlir::DialectRegistry registry;
     registerDtccDialects(registry);
     mlir::MLIRContext context(registry);
@@ -734,10 +745,41 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
     onnx_frontend::ImportOptions io;
     io.loadWeights = false;
     io.training = true;
-    auto module = onnx_frontend::importOnnxBytes(bytes, model.name + ".onnx",
-                                                 "", &context, io);
-    if (mlir::failed(module))
-      return invalidArgument("cannot import the zoo model", diagnostics);
+    mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> module;
+    if (source.isFile()) {
+      module = loadModel(source.modelPath, context, io);
+      if (mlir::failed(module))
+        return invalidArgument("cannot import '", source.modelPath, "'",
+                               diagnostics);
+    } else {
+      zoo::ZooOptions o;
+      o.family = *family;
+      o.layers = layers;
+      o.hidden = model.hidden;
+      o.heads = model.heads;
+      if (*family == zoo::Family::Llama)
+        o.kvHeads = model.kvHeads;
+      o.ffnHidden = model.ffnHidden;
+      o.vocab = model.vocab;
+      o.seq = model.seq;
+      // The module's inputs are one micro-batch of every data-parallel rank.
+      o.batch = plan.microBatchSize * plan.dp;
+      o.tiedEmbeddings = model.tiedEmbeddings;
+      // Where GPT-2 and Megatron-LM place it; its cost does not depend on
+      // the probability.
+      o.dropout = model.dropout ? kPricedDropout : 0.0;
+      o.weights = false;
+      if (std::string e = zoo::validate(o); !e.empty())
+        return invalidArgument("the model as a zoo ", zoo::familyName(*family),
+                               ": ", e);
+      std::string bytes;
+      if (!zoo::buildModel(o).SerializeToString(&bytes))
+        return runtime::internalError("cannot serialize the zoo model");
+      module = onnx_frontend::importOnnxBytes(bytes, model.name + ".onnx", "",
+                                              &context, io);
+      if (mlir::failed(module))
+        return invalidArgument("cannot import the zoo model", diagnostics);
+    }
     CompileOptions options;
     options.target = "cuda";
     options.train.enabled = true;
@@ -745,8 +787,11 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
     // dtcc's own run fuses the attention cores (the CUDA attention kernels,
     // priced as compiled); a run the plan file describes keeps them in the
     // program, priced as that run executed them (`attention`).
+    // A file is dtcc's own run too: its cores as dtcc compile fuses them.
     options.train.fusedAttention =
-        model.flashAttention && attention == AttentionKernels::kAsCompiled;
+        (model.flashAttention || source.isFile()) &&
+        attention == AttentionKernels::kAsCompiled;
+    options.train.frozen = source.frozen;
     // Every field of the plan: one the compiler does not build yet is
     // refused by dtcc-plan-set, naming it (and the plan stays analytic).
     options.train.plan = compilerPlanOf(compiled);
@@ -754,7 +799,7 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
     auto p = compileAndPrice(**module, options, cluster);
     if (!p.isOk())
       return p.status().withContext(runtime::strCat(
-          "compiling ", o.layers, " layer", o.layers > 1 ? "s" : "", " of ",
+          "compiling ", layers, " layer", layers > 1 ? "s" : "", " of ",
           model.name, " with --mesh ", mesh.value().str(), " --zero ",
           plan.zeroStage, " and ", compiled.microBatches, " micro-batch",
           compiled.microBatches > 1 ? "es" : ""));
@@ -801,11 +846,11 @@ StatusOr<CompiledLayers> compileGpuLayers(const ModelDesc &model,
 
 /// Prices `plan` of `model` on the GPU `cluster` from its compiled program
 /// (compileGpuLayers, then priceCompiledLayers as compiled).
-StatusOr<CompiledPrice> priceCompiledGpuPlan(const ModelDesc &model,
-                                             const Plan &plan,
-                                             const ClusterSpec &cluster,
-                                             AttentionKernels attention) {
-  auto layers = compileGpuLayers(model, plan, cluster, attention);
+StatusOr<CompiledPrice>
+priceCompiledGpuPlan(const ModelDesc &model, const Plan &plan,
+                     const ClusterSpec &cluster, AttentionKernels attention,
+                     const GpuProgramSource &source = GpuProgramSource()) {
+  auto layers = compileGpuLayers(model, plan, cluster, attention, source);
   if (!layers.isOk())
     return layers.status();
   return priceCompiledLayers(layers.value(), model, plan, cluster,
@@ -1541,25 +1586,34 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         attentionText,
         sensitivity->compared, sensitivity->worlds.size() + 1);
   } else if (!cpu && report.chosen) {
+    // A model file is compiled itself, whole (the zoo rebuilds a described
+    // model with a few layers).
+    GpuProgramSource programs;
+    if (!args.modelPath.empty()) {
+      programs.modelPath = args.modelPath;
+      programs.frozen = args.frozen;
+      programs.batch = modelBatch;
+    }
     std::string gap =
         args.analytic ? "--analytic"
-        : !args.modelPath.empty()
-            ? "a model file: on GPU clusters its description is priced; "
-              "compiling the file itself for the plan is not wired yet"
+        : !args.modelPath.empty() && args.seq
+            ? "--seq replaces the file's sequence length, and a file is "
+              "compiled as it is"
             : compiledPricingGap(report.chosen->plan, model,
                                  report.origin == "search"
                                      ? kMaxUnrolledSearched
-                                     : kMaxUnrolledLayers);
+                                     : kMaxUnrolledLayers,
+                                 programs);
     if (gap.empty()) {
-      auto priced =
-          priceCompiledGpuPlan(model, report.chosen->plan, cluster, attention);
+      auto priced = priceCompiledGpuPlan(model, report.chosen->plan, cluster,
+                                         attention, programs);
       if (priced.isOk()) {
         compiledPrice = std::move(priced.value());
         report.chosen = compiledPrice->candidate;
         report.pricedBy = "compiled program";
         report.pricedByReason = llvm::formatv(
             "{0}; attention {1}; {2:f2} s",
-            compiledLayersText(model, report.chosen->plan),
+            compiledLayersText(model, report.chosen->plan, programs),
             attentionText,
             compiledPrice->seconds);
       } else {
@@ -1577,9 +1631,11 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       for (const Rejection &r : report.search->alternatives) {
         if (r.kind != Rejection::Kind::kSlower || r.slowerFraction > 0.10 ||
             tried.size() >= 4 ||
-            !compiledPricingGap(r.plan, model, kMaxUnrolledSearched).empty())
+            !compiledPricingGap(r.plan, model, kMaxUnrolledSearched, programs)
+                 .empty())
           continue;
-        auto p = priceCompiledGpuPlan(model, r.plan, cluster, attention);
+        auto p =
+            priceCompiledGpuPlan(model, r.plan, cluster, attention, programs);
         if (!p.isOk())
           continue;
         const Candidate &now = compiledPrice->candidate;
