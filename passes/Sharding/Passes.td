@@ -166,8 +166,12 @@ def ShardPipeline : Pass<"dtcc-shard-pipeline", "mlir::ModuleOp"> {
     count on the first chunk, the head and loss on the last); chunk k runs
     on stage k mod pp, so stage s holds chunks s, s + pp, s + 2pp, ...
     (Megatron-LM's virtual stages). Ops outside layers go with their
-    operands. Each op of the backward pass runs in the chunk of its forward
-    op.
+    operands: a forward op to their last chunk; a backward op to the last
+    chunk of the forward values it reads, else to the first of the
+    gradients it reads, and no earlier than the backward ops that read it.
+    Each op of the backward pass thus runs in the chunk of its forward op,
+    and a parameter read outside the layers (a relative attention bias, a
+    logit scale) is updated by the stage that reads it.
 
     Order: each stage runs its micro-batch tasks in the plan's schedule
     (planner/PipelineSchedule.h, the order the planner simulates): `gpipe`

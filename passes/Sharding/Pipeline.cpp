@@ -531,19 +531,61 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
       layerChunk[layers[i]] = chunk;
   }
 
-  // Micro-batch ops: their layer's chunk; otherwise their operands' last.
+  // Micro-batch ops: their layer's chunk. An op outside the layers (an
+  // attention core or an add written in the model's own forward) follows
+  // its operands: a forward op their last chunk. Its backward ops belong
+  // with it, as a layer's do: a backward op that reads forward values (the
+  // VJP of a product reads its operands) goes to their last chunk, one that
+  // reads gradients alone (a sum of gradient terms, a reduction to a
+  // broadcast parameter's shape) to its operands' first. Gradients then
+  // flow back towards the stage that read the parameter, which updates it
+  // (the operands' last would put a parameter's gradient on a later stage
+  // than its forward reads: stage 0 would read a parameter stage 1 updates).
+  auto isForward = [](Operation *op) {
+    auto pass = op->getAttrOfType<StringAttr>(kPassAttr);
+    return !pass || pass.getValue() != "backward";
+  };
+  llvm::DenseSet<Operation *> unlabelledBackward;
   for (Operation &op : body) {
     if (!op.hasAttr(kMicroAttr))
       continue;
     int64_t chunk = -1;
-    if (std::string k = layerOf(&op); !k.empty())
+    if (std::string k = layerOf(&op); !k.empty()) {
       chunk = layerChunk.lookup(k);
-    else
+    } else if (isForward(&op)) {
       for (Value v : op.getOperands())
         if (auto it = chunkOf_.find(v.getDefiningOp()); it != chunkOf_.end())
           chunk = std::max(chunk, it->second);
+    } else {
+      unlabelledBackward.insert(&op);
+      int64_t lastForward = -1, firstBackward = INT64_MAX;
+      for (Value v : op.getOperands()) {
+        auto it = chunkOf_.find(v.getDefiningOp());
+        if (it == chunkOf_.end())
+          continue;
+        if (isForward(v.getDefiningOp()))
+          lastForward = std::max(lastForward, it->second);
+        else
+          firstBackward = std::min(firstBackward, it->second);
+      }
+      chunk = lastForward >= 0            ? lastForward
+              : firstBackward != INT64_MAX ? firstBackward
+                                           : -1;
+    }
     if (chunk >= 0)
       chunkOf_[&op] = chunk;
+  }
+  // Gradients only flow to the same or earlier stages: a backward op outside
+  // the layers runs no earlier than the backward ops that read it (users
+  // first, so that a raised op raises what it reads).
+  for (Operation &op : llvm::reverse(body)) {
+    if (!unlabelledBackward.contains(&op) || !chunkOf_.count(&op))
+      continue;
+    int64_t &chunk = chunkOf_[&op];
+    for (Operation *user : op.getUsers())
+      if (!isForward(user))
+        if (auto it = chunkOf_.find(user); it != chunkOf_.end())
+          chunk = std::max(chunk, it->second);
   }
   // Ops that say nothing (a reshape of the labels) go where they are read.
   for (Operation &op : llvm::reverse(body)) {

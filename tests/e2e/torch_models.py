@@ -17,6 +17,13 @@ GroupNorm down through MaxPool and AvgPool, up through ConvTranspose2d and
 bilinear F.interpolate, skip concatenations, per-pixel cross-entropy) and
 AudioNet (a raw-waveform classifier: strided Conv1d stem, BatchNorm1d,
 MaxPool1d, residual 1-D blocks, AdaptiveAvgPool1d).
+
+Attention written outside nn.Module layers: Swin (a shifted-window
+attention in the model's own forward: torch.roll, window partition and
+reverse by view/permute/reshape, a relative bias parameter read at the top
+level) and PaddedText (nn.Embedding with padding_idx, nn.MultiheadAttention
+with a key_padding_mask built from the ids, padded positions zeroed by
+torch.where: the exported zeros are a Constant over 1 KiB).
 """
 import math
 
@@ -346,8 +353,65 @@ class AudioNet(torch.nn.Module):
         return F.cross_entropy(self.head(x), labels)
 
 
+class Swin(torch.nn.Module):
+    """[b, 3, 16, 16] images -> classes: one shifted-window attention block
+    whose attention core, relative bias and window shuffles sit in the
+    model's forward, between its top-level modules."""
+
+    def __init__(self, channels=8, window=2, shift=1, grid=4, heads=2, classes=5):
+        super().__init__()
+        self.window, self.shift, self.grid, self.heads = window, shift, grid, heads
+        self.patch = torch.nn.Conv2d(3, channels, 16 // grid, stride=16 // grid)
+        self.ln1 = torch.nn.LayerNorm(channels)
+        self.qkv = torch.nn.Linear(channels, 3 * channels)
+        self.proj = torch.nn.Linear(channels, channels)
+        self.ln2 = torch.nn.LayerNorm(channels)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(channels, 2 * channels),
+                                       torch.nn.GELU(),
+                                       torch.nn.Linear(2 * channels, channels))
+        self.bias = torch.nn.Parameter(0.1 * torch.randn(heads, window ** 2, window ** 2))
+        self.head = torch.nn.Linear(channels, classes)
+
+    def forward(self, x, labels):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        b, tokens, c = x.shape
+        g, w, h = self.grid, self.window, self.heads
+        y = torch.roll(self.ln1(x).view(b, g, g, c), (-self.shift, -self.shift), (1, 2))
+        y = y.view(b, g // w, w, g // w, w, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, w * w, c)
+        n = y.shape[0]
+        q, k, v = self.qkv(y).reshape(n, w * w, 3, h, c // h).permute(2, 0, 3, 1, 4)
+        a = (q * (c // h) ** -0.5) @ k.transpose(-2, -1) + self.bias.unsqueeze(0)
+        y = (a.softmax(-1) @ v).transpose(1, 2).reshape(n, w * w, c)
+        y = self.proj(y).view(b, g // w, g // w, w, w, c).permute(0, 1, 3, 2, 4, 5)
+        y = torch.roll(y.reshape(b, g, g, c), (self.shift, self.shift), (1, 2))
+        x = x + y.reshape(b, tokens, c)
+        x = x + self.mlp(self.ln2(x))
+        return F.cross_entropy(self.head(x.mean(1)), labels)
+
+
+class PaddedText(torch.nn.Module):
+    """[b, seq] token ids, 0 = padding -> classes."""
+
+    def __init__(self, vocab=32, hidden=16, heads=2, seq=8, classes=3):
+        super().__init__()
+        self.seq = seq
+        self.tok = torch.nn.Embedding(vocab, hidden, padding_idx=0)
+        self.attn = torch.nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.ln = torch.nn.LayerNorm(hidden)
+        self.head = torch.nn.Linear(hidden, classes)
+
+    def forward(self, ids, labels):
+        pad = ids == 0
+        x = self.tok(ids)
+        y, _ = self.attn(x, x, x, key_padding_mask=pad, need_weights=False)
+        x = self.ln(x + y)
+        x = torch.where(pad.unsqueeze(-1), torch.zeros_like(x), x)
+        return F.cross_entropy(self.head(x.sum(1)), labels)
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
-          "resnet": ResNet, "unet": UNet, "audio": AudioNet}
+          "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
+          "padded-text": PaddedText}
 
 
 def build(name, **sizes):
@@ -411,6 +475,15 @@ def example_inputs(name, model, batch, rng):
         return segmentation(rng, batch, model.out.out_channels)
     if name == "audio":
         return waveforms(rng, batch, model.head.out_features)
+    if name == "swin":
+        return images(rng, batch, model.head.out_features)
+    if name == "padded-text":
+        # Every sequence keeps at least half its tokens; the rest is padding.
+        ids = rng.integers(1, model.tok.num_embeddings, (batch, model.seq))
+        for row, n in zip(ids, rng.integers(0, model.seq // 2, batch)):
+            row[model.seq - n:] = 0
+        return {"ids": ids.astype(np.int64),
+                "labels": rng.integers(0, model.head.out_features, batch).astype(np.int64)}
     vocab = model.tok.num_embeddings
     seq = model.blocks[0].mask.shape[0]
     tokens = rng.integers(0, vocab, (batch, seq + 1)).astype(np.int64)

@@ -65,6 +65,8 @@ SETTINGS = {
     "resnet": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "unet": Settings(batch=4, lr=2e-3, eps=1e-6, learns=True),
     "audio": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
+    "swin": Settings(batch=8, lr=2e-3, eps=1e-6),
+    "padded-text": Settings(batch=8, lr=1e-3, eps=1e-6),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
