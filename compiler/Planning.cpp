@@ -1351,6 +1351,20 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // --sensitivity on a GPU cluster: each compared plan's compiled layers,
   // by the plan's JSON, and whether the compiled programs decided.
   std::map<std::string, StatusOr<CompiledLayers>> sensitivityPrograms;
+  // On a GPU cluster a model file is compiled itself, whole (the zoo
+  // rebuilds a described model with a few layers); not when --seq replaces
+  // its sequence length (a file is compiled as it is).
+  GpuProgramSource programs;
+  if (!args.modelPath.empty()) {
+    programs.modelPath = args.modelPath;
+    programs.frozen = args.frozen;
+    programs.batch = modelBatch;
+  }
+  const std::string fileGap =
+      !args.modelPath.empty() && args.seq
+          ? "--seq replaces the file's sequence length, and a file is "
+            "compiled as it is"
+          : "";
   bool sensitivityCompiled = false;
   if (cpu && !args.modelPath.empty() && !args.analytic && !pricingSaved) {
     return compiledCpuPlan(args, cluster, model, source, opaqueParams,
@@ -1469,25 +1483,29 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       // a GPU cluster each plan's compiled program (compiled once, its
       // programs simulated again in each world), else the analytic model.
       SensitivityPricing pricing;
-      if (!args.analytic && args.modelPath.empty()) {
-        pricing.model = "its compiled program (" +
-                        llvm::formatv("{0} and {1} layers compiled for cuda "
-                                      "and simulated (with pipeline stages "
-                                      "{2} and {3} per stage chunk), scaled "
-                                      "to {4} layers",
-                                      kLayersCompiled[0], kLayersCompiled[1],
-                                      kChunkLayersCompiled[0],
-                                      kChunkLayersCompiled[1], model.layers)
-                            .str() +
-                        "; compiled once, simulated in each world)";
+      if (!args.analytic && fileGap.empty()) {
+        pricing.model =
+            "its compiled program (" +
+            (programs.isFile()
+                 ? baseName(programs.modelPath) +
+                       " compiled whole for cuda and simulated"
+                 : llvm::formatv("{0} and {1} layers compiled for cuda "
+                                 "and simulated (with pipeline stages "
+                                 "{2} and {3} per stage chunk), scaled "
+                                 "to {4} layers",
+                                 kLayersCompiled[0], kLayersCompiled[1],
+                                 kChunkLayersCompiled[0],
+                                 kChunkLayersCompiled[1], model.layers)
+                       .str()) +
+            "; compiled once, simulated in each world)";
         // As without --sensitivity: the analytic search's closest slower
         // plans are compiled and priced too.
         pricing.extraWithin = 0.10;
         pricing.extraSlower = 4;
         pricing.price = [&](const Plan &plan,
                             const ClusterSpec &c) -> StatusOr<Candidate> {
-          if (std::string gap =
-                  compiledPricingGap(plan, model, kMaxUnrolledSearched);
+          if (std::string gap = compiledPricingGap(
+                  plan, model, kMaxUnrolledSearched, programs);
               !gap.empty())
             return invalidArgument(gap);
           std::string key = planToJson(plan).dump(-1);
@@ -1495,7 +1513,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
           if (it == sensitivityPrograms.end())
             it = sensitivityPrograms
                      .emplace(key, compileGpuLayers(model, plan, cluster,
-                                                    attention))
+                                                    attention, programs))
                      .first;
           if (!it->second.isOk())
             return it->second.status();
@@ -1514,7 +1532,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         // it then prices the chosen one.
         std::string why =
             compiledPricingGap(analyzed.value().search.best->plan, model,
-                               kMaxUnrolledSearched);
+                               kMaxUnrolledSearched, programs);
         analyzed = analyzeSensitivity(model, cluster, options);
         if (analyzed.isOk())
           analyzed.value().pricedBy =
@@ -1582,24 +1600,14 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     report.pricedByReason = llvm::formatv(
         "{0}; attention {1}; {2} plans compared by their programs in {3} "
         "worlds (--sensitivity)",
-        compiledLayersText(model, report.chosen->plan),
+        compiledLayersText(model, report.chosen->plan, programs),
         attentionText,
         sensitivity->compared, sensitivity->worlds.size() + 1);
   } else if (!cpu && report.chosen) {
-    // A model file is compiled itself, whole (the zoo rebuilds a described
-    // model with a few layers).
-    GpuProgramSource programs;
-    if (!args.modelPath.empty()) {
-      programs.modelPath = args.modelPath;
-      programs.frozen = args.frozen;
-      programs.batch = modelBatch;
-    }
     std::string gap =
         args.analytic ? "--analytic"
-        : !args.modelPath.empty() && args.seq
-            ? "--seq replaces the file's sequence length, and a file is "
-              "compiled as it is"
-            : compiledPricingGap(report.chosen->plan, model,
+        : !fileGap.empty() ? fileGap
+                           : compiledPricingGap(report.chosen->plan, model,
                                  report.origin == "search"
                                      ? kMaxUnrolledSearched
                                      : kMaxUnrolledLayers,
