@@ -149,15 +149,13 @@ std::optional<SmallVector<int64_t>> NodeImporter::attrInts(StringRef name) const
 }
 
 FailureOr<DenseElementsAttr> NodeImporter::attrTensor(StringRef name) {
-  const onnx::AttributeProto *a = attr(name);
-  if (!a || !a->has_t())
-    return error() << "expected tensor attribute '" << name << "'";
-  auto value = graph.tensorToAttr(a->t(), loc);
+  FailureOr<ElementsAttr> value = attrElements(name);
   if (failed(value))
     return failure();
   if (auto dense = dyn_cast<DenseElementsAttr>(*value))
     return dense;
-  // Large tensors come back as resources; constants want dense values.
+  // Large tensors of distinct elements stay resources; the attribute's
+  // users want dense values.
   return error() << "tensor attribute '" << name << "' is too large ("
                  << cast<ShapedType>(value->getType()) << ")";
 }
