@@ -632,8 +632,12 @@ LogicalResult FunctionPartitioner::run() {
     if (!vocab->empty()) {
       tagPhase(&op);
       for (auto [r, v] : llvm::zip(op.getResults(), *vocab)) {
-        global_[v] = global_[r];
-        sharding_[v] = sharding_[r];
+        // Copies first: inserting v may grow the maps and move r's entry
+        // (`global_[v] = global_[r]` read it from freed memory).
+        RankedTensorType type = global_.lookup(r);
+        ShardingAttr sharding = sharding_.lookup(r);
+        global_[v] = type;
+        sharding_[v] = sharding;
         r.replaceAllUsesWith(v);
       }
       op.erase();
