@@ -226,9 +226,10 @@ static LogicalResult mapLoop(scf::ParallelOp loop, int64_t threadsPerBlock,
         arith::ConstantIndexOp::create(rewriter, loc, 1));
   }
   int64_t tile = std::max<int64_t>(1, std::min(threadsPerBlock, trips));
+  // Before tiling: tileParallelLoop erases `loop`.
+  MLIRContext *ctx = loop.getContext();
   auto [outer, inner] =
       scf::tileParallelLoop(loop, {tile}, /*noMinMaxBounds=*/true);
-  MLIRContext *ctx = loop.getContext();
   AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
   auto dim = [&](gpu::Processor p) {
     return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
