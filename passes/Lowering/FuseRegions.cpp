@@ -611,6 +611,10 @@ bool FunctionFusion::canJoin(ArrayRef<Operation *> members, Operation *op) {
 std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
     Operation *op, ArrayRef<Region> regions,
     const llvm::DenseMap<Operation *, unsigned> &regionOf) {
+  // Every op a region takes has one result (the terminator has none: its
+  // result 0 would be read from before the op).
+  if (op->getNumResults() != 1)
+    return {};
   Attribute stage = op->getAttr(shard::kStageAttr);
   // The region of `v`'s producer, where `op` would read it.
   auto producer = [&](Value v) -> std::optional<unsigned> {
