@@ -52,16 +52,29 @@ Status makeDirs(const std::string &path) {
   return Status::ok();
 }
 
-/// Writes `text` to a new file `path` (the markers of a sharded save).
+/// Writes `text` to a new file `path` (the markers of a sharded save),
+/// whole or not at all: written beside it, then renamed into place, so
+/// that a peer polling for the file never reads it half written (rank 0
+/// read a failed rank's marker before its reason was in it).
 Status writeSmallFile(const std::string &path, const std::string &text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const std::string part = path + ".part";
+  int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
-    return unavailable("cannot create '", path, "': ", std::strerror(errno));
+    return unavailable("cannot create '", part, "': ", std::strerror(errno));
   ssize_t n = text.empty() ? 0 : ::write(fd, text.data(), text.size());
   int err = errno;
   ::close(fd);
-  if (n < 0)
-    return unavailable("cannot write '", path, "': ", std::strerror(err));
+  if (n < 0 || size_t(n) != text.size()) {
+    ::unlink(part.c_str());
+    return unavailable("cannot write '", part, "': ",
+                       n < 0 ? std::strerror(err) : "short write");
+  }
+  if (std::rename(part.c_str(), path.c_str()) != 0) {
+    err = errno;
+    ::unlink(part.c_str());
+    return unavailable("cannot rename '", part, "' to '", path, "': ",
+                       std::strerror(err));
+  }
   return Status::ok();
 }
 
