@@ -2,6 +2,7 @@
 
 #include "runtime/exec/Executable.h"
 
+#include "runtime/base/Random.h"
 #include "runtime/comm/CommContext.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/ThreadPool.h"
@@ -394,20 +395,11 @@ namespace {
 /// 1024 x 4096 matrix still keeps 64 threads busy.
 constexpr int64_t kRandomChunk = int64_t(1) << 16;
 
-/// SplitMix64's output function (Steele, Lea and Flood 2014).
-uint64_t splitmix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /// FNV-1a of a variable's name: the same on every host and standard library
 /// (std::hash is neither), so every rank of a job draws the same values.
 uint64_t nameHash(const std::string &name) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (char c : name)
-    h = (h ^ uint8_t(c)) * 0x100000001B3ull;
-  return h;
+  return fnv1a(reinterpret_cast<const unsigned char *>(name.data()),
+               name.size());
 }
 
 /// ln(x) for x in (0, 1], within 1e-6: Cephes' logf, branch-free so that
@@ -445,7 +437,7 @@ void drawNormal(uint64_t key, float stddev, float *x, int64_t n) {
   const int64_t pairs = (n + 1) / 2;
   float *cosPart = x, *sinPart = x + pairs;
   for (int64_t k = 0; k < pairs; ++k) {
-    uint64_t bits = splitmix64(key + uint64_t(k + 1) * 0x9E3779B97F4A7C15ull);
+    uint64_t bits = splitmix64(key + uint64_t(k) * kGoldenGamma);
     uint32_t hi = uint32_t(bits >> 32), lo = uint32_t(bits);
     float u = (float(int32_t(hi >> 1)) + 0.5f) * 0x1p-31f; // (0, 1]
     float r2 = -2.0f * logUnit(u);
@@ -509,14 +501,14 @@ Status Executable::randomizeVariablesWithoutData(uint64_t seed, double stddev) {
   for (size_t i : withoutData_)
     largest = std::max(largest, variables_[i].second.sizeInBytes());
   std::vector<uint8_t> host(static_cast<size_t>(largest));
-  const uint64_t seedKey = splitmix64(seed);
+  const uint64_t seedKey = splitmixMix(seed);
   for (size_t i : withoutData_) {
     const auto &[name, view] = variables_[i];
     const DType dtype = view.dtype;
     if (dtype != DType::kF32 && dtype != DType::kF64 && dtype != DType::kBF16 &&
         dtype != DType::kF16)
       continue; // integer variables (step counters) keep zero
-    const uint64_t varKey = splitmix64(seedKey ^ nameHash(name));
+    const uint64_t varKey = splitmixMix(seedKey ^ nameHash(name));
     const int64_t n = view.numel();
     // Each chunk is drawn from its own stream (seed, name, chunk index), so
     // the threads may take any chunks; the draws happen on the host for
@@ -528,7 +520,7 @@ Status Executable::randomizeVariablesWithoutData(uint64_t seed, double stddev) {
                          const int64_t first = chunk * kRandomChunk;
                          const int64_t count =
                              std::min(kRandomChunk, n - first);
-                         drawNormal(splitmix64(varKey ^ uint64_t(chunk)),
+                         drawNormal(splitmixMix(varKey ^ uint64_t(chunk)),
                                     float(stddev), draws.data(), count);
                          storeDraws(draws.data(), count, dtype,
                                     host.data() + first * dtypeSize(dtype));

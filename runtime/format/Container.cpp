@@ -2,6 +2,8 @@
 
 #include "runtime/format/Container.h"
 
+#include "runtime/base/Random.h"
+
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -26,14 +28,6 @@ struct Trailer {
 };
 static_assert(sizeof(Trailer) == 48, "trailer layout is part of the format");
 
-uint64_t fnv1a(const uint8_t *bytes, size_t size) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= bytes[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 } // namespace
 
