@@ -31,6 +31,12 @@ using namespace dtcc::shard;
 
 namespace {
 
+/// Whether dtcc-shard-microbatch tagged `op` as part of a micro-batch's
+/// backward pass.
+bool inBackward(Operation *op) {
+  auto pass = op->getAttrOfType<StringAttr>(kPassAttr);
+  return pass && pass.getValue() == "backward";
+}
 
 Value splatLike(OpBuilder &b, Location loc, Type type, double v) {
   return graph::ConstantOp::create(
@@ -272,10 +278,7 @@ void ShardPipelinePass::splitBackward(Block &body) {
   llvm::DenseSet<Operation *> critical;
   SmallVector<Operation *> work;
   auto backwardOf = [&](Operation *op) {
-    if (!op || !op->hasAttr(kMicroAttr))
-      return false;
-    auto pass = op->getAttrOfType<StringAttr>(kPassAttr);
-    return pass && pass.getValue() == "backward";
+    return op && op->hasAttr(kMicroAttr) && inBackward(op);
   };
   for (Operation &op : body) {
     if (!backwardOf(&op))
@@ -397,9 +400,7 @@ SmallVector<int64_t> ShardPipelinePass::balanceStages(
 /// instead, and the widened terms are summed.
 void ShardPipelinePass::liftCrossStageSums(Block &body) {
   auto isBackwardSum = [](Operation *op) {
-    auto pass = op->getAttrOfType<StringAttr>(kPassAttr);
-    return isa<graph::AddOp>(op) && op->hasAttr(kMicroAttr) && pass &&
-           pass.getValue() == "backward";
+    return isa<graph::AddOp>(op) && op->hasAttr(kMicroAttr) && inBackward(op);
   };
   auto stageOfValue = [&](Value v) -> std::optional<int64_t> {
     auto it = stageOf_.find(v.getDefiningOp());
@@ -541,10 +542,7 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   // flow back towards the stage that read the parameter, which updates it
   // (the operands' last would put a parameter's gradient on a later stage
   // than its forward reads: stage 0 would read a parameter stage 1 updates).
-  auto isForward = [](Operation *op) {
-    auto pass = op->getAttrOfType<StringAttr>(kPassAttr);
-    return !pass || pass.getValue() != "backward";
-  };
+  auto isForward = [](Operation *op) { return !inBackward(op); };
   llvm::DenseSet<Operation *> unlabelledBackward;
   for (Operation &op : body) {
     if (!op.hasAttr(kMicroAttr))
