@@ -133,10 +133,9 @@ struct ImportedModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
 };
 
-/// Imports `path` (ONNX or .mlir) for training, or with shapes only
-/// (`weights` false: enough to describe it).
-StatusOr<std::unique_ptr<ImportedModel>>
-importForCompile(const std::string &path, bool weights = true) {
+/// A context with dtcc's dialects whose errors collect in `diagnostics`,
+/// for a module to import into.
+std::unique_ptr<ImportedModel> newImportedModel() {
   mlir::DialectRegistry registry;
   registerDtccDialects(registry);
   auto m = std::make_unique<ImportedModel>(registry);
@@ -149,8 +148,18 @@ importForCompile(const std::string &path, bool weights = true) {
           raw->diagnostics += "\n  " + d.str();
         return mlir::success();
       });
+  return m;
+}
+
+/// Imports `path` (ONNX or .mlir) for training, or with shapes only
+/// (`weights` false: enough to describe it, or, `training` true, to compile
+/// and price it).
+StatusOr<std::unique_ptr<ImportedModel>>
+importForCompile(const std::string &path, bool weights = true,
+                 bool training = true) {
+  std::unique_ptr<ImportedModel> m = newImportedModel();
   onnx_frontend::ImportOptions options;
-  options.training = weights;
+  options.training = weights || training;
   options.loadWeights = weights;
   auto module = loadModel(path, m->context, options);
   if (mlir::failed(module))
@@ -164,7 +173,8 @@ importForCompile(const std::string &path, bool weights = true) {
 /// formulas describe is known by its parameter count (`opaqueParams`).
 StatusOr<ModelDesc> fileModel(const PlanRequest &args, std::string &source,
                               double &opaqueParams, int64_t *batch = nullptr) {
-  auto imported = importForCompile(args.modelPath, /*weights=*/false);
+  auto imported =
+      importForCompile(args.modelPath, /*weights=*/false, /*training=*/false);
   if (!imported.isOk())
     return imported.status();
   DescribedModel described = describeModel(
@@ -471,9 +481,11 @@ std::optional<zoo::Family> zooFamilyOf(const ModelDesc &m, std::string &why) {
 
 /// Where the programs that price a GPU plan come from: the zoo, which
 /// rebuilds the described model with a few layers (compileGpuLayers), or
-/// the model file itself, compiled whole with the plan.
+/// the model file itself, imported once (shapes only) and compiled whole
+/// with each plan.
 struct GpuProgramSource {
   std::string modelPath;           ///< empty: the zoo
+  mlir::ModuleOp module;           ///< the file's, when modelPath is set
   std::vector<std::string> frozen; ///< as for dtcc compile --frozen
   int64_t batch = 0;               ///< the file's batch dimension
   bool isFile() const { return !modelPath.empty(); }
@@ -731,27 +743,10 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     Plan compiled = plan;
     compiled.microBatches = m == 0 ? microA : microB;
     const int64_t layers = i == 0 ? layersA : layersB;
-    mlir::DialectRegistry registry;
-    registerDtccDialects(registry);
-    mlir::MLIRContext context(registry);
-    context.loadAllAvailableDialects();
-    context.printOpOnDiagnostic(false);
-    std::string diagnostics;
-    mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-      if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-        diagnostics += "\n  " + d.str();
-      return mlir::success();
-    });
-    onnx_frontend::ImportOptions io;
-    io.loadWeights = false;
-    io.training = true;
-    mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> module;
-    if (source.isFile()) {
-      module = loadModel(source.modelPath, context, io);
-      if (mlir::failed(module))
-        return invalidArgument("cannot import '", source.modelPath, "'",
-                               diagnostics);
-    } else {
+    // compileAndPrice compiles a clone: the file's module serves every plan.
+    mlir::ModuleOp module = source.module;
+    std::unique_ptr<ImportedModel> zooModel;
+    if (!source.isFile()) {
       zoo::ZooOptions o;
       o.family = *family;
       o.layers = layers;
@@ -775,10 +770,17 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
       std::string bytes;
       if (!zoo::buildModel(o).SerializeToString(&bytes))
         return runtime::internalError("cannot serialize the zoo model");
-      module = onnx_frontend::importOnnxBytes(bytes, model.name + ".onnx", "",
-                                              &context, io);
-      if (mlir::failed(module))
-        return invalidArgument("cannot import the zoo model", diagnostics);
+      zooModel = newImportedModel();
+      onnx_frontend::ImportOptions io;
+      io.loadWeights = false;
+      io.training = true;
+      auto imported = onnx_frontend::importOnnxBytes(
+          bytes, model.name + ".onnx", "", &zooModel->context, io);
+      if (mlir::failed(imported))
+        return invalidArgument("cannot import the zoo model",
+                               zooModel->diagnostics);
+      zooModel->module = std::move(*imported);
+      module = *zooModel->module;
     }
     CompileOptions options;
     options.target = "cuda";
@@ -796,7 +798,7 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     // refused by dtcc-plan-set, naming it (and the plan stays analytic).
     options.train.plan = compilerPlanOf(compiled);
     options.train.plan.mesh = mesh.value();
-    auto p = compileAndPrice(**module, options, cluster);
+    auto p = compileAndPrice(module, options, cluster);
     if (!p.isOk())
       return p.status().withContext(runtime::strCat(
           "compiling ", layers, " layer", layers > 1 ? "s" : "", " of ",
@@ -1355,8 +1357,16 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // rebuilds a described model with a few layers); not when --seq replaces
   // its sequence length (a file is compiled as it is).
   GpuProgramSource programs;
-  if (!args.modelPath.empty()) {
+  std::unique_ptr<ImportedModel> programsFile;
+  if (!args.modelPath.empty() && !cpu && !args.analytic && !args.seq &&
+      opaqueParams <= 0) {
+    auto imported =
+        importForCompile(args.modelPath, /*weights=*/false, /*training=*/true);
+    if (!imported.isOk())
+      return imported.status();
+    programsFile = std::move(imported.value());
     programs.modelPath = args.modelPath;
+    programs.module = *programsFile->module;
     programs.frozen = args.frozen;
     programs.batch = modelBatch;
   }
