@@ -57,8 +57,8 @@ struct TrainOptions {
   /// inside their kernels; false: f32 between casts, as PyTorch autocast).
   bool halfNorms = true;
   /// Replace the attention cores by dgraph.attention
-  /// (dtcc-graph-fuse-attention; --no-fused-attention turns it off). The
-  /// cuda target has no attention kernel yet: it keeps the cores.
+  /// (dtcc-graph-fuse-attention; --no-fused-attention turns it off), which
+  /// both targets run as their attention kernels.
   bool fusedAttention = true;
   /// The plan, once: the device mesh (axes in rank order, parsed once at
   /// the CLI from "dp=4,tp=2"; empty: one device), ZeRO stage,

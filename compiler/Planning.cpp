@@ -859,6 +859,96 @@ priceCompiledGpuPlan(const ModelDesc &model, const Plan &plan,
                              /*simulate=*/false);
 }
 
+/// The analytic search is the pre-filter of a GPU cluster's plans: the
+/// plans within kComparedWithin of its choice (at most kComparedSlower of
+/// them) are compiled and priced from their programs too, which decide.
+constexpr double kComparedWithin = 0.10;
+constexpr int kComparedSlower = 4;
+
+/// The plan a GPU cluster's programs choose among the analytic search's
+/// choice and its closest slower alternatives.
+struct ProgramChoice {
+  /// The chosen plan priced from its program; nullopt when the analytic
+  /// choice itself could not be (`gap` says why: a pricing gap or its
+  /// compile's error), and then it keeps its analytic price.
+  std::optional<CompiledPrice> price;
+  std::string gap;
+  /// "PLAN: 1.2 ms analytic, 1.5 ms compiled" for the search's choice and
+  /// each alternative priced; empty when no alternative was.
+  std::vector<std::string> compared;
+
+  /// One line for a report's notes: the alternatives and both prices.
+  std::string comparedNote() const {
+    std::string list;
+    for (const std::string &c : compared)
+      list += (list.empty() ? "" : "; ") + c;
+    return "the analytic search's choice and its closest plans (within " +
+           llvm::formatv("{0:f0}%", kComparedWithin * 100).str() +
+           ") compiled and priced, the chosen plan is the best by its "
+           "program: " +
+           list;
+  }
+};
+
+/// `chosen` (the analytic search's choice, or a given plan, priced
+/// `analyticStep` by the analytic model) compiled and priced on `cluster`; then the slower `alternatives` within
+/// kComparedWithin of it (at most kComparedSlower, those whose compile
+/// stays within `maxUnrolled` layer instances), each compiled and priced
+/// too. The programs decide: a plan that fits first, then the faster step.
+/// An alternative whose compile fails is left out.
+ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
+                               double analyticStep,
+                               const std::vector<Rejection> *alternatives,
+                               const ClusterSpec &cluster,
+                               AttentionKernels attention,
+                               const GpuProgramSource &programs,
+                               int64_t maxUnrolled) {
+  ProgramChoice out;
+  out.gap = compiledPricingGap(chosen, model, maxUnrolled, programs);
+  if (!out.gap.empty())
+    return out;
+  auto priced =
+      priceCompiledGpuPlan(model, chosen, cluster, attention, programs);
+  if (!priced.isOk()) {
+    std::string m = priced.status().message();
+    out.gap = "its compile failed: " + m.substr(0, m.find('\n'));
+    return out;
+  }
+  out.price = std::move(priced.value());
+  if (!alternatives)
+    return out;
+  const std::string proposed = llvm::formatv(
+      "{0} (the search's choice): {1} analytic, {2} compiled{3}",
+      chosen.summary(), formatSeconds(analyticStep),
+      formatSeconds(out.price->candidate.time.stepTime),
+      out.price->candidate.fits ? "" : " (does not fit)");
+  for (const Rejection &r : *alternatives) {
+    if (r.kind != Rejection::Kind::kSlower ||
+        r.slowerFraction > kComparedWithin ||
+        int(out.compared.size()) >= kComparedSlower ||
+        !compiledPricingGap(r.plan, model, kMaxUnrolledSearched, programs)
+             .empty())
+      continue;
+    auto p = priceCompiledGpuPlan(model, r.plan, cluster, attention, programs);
+    if (!p.isOk())
+      continue;
+    const Candidate &now = out.price->candidate;
+    const Candidate &other = p.value().candidate;
+    out.compared.push_back(llvm::formatv(
+        "{0}: {1} analytic, {2} compiled{3}", r.plan.summary(),
+        formatSeconds(r.stepTime), formatSeconds(other.time.stepTime),
+        other.fits ? "" : " (does not fit)"));
+    bool better = other.fits != now.fits
+                      ? other.fits
+                      : other.time.stepTime < now.time.stepTime;
+    if (better)
+      out.price = std::move(p.value());
+  }
+  if (!out.compared.empty())
+    out.compared.insert(out.compared.begin(), proposed);
+  return out;
+}
+
 /// The instructions of `time` with every layer's instance of one
 /// instruction merged: a node "layers.7/mlp/MatMul_fc1" (a weight
 /// "layers.7.mlp.fc1.weight") becomes "layers.*/mlp/MatMul_fc1", its calls
@@ -1510,8 +1600,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
             "; compiled once, simulated in each world)";
         // As without --sensitivity: the analytic search's closest slower
         // plans are compiled and priced too.
-        pricing.extraWithin = 0.10;
-        pricing.extraSlower = 4;
+        pricing.extraWithin = kComparedWithin;
+        pricing.extraSlower = kComparedSlower;
         pricing.price = [&](const Plan &plan,
                             const ClusterSpec &c) -> StatusOr<Candidate> {
           if (std::string gap = compiledPricingGap(
@@ -1614,72 +1704,30 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         attentionText,
         sensitivity->compared, sensitivity->worlds.size() + 1);
   } else if (!cpu && report.chosen) {
-    std::string gap =
-        args.analytic ? "--analytic"
-        : !fileGap.empty() ? fileGap
-                           : compiledPricingGap(report.chosen->plan, model,
-                                 report.origin == "search"
-                                     ? kMaxUnrolledSearched
-                                     : kMaxUnrolledLayers,
-                                 programs);
+    std::string gap = args.analytic ? "--analytic" : fileGap;
     if (gap.empty()) {
-      auto priced = priceCompiledGpuPlan(model, report.chosen->plan, cluster,
-                                         attention, programs);
-      if (priced.isOk()) {
-        compiledPrice = std::move(priced.value());
+      ProgramChoice choice = chooseByPrograms(
+          model, report.chosen->plan, report.chosen->time.stepTime,
+          report.search && !pricingSaved ? &report.search->alternatives
+                                         : nullptr,
+          cluster, attention, programs,
+          report.origin == "search" ? kMaxUnrolledSearched
+                                    : kMaxUnrolledLayers);
+      gap = choice.gap;
+      if (choice.price) {
+        compiledPrice = std::move(choice.price);
         report.chosen = compiledPrice->candidate;
         report.pricedBy = "compiled program";
         report.pricedByReason = llvm::formatv(
             "{0}; attention {1}; {2:f2} s",
             compiledLayersText(model, report.chosen->plan, programs),
-            attentionText,
-            compiledPrice->seconds);
-      } else {
-        std::string m = priced.status().message();
-        gap = "its compile failed: " + m.substr(0, m.find('\n'));
+            attentionText, compiledPrice->seconds);
+        if (!choice.compared.empty())
+          report.notes.push_back(choice.comparedNote());
       }
     }
     if (!compiledPrice)
       report.pricedByReason = gap;
-    // The analytic search is the pre-filter: its closest slower plans
-    // (within 10%, at most 4) are compiled and priced too, and the program
-    // prices decide (a plan that fits first, then the faster step).
-    if (compiledPrice && report.search && !pricingSaved) {
-      std::vector<std::string> tried;
-      for (const Rejection &r : report.search->alternatives) {
-        if (r.kind != Rejection::Kind::kSlower || r.slowerFraction > 0.10 ||
-            tried.size() >= 4 ||
-            !compiledPricingGap(r.plan, model, kMaxUnrolledSearched, programs)
-                 .empty())
-          continue;
-        auto p =
-            priceCompiledGpuPlan(model, r.plan, cluster, attention, programs);
-        if (!p.isOk())
-          continue;
-        const Candidate &now = compiledPrice->candidate;
-        const Candidate &other = p.value().candidate;
-        tried.push_back(llvm::formatv(
-            "{0}: {1} analytic, {2} compiled{3}", r.plan.summary(),
-            formatSeconds(r.stepTime), formatSeconds(other.time.stepTime),
-            other.fits ? "" : " (does not fit)"));
-        bool better = other.fits != now.fits
-                          ? other.fits
-                          : other.time.stepTime < now.time.stepTime;
-        if (better) {
-          compiledPrice = std::move(p.value());
-          report.chosen = compiledPrice->candidate;
-        }
-      }
-      if (!tried.empty()) {
-        std::string list;
-        for (const std::string &t : tried)
-          list += (list.empty() ? "" : "; ") + t;
-        report.notes.push_back(
-            "the analytic search's closest plans (within 10%) compiled and "
-            "priced too, the chosen plan is the best by its program: " +
-            list);
-      }
-    }
   }
   if (args.tokens > 0 && report.chosen)
     report.cost = runCost(report.chosen->time, cluster.numDevices(),
@@ -1769,7 +1817,7 @@ std::string clusterLabel(const ClusterSpec &c) {
 
 StatusOr<CompilePlanChoice>
 choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
-                     const TrainOptions &train) {
+                     const TrainOptions &train, const std::string &modelPath) {
   CompilePlanChoice choice;
   DescribedModel described = describeModel(module, "model", train.frozen);
   // Not a transformer the planner describes, or CPU ranks: the caller
@@ -1779,11 +1827,18 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
     choice.compileCandidates = true;
     return choice;
   }
+  // GPU ranks: the planner's search over what the compiler builds is the
+  // pre-filter (the analytic model; attention fused, as the CUDA target
+  // compiles it), in the compile's precision; its choice and its closest
+  // slower plans are then compiled for cuda and priced from their
+  // programs, which decide (chooseByPrograms, as dtcc plan does).
   ModelDesc m = described.model;
-  // The compiled program runs on the CPU backend: fp32, unfused attention.
-  m.flashAttention = false;
+  auto dtype = dtypePolicy(train.dtype);
+  if (!dtype.isOk())
+    return dtype.status();
   CompilerPlanOptions options;
   options.batch = m.graph.batch;
+  options.dtype = dtype.value();
   options.microBatches = std::max<int64_t>(1, train.plan.microBatches);
   // Recomputation other than none was asked for; otherwise the search
   // chooses it with the rest.
@@ -1798,8 +1853,36 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
   auto chosen = chooseCompilerPlan(m, cluster, options);
   if (!chosen.isOk())
     return chosen.status();
-  choice.plan = compilerPlanOf(chosen.value().chosen.plan);
-  choice.summary = "plan auto: " + chosen.value().summary + " on " + cluster.name;
+  GpuProgramSource programs;
+  programs.modelPath = modelPath.empty() ? std::string("the model") : modelPath;
+  programs.module = module;
+  programs.frozen = train.frozen;
+  programs.batch = m.graph.batch;
+  ProgramChoice byPrograms = chooseByPrograms(
+      m, chosen.value().chosen.plan, chosen.value().chosen.time.stepTime,
+      &chosen.value().rejected, cluster,
+      AttentionKernels::kAsCompiled, programs, kMaxUnrolledSearched);
+  if (!byPrograms.price) {
+    choice.plan = compilerPlanOf(chosen.value().chosen.plan);
+    choice.summary = "plan auto: " + chosen.value().summary + " on " +
+                     cluster.name + "; priced by the analytic model (" +
+                     byPrograms.gap + ")";
+    return choice;
+  }
+  const CompiledPrice &price = *byPrograms.price;
+  const Candidate &best = price.candidate;
+  choice.plan = compilerPlanOf(best.plan);
+  choice.summary = llvm::formatv(
+      "plan auto: {0} (--mesh {7} --zero {8}): {1} per step predicted, {2} "
+      "per rank{3} on {4}, priced by its compiled program ({5}); the "
+      "analytic search proposed {6}",
+      best.plan.summary(), formatSeconds(best.time.stepTime),
+      formatBytes(best.memory.total()),
+      best.fits ? "" : " (does not fit by its program)", cluster.name,
+      compiledLayersText(m, best.plan, programs),
+      chosen.value().summary, choice.plan.mesh.str(), choice.plan.zero);
+  if (!byPrograms.compared.empty())
+    choice.summary += "\n  note: " + byPrograms.comparedNote();
   return choice;
 }
 
@@ -1852,9 +1935,11 @@ static std::string formatChosenCandidate(const CompiledCandidate &chosen) {
 StatusOr<CompilePlan> planForCompile(mlir::ModuleOp module,
                                      CompileOptions &options,
                                      const ClusterSpec &cluster, int64_t ranks,
-                                     const std::string &search) {
+                                     const std::string &search,
+                                     const std::string &modelPath) {
   CompilePlan out;
-  auto choice = choosePlanForCompile(module, cluster, options.train);
+  auto choice =
+      choosePlanForCompile(module, cluster, options.train, modelPath);
   if (!choice.isOk())
     return choice.status();
   if (!choice.value().compileCandidates) {

@@ -126,20 +126,24 @@ std::optional<std::string> compilerRefuses(mlir::MLIRContext *ctx,
 struct CompilePlanChoice {
   /// Compile every candidate plan and price its program (planByCompiling):
   /// the model is not a transformer the planner describes, or the ranks are
-  /// CPUs. Otherwise `plan` is the planner's choice.
+  /// CPUs. Otherwise `plan` is the one chosen for the GPU cluster.
   bool compileCandidates = false;
   planning::Plan plan;
-  /// One line for stderr ("plan auto: ... on dgx-h100").
+  /// Lines for stderr ("plan auto: ... on dgx-h100, priced by ...").
   std::string summary;
 };
 
-/// For `dtcc compile --plan auto`: the plan for `module` (as imported,
-/// described from its IR; `train.frozen` are not parameters) on `cluster`,
-/// restricted to what the compiler builds with `train`'s micro-batches and
-/// recomputation.
+/// For `dtcc compile --plan auto`: the plan for `module` (as imported from
+/// `modelPath`, described from its IR; `train.frozen` are not parameters)
+/// on a GPU `cluster`, restricted to what the compiler builds with
+/// `train`'s micro-batches, recomputation and precision. The planner's
+/// search is the pre-filter; its choice and its closest slower plans are
+/// compiled for cuda and priced from their programs, which decide (as `dtcc
+/// plan` prices a model file on a GPU cluster). CPU ranks, or a model the
+/// planner does not describe: `compileCandidates`.
 runtime::StatusOr<CompilePlanChoice>
 choosePlanForCompile(mlir::ModuleOp module, const planner::ClusterSpec &cluster,
-                     const TrainOptions &train);
+                     const TrainOptions &train, const std::string &modelPath);
 
 /// What `dtcc compile --plan auto` planned.
 struct CompilePlan {
@@ -154,15 +158,16 @@ struct CompilePlan {
   mlir::OwningOpRef<mlir::ModuleOp> lowered;
 };
 
-/// `dtcc compile --plan auto` for `module` (as imported) on `cluster` with
-/// `ranks` ranks: the planner's mesh and ZeRO stage for a transformer on
-/// GPU ranks, or else every candidate plan compiled and priced
-/// (planByCompiling, tp layouts by `layoutSearch`: "ilp" or "", "descent",
-/// "both", "none"). The chosen plan is written into `options.train`.
+/// `dtcc compile --plan auto` for `module` (as imported from `modelPath`)
+/// on `cluster` with `ranks` ranks: for a transformer on GPU ranks the plan
+/// choosePlanForCompile chooses, or else every candidate plan compiled and
+/// priced (planByCompiling, tp layouts by `layoutSearch`: "ilp" or "",
+/// "descent", "both", "none"). The chosen plan is written into
+/// `options.train`.
 runtime::StatusOr<CompilePlan>
 planForCompile(mlir::ModuleOp module, CompileOptions &options,
                const planner::ClusterSpec &cluster, int64_t ranks,
-               const std::string &layoutSearch);
+               const std::string &layoutSearch, const std::string &modelPath);
 
 } // namespace dtcc
 

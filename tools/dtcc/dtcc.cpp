@@ -440,7 +440,7 @@ LogicalResult planAutomatically(ModuleOp module, dtcc::CompileOptions &options,
   if (!cluster.isOk())
     return fail(cluster.status());
   auto plan = dtcc::planForCompile(module, options, cluster.value(), planRanks,
-                                   layoutSearchMode);
+                                   layoutSearchMode, inputPath);
   if (!plan.isOk())
     return fail(plan.status());
   llvm::errs() << plan.value().messages;
