@@ -83,6 +83,26 @@ double latencySteps(Collective kind, int64_t groupSize) {
   return 0;
 }
 
+double collectiveLatency(Collective kind, int64_t groupSize, int64_t nodes,
+                         double intraLatency, double interLatency) {
+  if (nodes <= 1 || groupSize <= 1 || kind == Collective::kSendRecv ||
+      kind == Collective::kCopy)
+    return (nodes > 1 ? interLatency : intraLatency) *
+           latencySteps(kind, groupSize);
+  const double n = double(groupSize);
+  const double m = double(std::min(nodes, groupSize));
+  const bool allReduce = kind == Collective::kAllReduce;
+  const double steps = allReduce ? 2 * (n - 1) : n - 1;
+  const double interSteps = allReduce ? 2 * (m - 1) : m - 1;
+  const double ring =
+      (steps - interSteps) * intraLatency + interSteps * interLatency;
+  if (!allReduce)
+    return ring;
+  const double tree = 2 * ((n / m - 1) * intraLatency +
+                           std::ceil(std::log2(m)) * interLatency);
+  return std::min(ring, tree);
+}
+
 double collectiveSeconds(Collective kind, double payloadBytes,
                          int64_t groupSize, double busBandwidth,
                          double latency) {

@@ -51,6 +51,17 @@ double sentBytes(std::string_view kernel, double payloadBytes,
 /// 1 for a send or a copy; 0 for a group of one.
 double latencySteps(Collective kind, int64_t groupSize);
 
+/// Latency seconds of one collective over `groupSize` ranks spread evenly
+/// over `nodes` nodes, as NCCL's tuning model counts it (src/graph/
+/// tuning.cc): a ring pays `interLatency` on the steps that cross nodes
+/// (nodes - 1 of an all-gather's or reduce-scatter's n - 1, 2 (nodes - 1)
+/// of an all-reduce's 2 (n - 1)) and `intraLatency` on the others; a tree
+/// all-reduce 2 ((n / nodes - 1) x intra + ceil(log2 nodes) x inter); an
+/// all-reduce takes the fewer. Within one node (nodes <= 1) it is
+/// `intraLatency` x latencySteps.
+double collectiveLatency(Collective kind, int64_t groupSize, int64_t nodes,
+                         double intraLatency, double interLatency);
+
 /// Seconds for one collective on a link of `busBandwidth` bytes/s and
 /// `latency` seconds per step: latency x latencySteps + busVolume /
 /// busBandwidth (the alpha-beta model).

@@ -51,8 +51,17 @@ double collectiveSeconds(const ClusterSpec &cluster, Collective kind,
                          double payloadBytes, int64_t groupSize, Link link,
                          int64_t ranksPerNode) {
   const LinkFigures f = linkFigures(cluster, link, ranksPerNode);
-  return collectiveSeconds(kind, payloadBytes, groupSize, f.busBandwidth,
-                           f.latency);
+  if (link != Link::kInterNode || payloadBytes <= 0 || groupSize <= 1)
+    return collectiveSeconds(kind, payloadBytes, groupSize, f.busBandwidth,
+                             f.latency);
+  // Across nodes only the steps that cross a node boundary pay the network
+  // latency (NCCL's tuning model; collectiveLatency).
+  const int64_t perNode = std::max<int64_t>(1, ranksPerNode);
+  const int64_t nodes = (groupSize + perNode - 1) / perNode;
+  return collectiveLatency(kind, groupSize, nodes,
+                           cluster.intraNode.latency.value,
+                           cluster.interNode.latency.value) +
+         busVolume(kind, payloadBytes, groupSize) / f.busBandwidth;
 }
 
 LinkFigures linkFigures(const ClusterSpec &cluster, Link link,

@@ -68,7 +68,9 @@ GroupLink groupLink(const ClusterSpec &cluster,
 /// Seconds for one collective with a `payloadBytes` buffer over
 /// `groupSize` ranks on `cluster`: latency x min(ring, tree steps) + bus
 /// volume / bus bandwidth (nccl-tests). Groups that span nodes with
-/// `ranksPerNode` members in each node use that many NICs per node.
+/// `ranksPerNode` members in each node use that many NICs per node, and
+/// pay the network's latency only on the steps that cross nodes
+/// (collectiveLatency: NCCL's tuning model).
 double collectiveSeconds(const ClusterSpec &cluster, Collective kind,
                          double payloadBytes, int64_t groupSize, Link link,
                          int64_t ranksPerNode = 1);

@@ -41,6 +41,43 @@ TEST(CostPrimitives, LatencyStepsOfRingOrTree) {
   EXPECT_DOUBLE_EQ(latencySteps(Collective::kAllReduce, 1), 0);
 }
 
+TEST(CostPrimitives, OnlyStepsAcrossNodesPayTheNetworksLatency) {
+  const double intra = 1e-6, inter = 5e-6;
+  // One node: every step at the link's latency, as latencySteps counts.
+  EXPECT_DOUBLE_EQ(
+      collectiveLatency(Collective::kReduceScatter, 8, 1, intra, inter),
+      7 * intra);
+  // 512 ranks in 64 nodes: a ring reduce-scatter crosses nodes 63 times
+  // of its 511 steps (NCCL's nInterSteps = nNodes - 1).
+  EXPECT_DOUBLE_EQ(
+      collectiveLatency(Collective::kReduceScatter, 512, 64, intra, inter),
+      448 * intra + 63 * inter);
+  EXPECT_DOUBLE_EQ(
+      collectiveLatency(Collective::kAllGather, 512, 64, intra, inter),
+      448 * intra + 63 * inter);
+  // An all-reduce takes the tree's 2 (7 intra + 6 inter) over the ring's
+  // (1022 - 126) intra + 126 inter.
+  EXPECT_DOUBLE_EQ(
+      collectiveLatency(Collective::kAllReduce, 512, 64, intra, inter),
+      2 * (7 * intra + 6 * inter));
+  // Two nodes of one rank each: the ring's 2 steps both cross.
+  EXPECT_DOUBLE_EQ(
+      collectiveLatency(Collective::kAllReduce, 2, 2, intra, inter),
+      2 * inter);
+  // The cluster form across nodes: 32 ranks in 4 nodes of 8.
+  auto cluster = clusterPreset("dgx-h100");
+  ASSERT_TRUE(cluster.isOk());
+  cluster.value().nodes = 4;
+  LinkFigures f = linkFigures(cluster.value(), Link::kInterNode, 8);
+  EXPECT_DOUBLE_EQ(
+      collectiveSeconds(cluster.value(), Collective::kAllGather, 1e8, 32,
+                        Link::kInterNode, 8),
+      collectiveLatency(Collective::kAllGather, 32, 4,
+                        cluster.value().intraNode.latency.value,
+                        cluster.value().interNode.latency.value) +
+          busVolume(Collective::kAllGather, 1e8, 32) / f.busBandwidth);
+}
+
 TEST(CostPrimitives, KernelsAndWhatTheySend) {
   EXPECT_EQ(collectiveOfKernel("all_reduce"), Collective::kAllReduce);
   EXPECT_EQ(collectiveOfKernel("all_to_all"), Collective::kAllGather);
@@ -61,12 +98,13 @@ TEST(CostPrimitives, AlphaBetaAndTheClusterFormAgree) {
   auto cluster = clusterPreset("dgx-h100");
   ASSERT_TRUE(cluster.isOk());
   cluster.value().nodes = 4;
-  // Across nodes, 8 members per node drive 8 NICs, capped by NVLink.
-  LinkFigures f = linkFigures(cluster.value(), Link::kInterNode, 8);
+  // Within a node: the alpha-beta form on NVLink's figures (across nodes
+  // see OnlyStepsAcrossNodesPayTheNetworksLatency).
   EXPECT_DOUBLE_EQ(collectiveSeconds(cluster.value(), Collective::kAllGather,
-                                     1e8, 32, Link::kInterNode, 8),
-                   collectiveSeconds(Collective::kAllGather, 1e8, 32,
-                                     f.busBandwidth, f.latency));
+                                     1e8, 8, Link::kIntraNode, 8),
+                   collectiveSeconds(Collective::kAllGather, 1e8, 8,
+                                     cluster.value().intraNode.busBandwidth(),
+                                     cluster.value().intraNode.latency.value));
   // A group's link from its members: ranks 0..7 share node 0; {0, 8, 16,
   // 24} span four nodes, one member in each.
   std::vector<int64_t> node0 = {0, 1, 2, 3, 4, 5, 6, 7};

@@ -44,8 +44,11 @@ TEST(TimeModel, CollectivesFollowNcclTestsBusBandwidth) {
                                    Link::kInterNode, 2);
   EXPECT_NEAR(one - 8 * c.interNode.latency.value, 2.0 * 15 / 16 * bytes / nic,
               1e-9);
+  // Two per node: 8 nodes, a tree of 3 levels across them and one NVLink
+  // hop within each (collectiveLatency).
   EXPECT_NEAR((one - 8 * c.interNode.latency.value) /
-                  (two - 8 * c.interNode.latency.value),
+                  (two - 2 * (c.intraNode.latency.value +
+                              3 * c.interNode.latency.value)),
               2.0, 1e-9);
   // NVLink beats the network.
   EXPECT_LT(time.collectiveTime(Collective::kAllReduce, bytes, 8,
@@ -225,7 +228,8 @@ TEST(TimeModel, ZeroThreeGathersEveryUnitEveryMicroBatch) {
   // the forward and again for the backward of every micro-batch, and
   // reduce-scatter each layer's gradients: 2 m (L + 2) gathers and m (L + 2)
   // reduce-scatters per step (the embedding and the head are units of their
-  // own), each paying the ring's n - 1 latency steps.
+  // own), each paying the ring's n - 1 latency steps: the network's on
+  // the nodes - 1 that cross nodes, NVLink's on the others.
   ModelDesc model = ModelDesc::llama3_8b();
   model.seq = 2048;
   ClusterSpec cluster = h100Nodes(4);
@@ -244,11 +248,13 @@ TEST(TimeModel, ZeroThreeGathersEveryUnitEveryMicroBatch) {
     EXPECT_DOUBLE_EQ(c.count, (gather ? 2.0 : 1.0) * 4 * units);
     double one = time.collectiveTime(c.kind, c.payloadBytes, 32, c.link, 8);
     EXPECT_NEAR(c.time, c.count * one, 1e-12);
-    // The latency part: 31 ring steps across nodes per collective.
+    // The latency part: of 31 ring steps, 3 cross the 4 nodes.
     double bandwidthOnly = c.count * busVolume(c.kind, c.payloadBytes, 32) /
                            linkFigures(cluster, c.link, 8).busBandwidth;
     EXPECT_NEAR(c.time - bandwidthOnly,
-                c.count * 31 * cluster.interNode.latency.value, 1e-9);
+                c.count * (28 * cluster.intraNode.latency.value +
+                           3 * cluster.interNode.latency.value),
+                1e-9);
     ++found;
   }
   EXPECT_EQ(found, 2);
