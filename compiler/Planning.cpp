@@ -956,13 +956,21 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
 std::vector<InstructionTime> byLayerPattern(const ProgramTime &time) {
   std::map<std::pair<std::string, std::string>, InstructionTime> merged;
   for (const InstructionTime &it : time.instructions) {
-    std::string node = it.node;
-    if (node.rfind("layers.", 0) == 0) {
-      size_t end = 7;
-      while (end < node.size() && std::isdigit((unsigned char)node[end]))
-        ++end;
-      if (end > 7)
-        node = "layers.*" + node.substr(end);
+    // Each name of the node (a joined collective names several, ", "-
+    // separated).
+    std::string node;
+    llvm::SmallVector<llvm::StringRef> names;
+    llvm::StringRef(it.node).split(names, ", ");
+    for (llvm::StringRef name : names) {
+      std::string n = name.str();
+      if (n.rfind("layers.", 0) == 0) {
+        size_t end = 7;
+        while (end < n.size() && std::isdigit((unsigned char)n[end]))
+          ++end;
+        if (end > 7)
+          n = "layers.*" + n.substr(end);
+      }
+      node += (node.empty() ? "" : ", ") + n;
     }
     InstructionTime &m = merged[{it.kernel, node}];
     m.kernel = it.kernel;

@@ -138,6 +138,7 @@ std::vector<FieldRef> clusterFields(ClusterSpec &c) {
       text("interNode.name", c.interNode.name),
       fig("interNode.bandwidth", c.interNode.bandwidth),
       fig("interNode.latency", c.interNode.latency, 2),
+      optional(fig("interNode.postOverhead", c.interNode.postOverhead, 2)),
       fig("interNode.efficiency", c.interNode.efficiency, 1),
   };
 }
@@ -290,6 +291,9 @@ ClusterSpec dgxA100() {
   c.interNode.name = "InfiniBand HDR";
   c.interNode.bandwidth =
       fig(25e9, p, "one 200 Gb/s HDR HCA per GPU (DGX A100 datasheet)");
+  c.interNode.postOverhead =
+      fig(2e-6, p, "NCCL's network post overhead on AMD hosts (2x EPYC "
+                   "7742), 2 us (src/graph/tuning.cc, getNetOverhead)");
   c.pcieBandwidth =
       fig(25e9, p, "PCIe Gen4 x16, pinned cudaMemcpy ~25 GB/s per GPU");
   c.hostMemoryBytes = fig(2e12, p, "DGX A100 640GB datasheet, 2 TB system "
@@ -318,6 +322,7 @@ ClusterSpec dgxA100_40g() {
         &c.device.reservedBytes, &c.devicesPerNode,
         &c.intraNode.bandwidth, &c.intraNode.latency, &c.intraNode.efficiency,
         &c.interNode.bandwidth, &c.interNode.latency, &c.interNode.efficiency,
+        &c.interNode.postOverhead,
         &c.pcieBandwidth, &c.hostMemoryBandwidth})
     f->source = "preset " + p + ": as dgx-a100-80g (" +
                 f->source.substr(f->source.find(": ") + 2) + ")";
@@ -361,6 +366,9 @@ void hopperCommon(ClusterSpec &c, const std::string &p) {
   c.interNode.name = "InfiniBand NDR";
   c.interNode.bandwidth =
       fig(50e9, p, "one 400 Gb/s NDR ConnectX-7 port per GPU");
+  c.interNode.postOverhead =
+      fig(1e-6, p, "NCCL's network post overhead on Intel hosts (2x Xeon "
+                   "8480C), 1 us (src/graph/tuning.cc, getNetOverhead)");
   c.pcieBandwidth =
       fig(50e9, p, "PCIe Gen5 x16, pinned cudaMemcpy ~50 GB/s per GPU");
   c.hostMemoryBytes = fig(2e12, p, "DGX H100 datasheet, 2 TB system memory");

@@ -102,6 +102,11 @@ struct LinkSpec {
   Figure bandwidth; ///< bytes/s per device, one direction
   Figure latency;   ///< seconds per hop
   Figure efficiency;
+  /// The network's post overhead (interNode only): NCCL charges each ring
+  /// step of a collective across nodes at least 3x it for the bandwidth
+  /// protocol (src/graph/tuning.cc: getNetOverhead, 1 us on Intel hosts,
+  /// 2 us on AMD); 0: not counted.
+  Figure postOverhead{0, "not given: not counted"};
   /// Achieved bus bandwidth: bandwidth * efficiency.
   double busBandwidth() const { return bandwidth.value * efficiency.value; }
 };

@@ -55,11 +55,15 @@ double collectiveSeconds(const ClusterSpec &cluster, Collective kind,
     return collectiveSeconds(kind, payloadBytes, groupSize, f.busBandwidth,
                              f.latency);
   // Across nodes only the steps that cross a node boundary pay the network
-  // latency (NCCL's tuning model; collectiveLatency).
+  // latency (NCCL's tuning model; collectiveLatency); the others at least
+  // the network's post overhead, 3x for the bandwidth protocol (NCCL's
+  // `intraLat = max(intraLat, netOverhead)`, SIMPLE x 3).
   const int64_t perNode = std::max<int64_t>(1, ranksPerNode);
   const int64_t nodes = (groupSize + perNode - 1) / perNode;
-  return collectiveLatency(kind, groupSize, nodes,
-                           cluster.intraNode.latency.value,
+  const double intraStep =
+      std::max(cluster.intraNode.latency.value,
+               3 * cluster.interNode.postOverhead.value);
+  return collectiveLatency(kind, groupSize, nodes, intraStep,
                            cluster.interNode.latency.value) +
          busVolume(kind, payloadBytes, groupSize) / f.busBandwidth;
 }

@@ -62,6 +62,7 @@ static void addShardPasses(OpPassManager &pm, int64_t stages,
   pm.addPass(createCSEPass());
   pm.addPass(shard::createShardCombineAllReduces());
   pm.addPass(shard::createShardOverlap());
+  pm.addPass(shard::createShardBucket());
 }
 
 void buildGraphPhase(OpPassManager &pm) {

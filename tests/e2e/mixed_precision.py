@@ -19,6 +19,21 @@ import numpy as np
 from e2e_common import Checks, launch, run, start, text_tokens
 
 LOG = re.compile(r"step\s+(\d+)/\d+\s+loss (\S+)")
+# Elements of a layer's parameters of the zoo GPT below (hidden 64, ffn
+# 256), by name within the layer.
+H, F = 64, 256
+GPT_PARAMETER_ELEMENTS = {
+    "ln1.scale": H, "ln1.bias": H, "ln2.scale": H, "ln2.bias": H,
+    "attn.qkv.weight": H * 3 * H, "attn.qkv.bias": 3 * H,
+    "attn.proj.weight": H * H, "attn.proj.bias": H,
+    "mlp.fc1.weight": H * F, "mlp.fc1.bias": F,
+    "mlp.fc2.weight": F * H, "mlp.fc2.bias": H,
+}
+
+
+def kib(nbytes):
+    """`dtcc explain`'s way of printing a size."""
+    return f"{nbytes / 1024:.1f} KiB" if nbytes >= 1024 else f"{nbytes} B"
 STEPS = 10
 TOLERANCE = 2e-2
 
@@ -87,12 +102,17 @@ def main():
                       f"(worst {worst:.2e})")
             # ZeRO-3 gathers each parameter in bf16 (the shard cast first:
             # 64 x 192 x 2 bytes for a layer's qkv weight, not fp32's 48 KiB)
-            # anew for the forward and the backward pass, as FSDP does.
+            # anew for the forward and the backward pass, as FSDP does; a
+            # gather may carry a layer's parameters together
+            # (dtcc-shard-bucket), its bytes 2 per element of each.
             explain = run([args.dtcc, "explain", os.path.join(work, "train_bf16dp2zero3")])
-            qkv = re.findall(r"all_gather\s+dp\s+(\w+)\s+(\S+ \S+)\s+\S+ \S+\s+"
-                             r"layers\.0\.attn\.qkv\.weight$", explain, re.M)
-            check(sorted(set(p for p, _ in qkv)) == ["backward", "forward"] and
-                  all(b == "24.0 KiB" for _, b in qkv),
+            qkv = [(phase, size, names) for phase, size, names in re.findall(
+                r"all_gather\s+dp\s+(\w+)\s+(\S+ \S+)\s+\S+ \S+\s+(.*)$", explain, re.M)
+                if "layers.0.attn.qkv.weight" in names.split(", ")]
+            check(sorted(set(p for p, _, _ in qkv)) == ["backward", "forward"] and
+                  all(size == kib(2 * sum(GPT_PARAMETER_ELEMENTS[n.split(".", 2)[-1]]
+                                          for n in names.split(", ")))
+                      for _, size, names in qkv),
                   f"bf16 dp=2 --zero 3: layers.0's qkv weight is gathered in bf16 "
                   f"for each pass (gathers: {qkv})")
             explain = run([args.dtcc, "explain", os.path.join(work, "train_bf16tp2")])

@@ -25,6 +25,11 @@ instruction with the calibrated figures.
                                 GPTs of width 16, other programs than the
                                 one checked) compiled for the same ranks
                                 and launcher;
+            MPI's reduce-scatter twice the largest reduce-scatter's send
+              buffers           buffer under MPI (Open MPI 4.1's
+                                reduce_scatter_block holds temporaries of
+                                up to that on rank 0; measured with a bare
+                                MPI program, MPI_REDUCE_SCATTER_COPIES);
             program image       the executable's bytes beyond the bare
                                 runner (its program and initial values,
                                 mapped and read while loading; a pipeline
@@ -272,6 +277,23 @@ class FixedCosts:
                 "byte of serialized program")
 
 
+# Open MPI 4.1's MPI_Reduce_scatter_block holds temporaries of up to twice
+# the whole send buffer on rank 0 (a reduce to rank 0, then a scatter):
+# measured with a bare MPI program on this machine's Open MPI 4.1.4, 4
+# ranks, VmHWM growth across one call: 3 MiB sent -> +5.2 MiB on every
+# rank, 12 MiB -> +24 MiB on rank 0 (+3 MiB on the others).
+MPI_REDUCE_SCATTER_COPIES = 2
+
+
+def largest_reduce_scatter(dtcc, exe):
+    """The largest reduce-scatter's send buffer (bytes) of `exe`'s program,
+    as `dtcc explain` lists its collectives; 0 without any."""
+    text = run([dtcc, "explain", exe]).stdout
+    sizes = [float(m.group(1)) * UNITS[m.group(2)] for m in re.finditer(
+        r"^  \d+\s+\S+\s+reduce_scatter\s+\w+\s+\w+\s+([\d.]+) (\w+)", text, re.M)]
+    return max(sizes, default=0.0)
+
+
 def memory_ok(predicted, measured):
     return abs(measured / predicted - 1) <= MEMORY_TOLERANCE
 
@@ -443,6 +465,9 @@ def main():
                 terms = {"static memory plan": static_plan,
                          "program image": program + (image - program) / pp}
                 terms.update(probe_for(ranks).terms(program))
+                if ranks > 1:
+                    terms["MPI's reduce-scatter buffers"] = \
+                        MPI_REDUCE_SCATTER_COPIES * largest_reduce_scatter(dtcc, exe)
                 pred_mem = sum(terms.values())
                 for attempt in range(1, MEMORY_ATTEMPTS):
                     if memory_ok(pred_mem, measured.vmhwm):

@@ -8,6 +8,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -778,10 +779,22 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
 std::string dtcc::graph::nodeName(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    // An op that stands for several (dtcc-shard-bucket's collectives) names
+    // each of their nodes.
+    if (auto what = dyn_cast_or_null<StringAttr>(fused.getMetadata());
+        what && what.getValue() == kJoinedNodesLoc) {
+      std::string names;
+      llvm::StringSet<> seen;
+      for (Location l : fused.getLocations())
+        if (std::string n = nodeName(l); !n.empty() && seen.insert(n).second)
+          names += (names.empty() ? "" : ", ") + n;
+      return names;
+    }
     for (Location l : fused.getLocations())
       if (std::string n = nodeName(l); !n.empty())
         return n;
+  }
   if (auto callsite = dyn_cast<CallSiteLoc>(loc))
     return nodeName(callsite.getCallee());
   return "";

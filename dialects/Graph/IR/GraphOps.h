@@ -89,6 +89,10 @@ mlir::DenseElementsAttr splatOf(mlir::RankedTensorType type, double value);
 /// The ONNX node name a location carries (NameLoc, possibly fused); empty
 /// when it has none.
 std::string nodeName(mlir::Location loc);
+/// The metadata of a FusedLoc whose op stands for several ops (one
+/// collective for a layer's, dtcc-shard-bucket): nodeName lists every
+/// node, ", "-separated, instead of the first.
+inline constexpr llvm::StringLiteral kJoinedNodesLoc = "dtcc.joined";
 
 /// The batch dimensions of a matmul of operands of shapes `lhs` and `rhs`
 /// (all but their last two dimensions): NumPy's broadcast, aligned from the
