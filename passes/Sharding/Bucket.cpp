@@ -44,6 +44,15 @@ constexpr llvm::StringLiteral kAxis = "dp";
 /// a layer's norms and biases; 512 GPUs: up to 128 MiB, nearly all).
 constexpr int64_t kLatencyBytesPerStep = 256 * 1024;
 
+/// A bucket of m members over n ranks saves (m - 1) collectives' ring
+/// latency, (n - 1) steps each, and adds a join and m slices, a kernel
+/// each: it is sent as one only when (m - 1)(n - 1) x kStepLatency >
+/// (m + 1) x kKernelGap. NVLink's 1 us per step and the 2 us between
+/// back-to-back CUDA kernels (the planner's presets): 8 ranks join any two
+/// members, 4 ranks six or more, 2 ranks never.
+constexpr double kStepLatency = 1e-6;
+constexpr double kKernelGap = 2e-6;
+
 /// How many elementwise ops (a clipping scale, casts) may lie between an
 /// update's gradient and the collective that reduced it.
 constexpr int kGradientChain = 8;
@@ -226,9 +235,12 @@ struct ShardBucketPass
           buckets.emplace_back();
         buckets.back().push_back(m);
       }
-      for (ArrayRef<Member> b : buckets)
-        if (b.size() > 1)
+      for (ArrayRef<Member> b : buckets) {
+        const double m = double(b.size());
+        if (b.size() > 1 && (m - 1) * double(axisSize - 1) * kStepLatency >
+                                (m + 1) * kKernelGap)
           join(b);
+      }
     }
   }
 
