@@ -105,10 +105,6 @@ struct Member {
   int64_t elements = 0; ///< of the unsharded side, / ranks = one row
 };
 
-int64_t numElements(Value v) {
-  return cast<RankedTensorType>(v.getType()).getNumElements();
-}
-
 struct ShardBucketPass
     : public dtcc::shard::impl::ShardBucketBase<ShardBucketPass> {
   void runOnOperation() final {
