@@ -64,15 +64,6 @@ std::string indexKey(Operation *op) {
   return index ? std::to_string(*index) : "";
 }
 
-/// A gathered parameter's layer: its first user's (waits aside).
-std::string gatheredLayer(Value v) {
-  Operation *first = nullptr;
-  for (Operation *user : v.getUsers())
-    if (!isa<WaitOp>(user) && (!first || user->isBeforeInBlock(first)))
-      first = user;
-  return indexKey(first);
-}
-
 /// An updated parameter's layer: that of the op that made its gradient,
 /// found from the update (dgraph.adamw / dgraph.sgd, behind casts) through
 /// the gradient's elementwise ops and the collective that reduced it.
@@ -169,9 +160,9 @@ struct ShardBucketPass
       // A gradient's layer is its maker's; a gathered parameter's, its
       // first user's (the pass is part of the key: the backward gathers
       // again).
-      layer = isa<AllGatherOp>(op)
-                  ? gatheredLayer(op->getResult(0))
-                  : indexKey(op->getOperand(0).getDefiningOp());
+      layer = indexKey(isa<AllGatherOp>(op)
+                           ? firstUser(op->getResult(0), /*skipWaits=*/true)
+                           : op->getOperand(0).getDefiningOp());
     } else {
       // A synchronous gather of an updated parameter, stored once into a
       // variable nothing reads after the store (so the store may move
@@ -246,7 +237,7 @@ struct ShardBucketPass
     MLIRContext *ctx = first->getContext();
     const bool gather = isa<AllGatherOp>(first);
     const bool allReduce = isa<AllReduceOp>(first);
-    const int64_t ranks = allReduce ? 1 : b.front().ranks;
+    const int64_t ranks = b.front().ranks; // 1 for an all-reduce
     Type element =
         cast<RankedTensorType>(first->getOperand(0).getType()).getElementType();
     SmallVector<Location> locs;
@@ -259,20 +250,19 @@ struct ShardBucketPass
     // row per rank (rank i's block), for a gather this rank's block as one
     // row, for an all-reduce one row.
     OpBuilder builder(last);
+    const int64_t inRows = gather ? 1 : ranks;
+    const int64_t outRows = gather ? ranks : 1;
     SmallVector<Value> rows;
     SmallVector<int64_t> widths;
     int64_t width = 0;
     for (const Member &m : b) {
       int64_t w = m.elements / ranks;
-      int64_t r = gather || allReduce ? 1 : ranks;
-      auto type = RankedTensorType::get({r, w}, element);
+      auto type = RankedTensorType::get({inRows, w}, element);
       rows.push_back(graph::ReshapeOp::create(builder, m.op->getLoc(), type,
                                               m.op->getOperand(0)));
       widths.push_back(w);
       width += w;
     }
-    const int64_t inRows = gather || allReduce ? 1 : ranks;
-    const int64_t outRows = gather ? ranks : 1;
     auto joinedType = RankedTensorType::get({inRows, width}, element);
     Value joined =
         graph::ConcatOp::create(builder, loc, joinedType, rows, 1).getResult();

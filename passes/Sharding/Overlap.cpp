@@ -21,15 +21,6 @@ using namespace dtcc::shard;
 
 namespace {
 
-/// The first op of the block that uses `v`, or null.
-Operation *firstUser(Value v) {
-  Operation *first = nullptr;
-  for (Operation *user : v.getUsers())
-    if (!first || user->isBeforeInBlock(first))
-      first = user;
-  return first;
-}
-
 /// Whether `op` gathers a ZeRO-3 parameter shard straight from its variable,
 /// or cast to the compute type (mixed precision).
 bool gathersZeroParameter(Operation *op) {

@@ -20,6 +20,15 @@ bool loadsZeroVariable(Value value) {
   return var && var->hasAttr(kZeroAttr);
 }
 
+Operation *firstUser(Value v, bool skipWaits) {
+  Operation *first = nullptr;
+  for (Operation *user : v.getUsers())
+    if (!(skipWaits && isa<WaitOp>(user)) &&
+        (!first || user->isBeforeInBlock(first)))
+      first = user;
+  return first;
+}
+
 ShardingAttr getSharding(Value value) {
   if (auto arg = dyn_cast<BlockArgument>(value)) {
     auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());

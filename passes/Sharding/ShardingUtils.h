@@ -55,6 +55,10 @@ void setSharding(mlir::Value value, ShardingAttr sharding);
 /// its dp split is storage, gathered before each use).
 bool loadsZeroVariable(mlir::Value value);
 
+/// The first op of the block that uses `v` (dshard.wait aside when
+/// `skipWaits`), or null.
+mlir::Operation *firstUser(mlir::Value v, bool skipWaits = false);
+
 /// Whether `dense` is a splat of zero (either sign, float or integer): a
 /// partial sum over any axes, and what a pad may add to one.
 bool isSplatZero(mlir::DenseElementsAttr dense);

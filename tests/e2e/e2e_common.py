@@ -1,5 +1,6 @@
 """Helpers shared by the end-to-end checks."""
 import os
+import re
 import subprocess
 import sys
 
@@ -23,6 +24,26 @@ def run(cmd):
         sys.stderr.write(p.stdout + p.stderr)
         raise SystemExit(f"error: {' '.join(cmd)} exited {p.returncode}")
     return p.stdout
+
+
+# The units `dtcc explain` prints sizes in.
+EXPLAIN_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def explain_collectives(dtcc, exe):
+    """[(phase, kind, axis, tensor bytes, bytes sent, rounding of bytes
+    sent)] of every collective `dtcc explain` lists; the rounding is half
+    the last printed digit (explain prints 12.3 KiB: up to 51 B off)."""
+    text = run([dtcc, "explain", exe])
+    out = []
+    for m in re.finditer(r"^  \d+\s+\S+\s+(\w+)\s+(\w+)\s+(forward|backward|optimizer)\s+"
+                         r"([\d.]+) (\w+)\s+([\d.]+) (\w+)", text, re.M):
+        sent, unit = m.group(6), EXPLAIN_UNITS[m.group(7)]
+        decimals = len(sent.split(".")[1]) if "." in sent else 0
+        out.append((m.group(3), m.group(1), m.group(2),
+                    float(m.group(4)) * EXPLAIN_UNITS[m.group(5)],
+                    float(sent) * unit, 0.5 * unit * 10 ** -decimals))
+    return out
 
 
 def text_tokens(path):

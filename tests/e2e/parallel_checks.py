@@ -596,22 +596,6 @@ def context_parallel_tcp(dtcc, work, tokens, check):
                   f"1e-5 (worst {loss_err:.2e}), parameters within 1e-4 (worst {param_err:.2e})")
 
 
-def explain_collectives(dtcc, exe):
-    """[(phase, kind, axis, tensor bytes, bytes sent, rounding of bytes
-    sent)] of every collective `dtcc explain` lists; the rounding is half
-    the last printed digit (explain prints 12.3 KiB: up to 51 B off)."""
-    text = run([dtcc, "explain", exe]).stdout
-    out = []
-    for m in re.finditer(r"^  \d+\s+\S+\s+(\w+)\s+(\w+)\s+(forward|backward|optimizer)\s+"
-                         r"([\d.]+) (\w+)\s+([\d.]+) (\w+)", text, re.M):
-        sent, unit = m.group(6), UNITS[m.group(7)]
-        decimals = len(sent.split(".")[1]) if "." in sent else 0
-        out.append((m.group(3), m.group(1), m.group(2),
-                    float(m.group(4)) * UNITS[m.group(5)],
-                    float(sent) * unit, 0.5 * unit * 10 ** -decimals))
-    return out
-
-
 def sequence_parallel_extra(model, dp, tp):
     """Bytes each rank sends per step with sequence parallelism beyond the
     plan without it, from the model's sizes (ring volumes, f32): the
@@ -659,7 +643,8 @@ def sequence_parallel_bytes(dtcc, work, model, check, tokens, ref_losses):
                                                  if name == sp)[1].split(","))
         dp, tp = int(mesh.get("dp", 1)), int(mesh.get("tp", 1))
         hidden = BATCH // dp * SEQ * HIDDEN * 4  # a rank's hidden state, bytes
-        got, want = explain_collectives(dtcc, exe), explain_collectives(dtcc, other)
+        got = e2e_common.explain_collectives(dtcc, exe)
+        want = e2e_common.explain_collectives(dtcc, other)
         fwd = lambda cs: sum(c[4] for c in cs if c[0] == "forward" and c[2] == "tp")
         check(abs(fwd(got) - fwd(want)) <= 64,
               f"{model} {sp}: forward bytes on tp equal {base}'s "

@@ -288,10 +288,8 @@ MPI_REDUCE_SCATTER_COPIES = 2
 def largest_reduce_scatter(dtcc, exe):
     """The largest reduce-scatter's send buffer (bytes) of `exe`'s program,
     as `dtcc explain` lists its collectives; 0 without any."""
-    text = run([dtcc, "explain", exe]).stdout
-    sizes = [float(m.group(1)) * UNITS[m.group(2)] for m in re.finditer(
-        r"^  \d+\s+\S+\s+reduce_scatter\s+\w+\s+\w+\s+([\d.]+) (\w+)", text, re.M)]
-    return max(sizes, default=0.0)
+    return max((c[3] for c in e2e_common.explain_collectives(dtcc, exe)
+                if c[1] == "reduce_scatter"), default=0.0)
 
 
 def memory_ok(predicted, measured):
