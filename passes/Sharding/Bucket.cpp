@@ -123,7 +123,8 @@ struct ShardBucketPass
     auto in = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
     auto out = dyn_cast<RankedTensorType>(op->getResult(0).getType());
     if (!in || !out || !in.hasStaticShape() || !out.hasStaticShape() ||
-        in.getRank() == 0 || in.getNumElements() == 0)
+        in.getRank() == 0 || in.getNumElements() == 0 ||
+        !in.getElementType().isIntOrFloat())
       return false;
     if (auto kind = op->getAttrOfType<StringAttr>("kind");
         kind && kind.getValue() != "sum")
