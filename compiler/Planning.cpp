@@ -1406,9 +1406,14 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   const bool cpu = cluster.device.isCpu();
   if (cpu) {
     model.flashAttention = false;
+    model.attentionKernel.clear();
     if (!args.dtypeGiven)
       policy = DTypePolicy::fp32();
   }
+  // A plan file's model may name the fused attention kernel its run used;
+  // every model below prices that kernel.
+  if (Status s = useModelAttentionKernel(model, cluster); !s.isOk())
+    return s;
   if (args.compiled && args.modelPath.empty())
     return invalidArgument("--compiled needs a model file to compile");
   // A zoo model on a GPU cluster is priced as dtcc compiles and runs it:
@@ -1433,7 +1438,11 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   const std::string attentionText =
       std::string(attentionKernelsText(attention)) +
       (attention == AttentionKernels::kFlash
-           ? " (the plan file's model has flashAttention)"
+           ? " (the plan file's model has flashAttention" +
+                 (model.attentionKernel.empty()
+                      ? std::string()
+                      : ", kernel " + model.attentionKernel) +
+                 ")"
        : attention == AttentionKernels::kFusedSoftmax
            ? " (the plan file's model has fusedSoftmax)"
            : "");

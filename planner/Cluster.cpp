@@ -189,6 +189,12 @@ Status ClusterSpec::validate() const {
                              point.efficiency, " at n = ", point.n);
     previous = point.n;
   }
+  for (const auto &[kernel, efficiency] : device.attentionKernels)
+    if (!(efficiency.value > 0 && efficiency.value <= 1))
+      return invalidArgument("device.attentionKernels.", kernel,
+                             ": expected a fraction of the peak in (0, 1], "
+                             "got ",
+                             efficiency.value);
   for (const auto &[kernel, seconds] : device.kernelSeconds)
     if (!(seconds.value > 0) || !std::isfinite(seconds.value))
       return invalidArgument("device.kernels.", kernel,
@@ -237,6 +243,23 @@ constexpr double kMemEfficiency = 0.80;
 const char *kMemWhy = "memory-bound kernels (copies, elementwise, norms, "
                       "softmax) reach ~80% of HBM bandwidth";
 
+// MPT's Triton FlashAttention (llm-foundry's attn_impl: triton), the kernel
+// MosaicML's benchmark tables ran: its fraction of the bf16 peak is the
+// median over those tables' pairs of sequence lengths of one model, where
+// the time per token grows by attention alone
+// (tests/planner_validation/attention_kernel_rates.py derives it and checks
+// these figures).
+Figure tritonAttention(double fraction, const std::string &p,
+                       const char *kind) {
+  return fig(fraction, p,
+             std::string("MPT's Triton FlashAttention (attn_impl: triton) on ") +
+                 kind + ": the median over MosaicML's benchmark tables (llm-"
+                 "foundry, scripts/train/benchmarking) of the attention "
+                 "FLOP/s that the growth of the time per token with the "
+                 "sequence length gives (tests/planner_validation/"
+                 "attention_kernel_rates.py)");
+}
+
 void nvidiaGpuCommon(ClusterSpec &c, const std::string &p) {
   c.device.memoryEfficiency = fig(kMemEfficiency, p, kMemWhy);
   c.device.kernelOverhead =
@@ -281,6 +304,8 @@ ClusterSpec dgxA100() {
   c.device.attentionEfficiency =
       fig(0.50, p, "FlashAttention-2 reaches 50-70% of A100 peak forward, "
                    "less backward");
+  c.device.attentionKernels["flash-attn-triton"] =
+      tritonAttention(0.309, p, "the A100");
   c.intraNode.name = "NVLink 3 (NVSwitch)";
   c.intraNode.bandwidth =
       fig(300e9, p, "600 GB/s bidirectional NVLink per GPU, 300 per "
@@ -314,6 +339,10 @@ ClusterSpec dgxA100_40g() {
                   "8x HDR InfiniBand";
   c.device.name = "A100-SXM4-40GB";
   // Every figure but the memory is the 80 GB node's; relabel their source.
+  auto relabel = [&](Figure &f) {
+    f.source = "preset " + p + ": as dgx-a100-80g (" +
+               f.source.substr(f.source.find(": ") + 2) + ")";
+  };
   for (Figure *f :
        {&c.device.peakFp32, &c.device.peakTf32, &c.device.peakBf16,
         &c.device.peakFp16, &c.device.matmulEfficiency,
@@ -324,8 +353,9 @@ ClusterSpec dgxA100_40g() {
         &c.interNode.bandwidth, &c.interNode.latency, &c.interNode.efficiency,
         &c.interNode.postOverhead,
         &c.pcieBandwidth, &c.hostMemoryBandwidth})
-    f->source = "preset " + p + ": as dgx-a100-80g (" +
-                f->source.substr(f->source.find(": ") + 2) + ")";
+    relabel(*f);
+  for (auto &[kernel, f] : c.device.attentionKernels)
+    relabel(f);
   c.device.memoryBytes =
       fig(40960 * kMiB, p, "nvidia-smi total memory, 40960 MiB");
   c.device.memoryBandwidth =
@@ -356,6 +386,8 @@ void hopperCommon(ClusterSpec &c, const std::string &p) {
                    "H100 peak (Shah et al., FlashAttention-3, 2024, "
                    "abstract); FlashAttention-3's 60-75% needs Hopper's "
                    "TMA/WGMMA kernels");
+  c.device.attentionKernels["flash-attn-triton"] =
+      tritonAttention(0.177, p, "the H100");
   c.intraNode.name = "NVLink 4 (NVSwitch)";
   c.intraNode.bandwidth =
       fig(450e9, p, "900 GB/s bidirectional NVLink per GPU, 450 per "
@@ -565,6 +597,12 @@ Json clusterToJson(const ClusterSpec &cluster) {
     curve.set("source", cluster.device.gemmEfficiencySource);
     device.set("gemmEfficiency", std::move(curve));
   }
+  if (!cluster.device.attentionKernels.empty()) {
+    Json kernels = Json::object();
+    for (const auto &[kernel, efficiency] : cluster.device.attentionKernels)
+      kernels.set(kernel, figureJson(efficiency));
+    device.set("attentionKernels", std::move(kernels));
+  }
   if (!cluster.device.kernelSeconds.empty()) {
     Json kernels = Json::object();
     for (const auto &[kernel, seconds] : cluster.device.kernelSeconds)
@@ -614,18 +652,17 @@ Status readGemmCurve(const Json &value, const std::string &defaultSource,
   return Status::ok();
 }
 
-/// `device.kernels`: {"gelu": figure, ...}.
-Status readKernels(const Json &value, const std::string &defaultSource,
-                   DeviceSpec &device) {
+/// An object of named figures at `path` ({"gelu": figure, ...}), added to
+/// `figures` (a name already there is replaced).
+Status readNamedFigures(const Json &value, const std::string &path,
+                        const std::string &defaultSource,
+                        std::map<std::string, Figure> &figures) {
   if (!value.isObject())
-    return invalidArgument("device.kernels: expected an object of kernel "
-                           "names, got ",
+    return invalidArgument(path, ": expected an object of kernel names, got ",
                            Json::kindName(value.kind()));
-  device.kernelSeconds.clear();
   for (const auto &[kernel, member] : value.members())
-    DTCC_RETURN_IF_ERROR(readFigure(member, "device.kernels." + kernel,
-                                    defaultSource,
-                                    device.kernelSeconds[kernel]));
+    DTCC_RETURN_IF_ERROR(readFigure(member, path + "." + kernel, defaultSource,
+                                    figures[kernel]));
   return Status::ok();
 }
 
@@ -643,7 +680,16 @@ Status readObject(const Json &object, const std::string &prefix,
       continue;
     }
     if (path == "device.kernels") {
-      DTCC_RETURN_IF_ERROR(readKernels(value, defaultSource, cluster.device));
+      // Measured rates of the backend's kernels: the file's set replaces
+      // its base's.
+      cluster.device.kernelSeconds.clear();
+      DTCC_RETURN_IF_ERROR(readNamedFigures(value, path, defaultSource,
+                                            cluster.device.kernelSeconds));
+      continue;
+    }
+    if (path == "device.attentionKernels") {
+      DTCC_RETURN_IF_ERROR(readNamedFigures(value, path, defaultSource,
+                                            cluster.device.attentionKernels));
       continue;
     }
     bool matched = false, isParent = false;

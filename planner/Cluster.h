@@ -53,8 +53,16 @@ struct DeviceSpec {
   /// Fraction of memory bandwidth that memory-bound kernels (elementwise,
   /// norms, softmax) reach.
   Figure memoryEfficiency;
-  /// Fraction of peak FLOP/s that fused (flash) attention kernels reach.
+  /// Fraction of peak FLOP/s that fused (flash) attention kernels reach:
+  /// FlashAttention-2 in the presets, dtcc's own kernels once calibrated.
   Figure attentionEfficiency;
+  /// Other fused attention kernels by name ("flash-attn-triton"), with the
+  /// fraction of the peak each reaches, for pricing a run that used one: a
+  /// plan file's model names its run's kernel (ModelDesc::attentionKernel)
+  /// and that run's attention is priced at the kernel's figure instead of
+  /// attentionEfficiency (planner/Model.h, useModelAttentionKernel). A cluster file's
+  /// `device.attentionKernels` adds or replaces entries.
+  std::map<std::string, Figure> attentionKernels;
   /// Gap between consecutive kernels (launch and tail), seconds.
   Figure kernelOverhead;
   /// Fraction of the device's compute that a running collective holds: each

@@ -373,6 +373,34 @@ Status ModelDesc::validate() const {
   if (heads % kvHeads != 0)
     return invalidArgument("model ", name, ": heads ", heads,
                            " not divisible by kvHeads ", kvHeads);
+  if (!attentionKernel.empty() && !flashAttention)
+    return invalidArgument("model ", name, ": attentionKernel '",
+                           attentionKernel,
+                           "' names a fused attention kernel, but the model "
+                           "has flashAttention false (its run stores the "
+                           "scores)");
+  return Status::ok();
+}
+
+Status useModelAttentionKernel(const ModelDesc &model, ClusterSpec &cluster) {
+  if (model.attentionKernel.empty())
+    return Status::ok();
+  const auto &kernels = cluster.device.attentionKernels;
+  auto it = kernels.find(model.attentionKernel);
+  if (it == kernels.end()) {
+    std::string known;
+    for (const auto &[name, figure] : kernels)
+      known += (known.empty() ? "" : ", ") + name;
+    return invalidArgument(
+        "model ", model.name, ": attentionKernel '", model.attentionKernel,
+        "' is not one of cluster ", cluster.name,
+        "'s device.attentionKernels (",
+        known.empty() ? std::string("it lists none") : "it lists " + known,
+        "); a cluster file can add it with its fraction of the peak");
+  }
+  cluster.device.attentionEfficiency = Figure{
+      it->second.value, it->second.source + " (the model's attentionKernel '" +
+                            model.attentionKernel + "')"};
   return Status::ok();
 }
 
@@ -471,6 +499,8 @@ Json modelToJson(const ModelDesc &m) {
   j.set("dropout", m.dropout);
   j.set("flashAttention", m.flashAttention);
   j.set("fusedSoftmax", m.fusedSoftmax);
+  if (!m.attentionKernel.empty())
+    j.set("attentionKernel", m.attentionKernel);
   const ModelDesc::GraphFigures &g = m.graph;
   // A graph that is not a transformer has no sizes to count from.
   j.set("parameters", m.layers == 0 && g.parameters > 0
@@ -584,6 +614,12 @@ StatusOr<ModelDesc> modelFromJson(const Json &j) {
       DTCC_RETURN_IF_ERROR(boolean(m.flashAttention));
     } else if (key == "fusedSoftmax") {
       DTCC_RETURN_IF_ERROR(boolean(m.fusedSoftmax));
+    } else if (key == "attentionKernel") {
+      if (!value.isString() || value.asString().empty())
+        return invalidArgument("model.attentionKernel: expected a kernel's "
+                               "name (a string), got ",
+                               Json::kindName(value.kind()));
+      m.attentionKernel = value.asString();
     } else if (key == "norm") {
       if (!value.isString() || (value.asString() != "layernorm" &&
                                 value.asString() != "rmsnorm"))

@@ -98,6 +98,12 @@ struct ModelDesc {
   /// is then priced so (AttentionKernels::kFusedSoftmax) instead of as
   /// dtcc's CUDA backend runs it.
   bool fusedSoftmax = false;
+  /// With flashAttention: the fused kernel the run used, by the name a
+  /// cluster's device.attentionKernels lists it under ("flash-attn-triton",
+  /// the Triton FlashAttention of MosaicML's MPT); empty: the device's own
+  /// attentionEfficiency (FlashAttention-2 in the presets, dtcc's kernels
+  /// once calibrated). See useModelAttentionKernel.
+  std::string attentionKernel;
 
   /// What a model's IR shows, transformer or not (compiler/DescribeModel.h);
   /// all zero when the description comes from sizes alone (a preset, `dtcc
@@ -203,6 +209,15 @@ LayerProfile contextParallelProfile(int kind, const ModelDesc &model,
 
 Json modelToJson(const ModelDesc &model);
 StatusOr<ModelDesc> modelFromJson(const Json &json);
+
+/// Prices a run of `model` with the fused attention kernel it names
+/// (ModelDesc::attentionKernel): `cluster`'s attentionEfficiency becomes
+/// that kernel's figure from device.attentionKernels, its source saying so,
+/// and every model that reads it (the compiled program's, the analytic
+/// one, --sensitivity's perturbations) prices that kernel. A model that
+/// names none leaves the cluster as it is. Errors: a kernel the cluster
+/// does not list (the message names those it does).
+Status useModelAttentionKernel(const ModelDesc &model, ClusterSpec &cluster);
 
 } // namespace dtcc::planner
 

@@ -187,5 +187,85 @@ TEST(Model, GraphFiguresJson) {
       << unknown.status().message();
 }
 
+// A model names the fused attention kernel its run used; the cluster prices
+// it at that kernel's figure (device.attentionKernels), from its preset or a
+// cluster file, and nothing else of the cluster changes.
+TEST(Model, AttentionKernelPricedAtItsFigure) {
+  ClusterSpec a100 = clusterPreset("dgx-a100-80g").value();
+  ClusterSpec h100 = clusterPreset("dgx-h100").value();
+  ClusterSpec a100_40 = clusterPreset("dgx-a100-40g").value();
+  ASSERT_EQ(a100.device.attentionKernels.count("flash-attn-triton"), 1u);
+  ASSERT_EQ(h100.device.attentionKernels.count("flash-attn-triton"), 1u);
+  EXPECT_DOUBLE_EQ(a100_40.device.attentionKernels.at("flash-attn-triton")
+                       .value,
+                   a100.device.attentionKernels.at("flash-attn-triton").value);
+  EXPECT_NE(a100_40.device.attentionKernels.at("flash-attn-triton")
+                .source.find("as dgx-a100-80g"),
+            std::string::npos);
+  // The Triton kernel is slower than FlashAttention-2 on both kinds.
+  EXPECT_LT(h100.device.attentionKernels.at("flash-attn-triton").value,
+            h100.device.attentionEfficiency.value);
+
+  ModelDesc m = ModelDesc::gpt2Small();
+  m.flashAttention = true;
+  ClusterSpec unchanged = h100;
+  ASSERT_TRUE(useModelAttentionKernel(m, unchanged).isOk());
+  EXPECT_EQ(unchanged.device.attentionEfficiency.value,
+            h100.device.attentionEfficiency.value);
+
+  m.attentionKernel = "flash-attn-triton";
+  auto back = modelFromJson(modelToJson(m));
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  EXPECT_EQ(back.value().attentionKernel, "flash-attn-triton");
+  ClusterSpec priced = h100;
+  ASSERT_TRUE(useModelAttentionKernel(back.value(), priced).isOk());
+  EXPECT_EQ(priced.device.attentionEfficiency.value,
+            h100.device.attentionKernels.at("flash-attn-triton").value);
+  EXPECT_NE(priced.device.attentionEfficiency.source.find(
+                "the model's attentionKernel 'flash-attn-triton'"),
+            std::string::npos)
+      << priced.device.attentionEfficiency.source;
+  EXPECT_EQ(priced.device.matmulEfficiency.value,
+            h100.device.matmulEfficiency.value);
+
+  // A kernel the cluster does not list: the error names those it does.
+  m.attentionKernel = "xformers";
+  ClusterSpec unknown = h100;
+  Status s = useModelAttentionKernel(m, unknown);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("'xformers'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("it lists flash-attn-triton"), std::string::npos)
+      << s.message();
+  // ... which a cluster file adds; it keeps its base's entries.
+  auto file = parseClusterText(
+      R"({"base": "dgx-h100",
+          "device": {"attentionKernels": {"xformers": 0.3}}})",
+      "x.json");
+  ASSERT_TRUE(file.isOk()) << file.status().toString();
+  EXPECT_EQ(file.value().device.attentionKernels.size(), 2u);
+  ClusterSpec added = file.value();
+  ASSERT_TRUE(useModelAttentionKernel(m, added).isOk());
+  EXPECT_DOUBLE_EQ(added.device.attentionEfficiency.value, 0.3);
+  auto again = clusterFromJson(clusterToJson(file.value()), "test");
+  ASSERT_TRUE(again.isOk()) << again.status().toString();
+  EXPECT_DOUBLE_EQ(again.value().device.attentionKernels.at("xformers").value,
+                   0.3);
+
+  auto tooHigh = parseClusterText(
+      R"({"base": "dgx-h100", "device": {"attentionKernels": {"k": 1.5}}})",
+      "h.json");
+  ASSERT_FALSE(tooHigh.isOk());
+  EXPECT_NE(tooHigh.status().message().find("device.attentionKernels.k"),
+            std::string::npos)
+      << tooHigh.status().message();
+
+  // Only a fused kernel has a name.
+  ModelDesc unfused = ModelDesc::gpt2Small();
+  unfused.attentionKernel = "flash-attn-triton";
+  EXPECT_FALSE(unfused.validate().isOk());
+  Json j = modelToJson(unfused);
+  EXPECT_FALSE(modelFromJson(j).isOk());
+}
+
 } // namespace
 } // namespace dtcc::planner
