@@ -265,6 +265,16 @@ TEST(Model, AttentionKernelPricedAtItsFigure) {
   EXPECT_FALSE(unfused.validate().isOk());
   Json j = modelToJson(unfused);
   EXPECT_FALSE(modelFromJson(j).isOk());
+  // A name is a non-empty string.
+  Json numbered = modelToJson(back.value());
+  numbered.set("attentionKernel", 3.0);
+  auto notName = modelFromJson(numbered);
+  ASSERT_FALSE(notName.isOk());
+  EXPECT_NE(notName.status().message().find("model.attentionKernel"),
+            std::string::npos)
+      << notName.status().message();
+  numbered.set("attentionKernel", "");
+  EXPECT_FALSE(modelFromJson(numbered).isOk());
 }
 
 } // namespace
