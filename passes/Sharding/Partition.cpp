@@ -560,10 +560,17 @@ LogicalResult FunctionPartitioner::run() {
     int64_t i = 0;
     for (Operation &op : body) {
       position_[&op] = i;
+      // The update reads the step counter first (its learning-rate
+      // schedule). A dropout reads it too, to draw each step's mask, and
+      // then the one load of it may sit at the top of the forward pass:
+      // the update starts at the schedule.
+      auto load = dyn_cast<graph::LoadOp>(op);
       bool optimizer =
           isa<graph::LrScheduleOp, graph::AdamwOp, graph::SgdOp>(op) ||
-          (isa<graph::LoadOp>(op) &&
-           cast<graph::LoadOp>(op).getVariable() == "__step");
+          (load && load.getVariable() == "__step" &&
+           llvm::none_of(load->getUsers(), [](Operation *user) {
+             return isa<graph::DropoutOp>(user);
+           }));
       if (optimizer && optimizerPosition_ == INT64_MAX)
         optimizerPosition_ = i;
       if (op.hasAttr(kTaskAttr)) {
