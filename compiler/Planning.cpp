@@ -859,14 +859,25 @@ priceCompiledGpuPlan(const ModelDesc &model, const Plan &plan,
                              /*simulate=*/false);
 }
 
-/// The analytic search is the pre-filter of a GPU cluster's plans: the
-/// plans within kComparedWithin of its choice (at most kComparedSlower of
-/// them) are compiled and priced from their programs too, which decide.
+/// The analytic search is the pre-filter of a GPU cluster's plans: its
+/// choice is compiled and priced from its program, then the slower plans
+/// it found (the best of each mesh and ZeRO stage, fastest first) that
+/// could still win, which are compiled and priced too; the programs
+/// decide. A slower plan could still win when its analytic price is within
+/// kComparedWithin of the choice's, or of the best step a compiled program
+/// that fits has priced so far, whichever is larger: the formulas leave out
+/// costs a program pays (kernel launches, casts, copies, exposed gathers),
+/// which can make a small per-device batch's program several times its
+/// formula, and then plans the formulas rank far apart are close by their
+/// programs. At most kComparedMost of them are compiled.
 constexpr double kComparedWithin = 0.10;
-constexpr int kComparedSlower = 4;
+constexpr int kComparedMost = 8;
+/// --sensitivity compiles, in each world, up to this many of the world's
+/// slower plans within kComparedWithin of its analytic best.
+constexpr int kSensitivityCompared = 4;
 
 /// The plan a GPU cluster's programs choose among the analytic search's
-/// choice and its closest slower alternatives.
+/// choice and its slower plans that could still win.
 struct ProgramChoice {
   /// The chosen plan priced from its program; nullopt when the analytic
   /// choice itself could not be (`gap` says why: a pricing gap or its
@@ -876,29 +887,42 @@ struct ProgramChoice {
   /// "PLAN: 1.2 ms analytic, 1.5 ms compiled" for the search's choice and
   /// each alternative priced; empty when no alternative was.
   std::vector<std::string> compared;
+  /// Slower plans that could still have won but were not compiled, the
+  /// kComparedMost being spent.
+  int leftOut = 0;
 
   /// One line for a report's notes: the alternatives and both prices.
   std::string comparedNote() const {
     std::string list;
     for (const std::string &c : compared)
       list += (list.empty() ? "" : "; ") + c;
-    return "the analytic search's choice and its closest plans (within " +
-           llvm::formatv("{0:f0}%", kComparedWithin * 100).str() +
-           ") compiled and priced, the chosen plan is the best by its "
-           "program: " +
-           list;
+    std::string note = llvm::formatv(
+        "the analytic search's choice and the slower plans that could "
+        "still win (analytic price within {0:f0}% of the choice's or of "
+        "the best compiled step, at most {1}) compiled and priced, the "
+        "chosen plan is the best by its program: ",
+        kComparedWithin * 100, kComparedMost);
+    note += list;
+    if (leftOut > 0)
+      note += llvm::formatv("; {0} more could still win and were not "
+                            "compiled",
+                            leftOut)
+                  .str();
+    return note;
   }
 };
 
 /// `chosen` (the analytic search's choice, or a given plan, priced
-/// `analyticStep` by the analytic model) compiled and priced on `cluster`; then the slower `alternatives` within
-/// kComparedWithin of it (at most kComparedSlower, those whose compile
-/// stays within `maxUnrolled` layer instances), each compiled and priced
-/// too. The programs decide: a plan that fits first, then the faster step.
-/// An alternative whose compile fails is left out.
+/// `analyticStep` by the analytic model) compiled and priced on `cluster`;
+/// then the plans of `slower` (the search's slower plans, fastest first)
+/// that could still win (see kComparedWithin), at most kComparedMost of
+/// those whose compile stays within kMaxUnrolledSearched layer instances,
+/// each compiled and priced too. The programs decide: a plan that fits
+/// first, then the faster step. An alternative whose compile fails is left
+/// out.
 ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
                                double analyticStep,
-                               const std::vector<Rejection> *alternatives,
+                               const std::vector<Rejection> *slower,
                                const ClusterSpec &cluster,
                                AttentionKernels attention,
                                const GpuProgramSource &programs,
@@ -915,24 +939,34 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
     return out;
   }
   out.price = std::move(priced.value());
-  if (!alternatives)
+  if (!slower)
     return out;
   const std::string proposed = llvm::formatv(
       "{0} (the search's choice): {1} analytic, {2} compiled{3}",
       chosen.summary(), formatSeconds(analyticStep),
       formatSeconds(out.price->candidate.time.stepTime),
       out.price->candidate.fits ? "" : " (does not fit)");
-  for (const Rejection &r : *alternatives) {
-    if (r.kind != Rejection::Kind::kSlower ||
-        r.slowerFraction > kComparedWithin ||
-        int(out.compared.size()) >= kComparedSlower ||
-        !compiledPricingGap(r.plan, model, kMaxUnrolledSearched, programs)
+  for (const Rejection &r : *slower) {
+    if (r.kind != Rejection::Kind::kSlower)
+      continue;
+    // Until a program fits, every slower plan could still win.
+    const Candidate &now = out.price->candidate;
+    const double reach =
+        now.fits ? (1 + kComparedWithin) *
+                       std::max(analyticStep, now.time.stepTime)
+                 : std::numeric_limits<double>::infinity();
+    if (r.stepTime > reach)
+      break; // fastest first: none after it can win either
+    if (!compiledPricingGap(r.plan, model, kMaxUnrolledSearched, programs)
              .empty())
       continue;
+    if (int(out.compared.size()) >= kComparedMost) {
+      ++out.leftOut;
+      continue;
+    }
     auto p = priceCompiledGpuPlan(model, r.plan, cluster, attention, programs);
     if (!p.isOk())
       continue;
-    const Candidate &now = out.price->candidate;
     const Candidate &other = p.value().candidate;
     out.compared.push_back(llvm::formatv(
         "{0}: {1} analytic, {2} compiled{3}", r.plan.summary(),
@@ -1618,7 +1652,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         // As without --sensitivity: the analytic search's closest slower
         // plans are compiled and priced too.
         pricing.extraWithin = kComparedWithin;
-        pricing.extraSlower = kComparedSlower;
+        pricing.extraSlower = kSensitivityCompared;
         pricing.price = [&](const Plan &plan,
                             const ClusterSpec &c) -> StatusOr<Candidate> {
           if (std::string gap = compiledPricingGap(
@@ -1725,7 +1759,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     if (gap.empty()) {
       ProgramChoice choice = chooseByPrograms(
           model, report.chosen->plan, report.chosen->time.stepTime,
-          report.search && !pricingSaved ? &report.search->alternatives
+          report.search && !pricingSaved ? &report.search->slowerPlans
                                          : nullptr,
           cluster, attention, programs,
           report.origin == "search" ? kMaxUnrolledSearched
@@ -1877,7 +1911,7 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
   programs.batch = m.graph.batch;
   ProgramChoice byPrograms = chooseByPrograms(
       m, chosen.value().chosen.plan, chosen.value().chosen.time.stepTime,
-      &chosen.value().rejected, cluster,
+      &chosen.value().slower, cluster,
       AttentionKernels::kAsCompiled, programs, kMaxUnrolledSearched);
   if (!byPrograms.price) {
     choice.plan = compilerPlanOf(chosen.value().chosen.plan);

@@ -97,6 +97,7 @@ StatusOr<CompilerPlan> chooseCompilerPlan(const ModelDesc &model,
   const SearchResult &r = searched.value();
   CompilerPlan result;
   result.rejected = r.alternatives;
+  result.slower = r.slowerPlans;
   if (!r.best) {
     std::string why;
     for (const Rejection &x : r.alternatives)

@@ -52,6 +52,9 @@ struct CompilerPlan {
   /// Every other candidate with why it lost (slower, out of memory, or
   /// what the compiler or the model does not allow).
   std::vector<Rejection> rejected;
+  /// Every mesh-and-ZeRO group's best plan slower than `chosen`, fastest
+  /// first (SearchResult::slowerPlans).
+  std::vector<Rejection> slower;
   /// One line: "dp=2,tp=2 ZeRO-1: 12.3 ms per step predicted, 45 MiB per
   /// rank (of 8 candidates; fastest that fits)".
   std::string summary;

@@ -430,6 +430,7 @@ private:
         return fasterA;
       return a.excessBytes < b.excessBytes;
     });
+    result.slowerPlans = slower;
     if (slower.size() > keep)
       slower.resize(keep);
     if (oom.size() > keep)

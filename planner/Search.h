@@ -99,6 +99,10 @@ struct SearchResult {
   /// Slower plans (the best per mesh and ZeRO stage), plans that would be
   /// faster but do not fit, and invalid factorizations, each with a reason.
   std::vector<Rejection> alternatives;
+  /// Every mesh-and-ZeRO group's best plan slower than `best`, fastest
+  /// first: the slower `alternatives` are the first alternativesPerKind of
+  /// these.
+  std::vector<Rejection> slowerPlans;
   int64_t evaluated = 0; ///< candidates whose memory and time were predicted
   int64_t pruned = 0;    ///< candidates skipped by the memory lower bound
   double seconds = 0;    ///< search wall time

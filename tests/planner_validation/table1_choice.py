@@ -16,9 +16,9 @@ each, and the published measured figure (Megatron-LM's TFLOP/s per GPU).
 Where the compiled program prices one of the two and not the other (a
 pipeline's plan is priced by the analytic model), both are priced again
 with --analytic (dtcc's choice from its --plan-out), so that they are
-compared alike. Exits 1 when a row's choice is predicted slower than its
-published configuration priced by the same model, or when the two still
-are priced by different models.
+compared alike. Exits 1 when a row's choice does not fit in memory or is
+predicted slower than its published configuration priced by the same
+model, or when the two still are priced by different models.
 
   table1_choice.py --dtcc build/bin/dtcc [--rows rows.json]
 """
@@ -124,8 +124,13 @@ def main():
                 name, cl["gpus"], float(row["measured"]["value"]),
                 tflops(published), tflops(chosen), (t_pub / t_own - 1) * 100,
                 by_pub, by_own))
-            print("%17s published: %s" % ("", summary(published["plan"])))
-            print("%17s chosen:    %s" % ("", summary(chosen["plan"])))
+            def fits(report):
+                return "" if report.get("fits") else " (does not fit)"
+
+            print("%17s published: %s%s" % ("", summary(published["plan"]),
+                                            fits(published)))
+            print("%17s chosen:    %s%s" % ("", summary(chosen["plan"]),
+                                            fits(chosen)))
             if chosen.get("origin") != "search":
                 failures.append("%s: --replan did not search (origin '%s')"
                                 % (row["id"], chosen.get("origin")))
@@ -134,6 +139,10 @@ def main():
                     "%s: the published configuration is priced by the %s, "
                     "dtcc's choice by the %s: not compared alike"
                     % (row["id"], by_pub, by_own))
+            elif not chosen.get("fits"):
+                failures.append(
+                    "%s: dtcc's choice (%s) does not fit in memory by the %s"
+                    % (row["id"], summary(chosen["plan"]), by_own))
             elif t_own > t_pub * (1 + 1e-9):
                 failures.append(
                     "%s: dtcc's choice (%s) is predicted %.1f%% slower than "
