@@ -140,7 +140,9 @@ struct ShardAnnotatePass
       return signalPassFailure();
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
-      annotateZero(module, dp, dpSize, zero);
+      annotateZero(module, dp, dpSize, zero,
+                   /*gatherOnce=*/plan.getMicroBatches() == 1 &&
+                       plan.getPipelineStages() == 1);
     if (dpSize > 1 && zero < 2 && plan.getAccumulationSteps() > 1)
       accumulatePartialSums(module, dp);
     if (plan.getSequenceParallel() && meshAttr.getSize("tp") <= 1) {
@@ -620,10 +622,22 @@ struct ShardAnnotatePass
   }
 
   /// ZeRO: optimizer state (>= 1), gradients (>= 2), parameters (3) split
-  /// over dp.
+  /// over dp. A parameter is its own fp32 master copy (mixed precision casts
+  /// it at its load), which ZeRO-1/2 split with the rest of the optimizer
+  /// state when `gatherOnce` (one micro-batch, no pipeline): the step
+  /// gathers it once, in the compute type, at its first use, and keeps the
+  /// whole for the step, where it was kept whole in fp32 between steps and
+  /// gathered in fp32 after the update (Rajbhandari et al.'s ZeRO-1 splits
+  /// the fp32 master weights too; Megatron-LM's distributed optimizer
+  /// gathers its bf16 parameters). With accumulating @train_step calls it
+  /// stays whole: each call would gather it again. A pipeline stage keeps
+  /// it whole too: its forward gathers, priced, made Llama 3 405B's
+  /// pipeline bubble (pp=16, dp=64) 6.2 -> 8.9 s, which is not understood
+  /// yet.
   void annotateZero(ModuleOp module, StringAttr dp, int64_t dpSize,
-                    int64_t zero) {
-    auto shardVariable = [&](Operation *from, StringRef name) {
+                    int64_t zero, bool gatherOnce) {
+    auto shardVariable = [&](Operation *from, StringRef name,
+                             bool once = false) {
       auto var = module.lookupSymbol<graph::VariableOp>(name);
       if (!var || var->hasAttr(kZeroAttr))
         return;
@@ -631,6 +645,8 @@ struct ShardAnnotatePass
       if (auto s = addSplit(base, var.getTensorType(), dp, dpSize, mesh_)) {
         var->setAttr(kShardingAttr, s);
         var->setAttr(kZeroAttr, UnitAttr::get(module.getContext()));
+        if (once)
+          var->setAttr(kGatherOnceAttr, UnitAttr::get(module.getContext()));
       }
       (void)from;
     };
@@ -646,9 +662,9 @@ struct ShardAnnotatePass
         if (state.getType() == paramType)
           if (auto load = state.getDefiningOp<graph::LoadOp>())
             shardVariable(op, load.getVariable());
-      if (zero >= 3)
+      if (zero >= 3 || gatherOnce)
         if (auto load = op->getOperand(0).getDefiningOp<graph::LoadOp>())
-          shardVariable(op, load.getVariable());
+          shardVariable(op, load.getVariable(), /*once=*/zero < 3);
       // Each rank updates its part of the state from its part of the
       // gradient: the data-parallel sum is a reduce-scatter, and the
       // gradient norm a sum of the parts' norms (the gradient itself is

@@ -259,10 +259,11 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
     if (resolving && !step.after.isPartial())
       known.push_back({step.after, v});
   }
-  // ZeRO-3 parameters are gathered anew for each use.
-  if (!loadsZeroVariable(original) || from.isPartial())
+  // ZeRO-3 parameters are gathered anew for each use; ZeRO-1/2's once.
+  bool once = loadsGatherOnceVariable(original);
+  if (!loadsZeroVariable(original) || once || from.isPartial())
     known.push_back({to, v});
-  if (regather_ && passOf(user) == "forward" &&
+  if (regather_ && !once && passOf(user) == "forward" &&
       llvm::any_of(*plan, [](const ReshardStep &s) {
         return s.kind == ReshardStep::Kind::kAllGather;
       }))
@@ -685,7 +686,9 @@ LogicalResult FunctionPartitioner::run() {
 // gathered in the compute type, half the bytes for bf16, once for each
 // pass and layer that uses it, just before the first such use; the
 // gathered copy dies after the group's last use (dtcc-shard-overlap starts
-// each layer's gathers one layer ahead).
+// each layer's gathers one layer ahead). A ZeRO-1/2 parameter (gathered
+// once a step) is one group: its shard is cast and gathered just before
+// its first use, and the whole is kept for the others.
 void FunctionPartitioner::gatherCastParametersPerUse() {
   Block &body = fn_.getBody().front();
   SmallVector<std::pair<AllGatherOp, graph::CastOp>> found;
@@ -704,9 +707,11 @@ void FunctionPartitioner::gatherCastParametersPerUse() {
   for (auto [g, c] : found) {
     using Key = std::pair<StringRef, int64_t>;
     llvm::MapVector<Key, SmallVector<OpOperand *>> groups;
+    const bool once = loadsGatherOnceVariable(g.getOperand());
     for (OpOperand &use : c.getResult().getUses()) {
       Operation *u = use.getOwner();
-      groups[{passOf(u), graph::layerIndexOf(u).value_or(-1)}]
+      groups[once ? Key{"", -1}
+                  : Key{passOf(u), graph::layerIndexOf(u).value_or(-1)}]
           .push_back(&use);
     }
     auto shardType = cast<RankedTensorType>(g.getOperand().getType())

@@ -199,6 +199,20 @@ private:
     }
   }
 
+  /// `s` without its splits over dp.
+  static ShardingAttr withoutDp(ShardingAttr s) {
+    SmallVector<DimShardingAttr> dims;
+    for (DimShardingAttr d : s.getDims()) {
+      SmallVector<StringAttr> axes;
+      for (StringAttr a : d.getAxes())
+        if (a.getValue() != "dp")
+          axes.push_back(a);
+      dims.push_back(DimShardingAttr::get(s.getContext(), axes,
+                                          axes.empty() ? 1 : d.getGroups()));
+    }
+    return ShardingAttr::get(s.getContext(), dims, s.getPartial());
+  }
+
   /// `s` with its sequence split gathered (tp is innermost on the
   /// dimension a sequence split splits).
   static ShardingAttr gatherSequence(ShardingAttr s) {
@@ -363,9 +377,21 @@ private:
         s = gatherSequence(s);
         sequence.back() = false;
       }
+      // A ZeRO split yields to any other use of the axis. A parameter's
+      // use outside the update sees the parameter as ZeRO found it: its dp
+      // split is storage, gathered for the use, and the rest of its layout
+      // (a tp split) holds as it would without ZeRO.
+      bool zero = loadsZeroVariable(v);
+      if (zero && !isa<graph::AdamwOp, graph::SgdOp>(op))
+        if (auto load = v.getDefiningOp<graph::LoadOp>())
+          if (auto var = module_.lookupSymbol<graph::VariableOp>(
+                  load.getVariable());
+              var && var.getTrainable()) {
+            s = withoutDp(s);
+            zero = false;
+          }
       operands.push_back(s);
-      // A ZeRO split yields to any other use of the axis.
-      weak.push_back(loadsZeroVariable(v));
+      weak.push_back(zero);
       soleReader.push_back(llvm::all_of(v.getUsers(),
                                         [&](Operation *u) { return u == op; }));
     }

@@ -20,6 +20,15 @@ bool loadsZeroVariable(Value value) {
   return var && var->hasAttr(kZeroAttr);
 }
 
+bool loadsGatherOnceVariable(Value value) {
+  auto load = value.getDefiningOp<graph::LoadOp>();
+  if (!load)
+    return false;
+  auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
+      load, load.getVariableAttr());
+  return var && var->hasAttr(kGatherOnceAttr);
+}
+
 Operation *firstUser(Value v, bool skipWaits) {
   Operation *first = nullptr;
   for (Operation *user : v.getUsers())

@@ -51,9 +51,13 @@ ShardingAttr getSharding(mlir::Value value);
 /// Records `sharding` for `value`.
 void setSharding(mlir::Value value, ShardingAttr sharding);
 
-/// Whether `value` is a load of a variable split for ZeRO-3 (`dshard.zero`:
-/// its dp split is storage, gathered before each use).
+/// Whether `value` is a load of a variable split by ZeRO (`dshard.zero`: its
+/// dp split is storage; a parameter's is gathered before each use, or once
+/// a step with `dshard.gather_once`).
 bool loadsZeroVariable(mlir::Value value);
+/// Whether `value` is a load of a ZeRO-1/2 parameter, gathered once a step
+/// (`dshard.gather_once`).
+bool loadsGatherOnceVariable(mlir::Value value);
 
 /// The first op of the block that uses `v` (dshard.wait aside when
 /// `skipWaits`), or null.

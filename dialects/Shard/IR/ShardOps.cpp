@@ -87,7 +87,7 @@ LogicalResult ShardDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kStageAttr || name == kMicroAttr || name == kWaitHandleAttr)
     return isCount() ? success() : expected("an integer >= 0");
-  if (name == kZeroAttr)
+  if (name == kZeroAttr || name == kGatherOnceAttr)
     return isa<UnitAttr>(value) ? success() : expected("a unit attribute");
   if (name == kSequenceAttr) {
     if (!isa<ConstraintOp>(op))

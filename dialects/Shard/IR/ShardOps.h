@@ -52,6 +52,11 @@ constexpr llvm::StringLiteral kMeshAttr = "dshard.mesh";
 constexpr llvm::StringLiteral kStageAttr = "dshard.stage";
 /// On a variable: ZeRO-sharded over dp (unit).
 constexpr llvm::StringLiteral kZeroAttr = "dshard.zero";
+/// On a parameter split by ZeRO-1/2 (with `dshard.zero`): its dp split is
+/// its master copy's, the optimizer state's; the step gathers it once, at
+/// its first use, and keeps the whole (compute-type) tensor for the step's
+/// other uses, where ZeRO-3 gathers again for each (unit).
+constexpr llvm::StringLiteral kGatherOnceAttr = "dshard.gather_once";
 /// On a dshard.constraint: its split over tp is a sequence-parallel split
 /// (unit; dtcc-shard-annotate), which yields to any other use of tp.
 constexpr llvm::StringLiteral kSequenceAttr = "dshard.sequence";

@@ -61,16 +61,19 @@ module {
 // DP: dgraph.adamw %{{.*}}, %[[GS]]
 // DP: return %[[LOSS]]
 
-// ZeRO-1: Adam's moments are split; the step works on this rank's rows and
-// the new parameter is gathered.
+// ZeRO-1: Adam's moments are split, and so is the parameter (its master
+// copy, with the state it is updated with): the step gathers it once, at
+// its first use, and the update of this rank's rows is stored without
+// communication.
 // Z1-DAG: dgraph.variable @"w/adam_m" : tensor<2x2xf32> = (tensor<4x2xf32>) dense<0.000000e+00> {dshard.global_type = tensor<4x2xf32>, dshard.sharding = #dshard.sharding<[{dp}, {}]>, dshard.zero}
-// Z1-DAG: dgraph.variable @w : tensor<4x2xf32>
+// Z1-DAG: dgraph.variable @w : tensor<2x2xf32> = (tensor<4x2xf32>) dense<5.000000e-01> {dshard.gather_once, dshard.global_type = tensor<4x2xf32>, dshard.sharding = #dshard.sharding<[{dp}, {}]>, dshard.zero, trainable}
+// Z1: %[[W:.*]] = dgraph.load @w : tensor<2x2xf32>
+// Z1-NEXT: dshard.all_gather %[[W]] "dp" dim = 0 {phase = "forward"} : (tensor<2x2xf32>) -> tensor<4x2xf32>
 // Z1: %[[G:.*]] = dgraph.matmul {{.*}}transpose_lhs
 // Z1: dshard.reduce_scatter %[[G]] "dp" dim = 0 {{.*}}: (tensor<4x2xf32>) -> tensor<2x2xf32>
-// Z1: %[[W:.*]] = dshard.shard_slice %{{.*}} "dp" dim = 0 {{.*}}: (tensor<4x2xf32>) -> tensor<2x2xf32>
-// Z1: %[[P:.*]], %{{.*}}, %{{.*}} = dgraph.adamw %[[W]]
-// Z1: %[[FULL:.*]] = dshard.all_gather %[[P]] "dp" dim = 0 {{.*}}: (tensor<2x2xf32>) -> tensor<4x2xf32>
-// Z1: dgraph.store %[[FULL]], @w : tensor<4x2xf32>
+// Z1-NOT: all_gather
+// Z1: %[[P:.*]], %{{.*}}, %{{.*}} = dgraph.adamw
+// Z1-NEXT: dgraph.store %[[P]], @w : tensor<2x2xf32>
 
 // ZeRO-2: the gradient is reduce-scattered where it is made.
 // Z2: %[[G:.*]] = dgraph.matmul {{.*}}transpose_lhs
