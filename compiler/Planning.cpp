@@ -869,9 +869,12 @@ priceCompiledGpuPlan(const ModelDesc &model, const Plan &plan,
 /// costs a program pays (kernel launches, casts, copies, exposed gathers),
 /// which can make a small per-device batch's program several times its
 /// formula, and then plans the formulas rank far apart are close by their
-/// programs. At most kComparedMost of them are compiled.
+/// programs. Compiles are what planning spends its time on: at most
+/// kComparedSlower of them are compiled once a program fits, and at most
+/// kComparedUnfit until one does.
 constexpr double kComparedWithin = 0.10;
-constexpr int kComparedMost = 8;
+constexpr int kComparedSlower = 4;
+constexpr int kComparedUnfit = 8;
 /// --sensitivity compiles, in each world, up to this many of the world's
 /// slower plans within kComparedWithin of its analytic best.
 constexpr int kSensitivityCompared = 4;
@@ -888,7 +891,7 @@ struct ProgramChoice {
   /// each alternative priced; empty when no alternative was.
   std::vector<std::string> compared;
   /// Slower plans that could still have won but were not compiled, the
-  /// kComparedMost being spent.
+  /// compiles being spent (kComparedSlower, kComparedUnfit).
   int leftOut = 0;
 
   /// One line for a report's notes: the alternatives and both prices.
@@ -899,9 +902,9 @@ struct ProgramChoice {
     std::string note = llvm::formatv(
         "the analytic search's choice and the slower plans that could "
         "still win (analytic price within {0:f0}% of the choice's or of "
-        "the best compiled step, at most {1}) compiled and priced, the "
-        "chosen plan is the best by its program: ",
-        kComparedWithin * 100, kComparedMost);
+        "the best compiled step; at most {1}, or {2} until one fits) "
+        "compiled and priced, the chosen plan is the best by its program: ",
+        kComparedWithin * 100, kComparedSlower, kComparedUnfit);
     note += list;
     if (leftOut > 0)
       note += llvm::formatv("; {0} more could still win and were not "
@@ -915,9 +918,10 @@ struct ProgramChoice {
 /// `chosen` (the analytic search's choice, or a given plan, priced
 /// `analyticStep` by the analytic model) compiled and priced on `cluster`;
 /// then the plans of `slower` (the search's slower plans, fastest first)
-/// that could still win (see kComparedWithin), at most kComparedMost of
-/// those whose compile stays within kMaxUnrolledSearched layer instances,
-/// each compiled and priced too. The programs decide: a plan that fits
+/// that could still win (see kComparedWithin), at most kComparedSlower
+/// (kComparedUnfit while no program fits) of those whose compile stays
+/// within kMaxUnrolledSearched layer instances, each compiled and priced
+/// too. The programs decide: a plan that fits
 /// first, then the faster step. An alternative whose compile fails is left
 /// out.
 ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
@@ -960,7 +964,8 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
     if (!compiledPricingGap(r.plan, model, kMaxUnrolledSearched, programs)
              .empty())
       continue;
-    if (int(out.compared.size()) >= kComparedMost) {
+    if (int(out.compared.size()) >=
+        (now.fits ? kComparedSlower : kComparedUnfit)) {
       ++out.leftOut;
       continue;
     }

@@ -23,6 +23,7 @@ Prints a table: cluster, ranks, the planner's plan, the
 compiled plan, loss and parameter errors.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import sys
@@ -167,21 +168,37 @@ def main():
               + (p.stdout + p.stderr)[-2000:])
         return p.returncode == 0
 
+    def cases():
+        for cluster in args.clusters.split(","):
+            for ranks, sizes, global_batch in PLANNED:
+                sizes = sizes_for(cluster, sizes)
+                pinned = (sizes[sizes.index("--mesh") + 1]
+                          if "--mesh" in sizes else "")
+                tag = (f"{cluster}-{ranks}-"
+                       f"{pinned.replace(',', '_').replace('=', '')}")
+                yield cluster, ranks, sizes, global_batch, pinned, tag
+
+    def plan(cluster, ranks, sizes, global_batch, tag):
+        # CPU ranks: the model's batch is one micro-batch (dtcc plan
+        # prices what dtcc compile builds), so a small one.
+        cpu = cluster.startswith("cpu")
+        return run([dtcc, "plan", "--zoo", "gpt", "--vocab", "51200",
+                    "--seq", "512" if cpu else "2048", "--cluster", cluster,
+                    "--ranks", str(ranks), "--global-batch",
+                    str(ranks * 2 if cpu else global_batch), "--plan-out",
+                    os.path.join(work, f"{tag}.json")] + sizes, check=False)
+
+    # Every `dtcc plan` (one core each; a GPU cluster's compiles its
+    # candidates) runs ahead, two at a time, while the cases train.
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    planned = {tag: pool.submit(plan, cluster, ranks, sizes, batch, tag)
+               for cluster, ranks, sizes, batch, _, tag in cases()}
     for cluster in args.clusters.split(","):
-        for ranks, sizes, global_batch in PLANNED:
-            sizes = sizes_for(cluster, sizes)
-            pinned = sizes[sizes.index("--mesh") + 1] if "--mesh" in sizes else ""
+        for _, ranks, sizes, global_batch, pinned, tag in (
+                c for c in cases() if c[0] == cluster):
             name = f"{cluster} x{ranks}" + (f" --mesh {pinned}" if pinned else "")
-            tag = f"{cluster}-{ranks}-{pinned.replace(',', '_').replace('=', '')}"
             plan_path = os.path.join(work, f"{tag}.json")
-            # CPU ranks: the model's batch is one micro-batch (dtcc plan
-            # prices what dtcc compile builds), so a small one.
-            cpu = cluster.startswith("cpu")
-            p = run([dtcc, "plan", "--zoo", "gpt", "--vocab", "51200",
-                     "--seq", "512" if cpu else "2048", "--cluster", cluster,
-                     "--ranks", str(ranks), "--global-batch",
-                     str(ranks * 2 if cpu else global_batch), "--plan-out",
-                     plan_path] + sizes, check=False)
+            p = planned[tag].result()
             if p.returncode != 0 or not os.path.exists(plan_path):
                 # No plan fits or builds (a pinned mesh a cluster cannot
                 # hold): the planner's verdict, with its reason.
@@ -225,6 +242,7 @@ def main():
                 if errs:
                     row[4], row[5] = f"{errs[0]:.1e}", f"{errs[1]:.1e}"
 
+    pool.shutdown()
     print(f"\n{'cluster':14} {'ranks':5} {'planner':58} {'compiled':40} loss err  param err")
     for r in table:
         print(f"{r[0]:14} {r[1]:<5} {r[2]:58} {r[3]:40} {r[4]:9} {r[5]}")
