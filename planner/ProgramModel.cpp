@@ -2,6 +2,7 @@
 
 #include "planner/ProgramModel.h"
 
+#include "planner/TimeModel.h"
 #include "planner/Units.h"
 #include "runtime/base/DType.h"
 #include "runtime/base/MatmulShape.h"
@@ -1431,6 +1432,9 @@ Candidate candidateFromProgram(const Plan &plan, const ProgramMemory &memory,
   t.comm = time.comm;
   t.bubbleFraction =
       t.pipelineTime > 0 ? std::max(0.0, t.bubbleTime) / t.pipelineTime : 0;
+  // The program's tasks are not split into forward and backward here: a
+  // backward of twice the forward's time, as a matmul's two products take.
+  t.idealBubbleFraction = idealBubbleFraction(plan, 1.0, 2.0);
   t.tokensPerStep = tokensPerStep;
   t.tokensPerSecond = time.stepTime > 0 ? tokensPerStep / time.stepTime : 0;
   double devices = double(plan.devices());

@@ -457,14 +457,8 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
   out.optimizerTime = tx.optimizer;
   out.offloadExposed = tx.offloadExposed;
   out.idealBubbleFraction =
-      p > 1 ? double(p - 1) / (double(v) * double(m)) : 0.0;
-  if (p > 1 && plan.schedule == Schedule::kZeroBubbleH1) {
-    const StageTime &cs = out.stages[size_t(critical)];
-    double u = cs.forward + cs.backward;
-    if (u > 0)
-      out.idealBubbleFraction *=
-          (u - 2.0 * kWeightGradientShare * cs.backward) / u;
-  }
+      idealBubbleFraction(plan, out.stages[size_t(critical)].forward,
+                          out.stages[size_t(critical)].backward);
   out.bubbleFraction =
       out.pipelineTime > 0 ? out.bubbleTime / out.pipelineTime : 0.0;
 
@@ -644,6 +638,21 @@ TimeBreakdown TimeModel::estimate(const Plan &plan) const {
 std::vector<PipelineTask> scheduleOrder(const Plan &plan, int64_t stage) {
   return pipelineOrder(plan.schedule, plan.pp, plan.microBatches,
                        plan.virtualStages, stage);
+}
+
+double idealBubbleFraction(const Plan &plan, double forward,
+                           double backward) {
+  const int64_t p = plan.pp, m = std::max<int64_t>(1, plan.microBatches);
+  const int64_t v = plan.schedule == Schedule::kInterleaved
+                        ? std::max<int64_t>(1, plan.virtualStages)
+                        : 1;
+  if (p <= 1)
+    return 0.0;
+  double ideal = double(p - 1) / (double(v) * double(m));
+  const double u = forward + backward;
+  if (plan.schedule == Schedule::kZeroBubbleH1 && u > 0)
+    ideal *= (u - 2.0 * kWeightGradientShare * backward) / u;
+  return ideal;
 }
 
 std::vector<PipelineTask>

@@ -138,6 +138,11 @@ std::vector<PipelineTask> scheduleOrder(const Plan &plan, int64_t stage);
 /// T_B as well).
 constexpr double kWeightGradientShare = 0.5;
 
+/// The plan's ideal pipeline bubble (TimeBreakdown::idealBubbleFraction)
+/// when a micro-batch's forward takes `forward` and its backward `backward`
+/// seconds on a stage; 0 without a pipeline.
+double idealBubbleFraction(const Plan &plan, double forward, double backward);
+
 /// Runs the schedule with `forward[s][c]` / `backward[s][c]` seconds per
 /// micro-batch for chunk c of stage s and `p2p` seconds per transfer
 /// between stages; returns every task with its start and end. Under ZB-H1
