@@ -605,20 +605,8 @@ struct ShardAnnotatePass
     if (!var)
       return {};
     auto s = var->getAttrOfType<ShardingAttr>(kShardingAttr);
-    if (s && var->hasAttr(kZeroAttr)) {
-      // Already extended by ZeRO-3: drop the dp axes again.
-      SmallVector<DimShardingAttr> dims;
-      for (DimShardingAttr d : s.getDims()) {
-        SmallVector<StringAttr> axes;
-        for (StringAttr a : d.getAxes())
-          if (a.getValue() != "dp")
-            axes.push_back(a);
-        dims.push_back(DimShardingAttr::get(s.getContext(), axes,
-                                            axes.empty() ? 1 : d.getGroups()));
-      }
-      return ShardingAttr::get(s.getContext(), dims, {});
-    }
-    return s;
+    // Already extended by ZeRO: drop the dp axes again.
+    return s && var->hasAttr(kZeroAttr) ? withoutDp(s) : s;
   }
 
   /// ZeRO: optimizer state (>= 1), gradients (>= 2), parameters (3) split

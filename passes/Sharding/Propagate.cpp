@@ -199,20 +199,6 @@ private:
     }
   }
 
-  /// `s` without its splits over dp.
-  static ShardingAttr withoutDp(ShardingAttr s) {
-    SmallVector<DimShardingAttr> dims;
-    for (DimShardingAttr d : s.getDims()) {
-      SmallVector<StringAttr> axes;
-      for (StringAttr a : d.getAxes())
-        if (a.getValue() != "dp")
-          axes.push_back(a);
-      dims.push_back(DimShardingAttr::get(s.getContext(), axes,
-                                          axes.empty() ? 1 : d.getGroups()));
-    }
-    return ShardingAttr::get(s.getContext(), dims, s.getPartial());
-  }
-
   /// `s` with its sequence split gathered (tp is innermost on the
   /// dimension a sequence split splits).
   static ShardingAttr gatherSequence(ShardingAttr s) {

@@ -11,22 +11,37 @@ using namespace dtcc::graph;
 
 namespace dtcc::shard {
 
-bool loadsZeroVariable(Value value) {
+namespace {
+/// The variable `value` loads, or null.
+graph::VariableOp loadedVariable(Value value) {
   auto load = value.getDefiningOp<graph::LoadOp>();
-  if (!load)
-    return false;
-  auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
-      load, load.getVariableAttr());
+  return load ? SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
+                    load, load.getVariableAttr())
+              : graph::VariableOp();
+}
+} // namespace
+
+bool loadsZeroVariable(Value value) {
+  graph::VariableOp var = loadedVariable(value);
   return var && var->hasAttr(kZeroAttr);
 }
 
 bool loadsGatherOnceVariable(Value value) {
-  auto load = value.getDefiningOp<graph::LoadOp>();
-  if (!load)
-    return false;
-  auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
-      load, load.getVariableAttr());
+  graph::VariableOp var = loadedVariable(value);
   return var && var->hasAttr(kGatherOnceAttr);
+}
+
+ShardingAttr withoutDp(ShardingAttr s) {
+  SmallVector<DimShardingAttr> dims;
+  for (DimShardingAttr d : s.getDims()) {
+    SmallVector<StringAttr> axes;
+    for (StringAttr a : d.getAxes())
+      if (a.getValue() != "dp")
+        axes.push_back(a);
+    dims.push_back(DimShardingAttr::get(s.getContext(), axes,
+                                        axes.empty() ? 1 : d.getGroups()));
+  }
+  return ShardingAttr::get(s.getContext(), dims, s.getPartial());
 }
 
 Operation *firstUser(Value v, bool skipWaits) {

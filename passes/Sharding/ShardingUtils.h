@@ -58,6 +58,8 @@ bool loadsZeroVariable(mlir::Value value);
 /// Whether `value` is a load of a ZeRO-1/2 parameter, gathered once a step
 /// (`dshard.gather_once`).
 bool loadsGatherOnceVariable(mlir::Value value);
+/// `s` without its splits over dp (ZeRO's axis).
+ShardingAttr withoutDp(ShardingAttr s);
 
 /// The first op of the block that uses `v` (dshard.wait aside when
 /// `skipWaits`), or null.
