@@ -619,9 +619,10 @@ struct ShardAnnotatePass
   /// the fp32 master weights too; Megatron-LM's distributed optimizer
   /// gathers its bf16 parameters). With accumulating @train_step calls it
   /// stays whole: each call would gather it again. A pipeline stage keeps
-  /// it whole too: its forward gathers, priced, made Llama 3 405B's
-  /// pipeline bubble (pp=16, dp=64) 6.2 -> 8.9 s, which is not understood
-  /// yet.
+  /// it whole too: its collectives run in order on one communication
+  /// thread, and its sends to the next stage would queue behind the
+  /// forward's gathers (priced: Llama 3 405B's bubble, pp=16 dp=64,
+  /// 6.2 -> 8.9 s).
   void annotateZero(ModuleOp module, StringAttr dp, int64_t dpSize,
                     int64_t zero, bool gatherOnce) {
     auto shardVariable = [&](Operation *from, StringRef name,
