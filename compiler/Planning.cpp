@@ -921,9 +921,8 @@ struct ProgramChoice {
 /// that could still win (see kComparedWithin), at most kComparedSlower
 /// (kComparedUnfit while no program fits) of those whose compile stays
 /// within kMaxUnrolledSearched layer instances, each compiled and priced
-/// too. The programs decide: a plan that fits
-/// first, then the faster step. An alternative whose compile fails is left
-/// out.
+/// too. The programs decide: a plan that fits first, then the faster step.
+/// An alternative whose compile fails is left out.
 ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
                                double analyticStep,
                                const std::vector<Rejection> *slower,
@@ -951,8 +950,6 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
       formatSeconds(out.price->candidate.time.stepTime),
       out.price->candidate.fits ? "" : " (does not fit)");
   for (const Rejection &r : *slower) {
-    if (r.kind != Rejection::Kind::kSlower)
-      continue;
     // Until a program fits, every slower plan could still win.
     const Candidate &now = out.price->candidate;
     const double reach =

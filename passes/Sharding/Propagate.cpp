@@ -368,14 +368,11 @@ private:
       // split is storage, gathered for the use, and the rest of its layout
       // (a tp split) holds as it would without ZeRO.
       bool zero = loadsZeroVariable(v);
-      if (zero && !isa<graph::AdamwOp, graph::SgdOp>(op))
-        if (auto load = v.getDefiningOp<graph::LoadOp>())
-          if (auto var = module_.lookupSymbol<graph::VariableOp>(
-                  load.getVariable());
-              var && var.getTrainable()) {
-            s = withoutDp(s);
-            zero = false;
-          }
+      if (zero && loadedVariable(v).getTrainable() &&
+          !isa<graph::AdamwOp, graph::SgdOp>(op)) {
+        s = withoutDp(s);
+        zero = false;
+      }
       operands.push_back(s);
       weak.push_back(zero);
       soleReader.push_back(llvm::all_of(v.getUsers(),

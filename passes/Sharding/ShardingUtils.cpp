@@ -11,15 +11,12 @@ using namespace dtcc::graph;
 
 namespace dtcc::shard {
 
-namespace {
-/// The variable `value` loads, or null.
 graph::VariableOp loadedVariable(Value value) {
   auto load = value.getDefiningOp<graph::LoadOp>();
   return load ? SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
                     load, load.getVariableAttr())
               : graph::VariableOp();
 }
-} // namespace
 
 bool loadsZeroVariable(Value value) {
   graph::VariableOp var = loadedVariable(value);

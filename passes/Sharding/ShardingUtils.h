@@ -51,6 +51,8 @@ ShardingAttr getSharding(mlir::Value value);
 /// Records `sharding` for `value`.
 void setSharding(mlir::Value value, ShardingAttr sharding);
 
+/// The variable `value` loads, or null when it is not a load.
+graph::VariableOp loadedVariable(mlir::Value value);
 /// Whether `value` is a load of a variable split by ZeRO (`dshard.zero`: its
 /// dp split is storage; a parameter's is gathered before each use, or once
 /// a step with `dshard.gather_once`).

@@ -8,6 +8,16 @@
 namespace dtcc::planner {
 namespace {
 
+/// A cluster file `text` (named `name`) is refused, the message naming
+/// `needle`.
+void expectRefused(const std::string &text, const std::string &name,
+                   const std::string &needle) {
+  auto parsed = parseClusterText(text, name);
+  ASSERT_FALSE(parsed.isOk()) << name;
+  EXPECT_NE(parsed.status().message().find(needle), std::string::npos)
+      << parsed.status().message();
+}
+
 TEST(Cluster, PresetsAreValidAndCarrySources) {
   for (const std::string &name : clusterPresetNames()) {
     auto c = clusterPreset(name);
@@ -66,16 +76,9 @@ TEST(Cluster, JsonRoundTripAndBaseOverride) {
   ASSERT_TRUE(yaml.isOk()) << yaml.status().toString();
   EXPECT_EQ(yaml.value().interNode.bandwidth.value, 50e9);
 
-  auto bad = parseClusterText(
-      R"({"base": "dgx-h100", "device": {"memoryBytes": "lots"}})", "x.json");
-  ASSERT_FALSE(bad.isOk());
-  EXPECT_NE(bad.status().message().find("device.memoryBytes"),
-            std::string::npos)
-      << bad.status().message();
-  auto missing = parseClusterText(R"({"name": "x"})", "y.json");
-  ASSERT_FALSE(missing.isOk());
-  EXPECT_NE(missing.status().message().find("missing field"),
-            std::string::npos);
+  expectRefused(R"({"base": "dgx-h100", "device": {"memoryBytes": "lots"}})",
+                "x.json", "device.memoryBytes");
+  expectRefused(R"({"name": "x"})", "y.json", "missing field");
 
   // device.collectiveShare round-trips, may be left out of a whole file
   // (0: collectives take no compute), and may not be negative.
@@ -90,11 +93,9 @@ TEST(Cluster, JsonRoundTripAndBaseOverride) {
   auto without = clusterFromJson(whole, "test");
   ASSERT_TRUE(without.isOk()) << without.status().toString();
   EXPECT_EQ(without.value().device.collectiveShare.value, 0);
-  auto negative = parseClusterText(
-      R"({"base": "dgx-h100", "device": {"collectiveShare": -0.1}})", "z.json");
-  ASSERT_FALSE(negative.isOk());
-  EXPECT_NE(negative.status().message().find("device.collectiveShare"),
-            std::string::npos);
+  expectRefused(
+      R"({"base": "dgx-h100", "device": {"collectiveShare": -0.1}})",
+      "z.json", "device.collectiveShare");
 }
 
 TEST(Cluster, MeasuredGemmCurveAndKernelRates) {
@@ -122,20 +123,11 @@ TEST(Cluster, MeasuredGemmCurveAndKernelRates) {
   EXPECT_EQ(back.value().device.kernelSeconds.at("gelu").source,
             "measured gelu");
 
-  auto unsorted = parseClusterText(
-      R"({"base": "cpu-local", "device": {"gemmEfficiency":
+  expectRefused(R"({"base": "cpu-local", "device": {"gemmEfficiency":
           {"points": [[256, 0.8], [64, 0.4]]}}})",
-      "u.json");
-  ASSERT_FALSE(unsorted.isOk());
-  EXPECT_NE(unsorted.status().message().find("ascending"), std::string::npos)
-      << unsorted.status().message();
-  auto negative = parseClusterText(
-      R"({"base": "cpu-local", "device": {"kernels": {"add": -1}}})",
-      "n.json");
-  ASSERT_FALSE(negative.isOk());
-  EXPECT_NE(negative.status().message().find("device.kernels.add"),
-            std::string::npos)
-      << negative.status().message();
+                "u.json", "ascending");
+  expectRefused(R"({"base": "cpu-local", "device": {"kernels": {"add": -1}}})",
+                "n.json", "device.kernels.add");
 }
 
 TEST(Model, PresetsAndJson) {
@@ -251,13 +243,9 @@ TEST(Model, AttentionKernelPricedAtItsFigure) {
   EXPECT_DOUBLE_EQ(again.value().device.attentionKernels.at("xformers").value,
                    0.3);
 
-  auto tooHigh = parseClusterText(
+  expectRefused(
       R"({"base": "dgx-h100", "device": {"attentionKernels": {"k": 1.5}}})",
-      "h.json");
-  ASSERT_FALSE(tooHigh.isOk());
-  EXPECT_NE(tooHigh.status().message().find("device.attentionKernels.k"),
-            std::string::npos)
-      << tooHigh.status().message();
+      "h.json", "device.attentionKernels.k");
 
   // Only a fused kernel has a name.
   ModelDesc unfused = ModelDesc::gpt2Small();
