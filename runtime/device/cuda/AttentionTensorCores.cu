@@ -2,22 +2,27 @@
 //
 // dgraph.attention and dgraph.attention_grad for f16 and bf16 operands with
 // head dimensions up to kAttentionTensorCoreMaxHeadDim (128), their
-// products on the tensor cores (WMMA 16x16x16, float accumulation):
-// FlashAttention-2's loops without the [Sq, Sk] score matrix. A block of four warps owns 64 rows
-// (16 per warp) of one side and walks over tiles of the other side's rows
-// staged in shared memory (zero-padded to whole 16 x 16 fragments, so every
-// head dimension works); a warp's products of a tile go through shared
-// memory, where two lanes per row apply scale, mask, causality and the
-// softmax in float.
+// products on the tensor cores (mma.sync m16n8k16, float accumulation):
+// FlashAttention-2's loops without the [Sq, Sk] score matrix. A block of
+// four warps owns 64 rows (16 per warp) of one side and walks over tiles of
+// the other side's rows staged in shared memory (zero-padded to whole
+// 16-wide fragments, so every head dimension works). A warp's scores,
+// probabilities and accumulators stay in the registers of the PTX
+// fragments (thread `lane` holds rows g = lane / 4 and g + 8, columns
+// 2 (lane % 4) and the next of each 8-wide slice); the softmax runs on them
+// with a row's four lanes reduced by shuffles, and the probabilities feed
+// the next product as its A fragments without a trip through shared
+// memory. Staged rows are padded by 16 bytes, which leaves the fragments'
+// 32-bit loads and ldmatrix's row loads free of bank conflicts.
 //
 // forward:  S = Q K^T per key tile, the online softmax (running max and
-//           sum, the output rescaled in shared memory), O += P V with P
-//           rounded to the operands' type (as FlashAttention does);
-// backward: dq by query rows (S, dP = dO V^T, dS = P (dP - D), dq += dS K,
-//           the dq fragments in registers); dk, dv by key rows (S^T, dP^T,
-//           dv += P^T dO, dk += dS^T Q). D = rowsum(dout * out) comes from
-//           AttentionKernels.cu. No atomics: every result is summed by one
-//           warp in one order, the same on every run.
+//           sum, the output rescaled in registers), O += P V with P rounded
+//           to the operands' type (as FlashAttention does);
+// backward: dq by query rows (S, dP = dO V^T, dS = P (dP - D), dq += dS K);
+//           dk, dv by key rows (S^T, dP^T, dv += P^T dO, dk += dS^T Q).
+//           D = rowsum(dout * out) comes from AttentionKernels.cu. No
+//           atomics: every result is summed by one warp in one order, the
+//           same on every run.
 //
 // The semantics (masks, causality, fully masked rows, NaN) are the SIMT
 // kernels' of AttentionKernels.cu, which take every other case.
@@ -27,8 +32,6 @@
 #include "runtime/device/cuda/AttentionCommon.cuh"
 #include "runtime/device/cuda/KernelCommon.cuh"
 
-#include <mma.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -36,41 +39,17 @@
 namespace dtcc::runtime::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 /// A block's own rows: 16 per warp (one fragment high).
 constexpr int kRows = 16 * kWarps;
 
-using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-template <typename S>
-using RowA = wmma::fragment<wmma::matrix_a, 16, 16, 16, S, wmma::row_major>;
-template <typename S>
-using RowB = wmma::fragment<wmma::matrix_b, 16, 16, 16, S, wmma::row_major>;
-template <typename S>
-using ColB = wmma::fragment<wmma::matrix_b, 16, 16, 16, S, wmma::col_major>;
-
 __host__ __device__ constexpr int pad16(int64_t n) {
   return int((n + 15) / 16 * 16);
 }
 
-/// Rows of the other side per staged tile.
-__host__ __device__ constexpr int tileRows(int dp, int dvp) {
-  return (dp > dvp ? dp : dvp) <= 64 ? 64 : 32;
-}
-
-/// Row strides of the shared tiles whose rows two lanes each walk (scores,
-/// dP and the output in float, P and dS in the operands' type). Rows a
-/// multiple of 32 banks apart, as 64 or 32 floats are, would put a
-/// half-warp's sixteen rows on one bank: every access a 16-way conflict.
-/// 16 bytes more per row (WMMA's ldm granule: 4 floats, 8 halves) leaves
-/// two rows on a bank.
-__host__ __device__ constexpr int floatStride(int cols) { return cols + 4; }
-__host__ __device__ constexpr int halfStride(int cols) { return cols + 8; }
-
-/// Regions of the dynamic shared memory, each 128-byte aligned (WMMA
-/// wants 32).
+/// Regions of the dynamic shared memory, each 128-byte aligned (ldmatrix
+/// and the 16-byte staging stores want 16).
 struct Carver {
   size_t at = 0;
   __host__ __device__ size_t take(size_t bytes) {
@@ -80,143 +59,10 @@ struct Carver {
   }
 };
 
-/// The forward's shared memory: the block's Q rows, a K and a V tile, the
-/// warps' scores (float) and probabilities, the output (float), and the
-/// running max and sum per row.
-struct ForwardLayout {
-  size_t q, k, v, s, p, o, m, l, bytes;
-  __host__ __device__ ForwardLayout(int dp, int dvp, int tile, size_t elem) {
-    Carver c;
-    q = c.take(kRows * dp * elem);
-    k = c.take(size_t(tile) * dp * elem);
-    v = c.take(size_t(tile) * dvp * elem);
-    s = c.take(size_t(kRows) * floatStride(tile) * 4);
-    p = c.take(size_t(kRows) * halfStride(tile) * elem);
-    o = c.take(size_t(kRows) * floatStride(dvp) * 4);
-    m = c.take(kRows * 4);
-    l = c.take(kRows * 4);
-    bytes = c.at;
-  }
-};
-
-/// The gradient kernels' shared memory: the block's own rows of two
-/// operands (widths dp and dvp), a tile of the other side's two, scores and
-/// dP (float), P and dS, and lse and D for `vec` rows.
-struct GradLayout {
-  size_t own0, own1, tile0, tile1, s, dp, p, ds, lse, dot, bytes;
-  __host__ __device__ GradLayout(int dp_, int dvp, int tile, size_t elem,
-                                 int vec) {
-    Carver c;
-    own0 = c.take(kRows * dp_ * elem);
-    own1 = c.take(kRows * dvp * elem);
-    tile0 = c.take(size_t(tile) * dp_ * elem);
-    tile1 = c.take(size_t(tile) * dvp * elem);
-    s = c.take(size_t(kRows) * floatStride(tile) * 4);
-    dp = c.take(size_t(kRows) * floatStride(tile) * 4);
-    p = c.take(size_t(kRows) * halfStride(tile) * elem);
-    ds = c.take(size_t(kRows) * halfStride(tile) * elem);
-    lse = c.take(size_t(vec) * 4);
-    dot = c.take(size_t(vec) * 4);
-    bytes = c.at;
-  }
-};
-
 extern __shared__ __align__(128) unsigned char tensorCoreShared[];
 
 template <typename T> __device__ __forceinline__ T *region(size_t offset) {
   return reinterpret_cast<T *>(tensorCoreShared + offset);
-}
-
-/// dst[rows][pad] = rows [first, first + n) of src[*][dims], zeros past n
-/// rows and past dims columns. Rows already a multiple of 16 elements wide
-/// (head dimensions 16, 32, ..., 128) from a 16-byte aligned source copy
-/// 16 bytes a load: a tile is then 4 loads a thread instead of 32 loads of
-/// 2 bytes, each behind an integer division.
-template <typename S>
-__device__ __forceinline__ void stageRows(S *dst, const S *src, int64_t first,
-                                          int n, int rows, int64_t dims,
-                                          int pad) {
-  static_assert(sizeof(S) == 2, "the tensor-core kernels take f16 and bf16");
-  const S zero = Elem<S>::store(0.f);
-  const S *from = src + first * dims;
-  if (dims == pad && (reinterpret_cast<uintptr_t>(from) & 15) == 0) {
-    const int perRow = pad / 8; // pad is a multiple of 16
-    const uint4 *in = reinterpret_cast<const uint4 *>(from);
-    uint4 *out = reinterpret_cast<uint4 *>(dst);
-    for (int t = threadIdx.x; t < rows * perRow; t += kThreads)
-      out[t] = t / perRow < n ? in[t] : make_uint4(0, 0, 0, 0);
-    return;
-  }
-  for (int t = threadIdx.x; t < rows * pad; t += kThreads) {
-    const int r = t / pad, c = t - r * pad;
-    dst[t] = r < n && c < dims ? from[int64_t(r) * dims + c] : zero;
-  }
-}
-
-/// out[16][cols] (float, row stride ldo) = a[16][depth] x b[cols][depth]^T,
-/// cols and depth multiples of 16.
-template <typename S>
-__device__ __forceinline__ void productNT(float *out, int ldo, const S *a,
-                                          int lda, const S *b, int ldb,
-                                          int cols, int depth) {
-  for (int c = 0; c < cols; c += 16) {
-    Acc acc;
-    wmma::fill_fragment(acc, 0.f);
-    for (int k = 0; k < depth; k += 16) {
-      RowA<S> fa;
-      ColB<S> fb;
-      wmma::load_matrix_sync(fa, a + k, lda);
-      wmma::load_matrix_sync(fb, b + c * ldb + k, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(out + c, acc, ldo, wmma::mem_row_major);
-  }
-}
-
-/// acc[c] += a[16][depth] x b[depth][16 c, 16 c + 16) for c < chunks.
-template <typename S, int C>
-__device__ __forceinline__ void accumulateNN(Acc (&acc)[C], int chunks,
-                                             const S *a, int lda, const S *b,
-                                             int ldb, int depth) {
-  for (int k = 0; k < depth; k += 16) {
-    RowA<S> fa;
-    wmma::load_matrix_sync(fa, a + k, lda);
-#pragma unroll
-    for (int c = 0; c < C; ++c)
-      if (c < chunks) {
-        RowB<S> fb;
-        wmma::load_matrix_sync(fb, b + k * ldb + c * 16, ldb);
-        wmma::mma_sync(acc[c], fa, fb, acc[c]);
-      }
-  }
-}
-
-template <int C> __device__ __forceinline__ void zero(Acc (&acc)[C]) {
-#pragma unroll
-  for (int c = 0; c < C; ++c)
-    wmma::fill_fragment(acc[c], 0.f);
-}
-
-/// Writes a warp's 16 rows of fragments times `scale` to rows [row0,
-/// row0 + 16) of dst[rows][dims] (those below `rows`), through the warp's
-/// 256-float `scratch`.
-template <typename S, int C>
-__device__ __forceinline__ void storeRows(S *dst, int64_t row0, int64_t rows,
-                                          int64_t dims, Acc (&acc)[C],
-                                          int chunks, float scale,
-                                          float *scratch, int lane) {
-#pragma unroll
-  for (int c = 0; c < C; ++c)
-    if (c < chunks) {
-      __syncwarp();
-      wmma::store_matrix_sync(scratch, acc[c], 16, wmma::mem_row_major);
-      __syncwarp();
-      for (int t = lane; t < 256; t += 32) {
-        const int64_t row = row0 + t / 16, col = c * 16 + t % 16;
-        if (row < rows && col < dims)
-          dst[row * dims + col] = Elem<S>::store(scratch[t] * scale);
-      }
-    }
 }
 
 /// The larger of a and b, keeping a when b is NaN (as the SIMT kernels).
@@ -224,250 +70,450 @@ __device__ __forceinline__ float maxKeep(float a, float b) {
   return a < b ? b : a;
 }
 
-template <typename S, int C>
-__global__ void __launch_bounds__(kThreads)
-    attentionKernel(AttentionDims a, int64_t rowBlocks,
-                    const S *__restrict__ q, const S *__restrict__ k,
-                    const S *__restrict__ v, const S *__restrict__ mask,
-                    S *__restrict__ out, float *__restrict__ lse) {
-  const int dp = pad16(a.d), dvp = pad16(a.dv), tile = tileRows(dp, dvp);
-  const ForwardLayout lay(dp, dvp, tile, sizeof(S));
-  const int sStride = floatStride(tile), pStride = halfStride(tile),
-            oStride = floatStride(dvp);
-  S *qs = region<S>(lay.q), *ks = region<S>(lay.k), *vs = region<S>(lay.v);
-  float *ss = region<float>(lay.s), *os = region<float>(lay.o);
-  S *ps = region<S>(lay.p);
-  float *ms = region<float>(lay.m), *ls = region<float>(lay.l);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t b = blockIdx.x / rowBlocks;
-  const int64_t i0 = (blockIdx.x % rowBlocks) * kRows;
-  stageRows(qs, q + b * a.sq * a.d, i0, int(std::min<int64_t>(kRows, a.sq - i0)),
-            kRows, a.d, dp);
-  for (int t = threadIdx.x; t < kRows * oStride; t += kThreads)
-    os[t] = 0;
-  for (int t = threadIdx.x; t < kRows; t += kThreads) {
-    ms[t] = -INFINITY;
-    ls[t] = 0;
-  }
-  __syncthreads(); // read at the end even without keys
-  // The warp's slices, and this lane's row of them (two lanes a row).
-  const S *qw = qs + warp * 16 * dp;
-  float *sw = ss + warp * 16 * sStride, *ow = os + warp * 16 * oStride;
-  S *pw = ps + warp * 16 * pStride;
-  const int r = lane / 2, h = lane % 2, row = warp * 16 + r;
-  const int64_t i = i0 + row;
-  const S *mrow = mask && i < a.sq
-                      ? mask + attentionMaskBase(a, b) + i * a.maskRow
-                      : nullptr;
-  const float scale = float(a.scale);
-  const int64_t keys = a.causal ? std::min(a.sk, i0 + kRows) : a.sk;
-  for (int64_t j0 = 0; j0 < keys; j0 += tile) {
-    const int n = int(std::min<int64_t>(tile, keys - j0));
-    __syncthreads();
-    stageRows(ks, k + b * a.sk * a.d, j0, n, tile, a.d, dp);
-    stageRows(vs, v + b * a.sk * a.dv, j0, n, tile, a.dv, dvp);
-    __syncthreads();
-    productNT(sw, sStride, qw, dp, ks, dp, tile, dp);
-    __syncwarp();
-    const float mOld = ms[row];
-    float tileMax = mOld;
-    for (int c = h; c < n; c += 2) {
-      float s = sw[r * sStride + c] * scale;
-      if (mrow)
-        s += Elem<S>::load(mrow[(j0 + c) * a.maskCol]);
-      if (a.causal && j0 + c > i)
-        s = -INFINITY;
-      sw[r * sStride + c] = s;
-      tileMax = maxKeep(tileMax, s);
+/// Row stride of a staged operand of padded width `pad`.
+__host__ __device__ constexpr int stagedStride(int pad) { return pad + 8; }
+
+/// dst[rows][ld] = rows [first, first + n) of src[*][dims], zeros past n
+/// rows and past dims columns (up to pad, a multiple of 16).
+template <typename S>
+__device__ __forceinline__ void stageStrided(S *dst, int ld, const S *src,
+                                             int64_t first, int n, int rows,
+                                             int64_t dims, int pad) {
+  const S *from = src + first * dims;
+  if (dims == pad && (reinterpret_cast<uintptr_t>(from) & 15) == 0) {
+    const int perRow = pad / 8;
+    const uint4 *in = reinterpret_cast<const uint4 *>(from);
+    for (int t = threadIdx.x; t < rows * perRow; t += kThreads) {
+      const int r = t / perRow, c = t - r * perRow;
+      *reinterpret_cast<uint4 *>(dst + r * ld + c * 8) =
+          r < n ? in[t] : make_uint4(0, 0, 0, 0);
     }
-    tileMax = maxKeep(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
-    // Every key so far hidden: P = 0 adds nothing and nothing rescales.
-    const bool none = tileMax == -INFINITY;
-    const float alpha = none ? 1.f : __expf(mOld - tileMax);
-    float sum = 0;
-    for (int c = h; c < tile; c += 2) {
-      const float p =
-          !none && c < n ? __expf(sw[r * sStride + c] - tileMax) : 0.f;
-      pw[r * pStride + c] = Elem<S>::store(p);
-      sum += p;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    for (int c = h; c < dvp; c += 2)
-      ow[r * oStride + c] *= alpha;
-    __syncwarp();
-    if (h == 0) {
-      ms[row] = none ? mOld : tileMax;
-      ls[row] = ls[row] * alpha + sum;
-    }
-    Acc acc[C];
-#pragma unroll
-    for (int c = 0; c < C; ++c)
-      if (c < dvp / 16)
-        wmma::load_matrix_sync(acc[c], ow + c * 16, oStride,
-                               wmma::mem_row_major);
-    accumulateNN(acc, dvp / 16, pw, pStride, vs, dvp, tile);
-#pragma unroll
-    for (int c = 0; c < C; ++c)
-      if (c < dvp / 16)
-        wmma::store_matrix_sync(ow + c * 16, acc[c], oStride,
-                                wmma::mem_row_major);
+    return;
   }
-  __syncwarp();
-  const int64_t w0 = i0 + warp * 16;
-  for (int64_t t = lane; t < 16 * a.dv; t += 32) {
-    const int rr = int(t / a.dv);
-    const int64_t c = t % a.dv;
-    if (w0 + rr < a.sq)
-      out[(b * a.sq + w0 + rr) * a.dv + c] =
-          Elem<S>::store(ow[rr * oStride + c] / ls[warp * 16 + rr]);
+  const S zero = Elem<S>::store(0.f);
+  for (int t = threadIdx.x; t < rows * pad; t += kThreads) {
+    const int r = t / pad, c = t - r * pad;
+    dst[r * ld + c] = r < n && c < dims ? from[int64_t(r) * dims + c] : zero;
   }
-  if (lane < 16 && w0 + lane < a.sq)
-    lse[b * a.sq + w0 + lane] =
-        ms[warp * 16 + lane] + logf(ls[warp * 16 + lane]);
 }
 
-/// dq by query rows.
-template <typename S, int C>
+/// Two values as one 32-bit register of S x 2, `lo` in the low half (the
+/// lower column of a fragment).
+template <typename S>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<S, __half>) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  } else {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+}
+
+__device__ __forceinline__ uint32_t load32(const void *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
+
+/// d += a x b: a 16 x 16 (row), b 16 x 8 (col), d 16 x 8 in float.
+template <typename S>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<S, __half>)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// The A fragment of 16 rows x columns [16 kk, 16 kk + 16) of x[*][ld]
+/// (the warp's rows start at x).
+template <typename S>
+__device__ __forceinline__ void loadA(uint32_t (&a)[4], const S *x, int ld,
+                                      int kk, int lane) {
+  const S *p = x + (lane / 4) * ld + kk * 16 + 2 * (lane % 4);
+  a[0] = load32(p);
+  a[1] = load32(p + 8 * ld);
+  a[2] = load32(p + 8);
+  a[3] = load32(p + 8 * ld + 8);
+}
+
+/// S[16][8 NT] += x[16][depth] y[8 NT][depth]^T: A fragments from the warp's
+/// rows of x, B fragments from rows of y (both staged, stride ld), depth a
+/// multiple of 16.
+template <typename S, int NT>
+__device__ __forceinline__ void productNTRegs(float (&s)[NT][4], const S *x,
+                                              const S *y, int ld, int depth,
+                                              int lane) {
+  for (int kk = 0; kk < depth / 16; ++kk) {
+    uint32_t a[4];
+    loadA(a, x, ld, kk, lane);
+#pragma unroll
+    for (int nn = 0; nn < NT; ++nn) {
+      const S *p = y + (nn * 8 + lane / 4) * ld + kk * 16 + 2 * (lane % 4);
+      mma16816<S>(s[nn], a, load32(p), load32(p + 8));
+    }
+  }
+}
+
+/// Four transposed 8 x 8 matrices of a staged operand: the B fragments of
+/// rows [16 kk, 16 kk + 16) and columns [8 c, 8 c + 16) (b0, b1 of slice c,
+/// then of slice c + 1).
+template <typename S>
+__device__ __forceinline__ void loadBTrans(uint32_t (&r)[4], const S *y, int ld,
+                                           int kk, int c, int lane) {
+  const S *p = y + (kk * 16 + (lane & 15)) * ld + c * 8 + (lane >> 4) * 8;
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+               "{%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+/// acc[16][8 NO] += P[16][8 NT] y[8 NT][width]: P the warp's float
+/// fragments, rounded to S as A fragments; y staged (stride ld), its first
+/// `width` columns (a multiple of 16).
+template <typename S, int NT, int NO>
+__device__ __forceinline__ void
+accumulateRegs(float (&acc)[NO][4], const float (&p)[NT][4], const S *y, int ld,
+               int width, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    const uint32_t a[4] = {pack2<S>(p[2 * kk][0], p[2 * kk][1]),
+                           pack2<S>(p[2 * kk][2], p[2 * kk][3]),
+                           pack2<S>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                           pack2<S>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int c = 0; c < NO; c += 2)
+      if (c < width / 8) {
+        uint32_t b[4];
+        loadBTrans(b, y, ld, kk, c, lane);
+        mma16816<S>(acc[c], a, b[0], b[1]);
+        mma16816<S>(acc[c + 1], a, b[2], b[3]);
+      }
+  }
+}
+
+/// Rows row0 + g and row0 + g + 8 (those below `rows`) of dst[rows][dims]
+/// from the warp's fragments times `scale`.
+template <typename S, int NO>
+__device__ __forceinline__ void
+storeRegs(S *dst, int64_t row0, int64_t rows, int64_t dims,
+          const float (&acc)[NO][4], float scale, int lane) {
+  const bool pairs =
+      dims % 2 == 0 && (reinterpret_cast<uintptr_t>(dst) & 3) == 0;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int64_t row = row0 + lane / 4 + 8 * hr;
+    if (row >= rows)
+      continue;
+    S *out = dst + row * dims;
+#pragma unroll
+    for (int c = 0; c < NO; ++c) {
+      const int64_t col = c * 8 + 2 * (lane % 4);
+      const float x0 = acc[c][2 * hr] * scale, x1 = acc[c][2 * hr + 1] * scale;
+      if (pairs && col + 1 < dims) {
+        *reinterpret_cast<uint32_t *>(out + col) = pack2<S>(x0, x1);
+      } else {
+        if (col < dims)
+          out[col] = Elem<S>::store(x0);
+        if (col + 1 < dims)
+          out[col + 1] = Elem<S>::store(x1);
+      }
+    }
+  }
+}
+
+/// The staged shared memory of the register kernels: the block's own rows
+/// of up to two operands and a tile of the other side's (a width of 0
+/// takes nothing), with `vec` floats twice (lse and rowDot of a tile's
+/// queries).
+struct StagedLayout {
+  size_t own0, own1, tile0, tile1, lse, dot, bytes;
+  __host__ __device__ StagedLayout(int own0Width, int own1Width, int tile0Width,
+                                   int tile1Width, int ownRows, int tile,
+                                   size_t elem, int vec) {
+    auto rows = [&](int n, int width) {
+      return width ? size_t(n) * stagedStride(width) * elem : size_t(0);
+    };
+    Carver c;
+    own0 = c.take(rows(ownRows, own0Width));
+    own1 = c.take(rows(ownRows, own1Width));
+    tile0 = c.take(rows(tile, tile0Width));
+    tile1 = c.take(rows(tile, tile1Width));
+    lse = c.take(size_t(vec) * 4);
+    dot = c.take(size_t(vec) * 4);
+    bytes = c.at;
+  }
+};
+
+/// The forward: a block's 64 query rows (16 a warp) over tiles of T keys.
+/// W: the widest padded head dimension's bound (64 or 128). Blocks of a
+/// batch entry run their last rows first, which see the most keys under
+/// causality.
+template <typename S, int W, int T>
 __global__ void __launch_bounds__(kThreads)
-    attentionGradQueryKernel(AttentionDims a, int64_t rowBlocks,
-                             const S *__restrict__ q, const S *__restrict__ k,
-                             const S *__restrict__ v,
-                             const float *__restrict__ lse,
-                             const S *__restrict__ dout,
-                             const S *__restrict__ mask,
-                             const float *__restrict__ rowDot,
-                             S *__restrict__ dq) {
-  const int dp = pad16(a.d), dvp = pad16(a.dv), tile = tileRows(dp, dvp);
-  const GradLayout lay(dp, dvp, tile, sizeof(S), kRows);
-  const int sStride = floatStride(tile), pStride = halfStride(tile);
+    mmaAttentionKernel(AttentionDims a, int64_t rowBlocks,
+                       const S *__restrict__ q, const S *__restrict__ k,
+                       const S *__restrict__ v, const S *__restrict__ mask,
+                       S *__restrict__ out, float *__restrict__ lse) {
+  constexpr int NT = T / 8, NO = W / 8;
+  const int dp = pad16(a.d), dvp = pad16(a.dv);
+  const int ldq = stagedStride(dp), ldv = stagedStride(dvp);
+  const StagedLayout lay(dp, 0, dp, dvp, kRows, T, sizeof(S), 0);
+  S *qs = region<S>(lay.own0), *ks = region<S>(lay.tile0),
+    *vs = region<S>(lay.tile1);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t b = blockIdx.x / rowBlocks;
+  const int64_t i0 = (rowBlocks - 1 - blockIdx.x % rowBlocks) * kRows;
+  stageStrided(qs, ldq, q + b * a.sq * a.d, i0,
+               int(std::min<int64_t>(kRows, a.sq - i0)), kRows, a.d, dp);
+  const S *qw = qs + warp * 16 * ldq;
+  const int64_t row0 = i0 + warp * 16 + lane / 4;
+  const S *maskBase = mask ? mask + attentionMaskBase(a, b) : nullptr;
+  const float scale = float(a.scale);
+  float o[NO][4];
+#pragma unroll
+  for (int c = 0; c < NO; ++c)
+    o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int64_t keys = a.causal ? std::min(a.sk, i0 + kRows) : a.sk;
+  for (int64_t j0 = 0; j0 < keys; j0 += T) {
+    const int n = int(std::min<int64_t>(T, keys - j0));
+    __syncthreads();
+    stageStrided(ks, ldq, k + b * a.sk * a.d, j0, n, T, a.d, dp);
+    stageStrided(vs, ldv, v + b * a.sk * a.dv, j0, n, T, a.dv, dvp);
+    __syncthreads();
+    float s[NT][4];
+#pragma unroll
+    for (int nn = 0; nn < NT; ++nn)
+      s[nn][0] = s[nn][1] = s[nn][2] = s[nn][3] = 0.f;
+    productNTRegs<S, NT>(s, qw, ks, ldq, dp, lane);
+    float tileMax[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nn = 0; nn < NT; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hr = e >> 1, col = nn * 8 + 2 * (lane % 4) + (e & 1);
+        const int64_t i = row0 + 8 * hr, j = j0 + col;
+        float x = -INFINITY;
+        if (col < n && !(a.causal && j > i)) {
+          x = s[nn][e] * scale;
+          if (maskBase && i < a.sq)
+            x += Elem<S>::load(maskBase[i * a.maskRow + j * a.maskCol]);
+        }
+        s[nn][e] = x;
+        tileMax[hr] = maxKeep(tileMax[hr], x);
+      }
+    float alpha[2], sum[2] = {0.f, 0.f};
+    bool none[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      tileMax[hr] =
+          maxKeep(tileMax[hr], __shfl_xor_sync(0xffffffffu, tileMax[hr], 1));
+      tileMax[hr] =
+          maxKeep(tileMax[hr], __shfl_xor_sync(0xffffffffu, tileMax[hr], 2));
+      // Every key so far hidden: P = 0 adds nothing and nothing rescales.
+      none[hr] = tileMax[hr] == -INFINITY;
+      alpha[hr] = none[hr] ? 1.f : __expf(m[hr] - tileMax[hr]);
+    }
+#pragma unroll
+    for (int nn = 0; nn < NT; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hr = e >> 1, col = nn * 8 + 2 * (lane % 4) + (e & 1);
+        const float p =
+            !none[hr] && col < n ? __expf(s[nn][e] - tileMax[hr]) : 0.f;
+        s[nn][e] = p;
+        sum[hr] += p;
+      }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      sum[hr] += __shfl_xor_sync(0xffffffffu, sum[hr], 1);
+      sum[hr] += __shfl_xor_sync(0xffffffffu, sum[hr], 2);
+      l[hr] = l[hr] * alpha[hr] + sum[hr];
+      if (!none[hr])
+        m[hr] = tileMax[hr];
+    }
+#pragma unroll
+    for (int c = 0; c < NO; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[c][e] *= alpha[e >> 1];
+    accumulateRegs<S, NT, NO>(o, s, vs, ldv, dvp, lane);
+  }
+  // out = O / l row by row (a fully hidden row divides 0 by 0, as the
+  // SIMT kernels do), lse = m + log l.
+#pragma unroll
+  for (int c = 0; c < NO; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o[c][e] /= l[e >> 1];
+  storeRegs<S, NO>(out + b * a.sq * a.dv, i0 + warp * 16, a.sq, a.dv, o, 1.f,
+                   lane);
+  if (lane % 4 == 0)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr)
+      if (row0 + 8 * hr < a.sq)
+        lse[b * a.sq + row0 + 8 * hr] = m[hr] + logf(l[hr]);
+}
+
+/// dq by query rows: a block's 64 rows over tiles of T keys, S = Q K^T and
+/// dP = dO V^T recomputed, dq += dS K.
+template <typename S, int W, int T>
+__global__ void __launch_bounds__(kThreads) mmaAttentionGradQueryKernel(
+    AttentionDims a, int64_t rowBlocks, const S *__restrict__ q,
+    const S *__restrict__ k, const S *__restrict__ v,
+    const float *__restrict__ lse, const S *__restrict__ dout,
+    const S *__restrict__ mask, const float *__restrict__ rowDot,
+    S *__restrict__ dq) {
+  constexpr int NT = T / 8, NO = W / 8;
+  const int dp = pad16(a.d), dvp = pad16(a.dv);
+  const int ldq = stagedStride(dp), ldv = stagedStride(dvp);
+  const StagedLayout lay(dp, dvp, dp, dvp, kRows, T, sizeof(S), 0);
   S *qs = region<S>(lay.own0), *dos = region<S>(lay.own1);
   S *ks = region<S>(lay.tile0), *vs = region<S>(lay.tile1);
-  float *ss = region<float>(lay.s), *dps = region<float>(lay.dp);
-  S *dss = region<S>(lay.ds);
-  float *ls = region<float>(lay.lse), *dots = region<float>(lay.dot);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t b = blockIdx.x / rowBlocks;
-  const int64_t i0 = (blockIdx.x % rowBlocks) * kRows;
+  const int64_t i0 = (rowBlocks - 1 - blockIdx.x % rowBlocks) * kRows;
   const int own = int(std::min<int64_t>(kRows, a.sq - i0));
-  stageRows(qs, q + b * a.sq * a.d, i0, own, kRows, a.d, dp);
-  stageRows(dos, dout + b * a.sq * a.dv, i0, own, kRows, a.dv, dvp);
-  for (int t = threadIdx.x; t < kRows; t += kThreads) {
-    ls[t] = t < own ? lse[b * a.sq + i0 + t] : 0.f;
-    dots[t] = t < own ? rowDot[b * a.sq + i0 + t] : 0.f;
+  stageStrided(qs, ldq, q + b * a.sq * a.d, i0, own, kRows, a.d, dp);
+  stageStrided(dos, ldv, dout + b * a.sq * a.dv, i0, own, kRows, a.dv, dvp);
+  const S *qw = qs + warp * 16 * ldq, *dow = dos + warp * 16 * ldv;
+  const int64_t row0 = i0 + warp * 16 + lane / 4;
+  float ls[2], dots[2];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int64_t i = row0 + 8 * hr;
+    ls[hr] = i < a.sq ? lse[b * a.sq + i] : 0.f;
+    dots[hr] = i < a.sq ? rowDot[b * a.sq + i] : 0.f;
   }
-  const S *qw = qs + warp * 16 * dp, *dow = dos + warp * 16 * dvp;
-  float *sw = ss + warp * 16 * sStride, *dpw = dps + warp * 16 * sStride;
-  S *dsw = dss + warp * 16 * pStride;
-  const int r = lane / 2, h = lane % 2, row = warp * 16 + r;
-  const int64_t i = i0 + row;
-  const S *mrow = mask && i < a.sq
-                      ? mask + attentionMaskBase(a, b) + i * a.maskRow
-                      : nullptr;
+  const S *maskBase = mask ? mask + attentionMaskBase(a, b) : nullptr;
   const float scale = float(a.scale);
-  Acc dqa[C];
-  zero(dqa);
+  float acc[NO][4];
+#pragma unroll
+  for (int c = 0; c < NO; ++c)
+    acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.f;
   const int64_t keys = a.causal ? std::min(a.sk, i0 + kRows) : a.sk;
-  for (int64_t j0 = 0; j0 < keys; j0 += tile) {
-    const int n = int(std::min<int64_t>(tile, keys - j0));
+  for (int64_t j0 = 0; j0 < keys; j0 += T) {
+    const int n = int(std::min<int64_t>(T, keys - j0));
     __syncthreads();
-    stageRows(ks, k + b * a.sk * a.d, j0, n, tile, a.d, dp);
-    stageRows(vs, v + b * a.sk * a.dv, j0, n, tile, a.dv, dvp);
+    stageStrided(ks, ldq, k + b * a.sk * a.d, j0, n, T, a.d, dp);
+    stageStrided(vs, ldv, v + b * a.sk * a.dv, j0, n, T, a.dv, dvp);
     __syncthreads();
-    productNT(sw, sStride, qw, dp, ks, dp, tile, dp);
-    productNT(dpw, sStride, dow, dvp, vs, dvp, tile, dvp);
-    __syncwarp();
-    const float l = ls[row], dot = dots[row];
-    for (int c = h; c < tile; c += 2) {
-      float ds = 0;
-      if (c < n) {
-        const int64_t j = j0 + c;
-        float s = sw[r * sStride + c] * scale;
-        if (mrow)
-          s += Elem<S>::load(mrow[j * a.maskCol]);
-        const float p = a.causal && j > i ? 0.f : __expf(s - l);
-        ds = p * (dpw[r * sStride + c] - dot);
+    float s[NT][4], dpv[NT][4];
+#pragma unroll
+    for (int nn = 0; nn < NT; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[nn][e] = dpv[nn][e] = 0.f;
+    productNTRegs<S, NT>(s, qw, ks, ldq, dp, lane);
+    productNTRegs<S, NT>(dpv, dow, vs, ldv, dvp, lane);
+#pragma unroll
+    for (int nn = 0; nn < NT; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hr = e >> 1, col = nn * 8 + 2 * (lane % 4) + (e & 1);
+        const int64_t i = row0 + 8 * hr, j = j0 + col;
+        float ds = 0.f;
+        if (col < n) {
+          float x = s[nn][e] * scale;
+          if (maskBase && i < a.sq)
+            x += Elem<S>::load(maskBase[i * a.maskRow + j * a.maskCol]);
+          const float p = a.causal && j > i ? 0.f : __expf(x - ls[hr]);
+          ds = p * (dpv[nn][e] - dots[hr]);
+        }
+        s[nn][e] = ds;
       }
-      dsw[r * pStride + c] = Elem<S>::store(ds);
-    }
-    __syncwarp();
-    accumulateNN(dqa, dp / 16, dsw, pStride, ks, dp, tile);
+    accumulateRegs<S, NT, NO>(acc, s, ks, ldq, dp, lane);
   }
-  storeRows(dq + b * a.sq * a.d, i0 + warp * 16, a.sq, a.d, dqa, dp / 16,
-            scale, sw, lane);
+  storeRegs<S, NO>(dq + b * a.sq * a.d, i0 + warp * 16, a.sq, a.d, acc, scale,
+                   lane);
 }
 
-/// dk, dv by key rows.
-template <typename S, int C>
+/// dk, dv by key rows: a block's 64 keys over tiles of T queries, S^T and
+/// dP^T recomputed, dv += P^T dO, dk += dS^T Q.
+template <typename S, int W, int T>
 __global__ void __launch_bounds__(kThreads)
-    attentionGradKeyKernel(AttentionDims a, int64_t rowBlocks,
-                           const S *__restrict__ q, const S *__restrict__ k,
-                           const S *__restrict__ v,
-                           const float *__restrict__ lse,
-                           const S *__restrict__ dout,
-                           const S *__restrict__ mask,
-                           const float *__restrict__ rowDot,
-                           S *__restrict__ dk, S *__restrict__ dv) {
-  const int dp = pad16(a.d), dvp = pad16(a.dv), tile = tileRows(dp, dvp);
-  const GradLayout lay(dp, dvp, tile, sizeof(S), tile);
-  const int sStride = floatStride(tile), pStride = halfStride(tile);
+    mmaAttentionGradKeyKernel(AttentionDims a, int64_t rowBlocks,
+                              const S *__restrict__ q, const S *__restrict__ k,
+                              const S *__restrict__ v,
+                              const float *__restrict__ lse,
+                              const S *__restrict__ dout,
+                              const S *__restrict__ mask,
+                              const float *__restrict__ rowDot,
+                              S *__restrict__ dk, S *__restrict__ dv) {
+  constexpr int NT = T / 8, NO = W / 8;
+  const int dp = pad16(a.d), dvp = pad16(a.dv);
+  const int ldq = stagedStride(dp), ldv = stagedStride(dvp);
+  const StagedLayout lay(dp, dvp, dp, dvp, kRows, T, sizeof(S), T);
   S *ks = region<S>(lay.own0), *vs = region<S>(lay.own1);
   S *qs = region<S>(lay.tile0), *dos = region<S>(lay.tile1);
-  float *ss = region<float>(lay.s), *dps = region<float>(lay.dp);
-  S *pss = region<S>(lay.p), *dss = region<S>(lay.ds);
-  float *ls = region<float>(lay.lse), *dots = region<float>(lay.dot);
+  float *lses = region<float>(lay.lse), *dotss = region<float>(lay.dot);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t b = blockIdx.x / rowBlocks;
   const int64_t j0 = (blockIdx.x % rowBlocks) * kRows;
   const int own = int(std::min<int64_t>(kRows, a.sk - j0));
-  stageRows(ks, k + b * a.sk * a.d, j0, own, kRows, a.d, dp);
-  stageRows(vs, v + b * a.sk * a.dv, j0, own, kRows, a.dv, dvp);
-  const S *kw = ks + warp * 16 * dp, *vw = vs + warp * 16 * dvp;
-  float *sw = ss + warp * 16 * sStride, *dpw = dps + warp * 16 * sStride;
-  S *pw = pss + warp * 16 * pStride, *dsw = dss + warp * 16 * pStride;
-  const int r = lane / 2, h = lane % 2;
-  const int64_t j = j0 + warp * 16 + r;
-  const S *mcol = mask && j < a.sk
-                      ? mask + attentionMaskBase(a, b) + j * a.maskCol
-                      : nullptr;
+  stageStrided(ks, ldq, k + b * a.sk * a.d, j0, own, kRows, a.d, dp);
+  stageStrided(vs, ldv, v + b * a.sk * a.dv, j0, own, kRows, a.dv, dvp);
+  const S *kw = ks + warp * 16 * ldq, *vw = vs + warp * 16 * ldv;
+  const int64_t key0 = j0 + warp * 16 + lane / 4;
+  const S *maskBase = mask ? mask + attentionMaskBase(a, b) : nullptr;
   const float scale = float(a.scale);
-  Acc dka[C], dva[C];
-  zero(dka);
-  zero(dva);
+  float dka[NO][4], dva[NO][4];
+#pragma unroll
+  for (int c = 0; c < NO; ++c)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dka[c][e] = dva[c][e] = 0.f;
   // Causal: queries before the block's first key see none of its keys.
-  for (int64_t t0 = a.causal ? j0 : 0; t0 < a.sq; t0 += tile) {
-    const int n = int(std::min<int64_t>(tile, a.sq - t0));
+  for (int64_t t0 = a.causal ? j0 : 0; t0 < a.sq; t0 += T) {
+    const int n = int(std::min<int64_t>(T, a.sq - t0));
     __syncthreads();
-    stageRows(qs, q + b * a.sq * a.d, t0, n, tile, a.d, dp);
-    stageRows(dos, dout + b * a.sq * a.dv, t0, n, tile, a.dv, dvp);
-    for (int t = threadIdx.x; t < tile; t += kThreads) {
-      ls[t] = t < n ? lse[b * a.sq + t0 + t] : 0.f;
-      dots[t] = t < n ? rowDot[b * a.sq + t0 + t] : 0.f;
+    stageStrided(qs, ldq, q + b * a.sq * a.d, t0, n, T, a.d, dp);
+    stageStrided(dos, ldv, dout + b * a.sq * a.dv, t0, n, T, a.dv, dvp);
+    for (int t = threadIdx.x; t < T; t += kThreads) {
+      lses[t] = t < n ? lse[b * a.sq + t0 + t] : 0.f;
+      dotss[t] = t < n ? rowDot[b * a.sq + t0 + t] : 0.f;
     }
     __syncthreads();
-    productNT(sw, sStride, kw, dp, qs, dp, tile, dp);
-    productNT(dpw, sStride, vw, dvp, dos, dvp, tile, dvp);
-    __syncwarp();
-    for (int c = h; c < tile; c += 2) {
-      float p = 0, ds = 0;
-      if (c < n) {
-        const int64_t i = t0 + c;
-        float s = sw[r * sStride + c] * scale;
-        if (mcol)
-          s += Elem<S>::load(mcol[i * a.maskRow]);
-        p = a.causal && j > i ? 0.f : __expf(s - ls[c]);
-        ds = p * (dpw[r * sStride + c] - dots[c]);
+    float s[NT][4], dpv[NT][4];
+#pragma unroll
+    for (int nn = 0; nn < NT; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[nn][e] = dpv[nn][e] = 0.f;
+    productNTRegs<S, NT>(s, kw, qs, ldq, dp, lane);
+    productNTRegs<S, NT>(dpv, vw, dos, ldv, dvp, lane);
+#pragma unroll
+    for (int nn = 0; nn < NT; ++nn)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hr = e >> 1, col = nn * 8 + 2 * (lane % 4) + (e & 1);
+        const int64_t j = key0 + 8 * hr, i = t0 + col;
+        float p = 0.f, ds = 0.f;
+        if (col < n) {
+          float x = s[nn][e] * scale;
+          if (maskBase && j < a.sk)
+            x += Elem<S>::load(maskBase[i * a.maskRow + j * a.maskCol]);
+          p = a.causal && j > i ? 0.f : __expf(x - lses[col]);
+          ds = p * (dpv[nn][e] - dotss[col]);
+        }
+        s[nn][e] = p;
+        dpv[nn][e] = ds;
       }
-      pw[r * pStride + c] = Elem<S>::store(p);
-      dsw[r * pStride + c] = Elem<S>::store(ds);
-    }
-    __syncwarp();
-    accumulateNN(dva, dvp / 16, pw, pStride, dos, dvp, tile);
-    accumulateNN(dka, dp / 16, dsw, pStride, qs, dp, tile);
+    accumulateRegs<S, NT, NO>(dva, s, dos, ldv, dvp, lane);
+    accumulateRegs<S, NT, NO>(dka, dpv, qs, ldq, dp, lane);
   }
-  const int64_t w0 = j0 + warp * 16;
-  storeRows(dk + b * a.sk * a.d, w0, a.sk, a.d, dka, dp / 16, scale, sw, lane);
-  storeRows(dv + b * a.sk * a.dv, w0, a.sk, a.dv, dva, dvp / 16, 1.f, sw,
-            lane);
+  storeRegs<S, NO>(dk + b * a.sk * a.d, j0 + warp * 16, a.sk, a.d, dka, scale,
+                   lane);
+  storeRegs<S, NO>(dv + b * a.sk * a.dv, j0 + warp * 16, a.sk, a.dv, dva, 1.f,
+                   lane);
 }
 
 template <int N> using Int = std::integral_constant<int, N>;
@@ -486,9 +532,14 @@ bool visitTensorCoreCase(DType dtype, const AttentionDims &a, Fn &&fn) {
       fn(tag, Int<8>{});
   };
   switch (dtype) {
-  case DType::kF16: byWidth(__half{}); return true;
-  case DType::kBF16: byWidth(__nv_bfloat16{}); return true;
-  default: return false;
+  case DType::kF16:
+    byWidth(__half{});
+    return true;
+  case DType::kBF16:
+    byWidth(__nv_bfloat16{});
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -504,6 +555,12 @@ cudaError_t launchShared(Kernel kernel, int64_t blocks, size_t bytes,
   kernel<<<dim3(unsigned(blocks)), kThreads, bytes, stream>>>(args...);
   return cudaGetLastError();
 }
+
+/// Key (and query) tiles of the register kernels: 64 rows; the key
+/// kernel's query tiles 32 where head dimensions pass 64 (its dk and dv
+/// accumulators take 128 registers there).
+constexpr int kMmaTile = 64;
+template <int W> constexpr int mmaKeyKernelTile() { return W <= 64 ? 64 : 32; }
 
 } // namespace
 
@@ -525,15 +582,15 @@ cudaError_t launchAttentionTensorCores(DType dtype, const AttentionDims &a,
   cudaError_t err = cudaErrorInvalidValue;
   visitTensorCoreCase(dtype, a, [&](auto tag, auto chunks) {
     using S = decltype(tag);
-    constexpr int C = decltype(chunks)::value;
+    constexpr int W = 16 * decltype(chunks)::value;
     const int dp = pad16(a.d), dvp = pad16(a.dv);
     const int64_t rowBlocks = (a.sq + kRows - 1) / kRows;
-    err = launchShared(attentionKernel<S, C>, a.batch * rowBlocks,
-                       ForwardLayout(dp, dvp, tileRows(dp, dvp), sizeof(S)).bytes,
-                       stream, a, rowBlocks, static_cast<const S *>(q),
-                       static_cast<const S *>(k), static_cast<const S *>(v),
-                       static_cast<const S *>(mask), static_cast<S *>(out),
-                       lse);
+    err = launchShared(
+        mmaAttentionKernel<S, W, kMmaTile>, a.batch * rowBlocks,
+        StagedLayout(dp, 0, dp, dvp, kRows, kMmaTile, sizeof(S), 0).bytes,
+        stream, a, rowBlocks, static_cast<const S *>(q),
+        static_cast<const S *>(k), static_cast<const S *>(v),
+        static_cast<const S *>(mask), static_cast<S *>(out), lse);
   });
   return err;
 }
@@ -547,27 +604,30 @@ cudaError_t launchAttentionGradTensorCores(
   cudaError_t err = cudaSuccess;
   visitTensorCoreCase(dtype, a, [&](auto tag, auto chunks) {
     using S = decltype(tag);
-    constexpr int C = decltype(chunks)::value;
-    const int dp = pad16(a.d), dvp = pad16(a.dv), tile = tileRows(dp, dvp);
+    constexpr int W = 16 * decltype(chunks)::value;
+    const int dp = pad16(a.d), dvp = pad16(a.dv);
     const S *qs = static_cast<const S *>(q), *ks = static_cast<const S *>(k),
             *vs = static_cast<const S *>(v),
             *dos = static_cast<const S *>(dout),
             *ms = static_cast<const S *>(mask);
     if (a.batch * a.sq > 0) {
       const int64_t rowBlocks = (a.sq + kRows - 1) / kRows;
-      err = launchShared(attentionGradQueryKernel<S, C>, a.batch * rowBlocks,
-                         GradLayout(dp, dvp, tile, sizeof(S), kRows).bytes,
-                         stream, a, rowBlocks, qs, ks, vs, lse, dos, ms,
-                         rowDot, static_cast<S *>(dq));
+      err = launchShared(
+          mmaAttentionGradQueryKernel<S, W, kMmaTile>, a.batch * rowBlocks,
+          StagedLayout(dp, dvp, dp, dvp, kRows, kMmaTile, sizeof(S), 0).bytes,
+          stream, a, rowBlocks, qs, ks, vs, lse, dos, ms, rowDot,
+          static_cast<S *>(dq));
       if (err != cudaSuccess)
         return;
     }
     if (a.batch * a.sk > 0) {
       const int64_t rowBlocks = (a.sk + kRows - 1) / kRows;
-      err = launchShared(attentionGradKeyKernel<S, C>, a.batch * rowBlocks,
-                         GradLayout(dp, dvp, tile, sizeof(S), tile).bytes,
-                         stream, a, rowBlocks, qs, ks, vs, lse, dos, ms,
-                         rowDot, static_cast<S *>(dk), static_cast<S *>(dv));
+      constexpr int T = mmaKeyKernelTile<W>();
+      err = launchShared(
+          mmaAttentionGradKeyKernel<S, W, T>, a.batch * rowBlocks,
+          StagedLayout(dp, dvp, dp, dvp, kRows, T, sizeof(S), T).bytes, stream,
+          a, rowBlocks, qs, ks, vs, lse, dos, ms, rowDot, static_cast<S *>(dk),
+          static_cast<S *>(dv));
     }
   });
   return err;

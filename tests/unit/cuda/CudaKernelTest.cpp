@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <random>
@@ -1061,27 +1062,37 @@ namespace {
 
 // The device's memory figures are the CUDA runtime's: arenas allocated
 // show in cudaMemGetInfo's in-use bytes (within the allocator's 2 MiB
-// granularity) and in the device's cudaMalloc peak exactly.
+// granularity) and in the device's cudaMalloc peak exactly. cudaMemGetInfo
+// counts every process on the GPU (scripts/gpu_checks.sh runs the unit
+// tests beside training cases), so the in-use check takes the closest of a
+// few allocate-and-free rounds; the peak is this process's own.
 TEST(CudaMemoryUse, ArenasShowInTheMeasuredFigures) {
   if (!haveGpu())
     GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount reports none)";
   auto created = cuda::CudaDevice::create(0);
   ASSERT_TRUE(created.isOk()) << created.status().toString();
   cuda::CudaDevice &gpu = *created.value();
-  cuda::CudaDevice::MemoryUse before = gpu.memoryUse();
-  EXPECT_GT(before.total, 0);
-  EXPECT_GT(before.usedAtCreate, 0); // the context
+  const cuda::CudaDevice::MemoryUse first = gpu.memoryUse();
+  EXPECT_GT(first.total, 0);
+  EXPECT_GT(first.usedAtCreate, 0); // the context
   const int64_t bytes = int64_t(256) << 20;
-  auto arenas = gpu.allocateArenas({bytes / 2, bytes / 2});
-  ASSERT_TRUE(arenas.isOk()) << arenas.status().toString();
-  cuda::CudaDevice::MemoryUse after = gpu.memoryUse();
-  EXPECT_GE(after.mallocPeak - before.mallocPeak, bytes);
-  EXPECT_LE(after.mallocPeak - before.mallocPeak, bytes + 1024);
-  EXPECT_NEAR(double(after.usedNow - before.usedNow), double(bytes),
-              double(int64_t(4) << 20));
-  for (void *p : arenas.value())
-    gpu.deallocate(p);
-  EXPECT_EQ(gpu.mallocBytes(), before.mallocPeak); // the error slot stays
+  double closest = 1e300;
+  for (int round = 0; round < 8 && closest > double(int64_t(4) << 20);
+       ++round) {
+    const cuda::CudaDevice::MemoryUse before = gpu.memoryUse();
+    auto arenas = gpu.allocateArenas({bytes / 2, bytes / 2});
+    ASSERT_TRUE(arenas.isOk()) << arenas.status().toString();
+    const cuda::CudaDevice::MemoryUse after = gpu.memoryUse();
+    EXPECT_GE(after.mallocPeak - first.mallocPeak, bytes);
+    EXPECT_LE(after.mallocPeak - first.mallocPeak, bytes + 1024);
+    closest = std::min(closest, std::fabs(double(after.usedNow -
+                                                 before.usedNow - bytes)));
+    for (void *p : arenas.value())
+      gpu.deallocate(p);
+    EXPECT_EQ(gpu.mallocBytes(), first.mallocPeak); // the error slot stays
+  }
+  EXPECT_LE(closest, double(int64_t(4) << 20))
+      << "cudaMemGetInfo's in-use bytes never moved by the arenas' size";
 }
 
 } // namespace
