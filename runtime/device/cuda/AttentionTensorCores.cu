@@ -532,14 +532,9 @@ bool visitTensorCoreCase(DType dtype, const AttentionDims &a, Fn &&fn) {
       fn(tag, Int<8>{});
   };
   switch (dtype) {
-  case DType::kF16:
-    byWidth(__half{});
-    return true;
-  case DType::kBF16:
-    byWidth(__nv_bfloat16{});
-    return true;
-  default:
-    return false;
+  case DType::kF16: byWidth(__half{}); return true;
+  case DType::kBF16: byWidth(__nv_bfloat16{}); return true;
+  default: return false;
   }
 }
 

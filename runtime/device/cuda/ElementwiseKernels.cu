@@ -13,6 +13,7 @@
 #include "runtime/base/Random.h"
 #include "runtime/device/cuda/KernelCommon.cuh"
 
+#include <cstdint>
 #include <limits>
 
 namespace dtcc::runtime::cuda {
@@ -190,6 +191,135 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// 16-byte accesses. Where every operand's innermost dimension is a
+// unit-stride run (or a stride-0 broadcast of one element) whose elements
+// a thread can take V at a time, aligned, a thread moves V = 16 / sizeof
+// elements with one load per operand and one store, and splits its index
+// once per V elements: 2-byte elements one at a time reach a fraction of
+// the memory's bandwidth. vectorPlan decides on the host, per launch.
+//===----------------------------------------------------------------------===//
+
+/// V elements of S as one aligned access.
+template <typename S, int V> struct alignas(sizeof(S) * V) Pack { S v[V]; };
+
+/// The vector width (1: the scalar kernels) and which operands broadcast
+/// one element along the innermost dimension.
+struct VectorPlan {
+  int width = 1;
+  bool broadcast[kMaxOperands] = {};
+};
+
+/// The plan of `l` for `n` operands `data` (output first) of `elemSize`
+/// bytes: width 16 / elemSize when the layout is linear or its innermost
+/// dimension is a multiple of the width, every operand's innermost stride
+/// is 1 (16-byte aligned, outer strides multiples of the width) or 0 (not
+/// the output), and there is at least one whole vector.
+VectorPlan vectorPlan(const Layout &l, int elemSize, const void *const *data,
+                      int n) {
+  const int width = 16 / elemSize;
+  if (width < 2 || l.numel < width)
+    return {};
+  const int inner = l.rank - 1;
+  if (!l.linear && l.shape[inner] % width != 0)
+    return {};
+  VectorPlan plan;
+  for (int k = 0; k < n; ++k) {
+    const int64_t stride = l.linear ? 1 : l.strides[inner][k];
+    if (stride == 0 && k > 0) {
+      plan.broadcast[k] = true;
+      continue;
+    }
+    if (stride != 1 || (reinterpret_cast<uintptr_t>(data[k]) & 15) != 0)
+      return {};
+    for (int d = 0; !l.linear && d < inner; ++d)
+      if (l.strides[d][k] % width != 0)
+        return {};
+  }
+  plan.width = width;
+  return plan;
+}
+
+template <typename S, int V>
+__device__ __forceinline__ Pack<S, V> loadPack(const S *p, bool broadcast) {
+  if (broadcast) {
+    Pack<S, V> r;
+    const S x = *p;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      r.v[j] = x;
+    return r;
+  }
+  return *reinterpret_cast<const Pack<S, V> *>(p);
+}
+
+template <typename S, int V>
+__global__ void unaryVectorKernel(UnaryOp op, Layout l, VectorPlan plan, S *out,
+                                  const S *in) {
+  const int64_t vectors = l.numel / V;
+  DTCC_GRID_LOOP(t, vectors) {
+    int64_t off[2];
+    layoutOffsets<2>(l, t * V, off);
+    const Pack<S, V> x = loadPack<S, V>(in + off[1], plan.broadcast[1]);
+    Pack<S, V> r;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      r.v[j] = Elem<S>::store(applyUnary(op, Elem<S>::load(x.v[j])));
+    *reinterpret_cast<Pack<S, V> *>(out + off[0]) = r;
+  }
+  // A linear layout's last numel % V elements.
+  DTCC_GRID_LOOP(t, l.numel - vectors * V) {
+    const int64_t i = vectors * V + t;
+    out[i] = Elem<S>::store(applyUnary(op, Elem<S>::load(in[i])));
+  }
+}
+
+template <typename S, int V>
+__global__ void binaryVectorKernel(BinaryOp op, Layout l, VectorPlan plan,
+                                   S *out, const S *a, const S *b) {
+  const int64_t vectors = l.numel / V;
+  DTCC_GRID_LOOP(t, vectors) {
+    int64_t off[3];
+    layoutOffsets<3>(l, t * V, off);
+    const Pack<S, V> x = loadPack<S, V>(a + off[1], plan.broadcast[1]);
+    const Pack<S, V> y = loadPack<S, V>(b + off[2], plan.broadcast[2]);
+    Pack<S, V> r;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      r.v[j] = Elem<S>::store(
+          applyBinary(op, Elem<S>::load(x.v[j]), Elem<S>::load(y.v[j])));
+    *reinterpret_cast<Pack<S, V> *>(out + off[0]) = r;
+  }
+  DTCC_GRID_LOOP(t, l.numel - vectors * V) {
+    const int64_t i = vectors * V + t;
+    out[i] = Elem<S>::store(
+        applyBinary(op, Elem<S>::load(a[i]), Elem<S>::load(b[i])));
+  }
+}
+
+template <typename E, int V>
+__global__ void copyVectorKernel(Layout l, VectorPlan plan, E *out,
+                                 const E *in) {
+  const int64_t vectors = l.numel / V;
+  DTCC_GRID_LOOP(t, vectors) {
+    int64_t off[2];
+    layoutOffsets<2>(l, t * V, off);
+    *reinterpret_cast<Pack<E, V> *>(out + off[0]) =
+        loadPack<E, V>(in + off[1], plan.broadcast[1]);
+  }
+  DTCC_GRID_LOOP(t, l.numel - vectors * V) {
+    const int64_t i = vectors * V + t;
+    out[i] = in[i];
+  }
+}
+
+/// Whether the vector kernels take S: the float storage types (integer
+/// binaries record division errors element by element).
+template <typename S>
+constexpr bool kVectorFloat =
+    std::is_same_v<S, float> || std::is_same_v<S, __half> ||
+    std::is_same_v<S, __nv_bfloat16>;
+
 template <typename S>
 __global__ void unaryKernel(UnaryOp op, Layout l, S *out, const S *in) {
   DTCC_GRID_LOOP(i, l.numel) {
@@ -357,6 +487,27 @@ __global__ void castKernel(Layout l, T *out, DType from, const void *in) {
 template <typename To, typename From>
 __global__ void castFloatKernel(int64_t n, To *out, const From *in) {
   DTCC_GRID_LOOP(i, n) {
+    out[i] =
+        Elem<To>::store(static_cast<ComputeT<To>>(Elem<From>::load(in[i])));
+  }
+}
+
+/// castFloatKernel four elements at a time (both operands 16-byte
+/// aligned), the last numel % 4 one at a time.
+template <typename To, typename From>
+__global__ void castFloatVectorKernel(int64_t n, To *out, const From *in) {
+  const int64_t vectors = n / 4;
+  DTCC_GRID_LOOP(t, vectors) {
+    const Pack<From, 4> x = reinterpret_cast<const Pack<From, 4> *>(in)[t];
+    Pack<To, 4> r;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      r.v[j] =
+          Elem<To>::store(static_cast<ComputeT<To>>(Elem<From>::load(x.v[j])));
+    reinterpret_cast<Pack<To, 4> *>(out)[t] = r;
+  }
+  DTCC_GRID_LOOP(t, n - vectors * 4) {
+    const int64_t i = vectors * 4 + t;
     out[i] =
         Elem<To>::store(static_cast<ComputeT<To>>(Elem<From>::load(in[i])));
   }
@@ -730,6 +881,18 @@ cudaError_t launchUnary(UnaryOp op, DType dtype, const Layout &l, void *out,
   cudaError_t err = cudaErrorInvalidValue;
   auto run = [&](auto tag) {
     using S = decltype(tag);
+    if constexpr (kVectorFloat<S>) {
+      const void *data[] = {out, in};
+      const VectorPlan plan = vectorPlan(l, sizeof(S), data, 2);
+      if (plan.width > 1) {
+        constexpr int V = 16 / sizeof(S);
+        err = launch(l.numel / V, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+          unaryVectorKernel<S, V><<<g, b, 0, st>>>(
+              op, l, plan, static_cast<S *>(out), static_cast<const S *>(in));
+        });
+        return;
+      }
+    }
     err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
       unaryKernel<S><<<g, b, 0, st>>>(op, l, static_cast<S *>(out),
                                       static_cast<const S *>(in));
@@ -748,11 +911,23 @@ cudaError_t launchBinary(BinaryOp op, DType dtype, const Layout &l, void *out,
   cudaError_t err = cudaErrorInvalidValue;
   auto run = [&](auto tag) {
     using S = decltype(tag);
+    if constexpr (kVectorFloat<S>) {
+      const void *data[] = {out, a, b};
+      const VectorPlan plan = vectorPlan(l, sizeof(S), data, 3);
+      if (plan.width > 1) {
+        constexpr int V = 16 / sizeof(S);
+        err = launch(l.numel / V, s, [&](dim3 g, dim3 bl, cudaStream_t st) {
+          binaryVectorKernel<S, V><<<g, bl, 0, st>>>(
+              op, l, plan, static_cast<S *>(out), static_cast<const S *>(a),
+              static_cast<const S *>(b));
+        });
+        return;
+      }
+    }
     err = launch(l.numel, s, [&](dim3 g, dim3 bl, cudaStream_t st) {
       binaryKernel<S><<<g, bl, 0, st>>>(op, l, static_cast<S *>(out),
                                         static_cast<const S *>(a),
-                                        static_cast<const S *>(b), error,
-                                        site);
+                                        static_cast<const S *>(b), error, site);
     });
   };
   if (dtype == DType::kBool)
@@ -820,6 +995,16 @@ cudaError_t launchCast(DType to, DType from, const Layout &l, void *out,
         using To = decltype(toTag);
         using From = decltype(fromTag);
         floats = true;
+        if (sizeof(To) <= 4 && sizeof(From) <= 4 && l.numel >= 4 &&
+            ((reinterpret_cast<uintptr_t>(out) |
+              reinterpret_cast<uintptr_t>(in)) &
+             15) == 0) {
+          err = launch(l.numel / 4, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+            castFloatVectorKernel<To, From><<<g, b, 0, st>>>(
+                l.numel, static_cast<To *>(out), static_cast<const From *>(in));
+          });
+          return;
+        }
         err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
           castFloatKernel<To, From><<<g, b, 0, st>>>(
               l.numel, static_cast<To *>(out), static_cast<const From *>(in));
@@ -853,6 +1038,16 @@ cudaError_t launchCopy(int elemSize, const Layout &l, void *out, const void *in,
   cudaError_t err = cudaErrorInvalidValue;
   visitBytes(elemSize, [&](auto tag) {
     using E = decltype(tag);
+    const void *data[] = {out, in};
+    const VectorPlan plan = vectorPlan(l, sizeof(E), data, 2);
+    if (plan.width > 1) {
+      constexpr int V = 16 / sizeof(E);
+      err = launch(l.numel / V, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+        copyVectorKernel<E, V><<<g, b, 0, st>>>(l, plan, static_cast<E *>(out),
+                                                static_cast<const E *>(in));
+      });
+      return;
+    }
     err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
       copyKernel<E><<<g, b, 0, st>>>(l, static_cast<E *>(out),
                                      static_cast<const E *>(in));

@@ -36,6 +36,9 @@ struct Operand {
   /// Elements the view starts after its allocation's (256-byte aligned)
   /// start: a view at any address.
   int64_t misalign = 0;
+  /// The view's strides (elements; 0 broadcasts), inputs only; empty:
+  /// contiguous. `values` then fills the elements the strides reach.
+  std::vector<int64_t> strides = {};
 };
 
 double toDouble(DType d, const uint8_t *p, int64_t i) {
@@ -89,8 +92,9 @@ std::vector<std::vector<double>> run(Device &device, const std::string &kernel,
   std::vector<void *> buffers;
   auto make = [&](const Operand &o, bool fill) {
     int64_t n = 1;
-    for (int64_t d : o.shape)
-      n *= d;
+    for (size_t d = 0; d < o.shape.size(); ++d)
+      n = o.strides.empty() ? n * o.shape[d]
+                            : n + (o.shape[d] - 1) * o.strides[d];
     const int64_t esz = dtypeSize(o.dtype);
     void *p = device.allocate((n + o.misalign) * esz).value();
     buffers.push_back(p);
@@ -102,7 +106,10 @@ std::vector<std::vector<double>> run(Device &device, const std::string &kernel,
       EXPECT_TRUE(
           device.copyHostToDevice(view, host.data(), host.size()).isOk());
     }
-    return makeView(view, o.dtype, o.shape);
+    TensorView v = makeView(view, o.dtype, o.shape);
+    if (!o.strides.empty())
+      v.strides = o.strides;
+    return v;
   };
   for (const Operand &o : inputs)
     ctx.inputs.push_back(make(o, true));
@@ -261,6 +268,58 @@ TEST_F(CudaKernels, ElementwiseBeyondOneGridOfThreads) {
   Attrs to;
   compare("cast", to, {{DType::kF32, shape, randomValues(n, 15)}},
           {{DType::kBF16, shape, {}}}, 0);
+}
+
+/// The 16-byte paths of the elementwise kernels (ElementwiseKernels.cu,
+/// vectorPlan) against the CPU, and the scalar kernels they fall back to:
+/// contiguous operands with and without a tail past the last whole vector,
+/// a bias broadcast along the outer dimensions, a per-row value broadcast
+/// along the innermost one (stride 0), transposes and casts whose rows are
+/// whole vectors, and views one element off alignment.
+TEST_F(CudaKernels, ElementwiseVectorPathsLikeTheCpu) {
+  const std::vector<int64_t> rows{6, 40, 64};
+  const int64_t n = 6 * 40 * 64;
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtypeName(t));
+    const double tol = t == DType::kF32 ? kF32Tol : kBf16Tol;
+    for (int64_t misalign : {0, 1}) {
+      SCOPED_TRACE("misalign " + std::to_string(misalign));
+      compare("add", Attrs(),
+              {{t, rows, randomValues(n, 21), misalign},
+               {t, rows, randomValues(n, 22), misalign}},
+              {{t, rows, {}, misalign}}, tol);
+      compare("mul", Attrs(),
+              {{t, {1003}, randomValues(1003, 23), misalign},
+               {t, {1003}, randomValues(1003, 24), misalign}},
+              {{t, {1003}, {}, misalign}}, tol);
+      compare("add", Attrs(),
+              {{t, rows, randomValues(n, 25), misalign},
+               {t, rows, randomValues(64, 26), 0, {0, 0, 1}}},
+              {{t, rows, {}}}, tol);
+      compare("sub", Attrs(),
+              {{t, rows, randomValues(n, 27)},
+               {t, rows, randomValues(240, 28), misalign, {40, 1, 0}}},
+              {{t, rows, {}, misalign}}, tol);
+      compare("exp", Attrs(), {{t, {1003}, randomValues(1003, 29), misalign}},
+              {{t, {1003}, {}}}, tol);
+      Attrs perm;
+      perm.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+      compare("transpose", perm,
+              {{t, {2, 24, 4, 64}, randomValues(2 * 24 * 4 * 64, 30), misalign}},
+              {{t, {2, 4, 24, 64}, {}}}, 0);
+    }
+  }
+  for (int64_t misalign : {0, 1})
+    for (int64_t count : {int64_t(1003), n}) {
+      SCOPED_TRACE("cast of " + std::to_string(count) + ", misalign " +
+                   std::to_string(misalign));
+      compare("cast", Attrs(),
+              {{DType::kF32, {count}, randomValues(count, 31, 300), misalign}},
+              {{DType::kBF16, {count}, {}}}, 0);
+      compare("cast", Attrs(),
+              {{DType::kBF16, {count}, randomValues(count, 32, 300)}},
+              {{DType::kF32, {count}, {}, misalign}}, 0);
+    }
 }
 
 // Casts between float types (contiguous operands: the kernel typed by both
