@@ -670,9 +670,7 @@ def case_coordinate(case, args):
        cwd=case.work)
     want = losses(ref)
 
-    def nodes(tag, inject, node_flags):
-        dump = os.path.join(case.work, tag + ".dump")
-        ckpt = os.path.join(case.fast, tag + ".ckpt")
+    def launch(tag, dump, ckpt, node_flags):
         port = free_port()
         job = Job.__new__(Job)
         job.procs, job.reports, job.logs = [], [], []
@@ -690,8 +688,32 @@ def case_coordinate(case, args):
                                               env=env, cwd=case.work))
             job.reports.append(report)
             job.logs.append((out, err))
-        t0 = time.time()
-        inject(job)
+        return job, port
+
+    def nodes(tag, inject, node_flags):
+        dump = os.path.join(case.work, tag + ".dump")
+        ckpt = os.path.join(case.fast, tag + ".ckpt")
+        # free_port's port is free when it returns, not when node 0's
+        # supervisor binds it: another process (ctest runs tests side by
+        # side) can take it in between. Such a start is made again on
+        # another port; any other failure stands.
+        for attempt in range(3):
+            job, port = launch(tag, dump, ckpt, node_flags)
+            t0 = time.time()
+            try:
+                inject(job)
+                break
+            except SystemExit:
+                taken = any("Address already in use" in job.output(h)[1]
+                            for h in range(2))
+                if not taken or attempt == 2:
+                    raise
+                job.finish(timeout=10)
+                shutil.rmtree(ckpt, ignore_errors=True)
+                if os.path.exists(dump):
+                    os.remove(dump)
+                print(f"      {tag}: port {port} was taken before node 0's "
+                      "supervisor could listen on it; starting again on another")
         codes, reports = job.finish()
         elapsed = time.time() - t0
         ok = codes == [0, 0] and all(reports)
