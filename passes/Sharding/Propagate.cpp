@@ -68,8 +68,15 @@ private:
   }
 
   /// The layout of the parameter an optimizer updates with `gradient`
-  /// (through the elementwise scaling and casts between them), or null.
+  /// (through the elementwise scaling and casts between them), or null. A
+  /// loaded parameter's is its variable's, known before propagation reaches
+  /// the load (the optimizer's loads follow the backward pass).
   ShardingAttr parameterLayoutOf(Value gradient) {
+    auto layout = [&](Value param) {
+      if (auto load = param.getDefiningOp<graph::LoadOp>())
+        return variableSharding(load.getVariable());
+      return getSharding(param);
+    };
     SmallVector<Value> work{gradient};
     llvm::SmallPtrSet<Operation *, 8> seen;
     while (!work.empty()) {
@@ -80,10 +87,10 @@ private:
           continue;
         if (auto adam = dyn_cast<graph::AdamwOp>(user);
             adam && use.get() == adam.getGrad())
-          return getSharding(adam.getParam());
+          return layout(adam.getParam());
         if (auto sgd = dyn_cast<graph::SgdOp>(user);
             sgd && use.get() == sgd.getGrad())
-          return getSharding(sgd.getParam());
+          return layout(sgd.getParam());
         if (isa<graph::MulOp, graph::DivOp, graph::CastOp>(user) &&
             cast<ShapedType>(user->getResult(0).getType()).getShape() ==
                 cast<ShapedType>(v.getType()).getShape())
@@ -290,6 +297,55 @@ private:
     });
   }
 
+  /// An embedding gradient (scatter_add) whose parameter is split by rows
+  /// over a model axis (a vocab-parallel table: tp) makes only this rank's
+  /// rows, the partitioner's vocab-parallel scatter (indices outside them
+  /// masked), from all of the updates: updates split over that axis
+  /// (sequence parallelism's tokens) are gathered first. Otherwise every
+  /// rank sums the whole table, which the clipping norm and the casts then
+  /// read whole (or tp all-reduces, under sequence parallelism) before the
+  /// optimizer slices its rows. Its users, the norm's square and the
+  /// casts, rarely want the split themselves, which refineScatters needs.
+  void splitScatterRows(graph::ScatterAddOp s, OpShardings &result) {
+    ShardingAttr param = parameterLayoutOf(s.getResult());
+    if (!param)
+      return;
+    const int64_t axis = s.getAxis();
+    SmallVector<StringAttr> rows;
+    for (StringAttr a : param.axesOf(axis))
+      if (a.getValue() != "dp")
+        rows.push_back(a);
+    ShardingAttr out = result.outs[0];
+    if (rows.size() != 1 || param.getDims()[axis].getGroups() != 1 ||
+        !out.axesOf(axis).empty())
+      return;
+    MLIRContext *ctx = s.getContext();
+    StringAttr row = rows[0];
+    auto drop = [&](ShardingAttr x) {
+      SmallVector<DimShardingAttr> dims;
+      for (DimShardingAttr d : x.getDims()) {
+        SmallVector<StringAttr> axes;
+        for (StringAttr a : d.getAxes())
+          if (a != row)
+            axes.push_back(a);
+        dims.push_back(DimShardingAttr::get(ctx, axes,
+                                            axes.empty() ? 1 : d.getGroups()));
+      }
+      SmallVector<StringAttr> partial;
+      for (StringAttr a : x.getPartial())
+        if (a != row)
+          partial.push_back(a);
+      return ShardingAttr::get(ctx, dims, partial);
+    };
+    for (ShardingAttr &in : result.ins)
+      in = drop(in);
+    ShardingAttr whole = drop(out);
+    SmallVector<DimShardingAttr> dims(whole.getDims());
+    dims[axis] = DimShardingAttr::get(ctx, {row}, 1);
+    result.outs[0] = ShardingAttr::get(ctx, dims, whole.getPartial());
+    result.sequenceResults[0] = false;
+  }
+
   LogicalResult visit(Operation *op) {
     SmallVector<ShardingAttr> ins, outs;
     if (auto load = dyn_cast<graph::LoadOp>(op)) {
@@ -405,6 +461,8 @@ private:
         return failure();
       result = std::move(scattered);
     }
+    if (auto scatter = dyn_cast<graph::ScatterAddOp>(op))
+      splitScatterRows(scatter, *result);
     record(op, result->ins, result->outs);
     for (auto [r, isSequence] :
          llvm::zip(op->getResults(), result->sequenceResults))
