@@ -160,6 +160,26 @@ __device__ __forceinline__ void productNTRegs(float (&s)[NT][4], const S *x,
   }
 }
 
+template <int N>
+__device__ __forceinline__ void zeroFragments(float (&x)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.f;
+}
+
+/// The gradient kernels' two recomputed products of a tile: s = x0 y0^T
+/// (depth d0, stride ld0) and dp = x1 y1^T (depth d1, stride ld1).
+template <typename S, int NT>
+__device__ __forceinline__ void
+recomputeProducts(float (&s)[NT][4], float (&dp)[NT][4], const S *x0,
+                  const S *y0, int ld0, int d0, const S *x1, const S *y1,
+                  int ld1, int d1, int lane) {
+  zeroFragments(s);
+  zeroFragments(dp);
+  productNTRegs<S, NT>(s, x0, y0, ld0, d0, lane);
+  productNTRegs<S, NT>(dp, x1, y1, ld1, d1, lane);
+}
+
 /// Four transposed 8 x 8 matrices of a staged operand: the B fragments of
 /// rows [16 kk, 16 kk + 16) and columns [8 c, 8 c + 16) (b0, b1 of slice c,
 /// then of slice c + 1).
@@ -278,9 +298,7 @@ __global__ void __launch_bounds__(kThreads)
   const S *maskBase = mask ? mask + attentionMaskBase(a, b) : nullptr;
   const float scale = float(a.scale);
   float o[NO][4];
-#pragma unroll
-  for (int c = 0; c < NO; ++c)
-    o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.f;
+  zeroFragments(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int64_t keys = a.causal ? std::min(a.sk, i0 + kRows) : a.sk;
   for (int64_t j0 = 0; j0 < keys; j0 += T) {
@@ -290,9 +308,7 @@ __global__ void __launch_bounds__(kThreads)
     stageStrided(vs, ldv, v + b * a.sk * a.dv, j0, n, T, a.dv, dvp);
     __syncthreads();
     float s[NT][4];
-#pragma unroll
-    for (int nn = 0; nn < NT; ++nn)
-      s[nn][0] = s[nn][1] = s[nn][2] = s[nn][3] = 0.f;
+    zeroFragments(s);
     productNTRegs<S, NT>(s, qw, ks, ldq, dp, lane);
     float tileMax[2] = {m[0], m[1]};
 #pragma unroll
@@ -396,9 +412,7 @@ __global__ void __launch_bounds__(kThreads) mmaAttentionGradQueryKernel(
   const S *maskBase = mask ? mask + attentionMaskBase(a, b) : nullptr;
   const float scale = float(a.scale);
   float acc[NO][4];
-#pragma unroll
-  for (int c = 0; c < NO; ++c)
-    acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.f;
+  zeroFragments(acc);
   const int64_t keys = a.causal ? std::min(a.sk, i0 + kRows) : a.sk;
   for (int64_t j0 = 0; j0 < keys; j0 += T) {
     const int n = int(std::min<int64_t>(T, keys - j0));
@@ -407,13 +421,7 @@ __global__ void __launch_bounds__(kThreads) mmaAttentionGradQueryKernel(
     stageStrided(vs, ldv, v + b * a.sk * a.dv, j0, n, T, a.dv, dvp);
     __syncthreads();
     float s[NT][4], dpv[NT][4];
-#pragma unroll
-    for (int nn = 0; nn < NT; ++nn)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[nn][e] = dpv[nn][e] = 0.f;
-    productNTRegs<S, NT>(s, qw, ks, ldq, dp, lane);
-    productNTRegs<S, NT>(dpv, dow, vs, ldv, dvp, lane);
+    recomputeProducts<S, NT>(s, dpv, qw, ks, ldq, dp, dow, vs, ldv, dvp, lane);
 #pragma unroll
     for (int nn = 0; nn < NT; ++nn)
 #pragma unroll
@@ -466,11 +474,8 @@ __global__ void __launch_bounds__(kThreads)
   const S *maskBase = mask ? mask + attentionMaskBase(a, b) : nullptr;
   const float scale = float(a.scale);
   float dka[NO][4], dva[NO][4];
-#pragma unroll
-  for (int c = 0; c < NO; ++c)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dka[c][e] = dva[c][e] = 0.f;
+  zeroFragments(dka);
+  zeroFragments(dva);
   // Causal: queries before the block's first key see none of its keys.
   for (int64_t t0 = a.causal ? j0 : 0; t0 < a.sq; t0 += T) {
     const int n = int(std::min<int64_t>(T, a.sq - t0));
@@ -483,13 +488,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     float s[NT][4], dpv[NT][4];
-#pragma unroll
-    for (int nn = 0; nn < NT; ++nn)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[nn][e] = dpv[nn][e] = 0.f;
-    productNTRegs<S, NT>(s, kw, qs, ldq, dp, lane);
-    productNTRegs<S, NT>(dpv, vw, dos, ldv, dvp, lane);
+    recomputeProducts<S, NT>(s, dpv, kw, qs, ldq, dp, vw, dos, ldv, dvp, lane);
 #pragma unroll
     for (int nn = 0; nn < NT; ++nn)
 #pragma unroll
