@@ -203,43 +203,6 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
 /// V elements of S as one aligned access.
 template <typename S, int V> struct alignas(sizeof(S) * V) Pack { S v[V]; };
 
-/// The vector width (1: the scalar kernels) and which operands broadcast
-/// one element along the innermost dimension.
-struct VectorPlan {
-  int width = 1;
-  bool broadcast[kMaxOperands] = {};
-};
-
-/// The plan of `l` for `n` operands `data` (output first) of `elemSize`
-/// bytes: width 16 / elemSize when the layout is linear or its innermost
-/// dimension is a multiple of the width, every operand's innermost stride
-/// is 1 (16-byte aligned, outer strides multiples of the width) or 0 (not
-/// the output), and there is at least one whole vector.
-VectorPlan vectorPlan(const Layout &l, int elemSize, const void *const *data,
-                      int n) {
-  const int width = 16 / elemSize;
-  if (width < 2 || l.numel < width)
-    return {};
-  const int inner = l.rank - 1;
-  if (!l.linear && l.shape[inner] % width != 0)
-    return {};
-  VectorPlan plan;
-  for (int k = 0; k < n; ++k) {
-    const int64_t stride = l.linear ? 1 : l.strides[inner][k];
-    if (stride == 0 && k > 0) {
-      plan.broadcast[k] = true;
-      continue;
-    }
-    if (stride != 1 || (reinterpret_cast<uintptr_t>(data[k]) & 15) != 0)
-      return {};
-    for (int d = 0; !l.linear && d < inner; ++d)
-      if (l.strides[d][k] % width != 0)
-        return {};
-  }
-  plan.width = width;
-  return plan;
-}
-
 template <typename S, int V>
 __device__ __forceinline__ Pack<S, V> loadPack(const S *p, bool broadcast) {
   if (broadcast) {

@@ -163,6 +163,31 @@ std::vector<int> groupAdamw(const std::vector<AdamwMember> &members) {
   return sizes;
 }
 
+VectorPlan vectorPlan(const Layout &l, int elemSize, const void *const *data,
+                      int n) {
+  const int width = 16 / elemSize;
+  if (width < 2 || l.numel < width)
+    return {};
+  const int inner = l.rank - 1;
+  if (!l.linear && l.shape[inner] % width != 0)
+    return {};
+  VectorPlan plan;
+  for (int k = 0; k < n; ++k) {
+    const int64_t stride = l.linear ? 1 : l.strides[inner][k];
+    if (stride == 0 && k > 0) {
+      plan.broadcast[k] = true;
+      continue;
+    }
+    if (stride != 1 || (reinterpret_cast<uintptr_t>(data[k]) & 15) != 0)
+      return {};
+    for (int d = 0; !l.linear && d < inner; ++d)
+      if (l.strides[d][k] % width != 0)
+        return {};
+  }
+  plan.width = width;
+  return plan;
+}
+
 void prepareLayout(Layout &l) {
   l.fastDivision = !l.linear && l.numel < int64_t(kFastDivisionLimit);
   for (int d = 0; d < kMaxLayoutDims; ++d)

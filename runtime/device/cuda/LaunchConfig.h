@@ -54,6 +54,21 @@ LaunchConfig rowLaunch(int64_t rows, int64_t cols, const DeviceLimits &limits);
 LaunchConfig columnLaunch(int64_t rows, int64_t cols,
                           const DeviceLimits &limits);
 
+/// The vector width (1: the scalar kernels) and which operands broadcast
+/// one element along the innermost dimension.
+struct VectorPlan {
+  int width = 1;
+  bool broadcast[kMaxOperands] = {};
+};
+
+/// The plan of `l` for `n` operands `data` (output first) of `elemSize`
+/// bytes: width 16 / elemSize when the layout is linear or its innermost
+/// dimension is a multiple of the width, every operand's innermost stride
+/// is 1 (16-byte aligned, outer strides multiples of the width) or 0 (not
+/// the output), and there is at least one whole vector.
+VectorPlan vectorPlan(const Layout &l, int elemSize, const void *const *data,
+                      int n);
+
 /// The smallest power of two >= v (v >= 1).
 int64_t nextPowerOfTwo(int64_t v);
 

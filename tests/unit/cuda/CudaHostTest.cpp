@@ -250,6 +250,78 @@ TEST(FastDivision, LayoutsBelowTheLimitTakeIt) {
   EXPECT_FALSE(big.fastDivision) << "2^31 elements or more divide in 64 bits";
 }
 
+/// The elementwise kernels' 16-byte paths (ElementwiseKernels.cu) are
+/// taken exactly where each operand's V consecutive elements are one
+/// aligned access or one broadcast element.
+TEST(VectorPlan, AlignedUnitStrideRunsAndBroadcasts) {
+  const auto at = [](uintptr_t address) {
+    return reinterpret_cast<const void *>(address);
+  };
+  Layout linear;
+  linear.linear = true;
+  linear.numel = 1003;
+  const void *aligned[] = {at(0x1000), at(0x2000), at(0x3000)};
+  EXPECT_EQ(vectorPlan(linear, 2, aligned, 3).width, 8);  // bf16: 8 a thread
+  EXPECT_EQ(vectorPlan(linear, 4, aligned, 3).width, 4);
+  EXPECT_EQ(vectorPlan(linear, 1, aligned, 2).width, 16);
+  EXPECT_EQ(vectorPlan(linear, 16, aligned, 2).width, 1) << "no 2 elements fit";
+  const void *offByOne[] = {at(0x1000), at(0x2002), at(0x3000)};
+  EXPECT_EQ(vectorPlan(linear, 2, offByOne, 3).width, 1);
+  Layout small = linear;
+  small.numel = 7;
+  EXPECT_EQ(vectorPlan(small, 2, aligned, 3).width, 1) << "no whole vector";
+
+  // [rows, 64] + a bias [64] (outer stride 0) + a per-row value (inner
+  // stride 0), as the CPU's buildLayout leaves them.
+  Layout l;
+  l.rank = 2;
+  l.operands = 3;
+  l.shape[0] = 40;
+  l.shape[1] = 64;
+  l.numel = 40 * 64;
+  l.strides[0][0] = 64, l.strides[1][0] = 1;  // output
+  l.strides[0][1] = 0, l.strides[1][1] = 1;   // bias
+  l.strides[0][2] = 1, l.strides[1][2] = 0;   // per row
+  VectorPlan plan = vectorPlan(l, 2, aligned, 3);
+  EXPECT_EQ(plan.width, 8);
+  EXPECT_FALSE(plan.broadcast[0]);
+  EXPECT_FALSE(plan.broadcast[1]);
+  EXPECT_TRUE(plan.broadcast[2]);
+  // The output never broadcasts, and a broadcast operand needs no
+  // alignment of its own.
+  Layout out = l;
+  out.strides[1][0] = 0;
+  EXPECT_EQ(vectorPlan(out, 2, aligned, 3).width, 1);
+  const void *oddRow[] = {at(0x1000), at(0x2000), at(0x3002)};
+  EXPECT_EQ(vectorPlan(l, 2, oddRow, 3).width, 8);
+  // An inner dimension that is no whole number of vectors, rows 62
+  // elements apart (no whole number either), an inner stride of 2: scalar.
+  Layout ragged = l;
+  ragged.shape[1] = 60;
+  ragged.numel = 40 * 60;
+  EXPECT_EQ(vectorPlan(ragged, 2, aligned, 3).width, 1);
+  Layout rowStride = l;
+  rowStride.strides[0][1] = 62;
+  EXPECT_EQ(vectorPlan(rowStride, 2, aligned, 3).width, 1);
+  Layout strided = l;
+  strided.strides[1][1] = 2;
+  EXPECT_EQ(vectorPlan(strided, 2, aligned, 3).width, 1);
+  // A transpose [2, 24, 4, 64] -> [2, 4, 24, 64]: rows of 64 move whole.
+  Layout t;
+  t.rank = 4;
+  t.operands = 2;
+  const int64_t shape[] = {2, 4, 24, 64};
+  const int64_t outStrides[] = {4 * 24 * 64, 24 * 64, 64, 1};
+  const int64_t inStrides[] = {24 * 4 * 64, 64, 4 * 64, 1};
+  t.numel = 2 * 4 * 24 * 64;
+  for (int d = 0; d < 4; ++d) {
+    t.shape[d] = shape[d];
+    t.strides[d][0] = outStrides[d];
+    t.strides[d][1] = inStrides[d];
+  }
+  EXPECT_EQ(vectorPlan(t, 4, aligned, 2).width, 4);
+}
+
 TEST(LaunchConfig, NextPowerOfTwo) {
   EXPECT_EQ(nextPowerOfTwo(1), 1);
   EXPECT_EQ(nextPowerOfTwo(2), 2);
