@@ -17,6 +17,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include <functional>
 #include <limits>
 
 namespace dtcc::shard {
@@ -764,27 +765,35 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
              stageOf_[&op] != stage);
   };
   // The sums over micro-batches (gradient accumulation) run as soon as
-  // their terms exist, so that each micro-batch's gradients die at once
-  // instead of all staying alive until the step's end.
+  // their terms exist: right after the op that makes a micro-batch's
+  // gradient of a weight (its cast to f32 under mixed precision), so that
+  // each term dies at once. Summed at the end of the micro-batch's task
+  // instead, every weight gradient of the stage would be alive beside its
+  // accumulator until then (4 bytes a parameter of the stage).
   llvm::SmallPtrSet<Operation *, 32> accumulated;
-  SmallVector<Operation *> sums;
+  llvm::DenseMap<Value, SmallVector<Operation *, 1>> sumsReading;
   for (Operation &op : old.without_terminator())
     if (epilogue_.contains(&op) && isa<graph::AddOp>(op) && runsHere(op))
-      sums.push_back(&op);
-  auto accumulateReady = [&] {
-    for (Operation *op : sums) {
-      if (accumulated.contains(op))
-        continue;
-      bool ready = llvm::all_of(op->getOperands(), [&](Value v) {
-        Placement p = placement_.lookup(v);
-        return map.contains(v) ||
-               (p.kind == Placement::kStage && p.stage != stage);
-      });
-      if (!ready)
-        continue;
-      cloneOp(*op);
-      accumulated.insert(op);
-    }
+      for (Value v : op.getOperands())
+        sumsReading[v].push_back(&op);
+  // Clones the sums that read `op`'s results once all their terms exist,
+  // and the sums those complete in turn.
+  std::function<void(Operation &)> accumulateAfter = [&](Operation &op) {
+    for (Value r : op.getResults())
+      for (Operation *sum : sumsReading.lookup(r)) {
+        if (accumulated.contains(sum))
+          continue;
+        bool ready = llvm::all_of(sum->getOperands(), [&](Value v) {
+          Placement p = placement_.lookup(v);
+          return map.contains(v) ||
+                 (p.kind == Placement::kStage && p.stage != stage);
+        });
+        if (!ready)
+          continue;
+        cloneOp(*sum);
+        accumulated.insert(sum);
+        accumulateAfter(*sum);
+      }
   };
   for (const planner::PipelineTask &task : schedule(stage)) {
     // Named as in the planner's predicted trace; the runtime's --trace
@@ -803,8 +812,8 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
         continue;
       Operation *clone = cloneOp(op);
       clone->setAttr(kTaskAttr, taskAttr);
+      accumulateAfter(op);
     }
-    accumulateReady();
   }
   for (Operation &op : old.without_terminator())
     if (epilogue_.contains(&op) && !accumulated.contains(&op) &&
