@@ -68,7 +68,8 @@ private:
   }
 
   /// The layout of the parameter an optimizer updates with `gradient`
-  /// (through the elementwise scaling and casts between them), or null. A
+  /// (through the elementwise scaling and casts between them, and the sums
+  /// that accumulate micro-batches' or tied uses' terms), or null. A
   /// loaded parameter's is its variable's, known before propagation reaches
   /// the load (the optimizer's loads follow the backward pass).
   ShardingAttr parameterLayoutOf(Value gradient) {
@@ -91,7 +92,8 @@ private:
         if (auto sgd = dyn_cast<graph::SgdOp>(user);
             sgd && use.get() == sgd.getGrad())
           return layout(sgd.getParam());
-        if (isa<graph::MulOp, graph::DivOp, graph::CastOp>(user) &&
+        if (isa<graph::MulOp, graph::DivOp, graph::CastOp, graph::AddOp>(
+                user) &&
             cast<ShapedType>(user->getResult(0).getType()).getShape() ==
                 cast<ShapedType>(v.getType()).getShape())
           work.push_back(user->getResult(0));
