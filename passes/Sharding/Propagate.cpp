@@ -313,31 +313,21 @@ private:
     if (!param)
       return;
     const int64_t axis = s.getAxis();
-    SmallVector<StringAttr> rows;
-    for (StringAttr a : param.axesOf(axis))
-      if (a.getValue() != "dp")
-        rows.push_back(a);
+    DimShardingAttr rows = withoutDp(param).getDims()[axis];
     ShardingAttr out = result.outs[0];
-    if (rows.size() != 1 || param.getDims()[axis].getGroups() != 1 ||
+    if (rows.getAxes().size() != 1 || rows.getGroups() != 1 ||
         !out.axesOf(axis).empty())
       return;
     MLIRContext *ctx = s.getContext();
-    StringAttr row = rows[0];
+    StringAttr row = rows.getAxes()[0];
+    // `x` neither split nor partial over `row`.
     auto drop = [&](ShardingAttr x) {
-      SmallVector<DimShardingAttr> dims;
-      for (DimShardingAttr d : x.getDims()) {
-        SmallVector<StringAttr> axes;
-        for (StringAttr a : d.getAxes())
-          if (a != row)
-            axes.push_back(a);
-        dims.push_back(DimShardingAttr::get(ctx, axes,
-                                            axes.empty() ? 1 : d.getGroups()));
-      }
       SmallVector<StringAttr> partial;
       for (StringAttr a : x.getPartial())
         if (a != row)
           partial.push_back(a);
-      return ShardingAttr::get(ctx, dims, partial);
+      return ShardingAttr::get(ctx, withoutAxis(x, row.getValue()).getDims(),
+                               partial);
     };
     for (ShardingAttr &in : result.ins)
       in = drop(in);

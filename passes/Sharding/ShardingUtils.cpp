@@ -28,18 +28,20 @@ bool loadsGatherOnceVariable(Value value) {
   return var && var->hasAttr(kGatherOnceAttr);
 }
 
-ShardingAttr withoutDp(ShardingAttr s) {
+ShardingAttr withoutAxis(ShardingAttr s, StringRef axis) {
   SmallVector<DimShardingAttr> dims;
   for (DimShardingAttr d : s.getDims()) {
     SmallVector<StringAttr> axes;
     for (StringAttr a : d.getAxes())
-      if (a.getValue() != "dp")
+      if (a.getValue() != axis)
         axes.push_back(a);
     dims.push_back(DimShardingAttr::get(s.getContext(), axes,
                                         axes.empty() ? 1 : d.getGroups()));
   }
   return ShardingAttr::get(s.getContext(), dims, s.getPartial());
 }
+
+ShardingAttr withoutDp(ShardingAttr s) { return withoutAxis(s, "dp"); }
 
 Operation *firstUser(Value v, bool skipWaits) {
   Operation *first = nullptr;

@@ -60,6 +60,8 @@ bool loadsZeroVariable(mlir::Value value);
 /// Whether `value` is a load of a ZeRO-1/2 parameter, gathered once a step
 /// (`dshard.gather_once`).
 bool loadsGatherOnceVariable(mlir::Value value);
+/// `s` without its splits over `axis` (its partial sums kept).
+ShardingAttr withoutAxis(ShardingAttr s, llvm::StringRef axis);
 /// `s` without its splits over dp (ZeRO's axis).
 ShardingAttr withoutDp(ShardingAttr s);
 

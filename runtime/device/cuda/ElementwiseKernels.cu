@@ -890,7 +890,8 @@ cudaError_t launchBinary(BinaryOp op, DType dtype, const Layout &l, void *out,
     err = launch(l.numel, s, [&](dim3 g, dim3 bl, cudaStream_t st) {
       binaryKernel<S><<<g, bl, 0, st>>>(op, l, static_cast<S *>(out),
                                         static_cast<const S *>(a),
-                                        static_cast<const S *>(b), error, site);
+                                        static_cast<const S *>(b), error,
+                                        site);
     });
   };
   if (dtype == DType::kBool)
@@ -958,16 +959,17 @@ cudaError_t launchCast(DType to, DType from, const Layout &l, void *out,
         using To = decltype(toTag);
         using From = decltype(fromTag);
         floats = true;
-        if (sizeof(To) <= 4 && sizeof(From) <= 4 && l.numel >= 4 &&
-            ((reinterpret_cast<uintptr_t>(out) |
-              reinterpret_cast<uintptr_t>(in)) &
-             15) == 0) {
-          err = launch(l.numel / 4, s, [&](dim3 g, dim3 b, cudaStream_t st) {
-            castFloatVectorKernel<To, From><<<g, b, 0, st>>>(
-                l.numel, static_cast<To *>(out), static_cast<const From *>(in));
-          });
-          return;
-        }
+        if constexpr (sizeof(To) <= 4 && sizeof(From) <= 4)
+          if (l.numel >= 4 && ((reinterpret_cast<uintptr_t>(out) |
+                                reinterpret_cast<uintptr_t>(in)) &
+                               15) == 0) {
+            err = launch(l.numel / 4, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+              castFloatVectorKernel<To, From><<<g, b, 0, st>>>(
+                  l.numel, static_cast<To *>(out),
+                  static_cast<const From *>(in));
+            });
+            return;
+          }
         err = launch(l.numel, s, [&](dim3 g, dim3 b, cudaStream_t st) {
           castFloatKernel<To, From><<<g, b, 0, st>>>(
               l.numel, static_cast<To *>(out), static_cast<const From *>(in));
