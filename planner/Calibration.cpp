@@ -129,6 +129,8 @@ Json kernelsToJson(const std::vector<KernelSample> &samples) {
     s.set("workload", k.workload);
     s.set("elements", k.elements);
     s.set("seconds", k.seconds);
+    if (k.bytes > 0)
+      s.set("bytes", k.bytes);
     kernels.push(s);
   }
   return kernels;
@@ -644,8 +646,9 @@ StatusOr<ClusterSpec> calibratedGpuCluster(const GpuCalibrationData &data,
 
   // Per-kernel rates.
   c.device.kernelSeconds.clear();
+  c.device.kernelByteSeconds.clear();
   const std::string kernelSustained = sustainedHow(data.kernelWindowSeconds);
-  for (const KernelSample &k : data.kernels)
+  for (const KernelSample &k : data.kernels) {
     c.device.kernelSeconds[k.kernel] = gpuMeasured(
         k.seconds / double(k.elements),
         strCat("dtcc's CUDA ", k.kernel, " kernel on ", k.workload, on, ", ",
@@ -653,6 +656,15 @@ StatusOr<ClusterSpec> calibratedGpuCluster(const GpuCalibrationData &data,
                " per call over ", k.elements,
                " elements (its largest operand or result)"),
         data);
+    if (k.bytes > 0)
+      c.device.kernelByteSeconds[k.kernel] = gpuMeasured(
+          k.seconds / double(k.bytes),
+          strCat("dtcc's CUDA ", k.kernel, " kernel on ", k.workload, on,
+                 ", ", kernelSustained, ": ", formatSeconds(k.seconds),
+                 " per call over ", k.bytes,
+                 " bytes (its operands and results)"),
+          data);
+  }
 
   // Memory.
   c.device.memoryBandwidth = gpuMeasured(

@@ -49,6 +49,9 @@ struct KernelSample {
   /// calls when it has several), as the program cost model counts them.
   int64_t elements = 0;
   double seconds = 0; ///< per run of the workload
+  /// Bytes of its operands and results (0: not counted); a GPU sample
+  /// gives device.kernelByteSeconds.
+  int64_t bytes = 0;
 };
 
 /// A STREAM-style triad a[i] = b[i] + s * c[i] over three arrays of
@@ -245,7 +248,8 @@ constexpr int64_t kGpuMatmulReferenceN = 4096;
 ///   (or the largest size measured below it); attentionEfficiency = the
 ///   attention sample's FLOP/s (forward and gradient) over the bf16 peak,
 ///   the base's when there is none;
-/// - kernelSeconds = each kernel sample's seconds over its elements;
+/// - kernelSeconds = each kernel sample's seconds over its elements, and
+///   kernelByteSeconds over its bytes;
 /// - memory bandwidth = the largest device-to-device copy, efficiency 1 (an
 ///   achieved rate); PCIe = the slower direction of the largest pinned
 ///   host copies; kernel overhead = launchSeconds;

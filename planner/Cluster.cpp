@@ -201,6 +201,12 @@ Status ClusterSpec::validate() const {
                              ": expected a positive number of seconds per "
                              "element, got ",
                              seconds.value);
+  for (const auto &[kernel, seconds] : device.kernelByteSeconds)
+    if (!(seconds.value > 0) || !std::isfinite(seconds.value))
+      return invalidArgument("device.kernelBytes.", kernel,
+                             ": expected a positive number of seconds per "
+                             "byte, got ",
+                             seconds.value);
   return Status::ok();
 }
 
@@ -609,6 +615,12 @@ Json clusterToJson(const ClusterSpec &cluster) {
       kernels.set(kernel, figureJson(seconds));
     device.set("kernels", std::move(kernels));
   }
+  if (!cluster.device.kernelByteSeconds.empty()) {
+    Json kernels = Json::object();
+    for (const auto &[kernel, seconds] : cluster.device.kernelByteSeconds)
+      kernels.set(kernel, figureJson(seconds));
+    device.set("kernelBytes", std::move(kernels));
+  }
   if (!cluster.calibration.isNull())
     root.set("calibration", cluster.calibration);
   return root;
@@ -682,9 +694,22 @@ Status readObject(const Json &object, const std::string &prefix,
     if (path == "device.kernels") {
       // Measured rates of the backend's kernels: the file's set replaces
       // its base's.
+      // Its rates per byte too, unless the file gives those (in either
+      // order).
       cluster.device.kernelSeconds.clear();
+      bool hasBytes = false;
+      for (const auto &other : object.members())
+        hasBytes |= other.first == "kernelBytes";
+      if (!hasBytes)
+        cluster.device.kernelByteSeconds.clear();
       DTCC_RETURN_IF_ERROR(readNamedFigures(value, path, defaultSource,
                                             cluster.device.kernelSeconds));
+      continue;
+    }
+    if (path == "device.kernelBytes") {
+      cluster.device.kernelByteSeconds.clear();
+      DTCC_RETURN_IF_ERROR(readNamedFigures(value, path, defaultSource,
+                                            cluster.device.kernelByteSeconds));
       continue;
     }
     if (path == "device.attentionKernels") {

@@ -94,6 +94,13 @@ struct DeviceSpec {
   /// largest operand or result. Kernels not listed fall back to the
   /// roofline (bytes over memory bandwidth).
   std::map<std::string, Figure> kernelSeconds;
+  /// Measured seconds per byte of the same kernels on GPUs, where every
+  /// kernel but a matrix product is bound by memory: an instruction is
+  /// priced by its operands' and results' bytes (a bf16 instruction moves
+  /// half what the f32 sample did), except the lookups and top_k, which
+  /// keep their own element counts. Written by `dtcc calibrate --device
+  /// cuda`; kernels without one keep kernelSeconds.
+  std::map<std::string, Figure> kernelByteSeconds;
 
   const Figure &peak(DType dtype) const;
   /// The matmul efficiency of an m x k by k x n product: gemmEfficiency

@@ -382,6 +382,16 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   double memory =
       double(bytes) /
       (device.memoryBandwidth.value * device.memoryEfficiency.value);
+  // A GPU kernel's measured rate per byte where it has one (every kernel
+  // but the products is bound by memory there, so a bf16 instruction takes
+  // about half an f32 one's time), else its rate per element.
+  const bool ownElements = kernel == "gather" ||
+                           kernel == "gather_elements" ||
+                           kernel == "gather_nd" || kernel == "scatter_add" ||
+                           kernel == "top_k";
+  auto perByte = device.kernelByteSeconds.find(kernel);
+  if (!ownElements && perByte != device.kernelByteSeconds.end())
+    return std::max(memory, double(bytes) * perByte->second.value) + overhead;
   auto measured = device.kernelSeconds.find(kernel);
   if (measured != device.kernelSeconds.end())
     return std::max(memory, double(elements) * measured->second.value) +

@@ -63,6 +63,8 @@ ClusterSpec scaleCluster(const ClusterSpec &cluster, const WorldScale &world) {
   c.device.memoryBandwidth.value *= world.memory;
   for (auto &[kernel, seconds] : c.device.kernelSeconds)
     seconds.value /= world.memory;
+  for (auto &[kernel, seconds] : c.device.kernelByteSeconds)
+    seconds.value /= world.memory;
   for (Figure *peak : {&c.device.peakFp32, &c.device.peakTf32,
                        &c.device.peakBf16, &c.device.peakFp16})
     peak->value *= world.compute;

@@ -41,6 +41,26 @@ ScratchSet compute(int64_t bytes) {
 
 } // namespace
 
+int64_t cudnnAttentionWorkspace(bool backward, DType dtype, bool hasMask,
+                                int64_t batch, int64_t sq, int64_t sk,
+                                int64_t d, int64_t dv) {
+  if ((dtype != DType::kF16 && dtype != DType::kBF16) || hasMask || d != dv ||
+      d % 8 != 0 || d <= 0 || d > kCudnnAttentionMaxHeadDim || batch <= 0 ||
+      sq <= 0 || sk <= 0)
+    return 0;
+  if (!backward)
+    return kCudaMatmulWorkspaceBytes;
+  // Beyond the cap before any product could overflow.
+  const int64_t rows = alignUp(sq, 64), keys = alignUp(sk, 64);
+  if (rows > kCudnnAttentionMaxWorkspaceBytes / keys / 2 / batch)
+    return 0;
+  const int64_t bytes =
+      batch * rows * keys * 2 + batch * sq * d * 4 + (int64_t(1) << 20);
+  if (bytes > kCudnnAttentionMaxWorkspaceBytes)
+    return 0;
+  return std::max(bytes, kCudaMatmulWorkspaceBytes);
+}
+
 int64_t cudaNormGradSlices(int64_t rows) {
   const int64_t slices = (rows + 255) / 256;
   return std::clamp<int64_t>(slices, 1, 64);
@@ -222,12 +242,28 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
     return ScratchSet{ScratchRequest{ScratchUse::kPersistent,
                                      kCudaAdamwEntryBytes,
                                      kCudaAdamwEntryAlignment}};
-  if (k == "attention_grad") {
-    // rowsum(dout * out) per query row (one per logsumexp element), in
-    // float; in double for f64.
-    if (ctx.inputs.size() < 5 || in(4).numel() == 0)
+  if (k == "attention" || k == "attention_grad") {
+    // attention_grad: rowsum(dout * out) per query row (one per logsumexp
+    // element), in float; in double for f64. Then cuDNN's workspace where
+    // cuDNN takes the call.
+    const bool grad = k == "attention_grad";
+    if (ctx.inputs.size() < (grad ? 6u : 3u))
       return ScratchSet{};
-    return compute(in(4).numel() * (in(0).dtype == DType::kF64 ? 8 : 4));
+    const TensorView &q = in(0), &key = in(1), &v = in(2);
+    if (q.rank() < 2 || key.rank() < 2 || v.rank() < 2)
+      return ScratchSet{};
+    const int64_t sq = q.shape[q.rank() - 2], sk = key.shape[key.rank() - 2];
+    const int64_t rows = q.numel() / std::max<int64_t>(q.shape.back(), 1);
+    ScratchSet set;
+    if (grad && rows > 0)
+      set = compute(rows * (q.dtype == DType::kF64 ? 8 : 4));
+    const bool hasMask = ctx.inputs.size() > (grad ? 6u : 3u);
+    const int64_t ws = cudnnAttentionWorkspace(
+        grad, q.dtype, hasMask, sq > 0 ? rows / sq : 0, sq, sk,
+        q.shape.back(), v.shape.back());
+    if (ws > 0)
+      set.push_back({ScratchUse::kCompute, ws, kScratchAlignment});
+    return set;
   }
   if (k == "layer_norm_grad" || k == "rms_norm_grad") {
     if (ctx.inputs.empty())

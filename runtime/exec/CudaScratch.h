@@ -36,6 +36,25 @@ constexpr int64_t kCudaMatmulWorkspaceBytes = int64_t(32) << 20;
 constexpr int64_t kCudaAdamwEntryBytes = 72;
 constexpr int64_t kCudaAdamwEntryAlignment = 8;
 
+/// attention and attention_grad run on cuDNN's fused flash attention
+/// (runtime/device/cuda/CudnnAttention.cpp) when cuDNN is there and the call
+/// is one it takes: f16 or bf16, no mask, D == Dv a multiple of 8 up to
+/// kCudnnAttentionMaxHeadDim. The compute scratch such a call requests for
+/// cuDNN's workspace (attention_grad: after its rowsum(dout * out) floats,
+/// which cuDNN's graph reads as its softmax sum): the forward
+/// kCudaMatmulWorkspaceBytes; the backward the larger of that and its
+/// deterministic kernel's dP workspace (2 bytes per score, rows and keys
+/// rounded up to 64, with dq's f32 size and 1 MiB to spare). 0: the call
+/// runs dtcc's own kernels (cuDNN does not take it, or the backward's
+/// workspace would exceed kCudnnAttentionMaxWorkspaceBytes). Each kernel
+/// takes cuDNN's plan only if its workspace fits this request; otherwise,
+/// or when cuDNN finds no engine, dtcc's own kernels run.
+constexpr int64_t kCudnnAttentionMaxHeadDim = 128;
+constexpr int64_t kCudnnAttentionMaxWorkspaceBytes = int64_t(512) << 20;
+int64_t cudnnAttentionWorkspace(bool backward, DType dtype, bool hasMask,
+                                int64_t batch, int64_t sq, int64_t sk,
+                                int64_t d, int64_t dv);
+
 /// Row slices over which the norm gradients sum dscale/dbias partials
 /// before the final column pass: about 256 rows each, 1 to 64.
 int64_t cudaNormGradSlices(int64_t rows);

@@ -269,6 +269,15 @@ int64_t KernelCase::elements() const {
   return total;
 }
 
+int64_t KernelCase::bytes() const {
+  int64_t total = 0;
+  for (const KernelCall &call : calls)
+    for (const auto *list : {&call.inputs, &call.outputs})
+      for (const OperandSpec &o : *list)
+        total += numel(o.shape) * int64_t(runtime::dtypeSize(o.dtype));
+  return total;
+}
+
 std::vector<KernelCase> kernelBenchCases(const KernelBenchSizes &s) {
   const DType kF32 = DType::kF32, kI64 = DType::kI64, kBool = DType::kBool;
   const Shape mat{s.rows, s.cols}, half{s.rows, s.cols / 2},

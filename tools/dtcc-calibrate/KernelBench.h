@@ -86,6 +86,9 @@ struct KernelCase {
   std::string workload() const;
   /// Elements of each call's largest operand or result, summed.
   int64_t elements() const;
+  /// Bytes of every call's operands and results (an in-place result
+  /// counted again, as the program cost model counts an instruction's).
+  int64_t bytes() const;
 };
 
 /// The cases calibrate times, one per kernel name, in a fixed order.

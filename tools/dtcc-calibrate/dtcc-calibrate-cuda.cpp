@@ -294,7 +294,8 @@ Status measureKernels(GpuCalibrationData &data, CudaDevice &dev,
   DTCC_RETURN_IF_ERROR(reduceAcross(comm, seconds, ReduceKind::kMax));
   for (size_t i = 0; i < timed.size(); ++i)
     data.kernels.push_back({timed[i].kernel, timed[i].workload(),
-                            timed[i].elements(), seconds[i]});
+                            timed[i].elements(), seconds[i],
+                            timed[i].bytes()});
   return Status::ok();
 }
 

@@ -1,16 +1,30 @@
 //===- CudaAttention.cpp - factories of attention and its gradient --------===//
 //
 // attention and attention_grad are checked by the CPU backend's plan
-// (cpu/AttentionPlan.h: same checks, same messages); the gradient requests
-// its rowsum(dout * out) buffer as the compute scratch runtime/exec/
-// CudaScratch.h assigns it. The closures only launch on the compute stream
-// (AttentionKernels.cu).
+// (cpu/AttentionPlan.h: same checks, same messages) and request the compute
+// scratch runtime/exec/CudaScratch.h assigns them: the gradient's
+// rowsum(dout * out) buffer, then cuDNN's workspace where cuDNN takes the
+// call. Such a call runs on cuDNN's fused flash attention
+// (CudnnAttention.cpp) when cuDNN finds an engine within that workspace,
+// otherwise on dtcc's own kernels (AttentionKernels.cu,
+// AttentionTensorCores.cu). DTCC_CUDA_ATTENTION=own keeps every call on
+// dtcc's kernels; DTCC_CUDA_ATTENTION=cudnn makes a call cuDNN should take
+// but cannot an error instead of a fallback. The closures only launch on
+// the compute stream.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/AttentionPlan.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/CudaFactory.h"
+#ifdef DTCC_HAVE_CUDNN
+#include "runtime/device/cuda/CudnnAttention.h"
+#include "runtime/device/cuda/CudnnCommon.h"
+#endif
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -57,9 +71,76 @@ StatusOr<AttentionDims> dimsOf(const KernelContext &ctx,
   return a;
 }
 
-StatusOr<KernelFn> buildAttention(CudaDevice &dev, const KernelContext &ctx) {
+/// The scratch runtime/exec/CudaScratch.h assigns `ctx`: the gradient's
+/// rowsum(dout * out) buffer (`rowBytes`, 0 for the forward), then cuDNN's
+/// workspace if any.
+struct AttentionScratch {
+  ScratchSlot rowDot, workspace;
+  int64_t workspaceBytes = 0;
+};
+StatusOr<AttentionScratch> requestAttentionScratch(const KernelContext &ctx,
+                                                   int64_t rowBytes) {
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  const size_t rows = rowBytes > 0 ? 1 : 0;
+  const bool agree =
+      set.size() >= rows && set.size() <= rows + 1 &&
+      (rows == 0 || set[0].bytes == rowBytes);
+  if (!agree)
+    return internalError(cpu::errorPrefix(ctx),
+                         "runtime/exec/CudaScratch.h and the kernel disagree "
+                         "on its scratch (", rowBytes, " bytes of rows)");
+  AttentionScratch out;
+  if (set.empty())
+    return out;
+  out.workspaceBytes = set.size() > rows ? set.back().bytes : 0;
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                        ctx.requestScratch(std::move(set)));
+  if (rows)
+    out.rowDot = slots[0];
+  if (out.workspaceBytes > 0)
+    out.workspace = slots.back();
+  return out;
+}
+
+#ifdef DTCC_HAVE_CUDNN
+/// cuDNN's plan of the call, or null where dtcc's own kernels run it (the
+/// reason in `why` when DTCC_CUDA_ATTENTION=cudnn asks for an error).
+StatusOr<std::shared_ptr<CudnnAttentionPlan>>
+cudnnPlanFor(CudaDevice &dev, CudnnHandle &handle, const KernelContext &ctx,
+             const AttentionShape &p, const AttentionScratch &scratch,
+             bool backward) {
+  const char *env = std::getenv("DTCC_CUDA_ATTENTION");
+  const bool own = env && std::strcmp(env, "own") == 0;
+  const bool required = env && std::strcmp(env, "cudnn") == 0;
+  if (own || scratch.workspaceBytes == 0)
+    return std::shared_ptr<CudnnAttentionPlan>();
+  DTCC_RETURN_IF_ERROR(handle.ensure(dev.computeStream()));
+  CudnnAttentionCall call;
+  call.dtype = p.dtype;
+  call.batch = p.batch;
+  call.sq = p.sq;
+  call.sk = p.sk;
+  call.d = p.d;
+  call.scale = p.scale;
+  call.causal = p.causal;
+  call.backward = backward;
+  auto plan = planCudnnAttention(handle.handle, call, scratch.workspaceBytes);
+  if (plan.isOk())
+    return plan;
+  if (required)
+    return plan.status().withContext(errorPrefix(ctx) +
+                                     "DTCC_CUDA_ATTENTION=cudnn");
+  return std::shared_ptr<CudnnAttentionPlan>();
+}
+#endif
+
+StatusOr<KernelFn> buildAttention(CudaDevice &dev,
+                                  const std::shared_ptr<void> &cudnn,
+                                  const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(AttentionShape p, cpu::planAttention(ctx));
   DTCC_ASSIGN_OR_RETURN(AttentionDims a, dimsOf(ctx, p));
+  DTCC_ASSIGN_OR_RETURN(AttentionScratch scratch,
+                        requestAttentionScratch(ctx, 0));
   const void *q = ctx.inputs[0].data, *k = ctx.inputs[1].data,
              *v = ctx.inputs[2].data;
   const void *mask = p.hasMask ? ctx.inputs[3].data : nullptr;
@@ -68,6 +149,23 @@ StatusOr<KernelFn> buildAttention(CudaDevice &dev, const KernelContext &ctx) {
   const DType dtype = p.dtype;
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
+#ifdef DTCC_HAVE_CUDNN
+  auto handle = std::static_pointer_cast<CudnnHandle>(cudnn);
+  DTCC_ASSIGN_OR_RETURN(auto plan,
+                        cudnnPlanFor(dev, *handle, ctx, p, scratch, false));
+  if (plan) {
+    const ScratchSlot ws = scratch.workspace;
+    return KernelFn([=]() -> Status {
+      if (workspaceBytes(*plan) > 0 && !ws.get())
+        return unreserved(prefix);
+      return runCudnnAttention(handle->handle, *plan, q, k, v, out, lse,
+                               ws.get())
+          .withContext(prefix);
+    });
+  }
+#else
+  (void)cudnn;
+#endif
   return KernelFn([=] {
     return launched(prefix,
                     launchAttention(dtype, a, q, k, v, mask, out, lse, st));
@@ -75,14 +173,15 @@ StatusOr<KernelFn> buildAttention(CudaDevice &dev, const KernelContext &ctx) {
 }
 
 StatusOr<KernelFn> buildAttentionGrad(CudaDevice &dev,
+                                      const std::shared_ptr<void> &cudnn,
                                       const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(AttentionShape p, cpu::planAttentionGrad(ctx));
   DTCC_ASSIGN_OR_RETURN(AttentionDims a, dimsOf(ctx, p));
   // rowsum(dout * out) per query row, in the accumulator type.
   const int64_t acc = p.dtype == DType::kF64 ? 8 : 4;
-  DTCC_ASSIGN_OR_RETURN(
-      ScratchSlot rowDot,
-      requestScratchOf(ctx, ScratchUse::kCompute, p.batch * p.sq * acc));
+  DTCC_ASSIGN_OR_RETURN(AttentionScratch scratch,
+                        requestAttentionScratch(ctx, p.batch * p.sq * acc));
+  const ScratchSlot rowDot = scratch.rowDot;
   const void *q = ctx.inputs[0].data, *k = ctx.inputs[1].data,
              *v = ctx.inputs[2].data, *o = ctx.inputs[3].data,
              *dout = ctx.inputs[5].data;
@@ -94,6 +193,24 @@ StatusOr<KernelFn> buildAttentionGrad(CudaDevice &dev,
   const bool needsScratch = p.batch * p.sq > 0;
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
+#ifdef DTCC_HAVE_CUDNN
+  auto handle = std::static_pointer_cast<CudnnHandle>(cudnn);
+  DTCC_ASSIGN_OR_RETURN(auto plan,
+                        cudnnPlanFor(dev, *handle, ctx, p, scratch, true));
+  if (plan) {
+    const ScratchSlot ws = scratch.workspace;
+    return KernelFn([=]() -> Status {
+      if (!rowDot.get() || (workspaceBytes(*plan) > 0 && !ws.get()))
+        return unreserved(prefix);
+      return runCudnnAttentionGrad(handle->handle, *plan, q, k, v, o, lse,
+                                   dout, dq, dk, dv, rowDot.as<float>(),
+                                   ws.get())
+          .withContext(prefix);
+    });
+  }
+#else
+  (void)cudnn;
+#endif
   return KernelFn([=] {
     if (needsScratch && !rowDot.get())
       return unreserved(prefix);
@@ -108,11 +225,18 @@ StatusOr<KernelFn> buildAttentionGrad(CudaDevice &dev,
 void registerCudaAttentionKernels(KernelRegistry &registry,
                                   CudaDevice &device) {
   CudaDevice *d = &device;
-  registry.add("attention", [d](const KernelContext &ctx) {
-    return buildAttention(*d, ctx);
+  // One cuDNN handle for the device's attention kernels, made at the first
+  // call cuDNN takes.
+#ifdef DTCC_HAVE_CUDNN
+  std::shared_ptr<void> cudnn = std::make_shared<CudnnHandle>();
+#else
+  std::shared_ptr<void> cudnn;
+#endif
+  registry.add("attention", [d, cudnn](const KernelContext &ctx) {
+    return buildAttention(*d, cudnn, ctx);
   });
-  registry.add("attention_grad", [d](const KernelContext &ctx) {
-    return buildAttentionGrad(*d, ctx);
+  registry.add("attention_grad", [d, cudnn](const KernelContext &ctx) {
+    return buildAttentionGrad(*d, cudnn, ctx);
   });
 }
 

@@ -17,6 +17,7 @@
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/CudaLaunch.h"
+#include "runtime/device/cuda/CudnnCommon.h"
 #include "runtime/exec/CudaScratch.h"
 
 #include <cstdlib>
@@ -27,38 +28,6 @@ namespace {
 
 using cpu::ConvGeometry;
 using cpu::ConvKind;
-
-Status cudnnError(cudnnStatus_t s, const char *call, const char *file,
-                  int line) {
-  char detail[512] = {};
-  cudnnGetLastErrorString(detail, sizeof(detail));
-  return internalError("cuDNN error ", cudnnGetErrorString(s), " in ", call,
-                       " at ", file, ":", line,
-                       detail[0] ? strCat(": ", detail) : std::string());
-}
-
-#define DTCC_CUDNN_CHECK(call)                                                 \
-  do {                                                                         \
-    cudnnStatus_t _dtcc_s = (call);                                            \
-    if (_dtcc_s != CUDNN_STATUS_SUCCESS)                                       \
-      return cudnnError(_dtcc_s, #call, __FILE__, __LINE__);                   \
-  } while (0)
-
-/// The device's cuDNN handle, on its compute stream; made at the first bind.
-struct CudnnHandle {
-  cudnnHandle_t handle = nullptr;
-  ~CudnnHandle() {
-    if (handle)
-      cudnnDestroy(handle);
-  }
-  Status ensure(CudaDevice &dev) {
-    if (handle)
-      return Status::ok();
-    DTCC_CUDNN_CHECK(cudnnCreate(&handle));
-    DTCC_CUDNN_CHECK(cudnnSetStream(handle, dev.computeStream()));
-    return Status::ok();
-  }
-};
 
 /// The descriptors of one bound convolution.
 struct Descriptors {
@@ -294,7 +263,7 @@ StatusOr<KernelFn> buildConv(CudaDevice &dev,
     return internalError(cpu::errorPrefix(ctx),
                          "runtime/exec/CudaScratch.h and the convolution's "
                          "plan disagree on its scratch");
-  DTCC_RETURN_IF_ERROR(handle->ensure(dev));
+  DTCC_RETURN_IF_ERROR(handle->ensure(dev.computeStream()));
   auto desc = std::make_shared<Descriptors>();
   DTCC_RETURN_IF_ERROR(describe(*desc, plan, t).withContext(
       cpu::errorPrefix(ctx) + "describing the convolution"));

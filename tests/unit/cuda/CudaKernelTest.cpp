@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <random>
 
@@ -1048,6 +1049,42 @@ TEST_F(CudaKernels, AttentionAndGradMatchTheCpu) {
   compareAttention(*gpu, *cpu, cases[1], DType::kF16, 1e-2);
   compareAttention(*gpu, *cpu, cases[6], DType::kF16, 1e-2);
   compareAttention(*gpu, *cpu, cases[7], DType::kF16, 1e-2);
+}
+
+/// The calls cuDNN's fused flash attention takes (f16 and bf16, no mask,
+/// D == Dv a multiple of 8 up to 128) run there, not on dtcc's kernels
+/// (DTCC_CUDA_ATTENTION=cudnn makes a fallback an error), and match the
+/// CPU: causal and not, Sq != Sk both ways, rows and keys not multiples of
+/// a tile; the backward from the CPU's logsumexp, so cuDNN's statistics
+/// are dtcc's. Its backward is cuDNN's deterministic kernel: the second
+/// run is bitwise the first.
+TEST_F(CudaKernels, CudnnAttentionMatchesTheCpu) {
+#ifndef DTCC_HAVE_CUDNN
+  GTEST_SKIP() << "built without cuDNN";
+#else
+  const AttentionCase cases[] = {
+      {{2, 3}, 130, 130, 64, 64, true, {}},
+      {{4}, 96, 160, 64, 64, false, {}},
+      {{1, 2}, 200, 72, 128, 128, false, {}},
+      {{3}, 256, 256, 128, 128, true, {}},
+      {{2}, 40, 40, 32, 32, true, {}},
+  };
+  ASSERT_EQ(setenv("DTCC_CUDA_ATTENTION", "cudnn", 1), 0);
+  for (const AttentionCase &c : cases) {
+    SCOPED_TRACE("sq " + std::to_string(c.sq) + " sk " + std::to_string(c.sk) +
+                 " d " + std::to_string(c.d) +
+                 (c.causal ? " causal" : ""));
+    {
+      SCOPED_TRACE("bf16");
+      compareAttention(*gpu, *cpu, c, DType::kBF16, 3e-2);
+    }
+    {
+      SCOPED_TRACE("f16");
+      compareAttention(*gpu, *cpu, c, DType::kF16, 1e-2);
+    }
+  }
+  unsetenv("DTCC_CUDA_ATTENTION");
+#endif
 }
 
 TEST_F(CudaKernels, AttentionRefusesHeadsBeyondItsLimit) {

@@ -105,6 +105,7 @@ TEST(Cluster, MeasuredGemmCurveAndKernelRates) {
   c.device.gemmEfficiency = {{64, 0.4}, {256, 0.8}, {1024, 0.9}};
   c.device.gemmEfficiencySource = "measured";
   c.device.kernelSeconds["gelu"] = {2e-9, "measured gelu"};
+  c.device.kernelByteSeconds["gelu"] = {3e-10, "measured gelu bytes"};
   // Clamped at the ends, exact at the points, log-interpolated between.
   EXPECT_DOUBLE_EQ(c.device.matmulEfficiencyAt(2, 2, 2), 0.4);
   EXPECT_DOUBLE_EQ(c.device.matmulEfficiencyAt(4096, 4096, 4096), 0.9);
@@ -122,12 +123,25 @@ TEST(Cluster, MeasuredGemmCurveAndKernelRates) {
   EXPECT_EQ(back.value().device.kernelSeconds.at("gelu").value, 2e-9);
   EXPECT_EQ(back.value().device.kernelSeconds.at("gelu").source,
             "measured gelu");
+  EXPECT_EQ(back.value().device.kernelByteSeconds.at("gelu").value, 3e-10);
+  EXPECT_EQ(back.value().device.kernelByteSeconds.at("gelu").source,
+            "measured gelu bytes");
+  // A file's kernel rates replace its base's, per byte with them.
+  auto over = parseClusterText(R"({"base": "cpu-local", "device":
+      {"kernelBytes": {"add": 1e-10}, "kernels": {"add": 1e-9}}})",
+                               "k.json");
+  ASSERT_TRUE(over.isOk()) << over.status().toString();
+  EXPECT_EQ(over.value().device.kernelByteSeconds.at("add").value, 1e-10);
+  EXPECT_EQ(over.value().device.kernelSeconds.at("add").value, 1e-9);
 
   expectRefused(R"({"base": "cpu-local", "device": {"gemmEfficiency":
           {"points": [[256, 0.8], [64, 0.4]]}}})",
                 "u.json", "ascending");
   expectRefused(R"({"base": "cpu-local", "device": {"kernels": {"add": -1}}})",
                 "n.json", "device.kernels.add");
+  expectRefused(
+      R"({"base": "cpu-local", "device": {"kernelBytes": {"add": 0}}})",
+      "b.json", "device.kernelBytes.add");
 }
 
 TEST(Model, PresetsAndJson) {

@@ -128,6 +128,23 @@ TEST(ProgramModel, KernelsAtRooflineMeasuredRateAndGemmCurve) {
   c.device.kernelSeconds["gelu"] = {3e-9, "test"};
   EXPECT_NEAR(instructionSeconds(b.p, f->instructions(1), c.device),
               64 * 256 * 3e-9 + 1e-6, 1e-15);
+  // With a rate per byte too (a GPU's calibration): its bytes read and
+  // written times it, which prices a bf16 gelu at half an f32 one; a lookup
+  // keeps its rate per looked-up element.
+  c.device.kernelByteSeconds["gelu"] = {0.5e-9, "test"};
+  EXPECT_NEAR(instructionSeconds(b.p, f->instructions(1), c.device),
+              bytes * 0.5e-9 + 1e-6, 1e-15);
+  {
+    Builder h;
+    Function *g = h.function("train_step");
+    int yh = h.buffer({64, 256}), zh = h.buffer({64, 256});
+    for (int id : {yh, zh})
+      h.p.mutable_buffers(id)->set_dtype(int(runtime::DType::kBF16));
+    h.kernel(g, "gelu", {yh}, {zh});
+    EXPECT_NEAR(instructionSeconds(h.p, g->instructions(0), c.device),
+                bytes / 2 * 0.5e-9 + 1e-6, 1e-15);
+  }
+  c.device.kernelByteSeconds.erase("gelu");
   // A matmul efficiency curve is read at cbrt(m k n) = cbrt(64 128 256) =
   // 128.
   c.device.gemmEfficiency = {{64, 0.25}, {128, 0.4}, {256, 0.8}};

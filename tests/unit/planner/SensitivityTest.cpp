@@ -25,6 +25,7 @@ TEST(Sensitivity, NineWorldsFiveWorse) {
 TEST(Sensitivity, ScalesOnlyItsFigures) {
   ClusterSpec c = clusterPreset("dgx-a100-80g").value();
   c.device.kernelSeconds["gelu"] = Figure{2e-9, "test"};
+  c.device.kernelByteSeconds["gelu"] = Figure{1e-10, "test"};
   WorldScale w;
   w.interNode = 0.8;
   w.memory = 0.5;
@@ -36,6 +37,7 @@ TEST(Sensitivity, ScalesOnlyItsFigures) {
   EXPECT_DOUBLE_EQ(s.device.memoryBandwidth.value,
                    0.5 * c.device.memoryBandwidth.value);
   EXPECT_DOUBLE_EQ(s.device.kernelSeconds["gelu"].value, 4e-9);
+  EXPECT_DOUBLE_EQ(s.device.kernelByteSeconds["gelu"].value, 2e-10);
   EXPECT_DOUBLE_EQ(s.device.peakBf16.value, 1.2 * c.device.peakBf16.value);
   // Efficiencies stay valid fractions.
   EXPECT_DOUBLE_EQ(s.device.matmulEfficiency.value,

@@ -340,6 +340,50 @@ TEST(CudaScratch, EveryKernelThatNeedsScratch) {
             Req{});
 }
 
+TEST(CudaScratch, AttentionTakesCudnnWorkspaceWhereCudnnTakesTheCall) {
+  const DType bf16 = DType::kBF16, f16 = DType::kF16;
+  // 2 x 3 heads of 130 x 130, D 64, bf16: the forward asks for cuDNN's
+  // workspace cap, the backward for its rows (6 * 130 floats) and the dP
+  // workspace (rows and keys rounded to 192), above the 32 MiB floor here.
+  const std::vector<int64_t> q = {2, 3, 130, 64}, lse = {2, 3, 130};
+  EXPECT_EQ(requests(instruction("attention",
+                                 {{bf16, q}, {bf16, q}, {bf16, q}},
+                                 {{bf16, q}, {f32, lse}})),
+            (Req{{kCompute, 32 << 20}}));
+  const std::vector<std::pair<DType, std::vector<int64_t>>> grad = {
+      {bf16, q}, {bf16, q}, {bf16, q}, {bf16, q}, {f32, lse}, {bf16, q}};
+  EXPECT_EQ(requests(instruction("attention_grad", grad,
+                                 {{bf16, q}, {bf16, q}, {bf16, q}})),
+            (Req{{kCompute, 6 * 130 * 4}, {kCompute, 32 << 20}}));
+  // GPT 350M's heads, 128 of 1024 x 1024, D 64: the dP workspace rules.
+  EXPECT_EQ(cudnnAttentionWorkspace(true, f16, false, 128, 1024, 1024, 64, 64),
+            128 * 1024 * 1024 * 2 + 128 * 1024 * 64 * 4 + (1 << 20));
+  // What cuDNN does not take runs dtcc's kernels: f32, a mask, D != Dv,
+  // D not a multiple of 8 or above 128, a dP workspace beyond 512 MiB.
+  EXPECT_EQ(cudnnAttentionWorkspace(false, f32, false, 6, 130, 130, 64, 64),
+            0);
+  EXPECT_EQ(cudnnAttentionWorkspace(false, bf16, true, 6, 130, 130, 64, 64),
+            0);
+  EXPECT_EQ(cudnnAttentionWorkspace(false, bf16, false, 6, 130, 130, 64, 32),
+            0);
+  EXPECT_EQ(cudnnAttentionWorkspace(false, bf16, false, 6, 130, 130, 60, 60),
+            0);
+  EXPECT_EQ(cudnnAttentionWorkspace(false, bf16, false, 6, 130, 130, 256,
+                                    256),
+            0);
+  EXPECT_EQ(cudnnAttentionWorkspace(true, bf16, false, 128, 2048, 2048, 64, 64),
+            0);
+  EXPECT_GT(cudnnAttentionWorkspace(false, bf16, false, 128, 2048, 2048, 64,
+                                    64),
+            0);
+  // f32 attention_grad keeps to its rows.
+  EXPECT_EQ(requests(instruction("attention_grad",
+                                 {{f32, q}, {f32, q}, {f32, q}, {f32, q},
+                                  {f32, lse}, {f32, q}},
+                                 {{f32, q}, {f32, q}, {f32, q}})),
+            (Req{{kCompute, 6 * 130 * 4}}));
+}
+
 TEST(CudaScratch, ScatterAddSortLayout) {
   auto p = planCudaScatterAdd(5000, 1000);
   ASSERT_TRUE(p.isOk()) << p.status().toString();
