@@ -81,6 +81,31 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::exec::ExecDialect"];
 }
 
+def FoldOptimizerInputs : Pass<"dtcc-fold-optimizer-inputs", "mlir::ModuleOp"> {
+  let summary = "Reads gradients in the optimizer step without their casts and squared copies";
+  let description = [{
+    Runs first in the exec phase (before `dtcc-lower-fuse-regions` and
+    `dtcc-lower-to-exec`), after autodiff, the optimizer and the
+    partitioning, on one rank's dgraph program. Under mixed precision every
+    bf16 (or f16) gradient is cast to its f32 parameter's type before the
+    optimizer step, and the global norm's clipping squares each gradient
+    into a copy it then sums; this pass rewrites
+
+    - `reduce_sum(mul(x, x))` over every dimension of `x`, the `mul` used
+      nowhere else, into `dgraph.sum_squares` of `x`, or of `x`'s source
+      when `x` is a cast of a narrower float (bf16 or f16 to f32): the
+      result is the same sum (each square in f32, summed in reduce_sum's
+      order), without the squared copy;
+    - the gradient of `dgraph.adamw`, when it is such a cast of a bf16 or
+      f16 gradient of an f32 parameter, into the narrow gradient itself
+      (adamw widens it as it reads it);
+
+    and erases the casts and products left unused. A gradient read after a
+    cast by anything else keeps its cast. Sums over some dimensions only
+    (a norm written from reductions) are left to `dtcc-lower-fuse-regions`.
+  }];
+}
+
 def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
   let summary = "Groups elementwise chains into fused regions with generated kernels";
   let description = [{

@@ -226,8 +226,8 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
       return ScratchSet{};
     return compute(kCudaMatmulWorkspaceBytes);
   }
-  if (k == "reduce_sum" || k == "reduce_prod" || k == "reduce_max" ||
-      k == "reduce_min") {
+  if (k == "reduce_sum" || k == "sum_squares" || k == "reduce_prod" ||
+      k == "reduce_max" || k == "reduce_min") {
     if (ctx.inputs.empty())
       return ScratchSet{};
     auto dims = ctx.attrs.getInts("dims");

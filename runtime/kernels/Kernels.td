@@ -298,8 +298,11 @@ def : Kernel<"adamw"> {
     FloatAttr<"epsilon">,
     FloatAttr<"weight_decay">
   ];
+  // The gradient may be bf16 or f16 for an f32 parameter (the backends
+  // check the pair).
   let Relations = [
-    SameType<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>
+    SameType<["param", "m", "v", "new_param", "new_m", "new_v"]>,
+    SameShape<["param", "grad"]>
   ];
 }
 
@@ -1302,6 +1305,14 @@ def : Kernel<"sub"> {
   let Inputs = [Tensor<"lhs", NumericElement>, Tensor<"rhs", NumericElement>];
   let Outputs = [Tensor<"result", NumericElement>];
   let Relations = [SameType<["lhs", "rhs", "result"]>];
+}
+
+def : Kernel<"sum_squares"> {
+  let Summary = "Sum of the squared elements over dimensions (a gradient's squared norm), accumulated as reduce_sum accumulates; the result in the operand's type, or f32 for f16 and bf16";
+  let Source = "dgraph.sum_squares";
+  let Inputs = [Tensor<"operand", FloatElement>];
+  let Outputs = [Tensor<"result", FloatElement>];
+  let Attrs = [IntsAttr<"dims">];
 }
 
 def : Kernel<"tan"> {

@@ -3,8 +3,8 @@
 counted bytes: each kernel's seconds per call over its workload's operand
 and result bytes, the workload as its kernels figure states it (an
 in-place result counted again, as calibrate and the program model count
-it). clusters/h100-cudnn-calibrated-2026-11-26.json got its figures so;
-`dtcc calibrate --device cuda` writes them itself since.
+it). clusters/h100-own-attention-calibrated-2026-11-26.json got its
+figures so; `dtcc calibrate --device cuda` writes them itself since.
 
   tests/planner_validation/kernel_bytes.py CALIBRATION.json   (in place)
 """

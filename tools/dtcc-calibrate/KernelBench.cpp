@@ -353,6 +353,10 @@ std::vector<KernelCase> kernelBenchCases(const KernelBenchSizes &s) {
   for (const char *name : {"reduce_sum", "reduce_max"})
     add(single(name, {f32(mat)}, {out(kF32, perRow)},
                attrs({{"dims", std::vector<int64_t>{1}}})));
+  // The clipping norm's squares of a whole gradient (its bf16 copy under
+  // mixed precision, dtcc-fold-optimizer-inputs), into one f32.
+  add(single("sum_squares", {in(DType::kBF16, mat)}, {out(kF32, {})},
+             attrs({{"dims", std::vector<int64_t>{0, 1}}})));
 
   // Attention softmax over the keys, normalizations over the hidden axis.
   add(single("softmax", {f32(scores)}, {out(kF32, scores)},

@@ -768,6 +768,22 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
   return success();
 }
 
+/// dgraph.adamw's gradient type: printed after the parameter's only when it
+/// differs (`: tensor<4xf32>, tensor<4xbf16>`).
+static ParseResult parseNarrowGradType(OpAsmParser &parser, Type &grad,
+                                       Type param) {
+  if (failed(parser.parseOptionalComma())) {
+    grad = param;
+    return success();
+  }
+  return parser.parseType(grad);
+}
+static void printNarrowGradType(OpAsmPrinter &printer, Operation *, Type grad,
+                                Type param) {
+  if (grad != param)
+    printer << ", " << grad;
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Graph/IR/GraphOps.cpp.inc"
 

@@ -718,6 +718,35 @@ class Graph_ReduceOp<string mnemonic, Type type, string doc>
 }
 
 def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", Graph_NumericTensor, "summation">;
+
+def Graph_SumSquaresOp : Graph_Op<"sum_squares", [Pure]> {
+  let summary = "Sum of the squares of the elements over dimensions";
+  let description = [{
+    `reduce_sum(mul(x, x), dims)` in one pass, as a gradient's squared norm
+    takes it: each element is widened to its accumulation type (f32 for
+    f32, f16 and bf16; f64 for f64), squared and summed in the order the
+    backends sum reduce_sum's operand, so the result is that of the two ops
+    on the widened operand. dtcc-fold-optimizer-inputs makes it from them,
+    after sharding (it has no sharding rule and no VJP); a result may be
+    f32 for an f16 or bf16 operand (the sum of the squares of its cast).
+
+    Example:
+    ```mlir
+    %s = dgraph.sum_squares %g, dims = [0, 1] : (tensor<4x8xbf16>) -> tensor<f32>
+    ```
+
+    **Constraints:**
+    - every entry of `dims` is a distinct dimension in `[0, rank)`;
+    - the result has the operand's shape without those dimensions, and its
+      element type (or f32 for f16 and bf16).
+  }];
+  let arguments = (ins Graph_FloatTensor:$operand, DenseI64ArrayAttr:$dims);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $operand `,` `dims` `=` $dims attr-dict `:` functional-type($operand, $result)
+  }];
+  let hasVerifier = 1;
+}
 def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", Graph_NumericTensor, "maximum">;
 def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", Graph_NumericTensor, "minimum">;
 def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", Graph_NumericTensor, "product">;

@@ -47,6 +47,41 @@ static LogicalResult verifyNormGrad(Operation *op, Value x, Value scale,
   return success();
 }
 
+LogicalResult AdamwOp::verify() {
+  Type p = getParam().getType().getElementType(),
+       g = getGrad().getType().getElementType();
+  if (g == p || (p.isF32() && (g.isBF16() || g.isF16())))
+    return success();
+  return emitOpError("expected a gradient of element type ")
+         << p << (p.isF32() ? " (or bf16, f16)" : "") << ", got " << g;
+}
+
+LogicalResult SumSquaresOp::verify() {
+  auto in = getOperand().getType();
+  auto out = getResult().getType();
+  llvm::SmallVector<bool> reduced(in.getRank(), false);
+  for (int64_t d : getDims()) {
+    if (d < 0 || d >= in.getRank() || reduced[d])
+      return emitOpError("expected distinct dims in [0, ")
+             << in.getRank() << "), got " << d;
+    reduced[d] = true;
+  }
+  llvm::SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (!reduced[d])
+      shape.push_back(in.getDimSize(d));
+  if (out.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("expected a result of the operand's shape without "
+                       "dims, got ")
+           << out;
+  Type ie = in.getElementType(), oe = out.getElementType();
+  if (oe != ie && !(oe.isF32() && (ie.isBF16() || ie.isF16())))
+    return emitOpError("expected a result of element type ")
+           << ie << (ie.isBF16() || ie.isF16() ? " or f32" : "") << ", got "
+           << oe;
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
   return verifyNormGrad(*this, getX(), getScale(), {getMean(), getRstd()},
                         getDy(), getDx(), {getDscale(), getDbias()}, getAxis());

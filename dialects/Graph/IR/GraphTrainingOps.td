@@ -304,7 +304,8 @@ def Graph_LrScheduleOp : Graph_Op<"lr_schedule", [DeclareOpInterfaceMethods<Grap
 }
 
 def Graph_AdamwOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
-    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
+    AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>,
+    AllShapesMatch<["param", "grad"]>]> {
   let summary = "One AdamW update of a parameter";
   let description = [{
     PyTorch's AdamW, with the gradient scaled by `grad_scale` (global-norm
@@ -317,17 +318,25 @@ def Graph_AdamwOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<Graph_Shardable
     param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + epsilon)
     ```
     The runtime updates in place when the results are stored back to the
-    variables they were loaded from.
+    variables they were loaded from. The gradient may be narrower than the
+    parameter (a bf16 or f16 gradient of an f32 parameter: mixed precision,
+    where dtcc-fold-optimizer-inputs reads it without its cast); it is
+    widened exactly as it is read.
 
     Example:
     ```mlir
     %p2, %m2, %v2 = dgraph.adamw %p, %g, %m, %v, %lr, %step, %scale
         {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.1}
         : tensor<16x8xf32>
+    %p3, %m3, %v3 = dgraph.adamw %p, %g16, %m, %v, %lr, %step, %scale
+        {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.1}
+        : tensor<16x8xf32>, tensor<16x8xbf16>
     ```
 
     **Constraints:**
-    - `param`, `grad`, `m`, `v` and the results have one type.
+    - `param`, `m`, `v` and the results have one type;
+    - `grad` has their shape, and their element type or a narrower float
+      type (bf16 or f16 for f32).
   }];
   let arguments = (ins Graph_FloatTensor:$param, Graph_FloatTensor:$grad,
                        Graph_FloatTensor:$m, Graph_FloatTensor:$v,
@@ -339,8 +348,9 @@ def Graph_AdamwOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<Graph_Shardable
                       Graph_FloatTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` $grad_scale attr-dict
-    `:` type($param)
+    `:` type($param) `` custom<NarrowGradType>(type($grad), ref(type($param)))
   }];
+  let hasVerifier = 1;
 }
 
 def Graph_SgdOp : Graph_Op<"sgd", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,

@@ -26,6 +26,10 @@ struct SumR {
   template <typename A> static A identity() { return A(0); }
   template <typename A> static A combine(A a, A b) { return wrapAdd(a, b); }
 };
+/// sum_squares: a sum of each element's square, in the same order.
+struct SumSquaresR : SumR {
+  static constexpr bool kSquares = true;
+};
 struct ProdR {
   template <typename A> static A identity() { return A(1); }
   template <typename A> static A combine(A a, A b) { return wrapMul(a, b); }
@@ -64,6 +68,20 @@ constexpr int64_t kLanes = 8;
 constexpr int64_t kRowBlock = 2048;
 constexpr int64_t kColTile = 64;
 constexpr int64_t kColBlock = 32;
+
+/// What an element contributes: itself, or its square (SumSquaresR; with
+/// -ffp-contract=off the product is rounded as a mul kernel rounds it).
+template <typename R, typename = void> struct IsSquares : std::false_type {};
+template <typename R>
+struct IsSquares<R, std::void_t<decltype(R::kSquares)>> : std::true_type {};
+template <typename R, typename S, typename A>
+DTCC_ALWAYS_INLINE A element(S x) {
+  const A v = A(Elem<S>::load(x));
+  if constexpr (IsSquares<R>::value)
+    return v * v;
+  else
+    return v;
+}
 
 /// Reduces x[0..n): 8 independent lanes (vectorizable, and for sums an 8x
 /// shorter dependency chain), pairwise above kRowBlock elements.
@@ -107,9 +125,9 @@ DTCC_ALWAYS_INLINE A reduceLeaf(const S *x, int64_t n) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
     for (int64_t l = 0; l < kLanes; ++l)
-      lanes[l] = R::combine(lanes[l], A(Elem<S>::load(x[j + l])));
+      lanes[l] = R::combine(lanes[l], element<R, S, A>(x[j + l]));
   for (int64_t l = 0; j < n; ++j, ++l)
-    lanes[l] = R::combine(lanes[l], A(Elem<S>::load(x[j])));
+    lanes[l] = R::combine(lanes[l], element<R, S, A>(x[j]));
   for (int64_t w = kLanes / 2; w > 0; w /= 2)
     for (int64_t l = 0; l < w; ++l)
       lanes[l] = R::combine(lanes[l], lanes[l + w]);
@@ -233,7 +251,7 @@ void reduceColTile(const S *x, int64_t rows, int64_t ld, int64_t w, A *out) {
     for (int64_t r = 0; r < rows; ++r) {
       const S *row = x + r * ld;
       for (int64_t k = 0; k < w; ++k)
-        out[k] = R::combine(out[k], A(Elem<S>::load(row[k])));
+        out[k] = R::combine(out[k], element<R, S, A>(row[k]));
     }
   });
 }
@@ -243,7 +261,7 @@ template <typename R, typename S, typename A>
 void reduceCols(const S *x, int64_t rows, int64_t cols, A *acc) {
   if (rows == 1) {
     for (int64_t k = 0; k < cols; ++k)
-      acc[k] = R::combine(acc[k], A(Elem<S>::load(x[k])));
+      acc[k] = R::combine(acc[k], element<R, S, A>(x[k]));
     return;
   }
   // Column tiles are independent: large blocks split them over the
@@ -332,10 +350,10 @@ StatusOr<ReducePlan> planReduce(const KernelContext &ctx,
   return plan;
 }
 
-template <typename R, typename S>
-KernelFn makeReduce(const ReducePlan &plan, const S *in, S *out) {
+template <typename R, typename S, typename O = S>
+KernelFn makeReduce(const ReducePlan &plan, const S *in, O *out) {
   using A = ComputeT<S>;
-  constexpr bool kScratch = !std::is_same_v<A, S>;
+  constexpr bool kScratch = !std::is_same_v<A, O>;
   auto scratch = std::make_shared<std::vector<A>>(kScratch ? plan.outNumel : 0);
   return [plan, in, out, scratch]() -> Status {
     A *acc;
@@ -371,7 +389,7 @@ KernelFn makeReduce(const ReducePlan &plan, const S *in, S *out) {
     }
     if constexpr (kScratch)
       for (int64_t i = 0; i < plan.outNumel; ++i)
-        out[i] = Elem<S>::store(acc[i]);
+        out[i] = Elem<O>::store(acc[i]);
     return Status::ok();
   };
 }
@@ -379,7 +397,11 @@ KernelFn makeReduce(const ReducePlan &plan, const S *in, S *out) {
 template <typename R> StatusOr<KernelFn> buildReduce(const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  // sum_squares of f16 or bf16 may give f32 (the sum of its cast's squares).
+  const bool widened = IsSquares<R>::value && out.dtype == DType::kF32 &&
+                       (in.dtype == DType::kBF16 || in.dtype == DType::kF16);
+  if (!widened)
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
   DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, getIntsAttr(ctx, "dims"));
   std::vector<bool> reduced(in.shape.size(), false);
   for (int64_t d : dims) {
@@ -395,11 +417,24 @@ template <typename R> StatusOr<KernelFn> buildReduce(const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
   DTCC_ASSIGN_OR_RETURN(ReducePlan plan, planReduce(ctx, in.shape, reduced));
   KernelFn fn;
-  if (!visitDType<kSetNumeric>(in.dtype, [&](auto tag) {
-        using S = typename decltype(tag)::type;
-        fn = makeReduce<R, S>(plan, in.as<const S>(), out.as<S>());
-      }))
+  if constexpr (IsSquares<R>::value) {
+    if (!visitDType<kSetFloats>(in.dtype, [&](auto tag) {
+          using S = typename decltype(tag)::type;
+          if constexpr (!std::is_same_v<S, float> && !std::is_same_v<S, double>)
+            if (widened) {
+              fn = makeReduce<R, S, float>(plan, in.as<const S>(),
+                                           out.as<float>());
+              return;
+            }
+          fn = makeReduce<R, S>(plan, in.as<const S>(), out.as<S>());
+        }))
+      return unsupportedDType(ctx, in.dtype, kSetFloats);
+  } else if (!visitDType<kSetNumeric>(in.dtype, [&](auto tag) {
+               using S = typename decltype(tag)::type;
+               fn = makeReduce<R, S>(plan, in.as<const S>(), out.as<S>());
+             })) {
     return unsupportedDType(ctx, in.dtype, kSetNumeric);
+  }
   return fn;
 }
 
@@ -565,6 +600,7 @@ StatusOr<KernelFn> buildCumsum(const KernelContext &ctx) {
 
 void registerCpuReductionKernels(KernelRegistry &registry) {
   registry.add("reduce_sum", buildReduce<SumR>);
+  registry.add("sum_squares", buildReduce<SumSquaresR>);
   registry.add("reduce_prod", buildReduce<ProdR>);
   registry.add("reduce_max", buildReduce<MaxR>);
   registry.add("reduce_min", buildReduce<MinR>);

@@ -742,9 +742,12 @@ StatusOr<KernelFn> buildLrSchedule(const KernelContext &ctx) {
 /// The tensor operands of an optimizer update: `tensors` inputs of one type
 /// and shape (the first is param) at inputs 0.., then lr, step, grad_scale,
 /// then `tensors - 1` outputs of that type.
+/// `narrowGrad`: input 1 (the gradient) may be bf16 or f16 for an f32
+/// parameter.
 Status checkOptimizer(const KernelContext &ctx, size_t tensors,
                       const std::vector<std::string> &inputNames,
-                      const std::vector<std::string> &outputNames) {
+                      const std::vector<std::string> &outputNames,
+                      bool narrowGrad = false) {
   const TensorView &param = ctx.inputs[0];
   std::vector<const TensorView *> views;
   std::vector<std::string> names;
@@ -761,7 +764,10 @@ Status checkOptimizer(const KernelContext &ctx, size_t tensors,
     const std::string what =
         "input " + std::to_string(i) + " (" + inputNames[i] + ")";
     DTCC_RETURN_IF_ERROR(checkContiguous(ctx, ctx.inputs[i], what));
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], param.dtype, what));
+    const DType t = ctx.inputs[i].dtype;
+    if (!(narrowGrad && i == 1 && param.dtype == DType::kF32 &&
+          (t == DType::kBF16 || t == DType::kF16)))
+      DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], param.dtype, what));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[i], param.shape, what));
     views.push_back(&ctx.inputs[i]);
     names.push_back(what);
@@ -792,14 +798,15 @@ template <typename C> struct AdamwCoefs {
 
 /// One fused pass; outputs may be the memory of any input (see
 /// DTCC_INDEPENDENT_ITERATIONS), so every input is read before the writes.
-template <typename C>
-DTCC_ALWAYS_INLINE void adamwBody(const C *param, const C *grad, const C *m,
+/// The gradient is C or a narrower float G, widened exactly.
+template <typename C, typename G>
+DTCC_ALWAYS_INLINE void adamwBody(const C *param, const G *grad, const C *m,
                                   const C *v, C *newP, C *newM, C *newV,
                                   int64_t n, const AdamwCoefs<C> &k) {
   DTCC_NO_CONTRACT
   DTCC_INDEPENDENT_ITERATIONS
   for (int64_t i = 0; i < n; ++i) {
-    const C g = grad[i] * k.gradScale;
+    const C g = C(Elem<G>::load(grad[i])) * k.gradScale;
     const C p = param[i] * k.decay;
     const C mi = m[i] * k.beta1 + k.oneMinusBeta1 * g;
     const C vi = v[i] * k.beta2 + k.oneMinusBeta2 * g * g;
@@ -811,8 +818,8 @@ DTCC_ALWAYS_INLINE void adamwBody(const C *param, const C *grad, const C *m,
 }
 
 /// adamwBody, f32 on AVX-512 where the CPU has it (IsaDispatch.h).
-template <typename C>
-void adamwLoop(const C *param, const C *grad, const C *m, const C *v, C *newP,
+template <typename C, typename G>
+void adamwLoop(const C *param, const G *grad, const C *m, const C *v, C *newP,
                C *newM, C *newV, int64_t n, const AdamwCoefs<C> k) {
   if constexpr (std::is_same_v<C, float>)
     withAvx512([&]() DTCC_INLINE_LAMBDA {
@@ -823,8 +830,11 @@ void adamwLoop(const C *param, const C *grad, const C *m, const C *v, C *newP,
 }
 
 StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
+  // An f32 parameter's gradient may be bf16 or f16 (read without a cast).
   DTCC_RETURN_IF_ERROR(checkOptimizer(ctx, 4, {"param", "grad", "m", "v"},
-                                      {"new_param", "new_m", "new_v"}));
+                                      {"new_param", "new_m", "new_v"},
+                                      /*narrowGrad=*/true));
+  const DType gradType = ctx.inputs[1].dtype;
   DTCC_ASSIGN_OR_RETURN(double beta1, requireFloat(ctx, "beta1"));
   DTCC_ASSIGN_OR_RETURN(double beta2, requireFloat(ctx, "beta2"));
   DTCC_ASSIGN_OR_RETURN(double eps, requireFloat(ctx, "epsilon"));
@@ -838,9 +848,9 @@ StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
   if (!visitDType<kSetF32F64>(ctx.inputs[0].dtype, [&](auto tag) {
         using C = typename decltype(tag)::type;
         const C *param = ctx.inputs[0].as<const C>(),
-                *grad = ctx.inputs[1].as<const C>(),
                 *m = ctx.inputs[2].as<const C>(),
                 *v = ctx.inputs[3].as<const C>();
+        const void *grad = ctx.inputs[1].data;
         C *newP = ctx.outputs[0].as<C>(), *newM = ctx.outputs[1].as<C>(),
           *newV = ctx.outputs[2].as<C>();
         fn = [=]() -> Status {
@@ -861,10 +871,22 @@ StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
           k.bc2Sqrt = C(std::sqrt(bc2));
           k.eps = C(eps);
           k.gradScale = C(*s.gradScale);
-          parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e, int) {
-            adamwLoop(param + b, grad + b, m + b, v + b, newP + b, newM + b,
-                      newV + b, e - b, k);
-          });
+          auto run = [&](auto *g) {
+            parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e, int) {
+              adamwLoop(param + b, g + b, m + b, v + b, newP + b, newM + b,
+                        newV + b, e - b, k);
+            });
+          };
+          if constexpr (std::is_same_v<C, float>) {
+            if (gradType == DType::kBF16)
+              run(static_cast<const BFloat16 *>(grad));
+            else if (gradType == DType::kF16)
+              run(static_cast<const Half *>(grad));
+            else
+              run(static_cast<const C *>(grad));
+          } else {
+            run(static_cast<const C *>(grad));
+          }
           return Status::ok();
         };
       }))

@@ -436,8 +436,14 @@ template <ReduceOp Op>
 StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
-  if (!isCudaArithmeticType(in.dtype))
+  // sum_squares of f16 or bf16 may give f32 (the sum of its cast's squares).
+  constexpr bool kSquares = Op == ReduceOp::kSumSquares;
+  const bool widened = kSquares && out.dtype == DType::kF32 &&
+                       (in.dtype == DType::kBF16 || in.dtype == DType::kF16);
+  if (!widened)
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
+  if (!isCudaArithmeticType(in.dtype) ||
+      (kSquares && !isCudaFloatType(in.dtype) && in.dtype != DType::kF64))
     return unsupported(ctx, in.dtype);
   DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, getIntsAttr(ctx, "dims"));
   auto planned = planCudaReduce(in.shape, dims);
@@ -478,8 +484,8 @@ StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=] {
-    return launched(prefix, launchReduce(Op, in.dtype, p, in.data, out.data,
-                                         partials.get(), st));
+    return launched(prefix, launchReduce(Op, in.dtype, out.dtype, p, in.data,
+                                         out.data, partials.get(), st));
   });
 }
 
@@ -1178,6 +1184,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("concat", buildConcat);
   add("iota", buildIota);
   add("reduce_sum", buildReduce<ReduceOp::kSum>);
+  add("sum_squares", buildReduce<ReduceOp::kSumSquares>);
   add("reduce_prod", buildReduce<ReduceOp::kProd>);
   add("reduce_max", buildReduce<ReduceOp::kMax>);
   add("reduce_min", buildReduce<ReduceOp::kMin>);

@@ -91,7 +91,9 @@ enum class CompareOp : int32_t { kEq, kNe, kLt, kLe, kGt, kGe };
 /// kNone: is_inf detecting neither sign, always false).
 enum class PredicateOp : int32_t { kIsNan, kIsInf, kIsPosInf, kIsNegInf, kNone };
 
-enum class ReduceOp : int32_t { kSum, kProd, kMax, kMin };
+/// kSumSquares: a sum of each element's square (sum_squares), the product
+/// rounded before the sum as a mul kernel rounds it.
+enum class ReduceOp : int32_t { kSum, kProd, kMax, kMin, kSumSquares };
 
 /// The element types the arithmetic kernels are instantiated for.
 bool isCudaArithmeticType(DType dtype); // f32 f16 bf16 f64 i32 i64
@@ -248,9 +250,11 @@ struct ReducePlan {
   /// `partials` (outNumel * slices * 8 bytes) and a second pass combines.
   int64_t slices = 1;
 };
-cudaError_t launchReduce(ReduceOp op, DType dtype, const ReducePlan &plan,
-                         const void *in, void *out, void *partials,
-                         cudaStream_t stream);
+/// `outType`: `dtype`, or f32 for an f16 or bf16 kSumSquares (the sum of
+/// the squares of its cast).
+cudaError_t launchReduce(ReduceOp op, DType dtype, DType outType,
+                         const ReducePlan &plan, const void *in, void *out,
+                         void *partials, cudaStream_t stream);
 
 /// argmax / argmin along the middle of [outer, size, inner] into i64 (NaN is
 /// the extreme; the first, or with `last` the last, extreme position).

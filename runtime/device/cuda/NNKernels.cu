@@ -318,7 +318,8 @@ __global__ void crossEntropyKernel(const S *logits, const I *labels,
 
 template <typename A> __device__ A reduceIdentity(ReduceOp op) {
   switch (op) {
-  case ReduceOp::kSum: return A(0);
+  case ReduceOp::kSum:
+  case ReduceOp::kSumSquares: return A(0);
   case ReduceOp::kProd: return A(1);
   case ReduceOp::kMax:
     return std::is_floating_point_v<A> ? A(-INFINITY)
@@ -331,12 +332,29 @@ template <typename A> __device__ A reduceIdentity(ReduceOp op) {
 }
 template <typename A> __device__ A reduceCombine(ReduceOp op, A a, A b) {
   switch (op) {
-  case ReduceOp::kSum: return a + b;
+  case ReduceOp::kSum:
+  case ReduceOp::kSumSquares: return a + b;
   case ReduceOp::kProd: return a * b;
   case ReduceOp::kMax: return (b > a || b != b) ? b : a;
   case ReduceOp::kMin: return (b < a || b != b) ? b : a;
   }
   return a;
+}
+
+/// What element `x` contributes: itself, or (kSumSquares) its square,
+/// rounded before any sum (no contraction into a fused multiply-add).
+template <typename S>
+__device__ __forceinline__ ComputeT<S> reduceElement(ReduceOp op, S x) {
+  using A = ComputeT<S>;
+  const A v = A(Elem<S>::load(x));
+  if (op != ReduceOp::kSumSquares)
+    return v;
+  if constexpr (std::is_same_v<A, float>)
+    return __fmul_rn(v, v);
+  else if constexpr (std::is_same_v<A, double>)
+    return __dmul_rn(v, v);
+  else
+    return v * v;
 }
 
 /// The input offset of output element `o` (kept dims, output order).
@@ -358,8 +376,8 @@ __device__ int64_t reducedOffset(const ReducePlan &p, int64_t k) {
 }
 
 /// rowTail: a warp per output over a contiguous row of reducedNumel.
-template <typename S>
-__global__ void reduceRowKernel(ReduceOp op, ReducePlan p, const S *in, S *out) {
+template <typename S, typename O>
+__global__ void reduceRowKernel(ReduceOp op, ReducePlan p, const S *in, O *out) {
   using A = ComputeT<S>;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t o = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -367,12 +385,12 @@ __global__ void reduceRowKernel(ReduceOp op, ReducePlan p, const S *in, S *out) 
     const S *row = in + keptOffset(p, o);
     A acc = reduceIdentity<A>(op);
     for (int64_t k = threadIdx.x % 32; k < p.reducedNumel; k += 32)
-      acc = reduceCombine(op, acc, A(Elem<S>::load(row[k])));
+      acc = reduceCombine(op, acc, reduceElement(op, row[k]));
 #pragma unroll
     for (int sh = 16; sh > 0; sh /= 2)
       acc = reduceCombine(op, acc, __shfl_xor_sync(0xffffffffu, acc, sh));
     if (threadIdx.x % 32 == 0)
-      out[o] = Elem<S>::store(acc);
+      out[o] = Elem<O>::store(acc);
   }
 }
 
@@ -398,7 +416,7 @@ __global__ void reduceRowSliceKernel(ReduceOp op, ReducePlan p, const S *in,
     const S *row = in + keptOffset(p, o);
     A acc = reduceIdentity<A>(op);
     for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x)
-      acc = reduceCombine(op, acc, A(Elem<S>::load(row[k])));
+      acc = reduceCombine(op, acc, reduceElement(op, row[k]));
 #pragma unroll
     for (int sh = 16; sh > 0; sh /= 2)
       acc = reduceCombine(op, acc, __shfl_xor_sync(0xffffffffu, acc, sh));
@@ -419,9 +437,9 @@ __global__ void reduceRowSliceKernel(ReduceOp op, ReducePlan p, const S *in,
 /// consecutive outputs (coalesced when the kept innermost dim is the
 /// input's innermost), threadIdx.y along the reduced elements of slice
 /// blockIdx.y. One slice writes the output; several write partial results.
-template <typename S>
+template <typename S, typename O>
 __global__ void reduceColumnKernel(ReduceOp op, ReducePlan p, const S *in,
-                                   S *out, ComputeT<S> *partial) {
+                                   O *out, ComputeT<S> *partial) {
   using A = ComputeT<S>;
   __shared__ A lanes[8][33];
   const int64_t s = blockIdx.y;
@@ -435,11 +453,11 @@ __global__ void reduceColumnKernel(ReduceOp op, ReducePlan p, const S *in,
       if (p.reducedRank == 1) {
         const int64_t stride = p.reducedStrides[0];
         for (int64_t k = begin + threadIdx.y; k < end; k += 8)
-          acc = reduceCombine(op, acc, A(Elem<S>::load(base[k * stride])));
+          acc = reduceCombine(op, acc, reduceElement(op, base[k * stride]));
       } else {
         for (int64_t k = begin + threadIdx.y; k < end; k += 8)
           acc = reduceCombine(op, acc,
-                              A(Elem<S>::load(base[reducedOffset(p, k)])));
+                              reduceElement(op, base[reducedOffset(p, k)]));
       }
     }
     lanes[threadIdx.y][threadIdx.x] = acc;
@@ -448,7 +466,7 @@ __global__ void reduceColumnKernel(ReduceOp op, ReducePlan p, const S *in,
       for (int j = 1; j < 8; ++j)
         acc = reduceCombine(op, acc, lanes[j][threadIdx.x]);
       if (p.slices == 1)
-        out[o] = Elem<S>::store(acc);
+        out[o] = Elem<O>::store(acc);
       else
         partial[s * p.outNumel + o] = acc;
     }
@@ -457,15 +475,15 @@ __global__ void reduceColumnKernel(ReduceOp op, ReducePlan p, const S *in,
 }
 
 /// The second pass: each output combines its slices in slice order.
-template <typename S>
+template <typename S, typename O>
 __global__ void reduceSlicesKernel(ReduceOp op, ReducePlan p,
-                                   const ComputeT<S> *partial, S *out) {
+                                   const ComputeT<S> *partial, O *out) {
   using A = ComputeT<S>;
   DTCC_GRID_LOOP(o, p.outNumel) {
     A acc = partial[o];
     for (int64_t s = 1; s < p.slices; ++s)
       acc = reduceCombine(op, acc, partial[s * p.outNumel + o]);
-    out[o] = Elem<S>::store(acc);
+    out[o] = Elem<O>::store(acc);
   }
 }
 
@@ -784,45 +802,60 @@ cudaError_t launchCrossEntropyGrad(DType dtype, DType labelType,
                             c, ignore, error, site, s);
 }
 
-cudaError_t launchReduce(ReduceOp op, DType dtype, const ReducePlan &plan,
-                         const void *in, void *out, void *partials,
-                         cudaStream_t s) {
+namespace {
+/// launchReduce with input S and output O.
+template <typename S, typename O>
+cudaError_t reduceAs(ReduceOp op, const ReducePlan &plan, const void *in,
+                     void *out, void *partials, cudaStream_t s) {
+  using A = ComputeT<S>;
+  static_assert(sizeof(A) <= 8, "partial results are 8-byte slots");
+  if (plan.outNumel == 0)
+    return cudaSuccess;
+  const S *is = static_cast<const S *>(in);
+  O *os = static_cast<O *>(out);
+  A *partial = static_cast<A *>(partials);
+  if (plan.slices > 1 && !partial)
+    return cudaErrorInvalidValue; // the plan's scratch was not bound
+  const DeviceLimits &limits = launchLimits();
+  if (plan.rowTail && plan.reducedNumel >= 32 && plan.slices == 1) {
+    LaunchConfig c = elementwiseLaunch(plan.outNumel * 32, limits);
+    reduceRowKernel<S, O><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan, is,
+                                                               os);
+  } else if (plan.rowTail && plan.slices > 1) {
+    const int64_t blocks = std::min<int64_t>(plan.outNumel * plan.slices,
+                                             int64_t(1) << 30);
+    reduceRowSliceKernel<S><<<unsigned(blocks), 256, 0, s>>>(op, plan, is,
+                                                             partial);
+  } else {
+    const int64_t tiles = std::min<int64_t>((plan.outNumel + 31) / 32,
+                                            int64_t(1) << 30);
+    reduceColumnKernel<S, O><<<dim3(unsigned(tiles), unsigned(plan.slices)),
+                               dim3(32, 8), 0, s>>>(op, plan, is, os, partial);
+  }
+  if (plan.slices > 1) {
+    LaunchConfig c = elementwiseLaunch(plan.outNumel, limits);
+    reduceSlicesKernel<S, O><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan,
+                                                                  partial, os);
+  }
+  return cudaGetLastError();
+}
+} // namespace
+
+cudaError_t launchReduce(ReduceOp op, DType dtype, DType outType,
+                         const ReducePlan &plan, const void *in, void *out,
+                         void *partials, cudaStream_t s) {
   cudaError_t err = cudaErrorInvalidValue;
   visitArithmetic(dtype, [&](auto tag) {
     using S = decltype(tag);
-    using A = ComputeT<S>;
-    static_assert(sizeof(A) <= 8, "partial results are 8-byte slots");
-    err = cudaSuccess;
-    if (plan.outNumel == 0)
-      return;
-    const S *is = static_cast<const S *>(in);
-    S *os = static_cast<S *>(out);
-    A *partial = static_cast<A *>(partials);
-    if (plan.slices > 1 && !partial) {
-      err = cudaErrorInvalidValue; // the plan's scratch was not bound
+    if (outType == dtype) {
+      err = reduceAs<S, S>(op, plan, in, out, partials, s);
       return;
     }
-    const DeviceLimits &limits = launchLimits();
-    if (plan.rowTail && plan.reducedNumel >= 32 && plan.slices == 1) {
-      LaunchConfig c = elementwiseLaunch(plan.outNumel * 32, limits);
-      reduceRowKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan, is, os);
-    } else if (plan.rowTail && plan.slices > 1) {
-      const int64_t blocks = std::min<int64_t>(plan.outNumel * plan.slices,
-                                               int64_t(1) << 30);
-      reduceRowSliceKernel<S><<<unsigned(blocks), 256, 0, s>>>(op, plan, is,
-                                                               partial);
-    } else {
-      const int64_t tiles = std::min<int64_t>((plan.outNumel + 31) / 32,
-                                              int64_t(1) << 30);
-      reduceColumnKernel<S><<<dim3(unsigned(tiles), unsigned(plan.slices)),
-                              dim3(32, 8), 0, s>>>(op, plan, is, os, partial);
-    }
-    if (plan.slices > 1) {
-      LaunchConfig c = elementwiseLaunch(plan.outNumel, limits);
-      reduceSlicesKernel<S><<<blocksOf(c), threadsOf(c), 0, s>>>(op, plan,
-                                                                 partial, os);
-    }
-    err = cudaGetLastError();
+    // f16 and bf16 squares summed into f32.
+    if constexpr (std::is_same_v<ComputeT<S>, float> &&
+                  !std::is_same_v<S, float>)
+      if (op == ReduceOp::kSumSquares && outType == DType::kF32)
+        err = reduceAs<S, float>(op, plan, in, out, partials, s);
   });
   return err;
 }

@@ -417,6 +417,58 @@ TEST_F(CudaKernels, Adamw) {
           kF32Tol);
 }
 
+/// A bf16 or f16 gradient of an f32 parameter (read without its cast, as
+/// dtcc-fold-optimizer-inputs makes the programs), as the CPU's kernel.
+TEST_F(CudaKernels, AdamwNarrowGradientsLikeTheCpu) {
+  Attrs a;
+  a.set("beta1", 0.9);
+  a.set("beta2", 0.95);
+  a.set("epsilon", 1e-8);
+  a.set("weight_decay", 0.1);
+  const int64_t n = 10000;
+  std::vector<float> v = randomValues(n, 29);
+  for (float &x : v)
+    x = std::fabs(x);
+  for (DType g : {DType::kBF16, DType::kF16})
+    compare("adamw", a,
+            {{DType::kF32, {n}, randomValues(n, 26)},
+             {g, {n}, randomValues(n, 27)},
+             {DType::kF32, {n}, randomValues(n, 28)},
+             {DType::kF32, {n}, v},
+             {DType::kF32, {1}, {1e-3f}},
+             {DType::kI64, {1}, {3}},
+             {DType::kF32, {1}, {0.5f}}},
+            {{DType::kF32, {n}, {}}, {DType::kF32, {n}, {}},
+             {DType::kF32, {n}, {}}},
+            kF32Tol);
+}
+
+/// sum_squares (a gradient's squared norm) against the CPU's: a whole
+/// tensor in slices, rows, columns; f32, bf16 into f32, f16 into f16.
+TEST_F(CudaKernels, SumSquaresLikeTheCpu) {
+  auto dims = [](std::vector<int64_t> d) {
+    Attrs a;
+    a.set("dims", d);
+    return a;
+  };
+  const std::vector<int64_t> big = {1024, 1000};
+  compare("sum_squares", dims({0, 1}),
+          {{DType::kF32, big, randomValues(1024 * 1000, 30)}},
+          {{DType::kF32, {}, {}}}, kF32Tol);
+  compare("sum_squares", dims({0, 1}),
+          {{DType::kBF16, big, randomValues(1024 * 1000, 31)}},
+          {{DType::kF32, {}, {}}}, kF32Tol);
+  compare("sum_squares", dims({1}),
+          {{DType::kF32, {64, 300}, randomValues(64 * 300, 32)}},
+          {{DType::kF32, {64}, {}}}, kF32Tol);
+  compare("sum_squares", dims({0}),
+          {{DType::kF32, {300, 64}, randomValues(300 * 64, 33)}},
+          {{DType::kF32, {64}, {}}}, kF32Tol);
+  compare("sum_squares", dims({0}),
+          {{DType::kF16, {50, 40}, randomValues(50 * 40, 34)}},
+          {{DType::kF16, {40}, {}}}, 1e-2);
+}
+
 std::vector<float> iotaValues(int64_t n, float from = 0) {
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i)

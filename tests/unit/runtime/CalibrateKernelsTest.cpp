@@ -93,14 +93,14 @@ TEST(CalibrateKernels, CoversTheZooTrainingPrograms) {
       "gt iota layer_norm layer_norm_grad log lr_schedule lt min mul neg not "
       "pad pow reciprocal reduce_max reduce_sum relu rms_norm rms_norm_grad "
       "scatter_add select sgd silu silu_grad sin slice softmax softmax_grad "
-      "sqrt sub transpose");
+      "sqrt sub sum_squares transpose");
   std::set<std::string> listed;
   for (const KernelCase &kase : kernelBenchCases())
     listed.insert(kase.kernel);
   int checked = 0;
   for (std::string kernel; expected >> kernel; ++checked)
     EXPECT_TRUE(listed.count(kernel)) << kernel << " is not timed";
-  EXPECT_EQ(checked, 49);
+  EXPECT_EQ(checked, 50);
 }
 
 TEST(CalibrateKernels, WorkloadsSayWhatIsTimed) {
@@ -112,9 +112,15 @@ TEST(CalibrateKernels, WorkloadsSayWhatIsTimed) {
   EXPECT_EQ(byName.at("cast").workload(),
             "512x512xf32 -> 512x512xbf16 and 512x512xbf16 -> 512x512xf32");
   EXPECT_EQ(byName.at("cast").elements(), int64_t(2) << 18);
+  // Bytes of every operand and result: 4 + 2 per element, both ways.
+  EXPECT_EQ(byName.at("cast").bytes(), int64_t(12) << 18);
+  EXPECT_EQ(byName.at("sum_squares").workload(),
+            "512x512xbf16 -> f32 {dims = [0, 1]}");
   EXPECT_EQ(byName.at("adamw").workload(),
             "4 x 512x512xf32, f32, i64, f32 -> in place {beta1 = 0.9, "
             "beta2 = 0.999, epsilon = 1e-08, weight_decay = 0.01}");
+  // adamw's in-place results counted again: 4 tensors read, 3 written.
+  EXPECT_EQ(byName.at("adamw").bytes(), (int64_t(7 * 4) << 18) + 4 + 8 + 4);
   EXPECT_EQ(byName.at("softmax").workload(),
             "16x4x64x64xf32 -> 16x4x64x64xf32 {dim = 3}");
   EXPECT_EQ(byName.at("transpose").workload(),

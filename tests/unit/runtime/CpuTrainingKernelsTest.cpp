@@ -1134,6 +1134,96 @@ TEST(CpuTrainingKernels, AdamwMatchesReferenceInPlaceAndNot) {
       }
 }
 
+TEST(CpuTrainingKernels, AdamwReadsANarrowGradientAsItsCast) {
+  // A bf16 or f16 gradient of an f32 parameter (mixed precision, read
+  // without its cast: dtcc-fold-optimizer-inputs) updates exactly as its
+  // f32 cast does, in place and not.
+  std::mt19937 rng(83);
+  const AdamwHyper h{0.9, 0.95, 1e-8, 0.1};
+  const std::vector<int64_t> shape = {3, 77};
+  for (DType narrow : {DType::kBF16, DType::kF16}) {
+    OptState init{randomTensor(rng, DType::kF32, shape, -1, 1),
+                  randomTensor(rng, DType::kF32, shape, -0.1, 0.1),
+                  randomTensor(rng, DType::kF32, shape, 0, 0.01)};
+    std::vector<Tensor> narrowGrads, wideGrads;
+    std::vector<double> lrs = {1e-2, 3e-3, 1e-3};
+    for (size_t k = 0; k < lrs.size(); ++k) {
+      Tensor g = randomTensor(rng, narrow, shape, -2, 2);
+      Tensor w(DType::kF32, shape);
+      for (int64_t i = 0; i < g.numel(); ++i)
+        w.set(i, g.get(i));
+      narrowGrads.push_back(std::move(g));
+      wideGrads.push_back(std::move(w));
+    }
+    for (bool inPlace : {true, false}) {
+      OptState a = runAdamw(init, narrowGrads, lrs, 0.5, h, inPlace);
+      OptState b = runAdamw(init, wideGrads, lrs, 0.5, h, inPlace);
+      EXPECT_TRUE(tensorsClose(a.param, b.param, 0, 0)) << dtypeName(narrow);
+      EXPECT_TRUE(tensorsClose(a.m, b.m, 0, 0)) << dtypeName(narrow);
+      EXPECT_TRUE(tensorsClose(a.v, b.v, 0, 0)) << dtypeName(narrow);
+    }
+  }
+  // An f64 parameter takes an f64 gradient only.
+  Tensor p(DType::kF64, {4}), g(DType::kBF16, {4}), m(DType::kF64, {4}),
+      v(DType::kF64, {4}), lr = scalar(DType::kF32, 0.1),
+                           step = scalar(DType::kI64, 1),
+                           scale = scalar(DType::kF32, 1);
+  EXPECT_FALSE(runKernel("adamw",
+                         {p.view(), g.view(), m.view(), v.view(), lr.view(),
+                          step.view(), scale.view()},
+                         {p.view(), m.view(), v.view()}, adamwAttrs(h))
+                   .isOk());
+}
+
+TEST(CpuTrainingKernels, SumSquaresIsReduceSumOfTheProduct) {
+  // sum_squares equals reduce_sum(mul(x, x)) bit for bit on f32 (the same
+  // tree; long rows split over threads), over every dimension and some;
+  // of bf16 into f32 it equals the f32 reduction of its cast's products.
+  std::mt19937 rng(84);
+  for (const std::vector<int64_t> &shape :
+       std::vector<std::vector<int64_t>>{{5, 67}, {3, 1 << 17}, {1000}}) {
+    Tensor x = randomTensor(rng, DType::kF32, shape, -3, 3);
+    Tensor sq(DType::kF32, shape);
+    ASSERT_TRUE(runKernel("mul", {x.view(), x.view()}, {sq.view()}).isOk());
+    std::vector<int64_t> all;
+    for (size_t d = 0; d < shape.size(); ++d)
+      all.push_back(int64_t(d));
+    Attrs dims;
+    dims.set("dims", all);
+    Tensor want(DType::kF32, {}), got(DType::kF32, {});
+    ASSERT_TRUE(runKernel("reduce_sum", {sq.view()}, {want.view()}, dims).isOk());
+    ASSERT_TRUE(runKernel("sum_squares", {x.view()}, {got.view()}, dims).isOk());
+    EXPECT_EQ(got.get(0), want.get(0)) << shape.size();
+    if (shape.size() == 2) {
+      // Over the rows only.
+      Attrs rows;
+      rows.set("dims", std::vector<int64_t>{0});
+      Tensor w(DType::kF32, {shape[1]}), r(DType::kF32, {shape[1]});
+      ASSERT_TRUE(runKernel("reduce_sum", {sq.view()}, {w.view()}, rows).isOk());
+      ASSERT_TRUE(runKernel("sum_squares", {x.view()}, {r.view()}, rows).isOk());
+      EXPECT_TRUE(tensorsClose(r, w, 0, 0));
+    }
+    Tensor h = randomTensor(rng, DType::kBF16, shape, -3, 3);
+    Tensor hw(DType::kF32, shape), hsq(DType::kF32, shape);
+    for (int64_t i = 0; i < h.numel(); ++i)
+      hw.set(i, h.get(i));
+    ASSERT_TRUE(runKernel("mul", {hw.view(), hw.view()}, {hsq.view()}).isOk());
+    Tensor hwant(DType::kF32, {}), hgot(DType::kF32, {});
+    ASSERT_TRUE(
+        runKernel("reduce_sum", {hsq.view()}, {hwant.view()}, dims).isOk());
+    ASSERT_TRUE(
+        runKernel("sum_squares", {h.view()}, {hgot.view()}, dims).isOk());
+    EXPECT_EQ(hgot.get(0), hwant.get(0));
+  }
+  // Integers are not summed as squares; an f32 operand gives f32.
+  Tensor i(DType::kI32, {4}), o(DType::kI32, {}), f(DType::kF32, {4}),
+      d(DType::kF64, {});
+  Attrs dims;
+  dims.set("dims", std::vector<int64_t>{0});
+  EXPECT_FALSE(runKernel("sum_squares", {i.view()}, {o.view()}, dims).isOk());
+  EXPECT_FALSE(runKernel("sum_squares", {f.view()}, {d.view()}, dims).isOk());
+}
+
 TEST(CpuTrainingKernels, AdamwFirstStepMovesByLr) {
   // With m = v = 0 and no decay, step 1 moves every parameter by
   // lr * g / (|g| + eps): about lr * sign(g).
