@@ -24,7 +24,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <tuple>
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -103,18 +105,34 @@ StatusOr<AttentionScratch> requestAttentionScratch(const KernelContext &ctx,
 }
 
 #ifdef DTCC_HAVE_CUDNN
-/// cuDNN's plan of the call, or null where dtcc's own kernels run it (the
-/// reason in `why` when DTCC_CUDA_ATTENTION=cudnn asks for an error).
+/// The device's cuDNN attention: its handle, made at the first call cuDNN
+/// takes, and the plans made so far, one per distinct call and workspace
+/// (a model's layers share theirs; a plan holds no buffers), cuDNN's
+/// refusals included.
+struct CudnnAttentionState {
+  using Key = std::tuple<DType, int64_t, int64_t, int64_t, int64_t, double,
+                         bool, bool, int64_t>;
+  struct Made {
+    std::shared_ptr<CudnnAttentionPlan> plan;
+    Status refused = Status::ok();
+  };
+  CudnnHandle handle;
+  std::map<Key, Made> plans;
+};
+
+/// cuDNN's plan of the call, or null where dtcc's own kernels run it
+/// (DTCC_CUDA_ATTENTION=own, a call cuDNN is not asked for, or one it
+/// refuses; DTCC_CUDA_ATTENTION=cudnn makes a refusal an error).
 StatusOr<std::shared_ptr<CudnnAttentionPlan>>
-cudnnPlanFor(CudaDevice &dev, CudnnHandle &handle, const KernelContext &ctx,
-             const AttentionShape &p, const AttentionScratch &scratch,
-             bool backward) {
+cudnnPlanFor(CudaDevice &dev, CudnnAttentionState &state,
+             const KernelContext &ctx, const AttentionShape &p,
+             const AttentionScratch &scratch, bool backward) {
   const char *env = std::getenv("DTCC_CUDA_ATTENTION");
   const bool own = env && std::strcmp(env, "own") == 0;
   const bool required = env && std::strcmp(env, "cudnn") == 0;
   if (own || scratch.workspaceBytes == 0)
     return std::shared_ptr<CudnnAttentionPlan>();
-  DTCC_RETURN_IF_ERROR(handle.ensure(dev.computeStream()));
+  DTCC_RETURN_IF_ERROR(state.handle.ensure(dev.computeStream()));
   CudnnAttentionCall call;
   call.dtype = p.dtype;
   call.batch = p.batch;
@@ -124,12 +142,26 @@ cudnnPlanFor(CudaDevice &dev, CudnnHandle &handle, const KernelContext &ctx,
   call.scale = p.scale;
   call.causal = p.causal;
   call.backward = backward;
-  auto plan = planCudnnAttention(handle.handle, call, scratch.workspaceBytes);
-  if (plan.isOk())
-    return plan;
+  const CudnnAttentionState::Key key{call.dtype,   call.batch, call.sq,
+                                     call.sk,      call.d,     call.scale,
+                                     call.causal,  backward,
+                                     scratch.workspaceBytes};
+  auto found = state.plans.find(key);
+  if (found == state.plans.end()) {
+    CudnnAttentionState::Made made;
+    auto plan = planCudnnAttention(state.handle.handle, call,
+                                   scratch.workspaceBytes);
+    if (plan.isOk())
+      made.plan = plan.value();
+    else
+      made.refused = plan.status();
+    found = state.plans.emplace(key, std::move(made)).first;
+  }
+  if (found->second.plan)
+    return found->second.plan;
   if (required)
-    return plan.status().withContext(errorPrefix(ctx) +
-                                     "DTCC_CUDA_ATTENTION=cudnn");
+    return found->second.refused.withContext(errorPrefix(ctx) +
+                                             "DTCC_CUDA_ATTENTION=cudnn");
   return std::shared_ptr<CudnnAttentionPlan>();
 }
 #endif
@@ -150,15 +182,15 @@ StatusOr<KernelFn> buildAttention(CudaDevice &dev,
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
 #ifdef DTCC_HAVE_CUDNN
-  auto handle = std::static_pointer_cast<CudnnHandle>(cudnn);
+  auto state = std::static_pointer_cast<CudnnAttentionState>(cudnn);
   DTCC_ASSIGN_OR_RETURN(auto plan,
-                        cudnnPlanFor(dev, *handle, ctx, p, scratch, false));
+                        cudnnPlanFor(dev, *state, ctx, p, scratch, false));
   if (plan) {
     const ScratchSlot ws = scratch.workspace;
     return KernelFn([=]() -> Status {
       if (workspaceBytes(*plan) > 0 && !ws.get())
         return unreserved(prefix);
-      return runCudnnAttention(handle->handle, *plan, q, k, v, out, lse,
+      return runCudnnAttention(state->handle.handle, *plan, q, k, v, out, lse,
                                ws.get())
           .withContext(prefix);
     });
@@ -194,15 +226,16 @@ StatusOr<KernelFn> buildAttentionGrad(CudaDevice &dev,
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
 #ifdef DTCC_HAVE_CUDNN
-  auto handle = std::static_pointer_cast<CudnnHandle>(cudnn);
+  auto state = std::static_pointer_cast<CudnnAttentionState>(cudnn);
   DTCC_ASSIGN_OR_RETURN(auto plan,
-                        cudnnPlanFor(dev, *handle, ctx, p, scratch, true));
+                        cudnnPlanFor(dev, *state, ctx, p, scratch, true));
   if (plan) {
     const ScratchSlot ws = scratch.workspace;
     return KernelFn([=]() -> Status {
       if (!rowDot.get() || (workspaceBytes(*plan) > 0 && !ws.get()))
         return unreserved(prefix);
-      return runCudnnAttentionGrad(handle->handle, *plan, q, k, v, o, lse,
+      return runCudnnAttentionGrad(state->handle.handle, *plan, q, k, v, o,
+                                   lse,
                                    dout, dq, dk, dv, rowDot.as<float>(),
                                    ws.get())
           .withContext(prefix);
@@ -225,10 +258,9 @@ StatusOr<KernelFn> buildAttentionGrad(CudaDevice &dev,
 void registerCudaAttentionKernels(KernelRegistry &registry,
                                   CudaDevice &device) {
   CudaDevice *d = &device;
-  // One cuDNN handle for the device's attention kernels, made at the first
-  // call cuDNN takes.
+  // The device's cuDNN attention (handle and plans), shared by the calls.
 #ifdef DTCC_HAVE_CUDNN
-  std::shared_ptr<void> cudnn = std::make_shared<CudnnHandle>();
+  std::shared_ptr<void> cudnn = std::make_shared<CudnnAttentionState>();
 #else
   std::shared_ptr<void> cudnn;
 #endif
