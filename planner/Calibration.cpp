@@ -649,21 +649,20 @@ StatusOr<ClusterSpec> calibratedGpuCluster(const GpuCalibrationData &data,
   c.device.kernelByteSeconds.clear();
   const std::string kernelSustained = sustainedHow(data.kernelWindowSeconds);
   for (const KernelSample &k : data.kernels) {
-    c.device.kernelSeconds[k.kernel] = gpuMeasured(
-        k.seconds / double(k.elements),
-        strCat("dtcc's CUDA ", k.kernel, " kernel on ", k.workload, on, ", ",
-               kernelSustained, ": ", formatSeconds(k.seconds),
-               " per call over ", k.elements,
-               " elements (its largest operand or result)"),
-        data);
-    if (k.bytes > 0)
-      c.device.kernelByteSeconds[k.kernel] = gpuMeasured(
-          k.seconds / double(k.bytes),
-          strCat("dtcc's CUDA ", k.kernel, " kernel on ", k.workload, on,
-                 ", ", kernelSustained, ": ", formatSeconds(k.seconds),
-                 " per call over ", k.bytes,
-                 " bytes (its operands and results)"),
+    // The sample's seconds per call over `count` of `what`.
+    auto rate = [&](int64_t count, const char *what) {
+      return gpuMeasured(
+          k.seconds / double(count),
+          strCat("dtcc's CUDA ", k.kernel, " kernel on ", k.workload, on, ", ",
+                 kernelSustained, ": ", formatSeconds(k.seconds),
+                 " per call over ", count, what),
           data);
+    };
+    c.device.kernelSeconds[k.kernel] =
+        rate(k.elements, " elements (its largest operand or result)");
+    if (k.bytes > 0)
+      c.device.kernelByteSeconds[k.kernel] =
+          rate(k.bytes, " bytes (its operands and results)");
   }
 
   // Memory.

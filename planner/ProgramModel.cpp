@@ -354,9 +354,9 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   }
   // Lookups work per looked-up element, not per element of the table they
   // read (gather) or add into (scatter_add: its updates).
-  if ((kernel == "gather" || kernel == "gather_elements" ||
-       kernel == "gather_nd") &&
-      inst.outputs_size() == 1)
+  const bool gather = kernel == "gather" || kernel == "gather_elements" ||
+                      kernel == "gather_nd";
+  if (gather && inst.outputs_size() == 1)
     elements = numel(program.buffers(inst.outputs(0)));
   if (kernel == "scatter_add" && inst.inputs_size() >= 2) {
     elements = 0;
@@ -384,11 +384,10 @@ double instructionSeconds(const Program &program, const Instruction &inst,
       (device.memoryBandwidth.value * device.memoryEfficiency.value);
   // A GPU kernel's measured rate per byte where it has one (every kernel
   // but the products is bound by memory there, so a bf16 instruction takes
-  // about half an f32 one's time), else its rate per element.
-  const bool ownElements = kernel == "gather" ||
-                           kernel == "gather_elements" ||
-                           kernel == "gather_nd" || kernel == "scatter_add" ||
-                           kernel == "top_k";
+  // about half an f32 one's time), else its rate per element; the lookups
+  // and top_k keep their own counts (above).
+  const bool ownElements =
+      gather || kernel == "scatter_add" || kernel == "top_k";
   auto perByte = device.kernelByteSeconds.find(kernel);
   if (!ownElements && perByte != device.kernelByteSeconds.end())
     return std::max(memory, double(bytes) * perByte->second.value) + overhead;

@@ -12,7 +12,6 @@
 
 #include "dialects/Graph/IR/GraphOps.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -39,36 +38,39 @@ Value narrowSource(Value v) {
 }
 
 /// reduce_sum(mul(x, x)) over every dimension, the product used only there:
-/// sum_squares of x, or of the narrow tensor x is a cast of.
-bool foldSquares(graph::ReduceSumOp sum) {
+/// sum_squares of x, or of the narrow tensor x is a cast of. Returns the x
+/// it no longer reads through the product (null: nothing folded).
+Value foldSquares(graph::ReduceSumOp sum) {
   auto mul = sum.getOperand().getDefiningOp<graph::MulOp>();
   if (!mul || mul.getLhs() != mul.getRhs() || !mul->hasOneUse())
-    return false;
+    return Value();
   auto type = cast<RankedTensorType>(mul.getType());
   if ((int64_t)sum.getDims().size() != type.getRank() ||
       !isa<FloatType>(type.getElementType()))
-    return false;
-  Value x = mul.getLhs();
+    return Value();
+  Value x = mul.getLhs(), read = x;
   if (Value narrow = narrowSource(x))
-    x = narrow;
+    read = narrow;
   OpBuilder b(sum);
   auto squares = graph::SumSquaresOp::create(b, sum.getLoc(), sum.getType(),
-                                             x, sum.getDimsAttr());
+                                             read, sum.getDimsAttr());
   sum.getResult().replaceAllUsesWith(squares.getResult());
   sum.erase();
   mul.erase();
-  return true;
+  return x;
 }
 
-/// adamw's gradient: the narrow tensor it is a cast of.
-bool foldAdamwGrad(graph::AdamwOp adam) {
+/// adamw's gradient: the narrow tensor it is a cast of. Returns the cast
+/// gradient it no longer reads (null: nothing folded).
+Value foldAdamwGrad(graph::AdamwOp adam) {
   if (!adam.getParam().getType().getElementType().isF32())
-    return false;
-  Value narrow = narrowSource(adam.getGrad());
+    return Value();
+  Value grad = adam.getGrad();
+  Value narrow = narrowSource(grad);
   if (!narrow)
-    return false;
+    return Value();
   adam.getGradMutable().assign(narrow);
-  return true;
+  return grad;
 }
 
 struct FoldOptimizerInputsPass
@@ -82,22 +84,16 @@ struct FoldOptimizerInputsPass
       else if (auto a = dyn_cast<graph::AdamwOp>(op))
         updates.push_back(a);
     });
+    // The casts the folds stopped reading, erased once nothing does.
     llvm::SetVector<Operation *> casts;
     auto noteCast = [&](Value v) {
-      if (auto c = v.getDefiningOp<graph::CastOp>())
+      if (auto c = v ? v.getDefiningOp<graph::CastOp>() : nullptr)
         casts.insert(c);
     };
-    for (graph::ReduceSumOp s : sums) {
-      auto mul = s.getOperand().getDefiningOp<graph::MulOp>();
-      Value x = mul ? mul.getLhs() : Value();
-      if (foldSquares(s) && x)
-        noteCast(x);
-    }
-    for (graph::AdamwOp a : updates) {
-      Value g = a.getGrad();
-      if (foldAdamwGrad(a))
-        noteCast(g);
-    }
+    for (graph::ReduceSumOp s : sums)
+      noteCast(foldSquares(s));
+    for (graph::AdamwOp a : updates)
+      noteCast(foldAdamwGrad(a));
     for (Operation *c : casts)
       if (c->use_empty())
         c->erase();

@@ -82,9 +82,9 @@ def main():
         else:
             arena_tol = max(0.01 * m["plannedArenaBytes"], m.get("plannedArenaBytesPrecision", 0))
             notes.append("plan %.3f GB vs %.3f GB planned" % (plan / 1e9, m["plannedArenaBytes"] / 1e9))
-        if "plannedArenaBytes" in m and abs(plan - m["plannedArenaBytes"]) > arena_tol:
-            failures.append("%s: static plan predicted %d B, the runtime planned %d B" % (
-                rid, plan, m["plannedArenaBytes"]))
+            if abs(plan - m["plannedArenaBytes"]) > arena_tol:
+                failures.append("%s: static plan predicted %d B, the runtime planned %d B" % (
+                    rid, plan, m["plannedArenaBytes"]))
         if "cudaMallocPeakBytes" in m and abs(plan - m["cudaMallocPeakBytes"]) > 0.01 * m["cudaMallocPeakBytes"]:
             failures.append("%s: static plan predicted %d B, cudaMalloc peak %d B" % (
                 rid, plan, m["cudaMallocPeakBytes"]))

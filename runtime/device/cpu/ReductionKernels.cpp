@@ -416,25 +416,21 @@ template <typename R> StatusOr<KernelFn> buildReduce(const KernelContext &ctx) {
       shape.push_back(in.shape[d]);
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
   DTCC_ASSIGN_OR_RETURN(ReducePlan plan, planReduce(ctx, in.shape, reduced));
+  // Squares of floats only.
+  constexpr TypeSet kTypes = IsSquares<R>::value ? kSetFloats : kSetNumeric;
   KernelFn fn;
-  if constexpr (IsSquares<R>::value) {
-    if (!visitDType<kSetFloats>(in.dtype, [&](auto tag) {
-          using S = typename decltype(tag)::type;
-          if constexpr (!std::is_same_v<S, float> && !std::is_same_v<S, double>)
-            if (widened) {
-              fn = makeReduce<R, S, float>(plan, in.as<const S>(),
-                                           out.as<float>());
-              return;
-            }
-          fn = makeReduce<R, S>(plan, in.as<const S>(), out.as<S>());
-        }))
-      return unsupportedDType(ctx, in.dtype, kSetFloats);
-  } else if (!visitDType<kSetNumeric>(in.dtype, [&](auto tag) {
-               using S = typename decltype(tag)::type;
-               fn = makeReduce<R, S>(plan, in.as<const S>(), out.as<S>());
-             })) {
-    return unsupportedDType(ctx, in.dtype, kSetNumeric);
-  }
+  if (!visitDType<kTypes>(in.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        if constexpr (IsSquares<R>::value && (std::is_same_v<S, Half> ||
+                                              std::is_same_v<S, BFloat16>))
+          if (widened) {
+            fn = makeReduce<R, S, float>(plan, in.as<const S>(),
+                                         out.as<float>());
+            return;
+          }
+        fn = makeReduce<R, S>(plan, in.as<const S>(), out.as<S>());
+      }))
+    return unsupportedDType(ctx, in.dtype, kTypes);
   return fn;
 }
 

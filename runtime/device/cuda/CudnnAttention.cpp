@@ -383,24 +383,6 @@ StatusOr<bool> nondeterministic(cudnnBackendDescriptor_t cfg) {
   return false;
 }
 
-/// The global index of `cfg`'s engine (-1 if cuDNN does not say).
-int64_t engineIndex(cudnnBackendDescriptor_t cfg) {
-  cudnnBackendDescriptor_t engine = nullptr;
-  if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) !=
-      CUDNN_STATUS_SUCCESS)
-    return -1;
-  Desc keep(engine, [](void *p) { cudnnBackendDestroyDescriptor(p); });
-  int64_t n = 0, index = -1;
-  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                               &engine) != CUDNN_STATUS_SUCCESS ||
-      cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
-                               CUDNN_TYPE_INT64, 1, &n,
-                               &index) != CUDNN_STATUS_SUCCESS)
-    return -1;
-  return index;
-}
-
 } // namespace
 
 class CudnnAttentionPlan {
@@ -409,7 +391,6 @@ public:
   std::vector<Desc> descriptors; ///< the graph's, alive with the plan
   Desc plan;
   int64_t workspace = 0;
-  std::string engine;
 };
 
 StatusOr<std::shared_ptr<CudnnAttentionPlan>>
@@ -503,7 +484,6 @@ planCudnnAttention(cudnnHandle_t handle, const CudnnAttentionCall &call,
                               cfgs.end());
       out->plan = plan;
       out->workspace = workspace;
-      out->engine = strCat("cuDNN engine ", engineIndex(cfg));
       return out;
     }
   }
@@ -517,8 +497,6 @@ planCudnnAttention(cudnnHandle_t handle, const CudnnAttentionCall &call,
 int64_t workspaceBytes(const CudnnAttentionPlan &plan) {
   return plan.workspace;
 }
-
-std::string engineName(const CudnnAttentionPlan &plan) { return plan.engine; }
 
 namespace {
 

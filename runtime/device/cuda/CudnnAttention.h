@@ -50,9 +50,8 @@ StatusOr<std::shared_ptr<CudnnAttentionPlan>>
 planCudnnAttention(cudnnHandle_t handle, const CudnnAttentionCall &call,
                    int64_t workspaceCap);
 
-/// The plan's workspace in bytes, and the engine it runs (for messages).
+/// The plan's workspace in bytes.
 int64_t workspaceBytes(const CudnnAttentionPlan &plan);
-std::string engineName(const CudnnAttentionPlan &plan);
 
 /// q, k, v -> out, lse on the handle's stream.
 Status runCudnnAttention(cudnnHandle_t handle, const CudnnAttentionPlan &plan,
