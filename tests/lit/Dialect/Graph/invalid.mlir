@@ -562,3 +562,45 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
 // expected-error @+1 {{expected 'dgraph.model' to be a string on the module, got 1 : i64}}
 module attributes {dgraph.model = 1 : i64} {
 }
+
+// -----
+
+// Tests that adamw takes a narrower gradient only of an f32 parameter.
+func.func @f(%p: tensor<4xf64>, %g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{expected a gradient of element type 'f64', got 'f32'}}
+  %a:3 = dgraph.adamw %p, %g, %p, %p, %lr, %s, %lr {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.0} : tensor<4xf64>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<4xf32>, %g: tensor<4xf64>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // expected-error @+1 {{expected a gradient of element type 'f32' (or bf16, f16), got 'f64'}}
+  %a:3 = dgraph.adamw %p, %g, %p, %p, %lr, %s, %lr {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.0} : tensor<4xf32>, tensor<4xf64>
+  return
+}
+
+// -----
+
+// Tests sum_squares' dims, result shape and result type.
+func.func @f(%x: tensor<4x8xbf16>) {
+  // expected-error @+1 {{expected distinct dims in [0, 2), got 2}}
+  %s = dgraph.sum_squares %x, dims = [2] : (tensor<4x8xbf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xbf16>) {
+  // expected-error @+1 {{expected a result of the operand's shape without dims, got 'tensor<8xf32>'}}
+  %s = dgraph.sum_squares %x, dims = [1] : (tensor<4x8xbf16>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{expected a result of element type 'f32', got 'f64'}}
+  %s = dgraph.sum_squares %x, dims = [0, 1] : (tensor<4x8xf32>) -> tensor<f64>
+  return
+}

@@ -183,3 +183,20 @@ func.func @dropout(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
   %b, %bm = dgraph.dropout %x, %s, %o {global_shape = array<i64: 4, 8>, ratio = 0.5 : f32, seed = 1} : (tensor<2x8xf32>, tensor<i64>, tensor<2xi64>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
   return
 }
+
+// -----
+
+// Tests that adamw prints a narrow gradient's type (and only then) and that
+// sum_squares round-trips, f32 from bf16 too.
+// CHECK-LABEL: func.func @optimizer_inputs
+func.func @optimizer_inputs(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<4xbf16>, %lr: tensor<f32>, %s: tensor<i64>) {
+  // CHECK: dgraph.adamw {{.*}} : tensor<4xf32>{{$}}
+  %a:3 = dgraph.adamw %p, %g, %p, %p, %lr, %s, %lr {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.0} : tensor<4xf32>
+  // CHECK: dgraph.adamw {{.*}} : tensor<4xf32>, tensor<4xbf16>{{$}}
+  %b:3 = dgraph.adamw %p, %h, %p, %p, %lr, %s, %lr {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.0} : tensor<4xf32>, tensor<4xbf16>
+  // CHECK: dgraph.sum_squares %{{.*}}, dims = [0] : (tensor<4xbf16>) -> tensor<f32>
+  %q = dgraph.sum_squares %h, dims = [0] : (tensor<4xbf16>) -> tensor<f32>
+  // CHECK: dgraph.sum_squares %{{.*}}, dims = [0] : (tensor<4xbf16>) -> tensor<bf16>
+  %r = dgraph.sum_squares %h, dims = [0] : (tensor<4xbf16>) -> tensor<bf16>
+  return
+}
