@@ -1341,6 +1341,7 @@ planning::Plan compilerPlanOf(const Plan &plan) {
   out.recomputeLayers = plan.recomputeLayers;
   out.sequenceParallel = plan.sequenceParallel;
   out.offload = offloadName(plan.offload);
+  out.halfGradReduce = plan.halfGradReduce;
   return out;
 }
 

@@ -134,6 +134,8 @@ std::string Plan::summary() const {
     os << ", sequence parallel";
   if (offload != Offload::kNone)
     os << ", offload " << offloadName(offload);
+  if (halfGradReduce)
+    os << ", gradients reduced in " << dtypeName(dtype.compute);
   return os.str();
 }
 
@@ -145,6 +147,7 @@ bool Plan::operator==(const Plan &o) const {
          virtualStages == o.virtualStages && recompute == o.recompute &&
          recomputeLayers == o.recomputeLayers &&
          sequenceParallel == o.sequenceParallel && offload == o.offload &&
+         halfGradReduce == o.halfGradReduce &&
          dtype.compute == o.dtype.compute && dtype.params == o.dtype.params &&
          dtype.grads == o.dtype.grads &&
          dtype.masterWeights == o.dtype.masterWeights &&
@@ -321,6 +324,8 @@ Json planToJson(const Plan &p) {
   j.set("recomputeLayers", p.recomputeLayers);
   j.set("sequenceParallel", p.sequenceParallel);
   j.set("offload", offloadName(p.offload));
+  if (p.halfGradReduce)
+    j.set("gradReduce", "half");
   j.set("dtype", dtypePolicyToJson(p.dtype));
   if (!p.megatronOrder()) {
     Json order = Json::array();
@@ -415,6 +420,11 @@ StatusOr<Plan> planFromJson(const Json &j) {
                                        "(and cp at most once)");
         p.order.push_back(axis.asString());
       }
+    } else if (key == "gradReduce") {
+      if (!value.isString() ||
+          (value.asString() != "half" && value.asString() != "fp32"))
+        return invalidArgument(path, ": expected \"fp32\" or \"half\"");
+      p.halfGradReduce = value.asString() == "half";
     } else if (key == "sequenceParallel") {
       if (!value.isBool())
         return invalidArgument(path, ": expected a boolean");

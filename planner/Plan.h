@@ -94,6 +94,12 @@ struct Plan {
   int64_t recomputeLayers = 0;
   bool sequenceParallel = false;
   Offload offload = Offload::kNone;
+  /// Weight gradients summed over dp and cp at the compute type before they
+  /// are widened to fp32 (FSDP's reduce_dtype = param_dtype), instead of
+  /// widened first (the default, as Megatron-LM and FSDP's reduce_dtype
+  /// float32); a plan file's `gradReduce`: "half" or "fp32". The compiler
+  /// takes it with micro-batches only under ZeRO-2/3 without pp.
+  bool halfGradReduce = false;
   DTypePolicy dtype;
   /// The mesh axes in rank order, outermost first (ranks lie row-major, the
   /// last axis fastest): Megatron-LM's pp, dp, tp by default; a user's

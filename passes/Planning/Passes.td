@@ -39,7 +39,8 @@ def PlanSet : Pass<"dtcc-plan-set", "mlir::ModuleOp"> {
     schedule other than gpipe, 1f1b, interleaved and zb-h1, virtual stages
     without interleaved, recomputation other than none, selective and full,
     recompute layers without full, offload other than none and optimizer,
-    a layout that is not NAME=rows|cols|whole, and a variable the module
+    grad-reduce other than fp32 and half, grad-reduce half with more than
+    one micro-batch below ZeRO-2 or with pp, a layout that is not NAME=rows|cols|whole, and a variable the module
     does not have.
   }];
   let options = [
@@ -63,6 +64,10 @@ def PlanSet : Pass<"dtcc-plan-set", "mlir::ModuleOp"> {
            "sequence">,
     Option<"offload", "offload", "std::string", "\"none\"",
            "Training state in host memory: none or optimizer">,
+    Option<"gradReduce", "grad-reduce", "std::string", "\"fp32\"",
+           "Type the weight gradients are summed over dp and cp in under "
+           "mixed precision: fp32 (widened first) or half (the compute "
+           "type; with micro-batches only under ZeRO-2/3 without pp)">,
     ListOption<"layouts", "layouts", "std::string",
                "Tensor-parallel layouts that replace the Megatron-style "
                "choice: NAME=rows|cols|whole for 2-D weights">,

@@ -69,7 +69,7 @@ FailureOr<PlanAttr> dtcc::planning::planToAttr(MLIRContext *ctx,
       emitError, ctx, shard::meshAttr(plan.mesh, ctx), int64_t(plan.zero),
       plan.microBatches, *schedule, plan.virtualStages, *recompute,
       plan.recomputeLayers, plan.sequenceParallel, *offload,
-      layouts.getDictionary(ctx));
+      plan.halfGradReduce, layouts.getDictionary(ctx));
   if (!attr) {
     error = message;
     return failure();
@@ -97,6 +97,7 @@ dtcc::planning::Plan dtcc::planning::planFromAttr(PlanAttr attr) {
   plan.recomputeLayers = attr.getRecomputeLayers();
   plan.sequenceParallel = attr.getSequenceParallel();
   plan.offload = stringifyOffload(attr.getOffload()).str();
+  plan.halfGradReduce = attr.getHalfGradReduce();
   for (NamedAttribute l : attr.getLayouts())
     if (auto s = dyn_cast<StringAttr>(l.getValue()))
       plan.layouts.push_back((l.getName().getValue() + "=" + s.getValue()).str());
@@ -190,6 +191,15 @@ struct PlanSetPass : public dtcc::planning::impl::PlanSetBase<PlanSetPass> {
       plan.sequenceParallel = sequenceParallel;
     if (offload.hasValue() || !old)
       plan.offload = offload;
+    if (gradReduce.hasValue() || !old) {
+      if (gradReduce != "fp32" && gradReduce != "half") {
+        module.emitError("invalid plan: expected grad-reduce fp32 or half, "
+                         "got '")
+            << gradReduce.getValue() << "'";
+        return signalPassFailure();
+      }
+      plan.halfGradReduce = gradReduce == "half";
+    }
     if (layouts.hasValue() || !old)
       plan.layouts.assign(layouts.begin(), layouts.end());
     std::string error;

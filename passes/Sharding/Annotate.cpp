@@ -145,6 +145,8 @@ struct ShardAnnotatePass
                        plan.getPipelineStages() == 1);
     if (dpSize > 1 && zero < 2 && plan.getAccumulationSteps() > 1)
       accumulatePartialSums(module, dp);
+    if (plan.getHalfGradReduce())
+      reduceGradientsAtComputeType(module);
     if (plan.getSequenceParallel() && meshAttr.getSize("tp") <= 1) {
       module.emitError("sequence parallelism splits the sequence over tp: "
                        "expected a mesh with tp > 1, got ")
@@ -515,6 +517,70 @@ struct ShardAnnotatePass
       if (!llvm::is_contained(partial, dp))
         partial.push_back(dp);
       var->setAttr(kShardingAttr, ShardingAttr::get(ctx, s.getDims(), partial));
+    }
+  }
+
+  /// `grad_reduce = half`: a weight gradient that mixed precision widens
+  /// just before it is used (a bf16 sum, then the cast to the fp32 master
+  /// gradient) is laid out as its user reads it before the cast, so that
+  /// its sums over dp and cp (and a sequence-parallel norm's over tp)
+  /// resolve at the compute type, half the bytes, and the cast widens the
+  /// local part. Its user is the optimizer (one micro-batch: without ZeRO
+  /// an all-reduce of the bf16 gradient, with ZeRO a reduce-scatter of it
+  /// into the parameter's part, where annotateZero's constraint after the
+  /// cast then finds it), or, with accumulated micro-batches under ZeRO-2
+  /// and 3, the add into its split accumulator (each micro-batch's
+  /// reduce-scatter in bf16). Accumulators of partial sums (below ZeRO-2)
+  /// are summed once per step, in fp32, and stay so.
+  void reduceGradientsAtComputeType(ModuleOp module) {
+    MLIRContext *ctx = module.getContext();
+    // The bf16 value `grad` widens, laid out as `layout` before the cast.
+    auto narrowFirst = [&](Value grad, ShardingAttr layout) {
+      auto widen = grad.getDefiningOp<graph::CastOp>();
+      if (!widen || !widen.getOperand().hasOneUse())
+        return;
+      auto from = dyn_cast<FloatType>(
+          getElementTypeOrSelf(widen.getOperand().getType()));
+      auto to = dyn_cast<FloatType>(getElementTypeOrSelf(widen.getType()));
+      if (!from || !to || from.getWidth() >= to.getWidth())
+        return;
+      if (!layout)
+        layout = ShardingAttr::replicated(
+            ctx, cast<RankedTensorType>(widen.getType()).getRank());
+      OpBuilder b(widen);
+      auto c = ConstraintOp::create(b, widen.getLoc(), widen.getOperand(),
+                                    layout);
+      widen.getOperandMutable().assign(c.getResult());
+    };
+    SmallVector<Operation *> optimizers;
+    SmallVector<graph::StoreOp> accumulations;
+    module.walk([&](Operation *op) {
+      if (isa<graph::AdamwOp, graph::SgdOp>(op))
+        optimizers.push_back(op);
+      if (auto store = dyn_cast<graph::StoreOp>(op);
+          store && store.getVariable().ends_with("/grad_acc"))
+        accumulations.push_back(store);
+    });
+    for (Operation *op : optimizers) {
+      Value grad = op->getOperand(1);
+      if (auto c = grad.getDefiningOp<ConstraintOp>())
+        narrowFirst(c.getOperand(), c.getSharding());
+      else
+        narrowFirst(grad, paramSharding(module, op));
+    }
+    // acc' = acc + widen(g), stored back: g summed as the accumulator lies.
+    for (graph::StoreOp store : accumulations) {
+      auto var = module.lookupSymbol<graph::VariableOp>(store.getVariable());
+      auto layout = var ? var->getAttrOfType<ShardingAttr>(kShardingAttr)
+                        : ShardingAttr();
+      auto add = store.getValue().getDefiningOp<graph::AddOp>();
+      if (!add || (layout && layout.isPartial()))
+        continue;
+      for (Value term : add->getOperands()) {
+        auto load = term.getDefiningOp<graph::LoadOp>();
+        if (!load || load.getVariable() != store.getVariable())
+          narrowFirst(term, layout);
+      }
     }
   }
 

@@ -93,13 +93,25 @@ def main():
                   f"{half[0]:.4f} -> {half[-1]:.4f})")
             if dtype != "bf16":
                 continue
-            for mesh, extra in (("tp=2", ()), ("dp=2", ()), ("dp=2", ("--zero", "3"))):
+            half_reduce = ("--grad-reduce", "half")
+            for mesh, extra in (("tp=2", ()), ("dp=2", ()), ("dp=2", ("--zero", "3")),
+                                ("dp=2", half_reduce)):
                 parallel = losses(dtype, mesh, extra)
                 worst = max(abs(p - h) / abs(h) for p, h in zip(parallel, half))
                 check(worst <= TOLERANCE,
                       f"bf16 {mesh} {' '.join(extra)}: the loss tracks one device's "
                       f"bf16 run over {STEPS} steps within {TOLERANCE:g} relative "
                       f"(worst {worst:.2e})")
+            # Two micro-batches a step (each the model's batch) see other
+            # data than one device: the bf16 sums track the fp32 ones.
+            accumulated = ("--zero", "3", "--micro-batches", "2")
+            wide = losses(dtype, "dp=2", accumulated)
+            narrow = losses(dtype, "dp=2", accumulated + half_reduce)
+            worst = max(abs(n - w) / abs(w) for n, w in zip(narrow, wide))
+            check(worst <= TOLERANCE,
+                  f"bf16 dp=2 {' '.join(accumulated + half_reduce)}: the loss tracks "
+                  f"the fp32 sums' over {STEPS} steps within {TOLERANCE:g} relative "
+                  f"(worst {worst:.2e})")
             # ZeRO-3 gathers each parameter in bf16 (the shard cast first:
             # 64 x 192 x 2 bytes for a layer's qkv weight, not fp32's 48 KiB)
             # anew for the forward and the backward pass, as FSDP does; a
@@ -115,6 +127,26 @@ def main():
                       for _, size, names in qkv),
                   f"bf16 dp=2 --zero 3: layers.0's qkv weight is gathered in bf16 "
                   f"for each pass (gathers: {qkv})")
+            # --grad-reduce half sums the weight gradients over dp in bf16
+            # (2 bytes per element of layers.0's fc1 weight, 64 x 256), the
+            # default in fp32 (4): an all-reduce without ZeRO, each
+            # micro-batch's reduce-scatter under ZeRO-3.
+            def dp_sum_bytes(exe, kind):
+                rows = re.findall(r"^\s*\d+\s+\w+\s+" + kind + r"\s+dp\s+backward\s+(\S+ \S+)"
+                                  r"\s+\S+ \S+\s+layers\.0/mlp/MatMul_fc1$",
+                                  run([args.dtcc, "explain", os.path.join(work, exe)]), re.M)
+                return sorted(set(rows))
+            fc1 = H * F
+            for exe, kind, element in (
+                    ("train_bf16dp2", "all_reduce", 4),
+                    ("train_bf16dp2gradreducehalf", "all_reduce", 2),
+                    ("train_bf16dp2zero3", "reduce_scatter", 4),
+                    ("train_bf16dp2zero3microbatches2gradreducehalf", "reduce_scatter", 2)):
+                got = dp_sum_bytes(exe, kind)
+                check(got == [kib(element * fc1)],
+                      f"{exe}: layers.0's fc1 weight gradient is summed over dp by "
+                      f"{kind} of {kib(element * fc1)} ({element} bytes an element; "
+                      f"got {got})")
             explain = run([args.dtcc, "explain", os.path.join(work, "train_bf16tp2")])
             split = re.findall(r"^\s+(\S+)\s+\d+x\d+\s+\[[^]]*tp[^]]*\]", explain, re.M)
             check(len(split) >= 4, f"bf16 tp=2: the weights are split over tp "

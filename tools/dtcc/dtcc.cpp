@@ -260,6 +260,16 @@ cl::opt<std::string> normDtype(
              "them) or fp32 (f32 between casts with f32 scale and bias, as "
              "PyTorch autocast)"),
     cl::init("half"), cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<std::string> gradReduce(
+    "grad-reduce",
+    cl::desc("With --dtype bf16|fp16 on a mesh: the type weight gradients "
+             "are summed over dp and cp in: fp32 (default; widened to the "
+             "fp32 master gradient first, as Megatron-LM and FSDP's "
+             "reduce_dtype float32) or half (the compute type, then "
+             "widened: half the bytes, as FSDP with reduce_dtype bf16; with "
+             "--micro-batches only under --zero 2|3 without pp)"),
+    cl::value_desc("fp32|half"), cl::init("fp32"), cl::sub(compileCmd),
+    cl::cat(trainCategory));
 cl::opt<bool> exportGradients(
     "export-gradients",
     cl::desc("Also return every gradient from train_step (for testing)"),
@@ -520,6 +530,12 @@ int runImportOrCompile(bool compile) {
       return 1;
     }
     t.halfNorms = normDtype == "half";
+    if (gradReduce != "half" && gradReduce != "fp32") {
+      llvm::errs() << "error: --grad-reduce: expected fp32 or half, got '"
+                   << gradReduce << "'\n";
+      return 1;
+    }
+    t.plan.halfGradReduce = gradReduce == "half";
     if (!meshSpec.empty()) {
       // The one place the mesh is parsed: everything after reads its axes.
       auto mesh = dtcc::runtime::MeshShape::parse(meshSpec);

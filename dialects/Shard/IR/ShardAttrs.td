@@ -127,6 +127,16 @@ def Shard_PlanAttr : Shard_Attr<"Plan", "plan"> {
       outside the tensor-parallel matmuls are split along the sequence.
     - `offload`: `none` or `optimizer` (optimizer state in host memory,
       its step run by the host).
+    - `grad_reduce` (default `fp32`): the type the data- and
+      context-parallel sums of weight gradients travel in under mixed
+      precision. `fp32`: the gradient is widened to the fp32 master
+      gradient first (FSDP's reduce_dtype float32, Megatron-LM's default);
+      `half`: it is summed at the compute type (bf16, fp16) and widened
+      after, half the bytes (FSDP's reduce_dtype = param_dtype, Composer's
+      PURE). With more than one micro-batch only under ZeRO-2 or 3 and
+      without pipeline stages (each micro-batch's gradient is then
+      reduce-scattered into its split accumulator); other accumulated
+      micro-batches are summed once per step, in fp32.
     - `layouts` (optional): per variable, a tensor-parallel layout that
       replaces the Megatron-style choice: `rows`, `cols` or `whole` for a
       2-D weight, or the exact `#dshard.sharding` a layout search chose.
@@ -141,7 +151,9 @@ def Shard_PlanAttr : Shard_Attr<"Plan", "plan"> {
     **Constraints:** mesh axes named `dp`, `pp`, `tp` or `cp` (context
     parallel), each once, of size >= 1; `zero` in 0..3; `micro_batches` >=
     1; `virtual_stages` >= 1, more than 1 only with `interleaved`;
-    `recompute_layers` >= 0, more than 0 only with `full`; a layout names a
+    `recompute_layers` >= 0, more than 0 only with `full`; `grad_reduce =
+    half` with more than one micro-batch only with `zero` >= 2 and no
+    `pp`; a layout names a
     variable and is `rows`, `cols`, `whole` or a `#dshard.sharding` of mesh
     axes.
   }];
@@ -153,6 +165,7 @@ def Shard_PlanAttr : Shard_Attr<"Plan", "plan"> {
                         "int64_t":$recomputeLayers,
                         "bool":$sequenceParallel,
                         "Offload":$offload,
+                        "bool":$halfGradReduce,
                         "::mlir::DictionaryAttr":$layouts);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;

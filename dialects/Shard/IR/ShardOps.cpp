@@ -450,7 +450,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
   int64_t zero = 0, microBatches = 1, virtualStages = 1, recomputeLayers = 0;
   PipelineSchedule schedule = PipelineSchedule::OneFOneB;
   Recompute recompute = Recompute::None;
-  bool sequenceParallel = false;
+  bool sequenceParallel = false, halfGradReduce = false;
   Offload offload = Offload::None;
   SmallVector<NamedAttribute> layouts;
   llvm::SmallSet<StringRef, 8> seen;
@@ -490,7 +490,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
     if (key == "recompute_layers")
       return parser.parseInteger(recomputeLayers);
     if (key == "schedule" || key == "recompute" || key == "offload" ||
-        key == "sequence_parallel") {
+        key == "sequence_parallel" || key == "grad_reduce") {
       std::string value;
       llvm::SMLoc at = parser.getCurrentLocation();
       if (parser.parseKeywordOrString(&value))
@@ -516,6 +516,12 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
                                       "got '")
                  << value << "'";
         offload = *o;
+      } else if (key == "grad_reduce") {
+        if (value != "half" && value != "fp32")
+          return parser.emitError(at, "expected grad_reduce fp32 or half, "
+                                      "got '")
+                 << value << "'";
+        halfGradReduce = value == "half";
       } else {
         if (value != "true" && value != "false")
           return parser.emitError(at, "expected sequence_parallel true or "
@@ -531,7 +537,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
     return parser.emitError(loc, "unknown plan field '")
            << key << "' (expected mesh, zero, micro_batches, schedule, "
                      "virtual_stages, recompute, recompute_layers, "
-                     "sequence_parallel, offload or layouts)";
+                     "sequence_parallel, offload, grad_reduce or layouts)";
   };
   // `#dshard.plan<>`: every field its default.
   if (parser.parseLess() ||
@@ -553,7 +559,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
   return PlanAttr::getChecked(emitError, ctx, mesh, zero, microBatches,
                               schedule, virtualStages, recompute,
                               recomputeLayers, sequenceParallel, offload,
-                              DictionaryAttr::get(ctx, layouts));
+                              halfGradReduce, DictionaryAttr::get(ctx, layouts));
 }
 
 void PlanAttr::print(AsmPrinter &p) const {
@@ -572,6 +578,8 @@ void PlanAttr::print(AsmPrinter &p) const {
     p << ", sequence_parallel = true";
   if (getOffload() != Offload::None)
     p << ", offload = " << stringifyOffload(getOffload());
+  if (getHalfGradReduce())
+    p << ", grad_reduce = half";
   if (getLayouts() && !getLayouts().empty()) {
     p << ", layouts = {";
     llvm::interleaveComma(getLayouts(), p, [&](NamedAttribute l) {
@@ -593,7 +601,7 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                PipelineSchedule schedule,
                                int64_t virtualStages, Recompute recompute,
                                int64_t recomputeLayers, bool, Offload,
-                               DictionaryAttr layouts) {
+                               bool halfGradReduce, DictionaryAttr layouts) {
   if (!mesh)
     return emitError() << "expected a plan's mesh";
   for (StringAttr axis : mesh.getAxes())
@@ -620,6 +628,14 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "recompute_layers (" << recomputeLayers
                        << ") needs recompute = full, got "
                        << stringifyRecompute(recompute);
+  // Accumulated partial sums (below ZeRO-2) are summed once per step in
+  // fp32, as are a pipeline's micro-batches inside its step.
+  if (halfGradReduce && microBatches != 1 &&
+      (zero < 2 || mesh.getSize("pp") > 1))
+    return emitError() << "grad_reduce = half with " << microBatches
+                       << " micro-batches needs ZeRO-2 or 3 and no pipeline "
+                          "stages (accumulated micro-batches' gradients are "
+                          "otherwise summed once per step, in fp32)";
   if (!layouts)
     return success();
   for (NamedAttribute l : layouts) {
@@ -652,5 +668,5 @@ PlanAttr PlanAttr::withLayouts(DictionaryAttr layouts) const {
   return PlanAttr::get(getContext(), getMesh(), getZero(), getMicroBatches(),
                        getSchedule(), getVirtualStages(), getRecompute(),
                        getRecomputeLayers(), getSequenceParallel(),
-                       getOffload(), layouts);
+                       getOffload(), getHalfGradReduce(), layouts);
 }

@@ -8,6 +8,8 @@
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=pp=2 virtual-stages=2" 2>&1 | FileCheck %s --check-prefix=VIRTUAL
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="recompute-layers=2" 2>&1 | FileCheck %s --check-prefix=LAYERS
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="offload=params" 2>&1 | FileCheck %s --check-prefix=OFFLOAD
+// RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=dp=2 grad-reduce=bf16" 2>&1 | FileCheck %s --check-prefix=REDUCE
+// RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=dp=2 micro-batches=2 grad-reduce=half" 2>&1 | FileCheck %s --check-prefix=REDUCE-MICRO
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=tp=2 layouts=w1" 2>&1 | FileCheck %s --check-prefix=SPELLING
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=tp=2 layouts=w1=diagonal" 2>&1 | FileCheck %s --check-prefix=SPELLING2
 // RUN: not dtcc-opt %s -split-input-file -dtcc-plan-set="mesh=tp=2 layouts=w1=rows,w1=cols" 2>&1 | FileCheck %s --check-prefix=LAYOUT-TWICE
@@ -32,6 +34,8 @@ module {
 // VIRTUAL: error: invalid plan: virtual stages (2) need the interleaved schedule, got 1f1b
 // LAYERS: error: invalid plan: recompute_layers (2) needs recompute = full, got none
 // OFFLOAD: error: invalid plan: expected offload none or optimizer, got 'params'
+// REDUCE: error: invalid plan: expected grad-reduce fp32 or half, got 'bf16'
+// REDUCE-MICRO: error: invalid plan: grad_reduce = half with 2 micro-batches needs ZeRO-2 or 3 and no pipeline stages
 // SPELLING: error: invalid plan: layout 'w1': expected NAME=rows|cols|whole
 // SPELLING2: error: invalid plan: layout 'w1=diagonal': expected NAME=rows|cols|whole
 // LAYOUT-TWICE: error: invalid plan: layout of variable 'w1' given twice

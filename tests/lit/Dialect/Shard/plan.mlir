@@ -43,3 +43,21 @@ module @interleaved attributes {dshard.plan = #dshard.plan<offload = optimizer, 
 // CHECK-SAME: dshard.plan = #dshard.plan<mesh = [pp = 4], zero = 0, micro_batches = 8, schedule = "zb-h1", recompute = selective>
 module @zero_bubble attributes {dshard.plan = #dshard.plan<mesh = [pp = 4], micro_batches = 8, schedule = "zb-h1", recompute = selective, sequence_parallel = false, offload = none>} {
 }
+
+// -----
+
+// Tests that gradients summed at the compute type round-trip (with
+// accumulated micro-batches under ZeRO-3), and that fp32, the default, is
+// not printed.
+
+// CHECK-LABEL: module @half_grad_reduce
+// CHECK-SAME: dshard.plan = #dshard.plan<mesh = [dp = 8], zero = 3, micro_batches = 4, schedule = "1f1b", recompute = none, grad_reduce = half>
+module @half_grad_reduce attributes {dshard.plan = #dshard.plan<grad_reduce = half, mesh = [dp = 8], zero = 3, micro_batches = 4>} {
+}
+
+// -----
+
+// CHECK-LABEL: module @fp32_grad_reduce
+// CHECK-SAME: dshard.plan = #dshard.plan<mesh = [dp = 8], zero = 0, micro_batches = 1, schedule = "1f1b", recompute = none>
+module @fp32_grad_reduce attributes {dshard.plan = #dshard.plan<grad_reduce = fp32, mesh = [dp = 8]>} {
+}

@@ -58,7 +58,7 @@ module attributes {dshard.plan = #dshard.plan<recompute = some>} {
 
 // Tests that an unknown field is refused.
 
-// expected-error @+1 {{unknown plan field 'stages' (expected mesh, zero, micro_batches, schedule, virtual_stages, recompute, recompute_layers, sequence_parallel, offload or layouts)}}
+// expected-error @+1 {{unknown plan field 'stages' (expected mesh, zero, micro_batches, schedule, virtual_stages, recompute, recompute_layers, sequence_parallel, offload, grad_reduce or layouts)}}
 module attributes {dshard.plan = #dshard.plan<stages = 2>} {
 }
 
@@ -153,4 +153,26 @@ module attributes {dshard.plan = #dshard.plan<offload = params>} {
 
 // expected-error @+1 {{expected sequence_parallel true or false, got 'yes'}}
 module attributes {dshard.plan = #dshard.plan<mesh = [tp = 2], sequence_parallel = yes>} {
+}
+
+// -----
+
+// expected-error @+1 {{expected grad_reduce fp32 or half, got 'bf16'}}
+module attributes {dshard.plan = #dshard.plan<mesh = [dp = 2], grad_reduce = bf16>} {
+}
+
+// -----
+
+// Tests that gradients summed at the compute type take accumulated
+// micro-batches only where each micro-batch's gradient is reduce-scattered
+// into a split accumulator (ZeRO-2 and 3, no pipeline).
+
+// expected-error @+1 {{grad_reduce = half with 4 micro-batches needs ZeRO-2 or 3 and no pipeline stages (accumulated micro-batches' gradients are otherwise summed once per step, in fp32)}}
+module attributes {dshard.plan = #dshard.plan<mesh = [dp = 2], zero = 1, micro_batches = 4, grad_reduce = half>} {
+}
+
+// -----
+
+// expected-error @+1 {{grad_reduce = half with 4 micro-batches needs ZeRO-2 or 3 and no pipeline stages}}
+module attributes {dshard.plan = #dshard.plan<mesh = [pp = 2, dp = 2], zero = 3, micro_batches = 4, grad_reduce = half>} {
 }
