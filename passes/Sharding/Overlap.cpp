@@ -77,11 +77,13 @@ struct ShardOverlapPass
       if (!zero && !gradient)
         continue;
       Operation *user = firstUser(op.getResult(0));
-      // A gradient summed at the compute type and widened at once (mixed
-      // precision's tp all-reduces): the cast waits where its own result
-      // is first needed, and the collective overlaps what comes before.
-      if (auto cast = dyn_cast_or_null<graph::CastOp>(user);
-          cast && gradient && user == op.getNextNode())
+      // A gradient summed at the compute type and widened after (mixed
+      // precision's tp all-reduces, and with grad_reduce = half the dp
+      // sums): the cast, whose one operand is the sum, waits where its own
+      // result is first needed, and the collective overlaps what comes
+      // before. (Another collective of the same op, a norm gradient's
+      // scale and bias, may lie between the sum and its cast.)
+      if (auto cast = dyn_cast_or_null<graph::CastOp>(user); cast && gradient)
         if (Operation *next = firstUser(cast.getResult());
             next && next != cast->getNextNode()) {
           cast->moveBefore(next);

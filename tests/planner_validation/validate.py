@@ -93,6 +93,8 @@ def row_problem(row):
         for key in keys:
             if key not in row[section]:
                 return "%s: %s.%s is missing" % (row["id"], section, key)
+    if row["config"].get("gradReduce", "fp32") not in ("fp32", "half"):
+        return "%s: config.gradReduce must be fp32 or half" % row["id"]
     if ("preset" in row["cluster"]) == ("file" in row["cluster"]):
         return "%s: cluster needs exactly one of 'preset' and 'file'" % row["id"]
     for key in ("group", "missing", "assumed"):
@@ -123,6 +125,10 @@ def plan_file(row):
         # DeepSpeed's pipe/data/model topology); FSDP rows have dp only.
         "order": ["pp", "dp", "tp"],
     }
+    # The type the run's data-parallel gradient sums travel in (FSDP's
+    # reduce_dtype); fp32, dtcc's default, is left out.
+    if c.get("gradReduce", "fp32") == "half":
+        plan["gradReduce"] = "half"
     # Context parallelism sits between dp and tp (Megatron-LM's tp-cp-dp-pp).
     if c.get("cp", 1) > 1:
         plan["cp"] = c["cp"]
