@@ -376,30 +376,15 @@ void recordTraffic(runtime::format::Program &program) {
   auto target = program.metadata().find(runtime::metadata::kTarget);
   const bool cpu =
       target == program.metadata().end() || target->second == "cpu";
-  // The collectives in program order, as listCollectives lists them, each
-  // with the element type of its first input.
-  std::vector<runtime::DType> dtypes;
-  for (const auto &fn : program.functions())
-    for (const auto &inst : fn.instructions())
-      if (planner::collectiveOfKernel(inst.kernel()))
-        dtypes.push_back(inst.inputs_size() > 0
-                             ? runtime::DType(
-                                   program.buffers(inst.inputs(0)).dtype())
-                             : runtime::DType::kU8);
-  std::vector<CollectiveInfo> all = listCollectives(program);
   std::map<std::string, int64_t> sent, handed;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const CollectiveInfo &c = all[i];
+  for (const CollectiveInfo &c : listCollectives(program)) {
     sent[c.function] += 0; // every function with collectives is listed
     handed[c.function] += 0;
     const int64_t n = c.groupSize;
     if (n <= 1)
       continue; // a group of one moves nothing
-    const runtime::DType dtype = i < dtypes.size() ? dtypes[i] : runtime::DType::kU8;
-    const bool half = dtype == runtime::DType::kF16 || dtype == runtime::DType::kBF16;
-    const bool reduces = c.kind == "all_reduce" || c.kind == "reduce_scatter";
     // The CPU communicators widen f16/bf16 to f32 before a reduction.
-    const int64_t widen = cpu && half && reduces ? 2 : 1;
+    const int64_t widen = cpu && c.stagedInF32OnCpu ? 2 : 1;
     sent[c.function] += c.sentBytes * widen;
     int64_t h = 0;
     if (c.kind == "all_reduce" || c.kind == "reduce_scatter" ||

@@ -181,6 +181,16 @@ int64_t commTensorBytes(const Program &program, const Instruction &inst) {
 // Collectives
 //===----------------------------------------------------------------------===//
 
+bool cpuStagesInF32(const Program &program, const Instruction &inst) {
+  if (inst.kernel() != "all_reduce" && inst.kernel() != "reduce_scatter")
+    return false;
+  if (inst.inputs_size() == 0)
+    return false;
+  const auto dtype =
+      static_cast<runtime::DType>(program.buffers(inst.inputs(0)).dtype());
+  return dtype == runtime::DType::kF16 || dtype == runtime::DType::kBF16;
+}
+
 std::vector<CollectiveInfo> listCollectives(const Program &program) {
   std::map<std::string, int64_t> axisSize;
   for (int i = 0; i < program.mesh().axes_size(); ++i)
@@ -201,6 +211,7 @@ std::vector<CollectiveInfo> listCollectives(const Program &program) {
       c.tensorBytes = commTensorBytes(program, inst);
       c.sentBytes = int64_t(
           sentBytes(c.kind, double(c.tensorBytes), c.groupSize));
+      c.stagedInF32OnCpu = cpuStagesInF32(program, inst);
       out.push_back(std::move(c));
     }
   return out;
@@ -633,6 +644,9 @@ private:
     op->issue = r.tc;
     op->async = attrInt(inst, "async").value_or(0) != 0;
     op->bytes = commTensorBytes(program_, inst);
+    // CPU ranks sum half values as f32 (cpuStagesInF32).
+    if (cluster_.device.isCpu() && cpuStagesInF32(program_, inst))
+      op->bytes *= 2;
     std::string axes = attrString(inst, "axes");
     auto group = groupOf(program_, axes, cluster_);
     if (!group.isOk())

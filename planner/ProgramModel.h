@@ -31,7 +31,17 @@ struct CollectiveInfo {
   int64_t tensorBytes = 0;
   /// What each rank sends with ring algorithms (nccl-tests' bus volume).
   int64_t sentBytes = 0;
+  /// A sum of f16/bf16 values (cpuStagesInF32): on CPU ranks it travels
+  /// as f32, twice tensorBytes and sentBytes.
+  bool stagedInF32OnCpu = false;
 };
+
+/// Whether the CPU communicators (MPI, which has no half types, and the
+/// TCP backend alike) widen `inst`'s values to f32 before sending: a sum
+/// (all-reduce, reduce-scatter) of f16 or bf16. NCCL reduces them as they
+/// are.
+bool cpuStagesInF32(const runtime::format::Program &program,
+                    const runtime::format::Instruction &inst);
 
 /// The collectives of every function of `program`, in program order.
 std::vector<CollectiveInfo>
