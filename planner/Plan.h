@@ -116,6 +116,13 @@ struct Plan {
   /// size 1 may be anywhere).
   bool megatronOrder() const;
   int64_t globalBatch() const { return dp * microBatchSize * microBatches; }
+  /// Bytes per parameter of the data-parallel gradient sums, as the
+  /// compiler makes them: the fp32 master gradient under mixed precision
+  /// (the default), the half gradient with halfGradReduce or without
+  /// master weights.
+  double gradReduceBytes() const {
+    return dtype.masterWeights && !halfGradReduce ? 4.0 : dtype.gradBytes();
+  }
   /// "dp=8 pp=4 tp=8, ZeRO-1, 64 micro-batches of 1, interleaved(v=2),
   /// recompute selective, sequence parallel"; a mesh in another order than
   /// Megatron-LM's adds it ("dp=2 pp=1 tp=2 (rank order tp=2,dp=2), ...").

@@ -292,7 +292,7 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
 
     // Data parallelism and ZeRO.
     double shard = params / double(plan.zeroStage >= 1 ? dp : 1);
-    double gradPayload = params * dt.gradBytes();
+    double gradPayload = params * plan.gradReduceBytes();
     double paramPayload = params * dt.paramBytes();
     bool offload = plan.offload != Offload::kNone;
     double d2h = offload ? shard * dt.gradBytes() / pcie : 0;
@@ -522,7 +522,7 @@ void TimeModel::stageCosts(const Plan &plan, TimeBreakdown &out,
   {
     int64_t s = tailStage;
     double params = stageParameters(model_, plan, s);
-    double gradPayload = params * dt.gradBytes();
+    double gradPayload = params * plan.gradReduceBytes();
     double paramPayload = params * dt.paramBytes();
     double shard = params / double(plan.zeroStage >= 1 ? dp : 1);
     int64_t L = out.stages[size_t(s)].layers;

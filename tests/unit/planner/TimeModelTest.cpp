@@ -210,16 +210,24 @@ TEST(TimeModel, CommunicationVolumesByKind) {
   plan.microBatches = 1;
   for (int zero : {0, 3}) {
     plan.zeroStage = zero;
-    TimeBreakdown t = time.estimate(plan);
-    double bus = 0;
-    for (const CommItem &c : t.comm)
-      if (std::string(c.group) == "dp")
-        bus += c.busBytes;
-    double grad = double(model.totalParams()) * 2;
     // ZeRO paper: plain DP and ZeRO-1/2 move 2 psi per step, ZeRO-3 3 psi
-    // (here with one micro-batch), each times (n - 1)/n.
-    double expected = (zero == 3 ? 3.0 : 2.0) * grad * 31.0 / 32.0;
-    EXPECT_NEAR(bus / expected, 1.0, 1e-6) << zero;
+    // (here with one micro-batch), each times (n - 1)/n: psi the bf16
+    // parameters gathered, and the gradients summed in fp32 (the
+    // compiler's default under mixed precision) or, with
+    // halfGradReduce, in bf16.
+    double psi = double(model.totalParams()) * 2;
+    for (bool half : {false, true}) {
+      plan.halfGradReduce = half;
+      TimeBreakdown t = time.estimate(plan);
+      double bus = 0;
+      for (const CommItem &c : t.comm)
+        if (std::string(c.group) == "dp")
+          bus += c.busBytes;
+      double grads = (half ? 1.0 : 2.0) * psi;
+      double expected =
+          (zero == 3 ? psi + grads + psi : grads + grads) * 31.0 / 32.0;
+      EXPECT_NEAR(bus / expected, 1.0, 1e-6) << zero << " half " << half;
+    }
   }
 }
 
