@@ -1485,6 +1485,13 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
            : "");
   // A saved plan is priced, or with --replan its model searched.
   const bool pricingSaved = savedPlan && !args.replan;
+  if (args.halfGradReduce && (cpu || pricingSaved))
+    return invalidArgument(
+        "--grad-reduce half applies to the plans the search proposes on a "
+        "GPU cluster (",
+        cpu ? "a CPU cluster's communicators sum half values as f32"
+            : "a saved plan says its own: its gradReduce field",
+        ")");
   if (args.sensitivity && (cpu || pricingSaved || opaqueParams > 0))
     return invalidArgument(
         "--sensitivity re-runs the planner's search over GPU clusters, which "
@@ -1617,6 +1624,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     options.dtype = policy;
     options.budgetSeconds = args.budgetSeconds;
     options.allowOffload = args.offload;
+    options.halfGradReduce =
+        args.halfGradReduce || (args.replan && savedPlan->halfGradReduce);
     options.alternativesPerKind = args.alternatives;
     options.fixZero = args.zero;
     options.fixMicroBatchSize = args.microBatch;

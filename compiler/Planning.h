@@ -63,6 +63,9 @@ struct PlanRequest {
   std::string schedule;
   bool analytic = false;
   bool offload = true;
+  /// --grad-reduce half: the searched plans sum their gradients in the
+  /// compute type where the compiler can (SearchOptions::halfGradReduce).
+  bool halfGradReduce = false;
   int alternatives = 5;
   bool compiled = false;
   /// List the chosen plan's most expensive instructions and collectives

@@ -334,7 +334,10 @@ private:
   }
 
   /// Returns whether the plan fits.
-  bool evaluate(const Plan &plan) {
+  bool evaluate(Plan plan) {
+    plan.halfGradReduce =
+        options_.halfGradReduce &&
+        (plan.microBatches == 1 || (plan.zeroStage >= 2 && plan.pp == 1));
     if (options_.buildable)
       if (std::optional<std::string> why = options_.buildable(plan)) {
         invalid(plan, *why);

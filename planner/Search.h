@@ -31,6 +31,10 @@ struct SearchOptions {
   bool allowOffload = true;
   /// Consider sequence parallelism with tp > 1.
   bool allowSequenceParallel = true;
+  /// Sum the gradients in the compute type (Plan::halfGradReduce) in every
+  /// plan the compiler builds so: one micro-batch, or ZeRO-2/3 without
+  /// pp; the others sum in fp32, as their summaries say.
+  bool halfGradReduce = false;
   /// Largest micro-batch size considered.
   int64_t maxMicroBatchSize = 64;
   /// Rejected alternatives kept per kind (slower, out of memory, invalid).

@@ -153,6 +153,14 @@ cl::opt<bool> sensitivity(
              "among the plans within 2% of the fastest, the one that loses "
              "least when the figures are worse"),
     cl::sub(planCommand), cl::cat(planCategory));
+cl::opt<std::string> gradReduce(
+    "grad-reduce",
+    cl::desc("fp32 (default) or half: the searched plans sum their weight "
+             "gradients over dp in fp32, or in the compute type where the "
+             "compiler can (one micro-batch, or ZeRO-2/3 without pp; the "
+             "plan's summary says so), as dtcc compile --grad-reduce"),
+    cl::value_desc("fp32|half"), cl::init("fp32"), cl::sub(planCommand),
+    cl::cat(trainingCategory));
 cl::opt<bool> noOffload("no-offload",
                         cl::desc("Do not consider host offload"),
                         cl::sub(planCommand), cl::cat(planCategory));
@@ -248,6 +256,10 @@ StatusOr<PlanRequest> request() {
   r.analytic = analytic;
   r.sensitivity = sensitivity;
   r.offload = !noOffload;
+  if (gradReduce != "fp32" && gradReduce != "half")
+    return invalidArgument("--grad-reduce: expected fp32 or half, got '",
+                           gradReduce.getValue(), "'");
+  r.halfGradReduce = gradReduce == "half";
   r.alternatives = alternatives;
   r.compiled = compiled;
   r.explainCost = explainCost;
