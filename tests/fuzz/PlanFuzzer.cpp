@@ -92,6 +92,17 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     fuzz::writeSeed(preset + "-plan", std::string(1, '\2') +
                                           fuzz::readFile(planPath));
   }
+  // A saved plan whose gradients are summed in bf16 (its `gradReduce`).
+  {
+    std::string planPath = fuzz::scratchDir() + "/seed-plan-half.json";
+    PlanRequest r = zooGpt("dgx-h100");
+    r.halfGradReduce = true;
+    r.planOut = planPath;
+    if (plan(r) != 0)
+      fuzz::finding("dtcc plan --grad-reduce half fails on dgx-h100");
+    fuzz::writeSeed("dgx-h100-plan-half-reduce",
+                    std::string(1, '\2') + fuzz::readFile(planPath));
+  }
   fuzz::writeSeed("base-override",
                   std::string(1, '\1') + "base: dgx-a100-80g\n# a comment\n"
                                          "interNode:\n  bandwidth: 50e9\n");
