@@ -266,8 +266,9 @@ cl::opt<std::string> gradReduce(
              "are summed over dp and cp in: fp32 (default; widened to the "
              "fp32 master gradient first, as Megatron-LM and FSDP's "
              "reduce_dtype float32) or half (the compute type, then "
-             "widened: half the bytes, as FSDP with reduce_dtype bf16; with "
-             "--micro-batches only under --zero 2|3 without pp)"),
+             "widened, as FSDP with reduce_dtype bf16: half the bytes under "
+             "NCCL, while CPU ranks' communicators sum half values as f32; "
+             "with --micro-batches only under --zero 2|3 without pp)"),
     cl::value_desc("fp32|half"), cl::init("fp32"), cl::sub(compileCmd),
     cl::cat(trainCategory));
 cl::opt<bool> exportGradients(
