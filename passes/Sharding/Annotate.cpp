@@ -145,8 +145,13 @@ struct ShardAnnotatePass
                        plan.getPipelineStages() == 1);
     if (dpSize > 1 && zero < 2 && plan.getAccumulationSteps() > 1)
       accumulatePartialSums(module, dp);
-    if (plan.getHalfGradReduce())
-      reduceGradientsAtComputeType(module);
+    if (plan.getHalfGradReduce() &&
+        (dpSize > 1 || meshAttr.getSize("cp") > 1) &&
+        reduceGradientsAtComputeType(module) == 0)
+      module.emitWarning("grad_reduce = half: no weight gradient is "
+                         "widened just before its update (fp32 training, "
+                         "or a loss scale between them): the gradients "
+                         "are summed as they are");
     if (plan.getSequenceParallel() && meshAttr.getSize("tp") <= 1) {
       module.emitError("sequence parallelism splits the sequence over tp: "
                        "expected a mesh with tp > 1, got ")
@@ -532,8 +537,10 @@ struct ShardAnnotatePass
   /// and 3, the add into its split accumulator (each micro-batch's
   /// reduce-scatter in bf16). Accumulators of partial sums (below ZeRO-2)
   /// are summed once per step, in fp32, and stay so.
-  void reduceGradientsAtComputeType(ModuleOp module) {
+  /// Returns how many gradients it lays out so.
+  int reduceGradientsAtComputeType(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
+    int narrowed = 0;
     // The bf16 value `grad` widens, laid out as `layout` before the cast.
     auto narrowFirst = [&](Value grad, ShardingAttr layout) {
       auto widen = grad.getDefiningOp<graph::CastOp>();
@@ -551,6 +558,7 @@ struct ShardAnnotatePass
       auto c = ConstraintOp::create(b, widen.getLoc(), widen.getOperand(),
                                     layout);
       widen.getOperandMutable().assign(c.getResult());
+      ++narrowed;
     };
     SmallVector<Operation *> optimizers;
     SmallVector<graph::StoreOp> accumulations;
@@ -582,6 +590,7 @@ struct ShardAnnotatePass
           narrowFirst(term, layout);
       }
     }
+    return narrowed;
   }
 
   /// Splits dimension 0 of every data input over dp.
