@@ -544,12 +544,8 @@ struct ShardAnnotatePass
     // The bf16 value `grad` widens, laid out as `layout` before the cast.
     auto narrowFirst = [&](Value grad, ShardingAttr layout) {
       auto widen = grad.getDefiningOp<graph::CastOp>();
-      if (!widen || !widen.getOperand().hasOneUse())
-        return;
-      auto from = dyn_cast<FloatType>(
-          getElementTypeOrSelf(widen.getOperand().getType()));
-      auto to = dyn_cast<FloatType>(getElementTypeOrSelf(widen.getType()));
-      if (!from || !to || from.getWidth() >= to.getWidth())
+      if (!widen || !isWideningCast(widen) ||
+          !widen.getOperand().hasOneUse())
         return;
       if (!layout)
         layout = ShardingAttr::replicated(

@@ -211,12 +211,7 @@ ShardingAttr project(const ShardingRule &rule,
   return ShardingAttr::get(ctx, dims, partial);
 }
 
-/// A float cast to a wider type (mixed precision's bf16 -> f32 in the
-/// backward pass). A partial sum over tp is summed before it, at the
-/// narrower type: half the bytes on the link, as Megatron-LM's
-/// tensor-parallel all-reduces travel at the compute type. Partial sums
-/// over dp (weight gradients) pass and are reduced in f32.
-static bool isWideningCast(Operation *op) {
+bool isWideningCast(Operation *op) {
   auto c = dyn_cast<CastOp>(op);
   if (!c)
     return false;
@@ -379,8 +374,11 @@ FailureOr<OpShardings> propagateOp(ShardableOpInterface shardable,
     for (StringAttr a : partialAxes)
       if (axes.uses(a))
         passPartial = false;
-  // A widening cast takes its sum over tp first; the other axes' sums (dp's
-  // weight gradients) still pass it.
+  // A widening cast takes its sum over tp first, at the narrower type:
+  // half the bytes on the link, as Megatron-LM's tensor-parallel
+  // all-reduces travel at the compute type. The other axes' sums (dp's
+  // weight gradients) still pass it and are reduced in f32, unless
+  // grad_reduce = half has dtcc-shard-annotate lay them out before it.
   if (passPartial && isWideningCast(op)) {
     llvm::erase_if(partialAxes,
                    [](StringAttr a) { return a.getValue() == "tp"; });

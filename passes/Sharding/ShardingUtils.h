@@ -124,6 +124,10 @@ mlir::FailureOr<OpShardings> propagateOp(graph::ShardableOpInterface op,
                                          MeshAttr mesh,
                                          llvm::ArrayRef<bool> sequenceSplit = {});
 
+/// A float cast to a wider type (mixed precision's bf16 -> f32 in the
+/// backward pass).
+bool isWideningCast(mlir::Operation *op);
+
 /// Whether a partial sum passes through `op` when the operands marked in
 /// `partialOperands` are partial: ops linear in them (add and sub of
 /// equally partial values, mul and matmul with one partial operand, div of
