@@ -335,9 +335,10 @@ private:
 
   /// Returns whether the plan fits.
   bool evaluate(Plan plan) {
-    plan.halfGradReduce =
-        options_.halfGradReduce &&
-        (plan.microBatches == 1 || (plan.zeroStage >= 2 && plan.pp == 1));
+    // Half gradient sums where the consumer builds them, else fp32.
+    plan.halfGradReduce = options_.halfGradReduce;
+    if (plan.halfGradReduce && options_.buildable && options_.buildable(plan))
+      plan.halfGradReduce = false;
     if (options_.buildable)
       if (std::optional<std::string> why = options_.buildable(plan)) {
         invalid(plan, *why);

@@ -32,8 +32,8 @@ struct SearchOptions {
   /// Consider sequence parallelism with tp > 1.
   bool allowSequenceParallel = true;
   /// Sum the gradients in the compute type (Plan::halfGradReduce) in every
-  /// plan the compiler builds so: one micro-batch, or ZeRO-2/3 without
-  /// pp; the others sum in fp32, as their summaries say.
+  /// plan `buildable` accepts so (the compiler: one micro-batch, or
+  /// ZeRO-2/3 without pp); the others sum in fp32, as their summaries say.
   bool halfGradReduce = false;
   /// Largest micro-batch size considered.
   int64_t maxMicroBatchSize = 64;
