@@ -1341,7 +1341,7 @@ planning::Plan compilerPlanOf(const Plan &plan) {
   out.recomputeLayers = plan.recomputeLayers;
   out.sequenceParallel = plan.sequenceParallel;
   out.offload = offloadName(plan.offload);
-  out.halfGradReduce = plan.halfGradReduce;
+  out.gradReduce = plan.halfGradReduce ? "half" : "fp32";
   return out;
 }
 

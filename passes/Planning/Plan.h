@@ -34,11 +34,11 @@ struct Plan {
   int64_t recomputeLayers = 0;
   bool sequenceParallel = false; ///< with tp: norms etc. split on sequence
   std::string offload = "none";  ///< none or optimizer
-  /// Weight gradients summed over dp and cp at the compute type (bf16,
-  /// fp16) before mixed precision widens them, instead of in fp32 after
-  /// (#dshard.plan's grad_reduce = half). With micro-batches only under
-  /// ZeRO-2/3 without pp.
-  bool halfGradReduce = false;
+  /// fp32, or half: weight gradients summed over dp and cp at the compute
+  /// type (bf16, fp16) before mixed precision widens them, instead of in
+  /// fp32 after (#dshard.plan's grad_reduce). With micro-batches half only
+  /// under ZeRO-2/3 without pp.
+  std::string gradReduce = "fp32";
   /// NAME=rows|cols|whole: tensor-parallel layouts of 2-D weights that
   /// replace the Megatron-style choice.
   std::vector<std::string> layouts;

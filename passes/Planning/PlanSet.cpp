@@ -41,6 +41,10 @@ FailureOr<PlanAttr> dtcc::planning::planToAttr(MLIRContext *ctx,
     error = "expected offload none or optimizer, got '" + plan.offload + "'";
     return failure();
   }
+  if (plan.gradReduce != "fp32" && plan.gradReduce != "half") {
+    error = "expected grad-reduce fp32 or half, got '" + plan.gradReduce + "'";
+    return failure();
+  }
   NamedAttrList layouts;
   for (const std::string &entry : plan.layouts) {
     auto [name, layout] = StringRef(entry).rsplit('=');
@@ -69,7 +73,7 @@ FailureOr<PlanAttr> dtcc::planning::planToAttr(MLIRContext *ctx,
       emitError, ctx, shard::meshAttr(plan.mesh, ctx), int64_t(plan.zero),
       plan.microBatches, *schedule, plan.virtualStages, *recompute,
       plan.recomputeLayers, plan.sequenceParallel, *offload,
-      plan.halfGradReduce, layouts.getDictionary(ctx));
+      plan.gradReduce == "half", layouts.getDictionary(ctx));
   if (!attr) {
     error = message;
     return failure();
@@ -97,7 +101,7 @@ dtcc::planning::Plan dtcc::planning::planFromAttr(PlanAttr attr) {
   plan.recomputeLayers = attr.getRecomputeLayers();
   plan.sequenceParallel = attr.getSequenceParallel();
   plan.offload = stringifyOffload(attr.getOffload()).str();
-  plan.halfGradReduce = attr.getHalfGradReduce();
+  plan.gradReduce = attr.getHalfGradReduce() ? "half" : "fp32";
   for (NamedAttribute l : attr.getLayouts())
     if (auto s = dyn_cast<StringAttr>(l.getValue()))
       plan.layouts.push_back((l.getName().getValue() + "=" + s.getValue()).str());
@@ -191,15 +195,8 @@ struct PlanSetPass : public dtcc::planning::impl::PlanSetBase<PlanSetPass> {
       plan.sequenceParallel = sequenceParallel;
     if (offload.hasValue() || !old)
       plan.offload = offload;
-    if (gradReduce.hasValue() || !old) {
-      if (gradReduce != "fp32" && gradReduce != "half") {
-        module.emitError("invalid plan: expected grad-reduce fp32 or half, "
-                         "got '")
-            << gradReduce.getValue() << "'";
-        return signalPassFailure();
-      }
-      plan.halfGradReduce = gradReduce == "half";
-    }
+    if (gradReduce.hasValue() || !old)
+      plan.gradReduce = gradReduce;
     if (layouts.hasValue() || !old)
       plan.layouts.assign(layouts.begin(), layouts.end());
     std::string error;

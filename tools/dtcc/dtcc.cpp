@@ -531,12 +531,7 @@ int runImportOrCompile(bool compile) {
       return 1;
     }
     t.halfNorms = normDtype == "half";
-    if (gradReduce != "half" && gradReduce != "fp32") {
-      llvm::errs() << "error: --grad-reduce: expected fp32 or half, got '"
-                   << gradReduce << "'\n";
-      return 1;
-    }
-    t.plan.halfGradReduce = gradReduce == "half";
+    t.plan.gradReduce = gradReduce;
     if (!meshSpec.empty()) {
       // The one place the mesh is parsed: everything after reads its axes.
       auto mesh = dtcc::runtime::MeshShape::parse(meshSpec);
