@@ -645,7 +645,7 @@ struct CompiledLayers {
   double factor = 0;
   /// The plan's micro-batches, likewise from the two counts compiled.
   double factorMicro = 0;
-  AttentionKernels attention = AttentionKernels::kAsCompiled;
+  RunKernels run;
   double seconds = 0; ///< compiling
 };
 
@@ -666,7 +666,7 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
         continue;
       }
       auto t = simulateProgram(layers.priced[m][i].program, cluster,
-                               /*recordTimeline=*/false, layers.attention);
+                               /*recordTimeline=*/false, layers.run);
       if (!t.isOk())
         return t.status();
       times[m][i] = std::move(t.value());
@@ -705,12 +705,12 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
 /// collective alike (extrapolateProgramTime/Memory); a model of at most b
 /// layers is compiled whole. A model file (`source`) is compiled itself,
 /// whole, its batch one micro-batch of every data-parallel rank (the
-/// pricing gap says so otherwise). The attention core is priced as
-/// `attention` says the run executes it (AttentionKernels). Errors: the
-/// compiler's.
+/// pricing gap says so otherwise). The attention core and the work before
+/// each data-parallel gradient sum are priced as `run` says the run
+/// executes them (RunKernels). Errors: the compiler's.
 StatusOr<CompiledLayers>
 compileGpuLayers(const ModelDesc &model, const Plan &plan,
-                 const ClusterSpec &cluster, AttentionKernels attention,
+                 const ClusterSpec &cluster, const RunKernels &run,
                  const GpuProgramSource &source = GpuProgramSource()) {
   auto started = std::chrono::steady_clock::now();
   std::string why;
@@ -792,7 +792,7 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     // A file is dtcc's own run too: its cores as dtcc compile fuses them.
     options.train.fusedAttention =
         (model.flashAttention || source.isFile()) &&
-        attention == AttentionKernels::kAsCompiled;
+        run.attention == AttentionKernels::kAsCompiled;
     options.train.frozen = source.frozen;
     // Every field of the plan: one the compiler does not build yet is
     // refused by dtcc-plan-set, naming it (and the plan stays analytic).
@@ -823,10 +823,10 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     (*p.value().program.mutable_metadata())[runtime::metadata::kTarget] =
         "cuda";
     p.value().memory =
-        programMemory(p.value().program, /*maxTensors=*/12, attention);
-    if (attention != AttentionKernels::kAsCompiled) {
+        programMemory(p.value().program, /*maxTensors=*/12, run.attention);
+    if (!run.asCompiled()) {
       auto fused = simulateProgram(p.value().program, cluster,
-                                   /*recordTimeline=*/false, attention);
+                                   /*recordTimeline=*/false, run);
       if (!fused.isOk())
         return fused.status();
       p.value().time = std::move(fused.value());
@@ -839,7 +839,7 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
   out.factorMicro = microB == microA ? 0.0
                                      : double(plan.microBatches - microA) /
                                            double(microB - microA);
-  out.attention = attention;
+  out.run = run;
   out.seconds = std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - started)
                     .count();
@@ -850,9 +850,9 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
 /// (compileGpuLayers, then priceCompiledLayers as compiled).
 StatusOr<CompiledPrice>
 priceCompiledGpuPlan(const ModelDesc &model, const Plan &plan,
-                     const ClusterSpec &cluster, AttentionKernels attention,
+                     const ClusterSpec &cluster, const RunKernels &run,
                      const GpuProgramSource &source = GpuProgramSource()) {
-  auto layers = compileGpuLayers(model, plan, cluster, attention, source);
+  auto layers = compileGpuLayers(model, plan, cluster, run, source);
   if (!layers.isOk())
     return layers.status();
   return priceCompiledLayers(layers.value(), model, plan, cluster,
@@ -927,7 +927,7 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
                                double analyticStep,
                                const std::vector<Rejection> *slower,
                                const ClusterSpec &cluster,
-                               AttentionKernels attention,
+                               const RunKernels &run,
                                const GpuProgramSource &programs,
                                int64_t maxUnrolled) {
   ProgramChoice out;
@@ -935,7 +935,7 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
   if (!out.gap.empty())
     return out;
   auto priced =
-      priceCompiledGpuPlan(model, chosen, cluster, attention, programs);
+      priceCompiledGpuPlan(model, chosen, cluster, run, programs);
   if (!priced.isOk()) {
     std::string m = priced.status().message();
     out.gap = "its compile failed: " + m.substr(0, m.find('\n'));
@@ -966,7 +966,7 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
       ++out.leftOut;
       continue;
     }
-    auto p = priceCompiledGpuPlan(model, r.plan, cluster, attention, programs);
+    auto p = priceCompiledGpuPlan(model, r.plan, cluster, run, programs);
     if (!p.isOk())
       continue;
     const Candidate &other = p.value().candidate;
@@ -1472,7 +1472,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       : model.flashAttention     ? AttentionKernels::kFlash
       : model.fusedSoftmax       ? AttentionKernels::kFusedSoftmax
                                  : AttentionKernels::kAsCompiled;
-  const std::string attentionText =
+  const std::string attentionCoreText =
       std::string(attentionKernelsText(attention)) +
       (attention == AttentionKernels::kFlash
            ? " (the plan file's model has flashAttention" +
@@ -1483,6 +1483,19 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
        : attention == AttentionKernels::kFusedSoftmax
            ? " (the plan file's model has fusedSoftmax)"
            : "");
+  // A saved plan's model may say what its run did to each gradient before
+  // summing it over dp (FSDP1's post-backward copies); priced so too.
+  const RunKernels run(attention,
+                       runsOwnKernels && model.gradientPasses == "fsdp1"
+                           ? GradientPasses::kFsdp1
+                           : GradientPasses::kAsCompiled);
+  const std::string attentionText =
+      attentionCoreText +
+      (run.gradients == GradientPasses::kAsCompiled
+           ? std::string()
+           : std::string("; ") + gradientPassesText(run.gradients) +
+                 " (the plan file's model has gradientPasses " +
+                 model.gradientPasses + ")");
   // A saved plan is priced, or with --replan its model searched.
   const bool pricingSaved = savedPlan && !args.replan;
   if (args.halfGradReduce && (cpu || pricingSaved))
@@ -1676,7 +1689,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
           if (it == sensitivityPrograms.end())
             it = sensitivityPrograms
                      .emplace(key, compileGpuLayers(model, plan, cluster,
-                                                    attention, programs))
+                                                    run, programs))
                      .first;
           if (!it->second.isOk())
             return it->second.status();
@@ -1773,7 +1786,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
           model, report.chosen->plan, report.chosen->time.stepTime,
           report.search && !pricingSaved ? &report.search->slowerPlans
                                          : nullptr,
-          cluster, attention, programs,
+          cluster, run, programs,
           report.origin == "search" ? kMaxUnrolledSearched
                                     : kMaxUnrolledLayers);
       gap = choice.gap;

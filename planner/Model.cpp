@@ -501,6 +501,8 @@ Json modelToJson(const ModelDesc &m) {
   j.set("fusedSoftmax", m.fusedSoftmax);
   if (!m.attentionKernel.empty())
     j.set("attentionKernel", m.attentionKernel);
+  if (!m.gradientPasses.empty())
+    j.set("gradientPasses", m.gradientPasses);
   const ModelDesc::GraphFigures &g = m.graph;
   // A graph that is not a transformer has no sizes to count from.
   j.set("parameters", m.layers == 0 && g.parameters > 0
@@ -620,6 +622,12 @@ StatusOr<ModelDesc> modelFromJson(const Json &j) {
                                "name (a string), got ",
                                Json::kindName(value.kind()));
       m.attentionKernel = value.asString();
+    } else if (key == "gradientPasses") {
+      if (!value.isString() || value.asString() != "fsdp1")
+        return invalidArgument("model.gradientPasses: expected \"fsdp1\" "
+                               "(PyTorch FSDP1's flat-gradient copy and "
+                               "pre-division), or leave it out");
+      m.gradientPasses = value.asString();
     } else if (key == "norm") {
       if (!value.isString() || (value.asString() != "layernorm" &&
                                 value.asString() != "rmsnorm"))

@@ -104,6 +104,12 @@ struct ModelDesc {
   /// attentionEfficiency (FlashAttention-2 in the presets, dtcc's kernels
   /// once calibrated). See useModelAttentionKernel.
   std::string attentionKernel;
+  /// What the run did to each weight gradient before summing it over data
+  /// parallelism, beyond what dtcc's program does: "" nothing more,
+  /// "fsdp1" PyTorch FSDP1's flat-gradient copy and pre-division
+  /// (GradientPasses::kFsdp1), priced for a compiled program of a saved
+  /// plan's model.
+  std::string gradientPasses;
 
   /// What a model's IR shows, transformer or not (compiler/DescribeModel.h);
   /// all zero when the description comes from sizes alone (a preset, `dtcc

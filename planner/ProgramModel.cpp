@@ -461,16 +461,23 @@ struct SimRank {
 class Simulator {
 public:
   Simulator(const Program &program, const ClusterSpec &cluster, bool record,
-            AttentionKernels attention)
+            const RunKernels &run)
       : program_(program), cluster_(cluster),
         overlap_(!cluster.device.isCpu()), record_(record),
-        attention_(attention) {
-    // A fused softmax keeps the scores at the compute type.
+        attention_(run.attention), gradients_(run.gradients) {
+    // A fused softmax keeps the scores at the compute type, FSDP1 its flat
+    // gradient.
     auto dtype = program.metadata().find(runtime::metadata::kDtype);
-    scoreBytes_ = dtype != program.metadata().end() &&
-                          (dtype->second == "bf16" || dtype->second == "fp16")
-                      ? 2
-                      : 4;
+    computeBytes_ = dtype != program.metadata().end() &&
+                            (dtype->second == "bf16" || dtype->second == "fp16")
+                        ? 2
+                        : 4;
+    if (gradients_ != GradientPasses::kAsCompiled)
+      for (const Function &f : program.functions())
+        for (const Instruction &inst : f.instructions())
+          if (inst.kernel() == "concat")
+            for (int id : inst.outputs())
+              joined_.insert(id);
   }
 
   StatusOr<ProgramTime> run() {
@@ -573,6 +580,7 @@ private:
       return true;
     }
     if (isCommKernel(kernel)) {
+      gradientPasses(r, inst);
       DTCC_ASSIGN_OR_RETURN(CommOp * op, issue(r, inst));
       ++r.pc;
       if (!op->async)
@@ -611,7 +619,7 @@ private:
           !inst.outputs().empty()) {
         const DeviceSpec &d = cluster_.device;
         double tensors = kernel == "softmax" ? 2 : 3;
-        double bytes = tensors * double(scoreBytes_) *
+        double bytes = tensors * double(computeBytes_) *
                        double(numel(program_.buffers(inst.outputs(0))));
         seconds = bytes / (d.memoryBandwidth.value * d.memoryEfficiency.value) +
                   d.kernelOverhead.value;
@@ -635,6 +643,43 @@ private:
     it.seconds += seconds;
     ++r.pc;
     return true;
+  }
+
+  /// What the run does to a weight gradient before `inst` sums it over dp
+  /// (GradientPasses), as kernels on `r`'s compute stream.
+  void gradientPasses(SimRank &r, const Instruction &inst) {
+    if (gradients_ != GradientPasses::kFsdp1 ||
+        (inst.kernel() != "reduce_scatter" && inst.kernel() != "all_reduce") ||
+        attrString(inst, "phase") != "backward" || inst.inputs_size() == 0)
+      return;
+    std::vector<std::string> axes = splitAxes(attrString(inst, "axes"));
+    if (std::find(axes.begin(), axes.end(), "dp") == axes.end())
+      return;
+    const auto &input = program_.buffers(inst.inputs(0));
+    const double elements = double(numel(input));
+    const DeviceSpec &d = cluster_.device;
+    const double rate = d.memoryBandwidth.value * d.memoryEfficiency.value;
+    auto pass = [&](const char *kernel, double bytes) {
+      double seconds = bytes / rate + d.kernelOverhead.value;
+      trace(r, 0, kernel, inst.location(), "compute", r.tc, seconds);
+      r.tc += seconds;
+      r.time.compute += seconds;
+      KernelTime &k = r.kernels[kernel];
+      k.kernel = kernel;
+      ++k.calls;
+      k.seconds += seconds;
+      InstructionTime &it = r.insts[{kernel, inst.location()}];
+      it.kernel = kernel;
+      it.node = inst.location();
+      ++it.calls;
+      it.seconds += seconds;
+    };
+    // The flat gradient, unless the program joined it already.
+    if (!joined_.count(inst.inputs(0)))
+      pass("fsdp_flat_grad", 2 * elements * double(computeBytes_));
+    pass("fsdp_predivide",
+         2 * elements * double(runtime::dtypeSize(
+                            static_cast<runtime::DType>(input.dtype()))));
   }
 
   StatusOr<CommOp *> issue(SimRank &r, const Instruction &inst) {
@@ -912,7 +957,11 @@ private:
   const bool overlap_;
   const bool record_;
   const AttentionKernels attention_;
-  int64_t scoreBytes_ = 4;
+  const GradientPasses gradients_;
+  /// The compute type's bytes per element.
+  int64_t computeBytes_ = 4;
+  /// Buffers made by a concat (with gradient passes other than as compiled).
+  std::set<int> joined_;
   Timeline timeline_;
   std::vector<SimRank> ranks_;
   std::vector<std::unique_ptr<CommOp>> ops_;
@@ -926,9 +975,20 @@ private:
 StatusOr<ProgramTime> simulateProgram(const Program &program,
                                       const ClusterSpec &cluster,
                                       bool recordTimeline,
-                                      AttentionKernels attention) {
-  Simulator sim(program, cluster, recordTimeline, attention);
+                                      const RunKernels &run) {
+  Simulator sim(program, cluster, recordTimeline, run);
   return sim.run();
+}
+
+const char *gradientPassesText(GradientPasses gradients) {
+  switch (gradients) {
+  case GradientPasses::kAsCompiled:
+    return "";
+  case GradientPasses::kFsdp1:
+    return "FSDP1's flat-gradient copy and pre-division before each dp "
+           "gradient sum";
+  }
+  return "";
 }
 
 const char *attentionKernelsText(AttentionKernels attention) {

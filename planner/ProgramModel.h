@@ -131,6 +131,46 @@ enum class AttentionKernels {
 /// kernels" or "as a fused kernel".
 const char *attentionKernelsText(AttentionKernels attention);
 
+/// What the run being priced does to a weight gradient before summing it
+/// over data parallelism (a backward-phase reduce-scatter or all-reduce
+/// over dp), beyond dtcc's program (which sums the gradient as its op made
+/// it, widened first where the sum is fp32).
+enum class GradientPasses {
+  /// Nothing more: the program's instructions.
+  kAsCompiled,
+  /// PyTorch FSDP1's post-backward hook (torch.distributed.fsdp,
+  /// `_post_backward_hook` / `_reduce_grad`): a wrapped unit's gradient is
+  /// one flat tensor that autograd makes by concatenating its parameters'
+  /// gradients (split_with_sizes' backward: a copy at the compute type),
+  /// widened to reduce_dtype (as dtcc's program), then divided in place by
+  /// gradient_predivide_factor (> 1 on every group of 2 or more ranks)
+  /// before the reduce-scatter. Priced as two memory-bound kernels on the
+  /// compute stream before each such collective: the copy reads and
+  /// writes the gradient at the compute type, the division at the
+  /// collective's type. A collective whose input the program already
+  /// joined (dtcc-shard-bucket's concat) pays the division only.
+  kFsdp1,
+};
+
+/// "" or "FSDP1's flat-gradient copy and pre-division before each dp
+/// gradient sum".
+const char *gradientPassesText(GradientPasses gradients);
+
+/// How the run being priced executes what dtcc's program leaves to kernels
+/// chosen by the run: the attention core and the gradient's way to its
+/// data-parallel sum. The default prices the program as compiled.
+struct RunKernels {
+  RunKernels(AttentionKernels attention = AttentionKernels::kAsCompiled,
+             GradientPasses gradients = GradientPasses::kAsCompiled)
+      : attention(attention), gradients(gradients) {}
+  AttentionKernels attention;
+  GradientPasses gradients;
+  bool asCompiled() const {
+    return attention == AttentionKernels::kAsCompiled &&
+           gradients == GradientPasses::kAsCompiled;
+  }
+};
+
 /// Simulates one training step of `program` (micro-batches times
 /// train_step and apply_step, or each pipeline stage's train_step_pp<k>;
 /// a program without training functions runs `main` once) on `cluster`.
@@ -140,12 +180,13 @@ const char *attentionKernelsText(AttentionKernels attention);
 /// program that names an unknown mesh axis, or whose stages never meet
 /// (a send without its recv).
 ///
-/// With `attention` other than kAsCompiled, the attention core is priced
-/// as the run executes it (see AttentionKernels), not as dtcc compiled it.
-StatusOr<ProgramTime> simulateProgram(
-    const runtime::format::Program &program, const ClusterSpec &cluster,
-    bool recordTimeline = false,
-    AttentionKernels attention = AttentionKernels::kAsCompiled);
+/// With `run` other than as compiled, the attention core and the work
+/// before each data-parallel gradient sum are priced as the run executes
+/// them (see AttentionKernels, GradientPasses), not as dtcc compiled them.
+StatusOr<ProgramTime> simulateProgram(const runtime::format::Program &program,
+                                      const ClusterSpec &cluster,
+                                      bool recordTimeline = false,
+                                      const RunKernels &run = {});
 
 /// Whether `node` (an instruction's location) is in the attention core of
 /// the zoo's graphs (see AttentionKernels).

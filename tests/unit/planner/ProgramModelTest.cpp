@@ -7,6 +7,7 @@
 
 #include "planner/ProgramModel.h"
 #include "runtime/base/DType.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include <gtest/gtest.h>
 
@@ -313,6 +314,62 @@ TEST(ProgramModel, CollectivesOverlapOnGpusNotOnCpuRanks) {
   EXPECT_NEAR(shared.value().stepTime, add + 0.25 * allReduce, 1e-12);
   ASSERT_EQ(shared.value().comm.size(), 1u);
   EXPECT_NEAR(shared.value().comm[0].exposed, 0.25 * allReduce, 1e-12);
+}
+
+/// The weight gradients of a bf16 step: one widened to f32 and
+/// reduce-scattered over dp in the backward pass, one joined (concat) with
+/// another first, one all-reduced over tp and the optimizer's dp
+/// all-reduce: FSDP1's passes come before the backward dp sums only.
+TEST(ProgramModel, Fsdp1GradientPassesBeforeEachBackwardDpSum) {
+  Builder b;
+  b.mesh({{"dp", 4}, {"tp", 2}});
+  (*b.p.mutable_metadata())[runtime::metadata::kDtype] = "bf16";
+  Function *f = b.function("train_step");
+  int g = b.buffer({1000000}), s = b.buffer({250000});
+  int p1 = b.buffer({400}), p2 = b.buffer({600}), j = b.buffer({1000}),
+      js = b.buffer({250});
+  int t = b.buffer({1000}), n = b.buffer({1});
+  for (int id : {p1, p2, j, js, t})
+    b.p.mutable_buffers(id)->set_dtype(int(runtime::DType::kBF16));
+  auto collective = [&](const char *kernel, std::vector<int> ins,
+                        std::vector<int> outs, const char *axes,
+                        const char *phase) {
+    Instruction *i = b.kernel(f, kernel, ins, outs, "n");
+    Builder::attr(i, "axes", axes);
+    Builder::attr(i, "phase", phase);
+  };
+  collective("reduce_scatter", {g}, {s}, "dp", "backward");
+  b.kernel(f, "concat", {p1, p2}, {j});
+  collective("reduce_scatter", {j}, {js}, "dp", "backward");
+  collective("all_reduce", {t}, {t}, "tp", "backward");
+  collective("all_reduce", {n}, {n}, "dp", "optimizer");
+  ClusterSpec c = roundCluster("gpu");
+  auto compiled = simulateProgram(b.p, c);
+  auto fsdp = simulateProgram(b.p, c, false,
+                              RunKernels(AttentionKernels::kAsCompiled,
+                                         GradientPasses::kFsdp1));
+  ASSERT_TRUE(compiled.isOk() && fsdp.isOk());
+  // The f32 gradient: its flat copy at bf16 (2 x 2 B) and its division at
+  // f32 (2 x 4 B) a parameter, at 1e11 B/s and 1 us a kernel; the joined
+  // bf16 one its division only (2 x 2 B).
+  double copy = 2 * 1e6 * 2 / 1e11 + 1e-6;
+  double divide = 2 * 1e6 * 4 / 1e11 + 1e-6;
+  double joined = 2 * 1000 * 2 / 1e11 + 1e-6;
+  EXPECT_NEAR(fsdp.value().stepTime - compiled.value().stepTime,
+              copy + divide + joined, 1e-12);
+  double copies = 0, divisions = 0;
+  for (const KernelTime &k : fsdp.value().kernels) {
+    if (k.kernel == "fsdp_flat_grad") {
+      EXPECT_EQ(k.calls, 1);
+      copies = k.seconds;
+    }
+    if (k.kernel == "fsdp_predivide") {
+      EXPECT_EQ(k.calls, 2);
+      divisions = k.seconds;
+    }
+  }
+  EXPECT_NEAR(copies, copy, 1e-12);
+  EXPECT_NEAR(divisions, divide + joined, 1e-12);
 }
 
 /// A pp send (async, waited for with `handle`) or receive in `f`.
