@@ -66,6 +66,19 @@ private:
   /// ZeRO-3 parameters cast once at their load (mixed precision) gathered
   /// in the compute type, anew for each pass and layer that uses them.
   void gatherCastParametersPerUse();
+  /// The dimension a pipeline transfer of local type `t` laid out as `s`
+  /// travels split over tp on (splitTransfer), or -1.
+  int64_t transportDim(RankedTensorType t, ShardingAttr s) const;
+  /// Scatter/gather of pipeline transfers (Megatron-LM SC'21 section 4.1):
+  /// a value sent between stages that tensor parallelism replicates goes as
+  /// each tp rank's 1/tp of it (transportDim), sliced before the send (no
+  /// communication; the send's wait keeps the slice alive) and gathered
+  /// over tp after the receive, so the pp link, across nodes, carries 1/tp
+  /// of the bytes and the tp group's link (NVLink) the rest.
+  void splitTransfer(Operation *op);
+  /// Slices sent in place of the values the sends' waits still name, by
+  /// the sends' handles.
+  llvm::DenseMap<int64_t, std::pair<Value, Value>> transferSlices_;
 
   /// Records the ops reshard() makes.
   struct Recorder : public OpBuilder::Listener {
@@ -659,6 +672,17 @@ LogicalResult FunctionPartitioner::run() {
     }
     if (failed(fixAttributes(&op, required)))
       return failure();
+    if (isa<SendOp, RecvOp>(op))
+      splitTransfer(&op);
+  }
+  // A split send's wait keeps its slice alive, not the whole value.
+  for (auto wait : body.getOps<WaitOp>()) {
+    auto it = transferSlices_.find(wait.getHandle());
+    if (it == transferSlices_.end())
+      continue;
+    for (OpOperand &buffer : wait->getOpOperands())
+      if (buffer.get() == it->second.first)
+        buffer.set(it->second.second);
   }
   gatherCastParametersPerUse();
   for (Operation &op : body) {
@@ -675,6 +699,66 @@ LogicalResult FunctionPartitioner::run() {
   fn_.setType(FunctionType::get(fn_.getContext(), body.getArgumentTypes(),
                                 ret.getOperandTypes()));
   return success();
+}
+
+int64_t FunctionPartitioner::transportDim(RankedTensorType t,
+                                          ShardingAttr s) const {
+  const int64_t tp = mesh_.getSize("tp");
+  if (tp <= 1 || regather_ || t.getRank() < 2 || !s)
+    return -1;
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    for (StringAttr axis : s.getDims()[d].getAxes())
+      if (axis.getValue() == "tp")
+        return -1; // already split over tp (sequence parallelism)
+  for (int64_t d = t.getRank() - 1; d >= 0; --d)
+    if (!t.isDynamicDim(d) && t.getDimSize(d) % tp == 0)
+      return d;
+  return -1;
+}
+
+void FunctionPartitioner::splitTransfer(Operation *op) {
+  auto onPp = [](StringRef axis) { return axis == "pp"; };
+  const int64_t tp = mesh_.getSize("tp");
+  OpBuilder b(op);
+  if (auto send = dyn_cast<SendOp>(op)) {
+    Value whole = send.getOperand();
+    auto type = cast<RankedTensorType>(whole.getType());
+    // Laid out as the transfer requires (its propagated in-sharding).
+    auto ins = op->getAttrOfType<ArrayAttr>(kInShardingsAttr);
+    int64_t d = ins && ins.size() == 1
+                    ? transportDim(type, cast<ShardingAttr>(ins[0]))
+                    : -1;
+    if (!onPp(send.getAxis()) || d < 0)
+      return;
+    SmallVector<int64_t> shape(type.getShape());
+    shape[d] /= tp;
+    auto slice = ShardSliceOp::create(
+        b, op->getLoc(), RankedTensorType::get(shape, type.getElementType()),
+        whole, "tp", d, 1);
+    if (auto phase = op->getAttr("phase"))
+      slice->setAttr("phase", phase);
+    send->setOperand(0, slice);
+    if (auto handle = op->getAttrOfType<IntegerAttr>("handle"))
+      transferSlices_[handle.getInt()] = {whole, slice};
+    return;
+  }
+  auto recv = cast<RecvOp>(op);
+  auto type = cast<RankedTensorType>(recv.getType());
+  int64_t d = transportDim(type, sharding_.lookup(recv.getResult()));
+  if (!onPp(recv.getAxis()) || d < 0)
+    return;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[d] /= tp;
+  b.setInsertionPointAfter(op);
+  auto gather = AllGatherOp::create(b, op->getLoc(), type, recv.getResult(),
+                                    "tp", d);
+  if (auto phase = op->getAttr("phase"))
+    gather->setAttr("phase", phase);
+  recv.getResult().replaceAllUsesExcept(gather.getResult(), gather);
+  recv.getResult().setType(
+      RankedTensorType::get(shape, type.getElementType()));
+  global_[gather.getResult()] = global_.lookup(recv.getResult());
+  sharding_[gather.getResult()] = sharding_.lookup(recv.getResult());
 }
 
 // Mixed precision casts a parameter once, right after its load, and the
