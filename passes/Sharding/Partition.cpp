@@ -474,6 +474,15 @@ LogicalResult FunctionPartitioner::fixAttributes(Operation *op,
     }
     return out;
   };
+  // A splat constant split like a parameter (dtcc-shard-propagate) is the
+  // same splat at its local type.
+  if (auto c = dyn_cast<graph::ConstantOp>(op)) {
+    auto type = cast<RankedTensorType>(c.getResult().getType());
+    if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+        dense && dense.isSplat() && dense.getType() != type)
+      c.setValueAttr(dense.resizeSplat(type));
+    return success();
+  }
   if (auto slice = dyn_cast<graph::SliceOp>(op)) {
     auto start = divide(slice.getStart(), "slice start");
     auto limit = divide(slice.getLimit(), "slice limit");

@@ -68,8 +68,9 @@ private:
   }
 
   /// The layout of the parameter an optimizer updates with `gradient`
-  /// (through the elementwise scaling and casts between them, and the sums
-  /// that accumulate micro-batches' or tied uses' terms), or null. A
+  /// (through the elementwise scaling and casts between them, the sums
+  /// that accumulate micro-batches' or tied uses' terms, a pipeline's sum
+  /// over pp and ZeRO's split), or null. A
   /// loaded parameter's is its variable's, known before propagation reaches
   /// the load (the optimizer's loads follow the backward pass).
   ShardingAttr parameterLayoutOf(Value gradient) {
@@ -84,7 +85,9 @@ private:
       Value v = work.pop_back_val();
       for (OpOperand &use : v.getUses()) {
         Operation *user = use.getOwner();
-        if (!seen.insert(user).second || seen.size() > 16)
+        // (Bounded: a sum over micro-batches chains one add per
+        // micro-batch, 128 and more in a deep pipeline.)
+        if (!seen.insert(user).second || seen.size() > 4096)
           continue;
         if (auto adam = dyn_cast<graph::AdamwOp>(user);
             adam && use.get() == adam.getGrad())
@@ -92,8 +95,10 @@ private:
         if (auto sgd = dyn_cast<graph::SgdOp>(user);
             sgd && use.get() == sgd.getGrad())
           return layout(sgd.getParam());
-        if (isa<graph::MulOp, graph::DivOp, graph::CastOp, graph::AddOp>(
-                user) &&
+        // (A pipeline's sum over pp of a tied parameter's terms passes it
+        // on too, and ZeRO's constraint that splits it for the update.)
+        if (isa<graph::MulOp, graph::DivOp, graph::CastOp, graph::AddOp,
+                AllReduceOp, ConstraintOp>(user) &&
             cast<ShapedType>(user->getResult(0).getType()).getShape() ==
                 cast<ShapedType>(v.getType()).getShape())
           work.push_back(user->getResult(0));
@@ -387,8 +392,19 @@ private:
       return success();
     }
     if (op->getNumOperands() == 0) { // constants, iota: replicated sources
-      for (Value r : op->getResults())
-        outs.push_back(replicatedFor(r));
+      for (Value r : op->getResults()) {
+        // A splat is the same in every layout: one that becomes a
+        // parameter's gradient (a pipeline stage's zero term of a tied
+        // parameter's sum over pp, the 1/m of a micro-batch mean) is made
+        // in the parameter's layout, not whole (a 250880 x 14336 embedding
+        // gradient is 14 GB in fp32).
+        ShardingAttr s;
+        if (auto c = dyn_cast<graph::ConstantOp>(op))
+          if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+              dense && dense.isSplat())
+            s = parameterLayoutOf(r);
+        outs.push_back(s ? s.withoutPartial() : replicatedFor(r));
+      }
       record(op, {}, outs);
       return success();
     }
