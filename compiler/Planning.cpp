@@ -468,14 +468,16 @@ Json compiledToJson(const CompiledMemory &c, const Candidate &chosen,
 /// learned positions; Llama: RMSNorm, no biases, SwiGLU, rotary), or why
 /// neither builds it.
 std::optional<zoo::Family> zooFamilyOf(const ModelDesc &m, std::string &why) {
+  // GPT's block, with learned positions or ALiBi (BLOOM's).
   if (!m.gatedMlp && m.norm == NormKind::kLayerNorm && m.linearBias &&
-      m.learnedPositions && m.kvHeads == m.heads)
+      m.kvHeads == m.heads)
     return zoo::Family::Gpt;
   if (m.gatedMlp && m.norm == NormKind::kRmsNorm && !m.linearBias &&
       !m.learnedPositions)
     return zoo::Family::Llama;
   why = "a block neither zoo family builds (GPT: LayerNorm, biases, GeLU, "
-        "learned positions; Llama: RMSNorm, SwiGLU, rotary, no biases)";
+        "learned positions or ALiBi; Llama: RMSNorm, SwiGLU, rotary, no "
+        "biases)";
   return std::nullopt;
 }
 
@@ -760,6 +762,8 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
       // The module's inputs are one micro-batch of every data-parallel rank.
       o.batch = plan.microBatchSize * plan.dp;
       o.tiedEmbeddings = model.tiedEmbeddings;
+      // A GPT block without learned positions has ALiBi's (BLOOM).
+      o.alibi = *family == zoo::Family::Gpt && !model.learnedPositions;
       // Where GPT-2 and Megatron-LM place it; its cost does not depend on
       // the probability.
       o.dropout = model.dropout ? kPricedDropout : 0.0;

@@ -1007,7 +1007,7 @@ const char *attentionKernelsText(AttentionKernels attention) {
 bool isAttentionCoreNode(const std::string &node) {
   if (node.find("/attn/") == std::string::npos)
     return false;
-  for (const char *suffix : {"/MatMul_scores", "/Div_scale",
+  for (const char *suffix : {"/MatMul_scores", "/Div_scale", "/Add_alibi",
                              "/Add_causal_mask", "/Softmax_probs",
                              "/Dropout_probs", "/MatMul_context"}) {
     size_t n = std::char_traits<char>::length(suffix);

@@ -105,7 +105,7 @@ struct ProgramTime {
 
 /// How the run being priced executes the attention core of the zoo's
 /// transformer graphs: the instructions of ONNX nodes `*/attn/MatMul_scores`,
-/// `Div_scale`, `Add_causal_mask`, `Softmax_probs`, `Dropout_probs` and
+/// `Div_scale`, `Add_alibi`, `Add_causal_mask`, `Softmax_probs`, `Dropout_probs` and
 /// `MatMul_context`, and their gradients (isAttentionCoreNode).
 enum class AttentionKernels {
   /// Every instruction as dtcc's backend runs it (dtcc's own programs:

@@ -413,15 +413,51 @@ std::string dropout(GraphBuilder &g, double p, const std::string &x,
               {x, g.f32("dropout_ratio", float(p)), g.boolScalar(true)});
 }
 
-/// dropout(softmax(q kT / sqrt(hd) + mask)) v for q, v [b, nh, s, hd] and
-/// kT [b, nh, hd, s], merged back to [b, s, h].
+/// The ALiBi biases [nh, 1, s]: slope_h x key position (ZooOptions::alibi),
+/// computed from Range like the rotary tables.
+std::string alibiBiases(GraphBuilder &g, const Dims &d) {
+  g.setScope("alibi");
+  int64_t below = 1;
+  while (below * 2 <= d.nh)
+    below *= 2;
+  // slope_k = 2^(-8 k / below), k = 1 .. below; then 2^(-8 k / (2 below))
+  // for k = 1, 3, 5, ... (nh - below of them).
+  std::string k = g.op("Range", "slopes",
+                       {g.f32("one", 1.0f), g.f32("below_plus_1", float(below + 1)),
+                        g.f32("one", 1.0f)});
+  std::string exponents = g.op(
+      "Mul", "slopes", {k, g.f32("minus_8_over_below", -8.0f / float(below))});
+  if (d.nh > below) {
+    std::string odd =
+        g.op("Range", "extra_slopes",
+             {g.f32("one", 1.0f), g.f32("extra_end", float(2 * (d.nh - below))),
+              g.f32("two", 2.0f)});
+    odd = g.op("Mul", "extra_slopes",
+               {odd, g.f32("minus_4_over_below", -4.0f / float(below))});
+    exponents = g.op("Concat", "slopes", {exponents, odd}, {attrInt("axis", 0)});
+  }
+  std::string slopes =
+      g.op("Pow", "slopes", {g.f32("two", 2.0f), exponents});
+  slopes = g.op("Reshape", "slopes", {slopes, g.i64({d.nh, 1, 1})});
+  std::string keys =
+      g.op("Range", "keys",
+           {g.f32("zero", 0.0f), g.f32("seq", float(d.s)), g.f32("one", 1.0f)});
+  keys = g.op("Reshape", "keys", {keys, g.i64({1, 1, d.s})});
+  return g.op("Mul", "", {slopes, keys});
+}
+
+/// dropout(softmax(q kT / sqrt(hd) [+ alibi] + mask)) v for q, v [b, nh, s,
+/// hd] and kT [b, nh, hd, s], merged back to [b, s, h].
 std::string attend(GraphBuilder &g, const Dims &d, const std::string &q,
                    const std::string &kT, const std::string &v,
-                   const std::string &mask, double dropoutRatio = 0) {
+                   const std::string &mask, double dropoutRatio = 0,
+                   const std::string &alibi = "") {
   std::string scores = g.op("MatMul", "scores", {q, kT});
   scores =
       g.op("Div", "scale",
            {scores, g.f32("sqrt_head_dim", float(std::sqrt(double(d.hd))))});
+  if (!alibi.empty())
+    scores = g.op("Add", "alibi", {scores, alibi});
   scores = g.op("Add", "causal_mask", {scores, mask});
   std::string probs = g.op("Softmax", "probs", {scores}, {attrInt("axis", -1)});
   probs = dropout(g, dropoutRatio, probs, "probs");
@@ -482,11 +518,14 @@ void buildGpt(GraphBuilder &g, const ZooOptions &o) {
   g.addInput("labels", onnx::TensorProto::INT64, {d.b, d.s});
   g.setScope("embed");
   std::string tok = g.param("tok_embedding", {d.v, d.h}, Init::Normal);
-  std::string pos = g.param("pos_embedding", {d.s, d.h}, Init::Normal);
   std::string x = g.op("Gather", "tok", {tok, "ids"}, {attrInt("axis", 0)});
-  x = g.op("Add", "pos", {x, pos});
+  if (!o.alibi) {
+    std::string pos = g.param("pos_embedding", {d.s, d.h}, Init::Normal);
+    x = g.op("Add", "pos", {x, pos});
+  }
   x = dropout(g, o.dropout, x, "embed");
   std::string mask = causalMask(g, d.s);
+  std::string alibi = o.alibi ? alibiBiases(g, d) : "";
 
   for (int64_t l = 0; l < o.layers; ++l) {
     std::string p = "layers." + str(l);
@@ -506,7 +545,7 @@ void buildGpt(GraphBuilder &g, const ZooOptions &o) {
     std::string kT =
         g.op("Transpose", "k", {k}, {attrInts("perm", {0, 2, 3, 1})});
     std::string v = splitHeads(g, d, parts[2], d.nh, "v");
-    std::string a = attend(g, d, q, kT, v, mask, o.dropout);
+    std::string a = attend(g, d, q, kT, v, mask, o.dropout, alibi);
     a = g.op("MatMul", "proj",
              {a, g.param(p + ".attn.proj.weight", {d.h, d.h}, Init::Normal)});
     a = g.op("Add", "proj_bias",
@@ -861,6 +900,8 @@ std::string validate(ZooOptions &o) {
         return e;
     if (std::string e = notFor(o.dropout != 0, "--dropout", "gpt"); !e.empty())
         return e;
+    if (std::string e = notFor(o.alibi, "--alibi", "gpt"); !e.empty())
+      return e;
     setDefault(o.layers, 2);
     setDefault(o.hidden, 256);
     setDefault(o.inputs, 784);
@@ -885,9 +926,12 @@ std::string validate(ZooOptions &o) {
        {std::pair{o.inputs != 0, "--inputs"}, {o.classes != 0, "--classes"}})
     if (std::string e = notFor(isSet, flag, "mlp"); !e.empty())
       return e;
-  if (!gpt)
+  if (!gpt) {
     if (std::string e = notFor(o.dropout != 0, "--dropout", "gpt"); !e.empty())
       return e;
+    if (std::string e = notFor(o.alibi, "--alibi", "gpt"); !e.empty())
+      return e;
+  }
   if (gpt) {
     if (std::string e = notFor(o.ropeTheta != 0, "--rope-theta", "llama");
         !e.empty())
@@ -1020,6 +1064,8 @@ std::string describe(const ZooOptions &o) {
     add("norm-eps", str(o.normEps));
     add("tied-embeddings", o.tiedEmbeddings ? "1" : "0");
   }
+  if (o.alibi)
+    add("alibi", "1");
   if (o.dropout != 0)
     add("dropout", str(o.dropout));
   add("opset", str(o.opset));
@@ -1039,7 +1085,7 @@ int64_t parameterCount(const ZooOptions &options) {
     // fc1 (hf + f), fc2 (fh + h).
     int64_t block =
         4 * h + 3 * h * h + 3 * h + h * h + h + h * f + f + f * h + h;
-    return v * h + o.seq * h + o.layers * block + 2 * h +
+    return v * h + (o.alibi ? 0 : o.seq * h) + o.layers * block + 2 * h +
            (o.tiedEmbeddings ? 0 : h * v);
   }
   case Family::Llama: {

@@ -89,6 +89,15 @@ struct ZooOptions {
   /// probabilities and on both residual branches (after the projection and
   /// after the MLP). 0 (the default) builds none. GPT only.
   double dropout = 0;
+  /// --alibi: ALiBi attention biases (Press et al., "Train Short, Test
+  /// Long"; BLOOM, MPT) in place of learned positions: head h adds
+  /// slope_h x (key position) to its scaled scores before the causal mask,
+  /// slope_h = 2^(-8 (h + 1) / n) for n heads a power of two, else those
+  /// of the power of two below n followed by every other slope of twice
+  /// it (BLOOM's build_alibi_tensor; softmax is unchanged by a shift along
+  /// a row, so slope x (key - query) gives the same probabilities). GPT
+  /// only.
+  bool alibi = false;
 };
 
 /// Fills in the family's defaults for fields left at 0 and checks the

@@ -115,6 +115,12 @@ cl::opt<double> zooDropout(
              "embedding, on the attention probabilities and on both residual "
              "branches, as GPT-2 and Megatron-LM place it (default 0: none)"),
     cl::init(0), cl::sub(zooCmd), cl::cat(zooCategory));
+cl::opt<bool> zooAlibi(
+    "alibi",
+    cl::desc("GPT: ALiBi attention biases (BLOOM, MPT) in place of learned "
+             "positions: each head adds its slope times the key position to "
+             "its scores"),
+    cl::sub(zooCmd), cl::cat(zooCategory));
 cl::list<std::string> inputShapes(
     "input-shape",
     cl::desc("Size an input with symbolic dimensions: NAME=D0xD1x... "
@@ -679,6 +685,7 @@ int runZoo() {
   options.opset = zooOpset;
   options.tiedEmbeddings = zooTied;
   options.dropout = zooDropout;
+  options.alibi = zooAlibi;
   if (!zooPreset.empty())
     if (std::string e = dtcc::zoo::applyPreset(options, zooPreset); !e.empty()) {
       llvm::errs() << "error: " << e << "\n";

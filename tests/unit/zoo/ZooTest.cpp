@@ -471,6 +471,35 @@ TEST(ZooTest, TiedEmbeddingsReuseTheTokenEmbedding) {
   EXPECT_TRUE(transposed);
 }
 
+TEST(ZooTest, AlibiReplacesLearnedPositions) {
+  ZooOptions o = smallGpt();
+  o.heads = 8;
+  o.alibi = true;
+  onnx::ModelProto m = buildModel(validated(o));
+  EXPECT_EQ(checkOnnx(m), "");
+  EXPECT_EQ(findInitializer(m, "pos_embedding"), nullptr);
+  // One bias term per layer, between the scale and the causal mask.
+  EXPECT_EQ(countOps(m, "Pow"), 1);
+  std::vector<std::string> adds;
+  for (const auto &n : m.graph().node())
+    if (n.name().find("/attn/Add_alibi") != std::string::npos)
+      adds.push_back(n.name());
+  EXPECT_EQ(adds, (std::vector<std::string>{"layers.0/attn/Add_alibi",
+                                            "layers.1/attn/Add_alibi"}));
+  EXPECT_NE(metadata(m, "dtcc.zoo").find(" alibi=1 "), std::string::npos)
+      << metadata(m, "dtcc.zoo");
+  EXPECT_EQ(parameterCount(o), parameterCount(validated(smallGpt())) -
+                                   o.seq * o.hidden);
+  // A head count that is not a power of two takes the extra slopes.
+  o.heads = 6;
+  o.hidden = 48;
+  EXPECT_EQ(checkOnnx(buildModel(validated(o))), "");
+  ZooOptions llama;
+  llama.family = Family::Llama;
+  llama.alibi = true;
+  EXPECT_EQ(validate(llama), "--alibi applies to gpt models, not llama");
+}
+
 TEST(ZooTest, DropoutSitsWhereGpt2AndMegatronPutIt) {
   EXPECT_EQ(countOps(buildModel(validated(smallGpt())), "Dropout"), 0);
   ZooOptions o = smallGpt();
