@@ -625,7 +625,17 @@ private:
                   d.kernelOverhead.value;
       }
     }
-    trace(r, 0, kernel, inst.location(), "compute", r.tc, seconds);
+    compute(r, kernel, inst.location(), seconds, flops);
+    ++r.pc;
+    return true;
+  }
+
+  /// `r`'s compute thread runs `kernel` (at ONNX node `node`) for
+  /// `seconds`: its timeline, time and per-kernel and per-instruction
+  /// costs.
+  void compute(SimRank &r, const std::string &kernel, const std::string &node,
+               double seconds, double flops = 0) {
+    trace(r, 0, kernel, node, "compute", r.tc, seconds);
     r.tc += seconds;
     r.time.compute += seconds;
     if (isOptimizerKernel(kernel))
@@ -636,13 +646,11 @@ private:
     k.seconds += seconds;
     k.flops += flops;
     r.flops += flops;
-    InstructionTime &it = r.insts[{kernel, inst.location()}];
+    InstructionTime &it = r.insts[{kernel, node}];
     it.kernel = kernel;
-    it.node = inst.location();
+    it.node = node;
     ++it.calls;
     it.seconds += seconds;
-    ++r.pc;
-    return true;
   }
 
   /// What the run does to a weight gradient before `inst` sums it over dp
@@ -660,19 +668,8 @@ private:
     const DeviceSpec &d = cluster_.device;
     const double rate = d.memoryBandwidth.value * d.memoryEfficiency.value;
     auto pass = [&](const char *kernel, double bytes) {
-      double seconds = bytes / rate + d.kernelOverhead.value;
-      trace(r, 0, kernel, inst.location(), "compute", r.tc, seconds);
-      r.tc += seconds;
-      r.time.compute += seconds;
-      KernelTime &k = r.kernels[kernel];
-      k.kernel = kernel;
-      ++k.calls;
-      k.seconds += seconds;
-      InstructionTime &it = r.insts[{kernel, inst.location()}];
-      it.kernel = kernel;
-      it.node = inst.location();
-      ++it.calls;
-      it.seconds += seconds;
+      compute(r, kernel, inst.location(),
+              bytes / rate + d.kernelOverhead.value);
     };
     // The flat gradient, unless the program joined it already.
     if (!joined_.count(inst.inputs(0)))

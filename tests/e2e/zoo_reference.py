@@ -14,6 +14,7 @@ then every other slope of twice it.
 """
 import math
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -130,8 +131,9 @@ def main():
               f"{name}: the biases change the loss ({no_bias_loss:.6f} "
               f"without them)")
     if check.failures:
-        print(f"{len(check.failures)} check(s) failed")
+        print(f"{len(check.failures)} check(s) failed; work dir: {work}")
         return 1
+    shutil.rmtree(work, ignore_errors=True)
     print("all zoo reference checks passed")
     return 0
 
