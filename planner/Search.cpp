@@ -335,15 +335,19 @@ private:
 
   /// Returns whether the plan fits.
   bool evaluate(Plan plan) {
-    // Half gradient sums where the consumer builds them, else fp32.
     plan.halfGradReduce = options_.halfGradReduce;
-    if (plan.halfGradReduce && options_.buildable && options_.buildable(plan))
-      plan.halfGradReduce = false;
-    if (options_.buildable)
-      if (std::optional<std::string> why = options_.buildable(plan)) {
+    if (options_.buildable) {
+      std::optional<std::string> why = options_.buildable(plan);
+      // Half gradient sums where the consumer builds them, else fp32.
+      if (why && plan.halfGradReduce) {
+        plan.halfGradReduce = false;
+        why = options_.buildable(plan);
+      }
+      if (why) {
         invalid(plan, *why);
         return false;
       }
+    }
     MemoryBreakdown memory = memory_.peak(plan);
     double excess = 0;
     std::string problem = memoryProblem(memory, memory_, excess);

@@ -882,6 +882,14 @@ std::string validate(ZooOptions &o) {
     return std::string(flag) + " applies to " + families + " models, not " +
            family;
   };
+  // The flags of GPT's block only.
+  auto gptOnly = [&]() -> std::string {
+    for (auto [isSet, flag] :
+         {std::pair{o.dropout != 0, "--dropout"}, {o.alibi, "--alibi"}})
+      if (std::string e = notFor(isSet, flag, "gpt"); !e.empty())
+        return e;
+    return "";
+  };
   // Every product below is of validated sizes; __int128 keeps the size
   // checks themselves from overflowing.
   using Wide = __int128;
@@ -898,9 +906,7 @@ std::string validate(ZooOptions &o) {
                                {o.tiedEmbeddings, "--tied-embeddings"}})
       if (std::string e = notFor(isSet, flag, "gpt and llama"); !e.empty())
         return e;
-    if (std::string e = notFor(o.dropout != 0, "--dropout", "gpt"); !e.empty())
-        return e;
-    if (std::string e = notFor(o.alibi, "--alibi", "gpt"); !e.empty())
+    if (std::string e = gptOnly(); !e.empty())
       return e;
     setDefault(o.layers, 2);
     setDefault(o.hidden, 256);
@@ -926,12 +932,9 @@ std::string validate(ZooOptions &o) {
        {std::pair{o.inputs != 0, "--inputs"}, {o.classes != 0, "--classes"}})
     if (std::string e = notFor(isSet, flag, "mlp"); !e.empty())
       return e;
-  if (!gpt) {
-    if (std::string e = notFor(o.dropout != 0, "--dropout", "gpt"); !e.empty())
+  if (!gpt)
+    if (std::string e = gptOnly(); !e.empty())
       return e;
-    if (std::string e = notFor(o.alibi, "--alibi", "gpt"); !e.empty())
-      return e;
-  }
   if (gpt) {
     if (std::string e = notFor(o.ropeTheta != 0, "--rope-theta", "llama");
         !e.empty())
