@@ -76,7 +76,17 @@ static LogicalResult dump(ModuleOp module, const CompileOptions &options,
   return success();
 }
 
+static LogicalResult runPhasesOnce(ModuleOp module,
+                                   const CompileOptions &options);
+
 LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
+  if (failed(runPhasesOnce(module, options)))
+    return failure();
+  return options.verifyEachPass ? success() : verify(module);
+}
+
+static LogicalResult runPhasesOnce(ModuleOp module,
+                                   const CompileOptions &options) {
   MLIRContext *ctx = module.getContext();
   if (failed(dump(module, options, 0, "import")))
     return failure();
@@ -85,6 +95,7 @@ LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
   auto run = [&](llvm::function_ref<void(PassManager &)> build, int index,
                  llvm::StringRef phase) -> LogicalResult {
     PassManager pm(ctx);
+    pm.enableVerifier(options.verifyEachPass);
     instrumentPassManager(pm);
     if (options.printIrAfterAll) {
       ctx->disableMultithreading();

@@ -98,6 +98,11 @@ struct CompileOptions {
   /// kernels generated for the target and carried in the executable
   /// (compiler/codegen); row regions on the CPU target only.
   bool fuse = false;
+  /// Verify the module after every pass (MLIR's default); false: once,
+  /// after the last phase. The planner's pricing compiles of zoo models
+  /// (programs of up to millions of ops, whose IR the tests verify pass by
+  /// pass) spent a quarter of their time in the verifier.
+  bool verifyEachPass = true;
   TrainOptions train;
 };
 

@@ -788,6 +788,9 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     }
     CompileOptions options;
     options.target = "cuda";
+    // A zoo model's IR is verified once, after the phases; a file's after
+    // every pass, so that a compiler fault names the pass.
+    options.verifyEachPass = source.isFile();
     options.train.enabled = true;
     options.train.dtype = dtypeName(plan.dtype.compute);
     // dtcc's own run fuses the attention cores (the CUDA attention kernels,

@@ -17,7 +17,11 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include <functional>
 #include <limits>
+#include <map>
+#include <queue>
+#include <tuple>
 
 namespace dtcc::shard {
 #define GEN_PASS_DEF_SHARDMICROBATCH
@@ -215,9 +219,18 @@ private:
   /// the input gradients sent to earlier stages depend on, and W, the rest
   /// (the weight gradients), into weightOps_.
   void splitBackward(Block &body);
-  /// Whether `op` (of a micro-batch) belongs to `task` on its stage.
-  bool inTask(Operation &op, const planner::PipelineTask &task,
-              int64_t stage) const;
+  /// The task `op` belongs to in its stage's schedule: its micro-batch,
+  /// its chunk on the stage, its pass and (ZB-H1's backward) whether it is
+  /// W; none for an op of no micro-batch.
+  using TaskKey = std::tuple<int64_t, int64_t, bool, bool>;
+  std::optional<std::pair<int64_t, TaskKey>> taskOf(Operation &op) const;
+  /// Gathers the ops emitStage clones in one walk of the step, after place
+  /// (and splitBackward): walking the whole unrolled step several times
+  /// for each stage grew with stages x layers x micro-batches.
+  void gatherStageOps(Block &body);
+  static TaskKey keyOf(const planner::PipelineTask &task) {
+    return {task.microBatch, task.chunk, task.backward, task.weight};
+  }
 
   int64_t microBatches_ = 1;
   /// The plan's pp, chunks per stage and schedule.
@@ -232,6 +245,10 @@ private:
   llvm::DenseSet<Operation *> weightOps_;
   llvm::DenseMap<Value, Placement> placement_;
   llvm::DenseSet<Operation *> prologue_, epilogue_;
+  /// The prologue and epilogue in program order, and each stage's ops of
+  /// each task (in program order).
+  SmallVector<Operation *> prologueOps_, epilogueOps_;
+  std::vector<std::map<TaskKey, SmallVector<Operation *>>> taskOps_;
   /// Values sent between stages: (value, destination) -> tag.
   std::map<std::pair<void *, int64_t>, int64_t> tags_;
   int64_t handle_ = 1 << 20;
@@ -258,18 +275,31 @@ ShardPipelinePass::schedule(int64_t stage) const {
                                 virtualStages_, stage);
 }
 
-bool ShardPipelinePass::inTask(Operation &op, const planner::PipelineTask &task,
-                               int64_t stage) const {
+std::optional<std::pair<int64_t, ShardPipelinePass::TaskKey>>
+ShardPipelinePass::taskOf(Operation &op) const {
   auto m = op.getAttrOfType<IntegerAttr>(kMicroAttr);
-  if (!m || m.getInt() != task.microBatch ||
-      chunkOf_.lookup(&op) != task.chunk * numStages() + stage)
-    return false;
-  bool forward = op.getAttrOfType<StringAttr>(kPassAttr).getValue() == "forward";
-  if (forward != !task.backward)
-    return false;
-  if (schedule_ != PipelineSchedule::ZeroBubbleH1 || forward)
-    return true;
-  return weightOps_.contains(&op) == task.weight;
+  if (!m)
+    return std::nullopt;
+  int64_t chunk = chunkOf_.lookup(&op);
+  bool backward =
+      op.getAttrOfType<StringAttr>(kPassAttr).getValue() != "forward";
+  bool weight = schedule_ == PipelineSchedule::ZeroBubbleH1 && backward &&
+                weightOps_.contains(&op);
+  return std::make_pair(chunk % numStages(),
+                        TaskKey{m.getInt(), chunk / numStages(), backward,
+                                weight});
+}
+
+void ShardPipelinePass::gatherStageOps(Block &body) {
+  taskOps_.assign(numStages(), {});
+  for (Operation &op : body.without_terminator()) {
+    if (prologue_.contains(&op))
+      prologueOps_.push_back(&op);
+    else if (epilogue_.contains(&op))
+      epilogueOps_.push_back(&op);
+    else if (auto task = taskOf(op))
+      taskOps_[task->first][task->second].push_back(&op);
+  }
 }
 
 void ShardPipelinePass::splitBackward(Block &body) {
@@ -665,17 +695,13 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
 LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   MLIRContext *ctx = train.getContext();
   OpBuilder mb(train);
-  IRMapping unused;
-  // Cloned for the signature and attributes; the body is rebuilt.
-  auto fn = cast<func::FuncOp>(mb.clone(*train.getOperation(), unused));
+  // The signature and attributes are cloned; the body is built below (a
+  // whole clone, erased again, cost every stage the step's full body).
+  auto fn = cast<func::FuncOp>(mb.insert(train->cloneWithoutRegions()));
   fn.setSymName(("train_step_pp" + Twine(stage)).str());
   fn->setAttr(kStageAttr, IntegerAttr::get(IntegerType::get(ctx, 64), stage));
   Block &old = train.getBody().front();
-  Block &body = fn.getBody().front();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
-    op.dropAllUses();
-    op.erase();
-  }
+  Block &body = *fn.addEntryBlock();
   IRMapping map;
   for (auto [a, b] : llvm::zip(old.getArguments(), body.getArguments()))
     map.map(a, b);
@@ -725,14 +751,19 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     }
     return local;
   };
+  // Told of each value cloned while the tasks are emitted (below).
+  std::function<void(Value)> onMapped;
   auto cloneOp = [&](Operation &op) -> Operation * {
     SmallVector<Value> operands;
     for (Value v : op.getOperands())
       operands.push_back(operand(v, &op));
     Operation *clone = b.clone(op, map);
     clone->setOperands(operands);
-    for (auto [r, c] : llvm::zip(op.getResults(), clone->getResults()))
+    for (auto [r, c] : llvm::zip(op.getResults(), clone->getResults())) {
       map.map(r, c);
+      if (onMapped)
+        onMapped(r);
+    }
     clone->removeAttr(kMicroAttr);
     clone->removeAttr(kPassAttr);
     // Send what later (or earlier) stages read.
@@ -751,9 +782,8 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     return clone;
   };
 
-  for (Operation &op : old.without_terminator())
-    if (prologue_.contains(&op))
-      cloneOp(op);
+  for (Operation *op : prologueOps_)
+    cloneOp(*op);
   // Whether `op` after the micro-batches runs on this stage.
   auto runsHere = [&](Operation &op) {
     Placement p =
@@ -771,26 +801,52 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   // the pipeline's critical path. Summed op by op, a 39B stage (tp=2 pp=4
   // ZeRO-1) held 119.5 -> 116.6 GB but Megatron-LM's 145B (pp=8, 48
   // micro-batches) was priced 4.9% slower.
-  llvm::SmallPtrSet<Operation *, 32> accumulated;
+  //
+  // Each sum waits for its operands not yet cloned (an operand another
+  // stage holds is zero here, never waited for); a sum whose last operand
+  // is cloned becomes ready and is cloned after the task, in the body's
+  // order. Rescanning every sum after every task grew with the square of
+  // the micro-batches (~45% of a 145B plan's compile, pp=8 x 48).
   SmallVector<Operation *> sums;
-  for (Operation &op : old.without_terminator())
-    if (epilogue_.contains(&op) && isa<graph::AddOp>(op) && runsHere(op))
-      sums.push_back(&op);
+  for (Operation *op : epilogueOps_)
+    if (isa<graph::AddOp>(op) && runsHere(*op))
+      sums.push_back(op);
+  auto arrived = [&](Value v) {
+    Placement p = placement_.lookup(v);
+    return map.contains(v) || (p.kind == Placement::kStage && p.stage != stage);
+  };
+  SmallVector<int64_t> missing(sums.size(), 0);
+  llvm::DenseMap<Value, SmallVector<size_t, 1>> waiting;
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  for (auto [i, op] : llvm::enumerate(sums)) {
+    for (Value v : op->getOperands())
+      if (!arrived(v)) {
+        ++missing[i];
+        waiting[v].push_back(i);
+      }
+    if (missing[i] == 0)
+      ready.push(i);
+  }
+  // Called by cloneOp with each result it maps.
+  onMapped = [&](Value v) {
+    auto it = waiting.find(v);
+    if (it == waiting.end())
+      return;
+    for (size_t i : it->second)
+      if (--missing[i] == 0)
+        ready.push(i);
+    waiting.erase(it);
+  };
+  llvm::SmallPtrSet<Operation *, 32> accumulated;
   auto accumulateReady = [&] {
-    for (Operation *op : sums) {
-      if (accumulated.contains(op))
-        continue;
-      bool ready = llvm::all_of(op->getOperands(), [&](Value v) {
-        Placement p = placement_.lookup(v);
-        return map.contains(v) ||
-               (p.kind == Placement::kStage && p.stage != stage);
-      });
-      if (!ready)
-        continue;
+    while (!ready.empty()) {
+      Operation *op = sums[ready.top()];
+      ready.pop();
       cloneOp(*op);
       accumulated.insert(op);
     }
   };
+  const std::map<TaskKey, SmallVector<Operation *>> &tasks = taskOps_[stage];
   for (const planner::PipelineTask &task : schedule(stage)) {
     // Named as in the planner's predicted trace; the runtime's --trace
     // reports it with each kernel.
@@ -803,18 +859,18 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     if (virtualStages_ > 1)
       name += " chunk" + std::to_string(task.chunk);
     auto taskAttr = b.getStringAttr(name);
-    for (Operation &op : old.without_terminator()) {
-      if (!inTask(op, task, stage))
-        continue;
-      Operation *clone = cloneOp(op);
-      clone->setAttr(kTaskAttr, taskAttr);
-    }
+    auto it = tasks.find(keyOf(task));
+    if (it != tasks.end())
+      for (Operation *op : it->second) {
+        Operation *clone = cloneOp(*op);
+        clone->setAttr(kTaskAttr, taskAttr);
+      }
     accumulateReady();
   }
-  for (Operation &op : old.without_terminator())
-    if (epilogue_.contains(&op) && !accumulated.contains(&op) &&
-        runsHere(op))
-      cloneOp(op);
+  onMapped = nullptr;
+  for (Operation *op : epilogueOps_)
+    if (!accumulated.contains(op) && runsHere(*op))
+      cloneOp(*op);
   // Every stage returns the whole loss, learning rate and norm.
   auto ret = cast<func::ReturnOp>(old.getTerminator());
   SmallVector<Value> results;
@@ -1045,6 +1101,7 @@ void ShardPipelinePass::runOnOperation() {
     return signalPassFailure();
   if (schedule_ == PipelineSchedule::ZeroBubbleH1)
     splitBackward(train.getBody().front());
+  gatherStageOps(train.getBody().front());
   for (int64_t k = 0; k < numStages(); ++k)
     if (failed(emitStage(train, k)))
       return signalPassFailure();

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 using namespace dtcc;
@@ -79,3 +80,62 @@ TEST(MemoryPlanTest, RandomPlansAreValidAndNearTheLowerBound) {
 }
 
 } // namespace
+
+/// The greedy plan as first written: each buffer's overlaps found by
+/// scanning every buffer placed before it.
+static MemoryPlan planByScanning(const std::vector<PlannedBuffer> &buffers) {
+  MemoryPlan plan;
+  plan.offsets.assign(buffers.size(), -1);
+  std::vector<size_t> order(buffers.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (buffers[a].size != buffers[b].size)
+      return buffers[a].size > buffers[b].size;
+    return buffers[a].first < buffers[b].first;
+  });
+  std::vector<size_t> placed;
+  for (size_t i : order) {
+    const PlannedBuffer &b = buffers[i];
+    int64_t size = alignBytes(std::max<int64_t>(b.size, 1));
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j : placed)
+      if (buffers[j].first <= b.last && b.first <= buffers[j].last)
+        busy.push_back({plan.offsets[j],
+                        plan.offsets[j] +
+                            alignBytes(std::max<int64_t>(buffers[j].size, 1))});
+    std::sort(busy.begin(), busy.end());
+    int64_t best = -1, bestGap = INT64_MAX, cursor = 0;
+    for (auto [start, end] : busy) {
+      if (start - cursor >= size && start - cursor < bestGap) {
+        best = cursor;
+        bestGap = start - cursor;
+      }
+      cursor = std::max(cursor, end);
+    }
+    plan.offsets[i] = best < 0 ? cursor : best;
+    plan.peakBytes = std::max(plan.peakBytes, plan.offsets[i] + size);
+    placed.push_back(i);
+  }
+  return plan;
+}
+
+TEST(MemoryPlanTest, IndexedOverlapsPlanAsScanningDoes) {
+  // Short and long lifetimes, equal sizes (ties), single steps, lifetimes
+  // that start at step 0 and end at the last step.
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<PlannedBuffer> buffers;
+    int n = 1 + rng() % 300;
+    int64_t steps = 1 + rng() % 500;
+    for (int i = 0; i < n; ++i) {
+      int64_t first = rng() % steps;
+      int64_t span = rng() % 4 == 0 ? rng() % steps : rng() % 8;
+      buffers.push_back({int64_t(rng() % 6 == 0 ? 4096 : rng() % 50000),
+                         first, std::min(steps - 1, first + span)});
+    }
+    MemoryPlan indexed = planMemory(buffers), scanned = planByScanning(buffers);
+    EXPECT_EQ(indexed.offsets, scanned.offsets) << "trial " << trial;
+    EXPECT_EQ(indexed.peakBytes, scanned.peakBytes) << "trial " << trial;
+  }
+}
