@@ -490,6 +490,8 @@ struct GpuProgramSource {
   mlir::ModuleOp module;           ///< the file's, when modelPath is set
   std::vector<std::string> frozen; ///< as for dtcc compile --frozen
   int64_t batch = 0;               ///< the file's batch dimension
+  /// PlanRequest::progress, told before each long compile.
+  std::function<void(const std::string &)> progress;
   bool isFile() const { return !modelPath.empty(); }
 };
 
@@ -500,13 +502,18 @@ std::pair<int64_t, int64_t> compiledMicroBatches(const Plan &plan);
 
 /// The most layer x micro-batch instances a pipeline's compile for pricing
 /// unrolls (its micro-batches are unrolled in the step, so the program grows
-/// with both): Megatron-LM's 145B row, compiled at 16 and 32 layers x 16 and
-/// 24 micro-batches, compiles and prices in ~30 s on a 2-core machine.
-constexpr int64_t kMaxUnrolledLayers = 2048;
+/// with both). On a 2-core machine the four programs of Megatron-LM's 145B
+/// row (at most 32 layers x 24 micro-batches) compile and price in ~10 s,
+/// its 310B row's (64 x 48) in ~37 s and MT-NLG's (70 x 105) in ~80 s;
+/// Megatron-LM's 530B (105 x 105) and 1T (128 x 192) stay analytic.
+constexpr int64_t kMaxUnrolledLayers = 8192;
 /// The same for the plans a search compares (its choice and the closest
 /// alternatives, --sensitivity's plans), each compiled in turn, so that a
 /// search stays within about a minute.
 constexpr int64_t kMaxUnrolledSearched = 512;
+/// From how many layer x micro-batch instances a compile for pricing is
+/// announced (GpuProgramSource::progress): ~5 s on a 2-core machine.
+constexpr int64_t kAnnouncedInstances = 512;
 
 /// Why `plan` of `model` is priced by the analytic model instead of its
 /// compiled program before compiling it: a model the zoo does not build (a
@@ -731,6 +738,9 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
   const auto [layersA, layersB] = compiledLayerCounts(model, plan, source);
   const auto [microA, microB] = compiledMicroBatches(plan);
   CompiledLayers out;
+  const int programCount =
+      (layersB != layersA ? 2 : 1) * (microB != microA ? 2 : 1);
+  int compiles = 0;
   // Each (micro-batch count m, layer count i), layers fastest.
   for (int k = 0; k < 4; ++k) {
     const int m = k / 2, i = k % 2;
@@ -745,6 +755,16 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     Plan compiled = plan;
     compiled.microBatches = m == 0 ? microA : microB;
     const int64_t layers = i == 0 ? layersA : layersB;
+    const int64_t instances =
+        layers * (plan.pp > 1 ? compiled.microBatches : 1);
+    ++compiles;
+    if (source.progress && instances >= kAnnouncedInstances)
+      source.progress(llvm::formatv(
+          "compiling {0} layer{1} of {2} x {3} micro-batch{4} for cuda to "
+          "price dp={5} pp={6} tp={7} (program {8} of {9})",
+          layers, layers > 1 ? "s" : "", model.name, compiled.microBatches,
+          compiled.microBatches > 1 ? "es" : "", plan.dp, plan.pp, plan.tp,
+          compiles, programCount));
     // compileAndPrice compiles a clone: the file's module serves every plan.
     mlir::ModuleOp module = source.module;
     std::unique_ptr<ImportedModel> zooModel;
@@ -1528,6 +1548,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // rebuilds a described model with a few layers); not when --seq replaces
   // its sequence length (a file is compiled as it is).
   GpuProgramSource programs;
+  programs.progress = args.progress;
   std::unique_ptr<ImportedModel> programsFile;
   if (!args.modelPath.empty() && !cpu && !args.analytic && !args.seq &&
       opaqueParams <= 0) {
@@ -1657,7 +1678,9 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     // rejected alternatives with the compiler's reason.
     mlir::MLIRContext shardContext;
     shardContext.loadDialect<shard::ShardDialect>();
-    options.buildable = [&shardContext](const Plan &plan) {
+    options.buildable = [&shardContext, &model](const Plan &plan) {
+      if (std::optional<std::string> why = zeroSplitProblem(plan, model))
+        return why;
       return compilerRefuses(&shardContext, plan);
     };
     StatusOr<SearchResult> result = SearchResult();

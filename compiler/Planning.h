@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -81,6 +82,10 @@ struct PlanRequest {
   /// (and dtype, unless given) instead of pricing its plan.
   bool replan = false;
   double tokens = 0, price = 0;
+  /// Told before each compile for pricing that unrolls many layer
+  /// instances (a deep pipeline's takes tens of seconds): `dtcc plan`
+  /// prints it on stderr. Unset: silent.
+  std::function<void(const std::string &)> progress;
 };
 
 /// The report of `dtcc plan` and whether its plan fits.

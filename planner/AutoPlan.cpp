@@ -63,9 +63,8 @@ std::optional<std::string> compilerPlanProblem(const Plan &plan,
   if (model.vocab % plan.tp != 0)
     return strCat("vocabulary ", model.vocab, " not divisible by tp=",
                   plan.tp, " (the compiler does not pad it)");
-  if (plan.zeroStage > 0 && model.hidden % plan.dp != 0)
-    return strCat("hidden ", model.hidden, " not divisible by dp=", plan.dp,
-                  " (ZeRO shards every parameter evenly)");
+  if (std::optional<std::string> why = zeroSplitProblem(plan, model))
+    return why;
   if (o.unbuilt)
     if (std::optional<std::string> why = o.unbuilt(plan))
       return why;

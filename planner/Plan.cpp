@@ -172,6 +172,16 @@ int64_t stageLayers(const ModelDesc &model, int64_t pp, int64_t stage) {
   return base + (order < extra ? 1 : 0);
 }
 
+std::optional<std::string> zeroSplitProblem(const Plan &plan,
+                                            const ModelDesc &model) {
+  if (plan.zeroStage > 0 && plan.dp > 1 && model.hidden % plan.dp != 0)
+    return strCat("hidden ", model.hidden, " not divisible by dp=", plan.dp,
+                  ": ZeRO-", plan.zeroStage,
+                  " would leave the parameters whole (the compiler splits a "
+                  "tensor over dp only along a dimension dp divides)");
+  return std::nullopt;
+}
+
 std::optional<std::string> planProblem(const Plan &plan,
                                        const ModelDesc &model,
                                        const ClusterSpec &cluster) {

@@ -142,6 +142,15 @@ std::optional<std::string> planProblem(const Plan &plan,
                                        const ModelDesc &model,
                                        const ClusterSpec &cluster);
 
+/// Why ZeRO in `plan` would leave most of `model`'s parameters whole, or
+/// nullopt: the compiler splits a tensor over dp only along a dimension
+/// whose block dp divides (it does not pad, as PyTorch FSDP and DeepSpeed
+/// do), and every weight matrix of a block and the embedding have the
+/// hidden size as one dimension. Such a plan runs, with the memory of
+/// ZeRO-0 where the split is missing; a search does not choose it.
+std::optional<std::string> zeroSplitProblem(const Plan &plan,
+                                            const ModelDesc &model);
+
 Json dtypePolicyToJson(const DTypePolicy &policy);
 StatusOr<DTypePolicy> dtypePolicyFromJson(const Json &json);
 Json planToJson(const Plan &plan);

@@ -806,7 +806,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   // stage holds is zero here, never waited for); a sum whose last operand
   // is cloned becomes ready and is cloned after the task, in the body's
   // order. Rescanning every sum after every task grew with the square of
-  // the micro-batches (~45% of a 145B plan's compile, pp=8 x 48).
+  // the micro-batches (a third of a 145B plan's compile, pp=8 x 48).
   SmallVector<Operation *> sums;
   for (Operation *op : epilogueOps_)
     if (isa<graph::AddOp>(op) && runsHere(*op))

@@ -297,6 +297,9 @@ int runPlanCommand() {
   auto r = request();
   if (!r.isOk())
     return fail(r.status());
+  r.value().progress = [](const std::string &line) {
+    llvm::errs() << "dtcc plan: " << line << "\n";
+  };
   auto output = planModel(r.value());
   if (!output.isOk())
     return fail(output.status());

@@ -305,5 +305,24 @@ TEST(MemoryModel, RecomputeLayersPerStage) {
   EXPECT_TRUE(planProblem(plan, model, cluster).has_value());
 }
 
+TEST(MemoryModel, ZeroNeedsDpToDivideTheHiddenSize) {
+  // Megatron-LM's 310B (hidden 16384): the compiler splits its parameters
+  // over dp=64 but not over dp=60, where ZeRO would leave them whole.
+  ModelDesc model = ModelDesc::megatronGpt(16384, 96, 128);
+  Plan plan;
+  plan.dp = 60;
+  plan.tp = 4;
+  plan.pp = 8;
+  plan.zeroStage = 1;
+  std::optional<std::string> why = zeroSplitProblem(plan, model);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("dp=60"), std::string::npos) << *why;
+  plan.zeroStage = 0;
+  EXPECT_FALSE(zeroSplitProblem(plan, model).has_value());
+  plan.zeroStage = 3;
+  plan.dp = 64;
+  EXPECT_FALSE(zeroSplitProblem(plan, model).has_value());
+}
+
 } // namespace
 } // namespace dtcc::planner
