@@ -291,6 +291,8 @@ ShardPipelinePass::taskOf(Operation &op) const {
 }
 
 void ShardPipelinePass::gatherStageOps(Block &body) {
+  prologueOps_.clear();
+  epilogueOps_.clear();
   taskOps_.assign(numStages(), {});
   for (Operation &op : body.without_terminator()) {
     if (prologue_.contains(&op))
