@@ -515,6 +515,12 @@ constexpr int64_t kMaxUnrolledSearched = 512;
 /// announced (GpuProgramSource::progress): ~5 s on a 2-core machine.
 constexpr int64_t kAnnouncedInstances = 512;
 
+/// The layer instances a compile of `layers` layers at `plan`'s pipeline
+/// unrolls: each layer once per micro-batch with stages, else once.
+int64_t unrolledInstances(int64_t layers, const Plan &plan) {
+  return layers * (plan.pp > 1 ? plan.microBatches : 1);
+}
+
 /// Why `plan` of `model` is priced by the analytic model instead of its
 /// compiled program before compiling it: a model the zoo does not build (a
 /// file is compiled itself), tf32, a file whose batch is not the plan's
@@ -539,12 +545,13 @@ compiledPricingGap(const Plan &plan, const ModelDesc &model,
         .str();
   if (plan.pp > 1) {
     int64_t layers = compiledLayerCounts(model, plan, source).second;
-    int64_t micro = compiledMicroBatches(plan).second;
-    if (layers * micro > maxUnrolled)
+    Plan largest = plan;
+    largest.microBatches = compiledMicroBatches(plan).second;
+    if (unrolledInstances(layers, largest) > maxUnrolled)
       return llvm::formatv("the pipeline's compile would unroll {0} layers x "
                            "{1} micro-batches (at most {2} layer instances "
                            "are compiled for pricing{3})",
-                           layers, micro, maxUnrolled,
+                           layers, largest.microBatches, maxUnrolled,
                            maxUnrolled < kMaxUnrolledLayers
                                ? " a searched plan"
                                : "")
@@ -755,10 +762,9 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     Plan compiled = plan;
     compiled.microBatches = m == 0 ? microA : microB;
     const int64_t layers = i == 0 ? layersA : layersB;
-    const int64_t instances =
-        layers * (plan.pp > 1 ? compiled.microBatches : 1);
     ++compiles;
-    if (source.progress && instances >= kAnnouncedInstances)
+    if (source.progress &&
+        unrolledInstances(layers, compiled) >= kAnnouncedInstances)
       source.progress(llvm::formatv(
           "compiling {0} layer{1} of {2} x {3} micro-batch{4} for cuda to "
           "price dp={5} pp={6} tp={7} (program {8} of {9})",

@@ -17,7 +17,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
 
-#include <functional>
 #include <limits>
 #include <map>
 #include <queue>
@@ -753,8 +752,12 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     }
     return local;
   };
-  // Told of each value cloned while the tasks are emitted (below).
-  std::function<void(Value)> onMapped;
+  // The gradient sums over micro-batches (below) waiting for operands: by
+  // operand, the sums (indices into `sums`) that read it; per sum, how
+  // many of its operands are not cloned yet; the sums ready to clone.
+  llvm::DenseMap<Value, SmallVector<size_t, 1>> waiting;
+  SmallVector<int64_t> missing;
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
   auto cloneOp = [&](Operation &op) -> Operation * {
     SmallVector<Value> operands;
     for (Value v : op.getOperands())
@@ -763,8 +766,12 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     clone->setOperands(operands);
     for (auto [r, c] : llvm::zip(op.getResults(), clone->getResults())) {
       map.map(r, c);
-      if (onMapped)
-        onMapped(r);
+      if (auto it = waiting.find(r); it != waiting.end()) {
+        for (size_t i : it->second)
+          if (--missing[i] == 0)
+            ready.push(i);
+        waiting.erase(it);
+      }
     }
     clone->removeAttr(kMicroAttr);
     clone->removeAttr(kPassAttr);
@@ -817,9 +824,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     Placement p = placement_.lookup(v);
     return map.contains(v) || (p.kind == Placement::kStage && p.stage != stage);
   };
-  SmallVector<int64_t> missing(sums.size(), 0);
-  llvm::DenseMap<Value, SmallVector<size_t, 1>> waiting;
-  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  missing.assign(sums.size(), 0);
   for (auto [i, op] : llvm::enumerate(sums)) {
     for (Value v : op->getOperands())
       if (!arrived(v)) {
@@ -829,16 +834,6 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     if (missing[i] == 0)
       ready.push(i);
   }
-  // Called by cloneOp with each result it maps.
-  onMapped = [&](Value v) {
-    auto it = waiting.find(v);
-    if (it == waiting.end())
-      return;
-    for (size_t i : it->second)
-      if (--missing[i] == 0)
-        ready.push(i);
-    waiting.erase(it);
-  };
   llvm::SmallPtrSet<Operation *, 32> accumulated;
   auto accumulateReady = [&] {
     while (!ready.empty()) {
@@ -869,7 +864,6 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
       }
     accumulateReady();
   }
-  onMapped = nullptr;
   for (Operation *op : epilogueOps_)
     if (!accumulated.contains(op) && runsHere(*op))
       cloneOp(*op);
