@@ -81,15 +81,19 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::exec::ExecDialect"];
 }
 
-def FoldOptimizerInputs : Pass<"dtcc-fold-optimizer-inputs", "mlir::ModuleOp"> {
-  let summary = "Reads gradients in the optimizer step without their casts and squared copies";
+def FoldNarrowReads : Pass<"dtcc-fold-narrow-reads", "mlir::ModuleOp"> {
+  let summary = "Kernels read half-precision tensors without their f32 casts (the optimizer's gradients, the loss's logits)";
   let description = [{
     Runs first in the exec phase (before `dtcc-lower-fuse-regions` and
     `dtcc-lower-to-exec`), after autodiff, the optimizer and the
-    partitioning, on one rank's dgraph program. Under mixed precision every
-    bf16 (or f16) gradient is cast to its f32 parameter's type before the
-    optimizer step, and the global norm's clipping squares each gradient
-    into a copy it then sums; this pass rewrites
+    partitioning, on one rank's dgraph program. Mixed precision
+    (`dtcc-graph-mixed-precision`) keeps the optimizer step and the loss in
+    f32: every bf16 (or f16) gradient is cast to its f32 parameter's type,
+    the global norm's clipping squares each gradient into a copy it then
+    sums, and the logits are cast to f32 for the cross-entropy, whose f32
+    gradient is cast back. Each cast writes a full copy (the logits' f32
+    copy and their gradient's are the largest tensors of a language
+    model's step). This pass rewrites
 
     - `reduce_sum(mul(x, x))` over every dimension of `x`, the `mul` used
       nowhere else, into `dgraph.sum_squares` of `x`, or of `x`'s source
@@ -99,10 +103,17 @@ def FoldOptimizerInputs : Pass<"dtcc-fold-optimizer-inputs", "mlir::ModuleOp"> {
     - the gradient of `dgraph.adamw`, when it is such a cast of a bf16 or
       f16 gradient of an f32 parameter, into the narrow gradient itself
       (adamw widens it as it reads it);
+    - `dgraph.cross_entropy` of such a cast into the cross-entropy of the
+      narrow logits with an f32 loss (computed in f32, as before);
+    - `cast(cross_entropy_grad(cast(x), labels, dloss))` back to x's type,
+      the gradient used only by that cast, into `cross_entropy_grad(x,
+      labels, dloss)` of x's type (computed in f32, rounded once, as the
+      cast rounded it);
 
-    and erases the casts and products left unused. A gradient read after a
-    cast by anything else keeps its cast. Sums over some dimensions only
-    (a norm written from reductions) are left to `dtcc-lower-fuse-regions`.
+    and erases the casts and products left unused. Every rewrite gives the
+    same values to the bit. A tensor read after a cast by anything else
+    keeps its cast. Sums over some dimensions only (a norm written from
+    reductions) are left to `dtcc-lower-fuse-regions`.
   }];
 }
 

@@ -83,7 +83,7 @@ void buildShardPhase(OpPassManager &pm, const planning::Plan &plan,
 }
 
 void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
-  pm.addPass(lowering::createFoldOptimizerInputs());
+  pm.addPass(lowering::createFoldNarrowReads());
   if (options.fuse) {
     lowering::FuseRegionsOptions fuse;
     fuse.rows = options.fuseRows;

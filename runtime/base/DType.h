@@ -46,6 +46,13 @@ bool isFloatDType(DType dtype);
 inline bool isHalfDType(DType dtype) {
   return dtype == DType::kF16 || dtype == DType::kBF16;
 }
+/// Whether `wide` is f32 and `narrow` f16 or bf16: where a kernel reads a
+/// half tensor as its exact f32 cast or gives an f32 result of one
+/// (sum_squares' result, adamw's gradient, cross_entropy's loss and its
+/// gradient's dloss: dtcc-fold-narrow-reads).
+inline bool isF32OfHalf(DType narrow, DType wide) {
+  return wide == DType::kF32 && isHalfDType(narrow);
+}
 
 /// IEEE half and bfloat16 storage types; arithmetic goes through float.
 struct Half {

@@ -558,7 +558,7 @@ def : Kernel<"cosh"> {
 }
 
 def : Kernel<"cross_entropy"> {
-  let Summary = "Per-sample softmax cross-entropy with class labels";
+  let Summary = "Per-sample softmax cross-entropy with class labels; the loss in the logits' type, or f32 for f16 and bf16 logits (computed in f32)";
   let Source = "dgraph.cross_entropy";
   let Inputs = [Tensor<"logits", FloatElement>, Tensor<"labels", IndexElement>];
   let Outputs = [Tensor<"result", FloatElement>];
@@ -566,7 +566,7 @@ def : Kernel<"cross_entropy"> {
 }
 
 def : Kernel<"cross_entropy_grad"> {
-  let Summary = "Gradient of per-sample softmax cross-entropy";
+  let Summary = "Gradient of per-sample softmax cross-entropy, in the logits' type; dloss in that type, or f32 for f16 and bf16 logits (computed in f32, rounded once)";
   let Source = "dgraph.cross_entropy_grad";
   let Inputs = [
     Tensor<"logits", FloatElement>,

@@ -749,6 +749,21 @@ bool RmsNormOp::isCompatibleReturnTypes(TypeRange l, TypeRange r) {
   return normResultsCompatible(l, r);
 }
 
+bool dtcc::graph::isSameOrF32OfHalf(Type element, Type other) {
+  return other == element ||
+         (other.isF32() && (element.isBF16() || element.isF16()));
+}
+
+bool CrossEntropyOp::isCompatibleReturnTypes(TypeRange inferred,
+                                             TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  auto i = cast<RankedTensorType>(inferred.front());
+  auto a = dyn_cast<RankedTensorType>(actual.front());
+  return a && a.getShape() == i.getShape() &&
+         isSameOrF32OfHalf(i.getElementType(), a.getElementType());
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, ValueRange operands,
     DictionaryAttr, OpaqueProperties properties, RegionRange,

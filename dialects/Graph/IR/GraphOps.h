@@ -80,6 +80,12 @@ void inheritLayer(mlir::Operation *from, mlir::Operation *to);
 /// it, whose time is the bytes they move).
 double flopsOf(mlir::Operation *op);
 
+/// Whether an op that reads elements of type `element` may take or give
+/// `other` in their place: the same type, or f32 for f16 and bf16 (a kernel
+/// that reads a half tensor as its exact f32 cast: sum_squares, adamw's
+/// gradient, cross_entropy's loss; dtcc-fold-narrow-reads).
+bool isSameOrF32OfHalf(mlir::Type element, mlir::Type other);
+
 /// Returns an i1 tensor type with the shape of `type` (a ranked tensor).
 mlir::Type getI1TensorLike(mlir::Type type);
 

@@ -726,7 +726,7 @@ def Graph_SumSquaresOp : Graph_Op<"sum_squares", [Pure]> {
     takes it: each element is widened to its accumulation type (f32 for
     f32, f16 and bf16; f64 for f64), squared and summed in the order the
     backends sum reduce_sum's operand, so the result is that of the two ops
-    on the widened operand. dtcc-fold-optimizer-inputs makes it from them,
+    on the widened operand. dtcc-fold-narrow-reads makes it from them,
     after sharding (it has no sharding rule and no VJP); a result may be
     f32 for an f16 or bf16 operand (the sum of the squares of its cast).
 
@@ -978,15 +978,25 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy",
         : (tensor<16x100xf32>, tensor<16xi64>) -> tensor<16xf32>
     ```
 
+    Half-precision logits may give an f32 loss: the loss of their f32 cast,
+    computed in f32 as for it (dtcc-fold-narrow-reads reads the logits
+    without that cast).
+
     **Constraints:**
     - logits have rank 2; labels have rank 1 and the logits' first dimension;
-    - the result is `[n]` of the logits' element type.
+    - the result is `[n]` of the logits' element type, or f32 for f16 and
+      bf16 logits.
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` functional-type(operands, $result)
+  }];
+  let extraClassDeclaration = [{
+    /// The loss may be f32 for half-precision logits.
+    static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                        ::mlir::TypeRange actual);
   }];
 }
 

@@ -50,7 +50,7 @@ static LogicalResult verifyNormGrad(Operation *op, Value x, Value scale,
 LogicalResult AdamwOp::verify() {
   Type p = getParam().getType().getElementType(),
        g = getGrad().getType().getElementType();
-  if (g == p || (p.isF32() && (g.isBF16() || g.isF16())))
+  if (isSameOrF32OfHalf(g, p))
     return success();
   return emitOpError("expected a gradient of element type ")
          << p << (p.isF32() ? " (or bf16, f16)" : "") << ", got " << g;
@@ -75,7 +75,7 @@ LogicalResult SumSquaresOp::verify() {
                        "dims, got ")
            << out;
   Type ie = in.getElementType(), oe = out.getElementType();
-  if (oe != ie && !(oe.isF32() && (ie.isBF16() || ie.isF16())))
+  if (!isSameOrF32OfHalf(ie, oe))
     return emitOpError("expected a result of element type ")
            << ie << (ie.isBF16() || ie.isF16() ? " or f32" : "") << ", got "
            << oe;
@@ -100,9 +100,10 @@ LogicalResult CrossEntropyGradOp::verify() {
     return emitOpError("expected rank-2 logits and a result of their type");
   if (labels.getShape() != logits.getShape().take_front(1) ||
       dloss.getShape() != logits.getShape().take_front(1) ||
-      dloss.getElementType() != logits.getElementType())
+      !isSameOrF32OfHalf(logits.getElementType(), dloss.getElementType()))
     return emitOpError("expected labels and dloss of shape [")
-           << logits.getDimSize(0) << "]";
+           << logits.getDimSize(0) << "], dloss of the logits' element type "
+           << "(or f32 for half logits)";
   return success();
 }
 

@@ -224,8 +224,13 @@ def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [DeclareOpInterfac
         : (tensor<16x100xf32>, tensor<16xi64>, tensor<16xf32>) -> tensor<16x100xf32>
     ```
 
+    Half-precision logits may take an f32 `dloss`: the result is then the
+    f32 gradient of their f32 cast rounded once to the logits' type
+    (dtcc-fold-narrow-reads folds those two casts into the op).
+
     **Constraints:**
-    - the result has the logits' type; `dloss` is `[n]` of that element type.
+    - the result has the logits' type; `dloss` is `[n]` of that element type
+      (or f32 for f16 and bf16 logits).
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_IndexTensor:$labels,
                        Graph_FloatTensor:$dloss,
@@ -320,7 +325,7 @@ def Graph_AdamwOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<Graph_Shardable
     The runtime updates in place when the results are stored back to the
     variables they were loaded from. The gradient may be narrower than the
     parameter (a bf16 or f16 gradient of an f32 parameter: mixed precision,
-    where dtcc-fold-optimizer-inputs reads it without its cast); it is
+    where dtcc-fold-narrow-reads reads it without its cast); it is
     widened exactly as it is read.
 
     Example:

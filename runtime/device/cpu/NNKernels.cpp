@@ -310,8 +310,10 @@ StatusOr<KernelFn> buildRmsNorm(const KernelContext &ctx) {
 // cross_entropy
 //===----------------------------------------------------------------------===//
 
-template <typename S, typename I>
-KernelFn makeCrossEntropy(const S *logits, const I *labels, S *loss, int64_t n,
+/// The loss is of the logits' type S, or O = float for half logits (the
+/// loss of their f32 cast, computed as for it).
+template <typename S, typename I, typename O>
+KernelFn makeCrossEntropy(const S *logits, const I *labels, O *loss, int64_t n,
                           int64_t c, int64_t ignore, std::string prefix) {
   using C = ComputeT<S>;
   auto scratch = std::make_shared<std::vector<C>>(c);
@@ -319,7 +321,7 @@ KernelFn makeCrossEntropy(const S *logits, const I *labels, S *loss, int64_t n,
     for (int64_t i = 0; i < n; ++i) {
       const int64_t label = int64_t(labels[i]);
       if (label == ignore) {
-        loss[i] = Elem<S>::store(C(0));
+        loss[i] = Elem<O>::store(C(0));
         continue;
       }
       if (label < 0 || label >= c)
@@ -331,7 +333,7 @@ KernelFn makeCrossEntropy(const S *logits, const I *labels, S *loss, int64_t n,
       double sum = expShifted(x, m, scratch->data(), c);
       // lse - x[label] = (max - x[label]) + log(sum), exact for large max.
       double diff = double(m) - double(Elem<S>::load(x[label]));
-      loss[i] = Elem<S>::store(C(diff + std::log(sum)));
+      loss[i] = Elem<O>::store(C(diff + std::log(sum)));
     }
     return Status::ok();
   };
@@ -346,7 +348,9 @@ StatusOr<KernelFn> buildCrossEntropy(const KernelContext &ctx) {
   const int64_t n = logits.shape[0], c = logits.shape[1];
   DTCC_RETURN_IF_ERROR(checkShape(ctx, labels, {n}, "input 1"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, {n}, "output 0"));
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, logits.dtype, "output 0"));
+  const bool widened = isF32OfHalf(logits.dtype, out.dtype);
+  if (!widened)
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, out, logits.dtype, "output 0"));
   const int64_t ignore = ctx.attrs.getInt("ignore_index", -100);
   KernelFn fn;
   bool indexOk = false;
@@ -354,10 +358,16 @@ StatusOr<KernelFn> buildCrossEntropy(const KernelContext &ctx) {
     using S = typename decltype(stag)::type;
     indexOk = visitDType<kSetInts>(labels.dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
-      if constexpr (std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>)
-        fn =
-            makeCrossEntropy<S, I>(logits.as<const S>(), labels.as<const I>(),
-                                   out.as<S>(), n, c, ignore, errorPrefix(ctx));
+      if constexpr (std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>) {
+        if (widened)
+          fn = makeCrossEntropy<S, I, float>(
+              logits.as<const S>(), labels.as<const I>(), out.as<float>(), n,
+              c, ignore, errorPrefix(ctx));
+        else
+          fn = makeCrossEntropy<S, I, S>(logits.as<const S>(),
+                                         labels.as<const I>(), out.as<S>(), n,
+                                         c, ignore, errorPrefix(ctx));
+      }
     });
   });
   if (!typeOk)

@@ -398,8 +398,8 @@ template <typename R> StatusOr<KernelFn> buildReduce(const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &in = ctx.inputs[0], &out = ctx.outputs[0];
   // sum_squares of f16 or bf16 may give f32 (the sum of its cast's squares).
-  const bool widened = IsSquares<R>::value && out.dtype == DType::kF32 &&
-                       (in.dtype == DType::kBF16 || in.dtype == DType::kF16);
+  const bool widened =
+      IsSquares<R>::value && isF32OfHalf(in.dtype, out.dtype);
   if (!widened)
     DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
   DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> dims, getIntsAttr(ctx, "dims"));

@@ -496,32 +496,36 @@ StatusOr<KernelFn> buildNormGrad(const KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 
 /// dlogits[i] = (softmax(logits[i]) - onehot(labels[i])) * dloss[i]; zero
-/// rows for ignore_index.
-template <typename C, typename I>
-KernelFn makeCrossEntropyGrad(const C *logits, const I *labels, const C *dloss,
-                              C *out, int64_t n, int64_t c, int64_t ignore,
+/// rows for ignore_index. Computed in S's compute type; dloss is of the
+/// logits' type S, or D = float for half logits (the gradient of their f32
+/// cast rounded once to S).
+template <typename S, typename D, typename I>
+KernelFn makeCrossEntropyGrad(const S *logits, const I *labels, const D *dloss,
+                              S *out, int64_t n, int64_t c, int64_t ignore,
                               std::string prefix) {
+  using C = ComputeT<S>;
   auto scratch = std::make_shared<std::vector<C>>(c);
   return [=]() -> Status {
     C *t = scratch->data();
     for (int64_t i = 0; i < n; ++i) {
       const int64_t label = int64_t(labels[i]);
-      C *o = out + i * c;
+      S *o = out + i * c;
       if (label == ignore) {
-        std::fill(o, o + c, C(0));
+        std::fill(o, o + c, Elem<S>::store(C(0)));
         continue;
       }
       if (label < 0 || label >= c)
         return outOfRange(prefix, "label ", label, " of row ", i,
                           " is outside [0, ", c, ") and is not ignore_index (",
                           ignore, ")");
-      const C *x = logits + i * c;
+      const S *x = logits + i * c;
       const C m = rowMax(x, c);
       const double sum = expShifted(x, m, t, c);
-      const C dl = dloss[i], inv = C(1.0 / sum), scale = C(double(dl) / sum);
+      const C dl = Elem<D>::load(dloss[i]), inv = C(1.0 / sum),
+              scale = C(double(dl) / sum);
       for (int64_t j = 0; j < c; ++j)
-        o[j] = t[j] * scale;
-      o[label] = (t[label] * inv - C(1)) * dl;
+        o[j] = Elem<S>::store(t[j] * scale);
+      o[label] = Elem<S>::store((t[label] * inv - C(1)) * dl);
     }
     return Status::ok();
   };
@@ -536,26 +540,35 @@ StatusOr<KernelFn> buildCrossEntropyGrad(const KernelContext &ctx) {
   const int64_t n = logits.shape[0], c = logits.shape[1];
   DTCC_RETURN_IF_ERROR(checkShape(ctx, labels, {n}, "input 1"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, dloss, {n}, "input 2"));
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, dloss, logits.dtype, "input 2"));
+  const bool wideDloss = isF32OfHalf(logits.dtype, dloss.dtype);
+  if (!wideDloss)
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, dloss, logits.dtype, "input 2"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, logits.shape, "output 0"));
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, logits.dtype, "output 0"));
   const int64_t ignore = ctx.attrs.getInt("ignore_index", -100);
   KernelFn fn;
-  bool typeOk = visitDType<kSetF32F64>(logits.dtype, [&](auto ctag) {
-    using C = typename decltype(ctag)::type;
-    auto bind = [&](auto itag) {
+  bool typeOk = visitDType<kSetFloats>(logits.dtype, [&](auto stag) {
+    using S = typename decltype(stag)::type;
+    auto bind = [&](auto itag, auto dtag) {
       using I = typename decltype(itag)::type;
-      fn = makeCrossEntropyGrad<C, I>(
-          logits.as<const C>(), labels.as<const I>(), dloss.as<const C>(),
-          out.as<C>(), n, c, ignore, errorPrefix(ctx));
+      using D = typename decltype(dtag)::type;
+      fn = makeCrossEntropyGrad<S, D, I>(
+          logits.as<const S>(), labels.as<const I>(), dloss.as<const D>(),
+          out.as<S>(), n, c, ignore, errorPrefix(ctx));
     };
-    if (labels.dtype == DType::kI32)
-      bind(TypeTag<int32_t>{});
-    else if (labels.dtype == DType::kI64)
-      bind(TypeTag<int64_t>{});
+    auto bindLabels = [&](auto dtag) {
+      if (labels.dtype == DType::kI32)
+        bind(TypeTag<int32_t>{}, dtag);
+      else if (labels.dtype == DType::kI64)
+        bind(TypeTag<int64_t>{}, dtag);
+    };
+    if (wideDloss)
+      bindLabels(TypeTag<float>{});
+    else
+      bindLabels(TypeTag<S>{});
   });
   if (!typeOk)
-    return unsupportedDType(ctx, logits.dtype, kSetF32F64);
+    return unsupportedDType(ctx, logits.dtype, kSetFloats);
   if (!fn)
     return ctx.error("expected i32 or i64 labels, got ",
                      dtypeName(labels.dtype));
@@ -765,8 +778,7 @@ Status checkOptimizer(const KernelContext &ctx, size_t tensors,
         "input " + std::to_string(i) + " (" + inputNames[i] + ")";
     DTCC_RETURN_IF_ERROR(checkContiguous(ctx, ctx.inputs[i], what));
     const DType t = ctx.inputs[i].dtype;
-    if (!(narrowGrad && i == 1 && param.dtype == DType::kF32 &&
-          (t == DType::kBF16 || t == DType::kF16)))
+    if (!(narrowGrad && i == 1 && isF32OfHalf(t, param.dtype)))
       DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], param.dtype, what));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[i], param.shape, what));
     views.push_back(&ctx.inputs[i]);

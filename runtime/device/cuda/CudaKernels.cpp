@@ -438,8 +438,7 @@ StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
   const TensorView in = ctx.inputs[0], out = ctx.outputs[0];
   // sum_squares of f16 or bf16 may give f32 (the sum of its cast's squares).
   constexpr bool kSquares = Op == ReduceOp::kSumSquares;
-  const bool widened = kSquares && out.dtype == DType::kF32 &&
-                       (in.dtype == DType::kBF16 || in.dtype == DType::kF16);
+  const bool widened = kSquares && isF32OfHalf(in.dtype, out.dtype);
   if (!widened)
     DTCC_RETURN_IF_ERROR(checkDType(ctx, out, in.dtype, "output 0"));
   if (!isCudaArithmeticType(in.dtype) ||
@@ -670,14 +669,18 @@ StatusOr<KernelFn> buildCrossEntropy(CudaDevice &dev, const KernelContext &ctx) 
     return ctx.error("expected logits of rank 2, got ", logits.typeString());
   const int64_t n = logits.shape[0], c = logits.shape[1];
   DTCC_RETURN_IF_ERROR(checkShape(ctx, labels, {n}, "input 1"));
+  // The loss (forward) or dloss (gradient): the logits' type, or f32 for
+  // half logits (the loss of their f32 cast: dtcc-fold-narrow-reads).
+  const TensorView &loss = Grad ? ctx.inputs[2] : out;
+  const char *lossName = Grad ? "input 2" : "output 0";
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, loss, {n}, lossName));
+  if (!isF32OfHalf(logits.dtype, loss.dtype))
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, loss, logits.dtype, lossName));
   if (Grad) {
-    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[2], {n}, "input 2"));
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[2], logits.dtype, "input 2"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, out, logits.shape, "output 0"));
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, out, logits.dtype, "output 0"));
   }
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, Grad ? logits.shape
-                                                 : std::vector<int64_t>{n},
-                                  "output 0"));
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, out, logits.dtype, "output 0"));
+  const DType lossType = loss.dtype;
   if (labels.dtype != DType::kI32 && labels.dtype != DType::kI64)
     return ctx.error("expected i32 or i64 labels, got ",
                      dtypeName(labels.dtype));
@@ -693,14 +696,14 @@ StatusOr<KernelFn> buildCrossEntropy(CudaDevice &dev, const KernelContext &ctx) 
   return KernelFn([=] {
     if constexpr (Grad)
       return launched(prefix, launchCrossEntropyGrad(
-                                  logits.dtype, labels.dtype, logits.data,
-                                  labels.data, dloss, out.data, n, c, ignore,
-                                  error, site, st));
+                                  logits.dtype, lossType, labels.dtype,
+                                  logits.data, labels.data, dloss, out.data, n,
+                                  c, ignore, error, site, st));
     else
-      return launched(prefix, launchCrossEntropy(logits.dtype, labels.dtype,
-                                                 logits.data, labels.data,
-                                                 out.data, n, c, ignore, error,
-                                                 site, st));
+      return launched(prefix, launchCrossEntropy(
+                                  logits.dtype, lossType, labels.dtype,
+                                  logits.data, labels.data, out.data, n, c,
+                                  ignore, error, site, st));
   });
 }
 

@@ -164,17 +164,20 @@ cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
                            cudaStream_t stream);
 
 /// loss[i] = logsumexp(logits[i]) - logits[i][label]; 0 for ignore_index.
-cudaError_t launchCrossEntropy(DType dtype, DType labelType,
+/// `lossType` is the logits' `dtype`, or f32 for half logits (the loss of
+/// their f32 cast); the gradient's dloss is of `lossType`, its dlogits of
+/// `dtype` (computed in f32 for half logits, rounded once).
+cudaError_t launchCrossEntropy(DType dtype, DType lossType, DType labelType,
                                const void *logits, const void *labels,
                                void *loss, int64_t n, int64_t c,
                                int64_t ignore, DeviceError *error,
                                int32_t site, cudaStream_t stream);
-cudaError_t launchCrossEntropyGrad(DType dtype, DType labelType,
-                                   const void *logits, const void *labels,
-                                   const void *dloss, void *dlogits, int64_t n,
-                                   int64_t c, int64_t ignore,
-                                   DeviceError *error, int32_t site,
-                                   cudaStream_t stream);
+cudaError_t launchCrossEntropyGrad(DType dtype, DType lossType,
+                                   DType labelType, const void *logits,
+                                   const void *labels, const void *dloss,
+                                   void *dlogits, int64_t n, int64_t c,
+                                   int64_t ignore, DeviceError *error,
+                                   int32_t site, cudaStream_t stream);
 
 /// out[o][j][k] = data[o][idx[j]][k] (negative indices from the end).
 cudaError_t launchGather(int elemSize, DType indexType, const void *data,

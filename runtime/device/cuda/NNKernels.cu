@@ -266,12 +266,16 @@ __global__ void normGradFinishKernel(const AccT<S> *partials, S *dscale,
 // cross_entropy and its gradient
 //===----------------------------------------------------------------------===//
 
-template <typename S, typename I, bool Grad>
+/// Logits S; the loss (forward) and dloss (gradient) L: S, or float for
+/// half logits; the gradient's output S.
+template <typename S, typename L, typename I, bool Grad>
 __global__ void crossEntropyKernel(const S *logits, const I *labels,
-                                   const S *dloss, S *out, int64_t n, int64_t c,
-                                   int64_t ignore, DeviceError *error,
-                                   int32_t site) {
+                                   const L *dloss,
+                                   std::conditional_t<Grad, S, L> *out,
+                                   int64_t n, int64_t c, int64_t ignore,
+                                   DeviceError *error, int32_t site) {
   using A = AccT<S>;
+  using O = std::conditional_t<Grad, S, L>;
   __shared__ A shared[kMaxRowsPerBlock * 32];
   A *sh = rowShared(shared);
   DTCC_ROW_LOOP(i, n) {
@@ -284,9 +288,9 @@ __global__ void crossEntropyKernel(const S *logits, const I *labels,
     if (ignored || bad) {
       if constexpr (Grad) {
         for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-          out[i * c + j] = Elem<S>::store(A(0));
+          out[i * c + j] = Elem<O>::store(A(0));
       } else if (threadIdx.x == 0) {
-        out[i] = Elem<S>::store(A(0));
+        out[i] = Elem<O>::store(A(0));
       }
       continue; // uniform over the row's threads
     }
@@ -301,13 +305,13 @@ __global__ void crossEntropyKernel(const S *logits, const I *labels,
       sum += accExp(A(Elem<S>::load(x[j])) - m);
     sum = rowSum(sum, sh);
     if constexpr (Grad) {
-      const A dl = Elem<S>::load(dloss[i]), inv = A(1) / sum;
+      const A dl = A(Elem<L>::load(dloss[i])), inv = A(1) / sum;
       for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
         const A p = accExp(A(Elem<S>::load(x[j])) - m) * inv;
-        out[i * c + j] = Elem<S>::store((p - (j == label ? A(1) : A(0))) * dl);
+        out[i * c + j] = Elem<O>::store((p - (j == label ? A(1) : A(0))) * dl);
       }
     } else if (threadIdx.x == 0) {
-      out[i] = Elem<S>::store((m - A(Elem<S>::load(x[label]))) + accLog(sum));
+      out[i] = Elem<O>::store((m - A(Elem<S>::load(x[label]))) + accLog(sum));
     }
   }
 }
@@ -755,7 +759,7 @@ cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
 }
 
 template <bool Grad>
-static cudaError_t crossEntropy(DType dtype, DType labelType,
+static cudaError_t crossEntropy(DType dtype, DType lossType, DType labelType,
                                 const void *logits, const void *labels,
                                 const void *dloss, void *out, int64_t n,
                                 int64_t c, int64_t ignore, DeviceError *error,
@@ -763,43 +767,53 @@ static cudaError_t crossEntropy(DType dtype, DType labelType,
   cudaError_t err = cudaErrorInvalidValue;
   visitRowType(dtype, [&](auto tag) {
     using S = decltype(tag);
-    auto run = [&](auto itag) {
+    auto run = [&](auto ltag, auto itag) {
+      using L = decltype(ltag);
       using I = decltype(itag);
+      using O = std::conditional_t<Grad, S, L>;
       err = cudaSuccess;
       if (n == 0)
         return;
       LaunchConfig cfg = rowLaunch(n, c, launchLimits());
-      crossEntropyKernel<S, I, Grad><<<blocksOf(cfg), threadsOf(cfg), 0, s>>>(
-          static_cast<const S *>(logits), static_cast<const I *>(labels),
-          static_cast<const S *>(dloss), static_cast<S *>(out), n, c, ignore,
-          error, site);
+      crossEntropyKernel<S, L, I, Grad>
+          <<<blocksOf(cfg), threadsOf(cfg), 0, s>>>(
+              static_cast<const S *>(logits), static_cast<const I *>(labels),
+              static_cast<const L *>(dloss), static_cast<O *>(out), n, c,
+              ignore, error, site);
       err = cudaGetLastError();
     };
-    if (labelType == DType::kI32)
-      run(int32_t{});
-    else if (labelType == DType::kI64)
-      run(int64_t{});
+    auto withLabels = [&](auto ltag) {
+      if (labelType == DType::kI32)
+        run(ltag, int32_t{});
+      else if (labelType == DType::kI64)
+        run(ltag, int64_t{});
+    };
+    if (lossType == dtype)
+      withLabels(S{});
+    else if constexpr (!std::is_same_v<S, float> && !std::is_same_v<S, double>)
+      if (lossType == DType::kF32)
+        withLabels(float{});
   });
   return err;
 }
 
-cudaError_t launchCrossEntropy(DType dtype, DType labelType,
+cudaError_t launchCrossEntropy(DType dtype, DType lossType, DType labelType,
                                const void *logits, const void *labels,
                                void *loss, int64_t n, int64_t c, int64_t ignore,
                                DeviceError *error, int32_t site,
                                cudaStream_t s) {
-  return crossEntropy<false>(dtype, labelType, logits, labels, nullptr, loss, n,
-                             c, ignore, error, site, s);
+  return crossEntropy<false>(dtype, lossType, labelType, logits, labels,
+                             nullptr, loss, n, c, ignore, error, site, s);
 }
 
-cudaError_t launchCrossEntropyGrad(DType dtype, DType labelType,
-                                   const void *logits, const void *labels,
-                                   const void *dloss, void *dlogits, int64_t n,
-                                   int64_t c, int64_t ignore,
-                                   DeviceError *error, int32_t site,
-                                   cudaStream_t s) {
-  return crossEntropy<true>(dtype, labelType, logits, labels, dloss, dlogits, n,
-                            c, ignore, error, site, s);
+cudaError_t launchCrossEntropyGrad(DType dtype, DType lossType,
+                                   DType labelType, const void *logits,
+                                   const void *labels, const void *dloss,
+                                   void *dlogits, int64_t n, int64_t c,
+                                   int64_t ignore, DeviceError *error,
+                                   int32_t site, cudaStream_t s) {
+  return crossEntropy<true>(dtype, lossType, labelType, logits, labels, dloss,
+                            dlogits, n, c, ignore, error, site, s);
 }
 
 namespace {

@@ -395,6 +395,26 @@ TEST_F(CudaKernels, CrossEntropy) {
           {{DType::kF32, {64, 1000}, {}}}, kF32Tol);
 }
 
+/// bf16 and f16 logits with an f32 loss and dloss (read without their
+/// cast, as dtcc-fold-narrow-reads makes the programs), as the CPU's kernel.
+TEST_F(CudaKernels, CrossEntropyHalfLogitsLikeTheCpu) {
+  std::vector<float> labels(64);
+  for (int i = 0; i < 64; ++i)
+    labels[i] = float((i * 37) % 5000);
+  labels[9] = -100; // ignore_index
+  for (DType half : {DType::kBF16, DType::kF16}) {
+    const auto logits = randomValues(64 * 5000, 16, 6);
+    compare("cross_entropy", Attrs(),
+            {{half, {64, 5000}, logits}, {DType::kI64, {64}, labels}},
+            {{DType::kF32, {64}, {}}}, kF32Tol);
+    compare("cross_entropy_grad", Attrs(),
+            {{half, {64, 5000}, logits},
+             {DType::kI64, {64}, labels},
+             {DType::kF32, {64}, randomValues(64, 17)}},
+            {{half, {64, 5000}, {}}}, kBf16Tol);
+  }
+}
+
 TEST_F(CudaKernels, Adamw) {
   Attrs a;
   a.set("beta1", 0.9);
@@ -418,7 +438,7 @@ TEST_F(CudaKernels, Adamw) {
 }
 
 /// A bf16 or f16 gradient of an f32 parameter (read without its cast, as
-/// dtcc-fold-optimizer-inputs makes the programs), as the CPU's kernel.
+/// dtcc-fold-narrow-reads makes the programs), as the CPU's kernel.
 TEST_F(CudaKernels, AdamwNarrowGradientsLikeTheCpu) {
   Attrs a;
   a.set("beta1", 0.9);

@@ -670,6 +670,50 @@ TEST(CpuTrainingKernels, CrossEntropyGradMatchesReference) {
         }
 }
 
+TEST(CpuTrainingKernels, CrossEntropyReadsHalfLogitsAsTheirCast) {
+  // bf16 or f16 logits with an f32 loss (read without their f32 cast:
+  // dtcc-fold-narrow-reads) give the loss of the cast to the bit, and the
+  // gradient with an f32 dloss is the cast's gradient rounded to the
+  // logits' type, also to the bit (ignored rows and a wide vocabulary too).
+  std::mt19937 rng(85);
+  const int64_t n = 6, c = 3001;
+  for (DType narrow : {DType::kBF16, DType::kF16}) {
+    Tensor logits = randomTensor(rng, narrow, {n, c}, -6, 6);
+    Tensor wide(DType::kF32, {n, c});
+    for (int64_t i = 0; i < logits.numel(); ++i)
+      wide.set(i, logits.get(i));
+    Tensor labels = randomTensor(rng, DType::kI64, {n}, 0, double(c - 1));
+    labels.setInt(4, -100);
+    Tensor dloss = randomTensor(rng, DType::kF32, {n}, -2, 2);
+    Tensor got(DType::kF32, {n}), want(DType::kF32, {n});
+    ASSERT_TRUE(runKernel("cross_entropy", {logits.view(), labels.view()},
+                          {got.view()})
+                    .isOk());
+    ASSERT_TRUE(runKernel("cross_entropy", {wide.view(), labels.view()},
+                          {want.view()})
+                    .isOk());
+    EXPECT_TRUE(tensorsClose(got, want, 0, 0)) << dtypeName(narrow);
+    Tensor grad(narrow, {n, c}), wideGrad(DType::kF32, {n, c}),
+        rounded(narrow, {n, c});
+    ASSERT_TRUE(runKernel("cross_entropy_grad",
+                          {logits.view(), labels.view(), dloss.view()},
+                          {grad.view()})
+                    .isOk());
+    ASSERT_TRUE(runKernel("cross_entropy_grad",
+                          {wide.view(), labels.view(), dloss.view()},
+                          {wideGrad.view()})
+                    .isOk());
+    ASSERT_TRUE(runKernel("cast", {wideGrad.view()}, {rounded.view()}).isOk());
+    EXPECT_TRUE(tensorsClose(grad, rounded, 0, 0)) << dtypeName(narrow);
+  }
+  // An f64 loss of f32 logits is refused (only half logits widen).
+  Tensor logits(DType::kF32, {2, 3}), labels(DType::kI64, {2}),
+      loss(DType::kF64, {2});
+  EXPECT_FALSE(
+      runKernel("cross_entropy", {logits.view(), labels.view()}, {loss.view()})
+          .isOk());
+}
+
 TEST(CpuTrainingKernels, CrossEntropyGradMatchesFiniteDifferences) {
   std::mt19937 rng(78);
   const int64_t n = 5, c = 7;
@@ -1136,7 +1180,7 @@ TEST(CpuTrainingKernels, AdamwMatchesReferenceInPlaceAndNot) {
 
 TEST(CpuTrainingKernels, AdamwReadsANarrowGradientAsItsCast) {
   // A bf16 or f16 gradient of an f32 parameter (mixed precision, read
-  // without its cast: dtcc-fold-optimizer-inputs) updates exactly as its
+  // without its cast: dtcc-fold-narrow-reads) updates exactly as its
   // f32 cast does, in place and not.
   std::mt19937 rng(83);
   const AdamwHyper h{0.9, 0.95, 1e-8, 0.1};

@@ -1,5 +1,5 @@
-// RUN: dtcc-opt %s -split-input-file -dtcc-fold-optimizer-inputs | FileCheck %s
-// RUN: dtcc-opt %s -split-input-file -dtcc-fold-optimizer-inputs -dtcc-lower-to-exec | FileCheck %s --check-prefix=EXEC
+// RUN: dtcc-opt %s -split-input-file -dtcc-fold-narrow-reads | FileCheck %s
+// RUN: dtcc-opt %s -split-input-file -dtcc-fold-narrow-reads -dtcc-lower-to-exec | FileCheck %s --check-prefix=EXEC
 
 // Tests that under mixed precision the clipping norm sums the squares of
 // the bf16 gradient itself (no f32 copy, no squared copy) and that adamw
@@ -65,4 +65,53 @@ func.func @partial(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %h: tensor<4x8xf16>
   %p1, %m1, %v1 = dgraph.adamw %p, %g, %p, %p, %lr, %one, %s {beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.0} : tensor<4x8xf32>
   %e = dgraph.exp %g : tensor<4x8xf32>
   return %s, %s2, %twice, %rows, %p1, %e : tensor<f32>, tensor<f32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that the cross-entropy reads the bf16 logits (its loss still f32)
+// and that its gradient, cast back to bf16, is computed from the bf16
+// logits into bf16: both casts of the logits and the cast back are gone,
+// the gradient's layer stays.
+// CHECK-LABEL: func.func @loss
+// CHECK-SAME: %[[X:[^:]*]]: tensor<8x50xbf16>
+// CHECK-NOT: dgraph.cast
+// CHECK: dgraph.cross_entropy %[[X]], %{{.*}} : (tensor<8x50xbf16>, tensor<8xi64>) -> tensor<8xf32>
+// CHECK-NOT: dgraph.cast
+// CHECK: %[[D:.*]] = dgraph.cross_entropy_grad %[[X]], %{{.*}}, %{{.*}} {dgraph.layer = #dgraph.layer<module = "head">} : (tensor<8x50xbf16>, tensor<8xi64>, tensor<8xf32>) -> tensor<8x50xbf16>
+// CHECK-NOT: dgraph.cast
+// CHECK: return %{{.*}}, %[[D]]
+// EXEC-LABEL: func.func @loss
+// EXEC: dexec.kernel "cross_entropy" ins(%{{.*}}, %{{.*}} : memref<8x50xbf16>, memref<8xi64>) outs(%{{.*}} : memref<8xf32>)
+// EXEC: dexec.kernel "cross_entropy_grad" ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<8x50xbf16>, memref<8xi64>, memref<8xf32>) outs(%{{.*}} : memref<8x50xbf16>)
+func.func @loss(%x: tensor<8x50xbf16>, %labels: tensor<8xi64>, %dl: tensor<8xf32>) -> (tensor<8xf32>, tensor<8x50xbf16>) {
+  %w = dgraph.cast %x : tensor<8x50xbf16> to tensor<8x50xf32>
+  %l = dgraph.cross_entropy %w, %labels : (tensor<8x50xf32>, tensor<8xi64>) -> tensor<8xf32>
+  %g = dgraph.cross_entropy_grad %w, %labels, %dl {dgraph.layer = #dgraph.layer<module = "head">} : (tensor<8x50xf32>, tensor<8xi64>, tensor<8xf32>) -> tensor<8x50xf32>
+  %n = dgraph.cast %g : tensor<8x50xf32> to tensor<8x50xbf16>
+  return %l, %n : tensor<8xf32>, tensor<8x50xbf16>
+}
+
+// -----
+
+// Tests what stays: a gradient also read in f32 keeps its cast back (and
+// reads the f32 logits, which keep their cast); a gradient cast to another
+// type than the logits' (f16 logits, cast to bf16) is not folded.
+// CHECK-LABEL: func.func @kept
+// CHECK: %[[W:.*]] = dgraph.cast %arg0 : tensor<8x50xbf16> to tensor<8x50xf32>
+// CHECK: dgraph.cross_entropy %arg0
+// CHECK: %[[G:.*]] = dgraph.cross_entropy_grad %[[W]]
+// CHECK: dgraph.cast %[[G]] : tensor<8x50xf32> to tensor<8x50xbf16>
+// CHECK: %[[W2:.*]] = dgraph.cast %arg3 : tensor<8x50xf16> to tensor<8x50xf32>
+// CHECK: %[[G2:.*]] = dgraph.cross_entropy_grad %[[W2]]
+// CHECK: dgraph.cast %[[G2]] : tensor<8x50xf32> to tensor<8x50xbf16>
+func.func @kept(%x: tensor<8x50xbf16>, %labels: tensor<8xi64>, %dl: tensor<8xf32>, %h: tensor<8x50xf16>) -> (tensor<8xf32>, tensor<8x50xbf16>, tensor<8x50xf32>, tensor<8x50xbf16>) {
+  %w = dgraph.cast %x : tensor<8x50xbf16> to tensor<8x50xf32>
+  %l = dgraph.cross_entropy %w, %labels : (tensor<8x50xf32>, tensor<8xi64>) -> tensor<8xf32>
+  %g = dgraph.cross_entropy_grad %w, %labels, %dl : (tensor<8x50xf32>, tensor<8xi64>, tensor<8xf32>) -> tensor<8x50xf32>
+  %n = dgraph.cast %g : tensor<8x50xf32> to tensor<8x50xbf16>
+  %w2 = dgraph.cast %h : tensor<8x50xf16> to tensor<8x50xf32>
+  %g2 = dgraph.cross_entropy_grad %w2, %labels, %dl : (tensor<8x50xf32>, tensor<8xi64>, tensor<8xf32>) -> tensor<8x50xf32>
+  %n2 = dgraph.cast %g2 : tensor<8x50xf32> to tensor<8x50xbf16>
+  return %l, %n, %g, %n2 : tensor<8xf32>, tensor<8x50xbf16>, tensor<8x50xf32>, tensor<8x50xbf16>
 }

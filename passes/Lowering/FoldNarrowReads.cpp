@@ -1,10 +1,12 @@
-//===- FoldOptimizerInputs.cpp - gradients read without casts -------------===//
+//===- FoldNarrowReads.cpp - half tensors read without their casts --------===//
 //
-// The optimizer step reads each gradient three times under mixed precision:
-// a cast to f32, a squared copy for the clipping norm and its sum, and the
-// update. This pass (Passes.td, dtcc-fold-optimizer-inputs) folds the
-// squaring into dgraph.sum_squares and lets sum_squares and adamw read the
-// narrow gradient, so that each gradient is read twice and written never.
+// Mixed precision keeps the optimizer step and the loss in f32, so a step
+// casts every half-precision gradient and the logits to f32 copies (and the
+// logits' gradient back). This pass (Passes.td, dtcc-fold-narrow-reads)
+// lets the kernels read the narrow tensors themselves: the optimizer reads
+// each gradient twice and writes it never (the clipping norm's squares
+// folded into dgraph.sum_squares), and the cross-entropy and its gradient
+// read the narrow logits, the gradient written narrow.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +18,7 @@
 #include "llvm/ADT/SetVector.h"
 
 namespace dtcc::lowering {
-#define GEN_PASS_DEF_FOLDOPTIMIZERINPUTS
+#define GEN_PASS_DEF_FOLDNARROWREADS
 #include "passes/Lowering/Passes.h.inc"
 } // namespace dtcc::lowering
 
@@ -73,16 +75,58 @@ Value foldAdamwGrad(graph::AdamwOp adam) {
   return grad;
 }
 
-struct FoldOptimizerInputsPass
-    : lowering::impl::FoldOptimizerInputsBase<FoldOptimizerInputsPass> {
+/// The cross-entropy of a cast of narrow logits: of the narrow logits, its
+/// loss still f32. Returns the cast logits it no longer reads (null:
+/// nothing folded).
+Value foldCrossEntropy(graph::CrossEntropyOp ce) {
+  Value logits = ce.getLogits();
+  Value narrow = narrowSource(logits);
+  if (!narrow)
+    return Value();
+  ce.getLogitsMutable().assign(narrow);
+  return logits;
+}
+
+/// cast(cross_entropy_grad(cast(x), labels, dloss)) to x's type, the
+/// gradient read by that cast only: cross_entropy_grad(x, labels, dloss)
+/// of x's type (its f32 value rounded once, as the cast rounded it).
+/// Returns the cast logits it no longer reads (null: nothing folded).
+Value foldCrossEntropyGrad(graph::CastOp back) {
+  auto grad = back.getOperand().getDefiningOp<graph::CrossEntropyGradOp>();
+  if (!grad || !grad->hasOneUse())
+    return Value();
+  Value logits = grad.getLogits();
+  Value narrow = narrowSource(logits);
+  if (!narrow || narrow.getType() != back.getType())
+    return Value();
+  OpBuilder b(back);
+  auto folded = graph::CrossEntropyGradOp::create(
+      b, grad.getLoc(), back.getType(), narrow, grad.getLabels(),
+      grad.getDloss(), grad.getIgnoreIndexAttr());
+  folded->setDiscardableAttrs(grad->getDiscardableAttrDictionary());
+  back.getResult().replaceAllUsesWith(folded.getResult());
+  back.erase();
+  grad.erase();
+  return logits;
+}
+
+struct FoldNarrowReadsPass
+    : lowering::impl::FoldNarrowReadsBase<FoldNarrowReadsPass> {
   void runOnOperation() override {
     SmallVector<graph::ReduceSumOp> sums;
     SmallVector<graph::AdamwOp> updates;
+    SmallVector<graph::CrossEntropyOp> losses;
+    SmallVector<graph::CastOp> lossGrads;
     getOperation().walk([&](Operation *op) {
       if (auto s = dyn_cast<graph::ReduceSumOp>(op))
         sums.push_back(s);
       else if (auto a = dyn_cast<graph::AdamwOp>(op))
         updates.push_back(a);
+      else if (auto ce = dyn_cast<graph::CrossEntropyOp>(op))
+        losses.push_back(ce);
+      else if (auto c = dyn_cast<graph::CastOp>(op);
+               c && c.getOperand().getDefiningOp<graph::CrossEntropyGradOp>())
+        lossGrads.push_back(c);
     });
     // The casts the folds stopped reading, erased once nothing does.
     llvm::SetVector<Operation *> casts;
@@ -94,6 +138,10 @@ struct FoldOptimizerInputsPass
       noteCast(foldSquares(s));
     for (graph::AdamwOp a : updates)
       noteCast(foldAdamwGrad(a));
+    for (graph::CrossEntropyOp ce : losses)
+      noteCast(foldCrossEntropy(ce));
+    for (graph::CastOp c : lossGrads)
+      noteCast(foldCrossEntropyGrad(c));
     for (Operation *c : casts)
       if (c->use_empty())
         c->erase();
