@@ -117,6 +117,25 @@ def FoldNarrowReads : Pass<"dtcc-fold-narrow-reads", "mlir::ModuleOp"> {
   }];
 }
 
+def FoldGlobalNorm : Pass<"dtcc-fold-global-norm", "mlir::ModuleOp"> {
+  let summary = "Sums a global norm's squares over every gradient in one op";
+  let description = [{
+    Runs in the exec phase right after `dtcc-fold-narrow-reads`, which
+    makes each gradient's `dgraph.sum_squares`. Gradient clipping adds
+    those scalars one after the other (`add(add(s0, s1), s2)...`); this
+    pass replaces each such chain, every add of it having a whole-tensor
+    `sum_squares` read only there among its operands and, as its other
+    operand, another such sum or an add of the chain read only there, with
+    one `dgraph.global_sum_squares` of the sums' operands in the chain's
+    order. Its kernels (CPU, CUDA) sum each operand and add the sums in
+    that order, the CPU's to the bit what the chain gave; on a GPU the
+    sums of every gradient are one launch (and a second that adds them)
+    instead of a reduction and an add per gradient. A chain broken by
+    anything else (an all-reduce of a partial sum under sharding) folds
+    on each side of the break.
+  }];
+}
+
 def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
   let summary = "Groups elementwise chains into fused regions with generated kernels";
   let description = [{

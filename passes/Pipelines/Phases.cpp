@@ -84,6 +84,7 @@ void buildShardPhase(OpPassManager &pm, const planning::Plan &plan,
 
 void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
   pm.addPass(lowering::createFoldNarrowReads());
+  pm.addPass(lowering::createFoldGlobalNorm());
   if (options.fuse) {
     lowering::FuseRegionsOptions fuse;
     fuse.rows = options.fuseRows;

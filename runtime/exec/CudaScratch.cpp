@@ -238,6 +238,17 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
       return ctx.error(plan.status().message());
     return plan->scratchBytes > 0 ? compute(plan->scratchBytes) : ScratchSet{};
   }
+  if (k == "global_sum_squares") {
+    int64_t chunks = 0;
+    for (const TensorView &t : ctx.inputs)
+      chunks += cudaSumSquaresChunks(t.numel());
+    const int64_t tensors = int64_t(ctx.inputs.size());
+    return ScratchSet{
+        ScratchRequest{ScratchUse::kPersistent,
+                       tensors * kCudaSumSquaresEntryBytes,
+                       kCudaSumSquaresEntryAlignment},
+        ScratchRequest{ScratchUse::kCompute, 8 * (chunks + tensors)}};
+  }
   if (k == "adamw")
     return ScratchSet{ScratchRequest{ScratchUse::kPersistent,
                                      kCudaAdamwEntryBytes,

@@ -36,6 +36,21 @@ constexpr int64_t kCudaMatmulWorkspaceBytes = int64_t(32) << 20;
 constexpr int64_t kCudaAdamwEntryBytes = 72;
 constexpr int64_t kCudaAdamwEntryAlignment = 8;
 
+/// global_sum_squares sums every operand in one launch: each operand cut
+/// into chunks of kCudaSumSquaresChunk elements, a block per chunk writing
+/// its partial sum, then one block adding each operand's partials and the
+/// operands' sums in order. Its scratch: the launch's operand table
+/// (persistent, kCudaSumSquaresEntryBytes an operand, written once when the
+/// reservation is made; cuda::SumSquaresTensor, CudaLaunch.h checks the
+/// size) and the partial sums (compute, 8 bytes for each chunk and each
+/// operand).
+constexpr int64_t kCudaSumSquaresChunk = 16384;
+constexpr int64_t kCudaSumSquaresEntryBytes = 32;
+constexpr int64_t kCudaSumSquaresEntryAlignment = 8;
+/// The chunks of one operand of `numel` elements (0 for an empty one).
+inline int64_t cudaSumSquaresChunks(int64_t numel) {
+  return (numel + kCudaSumSquaresChunk - 1) / kCudaSumSquaresChunk;
+}
 /// attention and attention_grad run on cuDNN's fused flash attention
 /// (runtime/device/cuda/CudnnAttention.cpp) when cuDNN is there and the call
 /// is one it takes: f16 or bf16, no mask, D == Dv a multiple of 8 up to

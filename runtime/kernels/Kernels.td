@@ -1307,6 +1307,13 @@ def : Kernel<"sub"> {
   let Relations = [SameType<["lhs", "rhs", "result"]>];
 }
 
+def : Kernel<"global_sum_squares"> {
+  let Summary = "Sum of the squares of every element of its operands (a global norm's square): each operand summed as sum_squares sums it, the sums added in operand order; f32 for f32, bf16 and f16 operands, f64 for f64";
+  let Source = "dgraph.global_sum_squares";
+  let Inputs = [Variadic<Tensor<"operands", FloatElement>>];
+  let Outputs = [Tensor<"result", FloatElement>];
+}
+
 def : Kernel<"sum_squares"> {
   let Summary = "Sum of the squared elements over dimensions (a gradient's squared norm), accumulated as reduce_sum accumulates; the result in the operand's type, or f32 for f16 and bf16";
   let Source = "dgraph.sum_squares";

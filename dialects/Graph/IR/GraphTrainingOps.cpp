@@ -82,6 +82,24 @@ LogicalResult SumSquaresOp::verify() {
   return success();
 }
 
+LogicalResult GlobalSumSquaresOp::verify() {
+  if (getOperands().empty())
+    return emitOpError("expected at least one operand");
+  auto out = cast<RankedTensorType>(getResult().getType());
+  bool wide = cast<RankedTensorType>(getOperands().front().getType())
+                  .getElementType()
+                  .isF64();
+  for (Value v : getOperands())
+    if (cast<RankedTensorType>(v.getType()).getElementType().isF64() != wide)
+      return emitOpError("expected f64 operands only or none");
+  if (out.getRank() != 0 ||
+      out.getElementType() != (wide ? Type(Float64Type::get(getContext()))
+                                    : Type(Float32Type::get(getContext()))))
+    return emitOpError("expected a result of type ")
+           << (wide ? "tensor<f64>" : "tensor<f32>") << ", got " << out;
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
   return verifyNormGrad(*this, getX(), getScale(), {getMean(), getRstd()},
                         getDy(), getDx(), {getDscale(), getDbias()}, getAxis());

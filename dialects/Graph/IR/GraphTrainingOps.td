@@ -308,6 +308,35 @@ def Graph_LrScheduleOp : Graph_Op<"lr_schedule", [DeclareOpInterfaceMethods<Grap
   let hasVerifier = 1;
 }
 
+def Graph_GlobalSumSquaresOp : Graph_Op<"global_sum_squares", [Pure]> {
+  let summary = "The sum of the squares of every element of its operands (a global norm's square)";
+  let description = [{
+    Each operand's `dgraph.sum_squares` over all its dimensions, the
+    operands' sums added in operand order, in one op: the squared global
+    norm that gradient clipping takes over every gradient.
+    `dtcc-fold-global-norm` makes it from a chain of scalar adds of such
+    sums, after sharding (it has no sharding rule and no VJP), so that a
+    backend sums every gradient in one launch instead of a reduction and an
+    add per gradient.
+
+    Example:
+    ```mlir
+    %s = dgraph.global_sum_squares %g0, %g1
+        : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<f32>
+    ```
+
+    **Constraints:**
+    - at least one operand; f16, bf16 and f32 operands give an f32 result,
+      f64 operands (all of them) an f64 one; the result has rank 0.
+  }];
+  let arguments = (ins Variadic<Graph_FloatTensor>:$operands);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $operands attr-dict `:` functional-type($operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_AdamwOp : Graph_Op<"adamw", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
     AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>,
     AllShapesMatch<["param", "grad"]>]> {

@@ -26,6 +26,9 @@ namespace dtcc::runtime::cuda {
 static_assert(sizeof(AdamwTensor) == kCudaAdamwEntryBytes &&
                   alignof(AdamwTensor) <= kCudaAdamwEntryAlignment,
               "CudaScratch.h sizes the AdamW table's entries");
+static_assert(sizeof(SumSquaresTensor) == kCudaSumSquaresEntryBytes &&
+                  alignof(SumSquaresTensor) <= kCudaSumSquaresEntryAlignment,
+              "CudaScratch.h sizes the global_sum_squares table's entries");
 static_assert(kScatterTileThreads == CudaScatterAddPlan::kTileThreads &&
                   kScatterItemsPerThread == CudaScatterAddPlan::kItemsPerThread &&
                   kScatterRadix == CudaScatterAddPlan::kRadix,
@@ -485,6 +488,70 @@ StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
   return KernelFn([=] {
     return launched(prefix, launchReduce(Op, in.dtype, out.dtype, p, in.data,
                                          out.data, partials.get(), st));
+  });
+}
+
+/// global_sum_squares: every operand in one launch (launchGlobalSumSquares)
+/// from a table of the operands, persistent scratch uploaded when the
+/// reservation is made; the partial sums are compute scratch.
+StatusOr<KernelFn> buildGlobalSumSquares(CudaDevice &dev,
+                                         const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView out = ctx.outputs[0];
+  if (ctx.inputs.empty())
+    return ctx.error("expected at least one operand");
+  if (ctx.inputs.size() > size_t(std::numeric_limits<int>::max()))
+    return ctx.error("too many operands for one launch");
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, {}, "output 0"));
+  const bool wide = out.dtype == DType::kF64;
+  if (!wide)
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kF32, "output 0"));
+  auto table = std::make_shared<std::vector<SumSquaresTensor>>();
+  int64_t chunks = 0;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const TensorView &in = ctx.inputs[i];
+    const bool ok = wide ? in.dtype == DType::kF64
+                         : in.dtype == DType::kF32 || isHalfDType(in.dtype);
+    if (!ok)
+      return ctx.error("input ", i, ": expected ",
+                       wide ? "f64" : "f32, bf16 or f16",
+                       " for a result of ", dtypeName(out.dtype), ", got ",
+                       dtypeName(in.dtype));
+    SumSquaresTensor t;
+    t.data = in.data;
+    t.n = in.numel();
+    t.firstChunk = chunks;
+    t.dtype = int32_t(in.dtype);
+    table->push_back(t);
+    chunks += cudaSumSquaresChunks(t.n);
+  }
+  if (chunks >= (int64_t(1) << 31))
+    return ctx.error("too many elements for one launch");
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> scratch,
+                        ctx.requestScratch(std::move(set)));
+  const ScratchSlot entries = scratch.at(0), partials = scratch.at(1);
+  // On the compute stream, synchronized: before any run.
+  CudaDevice *d = &dev;
+  ctx.scratch->whenReserved([d, entries, table]() -> Status {
+    DTCC_RETURN_IF_ERROR(d->copyHostToDevice(
+        entries.get(), table->data(),
+        int64_t(table->size() * sizeof(SumSquaresTensor))));
+    return Status::ok();
+  });
+  const int count = int(ctx.inputs.size());
+  const DType outType = out.dtype;
+  void *result = out.data;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    if (!entries.get() || !partials.get())
+      return unreserved(prefix);
+    return launched(prefix,
+                    launchGlobalSumSquares(entries.as<SumSquaresTensor>(),
+                                           count, chunks, kCudaSumSquaresChunk,
+                                           outType, partials.get(), result,
+                                           st));
   });
 }
 
@@ -1188,6 +1255,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("iota", buildIota);
   add("reduce_sum", buildReduce<ReduceOp::kSum>);
   add("sum_squares", buildReduce<ReduceOp::kSumSquares>);
+  add("global_sum_squares", buildGlobalSumSquares);
   add("reduce_prod", buildReduce<ReduceOp::kProd>);
   add("reduce_max", buildReduce<ReduceOp::kMax>);
   add("reduce_min", buildReduce<ReduceOp::kMin>);

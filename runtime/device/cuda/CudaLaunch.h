@@ -290,6 +290,26 @@ cudaError_t launchLrSchedule(int kind, double base, double min, int64_t warmup,
                              const int64_t *step, const int64_t *total,
                              float *lr, cudaStream_t stream);
 
+/// One operand of a global_sum_squares launch (runtime/exec/CudaScratch.h
+/// sizes its entries: kCudaSumSquaresEntryBytes).
+struct SumSquaresTensor {
+  const void *data;
+  int64_t n;
+  int64_t firstChunk; ///< the prefix sum of the operands' chunks
+  int32_t dtype;      ///< DType: f32, bf16, f16 (f32 sum) or f64 (f64 sum)
+  int32_t pad = 0;
+};
+/// The sum of the squares of every element of the `count` operands of
+/// `table` (a device copy made when the kernel is bound) into *out (f32,
+/// or f64 for f64 operands): `chunks` blocks of `chunkElems` elements each
+/// write a partial sum into `partials` (8 bytes for each chunk, then for
+/// each operand), then one block adds each operand's partials and the
+/// operands' sums in order. Every run adds in the same order.
+cudaError_t launchGlobalSumSquares(const SumSquaresTensor *table, int count,
+                                   int64_t chunks, int64_t chunkElems,
+                                   DType outType, void *partials, void *out,
+                                   cudaStream_t stream);
+
 /// One tensor of a (multi-tensor) AdamW update, all f32 (master weights and
 /// state) except the gradient, which may be f32, bf16 or f16.
 struct AdamwTensor {

@@ -855,6 +855,129 @@ cudaError_t reduceAs(ReduceOp op, const ReducePlan &plan, const void *in,
 }
 } // namespace
 
+namespace {
+
+/// The squares of x[begin, end) (this thread's share) summed in A, each
+/// rounded before the sum as sum_squares rounds it.
+template <typename S, typename A>
+__device__ A chunkSquares(const void *data, int64_t begin, int64_t end) {
+  const S *x = static_cast<const S *>(data);
+  A acc = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const A v = A(Elem<S>::load(x[i]));
+    if constexpr (std::is_same_v<A, double>)
+      acc += __dmul_rn(v, v);
+    else
+      acc += __fmul_rn(v, v);
+  }
+  return acc;
+}
+
+/// A block per chunk: its partial sum of squares into partials[chunk].
+template <typename A>
+__global__ void sumSquaresChunksKernel(const SumSquaresTensor *tensors,
+                                       int count, int64_t chunkElems,
+                                       A *partials) {
+  __shared__ A shared[32];
+  // This block's operand: the last whose first chunk is <= blockIdx.x.
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tensors[mid].firstChunk <= int64_t(blockIdx.x))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const SumSquaresTensor t = tensors[lo];
+  const int64_t begin = (int64_t(blockIdx.x) - t.firstChunk) * chunkElems;
+  const int64_t end = begin + chunkElems < t.n ? begin + chunkElems : t.n;
+  A acc = 0;
+  if constexpr (std::is_same_v<A, double>) {
+    acc = chunkSquares<double, A>(t.data, begin, end);
+  } else {
+    switch (DType(t.dtype)) {
+    case DType::kBF16:
+      acc = chunkSquares<__nv_bfloat16, A>(t.data, begin, end);
+      break;
+    case DType::kF16: acc = chunkSquares<__half, A>(t.data, begin, end); break;
+    default: acc = chunkSquares<float, A>(t.data, begin, end); break;
+    }
+  }
+  acc = rowSum(acc, shared);
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] = acc;
+}
+
+constexpr int kSumSquaresFinishThreads = 1024;
+
+/// One block: each operand's chunks summed by a warp, then the operands'
+/// sums added in order by one thread.
+template <typename A>
+__global__ void sumSquaresFinishKernel(const SumSquaresTensor *tensors,
+                                       int count, int64_t chunks,
+                                       int64_t chunkElems, A *partials,
+                                       A *out) {
+  __shared__ A tile[kSumSquaresFinishThreads];
+  A *sums = partials + chunks;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5,
+            warps = blockDim.x >> 5;
+  for (int t = warp; t < count; t += warps) {
+    const int64_t first = tensors[t].firstChunk,
+                  n = (tensors[t].n + chunkElems - 1) / chunkElems;
+    A v = 0;
+    for (int64_t c = lane; c < n; c += 32)
+      v += partials[first + c];
+    v = warpSum(v);
+    if (lane == 0)
+      sums[t] = v;
+  }
+  A total = 0;
+  for (int base = 0; base < count; base += blockDim.x) {
+    __syncthreads();
+    if (base + int(threadIdx.x) < count)
+      tile[threadIdx.x] = sums[base + threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int m = count - base < int(blockDim.x) ? count - base
+                                                   : int(blockDim.x);
+      for (int i = 0; i < m; ++i)
+        total = base + i == 0 ? tile[0] : total + tile[i];
+    }
+  }
+  if (threadIdx.x == 0)
+    *out = total;
+}
+
+template <typename A>
+cudaError_t globalSumSquares(const SumSquaresTensor *table, int count,
+                             int64_t chunks, int64_t chunkElems,
+                             void *partials, void *out, cudaStream_t s) {
+  A *p = static_cast<A *>(partials);
+  if (chunks > 0)
+    sumSquaresChunksKernel<A><<<unsigned(chunks), 256, 0, s>>>(
+        table, count, chunkElems, p);
+  sumSquaresFinishKernel<A><<<1, kSumSquaresFinishThreads, 0, s>>>(
+      table, count, chunks, chunkElems, p, static_cast<A *>(out));
+  return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t launchGlobalSumSquares(const SumSquaresTensor *table, int count,
+                                   int64_t chunks, int64_t chunkElems,
+                                   DType outType, void *partials, void *out,
+                                   cudaStream_t s) {
+  if (count < 1 || chunks >= (int64_t(1) << 31))
+    return cudaErrorInvalidValue;
+  if (outType == DType::kF64)
+    return globalSumSquares<double>(table, count, chunks, chunkElems, partials,
+                                    out, s);
+  if (outType == DType::kF32)
+    return globalSumSquares<float>(table, count, chunks, chunkElems, partials,
+                                   out, s);
+  return cudaErrorInvalidValue;
+}
+
 cudaError_t launchReduce(ReduceOp op, DType dtype, DType outType,
                          const ReducePlan &plan, const void *in, void *out,
                          void *partials, cudaStream_t s) {

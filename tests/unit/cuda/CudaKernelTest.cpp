@@ -463,6 +463,23 @@ TEST_F(CudaKernels, AdamwNarrowGradientsLikeTheCpu) {
             kF32Tol);
 }
 
+/// global_sum_squares (a clipping norm's sums of every gradient in one
+/// launch) against the CPU's: operands of many chunks, of one, a scalar,
+/// bf16, f16 and f32 into f32; f64 into f64.
+TEST_F(CudaKernels, GlobalSumSquaresLikeTheCpu) {
+  compare("global_sum_squares", Attrs(),
+          {{DType::kBF16, {1024, 1000}, randomValues(1024 * 1000, 35)},
+           {DType::kF32, {3, 7}, randomValues(21, 36)},
+           {DType::kF16, {40000}, randomValues(40000, 37)},
+           {DType::kBF16, {}, {0.75f}},
+           {DType::kF32, {16384}, randomValues(16384, 38)}},
+          {{DType::kF32, {}, {}}}, kF32Tol);
+  compare("global_sum_squares", Attrs(),
+          {{DType::kF64, {50000}, randomValues(50000, 39)},
+           {DType::kF64, {5}, randomValues(5, 40)}},
+          {{DType::kF64, {}, {}}}, 1e-12);
+}
+
 /// sum_squares (a gradient's squared norm) against the CPU's: a whole
 /// tensor in slices, rows, columns; f32, bf16 into f32, f16 into f16.
 TEST_F(CudaKernels, SumSquaresLikeTheCpu) {

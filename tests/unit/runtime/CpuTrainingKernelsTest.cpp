@@ -1219,6 +1219,52 @@ TEST(CpuTrainingKernels, AdamwReadsANarrowGradientAsItsCast) {
                    .isOk());
 }
 
+TEST(CpuTrainingKernels, GlobalSumSquaresIsTheChainOfSums) {
+  // global_sum_squares (dtcc-fold-global-norm) equals each operand's
+  // sum_squares added one after the other in the result's type, to the
+  // bit: f32, bf16 and f16 operands into f32 (a long one split over
+  // threads, a scalar), f64 into f64; mixing f64 with the others fails.
+  std::mt19937 rng(86);
+  auto sumOf = [](Tensor &x, DType out) {
+    Tensor s(out, {});
+    std::vector<int64_t> all;
+    for (size_t d = 0; d < x.shape.size(); ++d)
+      all.push_back(int64_t(d));
+    Attrs dims;
+    dims.set("dims", all);
+    EXPECT_TRUE(runKernel("sum_squares", {x.view()}, {s.view()}, dims).isOk());
+    return s;
+  };
+  std::vector<Tensor> xs;
+  xs.push_back(randomTensor(rng, DType::kBF16, {3, 1 << 17}, -2, 2));
+  xs.push_back(randomTensor(rng, DType::kF32, {77}, -3, 3));
+  xs.push_back(randomTensor(rng, DType::kF16, {5, 9}, -1, 1));
+  xs.push_back(randomTensor(rng, DType::kBF16, {}, -1, 1));
+  std::vector<TensorView> ins;
+  float want = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ins.push_back(xs[i].view());
+    float s = float(sumOf(xs[i], DType::kF32).get(0));
+    want = i == 0 ? s : want + s;
+  }
+  Tensor got(DType::kF32, {});
+  ASSERT_TRUE(runKernel("global_sum_squares", ins, {got.view()}).isOk());
+  EXPECT_EQ(float(got.get(0)), want);
+
+  Tensor a = randomTensor(rng, DType::kF64, {1000}, -1, 1),
+         b = randomTensor(rng, DType::kF64, {4, 4}, -1, 1);
+  Tensor wide(DType::kF64, {});
+  ASSERT_TRUE(
+      runKernel("global_sum_squares", {a.view(), b.view()}, {wide.view()})
+          .isOk());
+  EXPECT_EQ(wide.get(0), sumOf(a, DType::kF64).get(0) +
+                             sumOf(b, DType::kF64).get(0));
+  Tensor narrow(DType::kF32, {});
+  EXPECT_FALSE(
+      runKernel("global_sum_squares", {a.view(), xs[1].view()}, {narrow.view()})
+          .isOk());
+}
+
 TEST(CpuTrainingKernels, SumSquaresIsReduceSumOfTheProduct) {
   // sum_squares equals reduce_sum(mul(x, x)) bit for bit on f32 (the same
   // tree; long rows split over threads), over every dimension and some;
