@@ -62,29 +62,30 @@ Value foldSquares(graph::ReduceSumOp sum) {
   return x;
 }
 
-/// adamw's gradient: the narrow tensor it is a cast of. Returns the cast
-/// gradient it no longer reads (null: nothing folded).
+/// `operand` reads the narrow tensor its value is a cast of (its op widens
+/// what it reads). Returns the cast value it no longer reads (null:
+/// nothing folded).
+Value readNarrow(OpOperand &operand) {
+  Value wide = operand.get();
+  Value narrow = narrowSource(wide);
+  if (!narrow)
+    return Value();
+  operand.set(narrow);
+  return wide;
+}
+
+/// adamw's gradient of an f32 parameter: the narrow tensor it is a cast
+/// of.
 Value foldAdamwGrad(graph::AdamwOp adam) {
   if (!adam.getParam().getType().getElementType().isF32())
     return Value();
-  Value grad = adam.getGrad();
-  Value narrow = narrowSource(grad);
-  if (!narrow)
-    return Value();
-  adam.getGradMutable().assign(narrow);
-  return grad;
+  return readNarrow(adam.getGradMutable());
 }
 
 /// The cross-entropy of a cast of narrow logits: of the narrow logits, its
-/// loss still f32. Returns the cast logits it no longer reads (null:
-/// nothing folded).
+/// loss still f32.
 Value foldCrossEntropy(graph::CrossEntropyOp ce) {
-  Value logits = ce.getLogits();
-  Value narrow = narrowSource(logits);
-  if (!narrow)
-    return Value();
-  ce.getLogitsMutable().assign(narrow);
-  return logits;
+  return readNarrow(ce.getLogitsMutable());
 }
 
 /// cast(cross_entropy_grad(cast(x), labels, dloss)) to x's type, the

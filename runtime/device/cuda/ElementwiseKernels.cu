@@ -755,16 +755,7 @@ __global__ void lrKernel(int kind, double base, double min, int64_t warmup,
 template <typename G>
 __global__ void adamwKernel(const AdamwTensor *tensors, int count,
                             AdamwHyper h, DeviceError *error, int32_t site) {
-  // This block's tensor: the last whose first chunk is <= blockIdx.x.
-  int lo = 0, hi = count - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (tensors[mid].firstChunk <= int64_t(blockIdx.x))
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const AdamwTensor t = tensors[lo];
+  const AdamwTensor t = tensors[chunkOwner(tensors, count)];
   const int64_t step = *h.step;
   if (step < 1) {
     recordError(error, site, kBadStep, step, 0, 1);

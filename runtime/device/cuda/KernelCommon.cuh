@@ -96,6 +96,23 @@ __device__ __forceinline__ void layoutOffsets(const Layout &l, int64_t i,
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);   \
        i += int64_t(gridDim.x) * blockDim.x)
 
+/// A multi-tensor launch's block: the index of the tensor of `tensors`
+/// (entries numbering their chunks by `firstChunk`, a prefix sum) whose
+/// chunks hold blockIdx.x, the last one whose first chunk is <= it (an
+/// empty tensor shares its first chunk with the next).
+template <typename T>
+__device__ __forceinline__ int chunkOwner(const T *tensors, int count) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (tensors[mid].firstChunk <= int64_t(blockIdx.x))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 template <typename T> __device__ __forceinline__ T warpSum(T v) {
 #pragma unroll
   for (int o = 16; o > 0; o /= 2)

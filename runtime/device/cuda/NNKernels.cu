@@ -879,16 +879,7 @@ __global__ void sumSquaresChunksKernel(const SumSquaresTensor *tensors,
                                        int count, int64_t chunkElems,
                                        A *partials) {
   __shared__ A shared[32];
-  // This block's operand: the last whose first chunk is <= blockIdx.x.
-  int lo = 0, hi = count - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (tensors[mid].firstChunk <= int64_t(blockIdx.x))
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const SumSquaresTensor t = tensors[lo];
+  const SumSquaresTensor t = tensors[chunkOwner(tensors, count)];
   const int64_t begin = (int64_t(blockIdx.x) - t.firstChunk) * chunkElems;
   const int64_t end = begin + chunkElems < t.n ? begin + chunkElems : t.n;
   A acc = 0;
