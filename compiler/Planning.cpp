@@ -587,8 +587,10 @@ constexpr int64_t kChunkLayersCompiled[2] = {1, 2};
 /// the schedule only repeats its steady state (1F1B, interleaved in groups
 /// of pp, ZB-H1, GPipe alike): the step grows by the same time per
 /// micro-batch and the memory by the same bytes (none but GPipe's), so
-/// 2 pp and 3 pp are compiled and the plan's count extrapolated linearly.
-/// Equal (the plan's) when it has at most 3 pp, or no stages.
+/// 2 pp and 3 pp are compiled, the plan's step extrapolated linearly and
+/// its memory GPipe's likewise, the others' the fuller program's
+/// (priceCompiledLayers). Equal (the plan's) when it has at most 3 pp, or
+/// no stages.
 std::pair<int64_t, int64_t> compiledMicroBatches(const Plan &plan) {
   if (plan.pp <= 1 || plan.microBatches <= 3 * plan.pp)
     return {plan.microBatches, plan.microBatches};
@@ -700,8 +702,20 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
   }
   out.time = extrapolateProgramTime(byLayers[0], byLayers[1],
                                     layers.factorMicro);
-  out.memory = extrapolateProgramMemory(memoryByLayers[0], memoryByLayers[1],
-                                        layers.factorMicro);
+  // Memory grows with the micro-batches only under GPipe (every forward
+  // pass keeps its activations until the backward passes); the other
+  // schedules hold as many micro-batches at 2 pp as at 3 pp and beyond
+  // (compiledMicroBatches), so their memory is the fuller of the two
+  // programs. A line through the two would scale the packing difference
+  // of their static memory plans by (m - 2 pp) / pp.
+  const bool growsWithMicroBatches = plan.schedule == Schedule::kGPipe;
+  out.memory =
+      growsWithMicroBatches
+          ? extrapolateProgramMemory(memoryByLayers[0], memoryByLayers[1],
+                                     layers.factorMicro)
+          : memoryByLayers[memoryByLayers[1].total >= memoryByLayers[0].total
+                               ? 1
+                               : 0];
   double tokens = double(plan.globalBatch()) * double(model.seq);
   double modelFlops = model.trainingFlopsPerToken(Recompute::kNone) * tokens;
   out.candidate = candidateFromProgram(plan, out.memory, out.time, cluster,

@@ -1,4 +1,4 @@
-//===- MemoryPlan.cpp - greedy-by-size arena planning ---------------------===//
+//===- MemoryPlan.cpp - greedy arena planning ------------------------------===//
 
 #include "passes/Lowering/MemoryPlan.h"
 
@@ -64,16 +64,24 @@ private:
 
 } // namespace
 
-MemoryPlan planMemory(const std::vector<PlannedBuffer> &buffers) {
+MemoryPlan planMemoryWith(const std::vector<PlannedBuffer> &buffers,
+                          PlacementOrder placement, GapChoice gapChoice) {
   MemoryPlan plan;
   plan.offsets.assign(buffers.size(), -1);
   std::vector<size_t> order(buffers.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (buffers[a].size != buffers[b].size)
+  if (placement == PlacementOrder::kLargestFirst)
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (buffers[a].size != buffers[b].size)
+        return buffers[a].size > buffers[b].size;
+      return buffers[a].first < buffers[b].first;
+    });
+  else
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (buffers[a].first != buffers[b].first)
+        return buffers[a].first < buffers[b].first;
       return buffers[a].size > buffers[b].size;
-    return buffers[a].first < buffers[b].first;
-  });
+    });
 
   int64_t steps = 0;
   for (const PlannedBuffer &b : buffers)
@@ -99,6 +107,8 @@ MemoryPlan planMemory(const std::vector<PlannedBuffer> &buffers) {
       if (gap >= size && gap < bestGap) {
         best = cursor;
         bestGap = gap;
+        if (gapChoice == GapChoice::kLowest)
+          break;
       }
       cursor = std::max(cursor, end);
     }
@@ -109,6 +119,28 @@ MemoryPlan planMemory(const std::vector<PlannedBuffer> &buffers) {
     placed.insert(b.first, b.last, i);
   }
   return plan;
+}
+
+/// A plan within 1/kCloseEnough of the lower bound is kept without trying
+/// the other rules (each costs as much again: a 23,000-buffer pipeline
+/// stage's plan takes about a second).
+constexpr int64_t kCloseEnough = 50;
+
+MemoryPlan planMemory(const std::vector<PlannedBuffer> &buffers) {
+  const int64_t bound = liveBytesLowerBound(buffers);
+  constexpr std::pair<PlacementOrder, GapChoice> kRules[] = {
+      {PlacementOrder::kLargestFirst, GapChoice::kLowest},
+      {PlacementOrder::kLargestFirst, GapChoice::kSmallest},
+      {PlacementOrder::kEarliestFirst, GapChoice::kSmallest}};
+  MemoryPlan best;
+  for (auto [order, gap] : kRules) {
+    MemoryPlan plan = planMemoryWith(buffers, order, gap);
+    if (best.offsets.empty() || plan.peakBytes < best.peakBytes)
+      best = std::move(plan);
+    if (best.peakBytes <= bound + bound / kCloseEnough)
+      break;
+  }
+  return best;
 }
 
 int64_t liveBytesLowerBound(const std::vector<PlannedBuffer> &buffers) {
