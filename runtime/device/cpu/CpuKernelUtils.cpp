@@ -260,6 +260,25 @@ Status checkAllContiguous(const KernelContext &ctx) {
   return Status::ok();
 }
 
+StatusOr<bool> checkGlobalSumSquares(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView &out = ctx.outputs[0];
+  if (ctx.inputs.empty())
+    return ctx.error("expected at least one operand");
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, {}, "output 0"));
+  const bool wide = out.dtype == DType::kF64;
+  if (!wide)
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kF32, "output 0"));
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const DType t = ctx.inputs[i].dtype;
+    if (wide ? t != DType::kF64 : t != DType::kF32 && !isHalfDType(t))
+      return ctx.error("input ", i, ": expected ",
+                       wide ? "f64" : "f32, bf16 or f16", " for a result of ",
+                       dtypeName(out.dtype), ", got ", dtypeName(t));
+  }
+  return wide;
+}
+
 StatusOr<ScatterReduction> readScatterReduction(const KernelContext &ctx) {
   const std::string r = ctx.attrs.getString("reduction", "none");
   if (r == "none")

@@ -306,6 +306,12 @@ Status unsupportedDType(const KernelContext &ctx, DType dtype, unsigned set,
 /// all contiguous.
 Status checkAllContiguous(const KernelContext &ctx);
 
+/// global_sum_squares' operands and result, as both backends take them:
+/// contiguous, at least one operand, a scalar f32 result of f32, bf16 and
+/// f16 operands or a scalar f64 one of f64 operands. Returns whether the
+/// result is f64.
+StatusOr<bool> checkGlobalSumSquares(const KernelContext &ctx);
+
 /// The instruction's `reduction` attribute (scatter_nd, scatter_elements):
 /// "none" (the default), "add", "mul", "max" or "min".
 StatusOr<ScatterReduction> readScatterReduction(const KernelContext &ctx);

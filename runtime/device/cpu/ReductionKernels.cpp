@@ -434,65 +434,42 @@ template <typename R> StatusOr<KernelFn> buildReduce(const KernelContext &ctx) {
   return fn;
 }
 
-/// global_sum_squares: each operand's sum_squares over every dimension (the
-/// same kernel, so the same sum), added in operand order in the result's
-/// type: what a chain of scalar adds of those sums gives, to the bit.
-StatusOr<KernelFn> buildGlobalSumSquares(const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
-  const TensorView &out = ctx.outputs[0];
-  if (ctx.inputs.empty())
-    return ctx.error("expected at least one operand");
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, {}, "output 0"));
-  const bool wide = out.dtype == DType::kF64;
-  if (!wide)
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kF32, "output 0"));
-  auto sums = std::make_shared<std::vector<double>>(ctx.inputs.size());
+/// global_sum_squares into a result of type O (float, or double for f64
+/// operands): each operand's sum_squares over every dimension (the same
+/// kernel, so the same sum) into its slot, then the slots added in operand
+/// order in O: what a chain of scalar adds of those sums gives, to the bit.
+template <typename O>
+StatusOr<KernelFn> makeGlobalSumSquares(const KernelContext &ctx) {
+  auto sums = std::make_shared<std::vector<O>>(ctx.inputs.size());
   std::vector<KernelFn> parts;
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     const TensorView &in = ctx.inputs[i];
-    const std::string what = "input " + std::to_string(i);
-    if (wide != (in.dtype == DType::kF64))
-      return ctx.error(what, ": expected ", wide ? "f64" : "f16, bf16 or f32",
-                       " operands for a result of ", dtypeName(out.dtype),
-                       ", got ", dtypeName(in.dtype));
     DTCC_ASSIGN_OR_RETURN(
         ReducePlan plan,
         planReduce(ctx, in.shape, std::vector<bool>(in.shape.size(), true)));
-    // Each operand's sum in the result's type, in its slot of `sums`.
-    KernelFn fn;
     if (!visitDType<kSetFloats>(in.dtype, [&](auto tag) {
           using S = typename decltype(tag)::type;
-          using O = std::conditional_t<std::is_same_v<S, double>, double, float>;
-          auto slot = std::make_shared<O>();
-          KernelFn sum = makeReduce<SumSquaresR, S, O>(plan, in.as<const S>(),
-                                                       slot.get());
-          fn = [sum, slot, sums, i]() -> Status {
-            DTCC_RETURN_IF_ERROR(sum());
-            (*sums)[i] = double(*slot);
-            return Status::ok();
-          };
+          parts.push_back(makeReduce<SumSquaresR, S, O>(
+              plan, in.as<const S>(), sums->data() + i));
         }))
       return unsupportedDType(ctx, in.dtype, kSetFloats);
-    parts.push_back(std::move(fn));
   }
-  void *result = out.data;
-  return KernelFn([parts, sums, result, wide]() -> Status {
+  O *result = ctx.outputs[0].as<O>();
+  return KernelFn([parts, sums, result]() -> Status {
     for (const KernelFn &f : parts)
       DTCC_RETURN_IF_ERROR(f());
-    // Added in the result's type, one operand after the other.
-    if (wide) {
-      double total = (*sums)[0];
-      for (size_t i = 1; i < sums->size(); ++i)
-        total = total + (*sums)[i];
-      *static_cast<double *>(result) = total;
-    } else {
-      float total = float((*sums)[0]);
-      for (size_t i = 1; i < sums->size(); ++i)
-        total = total + float((*sums)[i]);
-      *static_cast<float *>(result) = total;
-    }
+    O total = (*sums)[0];
+    for (size_t i = 1; i < sums->size(); ++i)
+      total = total + (*sums)[i];
+    *result = total;
     return Status::ok();
   });
+}
+
+StatusOr<KernelFn> buildGlobalSumSquares(const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(bool wide, checkGlobalSumSquares(ctx));
+  return wide ? makeGlobalSumSquares<double>(ctx)
+              : makeGlobalSumSquares<float>(ctx);
 }
 
 //===----------------------------------------------------------------------===//

@@ -496,27 +496,13 @@ StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
 /// reservation is made; the partial sums are compute scratch.
 StatusOr<KernelFn> buildGlobalSumSquares(CudaDevice &dev,
                                          const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  DTCC_RETURN_IF_ERROR(cpu::checkGlobalSumSquares(ctx).status());
   const TensorView out = ctx.outputs[0];
-  if (ctx.inputs.empty())
-    return ctx.error("expected at least one operand");
   if (ctx.inputs.size() > size_t(std::numeric_limits<int>::max()))
     return ctx.error("too many operands for one launch");
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, out, {}, "output 0"));
-  const bool wide = out.dtype == DType::kF64;
-  if (!wide)
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, out, DType::kF32, "output 0"));
   auto table = std::make_shared<std::vector<SumSquaresTensor>>();
   int64_t chunks = 0;
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    const TensorView &in = ctx.inputs[i];
-    const bool ok = wide ? in.dtype == DType::kF64
-                         : in.dtype == DType::kF32 || isHalfDType(in.dtype);
-    if (!ok)
-      return ctx.error("input ", i, ": expected ",
-                       wide ? "f64" : "f32, bf16 or f16",
-                       " for a result of ", dtypeName(out.dtype), ", got ",
-                       dtypeName(in.dtype));
+  for (const TensorView &in : ctx.inputs) {
     SumSquaresTensor t;
     t.data = in.data;
     t.n = in.numel();
