@@ -604,3 +604,58 @@ func.func @f(%x: tensor<4x8xf32>) {
   %s = dgraph.sum_squares %x, dims = [0, 1] : (tensor<4x8xf32>) -> tensor<f64>
   return
 }
+
+// -----
+
+// Tests global_sum_squares' operands and result: some operands, f64 ones
+// all or none, a scalar of their accumulation type.
+func.func @f() {
+  // expected-error @+1 {{expected at least one operand}}
+  %s = dgraph.global_sum_squares : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xf64>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{expected f64 operands only or none}}
+  %s = dgraph.global_sum_squares %a, %b : (tensor<4xf64>, tensor<4xf32>) -> tensor<f64>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xbf16>) {
+  // expected-error @+1 {{expected a result of type tensor<f32>, got 'tensor<bf16>'}}
+  %s = dgraph.global_sum_squares %a : (tensor<4xbf16>) -> tensor<bf16>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<4xf64>) {
+  // expected-error @+1 {{expected a result of type tensor<f64>, got 'tensor<1xf64>'}}
+  %s = dgraph.global_sum_squares %a : (tensor<4xf64>) -> tensor<1xf64>
+  return
+}
+
+// -----
+
+// Tests that only half logits widen: an f32 loss of bf16 logits is the
+// loss of their cast, an f64 loss of f32 logits is refused.
+func.func @f(%x: tensor<2x3xf32>, %t: tensor<2xi64>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{inferred type(s) 'tensor<2xf32>' are incompatible with return type(s) of operation 'tensor<2xf64>'}}
+  %0 = dgraph.cross_entropy %x, %t : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2xf64>
+  return
+}
+
+// -----
+
+// Tests that cross_entropy_grad's dloss is of the logits' type, or f32 for
+// half logits only.
+func.func @f(%x: tensor<2x3xf32>, %t: tensor<2xi64>, %d: tensor<2xf64>) {
+  // expected-error @+1 {{expected labels and dloss of shape [2], dloss of the logits' element type (or f32 for half logits)}}
+  %0 = dgraph.cross_entropy_grad %x, %t, %d : (tensor<2x3xf32>, tensor<2xi64>, tensor<2xf64>) -> tensor<2x3xf32>
+  return
+}

@@ -198,5 +198,20 @@ func.func @optimizer_inputs(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<4xb
   %q = dgraph.sum_squares %h, dims = [0] : (tensor<4xbf16>) -> tensor<f32>
   // CHECK: dgraph.sum_squares %{{.*}}, dims = [0] : (tensor<4xbf16>) -> tensor<bf16>
   %r = dgraph.sum_squares %h, dims = [0] : (tensor<4xbf16>) -> tensor<bf16>
+  // CHECK: dgraph.global_sum_squares %{{.*}}, %{{.*}} : (tensor<4xbf16>, tensor<4xf32>) -> tensor<f32>
+  %n = dgraph.global_sum_squares %h, %g : (tensor<4xbf16>, tensor<4xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that half logits take an f32 loss and dloss (their cast's, read
+// without the cast: dtcc-fold-narrow-reads).
+// CHECK-LABEL: func.func @half_logits
+func.func @half_logits(%x: tensor<2x3xbf16>, %t: tensor<2xi64>, %d: tensor<2xf32>) {
+  // CHECK: dgraph.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x3xbf16>, tensor<2xi64>) -> tensor<2xf32>
+  %l = dgraph.cross_entropy %x, %t : (tensor<2x3xbf16>, tensor<2xi64>) -> tensor<2xf32>
+  // CHECK: dgraph.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x3xbf16>, tensor<2xi64>, tensor<2xf32>) -> tensor<2x3xbf16>
+  %g = dgraph.cross_entropy_grad %x, %t, %d : (tensor<2x3xbf16>, tensor<2xi64>, tensor<2xf32>) -> tensor<2x3xbf16>
   return
 }
