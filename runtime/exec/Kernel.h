@@ -33,7 +33,9 @@ struct TensorView {
   DType dtype = DType::kInvalid;
   std::vector<int64_t> shape;
   /// Strides in elements, one per dimension. A stride of 0 repeats the
-  /// element (a broadcast view). Outputs are always contiguous.
+  /// element (a broadcast view). Outputs are contiguous but where the
+  /// kernel-signature table marks them RowStrided (attention's), whose
+  /// views reach each element once.
   std::vector<int64_t> strides;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }

@@ -53,7 +53,9 @@ struct KernelTensorSignature {
   bool optional;
   bool variadic;
   bool scalar; ///< one element, of any rank
-
+  /// May be a view with the last dimension's stride 1 (Kernels.td's
+  /// RowStrided).
+  bool rowStrided;
 };
 
 enum class KernelRelationKind {

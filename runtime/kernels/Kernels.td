@@ -65,6 +65,7 @@ class Tensor<string name, ElementTypes types, int rank = -1> {
   bit IsOptional = 0;
   bit IsVariadic = 0;
   bit IsScalar = 0;
+  bit IsRowStrided = 0;
 }
 /// Present or not (dgraph.layer_norm's bias, dgraph.dropout's offsets).
 class Optional<Tensor t> : Tensor<t.Name, t.Types, t.Rank> {
@@ -74,6 +75,15 @@ class Optional<Tensor t> : Tensor<t.Name, t.Types, t.Rank> {
 /// kernels read it as a scalar.
 class Scalar<string name, ElementTypes types> : Tensor<name, types> {
   let IsScalar = 1;
+}
+/// A view the kernel reads or writes through its strides: any non-negative
+/// strides with the last dimension's 1 (rows of adjacent elements). The
+/// lowering passes transposes and slices to such operands as views instead
+/// of copies (attention's heads: passes/Lowering/LowerToExec.cpp). Other
+/// operands are contiguous, but for elementwise kernels' inputs (broadcast
+/// views).
+class RowStrided<Tensor t> : Tensor<t.Name, t.Types, t.Rank> {
+  let IsRowStrided = 1;
 }
 /// Any number, zero included (dgraph.concat's operands, dshard.wait's).
 class Variadic<Tensor t> : Tensor<t.Name, t.Types, t.Rank> {
@@ -226,10 +236,12 @@ def : Kernel<"attention"> {
   let Summary = "Scaled dot-product attention, tile by tile (FlashAttention)";
   let Source = "dgraph.attention";
   let Inputs = [
-    Tensor<"query", FloatElement>, Tensor<"key", FloatElement>,
-    Tensor<"value", FloatElement>, Optional<Tensor<"mask", FloatElement>>
+    RowStrided<Tensor<"query", FloatElement>>,
+    RowStrided<Tensor<"key", FloatElement>>,
+    RowStrided<Tensor<"value", FloatElement>>,
+    Optional<Tensor<"mask", FloatElement>>
   ];
-  let Outputs = [Tensor<"result", FloatElement>,
+  let Outputs = [RowStrided<Tensor<"result", FloatElement>>,
                  Tensor<"logsumexp", F32Element>];
   let Attrs = [FloatAttr<"scale">, FlagAttr<"causal">];
   let Relations = [SameElementType<["query", "key", "value", "result"]>];
@@ -239,13 +251,17 @@ def : Kernel<"attention_grad"> {
   let Summary = "Gradient of attention, recomputing the probabilities tile by tile";
   let Source = "dgraph.attention_grad";
   let Inputs = [
-    Tensor<"query", FloatElement>, Tensor<"key", FloatElement>,
-    Tensor<"value", FloatElement>, Tensor<"out", FloatElement>,
-    Tensor<"logsumexp", F32Element>, Tensor<"dout", FloatElement>,
+    RowStrided<Tensor<"query", FloatElement>>,
+    RowStrided<Tensor<"key", FloatElement>>,
+    RowStrided<Tensor<"value", FloatElement>>,
+    RowStrided<Tensor<"out", FloatElement>>,
+    Tensor<"logsumexp", F32Element>,
+    RowStrided<Tensor<"dout", FloatElement>>,
     Optional<Tensor<"mask", FloatElement>>
   ];
-  let Outputs = [Tensor<"dquery", FloatElement>, Tensor<"dkey", FloatElement>,
-                 Tensor<"dvalue", FloatElement>];
+  let Outputs = [RowStrided<Tensor<"dquery", FloatElement>>,
+                 RowStrided<Tensor<"dkey", FloatElement>>,
+                 RowStrided<Tensor<"dvalue", FloatElement>>];
   let Attrs = [FloatAttr<"scale">, FlagAttr<"causal">];
   let Relations = [SameType<["query", "dquery"]>, SameType<["key", "dkey"]>,
                    SameType<["value", "dvalue"]>, SameType<["out", "dout"]>];

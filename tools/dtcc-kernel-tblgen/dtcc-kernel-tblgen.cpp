@@ -86,7 +86,8 @@ void emitTensors(raw_ostream &os, const Record *kernel, StringRef field,
     os << "}, " << t->getValueAsInt("Rank") << ", "
        << (optional ? "true" : "false") << ", "
        << (variadic ? "true" : "false") << ", "
-       << (t->getValueAsBit("IsScalar") ? "true" : "false") << "});\n";
+       << (t->getValueAsBit("IsScalar") ? "true" : "false") << ", "
+       << (t->getValueAsBit("IsRowStrided") ? "true" : "false") << "});\n";
   }
 }
 

@@ -18,6 +18,13 @@
 // per-thread f32 scratch (made when the kernel is bound) and rounds what it
 // writes once, at the end; bf16 on CPUs with AVX512-BF16 multiplies its
 // blocks as bf16 dot products instead (makeAttentionBf16Dot below).
+// Query, key, value, the output and the gradients may be views of strided
+// rows (AttentionRows: the heads' transposes and a packed projection's
+// slices, read and written in place; the mask and the log-sum-exp are
+// contiguous): the products take a view's row stride as their leading
+// dimension (inputs whose rows overlap are copied first), so a view
+// computes bitwise what a contiguous copy would, and the writes stay within
+// the views' rows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,6 +68,13 @@ inline void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
+/// Rows in the compute type as the products read them: row r at
+/// data + r * ld.
+template <typename C> struct RowBlock {
+  const C *data;
+  int64_t ld;
+};
+
 /// Adds the mask (of the storage type M) to a block of scaled scores of
 /// queries [i0, i0 + m) and keys [j0, j0 + n) of batch b (s: m x n, leading
 /// dimension kTile), and sets -inf where causal attention hides the key.
@@ -88,20 +102,22 @@ DTCC_ALWAYS_INLINE void maskScores(const AttentionShape &p, const M *mask,
 /// n, leading dimension kTile); -inf where causal attention hides the key.
 /// The mask is of the storage type M.
 template <typename C, typename M>
-void blockScores(const AttentionShape &p, const C *qi, const C *k,
+void blockScores(const AttentionShape &p, RowBlock<C> qi, RowBlock<C> k,
                  const M *mask, int64_t b, int64_t i0, int64_t m, int64_t j0,
                  int64_t n, C *s) {
-  gemm(false, true, m, n, p.d, C(p.scale), qi, p.d, k + j0 * p.d, p.d, C(0),
-       s, kTile);
+  gemm(false, true, m, n, p.d, C(p.scale), qi.data, qi.ld,
+       k.data + j0 * k.ld, k.ld, C(0), s, kTile);
   maskScores(p, mask, b, i0, m, j0, n, s);
 }
 
 /// One block of the forward's online softmax: each row of s (m x n) becomes
 /// exp(s - the row's new maximum); the rows' maxima and sums move on, and
-/// the output rows so far (ob, m x dv) are rescaled to the new maximum.
+/// the output rows so far (ob, m x dv, row stride ldo) are rescaled to the
+/// new maximum.
 template <typename C>
 DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
-                                     C *rowMax, C *rowSum, C *ob) {
+                                     C *rowMax, C *rowSum, C *ob,
+                                     int64_t ldo) {
   for (int64_t i = 0; i < m; ++i) {
     C *sr = s + i * kTile;
     // Eight lanes each (cpu::rowMax, blockedSum): a row's maximum and sum
@@ -124,21 +140,22 @@ DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
     rowSum[i] = rowSum[i] * alpha + sum;
     rowMax[i] = blockMax;
     if (alpha != C(1)) {
-      C *orow = ob + i * dv;
+      C *orow = ob + i * ldo;
       for (int64_t e = 0; e < dv; ++e)
         orow[e] *= alpha;
     }
   }
 }
 
-/// The forward's last step for a block of m rows: the outputs divided by
-/// the rows' sums, and each row's log-sum-exp.
+/// The forward's last step for a block of m rows: the outputs (row stride
+/// ldo) divided by the rows' sums, and each row's log-sum-exp.
 template <typename C>
 DTCC_ALWAYS_INLINE void finishRows(int64_t m, int64_t dv, const C *rowMax,
-                                   const C *rowSum, C *ob, float *lse) {
+                                   const C *rowSum, C *ob, int64_t ldo,
+                                   float *lse) {
   for (int64_t i = 0; i < m; ++i) {
     const C inv = C(1) / rowSum[i];
-    C *orow = ob + i * dv;
+    C *orow = ob + i * ldo;
     for (int64_t e = 0; e < dv; ++e)
       orow[e] *= inv;
     lse[i] = float(rowMax[i] + std::log(rowSum[i]));
@@ -172,37 +189,102 @@ DTCC_ALWAYS_INLINE void scoreGradients(int64_t m, int64_t n, const C *pb,
   }
 }
 
-/// `n` elements of `from` in the compute type: `from` itself when S is C,
-/// else widened into `to`.
+/// Gives every operand a row stride OpenBLAS takes as a leading dimension
+/// where the rows are not stepped: a view's stride along a dimension of one
+/// row is arbitrary (0, say), and gemm refuses one below the width.
+void settleRows(AttentionShape &p) {
+  auto settle = [](AttentionRows &r, int64_t rows, int64_t width) {
+    if (rows <= 1)
+      r.row = width;
+  };
+  settle(p.rows.q, p.sq, p.d);
+  settle(p.rows.k, p.sk, p.d);
+  settle(p.rows.v, p.sk, p.dv);
+  settle(p.rows.o, p.sq, p.dv);
+  settle(p.rows.dout, p.sq, p.dv);
+  settle(p.rows.dq, p.sq, p.d);
+  settle(p.rows.dk, p.sk, p.d);
+  settle(p.rows.dv, p.sk, p.dv);
+}
+
+/// Whether the f32/f64 products read an operand of S in place: rows of the
+/// compute type that do not overlap (the row stride at least the width;
+/// OpenBLAS takes no smaller leading dimension). Others are copied first
+/// (readRows), such as a half type's or rows broadcast with stride 0.
+template <typename S> bool readsInPlace(const AttentionRows &r, int64_t width) {
+  return std::is_same_v<S, ComputeT<S>> && r.row >= width;
+}
+
+/// `rows` rows of `width` elements at `from` (row stride ld) in the compute
+/// type: `from` itself where readsInPlace, else widened (or copied) into
+/// `to` with row stride `width`; one loop over the block where its rows are
+/// adjacent.
 template <typename S, typename C>
-const C *widen(const S *from, int64_t n, C *to) {
-  if constexpr (std::is_same_v<S, C>) {
-    (void)n;
-    (void)to;
-    return from;
-  } else {
-    for (int64_t i = 0; i < n; ++i)
+RowBlock<C> readRows(const S *from, int64_t rows, int64_t width, int64_t ld,
+                     C *to) {
+  if constexpr (std::is_same_v<S, C>)
+    if (ld >= width)
+      return {from, ld};
+  if (ld == width) {
+    for (int64_t i = 0; i < rows * width; ++i)
       to[i] = Elem<S>::load(from[i]);
-    return to;
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t e = 0; e < width; ++e)
+        to[r * width + e] = Elem<S>::load(from[r * ld + e]);
+  }
+  return {to, width};
+}
+
+/// Zeroes `rows` rows of `width` elements (row stride ld) and nothing
+/// between them: a strided output's gaps belong to other tensors.
+template <typename C>
+void zeroRows(C *x, int64_t rows, int64_t width, int64_t ld) {
+  if (ld == width) {
+    std::fill(x, x + rows * width, C(0));
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    std::fill(x + r * ld, x + r * ld + width, C(0));
+}
+
+/// Where a task computes output rows that go to `out` (row stride ld):
+/// `out` itself when S is C, else `scratch` with row stride `width` (then
+/// narrowRows() stores them).
+template <typename C> struct OutRows {
+  C *data;
+  int64_t ld;
+};
+template <typename S, typename C>
+OutRows<C> computeInto(S *out, int64_t width, int64_t ld, C *scratch) {
+  if constexpr (std::is_same_v<S, C>) {
+    (void)width;
+    (void)scratch;
+    return {out, ld};
+  } else {
+    (void)out;
+    (void)ld;
+    return {scratch, width};
   }
 }
 
-/// Where a task computes `n` output elements that go to `out`: `out` itself
-/// when S is C, else `scratch` (then narrow() stores them).
-template <typename S, typename C> C *computeInto(S *out, C *scratch) {
-  if constexpr (std::is_same_v<S, C>) {
-    (void)scratch;
-    return out;
-  } else {
-    (void)out;
-    return scratch;
-  }
-}
+/// Rounds `rows` rows of `width` elements (row stride `width`) into `out`
+/// (row stride ld); nothing where S is C (computeInto wrote them there).
 template <typename S, typename C>
-void narrow(const C *from, int64_t n, S *out) {
-  if constexpr (!std::is_same_v<S, C>)
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = Elem<S>::store(from[i]);
+void narrowRows(const C *from, int64_t rows, int64_t width, S *out,
+                int64_t ld) {
+  if constexpr (!std::is_same_v<S, C>) {
+    if (ld == width) {
+      for (int64_t i = 0; i < rows * width; ++i)
+        out[i] = Elem<S>::store(from[i]);
+      return;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t e = 0; e < width; ++e)
+        out[r * ld + e] = Elem<S>::store(from[r * width + e]);
+  } else {
+    (void)from, (void)rows, (void)width, (void)out, (void)ld;
+  }
 }
 
 /// Keys [0, end) that query block [i0, i0 + m) sees.
@@ -215,46 +297,57 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
                        const S *mask, S *out, float *lse) {
   using C = ComputeT<S>;
   constexpr bool kWiden = !std::is_same_v<S, C>;
+  settleRows(p);
   const int64_t qBlocks = (p.sq + kTile - 1) / kTile;
   // Per thread: a block of scores and the rows' max and sum; for a half
   // type also the query block, the keys and values, and the output block
-  // in f32.
-  const int64_t widened =
-      kWiden ? kTile * p.d + p.sk * (p.d + p.dv) + kTile * p.dv : 0;
+  // in f32 (for f32 and f64 copies only of rows the products cannot read
+  // in place).
+  const bool copyQ = !readsInPlace<S>(p.rows.q, p.d),
+             copyK = !readsInPlace<S>(p.rows.k, p.d),
+             copyV = !readsInPlace<S>(p.rows.v, p.dv);
+  const int64_t qCopy = copyQ ? kTile * p.d : 0, kCopy = copyK ? p.sk * p.d : 0,
+                vCopy = copyV ? p.sk * p.dv : 0;
+  const int64_t widened = qCopy + kCopy + vCopy + (kWiden ? kTile * p.dv : 0);
   auto scratch = std::make_shared<std::vector<std::vector<C>>>(
       cpuThreads(), std::vector<C>(2 * kTile * kTile + 2 * kTile + widened));
   return [=]() -> Status {
     parallelFor(p.batch * qBlocks, 1, [&](int64_t begin, int64_t end, int w) {
       C *s = (*scratch)[w].data();
       C *rowMax = s + kTile * kTile, *rowSum = rowMax + kTile;
-      // The f32 copies of a half type's rows (none for f32 and f64).
-      C *qw = kWiden ? rowSum + kTile : nullptr;
-      C *kw = kWiden ? qw + kTile * p.d : nullptr;
-      C *vw = kWiden ? kw + p.sk * p.d : nullptr;
-      C *ow = kWiden ? vw + p.sk * p.dv : nullptr;
+      // The compute-type copies of the rows (none for contiguous f32 and
+      // f64).
+      C *qw = rowSum + kTile, *kw = qw + qCopy, *vw = kw + kCopy,
+        *ow = vw + vCopy;
+      const AttentionRows &rq = p.rows.q, &rk = p.rows.k, &rv = p.rows.v,
+                          &ro = p.rows.o;
       withAvx512([&]() DTCC_INLINE_LAMBDA {
         for (int64_t t = begin; t < end; ++t) {
           const int64_t b = t / qBlocks, i0 = (t % qBlocks) * kTile;
           const int64_t m = std::min(kTile, p.sq - i0);
           const int64_t keys = keysSeen(p, i0, m);
-          const C *qi = widen(q + (b * p.sq + i0) * p.d, m * p.d, qw);
-          const C *kb = widen(k + b * p.sk * p.d, keys * p.d, kw);
-          const C *vb = widen(v + b * p.sk * p.dv, keys * p.dv, vw);
-          S *obOut = out + (b * p.sq + i0) * p.dv;
-          C *ob = computeInto(obOut, ow);
-          std::fill(ob, ob + m * p.dv, C(0));
+          const RowBlock<C> qi =
+              readRows(q + rq.base[b] + i0 * rq.row, m, p.d, rq.row, qw);
+          const RowBlock<C> kb =
+              readRows(k + rk.base[b], keys, p.d, rk.row, kw);
+          const RowBlock<C> vb =
+              readRows(v + rv.base[b], keys, p.dv, rv.row, vw);
+          S *obOut = out + ro.base[b] + i0 * ro.row;
+          const OutRows<C> ob = computeInto(obOut, p.dv, ro.row, ow);
+          zeroRows(ob.data, m, p.dv, ob.ld);
           std::fill(rowMax, rowMax + m, -std::numeric_limits<C>::infinity());
           std::fill(rowSum, rowSum + m, C(0));
           for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
             const int64_t n = std::min(kTile, keys - j0);
             blockScores(p, qi, kb, mask, b, i0, m, j0, n, s);
-            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob);
+            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob.data, ob.ld);
             // O += P · V_block.
-            gemm(false, false, m, p.dv, n, C(1), s, kTile, vb + j0 * p.dv, p.dv,
-                 C(1), ob, p.dv);
+            gemm(false, false, m, p.dv, n, C(1), s, kTile, vb.data + j0 * vb.ld,
+                 vb.ld, C(1), ob.data, ob.ld);
           }
-          finishRows(m, p.dv, rowMax, rowSum, ob, lse + b * p.sq + i0);
-          narrow(ob, m * p.dv, obOut);
+          finishRows(m, p.dv, rowMax, rowSum, ob.data, ob.ld,
+                     lse + b * p.sq + i0);
+          narrowRows(ob.data, m, p.dv, obOut, ro.row);
         }
       });
     });
@@ -268,76 +361,86 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
                            const S *dout, const S *mask, S *dq, S *dk, S *dv) {
   using C = ComputeT<S>;
   constexpr bool kWiden = !std::is_same_v<S, C>;
+  settleRows(p);
   // Per thread: the block's P and dS, dP, and the rows' D = rowsum(dO * O);
-  // for a half type also the batch's operands and gradients in f32.
-  const int64_t widened =
-      kWiden ? 2 * (p.sq * p.d + p.sk * p.d + p.sk * p.dv) + 2 * p.sq * p.dv
-             : 0;
+  // for a half type also the batch's operands and gradients in f32 (for
+  // f32 and f64 copies only of rows the products cannot read in place).
+  auto copySize = [&](const AttentionRows &r, int64_t rows, int64_t width) {
+    return readsInPlace<S>(r, width) ? int64_t(0) : rows * width;
+  };
+  const int64_t qCopy = copySize(p.rows.q, p.sq, p.d),
+                kCopy = copySize(p.rows.k, p.sk, p.d),
+                vCopy = copySize(p.rows.v, p.sk, p.dv),
+                oCopy = copySize(p.rows.o, p.sq, p.dv),
+                doCopy = copySize(p.rows.dout, p.sq, p.dv);
+  const int64_t widened = qCopy + kCopy + vCopy + oCopy + doCopy +
+                          (kWiden ? p.sq * p.d + p.sk * p.d + p.sk * p.dv : 0);
   auto scratch = std::make_shared<std::vector<std::vector<C>>>(
       cpuThreads(), std::vector<C>(2 * kTile * kTile + p.sq + widened));
   return [=]() -> Status {
     parallelFor(p.batch, 1, [&](int64_t begin, int64_t end, int w) {
       C *pb = (*scratch)[w].data(), *ds = pb + kTile * kTile,
         *rowDot = ds + kTile * kTile;
-      // The f32 copies of a half type's operands and gradients (none for
-      // f32 and f64).
-      C *qw = nullptr, *kw = nullptr, *vw = nullptr, *ow = nullptr,
-        *dow = nullptr, *dqw = nullptr, *dkw = nullptr, *dvw = nullptr;
-      if (kWiden) {
-        qw = rowDot + p.sq;
-        kw = qw + p.sq * p.d;
-        vw = kw + p.sk * p.d;
-        ow = vw + p.sk * p.dv;
-        dow = ow + p.sq * p.dv;
-        dqw = dow + p.sq * p.dv;
-        dkw = dqw + p.sq * p.d;
-        dvw = dkw + p.sk * p.d;
-      }
+      // The compute-type copies of the operands (none for contiguous f32
+      // and f64), then a half type's gradients in f32.
+      C *qw = rowDot + p.sq, *kw = qw + qCopy, *vw = kw + kCopy,
+        *ow = vw + vCopy, *dow = ow + oCopy;
+      C *dqw = kWiden ? dow + doCopy : nullptr,
+        *dkw = kWiden ? dqw + p.sq * p.d : nullptr,
+        *dvw = kWiden ? dkw + p.sk * p.d : nullptr;
+      const AttentionRows &rq = p.rows.q, &rk = p.rows.k, &rv = p.rows.v,
+                          &ro = p.rows.o, &rdo = p.rows.dout, &rdq = p.rows.dq,
+                          &rdk = p.rows.dk, &rdv = p.rows.dv;
       withAvx512([&]() DTCC_INLINE_LAMBDA {
         for (int64_t b = begin; b < end; ++b) {
-          const C *qb = widen(q + b * p.sq * p.d, p.sq * p.d, qw),
-                  *kb = widen(k + b * p.sk * p.d, p.sk * p.d, kw),
-                  *vb = widen(v + b * p.sk * p.dv, p.sk * p.dv, vw),
-                  *ob = widen(o + b * p.sq * p.dv, p.sq * p.dv, ow),
-                  *dob = widen(dout + b * p.sq * p.dv, p.sq * p.dv, dow);
+          const RowBlock<C>
+              qb = readRows(q + rq.base[b], p.sq, p.d, rq.row, qw),
+              kb = readRows(k + rk.base[b], p.sk, p.d, rk.row, kw),
+              vb = readRows(v + rv.base[b], p.sk, p.dv, rv.row, vw),
+              ob = readRows(o + ro.base[b], p.sq, p.dv, ro.row, ow),
+              dob = readRows(dout + rdo.base[b], p.sq, p.dv, rdo.row, dow);
           const float *lb = lse + b * p.sq;
-          S *dqOut = dq + b * p.sq * p.d, *dkOut = dk + b * p.sk * p.d,
-            *dvOut = dv + b * p.sk * p.dv;
-          C *dqb = computeInto(dqOut, dqw), *dkb = computeInto(dkOut, dkw),
-            *dvb = computeInto(dvOut, dvw);
-          std::fill(dqb, dqb + p.sq * p.d, C(0));
-          std::fill(dkb, dkb + p.sk * p.d, C(0));
-          std::fill(dvb, dvb + p.sk * p.dv, C(0));
+          S *dqOut = dq + rdq.base[b], *dkOut = dk + rdk.base[b],
+            *dvOut = dv + rdv.base[b];
+          const OutRows<C> dqb = computeInto(dqOut, p.d, rdq.row, dqw),
+                           dkb = computeInto(dkOut, p.d, rdk.row, dkw),
+                           dvb = computeInto(dvOut, p.dv, rdv.row, dvw);
+          zeroRows(dqb.data, p.sq, p.d, dqb.ld);
+          zeroRows(dkb.data, p.sk, p.d, dkb.ld);
+          zeroRows(dvb.data, p.sk, p.dv, dvb.ld);
           for (int64_t i = 0; i < p.sq; ++i) {
-            const C *dor = dob + i * p.dv, *orow = ob + i * p.dv;
+            const C *dor = dob.data + i * dob.ld, *orow = ob.data + i * ob.ld;
             rowDot[i] = C(blockedSum<C>(
                 p.dv, [&](int64_t e) { return dor[e] * orow[e]; }));
           }
           for (int64_t i0 = 0; i0 < p.sq; i0 += kTile) {
             const int64_t m = std::min(kTile, p.sq - i0);
             const int64_t keys = keysSeen(p, i0, m);
+            const RowBlock<C> qi{qb.data + i0 * qb.ld, qb.ld};
+            const C *doi = dob.data + i0 * dob.ld;
             for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
               const int64_t n = std::min(kTile, keys - j0);
               // P = exp(S - lse), recomputed.
-              blockScores(p, qb + i0 * p.d, kb, mask, b, i0, m, j0, n, pb);
+              blockScores(p, qi, kb, mask, b, i0, m, j0, n, pb);
               blockProbabilities(m, n, lb + i0, pb);
               // dV_j += Pᵀ dO_i.
-              gemm(true, false, n, p.dv, m, C(1), pb, kTile, dob + i0 * p.dv,
-                   p.dv, C(1), dvb + j0 * p.dv, p.dv);
+              gemm(true, false, n, p.dv, m, C(1), pb, kTile, doi, dob.ld, C(1),
+                   dvb.data + j0 * dvb.ld, dvb.ld);
               // dP = dO_i V_jᵀ; dS = P (dP - D).
-              gemm(false, true, m, n, p.dv, C(1), dob + i0 * p.dv, p.dv,
-                   vb + j0 * p.dv, p.dv, C(0), ds, kTile);
+              gemm(false, true, m, n, p.dv, C(1), doi, dob.ld,
+                   vb.data + j0 * vb.ld, vb.ld, C(0), ds, kTile);
               scoreGradients(m, n, pb, rowDot + i0, ds);
               // dQ_i += scale dS K_j; dK_j += scale dSᵀ Q_i.
               gemm(false, false, m, p.d, n, C(p.scale), ds, kTile,
-                   kb + j0 * p.d, p.d, C(1), dqb + i0 * p.d, p.d);
-              gemm(true, false, n, p.d, m, C(p.scale), ds, kTile, qb + i0 * p.d,
-                   p.d, C(1), dkb + j0 * p.d, p.d);
+                   kb.data + j0 * kb.ld, kb.ld, C(1), dqb.data + i0 * dqb.ld,
+                   dqb.ld);
+              gemm(true, false, n, p.d, m, C(p.scale), ds, kTile, qi.data,
+                   qi.ld, C(1), dkb.data + j0 * dkb.ld, dkb.ld);
             }
           }
-          narrow(dqb, p.sq * p.d, dqOut);
-          narrow(dkb, p.sk * p.d, dkOut);
-          narrow(dvb, p.sk * p.dv, dvOut);
+          narrowRows(dqb.data, p.sq, p.d, dqOut, rdq.row);
+          narrowRows(dkb.data, p.sk, p.d, dkOut, rdk.row);
+          narrowRows(dvb.data, p.sk, p.dv, dvOut, rdv.row);
         }
       });
     });
@@ -469,6 +572,7 @@ KernelFn makeAttentionBf16Dot(AttentionShape p, const BFloat16 *q,
                               const BFloat16 *k, const BFloat16 *v,
                               const BFloat16 *mask, BFloat16 *out,
                               float *lse) {
+  settleRows(p);
   const int64_t qBlocks = (p.sq + kTile - 1) / kTile;
   const int64_t dp = (p.d + 1) / 2, pairsPerRow = kTile / 2;
   // Per thread: the scores, the rows' max and sum, the output block; the
@@ -486,30 +590,34 @@ KernelFn makeAttentionBf16Dot(AttentionShape p, const BFloat16 *q,
             *rowSum = rowMax + kTile, *ob = rowSum + kTile;
       uint32_t *qa = t.words.data(), *kt = qa + kTile * dp,
                *pa = kt + dp * kTile, *vt = pa + kTile * pairsPerRow;
+      // The packing reads every operand through its row stride.
+      const AttentionRows &rq = p.rows.q, &rk = p.rows.k, &rv = p.rows.v,
+                          &ro = p.rows.o;
       withAvx512([&]() DTCC_INLINE_LAMBDA {
         for (int64_t task = begin; task < end; ++task) {
           const int64_t b = task / qBlocks, i0 = (task % qBlocks) * kTile;
           const int64_t m = std::min(kTile, p.sq - i0);
           const int64_t keys = keysSeen(p, i0, m);
-          packRows(q + (b * p.sq + i0) * p.d, m, p.d, p.d, qa);
+          packRows(q + rq.base[b] + i0 * rq.row, m, p.d, rq.row, qa);
           std::fill(ob, ob + m * p.dv, 0.0f);
           std::fill(rowMax, rowMax + m, -std::numeric_limits<float>::infinity());
           std::fill(rowSum, rowSum + m, 0.0f);
           for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
             const int64_t n = std::min(kTile, keys - j0);
             const int64_t np = (n + 1) / 2;
-            packTransposed(k + (b * p.sk + j0) * p.d, n, p.d, p.d, kt, kTile);
+            packTransposed(k + rk.base[b] + j0 * rk.row, n, p.d, rk.row, kt,
+                           kTile);
             bf16Dot(m, n, dp, qa, dp, kt, kTile, s, kTile, false);
             scaleBlock(m, n, float(p.scale), s);
             maskScores(p, mask, b, i0, m, j0, n, s);
-            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob);
+            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob, p.dv);
             // O += P · V_block, P in bf16.
             packRoundedRows(s, m, n, 1.0f, pa, pairsPerRow);
-            packRowPairs(v + (b * p.sk + j0) * p.dv, n, p.dv, p.dv, vt);
+            packRowPairs(v + rv.base[b] + j0 * rv.row, n, p.dv, rv.row, vt);
             bf16Dot(m, p.dv, np, pa, pairsPerRow, vt, p.dv, ob, p.dv, true);
           }
-          finishRows(m, p.dv, rowMax, rowSum, ob, lse + b * p.sq + i0);
-          narrow(ob, m * p.dv, out + (b * p.sq + i0) * p.dv);
+          finishRows(m, p.dv, rowMax, rowSum, ob, p.dv, lse + b * p.sq + i0);
+          narrowRows(ob, m, p.dv, out + ro.base[b] + i0 * ro.row, ro.row);
         }
       });
     });
@@ -522,6 +630,7 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
                                   const BFloat16 *o, const float *lse,
                                   const BFloat16 *dout, const BFloat16 *mask,
                                   BFloat16 *dq, BFloat16 *dk, BFloat16 *dv) {
+  settleRows(p);
   const int64_t dp = (p.d + 1) / 2, dvp = (p.dv + 1) / 2;
   const int64_t pairsPerRow = kTile / 2;
   // Per thread: P and dS blocks, the rows' D = rowsum(dO * O), the batch's
@@ -550,14 +659,19 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
                *kPairs = kt + dp * kTile, *vt = kPairs + pairsPerRow * p.d,
                *pt = vt + dvp * kTile, *dsa = pt + kTile * pairsPerRow,
                *dst = dsa + kTile * pairsPerRow;
+      // The packing reads every operand through its row stride; the
+      // gradients accumulate in compact f32 and are rounded into their rows.
+      const int64_t ldq = p.rows.q.row, ldk = p.rows.k.row,
+                    ldv = p.rows.v.row, ldo = p.rows.o.row,
+                    lddo = p.rows.dout.row;
       withAvx512([&]() DTCC_INLINE_LAMBDA {
         for (int64_t b = begin; b < end; ++b) {
-          const BFloat16 *qb = q + b * p.sq * p.d, *kb = k + b * p.sk * p.d,
-                         *vb = v + b * p.sk * p.dv, *ob = o + b * p.sq * p.dv,
-                         *dob = dout + b * p.sq * p.dv;
+          const BFloat16 *qb = q + p.rows.q.base[b], *kb = k + p.rows.k.base[b],
+                         *vb = v + p.rows.v.base[b], *ob = o + p.rows.o.base[b],
+                         *dob = dout + p.rows.dout.base[b];
           const float *lb = lse + b * p.sq;
           for (int64_t i = 0; i < p.sq; ++i) {
-            const BFloat16 *dor = dob + i * p.dv, *orow = ob + i * p.dv;
+            const BFloat16 *dor = dob + i * lddo, *orow = ob + i * ldo;
             rowDot[i] = float(blockedSum<float>(
                 p.dv, [&](int64_t e) DTCC_INLINE_LAMBDA {
                   return bf16ToFloat(dor[e].bits) * bf16ToFloat(orow[e].bits);
@@ -571,15 +685,15 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
             const int64_t m = std::min(kTile, p.sq - i0);
             const int64_t mp = (m + 1) / 2;
             const int64_t keys = keysSeen(p, i0, m);
-            packRows(qb + i0 * p.d, m, p.d, p.d, qa);
-            packRowPairs(qb + i0 * p.d, m, p.d, p.d, qPairs);
-            packRows(dob + i0 * p.dv, m, p.dv, p.dv, doa);
-            packRowPairs(dob + i0 * p.dv, m, p.dv, p.dv, doPairs);
+            packRows(qb + i0 * ldq, m, p.d, ldq, qa);
+            packRowPairs(qb + i0 * ldq, m, p.d, ldq, qPairs);
+            packRows(dob + i0 * lddo, m, p.dv, lddo, doa);
+            packRowPairs(dob + i0 * lddo, m, p.dv, lddo, doPairs);
             for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
               const int64_t n = std::min(kTile, keys - j0);
               const int64_t np = (n + 1) / 2;
               // P = exp(S - lse), recomputed.
-              packTransposed(kb + j0 * p.d, n, p.d, p.d, kt, kTile);
+              packTransposed(kb + j0 * ldk, n, p.d, ldk, kt, kTile);
               bf16Dot(m, n, dp, qa, dp, kt, kTile, pb, kTile, false);
               scaleBlock(m, n, scale, pb);
               maskScores(p, mask, b, i0, m, j0, n, pb);
@@ -589,12 +703,12 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
               bf16Dot(n, p.dv, mp, pt, pairsPerRow, doPairs, p.dv,
                       dvb + j0 * p.dv, p.dv, true);
               // dP = dO_i V_jᵀ; dS = P (dP - D).
-              packTransposed(vb + j0 * p.dv, n, p.dv, p.dv, vt, kTile);
+              packTransposed(vb + j0 * ldv, n, p.dv, ldv, vt, kTile);
               bf16Dot(m, n, dvp, doa, dvp, vt, kTile, ds, kTile, false);
               scoreGradients(m, n, pb, rowDot + i0, ds);
               // dQ_i += (scale dS) K_j; dK_j += (scale dS)ᵀ Q_i.
               packRoundedRows(ds, m, n, scale, dsa, pairsPerRow);
-              packRowPairs(kb + j0 * p.d, n, p.d, p.d, kPairs);
+              packRowPairs(kb + j0 * ldk, n, p.d, ldk, kPairs);
               bf16Dot(m, p.d, np, dsa, pairsPerRow, kPairs, p.d,
                       dqb + i0 * p.d, p.d, true);
               packRoundedColumns(ds, m, n, scale, dst, pairsPerRow);
@@ -602,9 +716,9 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
                       dkb + j0 * p.d, p.d, true);
             }
           }
-          narrow(dqb, p.sq * p.d, dq + b * p.sq * p.d);
-          narrow(dkb, p.sk * p.d, dk + b * p.sk * p.d);
-          narrow(dvb, p.sk * p.dv, dv + b * p.sk * p.dv);
+          narrowRows(dqb, p.sq, p.d, dq + p.rows.dq.base[b], p.rows.dq.row);
+          narrowRows(dkb, p.sk, p.d, dk + p.rows.dk.base[b], p.rows.dk.row);
+          narrowRows(dvb, p.sk, p.dv, dv + p.rows.dv.base[b], p.rows.dv.row);
         }
       });
     });

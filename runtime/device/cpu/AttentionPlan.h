@@ -26,8 +26,27 @@ constexpr int64_t kCudaAttentionMaxHeadDim = 512;
 /// so.
 constexpr int64_t kCudaAttentionTensorCoreMaxHeadDim = 128;
 
+/// Where one operand's rows lie in its buffer. Query, key, value, the
+/// output and the gradients may be strided views (the lowering passes the
+/// heads' transposes and the slices of a packed projection as views instead
+/// of copies): row r of batch index b (the leading dimensions B...
+/// flattened) starts at element `base[b] + r * row` and its elements are
+/// adjacent (the last dimension's stride is 1). A contiguous operand has
+/// base[b] = b * rows * width and row = width.
+struct AttentionRows {
+  /// The element offset of each batch index's first row.
+  std::vector<int64_t> base;
+  /// The strides of the leading dimensions B... (base[b] is b's multi-index
+  /// times these) and of the rows.
+  std::vector<int64_t> lead;
+  int64_t row = 0;
+  /// base and row are those of a contiguous operand.
+  bool contiguous = true;
+};
+
 /// One call: `batch` (the product of the leading dimensions B...) blocks of
-/// Sq x D queries, Sk x D keys and Sk x Dv values, contiguous.
+/// Sq x D queries, Sk x D keys and Sk x Dv values, each laid out as its
+/// AttentionRows say.
 struct AttentionShape {
   int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
   bool causal = false;
@@ -41,6 +60,20 @@ struct AttentionShape {
   /// The leading dimensions B... and the mask's strides along them (0
   /// where it broadcasts): maskBase[b] is b's multi-index times these.
   std::vector<int64_t> lead, maskLead;
+  /// The rows of query, key, value and the output (attention's result,
+  /// attention_grad's `out`); attention_grad's also of dout and the three
+  /// gradients (dq like query, ...). Unset ones are empty.
+  struct {
+    AttentionRows q, k, v, o, dout, dq, dk, dv;
+  } rows;
+  /// Every operand listed above is contiguous.
+  bool allContiguous() const {
+    for (const AttentionRows *r : {&rows.q, &rows.k, &rows.v, &rows.o,
+                                   &rows.dout, &rows.dq, &rows.dk, &rows.dv})
+      if (!r->contiguous)
+        return false;
+    return true;
+  }
 };
 
 /// attention: query, key, value[, mask] -> result [B..., Sq, Dv] (the

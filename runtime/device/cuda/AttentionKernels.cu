@@ -23,6 +23,11 @@
 // Causal attention skips the key tiles past a block's last query (and the
 // query tiles before a block's first key).
 //
+// Query, key, value, the output, dout and the gradients are addressed as
+// AttentionDims::rows lays them out (strided views: the heads' transposes,
+// slices of a packed projection); each block finds its batch index's
+// offsets once (attentionBases). lse and rowDot are contiguous.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cuda/AttentionCommon.cuh"
@@ -147,16 +152,17 @@ __device__ __forceinline__ void storeRow(S *row, const A (&r)[DPT], A scale,
   }
 }
 
-/// Copies rows [first, first + n) of a [*, dims] tensor into shared memory
-/// as rows of `pad` elements, zeros after `dims`.
+/// Copies rows [first, first + n) of `dims` elements, `ld` apart from
+/// `src`, into shared memory as rows of `pad` elements, zeros after `dims`.
 template <typename S, typename A>
-__device__ __forceinline__ void stage(A *dst, const S *src, int64_t first,
-                                      int n, int64_t dims, int pad) {
+__device__ __forceinline__ void stage(A *dst, const S *src, int64_t ld,
+                                      int64_t first, int n, int64_t dims,
+                                      int pad) {
   const int count = n * pad;
-  const S *from = src + first * dims;
+  const S *from = src + first * ld;
   for (int t = threadIdx.x; t < count; t += kThreads) {
     const int row = t / pad, col = t - row * pad;
-    dst[t] = col < dims ? Elem<S>::load(from[int64_t(row) * dims + col]) : A(0);
+    dst[t] = col < dims ? Elem<S>::load(from[int64_t(row) * ld + col]) : A(0);
   }
 }
 
@@ -179,11 +185,12 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t b = blockIdx.x / rowBlocks;
   const int64_t i0 = (blockIdx.x % rowBlocks) * kRows, i = i0 + r;
   const bool live = i < a.sq;
-  const S *kb = k + b * a.sk * a.d, *vb = v + b * a.sk * a.dv;
+  __shared__ int64_t base[4]; // q, k, v, out
+  attentionBases(a, {&a.rows.q, &a.rows.k, &a.rows.v, &a.rows.o}, b, base);
   const S *mrow = mask ? mask + attentionMaskBase(a, b) + i * a.maskRow : nullptr;
   const A scale = A(a.scale);
   A qr[DPT], acc[DPT];
-  loadRow<S, TPR, DPT>(q + (b * a.sq + i) * a.d, a.d, lane, live, qr);
+  loadRow<S, TPR, DPT>(q + base[0] + i * a.rows.q.row, a.d, lane, live, qr);
 #pragma unroll
   for (int e = 0; e < DPT; ++e)
     acc[e] = 0;
@@ -192,8 +199,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < keys; j0 += tile) {
     const int n = int(std::min<int64_t>(tile, keys - j0));
     __syncthreads();
-    stage(ks, kb, j0, n, a.d, dp);
-    stage(vs, vb, j0, n, a.dv, dvp);
+    stage(ks, k + base[1], a.rows.k.row, j0, n, a.d, dp);
+    stage(vs, v + base[2], a.rows.v.row, j0, n, a.dv, dvp);
     __syncthreads();
     A tileMax = m;
     for (int jj = 0; jj < n; ++jj) {
@@ -225,29 +232,40 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (!live)
     return;
-  storeRow<S, TPR, DPT>(out + (b * a.sq + i) * a.dv, acc, A(1) / sum, a.dv,
-                        lane);
+  storeRow<S, TPR, DPT>(out + base[3] + i * a.rows.o.row, acc, A(1) / sum,
+                        a.dv, lane);
   if (lane == 0)
     lse[b * a.sq + i] = float(m + accLog(sum));
 }
 
-/// rowDot[row] = sum(dout[row] * out[row]): a warp per row.
+/// Query rows a block of attentionRowDotKernel takes: a warp each.
+constexpr int kRowDotRows = kThreads / 32;
+
+/// rowDot[b, i] = sum(dout[b, i] * out[b, i]): a warp per query row, the
+/// blocks of a batch index after each other (their operands' rows found
+/// once a block).
 template <typename S>
 __global__ void __launch_bounds__(kThreads)
-    attentionRowDotKernel(const S *__restrict__ dout, const S *__restrict__ out,
-                          AccT<S> *__restrict__ rowDot, int64_t rows,
-                          int64_t dv) {
+    attentionRowDotKernel(AttentionDims a, int64_t rowBlocks,
+                          const S *__restrict__ dout, const S *__restrict__ out,
+                          AccT<S> *__restrict__ rowDot) {
   using A = AccT<S>;
-  const int64_t row = int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  const int64_t b = blockIdx.x / rowBlocks;
+  const int64_t i =
+      (blockIdx.x % rowBlocks) * kRowDotRows + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= rows)
+  __shared__ int64_t base[2]; // dout, out
+  attentionBases(a, {&a.rows.dout, &a.rows.o}, b, base);
+  if (i >= a.sq)
     return;
+  const S *dor = dout + base[0] + i * a.rows.dout.row;
+  const S *orow = out + base[1] + i * a.rows.o.row;
   A sum = 0;
-  for (int64_t e = lane; e < dv; e += 32)
-    sum += Elem<S>::load(dout[row * dv + e]) * Elem<S>::load(out[row * dv + e]);
+  for (int64_t e = lane; e < a.dv; e += 32)
+    sum += Elem<S>::load(dor[e]) * Elem<S>::load(orow[e]);
   sum = warpSum(sum);
   if (lane == 0)
-    rowDot[row] = sum;
+    rowDot[b * a.sq + i] = sum;
 }
 
 /// dq: a group per query row over the key tiles it sees (two blocks an SM
@@ -271,12 +289,15 @@ __global__ void __launch_bounds__(kThreads, sizeof(AccT<S>) == 8 ? 1 : 2)
   const int64_t b = blockIdx.x / rowBlocks;
   const int64_t i0 = (blockIdx.x % rowBlocks) * kRows, i = i0 + r;
   const bool live = i < a.sq;
-  const S *kb = k + b * a.sk * a.d, *vb = v + b * a.sk * a.dv;
+  __shared__ int64_t base[5]; // q, k, v, dout, dq
+  attentionBases(
+      a, {&a.rows.q, &a.rows.k, &a.rows.v, &a.rows.dout, &a.rows.dq}, b, base);
   const S *mrow = mask ? mask + attentionMaskBase(a, b) + i * a.maskRow : nullptr;
   const A scale = A(a.scale);
   A qr[DPT], dor[DPT], dqa[DPT];
-  loadRow<S, TPR, DPT>(q + (b * a.sq + i) * a.d, a.d, lane, live, qr);
-  loadRow<S, TPR, DPT>(dout + (b * a.sq + i) * a.dv, a.dv, lane, live, dor);
+  loadRow<S, TPR, DPT>(q + base[0] + i * a.rows.q.row, a.d, lane, live, qr);
+  loadRow<S, TPR, DPT>(dout + base[3] + i * a.rows.dout.row, a.dv, lane, live,
+                       dor);
 #pragma unroll
   for (int e = 0; e < DPT; ++e)
     dqa[e] = 0;
@@ -286,8 +307,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(AccT<S>) == 8 ? 1 : 2)
   for (int64_t j0 = 0; j0 < keys; j0 += tile) {
     const int n = int(std::min<int64_t>(tile, keys - j0));
     __syncthreads();
-    stage(ks, kb, j0, n, a.d, dp);
-    stage(vs, vb, j0, n, a.dv, dvp);
+    stage(ks, k + base[1], a.rows.k.row, j0, n, a.d, dp);
+    stage(vs, v + base[2], a.rows.v.row, j0, n, a.dv, dvp);
     __syncthreads();
     for (int jj = 0; jj < n; ++jj) {
       const int64_t j = j0 + jj;
@@ -302,7 +323,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(AccT<S>) == 8 ? 1 : 2)
     }
   }
   if (live)
-    storeRow<S, TPR, DPT>(dq + (b * a.sq + i) * a.d, dqa, scale, a.d, lane);
+    storeRow<S, TPR, DPT>(dq + base[4] + i * a.rows.dq.row, dqa, scale, a.d,
+                          lane);
 }
 
 /// dk, dv: a group per key row over the query tiles that see it.
@@ -327,12 +349,16 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t b = blockIdx.x / rowBlocks;
   const int64_t j0 = (blockIdx.x % rowBlocks) * kRows, j = j0 + r;
   const bool live = j < a.sk;
-  const S *qb = q + b * a.sq * a.d, *dob = dout + b * a.sq * a.dv;
+  __shared__ int64_t base[6]; // q, k, v, dout, dk, dv
+  attentionBases(a,
+                 {&a.rows.q, &a.rows.k, &a.rows.v, &a.rows.dout, &a.rows.dk,
+                  &a.rows.dv},
+                 b, base);
   const S *mcol = mask ? mask + attentionMaskBase(a, b) + j * a.maskCol : nullptr;
   const A scale = A(a.scale);
   A kr[DPT], vr[DPT], dka[DPT], dva[DPT];
-  loadRow<S, TPR, DPT>(k + (b * a.sk + j) * a.d, a.d, lane, live, kr);
-  loadRow<S, TPR, DPT>(v + (b * a.sk + j) * a.dv, a.dv, lane, live, vr);
+  loadRow<S, TPR, DPT>(k + base[1] + j * a.rows.k.row, a.d, lane, live, kr);
+  loadRow<S, TPR, DPT>(v + base[2] + j * a.rows.v.row, a.dv, lane, live, vr);
 #pragma unroll
   for (int e = 0; e < DPT; ++e) {
     dka[e] = 0;
@@ -342,8 +368,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t t0 = a.causal ? j0 : 0; t0 < a.sq; t0 += tile) {
     const int n = int(std::min<int64_t>(tile, a.sq - t0));
     __syncthreads();
-    stage(qs, qb, t0, n, a.d, dp);
-    stage(dos, dob, t0, n, a.dv, dvp);
+    stage(qs, q + base[0], a.rows.q.row, t0, n, a.d, dp);
+    stage(dos, dout + base[3], a.rows.dout.row, t0, n, a.dv, dvp);
     for (int t = threadIdx.x; t < n; t += kThreads) {
       ls[t] = A(lse[b * a.sq + t0 + t]);
       dots[t] = rowDot[b * a.sq + t0 + t];
@@ -363,8 +389,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (!live)
     return;
-  storeRow<S, TPR, DPT>(dk + (b * a.sk + j) * a.d, dka, scale, a.d, lane);
-  storeRow<S, TPR, DPT>(dv + (b * a.sk + j) * a.dv, dva, A(1), a.dv, lane);
+  storeRow<S, TPR, DPT>(dk + base[4] + j * a.rows.dk.row, dka, scale, a.d,
+                        lane);
+  storeRow<S, TPR, DPT>(dv + base[5] + j * a.rows.dv.row, dva, A(1), a.dv,
+                        lane);
 }
 
 template <int N> using Int = std::integral_constant<int, N>;
@@ -449,9 +477,10 @@ cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &a,
     err = cudaSuccess;
     const int64_t rows = a.batch * a.sq;
     if (rows > 0) {
+      const int64_t rowBlocks = (a.sq + kRowDotRows - 1) / kRowDotRows;
       attentionRowDotKernel<S>
-          <<<dim3(unsigned((rows + kThreads / 32 - 1) / (kThreads / 32))),
-             kThreads, 0, s>>>(dos, os, dots, rows, a.dv);
+          <<<dim3(unsigned(a.batch * rowBlocks)), kThreads, 0, s>>>(
+              a, rowBlocks, dos, os, dots);
       if ((err = cudaGetLastError()) != cudaSuccess)
         return;
     }

@@ -24,8 +24,10 @@
 //           atomics: every result is summed by one warp in one order, the
 //           same on every run.
 //
-// The semantics (masks, causality, fully masked rows, NaN) are the SIMT
-// kernels' of AttentionKernels.cu, which take every other case.
+// The semantics (masks, causality, fully masked rows, NaN) and the
+// operands' layouts (AttentionDims::rows) are the SIMT kernels' of
+// AttentionKernels.cu, which take every other case. Rows that are 16-byte
+// aligned and whole stage 16 bytes a thread, others element by element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,27 +75,31 @@ __device__ __forceinline__ float maxKeep(float a, float b) {
 /// Row stride of a staged operand of padded width `pad`.
 __host__ __device__ constexpr int stagedStride(int pad) { return pad + 8; }
 
-/// dst[rows][ld] = rows [first, first + n) of src[*][dims], zeros past n
-/// rows and past dims columns (up to pad, a multiple of 16).
+/// dst[rows][ld] = rows [first, first + n) of src (rows of `dims` elements,
+/// `srcLd` apart), zeros past n rows and past dims columns (up to pad, a
+/// multiple of 16). Whole rows whose starts are all 16-byte aligned move
+/// 16 bytes a thread.
 template <typename S>
 __device__ __forceinline__ void stageStrided(S *dst, int ld, const S *src,
-                                             int64_t first, int n, int rows,
-                                             int64_t dims, int pad) {
-  const S *from = src + first * dims;
-  if (dims == pad && (reinterpret_cast<uintptr_t>(from) & 15) == 0) {
+                                             int64_t srcLd, int64_t first,
+                                             int n, int rows, int64_t dims,
+                                             int pad) {
+  const S *from = src + first * srcLd;
+  if (dims == pad && (reinterpret_cast<uintptr_t>(from) & 15) == 0 &&
+      srcLd % 8 == 0) {
     const int perRow = pad / 8;
-    const uint4 *in = reinterpret_cast<const uint4 *>(from);
     for (int t = threadIdx.x; t < rows * perRow; t += kThreads) {
       const int r = t / perRow, c = t - r * perRow;
       *reinterpret_cast<uint4 *>(dst + r * ld + c * 8) =
-          r < n ? in[t] : make_uint4(0, 0, 0, 0);
+          r < n ? *reinterpret_cast<const uint4 *>(from + r * srcLd + c * 8)
+                : make_uint4(0, 0, 0, 0);
     }
     return;
   }
   const S zero = Elem<S>::store(0.f);
   for (int t = threadIdx.x; t < rows * pad; t += kThreads) {
     const int r = t / pad, c = t - r * pad;
-    dst[r * ld + c] = r < n && c < dims ? from[int64_t(r) * dims + c] : zero;
+    dst[r * ld + c] = r < n && c < dims ? from[r * srcLd + c] : zero;
   }
 }
 
@@ -219,20 +225,20 @@ accumulateRegs(float (&acc)[NO][4], const float (&p)[NT][4], const S *y, int ld,
   }
 }
 
-/// Rows row0 + g and row0 + g + 8 (those below `rows`) of dst[rows][dims]
-/// from the warp's fragments times `scale`.
+/// Rows row0 + g and row0 + g + 8 (those below `rows`) of dst (rows of
+/// `dims` elements, `ld` apart) from the warp's fragments times `scale`.
 template <typename S, int NO>
 __device__ __forceinline__ void
-storeRegs(S *dst, int64_t row0, int64_t rows, int64_t dims,
+storeRegs(S *dst, int64_t ld, int64_t row0, int64_t rows, int64_t dims,
           const float (&acc)[NO][4], float scale, int lane) {
-  const bool pairs =
-      dims % 2 == 0 && (reinterpret_cast<uintptr_t>(dst) & 3) == 0;
+  const bool pairs = dims % 2 == 0 && ld % 2 == 0 &&
+                     (reinterpret_cast<uintptr_t>(dst) & 3) == 0;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int64_t row = row0 + lane / 4 + 8 * hr;
     if (row >= rows)
       continue;
-    S *out = dst + row * dims;
+    S *out = dst + row * ld;
 #pragma unroll
     for (int c = 0; c < NO; ++c) {
       const int64_t col = c * 8 + 2 * (lane % 4);
@@ -291,7 +297,9 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t b = blockIdx.x / rowBlocks;
   const int64_t i0 = (rowBlocks - 1 - blockIdx.x % rowBlocks) * kRows;
-  stageStrided(qs, ldq, q + b * a.sq * a.d, i0,
+  __shared__ int64_t base[4]; // q, k, v, out
+  attentionBases(a, {&a.rows.q, &a.rows.k, &a.rows.v, &a.rows.o}, b, base);
+  stageStrided(qs, ldq, q + base[0], a.rows.q.row, i0,
                int(std::min<int64_t>(kRows, a.sq - i0)), kRows, a.d, dp);
   const S *qw = qs + warp * 16 * ldq;
   const int64_t row0 = i0 + warp * 16 + lane / 4;
@@ -304,8 +312,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j0 = 0; j0 < keys; j0 += T) {
     const int n = int(std::min<int64_t>(T, keys - j0));
     __syncthreads();
-    stageStrided(ks, ldq, k + b * a.sk * a.d, j0, n, T, a.d, dp);
-    stageStrided(vs, ldv, v + b * a.sk * a.dv, j0, n, T, a.dv, dvp);
+    stageStrided(ks, ldq, k + base[1], a.rows.k.row, j0, n, T, a.d, dp);
+    stageStrided(vs, ldv, v + base[2], a.rows.v.row, j0, n, T, a.dv, dvp);
     __syncthreads();
     float s[NT][4];
     zeroFragments(s);
@@ -370,8 +378,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       o[c][e] /= l[e >> 1];
-  storeRegs<S, NO>(out + b * a.sq * a.dv, i0 + warp * 16, a.sq, a.dv, o, 1.f,
-                   lane);
+  storeRegs<S, NO>(out + base[3], a.rows.o.row, i0 + warp * 16, a.sq, a.dv, o,
+                   1.f, lane);
   if (lane % 4 == 0)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr)
@@ -398,8 +406,12 @@ __global__ void __launch_bounds__(kThreads) mmaAttentionGradQueryKernel(
   const int64_t b = blockIdx.x / rowBlocks;
   const int64_t i0 = (rowBlocks - 1 - blockIdx.x % rowBlocks) * kRows;
   const int own = int(std::min<int64_t>(kRows, a.sq - i0));
-  stageStrided(qs, ldq, q + b * a.sq * a.d, i0, own, kRows, a.d, dp);
-  stageStrided(dos, ldv, dout + b * a.sq * a.dv, i0, own, kRows, a.dv, dvp);
+  __shared__ int64_t base[5]; // q, k, v, dout, dq
+  attentionBases(
+      a, {&a.rows.q, &a.rows.k, &a.rows.v, &a.rows.dout, &a.rows.dq}, b, base);
+  stageStrided(qs, ldq, q + base[0], a.rows.q.row, i0, own, kRows, a.d, dp);
+  stageStrided(dos, ldv, dout + base[3], a.rows.dout.row, i0, own, kRows, a.dv,
+               dvp);
   const S *qw = qs + warp * 16 * ldq, *dow = dos + warp * 16 * ldv;
   const int64_t row0 = i0 + warp * 16 + lane / 4;
   float ls[2], dots[2];
@@ -417,8 +429,8 @@ __global__ void __launch_bounds__(kThreads) mmaAttentionGradQueryKernel(
   for (int64_t j0 = 0; j0 < keys; j0 += T) {
     const int n = int(std::min<int64_t>(T, keys - j0));
     __syncthreads();
-    stageStrided(ks, ldq, k + b * a.sk * a.d, j0, n, T, a.d, dp);
-    stageStrided(vs, ldv, v + b * a.sk * a.dv, j0, n, T, a.dv, dvp);
+    stageStrided(ks, ldq, k + base[1], a.rows.k.row, j0, n, T, a.d, dp);
+    stageStrided(vs, ldv, v + base[2], a.rows.v.row, j0, n, T, a.dv, dvp);
     __syncthreads();
     float s[NT][4], dpv[NT][4];
     recomputeProducts<S, NT>(s, dpv, qw, ks, ldq, dp, dow, vs, ldv, dvp, lane);
@@ -440,8 +452,8 @@ __global__ void __launch_bounds__(kThreads) mmaAttentionGradQueryKernel(
       }
     accumulateRegs<S, NT, NO>(acc, s, ks, ldq, dp, lane);
   }
-  storeRegs<S, NO>(dq + b * a.sq * a.d, i0 + warp * 16, a.sq, a.d, acc, scale,
-                   lane);
+  storeRegs<S, NO>(dq + base[4], a.rows.dq.row, i0 + warp * 16, a.sq, a.d, acc,
+                   scale, lane);
 }
 
 /// dk, dv by key rows: a block's 64 keys over tiles of T queries, S^T and
@@ -467,8 +479,13 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t b = blockIdx.x / rowBlocks;
   const int64_t j0 = (blockIdx.x % rowBlocks) * kRows;
   const int own = int(std::min<int64_t>(kRows, a.sk - j0));
-  stageStrided(ks, ldq, k + b * a.sk * a.d, j0, own, kRows, a.d, dp);
-  stageStrided(vs, ldv, v + b * a.sk * a.dv, j0, own, kRows, a.dv, dvp);
+  __shared__ int64_t base[6]; // q, k, v, dout, dk, dv
+  attentionBases(a,
+                 {&a.rows.q, &a.rows.k, &a.rows.v, &a.rows.dout, &a.rows.dk,
+                  &a.rows.dv},
+                 b, base);
+  stageStrided(ks, ldq, k + base[1], a.rows.k.row, j0, own, kRows, a.d, dp);
+  stageStrided(vs, ldv, v + base[2], a.rows.v.row, j0, own, kRows, a.dv, dvp);
   const S *kw = ks + warp * 16 * ldq, *vw = vs + warp * 16 * ldv;
   const int64_t key0 = j0 + warp * 16 + lane / 4;
   const S *maskBase = mask ? mask + attentionMaskBase(a, b) : nullptr;
@@ -480,8 +497,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t t0 = a.causal ? j0 : 0; t0 < a.sq; t0 += T) {
     const int n = int(std::min<int64_t>(T, a.sq - t0));
     __syncthreads();
-    stageStrided(qs, ldq, q + b * a.sq * a.d, t0, n, T, a.d, dp);
-    stageStrided(dos, ldv, dout + b * a.sq * a.dv, t0, n, T, a.dv, dvp);
+    stageStrided(qs, ldq, q + base[0], a.rows.q.row, t0, n, T, a.d, dp);
+    stageStrided(dos, ldv, dout + base[3], a.rows.dout.row, t0, n, T, a.dv, dvp);
     for (int t = threadIdx.x; t < T; t += kThreads) {
       lses[t] = t < n ? lse[b * a.sq + t0 + t] : 0.f;
       dotss[t] = t < n ? rowDot[b * a.sq + t0 + t] : 0.f;
@@ -509,10 +526,10 @@ __global__ void __launch_bounds__(kThreads)
     accumulateRegs<S, NT, NO>(dva, s, dos, ldv, dvp, lane);
     accumulateRegs<S, NT, NO>(dka, dpv, qs, ldq, dp, lane);
   }
-  storeRegs<S, NO>(dk + b * a.sk * a.d, j0 + warp * 16, a.sk, a.d, dka, scale,
-                   lane);
-  storeRegs<S, NO>(dv + b * a.sk * a.dv, j0 + warp * 16, a.sk, a.dv, dva, 1.f,
-                   lane);
+  storeRegs<S, NO>(dk + base[4], a.rows.dk.row, j0 + warp * 16, a.sk, a.d, dka,
+                   scale, lane);
+  storeRegs<S, NO>(dv + base[5], a.rows.dv.row, j0 + warp * 16, a.sk, a.dv, dva,
+                   1.f, lane);
 }
 
 template <int N> using Int = std::integral_constant<int, N>;

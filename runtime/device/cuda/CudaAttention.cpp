@@ -12,6 +12,13 @@
 // but cannot an error instead of a fallback. The closures only launch on
 // the compute stream.
 //
+// Query, key, value, the output and the gradients may be strided views
+// (the plan's AttentionRows). Both kernels take them as strides over the
+// leading dimensions, neighbours merged where every operand allows: one
+// dimension for contiguous operands, whose addressing is the old one;
+// cuDNN takes up to two (its b and h) whose strides are 16-byte multiples,
+// and other layouts run on dtcc's kernels.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/AttentionPlan.h"
@@ -22,11 +29,15 @@
 #include "runtime/device/cuda/CudnnCommon.h"
 #endif
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -57,19 +68,46 @@ StatusOr<AttentionDims> dimsOf(const KernelContext &ctx,
   a.dv = p.dv;
   a.scale = p.scale;
   a.causal = p.causal;
-  if (!p.hasMask)
-    return a;
-  if (p.lead.size() > size_t(kAttentionMaxLead))
-    return unimplemented(errorPrefix(ctx), "the CUDA attention kernels take "
-                         "masks of up to ", kAttentionMaxLead,
-                         " leading dimensions, got ", p.lead.size());
-  a.lead = int(p.lead.size());
-  for (size_t i = 0; i < p.lead.size(); ++i) {
-    a.leadSize[i] = p.lead[i];
-    a.maskLead[i] = p.maskLead[i];
-  }
   a.maskRow = p.maskRow;
   a.maskCol = p.maskCol;
+  // The operands the call has: attention's plan leaves dout and the
+  // gradients unset, without leading strides (at rank 2 they pass with
+  // row 0, and no kernel of the call reads them).
+  std::vector<std::pair<const cpu::AttentionRows *, AttentionLayout *>> ops;
+  for (auto [rows, layout] :
+       {std::pair(&p.rows.q, &a.rows.q), std::pair(&p.rows.k, &a.rows.k),
+        std::pair(&p.rows.v, &a.rows.v), std::pair(&p.rows.o, &a.rows.o),
+        std::pair(&p.rows.dout, &a.rows.dout),
+        std::pair(&p.rows.dq, &a.rows.dq), std::pair(&p.rows.dk, &a.rows.dk),
+        std::pair(&p.rows.dv, &a.rows.dv)})
+    if (rows->lead.size() == p.lead.size()) {
+      ops.emplace_back(rows, layout);
+      layout->row = rows->row;
+    }
+  // Leading dimension i joins the one before when the mask and every
+  // operand step over that one as over all of i (a dimension of size 1
+  // reaches one index and drops out), so the kernels take a batch index
+  // apart by as few dimensions as the layouts allow.
+  int dims = 0;
+  for (size_t i = 0; i < p.lead.size(); ++i) {
+    const int64_t size = p.lead[i];
+    if (size == 1)
+      continue;
+    bool joins = dims > 0 && a.maskLead[dims - 1] == size * p.maskLead[i];
+    for (const auto &[rows, layout] : ops)
+      joins = joins && layout->lead[dims - 1] == size * rows->lead[i];
+    if (!joins && dims == kAttentionMaxLead)
+      return unimplemented(errorPrefix(ctx), "the CUDA attention kernels "
+                           "take up to ", kAttentionMaxLead,
+                           " leading dimensions (once those the operands "
+                           "step over alike are merged), got more");
+    const int at = joins ? dims - 1 : dims++;
+    a.leadSize[at] = joins ? a.leadSize[at] * size : size;
+    a.maskLead[at] = p.maskLead[i];
+    for (const auto &[rows, layout] : ops)
+      layout->lead[at] = rows->lead[i];
+  }
+  a.lead = dims;
   return a;
 }
 
@@ -110,8 +148,10 @@ StatusOr<AttentionScratch> requestAttentionScratch(const KernelContext &ctx,
 /// (a model's layers share theirs; a plan holds no buffers), cuDNN's
 /// refusals included.
 struct CudnnAttentionState {
+  /// The call's shape, its operands' strides (CudnnAttentionCall's heads,
+  /// then b, h, s of each operand) and the workspace.
   using Key = std::tuple<DType, int64_t, int64_t, int64_t, int64_t, double,
-                         bool, bool, int64_t>;
+                         bool, bool, std::vector<int64_t>, int64_t>;
   struct Made {
     std::shared_ptr<CudnnAttentionPlan> plan;
     Status refused = Status::ok();
@@ -120,31 +160,107 @@ struct CudnnAttentionState {
   std::map<Key, Made> plans;
 };
 
-/// cuDNN's plan of the call, or null where dtcc's own kernels run it
-/// (DTCC_CUDA_ATTENTION=own, a call cuDNN is not asked for, or one it
-/// refuses; DTCC_CUDA_ATTENTION=cudnn makes a refusal an error).
-StatusOr<std::shared_ptr<CudnnAttentionPlan>>
-cudnnPlanFor(CudaDevice &dev, CudnnAttentionState &state,
-             const KernelContext &ctx, const AttentionShape &p,
-             const AttentionScratch &scratch, bool backward) {
-  const char *env = std::getenv("DTCC_CUDA_ATTENTION");
-  const bool own = env && std::strcmp(env, "own") == 0;
-  const bool required = env && std::strcmp(env, "cudnn") == 0;
-  if (own || scratch.workspaceBytes == 0)
-    return std::shared_ptr<CudnnAttentionPlan>();
-  DTCC_RETURN_IF_ERROR(state.handle.ensure(dev.computeStream()));
+/// The call as cuDNN's [b, h, S, D] takes it: the kernels' merged leading
+/// dimensions (AttentionDims) as b and h, each operand's strides along
+/// them and its rows. Unimplemented where cuDNN's kernels are not known to
+/// take the layout: more than two leading dimensions left, a stride that
+/// is not a positive multiple of 16 bytes (the alignment the graph's
+/// tensors declare, which its flash kernels' 16-byte and TMA loads rely
+/// on), rows that overlap, or a buffer (`buffers`) not 16-byte aligned.
+StatusOr<CudnnAttentionCall>
+cudnnCallOf(const AttentionShape &p, const AttentionDims &a, bool backward,
+            std::initializer_list<const void *> buffers) {
+  if (a.lead > 2)
+    return unimplemented("cuDNN's attention takes two leading dimensions, "
+                         "got ", a.lead, " whose strides do not merge");
   CudnnAttentionCall call;
   call.dtype = p.dtype;
-  call.batch = p.batch;
+  call.batch = a.lead > 0 ? a.leadSize[0] : 1;
+  call.heads = a.lead > 1 ? a.leadSize[1] : 1;
   call.sq = p.sq;
   call.sk = p.sk;
   call.d = p.d;
   call.scale = p.scale;
   call.causal = p.causal;
   call.backward = backward;
+  const int64_t align = 16 / dtypeSize(p.dtype); // elements in 16 bytes
+  // The strides of `l`, an operand of `rows` rows. Dimensions of size 1
+  // (b and h where fewer leading dimensions are left, S for one row) get
+  // those of a contiguous operand, so that contiguous calls keep the graph
+  // and plan they had.
+  auto strides = [&](const AttentionLayout &l, int64_t rows,
+                     const char *what) -> StatusOr<CudnnAttentionStrides> {
+    CudnnAttentionStrides x;
+    x.s = rows > 1 ? l.row : call.d;
+    x.b = a.lead > 0 ? l.lead[0] : rows * x.s;
+    x.h = a.lead > 1 ? l.lead[1] : x.b;
+    for (int64_t stride : {x.b, x.h, x.s})
+      if (stride <= 0 || stride % align != 0)
+        return unimplemented("cuDNN's attention takes strides that are "
+                             "positive multiples of 16 bytes, got ",
+                             what, "'s ", x.b, ", ", x.h, ", ", x.s);
+    if (x.s < call.d)
+      return unimplemented("cuDNN's attention takes rows that do not "
+                           "overlap, got ", what, "'s row stride ", x.s,
+                           " for ", call.d, " elements");
+    return x;
+  };
+  DTCC_ASSIGN_OR_RETURN(call.q, strides(a.rows.q, p.sq, "query"));
+  DTCC_ASSIGN_OR_RETURN(call.k, strides(a.rows.k, p.sk, "key"));
+  DTCC_ASSIGN_OR_RETURN(call.v, strides(a.rows.v, p.sk, "value"));
+  DTCC_ASSIGN_OR_RETURN(call.o, strides(a.rows.o, p.sq, "out"));
+  if (backward) {
+    DTCC_ASSIGN_OR_RETURN(call.dout, strides(a.rows.dout, p.sq, "dout"));
+    DTCC_ASSIGN_OR_RETURN(call.dq, strides(a.rows.dq, p.sq, "dquery"));
+    DTCC_ASSIGN_OR_RETURN(call.dk, strides(a.rows.dk, p.sk, "dkey"));
+    DTCC_ASSIGN_OR_RETURN(call.dv, strides(a.rows.dv, p.sk, "dvalue"));
+    // cuDNN's backward read dO with O's strides before 9.5.1 (PyTorch
+    // copied dO to O's strides for it).
+    const CudnnAttentionStrides &o = call.o, &dout = call.dout;
+    if (cudnnGetVersion() < 90501 &&
+        (o.b != dout.b || o.h != dout.h || o.s != dout.s))
+      return unimplemented("cuDNN before 9.5.1 takes dout only with out's "
+                           "strides");
+  }
+  for (const void *buffer : buffers)
+    if (reinterpret_cast<uintptr_t>(buffer) % 16 != 0)
+      return unimplemented("cuDNN's attention takes 16-byte aligned "
+                           "buffers, got one at ", buffer);
+  return call;
+}
+
+/// cuDNN's plan of the call, or null where dtcc's own kernels run it
+/// (DTCC_CUDA_ATTENTION=own, a call cuDNN is not asked for, or one it
+/// refuses, its layout included; DTCC_CUDA_ATTENTION=cudnn makes a refusal
+/// an error).
+StatusOr<std::shared_ptr<CudnnAttentionPlan>>
+cudnnPlanFor(CudaDevice &dev, CudnnAttentionState &state,
+             const KernelContext &ctx, const AttentionShape &p,
+             const AttentionDims &a, const AttentionScratch &scratch,
+             bool backward, std::initializer_list<const void *> buffers) {
+  const char *env = std::getenv("DTCC_CUDA_ATTENTION");
+  const bool own = env && std::strcmp(env, "own") == 0;
+  const bool required = env && std::strcmp(env, "cudnn") == 0;
+  if (own || scratch.workspaceBytes == 0)
+    return std::shared_ptr<CudnnAttentionPlan>();
+  StatusOr<CudnnAttentionCall> taken = cudnnCallOf(p, a, backward, buffers);
+  if (!taken.isOk()) {
+    if (required)
+      return taken.status().withContext(errorPrefix(ctx) +
+                                        "DTCC_CUDA_ATTENTION=cudnn");
+    return std::shared_ptr<CudnnAttentionPlan>();
+  }
+  const CudnnAttentionCall &call = taken.value();
+  DTCC_RETURN_IF_ERROR(state.handle.ensure(dev.computeStream()));
+  std::vector<int64_t> layout{call.heads};
+  for (const CudnnAttentionStrides *x :
+       {&call.q, &call.k, &call.v, &call.o, &call.dout, &call.dq, &call.dk,
+        &call.dv})
+    layout.insert(layout.end(), {x->b, x->h, x->s});
   const CudnnAttentionState::Key key{call.dtype,   call.batch, call.sq,
                                      call.sk,      call.d,     call.scale,
                                      call.causal,  backward,
+                                     std::move(layout),
                                      scratch.workspaceBytes};
   auto found = state.plans.find(key);
   if (found == state.plans.end()) {
@@ -183,8 +299,9 @@ StatusOr<KernelFn> buildAttention(CudaDevice &dev,
   std::string prefix = errorPrefix(ctx);
 #ifdef DTCC_HAVE_CUDNN
   auto state = std::static_pointer_cast<CudnnAttentionState>(cudnn);
-  DTCC_ASSIGN_OR_RETURN(auto plan,
-                        cudnnPlanFor(dev, *state, ctx, p, scratch, false));
+  DTCC_ASSIGN_OR_RETURN(auto plan, cudnnPlanFor(dev, *state, ctx, p, a,
+                                                scratch, false,
+                                                {q, k, v, out, lse}));
   if (plan) {
     const ScratchSlot ws = scratch.workspace;
     return KernelFn([=]() -> Status {
@@ -227,8 +344,9 @@ StatusOr<KernelFn> buildAttentionGrad(CudaDevice &dev,
   std::string prefix = errorPrefix(ctx);
 #ifdef DTCC_HAVE_CUDNN
   auto state = std::static_pointer_cast<CudnnAttentionState>(cudnn);
-  DTCC_ASSIGN_OR_RETURN(auto plan,
-                        cudnnPlanFor(dev, *state, ctx, p, scratch, true));
+  DTCC_ASSIGN_OR_RETURN(
+      auto plan, cudnnPlanFor(dev, *state, ctx, p, a, scratch, true,
+                              {q, k, v, o, lse, dout, dq, dk, dv}));
   if (plan) {
     const ScratchSlot ws = scratch.workspace;
     return KernelFn([=]() -> Status {

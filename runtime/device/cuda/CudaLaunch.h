@@ -345,8 +345,9 @@ cudaError_t launchSgd(const float *param, const float *grad, const float *buf,
                       const float *gradScale, DeviceError *error, int32_t site,
                       cudaStream_t stream);
 
-/// Leading dimensions of an attention mask the kernels take (more is an
-/// error when the instruction is bound).
+/// Leading dimensions B... the attention kernels take once neighbouring
+/// ones that every operand steps over alike are merged (more is an error
+/// when the instruction is bound).
 constexpr int kAttentionMaxLead = 8;
 /// Head dimensions (max(D, Dv)) the attention kernels take: a query row's
 /// dimensions are spread over up to 32 threads of 16 each (the compiler's
@@ -356,31 +357,48 @@ constexpr int64_t kAttentionMaxHeadDim = 512;
 /// warp keeps a 16-row slice of the output's or a gradient's columns in
 /// registers; cpu::kCudaAttentionTensorCoreMaxHeadDim must agree).
 constexpr int64_t kAttentionTensorCoreMaxHeadDim = 128;
+/// Where one operand's rows lie (runtime/device/cpu/AttentionPlan.h's
+/// AttentionRows over AttentionDims's merged leading dimensions): row r of
+/// batch index b starts at element `b's multi-index . lead + r * row`, its
+/// elements adjacent. A contiguous operand has one leading dimension (or
+/// none) of stride rows * width and row = width.
+struct AttentionLayout {
+  int64_t lead[kAttentionMaxLead] = {};
+  int64_t row = 0;
+};
 /// The shapes of an attention call (runtime/device/cpu/AttentionPlan.h's
-/// AttentionShape, with the mask's broadcast as strides over the leading
-/// dimensions B...).
+/// AttentionShape): the leading dimensions B... with neighbours merged
+/// where the mask and every operand allow, the mask's broadcast as strides
+/// over them and each operand's rows.
 struct AttentionDims {
   int64_t batch = 0, sq = 0, sk = 0, d = 0, dv = 0;
   double scale = 1;
   bool causal = false;
-  int lead = 0; ///< leading dimensions of the mask (0 without one)
+  int lead = 0; ///< merged leading dimensions (0: all of size 1)
   int64_t leadSize[kAttentionMaxLead] = {};
   int64_t maskLead[kAttentionMaxLead] = {};
   int64_t maskRow = 0, maskCol = 0;
+  /// The forward's q, k, v and out; the gradient's also dout, dq, dk, dv
+  /// (out: the gradient's input `out`).
+  struct {
+    AttentionLayout q, k, v, o, dout, dq, dk, dv;
+  } rows;
 };
 /// attention (FlashAttention's online softmax over tiles of keys; f16 and
 /// bf16 up to head dimension 128 on the tensor cores, otherwise one group
 /// of threads per query row): q [batch, sq, d], k [batch, sk, d],
-/// v [batch, sk, dv], mask (or null) -> out [batch, sq, dv], lse [batch,
-/// sq] (f32). f32, f16, bf16 (float accumulation) and f64 (double).
+/// v [batch, sk, dv], mask (or null) -> out [batch, sq, dv] (each laid out
+/// as dims.rows says), lse [batch, sq] (f32, contiguous). f32, f16, bf16
+/// (float accumulation) and f64 (double).
 cudaError_t launchAttention(DType dtype, const AttentionDims &dims,
                             const void *q, const void *k, const void *v,
                             const void *mask, void *out, float *lse,
                             cudaStream_t stream);
 /// attention_grad, recomputing the probabilities from lse: rowsum(dout *
 /// out) per query row into `rowDot` (scratch: batch * sq floats, doubles
-/// for f64), then dq (by query rows) and dk, dv (by key rows). Every
-/// element is summed by one thread (or one warp's fragments) in one order.
+/// for f64, contiguous like lse), then dq (by query rows) and dk, dv (by
+/// key rows), the operands laid out as dims.rows says. Every element is
+/// summed by one thread (or one warp's fragments) in one order.
 cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &dims,
                                 const void *q, const void *k, const void *v,
                                 const void *out, const float *lse,

@@ -6,8 +6,11 @@
 // API: every intermediate is a virtual tensor in float (P and dS in the
 // inputs' type where a matmul reads them), scalars are passed by value, and
 // cuDNN's engines recognise the pattern as their flash attention kernels.
-// One head of dtcc's [batch, S, D] is cuDNN's [b, 1, S, D]; Kᵀ and Vᵀ are
-// K and V with their last two strides swapped.
+// dtcc's leading dimensions B... are cuDNN's b and h (CudaAttention.cpp
+// merges them into at most two); the operands keep their strides, and Kᵀ
+// and Vᵀ are K and V with their last two strides swapped. The virtual
+// tensors and the statistics are packed [b, h, ...], as cuDNN's frontend
+// makes them.
 //
 // Each bound call keeps its finalized plan; a run makes the variant pack
 // (the buffers' unique ids and pointers) and executes on the handle's
@@ -263,29 +266,33 @@ private:
   int64_t nextUid = kFirstInternal;
 };
 
-/// Row-major strides of [b, 1, r, c] (one head per batch index).
-Dims headStrides(int64_t r, int64_t c) { return {r * c, r * c, c, 1}; }
+/// Row-major strides of [b, h, r, c].
+Dims packed(int64_t h, int64_t r, int64_t c) { return {h * r * c, r * c, c, 1}; }
+
+/// The strides of an operand [b, h, S, D] and of its transpose [b, h, D, S].
+Dims stridesOf(const CudnnAttentionStrides &x) { return {x.b, x.h, x.s, 1}; }
+Dims transposed(const CudnnAttentionStrides &x) { return {x.b, x.h, 1, x.s}; }
 
 /// The forward graph (cuDNN frontend's CompositeSDPANode with stats).
 void forwardGraph(GraphBuilder &g, const CudnnAttentionCall &c,
                   cudnnDataType_t io) {
-  const int64_t b = c.batch, sq = c.sq, sk = c.sk, d = c.d;
-  Tensor q = g.tensor(kQ, io, {b, 1, sq, d}, headStrides(sq, d), false);
-  // Kᵀ: K [b, 1, sk, d] with its last two dimensions swapped.
-  Tensor kt = g.tensor(kK, io, {b, 1, d, sk}, {sk * d, sk * d, 1, d}, false);
-  Tensor v = g.tensor(kV, io, {b, 1, sk, d}, headStrides(sk, d), false);
-  Tensor o = g.tensor(kO, io, {b, 1, sq, d}, headStrides(sq, d), false);
-  Tensor stats = g.tensor(kStats, CUDNN_DATA_FLOAT, {b, 1, sq, 1},
-                          headStrides(sq, 1), false);
+  const int64_t b = c.batch, h = c.heads, sq = c.sq, sk = c.sk, d = c.d;
+  Tensor q = g.tensor(kQ, io, {b, h, sq, d}, stridesOf(c.q), false);
+  // Kᵀ: K [b, h, sk, d] with its last two dimensions swapped.
+  Tensor kt = g.tensor(kK, io, {b, h, d, sk}, transposed(c.k), false);
+  Tensor v = g.tensor(kV, io, {b, h, sk, d}, stridesOf(c.v), false);
+  Tensor o = g.tensor(kO, io, {b, h, sq, d}, stridesOf(c.o), false);
+  Tensor stats = g.tensor(kStats, CUDNN_DATA_FLOAT, {b, h, sq, 1},
+                          packed(h, sq, 1), false);
   Tensor scale = g.scalar(kScale);
 
-  Tensor s = g.temp(CUDNN_DATA_FLOAT, {b, 1, sq, sk}, headStrides(sq, sk));
+  Tensor s = g.temp(CUDNN_DATA_FLOAT, {b, h, sq, sk}, packed(h, sq, sk));
   g.matmul(q, kt, s);
   Tensor scaled = g.pointwise(CUDNN_POINTWISE_MUL, s, &scale);
   if (c.causal)
     scaled = g.causalMask(scaled, g.scalar(kNegInf));
   // Softmax with its statistics: stats = max + log(sum(exp(x - max))).
-  const Dims rowDims{b, 1, sq, 1}, rowStrides = headStrides(sq, 1);
+  const Dims rowDims{b, h, sq, 1}, rowStrides = packed(h, sq, 1);
   Tensor max = g.temp(CUDNN_DATA_FLOAT, rowDims, rowStrides);
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, scaled, max);
   Tensor shifted = g.pointwise(CUDNN_POINTWISE_SUB, scaled, &max);
@@ -305,24 +312,26 @@ void forwardGraph(GraphBuilder &g, const CudnnAttentionCall &c,
 /// accumulated).
 void backwardGraph(GraphBuilder &g, const CudnnAttentionCall &c,
                    cudnnDataType_t io) {
-  const int64_t b = c.batch, sq = c.sq, sk = c.sk, d = c.d;
-  const Dims qDims{b, 1, sq, d}, kDims{b, 1, sk, d};
-  Tensor q = g.tensor(kQ, io, qDims, headStrides(sq, d), false);
-  Tensor kt = g.tensor(kK, io, {b, 1, d, sk}, {sk * d, sk * d, 1, d}, false);
-  Tensor vt = g.tensor(kV, io, {b, 1, d, sk}, {sk * d, sk * d, 1, d}, false);
-  Tensor o = g.tensor(kO, io, qDims, headStrides(sq, d), false);
-  Tensor dout = g.tensor(kDOut, io, qDims, headStrides(sq, d), false);
-  const Dims rowDims{b, 1, sq, 1}, rowStrides = headStrides(sq, 1);
+  const int64_t b = c.batch, h = c.heads, sq = c.sq, sk = c.sk, d = c.d;
+  const Dims qDims{b, h, sq, d}, kDims{b, h, sk, d}, tkDims{b, h, d, sk};
+  Tensor q = g.tensor(kQ, io, qDims, stridesOf(c.q), false);
+  Tensor kt = g.tensor(kK, io, tkDims, transposed(c.k), false);
+  Tensor vt = g.tensor(kV, io, tkDims, transposed(c.v), false);
+  Tensor o = g.tensor(kO, io, qDims, stridesOf(c.o), false);
+  Tensor dout = g.tensor(kDOut, io, qDims, stridesOf(c.dout), false);
+  const Dims rowDims{b, h, sq, 1}, rowStrides = packed(h, sq, 1);
   Tensor stats = g.tensor(kStats, CUDNN_DATA_FLOAT, rowDims, rowStrides,
                           false);
-  Tensor dq = g.tensor(kDQ, io, qDims, headStrides(sq, d), false);
-  Tensor dk = g.tensor(kDK, io, kDims, headStrides(sk, d), false);
-  Tensor dv = g.tensor(kDV, io, kDims, headStrides(sk, d), false);
+  Tensor dq = g.tensor(kDQ, io, qDims, stridesOf(c.dq), false);
+  Tensor dk = g.tensor(kDK, io, kDims, stridesOf(c.dk), false);
+  Tensor dv = g.tensor(kDV, io, kDims, stridesOf(c.dv), false);
   Tensor scale = g.scalar(kScale);
   Tensor one = g.scalar(kOne);
 
-  // softmaxSum = rowsum(dout * out), a buffer of its own.
-  Tensor dOO = g.pointwise(CUDNN_POINTWISE_MUL, dout, &o);
+  // softmaxSum = rowsum(dout * out), a buffer of its own. The product's
+  // strides are the frontend's (its mul_dO_O), whatever dout's and out's.
+  Tensor dOO = g.temp(CUDNN_DATA_FLOAT, qDims, {h * sq * d, sq * d, h * d, 1});
+  g.pointwise(CUDNN_POINTWISE_MUL, dout, &o, nullptr, dOO);
   Tensor rowDot = g.temp(CUDNN_DATA_FLOAT, rowDims, rowStrides);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, dOO, rowDot);
   Tensor softmaxSum = g.tensor(kSoftmaxSum, CUDNN_DATA_FLOAT, rowDims,
@@ -330,7 +339,7 @@ void backwardGraph(GraphBuilder &g, const CudnnAttentionCall &c,
   g.pointwise(CUDNN_POINTWISE_MUL, rowDot, &one, nullptr, softmaxSum);
 
   // P = exp(scale * Q Kᵀ - stats), masked; dV = Pᵀ dO.
-  const Dims sDims{b, 1, sq, sk}, sStrides = headStrides(sq, sk);
+  const Dims sDims{b, h, sq, sk}, sStrides = packed(h, sq, sk);
   Tensor s = g.temp(CUDNN_DATA_FLOAT, sDims, sStrides);
   g.matmul(q, kt, s);
   Tensor scaled = g.pointwise(CUDNN_POINTWISE_MUL, s, &scale);
@@ -338,7 +347,7 @@ void backwardGraph(GraphBuilder &g, const CudnnAttentionCall &c,
   if (c.causal)
     shifted = g.causalMask(shifted, g.scalar(kNegInf));
   Tensor p = g.pointwise(CUDNN_POINTWISE_EXP, shifted);
-  const Dims tDims{b, 1, sk, sq}, tStrides{sq * sk, sq * sk, 1, sk};
+  const Dims tDims{b, h, sk, sq}, tStrides{h * sq * sk, sq * sk, 1, sk};
   Tensor pt = g.temp(io, tDims, tStrides);
   g.reshape(p, pt);
   g.matmul(pt, dout, dv);
@@ -352,7 +361,8 @@ void backwardGraph(GraphBuilder &g, const CudnnAttentionCall &c,
   Tensor dst = g.temp(io, tDims, tStrides);
   g.reshape(dsScaled, dst);
   g.matmul(dst, q, dk);
-  Tensor k = g.temp(io, kDims, headStrides(sk, d));
+  // K as Kᵀ's reshape, with K's own strides (as cuDNN's frontend does).
+  Tensor k = g.temp(io, kDims, stridesOf(c.k));
   g.reshape(kt, k);
   g.matmul(dsScaled, k, dq);
 }
@@ -489,7 +499,8 @@ planCudnnAttention(cudnnHandle_t handle, const CudnnAttentionCall &call,
   }
   return unimplemented("cuDNN has no engine for this attention",
                        call.backward ? " gradient" : "", " (", call.batch,
-                       " heads of ", call.sq, " x ", call.sk, ", D ", call.d,
+                       " x ", call.heads, " heads of ", call.sq, " x ", call.sk,
+                       ", D ", call.d,
                        ", ", dtypeName(call.dtype),
                        call.causal ? ", causal" : "", ")", tried);
 }

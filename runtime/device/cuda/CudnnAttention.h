@@ -5,10 +5,12 @@
 // scale, causal mask, softmax with its statistics, matmul; and the
 // backward graph of its deterministic dP-workspace kernel), made through
 // the backend API, which cuDNN's heuristics match to its fused flash
-// attention engines. Shapes are the kernels' own: `batch` heads of Sq x D
-// queries, Sk x D keys and values, contiguous; the statistics are the
-// natural-log logsumexp of the scaled scores, as dtcc's own kernels write
-// them, so either kernel's forward feeds either backward.
+// attention engines. Shapes are cuDNN's [b, h, S, D]: b x h heads of Sq x D
+// queries, Sk x D keys and values, each operand with its own strides (the
+// heads' transposes and slices of a packed projection are views); the
+// statistics are contiguous, the natural-log logsumexp of the scaled
+// scores, as dtcc's own kernels write them, so either kernel's forward
+// feeds either backward.
 //
 // Which calls come here is runtime/exec/CudaScratch.h's
 // cudnnAttentionWorkspace (CudaAttention.cpp asks); a graph no engine takes,
@@ -31,12 +33,20 @@
 
 namespace dtcc::runtime::cuda {
 
+/// An operand's element strides along cuDNN's b, h and S (D's is 1).
+struct CudnnAttentionStrides {
+  int64_t b = 0, h = 0, s = 0;
+};
+
 struct CudnnAttentionCall {
   DType dtype = DType::kBF16; ///< f16 or bf16
-  int64_t batch = 0, sq = 0, sk = 0, d = 0;
+  int64_t batch = 0, heads = 1, sq = 0, sk = 0, d = 0;
   double scale = 1;
   bool causal = false;
   bool backward = false;
+  /// Query, key, value and the output (the gradient's `out`); the
+  /// gradient's also dout and dq, dk, dv.
+  CudnnAttentionStrides q, k, v, o, dout, dq, dk, dv;
 };
 
 /// A finalized execution plan of one call's graph.

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <random>
 
@@ -1173,6 +1174,498 @@ TEST_F(CudaKernels, CudnnAttentionMatchesTheCpu) {
     }
   }
   unsetenv("DTCC_CUDA_ATTENTION");
+#endif
+}
+
+/// Sets DTCC_CUDA_ATTENTION to `value` (null: unset) until destroyed, which
+/// unsets it, so that a failing test leaves the next one the default.
+struct AttentionEnv {
+  explicit AttentionEnv(const char *value) {
+    if (value)
+      setenv("DTCC_CUDA_ATTENTION", value, 1);
+    else
+      unsetenv("DTCC_CUDA_ATTENTION");
+  }
+  ~AttentionEnv() { unsetenv("DTCC_CUDA_ATTENTION"); }
+  AttentionEnv(const AttentionEnv &) = delete;
+  AttentionEnv &operator=(const AttentionEnv &) = delete;
+};
+
+/// Where an operand [B..., rows, width] lies in its buffer: its dimensions
+/// stored in the order `order` (outermost first, the last one last), each
+/// stored `pad` elements wider than its size (empty: none), from element
+/// `offset` on. Operands may share a buffer, as the slices of a packed
+/// projection do.
+struct Place {
+  int buffer = 0;
+  std::vector<int> order;
+  std::vector<int64_t> pad = {};
+  int64_t offset = 0;
+};
+
+/// [B, S, H, D] storage read as [B, H, S, D] (the heads' transpose), its
+/// rows `padD` elements wider, from element `offset`.
+Place headsLast(int buffer, int64_t padD = 0, int64_t offset = 0) {
+  return {buffer, {0, 2, 1, 3}, {0, 0, 0, padD}, offset};
+}
+/// Slot `slot` (0: q, 1: k, 2: v) of a packed projection [B, S, 3, H, D]
+/// of `heads` heads of `d`, read as [B, H, S, D].
+Place packedSlot(int buffer, int slot, int64_t heads, int64_t d) {
+  return {buffer, {0, 2, 1, 3}, {0, 2 * heads, 0, 0}, slot * heads * d};
+}
+
+/// A view of `shape` into buffer `buffer`.
+struct BufferView {
+  int buffer = 0;
+  std::vector<int64_t> shape, strides;
+  int64_t offset = 0;
+};
+
+BufferView viewAt(const std::vector<int64_t> &shape, const Place &p) {
+  BufferView v{p.buffer, shape, std::vector<int64_t>(shape.size()), p.offset};
+  int64_t step = 1;
+  for (size_t k = p.order.size(); k-- > 0;) {
+    const int dim = p.order[k];
+    v.strides[size_t(dim)] = step;
+    step *= shape[size_t(dim)] + (p.pad.empty() ? 0 : p.pad[size_t(dim)]);
+  }
+  return v;
+}
+
+/// The buffer offsets of `v`'s elements in row-major order.
+std::vector<int64_t> elementsOf(const BufferView &v) {
+  std::vector<int64_t> at{v.offset};
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    std::vector<int64_t> next;
+    next.reserve(at.size() * size_t(v.shape[d]));
+    for (int64_t base : at)
+      for (int64_t i = 0; i < v.shape[d]; ++i)
+        next.push_back(base + i * v.strides[d]);
+    at = std::move(next);
+  }
+  return at;
+}
+
+/// Binds `kernel` on `device` with `inputs` and `outputs` viewing device
+/// copies of `buffers` (Operands of shape {n}) and runs it once; returns
+/// every buffer's contents afterwards. With `bound`, a binding error is
+/// stored there instead of failing the test (and nothing runs).
+std::vector<std::vector<double>>
+runOnViews(Device &device, const std::string &kernel, const Attrs &attrs,
+           const std::vector<Operand> &buffers,
+           const std::vector<BufferView> &inputs,
+           const std::vector<BufferView> &outputs, Status *bound = nullptr) {
+  KernelContext ctx;
+  ctx.kernel = kernel;
+  ctx.location = "test";
+  ctx.attrs = attrs;
+  Reservation scratch(device);
+  ctx.scratch = &scratch.plan;
+  std::vector<void *> data;
+  for (const Operand &b : buffers) {
+    const int64_t n = b.shape[0], esz = dtypeSize(b.dtype);
+    data.push_back(device.allocate(n * esz).value());
+    std::vector<uint8_t> host(size_t(n * esz));
+    for (int64_t i = 0; i < n; ++i)
+      fromFloat(b.dtype, host.data(), i, b.values[size_t(i)]);
+    EXPECT_TRUE(
+        device.copyHostToDevice(data.back(), host.data(), host.size()).isOk());
+  }
+  auto view = [&](const BufferView &v) {
+    const DType t = buffers[size_t(v.buffer)].dtype;
+    TensorView tv = makeView(static_cast<char *>(data[size_t(v.buffer)]) +
+                                 v.offset * dtypeSize(t),
+                             t, v.shape);
+    tv.strides = v.strides;
+    return tv;
+  };
+  for (const BufferView &v : inputs)
+    ctx.inputs.push_back(view(v));
+  for (const BufferView &v : outputs)
+    ctx.outputs.push_back(view(v));
+  std::vector<std::vector<double>> result;
+  auto fn = (*device.kernels().find(kernel))(ctx);
+  if (bound)
+    *bound = fn.status();
+  else
+    EXPECT_TRUE(fn.isOk()) << fn.status().toString();
+  if (fn.isOk()) {
+    scratch.reserve();
+    Status s = fn.value()();
+    EXPECT_TRUE(s.isOk()) << s.toString();
+    Status sync = device.synchronize();
+    EXPECT_TRUE(sync.isOk()) << sync.toString();
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      const int64_t n = buffers[b].shape[0];
+      std::vector<uint8_t> host(size_t(n * dtypeSize(buffers[b].dtype)));
+      EXPECT_TRUE(
+          device.copyDeviceToHost(host.data(), data[b], host.size()).isOk());
+      std::vector<double> f(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        f[size_t(i)] = toDouble(buffers[b].dtype, host.data(), i);
+      result.push_back(std::move(f));
+    }
+  }
+  for (void *p : data)
+    device.deallocate(p);
+  return result;
+}
+
+/// One operand of a strided call: where it lies (null: contiguous, in a
+/// buffer of its own), its type, shape and (inputs) values.
+struct StridedArg {
+  const Place *place;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<float> values = {};
+};
+
+/// The buffers and views of a call's operands: the places' buffers (in
+/// order of first use), then one per contiguous operand, each reaching its
+/// views' last element and 8 more. Output buffers hold kSentinel, input
+/// buffers kPoison outside the views (a read of either shows in the
+/// results).
+constexpr float kSentinel = -448.f, kPoison = 1000.f;
+struct StridedCall {
+  std::vector<Operand> buffers;
+  std::vector<bool> isOutput;
+  std::vector<BufferView> ins, outs;
+};
+StridedCall layOut(const std::vector<StridedArg> &ins,
+                   const std::vector<StridedArg> &outs) {
+  StridedCall call;
+  std::map<int, int> index;
+  auto add = [&](const StridedArg &arg, bool output) {
+    BufferView view{int(call.buffers.size()), arg.shape,
+                    contiguousStrides(arg.shape), 0};
+    if (arg.place) {
+      view = viewAt(arg.shape, *arg.place);
+      auto [it, fresh] =
+          index.emplace(arg.place->buffer, int(call.buffers.size()));
+      view.buffer = it->second;
+      if (fresh) {
+        call.buffers.push_back({arg.dtype, {0}, {}});
+        call.isOutput.push_back(output);
+      }
+    } else {
+      call.buffers.push_back({arg.dtype, {0}, {}});
+      call.isOutput.push_back(output);
+    }
+    int64_t reach = view.offset + 1;
+    for (size_t d = 0; d < view.shape.size(); ++d)
+      reach += (view.shape[d] - 1) * view.strides[d];
+    int64_t &size = call.buffers[size_t(view.buffer)].shape[0];
+    size = std::max(size, reach + 8);
+    (output ? call.outs : call.ins).push_back(view);
+  };
+  for (const StridedArg &arg : ins)
+    add(arg, false);
+  for (const StridedArg &arg : outs)
+    add(arg, true);
+  for (size_t b = 0; b < call.buffers.size(); ++b)
+    call.buffers[b].values.assign(size_t(call.buffers[b].shape[0]),
+                                  call.isOutput[b] ? kSentinel : kPoison);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const std::vector<int64_t> at = elementsOf(call.ins[i]);
+    std::vector<float> &values = call.buffers[size_t(call.ins[i].buffer)].values;
+    for (size_t j = 0; j < at.size(); ++j)
+      values[size_t(at[j])] = ins[i].values[j];
+  }
+  return call;
+}
+
+/// `kernel` with `ins` and `outs` laid out as their places say: each
+/// output within `tol` of `want` relative to max(1, |want|) (0: bitwise
+/// equal), the output buffers' elements outside the views still kSentinel
+/// and the input buffers unchanged.
+void checkStridedCall(Device &gpu, const char *kernel, const Attrs &a,
+                      const std::vector<StridedArg> &ins,
+                      const std::vector<StridedArg> &outs,
+                      const std::vector<std::vector<double>> &want,
+                      double tol) {
+  SCOPED_TRACE(kernel);
+  const StridedCall call = layOut(ins, outs);
+  auto got = runOnViews(gpu, kernel, a, call.buffers, call.ins, call.outs);
+  ASSERT_EQ(got.size(), call.buffers.size());
+  ASSERT_EQ(want.size(), outs.size());
+  std::vector<std::vector<bool>> inView(call.buffers.size());
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const BufferView &v = call.outs[o];
+    const std::vector<int64_t> at = elementsOf(v);
+    ASSERT_EQ(at.size(), want[o].size());
+    inView[size_t(v.buffer)].resize(got[size_t(v.buffer)].size());
+    for (size_t j = 0; j < at.size(); ++j) {
+      inView[size_t(v.buffer)][size_t(at[j])] = true;
+      const double g = got[size_t(v.buffer)][size_t(at[j])], w = want[o][j];
+      if (tol == 0)
+        ASSERT_TRUE(g == w || (std::isnan(g) && std::isnan(w)))
+            << "output " << o << " element " << j << ": got " << g
+            << ", the contiguous call's " << w;
+      else
+        ASSERT_NEAR(g, w, tol * std::max(1.0, std::fabs(w)))
+            << "output " << o << " element " << j;
+    }
+  }
+  for (size_t b = 0; b < got.size(); ++b)
+    for (size_t e = 0; e < got[b].size(); ++e)
+      if (inView[b].empty() || !inView[b][e])
+        ASSERT_EQ(got[b][e], double(call.buffers[b].values[e]))
+            << "buffer " << b << " element " << e
+            << (call.isOutput[b] ? ": written outside the outputs' views"
+                                 : ": an input was written");
+}
+
+/// An attention call on strided views: its shapes, and where q, k, v, out
+/// (attention's result, attention_grad's input), dout, dq, dk and dv lie
+/// (a call's inputs and outputs in different buffers). lse and the mask
+/// are contiguous.
+struct StridedAttentionCase {
+  const char *name;
+  AttentionCase shape;
+  Place q, k, v, out, dout, dq, dk, dv;
+};
+
+/// attention and attention_grad of `c` in `t` on its strided views against
+/// the same calls on contiguous operands: outputs within `tol` (0: bitwise
+/// equal), nothing written outside the output views. The contiguous calls
+/// run under DTCC_CUDA_ATTENTION=`refEnv`, the strided ones under `env`
+/// (null: unset); the gradient's out is the contiguous forward's.
+void compareStridedAttention(Device &gpu, const StridedAttentionCase &c,
+                             DType t, double tol, const char *refEnv,
+                             const char *env) {
+  SCOPED_TRACE(std::string(c.name) + " " + dtypeName(t));
+  const AttentionCase &s = c.shape;
+  const auto qs = attentionShape(s, s.sq, s.d),
+             ks = attentionShape(s, s.sk, s.d),
+             vs = attentionShape(s, s.sk, s.dv),
+             os = attentionShape(s, s.sq, s.dv);
+  std::vector<int64_t> ls = s.lead;
+  ls.push_back(s.sq);
+  const auto q = roundedTo(t, randomValues(cpu::product(qs), 71, 2.f));
+  const auto k = roundedTo(t, randomValues(cpu::product(ks), 72, 2.f));
+  const auto v = roundedTo(t, randomValues(cpu::product(vs), 73));
+  const auto dout = roundedTo(t, randomValues(cpu::product(os), 74));
+  std::vector<float> mask;
+  if (!s.mask.empty()) {
+    mask = randomValues(cpu::product(s.mask), 75, 3.f);
+    for (size_t i = 0; i < mask.size(); i += 7)
+      mask[i] = -1e9f;
+    mask = roundedTo(t, mask);
+  }
+  Attrs a;
+  a.set("scale", 1.0 / std::sqrt(double(s.d)));
+  a.set("causal", int64_t(s.causal));
+  std::vector<std::vector<double>> want, gwant;
+  std::vector<float> out, lse;
+  {
+    AttentionEnv e(refEnv);
+    std::vector<Operand> in = {{t, qs, q}, {t, ks, k}, {t, vs, v}};
+    if (!mask.empty())
+      in.push_back({t, s.mask, mask});
+    want = run(gpu, "attention", a, in, {{t, os, {}}, {DType::kF32, ls, {}}});
+    ASSERT_EQ(want.size(), 2u);
+    out.assign(want[0].begin(), want[0].end());
+    lse.assign(want[1].begin(), want[1].end());
+    std::vector<Operand> gin = {{t, qs, q},   {t, ks, k},
+                                {t, vs, v},   {t, os, out},
+                                {DType::kF32, ls, lse}, {t, os, dout}};
+    if (!mask.empty())
+      gin.push_back({t, s.mask, mask});
+    gwant = run(gpu, "attention_grad", a, gin,
+                {{t, qs, {}}, {t, ks, {}}, {t, vs, {}}});
+    ASSERT_EQ(gwant.size(), 3u);
+  }
+  AttentionEnv e(env);
+  std::vector<StridedArg> ins = {{&c.q, t, qs, q}, {&c.k, t, ks, k},
+                                 {&c.v, t, vs, v}};
+  if (!mask.empty())
+    ins.push_back({nullptr, t, s.mask, mask});
+  checkStridedCall(gpu, "attention", a, ins,
+                   {{&c.out, t, os}, {nullptr, DType::kF32, ls}}, want, tol);
+  if (::testing::Test::HasFatalFailure())
+    return;
+  std::vector<StridedArg> gins = {{&c.q, t, qs, q},
+                                  {&c.k, t, ks, k},
+                                  {&c.v, t, vs, v},
+                                  {&c.out, t, os, out},
+                                  {nullptr, DType::kF32, ls, lse},
+                                  {&c.dout, t, os, dout}};
+  if (!mask.empty())
+    gins.push_back({nullptr, t, s.mask, mask});
+  checkStridedCall(gpu, "attention_grad", a, gins,
+                   {{&c.dq, t, qs}, {&c.dk, t, ks}, {&c.dv, t, vs}}, gwant,
+                   tol);
+}
+
+/// A packed projection: q, k, v slices of one [B, S, 3, H, D] buffer, out
+/// and dout the heads' transposes of [B, S, H, D], dq, dk, dv written into
+/// the slices of one such buffer.
+StridedAttentionCase packedCase(const char *name, AttentionCase shape) {
+  const int64_t h = shape.lead[1], d = shape.d;
+  return {name,
+          shape,
+          packedSlot(0, 0, h, d),
+          packedSlot(0, 1, h, d),
+          packedSlot(0, 2, h, d),
+          headsLast(1),
+          headsLast(2),
+          packedSlot(3, 0, h, d),
+          packedSlot(3, 1, h, d),
+          packedSlot(3, 2, h, d)};
+}
+
+/// dtcc's own kernels (DTCC_CUDA_ATTENTION=own) read and write strided
+/// views: a packed projection's slices, the heads' transposes with wider
+/// rows and views that start anywhere (D not a multiple of 16, odd row
+/// strides: the tensor cores' element-by-element staging and stores),
+/// three leading dimensions that do not merge, masks broadcast over some
+/// of them. f32 (the SIMT kernels) and bf16 (the tensor cores); each
+/// output bitwise the contiguous call's, nothing written outside the
+/// views.
+TEST_F(CudaKernels, AttentionOnStridedViewsMatchesContiguous) {
+  const StridedAttentionCase cases[] = {
+      packedCase("packed", {{2, 3}, 50, 50, 64, 64, true, {}}),
+      {"heads padded and shifted",
+       {{2, 3}, 37, 45, 20, 24, false, {2, 1, 37, 45}},
+       headsLast(0),
+       headsLast(1, 5, 3),
+       headsLast(2, 0, 1),
+       headsLast(3, 3),
+       headsLast(4, 0, 2),
+       headsLast(5, 1, 1),
+       headsLast(6),
+       headsLast(7, 2, 5)},
+      // [B, H, S, G, D] storage read as [B, G, H, S, D].
+      {"three leading dimensions",
+       {{2, 2, 2}, 33, 33, 16, 16, true, {2, 1, 2, 33, 33}},
+       {0, {0, 2, 3, 1, 4}},
+       {1, {0, 2, 3, 1, 4}},
+       {2, {0, 2, 3, 1, 4}},
+       {3, {0, 2, 3, 1, 4}},
+       {4, {0, 2, 3, 1, 4}},
+       {5, {0, 2, 3, 1, 4}},
+       {6, {0, 2, 3, 1, 4}},
+       {7, {0, 2, 3, 1, 4}}},
+  };
+  for (const StridedAttentionCase &c : cases)
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      compareStridedAttention(*gpu, c, t, 0, "own", "own");
+      if (HasFatalFailure())
+        return;
+    }
+}
+
+/// cuDNN takes strided views as its tensors' strides
+/// (DTCC_CUDA_ATTENTION=cudnn makes a fallback an error): a packed
+/// projection and the heads' transposes with rows 16 bytes wider and
+/// views 16 and 32 bytes in, Sq != Sk, causal and not. bf16 and f16 within
+/// CudnnAttentionMatchesTheCpu's tolerances of the contiguous calls on
+/// cuDNN, nothing written outside the views.
+TEST_F(CudaKernels, CudnnAttentionOnStridedViewsMatchesContiguous) {
+#ifndef DTCC_HAVE_CUDNN
+  GTEST_SKIP() << "built without cuDNN";
+#else
+  const StridedAttentionCase cases[] = {
+      packedCase("packed", {{2, 3}, 130, 130, 64, 64, true, {}}),
+      {"heads padded and shifted",
+       {{2, 4}, 96, 160, 64, 64, false, {}},
+       headsLast(0),
+       headsLast(1, 8, 8),
+       headsLast(2, 0, 16),
+       headsLast(3, 8),
+       headsLast(4, 0, 8),
+       headsLast(5, 8, 8),
+       headsLast(6),
+       headsLast(7, 16)},
+  };
+  for (const StridedAttentionCase &c : cases) {
+    compareStridedAttention(*gpu, c, DType::kBF16, 3e-2, "cudnn", "cudnn");
+    if (HasFatalFailure())
+      return;
+    compareStridedAttention(*gpu, c, DType::kF16, 1e-2, "cudnn", "cudnn");
+    if (HasFatalFailure())
+      return;
+  }
+#endif
+}
+
+/// Layouts cuDNN is not given run on dtcc's own kernels: three leading
+/// dimensions that do not merge into cuDNN's two, a key whose rows are not
+/// a multiple of 16 bytes apart, a key 4 bytes into its buffer. With
+/// DTCC_CUDA_ATTENTION=cudnn binding says why; by default the call is
+/// bitwise the contiguous call on the own kernels.
+TEST_F(CudaKernels, CudnnAttentionLeavesOtherLayoutsToOwnKernels) {
+#ifndef DTCC_HAVE_CUDNN
+  GTEST_SKIP() << "built without cuDNN";
+#else
+  const AttentionCase heads{{2, 4}, 64, 64, 64, 64, true, {}};
+  const struct {
+    StridedAttentionCase c;
+    const char *why;
+  } cases[] = {
+      {{"three leading dimensions",
+        {{2, 2, 2}, 64, 64, 64, 64, true, {}},
+        {0, {0, 2, 3, 1, 4}},
+        {1, {0, 2, 3, 1, 4}},
+        {2, {0, 2, 3, 1, 4}},
+        {3, {0, 2, 3, 1, 4}},
+        {4, {0, 2, 3, 1, 4}},
+        {5, {0, 2, 3, 1, 4}},
+        {6, {0, 2, 3, 1, 4}},
+        {7, {0, 2, 3, 1, 4}}},
+       "two leading dimensions"},
+      {{"key rows 3 elements wider", heads, headsLast(0), headsLast(1, 3),
+        headsLast(2), headsLast(3), headsLast(4), headsLast(5), headsLast(6),
+        headsLast(7)},
+       "multiples of 16 bytes"},
+      {{"key 4 bytes in", heads, headsLast(0), headsLast(1, 0, 2),
+        headsLast(2), headsLast(3), headsLast(4), headsLast(5), headsLast(6),
+        headsLast(7)},
+       "16-byte aligned"},
+  };
+  const DType t = DType::kBF16;
+  for (const auto &[c, why] : cases) {
+    SCOPED_TRACE(c.name);
+    const AttentionCase &s = c.shape;
+    const auto qs = attentionShape(s, s.sq, s.d),
+               ks = attentionShape(s, s.sk, s.d),
+               vs = attentionShape(s, s.sk, s.dv),
+               os = attentionShape(s, s.sq, s.dv);
+    std::vector<int64_t> ls = s.lead;
+    ls.push_back(s.sq);
+    auto values = [&](const std::vector<int64_t> &shape) {
+      return roundedTo(t, randomValues(cpu::product(shape), 76));
+    };
+    Attrs a;
+    a.set("scale", 0.125);
+    a.set("causal", int64_t(s.causal));
+    {
+      AttentionEnv e("cudnn");
+      const StridedCall fwd =
+          layOut({{&c.q, t, qs, values(qs)}, {&c.k, t, ks, values(ks)},
+                  {&c.v, t, vs, values(vs)}},
+                 {{&c.out, t, os}, {nullptr, DType::kF32, ls}});
+      Status bound;
+      runOnViews(*gpu, "attention", a, fwd.buffers, fwd.ins, fwd.outs, &bound);
+      EXPECT_NE(bound.toString().find(why), std::string::npos)
+          << bound.toString();
+      const StridedCall grad = layOut(
+          {{&c.q, t, qs, values(qs)},
+           {&c.k, t, ks, values(ks)},
+           {&c.v, t, vs, values(vs)},
+           {&c.out, t, os, values(os)},
+           {nullptr, DType::kF32, ls, randomValues(cpu::product(ls), 77)},
+           {&c.dout, t, os, values(os)}},
+          {{&c.dq, t, qs}, {&c.dk, t, ks}, {&c.dv, t, vs}});
+      runOnViews(*gpu, "attention_grad", a, grad.buffers, grad.ins, grad.outs,
+                 &bound);
+      EXPECT_NE(bound.toString().find(why), std::string::npos)
+          << bound.toString();
+    }
+    compareStridedAttention(*gpu, c, t, 0, "own", nullptr);
+    if (HasFatalFailure())
+      return;
+  }
 #endif
 }
 

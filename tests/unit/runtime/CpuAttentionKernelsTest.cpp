@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 
 using namespace dtcc::runtime;
 using namespace dtcc::runtime::test;
@@ -298,6 +300,402 @@ TEST(CpuAttentionKernels, RejectBadOperands) {
   s = runKernel("attention", {q.view(), k.view(), v2.view()},
                 {out.view(), lse.view()}, attentionAttrs(1, false));
   EXPECT_FALSE(s.isOk());
+}
+
+//===-- Strided rows: views of transposed and packed storage --------------===//
+
+/// A [B, S, width] buffer holding operands [B, H, S, X] as views, each from
+/// its column on with its heads side by side, as a [B, S, H, X] projection
+/// (or a packed [B, S, 3 H X] one) holds them. What no view covers keeps
+/// Tensor::output's pattern: a kernel must not write there.
+struct RowBuffer {
+  Tensor storage;
+  int64_t seq, width;
+
+  RowBuffer(DType dtype, int64_t batch, int64_t seq, int64_t width)
+      : storage(Tensor::output(dtype, {batch, seq, width})), seq(seq),
+        width(width) {}
+
+  /// The operand of `shape` [B, H, S, X] at `column`.
+  TensorView view(const std::vector<int64_t> &shape, int64_t column) {
+    TensorView v;
+    v.data = storage.bytes() + column * dtypeSize(storage.dtype);
+    v.dtype = storage.dtype;
+    v.shape = shape;
+    v.strides = {seq * width, shape[3], width, 1};
+    return v;
+  }
+  /// The element of `storage` that is element i of the contiguous operand.
+  int64_t position(const std::vector<int64_t> &shape, int64_t column,
+                   int64_t i) const {
+    const int64_t heads = shape[1], s = shape[2], x = shape[3];
+    const int64_t e = i % x, si = i / x % s, h = i / x / s % heads,
+                  b = i / x / s / heads;
+    return (b * seq + si) * width + column + h * x + e;
+  }
+  /// Copies the contiguous `t` into its view at `column`.
+  void place(const Tensor &t, int64_t column) {
+    const int64_t size = dtypeSize(t.dtype);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      std::memcpy(storage.bytes() + position(t.shape, column, i) * size,
+                  t.bytes() + i * size, size);
+  }
+};
+
+/// An operand's place: a buffer and a column.
+struct Placed {
+  RowBuffer *buffer;
+  int64_t column;
+  TensorView view(const std::vector<int64_t> &shape) const {
+    return buffer->view(shape, column);
+  }
+};
+
+/// Every element of the contiguous `want` at its place, bitwise; marks the
+/// places in `covered` (one flag per element of the buffer).
+::testing::AssertionResult sameBits(const Placed &at, const Tensor &want,
+                                    std::vector<char> &covered) {
+  const int64_t size = dtypeSize(want.dtype);
+  const Tensor &got = at.buffer->storage;
+  covered.resize(got.numel(), 0);
+  int64_t failures = 0, first = -1;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const int64_t pos = at.buffer->position(want.shape, at.column, i);
+    covered[pos] = 1;
+    if (std::memcmp(got.bytes() + pos * size, want.bytes() + i * size, size)) {
+      if (first < 0)
+        first = i;
+      ++failures;
+    }
+  }
+  if (!failures)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << failures << " of " << want.numel()
+         << " elements differ from the contiguous run's, the first " << first
+         << ": got "
+         << got.get(at.buffer->position(want.shape, at.column, first))
+         << ", expected " << want.get(first);
+}
+
+/// The buffer's elements that no view covers hold Tensor::output's pattern.
+::testing::AssertionResult gapsUntouched(const RowBuffer &buffer,
+                                         const std::vector<char> &covered) {
+  const Tensor &t = buffer.storage;
+  const int64_t size = dtypeSize(t.dtype);
+  int64_t gaps = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (covered[i])
+      continue;
+    ++gaps;
+    for (int64_t byte = 0; byte < size; ++byte)
+      if (uint8_t(t.bytes()[i * size + byte]) != 0xA5)
+        return ::testing::AssertionFailure()
+               << "element " << i << " of a [" << t.shape[0] << ", "
+               << buffer.seq << ", " << buffer.width
+               << "] buffer is outside every view but was written";
+  }
+  return ::testing::AssertionSuccess() << gaps << " gaps";
+}
+
+/// Runs attention and attention_grad on the contiguous operands of `c`
+/// (lead {B, H}) and again on strided views of the same values, and
+/// expects the views' results bitwise the contiguous ones and nothing
+/// written outside them. `packed`: Q, K and V are slices of one packed
+/// projection [B, S, H (2 D + Dv)] (K and V only where Sq != Sk), O a
+/// transposed view of [B, S, H Dv] storage with padding after each row, and
+/// dQ, dK and dV slices of one padded packed buffer. Otherwise every
+/// operand is a transposed view of its own [B, S, H X] storage, O the
+/// middle third of a [B, S, 3 H Dv] buffer and each gradient a view from
+/// column 1 of a buffer one wider than its rows.
+void checkStridedRows(const Case &c, DType dtype, bool packed) {
+  SCOPED_TRACE("lead " + shapeStr(c.lead) + " sq " + std::to_string(c.sq) +
+               " sk " + std::to_string(c.sk) + " d " + std::to_string(c.d) +
+               " dv " + std::to_string(c.dv) + (c.causal ? " causal" : "") +
+               " mask " + shapeStr(c.mask) + " " + dtypeName(dtype) +
+               (packed ? " packed" : " transposed"));
+  const int64_t batch = c.lead[0], heads = c.lead[1];
+  const int64_t hd = heads * c.d, hdv = heads * c.dv;
+  std::mt19937 rng(13);
+  const std::vector<int64_t> qShape = withTail(c.lead, {c.sq, c.d}),
+                             kShape = withTail(c.lead, {c.sk, c.d}),
+                             vShape = withTail(c.lead, {c.sk, c.dv}),
+                             oShape = withTail(c.lead, {c.sq, c.dv});
+  Tensor q = randomTensor(rng, dtype, qShape);
+  Tensor k = randomTensor(rng, dtype, kShape);
+  Tensor v = randomTensor(rng, dtype, vShape);
+  Tensor dout = randomTensor(rng, dtype, oShape);
+  Tensor mask;
+  if (!c.mask.empty()) {
+    mask = randomTensor(rng, dtype, c.mask, -3, 1);
+    for (int64_t i = 0; i < mask.numel(); i += 3)
+      mask.set(i, -1e9);
+    if (c.mask.back() > 1)
+      for (int64_t i = 0; i < mask.numel(); i += c.mask.back())
+        mask.set(i, 0.5);
+  }
+  const Attrs attrs = attentionAttrs(1 / std::sqrt(double(c.d)), c.causal);
+
+  // The contiguous run.
+  Tensor out = Tensor::output(dtype, oShape);
+  Tensor lse = Tensor::output(DType::kF32, withTail(c.lead, {c.sq}));
+  std::vector<TensorView> ins = {q.view(), k.view(), v.view()};
+  if (!c.mask.empty())
+    ins.push_back(mask.view());
+  Status s = runKernel("attention", ins, {out.view(), lse.view()}, attrs);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  Tensor dq = Tensor::output(dtype, qShape), dk = Tensor::output(dtype, kShape),
+         dv = Tensor::output(dtype, vShape);
+  std::vector<TensorView> gins = {q.view(),   k.view(),   v.view(),
+                                  out.view(), lse.view(), dout.view()};
+  if (!c.mask.empty())
+    gins.push_back(mask.view());
+  s = runKernel("attention_grad", gins, {dq.view(), dk.view(), dv.view()},
+                attrs);
+  ASSERT_TRUE(s.isOk()) << s.message();
+
+  // The same values in views. Buffers are made up front: views point into
+  // them.
+  std::vector<std::unique_ptr<RowBuffer>> buffers;
+  auto buffer = [&](int64_t seq, int64_t width) {
+    buffers.push_back(std::make_unique<RowBuffer>(dtype, batch, seq, width));
+    return buffers.back().get();
+  };
+  Placed pq, pk, pv, po, pdo, pdq, pdk, pdv;
+  if (packed) {
+    const bool shared = c.sq == c.sk;
+    RowBuffer *kv = buffer(c.sk, (shared ? hd : 0) + hd + hdv);
+    RowBuffer *qb = shared ? kv : buffer(c.sq, hd);
+    const int64_t k0 = shared ? hd : 0;
+    pq = {qb, 0};
+    pk = {kv, k0};
+    pv = {kv, k0 + hd};
+    po = {buffer(c.sq, hdv + 3), 0};
+    pdo = {buffer(c.sq, hdv), 0};
+    RowBuffer *grads = buffer(c.sk, (shared ? hd : 0) + hd + hdv + 2);
+    RowBuffer *dqb = shared ? grads : buffer(c.sq, hd + 2);
+    pdq = {dqb, 0};
+    pdk = {grads, k0};
+    pdv = {grads, k0 + hd};
+  } else {
+    pq = {buffer(c.sq, hd), 0};
+    pk = {buffer(c.sk, hd), 0};
+    pv = {buffer(c.sk, hdv), 0};
+    po = {buffer(c.sq, 3 * hdv), hdv};
+    pdo = {buffer(c.sq, hdv), 0};
+    pdq = {buffer(c.sq, hd + 1), 1};
+    pdk = {buffer(c.sk, hd + 1), 1};
+    pdv = {buffer(c.sk, hdv + 1), 1};
+  }
+  pq.buffer->place(q, pq.column);
+  pk.buffer->place(k, pk.column);
+  pv.buffer->place(v, pv.column);
+  pdo.buffer->place(dout, pdo.column);
+
+  Tensor lse2 = Tensor::output(DType::kF32, lse.shape);
+  ins = {pq.view(qShape), pk.view(kShape), pv.view(vShape)};
+  if (!c.mask.empty())
+    ins.push_back(mask.view());
+  s = runKernel("attention", ins, {po.view(oShape), lse2.view()}, attrs);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  std::vector<char> oCovered;
+  EXPECT_TRUE(sameBits(po, out, oCovered));
+  EXPECT_TRUE(gapsUntouched(*po.buffer, oCovered));
+  EXPECT_EQ(std::memcmp(lse.data(), lse2.data(), lse.numel() * 4), 0);
+
+  // The gradient reads O from the forward's view.
+  gins = {pq.view(qShape), pk.view(kShape), pv.view(vShape),
+          po.view(oShape), lse2.view(),     pdo.view(oShape)};
+  if (!c.mask.empty())
+    gins.push_back(mask.view());
+  s = runKernel("attention_grad", gins,
+                {pdq.view(qShape), pdk.view(kShape), pdv.view(vShape)}, attrs);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  // The views each buffer holds, then each buffer's gaps.
+  std::map<const RowBuffer *, std::vector<char>> covered;
+  EXPECT_TRUE(sameBits(pdq, dq, covered[pdq.buffer]));
+  EXPECT_TRUE(sameBits(pdk, dk, covered[pdk.buffer]));
+  EXPECT_TRUE(sameBits(pdv, dv, covered[pdv.buffer]));
+  for (const auto &[buf, flags] : covered)
+    EXPECT_TRUE(gapsUntouched(*buf, flags));
+}
+
+/// Cases with Sq = Sk (one packed projection) and one without.
+const std::vector<Case> &stridedCases() {
+  static const std::vector<Case> all = {
+      {{2, 3}, 70, 70, 16, 16, true, {}},               // crosses a tile
+      {{2, 2}, 65, 65, 12, 12, false, {2, 1, 1, 65}},   // a padding mask
+      {{1, 2}, 129, 129, 8, 8, true, {1, 2, 129, 129}}, // causal + full mask
+      {{2, 2}, 33, 40, 5, 6, false, {1, 1, 33, 40}},    // Sq != Sk, odd D
+  };
+  return all;
+}
+
+// The heads' transposes and a packed projection's slices read and written
+// in place compute bitwise what contiguous copies do, in every float type
+// (bf16 on the dot-product path where the CPU has AVX512-BF16; run with
+// DTCC_CPU_ATTENTION=f32 for its widened path, which f16 always takes), and
+// write nothing between their rows. The (batch x head) work is split over
+// cpuThreads() (the machine's cores here).
+TEST(CpuAttentionKernels, StridedRowsAreBitwiseTheContiguousRun) {
+  for (const Case &c : stridedCases())
+    for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16})
+      for (bool packed : {true, false})
+        checkStridedRows(c, dtype, packed);
+}
+
+// Inputs whose rows the products cannot take as a leading dimension (rows
+// broadcast with stride 0, rows overlapping) are copied first: the same
+// bits as their contiguous copies.
+TEST(CpuAttentionKernels, ReadsBroadcastAndOverlappingRows) {
+  const int64_t b = 2, h = 2, sq = 70, sk = 70, d = 8, dv = 6;
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    std::mt19937 rng(17);
+    Tensor q = randomTensor(rng, dtype, {b, h, sq, d});
+    // K: one row per head, broadcast over the keys. V: row j is elements
+    // [j, j + dv) of a head's line of sk + dv - 1.
+    Tensor kRow = randomTensor(rng, dtype, {b, h, 1, d});
+    Tensor vLine = randomTensor(rng, dtype, {b, h, sk + dv - 1});
+    Tensor dout = randomTensor(rng, dtype, {b, h, sq, dv});
+    Tensor k(dtype, {b, h, sk, d}), v(dtype, {b, h, sk, dv});
+    for (int64_t bh = 0; bh < b * h; ++bh)
+      for (int64_t j = 0; j < sk; ++j) {
+        for (int64_t e = 0; e < d; ++e)
+          k.set((bh * sk + j) * d + e, kRow.get(bh * d + e));
+        for (int64_t e = 0; e < dv; ++e)
+          v.set((bh * sk + j) * dv + e, vLine.get(bh * (sk + dv - 1) + j + e));
+      }
+    TensorView kView = kRow.view(), vView = vLine.view();
+    kView.shape = k.shape;
+    kView.strides = {h * d, d, 0, 1};
+    vView.shape = v.shape;
+    vView.strides = {h * (sk + dv - 1), sk + dv - 1, 1, 1};
+    const Attrs attrs = attentionAttrs(0.3, true);
+    Tensor out = Tensor::output(dtype, dout.shape),
+           out2 = Tensor::output(dtype, dout.shape);
+    Tensor lse = Tensor::output(DType::kF32, {b, h, sq}),
+           lse2 = Tensor::output(DType::kF32, {b, h, sq});
+    ASSERT_TRUE(runKernel("attention", {q.view(), k.view(), v.view()},
+                          {out.view(), lse.view()}, attrs)
+                    .isOk());
+    Status s = runKernel("attention", {q.view(), kView, vView},
+                         {out2.view(), lse2.view()}, attrs);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    EXPECT_EQ(
+        std::memcmp(out.data(), out2.data(), out.numel() * dtypeSize(dtype)),
+        0);
+    EXPECT_EQ(std::memcmp(lse.data(), lse2.data(), lse.numel() * 4), 0);
+    std::vector<Tensor> grads, grads2;
+    for (const Tensor *t : {&q, &k, &v}) {
+      grads.push_back(Tensor::output(dtype, t->shape));
+      grads2.push_back(Tensor::output(dtype, t->shape));
+    }
+    ASSERT_TRUE(runKernel("attention_grad",
+                          {q.view(), k.view(), v.view(), out.view(), lse.view(),
+                           dout.view()},
+                          {grads[0].view(), grads[1].view(), grads[2].view()},
+                          attrs)
+                    .isOk());
+    s = runKernel("attention_grad",
+                  {q.view(), kView, vView, out.view(), lse.view(), dout.view()},
+                  {grads2[0].view(), grads2[1].view(), grads2[2].view()},
+                  attrs);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(std::memcmp(grads[i].data(), grads2[i].data(),
+                            grads[i].numel() * dtypeSize(dtype)),
+                0)
+          << "gradient " << i;
+  }
+}
+
+// A single query's row stride is never stepped, so a view may say any (0
+// here, for the query, the output, dout and dQ): the kernels must not hand
+// it to OpenBLAS, which refuses a leading dimension below the width.
+TEST(CpuAttentionKernels, TakeAnyStrideAlongASingleRow) {
+  const int64_t b = 2, h = 3, sk = 37, d = 8;
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    std::mt19937 rng(19);
+    Tensor q = randomTensor(rng, dtype, {b, h, 1, d});
+    Tensor k = randomTensor(rng, dtype, {b, h, sk, d});
+    Tensor v = randomTensor(rng, dtype, {b, h, sk, d});
+    Tensor dout = randomTensor(rng, dtype, {b, h, 1, d});
+    auto oneRow = [&](Tensor &t) {
+      TensorView view = t.view();
+      view.strides[2] = 0;
+      return view;
+    };
+    const Attrs attrs = attentionAttrs(0.35, false);
+    Tensor lse = Tensor::output(DType::kF32, {b, h, 1});
+    std::vector<Tensor> want, got;
+    for (int run = 0; run < 2; ++run) {
+      std::vector<Tensor> &r = run ? got : want;
+      for (const Tensor *t : {&q, &q, &k, &v})
+        r.push_back(Tensor::output(dtype, t->shape)); // out, dq, dk, dv
+      const bool view = run == 1;
+      Status s = runKernel(
+          "attention", {view ? oneRow(q) : q.view(), k.view(), v.view()},
+          {view ? oneRow(r[0]) : r[0].view(), lse.view()}, attrs);
+      ASSERT_TRUE(s.isOk()) << s.message();
+      s = runKernel("attention_grad",
+                    {view ? oneRow(q) : q.view(), k.view(), v.view(),
+                     view ? oneRow(r[0]) : r[0].view(), lse.view(),
+                     view ? oneRow(dout) : dout.view()},
+                    {view ? oneRow(r[1]) : r[1].view(), r[2].view(),
+                     r[3].view()},
+                    attrs);
+      ASSERT_TRUE(s.isOk()) << s.message();
+    }
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(),
+                            want[i].numel() * dtypeSize(dtype)),
+                0)
+          << "result " << i;
+  }
+}
+
+TEST(CpuAttentionKernels, RefuseViewsTheyCannotTake) {
+  Tensor q(DType::kF32, {2, 4, 16}), k(DType::kF32, {2, 4, 8}),
+      v(DType::kF32, {2, 4, 3});
+  Tensor out(DType::kF32, {2, 4, 3}), lse(DType::kF32, {2, 4});
+  // A query of every other element: its rows are not adjacent elements.
+  TensorView qView = q.view();
+  qView.shape = {2, 4, 8};
+  qView.strides = {64, 16, 2};
+  Status s = runKernel("attention", {qView, k.view(), v.view()},
+                       {out.view(), lse.view()}, attentionAttrs(1, false));
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("expected query's last dimension to be "
+                             "contiguous (stride 1), got strides [64, 16, 2] "
+                             "for shape [2, 4, 8]"),
+            std::string::npos)
+      << s.message();
+  // An output whose rows all write one row.
+  TensorView outView = out.view();
+  outView.strides = {3, 0, 1};
+  s = runKernel("attention", {k.view(), k.view(), v.view()},
+                {outView, lse.view()}, attentionAttrs(1, false));
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("expected output 0 to reach each element once, "
+                             "got strides [3, 0, 1] for shape [2, 4, 3]"),
+            std::string::npos)
+      << s.message();
+  // A key gradient whose batches overlap their rows.
+  Tensor dq(DType::kF32, {2, 4, 8}), dk(DType::kF32, {2, 4, 8}),
+      dv(DType::kF32, {2, 4, 3});
+  TensorView dkView = dk.view();
+  dkView.strides = {8, 8, 1};
+  s = runKernel(
+      "attention_grad",
+      {k.view(), k.view(), v.view(), out.view(), lse.view(), out.view()},
+      {dq.view(), dkView, dv.view()}, attentionAttrs(1, false));
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("expected output 1 to reach each element once, "
+                             "got strides [8, 8, 1] for shape [2, 4, 8]"),
+            std::string::npos)
+      << s.message();
 }
 
 } // namespace
