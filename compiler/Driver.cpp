@@ -190,6 +190,7 @@ static LogicalResult runPhasesOnce(ModuleOp module,
   pipelines::ExecPhase exec;
   exec.fuse = options.fuse;
   exec.fuseRows = options.target == "cpu";
+  exec.stridedViews = options.stridedViews;
   return run([&](PassManager &pm) { pipelines::buildExecPhase(pm, exec); }, 4,
              "dexec");
 }

@@ -98,6 +98,10 @@ struct CompileOptions {
   /// kernels generated for the target and carried in the executable
   /// (compiler/codegen); row regions on the CPU target only.
   bool fuse = false;
+  /// Attention reads and writes its heads through strided views
+  /// (dtcc-lower-to-exec's strided-views); false: the transposes, slices
+  /// and concats around it copy, as imported.
+  bool stridedViews = true;
   /// Verify the module after every pass (MLIR's default); false: once,
   /// after the last phase. The planner's pricing compiles of zoo models
   /// (programs of up to millions of ops, whose IR the tests verify pass by

@@ -70,6 +70,14 @@ int64_t extentBytes(const Buffer &b) {
   return (last + 1) * elementBytes(b);
 }
 
+/// Bytes a kernel moves reading or writing a buffer's view: its extent
+/// for a broadcast view (each element read once, then from cache), its
+/// elements for one that spans more than them (a strided view into a
+/// larger buffer: attention's heads).
+int64_t movedBytes(const Buffer &b) {
+  return std::min(bufferBytes(b), extentBytes(b));
+}
+
 /// The signature of `name` in `inst`'s kernel (runtime/kernels/Kernels.td);
 /// null for attributes the table does not know.
 const runtime::KernelAttrSignature *tableAttr(const Instruction &inst,
@@ -303,8 +311,8 @@ double instructionSeconds(const Program &program, const Instruction &inst,
         // operand is read and the result written at least once.
         int64_t bytes = 0;
         for (int id : inst.inputs())
-          bytes += extentBytes(program.buffers(id));
-        bytes += extentBytes(program.buffers(inst.outputs(0)));
+          bytes += movedBytes(program.buffers(id));
+        bytes += movedBytes(program.buffers(inst.outputs(0)));
         double memory = double(bytes) / (device.memoryBandwidth.value *
                                           device.memoryEfficiency.value);
         return std::max(flops / (device.peakFlops(compute) * efficiency),
@@ -341,9 +349,9 @@ double instructionSeconds(const Program &program, const Instruction &inst,
         *flopsOut = flops;
       int64_t bytes = 0;
       for (int id : inst.inputs())
-        bytes += extentBytes(program.buffers(id));
+        bytes += movedBytes(program.buffers(id));
       for (int id : inst.outputs())
-        bytes += extentBytes(program.buffers(id));
+        bytes += movedBytes(program.buffers(id));
       double memory = double(bytes) / (device.memoryBandwidth.value *
                                         device.memoryEfficiency.value);
       return std::max(flops / (device.peakFlops(compute) *
@@ -356,12 +364,12 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   for (int id : inst.inputs()) {
     const Buffer &b = program.buffers(id);
     elements = std::max(elements, numel(b));
-    bytes += extentBytes(b);
+    bytes += movedBytes(b);
   }
   for (int id : inst.outputs()) {
     const Buffer &b = program.buffers(id);
     elements = std::max(elements, numel(b));
-    bytes += extentBytes(b);
+    bytes += movedBytes(b);
   }
   // Lookups work per looked-up element, not per element of the table they
   // read (gather) or add into (scatter_add: its updates).

@@ -27,6 +27,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <array>
+#include <optional>
 
 namespace dtcc::lowering {
 #define GEN_PASS_DEF_LOWERTOEXEC
@@ -101,9 +102,130 @@ struct View {
   unsigned storage = 0;
   RankedTensorType type;
   SmallVector<int64_t> strides; // empty: contiguous row-major
+  /// Elements from the storage's start to the view's first element (a
+  /// slice's): the buffer's offset in the program.
+  int64_t offset = 0;
 
-  bool isContiguous() const { return strides.empty(); }
+  bool isContiguous() const { return strides.empty() && offset == 0; }
+  bool operator==(const View &o) const {
+    return storage == o.storage && type == o.type && strides == o.strides &&
+           offset == o.offset;
+  }
 };
+
+SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+/// The strides `view` reads with, written out.
+SmallVector<int64_t> stridesOf(const View &view) {
+  return view.strides.empty() ? rowMajorStrides(view.type.getShape())
+                              : view.strides;
+}
+
+/// `view` of `type` with `strides`, contiguous (no strides) where they are
+/// the row-major ones.
+View withStrides(View view, RankedTensorType type,
+                 SmallVector<int64_t> strides) {
+  view.type = type;
+  view.strides = std::move(strides);
+  if (view.strides == rowMajorStrides(type.getShape()))
+    view.strides.clear();
+  return view;
+}
+
+/// Whether a kernel reading rows through strides can take `view`: its
+/// last dimension's elements adjacent (Kernels.td's RowStrided).
+bool hasAdjacentRows(const View &view) {
+  int64_t rank = view.type.getRank();
+  return rank >= 1 && llvm::none_of(stridesOf(view),
+                                    [](int64_t s) { return s < 0; }) &&
+         (view.type.getShape()[rank - 1] <= 1 ||
+          stridesOf(view)[rank - 1] == 1);
+}
+
+/// The view of `type` that reshaping `view` gives without moving elements,
+/// if there is one: each group of dimensions that merges or splits must be
+/// contiguous within itself (PyTorch's computeStride, which `view` uses).
+std::optional<View> reshapeView(const View &view, RankedTensorType type) {
+  ArrayRef<int64_t> oldShape = view.type.getShape(), newShape = type.getShape();
+  if (view.isContiguous() || view.type.getNumElements() == 0)
+    return withStrides(view, type, {});
+  if (oldShape.empty() || newShape.empty())
+    return std::nullopt;
+  SmallVector<int64_t> oldStrides = stridesOf(view);
+  SmallVector<int64_t> newStrides(newShape.size(), 0);
+  int64_t viewDim = int64_t(newShape.size()) - 1;
+  int64_t chunkStride = oldStrides.back();
+  int64_t oldNumel = 1, newNumel = 1;
+  for (int64_t d = int64_t(oldShape.size()) - 1; d >= 0; --d) {
+    oldNumel *= oldShape[d];
+    // A chunk ends where the next dimension out is not contiguous with it.
+    if (d == 0 || (oldShape[d - 1] != 1 &&
+                   oldStrides[d - 1] != oldNumel * chunkStride)) {
+      while (viewDim >= 0 &&
+             (newNumel < oldNumel || newShape[viewDim] == 1)) {
+        newStrides[viewDim] = newNumel * chunkStride;
+        newNumel *= newShape[viewDim];
+        --viewDim;
+      }
+      if (newNumel != oldNumel)
+        return std::nullopt;
+      if (d > 0) {
+        chunkStride = oldStrides[d - 1];
+        oldNumel = newNumel = 1;
+      }
+    }
+  }
+  if (viewDim != -1)
+    return std::nullopt;
+  return withStrides(view, type, newStrides);
+}
+
+/// What `op` makes of its operand's `view` when it only renames elements:
+/// a transpose permutes the strides, a slice moves the offset and scales
+/// them, a reshape as reshapeView. None for other ops.
+std::optional<View> derivedView(Operation *op, const View &view) {
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  SmallVector<int64_t> in = stridesOf(view);
+  if (auto transpose = dyn_cast<graph::TransposeOp>(op)) {
+    SmallVector<int64_t> strides;
+    for (int64_t p : transpose.getPerm())
+      strides.push_back(in[p]);
+    return withStrides(view, type, strides);
+  }
+  if (auto slice = dyn_cast<graph::SliceOp>(op)) {
+    View out = view;
+    SmallVector<int64_t> strides;
+    for (auto [d, start, step] :
+         llvm::enumerate(slice.getStart(), slice.getStride())) {
+      out.offset += start * in[d];
+      strides.push_back(in[d] * step);
+    }
+    return withStrides(out, type, strides);
+  }
+  if (isa<graph::ReshapeOp>(op))
+    return reshapeView(view, type);
+  return std::nullopt;
+}
+
+/// The view of a transpose's or reshape's operand whose result is `view`
+/// (derivedView backwards), if there is one.
+std::optional<View> sourceView(Operation *op, const View &view) {
+  auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+  if (auto transpose = dyn_cast<graph::TransposeOp>(op)) {
+    SmallVector<int64_t> out = stridesOf(view), strides(out.size());
+    for (auto [i, p] : llvm::enumerate(transpose.getPerm()))
+      strides[p] = out[i];
+    return withStrides(view, type, strides);
+  }
+  if (isa<graph::ReshapeOp>(op))
+    return reshapeView(view, type);
+  return std::nullopt;
+}
 
 struct PlannedKernel {
   std::string kernel;
@@ -133,8 +255,8 @@ struct ModuleLayout {
 /// Lowers one function. Builds the plan first, then rewrites the IR.
 class FunctionLowering {
 public:
-  FunctionLowering(func::FuncOp fn, ModuleLayout &layout)
-      : fn(fn), layout(layout) {}
+  FunctionLowering(func::FuncOp fn, ModuleLayout &layout, bool stridedViews)
+      : fn(fn), layout(layout), stridedViews(stridedViews) {}
 
   LogicalResult run();
 
@@ -212,6 +334,24 @@ private:
                         [&](Value v) { return lastUse.lookup(v) <= step; });
   }
   View broadcastView(const View &operand, graph::BroadcastInDimOp op);
+  /// Whether `user` reads its operand `index` through strides (Kernels.td's
+  /// RowStrided) and can read it as `view`.
+  bool takesView(Operation *user, unsigned index, const View &view) const;
+  /// Whether `value` may be `view` (not a copy) for every op that reads it:
+  /// transposes, slices and reshapes of it are views their readers take
+  /// too, the kernels take strided rows, or it is the view planned for it.
+  bool viewServesUsers(Value value, const View &view) const;
+  /// Plans where the results of `op` that its kernel may write through
+  /// strides go: into the buffer of the transposes and reshapes after them,
+  /// or of the concat those end in, so that these move no data
+  /// (attention's output and the gradients of its heads). Fills
+  /// plannedViews and plannedConcats.
+  void planResultViews(Operation &op, const runtime::KernelSignature &sig);
+  /// The views planned for values before their producer ran.
+  llvm::DenseMap<Value, View> plannedViews;
+  /// Concats whose operands their producers write into the result's
+  /// storage (planResultViews).
+  llvm::DenseMap<Operation *, unsigned> plannedConcats;
   LogicalResult lowerOp(Operation &op);
   /// Copies to the host, right after `op`, the values it makes final that
   /// a host op reads (a gradient after its last reduction).
@@ -224,6 +364,8 @@ private:
 
   func::FuncOp fn;
   ModuleLayout &layout;
+  /// Kernels that read strided rows get views (the pass's strided-views).
+  bool stridedViews;
   int64_t step = 0;
   SmallVector<Storage> storages;
   llvm::DenseMap<Value, View> views;
@@ -245,22 +387,12 @@ private:
 View FunctionLowering::broadcastView(const View &operand,
                                      graph::BroadcastInDimOp op) {
   auto outType = cast<RankedTensorType>(op.getType());
-  SmallVector<int64_t> operandStrides =
-      operand.isContiguous()
-          ? SmallVector<int64_t>(operand.type.getRank(), 0)
-          : operand.strides;
-  if (operand.isContiguous()) {
-    int64_t stride = 1;
-    for (int64_t d = operand.type.getRank() - 1; d >= 0; --d) {
-      operandStrides[d] = stride;
-      stride *= operand.type.getDimSize(d);
-    }
-  }
+  SmallVector<int64_t> operandStrides = stridesOf(operand);
   SmallVector<int64_t> strides(outType.getRank(), 0);
   for (auto [i, d] : llvm::enumerate(op.getDims()))
     if (operand.type.getDimSize(i) != 1)
       strides[d] = operandStrides[i];
-  return View{operand.storage, outType, strides};
+  return View{operand.storage, outType, strides, operand.offset};
 }
 
 /// The `fused` kernel's attributes: the region function's symbol, and
@@ -283,6 +415,156 @@ static DictionaryAttr fusedKernelAttrs(graph::FusedOp fused) {
   if (Attribute bytes = fn->getAttr("dtcc.saved_bytes"))
     attrs.set("dtcc.saved_bytes", bytes);
   return attrs.getDictionary(ctx);
+}
+
+bool FunctionLowering::takesView(Operation *user, unsigned index,
+                                 const View &view) const {
+  if (!stridedViews || runsOnHost(user) || !hasAdjacentRows(view) ||
+      user->getDialect()->getNamespace() != "dgraph")
+    return false;
+  std::string kernel = user->getName().stripDialect().str();
+  const runtime::KernelSignature *sig = runtime::findKernelSignature(kernel);
+  if (!sig || sig->source != user->getName().getStringRef() ||
+      index >= sig->inputs.size())
+    return false;
+  const runtime::KernelTensorSignature &t = sig->inputs[index];
+  return t.rowStrided && !t.variadic;
+}
+
+bool FunctionLowering::viewServesUsers(Value value, const View &view) const {
+  if (auto it = plannedViews.find(value);
+      it != plannedViews.end() && it->second == view)
+    return true;
+  // Views into device workspace only: the state and constants stay whole
+  // buffers, and transfers copy whole buffers.
+  if (storages[view.storage].arena != ArenaKind::Workspace)
+    return false;
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<graph::TransposeOp, graph::SliceOp, graph::ReshapeOp>(user)) {
+      std::optional<View> derived = derivedView(user, view);
+      if (!derived ||
+          (!derived->isContiguous() &&
+           !viewServesUsers(user->getResult(0), *derived)))
+        return false;
+      continue;
+    }
+    if (!takesView(user, use.getOperandNumber(), view))
+      return false;
+  }
+  return true;
+}
+
+void FunctionLowering::planResultViews(Operation &op,
+                                       const runtime::KernelSignature &sig) {
+  if (!stridedViews || runsOnHost(&op))
+    return;
+  // Each result's chain of transposes and reshapes: the first may be one
+  // of several readers (the others must take the result's view), the
+  // rest each the only reader of the one before.
+  struct Chain {
+    unsigned result;
+    SmallVector<Operation *> ops;
+  };
+  SmallVector<Chain> chains;
+  for (auto [i, result] : llvm::enumerate(op.getResults())) {
+    if (i >= sig.outputs.size() || !sig.outputs[i].rowStrided)
+      continue;
+    Chain chain{unsigned(i), {}};
+    Value cur = result;
+    for (;;) {
+      SmallVector<Operation *> moves;
+      for (Operation *user : cur.getUsers())
+        if (isa<graph::TransposeOp, graph::ReshapeOp>(user))
+          moves.push_back(user);
+      if (moves.size() != 1 || (cur != result && !cur.hasOneUse()) ||
+          llvm::count(cur.getUsers(), moves[0]) != 1)
+        break;
+      chain.ops.push_back(moves[0]);
+      cur = moves[0]->getResult(0);
+    }
+    if (!chain.ops.empty())
+      chains.push_back(std::move(chain));
+  }
+  auto endOf = [](const Chain &c) { return c.ops.back()->getResult(0); };
+
+  // Pulls `end`'s view back through the chain to the result; false where
+  // some step has no view or the kernel or the result's other readers
+  // cannot take it.
+  auto pullBack = [&](const Chain &c, View view,
+                      llvm::DenseMap<Value, View> &planned) {
+    for (Operation *move : llvm::reverse(c.ops)) {
+      planned[move->getResult(0)] = view;
+      std::optional<View> source = sourceView(move, view);
+      if (!source)
+        return false;
+      view = *source;
+    }
+    Value result = op.getResult(c.result);
+    if (!hasAdjacentRows(view))
+      return false;
+    for (OpOperand &use : result.getUses())
+      if (use.getOwner() != c.ops.front() &&
+          !takesView(use.getOwner(), use.getOperandNumber(), view))
+        return false;
+    planned[result] = view;
+    return true;
+  };
+
+  // A concat of chain ends only: the results are written into its slots.
+  llvm::SmallPtrSet<Operation *, 2> concatsTried;
+  for (const Chain &c : chains) {
+    Value end = endOf(c);
+    auto concat = end.hasOneUse()
+                      ? dyn_cast<graph::ConcatOp>(*end.getUsers().begin())
+                      : graph::ConcatOp();
+    if (!concat) {
+      // Its own buffer of the chain's end type, worth it where the chain
+      // would copy (a transpose; reshapes are free anyway).
+      if (llvm::none_of(c.ops, [](Operation *o) {
+            return isa<graph::TransposeOp>(o);
+          }))
+        continue;
+      llvm::DenseMap<Value, View> planned;
+      auto type = cast<RankedTensorType>(end.getType());
+      if (!pullBack(c, contiguous(storages.size(), type), planned))
+        continue;
+      newStorage(ArenaKind::Workspace, tensorBytes(type));
+      for (auto &[v, view] : planned)
+        plannedViews[v] = view;
+      continue;
+    }
+    if (!concatsTried.insert(concat).second)
+      continue;
+    auto type = cast<RankedTensorType>(concat.getType());
+    SmallVector<int64_t> strides = rowMajorStrides(type.getShape());
+    int64_t dim = concat.getDim(), at = 0;
+    llvm::DenseMap<Value, View> planned;
+    bool ok = true;
+    for (Value operand : concat.getOperands()) {
+      const Chain *from = llvm::find_if(
+          chains, [&](const Chain &o) { return endOf(o) == operand; });
+      auto operandType = cast<RankedTensorType>(operand.getType());
+      if (from == chains.end() || planned.count(operand)) {
+        ok = false;
+        break;
+      }
+      View slot = withStrides(View{unsigned(storages.size()), operandType, {},
+                                   at * strides[dim]},
+                              operandType, strides);
+      at += operandType.getDimSize(dim);
+      if (!pullBack(*from, slot, planned)) {
+        ok = false;
+        break;
+      }
+    }
+    if (!ok)
+      continue;
+    plannedConcats[concat] =
+        newStorage(ArenaKind::Workspace, tensorBytes(type));
+    for (auto &[v, view] : planned)
+      plannedViews[v] = view;
+  }
 }
 
 LogicalResult FunctionLowering::lowerOp(Operation &op) {
@@ -356,10 +638,48 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
   }
   if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
     View operand = views.lookup(reshape.getOperand());
-    if (!operand.isContiguous())
+    if (!operand.isContiguous()) {
+      // A strided view stays one where its readers take it.
+      std::optional<View> derived = reshapeView(operand, reshape.getType());
+      if (derived && (derived->isContiguous() ||
+                      viewServesUsers(reshape.getResult(), *derived))) {
+        use(operand);
+        bind(reshape.getResult(), *derived);
+        return success();
+      }
       operand = materialize(operand, op.getLoc());
+    }
     bind(reshape.getResult(), contiguous(operand.storage, reshape.getType()));
     return success();
+  }
+  // A transpose or slice whose readers take strided views (attention's
+  // heads) is a view of its operand, not a copy; so is one whose result is
+  // its operand's elements in order.
+  if (isa<graph::TransposeOp, graph::SliceOp>(op) && !runsOnHost(&op)) {
+    View operand = views.lookup(op.getOperand(0));
+    std::optional<View> derived = derivedView(&op, operand);
+    if (derived && storages[operand.storage].arena == ArenaKind::Workspace &&
+        (derived->isContiguous() ||
+         viewServesUsers(op.getResult(0), *derived))) {
+      use(operand);
+      bind(op.getResult(0), *derived);
+      return success();
+    }
+  }
+  // A concat whose operands were written into its slots (planResultViews).
+  if (auto concat = dyn_cast<graph::ConcatOp>(op)) {
+    auto it = plannedConcats.find(concat);
+    if (it != plannedConcats.end() &&
+        llvm::all_of(concat.getOperands(), [&](Value v) {
+          auto planned = plannedViews.find(v);
+          return planned != plannedViews.end() &&
+                 views.lookup(v) == planned->second;
+        })) {
+      for (Value v : concat.getOperands())
+        use(views.lookup(v));
+      bind(concat.getResult(), contiguous(it->second, concat.getType()));
+      return success();
+    }
   }
   if (auto bcast = dyn_cast<graph::BroadcastInDimOp>(op)) {
     bool onlyElementwiseUsers = llvm::all_of(bcast->getUsers(), [](Operation *u) {
@@ -406,7 +726,7 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
   const bool host = runsOnHost(&op);
   kernel.step = step;
   kernel.host = host;
-  for (Value operand : op.getOperands()) {
+  for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
     View v = views.lookup(operand);
     // An operand in the other memory space: its copy made when it became
     // final (copyToHostAfter), else a transfer now.
@@ -417,17 +737,23 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       else
         v = materialize(v, op.getLoc(), host);
     }
-    if (!v.isContiguous() && !elementwise)
+    if (!v.isContiguous() && !elementwise && !takesView(&op, index, v))
       v = materialize(v, op.getLoc(), host);
     use(v);
     kernel.ins.push_back(v);
   }
+  if (!fused)
+    planResultViews(op, *signature);
   for (Value result : op.getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
     std::optional<View> reused;
     if (FlatSymbolRefAttr var = stateTargets.lookup(result)) {
       // Written straight into the variable it is stored to (see plan()).
       reused = contiguous(stateStorage(var), type);
+    } else if (auto planned = plannedViews.find(result);
+               planned != plannedViews.end()) {
+      // Written where the transposes after it would have copied it to.
+      reused = planned->second;
     } else if (host && cast<OpResult>(result).getResultNumber() == 0 &&
                isa<graph::AdamwOp, graph::SgdOp>(op)) {
       // The updated parameter overwrites the host copy of the old one.
@@ -651,15 +977,15 @@ void FunctionLowering::rewrite() {
   OpBuilder b(ctx);
   b.setInsertionPointToStart(newBody);
 
-  llvm::DenseMap<std::pair<unsigned, Type>, Value> buffers;
+  llvm::DenseMap<std::tuple<unsigned, Type, int64_t>, Value> buffers;
   Operation *lastBuffer = nullptr; // buffers come first, in creation order
   auto bufferFor = [&](const View &view) -> Value {
     Type elementType = view.type.getElementType();
     MemRefLayoutAttrInterface layoutAttr;
-    if (!view.isContiguous())
+    if (!view.strides.empty())
       layoutAttr = StridedLayoutAttr::get(ctx, 0, view.strides);
     auto type = MemRefType::get(view.type.getShape(), elementType, layoutAttr);
-    auto key = std::make_pair(view.storage, Type(type));
+    auto key = std::make_tuple(view.storage, Type(type), view.offset);
     if (Value v = buffers.lookup(key))
       return v;
     const Storage &s = storages[view.storage];
@@ -668,7 +994,9 @@ void FunctionLowering::rewrite() {
       b.setInsertionPointAfter(lastBuffer);
     else
       b.setInsertionPointToStart(newBody);
-    auto op = exec::BufferOp::create(b, loc, type, arenaName(s.arena), s.offset,
+    // A view into its storage (a slice of it) starts that many elements in.
+    int64_t offset = s.offset + view.offset * elementBytes(elementType);
+    auto op = exec::BufferOp::create(b, loc, type, arenaName(s.arena), offset,
                                      s.variable, s.value, StringAttr());
     lastBuffer = op;
     buffers[key] = op.getResult();
@@ -718,6 +1046,7 @@ LogicalResult FunctionLowering::run() {
 
 struct LowerToExecPass
     : public dtcc::lowering::impl::LowerToExecBase<LowerToExecPass> {
+  using LowerToExecBase::LowerToExecBase;
   void runOnOperation() final {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
@@ -762,7 +1091,7 @@ struct LowerToExecPass
                        "functions are defined in it");
         return signalPassFailure();
       }
-      FunctionLowering lowering(fn, layout);
+      FunctionLowering lowering(fn, layout, stridedViews);
       if (failed(lowering.run()))
         return signalPassFailure();
       workspace = std::max(

@@ -17,6 +17,16 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
     - `dgraph.reshape` becomes a view of its operand's storage, and a
       `dgraph.broadcast_in_dim` whose users are all elementwise becomes a
       stride-0 view (no copy);
+    - with `strided-views` (the default), a `dgraph.transpose`,
+      `dgraph.slice` or reshape whose readers are kernels that take strided
+      rows (Kernels.td's RowStrided: attention and its gradient) becomes a
+      strided view (a buffer with strides and an offset into its operand's
+      storage), and such a kernel writes a result through a strided view
+      where transposes and reshapes follow it: into the buffer they would
+      have copied it to, or into the slots of the `dgraph.concat` they end
+      in. Attention's heads then move no data: the slices of a packed
+      Q/K/V projection and the heads' transposes, the output's transpose
+      back, and the concat of the heads' gradients disappear;
     - an elementwise op whose operand dies at it writes its result in place;
     - every other dgraph op (and dshard collective) becomes a `dexec.kernel`
       named after the op, with the op's attributes under the kernel's names
@@ -78,6 +88,12 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
     }
     ```
   }];
+  let options = [
+    Option<"stridedViews", "strided-views", "bool", /*default=*/"true",
+           "Pass transposes, slices and reshapes to kernels that read "
+           "strided rows (attention) as views, and let such kernels write "
+           "into the transposes' and concats' buffers (false: copies)">
+  ];
   let dependentDialects = ["dtcc::exec::ExecDialect"];
 }
 

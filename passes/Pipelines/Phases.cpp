@@ -90,7 +90,9 @@ void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
     fuse.rows = options.fuseRows;
     pm.addPass(lowering::createFuseRegions(fuse));
   }
-  pm.addPass(lowering::createLowerToExec());
+  lowering::LowerToExecOptions lower;
+  lower.stridedViews = options.stridedViews;
+  pm.addPass(lowering::createLowerToExec(lower));
 }
 
 namespace {

@@ -63,6 +63,9 @@ struct ExecPhase {
   /// With fuse: also row regions (reductions along the last axis), which
   /// only the CPU code generation compiles.
   bool fuseRows = false;
+  /// Attention's heads as strided views, not copies (dtcc-lower-to-exec's
+  /// strided-views).
+  bool stridedViews = true;
 };
 void buildExecPhase(mlir::OpPassManager &pm, const ExecPhase &options = {});
 

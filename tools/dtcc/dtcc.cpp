@@ -158,6 +158,12 @@ cl::opt<bool> fuse(
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noFuse("no-fuse", cl::desc("Do not fuse (the default)"),
                      cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> noStridedViews(
+    "no-strided-views",
+    cl::desc("Copy attention's heads around it (the slices, transposes and "
+             "concats as imported) instead of passing them as strided views "
+             "(for comparisons)"),
+    cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> printIrAfterAll("print-ir-after-all",
                               cl::desc("Print the IR after every pass"),
                               cl::sub(compileCmd), cl::cat(category));
@@ -494,6 +500,7 @@ int runImportOrCompile(bool compile) {
     compileOptions.runnerPath = runnerPath;
     compileOptions.target = target;
     compileOptions.fuse = fuse && !noFuse;
+    compileOptions.stridedViews = !noStridedViews;
     dtcc::TrainOptions &t = compileOptions.train;
     t.enabled = train;
     t.loss = lossSpec;

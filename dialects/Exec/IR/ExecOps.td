@@ -73,7 +73,10 @@ def Exec_KernelOp : Exec_Op<"kernel", [AttrSizedOperandSegments]> {
 
     **Constraints:**
     - the kernel name is not empty;
-    - outputs have identity (contiguous) layouts;
+    - outputs reach each element once: identity (contiguous) layouts, or
+      strided views (of a larger buffer) whose strides do not overlap; the
+      kernels that write through strides are those Kernels.td marks
+      RowStrided;
     - where operands are `dexec.buffer`s: a `host` kernel reads and writes
       host arenas only; `copy_to_host` reads the device's and writes the
       host's, `copy_to_device` the reverse; every other kernel reads and

@@ -77,7 +77,7 @@ func.func @f() {
 func.func @f() {
   %0 = dexec.buffer "workspace"[0] : memref<4xf32>
   %1 = dexec.buffer "workspace"[0] : memref<4x2xf32, strided<[0, 1]>>
-  // expected-error @+1 {{expected contiguous outputs, got 'memref<4x2xf32, strided<[0, 1]>>'}}
+  // expected-error @+1 {{expected outputs that reach each element once, got 'memref<4x2xf32, strided<[0, 1]>>'}}
   dexec.kernel "copy" ins(%0 : memref<4xf32>) outs(%1 : memref<4x2xf32, strided<[0, 1]>>) attrs {}
   return
 }
