@@ -828,6 +828,7 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     }
     CompileOptions options;
     options.target = "cuda";
+    options.stridedViews = run.stridedViews;
     // A zoo model's IR is verified once, after the phases; a file's after
     // every pass, so that a compiler fault names the pass.
     options.verifyEachPass = source.isFile();
@@ -1532,10 +1533,10 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
            : "");
   // A saved plan's model may say what its run did to each gradient before
   // summing it over dp (FSDP1's post-backward copies); priced so too.
-  const RunKernels run(attention,
-                       runsOwnKernels && model.gradientPasses == "fsdp1"
-                           ? GradientPasses::kFsdp1
-                           : GradientPasses::kAsCompiled);
+  RunKernels run(attention, runsOwnKernels && model.gradientPasses == "fsdp1"
+                                ? GradientPasses::kFsdp1
+                                : GradientPasses::kAsCompiled);
+  run.stridedViews = args.stridedViews;
   const std::string attentionText =
       attentionCoreText +
       (run.gradients == GradientPasses::kAsCompiled

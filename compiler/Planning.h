@@ -72,6 +72,9 @@ struct PlanRequest {
   /// List the chosen plan's most expensive instructions and collectives
   /// (needs a plan priced from its compiled program).
   bool explainCost = false;
+  /// Price GPU plans from programs compiled as `dtcc compile
+  /// --no-strided-views` does (attention's heads copied around it).
+  bool stridedViews = true;
   bool json = false;
   /// Re-plan with the figures scaled by 0.8 and 1.2 and prefer, among the
   /// plans within 2% of the fastest, the one that loses least in the worse

@@ -165,6 +165,10 @@ struct RunKernels {
       : attention(attention), gradients(gradients) {}
   AttentionKernels attention;
   GradientPasses gradients;
+  /// dtcc compiles the program it prices with attention's heads as strided
+  /// views (its default); false: as `dtcc compile --no-strided-views`
+  /// (copies around attention), the program dtcc ran before it made views.
+  bool stridedViews = true;
   bool asCompiled() const {
     return attention == AttentionKernels::kAsCompiled &&
            gradients == GradientPasses::kAsCompiled;

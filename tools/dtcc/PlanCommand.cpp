@@ -179,6 +179,12 @@ cl::opt<bool> explainCost(
     cl::desc("List the chosen plan's ten most expensive instructions and "
              "collectives with their priced time and ONNX node"),
     cl::sub(planCommand), cl::cat(outputCategory));
+cl::opt<bool> noStridedViews(
+    "no-strided-views",
+    cl::desc("GPU clusters: price programs compiled as dtcc compile "
+             "--no-strided-views (attention's heads copied around it: the "
+             "programs dtcc ran before they were views)"),
+    cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<bool> json("json", cl::desc("The report as JSON (docs/planner.md)"),
                    cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<std::string> tracePath(
@@ -263,6 +269,7 @@ StatusOr<PlanRequest> request() {
   r.alternatives = alternatives;
   r.compiled = compiled;
   r.explainCost = explainCost;
+  r.stridedViews = !noStridedViews;
   r.json = json;
   r.tracePath = tracePath;
   r.planOut = planOut;
