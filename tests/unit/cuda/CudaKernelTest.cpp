@@ -1026,32 +1026,49 @@ std::vector<float> roundedTo(DType t, std::vector<float> values) {
   return values;
 }
 
+/// The shapes, values (rounded to `t`; the seeds `seed` to `seed + 4`) and
+/// attributes of one attention call of `c`.
+struct AttentionOperands {
+  std::vector<int64_t> qs, ks, vs, os, ls;
+  std::vector<float> q, k, v, dout, mask;
+  Attrs attrs;
+};
+AttentionOperands attentionOperands(const AttentionCase &c, DType t,
+                                    unsigned seed) {
+  AttentionOperands o;
+  o.qs = attentionShape(c, c.sq, c.d);
+  o.ks = attentionShape(c, c.sk, c.d);
+  o.vs = attentionShape(c, c.sk, c.dv);
+  o.os = attentionShape(c, c.sq, c.dv);
+  o.ls = c.lead;
+  o.ls.push_back(c.sq);
+  o.q = roundedTo(t, randomValues(cpu::product(o.qs), seed, 2.f));
+  o.k = roundedTo(t, randomValues(cpu::product(o.ks), seed + 1, 2.f));
+  o.v = roundedTo(t, randomValues(cpu::product(o.vs), seed + 2));
+  o.dout = roundedTo(t, randomValues(cpu::product(o.os), seed + 3));
+  if (!c.mask.empty()) {
+    o.mask = randomValues(cpu::product(c.mask), seed + 4, 3.f);
+    for (size_t i = 0; i < o.mask.size(); i += 7)
+      o.mask[i] = -1e9f; // some keys masked out
+    o.mask = roundedTo(t, o.mask);
+  }
+  o.attrs.set("scale", 1.0 / std::sqrt(double(c.d)));
+  o.attrs.set("causal", int64_t(c.causal));
+  return o;
+}
+
 /// attention and attention_grad on the GPU in `t` against the CPU kernels
 /// in f32 (f64 for f64) on the same values, within `tol` relative to
 /// max(1, |cpu|); the GPU's second run is bitwise its first.
 void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c, DType t,
                       double tol) {
   const DType ref = t == DType::kF64 ? DType::kF64 : DType::kF32;
-  const auto qs = attentionShape(c, c.sq, c.d),
-             ks = attentionShape(c, c.sk, c.d),
-             vs = attentionShape(c, c.sk, c.dv),
-             os = attentionShape(c, c.sq, c.dv);
-  std::vector<int64_t> ls = c.lead;
-  ls.push_back(c.sq);
-  const auto q = roundedTo(t, randomValues(cpu::product(qs), 61, 2.f));
-  const auto k = roundedTo(t, randomValues(cpu::product(ks), 62, 2.f));
-  const auto v = roundedTo(t, randomValues(cpu::product(vs), 63));
-  const auto dout = roundedTo(t, randomValues(cpu::product(os), 64));
-  std::vector<float> mask;
-  if (!c.mask.empty()) {
-    mask = randomValues(cpu::product(c.mask), 65, 3.f);
-    for (size_t i = 0; i < mask.size(); i += 7)
-      mask[i] = -1e9f; // some keys masked out
-    mask = roundedTo(t, mask);
-  }
-  Attrs a;
-  a.set("scale", 1.0 / std::sqrt(double(c.d)));
-  a.set("causal", int64_t(c.causal));
+  const AttentionOperands ops = attentionOperands(c, t, 61);
+  const auto &qs = ops.qs, &ks = ops.ks, &vs = ops.vs, &os = ops.os,
+             &ls = ops.ls;
+  const auto &q = ops.q, &k = ops.k, &v = ops.v, &dout = ops.dout,
+             &mask = ops.mask;
+  const Attrs &a = ops.attrs;
   auto inputs = [&](DType d) {
     std::vector<Operand> in = {{d, qs, q}, {d, ks, k}, {d, vs, v}};
     if (!c.mask.empty())
@@ -1435,26 +1452,12 @@ void compareStridedAttention(Device &gpu, const StridedAttentionCase &c,
                              const char *env) {
   SCOPED_TRACE(std::string(c.name) + " " + dtypeName(t));
   const AttentionCase &s = c.shape;
-  const auto qs = attentionShape(s, s.sq, s.d),
-             ks = attentionShape(s, s.sk, s.d),
-             vs = attentionShape(s, s.sk, s.dv),
-             os = attentionShape(s, s.sq, s.dv);
-  std::vector<int64_t> ls = s.lead;
-  ls.push_back(s.sq);
-  const auto q = roundedTo(t, randomValues(cpu::product(qs), 71, 2.f));
-  const auto k = roundedTo(t, randomValues(cpu::product(ks), 72, 2.f));
-  const auto v = roundedTo(t, randomValues(cpu::product(vs), 73));
-  const auto dout = roundedTo(t, randomValues(cpu::product(os), 74));
-  std::vector<float> mask;
-  if (!s.mask.empty()) {
-    mask = randomValues(cpu::product(s.mask), 75, 3.f);
-    for (size_t i = 0; i < mask.size(); i += 7)
-      mask[i] = -1e9f;
-    mask = roundedTo(t, mask);
-  }
-  Attrs a;
-  a.set("scale", 1.0 / std::sqrt(double(s.d)));
-  a.set("causal", int64_t(s.causal));
+  const AttentionOperands ops = attentionOperands(s, t, 71);
+  const auto &qs = ops.qs, &ks = ops.ks, &vs = ops.vs, &os = ops.os,
+             &ls = ops.ls;
+  const auto &q = ops.q, &k = ops.k, &v = ops.v, &dout = ops.dout,
+             &mask = ops.mask;
+  const Attrs &a = ops.attrs;
   std::vector<std::vector<double>> want, gwant;
   std::vector<float> out, lse;
   {

@@ -132,6 +132,13 @@ Tensor fromValues(DType dtype, std::vector<int64_t> shape,
   return t;
 }
 
+/// Whether two tensors of one type and shape hold the same bits.
+bool sameBits(const Tensor &a, const Tensor &b) {
+  return a.numel() == b.numel() &&
+         std::memcmp(a.data(), b.data(), a.numel() * dtypeSize(a.dtype)) ==
+             0;
+}
+
 Attrs attentionAttrs(double scale, bool causal) {
   Attrs a;
   a.set("scale", scale);
@@ -501,7 +508,7 @@ void checkStridedRows(const Case &c, DType dtype, bool packed) {
   std::vector<char> oCovered;
   EXPECT_TRUE(sameBits(po, out, oCovered));
   EXPECT_TRUE(gapsUntouched(*po.buffer, oCovered));
-  EXPECT_EQ(std::memcmp(lse.data(), lse2.data(), lse.numel() * 4), 0);
+  EXPECT_TRUE(sameBits(lse, lse2));
 
   // The gradient reads O from the forward's view.
   gins = {pq.view(qShape), pk.view(kShape), pv.view(vShape),
@@ -582,10 +589,8 @@ TEST(CpuAttentionKernels, ReadsBroadcastAndOverlappingRows) {
     Status s = runKernel("attention", {q.view(), kView, vView},
                          {out2.view(), lse2.view()}, attrs);
     ASSERT_TRUE(s.isOk()) << s.message();
-    EXPECT_EQ(
-        std::memcmp(out.data(), out2.data(), out.numel() * dtypeSize(dtype)),
-        0);
-    EXPECT_EQ(std::memcmp(lse.data(), lse2.data(), lse.numel() * 4), 0);
+    EXPECT_TRUE(sameBits(out, out2));
+    EXPECT_TRUE(sameBits(lse, lse2));
     std::vector<Tensor> grads, grads2;
     for (const Tensor *t : {&q, &k, &v}) {
       grads.push_back(Tensor::output(dtype, t->shape));
@@ -603,10 +608,7 @@ TEST(CpuAttentionKernels, ReadsBroadcastAndOverlappingRows) {
                   attrs);
     ASSERT_TRUE(s.isOk()) << s.message();
     for (int i = 0; i < 3; ++i)
-      EXPECT_EQ(std::memcmp(grads[i].data(), grads2[i].data(),
-                            grads[i].numel() * dtypeSize(dtype)),
-                0)
-          << "gradient " << i;
+      EXPECT_TRUE(sameBits(grads[i], grads2[i])) << "gradient " << i;
   }
 }
 
@@ -649,10 +651,7 @@ TEST(CpuAttentionKernels, TakeAnyStrideAlongASingleRow) {
       ASSERT_TRUE(s.isOk()) << s.message();
     }
     for (int i = 0; i < 4; ++i)
-      EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(),
-                            want[i].numel() * dtypeSize(dtype)),
-                0)
-          << "result " << i;
+      EXPECT_TRUE(sameBits(want[i], got[i])) << "result " << i;
   }
 }
 
