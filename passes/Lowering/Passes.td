@@ -152,6 +152,27 @@ def FoldGlobalNorm : Pass<"dtcc-fold-global-norm", "mlir::ModuleOp"> {
   }];
 }
 
+def SinkTransposes : Pass<"dtcc-sink-transposes", "mlir::ModuleOp"> {
+  let summary = "Moves transposes below the ops that read them, toward attention";
+  let description = [{
+    Runs first in the exec phase, on one rank's dgraph program. A
+    `dgraph.transpose` moves below every op that reads it when each of them
+    computes the same in the transpose's operand layout: an elementwise op
+    whose other operands are transposes by the same permutation, broadcasts
+    (whose dimensions, after dropping the operand's unit ones, stay in
+    order) or splat constants; a slice, a pad (of its operand) or a concat
+    of such transposes. Repeated until nothing moves. Exported Llamas
+    transpose their heads to `[B, H, S, D]` before the rotary embedding
+    (slices of the head dimension, a negation, a concat, products with the
+    broadcast cos/sin tables, an add); moved below it, the transposes feed
+    attention, which `dtcc-lower-to-exec` passes strided views instead of
+    copies. A transpose read by several ops becomes one after each of them,
+    which pays only where they join again or end in attention: each
+    function is rewritten on a copy, kept only when fewer elements are
+    copied by transposes that attention does not read as views.
+  }];
+}
+
 def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
   let summary = "Groups elementwise chains into fused regions with generated kernels";
   let description = [{

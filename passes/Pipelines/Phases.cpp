@@ -83,6 +83,8 @@ void buildShardPhase(OpPassManager &pm, const planning::Plan &plan,
 }
 
 void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
+  if (options.stridedViews)
+    pm.addPass(lowering::createSinkTransposes());
   pm.addPass(lowering::createFoldNarrowReads());
   pm.addPass(lowering::createFoldGlobalNorm());
   if (options.fuse) {

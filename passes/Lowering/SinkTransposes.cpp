@@ -1,0 +1,277 @@
+//===- SinkTransposes.cpp - transposes moved down to the kernels that read them
+//
+// An exported Llama (PyTorch's, and most others) transposes its heads to
+// [B, H, S, D] right after the projections and applies the rotary
+// embedding in that layout: slices of the head dimension, a negation, a
+// concat, products with broadcast cos/sin tables and an add, then
+// attention. The transposes are copies there; moved below the rotary
+// embedding they feed attention directly, where dtcc-lower-to-exec passes
+// them as strided views (no copy). This pass (Passes.td,
+// dtcc-sink-transposes) moves a transpose below every op that reads it
+// when each such op computes the same thing in the untransposed layout:
+// elementwise ops whose other operands are transposes by the same
+// permutation, broadcasts or splats, slices, pads and concats. It keeps
+// the moved program of a function only where fewer elements are copied by
+// transposes that attention does not read as views.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Lowering/Passes.h"
+
+#include "dialects/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace dtcc::lowering {
+#define GEN_PASS_DEF_SINKTRANSPOSES
+#include "passes/Lowering/Passes.h.inc"
+} // namespace dtcc::lowering
+
+using namespace mlir;
+using namespace dtcc;
+
+namespace {
+
+/// `shape` in the layout a transpose by `perm` reads: dimension perm[i]
+/// of the result is dimension i of `shape`.
+SmallVector<int64_t> unpermuted(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> out(shape.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    out[p] = shape[i];
+  return out;
+}
+
+RankedTensorType unpermutedType(Type type, ArrayRef<int64_t> perm) {
+  auto t = cast<RankedTensorType>(type);
+  return RankedTensorType::get(unpermuted(t.getShape(), perm),
+                               t.getElementType());
+}
+
+/// The operand of a transpose by `perm` that makes `v`, if one does.
+Value transposedFrom(Value v, ArrayRef<int64_t> perm) {
+  auto t = v.getDefiningOp<graph::TransposeOp>();
+  return t && t.getPerm() == perm ? t.getOperand() : Value();
+}
+
+/// The broadcast dimensions of `b`'s operand in the untransposed layout,
+/// strictly increasing as dgraph.broadcast_in_dim needs, if they are: the
+/// operand's dimensions of size 1 are left out (the broadcast repeats them
+/// anyway), so `squeezed` says whether the operand must be reshaped first.
+std::optional<SmallVector<int64_t>>
+unpermutedBroadcastDims(graph::BroadcastInDimOp b, ArrayRef<int64_t> perm,
+                        bool &squeezed) {
+  auto in = cast<RankedTensorType>(b.getOperand().getType());
+  SmallVector<int64_t> dims;
+  squeezed = false;
+  for (auto [k, d] : llvm::enumerate(b.getDims())) {
+    if (in.getDimSize(k) == 1) {
+      squeezed = true;
+      continue;
+    }
+    dims.push_back(perm[d]);
+  }
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i] <= dims[i - 1])
+      return std::nullopt;
+  return dims;
+}
+
+/// Whether `v`, an operand of an elementwise op read through a transpose
+/// by `perm`, has a value in the untransposed layout without a copy.
+bool hasUnpermuted(Value v, ArrayRef<int64_t> perm) {
+  if (transposedFrom(v, perm))
+    return true;
+  if (auto b = v.getDefiningOp<graph::BroadcastInDimOp>()) {
+    bool squeezed;
+    return unpermutedBroadcastDims(b, perm, squeezed).has_value();
+  }
+  if (auto c = v.getDefiningOp<graph::ConstantOp>())
+    if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue()))
+      return dense.isSplat();
+  return false;
+}
+
+/// `v` in the untransposed layout (hasUnpermuted said there is one).
+Value unpermutedValue(OpBuilder &b, Location loc, Value v,
+                      ArrayRef<int64_t> perm) {
+  if (Value x = transposedFrom(v, perm))
+    return x;
+  RankedTensorType type = unpermutedType(v.getType(), perm);
+  if (auto bcast = v.getDefiningOp<graph::BroadcastInDimOp>()) {
+    bool squeezed;
+    SmallVector<int64_t> dims = *unpermutedBroadcastDims(bcast, perm, squeezed);
+    Value operand = bcast.getOperand();
+    if (squeezed) {
+      auto in = cast<RankedTensorType>(operand.getType());
+      SmallVector<int64_t> shape;
+      for (int64_t d : in.getShape())
+        if (d != 1)
+          shape.push_back(d);
+      operand = graph::ReshapeOp::create(
+          b, loc, RankedTensorType::get(shape, in.getElementType()), operand);
+    }
+    return graph::BroadcastInDimOp::create(b, loc, type, operand, dims);
+  }
+  auto c = v.getDefiningOp<graph::ConstantOp>();
+  auto dense = cast<DenseElementsAttr>(c.getValue());
+  return graph::ConstantOp::create(b, loc, dense.resizeSplat(type));
+}
+
+/// Whether `user`, reading `t`'s result, computes the same in `t`'s
+/// operand's layout followed by the transpose.
+bool sinks(Operation *user, graph::TransposeOp t) {
+  ArrayRef<int64_t> perm = t.getPerm();
+  if (user->getNumResults() != 1)
+    return false;
+  if (isa<graph::SliceOp>(user))
+    return true;
+  if (auto pad = dyn_cast<graph::PadOp>(user))
+    return pad.getOperand() == t.getResult() &&
+           pad.getValue() != t.getResult();
+  if (auto concat = dyn_cast<graph::ConcatOp>(user))
+    return llvm::all_of(concat.getOperands(),
+                        [&](Value v) { return transposedFrom(v, perm); });
+  if (!user->hasTrait<OpTrait::Elementwise>())
+    return false;
+  auto rank = cast<RankedTensorType>(t.getType()).getRank();
+  return cast<RankedTensorType>(user->getResult(0).getType()).getRank() ==
+             rank &&
+         llvm::all_of(user->getOperands(), [&](Value v) {
+           auto type = dyn_cast<RankedTensorType>(v.getType());
+           return type && type.getRank() == rank && hasUnpermuted(v, perm);
+         });
+}
+
+/// Rewrites `user` (sinks() said it can) to read `t`'s layout, with a
+/// transpose by `t`'s permutation after it.
+void sinkPast(Operation *user, graph::TransposeOp t) {
+  ArrayRef<int64_t> perm = t.getPerm();
+  OpBuilder b(user);
+  Location loc = user->getLoc();
+  Value moved;
+  if (auto slice = dyn_cast<graph::SliceOp>(user)) {
+    moved = graph::SliceOp::create(
+        b, loc, t.getOperand(), unpermuted(slice.getStart(), perm),
+        unpermuted(slice.getLimit(), perm), unpermuted(slice.getStride(), perm));
+  } else if (auto pad = dyn_cast<graph::PadOp>(user)) {
+    moved = graph::PadOp::create(b, loc, t.getOperand(), pad.getValue(),
+                                 unpermuted(pad.getLow(), perm),
+                                 unpermuted(pad.getHigh(), perm),
+                                 pad.getMode());
+  } else if (auto concat = dyn_cast<graph::ConcatOp>(user)) {
+    SmallVector<Value> operands;
+    for (Value v : concat.getOperands())
+      operands.push_back(transposedFrom(v, perm));
+    moved = graph::ConcatOp::create(b, loc, operands,
+                                    perm[concat.getDim()]);
+  } else {
+    SmallVector<Value> operands;
+    for (Value v : user->getOperands())
+      operands.push_back(unpermutedValue(b, loc, v, perm));
+    Operation *clone = b.clone(*user);
+    clone->setOperands(operands);
+    clone->getResult(0).setType(
+        unpermutedType(user->getResult(0).getType(), perm));
+    moved = clone->getResult(0);
+  }
+  if (Operation *def = moved.getDefiningOp(); def && def != user)
+    for (NamedAttribute a : user->getDiscardableAttrs())
+      def->setAttr(a.getName(), a.getValue());
+  auto after = graph::TransposeOp::create(b, loc, moved, perm);
+  for (NamedAttribute a : user->getDiscardableAttrs())
+    after->setAttr(a.getName(), a.getValue());
+  user->getResult(0).replaceAllUsesWith(after.getResult());
+  user->erase();
+}
+
+/// Moves every transpose of `fn` below the ops that read it, as long as
+/// each of them can take it (sinks()), until none moves.
+void sinkAll(func::FuncOp fn) {
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    SmallVector<graph::TransposeOp> transposes;
+    fn.walk([&](graph::TransposeOp t) { transposes.push_back(t); });
+    llvm::DenseSet<Operation *> erased;
+    for (graph::TransposeOp t : transposes) {
+      if (erased.contains(t) || t->use_empty())
+        continue;
+      llvm::SetVector<Operation *> users;
+      for (Operation *u : t->getUsers())
+        users.insert(u);
+      if (!llvm::all_of(users, [&](Operation *u) { return sinks(u, t); }))
+        continue;
+      for (Operation *u : users) {
+        // A transpose the user also read (a concat's other operands, an
+        // elementwise op's) may now be dead: erased below, not revisited.
+        // So may a broadcast or splat it read, replaced by one in the
+        // untransposed layout.
+        SmallVector<Operation *> inputs;
+        for (Value v : u->getOperands())
+          if (Operation *def = v.getDefiningOp();
+              def && isa<graph::TransposeOp, graph::BroadcastInDimOp,
+                         graph::ConstantOp>(def) &&
+              !llvm::is_contained(inputs, def))
+            inputs.push_back(def);
+        sinkPast(u, t);
+        for (Operation *def : inputs)
+          if (def != t.getOperation() && def->use_empty() &&
+              erased.insert(def).second)
+            def->erase();
+      }
+      erased.insert(t);
+      t->erase();
+      moved = true;
+    }
+  }
+}
+
+/// Elements a function's transposes copy: all but those attention and its
+/// gradient read as strided views (every reader one of their query, key,
+/// value, out or dout operands), which the lowering does not copy.
+int64_t copiedElements(func::FuncOp fn) {
+  int64_t copied = 0;
+  fn.walk([&](graph::TransposeOp t) {
+    auto type = cast<RankedTensorType>(t.getType());
+    bool view = type.getRank() >= 1 &&
+                t.getPerm().back() == type.getRank() - 1 &&
+                llvm::all_of(t->getUses(), [](OpOperand &use) {
+                  Operation *u = use.getOwner();
+                  unsigned i = use.getOperandNumber();
+                  return (isa<graph::AttentionOp>(u) && i < 3) ||
+                         (isa<graph::AttentionGradOp>(u) &&
+                          (i < 4 || i == 5));
+                });
+    if (!view)
+      copied += type.getNumElements();
+  });
+  return copied;
+}
+
+struct SinkTransposesPass
+    : public dtcc::lowering::impl::SinkTransposesBase<SinkTransposesPass> {
+  void runOnOperation() final {
+    for (auto fn : llvm::make_early_inc_range(
+             getOperation().getOps<func::FuncOp>())) {
+      if (fn.isExternal())
+        continue;
+      int64_t before = copiedElements(fn);
+      if (before == 0)
+        continue;
+      // Sunk on a copy, kept where it copies less: a transpose read by
+      // several ops becomes one per op, which pays only where they join
+      // again (the rotary embedding's add) or end in attention.
+      auto candidate = cast<func::FuncOp>(fn->clone());
+      sinkAll(candidate);
+      if (copiedElements(candidate) < before) {
+        fn.getBody().takeBody(candidate.getBody());
+      }
+      candidate->erase();
+    }
+  }
+};
+
+} // namespace
