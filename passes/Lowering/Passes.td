@@ -166,10 +166,16 @@ def SinkTransposes : Pass<"dtcc-sink-transposes", "mlir::ModuleOp"> {
     (slices of the head dimension, a negation, a concat, products with the
     broadcast cos/sin tables, an add); moved below it, the transposes feed
     attention, which `dtcc-lower-to-exec` passes strided views instead of
-    copies. A transpose read by several ops becomes one after each of them,
-    which pays only where they join again or end in attention: each
-    function is rewritten on a copy, kept only when fewer elements are
-    copied by transposes that attention does not read as views.
+    copies. Then each transpose the lowering would still copy moves above
+    the op that makes its operand while it is that op's only reader
+    (slices, pads, concats, elementwise ops: their other operands
+    transposed too, broadcasts and splats remade), the transposes of one
+    value merged: the embedding's gradient, transposed back after it, then
+    transposes the key and query gradients attention_grad writes, which
+    the lowering writes through views. A transpose read by several ops
+    becomes one after each of them, which pays only where they join again
+    or end in attention: each function is rewritten on a copy, kept only
+    when fewer elements are copied by transposes that are not views.
   }];
 }
 

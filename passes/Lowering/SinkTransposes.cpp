@@ -1,18 +1,20 @@
-//===- SinkTransposes.cpp - transposes moved down to the kernels that read them
+//===- SinkTransposes.cpp - transposes moved to attention, where they are views
 //
 // An exported Llama (PyTorch's, and most others) transposes its heads to
 // [B, H, S, D] right after the projections and applies the rotary
 // embedding in that layout: slices of the head dimension, a negation, a
 // concat, products with broadcast cos/sin tables and an add, then
-// attention. The transposes are copies there; moved below the rotary
-// embedding they feed attention directly, where dtcc-lower-to-exec passes
-// them as strided views (no copy). This pass (Passes.td,
-// dtcc-sink-transposes) moves a transpose below every op that reads it
-// when each such op computes the same thing in the untransposed layout:
-// elementwise ops whose other operands are transposes by the same
-// permutation, broadcasts or splats, slices, pads and concats. It keeps
-// the moved program of a function only where fewer elements are copied by
-// transposes that attention does not read as views.
+// attention; the backward pass transposes the embedding's gradients back
+// after it. The transposes are copies there; moved next to attention they
+// are strided views of what it reads or writes (dtcc-lower-to-exec). This
+// pass (Passes.td, dtcc-sink-transposes) first moves a transpose below
+// every op that reads it when each such op computes the same thing in the
+// untransposed layout (elementwise ops whose other operands are
+// transposes by the same permutation, broadcasts or splats; slices, pads
+// and concats), then moves each transpose that would still be copied
+// above the op that makes its operand while it is that op's only reader.
+// It keeps the moved program of a function only where fewer elements are
+// copied by transposes that are not views.
 //
 //===----------------------------------------------------------------------===//
 
@@ -229,26 +231,173 @@ void sinkAll(func::FuncOp fn) {
   }
 }
 
-/// Elements a function's transposes copy: all but those attention and its
-/// gradient read as strided views (every reader one of their query, key,
-/// value, out or dout operands), which the lowering does not copy.
+/// Whether `use` is one attention or its gradient reads as a view: a
+/// query, key, value, out or dout operand.
+bool readsView(OpOperand &use) {
+  Operation *u = use.getOwner();
+  unsigned i = use.getOperandNumber();
+  return (isa<graph::AttentionOp>(u) && i < 3) ||
+         (isa<graph::AttentionGradOp>(u) && (i < 4 || i == 5));
+}
+
+/// Whether the lowering passes `t` as a view: its readers are all
+/// attention's or its gradient's view operands, or its operand is a
+/// result attention or its gradient writes through strides, read
+/// otherwise only as such an operand.
+bool isView(graph::TransposeOp t) {
+  auto type = cast<RankedTensorType>(t.getType());
+  if (type.getRank() < 1 || t.getPerm().back() != type.getRank() - 1)
+    return false;
+  if (llvm::all_of(t->getUses(), readsView))
+    return true;
+  Value in = t.getOperand();
+  Operation *def = in.getDefiningOp();
+  return def &&
+         ((isa<graph::AttentionOp>(def) &&
+           cast<OpResult>(in).getResultNumber() == 0) ||
+          isa<graph::AttentionGradOp>(def)) &&
+         llvm::all_of(in.getUses(), [&](OpOperand &use) {
+           return use.getOwner() == t.getOperation() || readsView(use);
+         });
+}
+
+/// Elements a function's transposes copy: all but those the lowering
+/// passes as views (isView).
 int64_t copiedElements(func::FuncOp fn) {
   int64_t copied = 0;
   fn.walk([&](graph::TransposeOp t) {
-    auto type = cast<RankedTensorType>(t.getType());
-    bool view = type.getRank() >= 1 &&
-                t.getPerm().back() == type.getRank() - 1 &&
-                llvm::all_of(t->getUses(), [](OpOperand &use) {
-                  Operation *u = use.getOwner();
-                  unsigned i = use.getOperandNumber();
-                  return (isa<graph::AttentionOp>(u) && i < 3) ||
-                         (isa<graph::AttentionGradOp>(u) &&
-                          (i < 4 || i == 5));
-                });
-    if (!view)
-      copied += type.getNumElements();
+    if (!isView(t))
+      copied += cast<RankedTensorType>(t.getType()).getNumElements();
   });
   return copied;
+}
+
+SmallVector<int64_t> inversePermutation(ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  return inverse;
+}
+
+/// Merges the transposes of one value by one permutation into the first
+/// of them (hoisting makes one per path that met there).
+bool mergeTransposes(func::FuncOp fn) {
+  bool merged = false;
+  SmallVector<graph::TransposeOp> transposes;
+  fn.walk([&](graph::TransposeOp t) { transposes.push_back(t); });
+  llvm::DenseMap<std::pair<Value, Attribute>, graph::TransposeOp> first;
+  for (graph::TransposeOp t : transposes) {
+    auto key = std::make_pair(t.getOperand(), Attribute(t.getPermAttr()));
+    auto [it, fresh] = first.try_emplace(key, t);
+    if (fresh)
+      continue;
+    // Both in one block, the first before: it dominates the other's uses.
+    t.getResult().replaceAllUsesWith(it->second.getResult());
+    t->erase();
+    merged = true;
+  }
+  return merged;
+}
+
+/// Whether the transpose `t` of `user`'s only result, its only reader,
+/// can move above `user`: the op then reads its operands transposed (or,
+/// for broadcasts and splats, remade in the transposed layout).
+bool hoists(Operation *user, graph::TransposeOp t) {
+  if (user->getNumResults() != 1 || !user->getResult(0).hasOneUse())
+    return false;
+  if (isa<graph::SliceOp, graph::ConcatOp, graph::PadOp>(user))
+    return true;
+  if (!user->hasTrait<OpTrait::Elementwise>())
+    return false;
+  auto rank = cast<RankedTensorType>(t.getType()).getRank();
+  return llvm::all_of(user->getOperands(), [&](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && type.getRank() == rank;
+  });
+}
+
+/// Moves `t` above `user` (hoists() said it can).
+void hoistPast(Operation *user, graph::TransposeOp t) {
+  ArrayRef<int64_t> perm = t.getPerm();
+  // The op reads in the layout after `t`: the helpers above, which map to
+  // the layout before a transpose, with the inverse permutation.
+  SmallVector<int64_t> inverse = inversePermutation(perm);
+  OpBuilder b(user);
+  Location loc = user->getLoc();
+  auto transposed = [&](Value v) -> Value {
+    if (hasUnpermuted(v, inverse))
+      return unpermutedValue(b, loc, v, inverse);
+    auto moved = graph::TransposeOp::create(b, loc, v, perm);
+    for (NamedAttribute a : t->getDiscardableAttrs())
+      moved->setAttr(a.getName(), a.getValue());
+    return moved;
+  };
+  Value moved;
+  if (auto slice = dyn_cast<graph::SliceOp>(user)) {
+    moved = graph::SliceOp::create(
+        b, loc, transposed(slice.getOperand()),
+        unpermuted(slice.getStart(), inverse),
+        unpermuted(slice.getLimit(), inverse),
+        unpermuted(slice.getStride(), inverse));
+  } else if (auto pad = dyn_cast<graph::PadOp>(user)) {
+    moved = graph::PadOp::create(b, loc, transposed(pad.getOperand()),
+                                 pad.getValue(),
+                                 unpermuted(pad.getLow(), inverse),
+                                 unpermuted(pad.getHigh(), inverse),
+                                 pad.getMode());
+  } else if (auto concat = dyn_cast<graph::ConcatOp>(user)) {
+    SmallVector<Value> operands;
+    for (Value v : concat.getOperands())
+      operands.push_back(transposed(v));
+    moved = graph::ConcatOp::create(b, loc, operands, inverse[concat.getDim()]);
+  } else {
+    SmallVector<Value> operands;
+    for (Value v : user->getOperands())
+      operands.push_back(transposed(v));
+    Operation *clone = b.clone(*user);
+    clone->setOperands(operands);
+    clone->getResult(0).setType(t.getType());
+    moved = clone->getResult(0);
+  }
+  for (NamedAttribute a : user->getDiscardableAttrs())
+    moved.getDefiningOp()->setAttr(a.getName(), a.getValue());
+  t.getResult().replaceAllUsesWith(moved);
+  t->erase();
+  // Its operands' broadcasts or splats may be dead now.
+  SmallVector<Operation *> inputs;
+  for (Value v : user->getOperands())
+    if (Operation *def = v.getDefiningOp();
+        def && isa<graph::BroadcastInDimOp, graph::ConstantOp>(def) &&
+        !llvm::is_contained(inputs, def))
+      inputs.push_back(def);
+  user->erase();
+  for (Operation *def : inputs)
+    if (def->use_empty())
+      def->erase();
+}
+
+/// Moves every transpose of `fn` above the op that makes its operand
+/// while it is that op's only reader (hoists()), merging the transposes of
+/// one value, until none moves: the rotary embedding's gradient, computed
+/// in attention's layout, then transposes attention_grad's results, which
+/// the lowering writes through views.
+void hoistAll(func::FuncOp fn) {
+  bool moved = true;
+  while (moved) {
+    moved = mergeTransposes(fn);
+    SmallVector<graph::TransposeOp> transposes;
+    fn.walk([&](graph::TransposeOp t) { transposes.push_back(t); });
+    for (graph::TransposeOp t : llvm::reverse(transposes)) {
+      // One the lowering passes as a view stays (a transpose moved down
+      // to attention would come back up).
+      Operation *user = t.getOperand().getDefiningOp();
+      if (!user || isView(t) || !hoists(user, t))
+        continue;
+      hoistPast(user, t);
+      moved = true;
+      break; // the walk's list holds erased ops now
+    }
+  }
 }
 
 struct SinkTransposesPass
@@ -266,6 +415,7 @@ struct SinkTransposesPass
       // again (the rotary embedding's add) or end in attention.
       auto candidate = cast<func::FuncOp>(fn->clone());
       sinkAll(candidate);
+      hoistAll(candidate);
       if (copiedElements(candidate) < before) {
         fn.getBody().takeBody(candidate.getBody());
       }

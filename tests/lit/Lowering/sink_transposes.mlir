@@ -59,3 +59,31 @@ func.func @blocked(%x: tensor<1x4x2x8xf32>, %y: tensor<1x2x4x8xf32>) -> tensor<1
   %o, %lse = dgraph.attention %s, %y, %y {scale = 0.5 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Tests that a transpose after the rotary embedding's gradient moves up to
+// the key gradient attention_grad makes (which the lowering writes through
+// a view), the gradient then computed in the [B, S, H, D] layout: the
+// broadcast table's dimensions permuted, the pad and slice with it.
+// CHECK-LABEL: func.func @rope_grad
+// CHECK: %{{.*}}, %[[DK:.*]], %{{.*}} = dgraph.attention_grad
+// CHECK-NEXT: %[[T:.*]] = dgraph.transpose %[[DK]], perm = [0, 2, 1, 3]
+// CHECK-NOT: dgraph.transpose
+// CHECK: dgraph.broadcast_in_dim %arg1, dims = [1, 3] : (tensor<4x8xf32>) -> tensor<1x4x2x8xf32>
+// CHECK: dgraph.mul %[[T]], %{{.*}} : tensor<1x4x2x8xf32>
+// CHECK: dgraph.slice %{{.*}}, start = [0, 0, 0, 4], limit = [1, 4, 2, 8]
+// CHECK: dgraph.pad %{{.*}}, %{{.*}}, low = [0, 0, 0, 0], high = [0, 0, 0, 4] : (tensor<1x4x2x4xf32>, tensor<f32>) -> tensor<1x4x2x8xf32>
+// CHECK: %[[S:.*]] = dgraph.add
+// CHECK-NEXT: dgraph.reshape %[[S]] : (tensor<1x4x2x8xf32>) -> tensor<1x4x16xf32>
+func.func @rope_grad(%q: tensor<1x2x4x8xf32>, %cos: tensor<4x8xf32>, %o: tensor<1x2x4x8xf32>, %lse: tensor<1x2x4xf32>, %zero: tensor<f32>) -> tensor<1x4x16xf32> {
+  %dq, %dk, %dv = dgraph.attention_grad %q, %q, %q, %o, %lse, %o {causal, scale = 0.5 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  %c = dgraph.broadcast_in_dim %cos, dims = [2, 3] : (tensor<4x8xf32>) -> tensor<1x2x4x8xf32>
+  %m = dgraph.mul %dk, %c : tensor<1x2x4x8xf32>
+  %b = dgraph.slice %m, start = [0, 0, 0, 4], limit = [1, 2, 4, 8], stride = [1, 1, 1, 1] : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %p = dgraph.pad %b, %zero, low = [0, 0, 0, 0], high = [0, 0, 0, 4] : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x8xf32>
+  %s = dgraph.add %m, %p : tensor<1x2x4x8xf32>
+  %t = dgraph.transpose %s, perm = [0, 2, 1, 3] : (tensor<1x2x4x8xf32>) -> tensor<1x4x2x8xf32>
+  %r = dgraph.reshape %t : (tensor<1x4x2x8xf32>) -> tensor<1x4x16xf32>
+  return %r : tensor<1x4x16xf32>
+}
