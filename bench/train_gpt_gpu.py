@@ -11,6 +11,9 @@ sequence length and precision in every column:
                  GPU kernels)
   dtcc-unfused-attn  the same with --no-fused-attention (the score
                  products on cuBLAS, softmax and masks as kernels)
+  dtcc-copies    the same with --no-strided-views (attention's heads
+                 sliced, transposed and concatenated as copies around it,
+                 as dtcc compiled them before 3447905)
   torch eager    tests/e2e/torch_models.GPT under torch.autocast(bfloat16)
                  with fp32 parameters and AdamW (fused where available)
   torch.compile  the same, through torch.compile (PyTorch >= 2.0 only)
@@ -67,11 +70,13 @@ MODELS = {
 # attention and with SDPA.
 # dtcc's columns: its default compile and the variants whose effect on a
 # GPU step is in question (fused regions; attention cores left unfused, the
-# score products on cuBLAS), each a program of its own.
+# score products on cuBLAS; the heads copied around attention instead of
+# passed as strided views), each a program of its own.
 DTCC_VARIANTS = {
     "dtcc": [],
     "dtcc-fuse": ["--fuse"],
     "dtcc-unfused-attn": ["--no-fused-attention"],
+    "dtcc-copies": ["--no-strided-views"],
 }
 IMPLS = (*DTCC_VARIANTS, "eager", "compile", "eager-sdpa", "compile-sdpa")
 TORCH_LABELS = {"eager": "torch eager", "compile": "torch.compile",
