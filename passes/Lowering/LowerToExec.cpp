@@ -20,6 +20,7 @@
 #include "passes/Lowering/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -141,10 +142,10 @@ View withStrides(View view, RankedTensorType type,
 /// last dimension's elements adjacent (Kernels.td's RowStrided).
 bool hasAdjacentRows(const View &view) {
   int64_t rank = view.type.getRank();
-  return rank >= 1 && llvm::none_of(stridesOf(view),
-                                    [](int64_t s) { return s < 0; }) &&
-         (view.type.getShape()[rank - 1] <= 1 ||
-          stridesOf(view)[rank - 1] == 1);
+  SmallVector<int64_t> strides = stridesOf(view);
+  return rank >= 1 &&
+         llvm::none_of(strides, [](int64_t s) { return s < 0; }) &&
+         (view.type.getShape()[rank - 1] <= 1 || strides[rank - 1] == 1);
 }
 
 /// The view of `type` that reshaping `view` gives without moving elements,
@@ -191,12 +192,9 @@ std::optional<View> reshapeView(const View &view, RankedTensorType type) {
 std::optional<View> derivedView(Operation *op, const View &view) {
   auto type = cast<RankedTensorType>(op->getResult(0).getType());
   SmallVector<int64_t> in = stridesOf(view);
-  if (auto transpose = dyn_cast<graph::TransposeOp>(op)) {
-    SmallVector<int64_t> strides;
-    for (int64_t p : transpose.getPerm())
-      strides.push_back(in[p]);
-    return withStrides(view, type, strides);
-  }
+  if (auto transpose = dyn_cast<graph::TransposeOp>(op))
+    return withStrides(view, type,
+                       applyPermutation(ArrayRef(in), transpose.getPerm()));
   if (auto slice = dyn_cast<graph::SliceOp>(op)) {
     View out = view;
     SmallVector<int64_t> strides;
@@ -216,12 +214,11 @@ std::optional<View> derivedView(Operation *op, const View &view) {
 /// (derivedView backwards), if there is one.
 std::optional<View> sourceView(Operation *op, const View &view) {
   auto type = cast<RankedTensorType>(op->getOperand(0).getType());
-  if (auto transpose = dyn_cast<graph::TransposeOp>(op)) {
-    SmallVector<int64_t> out = stridesOf(view), strides(out.size());
-    for (auto [i, p] : llvm::enumerate(transpose.getPerm()))
-      strides[p] = out[i];
-    return withStrides(view, type, strides);
-  }
+  if (auto transpose = dyn_cast<graph::TransposeOp>(op))
+    return withStrides(
+        view, type,
+        applyPermutation(ArrayRef(stridesOf(view)),
+                         invertPermutationVector(transpose.getPerm())));
   if (isa<graph::ReshapeOp>(op))
     return reshapeView(view, type);
   return std::nullopt;
@@ -636,33 +633,28 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
     kernels.push_back(std::move(k));
     return success();
   }
-  if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
-    View operand = views.lookup(reshape.getOperand());
-    if (!operand.isContiguous()) {
-      // A strided view stays one where its readers take it.
-      std::optional<View> derived = reshapeView(operand, reshape.getType());
-      if (derived && (derived->isContiguous() ||
-                      viewServesUsers(reshape.getResult(), *derived))) {
-        use(operand);
-        bind(reshape.getResult(), *derived);
-        return success();
-      }
-      operand = materialize(operand, op.getLoc());
-    }
-    bind(reshape.getResult(), contiguous(operand.storage, reshape.getType()));
-    return success();
-  }
-  // A transpose or slice whose readers take strided views (attention's
-  // heads) is a view of its operand, not a copy; so is one whose result is
-  // its operand's elements in order.
-  if (isa<graph::TransposeOp, graph::SliceOp>(op) && !runsOnHost(&op)) {
+  // A reshape, transpose or slice is a view of its operand where its
+  // result is the operand's elements in order, or where its readers take
+  // strided views (attention's heads); a reshape is otherwise a view of a
+  // contiguous copy, a transpose or slice a kernel. Views into device
+  // workspace only, but a reshape's in order.
+  if (isa<graph::ReshapeOp, graph::TransposeOp, graph::SliceOp>(op) &&
+      !runsOnHost(&op)) {
+    const bool reshape = isa<graph::ReshapeOp>(op);
     View operand = views.lookup(op.getOperand(0));
     std::optional<View> derived = derivedView(&op, operand);
-    if (derived && storages[operand.storage].arena == ArenaKind::Workspace &&
+    if (derived &&
+        (reshape || storages[operand.storage].arena == ArenaKind::Workspace) &&
         (derived->isContiguous() ||
          viewServesUsers(op.getResult(0), *derived))) {
-      use(operand);
+      // No read here: the view's readers keep the storage alive.
       bind(op.getResult(0), *derived);
+      return success();
+    }
+    if (reshape) {
+      View copy = materialize(operand, op.getLoc());
+      bind(op.getResult(0),
+           contiguous(copy.storage, op.getResult(0).getType()));
       return success();
     }
   }

@@ -23,6 +23,7 @@
 #include "dialects/Graph/IR/GraphOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
@@ -40,10 +41,7 @@ namespace {
 /// `shape` in the layout a transpose by `perm` reads: dimension perm[i]
 /// of the result is dimension i of `shape`.
 SmallVector<int64_t> unpermuted(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
-  SmallVector<int64_t> out(shape.size());
-  for (auto [i, p] : llvm::enumerate(perm))
-    out[p] = shape[i];
-  return out;
+  return applyPermutation(shape, invertPermutationVector(perm));
 }
 
 RankedTensorType unpermutedType(Type type, ArrayRef<int64_t> perm) {
@@ -147,42 +145,79 @@ bool sinks(Operation *user, graph::TransposeOp t) {
          });
 }
 
-/// Rewrites `user` (sinks() said it can) to read `t`'s layout, with a
-/// transpose by `t`'s permutation after it.
-void sinkPast(Operation *user, graph::TransposeOp t) {
-  ArrayRef<int64_t> perm = t.getPerm();
-  OpBuilder b(user);
+/// `user` rebuilt to compute in the layout a transpose by `perm` reads:
+/// its slice, pad and concat attributes mapped back through `perm`, its
+/// operands `operand` gives (a pad's value stays), an elementwise op's
+/// result of the unpermuted type. Sinking a transpose by p past `user`
+/// rebuilds it with p; hoisting one above it, with p's inverse.
+Value relayout(OpBuilder &b, Operation *user, ArrayRef<int64_t> perm,
+               function_ref<Value(Value)> operand) {
   Location loc = user->getLoc();
   Value moved;
   if (auto slice = dyn_cast<graph::SliceOp>(user)) {
-    moved = graph::SliceOp::create(
-        b, loc, t.getOperand(), unpermuted(slice.getStart(), perm),
-        unpermuted(slice.getLimit(), perm), unpermuted(slice.getStride(), perm));
+    moved = graph::SliceOp::create(b, loc, operand(slice.getOperand()),
+                                   unpermuted(slice.getStart(), perm),
+                                   unpermuted(slice.getLimit(), perm),
+                                   unpermuted(slice.getStride(), perm));
   } else if (auto pad = dyn_cast<graph::PadOp>(user)) {
-    moved = graph::PadOp::create(b, loc, t.getOperand(), pad.getValue(),
-                                 unpermuted(pad.getLow(), perm),
+    moved = graph::PadOp::create(b, loc, operand(pad.getOperand()),
+                                 pad.getValue(), unpermuted(pad.getLow(), perm),
                                  unpermuted(pad.getHigh(), perm),
                                  pad.getMode());
   } else if (auto concat = dyn_cast<graph::ConcatOp>(user)) {
     SmallVector<Value> operands;
     for (Value v : concat.getOperands())
-      operands.push_back(transposedFrom(v, perm));
-    moved = graph::ConcatOp::create(b, loc, operands,
-                                    perm[concat.getDim()]);
+      operands.push_back(operand(v));
+    moved = graph::ConcatOp::create(b, loc, operands, perm[concat.getDim()]);
   } else {
     SmallVector<Value> operands;
     for (Value v : user->getOperands())
-      operands.push_back(unpermutedValue(b, loc, v, perm));
+      operands.push_back(operand(v));
     Operation *clone = b.clone(*user);
     clone->setOperands(operands);
     clone->getResult(0).setType(
         unpermutedType(user->getResult(0).getType(), perm));
     moved = clone->getResult(0);
   }
-  if (Operation *def = moved.getDefiningOp(); def && def != user)
-    for (NamedAttribute a : user->getDiscardableAttrs())
-      def->setAttr(a.getName(), a.getValue());
-  auto after = graph::TransposeOp::create(b, loc, moved, perm);
+  for (NamedAttribute a : user->getDiscardableAttrs())
+    moved.getDefiningOp()->setAttr(a.getName(), a.getValue());
+  return moved;
+}
+
+/// The transposes, broadcasts and splats `op` reads: rewriting it may
+/// leave them dead (eraseDead).
+SmallVector<Operation *> layoutInputs(Operation *op) {
+  SmallVector<Operation *> inputs;
+  for (Value v : op->getOperands())
+    if (Operation *def = v.getDefiningOp();
+        def &&
+        isa<graph::TransposeOp, graph::BroadcastInDimOp, graph::ConstantOp>(
+            def) &&
+        !llvm::is_contained(inputs, def))
+      inputs.push_back(def);
+  return inputs;
+}
+
+/// Erases those of `inputs` that lost their last reader, but `keep`,
+/// recording them in `erased`.
+void eraseDead(ArrayRef<Operation *> inputs, Operation *keep,
+               llvm::DenseSet<Operation *> &erased) {
+  for (Operation *def : inputs)
+    if (def != keep && def->use_empty() && erased.insert(def).second)
+      def->erase();
+}
+
+/// Rewrites `user` (sinks() said it can) to read `t`'s layout, with a
+/// transpose by `t`'s permutation after it.
+void sinkPast(Operation *user, graph::TransposeOp t) {
+  ArrayRef<int64_t> perm = t.getPerm();
+  OpBuilder b(user);
+  // Every operand has a value in that layout: `t`'s operand, another
+  // transpose's, a broadcast or splat remade (hasUnpermuted).
+  Value moved = relayout(b, user, perm, [&](Value v) {
+    return unpermutedValue(b, user->getLoc(), v, perm);
+  });
+  auto after = graph::TransposeOp::create(b, user->getLoc(), moved, perm);
   for (NamedAttribute a : user->getDiscardableAttrs())
     after->setAttr(a.getName(), a.getValue());
   user->getResult(0).replaceAllUsesWith(after.getResult());
@@ -208,21 +243,11 @@ void sinkAll(func::FuncOp fn) {
         continue;
       for (Operation *u : users) {
         // A transpose the user also read (a concat's other operands, an
-        // elementwise op's) may now be dead: erased below, not revisited.
-        // So may a broadcast or splat it read, replaced by one in the
-        // untransposed layout.
-        SmallVector<Operation *> inputs;
-        for (Value v : u->getOperands())
-          if (Operation *def = v.getDefiningOp();
-              def && isa<graph::TransposeOp, graph::BroadcastInDimOp,
-                         graph::ConstantOp>(def) &&
-              !llvm::is_contained(inputs, def))
-            inputs.push_back(def);
+        // elementwise op's) may now be dead: erased, not revisited. So may
+        // a broadcast or splat it read, remade in the untransposed layout.
+        SmallVector<Operation *> inputs = layoutInputs(u);
         sinkPast(u, t);
-        for (Operation *def : inputs)
-          if (def != t.getOperation() && def->use_empty() &&
-              erased.insert(def).second)
-            def->erase();
+        eraseDead(inputs, t, erased);
       }
       erased.insert(t);
       t->erase();
@@ -272,13 +297,6 @@ int64_t copiedElements(func::FuncOp fn) {
   return copied;
 }
 
-SmallVector<int64_t> inversePermutation(ArrayRef<int64_t> perm) {
-  SmallVector<int64_t> inverse(perm.size());
-  for (auto [i, p] : llvm::enumerate(perm))
-    inverse[p] = i;
-  return inverse;
-}
-
 /// Merges the transposes of one value by one permutation into the first
 /// of them (hoisting makes one per path that met there).
 bool mergeTransposes(func::FuncOp fn) {
@@ -319,61 +337,25 @@ bool hoists(Operation *user, graph::TransposeOp t) {
 /// Moves `t` above `user` (hoists() said it can).
 void hoistPast(Operation *user, graph::TransposeOp t) {
   ArrayRef<int64_t> perm = t.getPerm();
-  // The op reads in the layout after `t`: the helpers above, which map to
-  // the layout before a transpose, with the inverse permutation.
-  SmallVector<int64_t> inverse = inversePermutation(perm);
+  // The op computes in the layout after `t`: rebuilt with the inverse
+  // permutation, each operand transposed by `t`'s (a transpose by the
+  // inverse undone, a broadcast or splat remade).
+  SmallVector<int64_t> inverse = invertPermutationVector(perm);
   OpBuilder b(user);
-  Location loc = user->getLoc();
-  auto transposed = [&](Value v) -> Value {
+  Value moved = relayout(b, user, inverse, [&](Value v) -> Value {
     if (hasUnpermuted(v, inverse))
-      return unpermutedValue(b, loc, v, inverse);
-    auto moved = graph::TransposeOp::create(b, loc, v, perm);
+      return unpermutedValue(b, user->getLoc(), v, inverse);
+    auto moved = graph::TransposeOp::create(b, user->getLoc(), v, perm);
     for (NamedAttribute a : t->getDiscardableAttrs())
       moved->setAttr(a.getName(), a.getValue());
     return moved;
-  };
-  Value moved;
-  if (auto slice = dyn_cast<graph::SliceOp>(user)) {
-    moved = graph::SliceOp::create(
-        b, loc, transposed(slice.getOperand()),
-        unpermuted(slice.getStart(), inverse),
-        unpermuted(slice.getLimit(), inverse),
-        unpermuted(slice.getStride(), inverse));
-  } else if (auto pad = dyn_cast<graph::PadOp>(user)) {
-    moved = graph::PadOp::create(b, loc, transposed(pad.getOperand()),
-                                 pad.getValue(),
-                                 unpermuted(pad.getLow(), inverse),
-                                 unpermuted(pad.getHigh(), inverse),
-                                 pad.getMode());
-  } else if (auto concat = dyn_cast<graph::ConcatOp>(user)) {
-    SmallVector<Value> operands;
-    for (Value v : concat.getOperands())
-      operands.push_back(transposed(v));
-    moved = graph::ConcatOp::create(b, loc, operands, inverse[concat.getDim()]);
-  } else {
-    SmallVector<Value> operands;
-    for (Value v : user->getOperands())
-      operands.push_back(transposed(v));
-    Operation *clone = b.clone(*user);
-    clone->setOperands(operands);
-    clone->getResult(0).setType(t.getType());
-    moved = clone->getResult(0);
-  }
-  for (NamedAttribute a : user->getDiscardableAttrs())
-    moved.getDefiningOp()->setAttr(a.getName(), a.getValue());
+  });
   t.getResult().replaceAllUsesWith(moved);
   t->erase();
-  // Its operands' broadcasts or splats may be dead now.
-  SmallVector<Operation *> inputs;
-  for (Value v : user->getOperands())
-    if (Operation *def = v.getDefiningOp();
-        def && isa<graph::BroadcastInDimOp, graph::ConstantOp>(def) &&
-        !llvm::is_contained(inputs, def))
-      inputs.push_back(def);
+  SmallVector<Operation *> inputs = layoutInputs(user);
   user->erase();
-  for (Operation *def : inputs)
-    if (def->use_empty())
-      def->erase();
+  llvm::DenseSet<Operation *> erased;
+  eraseDead(inputs, nullptr, erased);
 }
 
 /// Moves every transpose of `fn` above the op that makes its operand

@@ -189,24 +189,6 @@ DTCC_ALWAYS_INLINE void scoreGradients(int64_t m, int64_t n, const C *pb,
   }
 }
 
-/// Gives every operand a row stride OpenBLAS takes as a leading dimension
-/// where the rows are not stepped: a view's stride along a dimension of one
-/// row is arbitrary (0, say), and gemm refuses one below the width.
-void settleRows(AttentionShape &p) {
-  auto settle = [](AttentionRows &r, int64_t rows, int64_t width) {
-    if (rows <= 1)
-      r.row = width;
-  };
-  settle(p.rows.q, p.sq, p.d);
-  settle(p.rows.k, p.sk, p.d);
-  settle(p.rows.v, p.sk, p.dv);
-  settle(p.rows.o, p.sq, p.dv);
-  settle(p.rows.dout, p.sq, p.dv);
-  settle(p.rows.dq, p.sq, p.d);
-  settle(p.rows.dk, p.sk, p.d);
-  settle(p.rows.dv, p.sk, p.dv);
-}
-
 /// Whether the f32/f64 products read an operand of S in place: rows of the
 /// compute type that do not overlap (the row stride at least the width;
 /// OpenBLAS takes no smaller leading dimension). Others are copied first
@@ -297,7 +279,6 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
                        const S *mask, S *out, float *lse) {
   using C = ComputeT<S>;
   constexpr bool kWiden = !std::is_same_v<S, C>;
-  settleRows(p);
   const int64_t qBlocks = (p.sq + kTile - 1) / kTile;
   // Per thread: a block of scores and the rows' max and sum; for a half
   // type also the query block, the keys and values, and the output block
@@ -361,7 +342,6 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
                            const S *dout, const S *mask, S *dq, S *dk, S *dv) {
   using C = ComputeT<S>;
   constexpr bool kWiden = !std::is_same_v<S, C>;
-  settleRows(p);
   // Per thread: the block's P and dS, dP, and the rows' D = rowsum(dO * O);
   // for a half type also the batch's operands and gradients in f32 (for
   // f32 and f64 copies only of rows the products cannot read in place).
@@ -572,7 +552,6 @@ KernelFn makeAttentionBf16Dot(AttentionShape p, const BFloat16 *q,
                               const BFloat16 *k, const BFloat16 *v,
                               const BFloat16 *mask, BFloat16 *out,
                               float *lse) {
-  settleRows(p);
   const int64_t qBlocks = (p.sq + kTile - 1) / kTile;
   const int64_t dp = (p.d + 1) / 2, pairsPerRow = kTile / 2;
   // Per thread: the scores, the rows' max and sum, the output block; the
@@ -630,7 +609,6 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
                                   const BFloat16 *o, const float *lse,
                                   const BFloat16 *dout, const BFloat16 *mask,
                                   BFloat16 *dq, BFloat16 *dk, BFloat16 *dv) {
-  settleRows(p);
   const int64_t dp = (p.d + 1) / 2, dvp = (p.dv + 1) / 2;
   const int64_t pairsPerRow = kTile / 2;
   // Per thread: P and dS blocks, the rows' D = rowsum(dO * O), the batch's

@@ -49,7 +49,9 @@ StatusOr<AttentionRows> rowsOf(const KernelContext &ctx, const TensorView &view,
   }
   if (rank < 2)
     return r; // planOperands reports the rank
-  r.row = strides[rank - 2];
+  // A single row's stride is never stepped, so a view may say any (0, say):
+  // the width then, which every backend takes as a leading dimension.
+  r.row = view.shape[rank - 2] <= 1 ? view.shape[rank - 1] : strides[rank - 2];
   r.lead.assign(strides.begin(), strides.end() - 2);
   const int64_t batch = product(view.shape, 0, rank - 2);
   r.base.assign(batch, 0);

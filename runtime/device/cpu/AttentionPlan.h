@@ -37,7 +37,7 @@ struct AttentionRows {
   /// The element offset of each batch index's first row.
   std::vector<int64_t> base;
   /// The strides of the leading dimensions B... (base[b] is b's multi-index
-  /// times these) and of the rows.
+  /// times these) and of the rows (the width where there is one row).
   std::vector<int64_t> lead;
   int64_t row = 0;
   /// base and row are those of a contiguous operand.
