@@ -164,6 +164,7 @@ static LogicalResult runPhasesOnce(ModuleOp module,
     if (!t.enabled)
       return module.emitError("--mesh places a training step: add --train");
     pipelines::ShardPhase shardPhase;
+    shardPhase.halfWeightCopies = options.halfWeightCopies;
     if (t.layoutSearch.enabled) {
       const TrainOptions::LayoutSearch &search = t.layoutSearch;
       planning::PlanSearchLayoutsOptions o;

@@ -102,6 +102,11 @@ struct CompileOptions {
   /// (dtcc-lower-to-exec's strided-views); false: the transposes, slices
   /// and concats around it copy, as imported.
   bool stridedViews = true;
+  /// ZeRO-1/2 with micro-batches or a pipeline under mixed precision keep
+  /// compute-type copies of the weights and split the fp32 masters over dp
+  /// (dtcc-shard-annotate's half-weight-copies); false: the masters stay
+  /// whole and each micro-batch casts them.
+  bool halfWeightCopies = true;
   /// Verify the module after every pass (MLIR's default); false: once,
   /// after the last phase. The planner's pricing compiles of zoo models
   /// (programs of up to millions of ops, whose IR the tests verify pass by

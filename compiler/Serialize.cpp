@@ -262,6 +262,9 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     v->set_trainable(var.getTrainable());
     if (auto stage = var->getAttrOfType<IntegerAttr>(shard::kStageAttr))
       v->set_stage(stage.getInt());
+    if (auto from =
+            var->getAttrOfType<FlatSymbolRefAttr>(graph::kRoundedFromAttr))
+      v->set_rounded_from(from.getValue().str());
     if (var->hasAttr(shard::kShardingAttr))
       setSharding(v->mutable_sharding(), var->getAttr(shard::kShardingAttr),
                   var->getAttr(shard::kGlobalTypeAttr));

@@ -1209,8 +1209,8 @@ private:
 
 std::string variableKind(const runtime::format::Variable &v) {
   const std::string &name = v.name();
-  if (v.trainable())
-    return "parameter";
+  if (v.trainable() || !v.rounded_from().empty())
+    return "parameter"; // a master weight or its half copy
   if (name.find("/grad_acc") != std::string::npos)
     return "gradient accumulator";
   if (name.find('/') != std::string::npos)

@@ -55,7 +55,9 @@ static void addShardPasses(OpPassManager &pm, int64_t stages,
   }
   if (o.layoutSearch && stages == 1)
     pm.addPass(planning::createPlanSearchLayouts(*o.layoutSearch));
-  pm.addPass(shard::createShardAnnotate());
+  shard::ShardAnnotateOptions annotate;
+  annotate.halfWeightCopies = o.halfWeightCopies;
+  pm.addPass(shard::createShardAnnotate(annotate));
   pm.addPass(shard::createShardPropagate());
   pm.addPass(shard::createShardPartition());
   pm.addPass(createCanonicalizerPass());

@@ -49,6 +49,8 @@ struct TrainPhase {
 struct ShardPhase {
   /// dtcc-plan-search-layouts' figures (it reads the mesh from the plan).
   std::optional<planning::PlanSearchLayoutsOptions> layoutSearch;
+  /// dtcc-shard-annotate's half-weight-copies.
+  bool halfWeightCopies = true;
 };
 
 void buildGraphPhase(mlir::OpPassManager &pm);

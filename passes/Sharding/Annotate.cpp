@@ -138,11 +138,17 @@ struct ShardAnnotatePass
     }
     if (failed(applyLayouts(module, plan)))
       return signalPassFailure();
+    // ZeRO-1/2 split a master weight over dp when the step can gather it
+    // once (one micro-batch, no pipeline) or reads a copy of it in the
+    // compute type that the update writes (otherwise it stays whole).
+    const bool gatherOnce =
+        plan.getMicroBatches() == 1 && plan.getPipelineStages() == 1;
+    if (halfWeightCopies && dpSize > 1 && (zero == 1 || zero == 2) &&
+        !gatherOnce && plan.getOffload() == Offload::None)
+      keepHalfWeightCopies(module);
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
-      annotateZero(module, dp, dpSize, zero,
-                   /*gatherOnce=*/plan.getMicroBatches() == 1 &&
-                       plan.getPipelineStages() == 1);
+      annotateZero(module, dp, dpSize, zero, gatherOnce);
     if (dpSize > 1 && zero < 2 && plan.getAccumulationSteps() > 1)
       accumulatePartialSums(module, dp);
     if (plan.getHalfGradReduce() &&
@@ -502,6 +508,115 @@ struct ShardAnnotatePass
     });
   }
 
+  /// Megatron-LM's distributed optimizer: every fp32 master weight `W`
+  /// that the step's functions read only through casts to one half type
+  /// (mixed precision's) -- besides the optimizer op that updates it --
+  /// gets a persistent copy `W/half` of that type and of W's layout (its
+  /// pipeline stage too). The casts become loads of the copy, and after the
+  /// store of W's update the new value is rounded and stored into it, so
+  /// W itself is read by the optimizer alone and ZeRO may split it over dp
+  /// with the optimizer state (annotateZero); the copy's dp-whole layout
+  /// makes that store an all-gather in the half type. The copy starts as
+  /// W's initial value rounded (`dgraph.rounded_from`, filled by the
+  /// runtime): the same values the casts gave. Returns how many weights
+  /// got one.
+  int keepHalfWeightCopies(ModuleOp module) {
+    MLIRContext *ctx = module.getContext();
+    // Each updated parameter and the stores of its new value (one per
+    // pipeline stage that updates a weight several stages share).
+    llvm::MapVector<Operation *, SmallVector<graph::StoreOp>> updates;
+    module.walk([&](graph::StoreOp store) {
+      Operation *def = store.getValue().getDefiningOp();
+      if (!isa_and_nonnull<graph::AdamwOp, graph::SgdOp>(def) ||
+          store.getValue() != def->getResult(0))
+        return;
+      if (auto var = module.lookupSymbol<graph::VariableOp>(store.getVariable()))
+        updates[var].push_back(store);
+    });
+    llvm::StringMap<SmallVector<graph::LoadOp>> loads;
+    module.walk([&](graph::LoadOp load) {
+      loads[load.getVariable()].push_back(load);
+    });
+    Operation *lastVariable = nullptr;
+    for (auto var : module.getOps<graph::VariableOp>())
+      lastVariable = var;
+    int made = 0;
+    for (auto &[op, stores] : updates) {
+      auto var = cast<graph::VariableOp>(op);
+      if (!var.getTrainable() || !var.getTensorType().getElementType().isF32())
+        continue;
+      FloatType half;
+      SmallVector<graph::CastOp> casts;
+      bool onlyCasts = true;
+      for (graph::LoadOp load : loads.lookup(var.getSymName())) {
+        for (OpOperand &use : load->getUses()) {
+          Operation *user = use.getOwner();
+          if (isa<graph::AdamwOp, graph::SgdOp>(user) &&
+              use.getOperandNumber() == 0)
+            continue;
+          auto c = dyn_cast<graph::CastOp>(user);
+          auto to = c ? dyn_cast<FloatType>(getElementTypeOrSelf(c.getType()))
+                      : FloatType();
+          if (!to || to.getWidth() != 16 || (half && to != half)) {
+            onlyCasts = false;
+            break;
+          }
+          half = to;
+          casts.push_back(c);
+        }
+        if (!onlyCasts)
+          break;
+      }
+      if (!onlyCasts || casts.empty())
+        continue;
+      std::string name = (var.getSymName() + "/half").str();
+      if (module.lookupSymbol(name))
+        continue; // a model's own variable of that name
+      RankedTensorType type = var.getTensorType().clone(half);
+      OpBuilder vb(ctx);
+      vb.setInsertionPointAfter(lastVariable);
+      auto copy = graph::VariableOp::create(
+          vb, NameLoc::get(vb.getStringAttr(name), var.getLoc()), name, type,
+          /*initial_value=*/ElementsAttr(), /*trainable=*/false);
+      lastVariable = copy;
+      copy->setAttr(graph::kRoundedFromAttr,
+                    FlatSymbolRefAttr::get(var.getSymNameAttr()));
+      for (StringRef keep : {StringRef(kShardingAttr), StringRef(kStageAttr)})
+        if (Attribute a = var->getAttr(keep))
+          copy->setAttr(keep, a);
+      // The stage functions that read the copy: a stage that updates a
+      // shared weight without reading it (a tied embedding's middle
+      // stages) keeps no copy up to date.
+      llvm::SmallPtrSet<Operation *, 4> readers;
+      for (graph::CastOp c : casts)
+        readers.insert(c->getParentOfType<func::FuncOp>());
+      for (graph::CastOp c : casts) {
+        OpBuilder b(c);
+        auto load = graph::LoadOp::create(b, c.getLoc(), type, name);
+        load->setDiscardableAttrs(c->getDiscardableAttrDictionary());
+        c.getResult().replaceAllUsesWith(load.getResult());
+        Value master = c.getOperand();
+        c.erase();
+        if (master.use_empty())
+          master.getDefiningOp()->erase();
+      }
+      for (graph::StoreOp update : stores) {
+        auto fn = update->getParentOfType<func::FuncOp>();
+        if (fn->hasAttr(kStageAttr) && !readers.contains(fn))
+          continue;
+        OpBuilder b(update->getBlock(), std::next(update->getIterator()));
+        auto rounded = graph::CastOp::create(b, update.getLoc(), type,
+                                             update.getValue());
+        rounded->setDiscardableAttrs(update->getDiscardableAttrDictionary());
+        auto store = graph::StoreOp::create(b, update.getLoc(), rounded, name);
+        store->setDiscardableAttrs(update->getDiscardableAttrDictionary());
+      }
+      var->setAttr(kHalfCopyAttr, FlatSymbolRefAttr::get(copy.getSymNameAttr()));
+      ++made;
+    }
+    return made;
+  }
+
   /// Gradient accumulation below ZeRO-2: each rank adds its own partial
   /// gradient into its accumulator (`partial = {dp}`), so the data-parallel
   /// sum is taken once per step, where @apply_step reads the accumulators,
@@ -722,9 +837,14 @@ struct ShardAnnotatePass
         if (state.getType() == paramType)
           if (auto load = state.getDefiningOp<graph::LoadOp>())
             shardVariable(op, load.getVariable());
-      if (zero >= 3 || gatherOnce)
-        if (auto load = op->getOperand(0).getDefiningOp<graph::LoadOp>())
+      if (auto load = op->getOperand(0).getDefiningOp<graph::LoadOp>()) {
+        auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+        // A master the step reads through its half copy: the optimizer's.
+        if (var && var->hasAttr(kHalfCopyAttr))
+          shardVariable(op, load.getVariable());
+        else if (zero >= 3 || gatherOnce)
           shardVariable(op, load.getVariable(), /*once=*/zero < 3);
+      }
       // Each rank updates its part of the state from its part of the
       // gradient: the data-parallel sum is a reduce-scatter, and the
       // gradient norm a sum of the parts' norms (the gradient itself is

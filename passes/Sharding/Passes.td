@@ -55,10 +55,28 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
       an error at that op.
     - `@main` (inference) is removed: a sharded program trains.
 
+    - `half-weight-copies` (the default), ZeRO-1 or 2 over dp > 1 under
+      mixed precision, with micro-batches accumulated or a pipeline
+      (Megatron-LM's distributed optimizer): each fp32 master weight that
+      the step reads only in the compute type gets a persistent copy in
+      that type, `@W/half` (`dgraph.rounded_from = @W`, its layout without
+      the dp split), which the forward and backward passes load instead
+      of casting the master at every micro-batch; the update stores the
+      new master rounded into it, and the master is split over dp with
+      the optimizer state. (One micro-batch without a pipeline splits the
+      master anyway and gathers it once in the compute type,
+      `dshard.gather_once`.)
+
     Errors: a module without a plan or without `@train_step`, a plan with
     pp > 1 on a step not cut into stages, a batch that does not divide, a
     layout naming no 2-D variable.
   }];
+  let options = [
+    Option<"halfWeightCopies", "half-weight-copies", "bool", /*default=*/"true",
+           "ZeRO-1/2 with micro-batches or a pipeline under mixed precision: "
+           "persistent compute-type copies of the master weights, the "
+           "masters split over dp">,
+  ];
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 

@@ -110,6 +110,18 @@ bool isRootRank(const Executable &exe) {
 /// Lists every variable of `program` (all pipeline stages) in `manifest`,
 /// each in the file of its index in the program, the same on every rank;
 /// returns each variable's file by name.
+/// The variables a checkpoint leaves out, each with the one it is derived
+/// from: the half copies of master weights (`rounded_from`), which a
+/// restore makes again from their masters. So a checkpoint does not depend
+/// on whether the program that wrote it kept such copies.
+std::map<std::string, std::string> roundedCopies(const format::Program &program) {
+  std::map<std::string, std::string> out;
+  for (const format::Variable &v : program.variables())
+    if (!v.rounded_from().empty())
+      out[v.name()] = v.rounded_from();
+  return out;
+}
+
 std::map<std::string, std::string>
 listVariables(const format::Program &program, format::Checkpoint &manifest) {
   manifest.set_format_version(kCheckpointFormatVersion);
@@ -117,6 +129,8 @@ listVariables(const format::Program &program, format::Checkpoint &manifest) {
   std::map<std::string, std::string> files;
   for (int i = 0; i < program.variables_size(); ++i) {
     const format::Variable &v = program.variables(i);
+    if (!v.rounded_from().empty())
+      continue;
     const format::Buffer &b = program.buffers(v.buffer());
     format::Checkpoint::Variable *entry = manifest.add_variables();
     entry->set_name(v.name());
@@ -163,7 +177,10 @@ Status saveCheckpoint(Executable &exe, const std::string &dirArg,
   manifest.clear_variables();
   std::vector<uint8_t> host;
   int index = 0;
+  const std::map<std::string, std::string> derived = roundedCopies(exe.program());
   for (const auto &[name, view] : exe.variables()) {
+    if (derived.count(name))
+      continue;
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
     host.resize(view.sizeInBytes());
     DTCC_RETURN_IF_ERROR(
@@ -221,11 +238,34 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
     entries[v.name()] = &v;
 
   // Check everything before touching a variable, and list every problem.
+  // A half copy is read from its master's file (written by a program with
+  // or without such copies), rounded.
+  const std::map<std::string, std::string> derived = roundedCopies(exe.program());
+  auto fileOf = [&](const std::string &name) {
+    auto d = derived.find(name);
+    return d == derived.end() ? name : d->second;
+  };
   std::string problems;
   std::set<std::string> used;
   for (const auto &[name, view] : exe.variables()) {
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
     DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
+    if (derived.count(name)) {
+      auto master = entries.find(fileOf(name));
+      if (master != entries.end() &&
+          (static_cast<DType>(master->second->dtype()) != DType::kF32 ||
+           std::vector<int64_t>(master->second->shape().begin(),
+                                master->second->shape().end()) != layout.global))
+        problems += strCat("\n  '", name, "': rounded from '", fileOf(name),
+                           "', which the checkpoint has as ",
+                           HostTensor::typeString(
+                               static_cast<DType>(master->second->dtype()),
+                               {master->second->shape().begin(),
+                                master->second->shape().end()}),
+                           ", expected ",
+                           HostTensor::typeString(DType::kF32, layout.global));
+      continue; // its master's entry is checked as that variable
+    }
     const int64_t globalBytes =
         HostTensor(view.dtype, layout.global).bytes.size();
     auto it = entries.find(name);
@@ -279,17 +319,28 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
 
   // Each rank reads its blocks: the checkpoint does not depend on the plan
   // that wrote it.
-  std::vector<uint8_t> host, piece;
+  std::vector<uint8_t> host, piece, master;
   for (const auto &[name, view] : exe.variables()) {
-    const format::Checkpoint::Variable &v = *entries.at(name);
+    const format::Checkpoint::Variable &v = *entries.at(fileOf(name));
     DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
     host.resize(view.sizeInBytes());
     int64_t elem = dtypeSize(view.dtype);
+    const bool rounded = derived.count(name) > 0;
     for (const BlockPiece &p : layout.pieces) {
       TensorBox box{p.globalStart, p.size};
       piece.resize(box.numel() * elem);
-      DTCC_RETURN_IF_ERROR(readTensorBox(dir + "/" + v.file(), view.dtype,
-                                         layout.global, box, piece.data()));
+      if (rounded) {
+        master.resize(box.numel() * sizeof(float));
+        DTCC_RETURN_IF_ERROR(readTensorBox(dir + "/" + v.file(), DType::kF32,
+                                           layout.global, box, master.data()));
+        const float *in = reinterpret_cast<const float *>(master.data());
+        uint16_t *out = reinterpret_cast<uint16_t *>(piece.data());
+        for (int64_t i = 0; i < box.numel(); ++i)
+          out[i] = view.dtype == DType::kBF16 ? floatToBf16(in[i])
+                                              : floatToHalf(in[i]);
+      } else
+        DTCC_RETURN_IF_ERROR(readTensorBox(dir + "/" + v.file(), view.dtype,
+                                           layout.global, box, piece.data()));
       copyBox(piece.data(), p.size, std::vector<int64_t>(p.size.size(), 0),
               host.data(), view.shape, p.localStart, p.size, elem);
     }
@@ -328,6 +379,8 @@ Status saveShardedCheckpoint(Executable &exe, const std::string &dirArg,
       listVariables(exe.program(), manifest);
   std::vector<uint8_t> host, piece;
   for (const auto &[name, view] : exe.variables()) {
+    if (!files.count(name))
+      continue; // a half copy, made again from its master on restore
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
     DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
     if (!layout.writes)
@@ -378,7 +431,10 @@ StatusOr<CheckpointSnapshot> snapshotCheckpoint(Executable &exe,
   const std::map<std::string, std::string> files =
       listVariables(exe.program(), manifest);
   std::vector<uint8_t> host;
+  const std::map<std::string, std::string> derived = roundedCopies(exe.program());
   for (const auto &[name, view] : exe.variables()) {
+    if (derived.count(name))
+      continue; // made again from its master on restore
     DTCC_RETURN_IF_ERROR(checkContiguous(name, view));
     DTCC_ASSIGN_OR_RETURN(VariableLayout layout, layoutOf(exe, name, view));
     if (!layout.writes)

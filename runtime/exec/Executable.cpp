@@ -171,6 +171,9 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
     return Status::ok();
   };
 
+  std::map<std::string, const format::Variable *> byName;
+  for (const format::Variable &var : program.variables())
+    byName[var.name()] = &var;
   for (const format::Variable &var : program.variables()) {
     // Another pipeline stage's variable shares this rank's memory with its
     // own: it is not this rank's.
@@ -178,7 +181,60 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
       continue;
     DTCC_ASSIGN_OR_RETURN(TensorView view, viewOf(program, var.buffer()));
     std::string what = "variable '" + var.name() + "'";
-    if (var.has_init() && var.has_sharding()) {
+    const format::Variable *from = nullptr;
+    if (!var.rounded_from().empty()) {
+      auto it = byName.find(var.rounded_from());
+      if (it == byName.end())
+        return dataLoss(what, " starts as variable '", var.rounded_from(),
+                        "' rounded, which the program lacks");
+      from = it->second;
+    }
+    if (from && from->has_init()) {
+      // A half copy of an fp32 master weight: the master's whole data
+      // rounded, then this rank's block of it.
+      DTCC_ASSIGN_OR_RETURN(TensorView source, viewOf(program, from->buffer()));
+      int64_t count = 1;
+      for (int64_t d : var.has_sharding() ? std::vector<int64_t>(
+                                                var.sharding().global_shape().begin(),
+                                                var.sharding().global_shape().end())
+                                          : view.shape)
+        count *= d;
+      if (source.dtype != DType::kF32 ||
+          (view.dtype != DType::kBF16 && view.dtype != DType::kF16))
+        return dataLoss(what, " is ", dtypeName(view.dtype), " rounded from ",
+                        dtypeName(source.dtype), " '", from->name(),
+                        "': expected bf16 or f16 from f32");
+      if (from->init().size() != count * 4 ||
+          !insideDataSection(from->init(), dataSize))
+        return dataLoss(what, ": '", from->name(), "' has ",
+                        from->init().size(), " bytes of data, expected ",
+                        count * 4, " (the whole tensor, f32)");
+      std::vector<uint8_t> rounded(size_t(count) * 2);
+      const float *in =
+          reinterpret_cast<const float *>(data + from->init().offset());
+      uint16_t *out = reinterpret_cast<uint16_t *>(rounded.data());
+      const bool bf16 = view.dtype == DType::kBF16;
+      cpu::parallelFor(count, 1 << 16, [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) {
+          float x;
+          std::memcpy(&x, in + i, 4); // the data section is byte-aligned
+          out[i] = bf16 ? floatToBf16(x) : floatToHalf(x);
+        }
+      });
+      if (var.has_sharding()) {
+        std::vector<uint8_t> block(view.sizeInBytes());
+        DTCC_RETURN_IF_ERROR(extractBlock(var.sharding(), coords_, 2,
+                                          rounded.data(), block.data())
+                                 .withContext(what));
+        DTCC_RETURN_IF_ERROR(writeBuffer(view, block.data()));
+      } else {
+        if (int64_t(rounded.size()) != view.sizeInBytes())
+          return dataLoss(what, " has ", view.sizeInBytes(),
+                          " bytes, its master '", from->name(), "' ",
+                          rounded.size() / 2, " elements");
+        DTCC_RETURN_IF_ERROR(writeBuffer(view, rounded.data()));
+      }
+    } else if (var.has_init() && var.has_sharding()) {
       // A split variable: the data is the whole tensor; take this rank's
       // block of it.
       int64_t globalBytes = dtypeSize(view.dtype);

@@ -164,6 +164,14 @@ cl::opt<bool> noStridedViews(
              "concats as imported) instead of passing them as strided views "
              "(for comparisons)"),
     cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> noHalfWeightCopies(
+    "no-half-weight-copies",
+    cl::desc("ZeRO-1/2 with micro-batches or a pipeline and --dtype "
+             "bf16/fp16: keep each fp32 master weight whole and cast it at "
+             "every micro-batch, instead of keeping a bf16/fp16 copy of the "
+             "weights and splitting the masters over dp (Megatron-LM's "
+             "distributed optimizer; for comparisons)"),
+    cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> printIrAfterAll("print-ir-after-all",
                               cl::desc("Print the IR after every pass"),
                               cl::sub(compileCmd), cl::cat(category));
@@ -501,6 +509,7 @@ int runImportOrCompile(bool compile) {
     compileOptions.target = target;
     compileOptions.fuse = fuse && !noFuse;
     compileOptions.stridedViews = !noStridedViews;
+    compileOptions.halfWeightCopies = !noHalfWeightCopies;
     dtcc::TrainOptions &t = compileOptions.train;
     t.enabled = train;
     t.loss = lossSpec;

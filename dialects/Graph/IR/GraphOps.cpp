@@ -87,6 +87,19 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
                : op->emitOpError("expected '")
                      << name << "' to be a #dgraph.layer, got " << value;
   }
+  if (name == kRoundedFromAttr) {
+    auto var = dyn_cast<VariableOp>(op);
+    if (!var || !isa<FlatSymbolRefAttr>(value))
+      return op->emitOpError("expected '")
+             << name << "' to be a symbol reference on a dgraph.variable, got "
+             << value;
+    if (!isa<FloatType>(var.getTensorType().getElementType()) ||
+        var.getTensorType().getElementType().getIntOrFloatBitWidth() != 16)
+      return op->emitOpError("'") << name << "' makes a bf16 or f16 copy, "
+                                  << "but the variable is "
+                                  << var.getTensorType();
+    return success();
+  }
   if (name == kNameAttr || name == kGradOfAttr)
     return op->emitOpError("'")
            << name << "' belongs on function arguments or results";

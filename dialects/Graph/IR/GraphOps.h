@@ -57,6 +57,11 @@ constexpr llvm::StringLiteral kOptimizerAttr = "dgraph.optimizer";
 /// the compute type of mixed precision ("bf16" or "fp16"), by
 /// dtcc-graph-mixed-precision.
 constexpr llvm::StringLiteral kDtypeAttr = "dgraph.dtype";
+/// On a variable: it starts as the named variable's initial value rounded
+/// to its own type (FlatSymbolRefAttr): the half-precision copy of an fp32
+/// master weight (dtcc-shard-annotate, ZeRO-1/2), which the runtime fills
+/// from the master's data when the program is loaded.
+constexpr llvm::StringLiteral kRoundedFromAttr = "dgraph.rounded_from";
 /// What the backward pass recomputes (a string: the mode, the layers and
 /// the ops per function), by autodiff and dtcc-graph-recompute-layers; the
 /// program carries it to `dtcc explain`.

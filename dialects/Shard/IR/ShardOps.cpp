@@ -89,6 +89,9 @@ LogicalResult ShardDialect::verifyOperationAttribute(Operation *op,
     return isCount() ? success() : expected("an integer >= 0");
   if (name == kZeroAttr || name == kGatherOnceAttr)
     return isa<UnitAttr>(value) ? success() : expected("a unit attribute");
+  if (name == kHalfCopyAttr)
+    return isa<FlatSymbolRefAttr>(value) ? success()
+                                         : expected("a symbol reference");
   if (name == kSequenceAttr) {
     if (!isa<ConstraintOp>(op))
       return op->emitOpError("expected '") << name << "' on a dshard.constraint";

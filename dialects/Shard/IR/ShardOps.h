@@ -57,6 +57,10 @@ constexpr llvm::StringLiteral kZeroAttr = "dshard.zero";
 /// its first use, and keeps the whole (compute-type) tensor for the step's
 /// other uses, where ZeRO-3 gathers again for each (unit).
 constexpr llvm::StringLiteral kGatherOnceAttr = "dshard.gather_once";
+/// On a master weight (FlatSymbolRefAttr): the compute-type copy the step
+/// reads instead of it (dtcc-shard-annotate's half-weight-copies); ZeRO-1/2
+/// split the master over dp with the optimizer state.
+constexpr llvm::StringLiteral kHalfCopyAttr = "dshard.half_copy";
 /// On a dshard.constraint: its split over tp is a sequence-parallel split
 /// (unit; dtcc-shard-annotate), which yields to any other use of tp.
 constexpr llvm::StringLiteral kSequenceAttr = "dshard.sequence";
