@@ -829,6 +829,7 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     CompileOptions options;
     options.target = "cuda";
     options.stridedViews = run.stridedViews;
+    options.halfWeightCopies = run.halfWeightCopies;
     // A zoo model's IR is verified once, after the phases; a file's after
     // every pass, so that a compiler fault names the pass.
     options.verifyEachPass = source.isFile();
@@ -1537,6 +1538,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
                                 ? GradientPasses::kFsdp1
                                 : GradientPasses::kAsCompiled);
   run.stridedViews = args.stridedViews;
+  run.halfWeightCopies = args.halfWeightCopies;
   const std::string attentionText =
       attentionCoreText +
       (run.gradients == GradientPasses::kAsCompiled

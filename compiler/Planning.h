@@ -75,6 +75,9 @@ struct PlanRequest {
   /// Price GPU plans from programs compiled as `dtcc compile
   /// --no-strided-views` does (attention's heads copied around it).
   bool stridedViews = true;
+  /// Price GPU plans from programs compiled as `dtcc compile
+  /// --no-half-weight-copies` does (ZeRO-1/2's fp32 masters whole).
+  bool halfWeightCopies = true;
   bool json = false;
   /// Re-plan with the figures scaled by 0.8 and 1.2 and prefer, among the
   /// plans within 2% of the fastest, the one that loses least in the worse

@@ -169,6 +169,10 @@ struct RunKernels {
   /// views (its default); false: as `dtcc compile --no-strided-views`
   /// (copies around attention), the program dtcc ran before it made views.
   bool stridedViews = true;
+  /// ZeRO-1/2 plans with micro-batches or a pipeline under mixed precision
+  /// keep compute-type copies of the weights, their masters split over dp
+  /// (dtcc's default); false: as `dtcc compile --no-half-weight-copies`.
+  bool halfWeightCopies = true;
   bool asCompiled() const {
     return attention == AttentionKernels::kAsCompiled &&
            gradients == GradientPasses::kAsCompiled;

@@ -185,6 +185,13 @@ cl::opt<bool> noStridedViews(
              "--no-strided-views (attention's heads copied around it: the "
              "programs dtcc ran before they were views)"),
     cl::sub(planCommand), cl::cat(outputCategory));
+cl::opt<bool> noHalfWeightCopies(
+    "no-half-weight-copies",
+    cl::desc("GPU clusters: price programs compiled as dtcc compile "
+             "--no-half-weight-copies (ZeRO-1/2 with micro-batches or a "
+             "pipeline keep whole fp32 master weights, cast at every "
+             "micro-batch)"),
+    cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<bool> json("json", cl::desc("The report as JSON (docs/planner.md)"),
                    cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<std::string> tracePath(
@@ -270,6 +277,7 @@ StatusOr<PlanRequest> request() {
   r.compiled = compiled;
   r.explainCost = explainCost;
   r.stridedViews = !noStridedViews;
+  r.halfWeightCopies = !noHalfWeightCopies;
   r.json = json;
   r.tracePath = tracePath;
   r.planOut = planOut;
