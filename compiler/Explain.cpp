@@ -291,6 +291,8 @@ std::string explainProgram(const Program &program, std::string_view data) {
 
   // Parameters first, then the other state.
   int64_t paramCount = 0, stateBytes = 0, splitState = 0, otherState = 0;
+  int64_t copies = 0, copyBytes = 0;
+  std::string copyType;
   std::ostringstream params;
   params << "  " << pad("parameter", 34) << pad("global shape", 16)
          << pad("sharding", 22) << "per rank\n";
@@ -302,6 +304,12 @@ std::string explainProgram(const Program &program, std::string_view data) {
                                                 v.sharding().global_shape().end())
                          : local;
     stateBytes += bufferBytes(b);
+    if (!v.rounded_from().empty()) {
+      ++copies;
+      copyBytes += bufferBytes(b);
+      copyType = runtime::dtypeName(static_cast<runtime::DType>(b.dtype()));
+      continue;
+    }
     if (!v.trainable()) {
       (v.has_sharding() ? splitState : otherState) += 1;
       continue;
@@ -316,7 +324,13 @@ std::string explainProgram(const Program &program, std::string_view data) {
            << "\n";
   }
   os << "parameters: " << runtime::formatCount(paramCount) << "\n"
-     << params.str() << "other state: " << splitState << " split and "
+     << params.str();
+  if (copies > 0)
+    os << "weight copies: " << copies << " " << copyType
+       << " copies of the fp32 master weights above, which the step reads "
+          "(the update rounds and gathers into them), "
+       << runtime::formatBytes(copyBytes) << " per rank\n";
+  os << "other state: " << splitState << " split and "
      << otherState
      << " whole tensors (optimizer moments, accumulators, counters); all "
         "state per rank "
