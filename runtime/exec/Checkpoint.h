@@ -25,7 +25,9 @@ namespace dtcc::runtime {
 
 class Executable;
 
-/// Saves every variable of `exe` to `dir`, with the run's state from
+/// Saves every variable of `exe` to `dir` (but the half copies of master
+/// weights, `rounded_from`: a restore rounds their masters again), with the
+/// run's state from
 /// `manifest` (step, seed, data settings; its variables are filled in). The
 /// save goes to DIR.tmp first; an existing checkpoint at `dir` is replaced
 /// only once the new one is complete. A non-empty `dir` that is not a
@@ -49,7 +51,9 @@ StatusOr<CheckpointSnapshot> snapshotCheckpoint(Executable &exe,
                                                 format::Checkpoint manifest);
 
 /// Loads the checkpoint at `dir` into the variables of `exe`. Every variable
-/// of the program must be in the checkpoint with the same dtype and shape,
+/// of the program must be in the checkpoint with the same dtype and shape
+/// (a half copy of a master weight is its master's data rounded, whether
+/// the checkpoint holds the copy or not),
 /// and the checkpoint must hold no others; all differences are listed in one
 /// error, and nothing is modified then. Files whose CRC-32C differs from the
 /// manifest's are an error (data loss) naming the file. Returns the manifest.
