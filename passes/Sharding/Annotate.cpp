@@ -140,11 +140,17 @@ struct ShardAnnotatePass
       return signalPassFailure();
     // ZeRO-1/2 split a master weight over dp when the step can gather it
     // once (one micro-batch, no pipeline) or reads a copy of it in the
-    // compute type that the update writes (otherwise it stays whole).
+    // compute type that the update writes (otherwise it stays whole). A
+    // pipeline stage reads its copies below ZeRO-1 too: its micro-batches
+    // would each cast every weight again, and keep the casts' results
+    // alive from their forward to their backward pass (Megatron-LM keeps
+    // its bf16 weights so either way).
     const bool gatherOnce =
         plan.getMicroBatches() == 1 && plan.getPipelineStages() == 1;
-    if (halfWeightCopies && dpSize > 1 && (zero == 1 || zero == 2) &&
-        !gatherOnce && plan.getOffload() == Offload::None)
+    const bool distributedOptimizer =
+        dpSize > 1 && (zero == 1 || zero == 2) && !gatherOnce;
+    if (halfWeightCopies && plan.getOffload() == Offload::None && zero < 3 &&
+        (distributedOptimizer || plan.getPipelineStages() > 1))
       keepHalfWeightCopies(module);
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)

@@ -585,6 +585,36 @@ Status Executable::randomizeVariablesWithoutData(uint64_t seed, double stddev) {
     DTCC_RETURN_IF_ERROR(
         writeBuffer(view, host.data()).withContext("variable '" + name + "'"));
   }
+  // Half copies of masters this rank holds alike: the masters' draws
+  // rounded, as the program's load would have made them.
+  std::map<std::string, const format::Variable *> copies;
+  for (const format::Variable &v : program_->variables())
+    if (!v.rounded_from().empty())
+      copies[v.name()] = &v;
+  for (size_t i : withoutData_) {
+    const auto &[name, view] = variables_[i];
+    auto it = copies.find(name);
+    if (it == copies.end())
+      continue;
+    const TensorView *master = variable(it->second->rounded_from());
+    const format::Sharding *ms = variableSharding(it->second->rounded_from());
+    const format::Sharding *cs = variableSharding(name);
+    const bool sameLayout =
+        master && master->dtype == DType::kF32 && master->shape == view.shape &&
+        (ms == nullptr) == (cs == nullptr) &&
+        (!ms || ms->SerializeAsString() == cs->SerializeAsString());
+    if (!sameLayout ||
+        (view.dtype != DType::kBF16 && view.dtype != DType::kF16))
+      continue;
+    std::vector<float> values(size_t(master->numel()));
+    DTCC_RETURN_IF_ERROR(readBuffer(*master, values.data()));
+    std::vector<uint16_t> rounded(values.size());
+    for (size_t k = 0; k < values.size(); ++k)
+      rounded[k] = view.dtype == DType::kBF16 ? floatToBf16(values[k])
+                                              : floatToHalf(values[k]);
+    DTCC_RETURN_IF_ERROR(writeBuffer(view, rounded.data())
+                             .withContext("variable '" + name + "'"));
+  }
   withoutData_.clear();
   return Status::ok();
 }

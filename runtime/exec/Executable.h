@@ -130,7 +130,10 @@ public:
   /// standard deviation `stddev`, seeded by `seed` and the variable's name
   /// (so replicas on every rank agree); variables that start at zero by
   /// definition (optimizer state) stay zero. For running models too large
-  /// to carry their weights, e.g. to time them.
+  /// to carry their weights, e.g. to time them. A half copy of a master
+  /// weight (`rounded_from`) is the master's draws rounded where this rank
+  /// holds the same part of both; where ZeRO split the master over dp it
+  /// is drawn on its own until the first update rounds the master into it.
   Status randomizeVariablesWithoutData(uint64_t seed, double stddev);
   /// How a variable is split over the mesh; null when every rank holds it
   /// whole.

@@ -2,8 +2,9 @@
 //
 // A variable with `rounded_from` (ZeRO-1/2's bf16/fp16 copy of an fp32
 // master weight): the executable fills it with the master's data rounded to
-// nearest even, checkpoints leave it out, and a restore rounds the restored
-// master again; a copy of a variable the program lacks is an error.
+// nearest even (from its random draws in a program without weights),
+// checkpoints leave it out, and a restore rounds the restored master again;
+// a copy of a variable the program lacks is an error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,6 +115,23 @@ TEST(HalfCopy, CheckpointsLeaveItOutAndARestoreRoundsTheMasterAgain) {
   ASSERT_TRUE(loaded.isOk()) << loaded.status().toString();
   EXPECT_EQ(halfValues(*fresh.value(), "w/half"), rounded(trained, true));
   EXPECT_EQ(halfValues(*fresh.value(), "w/f16"), rounded(trained, false));
+}
+
+TEST(HalfCopy, WithoutDataIsTheMastersDrawsRounded) {
+  CopyProgram c = copyProgram();
+  c.program.mutable_variables(0)->clear_init();
+  std::unique_ptr<Device> cpu = createCpuDevice();
+  auto exe = Executable::create(c.program, nullptr, 0, *cpu);
+  ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+  EXPECT_FALSE(exe.value()->hasInitialValues());
+  ASSERT_TRUE(exe.value()->randomizeVariablesWithoutData(5, 0.5).isOk());
+  std::vector<float> master(kMaster.size());
+  ASSERT_TRUE(exe.value()
+                  ->readBuffer(*exe.value()->variable("w"), master.data())
+                  .isOk());
+  EXPECT_NE(master, std::vector<float>(kMaster.size(), 0.0f));
+  EXPECT_EQ(halfValues(*exe.value(), "w/half"), rounded(master, true));
+  EXPECT_EQ(halfValues(*exe.value(), "w/f16"), rounded(master, false));
 }
 
 TEST(HalfCopy, OfAVariableTheProgramLacksIsAnError) {
