@@ -140,17 +140,15 @@ struct ShardAnnotatePass
       return signalPassFailure();
     // ZeRO-1/2 split a master weight over dp when the step can gather it
     // once (one micro-batch, no pipeline) or reads a copy of it in the
-    // compute type that the update writes (otherwise it stays whole). A
-    // pipeline stage reads its copies below ZeRO-1 too: its micro-batches
-    // would each cast every weight again, and keep the casts' results
-    // alive from their forward to their backward pass (Megatron-LM keeps
-    // its bf16 weights so either way).
+    // compute type that the update writes (otherwise it stays whole).
+    // (Below ZeRO-1 a copy would only move the step's one cast of each
+    // weight, which a pipeline's unrolled micro-batches share, from the
+    // workspace into the state: priced, Megatron-LM's 39B row kept its
+    // step and its memory.)
     const bool gatherOnce =
         plan.getMicroBatches() == 1 && plan.getPipelineStages() == 1;
-    const bool distributedOptimizer =
-        dpSize > 1 && (zero == 1 || zero == 2) && !gatherOnce;
-    if (halfWeightCopies && plan.getOffload() == Offload::None && zero < 3 &&
-        (distributedOptimizer || plan.getPipelineStages() > 1))
+    if (halfWeightCopies && dpSize > 1 && (zero == 1 || zero == 2) &&
+        !gatherOnce && plan.getOffload() == Offload::None)
       keepHalfWeightCopies(module);
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
