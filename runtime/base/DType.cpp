@@ -131,4 +131,26 @@ uint16_t floatToHalf(float value) {
   return sign | uint16_t(h);
 }
 
+void storeFloats(const float *in, int64_t n, DType dtype, void *out) {
+  switch (dtype) {
+  case DType::kF32:
+    std::memcpy(out, in, size_t(n) * sizeof(float));
+    break;
+  case DType::kF64:
+    for (int64_t k = 0; k < n; ++k)
+      static_cast<double *>(out)[k] = in[k];
+    break;
+  case DType::kBF16:
+    for (int64_t k = 0; k < n; ++k)
+      static_cast<uint16_t *>(out)[k] = floatToBf16(in[k]);
+    break;
+  case DType::kF16:
+    for (int64_t k = 0; k < n; ++k)
+      static_cast<uint16_t *>(out)[k] = floatToHalf(in[k]);
+    break;
+  default:
+    break;
+  }
+}
+
 } // namespace dtcc::runtime

@@ -64,6 +64,9 @@ struct BFloat16 {
 
 float halfToFloat(uint16_t bits);
 uint16_t floatToHalf(float value);
+/// `n` floats stored as `dtype` (f32, f64, or bf16 and f16 rounded to
+/// nearest even) at `out`; other types are not floating and are left alone.
+void storeFloats(const float *in, int64_t n, DType dtype, void *out);
 inline float bf16ToFloat(uint16_t bits) {
   uint32_t u = uint32_t(bits) << 16;
   float f;

@@ -333,11 +333,8 @@ StatusOr<format::Checkpoint> loadCheckpoint(Executable &exe,
         master.resize(box.numel() * sizeof(float));
         DTCC_RETURN_IF_ERROR(readTensorBox(dir + "/" + v.file(), DType::kF32,
                                            layout.global, box, master.data()));
-        const float *in = reinterpret_cast<const float *>(master.data());
-        uint16_t *out = reinterpret_cast<uint16_t *>(piece.data());
-        for (int64_t i = 0; i < box.numel(); ++i)
-          out[i] = view.dtype == DType::kBF16 ? floatToBf16(in[i])
-                                              : floatToHalf(in[i]);
+        storeFloats(reinterpret_cast<const float *>(master.data()),
+                    box.numel(), view.dtype, piece.data());
       } else
         DTCC_RETURN_IF_ERROR(readTensorBox(dir + "/" + v.file(), view.dtype,
                                            layout.global, box, piece.data()));

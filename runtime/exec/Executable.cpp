@@ -210,16 +210,13 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
                         from->init().size(), " bytes of data, expected ",
                         count * 4, " (the whole tensor, f32)");
       std::vector<uint8_t> rounded(size_t(count) * 2);
-      const float *in =
-          reinterpret_cast<const float *>(data + from->init().offset());
-      uint16_t *out = reinterpret_cast<uint16_t *>(rounded.data());
-      const bool bf16 = view.dtype == DType::kBF16;
+      const uint8_t *in = data + from->init().offset();
       cpu::parallelFor(count, 1 << 16, [&](int64_t begin, int64_t end, int) {
-        for (int64_t i = begin; i < end; ++i) {
-          float x;
-          std::memcpy(&x, in + i, 4); // the data section is byte-aligned
-          out[i] = bf16 ? floatToBf16(x) : floatToHalf(x);
-        }
+        // The data section is byte-aligned: its floats are copied out.
+        std::vector<float> chunk(size_t(end - begin));
+        std::memcpy(chunk.data(), in + begin * 4, chunk.size() * 4);
+        storeFloats(chunk.data(), end - begin, view.dtype,
+                    rounded.data() + begin * 2);
       });
       if (var.has_sharding()) {
         std::vector<uint8_t> block(view.sizeInBytes());
@@ -527,27 +524,6 @@ void drawNormal(uint64_t key, float stddev, float *x, int64_t n) {
   }
 }
 
-/// Stores `n` draws as `dtype` (a floating type) at `out`.
-void storeDraws(const float *draws, int64_t n, DType dtype, uint8_t *out) {
-  switch (dtype) {
-  case DType::kF32:
-    std::memcpy(out, draws, size_t(n) * 4);
-    break;
-  case DType::kF64:
-    for (int64_t k = 0; k < n; ++k)
-      reinterpret_cast<double *>(out)[k] = draws[k];
-    break;
-  case DType::kBF16:
-    for (int64_t k = 0; k < n; ++k)
-      reinterpret_cast<uint16_t *>(out)[k] = floatToBf16(draws[k]);
-    break;
-  default:
-    for (int64_t k = 0; k < n; ++k)
-      reinterpret_cast<uint16_t *>(out)[k] = floatToHalf(draws[k]);
-    break;
-  }
-}
-
 } // namespace
 
 Status Executable::randomizeVariablesWithoutData(uint64_t seed, double stddev) {
@@ -578,8 +554,8 @@ Status Executable::randomizeVariablesWithoutData(uint64_t seed, double stddev) {
                              std::min(kRandomChunk, n - first);
                          drawNormal(splitmixMix(varKey ^ uint64_t(chunk)),
                                     float(stddev), draws.data(), count);
-                         storeDraws(draws.data(), count, dtype,
-                                    host.data() + first * dtypeSize(dtype));
+                         storeFloats(draws.data(), count, dtype,
+                                     host.data() + first * dtypeSize(dtype));
                        }
                      });
     DTCC_RETURN_IF_ERROR(
@@ -609,9 +585,8 @@ Status Executable::randomizeVariablesWithoutData(uint64_t seed, double stddev) {
     std::vector<float> values(size_t(master->numel()));
     DTCC_RETURN_IF_ERROR(readBuffer(*master, values.data()));
     std::vector<uint16_t> rounded(values.size());
-    for (size_t k = 0; k < values.size(); ++k)
-      rounded[k] = view.dtype == DType::kBF16 ? floatToBf16(values[k])
-                                              : floatToHalf(values[k]);
+    storeFloats(values.data(), int64_t(values.size()), view.dtype,
+                rounded.data());
     DTCC_RETURN_IF_ERROR(writeBuffer(view, rounded.data())
                              .withContext("variable '" + name + "'"));
   }
