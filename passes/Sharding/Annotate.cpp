@@ -522,9 +522,8 @@ struct ShardAnnotatePass
   /// with the optimizer state (annotateZero); the copy's dp-whole layout
   /// makes that store an all-gather in the half type. The copy starts as
   /// W's initial value rounded (`dgraph.rounded_from`, filled by the
-  /// runtime): the same values the casts gave. Returns how many weights
-  /// got one.
-  int keepHalfWeightCopies(ModuleOp module) {
+  /// runtime): the same values the casts gave.
+  void keepHalfWeightCopies(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
     // Each updated parameter and the stores of its new value (one per
     // pipeline stage that updates a weight several stages share).
@@ -544,7 +543,6 @@ struct ShardAnnotatePass
     Operation *lastVariable = nullptr;
     for (auto var : module.getOps<graph::VariableOp>())
       lastVariable = var;
-    int made = 0;
     for (auto &[op, stores] : updates) {
       auto var = cast<graph::VariableOp>(op);
       if (!var.getTrainable() || !var.getTensorType().getElementType().isF32())
@@ -616,9 +614,7 @@ struct ShardAnnotatePass
         store->setDiscardableAttrs(update->getDiscardableAttrDictionary());
       }
       var->setAttr(kHalfCopyAttr, FlatSymbolRefAttr::get(copy.getSymNameAttr()));
-      ++made;
     }
-    return made;
   }
 
   /// Gradient accumulation below ZeRO-2: each rank adds its own partial

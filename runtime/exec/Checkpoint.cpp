@@ -107,9 +107,6 @@ bool isRootRank(const Executable &exe) {
   return !exe.comm() || exe.comm()->mesh().world().rank() == 0;
 }
 
-/// Lists every variable of `program` (all pipeline stages) in `manifest`,
-/// each in the file of its index in the program, the same on every rank;
-/// returns each variable's file by name.
 /// The variables a checkpoint leaves out, each with the one it is derived
 /// from: the half copies of master weights (`rounded_from`), which a
 /// restore makes again from their masters. So a checkpoint does not depend
@@ -122,6 +119,9 @@ std::map<std::string, std::string> roundedCopies(const format::Program &program)
   return out;
 }
 
+/// Lists every variable of `program` (all pipeline stages) but the
+/// roundedCopies in `manifest`, each in the file of its index in the
+/// program, the same on every rank; returns each variable's file by name.
 std::map<std::string, std::string>
 listVariables(const format::Program &program, format::Checkpoint &manifest) {
   manifest.set_format_version(kCheckpointFormatVersion);

@@ -189,59 +189,56 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
                         "' rounded, which the program lacks");
       from = it->second;
     }
+    // The elements of the whole tensor (a split variable's data is whole).
+    int64_t globalCount = view.numel();
+    if (var.has_sharding()) {
+      globalCount = 1;
+      for (int64_t d : var.sharding().global_shape())
+        globalCount *= d;
+    }
+    // The whole initial tensor: the variable's data, or for a half copy of
+    // an fp32 master weight the master's data rounded.
+    std::vector<uint8_t> rounded;
+    const uint8_t *whole = nullptr;
     if (from && from->has_init()) {
-      // A half copy of an fp32 master weight: the master's whole data
-      // rounded, then this rank's block of it.
       DTCC_ASSIGN_OR_RETURN(TensorView source, viewOf(program, from->buffer()));
-      int64_t count = 1;
-      for (int64_t d : var.has_sharding() ? std::vector<int64_t>(
-                                                var.sharding().global_shape().begin(),
-                                                var.sharding().global_shape().end())
-                                          : view.shape)
-        count *= d;
       if (source.dtype != DType::kF32 ||
           (view.dtype != DType::kBF16 && view.dtype != DType::kF16))
         return dataLoss(what, " is ", dtypeName(view.dtype), " rounded from ",
                         dtypeName(source.dtype), " '", from->name(),
                         "': expected bf16 or f16 from f32");
-      if (from->init().size() != count * 4 ||
+      if (from->init().size() != globalCount * 4 ||
           !insideDataSection(from->init(), dataSize))
         return dataLoss(what, ": '", from->name(), "' has ",
                         from->init().size(), " bytes of data, expected ",
-                        count * 4, " (the whole tensor, f32)");
-      std::vector<uint8_t> rounded(size_t(count) * 2);
+                        globalCount * 4, " (the whole tensor, f32)");
+      rounded.resize(size_t(globalCount) * 2);
       const uint8_t *in = data + from->init().offset();
-      cpu::parallelFor(count, 1 << 16, [&](int64_t begin, int64_t end, int) {
-        // The data section is byte-aligned: its floats are copied out.
-        std::vector<float> chunk(size_t(end - begin));
-        std::memcpy(chunk.data(), in + begin * 4, chunk.size() * 4);
-        storeFloats(chunk.data(), end - begin, view.dtype,
-                    rounded.data() + begin * 2);
-      });
-      if (var.has_sharding()) {
-        std::vector<uint8_t> block(view.sizeInBytes());
-        DTCC_RETURN_IF_ERROR(extractBlock(var.sharding(), coords_, 2,
-                                          rounded.data(), block.data())
-                                 .withContext(what));
-        DTCC_RETURN_IF_ERROR(writeBuffer(view, block.data()));
-      } else {
-        if (int64_t(rounded.size()) != view.sizeInBytes())
-          return dataLoss(what, " has ", view.sizeInBytes(),
-                          " bytes, its master '", from->name(), "' ",
-                          rounded.size() / 2, " elements");
-        DTCC_RETURN_IF_ERROR(writeBuffer(view, rounded.data()));
-      }
+      cpu::parallelFor(globalCount, 1 << 16,
+                       [&](int64_t begin, int64_t end, int) {
+                         // The data section is byte-aligned: its floats are
+                         // copied out.
+                         std::vector<float> chunk(size_t(end - begin));
+                         std::memcpy(chunk.data(), in + begin * 4,
+                                     chunk.size() * 4);
+                         storeFloats(chunk.data(), end - begin, view.dtype,
+                                     rounded.data() + begin * 2);
+                       });
+      whole = rounded.data();
     } else if (var.has_init() && var.has_sharding()) {
-      // A split variable: the data is the whole tensor; take this rank's
-      // block of it.
-      int64_t globalBytes = dtypeSize(view.dtype);
-      for (int64_t d : var.sharding().global_shape())
-        globalBytes *= d;
+      const int64_t globalBytes = globalCount * dtypeSize(view.dtype);
       if (var.init().size() != globalBytes ||
           !insideDataSection(var.init(), dataSize))
         return dataLoss(what, " has ", var.init().size(),
                         " bytes of data, expected ", globalBytes,
                         " (the whole tensor)");
+      whole = data + var.init().offset();
+    } else if (var.has_init()) {
+      DTCC_RETURN_IF_ERROR(checkData(var.init(), view, what));
+      whole = data + var.init().offset();
+    }
+    if (whole && var.has_sharding()) {
+      // A split variable: this rank's block of the whole tensor.
       DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> local,
                             localShape(var.sharding(), coords_));
       if (local != view.shape)
@@ -250,13 +247,12 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
                                "mpirun -np N)");
       std::vector<uint8_t> block(view.sizeInBytes());
       DTCC_RETURN_IF_ERROR(extractBlock(var.sharding(), coords_,
-                                        dtypeSize(view.dtype),
-                                        data + var.init().offset(), block.data())
+                                        dtypeSize(view.dtype), whole,
+                                        block.data())
                                .withContext(what));
       DTCC_RETURN_IF_ERROR(writeBuffer(view, block.data()));
-    } else if (var.has_init()) {
-      DTCC_RETURN_IF_ERROR(checkData(var.init(), view, what));
-      DTCC_RETURN_IF_ERROR(writeBuffer(view, data + var.init().offset()));
+    } else if (whole) {
+      DTCC_RETURN_IF_ERROR(writeBuffer(view, whole));
     } else {
       if (!var.zero_init())
         withoutData_.push_back(variables_.size());

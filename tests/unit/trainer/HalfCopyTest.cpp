@@ -134,6 +134,32 @@ TEST(HalfCopy, WithoutDataIsTheMastersDrawsRounded) {
   EXPECT_EQ(halfValues(*exe.value(), "w/f16"), rounded(master, false));
 }
 
+TEST(HalfCopy, OfAMasterNotF32OrOfTheWrongSizeIsAnError) {
+  std::unique_ptr<Device> cpu = createCpuDevice();
+  // An f32 "copy" of an f32 master rounds nothing.
+  CopyProgram c = copyProgram();
+  c.program.mutable_buffers(1)->set_dtype(int(DType::kF32));
+  auto exe = Executable::create(c.program, c.data.data(), c.data.size(), *cpu);
+  ASSERT_FALSE(exe.isOk());
+  EXPECT_NE(exe.status().message().find(
+                "variable 'w/half' is f32 rounded from f32 'w': expected "
+                "bf16 or f16 from f32"),
+            std::string::npos)
+      << exe.status().toString();
+  // A master's data that is not its whole tensor in f32 (the copy listed
+  // first: the master's own check would name it otherwise).
+  c = copyProgram();
+  c.program.mutable_variables(0)->mutable_init()->set_size(8);
+  c.program.mutable_variables()->SwapElements(0, 1);
+  exe = Executable::create(c.program, c.data.data(), c.data.size(), *cpu);
+  ASSERT_FALSE(exe.isOk());
+  EXPECT_NE(exe.status().message().find(
+                "variable 'w/half': 'w' has 8 bytes of data, expected 24 "
+                "(the whole tensor, f32)"),
+            std::string::npos)
+      << exe.status().toString();
+}
+
 TEST(HalfCopy, OfAVariableTheProgramLacksIsAnError) {
   CopyProgram c = copyProgram("v");
   std::unique_ptr<Device> cpu = createCpuDevice();

@@ -75,3 +75,20 @@ module {
     return
   }
 }
+
+// -----
+
+// Tests that a weight copy (dgraph.rounded_from) is a 16-bit float variable.
+module {
+  dgraph.variable @w : tensor<4xf32> {trainable}
+  // expected-error @+1 {{'dgraph.rounded_from' makes a bf16 or f16 copy, but the variable is 'tensor<4xf32>'}}
+  dgraph.variable @"w/half" : tensor<4xf32> {dgraph.rounded_from = @w}
+}
+
+// -----
+
+// Tests that dgraph.rounded_from names the master by a symbol, on a variable.
+module {
+  // expected-error @+1 {{expected 'dgraph.rounded_from' to be a symbol reference on a dgraph.variable, got "w"}}
+  dgraph.variable @"w/half" : tensor<4xbf16> {dgraph.rounded_from = "w"}
+}

@@ -114,6 +114,11 @@ dgraph.variable @w : tensor<4xf32> = dense<0.0> {dshard.zero = 1 : i64}
 
 // -----
 
+// expected-error @+1 {{expected 'dshard.half_copy' to be a symbol reference, got "w/half"}}
+dgraph.variable @w : tensor<4xf32> = dense<0.0> {dshard.half_copy = "w/half"}
+
+// -----
+
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{unknown dshard attribute 'dshard.stages'}}
   %y = dgraph.neg %x {dshard.stages = 1 : i64} : tensor<4xf32>
