@@ -5,7 +5,8 @@
 // Expand before a MatMul becomes the matmul's own broadcast), the elementwise
 // decompositions exporters write for GELU and SiLU fused back into one op,
 // powers by small integer constants as products, and sums of zero pads
-// that tile a tensor (slices' gradients) joined.
+// that tile a tensor (slices' gradients) joined, and the logs of sigmoids
+// that exporters write for log-sigmoid and BCE-with-logits made stable.
 //
 //===----------------------------------------------------------------------===//
 
@@ -315,6 +316,56 @@ struct SumOfPadsToConcat : OpRewritePattern<AddOp> {
   }
 };
 
+/// log(sigmoid(x)) -> -softplus(-x) and log(1 - sigmoid(x)) -> -softplus(x),
+/// with softplus(v) = max(v, 0) + log(1 + exp(-|v|)). torch.onnx.export
+/// writes F.logsigmoid and BCEWithLogits so; in f32, 1 - sigmoid(x) rounds
+/// to 0 above x = 17 and sigmoid(x) below about -88 to -104, where the log
+/// is -inf and its gradient NaN. Here nothing overflows; the forward
+/// loses only what log(1 + e) loses for e below an ulp of 1 (absolute
+/// error at most e), and the gradient keeps its relative precision.
+struct StableLogSigmoid : OpRewritePattern<LogOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LogOp op,
+                                PatternRewriter &rewriter) const override {
+    Value v = op.getOperand();
+    bool complement = false;
+    if (auto sub = v.getDefiningOp<SubOp>(); sub && isSplatNear(sub.getLhs(), 1.0)) {
+      v = sub.getRhs();
+      complement = true;
+    }
+    auto sigmoid = v.getDefiningOp<SigmoidOp>();
+    if (!sigmoid)
+      return failure();
+    Location loc = op.getLoc();
+    SmallVector<Operation *> created;
+    auto make = [&](auto opTag, auto... operands) -> Value {
+      using OpTy = decltype(opTag);
+      auto made = OpTy::create(rewriter, loc, operands...);
+      created.push_back(made);
+      return made;
+    };
+    auto type = cast<RankedTensorType>(op.getType());
+    auto splat = [&](double value) -> Value {
+      return make(ConstantOp(), DenseElementsAttr::get(
+                                    type, FloatAttr::get(type.getElementType(),
+                                                         value)));
+    };
+    // log(sigmoid(x)) = -softplus(-x); log(1 - sigmoid(x)) = -softplus(x).
+    Value x = sigmoid.getOperand();
+    Value arg = complement ? x : make(NegOp(), x);
+    Value negAbs = make(NegOp(), make(AbsOp(), arg));
+    Value log1p = make(LogOp(), make(AddOp(), splat(1.0), make(ExpOp(), negAbs)));
+    Value softplus = make(AddOp(), make(MaxOp(), arg, splat(0.0)), log1p);
+    Value result = make(NegOp(), softplus);
+    for (NamedAttribute a : op->getDiscardableAttrs())
+      for (Operation *c : created)
+        if (!c->hasAttr(a.getName()))
+          c->setAttr(a.getName(), a.getValue());
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 } // namespace
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
@@ -335,4 +386,9 @@ void AddOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 void PowOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                         MLIRContext *context) {
   patterns.add<PowBySmallConstant>(context);
+}
+
+void LogOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                        MLIRContext *context) {
+  patterns.add<StableLogSigmoid>(context);
 }

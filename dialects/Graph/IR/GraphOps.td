@@ -164,7 +164,9 @@ def Graph_AbsOp : Graph_UnaryOp<"abs", Graph_NumericTensor, "absolute value"> {
 }
 def Graph_SignOp : Graph_UnaryOp<"sign", Graph_NumericTensor, "sign (-1, 0 or 1)">;
 def Graph_ExpOp : Graph_UnaryOp<"exp", Graph_FloatTensor, "exponential">;
-def Graph_LogOp : Graph_UnaryOp<"log", Graph_FloatTensor, "natural logarithm">;
+def Graph_LogOp : Graph_UnaryOp<"log", Graph_FloatTensor, "natural logarithm"> {
+  let hasCanonicalizer = 1;
+}
 def Graph_SqrtOp : Graph_UnaryOp<"sqrt", Graph_FloatTensor, "square root">;
 def Graph_RsqrtOp : Graph_UnaryOp<"rsqrt", Graph_FloatTensor, "reciprocal square root">;
 def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", Graph_FloatTensor, "reciprocal (1/x)">;

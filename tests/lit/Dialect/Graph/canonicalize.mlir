@@ -225,3 +225,67 @@ func.func @pow_small_constants(%x: tensor<2x3xf32>, %n: tensor<2x3xi32>)
   %pi = dgraph.pow %n, %i2 : tensor<2x3xi32>
   return %p1, %p2, %p3, %pm1, %ph, %pi : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xi32>
 }
+
+// -----
+
+// Tests that log(sigmoid(x)) becomes -softplus(-x), with softplus(v) =
+// max(v, 0) + log(1 + exp(-|v|)): no sigmoid rounded to 0 under the log.
+// CHECK-LABEL: func.func @log_sigmoid
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
+// CHECK-NOT: dgraph.sigmoid
+// CHECK-DAG: %[[ONE:.*]] = dgraph.constant dense<1.000000e+00> : tensor<4xf32>
+// CHECK-DAG: %[[ZERO:.*]] = dgraph.constant dense<0.000000e+00> : tensor<4xf32>
+// CHECK: %[[ARG:.*]] = dgraph.neg %[[X]]
+// CHECK: %[[ABS:.*]] = dgraph.abs %[[ARG]]
+// CHECK: %[[NABS:.*]] = dgraph.neg %[[ABS]]
+// CHECK: %[[E:.*]] = dgraph.exp %[[NABS]]
+// CHECK: %[[SUM:.*]] = dgraph.add %{{.*}}, %{{.*}} : tensor<4xf32>
+// CHECK: %[[L:.*]] = dgraph.log %[[SUM]]
+// CHECK: %[[M:.*]] = dgraph.max %[[ARG]], %[[ZERO]]
+// CHECK: %[[SP:.*]] = dgraph.add %[[M]], %[[L]]
+// CHECK: %[[Y:.*]] = dgraph.neg %[[SP]]
+// CHECK: return %[[Y]]
+func.func @log_sigmoid(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %s = dgraph.sigmoid %x : tensor<4xf32>
+  %y = dgraph.log %s : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that log(1 - sigmoid(x)) becomes -softplus(x) (BCE-with-logits'
+// second term as exported), and that the sigmoid another op reads stays.
+// CHECK-LABEL: func.func @log_one_minus_sigmoid
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
+// CHECK: %[[S:.*]] = dgraph.sigmoid %[[X]]
+// CHECK: %[[ABS:.*]] = dgraph.abs %[[X]]
+// CHECK: dgraph.log
+// CHECK: %[[M:.*]] = dgraph.max %[[X]], %{{.*}}
+// CHECK: %[[SP:.*]] = dgraph.add %[[M]], %{{.*}}
+// CHECK: %[[Y:.*]] = dgraph.neg %[[SP]]
+// CHECK: return %[[Y]], %[[S]]
+func.func @log_one_minus_sigmoid(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %one = dgraph.constant dense<1.0> : tensor<4xf32>
+  %s = dgraph.sigmoid %x : tensor<4xf32>
+  %d = dgraph.sub %one, %s : tensor<4xf32>
+  %y = dgraph.log %d : tensor<4xf32>
+  return %y, %s : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that other logs stay: of 2 - sigmoid(x), of a plain value.
+// CHECK-LABEL: func.func @log_not_sigmoid
+// CHECK: dgraph.sigmoid
+// CHECK: dgraph.sub
+// CHECK: dgraph.log
+// CHECK: dgraph.log
+// CHECK-NOT: dgraph.abs
+func.func @log_not_sigmoid(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %two = dgraph.constant dense<2.0> : tensor<4xf32>
+  %s = dgraph.sigmoid %x : tensor<4xf32>
+  %d = dgraph.sub %two, %s : tensor<4xf32>
+  %y = dgraph.log %d : tensor<4xf32>
+  %z = dgraph.log %x : tensor<4xf32>
+  return %y, %z : tensor<4xf32>, tensor<4xf32>
+}
