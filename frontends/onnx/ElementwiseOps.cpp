@@ -8,6 +8,8 @@
 
 #include "frontends/onnx/NodeImporter.h"
 
+#include "mlir/IR/Matchers.h"
+
 using namespace mlir;
 using namespace dtcc::graph;
 
@@ -121,6 +123,31 @@ LogicalResult variadic(NodeImporter &n, bool mean = false) {
   return success();
 }
 
+/// The splat value of a float constant `v`, if it is one.
+std::optional<double> splatValue(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
+    return std::nullopt;
+  auto f = dyn_cast<FloatAttr>(attr.getSplatValue<Attribute>());
+  return f ? std::optional<double>(f.getValueAsDouble()) : std::nullopt;
+}
+
+/// Whether `v` is reduce_sum(x * x) or reduce_sum(|x|^p) (p > 0), reshaped
+/// or not (keepdims): a p-norm's sum.
+bool isSumOfPowers(Value v) {
+  if (auto r = v.getDefiningOp<ReshapeOp>())
+    v = r.getOperand();
+  auto sum = v.getDefiningOp<ReduceSumOp>();
+  if (!sum)
+    return false;
+  Operation *term = sum.getOperand().getDefiningOp();
+  if (auto square = dyn_cast_or_null<MulOp>(term))
+    return square.getLhs() == square.getRhs();
+  auto pow = dyn_cast_or_null<PowOp>(term);
+  auto p = pow ? splatValue(pow.getRhs()) : std::nullopt;
+  return p && *p > 0 && pow.getLhs().getDefiningOp<AbsOp>();
+}
+
 LogicalResult importPow(NodeImporter &n) {
   auto operands = n.broadcastAll({n.input(0), n.input(1)});
   if (failed(operands))
@@ -128,6 +155,14 @@ LogicalResult importPow(NodeImporter &n) {
   Value base = (*operands)[0];
   Value exponent =
       n.castTo((*operands)[1], getElementTypeOrSelf(base.getType()));
+  // A root (0 < exponent < 1) of a sum of |x|^p is a p-norm, which
+  // torch.norm(x, p, dim) and torch.linalg.vector_norm export so: its
+  // gradient is 0 at a zero vector (normOfSum), as PyTorch's.
+  auto e = splatValue(exponent);
+  if (e && *e > 0 && *e < 1 && isSumOfPowers(base)) {
+    n.setOutput(0, normOfSum(n, base, exponent));
+    return success();
+  }
   n.setOutput(0, n.fold<PowOp>(base, exponent));
   return success();
 }
@@ -178,13 +213,26 @@ LogicalResult importWhere(NodeImporter &n) {
 LogicalResult importClip(NodeImporter &n) {
   Value x = n.input(0);
   auto type = cast<RankedTensorType>(x.getType());
-  Value y = x;
+  Value y = x, inside;
   // Opset 11+ passes the bounds as optional scalar inputs; older opsets as
   // attributes, which the op's lowest supported opset (11) excludes.
-  if (n.hasInput(1))
-    y = n.fold<MaxOp>(y, n.broadcastTo(n.input(1), type.getShape()));
-  if (n.hasInput(2))
-    y = n.fold<MinOp>(y, n.broadcastTo(n.input(2), type.getShape()));
+  // min(max(x, lo), hi) gives the values (NaN stays NaN; lo > hi gives hi);
+  // the gradient is torch.clamp's, x's whole where lo <= x <= hi (bounds
+  // included) and 0 elsewhere, by selecting x there: max and min alone
+  // would split it in halves at a bound.
+  auto and_ = [&](Value c, Value d) { return c ? n.fold<AndOp>(c, d) : d; };
+  if (n.hasInput(1)) {
+    Value lo = n.broadcastTo(n.input(1), type.getShape());
+    y = n.fold<MaxOp>(y, lo);
+    inside = and_(inside, n.fold<GeOp>(x, lo));
+  }
+  if (n.hasInput(2)) {
+    Value hi = n.broadcastTo(n.input(2), type.getShape());
+    y = n.fold<MinOp>(y, hi);
+    inside = and_(inside, n.fold<LeOp>(x, hi));
+  }
+  if (inside)
+    y = n.fold<SelectOp>(inside, x, y);
   n.setOutput(0, y);
   return success();
 }
@@ -263,26 +311,36 @@ LogicalResult importLeakyRelu(NodeImporter &n) {
   return a.set(a.select(a.lt(a.x, a.c(0)), a.mul(a.x, a.c(alpha)), a.x));
 }
 
+/// alpha * (exp(x / scale) - 1) for x <= 0, x above, as PyTorch's elu
+/// (its gradient at 0 is the exponential branch's). The exponential reads
+/// min(x, 0) through a select: exp(x) of a large x would be inf, and the
+/// select's zero gradient times inf a NaN.
+Value expLinearUnit(Activation &a, double alpha, double scale) {
+  Value positive = a.gt(a.x, a.c(0));
+  Value nonPositive = a.select(positive, a.c(0), a.x);
+  if (scale != 1)
+    nonPositive = a.n.fold<DivOp>(nonPositive, a.c(scale));
+  Value neg = a.mul(a.c(alpha), a.sub(a.exp(nonPositive), a.c(1)));
+  return a.select(positive, a.x, neg);
+}
+
 LogicalResult importElu(NodeImporter &n) {
   Activation a(n);
   double alpha = n.attrFloat("alpha", 1.0f);
-  Value neg = a.mul(a.c(alpha), a.sub(a.exp(a.x), a.c(1)));
-  return a.set(a.select(a.lt(a.x, a.c(0)), neg, a.x));
+  return a.set(expLinearUnit(a, alpha, 1));
 }
 
 LogicalResult importSelu(NodeImporter &n) {
   Activation a(n);
   double alpha = n.attrFloat("alpha", 1.67326319217681884765625f);
   double gamma = n.attrFloat("gamma", 1.05070102214813232421875f);
-  Value neg = a.mul(a.c(alpha), a.sub(a.exp(a.x), a.c(1)));
-  return a.set(a.mul(a.c(gamma), a.select(a.gt(a.x, a.c(0)), a.x, neg)));
+  return a.set(a.mul(a.c(gamma), expLinearUnit(a, alpha, 1)));
 }
 
 LogicalResult importCelu(NodeImporter &n) {
   Activation a(n);
   double alpha = n.attrFloat("alpha", 1.0f);
-  Value expm1 = a.sub(a.exp(n.fold<DivOp>(a.x, a.c(alpha))), a.c(1));
-  return a.set(a.add(a.max(a.c(0), a.x), a.min(a.c(0), a.mul(a.c(alpha), expm1))));
+  return a.set(expLinearUnit(a, alpha, alpha));
 }
 
 LogicalResult importHardSigmoid(NodeImporter &n) {
@@ -336,6 +394,18 @@ LogicalResult importPRelu(NodeImporter &n) {
 
 LogicalResult importSigmoid(NodeImporter &n) { return unary<SigmoidOp, true>(n); }
 
+/// Sqrt, and the L2 norm where it reads a sum of squares: torch.norm(x,
+/// dim=...) exports as Sqrt(ReduceSum(Mul(x, x))), and PyTorch's gradient of
+/// it is 0 at a zero vector. So is dtcc's then for a torch.sqrt((x *
+/// x).sum(d)) written out, whose PyTorch gradient there is NaN (0 * inf).
+LogicalResult importSqrt(NodeImporter &n) {
+  Value x = n.input(0);
+  if (failed(requireFloat(n, x)))
+    return failure();
+  n.setOutput(0, isSumOfPowers(x) ? normOfSum(n, x) : n.fold<SqrtOp>(x));
+  return success();
+}
+
 } // namespace
 
 void appendElementwiseOps(std::vector<OpEntry> &ops) {
@@ -370,7 +440,7 @@ void appendElementwiseOps(std::vector<OpEntry> &ops) {
       {"Relu", 6, unary<ReluOp, false>},
       {"Exp", 6, unary<ExpOp, true>},
       {"Log", 6, unary<LogOp, true>},
-      {"Sqrt", 6, unary<SqrtOp, true>},
+      {"Sqrt", 6, importSqrt},
       {"Reciprocal", 6, unary<ReciprocalOp, true>},
       {"Tanh", 6, unary<TanhOp, true>},
       {"Sigmoid", 6, importSigmoid},

@@ -740,10 +740,16 @@ Value activate(NodeImporter &n, const Activation &f, Value x) {
     return n.fold<MaxOp>(
         c(0), n.fold<MinOp>(c(1), n.fold<AddOp>(n.fold<MulOp>(x, c(f.alpha)),
                                                 c(f.beta))));
-  if (name == "elu")
+  if (name == "elu") {
+    // exp reads 0 where x >= 0: exp of a large x would be inf there, and
+    // its gradient times the select's 0 a NaN.
+    Value nonNegative = n.fold<GeOp>(x, c(0));
+    Value negative = n.fold<SelectOp>(nonNegative, c(0), x);
     return n.fold<SelectOp>(
-        n.fold<GeOp>(x, c(0)), x,
-        n.fold<MulOp>(c(f.alpha), n.fold<SubOp>(n.fold<ExpOp>(x), c(1))));
+        nonNegative, x,
+        n.fold<MulOp>(c(f.alpha),
+                      n.fold<SubOp>(n.fold<ExpOp>(negative), c(1))));
+  }
   if (name == "softsign")
     return n.fold<DivOp>(x, n.fold<AddOp>(c(1), n.fold<AbsOp>(x)));
   // softplus: max(x, 0) + log(1 + exp(-|x|)), without overflow.

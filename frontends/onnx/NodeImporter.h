@@ -182,6 +182,14 @@ struct OpEntry {
   OpHandler handler;
 };
 
+/// `sum` ^ `exponent` (sqrt(`sum`) without one) as a p-norm of the
+/// nonnegative terms summed: its gradient is 0 where the sum is 0 (PyTorch's
+/// norm_backward), not pow's or sqrt's 0 * inf. For ReduceL2, and for the
+/// Sqrt or Pow of a ReduceSum of x * x or |x|^p that torch.norm(x, dim=...)
+/// and torch.linalg.vector_norm export.
+mlir::Value normOfSum(NodeImporter &n, mlir::Value sum,
+                      mlir::Value exponent = {});
+
 /// The handlers of each op family (one per file).
 void appendElementwiseOps(std::vector<OpEntry> &ops);
 void appendTensorOps(std::vector<OpEntry> &ops);

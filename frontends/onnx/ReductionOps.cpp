@@ -104,7 +104,7 @@ LogicalResult importReduce(NodeImporter &n, Kind kind) {
     y = n.reduce<ReduceSumOp>(n.fold<AbsOp>(x), dims, keep);
     break;
   case Kind::L2:
-    y = n.fold<SqrtOp>(n.reduce<ReduceSumOp>(n.fold<MulOp>(x, x), dims, keep));
+    y = normOfSum(n, n.reduce<ReduceSumOp>(n.fold<MulOp>(x, x), dims, keep));
     break;
   case Kind::SumSquare:
     y = n.reduce<ReduceSumOp>(n.fold<MulOp>(x, x), dims, keep);
@@ -157,6 +157,16 @@ LogicalResult importCumSum(NodeImporter &n) {
 }
 
 } // namespace
+
+Value normOfSum(NodeImporter &n, Value sum, Value exponent) {
+  // The root reads 1 in place of a zero sum and its result is then replaced
+  // by 0, so neither select passes a gradient through the zero.
+  auto type = typeOf(sum);
+  Value zero = n.splat(type, 0), isZero = n.fold<EqOp>(sum, zero);
+  Value safe = n.fold<SelectOp>(isZero, n.splat(type, 1), sum);
+  Value root = exponent ? n.fold<PowOp>(safe, exponent) : n.fold<SqrtOp>(safe);
+  return n.fold<SelectOp>(isZero, zero, root);
+}
 
 void appendReductionOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
