@@ -222,7 +222,9 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     }
 
   auto addBuffer = [&](runtime::format::Arena arena, int64_t offset,
-                       MemRefType type, StringRef name) -> int32_t {
+                       MemRefType type, StringRef name,
+                       std::optional<ArrayRef<int64_t>> live =
+                           std::nullopt) -> int32_t {
     auto *b = program.add_buffers();
     b->set_id(program.buffers_size() - 1);
     b->set_dtype(dtypeOf(type.getElementType()));
@@ -238,6 +240,10 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
     b->set_arena(arena);
     b->set_offset(offset);
     b->set_name(name.str());
+    if (live) {
+      b->mutable_live()->set_first(int32_t((*live)[0]));
+      b->mutable_live()->set_last(int32_t((*live)[1]));
+    }
     return b->id();
   };
 
@@ -305,7 +311,8 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
                  << buffer.getType().getElementType();
         StringRef name = buffer.getVariable() ? *buffer.getVariable() : "";
         ids[buffer.getResult()] =
-            addBuffer(arena, buffer.getOffset(), buffer.getType(), name);
+            addBuffer(arena, buffer.getOffset(), buffer.getType(), name,
+                      buffer.getLive());
         if (arena == runtime::format::ARENA_CONSTANT &&
             !constantsWritten[buffer.getOffset()]) {
           constantsWritten[buffer.getOffset()] = true;

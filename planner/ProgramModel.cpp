@@ -1155,7 +1155,10 @@ namespace {
 struct Storage {
   int64_t offset = 0, bytes = 0;
   int first = 0, last = 0; ///< instruction indices; -1: a function input
-  int producer = -1;       ///< the instruction that first writes it
+  /// The instruction that first writes it (a view only read: the first
+  /// that reads it); -1: a function input.
+  int producer = -1;
+  bool written = false;
 };
 
 /// The bytes covered by a changing set of [lo, hi) ranges of the workspace,
@@ -1309,7 +1312,7 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
     // times (aliases of one tensor overlap, and count once below).
     std::map<int, Storage> storages;
     const int n = fn.instructions_size();
-    auto touch = [&](int id, int at) {
+    auto touch = [&](int id, int at, bool writes) {
       const Buffer &b = program.buffers(id);
       if (b.arena() != runtime::format::ARENA_WORKSPACE)
         return;
@@ -1324,27 +1327,49 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
         s.first = s.last = at;
         s.producer = at;
       }
+      if (writes && !s.written && s.producer >= 0) {
+        s.producer = at;
+        s.written = true;
+      }
       s.first = std::min(s.first, at);
       s.last = std::max(s.last, at);
     };
     for (const auto &in : fn.inputs())
-      touch(in.buffer(), -1);
+      touch(in.buffer(), -1, /*writes=*/false);
     int lossAt = -1;
     for (int i = 0; i < n; ++i) {
       const Instruction &inst = fn.instructions(i);
       for (int id : inst.outputs())
-        touch(id, i);
+        touch(id, i, /*writes=*/true);
       for (int id : inst.inputs())
-        touch(id, i);
+        touch(id, i, /*writes=*/false);
     }
     for (const auto &out : fn.outputs()) {
-      touch(out.buffer(), n);
+      touch(out.buffer(), n, /*writes=*/false);
       if (out.name() == "loss")
         for (int i = 0; i < n; ++i)
           for (int id : fn.instructions(i).outputs())
             if (id == out.buffer() && lossAt < 0)
               lossAt = i;
     }
+    // The compiler's lifetimes where the program records them: the memory a
+    // buffer views lives from the first write of any of its views to the
+    // last read of any (a reshape read long after its producer wrote the
+    // whole), which the instructions naming one view do not show.
+    if (std::any_of(storages.begin(), storages.end(),
+                    [&](const auto &entry) {
+                      return program.buffers(entry.first).has_live();
+                    }))
+      for (auto it = storages.begin(); it != storages.end();) {
+        const Buffer &b = program.buffers(it->first);
+        if (!b.has_live()) { // live at no instruction
+          it = storages.erase(it);
+          continue;
+        }
+        it->second.first = b.live().first();
+        it->second.last = b.live().last();
+        ++it;
+      }
     // A fused attention kernel never makes its core's score-shaped tensors.
     std::set<int> unmade;
     if (fusedAttention)

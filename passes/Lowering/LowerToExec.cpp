@@ -969,6 +969,25 @@ void FunctionLowering::rewrite() {
   OpBuilder b(ctx);
   b.setInsertionPointToStart(newBody);
 
+  // Each workspace storage's lifetime in kernel indices: the kernels that
+  // run at a step of its lifetime (steps only grow along `kernels`).
+  auto liveOf = [&](const Storage &s) -> DenseI64ArrayAttr {
+    if (!isWorkspace(s.arena))
+      return {};
+    auto byStep = [](const PlannedKernel &k, int64_t step) {
+      return k.step < step;
+    };
+    int64_t first =
+        std::lower_bound(kernels.begin(), kernels.end(), s.first, byStep) -
+        kernels.begin();
+    int64_t last =
+        std::lower_bound(kernels.begin(), kernels.end(), s.last + 1, byStep) -
+        kernels.begin() - 1;
+    if (first > last)
+      return {};
+    return DenseI64ArrayAttr::get(ctx, {first, last});
+  };
+
   llvm::DenseMap<std::tuple<unsigned, Type, int64_t>, Value> buffers;
   Operation *lastBuffer = nullptr; // buffers come first, in creation order
   auto bufferFor = [&](const View &view) -> Value {
@@ -989,7 +1008,8 @@ void FunctionLowering::rewrite() {
     // A view into its storage (a slice of it) starts that many elements in.
     int64_t offset = s.offset + view.offset * elementBytes(elementType);
     auto op = exec::BufferOp::create(b, loc, type, arenaName(s.arena), offset,
-                                     s.variable, s.value, StringAttr());
+                                     s.variable, s.value, StringAttr(),
+                                     liveOf(s));
     lastBuffer = op;
     buffers[key] = op.getResult();
     return op.getResult();

@@ -63,6 +63,15 @@ LogicalResult BufferOp::verify() {
                          "non-negative strides, got ")
              << type;
   }
+  if (std::optional<ArrayRef<int64_t>> live = getLive()) {
+    if (arena != "workspace" && arena != "host_workspace")
+      return emitOpError("expected `live` only on a workspace buffer, got "
+                         "one in \"")
+             << arena << "\"";
+    if (live->size() != 2 || (*live)[0] < 0 || (*live)[0] > (*live)[1])
+      return emitOpError("expected `live` to be two kernel indices, "
+                         "0 <= first <= last");
+  }
   return success();
 }
 

@@ -25,7 +25,17 @@ def Exec_BufferOp : Exec_Op<"buffer", [Pure]> {
     %c = dexec.buffer "constant"[0] {value = dense<[1.0, 2.0]> : tensor<2xf32>}
         : memref<3x2xf32, strided<[0, 1]>>
     %m = dexec.buffer "host_state"[0] {variable = @fc.weight/adam_m} : memref<4x3xf32>
+    %t = dexec.buffer "workspace"[0] {live = array<i64: 2, 5>} : memref<8xf32>
     ```
+
+    A workspace buffer's `live` is the lifetime of the memory it views, in
+    the function's kernels: from the kernel index `live[0]` to `live[1]`
+    (inclusive), as dtcc-lower-to-exec's memory plan kept it. It spans every
+    view of that memory (a reshape read long after its producer wrote the
+    whole), which the kernels that name one view do not show; the planner's
+    memory report reads it (planner/ProgramModel.cpp). Absent: the memory is
+    live at no kernel (an input nothing reads), or the buffer came from
+    elsewhere (hand-written IR).
 
     **Constraints:**
     - the arena is "workspace", "state", "constant", "host_workspace" or
@@ -37,12 +47,15 @@ def Exec_BufferOp : Exec_Op<"buffer", [Pure]> {
       broadcast of a constant), exactly the elements its extent
       `1 + sum((size - 1) * stride)` spans;
     - the memref has a static shape and an identity or strided layout with
-      non-negative strides and zero offset.
+      non-negative strides and zero offset;
+    - `live`, where present, is on a workspace buffer ("workspace" or
+      "host_workspace") and is two kernel indices, 0 <= first <= last.
   }];
   let arguments = (ins StrAttr:$arena, I64Attr:$offset,
                        OptionalAttr<FlatSymbolRefAttr>:$variable,
                        OptionalAttr<ElementsAttr>:$value,
-                       OptionalAttr<StrAttr>:$name);
+                       OptionalAttr<StrAttr>:$name,
+                       OptionalAttr<DenseI64ArrayAttr>:$live);
   let results = (outs AnyStaticShapeMemRef:$result);
   let assemblyFormat = "$arena `[` $offset `]` attr-dict `:` type($result)";
   let hasVerifier = 1;

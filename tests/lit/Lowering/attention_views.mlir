@@ -5,16 +5,17 @@
 // strided buffers of the projection (no slice or transpose kernel); that
 // attention writes its output where the transpose back to [B, S, H, D]
 // would have copied it, and attention_grad writes the heads' gradients into
-// the slots of the concat they end in (no concat kernel).
+// the slots of the concat they end in (no concat kernel). Every view of one
+// memory carries that memory's lifetime (`live`).
 // CHECK-LABEL: func.func @heads()
-// CHECK-DAG: %[[QKV:.*]] = dexec.buffer "workspace"[0] : memref<2x8x48xf32>
-// CHECK-DAG: %[[Q:.*]] = dexec.buffer "workspace"[0] : memref<2x4x8x4xf32, strided<[384, 4, 48, 1]>>
-// CHECK-DAG: %[[K:.*]] = dexec.buffer "workspace"[64] : memref<2x4x8x4xf32, strided<[384, 4, 48, 1]>>
-// CHECK-DAG: %[[V:.*]] = dexec.buffer "workspace"[128] : memref<2x4x8x4xf32, strided<[384, 4, 48, 1]>>
-// CHECK-DAG: %[[O:.*]] = dexec.buffer "workspace"[[[OFF:[0-9]+]]] : memref<2x4x8x4xf32, strided<[128, 4, 16, 1]>>
-// CHECK-DAG: %[[Y:.*]] = dexec.buffer "workspace"[[[OFF]]] : memref<2x8x16xf32>
-// CHECK-DAG: %[[DQ:.*]] = dexec.buffer "workspace"[[[G:[0-9]+]]] : memref<2x4x8x4xf32, strided<[384, 4, 48, 1]>>
-// CHECK-DAG: %[[DQKV:.*]] = dexec.buffer "workspace"[[[G]]] : memref<2x8x48xf32>
+// CHECK-DAG: %[[QKV:.*]] = dexec.buffer "workspace"[0] {live = [[QKVLIVE:array<i64: [0-9]+, [0-9]+>]]} : memref<2x8x48xf32>
+// CHECK-DAG: %[[Q:.*]] = dexec.buffer "workspace"[0] {live = [[QKVLIVE]]} : memref<2x4x8x4xf32, strided<[384, 4, 48, 1]>>
+// CHECK-DAG: %[[K:.*]] = dexec.buffer "workspace"[64] {live = [[QKVLIVE]]} : memref<2x4x8x4xf32, strided<[384, 4, 48, 1]>>
+// CHECK-DAG: %[[V:.*]] = dexec.buffer "workspace"[128] {live = [[QKVLIVE]]} : memref<2x4x8x4xf32, strided<[384, 4, 48, 1]>>
+// CHECK-DAG: %[[O:.*]] = dexec.buffer "workspace"[[[OFF:[0-9]+]]] {live = [[OLIVE:array<i64: [0-9]+, [0-9]+>]]} : memref<2x4x8x4xf32, strided<[128, 4, 16, 1]>>
+// CHECK-DAG: %[[Y:.*]] = dexec.buffer "workspace"[[[OFF]]] {live = [[OLIVE]]} : memref<2x8x16xf32>
+// CHECK-DAG: %[[DQ:.*]] = dexec.buffer "workspace"[[[G:[0-9]+]]] {live = [[GLIVE:array<i64: [0-9]+, [0-9]+>]]} : memref<2x4x8x4xf32, strided<[384, 4, 48, 1]>>
+// CHECK-DAG: %[[DQKV:.*]] = dexec.buffer "workspace"[[[G]]] {live = [[GLIVE]]} : memref<2x8x48xf32>
 // CHECK-NOT: dexec.kernel "slice"
 // CHECK-NOT: dexec.kernel "transpose"
 // CHECK: dexec.kernel "attention" ins(%[[Q]], %[[K]], %[[V]] : {{.*}}) outs(%[[O]], %{{.*}} : {{.*}})

@@ -20,9 +20,9 @@
 // CHECK: linalg.yield
 // EXEC-LABEL: func.func @bias_gelu()
 // EXEC-SAME: dexec.workspace_bytes = 1088
-// EXEC-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] : memref<8x16xf32>
-// EXEC-DAG: %[[B:.*]] = dexec.buffer "workspace"[1024] : memref<16xf32>
-// EXEC-DAG: %[[Y:.*]] = dexec.buffer "workspace"[512] : memref<8x16xf32>
+// EXEC-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] {{.*}}: memref<8x16xf32>
+// EXEC-DAG: %[[B:.*]] = dexec.buffer "workspace"[1024] {{.*}}: memref<16xf32>
+// EXEC-DAG: %[[Y:.*]] = dexec.buffer "workspace"[512] {{.*}}: memref<8x16xf32>
 // EXEC: dexec.kernel "fused" ins(%[[X]], %[[B]] : memref<8x16xf32>, memref<16xf32>) outs(%[[Y]] : memref<8x16xf32>) attrs {dtcc.fused_ops = "dgraph.add,dgraph.gelu", dtcc.saved_bytes = 512 : i64, symbol = "bias_gelu_fused_0"}
 func.func @bias_gelu(%x: tensor<8x16xf32> {dgraph.name = "x"}, %b: tensor<16xf32> {dgraph.name = "b"}) -> (tensor<8x16xf32> {dgraph.name = "y"}) {
   %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<16xf32>) -> tensor<8x16xf32>

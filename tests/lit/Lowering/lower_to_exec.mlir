@@ -3,7 +3,7 @@
 // Tests that an elementwise chain runs in place in the input's buffer.
 // CHECK-LABEL: func.func @in_place()
 // CHECK-SAME: dexec.workspace_bytes = 64
-// CHECK: %[[B:.*]] = dexec.buffer "workspace"[0] : memref<4xf32>
+// CHECK: %[[B:.*]] = dexec.buffer "workspace"[0] {live = array<i64: 0, 1>} : memref<4xf32>
 // CHECK-NEXT: dexec.input "x", %[[B]]
 // CHECK-NEXT: dexec.kernel "exp" ins(%[[B]] : memref<4xf32>) outs(%[[B]] : memref<4xf32>)
 // CHECK-NEXT: dexec.kernel "neg" ins(%[[B]] : memref<4xf32>) outs(%[[B]] : memref<4xf32>)
@@ -17,12 +17,13 @@ func.func @in_place(%x: tensor<4xf32> {dgraph.name = "x"}) -> (tensor<4xf32> {dg
 // -----
 
 // Tests that a value used later is not overwritten, and that a dead buffer's
-// bytes are reused.
+// bytes are reused; each buffer's `live` is its memory's lifetime in kernels
+// (E's bytes are S's from the third).
 // CHECK-LABEL: func.func @reuse()
 // CHECK-SAME: dexec.workspace_bytes = 8192
-// CHECK-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] : memref<1024xf32>
-// CHECK-DAG: %[[E:.*]] = dexec.buffer "workspace"[4096] : memref<1024xf32>
-// CHECK-DAG: %[[S:.*]] = dexec.buffer "workspace"[4096] : memref<1024xf32>
+// CHECK-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] {live = array<i64: 0, 3>} : memref<1024xf32>
+// CHECK-DAG: %[[E:.*]] = dexec.buffer "workspace"[4096] {live = array<i64: 0, 1>} : memref<1024xf32>
+// CHECK-DAG: %[[S:.*]] = dexec.buffer "workspace"[4096] {live = array<i64: 2, 3>} : memref<1024xf32>
 // CHECK: dexec.kernel "exp" ins(%[[X]] : {{.*}}) outs(%[[E]] : {{.*}})
 // CHECK: dexec.kernel "add" ins(%[[X]], %[[E]] : {{.*}}) outs(%[[X]] : {{.*}})
 // CHECK: dexec.kernel "tanh" ins(%[[X]] : {{.*}}) outs(%[[S]] : {{.*}})
@@ -38,13 +39,13 @@ func.func @reuse(%x: tensor<1024xf32> {dgraph.name = "x"}) -> (tensor<1024xf32> 
 // -----
 
 // Tests that a broadcast feeding only elementwise ops is a stride-0 view of
-// the variable, and a reshape a view of its operand.
+// the variable, and a reshape a view of its operand (living as long).
 // CHECK: module attributes {dexec.constant_bytes = 0 : i64, dexec.state_bytes = 64 : i64, dexec.workspace_bytes = 64 : i64}
 // CHECK: dgraph.variable @b : tensor<3xf32> {dexec.offset = 0 : i64}
 // CHECK-LABEL: func.func @views()
 // CHECK-DAG: %[[BV:.*]] = dexec.buffer "state"[0] {variable = @b} : memref<2x3xf32, strided<[0, 1]>>
-// CHECK-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] : memref<2x3xf32>
-// CHECK-DAG: %[[R:.*]] = dexec.buffer "workspace"[0] : memref<6xf32>
+// CHECK-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] {live = array<i64: 0, 0>} : memref<2x3xf32>
+// CHECK-DAG: %[[R:.*]] = dexec.buffer "workspace"[0] {live = array<i64: 0, 0>} : memref<6xf32>
 // CHECK-NOT: broadcast_in_dim
 // CHECK: dexec.kernel "add" ins(%[[X]], %[[BV]] : memref<2x3xf32>, memref<2x3xf32, strided<[0, 1]>>) outs(%[[X]] : memref<2x3xf32>)
 // CHECK: dexec.output "y", %[[R]] : memref<6xf32>
@@ -63,7 +64,7 @@ func.func @views(%x: tensor<2x3xf32> {dgraph.name = "x"}) -> (tensor<6xf32> {dgr
 // stride-0 view of the constant's own elements.
 // CHECK-LABEL: func.func @constant_view()
 // CHECK-DAG: %[[CV:.*]] = dexec.buffer "constant"[0] {value = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>} : memref<3x2xf32, strided<[0, 1]>>
-// CHECK-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] : memref<3x2xf32>
+// CHECK-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] {live = array<i64: 0, 0>} : memref<3x2xf32>
 // CHECK: dexec.kernel "add" ins(%[[X]], %[[CV]] : memref<3x2xf32>, memref<3x2xf32, strided<[0, 1]>>) outs(%[[X]] : memref<3x2xf32>)
 func.func @constant_view(%x: tensor<3x2xf32> {dgraph.name = "x"}) -> (tensor<3x2xf32> {dgraph.name = "y"}) {
   %c = dgraph.constant dense<[1.0, 2.0]> : tensor<2xf32>
@@ -191,4 +192,24 @@ func.func @update(%g: tensor<4xf32> {dgraph.name = "g"}) {
   dgraph.store %m1, @m : tensor<4xf32>
   dgraph.store %v1, @v : tensor<4xf32>
   return
+}
+
+// -----
+
+// Tests that a view's memory lives from its first write to its last read
+// through any view: x's bytes, written in place by the exp (kernel 0) and
+// read as the reshape %r by the add (kernel 3), are live over kernels 0 to
+// 3 in both buffers that view them, though the kernels between name neither.
+// CHECK-LABEL: func.func @view_lifetime()
+// CHECK-DAG: %[[X:.*]] = dexec.buffer "workspace"[0] {live = array<i64: 0, 3>} : memref<2x3xf32>
+// CHECK-DAG: %[[R:.*]] = dexec.buffer "workspace"[0] {live = array<i64: 0, 3>} : memref<6xf32>
+// CHECK: dexec.kernel "exp" ins(%[[X]] : {{.*}}) outs(%[[X]] : {{.*}})
+// CHECK: dexec.kernel "add" ins(%[[R]], %{{.*}}) outs(%[[R]] : {{.*}})
+func.func @view_lifetime(%x: tensor<2x3xf32> {dgraph.name = "x"}, %y: tensor<6xf32> {dgraph.name = "y"}) -> (tensor<6xf32> {dgraph.name = "z"}) {
+  %e = dgraph.exp %x : tensor<2x3xf32>
+  %n = dgraph.neg %y : tensor<6xf32>
+  %t = dgraph.tanh %n : tensor<6xf32>
+  %r = dgraph.reshape %e : (tensor<2x3xf32>) -> tensor<6xf32>
+  %z = dgraph.add %r, %t : tensor<6xf32>
+  return %z : tensor<6xf32>
 }

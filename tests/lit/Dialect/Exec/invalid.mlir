@@ -17,6 +17,22 @@ func.func @f() {
 // -----
 
 func.func @f() {
+  // expected-error @+1 {{expected `live` only on a workspace buffer, got one in "state"}}
+  %0 = dexec.buffer "state"[0] {live = array<i64: 0, 1>} : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{expected `live` to be two kernel indices, 0 <= first <= last}}
+  %0 = dexec.buffer "workspace"[0] {live = array<i64: 3, 1>} : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
   // expected-error @+1 {{expected a value for a constant buffer}}
   %0 = dexec.buffer "constant"[0] : memref<4xf32>
   return
