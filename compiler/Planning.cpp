@@ -242,6 +242,28 @@ Status pinMesh(const runtime::MeshShape &mesh, SearchOptions &options) {
   return Status::ok();
 }
 
+/// Whether `mesh` (--mesh) can be a plan of `cluster`'s devices: its ranks
+/// are the devices when every axis is given or, with `leftOutAreOne`, the
+/// axes left out are 1; else the axes given divide the devices (the search
+/// chooses the others).
+Status checkMeshRanks(const runtime::MeshShape &mesh,
+                      const ClusterSpec &cluster, bool leftOutAreOne) {
+  if (mesh.empty())
+    return Status::ok();
+  const int64_t given = mesh.ranks(), devices = cluster.numDevices();
+  const bool whole =
+      leftOutAreOne || (mesh.has("dp") && mesh.has("pp") && mesh.has("tp"));
+  if (whole ? given == devices : devices % given == 0)
+    return Status::ok();
+  return invalidArgument(
+      "--mesh ", mesh.str(), " has ", given, " ranks, ",
+      whole ? "not the " : "which do not divide the ", devices,
+      devices == 1 ? " device" : " devices", " of the cluster (",
+      cluster.nodes, " node",
+      cluster.nodes > 1 ? "s" : "", " of ", cluster.perNode(),
+      "): give --nodes or --ranks to match");
+}
+
 /// The plan of a saved plan file (`dtcc plan --plan-out`), or of a bare
 /// plan object.
 StatusOr<Plan> savedPlanOf(const Json &json) {
@@ -575,12 +597,33 @@ compiledPricingGap(const Plan &plan, const ModelDesc &model,
 /// Compiled at 2 and 3 a 70B ZeRO-3 plan's memory grew 2.7 GB per layer, at
 /// 4 and 5 (and 6 and 7, 9 and 10) 0.38 GB.
 constexpr int64_t kLayersCompiled[2] = {4, 5};
-/// With pp stages (and v chunks per stage, interleaved) each of the pp x v
-/// chunks gets the same number of layers, so the program is compiled with
-/// one and two layers per chunk: every stage's time and memory, and the
-/// schedule's step (micro-batches of equal stages), grow linearly in the
-/// layers per chunk.
+/// With pp stages (and v chunks per stage, interleaved) the program is
+/// compiled with a and a + 1 layers per chunk (pp x v chunks), at least one
+/// and two. dtcc-shard-pipeline cuts the layers into stages of balanced
+/// cost, the embedding's on the first and the head's and loss's on the
+/// last: every stage's time and memory grow linearly in the layers per
+/// chunk only once the stages can be balanced, when a chunk holds at least
+/// as many layers as the head costs (a = the head's forward FLOPs over a
+/// layer's, rounded up). Below that the head's stage is the slowest and
+/// the others wait for it: compiled at one and two layers per chunk, a
+/// 32-layer GPT of width 1024 and vocabulary 32000 on 3 stages was priced
+/// at 92.9 ms a step (with the stages' parts extrapolated, 39.5 ms with the
+/// step itself), at three and four 63.5 ms, and at 10 and 11 (nearly the
+/// whole model) 63.8 ms. Models whose head costs less than a layer
+/// (Megatron-LM's, GPT-3's, Llama 2 and 3 70B and 405B) stay at one and
+/// two.
 constexpr int64_t kChunkLayersCompiled[2] = {1, 2};
+
+/// The layers per chunk a pipeline plan of `model` is compiled at (before
+/// the model's own layers per chunk cap them): the head's layers' worth,
+/// rounded up, at least kChunkLayersCompiled[0], and one more.
+std::pair<int64_t, int64_t> chunkLayersCompiled(const ModelDesc &model) {
+  const double heads = model.headForwardFlopsPerToken() /
+                       std::max(1.0, model.layerForwardFlopsPerToken());
+  const int64_t a = std::max(kChunkLayersCompiled[0],
+                             int64_t(std::ceil(heads - 1e-9)));
+  return {a, std::max(a + 1, kChunkLayersCompiled[1])};
+}
 
 /// The two micro-batch counts a pipeline plan is compiled at: a pipeline's
 /// micro-batches are unrolled in its step, and once there are 2 pp of them
@@ -609,8 +652,9 @@ std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
             std::min(model.layers, kLayersCompiled[1])};
   const int64_t chunks = plan.pp * std::max<int64_t>(1, plan.virtualStages);
   const int64_t perChunk = std::max<int64_t>(1, model.layers / chunks);
-  return {chunks * std::min(perChunk, kChunkLayersCompiled[0]),
-          chunks * std::min(perChunk, kChunkLayersCompiled[1])};
+  const auto [first, second] = chunkLayersCompiled(model);
+  return {chunks * std::min(perChunk, first),
+          chunks * std::min(perChunk, second)};
 }
 
 /// The probability of the Dropout nodes of a model described with dropout
@@ -942,6 +986,9 @@ struct ProgramChoice {
   /// Slower plans that could still have won but were not compiled, the
   /// compiles being spent (kComparedSlower, kComparedUnfit).
   int leftOut = 0;
+  /// Every plan compiled and priced, the search's choice first (the chosen
+  /// one among them).
+  std::vector<Candidate> priced;
 
   /// One line for a report's notes: the alternatives and both prices.
   std::string comparedNote() const {
@@ -963,6 +1010,71 @@ struct ProgramChoice {
     return note;
   }
 };
+
+/// The search's alternatives once its choice was decided by compiled
+/// programs (`choice`): the plans compiled and not chosen are rejected by
+/// their programs' prices against the chosen plan's; the slower plans only
+/// the analytic model priced keep that price, against the search's analytic
+/// choice, and say so; the chosen plan is not among them. At most
+/// `perKind` of each kind, as the search keeps them.
+void reviseAlternatives(SearchResult &search, const Candidate &chosen,
+                        const ProgramChoice &choice, double capacity,
+                        int perKind) {
+  const std::string chosenPlan = chosen.plan.summary();
+  std::set<std::string> compiled;
+  std::vector<Rejection> slower, unfit, rest;
+  for (const Candidate &c : choice.priced) {
+    if (!compiled.insert(c.plan.summary()).second ||
+        c.plan.summary() == chosenPlan)
+      continue;
+    Rejection r;
+    r.plan = c.plan;
+    r.stepTime = c.time.stepTime;
+    r.pricedBy = "compiled program";
+    if (c.fits) {
+      r.kind = Rejection::Kind::kSlower;
+      r.slowerFraction =
+          std::max(0.0, c.time.stepTime / chosen.time.stepTime - 1);
+      r.reason = "slower by " + formatPercent(r.slowerFraction) +
+                 " (both compiled programs)";
+      slower.push_back(r);
+    } else {
+      r.kind = Rejection::Kind::kOutOfMemory;
+      r.excessBytes = c.memory.total() - capacity;
+      r.reason = c.problem + " (compiled program)";
+      unfit.push_back(r);
+    }
+  }
+  auto byStep = [](const Rejection &a, const Rejection &b) {
+    return a.stepTime < b.stepTime;
+  };
+  std::stable_sort(slower.begin(), slower.end(), byStep);
+  for (const Rejection &r : search.slowerPlans)
+    if (!compiled.count(r.plan.summary()) && r.plan.summary() != chosenPlan) {
+      Rejection a = r;
+      a.reason = "analytic model: slower by " +
+                 formatPercent(r.slowerFraction) +
+                 " than the search's choice (not compiled)";
+      slower.push_back(a);
+    }
+  for (const Rejection &r : search.alternatives) {
+    if (r.kind == Rejection::Kind::kSlower ||
+        r.plan.summary() == chosenPlan)
+      continue;
+    (r.kind == Rejection::Kind::kOutOfMemory ? unfit : rest).push_back(r);
+  }
+  auto keep = [&](std::vector<Rejection> &list) {
+    if (list.size() > size_t(std::max(0, perKind)))
+      list.resize(size_t(std::max(0, perKind)));
+  };
+  keep(slower);
+  keep(unfit);
+  search.alternatives = std::move(slower);
+  search.alternatives.insert(search.alternatives.end(), unfit.begin(),
+                             unfit.end());
+  search.alternatives.insert(search.alternatives.end(), rest.begin(),
+                             rest.end());
+}
 
 /// `chosen` (the analytic search's choice, or a given plan, priced
 /// `analyticStep` by the analytic model) compiled and priced on `cluster`;
@@ -991,6 +1103,7 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
     return out;
   }
   out.price = std::move(priced.value());
+  out.priced.push_back(out.price->candidate);
   if (!slower)
     return out;
   const std::string proposed = llvm::formatv(
@@ -1019,6 +1132,7 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
     if (!p.isOk())
       continue;
     const Candidate &other = p.value().candidate;
+    out.priced.push_back(other);
     out.compared.push_back(llvm::formatv(
         "{0}: {1} analytic, {2} compiled{3}", r.plan.summary(),
         formatSeconds(r.stepTime), formatSeconds(other.time.stepTime),
@@ -1182,6 +1296,10 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
     if (!c.isOk())
       return c.status();
     cluster = c.value();
+  } else if (Status s = checkMeshRanks(args.mesh, cluster,
+                                       /*leftOutAreOne=*/true);
+             !s.isOk()) {
+    return s;
   }
   const int64_t ranks = cluster.numDevices();
 
@@ -1276,10 +1394,17 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
       Rejection r;
       r.plan = planOf(c, batch, policy);
       r.stepTime = c.seconds;
+      r.pricedBy = "compiled program";
       if (c.rejected.empty()) {
         r.kind = Rejection::Kind::kSlower;
         r.slowerFraction = c.seconds / best.seconds - 1;
-        r.reason = "slower by " + formatPercent(r.slowerFraction);
+        r.reason =
+            r.slowerFraction >= 0
+                ? "slower by " + formatPercent(r.slowerFraction)
+                : "faster by " + formatPercent(-r.slowerFraction) +
+                      ", but the chosen plan is simpler and within 0.5% "
+                      "(dtcc plan prefers the lower ZeRO stage, then fewer "
+                      "pipeline stages and tensor-parallel ranks)";
       } else if (c.priced) {
         r.kind = Rejection::Kind::kOutOfMemory;
         r.excessBytes = double(c.peakBytes) - figures.memoryBytes;
@@ -1637,6 +1762,10 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
         if (!c.isOk())
           return c.status();
         cluster = c.value();
+      } else if (Status s = checkMeshRanks(args.mesh, cluster,
+                                           /*leftOutAreOne=*/true);
+                 !s.isOk()) {
+        return s;
       }
     }
     fixed.fixZero = args.zero;
@@ -1695,6 +1824,10 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     options.fixMicroBatchSize = args.microBatch;
     if (Status s = pinMesh(args.mesh, options); !s.isOk())
       return s;
+    if (Status s = checkMeshRanks(args.mesh, cluster,
+                                  /*leftOutAreOne=*/false);
+        !s.isOk())
+      return s;
     bool pinned = options.fixDp || options.fixPp || options.fixTp ||
                   options.fixZero >= 0;
     // The search chooses only plans dtcc compile builds; the others are
@@ -1720,11 +1853,14 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
                        " compiled whole for cuda and simulated"
                  : llvm::formatv("{0} and {1} layers compiled for cuda "
                                  "and simulated (with pipeline stages "
-                                 "{2} and {3} per stage chunk), scaled "
+                                 "{2} and {3} per stage chunk: the head's "
+                                 "cost in layers, rounded up, and one "
+                                 "more), scaled "
                                  "to {4} layers",
                                  kLayersCompiled[0], kLayersCompiled[1],
-                                 kChunkLayersCompiled[0],
-                                 kChunkLayersCompiled[1], model.layers)
+                                 chunkLayersCompiled(model).first,
+                                 chunkLayersCompiled(model).second,
+                                 model.layers)
                        .str()) +
             "; compiled once, simulated in each world)";
         // As without --sensitivity: the analytic search's closest slower
@@ -1851,8 +1987,13 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
             "{0}; attention {1}; {2:f2} s",
             compiledLayersText(model, report.chosen->plan, programs),
             attentionText, compiledPrice->seconds);
-        if (!choice.compared.empty())
+        if (!choice.compared.empty()) {
           report.notes.push_back(choice.comparedNote());
+          if (report.search)
+            reviseAlternatives(*report.search, *report.chosen, choice,
+                               cluster.device.memoryBytes.value,
+                               args.alternatives);
+        }
       }
     }
     if (!compiledPrice)

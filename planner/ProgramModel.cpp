@@ -183,6 +183,20 @@ int64_t commTensorBytes(const Program &program, const Instruction &inst) {
   return bytes;
 }
 
+/// Most time first, each list.
+void sortLists(StageLists &lists) {
+  std::sort(lists.kernels.begin(), lists.kernels.end(),
+            [](const KernelTime &x, const KernelTime &y) {
+              return x.seconds > y.seconds;
+            });
+  std::sort(lists.comm.begin(), lists.comm.end(),
+            [](const CommItem &x, const CommItem &y) { return x.time > y.time; });
+  std::sort(lists.instructions.begin(), lists.instructions.end(),
+            [](const InstructionTime &x, const InstructionTime &y) {
+              return x.seconds > y.seconds;
+            });
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -914,26 +928,27 @@ private:
     // A pipeline's step ends when its last stage does.
     out.stepTime = out.stages[critical].end;
     out.criticalStage = ranks_[critical].stage;
-    SimRank &r = ranks_[critical];
-    for (auto &[name, k] : r.kernels)
-      out.kernels.push_back(k);
-    std::sort(out.kernels.begin(), out.kernels.end(),
-              [](const KernelTime &a, const KernelTime &b) {
-                return a.seconds > b.seconds;
-              });
-    for (auto &[key, item] : r.comm)
-      out.comm.push_back(item);
-    std::sort(out.comm.begin(), out.comm.end(),
-              [](const CommItem &a, const CommItem &b) {
-                return a.time > b.time;
-              });
-    out.flops = r.flops;
-    for (auto &[key, inst] : r.insts)
-      out.instructions.push_back(inst);
-    std::sort(out.instructions.begin(), out.instructions.end(),
-              [](const InstructionTime &a, const InstructionTime &b) {
-                return a.seconds > b.seconds;
-              });
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      SimRank &r = ranks_[i];
+      StageLists lists;
+      lists.stage = r.stage;
+      for (auto &[name, k] : r.kernels)
+        lists.kernels.push_back(k);
+      for (auto &[key, item] : r.comm)
+        lists.comm.push_back(item);
+      lists.flops = r.flops;
+      for (auto &[key, inst] : r.insts)
+        lists.instructions.push_back(inst);
+      sortLists(lists);
+      if (i == critical) {
+        out.kernels = lists.kernels;
+        out.comm = lists.comm;
+        out.flops = lists.flops;
+        out.instructions = lists.instructions;
+      }
+      if (ranks_.size() > 1)
+        out.stageLists.push_back(std::move(lists));
+    }
     if (record_) {
       // One representative rank per stage: coordinate 0 on every axis but
       // pp, whose ranks are row-major over the mesh.
@@ -1056,6 +1071,21 @@ void mergeByKey(std::vector<T> &out, const std::vector<T> &a, Key key,
 
 } // namespace
 
+StageLists ProgramTime::listsOf(int64_t stage) const {
+  for (const StageLists &l : stageLists)
+    if (l.stage == stage)
+      return l;
+  StageLists l;
+  l.stage = stage;
+  if (stage == criticalStage) {
+    l.kernels = kernels;
+    l.comm = comm;
+    l.flops = flops;
+    l.instructions = instructions;
+  }
+  return l;
+}
+
 ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
                                    double factor) {
   // Every extrapolated figure is a time, a count or a size: a trend that
@@ -1063,9 +1093,52 @@ ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
   auto lerp = [factor](double x, double y) {
     return std::max(0.0, x + factor * (y - x));
   };
+  // One stage's lists, `x`'s and `y`'s matched by name.
+  auto lists = [&](StageLists x, StageLists out) {
+    mergeByKey(
+        out.kernels, x.kernels, [](const KernelTime &k) { return k.kernel; },
+        [&](KernelTime &o, const KernelTime &p, const KernelTime &q) {
+          o.calls =
+              int64_t(std::llround(lerp(double(p.calls), double(q.calls))));
+          o.seconds = lerp(p.seconds, q.seconds);
+          o.flops = lerp(p.flops, q.flops);
+        });
+    mergeByKey(
+        out.comm, x.comm,
+        [](const CommItem &c) {
+          return std::string(c.group) + "/" + collectiveName(c.kind);
+        },
+        [&](CommItem &o, const CommItem &p, const CommItem &q) {
+          o.count = lerp(p.count, q.count);
+          o.busBytes = lerp(p.busBytes, q.busBytes);
+          o.time = lerp(p.time, q.time);
+          o.exposed = std::min(o.time, lerp(p.exposed, q.exposed));
+        });
+    mergeByKey(
+        out.instructions, x.instructions,
+        [](const InstructionTime &i) { return i.kernel + "@" + i.node; },
+        [&](InstructionTime &o, const InstructionTime &p,
+            const InstructionTime &q) {
+          o.calls =
+              int64_t(std::llround(lerp(double(p.calls), double(q.calls))));
+          o.seconds = lerp(p.seconds, q.seconds);
+          o.exposed = std::min(o.seconds, lerp(p.exposed, q.exposed));
+          o.bytes = lerp(p.bytes, q.bytes);
+        });
+    out.flops = lerp(x.flops, out.flops);
+    auto drop = [](auto &list, auto empty) {
+      list.erase(std::remove_if(list.begin(), list.end(), empty), list.end());
+    };
+    drop(out.kernels, [](const KernelTime &k) { return k.seconds <= 0; });
+    drop(out.instructions,
+         [](const InstructionTime &i) { return i.seconds <= 0; });
+    sortLists(out);
+    return out;
+  };
   ProgramTime out = b;
-  out.stepTime = lerp(a.stepTime, b.stepTime);
-  out.flops = lerp(a.flops, b.flops);
+  // Each stage's own parts are linear in its layers; its end is their sum
+  // (a wait that shrinks as the stage's own work grows stops at 0, where a
+  // line through the two ends would fall below the stage's work).
   for (ProgramStageTime &s : out.stages) {
     auto it = std::find_if(a.stages.begin(), a.stages.end(),
                            [&](const ProgramStageTime &x) {
@@ -1073,56 +1146,35 @@ ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
                            });
     ProgramStageTime zero;
     const ProgramStageTime &from = it == a.stages.end() ? zero : *it;
-    s.end = lerp(from.end, s.end);
     s.compute = lerp(from.compute, s.compute);
     s.optimizer = lerp(from.optimizer, s.optimizer);
     s.comm = lerp(from.comm, s.comm);
-    s.idle = std::max(0.0, s.end - s.compute - s.comm);
+    s.idle = lerp(from.idle, s.idle);
+    s.end = s.compute + s.comm + s.idle;
   }
-  mergeByKey(
-      out.kernels, a.kernels, [](const KernelTime &k) { return k.kernel; },
-      [&](KernelTime &o, const KernelTime &x, const KernelTime &y) {
-        o.calls = int64_t(std::llround(lerp(double(x.calls), double(y.calls))));
-        o.seconds = lerp(x.seconds, y.seconds);
-        o.flops = lerp(x.flops, y.flops);
-      });
-  mergeByKey(
-      out.comm, a.comm,
-      [](const CommItem &c) {
-        return std::string(c.group) + "/" + collectiveName(c.kind);
-      },
-      [&](CommItem &o, const CommItem &x, const CommItem &y) {
-        o.count = lerp(x.count, y.count);
-        o.busBytes = lerp(x.busBytes, y.busBytes);
-        o.time = lerp(x.time, y.time);
-        o.exposed = std::min(o.time, lerp(x.exposed, y.exposed));
-      });
-  mergeByKey(
-      out.instructions, a.instructions,
-      [](const InstructionTime &i) { return i.kernel + "@" + i.node; },
-      [&](InstructionTime &o, const InstructionTime &x,
-          const InstructionTime &y) {
-        o.calls = int64_t(std::llround(lerp(double(x.calls), double(y.calls))));
-        o.seconds = lerp(x.seconds, y.seconds);
-        o.exposed = std::min(o.seconds, lerp(x.exposed, y.exposed));
-        o.bytes = lerp(x.bytes, y.bytes);
-      });
-  auto drop = [](auto &list, auto empty) {
-    list.erase(std::remove_if(list.begin(), list.end(), empty), list.end());
-  };
-  drop(out.kernels, [](const KernelTime &k) { return k.seconds <= 0; });
-  drop(out.instructions,
-       [](const InstructionTime &i) { return i.seconds <= 0; });
-  std::sort(out.kernels.begin(), out.kernels.end(),
-            [](const KernelTime &x, const KernelTime &y) {
-              return x.seconds > y.seconds;
-            });
-  std::sort(out.comm.begin(), out.comm.end(),
-            [](const CommItem &x, const CommItem &y) { return x.time > y.time; });
-  std::sort(out.instructions.begin(), out.instructions.end(),
-            [](const InstructionTime &x, const InstructionTime &y) {
-              return x.seconds > y.seconds;
-            });
+  // The step is the slowest stage's end, which need not be the stage that
+  // was slowest in either program.
+  size_t critical = 0;
+  for (size_t i = 1; i < out.stages.size(); ++i)
+    if (out.stages[i].end > out.stages[critical].end)
+      critical = i;
+  if (!out.stages.empty()) {
+    out.stepTime = out.stages[critical].end;
+    out.criticalStage = out.stages[critical].stage;
+  } else {
+    out.stepTime = lerp(a.stepTime, b.stepTime);
+  }
+  out.stageLists.clear();
+  for (const ProgramStageTime &s : out.stages)
+    if (!b.stageLists.empty())
+      out.stageLists.push_back(
+          lists(a.listsOf(s.stage), b.listsOf(s.stage)));
+  StageLists critLists =
+      lists(a.listsOf(out.criticalStage), b.listsOf(out.criticalStage));
+  out.kernels = std::move(critLists.kernels);
+  out.comm = std::move(critLists.comm);
+  out.flops = critLists.flops;
+  out.instructions = std::move(critLists.instructions);
   out.timeline = Timeline();
   return out;
 }

@@ -83,6 +83,16 @@ struct ProgramStageTime {
   double idle = 0; ///< end - compute - comm: pipeline fill, drain, waits
 };
 
+/// One stage's kernels, communication and instructions over a step, as
+/// ProgramTime's lists of its critical stage.
+struct StageLists {
+  int64_t stage = 0;
+  std::vector<KernelTime> kernels;
+  std::vector<CommItem> comm;
+  double flops = 0;
+  std::vector<InstructionTime> instructions;
+};
+
 /// A step of the program, simulated.
 struct ProgramTime {
   double stepTime = 0; ///< the slowest stage's end
@@ -97,6 +107,13 @@ struct ProgramTime {
   double flops = 0; ///< matmul and convolution FLOPs of the critical stage per step
   /// Of the critical stage, by (kernel, ONNX node), most time first.
   std::vector<InstructionTime> instructions;
+  /// Every stage's lists (a pipeline's), the critical one's included: a
+  /// model with more layers can have another critical stage
+  /// (extrapolateProgramTime).
+  std::vector<StageLists> stageLists;
+  /// The lists of `stage`: its entry of stageLists, or the critical stage's
+  /// where there is none; empty lists for another stage without one.
+  StageLists listsOf(int64_t stage) const;
   /// With `recordTimeline`: every kernel and communication of one
   /// representative rank per stage (streams as TimeModel's timeline:
   /// compute, tp, pp, dp), for a Chrome trace.
@@ -204,9 +221,13 @@ bool isAttentionCoreNode(const std::string &node);
 /// instructions matched by name; what only one has counts as 0 in the
 /// other): the step of a model with more identical layers, from the
 /// simulated steps of two compiled with fewer (docs/planner.md, "Layers
-/// compiled once"). The critical stage, timeline and stage list are `b`'s.
-/// Every field is a time, count or size: a trend falling between `a` and
-/// `b` stops at 0, and a part exposed never exceeds its whole.
+/// compiled once"). Each stage's compute, communication and idle time is
+/// extrapolated and its end is their sum; the step is the slowest stage's
+/// end, and that stage's lists (from both programs) are the result's: at
+/// one layer per stage the head's stage can be the slowest, at ten a stage
+/// of layers only. The timeline is dropped. Every field is a time, count or
+/// size: a trend falling between `a` and `b` stops at 0, and a part exposed
+/// never exceeds its whole.
 ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
                                    double factor);
 

@@ -305,8 +305,11 @@ std::string formatReport(const PlanReport &r) {
       os << "  bubble          " << formatPercent(t.bubbleFraction)
          << " of the pipeline; idle / busy = "
          << share(t.bubbleTime, t.pipelineTime - t.bubbleTime)
-         << " (ideal (p-1)/(v m) = " << formatPercent(t.idealBubbleFraction)
-         << ")\n";
+         << (p.schedule == Schedule::kZeroBubbleH1
+                 ? " (ideal for zb-h1, (p-1)/m less the weight gradients' "
+                   "share of the step, = "
+                 : " (ideal (p-1)/(v m) = ")
+         << formatPercent(t.idealBubbleFraction) << ")\n";
 
     // Communication.
     if (!t.comm.empty()) {
@@ -473,6 +476,7 @@ Json reportToJson(const PlanReport &r) {
       aj.set("stepTime", a.stepTime);
       aj.set("excessBytes", a.excessBytes);
       aj.set("slowerFraction", a.slowerFraction);
+      aj.set("pricedBy", a.pricedBy);
       alternatives.push(aj);
     }
     search = Json::object();

@@ -93,6 +93,9 @@ struct Rejection {
   double stepTime = 0;      ///< predicted (0 for invalid plans)
   double excessBytes = 0;   ///< out of memory by
   double slowerFraction = 0;
+  /// Which model priced stepTime: "analytic" or "compiled program" (a GPU
+  /// plan the planner compiled to compare it with its choice).
+  std::string pricedBy = "analytic";
 };
 const char *rejectionKindName(Rejection::Kind kind);
 

@@ -228,10 +228,41 @@ StatusOr<PlanRequest> request() {
         {"vocab", &vocab}})
     if (option->getNumOccurrences())
       r.zooSizes[name] = *option;
+  // A size given is a size: 0 is not "the default".
+  for (auto [name, option] :
+       {std::pair<const char *, cl::opt<int64_t> *>{"layers", &layers},
+        {"hidden", &hidden},
+        {"heads", &heads},
+        {"kv-heads", &kvHeads},
+        {"ffn", &ffn},
+        {"vocab", &vocab},
+        {"seq", &seq},
+        {"global-batch", &globalBatch},
+        {"micro-batch", &microBatch}})
+    if (option->getNumOccurrences() && *option < 1)
+      return invalidArgument("--", name, ": expected at least 1, got ",
+                             int64_t(*option));
   r.tiedEmbeddings = tiedEmbeddings;
   r.frozen.assign(frozen.begin(), frozen.end());
   r.planIn = planIn;
   r.replan = replan;
+  // A saved plan is priced as saved: a flag that would change it is a
+  // mistake, not something to drop.
+  if (!planIn.empty() && !replan)
+    for (auto [name, given] : std::initializer_list<
+             std::pair<const char *, bool>>{
+             {"mesh", mesh.getNumOccurrences() > 0},
+             {"zero", zero.getNumOccurrences() > 0},
+             {"micro-batch", microBatch.getNumOccurrences() > 0},
+             {"micro-batches", microBatches.getNumOccurrences() > 0},
+             {"pipeline-schedule", pipelineSchedule.getNumOccurrences() > 0},
+             {"dtype", dtype.getNumOccurrences() > 0}})
+      if (given)
+        return invalidArgument(
+            "--", name, " would change the plan of --plan-in ",
+            planIn.getValue(),
+            ", which is priced as saved: edit the file, or add --replan to "
+            "search a plan for its model and cluster");
   r.cluster = cluster;
   r.nodes = nodes;
   r.clusterGiven = cluster.getNumOccurrences() || nodes.getNumOccurrences();

@@ -705,6 +705,48 @@ TEST(ProgramModel, ExtrapolatedFiguresStayPhysical) {
   EXPECT_NEAR(mid.kernels[0].seconds, 0.0015, 1e-12);
 }
 
+TEST(ProgramModel, ExtrapolatedPipelineStepIsTheSlowestStagesEnd) {
+  // Two stages: in the smaller compile stage 1 (the head's) is the slowest
+  // and stage 0 waits for it; stage 0's own work grows faster, so further
+  // out stage 0 is the slowest. The step is the largest extrapolated end,
+  // each end the sum of its stage's parts (stage 0's shrinking wait stops
+  // at 0), and the lists are stage 0's, from both programs.
+  auto stage = [](int64_t s, double compute, double comm, double idle) {
+    ProgramStageTime t;
+    t.stage = s, t.compute = compute, t.comm = comm, t.idle = idle;
+    t.end = compute + comm + idle;
+    return t;
+  };
+  auto lists = [](int64_t s, const char *kernel, double seconds) {
+    StageLists l;
+    l.stage = s;
+    KernelTime k;
+    k.kernel = kernel, k.calls = 1, k.seconds = seconds;
+    l.kernels = {k};
+    return l;
+  };
+  ProgramTime a, b;
+  a.stages = {stage(0, 2, 1, 7), stage(1, 8, 1, 1)};
+  b.stages = {stage(0, 4, 2, 5), stage(1, 9, 1, 1)};
+  a.stepTime = 10, b.stepTime = 11;
+  a.criticalStage = b.criticalStage = 1;
+  a.stageLists = {lists(0, "matmul", 2), lists(1, "softmax", 8)};
+  b.stageLists = {lists(0, "matmul", 4), lists(1, "softmax", 9)};
+  a.kernels = a.stageLists[1].kernels;
+  b.kernels = b.stageLists[1].kernels;
+  ProgramTime x = extrapolateProgramTime(a, b, 10);
+  // Stage 0: compute 22, comm 11, idle max(0, 7 - 20) = 0: ends at 33.
+  // Stage 1: 18 + 1 + 1 = 20. (A line through the steps: 20.)
+  EXPECT_EQ(x.criticalStage, 0);
+  EXPECT_NEAR(x.stepTime, 33, 1e-12);
+  EXPECT_NEAR(x.stages[0].end, 33, 1e-12);
+  EXPECT_NEAR(x.stages[1].end, 20, 1e-12);
+  ASSERT_EQ(x.kernels.size(), 1u);
+  EXPECT_EQ(x.kernels[0].kernel, "matmul");
+  EXPECT_NEAR(x.kernels[0].seconds, 22, 1e-12);
+  ASSERT_EQ(x.stageLists.size(), 2u);
+}
+
 TEST(ProgramModel, PipelineSendsAndReceivesAreOneRow) {
   // Stage 0 sends t and receives r; stage 1 receives t and sends r. Each
   // stage's sends and receives over pp are one "send/recv" row of its
