@@ -1550,6 +1550,15 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     if (!plan.isOk())
       return plan.status().withContext(args.planIn);
     savedPlan = plan.value();
+    // The file's global batch is its plan's (dtcc plan --plan-out writes
+    // both): one that differs was edited and says another plan.
+    if (const Json *b = json.value().find("globalBatch");
+        b && b->isNumber() && int64_t(b->asNumber()) != plan.value().globalBatch())
+      return invalidArgument(
+          args.planIn, ": globalBatch ", int64_t(b->asNumber()),
+          " is not its plan's dp x micro-batches x micro-batch size = ",
+          plan.value().dp, " x ", plan.value().microBatches, " x ",
+          plan.value().microBatchSize, " = ", plan.value().globalBatch());
     if (const Json *m = json.value().find("model")) {
       auto model = modelFromJson(*m);
       if (!model.isOk())
@@ -1601,6 +1610,13 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     cluster = c.value();
   }
   if (args.ranks > 0) {
+    // --ranks packs its ranks into nodes of the cluster's kind; with
+    // --nodes they must fit in those.
+    if (args.nodesGiven && args.ranks > cluster.numDevices())
+      return invalidArgument("--ranks ", args.ranks, " exceed the ",
+                             cluster.numDevices(), " devices of --nodes ",
+                             cluster.nodes, " (", cluster.perNode(),
+                             " a node)");
     auto c = clusterForRanks(cluster, args.ranks);
     if (!c.isOk())
       return c.status();
@@ -1615,6 +1631,19 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // The CPU backend stores attention scores (no fused kernel) and computes
   // in fp32: the models must count what it runs.
   const bool cpu = cluster.device.isCpu();
+  // What only the CPU clusters' compiled search takes is refused elsewhere,
+  // not dropped: a GPU search chooses micro-batches (from --global-batch
+  // and --micro-batch) and schedules itself.
+  if (!cpu && args.microBatches != 1)
+    return invalidArgument(
+        "--micro-batches applies to CPU clusters; on ", cluster.name,
+        " the search chooses the micro-batches from --global-batch and "
+        "--micro-batch");
+  if (!cpu && !args.schedule.empty())
+    return invalidArgument(
+        "--pipeline-schedule applies to CPU clusters; on ", cluster.name,
+        " the search chooses the schedule (a saved plan's schedule field "
+        "sets one: --plan-out, edit, --plan-in)");
   if (cpu) {
     model.flashAttention = false;
     model.attentionKernel.clear();

@@ -46,6 +46,8 @@ struct PlanRequest {
   std::vector<std::string> frozen;
   std::string cluster = "dgx-h100";
   int64_t nodes = 1;
+  /// --nodes was given (--ranks must fit in those nodes).
+  bool nodesGiven = false;
   /// --cluster or --nodes was given (a saved plan's cluster is not used).
   bool clusterGiven = false;
   int64_t ranks = 0; ///< 0: the cluster's devices

@@ -266,6 +266,7 @@ StatusOr<PlanRequest> request() {
   r.cluster = cluster;
   r.nodes = nodes;
   r.clusterGiven = cluster.getNumOccurrences() || nodes.getNumOccurrences();
+  r.nodesGiven = nodes.getNumOccurrences() > 0;
   r.ranks = ranks;
   if (ranks.getNumOccurrences() && ranks < 1)
     return invalidArgument("--ranks: expected at least 1, got ", ranks);
