@@ -325,6 +325,12 @@ std::string explainProgram(const Program &program, std::string_view data) {
   }
   os << "parameters: " << runtime::formatCount(paramCount) << "\n"
      << params.str();
+  if (std::string untrained = meta(runtime::metadata::kUntrained);
+      !untrained.empty())
+    os << "not trained (no gradient path to the loss; as PyTorch's optimizers "
+          "skip a parameter whose .grad is None, no update, weight decay or "
+          "optimizer state): "
+       << untrained << "\n";
   if (copies > 0)
     os << "weight copies: " << copies << " " << copyType
        << " copies of the fp32 master weights above, which the step reads "

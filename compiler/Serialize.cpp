@@ -205,6 +205,12 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
       names += (names.empty() ? "" : ",") + cast<StringAttr>(a).str();
     meta[runtime::metadata::kDataInputs] = names;
   }
+  if (auto names = module->getAttrOfType<ArrayAttr>(graph::kUntrainedAttr)) {
+    std::string text;
+    for (Attribute a : names)
+      text += (text.empty() ? "" : ",") + cast<StringAttr>(a).str();
+    meta[runtime::metadata::kUntrained] = text;
+  }
   if (auto vocab = module->getAttrOfType<IntegerAttr>(graph::kVocabSizeAttr))
     meta[runtime::metadata::kVocabSize] = std::to_string(vocab.getInt());
   if (auto dtype = module->getAttrOfType<StringAttr>(graph::kDtypeAttr))

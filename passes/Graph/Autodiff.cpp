@@ -12,6 +12,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
@@ -327,6 +328,40 @@ void AutodiffPass::runOnOperation() {
     train.emitError("the loss does not depend on any trainable parameter");
     return signalPassFailure();
   }
+  // The values the loss depends on through float values: a parameter with
+  // no such path (read only by a comparison, an integer cast, a shape) has
+  // no gradient in PyTorch (.grad stays None), and its optimizers skip it:
+  // no update, no weight decay, no state. One that reaches the loss through
+  // an op whose gradient is zero (floor, sign, a dead ReLU) has a zero
+  // gradient there, and is updated.
+  llvm::DenseSet<Value> reachesLoss = {lossValue};
+  for (Operation *op : llvm::reverse(forward))
+    if (llvm::any_of(op->getResults(),
+                     [&](Value r) { return reachesLoss.contains(r); }))
+      for (Value v : op->getOperands())
+        if (active.count(v))
+          reachesLoss.insert(v);
+  llvm::SetVector<StringRef> withPath, pathless;
+  for (LoadOp load : params)
+    (reachesLoss.contains(load.getResult()) ? withPath : pathless)
+        .insert(load.getVariable());
+  // A variable loaded more than once is trained if any load has a path.
+  SmallVector<Attribute> untrainedNames;
+  for (StringRef name : pathless) {
+    if (withPath.contains(name))
+      continue;
+    emitWarning(train.getLoc(), "parameter '")
+        << name << "' has no gradient path to the loss: it is not trained "
+        << "(as PyTorch's optimizers skip a parameter whose .grad is None)";
+    module.lookupSymbol<VariableOp>(name).setTrainable(false);
+    untrainedNames.push_back(b.getStringAttr(name));
+  }
+  llvm::erase_if(params, [&](LoadOp load) {
+    return !withPath.contains(load.getVariable());
+  });
+  if (!untrainedNames.empty())
+    module->setAttr(dtcc::graph::kUntrainedAttr,
+                    ArrayAttr::get(ctx, untrainedNames));
 
   // Backward, segment by segment in reverse.
   b.setInsertionPoint(ret);
@@ -457,8 +492,8 @@ void AutodiffPass::runOnOperation() {
   for (auto &[name, type] : paramTypes) {
     Value g = paramGrads.lookup(name);
     if (!g) {
-      emitWarning(train.getLoc(), "parameter '")
-          << name << "' does not affect the loss; its gradient is zero";
+      // A path through ops without a gradient (floor, sign): zero, as
+      // PyTorch's, which still decays the parameter.
       g = ConstantOp::create(
           b, train.getLoc(),
           DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));

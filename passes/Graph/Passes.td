@@ -68,7 +68,14 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
 
     `@train_step` returns the loss (named "loss") followed by one gradient
     per parameter, each tagged `dgraph.grad_of = @param` and named
-    "grad/<param>"; dtcc-graph-optimizer consumes them. `@main` stays for
+    "grad/<param>"; dtcc-graph-optimizer consumes them. A parameter that
+    reaches the loss through no chain of float values (read only by a
+    comparison, an integer cast or a shape) has no gradient, as in PyTorch
+    (.grad None), whose optimizers skip it: it becomes non-trainable, gets
+    no result, is named in the module's `dgraph.untrained` (which `dtcc
+    explain` prints) and is warned about. One whose path crosses ops without
+    a gradient (floor, sign) gets a zero gradient and is updated (decayed)
+    like any other. `@main` stays for
     inference, with its dropouts made identities and its training-mode batch
     normalizations (those with a `dgraph.batch_norm_update`) normalizing
     with the running statistics, which it no longer stores.

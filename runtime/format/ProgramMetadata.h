@@ -42,6 +42,10 @@ inline constexpr const char kRecompute[] = "dtcc.recompute";
 /// Which attention cores became one fused attention op, and why the others
 /// did not (dgraph.fused_attention); `dtcc explain` prints it.
 inline constexpr const char kFusedAttention[] = "dtcc.fused_attention";
+/// The model's float initializers that are not trained because the loss
+/// does not depend on them (no gradient path, dgraph.untrained),
+/// comma-separated; absent when there are none. `dtcc explain` prints them.
+inline constexpr const char kUntrained[] = "dtcc.untrained";
 /// Followed by a function's name: the bytes one rank sends per call of it,
 /// as the compiler counted them.
 inline constexpr const char kBytesSentPrefix[] = "dtcc.bytes_sent.";

@@ -131,7 +131,9 @@ def train_torch(model, names, batches, s, steps, dtype):
         loss.backward()
         losses.append(float(loss))
         if step == 1:
-            grads = {n: p.grad.double().numpy().copy() for n, p in model.named_parameters()}
+            # A parameter without a gradient path to the loss has none.
+            grads = {n: p.grad.double().numpy().copy() for n, p in model.named_parameters()
+                     if p.grad is not None}
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
         sched.step()

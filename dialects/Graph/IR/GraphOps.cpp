@@ -42,16 +42,19 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kDataInputsAttr || name == kVocabSizeAttr ||
+      name == kUntrainedAttr ||
       name == kOptimizerAttr || name == kDtypeAttr) {
     if (!isa<ModuleOp>(op))
       return op->emitOpError("'") << name << "' belongs on the module";
-    if (name == kDataInputsAttr) {
+    if (name == kDataInputsAttr || name == kUntrainedAttr) {
       auto names = dyn_cast<ArrayAttr>(value);
       if (!names || !llvm::all_of(names, [](Attribute a) {
             return isa<StringAttr>(a);
           }))
         return op->emitOpError("expected '")
-               << name << "' to be an array of input names, got " << value;
+               << name << "' to be an array of "
+               << (name == kDataInputsAttr ? "input" : "variable")
+               << " names, got " << value;
       return success();
     }
     if (name == kVocabSizeAttr) {

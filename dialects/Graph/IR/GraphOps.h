@@ -70,6 +70,10 @@ constexpr llvm::StringLiteral kRecomputedAttr = "dgraph.recomputed";
 /// ops, and why the others stayed (a string); the program carries it to
 /// `dtcc explain`.
 constexpr llvm::StringLiteral kFusedAttentionAttr = "dgraph.fused_attention";
+/// The parameters autodiff found no gradient path to the loss from (an
+/// array of variable names), made non-trainable as PyTorch's optimizers skip
+/// a parameter whose .grad is None; the program carries it to `dtcc explain`.
+constexpr llvm::StringLiteral kUntrainedAttr = "dgraph.untrained";
 
 /// The #dgraph.layer of `op`; null when it has none.
 LayerAttr layerOf(mlir::Operation *op);
