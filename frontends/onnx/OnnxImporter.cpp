@@ -359,6 +359,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   // Initializers: floats are weights (variables), the rest constants.
   llvm::StringSet<> initializerNames;
   SmallVector<std::string> folded;
+  SmallVector<Attribute> constantNames;
   for (const onnx::TensorProto &t : g.initializer()) {
     if (!initializerNames.insert(t.name()).second)
       return emitError(NameLoc::get(b.getStringAttr(t.name()), fileLoc()),
@@ -394,8 +395,13 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
       variables[t.name()] = var;
     } else {
       constantInitializers[t.name()] = value;
+      constantNames.push_back(b.getStringAttr(t.name()));
     }
   }
+  // `--frozen` may name them (autodiff reads this).
+  if (options.training && !constantNames.empty())
+    module->setAttr(dtcc::graph::kConstantInitializersAttr,
+                    b.getArrayAttr(constantNames));
 
   // Flags that name inputs must name real ones.
   for (const auto &[name, path] : options.bindings) {

@@ -269,11 +269,24 @@ void AutodiffPass::runOnOperation() {
   const int64_t recomputeLayers =
       recomputeFull && plan.getPipelineStages() == 1 ? plan.getRecomputeLayers()
                                                      : 0;
+  // Initializers the importer made constants (integer, bool) are not
+  // trained anyway: `frozen` may name them, as a model's named_buffers()
+  // lists them. A name that is neither is a mistake.
+  llvm::StringSet<> constantInitializers;
+  if (auto names = module->getAttrOfType<ArrayAttr>(
+          dtcc::graph::kConstantInitializersAttr))
+    for (auto name : names.getAsValueRange<StringAttr>())
+      constantInitializers.insert(name);
+  module->removeAttr(dtcc::graph::kConstantInitializersAttr);
   llvm::StringSet<> frozenSet;
   for (const std::string &name : frozen) {
     auto var = module.lookupSymbol<VariableOp>(name);
+    if (!var && constantInitializers.contains(name))
+      continue;
     if (!var) {
-      module.emitError("--frozen names '") << name << "', which is not a variable";
+      module.emitError("--frozen names '")
+          << name << "', which is not an initializer of the model (no "
+          << "variable or constant of that name)";
       return signalPassFailure();
     }
     frozenSet.insert(name);

@@ -126,7 +126,10 @@ def Autodiff : Pass<"dtcc-graph-autodiff", "mlir::ModuleOp"> {
     keep theirs.
 
     Errors: an op on the gradient path without a VJP rule (named, at its
-    ONNX node); no loss or an ambiguous one; an unknown frozen variable.
+    ONNX node); no loss or an ambiguous one; a frozen name that is neither
+    a variable nor one of the importer's constant initializers
+    (`dgraph.constant_initializers`: integer and bool initializers, which
+    `frozen` may name, as a model's named_buffers() lists them).
 
     Example: for `@main(%x) -> loss` with `%l = dgraph.mul %w, %x`, a
     `@train_step` returning `(%loss, %dw)` where `%dw = dgraph.mul %g, %x`.

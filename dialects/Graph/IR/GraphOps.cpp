@@ -42,18 +42,21 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kDataInputsAttr || name == kVocabSizeAttr ||
-      name == kUntrainedAttr ||
+      name == kUntrainedAttr || name == kConstantInitializersAttr ||
       name == kOptimizerAttr || name == kDtypeAttr) {
     if (!isa<ModuleOp>(op))
       return op->emitOpError("'") << name << "' belongs on the module";
-    if (name == kDataInputsAttr || name == kUntrainedAttr) {
+    if (name == kDataInputsAttr || name == kUntrainedAttr ||
+        name == kConstantInitializersAttr) {
       auto names = dyn_cast<ArrayAttr>(value);
       if (!names || !llvm::all_of(names, [](Attribute a) {
             return isa<StringAttr>(a);
           }))
         return op->emitOpError("expected '")
                << name << "' to be an array of "
-               << (name == kDataInputsAttr ? "input" : "variable")
+               << (name == kDataInputsAttr    ? "input"
+                   : name == kUntrainedAttr ? "variable"
+                                            : "initializer")
                << " names, got " << value;
       return success();
     }

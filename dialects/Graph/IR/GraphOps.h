@@ -70,6 +70,13 @@ constexpr llvm::StringLiteral kRecomputedAttr = "dgraph.recomputed";
 /// ops, and why the others stayed (a string); the program carries it to
 /// `dtcc explain`.
 constexpr llvm::StringLiteral kFusedAttentionAttr = "dgraph.fused_attention";
+/// On the module, from the ONNX importer when training: the names of the
+/// initializers that became constants rather than variables (integer and
+/// bool tensors), an array of strings. They are not trainable anyway, so
+/// autodiff's `frozen` may name them (a model's named_buffers() includes
+/// integer buffers such as BERT's position_ids); autodiff removes it.
+constexpr llvm::StringLiteral kConstantInitializersAttr =
+    "dgraph.constant_initializers";
 /// The parameters autodiff found no gradient path to the loss from (an
 /// array of variable names), made non-trainable as PyTorch's optimizers skip
 /// a parameter whose .grad is None; the program carries it to `dtcc explain`.
