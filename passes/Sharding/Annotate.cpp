@@ -704,22 +704,22 @@ struct ShardAnnotatePass
     return narrowed;
   }
 
-  /// Splits dimension 0 of every data input over dp.
+  /// Splits dimension 0 of every data input over dp. A scalar (rank-0)
+  /// input has no batch: every rank takes the whole value (replicated).
   LogicalResult annotateBatches(func::FuncOp fn, StringAttr dp, int64_t dpSize) {
     MLIRContext *ctx = fn.getContext();
     for (BlockArgument arg : fn.getArguments()) {
       auto type = cast<RankedTensorType>(arg.getType());
       SmallVector<DimShardingAttr> dims(type.getRank(),
                                         DimShardingAttr::get(ctx, {}, 1));
-      if (dpSize > 1) {
+      if (dpSize > 1 && type.getRank() > 0) {
         auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                     dtcc::graph::kNameAttr);
         std::string label = name ? name.str() : "#" + std::to_string(arg.getArgNumber());
-        if (type.getRank() == 0 || type.getDimSize(0) % dpSize != 0)
+        if (type.getDimSize(0) % dpSize != 0)
           return fn.emitError("input '")
                  << label << "' of @" << fn.getSymName() << " has batch "
-                 << (type.getRank() ? type.getDimSize(0) : 1)
-                 << " (dimension 0), which dp=" << dpSize
+                 << type.getDimSize(0) << " (dimension 0), which dp=" << dpSize
                  << " does not divide: each data-parallel rank takes an "
                     "equal share of every batch";
         // A step of M micro-batches: each rank holds its share of each.

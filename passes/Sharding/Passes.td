@@ -16,7 +16,9 @@ def ShardAnnotate : Pass<"dtcc-shard-annotate", "mlir::ModuleOp"> {
 
     - Every argument of `@train_step` (and `@apply_step`) is a batch of
       data: dimension 0 is split over `dp`. A batch that `dp` does not
-      divide is an error naming the input.
+      divide is an error naming the input. A scalar (rank-0) argument
+      has no batch dimension and is replicated: every rank gets the
+      whole value.
     - The plan's ZeRO stage (`zero`) >= 1 splits each optimizer state variable (the state operands
       of `dgraph.adamw` / `dgraph.sgd`) over `dp` along its first dimension
       that `dp` divides (a tensor with none stays replicated) and splits
@@ -155,7 +157,8 @@ def ShardMicrobatch : Pass<"dtcc-shard-microbatch", "mlir::ModuleOp"> {
     Runs after dtcc-graph-autodiff, for pipeline parallelism (a plan with
     pp > 1; with pp = 1 the optimizer accumulates the micro-batches
     instead). `@train_step` takes the plan's `micro_batches` times its batch along dimension 0 and computes the
-    forward and backward pass once per micro-batch, on slices of its inputs;
+    forward and backward pass once per micro-batch, on slices of its inputs
+    (a scalar input has no batch: every micro-batch reads all of it);
     its loss and gradients are the means over the micro-batches (the same
     values as one pass over the whole batch). Each unrolled op carries its
     micro-batch (`dshard.micro`) and pass (`dshard.pass`, forward or

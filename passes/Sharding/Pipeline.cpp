@@ -109,15 +109,13 @@ struct ShardMicrobatchPass
       llvm::append_range(work, def->getOperands());
     }
 
-    // Arguments hold M micro-batches along dimension 0.
+    // Arguments hold M micro-batches along dimension 0; a scalar (a
+    // temperature, a loss weight) has no batch and is the same for every
+    // micro-batch, as the trainer feeds it with accumulation.
     for (BlockArgument arg : body.getArguments()) {
       auto t = cast<RankedTensorType>(arg.getType());
-      if (t.getRank() == 0) {
-        train.emitError("input #") << arg.getArgNumber()
-                                   << " is a scalar: micro-batches split "
-                                      "inputs along dimension 0";
-        return signalPassFailure();
-      }
+      if (t.getRank() == 0)
+        continue;
       SmallVector<int64_t> shape(t.getShape());
       shape[0] *= m;
       arg.setType(RankedTensorType::get(shape, t.getElementType()));
@@ -129,6 +127,8 @@ struct ShardMicrobatchPass
       IRMapping map;
       for (BlockArgument arg : body.getArguments()) {
         auto t = cast<RankedTensorType>(arg.getType());
+        if (t.getRank() == 0)
+          continue; // every micro-batch reads the whole scalar
         int64_t rows = t.getDimSize(0) / m;
         SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()),
             stride(t.getRank(), 1);
