@@ -50,6 +50,15 @@ public:
 
 private:
   mlir::Location fileLoc();
+  /// Imports one node (`index` in its graph) at `line`; an If by inlining
+  /// the branch its compile-time condition takes.
+  mlir::LogicalResult importNode(const onnx::NodeProto &node, int index,
+                                 int64_t opset, mlir::OpBuilder &b,
+                                 mlir::Location line);
+  mlir::LogicalResult importIf(const onnx::NodeProto &node,
+                               const std::string &name, int64_t opset,
+                               mlir::OpBuilder &b, mlir::Location loc,
+                               mlir::Location line);
   mlir::LogicalResult checkOps(int64_t opset);
   mlir::FailureOr<mlir::RankedTensorType>
   inputType(const onnx::ValueInfoProto &info);

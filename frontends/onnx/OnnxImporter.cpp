@@ -87,6 +87,8 @@ std::vector<std::pair<std::string, int64_t>> supportedOps() {
   std::vector<std::pair<std::string, int64_t>> out;
   for (const auto &e : opRegistry())
     out.push_back({e.getKey().str(), e.getValue().minOpset});
+  // Imported by the graph importer itself (a compile-time condition).
+  out.push_back({"If", 1});
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -201,6 +203,8 @@ LogicalResult GraphImporter::checkOps(int64_t opset) {
       why = "domain " + domain + ", opset " +
             (it == opsets.end() ? std::string("?") : std::to_string(it->second)) +
             ": dtcc supports the default ONNX domain only";
+    } else if (node.op_type() == "If") {
+      // Imported by inlining the branch its constant condition takes.
     } else {
       auto it = registry.find(node.op_type());
       if (it == registry.end())
@@ -488,39 +492,10 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
         entry.getValue());
 
   // Nodes, in the graph's (topological) order.
-  const auto &registry = opRegistry();
-  for (int i = 0; i < g.node_size(); ++i) {
-    const onnx::NodeProto &node = g.node(i);
-    std::string name = nodeName(node, i);
-    // What a fatal error or crash report names (compiler/InternalErrors.h).
-    llvm::PrettyStackTraceFormat importing("importing ONNX node '%s' (%s)",
-                                           name.c_str(), node.op_type().c_str());
-    Location loc = NameLoc::get(b.getStringAttr(name),
-                                FileLineColLoc::get(ctx, fileName, i + 1, 0));
-    for (const std::string &in : node.input())
-      if (!in.empty() && !values.count(in))
-        return emitError(loc, "node '")
-               << nodeName(node, i) << "' (" << node.op_type() << ") uses '"
-               << in << "', which no earlier node, input or initializer defines";
-    if (failed(checkArity(node, i, opset, loc)))
+  for (int i = 0; i < g.node_size(); ++i)
+    if (failed(importNode(g.node(i), i, opset, b,
+                          FileLineColLoc::get(ctx, fileName, i + 1, 0))))
       return failure();
-    NodeImporter importer(*this, node, opset, b, loc);
-    const OpEntry &entry = registry.find(node.op_type())->second;
-    if (failed(entry.handler(importer)) || importer.hadError())
-      return failure();
-    for (const std::string &out : node.output()) {
-      if (out.empty() || !values.count(out))
-        continue;
-      if (failed(checkSize(values.lookup(out), loc, nodeName(node, i))))
-        return failure();
-    }
-    for (int o = 0; o < node.output_size(); ++o)
-      if (!node.output(o).empty() && !values.count(node.output(o)))
-        return emitError(loc, "node '")
-               << nodeName(node, i) << "' (" << node.op_type()
-               << ") does not produce its output " << o << " '"
-               << node.output(o) << "' in dtcc";
-  }
 
   // Results.
   SmallVector<Value> results;
@@ -556,6 +531,122 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   if (failed(verify(module)))
     return failure();
   return owned;
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
+                                        int64_t opset, OpBuilder &b,
+                                        Location line) {
+  std::string name = nodeName(node, index);
+  // What a fatal error or crash report names (compiler/InternalErrors.h).
+  llvm::PrettyStackTraceFormat importing("importing ONNX node '%s' (%s)",
+                                         name.c_str(), node.op_type().c_str());
+  Location loc = NameLoc::get(b.getStringAttr(name), line);
+  for (const std::string &in : node.input())
+    if (!in.empty() && !values.count(in))
+      return emitError(loc, "node '")
+             << name << "' (" << node.op_type() << ") uses '" << in
+             << "', which no earlier node, input or initializer defines";
+  if (failed(checkArity(node, index, opset, loc)))
+    return failure();
+  if (node.op_type() == "If" &&
+      (node.domain().empty() || node.domain() == "ai.onnx")) {
+    if (failed(importIf(node, name, opset, b, loc, line)))
+      return failure();
+  } else {
+    const auto &registry = opRegistry();
+    auto entry = registry.find(node.op_type());
+    // Top-level nodes were checked (checkOps); a branch's are checked here.
+    if (entry == registry.end() || opset < entry->second.minOpset ||
+        !(node.domain().empty() || node.domain() == "ai.onnx"))
+      return emitError(loc, "node '")
+             << name << "' (" << node.op_type()
+             << ", in the branch an If takes): unsupported op";
+    NodeImporter importer(*this, node, opset, b, loc);
+    if (failed(entry->second.handler(importer)) || importer.hadError())
+      return failure();
+  }
+  for (const std::string &out : node.output()) {
+    if (out.empty() || !values.count(out))
+      continue;
+    if (failed(checkSize(values.lookup(out), loc, name)))
+      return failure();
+  }
+  for (int o = 0; o < node.output_size(); ++o)
+    if (!node.output(o).empty() && !values.count(node.output(o)))
+      return emitError(loc, "node '")
+             << name << "' (" << node.op_type()
+             << ") does not produce its output " << o << " '"
+             << node.output(o) << "' in dtcc";
+  return success();
+}
+
+LogicalResult GraphImporter::importIf(const onnx::NodeProto &node,
+                                      const std::string &name, int64_t opset,
+                                      OpBuilder &b, Location loc,
+                                      Location line) {
+  // Only a condition known now (a constant, or folded from shapes, as
+  // PyTorch's exports of LocalResponseNorm and F.interpolate compute it)
+  // picks a branch: dgraph has no control flow, and a variable's value
+  // changes as it trains.
+  Value cond = values.lookup(node.input(0));
+  auto c = cond.getDefiningOp<graph::ConstantOp>();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  if (!dense || dense.getNumElements() != 1 ||
+      !isa<IntegerType>(dense.getElementType()))
+    return emitError(loc, "node '")
+           << name << "' (If): the condition '" << node.input(0)
+           << "' is not a compile-time constant (it depends on the model's "
+              "inputs or parameters); dtcc imports an If only when its "
+              "condition folds at import, as one computed from shapes does, "
+              "and inlines the branch it takes"
+           << (isGraphInput(node.input(0))
+                   ? "; a fixed input can be bound with --bind " +
+                         node.input(0) + "=FILE.pb"
+                   : "");
+  bool taken = dense.getElementType().isInteger(1)
+                   ? *dense.value_begin<bool>()
+                   : !(*dense.value_begin<APInt>()).isZero();
+  const onnx::GraphProto *branch = nullptr;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == (taken ? "then_branch" : "else_branch") && a.has_g())
+      branch = &a.g();
+  if (!branch)
+    return emitError(loc, "node '")
+           << name << "' (If): expected the attribute "
+           << (taken ? "then_branch" : "else_branch") << " (a graph)";
+  if (branch->output_size() != node.output_size())
+    return emitError(loc, "node '")
+           << name << "' (If): its " << (taken ? "then" : "else")
+           << " branch has " << branch->output_size()
+           << " outputs, the node " << node.output_size();
+  // The branch's own initializers are constants: not parameters of the model.
+  for (const onnx::TensorProto &t : branch->initializer()) {
+    auto attr = tensorToAttr(t, NameLoc::get(b.getStringAttr(t.name()), line));
+    if (failed(attr))
+      return failure();
+    values[t.name()] = graph::ConstantOp::create(
+        b, NameLoc::get(b.getStringAttr(t.name()), line), *attr);
+  }
+  for (int i = 0; i < branch->node_size(); ++i) {
+    const onnx::NodeProto &inner = branch->node(i);
+    // Nodes of a branch are often unnamed: name them after the If.
+    onnx::NodeProto named = inner;
+    if (named.name().empty())
+      named.set_name(name + "/" + nodeName(inner, i));
+    if (failed(importNode(named, i, opset, b, line)))
+      return failure();
+  }
+  for (int o = 0; o < node.output_size(); ++o) {
+    if (node.output(o).empty())
+      continue;
+    Value v = values.lookup(branch->output(o).name());
+    if (!v)
+      return emitError(loc, "node '")
+             << name << "' (If): branch output '" << branch->output(o).name()
+             << "' is not produced by any node";
+    values[node.output(o)] = v;
+  }
+  return success();
 }
 
 LogicalResult GraphImporter::checkDeclaredType(const onnx::ValueInfoProto &info,

@@ -134,5 +134,9 @@ check("clamp_bounds", lambda v: torch.clamp(v, -1.0, 2.0), bounds)
 check("clamp_min_bound", lambda v: torch.clamp(v, min=0.0), bounds)
 check("clamp_max_bound", lambda v: torch.clamp(v, max=2.0), bounds)
 check("clamp_equal_bounds", lambda v: torch.clamp(v, 1.0, 1.0), bounds)
+# LocalResponseNorm exports an If whose condition folds from shapes
+# (dtcc inlines the branch it takes).
+check("local_response_norm", lambda v: F.local_response_norm(v, 3),
+      np.linspace(-2.0, 2.0, 2 * 5 * 3).reshape(2, 5, 3))
 
 sys.exit(1 if FAILED else 0)
