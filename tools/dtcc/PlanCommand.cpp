@@ -219,29 +219,23 @@ StatusOr<PlanRequest> request() {
   r.modelPath = modelPath;
   r.zooFamily = zooFamily;
   r.zooPreset = zooPreset;
-  for (auto [name, option] :
-       {std::pair<const char *, cl::opt<int64_t> *>{"layers", &layers},
-        {"hidden", &hidden},
-        {"heads", &heads},
-        {"kv-heads", &kvHeads},
-        {"ffn", &ffn},
-        {"vocab", &vocab}})
-    if (option->getNumOccurrences())
-      r.zooSizes[name] = *option;
-  // A size given is a size: 0 is not "the default".
-  for (auto [name, option] :
-       {std::pair<const char *, cl::opt<int64_t> *>{"layers", &layers},
-        {"hidden", &hidden},
-        {"heads", &heads},
-        {"kv-heads", &kvHeads},
-        {"ffn", &ffn},
-        {"vocab", &vocab},
-        {"seq", &seq},
-        {"global-batch", &globalBatch},
-        {"micro-batch", &microBatch}})
-    if (option->getNumOccurrences() && *option < 1)
+  // A size given is a size: 0 is not "the default". The first six are the
+  // zoo model's.
+  const std::pair<const char *, cl::opt<int64_t> *> sizes[] = {
+      {"layers", &layers},  {"hidden", &hidden}, {"heads", &heads},
+      {"kv-heads", &kvHeads}, {"ffn", &ffn},     {"vocab", &vocab},
+      {"seq", &seq},        {"global-batch", &globalBatch},
+      {"micro-batch", &microBatch}};
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    auto [name, option] = sizes[i];
+    if (!option->getNumOccurrences())
+      continue;
+    if (*option < 1)
       return invalidArgument("--", name, ": expected at least 1, got ",
                              int64_t(*option));
+    if (i < 6)
+      r.zooSizes[name] = *option;
+  }
   r.tiedEmbeddings = tiedEmbeddings;
   r.frozen.assign(frozen.begin(), frozen.end());
   r.planIn = planIn;
