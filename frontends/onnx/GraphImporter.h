@@ -60,6 +60,10 @@ private:
                                mlir::OpBuilder &b, mlir::Location loc,
                                mlir::Location line);
   mlir::LogicalResult checkOps(int64_t opset);
+  /// Why dtcc cannot import `node` at `opset` ("domain ai.onnx, opset 17:
+  /// not in dtcc's op set"); empty when it can.
+  std::string unsupportedReason(const onnx::NodeProto &node,
+                                int64_t opset) const;
   mlir::FailureOr<mlir::RankedTensorType>
   inputType(const onnx::ValueInfoProto &info);
   /// The node has its required inputs (ONNX's schema) and an output.

@@ -190,32 +190,35 @@ FailureOr<ElementsAttr> GraphImporter::tensorToAttr(const onnx::TensorProto &t,
       type, t.name().empty() ? "tensor" : t.name(), std::move(blob)));
 }
 
+std::string GraphImporter::unsupportedReason(const onnx::NodeProto &node,
+                                             int64_t opset) const {
+  std::string domain = node.domain().empty() ? "ai.onnx" : node.domain();
+  if (domain != "ai.onnx") {
+    auto it = opsets.find(node.domain());
+    return "domain " + domain + ", opset " +
+           (it == opsets.end() ? std::string("?") : std::to_string(it->second)) +
+           ": dtcc supports the default ONNX domain only";
+  }
+  if (node.op_type() == "If")
+    return ""; // imported by inlining the branch its constant condition takes
+  const auto &registry = opRegistry();
+  auto it = registry.find(node.op_type());
+  if (it == registry.end())
+    return "domain ai.onnx, opset " + std::to_string(opset) +
+           ": not in dtcc's op set";
+  if (opset < it->second.minOpset)
+    return "domain ai.onnx, opset " + std::to_string(opset) +
+           ": dtcc supports " + node.op_type() + " from opset " +
+           std::to_string(it->second.minOpset);
+  return "";
+}
+
 LogicalResult GraphImporter::checkOps(int64_t opset) {
   std::string unsupported;
   int count = 0;
-  const auto &registry = opRegistry();
   for (int i = 0; i < model.graph().node_size(); ++i) {
     const onnx::NodeProto &node = model.graph().node(i);
-    std::string domain = node.domain().empty() ? "ai.onnx" : node.domain();
-    std::string why;
-    if (domain != "ai.onnx") {
-      auto it = opsets.find(node.domain());
-      why = "domain " + domain + ", opset " +
-            (it == opsets.end() ? std::string("?") : std::to_string(it->second)) +
-            ": dtcc supports the default ONNX domain only";
-    } else if (node.op_type() == "If") {
-      // Imported by inlining the branch its constant condition takes.
-    } else {
-      auto it = registry.find(node.op_type());
-      if (it == registry.end())
-        why = "domain ai.onnx, opset " + std::to_string(opset) +
-              ": not in dtcc's op set";
-      else if (opset < it->second.minOpset)
-        why = "domain ai.onnx, opset " + std::to_string(opset) + ": dtcc supports " +
-              node.op_type() + " from opset " +
-              std::to_string(it->second.minOpset);
-    }
-    if (!why.empty()) {
+    if (std::string why = unsupportedReason(node, opset); !why.empty()) {
       ++count;
       unsupported += "\n  node '" + nodeName(node, i) + "': " + node.op_type() +
                      " (" + why + ")";
@@ -548,21 +551,18 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
              << "', which no earlier node, input or initializer defines";
   if (failed(checkArity(node, index, opset, loc)))
     return failure();
-  if (node.op_type() == "If" &&
-      (node.domain().empty() || node.domain() == "ai.onnx")) {
+  // Top-level nodes were checked (checkOps); a branch's are checked here.
+  if (std::string why = unsupportedReason(node, opset); !why.empty())
+    return emitError(loc, "node '")
+           << name << "': " << node.op_type() << " (" << why
+           << "), in the branch an If takes: unsupported op";
+  if (node.op_type() == "If") {
     if (failed(importIf(node, name, opset, b, loc, line)))
       return failure();
   } else {
-    const auto &registry = opRegistry();
-    auto entry = registry.find(node.op_type());
-    // Top-level nodes were checked (checkOps); a branch's are checked here.
-    if (entry == registry.end() || opset < entry->second.minOpset ||
-        !(node.domain().empty() || node.domain() == "ai.onnx"))
-      return emitError(loc, "node '")
-             << name << "' (" << node.op_type()
-             << ", in the branch an If takes): unsupported op";
     NodeImporter importer(*this, node, opset, b, loc);
-    if (failed(entry->second.handler(importer)) || importer.hadError())
+    if (failed(opRegistry().at(node.op_type()).handler(importer)) ||
+        importer.hadError())
       return failure();
   }
   for (const std::string &out : node.output()) {
@@ -587,25 +587,19 @@ LogicalResult GraphImporter::importIf(const onnx::NodeProto &node,
   // Only a condition known now (a constant, or folded from shapes, as
   // PyTorch's exports of LocalResponseNorm and F.interpolate compute it)
   // picks a branch: dgraph has no control flow, and a variable's value
-  // changes as it trains.
-  Value cond = values.lookup(node.input(0));
-  auto c = cond.getDefiningOp<graph::ConstantOp>();
-  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
-  if (!dense || dense.getNumElements() != 1 ||
-      !isa<IntegerType>(dense.getElementType()))
-    return emitError(loc, "node '")
-           << name << "' (If): the condition '" << node.input(0)
-           << "' is not a compile-time constant (it depends on the model's "
-              "inputs or parameters); dtcc imports an If only when its "
-              "condition folds at import, as one computed from shapes does, "
-              "and inlines the branch it takes"
-           << (isGraphInput(node.input(0))
-                   ? "; a fixed input can be bound with --bind " +
-                         node.input(0) + "=FILE.pb"
-                   : "");
-  bool taken = dense.getElementType().isInteger(1)
-                   ? *dense.value_begin<bool>()
-                   : !(*dense.value_begin<APInt>()).isZero();
+  // changes as it trains. One computed from graph inputs is an error that
+  // names them (--bind makes them constants), as for any input that must
+  // be known at compile time.
+  NodeImporter n(*this, node, opset, b, loc);
+  auto dense = n.constantInput(0, "the condition");
+  if (failed(dense))
+    return failure();
+  if (dense->getNumElements() != 1 || !isa<IntegerType>(dense->getElementType()))
+    return n.error() << "expected the condition to be one boolean, got "
+                     << dense->getType();
+  bool taken = dense->getElementType().isInteger(1)
+                   ? *dense->value_begin<bool>()
+                   : !(*dense->value_begin<APInt>()).isZero();
   const onnx::GraphProto *branch = nullptr;
   for (const onnx::AttributeProto &a : node.attribute())
     if (a.name() == (taken ? "then_branch" : "else_branch") && a.has_g())
