@@ -140,7 +140,7 @@ static void rank(std::vector<CompiledCandidate> &out) {
   };
   size_t best = 0;
   for (size_t i = 1; i < out.size() && out[i].rejected.empty(); ++i)
-    if (out[i].seconds <= 1.005 * out.front().seconds &&
+    if (out[i].seconds <= (1 + kSimplerPlanWithin) * out.front().seconds &&
         simplicity(out[i]) < simplicity(out[best]))
       best = i;
   std::rotate(out.begin(), out.begin() + best, out.begin() + best + 1);

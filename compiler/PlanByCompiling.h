@@ -128,6 +128,10 @@ enum class LayoutSearchMode {
   kNone,
 };
 
+/// How much slower a simpler plan may be and still come first
+/// (planByCompiling's order): 0.5%.
+constexpr double kSimplerPlanWithin = 0.005;
+
 /// Compiles `module` (as imported) for every mesh dp x pp x tp of `ranks`
 /// ranks (ZeRO 0-3 where dp > 1; with pp > 1, `base`'s micro-batches in
 /// the 1F1B and GPipe orders) with `base`'s training options and the

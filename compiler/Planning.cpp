@@ -1402,9 +1402,10 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
             r.slowerFraction >= 0
                 ? "slower by " + formatPercent(r.slowerFraction)
                 : "faster by " + formatPercent(-r.slowerFraction) +
-                      ", but the chosen plan is simpler and within 0.5% "
-                      "(dtcc plan prefers the lower ZeRO stage, then fewer "
-                      "pipeline stages and tensor-parallel ranks)";
+                      ", but the chosen plan is simpler and within " +
+                      formatPercent(kSimplerPlanWithin) +
+                      " (dtcc plan prefers the lower ZeRO stage, then "
+                      "fewer pipeline stages and tensor-parallel ranks)";
       } else if (c.priced) {
         r.kind = Rejection::Kind::kOutOfMemory;
         r.excessBytes = double(c.peakBytes) - figures.memoryBytes;

@@ -19,6 +19,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/BuiltinDialect.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
@@ -199,18 +200,14 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
                ? " " + std::to_string(plan.getVirtualStages())
                : std::string());
   }
-  if (auto inputs = module->getAttrOfType<ArrayAttr>(graph::kDataInputsAttr)) {
-    std::string names;
-    for (Attribute a : inputs)
-      names += (names.empty() ? "" : ",") + cast<StringAttr>(a).str();
-    meta[runtime::metadata::kDataInputs] = names;
-  }
-  if (auto names = module->getAttrOfType<ArrayAttr>(graph::kUntrainedAttr)) {
-    std::string text;
-    for (Attribute a : names)
-      text += (text.empty() ? "" : ",") + cast<StringAttr>(a).str();
-    meta[runtime::metadata::kUntrained] = text;
-  }
+  // Lists of names, comma-separated: the data inputs, the parameters left
+  // untrained.
+  for (auto [attr, key] : {std::pair{graph::kDataInputsAttr,
+                                     runtime::metadata::kDataInputs},
+                           std::pair{graph::kUntrainedAttr,
+                                     runtime::metadata::kUntrained}})
+    if (auto names = module->getAttrOfType<ArrayAttr>(attr))
+      meta[key] = llvm::join(names.getAsValueRange<StringAttr>(), ",");
   if (auto vocab = module->getAttrOfType<IntegerAttr>(graph::kVocabSizeAttr))
     meta[runtime::metadata::kVocabSize] = std::to_string(vocab.getInt());
   if (auto dtype = module->getAttrOfType<StringAttr>(graph::kDtypeAttr))

@@ -226,11 +226,11 @@ std::optional<std::string> planProblem(const Plan &plan,
     return strCat("ZeRO stage ", plan.zeroStage, " is not 0..3");
   if (plan.sequenceParallel && plan.tp == 1)
     return strCat("sequence parallelism needs tp > 1");
-  if (plan.recomputeLayers > (model.layers + plan.pp - 1) / plan.pp)
+  if (const int64_t perStage = (model.layers + plan.pp - 1) / plan.pp;
+      plan.recomputeLayers > perStage)
     return strCat("recomputing the first ", plan.recomputeLayers,
-                  " layers of each stage, which holds at most ",
-                  (model.layers + plan.pp - 1) / plan.pp, " of the ",
-                  model.layers, " layers");
+                  " layers of each stage, which holds at most ", perStage,
+                  " of the ", model.layers, " layers");
   if (plan.recomputeLayers < 0 ||
       (plan.recomputeLayers > 0 && plan.recompute != Recompute::kFull))
     return strCat("recomputing the first ", plan.recomputeLayers,

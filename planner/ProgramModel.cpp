@@ -1164,13 +1164,16 @@ ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
   } else {
     out.stepTime = lerp(a.stepTime, b.stepTime);
   }
+  // Every stage's lists where `b` has them (a pipeline); the critical
+  // stage's are the result's own, taken from those when there.
   out.stageLists.clear();
-  for (const ProgramStageTime &s : out.stages)
-    if (!b.stageLists.empty())
-      out.stageLists.push_back(
-          lists(a.listsOf(s.stage), b.listsOf(s.stage)));
+  if (!b.stageLists.empty())
+    for (const ProgramStageTime &s : out.stages)
+      out.stageLists.push_back(lists(a.listsOf(s.stage), b.listsOf(s.stage)));
   StageLists critLists =
-      lists(a.listsOf(out.criticalStage), b.listsOf(out.criticalStage));
+      out.stageLists.empty()
+          ? lists(a.listsOf(out.criticalStage), b.listsOf(out.criticalStage))
+          : out.listsOf(out.criticalStage);
   out.kernels = std::move(critLists.kernels);
   out.comm = std::move(critLists.comm);
   out.flops = critLists.flops;

@@ -36,6 +36,18 @@ void replaceKeepingAttrs(PatternRewriter &rewriter, Operation *op,
       replacement->setAttr(a.getName(), a.getValue());
 }
 
+/// A new OpTy before `op`, at its location, that carries `op`'s discardable
+/// attributes (as replaceKeepingAttrs): one of several ops replacing it.
+template <typename OpTy, typename... Args>
+Value createKeepingAttrs(PatternRewriter &rewriter, Operation *op,
+                         Args &&...args) {
+  auto made = OpTy::create(rewriter, op->getLoc(), std::forward<Args>(args)...);
+  for (NamedAttribute a : op->getDiscardableAttrs())
+    if (!made->hasAttr(a.getName()))
+      made->setAttr(a.getName(), a.getValue());
+  return made;
+}
+
 /// Whether `perm` swaps the last two dimensions and keeps the others.
 bool swapsLastTwo(ArrayRef<int64_t> perm) {
   int64_t n = perm.size();
@@ -215,9 +227,7 @@ struct PowBySmallConstant : OpRewritePattern<PowOp> {
       return success();
     }
     if (isSplatNear(y, 3.0)) {
-      Value square = MulOp::create(rewriter, op.getLoc(), x, x);
-      for (NamedAttribute a : op->getDiscardableAttrs())
-        square.getDefiningOp()->setAttr(a.getName(), a.getValue());
+      Value square = createKeepingAttrs<MulOp>(rewriter, op, x, x);
       replaceKeepingAttrs<MulOp>(rewriter, op, square, x);
       return success();
     }
@@ -336,13 +346,8 @@ struct StableLogSigmoid : OpRewritePattern<LogOp> {
     auto sigmoid = v.getDefiningOp<SigmoidOp>();
     if (!sigmoid)
       return failure();
-    Location loc = op.getLoc();
-    SmallVector<Operation *> created;
     auto make = [&](auto opTag, auto... operands) -> Value {
-      using OpTy = decltype(opTag);
-      auto made = OpTy::create(rewriter, loc, operands...);
-      created.push_back(made);
-      return made;
+      return createKeepingAttrs<decltype(opTag)>(rewriter, op, operands...);
     };
     auto type = cast<RankedTensorType>(op.getType());
     auto splat = [&](double value) -> Value {
@@ -356,12 +361,7 @@ struct StableLogSigmoid : OpRewritePattern<LogOp> {
     Value negAbs = make(NegOp(), make(AbsOp(), arg));
     Value log1p = make(LogOp(), make(AddOp(), splat(1.0), make(ExpOp(), negAbs)));
     Value softplus = make(AddOp(), make(MaxOp(), arg, splat(0.0)), log1p);
-    Value result = make(NegOp(), softplus);
-    for (NamedAttribute a : op->getDiscardableAttrs())
-      for (Operation *c : created)
-        if (!c->hasAttr(a.getName()))
-          c->setAttr(a.getName(), a.getValue());
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOp(op, make(NegOp(), softplus));
     return success();
   }
 };
