@@ -4,6 +4,7 @@
 
 #include "planner/Units.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -163,21 +164,30 @@ std::string formatMoney(double amount) {
   return buf;
 }
 
+/// The ZeRO stage and what it shards; nothing with one data-parallel rank
+/// (ZeRO shards over the data-parallel ranks).
+std::string zeroText(const Plan &p) {
+  if (p.zeroStage == 0)
+    return "none (plain data parallelism)";
+  std::string stage = "stage " + std::to_string(p.zeroStage);
+  if (p.dp == 1)
+    return stage + " (nothing sharded: one data-parallel rank)";
+  switch (p.zeroStage) {
+  case 1:
+    return stage + " (optimizer state sharded)";
+  case 2:
+    return stage + " (optimizer state and gradients sharded)";
+  default:
+    return stage + " (optimizer state, gradients and parameters sharded)";
+  }
+}
+
 void describePlan(std::ostringstream &os, const Plan &p) {
   os << "  mesh            dp=" << p.dp << " x pp=" << p.pp << " x tp=" << p.tp;
   if (p.cp > 1)
     os << " x cp=" << p.cp;
   os << " (" << p.devices() << " devices)\n";
-  os << "  ZeRO            "
-     << (p.zeroStage == 0 ? std::string("none (plain data parallelism)")
-                          : "stage " + std::to_string(p.zeroStage) +
-                                (p.zeroStage == 1   ? " (optimizer state sharded)"
-                                 : p.zeroStage == 2 ? " (optimizer state and "
-                                                      "gradients sharded)"
-                                                    : " (optimizer state, "
-                                                      "gradients and "
-                                                      "parameters sharded)"))
-     << "\n";
+  os << "  ZeRO            " << zeroText(p) << "\n";
   os << "  micro-batches   " << p.microBatches << " of " << p.microBatchSize
      << " sequence" << (p.microBatchSize == 1 ? "" : "s")
      << " per data-parallel rank\n";
@@ -235,7 +245,14 @@ std::string formatReport(const PlanReport &r) {
   os << "\n";
 
   if (!r.chosen) {
-    os << "No plan fits.\n";
+    // Nothing out of memory among the rejected: every plan was invalid
+    // for this model and cluster, not too large.
+    bool tooLarge = !r.search || r.search->alternatives.empty() ||
+                    std::any_of(r.search->alternatives.begin(), r.search->alternatives.end(),
+                                [](const Rejection &a) {
+                      return a.kind != Rejection::Kind::kInvalid;
+                    });
+    os << (tooLarge ? "No plan fits.\n" : "No valid plan.\n");
   } else {
     const Candidate &cand = *r.chosen;
     const Plan &p = cand.plan;

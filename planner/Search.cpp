@@ -203,8 +203,10 @@ private:
       Offload offload;
     };
     std::vector<Sharding> shardings;
+    // ZeRO shards over the data-parallel ranks: with one, a stage is only
+    // searched when pinned (--zero), and then shards nothing.
     for (int zero = 0; zero <= 3; ++zero) {
-      if (zero == 0 || dp > 1)
+      if (zero == 0 || dp > 1 || zero == options_.fixZero)
         shardings.push_back({zero, Offload::kNone});
     }
     if (options_.allowOffload) {
@@ -487,6 +489,10 @@ private:
                                       "is predicted ",
                          formatPercent(plainTime / best_->time.stepTime - 1),
                          " faster than plain data parallelism")
+                : pinsOutPlainDp()
+                ? strCat(model_.name,
+                         " fits on one device at micro-batch 1; the given "
+                         "mesh/ZeRO stage leaves out plain data parallelism")
                 : strCat(model_.name,
                          " fits on one device at micro-batch 1, but plain "
                          "data parallelism does not fit this global batch's "
@@ -496,10 +502,21 @@ private:
       result.note = budgetExhausted_
                         ? "the search budget ran out before any plan that "
                           "fits was found"
+                        : oom_.empty() && !invalid_.empty()
+                        ? "no plan is valid for this model on this cluster; "
+                          "see the alternatives"
                         : "no plan fits in memory; see the alternatives";
     }
     result.seconds = elapsed();
     return result;
+  }
+
+  /// Whether the pinned dimensions exclude plain data parallelism (no
+  /// model split, no ZeRO) over every device.
+  bool pinsOutPlainDp() const {
+    const SearchOptions &o = options_;
+    return o.fixTp > 1 || o.fixPp > 1 || o.fixCp > 1 || o.fixZero > 0 ||
+           (o.fixDp > 0 && o.fixDp != cluster_.numDevices());
   }
 
   const ModelDesc &model_;

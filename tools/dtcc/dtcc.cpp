@@ -788,6 +788,19 @@ int main(int argc, char **argv) {
   // run's arguments are the executable's supervisor's.
   if (argc > 1 && llvm::StringRef(argv[1]) == "run")
     return dtcc::runRunCommand(argc - 1, argv + 1);
+  // A command's option with no command before it (`dtcc --heads 6`) is
+  // refused: LLVM would read "--heads" as the grouped short options -h
+  // (help) -e -a ..., print the overview and exit with 0.
+  if (argc > 1 && argv[1][0] == '-') {
+    llvm::StringRef flag = llvm::StringRef(argv[1]).ltrim('-');
+    if (flag != "h" && !flag.starts_with("help") && flag != "version" &&
+        !flag.starts_with("print-")) {
+      llvm::errs() << "dtcc: no command before '" << argv[1]
+                   << "': options follow a command, as in dtcc zoo gpt "
+                      "--heads 6 (dtcc --help lists the commands)\n";
+      return 1;
+    }
+  }
   cl::HideUnrelatedOptions(category, importCmd);
   cl::HideUnrelatedOptions({&category, &trainCategory}, compileCmd);
   cl::HideUnrelatedOptions({&category, &zooCategory}, zooCmd);
