@@ -752,6 +752,16 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       const View &in = kernel.ins[0];
       if (in.isContiguous() && in.type == type && diesHere(in))
         reused = contiguous(in.storage, type);
+    } else if (isa<graph::ScatterElementsOp, graph::ScatterNdOp>(op)) {
+      // A scatter whose data dies at it (and is not also its indices or
+      // updates) writes into the data: both backends' kernels copy the
+      // data to the result only when the two differ.
+      const View &in = kernel.ins[0];
+      if (in.isContiguous() && in.type == type && diesHere(in) &&
+          llvm::none_of(llvm::drop_begin(kernel.ins), [&](const View &v) {
+            return v.storage == in.storage;
+          }))
+        reused = contiguous(in.storage, type);
     } else if (elementwise) {
       for (const View &in : kernel.ins)
         if (in.isContiguous() && in.type == type && diesHere(in) &&

@@ -444,16 +444,20 @@ FunctionPartitioner::lowerVocabParallel(Operation *op, ArrayRef<ShardingAttr> in
     Value loss = vb.binary<graph::SubOp>(lse, picked);
     return SmallVector<Value>{vb.binary<graph::MulOp>(loss, validF)};
   }
-  // (softmax - onehot(label)) * dloss, zero rows for ignored labels.
-  Value p = vb.binary<graph::DivOp>(e, vb.broadcast(sum, lt, {0}));
-  auto idxType = RankedTensorType::get({n, block}, labelType.getElementType());
-  Value cols = graph::IotaOp::create(b, op->getLoc(), idxType, 1);
-  Value hit = vb.binary<graph::EqOp>(cols, vb.broadcast(rel, idxType, {0}),
-                                     RankedTensorType::get({n, block}, b.getI1Type()));
-  Value onehot = vb.convert(hit, f);
+  // (softmax - onehot(label)) * dloss, zero rows for ignored labels: the
+  // exponentials times dloss / sum, less dloss at the label's column on the
+  // rank whose block holds it. A scatter of one element per row, not a
+  // one-hot of [n, block] indices.
   Value scale = vb.binary<graph::MulOp>(ceGrad.getDloss(), validF);
-  Value g = vb.binary<graph::SubOp>(p, onehot);
-  return SmallVector<Value>{vb.binary<graph::MulOp>(g, vb.broadcast(scale, lt, {0}))};
+  Value g = vb.binary<graph::MulOp>(
+      e, vb.broadcast(vb.binary<graph::DivOp>(scale, sum), lt, {0}));
+  auto colType = RankedTensorType::get({n, 1}, labelType.getElementType());
+  Value col = graph::ReshapeOp::create(b, op->getLoc(), colType, safe);
+  Value hit = graph::NegOp::create(
+      b, op->getLoc(), rowType, vb.binary<graph::MulOp>(scale, vb.convert(in, f)));
+  hit = graph::ReshapeOp::create(b, op->getLoc(), RankedTensorType::get({n, 1}, f), hit);
+  return SmallVector<Value>{graph::ScatterElementsOp::create(
+      b, op->getLoc(), lt, g, col, hit, /*axis=*/1, /*reduction=*/"add")};
 }
 
 LogicalResult FunctionPartitioner::fixAttributes(Operation *op,

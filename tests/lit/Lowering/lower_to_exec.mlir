@@ -213,3 +213,22 @@ func.func @view_lifetime(%x: tensor<2x3xf32> {dgraph.name = "x"}, %y: tensor<6xf
   %z = dgraph.add %r, %t : tensor<6xf32>
   return %z : tensor<6xf32>
 }
+
+// -----
+
+// Tests that a scatter writes into its data where the data dies at it (the
+// vocabulary-parallel cross-entropy gradient's -dloss at the label), and
+// copies it where the data is read later.
+// CHECK-LABEL: func.func @scatter_in_place()
+// CHECK: dexec.kernel "exp" ins(%[[X:.*]] : memref<2x4xf32>) outs(%[[E:.*]] : memref<2x4xf32>)
+// CHECK-NEXT: dexec.kernel "scatter_elements" ins(%[[E]], %{{.*}}, %{{.*}} : memref<2x4xf32>, memref<2x1xi64>, memref<2x1xf32>) outs(%[[E]] : memref<2x4xf32>)
+// CHECK-NEXT: dexec.kernel "scatter_elements" ins(%[[E]], %{{.*}}, %{{.*}} : memref<2x4xf32>, memref<2x1xi64>, memref<2x1xf32>) outs(%[[C:.*]] : memref<2x4xf32>)
+// CHECK-NOT: outs(%[[E]]
+// CHECK: dexec.kernel "add" ins(%[[E]], %[[C]]
+func.func @scatter_in_place(%x: tensor<2x4xf32> {dgraph.name = "x"}, %i: tensor<2x1xi64> {dgraph.name = "i"}, %u: tensor<2x1xf32> {dgraph.name = "u"}) -> (tensor<2x4xf32> {dgraph.name = "y"}) {
+  %e = dgraph.exp %x : tensor<2x4xf32>
+  %s = dgraph.scatter_elements %e, %i, %u axis = 1 {reduction = "add"} : (tensor<2x4xf32>, tensor<2x1xi64>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %c = dgraph.scatter_elements %s, %i, %u axis = 1 : (tensor<2x4xf32>, tensor<2x1xi64>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %y = dgraph.add %s, %c : tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}

@@ -4,7 +4,9 @@
 // half of the table's rows and of the head's columns; lookups are masked
 // to the owned rows and summed over tp, the loss is built from the global
 // row max, sum of exponentials and target logit (three all-reduces), and
-// the embedding gradient is scattered into the owned rows only.
+// the loss's gradient scatters -dloss into the label's column where this
+// rank owns it, and the embedding gradient is scattered into the owned
+// rows only.
 module {
   dgraph.variable @emb : tensor<8x4xf32> = dense<0.5> {trainable}
   dgraph.variable @head : tensor<4x8xf32> = dense<0.25> {trainable}
@@ -45,6 +47,10 @@ module {
 // CHECK: dgraph.gather_elements
 // CHECK: dshard.all_reduce %{{.*}} "tp"
 // CHECK-NOT: dgraph.cross_entropy
+// Its gradient: the exponentials scaled, less dloss at the label's column on
+// the rank holding it (one element a row, no one-hot of [6, 4] indices).
+// CHECK-NOT: dgraph.iota
+// CHECK: dgraph.scatter_elements {{.*}} axis = 1 {reduction = "add"} : (tensor<6x4xf32>, tensor<6x1xi64>, tensor<6x1xf32>) -> tensor<6x4xf32>
 // The embedding gradient: only the owned rows.
 // CHECK: dgraph.scatter_add %{{.*}} axis = 0, dim_size = 4 : (tensor<6x4xf32>, tensor<6xi64>) -> tensor<4x4xf32>
 // CHECK: dgraph.adamw {{.*}} : tensor<4x4xf32>
