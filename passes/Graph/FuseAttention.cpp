@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace dtcc::graph {
 #define GEN_PASS_DEF_FUSEATTENTION
@@ -124,11 +125,32 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
 /// The value of `v` when it is computed from constants alone by the ops a
 /// mask is built of (constant, a variable that is not trained, iota, broadcast, reshape, arithmetic,
 /// comparisons, select); nullopt otherwise. Values are doubles (booleans
-/// 0/1), row-major.
+/// 0/1), row-major; a splat constant is its one value (elementAt reads it
+/// at every index), not a tensor of copies.
 struct Constants {
   ModuleOp module;
   const llvm::StringSet<> &frozen;
 };
+
+/// Element `i` of an evaluated value (a splat's one value at every `i`).
+double elementAt(const std::vector<double> &values, int64_t i) {
+  return values.size() == 1 ? values[0] : values[size_t(i)];
+}
+
+/// The storage of an elementwise op's result: the first of its evaluated
+/// operands that holds all `n` elements (written in place: element i is
+/// read before it is written), else `fresh`, sized. The operands are
+/// evaluate()'s temporaries, so a mask is built in two or three buffers,
+/// not one per op (each a page-faulted allocation: 134 MB for a
+/// [4096, 4096] mask).
+std::vector<double> &resultBuffer(int64_t n, std::vector<double> &fresh,
+                                  std::initializer_list<std::vector<double> *> operands) {
+  for (std::vector<double> *v : operands)
+    if (int64_t(v->size()) == n)
+      return *v;
+  fresh.resize(size_t(n));
+  return fresh;
+}
 
 std::optional<std::vector<double>> evaluate(const Constants &cs, Value v,
                                             int depth = 0) {
@@ -137,8 +159,21 @@ std::optional<std::vector<double>> evaluate(const Constants &cs, Value v,
   if (!def || !type || depth > 16 || type.getNumElements() > kMaxEvaluated)
     return std::nullopt;
   int64_t n = type.getNumElements();
-  if (auto c = dyn_cast<ConstantOp>(def))
+  if (auto c = dyn_cast<ConstantOp>(def)) {
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (dense && dense.isSplat() &&
+        isa<FloatType, IntegerType>(type.getElementType()) &&
+        !type.getElementType().isInteger(1)) {
+      Type element = type.getElementType();
+      if (isa<FloatType>(element))
+        return std::vector<double>{dense.getSplatValue<APFloat>().convertToDouble()};
+      APInt i = dense.getSplatValue<APInt>();
+      return std::vector<double>{cast<IntegerType>(element).isUnsigned()
+                                     ? double(i.getZExtValue())
+                                     : double(i.getSExtValue())};
+    }
     return constantValues(c.getValue());
+  }
   // A variable that is not trained (a PyTorch buffer): its value.
   if (auto load = dyn_cast<LoadOp>(def)) {
     auto var = ModuleOp(cs.module).lookupSymbol<VariableOp>(load.getVariable());
@@ -173,7 +208,7 @@ std::optional<std::vector<double>> evaluate(const Constants &cs, Value v,
       for (auto [k, d] : llvm::enumerate(dims))
         if (inType.getDimSize(k) != 1)
           from += ((i / outStrides[d]) % shape[d]) * inStrides[k];
-      out[i] = (*in)[from];
+      out[i] = elementAt(*in, from);
     }
     return out;
   }
@@ -183,20 +218,22 @@ std::optional<std::vector<double>> evaluate(const Constants &cs, Value v,
          f = evaluate(cs, sel.getOnFalse(), depth + 1);
     if (!c || !t || !f)
       return std::nullopt;
-    std::vector<double> out(n);
+    std::vector<double> fresh;
+    std::vector<double> &out = resultBuffer(n, fresh, {&*c, &*t, &*f});
     for (int64_t i = 0; i < n; ++i)
-      out[i] = (*c)[i] != 0 ? (*t)[i] : (*f)[i];
-    return out;
+      out[i] = elementAt(*c, i) != 0 ? elementAt(*t, i) : elementAt(*f, i);
+    return std::move(out);
   }
   auto binary = [&](auto fn) -> std::optional<std::vector<double>> {
     auto a = evaluate(cs, def->getOperand(0), depth + 1),
          b = evaluate(cs, def->getOperand(1), depth + 1);
     if (!a || !b)
       return std::nullopt;
-    std::vector<double> out(n);
+    std::vector<double> fresh;
+    std::vector<double> &out = resultBuffer(n, fresh, {&*a, &*b});
     for (int64_t i = 0; i < n; ++i)
-      out[i] = fn((*a)[i], (*b)[i]);
-    return out;
+      out[i] = fn(elementAt(*a, i), elementAt(*b, i));
+    return std::move(out);
   };
   // Integer arithmetic on small indices is exact in doubles.
   if (isa<AddOp>(def))
@@ -453,7 +490,7 @@ bool isCausal(const Constants &cs, Value mask, RankedTensorType scores) {
     return false;
   for (int64_t i = 0; i < sq; ++i)
     for (int64_t j = 0; j < sk; ++j) {
-      double x = (*values)[i * sk + j];
+      double x = elementAt(*values, i * sk + j);
       if (j <= i ? x != 0 : !(x <= kMaskedOut))
         return false;
     }
@@ -476,6 +513,7 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
 
   void runOnOperation() final {
     ModuleOp module = getOperation();
+    causalOf_.clear();
     for (const std::string &name : frozen)
       frozenSet.insert(name);
     // Under context parallelism a rank holds a chunk of the queries and
@@ -545,6 +583,20 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
   llvm::StringSet<> frozenSet;
   bool keepCausalMask = false;
 
+  /// A mask as fuse() builds it: the value it is read from (reshapes
+  /// looked through), its factor or fill, whether it is a select's
+  /// condition (1: the scores on true, 2: on false), and the scores' shape.
+  using MaskKey = std::tuple<const void *, double, int, const void *>;
+  static MaskKey maskKey(Value v, double factor, int select,
+                         RankedTensorType scores) {
+    while (auto reshape = v.getDefiningOp<ReshapeOp>())
+      v = reshape.getOperand();
+    return {v.getAsOpaquePointer(), factor, select,
+            scores.getAsOpaquePointer()};
+  }
+  /// Whether each mask seen in this run is causal.
+  std::map<MaskKey, bool> causalOf_;
+
   void fuse(Match &m, bool &isCausalCore, bool &hasMask) {
     auto first = cast<MatmulOp>(m.first);
     auto last = cast<MatmulOp>(m.last);
@@ -566,13 +618,20 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     // The masks at their own (broadcast) size, each times its factor; the
     // causal one becomes the attribute.
     SmallVector<Value> masks;
+    // What each mask is built from, for causalOf_: the layers of a model
+    // share one mask, which is evaluated once (a [4096, 4096] mask is a
+    // second of compile time each).
+    SmallVector<MaskKey> keys;
     auto scaled = [&](Value mask, double factor) -> Value {
       if (factor == 1)
         return mask;
       return MulOp::create(b, loc, mask, splat(b, loc, typeOf(mask), factor));
     };
-    for (MaskTerm &t : m.terms)
-      masks.push_back(scaled(smallMask(b, loc, t.value, scores), t.factor));
+    for (MaskTerm &t : m.terms) {
+      Value small = smallMask(b, loc, t.value, scores);
+      masks.push_back(scaled(small, t.factor));
+      keys.push_back(maskKey(small, t.factor, /*select=*/0, scores));
+    }
     for (Match::Select &s : m.selects) {
       Value cond = smallMask(b, loc, s.condition, scores);
       auto type = RankedTensorType::get(typeOf(cond).getShape(),
@@ -581,13 +640,20 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
             fill = splat(b, loc, type, s.fill * s.factor);
       masks.push_back(SelectOp::create(b, loc, cond, s.scoresOnTrue ? zero : fill,
                                        s.scoresOnTrue ? fill : zero));
+      keys.push_back(maskKey(cond, s.fill * s.factor,
+                             /*select=*/s.scoresOnTrue ? 1 : 2, scores));
     }
-    for (auto it = masks.begin(); it != masks.end(); ++it)
-      if (!isCausalCore && !keepCausalMask && isCausal(Constants{getOperation(), frozenSet}, *it, scores)) {
+    for (size_t i = 0; i < masks.size() && !keepCausalMask; ++i) {
+      auto [it, inserted] = causalOf_.try_emplace(keys[i], false);
+      if (inserted)
+        it->second =
+            isCausal(Constants{getOperation(), frozenSet}, masks[i], scores);
+      if (it->second) {
         isCausalCore = true;
-        masks.erase(it);
+        masks.erase(masks.begin() + i);
         break;
       }
+    }
     Value mask;
     if (!masks.empty()) {
       // One operand: the masks broadcast to their common shape and summed.

@@ -334,8 +334,10 @@ bool hoists(Operation *user, graph::TransposeOp t) {
   });
 }
 
-/// Moves `t` above `user` (hoists() said it can).
-void hoistPast(Operation *user, graph::TransposeOp t) {
+/// Moves `t` above `user` (hoists() said it can), recording the ops it
+/// erases in `erased`.
+void hoistPast(Operation *user, graph::TransposeOp t,
+               llvm::DenseSet<Operation *> &erased) {
   ArrayRef<int64_t> perm = t.getPerm();
   // The op computes in the layout after `t`: rebuilt with the inverse
   // permutation, each operand transposed by `t`'s (a transpose by the
@@ -351,10 +353,11 @@ void hoistPast(Operation *user, graph::TransposeOp t) {
     return moved;
   });
   t.getResult().replaceAllUsesWith(moved);
+  erased.insert(t);
   t->erase();
   SmallVector<Operation *> inputs = layoutInputs(user);
+  erased.insert(user);
   user->erase();
-  llvm::DenseSet<Operation *> erased;
   eraseDead(inputs, nullptr, erased);
 }
 
@@ -369,15 +372,21 @@ void hoistAll(func::FuncOp fn) {
     moved = mergeTransposes(fn);
     SmallVector<graph::TransposeOp> transposes;
     fn.walk([&](graph::TransposeOp t) { transposes.push_back(t); });
+    // Every transpose that hoists, in one sweep from the last (one per
+    // sweep re-walked the function each time: minutes for the planner's
+    // programs of many layers); those it creates, and those a merge lets
+    // hoist, in the next.
+    llvm::DenseSet<Operation *> erased;
     for (graph::TransposeOp t : llvm::reverse(transposes)) {
+      if (erased.contains(t))
+        continue;
       // One the lowering passes as a view stays (a transpose moved down
       // to attention would come back up).
       Operation *user = t.getOperand().getDefiningOp();
       if (!user || isView(t) || !hoists(user, t))
         continue;
-      hoistPast(user, t);
+      hoistPast(user, t, erased);
       moved = true;
-      break; // the walk's list holds erased ops now
     }
   }
 }
