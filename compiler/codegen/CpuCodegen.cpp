@@ -5,6 +5,7 @@
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -17,6 +18,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
@@ -230,6 +232,17 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
   for (auto fn : lowered->getOps<func::FuncOp>())
     if (failed(takeOuterRange(fn)))
       return failure();
+  // Without AVX512-BF16 LLVM lowers a rounding to bf16 to a call of
+  // __truncsfbf2, which Debian's libgcc (GCC 12) does not define: the
+  // kernels would not load. Round in integer arithmetic instead (to
+  // nearest even, NaN kept quiet), as the runtime's kernels do.
+  if (!llvm::sys::getHostCPUFeatures().lookup("avx512bf16")) {
+    RewritePatternSet bf16(ctx);
+    arith::populateExpandBFloat16Patterns(bf16);
+    if (failed(applyPatternsGreedily(*lowered, std::move(bf16))))
+      return kernels.emitError("cannot expand the fused regions' bf16 "
+                               "conversions");
+  }
   PassManager pm(ctx, ModuleOp::getOperationName());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
