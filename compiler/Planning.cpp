@@ -974,6 +974,10 @@ constexpr int kSensitivityCompared = 4;
 
 /// The plan a GPU cluster's programs choose among the analytic search's
 /// choice and its slower plans that could still win.
+/// Searches again with the capacity scaled down by the analytic memory
+/// model's underestimate, where no compiled program of a search fits.
+constexpr int kMemoryRounds = 2;
+
 struct ProgramChoice {
   /// The chosen plan priced from its program; nullopt when the analytic
   /// choice itself could not be (`gap` says why: a pricing gap or its
@@ -1761,6 +1765,11 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   report.model = model;
   report.cluster = cluster;
   report.modelSource = source;
+  // What the compiler cannot build (compilerRefuses), for the searches.
+  mlir::MLIRContext shardContext;
+  shardContext.loadDialect<shard::ShardDialect>();
+  // The GPU search's options, to search again (kMemoryRounds).
+  std::optional<SearchOptions> searched;
 
   if (cpu && !pricingSaved) {
     // What `dtcc compile` builds: dp x tp, ZeRO, the model's batch split
@@ -1769,8 +1778,6 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
     compiler.batch = args.globalBatch ? args.globalBatch : modelBatch;
     compiler.dtype = policy;
     compiler.microBatches = args.microBatches;
-    mlir::MLIRContext shardContext;
-    shardContext.loadDialect<shard::ShardDialect>();
     compiler.unbuilt = [&shardContext](const Plan &plan) {
       return compilerRefuses(&shardContext, plan);
     };
@@ -1862,8 +1869,6 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
                   options.fixZero >= 0;
     // The search chooses only plans dtcc compile builds; the others are
     // rejected alternatives with the compiler's reason.
-    mlir::MLIRContext shardContext;
-    shardContext.loadDialect<shard::ShardDialect>();
     options.buildable = [&shardContext, &model](const Plan &plan) {
       if (std::optional<std::string> why = zeroSplitProblem(plan, model))
         return why;
@@ -1943,6 +1948,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       result = sensitivity->search;
     } else {
       result = searchPlans(model, cluster, options);
+      searched = options;
     }
     if (!result.isOk())
       return result.status();
@@ -2008,6 +2014,64 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
           cluster, run, programs,
           report.origin == "search" ? kMaxUnrolledSearched
                                     : kMaxUnrolledLayers);
+      // The analytic model proposes the plans to compile; where every
+      // compiled program is larger than the device, its memory was too
+      // low for this model: search again with the device's capacity
+      // scaled down by how much it was too low, the mildest of the
+      // compiled plans' underestimates first, then the worst
+      // (kMemoryRounds), until a program fits.
+      std::string tightened;
+      std::vector<double> ratios;
+      if (choice.price && !choice.price->candidate.fits && searched &&
+          report.origin == "search")
+        for (const Candidate &compiled : choice.priced) {
+          auto analytic = evaluatePlan(model, cluster, compiled.plan);
+          if (analytic.isOk() && compiled.memory.total() >
+                                     analytic.value().memory.total())
+            ratios.push_back(analytic.value().memory.total() /
+                             compiled.memory.total());
+        }
+      llvm::sort(ratios, std::greater<double>());
+      for (int round = 0; round < kMemoryRounds && !ratios.empty() &&
+                          choice.price && !choice.price->candidate.fits;
+           ++round) {
+        double ratio = round == 0 ? ratios.front() : ratios.back();
+        if (round > 0 && ratio >= ratios.front())
+          break;
+        ClusterSpec tighter = cluster;
+        tighter.device.memoryBytes.value *= ratio;
+        std::string attempt = llvm::formatv(
+            "{0}searched again with {1:f0}% of the device's memory (the "
+            "compiled programs needed {2:f2}x the analytic model's): ",
+            tightened.empty() ? "" : "; ", ratio * 100, 1 / ratio);
+        StatusOr<SearchResult> again = searchPlans(model, tighter, *searched);
+        if (!again.isOk() || !again.value().best) {
+          tightened += attempt + "no plan fits then";
+          continue;
+        }
+        ProgramChoice next = chooseByPrograms(
+            model, again.value().best->plan,
+            again.value().best->time.stepTime, &again.value().slowerPlans,
+            cluster, run, programs, kMaxUnrolledSearched);
+        if (!next.price) {
+          tightened += attempt + "its choice was not compiled (" + next.gap + ")";
+          continue;
+        }
+        bool fits = next.price->candidate.fits;
+        tightened += attempt + next.price->candidate.plan.summary() +
+                     (fits ? "" : " (does not fit either)");
+        if (fits) {
+          // The alternatives are the new search's.
+          for (Rejection &r : again.value().alternatives)
+            if (r.kind == Rejection::Kind::kOutOfMemory)
+              r.reason += " (with the capacity scaled)";
+          report.search = std::move(again.value());
+          choice = std::move(next);
+        }
+      }
+      if (!tightened.empty())
+        report.notes.push_back("no compiled program of the first search fit "
+                               "the device; " + tightened);
       gap = choice.gap;
       if (choice.price) {
         compiledPrice = std::move(choice.price);

@@ -79,19 +79,26 @@ MemoryBreakdown MemoryModel::modelState(double params,
   m.gradients = params * policy.gradBytes() / (zeroStage >= 2 ? n : 1.0);
   m.optimizerState =
       params * policy.optimizerBytes() / (zeroStage >= 1 ? n : 1.0);
-  if (offload != Offload::kNone) {
-    // ZeRO-Offload: the optimizer state lives on the host, where the
-    // optimizer step runs on copies of the gradient shard. dtcc's compiled
-    // step (--offload optimizer) keeps the device's gradients until the
-    // step (the global norm is computed there); parameter offload would
-    // not.
+  if (offload == Offload::kOptimizer) {
+    // dtcc's compiled step (--offload optimizer): the state only the
+    // optimizer reads and writes, Adam's moments, lives on the host, where
+    // the step runs on copies of the gradient shard; the fp32 master
+    // weights, which the forward pass reads, stay on the device (sharded
+    // as the optimizer state is), and so do the gradients until the step
+    // (the global norm is computed there).
+    double master = policy.masterWeights
+                        ? params * 4.0 / (zeroStage >= 1 ? n : 1.0)
+                        : 0.0;
+    m.hostGradients = m.gradients;
+    m.hostOptimizerState = m.optimizerState - master;
+    m.optimizerState = master;
+  } else if (offload == Offload::kOptimizerAndParams) {
+    // ZeRO-Infinity (the planner's only: dtcc compile refuses it): the
+    // whole optimizer state and the parameters on the host.
     m.hostGradients = m.gradients;
     m.hostOptimizerState = m.optimizerState;
     m.optimizerState = 0;
-    if (offload == Offload::kOptimizerAndParams)
-      m.gradients = 0;
-  }
-  if (offload == Offload::kOptimizerAndParams) {
+    m.gradients = 0;
     m.hostParameters = m.parameters;
     m.parameters = 0;
   }
