@@ -1152,6 +1152,68 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
   return out;
 }
 
+/// Where no program `choice` compiled fits the device, the analytic
+/// model's memory was too low for this model: `search` again with the
+/// device's capacity scaled down by the compiled plans' analytic/compiled
+/// memory ratio, the mildest first, then the worst (kMemoryRounds), and
+/// its choice and closest slower plans compiled and priced the same way,
+/// until a program fits. `choice` and the returned search are then that
+/// round's; `note` says what each round found (empty when none ran).
+std::optional<SearchResult> searchUntilAProgramFits(
+    ProgramChoice &choice, const ModelDesc &model, const ClusterSpec &cluster,
+    const RunKernels &run, const GpuProgramSource &programs,
+    llvm::function_ref<StatusOr<SearchResult>(const ClusterSpec &)> search,
+    std::string &note) {
+  if (!choice.price || choice.price->candidate.fits)
+    return std::nullopt;
+  std::vector<double> ratios;
+  for (const Candidate &compiled : choice.priced) {
+    auto analytic = evaluatePlan(model, cluster, compiled.plan);
+    if (analytic.isOk() &&
+        compiled.memory.total() > analytic.value().memory.total())
+      ratios.push_back(analytic.value().memory.total() /
+                       compiled.memory.total());
+  }
+  llvm::sort(ratios, std::greater<double>());
+  std::optional<SearchResult> adopted;
+  for (int round = 0; round < kMemoryRounds && !ratios.empty(); ++round) {
+    double ratio = round == 0 ? ratios.front() : ratios.back();
+    if (round > 0 && ratio >= ratios.front())
+      break;
+    ClusterSpec tighter = cluster;
+    tighter.device.memoryBytes.value *= ratio;
+    note += llvm::formatv(
+        "{0}searched again with {1:f0}% of the device's memory (the "
+        "compiled programs needed {2:f2}x the analytic model's): ",
+        note.empty() ? "no compiled program of the first search fit the "
+                       "device; "
+                     : "; ",
+        ratio * 100, 1 / ratio);
+    StatusOr<SearchResult> again = search(tighter);
+    if (!again.isOk() || !again.value().best) {
+      note += "no plan fits then";
+      continue;
+    }
+    ProgramChoice next = chooseByPrograms(
+        model, again.value().best->plan, again.value().best->time.stepTime,
+        &again.value().slowerPlans, cluster, run, programs,
+        kMaxUnrolledSearched);
+    if (!next.price) {
+      note += "its choice was not compiled (" + next.gap + ")";
+      continue;
+    }
+    bool fits = next.price->candidate.fits;
+    note += next.price->candidate.plan.summary() +
+            (fits ? "" : " (does not fit either)");
+    if (fits) {
+      choice = std::move(next);
+      adopted = std::move(again.value());
+      break;
+    }
+  }
+  return adopted;
+}
+
 /// The instructions of `time` with every layer's instance of one
 /// instruction merged: a node "layers.7/mlp/MatMul_fc1" (a weight
 /// "layers.7.mlp.fc1.weight") becomes "layers.*/mlp/MatMul_fc1", its calls
@@ -2014,64 +2076,24 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
           cluster, run, programs,
           report.origin == "search" ? kMaxUnrolledSearched
                                     : kMaxUnrolledLayers);
-      // The analytic model proposes the plans to compile; where every
-      // compiled program is larger than the device, its memory was too
-      // low for this model: search again with the device's capacity
-      // scaled down by how much it was too low, the mildest of the
-      // compiled plans' underestimates first, then the worst
-      // (kMemoryRounds), until a program fits.
+      std::optional<SearchResult> again;
       std::string tightened;
-      std::vector<double> ratios;
-      if (choice.price && !choice.price->candidate.fits && searched &&
-          report.origin == "search")
-        for (const Candidate &compiled : choice.priced) {
-          auto analytic = evaluatePlan(model, cluster, compiled.plan);
-          if (analytic.isOk() && compiled.memory.total() >
-                                     analytic.value().memory.total())
-            ratios.push_back(analytic.value().memory.total() /
-                             compiled.memory.total());
-        }
-      llvm::sort(ratios, std::greater<double>());
-      for (int round = 0; round < kMemoryRounds && !ratios.empty() &&
-                          choice.price && !choice.price->candidate.fits;
-           ++round) {
-        double ratio = round == 0 ? ratios.front() : ratios.back();
-        if (round > 0 && ratio >= ratios.front())
-          break;
-        ClusterSpec tighter = cluster;
-        tighter.device.memoryBytes.value *= ratio;
-        std::string attempt = llvm::formatv(
-            "{0}searched again with {1:f0}% of the device's memory (the "
-            "compiled programs needed {2:f2}x the analytic model's): ",
-            tightened.empty() ? "" : "; ", ratio * 100, 1 / ratio);
-        StatusOr<SearchResult> again = searchPlans(model, tighter, *searched);
-        if (!again.isOk() || !again.value().best) {
-          tightened += attempt + "no plan fits then";
-          continue;
-        }
-        ProgramChoice next = chooseByPrograms(
-            model, again.value().best->plan,
-            again.value().best->time.stepTime, &again.value().slowerPlans,
-            cluster, run, programs, kMaxUnrolledSearched);
-        if (!next.price) {
-          tightened += attempt + "its choice was not compiled (" + next.gap + ")";
-          continue;
-        }
-        bool fits = next.price->candidate.fits;
-        tightened += attempt + next.price->candidate.plan.summary() +
-                     (fits ? "" : " (does not fit either)");
-        if (fits) {
-          // The alternatives are the new search's.
-          for (Rejection &r : again.value().alternatives)
-            if (r.kind == Rejection::Kind::kOutOfMemory)
-              r.reason += " (with the capacity scaled)";
-          report.search = std::move(again.value());
-          choice = std::move(next);
-        }
+      if (searched && report.origin == "search")
+        again = searchUntilAProgramFits(
+            choice, model, cluster, run, programs,
+            [&](const ClusterSpec &tighter) {
+              return searchPlans(model, tighter, *searched);
+            },
+            tightened);
+      if (again) {
+        // The alternatives are the new search's.
+        for (Rejection &r : again->alternatives)
+          if (r.kind == Rejection::Kind::kOutOfMemory)
+            r.reason += " (with the capacity scaled)";
+        report.search = std::move(*again);
       }
       if (!tightened.empty())
-        report.notes.push_back("no compiled program of the first search fit "
-                               "the device; " + tightened);
+        report.notes.push_back(tightened);
       gap = choice.gap;
       if (choice.price) {
         compiledPrice = std::move(choice.price);
@@ -2226,6 +2248,21 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
       m, chosen.value().chosen.plan, chosen.value().chosen.time.stepTime,
       &chosen.value().slower, cluster,
       AttentionKernels::kAsCompiled, programs, kMaxUnrolledSearched);
+  std::string tightened;
+  std::string proposed = chosen.value().summary;
+  searchUntilAProgramFits(
+      byPrograms, m, cluster, AttentionKernels::kAsCompiled, programs,
+      [&](const ClusterSpec &tighter) -> StatusOr<SearchResult> {
+        auto again = chooseCompilerPlan(m, tighter, options);
+        if (!again.isOk())
+          return again.status();
+        SearchResult r;
+        r.best = again.value().chosen;
+        r.slowerPlans = again.value().slower;
+        r.alternatives = again.value().rejected;
+        return r;
+      },
+      tightened);
   if (!byPrograms.price) {
     choice.plan = compilerPlanOf(chosen.value().chosen.plan);
     choice.summary = "plan auto: " + chosen.value().summary + " on " +
@@ -2244,7 +2281,9 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
       formatBytes(best.memory.total()),
       best.fits ? "" : " (does not fit by its program)", cluster.name,
       compiledLayersText(m, best.plan, programs),
-      chosen.value().summary, choice.plan.mesh.str(), choice.plan.zero);
+      proposed, choice.plan.mesh.str(), choice.plan.zero);
+  if (!tightened.empty())
+    choice.summary += "\n  note: " + tightened;
   if (!byPrograms.compared.empty())
     choice.summary += "\n  note: " + byPrograms.comparedNote();
   return choice;
