@@ -512,8 +512,11 @@ struct GpuProgramSource {
   mlir::ModuleOp module;           ///< the file's, when modelPath is set
   std::vector<std::string> frozen; ///< as for dtcc compile --frozen
   int64_t batch = 0;               ///< the file's batch dimension
-  /// PlanRequest::progress, told before each long compile.
+  /// PlanRequest::progress, told before each long compile, and before
+  /// every compile once pricing has run kAnnouncedAfterSeconds.
   std::function<void(const std::string &)> progress;
+  std::chrono::steady_clock::time_point started =
+      std::chrono::steady_clock::now();
   bool isFile() const { return !modelPath.empty(); }
 };
 
@@ -536,6 +539,10 @@ constexpr int64_t kMaxUnrolledSearched = 512;
 /// From how many layer x micro-batch instances a compile for pricing is
 /// announced (GpuProgramSource::progress): ~5 s on a 2-core machine.
 constexpr int64_t kAnnouncedInstances = 512;
+/// After how long every compile for pricing is announced: large layers
+/// (Llama 3 70B at sequence 4096) take seconds a program at a few
+/// instances.
+constexpr double kAnnouncedAfterSeconds = 5;
 
 /// The layer instances a compile of `layers` layers at `plan`'s pipeline
 /// unrolls: each layer once per micro-batch with stages, else once.
@@ -822,7 +829,10 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     const int64_t layers = i == 0 ? layersA : layersB;
     ++compiles;
     if (source.progress &&
-        unrolledInstances(layers, compiled) >= kAnnouncedInstances)
+        (unrolledInstances(layers, compiled) >= kAnnouncedInstances ||
+         std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       source.started)
+                 .count() >= kAnnouncedAfterSeconds))
       source.progress(llvm::formatv(
           "compiling {0} layer{1} of {2} x {3} micro-batch{4} for cuda to "
           "price dp={5} pp={6} tp={7} (program {8} of {9})",
