@@ -982,12 +982,12 @@ constexpr int kComparedUnfit = 8;
 /// slower plans within kComparedWithin of its analytic best.
 constexpr int kSensitivityCompared = 4;
 
-/// The plan a GPU cluster's programs choose among the analytic search's
-/// choice and its slower plans that could still win.
 /// Searches again with the capacity scaled down by the analytic memory
 /// model's underestimate, where no compiled program of a search fits.
 constexpr int kMemoryRounds = 2;
 
+/// The plan a GPU cluster's programs choose among the analytic search's
+/// choice and its slower plans that could still win.
 struct ProgramChoice {
   /// The chosen plan priced from its program; nullopt when the analytic
   /// choice itself could not be (`gap` says why: a pricing gap or its
@@ -2259,7 +2259,6 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
       &chosen.value().slower, cluster,
       AttentionKernels::kAsCompiled, programs, kMaxUnrolledSearched);
   std::string tightened;
-  std::string proposed = chosen.value().summary;
   searchUntilAProgramFits(
       byPrograms, m, cluster, AttentionKernels::kAsCompiled, programs,
       [&](const ClusterSpec &tighter) -> StatusOr<SearchResult> {
@@ -2291,7 +2290,7 @@ choosePlanForCompile(mlir::ModuleOp module, const ClusterSpec &cluster,
       formatBytes(best.memory.total()),
       best.fits ? "" : " (does not fit by its program)", cluster.name,
       compiledLayersText(m, best.plan, programs),
-      proposed, choice.plan.mesh.str(), choice.plan.zero);
+      chosen.value().summary, choice.plan.mesh.str(), choice.plan.zero);
   if (!tightened.empty())
     choice.summary += "\n  note: " + tightened;
   if (!byPrograms.compared.empty())

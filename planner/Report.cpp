@@ -4,7 +4,6 @@
 
 #include "planner/Units.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -245,14 +244,8 @@ std::string formatReport(const PlanReport &r) {
   os << "\n";
 
   if (!r.chosen) {
-    // Nothing out of memory among the rejected: every plan was invalid
-    // for this model and cluster, not too large.
-    bool tooLarge = !r.search || r.search->alternatives.empty() ||
-                    std::any_of(r.search->alternatives.begin(), r.search->alternatives.end(),
-                                [](const Rejection &a) {
-                      return a.kind != Rejection::Kind::kInvalid;
-                    });
-    os << (tooLarge ? "No plan fits.\n" : "No valid plan.\n");
+    os << (r.search && r.search->everyPlanInvalid() ? "No valid plan.\n"
+                                                     : "No plan fits.\n");
   } else {
     const Candidate &cand = *r.chosen;
     const Plan &p = cand.plan;

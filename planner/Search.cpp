@@ -502,7 +502,7 @@ private:
       result.note = budgetExhausted_
                         ? "the search budget ran out before any plan that "
                           "fits was found"
-                        : oom_.empty() && !invalid_.empty()
+                        : result.everyPlanInvalid()
                         ? "no plan is valid for this model on this cluster; "
                           "see the alternatives"
                         : "no plan fits in memory; see the alternatives";

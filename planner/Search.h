@@ -13,6 +13,7 @@
 #include "planner/MemoryModel.h"
 #include "planner/TimeModel.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -123,6 +124,16 @@ struct SearchResult {
   /// One line for people: "GPT-2 fits on one device: plain data
   /// parallelism", "no distribution: one device".
   std::string note;
+
+  /// No plan was chosen and every rejected one is invalid for the model
+  /// and cluster (none out of memory).
+  bool everyPlanInvalid() const {
+    return !best && !alternatives.empty() &&
+           std::all_of(alternatives.begin(), alternatives.end(),
+                       [](const Rejection &a) {
+                         return a.kind == Rejection::Kind::kInvalid;
+                       });
+  }
 };
 
 /// Searches plans of `model` for every device of `cluster`

@@ -50,8 +50,9 @@ constexpr int64_t kMaxEvaluated = int64_t(1) << 24;
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// The elements of a constant (dense or resource) as doubles; nullopt for
-/// other element types or a resource without data.
+/// The elements of a constant (dense or resource) as doubles (a numeric
+/// splat as its one value: elementAt); nullopt for other element types or
+/// a resource without data.
 std::optional<std::vector<double>> constantValues(ElementsAttr attr) {
   auto type = cast<ShapedType>(attr.getType());
   if (type.getNumElements() > kMaxEvaluated)
@@ -75,13 +76,15 @@ std::optional<std::vector<double>> constantValues(ElementsAttr attr) {
   if (!dense)
     return std::nullopt;
   std::vector<double> out;
-  out.reserve(type.getNumElements());
   Type element = type.getElementType();
+  if (!dense.isSplat() || element.isInteger(1))
+    out.reserve(type.getNumElements());
   if (element.isInteger(1)) {
     for (bool b : dense.getValues<bool>())
       out.push_back(b);
   } else if (dense.isSplat() && isa<FloatType, IntegerType>(element)) {
-    // A splat of any size reads its one value once (not once per element).
+    // A splat of any size is its one value (elementAt reads it at every
+    // index), read once.
     double value;
     if (isa<FloatType>(element))
       value = dense.getSplatValue<APFloat>().convertToDouble();
@@ -89,7 +92,7 @@ std::optional<std::vector<double>> constantValues(ElementsAttr attr) {
       value = cast<IntegerType>(element).isUnsigned()
                   ? double(dense.getSplatValue<APInt>().getZExtValue())
                   : double(dense.getSplatValue<APInt>().getSExtValue());
-    out.assign(size_t(type.getNumElements()), value);
+    out.assign(1, value);
   } else if (element.isF32()) {
     // The common masks read without an APFloat per element (seconds for a
     // [2048, 2048] mask otherwise).
@@ -159,21 +162,8 @@ std::optional<std::vector<double>> evaluate(const Constants &cs, Value v,
   if (!def || !type || depth > 16 || type.getNumElements() > kMaxEvaluated)
     return std::nullopt;
   int64_t n = type.getNumElements();
-  if (auto c = dyn_cast<ConstantOp>(def)) {
-    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (dense && dense.isSplat() &&
-        isa<FloatType, IntegerType>(type.getElementType()) &&
-        !type.getElementType().isInteger(1)) {
-      Type element = type.getElementType();
-      if (isa<FloatType>(element))
-        return std::vector<double>{dense.getSplatValue<APFloat>().convertToDouble()};
-      APInt i = dense.getSplatValue<APInt>();
-      return std::vector<double>{cast<IntegerType>(element).isUnsigned()
-                                     ? double(i.getZExtValue())
-                                     : double(i.getSExtValue())};
-    }
+  if (auto c = dyn_cast<ConstantOp>(def))
     return constantValues(c.getValue());
-  }
   // A variable that is not trained (a PyTorch buffer): its value.
   if (auto load = dyn_cast<LoadOp>(def)) {
     auto var = ModuleOp(cs.module).lookupSymbol<VariableOp>(load.getVariable());
