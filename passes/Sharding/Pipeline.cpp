@@ -79,11 +79,12 @@ struct ShardMicrobatchPass
     // that read them: each micro-batch in flight does not keep a copy of
     // its stage's weights.
     llvm::DenseSet<Operation *> data, forward, weightCopies;
+    SymbolTable symbols(module);
     auto isParameter = [&](Operation *def) {
       auto load = dyn_cast_or_null<graph::LoadOp>(def);
       if (!load)
         return false;
-      auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+      auto var = symbols.lookup<graph::VariableOp>(load.getVariable());
       return var && var.getTrainable();
     };
     auto isWeight = [&](Operation *def) {
@@ -123,6 +124,13 @@ struct ShardMicrobatchPass
 
     OpBuilder b(ret);
     SmallVector<SmallVector<Value>> results(ret.getNumOperands());
+    // The ops cloned per micro-batch, in order (the clones go before the
+    // return: walking the block again would walk every earlier
+    // micro-batch's clones too, m^2 / 2 ops in all).
+    SmallVector<Operation *> perMicroBatch;
+    for (Operation &op : body.without_terminator())
+      if (data.contains(&op))
+        perMicroBatch.push_back(&op);
     for (int64_t i = 0; i < m; ++i) {
       IRMapping map;
       for (BlockArgument arg : body.getArguments()) {
@@ -137,12 +145,10 @@ struct ShardMicrobatchPass
         map.map(arg, graph::SliceOp::create(b, train.getLoc(), arg, start,
                                             limit, stride));
       }
-      for (Operation &op : body.without_terminator()) {
-        if (!data.contains(&op))
-          continue;
-        Operation *clone = b.clone(op, map);
+      for (Operation *op : perMicroBatch) {
+        Operation *clone = b.clone(*op, map);
         clone->setAttr(kMicroAttr, b.getI64IntegerAttr(i));
-        clone->setAttr(kPassAttr, b.getStringAttr(forward.contains(&op)
+        clone->setAttr(kPassAttr, b.getStringAttr(forward.contains(op)
                                                       ? "forward"
                                                       : "backward"));
       }
@@ -169,9 +175,8 @@ struct ShardMicrobatchPass
       means.push_back(sum);
     }
     ret->setOperands(means);
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-      if (data.contains(&op))
-        op.erase();
+    for (Operation *op : llvm::reverse(perMicroBatch))
+      op->erase();
     train.setType(FunctionType::get(ctx, body.getArgumentTypes(),
                                     ret.getOperandTypes()));
   }
@@ -250,6 +255,15 @@ private:
   std::vector<std::map<TaskKey, SmallVector<Operation *>>> taskOps_;
   /// Values sent between stages: (value, destination) -> tag.
   std::map<std::pair<void *, int64_t>, int64_t> tags_;
+  /// The sends of `v` in tags_, by destination stage (one search instead
+  /// of one per stage: the stages' clones asked for every result).
+  llvm::iterator_range<std::map<std::pair<void *, int64_t>, int64_t>::const_iterator>
+  sendsOf(Value v) const {
+    void *key = v.getAsOpaquePointer();
+    return llvm::make_range(
+        tags_.lower_bound({key, std::numeric_limits<int64_t>::min()}),
+        tags_.upper_bound({key, std::numeric_limits<int64_t>::max()}));
+  }
   int64_t handle_ = 1 << 20;
 };
 
@@ -315,10 +329,8 @@ void ShardPipelinePass::splitBackward(Block &body) {
     if (!backwardOf(&op))
       continue;
     for (Value r : op.getResults())
-      for (int64_t dest = 0; dest < numStages(); ++dest)
-        if (tags_.count({r.getAsOpaquePointer(), dest}) &&
-            critical.insert(&op).second)
-          work.push_back(&op);
+      if (!sendsOf(r).empty() && critical.insert(&op).second)
+        work.push_back(&op);
   }
   while (!work.empty()) {
     Operation *op = work.pop_back_val();
@@ -777,17 +789,17 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     clone->removeAttr(kPassAttr);
     // Send what later (or earlier) stages read.
     for (Value r : op.getResults())
-      for (int64_t dest = 0; dest < numStages(); ++dest)
-        if (auto it = tags_.find({r.getAsOpaquePointer(), dest}); it != tags_.end()) {
-          auto send = SendOp::create(b, op.getLoc(), map.lookup(r), "pp",
-                                     dest - stage, it->second);
-          send->setAttr("async", IntegerAttr::get(i64, 1));
-          if (auto pass = op.getAttrOfType<StringAttr>(kPassAttr))
-            send->setAttr("phase", pass);
-          send->setAttr("handle", IntegerAttr::get(i64, handle_));
-          sent.push_back(map.lookup(r));
-          send->setAttr(kWaitHandleAttr, IntegerAttr::get(i64, handle_++));
-        }
+      for (auto [key, tag] : sendsOf(r)) {
+        const int64_t dest = key.second;
+        auto send = SendOp::create(b, op.getLoc(), map.lookup(r), "pp",
+                                   dest - stage, tag);
+        send->setAttr("async", IntegerAttr::get(i64, 1));
+        if (auto pass = op.getAttrOfType<StringAttr>(kPassAttr))
+          send->setAttr("phase", pass);
+        send->setAttr("handle", IntegerAttr::get(i64, handle_));
+        sent.push_back(map.lookup(r));
+        send->setAttr(kWaitHandleAttr, IntegerAttr::get(i64, handle_++));
+      }
     return clone;
   };
 

@@ -39,6 +39,8 @@ struct ShardPropagatePass
       return signalPassFailure();
     }
     module_ = module;
+    SymbolTableCollection symbols;
+    symbols_ = &symbols;
     PlanAttr plan = getPlan(module);
     sequenceParallel_ = plan && plan.getSequenceParallel();
     module.walk([&](ConstraintOp c) {
@@ -60,7 +62,8 @@ struct ShardPropagatePass
 private:
   /// The sharding `variable` is stored in (replicated when unannotated).
   ShardingAttr variableSharding(StringRef name) {
-    auto var = module_.lookupSymbol<graph::VariableOp>(name);
+    auto var = symbols_->lookupSymbolIn<graph::VariableOp>(
+        module_, StringAttr::get(module_.getContext(), name));
     if (auto s = var->getAttrOfType<ShardingAttr>(kShardingAttr))
       return s;
     return ShardingAttr::replicated(var.getContext(),
@@ -431,8 +434,8 @@ private:
       // use outside the update sees the parameter as ZeRO found it: its dp
       // split is storage, gathered for the use, and the rest of its layout
       // (a tp split) holds as it would without ZeRO.
-      bool zero = loadsZeroVariable(v);
-      if (zero && loadedVariable(v).getTrainable() &&
+      bool zero = loadsZeroVariable(v, symbols_);
+      if (zero && loadedVariable(v, symbols_).getTrainable() &&
           !isa<graph::AdamwOp, graph::SgdOp>(op)) {
         s = withoutDp(s);
         zero = false;
@@ -480,6 +483,8 @@ private:
   }
 
   MeshAttr mesh_;
+  /// The module's symbols (runOnOperation's; the pass adds none).
+  SymbolTableCollection *symbols_ = nullptr;
   ModuleOp module_;
   /// Values whose split over tp is a sequence-parallel split: the results
   /// of dtcc-shard-annotate's sequence constraints and of ops whose factors

@@ -11,15 +11,19 @@ using namespace dtcc::graph;
 
 namespace dtcc::shard {
 
-graph::VariableOp loadedVariable(Value value) {
+graph::VariableOp loadedVariable(Value value, SymbolTableCollection *symbols) {
   auto load = value.getDefiningOp<graph::LoadOp>();
-  return load ? SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
-                    load, load.getVariableAttr())
-              : graph::VariableOp();
+  if (!load)
+    return {};
+  if (symbols)
+    return symbols->lookupNearestSymbolFrom<graph::VariableOp>(
+        load, load.getVariableAttr());
+  return SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
+      load, load.getVariableAttr());
 }
 
-bool loadsZeroVariable(Value value) {
-  graph::VariableOp var = loadedVariable(value);
+bool loadsZeroVariable(Value value, SymbolTableCollection *symbols) {
+  graph::VariableOp var = loadedVariable(value, symbols);
   return var && var->hasAttr(kZeroAttr);
 }
 

@@ -51,12 +51,17 @@ ShardingAttr getSharding(mlir::Value value);
 /// Records `sharding` for `value`.
 void setSharding(mlir::Value value, ShardingAttr sharding);
 
-/// The variable `value` loads, or null when it is not a load.
-graph::VariableOp loadedVariable(mlir::Value value);
+/// The variable `value` loads, or null when it is not a load. A pass that
+/// asks for many loads passes its `symbols` (a module's symbol lookup
+/// without a table walks every op: a deep pipeline's module holds
+/// thousands of variables).
+graph::VariableOp loadedVariable(mlir::Value value,
+                                 mlir::SymbolTableCollection *symbols = nullptr);
 /// Whether `value` is a load of a variable split by ZeRO (`dshard.zero`: its
 /// dp split is storage; a parameter's is gathered before each use, or once
 /// a step with `dshard.gather_once`).
-bool loadsZeroVariable(mlir::Value value);
+bool loadsZeroVariable(mlir::Value value,
+                       mlir::SymbolTableCollection *symbols = nullptr);
 /// Whether `value` is a load of a ZeRO-1/2 parameter, gathered once a step
 /// (`dshard.gather_once`).
 bool loadsGatherOnceVariable(mlir::Value value);
