@@ -1514,11 +1514,16 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
           name = p.kernel() + " at " +
                  (p.location().empty() ? "(no node)" : p.location());
           // Forward and backward micro-batches interleave in a pipeline
-          // stage: everything there counts as activations.
+          // stage: there a forward task's result is an activation (its
+          // kernels' dshard.task, "forward mb3"), a backward task's and
+          // the step's own (the weights' copies, the update) a gradient or
+          // temporary; elsewhere what is made up to the loss.
+          const bool forward =
+              staged ? attrString(p, "dshard.task").rfind("forward", 0) == 0
+                     : lossAt >= 0 && s->producer <= lossAt;
           kind = isCommKernel(p.kernel()) ? "comm buffer"
-                 : staged || (lossAt >= 0 && s->producer <= lossAt)
-                     ? "activation"
-                     : "gradient or temporary";
+                 : forward                ? "activation"
+                                          : "gradient or temporary";
         }
         (kind == "comm buffer"  ? m.commBuffers
          : kind == "activation" ? m.activations
