@@ -649,8 +649,8 @@ std::pair<int64_t, int64_t> chunkLayersCompiled(const ModelDesc &model) {
 /// GPT 16 and 32 layers on 4 and 8 stages, the step at 5 pp from pp and
 /// 2 pp within 2.3e-6 of its compile for those three schedules; the
 /// interleaved step 2.9e-3 (v = 2) and 4.8e-3 (v = 3) off from pp and
-/// 2 pp, exact from 2 pp and 3 pp. Equal (the plan's) when it has at most as many as the second
-/// count, or no stages.
+/// 2 pp, exact from 2 pp and 3 pp. Equal (the plan's) when it has at most
+/// as many as the second count, or no stages.
 std::pair<int64_t, int64_t> compiledMicroBatches(const Plan &plan) {
   const int64_t first =
       plan.schedule == Schedule::kInterleaved ? 2 * plan.pp : plan.pp;

@@ -62,8 +62,7 @@ struct ShardPropagatePass
 private:
   /// The sharding `variable` is stored in (replicated when unannotated).
   ShardingAttr variableSharding(StringRef name) {
-    auto var = symbols_->lookupSymbolIn<graph::VariableOp>(
-        module_, StringAttr::get(module_.getContext(), name));
+    auto var = symbols_->getSymbolTable(module_).lookup<graph::VariableOp>(name);
     if (auto s = var->getAttrOfType<ShardingAttr>(kShardingAttr))
       return s;
     return ShardingAttr::replicated(var.getContext(),
