@@ -125,7 +125,7 @@ def make_batches(spec, count):
         tokens = np.stack([rng.integers(0, vocab, (b, seq + 1)) for _ in range(count)])
         return {"ids": tokens[:, :, :-1].astype(np.int64).copy(),
                 "labels": tokens[:, :, 1:].astype(np.int64).copy()}
-    if spec["kind"] == "resnet":
+    if spec["kind"] in ("resnet", "mobilenet"):
         size, classes = spec["size"], spec["model"]["classes"]
         xs, ys = [], []
         for _ in range(count):

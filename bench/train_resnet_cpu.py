@@ -18,6 +18,9 @@ and what is measured.
 --model resnet18 is ResNet-18's stages (2, 2, 2, 2 blocks of 64, 128, 256,
 512 channels, 11.2 M parameters) with a 3x3 stride-1 stem for small images
 (as CIFAR ResNets); --model small is 1, 1, 1 blocks of 16, 32, 64 channels.
+--model mobilenet is tests/e2e/torch_models.MobileNet instead: a small
+MobileNetV3 (depthwise convolutions, ReLU6 and a clamp exported as Clip,
+Hardswish, squeeze-and-excitation gated by Hardsigmoid; 19 K parameters).
 """
 import argparse
 import sys
@@ -28,6 +31,7 @@ MODELS = {
     "resnet18": dict(layers=(2, 2, 2, 2), widths=(64, 128, 256, 512), stem=3),
     "resnet10": dict(layers=(1, 1, 1, 1), widths=(64, 128, 256, 512), stem=3),
     "small": dict(layers=(1, 1, 1), widths=(16, 32, 64), stem=3),
+    "mobilenet": None,
 }
 # Step 1's losses agree to about 1e-6 (the same weights and batch). After
 # it, float32 runs of a ReLU network part: a batch-norm output within
@@ -51,12 +55,13 @@ def main():
     args = ap.parse_args()
     cpu_compare.quick(args)
     m = MODELS[args.model]
-    spec = {"kind": "resnet", "model": dict(m, classes=10), "batch": args.batch,
-            "size": args.size, "inputs": ["x", "labels"], "lr": 1e-3,
-            "weight_decay": 0.1, "clip": 1.0}
-    title = (f"ResNet '{args.model}' ({'-'.join(map(str, m['layers']))} blocks of "
-             f"{'-'.join(map(str, m['widths']))} channels, BatchNorm in training mode), "
-             f"{args.size}x{args.size} images, batch {args.batch}")
+    spec = {"kind": "resnet" if m else "mobilenet", "model": dict(m or {}, classes=10),
+            "batch": args.batch, "size": args.size, "inputs": ["x", "labels"],
+            "lr": 1e-3, "weight_decay": 0.1, "clip": 1.0}
+    what = (f"ResNet '{args.model}' ({'-'.join(map(str, m['layers']))} blocks of "
+            f"{'-'.join(map(str, m['widths']))} channels, BatchNorm in training mode)"
+            if m else "MobileNetV3 (small: ReLU6, Hardswish, clamp, squeeze-and-excitation)")
+    title = f"{what}, {args.size}x{args.size} images, batch {args.batch}"
     cpu_compare.run_workload(
         args, spec, title,
         lambda step: STEP1_TOLERANCE if step == 1 else LATER_TOLERANCE,

@@ -196,6 +196,95 @@ static LogicalResult takeOuterRange(func::FuncOp fn) {
   return success();
 }
 
+/// `f`'s bits rounded to bfloat16's (nearest even; a NaN stays a quiet
+/// NaN), as the runtime's storeBf16 does, in i32 arithmetic.
+static Value bf16Bits(OpBuilder &b, Location loc, Value f) {
+  auto i32 = b.getI32Type();
+  auto c = [&](uint32_t v) -> Value {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  Value u = arith::BitcastOp::create(b, loc, i32, f);
+  Value high = arith::ShRUIOp::create(b, loc, u, c(16));
+  Value odd = arith::AndIOp::create(b, loc, high, c(1));
+  Value biased = arith::AddIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, u, c(0x7fff)), odd);
+  Value rounded = arith::ShRUIOp::create(b, loc, biased, c(16));
+  Value quiet = arith::OrIOp::create(b, loc, high, c(0x40));
+  Value isNan = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ugt,
+      arith::AndIOp::create(b, loc, u, c(0x7fffffff)), c(0x7f800000));
+  Value bits = arith::SelectOp::create(b, loc, isNan, quiet, rounded);
+  return arith::TruncIOp::create(b, loc, b.getI16Type(), bits);
+}
+
+/// Reads and writes `fn`'s buffers of i1 (masks, one byte per element as
+/// the runtime keeps them) and, with `bf16AsBits`, of bf16 as integers:
+/// LLVM's loop vectorizer loads i1 one at a time (its bits pack in a
+/// vector) but widens loads of i8; and a CPU without AVX512-BF16 has no
+/// bf16 arithmetic, so LLVM computes selects of bf16 vectors in f32 and
+/// rounds them back with __truncsfbf2, which Debian's libgcc (GCC 12) does
+/// not define (the kernels would not load). A mask argument becomes a
+/// memref of i8, its loads truncated to i1 and its stores extended from
+/// it; a bf16 argument a memref of i16, widened to f32 by a shift and
+/// rounded from f32 in integers (bf16Bits), so no bf16 value is left.
+static LogicalResult buffersAsIntegers(func::FuncOp fn, bool bf16AsBits) {
+  Block &entry = fn.front();
+  MLIRContext *ctx = fn.getContext();
+  auto i8 = IntegerType::get(ctx, 8), i16 = IntegerType::get(ctx, 16);
+  SmallVector<Type> inputs(fn.getArgumentTypes());
+  for (BlockArgument arg : entry.getArguments()) {
+    auto type = cast<MemRefType>(arg.getType());
+    Type element = type.getElementType();
+    bool mask = element.isInteger(1), bf16 = bf16AsBits && element.isBF16();
+    if (!mask && !bf16)
+      continue;
+    arg.setType(MemRefType::get(type.getShape(), mask ? i8 : i16));
+    inputs[arg.getArgNumber()] = arg.getType();
+    for (Operation *user : llvm::make_early_inc_range(arg.getUsers())) {
+      OpBuilder b(user);
+      Location loc = user->getLoc();
+      if (auto load = dyn_cast<memref::LoadOp>(user)) {
+        Value raw = memref::LoadOp::create(b, loc, arg, load.getIndices());
+        Value value;
+        if (mask) {
+          value = arith::TruncIOp::create(b, loc, element, raw);
+        } else {
+          // A bf16's bits are the upper half of the f32 it widens to.
+          Value wide = arith::ShLIOp::create(
+              b, loc, arith::ExtUIOp::create(b, loc, b.getI32Type(), raw),
+              arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)));
+          Value f32 = arith::BitcastOp::create(b, loc, b.getF32Type(), wide);
+          for (Operation *reader : llvm::make_early_inc_range(load->getUsers()))
+            if (auto ext = dyn_cast<arith::ExtFOp>(reader);
+                ext && ext.getType().isF32()) {
+              ext.replaceAllUsesWith(f32);
+              ext.erase();
+            }
+          value = arith::BitcastOp::create(b, loc, element, raw);
+        }
+        load.replaceAllUsesWith(value);
+        load.erase();
+      } else if (auto store = dyn_cast<memref::StoreOp>(user)) {
+        Value v = store.getValueToStore();
+        Value raw;
+        if (mask)
+          raw = arith::ExtUIOp::create(b, loc, i8, v);
+        else if (auto trunc = v.getDefiningOp<arith::TruncFOp>();
+                 trunc && trunc.getIn().getType().isF32())
+          raw = bf16Bits(b, loc, trunc.getIn());
+        else
+          raw = arith::BitcastOp::create(b, loc, i16, v);
+        store->setOperand(0, raw);
+      } else {
+        return user->emitOpError("reads a region's buffer ")
+               << type << ": expected memref.load or memref.store";
+      }
+    }
+  }
+  fn.setType(FunctionType::get(ctx, inputs, {}));
+  return success();
+}
+
 FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
                                          const CpuCodegenOptions &options) {
   MLIRContext *ctx = kernels.getContext();
@@ -229,14 +318,16 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
   if (failed(loops.run(*lowered)))
     return kernels.emitError("cannot lower the fused regions to loops (see "
                              "the errors above)");
-  for (auto fn : lowered->getOps<func::FuncOp>())
-    if (failed(takeOuterRange(fn)))
-      return failure();
   // Without AVX512-BF16 LLVM lowers a rounding to bf16 to a call of
   // __truncsfbf2, which Debian's libgcc (GCC 12) does not define: the
   // kernels would not load. Round in integer arithmetic instead (to
-  // nearest even, NaN kept quiet), as the runtime's kernels do.
-  if (!llvm::sys::getHostCPUFeatures().lookup("avx512bf16")) {
+  // nearest even, NaN kept quiet), as the runtime's kernels do: the
+  // buffers' (buffersAsIntegers), and any other rounding left.
+  const bool bf16AsBits = !llvm::sys::getHostCPUFeatures().lookup("avx512bf16");
+  for (auto fn : lowered->getOps<func::FuncOp>())
+    if (failed(buffersAsIntegers(fn, bf16AsBits)) || failed(takeOuterRange(fn)))
+      return failure();
+  if (bf16AsBits) {
     RewritePatternSet bf16(ctx);
     arith::populateExpandBFloat16Patterns(bf16);
     if (failed(applyPatternsGreedily(*lowered, std::move(bf16))))

@@ -74,18 +74,61 @@ bool isRowView(Operation *op) {
   return isa<graph::ReshapeOp, graph::BroadcastInDimOp>(op);
 }
 
+/// A comparison of floats: an i1 result from operands of a region's type.
+bool isFloatCompare(Operation *op) {
+  if (!isa<graph::EqOp, graph::LtOp, graph::LeOp, graph::GtOp, graph::GeOp>(
+          op))
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  return type && isRegionFloat(type.getElementType());
+}
+
+/// A logical op of i1 tensors (the masks a comparison makes).
+bool isMaskLogic(Operation *op) {
+  if (!isa<graph::AndOp, graph::OrOp, graph::XorOp, graph::NotOp>(op))
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  return type && type.getElementType().isInteger(1);
+}
+
 /// Whether a region computes `op`: a float elementwise op whose scalar form
-/// emitScalar knows.
+/// emitScalar knows, a comparison of floats, a logical op of their masks,
+/// or a select between floats.
 bool isFusableCompute(Operation *op) {
+  if (isFloatCompare(op) || isMaskLogic(op))
+    return true;
   if (!isa<graph::AddOp, graph::SubOp, graph::MulOp, graph::DivOp,
            graph::MaxOp, graph::MinOp, graph::NegOp, graph::AbsOp,
            graph::ExpOp, graph::LogOp, graph::SqrtOp, graph::RsqrtOp,
            graph::ReciprocalOp, graph::TanhOp, graph::SigmoidOp,
            graph::ReluOp, graph::SiluOp, graph::ErfOp, graph::GeluOp,
-           graph::GeluGradOp, graph::SiluGradOp, graph::PowOp>(op))
+           graph::GeluGradOp, graph::SiluGradOp, graph::PowOp,
+           graph::SelectOp>(op))
     return false;
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   return type && isRegionFloat(type.getElementType());
+}
+
+/// The i1 tensor of `full`'s shape: a mask in a region over `full`.
+RankedTensorType maskOf(RankedTensorType full) {
+  return RankedTensorType::get(full.getShape(),
+                               IntegerType::get(full.getContext(), 1));
+}
+
+/// Whether a region over `full` holds a value of type `t` element by
+/// element: of `full`'s type, or a mask of its shape.
+bool isElementOf(Type t, RankedTensorType full) {
+  return t == full || t == maskOf(full);
+}
+
+/// The float type a region that computes `op` iterates over: its operands'
+/// for a comparison, its result's for the others; null for a logical op of
+/// masks, which only joins the regions of its operands.
+RankedTensorType regionTypeOf(Operation *op) {
+  if (isMaskLogic(op))
+    return {};
+  Value v = isFloatCompare(op) ? op->getOperand(0) : op->getResult(0);
+  return cast<RankedTensorType>(v.getType());
 }
 
 /// A broadcast a region reads through an indexing map instead of a buffer:
@@ -99,25 +142,41 @@ bool isInlinedBroadcast(Operation *op) {
          std::adjacent_find(dims.begin(), dims.end()) == dims.end();
 }
 
-/// A splat constant a region reads as a scalar.
+/// A splat constant a region reads as a scalar (a float or a mask's i1).
 DenseElementsAttr inlinedSplat(Operation *op) {
   auto c = dyn_cast_or_null<graph::ConstantOp>(op);
   if (!c)
     return {};
   auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-  return dense && dense.isSplat() ? dense : DenseElementsAttr();
+  if (!dense || !dense.isSplat())
+    return {};
+  Type e = dense.getElementType();
+  return isRegionFloat(e) || e.isInteger(1) ? dense : DenseElementsAttr();
 }
 
-/// Whether every operand of `op` is a region value of its result type, an
-/// inlined broadcast or splat of its element type.
+/// A region's scalar `s` as the type it computes in (a float read widened;
+/// a mask's i1 as it is).
+Value widened(OpBuilder &b, Location loc, Value s, Type compute) {
+  return isa<FloatType>(s.getType()) && s.getType() != compute
+             ? arith::ExtFOp::create(b, loc, compute, s).getResult()
+             : s;
+}
+
+/// A region's scalar `s` as the element type `e` it is written as.
+Value narrowed(OpBuilder &b, Location loc, Value s, Type e) {
+  return s.getType() != e ? arith::TruncFOp::create(b, loc, e, s).getResult()
+                          : s;
+}
+
+/// Whether every operand of `op` is a value of the region it computes in
+/// element by element (of its type or a mask of its shape; a logical op's
+/// of its result's type).
 bool operandsFit(Operation *op) {
+  RankedTensorType full = regionTypeOf(op);
   Type type = op->getResult(0).getType();
-  for (Value v : op->getOperands()) {
-    if (v.getType() == type)
-      continue;
-    return false;
-  }
-  return true;
+  return llvm::all_of(op->getOperandTypes(), [&](Type t) {
+    return full ? isElementOf(t, full) : t == type;
+  });
 }
 
 /// Whether `t` holds one value per row of the full type `full` ([rows...,
@@ -297,6 +356,11 @@ Value emitScalar(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
   auto exp = [&](Value v) -> Value { return math::ExpOp::create(b, loc, v); };
   auto tanh = [&](Value v) -> Value { return math::TanhOp::create(b, loc, v); };
   auto erf = [&](Value v) -> Value { return math::ErfOp::create(b, loc, v); };
+  // Comparisons are ordered: false when either side is NaN, as the
+  // kernels' (and ONNX's).
+  auto cmp = [&](arith::CmpFPredicate p) -> Value {
+    return arith::CmpFOp::create(b, loc, p, x[0], x[1]);
+  };
   // The formulas are the CPU kernels' (runtime/device/cpu), operation for
   // operation, so that a region computes what the kernels it replaces do.
   constexpr double kInvSqrt2 = 0.70710678118654752440;
@@ -359,6 +423,27 @@ Value emitScalar(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
         return mul(dy, add(mul(c(0.5), add(c(1), cdf)),
                            mul(v, mul(c(kInvSqrt2Pi), pdf))));
       })
+      .Case([&](graph::EqOp) { return cmp(arith::CmpFPredicate::OEQ); })
+      .Case([&](graph::LtOp) { return cmp(arith::CmpFPredicate::OLT); })
+      .Case([&](graph::LeOp) { return cmp(arith::CmpFPredicate::OLE); })
+      .Case([&](graph::GtOp) { return cmp(arith::CmpFPredicate::OGT); })
+      .Case([&](graph::GeOp) { return cmp(arith::CmpFPredicate::OGE); })
+      .Case([&](graph::AndOp) -> Value {
+        return arith::AndIOp::create(b, loc, x[0], x[1]);
+      })
+      .Case([&](graph::OrOp) -> Value {
+        return arith::OrIOp::create(b, loc, x[0], x[1]);
+      })
+      .Case([&](graph::XorOp) -> Value {
+        return arith::XOrIOp::create(b, loc, x[0], x[1]);
+      })
+      .Case([&](graph::NotOp) -> Value {
+        Value one = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+        return arith::XOrIOp::create(b, loc, x[0], one);
+      })
+      .Case([&](graph::SelectOp) -> Value {
+        return arith::SelectOp::create(b, loc, x[0], x[1], x[2]);
+      })
       .Case([&](graph::SiluGradOp) -> Value {
         Value v = x[0], dy = x[1];
         Value sig = div(c(1), add(c(1), exp(neg(v))));
@@ -367,9 +452,13 @@ Value emitScalar(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
       .Default([](Operation *) -> Value { return {}; });
 }
 
-/// A splat constant's value as a scalar of the type a region computes in.
+/// A splat constant's value as a scalar of the type a region computes in
+/// (a mask's as an i1).
 Value splatScalar(OpBuilder &b, Location loc, DenseElementsAttr splat,
                   Type compute) {
+  if (splat.getElementType().isInteger(1))
+    return arith::ConstantOp::create(
+        b, loc, b.getBoolAttr(splat.getSplatValue<bool>()));
   APFloat value = splat.getSplatValue<APFloat>();
   bool lost = false;
   value.convert(cast<FloatType>(compute).getFloatSemantics(),
@@ -629,16 +718,18 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
   SmallVector<unsigned> join;
   Type type = op->getResult(0).getType();
   if (isFusableCompute(op) && operandsFit(op)) {
-    // Values of a region's type, or one value per row of a row region.
+    // Values of a region's type or masks of its shape, or one float value
+    // per row of a row region.
+    RankedTensorType full = regionTypeOf(op);
     for (Value v : op->getOperands())
       if (std::optional<unsigned> r = producer(v)) {
         const Region &region = regions[*r];
-        if (region.full == type ||
+        if ((full ? region.full == full : isElementOf(type, region.full)) ||
             (region.rows && isRowOf(type, region.full)))
           if (!llvm::is_contained(join, *r))
             join.push_back(*r);
       }
-    return {join, Region{{}, cast<RankedTensorType>(type), false}};
+    return {join, Region{{}, full, false}};
   }
   if (!rows)
     return {};
@@ -829,7 +920,7 @@ bool FunctionFusion::outline(Region &region) {
   llvm::MapVector<std::pair<Value, AffineMap>, unsigned> inputs;
   auto inputOf = [&](Value v) -> std::pair<Value, AffineMap> {
     auto readerType = cast<RankedTensorType>(v.getType());
-    bool perRow = readerType != type;
+    bool perRow = !isElementOf(readerType, type);
     int64_t readerRank = readerType.getRank();
     auto dim = [&](int64_t d) -> AffineExpr {
       return perRow && d == rank - 1 ? getAffineConstantExpr(0, ctx)
@@ -952,9 +1043,8 @@ bool FunctionFusion::outline(Region &region) {
             if (DenseElementsAttr splat = inlinedSplat(v.getDefiningOp())) {
               s = splatScalar(nb, nloc, splat, compute);
             } else {
-              s = scalars[inputs.lookup(inputOf(v))];
-              if (s.getType() != compute)
-                s = arith::ExtFOp::create(nb, nloc, compute, s);
+              s = widened(nb, nloc, scalars[inputs.lookup(inputOf(v))],
+                          compute);
             }
             map.map(v, s);
             return s;
@@ -966,12 +1056,9 @@ bool FunctionFusion::outline(Region &region) {
             map.map(op->getResult(0), emitScalar(nb, op->getLoc(), op, xs));
           }
           SmallVector<Value> yields;
-          for (Value v : outputs) {
-            Value y = map.lookup(v);
-            if (y.getType() != element)
-              y = arith::TruncFOp::create(nb, nloc, element, y);
-            yields.push_back(y);
-          }
+          for (Value v : outputs)
+            yields.push_back(narrowed(nb, nloc, map.lookup(v),
+                                      getElementTypeOrSelf(v.getType())));
           linalg::YieldOp::create(nb, nloc, yields);
         });
   }
@@ -1061,7 +1148,7 @@ LogicalResult FunctionFusion::buildRows(
     return def && members.contains(def) ? def : nullptr;
   };
   auto isFull = [&](Operation *op) {
-    return op->getResult(0).getType() == full;
+    return isElementOf(op->getResult(0).getType(), full);
   };
 
   // Passes: a row is computed in passes over its columns. A reduction's
@@ -1083,7 +1170,6 @@ LogicalResult FunctionFusion::buildRows(
   // Row buffers: what a reduction reduces and columns a later pass reads,
   // of the region's own values (it reads outside values where they are).
   llvm::MapVector<Value, Value> rowBuffers;
-  auto bufferType = MemRefType::get({cols}, compute);
   for (Operation *op : region.ops)
     for (Value v : op->getOperands()) {
       Operation *def = member(v);
@@ -1096,8 +1182,11 @@ LogicalResult FunctionFusion::buildRows(
                               cols * computeBytes(element);
   if (bufferBytes > kMaxRowBufferBytes)
     return failure();
-  for (auto &[v, buffer] : rowBuffers)
-    buffer = memref::AllocaOp::create(b, loc, bufferType);
+  for (auto &[v, buffer] : rowBuffers) {
+    Type e = getElementTypeOrSelf(v.getType());
+    buffer = memref::AllocaOp::create(
+        b, loc, MemRefType::get({cols}, e.isInteger(1) ? e : compute));
+  }
   llvm::DenseMap<Value, unsigned> outputIndex;
   for (auto [i, v] : llvm::enumerate(outputs))
     outputIndex[v] = inputs.size() + i;
@@ -1130,8 +1219,7 @@ LogicalResult FunctionFusion::buildRows(
     Value s = memref::LoadOp::create(
         ob, loc, args[inputs.lookup(key)],
         indicesOf(ob, loc, key.second, at));
-    return s.getType() == compute ? s
-                                  : arith::ExtFOp::create(ob, loc, compute, s);
+    return widened(ob, loc, s, compute);
   };
   // Writes an output's element (a value per row at column 0, if it has one).
   auto writeOutput = [&](OpBuilder &ob, Value v, Value s, Value col) {
@@ -1141,11 +1229,11 @@ LogicalResult FunctionFusion::buildRows(
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<Value> at(ivs);
     if (type.getRank() == rank)
-      at.push_back(type == full ? col
-                                : arith::ConstantIndexOp::create(ob, loc, 0));
-    if (s.getType() != element)
-      s = arith::TruncFOp::create(ob, loc, element, s);
-    memref::StoreOp::create(ob, loc, s, args[it->second], at);
+      at.push_back(isElementOf(type, full)
+                       ? col
+                       : arith::ConstantIndexOp::create(ob, loc, 0));
+    memref::StoreOp::create(ob, loc, narrowed(ob, loc, s, type.getElementType()),
+                            args[it->second], at);
   };
 
   IRMapping perRow; // a row's values per row

@@ -6,9 +6,11 @@
    gradient with the residual gradient's sum, a scale/mask chain, SiLU and
    the sigmoid, an f64 chain) and of row regions (an RMS norm as PyTorch
    exports it, over rows of 2500: the sum's pairwise halves and a tail; a
-   softmax from sums and maxima with its log-sum-exp) compiled with and
-   without --fuse, run on the same random inputs: every output within 1e-6
-   relative (f32; f64 1e-12).
+   softmax from sums and maxima with its log-sum-exp) and of masks (Clip
+   as imported, with inputs at its bounds; a mask read in and one written
+   out; a select in a row region) compiled with and without --fuse, run on
+   the same random inputs: every output within 1e-6 relative (f32; f64
+   1e-12; masks equal). The regions must take the masks' ops.
 2. Training: the zoo's GPT, PyTorch's GPT and PyTorch's Llama (its RMS
    norms and their gradients become row regions; tests/e2e/torch_models.py),
    also with --no-fused-attention (the scale, mask and softmax of each
@@ -44,14 +46,17 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
                 %mask: tensor<6x40xf32> {dgraph.name = "mask"},
                 %d: tensor<3x7xf64> {dgraph.name = "d"},
                 %w: tensor<4x3x2500xf32> {dgraph.name = "w"},
-                %z: tensor<5x37xf32> {dgraph.name = "z"})
+                %z: tensor<5x37xf32> {dgraph.name = "z"},
+                %keep: tensor<6x40xi1> {dgraph.name = "keep"})
     -> (tensor<6x40xf32> {dgraph.name = "pre"}, tensor<6x40xf32> {dgraph.name = "act"},
         tensor<6x40xf32> {dgraph.name = "grad"}, tensor<6x40xf32> {dgraph.name = "scores"},
         tensor<6x40xf32> {dgraph.name = "gate"}, tensor<3x7xf64> {dgraph.name = "f64"},
         tensor<4x3x2500xf32> {dgraph.name = "norm"}, tensor<4x3x1xf32> {dgraph.name = "rstd"},
         tensor<5x37xf32> {dgraph.name = "soft"}, tensor<5xf32> {dgraph.name = "lse"},
         tensor<6x40xf32> {dgraph.name = "probs"}, tensor<6x40xf32> {dgraph.name = "logp"},
-        tensor<6x40xf32> {dgraph.name = "sgrad"}, tensor<6x40xf32> {dgraph.name = "lgrad"}) {
+        tensor<6x40xf32> {dgraph.name = "sgrad"}, tensor<6x40xf32> {dgraph.name = "lgrad"},
+        tensor<6x40xf32> {dgraph.name = "clip"}, tensor<6x40xi1> {dgraph.name = "inside"},
+        tensor<6x40xf32> {dgraph.name = "kept"}, tensor<5xf32> {dgraph.name = "posmax"}) {
   %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<40xf32>) -> tensor<6x40xf32>
   %pre = dgraph.add %x, %bb : tensor<6x40xf32>
   %act = dgraph.gelu %pre {approximate = "tanh"} : tensor<6x40xf32>
@@ -107,12 +112,36 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
   %sgrad = dgraph.mul %sg0, %scale : tensor<6x40xf32>
   %lg0 = dgraph.log_softmax_grad %logp, %dy, dim = 1 : tensor<6x40xf32>
   %lgrad = dgraph.neg %lg0 : tensor<6x40xf32>
+  // Masks: Clip as imported (values, and the select that gives clamp's
+  // gradient), its mask written out, a mask read in, and a select in a
+  // row region (the row maximum of the positive entries).
+  %lo = dgraph.constant dense<-1.0> : tensor<6x40xf32>
+  %hi = dgraph.constant dense<1.5> : tensor<6x40xf32>
+  %cmax = dgraph.max %x, %lo : tensor<6x40xf32>
+  %cmin = dgraph.min %cmax, %hi : tensor<6x40xf32>
+  %cge = dgraph.ge %x, %lo : tensor<6x40xf32>
+  %cle = dgraph.le %x, %hi : tensor<6x40xf32>
+  %inside = dgraph.and %cge, %cle : tensor<6x40xi1>
+  %clip = dgraph.select %inside, %x, %cmin : tensor<6x40xf32>
+  %zero = dgraph.constant dense<0.0> : tensor<6x40xf32>
+  %ties = dgraph.eq %cmin, %hi : tensor<6x40xf32>
+  %either = dgraph.or %ties, %keep : tensor<6x40xi1>
+  %drop = dgraph.not %either : tensor<6x40xi1>
+  %kd = dgraph.mul %dy, %res : tensor<6x40xf32>
+  %kept = dgraph.select %drop, %kd, %zero : tensor<6x40xf32>
+  %zlow = dgraph.constant dense<-5.0> : tensor<5x37xf32>
+  %zzero = dgraph.constant dense<0.0> : tensor<5x37xf32>
+  %zpos = dgraph.gt %z, %zzero : tensor<5x37xf32>
+  %zsel = dgraph.select %zpos, %z, %zlow : tensor<5x37xf32>
+  %zsq = dgraph.mul %zsel, %zsel : tensor<5x37xf32>
+  %posmax = dgraph.reduce_max %zsq, dims = [1] : (tensor<5x37xf32>) -> tensor<5xf32>
   return %pre, %act, %grad, %scores, %gate, %f64, %norm, %rstd, %soft, %lse,
-         %probs, %logp, %sgrad, %lgrad
+         %probs, %logp, %sgrad, %lgrad, %clip, %inside, %kept, %posmax
       : tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
         tensor<6x40xf32>, tensor<3x7xf64>, tensor<4x3x2500xf32>, tensor<4x3x1xf32>,
         tensor<5x37xf32>, tensor<5xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
-        tensor<6x40xf32>, tensor<6x40xf32>
+        tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xi1>,
+        tensor<6x40xf32>, tensor<5xf32>
 }
 """
 
@@ -128,6 +157,10 @@ def region_outputs(dtcc, work, check):
     inputs["d"] = rng.uniform(-2, 2, size=(3, 7))
     inputs["w"] = rng.uniform(-3, 3, size=(4, 3, 2500)).astype(np.float32)
     inputs["z"] = rng.uniform(-8, 8, size=(5, 37)).astype(np.float32)
+    # Values at Clip's bounds too (its gradient's ties).
+    inputs["x"].flat[::7] = np.float32(1.5)
+    inputs["x"].flat[3::11] = np.float32(-1.0)
+    inputs["keep"] = rng.random((6, 40)) < 0.5
     args = []
     for n, v in inputs.items():
         e2e_common.write_pb(os.path.join(work, n + ".pb"), n, v)
@@ -141,7 +174,8 @@ def region_outputs(dtcc, work, check):
         outs[mode] = {n: e2e_common.read_pb(os.path.join(exe + ".out", n + ".pb"))
                       for n in ["pre", "act", "grad", "scores", "gate", "f64",
                                 "norm", "rstd", "soft", "lse", "probs", "logp",
-                                "sgrad", "lgrad"]}
+                                "sgrad", "lgrad", "clip", "inside", "kept",
+                                "posmax"]}
     explained = e2e_common.run([dtcc, "explain", os.path.join(work, "regions--fuse")])
     m = re.search(r"main: (\d+) regions of (\d+) ops", explained)
     check(m is not None and int(m.group(1)) >= 5,
@@ -149,8 +183,18 @@ def region_outputs(dtcc, work, check):
     check(os.path.exists(os.path.join(work, "dump--fuse", "kernels.mlir")) and
           os.path.exists(os.path.join(work, "dump--fuse", "kernels.ll")),
           "--dump-dir writes kernels.mlir and kernels.ll")
+    # The masks' ops run in regions: no comparison, logical op or select
+    # is left a kernel of its own.
+    with open(os.path.join(work, "dump--fuse", "4-dexec.mlir")) as f:
+        left = re.findall(r'dexec\.kernel "(eq|lt|le|gt|ge|and|or|not|select)"',
+                          f.read())
+    check(not left, f"the regions take the masks' ops (left as kernels: {left})")
     for n, want in outs["--no-fuse"].items():
         got = outs["--fuse"][n]
+        if want.dtype == np.bool_:
+            check(np.array_equal(got, want), f"region output '{n}' (mask) equals "
+                  f"the unfused program's ({int(np.sum(got != want))} differ)")
+            continue
         tol = 1e-12 if want.dtype == np.float64 else 1e-6
         rel = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-3)))
         check(rel <= tol, f"region output '{n}' ({want.dtype}) equals the unfused "

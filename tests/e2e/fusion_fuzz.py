@@ -6,15 +6,17 @@ Each program (one seed) is a random dgraph function over a tensor of shape
 block sizes) in f32, f64 or bf16: unary and binary elementwise ops (with
 broadcast weights and splat constants), sums and maxima along the last
 axis, the ops on their one value per row and its two forms ([rows...] and
-[rows..., 1]), broadcasts back over the row, and softmax, log_softmax and
-their gradients along the last axis. Some intermediate values, values per
+[rows..., 1]), broadcasts back over the row, comparisons (with ties), the
+logical ops of their masks and selects by them, and softmax, log_softmax
+and their gradients along the last axis. Some intermediate values, values per
 row among them, are outputs too. Every op keeps its values finite
 (logarithms of |x| + 1, square roots of |x|, quotients by |x| + 1).
 
 The program is compiled with and without --fuse and run on the same
 random inputs: every output within the tolerance of its type (f32 1e-5
 relative, f64 1e-12, over max(|want|, 1e-3), beyond an absolute 1e-6, f64
-1e-14) of the unfused program's. A bf16 program is held to the same
+1e-14, plus 1e-6 of the output's largest magnitude, f64 1e-14) of the
+unfused program's; masks equal. A bf16 program is held to the same
 program in f32 instead (regions round only what they write, the unfused
 kernels every op's result): the fused outputs no further from it than
 1.5x the unfused ones, plus 2^-8 of each output's largest value. The test also checks that the programs form row regions at
@@ -39,12 +41,14 @@ UNARY = ["exp", "tanh", "sigmoid", "relu", "silu", "gelu", "neg", "abs", "erf"]
 BINARY = ["add", "sub", "mul", "max", "min"]
 TOLERANCE = {"f32": 1e-5, "f64": 1e-12}
 ABSOLUTE = {"f32": 1e-6, "f64": 1e-14}
+SCALE = {"f32": 1e-6, "f64": 1e-14}
 NUMPY = {"f32": np.float32, "f64": np.float64}
 
 
 class Program:
     """A random dgraph function; values are (name, kind) with kind "full"
-    ([rows..., C]), "row" ([rows...]) or "row1" ([rows..., 1])."""
+    ([rows..., C]), "mask" (an i1 tensor of that shape), "row" ([rows...]) or
+    "row1" ([rows..., 1])."""
 
     def __init__(self, rng, dtype):
         self.rng, self.dtype = rng, dtype
@@ -60,7 +64,8 @@ class Program:
         self.inputs = [("x", "full"), ("y", "full"), ("w", "vec"), ("s", "row1")]
 
     def type(self, kind):
-        return "tensor<" + "x".join(map(str, self.shape(kind))) + "x" + self.dtype + ">"
+        element = "i1" if kind == "mask" else self.dtype
+        return "tensor<" + "x".join(map(str, self.shape(kind))) + "x" + element + ">"
 
     def emit(self, text, kind):
         name = f"%v{self.counter}"
@@ -143,12 +148,14 @@ class Program:
                 b = self.pick(kind) if self.rng.random() < 0.5 else self.const(0.5, kind)
                 self.emit(f"dgraph.{self.rng.choice(BINARY)} {a}, {b} : "
                           f"{self.type(kind)}", kind)
-        elif r < 0.85:
+        elif r < 0.8:
             kind = "row1" if self.rng.random() < 0.5 else "row"
             a = self.pick(kind)
             if a is not None:
                 b = self.full_from_row(a, kind)
                 self.emit(f"dgraph.mul {self.pick('full')}, {b} : {full}", "full")
+        elif r < 0.9:
+            self.select()
         else:
             op = self.rng.choice(["softmax", "log_softmax", "softmax_grad",
                                   "log_softmax_grad"])
@@ -159,6 +166,41 @@ class Program:
                           f"{full}", "full")
             else:
                 self.emit(f"dgraph.{op} {a}, dim = {last} : {full}", "full")
+
+    def compare(self):
+        """A mask: a comparison of a value with another, a splat or a
+        broadcast weight; eq of a value with a max or min of it (ties)."""
+        full = self.type("full")
+        a = self.pick("full")
+        choice = self.rng.random()
+        if choice < 0.25:
+            c = self.const(float(np.round(self.rng.uniform(-1, 1), 3)), "full")
+            b = self.emit(f"dgraph.{self.rng.choice(['max', 'min'])} {a}, {c} : "
+                          f"{full}", "full")
+            return self.emit(f"dgraph.eq {a}, {b} : {full}", "mask")
+        if choice < 0.5:
+            b = self.pick("full")
+        elif choice < 0.75:
+            b = self.emit(f"dgraph.broadcast_in_dim %w, dims = [{len(self.rows)}] : "
+                          f"({self.type('vec')}) -> {full}", "full")
+        else:
+            b = self.const(float(np.round(self.rng.uniform(-1, 1), 3)), "full")
+        op = self.rng.choice(["lt", "le", "gt", "ge"])
+        return self.emit(f"dgraph.{op} {a}, {b} : {full}", "mask")
+
+    def select(self):
+        """A select between two values by a mask: a comparison, or two
+        combined by and/or/xor, maybe negated (Clip, relu6 and the
+        gradients of max and min are such chains)."""
+        mask = self.type("mask")
+        m = self.compare()
+        if self.rng.random() < 0.4:
+            m = self.emit(f"dgraph.{self.rng.choice(['and', 'or', 'xor'])} {m}, "
+                          f"{self.compare()} : {mask}", "mask")
+        if self.rng.random() < 0.2:
+            m = self.emit(f"dgraph.not {m} : {mask}", "mask")
+        self.emit(f"dgraph.select {m}, {self.pick('full')}, {self.pick('full')} : "
+                  f"{self.type('full')}", "full")
 
     def text(self, steps):
         for _ in range(steps):
@@ -180,7 +222,8 @@ class Program:
                 f"  return {ret} : {types}\n}}\n")
 
     def shape(self, kind):
-        return {"full": self.rows + [self.cols], "row": self.rows,
+        return {"full": self.rows + [self.cols], "mask": self.rows + [self.cols],
+                "row": self.rows,
                 "row1": self.rows + [1], "vec": [self.cols]}[kind]
 
 
@@ -265,9 +308,12 @@ def run_program(dtcc, work, seed, check):
     worst = 0.0
     for n in names:
         want, got = plain[0][n], fused[0][n]
-        # Relative, above an absolute noise floor (a sum that cancels to ~0
-        # keeps the ulp differences of libm's vector and scalar exp).
-        excess = np.maximum(np.abs(got - want) - ABSOLUTE[dtype], 0.0)
+        # Relative, above a noise floor: absolute, and of the output's
+        # largest magnitude (a sum that cancels to ~0, or a log-softmax
+        # gradient dy - p sum(dy) of large dy, keeps the ulp differences of
+        # libm's vector and scalar exp at the scale of its terms).
+        floor = ABSOLUTE[dtype] + SCALE[dtype] * float(np.max(np.abs(want), initial=0.0))
+        excess = np.maximum(np.abs(got - want) - floor, 0.0)
         rel = float(np.max(excess / np.maximum(np.abs(want), 1e-3), initial=0.0))
         worst = max(worst, rel if np.isfinite(rel) else np.inf)
     check(worst <= tol, f"{what}, {len(names)} outputs: fused within {tol:g} of "

@@ -16,7 +16,9 @@ shortcuts, AdaptiveAvgPool2d; `ResNet(layers=(2, 2, 2, 2), widths=(64,
 GroupNorm down through MaxPool and AvgPool, up through ConvTranspose2d and
 bilinear F.interpolate, skip concatenations, per-pixel cross-entropy) and
 AudioNet (a raw-waveform classifier: strided Conv1d stem, BatchNorm1d,
-MaxPool1d, residual 1-D blocks, AdaptiveAvgPool1d).
+MaxPool1d, residual 1-D blocks, AdaptiveAvgPool1d) and MobileNet (a small
+MobileNetV3: depthwise convolutions, ReLU6 and a clamp as Clip, Hardswish,
+squeeze-and-excitation gated by Hardsigmoid).
 
 Attention written outside nn.Module layers: Swin (a shifted-window
 attention in the model's own forward: torch.roll, window partition and
@@ -353,6 +355,63 @@ class AudioNet(torch.nn.Module):
         return F.cross_entropy(self.head(x), labels)
 
 
+class InvertedResidual(torch.nn.Module):
+    """torchvision's MobileNetV2/V3 block: a 1x1 expansion, a depthwise 3x3
+    convolution, squeeze-and-excitation (V3) gated by Hardsigmoid, a 1x1
+    projection, and the residual where the shapes allow it."""
+
+    def __init__(self, cin, expand, cout, stride, act, se):
+        super().__init__()
+        hidden = cin * expand
+        self.expand = torch.nn.Sequential(
+            torch.nn.Conv2d(cin, hidden, 1, bias=False), torch.nn.BatchNorm2d(hidden),
+            act())
+        self.depthwise = torch.nn.Sequential(
+            torch.nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+            torch.nn.BatchNorm2d(hidden), act())
+        self.se = torch.nn.Sequential(
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Conv2d(hidden, hidden // 4, 1),
+            torch.nn.ReLU(), torch.nn.Conv2d(hidden // 4, hidden, 1),
+            torch.nn.Hardsigmoid()) if se else None
+        self.project = torch.nn.Sequential(
+            torch.nn.Conv2d(hidden, cout, 1, bias=False), torch.nn.BatchNorm2d(cout))
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        h = self.depthwise(self.expand(x))
+        if self.se is not None:
+            h = h * self.se(h)
+        h = self.project(h)
+        return x + h if self.residual else h
+
+
+class MobileNet(torch.nn.Module):
+    """A small MobileNetV3 as torchvision writes it: a Hardswish stem,
+    inverted residual blocks with ReLU6 (Clip 0..6 in ONNX) or Hardswish
+    and squeeze-and-excitation, a 1x1 head, and a classifier whose hidden
+    layer is clamped to [-2, 2] (Clip with both bounds)."""
+
+    def __init__(self, classes=10, channels=3):
+        super().__init__()
+        self.stem = torch.nn.Sequential(
+            torch.nn.Conv2d(channels, 16, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(16),
+            torch.nn.Hardswish())
+        self.blocks = torch.nn.Sequential(
+            InvertedResidual(16, 4, 16, 1, torch.nn.ReLU6, False),
+            InvertedResidual(16, 4, 24, 2, torch.nn.Hardswish, True),
+            InvertedResidual(24, 3, 24, 1, torch.nn.Hardswish, True))
+        self.head = torch.nn.Sequential(
+            torch.nn.Conv2d(24, 48, 1, bias=False), torch.nn.BatchNorm2d(48),
+            torch.nn.Hardswish(), torch.nn.AdaptiveAvgPool2d(1))
+        self.hidden = torch.nn.Linear(48, 32)
+        self.fc = torch.nn.Linear(32, classes)
+
+    def forward(self, x, labels):
+        x = torch.flatten(self.head(self.blocks(self.stem(x))), 1)
+        x = torch.clamp(self.hidden(x), -2.0, 2.0)
+        return F.cross_entropy(self.fc(x), labels)
+
+
 class Swin(torch.nn.Module):
     """[b, 3, 16, 16] images -> classes: one shifted-window attention block
     whose attention core, relative bias and window shuffles sit in the
@@ -411,6 +470,7 @@ class PaddedText(torch.nn.Module):
 
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
+          "mobilenet": MobileNet,
           "padded-text": PaddedText}
 
 
@@ -469,7 +529,7 @@ def example_inputs(name, model, batch, rng):
     if name == "vit":
         return images(rng, batch, model.head.out_features,
                       size=model.patch.kernel_size[0] * math.isqrt(model.pos.shape[1] - 1))
-    if name == "resnet":
+    if name in ("resnet", "mobilenet"):
         return images(rng, batch, model.fc.out_features)
     if name == "unet":
         return segmentation(rng, batch, model.out.out_channels)

@@ -13,7 +13,8 @@ weight decay, global-norm clipping and warmup + cosine decay.
 
 Checks, in fp32: the loss of every step within --loss-rtol relative of
 PyTorch's; after the first step every parameter's gradient within
---grad-rtol of the tensor's largest magnitude; for the models whose
+--grad-rtol of the tensor's largest magnitude (or float32's epsilon of the
+step's largest gradient, where a gradient is rounding noise); for the models whose
 batches are learnable, the loss falls. Then the same steps under each
 plan of --plans and --mesh (with --zero, --layout-search), on its ranks
 started by mpirun (oversubscribed): every loss within --loss-rtol of
@@ -63,6 +64,7 @@ SETTINGS = {
     "mlp": Settings(), "gpt": Settings(), "llama": Settings(), "mixer": Settings(),
     "vit": Settings(batch=8, lr=1e-3, eps=1e-6, learns=True),
     "resnet": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
+    "mobilenet": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "unet": Settings(batch=4, lr=2e-3, eps=1e-6, learns=True),
     "audio": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "swin": Settings(batch=8, lr=2e-3, eps=1e-6),
@@ -140,20 +142,32 @@ def train_torch(model, names, batches, s, steps, dtype):
     return np.array(losses), grads
 
 
-def gradient_errors(dump, grads):
+# A gradient that is zero in exact arithmetic (a BatchNorm's shift whose
+# output reaches only linear layers and another BatchNorm, which removes
+# it: MobileNet's linear bottlenecks) holds rounding noise in either run.
+# A tensor's gradient may differ by --grad-rtol of its largest magnitude,
+# or by float32's epsilon of the step's largest gradient if that is more
+# (its terms are summed at that scale).
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def gradient_errors(dump, grads, rtol):
     """Step 1's gradients from a dtcc run with --export-gradients against
-    `grads`: (worst name, worst error of the tensor's largest magnitude,
-    names dtcc wrote no gradient for)."""
-    worst, missing = ("", 0.0), []
+    `grads`: (worst name, worst error over the allowed one, that error
+    of the tensor's largest magnitude, names dtcc wrote no gradient for)."""
+    worst, missing = ("", 0.0, 0.0), []
+    floor = EPS32 * max(float(np.abs(g).max()) for g in grads.values())
     for name, ref in grads.items():
         path = os.path.join(dump, "step_1", "grad_" + name.replace("/", "_") + ".pb")
         if not os.path.exists(path):
             missing.append(name)
             continue
-        err = float(np.abs(read_pb(path) - ref).max() / max(np.abs(ref).max(), 1e-30))
+        diff = float(np.abs(read_pb(path) - ref).max())
+        largest = max(float(np.abs(ref).max()), 1e-30)
+        err = diff / max(rtol * largest, floor, 1e-30)
         if err > worst[1]:
-            worst = (name, err)
-    return worst[0], worst[1], missing
+            worst = (name, err, diff / largest)
+    return worst[0], worst[1], worst[2], missing
 
 
 def split_variables(dtcc, onnx_path, flags, ir):
@@ -255,13 +269,14 @@ def main():
         check(err <= args.loss_rtol,
               f"{args.model}: {args.steps} AdamW steps, every loss within "
               f"{args.loss_rtol:g} of PyTorch's (worst {err:.2e} at step {at})")
-        name, gerr, missing = gradient_errors(dump, grads)
+        name, ratio, gerr, missing = gradient_errors(dump, grads, args.grad_rtol)
         check(not missing, f"{args.model}: dtcc wrote step 1's gradient of every "
               f"parameter (missing: {', '.join(missing) or 'none'})")
-        check(gerr <= args.grad_rtol,
+        check(ratio <= 1.0,
               f"{args.model}: step 1 gradients of {len(grads)} parameters within "
-              f"{args.grad_rtol:g} of each tensor's largest magnitude (worst '{name}' "
-              f"{gerr:.2e})")
+              f"{args.grad_rtol:g} of each tensor's largest magnitude or float32's "
+              f"epsilon of the largest gradient (worst '{name}' {gerr:.2e}, "
+              f"{ratio:.2f} of its tolerance)")
         if s.learns:
             first, last = np.mean(theirs[:5]), np.mean(theirs[-5:])
             check(last < first, f"{args.model}: training lowers the loss (mean of the "

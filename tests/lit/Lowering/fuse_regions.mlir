@@ -169,3 +169,43 @@ func.func @constants_only(%x: tensor<4x8xf64> {dgraph.name = "x"}) -> (tensor<4x
   %e = dgraph.erf %t : tensor<4x8xf64>
   return %e : tensor<4x8xf64>
 }
+
+// -----
+
+// Tests that Clip as imported (max, min, two comparisons, an and, a select)
+// and a mask read in are one region: the comparisons and the logical ops
+// compute i1 scalars (cmpf ordered, andi, xori for not), the mask that is
+// read outside the region is an i1 output, and a mask input is read as i1.
+// CHECK-LABEL: func.func @clip_masks
+// CHECK-NOT: dgraph.ge
+// CHECK-NOT: dgraph.select
+// CHECK: %[[R:.*]]:2 = dgraph.fused @dtcc_kernels::@clip_masks_fused_0(%arg0, %arg1) : (tensor<4x8xf32>, tensor<4x8xi1>) -> (tensor<4x8xi1>, tensor<4x8xf32>)
+// CHECK-NEXT: return %[[R]]#1, %[[R]]#0
+// CHECK: func.func @clip_masks_fused_0(%{{.*}}: memref<4x8xf32>, %{{.*}}: memref<4x8xi1>, %{{.*}}: memref<4x8xi1>, %{{.*}}: memref<4x8xf32>)
+// CHECK-SAME: dtcc.fused_ops = ["dgraph.max", "dgraph.min", "dgraph.ge", "dgraph.le", "dgraph.and", "dgraph.select", "dgraph.not", "dgraph.or", "dgraph.select"]
+// CHECK: ^bb0(%[[X:.*]]: f32, %[[K:.*]]: i1, %{{.*}}: i1, %{{.*}}: f32):
+// CHECK-DAG: arith.cmpf oge, %[[X]]
+// CHECK-DAG: arith.cmpf ole, %[[X]]
+// CHECK: %[[IN:.*]] = arith.andi
+// CHECK: %[[CLIP:.*]] = arith.select %[[IN]], %[[X]]
+// CHECK: %[[NOT:.*]] = arith.xori %[[IN]], %true
+// CHECK: %[[OR:.*]] = arith.ori %[[NOT]], %[[K]]
+// CHECK: %[[Y:.*]] = arith.select %[[OR]], %[[CLIP]]
+// CHECK: linalg.yield %[[IN]], %[[Y]] : i1, f32
+// EXEC-LABEL: func.func @clip_masks()
+// EXEC: dexec.kernel "fused" ins(%{{.*}}, %{{.*}} : memref<4x8xf32>, memref<4x8xi1>) outs(%{{.*}}, %{{.*}} : memref<4x8xi1>, memref<4x8xf32>)
+func.func @clip_masks(%x: tensor<4x8xf32> {dgraph.name = "x"}, %keep: tensor<4x8xi1> {dgraph.name = "keep"}) -> (tensor<4x8xf32> {dgraph.name = "y"}, tensor<4x8xi1> {dgraph.name = "inside"}) {
+  %lo = dgraph.constant dense<-1.0> : tensor<4x8xf32>
+  %hi = dgraph.constant dense<1.5> : tensor<4x8xf32>
+  %zero = dgraph.constant dense<0.0> : tensor<4x8xf32>
+  %mx = dgraph.max %x, %lo : tensor<4x8xf32>
+  %mn = dgraph.min %mx, %hi : tensor<4x8xf32>
+  %ge = dgraph.ge %x, %lo : tensor<4x8xf32>
+  %le = dgraph.le %x, %hi : tensor<4x8xf32>
+  %in = dgraph.and %ge, %le : tensor<4x8xi1>
+  %clip = dgraph.select %in, %x, %mn : tensor<4x8xf32>
+  %out = dgraph.not %in : tensor<4x8xi1>
+  %m = dgraph.or %out, %keep : tensor<4x8xi1>
+  %y = dgraph.select %m, %clip, %zero : tensor<4x8xf32>
+  return %y, %in : tensor<4x8xf32>, tensor<4x8xi1>
+}
