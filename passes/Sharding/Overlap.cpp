@@ -23,14 +23,14 @@ namespace {
 
 /// Whether `op` gathers a ZeRO-3 parameter shard straight from its variable,
 /// or cast to the compute type (mixed precision).
-bool gathersZeroParameter(Operation *op) {
+bool gathersZeroParameter(Operation *op, SymbolTableCollection &symbols) {
   auto gather = dyn_cast<AllGatherOp>(op);
   if (!gather)
     return false;
   Value shard = gather.getOperand();
   if (auto c = shard.getDefiningOp<graph::CastOp>())
     shard = c.getOperand();
-  return loadsZeroVariable(shard);
+  return loadsZeroVariable(shard, &symbols);
 }
 
 /// An asynchronous collective, its wait, and the layer it serves.
@@ -64,13 +64,14 @@ struct ShardOverlapPass
     MLIRContext *ctx = fn.getContext();
     auto i64 = IntegerType::get(ctx, 64);
     SmallVector<Async> prefetched, gradients;
+    SymbolTableCollection symbols;
     // A snapshot: casts move down the block as collectives are visited.
     SmallVector<Operation *> ops;
     for (Operation &op : body)
       ops.push_back(&op);
     for (Operation *visited : ops) {
       Operation &op = *visited;
-      bool zero = gathersZeroParameter(&op);
+      bool zero = gathersZeroParameter(&op, symbols);
       auto phase = op.getAttrOfType<StringAttr>("phase");
       bool gradient = isa<AllReduceOp, ReduceScatterOp>(op) && phase &&
                       phase.getValue() == "backward";

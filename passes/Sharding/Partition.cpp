@@ -93,6 +93,8 @@ private:
 
   func::FuncOp fn_;
   MeshAttr mesh_;
+  /// The module's variables by name (ZeRO loads are asked about per use).
+  SymbolTableCollection symbols_;
   llvm::DenseMap<Value, RankedTensorType> global_;
   llvm::DenseMap<Value, ShardingAttr> sharding_;
   /// Resharded versions of a value, by sharding, reused by later users.
@@ -273,8 +275,8 @@ FailureOr<Value> FunctionPartitioner::reshard(Value v, ShardingAttr from,
       known.push_back({step.after, v});
   }
   // ZeRO-3 parameters are gathered anew for each use; ZeRO-1/2's once.
-  bool once = loadsGatherOnceVariable(original);
-  if (!loadsZeroVariable(original) || once || from.isPartial())
+  bool once = loadsGatherOnceVariable(original, &symbols_);
+  if (!loadsZeroVariable(original, &symbols_) || once || from.isPartial())
     known.push_back({to, v});
   if (regather_ && !once && passOf(user) == "forward" &&
       llvm::any_of(*plan, [](const ReshardStep &s) {
@@ -790,7 +792,7 @@ void FunctionPartitioner::gatherCastParametersPerUse() {
   Block &body = fn_.getBody().front();
   SmallVector<std::pair<AllGatherOp, graph::CastOp>> found;
   for (auto g : body.getOps<AllGatherOp>()) {
-    if (!loadsZeroVariable(g.getOperand()) || !g->hasOneUse())
+    if (!loadsZeroVariable(g.getOperand(), &symbols_) || !g->hasOneUse())
       continue;
     auto c = dyn_cast<graph::CastOp>(*g->user_begin());
     if (!c)
@@ -804,7 +806,7 @@ void FunctionPartitioner::gatherCastParametersPerUse() {
   for (auto [g, c] : found) {
     using Key = std::pair<StringRef, int64_t>;
     llvm::MapVector<Key, SmallVector<OpOperand *>> groups;
-    const bool once = loadsGatherOnceVariable(g.getOperand());
+    const bool once = loadsGatherOnceVariable(g.getOperand(), &symbols_);
     for (OpOperand &use : c.getResult().getUses()) {
       Operation *u = use.getOwner();
       groups[once ? Key{"", -1}

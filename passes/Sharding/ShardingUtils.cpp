@@ -27,8 +27,8 @@ bool loadsZeroVariable(Value value, SymbolTableCollection *symbols) {
   return var && var->hasAttr(kZeroAttr);
 }
 
-bool loadsGatherOnceVariable(Value value) {
-  graph::VariableOp var = loadedVariable(value);
+bool loadsGatherOnceVariable(Value value, SymbolTableCollection *symbols) {
+  graph::VariableOp var = loadedVariable(value, symbols);
   return var && var->hasAttr(kGatherOnceAttr);
 }
 

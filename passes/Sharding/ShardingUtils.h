@@ -64,7 +64,8 @@ bool loadsZeroVariable(mlir::Value value,
                        mlir::SymbolTableCollection *symbols = nullptr);
 /// Whether `value` is a load of a ZeRO-1/2 parameter, gathered once a step
 /// (`dshard.gather_once`).
-bool loadsGatherOnceVariable(mlir::Value value);
+bool loadsGatherOnceVariable(mlir::Value value,
+                             mlir::SymbolTableCollection *symbols = nullptr);
 /// `s` without its splits over `axis` (its partial sums kept).
 ShardingAttr withoutAxis(ShardingAttr s, llvm::StringRef axis);
 /// `s` without its splits over dp (ZeRO's axis).
