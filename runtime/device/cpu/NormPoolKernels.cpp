@@ -9,6 +9,7 @@
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/NormPoolPlans.h"
+#include "runtime/device/cpu/ThreadPool.h"
 
 #include <algorithm>
 #include <memory>
@@ -406,6 +407,35 @@ inline void gradMoments(const S *x, const S *dy, int64_t n, double k,
 
 //===-- batch norm --------------------------------------------------------===//
 
+// The batch-norm kernels split their work over the CPU threads without
+// changing a result: the statistics by channel (each channel's sums run
+// over the batch in order on one thread), the elementwise passes by
+// (sample, channel) plane.
+
+/// Calls `fn(c)` for every channel, the channels split over the threads
+/// (each reads batch x spatial elements).
+template <typename F> void forChannels(const ChannelPlan &p, F fn) {
+  const int64_t perChannel = std::max<int64_t>(1, p.batch * p.spatial);
+  cpu::parallelFor(p.channels,
+                   std::max<int64_t>(1, cpu::kParallelGrain / perChannel),
+                   [&](int64_t begin, int64_t end, int) {
+                     for (int64_t c = begin; c < end; ++c)
+                       fn(c);
+                   });
+}
+
+/// Calls `fn(n, c)` for every (sample, channel) plane of `spatial`
+/// elements, the planes split over the threads.
+template <typename F> void forPlanes(const ChannelPlan &p, F fn) {
+  const int64_t spatial = std::max<int64_t>(1, p.spatial);
+  cpu::parallelFor(p.batch * p.channels,
+                   std::max<int64_t>(1, cpu::kParallelGrain / spatial),
+                   [&](int64_t begin, int64_t end, int) {
+                     for (int64_t i = begin; i < end; ++i)
+                       fn(i / p.channels, i % p.channels);
+                   });
+}
+
 template <typename S>
 KernelFn makeBatchNormStats(const ChannelPlan p, const S *x, const S *shift,
                             S *out) {
@@ -413,10 +443,11 @@ KernelFn makeBatchNormStats(const ChannelPlan p, const S *x, const S *shift,
   return [=]() -> Status {
     double *s1 = acc->data(), *s2 = s1 + p.channels;
     std::fill(acc->begin(), acc->end(), 0.0);
-    for (int64_t n = 0; n < p.batch; ++n)
-      for (int64_t c = 0; c < p.channels; ++c)
+    forChannels(p, [&](int64_t c) {
+      for (int64_t n = 0; n < p.batch; ++n)
         shiftedMoments(x + (n * p.channels + c) * p.spatial, p.spatial,
                        loadD(shift[c]), s1[c], s2[c]);
+    });
     for (int64_t c = 0; c < p.channels; ++c) {
       out[c] = Elem<S>::store(ComputeT<S>(s1[c]));
       out[p.channels + c] = Elem<S>::store(ComputeT<S>(s2[c]));
@@ -441,15 +472,14 @@ KernelFn makeBatchNorm(const ChannelPlan p, const S *x, const S *scale,
       b[c] = Elem<S>::load(bias[c]);
       m[c] = Elem<S>::load(mean[c]);
     }
-    for (int64_t n = 0; n < p.batch; ++n)
-      for (int64_t c = 0; c < p.channels; ++c) {
-        const int64_t base = (n * p.channels + c) * p.spatial;
-        const S *xr = x + base;
-        S *yr = y + base;
-        const C ac = a[c], bc = b[c], mc = m[c];
-        for (int64_t i = 0; i < p.spatial; ++i)
-          yr[i] = Elem<S>::store((Elem<S>::load(xr[i]) - mc) * ac + bc);
-      }
+    forPlanes(p, [&](int64_t n, int64_t c) {
+      const int64_t base = (n * p.channels + c) * p.spatial;
+      const S *xr = x + base;
+      S *yr = y + base;
+      const C ac = a[c], bc = b[c], mc = m[c];
+      for (int64_t i = 0; i < p.spatial; ++i)
+        yr[i] = Elem<S>::store((Elem<S>::load(xr[i]) - mc) * ac + bc);
+    });
     return Status::ok();
   };
 }
@@ -478,12 +508,13 @@ KernelFn makeBatchNormGradStats(const ChannelPlan p, const S *x, const S *mean,
   return [=]() -> Status {
     double *s1 = acc->data(), *s2 = s1 + p.channels;
     std::fill(acc->begin(), acc->end(), 0.0);
-    for (int64_t n = 0; n < p.batch; ++n)
-      for (int64_t c = 0; c < p.channels; ++c) {
+    forChannels(p, [&](int64_t c) {
+      for (int64_t n = 0; n < p.batch; ++n) {
         const int64_t base = (n * p.channels + c) * p.spatial;
         gradMoments(x + base, dy + base, p.spatial, loadD(mean[c]), s1[c],
                     s2[c]);
       }
+    });
     for (int64_t c = 0; c < p.channels; ++c) {
       out[c] = Elem<S>::store(ComputeT<S>(s1[c]));
       out[p.channels + c] = Elem<S>::store(ComputeT<S>(s2[c]));
@@ -510,17 +541,16 @@ KernelFn makeBatchNormGrad(const ChannelPlan p, const S *x, const S *dy,
       a[c] = C(loadD(scale[c]) * r);
       mu[c] = Elem<S>::load(mean[c]);
     }
-    for (int64_t n = 0; n < p.batch; ++n)
-      for (int64_t c = 0; c < p.channels; ++c) {
-        const int64_t base = (n * p.channels + c) * p.spatial;
-        const S *xr = x + base, *gr = dy + base;
-        S *out = dx + base;
-        const C kc1 = k1[c], kc2 = k2[c], ac = a[c], mc = mu[c];
-        for (int64_t i = 0; i < p.spatial; ++i)
-          out[i] = Elem<S>::store((Elem<S>::load(gr[i]) - kc1 -
-                                   (Elem<S>::load(xr[i]) - mc) * kc2) *
-                                  ac);
-      }
+    forPlanes(p, [&](int64_t n, int64_t c) {
+      const int64_t base = (n * p.channels + c) * p.spatial;
+      const S *xr = x + base, *gr = dy + base;
+      S *out = dx + base;
+      const C kc1 = k1[c], kc2 = k2[c], ac = a[c], mc = mu[c];
+      for (int64_t i = 0; i < p.spatial; ++i)
+        out[i] = Elem<S>::store((Elem<S>::load(gr[i]) - kc1 -
+                                 (Elem<S>::load(xr[i]) - mc) * kc2) *
+                                ac);
+    });
     return Status::ok();
   };
 }

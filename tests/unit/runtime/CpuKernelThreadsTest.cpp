@@ -366,4 +366,80 @@ TEST(CpuKernelThreads, LayerNormGradAsOnOneThread) {
   }
 }
 
+/// Channel `c` of an [n, channels, spatial] tensor as [n, 1, spatial].
+Tensor channelOf(const Tensor &t, int64_t c) {
+  const int64_t n = t.shape[0], channels = t.shape[1],
+                spatial = t.numel() / (n * channels);
+  Tensor out(t.dtype, {n, 1, spatial});
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(out.bytes() + i * spatial * 4,
+                t.bytes() + (i * channels + c) * spatial * 4, size_t(spatial) * 4);
+  return out;
+}
+
+/// Element `c` of each of the `rows` rows of a [rows, channels] tensor.
+Tensor columnOf(const Tensor &t, int64_t c) {
+  const int64_t rows = t.shape[0], channels = t.shape[1];
+  Tensor out(t.dtype, {rows, 1});
+  for (int64_t r = 0; r < rows; ++r)
+    out.setRaw<float>(r, t.raw<float>(r * channels + c));
+  return out;
+}
+
+TEST(CpuKernelThreads, BatchNormAsOnOneThread) {
+  // [8, 12, 4096]: the statistics split by channel (each reads 32768
+  // values), the passes over x by (sample, channel) plane; each channel
+  // alone ([8, 1, 4096]) is too small to split.
+  const int64_t n = 8, channels = 12, spatial = 4096;
+  Tensor x = random({n, channels, spatial}, 20), dy = random({n, channels, spatial}, 21);
+  Tensor shift = random({channels}, 22), scale = random({channels}, 23),
+         bias = random({channels}, 24), mean = random({channels}, 25);
+  Tensor var(DType::kF32, {channels});
+  for (int64_t c = 0; c < channels; ++c)
+    var.setRaw<float>(c, 0.5f + float(c));
+  Attrs none, eps, grad;
+  eps.set("epsilon", 1e-5);
+  eps.set("training", true);
+  grad.set("epsilon", 1e-5);
+  grad.set("count", n * spatial);
+  Tensor stats = Tensor::output(DType::kF32, {2, channels});
+  Tensor gstats = Tensor::output(DType::kF32, {2, channels});
+  Tensor y = Tensor::output(DType::kF32, {n, channels, spatial});
+  Tensor dx = Tensor::output(DType::kF32, {n, channels, spatial});
+  ASSERT_TRUE(runKernel("batch_norm_stats", {x.view(), shift.view()}, {stats.view()}, none).isOk());
+  ASSERT_TRUE(runKernel("batch_norm_grad_stats", {x.view(), mean.view(), dy.view()},
+                        {gstats.view()}, none).isOk());
+  ASSERT_TRUE(runKernel("batch_norm", {x.view(), scale.view(), bias.view(), mean.view(),
+                                       var.view()}, {y.view()}, eps).isOk());
+  ASSERT_TRUE(runKernel("batch_norm_grad", {x.view(), dy.view(), scale.view(), mean.view(),
+                                            var.view(), gstats.view()}, {dx.view()}, grad)
+                  .isOk());
+  for (int64_t c = 0; c < channels; ++c) {
+    Tensor xc = channelOf(x, c), dyc = channelOf(dy, c);
+    auto one = [&](const Tensor &t) {
+      Tensor out(DType::kF32, {1});
+      out.setRaw<float>(0, t.raw<float>(c));
+      return out;
+    };
+    Tensor sc = one(shift), kc = one(scale), bc = one(bias), mc = one(mean), vc = one(var);
+    Tensor s1 = Tensor::output(DType::kF32, {2, 1}), g1 = Tensor::output(DType::kF32, {2, 1});
+    Tensor y1 = Tensor::output(DType::kF32, {n, 1, spatial});
+    Tensor dx1 = Tensor::output(DType::kF32, {n, 1, spatial});
+    ASSERT_TRUE(runKernel("batch_norm_stats", {xc.view(), sc.view()}, {s1.view()}, none).isOk());
+    ASSERT_TRUE(runKernel("batch_norm_grad_stats", {xc.view(), mc.view(), dyc.view()},
+                          {g1.view()}, none).isOk());
+    Tensor gc = columnOf(gstats, c);
+    ASSERT_TRUE(runKernel("batch_norm", {xc.view(), kc.view(), bc.view(), mc.view(),
+                                         vc.view()}, {y1.view()}, eps).isOk());
+    ASSERT_TRUE(runKernel("batch_norm_grad", {xc.view(), dyc.view(), kc.view(), mc.view(),
+                                              vc.view(), gc.view()}, {dx1.view()}, grad)
+                    .isOk());
+    Tensor sw = columnOf(stats, c), gw = columnOf(gstats, c);
+    expectSameBits(sw, s1, 0, "batch_norm_stats");
+    expectSameBits(gw, g1, 0, "batch_norm_grad_stats");
+    expectSameBits(channelOf(y, c), y1, 0, "batch_norm");
+    expectSameBits(channelOf(dx, c), dx1, 0, "batch_norm_grad");
+  }
+}
+
 } // namespace
