@@ -563,8 +563,13 @@ KernelFn makeGroupNorm(const ChannelPlan p, const S *x, const S *scale,
   using C = ComputeT<S>;
   return [=]() -> Status {
     const int64_t groups = p.groups(), block = p.perGroup * p.spatial;
-    for (int64_t n = 0; n < p.batch; ++n)
-      for (int64_t g = 0; g < groups; ++g) {
+    // Each (sample, group) on one thread.
+    cpu::parallelFor(
+        p.batch * groups,
+        std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(1, block)),
+        [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t n = i / groups, g = i % groups;
         const int64_t base = (n * p.channels + g * p.perGroup) * p.spatial;
         double s1 = 0, s2 = 0;
         shiftedMoments(x + base, block, 0.0, s1, s2);
@@ -583,10 +588,11 @@ KernelFn makeGroupNorm(const ChannelPlan p, const S *x, const S *scale,
           const C a = C(loadD(scale[c]) * r), b = Elem<S>::load(bias[c]);
           const S *xr = x + base + k * p.spatial;
           S *yr = y + base + k * p.spatial;
-          for (int64_t i = 0; i < p.spatial; ++i)
-            yr[i] = Elem<S>::store((Elem<S>::load(xr[i]) - m) * a + b);
+          for (int64_t j = 0; j < p.spatial; ++j)
+            yr[j] = Elem<S>::store((Elem<S>::load(xr[j]) - m) * a + b);
         }
       }
+    });
     return Status::ok();
   };
 }
@@ -601,8 +607,15 @@ KernelFn makeGroupNormGrad(const ChannelPlan p, const S *x, const S *scale,
     double *ds = acc->data(), *db = ds + p.channels;
     std::fill(acc->begin(), acc->end(), 0.0);
     const int64_t groups = p.groups(), block = p.perGroup * p.spatial;
+    // Split by group, the samples in order inside: a channel's dscale and
+    // dbias sum over the batch in order on one thread.
+    cpu::parallelFor(
+        groups,
+        std::max<int64_t>(1, cpu::kParallelGrain /
+                                 std::max<int64_t>(1, p.batch * block)),
+        [&](int64_t gBegin, int64_t gEnd, int) {
     for (int64_t n = 0; n < p.batch; ++n)
-      for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t g = gBegin; g < gEnd; ++g) {
         const double mu = loadD(mean[n * groups + g]);
         const double r = loadD(rstd[n * groups + g]);
         // sum(g) and sum(g h) with g = dy * scale, h = (x - mu) r.
@@ -634,6 +647,7 @@ KernelFn makeGroupNormGrad(const ChannelPlan p, const S *x, const S *scale,
           }
         }
       }
+    });
     for (int64_t c = 0; c < p.channels; ++c) {
       dscale[c] = Elem<S>::store(C(ds[c]));
       dbias[c] = Elem<S>::store(C(db[c]));
@@ -643,6 +657,21 @@ KernelFn makeGroupNormGrad(const ChannelPlan p, const S *x, const S *scale,
 }
 
 //===-- pooling ------------------------------------------------------------===//
+
+// Pooling splits its planes (a sample's channel) over the CPU threads; a
+// gradient accumulates each plane in its thread's own scratch plane.
+
+/// Calls `fn(plane, worker)` for every plane, the planes split over the
+/// threads (each plane `work` elements of work).
+template <typename F>
+void forPoolPlanes(const PoolPlan &p, int64_t work, F fn) {
+  cpu::parallelFor(
+      p.planes, std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(1, work)),
+      [&](int64_t begin, int64_t end, int worker) {
+        for (int64_t plane = begin; plane < end; ++plane)
+          fn(plane, worker);
+      });
+}
 
 /// Calls fn(o0, o1, o2, outIndex) for every output position of a plane and
 /// visit(i, inIndex) for every tap of its window on the input, through
@@ -690,7 +719,7 @@ KernelFn makeMaxPool(const PoolPlan p, const S *x, S *y, int64_t *indices) {
   using C = ComputeT<S>;
   return [=]() -> Status {
     const int64_t inPlane = p.inPlane(), outPlane = p.outPlane();
-    for (int64_t plane = 0; plane < p.planes; ++plane) {
+    forPoolPlanes(p, inPlane + outPlane, [&](int64_t plane, int) {
       const S *xp = x + plane * inPlane;
       S *yp = y + plane * outPlane;
       int64_t *ip = indices + plane * outPlane;
@@ -711,7 +740,7 @@ KernelFn makeMaxPool(const PoolPlan p, const S *x, S *y, int64_t *indices) {
         yp[o] = Elem<S>::store(best);
         ip[o] = at;
       });
-    }
+    });
     return Status::ok();
   };
 }
@@ -721,11 +750,16 @@ template <typename S>
 KernelFn makeMaxPoolGrad(const PoolPlan p, const S *dy, const int64_t *indices,
                          S *dx, std::string prefix) {
   using C = ComputeT<S>;
-  auto scratch = std::make_shared<std::vector<C>>(p.inPlane());
+  auto scratch = std::make_shared<std::vector<std::vector<C>>>(
+      cpu::cpuThreads(), std::vector<C>(p.inPlane()));
   return [=]() -> Status {
     const int64_t inPlane = p.inPlane(), outPlane = p.outPlane();
-    C *acc = scratch->data();
-    for (int64_t plane = 0; plane < p.planes; ++plane) {
+    // The first bad index of each thread; the lowest plane's is reported.
+    std::vector<std::pair<int64_t, int64_t>> bad(scratch->size(), {-1, 0});
+    forPoolPlanes(p, inPlane + outPlane, [&](int64_t plane, int worker) {
+      if (bad[worker].first >= 0)
+        return;
+      C *acc = (*scratch)[worker].data();
       std::fill(acc, acc + inPlane, C(0));
       const S *gp = dy + plane * outPlane;
       const int64_t *ip = indices + plane * outPlane;
@@ -733,16 +767,20 @@ KernelFn makeMaxPoolGrad(const PoolPlan p, const S *dy, const int64_t *indices,
         const int64_t i = ip[o];
         if (i < 0)
           continue;
-        if (i >= inPlane)
-          return outOfRange(prefix, "index ", i, " at output ",
-                            plane * outPlane + o, " is outside its plane of ",
-                            inPlane, " elements");
+        if (i >= inPlane) {
+          bad[worker] = {plane * outPlane + o, i};
+          return;
+        }
         acc[i] += Elem<S>::load(gp[o]);
       }
       S *out = dx + plane * inPlane;
       for (int64_t i = 0; i < inPlane; ++i)
         out[i] = Elem<S>::store(acc[i]);
-    }
+    });
+    for (auto [at, index] : bad)
+      if (at >= 0)
+        return outOfRange(prefix, "index ", index, " at output ", at,
+                          " is outside its plane of ", inPlane, " elements");
     return Status::ok();
   };
 }
@@ -752,7 +790,7 @@ KernelFn makeAvgPool(const PoolPlan p, const S *x, S *y) {
   using C = ComputeT<S>;
   return [=]() -> Status {
     const int64_t inPlane = p.inPlane(), outPlane = p.outPlane();
-    for (int64_t plane = 0; plane < p.planes; ++plane) {
+    forPoolPlanes(p, inPlane + outPlane, [&](int64_t plane, int) {
       const S *xp = x + plane * inPlane;
       S *yp = y + plane * outPlane;
       forEachOutput(p, [&](int64_t o0, int64_t o1, int64_t o2, int64_t o) {
@@ -761,7 +799,7 @@ KernelFn makeAvgPool(const PoolPlan p, const S *x, S *y) {
         const int64_t div = p.divisor(o0, o1, o2);
         yp[o] = Elem<S>::store(div ? sum / C(div) : C(0));
       });
-    }
+    });
     return Status::ok();
   };
 }
@@ -769,11 +807,12 @@ KernelFn makeAvgPool(const PoolPlan p, const S *x, S *y) {
 template <typename S>
 KernelFn makeAvgPoolGrad(const PoolPlan p, const S *dy, S *dx) {
   using C = ComputeT<S>;
-  auto scratch = std::make_shared<std::vector<C>>(p.inPlane());
+  auto scratch = std::make_shared<std::vector<std::vector<C>>>(
+      cpu::cpuThreads(), std::vector<C>(p.inPlane()));
   return [=]() -> Status {
     const int64_t inPlane = p.inPlane(), outPlane = p.outPlane();
-    C *acc = scratch->data();
-    for (int64_t plane = 0; plane < p.planes; ++plane) {
+    forPoolPlanes(p, inPlane + outPlane, [&](int64_t plane, int worker) {
+      C *acc = (*scratch)[worker].data();
       std::fill(acc, acc + inPlane, C(0));
       const S *gp = dy + plane * outPlane;
       forEachOutput(p, [&](int64_t o0, int64_t o1, int64_t o2, int64_t o) {
@@ -786,7 +825,7 @@ KernelFn makeAvgPoolGrad(const PoolPlan p, const S *dy, S *dx) {
       S *out = dx + plane * inPlane;
       for (int64_t i = 0; i < inPlane; ++i)
         out[i] = Elem<S>::store(acc[i]);
-    }
+    });
     return Status::ok();
   };
 }

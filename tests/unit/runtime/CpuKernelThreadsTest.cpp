@@ -366,16 +366,23 @@ TEST(CpuKernelThreads, LayerNormGradAsOnOneThread) {
   }
 }
 
-/// Channel `c` of an [n, channels, spatial] tensor as [n, 1, spatial].
-Tensor channelOf(const Tensor &t, int64_t c) {
+/// Channels [c, c + count) of an [n, channels, ...] f32 or i64 tensor as
+/// [n, count, ...].
+Tensor channelsOf(const Tensor &t, int64_t c, int64_t count = 1) {
   const int64_t n = t.shape[0], channels = t.shape[1],
                 spatial = t.numel() / (n * channels);
-  Tensor out(t.dtype, {n, 1, spatial});
+  const int64_t size = t.dtype == DType::kI64 ? 8 : 4;
+  std::vector<int64_t> shape = t.shape;
+  shape[1] = count;
+  Tensor out(t.dtype, shape);
   for (int64_t i = 0; i < n; ++i)
-    std::memcpy(out.bytes() + i * spatial * 4,
-                t.bytes() + (i * channels + c) * spatial * 4, size_t(spatial) * 4);
+    std::memcpy(out.bytes() + i * count * spatial * size,
+                t.bytes() + (i * channels + c) * spatial * size,
+                size_t(count * spatial * size));
   return out;
 }
+
+Tensor channelOf(const Tensor &t, int64_t c) { return channelsOf(t, c); }
 
 /// Element `c` of each of the `rows` rows of a [rows, channels] tensor.
 Tensor columnOf(const Tensor &t, int64_t c) {
@@ -440,6 +447,108 @@ TEST(CpuKernelThreads, BatchNormAsOnOneThread) {
     expectSameBits(channelOf(y, c), y1, 0, "batch_norm");
     expectSameBits(channelOf(dx, c), dx1, 0, "batch_norm_grad");
   }
+}
+
+TEST(CpuKernelThreads, GroupNormAsOnOneThread) {
+  // [4, 16, 4096] in 4 groups of 4 channels: the forward pass split by
+  // (sample, group), the gradient by group (a channel's dscale and dbias
+  // summed over the batch in order); against each group alone.
+  const int64_t n = 4, channels = 16, perGroup = 4, spatial = 4096;
+  const int64_t groups = channels / perGroup;
+  Tensor x = random({n, channels, spatial}, 30), dy = random({n, channels, spatial}, 31);
+  Tensor scale = random({channels}, 32), bias = random({channels}, 33);
+  Attrs attrs;
+  attrs.set("channels_per_group", perGroup);
+  attrs.set("epsilon", 1e-5);
+  Attrs gradAttrs;
+  gradAttrs.set("channels_per_group", perGroup);
+  Tensor y = Tensor::output(DType::kF32, {n, channels, spatial});
+  Tensor mean = Tensor::output(DType::kF32, {n, groups}),
+         rstd = Tensor::output(DType::kF32, {n, groups});
+  ASSERT_TRUE(runKernel("group_norm", {x.view(), scale.view(), bias.view()},
+                        {y.view(), mean.view(), rstd.view()}, attrs).isOk());
+  Tensor dx = Tensor::output(DType::kF32, {n, channels, spatial});
+  Tensor ds = Tensor::output(DType::kF32, {channels}), db = Tensor::output(DType::kF32, {channels});
+  ASSERT_TRUE(runKernel("group_norm_grad",
+                        {x.view(), scale.view(), mean.view(), rstd.view(), dy.view()},
+                        {dx.view(), ds.view(), db.view()}, gradAttrs).isOk());
+  auto part = [&](const Tensor &t, int64_t c) {
+    Tensor out(DType::kF32, {perGroup});
+    std::memcpy(out.bytes(), t.bytes() + c * 4, size_t(perGroup) * 4);
+    return out;
+  };
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t c = g * perGroup;
+    Tensor xg = channelsOf(x, c, perGroup), dyg = channelsOf(dy, c, perGroup);
+    Tensor sg = part(scale, c), bg = part(bias, c);
+    Tensor y1 = Tensor::output(DType::kF32, {n, perGroup, spatial});
+    Tensor m1 = Tensor::output(DType::kF32, {n, 1}), r1 = Tensor::output(DType::kF32, {n, 1});
+    ASSERT_TRUE(runKernel("group_norm", {xg.view(), sg.view(), bg.view()},
+                          {y1.view(), m1.view(), r1.view()}, attrs).isOk());
+    expectSameBits(channelsOf(y, c, perGroup), y1, 0, "group_norm");
+    expectSameBits(columnOf(rstd, g), r1, 0, "group_norm's rstd");
+    Tensor mg = columnOf(mean, g), rg = columnOf(rstd, g);
+    Tensor dx1 = Tensor::output(DType::kF32, {n, perGroup, spatial});
+    Tensor ds1 = Tensor::output(DType::kF32, {perGroup}), db1 = Tensor::output(DType::kF32, {perGroup});
+    ASSERT_TRUE(runKernel("group_norm_grad",
+                          {xg.view(), sg.view(), mg.view(), rg.view(), dyg.view()},
+                          {dx1.view(), ds1.view(), db1.view()}, gradAttrs).isOk());
+    expectSameBits(channelsOf(dx, c, perGroup), dx1, 0, "group_norm_grad's dx");
+    expectSameBits(part(ds, c), ds1, 0, "group_norm_grad's dscale");
+    expectSameBits(part(db, c), db1, 0, "group_norm_grad's dbias");
+  }
+}
+
+TEST(CpuKernelThreads, PoolingAsOnOneThread) {
+  // [8, 8, 32, 32], 3x3 windows, stride 2, padding 1: 64 planes split over
+  // the threads; against each plane alone.
+  const int64_t n = 8, channels = 8, side = 32, out = 16;
+  Tensor x = random({n, channels, side, side}, 40);
+  Tensor dy = random({n, channels, out, out}, 41);
+  Attrs attrs;
+  attrs.set("kernel", std::vector<int64_t>{3, 3});
+  attrs.set("strides", std::vector<int64_t>{2, 2});
+  attrs.set("dilations", std::vector<int64_t>{1, 1});
+  attrs.set("pad_low", std::vector<int64_t>{1, 1});
+  attrs.set("pad_high", std::vector<int64_t>{1, 1});
+  Tensor maxY = Tensor::output(DType::kF32, {n, channels, out, out});
+  Tensor idx = Tensor::output(DType::kI64, {n, channels, out, out});
+  Tensor avgY = Tensor::output(DType::kF32, {n, channels, out, out});
+  Tensor maxDx = Tensor::output(DType::kF32, {n, channels, side, side});
+  Tensor avgDx = Tensor::output(DType::kF32, {n, channels, side, side});
+  ASSERT_TRUE(runKernel("max_pool", {x.view()}, {maxY.view(), idx.view()}, attrs).isOk());
+  ASSERT_TRUE(runKernel("avg_pool", {x.view()}, {avgY.view()}, attrs).isOk());
+  ASSERT_TRUE(runKernel("max_pool_grad", {dy.view(), idx.view()}, {maxDx.view()}).isOk());
+  ASSERT_TRUE(runKernel("avg_pool_grad", {dy.view()}, {avgDx.view()}, attrs).isOk());
+  for (int64_t i = 0; i < n; i += 3)
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t plane = i * channels + c;
+      auto planeOf = [&](const Tensor &t) {
+        const int64_t size = t.numel() / (n * channels);
+        const int64_t bytes = t.dtype == DType::kI64 ? 8 : 4;
+        std::vector<int64_t> shape = t.shape;
+        shape[0] = shape[1] = 1;
+        Tensor p(t.dtype, shape);
+        std::memcpy(p.bytes(), t.bytes() + plane * size * bytes, size_t(size * bytes));
+        return p;
+      };
+      Tensor x1 = planeOf(x), dy1 = planeOf(dy);
+      Tensor my = Tensor::output(DType::kF32, {1, 1, out, out});
+      Tensor mi = Tensor::output(DType::kI64, {1, 1, out, out});
+      Tensor ay = Tensor::output(DType::kF32, {1, 1, out, out});
+      Tensor mdx = Tensor::output(DType::kF32, {1, 1, side, side});
+      Tensor adx = Tensor::output(DType::kF32, {1, 1, side, side});
+      ASSERT_TRUE(runKernel("max_pool", {x1.view()}, {my.view(), mi.view()}, attrs).isOk());
+      ASSERT_TRUE(runKernel("avg_pool", {x1.view()}, {ay.view()}, attrs).isOk());
+      ASSERT_TRUE(runKernel("max_pool_grad", {dy1.view(), mi.view()}, {mdx.view()}).isOk());
+      ASSERT_TRUE(runKernel("avg_pool_grad", {dy1.view()}, {adx.view()}, attrs).isOk());
+      expectSameBits(planeOf(maxY), my, 0, "max_pool");
+      ASSERT_EQ(std::memcmp(planeOf(idx).bytes(), mi.bytes(), size_t(out * out) * 8), 0)
+          << "max_pool's indices differ from one thread's in plane " << plane;
+      expectSameBits(planeOf(avgY), ay, 0, "avg_pool");
+      expectSameBits(planeOf(maxDx), mdx, 0, "max_pool_grad");
+      expectSameBits(planeOf(avgDx), adx, 0, "avg_pool_grad");
+    }
 }
 
 } // namespace
