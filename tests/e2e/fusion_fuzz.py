@@ -119,14 +119,7 @@ class Program:
                       self.pick("full"), "full")
         elif r < 0.45:
             a = self.pick("full")
-            choice = self.rng.random()
-            if choice < 0.5:
-                b = self.pick("full")
-            elif choice < 0.75:
-                b = self.emit(f"dgraph.broadcast_in_dim %w, dims = [{last}] : "
-                              f"({self.type('vec')}) -> {full}", "full")
-            else:
-                b = self.const(float(np.round(self.rng.uniform(0.5, 2), 3)), "full")
+            b = self.second(self.rng.random(), 0.5, 2)
             self.emit(f"dgraph.{self.rng.choice(BINARY)} {a}, {b} : {full}", "full")
         elif r < 0.6:
             op = self.rng.choice(["reduce_sum", "reduce_max"])
@@ -167,6 +160,17 @@ class Program:
             else:
                 self.emit(f"dgraph.{op} {a}, dim = {last} : {full}", "full")
 
+    def second(self, choice, low, high):
+        """A binary op's second operand by `choice` in [0, 1): a value
+        (below 0.5), the broadcast weight (below 0.75) or a splat constant
+        drawn from [low, high)."""
+        if choice < 0.5:
+            return self.pick("full")
+        if choice < 0.75:
+            return self.emit(f"dgraph.broadcast_in_dim %w, dims = [{len(self.rows)}] : "
+                             f"({self.type('vec')}) -> {self.type('full')}", "full")
+        return self.const(float(np.round(self.rng.uniform(low, high), 3)), "full")
+
     def compare(self):
         """A mask: a comparison of a value with another, a splat or a
         broadcast weight; eq of a value with a max or min of it (ties)."""
@@ -178,13 +182,7 @@ class Program:
             b = self.emit(f"dgraph.{self.rng.choice(['max', 'min'])} {a}, {c} : "
                           f"{full}", "full")
             return self.emit(f"dgraph.eq {a}, {b} : {full}", "mask")
-        if choice < 0.5:
-            b = self.pick("full")
-        elif choice < 0.75:
-            b = self.emit(f"dgraph.broadcast_in_dim %w, dims = [{len(self.rows)}] : "
-                          f"({self.type('vec')}) -> {full}", "full")
-        else:
-            b = self.const(float(np.round(self.rng.uniform(-1, 1), 3)), "full")
+        b = self.second(choice, -1, 1)
         op = self.rng.choice(["lt", "le", "gt", "ge"])
         return self.emit(f"dgraph.{op} {a}, {b} : {full}", "mask")
 
