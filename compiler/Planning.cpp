@@ -1108,8 +1108,9 @@ void reviseAlternatives(SearchResult &search, const Candidate &chosen,
 /// that could still win (see kComparedWithin), at most kComparedSlower
 /// (kComparedUnfit while no program fits) of those whose compile stays
 /// within kMaxUnrolledSearched layer instances, each compiled and priced
-/// too. The programs decide: a plan that fits first, then the faster step.
-/// An alternative whose compile fails is left out.
+/// too. The programs decide: a plan that fits first, then the faster step;
+/// while none fits, the one that needs the least memory. An alternative
+/// whose compile fails is left out.
 ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
                                double analyticStep,
                                const std::vector<Rejection> *slower,
@@ -1163,9 +1164,11 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
         "{0}: {1} analytic, {2} compiled{3}", r.plan.summary(),
         formatSeconds(r.stepTime), formatSeconds(other.time.stepTime),
         other.fits ? "" : " (does not fit)"));
-    bool better = other.fits != now.fits
-                      ? other.fits
-                      : other.time.stepTime < now.time.stepTime;
+    // A plan that fits first, then the faster step; of plans that do not
+    // fit, the one closest to fitting (the report says by how much).
+    bool better = other.fits != now.fits ? other.fits
+                  : other.fits ? other.time.stepTime < now.time.stepTime
+                               : other.memory.total() < now.memory.total();
     if (better)
       out.price = std::move(p.value());
   }
