@@ -245,9 +245,9 @@ static LogicalResult buffersAsIntegers(func::FuncOp fn, bool bf16AsBits) {
       Location loc = user->getLoc();
       if (auto load = dyn_cast<memref::LoadOp>(user)) {
         Value raw = memref::LoadOp::create(b, loc, arg, load.getIndices());
-        Value value;
         if (mask) {
-          value = arith::TruncIOp::create(b, loc, element, raw);
+          load.replaceAllUsesWith(
+              arith::TruncIOp::create(b, loc, element, raw).getResult());
         } else {
           // A bf16's bits are the upper half of the f32 it widens to.
           Value wide = arith::ShLIOp::create(
@@ -260,9 +260,12 @@ static LogicalResult buffersAsIntegers(func::FuncOp fn, bool bf16AsBits) {
               ext.replaceAllUsesWith(f32);
               ext.erase();
             }
-          value = arith::BitcastOp::create(b, loc, element, raw);
+          // Readers of the bf16 value itself (none from a region) get it
+          // back from the bits.
+          if (!load->use_empty())
+            load.replaceAllUsesWith(
+                arith::BitcastOp::create(b, loc, element, raw).getResult());
         }
-        load.replaceAllUsesWith(value);
         load.erase();
       } else if (auto store = dyn_cast<memref::StoreOp>(user)) {
         Value v = store.getValueToStore();

@@ -412,28 +412,12 @@ inline void gradMoments(const S *x, const S *dy, int64_t n, double k,
 // over the batch in order on one thread), the elementwise passes by
 // (sample, channel) plane.
 
-/// Calls `fn(c)` for every channel, the channels split over the threads
-/// (each reads batch x spatial elements).
-template <typename F> void forChannels(const ChannelPlan &p, F fn) {
-  const int64_t perChannel = std::max<int64_t>(1, p.batch * p.spatial);
-  cpu::parallelFor(p.channels,
-                   std::max<int64_t>(1, cpu::kParallelGrain / perChannel),
-                   [&](int64_t begin, int64_t end, int) {
-                     for (int64_t c = begin; c < end; ++c)
-                       fn(c);
-                   });
-}
-
 /// Calls `fn(n, c)` for every (sample, channel) plane of `spatial`
 /// elements, the planes split over the threads.
 template <typename F> void forPlanes(const ChannelPlan &p, F fn) {
-  const int64_t spatial = std::max<int64_t>(1, p.spatial);
-  cpu::parallelFor(p.batch * p.channels,
-                   std::max<int64_t>(1, cpu::kParallelGrain / spatial),
-                   [&](int64_t begin, int64_t end, int) {
-                     for (int64_t i = begin; i < end; ++i)
-                       fn(i / p.channels, i % p.channels);
-                   });
+  cpu::parallelForEach(p.batch * p.channels, p.spatial, [&](int64_t i, int) {
+    fn(i / p.channels, i % p.channels);
+  });
 }
 
 template <typename S>
@@ -443,7 +427,7 @@ KernelFn makeBatchNormStats(const ChannelPlan p, const S *x, const S *shift,
   return [=]() -> Status {
     double *s1 = acc->data(), *s2 = s1 + p.channels;
     std::fill(acc->begin(), acc->end(), 0.0);
-    forChannels(p, [&](int64_t c) {
+    cpu::parallelForEach(p.channels, p.batch * p.spatial, [&](int64_t c, int) {
       for (int64_t n = 0; n < p.batch; ++n)
         shiftedMoments(x + (n * p.channels + c) * p.spatial, p.spatial,
                        loadD(shift[c]), s1[c], s2[c]);
@@ -508,7 +492,7 @@ KernelFn makeBatchNormGradStats(const ChannelPlan p, const S *x, const S *mean,
   return [=]() -> Status {
     double *s1 = acc->data(), *s2 = s1 + p.channels;
     std::fill(acc->begin(), acc->end(), 0.0);
-    forChannels(p, [&](int64_t c) {
+    cpu::parallelForEach(p.channels, p.batch * p.spatial, [&](int64_t c, int) {
       for (int64_t n = 0; n < p.batch; ++n) {
         const int64_t base = (n * p.channels + c) * p.spatial;
         gradMoments(x + base, dy + base, p.spatial, loadD(mean[c]), s1[c],
@@ -564,33 +548,28 @@ KernelFn makeGroupNorm(const ChannelPlan p, const S *x, const S *scale,
   return [=]() -> Status {
     const int64_t groups = p.groups(), block = p.perGroup * p.spatial;
     // Each (sample, group) on one thread.
-    cpu::parallelFor(
-        p.batch * groups,
-        std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(1, block)),
-        [&](int64_t begin, int64_t end, int) {
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t n = i / groups, g = i % groups;
-        const int64_t base = (n * p.channels + g * p.perGroup) * p.spatial;
-        double s1 = 0, s2 = 0;
-        shiftedMoments(x + base, block, 0.0, s1, s2);
-        const double mean = block ? s1 / double(block) : 0.0;
-        double d1 = 0, d2 = 0;
-        shiftedMoments(x + base, block, mean, d1, d2);
-        const double var =
-            block ? std::max(0.0, (d2 - d1 * d1 / double(block)) / double(block))
-                  : 0.0;
-        const double r = 1.0 / std::sqrt(var + p.epsilon);
-        meanOut[n * groups + g] = Elem<S>::store(C(mean));
-        rstdOut[n * groups + g] = Elem<S>::store(C(r));
-        const C m = C(mean);
-        for (int64_t k = 0; k < p.perGroup; ++k) {
-          const int64_t c = g * p.perGroup + k;
-          const C a = C(loadD(scale[c]) * r), b = Elem<S>::load(bias[c]);
-          const S *xr = x + base + k * p.spatial;
-          S *yr = y + base + k * p.spatial;
-          for (int64_t j = 0; j < p.spatial; ++j)
-            yr[j] = Elem<S>::store((Elem<S>::load(xr[j]) - m) * a + b);
-        }
+    cpu::parallelForEach(p.batch * groups, block, [&](int64_t i, int) {
+      const int64_t n = i / groups, g = i % groups;
+      const int64_t base = (n * p.channels + g * p.perGroup) * p.spatial;
+      double s1 = 0, s2 = 0;
+      shiftedMoments(x + base, block, 0.0, s1, s2);
+      const double mean = block ? s1 / double(block) : 0.0;
+      double d1 = 0, d2 = 0;
+      shiftedMoments(x + base, block, mean, d1, d2);
+      const double var =
+          block ? std::max(0.0, (d2 - d1 * d1 / double(block)) / double(block))
+                : 0.0;
+      const double r = 1.0 / std::sqrt(var + p.epsilon);
+      meanOut[n * groups + g] = Elem<S>::store(C(mean));
+      rstdOut[n * groups + g] = Elem<S>::store(C(r));
+      const C m = C(mean);
+      for (int64_t k = 0; k < p.perGroup; ++k) {
+        const int64_t c = g * p.perGroup + k;
+        const C a = C(loadD(scale[c]) * r), b = Elem<S>::load(bias[c]);
+        const S *xr = x + base + k * p.spatial;
+        S *yr = y + base + k * p.spatial;
+        for (int64_t j = 0; j < p.spatial; ++j)
+          yr[j] = Elem<S>::store((Elem<S>::load(xr[j]) - m) * a + b);
       }
     });
     return Status::ok();
@@ -609,13 +588,8 @@ KernelFn makeGroupNormGrad(const ChannelPlan p, const S *x, const S *scale,
     const int64_t groups = p.groups(), block = p.perGroup * p.spatial;
     // Split by group, the samples in order inside: a channel's dscale and
     // dbias sum over the batch in order on one thread.
-    cpu::parallelFor(
-        groups,
-        std::max<int64_t>(1, cpu::kParallelGrain /
-                                 std::max<int64_t>(1, p.batch * block)),
-        [&](int64_t gBegin, int64_t gEnd, int) {
-    for (int64_t n = 0; n < p.batch; ++n)
-      for (int64_t g = gBegin; g < gEnd; ++g) {
+    cpu::parallelForEach(groups, p.batch * block, [&](int64_t g, int) {
+      for (int64_t n = 0; n < p.batch; ++n) {
         const double mu = loadD(mean[n * groups + g]);
         const double r = loadD(rstd[n * groups + g]);
         // sum(g) and sum(g h) with g = dy * scale, h = (x - mu) r.
@@ -660,18 +634,6 @@ KernelFn makeGroupNormGrad(const ChannelPlan p, const S *x, const S *scale,
 
 // Pooling splits its planes (a sample's channel) over the CPU threads; a
 // gradient accumulates each plane in its thread's own scratch plane.
-
-/// Calls `fn(plane, worker)` for every plane, the planes split over the
-/// threads (each plane `work` elements of work).
-template <typename F>
-void forPoolPlanes(const PoolPlan &p, int64_t work, F fn) {
-  cpu::parallelFor(
-      p.planes, std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(1, work)),
-      [&](int64_t begin, int64_t end, int worker) {
-        for (int64_t plane = begin; plane < end; ++plane)
-          fn(plane, worker);
-      });
-}
 
 /// Calls fn(o0, o1, o2, outIndex) for every output position of a plane and
 /// visit(i, inIndex) for every tap of its window on the input, through
@@ -719,7 +681,7 @@ KernelFn makeMaxPool(const PoolPlan p, const S *x, S *y, int64_t *indices) {
   using C = ComputeT<S>;
   return [=]() -> Status {
     const int64_t inPlane = p.inPlane(), outPlane = p.outPlane();
-    forPoolPlanes(p, inPlane + outPlane, [&](int64_t plane, int) {
+    cpu::parallelForEach(p.planes, inPlane + outPlane, [&](int64_t plane, int) {
       const S *xp = x + plane * inPlane;
       S *yp = y + plane * outPlane;
       int64_t *ip = indices + plane * outPlane;
@@ -756,7 +718,7 @@ KernelFn makeMaxPoolGrad(const PoolPlan p, const S *dy, const int64_t *indices,
     const int64_t inPlane = p.inPlane(), outPlane = p.outPlane();
     // The first bad index of each thread; the lowest plane's is reported.
     std::vector<std::pair<int64_t, int64_t>> bad(scratch->size(), {-1, 0});
-    forPoolPlanes(p, inPlane + outPlane, [&](int64_t plane, int worker) {
+    cpu::parallelForEach(p.planes, inPlane + outPlane, [&](int64_t plane, int worker) {
       if (bad[worker].first >= 0)
         return;
       C *acc = (*scratch)[worker].data();
@@ -790,7 +752,7 @@ KernelFn makeAvgPool(const PoolPlan p, const S *x, S *y) {
   using C = ComputeT<S>;
   return [=]() -> Status {
     const int64_t inPlane = p.inPlane(), outPlane = p.outPlane();
-    forPoolPlanes(p, inPlane + outPlane, [&](int64_t plane, int) {
+    cpu::parallelForEach(p.planes, inPlane + outPlane, [&](int64_t plane, int) {
       const S *xp = x + plane * inPlane;
       S *yp = y + plane * outPlane;
       forEachOutput(p, [&](int64_t o0, int64_t o1, int64_t o2, int64_t o) {
@@ -811,7 +773,7 @@ KernelFn makeAvgPoolGrad(const PoolPlan p, const S *dy, S *dx) {
       cpu::cpuThreads(), std::vector<C>(p.inPlane()));
   return [=]() -> Status {
     const int64_t inPlane = p.inPlane(), outPlane = p.outPlane();
-    forPoolPlanes(p, inPlane + outPlane, [&](int64_t plane, int worker) {
+    cpu::parallelForEach(p.planes, inPlane + outPlane, [&](int64_t plane, int worker) {
       C *acc = (*scratch)[worker].data();
       std::fill(acc, acc + inPlane, C(0));
       const S *gp = dy + plane * outPlane;

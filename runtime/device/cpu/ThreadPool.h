@@ -14,6 +14,7 @@
 #ifndef DTCC_RUNTIME_DEVICE_CPU_THREADPOOL_H
 #define DTCC_RUNTIME_DEVICE_CPU_THREADPOOL_H
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
@@ -34,6 +35,18 @@ void parallelFor(int64_t n, int64_t grain,
 /// Elements below which an elementwise loop stays on one thread (waking the
 /// others costs more than it saves).
 inline constexpr int64_t kParallelGrain = 1 << 15;
+
+/// Calls `fn(i, worker)` for every i in [0, n), each index on one thread,
+/// the indices split over the threads by parallelFor with a grain of
+/// kParallelGrain elements' worth, each index being `work` elements of work
+/// (a channel's or a plane's).
+template <typename F> void parallelForEach(int64_t n, int64_t work, F &&fn) {
+  parallelFor(n, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work)),
+              [&](int64_t begin, int64_t end, int worker) {
+                for (int64_t i = begin; i < end; ++i)
+                  fn(i, worker);
+              });
+}
 
 } // namespace dtcc::runtime::cpu
 
