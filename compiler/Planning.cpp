@@ -414,15 +414,14 @@ std::string signedPercent(double fraction) {
   return buf;
 }
 
-/// The compiled memory beside the memory model; the model's temporaries
-/// less the runtime reserve, which the memory plan does not hold.
-std::string formatCompiled(const CompiledMemory &c, const Candidate &chosen,
-                           double reserve) {
+/// The compiled memory beside the memory model, less the runtime reserve,
+/// which the memory plan does not hold.
+std::string formatCompiled(const CompiledMemory &c, const Candidate &chosen) {
   const MemoryBreakdown &m = chosen.memory;
   std::ostringstream os;
-  double modelWorkspace = m.gradients + m.activations + m.temporaries -
-                          reserve + m.commBuffers - m.reused;
-  double modelTotal = m.total() - reserve;
+  double modelWorkspace = m.gradients + m.activations + m.temporaries +
+                          m.commBuffers - m.reused;
+  double modelTotal = m.total() - m.reserve;
   os << "\nMemory of the compiled program (rank 0's static memory plan: dtcc "
         "compile --train"
      << (c.mesh.empty() ? "" : " --mesh " + c.mesh.str())
@@ -456,16 +455,15 @@ std::string formatCompiled(const CompiledMemory &c, const Candidate &chosen,
         m.hostGradients);
     row("host total", c.hostState + c.hostWorkspace, m.hostTotal());
   }
-  os << "  (the model's temporaries exclude the runtime reserve of "
-     << runtime::formatBytes(int64_t(reserve))
+  os << "  (the model's total excludes the runtime reserve of "
+     << runtime::formatBytes(int64_t(m.reserve))
      << ", which is not part of the memory plan; the workspace is reused "
         "over the step, so it is compared with gradients + activations + "
         "temporaries + comm buffers - reused together)\n";
   return os.str();
 }
 
-Json compiledToJson(const CompiledMemory &c, const Candidate &chosen,
-                    double reserve) {
+Json compiledToJson(const CompiledMemory &c, const Candidate &chosen) {
   Json j = Json::object();
   j.set("mesh", c.mesh.str());
   j.set("zeroStage", c.zero);
@@ -477,8 +475,9 @@ Json compiledToJson(const CompiledMemory &c, const Candidate &chosen,
   j.set("hostState", c.hostState);
   j.set("hostWorkspace", c.hostWorkspace);
   j.set("total", c.total());
-  j.set("modelTotalExcludingReserve", chosen.memory.total() - reserve);
-  j.set("reserve", reserve);
+  j.set("modelTotalExcludingReserve",
+        chosen.memory.total() - chosen.memory.reserve);
+  j.set("reserve", chosen.memory.reserve);
   return j;
 }
 
@@ -2170,7 +2169,6 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
       return c.status();
     compiled = c.value();
   }
-  double reserve = cluster.device.reservedBytes.value;
   const std::string explainHow =
       "the compiled program's step simulated; layers compiled once, each "
       "layer instruction counted for every layer";
@@ -2182,7 +2180,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   if (args.json) {
     Json j = reportToJson(report);
     if (compiled)
-      j.set("compiled", compiledToJson(*compiled, *report.chosen, reserve));
+      j.set("compiled", compiledToJson(*compiled, *report.chosen));
     if (compiledPrice)
       j.set("compiledProgram",
             programCostToJson(compiledPrice->memory, &compiledPrice->time));
@@ -2194,7 +2192,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   } else {
     out.report += formatReport(report);
     if (compiled)
-      out.report += formatCompiled(*compiled, *report.chosen, reserve);
+      out.report += formatCompiled(*compiled, *report.chosen);
     if (args.explainCost)
       out.report += formatExplainCost(compiledPrice->time,
                                       compiledPrice->time.stepTime, explainHow);

@@ -153,7 +153,7 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
   }
 
   // Temporaries.
-  m.temporaries = cluster_.device.reservedBytes.value;
+  m.reserve = cluster_.device.reservedBytes.value;
   if (plan.recompute == Recompute::kFull)
     m.temporaries += layer.activations(Recompute::kNone);
   double widest = std::max(

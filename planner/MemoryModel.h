@@ -25,12 +25,15 @@ struct MemoryBreakdown {
   double optimizerState = 0;
   /// Activations kept for the backward pass of the micro-batches in flight.
   double activations = 0;
-  /// Recompute working set, gradient buffers, logits, and the runtime's
-  /// reserve (CUDA context, library workspaces).
+  /// Recompute working set, gradient buffers, logits; from a compiled
+  /// program its constants, kernel scratch and fragmentation.
   double temporaries = 0;
   /// Gradient buckets, ZeRO-3 gathered layers, pipeline send/recv buffers,
   /// sequence-parallel all-gather outputs.
   double commBuffers = 0;
+  /// What the runtime holds beside the program's memory: the CUDA context,
+  /// library handles, allocator slack (the cluster's device.reservedBytes).
+  double reserve = 0;
   /// Host memory this rank uses with offload.
   double hostParameters = 0;
   double hostGradients = 0;
@@ -43,7 +46,7 @@ struct MemoryBreakdown {
 
   double total() const {
     return parameters + gradients + optimizerState + activations +
-           temporaries + commBuffers - reused;
+           temporaries + commBuffers + reserve - reused;
   }
   double modelState() const {
     return parameters + gradients + optimizerState;

@@ -1195,7 +1195,8 @@ ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
         &ProgramMemory::optimizerState, &ProgramMemory::gradientAccumulators,
         &ProgramMemory::otherState, &ProgramMemory::stateAlignment,
         &ProgramMemory::activations, &ProgramMemory::gradients,
-        &ProgramMemory::commBuffers, &ProgramMemory::fragmentation})
+        &ProgramMemory::commBuffers, &ProgramMemory::weightCopies,
+        &ProgramMemory::fragmentation})
     out.*field = std::max<int64_t>(0, lerp(a.*field, b.*field));
   return out;
 }
@@ -1359,6 +1360,33 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
       0, m.state - m.parameters - m.gradientAccumulators - m.optimizerState -
              m.otherState);
 
+  // The parameters' bytes in the state arena, by stage (the stages lay out
+  // their variables over one arena): a cast reading them makes a weight
+  // copy (a bf16 working copy of fp32 master weights).
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> parameterBytes;
+  for (const auto &v : program.variables()) {
+    const Buffer &b = program.buffers(v.buffer());
+    if (b.arena() == runtime::format::ARENA_STATE &&
+        variableKind(v) == "parameter")
+      parameterBytes[v.has_stage() ? v.stage() : -1].push_back(
+          {b.offset(), b.offset() + bufferBytes(b)});
+  }
+  auto readsParameter = [&](const Function &fn, const Instruction &inst) {
+    if (inst.kernel() != "cast" || inst.inputs_size() != 1)
+      return false;
+    const Buffer &b = program.buffers(inst.inputs(0));
+    if (b.arena() != runtime::format::ARENA_STATE)
+      return false;
+    for (int64_t s : {int64_t(-1), fn.has_stage() ? fn.stage() : -1}) {
+      auto it = parameterBytes.find(s);
+      if (it != parameterBytes.end())
+        for (auto [lo, hi] : it->second)
+          if (lo <= b.offset() && b.offset() < hi)
+            return true;
+    }
+    return false;
+  };
+
   // The workspace: the union of the live regions at each instruction.
   int64_t best = -1, bestAll = 0;
   std::vector<TensorBytes> peakTensors;
@@ -1496,7 +1524,7 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
       m.peakFunction = fn.name();
       m.peakInstruction = i;
       m.peakNode = fn.instructions(i).location();
-      m.activations = m.gradients = m.commBuffers = 0;
+      m.activations = m.gradients = m.commBuffers = m.weightCopies = 0;
       peakTensors.clear();
       // By kind, in offset order so that aliases count once.
       int64_t end = INT64_MIN;
@@ -1513,21 +1541,25 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
           const Instruction &p = fn.instructions(s->producer);
           name = p.kernel() + " at " +
                  (p.location().empty() ? "(no node)" : p.location());
-          // Forward and backward micro-batches interleave in a pipeline
-          // stage: there a forward task's result is an activation (its
-          // kernels' dshard.task, "forward mb3"), a backward task's and
-          // the step's own (the weights' copies, the update) a gradient or
-          // temporary; elsewhere what is made up to the loss.
+          // A cast of a parameter is a weight copy (bf16 weights for
+          // fp32 masters), live from its first use to its last. Forward
+          // and backward micro-batches interleave in a pipeline stage:
+          // there a forward task's result is an activation (its kernels'
+          // dshard.task, "forward mb3"), a backward task's and the step's
+          // own (the update) a gradient or temporary; elsewhere what is
+          // made up to the loss.
           const bool forward =
               staged ? attrString(p, "dshard.task").rfind("forward", 0) == 0
                      : lossAt >= 0 && s->producer <= lossAt;
-          kind = isCommKernel(p.kernel()) ? "comm buffer"
-                 : forward                ? "activation"
-                                          : "gradient or temporary";
+          kind = isCommKernel(p.kernel())  ? "comm buffer"
+                 : readsParameter(fn, p) ? "weight copy"
+                 : forward                 ? "activation"
+                                           : "gradient or temporary";
         }
-        (kind == "comm buffer"  ? m.commBuffers
-         : kind == "activation" ? m.activations
-                                : m.gradients) += hi - lo;
+        (kind == "comm buffer"   ? m.commBuffers
+         : kind == "weight copy" ? m.weightCopies
+         : kind == "activation"  ? m.activations
+                                 : m.gradients) += hi - lo;
         peakTensors.push_back({name, kind, s->bytes});
       }
     }
@@ -1561,13 +1593,13 @@ Candidate candidateFromProgram(const Plan &plan, const ProgramMemory &memory,
   c.plan = plan;
   MemoryBreakdown &m = c.memory;
   m.stage = memory.stage;
-  m.parameters = double(memory.parameters);
+  m.parameters = double(memory.parameters + memory.weightCopies);
   m.optimizerState = double(memory.optimizerState + memory.otherState);
   m.gradients = double(memory.gradientAccumulators + memory.gradients);
   m.activations = double(memory.activations);
   m.commBuffers = double(memory.commBuffers);
-  m.temporaries = cluster.device.reservedBytes.value +
-                  double(memory.constants + memory.fragmentation +
+  m.reserve = cluster.device.reservedBytes.value;
+  m.temporaries = double(memory.constants + memory.fragmentation +
                          memory.stateAlignment + memory.scratch);
   m.hostOptimizerState = double(memory.hostState);
   m.hostGradients = double(memory.hostWorkspace);

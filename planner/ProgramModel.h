@@ -245,7 +245,8 @@ double instructionSeconds(const runtime::format::Program &program,
 struct TensorBytes {
   std::string name; ///< a variable's name, or "kernel at ONNX node"
   std::string kind; ///< parameter, optimizer state, gradient accumulator,
-                    ///< state, activation, gradient or temporary, comm buffer
+                    ///< state, activation, weight copy, gradient or
+                    ///< temporary, comm buffer
   int64_t bytes = 0;
 };
 
@@ -281,6 +282,9 @@ struct ProgramMemory {
   int64_t activations = 0; ///< produced before the loss, kept for backward
   int64_t gradients = 0;   ///< gradients and temporaries of backward
   int64_t commBuffers = 0; ///< outputs of collectives and receives
+  /// Casts of the parameters (a stage's or a step's bf16 working copies of
+  /// fp32 master weights), in the workspace.
+  int64_t weightCopies = 0;
   /// workspace - what the live tensors cover at the peak: space the memory
   /// planner could not reuse (alignment, lifetimes that do not nest).
   int64_t fragmentation = 0;
@@ -305,13 +309,13 @@ ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
                                        const ProgramMemory &b, double factor);
 
 /// `plan` priced from its compiled program, in the report's terms. Memory:
-/// parameters, optimizer state (with step counters) and gradients (the
-/// accumulators, plus the gradients and temporaries live at the
-/// workspace's peak) from the memory plan; activations and communication
-/// buffers live at that peak; temporaries = the runtime's reserve, the
-/// constants, the kernels' scratch and what the memory planner could not
-/// reuse. The total is
-/// exactly what the runtime allocates, plus the reserve. Time: the
+/// parameters (with the weight copies live at the workspace's peak),
+/// optimizer state (with step counters) and gradients (the accumulators,
+/// plus the gradients and temporaries live at that peak) from the memory
+/// plan; activations and communication buffers live at that peak;
+/// temporaries = the constants, the kernels' scratch and what the memory
+/// planner could not reuse; reserve = the cluster's runtime reserve. The
+/// total is exactly what the runtime allocates, plus the reserve. Time: the
 /// simulated step of the critical stage (kernels, exposed communication by
 /// mesh axis, idle time as the pipeline bubble); MFU from
 /// `modelFlopsPerStep` over all devices.

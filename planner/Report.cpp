@@ -270,6 +270,7 @@ std::string formatReport(const PlanReport &r) {
     row("activations", mem.activations);
     row("temporaries", mem.temporaries);
     row("comm buffers", mem.commBuffers);
+    row("runtime reserve", mem.reserve);
     if (mem.reused > 0)
       mt.add({"reused (-)", formatBytes(mem.reused), share(mem.reused, capacity)});
     row("total", mem.total());
@@ -380,6 +381,7 @@ Json memoryJson(const MemoryBreakdown &m, double capacity, double host) {
   j.set("activations", m.activations);
   j.set("temporaries", m.temporaries);
   j.set("commBuffers", m.commBuffers);
+  j.set("reserve", m.reserve);
   j.set("reused", m.reused);
   j.set("total", m.total());
   j.set("capacity", capacity);
@@ -545,6 +547,7 @@ std::string formatProgramCost(const ProgramMemory &m, const ProgramTime *time,
   row("  activations kept for backward", double(m.activations));
   row("  gradients and temporaries", double(m.gradients));
   row("  communication buffers", double(m.commBuffers));
+  row("  weight copies (casts of the parameters)", double(m.weightCopies));
   row("  not reusable (fragmentation)", double(m.fragmentation));
   row("constants", double(m.constants));
   row("kernel scratch (reserved at load)", double(m.scratch));
@@ -626,6 +629,7 @@ Json programCostToJson(const ProgramMemory &m, const ProgramTime *time) {
   memory.set("activations", m.activations);
   memory.set("gradients", m.gradients);
   memory.set("commBuffers", m.commBuffers);
+  memory.set("weightCopies", m.weightCopies);
   memory.set("fragmentation", m.fragmentation);
   memory.set("hostState", m.hostState);
   memory.set("hostWorkspace", m.hostWorkspace);

@@ -214,7 +214,7 @@ TEST(CpuBackend, MemoryFollowsTheCompiledProgram) {
   EXPECT_DOUBLE_EQ(dp.reused,
                    std::min(dp.activations, dp.gradients + dp.commBuffers));
   EXPECT_DOUBLE_EQ(dp.total(), dp.parameters + dp.optimizerState +
-                                   dp.temporaries +
+                                   dp.temporaries + dp.reserve +
                                    std::max(dp.activations,
                                             dp.gradients + dp.commBuffers));
   MemoryBreakdown z1 = memory.peak(compilerPlan(2, 1, 1, o));
