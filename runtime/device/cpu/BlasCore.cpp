@@ -72,10 +72,19 @@ void applyLoadTimeSettings(char **argv) {
       changed = true;
     }
   }
-  // One thread: the kernels' and OpenBLAS's work runs on the caller's core,
-  // which libgomp's workers do not take; nothing to quiet.
-  if (!std::getenv("OMP_WAIT_POLICY") && cpuThreads() > 1) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  // oneDNN's convolutions run on libgomp's threads. Between its parallel
+  // regions they poll, then sleep: by default for about 3 ms (300000
+  // spins), holding the cores the kernels' own threads need next; asleep
+  // (OMP_WAIT_POLICY=passive, until 2026-11-28) each region waits for them
+  // to wake, tens to hundreds of microseconds on a virtual machine (a small
+  // U-Net's step 2.2 ms on 1 thread, 16.5 on 2); polling forever (active)
+  // takes a core from the kernels' threads for good. They poll as long as
+  // the kernels' own idle threads, about 0.1 ms (ThreadPool.cpp; libgomp
+  // counts about 100000 spins a millisecond). One thread: the work runs on
+  // the caller's core, which libgomp's workers do not take; nothing to set.
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT") &&
+      cpuThreads() > 1) {
+    setenv("GOMP_SPINCOUNT", "10000", 1);
     changed = true;
   }
   if (changed)

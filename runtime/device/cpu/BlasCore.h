@@ -38,12 +38,15 @@ std::string betterBlasCoreType(const std::string &detected,
 /// load (before main), where the user did not give them:
 /// - OPENBLAS_CORETYPE, when OpenBLAS chose kernels narrower than the CPU
 ///   supports;
-/// - OMP_WAIT_POLICY=PASSIVE, when the kernels run on more than one thread
-///   (cpuThreads()): oneDNN (bf16 and f16 matrix products, convolutions)
-///   runs on libgomp's OpenMP threads, which by default spin after each
-///   call and hold the cores that dtcc's own kernel threads and OpenBLAS's
-///   need next (a bf16 GPT step on 2 cores took twice as long on 2 threads
-///   as on 1: bench/RESULTS.md).
+/// - GOMP_SPINCOUNT=10000 (about 0.1 ms of polling), when the kernels run
+///   on more than one thread (cpuThreads()) and the user set neither it
+///   nor OMP_WAIT_POLICY: oneDNN's convolutions run on libgomp's OpenMP
+///   threads, which by default poll for about 3 ms after each call and
+///   hold the cores dtcc's own kernel threads need next (a bf16 GPT step on
+///   2 cores took twice as long on 2 threads as on 1), while asleep they
+///   are slow to wake for the next convolution (a small U-Net's step 7.5x
+///   its 1-thread time under OMP_WAIT_POLICY=passive, which the runner set
+///   until 2026-11-28: bench/RESULTS.md).
 /// Sets them and executes /proc/self/exe again with the same arguments (it
 /// does not return then; the second time nothing is left to set).
 /// Otherwise, or if the re-execution fails, returns.

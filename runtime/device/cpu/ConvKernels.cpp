@@ -17,9 +17,11 @@
 //
 // Threads: Debian's oneDNN uses OpenMP (libgomp). The OpenMP thread count
 // is the other kernels' (cpuThreads: OMP_NUM_THREADS, else
-// OPENBLAS_NUM_THREADS, else every core, as OpenBLAS); it is set where a
-// primitive is created, which fixes the threads
-// its kernel partitions the work over, and again before each call.
+// OPENBLAS_NUM_THREADS, else every core, as OpenBLAS), fewer for a small
+// convolution (convThreads); it is set where a primitive is created, which
+// fixes the threads its kernel partitions the work over, and again before
+// each call. libgomp's idle threads poll about as long as the kernels'
+// own (BlasCore.cpp sets GOMP_SPINCOUNT).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +34,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -47,9 +50,22 @@ using namespace cpu;
 // Threads
 //===----------------------------------------------------------------------===//
 
-/// The kernels' thread count (ThreadPool.h: OMP_NUM_THREADS, else
-/// OPENBLAS_NUM_THREADS, else every core, as OpenBLAS).
-int convThreads() { return cpuThreads(); }
+/// Multiply-adds a convolution's OpenMP thread gets at least: below it,
+/// waking another thread costs more than it saves (a small U-Net's 20-40
+/// us convolutions took 1.3-1.6x as long on 2 threads as on 1, on threads
+/// that poll; the products' pieces are cut at the same size,
+/// MatmulKernels.cpp).
+constexpr double kConvMacsPerThread = 4 << 20;
+
+/// The OpenMP threads of a convolution of `g` (each gradient does as much
+/// work): the kernels' thread count (ThreadPool.h: OMP_NUM_THREADS, else
+/// OPENBLAS_NUM_THREADS, else every core, as OpenBLAS), fewer for small
+/// convolutions. Shape-determined, so a program's results do not change
+/// from run to run.
+int convThreads(const ConvGeometry &g) {
+  double byWork = std::max(1.0, std::floor(g.macs() / kConvMacsPerThread));
+  return int(std::min<double>(cpuThreads(), byWork));
+}
 
 //===----------------------------------------------------------------------===//
 // Scratch
@@ -320,8 +336,9 @@ public:
     // the process's default (every core), each of several ranks on one
     // host ran every convolution on all cores, their idle threads spinning
     // (a 4-rank ResNet step on 2 cores took 3.2 s instead of 13 ms).
-    omp_set_num_threads(convThreads());
     auto conv = std::unique_ptr<DnnlConv>(new DnnlConv());
+    conv->threads_ = convThreads(g);
+    omp_set_num_threads(conv->threads_);
     conv->stream_ = ctx.stream;
     std::vector<int64_t> w = g.filterShape();
     if (g.groups > 1) { // [G, O/G, C/G, K..], the same bytes
@@ -432,7 +449,7 @@ public:
   }
 
   Status run() {
-    omp_set_num_threads(convThreads());
+    omp_set_num_threads(threads_);
     char *scratch = ConvScratch::get().data();
     for (auto [memory, offset] : scratchMemories_)
       DTCC_DNNL_CHECK(dnnl_memory_set_data_handle(memory, scratch + offset));
@@ -498,6 +515,7 @@ private:
   }
 
   dnnl_stream_t stream_ = nullptr;
+  int threads_ = 1; ///< OpenMP threads, fixed when the primitives are made
   std::vector<dnnl_primitive_t> primitives_;
   std::vector<dnnl_memory_t> memories_;
   std::vector<std::pair<dnnl_memory_t, size_t>> scratchMemories_;
