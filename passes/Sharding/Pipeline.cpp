@@ -828,10 +828,44 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   // is cloned becomes ready and is cloned after the task, in the body's
   // order. Rescanning every sum after every task grew with the square of
   // the micro-batches (a third of a 145B plan's compile, pp=8 x 48).
+  //
+  // A term that a task widens for its sum (the bf16 weight gradient cast
+  // to the fp32 accumulator's type) is widened with the sum, after the
+  // task: until then the task's terms stay in bf16. Widened inside the
+  // task, a whole fp32 copy of the stage's gradients was alive at each
+  // backward task's end beside the accumulators (Llama 3 70B, pp=2 tp=4
+  // ZeRO-1: 35 GB of the stage's 127 GB).
   SmallVector<Operation *> sums;
   for (Operation *op : epilogueOps_)
     if (isa<graph::AddOp>(op) && runsHere(*op))
       sums.push_back(op);
+  llvm::SmallPtrSet<Operation *, 32> sumSet(sums.begin(), sums.end());
+  llvm::SmallPtrSet<Operation *, 32> widenLater;
+  for (const auto &[key, ops] : taskOps_[stage])
+    for (Operation *op : ops) {
+      auto widen = dyn_cast<graph::CastOp>(op);
+      // The first term (a chain's first sum's left operand) is widened in
+      // its task: it becomes the accumulator, and every later micro-batch
+      // then adds the same work after its task (the step stays linear in
+      // the micro-batches, which pricing extrapolates).
+      if (!widen || !sendsOf(widen.getResult()).empty() ||
+          widen.getResult().use_empty() ||
+          !llvm::all_of(widen.getResult().getUsers(), [&](Operation *u) {
+            return sumSet.contains(u) &&
+                   u->getOperand(0) != widen.getResult();
+          }))
+        continue;
+      auto from = dyn_cast<RankedTensorType>(widen.getOperand().getType());
+      auto to = dyn_cast<RankedTensorType>(widen.getType());
+      if (from && to && from.getElementTypeBitWidth() < to.getElementTypeBitWidth())
+        widenLater.insert(op);
+    }
+  // What a sum waits for: its operand, or the narrow term a deferred
+  // widening reads.
+  auto awaited = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && widenLater.contains(def) ? def->getOperand(0) : v;
+  };
   auto arrived = [&](Value v) {
     Placement p = placement_.lookup(v);
     return map.contains(v) || (p.kind == Placement::kStage && p.stage != stage);
@@ -839,19 +873,27 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   missing.assign(sums.size(), 0);
   for (auto [i, op] : llvm::enumerate(sums)) {
     for (Value v : op->getOperands())
-      if (!arrived(v)) {
+      if (Value w = awaited(v); !arrived(w)) {
         ++missing[i];
-        waiting[v].push_back(i);
+        waiting[w].push_back(i);
       }
     if (missing[i] == 0)
       ready.push(i);
   }
+  // An epilogue op, after the widenings it reads.
+  auto cloneAfterWidening = [&](Operation &op) {
+    for (Value v : op.getOperands())
+      if (Operation *def = v.getDefiningOp();
+          def && widenLater.contains(def) && !map.contains(v))
+        cloneOp(*def);
+    cloneOp(op);
+  };
   llvm::SmallPtrSet<Operation *, 32> accumulated;
   auto accumulateReady = [&] {
     while (!ready.empty()) {
       Operation *op = sums[ready.top()];
       ready.pop();
-      cloneOp(*op);
+      cloneAfterWidening(*op);
       accumulated.insert(op);
     }
   };
@@ -871,6 +913,8 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     auto it = tasks.find(keyOf(task));
     if (it != tasks.end())
       for (Operation *op : it->second) {
+        if (widenLater.contains(op))
+          continue;
         Operation *clone = cloneOp(*op);
         clone->setAttr(kTaskAttr, taskAttr);
       }
@@ -878,7 +922,7 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   }
   for (Operation *op : epilogueOps_)
     if (!accumulated.contains(op) && runsHere(*op))
-      cloneOp(*op);
+      cloneAfterWidening(*op);
   // Every stage returns the whole loss, learning rate and norm.
   auto ret = cast<func::ReturnOp>(old.getTerminator());
   SmallVector<Value> results;

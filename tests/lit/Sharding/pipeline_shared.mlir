@@ -40,12 +40,18 @@ module {
 
 // Mixed precision: the bf16 copies of the weights are made once a step,
 // before the micro-batches (not per micro-batch, each in-flight micro-batch
-// keeping its own); the bf16 terms of @w's gradient are widened where they
-// are made and summed over pp in fp32.
+// keeping its own); the first micro-batch's bf16 terms of @w's gradient are
+// widened in their task (the accumulator), the later ones with their sum,
+// after the task that made them (until 2026-11-28 inside it, where every
+// fp32 term of a backward task stayed alive to its end), and summed over
+// pp in fp32.
 // BF16-LABEL: func.func @train_step_pp1(
 // BF16: dgraph.cast %{{.*}} : tensor<4x4xf32> to tensor<4x4xbf16>
 // BF16: dgraph.cast %{{.*}} : tensor<4x4xf32> to tensor<4x4xbf16>
 // BF16: "forward mb0"
 // BF16-NOT: tensor<4x4xf32> to tensor<4x4xbf16>
 // BF16: dgraph.cast %{{.*}} {dshard.task = "backward mb0"} : tensor<4x4xbf16> to tensor<4x4xf32>
+// BF16: dshard.task = "backward mb1", transpose_lhs
+// BF16: dgraph.cast %{{.*}} {dgraph.layer = #dgraph.layer<index = 1>} : tensor<4x4xbf16> to tensor<4x4xf32>
+// BF16: dgraph.cast %{{.*}} {dgraph.layer = #dgraph.layer<index = 1>} : tensor<4x4xbf16> to tensor<4x4xf32>
 // BF16: dshard.all_reduce %{{.*}} "pp" {phase = "optimizer"} : tensor<4x4xf32>
