@@ -437,7 +437,7 @@ inline void forEachRunParallel(const StridedLayout<N> &layout, Fn &&fn,
   const int r = layout.rank;
   const int64_t inner = layout.shape[r - 1];
   if (r == 1) {
-    parallelFor(inner, std::max<int64_t>(1, kParallelGrain / weight),
+    parallelFor(inner, parallelGrain(weight),
                 [&](int64_t begin, int64_t end, int) {
       int64_t off[N];
       for (int k = 0; k < N; ++k)
@@ -447,7 +447,7 @@ inline void forEachRunParallel(const StridedLayout<N> &layout, Fn &&fn,
     return;
   }
   const int64_t outer = layout.numel / inner;
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / (inner * weight));
+  const int64_t grain = parallelGrain(inner * weight);
   parallelFor(outer, grain, [&](int64_t begin, int64_t end, int) {
     // Run `begin`'s index over dimensions 0..r-2, then the walk of
     // forEachRun.

@@ -45,7 +45,7 @@ StatusOr<KernelFn> buildFused(const KernelContext &ctx) {
     for (const TensorView &v : *list)
       if (!v.shape.empty() && v.shape[0] == rows)
         perRow = std::max(perRow, cpu::product(v.shape, 1));
-  const int64_t grain = std::max<int64_t>(1, cpu::kParallelGrain / perRow);
+  const int64_t grain = cpu::parallelGrain(perRow);
   return KernelFn([fn, rows, grain, buffers = std::move(buffers)]() -> Status {
     cpu::parallelFor(rows, grain, [&](int64_t begin, int64_t end, int) {
       fn(buffers.data(), begin, end);

@@ -188,9 +188,7 @@ KernelFn makeCopyFn(const StridedCopy &plan, E *dst, const E *src) {
       for (int64_t j = 0; j < n; ++j) {
         E *d = dst + off[0] + j * st[0];
         const E *s = src + off[1] + j * st[1];
-        parallelFor(blocks,
-                    std::max<int64_t>(1, kParallelGrain /
-                                             (kTransposeBlock * plan.cols)),
+        parallelFor(blocks, parallelGrain(kTransposeBlock * plan.cols),
                     [&](int64_t begin, int64_t end, int) {
                       const int64_t r0 = begin * kTransposeBlock;
                       const int64_t r1 =
@@ -311,8 +309,7 @@ StatusOr<KernelFn> buildConcat(const KernelContext &ctx) {
   char *dst = static_cast<char *>(out.data);
   // Output rows in order, each assembled from every input's chunk; rows
   // split over the kernels' threads (about kParallelGrain elements a part).
-  const int64_t grain =
-      std::max<int64_t>(1, kParallelGrain * esize / std::max<int64_t>(1, rowBytes));
+  const int64_t grain = parallelGrain(rowBytes / esize);
   return KernelFn([srcs, chunk, outer, rowBytes, dst, grain]() -> Status {
     parallelFor(outer, grain, [&](int64_t begin, int64_t end, int) {
       for (int64_t o = begin; o < end; ++o) {
@@ -408,8 +405,7 @@ StatusOr<KernelFn> buildIota(const KernelContext &ctx) {
         S *o = out.as<S>();
         fn = [o, outer, size, inner]() -> Status {
           // Outer rows split over the kernels' threads.
-          const int64_t rowElems = std::max<int64_t>(1, size * inner);
-          parallelFor(outer, std::max<int64_t>(1, kParallelGrain / rowElems),
+          parallelFor(outer, parallelGrain(size * inner),
                       [&](int64_t begin, int64_t end, int) {
                         S *p = o + begin * size * inner;
                         for (int64_t i = begin; i < end; ++i)

@@ -60,7 +60,7 @@ KernelFn makeSoftmax(const S *in, S *out, int64_t outer, int64_t size,
           }
         });
       };
-      parallelFor(outer, std::max<int64_t>(1, kParallelGrain / size), rows);
+      parallelFor(outer, parallelGrain(size), rows);
       return Status::ok();
     }
     C *t = rowScratch->data();
@@ -207,8 +207,7 @@ StatusOr<NormPlan> planNorm(const KernelContext &ctx, size_t minInputs,
 /// where the CPU has it. `row` is a lambda marked DTCC_INLINE_LAMBDA.
 template <typename F> void forEachNormRow(const NormPlan &p, const F &row) {
   parallelFor(
-      p.rows,
-      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, p.cols)),
+      p.rows, parallelGrain(p.cols),
       [&](int64_t begin, int64_t end, int) {
         withAvx512([&]() DTCC_INLINE_LAMBDA {
           for (int64_t r = begin; r < end; ++r)

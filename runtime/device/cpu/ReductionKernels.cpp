@@ -267,7 +267,7 @@ void reduceCols(const S *x, int64_t rows, int64_t cols, A *acc) {
   // Column tiles are independent: large blocks split them over the
   // kernels' threads, each tile reduced the same way.
   const int64_t tiles = (cols + kColTile - 1) / kColTile;
-  parallelFor(tiles, std::max<int64_t>(1, kParallelGrain / (rows * kColTile)),
+  parallelFor(tiles, parallelGrain(rows * kColTile),
               [&](int64_t begin, int64_t end, int) {
                 A tile[kColTile];
                 for (int64_t t = begin; t < end; ++t) {

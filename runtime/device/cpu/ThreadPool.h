@@ -36,12 +36,18 @@ void parallelFor(int64_t n, int64_t grain,
 /// others costs more than it saves).
 inline constexpr int64_t kParallelGrain = 1 << 15;
 
+/// The grain, in items, of a loop whose items are `work` elements of work
+/// each (a row's, a channel's, a plane's): kParallelGrain elements' worth,
+/// at least one item.
+inline int64_t parallelGrain(int64_t work) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work));
+}
+
 /// Calls `fn(i, worker)` for every i in [0, n), each index on one thread,
-/// the indices split over the threads by parallelFor with a grain of
-/// kParallelGrain elements' worth, each index being `work` elements of work
-/// (a channel's or a plane's).
+/// the indices split over the threads by parallelFor with
+/// parallelGrain(work).
 template <typename F> void parallelForEach(int64_t n, int64_t work, F &&fn) {
-  parallelFor(n, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work)),
+  parallelFor(n, parallelGrain(work),
               [&](int64_t begin, int64_t end, int worker) {
                 for (int64_t i = begin; i < end; ++i)
                   fn(i, worker);

@@ -423,8 +423,7 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
       for (int64_t c = 0; c < cols; ++c)
         dxr[c] = Elem<S>::store(rs * (g[c] - meanG - xhat[c] * meanGH));
     };
-    const int64_t perChunk = std::max<int64_t>(1, chunkRows * cols);
-    parallelFor(chunks, std::max<int64_t>(1, kParallelGrain / perChunk),
+    parallelFor(chunks, parallelGrain(chunkRows * cols),
                 [&](int64_t begin, int64_t end, int w) {
                   C *xhat = scratch->data() + 2 * cols * w, *g = xhat + cols;
                   withAvx512([&]() DTCC_INLINE_LAMBDA {
@@ -453,9 +452,7 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
                   });
                 });
     // The chunks' sums, in chunk order; columns split over the threads.
-    const int64_t colGrain =
-        std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, chunks));
-    parallelFor(cols, colGrain, [&](int64_t c0, int64_t c1, int) {
+    parallelFor(cols, parallelGrain(chunks), [&](int64_t c0, int64_t c1, int) {
       for (int64_t c = c0; c < c1; ++c) {
         double s = 0, b = 0;
         for (int64_t k = 0; k < chunks; ++k) {
