@@ -594,16 +594,14 @@ compiledPricingGap(const Plan &plan, const ModelDesc &model,
   // recomputed read 5.2 GB of activations).
   if (plan.recompute == Recompute::kFull && plan.recomputeLayers > 0 &&
       !source.isFile()) {
-    const int64_t stageLayers =
-        (model.layers + plan.pp - 1) / std::max<int64_t>(1, plan.pp);
+    const int64_t perStage = mostStageLayers(model, plan.pp);
     const int64_t compiled = compiledLayerCounts(model, plan, source).first /
                              std::max<int64_t>(1, plan.pp);
-    if (plan.recomputeLayers < stageLayers &&
-        compiled < stageLayers)
+    if (plan.recomputeLayers < perStage && compiled < perStage)
       return llvm::formatv("recomputing the first {0} of a stage's {1} "
                            "layers (a compile of {2} layers a stage would "
                            "recompute all of them)",
-                           plan.recomputeLayers, stageLayers, compiled)
+                           plan.recomputeLayers, perStage, compiled)
           .str();
   }
   std::string why;

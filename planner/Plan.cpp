@@ -156,6 +156,11 @@ bool Plan::operator==(const Plan &o) const {
          dtype.lossScaling == o.dtype.lossScaling && order == o.order;
 }
 
+int64_t mostStageLayers(const ModelDesc &model, int64_t pp) {
+  pp = std::max<int64_t>(1, pp);
+  return (model.layers + pp - 1) / pp;
+}
+
 int64_t stageLayers(const ModelDesc &model, int64_t pp, int64_t stage) {
   int64_t base = model.layers / pp, extra = model.layers % pp;
   // Preference for the extra layers: middle stages, then the first, then
@@ -226,7 +231,7 @@ std::optional<std::string> planProblem(const Plan &plan,
     return strCat("ZeRO stage ", plan.zeroStage, " is not 0..3");
   if (plan.sequenceParallel && plan.tp == 1)
     return strCat("sequence parallelism needs tp > 1");
-  if (const int64_t perStage = (model.layers + plan.pp - 1) / plan.pp;
+  if (const int64_t perStage = mostStageLayers(model, plan.pp);
       plan.recomputeLayers > perStage)
     return strCat("recomputing the first ", plan.recomputeLayers,
                   " layers of each stage, which holds at most ", perStage,

@@ -134,6 +134,8 @@ struct Plan {
 /// layers on the middle stages (the first holds the embedding, the last the
 /// head).
 int64_t stageLayers(const ModelDesc &model, int64_t pp, int64_t stage);
+/// The most layers a stage of `pp` holds: ceil(layers / pp).
+int64_t mostStageLayers(const ModelDesc &model, int64_t pp);
 
 /// Why `plan` cannot run `model` on `cluster` at all (an indivisible
 /// dimension, a group larger than a node, ...), or nullopt. Memory is not

@@ -1377,14 +1377,16 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
     const Buffer &b = program.buffers(inst.inputs(0));
     if (b.arena() != runtime::format::ARENA_STATE)
       return false;
-    for (int64_t s : {int64_t(-1), fn.has_stage() ? fn.stage() : -1}) {
+    auto inStage = [&](int64_t s) {
       auto it = parameterBytes.find(s);
-      if (it != parameterBytes.end())
-        for (auto [lo, hi] : it->second)
-          if (lo <= b.offset() && b.offset() < hi)
-            return true;
-    }
-    return false;
+      return it != parameterBytes.end() &&
+             std::any_of(it->second.begin(), it->second.end(),
+                         [&](std::pair<int64_t, int64_t> r) {
+                           return r.first <= b.offset() &&
+                                  b.offset() < r.second;
+                         });
+    };
+    return inStage(-1) || (fn.has_stage() && inStage(fn.stage()));
   };
 
   // The workspace: the union of the live regions at each instruction.

@@ -50,20 +50,17 @@ using namespace cpu;
 // Threads
 //===----------------------------------------------------------------------===//
 
-/// Multiply-adds a convolution's OpenMP thread gets at least: below it,
-/// waking another thread costs more than it saves (a small U-Net's 20-40
-/// us convolutions took 1.3-1.6x as long on 2 threads as on 1, on threads
-/// that poll; the products' pieces are cut at the same size,
-/// MatmulKernels.cpp).
-constexpr double kConvMacsPerThread = 4 << 20;
-
 /// The OpenMP threads of a convolution of `g` (each gradient does as much
 /// work): the kernels' thread count (ThreadPool.h: OMP_NUM_THREADS, else
 /// OPENBLAS_NUM_THREADS, else every core, as OpenBLAS), fewer for small
-/// convolutions. Shape-determined, so a program's results do not change
+/// convolutions, one per kParallelMacs multiply-adds: below that, waking
+/// another thread costs more than it saves (a small U-Net's 20-40 us
+/// convolutions took 1.3-1.6x as long on 2 threads as on 1, on threads
+/// that poll). Shape-determined, so a program's results do not change
 /// from run to run.
 int convThreads(const ConvGeometry &g) {
-  double byWork = std::max(1.0, std::floor(g.macs() / kConvMacsPerThread));
+  double byWork =
+      std::max(1.0, std::floor(g.macs() / double(kParallelMacs)));
   return int(std::min<double>(cpuThreads(), byWork));
 }
 

@@ -162,14 +162,13 @@ GemmBatch gemmBatch(const MatmulPlan &p) {
 /// by side, each on a single-threaded primitive (DnnlMatmul.h): along the
 /// batch where there is one, else along the rows in multiples of
 /// kPieceRowAlign. The cut depends on the product's shape only (about
-/// kPieceMacs multiply-adds and at least kPieceRows rows a piece, at most
+/// kParallelMacs multiply-adds and at least kPieceRows rows a piece, at most
 /// kMaxPieces pieces), never on the thread count, so results do not
 /// either. oneDNN's own OpenMP partition of a product did poorly on small
 /// ones: the 4 x 128 GPT's bf16 products took 12.4 ms a step on one thread
 /// and 11.4 on two (7.6 in pieces). Each piece packs the right-hand
 /// operand again: pieces of at least 128 rows cost the 6 x 384 GPT's
 /// products 2-3% on one thread, of 192 rows about 1% (bench/RESULTS.md).
-constexpr int64_t kPieceMacs = int64_t(1) << 22;
 constexpr int64_t kPieceRows = 192;
 constexpr int64_t kMaxPieces = 16;
 constexpr int64_t kPieceRowAlign = 32;
@@ -192,7 +191,7 @@ KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
   const int64_t align = byBatch ? 1 : kPieceRowAlign;
   const int64_t macs = p.count * p.m * p.n * p.k;
   const int64_t wanted = std::clamp<int64_t>(
-      std::min(macs / kPieceMacs, byBatch ? extent : extent / kPieceRows), 1,
+      std::min(macs / kParallelMacs, byBatch ? extent : extent / kPieceRows), 1,
       kMaxPieces);
   const int64_t share = ((extent + wanted - 1) / wanted + align - 1) / align;
   const int64_t pieceSize = std::min(extent, share * align);

@@ -36,6 +36,11 @@ void parallelFor(int64_t n, int64_t grain,
 /// others costs more than it saves).
 inline constexpr int64_t kParallelGrain = 1 << 15;
 
+/// Multiply-adds worth a thread of a matrix product or a convolution: the
+/// products' pieces are cut at about this size (MatmulKernels.cpp), a
+/// convolution gets one OpenMP thread per this much work (ConvKernels.cpp).
+inline constexpr int64_t kParallelMacs = int64_t(1) << 22;
+
 /// The grain, in items, of a loop whose items are `work` elements of work
 /// each (a row's, a channel's, a plane's): kParallelGrain elements' worth,
 /// at least one item.
