@@ -239,14 +239,24 @@ void OptimizerPass::runOnOperation() {
     results.append({lrValue, norm});
     attrs.append({named("lr"), named("grad_norm")});
   } else {
-    // @train_step accumulates; @apply_step updates from the mean.
+    // @train_step accumulates; @apply_step updates from the mean. Each
+    // gradient is added to its accumulator where it is made, not at the
+    // step's end: there every gradient of the micro-batch (fp32, once
+    // mixed precision has widened it) would be live beside the
+    // accumulators, a second fp32 copy of the weights at the backward
+    // pass's end.
     SmallVector<std::pair<VariableOp, VariableOp>> accumulators;
     for (auto [param, g] : grads) {
       auto type = param.getTensorType();
       VariableOp acc =
           getOrCreateVariable((param.getSymName() + "/grad_acc").str(), type);
-      Value a = LoadOp::create(b, param.getLoc(), type, acc.getSymName());
-      StoreOp::create(b, param.getLoc(), AddOp::create(b, param.getLoc(), a, g),
+      OpBuilder at(ret);
+      if (Operation *def = g.getDefiningOp();
+          def && def->getBlock() == ret->getBlock())
+        at.setInsertionPointAfter(def);
+      Value a = LoadOp::create(at, param.getLoc(), type, acc.getSymName());
+      StoreOp::create(at, param.getLoc(),
+                      AddOp::create(at, param.getLoc(), a, g),
                       acc.getSymName());
       accumulators.push_back({param, acc});
     }
