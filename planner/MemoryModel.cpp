@@ -122,6 +122,22 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
                                  plan.dtype, plan.zeroStage, plan.dp,
                                  plan.offload);
   m.stage = s;
+  const double stageParams = stageParameters(model_, plan, s);
+
+  // Gradients summed over micro-batches, as dtcc's programs hold them: an
+  // accumulator per parameter in the type of the data-parallel sum (fp32
+  // under mixed precision), split over dp from ZeRO-2 on; a pipeline stage
+  // also holds one backward task's gradient terms (in the compute type),
+  // which are added to the accumulators after the task (so that its input
+  // gradient is sent first). Without stages each term is added where it
+  // is made. ZeRO's own accounting (a gradient in the compute type) is
+  // that of one micro-batch.
+  if ((p > 1 || plan.microBatches > 1) && plan.offload == Offload::kNone) {
+    const double shards = plan.zeroStage >= 2 ? double(plan.dp) : 1.0;
+    m.gradients = stageParams * plan.gradReduceBytes() / shards;
+    if (p > 1)
+      m.gradients += stageParams * plan.dtype.gradBytes();
+  }
 
   // Activations of the chunks in flight.
   int64_t layers = stageLayers(model_, p, s);
@@ -167,7 +183,6 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
     m.temporaries +=
         tokens * double(model_.paddedVocab(plan.tp)) / t * a; // logits
 
-  double stageParams = stageParameters(model_, plan, s);
   if (cluster_.device.isCpu() && p == 1)
     return cpuBackend(plan, m, stageParams, layer, embedding, head);
 
