@@ -551,6 +551,45 @@ int64_t unrolledInstances(int64_t layers, const Plan &plan) {
   return layers * (plan.pp > 1 ? plan.microBatches : 1);
 }
 
+/// Whether `plan` recomputes only the first K of a stage's layers and its
+/// compile for pricing holds fewer layers a stage than the model (a
+/// compile of the whole model recomputes exactly those).
+bool recomputesFirstLayers(const ModelDesc &model, const Plan &plan,
+                           const GpuProgramSource &source) {
+  return !source.isFile() && plan.recompute == Recompute::kFull &&
+         plan.recomputeLayers > 0 &&
+         plan.recomputeLayers < mostStageLayers(model, plan.pp);
+}
+bool partlyRecomputed(const ModelDesc &model, const Plan &plan,
+                      const GpuProgramSource &source) {
+  return recomputesFirstLayers(model, plan, source) &&
+         compiledLayerCounts(model, plan, source).second < model.layers;
+}
+
+/// The two counts of first layers recomputed that a plan without stages
+/// recomputing its first K of L layers is compiled with at each layer
+/// count (compiledLayerCounts: a and a + 1), its price then taken at K
+/// along the line through them: K itself (both counts equal) where the
+/// smaller program holds it with its last layer not recomputed (as the
+/// model's last layer is not: its backward follows its forward, and
+/// dtcc-graph-autodiff does not recompute it), else a - 2 and a - 1, so
+/// that going from a to a + 1 layers adds a layer that is not recomputed
+/// and from r to r + 1 one that is. Both K where the plan recomputes every
+/// layer or none, or is compiled whole. Checked against compiles of the
+/// whole model (lit Planner/plan_recompute_layers.test): the same step and
+/// memory.
+std::pair<int64_t, int64_t>
+compiledRecomputeCounts(const ModelDesc &model, const Plan &plan,
+                        const GpuProgramSource &source) {
+  const int64_t k = plan.recomputeLayers;
+  if (!partlyRecomputed(model, plan, source) || plan.pp > 1)
+    return {k, k};
+  const int64_t a = compiledLayerCounts(model, plan, source).first;
+  if (k <= a - 1)
+    return {k, k};
+  return {a - 2, a - 1};
+}
+
 /// Why `plan` of `model` is priced by the analytic model instead of its
 /// compiled program before compiling it: a model the zoo does not build (a
 /// file is compiled itself), tf32, a file whose batch is not the plan's
@@ -587,23 +626,20 @@ compiledPricingGap(const Plan &plan, const ModelDesc &model,
                                : "")
           .str();
   }
-  // Recomputing the first K layers of each stage: a compile of fewer
-  // layers than the stage has recomputes min(K, its layers), so its
-  // layer-scaled price would recompute every layer (the time too high, the
-  // kept activations far too low: Llama 3 70B with 40 of 80 layers
-  // recomputed read 5.2 GB of activations).
-  if (plan.recompute == Recompute::kFull && plan.recomputeLayers > 0 &&
-      !source.isFile()) {
-    const int64_t perStage = mostStageLayers(model, plan.pp);
-    const int64_t compiled = compiledLayerCounts(model, plan, source).first /
-                             std::max<int64_t>(1, plan.pp);
-    if (plan.recomputeLayers < perStage && compiled < perStage)
-      return llvm::formatv("recomputing the first {0} of a stage's {1} "
-                           "layers (a compile of {2} layers a stage would "
-                           "recompute all of them)",
-                           plan.recomputeLayers, perStage, compiled)
-          .str();
-  }
+  // Recomputing the first K layers of each stage is compiled with two
+  // recompute counts (compiledRecomputeCounts) where the stage is one
+  // chunk; an interleaved stage's K layers span its chunks.
+  // A stage's first K layers recomputed: compiled with two recompute
+  // counts without stages (compiledRecomputeCounts); a pipeline stage's
+  // memory is not linear in them (compiled at 3 and 4 layers a stage and
+  // scaled, a 12-layer GPT on 2 stages recomputing 4 of 6 read 2.47 GB
+  // where its whole compile needs 2.83).
+  if (partlyRecomputed(model, plan, source) && plan.pp > 1)
+    return llvm::formatv("recomputing the first {0} of a pipeline stage's "
+                         "{1} layers (a compile of fewer layers a stage "
+                         "does not scale to it)",
+                         plan.recomputeLayers, mostStageLayers(model, plan.pp))
+        .str();
   std::string why;
   if (!source.isFile() && !zooFamilyOf(model, why))
     return why;
@@ -716,6 +752,12 @@ compiledLayersText(const ModelDesc &model, const Plan &plan,
                           "simulated, scaled to {2} layers",
                           a, b, model.layers)
                 .str();
+  auto [r1, r2] = compiledRecomputeCounts(model, plan, source);
+  if (r1 != r2)
+    text += llvm::formatv(", with the first {0} and {1} layers of a stage "
+                          "recomputed, scaled to {2}",
+                          r1, r2, plan.recomputeLayers)
+                .str();
   auto [m1, m2] = compiledMicroBatches(plan);
   if (m1 != m2)
     text += llvm::formatv(", at {0} and {1} micro-batches, scaled to {2}", m1,
@@ -735,11 +777,14 @@ struct CompiledPrice {
 /// A plan's layer-scaled programs (see compileGpuLayers): compiled once,
 /// priced on any cluster by priceCompiledLayers.
 struct CompiledLayers {
-  /// [micro-batch count][layer count] (compiledMicroBatches and
-  /// compiledLayerCounts; equal counts share a program).
-  PricedProgram priced[2][2];
+  /// [micro-batch count][layer count][recomputed layers] (
+  /// compiledMicroBatches, compiledLayerCounts and compiledRecomputeCounts;
+  /// equal counts share a program).
+  PricedProgram priced[2][2][2];
   /// The model's layers as T(a) + factor x (T(b) - T(a)).
   double factor = 0;
+  /// A stage's first K layers recomputed, likewise from the two counts.
+  double factorRecompute = 0;
   /// The plan's micro-batches, likewise from the two counts compiled.
   double factorMicro = 0;
   RunKernels run;
@@ -755,29 +800,45 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
                                             const ClusterSpec &cluster,
                                             bool simulate) {
   auto started = std::chrono::steady_clock::now();
-  ProgramTime times[2][2];
-  for (int m = 0; m < 2; ++m)
-    for (int i = 0; i < 2; ++i) {
-      if (!simulate) {
-        times[m][i] = layers.priced[m][i].time;
-        continue;
-      }
-      auto t = simulateProgram(layers.priced[m][i].program, cluster,
-                               /*recordTimeline=*/false, layers.run);
-      if (!t.isOk())
-        return t.status();
-      times[m][i] = std::move(t.value());
-    }
-  // Over the layers at each micro-batch count, then over the micro-batches.
+  // Over the layers at each micro-batch count and recomputed-layer count,
+  // then over the recomputed layers (every program between is one of the
+  // model's layers with some recomputed: none a trend clamps), then over
+  // the micro-batches.
   CompiledPrice out;
   ProgramTime byLayers[2];
   ProgramMemory memoryByLayers[2];
   for (int m = 0; m < 2; ++m) {
+    ProgramTime time[2];
+    ProgramMemory memory[2];
+    const int recomputeCounts = layers.factorRecompute == 0 ? 1 : 2;
+    for (int j = 0; j < recomputeCounts; ++j) {
+      ProgramTime t[2];
+      for (int i = 0; i < 2; ++i) {
+        const PricedProgram &priced = layers.priced[m][i][j];
+        if (!simulate) {
+          t[i] = priced.time;
+          continue;
+        }
+        auto simulated = simulateProgram(priced.program, cluster,
+                                         /*recordTimeline=*/false, layers.run);
+        if (!simulated.isOk())
+          return simulated.status();
+        t[i] = std::move(simulated.value());
+      }
+      time[j] = extrapolateProgramTime(t[0], t[1], layers.factor);
+      memory[j] = extrapolateProgramMemory(layers.priced[m][0][j].memory,
+                                           layers.priced[m][1][j].memory,
+                                           layers.factor);
+    }
+    if (recomputeCounts == 1) {
+      byLayers[m] = std::move(time[0]);
+      memoryByLayers[m] = memory[0];
+      continue;
+    }
     byLayers[m] =
-        extrapolateProgramTime(times[m][0], times[m][1], layers.factor);
-    memoryByLayers[m] = extrapolateProgramMemory(
-        layers.priced[m][0].memory, layers.priced[m][1].memory,
-        layers.factor);
+        extrapolateProgramTime(time[0], time[1], layers.factorRecompute);
+    memoryByLayers[m] = extrapolateProgramMemory(memory[0], memory[1],
+                                                 layers.factorRecompute);
   }
   out.time = extrapolateProgramTime(byLayers[0], byLayers[1],
                                     layers.factorMicro);
@@ -837,23 +898,32 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     return mesh.status();
   const auto [layersA, layersB] = compiledLayerCounts(model, plan, source);
   const auto [microA, microB] = compiledMicroBatches(plan);
+  const auto [recomputeA, recomputeB] =
+      compiledRecomputeCounts(model, plan, source);
   CompiledLayers out;
-  const int programCount =
-      (layersB != layersA ? 2 : 1) * (microB != microA ? 2 : 1);
+  const int programCount = (layersB != layersA ? 2 : 1) *
+                           (microB != microA ? 2 : 1) *
+                           (recomputeB != recomputeA ? 2 : 1);
   int compiles = 0;
-  // Each (micro-batch count m, layer count i), layers fastest.
-  for (int k = 0; k < 4; ++k) {
-    const int m = k / 2, i = k % 2;
+  // Each (micro-batch count m, layer count i, recomputed layers j),
+  // recomputed layers fastest.
+  for (int k = 0; k < 8; ++k) {
+    const int m = k / 4, i = k / 2 % 2, j = k % 2;
+    if (j == 1 && recomputeB == recomputeA) {
+      out.priced[m][i][1] = out.priced[m][i][0];
+      continue;
+    }
     if (i == 1 && layersB == layersA) {
-      out.priced[m][1] = out.priced[m][0];
+      out.priced[m][1][j] = out.priced[m][0][j];
       continue;
     }
     if (m == 1 && microB == microA) {
-      out.priced[1][i] = out.priced[0][i];
+      out.priced[1][i][j] = out.priced[0][i][j];
       continue;
     }
     Plan compiled = plan;
     compiled.microBatches = m == 0 ? microA : microB;
+    compiled.recomputeLayers = j == 0 ? recomputeA : recomputeB;
     const int64_t layers = i == 0 ? layersA : layersB;
     ++compiles;
     if (source.progress &&
@@ -962,11 +1032,16 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
         return fused.status();
       p.value().time = std::move(fused.value());
     }
-    out.priced[m][i] = std::move(p.value());
+    out.priced[m][i][j] = std::move(p.value());
   }
   out.factor = layersB == layersA ? 0.0
                                   : double(model.layers - layersA) /
                                         double(layersB - layersA);
+  out.factorRecompute =
+      recomputeB == recomputeA
+          ? 0.0
+          : double(plan.recomputeLayers - recomputeA) /
+                double(recomputeB - recomputeA);
   out.factorMicro = microB == microA ? 0.0
                                      : double(plan.microBatches - microA) /
                                            double(microB - microA);

@@ -1198,6 +1198,22 @@ ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
         &ProgramMemory::commBuffers, &ProgramMemory::weightCopies,
         &ProgramMemory::fragmentation})
     out.*field = std::max<int64_t>(0, lerp(a.*field, b.*field));
+  // The total is the static memory plan's peak, linear in the layers; its
+  // parts at the peak need not be (the peak's tensors change kind from one
+  // program to the next, and a part's trend stops at zero), so the
+  // workspace's parts are scaled to add up to it again.
+  const int64_t fixed = out.parameters + out.weightCopies +
+                        out.optimizerState + out.otherState +
+                        out.gradientAccumulators + out.constants +
+                        out.fragmentation + out.stateAlignment + out.scratch;
+  const int64_t parts = out.activations + out.gradients + out.commBuffers;
+  const int64_t want = out.total - fixed;
+  if (parts > 0 && want >= 0 && want != parts) {
+    const double scale = double(want) / double(parts);
+    out.activations = int64_t(std::llround(double(out.activations) * scale));
+    out.commBuffers = int64_t(std::llround(double(out.commBuffers) * scale));
+    out.gradients = want - out.activations - out.commBuffers;
+  }
   return out;
 }
 
