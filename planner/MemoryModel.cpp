@@ -130,13 +130,19 @@ MemoryBreakdown MemoryModel::stage(const Plan &plan, int64_t s) const {
   // also holds one backward task's gradient terms (in the compute type),
   // which are added to the accumulators after the task (so that its input
   // gradient is sent first). Without stages each term is added where it
-  // is made. ZeRO's own accounting (a gradient in the compute type) is
-  // that of one micro-batch.
+  // is made below ZeRO-2 (under tp, a replicated vector's at the
+  // micro-batch's end: negligible), and reduce-scattered as it is made
+  // from ZeRO-2 on; with cp below ZeRO-2 the terms, widened to the sum's
+  // type and all-reduced over cp, are added at the micro-batch's end
+  // (dtcc-graph-optimizer). ZeRO's own accounting (a gradient in the
+  // compute type) is that of one micro-batch.
   if ((p > 1 || plan.microBatches > 1) && plan.offload == Offload::kNone) {
     const double shards = plan.zeroStage >= 2 ? double(plan.dp) : 1.0;
     m.gradients = stageParams * plan.gradReduceBytes() / shards;
     if (p > 1)
       m.gradients += stageParams * plan.dtype.gradBytes();
+    else if (plan.zeroStage < 2 && plan.cp > 1)
+      m.gradients += stageParams * plan.gradReduceBytes();
   }
 
   // Activations of the chunks in flight.
