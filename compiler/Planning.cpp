@@ -1086,8 +1086,11 @@ constexpr int kComparedUnfit = 8;
 constexpr int kSensitivityCompared = 4;
 
 /// Searches again with the capacity scaled down by the analytic memory
-/// model's underestimate, where no compiled program of a search fits.
-constexpr int kMemoryRounds = 2;
+/// model's underestimate, where no compiled program of a search fits: at
+/// most this many rounds, and none once the capacities left to try are
+/// within kMemoryRoundsApart of each other.
+constexpr int kMemoryRounds = 5;
+constexpr double kMemoryRoundsApart = 0.005;
 
 /// The plan a GPU cluster's programs choose among the analytic search's
 /// choice and its slower plans that could still win.
@@ -1271,10 +1274,16 @@ ProgramChoice chooseByPrograms(const ModelDesc &model, const Plan &chosen,
 /// Where no program `choice` compiled fits the device, the analytic
 /// model's memory was too low for this model: `search` again with the
 /// device's capacity scaled down by the compiled plans' analytic/compiled
-/// memory ratio, the mildest first, then the worst (kMemoryRounds), and
-/// its choice and closest slower plans compiled and priced the same way,
-/// until a program fits. `choice` and the returned search are then that
-/// round's; `note` says what each round found (empty when none ran).
+/// memory ratio, the mildest first, then the worst, and its choice and
+/// closest slower plans compiled and priced the same way, until a program
+/// fits. Further rounds (kMemoryRounds) halve the interval between the
+/// largest scale at which the analytic model fits no plan and the smallest
+/// whose programs missed (below every scale tried, by the worst ratio
+/// again while the model still fits a plan at each): a plan whose program
+/// fits was found at a little less memory, and a scale a little above
+/// where the analytic model fits nothing holds the plans that need least.
+/// `choice` and the returned search are then that round's; `note` says
+/// what each round found (empty when none ran).
 std::optional<SearchResult> searchUntilAProgramFits(
     ProgramChoice &choice, const ModelDesc &model, const ClusterSpec &cluster,
     const RunKernels &run, const GpuProgramSource &programs,
@@ -1292,9 +1301,17 @@ std::optional<SearchResult> searchUntilAProgramFits(
   }
   llvm::sort(ratios, std::greater<double>());
   std::optional<SearchResult> adopted;
-  for (int round = 0; round < kMemoryRounds && !ratios.empty(); ++round) {
-    double ratio = round == 0 ? ratios.front() : ratios.back();
-    if (round > 0 && ratio >= ratios.front())
+  if (ratios.empty())
+    return adopted;
+  // The smallest scale whose round's programs missed, and the largest at
+  // which the analytic model fits no plan.
+  double missed = 1.0, infeasible = 0.0;
+  for (int round = 0; round < kMemoryRounds; ++round) {
+    double ratio = round == 0                   ? ratios.front()
+                   : infeasible > 0             ? (infeasible + missed) / 2
+                   : ratios.back() < missed     ? ratios.back()
+                                                : missed * ratios.back();
+    if (round > 0 && missed - infeasible < kMemoryRoundsApart)
       break;
     ClusterSpec tighter = cluster;
     tighter.device.memoryBytes.value *= ratio;
@@ -1308,8 +1325,10 @@ std::optional<SearchResult> searchUntilAProgramFits(
     StatusOr<SearchResult> again = search(tighter);
     if (!again.isOk() || !again.value().best) {
       note += "no plan fits then";
+      infeasible = std::max(infeasible, ratio);
       continue;
     }
+    missed = std::min(missed, ratio);
     ProgramChoice next = chooseByPrograms(
         model, again.value().best->plan, again.value().best->time.stepTime,
         &again.value().slowerPlans, cluster, run, programs,
