@@ -551,15 +551,16 @@ int64_t unrolledInstances(int64_t layers, const Plan &plan) {
   return layers * (plan.pp > 1 ? plan.microBatches : 1);
 }
 
-/// Whether `plan` recomputes only the first K of a stage's layers and its
-/// compile for pricing holds fewer layers a stage than the model (a
-/// compile of the whole model recomputes exactly those).
+/// Whether `plan` of a zoo model recomputes only the first K of a stage's
+/// layers.
 bool recomputesFirstLayers(const ModelDesc &model, const Plan &plan,
                            const GpuProgramSource &source) {
   return !source.isFile() && plan.recompute == Recompute::kFull &&
          plan.recomputeLayers > 0 &&
          plan.recomputeLayers < mostStageLayers(model, plan.pp);
 }
+/// Whether it does so and its compile for pricing holds fewer layers than
+/// the model (a compile of the whole model recomputes exactly those).
 bool partlyRecomputed(const ModelDesc &model, const Plan &plan,
                       const GpuProgramSource &source) {
   return recomputesFirstLayers(model, plan, source) &&
@@ -626,9 +627,6 @@ compiledPricingGap(const Plan &plan, const ModelDesc &model,
                                : "")
           .str();
   }
-  // Recomputing the first K layers of each stage is compiled with two
-  // recompute counts (compiledRecomputeCounts) where the stage is one
-  // chunk; an interleaved stage's K layers span its chunks.
   // A stage's first K layers recomputed: compiled with two recompute
   // counts without stages (compiledRecomputeCounts); a pipeline stage's
   // memory is not linear in them (compiled at 3 and 4 layers a stage and
@@ -873,7 +871,9 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
 /// target with the plan and its step simulated; the model of L layers is
 /// priced as T(a) + (L - a) x (T(b) - T(a)), every time, byte count and
 /// collective alike (extrapolateProgramTime/Memory); a model of at most b
-/// layers is compiled whole. A model file (`source`) is compiled itself,
+/// layers is compiled whole. A plan recomputing its first K layers is
+/// compiled at two counts of recomputed layers too
+/// (compiledRecomputeCounts), and likewise scaled to K. A model file (`source`) is compiled itself,
 /// whole, its batch one micro-batch of every data-parallel rank (the
 /// pricing gap says so otherwise). The attention core and the work before
 /// each data-parallel gradient sum are priced as `run` says the run

@@ -820,6 +820,27 @@ TEST(ProgramModel, LayersCompiledOnceExtrapolateToTheWholeModel) {
   EXPECT_EQ(mx.state, m7.state);
 }
 
+TEST(ProgramModel, ExtrapolatedMemoryPartsAddUpToItsTotal) {
+  // The peak's tensors change kind between the two compiles (here the
+  // activations fall and the gradients grow while the total grows): each
+  // part's line alone, clamped at zero, would not add up to the total's.
+  ProgramMemory a, b;
+  a.parameters = b.parameters = 100;
+  a.optimizerState = b.optimizerState = 200;
+  a.total = 1300, b.total = 1500; // +200 a layer
+  a.activations = 600, b.activations = 300;
+  a.gradients = 300, b.gradients = 700;
+  a.commBuffers = 100, b.commBuffers = 200;
+  ProgramMemory x = extrapolateProgramMemory(a, b, 4);
+  EXPECT_EQ(x.total, 2100);
+  EXPECT_GE(x.activations, 0);
+  EXPECT_GE(x.commBuffers, 0);
+  EXPECT_GE(x.gradients, 0);
+  EXPECT_EQ(x.parameters + x.optimizerState + x.activations + x.gradients +
+                x.commBuffers,
+            x.total);
+}
+
 TEST(ProgramModel, FusedAttentionPricesTheCoreAsOneKernel) {
   // scores = q k^T, probs = softmax(scores), ctx = probs v; the loss's
   // gradient; then the backward of the scores' matmul.
