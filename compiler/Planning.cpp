@@ -777,7 +777,9 @@ struct CompiledPrice {
 struct CompiledLayers {
   /// [micro-batch count][layer count][recomputed layers] (
   /// compiledMicroBatches, compiledLayerCounts and compiledRecomputeCounts;
-  /// equal counts share a program).
+  /// equal micro-batch or layer counts share a program; with equal
+  /// recomputed-layer counts (factorRecompute 0) the [..][..][1] programs
+  /// are left empty, not copied: --sensitivity keeps every plan's).
   PricedProgram priced[2][2][2];
   /// The model's layers as T(a) + factor x (T(b) - T(a)).
   double factor = 0;
@@ -909,10 +911,8 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
   // recomputed layers fastest.
   for (int k = 0; k < 8; ++k) {
     const int m = k / 4, i = k / 2 % 2, j = k % 2;
-    if (j == 1 && recomputeB == recomputeA) {
-      out.priced[m][i][1] = out.priced[m][i][0];
-      continue;
-    }
+    if (j == 1 && recomputeB == recomputeA)
+      continue; // left empty: priceCompiledLayers reads j = 0 alone
     if (i == 1 && layersB == layersA) {
       out.priced[m][1][j] = out.priced[m][0][j];
       continue;
