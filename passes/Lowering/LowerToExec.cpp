@@ -330,6 +330,60 @@ private:
     return llvm::all_of(s.aliases,
                         [&](Value v) { return lastUse.lookup(v) <= step; });
   }
+  /// The last step that reads `v` but at `except` (an asynchronous
+  /// collective's wait, which names the buffers it keeps alive).
+  int64_t lastUseBut(Value v, Operation *except) const {
+    if (!except)
+      return lastUse.lookup(v);
+    int64_t last = 0;
+    for (Operation *user : v.getUsers())
+      if (user != except) {
+        auto it = opSteps.find(user);
+        last = std::max(last, it == opSteps.end() ? endStep : it->second);
+      }
+    return last;
+  }
+  /// The first step after the current one that writes `variable`'s state
+  /// buffer (a store's copy, or the producer of a value computed in it),
+  /// if it comes before any read of the variable's current value; 0
+  /// otherwise.
+  int64_t nextOverwrite(StringRef variable) const {
+    int64_t write = 0;
+    for (int64_t w : writeSteps.lookup(variable))
+      if (w > step && (!write || w < write))
+        write = w;
+    if (!write)
+      return 0;
+    for (int64_t read : loadSteps.lookup(variable))
+      if (read > step && read < write)
+        return 0;
+    return write;
+  }
+  /// Whether the current op may write `result` over `view`: a contiguous
+  /// buffer of the result's type whose values are read no later than now
+  /// (but by `ownWait`, the op's wait when it runs asynchronously, which
+  /// reads the operand and the result alike). That is a workspace buffer,
+  /// or a device variable's state buffer between its value's last read and
+  /// the whole overwrite that follows in this function, with `result` read
+  /// before that write: @apply_step reads each gradient accumulator, takes
+  /// the mean and sums it over dp in the accumulator's buffer, and then
+  /// zeroes it, so no second copy of the gradients is held.
+  bool mayOverwrite(const View &view, Value result,
+                    Operation *ownWait = nullptr) const {
+    const Storage &s = storages[view.storage];
+    if (!view.isContiguous() || view.type != result.getType())
+      return false;
+    if (!llvm::all_of(s.aliases, [&](Value v) {
+          return lastUseBut(v, ownWait) <= step;
+        }))
+      return false;
+    if (isWorkspace(s.arena))
+      return true;
+    if (s.arena != ArenaKind::State || !s.variable || layout.offload)
+      return false;
+    int64_t write = nextOverwrite(s.variable.getValue());
+    return write && lastUse.lookup(result) < write;
+  }
   View broadcastView(const View &operand, graph::BroadcastInDimOp op);
   /// Whether `user` reads its operand `index` through strides (Kernels.td's
   /// RowStrided) and can read it as `view`.
@@ -368,6 +422,13 @@ private:
   llvm::DenseMap<Value, View> views;
   llvm::DenseMap<Value, int64_t> lastUse;
   llvm::StringMap<SmallVector<int64_t>> storeSteps;
+  /// The steps that load each variable, and that write its state buffer:
+  /// its stores' copies, or for a store planned in place its value's
+  /// producer.
+  llvm::StringMap<SmallVector<int64_t>> loadSteps, writeSteps;
+  /// The step of each op of the body; the terminator's is endStep.
+  llvm::DenseMap<Operation *, int64_t> opSteps;
+  int64_t endStep = 0;
   llvm::StringMap<unsigned> variableStorages;
   /// Results computed directly in the state buffer of the variable they are
   /// stored to, and the stores that therefore need no copy.
@@ -762,9 +823,21 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
             return v.storage == in.storage;
           }))
         reused = contiguous(in.storage, type);
+    } else if (auto sum = dyn_cast<shard::AllReduceOp>(op);
+               sum && !host && !onHost(kernel.ins[0])) {
+      // An all-reduce sums in place (both backends' communicators take
+      // the input as the output) where its input is read no more.
+      Operation *ownWait = nullptr;
+      if (auto async = op.getAttrOfType<IntegerAttr>("async");
+          async && async.getInt() != 0)
+        for (Operation *user : result.getUsers())
+          if (isa<shard::WaitOp>(user))
+            ownWait = user;
+      if (mayOverwrite(kernel.ins[0], result, ownWait))
+        reused = contiguous(kernel.ins[0].storage, type);
     } else if (elementwise) {
       for (const View &in : kernel.ins)
-        if (in.isContiguous() && in.type == type && diesHere(in) &&
+        if (onHost(in) == host && mayOverwrite(in, result) &&
             llvm::none_of(kernel.outs, [&](const View &o) {
               return o.storage == in.storage;
             })) {
@@ -875,16 +948,25 @@ LogicalResult FunctionLowering::plan() {
   // the step after the last op.
   int64_t numOps = 0;
   for (Operation &op : body.without_terminator()) {
-    ++numOps;
+    opSteps[&op] = ++numOps;
     for (Value operand : op.getOperands())
       lastUse[operand] = numOps;
     if (auto store = dyn_cast<graph::StoreOp>(op))
       storeSteps[store.getVariable()].push_back(numOps);
+    if (auto load = dyn_cast<graph::LoadOp>(op))
+      loadSteps[load.getVariable()].push_back(numOps);
   }
-  int64_t endStep = numOps + 1;
+  endStep = numOps + 1;
   for (Value v : terminator.getOperands())
     lastUse[v] = endStep;
   planInPlaceUpdates(body);
+  for (Operation &op : body.without_terminator())
+    if (auto store = dyn_cast<graph::StoreOp>(op)) {
+      Operation *producer = store.getValue().getDefiningOp();
+      writeSteps[store.getVariable()].push_back(
+          inPlaceStores.contains(store) ? opSteps.lookup(producer)
+                                        : opSteps.lookup(store));
+    }
 
   step = 0;
   for (BlockArgument arg : body.getArguments()) {

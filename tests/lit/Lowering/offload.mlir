@@ -58,13 +58,15 @@ func.func @step(%x: tensor<4xf32> {dgraph.name = "x"}) -> (tensor<4xf32> {dgraph
 // after its wait, not at the collective (its result is not there yet), and
 // that the device gradient is not overwritten before the host kernel
 // (a GPU copies it asynchronously, on a copy stream). The parameter is
-// trainable: it stays on the device; the momentum goes to the host.
+// trainable: it stays on the device; the momentum goes to the host. (The
+// sum is taken in place: G and R are one buffer.)
 // CHECK-LABEL: func.func @async_grad()
 // CHECK: dexec.kernel "all_reduce" ins(%[[G:.*]] : memref<4xf32>) outs(%[[R:.*]] : memref<4xf32>)
 // CHECK-NOT: "copy_to_host" ins(%[[R]]
 // CHECK: dexec.kernel "wait" ins(%[[G]], %[[R]] : memref<4xf32>, memref<4xf32>)
 // CHECK-NEXT: dexec.kernel "copy_to_host" ins(%[[R]] : memref<4xf32>) outs(%[[HR:.*]] : memref<4xf32>)
-// CHECK-NOT: outs(%[[R]]
+// CHECK-NOT: outs(%[[R]] :
+// CHECK-NOT: outs(%[[R]],
 // CHECK: dexec.kernel "sgd" ins(%[[HP:.*]], %[[HR]], %[[B:.*]], %{{.*}}, %{{.*}}, %{{.*}} : {{.*}}) outs(%[[HP]], %[[B]] : {{.*}}) attrs {{{.*}}} {host}
 // CHECK-NEXT: dexec.kernel "copy_to_device" ins(%[[HP]] : memref<4xf32>)
 module attributes {dshard.plan = #dshard.plan<mesh = [dp = 2], zero = 0, micro_batches = 1, schedule = "1f1b", recompute = none, offload = optimizer>} {
