@@ -1198,6 +1198,51 @@ ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
         &ProgramMemory::commBuffers, &ProgramMemory::weightCopies,
         &ProgramMemory::fragmentation})
     out.*field = std::max<int64_t>(0, lerp(a.*field, b.*field));
+  // Each function's workspace on its own line: where another function's
+  // outgrows the one `b` peaks in (an @apply_step holding a copy of every
+  // gradient against a @train_step holding a few layers' activations), the
+  // program peaks in that one.
+  out.functions.clear();
+  for (const FunctionMemory &fb : b.functions) {
+    auto it = std::find_if(a.functions.begin(), a.functions.end(),
+                           [&](const FunctionMemory &f) {
+                             return f.function == fb.function;
+                           });
+    const FunctionMemory &fa = it != a.functions.end() ? *it : fb;
+    FunctionMemory f = fb;
+    for (auto field : {&FunctionMemory::workspace, &FunctionMemory::activations,
+                       &FunctionMemory::gradients, &FunctionMemory::commBuffers,
+                       &FunctionMemory::weightCopies,
+                       &FunctionMemory::fragmentation})
+      f.*field = std::max<int64_t>(0, lerp(fa.*field, fb.*field));
+    out.functions.push_back(std::move(f));
+  }
+  const FunctionMemory *fullest = nullptr;
+  for (const FunctionMemory &f : out.functions)
+    if (f.function != b.peakFunction &&
+        f.workspace > (fullest ? fullest->workspace : out.workspace))
+      fullest = &f;
+  if (fullest) {
+    out.total += fullest->workspace - out.workspace;
+    out.workspace = fullest->workspace;
+    out.peakFunction = fullest->function;
+    out.peakInstruction = fullest->peakInstruction;
+    out.peakNode = fullest->peakNode;
+    out.activations = fullest->activations;
+    out.gradients = fullest->gradients;
+    out.commBuffers = fullest->commBuffers;
+    out.weightCopies = fullest->weightCopies;
+    out.fragmentation = fullest->fragmentation;
+    // Its tensors are not `b`'s peak's: the state's alone are listed.
+    out.largest.erase(std::remove_if(out.largest.begin(), out.largest.end(),
+                                     [](const TensorBytes &t) {
+                                       return t.kind == "activation" ||
+                                              t.kind == "weight copy" ||
+                                              t.kind == "comm buffer" ||
+                                              t.kind == "gradient or temporary";
+                                     }),
+                      out.largest.end());
+  }
   // The total is the static memory plan's peak, linear in the layers; its
   // parts at the peak need not be (the peak's tensors change kind from one
   // program to the next, and a part's trend stops at zero), so the
@@ -1505,7 +1550,7 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
       unmadeStorages.insert(&storages.at(id));
     size_t in = 0, out = 0;
     int peakAt = -1;
-    int64_t peak = -1;
+    int64_t peak = -1, withUnmade = 0;
     for (int i = 0; i < n; ++i) {
       for (; in < entering.size() && entering[in].first <= i; ++in) {
         const Storage *st = entering[in].second;
@@ -1520,15 +1565,16 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
           made.update(st->offset, st->offset + st->bytes, -1);
       }
       if (!unmade.empty())
-        bestAll = std::max(bestAll, all.covered());
+        withUnmade = std::max(withUnmade, all.covered());
       if (made.covered() > peak) {
         peak = made.covered();
         peakAt = i;
       }
     }
-    // Its regions, by kind (the first function's peak where two are
-    // equal).
-    if (peakAt >= 0 && peak > best) {
+    bestAll = std::max(bestAll, withUnmade);
+    // Its regions at its peak, by kind; the program's are the fullest
+    // function's (the first where two are equal).
+    if (peakAt >= 0) {
       const int i = peakAt;
       std::vector<const Storage *> live;
       for (const auto &[id, st] : storages)
@@ -1538,12 +1584,11 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
                 [](const Storage *a, const Storage *b) {
                   return a->offset < b->offset;
                 });
-      best = peak;
-      m.peakFunction = fn.name();
-      m.peakInstruction = i;
-      m.peakNode = fn.instructions(i).location();
-      m.activations = m.gradients = m.commBuffers = m.weightCopies = 0;
-      peakTensors.clear();
+      FunctionMemory f;
+      f.function = fn.name();
+      f.peakInstruction = i;
+      f.peakNode = fn.instructions(i).location();
+      std::vector<TensorBytes> tensors;
       // By kind, in offset order so that aliases count once.
       int64_t end = INT64_MIN;
       for (const Storage *s : live) {
@@ -1574,12 +1619,32 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
                  : forward                 ? "activation"
                                            : "gradient or temporary";
         }
-        (kind == "comm buffer"   ? m.commBuffers
-         : kind == "weight copy" ? m.weightCopies
-         : kind == "activation"  ? m.activations
-                                 : m.gradients) += hi - lo;
-        peakTensors.push_back({name, kind, s->bytes});
+        (kind == "comm buffer"   ? f.commBuffers
+         : kind == "weight copy" ? f.weightCopies
+         : kind == "activation"  ? f.activations
+                                 : f.gradients) += hi - lo;
+        tensors.push_back({name, kind, s->bytes});
       }
+      // Its own memory plan's peak (the program's where the function does
+      // not record one), less a fused attention kernel's unmade tensors.
+      int64_t planned = fn.workspace_bytes() > 0 ? fn.workspace_bytes()
+                                                 : program.workspace_bytes();
+      if (!unmade.empty() && withUnmade > peak)
+        planned = peak + std::max<int64_t>(0, planned - withUnmade);
+      f.workspace = std::max(planned, peak);
+      f.fragmentation = f.workspace - peak;
+      if (peak > best) {
+        best = peak;
+        m.peakFunction = f.function;
+        m.peakInstruction = f.peakInstruction;
+        m.peakNode = f.peakNode;
+        m.activations = f.activations;
+        m.gradients = f.gradients;
+        m.commBuffers = f.commBuffers;
+        m.weightCopies = f.weightCopies;
+        peakTensors = std::move(tensors);
+      }
+      m.functions.push_back(std::move(f));
     }
   }
   if (fusedAttention && bestAll > best) {

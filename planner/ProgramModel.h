@@ -250,6 +250,19 @@ struct TensorBytes {
   int64_t bytes = 0;
 };
 
+/// One function's workspace at its own fullest point.
+struct FunctionMemory {
+  std::string function;
+  /// Its memory plan's peak (with a fused attention kernel, without the
+  /// tensors that kernel never makes), and where it is.
+  int64_t workspace = 0;
+  int64_t peakInstruction = -1;
+  std::string peakNode;
+  /// ProgramMemory's parts of the workspace, at this function's peak.
+  int64_t activations = 0, gradients = 0, commBuffers = 0, weightCopies = 0,
+          fragmentation = 0;
+};
+
 /// What each rank allocates: the program's static memory plan.
 struct ProgramMemory {
   /// workspace + state + constants + scratch: what the runtime allocates
@@ -290,6 +303,10 @@ struct ProgramMemory {
   int64_t fragmentation = 0;
   /// The largest tensors: live workspace tensors at the peak, then state.
   std::vector<TensorBytes> largest;
+  /// Each function's fullest point: the program of a few layers may peak
+  /// in another function than the same program of many
+  /// (extrapolateProgramMemory scales each).
+  std::vector<FunctionMemory> functions;
 };
 
 /// The memory plan of `program`, with up to `maxTensors` of its largest
@@ -304,7 +321,10 @@ ProgramMemory programMemory(
     AttentionKernels attention = AttentionKernels::kAsCompiled);
 
 /// `a` + `factor` x (`b` - `a`) for every byte count (the largest tensors
-/// and the peak's place are `b`'s), as extrapolateProgramTime.
+/// and the peak's place are `b`'s), as extrapolateProgramTime. Each
+/// function's workspace is scaled too: where another function's outgrows
+/// the one `b` peaks in, the workspace, the total and the peak's parts and
+/// place are that function's.
 ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
                                        const ProgramMemory &b, double factor);
 

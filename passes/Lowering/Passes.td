@@ -27,7 +27,13 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
       in. Attention's heads then move no data: the slices of a packed
       Q/K/V projection and the heads' transposes, the output's transpose
       back, and the concat of the heads' gradients disappear;
-    - an elementwise op whose operand dies at it writes its result in place;
+    - an elementwise op whose operand dies at it writes its result in place,
+      and so does an all-reduce (an asynchronous one whose input only its
+      own wait reads after it starts); a device variable's state buffer
+      counts as dead between its value's last read and a store that
+      overwrites it later in the function, for results read before that
+      store (@apply_step takes each gradient accumulator's mean and its dp
+      sum in the accumulator it zeroes after, not in a copy);
     - every other dgraph op (and dshard collective) becomes a `dexec.kernel`
       named after the op, with the op's attributes under the kernel's names
       for them (the kernel-signature table, runtime/kernels/Kernels.td:

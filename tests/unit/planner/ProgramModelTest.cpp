@@ -841,6 +841,43 @@ TEST(ProgramModel, ExtrapolatedMemoryPartsAddUpToItsTotal) {
             x.total);
 }
 
+TEST(ProgramModel, ExtrapolatedMemoryPeaksInTheFunctionThatOutgrowsTheOthers) {
+  // Compiled with 4 and 5 layers the program peaks in @apply_step (a copy
+  // of the embeddings' gradients, +10 a layer); @train_step's activations
+  // grow by 100 a layer and pass it: with 20 layers the program peaks there.
+  ProgramMemory a, b;
+  a.parameters = 1000, b.parameters = 1100;
+  a.workspace = 900, b.workspace = 910;
+  a.total = 1900, b.total = 2010;
+  for (ProgramMemory *m : {&a, &b}) {
+    m->peakFunction = "apply_step";
+    m->gradients = m->workspace;
+  }
+  auto fn = [](std::string name, int64_t workspace, int64_t activations,
+               int64_t gradients) {
+    FunctionMemory f;
+    f.function = std::move(name);
+    f.workspace = workspace;
+    f.activations = activations;
+    f.gradients = gradients;
+    return f;
+  };
+  a.functions = {fn("train_step", 600, 500, 100), fn("apply_step", 900, 0, 900)};
+  b.functions = {fn("train_step", 700, 600, 100), fn("apply_step", 910, 0, 910)};
+  ProgramMemory x = extrapolateProgramMemory(a, b, 16); // 5 + 15 layers
+  EXPECT_EQ(x.peakFunction, "train_step");
+  EXPECT_EQ(x.workspace, 600 + 16 * 100);
+  EXPECT_EQ(x.parameters, 1000 + 16 * 100);
+  EXPECT_EQ(x.total, x.parameters + x.workspace);
+  EXPECT_EQ(x.activations, 500 + 16 * 100);
+  EXPECT_EQ(x.gradients, 100);
+  // Near the compiled sizes the function `b` peaks in stays.
+  ProgramMemory y = extrapolateProgramMemory(a, b, 2);
+  EXPECT_EQ(y.peakFunction, "apply_step");
+  EXPECT_EQ(y.workspace, 920);
+  EXPECT_EQ(y.total, 2120);
+}
+
 TEST(ProgramModel, FusedAttentionPricesTheCoreAsOneKernel) {
   // scores = q k^T, probs = softmax(scores), ctx = probs v; the loss's
   // gradient; then the backward of the scores' matmul.
