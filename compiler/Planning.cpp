@@ -583,6 +583,7 @@ std::pair<int64_t, int64_t>
 compiledRecomputeCounts(const ModelDesc &model, const Plan &plan,
                         const GpuProgramSource &source) {
   const int64_t k = plan.recomputeLayers;
+  // A pipeline's stages are compiled with K itself (compiledLayerCounts).
   if (!partlyRecomputed(model, plan, source) || plan.pp > 1)
     return {k, k};
   const int64_t a = compiledLayerCounts(model, plan, source).first;
@@ -628,15 +629,15 @@ compiledPricingGap(const Plan &plan, const ModelDesc &model,
           .str();
   }
   // A stage's first K layers recomputed: compiled with two recompute
-  // counts without stages (compiledRecomputeCounts); a pipeline stage's
-  // memory is not linear in them (compiled at 3 and 4 layers a stage and
-  // scaled, a 12-layer GPT on 2 stages recomputing 4 of 6 read 2.47 GB
-  // where its whole compile needs 2.83).
-  if (partlyRecomputed(model, plan, source) && plan.pp > 1)
+  // counts (compiledRecomputeCounts), a pipeline's stages with
+  // kLayersCompiled layers each (compiledLayerCounts); an interleaved
+  // stage's chunks are not.
+  if (partlyRecomputed(model, plan, source) && plan.pp > 1 &&
+      plan.virtualStages > 1)
     return llvm::formatv("recomputing the first {0} of a pipeline stage's "
-                         "{1} layers (a compile of fewer layers a stage "
-                         "does not scale to it)",
-                         plan.recomputeLayers, mostStageLayers(model, plan.pp))
+                         "{1} layers in {2} interleaved chunks",
+                         plan.recomputeLayers, mostStageLayers(model, plan.pp),
+                         plan.virtualStages)
         .str();
   std::string why;
   if (!source.isFile() && !zooFamilyOf(model, why))
@@ -721,7 +722,24 @@ std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
             std::min(model.layers, kLayersCompiled[1])};
   const int64_t chunks = plan.pp * std::max<int64_t>(1, plan.virtualStages);
   const int64_t perChunk = std::max<int64_t>(1, model.layers / chunks);
-  const auto [first, second] = chunkLayersCompiled(model);
+  auto [first, second] = chunkLayersCompiled(model);
+  // A stage recomputing its first K layers is compiled with K itself
+  // (compiledRecomputeCounts) and, beyond the head's worth, as many layers
+  // more as a plan without stages starts from: adding layers then adds
+  // layers not recomputed to every stage, and the stage's fullest point
+  // stays where it is. Scaling over the recomputed layers too, as without
+  // stages, does not hold: dtcc-shard-pipeline balances the stages' costs,
+  // recomputation counted, so the cut moves with the recomputed layers (a
+  // 24-layer GPT of width 2048 and vocabulary 50304 on 2 stages, 6 of each
+  // stage's layers recomputed, compiled at 5 and 6 layers a stage with 3
+  // and 4 recomputed: 1056 ms a step scaled, 851 ms compiled whole). Nor
+  // do fewer layers not recomputed: the same plan compiled whole at 16, 18,
+  // 20, 22 and 24 layers needs 8.57, 9.70, 11.11, 12.52 and 13.93 GB, linear
+  // from 18 on (4 layers of the first stage's 10 not recomputed).
+  if (recomputesFirstLayers(model, plan, source) && plan.virtualStages <= 1) {
+    first += plan.recomputeLayers + kLayersCompiled[0] - 1;
+    second = std::max(second, first + 1);
+  }
   return {chunks * std::min(perChunk, first),
           chunks * std::min(perChunk, second)};
 }

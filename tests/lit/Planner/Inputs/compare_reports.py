@@ -1,14 +1,20 @@
 """Prints one line per K of plan_recompute_layers.test: how the zoo plan
 was priced, and its step and memory against the whole compile's.
 
-  compare_reports.py OUTDIR K...
+  compare_reports.py OUTDIR [--step-tolerance R] K...
+
+The step is "same" within R relative (default 1e-6), the memory within 4 KiB.
 """
 import json
 import os
 import sys
 
 out = sys.argv[1]
-for k in sys.argv[2:]:
+ks = sys.argv[2:]
+tolerance = 1e-6
+if ks[:1] == ["--step-tolerance"]:
+    tolerance, ks = float(ks[1]), ks[2:]
+for k in ks:
     with open(os.path.join(out, f"file-{k}.out")) as f:
         whole = json.load(f)
     with open(os.path.join(out, f"zoo-{k}.out")) as f:
@@ -16,7 +22,7 @@ for k in sys.argv[2:]:
     step_a, step_b = whole["time"]["stepTime"], scaled["time"]["stepTime"]
     mem_a, mem_b = whole["memory"]["total"], scaled["memory"]["total"]
     print(f"K={k}: {scaled['pricedBy']} | {scaled['pricedByReason'].split(';')[0]}")
-    print(f"K={k}: step {'same' if abs(step_b / step_a - 1) < 1e-6 else 'differs'} "
+    print(f"K={k}: step {'same' if abs(step_b / step_a - 1) < tolerance else 'differs'} "
           f"({step_a * 1e3:.4f} ms whole, {step_b * 1e3:.4f} ms scaled), memory "
           f"{'same' if abs(mem_b - mem_a) < 4096 else 'differs'} "
           f"({mem_a} B whole, {mem_b} B scaled)")
