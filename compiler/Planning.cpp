@@ -567,31 +567,6 @@ bool partlyRecomputed(const ModelDesc &model, const Plan &plan,
          compiledLayerCounts(model, plan, source).second < model.layers;
 }
 
-/// The two counts of first layers recomputed that a plan without stages
-/// recomputing its first K of L layers is compiled with at each layer
-/// count (compiledLayerCounts: a and a + 1), its price then taken at K
-/// along the line through them: K itself (both counts equal) where the
-/// smaller program holds it with its last layer not recomputed (as the
-/// model's last layer is not: its backward follows its forward, and
-/// dtcc-graph-autodiff does not recompute it), else a - 2 and a - 1, so
-/// that going from a to a + 1 layers adds a layer that is not recomputed
-/// and from r to r + 1 one that is. Both K where the plan recomputes every
-/// layer or none, or is compiled whole. Checked against compiles of the
-/// whole model (lit Planner/plan_recompute_layers.test): the same step and
-/// memory.
-std::pair<int64_t, int64_t>
-compiledRecomputeCounts(const ModelDesc &model, const Plan &plan,
-                        const GpuProgramSource &source) {
-  const int64_t k = plan.recomputeLayers;
-  // A pipeline's stages are compiled with K itself (compiledLayerCounts).
-  if (!partlyRecomputed(model, plan, source) || plan.pp > 1)
-    return {k, k};
-  const int64_t a = compiledLayerCounts(model, plan, source).first;
-  if (k <= a - 1)
-    return {k, k};
-  return {a - 2, a - 1};
-}
-
 /// Why `plan` of `model` is priced by the analytic model instead of its
 /// compiled program before compiling it: a model the zoo does not build (a
 /// file is compiled itself), tf32, a file whose batch is not the plan's
@@ -628,10 +603,9 @@ compiledPricingGap(const Plan &plan, const ModelDesc &model,
                                : "")
           .str();
   }
-  // A stage's first K layers recomputed: compiled with two recompute
-  // counts (compiledRecomputeCounts), a pipeline's stages with
-  // kLayersCompiled layers each (compiledLayerCounts); an interleaved
-  // stage's chunks are not.
+  // A stage's first K layers recomputed: compiled with K recomputed and
+  // more layers (compiledLayerCounts); an interleaved stage's chunks are
+  // not.
   if (partlyRecomputed(model, plan, source) && plan.pp > 1 &&
       plan.virtualStages > 1)
     return llvm::formatv("recomputing the first {0} of a pipeline stage's "
@@ -717,27 +691,36 @@ std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
                                                 const GpuProgramSource &source) {
   if (source.isFile())
     return {model.layers, model.layers};
+  // A plan recomputing the first K layers (of each stage) is compiled with
+  // those K recomputed and, beyond them (and a stage's share of the head),
+  // kLayersCompiled[0] - 1 layers and one more not recomputed: adding
+  // layers then adds layers not recomputed, and the step's fullest point
+  // stays where it is. With fewer the fullest point is elsewhere: Llama 3
+  // 70B at sequence 4096, dp=64 ZeRO-3, 3 layers recomputed, compiled whole
+  // at 4, 5, 6 and 8 layers lives on 14.0, 14.1, 15.7 and 19.0 GB (1.64 GB
+  // a layer from 5 on, 0.12 from 4 to 5); a 24-layer GPT of width 2048 on 2
+  // stages recomputing 6 of each stage's layers, at 16, 18, 20, 22 and 24
+  // layers needs 8.57, 9.70, 11.11, 12.52 and 13.93 GB (linear from 18 on,
+  // 4 of the first stage's 10 layers not recomputed). Nor is the price
+  // linear in the layers recomputed: dtcc-shard-pipeline balances the
+  // stages' costs, recomputation counted, so its cut moves with them (that
+  // GPT at K = 6, scaled from 5 and 6 layers a stage with 3 and 4
+  // recomputed: 1056 ms a step, 851 ms compiled whole), and compiled at 4
+  // and 5 layers with 2 and 3 recomputed the Llama's 40 of 80 read no
+  // workspace at all.
+  const bool firstK = recomputesFirstLayers(model, plan, source) &&
+                      plan.virtualStages <= 1;
+  const int64_t beyondK =
+      firstK ? plan.recomputeLayers + kLayersCompiled[0] - 1 : 0;
   if (plan.pp <= 1)
-    return {std::min(model.layers, kLayersCompiled[0]),
-            std::min(model.layers, kLayersCompiled[1])};
+    return {std::min(model.layers, std::max(kLayersCompiled[0], beyondK)),
+            std::min(model.layers,
+                     std::max(kLayersCompiled[1], beyondK + 1))};
   const int64_t chunks = plan.pp * std::max<int64_t>(1, plan.virtualStages);
   const int64_t perChunk = std::max<int64_t>(1, model.layers / chunks);
   auto [first, second] = chunkLayersCompiled(model);
-  // A stage recomputing its first K layers is compiled with K itself
-  // (compiledRecomputeCounts) and, beyond the head's worth, as many layers
-  // more as a plan without stages starts from: adding layers then adds
-  // layers not recomputed to every stage, and the stage's fullest point
-  // stays where it is. Scaling over the recomputed layers too, as without
-  // stages, does not hold: dtcc-shard-pipeline balances the stages' costs,
-  // recomputation counted, so the cut moves with the recomputed layers (a
-  // 24-layer GPT of width 2048 and vocabulary 50304 on 2 stages, 6 of each
-  // stage's layers recomputed, compiled at 5 and 6 layers a stage with 3
-  // and 4 recomputed: 1056 ms a step scaled, 851 ms compiled whole). Nor
-  // do fewer layers not recomputed: the same plan compiled whole at 16, 18,
-  // 20, 22 and 24 layers needs 8.57, 9.70, 11.11, 12.52 and 13.93 GB, linear
-  // from 18 on (4 layers of the first stage's 10 not recomputed).
-  if (recomputesFirstLayers(model, plan, source) && plan.virtualStages <= 1) {
-    first += plan.recomputeLayers + kLayersCompiled[0] - 1;
+  if (firstK) {
+    first += beyondK;
     second = std::max(second, first + 1);
   }
   return {chunks * std::min(perChunk, first),
@@ -768,12 +751,6 @@ compiledLayersText(const ModelDesc &model, const Plan &plan,
                           "simulated, scaled to {2} layers",
                           a, b, model.layers)
                 .str();
-  auto [r1, r2] = compiledRecomputeCounts(model, plan, source);
-  if (r1 != r2)
-    text += llvm::formatv(", with the first {0} and {1} layers of a stage "
-                          "recomputed, scaled to {2}",
-                          r1, r2, plan.recomputeLayers)
-                .str();
   auto [m1, m2] = compiledMicroBatches(plan);
   if (m1 != m2)
     text += llvm::formatv(", at {0} and {1} micro-batches, scaled to {2}", m1,
@@ -793,16 +770,11 @@ struct CompiledPrice {
 /// A plan's layer-scaled programs (see compileGpuLayers): compiled once,
 /// priced on any cluster by priceCompiledLayers.
 struct CompiledLayers {
-  /// [micro-batch count][layer count][recomputed layers] (
-  /// compiledMicroBatches, compiledLayerCounts and compiledRecomputeCounts;
-  /// equal micro-batch or layer counts share a program; with equal
-  /// recomputed-layer counts (factorRecompute 0) the [..][..][1] programs
-  /// are left empty, not copied: --sensitivity keeps every plan's).
-  PricedProgram priced[2][2][2];
+  /// [micro-batch count][layer count] (compiledMicroBatches and
+  /// compiledLayerCounts; equal counts share a program).
+  PricedProgram priced[2][2];
   /// The model's layers as T(a) + factor x (T(b) - T(a)).
   double factor = 0;
-  /// A stage's first K layers recomputed, likewise from the two counts.
-  double factorRecompute = 0;
   /// The plan's micro-batches, likewise from the two counts compiled.
   double factorMicro = 0;
   RunKernels run;
@@ -818,45 +790,29 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
                                             const ClusterSpec &cluster,
                                             bool simulate) {
   auto started = std::chrono::steady_clock::now();
-  // Over the layers at each micro-batch count and recomputed-layer count,
-  // then over the recomputed layers (every program between is one of the
-  // model's layers with some recomputed: none a trend clamps), then over
-  // the micro-batches.
+  // Over the layers at each micro-batch count, then over the
+  // micro-batches.
   CompiledPrice out;
   ProgramTime byLayers[2];
   ProgramMemory memoryByLayers[2];
   for (int m = 0; m < 2; ++m) {
-    ProgramTime time[2];
-    ProgramMemory memory[2];
-    const int recomputeCounts = layers.factorRecompute == 0 ? 1 : 2;
-    for (int j = 0; j < recomputeCounts; ++j) {
-      ProgramTime t[2];
-      for (int i = 0; i < 2; ++i) {
-        const PricedProgram &priced = layers.priced[m][i][j];
-        if (!simulate) {
-          t[i] = priced.time;
-          continue;
-        }
-        auto simulated = simulateProgram(priced.program, cluster,
-                                         /*recordTimeline=*/false, layers.run);
-        if (!simulated.isOk())
-          return simulated.status();
-        t[i] = std::move(simulated.value());
+    ProgramTime t[2];
+    for (int i = 0; i < 2; ++i) {
+      const PricedProgram &priced = layers.priced[m][i];
+      if (!simulate) {
+        t[i] = priced.time;
+        continue;
       }
-      time[j] = extrapolateProgramTime(t[0], t[1], layers.factor);
-      memory[j] = extrapolateProgramMemory(layers.priced[m][0][j].memory,
-                                           layers.priced[m][1][j].memory,
-                                           layers.factor);
+      auto simulated = simulateProgram(priced.program, cluster,
+                                       /*recordTimeline=*/false, layers.run);
+      if (!simulated.isOk())
+        return simulated.status();
+      t[i] = std::move(simulated.value());
     }
-    if (recomputeCounts == 1) {
-      byLayers[m] = std::move(time[0]);
-      memoryByLayers[m] = memory[0];
-      continue;
-    }
-    byLayers[m] =
-        extrapolateProgramTime(time[0], time[1], layers.factorRecompute);
-    memoryByLayers[m] = extrapolateProgramMemory(memory[0], memory[1],
-                                                 layers.factorRecompute);
+    byLayers[m] = extrapolateProgramTime(t[0], t[1], layers.factor);
+    memoryByLayers[m] = extrapolateProgramMemory(layers.priced[m][0].memory,
+                                                 layers.priced[m][1].memory,
+                                                 layers.factor);
   }
   out.time = extrapolateProgramTime(byLayers[0], byLayers[1],
                                     layers.factorMicro);
@@ -891,9 +847,8 @@ StatusOr<CompiledPrice> priceCompiledLayers(const CompiledLayers &layers,
 /// target with the plan and its step simulated; the model of L layers is
 /// priced as T(a) + (L - a) x (T(b) - T(a)), every time, byte count and
 /// collective alike (extrapolateProgramTime/Memory); a model of at most b
-/// layers is compiled whole. A plan recomputing its first K layers is
-/// compiled at two counts of recomputed layers too
-/// (compiledRecomputeCounts), and likewise scaled to K. A model file (`source`) is compiled itself,
+/// layers is compiled whole (a plan recomputing its first K layers with
+/// more, compiledLayerCounts). A model file (`source`) is compiled itself,
 /// whole, its batch one micro-batch of every data-parallel rank (the
 /// pricing gap says so otherwise). The attention core and the work before
 /// each data-parallel gradient sum are priced as `run` says the run
@@ -918,30 +873,23 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     return mesh.status();
   const auto [layersA, layersB] = compiledLayerCounts(model, plan, source);
   const auto [microA, microB] = compiledMicroBatches(plan);
-  const auto [recomputeA, recomputeB] =
-      compiledRecomputeCounts(model, plan, source);
   CompiledLayers out;
-  const int programCount = (layersB != layersA ? 2 : 1) *
-                           (microB != microA ? 2 : 1) *
-                           (recomputeB != recomputeA ? 2 : 1);
+  const int programCount =
+      (layersB != layersA ? 2 : 1) * (microB != microA ? 2 : 1);
   int compiles = 0;
-  // Each (micro-batch count m, layer count i, recomputed layers j),
-  // recomputed layers fastest.
-  for (int k = 0; k < 8; ++k) {
-    const int m = k / 4, i = k / 2 % 2, j = k % 2;
-    if (j == 1 && recomputeB == recomputeA)
-      continue; // left empty: priceCompiledLayers reads j = 0 alone
+  // Each (micro-batch count m, layer count i), layers fastest.
+  for (int k = 0; k < 4; ++k) {
+    const int m = k / 2, i = k % 2;
     if (i == 1 && layersB == layersA) {
-      out.priced[m][1][j] = out.priced[m][0][j];
+      out.priced[m][1] = out.priced[m][0];
       continue;
     }
     if (m == 1 && microB == microA) {
-      out.priced[1][i][j] = out.priced[0][i][j];
+      out.priced[1][i] = out.priced[0][i];
       continue;
     }
     Plan compiled = plan;
     compiled.microBatches = m == 0 ? microA : microB;
-    compiled.recomputeLayers = j == 0 ? recomputeA : recomputeB;
     const int64_t layers = i == 0 ? layersA : layersB;
     ++compiles;
     if (source.progress &&
@@ -1050,16 +998,11 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
         return fused.status();
       p.value().time = std::move(fused.value());
     }
-    out.priced[m][i][j] = std::move(p.value());
+    out.priced[m][i] = std::move(p.value());
   }
   out.factor = layersB == layersA ? 0.0
                                   : double(model.layers - layersA) /
                                         double(layersB - layersA);
-  out.factorRecompute =
-      recomputeB == recomputeA
-          ? 0.0
-          : double(plan.recomputeLayers - recomputeA) /
-                double(recomputeB - recomputeA);
   out.factorMicro = microB == microA ? 0.0
                                      : double(plan.microBatches - microA) /
                                            double(microB - microA);

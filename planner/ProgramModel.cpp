@@ -1217,11 +1217,19 @@ ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
       f.*field = std::max<int64_t>(0, lerp(fa.*field, fb.*field));
     out.functions.push_back(std::move(f));
   }
-  const FunctionMemory *fullest = nullptr;
+  // Compared with the peak function's own line; where that line falls
+  // below zero the scaling holds for none (a program of too few layers),
+  // and the peak stays `b`'s.
+  int64_t peak = out.workspace;
   for (const FunctionMemory &f : out.functions)
-    if (f.function != b.peakFunction &&
-        f.workspace > (fullest ? fullest->workspace : out.workspace))
-      fullest = &f;
+    if (f.function == b.peakFunction)
+      peak = f.workspace;
+  const FunctionMemory *fullest = nullptr;
+  if (peak > 0)
+    for (const FunctionMemory &f : out.functions)
+      if (f.function != b.peakFunction &&
+          f.workspace > (fullest ? fullest->workspace : peak))
+        fullest = &f;
   if (fullest) {
     out.total += fullest->workspace - out.workspace;
     out.workspace = fullest->workspace;

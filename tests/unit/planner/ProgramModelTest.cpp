@@ -876,6 +876,12 @@ TEST(ProgramModel, ExtrapolatedMemoryPeaksInTheFunctionThatOutgrowsTheOthers) {
   EXPECT_EQ(y.peakFunction, "apply_step");
   EXPECT_EQ(y.workspace, 920);
   EXPECT_EQ(y.total, 2120);
+  // Where the peak function's own line falls below zero (programs of too
+  // few layers), no other function's is taken for the program's.
+  b.functions[1].workspace = 800;
+  b.peakFunction = "apply_step";
+  ProgramMemory z = extrapolateProgramMemory(a, b, 16);
+  EXPECT_EQ(z.peakFunction, "apply_step");
 }
 
 TEST(ProgramModel, FusedAttentionPricesTheCoreAsOneKernel) {

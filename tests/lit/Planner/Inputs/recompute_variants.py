@@ -1,6 +1,6 @@
 """Writes the plan variants of plan_recompute_layers.test.
 
-  recompute_variants.py PLAN.json OUTDIR K...
+  recompute_variants.py [--fused] PLAN.json OUTDIR K...
 
 For each K: OUTDIR/file-K.json, PLAN.json recomputing the first K layers
 (priced with the model file, compiled whole), and OUTDIR/zoo-K.json, the
@@ -12,16 +12,25 @@ import json
 import os
 import sys
 
-plan_path, out = sys.argv[1], sys.argv[2]
+args = sys.argv[1:]
+# --fused: a model without dropout (Llama's), whose attention cores both
+# fuse (a file as dtcc compile does, the zoo model as flash attention).
+fused = args[:1] == ["--fused"]
+if fused:
+    args = args[1:]
+plan_path, out = args[0], args[1]
 with open(plan_path) as f:
     saved = json.load(f)
-for k in map(int, sys.argv[3:]):
+for k in map(int, args[2:]):
     saved["plan"]["recompute"] = "full"
     saved["plan"]["recomputeLayers"] = k
     with open(os.path.join(out, f"file-{k}.json"), "w") as f:
         json.dump(saved, f)
     zoo = json.loads(json.dumps(saved))
-    zoo["model"].update(name="gpt", dropout=True, flashAttention=False,
-                        fusedSoftmax=False)
+    if fused:
+        zoo["model"].update(flashAttention=True, fusedSoftmax=False)
+    else:
+        zoo["model"].update(name="gpt", dropout=True, flashAttention=False,
+                            fusedSoftmax=False)
     with open(os.path.join(out, f"zoo-{k}.json"), "w") as f:
         json.dump(zoo, f)
