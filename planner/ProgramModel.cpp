@@ -1182,6 +1182,20 @@ ProgramTime extrapolateProgramTime(const ProgramTime &a, const ProgramTime &b,
   return out;
 }
 
+namespace {
+/// `m`'s peak is `f`'s: its function, place and the workspace's parts
+/// there.
+void takePeak(ProgramMemory &m, const FunctionMemory &f) {
+  m.peakFunction = f.function;
+  m.peakInstruction = f.peakInstruction;
+  m.peakNode = f.peakNode;
+  m.activations = f.activations;
+  m.gradients = f.gradients;
+  m.commBuffers = f.commBuffers;
+  m.weightCopies = f.weightCopies;
+}
+} // namespace
+
 ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
                                        const ProgramMemory &b, double factor) {
   auto lerp = [factor](int64_t x, int64_t y) {
@@ -1233,14 +1247,8 @@ ProgramMemory extrapolateProgramMemory(const ProgramMemory &a,
   if (fullest) {
     out.total += fullest->workspace - out.workspace;
     out.workspace = fullest->workspace;
-    out.peakFunction = fullest->function;
-    out.peakInstruction = fullest->peakInstruction;
-    out.peakNode = fullest->peakNode;
-    out.activations = fullest->activations;
-    out.gradients = fullest->gradients;
-    out.commBuffers = fullest->commBuffers;
-    out.weightCopies = fullest->weightCopies;
     out.fragmentation = fullest->fragmentation;
+    takePeak(out, *fullest);
     // Its tensors are not `b`'s peak's: the state's alone are listed.
     out.largest.erase(std::remove_if(out.largest.begin(), out.largest.end(),
                                      [](const TensorBytes &t) {
@@ -1643,13 +1651,7 @@ ProgramMemory programMemory(const Program &program, int maxTensors,
       f.fragmentation = f.workspace - peak;
       if (peak > best) {
         best = peak;
-        m.peakFunction = f.function;
-        m.peakInstruction = f.peakInstruction;
-        m.peakNode = f.peakNode;
-        m.activations = f.activations;
-        m.gradients = f.gradients;
-        m.commBuffers = f.commBuffers;
-        m.weightCopies = f.weightCopies;
+        takePeak(m, f);
         peakTensors = std::move(tensors);
       }
       m.functions.push_back(std::move(f));

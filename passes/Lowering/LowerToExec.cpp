@@ -324,11 +324,14 @@ private:
   /// Whether `value`'s storage can be overwritten at the current step: no
   /// value sharing it is read later and it holds no variable or constant.
   bool diesHere(const View &view) {
-    const Storage &s = storages[view.storage];
-    if (!isWorkspace(s.arena))
-      return false;
-    return llvm::all_of(s.aliases,
-                        [&](Value v) { return lastUse.lookup(v) <= step; });
+    return isWorkspace(storages[view.storage].arena) && readNoLater(view);
+  }
+  /// Whether no value sharing `view`'s storage is read after the current
+  /// step but by `ownWait`.
+  bool readNoLater(const View &view, Operation *ownWait = nullptr) const {
+    return llvm::all_of(storages[view.storage].aliases, [&](Value v) {
+      return lastUseBut(v, ownWait) <= step;
+    });
   }
   /// The last step that reads `v` but at `except` (an asynchronous
   /// collective's wait, which names the buffers it keeps alive).
@@ -371,11 +374,8 @@ private:
   bool mayOverwrite(const View &view, Value result,
                     Operation *ownWait = nullptr) const {
     const Storage &s = storages[view.storage];
-    if (!view.isContiguous() || view.type != result.getType())
-      return false;
-    if (!llvm::all_of(s.aliases, [&](Value v) {
-          return lastUseBut(v, ownWait) <= step;
-        }))
+    if (!view.isContiguous() || view.type != result.getType() ||
+        !readNoLater(view, ownWait))
       return false;
     if (isWorkspace(s.arena))
       return true;
@@ -888,20 +888,13 @@ void FunctionLowering::copyToHostAfter(Operation &op) {
 /// elementwise op, or an optimizer's param/state operands) and nothing reads
 /// @w's old value after it. Saves a copy and a buffer per variable update.
 void FunctionLowering::planInPlaceUpdates(Block &body) {
-  llvm::DenseMap<Operation *, int64_t> stepOf;
   llvm::StringMap<SmallVector<graph::LoadOp>> loads;
-  llvm::StringMap<int> stores;
-  int64_t i = 0;
-  for (Operation &op : body.without_terminator()) {
-    stepOf[&op] = ++i;
+  for (Operation &op : body.without_terminator())
     if (auto load = dyn_cast<graph::LoadOp>(op))
       loads[load.getVariable()].push_back(load);
-    if (auto store = dyn_cast<graph::StoreOp>(op))
-      ++stores[store.getVariable()];
-  }
   for (Operation &op : body.without_terminator()) {
     auto store = dyn_cast<graph::StoreOp>(op);
-    if (!store || stores[store.getVariable()] != 1)
+    if (!store || storeSteps.lookup(store.getVariable()).size() != 1)
       continue;
     Value value = store.getValue();
     Operation *producer = value.getDefiningOp();
@@ -927,7 +920,7 @@ void FunctionLowering::planInPlaceUpdates(Block &body) {
       return load && load.getVariable() == store.getVariable() &&
              load.getType() == value.getType();
     });
-    int64_t at = stepOf.lookup(producer);
+    int64_t at = opSteps.lookup(producer);
     bool oldDeadAfter = llvm::all_of(loads[store.getVariable()], [&](auto load) {
       return lastUse.lookup(load.getResult()) <= at;
     });
