@@ -422,9 +422,15 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   const bool ownElements =
       gather || kernel == "scatter_add" || kernel == "top_k";
   auto perByte = device.kernelByteSeconds.find(kernel);
+  auto measured = device.kernelSeconds.find(kernel);
+  // dgraph.random hashes a counter per element as dropout does and writes
+  // its result: without rates of its own, dropout's per element (dropout's
+  // per byte would count its operand and mask too).
+  if (kernel == "random" && perByte == device.kernelByteSeconds.end() &&
+      measured == device.kernelSeconds.end())
+    measured = device.kernelSeconds.find("dropout");
   if (!ownElements && perByte != device.kernelByteSeconds.end())
     return std::max(memory, double(bytes) * perByte->second.value) + overhead;
-  auto measured = device.kernelSeconds.find(kernel);
   if (measured != device.kernelSeconds.end())
     return std::max(memory, double(elements) * measured->second.value) +
            overhead;

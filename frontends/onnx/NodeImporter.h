@@ -198,6 +198,7 @@ void appendNNOps(std::vector<OpEntry> &ops);
 void appendConvOps(std::vector<OpEntry> &ops);
 void appendNormPoolOps(std::vector<OpEntry> &ops);
 void appendIndexingOps(std::vector<OpEntry> &ops);
+void appendRandomOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

@@ -75,6 +75,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendConvOps(ops);
     appendNormPoolOps(ops);
     appendIndexingOps(ops);
+    appendRandomOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
       map[e.opType] = e;

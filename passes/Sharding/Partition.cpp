@@ -47,9 +47,12 @@ private:
                  int64_t groups, int64_t newBlock,
                  llvm::function_ref<Value(Value, int64_t, RankedTensorType)> step);
   LogicalResult fixAttributes(Operation *op, ArrayRef<ShardingAttr> ins);
-  /// A dropout on a block of a split tensor draws the whole tensor's mask:
-  /// its offsets operand and global_shape (the op's description).
-  LogicalResult splitDropout(graph::DropoutOp op, ShardingAttr s);
+  /// A counter-based draw (dgraph.dropout's mask, dgraph.random) on a
+  /// block of a split tensor draws the whole tensor's values: its offsets
+  /// operand and global_shape (the ops' descriptions). `s` lays out the
+  /// drawn tensor (dropout's operand, random's result).
+  template <typename DrawOp>
+  LogicalResult drawAsWhole(DrawOp op, ShardingAttr s);
   /// The distributed form of an op whose vocabulary (special factor) is
   /// split: embedding lookup and its gradient, cross-entropy and its
   /// gradient (Megatron's vocab-parallel forms). Returns the local results,
@@ -520,13 +523,18 @@ LogicalResult FunctionPartitioner::fixAttributes(Operation *op,
                                              channels / perGroup));
   } else if (auto dropout = dyn_cast<graph::DropoutOp>(op)) {
     if (!ins.empty() && !ins[0].isReplicated())
-      return splitDropout(dropout, ins[0]);
+      return drawAsWhole(dropout, ins[0]);
+  } else if (auto random = dyn_cast<graph::RandomOp>(op)) {
+    // A generator: its result's layout is the one it draws in.
+    ShardingAttr s = sharding_.lookup(random.getResult());
+    if (s && !s.isReplicated())
+      return drawAsWhole(random, s);
   }
   return success();
 }
 
-LogicalResult FunctionPartitioner::splitDropout(graph::DropoutOp op,
-                                                ShardingAttr s) {
+template <typename DrawOp>
+LogicalResult FunctionPartitioner::drawAsWhole(DrawOp op, ShardingAttr s) {
   if (op.getOffsets())
     return success();
   RankedTensorType global = global_.lookup(op.getResult());
@@ -590,15 +598,15 @@ LogicalResult FunctionPartitioner::run() {
     for (Operation &op : body) {
       position_[&op] = i;
       // The update reads the step counter first (its learning-rate
-      // schedule). A dropout reads it too, to draw each step's mask, and
-      // then the one load of it may sit at the top of the forward pass:
-      // the update starts at the schedule.
+      // schedule). A dropout or a random draw reads it too, to draw each
+      // step's values, and then the one load of it may sit at the top of
+      // the forward pass: the update starts at the schedule.
       auto load = dyn_cast<graph::LoadOp>(op);
       bool optimizer =
           isa<graph::LrScheduleOp, graph::AdamwOp, graph::SgdOp>(op) ||
           (load && load.getVariable() == "__step" &&
            llvm::none_of(load->getUsers(), [](Operation *user) {
-             return isa<graph::DropoutOp>(user);
+             return isa<graph::DropoutOp, graph::RandomOp>(user);
            }));
       if (optimizer && optimizerPosition_ == INT64_MAX)
         optimizerPosition_ = i;

@@ -99,7 +99,10 @@ def ShardPropagate : Pass<"dtcc-shard-propagate", "mlir::ModuleOp"> {
 
     Loads take their variable's sharding and stores require it;
     `dshard.constraint` requires and yields its sharding; returns require
-    replicated values; constants are replicated.
+    replicated values; constants are replicated. A `dgraph.random` (no
+    operand to take a split from) draws its result in the one layout all
+    its users want, when they agree on one with contiguous blocks, rather
+    than whole and sliced.
 
     Sequence parallelism: the tp split of a `dshard.constraint
     {dshard.sequence}`'s result, and of what ops compute from it, is weak
@@ -142,11 +145,13 @@ def ShardPartition : Pass<"dtcc-shard-partition", "mlir::ModuleOp"> {
     Variables get their local type and keep their global initial value and
     `dshard.sharding` (the runtime takes its block of it); slice and pad
     bounds on split dimensions are divided by the split. A dropout on a
-    split tensor gets its block's offsets (from `dshard.axis_index`) and
-    the whole tensor's shape, so that it draws the mask one device would.
+    split tensor, and a `dgraph.random` whose result is split, gets its
+    block's offsets (from `dshard.axis_index`) and the whole tensor's
+    shape, so that it draws the values one device would.
 
     Errors: a dimension the sharding does not divide (named, with the op);
-    a dropout on a dimension split in groups (non-contiguous blocks).
+    a dropout or random draw on a dimension split in groups (non-contiguous
+    blocks).
   }];
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }

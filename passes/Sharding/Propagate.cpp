@@ -56,6 +56,7 @@ struct ShardPropagatePass
           return signalPassFailure();
       refineSequenceReshapes(fn);
       refineBroadcasts(fn);
+      refineDraws(fn);
     }
   }
 
@@ -213,6 +214,25 @@ private:
           dims[i] = wanted.getDims()[m];
       record(b, {ShardingAttr::get(b.getContext(), dims, {})}, {wanted});
     }
+  }
+
+  /// A random draw has no operand to take a split from; when all its
+  /// users want its result split the same way, each rank draws its own
+  /// block of the single-device tensor (dtcc-shard-partition gives it its
+  /// offsets) instead of drawing the whole and slicing it. Blocks that are
+  /// not contiguous (a split in groups) are still sliced from the whole.
+  void refineDraws(func::FuncOp fn) {
+    fn.walk([&](graph::RandomOp r) {
+      ShardingAttr wanted = commonUse(r.getResult());
+      if (!wanted || wanted == getSharding(r.getResult()) ||
+          llvm::any_of(wanted.getDims(),
+                       [](DimShardingAttr d) { return d.getGroups() != 1; }))
+        return;
+      SmallVector<ShardingAttr> ins;
+      for (Attribute a : r->getAttrOfType<ArrayAttr>(kInShardingsAttr))
+        ins.push_back(cast<ShardingAttr>(a));
+      record(r, ins, {wanted});
+    });
   }
 
   /// `s` with its sequence split gathered (tp is innermost on the

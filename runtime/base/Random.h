@@ -1,8 +1,9 @@
 //===- Random.h - counter-based random numbers for the runtime --*- C++ -*-===//
 //
 // splitmix64 and the uniform variates built on it: stateless, so dropout
-// masks, data-loader shuffles and --random-init draws are reproducible from
-// (seed, step, index); and FNV-1a, a hash that is the same everywhere.
+// masks, dgraph.random's draws, data-loader shuffles and --random-init draws
+// are reproducible from (seed, step, index); and FNV-1a, a hash that is the
+// same everywhere.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +49,21 @@ constexpr uint64_t streamKey(uint64_t seed, uint64_t step) {
 constexpr double uniformFromBits(uint64_t bits) {
   return double(bits >> 11) * 0x1.0p-53;
 }
+
+/// The top `digits` bits of `bits` (1 <= digits <= 53) over 2^digits: a
+/// double in [0, 1) that a float type of `digits` significand bits holds
+/// exactly (53 f64, 24 f32, 11 f16, 8 bf16), so that a draw stays below 1
+/// once stored in that type.
+constexpr double uniformFromTopBits(uint64_t bits, int digits) {
+  return double(bits >> (64 - digits)) / double(uint64_t(1) << digits);
+}
+
+/// dgraph.random's counters: a uniform draw's element i reads counter i of
+/// the stream; a normal one's (Box-Muller) reads 2i and 2i + 1.
+constexpr uint64_t normalCounter(uint64_t i, int which) { return 2 * i + which; }
+
+/// 2 pi, for Box-Muller's angle.
+constexpr double kTwoPi = 6.28318530717958647692;
 
 } // namespace dtcc::runtime
 

@@ -999,6 +999,21 @@ def : Kernel<"pow"> {
   let Relations = [SameType<["lhs", "rhs", "result"]>];
 }
 
+def : Kernel<"random"> {
+  let Summary = "A tensor of random numbers, uniform or normal";
+  let Source = "dgraph.random";
+  let Inputs = [Scalar<"step", I64Element>,
+                Optional<Tensor<"offsets", I64Element, 1>>];
+  let Outputs = [Tensor<"result", FloatElement>];
+  let Attrs = [
+    EnumAttr<"distribution", ["uniform", "normal"]>,
+    FloatAttr<"shift">,
+    FloatAttr<"scale">,
+    IntAttr<"seed">,
+    OptionalAttr<IntsAttr<"global_shape">>
+  ];
+}
+
 def : Kernel<"reciprocal"> {
   let Summary = "Elementwise reciprocal (1/x)";
   let Source = "dgraph.reciprocal";

@@ -26,6 +26,12 @@ reverse by view/permute/reshape, a relative bias parameter read at the top
 level) and PaddedText (nn.Embedding with padding_idx, nn.MultiheadAttention
 with a key_padding_mask built from the ids, padded positions zeroed by
 torch.where: the exported zeros are a Constant over 1 KiB).
+
+Random draws in the forward pass: VAE (a variational autoencoder whose
+reparameterization draws torch.randn_like, exported as RandomNormalLike,
+with a stochastic-depth decoder block kept per sample by torch.bernoulli
+and a dropout-like mask from torch.rand_like: Bernoulli and
+RandomUniformLike).
 """
 import math
 
@@ -468,10 +474,42 @@ class PaddedText(torch.nn.Module):
         return F.cross_entropy(self.head(x.sum(1)), labels)
 
 
+class VAE(torch.nn.Module):
+    """[b, inputs] -> the negative evidence lower bound: reconstruction
+    error plus the KL divergence of q(z | x) from N(0, I), with z drawn by
+    the reparameterization trick."""
+
+    def __init__(self, inputs=32, hidden=64, latent=8, keep=0.8):
+        super().__init__()
+        self.keep = keep
+        self.enc = torch.nn.Linear(inputs, hidden)
+        self.mu = torch.nn.Linear(hidden, latent)
+        self.logvar = torch.nn.Linear(hidden, latent)
+        self.dec = torch.nn.Linear(latent, hidden)
+        self.block = torch.nn.Linear(hidden, hidden)
+        self.out = torch.nn.Linear(hidden, inputs)
+
+    def forward(self, x):
+        h = torch.tanh(self.enc(x))
+        mu, logvar = self.mu(h), self.logvar(h)
+        z = mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)
+        d = torch.tanh(self.dec(z))
+        # Stochastic depth: the residual block kept per sample with
+        # probability `keep` (Bernoulli), its units dropped at 1/8
+        # (RandomUniformLike below a threshold).
+        kept = torch.bernoulli(torch.full((x.shape[0], 1), self.keep)) / self.keep
+        units = (torch.rand_like(d) >= 0.125).to(d.dtype) / 0.875
+        d = d + kept * units * torch.tanh(self.block(d))
+        recon = self.out(d)
+        rec = ((recon - x) ** 2).sum(1).mean()
+        kl = (-0.5 * (1 + logvar - mu * mu - logvar.exp()).sum(1)).mean()
+        return rec + kl
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
-          "padded-text": PaddedText}
+          "padded-text": PaddedText, "vae": VAE}
 
 
 def build(name, **sizes):
@@ -537,6 +575,13 @@ def example_inputs(name, model, batch, rng):
         return waveforms(rng, batch, model.head.out_features)
     if name == "swin":
         return images(rng, batch, model.head.out_features)
+    if name == "vae":
+        # Points near a 4-dimensional manifold: what a latent of 8 learns.
+        inputs = model.enc.in_features
+        basis = np.random.default_rng(7).standard_normal((4, inputs))
+        z = rng.standard_normal((batch, 4))
+        x = np.tanh(z @ basis) + 0.05 * rng.standard_normal((batch, inputs))
+        return {"x": x.astype(np.float32)}
     if name == "padded-text":
         # Every sequence keeps at least half its tokens; the rest is padding.
         ids = rng.integers(1, model.tok.num_embeddings, (batch, model.seq))

@@ -261,6 +261,12 @@ std::vector<OpCase> dtcc::shardconf::opCases() {
       "%s = dgraph.constant dense<3> : tensor<i64>\n"
       "%y, %mask = dgraph.dropout %a, %s {ratio = 0.5 : f32, seed = 11} : (" + t +
           ", tensor<i64>) -> (" + t + ", tensor<4x8xi1>)");
+  // A generator: every split of its result draws the whole tensor's block.
+  for (const char *distribution : {"uniform", "normal"})
+    add(std::string("random_") + distribution, {},
+        "%s = dgraph.constant dense<3> : tensor<i64>\n"
+        "%y = dgraph.random %s {distribution = \"" + std::string(distribution) +
+            "\", shift = 0.5, scale = 2.0, seed = 11} : (tensor<i64>) -> " + t);
 
   // Optimizer steps.
   add("lr_schedule", {},

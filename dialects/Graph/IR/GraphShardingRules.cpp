@@ -224,6 +224,20 @@ ShardingRule DropoutOp::getShardingRule() {
   return r;
 }
 
+ShardingRule RandomOp::getShardingRule() {
+  // A generator: any dimension of the result may be split (its blocks draw
+  // the whole tensor's values, dtcc-shard-partition); the step is a
+  // scalar, a block's offsets whole.
+  Rule r;
+  SmallVector<int64_t> ids = addDims(r, getType());
+  r.operands.push_back({});
+  if (Value offsets = getOffsets())
+    r.operands.push_back(
+        mapped(typeOf(offsets), addDims(r, typeOf(offsets), Kind::kReplicated)));
+  r.results.push_back(mapped(getType(), ids));
+  return r;
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

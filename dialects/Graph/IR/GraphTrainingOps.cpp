@@ -2,6 +2,8 @@
 
 #include "dialects/Graph/IR/GraphOps.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace dtcc::graph;
 
@@ -125,6 +127,31 @@ LogicalResult CrossEntropyGradOp::verify() {
   return success();
 }
 
+/// A counter-based draw's block of a split tensor (dropout, random):
+/// `offsets` and `global_shape` together, one of each per dimension of
+/// `type` (the block's, named `what`), the whole tensor no smaller.
+static LogicalResult verifyBlock(Operation *op, Value offsets,
+                                 std::optional<ArrayRef<int64_t>> global,
+                                 RankedTensorType type, StringRef what) {
+  if (bool(offsets) != bool(global))
+    return op->emitOpError("expected offsets and global_shape together");
+  if (!global)
+    return success();
+  auto offsetsType = cast<RankedTensorType>(offsets.getType());
+  if (offsetsType.getDimSize(0) != type.getRank() ||
+      int64_t(global->size()) != type.getRank())
+    return op->emitOpError("expected ")
+           << type.getRank() << " offsets and global dimensions (one per "
+           << "dimension of the " << what << "), got "
+           << offsetsType.getDimSize(0) << " and " << global->size();
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if ((*global)[d] < type.getDimSize(d))
+      return op->emitOpError("expected global dimension ")
+             << d << " of at least " << type.getDimSize(d) << ", got "
+             << (*global)[d];
+  return success();
+}
+
 LogicalResult DropoutOp::verify() {
   float ratio = getRatio().convertToFloat();
   if (!(ratio >= 0 && ratio < 1))
@@ -133,24 +160,23 @@ LogicalResult DropoutOp::verify() {
       getMask().getType() != getI1TensorLike(getOperand().getType()))
     return emitOpError("expected a result of the operand's type and an i1 mask "
                        "of its shape");
-  if (bool(getOffsets()) != bool(getGlobalShape()))
-    return emitOpError("expected offsets and global_shape together");
-  if (auto global = getGlobalShape()) {
-    auto x = cast<RankedTensorType>(getOperand().getType());
-    auto offsets = cast<RankedTensorType>(getOffsets().getType());
-    if (offsets.getDimSize(0) != x.getRank() ||
-        int64_t(global->size()) != x.getRank())
-      return emitOpError("expected ")
-             << x.getRank() << " offsets and global dimensions (one per "
-             << "dimension of the operand), got " << offsets.getDimSize(0)
-             << " and " << global->size();
-    for (int64_t d = 0; d < x.getRank(); ++d)
-      if ((*global)[d] < x.getDimSize(d))
-        return emitOpError("expected global dimension ")
-               << d << " of at least " << x.getDimSize(d) << ", got "
-               << (*global)[d];
-  }
-  return success();
+  return verifyBlock(*this, getOffsets(), getGlobalShape(),
+                     cast<RankedTensorType>(getOperand().getType()), "operand");
+}
+
+LogicalResult RandomOp::verify() {
+  StringRef distribution = getDistribution();
+  if (distribution != "uniform" && distribution != "normal")
+    return emitOpError("expected distribution \"uniform\" or \"normal\", "
+                       "got \"")
+           << distribution << "\"";
+  double shift = getShift().convertToDouble(),
+         scale = getScale().convertToDouble();
+  if (!std::isfinite(shift) || !std::isfinite(scale))
+    return emitOpError("expected a finite shift and scale, got ")
+           << shift << " and " << scale;
+  return verifyBlock(*this, getOffsets(), getGlobalShape(), getType(),
+                     "result");
 }
 
 LogicalResult LrScheduleOp::verify() {

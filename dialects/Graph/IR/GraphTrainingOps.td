@@ -1,8 +1,8 @@
 //===- GraphTrainingOps.td - gradient and optimizer ops ----*- tablegen -*-===//
 //
 // Ops that autodiff and the optimizer passes create: fused gradients of the
-// forward ops whose VJP would otherwise be many ops, dropout, learning-rate
-// schedules and optimizer updates.
+// forward ops whose VJP would otherwise be many ops, dropout, random draws,
+// learning-rate schedules and optimizer updates.
 //
 //===----------------------------------------------------------------------===//
 
@@ -278,6 +278,62 @@ def Graph_DropoutOp : Graph_Op<"dropout",
   let results = (outs Graph_FloatTensor:$result, Graph_BoolTensor:$mask);
   let assemblyFormat = [{
     $operand `,` $step (`,` $offsets^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_RandomOp : Graph_Op<"random",
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
+  let summary = "A tensor of random numbers, uniform or normal";
+  let description = [{
+    `result[i] = shift + scale * x_i`, computed in f64 and rounded to the
+    result's type, where `x_i` is drawn from the stream of (seed, step),
+    `key = streamKey(seed, step)` (runtime/base/Random.h), as dropout's
+    masks are:
+
+    - "uniform": `x_i` in [0, 1), the top p bits of
+      `splitmix64(key + i)` over 2^p, p the result type's significand
+      (53 f64, 24 f32, 11 f16, 8 bf16), so that a [0, 1) draw stays
+      below 1 in every type.
+    - "normal": Box-Muller of two 53-bit uniforms u1, u2 of the counters
+      `2i` and `2i + 1`: `x_i = sqrt(-2 ln(1 - u1)) cos(2 pi u2)`
+      (1 - u1 >= 2^-53: no log of 0).
+
+    `i` is the element's row-major index. Each element depends on (seed,
+    step, i) alone: the op is pure, a recomputation draws the same tensor,
+    and on a block of a split tensor (dtcc-shard-partition) `offsets`
+    holds the block's first index along each dimension of the whole
+    tensor, of shape `global_shape`: `i` is then the element's index in
+    the whole tensor, and every rank draws what one device would.
+    ONNX's RandomUniform(Like) and RandomNormal(Like) import to it
+    (uniform: shift = low, scale = high - low; normal: shift = mean), and
+    Bernoulli to a uniform draw compared with its probabilities.
+
+    Example:
+    ```mlir
+    %z = dgraph.random %step {distribution = "normal", shift = 0.0,
+        scale = 1.0, seed = 7} : (tensor<i64>) -> tensor<4x8xf32>
+    %b = dgraph.random %step, %offsets {distribution = "uniform",
+        global_shape = array<i64: 4, 8>, shift = -1.0, scale = 2.0, seed = 7}
+        : (tensor<i64>, tensor<2xi64>) -> tensor<2x8xf32>
+    ```
+
+    **Constraints:**
+    - `distribution` is "uniform" or "normal"; `shift` and `scale` are
+      finite.
+    - `offsets` and `global_shape` come together: `offsets` is an i64
+      vector with one entry per dimension of the result, and
+      `global_shape` has as many entries, none smaller than the result's
+      dimension.
+  }];
+  let arguments = (ins Graph_ScalarI64:$step,
+                       Optional<1DTensorOf<[I64]>>:$offsets,
+                       StrAttr:$distribution, F64Attr:$shift, F64Attr:$scale,
+                       I64Attr:$seed,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $step (`,` $offsets^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

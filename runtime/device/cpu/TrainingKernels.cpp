@@ -1,8 +1,9 @@
-//===- TrainingKernels.cpp - gradients, dropout and optimizer updates -----===//
+//===- TrainingKernels.cpp - gradients, random draws, optimizer updates ---===//
 //
 // The kernels of the dgraph training ops (GraphTrainingOps.td): fused
 // activation, softmax, normalization and cross-entropy gradients, dropout,
-// learning-rate schedules and the AdamW and SGD updates. Sums use double.
+// random draws, learning-rate schedules and the AdamW and SGD updates. Sums
+// use double.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +51,14 @@ StatusOr<double> requireFloat(const KernelContext &ctx,
 StatusOr<int64_t> requireInt(const KernelContext &ctx,
                              const std::string &name) {
   StatusOr<int64_t> v = ctx.attrs.getInt(name);
+  if (!v.isOk())
+    return ctx.error(v.status().message());
+  return v;
+}
+
+StatusOr<std::string> requireString(const KernelContext &ctx,
+                                    const std::string &name) {
+  StatusOr<std::string> v = ctx.attrs.getString(name);
   if (!v.isOk())
     return ctx.error(v.status().message());
   return v;
@@ -573,17 +582,82 @@ StatusOr<KernelFn> buildCrossEntropyGrad(const KernelContext &ctx) {
 }
 
 //===----------------------------------------------------------------------===//
-// dropout
+// Counter-based draws: dropout, random
 //===----------------------------------------------------------------------===//
 
 /// Where a block of a split tensor lies in the whole one: each element's
 /// counter is its index in the whole tensor (global row-major strides),
 /// from the block's offsets, read when the kernel runs.
-struct DropoutBlock {
+struct CounterBlock {
   const int64_t *offsets = nullptr; ///< null: the tensor is whole
   std::vector<int64_t> shape;       ///< of the block
   std::vector<int64_t> strides;     ///< of the whole tensor
 };
+
+/// The block of a draw of shape `shape` whose offsets are input
+/// `offsetsInput` when the kernel has it (with the global_shape attribute),
+/// else the whole tensor.
+StatusOr<CounterBlock> readCounterBlock(const KernelContext &ctx,
+                                        size_t offsetsInput,
+                                        const std::vector<int64_t> &shape) {
+  CounterBlock block;
+  if (ctx.inputs.size() <= offsetsInput)
+    return block;
+  const TensorView &offsets = ctx.inputs[offsetsInput];
+  const size_t rank = shape.size();
+  const std::string what =
+      "input " + std::to_string(offsetsInput) + " (offsets)";
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, offsets, what.c_str()));
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, offsets, DType::kI64, what.c_str()));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, offsets, {int64_t(rank)}, what.c_str()));
+  DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> global,
+                        getIntsAttr(ctx, "global_shape", rank));
+  block.offsets = offsets.as<const int64_t>();
+  block.shape = shape;
+  block.strides.assign(rank, 1);
+  for (int64_t d = int64_t(rank) - 1; d >= 0; --d) {
+    if (global[d] < shape[d])
+      return ctx.error("expected global_shape[", d, "] of at least ",
+                       shape[d], ", got ", global[d]);
+    if (d + 1 < int64_t(rank))
+      block.strides[d] = block.strides[d + 1] * global[d + 1];
+  }
+  return block;
+}
+
+/// Calls `one(i, counter)` for each of the `n` elements of `block`, counter
+/// the element's index in the whole tensor.
+template <typename F>
+void forEachCounter(int64_t n, const CounterBlock &block, F &&one) {
+  if (!block.offsets) {
+    for (int64_t i = 0; i < n; ++i)
+      one(i, uint64_t(i));
+    return;
+  }
+  // Rows of the block's last dimension are contiguous in the whole
+  // tensor too: one base index per row.
+  const size_t rank = block.shape.size();
+  if (n == 0)
+    return;
+  if (rank == 0) {
+    one(0, 0);
+    return;
+  }
+  std::vector<int64_t> index(rank, 0);
+  const int64_t row = block.shape[rank - 1];
+  for (int64_t start = 0; start < n; start += row) {
+    int64_t base = 0;
+    for (size_t d = 0; d < rank; ++d)
+      base += (block.offsets[d] + index[d]) * block.strides[d];
+    for (int64_t j = 0; j < row; ++j)
+      one(start + j, uint64_t(base + j));
+    for (int64_t d = int64_t(rank) - 2; d >= 0; --d) {
+      if (++index[d] < block.shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
 
 /// Element i is kept when u_i = (splitmix64(key + i) >> 11) 2^-53 >= ratio,
 /// i.e. when the 53-bit integer is >= ceil(ratio 2^53): `threshold`. On a
@@ -591,44 +665,16 @@ struct DropoutBlock {
 template <typename S>
 KernelFn makeDropout(const S *x, const int64_t *step, S *y, bool *mask,
                      int64_t n, uint64_t seed, uint64_t threshold,
-                     ComputeT<S> scale, DropoutBlock block) {
+                     ComputeT<S> scale, CounterBlock block) {
   using C = ComputeT<S>;
   return [=]() -> Status {
     const uint64_t key = streamKey(seed, uint64_t(*step));
-    auto one = [&](int64_t i, uint64_t counter) {
+    forEachCounter(n, block, [&](int64_t i, uint64_t counter) {
       const bool keep = (splitmix64(key + counter) >> 11) >= threshold;
       const C v = Elem<S>::load(x[i]) * scale;
       y[i] = Elem<S>::store(keep ? v : C(0));
       mask[i] = keep;
-    };
-    if (!block.offsets) {
-      for (int64_t i = 0; i < n; ++i)
-        one(i, uint64_t(i));
-      return Status::ok();
-    }
-    // Rows of the block's last dimension are contiguous in the whole
-    // tensor too: one base index per row.
-    const size_t rank = block.shape.size();
-    if (n == 0)
-      return Status::ok();
-    if (rank == 0) {
-      one(0, 0);
-      return Status::ok();
-    }
-    std::vector<int64_t> index(rank, 0);
-    const int64_t row = block.shape[rank - 1];
-    for (int64_t start = 0; start < n; start += row) {
-      int64_t base = 0;
-      for (size_t d = 0; d < rank; ++d)
-        base += (block.offsets[d] + index[d]) * block.strides[d];
-      for (int64_t j = 0; j < row; ++j)
-        one(start + j, uint64_t(base + j));
-      for (int64_t d = int64_t(rank) - 2; d >= 0; --d) {
-        if (++index[d] < block.shape[d])
-          break;
-        index[d] = 0;
-      }
-    }
+    });
     return Status::ok();
   };
 }
@@ -648,26 +694,7 @@ StatusOr<KernelFn> buildDropout(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(int64_t seed, requireInt(ctx, "seed"));
   if (!(ratio >= 0 && ratio < 1))
     return ctx.error("expected ratio in [0, 1), got ", ratio);
-  DropoutBlock block;
-  if (ctx.inputs.size() == 3) {
-    const TensorView &offsets = ctx.inputs[2];
-    const size_t rank = x.shape.size();
-    DTCC_RETURN_IF_ERROR(checkContiguous(ctx, offsets, "input 2 (offsets)"));
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, offsets, DType::kI64, "input 2 (offsets)"));
-    DTCC_RETURN_IF_ERROR(checkShape(ctx, offsets, {int64_t(rank)}, "input 2 (offsets)"));
-    DTCC_ASSIGN_OR_RETURN(std::vector<int64_t> global,
-                          getIntsAttr(ctx, "global_shape", rank));
-    block.offsets = offsets.as<const int64_t>();
-    block.shape = x.shape;
-    block.strides.assign(rank, 1);
-    for (int64_t d = int64_t(rank) - 1; d >= 0; --d) {
-      if (global[d] < x.shape[d])
-        return ctx.error("expected global_shape[", d, "] of at least ",
-                         x.shape[d], ", got ", global[d]);
-      if (d + 1 < int64_t(rank))
-        block.strides[d] = block.strides[d + 1] * global[d + 1];
-    }
-  }
+  DTCC_ASSIGN_OR_RETURN(CounterBlock block, readCounterBlock(ctx, 2, x.shape));
   // ratio * 2^53 is exact (a power-of-two scaling) and below 2^53.
   const uint64_t threshold = uint64_t(std::ceil(ratio * 0x1.0p53));
   const double scale = 1.0 / (1.0 - ratio);
@@ -679,6 +706,70 @@ StatusOr<KernelFn> buildDropout(const KernelContext &ctx) {
                             uint64_t(seed), threshold, ComputeT<S>(scale), block);
       }))
     return unsupportedDType(ctx, x.dtype, kSetFloats);
+  return fn;
+}
+
+/// dgraph.random's formula (GraphTrainingOps.td) in double, stored in S:
+/// uniform from counter i's top `digits` bits (the type's significand),
+/// normal by Box-Muller of counters 2i and 2i + 1 (53 bits each).
+template <typename S>
+KernelFn makeRandom(const int64_t *step, S *y, int64_t n, uint64_t seed,
+                    bool normal, double shift, double scale, int digits,
+                    CounterBlock block) {
+  using C = ComputeT<S>;
+  return [=]() -> Status {
+    const uint64_t key = streamKey(seed, uint64_t(*step));
+    forEachCounter(n, block, [&](int64_t i, uint64_t counter) {
+      double x;
+      if (normal) {
+        const double u1 =
+            uniformFromBits(splitmix64(key + normalCounter(counter, 0)));
+        const double u2 =
+            uniformFromBits(splitmix64(key + normalCounter(counter, 1)));
+        x = std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(kTwoPi * u2);
+      } else {
+        x = uniformFromTopBits(splitmix64(key + counter), digits);
+      }
+      y[i] = Elem<S>::store(C(shift + scale * x));
+    });
+    return Status::ok();
+  };
+}
+
+/// The significand bits (the implicit one included) of a float type.
+int significandBits(DType dtype) {
+  switch (dtype) {
+  case DType::kF64: return 53;
+  case DType::kF32: return 24;
+  case DType::kF16: return 11;
+  default: return 8; // bf16
+  }
+}
+
+StatusOr<KernelFn> buildRandom(const KernelContext &ctx) {
+  const TensorView &y = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, 0, DType::kI64, "step"));
+  DTCC_RETURN_IF_ERROR(checkContiguous(ctx, y, "output 0"));
+  DTCC_ASSIGN_OR_RETURN(std::string distribution,
+                        requireString(ctx, "distribution"));
+  DTCC_ASSIGN_OR_RETURN(double shift, requireFloat(ctx, "shift"));
+  DTCC_ASSIGN_OR_RETURN(double scale, requireFloat(ctx, "scale"));
+  DTCC_ASSIGN_OR_RETURN(int64_t seed, requireInt(ctx, "seed"));
+  if (distribution != "uniform" && distribution != "normal")
+    return ctx.error("expected distribution \"uniform\" or \"normal\", got \"",
+                     distribution, "\"");
+  if (!std::isfinite(shift) || !std::isfinite(scale))
+    return ctx.error("expected a finite shift and scale, got ", shift, " and ",
+                     scale);
+  DTCC_ASSIGN_OR_RETURN(CounterBlock block, readCounterBlock(ctx, 1, y.shape));
+  KernelFn fn;
+  if (!visitDType<kSetFloats>(y.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        fn = makeRandom<S>(ctx.inputs[0].as<const int64_t>(), y.as<S>(),
+                           y.numel(), uint64_t(seed), distribution == "normal",
+                           shift, scale, significandBits(y.dtype), block);
+      }))
+    return unsupportedDType(ctx, y.dtype, kSetFloats);
   return fn;
 }
 
@@ -979,6 +1070,7 @@ void registerCpuTrainingKernels(KernelRegistry &registry) {
   registry.add("rms_norm_grad", buildNormGrad<false>);
   registry.add("cross_entropy_grad", buildCrossEntropyGrad);
   registry.add("dropout", buildDropout);
+  registry.add("random", buildRandom);
   registry.add("lr_schedule", buildLrSchedule);
   registry.add("adamw", buildAdamw);
   registry.add("sgd", buildSgd);

@@ -113,8 +113,8 @@ bool isCudaIntType(DType dtype) {
   }
 }
 
-/// The float types of softmax, norms, cross-entropy and dropout: f32, f16
-/// and bf16 (float sums) and f64 (double sums), as on the CPU.
+/// The float types of softmax, norms, cross-entropy, dropout and random:
+/// f32, f16 and bf16 (float sums) and f64 (double sums), as on the CPU.
 bool isRowType(DType dtype) {
   return isCudaFloatType(dtype) || dtype == DType::kF64;
 }
@@ -889,6 +889,40 @@ StatusOr<KernelFn> buildScatterAdd(CudaDevice &dev, const KernelContext &ctx) {
 
 //===-- training ----------------------------------------------------------===//
 
+/// The block of a draw of shape `shape` whose offsets are input
+/// `offsetsInput` when the kernel has it (with the global_shape attribute),
+/// else the whole tensor.
+StatusOr<CounterBlock> readCounterBlock(const KernelContext &ctx,
+                                        size_t offsetsInput,
+                                        const std::vector<int64_t> &shape) {
+  CounterBlock block;
+  if (ctx.inputs.size() <= offsetsInput)
+    return block;
+  const TensorView offsets = ctx.inputs[offsetsInput];
+  const int rank = int(shape.size());
+  const std::string what =
+      "input " + std::to_string(offsetsInput) + " (offsets)";
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, offsets, DType::kI64, what.c_str()));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, offsets, {int64_t(rank)}, what.c_str()));
+  StatusOr<std::vector<int64_t>> global = ctx.attrs.getInts("global_shape");
+  if (!global.isOk() || int(global->size()) != rank)
+    return ctx.error("expected global_shape with ", rank, " entries");
+  if (rank > kMaxLayoutDims)
+    return ctx.error("expected at most ", kMaxLayoutDims, " dimensions, got ", rank);
+  block.offsets = offsets.as<int64_t>();
+  block.rank = rank;
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if ((*global)[d] < shape[d])
+      return ctx.error("expected global_shape[", d, "] of at least ",
+                       shape[d], ", got ", (*global)[d]);
+    block.shape[d] = shape[d];
+    block.strides[d] = stride;
+    stride *= (*global)[d];
+  }
+  return block;
+}
+
 StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView x = ctx.inputs[0], step = ctx.inputs[1], y = ctx.outputs[0],
@@ -907,29 +941,7 @@ StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
   if (!isRowType(x.dtype))
     return unsupported(ctx, x.dtype);
   // A block of a split tensor: its offsets and the whole tensor's shape.
-  DropoutBlock block;
-  if (ctx.inputs.size() == 3) {
-    const TensorView offsets = ctx.inputs[2];
-    const int rank = int(x.shape.size());
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, offsets, DType::kI64, "input 2 (offsets)"));
-    DTCC_RETURN_IF_ERROR(checkShape(ctx, offsets, {int64_t(rank)}, "input 2 (offsets)"));
-    StatusOr<std::vector<int64_t>> global = ctx.attrs.getInts("global_shape");
-    if (!global.isOk() || int(global->size()) != rank)
-      return ctx.error("expected global_shape with ", rank, " entries");
-    if (rank > kMaxLayoutDims)
-      return ctx.error("expected at most ", kMaxLayoutDims, " dimensions, got ", rank);
-    block.offsets = offsets.as<int64_t>();
-    block.rank = rank;
-    int64_t stride = 1;
-    for (int d = rank - 1; d >= 0; --d) {
-      if ((*global)[d] < x.shape[d])
-        return ctx.error("expected global_shape[", d, "] of at least ",
-                         x.shape[d], ", got ", (*global)[d]);
-      block.shape[d] = x.shape[d];
-      block.strides[d] = stride;
-      stride *= (*global)[d];
-    }
-  }
+  DTCC_ASSIGN_OR_RETURN(CounterBlock block, readCounterBlock(ctx, 2, x.shape));
   const uint64_t threshold = uint64_t(std::ceil(*ratio * 0x1.0p53));
   const double scale = 1.0 / (1.0 - *ratio);
   const uint64_t s = uint64_t(*seed);
@@ -939,6 +951,42 @@ StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
     return launched(prefix, launchDropout(x.dtype, x.data, step.as<int64_t>(),
                                           y.data, mask.as<bool>(), x.numel(), s,
                                           threshold, scale, block, st));
+  });
+}
+
+StatusOr<KernelFn> buildRandom(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
+  const TensorView step = ctx.inputs[0], y = ctx.outputs[0];
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, step, DType::kI64, "input 0 (step)"));
+  StatusOr<std::string> distribution = ctx.attrs.getString("distribution");
+  StatusOr<double> shift = ctx.attrs.getFloat("shift");
+  StatusOr<double> scale = ctx.attrs.getFloat("scale");
+  StatusOr<int64_t> seed = ctx.attrs.getInt("seed");
+  if (!distribution.isOk() || !shift.isOk() || !scale.isOk() || !seed.isOk())
+    return ctx.error("expected attributes distribution, shift, scale and seed");
+  if (*distribution != "uniform" && *distribution != "normal")
+    return ctx.error("expected distribution \"uniform\" or \"normal\", got \"",
+                     *distribution, "\"");
+  if (!std::isfinite(*shift) || !std::isfinite(*scale))
+    return ctx.error("expected a finite shift and scale, got ", *shift, " and ",
+                     *scale);
+  if (!isRowType(y.dtype))
+    return unsupported(ctx, y.dtype);
+  DTCC_ASSIGN_OR_RETURN(CounterBlock block, readCounterBlock(ctx, 1, y.shape));
+  // The significand bits of the result type (the CPU backend's).
+  const int digits = y.dtype == DType::kF64   ? 53
+                     : y.dtype == DType::kF32 ? 24
+                     : y.dtype == DType::kF16 ? 11
+                                              : 8;
+  const bool normal = *distribution == "normal";
+  const double sh = *shift, sc = *scale;
+  const uint64_t s = uint64_t(*seed);
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchRandom(y.dtype, step.as<int64_t>(), y.data,
+                                         y.numel(), s, normal, sh, sc, digits,
+                                         block, st));
   });
 }
 
@@ -1262,6 +1310,7 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("gather_elements", buildGatherElements);
   add("scatter_add", buildScatterAdd);
   add("dropout", buildDropout);
+  add("random", buildRandom);
   add("lr_schedule", buildLrSchedule);
   add("adamw", buildAdamw);
   add("sgd", buildSgd);

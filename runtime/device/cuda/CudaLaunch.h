@@ -270,9 +270,10 @@ cudaError_t launchCumsum(DType dtype, const void *in, void *out, int64_t outer,
                          int64_t size, int64_t inner, bool exclusive,
                          bool reverse, cudaStream_t stream);
 
-/// Where a dropout's block lies in the whole tensor (a split tensor's
-/// dropout): element i's counter is its index in the whole tensor.
-struct DropoutBlock {
+/// Where the block of a counter-based draw (dropout, random) lies in the
+/// whole tensor (a split tensor's): element i's counter is its index in
+/// the whole tensor.
+struct CounterBlock {
   const int64_t *offsets = nullptr; ///< device memory; null: whole tensor
   int rank = 0;
   int64_t shape[kMaxLayoutDims] = {};   ///< of the block
@@ -284,7 +285,14 @@ struct DropoutBlock {
 cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
                           void *y, bool *mask, int64_t n, uint64_t seed,
                           uint64_t threshold, double scale,
-                          const DropoutBlock &block, cudaStream_t stream);
+                          const CounterBlock &block, cudaStream_t stream);
+/// dgraph.random with the CPU backend's stream and formula, computed in
+/// double: shift + scale * x_i, x_i uniform from the top `digits` bits of
+/// counter i or normal (Box-Muller) from counters 2i and 2i + 1.
+cudaError_t launchRandom(DType dtype, const int64_t *step, void *y, int64_t n,
+                         uint64_t seed, bool normal, double shift,
+                         double scale, int digits, const CounterBlock &block,
+                         cudaStream_t stream);
 /// lr = schedule(*step, *total) (kind 0 constant, 1 linear, 2 cosine).
 cudaError_t launchLrSchedule(int kind, double base, double min, int64_t warmup,
                              const int64_t *step, const int64_t *total,

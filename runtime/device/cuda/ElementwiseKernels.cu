@@ -3,8 +3,8 @@
 // Unary/binary/compare/predicate/select/cast over strided layouts (stride 0
 // is a broadcast), strided copies (copy, transpose, slice, reverse,
 // broadcast_in_dim, concat, pad), iota, fill, gather / gather_elements /
-// scatter_add (sorted, deterministic), dropout, lr_schedule and the AdamW /
-// SGD updates. One kernel per storage type with the operation
+// scatter_add (sorted, deterministic), dropout, random, lr_schedule and the
+// AdamW / SGD updates. One kernel per storage type with the operation
 // chosen by a switch: the switch is uniform over a launch, and it keeps
 // nvcc's instantiations (and the build) small.
 //
@@ -703,32 +703,59 @@ __global__ void segmentSumKernel(const S *updates, const uint32_t *positions,
 }
 
 //===----------------------------------------------------------------------===//
-// Training: dropout, lr_schedule, adamw, sgd
+// Training: dropout, random, lr_schedule, adamw, sgd
 //===----------------------------------------------------------------------===//
+
+/// Element i's counter: its index in the whole tensor on a block.
+__device__ __forceinline__ uint64_t blockCounter(int64_t i,
+                                                 const CounterBlock &block) {
+  if (!block.offsets)
+    return uint64_t(i);
+  int64_t rest = i, global = 0;
+  for (int d = block.rank - 1; d >= 0; --d) {
+    const int64_t l = rest % block.shape[d];
+    rest /= block.shape[d];
+    global += (block.offsets[d] + l) * block.strides[d];
+  }
+  return uint64_t(global);
+}
 
 /// As the CPU backend: x * scale in the compute type (double for f64).
 template <typename S>
 __global__ void dropoutKernel(const S *x, const int64_t *step, S *y, bool *mask,
                               int64_t n, uint64_t seed, uint64_t threshold,
-                              ComputeT<S> scale, DropoutBlock block) {
+                              ComputeT<S> scale, CounterBlock block) {
   using C = ComputeT<S>;
   const uint64_t key = streamKey(seed, uint64_t(*step));
   DTCC_GRID_LOOP(i, n) {
-    // On a block: the element's index in the whole tensor.
-    uint64_t counter = uint64_t(i);
-    if (block.offsets) {
-      int64_t rest = i, global = 0;
-      for (int d = block.rank - 1; d >= 0; --d) {
-        const int64_t l = rest % block.shape[d];
-        rest /= block.shape[d];
-        global += (block.offsets[d] + l) * block.strides[d];
-      }
-      counter = uint64_t(global);
-    }
+    const uint64_t counter = blockCounter(i, block);
     const bool keep = (splitmix64(key + counter) >> 11) >= threshold;
     const C v = Elem<S>::load(x[i]) * scale;
     y[i] = Elem<S>::store(keep ? v : C(0));
     mask[i] = keep;
+  }
+}
+
+/// As the CPU backend: the draw in double, stored through the compute type.
+template <typename S>
+__global__ void randomKernel(const int64_t *step, S *y, int64_t n,
+                             uint64_t seed, bool normal, double shift,
+                             double scale, int digits, CounterBlock block) {
+  using C = ComputeT<S>;
+  const uint64_t key = streamKey(seed, uint64_t(*step));
+  DTCC_GRID_LOOP(i, n) {
+    const uint64_t counter = blockCounter(i, block);
+    double x;
+    if (normal) {
+      const double u1 =
+          uniformFromBits(splitmix64(key + normalCounter(counter, 0)));
+      const double u2 =
+          uniformFromBits(splitmix64(key + normalCounter(counter, 1)));
+      x = sqrt(-2.0 * log(1.0 - u1)) * cos(kTwoPi * u2);
+    } else {
+      x = uniformFromTopBits(splitmix64(key + counter), digits);
+    }
+    y[i] = Elem<S>::store(C(shift + scale * x));
   }
 }
 
@@ -1156,7 +1183,7 @@ cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
 cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
                           void *y, bool *mask, int64_t n, uint64_t seed,
                           uint64_t threshold, double scale,
-                          const DropoutBlock &block, cudaStream_t s) {
+                          const CounterBlock &block, cudaStream_t s) {
   cudaError_t err = cudaErrorInvalidValue;
   visitFloat(dtype, [&](auto tag) {
     using S = decltype(tag);
@@ -1164,6 +1191,21 @@ cudaError_t launchDropout(DType dtype, const void *x, const int64_t *step,
       dropoutKernel<S><<<g, b, 0, st>>>(static_cast<const S *>(x), step,
                                         static_cast<S *>(y), mask, n, seed,
                                         threshold, ComputeT<S>(scale), block);
+    });
+  });
+  return err;
+}
+
+cudaError_t launchRandom(DType dtype, const int64_t *step, void *y, int64_t n,
+                         uint64_t seed, bool normal, double shift,
+                         double scale, int digits, const CounterBlock &block,
+                         cudaStream_t s) {
+  cudaError_t err = cudaErrorInvalidValue;
+  visitFloat(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    err = launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      randomKernel<S><<<g, b, 0, st>>>(step, static_cast<S *>(y), n, seed,
+                                       normal, shift, scale, digits, block);
     });
   });
   return err;

@@ -985,6 +985,31 @@ TEST_F(CudaKernels, F64SoftmaxNormsAndCrossEntropy) {
           {{f64, {4096}, {}}, {DType::kBool, {4096}, {}}}, 0);
 }
 
+/// dgraph.random draws the CPU backend's values from the same counters in
+/// every float type, whole and as a block of a split tensor (offsets): only
+/// the device's log and cos may round differently.
+TEST_F(CudaKernels, RandomLikeTheCpu) {
+  const std::pair<DType, double> types[] = {{DType::kF64, 1e-13},
+                                            {DType::kF32, kF32Tol},
+                                            {DType::kF16, 1e-3},
+                                            {DType::kBF16, kBf16Tol}};
+  for (auto [dt, tol] : types)
+    for (const char *distribution : {"uniform", "normal"}) {
+      Attrs draw;
+      draw.set("distribution", std::string(distribution));
+      draw.set("shift", 0.5);
+      draw.set("scale", 2.0);
+      draw.set("seed", int64_t(11));
+      compare("random", draw, {{DType::kI64, {1}, {3}}}, {{dt, {64, 100}, {}}},
+              tol);
+      // Rows 32..63 and columns 50..99 of a [64, 100] draw.
+      draw.set("global_shape", std::vector<int64_t>{64, 100});
+      compare("random", draw,
+              {{DType::kI64, {1}, {3}}, {DType::kI64, {2}, {32, 50}}},
+              {{dt, {32, 50}, {}}}, tol);
+    }
+}
+
 /// cuBLASLt is told the operands' real alignment: views that start 4, 12
 /// and 8 bytes past an allocation multiply like aligned ones.
 TEST_F(CudaKernels, MatmulOfViewsAtAnyAlignment) {

@@ -195,6 +195,25 @@ TEST(ProgramModel, ConvolutionsAtTheirFlopsOrTheirBytes) {
               flops / (1e12 * efficiency) + 1e-6, 1e-15);
 }
 
+TEST(ProgramModel, RandomDrawsArePricedLikeDropout) {
+  // dgraph.random reads a step and writes its result: memory-bound, or at
+  // dropout's measured rate per element when it has none of its own.
+  Builder b;
+  Function *f = b.function("train_step");
+  int step = b.buffer({}), y = b.buffer({64, 256});
+  b.p.mutable_buffers(step)->set_dtype(int(runtime::DType::kI64));
+  Instruction *k = b.kernel(f, "random", {step}, {y});
+  ClusterSpec c = roundCluster("cpu");
+  EXPECT_NEAR(instructionSeconds(b.p, *k, c.device),
+              (8 + 64 * 256 * 4.0) / 1e11 + 1e-6, 1e-15);
+  c.device.kernelSeconds["dropout"] = {3e-9, "test"};
+  EXPECT_NEAR(instructionSeconds(b.p, *k, c.device), 64 * 256 * 3e-9 + 1e-6,
+              1e-15);
+  c.device.kernelSeconds["random"] = {5e-9, "test"};
+  EXPECT_NEAR(instructionSeconds(b.p, *k, c.device), 64 * 256 * 5e-9 + 1e-6,
+              1e-15);
+}
+
 TEST(ProgramModel, TopKComparesWholeRowsOnGpus) {
   // The CUDA kernel compares each element with its whole row; the CPU one
   // sorts partially: memory-bound there.

@@ -1,4 +1,4 @@
-//===- CpuTrainingKernelsTest.cpp - gradient, dropout, optimizer kernels --===//
+//===- CpuTrainingKernelsTest.cpp - gradient, random, optimizer kernels ---===//
 //
 // The training kernels against naive double-precision references, the
 // gradients also against central differences of the forward kernels (f64),
@@ -975,6 +975,244 @@ TEST(CpuTrainingKernels, DropoutOfABlockDrawsTheWholeTensorsMask) {
 }
 
 //===----------------------------------------------------------------------===//
+// random
+//===----------------------------------------------------------------------===//
+
+/// The spec's draw (GraphTrainingOps.td) of element i, written out
+/// independently of the kernel: uniform from the top `digits` bits of
+/// counter i, normal by Box-Muller of counters 2i and 2i + 1.
+double drawRef(bool normal, int64_t seed, int64_t step, uint64_t i,
+               int digits) {
+  auto mix = [](uint64_t x) {
+    uint64_t z = x + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  const uint64_t key = mix(uint64_t(seed) ^ mix(uint64_t(step)));
+  if (!normal)
+    return std::ldexp(double(mix(key + i) >> (64 - digits)), -digits);
+  const double u1 = std::ldexp(double(mix(key + 2 * i) >> 11), -53);
+  const double u2 = std::ldexp(double(mix(key + 2 * i + 1) >> 11), -53);
+  return std::sqrt(-2 * std::log(1 - u1)) * std::cos(2 * kPi * u2);
+}
+
+struct Draw {
+  const char *distribution;
+  double shift, scale;
+  int64_t seed;
+};
+
+Attrs drawAttrs(const Draw &d) {
+  Attrs a = attrsOf({{"shift", d.shift}, {"scale", d.scale}, {"seed", d.seed}});
+  a.set("distribution", std::string(d.distribution));
+  return a;
+}
+
+/// dgraph.random of `shape` and `dtype` at `step`, whole.
+Tensor runRandom(DType dtype, std::vector<int64_t> shape, int64_t step,
+                 const Draw &d) {
+  Tensor st = scalar(DType::kI64, 0), y = Tensor::output(dtype, std::move(shape));
+  st.setInt(0, step);
+  Status s = runKernel("random", {st.view()}, {y.view()}, drawAttrs(d));
+  EXPECT_TRUE(s.isOk()) << s.toString();
+  return y;
+}
+
+/// The standard normal distribution function.
+double normalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+TEST(CpuTrainingKernels, RandomMatchesTheFormula) {
+  // Uniform draws take the type's significand bits; shift + scale * x is
+  // computed in double and rounded to the type.
+  const std::pair<DType, int> types[] = {
+      {DType::kF64, 53}, {DType::kF32, 24}, {DType::kF16, 11}, {DType::kBF16, 8}};
+  for (auto [dt, digits] : types)
+    for (bool normal : {false, true})
+      for (int64_t seed : {int64_t(0), int64_t(-3), int64_t(1) << 40}) {
+        const int64_t step = seed == 0 ? 0 : 17;
+        const Draw d{normal ? "normal" : "uniform", normal ? 0.5 : -2.0,
+                     normal ? 1.5 : 4.0, seed};
+        Tensor y = runRandom(dt, {3, 5, 7}, step, d);
+        Tensor want(dt, y.shape);
+        for (int64_t i = 0; i < y.numel(); ++i)
+          want.set(i, d.shift + d.scale * drawRef(normal, seed, step, i, digits));
+        // Within an ulp of the type (how a double computed with or without
+        // a fused multiply-add may round).
+        EXPECT_TRUE(tensorsClose(y, want, std::ldexp(1.0, 1 - digits), 0))
+            << dtypeName(dt) << " " << d.distribution << " seed " << seed;
+      }
+}
+
+TEST(CpuTrainingKernels, RandomUniformHasItsRangeMeanAndVariance) {
+  // 1e5 draws in [low, high): every one inside, their mean and variance
+  // within 5 standard errors of (low + high) / 2 and (high - low)^2 / 12;
+  // [0, 1) in f32 and bf16 never reaches 1.
+  const int64_t n = 100000;
+  const double low = -1.5, high = 2.5, width = high - low;
+  Tensor y = runRandom(DType::kF64, {n}, 3, {"uniform", low, width, 99});
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = y.get(i);
+    ASSERT_TRUE(v >= low && v < high) << i << ": " << v;
+    sum += v;
+    sq += v * v;
+  }
+  const double mean = sum / n, var = sq / n - mean * mean;
+  const double wantVar = width * width / 12;
+  EXPECT_NEAR(mean, (low + high) / 2, 5 * std::sqrt(wantVar / n));
+  // The variance of a uniform's squared deviation: width^4 / 180.
+  EXPECT_NEAR(var, wantVar, 5 * std::sqrt(width * width * width * width / 180 / n));
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    Tensor u = runRandom(dt, {n}, 4, {"uniform", 0.0, 1.0, 5});
+    double top = 0;
+    for (int64_t i = 0; i < n; ++i)
+      top = std::max(top, u.get(i));
+    EXPECT_LT(top, 1.0) << dtypeName(dt);
+    EXPECT_GT(top, 0.99) << dtypeName(dt);
+  }
+}
+
+TEST(CpuTrainingKernels, RandomNormalHasItsMomentsAndDistribution) {
+  // 1e5 draws of N(mean, scale^2): mean and variance within 5 standard
+  // errors, and the Kolmogorov-Smirnov distance to the normal distribution
+  // function below its 1% critical value (1.63 / sqrt(n)).
+  const int64_t n = 100000;
+  const double mean = 2.0, scale = 0.5;
+  Tensor y = runRandom(DType::kF64, {n}, 11, {"normal", mean, scale, 1234});
+  std::vector<double> z(n);
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    z[i] = (y.get(i) - mean) / scale;
+    ASSERT_TRUE(std::isfinite(z[i]) && std::fabs(z[i]) < 9) << i << ": " << z[i];
+    sum += z[i];
+    sq += z[i] * z[i];
+  }
+  const double m = sum / n, var = sq / n - m * m;
+  EXPECT_NEAR(m, 0, 5 / std::sqrt(double(n)));
+  EXPECT_NEAR(var, 1, 5 * std::sqrt(2.0 / n));
+  std::sort(z.begin(), z.end());
+  double ks = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double f = normalCdf(z[i]);
+    ks = std::max({ks, f - double(i) / n, double(i + 1) / n - f});
+  }
+  EXPECT_LT(ks, 1.63 / std::sqrt(double(n))) << "Kolmogorov-Smirnov distance";
+  // The KS statistic can fail: a uniform draw is far from normal.
+  Tensor u = runRandom(DType::kF64, {n}, 11, {"uniform", -1.0, 2.0, 1234});
+  std::vector<double> w(n);
+  for (int64_t i = 0; i < n; ++i)
+    w[i] = u.get(i);
+  std::sort(w.begin(), w.end());
+  double far = 0;
+  for (int64_t i = 0; i < n; ++i)
+    far = std::max(far, std::fabs(normalCdf(w[i]) - double(i) / n));
+  EXPECT_GT(far, 10 * 1.63 / std::sqrt(double(n)));
+}
+
+TEST(CpuTrainingKernels, RandomF32AgreesWithF64) {
+  // Normal draws are computed in double: f32's is f64's rounded. Uniform
+  // f32 draws take the top 24 of f64's 53 bits: within scale * 2^-24.
+  const int64_t n = 4096;
+  for (bool normal : {false, true}) {
+    const Draw d{normal ? "normal" : "uniform", 0.25, 3.0, 8};
+    Tensor wide = runRandom(DType::kF64, {n}, 2, d);
+    Tensor narrow = runRandom(DType::kF32, {n}, 2, d);
+    for (int64_t i = 0; i < n; ++i) {
+      if (normal) {
+        ASSERT_EQ(narrow.get(i), double(float(wide.get(i)))) << i;
+      } else {
+        ASSERT_LE(wide.get(i) - narrow.get(i), 3.0 * 0x1.0p-24 + 0x1.0p-22) << i;
+        ASSERT_GE(wide.get(i) - narrow.get(i), -0x1.0p-22) << i;
+      }
+    }
+  }
+}
+
+TEST(CpuTrainingKernels, RandomIsReproducibleAndVariesWithStepAndSeed) {
+  const Draw d{"normal", 0.0, 1.0, 42};
+  Tensor a = runRandom(DType::kF32, {1000}, 5, d);
+  Tensor b = runRandom(DType::kF32, {1000}, 5, d);
+  EXPECT_TRUE(tensorsClose(a, b, 0, 0));
+  auto differences = [&](const Tensor &other) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      count += a.get(i) != other.get(i);
+    return count;
+  };
+  EXPECT_EQ(differences(b), 0);
+  EXPECT_GT(differences(runRandom(DType::kF32, {1000}, 6, d)), 990);
+  EXPECT_GT(differences(runRandom(DType::kF32, {1000}, 5, {"normal", 0.0, 1.0, 43})),
+            990);
+}
+
+TEST(CpuTrainingKernels, RandomOfABlockDrawsTheWholeTensorsValues) {
+  // Every block of a [4, 6, 5] draw split as the partitioner splits it,
+  // with its offsets: its values are the whole tensor's at those positions.
+  const std::vector<int64_t> global = {4, 6, 5};
+  for (bool normal : {false, true}) {
+    const Draw d{normal ? "normal" : "uniform", -1.0, 2.0, 21};
+    Tensor whole = runRandom(DType::kF64, global, 7, d);
+    for (std::vector<int64_t> parts : {std::vector<int64_t>{2, 1, 1}, {1, 3, 1},
+                                       {2, 2, 1}, {1, 1, 5}, {4, 3, 1}}) {
+      std::vector<int64_t> block(3);
+      for (int i = 0; i < 3; ++i)
+        block[i] = global[i] / parts[i];
+      for (int64_t b = 0; b < parts[0] * parts[1] * parts[2]; ++b) {
+        std::vector<int64_t> coord = {b / (parts[1] * parts[2]),
+                                      (b / parts[2]) % parts[1], b % parts[2]};
+        Tensor off(DType::kI64, {3}), st = scalar(DType::kI64, 0);
+        st.setInt(0, 7);
+        for (int i = 0; i < 3; ++i)
+          off.setInt(i, coord[i] * block[i]);
+        Tensor y = Tensor::output(DType::kF64, block);
+        Attrs attrs = drawAttrs(d);
+        attrs.set("global_shape", global);
+        Status s = runKernel("random", {st.view(), off.view()}, {y.view()}, attrs);
+        ASSERT_TRUE(s.isOk()) << s.toString();
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          int64_t l2 = i % block[2], l1 = (i / block[2]) % block[1],
+                  l0 = i / (block[1] * block[2]);
+          int64_t g = ((off.getInt(0) + l0) * global[1] + off.getInt(1) + l1) *
+                          global[2] +
+                      off.getInt(2) + l2;
+          ASSERT_EQ(y.get(i), whole.get(g))
+              << d.distribution << " block " << b << " element " << i;
+        }
+      }
+    }
+  }
+  // The offsets must be one i64 per dimension, with a global shape as big.
+  Tensor st = scalar(DType::kI64, 1), y(DType::kF64, {2, 3, 5});
+  Tensor off(DType::kI64, {3}), shortOff(DType::kI64, {2});
+  Attrs attrs = drawAttrs({"uniform", 0.0, 1.0, 1});
+  attrs.set("global_shape", global);
+  EXPECT_TRUE(runKernel("random", {st.view(), off.view()}, {y.view()}, attrs).isOk());
+  EXPECT_FALSE(
+      runKernel("random", {st.view(), shortOff.view()}, {y.view()}, attrs).isOk());
+  attrs.set("global_shape", std::vector<int64_t>{4, 2, 5});
+  EXPECT_FALSE(runKernel("random", {st.view(), off.view()}, {y.view()}, attrs).isOk());
+}
+
+TEST(CpuTrainingKernels, RandomRejectsBadOperands) {
+  Tensor st = scalar(DType::kI64, 1), y(DType::kF32, {8});
+  auto run = [&](const Attrs &attrs, TensorView step, TensorView out) {
+    return runKernel("random", {step}, {out}, attrs);
+  };
+  EXPECT_TRUE(run(drawAttrs({"uniform", 0.0, 1.0, 1}), st.view(), y.view()).isOk());
+  EXPECT_EQ(run(drawAttrs({"gamma", 0.0, 1.0, 1}), st.view(), y.view()).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(run(drawAttrs({"normal", kNan, 1.0, 1}), st.view(), y.view()).isOk());
+  EXPECT_FALSE(run(drawAttrs({"normal", 0.0, HUGE_VAL, 1}), st.view(), y.view()).isOk());
+  Attrs noSeed = attrsOf({{"shift", 0.0}, {"scale", 1.0}});
+  noSeed.set("distribution", std::string("uniform"));
+  EXPECT_FALSE(run(noSeed, st.view(), y.view()).isOk());
+  Tensor st32 = scalar(DType::kI32, 1), yi(DType::kI32, {8});
+  EXPECT_FALSE(run(drawAttrs({"uniform", 0.0, 1.0, 1}), st32.view(), y.view()).isOk());
+  EXPECT_FALSE(run(drawAttrs({"uniform", 0.0, 1.0, 1}), st.view(), yi.view()).isOk());
+}
+
+//===----------------------------------------------------------------------===//
 // lr_schedule
 //===----------------------------------------------------------------------===//
 
@@ -1547,7 +1785,7 @@ TEST(CpuTrainingKernels, RegistryHasEveryTrainingKernel) {
   for (const char *name :
        {"gelu_grad", "silu_grad", "softmax_grad", "log_softmax_grad",
         "layer_norm_grad", "rms_norm_grad", "cross_entropy_grad", "dropout",
-        "lr_schedule", "adamw", "sgd"})
+        "random", "lr_schedule", "adamw", "sgd"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 

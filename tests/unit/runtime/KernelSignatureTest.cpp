@@ -146,6 +146,20 @@ TEST(KernelSignatures, RefusesWrongElementTypesRanksAndRelations) {
   expectError(check("dropout", {x, step, t(DType::kI64, {1, 1})}, {x, mask},
                     drop),
               "input 2 'offsets': expected rank 1, got tensor<1x1xi64>");
+  // random: a step, offsets optional, a float result and its distribution.
+  Attrs draw;
+  draw.set("distribution", std::string("normal"));
+  draw.set("shift", 0.0);
+  draw.set("scale", 1.0);
+  draw.set("seed", int64_t(1));
+  EXPECT_TRUE(check("random", {step}, {x}, draw).isOk());
+  EXPECT_TRUE(check("random", {step, t(DType::kI64, {1})}, {x}, draw).isOk());
+  expectError(check("random", {step}, {t(DType::kI64, {4})}, draw),
+              "output 0 'result': expected element type f16, bf16, f32 or f64");
+  draw.set("distribution", std::string("gamma"));
+  expectError(check("random", {step}, {x}, draw),
+              "attribute 'distribution': expected one of \"uniform\", "
+              "\"normal\", got \"gamma\"");
 }
 
 TEST(KernelSignatures, RefusesBadAttributes) {

@@ -535,6 +535,60 @@ func.func @f(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
 
 // -----
 
+// Tests that a random draw names its distribution.
+func.func @f(%s: tensor<i64>) {
+  // expected-error @+1 {{expected distribution "uniform" or "normal", got "gamma"}}
+  %r = dgraph.random %s {distribution = "gamma", shift = 0.0, scale = 1.0, seed = 1} : (tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a random draw's shift and scale are finite.
+func.func @f(%s: tensor<i64>) {
+  // expected-error @+1 {{expected a finite shift and scale, got 0.000000e+00 and INF}}
+  %r = dgraph.random %s {distribution = "uniform", shift = 0.0, scale = 0x7FF0000000000000 : f64, seed = 1} : (tensor<i64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a random draw's result is a float tensor.
+func.func @f(%s: tensor<i64>) {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of}}
+  %r = dgraph.random %s {distribution = "uniform", shift = 0.0, scale = 1.0, seed = 1} : (tensor<i64>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+// Tests that a random draw's offsets come with the global shape.
+func.func @f(%s: tensor<i64>, %o: tensor<2xi64>) {
+  // expected-error @+1 {{expected offsets and global_shape together}}
+  %r = dgraph.random %s, %o {distribution = "uniform", shift = 0.0, scale = 1.0, seed = 1} : (tensor<i64>, tensor<2xi64>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a random draw has one offset per dimension of its result.
+func.func @f(%s: tensor<i64>, %o: tensor<3xi64>) {
+  // expected-error @+1 {{expected 2 offsets and global dimensions (one per dimension of the result), got 3 and 2}}
+  %r = dgraph.random %s, %o {distribution = "normal", global_shape = array<i64: 4, 8>, shift = 0.0, scale = 1.0, seed = 1} : (tensor<i64>, tensor<3xi64>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a random draw's block lies inside its global shape.
+func.func @f(%s: tensor<i64>, %o: tensor<2xi64>) {
+  // expected-error @+1 {{expected global dimension 0 of at least 2, got 1}}
+  %r = dgraph.random %s, %o {distribution = "normal", global_shape = array<i64: 1, 8>, shift = 0.0, scale = 1.0, seed = 1} : (tensor<i64>, tensor<2xi64>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
 // The dgraph.* attributes outside the dialect's ops are declared
 // (dialects/Graph/IR/GraphOps.h) and checked where they stand.
 // expected-error @+1 {{expected 'dgraph.name' of argument 0 to be a string, got 3 : i64}}

@@ -186,6 +186,18 @@ func.func @dropout(%x: tensor<2x8xf32>, %s: tensor<i64>, %o: tensor<2xi64>) {
 
 // -----
 
+// Tests that random round-trips whole and as a block of a split tensor.
+// CHECK-LABEL: func.func @random
+func.func @random(%s: tensor<i64>, %o: tensor<2xi64>) {
+  // CHECK: dgraph.random %{{.*}} {distribution = "normal", scale = 2.000000e+00 : f64, seed = 7 : i64, shift = 5.000000e-01 : f64} : (tensor<i64>) -> tensor<4x8xf32>
+  %a = dgraph.random %s {distribution = "normal", shift = 0.5, scale = 2.0, seed = 7} : (tensor<i64>) -> tensor<4x8xf32>
+  // CHECK: dgraph.random %{{.*}}, %{{.*}} {distribution = "uniform", global_shape = array<i64: 4, 8>, scale = 2.000000e+00 : f64, seed = 7 : i64, shift = -1.000000e+00 : f64} : (tensor<i64>, tensor<2xi64>) -> tensor<2x8xbf16>
+  %b = dgraph.random %s, %o {distribution = "uniform", global_shape = array<i64: 4, 8>, shift = -1.0, scale = 2.0, seed = 7} : (tensor<i64>, tensor<2xi64>) -> tensor<2x8xbf16>
+  return
+}
+
+// -----
+
 // Tests that adamw prints a narrow gradient's type (and only then) and that
 // sum_squares round-trips, f32 from bf16 too.
 // CHECK-LABEL: func.func @optimizer_inputs
