@@ -529,10 +529,11 @@ std::pair<int64_t, int64_t> compiledMicroBatches(const Plan &plan);
 /// with both). On a 2-core machine the four programs of Megatron-LM's 145B
 /// row (at most 32 layers x 24 micro-batches) compile and price in ~10 s,
 /// its 310B row's (64 x 48) in ~37 s, MT-NLG's (70 x 70, 1F1B) in ~72 s
-/// and Megatron-LM's 530B (105 x 105, interleaved) in ~190 s: about three
-/// minutes is what pricing one given plan may take (it says on stderr
-/// what it compiles); Megatron-LM's 1T (128 x 128) stays analytic.
-constexpr int64_t kMaxUnrolledLayers = 12288;
+/// and Megatron-LM's 530B (105 x 105, interleaved) in ~190 s, Megatron-LM's
+/// 1T (128 x 128, its 2 layers a stage compiled whole at 64 and 128
+/// micro-batches) in ~4 minutes and 6 GB: a few minutes is what pricing one
+/// given plan may take (it says on stderr what it compiles).
+constexpr int64_t kMaxUnrolledLayers = 16384;
 /// The same for the plans a search compares (its choice and the closest
 /// alternatives, --sensitivity's plans), each compiled in turn, so that a
 /// search stays within about a minute.
@@ -712,10 +713,17 @@ std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
                       plan.virtualStages <= 1;
   const int64_t beyondK =
       firstK ? plan.recomputeLayers + kLayersCompiled[0] - 1 : 0;
+  // Where the second count is the model's own, the line through the two
+  // is read at its second point: the model is compiled whole, once
+  // (Megatron-LM's 1T, 2 layers on each of 64 stages, unrolls 128 x 128
+  // layer instances once instead of also 64 x 128).
+  auto wholeAtSecond = [&](int64_t a, int64_t b) -> std::pair<int64_t, int64_t> {
+    return b == model.layers ? std::make_pair(b, b) : std::make_pair(a, b);
+  };
   if (plan.pp <= 1)
-    return {std::min(model.layers, std::max(kLayersCompiled[0], beyondK)),
-            std::min(model.layers,
-                     std::max(kLayersCompiled[1], beyondK + 1))};
+    return wholeAtSecond(
+        std::min(model.layers, std::max(kLayersCompiled[0], beyondK)),
+        std::min(model.layers, std::max(kLayersCompiled[1], beyondK + 1)));
   const int64_t chunks = plan.pp * std::max<int64_t>(1, plan.virtualStages);
   const int64_t perChunk = std::max<int64_t>(1, model.layers / chunks);
   auto [first, second] = chunkLayersCompiled(model);
@@ -723,8 +731,8 @@ std::pair<int64_t, int64_t> compiledLayerCounts(const ModelDesc &model,
     first += beyondK;
     second = std::max(second, first + 1);
   }
-  return {chunks * std::min(perChunk, first),
-          chunks * std::min(perChunk, second)};
+  return wholeAtSecond(chunks * std::min(perChunk, first),
+                       chunks * std::min(perChunk, second));
 }
 
 /// The probability of the Dropout nodes of a model described with dropout
