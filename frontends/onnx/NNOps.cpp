@@ -284,10 +284,38 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
   return success();
 }
 
+/// Dropout-7 and -10: `ratio` is an attribute and there is no training
+/// mode; ONNX defines the node (and exporters write it) as the inference
+/// identity, with an all-true mask (of x's type before opset 10).
+LogicalResult importLegacyDropout(NodeImporter &n) {
+  Value x = n.input(0);
+  double ratio = n.attrFloat("ratio", 0.5f);
+  if (!(ratio >= 0 && ratio < 1))
+    return n.error() << "expected 0 <= ratio < 1, got " << ratio;
+  if (ratio != 0 && n.getImportOptions().training)
+    emitWarning(n.getLoc()) << "node '" << n.getNode().name()
+                            << "': Dropout of opset " << n.getOpset()
+                            << " has no training mode: dtcc trains without "
+                               "it; export with opset >= 12 and "
+                               "training=torch.onnx.TrainingMode.TRAINING to "
+                               "keep it";
+  n.setOutput(0, x);
+  if (n.wantsOutput(1)) {
+    auto type = typeOf(x);
+    Type maskElement = n.getOpset() >= 10 ? Type(n.builder().getI1Type())
+                                          : type.getElementType();
+    n.setOutput(1, n.splat(RankedTensorType::get(type.getShape(), maskElement),
+                           1));
+  }
+  return success();
+}
+
 LogicalResult importDropout(NodeImporter &n) {
   Value x = n.input(0);
   if (failed(requireFloat(n, x)))
     return failure();
+  if (n.getOpset() < 12)
+    return importLegacyDropout(n);
   bool training = false;
   if (n.hasInput(2)) {
     auto mode = n.constantInput(2, "training_mode");
@@ -348,7 +376,7 @@ void appendNNOps(std::vector<OpEntry> &ops) {
       {"LayerNormalization", 17, importLayerNorm},
       {"NegativeLogLikelihoodLoss", 12, importNllLoss},
       {"SoftmaxCrossEntropyLoss", 12, importSoftmaxCrossEntropy},
-      {"Dropout", 12, importDropout},
+      {"Dropout", 7, importDropout},
   });
 }
 

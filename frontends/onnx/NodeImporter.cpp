@@ -66,8 +66,8 @@ FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank,
   return axis < 0 ? axis + rank : axis;
 }
 
-FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i,
-                                                         StringRef what) {
+FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i, StringRef what,
+                                                         StringRef why) {
   Value v = input(i);
   if (!v)
     return error() << "expected " << what << " (input " << i << ")";
@@ -76,6 +76,8 @@ FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i,
   const std::string &name = node.input(i);
   auto diag = error() << "expected " << what << " (input " << i << ", '"
                       << name << "') to be known at compile time";
+  if (!why.empty())
+    diag << " (" << why << ")";
   if (graph.isGraphInput(name)) {
     diag << "; it is a graph input: bind its value with --bind " << name
          << "=FILE.pb";

@@ -63,9 +63,10 @@ public:
 
   /// The value of input `i` if it is a compile-time constant (a constant, a
   /// folded expression, an initializer or a bound input); otherwise an error
-  /// naming `what` that says how to bind it, and failure.
-  mlir::FailureOr<mlir::DenseElementsAttr> constantInput(int i,
-                                                         llvm::StringRef what);
+  /// naming `what` (and `why` it must be known, when given) that says how to
+  /// bind it, and failure.
+  mlir::FailureOr<mlir::DenseElementsAttr>
+  constantInput(int i, llvm::StringRef what, llvm::StringRef why = {});
   /// constantInput as integers (any integer type), for axes and shapes.
   mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(int i,
                                                            llvm::StringRef what);
@@ -199,6 +200,7 @@ void appendConvOps(std::vector<OpEntry> &ops);
 void appendNormPoolOps(std::vector<OpEntry> &ops);
 void appendIndexingOps(std::vector<OpEntry> &ops);
 void appendRandomOps(std::vector<OpEntry> &ops);
+void appendGridSampleOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

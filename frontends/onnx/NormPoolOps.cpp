@@ -2,7 +2,9 @@
 //
 // BatchNormalization (inference and training mode, with its running
 // statistics as training state), InstanceNormalization, GroupNormalization,
-// MaxPool (with Indices), AveragePool, GlobalAveragePool and GlobalMaxPool.
+// MaxPool (with Indices), AveragePool, GlobalAveragePool and GlobalMaxPool;
+// LRN, MeanVarianceNormalization and MaxUnpool, decomposed into those and
+// elementwise ops (no kernels of their own).
 //
 //===----------------------------------------------------------------------===//
 
@@ -416,6 +418,176 @@ LogicalResult importGlobalMaxPool(NodeImporter &n) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// LRN, MeanVarianceNormalization
+//===----------------------------------------------------------------------===//
+
+/// y = x / (bias + alpha / size * sum of x^2 over a window of `size`
+/// channels)^beta. The window sum is an average pool over the channel axis
+/// (x^2 viewed as [N, 1, C, rest], zero padded, counting the padding), so
+/// the gradient is avg_pool's.
+LogicalResult importLRN(NodeImporter &n) {
+  auto xt = checkInput(n, 2);
+  if (failed(xt))
+    return failure();
+  if (!n.hasAttr("size"))
+    return n.error() << "expected attribute size";
+  int64_t size = n.attrInt("size", 1);
+  if (size < 1)
+    return n.error() << "expected size >= 1, got " << size;
+  double alpha = n.attrFloat("alpha", 1e-4f);
+  double beta = n.attrFloat("beta", 0.75f);
+  double bias = n.attrFloat("bias", 1.0f);
+  Value x = n.input(0);
+  int64_t batch = xt->getDimSize(0), channels = xt->getDimSize(1);
+  int64_t rest = 1;
+  for (int64_t d = 2; d < xt->getRank(); ++d)
+    rest *= xt->getDimSize(d);
+  if (xt->getNumElements() == 0)
+    return n.error() << "expected a non-empty input, got " << *xt;
+  // Channels c - floor((size-1)/2) .. c + ceil((size-1)/2).
+  int64_t low = (size - 1) / 2, high = size - 1 - low;
+  Value squares = n.reshape(n.fold<MulOp>(x, x), {batch, 1, channels, rest});
+  Value mean = n.create<AvgPoolOp>(squares, ArrayRef<int64_t>{size, 1},
+                                   ArrayRef<int64_t>{1, 1},
+                                   ArrayRef<int64_t>{1, 1},
+                                   ArrayRef<int64_t>{low, 0},
+                                   ArrayRef<int64_t>{high, 0}, false,
+                                   /*count_include_pad=*/true)
+                   .getResult();
+  mean = n.reshape(mean, xt->getShape());
+  Value base = n.fold<AddOp>(n.splat(*xt, bias),
+                             n.fold<MulOp>(n.splat(*xt, alpha), mean));
+  n.setOutput(0, n.fold<DivOp>(x, n.fold<PowOp>(base, n.splat(*xt, beta))));
+  return success();
+}
+
+/// ONNX's function body: (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9), the
+/// means over `axes`. The variance is clamped at 0 where rounding makes it
+/// negative (the function body's sqrt would give NaN there).
+LogicalResult importMeanVarianceNorm(NodeImporter &n) {
+  auto xt = checkInput(n, 1);
+  if (failed(xt))
+    return failure();
+  SmallVector<int64_t> axes = n.attrInts("axes").value_or(
+      SmallVector<int64_t>{0, 2, 3});
+  SmallVector<int64_t> dims;
+  int64_t count = 1;
+  for (int64_t a : axes) {
+    auto d = n.normalizeAxis(a, xt->getRank(), "axes entry");
+    if (failed(d))
+      return failure();
+    if (llvm::is_contained(dims, *d))
+      return n.error() << "expected distinct axes, got " << a << " twice";
+    dims.push_back(*d);
+    count *= xt->getDimSize(*d);
+  }
+  llvm::sort(dims);
+  if (count == 0)
+    return n.error() << "expected at least one element per mean over the axes, "
+                     << "got " << *xt;
+  Value x = n.input(0);
+  auto meanOf = [&](Value v) {
+    Value sum = n.reduce<ReduceSumOp>(v, dims, /*keepDims=*/true);
+    Value mean = n.fold<MulOp>(sum, n.splat(typeOf(sum), 1.0 / double(count)));
+    return n.broadcastTo(mean, xt->getShape());
+  };
+  Value mean = meanOf(x);
+  Value var = n.fold<SubOp>(meanOf(n.fold<MulOp>(x, x)),
+                            n.fold<MulOp>(mean, mean));
+  var = n.fold<MaxOp>(var, n.splat(*xt, 0.0));
+  Value stdDev = n.fold<AddOp>(n.fold<SqrtOp>(var), n.splat(*xt, 1e-9));
+  n.setOutput(0, n.fold<DivOp>(n.fold<SubOp>(x, mean), stdDev));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MaxUnpool
+//===----------------------------------------------------------------------===//
+
+/// X written into zeros of the default output shape at the flat positions I
+/// (as MaxPool's Indices output gives them), then padded to output_shape: a
+/// scatter_nd over the flattened output, so the gradient of X is a gather
+/// at I.
+LogicalResult importMaxUnpool(NodeImporter &n) {
+  auto xt = checkInput(n, 3);
+  if (failed(xt))
+    return failure();
+  auto it = n.inputType(1);
+  if (it.getShape() != xt->getShape() || !it.getElementType().isInteger(64))
+    return n.error() << "expected indices I (input 1) of type "
+                     << RankedTensorType::get(xt->getShape(),
+                                              n.builder().getI64Type())
+                     << ", got " << it;
+  int64_t rank = xt->getRank();
+  size_t spatial = rank - 2;
+  auto kernel = n.attrInts("kernel_shape");
+  if (!kernel)
+    return n.error() << "expected attribute kernel_shape";
+  SmallVector<int64_t> strides =
+      n.attrInts("strides").value_or(SmallVector<int64_t>(spatial, 1));
+  SmallVector<int64_t> pads =
+      n.attrInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
+  if (kernel->size() != spatial || strides.size() != spatial ||
+      pads.size() != 2 * spatial)
+    return n.error() << "expected kernel_shape and strides with " << spatial
+                     << " entries and pads with " << 2 * spatial
+                     << " (for input " << *xt << "), got " << kernel->size()
+                     << ", " << strides.size() << " and " << pads.size();
+  for (auto [k, stride] : llvm::zip(*kernel, strides))
+    if (k < 1 || stride < 1)
+      return n.error() << "expected kernel_shape and strides entries >= 1, got "
+                       << k << " and " << stride;
+  for (int64_t p : pads)
+    if (p < 0)
+      return n.error() << "expected pads >= 0, got " << p;
+  // The input size of the MaxPool that X came from: I indexes it.
+  SmallVector<int64_t> shape(xt->getShape().begin(),
+                             xt->getShape().begin() + 2);
+  for (size_t i = 0; i < spatial; ++i)
+    shape.push_back((xt->getDimSize(i + 2) - 1) * strides[i] - pads[i] -
+                    pads[i + spatial] + (*kernel)[i]);
+  if (failed(n.checkShape(shape, "output shape")))
+    return failure();
+  int64_t total = 1, count = xt->getNumElements();
+  for (int64_t d : shape)
+    total *= d;
+  auto flatType = RankedTensorType::get({total}, xt->getElementType());
+  Value indices = n.reshape(n.input(1), {count, 1});
+  Value updates = n.reshape(n.input(0), {count});
+  Value y = n.create<ScatterNdOp>(flatType, n.splat(flatType, 0.0), indices,
+                                  updates, 0, "none")
+                .getResult();
+  y = n.reshape(y, shape);
+  if (n.hasInput(2)) {
+    // As ONNX's reference: I still indexes the default shape, whose result
+    // is padded with zeros at the end of each dimension to output_shape.
+    auto given = n.constantInts(2, "output_shape");
+    if (failed(given))
+      return failure();
+    SmallVector<int64_t> low(rank, 0), high(rank, 0);
+    bool ok = (int64_t)given->size() == rank;
+    for (int64_t d = 0; ok && d < rank; ++d) {
+      high[d] = (*given)[d] - shape[d];
+      ok = d < 2 ? high[d] == 0 : high[d] >= 0;
+    }
+    if (!ok) {
+      auto diag = n.error() << "expected output_shape [" << shape[0] << ", "
+                            << shape[1] << ", ...] of " << rank
+                            << " entries, each spatial one >= the default "
+                               "output size (";
+      llvm::interleaveComma(ArrayRef<int64_t>(shape).drop_front(2), diag);
+      diag << "), got [";
+      llvm::interleaveComma(*given, diag);
+      return diag << "]";
+    }
+    y = n.create<PadOp>(y, n.scalar(xt->getElementType(), 0.0), low, high)
+            .getResult();
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
 } // namespace
 
 void appendNormPoolOps(std::vector<OpEntry> &ops) {
@@ -427,6 +599,9 @@ void appendNormPoolOps(std::vector<OpEntry> &ops) {
       {"AveragePool", 7, importAveragePool},
       {"GlobalAveragePool", 1, importGlobalAveragePool},
       {"GlobalMaxPool", 1, importGlobalMaxPool},
+      {"LRN", 1, importLRN},
+      {"MeanVarianceNormalization", 9, importMeanVarianceNorm},
+      {"MaxUnpool", 9, importMaxUnpool},
   });
 }
 

@@ -3,10 +3,16 @@
 // Shapes are static in dgraph, so every shape operand (Reshape's shape,
 // Slice's starts, ...) must be known at compile time; shape arithmetic
 // (Shape, Gather, Concat on shapes) folds to constants as it is built.
+// ReverseSequence and Compress are gathers; the window functions (Hann,
+// Hamming, Blackman) fold to constants.
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontends/onnx/NodeImporter.h"
+
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace dtcc::graph;
@@ -683,6 +689,158 @@ LogicalResult importOneHot(NodeImporter &n) {
   return success();
 }
 
+/// Reverses the first seq_lens[b] elements of each batch entry along the
+/// time axis: a gather_elements whose index is a constant when seq_lens is
+/// one, and otherwise computed from iota and seq_lens.
+LogicalResult importReverseSequence(NodeImporter &n) {
+  Value x = n.input(0), lens = n.input(1);
+  auto xt = typeOf(x), lt = typeOf(lens);
+  if (xt.getRank() < 2)
+    return n.error() << "expected an input of rank >= 2, got " << xt;
+  int64_t batchAxis = n.attrInt("batch_axis", 1);
+  int64_t timeAxis = n.attrInt("time_axis", 0);
+  if (!((batchAxis == 0 && timeAxis == 1) || (batchAxis == 1 && timeAxis == 0)))
+    return n.error() << "expected batch_axis and time_axis to be 0 and 1 in "
+                        "either order, got "
+                     << batchAxis << " and " << timeAxis;
+  int64_t batch = xt.getDimSize(batchAxis), time = xt.getDimSize(timeAxis);
+  Type lensElement = lt.getElementType();
+  if (lt.getRank() != 1 || lt.getDimSize(0) != batch ||
+      !(lensElement.isInteger(32) || lensElement.isInteger(64)))
+    return n.error() << "expected sequence_lens (input 1) of shape [" << batch
+                     << "] and type i32 or i64, got " << lt;
+  // index[t, b] (or [b, t]) = t < len[b] ? len[b] - 1 - t : t, over the
+  // first two dimensions, then broadcast over the rest.
+  Type i64 = n.builder().getI64Type();
+  auto planeType = RankedTensorType::get(xt.getShape().take_front(2), i64);
+  Value plane;
+  DenseElementsAttr known;
+  if (matchPattern(lens, m_Constant(&known))) {
+    SmallVector<int64_t> lengths;
+    for (const APInt &v : known.getValues<APInt>()) {
+      if (v.getSExtValue() < 0 || v.getSExtValue() > time)
+        return n.error() << "expected sequence_lens in [0, " << time
+                         << "] (the time axis), got " << v.getSExtValue();
+      lengths.push_back(v.getSExtValue());
+    }
+    SmallVector<int64_t> values;
+    for (int64_t i = 0; i < planeType.getDimSize(0); ++i)
+      for (int64_t j = 0; j < planeType.getDimSize(1); ++j) {
+        int64_t t = timeAxis == 0 ? i : j, len = lengths[timeAxis == 0 ? j : i];
+        values.push_back(t < len ? len - 1 - t : t);
+      }
+    plane = n.constant(DenseElementsAttr::get(planeType, ArrayRef(values)));
+  } else {
+    // A length beyond the time axis is gather_elements' run-time
+    // out-of-range error.
+    Value len = n.fold<BroadcastInDimOp>(planeType, n.castTo(lens, i64),
+                                         ArrayRef<int64_t>{batchAxis});
+    Value t = n.create<IotaOp>(planeType, timeAxis).getResult();
+    Value reversed =
+        n.fold<SubOp>(n.fold<SubOp>(len, n.splat(planeType, 1)), t);
+    plane = n.fold<SelectOp>(n.fold<LtOp>(t, len), reversed, t);
+  }
+  Value index = plane;
+  if (xt.getRank() > 2)
+    index = n.create<BroadcastInDimOp>(
+                 RankedTensorType::get(xt.getShape(), i64), plane,
+                 ArrayRef<int64_t>{0, 1})
+                .getResult();
+  n.setOutput(0,
+              n.create<GatherElementsOp>(xt, x, index, timeAxis).getResult());
+  return success();
+}
+
+/// The slices of the input whose condition is true: a gather of their
+/// (compile-time) positions.
+LogicalResult importCompress(NodeImporter &n) {
+  Value x = n.input(0);
+  auto condition = n.constantInput(
+      1, "condition",
+      "dtcc compiles static shapes: Compress's condition must be a constant");
+  if (failed(condition))
+    return failure();
+  if (!condition->getElementType().isInteger(1) ||
+      condition->getType().getRank() != 1)
+    return n.error() << "expected a 1-D bool condition, got "
+                     << condition->getType();
+  int64_t axis = 0;
+  if (n.hasAttr("axis")) {
+    auto a = n.normalizeAxis(n.attrInt("axis", 0), typeOf(x).getRank());
+    if (failed(a))
+      return failure();
+    axis = *a;
+  } else {
+    x = n.reshape(x, {typeOf(x).getNumElements()});
+  }
+  // Slices past the condition's length are dropped.
+  int64_t size = typeOf(x).getDimSize(axis);
+  SmallVector<int64_t> kept;
+  for (auto [i, keep] : llvm::enumerate(condition->getValues<bool>())) {
+    if (!keep)
+      continue;
+    if ((int64_t)i >= size)
+      return n.error() << "expected a condition true only below the input's "
+                       << "size " << size << " along axis " << axis
+                       << ", got true at " << i;
+    kept.push_back(i);
+  }
+  auto indexType =
+      RankedTensorType::get({(int64_t)kept.size()}, n.builder().getI64Type());
+  Value indices =
+      n.constant(DenseElementsAttr::get(indexType, ArrayRef<int64_t>(kept)));
+  n.setOutput(0, n.fold<GatherOp>(x, indices, axis));
+  return success();
+}
+
+enum class WindowKind { kHann, kHamming, kBlackman };
+
+/// A window of constant size folded to a constant tensor (ONNX's
+/// definitions, with the denominator N when periodic and N - 1 otherwise).
+template <WindowKind kind> LogicalResult importWindow(NodeImporter &n) {
+  auto size = n.constantInts(0, "size");
+  if (failed(size))
+    return failure();
+  if (size->size() != 1)
+    return n.error() << "expected a scalar size, got " << size->size()
+                     << " values";
+  int64_t count = (*size)[0];
+  if (count < 0 || count > kMaxRangeElements)
+    return n.error() << "expected a size in [0, " << kMaxRangeElements
+                     << "], got " << count;
+  int64_t dtype = n.attrInt("output_datatype", 1);
+  Type element = convertElementType(dtype, n.getContext());
+  if (!element || element.isInteger(1))
+    return n.error() << "output_datatype has element type "
+                     << onnxTypeName(dtype)
+                     << ", which dtcc does not support for a window";
+  bool periodic = n.attrInt("periodic", 1) != 0;
+  double denominator = double(periodic ? count : count - 1);
+  SmallVector<Attribute> values;
+  for (int64_t k = 0; k < count; ++k) {
+    double a = denominator > 0 ? 2 * M_PI * double(k) / denominator : 0.0;
+    double v = 0;
+    switch (kind) {
+    case WindowKind::kHann:
+      v = 0.5 - 0.5 * std::cos(a);
+      break;
+    case WindowKind::kHamming:
+      v = 25.0 / 46.0 - 21.0 / 46.0 * std::cos(a);
+      break;
+    case WindowKind::kBlackman:
+      v = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+      break;
+    }
+    if (isa<FloatType>(element))
+      values.push_back(FloatAttr::get(element, v));
+    else
+      values.push_back(IntegerAttr::get(element, (int64_t)v));
+  }
+  n.setOutput(0, n.constant(DenseElementsAttr::get(
+                     RankedTensorType::get({count}, element), values)));
+  return success();
+}
+
 } // namespace
 
 void appendTensorOps(std::vector<OpEntry> &ops) {
@@ -710,6 +868,11 @@ void appendTensorOps(std::vector<OpEntry> &ops) {
       {"SpaceToDepth", 1, importSpaceToDepth},
       {"EyeLike", 9, importEyeLike},
       {"OneHot", 11, importOneHot},
+      {"ReverseSequence", 10, importReverseSequence},
+      {"Compress", 9, importCompress},
+      {"HannWindow", 17, importWindow<WindowKind::kHann>},
+      {"HammingWindow", 17, importWindow<WindowKind::kHamming>},
+      {"BlackmanWindow", 17, importWindow<WindowKind::kBlackman>},
   });
 }
 

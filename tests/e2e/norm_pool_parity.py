@@ -22,7 +22,12 @@ same batches as PyTorch. Checks:
   after 10 steps, and resumed (on one device, and under dp=2) gives the
   uninterrupted run's losses and variables;
 - inference (`@main`) of the trained model uses the running statistics:
-  its loss equals PyTorch's in eval mode.
+  its loss equals PyTorch's in eval mode;
+- an ONNX LRN node (which dtcc decomposes into an average pool over the
+  channels; PyTorch exports nn.LocalResponseNorm as its own decomposition,
+  not as LRN) against F.local_response_norm in float64: the output and the
+  input's gradient, for an odd and an even window (ONNX's even window is
+  PyTorch's mirrored over the channels).
 """
 import argparse
 import json
@@ -149,6 +154,55 @@ def run(cmd, env=None):
 
 def mpirun(n, cmd):
     return run(["mpirun", "--oversubscribe", "-np", str(n)] + cmd, env=e2e_common.MPI_ENV)
+
+
+def lrn_parity(dtcc, work, check):
+    """LRN's forward and input gradient against PyTorch's in float64: x is a
+    trainable initializer, loss = sum(LRN(x) * r) with r a batch input, one
+    SGD step with lr 0 and --export-gradients."""
+    from onnx import helper, TensorProto
+    rng = np.random.default_rng(5)
+    for size, alpha, beta, bias in [(3, 0.5, 0.75, 1.0), (5, 1e-4, 0.75, 1.0),
+                                     (4, 2e-2, 0.6, 2.0)]:
+        x = rng.standard_normal((2, 6, 3, 3)) * 2
+        r = rng.standard_normal(x.shape)
+        node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta,
+                                bias=bias)
+        graph = helper.make_graph(
+            [node, helper.make_node("Mul", ["y", "r"], ["yr"]),
+             helper.make_node("ReduceSum", ["yr"], ["loss"], keepdims=0)],
+            "lrn", [helper.make_tensor_value_info("r", TensorProto.DOUBLE, r.shape)],
+            [helper.make_tensor_value_info("loss", TensorProto.DOUBLE, [])],
+            [numpy_helper.from_array(x, "x")])
+        d = os.path.join(work, f"lrn{size}")
+        os.makedirs(os.path.join(d, "batches", "0000"))
+        path = os.path.join(d, "lrn.onnx")
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+        write_pb(os.path.join(d, "batches", "0000", "r.pb"), "r", r)
+        exe = os.path.join(d, "train")
+        run([dtcc, "compile", path, "-o", exe, "--train", "--optimizer", "sgd", "--lr", "0",
+             "--export-gradients"])
+        run([exe, "--batches", os.path.join(d, "batches"), "--steps", "1",
+             "--dump-outputs", os.path.join(d, "out")])
+        # ONNX keeps the attributes as float32: PyTorch gets the same values.
+        alpha, beta, bias = (float(np.float32(v)) for v in (alpha, beta, bias))
+        xt = torch.tensor(x, requires_grad=True)
+        if size % 2:
+            y = F.local_response_norm(xt, size, alpha, beta, bias)
+        else:
+            # An even window is c - size/2 + 1 .. c + size/2 in ONNX and
+            # c - size/2 .. c + size/2 - 1 in PyTorch: mirror the channels.
+            y = F.local_response_norm(xt.flip(1), size, alpha, beta, bias).flip(1)
+        loss = (y * torch.tensor(r)).sum()
+        loss.backward()
+        got = float(read_pb(os.path.join(d, "out", "step_1", "loss.pb")))
+        grad = read_pb(os.path.join(d, "out", "step_1", "grad_x.pb"))
+        loss_err = abs(got - float(loss)) / abs(float(loss))
+        grad_err = np.abs(grad - xt.grad.numpy()).max() / np.abs(xt.grad.numpy()).max()
+        check(loss_err <= 1e-12 and grad_err <= 1e-12,
+              f"LRN size {size} in float64: loss {got:.12f}, PyTorch {float(loss):.12f} "
+              f"(rel {loss_err:.1e}); input gradient within {grad_err:.1e} of its "
+              f"largest magnitude")
 
 
 def main():
@@ -363,10 +417,12 @@ def main():
               f"running statistics: loss {got:.6f}, PyTorch eval mode {eval_loss:.6f} "
               f"(rel {rel:.2e})")
 
+        lrn_parity(args.dtcc, work, check)
+
         if check.failures:
             print(f"{len(check.failures)} check(s) failed")
             return 1
-        print("norm/pool model: PyTorch parity, data parallelism, checkpoints: all ok")
+        print("norm/pool model: PyTorch parity, data parallelism, checkpoints, LRN: all ok")
         return 0
     finally:
         if not args.keep:
