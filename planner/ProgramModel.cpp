@@ -396,6 +396,21 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     for (int i = 1; i < inst.inputs_size(); ++i)
       elements = std::max(elements, numel(program.buffers(inst.inputs(i))));
   }
+  // grid_sample gathers its taps (1 nearest, 4 bilinear, 16 bicubic) of
+  // every channel per output element, and its gradient scatters as many:
+  // bound by memory, those reads counted on top of its operands' bytes.
+  const bool gridSample =
+      kernel == "grid_sample" || kernel == "grid_sample_grad";
+  if (gridSample && inst.inputs_size() >= 1 && inst.outputs_size() >= 1) {
+    const std::string mode = attrString(inst, "mode");
+    const int64_t taps = mode == "nearest" ? 1 : mode == "bicubic" ? 16 : 4;
+    // grid_sample's result, or its gradient's dy: the sampled elements.
+    const Buffer &sampled = kernel == "grid_sample"
+                                ? program.buffers(inst.outputs(0))
+                                : program.buffers(inst.inputs(0));
+    elements = numel(sampled) * taps;
+    bytes += elements * elementBytes(sampled);
+  }
   // top_k compares: on a GPU every element with its whole row (size^2 per
   // row), on the CPU a partial sort (about log2(k) per element).
   double compareSeconds = 0;
@@ -420,7 +435,7 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   // about half an f32 one's time), else its rate per element; the lookups
   // and top_k keep their own counts (above).
   const bool ownElements =
-      gather || kernel == "scatter_add" || kernel == "top_k";
+      gather || kernel == "scatter_add" || kernel == "top_k" || gridSample;
   auto perByte = device.kernelByteSeconds.find(kernel);
   auto measured = device.kernelSeconds.find(kernel);
   // dgraph.random hashes a counter per element as dropout does and writes

@@ -76,6 +76,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendNormPoolOps(ops);
     appendIndexingOps(ops);
     appendRandomOps(ops);
+    appendGridSampleOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
       map[e.opType] = e;

@@ -200,7 +200,8 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
       to their half users.
     - Other numerically sensitive ops run in fp32 with casts around them:
       `log_softmax_grad` and `cross_entropy_grad`, and `batch_norm`,
-      `batch_norm_grad`, `group_norm` and `group_norm_grad`, which hand a
+      `batch_norm_grad`, `group_norm`, `group_norm_grad`, `grid_sample`
+      and `grid_sample_grad` (a half grid misplaces samples), which hand a
       half result to their half users. `log_softmax` and
       `cross_entropy` take fp32 inputs and their results stay fp32, so the
       loss path (and what is computed from it) is fp32: the loss is reduced

@@ -722,6 +722,46 @@ def : Kernel<"gelu_grad"> {
   let Relations = [SameType<["x", "dy", "result"]>];
 }
 
+def : Kernel<"grid_sample"> {
+  let Summary = "Samples an image at the positions of a grid";
+  let Source = "dgraph.grid_sample";
+  let Inputs = [
+    Tensor<"operand", FloatElement, 4>,
+    Tensor<"grid", FloatElement, 4>
+  ];
+  let Outputs = [Tensor<"result", FloatElement, 4>];
+  let Attrs = [
+    Defaulted<EnumAttr<"mode", ["bilinear", "nearest", "bicubic"]>, "bilinear">,
+    Defaulted<EnumAttr<"padding_mode", ["zeros", "border", "reflection"]>, "zeros">,
+    Defaulted<BoolAttr<"align_corners">, "0">
+  ];
+  let Relations = [SameElementType<["operand", "grid", "result"]>];
+}
+
+def : Kernel<"grid_sample_grad"> {
+  let Summary = "Gradient of grid_sample for its operand and its grid";
+  let Source = "dgraph.grid_sample_grad";
+  let Inputs = [
+    Tensor<"dy", FloatElement, 4>,
+    Tensor<"operand", FloatElement, 4>,
+    Tensor<"grid", FloatElement, 4>
+  ];
+  let Outputs = [
+    Tensor<"doperand", FloatElement, 4>,
+    Tensor<"dgrid", FloatElement, 4>
+  ];
+  let Attrs = [
+    Defaulted<EnumAttr<"mode", ["bilinear", "nearest", "bicubic"]>, "bilinear">,
+    Defaulted<EnumAttr<"padding_mode", ["zeros", "border", "reflection"]>, "zeros">,
+    Defaulted<BoolAttr<"align_corners">, "0">
+  ];
+  let Relations = [
+    SameElementType<["dy", "operand", "grid", "doperand", "dgrid"]>,
+    SameShape<["operand", "doperand"]>,
+    SameShape<["grid", "dgrid"]>
+  ];
+}
+
 def : Kernel<"group_norm"> {
   let Summary = "Normalizes groups of channels per sample, with a per-channel affine";
   let Source = "dgraph.group_norm";

@@ -394,6 +394,30 @@ std::vector<OpCase> dtcc::shardconf::opCases() {
   add("resize_grad", {{"a", {4, 4, 6}}},
       "%y = dgraph.resize_grad %a scales = [1.0, 1.0, 2.0] {mode = \"linear\"} "
       ": (tensor<4x4x6xf64>) -> tensor<4x4x3xf64>");
+  // Grid points reach past the borders ([-1.2, 1.2]): every padding rule
+  // and the clamps' zero gradients are exercised.
+  const std::string gx = "tensor<4x4x3x5xf64>", gg = "tensor<4x4x4x2xf64>",
+                    gy = "tensor<4x4x4x4xf64>";
+  add("grid_sample_bilinear",
+      {{"a", {4, 4, 3, 5}}, {"g", {4, 4, 4, 2}, "f64", -1.2, 1.2}},
+      "%y = dgraph.grid_sample %a, %g : (" + gx + ", " + gg + ") -> " + gy);
+  add("grid_sample_bicubic_reflection",
+      {{"a", {4, 4, 3, 5}}, {"g", {4, 4, 4, 2}, "f64", -1.2, 1.2}},
+      "%y = dgraph.grid_sample %a, %g {mode = \"bicubic\", padding_mode = "
+      "\"reflection\", align_corners = true} : (" +
+          gx + ", " + gg + ") -> " + gy);
+  add("grid_sample_nearest_border",
+      {{"a", {4, 4, 3, 5}}, {"g", {4, 4, 4, 2}, "f64", -1.2, 1.2}},
+      "%y = dgraph.grid_sample %a, %g {mode = \"nearest\", padding_mode = "
+      "\"border\"} : (" +
+          gx + ", " + gg + ") -> " + gy);
+  add("grid_sample_grad",
+      {{"d", {4, 4, 4, 4}},
+       {"a", {4, 4, 3, 5}},
+       {"g", {4, 4, 4, 2}, "f64", -1.2, 1.2}},
+      "%dx, %dg = dgraph.grid_sample_grad %d, %a, %g {padding_mode = "
+      "\"border\"} : (" +
+          gy + ", " + gx + ", " + gg + ") -> (" + gx + ", " + gg + ")");
   for (const char *mode : {"edge", "reflect", "wrap"})
     add(std::string("pad_") + mode, {{"a", {4, 5}}},
         "%z = dgraph.constant dense<0.0> : tensor<f64>\n"

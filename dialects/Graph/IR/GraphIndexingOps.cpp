@@ -327,6 +327,125 @@ ShardingRule ResizeGradOp::getShardingRule() {
 }
 
 //===----------------------------------------------------------------------===//
+// grid_sample, grid_sample_grad
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr StringRef kGridSampleModes[] = {"bilinear", "nearest", "bicubic"};
+constexpr StringRef kGridPaddingModes[] = {"zeros", "border", "reflection"};
+
+/// The checks shared by grid_sample (x, grid -> y) and grid_sample_grad.
+LogicalResult verifyGridSample(Operation *op, RankedTensorType x,
+                               RankedTensorType grid, RankedTensorType y,
+                               StringRef mode, StringRef padding) {
+  if (x.getRank() != 4)
+    return op->emitOpError("expected an operand of rank 4 [N, C, H, W], got ")
+           << x;
+  if (grid.getRank() != 4 || grid.getDimSize(3) != 2)
+    return op->emitOpError("expected a grid of shape [N, H_out, W_out, 2], "
+                           "got ")
+           << grid;
+  if (grid.getElementType() != x.getElementType() ||
+      y.getElementType() != x.getElementType())
+    return op->emitOpError("expected operand, grid and result of one element "
+                           "type, got ")
+           << x.getElementType() << ", " << grid.getElementType() << " and "
+           << y.getElementType();
+  if (grid.getDimSize(0) != x.getDimSize(0))
+    return op->emitOpError("expected grid dim 0 to be the operand's batch (")
+           << x.getDimSize(0) << "), got " << grid.getDimSize(0);
+  SmallVector<int64_t> shape = {x.getDimSize(0), x.getDimSize(1),
+                                grid.getDimSize(1), grid.getDimSize(2)};
+  if (y.getShape() != ArrayRef<int64_t>(shape))
+    return op->emitOpError("expected a result of shape ")
+           << formatShape(shape) << ", got " << formatShape(y.getShape());
+  if (!isOneOf(mode, kGridSampleModes))
+    return op->emitOpError("expected mode ")
+           << quotedList(kGridSampleModes) << ", got \"" << mode << "\"";
+  if (!isOneOf(padding, kGridPaddingModes))
+    return op->emitOpError("expected padding_mode ")
+           << quotedList(kGridPaddingModes) << ", got \"" << padding << "\"";
+  return success();
+}
+
+/// grid_sample's factors (`grad`: grid_sample_grad's): the batch N, the
+/// channels C (x, y) and the output positions H_out, W_out (grid, y) are
+/// each computed on their own; the image's H and W are read at
+/// data-dependent positions and stay whole. In the gradient C and H_out,
+/// W_out are summed over: dgrid is a partial sum over split channels,
+/// doperand over split output positions.
+Rule gridSampleRule(RankedTensorType x, RankedTensorType grid, bool grad) {
+  Rule r;
+  const Kind summed = grad ? Kind::kReduction : Kind::kParallel;
+  int64_t n = r.addFactor(x.getDimSize(0));
+  int64_t c = r.addFactor(x.getDimSize(1), summed);
+  int64_t h = r.addFactor(x.getDimSize(2), Kind::kReplicated);
+  int64_t w = r.addFactor(x.getDimSize(3), Kind::kReplicated);
+  int64_t ho = r.addFactor(grid.getDimSize(1), summed);
+  int64_t wo = r.addFactor(grid.getDimSize(2), summed);
+  int64_t xy = r.addFactor(2, Kind::kReplicated);
+  auto y = RankedTensorType::get({x.getDimSize(0), x.getDimSize(1),
+                                  grid.getDimSize(1), grid.getDimSize(2)},
+                                 x.getElementType());
+  Rule::TensorFactors xs = mapped(x, {n, c, h, w}),
+                      grids = mapped(grid, {n, ho, wo, xy}),
+                      ys = mapped(y, {n, c, ho, wo});
+  // Forward: x, grid -> y. Gradient: dy, x, grid -> dx, dgrid.
+  if (grad)
+    r.operands.push_back(ys);
+  r.operands.append({xs, grids});
+  if (grad)
+    r.results.append({xs, grids});
+  else
+    r.results.push_back(ys);
+  return r;
+}
+
+} // namespace
+
+LogicalResult GridSampleOp::verify() {
+  return verifyGridSample(*this, typeOf(getOperand()), typeOf(getGrid()),
+                          typeOf(getResult()), getMode(), getPaddingMode());
+}
+
+LogicalResult GridSampleOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                     SmallVectorImpl<Value> &out) {
+  out.assign(2, Value());
+  if (!grads[0])
+    return success();
+  auto grad = GridSampleGradOp::create(
+      b, getLoc(), TypeRange{getOperand().getType(), getGrid().getType()},
+      grads[0], getOperand(), getGrid(), getModeAttr(), getPaddingModeAttr(),
+      getAlignCornersAttr());
+  out[0] = grad.getDoperand();
+  out[1] = grad.getDgrid();
+  return success();
+}
+
+ShardingRule GridSampleOp::getShardingRule() {
+  return gridSampleRule(typeOf(getOperand()), typeOf(getGrid()),
+                        /*grad=*/false);
+}
+
+LogicalResult GridSampleGradOp::verify() {
+  auto x = typeOf(getOperand()), grid = typeOf(getGrid());
+  if (failed(verifyGridSample(*this, x, grid, typeOf(getDy()), getMode(),
+                              getPaddingMode())))
+    return failure();
+  if (getDoperand().getType() != x || getDgrid().getType() != grid)
+    return emitOpError("expected doperand of type ")
+           << x << " and dgrid of type " << grid << ", got "
+           << getDoperand().getType() << " and " << getDgrid().getType();
+  return success();
+}
+
+ShardingRule GridSampleGradOp::getShardingRule() {
+  return gridSampleRule(typeOf(getOperand()), typeOf(getGrid()),
+                        /*grad=*/true);
+}
+
+//===----------------------------------------------------------------------===//
 // pad_grad
 //===----------------------------------------------------------------------===//
 

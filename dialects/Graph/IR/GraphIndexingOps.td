@@ -1,10 +1,10 @@
 //===- GraphIndexingOps.td - resampling, N-d indexing, top-k -*- tablegen -*-===//
 //
 // The tensor ops of vision, audio and recommender training graphs that read
-// or write at computed positions: resize (and its adjoint), the adjoint of
-// pad's edge/reflect/wrap modes, gather_nd/scatter_nd, scatter_elements and
-// top_k. Verifiers, type inference, VJP and sharding rules are in
-// GraphIndexingOps.cpp.
+// or write at computed positions: resize (and its adjoint), grid_sample
+// (and its gradient), the adjoint of pad's edge/reflect/wrap modes,
+// gather_nd/scatter_nd, scatter_elements and top_k. Verifiers, type
+// inference, VJP and sharding rules are in GraphIndexingOps.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -113,6 +113,98 @@ def Graph_ResizeGradOp : Graph_Op<"resize_grad",
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $grad `scales` `=` $scales attr-dict `:` functional-type($grad, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+/// The attributes of grid_sample and grid_sample_grad (ONNX GridSample-16).
+defvar Graph_GridSampleAttrs = (ins
+    DefaultValuedStrAttr<StrAttr, "bilinear">:$mode,
+    DefaultValuedStrAttr<StrAttr, "zeros">:$padding_mode,
+    DefaultValuedAttr<BoolAttr, "false">:$align_corners);
+
+def Graph_GridSampleOp : Graph_Op<"grid_sample",
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
+     DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "Samples an image at the positions of a grid";
+  let description = [{
+    ONNX GridSample (opset 16) and PyTorch's `grid_sample` on 4-D inputs:
+    `operand` is [N, C, H, W], `grid` [N, H_out, W_out, 2] holds (x, y)
+    positions normalized to [-1, 1] (-1 the left/top edge: the first
+    pixel's centre with `align_corners`, its outer edge without), and the
+    result [N, C, H_out, W_out] holds every channel of sample n at grid
+    position (h, w). A position is unnormalized to pixel coordinates, then
+    `padding_mode` places it: `zeros` reads 0 outside the image, `border`
+    clamps it to the image, `reflection` reflects it at the borders (the
+    pixel centres with `align_corners`, the outer edges without) and
+    clamps. `mode` then reads:
+
+    - `bilinear`: the four neighbours weighted by distance;
+    - `nearest`: the nearest pixel (halves round to even);
+    - `bicubic`: the 4x4 neighbours with Keys' kernel (A = -0.75), each
+      tap placed by `padding_mode` on its own.
+
+    Both operands are differentiable: the gradient of the grid is that of
+    the interpolation weights (zero for `nearest`).
+
+    Example:
+    ```mlir
+    %y = dgraph.grid_sample %x, %grid {padding_mode = "border"}
+        : (tensor<2x3x8x8xf32>, tensor<2x4x4x2xf32>) -> tensor<2x3x4x4xf32>
+    ```
+
+    **Constraints:**
+    - `operand` has rank 4 and `grid` has rank 4 with last dimension 2;
+    - `operand`, `grid` and the result have one floating-point element
+      type;
+    - `grid`'s first dimension is `operand`'s (N);
+    - the result is [N, C, H_out, W_out] with C from `operand` and H_out,
+      W_out from `grid`;
+    - `mode` is "bilinear", "nearest" or "bicubic"; `padding_mode` is
+      "zeros", "border" or "reflection".
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$operand,
+                            Graph_FloatTensor:$grid),
+                       Graph_GridSampleAttrs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $operand `,` $grid attr-dict `:` functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_GridSampleGradOp : Graph_Op<"grid_sample_grad",
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
+  let summary = "Gradient of grid_sample for its operand and its grid";
+  let description = [{
+    From the result's gradient `dy` [N, C, H_out, W_out], the forward
+    `operand` [N, C, H, W] and `grid` [N, H_out, W_out, 2] (same
+    attributes as `dgraph.grid_sample`): `doperand` adds each element of
+    `dy` into the pixels it was read from, with their interpolation
+    weights; `dgrid` is the derivative of the weights (bilinear, bicubic)
+    times the pixels read, summed over the channels, chained through the
+    unnormalization and the border clamp or reflection (zero for
+    `nearest`, and where a clamp is active). As PyTorch's
+    grid_sampler_2d_backward.
+
+    Example:
+    ```mlir
+    %dx, %dgrid = dgraph.grid_sample_grad %dy, %x, %grid {mode = "bicubic"}
+        : (tensor<2x3x4x4xf32>, tensor<2x3x8x8xf32>, tensor<2x4x4x2xf32>)
+        -> (tensor<2x3x8x8xf32>, tensor<2x4x4x2xf32>)
+    ```
+
+    **Constraints:**
+    - `operand`, `grid` and `dy` as the operands and result of
+      `dgraph.grid_sample`;
+    - `doperand` has the type of `operand`, `dgrid` that of `grid`.
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$dy, Graph_FloatTensor:$operand,
+                            Graph_FloatTensor:$grid),
+                       Graph_GridSampleAttrs);
+  let results = (outs Graph_FloatTensor:$doperand, Graph_FloatTensor:$dgrid);
+  let assemblyFormat = [{
+    $dy `,` $operand `,` $grid attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

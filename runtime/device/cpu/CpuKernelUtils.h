@@ -45,6 +45,7 @@ void registerCpuAttentionKernels(KernelRegistry &registry);
 /// conv, conv_input_grad, conv_filter_grad (ConvKernels.cpp).
 void registerCpuConvKernels(KernelRegistry &registry);
 void registerCpuNormPoolKernels(KernelRegistry &registry);
+void registerCpuGridSampleKernels(KernelRegistry &registry);
 /// Collectives over the mesh (CollectiveKernels.cpp); need KernelContext::comm.
 void registerCpuCollectiveKernels(KernelRegistry &registry);
 

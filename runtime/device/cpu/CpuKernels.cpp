@@ -23,6 +23,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuAttentionKernels(registry);
   registerCpuConvKernels(registry);
   registerCpuNormPoolKernels(registry);
+  registerCpuGridSampleKernels(registry);
   registerCpuCollectiveKernels(registry);
   registerCpuFusedKernels(registry);
 }

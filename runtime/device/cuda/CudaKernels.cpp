@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
+#include "runtime/device/cpu/GridSamplePlan.h"
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/CudaFactory.h"
@@ -954,6 +955,48 @@ StatusOr<KernelFn> buildDropout(CudaDevice &dev, const KernelContext &ctx) {
   });
 }
 
+//===-- grid_sample -------------------------------------------------------===//
+
+StatusOr<KernelFn> buildGridSample(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(grid::Geometry g, cpu::planGridSample(ctx, false));
+  const DType dtype = ctx.inputs[0].dtype;
+  DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, dtype));
+  const void *x = ctx.inputs[0].data, *xy = ctx.inputs[1].data;
+  void *y = ctx.outputs[0].data;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(prefix, launchGridSample(dtype, x, xy, y, g, st));
+  });
+}
+
+StatusOr<KernelFn> buildGridSampleGrad(CudaDevice &dev,
+                                       const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(grid::Geometry g, cpu::planGridSample(ctx, true));
+  const DType dtype = ctx.inputs[0].dtype;
+  DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, dtype));
+  // f16 and bf16 accumulate doperand in float: atomics on the half types
+  // lose sums.
+  const bool viaFloat = dtype == DType::kF16 || dtype == DType::kBF16;
+  const int64_t in = ctx.outputs[0].numel();
+  DTCC_ASSIGN_OR_RETURN(
+      ScratchSlot scratch,
+      requestScratchOf(ctx, ScratchUse::kCompute,
+                       viaFloat ? in * int64_t(sizeof(float)) : 0));
+  const void *dy = ctx.inputs[0].data, *x = ctx.inputs[1].data,
+             *xy = ctx.inputs[2].data;
+  void *dx = ctx.outputs[0].data, *dgrid = ctx.outputs[1].data;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  const bool needsScratch = viaFloat && in > 0;
+  return KernelFn([=] {
+    if (needsScratch && !scratch.get())
+      return unreserved(prefix);
+    return launched(prefix, launchGridSampleGrad(dtype, dy, x, xy, dx, dgrid,
+                                                 scratch.as<float>(), g, st));
+  });
+}
+
 StatusOr<KernelFn> buildRandom(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView step = ctx.inputs[0], y = ctx.outputs[0];
@@ -1311,6 +1354,8 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("scatter_add", buildScatterAdd);
   add("dropout", buildDropout);
   add("random", buildRandom);
+  add("grid_sample", buildGridSample);
+  add("grid_sample_grad", buildGridSampleGrad);
   add("lr_schedule", buildLrSchedule);
   add("adamw", buildAdamw);
   add("sgd", buildSgd);

@@ -17,6 +17,7 @@
 #define DTCC_RUNTIME_DEVICE_CUDA_CUDALAUNCH_H
 
 #include "runtime/base/DType.h"
+#include "runtime/base/GridSample.h"
 #include "runtime/device/cuda/FastDivision.h"
 
 #include <cuda_runtime_api.h>
@@ -179,6 +180,17 @@ cudaError_t launchCrossEntropyGrad(DType dtype, DType lossType,
                                    int64_t ignore, DeviceError *error,
                                    int32_t site, cudaStream_t stream);
 
+/// grid_sample: x [N, C, H, W] read at grid [N, Ho, Wo, 2] into y
+/// [N, C, Ho, Wo] (runtime/base/GridSample.h).
+cudaError_t launchGridSample(DType dtype, const void *x, const void *grid,
+                             void *y, const grid::Geometry &g,
+                             cudaStream_t stream);
+/// grid_sample_grad: dy, x, grid -> dx (added atomically; f16/bf16 through
+/// `scratch`, a float copy of dx, else null), dgrid.
+cudaError_t launchGridSampleGrad(DType dtype, const void *dy, const void *x,
+                                 const void *grid, void *dx, void *dgrid,
+                                 float *scratch, const grid::Geometry &g,
+                                 cudaStream_t stream);
 /// out[o][j][k] = data[o][idx[j]][k] (negative indices from the end).
 cudaError_t launchGather(int elemSize, DType indexType, const void *data,
                          const void *indices, void *out, int64_t outer,

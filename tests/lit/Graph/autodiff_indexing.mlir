@@ -47,3 +47,24 @@ func.func @main() -> (tensor<f32> {dgraph.name = "loss"}) {
   %l = dgraph.add %a, %b : tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that grid_sample's gradient is one grid_sample_grad with the same
+// attributes, whose results are the gradients of the image and the grid.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: dgraph.name = "grad/x"
+// CHECK-SAME: dgraph.name = "grad/g"
+// CHECK: %[[X:.*]] = dgraph.load @x
+// CHECK: %[[G:.*]] = dgraph.load @g
+// CHECK: %[[DX:.*]], %[[DG:.*]] = dgraph.grid_sample_grad %{{.*}}, %[[X]], %[[G]] {mode = "bicubic", padding_mode = "border"} : (tensor<2x3x6x7xf32>, tensor<2x3x4x5xf32>, tensor<2x6x7x2xf32>) -> (tensor<2x3x4x5xf32>, tensor<2x6x7x2xf32>)
+// CHECK: return %{{.*}}, %[[DX]], %[[DG]]
+dgraph.variable @x : tensor<2x3x4x5xf32> {trainable}
+dgraph.variable @g : tensor<2x6x7x2xf32> {trainable}
+func.func @main() -> (tensor<f32> {dgraph.name = "loss"}) {
+  %x = dgraph.load @x : tensor<2x3x4x5xf32>
+  %g = dgraph.load @g : tensor<2x6x7x2xf32>
+  %y = dgraph.grid_sample %x, %g {mode = "bicubic", padding_mode = "border"} : (tensor<2x3x4x5xf32>, tensor<2x6x7x2xf32>) -> tensor<2x3x6x7xf32>
+  %l = dgraph.reduce_sum %y, dims = [0, 1, 2, 3] : (tensor<2x3x6x7xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

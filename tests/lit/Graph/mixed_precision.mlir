@@ -152,3 +152,35 @@ func.func @main(%x: tensor<4x8xf32> {dgraph.name = "x"}, %target: tensor<4x8xf32
   %l = dgraph.reduce_sum %sq, dims = [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that grid_sample and its gradient run in fp32 between casts (a
+// bf16 grid, here from an affine map's matmul, would misplace samples),
+// with or without half norms, handing a half result to their half users.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[I:.*]] = dgraph.reshape %{{.*}} : (tensor<2x3x7xbf16>) -> tensor<2x3x1x7xbf16>
+// CHECK-NEXT: %[[I32:.*]] = dgraph.cast %[[I]] : tensor<2x3x1x7xbf16> to tensor<2x3x1x7xf32>
+// CHECK: %[[G:.*]] = dgraph.reshape %{{.*}} : (tensor<40x2xbf16>) -> tensor<2x4x5x2xbf16>
+// CHECK-NEXT: %[[G32:.*]] = dgraph.cast %[[G]] : tensor<2x4x5x2xbf16> to tensor<2x4x5x2xf32>
+// CHECK-NEXT: %[[S:.*]] = dgraph.grid_sample %[[I32]], %[[G32]] : (tensor<2x3x1x7xf32>, tensor<2x4x5x2xf32>) -> tensor<2x3x4x5xf32>
+// CHECK-NEXT: dgraph.cast %[[S]] : tensor<2x3x4x5xf32> to tensor<2x3x4x5xbf16>
+// CHECK: %[[DX:.*]], %[[DG:.*]] = dgraph.grid_sample_grad %{{.*}} : (tensor<2x3x4x5xf32>, tensor<2x3x1x7xf32>, tensor<2x4x5x2xf32>) -> (tensor<2x3x1x7xf32>, tensor<2x4x5x2xf32>)
+// CHECK-DAG: dgraph.cast %[[DX]] : tensor<2x3x1x7xf32> to tensor<2x3x1x7xbf16>
+// CHECK-DAG: dgraph.cast %[[DG]] : tensor<2x4x5x2xf32> to tensor<2x4x5x2xbf16>
+// HALF-LABEL: func.func @train_step
+// HALF: dgraph.grid_sample %{{.*}} : (tensor<2x3x1x7xf32>, tensor<2x4x5x2xf32>) -> tensor<2x3x4x5xf32>
+dgraph.variable @w : tensor<3x2x3xf32> {trainable}
+dgraph.variable @theta : tensor<3x2xf32> {trainable}
+func.func @main(%x: tensor<2x2x7xf32> {dgraph.name = "x"}, %base: tensor<40x3xf32> {dgraph.name = "base"}) -> (tensor<f32> {dgraph.name = "loss"}) {
+  %w = dgraph.load @w : tensor<3x2x3xf32>
+  %theta = dgraph.load @theta : tensor<3x2xf32>
+  %y = dgraph.conv %x, %w strides = [1], dilations = [1], pad_low = [1], pad_high = [1], groups = 1
+      : (tensor<2x2x7xf32>, tensor<3x2x3xf32>) -> tensor<2x3x7xf32>
+  %i = dgraph.reshape %y : (tensor<2x3x7xf32>) -> tensor<2x3x1x7xf32>
+  %m = dgraph.matmul %base, %theta : (tensor<40x3xf32>, tensor<3x2xf32>) -> tensor<40x2xf32>
+  %g = dgraph.reshape %m : (tensor<40x2xf32>) -> tensor<2x4x5x2xf32>
+  %s = dgraph.grid_sample %i, %g : (tensor<2x3x1x7xf32>, tensor<2x4x5x2xf32>) -> tensor<2x3x4x5xf32>
+  %l = dgraph.reduce_sum %s, dims = [0, 1, 2, 3] : (tensor<2x3x4x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -594,6 +594,22 @@ std::vector<Case> cases() {
                  "  %y = dgraph.resize_grad %a scales = [1.0, 2.0, 1.5] {mode = "
                  "\"linear\"} : (tensor<2x6x6xf64>) -> tensor<2x3x4xf64>",
                  "tensor<2x3x4xf64>"});
+  // grid_sample: the image's and the grid's gradients (grid points past
+  // the borders, clear of the kinks for random values).
+  auto gridSample = [&](const std::string &name, const std::string &attrs) {
+    out.push_back({name,
+                   {{"a", {2, 2, 3, 4}}, {"g", {2, 3, 2, 2}, -1.2, 1.2}},
+                   "  %y = dgraph.grid_sample %a, %g " + attrs +
+                       " : (tensor<2x2x3x4xf64>, tensor<2x3x2x2xf64>) -> "
+                       "tensor<2x2x3x2xf64>",
+                   "tensor<2x2x3x2xf64>"});
+  };
+  gridSample("grid_sample_bilinear_reflection",
+             "{padding_mode = \"reflection\"}");
+  gridSample("grid_sample_bicubic_border_align_corners",
+             "{mode = \"bicubic\", padding_mode = \"border\", "
+             "align_corners = true}");
+  gridSample("grid_sample_nearest", "{mode = \"nearest\"}");
   auto pad = [&](const std::string &mode, std::vector<int64_t> in,
                  const std::string &low, const std::string &high,
                  std::vector<int64_t> outShape) {

@@ -214,6 +214,32 @@ TEST(ProgramModel, RandomDrawsArePricedLikeDropout) {
               1e-15);
 }
 
+TEST(ProgramModel, GridSampleIsPricedByItsTaps) {
+  // grid_sample gathers 4 taps (bilinear, the default), 1 (nearest) or 16
+  // (bicubic) per sampled element on top of its operands' bytes; its
+  // gradient as many per element of dy. Memory-bound, measured per-byte
+  // rates aside.
+  Builder b;
+  Function *f = b.function("train_step");
+  int x = b.buffer({2, 8, 16, 16}), g = b.buffer({2, 12, 12, 2}),
+      y = b.buffer({2, 8, 12, 12});
+  const double operands = (2 * 8 * 16 * 16 + 2 * 12 * 12 * 2) * 4.0;
+  const double sampled = 2 * 8 * 12 * 12;
+  Instruction *k = b.kernel(f, "grid_sample", {x, g}, {y});
+  ClusterSpec c = roundCluster("cpu");
+  EXPECT_NEAR(instructionSeconds(b.p, *k, c.device),
+              (operands + sampled * 4 + sampled * 4 * 4) / 1e11 + 1e-6, 1e-15);
+  Builder::attr(k, "mode", std::string("bicubic"));
+  EXPECT_NEAR(instructionSeconds(b.p, *k, c.device),
+              (operands + sampled * 4 + sampled * 16 * 4) / 1e11 + 1e-6, 1e-15);
+  int dx = b.buffer({2, 8, 16, 16}), dg = b.buffer({2, 12, 12, 2});
+  Instruction *grad = b.kernel(f, "grid_sample_grad", {y, x, g}, {dx, dg});
+  Builder::attr(grad, "mode", std::string("nearest"));
+  EXPECT_NEAR(instructionSeconds(b.p, *grad, c.device),
+              (2 * operands + sampled * 4 + sampled * 1 * 4) / 1e11 + 1e-6,
+              1e-15);
+}
+
 TEST(ProgramModel, TopKComparesWholeRowsOnGpus) {
   // The CUDA kernel compares each element with its whole row; the CPU one
   // sorts partially: memory-bound there.

@@ -266,3 +266,85 @@ func.func @f(%x: tensor<3x4xf32>) {
   %v, %i = dgraph.top_k %x, k = 1, axis = 2 : (tensor<3x4xf32>) -> (tensor<3x1xf32>, tensor<3x1xi64>)
   return
 }
+
+// -----
+
+// Tests that grid_sample samples 4-D operands only.
+func.func @f(%x: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x2x2x3xf32>) {
+  // expected-error @+1 {{expected an operand of rank 4 [N, C, H, W], got 'tensor<1x2x3x4x5xf32>'}}
+  %0 = dgraph.grid_sample %x, %g : (tensor<1x2x3x4x5xf32>, tensor<1x2x2x2x3xf32>) -> tensor<1x2x2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that the grid's last dimension holds (x, y).
+func.func @f(%x: tensor<1x2x3x4xf32>, %g: tensor<1x2x2x3xf32>) {
+  // expected-error @+1 {{expected a grid of shape [N, H_out, W_out, 2], got 'tensor<1x2x2x3xf32>'}}
+  %0 = dgraph.grid_sample %x, %g : (tensor<1x2x3x4xf32>, tensor<1x2x2x3xf32>) -> tensor<1x2x2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that the grid has the operand's batch.
+func.func @f(%x: tensor<2x2x3x4xf32>, %g: tensor<1x2x2x2xf32>) {
+  // expected-error @+1 {{expected grid dim 0 to be the operand's batch (2), got 1}}
+  %0 = dgraph.grid_sample %x, %g : (tensor<2x2x3x4xf32>, tensor<1x2x2x2xf32>) -> tensor<2x2x2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that the result is [N, C, H_out, W_out].
+func.func @f(%x: tensor<1x2x3x4xf32>, %g: tensor<1x5x6x2xf32>) {
+  // expected-error @+1 {{expected a result of shape 1x2x5x6, got 1x2x3x4}}
+  %0 = dgraph.grid_sample %x, %g : (tensor<1x2x3x4xf32>, tensor<1x5x6x2xf32>) -> tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that operand and grid have one element type.
+func.func @f(%x: tensor<1x2x3x4xf32>, %g: tensor<1x5x6x2xf64>) {
+  // expected-error @+1 {{expected operand, grid and result of one element type, got 'f32', 'f64' and 'f32'}}
+  %0 = dgraph.grid_sample %x, %g : (tensor<1x2x3x4xf32>, tensor<1x5x6x2xf64>) -> tensor<1x2x5x6xf32>
+  return
+}
+
+// -----
+
+// Tests that grid_sample's mode is checked.
+func.func @f(%x: tensor<1x2x3x4xf32>, %g: tensor<1x5x6x2xf32>) {
+  // expected-error @+1 {{expected mode "bilinear", "nearest" or "bicubic", got "linear"}}
+  %0 = dgraph.grid_sample %x, %g {mode = "linear"} : (tensor<1x2x3x4xf32>, tensor<1x5x6x2xf32>) -> tensor<1x2x5x6xf32>
+  return
+}
+
+// -----
+
+// Tests that grid_sample's padding_mode is checked.
+func.func @f(%x: tensor<1x2x3x4xf32>, %g: tensor<1x5x6x2xf32>) {
+  // expected-error @+1 {{expected padding_mode "zeros", "border" or "reflection", got "reflect"}}
+  %0 = dgraph.grid_sample %x, %g {padding_mode = "reflect"} : (tensor<1x2x3x4xf32>, tensor<1x5x6x2xf32>) -> tensor<1x2x5x6xf32>
+  return
+}
+
+// -----
+
+// Tests that grid_sample_grad's results have the operand's and the grid's
+// types.
+func.func @f(%dy: tensor<1x2x5x6xf32>, %x: tensor<1x2x3x4xf32>, %g: tensor<1x5x6x2xf32>) {
+  // expected-error @+1 {{expected doperand of type 'tensor<1x2x3x4xf32>' and dgrid of type 'tensor<1x5x6x2xf32>', got 'tensor<1x2x3x4xf32>' and 'tensor<1x6x5x2xf32>'}}
+  %0:2 = dgraph.grid_sample_grad %dy, %x, %g : (tensor<1x2x5x6xf32>, tensor<1x2x3x4xf32>, tensor<1x5x6x2xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x6x5x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that grid_sample_grad checks dy against the forward's result.
+func.func @f(%dy: tensor<1x2x6x5xf32>, %x: tensor<1x2x3x4xf32>, %g: tensor<1x5x6x2xf32>) {
+  // expected-error @+1 {{expected a result of shape 1x2x5x6, got 1x2x6x5}}
+  %0:2 = dgraph.grid_sample_grad %dy, %x, %g : (tensor<1x2x6x5xf32>, tensor<1x2x3x4xf32>, tensor<1x5x6x2xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x5x6x2xf32>)
+  return
+}

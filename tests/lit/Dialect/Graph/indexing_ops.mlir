@@ -71,3 +71,19 @@ func.func @top_k(%x: tensor<3x4xf32>) {
   %v2, %i2 = dgraph.top_k %x, k = 3, axis = 0 {largest = false} : (tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xi64>)
   return
 }
+
+// -----
+
+// Tests that grid_sample and grid_sample_grad round-trip with their
+// attributes, and that default attributes (bilinear, zeros, no
+// align_corners) are not printed.
+// CHECK-LABEL: func.func @grid_sample
+func.func @grid_sample(%x: tensor<2x3x5x6xf32>, %g: tensor<2x4x7x2xf32>, %dy: tensor<2x3x4x7xf32>) {
+  // CHECK: dgraph.grid_sample %{{.*}}, %{{.*}} : (tensor<2x3x5x6xf32>, tensor<2x4x7x2xf32>) -> tensor<2x3x4x7xf32>
+  %0 = dgraph.grid_sample %x, %g {mode = "bilinear", padding_mode = "zeros", align_corners = false} : (tensor<2x3x5x6xf32>, tensor<2x4x7x2xf32>) -> tensor<2x3x4x7xf32>
+  // CHECK: dgraph.grid_sample %{{.*}}, %{{.*}} {align_corners = true, mode = "bicubic", padding_mode = "reflection"}
+  %1 = dgraph.grid_sample %x, %g {mode = "bicubic", padding_mode = "reflection", align_corners = true} : (tensor<2x3x5x6xf32>, tensor<2x4x7x2xf32>) -> tensor<2x3x4x7xf32>
+  // CHECK: dgraph.grid_sample_grad %{{.*}}, %{{.*}}, %{{.*}} {mode = "nearest", padding_mode = "border"} : (tensor<2x3x4x7xf32>, tensor<2x3x5x6xf32>, tensor<2x4x7x2xf32>) -> (tensor<2x3x5x6xf32>, tensor<2x4x7x2xf32>)
+  %2:2 = dgraph.grid_sample_grad %dy, %x, %g {mode = "nearest", padding_mode = "border"} : (tensor<2x3x4x7xf32>, tensor<2x3x5x6xf32>, tensor<2x4x7x2xf32>) -> (tensor<2x3x5x6xf32>, tensor<2x4x7x2xf32>)
+  return
+}

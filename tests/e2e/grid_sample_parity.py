@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""ONNX GridSample compiled by dtcc against torch.nn.functional.grid_sample.
+
+Every mode (bilinear, nearest, bicubic) x padding_mode (zeros, border,
+reflection) x align_corners (0, 1), in float64: one ONNX model holds the 18
+GridSample nodes, each with its own image X [2, 3, 5, 6] and grid
+[2, 4, 7, 2]. The grids mix seeded random points in [-1.4, 1.4] with points
+placed on the borders (-1, 1), at the centre (0: a rounding tie of nearest
+for W = 6 without align_corners), far outside (+-1.5, +-3.75: reflection
+folds them several times) and on pixel centres. Checks, per node:
+
+  forward   dtcc's output (the model compiled for inference) against
+            PyTorch 1.13's grid_sample;
+  gradients loss = sum(Y * R) with fixed random R, compiled with --train
+            --export-gradients (SGD, learning rate 0): dtcc's gradients of
+            X and of the grid against torch.autograd's.
+
+Each within --rtol (1e-10) of the largest magnitude of PyTorch's tensor (at
+least 1). Exits non-zero on any difference, printing the worst errors.
+"""
+import argparse
+import itertools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+
+MODES = ["bilinear", "nearest", "bicubic"]
+PADDINGS = ["zeros", "border", "reflection"]
+X_SHAPE = (2, 3, 5, 6)
+GRID_SHAPE = (2, 4, 7, 2)
+SPECIAL = [(-1.0, -1.0), (1.0, 1.0), (-1.0, 1.0), (1.0, -1.0), (0.0, 0.0),
+           (1.5, -1.5), (-3.75, 3.75), (0.5, -0.25), (-0.5, 0.75), (1.25, 0.0),
+           (0.0, -1.0), (-1.0, 0.5)]
+
+
+def make_grid(rng, width, height):
+    """Random points with the special ones and pixel centres spliced in."""
+    g = rng.uniform(-1.4, 1.4, size=GRID_SHAPE)
+    flat = g.reshape(-1, 2)
+    for i, p in enumerate(SPECIAL):
+        flat[i] = p
+    # Pixel centres of either convention (align_corners 1: -1 + 2i/(W-1);
+    # 0: -1 + (2i+1)/W), every other row of the second sample.
+    k = len(SPECIAL)
+    for i in range(min(width, 6)):
+        flat[k + i] = (-1 + 2 * i / (width - 1), -1 + (2 * i + 1) / height)
+    return g
+
+
+def safe(name):
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def read(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        sys.stderr.write(p.stdout + p.stderr)
+        raise SystemExit(f"error: {' '.join(cmd)} exited {p.returncode}")
+
+
+def build(cases, train):
+    """The model: per case X_i, G_i (initializers) -> Y_i; with `train`,
+    the loss sum_i sum(Y_i * R_i) as its one output."""
+    nodes, inits, outputs, frozen = [], [], [], []
+    for i, c in enumerate(cases):
+        inits.append(numpy_helper.from_array(c["x"], f"X_{i}"))
+        inits.append(numpy_helper.from_array(c["grid"], f"G_{i}"))
+        nodes.append(helper.make_node(
+            "GridSample", [f"X_{i}", f"G_{i}"], [f"Y_{i}"], name=f"sample_{i}",
+            mode=c["mode"], padding_mode=c["padding"],
+            align_corners=c["align"]))
+        y_shape = [X_SHAPE[0], X_SHAPE[1], GRID_SHAPE[1], GRID_SHAPE[2]]
+        if train:
+            inits.append(numpy_helper.from_array(c["r"], f"R_{i}"))
+            frozen.append(f"R_{i}")
+            nodes.append(helper.make_node("Mul", [f"Y_{i}", f"R_{i}"], [f"M_{i}"]))
+            nodes.append(helper.make_node("ReduceSum", [f"M_{i}"], [f"S_{i}"],
+                                          keepdims=0))
+        else:
+            outputs.append(helper.make_tensor_value_info(f"Y_{i}", TensorProto.DOUBLE,
+                                                         y_shape))
+    if train:
+        nodes.append(helper.make_node("Sum", [f"S_{i}" for i in range(len(cases))],
+                                      ["loss"]))
+        outputs = [helper.make_tensor_value_info("loss", TensorProto.DOUBLE, [])]
+    graph = helper.make_graph(nodes, "grid_sample_parity", [], outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)],
+                              producer_name="grid_sample_parity")
+    return model, frozen
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtcc", required=True)
+    ap.add_argument("--runner", help="dtcc-runner (default: beside --dtcc)")
+    ap.add_argument("--rtol", type=float, default=1e-10)
+    args = ap.parse_args()
+    runner = args.runner or os.path.join(os.path.dirname(args.dtcc), "dtcc-runner")
+    torch.set_default_dtype(torch.float64)
+
+    rng = np.random.default_rng(16)
+    cases = []
+    for mode, padding, align in itertools.product(MODES, PADDINGS, [0, 1]):
+        x = rng.standard_normal(X_SHAPE)
+        grid = make_grid(rng, X_SHAPE[3], X_SHAPE[2])
+        r = rng.standard_normal((X_SHAPE[0], X_SHAPE[1], GRID_SHAPE[1], GRID_SHAPE[2]))
+        xt = torch.tensor(x, requires_grad=True)
+        gt = torch.tensor(grid, requires_grad=True)
+        y = F.grid_sample(xt, gt, mode=mode, padding_mode=padding,
+                          align_corners=bool(align))
+        (y * torch.tensor(r)).sum().backward()
+        cases.append({"mode": mode, "padding": padding, "align": align, "x": x,
+                      "grid": grid, "r": r, "y": y.detach().numpy(),
+                      "dx": xt.grad.numpy(), "dgrid": gt.grad.numpy()})
+
+    failures = []
+
+    def check(i, what, want, got):
+        c = cases[i]
+        scale = max(1.0, float(np.abs(want).max()))
+        err = float(np.abs(got - want).max()) / scale if got is not None else np.inf
+        tag = f"{c['mode']:8s} {c['padding']:10s} align {c['align']} {what:6s}"
+        ok = err <= args.rtol
+        print(f"{tag} max error {err:.2e} (of {scale:.3g}) {'ok' if ok else 'FAILED'}")
+        if not ok:
+            failures.append(tag)
+
+    with tempfile.TemporaryDirectory() as work:
+        fwd, _ = build(cases, train=False)
+        fwd_path, fwd_exe = os.path.join(work, "fwd.onnx"), os.path.join(work, "fwd")
+        onnx.save(fwd, fwd_path)
+        run([args.dtcc, "compile", fwd_path, "-o", fwd_exe])
+        fwd_out = os.path.join(work, "fwd_out")
+        run([fwd_exe, "--output-dir", fwd_out])
+
+        train, frozen = build(cases, train=True)
+        train_path = os.path.join(work, "train.onnx")
+        prog = os.path.join(work, "train.program")
+        onnx.save(train, train_path)
+        run([args.dtcc, "compile", train_path, "--train", "--optimizer", "sgd",
+             "--lr", "0", "--export-gradients", "--compile-to", "program",
+             "-o", prog, "--frozen", ",".join(frozen)])
+        train_out = os.path.join(work, "train_out")
+        run([runner, "--program", prog, "--function", "train_step",
+             "--output-dir", train_out])
+
+        def load(out_dir, name):
+            path = os.path.join(out_dir, safe(name) + ".pb")
+            return read(path).astype(np.float64) if os.path.exists(path) else None
+
+        for i, c in enumerate(cases):
+            check(i, "y", c["y"], load(fwd_out, f"Y_{i}"))
+            check(i, "dx", c["dx"], load(train_out, f"grad/X_{i}"))
+            check(i, "dgrid", c["dgrid"], load(train_out, f"grad/G_{i}"))
+    if failures:
+        print(f"grid-sample-parity: {len(failures)} differences from PyTorch")
+        return 1
+    print(f"grid-sample-parity: {len(cases)} cases x (y, dx, dgrid) match PyTorch "
+          f"within {args.rtol:g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
