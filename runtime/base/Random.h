@@ -10,8 +10,16 @@
 #ifndef DTCC_RUNTIME_BASE_RANDOM_H
 #define DTCC_RUNTIME_BASE_RANDOM_H
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+
+// standardDraw runs in both backends' kernels: host and device under nvcc.
+#ifdef __CUDACC__
+#define DTCC_RANDOM_HD __host__ __device__
+#else
+#define DTCC_RANDOM_HD
+#endif
 
 namespace dtcc::runtime {
 
@@ -64,6 +72,20 @@ constexpr uint64_t normalCounter(uint64_t i, int which) { return 2 * i + which; 
 
 /// 2 pi, for Box-Muller's angle.
 constexpr double kTwoPi = 6.28318530717958647692;
+
+/// dgraph.random's standard draw (GraphTrainingOps.td), element `counter`
+/// of the stream `key`: uniform in [0, 1) from its top `digits` bits (the
+/// result type's significand), or normal by Box-Muller of counters 2i and
+/// 2i + 1, 53 bits each (1 - u1 >= 2^-53: the logarithm is finite). The
+/// CPU and CUDA kernels both compute it; shift and scale come after.
+DTCC_RANDOM_HD inline double standardDraw(uint64_t key, uint64_t counter,
+                                          bool normal, int digits) {
+  if (!normal)
+    return uniformFromTopBits(splitmix64(key + counter), digits);
+  const double u1 = uniformFromBits(splitmix64(key + normalCounter(counter, 0)));
+  const double u2 = uniformFromBits(splitmix64(key + normalCounter(counter, 1)));
+  return sqrt(-2.0 * log(1.0 - u1)) * cos(kTwoPi * u2);
+}
 
 } // namespace dtcc::runtime
 

@@ -720,16 +720,7 @@ KernelFn makeRandom(const int64_t *step, S *y, int64_t n, uint64_t seed,
   return [=]() -> Status {
     const uint64_t key = streamKey(seed, uint64_t(*step));
     forEachCounter(n, block, [&](int64_t i, uint64_t counter) {
-      double x;
-      if (normal) {
-        const double u1 =
-            uniformFromBits(splitmix64(key + normalCounter(counter, 0)));
-        const double u2 =
-            uniformFromBits(splitmix64(key + normalCounter(counter, 1)));
-        x = std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(kTwoPi * u2);
-      } else {
-        x = uniformFromTopBits(splitmix64(key + counter), digits);
-      }
+      const double x = standardDraw(key, counter, normal, digits);
       y[i] = Elem<S>::store(C(shift + scale * x));
     });
     return Status::ok();

@@ -744,17 +744,7 @@ __global__ void randomKernel(const int64_t *step, S *y, int64_t n,
   using C = ComputeT<S>;
   const uint64_t key = streamKey(seed, uint64_t(*step));
   DTCC_GRID_LOOP(i, n) {
-    const uint64_t counter = blockCounter(i, block);
-    double x;
-    if (normal) {
-      const double u1 =
-          uniformFromBits(splitmix64(key + normalCounter(counter, 0)));
-      const double u2 =
-          uniformFromBits(splitmix64(key + normalCounter(counter, 1)));
-      x = sqrt(-2.0 * log(1.0 - u1)) * cos(kTwoPi * u2);
-    } else {
-      x = uniformFromTopBits(splitmix64(key + counter), digits);
-    }
+    const double x = standardDraw(key, blockCounter(i, block), normal, digits);
     y[i] = Elem<S>::store(C(shift + scale * x));
   }
 }
