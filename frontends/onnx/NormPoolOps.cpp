@@ -384,6 +384,14 @@ LogicalResult importAveragePool(NodeImporter &n) {
   return success();
 }
 
+/// The mean of `v` over `dims` (kept, of size 1), holding `count` > 0
+/// elements each: their sum times 1 / count.
+Value meanOver(NodeImporter &n, Value v, ArrayRef<int64_t> dims,
+               int64_t count) {
+  Value sum = n.reduce<ReduceSumOp>(v, dims, /*keepDims=*/true);
+  return n.fold<MulOp>(sum, n.splat(typeOf(sum), 1.0 / double(count)));
+}
+
 LogicalResult importGlobalAveragePool(NodeImporter &n) {
   auto xt = checkInput(n, 3);
   if (failed(xt))
@@ -396,8 +404,7 @@ LogicalResult importGlobalAveragePool(NodeImporter &n) {
   }
   if (count == 0)
     return n.error() << "expected spatial dimensions of size >= 1, got " << *xt;
-  Value sum = n.reduce<ReduceSumOp>(n.input(0), dims, /*keepDims=*/true);
-  n.setOutput(0, n.fold<MulOp>(sum, n.splat(typeOf(sum), 1.0 / double(count))));
+  n.setOutput(0, meanOver(n, n.input(0), dims, count));
   return success();
 }
 
@@ -488,9 +495,7 @@ LogicalResult importMeanVarianceNorm(NodeImporter &n) {
                      << "got " << *xt;
   Value x = n.input(0);
   auto meanOf = [&](Value v) {
-    Value sum = n.reduce<ReduceSumOp>(v, dims, /*keepDims=*/true);
-    Value mean = n.fold<MulOp>(sum, n.splat(typeOf(sum), 1.0 / double(count)));
-    return n.broadcastTo(mean, xt->getShape());
+    return n.broadcastTo(meanOver(n, v, dims, count), xt->getShape());
   };
   Value mean = meanOf(x);
   Value var = n.fold<SubOp>(meanOf(n.fold<MulOp>(x, x)),

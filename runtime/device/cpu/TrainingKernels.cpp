@@ -727,16 +727,6 @@ KernelFn makeRandom(const int64_t *step, S *y, int64_t n, uint64_t seed,
   };
 }
 
-/// The significand bits (the implicit one included) of a float type.
-int significandBits(DType dtype) {
-  switch (dtype) {
-  case DType::kF64: return 53;
-  case DType::kF32: return 24;
-  case DType::kF16: return 11;
-  default: return 8; // bf16
-  }
-}
-
 StatusOr<KernelFn> buildRandom(const KernelContext &ctx) {
   const TensorView &y = ctx.outputs[0];
   DTCC_RETURN_IF_ERROR(checkScalarInput(ctx, 0, DType::kI64, "step"));

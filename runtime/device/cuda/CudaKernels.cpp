@@ -1016,11 +1016,7 @@ StatusOr<KernelFn> buildRandom(CudaDevice &dev, const KernelContext &ctx) {
   if (!isRowType(y.dtype))
     return unsupported(ctx, y.dtype);
   DTCC_ASSIGN_OR_RETURN(CounterBlock block, readCounterBlock(ctx, 1, y.shape));
-  // The significand bits of the result type (the CPU backend's).
-  const int digits = y.dtype == DType::kF64   ? 53
-                     : y.dtype == DType::kF32 ? 24
-                     : y.dtype == DType::kF16 ? 11
-                                              : 8;
+  const int digits = significandBits(y.dtype);
   const bool normal = *distribution == "normal";
   const double sh = *shift, sc = *scale;
   const uint64_t s = uint64_t(*seed);

@@ -782,9 +782,9 @@ TEST(CpuTrainingKernels, CrossEntropyGradReportsBadLabels) {
 // dropout
 //===----------------------------------------------------------------------===//
 
-/// The spec's formula, written out independently of the kernel's integer
-/// threshold.
-bool keepRef(int64_t seed, int64_t step, int64_t i, double ratio) {
+/// Word `counter` of the stream of (seed, step), splitmix64 written out
+/// independently of runtime/base/Random.h: the draws' references below.
+uint64_t streamWordRef(int64_t seed, int64_t step, uint64_t counter) {
   auto mix = [](uint64_t x) {
     uint64_t z = x + 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -792,7 +792,14 @@ bool keepRef(int64_t seed, int64_t step, int64_t i, double ratio) {
     return z ^ (z >> 31);
   };
   const uint64_t key = mix(uint64_t(seed) ^ mix(uint64_t(step)));
-  const double u = double(mix(key + uint64_t(i)) >> 11) * std::ldexp(1.0, -53);
+  return mix(key + counter);
+}
+
+/// The spec's formula, written out independently of the kernel's integer
+/// threshold.
+bool keepRef(int64_t seed, int64_t step, int64_t i, double ratio) {
+  const double u =
+      double(streamWordRef(seed, step, uint64_t(i)) >> 11) * std::ldexp(1.0, -53);
   return u >= ratio;
 }
 
@@ -983,17 +990,13 @@ TEST(CpuTrainingKernels, DropoutOfABlockDrawsTheWholeTensorsMask) {
 /// counter i, normal by Box-Muller of counters 2i and 2i + 1.
 double drawRef(bool normal, int64_t seed, int64_t step, uint64_t i,
                int digits) {
-  auto mix = [](uint64_t x) {
-    uint64_t z = x + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+  auto word = [&](uint64_t counter) {
+    return streamWordRef(seed, step, counter);
   };
-  const uint64_t key = mix(uint64_t(seed) ^ mix(uint64_t(step)));
   if (!normal)
-    return std::ldexp(double(mix(key + i) >> (64 - digits)), -digits);
-  const double u1 = std::ldexp(double(mix(key + 2 * i) >> 11), -53);
-  const double u2 = std::ldexp(double(mix(key + 2 * i + 1) >> 11), -53);
+    return std::ldexp(double(word(i) >> (64 - digits)), -digits);
+  const double u1 = std::ldexp(double(word(2 * i) >> 11), -53);
+  const double u2 = std::ldexp(double(word(2 * i + 1) >> 11), -53);
   return std::sqrt(-2 * std::log(1 - u1)) * std::cos(2 * kPi * u2);
 }
 
