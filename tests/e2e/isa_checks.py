@@ -12,7 +12,7 @@ logged loss must be equal, byte for byte. On a CPU without AVX-512 both
 runs take the baseline loops, and the check says so. (Library-like kernel
 choices that follow the CPU itself, not DTCC_CPU_ISA, are the same in both
 runs: oneDNN's bf16 products, and bf16 attention's dot products on
-AVX512-BF16.)
+AVX512-BF16 or AMX.)
 """
 import filecmp
 import os

@@ -432,7 +432,8 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
 //
 // Where the CPU has AVX512-BF16, bf16 attention multiplies its blocks with
 // the bf16 dot-product instruction (Bf16Dot.h) instead of widening Q, K and
-// V to f32 for OpenBLAS: twice the multiply-adds a cycle. The operands are
+// V to f32 for OpenBLAS: twice the multiply-adds a cycle; where it also has
+// AMX, the blocks' whole tiles run on AMX's tile instruction. The operands are
 // packed into the instruction's layout (pairs of bf16 along the summed
 // dimension, zero past the data) block by block; the probabilities P and
 // the score gradients dS are rounded to bf16 for the products that take

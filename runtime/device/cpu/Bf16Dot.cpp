@@ -10,7 +10,10 @@
 #include <cstring>
 
 #if DTCC_HAVE_AVX512_CLONES
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace dtcc::runtime::cpu {
@@ -26,6 +29,31 @@ bool cpuHasAvx512Bf16() {
            __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
+
+bool cpuHasAmxBf16() {
+  static const bool has = [] {
+    if (!cpuHasAvx512Bf16())
+      return false;
+    if (const char *v = std::getenv("DTCC_CPU_AMX"); v && std::strcmp(v, "0") == 0)
+      return false;
+#if DTCC_HAVE_AVX512_CLONES
+    // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx >> 22 & 1) ||
+        !(edx >> 24 & 1))
+      return false;
+    // Linux hands a process the tile registers' 8 KiB of state only when
+    // asked (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); once granted it
+    // holds for every thread. A kernel or hypervisor that refuses it
+    // leaves the vector path.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 #else
     return false;
 #endif
@@ -118,9 +146,9 @@ constexpr const DotBlockFn *kBlockTable[4] = {kBlocks<1>, kBlocks<2>,
 
 } // namespace
 
-void bf16Dot(int64_t rows, int64_t cols, int64_t kp, const uint32_t *a,
-             int64_t lda, const uint32_t *b, int64_t ldb, float *c,
-             int64_t ldc, bool accumulate) {
+void bf16DotVector(int64_t rows, int64_t cols, int64_t kp, const uint32_t *a,
+                   int64_t lda, const uint32_t *b, int64_t ldb, float *c,
+                   int64_t ldc, bool accumulate) {
   // Column blocks of up to 64 (four vectors), rows four at a time: 16
   // accumulators and four vectors of B in registers.
   for (int64_t c0 = 0; c0 < cols; c0 += 64) {
@@ -136,7 +164,140 @@ void bf16Dot(int64_t rows, int64_t cols, int64_t kp, const uint32_t *a,
   }
 }
 
+namespace {
+
+#define DTCC_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+
+/// The tile configuration (LDTILECFG's 64-byte operand): palette 1, every
+/// tile 16 rows of 64 bytes (16 f32 of C, 16 words of A or B).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, startRow = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsBytes[16] = {};
+  uint8_t rows[16] = {};
+  TileConfig() {
+    for (int t = 0; t < 8; ++t) {
+      colsBytes[t] = 64;
+      rows[t] = 16;
+    }
+  }
+};
+
+/// C tiles (tmm0-3, a 2 x 2 block of 16 x 16) += A tiles (tmm4-5, two row
+/// blocks of 16 x 16 words) x B tiles (tmm6-7, two column blocks of 16
+/// words x 16): R row blocks by NC column blocks, each 1 or 2.
+template <int R, int NC>
+DTCC_AMX_TARGET void amxBlock(int64_t kp, const uint32_t *a, int64_t lda,
+                              const uint32_t *b, int64_t ldb, float *c,
+                              int64_t ldc, bool accumulate) {
+  const int64_t sa = lda * 4, sb = ldb * 4, sc = ldc * 4;
+  if (accumulate) {
+    _tile_loadd(0, c, sc);
+    if constexpr (NC == 2)
+      _tile_loadd(1, c + 16, sc);
+    if constexpr (R == 2) {
+      _tile_loadd(2, c + 16 * ldc, sc);
+      if constexpr (NC == 2)
+        _tile_loadd(3, c + 16 * ldc + 16, sc);
+    }
+  } else {
+    _tile_zero(0);
+    if constexpr (NC == 2)
+      _tile_zero(1);
+    if constexpr (R == 2) {
+      _tile_zero(2);
+      if constexpr (NC == 2)
+        _tile_zero(3);
+    }
+  }
+  for (int64_t p = 0; p < kp; p += 16) {
+    _tile_loadd(4, a + p, sa);
+    _tile_loadd(6, b + p * ldb, sb);
+    if constexpr (NC == 2)
+      _tile_loadd(7, b + p * ldb + 16, sb);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NC == 2)
+      _tile_dpbf16ps(1, 4, 7);
+    if constexpr (R == 2) {
+      _tile_loadd(5, a + 16 * lda + p, sa);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NC == 2)
+        _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, c, sc);
+  if constexpr (NC == 2)
+    _tile_stored(1, c + 16, sc);
+  if constexpr (R == 2) {
+    _tile_stored(2, c + 16 * ldc, sc);
+    if constexpr (NC == 2)
+      _tile_stored(3, c + 16 * ldc + 16, sc);
+  }
+}
+
+/// The part of C whose rows, columns and words fill whole 16 x 16 tiles,
+/// on AMX. The tiles are configured on entry and released on return, so
+/// the thread carries no tile state between calls.
+DTCC_AMX_TARGET void amxWholeTiles(int64_t rows, int64_t cols, int64_t kp,
+                                   const uint32_t *a, int64_t lda,
+                                   const uint32_t *b, int64_t ldb, float *c,
+                                   int64_t ldc, bool accumulate) {
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+  for (int64_t r0 = 0; r0 < rows; r0 += 32) {
+    const bool twoRows = rows - r0 >= 32;
+    for (int64_t c0 = 0; c0 < cols; c0 += 32) {
+      const bool twoCols = cols - c0 >= 32;
+      const uint32_t *ab = a + r0 * lda, *bb = b + c0;
+      float *cb = c + r0 * ldc + c0;
+      if (twoRows && twoCols)
+        amxBlock<2, 2>(kp, ab, lda, bb, ldb, cb, ldc, accumulate);
+      else if (twoRows)
+        amxBlock<2, 1>(kp, ab, lda, bb, ldb, cb, ldc, accumulate);
+      else if (twoCols)
+        amxBlock<1, 2>(kp, ab, lda, bb, ldb, cb, ldc, accumulate);
+      else
+        amxBlock<1, 1>(kp, ab, lda, bb, ldb, cb, ldc, accumulate);
+    }
+  }
+  _tile_release();
+}
+
+} // namespace
+
+void bf16Dot(int64_t rows, int64_t cols, int64_t kp, const uint32_t *a,
+             int64_t lda, const uint32_t *b, int64_t ldb, float *c,
+             int64_t ldc, bool accumulate) {
+  // AMX takes the rows, columns and words that fill whole tiles; the
+  // vector instruction the rest: the words past them (added to AMX's
+  // sums), then the rows and the columns past them.
+  const int64_t tr = rows & ~int64_t(15), tc = cols & ~int64_t(15),
+                tk = kp & ~int64_t(15);
+  if (tr == 0 || tc == 0 || tk == 0 || !cpuHasAmxBf16()) {
+    bf16DotVector(rows, cols, kp, a, lda, b, ldb, c, ldc, accumulate);
+    return;
+  }
+  amxWholeTiles(tr, tc, tk, a, lda, b, ldb, c, ldc, accumulate);
+  if (tk < kp)
+    bf16DotVector(tr, tc, kp - tk, a + tk, lda, b + tk * ldb, ldb, c, ldc,
+                  true);
+  if (tc < cols)
+    bf16DotVector(tr, cols - tc, kp, a, lda, b + tc, ldb, c + tc, ldc,
+                  accumulate);
+  if (tr < rows)
+    bf16DotVector(rows - tr, cols, kp, a + tr * lda, lda, b, ldb,
+                  c + tr * ldc, ldc, accumulate);
+}
+
 #else
+
+bool cpuHasAmxBf16() { return false; }
+
+void bf16DotVector(int64_t rows, int64_t cols, int64_t kp, const uint32_t *a,
+                   int64_t lda, const uint32_t *b, int64_t ldb, float *c,
+                   int64_t ldc, bool accumulate) {
+  bf16DotReference(rows, cols, kp, a, lda, b, ldb, c, ldc, accumulate);
+}
 
 void bf16Dot(int64_t rows, int64_t cols, int64_t kp, const uint32_t *a,
              int64_t lda, const uint32_t *b, int64_t ldb, float *c,

@@ -728,18 +728,16 @@ uint16_t randomBf16(std::mt19937 &rng) {
 
 } // namespace
 
-// The attention kernels' bf16 products (AVX512-BF16's dot product) are
-// bitwise their scalar reference, which spells out the instruction's order
-// of operations, on blocks of every shape class the kernels use (rows and
-// columns past a multiple of 4 and 16, more than 64 columns, strides wider
-// than the block), accumulating and not.
-TEST(CpuAttentionKernels, Bf16DotIsBitwiseItsReference) {
-  if (!cpu::cpuHasAvx512Bf16())
-    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+/// Random operands of a bf16Dot block (strides wider than the block) and
+/// a random C; `check(a, lda, b, ldb, c, ldc)` runs on each shape class the
+/// kernels use: rows and columns past a multiple of 4 and 16 (the vector
+/// blocks, AMX's tiles), more than 64 columns, words past a multiple of
+/// 16, accumulating and not.
+template <typename Check> void forEachBf16DotBlock(Check check) {
   std::mt19937 rng(5);
-  for (int64_t rows : {1, 3, 4, 7, 64})
+  for (int64_t rows : {1, 3, 4, 7, 16, 33, 64})
     for (int64_t cols : {1, 15, 16, 33, 64, 100})
-      for (int64_t kp : {1, 2, 19, 32})
+      for (int64_t kp : {1, 2, 16, 19, 32, 40})
         for (bool accumulate : {false, true}) {
           const int64_t lda = kp + 3, ldb = cols + 5, ldc = cols + 2;
           std::vector<uint32_t> a(rows * lda), b(kp * ldb);
@@ -750,14 +748,71 @@ TEST(CpuAttentionKernels, Bf16DotIsBitwiseItsReference) {
           std::vector<float> c(rows * ldc);
           for (float &x : c)
             x = bf16ToFloat(randomBf16(rng));
-          std::vector<float> want = c;
-          cpu::bf16Dot(rows, cols, kp, a.data(), lda, b.data(), ldb, c.data(),
-                       ldc, accumulate);
-          cpu::bf16DotReference(rows, cols, kp, a.data(), lda, b.data(), ldb,
-                                want.data(), ldc, accumulate);
           SCOPED_TRACE("rows " + std::to_string(rows) + " cols " +
                        std::to_string(cols) + " kp " + std::to_string(kp) +
                        (accumulate ? " accumulate" : ""));
-          ASSERT_EQ(std::memcmp(c.data(), want.data(), c.size() * 4), 0);
+          check(rows, cols, kp, a, lda, b, ldb, c, ldc, accumulate);
         }
+}
+
+// The attention kernels' bf16 products on AVX512-BF16's dot product are
+// bitwise their scalar reference, which spells out the instruction's order
+// of operations.
+TEST(CpuAttentionKernels, Bf16DotVectorIsBitwiseItsReference) {
+  if (!cpu::cpuHasAvx512Bf16())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  forEachBf16DotBlock([](int64_t rows, int64_t cols, int64_t kp,
+                         const std::vector<uint32_t> &a, int64_t lda,
+                         const std::vector<uint32_t> &b, int64_t ldb,
+                         std::vector<float> c, int64_t ldc, bool accumulate) {
+    std::vector<float> want = c;
+    cpu::bf16DotVector(rows, cols, kp, a.data(), lda, b.data(), ldb, c.data(),
+                       ldc, accumulate);
+    cpu::bf16DotReference(rows, cols, kp, a.data(), lda, b.data(), ldb,
+                          want.data(), ldc, accumulate);
+    ASSERT_EQ(std::memcmp(c.data(), want.data(), c.size() * 4), 0);
+  });
+}
+
+// bf16Dot (on AMX's tiles where the CPU has them, the vector instruction
+// for the rows, columns and words past them) is within f32 rounding of the
+// exact sum: each result within 2 kp + 1 roundings (2^-24 of the sum of
+// the magnitudes of its terms) of the sum in f64, f32 subnormals aside;
+// C's elements outside the block untouched.
+TEST(CpuAttentionKernels, Bf16DotIsTheSumWithinF32Rounding) {
+  if (!cpu::cpuHasAvx512Bf16())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!cpu::cpuHasAmxBf16())
+    std::printf("this CPU has no AMX: bf16Dot is bf16DotVector\n");
+  forEachBf16DotBlock([](int64_t rows, int64_t cols, int64_t kp,
+                         const std::vector<uint32_t> &a, int64_t lda,
+                         const std::vector<uint32_t> &b, int64_t ldb,
+                         std::vector<float> c, int64_t ldc, bool accumulate) {
+    const std::vector<float> before = c;
+    cpu::bf16Dot(rows, cols, kp, a.data(), lda, b.data(), ldb, c.data(), ldc,
+                 accumulate);
+    auto half = [](uint32_t word, int h) {
+      return double(bf16ToFloat(uint16_t(word >> (16 * h))));
+    };
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < ldc; ++j) {
+        if (j >= cols) {
+          ASSERT_EQ(c[r * ldc + j], before[r * ldc + j]) << "outside the block";
+          continue;
+        }
+        double sum = accumulate ? before[r * ldc + j] : 0.0;
+        double magnitude = std::fabs(sum);
+        for (int64_t p = 0; p < kp; ++p)
+          for (int h : {0, 1}) {
+            const double term =
+                half(a[r * lda + p], h) * half(b[p * ldb + j], h);
+            sum += term;
+            magnitude += std::fabs(term);
+          }
+        const double bound =
+            double(2 * kp + 1) * std::ldexp(magnitude, -24) + 0x1p-90;
+        ASSERT_LE(std::fabs(double(c[r * ldc + j]) - sum), bound)
+            << "row " << r << " column " << j;
+      }
+  });
 }
