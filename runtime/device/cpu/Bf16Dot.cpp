@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #if DTCC_HAVE_AVX512_CLONES
 #include <cpuid.h>
@@ -183,33 +184,35 @@ struct alignas(64) TileConfig {
   }
 };
 
-/// C tiles (tmm0-3, a 2 x 2 block of 16 x 16) += A tiles (tmm4-5, two row
-/// blocks of 16 x 16 words) x B tiles (tmm6-7, two column blocks of 16
-/// words x 16): R row blocks by NC column blocks, each 1 or 2.
+/// Calls f(tile, row, column) for each C tile of an R x NC block (tmm0-3:
+/// a 2 x 2 block of 16 x 16, rows then columns), `tile` an
+/// std::integral_constant (the tile instructions take the register as an
+/// immediate).
+template <int R, int NC, typename F> DTCC_ALWAYS_INLINE void forEachCTile(F f) {
+  f(std::integral_constant<int, 0>{}, 0, 0);
+  if constexpr (NC == 2)
+    f(std::integral_constant<int, 1>{}, 0, 16);
+  if constexpr (R == 2) {
+    f(std::integral_constant<int, 2>{}, 16, 0);
+    if constexpr (NC == 2)
+      f(std::integral_constant<int, 3>{}, 16, 16);
+  }
+}
+
+/// C tiles (tmm0-3, R row blocks by NC column blocks of 16 x 16, each 1 or
+/// 2) += A tiles (tmm4-5, row blocks of 16 x 16 words) x B tiles (tmm6-7,
+/// column blocks of 16 words x 16).
 template <int R, int NC>
 DTCC_AMX_TARGET void amxBlock(int64_t kp, const uint32_t *a, int64_t lda,
                               const uint32_t *b, int64_t ldb, float *c,
                               int64_t ldc, bool accumulate) {
   const int64_t sa = lda * 4, sb = ldb * 4, sc = ldc * 4;
-  if (accumulate) {
-    _tile_loadd(0, c, sc);
-    if constexpr (NC == 2)
-      _tile_loadd(1, c + 16, sc);
-    if constexpr (R == 2) {
-      _tile_loadd(2, c + 16 * ldc, sc);
-      if constexpr (NC == 2)
-        _tile_loadd(3, c + 16 * ldc + 16, sc);
-    }
-  } else {
-    _tile_zero(0);
-    if constexpr (NC == 2)
-      _tile_zero(1);
-    if constexpr (R == 2) {
-      _tile_zero(2);
-      if constexpr (NC == 2)
-        _tile_zero(3);
-    }
-  }
+  forEachCTile<R, NC>([&](auto tile, int row, int col) DTCC_AMX_TARGET {
+    if (accumulate)
+      _tile_loadd(decltype(tile)::value, c + row * ldc + col, sc);
+    else
+      _tile_zero(decltype(tile)::value);
+  });
   for (int64_t p = 0; p < kp; p += 16) {
     _tile_loadd(4, a + p, sa);
     _tile_loadd(6, b + p * ldb, sb);
@@ -225,14 +228,9 @@ DTCC_AMX_TARGET void amxBlock(int64_t kp, const uint32_t *a, int64_t lda,
         _tile_dpbf16ps(3, 5, 7);
     }
   }
-  _tile_stored(0, c, sc);
-  if constexpr (NC == 2)
-    _tile_stored(1, c + 16, sc);
-  if constexpr (R == 2) {
-    _tile_stored(2, c + 16 * ldc, sc);
-    if constexpr (NC == 2)
-      _tile_stored(3, c + 16 * ldc + 16, sc);
-  }
+  forEachCTile<R, NC>([&](auto tile, int row, int col) DTCC_AMX_TARGET {
+    _tile_stored(decltype(tile)::value, c + row * ldc + col, sc);
+  });
 }
 
 /// The part of C whose rows, columns and words fill whole 16 x 16 tiles,
