@@ -5,7 +5,9 @@
 // batch 8 x 128; shapes as `dtcc compile --dump-dir` shows them: the dense
 // layers' forward x W^T, input gradient dY W, weight gradient dY^T X, and
 // the attention products batched over batch x heads) through
-//   blas: OpenBLAS cblas_sgemm, one call per GEMM (dtcc's kernels before),
+//   blas: OpenBLAS cblas_sgemm, one call per GEMM (dtcc's f32 kernels), on
+//         the kernel family the runner gives it (BlasCore.h: OpenBLAS
+//         0.3.21 takes some newer CPUs for SSE3 ones),
 //   f32:  oneDNN's f32 matmul primitive (one call per batch),
 //   bf16: oneDNN's matmul on bf16 operands, f32 accumulation and result.
 // The thread count is the kernels' one setting (OMP_NUM_THREADS, else
@@ -17,10 +19,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/cpu/BlasCore.h"
 #include "runtime/device/cpu/DnnlMatmul.h"
 #include "runtime/device/cpu/ThreadPool.h"
 
 #include <cblas.h>
+
+extern "C" char *openblas_get_corename(void);
 
 #include <algorithm>
 #include <chrono>
@@ -107,6 +112,9 @@ uint16_t toBf16(float f) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // As the runner does: may execute the benchmark again with the settings
+  // OpenBLAS and OpenMP read when they load.
+  dtcc::runtime::cpu::applyLoadTimeSettings(argv);
   int trials = 5;
   long long m = 0, n = 0, k = 0;
   for (int i = 1; i < argc; ++i)
@@ -133,8 +141,11 @@ int main(int argc, char **argv) {
     for (Shape &s : gptShapes("6x384", 1024, 384, 512, 48, 128, 64))
       shapes.push_back(s);
   }
-  std::printf("threads %d, best of %d trials, native bf16: %s\n", threads,
-              trials, dnnlHasNativeBf16() ? "yes" : "no");
+  const char *core = openblas_get_corename();
+  std::printf("threads %d, best of %d trials, native bf16: %s, OpenBLAS "
+              "core %s\n",
+              threads, trials, dnnlHasNativeBf16() ? "yes" : "no",
+              core ? core : "?");
   std::printf("%-24s %5s %5s %5s %5s %8s %8s %8s  %s\n", "product", "batch",
               "m", "n", "k", "blas", "f32", "bf16", "(GFLOP/s; oneDNN impls)");
   std::set<std::string> reported;
