@@ -34,8 +34,8 @@ struct Geometry {
   Mode mode = Mode::kBilinear;
   Padding padding = Padding::kZeros;
   bool alignCorners = false;
-  int64_t plane() const { return h * w; }
-  int64_t points() const { return outH * outW; }
+  DTCC_GRID_HD int64_t plane() const { return h * w; }
+  DTCC_GRID_HD int64_t points() const { return outH * outW; }
 };
 
 template <typename T> DTCC_GRID_HD T floorOf(T v) {

@@ -17,9 +17,10 @@ MPI_ENV = {
 }
 
 
-def run(cmd):
-    """Runs `cmd`; its stdout, or exit with its output on failure."""
-    p = subprocess.run(cmd, capture_output=True, text=True)
+def run(cmd, timeout=None):
+    """Runs `cmd` (for at most `timeout` seconds); its stdout, or exit with
+    its output on failure."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         sys.stderr.write(p.stdout + p.stderr)
         raise SystemExit(f"error: {' '.join(cmd)} exited {p.returncode}")

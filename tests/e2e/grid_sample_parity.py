@@ -22,7 +22,6 @@ import argparse
 import itertools
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -31,6 +30,8 @@ import onnx
 import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
+
+import e2e_common
 
 MODES = ["bilinear", "nearest", "bicubic"]
 PADDINGS = ["zeros", "border", "reflection"]
@@ -59,18 +60,8 @@ def safe(name):
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def read(path):
-    t = onnx.TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return numpy_helper.to_array(t)
-
-
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        sys.stderr.write(p.stdout + p.stderr)
-        raise SystemExit(f"error: {' '.join(cmd)} exited {p.returncode}")
+    e2e_common.run(cmd, timeout=300)
 
 
 def build(cases, train):
@@ -162,7 +153,8 @@ def main():
 
         def load(out_dir, name):
             path = os.path.join(out_dir, safe(name) + ".pb")
-            return read(path).astype(np.float64) if os.path.exists(path) else None
+            return (e2e_common.read_pb(path).astype(np.float64)
+                    if os.path.exists(path) else None)
 
         for i, c in enumerate(cases):
             check(i, "y", c["y"], load(fwd_out, f"Y_{i}"))

@@ -29,7 +29,7 @@ template <typename S>
 __global__ void gridSampleKernel(const S *x, const S *xy, S *y,
                                  grid::Geometry g) {
   using C = ComputeT<S>;
-  const int64_t points = g.outH * g.outW, plane = g.h * g.w;
+  const int64_t points = g.points(), plane = g.plane();
   DTCC_GRID_LOOP(np, g.n * points) {
     const int64_t n = np / points, p = np - n * points;
     grid::Taps<C> t;
@@ -50,7 +50,7 @@ template <typename S, typename A>
 __global__ void gridSampleGradKernel(const S *dy, const S *x, const S *xy,
                                      A *dx, S *dgrid, grid::Geometry g) {
   using C = ComputeT<S>;
-  const int64_t points = g.outH * g.outW, plane = g.h * g.w;
+  const int64_t points = g.points(), plane = g.plane();
   DTCC_GRID_LOOP(np, g.n * points) {
     const int64_t n = np / points, p = np - n * points;
     grid::Taps<C> t;
@@ -73,11 +73,6 @@ __global__ void gridSampleGradKernel(const S *dy, const S *x, const S *xy,
     dgrid[np * 2] = Elem<S>::store(gx * t.gradX);
     dgrid[np * 2 + 1] = Elem<S>::store(gy * t.gradY);
   }
-}
-
-template <typename S>
-__global__ void storeGridFloatKernel(const float *acc, S *out, int64_t n) {
-  DTCC_GRID_LOOP(i, n) { out[i] = Elem<S>::store(acc[i]); }
 }
 
 } // namespace
@@ -124,7 +119,7 @@ cudaError_t launchGridSampleGrad(DType dtype, const void *dy, const void *x,
               static_cast<const S *>(grid), acc, static_cast<S *>(dgrid), g);
     if constexpr (viaFloat)
       if (in > 0)
-        storeGridFloatKernel<S><<<pointBlocks(in), kElementwiseThreads, 0, s>>>(
+        storeFromFloatKernel<S><<<pointBlocks(in), kElementwiseThreads, 0, s>>>(
             scratch, static_cast<S *>(dx), in);
     err = cudaGetLastError();
   });

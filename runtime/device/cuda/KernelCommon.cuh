@@ -96,6 +96,14 @@ __device__ __forceinline__ void layoutOffsets(const Layout &l, int64_t i,
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);   \
        i += int64_t(gridDim.x) * blockDim.x)
 
+/// out[i] = acc[i] rounded to S, i < n: the last step of a gradient that
+/// half types accumulate in float scratch (atomic adds of f16/bf16 would
+/// round every term).
+template <typename S>
+__global__ void storeFromFloatKernel(const float *acc, S *out, int64_t n) {
+  DTCC_GRID_LOOP(i, n) { out[i] = Elem<S>::store(acc[i]); }
+}
+
 /// A multi-tensor launch's block: the index of the tensor of `tensors`
 /// (entries numbering their chunks by `firstChunk`, a prefix sum) whose
 /// chunks hold blockIdx.x, the last one whose first chunk is <= it (an

@@ -354,11 +354,6 @@ __global__ void maxPoolGradKernel(const S *dy, const int64_t *indices, A *acc,
 }
 
 template <typename S>
-__global__ void storeFromFloatKernel(const float *acc, S *out, int64_t n) {
-  DTCC_ELEMENTS(i, n) { out[i] = Elem<S>::store(acc[i]); }
-}
-
-template <typename S>
 __global__ void avgPoolKernel(const S *x, S *y, PoolWindow w) {
   using C = ComputeT<S>;
   const int64_t outPlane = w.out[0] * w.out[1] * w.out[2];
