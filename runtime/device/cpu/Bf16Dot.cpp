@@ -41,7 +41,8 @@ bool cpuHasAmxBf16() {
   static const bool has = [] {
     if (!cpuHasAvx512Bf16())
       return false;
-    if (const char *v = std::getenv("DTCC_CPU_AMX"); v && std::strcmp(v, "0") == 0)
+    if (const char *v = std::getenv("DTCC_CPU_AMX");
+        v && std::strcmp(v, "0") == 0)
       return false;
 #if DTCC_HAVE_AVX512_CLONES
     // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
@@ -300,7 +301,7 @@ void bf16DotVector(int64_t rows, int64_t cols, int64_t kp, const uint32_t *a,
 void bf16Dot(int64_t rows, int64_t cols, int64_t kp, const uint32_t *a,
              int64_t lda, const uint32_t *b, int64_t ldb, float *c,
              int64_t ldc, bool accumulate) {
-  bf16DotReference(rows, cols, kp, a, lda, b, ldb, c, ldc, accumulate);
+  bf16DotVector(rows, cols, kp, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 #endif
