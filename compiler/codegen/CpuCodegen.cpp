@@ -1,6 +1,7 @@
 //===- CpuCodegen.cpp - fused regions to a shared object for the CPU ------===//
 
 #include "compiler/codegen/CpuCodegen.h"
+#include "runtime/device/cpu/VectorMath.h"
 #include "runtime/exec/GeneratedKernels.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -21,7 +22,11 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/DiagnosticPrinter.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -32,8 +37,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -82,17 +87,29 @@ LogicalResult checkRegionForm(func::FuncOp fn) {
   return success();
 }
 
+/// The widest vector registers of the host: 512 bits with AVX-512, 256 with
+/// AVX2, else 128.
+unsigned hostVectorBits(const llvm::TargetMachine &tm) {
+  const llvm::MCSubtargetInfo &sti = *tm.getMCSubtargetInfo();
+  return sti.checkFeatures("+avx512f") ? 512
+         : sti.checkFeatures("+avx2")  ? 256
+                                       : 128;
+}
+
+/// The width of libmvec's variants the kernels call (VectorMath.cpp): its
+/// AVX2 ones where the host has AVX2 (whose bits differ from the AVX-512
+/// variants' for tanh, erf and others), else SSE's.
+unsigned mathVectorBits(const llvm::TargetMachine &tm) {
+  return std::min(hostVectorBits(tm), 256u);
+}
+
 /// The libmvec functions the CPU kernels call (runtime/device/cpu/
-/// VectorMath.h) beyond LLVM's preset (exp, log, sin, cos, tan): the
-/// vectorized loops call the same functions, so a region computes what the
-/// kernels it replaces do, and the runner links libmvec.
-void addKernelVectorMath(llvm::TargetLibraryInfoImpl &tlii, bool avx2) {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const char *fn : {"tanh", "erf", "exp", "log"})
-      n.push_back(fn);
-    return n;
-  }();
+/// VectorMath.h) beyond LLVM's preset (exp, log, sin, cos, tan), in the
+/// variant for `bits`-wide registers: the vectorized loops call the same
+/// functions, so a region computes what the kernels it replaces do, and the
+/// runner links libmvec. (erf of f32 is ErfRational's arithmetic inline:
+/// erfAsRational.)
+void addKernelVectorMath(llvm::TargetLibraryInfoImpl &tlii, unsigned bits) {
   static std::vector<std::string> storage; // VecDesc keeps StringRefs
   std::vector<llvm::VecDesc> descs;
   auto add = [&](std::string scalar, std::string vector, unsigned vf) {
@@ -105,9 +122,9 @@ void addKernelVectorMath(llvm::TargetLibraryInfoImpl &tlii, bool avx2) {
                        StringRef(storage.back()), std::nullopt);
   };
   storage.reserve(64);
-  const char *isa = avx2 ? "d" : "b";
-  unsigned f32 = avx2 ? 8 : 4, f64 = avx2 ? 4 : 2;
-  for (const std::string &fn : names) {
+  const char *isa = bits == 256 ? "d" : "b";
+  unsigned f32 = bits / 32, f64 = bits / 64;
+  for (std::string fn : {"tanh", "erf", "exp", "log"}) {
     std::string vf32 = "_ZGV" + std::string(isa) + "N" + std::to_string(f32) +
                        "v_" + fn + "f";
     std::string vf64 = "_ZGV" + std::string(isa) + "N" + std::to_string(f64) +
@@ -120,13 +137,84 @@ void addKernelVectorMath(llvm::TargetLibraryInfoImpl &tlii, bool avx2) {
   tlii.addVectorizableFunctions(descs);
 }
 
+/// Whether `inst` calls a math function the vectorizer maps to libmvec.
+bool callsVectorMath(const llvm::Instruction &inst) {
+  const auto *call = llvm::dyn_cast<llvm::CallInst>(&inst);
+  if (!call)
+    return false;
+  const llvm::Function *callee = call->getCalledFunction();
+  if (!callee || !callee->isIntrinsic())
+    return true;
+  switch (callee->getIntrinsicID()) {
+  case llvm::Intrinsic::exp:
+  case llvm::Intrinsic::exp2:
+  case llvm::Intrinsic::log:
+  case llvm::Intrinsic::log2:
+  case llvm::Intrinsic::log10:
+  case llvm::Intrinsic::sin:
+  case llvm::Intrinsic::cos:
+  case llvm::Intrinsic::tan:
+  case llvm::Intrinsic::tanh:
+  case llvm::Intrinsic::pow:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Asks the loop vectorizer for whole vector registers in every innermost
+/// loop (the elements' loops of the regions): the host's widest registers,
+/// or libmvec's width (mathVectorBits) where the loop calls a math function
+/// (so it calls the variant the kernels do); bits / 64 lanes where the
+/// loop computes in f64, bits / 32 otherwise. Left to its cost model LLVM
+/// may take narrower vectors (four lanes for a bf16 GELU, whose conversions
+/// it prices high) or, under the CPU's preference for 256-bit vectors, half
+/// of AVX-512's.
+void vectorizeAtRegisterWidth(llvm::Module &module,
+                              const llvm::TargetMachine &tm) {
+  llvm::LLVMContext &c = module.getContext();
+  const unsigned wide = hostVectorBits(tm), math = mathVectorBits(tm);
+  for (llvm::Function &f : module) {
+    if (f.isDeclaration())
+      continue;
+    f.addFnAttr("prefer-vector-width", std::to_string(wide));
+    llvm::DominatorTree dominators(f);
+    llvm::LoopInfo loops(dominators);
+    for (llvm::Loop *loop : loops.getLoopsInPreorder()) {
+      if (!loop->isInnermost())
+        continue;
+      bool f64 = false, calls = false;
+      for (llvm::BasicBlock *block : loop->blocks())
+        for (llvm::Instruction &inst : *block) {
+          f64 |= inst.getType()->getScalarType()->isDoubleTy();
+          calls |= callsVectorMath(inst);
+        }
+      auto *width = llvm::ConstantInt::get(
+          llvm::Type::getInt32Ty(c), (calls ? math : wide) / (f64 ? 64 : 32));
+      llvm::Metadata *hints[] = {
+          nullptr,
+          llvm::MDNode::get(
+              c, {llvm::MDString::get(c, "llvm.loop.vectorize.width"),
+                  llvm::ConstantAsMetadata::get(width)}),
+          llvm::MDNode::get(
+              c,
+              {llvm::MDString::get(c, "llvm.loop.vectorize.enable"),
+               llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(c))})};
+      llvm::MDNode *id = llvm::MDNode::getDistinct(c, hints);
+      id->replaceOperandWith(0, id);
+      loop->setLoopID(id);
+    }
+  }
+}
+
 /// Runs LLVM's O3 pipeline (the loop vectorizer included) for `tm`, with
 /// the kernels' vector math functions.
 void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
+  vectorizeAtRegisterWidth(module, tm);
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
-  addKernelVectorMath(tlii, tm.getMCSubtargetInfo()->checkFeatures("+avx2"));
+  addKernelVectorMath(tlii, mathVectorBits(tm));
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   // libm's functions here have no side effect the loops must keep (no
   // errno: the kernels are compiled with -fno-math-errno).
@@ -288,6 +376,51 @@ static LogicalResult buffersAsIntegers(func::FuncOp fn, bool bf16AsBits) {
   return success();
 }
 
+/// Replaces every erf of f32 in `fn` by runtime::cpu::ErfRational's
+/// operations in its order (fused multiply-adds included), so that a
+/// region computes the bits the kernels' vectorMath does, at the speed of
+/// straight-line vector code rather than libmvec's erff.
+static void erfAsRational(func::FuncOp fn) {
+  using runtime::cpu::ErfRational;
+  SmallVector<math::ErfOp> erfs;
+  fn.walk([&](math::ErfOp op) {
+    if (op.getType().isF32())
+      erfs.push_back(op);
+  });
+  for (math::ErfOp op : erfs) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto c = [&](float v) -> Value {
+      return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+    };
+    // v < -bound ? -bound : v > bound ? bound : v, as ErfRational::eval.
+    auto clamp = [&](Value v, float bound) -> Value {
+      Value low = c(-bound), high = c(bound);
+      Value above = arith::SelectOp::create(
+          b, loc,
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, v, high),
+          high, v);
+      return arith::SelectOp::create(
+          b, loc,
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, v, low), low,
+          above);
+    };
+    auto horner = [&](Value t, ArrayRef<float> coefs) -> Value {
+      Value acc = c(coefs.back());
+      for (int k = int(coefs.size()) - 2; k >= 0; --k)
+        acc = math::FmaOp::create(b, loc, acc, t, c(coefs[k]));
+      return acc;
+    };
+    Value x = clamp(op.getOperand(), ErfRational::kSaturation);
+    Value t = arith::MulFOp::create(b, loc, x, x);
+    Value p = horner(t, ErfRational::kP), q = horner(t, ErfRational::kQ);
+    Value y =
+        arith::DivFOp::create(b, loc, arith::MulFOp::create(b, loc, x, p), q);
+    op.replaceAllUsesWith(clamp(y, 1.0f));
+    op.erase();
+  }
+}
+
 FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
                                          const CpuCodegenOptions &options) {
   MLIRContext *ctx = kernels.getContext();
@@ -327,9 +460,11 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
   // nearest even, NaN kept quiet), as the runtime's kernels do: the
   // buffers' (buffersAsIntegers), and any other rounding left.
   const bool bf16AsBits = !llvm::sys::getHostCPUFeatures().lookup("avx512bf16");
-  for (auto fn : lowered->getOps<func::FuncOp>())
+  for (auto fn : lowered->getOps<func::FuncOp>()) {
     if (failed(buffersAsIntegers(fn, bf16AsBits)) || failed(takeOuterRange(fn)))
       return failure();
+    erfAsRational(fn);
+  }
   if (bf16AsBits) {
     RewritePatternSet bf16(ctx);
     arith::populateExpandBFloat16Patterns(bf16);
@@ -359,6 +494,22 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
   registerLLVMDialectTranslation(registry);
   ctx->appendDialectRegistry(registry);
   llvm::LLVMContext llvmContext;
+  // vectorizeAtRegisterWidth's widths are requests: a loop the vectorizer
+  // cannot take (a row's f32 sum, which it may not reassociate) stays
+  // scalar as before, and LLVM's remarks and warnings saying so are not
+  // the user's concern. Other diagnostics print as LLVM would.
+  llvmContext.setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo *info, void *) {
+        if (info->getSeverity() == llvm::DS_Remark ||
+            info->getKind() == llvm::DK_OptimizationFailure)
+          return;
+        llvm::errs() << llvm::LLVMContext::getDiagnosticMessagePrefix(
+                            info->getSeverity())
+                     << ": ";
+        llvm::DiagnosticPrinterRawOStream printer(llvm::errs());
+        info->print(printer);
+        llvm::errs() << "\n";
+      });
   std::unique_ptr<llvm::Module> module =
       translateModuleToLLVMIR(*lowered, llvmContext, "dtcc_kernels");
   if (!module)

@@ -214,7 +214,45 @@ __attribute__((target("avx2"))) __m256 avx2ExpLanes(__m256 v) {
 }
 #endif
 
+namespace {
+inline __attribute__((always_inline)) void erfRationalLoop(float *x,
+                                                           int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = ErfRational::eval(x[i]);
+}
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"))) void
+erfRationalAvx512(float *x, int64_t n) {
+  erfRationalLoop(x, n);
+}
+__attribute__((target("avx2,fma"))) void erfRationalAvx2(float *x, int64_t n) {
+  erfRationalLoop(x, n);
+}
+#endif
+} // namespace
+
+void erfRational(float *x, int64_t n) {
+#if defined(__x86_64__) && defined(__clang__)
+  // The clones' vfmadd rounds once, as libm's fmaf does: every version
+  // computes the same bits, so the choice follows the CPU itself.
+  static const int isa = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? 2
+           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+               ? 1
+               : 0;
+  }();
+  if (isa == 2)
+    return erfRationalAvx512(x, n);
+  if (isa == 1)
+    return erfRationalAvx2(x, n);
+#endif
+  erfRationalLoop(x, n);
+}
+
 void vectorMath(MathFn fn, float *x, int64_t n) {
+  if (fn == MathFn::kErf)
+    return erfRational(x, n);
   static const FloatFn *table = floatTable(vectorMathIsa());
 #if DTCC_HAVE_LIBMVEC
   if (fn == MathFn::kExp && table == kAvx2Float)

@@ -1,14 +1,16 @@
 //===- VectorMath.h - vectorized math for the CPU kernels -------*- C++ -*-===//
 //
-// exp, log, tanh, erf, ... over arrays, through glibc's libmvec (its AVX2 or
+// exp, log, tanh, ... over arrays, through glibc's libmvec (its AVX2 or
 // SSE variants, chosen once at run time) where the build found it, else
-// libm one element at a time.
+// libm one element at a time; erf of floats by dtcc's own rational
+// function (ErfRational), which the fused regions' code computes too.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DTCC_RUNTIME_DEVICE_CPU_VECTORMATH_H
 #define DTCC_RUNTIME_DEVICE_CPU_VECTORMATH_H
 
+#include <cmath>
 #include <cstdint>
 
 namespace dtcc::runtime::cpu {
@@ -43,7 +45,52 @@ enum class MathFn : int {
 /// Elements per call that kernels use for their stack buffers.
 constexpr int64_t kMathChunk = 256;
 
-/// x[i] = fn(x[i]) for i < n (libmvec: within 4 ulp of libm).
+/// erf of a float as dtcc computes it, in the kernels (vectorMath) and in
+/// the fused regions (compiler/codegen/CpuCodegen.cpp emits the same
+/// operations in the same order): c P(c^2) / Q(c^2) for c = x clamped to
+/// +-kSaturation (past which erf rounds to +-1), P and Q by Horner's rule
+/// with fused multiply-adds, the quotient clamped to [-1, 1]. A NaN stays a
+/// NaN. Within 7 ulp of erf over all floats, 4e-7 relative (the largest
+/// errors near +-1; CpuVectorMath.ErfRational* measures it), where libmvec's
+/// erff is within 4 ulp at twice the time. scripts/fit_erf_rational.py
+/// fitted the coefficients (least squares weighted towards the largest
+/// relative error, rounded to float one at a time).
+struct ErfRational {
+  static constexpr float kSaturation = 3.92f;
+  static constexpr int kPDegree = 6, kQDegree = 5;
+  static constexpr float kP[kPDegree + 1] = {
+      1.1283791065216064f,     0.18513530492782593f,   0.05424336716532707f,
+      0.0038385393563658f,     0.0003767321177292615f, 4.6085210669843946e-06f,
+      -1.2796093962208488e-08f};
+  static constexpr float kQ[kQDegree + 1] = {1.0f,
+                                             0.4974052906036377f,
+                                             0.11387322098016739f,
+                                             0.015429789200425148f,
+                                             0.001301471726037562f,
+                                             6.239241338334978e-05f};
+
+  static inline __attribute__((always_inline)) float eval(float x) {
+    const float c = x < -kSaturation  ? -kSaturation
+                    : x > kSaturation ? kSaturation
+                                      : x;
+    const float t = c * c;
+    float p = kP[kPDegree], q = kQ[kQDegree];
+    for (int k = kPDegree - 1; k >= 0; --k)
+      p = std::fma(p, t, kP[k]);
+    for (int k = kQDegree - 1; k >= 0; --k)
+      q = std::fma(q, t, kQ[k]);
+    const float y = (c * p) / q;
+    return y > 1.0f ? 1.0f : y < -1.0f ? -1.0f : y;
+  }
+};
+
+/// x[i] = erf(x[i]) for i < n by ErfRational, with the CPU's fused
+/// multiply-add where it has one (AVX-512 or AVX2 clones, bitwise the
+/// baseline's, which calls libm's fmaf).
+void erfRational(float *x, int64_t n);
+
+/// x[i] = fn(x[i]) for i < n (libmvec: within 4 ulp of libm; erf of floats
+/// by erfRational).
 void vectorMath(MathFn fn, float *x, int64_t n);
 void vectorMath(MathFn fn, double *x, int64_t n);
 

@@ -104,6 +104,67 @@ TEST(CpuVectorMath, EveryFunctionAndInstructionSetMatchesLibm) {
   EXPECT_GE(ran, 17 * 5) << "at least the scalar set ran";
 }
 
+/// erf's error in units of the last place of the float nearest erf(x).
+double erfUlps(float got, float x) {
+  const double want = std::erf(double(x));
+  const double ulp = std::ldexp(1.0, std::ilogb(float(want)) - 23);
+  return std::fabs(double(got) - want) / std::max(ulp, 0x1p-149);
+}
+
+TEST(CpuVectorMath, ErfRationalIsWithinSevenUlpOfErf) {
+  // Every 61st float from the smallest subnormal up to past the
+  // saturation, both signs: 35 million values.
+  std::vector<float> xs;
+  for (uint32_t bits = 1; bits <= cpu::floatBits(4.5f); bits += 61)
+    for (uint32_t sign : {0u, 0x80000000u})
+      xs.push_back(cpu::bitsFloat(bits | sign));
+  std::vector<float> got = xs;
+  cpu::erfRational(got.data(), int64_t(got.size()));
+  double worst = 0;
+  float at = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double e = erfUlps(got[i], xs[i]);
+    if (e > worst)
+      worst = e, at = xs[i];
+    ASSERT_LE(std::fabs(got[i]), 1.0f) << xs[i];
+    ASSERT_EQ(std::signbit(got[i]), std::signbit(xs[i])) << xs[i];
+  }
+  EXPECT_LE(worst, 7.0) << "at " << at;
+  // Away from +-1, where the quotient's roundings dominate, it is closer.
+  for (float x : {0.0f, 0.001f, 0.5f, 1.0f, 2.0f})
+    EXPECT_LE(erfUlps(cpu::ErfRational::eval(x), x), 3.0) << x;
+}
+
+TEST(CpuVectorMath, ErfRationalSpecialValuesAndEveryVersionAgree) {
+  float special[] = {float(kInf), -float(kInf), float(kNan), 0.0f,  -0.0f,
+                     3.92f,       -3.92f,       100.0f,      -1e30f};
+  cpu::erfRational(special, 9);
+  EXPECT_EQ(special[0], 1.0f);
+  EXPECT_EQ(special[1], -1.0f);
+  EXPECT_TRUE(std::isnan(special[2]));
+  EXPECT_EQ(cpu::floatBits(special[3]), cpu::floatBits(0.0f));
+  EXPECT_EQ(cpu::floatBits(special[4]), cpu::floatBits(-0.0f));
+  for (int i = 5; i < 9; ++i)
+    EXPECT_EQ(std::fabs(special[i]), 1.0f) << i;
+  // The scalar evaluation (libm's fmaf here, or the instruction) is the
+  // reference for the vector clones vectorMath picks, bit for bit, at every
+  // length (vector bodies and remainders).
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 7, 16, 33, 1000}) {
+    std::vector<float> x(n);
+    for (float &v : x)
+      v = std::uniform_real_distribution<float>(-5, 5)(rng);
+    std::vector<float> got = x;
+    cpu::vectorMath(cpu::MathFn::kErf, got.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      volatile float in = x[i];
+      ASSERT_EQ(cpu::floatBits(got[i]),
+                cpu::floatBits(cpu::ErfRational::eval(in)))
+          << "n " << n << " x " << x[i];
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Unary
 //===----------------------------------------------------------------------===//
