@@ -22,7 +22,9 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/Analysis/AssumptionCache.h"
 #include "llvm/Analysis/LoopInfo.h"
+#include "llvm/Analysis/ScalarEvolution.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/DiagnosticPrinter.h"
@@ -97,19 +99,21 @@ unsigned hostVectorBits(const llvm::TargetMachine &tm) {
 }
 
 /// The width of libmvec's variants the kernels call (VectorMath.cpp): its
-/// AVX2 ones where the host has AVX2 (whose bits differ from the AVX-512
-/// variants' for tanh, erf and others), else SSE's.
+/// AVX2 ones where the host has AVX2, else SSE's; on AVX-512 hosts expf and
+/// logf also at 512 bits (kWideMath), whose bits are the AVX2 variants'.
 unsigned mathVectorBits(const llvm::TargetMachine &tm) {
   return std::min(hostVectorBits(tm), 256u);
 }
+constexpr const char *kWideMath[] = {"exp", "log"};
 
 /// The libmvec functions the CPU kernels call (runtime/device/cpu/
 /// VectorMath.h) beyond LLVM's preset (exp, log, sin, cos, tan), in the
-/// variant for `bits`-wide registers: the vectorized loops call the same
-/// functions, so a region computes what the kernels it replaces do, and the
-/// runner links libmvec. (erf of f32 is ErfRational's arithmetic inline:
-/// erfAsRational.)
-void addKernelVectorMath(llvm::TargetLibraryInfoImpl &tlii, unsigned bits) {
+/// variants for `bits`-wide registers, and kWideMath's for `wideBits`: the
+/// vectorized loops call the same functions, so a region computes what the
+/// kernels it replaces do, and the runner links libmvec. (erf of f32 is
+/// ErfRational's arithmetic inline: erfAsRational.)
+void addKernelVectorMath(llvm::TargetLibraryInfoImpl &tlii, unsigned bits,
+                         unsigned wideBits) {
   static std::vector<std::string> storage; // VecDesc keeps StringRefs
   std::vector<llvm::VecDesc> descs;
   auto add = [&](std::string scalar, std::string vector, unsigned vf) {
@@ -121,34 +125,51 @@ void addKernelVectorMath(llvm::TargetLibraryInfoImpl &tlii, unsigned bits) {
     descs.emplace_back(s, v, llvm::ElementCount::getFixed(vf), false,
                        StringRef(storage.back()), std::nullopt);
   };
-  storage.reserve(64);
-  const char *isa = bits == 256 ? "d" : "b";
-  unsigned f32 = bits / 32, f64 = bits / 64;
+  storage.reserve(128);
+  auto isaOf = [](unsigned b) {
+    return std::string(b == 512 ? "e" : b == 256 ? "d" : "b");
+  };
+  auto addF32 = [&](const std::string &fn, unsigned b) {
+    std::string v =
+        "_ZGV" + isaOf(b) + "N" + std::to_string(b / 32) + "v_" + fn + "f";
+    add(fn + "f", v, b / 32);
+    add("llvm." + fn + ".f32", v, b / 32);
+  };
   for (std::string fn : {"tanh", "erf", "exp", "log"}) {
-    std::string vf32 = "_ZGV" + std::string(isa) + "N" + std::to_string(f32) +
-                       "v_" + fn + "f";
-    std::string vf64 = "_ZGV" + std::string(isa) + "N" + std::to_string(f64) +
-                       "v_" + fn;
-    add(fn + "f", vf32, f32);
-    add("llvm." + fn + ".f32", vf32, f32);
-    add(fn, vf64, f64);
-    add("llvm." + fn + ".f64", vf64, f64);
+    addF32(fn, bits);
+    std::string vf64 =
+        "_ZGV" + isaOf(bits) + "N" + std::to_string(bits / 64) + "v_" + fn;
+    add(fn, vf64, bits / 64);
+    add("llvm." + fn + ".f64", vf64, bits / 64);
   }
+  if (wideBits > bits)
+    for (std::string fn : kWideMath)
+      addF32(fn, wideBits);
   tlii.addVectorizableFunctions(descs);
 }
 
-/// Whether `inst` calls a math function the vectorizer maps to libmvec.
-bool callsVectorMath(const llvm::Instruction &inst) {
+/// How `inst` bears on its loop's vector width: 0 no math call, 1 a call of
+/// kWideMath's for f32, 2 another math function the vectorizer maps to
+/// libmvec.
+int vectorMathCall(const llvm::Instruction &inst) {
   const auto *call = llvm::dyn_cast<llvm::CallInst>(&inst);
   if (!call)
-    return false;
+    return 0;
   const llvm::Function *callee = call->getCalledFunction();
-  if (!callee || !callee->isIntrinsic())
-    return true;
+  if (!callee)
+    return 2;
+  const bool f32 = call->getType()->isFloatTy();
+  if (!callee->isIntrinsic()) {
+    for (const char *fn : kWideMath)
+      if (f32 && callee->getName() == std::string(fn) + "f")
+        return 1;
+    return 2;
+  }
   switch (callee->getIntrinsicID()) {
   case llvm::Intrinsic::exp:
-  case llvm::Intrinsic::exp2:
   case llvm::Intrinsic::log:
+    return f32 ? 1 : 2;
+  case llvm::Intrinsic::exp2:
   case llvm::Intrinsic::log2:
   case llvm::Intrinsic::log10:
   case llvm::Intrinsic::sin:
@@ -156,22 +177,26 @@ bool callsVectorMath(const llvm::Instruction &inst) {
   case llvm::Intrinsic::tan:
   case llvm::Intrinsic::tanh:
   case llvm::Intrinsic::pow:
-    return true;
+    return 2;
   default:
-    return false;
+    return 0;
   }
 }
 
 /// Asks the loop vectorizer for whole vector registers in every innermost
-/// loop (the elements' loops of the regions): the host's widest registers,
-/// or libmvec's width (mathVectorBits) where the loop calls a math function
-/// (so it calls the variant the kernels do); bits / 64 lanes where the
-/// loop computes in f64, bits / 32 otherwise. Left to its cost model LLVM
-/// may take narrower vectors (four lanes for a bf16 GELU, whose conversions
-/// it prices high) or, under the CPU's preference for 256-bit vectors, half
+/// loop (the elements' loops of the regions), bits / 64 lanes where the
+/// loop computes in f64 and bits / 32 otherwise: the host's widest
+/// registers, or libmvec's width (mathVectorBits) where the loop calls a
+/// math function, so that it calls the variant the kernels do. A loop
+/// whose calls are all kWideMath's takes the widest registers where its
+/// trip count is a multiple of their lanes: a scalar remainder would call
+/// libm, whose bits differ from libmvec's. Left to its cost model LLVM may
+/// take narrower vectors (four lanes for a bf16 GELU, whose conversions it
+/// prices high) or, under the CPU's preference for 256-bit vectors, half
 /// of AVX-512's.
 void vectorizeAtRegisterWidth(llvm::Module &module,
-                              const llvm::TargetMachine &tm) {
+                              const llvm::TargetMachine &tm,
+                              const llvm::TargetLibraryInfoImpl &tlii) {
   llvm::LLVMContext &c = module.getContext();
   const unsigned wide = hostVectorBits(tm), math = mathVectorBits(tm);
   for (llvm::Function &f : module) {
@@ -180,17 +205,32 @@ void vectorizeAtRegisterWidth(llvm::Module &module,
     f.addFnAttr("prefer-vector-width", std::to_string(wide));
     llvm::DominatorTree dominators(f);
     llvm::LoopInfo loops(dominators);
+    llvm::TargetLibraryInfo tli(tlii, &f);
+    llvm::AssumptionCache assumptions(f);
+    llvm::ScalarEvolution scev(f, tli, assumptions, dominators, loops);
     for (llvm::Loop *loop : loops.getLoopsInPreorder()) {
       if (!loop->isInnermost())
         continue;
-      bool f64 = false, calls = false;
+      bool f64 = false;
+      int calls = 0;
       for (llvm::BasicBlock *block : loop->blocks())
         for (llvm::Instruction &inst : *block) {
           f64 |= inst.getType()->getScalarType()->isDoubleTy();
-          calls |= callsVectorMath(inst);
+          calls = std::max(calls, vectorMathCall(inst));
         }
-      auto *width = llvm::ConstantInt::get(
-          llvm::Type::getInt32Ty(c), (calls ? math : wide) / (f64 ? 64 : 32));
+      unsigned bits = calls == 0 ? wide : math;
+      if (calls == 1 && !f64) {
+        // The header's runs; straight from scf.for the exit test is at the
+        // header, and the body (an element each) runs one time fewer.
+        unsigned trips = scev.getSmallConstantTripCount(loop);
+        if (trips != 0 && loop->getExitingBlock() == loop->getHeader() &&
+            loop->getHeader() != loop->getLoopLatch())
+          --trips;
+        if (trips != 0 && trips % (wide / 32) == 0)
+          bits = wide;
+      }
+      auto *width = llvm::ConstantInt::get(llvm::Type::getInt32Ty(c),
+                                           bits / (f64 ? 64 : 32));
       llvm::Metadata *hints[] = {
           nullptr,
           llvm::MDNode::get(
@@ -210,11 +250,11 @@ void vectorizeAtRegisterWidth(llvm::Module &module,
 /// Runs LLVM's O3 pipeline (the loop vectorizer included) for `tm`, with
 /// the kernels' vector math functions.
 void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
-  vectorizeAtRegisterWidth(module, tm);
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
-  addKernelVectorMath(tlii, mathVectorBits(tm));
+  addKernelVectorMath(tlii, mathVectorBits(tm), hostVectorBits(tm));
+  vectorizeAtRegisterWidth(module, tm, tlii);
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   // libm's functions here have no side effect the loops must keep (no
   // errno: the kernels are compiled with -fno-math-errno).

@@ -102,6 +102,10 @@ int vectorMathIsa();
 /// computed) when this build or machine lacks it.
 bool vectorMathWithIsa(int isa, MathFn fn, float *x, int64_t n);
 bool vectorMathWithIsa(int isa, MathFn fn, double *x, int64_t n);
+/// libmvec's AVX-512 expf or logf (fn kExp or kLog), which vectorMath
+/// takes on CPUs with AVX-512 for their AVX2 bits, for tests; false (and
+/// nothing computed) for another function or without AVX-512.
+bool vectorMathWide(MathFn fn, float *x, int64_t n);
 
 } // namespace dtcc::runtime::cpu
 

@@ -111,6 +111,30 @@ double erfUlps(float got, float x) {
   return std::fabs(double(got) - want) / std::max(ulp, 0x1p-149);
 }
 
+TEST(CpuVectorMath, WideExpAndLogAreTheAvx2Bits) {
+  // vectorMath takes libmvec's AVX-512 expf and logf where the CPU has
+  // AVX-512 because they compute the AVX2 variants' bits (all 2^32 floats
+  // on glibc 2.36): the fused regions' loops, which call either width, and
+  // the kernels then agree. A glibc where they differ fails here.
+  std::mt19937 rng(9);
+  std::vector<float> x;
+  for (int i = 0; i < 1 << 20; ++i)
+    x.push_back(cpu::bitsFloat(uint32_t(rng())));
+  for (int i = 0; i < 1 << 20; ++i)
+    x.push_back(std::uniform_real_distribution<float>(-110, 90)(rng));
+  for (cpu::MathFn fn : {cpu::MathFn::kExp, cpu::MathFn::kLog}) {
+    std::vector<float> wide = x, narrow = x;
+    if (!cpu::vectorMathWide(fn, wide.data(), int64_t(wide.size())) ||
+        !cpu::vectorMathWithIsa(cpu::kMathAvx2, fn, narrow.data(),
+                                int64_t(narrow.size())))
+      GTEST_SKIP() << "no AVX-512 or AVX2 libmvec here";
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!(std::isnan(wide[i]) && std::isnan(narrow[i])))
+        ASSERT_EQ(cpu::floatBits(wide[i]), cpu::floatBits(narrow[i]))
+            << "fn " << int(fn) << " x " << x[i];
+  }
+}
+
 TEST(CpuVectorMath, ErfRationalIsWithinSevenUlpOfErf) {
   // Every 61st float from the smallest subnormal up to past the
   // saturation, both signs: 35 million values.
