@@ -1,9 +1,10 @@
 //===- VectorMath.h - vectorized math for the CPU kernels -------*- C++ -*-===//
 //
 // exp, log, tanh, ... over arrays, through glibc's libmvec (its AVX2 or
-// SSE variants, chosen once at run time) where the build found it, else
-// libm one element at a time; erf of floats by dtcc's own rational
-// function (ErfRational), which the fused regions' code computes too.
+// SSE variants, chosen once at run time; expf and logf on AVX-512, whose
+// bits are AVX2's) where the build found it, else libm one element at a
+// time; erf of floats by dtcc's own rational function (ErfRational),
+// which the fused regions' code computes too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,9 +51,10 @@ constexpr int64_t kMathChunk = 256;
 /// operations in the same order): c P(c^2) / Q(c^2) for c = x clamped to
 /// +-kSaturation (past which erf rounds to +-1), P and Q by Horner's rule
 /// with fused multiply-adds, the quotient clamped to [-1, 1]. A NaN stays a
-/// NaN. Within 7 ulp of erf over all floats, 4e-7 relative (the largest
-/// errors near +-1; CpuVectorMath.ErfRational* measures it), where libmvec's
-/// erff is within 4 ulp at twice the time. scripts/fit_erf_rational.py
+/// NaN. Within 7 ulp of erf, 4e-7 relative (the largest errors near +-1;
+/// CpuVectorMath.ErfRational* checks every 61st float; every 5th measured
+/// 5.9 ulp at worst), where libmvec's erff is within 4 ulp at twice the
+/// time. scripts/fit_erf_rational.py
 /// fitted the coefficients (least squares weighted towards the largest
 /// relative error, rounded to float one at a time).
 struct ErfRational {
