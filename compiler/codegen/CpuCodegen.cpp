@@ -27,7 +27,7 @@
 #include "llvm/Analysis/ScalarEvolution.h"
 #include "llvm/Analysis/TargetLibraryInfo.h"
 #include "llvm/IR/DiagnosticInfo.h"
-#include "llvm/IR/DiagnosticPrinter.h"
+#include "llvm/IR/DiagnosticHandler.h"
 #include "llvm/IR/Dominators.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -537,19 +537,14 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
   // vectorizeAtRegisterWidth's widths are requests: a loop the vectorizer
   // cannot take (a row's f32 sum, which it may not reassociate) stays
   // scalar as before, and LLVM's remarks and warnings saying so are not
-  // the user's concern. Other diagnostics print as LLVM would.
-  llvmContext.setDiagnosticHandlerCallBack(
-      [](const llvm::DiagnosticInfo *info, void *) {
-        if (info->getSeverity() == llvm::DS_Remark ||
-            info->getKind() == llvm::DK_OptimizationFailure)
-          return;
-        llvm::errs() << llvm::LLVMContext::getDiagnosticMessagePrefix(
-                            info->getSeverity())
-                     << ": ";
-        llvm::DiagnosticPrinterRawOStream printer(llvm::errs());
-        info->print(printer);
-        llvm::errs() << "\n";
-      });
+  // the user's concern. Every other diagnostic goes LLVM's default way.
+  struct QuietVectorizerHints : llvm::DiagnosticHandler {
+    bool handleDiagnostics(const llvm::DiagnosticInfo &info) override {
+      return info.getSeverity() == llvm::DS_Remark ||
+             info.getKind() == llvm::DK_OptimizationFailure;
+    }
+  };
+  llvmContext.setDiagnosticHandler(std::make_unique<QuietVectorizerHints>());
   std::unique_ptr<llvm::Module> module =
       translateModuleToLLVMIR(*lowered, llvmContext, "dtcc_kernels");
   if (!module)

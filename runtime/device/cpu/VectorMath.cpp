@@ -248,7 +248,13 @@ __attribute__((target("avx512f"))) __m512 avx512ExpLanes(__m512 v) {
   return _mm512_mask_blend_ps(low, r, _mm512_mul_ps(r, r));
 }
 
-bool cpuHasAvx512F() {
+#endif
+
+namespace {
+#if defined(__x86_64__)
+/// Whether the CPU has AVX-512F: libmvec's AVX-512 expf and logf and
+/// ErfRational's AVX-512 clone follow the CPU itself, not DTCC_CPU_ISA.
+[[maybe_unused]] bool cpuHasAvx512F() {
   static const bool has = [] {
     __builtin_cpu_init();
     return bool(__builtin_cpu_supports("avx512f"));
@@ -257,7 +263,6 @@ bool cpuHasAvx512F() {
 }
 #endif
 
-namespace {
 inline __attribute__((always_inline)) void erfRationalLoop(float *x,
                                                            int64_t n) {
   for (int64_t i = 0; i < n; ++i)
@@ -280,7 +285,7 @@ void erfRational(float *x, int64_t n) {
   // computes the same bits, so the choice follows the CPU itself.
   static const int isa = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? 2
+    return cpuHasAvx512F() ? 2
            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
                ? 1
                : 0;
