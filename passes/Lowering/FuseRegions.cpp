@@ -17,6 +17,7 @@
 
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
+#include "runtime/base/RowReduction.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -485,17 +486,18 @@ SmallVector<Value> indicesOf(OpBuilder &b, Location loc, AffineMap map,
 /// How a row region reduces a row: in the order of the kernel whose result
 /// it replaces.
 enum class RowOrder {
-  /// reduce_sum's reduceRow: 8 lanes, the tail spread over them, combined
-  /// as a tree; pairwise halves above 2048 elements.
+  /// reduce_sum's reduceRow: kRowLanes lanes, the tail spread over them,
+  /// combined as a tree; pairwise halves above kRowBlock elements.
   Sum,
-  /// reduce_max's selectRow: 8 lanes of selects (from -inf), the tail in
-  /// lane 0, and a NaN flag.
+  /// reduce_max's selectRow: kRowLanes lanes of selects (from -inf), the
+  /// tail in lane 0, and a NaN flag.
   Max,
-  /// The softmax kernels' blockedSum: blocks of 512 summed in 8 lanes (the
-  /// tail in lane 0, combined as a tree), the block sums added in double.
+  /// The softmax kernels' blockedSum: blocks of kBlockedSumBlock summed in
+  /// kRowLanes lanes (the tail in lane 0, combined as a tree), the block
+  /// sums added in double.
   BlockedSum,
-  /// The softmax kernels' rowMax: 8 lanes from the first element, each
-  /// select taking NaN.
+  /// The softmax kernels' rowMax: kRowLanes lanes from the first element,
+  /// each select taking NaN, combined as a tree.
   FirstMax,
 };
 
@@ -511,11 +513,13 @@ RowOrder rowOrderOf(Operation *op) {
 /// The reduction of a row of `n` elements of type `t`, `load(b, j)` being
 /// its element j, in `order` (runtime/device/cpu/ReductionKernels.cpp,
 /// reduceRow and selectRow; CpuKernelUtils.h, blockedSum and rowMax),
-/// operation for operation.
+/// operation for operation (the constants: runtime/base/RowReduction.h).
 Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
                     function_ref<Value(OpBuilder &, Value)> load,
                     RowOrder order) {
-  constexpr int64_t kLanes = 8, kRowBlock = 2048, kBlock = 512;
+  constexpr int64_t kLanes = runtime::kRowLanes,
+                    kRowBlock = runtime::kRowBlock,
+                    kBlock = runtime::kBlockedSumBlock;
   const bool max = order == RowOrder::Max || order == RowOrder::FirstMax;
   auto c = [&](double v) -> Value {
     return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
@@ -536,7 +540,7 @@ Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
           arith::CmpFOp::create(lb, loc, arith::CmpFPredicate::UNO, v, v));
     return arith::SelectOp::create(lb, loc, take, v, a);
   };
-  // Elements [begin, begin + count) in 8 lanes.
+  // Elements [begin, begin + count) in kLanes lanes.
   auto lanes = [&](int64_t begin, int64_t count) -> Value {
     Value first = order == RowOrder::FirstMax ? load(b, index(begin)) : Value();
     const double identity =
@@ -581,6 +585,13 @@ Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
       lane = combine(b, lane, v);
     }
     if (max) {
+      // rowMax combines its lanes as a tree, selectRow in lane order.
+      if (order == RowOrder::FirstMax) {
+        for (int64_t w = kLanes / 2; w > 0; w /= 2)
+          for (int64_t l = 0; l < w; ++l)
+            acc[l] = combine(b, acc[l], acc[l + w]);
+        return acc[0];
+      }
       Value best = acc[0];
       for (int64_t l = 1; l < kLanes; ++l)
         best = combine(b, best, acc[l]);

@@ -121,7 +121,7 @@ DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
                                      int64_t ldo) {
   for (int64_t i = 0; i < m; ++i) {
     C *sr = s + i * kTile;
-    // Eight lanes each (cpu::rowMax, blockedSum): a row's maximum and sum
+    // kRowLanes lanes each (cpu::rowMax, blockedSum): a row's maximum and sum
     // vectorize instead of running one dependent comparison or addition
     // per key.
     const C tileMax = cpu::rowMax(sr, n);
@@ -137,7 +137,7 @@ DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
       sr[j] -= blockMax;
     vectorMath(MathFn::kExp, sr, n);
     const C sum =
-        C(blockedSum<C>(n, [&](int64_t j) DTCC_INLINE_LAMBDA { return sr[j]; }));
+        C(blockedSum<C>(n, [&](auto at) DTCC_INLINE_LAMBDA { return at(sr); }));
     rowSum[i] = rowSum[i] * alpha + sum;
     rowMax[i] = blockMax;
     if (alpha != C(1)) {
@@ -392,7 +392,7 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
           for (int64_t i = 0; i < p.sq; ++i) {
             const C *dor = dob.data + i * dob.ld, *orow = ob.data + i * ob.ld;
             rowDot[i] = C(blockedSum<C>(
-                p.dv, [&](int64_t e) { return dor[e] * orow[e]; }));
+                p.dv, [&](auto at) { return at(dor) * at(orow); }));
           }
           for (int64_t i0 = 0; i0 < p.sq; i0 += kTile) {
             const int64_t m = std::min(kTile, p.sq - i0);
@@ -667,8 +667,8 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
           for (int64_t i = 0; i < p.sq; ++i) {
             const BFloat16 *dor = dob + i * lddo, *orow = ob + i * ldo;
             rowDot[i] = float(blockedSum<float>(
-                p.dv, [&](int64_t e) DTCC_INLINE_LAMBDA {
-                  return bf16ToFloat(dor[e].bits) * bf16ToFloat(orow[e].bits);
+                p.dv, [&](auto at) DTCC_INLINE_LAMBDA {
+                  return at(dor) * at(orow);
                 }));
           }
           std::fill(dqb, dqb + p.sq * p.d, 0.0f);

@@ -8,6 +8,7 @@
 #ifndef DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
 #define DTCC_RUNTIME_DEVICE_CPU_CPUKERNELUTILS_H
 
+#include "runtime/base/RowReduction.h"
 #include "runtime/base/ScatterReduction.h"
 #include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/ThreadPool.h"
@@ -500,60 +501,132 @@ StatusOr<StridedLayout<N>> elementwiseLayout(const KernelContext &ctx) {
 }
 
 //===-- Row reductions shared by the normalization and softmax kernels -----===//
+//
+// A row is reduced in kRowLanes = 32 lanes (runtime/base/RowReduction.h):
+// lane l takes the elements at l, l + 32, ... of each block, the tail past
+// the last whole 32 goes to lane 0 in order, and the lanes are combined as
+// a tree (lane l with lane l + w, w = 16, 8, 4, 2, 1). The lanes are two
+// vectors of 16 in GCC's vector extensions, so the order is the code's,
+// not the vectorizer's: one AVX-512 register of f32 each in the AVX-512
+// clones, four SSE2 registers in the baseline, the same IEEE operations
+// lane by lane either way (and the fused regions' code repeats them:
+// FuseRegions.cpp, emitRowReduce). Left to the vectorizer, explicit lanes
+// were split into 4-lane pieces with masked loads.
 
-/// Sum of f(i) for i < n: blocks of 512 summed in eight lanes of C (which
-/// vectorize), the block sums added in double.
+/// 16 lanes of T.
+template <typename T>
+using Lanes16 = T __attribute__((vector_size(16 * sizeof(T))));
+
+/// p[0..16) widened to the compute type of S.
+template <typename S>
+DTCC_ALWAYS_INLINE Lanes16<ComputeT<S>> loadLanes(const S *p) {
+  using C = ComputeT<S>;
+  Lanes16<C> v;
+  if constexpr (std::is_same_v<S, BFloat16>) {
+    // bf16ToFloat: the bits in the upper half of a float's.
+    using U16 = uint16_t __attribute__((vector_size(32)));
+    using U32 = uint32_t __attribute__((vector_size(64)));
+    U16 bits;
+    std::memcpy(&bits, p, sizeof(bits));
+    const U32 wide = __builtin_convertvector(bits, U32) << 16;
+    std::memcpy(&v, &wide, sizeof(v));
+  } else if constexpr (std::is_same_v<S, C>) {
+    std::memcpy(&v, p, sizeof(v));
+  } else {
+    for (int l = 0; l < 16; ++l)
+      v[l] = Elem<S>::load(p[l]);
+  }
+  return v;
+}
+
+/// How the functions of blockedSum read their operands at an index i:
+/// `at(p)` is p[i] in the compute type (ScalarAt) or p[i .. i + 16) as
+/// Lanes16 (VectorAt). A function written once for both (a generic
+/// lambda, `[&](auto at) { return at(g) * at(h); }`) computes each lane as
+/// it computes one value.
+struct ScalarAt {
+  int64_t i;
+  template <typename S>
+  DTCC_ALWAYS_INLINE ComputeT<S> operator()(const S *p) const {
+    return Elem<S>::load(p[i]);
+  }
+};
+struct VectorAt {
+  int64_t i;
+  template <typename S>
+  DTCC_ALWAYS_INLINE Lanes16<ComputeT<S>> operator()(const S *p) const {
+    return loadLanes(p + i);
+  }
+};
+
+/// 16 lanes from `lo` and `hi` as the lanes' tree combines 32, `combine`
+/// taking lane l and lane l + w.
+template <typename T, typename F>
+DTCC_ALWAYS_INLINE T laneTree(Lanes16<T> lo, Lanes16<T> hi, F combine) {
+  static_assert(kRowLanes == 32, "the row lanes are two vectors of 16");
+  const Lanes16<T> s16 = combine(lo, hi);
+  const auto s8 =
+      combine(__builtin_shufflevector(s16, s16, 0, 1, 2, 3, 4, 5, 6, 7),
+              __builtin_shufflevector(s16, s16, 8, 9, 10, 11, 12, 13, 14, 15));
+  const auto s4 = combine(__builtin_shufflevector(s8, s8, 0, 1, 2, 3),
+                          __builtin_shufflevector(s8, s8, 4, 5, 6, 7));
+  const auto s2 = combine(__builtin_shufflevector(s4, s4, 0, 1),
+                          __builtin_shufflevector(s4, s4, 2, 3));
+  return combine(s2, __builtin_shufflevector(s2, s2, 1, 0))[0];
+}
+
+/// Sum of f(at) over the indices i < n (f as ScalarAt and VectorAt say):
+/// blocks of kBlockedSumBlock summed in kRowLanes lanes of C, the block
+/// sums added in double.
 template <typename C, typename F>
 DTCC_ALWAYS_INLINE double blockedSum(int64_t n, F f) {
-  constexpr int64_t kLanes = 8, kBlock = 512;
   double total = 0;
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    C lanes[kLanes] = {};
+  for (int64_t b = 0; b < n; b += kBlockedSumBlock) {
+    const int64_t e = std::min(n, b + kBlockedSumBlock);
+    Lanes16<C> lo = {}, hi = {};
     int64_t i = b;
-    for (; i + kLanes <= e; i += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l)
-        lanes[l] += f(i + l);
+    for (; i + kRowLanes <= e; i += kRowLanes) {
+      lo += f(VectorAt{i});
+      hi += f(VectorAt{i + 16});
+    }
     for (; i < e; ++i)
-      lanes[0] += f(i);
-    for (int64_t w = kLanes / 2; w > 0; w /= 2)
-      for (int64_t l = 0; l < w; ++l)
-        lanes[l] += lanes[l + w];
-    total += double(lanes[0]);
+      lo[0] += f(ScalarAt{i});
+    total += double(laneTree<C>(
+        lo, hi, [](auto a, auto c) DTCC_INLINE_LAMBDA { return a + c; }));
   }
   return total;
 }
 
-/// Sum of f(x[i]) in the compute type of S, as blockedSum.
+/// Sum of f(x[i]) in the compute type of S, as blockedSum; f takes a value
+/// or Lanes16 of them (a generic lambda).
 template <typename S, typename F>
 DTCC_ALWAYS_INLINE double rowSum(const S *x, int64_t n, F f) {
   return blockedSum<ComputeT<S>>(
-      n, [&](int64_t i) DTCC_INLINE_LAMBDA { return f(Elem<S>::load(x[i])); });
+      n, [&](auto at) DTCC_INLINE_LAMBDA { return f(at(x)); });
 }
 
-/// Maximum of x[0..n) (n >= 1), NaN if any is NaN; eight lanes so that it
-/// vectorizes.
+/// Maximum of x[0..n) (n >= 1), NaN if any is NaN: kRowLanes lanes from
+/// x[0], each taking an element greater than it or NaN, combined as a tree
+/// the same way.
 template <typename S>
 DTCC_ALWAYS_INLINE ComputeT<S> rowMax(const S *x, int64_t n) {
   using C = ComputeT<S>;
-  constexpr int64_t kLanes = 8;
-  C lanes[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l)
-    lanes[l] = Elem<S>::load(x[0]);
+  // a, or v where it is greater or NaN; of values or of Lanes16.
+  auto take = [](auto a, auto v) DTCC_INLINE_LAMBDA {
+    return ((v > a) | (v != v)) ? v : a;
+  };
+  Lanes16<C> lo;
+  for (int l = 0; l < 16; ++l)
+    lo[l] = Elem<S>::load(x[0]);
+  Lanes16<C> hi = lo;
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      C v = Elem<S>::load(x[i + l]);
-      lanes[l] = (v > lanes[l] || isNan(v)) ? v : lanes[l];
-    }
-  for (; i < n; ++i) {
-    C v = Elem<S>::load(x[i]);
-    lanes[0] = (v > lanes[0] || isNan(v)) ? v : lanes[0];
+  for (; i + kRowLanes <= n; i += kRowLanes) {
+    lo = take(lo, loadLanes(x + i));
+    hi = take(hi, loadLanes(x + i + 16));
   }
-  C m = lanes[0];
-  for (int64_t l = 1; l < kLanes; ++l)
-    m = (lanes[l] > m || isNan(lanes[l])) ? lanes[l] : m;
-  return m;
+  for (; i < n; ++i)
+    lo[0] = take(C(lo[0]), Elem<S>::load(x[i]));
+  return laneTree<C>(lo, hi, take);
 }
 
 /// t[i] = exp(x[i] - m) for i < n, returning the sum in double.
@@ -562,7 +635,7 @@ DTCC_ALWAYS_INLINE double expShifted(const S *x, ComputeT<S> m, ComputeT<S> *t, 
   for (int64_t i = 0; i < n; ++i)
     t[i] = Elem<S>::load(x[i]) - m;
   vectorMath(MathFn::kExp, t, n);
-  return rowSum(t, n, [](ComputeT<S> v) { return v; });
+  return rowSum(t, n, [](auto v) DTCC_INLINE_LAMBDA { return v; });
 }
 
 } // namespace cpu

@@ -224,13 +224,14 @@ KernelFn makeLayerNorm(const NormPlan &p, const S *x, const S *scale,
     forEachNormRow(p, [&](int64_t r) DTCC_INLINE_LAMBDA {
       const S *xr = x + r * p.cols;
       S *yr = y + r * p.cols;
-      double mu = p.cols ? rowSum(xr, p.cols, [](C v) { return v; }) /
+      double mu = p.cols ? rowSum(xr, p.cols,
+                                  [](auto v) DTCC_INLINE_LAMBDA { return v; }) /
                                double(p.cols)
                          : 0.0;
       const C mc = C(mu);
       double var = p.cols ? rowSum(xr, p.cols,
-                                   [mc](C v) {
-                                     C d = v - mc;
+                                   [mc](auto v) DTCC_INLINE_LAMBDA {
+                                     auto d = v - mc;
                                      return d * d;
                                    }) /
                                 double(p.cols)
@@ -278,7 +279,9 @@ KernelFn makeRmsNorm(const NormPlan &p, const S *x, const S *scale, S *y,
     forEachNormRow(p, [&](int64_t r) DTCC_INLINE_LAMBDA {
       const S *xr = x + r * p.cols;
       S *yr = y + r * p.cols;
-      double ms = p.cols ? rowSum(xr, p.cols, [](C v) { return v * v; }) /
+      double ms = p.cols ? rowSum(xr, p.cols,
+                                  [](auto v)
+                                      DTCC_INLINE_LAMBDA { return v * v; }) /
                                double(p.cols)
                          : 0.0;
       double rs = 1.0 / std::sqrt(ms + p.eps);

@@ -64,8 +64,7 @@ struct MinR {
   }
 };
 
-constexpr int64_t kLanes = 8;
-constexpr int64_t kRowBlock = 2048;
+constexpr int64_t kLanes = kRowLanes;
 constexpr int64_t kColTile = 64;
 constexpr int64_t kColBlock = 32;
 
@@ -83,8 +82,6 @@ DTCC_ALWAYS_INLINE A element(S x) {
     return v;
 }
 
-/// Reduces x[0..n): 8 independent lanes (vectorizable, and for sums an 8x
-/// shorter dependency chain), pairwise above kRowBlock elements.
 template <typename R, typename = void> struct IsSelect : std::false_type {};
 template <typename R>
 struct IsSelect<R, std::void_t<decltype(R::kSelect)>> : std::true_type {};
@@ -165,8 +162,9 @@ DTCC_AVX512_TARGET A reduceTreeAvx512(const S *x, int64_t n) {
 }
 #endif
 
-/// Reduces x[0..n): kLanes independent lanes (vectorizable, and for sums an
-/// 8x shorter dependency chain), pairwise above kRowBlock elements; float
+/// Reduces x[0..n): kLanes independent lanes (vectorizable, and for sums a
+/// kLanes times shorter dependency chain), pairwise above kRowBlock
+/// elements (runtime/base/RowReduction.h); float
 /// maxima and minima as selectRowBody. On AVX-512 where the CPU has it.
 template <typename R, typename S, typename A>
 A reduceRow(const S *x, int64_t n) {

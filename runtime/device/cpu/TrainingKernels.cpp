@@ -255,7 +255,7 @@ KernelFn makeSoftmaxGrad(const S *y, const S *dy, S *dx, int64_t outer,
       if (inner == 1) {
         if constexpr (Log) {
           const C s =
-              C(blockedSum<C>(size, [&](int64_t i) { return at(db, i); }));
+              C(blockedSum<C>(size, [&](auto ld) { return ld(db); }));
           for (int64_t d = 0; d < size; ++d)
             t[d] = at(yb, d);
           vectorMath(MathFn::kExp, t, size);
@@ -263,7 +263,7 @@ KernelFn makeSoftmaxGrad(const S *y, const S *dy, S *dx, int64_t outer,
             xb[d] = Elem<S>::store(at(db, d) - t[d] * s);
         } else {
           const C s = C(blockedSum<C>(
-              size, [&](int64_t i) { return at(db, i) * at(yb, i); }));
+              size, [&](auto ld) { return ld(db) * ld(yb); }));
           for (int64_t d = 0; d < size; ++d)
             xb[d] = Elem<S>::store(at(yb, d) * (at(db, d) - s));
         }
@@ -419,15 +419,15 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
     auto rowGrad = [&](const C *xhat, const C *g, C rs,
                        S *dxr) DTCC_INLINE_LAMBDA {
       const C meanGH = C(blockedSum<C>(cols,
-                                       [&](int64_t c) DTCC_INLINE_LAMBDA {
-                                         return g[c] * xhat[c];
+                                       [&](auto at) DTCC_INLINE_LAMBDA {
+                                         return at(g) * at(xhat);
                                        }) *
                          invCols);
       C meanG = C(0);
       if constexpr (Layer)
         meanG = C(blockedSum<C>(cols,
-                                [&](int64_t c)
-                                    DTCC_INLINE_LAMBDA { return g[c]; }) *
+                                [&](auto at)
+                                    DTCC_INLINE_LAMBDA { return at(g); }) *
                   invCols);
       for (int64_t c = 0; c < cols; ++c)
         dxr[c] = Elem<S>::store(rs * (g[c] - meanG - xhat[c] * meanGH));

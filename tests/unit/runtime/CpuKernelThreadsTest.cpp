@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/base/RowReduction.h"
 #include "runtime/device/cpu/DnnlMatmul.h"
 #include "runtime/device/cpu/ThreadPool.h"
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
@@ -277,22 +278,22 @@ TEST(CpuKernelThreads, ReductionsAsOnOneThread) {
   expectSameBits(colSums, blockSums, 64, "reduce_sum over columns");
 }
 
-/// ReductionKernels.cpp's order for a row of floats: above 2048 elements
-/// the sums of two halves (the first a multiple of 8 long), else eight lanes
-/// added in pairs.
+/// ReductionKernels.cpp's order for a row of floats: above kRowBlock
+/// elements the sums of two halves (the first a multiple of kRowLanes
+/// long), else kRowLanes lanes added in pairs (runtime/base/RowReduction.h).
 float treeSum(const float *x, int64_t n) {
-  if (n > 2048) {
-    const int64_t half = (n / 2) / 8 * 8;
+  if (n > kRowBlock) {
+    const int64_t half = (n / 2) / kRowLanes * kRowLanes;
     return treeSum(x, half) + treeSum(x + half, n - half);
   }
-  float lanes[8] = {};
+  float lanes[kRowLanes] = {};
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int64_t l = 0; l < 8; ++l)
+  for (; j + kRowLanes <= n; j += kRowLanes)
+    for (int64_t l = 0; l < kRowLanes; ++l)
       lanes[l] += x[j + l];
   for (int64_t l = 0; j < n; ++j, ++l)
     lanes[l] += x[j];
-  for (int64_t w = 4; w > 0; w /= 2)
+  for (int64_t w = kRowLanes / 2; w > 0; w /= 2)
     for (int64_t l = 0; l < w; ++l)
       lanes[l] += lanes[l + w];
   return lanes[0];
