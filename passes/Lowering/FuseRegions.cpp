@@ -517,8 +517,7 @@ RowOrder rowOrderOf(Operation *op) {
 Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
                     function_ref<Value(OpBuilder &, Value)> load,
                     RowOrder order) {
-  constexpr int64_t kLanes = runtime::kRowLanes,
-                    kRowBlock = runtime::kRowBlock,
+  constexpr int64_t kLanes = runtime::kRowLanes, kRowBlock = runtime::kRowBlock,
                     kBlock = runtime::kBlockedSumBlock;
   const bool max = order == RowOrder::Max || order == RowOrder::FirstMax;
   auto c = [&](double v) -> Value {

@@ -666,8 +666,8 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
           const float *lb = lse + b * p.sq;
           for (int64_t i = 0; i < p.sq; ++i) {
             const BFloat16 *dor = dob + i * lddo, *orow = ob + i * ldo;
-            rowDot[i] = float(blockedSum<float>(
-                p.dv, [&](auto at) DTCC_INLINE_LAMBDA {
+            rowDot[i] =
+                float(blockedSum<float>(p.dv, [&](auto at) DTCC_INLINE_LAMBDA {
                   return at(dor) * at(orow);
                 }));
           }

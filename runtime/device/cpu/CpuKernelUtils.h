@@ -500,7 +500,8 @@ StatusOr<StridedLayout<N>> elementwiseLayout(const KernelContext &ctx) {
   return layout;
 }
 
-//===-- Row reductions shared by the normalization and softmax kernels -----===//
+//===-- Row reductions shared by the normalization and softmax kernels
+//-----===//
 //
 // A row is reduced in kRowLanes = 32 lanes (runtime/base/RowReduction.h):
 // lane l takes the elements at l, l + 32, ... of each block, the tail past
@@ -612,9 +613,8 @@ template <typename S>
 DTCC_ALWAYS_INLINE ComputeT<S> rowMax(const S *x, int64_t n) {
   using C = ComputeT<S>;
   // a, or v where it is greater or NaN; of values or of Lanes16.
-  auto take = [](auto a, auto v) DTCC_INLINE_LAMBDA {
-    return ((v > a) | (v != v)) ? v : a;
-  };
+  auto take = [](auto a, auto v)
+                  DTCC_INLINE_LAMBDA { return ((v > a) | (v != v)) ? v : a; };
   Lanes16<C> lo;
   for (int l = 0; l < 16; ++l)
     lo[l] = Elem<S>::load(x[0]);

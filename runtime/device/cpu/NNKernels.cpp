@@ -279,11 +279,11 @@ KernelFn makeRmsNorm(const NormPlan &p, const S *x, const S *scale, S *y,
     forEachNormRow(p, [&](int64_t r) DTCC_INLINE_LAMBDA {
       const S *xr = x + r * p.cols;
       S *yr = y + r * p.cols;
-      double ms = p.cols ? rowSum(xr, p.cols,
-                                  [](auto v)
-                                      DTCC_INLINE_LAMBDA { return v * v; }) /
-                               double(p.cols)
-                         : 0.0;
+      double ms =
+          p.cols ? rowSum(xr, p.cols,
+                          [](auto v) DTCC_INLINE_LAMBDA { return v * v; }) /
+                       double(p.cols)
+                 : 0.0;
       double rs = 1.0 / std::sqrt(ms + p.eps);
       storeStat(p.statType, rstd, r, rs);
       const C s = C(rs);

@@ -254,16 +254,15 @@ KernelFn makeSoftmaxGrad(const S *y, const S *dy, S *dx, int64_t outer,
       S *xb = dx + o * size * inner;
       if (inner == 1) {
         if constexpr (Log) {
-          const C s =
-              C(blockedSum<C>(size, [&](auto ld) { return ld(db); }));
+          const C s = C(blockedSum<C>(size, [&](auto ld) { return ld(db); }));
           for (int64_t d = 0; d < size; ++d)
             t[d] = at(yb, d);
           vectorMath(MathFn::kExp, t, size);
           for (int64_t d = 0; d < size; ++d)
             xb[d] = Elem<S>::store(at(db, d) - t[d] * s);
         } else {
-          const C s = C(blockedSum<C>(
-              size, [&](auto ld) { return ld(db) * ld(yb); }));
+          const C s =
+              C(blockedSum<C>(size, [&](auto ld) { return ld(db) * ld(yb); }));
           for (int64_t d = 0; d < size; ++d)
             xb[d] = Elem<S>::store(at(yb, d) * (at(db, d) - s));
         }
@@ -425,9 +424,8 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
                          invCols);
       C meanG = C(0);
       if constexpr (Layer)
-        meanG = C(blockedSum<C>(cols,
-                                [&](auto at)
-                                    DTCC_INLINE_LAMBDA { return at(g); }) *
+        meanG = C(blockedSum<C>(
+                      cols, [&](auto at) DTCC_INLINE_LAMBDA { return at(g); }) *
                   invCols);
       for (int64_t c = 0; c < cols; ++c)
         dxr[c] = Elem<S>::store(rs * (g[c] - meanG - xhat[c] * meanGH));
