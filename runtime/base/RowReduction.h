@@ -1,5 +1,4 @@
-//===- RowReduction.h - the order the CPU kernels reduce a row in -*- C++
-//-*-===//
+//===- RowReduction.h - the order a CPU kernel reduces a row in -*- C++ -*-===//
 //
 // The CPU kernels reduce a row in independent lanes (so that the loop
 // vectorizes and a sum's dependency chain is kRowLanes times shorter), the

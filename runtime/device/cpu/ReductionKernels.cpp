@@ -113,9 +113,45 @@ DTCC_ALWAYS_INLINE A selectRowBody(const S *x, int64_t n) {
   return lanes[0];
 }
 
+/// Sums (and sums of squares) of floats read in their accumulation type:
+/// these run in Lanes16 vectors (CpuKernelUtils.h), the same operations in
+/// the same order as the lanes below.
+template <typename R, typename S, typename A>
+constexpr bool kVectorSum = std::is_base_of_v<SumR, R> &&
+                            std::is_floating_point_v<A> &&
+                            std::is_same_v<ComputeT<S>, A>;
+
+template <typename R, typename S, typename A>
+DTCC_ALWAYS_INLINE Lanes16<A> elementLanes(const S *x) {
+  const Lanes16<A> v = loadLanes(x);
+  if constexpr (IsSquares<R>::value)
+    return v * v;
+  else
+    return v;
+}
+
 /// A row of at most kRowBlock elements in kLanes lanes.
 template <typename R, typename S, typename A>
 DTCC_ALWAYS_INLINE A reduceLeaf(const S *x, int64_t n) {
+  if constexpr (kVectorSum<R, S, A>) {
+    static_assert(kLanes == 32, "the lanes are two vectors of 16");
+    Lanes16<A> lo = {}, hi = {};
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes) {
+      lo += elementLanes<R, S, A>(x + j);
+      hi += elementLanes<R, S, A>(x + j + 16);
+    }
+    // The tail spread over the lanes.
+    for (int64_t l = 0; j < n; ++j, ++l) {
+      const A v = element<R, S, A>(x[j]);
+      if (l < 16)
+        lo[l] += v;
+      else
+        hi[l - 16] += v;
+    }
+    return laneTree<A>(
+        lo, hi, [](auto a, auto b) DTCC_INLINE_LAMBDA { return a + b; });
+  }
   A lanes[kLanes];
   for (int64_t l = 0; l < kLanes; ++l)
     lanes[l] = R::template identity<A>();
@@ -244,6 +280,18 @@ void reduceColTile(const S *x, int64_t rows, int64_t ld, int64_t w, A *out) {
   // The block's loop nest in an AVX-512 clone (lanes across the columns:
   // each column's sum is the same sequence of operations).
   withAvx512([&]() DTCC_INLINE_LAMBDA {
+    if constexpr (kVectorSum<R, S, A>) {
+      if (w == kColTile) {
+        // A whole tile's sums in registers (four vectors of 16 columns).
+        static_assert(kColTile == 64, "a tile is four vectors of 16");
+        Lanes16<A> sums[4] = {};
+        for (int64_t r = 0; r < rows; ++r)
+          for (int v = 0; v < 4; ++v)
+            sums[v] += elementLanes<R, S, A>(x + r * ld + 16 * v);
+        std::memcpy(out, sums, sizeof(sums));
+        return;
+      }
+    }
     for (int64_t k = 0; k < w; ++k)
       out[k] = R::template identity<A>();
     for (int64_t r = 0; r < rows; ++r) {
