@@ -252,8 +252,10 @@ struct ModuleLayout {
 /// Lowers one function. Builds the plan first, then rewrites the IR.
 class FunctionLowering {
 public:
-  FunctionLowering(func::FuncOp fn, ModuleLayout &layout, bool stridedViews)
-      : fn(fn), layout(layout), stridedViews(stridedViews) {}
+  FunctionLowering(func::FuncOp fn, ModuleLayout &layout, bool stridedViews,
+                   bool roundedCopies)
+      : fn(fn), layout(layout), stridedViews(stridedViews),
+        roundedCopies(roundedCopies) {}
 
   LogicalResult run();
 
@@ -417,6 +419,10 @@ private:
   ModuleLayout &layout;
   /// Kernels that read strided rows get views (the pass's strided-views).
   bool stridedViews;
+  /// AdamW writes the rounded copy of its new parameter (the pass's
+  /// rounded-copies; foldRoundedCopies).
+  bool roundedCopies;
+  void foldRoundedCopies();
   int64_t step = 0;
   SmallVector<Storage> storages;
   llvm::DenseMap<Value, View> views;
@@ -920,6 +926,14 @@ void FunctionLowering::planInPlaceUpdates(Block &body) {
       return load && load.getVariable() == store.getVariable() &&
              load.getType() == value.getType();
     });
+    // A rounding stored whole (a master weight's compute-type copy,
+    // dtcc-shard-half-weight-copies) writes the variable it is stored in.
+    if (isa<graph::CastOp>(producer)) {
+      auto var =
+          fn->getParentOfType<ModuleOp>().lookupSymbol<graph::VariableOp>(
+              store.getVariableAttr());
+      readsOld |= var && var.getTensorType() == value.getType();
+    }
     int64_t at = opSteps.lookup(producer);
     bool oldDeadAfter = llvm::all_of(loads[store.getVariable()], [&](auto load) {
       return lastUse.lookup(load.getResult()) <= at;
@@ -929,6 +943,35 @@ void FunctionLowering::planInPlaceUpdates(Block &body) {
       inPlaceStores.insert(store);
     }
   }
+}
+
+/// An AdamW update followed by the rounding of its new parameter into a
+/// variable's state buffer (the master's compute-type copy that
+/// dtcc-shard-half-weight-copies keeps and planInPlaceUpdates lets the cast
+/// write) becomes one kernel: the update writes the copy as its optional
+/// output `rounded` while it holds the new value, instead of a second pass
+/// reading the master back from memory. Both buffers are state, so the
+/// workspace plan does not change.
+void FunctionLowering::foldRoundedCopies() {
+  std::vector<PlannedKernel> folded;
+  for (PlannedKernel &k : kernels) {
+    if (k.kernel == "cast" && !folded.empty()) {
+      PlannedKernel &update = folded.back();
+      const View &to = k.outs[0];
+      auto half = dyn_cast<FloatType>(to.type.getElementType());
+      if (update.kernel == "adamw" && update.outs.size() == 3 && !update.host &&
+          !k.host && k.ins[0] == update.outs[0] &&
+          update.outs[0].isContiguous() &&
+          update.outs[0].type.getElementType().isF32() && half &&
+          half.getWidth() == 16 && to.isContiguous() &&
+          storages[to.storage].arena == ArenaKind::State) {
+        update.outs.push_back(to);
+        continue;
+      }
+    }
+    folded.push_back(std::move(k));
+  }
+  kernels = std::move(folded);
 }
 
 LogicalResult FunctionLowering::plan() {
@@ -998,6 +1041,9 @@ LogicalResult FunctionLowering::plan() {
     auto name = fn.getResultAttrOfType<StringAttr>(i, dtcc::graph::kNameAttr);
     outputs.push_back({name ? name.str() : "output" + std::to_string(i), view});
   }
+
+  if (roundedCopies)
+    foldRoundedCopies();
 
   // Every call must be one the runtime takes: checked here, against the
   // table both backends check it against when they load the program.
@@ -1188,7 +1234,7 @@ struct LowerToExecPass
                        "functions are defined in it");
         return signalPassFailure();
       }
-      FunctionLowering lowering(fn, layout, stridedViews);
+      FunctionLowering lowering(fn, layout, stridedViews, roundedCopies);
       if (failed(lowering.run()))
         return signalPassFailure();
       workspace = std::max(

@@ -98,7 +98,12 @@ def LowerToExec : Pass<"dtcc-lower-to-exec", "mlir::ModuleOp"> {
     Option<"stridedViews", "strided-views", "bool", /*default=*/"true",
            "Pass transposes, slices and reshapes to kernels that read "
            "strided rows (attention) as views, and let such kernels write "
-           "into the transposes' and concats' buffers (false: copies)">
+           "into the transposes' and concats' buffers (false: copies)">,
+    Option<"roundedCopies", "rounded-copies", "bool", /*default=*/"false",
+           "An optimizer update's new parameter rounded into its "
+           "compute-type copy (dtcc-shard-half-weight-copies' cast and "
+           "store) is written by the update kernel itself, as its last "
+           "output (the CPU kernels take it)">
   ];
   let dependentDialects = ["dtcc::exec::ExecDialect"];
 }

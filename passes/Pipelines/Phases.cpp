@@ -85,6 +85,8 @@ void buildShardPhase(OpPassManager &pm, const planning::Plan &plan,
 }
 
 void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
+  if (options.halfWeightCopies)
+    pm.addPass(shard::createShardHalfWeightCopies());
   if (options.stridedViews)
     pm.addPass(lowering::createSinkTransposes());
   pm.addPass(lowering::createFoldNarrowReads());
@@ -96,6 +98,7 @@ void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
   }
   lowering::LowerToExecOptions lower;
   lower.stridedViews = options.stridedViews;
+  lower.roundedCopies = options.halfWeightCopies;
   pm.addPass(lowering::createLowerToExec(lower));
 }
 

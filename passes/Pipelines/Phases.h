@@ -68,6 +68,11 @@ struct ExecPhase {
   /// Attention's heads as strided views, not copies (dtcc-lower-to-exec's
   /// strided-views).
   bool stridedViews = true;
+  /// Persistent compute-type copies of the master weights
+  /// (dtcc-shard-half-weight-copies) whose rounding the optimizer kernels
+  /// write (dtcc-lower-to-exec's rounded-copies): CPU programs on one
+  /// device under mixed precision.
+  bool halfWeightCopies = false;
 };
 void buildExecPhase(mlir::OpPassManager &pm, const ExecPhase &options = {});
 

@@ -284,6 +284,27 @@ def ShardOverlap : Pass<"dtcc-shard-overlap", "mlir::ModuleOp"> {
   let dependentDialects = ["dtcc::shard::ShardDialect"];
 }
 
+def ShardHalfWeightCopies : Pass<"dtcc-shard-half-weight-copies", "mlir::ModuleOp"> {
+  let summary = "Persistent compute-type copies of the fp32 master weights";
+  let description = [{
+    Under mixed precision (dtcc-graph-mixed-precision) every fp32 master
+    weight `@W` that the step's functions read only through casts to one
+    half type (besides the optimizer op that updates it) gets a persistent
+    copy `@W/half` of that type (`dgraph.rounded_from = @W`: the runtime
+    starts it as W's initial value rounded, and a checkpoint restore rounds
+    the restored master again). The casts become loads of the copy, and
+    after the store of W's update its new value is rounded and stored into
+    the copy: the values the casts gave, read without re-reading W.
+    dtcc-shard-annotate makes the same copies for ZeRO-1/2 over dp; `dtcc
+    compile` runs this pass for CPU programs on one device, where
+    dtcc-lower-to-exec folds the rounding into the AdamW kernel
+    (`rounded-copies`), so the update writes the copy while it holds the
+    new value and no pass of the step reads the masters again. @main
+    (inference) keeps reading the masters. A weight with a copy
+    (`dshard.half_copy`) keeps it.
+  }];
+}
+
 def ShardBucket : Pass<"dtcc-shard-bucket", "mlir::ModuleOp"> {
   let summary = "Joins a layer's data-parallel collectives into one";
   let description = [{

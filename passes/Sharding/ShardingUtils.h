@@ -13,6 +13,7 @@
 #include "dialects/Shard/IR/ShardOps.h"
 #include "runtime/base/MeshShape.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Value.h"
 
 namespace dtcc::shard {
@@ -173,6 +174,12 @@ MeshAttr meshAttr(const runtime::MeshShape &shape, mlir::MLIRContext *ctx);
 
 /// The product of the sizes of `axes` on `mesh`.
 int64_t axesSize(MeshAttr mesh, llvm::ArrayRef<mlir::StringAttr> axes);
+
+/// Gives every fp32 master weight that the step reads only through casts
+/// to one half type a persistent copy `W/half` of that type, which the
+/// casts become loads of and the update rounds its new value into
+/// (HalfWeightCopies.cpp); returns how many it made.
+int keepHalfWeightCopies(mlir::ModuleOp module);
 
 } // namespace dtcc::shard
 

@@ -305,10 +305,13 @@ def : Kernel<"adamw"> {
     Scalar<"step", I64Element>,
     Scalar<"grad_scale", F32Element>
   ];
+  // `rounded`: the new parameter rounded to a compute-type copy of it
+  // (dtcc-lower-to-exec's rounded-copies; the CPU kernel takes it).
   let Outputs = [
     Tensor<"new_param", FloatElement>,
     Tensor<"new_m", FloatElement>,
-    Tensor<"new_v", FloatElement>
+    Tensor<"new_v", FloatElement>,
+    Optional<Tensor<"rounded", FloatElement>>
   ];
   let Attrs = [
     FloatAttr<"beta1">,

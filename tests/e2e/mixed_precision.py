@@ -138,6 +138,38 @@ def main():
                       f"bf16 dp=2 {' '.join(then)} resumes the checkpoint of "
                       f"{' '.join(first)} at step {STEPS // 2} and logs the "
                       f"uninterrupted run's losses")
+            # One CPU device keeps the same copies (dtcc-shard-half-weight-
+            # copies), which the AdamW kernel writes as it updates each
+            # master (its fourth output, `rounded`): no cast of a master is
+            # left in the step, the losses are the casts' bit for bit, and
+            # each program resumes the other's checkpoint.
+            dexec = run([args.dtcc, "compile", model, *flags, "--dtype", dtype,
+                         "--compile-to", "dexec"])
+            step_ir = dexec[dexec.index("func.func @train_step"):]
+            state = set(re.findall(r'(%\d+) = dexec\.buffer "state"', step_ir))
+            updates = step_ir.count('dexec.kernel "adamw"')
+            rounded = re.findall(r'dexec\.kernel "adamw" .*outs\(.*xbf16>\)', step_ir)
+            master_casts = [v for v in re.findall(r'dexec\.kernel "cast" ins\((%\d+)', step_ir)
+                            if v in state]
+            check(updates and len(rounded) == updates and not master_casts,
+                  f"bf16 on one device: every AdamW update writes its weight's bf16 "
+                  f"copy ({len(rounded)} of {updates}) and the step casts no master "
+                  f"({len(master_casts)} casts of a variable)")
+            single_casts = losses(dtype, None, casts_flag)
+            check(half == single_casts,
+                  f"bf16 on one device: the step with bf16 weight copies logs the "
+                  f"losses of the masters' casts ({half[-1]:.5f} vs {single_casts[-1]:.5f})")
+            for first, then in (((), casts_flag), (casts_flag, ())):
+                ckpt = os.path.join(work, "ckpt_one" + "".join(first).replace("-", ""))
+                losses(dtype, None, first, compile=False, steps=STEPS // 2,
+                       run_args=("--checkpoint-dir", ckpt, "--save-every", str(STEPS // 2)))
+                resumed = losses(dtype, None, then, compile=False,
+                                 run_args=("--checkpoint-dir", ckpt,
+                                           "--save-every", str(STEPS // 2)))
+                check(resumed == half[STEPS // 2:],
+                      f"bf16 on one device {' '.join(then) or '(copies)'} resumes the "
+                      f"checkpoint of {' '.join(first) or '(copies)'} at step "
+                      f"{STEPS // 2} and logs the uninterrupted run's losses")
             # ZeRO-3 gathers each parameter in bf16 (the shard cast first:
             # 64 x 192 x 2 bytes for a layer's qkv weight, not fp32's 48 KiB)
             # anew for the forward and the backward pass, as FSDP does; a

@@ -166,11 +166,13 @@ cl::opt<bool> noStridedViews(
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noHalfWeightCopies(
     "no-half-weight-copies",
-    cl::desc("ZeRO-1/2 with micro-batches or a pipeline and --dtype "
-             "bf16/fp16: keep each fp32 master weight whole and cast it at "
-             "every micro-batch, instead of keeping a bf16/fp16 copy of the "
-             "weights and splitting the masters over dp (Megatron-LM's "
-             "distributed optimizer; for comparisons)"),
+    cl::desc("With --dtype bf16/fp16: cast each fp32 master weight at "
+             "every micro-batch instead of keeping a bf16/fp16 copy of the "
+             "weights that the update refreshes (kept for ZeRO-1/2 with "
+             "micro-batches or a pipeline, where the masters are split "
+             "over dp: Megatron-LM's distributed optimizer; and on one CPU "
+             "device, where the AdamW kernel writes the copy); for "
+             "comparisons"),
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> printIrAfterAll("print-ir-after-all",
                               cl::desc("Print the IR after every pass"),

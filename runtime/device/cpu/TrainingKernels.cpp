@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 
 // The optimizer loops touch only element i of every operand in iteration i,
@@ -877,11 +878,13 @@ template <typename C> struct AdamwCoefs {
 
 /// One fused pass; outputs may be the memory of any input (see
 /// DTCC_INDEPENDENT_ITERATIONS), so every input is read before the writes.
-/// The gradient is C or a narrower float G, widened exactly.
-template <typename C, typename G>
-DTCC_ALWAYS_INLINE void adamwBody(const C *param, const G *grad, const C *m,
-                                  const C *v, C *newP, C *newM, C *newV,
-                                  int64_t n, const AdamwCoefs<C> &k) {
+/// The gradient is C or a narrower float G, widened exactly. H is void, or
+/// the half type of `rounded`, which takes the new parameter rounded (the
+/// compute-type copy of an f32 master: rounded-copies).
+template <typename C, typename G, typename H>
+DTCC_ALWAYS_INLINE void
+adamwBody(const C *param, const G *grad, const C *m, const C *v, C *newP,
+          C *newM, C *newV, H *rounded, int64_t n, const AdamwCoefs<C> &k) {
   DTCC_NO_CONTRACT
   DTCC_INDEPENDENT_ITERATIONS
   for (int64_t i = 0; i < n; ++i) {
@@ -890,30 +893,67 @@ DTCC_ALWAYS_INLINE void adamwBody(const C *param, const G *grad, const C *m,
     const C mi = m[i] * k.beta1 + k.oneMinusBeta1 * g;
     const C vi = v[i] * k.beta2 + k.oneMinusBeta2 * g * g;
     const C denom = std::sqrt(vi) / k.bc2Sqrt + k.eps;
-    newP[i] = p + k.negStepSize * mi / denom;
+    const C pi = p + k.negStepSize * mi / denom;
+    newP[i] = pi;
     newM[i] = mi;
     newV[i] = vi;
+    if constexpr (!std::is_void_v<H>)
+      rounded[i] = Elem<H>::store(pi);
   }
 }
 
 /// adamwBody, f32 on AVX-512 where the CPU has it (IsaDispatch.h).
-template <typename C, typename G>
+template <typename C, typename G, typename H>
 void adamwLoop(const C *param, const G *grad, const C *m, const C *v, C *newP,
-               C *newM, C *newV, int64_t n, const AdamwCoefs<C> k) {
+               C *newM, C *newV, H *rounded, int64_t n, const AdamwCoefs<C> k) {
   if constexpr (std::is_same_v<C, float>)
     withAvx512([&]() DTCC_INLINE_LAMBDA {
-      adamwBody(param, grad, m, v, newP, newM, newV, n, k);
+      adamwBody(param, grad, m, v, newP, newM, newV, rounded, n, k);
     });
   else
-    adamwBody(param, grad, m, v, newP, newM, newV, n, k);
+    adamwBody(param, grad, m, v, newP, newM, newV, rounded, n, k);
 }
 
 StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
+  // The optional fourth output, the new parameter rounded to bf16 or f16
+  // (an f32 master's compute-type copy), is checked apart from the three
+  // of the parameter's type.
+  KernelContext update = ctx;
+  std::optional<TensorView> rounded;
+  if (ctx.outputs.size() == 4) {
+    rounded = ctx.outputs[3];
+    update.outputs.pop_back();
+    DTCC_RETURN_IF_ERROR(checkContiguous(ctx, *rounded, "output 3 (rounded)"));
+    DTCC_RETURN_IF_ERROR(
+        checkShape(ctx, *rounded, ctx.inputs[0].shape, "output 3 (rounded)"));
+    if (!isF32OfHalf(rounded->dtype, ctx.inputs[0].dtype))
+      return ctx.error("expected output 3 (rounded) of bf16 or f16 for an "
+                       "f32 parameter, got ",
+                       rounded->typeString(), " for ",
+                       ctx.inputs[0].typeString());
+    std::vector<const TensorView *> views;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < 4; ++i) {
+      views.push_back(&ctx.inputs[i]);
+      names.push_back("input " + std::to_string(i));
+    }
+    for (size_t i = 0; i < 4; ++i) {
+      views.push_back(&ctx.outputs[i]);
+      names.push_back("output " + std::to_string(i));
+    }
+    // The rounded copy overlaps nothing (the others may be exact aliases).
+    for (size_t i = 0; i + 1 < views.size(); ++i) {
+      DTCC_RETURN_IF_ERROR(checkExactOrDisjoint(ctx, {views[i], views.back()},
+                                                {names[i], names.back()}, 0));
+    }
+  }
   // An f32 parameter's gradient may be bf16 or f16 (read without a cast).
-  DTCC_RETURN_IF_ERROR(checkOptimizer(ctx, 4, {"param", "grad", "m", "v"},
+  DTCC_RETURN_IF_ERROR(checkOptimizer(update, 4, {"param", "grad", "m", "v"},
                                       {"new_param", "new_m", "new_v"},
                                       /*narrowGrad=*/true));
   const DType gradType = ctx.inputs[1].dtype;
+  void *roundedData = rounded ? rounded->data : nullptr;
+  const DType roundedType = rounded ? rounded->dtype : DType::kF32;
   DTCC_ASSIGN_OR_RETURN(double beta1, requireFloat(ctx, "beta1"));
   DTCC_ASSIGN_OR_RETURN(double beta2, requireFloat(ctx, "beta2"));
   DTCC_ASSIGN_OR_RETURN(double eps, requireFloat(ctx, "epsilon"));
@@ -950,11 +990,23 @@ StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
           k.bc2Sqrt = C(std::sqrt(bc2));
           k.eps = C(eps);
           k.gradScale = C(*s.gradScale);
-          auto run = [&](auto *g) {
+          auto runRounded = [&](auto *g, auto *h) {
             parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e, int) {
+              auto *hb = h;
+              if constexpr (!std::is_void_v<std::remove_pointer_t<decltype(h)>>)
+                hb += b;
               adamwLoop(param + b, g + b, m + b, v + b, newP + b, newM + b,
-                        newV + b, e - b, k);
+                        newV + b, hb, e - b, k);
             });
+          };
+          auto run = [&](auto *g) {
+            if constexpr (std::is_same_v<C, float>) {
+              if (roundedData && roundedType == DType::kBF16)
+                return runRounded(g, static_cast<BFloat16 *>(roundedData));
+              if (roundedData)
+                return runRounded(g, static_cast<Half *>(roundedData));
+            }
+            runRounded(g, static_cast<void *>(nullptr));
           };
           if constexpr (std::is_same_v<C, float>) {
             if (gradType == DType::kBF16)

@@ -1104,6 +1104,11 @@ Status uploadAdamwTable(AdamwGroup &g, cudaStream_t stream) {
 /// consecutive adamw instructions go out as one multi-tensor launch
 /// (AdamwGroup).
 StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
+  if (ctx.outputs.size() != 3)
+    return ctx.error("expected 3 outputs (new_param, new_m, new_v), got ",
+                     ctx.outputs.size(),
+                     ": the CUDA update writes no rounded copy (dtcc compile "
+                     "asks for one on CPU targets only)");
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &param = ctx.inputs[0], &grad = ctx.inputs[1];
   for (int i : {0, 2, 3}) {

@@ -11,7 +11,9 @@
 #include "runtime/base/Random.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <set>
 
 using namespace dtcc::runtime;
@@ -1574,6 +1576,68 @@ TEST(CpuTrainingKernels, AdamwFirstStepMovesByLr) {
     EXPECT_NEAR(p.get(i), expected[i], 1e-12) << i;
   EXPECT_NEAR(m.get(1), -0.2, 1e-15);
   EXPECT_NEAR(v.get(1), 0.004, 1e-15);
+}
+
+TEST(CpuTrainingKernels, AdamwWritesTheRoundedCopyOfTheNewParameter) {
+  // The optional fourth output (rounded-copies) is the new parameter cast
+  // to bf16 or f16, bit for bit the cast kernel's; the other outputs are
+  // the three-output update's. 1003 elements: vector blocks and a tail.
+  const int64_t n = 1003;
+  AdamwHyper h{0.9, 0.999, 1e-8, 0.1};
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto randomF32 = [&](bool positive) {
+    Tensor t(DType::kF32, {n});
+    for (int64_t i = 0; i < n; ++i)
+      t.setRaw<float>(i, positive ? std::abs(normal(rng)) : normal(rng));
+    return t;
+  };
+  auto sameBits = [](const Tensor &a, const Tensor &b) {
+    return a.dtype == b.dtype && a.numel() == b.numel() &&
+           std::memcmp(a.bytes(), b.bytes(),
+                       size_t(a.numel()) * dtypeSize(a.dtype)) == 0;
+  };
+  for (DType half : {DType::kBF16, DType::kF16}) {
+    Tensor p = randomF32(false), g = randomF32(false), m = randomF32(false),
+           v = randomF32(true);
+    Tensor lr = scalar(DType::kF32, 0.01), step = scalar(DType::kI64, 3),
+           scale = scalar(DType::kF32, 0.5);
+    Tensor p3 = p, m3 = m, v3 = v;
+    ASSERT_TRUE(runKernel("adamw",
+                          {p3.view(), g.view(), m3.view(), v3.view(), lr.view(),
+                           step.view(), scale.view()},
+                          {p3.view(), m3.view(), v3.view()}, adamwAttrs(h))
+                    .isOk());
+    Tensor want(half, {n});
+    ASSERT_TRUE(runKernel("cast", {p3.view()}, {want.view()}).isOk());
+    Tensor p4 = p, m4 = m, v4 = v, got = Tensor::output(half, {n});
+    ASSERT_TRUE(runKernel("adamw",
+                          {p4.view(), g.view(), m4.view(), v4.view(), lr.view(),
+                           step.view(), scale.view()},
+                          {p4.view(), m4.view(), v4.view(), got.view()},
+                          adamwAttrs(h))
+                    .isOk());
+    EXPECT_TRUE(sameBits(p4, p3)) << dtypeName(half);
+    EXPECT_TRUE(sameBits(m4, m3)) << dtypeName(half);
+    EXPECT_TRUE(sameBits(v4, v3)) << dtypeName(half);
+    EXPECT_TRUE(sameBits(got, want)) << dtypeName(half);
+  }
+  // The copy is of a half type, of the parameter's shape, and overlaps
+  // nothing.
+  Tensor p(DType::kF32, {8}), g(DType::kF32, {8}), m(DType::kF32, {8}),
+      v(DType::kF32, {8}), lr = scalar(DType::kF32, 0.1),
+                           step = scalar(DType::kI64, 1),
+                           scale = scalar(DType::kF32, 1);
+  Tensor wide(DType::kF32, {8}), shortCopy(DType::kBF16, {4});
+  TensorView inside = m.view();
+  inside.dtype = DType::kBF16;
+  for (const TensorView &bad : {wide.view(), shortCopy.view(), inside}) {
+    Status st = runKernel("adamw",
+                          {p.view(), g.view(), m.view(), v.view(), lr.view(),
+                           step.view(), scale.view()},
+                          {p.view(), m.view(), v.view(), bad}, adamwAttrs(h));
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  }
 }
 
 TEST(CpuTrainingKernels, AdamwRejectsBadOperands) {
