@@ -127,17 +127,28 @@ def main():
                   f"bf16 dp=2 {' '.join(zero1)}: the step with bf16 weight copies "
                   f"and split masters logs the losses of the whole masters' "
                   f"({copies[-1]:.5f} vs {casts[-1]:.5f})")
-            for first, then in ((zero1, zero1 + casts_flag), (zero1 + casts_flag, zero1)):
-                ckpt = os.path.join(work, "ckpt" + "".join(first).replace("-", ""))
-                losses(dtype, "dp=2", first, compile=False, steps=STEPS // 2,
-                       run_args=("--checkpoint-dir", ckpt, "--save-every", str(STEPS // 2)))
-                resumed = losses(dtype, "dp=2", then, compile=False,
-                                 run_args=("--checkpoint-dir", ckpt,
-                                           "--save-every", str(STEPS // 2)))
-                check(resumed == copies[STEPS // 2:],
-                      f"bf16 dp=2 {' '.join(then)} resumes the checkpoint of "
-                      f"{' '.join(first)} at step {STEPS // 2} and logs the "
-                      f"uninterrupted run's losses")
+
+            def cross_resume(mesh, with_copies, uninterrupted, where):
+                """Each of the programs compiled with `with_copies` and with
+                it plus --no-half-weight-copies resumes the other's
+                checkpoint of step STEPS / 2 and logs `uninterrupted`'s
+                losses from there."""
+                without = with_copies + casts_flag
+                for first, then in ((with_copies, without), (without, with_copies)):
+                    ckpt = os.path.join(work, "ckpt" + (mesh or "one") +
+                                        "".join(first).replace("-", ""))
+                    losses(dtype, mesh, first, compile=False, steps=STEPS // 2,
+                           run_args=("--checkpoint-dir", ckpt,
+                                     "--save-every", str(STEPS // 2)))
+                    resumed = losses(dtype, mesh, then, compile=False,
+                                     run_args=("--checkpoint-dir", ckpt,
+                                               "--save-every", str(STEPS // 2)))
+                    check(resumed == uninterrupted[STEPS // 2:],
+                          f"bf16 {where} {' '.join(then) or '(copies)'} resumes the "
+                          f"checkpoint of {' '.join(first) or '(copies)'} at step "
+                          f"{STEPS // 2} and logs the uninterrupted run's losses")
+
+            cross_resume("dp=2", zero1, copies, "dp=2")
             # One CPU device keeps the same copies (dtcc-shard-half-weight-
             # copies), which the AdamW kernel writes as it updates each
             # master (its fourth output, `rounded`): no cast of a master is
@@ -159,17 +170,7 @@ def main():
             check(half == single_casts,
                   f"bf16 on one device: the step with bf16 weight copies logs the "
                   f"losses of the masters' casts ({half[-1]:.5f} vs {single_casts[-1]:.5f})")
-            for first, then in (((), casts_flag), (casts_flag, ())):
-                ckpt = os.path.join(work, "ckpt_one" + "".join(first).replace("-", ""))
-                losses(dtype, None, first, compile=False, steps=STEPS // 2,
-                       run_args=("--checkpoint-dir", ckpt, "--save-every", str(STEPS // 2)))
-                resumed = losses(dtype, None, then, compile=False,
-                                 run_args=("--checkpoint-dir", ckpt,
-                                           "--save-every", str(STEPS // 2)))
-                check(resumed == half[STEPS // 2:],
-                      f"bf16 on one device {' '.join(then) or '(copies)'} resumes the "
-                      f"checkpoint of {' '.join(first) or '(copies)'} at step "
-                      f"{STEPS // 2} and logs the uninterrupted run's losses")
+            cross_resume(None, (), half, "on one device")
             # ZeRO-3 gathers each parameter in bf16 (the shard cast first:
             # 64 x 192 x 2 bytes for a layer's qkv weight, not fp32's 48 KiB)
             # anew for the forward and the backward pass, as FSDP does; a
