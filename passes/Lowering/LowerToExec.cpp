@@ -927,18 +927,14 @@ void FunctionLowering::planInPlaceUpdates(Block &body) {
              load.getType() == value.getType();
     });
     // A rounding stored whole (a master weight's compute-type copy,
-    // dtcc-shard-half-weight-copies) writes the variable it is stored in.
-    if (isa<graph::CastOp>(producer)) {
-      auto var =
-          fn->getParentOfType<ModuleOp>().lookupSymbol<graph::VariableOp>(
-              store.getVariableAttr());
-      readsOld |= var && var.getTensorType() == value.getType();
-    }
+    // dtcc-shard-half-weight-copies) writes the variable it is stored in
+    // too (the store's verifier has matched the variable's type).
+    const bool rounding = isa<graph::CastOp>(producer);
     int64_t at = opSteps.lookup(producer);
     bool oldDeadAfter = llvm::all_of(loads[store.getVariable()], [&](auto load) {
       return lastUse.lookup(load.getResult()) <= at;
     });
-    if (readsOld && oldDeadAfter) {
+    if ((readsOld || rounding) && oldDeadAfter) {
       stateTargets[value] = store.getVariableAttr();
       inPlaceStores.insert(store);
     }

@@ -40,11 +40,9 @@ namespace dtcc::shard {
 /// makes that store an all-gather in the half type. The copy starts as
 /// W's initial value rounded (`dgraph.rounded_from`, filled by the
 /// runtime): the same values the casts gave. @main (inference) keeps
-/// reading W. Returns how many copies it
-/// made (a weight that has one already keeps it).
-int keepHalfWeightCopies(ModuleOp module) {
+/// reading W, and a weight that has a copy already keeps it.
+void keepHalfWeightCopies(ModuleOp module) {
   MLIRContext *ctx = module.getContext();
-  int made = 0;
   // Each updated parameter and the stores of its new value (one per
   // pipeline stage that updates a weight several stages share).
   llvm::MapVector<Operation *, SmallVector<graph::StoreOp>> updates;
@@ -139,9 +137,7 @@ int keepHalfWeightCopies(ModuleOp module) {
       store->setDiscardableAttrs(update->getDiscardableAttrDictionary());
     }
     var->setAttr(kHalfCopyAttr, FlatSymbolRefAttr::get(copy.getSymNameAttr()));
-    ++made;
   }
-  return made;
 }
 
 } // namespace dtcc::shard

@@ -178,8 +178,8 @@ int64_t axesSize(MeshAttr mesh, llvm::ArrayRef<mlir::StringAttr> axes);
 /// Gives every fp32 master weight that the step reads only through casts
 /// to one half type a persistent copy `W/half` of that type, which the
 /// casts become loads of and the update rounds its new value into
-/// (HalfWeightCopies.cpp); returns how many it made.
-int keepHalfWeightCopies(mlir::ModuleOp module);
+/// (HalfWeightCopies.cpp).
+void keepHalfWeightCopies(mlir::ModuleOp module);
 
 } // namespace dtcc::shard
 

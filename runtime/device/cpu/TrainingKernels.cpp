@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <utility>
 
 // The optimizer loops touch only element i of every operand in iteration i,
@@ -822,7 +821,9 @@ StatusOr<KernelFn> buildLrSchedule(const KernelContext &ctx) {
 
 /// The tensor operands of an optimizer update: `tensors` inputs of one type
 /// and shape (the first is param) at inputs 0.., then lr, step, grad_scale,
-/// then `tensors - 1` outputs of that type.
+/// then `tensors - 1` outputs of that type; an output after them (adamw's
+/// `rounded`, the signature table allowing it) is the new parameter rounded
+/// to bf16 or f16 for an f32 parameter.
 /// `narrowGrad`: input 1 (the gradient) may be bf16 or f16 for an f32
 /// parameter.
 Status checkOptimizer(const KernelContext &ctx, size_t tensors,
@@ -833,11 +834,17 @@ Status checkOptimizer(const KernelContext &ctx, size_t tensors,
   std::vector<const TensorView *> views;
   std::vector<std::string> names;
   for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    const TensorView &out = ctx.outputs[i];
     const std::string what =
         "output " + std::to_string(i) + " (" + outputNames[i] + ")";
-    DTCC_RETURN_IF_ERROR(checkContiguous(ctx, ctx.outputs[i], what));
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], param.dtype, what));
-    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], param.shape, what));
+    DTCC_RETURN_IF_ERROR(checkContiguous(ctx, out, what));
+    if (i + 1 < tensors)
+      DTCC_RETURN_IF_ERROR(checkDType(ctx, out, param.dtype, what));
+    else if (!isF32OfHalf(out.dtype, param.dtype))
+      return ctx.error("expected ", what, " of bf16 or f16 for an f32 ",
+                       "parameter, got ", out.typeString(), " for ",
+                       param.typeString());
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, out, param.shape, what));
     views.push_back(&ctx.outputs[i]);
     names.push_back(what);
   }
@@ -915,45 +922,17 @@ void adamwLoop(const C *param, const G *grad, const C *m, const C *v, C *newP,
 }
 
 StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
-  // The optional fourth output, the new parameter rounded to bf16 or f16
-  // (an f32 master's compute-type copy), is checked apart from the three
-  // of the parameter's type.
-  KernelContext update = ctx;
-  std::optional<TensorView> rounded;
-  if (ctx.outputs.size() == 4) {
-    rounded = ctx.outputs[3];
-    update.outputs.pop_back();
-    DTCC_RETURN_IF_ERROR(checkContiguous(ctx, *rounded, "output 3 (rounded)"));
-    DTCC_RETURN_IF_ERROR(
-        checkShape(ctx, *rounded, ctx.inputs[0].shape, "output 3 (rounded)"));
-    if (!isF32OfHalf(rounded->dtype, ctx.inputs[0].dtype))
-      return ctx.error("expected output 3 (rounded) of bf16 or f16 for an "
-                       "f32 parameter, got ",
-                       rounded->typeString(), " for ",
-                       ctx.inputs[0].typeString());
-    std::vector<const TensorView *> views;
-    std::vector<std::string> names;
-    for (size_t i = 0; i < 4; ++i) {
-      views.push_back(&ctx.inputs[i]);
-      names.push_back("input " + std::to_string(i));
-    }
-    for (size_t i = 0; i < 4; ++i) {
-      views.push_back(&ctx.outputs[i]);
-      names.push_back("output " + std::to_string(i));
-    }
-    // The rounded copy overlaps nothing (the others may be exact aliases).
-    for (size_t i = 0; i + 1 < views.size(); ++i) {
-      DTCC_RETURN_IF_ERROR(checkExactOrDisjoint(ctx, {views[i], views.back()},
-                                                {names[i], names.back()}, 0));
-    }
-  }
-  // An f32 parameter's gradient may be bf16 or f16 (read without a cast).
-  DTCC_RETURN_IF_ERROR(checkOptimizer(update, 4, {"param", "grad", "m", "v"},
-                                      {"new_param", "new_m", "new_v"},
-                                      /*narrowGrad=*/true));
+  // An f32 parameter's gradient may be bf16 or f16 (read without a cast);
+  // a fourth output is the new parameter rounded to bf16 or f16 (an f32
+  // master's compute-type copy).
+  DTCC_RETURN_IF_ERROR(
+      checkOptimizer(ctx, 4, {"param", "grad", "m", "v"},
+                     {"new_param", "new_m", "new_v", "rounded"},
+                     /*narrowGrad=*/true));
   const DType gradType = ctx.inputs[1].dtype;
-  void *roundedData = rounded ? rounded->data : nullptr;
-  const DType roundedType = rounded ? rounded->dtype : DType::kF32;
+  const bool hasRounded = ctx.outputs.size() == 4;
+  void *roundedData = hasRounded ? ctx.outputs[3].data : nullptr;
+  const DType roundedType = hasRounded ? ctx.outputs[3].dtype : DType::kF32;
   DTCC_ASSIGN_OR_RETURN(double beta1, requireFloat(ctx, "beta1"));
   DTCC_ASSIGN_OR_RETURN(double beta2, requireFloat(ctx, "beta2"));
   DTCC_ASSIGN_OR_RETURN(double eps, requireFloat(ctx, "epsilon"));
