@@ -166,9 +166,9 @@ GemmBatch gemmBatch(const MatmulPlan &p) {
 /// kMaxPieces pieces, their number a power of two so that 2, 4, 8 or 16
 /// threads share them evenly: a 1024-row product cut in five pieces of 224
 /// rows kept one of two threads on three), never on the thread count, so
-/// results do not either. oneDNN's own OpenMP partition of a product did poorly on small
-/// ones: the 4 x 128 GPT's bf16 products took 12.4 ms a step on one thread
-/// and 11.4 on two (7.6 in pieces). Each piece packs the right-hand
+/// results do not either. oneDNN's own OpenMP partition of a product did poorly
+/// on small ones: the 4 x 128 GPT's bf16 products took 12.4 ms a step on one
+/// thread and 11.4 on two (7.6 in pieces). Each piece packs the right-hand
 /// operand again: pieces of at least 128 rows cost the 6 x 384 GPT's
 /// products 2-3% on one thread, of 192 rows about 1% (bench/RESULTS.md).
 constexpr int64_t kPieceRows = 192;
