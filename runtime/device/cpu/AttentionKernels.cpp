@@ -254,9 +254,20 @@ OutRows<C> computeInto(S *out, int64_t width, int64_t ld, C *scratch) {
 /// Rounds `rows` rows of `width` elements (row stride `width`) into `out`
 /// (row stride ld); nothing where S is C (computeInto wrote them there).
 template <typename S, typename C>
-void narrowRows(const C *from, int64_t rows, int64_t width, S *out,
-                int64_t ld) {
-  if constexpr (!std::is_same_v<S, C>) {
+DTCC_ALWAYS_INLINE void narrowRows(const C *from, int64_t rows, int64_t width,
+                                   S *out, int64_t ld) {
+  if constexpr (std::is_same_v<S, BFloat16> && std::is_same_v<C, float>) {
+    // 16 at a time, as storeBf16 rounds each.
+    const int64_t full = width / 16 * 16;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t e = 0; e < full; e += 16) {
+        const Lanes16<uint16_t> v = bf16Lanes(loadLanes(from + r * width + e));
+        std::memcpy(out + r * ld + e, &v, sizeof(v));
+      }
+      for (int64_t e = full; e < width; ++e)
+        out[r * ld + e] = Elem<S>::store(from[r * width + e]);
+    }
+  } else if constexpr (!std::is_same_v<S, C>) {
     if (ld == width) {
       for (int64_t i = 0; i < rows * width; ++i)
         out[i] = Elem<S>::store(from[i]);
@@ -441,72 +452,126 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k,
 // them (as FlashAttention and PyTorch's CPU flash attention do in bf16),
 // every sum accumulates in f32, and the softmax runs in f32 as above.
 
-/// The packing every operand goes through: for r < rows, word w of
-/// pairing r (its elements 2w and 2w + 1 of k, `elem(r, e)` the bf16 bits
-/// of element e; zero past k) at out[r * rowStride + w * wordStride]. The
-/// loops follow the source in memory order: element e of consecutive
-/// pairings adjacent (`pairingsAdjacent`: a column of the source is a word
-/// position), or a pairing's elements adjacent.
+/// The packing every operand goes through: word w of pairing r (its
+/// elements 2w and 2w + 1 of k, `elem(r, e)` the bf16 bits of element e;
+/// zero past k) at out[r * rowStride + w * wordStride], for pairings
+/// [r0, r1) and whole words [w0, w1); `last` also writes the last word of
+/// an odd k. The loops follow the source in memory order: element e of
+/// consecutive pairings adjacent (`pairingsAdjacent`: a column of the
+/// source is a word position), or a pairing's elements adjacent. The
+/// packers below run the parts that fill whole vectors or 16 x 16 blocks
+/// in Lanes16 and leave the rest to this loop: the same words either way.
 template <bool pairingsAdjacent, typename Elem>
-DTCC_ALWAYS_INLINE void packPairs(int64_t rows, int64_t k, Elem elem,
-                                  uint32_t *out, int64_t rowStride,
-                                  int64_t wordStride) {
-  // Whole words, then the last one's single element where k is odd.
-  const int64_t whole = k / 2;
+DTCC_ALWAYS_INLINE void
+packPairs(int64_t r0, int64_t r1, int64_t w0, int64_t w1, int64_t k, bool last,
+          Elem elem, uint32_t *out, int64_t rowStride, int64_t wordStride) {
   auto word = [&](int64_t r, int64_t w) DTCC_INLINE_LAMBDA {
     out[r * rowStride + w * wordStride] =
         bf16Pair(elem(r, 2 * w), elem(r, 2 * w + 1));
   };
-  auto last = [&](int64_t r) DTCC_INLINE_LAMBDA {
-    out[r * rowStride + whole * wordStride] = bf16Pair(elem(r, k - 1), 0);
+  auto lastWord = [&](int64_t r) DTCC_INLINE_LAMBDA {
+    out[r * rowStride + (k / 2) * wordStride] = bf16Pair(elem(r, k - 1), 0);
   };
+  last = last && k % 2;
   if constexpr (pairingsAdjacent) {
-    for (int64_t w = 0; w < whole; ++w)
-      for (int64_t r = 0; r < rows; ++r)
+    for (int64_t w = w0; w < w1; ++w)
+      for (int64_t r = r0; r < r1; ++r)
         word(r, w);
-    if (k % 2)
-      for (int64_t r = 0; r < rows; ++r)
-        last(r);
+    if (last)
+      for (int64_t r = r0; r < r1; ++r)
+        lastWord(r);
   } else {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t w = 0; w < whole; ++w)
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t w = w0; w < w1; ++w)
         word(r, w);
-      if (k % 2)
-        last(r);
+      if (last)
+        lastWord(r);
     }
   }
 }
 
+/// The words of 16 pairs of rows (rows 2w and 2w + 1 of `lo` and `hi`'s
+/// lanes): lane c the word of lo[c] and hi[c].
+DTCC_ALWAYS_INLINE Lanes16<uint32_t> wordLanes(Lanes16<uint16_t> lo,
+                                               Lanes16<uint16_t> hi) {
+  using U32 = Lanes16<uint32_t>;
+  return __builtin_convertvector(lo, U32) |
+         (__builtin_convertvector(hi, U32) << 16);
+}
+
+DTCC_ALWAYS_INLINE Lanes16<uint16_t> bitsLanes(const BFloat16 *p) {
+  static_assert(sizeof(BFloat16) == 2, "bf16 is its 16 bits");
+  Lanes16<uint16_t> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
 /// Rows r < rows of x (row stride ld) as a left operand along their k
-/// elements: out[r * kp + w], kp = (k + 1) / 2.
+/// elements: out[r * kp + w], kp = (k + 1) / 2. With k even a row's words
+/// are its bytes.
 DTCC_ALWAYS_INLINE void packRows(const BFloat16 *x, int64_t rows, int64_t k,
                                  int64_t ld, uint32_t *out) {
+  const int64_t kp = (k + 1) / 2;
+  if (k % 2 == 0) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + r * kp, x + r * ld, size_t(k) * sizeof(BFloat16));
+    return;
+  }
   packPairs<false>(
-      rows, k,
-      [&](int64_t r, int64_t e) DTCC_INLINE_LAMBDA { return x[r * ld + e].bits; },
-      out, (k + 1) / 2, 1);
+      0, rows, 0, k / 2, k, true,
+      [&](int64_t r, int64_t e)
+          DTCC_INLINE_LAMBDA { return x[r * ld + e].bits; },
+      out, kp, 1);
+}
+
+/// Blocks of 16 x 16 words transposed: for pairings [0, n) in blocks of
+/// 16 and words [0, whole) in blocks of 16, `block(j0, w0, lanes)` fills
+/// lanes[i] with word w0 + i of pairings j0 .. j0 + 16 (or, with
+/// `byPairing`, lanes[r] with the words w0 .. w0 + 16 of pairing j0 + r),
+/// stored transposed at out[(j0 + r) * ldo + w0] (or out[(w0 + i) * ldo +
+/// j0]). Returns the pairings and words the blocks covered.
+template <typename Block>
+DTCC_ALWAYS_INLINE std::pair<int64_t, int64_t>
+transposedBlocks(int64_t n, int64_t whole, Block block, uint32_t *out,
+                 int64_t ldo) {
+  const int64_t nFull = n / 16 * 16, wFull = whole / 16 * 16;
+  Lanes16<uint32_t> lanes[16];
+  for (int64_t j0 = 0; j0 < nFull; j0 += 16)
+    for (int64_t w0 = 0; w0 < wFull; w0 += 16) {
+      uint32_t *o = block(j0, w0, lanes);
+      transpose16(lanes);
+      for (int r = 0; r < 16; ++r)
+        std::memcpy(o + r * ldo, &lanes[r], sizeof(lanes[r]));
+    }
+  return {nFull, wFull};
 }
 
 /// x (n rows of k, row stride ld) as the right operand of a product with
-/// its transpose: out[w * ldo + j] = the word of row j's elements 2w, 2w+1.
-/// Word by word down the rows, so that the stores are contiguous and the
-/// loads strided (row by row the compiler scattered the stores: a fifth of
-/// the bf16 gradient kernel's own time once its products ran on AMX); a
-/// word's two elements are adjacent in x, read as one 32-bit load.
+/// its transpose: out[w * ldo + j] = the word of row j's elements 2w, 2w+1
+/// (a word's two elements are adjacent in x, read as one 32-bit load):
+/// 16 x 16 blocks of words transposed in registers, the rest word by word
+/// down the rows (contiguous stores).
 DTCC_ALWAYS_INLINE void packTransposed(const BFloat16 *x, int64_t n, int64_t k,
                                        int64_t ld, uint32_t *out,
                                        int64_t ldo) {
   static_assert(sizeof(BFloat16) == 2, "two bf16 make one word");
   const int64_t whole = k / 2;
-  for (int64_t w = 0; w < whole; ++w) {
-    uint32_t *o = out + w * ldo;
-    const BFloat16 *column = x + 2 * w;
-    for (int64_t j = 0; j < n; ++j) {
-      uint32_t word; // the even element the lower half, as bf16Pair's
-      std::memcpy(&word, column + j * ld, sizeof(word));
-      o[j] = word;
-    }
-  }
+  const auto [nFull, wFull] = transposedBlocks(
+      n, whole,
+      [&](int64_t j0, int64_t w0, Lanes16<uint32_t> *lanes) DTCC_INLINE_LAMBDA {
+        for (int r = 0; r < 16; ++r)
+          std::memcpy(&lanes[r], x + (j0 + r) * ld + 2 * w0, sizeof(lanes[r]));
+        return out + w0 * ldo + j0;
+      },
+      out, ldo);
+  auto word = [&](int64_t j, int64_t w) DTCC_INLINE_LAMBDA {
+    uint32_t v; // the even element the lower half, as bf16Pair's
+    std::memcpy(&v, x + j * ld + 2 * w, sizeof(v));
+    out[w * ldo + j] = v;
+  };
+  for (int64_t w = 0; w < whole; ++w)
+    for (int64_t j = w < wFull ? nFull : 0; j < n; ++j)
+      word(j, w);
   if (k % 2)
     for (int64_t j = 0; j < n; ++j)
       out[whole * ldo + j] = bf16Pair(x[j * ld + k - 1].bits, 0);
@@ -517,37 +582,65 @@ DTCC_ALWAYS_INLINE void packTransposed(const BFloat16 *x, int64_t n, int64_t k,
 DTCC_ALWAYS_INLINE void packRowPairs(const BFloat16 *x, int64_t rows,
                                      int64_t cols, int64_t ld,
                                      uint32_t *out) {
-  packPairs<true>(
-      cols, rows,
-      [&](int64_t c, int64_t e) DTCC_INLINE_LAMBDA { return x[e * ld + c].bits; },
-      out, 1, cols);
+  const int64_t whole = rows / 2, cFull = cols / 16 * 16;
+  for (int64_t w = 0; w < whole; ++w)
+    for (int64_t c = 0; c < cFull; c += 16) {
+      const Lanes16<uint32_t> v = wordLanes(
+          bitsLanes(x + 2 * w * ld + c), bitsLanes(x + (2 * w + 1) * ld + c));
+      std::memcpy(out + w * cols + c, &v, sizeof(v));
+    }
+  auto elem = [&](int64_t c, int64_t e)
+                  DTCC_INLINE_LAMBDA { return x[e * ld + c].bits; };
+  packPairs<true>(cFull, cols, 0, whole, rows, false, elem, out, 1, cols);
+  packPairs<true>(0, cols, whole, whole, rows, true, elem, out, 1, cols);
 }
 
 /// An f32 block s (rows x n, leading dimension kTile) times `mul`, rounded
-/// to bf16, as a left operand along n: out[r * ldo + w].
+/// to bf16, as a left operand along n: out[r * ldo + w]. 32 elements round
+/// into 16 words at a time (a word's elements are adjacent).
 DTCC_ALWAYS_INLINE void packRoundedRows(const float *s, int64_t rows,
                                         int64_t n, float mul, uint32_t *out,
                                         int64_t ldo) {
+  const int64_t whole = n / 2, wFull = whole / 16 * 16;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t w = 0; w < wFull; w += 16) {
+      const float *sr = s + r * kTile + 2 * w;
+      const Lanes16<uint16_t> lo = bf16Lanes(loadLanes(sr) * mul),
+                              hi = bf16Lanes(loadLanes(sr + 16) * mul);
+      std::memcpy(out + r * ldo + w, &lo, sizeof(lo));
+      std::memcpy(out + r * ldo + w + 8, &hi, sizeof(hi));
+    }
   packPairs<false>(
-      rows, n,
-      [&](int64_t r, int64_t e) DTCC_INLINE_LAMBDA {
-        return floatToBf16(s[r * kTile + e] * mul);
-      },
+      0, rows, wFull, whole, n, true,
+      [&](int64_t r, int64_t e)
+          DTCC_INLINE_LAMBDA { return floatToBf16(s[r * kTile + e] * mul); },
       out, ldo, 1);
 }
 
 /// The transpose of the f32 block s (rows x n, leading dimension kTile)
 /// times `mul`, rounded to bf16, as a left operand along the rows:
-/// out[j * ldo + w] = the word of s[2w][j] and s[2w + 1][j].
+/// out[j * ldo + w] = the word of s[2w][j] and s[2w + 1][j]. 16 x 16
+/// blocks of words made along the rows and transposed in registers.
 DTCC_ALWAYS_INLINE void packRoundedColumns(const float *s, int64_t rows,
                                            int64_t n, float mul,
                                            uint32_t *out, int64_t ldo) {
-  packPairs<true>(
-      n, rows,
-      [&](int64_t j, int64_t e) DTCC_INLINE_LAMBDA {
-        return floatToBf16(s[e * kTile + j] * mul);
+  const int64_t whole = rows / 2;
+  const auto [nFull, wFull] = transposedBlocks(
+      n, whole,
+      [&](int64_t j0, int64_t w0, Lanes16<uint32_t> *lanes) DTCC_INLINE_LAMBDA {
+        for (int i = 0; i < 16; ++i) {
+          const float *even = s + 2 * (w0 + i) * kTile + j0;
+          lanes[i] = wordLanes(bf16Lanes(loadLanes(even) * mul),
+                               bf16Lanes(loadLanes(even + kTile) * mul));
+        }
+        return out + j0 * ldo + w0;
       },
-      out, ldo, 1);
+      out, ldo);
+  auto elem = [&](int64_t j, int64_t e) DTCC_INLINE_LAMBDA {
+    return floatToBf16(s[e * kTile + j] * mul);
+  };
+  packPairs<true>(nFull, n, 0, whole, rows, true, elem, out, ldo, 1);
+  packPairs<true>(0, nFull, wFull, whole, rows, true, elem, out, ldo, 1);
 }
 
 /// Multiplies a block of scores in place by the attention's scale.

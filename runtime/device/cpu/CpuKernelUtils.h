@@ -22,6 +22,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace dtcc::runtime {
@@ -538,6 +539,49 @@ DTCC_ALWAYS_INLINE Lanes16<ComputeT<S>> loadLanes(const S *p) {
       v[l] = Elem<S>::load(p[l]);
   }
   return v;
+}
+
+/// The bf16 bits of 16 floats, each as storeBf16 rounds it.
+DTCC_ALWAYS_INLINE Lanes16<uint16_t> bf16Lanes(Lanes16<float> v) {
+  using U32 = Lanes16<uint32_t>;
+  U32 u;
+  std::memcpy(&u, &v, sizeof(u));
+  const U32 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const U32 nanBits = (u >> 16) | 0x40u;
+  const U32 isNan = U32((u & 0x7fffffffu) > 0x7f800000u); // all ones or 0
+  return __builtin_convertvector((nanBits & isNan) | (rounded & ~isNan),
+                                 Lanes16<uint16_t>);
+}
+
+namespace detail {
+/// Lane e of the rows' transposition step that swaps blocks of B lanes
+/// between rows i and i + B (`upper`: row i + B's lane), as an index into
+/// the two rows side by side.
+constexpr int swapBlockLane(int b, int e, bool upper) {
+  return (e & b) == 0 ? (upper ? e + b : e) : (upper ? 16 + e : 16 + e - b);
+}
+template <int B, int... E>
+DTCC_ALWAYS_INLINE void swapBlocks(Lanes16<uint32_t> *rows,
+                                   std::integer_sequence<int, E...>) {
+  for (int i = 0; i < 16; ++i) {
+    if (i & B)
+      continue;
+    const Lanes16<uint32_t> a = rows[i], c = rows[i + B];
+    rows[i] = __builtin_shufflevector(a, c, swapBlockLane(B, E, false)...);
+    rows[i + B] = __builtin_shufflevector(a, c, swapBlockLane(B, E, true)...);
+  }
+}
+} // namespace detail
+
+/// Transposes a 16 x 16 block of 32-bit words held as 16 rows of lanes:
+/// rows[i][j] becomes rows[j][i]. Four steps of block swaps (8, 4, 2 and 1
+/// lanes), each a two-register permute per row on AVX-512.
+DTCC_ALWAYS_INLINE void transpose16(Lanes16<uint32_t> *rows) {
+  using Lanes = std::make_integer_sequence<int, 16>;
+  detail::swapBlocks<8>(rows, Lanes{});
+  detail::swapBlocks<4>(rows, Lanes{});
+  detail::swapBlocks<2>(rows, Lanes{});
+  detail::swapBlocks<1>(rows, Lanes{});
 }
 
 /// How the functions of blockedSum read their operands at an index i:

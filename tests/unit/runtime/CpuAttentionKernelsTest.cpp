@@ -150,11 +150,14 @@ Attrs attentionAttrs(double scale, bool causal) {
 const std::vector<Case> &cases() {
   static const std::vector<Case> all = {
       {{1}, 5, 5, 3, 3, false, {}},
-      {{2, 3}, 70, 70, 16, 16, true, {}},        // crosses a tile, causal
-      {{2}, 67, 130, 8, 5, false, {}},           // Sq != Sk, odd sizes
+      {{2, 3}, 70, 70, 16, 16, true, {}},              // crosses a tile, causal
+      {{2}, 67, 130, 8, 5, false, {}},                 // Sq != Sk, odd sizes
       {{2, 2}, 65, 65, 12, 12, false, {1, 1, 65, 65}}, // a broadcast mask
       {{2, 2}, 33, 40, 4, 6, false, {2, 1, 1, 40}},    // a padding mask
       {{3}, 129, 129, 8, 8, true, {3, 129, 129}},      // causal + a full mask
+      // Heads wide enough for the packing's 16 x 16 blocks, with tails.
+      {{2}, 83, 97, 40, 34, false, {}},
+      {{1}, 100, 100, 64, 64, true, {}},
   };
   return all;
 }
