@@ -4,7 +4,7 @@
 // compute type. A persistent copy in that type, which the update writes,
 // replaces the casts: dtcc-shard-annotate makes them for ZeRO-1/2 over dp
 // (Megatron-LM's distributed optimizer), and dtcc-shard-half-weight-copies
-// for a CPU program on one device, where lowering folds the copy's
+// for CPU programs (one device or a mesh), where lowering folds the copy's
 // rounding into the AdamW kernel (the step's casts re-read every master
 // from memory).
 //
@@ -109,6 +109,12 @@ void keepHalfWeightCopies(ModuleOp module) {
     for (StringRef keep : {StringRef(kShardingAttr), StringRef(kStageAttr)})
       if (Attribute a = var->getAttr(keep))
         copy->setAttr(keep, a);
+    // After partitioning (the exec phase on a mesh) W holds its rank's part
+    // and names the whole tensor's type: so does the copy.
+    if (auto global = var->getAttrOfType<TypeAttr>(kGlobalTypeAttr))
+      copy->setAttr(
+          kGlobalTypeAttr,
+          TypeAttr::get(cast<RankedTensorType>(global.getValue()).clone(half)));
     // The stage functions that read the copy: a stage that updates a
     // shared weight without reading it (a tied embedding's middle
     // stages) keeps no copy up to date.

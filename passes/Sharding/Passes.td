@@ -296,8 +296,10 @@ def ShardHalfWeightCopies : Pass<"dtcc-shard-half-weight-copies", "mlir::ModuleO
     after the store of W's update its new value is rounded and stored into
     the copy: the values the casts gave, read without re-reading W.
     dtcc-shard-annotate makes the same copies for ZeRO-1/2 over dp; `dtcc
-    compile` runs this pass for CPU programs on one device, where
-    dtcc-lower-to-exec folds the rounding into the AdamW kernel
+    compile` runs this pass for CPU programs (on one device, or on a mesh
+    after partitioning: a copy takes its master's layout, stage and
+    `dshard.global_type`), where dtcc-lower-to-exec folds the rounding
+    into the AdamW kernel
     (`rounded-copies`), so the update writes the copy while it holds the
     new value and no pass of the step reads the masters again. @main
     (inference) keeps reading the masters. A weight with a copy

@@ -95,14 +95,26 @@ def main():
             if dtype != "bf16":
                 continue
             half_reduce = ("--grad-reduce", "half")
+            casts_flag = ("--no-half-weight-copies",)
+            meshes = {}
             for mesh, extra in (("tp=2", ()), ("dp=2", ()), ("dp=2", ("--zero", "3")),
-                                ("dp=2", half_reduce)):
-                parallel = losses(dtype, mesh, extra)
-                worst = max(abs(p - h) / abs(h) for p, h in zip(parallel, half))
-                check(worst <= TOLERANCE,
-                      f"bf16 {mesh} {' '.join(extra)}: the loss tracks one device's "
-                      f"bf16 run over {STEPS} steps within {TOLERANCE:g} relative "
-                      f"(worst {worst:.2e})")
+                                ("dp=2", half_reduce), ("pp=2", ("--micro-batches", "2"))):
+                parallel = meshes[mesh, extra] = losses(dtype, mesh, extra)
+                # (Two micro-batches a step see other data than one device.)
+                if mesh != "pp=2":
+                    worst = max(abs(p - h) / abs(h) for p, h in zip(parallel, half))
+                    check(worst <= TOLERANCE,
+                          f"bf16 {mesh} {' '.join(extra)}: the loss tracks one device's "
+                          f"bf16 run over {STEPS} steps within {TOLERANCE:g} relative "
+                          f"(worst {worst:.2e})")
+                # Every CPU mesh keeps bf16 copies of the masters that the
+                # updates write (dtcc-shard-half-weight-copies): the losses
+                # of casting the masters at every step, bit for bit.
+                casts = losses(dtype, mesh, extra + casts_flag)
+                check(parallel == casts,
+                      f"bf16 {mesh} {' '.join(extra)}: the step with bf16 weight "
+                      f"copies logs the losses of the masters' casts "
+                      f"({parallel[-1]:.5f} vs {casts[-1]:.5f})")
             # Two micro-batches a step (each the model's batch) see other
             # data than one device: the bf16 sums track the fp32 ones.
             accumulated = ("--zero", "3", "--micro-batches", "2")
@@ -120,7 +132,6 @@ def main():
             # out (a restore rounds the masters again), so either program
             # resumes the other's.
             zero1 = ("--zero", "1", "--micro-batches", "2")
-            casts_flag = ("--no-half-weight-copies",)
             copies = losses(dtype, "dp=2", zero1)
             casts = losses(dtype, "dp=2", zero1 + casts_flag)
             check(copies == casts,
@@ -149,23 +160,26 @@ def main():
                           f"{STEPS // 2} and logs the uninterrupted run's losses")
 
             cross_resume("dp=2", zero1, copies, "dp=2")
+            cross_resume("tp=2", (), meshes["tp=2", ()], "tp=2")
             # One CPU device keeps the same copies (dtcc-shard-half-weight-
             # copies), which the AdamW kernel writes as it updates each
             # master (its fourth output, `rounded`): no cast of a master is
             # left in the step, the losses are the casts' bit for bit, and
             # each program resumes the other's checkpoint.
-            dexec = run([args.dtcc, "compile", model, *flags, "--dtype", dtype,
-                         "--compile-to", "dexec"])
-            step_ir = dexec[dexec.index("func.func @train_step"):]
-            state = set(re.findall(r'(%\d+) = dexec\.buffer "state"', step_ir))
-            updates = step_ir.count('dexec.kernel "adamw"')
-            rounded = re.findall(r'dexec\.kernel "adamw" .*outs\(.*xbf16>\)', step_ir)
-            master_casts = [v for v in re.findall(r'dexec\.kernel "cast" ins\((%\d+)', step_ir)
-                            if v in state]
-            check(updates and len(rounded) == updates and not master_casts,
-                  f"bf16 on one device: every AdamW update writes its weight's bf16 "
-                  f"copy ({len(rounded)} of {updates}) and the step casts no master "
-                  f"({len(master_casts)} casts of a variable)")
+            for where, mesh_flags in (("on one device", ()), ("tp=2", ("--mesh", "tp=2")),
+                                      ("dp=2 --zero 3", ("--mesh", "dp=2", "--zero", "3"))):
+                dexec = run([args.dtcc, "compile", model, *flags, "--dtype", dtype,
+                             *mesh_flags, "--compile-to", "dexec"])
+                step_ir = dexec[dexec.index("func.func @train_step"):]
+                state = set(re.findall(r'(%\d+) = dexec\.buffer "state"', step_ir))
+                updates = step_ir.count('dexec.kernel "adamw"')
+                rounded = re.findall(r'dexec\.kernel "adamw" .*outs\(.*xbf16>\)', step_ir)
+                master_casts = [v for v in re.findall(r'dexec\.kernel "cast" ins\((%\d+)',
+                                                      step_ir) if v in state]
+                check(updates and len(rounded) == updates and not master_casts,
+                      f"bf16 {where}: every AdamW update writes its weight's bf16 "
+                      f"copy ({len(rounded)} of {updates}) and the step casts no master "
+                      f"({len(master_casts)} casts of a variable)")
             single_casts = losses(dtype, None, casts_flag)
             check(half == single_casts,
                   f"bf16 on one device: the step with bf16 weight copies logs the "
