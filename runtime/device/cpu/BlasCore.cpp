@@ -31,6 +31,18 @@ int familyWidth(const std::string &name) {
 
 } // namespace
 
+int64_t sgemmRowAlign(const std::string &core) {
+  switch (familyWidth(core)) {
+  case 3:
+  case 4:
+    return 32;
+  case 2:
+    return 12;
+  default:
+    return 96;
+  }
+}
+
 CpuVectorIsa hostVectorIsa() {
   CpuVectorIsa isa;
   __builtin_cpu_init();

@@ -12,6 +12,7 @@
 #ifndef DTCC_RUNTIME_DEVICE_CPU_BLASCORE_H
 #define DTCC_RUNTIME_DEVICE_CPU_BLASCORE_H
 
+#include <cstdint>
 #include <string>
 
 namespace dtcc::runtime::cpu {
@@ -33,6 +34,15 @@ CpuVectorIsa hostVectorIsa();
 /// know, which it leaves alone).
 std::string betterBlasCoreType(const std::string &detected,
                                const CpuVectorIsa &isa);
+
+/// The rows of a single-precision product that OpenBLAS's kernels for
+/// `core` (openblas_get_corename()) compute as one call computes them
+/// whatever the split, when split at multiples of this: 32 on the AVX-512
+/// families (SkylakeX, Cooperlake, SapphireRapids), 12 on Haswell and Zen,
+/// and 96 (both) for the others. Measured on OpenBLAS 0.3.21 against
+/// whole calls: the Haswell and Zen kernels change a row's bits at splits
+/// off multiples of 12 (32, 64, 500), the AVX-512 ones at none tried.
+int64_t sgemmRowAlign(const std::string &core);
 
 /// Called first in main(), for the settings libraries read once, when they
 /// load (before main), where the user did not give them:

@@ -31,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/base/MatmulShape.h"
+#include "runtime/device/cpu/BlasCore.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/DnnlMatmul.h"
 #include "runtime/device/cpu/ThreadPool.h"
@@ -76,12 +77,23 @@ void gemmBlock(const MatmulPlan &p, const T *a, const T *b, T *c, int64_t i0,
 /// other threads would cost more than their share saves).
 constexpr int64_t kSplitMacs = int64_t(1) << 18;
 /// Row blocks are multiples of this: whole micro-tiles of OpenBLAS's
-/// sgemm kernels, so that each row is computed as in one call (32 rows on
-/// the AVX-512 kernels, 12 on the Haswell/Zen ones; 96 is both). Columns
-/// are never split: on the Zen kernels an element's bits depend on where
-/// its column falls in the call (measured on an AMD EPYC: no alignment of
-/// a column split reproduces the whole call).
-constexpr int64_t kBlockAlign = 96;
+/// kernels, so that each row is computed as in one call: for sgemm the
+/// kernels' own (sgemmRowAlign: 32 rows on the AVX-512 families, 12 on
+/// Haswell/Zen), so that 1024 rows split evenly over two threads (in
+/// 96-row blocks one of them took 576); 96 (both) for dgemm and other
+/// kernels. Columns are never split: on the Zen kernels an element's bits
+/// depend on where its column falls in the call (measured on an AMD EPYC:
+/// no alignment of a column split reproduces the whole call).
+template <typename T> int64_t blockAlign() {
+  if constexpr (std::is_same_v<T, float>) {
+    static const int64_t align = [] {
+      const char *core = openblas_get_corename();
+      return sgemmRowAlign(core ? core : "");
+    }();
+    return align;
+  }
+  return 96;
+}
 
 /// OpenBLAS on the calling thread only: the products are split over the
 /// kernels' threads (ThreadPool.h) here, so that one set of threads runs
@@ -120,7 +132,8 @@ void blasBatch(const MatmulPlan &p, const T *a, const T *b, T *c) {
   };
   const int64_t macs = p.m * p.n * std::max<int64_t>(1, p.k);
   const int threads = cpuThreads();
-  const int64_t blocks = (p.m + kBlockAlign - 1) / kBlockAlign;
+  const int64_t align = blockAlign<T>();
+  const int64_t blocks = (p.m + align - 1) / align;
   if (threads < 2 || products * macs < 2 * kSplitMacs ||
       (products < threads && blocks < 2)) {
     for (int64_t x = 0; x < products; ++x)
@@ -137,7 +150,7 @@ void blasBatch(const MatmulPlan &p, const T *a, const T *b, T *c) {
   }
   for (int64_t x = 0; x < products; ++x)
     parallelFor(blocks, 1, [&](int64_t begin, int64_t end, int) {
-      one(x, begin * kBlockAlign, std::min(p.m, end * kBlockAlign));
+      one(x, begin * align, std::min(p.m, end * align));
     });
 }
 
