@@ -161,11 +161,12 @@ def main():
 
             cross_resume("dp=2", zero1, copies, "dp=2")
             cross_resume("tp=2", (), meshes["tp=2", ()], "tp=2")
-            # One CPU device keeps the same copies (dtcc-shard-half-weight-
-            # copies), which the AdamW kernel writes as it updates each
-            # master (its fourth output, `rounded`): no cast of a master is
-            # left in the step, the losses are the casts' bit for bit, and
-            # each program resumes the other's checkpoint.
+            # Every CPU program keeps the same copies, on one device or a
+            # mesh (dtcc-shard-half-weight-copies), which the AdamW kernel
+            # writes as it updates each master (its fourth output,
+            # `rounded`): no cast of a master is left in the step, the
+            # losses are the casts' bit for bit, and each program resumes
+            # the other's checkpoint.
             for where, mesh_flags in (("on one device", ()), ("tp=2", ("--mesh", "tp=2")),
                                       ("dp=2 --zero 3", ("--mesh", "dp=2", "--zero", "3"))):
                 dexec = run([args.dtcc, "compile", model, *flags, "--dtype", dtype,

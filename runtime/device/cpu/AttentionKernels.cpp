@@ -524,12 +524,11 @@ DTCC_ALWAYS_INLINE void packRows(const BFloat16 *x, int64_t rows, int64_t k,
       out, kp, 1);
 }
 
-/// Blocks of 16 x 16 words transposed: for pairings [0, n) in blocks of
-/// 16 and words [0, whole) in blocks of 16, `block(j0, w0, lanes)` fills
-/// lanes[i] with word w0 + i of pairings j0 .. j0 + 16 (or, with
-/// `byPairing`, lanes[r] with the words w0 .. w0 + 16 of pairing j0 + r),
-/// stored transposed at out[(j0 + r) * ldo + w0] (or out[(w0 + i) * ldo +
-/// j0]). Returns the pairings and words the blocks covered.
+/// Blocks of 16 x 16 words transposed in registers: for pairings [0, n)
+/// and words [0, whole), each in whole blocks of 16, `block(j0, w0, lanes)`
+/// loads the block's 16 rows of lanes as its source holds them and returns
+/// where the transposed block goes in `out`: its row r at that address +
+/// r * ldo. Returns the pairings and words the blocks covered.
 template <typename Block>
 DTCC_ALWAYS_INLINE std::pair<int64_t, int64_t>
 transposedBlocks(int64_t n, int64_t whole, Block block, uint32_t *out,

@@ -29,7 +29,16 @@ int familyWidth(const std::string &name) {
   return 0;
 }
 
+/// The widest family `isa` runs, as familyWidth numbers them.
+int isaWidth(const CpuVectorIsa &isa) {
+  return isa.avx512Bf16 ? 4 : isa.avx512 ? 3 : isa.avx2Fma ? 2 : 1;
+}
+
 } // namespace
+
+bool cpuRunsBlasCore(const std::string &core, const CpuVectorIsa &isa) {
+  return familyWidth(core) <= isaWidth(isa);
+}
 
 int64_t sgemmRowAlign(const std::string &core) {
   switch (familyWidth(core)) {
@@ -60,7 +69,7 @@ std::string betterBlasCoreType(const std::string &detected,
   int have = familyWidth(detected);
   if (have == 0)
     return "";
-  int best = isa.avx512Bf16 ? 4 : isa.avx512 ? 3 : isa.avx2Fma ? 2 : 1;
+  int best = isaWidth(isa);
   if (best <= have)
     return "";
   switch (best) {

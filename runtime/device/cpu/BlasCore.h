@@ -35,6 +35,10 @@ CpuVectorIsa hostVectorIsa();
 std::string betterBlasCoreType(const std::string &detected,
                                const CpuVectorIsa &isa);
 
+/// Whether a CPU with `isa` has the instructions of OpenBLAS's kernel
+/// family `core` (true for a family this file does not know).
+bool cpuRunsBlasCore(const std::string &core, const CpuVectorIsa &isa);
+
 /// The rows of a single-precision product that OpenBLAS's kernels for
 /// `core` (openblas_get_corename()) compute as one call computes them
 /// whatever the split, when split at multiples of this: 32 on the AVX-512

@@ -100,13 +100,18 @@ inline uint16_t storeHalf(float value) {
   return uint16_t(o | sign >> 16);
 }
 
-/// float -> bfloat16, round to nearest even, NaN stays NaN (same results as
-/// floatToBf16, without its branch).
+/// The bfloat16 bits (in the low half) of a float's bits `u`, a uint32_t
+/// or a vector of them lane by lane (bf16Lanes): round to nearest even,
+/// NaN stays NaN (same results as floatToBf16, without its branch).
+template <typename U> DTCC_ALWAYS_INLINE U bf16RoundedBits(U u) {
+  const U rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const U nan = (u >> 16) | 0x40u;
+  return (u & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
+}
+
+/// float -> bfloat16 by bf16RoundedBits.
 inline uint16_t storeBf16(float value) {
-  const uint32_t u = floatBits(value);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = (u >> 16) | 0x40;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  return uint16_t(bf16RoundedBits(floatBits(value)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -543,14 +548,9 @@ DTCC_ALWAYS_INLINE Lanes16<ComputeT<S>> loadLanes(const S *p) {
 
 /// The bf16 bits of 16 floats, each as storeBf16 rounds it.
 DTCC_ALWAYS_INLINE Lanes16<uint16_t> bf16Lanes(Lanes16<float> v) {
-  using U32 = Lanes16<uint32_t>;
-  U32 u;
+  Lanes16<uint32_t> u;
   std::memcpy(&u, &v, sizeof(u));
-  const U32 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const U32 nanBits = (u >> 16) | 0x40u;
-  const U32 isNan = U32((u & 0x7fffffffu) > 0x7f800000u); // all ones or 0
-  return __builtin_convertvector((nanBits & isNan) | (rounded & ~isNan),
-                                 Lanes16<uint16_t>);
+  return __builtin_convertvector(bf16RoundedBits(u), Lanes16<uint16_t>);
 }
 
 namespace detail {

@@ -36,3 +36,22 @@ TEST(BlasCore, AFittingOrUnknownChoiceIsLeftAlone) {
   EXPECT_EQ(betterBlasCoreType("NeoverseN1", isa(true, true, true)), "");
   EXPECT_EQ(betterBlasCoreType("", isa(true, true, true)), "");
 }
+
+TEST(BlasCore, AFamilyRunsWhereTheCpuHasItsInstructions) {
+  EXPECT_TRUE(cpuRunsBlasCore("SkylakeX", isa(true, true, false)));
+  EXPECT_FALSE(cpuRunsBlasCore("SkylakeX", isa(true, false, false)));
+  EXPECT_FALSE(cpuRunsBlasCore("Cooperlake", isa(true, true, false)));
+  EXPECT_TRUE(cpuRunsBlasCore("Haswell", isa(true, false, false)));
+  EXPECT_FALSE(cpuRunsBlasCore("Zen", isa(false, false, false)));
+  EXPECT_TRUE(cpuRunsBlasCore("Prescott", isa(false, false, false)));
+  EXPECT_TRUE(cpuRunsBlasCore("NeoverseN1", isa(false, false, false)));
+}
+
+TEST(BlasCore, SgemmRowBlocksFollowTheKernelFamily) {
+  EXPECT_EQ(sgemmRowAlign("SkylakeX"), 32);
+  EXPECT_EQ(sgemmRowAlign("Cooperlake"), 32);
+  EXPECT_EQ(sgemmRowAlign("Haswell"), 12);
+  EXPECT_EQ(sgemmRowAlign("Zen"), 12);
+  EXPECT_EQ(sgemmRowAlign("Prescott"), 96);
+  EXPECT_EQ(sgemmRowAlign(""), 96);
+}

@@ -165,9 +165,7 @@ TEST(CpuKernelThreads, MatmulSplitsAsOneProduct) {
   // CPU has their instructions.
   const char *core = openblas_get_corename();
   const std::string name = core ? core : "";
-  const cpu::CpuVectorIsa isa = cpu::hostVectorIsa();
-  if ((cpu::sgemmRowAlign(name) == 32 && !isa.avx512) ||
-      (cpu::sgemmRowAlign(name) == 12 && !isa.avx2Fma))
+  if (!cpu::cpuRunsBlasCore(name, cpu::hostVectorIsa()))
     GTEST_SKIP() << "OpenBLAS's " << name << " kernels need instructions "
                  << "this CPU lacks";
   struct Case {
