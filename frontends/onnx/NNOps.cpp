@@ -195,16 +195,20 @@ FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
     ignored = n.fold<EqOp>(t, n.splat(tType, *ignoreIndex));
     t = n.fold<SelectOp>(ignored, n.splat(tType, 0), t);
   }
-  // picked[n, d...] = logProb[n, t[n, d...], d...] via a one-hot mask.
-  auto maskType = RankedTensorType::get(type.getShape(), i64);
-  SmallVector<int64_t> dims;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (d != 1)
-      dims.push_back(d);
-  Value hot = n.fold<EqOp>(n.create<IotaOp>(maskType, 1).getResult(),
-                           n.fold<BroadcastInDimOp>(maskType, t, dims));
-  Value picked = n.fold<ReduceSumOp>(
-      n.fold<SelectOp>(hot, logProb, n.splat(type, 0)), ArrayRef<int64_t>{1});
+  // picked[n, d...] = logProb[n, t[n, d...], d...]: gathered along the
+  // classes (a one-hot mask would keep [N, C, d...] i64 and i1 tensors
+  // alive into the backward, gigabytes at a language model's vocabulary;
+  // the gather's gradient scatters into the one [N, C, d...] the log-softmax
+  // gradient reads anyway).
+  SmallVector<int64_t> pickShape(tType.getShape());
+  pickShape.insert(pickShape.begin() + 1, 1);
+  Value index = n.reshape(t, pickShape);
+  Value picked =
+      n.reshape(n.create<GatherElementsOp>(
+                     RankedTensorType::get(pickShape, type.getElementType()),
+                     logProb, index, 1)
+                    .getResult(),
+                tType.getShape());
   if (weight && (typeOf(weight).getRank() != 1 ||
                  typeOf(weight).getDimSize(0) != type.getDimSize(1) ||
                  typeOf(weight).getElementType() != type.getElementType()))
@@ -260,9 +264,13 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
       labelsType.getShape().drop_front() != type.getShape().drop_front(2))
     return n.error() << "expected scores [N, C, d...] and labels [N, d...], got "
                      << type << " and " << labelsType;
-  if (type.getRank() == 2 && !n.hasInput(2) && !n.wantsOutput(1)) {
+  if (type.getRank() == 2 && !n.hasInput(2)) {
     Value loss = n.create<CrossEntropyOp>(scores, labels, ignore.value_or(-100))
                      .getResult();
+    // The log-probabilities, where asked for, apart from the loss (and its
+    // gradient): unused, they are dropped with the other dead ops.
+    if (n.wantsOutput(1))
+      n.setOutput(1, n.create<LogSoftmaxOp>(scores, 1).getResult());
     auto lossType = typeOf(loss);
     Value w = n.splat(lossType, 1);
     if (ignore) {
