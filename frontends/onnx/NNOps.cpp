@@ -174,6 +174,50 @@ Value reduceLoss(NodeImporter &n, Value perElement, Value weights,
   return n.fold<DivOp>(total, n.fold<ReduceSumOp>(weights, all));
 }
 
+/// The loss over class scores [N, C, d...] (a float type) and labels
+/// [N, d...] (i32 or i64) through the fused cross_entropy over rows of
+/// classes, where no copy is needed to make those rows; null otherwise.
+/// Scores [N, C, d...] take it where they were transposed to put the
+/// classes second (language models' `cross_entropy(logits.transpose(1, 2),
+/// labels)`): the rows [N * d..., C] are then the scores before that
+/// transpose. Elsewhere (images' [N, C, H, W]) making rows would copy the
+/// scores there and the gradient back (3x the NLL's time on 8 x 21 x 64 x
+/// 64), and the caller gathers from the log-softmax instead.
+static Value fusedCrossEntropy(NodeImporter &n, Value scores, Value labels,
+                               std::optional<int64_t> ignore,
+                               StringRef reduction) {
+  auto type = typeOf(scores), labelsType = typeOf(labels);
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> perm{0};
+  for (int64_t d = 2; d < rank; ++d)
+    perm.push_back(d);
+  perm.push_back(1);
+  auto transposed = scores.getDefiningOp<TransposeOp>();
+  bool classesLast =
+      transposed && llvm::all_of(llvm::enumerate(perm), [&](auto p) {
+        return transposed.getPerm()[p.value()] == int64_t(p.index());
+      });
+  if (rank != 2 && !classesLast)
+    return {};
+  Value rows = scores, rowLabels = labels;
+  if (rank > 2) {
+    int64_t count = labelsType.getNumElements();
+    rows = n.reshape(n.transpose(scores, perm), {count, type.getDimSize(1)});
+    rowLabels = n.reshape(labels, {count});
+  }
+  Value loss = n.create<CrossEntropyOp>(rows, rowLabels, ignore.value_or(-100))
+                   .getResult();
+  if (rank > 2)
+    loss = n.reshape(loss, labelsType.getShape());
+  auto lossType = typeOf(loss);
+  Value w = n.splat(lossType, 1);
+  if (ignore) {
+    Value ignored = n.fold<EqOp>(labels, n.splat(labelsType, *ignore));
+    w = n.fold<SelectOp>(ignored, n.splat(lossType, 0), w);
+  }
+  return reduceLoss(n, loss, w, reduction);
+}
+
 /// NLL over log-probabilities [N, C, d...] with targets [N, d...].
 FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
                                        Value target, Value weight,
@@ -230,6 +274,21 @@ LogicalResult importNllLoss(NodeImporter &n) {
   if (reduction != "none" && reduction != "sum" && reduction != "mean")
     return n.error() << "expected reduction none, sum or mean, got \""
                      << reduction << "\"";
+  // NLL of a LogSoftmax over the classes, unweighted (F.nll_loss of
+  // F.log_softmax): the fused cross-entropy of its scores, where it applies.
+  auto logSoftmax = n.input(0).getDefiningOp<LogSoftmaxOp>();
+  Type labelType = getElementTypeOrSelf(n.input(1).getType());
+  auto type = typeOf(n.input(0)), labelsType = typeOf(n.input(1));
+  if (!n.hasInput(2) && logSoftmax && logSoftmax.getDim() == 1 &&
+      (labelType.isInteger(32) || labelType.isInteger(64)) &&
+      labelsType.getRank() == type.getRank() - 1 &&
+      labelsType.getDimSize(0) == type.getDimSize(0) &&
+      labelsType.getShape().drop_front() == type.getShape().drop_front(2))
+    if (Value loss = fusedCrossEntropy(n, logSoftmax.getOperand(), n.input(1),
+                                       ignore, reduction)) {
+      n.setOutput(0, loss);
+      return success();
+    }
   auto loss = negativeLogLikelihood(n, n.input(0), n.input(1),
                                     n.hasInput(2) ? n.input(2) : Value(), ignore,
                                     reduction);
@@ -263,49 +322,15 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
       labelsType.getShape().drop_front() != type.getShape().drop_front(2))
     return n.error() << "expected scores [N, C, d...] and labels [N, d...], got "
                      << type << " and " << labelsType;
-  // Without weights, the fused op over rows of classes. Scores [N, C, d...]
-  // take it where they were transposed to put the classes second (language
-  // models' `cross_entropy(logits.transpose(1, 2), labels)`): the rows
-  // [N * d..., C] are then the scores before that transpose. Elsewhere
-  // (images' [N, C, H, W]) making rows would copy the scores there and the
-  // gradient back (3x the NLL's time on 8 x 21 x 64 x 64).
-  int64_t rank = type.getRank();
-  SmallVector<int64_t> perm{0};
-  for (int64_t d = 2; d < rank; ++d)
-    perm.push_back(d);
-  perm.push_back(1);
-  auto classesLast = [&] {
-    auto t = scores.getDefiningOp<TransposeOp>();
-    return t && llvm::all_of(llvm::enumerate(perm), [&](auto p) {
-             return t.getPerm()[p.value()] == int64_t(p.index());
-           });
-  };
-  if (!n.hasInput(2) && (rank == 2 || classesLast())) {
-    Value rows = scores, rowLabels = labels;
-    if (rank > 2) {
-      int64_t count = labelsType.getNumElements();
-      rows = n.reshape(n.transpose(scores, perm), {count, type.getDimSize(1)});
-      rowLabels = n.reshape(labels, {count});
+  if (!n.hasInput(2))
+    if (Value loss = fusedCrossEntropy(n, scores, labels, ignore, reduction)) {
+      n.setOutput(0, loss);
+      // The log-probabilities, where asked for, apart from the loss (and its
+      // gradient): unused, they are dropped with the other dead ops.
+      if (n.wantsOutput(1))
+        n.setOutput(1, n.create<LogSoftmaxOp>(scores, 1).getResult());
+      return success();
     }
-    Value loss =
-        n.create<CrossEntropyOp>(rows, rowLabels, ignore.value_or(-100))
-            .getResult();
-    if (rank > 2)
-      loss = n.reshape(loss, labelsType.getShape());
-    // The log-probabilities, where asked for, apart from the loss (and its
-    // gradient): unused, they are dropped with the other dead ops.
-    if (n.wantsOutput(1))
-      n.setOutput(1, n.create<LogSoftmaxOp>(scores, 1).getResult());
-    auto lossType = typeOf(loss);
-    Value w = n.splat(lossType, 1);
-    if (ignore) {
-      auto lt = typeOf(labels);
-      Value ignored = n.fold<EqOp>(labels, n.splat(lt, *ignore));
-      w = n.fold<SelectOp>(ignored, n.splat(lossType, 0), w);
-    }
-    n.setOutput(0, reduceLoss(n, loss, w, reduction));
-    return success();
-  }
   Value logProb = n.create<LogSoftmaxOp>(scores, 1).getResult();
   auto loss = negativeLogLikelihood(n, logProb, labels,
                                     n.hasInput(2) ? n.input(2) : Value(), ignore,
