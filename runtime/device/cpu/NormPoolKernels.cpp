@@ -420,18 +420,46 @@ template <typename F> void forPlanes(const ChannelPlan &p, F fn) {
   });
 }
 
+/// Inputs of one element per (sample, channel) plane ([N, C], batch norm of
+/// a linear layer's output): `fn(n, c0, c1)` for every row n and the
+/// channels [c0, c1) of one thread's block, rows in order. The channel
+/// statistics see the samples in the order forPlanes gives them (a plane's
+/// block sums of one element add that element), so their sums are the same
+/// bits, read along rows instead of down columns.
+template <typename F> void forRowBlocks(const ChannelPlan &p, F fn) {
+  cpu::parallelFor(p.channels, cpu::parallelGrain(p.batch),
+                   [&](int64_t c0, int64_t c1, int) {
+                     for (int64_t n = 0; n < p.batch; ++n)
+                       fn(n, c0, c1);
+                   });
+}
+
 template <typename S>
 KernelFn makeBatchNormStats(const ChannelPlan p, const S *x, const S *shift,
                             S *out) {
-  auto acc = std::make_shared<std::vector<double>>(2 * p.channels);
+  auto acc = std::make_shared<std::vector<double>>(3 * p.channels);
   return [=]() -> Status {
-    double *s1 = acc->data(), *s2 = s1 + p.channels;
-    std::fill(acc->begin(), acc->end(), 0.0);
-    cpu::parallelForEach(p.channels, p.batch * p.spatial, [&](int64_t c, int) {
-      for (int64_t n = 0; n < p.batch; ++n)
-        shiftedMoments(x + (n * p.channels + c) * p.spatial, p.spatial,
-                       loadD(shift[c]), s1[c], s2[c]);
-    });
+    double *s1 = acc->data(), *s2 = s1 + p.channels, *k = s2 + p.channels;
+    std::fill(s1, s1 + 2 * p.channels, 0.0);
+    if (p.spatial == 1) {
+      for (int64_t c = 0; c < p.channels; ++c)
+        k[c] = loadD(shift[c]);
+      forRowBlocks(p, [&](int64_t n, int64_t c0, int64_t c1) {
+        const S *row = x + n * p.channels;
+        for (int64_t c = c0; c < c1; ++c) {
+          const double d = loadD(row[c]) - k[c];
+          s1[c] += d;
+          s2[c] += d * d;
+        }
+      });
+    } else {
+      cpu::parallelForEach(
+          p.channels, p.batch * p.spatial, [&](int64_t c, int) {
+            for (int64_t n = 0; n < p.batch; ++n)
+              shiftedMoments(x + (n * p.channels + c) * p.spatial, p.spatial,
+                             loadD(shift[c]), s1[c], s2[c]);
+          });
+    }
     for (int64_t c = 0; c < p.channels; ++c) {
       out[c] = Elem<S>::store(ComputeT<S>(s1[c]));
       out[p.channels + c] = Elem<S>::store(ComputeT<S>(s2[c]));
@@ -455,6 +483,15 @@ KernelFn makeBatchNorm(const ChannelPlan p, const S *x, const S *scale,
       a[c] = C(loadD(scale[c]) * r);
       b[c] = Elem<S>::load(bias[c]);
       m[c] = Elem<S>::load(mean[c]);
+    }
+    if (p.spatial == 1) {
+      forRowBlocks(p, [&](int64_t n, int64_t c0, int64_t c1) {
+        const S *xr = x + n * p.channels;
+        S *yr = y + n * p.channels;
+        for (int64_t c = c0; c < c1; ++c)
+          yr[c] = Elem<S>::store((Elem<S>::load(xr[c]) - m[c]) * a[c] + b[c]);
+      });
+      return Status::ok();
     }
     forPlanes(p, [&](int64_t n, int64_t c) {
       const int64_t base = (n * p.channels + c) * p.spatial;
@@ -488,17 +525,31 @@ KernelFn makeBatchNormUpdate(const ChannelPlan p, const S *rm, const S *rv,
 template <typename S>
 KernelFn makeBatchNormGradStats(const ChannelPlan p, const S *x, const S *mean,
                                 const S *dy, S *out) {
-  auto acc = std::make_shared<std::vector<double>>(2 * p.channels);
+  auto acc = std::make_shared<std::vector<double>>(3 * p.channels);
   return [=]() -> Status {
-    double *s1 = acc->data(), *s2 = s1 + p.channels;
-    std::fill(acc->begin(), acc->end(), 0.0);
-    cpu::parallelForEach(p.channels, p.batch * p.spatial, [&](int64_t c, int) {
-      for (int64_t n = 0; n < p.batch; ++n) {
-        const int64_t base = (n * p.channels + c) * p.spatial;
-        gradMoments(x + base, dy + base, p.spatial, loadD(mean[c]), s1[c],
-                    s2[c]);
-      }
-    });
+    double *s1 = acc->data(), *s2 = s1 + p.channels, *k = s2 + p.channels;
+    std::fill(s1, s1 + 2 * p.channels, 0.0);
+    if (p.spatial == 1) {
+      for (int64_t c = 0; c < p.channels; ++c)
+        k[c] = loadD(mean[c]);
+      forRowBlocks(p, [&](int64_t n, int64_t c0, int64_t c1) {
+        const S *xr = x + n * p.channels, *gr = dy + n * p.channels;
+        for (int64_t c = c0; c < c1; ++c) {
+          const double g = loadD(gr[c]);
+          s1[c] += g;
+          s2[c] += g * (loadD(xr[c]) - k[c]);
+        }
+      });
+    } else {
+      cpu::parallelForEach(
+          p.channels, p.batch * p.spatial, [&](int64_t c, int) {
+            for (int64_t n = 0; n < p.batch; ++n) {
+              const int64_t base = (n * p.channels + c) * p.spatial;
+              gradMoments(x + base, dy + base, p.spatial, loadD(mean[c]), s1[c],
+                          s2[c]);
+            }
+          });
+    }
     for (int64_t c = 0; c < p.channels; ++c) {
       out[c] = Elem<S>::store(ComputeT<S>(s1[c]));
       out[p.channels + c] = Elem<S>::store(ComputeT<S>(s2[c]));
@@ -524,6 +575,17 @@ KernelFn makeBatchNormGrad(const ChannelPlan p, const S *x, const S *dy,
       k2[c] = C(r * r * loadD(stats[p.channels + c]) / double(p.count));
       a[c] = C(loadD(scale[c]) * r);
       mu[c] = Elem<S>::load(mean[c]);
+    }
+    if (p.spatial == 1) {
+      forRowBlocks(p, [&](int64_t n, int64_t c0, int64_t c1) {
+        const S *xr = x + n * p.channels, *gr = dy + n * p.channels;
+        S *out = dx + n * p.channels;
+        for (int64_t c = c0; c < c1; ++c)
+          out[c] = Elem<S>::store((Elem<S>::load(gr[c]) - k1[c] -
+                                   (Elem<S>::load(xr[c]) - mu[c]) * k2[c]) *
+                                  a[c]);
+      });
+      return Status::ok();
     }
     forPlanes(p, [&](int64_t n, int64_t c) {
       const int64_t base = (n * p.channels + c) * p.spatial;

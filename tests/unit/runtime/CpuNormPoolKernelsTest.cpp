@@ -54,7 +54,8 @@ struct Nchw {
 
 const std::vector<std::vector<int64_t>> &channelShapes() {
   static const std::vector<std::vector<int64_t>> v = {
-      {4, 3, 5}, {2, 3}, {3, 2, 4, 4}, {2, 4, 700}, {1, 1, 3001}, {2, 6, 2, 3, 2}};
+      {4, 3, 5},    {2, 3},          {3, 2, 4, 4}, {2, 4, 700},
+      {1, 1, 3001}, {2, 6, 2, 3, 2}, {40, 2000}};
   return v;
 }
 
