@@ -78,19 +78,24 @@ def default_venv():
     return os.environ.get("DTCC_BENCH_VENV") or os.path.join(cache_dir(), "venv")
 
 
-def ensure_venv(path):
+def ensure_venv(path, requirements=VENV_REQUIREMENTS, system_site_packages=False,
+                note="about 4 GB: PyPI's torch wheel brings the CUDA libraries"):
     """The virtual environment's python, creating the environment (and
-    installing VENV_REQUIREMENTS from PyPI) unless it already has them."""
+    installing `requirements` from PyPI) unless it already has them.
+    `system_site_packages`: the environment also sees Debian's packages
+    (its PyTorch 1.13, onnx and numpy)."""
     python = os.path.join(path, "bin", "python")
     stamp = os.path.join(path, "dtcc-bench-requirements.txt")
-    wanted = "\n".join(VENV_REQUIREMENTS) + "\n"
+    wanted = "\n".join(requirements) + "\n"
     if os.path.exists(python) and os.path.exists(stamp) and open(stamp).read() == wanted:
         return python
-    print(f"creating {path} with {' '.join(VENV_REQUIREMENTS)} (pip, from PyPI; "
-          f"about 4 GB: PyPI's torch wheel brings the CUDA libraries)", file=sys.stderr)
+    print(f"creating {path} with {' '.join(requirements)} (pip, from PyPI; {note})",
+          file=sys.stderr)
     if not os.path.exists(python):
-        subprocess.run([DEBIAN_PYTHON, "-m", "venv", path], check=True)
-    subprocess.run([python, "-m", "pip", "install", "--quiet", *VENV_REQUIREMENTS],
+        subprocess.run([DEBIAN_PYTHON, "-m", "venv", path]
+                       + (["--system-site-packages"] if system_site_packages else []),
+                       check=True)
+    subprocess.run([python, "-m", "pip", "install", "--quiet", *requirements],
                    check=True)
     with open(stamp, "w") as f:
         f.write(wanted)

@@ -1,0 +1,408 @@
+#!/usr/bin/python3
+"""Models dtcc has not seen: HuggingFace transformers' architectures, trained.
+
+Each architecture of the table below, in a small random configuration, is
+built by HuggingFace transformers (PyPI, pinned), wrapped to return its own
+loss (the library's: shifted causal-LM cross-entropy, masked-LM with ignored
+positions, sequence-to-sequence, image classification, semantic
+segmentation), exported by Debian's PyTorch 1.13 in training mode (opset 17)
+and compiled with `dtcc compile --train`. Both then train from the same
+weights on the same batches with AdamW (lr 1e-3, no weight decay, constant
+schedule), at the same thread count:
+
+  PyTorch 1.13 eager  the model itself, torch.optim.AdamW
+  dtcc                the executable dtcc builds from the ONNX file
+
+Printed per model: its size, the ONNX file's node count, dtcc's compile
+time, whether the losses agree (steps 1 and 2 within --rtol: the first loss
+checks the forward, the second every gradient and the update; later steps
+are reported, not judged: Adam's first steps move a weight by lr whatever
+its gradient's size, so rounding-level differences in small gradients grow,
+and PyTorch's own f32 run leaves its f64 run by several percent by step 3
+on some of these configurations, e.g. LeViT), and each system's median
+step time after --warmup steps (dtcc's as its training loop logs them).
+
+transformers is installed with pip into a virtual environment under a cache
+directory that also sees Debian's packages (its PyTorch 1.13, onnx, numpy),
+created on first use; never into the system or the test path.
+
+This file is also the child process (`hf_models.py child SPEC.json`), run in
+that environment once per model.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import cpu_compare  # noqa: E402
+
+# transformers 4.36 is the newest that runs on Debian's PyTorch 1.13.
+REQUIREMENTS = ("transformers==4.36.2",)
+VOCAB = 500
+
+# name: (transformers class, config class, config, kind). Kinds: causal and
+# mlm (token ids -> token labels, mlm ignoring every other position),
+# seq2seq (ids -> target ids), cls (ids -> a class), image (3 x 32 x 32 ->
+# a class), image128 (3 x 128 x 128: LeViT's fixed 16x stem), seg (3 x 32 x
+# 32 -> a class per pixel).
+_NO_DROP = dict(hidden_dropout_prob=0, attention_probs_dropout_prob=0)
+_ENC = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+            num_attention_heads=4, intermediate_size=128)
+_DEC = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+            num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=64)
+_GPT = dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64,
+            resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
+_S2S = dict(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2,
+            encoder_attention_heads=4, decoder_attention_heads=4,
+            encoder_ffn_dim=128, decoder_ffn_dim=128,
+            max_position_embeddings=64, dropout=0, attention_dropout=0,
+            activation_dropout=0)
+_VIT = dict(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
+            num_attention_heads=4, intermediate_size=128, num_labels=10,
+            **_NO_DROP)
+MODELS = {
+    "gpt2": ("GPT2LMHeadModel", "GPT2Config", _GPT, "causal"),
+    "llama": ("LlamaForCausalLM", "LlamaConfig",
+              dict(_DEC, num_key_value_heads=2), "causal"),
+    "mistral": ("MistralForCausalLM", "MistralConfig",
+                dict(_DEC, num_key_value_heads=2, sliding_window=16), "causal"),
+    "gpt-neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig",
+                 dict(_DEC, hidden_dropout=0, attention_dropout=0), "causal"),
+    "opt": ("OPTForCausalLM", "OPTConfig",
+            dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                 num_attention_heads=4, ffn_dim=128,
+                 max_position_embeddings=64, dropout=0, attention_dropout=0,
+                 word_embed_proj_dim=64), "causal"),
+    "bloom": ("BloomForCausalLM", "BloomConfig",
+              dict(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4,
+                   hidden_dropout=0, attention_dropout=0), "causal"),
+    "gptj": ("GPTJForCausalLM", "GPTJConfig", dict(_GPT, rotary_dim=8),
+             "causal"),
+    "codegen": ("CodeGenForCausalLM", "CodeGenConfig",
+                dict(_GPT, n_ctx=64, rotary_dim=8), "causal"),
+    "gpt-bigcode": ("GPTBigCodeForCausalLM", "GPTBigCodeConfig", _GPT,
+                    "causal"),
+    "phi": ("PhiForCausalLM", "PhiConfig",
+            dict(_DEC, resid_pdrop=0, embd_pdrop=0, attention_dropout=0),
+            "causal"),
+    "falcon": ("FalconForCausalLM", "FalconConfig",
+               dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, hidden_dropout=0,
+                    attention_dropout=0), "causal"),
+    "mixtral": ("MixtralForCausalLM", "MixtralConfig",
+                dict(_DEC, num_key_value_heads=2, num_local_experts=4,
+                     num_experts_per_tok=2), "causal"),
+    "bert": ("BertForMaskedLM", "BertConfig", dict(_ENC, **_NO_DROP), "mlm"),
+    "roberta": ("RobertaForMaskedLM", "RobertaConfig", dict(_ENC, **_NO_DROP),
+                "mlm"),
+    "xlm-roberta": ("XLMRobertaForMaskedLM", "XLMRobertaConfig",
+                    dict(_ENC, **_NO_DROP), "mlm"),
+    "albert": ("AlbertForMaskedLM", "AlbertConfig",
+               dict(_ENC, embedding_size=32, **_NO_DROP), "mlm"),
+    "electra": ("ElectraForMaskedLM", "ElectraConfig",
+                dict(_ENC, embedding_size=32, **_NO_DROP), "mlm"),
+    "deberta-v2": ("DebertaV2ForMaskedLM", "DebertaV2Config",
+                   dict(_ENC, max_position_embeddings=64, **_NO_DROP), "mlm"),
+    "mpnet": ("MPNetForMaskedLM", "MPNetConfig", dict(_ENC, **_NO_DROP),
+              "mlm"),
+    "distilbert": ("DistilBertForSequenceClassification", "DistilBertConfig",
+                   dict(vocab_size=VOCAB, dim=64, n_layers=2, n_heads=4,
+                        hidden_dim=128, dropout=0, attention_dropout=0,
+                        seq_classif_dropout=0), "cls"),
+    "t5": ("T5ForConditionalGeneration", "T5Config",
+           dict(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                num_heads=4, dropout_rate=0, decoder_start_token_id=0,
+                pad_token_id=0), "seq2seq"),
+    "bart": ("BartForConditionalGeneration", "BartConfig", _S2S, "seq2seq"),
+    "mbart": ("MBartForConditionalGeneration", "MBartConfig", _S2S, "seq2seq"),
+    "pegasus": ("PegasusForConditionalGeneration", "PegasusConfig",
+                dict(_S2S, decoder_start_token_id=0), "seq2seq"),
+    "vit": ("ViTForImageClassification", "ViTConfig", _VIT, "image"),
+    "deit": ("DeiTForImageClassification", "DeiTConfig", _VIT, "image"),
+    "beit": ("BeitForImageClassification", "BeitConfig",
+             dict(_VIT, use_relative_position_bias=True, drop_path_rate=0),
+             "image"),
+    "swin": ("SwinForImageClassification", "SwinConfig",
+             dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                  num_heads=[2, 2], window_size=4, num_labels=10,
+                  drop_path_rate=0, **_NO_DROP), "image"),
+    "levit": ("LevitForImageClassification", "LevitConfig",
+              dict(image_size=128, patch_size=16, hidden_sizes=[32, 48, 64],
+                   num_attention_heads=[1, 2, 2], depths=[1, 1, 1],
+                   key_dim=[8, 8, 8], num_labels=10, drop_path_rate=0),
+              "image128"),
+    "mobilevit": ("MobileViTForImageClassification", "MobileViTConfig",
+                  dict(image_size=32, num_labels=10, hidden_sizes=[16, 24, 32],
+                       neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32],
+                       classifier_dropout_prob=0, **_NO_DROP), "image"),
+    "resnet": ("ResNetForImageClassification", "ResNetConfig",
+               dict(num_channels=3, embedding_size=16, hidden_sizes=[16, 32],
+                    depths=[1, 1], num_labels=10), "image"),
+    "regnet": ("RegNetForImageClassification", "RegNetConfig",
+               dict(num_channels=3, embedding_size=16, hidden_sizes=[16, 32],
+                    depths=[1, 1], groups_width=8, num_labels=10), "image"),
+    "convnext": ("ConvNextForImageClassification", "ConvNextConfig",
+                 dict(num_channels=3, num_stages=2, hidden_sizes=[16, 32],
+                      depths=[1, 1], num_labels=10, image_size=32,
+                      drop_path_rate=0), "image"),
+    "poolformer": ("PoolFormerForImageClassification", "PoolFormerConfig",
+                   dict(num_channels=3, hidden_sizes=[16, 32], depths=[1, 1],
+                        num_encoder_blocks=2, patch_sizes=[7, 3],
+                        strides=[4, 2], padding=[2, 1], num_labels=10,
+                        drop_path_rate=0), "image"),
+    "segformer": ("SegformerForSemanticSegmentation", "SegformerConfig",
+                  dict(num_channels=3, num_encoder_blocks=2, depths=[1, 1],
+                       sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                       patch_sizes=[7, 3], strides=[4, 2],
+                       num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+                       decoder_hidden_size=32, num_labels=5,
+                       classifier_dropout_prob=0, drop_path_rate=0,
+                       **_NO_DROP), "seg"),
+}
+
+
+# ------------------------------------------------------------ the child
+
+def batch(kind, b, s, step):
+    import torch
+    g = torch.Generator().manual_seed(100 + step)
+    if kind in ("image", "image128", "seg"):
+        side = 128 if kind == "image128" else 32
+        x = torch.randn(b, 3, side, side, generator=g)
+        if kind == "seg":
+            return x, torch.randint(0, 5, (b, side, side), generator=g)
+        return x, torch.randint(0, 10, (b,), generator=g)
+    x = torch.randint(0, VOCAB, (b, s), generator=g)
+    if kind == "cls":
+        return x, torch.randint(0, 2, (b,), generator=g)
+    y = torch.randint(0, VOCAB, (b, s), generator=g)
+    if kind == "mlm":
+        y[:, ::2] = -100
+    return x, y
+
+
+def sized(cfg, kind, spec):
+    """A text model's configuration at --width (hidden size; feed-forward 2x,
+    T5's d_kv width / heads, ALBERT's and ELECTRA's embeddings width / 2) and
+    with positions for --seq tokens."""
+    cfg = dict(cfg)
+    if kind in ("image", "image128", "seg"):
+        return cfg
+    w = spec["width"]
+    for key in ("hidden_size", "n_embd", "d_model", "dim", "word_embed_proj_dim"):
+        if key in cfg:
+            cfg[key] = w
+    for key in ("intermediate_size", "ffn_dim", "hidden_dim", "d_ff",
+                "encoder_ffn_dim", "decoder_ffn_dim"):
+        if key in cfg:
+            cfg[key] = 2 * w
+    if "n_embd" in cfg:
+        cfg["n_inner"] = 2 * w
+    if "d_kv" in cfg:
+        cfg["d_kv"] = w // cfg["num_heads"]
+    if "embedding_size" in cfg:
+        cfg["embedding_size"] = w // 2
+    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
+        if key in cfg or kind in ("mlm", "cls"):
+            # RoBERTa's positions start after the padding index.
+            cfg[key] = max(cfg.get(key, 0), spec["seq"] + 2)
+    return cfg
+
+
+def child(spec_path):
+    """Builds the model, exports it, writes the batches and trains it in
+    PyTorch; writes the results beside the spec."""
+    import torch
+    import transformers
+    from onnx import numpy_helper
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    spec = json.load(open(spec_path))
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(0)
+    cls, cfg_cls, cfg, kind = MODELS[spec["name"]]
+    model = getattr(transformers, cls)(
+        getattr(transformers, cfg_cls)(**sized(cfg, kind, spec)))
+    image = kind in ("image", "image128", "seg")
+
+    class Loss(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, a, b):
+            if image:
+                return self.m(pixel_values=a, labels=b).loss
+            return self.m(input_ids=a, labels=b).loss
+
+    wrapped = Loss(model).train()
+    work, steps = spec["work"], spec["steps"]
+    out = {"params": sum(p.numel() for p in model.parameters())}
+    batches = [batch(kind, spec["batch"], spec["seq"], i) for i in range(steps)]
+    try:
+        torch.onnx.export(wrapped, batches[0], os.path.join(work, "model.onnx"),
+                          input_names=["a", "b"], output_names=["loss"],
+                          opset_version=17, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+    except Exception as e:  # the exporter's failure, not dtcc's
+        out["error"] = f"PyTorch's export: {type(e).__name__}: {e}"[:300]
+        json.dump(out, open(os.path.join(work, "torch.json"), "w"))
+        return
+    import onnx
+    out["nodes"] = len(onnx.load(os.path.join(work, "model.onnx")).graph.node)
+    for i, pair in enumerate(batches):
+        d = os.path.join(work, "batches", f"{i:05d}")
+        os.makedirs(d, exist_ok=True)
+        for name, t in zip(("a", "b"), pair):
+            with open(os.path.join(d, name + ".pb"), "wb") as f:
+                f.write(numpy_helper.from_array(t.numpy(), name).SerializeToString())
+    opt = torch.optim.AdamW(wrapped.parameters(), lr=1e-3, weight_decay=0.0)
+    losses, times = [], []
+    for x, y in batches:
+        start = time.perf_counter()
+        opt.zero_grad()
+        loss = wrapped(x, y)
+        loss.backward()
+        opt.step()
+        times.append((time.perf_counter() - start) * 1e3)
+        losses.append(loss.item())
+    out.update(losses=losses, times=times)
+    json.dump(out, open(os.path.join(work, "torch.json"), "w"))
+
+
+# ------------------------------------------------------------ the parent
+
+def run_dtcc(args, work):
+    exe = os.path.join(work, "train")
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [args.dtcc, "compile", os.path.join(work, "model.onnx"), "--train",
+         "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0",
+         "--schedule", "constant", "--warmup", "0", "-o", exe] + args.dtcc_flag,
+        capture_output=True, text=True)
+    compile_s = time.perf_counter() - start
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        return {"error": "dtcc compile: " + " | ".join(lines[:3])[:300]}
+    proc = subprocess.run(
+        [exe, "--batches", os.path.join(work, "batches"), "--steps",
+         str(args.steps), "--log-every", "1"],
+        capture_output=True, text=True, env=cpu_compare.thread_env(args.threads))
+    if proc.returncode != 0:
+        return {"error": "dtcc run: " + proc.stderr.strip()[-300:]}
+    losses, times = [], []
+    for line in proc.stdout.splitlines():
+        if line.startswith("step "):
+            words = line.split()
+            losses.append(float(words[words.index("loss") + 1]))
+            times.append(float(words[words.index("step", 1) + 1]))
+    return {"compile_s": compile_s, "losses": losses, "times": times}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="comma-separated, of: " + ", ".join(MODELS))
+    ap.add_argument("--dtcc", default=os.path.join(REPO, "build", "bin", "dtcc"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="steps not timed (default 2)")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=32, help="tokens per sequence")
+    ap.add_argument("--width", type=int, default=64,
+                    help="text models' hidden size (default 64)")
+    ap.add_argument("--rtol", type=float, default=2e-4,
+                    help="relative tolerance of the first two losses")
+    ap.add_argument("--dtcc-flag", action="append", default=[],
+                    metavar="FLAG", help="an extra flag for dtcc compile")
+    ap.add_argument("--venv", default=os.path.join(cpu_compare.cache_dir(),
+                                                   "hf-venv"))
+    ap.add_argument("--work", default=None,
+                    help="keep each model's files here (default: a "
+                         "temporary directory)")
+    args = ap.parse_args()
+    names = [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        ap.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
+    if args.steps < max(2, args.warmup + 1):
+        ap.error("--steps must exceed --warmup and be at least 2")
+    python = cpu_compare.ensure_venv(
+        args.venv, REQUIREMENTS, system_site_packages=True,
+        note="transformers and its dependencies; Debian's PyTorch 1.13")
+    import tempfile
+    root = args.work or tempfile.mkdtemp(prefix="dtcc-hf-")
+    rows, agreed, failed = [], 0, []
+    for name in names:
+        work = os.path.join(root, name)
+        os.makedirs(work, exist_ok=True)
+        spec = dict(name=name, work=work, steps=args.steps, batch=args.batch,
+                    seq=args.seq, width=args.width, threads=args.threads)
+        path = os.path.join(work, "spec.json")
+        json.dump(spec, open(path, "w"))
+        proc = subprocess.run([python, os.path.abspath(__file__), "child", path],
+                              capture_output=True, text=True,
+                              env=cpu_compare.thread_env(args.threads))
+        result = os.path.join(work, "torch.json")
+        if proc.returncode != 0 or not os.path.exists(result):
+            rows.append((name, {}, {"error": "PyTorch: " + proc.stderr.strip()[-300:]}))
+            failed.append(name)
+            print(f"{name}: PyTorch failed", file=sys.stderr, flush=True)
+            continue
+        torch_out = json.load(open(result))
+        dtcc_out = torch_out if "error" in torch_out else run_dtcc(args, work)
+        rows.append((name, torch_out, dtcc_out))
+        ok = "error" not in dtcc_out and len(dtcc_out["losses"]) == args.steps and all(
+            abs(d - t) <= args.rtol * abs(t)
+            for d, t in zip(dtcc_out["losses"][:2], torch_out["losses"][:2]))
+        agreed += ok
+        if not ok:
+            failed.append(name)
+        print(f"{name}: {'agrees' if ok else 'DIFFERS or failed'}", file=sys.stderr,
+              flush=True)
+
+    print(f"HuggingFace transformers {REQUIREMENTS[0].split('==')[1]} models, "
+          f"exported by PyTorch 1.13 (training mode, opset 17); batch "
+          f"{args.batch}, {args.seq} tokens, width {args.width} (images 32 x 32, "
+          f"LeViT 128 x 128); "
+          f"AdamW lr 1e-3; {args.steps} steps, {args.threads} thread(s); "
+          f"step times: medians after {args.warmup}; dtcc {cpu_compare.git_version()}")
+    print()
+    print("| model | params | ONNX nodes | dtcc compile | steps 1-2 | later steps, "
+          "largest relative difference | PyTorch 1.13 eager ms/step | dtcc ms/step | "
+          "dtcc faster |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, t, d in rows:
+        if "error" in d:
+            params = f"{t['params']:,}" if "params" in t else "-"
+            error = d["error"].replace("|", "/").replace("\n", " ")
+            print(f"| {name} | {params} | {t.get('nodes', '-')} | {error} | | | | | |")
+            continue
+        rel = [abs(a - b) / abs(b) for a, b in zip(d["losses"], t["losses"])]
+        agree = all(r <= args.rtol for r in rel[:2])
+        tm = statistics.median(t["times"][args.warmup:])
+        dm = statistics.median(d["times"][args.warmup:])
+        print(f"| {name} | {t['params']:,} | {t['nodes']} | {d['compile_s']:.1f} s | "
+              f"{'agree' if agree else 'DIFFER'} ({max(rel[:2]):.1e}) | "
+              f"{max(rel[2:], default=0):.1e} | {tm:.1f} | {dm:.1f} | {tm / dm:.2f}x |")
+    print()
+    print(f"{agreed} of {len(names)} models train as PyTorch does (the first two "
+          f"losses within {args.rtol:g} relative)"
+          + (f"; not: {', '.join(failed)}" if failed else ""))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "child":
+        child(sys.argv[2])
+    else:
+        main()
