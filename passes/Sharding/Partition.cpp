@@ -331,11 +331,21 @@ struct VocabBuilder {
     return AllReduceOp::create(b, loc, v.getType(), v, axis, kind);
   }
   /// Indices relative to this rank's block of `block` rows, whether each is
-  /// in it, and a safe index (0 where it is not).
-  std::tuple<Value, Value, Value> localIndices(Value ids, StringRef axis,
-                                               int64_t block) {
+  /// in it, and a safe index (0 where it is not). With `whole` (the
+  /// dimension's global size), negative indices count from its end first,
+  /// as gather's and scatter_add's do (Falcon's `fused_qkv[..., [-2], :]`
+  /// picks its key head so); labels (whole 0) are taken as they are.
+  std::tuple<Value, Value, Value>
+  localIndices(Value ids, StringRef axis, int64_t block, int64_t whole = 0) {
     auto t = cast<RankedTensorType>(ids.getType());
     auto scalar = RankedTensorType::get({}, t.getElementType());
+    if (whole > 0) {
+      Value negative =
+          binary<graph::LtOp>(ids, splat(t, 0), like(ids, b.getI1Type()));
+      ids = graph::SelectOp::create(
+          b, loc, t, negative,
+          binary<graph::AddOp>(ids, splat(t, (double)whole)), ids);
+    }
     Value rank = AxisIndexOp::create(b, loc, RankedTensorType::get({}, b.getI64Type()),
                                      axis);
     if (!t.getElementType().isInteger(64))
@@ -371,7 +381,8 @@ FunctionPartitioner::lowerVocabParallel(Operation *op, ArrayRef<ShardingAttr> in
     if (mesh.empty())
       return SmallVector<Value>{};
     int64_t block = typeOf(gather.getOperand()).getDimSize(axis);
-    auto [rel, in, safe] = vb.localIndices(gather.getIndices(), mesh, block);
+    auto [rel, in, safe] = vb.localIndices(gather.getIndices(), mesh, block,
+                                           block * mesh_.getSize(mesh));
     (void)rel;
     auto outType = RankedTensorType::get(
         global_.lookup(gather.getResult()).getShape(),
@@ -397,7 +408,8 @@ FunctionPartitioner::lowerVocabParallel(Operation *op, ArrayRef<ShardingAttr> in
     if (failed(local))
       return failure();
     int64_t block = local->getDimSize(axis);
-    auto [rel, in, safe] = vb.localIndices(scatter.getIndices(), mesh, block);
+    auto [rel, in, safe] = vb.localIndices(scatter.getIndices(), mesh, block,
+                                           block * mesh_.getSize(mesh));
     (void)rel;
     auto updType = typeOf(scatter.getUpdates());
     SmallVector<int64_t> dims;

@@ -165,10 +165,19 @@ std::vector<OpCase> dtcc::shardconf::opCases() {
   add("gather_axis1", {{"a", {4, 8}}, {"i", {4}, "i64", 0, 7}},
       "%y = dgraph.gather %a, %i axis = 1 : (" + t + ", tensor<4xi64>) -> "
       "tensor<4x4xf64>");
+  // Indices counted from the end (-8..-1) too, as PyTorch's negative
+  // indexing exports them (Falcon's fused_qkv[..., [-2], :]).
+  add("gather_negative", {{"a", {8, 4}}, {"i", {4}, "i64", -8, 7}},
+      "%y = dgraph.gather %a, %i axis = 0 : (tensor<8x4xf64>, tensor<4xi64>) "
+      "-> "
+      "tensor<4x4xf64>");
   add("gather_elements", {{"a", {4, 8}}, {"i", {4, 4}, "i64", 0, 7}},
       "%y = dgraph.gather_elements %a, %i axis = 1 : (" + t +
           ", tensor<4x4xi64>) -> tensor<4x4xf64>");
   add("scatter_add", {{"a", {4, 4}}, {"i", {4}, "i64", 0, 7}},
+      "%y = dgraph.scatter_add %a, %i axis = 0, dim_size = 8 : "
+      "(tensor<4x4xf64>, tensor<4xi64>) -> tensor<8x4xf64>");
+  add("scatter_add_negative", {{"a", {4, 4}}, {"i", {4}, "i64", -8, 7}},
       "%y = dgraph.scatter_add %a, %i axis = 0, dim_size = 8 : "
       "(tensor<4x4xf64>, tensor<4xi64>) -> tensor<8x4xf64>");
 
