@@ -44,6 +44,9 @@ sys.path.insert(0, HERE)
 
 import cpu_compare  # noqa: E402
 
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+from e2e_common import MPI_ENV  # noqa: E402
+
 # transformers 4.36 is the newest that runs on Debian's PyTorch 1.13.
 REQUIREMENTS = ("transformers==4.36.2",)
 VOCAB = 500
@@ -281,22 +284,37 @@ def child(spec_path):
 
 # ------------------------------------------------------------ the parent
 
-def run_dtcc(args, work):
-    exe = os.path.join(work, "train")
+def mesh_ranks(mesh):
+    """The ranks of a --mesh value ("dp=2,tp=2 --zero 3": 4)."""
+    ranks = 1
+    for axis in mesh.split()[0].split(","):
+        ranks *= int(axis.split("=")[1])
+    return ranks
+
+
+def run_dtcc(args, work, mesh=None):
+    """Compiles (on `mesh`: "dp=2", "tp=2 --zero 3", ...) and trains; the
+    losses and step times, or an error."""
+    exe = os.path.join(work, "train" if mesh is None else "train-mesh")
+    cmd = [args.dtcc, "compile", os.path.join(work, "model.onnx"), "--train",
+           "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0",
+           "--schedule", "constant", "--warmup", "0", "-o", exe] + args.dtcc_flag
+    if mesh is not None:
+        cmd += ["--mesh"] + mesh.split()
     start = time.perf_counter()
-    proc = subprocess.run(
-        [args.dtcc, "compile", os.path.join(work, "model.onnx"), "--train",
-         "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0",
-         "--schedule", "constant", "--warmup", "0", "-o", exe] + args.dtcc_flag,
-        capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     compile_s = time.perf_counter() - start
     if proc.returncode != 0:
         lines = [l for l in proc.stderr.splitlines() if l.strip()]
         return {"error": "dtcc compile: " + " | ".join(lines[:3])[:300]}
-    proc = subprocess.run(
-        [exe, "--batches", os.path.join(work, "batches"), "--steps",
-         str(args.steps), "--log-every", "1"],
-        capture_output=True, text=True, env=cpu_compare.thread_env(args.threads))
+    run = [exe, "--batches", os.path.join(work, "batches"), "--steps",
+           str(args.steps), "--log-every", "1"]
+    env = cpu_compare.thread_env(args.threads)
+    if mesh is not None:
+        run = ["mpirun", "-n", str(mesh_ranks(mesh))] + run
+        env = dict(env, **MPI_ENV)
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.run(run, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {"error": "dtcc run: " + proc.stderr.strip()[-300:]}
     losses, times = [], []
@@ -325,6 +343,11 @@ def main():
                     help="relative tolerance of the first two losses")
     ap.add_argument("--dtcc-flag", action="append", default=[],
                     metavar="FLAG", help="an extra flag for dtcc compile")
+    ap.add_argument("--mesh", action="append", default=[],
+                    help="also train on this mesh under mpirun, one thread "
+                         "a rank (repeatable; a --mesh value, optionally "
+                         "with flags: 'dp=2', 'tp=2', 'pp=2', "
+                         "'dp=2 --zero 3'), against PyTorch's losses")
     ap.add_argument("--venv", default=os.path.join(cpu_compare.cache_dir(),
                                                    "hf-venv"))
     ap.add_argument("--work", default=None,
@@ -342,7 +365,7 @@ def main():
         note="transformers and its dependencies; Debian's PyTorch 1.13")
     import tempfile
     root = args.work or tempfile.mkdtemp(prefix="dtcc-hf-")
-    rows, agreed, failed = [], 0, []
+    rows, mesh_rows, agreed, failed = [], [], 0, []
     for name in names:
         work = os.path.join(root, name)
         os.makedirs(work, exist_ok=True)
@@ -362,9 +385,18 @@ def main():
         torch_out = json.load(open(result))
         dtcc_out = torch_out if "error" in torch_out else run_dtcc(args, work)
         rows.append((name, torch_out, dtcc_out))
-        ok = "error" not in dtcc_out and len(dtcc_out["losses"]) == args.steps and all(
-            abs(d - t) <= args.rtol * abs(t)
-            for d, t in zip(dtcc_out["losses"][:2], torch_out["losses"][:2]))
+
+        def agrees(out):
+            return "error" not in out and len(out["losses"]) == args.steps and all(
+                abs(d - t) <= args.rtol * abs(t)
+                for d, t in zip(out["losses"][:2], torch_out["losses"][:2]))
+        ok = agrees(dtcc_out)
+        meshes = {}
+        for mesh in args.mesh if "error" not in torch_out else []:
+            out = run_dtcc(args, work, mesh)
+            meshes[mesh] = out
+            ok = ok and agrees(out)
+        mesh_rows.append((name, torch_out, meshes))
         agreed += ok
         if not ok:
             failed.append(name)
@@ -395,9 +427,29 @@ def main():
         print(f"| {name} | {t['params']:,} | {t['nodes']} | {d['compile_s']:.1f} s | "
               f"{'agree' if agree else 'DIFFER'} ({max(rel[:2]):.1e}) | "
               f"{max(rel[2:], default=0):.1e} | {tm:.1f} | {dm:.1f} | {tm / dm:.2f}x |")
+    if args.mesh:
+        print()
+        print("On meshes (MPI ranks, one thread each): the first two losses "
+              "against PyTorch's (largest relative difference), and later "
+              "steps'")
+        print()
+        print("| model | " + " | ".join(f"`--mesh {m}`" for m in args.mesh) + " |")
+        print("|---|" + "---|" * len(args.mesh))
+        for name, t, meshes in mesh_rows:
+            cells = []
+            for m in args.mesh:
+                out = meshes.get(m, {"error": "-"})
+                if "error" in out:
+                    cells.append(out["error"].replace("|", "/")[:160])
+                    continue
+                rel = [abs(a - b) / abs(b) for a, b in zip(out["losses"], t["losses"])]
+                verdict = "agree" if all(r <= args.rtol for r in rel[:2]) else "DIFFER"
+                cells.append(f"{verdict} ({max(rel[:2]):.1e}; {max(rel[2:], default=0):.1e})")
+            print(f"| {name} | " + " | ".join(cells) + " |")
     print()
     print(f"{agreed} of {len(names)} models train as PyTorch does (the first two "
-          f"losses within {args.rtol:g} relative)"
+          f"losses within {args.rtol:g} relative"
+          + (", on one device and every mesh" if args.mesh else "") + ")"
           + (f"; not: {', '.join(failed)}" if failed else ""))
 
 
