@@ -42,13 +42,37 @@ size_t layerWordAt(StringRef s) {
 
 } // namespace
 
-NamePlace placeOfName(StringRef name) {
+/// `name` without the scopes PyTorch's exporter writes for an
+/// nn.Sequential or nn.ModuleList child: "/stages.0/layers/layers.0/Conv" is
+/// "/stages.0/layers.0/Conv", as the child's parameters
+/// ("stages.0.layers.0.weight") name it. A '/'-component followed by one
+/// that starts with it and a '.' is dropped.
+static std::string withoutContainerScopes(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '/');
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    StringRef part = parts[i];
+    if (!part.empty() && i + 1 < parts.size() &&
+        parts[i + 1].starts_with(part) &&
+        parts[i + 1].drop_front(part.size()).starts_with("."))
+      continue;
+    if (i > 0)
+      out += '/';
+    out += part.str();
+  }
+  return out;
+}
+
+NamePlace placeOfName(StringRef original) {
   NamePlace place;
-  StringRef path = name;
+  StringRef path = original;
   path.consume_front("/");
   if (auto [first, rest] = path.split('/'); !rest.empty())
     place.module = first.str();
   // The first layer word at the start of the name or after '/' or '.'.
+  const std::string normalized = withoutContainerScopes(original);
+  StringRef name = normalized;
   for (size_t i = 0; i < name.size(); ++i) {
     if (i > 0 && name[i - 1] != '/' && name[i - 1] != '.')
       continue;

@@ -24,9 +24,13 @@ struct NamePlace {
   std::string module;
   /// The numbered layer: the name up to its first component "layers", "blocks",
   /// "layer" or "h" followed by a number ("layers.3", "h_3", "blocks3"),
-  /// its components joined by '/' so that a node ("/transformer/h.3/attn/MatMul")
-  /// and an initializer ("transformer.h.3.attn.weight") of one layer agree
-  /// ("transformer/h/3"); empty when the name numbers none.
+  /// its components joined by '/' so that a node
+  /// ("/transformer/h.3/attn/MatMul") and an initializer
+  /// ("transformer.h.3.attn.weight") of one layer agree
+  /// ("transformer/h/3"); empty when the name numbers none. The scope
+  /// PyTorch writes for an nn.Sequential's child is read as its parameters
+  /// name it: "/stages.0/layers/layers.0/Conv" is layer "stages/0/layers/0",
+  /// with "stages.0.layers.0.weight".
   std::string layer;
 };
 

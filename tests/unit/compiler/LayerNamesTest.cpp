@@ -30,6 +30,13 @@ TEST(LayerNames, ReadsLayersAndModules) {
       // PyTorch parameters: one layer with the nodes above.
       {"transformer.h.3.attn.c_attn.weight", "", "transformer/h/3"},
       {"model.layers.11.mlp.up_proj.weight", "", "model/layers/11"},
+      // A layer in an nn.Sequential (ConvNeXt's stages.0.layers): PyTorch
+      // scopes the child under the container's name too.
+      {"/m/convnext/encoder/stages.0/layers/layers.0/dwconv/Conv", "m",
+       "m/convnext/encoder/stages/0/layers/0"},
+      {"m.convnext.encoder.stages.0.layers.0.dwconv.weight", "",
+       "m/convnext/encoder/stages/0/layers/0"},
+      {"/features/features.3/Conv", "features", ""},
       // dtcc's zoo.
       {"layers.0/attn/MatMul_qkv", "layers.0", "layers/0"},
       {"layers.0.attn.qkv.weight", "", "layers/0"},
