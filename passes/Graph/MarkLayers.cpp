@@ -63,16 +63,25 @@ struct MarkLayersPass : public dtcc::graph::impl::MarkLayersBase<MarkLayersPass>
 
   void runOnOperation() final {
     ModuleOp module = getOperation();
-    bool marked = false;
+    bool marked = false, indexed = false;
+    llvm::SmallDenseSet<StringRef, 4> modules;
     module.walk([&](Operation *op) {
-      if (op->hasAttr(kLayerAttr)) {
+      if (auto layer = op->getAttrOfType<LayerAttr>(kLayerAttr)) {
         marked = true;
-        return WalkResult::interrupt();
+        indexed |= layer.getIndex().has_value();
+        if (!layer.getModule().empty())
+          modules.insert(layer.getModule());
       }
-      return WalkResult::advance();
     });
-    if (marked)
-      return; // the importer (or an earlier run) has set them
+    // The importer (or an earlier run) has set them. Except, for a
+    // pipeline, names that number no layers and give one top-level module
+    // (a model inside a wrapper's attribute, `/m/...`: nothing to cut
+    // between): the pieces are found as for unnamed IR, in place of it.
+    bool oneModule = marked && !indexed && modules.size() <= 1;
+    if (marked && !(parts && oneModule))
+      return;
+    if (oneModule)
+      module.walk([](Operation *op) { op->removeAttr(kLayerAttr); });
     if (auto train = module.lookupSymbol<func::FuncOp>("train_step")) {
       train.emitError("expected the forward model, got @train_step without "
                       "layers: run dtcc-graph-mark-layers before "

@@ -291,7 +291,11 @@ def MarkLayers : Pass<"dtcc-graph-mark-layers", "mlir::ModuleOp"> {
     then a decoder's). Layers are numbered in program order. With
     `parts`, a function with no repeated segments (a plain CNN) has its
     segments marked as modules (`module = "part.N"`), which pipelines cut
-    between; dtcc compile sets it when it pipelines. What is computed
+    between; dtcc compile sets it when it pipelines. Layers the importer
+    read from node names are kept, except, with `parts`, names that number
+    no layers and give one top-level module (a model held by a wrapper's
+    attribute: every node under `/m/`), whose marks are replaced by the
+    structure's. What is computed
     from variables alone (a load, a bias's broadcast) takes the layer of
     its users when they are all of one; constants and what is computed from
     inputs alone (masks, labels) belong to no layer, as with the importer.
