@@ -110,3 +110,37 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// Tests that names giving one top-level module and no layers (a model held
+// by a wrapper's attribute: every node under /m/) are kept without `parts`
+// and, with it, replaced by the pieces of the structure, which a pipeline
+// cuts between (with the module alone there would be nothing to cut).
+// LAYERS-LABEL: func.func @main
+// LAYERS: dgraph.matmul %arg0, %{{.*}} {dgraph.layer = #dgraph.layer<module = "m">}
+// LAYERS-NEXT: dgraph.tanh %{{.*}} {dgraph.layer = #dgraph.layer<module = "m">}
+// CHECK-LABEL: func.func @main
+// CHECK-NOT: module = "m"
+// CHECK: dgraph.matmul %arg0, %{{.*}} {dgraph.layer = #dgraph.layer<module = "part.0">}
+// CHECK-NEXT: dgraph.tanh %{{.*}} {dgraph.layer = #dgraph.layer<module = "part.1">}
+// CHECK-NEXT: dgraph.matmul %{{.*}}, %{{.*}} {dgraph.layer = #dgraph.layer<module = "part.2">}
+// CHECK-NOT: module = "m"
+// PIPE-LABEL: func.func @train_step_pp0
+// PIPE: dshard.send
+// PIPE-LABEL: func.func @train_step_pp1
+// PIPE: dshard.recv
+module {
+  dgraph.variable @w0 : tensor<4x4xf32> = dense<0.5> {trainable}
+  dgraph.variable @w1 : tensor<4x4xf32> = dense<0.25> {trainable}
+  func.func @main(%x: tensor<2x4xf32> {dgraph.name = "x"}) -> (tensor<f32> {dgraph.name = "loss"}) {
+    %w0 = dgraph.load @w0 {dgraph.layer = #dgraph.layer<module = "m">} : tensor<4x4xf32>
+    %w1 = dgraph.load @w1 {dgraph.layer = #dgraph.layer<module = "m">} : tensor<4x4xf32>
+    %h = dgraph.matmul %x, %w0 {dgraph.layer = #dgraph.layer<module = "m">} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %a = dgraph.tanh %h {dgraph.layer = #dgraph.layer<module = "m">} : tensor<2x4xf32>
+    %y = dgraph.matmul %a, %w1 {dgraph.layer = #dgraph.layer<module = "m">} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %b = dgraph.sigmoid %y {dgraph.layer = #dgraph.layer<module = "m">} : tensor<2x4xf32>
+    %s = dgraph.reduce_sum %b, dims = [0, 1] {dgraph.layer = #dgraph.layer<module = "m">} : (tensor<2x4xf32>) -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
