@@ -587,6 +587,14 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   // than its forward reads: stage 0 would read a parameter stage 1 updates).
   auto isForward = [](Operation *op) { return !inBackward(op); };
   llvm::DenseSet<Operation *> unlabelledBackward;
+  // The chunks of the forward ops outside the layers, by ONNX node: their
+  // VJPs carry the node's location, and a backward op of one node's
+  // forward ops goes with them (a downsampling convolution between two
+  // stages' layers: reading only gradients from the later stage, it would
+  // otherwise go there, and its weight be updated in a later stage than
+  // the one reading it). A node whose forward ops span chunks (-1) says
+  // nothing.
+  llvm::DenseMap<Location, int64_t> forwardChunkOfNode;
   for (Operation &op : body) {
     if (!op.hasAttr(kMicroAttr))
       continue;
@@ -597,6 +605,16 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
       for (Value v : op.getOperands())
         if (auto it = chunkOf_.find(v.getDefiningOp()); it != chunkOf_.end())
           chunk = std::max(chunk, it->second);
+      if (chunk >= 0 && !graph::nodeName(op.getLoc()).empty()) {
+        auto [it, inserted] =
+            forwardChunkOfNode.try_emplace(op.getLoc(), chunk);
+        if (!inserted && it->second != chunk)
+          it->second = -1;
+      }
+    } else if (auto it = forwardChunkOfNode.find(op.getLoc());
+               it != forwardChunkOfNode.end() && it->second >= 0) {
+      unlabelledBackward.insert(&op);
+      chunk = it->second;
     } else {
       unlabelledBackward.insert(&op);
       int64_t lastForward = -1, firstBackward = INT64_MAX;
