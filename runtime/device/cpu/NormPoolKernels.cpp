@@ -363,46 +363,57 @@ template <typename S> double loadD(const S &v) {
   return double(Elem<S>::load(v));
 }
 
-/// s1 += sum(x - k), s2 += sum((x - k)^2) over x[0..n), in double lanes.
-template <typename S>
-inline void shiftedMoments(const S *x, int64_t n, double k, double &s1,
-                           double &s2) {
+/// s1 += sum of terms(i).first, s2 += sum of terms(i).second over i in
+/// [0, n), in four double lanes (element i in lane i % 4, the tail in lane
+/// 0), then the lanes pairwise.
+template <typename Terms>
+inline void blockMoments(int64_t n, Terms terms, double &s1, double &s2) {
   double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4)
     for (int l = 0; l < 4; ++l) {
-      const double d = loadD(x[i + l]) - k;
-      a[l] += d;
-      b[l] += d * d;
+      const auto [u, v] = terms(i + l);
+      a[l] += u;
+      b[l] += v;
     }
   for (; i < n; ++i) {
-    const double d = loadD(x[i]) - k;
-    a[0] += d;
-    b[0] += d * d;
+    const auto [u, v] = terms(i);
+    a[0] += u;
+    b[0] += v;
   }
   s1 += (a[0] + a[1]) + (a[2] + a[3]);
   s2 += (b[0] + b[1]) + (b[2] + b[3]);
 }
 
-/// s1 += sum(dy), s2 += sum(dy * (x - k)) over [0..n), in double lanes.
+/// Element i's terms of the moments about k: (x - k, (x - k)^2).
+template <typename S>
+inline std::pair<double, double> shiftedTerms(const S *x, int64_t i, double k) {
+  const double d = loadD(x[i]) - k;
+  return {d, d * d};
+}
+
+/// Element i's terms of a norm's gradient sums about k: (dy, dy (x - k)).
+template <typename S>
+inline std::pair<double, double> gradTerms(const S *x, const S *dy, int64_t i,
+                                           double k) {
+  const double g = loadD(dy[i]);
+  return {g, g * (loadD(x[i]) - k)};
+}
+
+/// s1 += sum(x - k), s2 += sum((x - k)^2) over x[0..n).
+template <typename S>
+inline void shiftedMoments(const S *x, int64_t n, double k, double &s1,
+                           double &s2) {
+  blockMoments(
+      n, [&](int64_t i) { return shiftedTerms(x, i, k); }, s1, s2);
+}
+
+/// s1 += sum(dy), s2 += sum(dy * (x - k)) over [0..n).
 template <typename S>
 inline void gradMoments(const S *x, const S *dy, int64_t n, double k,
                         double &s1, double &s2) {
-  double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int l = 0; l < 4; ++l) {
-      const double g = loadD(dy[i + l]);
-      a[l] += g;
-      b[l] += g * (loadD(x[i + l]) - k);
-    }
-  for (; i < n; ++i) {
-    const double g = loadD(dy[i]);
-    a[0] += g;
-    b[0] += g * (loadD(x[i]) - k);
-  }
-  s1 += (a[0] + a[1]) + (a[2] + a[3]);
-  s2 += (b[0] + b[1]) + (b[2] + b[3]);
+  blockMoments(
+      n, [&](int64_t i) { return gradTerms(x, dy, i, k); }, s1, s2);
 }
 
 //===-- batch norm --------------------------------------------------------===//
@@ -434,30 +445,38 @@ template <typename F> void forRowBlocks(const ChannelPlan &p, F fn) {
                    });
 }
 
-template <typename S>
-KernelFn makeBatchNormStats(const ChannelPlan p, const S *x, const S *shift,
-                            S *out) {
+/// out[c] and out[C + c]: the sums over channel c's elements of
+/// terms(e, k[c]).first and .second, e an element's offset and k[c] =
+/// shift[c] (in double). Planes of several elements go through
+/// blockMoments, a channel's planes in sample order on one thread; planes
+/// of one element (forRowBlocks) add each term as blockMoments does its
+/// one element: the same sums either way.
+template <typename S, typename Terms>
+KernelFn makeChannelSums(const ChannelPlan p, const S *shift, S *out,
+                         Terms terms) {
   auto acc = std::make_shared<std::vector<double>>(3 * p.channels);
   return [=]() -> Status {
     double *s1 = acc->data(), *s2 = s1 + p.channels, *k = s2 + p.channels;
     std::fill(s1, s1 + 2 * p.channels, 0.0);
+    for (int64_t c = 0; c < p.channels; ++c)
+      k[c] = loadD(shift[c]);
     if (p.spatial == 1) {
-      for (int64_t c = 0; c < p.channels; ++c)
-        k[c] = loadD(shift[c]);
       forRowBlocks(p, [&](int64_t n, int64_t c0, int64_t c1) {
-        const S *row = x + n * p.channels;
         for (int64_t c = c0; c < c1; ++c) {
-          const double d = loadD(row[c]) - k[c];
-          s1[c] += d;
-          s2[c] += d * d;
+          const auto [u, v] = terms(n * p.channels + c, k[c]);
+          s1[c] += u;
+          s2[c] += v;
         }
       });
     } else {
       cpu::parallelForEach(
           p.channels, p.batch * p.spatial, [&](int64_t c, int) {
-            for (int64_t n = 0; n < p.batch; ++n)
-              shiftedMoments(x + (n * p.channels + c) * p.spatial, p.spatial,
-                             loadD(shift[c]), s1[c], s2[c]);
+            for (int64_t n = 0; n < p.batch; ++n) {
+              const int64_t base = (n * p.channels + c) * p.spatial;
+              blockMoments(
+                  p.spatial, [&](int64_t i) { return terms(base + i, k[c]); },
+                  s1[c], s2[c]);
+            }
           });
     }
     for (int64_t c = 0; c < p.channels; ++c) {
@@ -466,6 +485,15 @@ KernelFn makeBatchNormStats(const ChannelPlan p, const S *x, const S *shift,
     }
     return Status::ok();
   };
+}
+
+/// sum(x - shift) and sum((x - shift)^2) per channel.
+template <typename S>
+KernelFn makeBatchNormStats(const ChannelPlan p, const S *x, const S *shift,
+                            S *out) {
+  return makeChannelSums(p, shift, out, [x](int64_t e, double k) {
+    return shiftedTerms(x, e, k);
+  });
 }
 
 /// y = (x - mean[c]) * a[c] + bias[c] with a = scale / sqrt(var + eps).
@@ -522,40 +550,13 @@ KernelFn makeBatchNormUpdate(const ChannelPlan p, const S *rm, const S *rv,
   };
 }
 
+/// sum(dy) and sum(dy * (x - mean)) per channel.
 template <typename S>
 KernelFn makeBatchNormGradStats(const ChannelPlan p, const S *x, const S *mean,
                                 const S *dy, S *out) {
-  auto acc = std::make_shared<std::vector<double>>(3 * p.channels);
-  return [=]() -> Status {
-    double *s1 = acc->data(), *s2 = s1 + p.channels, *k = s2 + p.channels;
-    std::fill(s1, s1 + 2 * p.channels, 0.0);
-    if (p.spatial == 1) {
-      for (int64_t c = 0; c < p.channels; ++c)
-        k[c] = loadD(mean[c]);
-      forRowBlocks(p, [&](int64_t n, int64_t c0, int64_t c1) {
-        const S *xr = x + n * p.channels, *gr = dy + n * p.channels;
-        for (int64_t c = c0; c < c1; ++c) {
-          const double g = loadD(gr[c]);
-          s1[c] += g;
-          s2[c] += g * (loadD(xr[c]) - k[c]);
-        }
-      });
-    } else {
-      cpu::parallelForEach(
-          p.channels, p.batch * p.spatial, [&](int64_t c, int) {
-            for (int64_t n = 0; n < p.batch; ++n) {
-              const int64_t base = (n * p.channels + c) * p.spatial;
-              gradMoments(x + base, dy + base, p.spatial, loadD(mean[c]), s1[c],
-                          s2[c]);
-            }
-          });
-    }
-    for (int64_t c = 0; c < p.channels; ++c) {
-      out[c] = Elem<S>::store(ComputeT<S>(s1[c]));
-      out[p.channels + c] = Elem<S>::store(ComputeT<S>(s2[c]));
-    }
-    return Status::ok();
-  };
+  return makeChannelSums(p, mean, out, [x, dy](int64_t e, double k) {
+    return gradTerms(x, dy, e, k);
+  });
 }
 
 /// dx = (dy - k1 - (x - mean) * k2) * a with k1 = sum(dy) / count,
