@@ -289,8 +289,10 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
                                     : planner::NormKind::kRmsNorm;
   m.layers = int64_t(layers.size());
 
-  // Outside the layers: learned positions ([seq, hidden]) and the head's
-  // own [hidden, vocab] weight, or the table again (tied).
+  // Outside the layers: learned positions ([rows, hidden], rows at least
+  // seq: a model's maximum positions, of which the sequence reads the
+  // first) and the head's own [hidden, vocab] weight, or the table again
+  // (tied).
   m.learnedPositions = false;
   bool ownHead = false;
   for (auto var : module.getOps<graph::VariableOp>()) {
@@ -298,8 +300,11 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
         layerOfVariable.count(var.getSymName()))
       continue;
     ArrayRef<int64_t> s = var.getTensorType().getShape();
-    if (s.size() == 2 && s[0] == m.seq && s[1] == h)
+    if (s.size() == 2 && s[0] >= m.seq && s[1] == h && s[0] != m.vocab &&
+        !m.learnedPositions) {
       m.learnedPositions = true;
+      m.positionRows = s[0] == m.seq ? 0 : s[0];
+    }
     if (s.size() == 2 && ((s[0] == h && s[1] == m.vocab) ||
                           (s[0] == m.vocab && s[1] == h)))
       ownHead = true;

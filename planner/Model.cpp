@@ -51,7 +51,7 @@ int64_t ModelDesc::layerParams() const {
 }
 
 int64_t ModelDesc::embeddingParams() const {
-  return vocab * hidden + (learnedPositions ? seq * hidden : 0);
+  return vocab * hidden + positionTableRows() * hidden;
 }
 
 int64_t ModelDesc::headParams() const {
@@ -179,7 +179,7 @@ double layerParamsPerRank(const ModelDesc &m, int64_t tp) {
 double embeddingParamsPerRank(const ModelDesc &m, int64_t tp) {
   double h = double(m.hidden);
   return double(m.paddedVocab(tp)) * h / double(tp) +
-         (m.learnedPositions ? double(m.seq) * h : 0);
+         double(m.positionTableRows()) * h;
 }
 
 double headParamsPerRank(const ModelDesc &m, int64_t tp) {
@@ -496,6 +496,8 @@ Json modelToJson(const ModelDesc &m) {
   j.set("norm", m.norm == NormKind::kLayerNorm ? "layernorm" : "rmsnorm");
   j.set("linearBias", m.linearBias);
   j.set("learnedPositions", m.learnedPositions);
+  if (m.positionRows > 0)
+    j.set("positionRows", m.positionRows);
   j.set("dropout", m.dropout);
   j.set("flashAttention", m.flashAttention);
   j.set("fusedSoftmax", m.fusedSoftmax);
@@ -610,6 +612,8 @@ StatusOr<ModelDesc> modelFromJson(const Json &j) {
       DTCC_RETURN_IF_ERROR(boolean(m.linearBias));
     } else if (key == "learnedPositions") {
       DTCC_RETURN_IF_ERROR(boolean(m.learnedPositions));
+    } else if (key == "positionRows") {
+      DTCC_RETURN_IF_ERROR(integer(m.positionRows));
     } else if (key == "dropout") {
       DTCC_RETURN_IF_ERROR(boolean(m.dropout));
     } else if (key == "flashAttention") {

@@ -87,7 +87,15 @@ struct ModelDesc {
   bool tiedEmbeddings = false; ///< the head reuses the embedding matrix
   NormKind norm = NormKind::kLayerNorm;
   bool linearBias = true;       ///< biases on the linear layers
-  bool learnedPositions = true; ///< a seq x hidden position embedding
+  bool learnedPositions = true; ///< a position embedding [rows, hidden]
+  /// The position table's rows where the model has more positions than
+  /// its sequence (HuggingFace's GPT-2: n_positions 1024 at any sequence);
+  /// 0: seq.
+  int64_t positionRows = 0;
+  /// The rows of the learned position table (0 without one).
+  int64_t positionTableRows() const {
+    return learnedPositions ? (positionRows > 0 ? positionRows : seq) : 0;
+  }
   bool dropout = true;          ///< dropout masks are stored (GPT-2 style)
   /// Fused attention that never stores the s x s scores; with a causal mask
   /// it skips the masked half of the score blocks.

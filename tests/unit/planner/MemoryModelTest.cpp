@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/MemoryModel.h"
+#include "planner/Model.h"
 
 #include <gtest/gtest.h>
 
@@ -327,6 +328,25 @@ TEST(MemoryModel, ZeroNeedsDpToDivideTheHiddenSize) {
   plan.zeroStage = 3;
   plan.dp = 64;
   EXPECT_FALSE(zeroSplitProblem(plan, model).has_value());
+}
+
+TEST(MemoryModel, PositionTableLongerThanTheSequence) {
+  // HuggingFace's GPT-2 small has 124,439,808 parameters at any sequence
+  // length: its position table keeps n_positions = 1024 rows.
+  ModelDesc m = ModelDesc::gpt2Small();
+  EXPECT_EQ(m.totalParams(), 124439808);
+  m.seq = 512;
+  EXPECT_EQ(m.totalParams(), 124439808 - 512 * 768);
+  m.positionRows = 1024;
+  EXPECT_EQ(m.totalParams(), 124439808);
+  EXPECT_DOUBLE_EQ(embeddingParamsPerRank(m, 1), double(m.embeddingParams()));
+  // The plan file keeps it; a model without it reads back without.
+  auto back = modelFromJson(modelToJson(m));
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->positionRows, 1024);
+  EXPECT_EQ(back->totalParams(), 124439808);
+  m.positionRows = 0;
+  EXPECT_EQ(modelToJson(m).find("positionRows"), nullptr);
 }
 
 } // namespace
