@@ -300,8 +300,10 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
         layerOfVariable.count(var.getSymName()))
       continue;
     ArrayRef<int64_t> s = var.getTensorType().getShape();
-    if (s.size() == 2 && s[0] >= m.seq && s[1] == h && s[0] != m.vocab &&
-        !m.learnedPositions) {
+    // (A table of more rows than seq that has the vocabulary's is the
+    // head's, not positions.)
+    if (s.size() == 2 && s[1] == h && !m.learnedPositions &&
+        (s[0] == m.seq || (s[0] > m.seq && s[0] != m.vocab))) {
       m.learnedPositions = true;
       m.positionRows = s[0] == m.seq ? 0 : s[0];
     }
