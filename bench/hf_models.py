@@ -326,6 +326,21 @@ def run_dtcc(args, work, mesh=None):
     return {"compile_s": compile_s, "losses": losses, "times": times}
 
 
+def compared(out, torch_out, args):
+    """A dtcc run against PyTorch's: (whether it ran every step with its
+    first two losses within --rtol, their largest relative difference, the
+    later steps')."""
+    rel = [abs(d - t) / abs(t) if t else abs(d - t)
+           for d, t in zip(out["losses"], torch_out["losses"])]
+    agree = len(out["losses"]) == args.steps and all(r <= args.rtol for r in rel[:2])
+    return agree, max(rel[:2], default=0), max(rel[2:], default=0)
+
+
+def error_cell(out):
+    """A failed run's error, fit for a table cell."""
+    return out["error"].replace("|", "/").replace("\n", " ")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS),
@@ -387,9 +402,7 @@ def main():
         rows.append((name, torch_out, dtcc_out))
 
         def agrees(out):
-            return "error" not in out and len(out["losses"]) == args.steps and all(
-                abs(d - t) <= args.rtol * abs(t)
-                for d, t in zip(out["losses"][:2], torch_out["losses"][:2]))
+            return "error" not in out and compared(out, torch_out, args)[0]
         ok = agrees(dtcc_out)
         meshes = {}
         for mesh in args.mesh if "error" not in torch_out else []:
@@ -417,16 +430,15 @@ def main():
     for name, t, d in rows:
         if "error" in d:
             params = f"{t['params']:,}" if "params" in t else "-"
-            error = d["error"].replace("|", "/").replace("\n", " ")
-            print(f"| {name} | {params} | {t.get('nodes', '-')} | {error} | | | | | |")
+            print(f"| {name} | {params} | {t.get('nodes', '-')} | {error_cell(d)} "
+                  f"| | | | | |")
             continue
-        rel = [abs(a - b) / abs(b) for a, b in zip(d["losses"], t["losses"])]
-        agree = all(r <= args.rtol for r in rel[:2])
+        agree, first, later = compared(d, t, args)
         tm = statistics.median(t["times"][args.warmup:])
         dm = statistics.median(d["times"][args.warmup:])
         print(f"| {name} | {t['params']:,} | {t['nodes']} | {d['compile_s']:.1f} s | "
-              f"{'agree' if agree else 'DIFFER'} ({max(rel[:2]):.1e}) | "
-              f"{max(rel[2:], default=0):.1e} | {tm:.1f} | {dm:.1f} | {tm / dm:.2f}x |")
+              f"{'agree' if agree else 'DIFFER'} ({first:.1e}) | "
+              f"{later:.1e} | {tm:.1f} | {dm:.1f} | {tm / dm:.2f}x |")
     if args.mesh:
         print()
         print("On meshes (MPI ranks, one thread each): the first two losses "
@@ -440,11 +452,10 @@ def main():
             for m in args.mesh:
                 out = meshes.get(m, {"error": "-"})
                 if "error" in out:
-                    cells.append(out["error"].replace("|", "/")[:160])
+                    cells.append(error_cell(out)[:160])
                     continue
-                rel = [abs(a - b) / abs(b) for a, b in zip(out["losses"], t["losses"])]
-                verdict = "agree" if all(r <= args.rtol for r in rel[:2]) else "DIFFER"
-                cells.append(f"{verdict} ({max(rel[:2]):.1e}; {max(rel[2:], default=0):.1e})")
+                agree, first, later = compared(out, t, args)
+                cells.append(f"{'agree' if agree else 'DIFFER'} ({first:.1e}; {later:.1e})")
             print(f"| {name} | " + " | ".join(cells) + " |")
     print()
     print(f"{agreed} of {len(names)} models train as PyTorch does (the first two "

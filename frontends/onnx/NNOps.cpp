@@ -174,6 +174,19 @@ Value reduceLoss(NodeImporter &n, Value perElement, Value weights,
   return n.fold<DivOp>(total, n.fold<ReduceSumOp>(weights, all));
 }
 
+/// Whether targets (labels) [N, d...] fit class scores [N, C, d...].
+static bool targetsFit(RankedTensorType scores, RankedTensorType targets) {
+  return scores.getRank() >= 2 && targets.getRank() == scores.getRank() - 1 &&
+         targets.getDimSize(0) == scores.getDimSize(0) &&
+         targets.getShape().drop_front() == scores.getShape().drop_front(2);
+}
+
+/// Whether `labels` are i32 or i64, the class indices the losses take.
+static bool isLabelType(Value labels) {
+  Type t = getElementTypeOrSelf(labels.getType());
+  return t.isInteger(32) || t.isInteger(64);
+}
+
 /// The loss over class scores [N, C, d...] (a float type) and labels
 /// [N, d...] (i32 or i64) through the fused cross_entropy over rows of
 /// classes, where no copy is needed to make those rows; null otherwise.
@@ -225,9 +238,7 @@ FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
                                        StringRef reduction) {
   auto type = typeOf(logProb);
   auto targetType = typeOf(target);
-  if (type.getRank() < 2 || targetType.getRank() != type.getRank() - 1 ||
-      targetType.getDimSize(0) != type.getDimSize(0) ||
-      targetType.getShape().drop_front() != type.getShape().drop_front(2))
+  if (!targetsFit(type, targetType))
     return n.error() << "expected input [N, C, d...] and target [N, d...], got "
                      << type << " and " << targetType;
   Type i64 = n.builder().getI64Type();
@@ -277,13 +288,9 @@ LogicalResult importNllLoss(NodeImporter &n) {
   // NLL of a LogSoftmax over the classes, unweighted (F.nll_loss of
   // F.log_softmax): the fused cross-entropy of its scores, where it applies.
   auto logSoftmax = n.input(0).getDefiningOp<LogSoftmaxOp>();
-  Type labelType = getElementTypeOrSelf(n.input(1).getType());
-  auto type = typeOf(n.input(0)), labelsType = typeOf(n.input(1));
   if (!n.hasInput(2) && logSoftmax && logSoftmax.getDim() == 1 &&
-      (labelType.isInteger(32) || labelType.isInteger(64)) &&
-      labelsType.getRank() == type.getRank() - 1 &&
-      labelsType.getDimSize(0) == type.getDimSize(0) &&
-      labelsType.getShape().drop_front() == type.getShape().drop_front(2))
+      isLabelType(n.input(1)) &&
+      targetsFit(typeOf(n.input(0)), typeOf(n.input(1))))
     if (Value loss = fusedCrossEntropy(n, logSoftmax.getOperand(), n.input(1),
                                        ignore, reduction)) {
       n.setOutput(0, loss);
@@ -312,16 +319,12 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
   auto type = typeOf(scores);
   if (type.getRank() < 2)
     return n.error() << "expected scores of rank >= 2, got " << type;
-  Type labelType = getElementTypeOrSelf(labels.getType());
-  if (!labelType.isInteger(32) && !labelType.isInteger(64))
+  if (!isLabelType(labels))
     return n.error() << "expected i32 or i64 labels, got " << labels.getType();
-
-  auto labelsType = typeOf(labels);
-  if (labelsType.getRank() != type.getRank() - 1 ||
-      labelsType.getDimSize(0) != type.getDimSize(0) ||
-      labelsType.getShape().drop_front() != type.getShape().drop_front(2))
-    return n.error() << "expected scores [N, C, d...] and labels [N, d...], got "
-                     << type << " and " << labelsType;
+  if (!targetsFit(type, typeOf(labels)))
+    return n.error()
+           << "expected scores [N, C, d...] and labels [N, d...], got " << type
+           << " and " << labels.getType();
   if (!n.hasInput(2))
     if (Value loss = fusedCrossEntropy(n, scores, labels, ignore, reduction)) {
       n.setOutput(0, loss);
