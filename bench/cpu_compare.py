@@ -368,19 +368,27 @@ def openblas_core(env=None):
     return m.group(1) if m else "?"
 
 
+# The environment's own OPENBLAS_CORETYPE, read once: every workload of a
+# run chooses from the same starting point (the first used to take it as
+# the caller's choice and remove it, so the second ran OpenBLAS's).
+INHERITED_CORETYPE = os.environ.pop("OPENBLAS_CORETYPE", None)
+
+
 def choose_openblas_core(choice):
     """Sets OPENBLAS_CORETYPE for every run and says what was chosen.
-    `auto`: OpenBLAS 0.3.21 does not know newer CPUs (Intel family 6 model
-    207 among them) and falls back to its Prescott (SSE3) kernels, 4-5x
-    slower at sgemm than its SkylakeX kernels on an AVX-512 CPU; auto then
-    names the kernels the CPU supports. `detected` leaves OpenBLAS alone."""
+    `auto`: the widest kernels this CPU runs, as dtcc's runtime picks them
+    when OPENBLAS_CORETYPE is unset (OpenBLAS 0.3.21 does not know newer
+    CPUs, Intel family 6 model 207 among them, and falls back to SSE3
+    kernels 4-5x slower at sgemm). An OPENBLAS_CORETYPE inherited from the
+    environment is not the benchmark's choice: where it names narrower
+    kernels than that (some images set Haswell: half the AVX-512 kernels'
+    sgemm rate on a Zen 5) it is overridden, and the line says so; pass it
+    as --openblas-coretype to keep it. `detected` leaves OpenBLAS alone."""
     EXTRA_ENV.pop("OPENBLAS_CORETYPE", None)
-    if choice == "auto" and os.environ.get("OPENBLAS_CORETYPE"):
-        choice = os.environ["OPENBLAS_CORETYPE"]  # the caller's own choice
-    os.environ.pop("OPENBLAS_CORETYPE", None)
     detected = openblas_core()
     if choice == "detected":
         return f"OpenBLAS core {detected} (as OpenBLAS detects this CPU)"
+    note = ""
     if choice == "auto":
         flags = set()
         with open("/proc/cpuinfo") as f:
@@ -393,11 +401,16 @@ def choose_openblas_core(choice):
         elif "avx2" in flags and detected not in AVX2_CORES:
             choice = "Haswell"
         else:
-            return f"OpenBLAS core {detected} (as OpenBLAS detects this CPU)"
+            choice = detected
+        if INHERITED_CORETYPE and INHERITED_CORETYPE != choice:
+            note = (f"; the environment's OPENBLAS_CORETYPE={INHERITED_CORETYPE} "
+                    f"overridden, --openblas-coretype {INHERITED_CORETYPE} keeps it")
+        if choice == detected:
+            return f"OpenBLAS core {detected} (as OpenBLAS detects this CPU{note})"
     EXTRA_ENV["OPENBLAS_CORETYPE"] = choice
     used = openblas_core(dict(os.environ, **EXTRA_ENV))
     return (f"OpenBLAS core {used} (OPENBLAS_CORETYPE={choice}; OpenBLAS itself detects "
-            f"{detected} on this CPU)")
+            f"{detected} on this CPU{note})")
 
 
 def thread_env(threads):
@@ -482,8 +495,9 @@ def add_arguments(ap, steps, warmup):
     ap.add_argument("--keep", help="keep the work files (ONNX, executables) in this folder")
     ap.add_argument("--openblas-coretype", default="auto",
                     help="OPENBLAS_CORETYPE for every run (dtcc and PyTorch 1.13 use "
-                         "Debian's OpenBLAS): auto (the CPU's kernels when OpenBLAS "
-                         "falls back to older ones), detected (OpenBLAS's own choice), "
+                         "Debian's OpenBLAS): auto (the widest kernels the CPU runs, "
+                         "as dtcc's runtime picks them; an OPENBLAS_CORETYPE in the "
+                         "environment is not kept), detected (OpenBLAS's own choice), "
                          "or a core name")
 
 

@@ -13,6 +13,7 @@
 #include "runtime/base/Format.h"
 
 #include "runtime/comm/CommContext.h"
+#include "runtime/device/cpu/BlasCore.h"
 #if DTCC_HAVE_CUDA
 #include "runtime/device/cuda/CudaDevice.h"
 #endif
@@ -28,6 +29,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -235,7 +237,7 @@ void printHelp(const char *argv0, const format::Program *program,
       "  --repeat N            run N times and report the mean time\n"
       "  --profile             report the time spent per kernel\n"
       "  --trace FILE          write a Chrome trace (chrome://tracing,\n"
-      "                        Perfetto) of every kernel run to FILE; '%r'\n"
+      "                        Perfetto) of every kernel run to FILE; '%%r'\n"
       "                        in FILE is the rank (several ranks without\n"
       "                        it: FILE.rank<N>)\n"
       "  --stats               report the memory plan\n"
@@ -829,6 +831,11 @@ int runnerMain(int argc, char **argv) {
                                 "' in the program (expected cpu or cuda)"));
   } else {
     device = createCpuDevice();
+    if (!world || world->rank() == 0)
+      std::fputs(cpu::narrowBlasCoreNote(std::getenv("OPENBLAS_CORETYPE"),
+                                         cpu::hostVectorIsa())
+                     .c_str(),
+                 stderr);
   }
   auto created =
       Executable::create(program, loaded.value()->data(),

@@ -3,6 +3,7 @@
 #include "runtime/device/cpu/BlasCore.h"
 #include "runtime/device/cpu/ThreadPool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <unistd.h>
 
@@ -80,6 +81,23 @@ std::string betterBlasCoreType(const std::string &detected,
   default:
     return "Haswell";
   }
+}
+
+std::string narrowBlasCoreNote(const char *given, const CpuVectorIsa &isa) {
+  if (!given || !*given)
+    return "";
+  // Vector width only: SkylakeX's f32 kernels are Cooperlake's.
+  const int width = familyWidth(given);
+  if (width == 0 || std::min(width, 3) >= std::min(isaWidth(isa), 3))
+    return "";
+  // The family this CPU runs at its widest (betterBlasCoreType of the
+  // family given: it is narrower than the CPU's, so never "").
+  std::string widest = betterBlasCoreType(given, isa);
+  return std::string("note: OPENBLAS_CORETYPE=") + given + " runs OpenBLAS's " +
+         (width == 1 ? "SSE" : "AVX2") + " kernels for the matrix products; " +
+         "this CPU runs its " + widest + " kernels (" +
+         (isa.avx512 ? "AVX-512" : "AVX2") +
+         "): unset OPENBLAS_CORETYPE and dtcc chooses them\n";
 }
 
 void applyLoadTimeSettings(char **argv) {

@@ -48,6 +48,14 @@ bool cpuRunsBlasCore(const std::string &core, const CpuVectorIsa &isa);
 /// off multiples of 12 (32, 64, 500), the AVX-512 ones at none tried.
 int64_t sgemmRowAlign(const std::string &core);
 
+/// A note for the user when `given`, their OPENBLAS_CORETYPE (or their
+/// environment's: some images set Haswell), names OpenBLAS kernels of
+/// narrower vectors than a CPU with `isa` runs, which dtcc leaves as given:
+/// on a Zen 5 the Haswell kernels multiply f32 at half the Cooperlake
+/// kernels' rate (bench/RESULTS.md). "" otherwise (null or empty `given`,
+/// a family of the CPU's width, one this file does not know).
+std::string narrowBlasCoreNote(const char *given, const CpuVectorIsa &isa);
+
 /// Called first in main(), for the settings libraries read once, when they
 /// load (before main), where the user did not give them:
 /// - OPENBLAS_CORETYPE, when OpenBLAS chose kernels narrower than the CPU

@@ -55,3 +55,27 @@ TEST(BlasCore, SgemmRowBlocksFollowTheKernelFamily) {
   EXPECT_EQ(sgemmRowAlign("Prescott"), 96);
   EXPECT_EQ(sgemmRowAlign(""), 96);
 }
+
+TEST(BlasCore, ANarrowerGivenFamilyIsNamedWithTheCpusOwn) {
+  // Some images set OPENBLAS_CORETYPE=Haswell; on an AVX-512 CPU with BF16
+  // (a Zen 5) those kernels multiply f32 at half the Cooperlake kernels'
+  // rate.
+  std::string note = narrowBlasCoreNote("Haswell", isa(true, true, true));
+  EXPECT_NE(note.find("OPENBLAS_CORETYPE=Haswell"), std::string::npos) << note;
+  EXPECT_NE(note.find("AVX2 kernels"), std::string::npos) << note;
+  EXPECT_NE(note.find("Cooperlake kernels (AVX-512)"), std::string::npos)
+      << note;
+  EXPECT_NE(narrowBlasCoreNote("Prescott", isa(true, false, false))
+                .find("SSE kernels"),
+            std::string::npos);
+}
+
+TEST(BlasCore, AGivenFamilyOfTheCpusWidthHasNoNote) {
+  EXPECT_EQ(narrowBlasCoreNote(nullptr, isa(true, true, true)), "");
+  EXPECT_EQ(narrowBlasCoreNote("", isa(true, true, true)), "");
+  EXPECT_EQ(narrowBlasCoreNote("Haswell", isa(true, false, false)), "");
+  // SkylakeX's f32 kernels are Cooperlake's: the same vectors.
+  EXPECT_EQ(narrowBlasCoreNote("SkylakeX", isa(true, true, true)), "");
+  EXPECT_EQ(narrowBlasCoreNote("Cooperlake", isa(true, true, true)), "");
+  EXPECT_EQ(narrowBlasCoreNote("NeoverseN1", isa(true, true, true)), "");
+}
