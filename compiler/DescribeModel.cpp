@@ -102,12 +102,16 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
   // read it), in program order.
   llvm::MapVector<std::string, Layer, std::map<std::string, unsigned>> layers;
   llvm::StringMap<std::string> layerOfVariable;
+  // Each op's place in program order, and the first layer op's.
+  llvm::DenseMap<Operation *, int64_t> order;
+  int64_t firstLayerOp = -1;
   if (func) {
     if (func.getNumArguments() > 0)
       if (auto t = dyn_cast<RankedTensorType>(func.getArgument(0).getType()))
         if (t.getRank() > 0)
           g.batch = t.getDimSize(0);
     func.walk([&](Operation *op) {
+      order[op] = int64_t(order.size());
       if (isa<func::ReturnOp>(op))
         return;
       std::string key = layerKeyOf(op);
@@ -130,6 +134,8 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
               g.activationBytes += bytesOf(t);
       if (key.empty())
         return;
+      if (firstLayerOp < 0)
+        firstLayerOp = order[op];
       Layer &layer = layers[key];
       layer.ops.push_back(op);
       layer.flops += flops;
@@ -170,12 +176,17 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
 
   // The token embedding: a trainable [vocab, hidden] table gathered by ids.
   graph::VariableOp table;
+  int64_t idsBatch = 0; // the token ids' rows
   for (Operation &op : func.getBody().front())
     if (auto gather = dyn_cast<graph::GatherOp>(&op))
       if (auto var = trainableVariable(gather.getOperand(), params))
         if (var.getTensorType().getRank() == 2 && gather.getAxis() == 0 &&
             layerKeyOf(gather).empty()) {
           table = var;
+          if (auto ids =
+                  dyn_cast<RankedTensorType>(gather.getIndices().getType()))
+            if (ids.getRank() == 2)
+              idsBatch = ids.getDimSize(0);
           break;
         }
   if (!table)
@@ -196,17 +207,24 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
       }
     if (!softmax)
       return notTransformer("layer '" + key + "' has no attention softmax");
+    // [batch, heads, seq, seq], or [batch x heads, seq, seq] (OPT's
+    // attention folds the heads into the batch), the batch the token ids'.
     auto scores = cast<RankedTensorType>(softmax.getType());
-    if (scores.getRank() != 4 || scores.getDimSize(2) != scores.getDimSize(3))
+    const int64_t rank = scores.getRank();
+    const int64_t folded = rank == 3 ? scores.getDimSize(0) : 0;
+    if ((rank != 4 && rank != 3) ||
+        scores.getDimSize(rank - 2) != scores.getDimSize(rank - 1) ||
+        (rank == 3 && (idsBatch < 1 || folded % idsBatch != 0)))
       return notTransformer("layer '" + key +
                             "': the attention softmax is not over [batch, "
-                            "heads, seq, seq]");
-    int64_t heads = scores.getDimSize(1), seq = scores.getDimSize(3);
+                            "heads, seq, seq] (or [batch x heads, seq, seq])");
+    int64_t heads = rank == 4 ? scores.getDimSize(1) : folded / idsBatch;
+    int64_t seq = scores.getDimSize(rank - 1);
     if (key != layers.front().first && (heads != m.heads || seq != m.seq))
       return notTransformer("layer '" + key + "' differs from the first");
     m.heads = heads;
     m.seq = seq;
-    g.batch = scores.getDimSize(0);
+    g.batch = rank == 4 ? scores.getDimSize(0) : idsBatch;
   }
   if (m.heads < 1 || h % m.heads != 0)
     return notTransformer("the heads do not divide the hidden size");
@@ -258,7 +276,10 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
       return notTransformer("layer '" + layers.front().first +
                             "': a weight of rank " +
                             std::to_string(rhs.getRank()));
+    // A weight read transposed by the product itself is [n, k].
     int64_t k = rhs.getDimSize(0), n = rhs.getDimSize(1);
+    if (matmul.getTransposeRhs())
+      std::swap(k, n);
     if (!pastContext || !pastProjection) {
       attentionWeights += double(k) * double(n);
       pastProjection = pastContext;
@@ -295,6 +316,23 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
   // (tied).
   m.learnedPositions = false;
   bool ownHead = false;
+  // Whether the program reads `var` before its first layer: an embedding's
+  // part, else the head's.
+  auto readBeforeLayers = [&](graph::VariableOp var) {
+    bool before = false;
+    func.walk([&](graph::LoadOp load) {
+      if (load.getVariable() != var.getSymName())
+        return;
+      SmallVector<Operation *> users;
+      usersThroughViews(load.getResult(), users);
+      for (Operation *user : users)
+        if (auto it = order.find(user);
+            it != order.end() && it->second < firstLayerOp)
+          before = true;
+    });
+    return before;
+  };
+  SmallVector<graph::VariableOp> others;
   for (auto var : module.getOps<graph::VariableOp>()) {
     if (!params.contains(var) || var == table ||
         layerOfVariable.count(var.getSymName()))
@@ -306,12 +344,39 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
         (s[0] == m.seq || (s[0] > m.seq && s[0] != m.vocab))) {
       m.learnedPositions = true;
       m.positionRows = s[0] == m.seq ? 0 : s[0];
+      continue;
     }
-    if (s.size() == 2 && ((s[0] == h && s[1] == m.vocab) ||
-                          (s[0] == m.vocab && s[1] == h)))
+    if (!ownHead && s.size() == 2 &&
+        ((s[0] == h && s[1] == m.vocab) || (s[0] == m.vocab && s[1] == h))) {
       ownHead = true;
+      continue;
+    }
+    others.push_back(var);
   }
   m.tiedEmbeddings = !ownHead;
+  // The rest outside the layers, on the side of the layers that reads it:
+  // the final norm (the head's, in the formulas), and what they do not
+  // count: an embedding LayerNorm (BLOOM), a token-type table (BERT), a
+  // pooler or a masked-LM transform and the output bias (BERT's heads).
+  int64_t outside = 0, embeddingSide = 0, headSide = 0;
+  for (graph::VariableOp var : others) {
+    const int64_t n = int64_t(elements(var.getTensorType()));
+    outside += n;
+    (readBeforeLayers(var) ? embeddingSide : headSide) += n;
+  }
+  // The final norm's parameters are the formulas' own (the head's, less
+  // its weight); the count below checks the rest.
+  const int64_t finalNorm = m.headParams() - (ownHead ? m.vocab * h : 0);
+  m.embeddingExtraParams = embeddingSide;
+  m.headExtraParams = std::max<int64_t>(0, headSide - finalNorm);
+  // More than a layer's worth outside the layers is a model the formulas
+  // do not describe (an encoder beside the decoder, a large adapter).
+  if (m.embeddingExtraParams + m.headExtraParams > m.layerParams())
+    return notTransformer(
+        "outside its layers it holds " + std::to_string(outside) +
+        " parameters besides the embedding and the head's weight, more "
+        "than a layer's " +
+        std::to_string(m.layerParams()));
 
   // The formulas must count what the graph holds.
   for (auto &[key, layer] : layers)

@@ -51,11 +51,12 @@ int64_t ModelDesc::layerParams() const {
 }
 
 int64_t ModelDesc::embeddingParams() const {
-  return vocab * hidden + positionTableRows() * hidden;
+  return vocab * hidden + positionTableRows() * hidden + embeddingExtraParams;
 }
 
 int64_t ModelDesc::headParams() const {
-  return normParams(*this) + (tiedEmbeddings ? 0 : vocab * hidden);
+  return normParams(*this) + (tiedEmbeddings ? 0 : vocab * hidden) +
+         headExtraParams;
 }
 
 int64_t ModelDesc::totalParams() const {
@@ -179,13 +180,13 @@ double layerParamsPerRank(const ModelDesc &m, int64_t tp) {
 double embeddingParamsPerRank(const ModelDesc &m, int64_t tp) {
   double h = double(m.hidden);
   return double(m.paddedVocab(tp)) * h / double(tp) +
-         double(m.positionTableRows()) * h;
+         double(m.positionTableRows()) * h + double(m.embeddingExtraParams);
 }
 
 double headParamsPerRank(const ModelDesc &m, int64_t tp) {
   double v = double(m.paddedVocab(tp)) / double(tp);
-  return double(normParams(m)) +
-         (m.tiedEmbeddings ? 0 : v * double(m.hidden));
+  return double(normParams(m)) + (m.tiedEmbeddings ? 0 : v * double(m.hidden)) +
+         double(m.headExtraParams);
 }
 
 LayerProfile transformerLayerProfile(const ModelDesc &m, int64_t microBatch,
@@ -498,6 +499,10 @@ Json modelToJson(const ModelDesc &m) {
   j.set("learnedPositions", m.learnedPositions);
   if (m.positionRows > 0)
     j.set("positionRows", m.positionRows);
+  if (m.embeddingExtraParams > 0)
+    j.set("embeddingExtraParams", m.embeddingExtraParams);
+  if (m.headExtraParams > 0)
+    j.set("headExtraParams", m.headExtraParams);
   j.set("dropout", m.dropout);
   j.set("flashAttention", m.flashAttention);
   j.set("fusedSoftmax", m.fusedSoftmax);
@@ -614,6 +619,10 @@ StatusOr<ModelDesc> modelFromJson(const Json &j) {
       DTCC_RETURN_IF_ERROR(boolean(m.learnedPositions));
     } else if (key == "positionRows") {
       DTCC_RETURN_IF_ERROR(integer(m.positionRows));
+    } else if (key == "embeddingExtraParams") {
+      DTCC_RETURN_IF_ERROR(integer(m.embeddingExtraParams));
+    } else if (key == "headExtraParams") {
+      DTCC_RETURN_IF_ERROR(integer(m.headExtraParams));
     } else if (key == "dropout") {
       DTCC_RETURN_IF_ERROR(boolean(m.dropout));
     } else if (key == "flashAttention") {

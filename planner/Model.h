@@ -92,6 +92,13 @@ struct ModelDesc {
   /// its sequence (HuggingFace's GPT-2: n_positions 1024 at any sequence);
   /// 0: seq.
   int64_t positionRows = 0;
+  /// Parameters outside the layers that the formulas do not count, on the
+  /// embedding's side (an embedding LayerNorm: BLOOM; a token-type table:
+  /// BERT) and on the head's (a pooler, a masked-LM transform, an output
+  /// bias: BERT's heads): held whole by every tp rank of the first and the
+  /// last stage. Read from a model's IR (describeModel); 0 in the zoo's.
+  int64_t embeddingExtraParams = 0;
+  int64_t headExtraParams = 0;
   /// The rows of the learned position table (0 without one).
   int64_t positionTableRows() const {
     return learnedPositions ? (positionRows > 0 ? positionRows : seq) : 0;

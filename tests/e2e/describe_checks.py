@@ -15,6 +15,13 @@ torch.onnx (opset 17, training mode) and planned with `dtcc plan --json
     nn.Linear in the block plus the attention's scores and context
     (2 x 2 x batch x seq x seq x hidden), and the whole forward pass
     against the layers plus the logits (or, for the MLP, its Linears);
+  - a GPT with what HuggingFace's encoders and decoders add outside their
+    layers (an embedding LayerNorm as BLOOM's, a token-type table as BERT's,
+    a dense + LayerNorm transform before the head as BERT's masked-LM head,
+    a bias on the logits), whose attention multiplies [batch x heads, seq,
+    seq] as OPT's does and whose Linears are read transposed: the same
+    sizes, and those parameters on the side of the layers that reads them
+    (embeddingExtraParams, headExtraParams);
   - `dtcc compile --plan auto` on a GPU cluster plans the exported GPT with
     the planner's transformer model (it is described, not just counted) as
     the pre-filter, and prices the plans it proposes from their compiled
@@ -22,12 +29,14 @@ torch.onnx (opset 17, training mode) and planned with `dtcc plan --json
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models as tm  # noqa: E402
@@ -43,6 +52,52 @@ def linear_flops(module, rows):
     return sum(2 * rows * m.in_features * m.out_features for m in linears(module))
 
 
+class ExtrasBlock(tm.GPTBlock):
+    """GPTBlock whose attention multiplies [batch x heads, seq, seq] (OPT)."""
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(h, dim=2)
+        shape = (b, s, self.heads, h // self.heads)
+        q, k, v = (t.reshape(shape).transpose(1, 2).reshape(b * self.heads, s, -1)
+                   for t in (q, k, v))
+        att = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(h // self.heads) + self.mask
+        y = torch.bmm(att.softmax(dim=-1), v)
+        y = y.reshape(b, self.heads, s, -1).transpose(1, 2).reshape(b, s, h)
+        x = x + self.proj(y)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class ExtrasGPT(tm.GPT):
+    """A GPT with parameters outside its layers that the planner's formulas
+    do not count: embedding LayerNorm and token types before the layers, a
+    masked-LM transform and a logits bias after them."""
+
+    def __init__(self, vocab, seq, hidden, heads, layers):
+        super().__init__(vocab=vocab, seq=seq, hidden=hidden, heads=heads, layers=layers)
+        self.blocks = torch.nn.ModuleList(ExtrasBlock(hidden, heads, seq)
+                                          for _ in range(layers))
+        self.types = torch.nn.Embedding(2, hidden)
+        self.emb_ln = torch.nn.LayerNorm(hidden)
+        self.transform = torch.nn.Linear(hidden, hidden)
+        self.transform_ln = torch.nn.LayerNorm(hidden)
+        self.bias = torch.nn.Parameter(torch.zeros(vocab))
+        # The planner's before/after split, as this module holds them.
+        self.before = [self.types, self.emb_ln]
+        self.after = [self.transform, self.transform_ln]
+
+    def logits(self, ids):
+        x = self.emb_ln(self.tok(ids) + self.pos + self.types(torch.zeros_like(ids)))
+        for block in self.blocks:
+            x = block(x)
+        x = self.transform_ln(F.gelu(self.transform(self.ln(x))))
+        return self.head(x) + self.bias
+
+
+def count(modules):
+    return sum(p.numel() for m in modules for p in m.parameters())
+
+
 def expected_transformer(model):
     block = model.blocks[0]
     hidden = model.tok.embedding_dim
@@ -52,6 +107,7 @@ def expected_transformer(model):
     attention = 2 * 2 * BATCH * seq * seq * hidden
     layer = [linear_flops(b, tokens) + attention for b in model.blocks]
     head = 2 * tokens * hidden * model.head.out_features
+    head += sum(linear_flops(m, tokens) for m in getattr(model, "after", []))
     return {
         "layers": len(model.blocks),
         "hidden": hidden,
@@ -65,6 +121,9 @@ def expected_transformer(model):
         "norm": "rmsnorm" if gated else "layernorm",
         "linearBias": any(m.bias is not None for m in linears(block)),
         "learnedPositions": hasattr(model, "pos"),
+        "embeddingExtraParams": count(getattr(model, "before", [])) or None,
+        "headExtraParams": (count(getattr(model, "after", [])) + model.bias.numel()
+                            if hasattr(model, "after") else None),
         "graph": {
             "batch": BATCH,
             "parameters": sum(p.numel() for p in model.parameters()),
@@ -101,10 +160,11 @@ def main():
     models = {
         "gpt": tm.GPT(vocab=48, seq=12, hidden=32, heads=4, layers=3),
         "llama": tm.Llama(vocab=40, seq=10, hidden=24, heads=3, layers=2, ffn=40),
+        "gpt-extras": ExtrasGPT(vocab=44, seq=12, hidden=32, heads=4, layers=2),
     }
     for name, model in models.items():
         path = os.path.join(work, name + ".onnx")
-        tm.export(name, model, BATCH, path)
+        tm.export(name.split("-")[0], model, BATCH, path)
         frozen = ",".join(tm.frozen_buffers(model))
         report = plan_json(args.dtcc, path, ["--global-batch", "8", "--frozen", frozen])
         want = expected_transformer(model)

@@ -349,5 +349,33 @@ TEST(MemoryModel, PositionTableLongerThanTheSequence) {
   EXPECT_EQ(modelToJson(m).find("positionRows"), nullptr);
 }
 
+TEST(MemoryModel, ParametersOutsideTheLayersGoWithTheirSide) {
+  // BERT-base (HuggingFace's BertForMaskedLM, 512 positions, tied head):
+  // token types [2, 768] and the embedding LayerNorm before the layers;
+  // the masked-LM transform (768 x 768 + bias, then a LayerNorm, which the
+  // formulas count as the final norm) and the logits' bias (30522) after
+  // them. 109,514,298 parameters in all.
+  ModelDesc m = ModelDesc::gpt2Small();
+  m.vocab = 30522;
+  m.seq = 512;
+  m.tiedEmbeddings = true;
+  m.embeddingExtraParams = 2 * 768 + 2 * 768;
+  m.headExtraParams = 768 * 768 + 768 + 30522;
+  EXPECT_EQ(m.totalParams(), 109514298);
+  // Held whole by every tp rank of the first and the last stage.
+  EXPECT_DOUBLE_EQ(embeddingParamsPerRank(m, 2) - embeddingParamsPerRank(m, 1),
+                   double(m.paddedVocab(2)) * 768 / 2 -
+                       double(m.paddedVocab(1)) * 768);
+  EXPECT_DOUBLE_EQ(headParamsPerRank(m, 4), double(m.headParams()));
+  auto back = modelFromJson(modelToJson(m));
+  ASSERT_TRUE(back.isOk());
+  EXPECT_EQ(back->embeddingExtraParams, 3072);
+  EXPECT_EQ(back->headExtraParams, m.headExtraParams);
+  EXPECT_EQ(back->totalParams(), 109514298);
+  m.embeddingExtraParams = m.headExtraParams = 0;
+  EXPECT_EQ(modelToJson(m).find("embeddingExtraParams"), nullptr);
+  EXPECT_EQ(modelToJson(m).find("headExtraParams"), nullptr);
+}
+
 } // namespace
 } // namespace dtcc::planner
