@@ -73,6 +73,8 @@ void usersThroughViews(Value value, SmallVectorImpl<Operation *> &out) {
 struct Layer {
   SmallVector<Operation *> ops;
   double parameters = 0;
+  double vectorParameters = 0; ///< of rank 1: norms' and biases
+
   double flops = 0;
 };
 
@@ -151,8 +153,11 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
     std::string key = it != layerOfVariable.end()
                           ? it->second
                           : layerKeyOf(var);
-    if (auto l = layers.find(key); l != layers.end())
+    if (auto l = layers.find(key); l != layers.end()) {
       l->second.parameters += elements(t);
+      if (t.getRank() == 1)
+        l->second.vectorParameters += elements(t);
+    }
   }
   for (auto &[key, layer] : layers)
     g.layerForwardFlops.push_back(layer.flops);
@@ -207,18 +212,27 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
       }
     if (!softmax)
       return notTransformer("layer '" + key + "' has no attention softmax");
-    // [batch, heads, seq, seq], or [batch x heads, seq, seq] (OPT's
-    // attention folds the heads into the batch), the batch the token ids'.
+    // [batch, heads, seq, seq]; [batch, seq, heads, seq] (GPT-BigCode's
+    // multi-query attention puts the heads beside the queries); or
+    // [batch x heads, seq, seq] (OPT's folds them into the batch, the
+    // batch the token ids').
     auto scores = cast<RankedTensorType>(softmax.getType());
     const int64_t rank = scores.getRank();
     const int64_t folded = rank == 3 ? scores.getDimSize(0) : 0;
-    if ((rank != 4 && rank != 3) ||
-        scores.getDimSize(rank - 2) != scores.getDimSize(rank - 1) ||
-        (rank == 3 && (idsBatch < 1 || folded % idsBatch != 0)))
+    const bool headsFirst =
+        rank == 4 && scores.getDimSize(2) == scores.getDimSize(3);
+    const bool queriesFirst = rank == 4 && !headsFirst &&
+                              scores.getDimSize(1) == scores.getDimSize(3);
+    if (!headsFirst && !queriesFirst &&
+        (rank != 3 || scores.getDimSize(1) != scores.getDimSize(2) ||
+         idsBatch < 1 || folded % idsBatch != 0))
       return notTransformer("layer '" + key +
                             "': the attention softmax is not over [batch, "
-                            "heads, seq, seq] (or [batch x heads, seq, seq])");
-    int64_t heads = rank == 4 ? scores.getDimSize(1) : folded / idsBatch;
+                            "heads, seq, seq] (nor [batch, seq, heads, seq], "
+                            "[batch x heads, seq, seq])");
+    int64_t heads = headsFirst     ? scores.getDimSize(1)
+                    : queriesFirst ? scores.getDimSize(2)
+                                   : folded / idsBatch;
     int64_t seq = scores.getDimSize(rank - 1);
     if (key != layers.front().first && (heads != m.heads || seq != m.seq))
       return notTransformer("layer '" + key + "' differs from the first");
@@ -378,6 +392,14 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
         "than a layer's " +
         std::to_string(m.layerParams()));
 
+  // A layer's vectors as the graph holds them where they are not the
+  // formulas' (one norm before attention and MLP side by side, attention
+  // without biases), its matrices still the formulas'.
+  if (first.parameters != double(m.layerParams()) &&
+      first.vectorParameters > 0 &&
+      first.parameters - first.vectorParameters ==
+          double(m.layerMatrixParams()))
+    m.layerVectorParams = int64_t(first.vectorParameters);
   // The formulas must count what the graph holds.
   for (auto &[key, layer] : layers)
     if (layer.parameters != double(m.layerParams()))

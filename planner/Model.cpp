@@ -42,7 +42,13 @@ int64_t layerMatmulWeights(const ModelDesc &m) {
 
 } // namespace
 
+int64_t ModelDesc::layerMatrixParams() const {
+  return layerMatmulWeights(*this);
+}
+
 int64_t ModelDesc::layerParams() const {
+  if (layerVectorParams > 0)
+    return layerMatmulWeights(*this) + layerVectorParams;
   int64_t params = layerMatmulWeights(*this) + 2 * normParams(*this);
   if (linearBias)
     params += (hidden + 2 * kvDim()) + hidden +
@@ -167,6 +173,8 @@ void addMemory(LayerProfile &p, const char *name, double bytes,
 double layerParamsPerRank(const ModelDesc &m, int64_t tp) {
   double t = double(tp), h = double(m.hidden);
   double weights = double(layerMatmulWeights(m));
+  if (m.layerVectorParams > 0)
+    return weights / t + double(m.layerVectorParams);
   double norms = 2.0 * double(normParams(m));
   double biases = 0;
   if (m.linearBias)
@@ -499,6 +507,8 @@ Json modelToJson(const ModelDesc &m) {
   j.set("learnedPositions", m.learnedPositions);
   if (m.positionRows > 0)
     j.set("positionRows", m.positionRows);
+  if (m.layerVectorParams > 0)
+    j.set("layerVectorParams", m.layerVectorParams);
   if (m.embeddingExtraParams > 0)
     j.set("embeddingExtraParams", m.embeddingExtraParams);
   if (m.headExtraParams > 0)
@@ -619,6 +629,8 @@ StatusOr<ModelDesc> modelFromJson(const Json &j) {
       DTCC_RETURN_IF_ERROR(boolean(m.learnedPositions));
     } else if (key == "positionRows") {
       DTCC_RETURN_IF_ERROR(integer(m.positionRows));
+    } else if (key == "layerVectorParams") {
+      DTCC_RETURN_IF_ERROR(integer(m.layerVectorParams));
     } else if (key == "embeddingExtraParams") {
       DTCC_RETURN_IF_ERROR(integer(m.embeddingExtraParams));
     } else if (key == "headExtraParams") {

@@ -92,6 +92,12 @@ struct ModelDesc {
   /// its sequence (HuggingFace's GPT-2: n_positions 1024 at any sequence);
   /// 0: seq.
   int64_t positionRows = 0;
+  /// A layer's vector parameters (norm scales and shifts, biases) as a
+  /// model's IR holds them where they are not the formulas' two norms and
+  /// (with linearBias) six biases: GPT-J, Falcon and Phi run attention and
+  /// MLP side by side after one norm, GPT-J without the attention's
+  /// biases. 0: the formulas' count. Held whole by every tp rank.
+  int64_t layerVectorParams = 0;
   /// Parameters outside the layers that the formulas do not count, on the
   /// embedding's side (an embedding LayerNorm: BLOOM; a token-type table:
   /// BERT) and on the head's (a pooler, a masked-LM transform, an output
@@ -150,6 +156,8 @@ struct ModelDesc {
   /// Parameters of one layer, of the embedding (token + positions), of the
   /// head (final norm, plus the output matrix unless tied), and in total.
   int64_t layerParams() const;
+  /// The weights of one layer's matrix products.
+  int64_t layerMatrixParams() const;
   int64_t embeddingParams() const;
   int64_t headParams() const;
   int64_t totalParams() const;

@@ -22,6 +22,10 @@ torch.onnx (opset 17, training mode) and planned with `dtcc plan --json
     seq] as OPT's does and whose Linears are read transposed: the same
     sizes, and those parameters on the side of the layers that reads them
     (embeddingExtraParams, headExtraParams);
+  - a GPT of GPT-J's blocks (one LayerNorm before attention and MLP side by
+    side, attention without biases) whose scores are laid out [batch, seq,
+    heads, seq] as GPT-BigCode's: its layers' vector parameters as the
+    graph holds them (layerVectorParams);
   - `dtcc compile --plan auto` on a GPU cluster plans the exported GPT with
     the planner's transformer model (it is described, not just counted) as
     the pre-filter, and prices the plans it proposes from their compiled
@@ -66,6 +70,44 @@ class ExtrasBlock(tm.GPTBlock):
         y = y.reshape(b, self.heads, s, -1).transpose(1, 2).reshape(b, s, h)
         x = x + self.proj(y)
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class ParallelBlock(torch.nn.Module):
+    """GPT-J's block: one LayerNorm before attention and MLP side by side,
+    attention without biases; its scores laid out [batch, seq, heads, seq]
+    as GPT-BigCode's multi-query attention lays them out."""
+
+    def __init__(self, hidden, heads, seq):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = torch.nn.LayerNorm(hidden)
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden, bias=False)
+        self.proj = torch.nn.Linear(hidden, hidden, bias=False)
+        self.fc1 = torch.nn.Linear(hidden, 4 * hidden)
+        self.fc2 = torch.nn.Linear(4 * hidden, hidden)
+        mask = torch.triu(torch.full((seq, seq), -1e9), diagonal=1)
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        d = h // self.heads
+        y = self.ln1(x)
+        q, k, v = self.qkv(y).split(h, dim=2)
+        q4 = q.reshape(b, s, self.heads, d)
+        k4 = k.reshape(b, s, self.heads, d).permute(0, 2, 3, 1)   # [b, heads, d, s]
+        att = torch.einsum("bqhd,bhdk->bqhk", q4, k4) / math.sqrt(d)
+        att = att + self.mask[None, :, None, :]
+        p = att.softmax(dim=-1)                                   # [b, seq, heads, seq]
+        v4 = v.reshape(b, s, self.heads, d).transpose(1, 2)       # [b, heads, s, d]
+        ctx = torch.einsum("bqhk,bhkd->bqhd", p, v4).reshape(b, s, h)
+        return x + self.proj(ctx) + self.fc2(F.gelu(self.fc1(y)))
+
+
+class ParallelGPT(tm.GPT):
+    def __init__(self, vocab, seq, hidden, heads, layers):
+        super().__init__(vocab=vocab, seq=seq, hidden=hidden, heads=heads, layers=layers)
+        self.blocks = torch.nn.ModuleList(ParallelBlock(hidden, heads, seq)
+                                          for _ in range(layers))
 
 
 class ExtrasGPT(tm.GPT):
@@ -121,6 +163,8 @@ def expected_transformer(model):
         "norm": "rmsnorm" if gated else "layernorm",
         "linearBias": any(m.bias is not None for m in linears(block)),
         "learnedPositions": hasattr(model, "pos"),
+        "layerVectorParams": (sum(p.numel() for p in block.parameters() if p.dim() == 1)
+                              if isinstance(block, ParallelBlock) else None),
         "embeddingExtraParams": count(getattr(model, "before", [])) or None,
         "headExtraParams": (count(getattr(model, "after", [])) + model.bias.numel()
                             if hasattr(model, "after") else None),
@@ -161,6 +205,7 @@ def main():
         "gpt": tm.GPT(vocab=48, seq=12, hidden=32, heads=4, layers=3),
         "llama": tm.Llama(vocab=40, seq=10, hidden=24, heads=3, layers=2, ffn=40),
         "gpt-extras": ExtrasGPT(vocab=44, seq=12, hidden=32, heads=4, layers=2),
+        "gpt-parallel": ParallelGPT(vocab=40, seq=10, hidden=32, heads=4, layers=2),
     }
     for name, model in models.items():
         path = os.path.join(work, name + ".onnx")

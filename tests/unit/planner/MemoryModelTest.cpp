@@ -374,6 +374,21 @@ TEST(MemoryModel, ParametersOutsideTheLayersGoWithTheirSide) {
   EXPECT_EQ(back->totalParams(), 109514298);
   m.embeddingExtraParams = m.headExtraParams = 0;
   EXPECT_EQ(modelToJson(m).find("embeddingExtraParams"), nullptr);
+  EXPECT_EQ(modelToJson(m).find("layerVectorParams"), nullptr);
+  // GPT-J's layer: one LayerNorm, the MLP's two biases, no attention
+  // biases: its vectors replace the formulas' two norms and six biases,
+  // whole on every tp rank.
+  const int64_t formulaLayer = m.layerParams();
+  m.layerVectorParams = 2 * 768 + 3072 + 768;
+  // The formulas': two LayerNorms (4 x 768) and qkv, projection, fc1 and
+  // fc2 biases (2304 + 768 + 3072 + 768 = 9 x 768).
+  EXPECT_EQ(m.layerParams(),
+            formulaLayer - (4 * 768 + 9 * 768) + m.layerVectorParams);
+  EXPECT_DOUBLE_EQ(layerParamsPerRank(m, 4),
+                   double(m.layerMatrixParams()) / 4 + m.layerVectorParams);
+  auto parallel = modelFromJson(modelToJson(m));
+  ASSERT_TRUE(parallel.isOk());
+  EXPECT_EQ(parallel->layerVectorParams, m.layerVectorParams);
   EXPECT_EQ(modelToJson(m).find("headExtraParams"), nullptr);
 }
 
