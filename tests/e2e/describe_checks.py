@@ -72,21 +72,16 @@ class ExtrasBlock(tm.GPTBlock):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-class ParallelBlock(torch.nn.Module):
+class ParallelBlock(tm.GPTBlock):
     """GPT-J's block: one LayerNorm before attention and MLP side by side,
     attention without biases; its scores laid out [batch, seq, heads, seq]
     as GPT-BigCode's multi-query attention lays them out."""
 
     def __init__(self, hidden, heads, seq):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = torch.nn.LayerNorm(hidden)
+        super().__init__(hidden, heads, seq)
+        self.ln2 = None
         self.qkv = torch.nn.Linear(hidden, 3 * hidden, bias=False)
         self.proj = torch.nn.Linear(hidden, hidden, bias=False)
-        self.fc1 = torch.nn.Linear(hidden, 4 * hidden)
-        self.fc2 = torch.nn.Linear(4 * hidden, hidden)
-        mask = torch.triu(torch.full((seq, seq), -1e9), diagonal=1)
-        self.register_buffer("mask", mask)
 
     def forward(self, x):
         b, s, h = x.shape
