@@ -1450,14 +1450,16 @@ Plan planOf(const CompiledCandidate &c, int64_t batch,
   return plan;
 }
 
-/// `dtcc plan model.onnx --cluster <cpu>`: the plans dtcc compile builds,
-/// each compiled and priced (planByCompiling), or the one --mesh/--zero
-/// give.
-StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
-                                     ClusterSpec cluster, ModelDesc model,
-                                     const std::string &source,
-                                     double opaqueParams, int64_t modelBatch,
-                                     const DTypePolicy &policy) {
+/// `dtcc plan model.onnx --cluster <cpu>`, and on a GPU cluster a model
+/// the planner's formulas do not describe: the plans dtcc compile builds
+/// for the cluster's target, each compiled and priced (planByCompiling, as
+/// `dtcc compile --plan auto` chooses for such a model), or the one
+/// --mesh/--zero give.
+StatusOr<PlanOutput> compiledFilePlan(const PlanRequest &args,
+                                      ClusterSpec cluster, ModelDesc model,
+                                      const std::string &source,
+                                      double opaqueParams, int64_t modelBatch,
+                                      const DTypePolicy &policy) {
   PlanOutput out;
   const bool given = !args.mesh.empty() || args.zero >= 0;
   // The given mesh sizes the cluster when --ranks does not.
@@ -1478,6 +1480,8 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
     return imported.status();
   mlir::ModuleOp module = *imported.value()->module;
   CompileOptions base;
+  const bool cpu = cluster.device.isCpu();
+  base.target = cpu ? "cpu" : "cuda";
   base.train.enabled = true;
   base.train.frozen = args.frozen;
   base.train.plan.microBatches = args.microBatches;
@@ -1546,7 +1550,8 @@ StatusOr<PlanOutput> compiledCpuPlan(const PlanRequest &args,
         "not a transformer (", formatCount(opaqueParams),
         " parameters): planned from its compiled training step"));
   report.notes.push_back(
-      "CPU backend: each plan compiled and its program priced (memory: its "
+      std::string(cpu ? "CPU" : "CUDA") +
+      " backend: each plan compiled and its program priced (memory: its "
       "static memory plan; time: its step simulated with the cluster's "
       "figures)" +
       std::string(best.search == "ilp"
@@ -1916,9 +1921,12 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
             "compiled as it is"
           : "";
   bool sensitivityCompiled = false;
-  if (cpu && !args.modelPath.empty() && !args.analytic && !pricingSaved) {
-    return compiledCpuPlan(args, cluster, model, source, opaqueParams,
-                           modelBatch, policy);
+  // A file on CPU ranks, or one the formulas do not describe on GPUs
+  // (not with --seq: a file is compiled as it is).
+  if (!args.modelPath.empty() && !args.analytic && !pricingSaved &&
+      (cpu || (opaqueParams > 0 && !args.seq))) {
+    return compiledFilePlan(args, cluster, model, source, opaqueParams,
+                            modelBatch, policy);
   }
   if (opaqueParams > 0) {
     // Exits 0 as it always has: the report lists each ZeRO stage's fit.

@@ -231,9 +231,13 @@ std::string formatReport(const PlanReport &r) {
   }
   if (!r.modelSource.empty())
     os << "  model from: " << r.modelSource << "\n";
-  os << "  global batch " << r.globalBatch << " sequences = "
-     << formatCount(double(r.globalBatch) * double(m.seq))
-     << " tokens per step\n";
+  // A model known by its graph alone has no sequence: its batch's rows.
+  if (m.seq > 0)
+    os << "  global batch " << r.globalBatch
+       << " sequences = " << formatCount(double(r.globalBatch) * double(m.seq))
+       << " tokens per step\n";
+  else
+    os << "  global batch " << r.globalBatch << " samples per step\n";
   os << "  priced by: " << r.pricedBy
      << (r.pricedByReason.empty() ? "" : " (" + r.pricedByReason + ")")
      << "\n";

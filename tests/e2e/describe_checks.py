@@ -5,7 +5,7 @@ torch modules themselves.
 A GPT (LayerNorm, fused qkv with biases, learned positions) and a Llama
 (RMSNorm, SwiGLU, no biases, rotary tables as buffers) are exported by
 torch.onnx (opset 17, training mode) and planned with `dtcc plan --json
---frozen <buffers>`; an MLP on cpu-local. Checked:
+--frozen <buffers>`; an MLP on cpu-local and on dgx-h100. Checked:
   - the sizes (layers, hidden, heads, kv heads, ffn, vocabulary, sequence,
     gated MLP, norm, biases, learned positions, tied head) against the
     modules' attributes;
@@ -26,6 +26,8 @@ torch.onnx (opset 17, training mode) and planned with `dtcc plan --json
     side, attention without biases) whose scores are laid out [batch, seq,
     heads, seq] as GPT-BigCode's: its layers' vector parameters as the
     graph holds them (layerVectorParams);
+  - the MLP on a GPU cluster is planned from its compiled training step
+    (every plan compiled for CUDA and priced), not its parameter count;
   - `dtcc compile --plan auto` on a GPU cluster plans the exported GPT with
     the planner's transformer model (it is described, not just counted) as
     the pre-filter, and prices the plans it proposes from their compiled
@@ -222,6 +224,19 @@ def main():
         "graph": {"batch": BATCH, "parameters": params, "parameterBytes": 4 * params,
                   "forwardFlops": linear_flops(mlp, BATCH)}}, failures)
     print(f"mlp: {json.dumps(report['model'])}")
+    # On GPUs too a model the formulas do not describe is planned from its
+    # compiled training step, as `dtcc compile --plan auto` plans it (it
+    # was planned from its parameter count: data parallelism and a ZeRO
+    # stage, activations unmodelled).
+    report = plan_json(args.dtcc, path, ["--cluster", "dgx-h100", "--ranks", "2"])
+    compiled = report.get("compiledProgram", {})
+    if report.get("pricedBy") != "compiled program" or "mesh" not in compiled:
+        failures.append("mlp on dgx-h100: not planned from its compiled program "
+                        f"(priced by {report.get('pricedBy')!r})")
+    elif not any("CUDA backend" in n for n in report.get("notes", [])):
+        failures.append(f"mlp on dgx-h100: not compiled for CUDA: {report.get('notes')}")
+    print(f"mlp on dgx-h100: {compiled.get('mesh')} ZeRO-{compiled.get('zeroStage')}, "
+          f"priced by {report.get('pricedBy')}")
 
     # --plan auto plans the exported GPT with the transformer model.
     gpt = os.path.join(work, "gpt.onnx")
