@@ -326,6 +326,30 @@ def run_dtcc(args, work, mesh=None):
     return {"compile_s": compile_s, "losses": losses, "times": times}
 
 
+def plan_model(args, work):
+    """`dtcc plan model.onnx --cluster <args.plan> --json`: how the planner
+    reads the model (its transformer sizes, or why it is not one) and the
+    plan it chooses; or an error."""
+    proc = subprocess.run([args.dtcc, "plan", os.path.join(work, "model.onnx"),
+                           "--cluster", args.plan, "--global-batch", str(args.batch),
+                           "--json"],
+                          capture_output=True, text=True)
+    if proc.returncode not in (0, 2):
+        lines = [l.strip() for l in proc.stderr.splitlines() if l.strip()]
+        return {"error": " | ".join(lines[:2])[:300]}
+    report = json.loads(proc.stdout)
+    m = report.get("model", {})
+    source = report.get("modelSource", "")
+    if m.get("layers", 0) > 0:
+        kv = f" ({m['kvHeads']} kv)" if m.get("kvHeads") != m.get("heads") else ""
+        read = (f"transformer: {m['layers']} layers, hidden {m['hidden']}, "
+                f"{m['heads']} heads{kv}, ffn {m['ffnHidden']}, vocab {m['vocab']}")
+    else:
+        read = source[source.find("(") + 1:source.rfind(")")] if "(" in source else source
+    plan = report.get("summary", "")
+    return {"read": read, "plan": plan, "priced": report.get("pricedBy", "")}
+
+
 def compared(out, torch_out, args):
     """A dtcc run against PyTorch's: (whether it ran every step with its
     first two losses within --rtol, their largest relative difference, the
@@ -363,6 +387,10 @@ def main():
                          "a rank (repeatable; a --mesh value, optionally "
                          "with flags: 'dp=2', 'tp=2', 'pp=2', "
                          "'dp=2 --zero 3'), against PyTorch's losses")
+    ap.add_argument("--plan", metavar="CLUSTER",
+                    help="also plan each model with `dtcc plan --cluster CLUSTER` "
+                         "(e.g. dgx-h100): how the planner reads it and what it "
+                         "chooses")
     ap.add_argument("--venv", default=os.path.join(cpu_compare.cache_dir(),
                                                    "hf-venv"))
     ap.add_argument("--work", default=None,
@@ -380,7 +408,7 @@ def main():
         note="transformers and its dependencies; Debian's PyTorch 1.13")
     import tempfile
     root = args.work or tempfile.mkdtemp(prefix="dtcc-hf-")
-    rows, mesh_rows, agreed, failed = [], [], 0, []
+    rows, mesh_rows, agreed, failed, plans = [], [], 0, [], {}
     for name in names:
         work = os.path.join(root, name)
         os.makedirs(work, exist_ok=True)
@@ -410,6 +438,8 @@ def main():
             meshes[mesh] = out
             ok = ok and agrees(out)
         mesh_rows.append((name, torch_out, meshes))
+        if args.plan and "error" not in torch_out:
+            plans[name] = plan_model(args, work)
         agreed += ok
         if not ok:
             failed.append(name)
@@ -457,6 +487,22 @@ def main():
                 agree, first, later = compared(out, t, args)
                 cells.append(f"{'agree' if agree else 'DIFFER'} ({first:.1e}; {later:.1e})")
             print(f"| {name} | " + " | ".join(cells) + " |")
+    if args.plan:
+        print()
+        print(f"`dtcc plan model.onnx --cluster {args.plan}` (the model's batch of "
+              f"{args.batch} as the global batch):")
+        print()
+        print("| model | the planner reads | chosen plan | priced by |")
+        print("|---|---|---|---|")
+        for name in names:
+            p = plans.get(name, {"error": "-"})
+            if "error" in p:
+                print(f"| {name} | {p['error'][:160]} | | |")
+            else:
+                print(f"| {name} | {p['read']} | {p['plan']} | {p['priced']} |")
+        described = sum(1 for p in plans.values() if p.get("read", "").startswith("transformer"))
+        print()
+        print(f"{described} of {len(plans)} described as transformers")
     print()
     print(f"{agreed} of {len(names)} models train as PyTorch does (the first two "
           f"losses within {args.rtol:g} relative"
