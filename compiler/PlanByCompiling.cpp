@@ -315,7 +315,8 @@ layoutSearchFigures(const DeviceFigures &device,
 
 std::vector<CompiledCandidate>
 planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
-                const DeviceFigures &device, LayoutSearchMode search) {
+                const DeviceFigures &device, LayoutSearchMode search,
+                bool searchSchedules) {
   std::vector<CompiledCandidate> out;
   bool ilpFailed = false;
   TrainedSteps trained(module, base);
@@ -333,7 +334,7 @@ planByCompiling(ModuleOp module, const CompileOptions &base, int64_t ranks,
       std::vector<std::pair<std::string, int64_t>> schedules = {
           {base.train.plan.schedule, base.train.plan.virtualStages}};
       const int64_t micro = base.train.plan.microBatches;
-      if (pp > 1 && micro > 1) {
+      if (pp > 1 && micro > 1 && searchSchedules) {
         schedules = {{"1f1b", 1}, {"gpipe", 1}, {"zb-h1", 1}};
         if (micro % pp == 0)
           schedules.push_back({"interleaved", 2});

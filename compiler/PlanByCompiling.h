@@ -143,11 +143,14 @@ constexpr double kSimplerPlanWithin = 0.005;
 /// of coordinate descent, each try compiled). Returns the candidates,
 /// fastest fitting first (within 0.5%, the lower ZeRO stage, then the
 /// fewer pipeline stages and tensor-parallel ranks); the first keeps its
-/// compiled module (`lowered`).
+/// compiled module (`lowered`). With pp > 1 and micro-batches, every
+/// schedule is tried unless `searchSchedules` is false (the user named
+/// one: `base`'s alone).
 std::vector<CompiledCandidate>
 planByCompiling(mlir::ModuleOp module, const CompileOptions &base,
                 int64_t ranks, const DeviceFigures &device,
-                LayoutSearchMode search = LayoutSearchMode::kIlp);
+                LayoutSearchMode search = LayoutSearchMode::kIlp,
+                bool searchSchedules = true);
 
 } // namespace dtcc
 

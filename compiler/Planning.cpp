@@ -1474,6 +1474,20 @@ StatusOr<PlanOutput> compiledFilePlan(const PlanRequest &args,
     return s;
   }
   const int64_t ranks = cluster.numDevices();
+  // A file is compiled as it is: a step trains its batch times
+  // --micro-batches, which --global-batch, where given, must be.
+  const int64_t fileBatch = std::max<int64_t>(1, modelBatch);
+  if (args.globalBatch > 0 && args.globalBatch != fileBatch * args.microBatches)
+    return invalidArgument(
+        "--global-batch ", args.globalBatch, ": ", args.modelPath,
+        " is compiled as it is, and a step trains its batch of ", fileBatch,
+        " times --micro-batches ", args.microBatches, " = ",
+        fileBatch * args.microBatches,
+        args.globalBatch % fileBatch == 0
+            ? runtime::strCat(" (--micro-batches ",
+                              args.globalBatch / fileBatch, " trains ",
+                              args.globalBatch, ")")
+            : std::string(" (export the model with another batch)"));
 
   auto imported = importForCompile(args.modelPath);
   if (!imported.isOk())
@@ -1505,7 +1519,9 @@ StatusOr<PlanOutput> compiledFilePlan(const PlanRequest &args,
                                   options.train.plan.zero, " does not compile: ",
                                   candidates.front().rejected);
   } else {
-    candidates = planByCompiling(module, base, ranks, figures);
+    candidates =
+        planByCompiling(module, base, ranks, figures, LayoutSearchMode::kIlp,
+                        /*searchSchedules=*/args.schedule.empty());
   }
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - started)
@@ -1810,12 +1826,19 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // What only the CPU clusters' compiled search takes is refused elsewhere,
   // not dropped: a GPU search chooses micro-batches (from --global-batch
   // and --micro-batch) and schedules itself.
-  if (!cpu && args.microBatches != 1)
+  // A file on CPU ranks, or one the formulas do not describe on GPUs (not
+  // with --seq: a file is compiled as it is), is planned by compiling it
+  // (compiledFilePlan), which takes --micro-batches and
+  // --pipeline-schedule as a CPU cluster's search does.
+  const bool compiledFile = !args.modelPath.empty() && !args.analytic &&
+                            !(savedPlan && !args.replan) &&
+                            (cpu || (opaqueParams > 0 && !args.seq));
+  if (!cpu && !compiledFile && args.microBatches != 1)
     return invalidArgument(
         "--micro-batches applies to CPU clusters; on ", cluster.name,
         " the search chooses the micro-batches from --global-batch and "
         "--micro-batch");
-  if (!cpu && !args.schedule.empty())
+  if (!cpu && !compiledFile && !args.schedule.empty())
     return invalidArgument(
         "--pipeline-schedule applies to CPU clusters; on ", cluster.name,
         " the search chooses the schedule (a saved plan's schedule field "
@@ -1921,13 +1944,9 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
             "compiled as it is"
           : "";
   bool sensitivityCompiled = false;
-  // A file on CPU ranks, or one the formulas do not describe on GPUs
-  // (not with --seq: a file is compiled as it is).
-  if (!args.modelPath.empty() && !args.analytic && !pricingSaved &&
-      (cpu || (opaqueParams > 0 && !args.seq))) {
+  if (compiledFile)
     return compiledFilePlan(args, cluster, model, source, opaqueParams,
                             modelBatch, policy);
-  }
   if (opaqueParams > 0) {
     // Exits 0 as it always has: the report lists each ZeRO stage's fit.
     out.report += opaqueReport(args, cluster, opaqueParams, policy, source);

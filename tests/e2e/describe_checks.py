@@ -237,6 +237,22 @@ def main():
         failures.append(f"mlp on dgx-h100: not compiled for CUDA: {report.get('notes')}")
     print(f"mlp on dgx-h100: {compiled.get('mesh')} ZeRO-{compiled.get('zeroStage')}, "
           f"priced by {report.get('pricedBy')}")
+    # A file is compiled as it is: a global batch other than its batch times
+    # --micro-batches is refused, not ignored; a schedule named is the one
+    # the search compiles (it tried all four whatever was named).
+    p = subprocess.run([args.dtcc, "plan", path, "--cluster", "dgx-h100", "--ranks", "2",
+                        "--global-batch", str(2 * BATCH + 1)], capture_output=True, text=True)
+    if p.returncode == 0 or "is compiled as it is" not in p.stderr:
+        failures.append(f"mlp on dgx-h100, --global-batch {2 * BATCH + 1}: not refused "
+                        f"(exit {p.returncode}: {p.stderr.strip()[-200:]})")
+    report = plan_json(args.dtcc, path, ["--cluster", "dgx-h100", "--ranks", "2",
+                                         "--micro-batches", "2", "--global-batch",
+                                         str(2 * BATCH), "--pipeline-schedule", "gpipe"])
+    plans = [report["summary"]] + [a["summary"] for a in report.get("alternatives", [])]
+    others = [s for s in plans if any(k in s for k in ("1f1b", "zb-h1", "interleaved"))]
+    if report.get("globalBatch") != 2 * BATCH or others:
+        failures.append(f"mlp on dgx-h100 with 2 gpipe micro-batches: global batch "
+                        f"{report.get('globalBatch')}, other schedules {others}")
 
     # --plan auto plans the exported GPT with the transformer model.
     gpt = os.path.join(work, "gpt.onnx")
