@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <map>
 
@@ -74,7 +75,6 @@ struct Layer {
   SmallVector<Operation *> ops;
   double parameters = 0;
   double vectorParameters = 0; ///< of rank 1: norms' and biases
-
   double flops = 0;
 };
 
@@ -330,22 +330,17 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
   // (tied).
   m.learnedPositions = false;
   bool ownHead = false;
-  // Whether the program reads `var` before its first layer: an embedding's
-  // part, else the head's.
-  auto readBeforeLayers = [&](graph::VariableOp var) {
-    bool before = false;
-    func.walk([&](graph::LoadOp load) {
-      if (load.getVariable() != var.getSymName())
-        return;
-      SmallVector<Operation *> users;
-      usersThroughViews(load.getResult(), users);
-      for (Operation *user : users)
-        if (auto it = order.find(user);
-            it != order.end() && it->second < firstLayerOp)
-          before = true;
-    });
-    return before;
-  };
+  // The variables the program reads before its first layer: an
+  // embedding's parts (the others outside the layers are the head's).
+  llvm::StringSet<> readBeforeLayers;
+  func.walk([&](graph::LoadOp load) {
+    SmallVector<Operation *> users;
+    usersThroughViews(load.getResult(), users);
+    for (Operation *user : users)
+      if (auto it = order.find(user);
+          it != order.end() && it->second < firstLayerOp)
+        readBeforeLayers.insert(load.getVariable());
+  });
   SmallVector<graph::VariableOp> others;
   for (auto var : module.getOps<graph::VariableOp>()) {
     if (!params.contains(var) || var == table ||
@@ -376,7 +371,8 @@ DescribedModel describeModel(ModuleOp module, const std::string &name,
   for (graph::VariableOp var : others) {
     const int64_t n = int64_t(elements(var.getTensorType()));
     outside += n;
-    (readBeforeLayers(var) ? embeddingSide : headSide) += n;
+    (readBeforeLayers.contains(var.getSymName()) ? embeddingSide : headSide) +=
+        n;
   }
   // The final norm's parameters are the formulas' own (the head's, less
   // its weight); the count below checks the rest.

@@ -1823,15 +1823,16 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   // The CPU backend stores attention scores (no fused kernel) and computes
   // in fp32: the models must count what it runs.
   const bool cpu = cluster.device.isCpu();
-  // What only the CPU clusters' compiled search takes is refused elsewhere,
-  // not dropped: a GPU search chooses micro-batches (from --global-batch
-  // and --micro-batch) and schedules itself.
+  // A saved plan is priced, or with --replan its model searched.
+  const bool pricingSaved = savedPlan && !args.replan;
   // A file on CPU ranks, or one the formulas do not describe on GPUs (not
   // with --seq: a file is compiled as it is), is planned by compiling it
-  // (compiledFilePlan), which takes --micro-batches and
-  // --pipeline-schedule as a CPU cluster's search does.
+  // under every plan (compiledFilePlan), a search that takes
+  // --micro-batches and --pipeline-schedule. Elsewhere they are refused,
+  // not dropped: a GPU search chooses micro-batches (from --global-batch
+  // and --micro-batch) and schedules itself.
   const bool compiledFile = !args.modelPath.empty() && !args.analytic &&
-                            !(savedPlan && !args.replan) &&
+                            !pricingSaved &&
                             (cpu || (opaqueParams > 0 && !args.seq));
   if (!cpu && !compiledFile && args.microBatches != 1)
     return invalidArgument(
@@ -1899,8 +1900,6 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
            : std::string("; ") + gradientPassesText(run.gradients) +
                  " (the plan file's model has gradientPasses " +
                  model.gradientPasses + ")");
-  // A saved plan is priced, or with --replan its model searched.
-  const bool pricingSaved = savedPlan && !args.replan;
   if (args.halfGradReduce && (cpu || pricingSaved))
     return invalidArgument(
         "--grad-reduce half applies to the plans the search proposes on a "

@@ -48,8 +48,8 @@ int64_t ModelDesc::layerMatrixParams() const {
 
 int64_t ModelDesc::layerParams() const {
   if (layerVectorParams > 0)
-    return layerMatmulWeights(*this) + layerVectorParams;
-  int64_t params = layerMatmulWeights(*this) + 2 * normParams(*this);
+    return layerMatrixParams() + layerVectorParams;
+  int64_t params = layerMatrixParams() + 2 * normParams(*this);
   if (linearBias)
     params += (hidden + 2 * kvDim()) + hidden +
               (gatedMlp ? 2 * ffnHidden : ffnHidden) + hidden;
