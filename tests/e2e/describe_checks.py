@@ -21,7 +21,8 @@ torch.onnx (opset 17, training mode) and planned with `dtcc plan --json
     a bias on the logits), whose attention multiplies [batch x heads, seq,
     seq] as OPT's does and whose Linears are read transposed: the same
     sizes, and those parameters on the side of the layers that reads them
-    (embeddingExtraParams, headExtraParams);
+    (embeddingExtraParams, headExtraParams); with a head transform wider
+    than a layer's worth it is not described;
   - a GPT of GPT-J's blocks (one LayerNorm before attention and MLP side by
     side, attention without biases) whose scores are laid out [batch, seq,
     heads, seq] as GPT-BigCode's: its layers' vector parameters as the
@@ -212,6 +213,21 @@ def main():
         want = expected_transformer(model)
         compare(name, report["model"], want, failures)
         print(f"{name}: {json.dumps(report['model'])}")
+
+    # More than a layer's worth outside the layers (a head transform 8x
+    # wide) is a model the formulas do not describe.
+    wide = ExtrasGPT(vocab=44, seq=12, hidden=32, heads=4, layers=2)
+    wide.transform = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.GELU(),
+                                         torch.nn.Linear(256, 32))
+    path = os.path.join(work, "gpt-wide.onnx")
+    tm.export("gpt", wide, BATCH, path)
+    report = plan_json(args.dtcc, path, ["--global-batch", str(BATCH), "--ranks", "1",
+                                         "--frozen", ",".join(tm.frozen_buffers(wide))])
+    if report["model"].get("layers") != 0 or "outside its layers" not in report.get(
+            "modelSource", ""):
+        failures.append("gpt-wide: described as a transformer with "
+                        f"{report['model'].get('layers')} layers ({report.get('modelSource')})")
+    print(f"gpt-wide: {report.get('modelSource')}")
 
     # Not a transformer: an MLP, its figures only (cpu-local compiles it).
     mlp = tm.MLP(inputs=20, hidden=24, classes=6, layers=3)
