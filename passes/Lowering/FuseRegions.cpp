@@ -6,7 +6,8 @@
 // `dtcc_kernels` module, and a `dgraph.fused` call of it replaces its ops.
 // With `rows`, reductions along the last axis join too (with the
 // elementwise ops on their one-value-per-row results and the broadcasts of
-// those back over the row): such a region becomes the row form, loops over
+// those back over the row, and the softmax and norm ops written as such
+// ops in their kernels' order): such a region becomes the row form, loops over
 // the rows that compute each row in passes, a row's intermediates in
 // row-sized buffers. The values inside a region never reach memory; the
 // lowering then plans only the region's inputs and outputs.
@@ -92,11 +93,25 @@ bool isMaskLogic(Operation *op) {
   return type && type.getElementType().isInteger(1);
 }
 
+/// The attribute that ties a decomposed op's ops together (it never leaves
+/// the pass).
+constexpr StringLiteral kRowChainAttr = "dtcc.row_chain";
+
+/// A cast between float types of a decomposed norm: its statistics from
+/// double to their type or to the compute type. (Casts elsewhere change
+/// the type a region iterates over; regions do not take them.)
+bool isChainCast(Operation *op) {
+  if (!isa<graph::CastOp>(op) || !op->hasAttr(kRowChainAttr))
+    return false;
+  return isRegionFloat(getElementTypeOrSelf(op->getOperand(0).getType())) &&
+         isRegionFloat(getElementTypeOrSelf(op->getResult(0).getType()));
+}
+
 /// Whether a region computes `op`: a float elementwise op whose scalar form
 /// emitScalar knows, a comparison of floats, a logical op of their masks,
 /// or a select between floats.
 bool isFusableCompute(Operation *op) {
-  if (isFloatCompare(op) || isMaskLogic(op))
+  if (isFloatCompare(op) || isMaskLogic(op) || isChainCast(op))
     return true;
   if (!isa<graph::AddOp, graph::SubOp, graph::MulOp, graph::DivOp,
            graph::MaxOp, graph::MinOp, graph::NegOp, graph::AbsOp,
@@ -173,6 +188,8 @@ Value narrowed(OpBuilder &b, Location loc, Value s, Type e) {
 /// element by element (of its type or a mask of its shape; a logical op's
 /// of its result's type).
 bool operandsFit(Operation *op) {
+  if (isChainCast(op))
+    return false;
   RankedTensorType full = regionTypeOf(op);
   Type type = op->getResult(0).getType();
   return llvm::all_of(op->getOperandTypes(), [&](Type t) {
@@ -181,11 +198,13 @@ bool operandsFit(Operation *op) {
 }
 
 /// Whether `t` holds one value per row of the full type `full` ([rows...,
-/// C]): `[rows...]` or `[rows..., 1]`, of its element type.
+/// C]): `[rows...]` or `[rows..., 1]`, of its element type or, in a
+/// decomposed norm, another float type (its statistics in double; each op
+/// computes in the type of its operands).
 bool isRowOf(Type t, RankedTensorType full) {
   auto type = dyn_cast<RankedTensorType>(t);
-  if (!type || type.getElementType() != full.getElementType() ||
-      full.getRank() < 2 || full.getShape().back() == 1)
+  if (!type || !isRegionFloat(type.getElementType()) || full.getRank() < 2 ||
+      full.getShape().back() == 1)
     return false;
   ArrayRef<int64_t> rows = full.getShape().drop_back();
   ArrayRef<int64_t> shape = type.getShape();
@@ -240,24 +259,45 @@ bool isRowSoftmax(Operation *op) {
   return isRegionFloat(type.getElementType());
 }
 
-/// The attribute that ties a decomposed softmax's ops together (it never
-/// leaves the pass).
-constexpr StringLiteral kRowChainAttr = "dtcc.row_chain";
+/// A layer_norm or rms_norm over the last axis only, of a float tensor of
+/// rank 2 or more: a row region computes it from its decomposition.
+bool isRowNorm(Operation *op) {
+  if (!isa<graph::LayerNormOp, graph::RmsNormOp>(op))
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  auto axis = op->getAttrOfType<IntegerAttr>("axis");
+  if (!type || !axis || type.getRank() < 2 || type.getShape().back() < 2 ||
+      axis.getInt() != type.getRank() - 1)
+    return false;
+  return llvm::all_of(op->getResultTypes(), [](Type t) {
+    return isRegionFloat(getElementTypeOrSelf(t));
+  });
+}
 
-/// A softmax-family op written as the ops a row region computes, in the
-/// order of operations of its kernel (runtime/device/cpu/NNKernels.cpp,
-/// TrainingKernels.cpp), and what it takes to write it back as the op when
-/// no region takes its ops.
+/// A softmax-family op or a norm written as the ops a row region computes,
+/// in the order of operations of its kernel (runtime/device/cpu/
+/// NNKernels.cpp, TrainingKernels.cpp), and what it takes to write it back
+/// as the op when no region takes its ops.
 struct Decomposition {
   int64_t id;
   OperationName name;
   Location loc;
-  Type type;
+  SmallVector<Type> types;
   NamedAttrList attrs;
   /// Where the chain reads each of the op's operands (op, operand index).
   SmallVector<std::pair<Operation *, unsigned>> reads;
-  /// The ops, in program order; the last one's result replaces the op's.
+  /// The ops, in program order.
   SmallVector<Operation *> chain;
+  /// The ops whose results replace the op's, result by result.
+  SmallVector<Operation *> results;
+  /// The ops a region takes as members: all but the splat constants and
+  /// the broadcasts of a norm's scale and bias, which regions read in place.
+  SmallVector<Operation *> members;
+  /// Whether one region takes all its members or none does. A norm's
+  /// statistics are values in double (a sum of f32 rows into f64) that no
+  /// kernel computes, so it is never left in part; a softmax may be (its
+  /// ops are ops, in several kernels).
+  bool whole = false;
 };
 
 Decomposition decompose(Operation *op, int64_t id) {
@@ -265,10 +305,20 @@ Decomposition decompose(Operation *op, int64_t id) {
   Location loc = op->getLoc();
   auto full = cast<RankedTensorType>(op->getResult(0).getType());
   const int64_t rank = full.getRank();
-  auto perRow =
-      RankedTensorType::get(full.getShape().drop_back(), full.getElementType());
-  Decomposition d{id, op->getName(), loc, full,
-                  NamedAttrList(op->getAttrs()), {}, {}};
+  auto perRowOf = [&](Type element) {
+    return RankedTensorType::get(full.getShape().drop_back(), element);
+  };
+  auto perRow = perRowOf(full.getElementType());
+  Decomposition d{id,
+                  op->getName(),
+                  loc,
+                  llvm::to_vector(op->getResultTypes()),
+                  NamedAttrList(op->getAttrs()),
+                  {},
+                  {},
+                  {},
+                  {},
+                  false};
   auto make = [&](StringRef name, Type type, ValueRange operands,
                   ArrayRef<NamedAttribute> attrs = {}) -> Value {
     OperationState state(loc, name);
@@ -282,10 +332,11 @@ Decomposition decompose(Operation *op, int64_t id) {
       if (Attribute v = op->getAttr(a))
         o->setAttr(a, v);
     d.chain.push_back(o);
+    d.members.push_back(o);
     return o->getResult(0);
   };
-  auto reduce = [&](StringRef name, Value v, StringRef order) {
-    return make(name, perRow, v,
+  auto reduceAs = [&](StringRef name, Value v, StringRef order, Type type) {
+    return make(name, type, v,
                 {b.getNamedAttr("dims", b.getDenseI64ArrayAttr({rank - 1})),
                  b.getNamedAttr(kRowOrderAttr, b.getStringAttr(order))});
   };
@@ -298,41 +349,116 @@ Decomposition decompose(Operation *op, int64_t id) {
   auto full2 = [&](StringRef name, Value l, Value r) {
     return make(name, full, {l, r});
   };
-  Value result;
-  if (isa<graph::SoftmaxOp, graph::LogSoftmaxOp>(op)) {
+  // The chain reads operand `index` of the op as the last op's operand 0.
+  auto readsOperand = [&](unsigned index) {
+    if (d.reads.size() <= index)
+      d.reads.resize(index + 1, {nullptr, 0});
+    d.reads[index] = {d.chain.back(), 0};
+  };
+  SmallVector<Value> results;
+  if (isa<graph::LayerNormOp, graph::RmsNormOp>(op)) {
+    // The norm kernels (NNKernels.cpp): a row's sums in double (blockedSum)
+    // divided by its length in double, rstd = 1 / sqrt(var + eps) in
+    // double, the statistics stored from double, the values computed from
+    // the mean and rstd rounded to the compute type: layer norm
+    // ((x - mean) * rstd) * scale + bias, its variance the sum of the
+    // squared differences from that mean; RMS norm (x * rstd) * scale.
+    d.whole = true;
+    const bool layer = isa<graph::LayerNormOp>(op);
+    auto perRow64 = perRowOf(b.getF64Type());
+    auto splat64 = [&](double v) {
+      Value c =
+          make("dgraph.constant", perRow64, {},
+               {b.getNamedAttr("value", DenseElementsAttr::get(
+                                            perRow64, b.getF64FloatAttr(v)))});
+      d.members.pop_back();
+      return c;
+    };
+    auto perRow2 = [&](StringRef name, Value l, Value r) {
+      return make(name, perRow64, {l, r});
+    };
+    auto cast = [&](Value v, Type element) {
+      return make("dgraph.cast", perRowOf(element), v);
+    };
+    // A [C] operand of the op over the rows, read in place by the region.
+    auto alongRows = [&](unsigned index) {
+      Value r =
+          make("dgraph.broadcast_in_dim", full, op->getOperand(index),
+               {b.getNamedAttr("dims", b.getDenseI64ArrayAttr({rank - 1}))});
+      d.members.pop_back();
+      readsOperand(index);
+      return r;
+    };
+    Value x = op->getOperand(0);
+    Value n = splat64(double(full.getShape().back()));
+    Value centred = x, squares, mean;
+    if (layer) {
+      Value sum = reduceAs("dgraph.reduce_sum", x, "blocked_sum", perRow64);
+      readsOperand(0);
+      mean = perRow2("dgraph.div", sum, n);
+      centred =
+          full2("dgraph.sub", x, spread(cast(mean, full.getElementType())));
+      squares = full2("dgraph.mul", centred, centred);
+    } else {
+      squares = full2("dgraph.mul", x, x);
+      readsOperand(0);
+    }
+    Value sum = reduceAs("dgraph.reduce_sum", squares, "blocked_sum", perRow64);
+    Value eps = splat64(
+        op->getAttrOfType<FloatAttr>("epsilon").getValue().convertToDouble());
+    Value rstd =
+        make("dgraph.reciprocal", perRow64,
+             make("dgraph.sqrt", perRow64,
+                  perRow2("dgraph.add", perRow2("dgraph.div", sum, n), eps)));
+    Value y =
+        full2("dgraph.mul", centred, spread(cast(rstd, full.getElementType())));
+    y = full2("dgraph.mul", y, alongRows(1));
+    if (layer && op->getNumOperands() == 3)
+      y = full2("dgraph.add", y, alongRows(2));
+    results.push_back(y);
+    // The statistics in their own type (f32 for a half norm).
+    if (layer)
+      results.push_back(
+          cast(mean, getElementTypeOrSelf(op->getResult(1).getType())));
+    results.push_back(
+        cast(rstd, getElementTypeOrSelf(op->getResults().back().getType())));
+  } else if (isa<graph::SoftmaxOp, graph::LogSoftmaxOp>(op)) {
     // t = exp(x - max), sum in double; softmax: t * (1 / sum); log-softmax:
     // (x - max) - log(sum).
     Value x = op->getOperand(0);
-    Value m = reduce("dgraph.reduce_max", x, "first_max");
-    d.reads.push_back({d.chain.back(), 0});
+    Value m = reduceAs("dgraph.reduce_max", x, "first_max", perRow);
+    readsOperand(0);
     Value shifted = full2("dgraph.sub", x, spread(m));
     Value t = make("dgraph.exp", full, shifted);
-    Value sum = reduce("dgraph.reduce_sum", t, "blocked_sum");
+    Value sum = reduceAs("dgraph.reduce_sum", t, "blocked_sum", perRow);
     if (isa<graph::SoftmaxOp>(op))
-      result = full2("dgraph.mul", t,
-                     spread(make("dgraph.reciprocal", perRow, sum)));
+      results.push_back(full2("dgraph.mul", t,
+                              spread(make("dgraph.reciprocal", perRow, sum))));
     else
-      result = full2("dgraph.sub", shifted,
-                     spread(make("dgraph.log", perRow, sum)));
+      results.push_back(full2("dgraph.sub", shifted,
+                              spread(make("dgraph.log", perRow, sum))));
   } else if (isa<graph::SoftmaxGradOp>(op)) {
     // dx = y * (dy - sum(dy * y)).
     Value y = op->getOperand(0), dy = op->getOperand(1);
     Value prod = full2("dgraph.mul", dy, y);
-    d.reads.push_back({d.chain.back(), 1});
-    d.reads.push_back({d.chain.back(), 0});
-    Value sum = reduce("dgraph.reduce_sum", prod, "blocked_sum");
-    result = full2("dgraph.mul", y, full2("dgraph.sub", dy, spread(sum)));
+    d.reads = {{d.chain.back(), 1}, {d.chain.back(), 0}};
+    Value sum = reduceAs("dgraph.reduce_sum", prod, "blocked_sum", perRow);
+    results.push_back(
+        full2("dgraph.mul", y, full2("dgraph.sub", dy, spread(sum))));
   } else {
     // log-softmax: dx = dy - exp(y) * sum(dy).
     Value y = op->getOperand(0), dy = op->getOperand(1);
-    Value sum = reduce("dgraph.reduce_sum", dy, "blocked_sum");
+    Value sum = reduceAs("dgraph.reduce_sum", dy, "blocked_sum", perRow);
     Operation *sumOp = d.chain.back();
     Value e = make("dgraph.exp", full, y);
-    d.reads.push_back({d.chain.back(), 0});
-    d.reads.push_back({sumOp, 0});
-    result = full2("dgraph.sub", dy, full2("dgraph.mul", e, spread(sum)));
+    d.reads = {{d.chain.back(), 0}, {sumOp, 0}};
+    results.push_back(
+        full2("dgraph.sub", dy, full2("dgraph.mul", e, spread(sum))));
   }
-  op->getResult(0).replaceAllUsesWith(result);
+  for (auto [old, now] : llvm::zip_equal(op->getResults(), results)) {
+    d.results.push_back(now.getDefiningOp());
+    old.replaceAllUsesWith(now);
+  }
   op->erase();
   return d;
 }
@@ -379,10 +505,16 @@ Value emitScalar(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
         return arith::MinimumFOp::create(b, loc, x[0], x[1]);
       })
       .Case([&](graph::NegOp) { return neg(x[0]); })
-      .Case([&](graph::AbsOp) -> Value { return math::AbsFOp::create(b, loc, x[0]); })
+      .Case([&](graph::AbsOp) -> Value {
+        return math::AbsFOp::create(b, loc, x[0]);
+      })
       .Case([&](graph::ExpOp) { return exp(x[0]); })
-      .Case([&](graph::LogOp) -> Value { return math::LogOp::create(b, loc, x[0]); })
-      .Case([&](graph::SqrtOp) -> Value { return math::SqrtOp::create(b, loc, x[0]); })
+      .Case([&](graph::LogOp) -> Value {
+        return math::LogOp::create(b, loc, x[0]);
+      })
+      .Case([&](graph::SqrtOp) -> Value {
+        return math::SqrtOp::create(b, loc, x[0]);
+      })
       .Case([&](graph::RsqrtOp) -> Value {
         return div(c(1), math::SqrtOp::create(b, loc, x[0]));
       })
@@ -392,7 +524,9 @@ Value emitScalar(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
       .Case([&](graph::PowOp) -> Value {
         return math::PowFOp::create(b, loc, x[0], x[1]);
       })
-      .Case([&](graph::SigmoidOp) { return div(c(1), add(c(1), exp(neg(x[0])))); })
+      .Case([&](graph::SigmoidOp) {
+        return div(c(1), add(c(1), exp(neg(x[0]))));
+      })
       .Case([&](graph::SiluOp) { return div(x[0], add(c(1), exp(neg(x[0])))); })
       .Case([&](graph::ReluOp) -> Value {
         Value lt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x[0], c(0));
@@ -444,6 +578,17 @@ Value emitScalar(OpBuilder &b, Location loc, Operation *op, ValueRange x) {
       })
       .Case([&](graph::SelectOp) -> Value {
         return arith::SelectOp::create(b, loc, x[0], x[1], x[2]);
+      })
+      .Case([&](graph::CastOp cast) -> Value {
+        // To the type the result computes in (a half type's is f32, rounded
+        // only where it is written).
+        Type to = computeType(getElementTypeOrSelf(cast.getType()));
+        unsigned from = t.getIntOrFloatBitWidth();
+        if (to == t)
+          return x[0];
+        return from < to.getIntOrFloatBitWidth()
+                   ? arith::ExtFOp::create(b, loc, to, x[0]).getResult()
+                   : arith::TruncFOp::create(b, loc, to, x[0]).getResult();
       })
       .Case([&](graph::SiluGradOp) -> Value {
         Value v = x[0], dy = x[1];
@@ -514,9 +659,10 @@ RowOrder rowOrderOf(Operation *op) {
 /// its element j, in `order` (runtime/device/cpu/ReductionKernels.cpp,
 /// reduceRow and selectRow; CpuKernelUtils.h, blockedSum and rowMax),
 /// operation for operation (the constants: runtime/base/RowReduction.h).
+/// A blocked sum whose result is f64 (a norm's) keeps its total in double.
 Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
                     function_ref<Value(OpBuilder &, Value)> load,
-                    RowOrder order) {
+                    RowOrder order, Type result) {
   constexpr int64_t kLanes = runtime::kRowLanes, kRowBlock = runtime::kRowBlock,
                     kBlock = runtime::kBlockedSumBlock;
   const bool max = order == RowOrder::Max || order == RowOrder::FirstMax;
@@ -618,7 +764,9 @@ Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
         part = arith::ExtFOp::create(b, loc, f64, part);
       total = arith::AddFOp::create(b, loc, total, part);
     }
-    return t == f64 ? total : arith::TruncFOp::create(b, loc, t, total);
+    return t == f64 || result == f64
+               ? total
+               : arith::TruncFOp::create(b, loc, t, total).getResult();
   }
   std::function<Value(int64_t, int64_t)> sum = [&](int64_t begin,
                                                    int64_t count) -> Value {
@@ -686,8 +834,8 @@ private:
   llvm::DenseMap<Operation *, int64_t> order;
   /// Reductions left out of row regions (theirs did not fit).
   llvm::DenseSet<Operation *> excluded;
-  /// The softmaxes decomposed for row regions, by id.
-  SmallVector<Decomposition> decompositions;
+  /// The softmaxes and norms decomposed for row regions, by id.
+  std::vector<Decomposition> decompositions;
   /// Decompositions written back as their ops.
   llvm::DenseSet<int64_t> recomposed;
 };
@@ -743,6 +891,14 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
   }
   if (!rows)
     return {};
+  // A decomposed norm's cast of a value per row to another float type
+  // joins the row region of its operand.
+  if (isChainCast(op)) {
+    if (std::optional<unsigned> r = producer(op->getOperand(0)))
+      if (regions[*r].rows && isRowOf(type, regions[*r].full))
+        return {{*r}, Region{}};
+    return {};
+  }
   if (isRowReduction(op) && !excluded.contains(op)) {
     auto full = cast<RankedTensorType>(op->getOperand(0).getType());
     if (std::optional<unsigned> r = producer(op->getOperand(0)))
@@ -763,23 +919,25 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
 
 void FunctionFusion::run() {
   Block &body = fn.front();
-  // Softmaxes with a neighbour a region could take are decomposed into
-  // the ops a row region computes; those no region takes are written back.
+  // Softmaxes and norms with a neighbour a region could take are
+  // decomposed into the ops a row region computes; those no region takes
+  // are written back.
   if (rows)
     for (Operation &op : llvm::make_early_inc_range(body)) {
-      if (!isRowSoftmax(&op))
+      if (!isRowSoftmax(&op) && !isRowNorm(&op))
         continue;
       auto type = cast<RankedTensorType>(op.getResult(0).getType());
       const int64_t rowBytes =
           type.getShape().back() * computeBytes(type.getElementType());
       auto fusable = [](Operation *o) {
-        return o && (isFusableCompute(o) || isRowSoftmax(o));
+        return o && (isFusableCompute(o) || isRowSoftmax(o) || isRowNorm(o));
       };
       bool neighbour =
           llvm::any_of(op.getOperands(),
                        [&](Value v) { return fusable(v.getDefiningOp()); }) ||
           llvm::any_of(op.getUsers(), fusable);
-      if (neighbour && 3 * rowBytes <= kMaxRowBufferBytes)
+      // Its own row buffers: a softmax's 3 at most, a layer norm's 4.
+      if (neighbour && 4 * rowBytes <= kMaxRowBufferBytes)
         decompositions.push_back(decompose(&op, decompositions.size()));
     }
   // A row region whose row buffers would not fit is not formed: its
@@ -831,15 +989,15 @@ llvm::DenseMap<int64_t, size_t> FunctionFusion::chainsLeft() {
 
 void FunctionFusion::recompose(Decomposition &d) {
   recomposed.insert(d.id);
-  Operation *last = d.chain.back();
-  OpBuilder b(last);
+  OpBuilder b(d.chain.back());
   OperationState state(d.loc, d.name);
   for (auto [reader, index] : d.reads)
     state.addOperands(reader->getOperand(index));
-  state.addTypes(d.type);
+  state.addTypes(d.types);
   state.addAttributes(d.attrs);
   Operation *op = b.create(state);
-  last->getResult(0).replaceAllUsesWith(op->getResult(0));
+  for (auto [from, to] : llvm::zip_equal(d.results, op->getResults()))
+    from->getResult(0).replaceAllUsesWith(to);
   for (Operation *o : llvm::reverse(d.chain))
     o->erase();
 }
@@ -905,6 +1063,25 @@ SmallVector<Operation *> FunctionFusion::groupAndOutline() {
     });
     regionOf[&op] = into;
   }
+  // A decomposition that must be whole and is not (a member in no region,
+  // or in two) is written back as its op, and the function grouped again.
+  bool split = false;
+  for (Decomposition &d : decompositions) {
+    if (!d.whole || recomposed.contains(d.id))
+      continue;
+    auto it = regionOf.find(d.members.front());
+    bool one = it != regionOf.end() && regions[it->second].rows &&
+               llvm::all_of(d.members, [&](Operation *m) {
+                 auto at = regionOf.find(m);
+                 return at != regionOf.end() && at->second == it->second;
+               });
+    if (!one) {
+      recompose(d);
+      split = true;
+    }
+  }
+  if (split)
+    return groupAndOutline();
   // A region of one computing op is left as it is (its kernel is already
   // one pass); reshapes and broadcasts compute nothing.
   SmallVector<Operation *> unfit;
@@ -1219,9 +1396,10 @@ LogicalResult FunctionFusion::buildRows(
   }
 
   // Reads an outside value at the row `ivs` and column `col`.
+  // (A decomposed norm's constants in double are read as doubles.)
   auto readInput = [&](OpBuilder &ob, Value v, Value col) -> Value {
     if (DenseElementsAttr splat = inlinedSplat(v.getDefiningOp()))
-      return splatScalar(ob, loc, splat, compute);
+      return splatScalar(ob, loc, splat, computeType(splat.getElementType()));
     auto key = inputOf(v);
     assert(inputs.count(key) && "an outside value the region did not take");
     SmallVector<Value> at(ivs);
@@ -1229,7 +1407,7 @@ LogicalResult FunctionFusion::buildRows(
     Value s = memref::LoadOp::create(
         ob, loc, args[inputs.lookup(key)],
         indicesOf(ob, loc, key.second, at));
-    return widened(ob, loc, s, compute);
+    return widened(ob, loc, s, computeType(s.getType()));
   };
   // Writes an output's element (a value per row at column 0, if it has one).
   auto writeOutput = [&](OpBuilder &ob, Value v, Value s, Value col) {
@@ -1311,8 +1489,9 @@ LogicalResult FunctionFusion::buildRows(
         return buffer ? memref::LoadOp::create(lb, loc, buffer, ValueRange{j})
                       : readInput(lb, v, j);
       };
-      Value r = emitRowReduce(rb, op->getLoc(), compute, cols, load,
-                              rowOrderOf(op));
+      Value r =
+          emitRowReduce(rb, op->getLoc(), compute, cols, load, rowOrderOf(op),
+                        getElementTypeOrSelf(op->getResult(0).getType()));
       perRow.map(op->getResult(0), r);
       writeOutput(rb, op->getResult(0), r, Value());
     }

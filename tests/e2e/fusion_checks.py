@@ -6,7 +6,9 @@
    gradient with the residual gradient's sum, a scale/mask chain, SiLU and
    the sigmoid, an f64 chain) and of row regions (an RMS norm as PyTorch
    exports it, over rows of 2500: the sum's pairwise halves and a tail; a
-   softmax from sums and maxima with its log-sum-exp) and of masks (Clip
+   softmax from sums and maxima with its log-sum-exp; a residual add and
+   a layer norm, an RMS norm and an f64 layer norm, the norm ops' outputs
+   and statistics equal to their kernels' bit for bit) and of masks (Clip
    as imported, with inputs at its bounds; a mask read in and one written
    out; a select in a row region) compiled with and without --fuse, run on
    the same random inputs: every output within 1e-6 relative (f32; f64
@@ -47,7 +49,11 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
                 %d: tensor<3x7xf64> {dgraph.name = "d"},
                 %w: tensor<4x3x2500xf32> {dgraph.name = "w"},
                 %z: tensor<5x37xf32> {dgraph.name = "z"},
-                %keep: tensor<6x40xi1> {dgraph.name = "keep"})
+                %keep: tensor<6x40xi1> {dgraph.name = "keep"},
+                %u: tensor<4x3x2500xf32> {dgraph.name = "u"},
+                %lg: tensor<2500xf32> {dgraph.name = "lg"},
+                %lb: tensor<2500xf32> {dgraph.name = "lb"},
+                %dg: tensor<7xf64> {dgraph.name = "dg"})
     -> (tensor<6x40xf32> {dgraph.name = "pre"}, tensor<6x40xf32> {dgraph.name = "act"},
         tensor<6x40xf32> {dgraph.name = "grad"}, tensor<6x40xf32> {dgraph.name = "scores"},
         tensor<6x40xf32> {dgraph.name = "gate"}, tensor<3x7xf64> {dgraph.name = "f64"},
@@ -56,7 +62,11 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
         tensor<6x40xf32> {dgraph.name = "probs"}, tensor<6x40xf32> {dgraph.name = "logp"},
         tensor<6x40xf32> {dgraph.name = "sgrad"}, tensor<6x40xf32> {dgraph.name = "lgrad"},
         tensor<6x40xf32> {dgraph.name = "clip"}, tensor<6x40xi1> {dgraph.name = "inside"},
-        tensor<6x40xf32> {dgraph.name = "kept"}, tensor<5xf32> {dgraph.name = "posmax"}) {
+        tensor<6x40xf32> {dgraph.name = "kept"}, tensor<5xf32> {dgraph.name = "posmax"},
+        tensor<4x3x2500xf32> {dgraph.name = "resid"}, tensor<4x3x2500xf32> {dgraph.name = "ln"},
+        tensor<4x3xf32> {dgraph.name = "lmean"}, tensor<4x3xf32> {dgraph.name = "lrstd"},
+        tensor<4x3x2500xf32> {dgraph.name = "rms"}, tensor<4x3xf32> {dgraph.name = "rrstd"},
+        tensor<3x7xf64> {dgraph.name = "lnd"}) {
   %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<40xf32>) -> tensor<6x40xf32>
   %pre = dgraph.add %x, %bb : tensor<6x40xf32>
   %act = dgraph.gelu %pre {approximate = "tanh"} : tensor<6x40xf32>
@@ -135,15 +145,35 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
   %zsel = dgraph.select %zpos, %z, %zlow : tensor<5x37xf32>
   %zsq = dgraph.mul %zsel, %zsel : tensor<5x37xf32>
   %posmax = dgraph.reduce_max %zsq, dims = [1] : (tensor<5x37xf32>) -> tensor<5xf32>
+  // The norm ops with neighbours (a residual add, a product, an f64
+  // negation): decomposed into row regions in their kernels' orders (the
+  // statistics in double), so equal to the kernels' results bit for bit.
+  %resid = dgraph.add %w, %u : tensor<4x3x2500xf32>
+  %ln, %lmean, %lrstd = dgraph.layer_norm %resid, %lg, %lb axis = 2, epsilon = 1.0e-05
+      : (tensor<4x3x2500xf32>, tensor<2500xf32>, tensor<2500xf32>)
+      -> (tensor<4x3x2500xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
+  %rx = dgraph.mul %w, %u : tensor<4x3x2500xf32>
+  %rms, %rrstd = dgraph.rms_norm %rx, %lg axis = 2, epsilon = 1.0e-06
+      : (tensor<4x3x2500xf32>, tensor<2500xf32>) -> (tensor<4x3x2500xf32>, tensor<4x3xf32>)
+  %dn = dgraph.neg %d : tensor<3x7xf64>
+  %lnd, %dmean, %drstd = dgraph.layer_norm %dn, %dg axis = 1, epsilon = 1.0e-05
+      : (tensor<3x7xf64>, tensor<7xf64>) -> (tensor<3x7xf64>, tensor<3xf64>, tensor<3xf64>)
   return %pre, %act, %grad, %scores, %gate, %f64, %norm, %rstd, %soft, %lse,
-         %probs, %logp, %sgrad, %lgrad, %clip, %inside, %kept, %posmax
+         %probs, %logp, %sgrad, %lgrad, %clip, %inside, %kept, %posmax,
+         %resid, %ln, %lmean, %lrstd, %rms, %rrstd, %lnd
       : tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
         tensor<6x40xf32>, tensor<3x7xf64>, tensor<4x3x2500xf32>, tensor<4x3x1xf32>,
         tensor<5x37xf32>, tensor<5xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
         tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xi1>,
-        tensor<6x40xf32>, tensor<5xf32>
+        tensor<6x40xf32>, tensor<5xf32>, tensor<4x3x2500xf32>, tensor<4x3x2500xf32>,
+        tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3x2500xf32>, tensor<4x3xf32>,
+        tensor<3x7xf64>
 }
 """
+
+
+# The norm ops' outputs (and the residual the layer norm's region writes).
+NORMS = ["resid", "ln", "lmean", "lrstd", "rms", "rrstd", "lnd"]
 
 
 def region_outputs(dtcc, work, check):
@@ -161,6 +191,11 @@ def region_outputs(dtcc, work, check):
     inputs["x"].flat[::7] = np.float32(1.5)
     inputs["x"].flat[3::11] = np.float32(-1.0)
     inputs["keep"] = rng.random((6, 40)) < 0.5
+    # Rows far from zero mean (the layer norm's two sums differ).
+    inputs["u"] = rng.uniform(2, 5, size=(4, 3, 2500)).astype(np.float32)
+    inputs["lg"] = rng.uniform(-2, 2, size=2500).astype(np.float32)
+    inputs["lb"] = rng.uniform(-1, 1, size=2500).astype(np.float32)
+    inputs["dg"] = rng.uniform(-2, 2, size=7)
     args = []
     for n, v in inputs.items():
         e2e_common.write_pb(os.path.join(work, n + ".pb"), n, v)
@@ -175,7 +210,7 @@ def region_outputs(dtcc, work, check):
                       for n in ["pre", "act", "grad", "scores", "gate", "f64",
                                 "norm", "rstd", "soft", "lse", "probs", "logp",
                                 "sgrad", "lgrad", "clip", "inside", "kept",
-                                "posmax"]}
+                                "posmax"] + list(NORMS)}
     explained = e2e_common.run([dtcc, "explain", os.path.join(work, "regions--fuse")])
     m = re.search(r"main: (\d+) regions of (\d+) ops", explained)
     check(m is not None and int(m.group(1)) >= 5,
@@ -189,6 +224,14 @@ def region_outputs(dtcc, work, check):
         left = re.findall(r'dexec\.kernel "(eq|lt|le|gt|ge|and|or|not|select)"',
                           f.read())
     check(not left, f"the regions take the masks' ops (left as kernels: {left})")
+    with open(os.path.join(work, "dump--fuse", "4-dexec.mlir")) as f:
+        left = re.findall(r'dexec\.kernel "(layer_norm|rms_norm)"', f.read())
+    check(not left, f"the regions take the norm ops (left as kernels: {left})")
+    for n in NORMS:
+        got, want = outs["--fuse"][n], outs["--no-fuse"][n]
+        check(np.array_equal(got, want),
+              f"norm region output '{n}' ({want.dtype}) equals the norm kernel's "
+              f"bit for bit ({int(np.sum(got != want))} of {want.size} differ)")
     for n, want in outs["--no-fuse"].items():
         got = outs["--fuse"][n]
         if want.dtype == np.bool_:

@@ -7,9 +7,10 @@ block sizes) in f32, f64 or bf16: unary and binary elementwise ops (with
 broadcast weights and splat constants), sums and maxima along the last
 axis, the ops on their one value per row and its two forms ([rows...] and
 [rows..., 1]), broadcasts back over the row, comparisons (with ties), the
-logical ops of their masks and selects by them, and softmax, log_softmax
-and their gradients along the last axis. Some intermediate values, values per
-row among them, are outputs too. Every op keeps its values finite
+logical ops of their masks and selects by them, softmax, log_softmax
+and their gradients along the last axis, and layer and RMS norms over it
+(their statistics values per row the program reads on). Some intermediate
+values, values per row among them, are outputs too. Every op keeps its values finite
 (logarithms of |x| + 1, square roots of |x|, quotients by |x| + 1).
 
 The program is compiled with and without --fuse and run on the same
@@ -149,6 +150,8 @@ class Program:
                 self.emit(f"dgraph.mul {self.pick('full')}, {b} : {full}", "full")
         elif r < 0.9:
             self.select()
+        elif r < 0.95:
+            self.norm()
         else:
             op = self.rng.choice(["softmax", "log_softmax", "softmax_grad",
                                   "log_softmax_grad"])
@@ -159,6 +162,30 @@ class Program:
                           f"{full}", "full")
             else:
                 self.emit(f"dgraph.{op} {a}, dim = {last} : {full}", "full")
+
+    def norm(self):
+        """A layer norm (with or without a bias) or an RMS norm over the last
+        axis, scaled by the weight; its statistics are values per row. Its
+        epsilon (0.1) bounds rstd, so that a row of near-equal values does
+        not magnify the programs' rounding differences."""
+        full, row, vec = self.type("full"), self.type("row"), self.type("vec")
+        a = self.pick("full", summed=True)
+        name = f"%v{self.counter}"
+        self.counter += 1
+        if self.rng.random() < 0.6:
+            bias = self.rng.random() < 0.5
+            self.lines.append(
+                f"  {name}:3 = dgraph.layer_norm {a}, %w{', %w' if bias else ''} "
+                f"axis = {len(self.rows)}, epsilon = 1.0e-01 : ({full}, {vec}"
+                f"{', ' + vec if bias else ''}) -> ({full}, {row}, {row})")
+            stats = [f"{name}#1", f"{name}#2"]
+        else:
+            self.lines.append(
+                f"  {name}:2 = dgraph.rms_norm {a}, %w axis = {len(self.rows)}, "
+                f"epsilon = 1.0e-01 : ({full}, {vec}) -> ({full}, {row})")
+            stats = [f"{name}#1"]
+        self.values.append((f"{name}#0", "full"))
+        self.values += [(s, "row") for s in stats]
 
     def second(self, choice, low, high):
         """A binary op's second operand by `choice` in [0, 1): a value
@@ -281,7 +308,7 @@ def run_program(dtcc, work, seed, check):
     plain = compile_and_run(dtcc, src, "--no-fuse", args, names, check, what)
     if fused is None or plain is None:
         return 0
-    rows = len(re.findall(r"reduce_(?:sum|max)|softmax", fused[1]))
+    rows = len(re.findall(r"reduce_(?:sum|max)|softmax|_norm", fused[1]))
     if dtype == "bf16":
         # Regions round only what they write, the unfused program every
         # op's result: both are held to the program in f32, the fused one
