@@ -181,14 +181,16 @@ std::string zeroText(const Plan &p) {
   }
 }
 
-void describePlan(std::ostringstream &os, const Plan &p) {
+/// `unit` is what a batch counts: "sequence" (a transformer's), or
+/// "sample" (a model known by its graph alone).
+void describePlan(std::ostringstream &os, const Plan &p, const char *unit) {
   os << "  mesh            dp=" << p.dp << " x pp=" << p.pp << " x tp=" << p.tp;
   if (p.cp > 1)
     os << " x cp=" << p.cp;
   os << " (" << p.devices() << " devices)\n";
   os << "  ZeRO            " << zeroText(p) << "\n";
   os << "  micro-batches   " << p.microBatches << " of " << p.microBatchSize
-     << " sequence" << (p.microBatchSize == 1 ? "" : "s")
+     << " " << unit << (p.microBatchSize == 1 ? "" : "s")
      << " per data-parallel rank\n";
   if (p.pp > 1) {
     os << "  schedule        " << scheduleName(p.schedule);
@@ -255,7 +257,7 @@ std::string formatReport(const PlanReport &r) {
     const Plan &p = cand.plan;
     os << (r.origin == "search" ? "Chosen plan" : "Given plan") << ": "
        << p.summary() << "\n";
-    describePlan(os, p);
+    describePlan(os, p, m.seq > 0 ? "sequence" : "sample");
     if (!cand.fits)
       os << "  DOES NOT FIT: " << cand.problem << "\n";
 
@@ -310,8 +312,10 @@ std::string formatReport(const PlanReport &r) {
     trow("offload transfers (exposed)", t.offloadExposed);
     trow("step", t.stepTime);
     os << tt.render("  ");
+    // A model with no sequence steps over samples (tokensPerSecond counts
+    // its batch's rows).
     os << "  throughput      " << formatCount(t.tokensPerSecond)
-       << " tokens/s, "
+       << (m.seq > 0 ? " tokens/s, " : " samples/s, ")
        << (t.modelTflopsPerGpu >= 1
                ? fixed(t.modelTflopsPerGpu, 1) + " model TFLOP/s"
                : fixed(t.modelTflopsPerGpu * 1e3, 1) + " model GFLOP/s")

@@ -253,6 +253,14 @@ def main():
         failures.append(f"mlp on dgx-h100: not compiled for CUDA: {report.get('notes')}")
     print(f"mlp on dgx-h100: {compiled.get('mesh')} ZeRO-{compiled.get('zeroStage')}, "
           f"priced by {report.get('pricedBy')}")
+    # Its report counts samples, not tokens (it has no sequence).
+    text = subprocess.run([args.dtcc, "plan", path, "--cluster", "dgx-h100", "--ranks", "2"],
+                          capture_output=True, text=True).stdout
+    counts = [l.strip() for l in text.splitlines()
+              if l.strip().startswith(("micro-batches", "throughput", "global batch"))]
+    if (len(counts) != 3 or "samples/s" not in text or
+            any("token" in l or "sequence" in l for l in counts)):
+        failures.append(f"mlp on dgx-h100: the report counts tokens or sequences: {counts}")
     # A file is compiled as it is: a global batch other than its batch times
     # --micro-batches is refused, not ignored; a schedule named is the one
     # the search compiles (it tried all four whatever was named).
