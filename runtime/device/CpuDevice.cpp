@@ -1,6 +1,7 @@
 //===- CpuDevice.cpp - the host CPU as a device ----------------------------===//
 
 #include "runtime/device/Device.h"
+#include "runtime/device/cpu/CpuAdamw.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -10,7 +11,27 @@ namespace {
 
 class CpuDevice final : public Device {
 public:
-  CpuDevice() { registerCpuKernels(registry_); }
+  /// The CPU's kernels, with runs of consecutive adamw instructions bound
+  /// as one update (cpu/CpuAdamw.h): binding any other kernel, or starting
+  /// a function, ends the run being bound.
+  CpuDevice() {
+    KernelRegistry kernels;
+    registerCpuKernels(kernels);
+    for (const std::string &name : kernels.names()) {
+      KernelFactory factory = *kernels.find(name);
+      if (name == "adamw") {
+        registry_.add(name, [this](const KernelContext &ctx) {
+          return cpu::bindAdamwInRun(ctx, openAdamw_);
+        });
+        continue;
+      }
+      registry_.add(name, [this, factory](const KernelContext &ctx) {
+        openAdamw_.reset();
+        return factory(ctx);
+      });
+    }
+  }
+  void beginFunction() override { openAdamw_.reset(); }
   std::string name() const override { return "cpu"; }
   StatusOr<void *> allocate(int64_t bytes) override {
     size_t size = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
@@ -37,6 +58,7 @@ public:
 
 private:
   KernelRegistry registry_;
+  std::shared_ptr<cpu::AdamwRun> openAdamw_;
 };
 
 } // namespace

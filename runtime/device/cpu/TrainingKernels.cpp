@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/base/Random.h"
+#include "runtime/device/AdamwGroup.h"
+#include "runtime/device/cpu/CpuAdamw.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
-#include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/ElementwiseLoops.h"
+#include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/VectorMath.h"
 
 #include <algorithm>
@@ -921,7 +923,17 @@ void adamwLoop(const C *param, const G *grad, const C *m, const C *v, C *newP,
     adamwBody(param, grad, m, v, newP, newM, newV, rounded, n, k);
 }
 
-StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
+/// An adamw instruction, bound: what a run of them shares and touches, and
+/// its update of the elements [b, e) with a run's coefficients.
+struct AdamwMember {
+  AdamwAccess access;
+  int64_t n = 0;
+  std::function<void(int64_t, int64_t, const AdamwCoefs<double> &)> update;
+};
+
+/// The checked operands of an adamw instruction (param, grad, m, v, lr,
+/// step, grad_scale -> new_param, new_m, new_v[, rounded]).
+StatusOr<AdamwMember> planAdamw(const KernelContext &ctx) {
   // An f32 parameter's gradient may be bf16 or f16 (read without a cast);
   // a fourth output is the new parameter rounded to bf16 or f16 (an f32
   // master's compute-type copy).
@@ -929,21 +941,31 @@ StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
       checkOptimizer(ctx, 4, {"param", "grad", "m", "v"},
                      {"new_param", "new_m", "new_v", "rounded"},
                      /*narrowGrad=*/true));
-  const DType gradType = ctx.inputs[1].dtype;
+  AdamwMember member;
+  AdamwAccess &a = member.access;
+  a.paramType = ctx.inputs[0].dtype;
+  a.gradType = ctx.inputs[1].dtype;
   const bool hasRounded = ctx.outputs.size() == 4;
   void *roundedData = hasRounded ? ctx.outputs[3].data : nullptr;
-  const DType roundedType = hasRounded ? ctx.outputs[3].dtype : DType::kF32;
-  DTCC_ASSIGN_OR_RETURN(double beta1, requireFloat(ctx, "beta1"));
-  DTCC_ASSIGN_OR_RETURN(double beta2, requireFloat(ctx, "beta2"));
-  DTCC_ASSIGN_OR_RETURN(double eps, requireFloat(ctx, "epsilon"));
-  DTCC_ASSIGN_OR_RETURN(double wd, requireFloat(ctx, "weight_decay"));
-  const OptimizerScalars s{ctx.inputs[4].as<const float>(),
-                           ctx.inputs[5].as<const int64_t>(),
-                           ctx.inputs[6].as<const float>()};
-  const int64_t n = ctx.inputs[0].numel();
-  const std::string prefix = errorPrefix(ctx);
-  KernelFn fn;
-  if (!visitDType<kSetF32F64>(ctx.inputs[0].dtype, [&](auto tag) {
+  a.roundedType = hasRounded ? ctx.outputs[3].dtype : DType::kF32;
+  DTCC_ASSIGN_OR_RETURN(a.beta1, requireFloat(ctx, "beta1"));
+  DTCC_ASSIGN_OR_RETURN(a.beta2, requireFloat(ctx, "beta2"));
+  DTCC_ASSIGN_OR_RETURN(a.eps, requireFloat(ctx, "epsilon"));
+  DTCC_ASSIGN_OR_RETURN(a.weightDecay, requireFloat(ctx, "weight_decay"));
+  a.lr = ctx.inputs[4].data;
+  a.step = ctx.inputs[5].data;
+  a.gradScale = ctx.inputs[6].data;
+  // Every operand is contiguous (checkOptimizer).
+  auto bytesOf = [](const TensorView &t) {
+    return byteRange(t.data, t.numel() * int64_t(dtypeSize(t.dtype)));
+  };
+  for (const TensorView &in : ctx.inputs)
+    a.reads.push_back(bytesOf(in));
+  for (const TensorView &out : ctx.outputs)
+    a.writes.push_back(bytesOf(out));
+  member.n = ctx.inputs[0].numel();
+  const DType gradType = a.gradType, roundedType = a.roundedType;
+  if (!visitDType<kSetF32F64>(a.paramType, [&](auto tag) {
         using C = typename decltype(tag)::type;
         const C *param = ctx.inputs[0].as<const C>(),
                 *m = ctx.inputs[2].as<const C>(),
@@ -951,41 +973,27 @@ StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
         const void *grad = ctx.inputs[1].data;
         C *newP = ctx.outputs[0].as<C>(), *newM = ctx.outputs[1].as<C>(),
           *newV = ctx.outputs[2].as<C>();
-        fn = [=]() -> Status {
-          const int64_t step = *s.step;
-          if (step < 1)
-            return badStep(prefix, step);
-          // As PyTorch: scalars in double, rounded once to the tensor type.
-          const double lr = *s.lr;
-          const double bc1 = 1 - std::pow(beta1, double(step));
-          const double bc2 = 1 - std::pow(beta2, double(step));
-          AdamwCoefs<C> k;
-          k.decay = C(1 - lr * wd);
-          k.beta1 = C(beta1);
-          k.oneMinusBeta1 = C(1 - beta1);
-          k.beta2 = C(beta2);
-          k.oneMinusBeta2 = C(1 - beta2);
-          k.negStepSize = C(-(lr / bc1));
-          k.bc2Sqrt = C(std::sqrt(bc2));
-          k.eps = C(eps);
-          k.gradScale = C(*s.gradScale);
-          auto runRounded = [&](auto *g, auto *h) {
-            parallelFor(n, kParallelGrain, [&](int64_t b, int64_t e, int) {
-              auto *hb = h;
-              if constexpr (!std::is_void_v<std::remove_pointer_t<decltype(h)>>)
-                hb += b;
-              adamwLoop(param + b, g + b, m + b, v + b, newP + b, newM + b,
-                        newV + b, hb, e - b, k);
-            });
+        member.update = [=](int64_t b, int64_t e, const AdamwCoefs<double> &d) {
+          // The coefficients computed in double, rounded once to C.
+          const AdamwCoefs<C> k{
+              C(d.decay),   C(d.beta1),         C(d.oneMinusBeta1),
+              C(d.beta2),   C(d.oneMinusBeta2), C(d.negStepSize),
+              C(d.bc2Sqrt), C(d.eps),           C(d.gradScale)};
+          auto loop = [&](auto *g, auto *h) {
+            auto *hb = h;
+            if constexpr (!std::is_void_v<std::remove_pointer_t<decltype(h)>>)
+              hb += b;
+            adamwLoop(param + b, g + b, m + b, v + b, newP + b, newM + b,
+                      newV + b, hb, e - b, k);
           };
           auto run = [&](auto *g) {
             if constexpr (std::is_same_v<C, float>) {
               if (roundedData && roundedType == DType::kBF16)
-                return runRounded(g, static_cast<BFloat16 *>(roundedData));
+                return loop(g, static_cast<BFloat16 *>(roundedData));
               if (roundedData)
-                return runRounded(g, static_cast<Half *>(roundedData));
+                return loop(g, static_cast<Half *>(roundedData));
             }
-            runRounded(g, static_cast<void *>(nullptr));
+            loop(g, static_cast<void *>(nullptr));
           };
           if constexpr (std::is_same_v<C, float>) {
             if (gradType == DType::kBF16)
@@ -997,11 +1005,85 @@ StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
           } else {
             run(static_cast<const C *>(grad));
           }
-          return Status::ok();
         };
       }))
-    return unsupportedDType(ctx, ctx.inputs[0].dtype, kSetF32F64);
-  return fn;
+    return unsupportedDType(ctx, a.paramType, kSetF32F64);
+  return member;
+}
+
+/// The coefficients of an update at its step (as PyTorch: scalars in
+/// double, each rounded once to the tensor type where it is used).
+StatusOr<AdamwCoefs<double>> adamwCoefs(const AdamwAccess &a,
+                                        const std::string &prefix) {
+  const int64_t step = *static_cast<const int64_t *>(a.step);
+  if (step < 1)
+    return badStep(prefix, step);
+  const double lr = *static_cast<const float *>(a.lr);
+  const double bc1 = 1 - std::pow(a.beta1, double(step));
+  const double bc2 = 1 - std::pow(a.beta2, double(step));
+  AdamwCoefs<double> k;
+  k.decay = 1 - lr * a.weightDecay;
+  k.beta1 = a.beta1;
+  k.oneMinusBeta1 = 1 - a.beta1;
+  k.beta2 = a.beta2;
+  k.oneMinusBeta2 = 1 - a.beta2;
+  k.negStepSize = -(lr / bc1);
+  k.bc2Sqrt = std::sqrt(bc2);
+  k.eps = a.eps;
+  k.gradScale = *static_cast<const float *>(a.gradScale);
+  return k;
+}
+
+} // namespace
+
+/// Consecutive adamw instructions bound as one update (CpuAdamw.h).
+struct cpu::AdamwRun {
+  std::vector<AdamwMember> members;
+  std::vector<AdamwAccess> accesses;
+};
+
+StatusOr<KernelFn> cpu::bindAdamwInRun(const KernelContext &ctx,
+                                       std::shared_ptr<AdamwRun> &open) {
+  DTCC_ASSIGN_OR_RETURN(AdamwMember member, planAdamw(ctx));
+  if (open && canJoinAdamwGroup(open->accesses, member.access)) {
+    open->accesses.push_back(member.access);
+    open->members.push_back(std::move(member));
+    return KernelFn([] { return Status::ok(); });
+  }
+  auto run = std::make_shared<AdamwRun>();
+  run->accesses.push_back(member.access);
+  run->members.push_back(std::move(member));
+  open = run;
+  const std::string prefix = errorPrefix(ctx);
+  return KernelFn([run, prefix]() -> Status {
+    const std::vector<AdamwMember> &members = run->members;
+    DTCC_ASSIGN_OR_RETURN(AdamwCoefs<double> k,
+                          adamwCoefs(members.front().access, prefix));
+    // The members' elements back to back, split over the threads.
+    std::vector<int64_t> begin{0};
+    for (const AdamwMember &m : members)
+      begin.push_back(begin.back() + m.n);
+    parallelFor(begin.back(), kParallelGrain, [&](int64_t b, int64_t e, int) {
+      size_t i =
+          std::upper_bound(begin.begin(), begin.end(), b) - begin.begin() - 1;
+      for (; i < members.size() && begin[i] < e; ++i) {
+        const int64_t lo = std::max(b, begin[i]) - begin[i];
+        const int64_t hi = std::min(e, begin[i + 1]) - begin[i];
+        if (lo < hi)
+          members[i].update(lo, hi, k);
+      }
+    });
+    return Status::ok();
+  });
+}
+
+namespace {
+
+/// adamw bound on its own (the kernels' registry: a host instruction of
+/// another device, a kernel test); the CPU device binds runs of them.
+StatusOr<KernelFn> buildAdamw(const KernelContext &ctx) {
+  std::shared_ptr<AdamwRun> none;
+  return bindAdamwInRun(ctx, none);
 }
 
 template <typename C> struct SgdCoefs {

@@ -86,66 +86,39 @@ int64_t planAdamwChunks(AdamwTensor *tensors, int count) {
 
 namespace {
 
-/// A byte range [begin, end) of device memory.
-struct Range {
-  uintptr_t begin, end;
-  bool overlaps(const Range &o) const {
-    return begin < end && o.begin < o.end && begin < o.end && o.begin < end;
-  }
-};
-
-Range rangeOf(const void *p, int64_t bytes) {
-  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
-  return {b, b + uintptr_t(bytes > 0 ? bytes : 0)};
-}
-
-std::vector<Range> readsOf(const AdamwMember &m) {
+/// What `m` shares with a launch and the device memory it reads and writes.
+AdamwAccess accessOf(const AdamwMember &m) {
   const AdamwTensor &t = m.tensor;
   const int64_t f32 = t.n * int64_t(sizeof(float));
-  return {rangeOf(t.param, f32),
-          rangeOf(t.grad, t.n * dtypeSize(m.gradType)),
-          rangeOf(t.m, f32),
-          rangeOf(t.v, f32),
-          rangeOf(m.lr, sizeof(float)),
-          rangeOf(m.step, sizeof(int64_t)),
-          rangeOf(m.gradScale, sizeof(float))};
-}
-
-std::vector<Range> writesOf(const AdamwMember &m) {
-  const AdamwTensor &t = m.tensor;
-  const int64_t f32 = t.n * int64_t(sizeof(float));
-  return {rangeOf(t.newParam, f32), rangeOf(t.newM, f32),
-          rangeOf(t.newV, f32)};
-}
-
-bool anyOverlap(const std::vector<Range> &a, const std::vector<Range> &b) {
-  for (const Range &x : a)
-    for (const Range &y : b)
-      if (x.overlaps(y))
-        return true;
-  return false;
+  AdamwAccess a;
+  a.gradType = m.gradType;
+  a.beta1 = m.beta1;
+  a.beta2 = m.beta2;
+  a.eps = m.eps;
+  a.weightDecay = m.weightDecay;
+  a.lr = m.lr;
+  a.step = m.step;
+  a.gradScale = m.gradScale;
+  a.reads = {byteRange(t.param, f32),
+             byteRange(t.grad, t.n * dtypeSize(m.gradType)),
+             byteRange(t.m, f32),
+             byteRange(t.v, f32),
+             byteRange(m.lr, sizeof(float)),
+             byteRange(m.step, sizeof(int64_t)),
+             byteRange(m.gradScale, sizeof(float))};
+  a.writes = {byteRange(t.newParam, f32), byteRange(t.newM, f32),
+              byteRange(t.newV, f32)};
+  return a;
 }
 
 } // namespace
 
 bool canJoinAdamwGroup(const std::vector<AdamwMember> &group,
                        const AdamwMember &next) {
-  if (group.empty())
-    return true;
-  const AdamwMember &first = group.front();
-  if (next.gradType != first.gradType || next.beta1 != first.beta1 ||
-      next.beta2 != first.beta2 || next.eps != first.eps ||
-      next.weightDecay != first.weightDecay || next.lr != first.lr ||
-      next.step != first.step || next.gradScale != first.gradScale)
-    return false;
-  const std::vector<Range> reads = readsOf(next), writes = writesOf(next);
-  for (const AdamwMember &m : group) {
-    const std::vector<Range> w = writesOf(m);
-    if (anyOverlap(w, reads) || anyOverlap(w, writes) ||
-        anyOverlap(readsOf(m), writes))
-      return false;
-  }
-  return true;
+  std::vector<AdamwAccess> members;
+  for (const AdamwMember &m : group)
+    members.push_back(accessOf(m));
+  return runtime::canJoinAdamwGroup(members, accessOf(next));
 }
 
 std::vector<int> groupAdamw(const std::vector<AdamwMember> &members) {

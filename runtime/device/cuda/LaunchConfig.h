@@ -11,6 +11,7 @@
 #ifndef DTCC_RUNTIME_DEVICE_CUDA_LAUNCHCONFIG_H
 #define DTCC_RUNTIME_DEVICE_CUDA_LAUNCHCONFIG_H
 
+#include "runtime/device/AdamwGroup.h"
 #include "runtime/device/cuda/CudaLaunch.h"
 
 #include <cstdint>
@@ -98,10 +99,7 @@ struct AdamwMember {
 };
 
 /// Whether `next`, the adamw bound right after the members of `group`, can
-/// run in their launch: the same gradient dtype, hyperparameters and scalar
-/// operands (lr, step, grad_scale), and no memory that one member writes is
-/// read or written by another (one launch loses their order; a member
-/// updating its own tensors in place is fine).
+/// run in their launch (runtime::canJoinAdamwGroup of their tensors).
 bool canJoinAdamwGroup(const std::vector<AdamwMember> &group,
                        const AdamwMember &next);
 

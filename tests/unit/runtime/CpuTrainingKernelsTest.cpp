@@ -9,9 +9,11 @@
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
 
 #include "runtime/base/Random.h"
+#include "runtime/device/Device.h"
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -1576,6 +1578,113 @@ TEST(CpuTrainingKernels, AdamwFirstStepMovesByLr) {
     EXPECT_NEAR(p.get(i), expected[i], 1e-12) << i;
   EXPECT_NEAR(m.get(1), -0.2, 1e-15);
   EXPECT_NEAR(v.get(1), 0.004, 1e-15);
+}
+
+// The CPU device binds a run of consecutive adamw instructions as one
+// update (cpu/CpuAdamw.h): the first one's kernel updates every member, bit
+// for bit as each instruction alone would, over the threads; the others do
+// nothing. A member that reads memory another writes, other scalars, any
+// other kernel bound in between and a new function each start a new run.
+TEST(CpuTrainingKernels, AdamwRunsBindAsOneUpdate) {
+  AdamwHyper h{0.9, 0.999, 1e-8, 0.1};
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto random = [&](int64_t n, bool positive) {
+    Tensor t(DType::kF32, {n});
+    for (int64_t i = 0; i < n; ++i)
+      t.setRaw<float>(i, positive ? std::abs(normal(rng)) : normal(rng));
+    return t;
+  };
+  struct Slot {
+    Tensor p, g, m, v;
+  };
+  // Sizes across the threads' grain (kParallelGrain), one tiny, a tail.
+  const std::vector<int64_t> sizes = {70000, 3, 40000, 1003};
+  std::vector<Slot> slots;
+  for (int64_t n : sizes)
+    slots.push_back({random(n, false), random(n, false), random(n, false),
+                     random(n, true)});
+  Tensor lr = scalar(DType::kF32, 0.01), step = scalar(DType::kI64, 4),
+         scale = scalar(DType::kF32, 0.5), step2 = scalar(DType::kI64, 4);
+  auto sameBits = [](const Tensor &a, const Tensor &b) {
+    return a.numel() == b.numel() &&
+           std::memcmp(a.bytes(), b.bytes(), size_t(a.numel()) * 4) == 0;
+  };
+  // What each instruction alone makes, in order (the kernels' registry).
+  std::vector<Slot> want = slots;
+  for (Slot &w : want)
+    ASSERT_TRUE(runKernel("adamw",
+                          {w.p.view(), w.g.view(), w.m.view(), w.v.view(),
+                           lr.view(), step.view(), scale.view()},
+                          {w.p.view(), w.m.view(), w.v.view()}, adamwAttrs(h))
+                    .isOk());
+
+  std::unique_ptr<Device> device = createCpuDevice();
+  auto bind = [&](Slot &s, Tensor &stepTensor,
+                  Tensor *grad = nullptr) -> KernelFn {
+    KernelContext ctx;
+    ctx.kernel = "adamw";
+    ctx.location = "node_adamw";
+    ctx.inputs = {s.p.view(),  grad ? grad->view() : s.g.view(),
+                  s.m.view(),  s.v.view(),
+                  lr.view(),   stepTensor.view(),
+                  scale.view()};
+    ctx.outputs = {s.p.view(), s.m.view(), s.v.view()};
+    ctx.attrs = adamwAttrs(h);
+    StatusOr<KernelFn> fn = (*device->kernels().find("adamw"))(ctx);
+    EXPECT_TRUE(fn.isOk()) << fn.status().message();
+    return fn.isOk() ? std::move(fn).value() : KernelFn();
+  };
+
+  // One run of four: the first kernel updates them all.
+  {
+    std::vector<Slot> got = slots;
+    device->beginFunction();
+    std::vector<KernelFn> fns;
+    for (Slot &s : got)
+      fns.push_back(bind(s, step));
+    ASSERT_TRUE(fns[0]().isOk());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(sameBits(got[i].p, want[i].p)) << i;
+      EXPECT_TRUE(sameBits(got[i].m, want[i].m)) << i;
+      EXPECT_TRUE(sameBits(got[i].v, want[i].v)) << i;
+    }
+    for (size_t i = 1; i < fns.size(); ++i)
+      ASSERT_TRUE(fns[i]().isOk());
+    EXPECT_TRUE(sameBits(got[3].p, want[3].p)) << "the members ran twice";
+  }
+  // Each of these binds a second instruction in a run of its own: the
+  // first kernel leaves the second's tensors as they were.
+  auto leftAlone = [&](const char *what, Tensor &secondStep,
+                       bool gradIsFirstsParam,
+                       const std::function<void()> &between) {
+    std::vector<Slot> got = slots;
+    device->beginFunction();
+    KernelFn first = bind(got[0], step);
+    between();
+    // The second is of the first's size when it reads the first's output.
+    Slot second = gradIsFirstsParam ? slots[0] : slots[1];
+    const Tensor before = second.p;
+    KernelFn next =
+        bind(second, secondStep, gradIsFirstsParam ? &got[0].p : nullptr);
+    ASSERT_TRUE(first().isOk()) << what;
+    EXPECT_TRUE(sameBits(got[0].p, want[0].p)) << what;
+    EXPECT_TRUE(sameBits(second.p, before)) << what << ": joined the run";
+    ASSERT_TRUE(next().isOk()) << what;
+    EXPECT_FALSE(sameBits(second.p, before)) << what << ": not updated";
+  };
+  leftAlone("its gradient is the first's parameter", step, true, [] {});
+  leftAlone("another step tensor", step2, false, [] {});
+  Tensor a = random(8, false), b = random(8, false), c(DType::kF32, {8});
+  leftAlone("another kernel bound in between", step, false, [&] {
+    KernelContext ctx;
+    ctx.kernel = "add";
+    ctx.location = "node_add";
+    ctx.inputs = {a.view(), b.view()};
+    ctx.outputs = {c.view()};
+    ASSERT_TRUE((*device->kernels().find("add"))(ctx).isOk());
+  });
+  leftAlone("a new function", step, false, [&] { device->beginFunction(); });
 }
 
 TEST(CpuTrainingKernels, AdamwWritesTheRoundedCopyOfTheNewParameter) {
