@@ -244,34 +244,33 @@ bool isRowBroadcast(Operation *op, RankedTensorType full) {
 /// of the thread that runs the region.
 constexpr int64_t kMaxRowBufferBytes = 256 * 1024;
 
+/// Whether `op`'s result is a tensor of rank 2 or more whose last dimension
+/// is longer than 1, and its integer attribute `attr` names that axis.
+bool overLastAxis(Operation *op, StringRef attr) {
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  auto axis = op->getAttrOfType<IntegerAttr>(attr);
+  return type && axis && type.getRank() >= 2 && type.getShape().back() >= 2 &&
+         axis.getInt() == type.getRank() - 1;
+}
+
 /// A softmax, log-softmax or one of their gradients along the last axis of
 /// a float tensor of rank 2 or more: a row region computes it from its
 /// decomposition.
 bool isRowSoftmax(Operation *op) {
-  if (!isa<graph::SoftmaxOp, graph::LogSoftmaxOp, graph::SoftmaxGradOp,
-           graph::LogSoftmaxGradOp>(op))
-    return false;
-  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  auto dim = op->getAttrOfType<IntegerAttr>("dim");
-  if (!type || !dim || type.getRank() < 2 || type.getShape().back() < 2 ||
-      dim.getInt() != type.getRank() - 1)
-    return false;
-  return isRegionFloat(type.getElementType());
+  return isa<graph::SoftmaxOp, graph::LogSoftmaxOp, graph::SoftmaxGradOp,
+             graph::LogSoftmaxGradOp>(op) &&
+         overLastAxis(op, "dim") &&
+         isRegionFloat(getElementTypeOrSelf(op->getResult(0).getType()));
 }
 
 /// A layer_norm or rms_norm over the last axis only, of a float tensor of
 /// rank 2 or more: a row region computes it from its decomposition.
 bool isRowNorm(Operation *op) {
-  if (!isa<graph::LayerNormOp, graph::RmsNormOp>(op))
-    return false;
-  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  auto axis = op->getAttrOfType<IntegerAttr>("axis");
-  if (!type || !axis || type.getRank() < 2 || type.getShape().back() < 2 ||
-      axis.getInt() != type.getRank() - 1)
-    return false;
-  return llvm::all_of(op->getResultTypes(), [](Type t) {
-    return isRegionFloat(getElementTypeOrSelf(t));
-  });
+  return isa<graph::LayerNormOp, graph::RmsNormOp>(op) &&
+         overLastAxis(op, "axis") &&
+         llvm::all_of(op->getResultTypes(), [](Type t) {
+           return isRegionFloat(getElementTypeOrSelf(t));
+         });
 }
 
 /// A softmax-family op or a norm written as the ops a row region computes,
