@@ -736,7 +736,9 @@ __global__ void dropoutKernel(const S *x, const int64_t *step, S *y, bool *mask,
   }
 }
 
-/// As the CPU backend: the draw in double, stored through the compute type.
+/// As the CPU backend: the draw in double, stored through the compute type
+/// (shift + scale * x rounded twice, as the CPU's -ffp-contract=off code
+/// rounds it: not one FMA).
 template <typename S>
 __global__ void randomKernel(const int64_t *step, S *y, int64_t n,
                              uint64_t seed, bool normal, double shift,
@@ -745,7 +747,7 @@ __global__ void randomKernel(const int64_t *step, S *y, int64_t n,
   const uint64_t key = streamKey(seed, uint64_t(*step));
   DTCC_GRID_LOOP(i, n) {
     const double x = standardDraw(key, blockCounter(i, block), normal, digits);
-    y[i] = Elem<S>::store(C(shift + scale * x));
+    y[i] = Elem<S>::store(C(__dadd_rn(shift, __dmul_rn(scale, x))));
   }
 }
 

@@ -1039,6 +1039,31 @@ TEST_F(CudaKernels, GridSampleAndGradLikeTheCpu) {
         }
 }
 
+/// Nearest sampling of an identity grid that halves 194 columns (97 output
+/// columns: align_corners 0 puts every one on a half-pixel boundary) picks
+/// the CPU's pixels: the coordinates are computed op by op as on the CPU
+/// (GridSampleKernels.cu without contraction; as one FMA, column 0's 0.5
+/// read 0.50000006 and took pixel 1).
+TEST_F(CudaKernels, GridSampleNearestAtHalfPixelsLikeTheCpu) {
+  const int64_t w = 194, wo = 97;
+  std::vector<float> grid;
+  for (int64_t j = 0; j < wo; ++j) {
+    grid.push_back(float((2.0 * double(j) + 1.0) / double(wo) - 1.0));
+    grid.push_back(0.0f);
+  }
+  Attrs a;
+  a.set("mode", std::string("nearest"));
+  a.set("padding_mode", std::string("zeros"));
+  a.set("align_corners", int64_t(0));
+  for (DType dt : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtypeName(dt));
+    compare(
+        "grid_sample", a,
+        {{dt, {1, 1, 1, w}, randomValues(w, 34)}, {dt, {1, 1, wo, 2}, grid}},
+        {{dt, {1, 1, 1, wo}, {}}}, 0.0);
+  }
+}
+
 /// cuBLASLt is told the operands' real alignment: views that start 4, 12
 /// and 8 bytes past an allocation multiply like aligned ones.
 TEST_F(CudaKernels, MatmulOfViewsAtAnyAlignment) {
