@@ -363,9 +363,10 @@ std::string formatReport(const PlanReport &r) {
 
   if (r.cost && r.chosen) {
     const RunCost &k = *r.cost;
-    os << "\nRun of " << formatCount(k.tokens) << " tokens: "
-       << fixed(k.steps, 0) << " steps, " << formatDuration(k.seconds)
-       << " wall-clock, " << formatCount(k.gpuHours) << " GPU-hours";
+    os << "\nRun of " << formatCount(k.tokens)
+       << (m.seq > 0 ? " tokens: " : " samples: ") << fixed(k.steps, 0)
+       << " steps, " << formatDuration(k.seconds) << " wall-clock, "
+       << formatCount(k.gpuHours) << " GPU-hours";
     if (k.pricePerGpuHour > 0)
       os << ", " << formatMoney(k.price) << " at $"
          << fixed(k.pricePerGpuHour, 2) << " per GPU-hour";

@@ -837,6 +837,9 @@ private:
   std::vector<Decomposition> decompositions;
   /// Decompositions written back as their ops.
   llvm::DenseSet<int64_t> recomposed;
+  /// Decompositions some of whose ops an outlined region took (those ops
+  /// are erased).
+  llvm::DenseSet<int64_t> taken;
 };
 
 /// The region of the op's members placed at `op`: legal when no member's
@@ -935,8 +938,9 @@ void FunctionFusion::run() {
           llvm::any_of(op.getOperands(),
                        [&](Value v) { return fusable(v.getDefiningOp()); }) ||
           llvm::any_of(op.getUsers(), fusable);
-      // Its own row buffers: a softmax's 3 at most, a layer norm's 4.
-      if (neighbour && 4 * rowBytes <= kMaxRowBufferBytes)
+      // Its own row buffers: 3 at most (a layer norm's: x, the
+      // differences from the mean, their squares).
+      if (neighbour && 3 * rowBytes <= kMaxRowBufferBytes)
         decompositions.push_back(decompose(&op, decompositions.size()));
     }
   // A row region whose row buffers would not fit is not formed: its
@@ -959,8 +963,11 @@ void FunctionFusion::run() {
         recompose(decompositions[id]);
         continue;
       }
-      for (Operation *op : decompositions[id].chain)
-        if (isRowReduction(op))
+      // Taken in part: some of its ops were outlined (and erased); its
+      // reductions still in the function are left out.
+      for (Operation *op : unfit)
+        if (auto chain = op->getAttrOfType<IntegerAttr>(kRowChainAttr);
+            chain && chain.getInt() == id && isRowReduction(op))
           excluded.insert(op);
     }
   }
@@ -1066,7 +1073,8 @@ SmallVector<Operation *> FunctionFusion::groupAndOutline() {
   // or in two) is written back as its op, and the function grouped again.
   bool split = false;
   for (Decomposition &d : decompositions) {
-    if (!d.whole || recomposed.contains(d.id))
+    // (One an earlier pass outlined is gone: its ops were erased.)
+    if (!d.whole || recomposed.contains(d.id) || taken.contains(d.id))
       continue;
     auto it = regionOf.find(d.members.front());
     bool one = it != regionOf.end() && regions[it->second].rows &&
@@ -1302,6 +1310,9 @@ bool FunctionFusion::outline(Region &region) {
       op->getResult(0).replaceUsesWithIf(r, [&](OpOperand &use) {
         return !members.contains(use.getOwner());
       });
+  for (Operation *op : region.ops)
+    if (auto chain = op->getAttrOfType<IntegerAttr>(kRowChainAttr))
+      taken.insert(chain.getInt());
   llvm::SetVector<Operation *> dead;
   for (Operation *op : llvm::reverse(region.ops)) {
     for (Value v : op->getOperands())

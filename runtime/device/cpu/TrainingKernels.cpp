@@ -16,6 +16,7 @@
 #include "runtime/device/cpu/VectorMath.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -1040,12 +1041,16 @@ StatusOr<AdamwCoefs<double>> adamwCoefs(const AdamwAccess &a,
 struct cpu::AdamwRun {
   std::vector<AdamwMember> members;
   std::vector<AdamwAccess> accesses;
+  /// Its kernel has run: nothing joins it any more (an instruction bound
+  /// after that would never be updated).
+  std::atomic<bool> started{false};
 };
 
 StatusOr<KernelFn> cpu::bindAdamwInRun(const KernelContext &ctx,
                                        std::shared_ptr<AdamwRun> &open) {
   DTCC_ASSIGN_OR_RETURN(AdamwMember member, planAdamw(ctx));
-  if (open && canJoinAdamwGroup(open->accesses, member.access)) {
+  if (open && !open->started &&
+      canJoinAdamwGroup(open->accesses, member.access)) {
     open->accesses.push_back(member.access);
     open->members.push_back(std::move(member));
     return KernelFn([] { return Status::ok(); });
@@ -1056,6 +1061,7 @@ StatusOr<KernelFn> cpu::bindAdamwInRun(const KernelContext &ctx,
   open = run;
   const std::string prefix = errorPrefix(ctx);
   return KernelFn([run, prefix]() -> Status {
+    run->started = true;
     const std::vector<AdamwMember> &members = run->members;
     DTCC_ASSIGN_OR_RETURN(AdamwCoefs<double> k,
                           adamwCoefs(members.front().access, prefix));

@@ -96,3 +96,27 @@ func.func @unfit(%a: tensor<2x16384xf32>, %b: tensor<2x16384xf32>, %c: tensor<2x
   %w2 = dgraph.add %w, %q : tensor<2x16384xf32>
   return %w2, %r : tensor<2x16384xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Tests that a norm a region took stays taken when another region of the
+// function does not fit and the function is grouped again (the second
+// grouping wrote the outlined norm back from its erased ops: a crash).
+// CHECK-LABEL: func.func @norm_and_too_long
+// CHECK: dgraph.fused @dtcc_kernels::@norm_and_too_long_fused_0(%arg0, %arg1, %arg2)
+// CHECK-NOT: dgraph.layer_norm
+// CHECK: %[[E:.*]] = dgraph.exp %arg3
+// CHECK: %[[S:.*]] = dgraph.reduce_sum %[[E]]
+// CHECK: dgraph.fused @dtcc_kernels::@norm_and_too_long_fused_{{.*}}(%[[E]], %[[S]])
+func.func @norm_and_too_long(%a: tensor<4x40xf32>, %b: tensor<4x40xf32>, %g: tensor<40xf32>,
+                             %x: tensor<2x40000xf32>) -> (tensor<4x40xf32>, tensor<2x40000xf32>) {
+  %r = dgraph.add %a, %b : tensor<4x40xf32>
+  %n, %m, %s0 = dgraph.layer_norm %r, %g axis = 1, epsilon = 1.0e-05
+      : (tensor<4x40xf32>, tensor<40xf32>) -> (tensor<4x40xf32>, tensor<4xf32>, tensor<4xf32>)
+  %e = dgraph.exp %x : tensor<2x40000xf32>
+  %s = dgraph.reduce_sum %e, dims = [1] : (tensor<2x40000xf32>) -> tensor<2xf32>
+  %sb = dgraph.broadcast_in_dim %s, dims = [0] : (tensor<2xf32>) -> tensor<2x40000xf32>
+  %t = dgraph.tanh %e : tensor<2x40000xf32>
+  %y = dgraph.div %t, %sb : tensor<2x40000xf32>
+  return %n, %y : tensor<4x40xf32>, tensor<2x40000xf32>
+}

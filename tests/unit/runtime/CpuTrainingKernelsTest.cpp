@@ -1584,7 +1584,8 @@ TEST(CpuTrainingKernels, AdamwFirstStepMovesByLr) {
 // update (cpu/CpuAdamw.h): the first one's kernel updates every member, bit
 // for bit as each instruction alone would, over the threads; the others do
 // nothing. A member that reads memory another writes, other scalars, any
-// other kernel bound in between and a new function each start a new run.
+// other kernel bound in between, a new function and a run that has run
+// each start a new run.
 TEST(CpuTrainingKernels, AdamwRunsBindAsOneUpdate) {
   AdamwHyper h{0.9, 0.999, 1e-8, 0.1};
   std::mt19937 rng(5);
@@ -1685,6 +1686,18 @@ TEST(CpuTrainingKernels, AdamwRunsBindAsOneUpdate) {
     ASSERT_TRUE((*device->kernels().find("add"))(ctx).isOk());
   });
   leftAlone("a new function", step, false, [&] { device->beginFunction(); });
+  // A run whose kernel has run takes no new member (it would never be
+  // updated).
+  {
+    std::vector<Slot> got = slots;
+    device->beginFunction();
+    KernelFn first = bind(got[0], step);
+    ASSERT_TRUE(first().isOk());
+    const Tensor before = got[1].p;
+    KernelFn next = bind(got[1], step);
+    ASSERT_TRUE(next().isOk());
+    EXPECT_FALSE(sameBits(got[1].p, before)) << "joined a run that had run";
+  }
 }
 
 TEST(CpuTrainingKernels, AdamwWritesTheRoundedCopyOfTheNewParameter) {
