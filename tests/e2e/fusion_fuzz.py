@@ -3,7 +3,8 @@
 
 Each program (one seed) is a random dgraph function over a tensor of shape
 [rows..., C] (one or two row dimensions; C around the kernels' lane and
-block sizes) in f32, f64 or bf16: unary and binary elementwise ops (with
+block sizes, or 24000, where a row region's buffers pass 256 KiB and the
+function is grouped again without it) in f32, f64 or bf16: unary and binary elementwise ops (with
 broadcast weights and splat constants), sums and maxima along the last
 axis, the ops on their one value per row and its two forms ([rows...] and
 [rows..., 1]), broadcasts back over the row, comparisons (with ties), the
@@ -54,7 +55,7 @@ class Program:
     def __init__(self, rng, dtype):
         self.rng, self.dtype = rng, dtype
         rank = int(rng.integers(2, 4))
-        cols = int(rng.choice([5, 8, 13, 37, 64, 200, 600, 2500]))
+        cols = int(rng.choice([5, 8, 13, 37, 64, 200, 600, 2500, 24000]))
         self.rows = [int(rng.integers(1, 5)) for _ in range(rank - 1)]
         self.cols = cols
         self.lines, self.counter = [], 0
