@@ -80,6 +80,13 @@ public:
   virtual Status waitForTransfers() { return Status::ok(); }
   /// Waits for all work queued on the device.
   virtual Status synchronize() = 0;
+  /// Waits for the work an instruction's timing needs finished (--profile,
+  /// --trace time each instruction): by default all of it. A device whose
+  /// sends run on streams of their own leaves those out: a send may wait
+  /// for its receiver, which posts the receive only later in its program
+  /// (a pipeline stage that sends activations on before it receives the
+  /// gradient its peer sends back), and the function's end waits for it.
+  virtual Status synchronizeForTiming() { return synchronize(); }
   virtual const KernelRegistry &kernels() const = 0;
   /// The kernels of host instructions: the CPU's. The default is kernels(),
   /// right for the CPU device.

@@ -713,12 +713,13 @@ Status Executable::execute(const Function &fn) {
       run.start = seconds();
       double cpu = cpuSeconds();
       DTCC_RETURN_IF_ERROR(fn.kernels[i]());
-      DTCC_RETURN_IF_ERROR(device_.synchronize());
+      DTCC_RETURN_IF_ERROR(device_.synchronizeForTiming());
       run.cpu = cpuSeconds() - cpu;
       run.end = seconds();
       trace_.push_back(run);
     }
-    return checkNoPendingCollectives(comm_, fn.name);
+    DTCC_RETURN_IF_ERROR(checkNoPendingCollectives(comm_, fn.name));
+    return device_.synchronize();
   }
   if (!profiling_) {
     for (const KernelFn &k : fn.kernels)
@@ -729,14 +730,15 @@ Status Executable::execute(const Function &fn) {
   for (size_t i = 0; i < fn.kernels.size(); ++i) {
     auto start = std::chrono::steady_clock::now();
     DTCC_RETURN_IF_ERROR(fn.kernels[i]());
-    DTCC_RETURN_IF_ERROR(device_.synchronize());
+    DTCC_RETURN_IF_ERROR(device_.synchronizeForTiming());
     std::chrono::duration<double> elapsed =
         std::chrono::steady_clock::now() - start;
     KernelProfile &p = profile_[fn.instructions[i]->kernel()];
     ++p.calls;
     p.seconds += elapsed.count();
   }
-  return checkNoPendingCollectives(comm_, fn.name);
+  DTCC_RETURN_IF_ERROR(checkNoPendingCollectives(comm_, fn.name));
+  return device_.synchronize();
 }
 
 Status Executable::run(const Function &fn,

@@ -268,6 +268,9 @@ StatusOr<void *> CudaDevice::allocateHost(int64_t bytes) {
 void CudaDevice::deallocateHost(void *ptr) { cudaFreeHost(ptr); }
 
 Status CudaDevice::waitForTransfers() {
+  // Queued send/recv go out first: a host instruction may block (a host
+  // collective) until a peer that waits for them goes on.
+  DTCC_RETURN_IF_ERROR(flushP2P());
   DTCC_CUDA_CHECK(cudaStreamSynchronize(copy_));
   return Status::ok();
 }
@@ -303,7 +306,12 @@ Status CudaDevice::flushP2P() {
   ops.swap(pendingP2P_);
   // One group per direction, each on its own communicator and stream: a
   // send still waiting for its receiver holds up only later traffic in its
-  // direction, never this rank's receives from that receiver.
+  // direction, never this rank's receives from that receiver. Both groups
+  // wait for the compute work queued before them and both are issued before
+  // the compute stream waits for any blocking receive: a send queued after a
+  // receive from the other direction goes out before that receive arrives,
+  // as on the CPU, whose sends go out before it blocks in a later receive.
+  DTCC_CUDA_CHECK(cudaEventRecord(computeDone_, compute_));
   for (bool up : {true, false}) {
     const cudaStream_t stream = p2pStream(up);
     bool any = false;
@@ -311,7 +319,7 @@ Status CudaDevice::flushP2P() {
       any |= op.up == up;
     if (!any)
       continue;
-    DTCC_RETURN_IF_ERROR(waitsForCompute(stream));
+    DTCC_CUDA_CHECK(cudaStreamWaitEvent(stream, computeDone_, 0));
     DTCC_RETURN_IF_ERROR(ncclGroupBegin());
     Status status;
     for (const P2POp &op : ops) {
@@ -331,18 +339,25 @@ Status CudaDevice::flushP2P() {
       DTCC_CUDA_CHECK(cudaEventRecord(op.done, stream));
       if (nccl_)
         nccl_->watch(op.done, op.description);
-      if (op.blocking)
-        DTCC_CUDA_CHECK(cudaStreamWaitEvent(compute_, op.done, 0));
     }
   }
+  for (const P2POp &op : ops)
+    if (op.blocking)
+      DTCC_CUDA_CHECK(cudaStreamWaitEvent(compute_, op.done, 0));
   return Status::ok();
 }
 
-Status CudaDevice::synchronize() {
+Status CudaDevice::synchronize() { return synchronizeStreams(true); }
+
+Status CudaDevice::synchronizeForTiming() { return synchronizeStreams(false); }
+
+Status CudaDevice::synchronizeStreams(bool p2p) {
   DTCC_RETURN_IF_ERROR(flushP2P());
   DTCC_CUDA_CHECK(cudaStreamSynchronize(comm_));
-  DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pUp_));
-  DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pDown_));
+  if (p2p) {
+    DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pUp_));
+    DTCC_CUDA_CHECK(cudaStreamSynchronize(p2pDown_));
+  }
   DTCC_CUDA_CHECK(cudaStreamSynchronize(copy_));
   DTCC_CUDA_CHECK(cudaStreamSynchronize(compute_));
   // Read and cleared on the compute stream: the legacy default stream is

@@ -76,6 +76,9 @@ public:
   /// the error slot is read and cleared on the compute stream, in order
   /// with the kernels that write it.
   Status synchronize() override;
+  /// synchronize() but for the send/recv streams (their sends may wait for
+  /// receives the peer posts later; the function's end waits for them).
+  Status synchronizeForTiming() override;
   const KernelRegistry &kernels() const override { return registry_; }
   /// Ends the adamw group being bound: fusion stays inside a function.
   void beginFunction() override { openAdamw_.reset(); }
@@ -154,6 +157,9 @@ public:
   std::shared_ptr<AdamwGroup> &openAdamwGroup() { return openAdamw_; }
 
 private:
+  /// Flushes grouped send/recv, waits for the streams (the send/recv ones
+  /// when `p2p`), and reports the first data-dependent kernel error.
+  Status synchronizeStreams(bool p2p);
   CudaDevice() = default;
 
   std::string name_;
