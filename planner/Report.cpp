@@ -233,8 +233,12 @@ std::string formatReport(const PlanReport &r) {
   }
   if (!r.modelSource.empty())
     os << "  model from: " << r.modelSource << "\n";
-  // A model known by its graph alone has no sequence: its batch's rows.
-  if (m.seq > 0)
+  // A model known by its graph alone has no sequence: its batch counts
+  // samples, and its "tokens" (tokensPerSecond, a run's tokens) are those.
+  const bool sequences = m.seq > 0;
+  const char *const unit = sequences ? "sequence" : "sample";
+  const char *const counted = sequences ? "tokens" : "samples";
+  if (sequences)
     os << "  global batch " << r.globalBatch
        << " sequences = " << formatCount(double(r.globalBatch) * double(m.seq))
        << " tokens per step\n";
@@ -257,7 +261,7 @@ std::string formatReport(const PlanReport &r) {
     const Plan &p = cand.plan;
     os << (r.origin == "search" ? "Chosen plan" : "Given plan") << ": "
        << p.summary() << "\n";
-    describePlan(os, p, m.seq > 0 ? "sequence" : "sample");
+    describePlan(os, p, unit);
     if (!cand.fits)
       os << "  DOES NOT FIT: " << cand.problem << "\n";
 
@@ -312,10 +316,8 @@ std::string formatReport(const PlanReport &r) {
     trow("offload transfers (exposed)", t.offloadExposed);
     trow("step", t.stepTime);
     os << tt.render("  ");
-    // A model with no sequence steps over samples (tokensPerSecond counts
-    // its batch's rows).
-    os << "  throughput      " << formatCount(t.tokensPerSecond)
-       << (m.seq > 0 ? " tokens/s, " : " samples/s, ")
+    os << "  throughput      " << formatCount(t.tokensPerSecond) << " "
+       << counted << "/s, "
        << (t.modelTflopsPerGpu >= 1
                ? fixed(t.modelTflopsPerGpu, 1) + " model TFLOP/s"
                : fixed(t.modelTflopsPerGpu * 1e3, 1) + " model GFLOP/s")
@@ -363,10 +365,9 @@ std::string formatReport(const PlanReport &r) {
 
   if (r.cost && r.chosen) {
     const RunCost &k = *r.cost;
-    os << "\nRun of " << formatCount(k.tokens)
-       << (m.seq > 0 ? " tokens: " : " samples: ") << fixed(k.steps, 0)
-       << " steps, " << formatDuration(k.seconds) << " wall-clock, "
-       << formatCount(k.gpuHours) << " GPU-hours";
+    os << "\nRun of " << formatCount(k.tokens) << " " << counted << ": "
+       << fixed(k.steps, 0) << " steps, " << formatDuration(k.seconds)
+       << " wall-clock, " << formatCount(k.gpuHours) << " GPU-hours";
     if (k.pricePerGpuHour > 0)
       os << ", " << formatMoney(k.price) << " at $"
          << fixed(k.pricePerGpuHour, 2) << " per GPU-hour";

@@ -718,24 +718,20 @@ Status Executable::execute(const Function &fn) {
       run.end = seconds();
       trace_.push_back(run);
     }
-    DTCC_RETURN_IF_ERROR(checkNoPendingCollectives(comm_, fn.name));
-    return device_.synchronize();
-  }
-  if (!profiling_) {
+  } else if (profiling_) {
+    for (size_t i = 0; i < fn.kernels.size(); ++i) {
+      auto start = std::chrono::steady_clock::now();
+      DTCC_RETURN_IF_ERROR(fn.kernels[i]());
+      DTCC_RETURN_IF_ERROR(device_.synchronizeForTiming());
+      std::chrono::duration<double> elapsed =
+          std::chrono::steady_clock::now() - start;
+      KernelProfile &p = profile_[fn.instructions[i]->kernel()];
+      ++p.calls;
+      p.seconds += elapsed.count();
+    }
+  } else {
     for (const KernelFn &k : fn.kernels)
       DTCC_RETURN_IF_ERROR(k());
-    DTCC_RETURN_IF_ERROR(checkNoPendingCollectives(comm_, fn.name));
-    return device_.synchronize();
-  }
-  for (size_t i = 0; i < fn.kernels.size(); ++i) {
-    auto start = std::chrono::steady_clock::now();
-    DTCC_RETURN_IF_ERROR(fn.kernels[i]());
-    DTCC_RETURN_IF_ERROR(device_.synchronizeForTiming());
-    std::chrono::duration<double> elapsed =
-        std::chrono::steady_clock::now() - start;
-    KernelProfile &p = profile_[fn.instructions[i]->kernel()];
-    ++p.calls;
-    p.seconds += elapsed.count();
   }
   DTCC_RETURN_IF_ERROR(checkNoPendingCollectives(comm_, fn.name));
   return device_.synchronize();

@@ -311,7 +311,6 @@ Status CudaDevice::flushP2P() {
   // the compute stream waits for any blocking receive: a send queued after a
   // receive from the other direction goes out before that receive arrives,
   // as on the CPU, whose sends go out before it blocks in a later receive.
-  DTCC_CUDA_CHECK(cudaEventRecord(computeDone_, compute_));
   for (bool up : {true, false}) {
     const cudaStream_t stream = p2pStream(up);
     bool any = false;
@@ -319,7 +318,7 @@ Status CudaDevice::flushP2P() {
       any |= op.up == up;
     if (!any)
       continue;
-    DTCC_CUDA_CHECK(cudaStreamWaitEvent(stream, computeDone_, 0));
+    DTCC_RETURN_IF_ERROR(waitsForCompute(stream));
     DTCC_RETURN_IF_ERROR(ncclGroupBegin());
     Status status;
     for (const P2POp &op : ops) {
