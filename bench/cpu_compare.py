@@ -36,7 +36,7 @@ After the timed runs dtcc runs 6 steps with --profile: its matrix products'
 time per step is printed as the floor of dtcc's step (every other kernel
 free) against the reference's step, which bounds the speed-up the other
 kernels' fusion can buy on the machine. `--dtcc-flag=FLAG` (repeatable)
-adds a flag to dtcc compile (e.g. --fuse).
+adds a flag to dtcc compile (e.g. --no-fuse).
 
 This file is also the child process: `cpu_compare.py child SPEC.json`.
 """
@@ -491,7 +491,7 @@ def add_arguments(ap, steps, warmup):
     ap.add_argument("--quick", action="store_true",
                     help="3 timed steps after 2, one run: checks that everything runs")
     ap.add_argument("--dtcc-flag", action="append", default=[], metavar="FLAG",
-                    help="one more flag for dtcc compile (repeatable; e.g. --dtcc-flag=--fuse)")
+                    help="one more flag for dtcc compile (repeatable; e.g. --dtcc-flag=--no-fuse)")
     ap.add_argument("--keep", help="keep the work files (ONNX, executables) in this folder")
     ap.add_argument("--openblas-coretype", default="auto",
                     help="OPENBLAS_CORETYPE for every run (dtcc and PyTorch 1.13 use "

@@ -6,9 +6,9 @@ sequence length and precision in every column:
 
   dtcc           `dtcc zoo gpt` of that shape, `dtcc compile --train --target
                  cuda --dtype bf16` (bf16 forward/backward, fp32 master
-                 weights and AdamW state), run on the GPU
-  dtcc-fuse      the same with --fuse (elementwise chains as generated
-                 GPU kernels)
+                 weights and AdamW state; elementwise chains fused into
+                 generated GPU kernels, the default), run on the GPU
+  dtcc-no-fuse   the same with --no-fuse (every op a library kernel)
   dtcc-unfused-attn  the same with --no-fused-attention (the score
                  products on cuBLAS, softmax and masks as kernels)
   dtcc-copies    the same with --no-strided-views (attention's heads
@@ -38,7 +38,7 @@ The peak comes from the GPU's name (H100/H200/A100/...) or --peak-tflops.
 
   bench/train_gpt_gpu.py [--dtcc build/bin/dtcc] [--models 350m,1.3b]
                          [--steps 20] [--warmup 5] [--peak-tflops 989]
-                         [--impls dtcc,dtcc-fuse,eager,...]
+                         [--impls dtcc,dtcc-no-fuse,eager,...]
   bench/train_gpt_gpu.py --prepare DIR      (where dtcc is built: programs only)
   bench/train_gpt_gpu.py --programs DIR --runner-cuda PATH   (on the GPU machine)
 
@@ -74,7 +74,7 @@ MODELS = {
 # passed as strided views), each a program of its own.
 DTCC_VARIANTS = {
     "dtcc": [],
-    "dtcc-fuse": ["--fuse"],
+    "dtcc-no-fuse": ["--no-fuse"],
     "dtcc-unfused-attn": ["--no-fused-attention"],
     "dtcc-copies": ["--no-strided-views"],
 }

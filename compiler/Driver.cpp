@@ -212,6 +212,12 @@ std::string defaultRunnerPath(llvm::StringRef target) {
   return path.str().str();
 }
 
+std::string fusionUnavailable(llvm::StringRef target) {
+  if (target == "cpu" && codegen::findCpuLinker().empty())
+    return "ld.lld was not found (install Debian's lld-22 or set DTCC_LLD)";
+  return "";
+}
+
 /// The fused regions' kernels for the CPU: a shared object.
 static FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
                                                 const CompileOptions &options) {

@@ -96,7 +96,10 @@ struct CompileOptions {
   std::string target = "cpu";
   /// Fused regions (dtcc-lower-fuse-regions before the lowering) with
   /// kernels generated for the target and carried in the executable
-  /// (compiler/codegen); row regions on the CPU target only.
+  /// (compiler/codegen); row regions on the CPU target only. `dtcc compile`
+  /// and the planner turn it on (see fusionUnavailable); off here, for the
+  /// callers that run the program in their own process, where no kernels
+  /// are generated (writeArtifact generates them).
   bool fuse = false;
   /// Attention reads and writes its heads through strided views
   /// (dtcc-lower-to-exec's strided-views); false: the transposes, slices
@@ -134,6 +137,11 @@ mlir::LogicalResult writeArtifact(mlir::ModuleOp module,
 /// The runner beside the running dtcc (`dtcc-runner`, or
 /// `dtcc-runner-cuda` for the cuda target), or the path in $DTCC_RUNNER.
 std::string defaultRunnerPath(llvm::StringRef target = "cpu");
+
+/// Why the fused regions' kernels cannot be generated for `target` on this
+/// machine (the CPU's shared object needs ld.lld), or "" when they can.
+/// dtcc compiles and prices unfused programs there unless --fuse is given.
+std::string fusionUnavailable(llvm::StringRef target);
 
 } // namespace dtcc
 

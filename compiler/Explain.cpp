@@ -171,10 +171,16 @@ static std::string explainPipeline(const Program &program) {
       if (task.rfind("forward mb0", 0) != 0)
         continue;
       std::string chunk = task.size() > 11 ? task.substr(12) : "chunk0";
-      std::string part = inst.location().substr(0, inst.location().find('/'));
+      // A fused region names each of its ops' nodes: "a/x, b/y".
       auto &parts = chunkParts[chunk];
-      if (!part.empty() && std::find(parts.begin(), parts.end(), part) == parts.end())
-        parts.push_back(part);
+      std::istringstream nodes(inst.location());
+      for (std::string node; std::getline(nodes, node, ',');) {
+        node.erase(0, node.find_first_not_of(' '));
+        std::string part = node.substr(0, node.find('/'));
+        if (!part.empty() &&
+            std::find(parts.begin(), parts.end(), part) == parts.end())
+          parts.push_back(part);
+      }
     }
     os << "  stage " << fn.stage() << " (" << fn.name() << "):";
     for (const auto &[chunk, parts] : chunkParts) {
@@ -439,6 +445,9 @@ programToExplain(mlir::ModuleOp module) {
   });
   CompileOptions options;
   options.compileTo = Phase::Exec;
+  // What `dtcc compile` builds of it (its regions' kernels are not needed
+  // to explain them).
+  options.fuse = fusionUnavailable(options.target).empty();
   if (mlir::failed(runPhases(module, options)))
     return mlir::failure();
   auto serialized = serializeProgram(module);

@@ -38,7 +38,8 @@ explainProgramCost(const runtime::format::Program &program,
                    const std::string &cluster);
 
 /// The program `dtcc explain model.mlir` reports on: `module` compiled to
-/// dexec and serialized. Weights printed elided (dense_resource without
+/// dexec as `dtcc compile` compiles it (fused regions included) and
+/// serialized. Weights printed elided (dense_resource without
 /// data) are explained too: the report needs shapes, not values. Errors
 /// are emitted as diagnostics.
 mlir::FailureOr<runtime::format::Program>

@@ -80,6 +80,12 @@ struct PlanRequest {
   /// Price GPU plans from programs compiled as `dtcc compile
   /// --no-half-weight-copies` does (ZeRO-1/2's fp32 masters whole).
   bool halfWeightCopies = true;
+  /// CPU clusters: price programs with fused regions, as `dtcc compile`
+  /// builds them by default; false: as `dtcc compile --no-fuse` (every op
+  /// a kernel; GPU clusters always, for now: Planning.cpp). A
+  /// saved plan's model that describes a run with its own kernels (flash
+  /// attention, fused softmax, FSDP1's gradient passes) is priced unfused.
+  bool fuse = true;
   bool json = false;
   /// Re-plan with the figures scaled by 0.8 and 1.2 and prefer, among the
   /// plans within 2% of the fastest, the one that loses least in the worse

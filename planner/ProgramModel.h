@@ -190,6 +190,10 @@ struct RunKernels {
   /// keep compute-type copies of the weights, their masters split over dp
   /// (dtcc's default); false: as `dtcc compile --no-half-weight-copies`.
   bool halfWeightCopies = true;
+  /// dtcc compiles the program it prices with fused regions (its default);
+  /// false: as `dtcc compile --no-fuse`, every op a library kernel (the
+  /// runs a plan file describes: their frameworks' kernels).
+  bool fuse = true;
   bool asCompiled() const {
     return attention == AttentionKernels::kAsCompiled &&
            gradients == GradientPasses::kAsCompiled;

@@ -105,7 +105,7 @@ import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps(c, indent=1)[:
     PYTHONUNBUFFERED=1 timeout 500 python3 "$src/bench/train_gpt_gpu.py" --programs "$kit/bench" \
       --runner-cuda "$k/bin/dtcc-runner-cuda" --models "${DTCC_BENCH_MODELS:-350m}" \
       --steps 8 --warmup 3 \
-      --impls "${DTCC_BENCH_IMPLS:-dtcc,dtcc-fuse,dtcc-copies,dtcc-unfused-attn,eager,eager-sdpa,compile-sdpa}" ||
+      --impls "${DTCC_BENCH_IMPLS:-dtcc,dtcc-no-fuse,dtcc-copies,dtcc-unfused-attn,eager,eager-sdpa,compile-sdpa}" ||
       fails=$((fails + 1)) ;;
   profile)
     settle

@@ -56,14 +56,12 @@ ModuleOp findKernelsModule(ModuleOp module) {
   return module.lookupSymbol<ModuleOp>(kKernelsModuleName);
 }
 
-namespace {
-
-/// The path of ld.lld, or an empty string.
-std::string findLinker(const CpuCodegenOptions &options) {
+std::string findCpuLinker(const CpuCodegenOptions &options) {
   if (!options.linker.empty())
     return options.linker;
+  // A linker named that does not run is no linker.
   if (auto env = llvm::sys::Process::GetEnv("DTCC_LLD"))
-    return *env;
+    return llvm::sys::fs::can_execute(*env) ? *env : "";
   for (const char *name : {"ld.lld-22", "ld.lld"})
     if (auto path = llvm::sys::findProgramByName(name))
       return *path;
@@ -71,6 +69,8 @@ std::string findLinker(const CpuCodegenOptions &options) {
     return "/usr/lib/llvm-22/bin/ld.lld";
   return "";
 }
+
+namespace {
 
 /// Checks that `fn` has the region form: memref arguments of static shape
 /// and identity layout, no results.
@@ -464,7 +464,7 @@ static void erfAsRational(func::FuncOp fn) {
 FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
                                          const CpuCodegenOptions &options) {
   MLIRContext *ctx = kernels.getContext();
-  std::string linker = findLinker(options);
+  std::string linker = findCpuLinker(options);
   if (linker.empty())
     return kernels.emitError(
         "cannot find ld.lld to link the fused regions' kernels: install "

@@ -25,10 +25,14 @@ inline constexpr const char *kKernelsModuleName = "dtcc_kernels";
 struct CpuCodegenOptions {
   /// When not empty: writes `kernels.ll` (the optimized LLVM IR) there.
   std::string dumpDir;
-  /// The linker; empty: $DTCC_LLD, else ld.lld-22, ld.lld (PATH), then
-  /// /usr/lib/llvm-22/bin/ld.lld.
+  /// The linker; empty: $DTCC_LLD (none if it cannot be run), else
+  /// ld.lld-22, ld.lld (PATH), then /usr/lib/llvm-22/bin/ld.lld.
   std::string linker;
 };
+
+/// The linker `compileCpuKernels` uses (`options.linker`, else as
+/// CpuCodegenOptions::linker says), or an empty string when there is none.
+std::string findCpuLinker(const CpuCodegenOptions &options = {});
 
 /// Writes `dir`/`name` with `write`; an error at `at` when it cannot.
 mlir::LogicalResult

@@ -107,10 +107,29 @@ bool isChainCast(Operation *op) {
          isRegionFloat(getElementTypeOrSelf(op->getResult(0).getType()));
 }
 
+/// Copies where `from` runs (its pipeline stage, its schedule's task, its
+/// layer) to `to`, an op that computes it or a region that takes it.
+void copyPlacement(Operation *from, Operation *to) {
+  for (StringRef attr :
+       {StringRef(shard::kStageAttr), StringRef(shard::kTaskAttr),
+        StringRef(graph::kLayerAttr)})
+    if (Attribute value = from->getAttr(attr))
+      to->setAttr(attr, value);
+}
+
+/// Whether `t` is a tensor of a static shape with at least one element (an
+/// op over no element computes nothing: no region takes it).
+bool hasElements(Type t) {
+  auto type = dyn_cast<RankedTensorType>(t);
+  return type && type.hasStaticShape() && type.getNumElements() > 0;
+}
+
 /// Whether a region computes `op`: a float elementwise op whose scalar form
 /// emitScalar knows, a comparison of floats, a logical op of their masks,
 /// or a select between floats.
 bool isFusableCompute(Operation *op) {
+  if (op->getNumResults() != 1 || !hasElements(op->getResult(0).getType()))
+    return false;
   if (isFloatCompare(op) || isMaskLogic(op) || isChainCast(op))
     return true;
   if (!isa<graph::AddOp, graph::SubOp, graph::MulOp, graph::DivOp,
@@ -219,7 +238,7 @@ bool isRowReduction(Operation *op) {
     return false;
   auto in = cast<RankedTensorType>(op->getOperand(0).getType());
   auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims");
-  return isRegionFloat(in.getElementType()) && dims &&
+  return isRegionFloat(in.getElementType()) && hasElements(in) && dims &&
          dims.size() == 1 && in.getRank() >= 2 && dims[0] == in.getRank() - 1 &&
          isRowOf(op->getResult(0).getType(), in);
 }
@@ -249,8 +268,8 @@ constexpr int64_t kMaxRowBufferBytes = 256 * 1024;
 bool overLastAxis(Operation *op, StringRef attr) {
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   auto axis = op->getAttrOfType<IntegerAttr>(attr);
-  return type && axis && type.getRank() >= 2 && type.getShape().back() >= 2 &&
-         axis.getInt() == type.getRank() - 1;
+  return type && hasElements(type) && axis && type.getRank() >= 2 &&
+         type.getShape().back() >= 2 && axis.getInt() == type.getRank() - 1;
 }
 
 /// A softmax, log-softmax or one of their gradients along the last axis of
@@ -326,10 +345,7 @@ Decomposition decompose(Operation *op, int64_t id) {
     state.addAttributes(attrs);
     Operation *o = b.create(state);
     o->setAttr(kRowChainAttr, b.getI64IntegerAttr(id));
-    for (StringRef a :
-         {StringRef(shard::kStageAttr), StringRef(graph::kLayerAttr)})
-      if (Attribute v = op->getAttr(a))
-        o->setAttr(a, v);
+    copyPlacement(op, o);
     d.chain.push_back(o);
     d.members.push_back(o);
     return o->getResult(0);
@@ -865,10 +881,13 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
   if (op->getNumResults() != 1)
     return {};
   Attribute stage = op->getAttr(shard::kStageAttr);
-  // The region of `v`'s producer, where `op` would read it.
+  Attribute task = op->getAttr(shard::kTaskAttr);
+  // The region of `v`'s producer, where `op` would read it (one region is
+  // one kernel of one pipeline stage's task).
   auto producer = [&](Value v) -> std::optional<unsigned> {
     Operation *def = v.getDefiningOp();
-    if (!def || def->getAttr(shard::kStageAttr) != stage)
+    if (!def || def->getAttr(shard::kStageAttr) != stage ||
+        def->getAttr(shard::kTaskAttr) != task)
       return std::nullopt;
     auto it = regionOf.find(def);
     if (it == regionOf.end())
@@ -1287,11 +1306,16 @@ bool FunctionFusion::outline(Region &region) {
     resultTypes.push_back(v.getType());
   auto ref = SymbolRefAttr::get(ctx, kKernelsModule,
                                 {FlatSymbolRefAttr::get(ctx, name)});
-  auto fused = graph::FusedOp::create(fb, loc, resultTypes, ref, operands);
-  if (Attribute stage = last->getAttr(shard::kStageAttr))
-    fused->setAttr(shard::kStageAttr, stage);
-  if (Attribute layer = last->getAttr(graph::kLayerAttr))
-    fused->setAttr(graph::kLayerAttr, layer);
+  // The call stands for every member's ONNX node (`dtcc explain` names
+  // them all: a region may join two layers' ops, a residual add and the
+  // final norm).
+  SmallVector<Location> memberLocs;
+  for (Operation *op : region.ops)
+    memberLocs.push_back(op->getLoc());
+  Location callLoc = FusedLoc::get(
+      ctx, memberLocs, StringAttr::get(ctx, graph::kJoinedNodesLoc));
+  auto fused = graph::FusedOp::create(fb, callLoc, resultTypes, ref, operands);
+  copyPlacement(last, fused);
   if (remarks)
     fused->emitRemark() << "fused " << region.ops.size() << " ops into @"
                         << name << (region.rows ? " (row form, " : " (")

@@ -459,12 +459,16 @@ View FunctionLowering::broadcastView(const View &operand,
   return View{operand.storage, outType, strides, operand.offset};
 }
 
-/// The `fused` kernel's attributes: the region function's symbol, and
-/// what the region holds (dtcc.fused_ops, comma-separated, and
-/// dtcc.saved_bytes).
+/// The `fused` kernel's attributes: the region function's symbol, what
+/// the region holds (dtcc.fused_ops, comma-separated, and
+/// dtcc.saved_bytes), and the call's own dotted attributes as every
+/// kernel's (its pipeline task and layer: kernelAttrsOf).
 static DictionaryAttr fusedKernelAttrs(graph::FusedOp fused) {
   MLIRContext *ctx = fused.getContext();
   NamedAttrList attrs;
+  for (NamedAttribute a : fused->getAttrs())
+    if (a.getName().getValue().contains('.'))
+      attrs.set(a.getName(), a.getValue());
   attrs.set("symbol", fused.getKernelAttr().getLeafReference());
   Operation *fn = SymbolTable::lookupNearestSymbolFrom(fused, fused.getKernelAttr());
   if (!fn)

@@ -59,12 +59,13 @@ void buildTrainPhase(mlir::OpPassManager &pm, const planning::Plan &plan,
                      const TrainPhase &options);
 void buildShardPhase(mlir::OpPassManager &pm, const planning::Plan &plan,
                      const ShardPhase &options);
-/// The lowering to dexec, after dtcc-lower-fuse-regions with `fuse`.
+/// The lowering to dexec, after dtcc-lower-fuse-regions with `fuse`. The
+/// defaults are `dtcc compile`'s for the CPU target (dtcc-phase-dexec).
 struct ExecPhase {
-  bool fuse = false;
+  bool fuse = true;
   /// With fuse: also row regions (reductions along the last axis), which
   /// only the CPU code generation compiles.
-  bool fuseRows = false;
+  bool fuseRows = true;
   /// Attention's heads as strided views, not copies (dtcc-lower-to-exec's
   /// strided-views).
   bool stridedViews = true;

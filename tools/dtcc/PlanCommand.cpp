@@ -192,6 +192,12 @@ cl::opt<bool> noHalfWeightCopies(
              "pipeline keep whole fp32 master weights, cast at every "
              "micro-batch)"),
     cl::sub(planCommand), cl::cat(outputCategory));
+cl::opt<bool> noFuse(
+    "no-fuse",
+    cl::desc("Price programs compiled as dtcc compile --no-fuse (every op a "
+             "library kernel; by default the fused regions dtcc compile "
+             "builds)"),
+    cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<bool> json("json", cl::desc("The report as JSON (docs/planner.md)"),
                    cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<std::string> tracePath(
@@ -304,6 +310,7 @@ StatusOr<PlanRequest> request() {
   r.explainCost = explainCost;
   r.stridedViews = !noStridedViews;
   r.halfWeightCopies = !noHalfWeightCopies;
+  r.fuse = !noFuse;
   r.json = json;
   r.tracePath = tracePath;
   r.planOut = planOut;

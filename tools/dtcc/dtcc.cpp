@@ -152,11 +152,15 @@ cl::opt<std::string> target(
     cl::cat(category));
 cl::opt<bool> fuse(
     "fuse",
-    cl::desc("Fuse elementwise chains into regions with kernels generated "
-             "for the target: the CPU (linked with ld.lld) or CUDA (PTX, "
-             "and cubins for sm_80 and sm_90) (default: off)"),
+    cl::desc("Fuse elementwise chains, and on the CPU softmaxes, norms and "
+             "reductions along the last axis with the ops around them, into "
+             "regions with kernels generated for the target: the CPU (linked "
+             "with ld.lld) or CUDA (PTX, and cubins for sm_80 and sm_90) "
+             "(the default; without ld.lld a CPU compile warns and does not "
+             "fuse unless --fuse is given)"),
     cl::sub(compileCmd), cl::cat(category));
-cl::opt<bool> noFuse("no-fuse", cl::desc("Do not fuse (the default)"),
+cl::opt<bool> noFuse("no-fuse",
+                     cl::desc("Do not fuse: every op a library kernel"),
                      cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noStridedViews(
     "no-strided-views",
@@ -509,7 +513,21 @@ int runImportOrCompile(bool compile) {
     compileOptions.dumpDir = dumpDir;
     compileOptions.runnerPath = runnerPath;
     compileOptions.target = target;
-    compileOptions.fuse = fuse && !noFuse;
+    if (fuse && noFuse) {
+      llvm::errs() << "error: --fuse and --no-fuse contradict each other\n";
+      return 1;
+    }
+    compileOptions.fuse = !noFuse;
+    // Fused by default where the target's kernels can be generated here;
+    // --fuse insists (and a missing linker is then an error).
+    if (compileOptions.fuse && !fuse) {
+      std::string why = dtcc::fusionUnavailable(target);
+      if (!why.empty()) {
+        llvm::errs() << "warning: compiling without fused regions: " << why
+                     << "\n";
+        compileOptions.fuse = false;
+      }
+    }
     compileOptions.stridedViews = !noStridedViews;
     compileOptions.halfWeightCopies = !noHalfWeightCopies;
     dtcc::TrainOptions &t = compileOptions.train;
