@@ -1898,13 +1898,9 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   run.halfWeightCopies = args.halfWeightCopies;
   // A run whose saved model names its own attention kernel or gradient
   // passes used its framework's kernels (priced unfused); dtcc's own
-  // program is fused where dtcc compile fuses it here. GPU clusters price
-  // the unfused program for now: the fusion pass over a pipeline's
-  // unrolled micro-batches took 5x the planning time (a 40-layer GPT on 8
-  // H100s: 11.9 s against 2.4 s), for elementwise chains that are a few
-  // percent of a GPU step.
-  run.fuse =
-      args.fuse && run.asCompiled() && cpu && fusionUnavailable("cpu").empty();
+  // program is fused where dtcc compile fuses it here.
+  run.fuse = args.fuse && run.asCompiled() &&
+             fusionUnavailable(cpu ? "cpu" : "cuda").empty();
   const std::string attentionText =
       attentionCoreText +
       (run.gradients == GradientPasses::kAsCompiled

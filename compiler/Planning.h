@@ -80,9 +80,8 @@ struct PlanRequest {
   /// Price GPU plans from programs compiled as `dtcc compile
   /// --no-half-weight-copies` does (ZeRO-1/2's fp32 masters whole).
   bool halfWeightCopies = true;
-  /// CPU clusters: price programs with fused regions, as `dtcc compile`
-  /// builds them by default; false: as `dtcc compile --no-fuse` (every op
-  /// a kernel; GPU clusters always, for now: Planning.cpp). A
+  /// Price programs with fused regions, as `dtcc compile` builds them by
+  /// default; false: as `dtcc compile --no-fuse` (every op a kernel). A
   /// saved plan's model that describes a run with its own kernels (flash
   /// attention, fused softmax, FSDP1's gradient passes) is priced unfused.
   bool fuse = true;
