@@ -154,13 +154,18 @@ struct PlanSetPass : public dtcc::planning::impl::PlanSetBase<PlanSetPass> {
   void runOnOperation() final {
     ModuleOp module = getOperation();
     if (given_) {
-      // A whole plan from C++ (the CLI parsed its mesh): it replaces any.
+      // A whole plan from C++ (the CLI parsed its mesh): it replaces any,
+      // but for the exact layouts a search chose, which stay unless the
+      // plan gives layouts of its own (a step the planner's layout search
+      // decided is sharded by its decisions, as the options path below).
       std::string error;
       auto attr = planning::planToAttr(module.getContext(), *given_, error);
       if (failed(attr)) {
         module.emitError("invalid plan: ") << error;
         return signalPassFailure();
       }
+      if (PlanAttr old = getPlan(module); old && given_->layouts.empty())
+        attr = attr->withLayouts(old.getLayouts());
       if (failed(planning::setPlan(module, *attr)))
         return signalPassFailure();
       return;

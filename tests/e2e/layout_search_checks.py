@@ -6,8 +6,8 @@ bottleneck, two branches joined by a sigmoid gate, written with onnx and
 numpy), lets `dtcc compile --plan auto --ranks 4 --layout-search both`
 compile every candidate (Megatron-style layouts, the ILP's, coordinate
 descent's) and checks, by the compiled weighing, that the ILP's best plan
-is within 2% of the best Megatron-style plan with tensor parallelism and
-of coordinate descent's. Then trains, 10 AdamW steps under
+is at least as fast as the best Megatron-style plan with tensor
+parallelism and as coordinate descent's. Then trains, 10 AdamW steps under
 `mpirun -np 4`, the plan `--plan auto --ranks 4` chooses and the ILP's
 plan compiled on its own, each against one device: losses within 1e-5
 relative at every step. Last, the ILP's plan of a zoo GPT on dp=2,tp=2
@@ -29,9 +29,6 @@ from e2e_common import MPI_ENV, Checks, run, start  # noqa: E402
 STEPS = 10
 BATCH = 256
 WIDTHS = (128, 1024, 12, 768, 384, 10)
-# How much slower than Megatron's and coordinate descent's plans the ILP's
-# may be priced (see the check).
-ILP_TOLERANCE = 0.02
 TRAIN = ["--train", "--optimizer", "adamw", "--lr", "3e-3", "--grad-clip",
          "1.0", "--warmup", "3", "--schedule", "cosine", "--adam-eps", "1e-6"]
 
@@ -162,17 +159,12 @@ def main():
           f"Megatron {best_megatron[0]} zero {best_megatron[1]}: "
           f"{best_megatron[3]:.2f} ms/step; coordinate descent "
           f"{best_descent[0]} zero {best_descent[1]}: {best_descent[3]:.2f} ms/step")
-    # The ILP optimizes its own model of the step (FLOPs, bytes moved,
-    # collectives), not the compiled program's instruction-by-instruction
-    # price: with fused regions (dtcc compile's default) its choice is
-    # priced 0.8% behind Megatron's here (10.07 against 9.99 ms; unfused
-    # 10.33 against 10.62). Within ILP_TOLERANCE of the best of the others.
-    check(best_ilp[3] <= best_megatron[3] * (1 + ILP_TOLERANCE),
-          f"the ILP's plan ({best_ilp[3]:.2f} ms/step) is within "
-          f"{ILP_TOLERANCE:.0%} of the Megatron-style one ({best_megatron[3]:.2f})")
-    check(best_ilp[3] <= best_descent[3] * (1 + ILP_TOLERANCE),
-          f"the ILP's plan ({best_ilp[3]:.2f} ms/step) is within "
-          f"{ILP_TOLERANCE:.0%} of coordinate descent's ({best_descent[3]:.2f})")
+    check(best_ilp[3] <= best_megatron[3],
+          f"the ILP's plan ({best_ilp[3]:.2f} ms/step) is at least as fast as "
+          f"the Megatron-style one ({best_megatron[3]:.2f})")
+    check(best_ilp[3] <= best_descent[3],
+          f"the ILP's plan ({best_ilp[3]:.2f} ms/step) is at least as fast as "
+          f"coordinate descent's ({best_descent[3]:.2f})")
 
     # One device, then the plan --plan auto chooses and the ILP's own plan.
     ref = os.path.join(work, "ref")
