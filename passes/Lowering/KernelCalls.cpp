@@ -73,15 +73,20 @@ std::optional<runtime::Attrs::Value> kernelAttrValue(Attribute attr) {
   return std::nullopt;
 }
 
+void addDialectAttrs(Operation *op, NamedAttrList &attrs) {
+  for (NamedAttribute a : op->getAttrs())
+    if (a.getName().getValue().contains('.'))
+      attrs.set(a.getName(), a.getValue());
+}
+
 FailureOr<DictionaryAttr> kernelAttrsOf(Operation *op,
                                         const runtime::KernelSignature &sig) {
   NamedAttrList attrs;
+  addDialectAttrs(op, attrs);
   for (NamedAttribute a : op->getAttrs()) {
     StringRef name = a.getName().getValue();
-    if (name.contains('.')) {
-      attrs.set(a.getName(), a.getValue());
+    if (name.contains('.'))
       continue;
-    }
     const runtime::KernelAttrSignature *target = nullptr;
     for (const runtime::KernelAttrSignature &k : sig.attrs)
       if ((k.from.empty() ? k.name : k.from) == name)

@@ -28,6 +28,10 @@ runtime::DType kernelDType(mlir::Type type);
 /// the same); nullopt for attributes the format cannot carry.
 std::optional<runtime::Attrs::Value> kernelAttrValue(mlir::Attribute attr);
 
+/// Adds `op`'s attributes of a dialect ("dshard.task", "dgraph.layer") to
+/// `attrs`, as they are: what every kernel call carries over from its op.
+void addDialectAttrs(mlir::Operation *op, mlir::NamedAttrList &attrs);
+
 /// The attributes of the kernel call `op` lowers to: each op attribute
 /// under the kernel's name for it (the table's `From`), attributes of a
 /// dialect ("dshard.stage") as they are. An attribute the kernel does not

@@ -466,9 +466,7 @@ View FunctionLowering::broadcastView(const View &operand,
 static DictionaryAttr fusedKernelAttrs(graph::FusedOp fused) {
   MLIRContext *ctx = fused.getContext();
   NamedAttrList attrs;
-  for (NamedAttribute a : fused->getAttrs())
-    if (a.getName().getValue().contains('.'))
-      attrs.set(a.getName(), a.getValue());
+  lowering::addDialectAttrs(fused, attrs);
   attrs.set("symbol", fused.getKernelAttr().getLeafReference());
   Operation *fn = SymbolTable::lookupNearestSymbolFrom(fused, fused.getKernelAttr());
   if (!fn)

@@ -153,34 +153,42 @@ struct PlanSetPass : public dtcc::planning::impl::PlanSetBase<PlanSetPass> {
 
   void runOnOperation() final {
     ModuleOp module = getOperation();
-    if (given_) {
-      // A whole plan from C++ (the CLI parsed its mesh): it replaces any,
-      // but for the exact layouts a search chose, which stay unless the
-      // plan gives layouts of its own (a step the planner's layout search
-      // decided is sharded by its decisions, as the options path below).
-      std::string error;
-      auto attr = planning::planToAttr(module.getContext(), *given_, error);
-      if (failed(attr)) {
-        module.emitError("invalid plan: ") << error;
-        return signalPassFailure();
-      }
-      if (PlanAttr old = getPlan(module); old && given_->layouts.empty())
-        attr = attr->withLayouts(old.getLayouts());
-      if (failed(planning::setPlan(module, *attr)))
-        return signalPassFailure();
-      return;
-    }
-    // What is not given keeps the module's plan (each phase sets its own).
     PlanAttr old = getPlan(module);
+    // A whole plan from C++ (the CLI parsed its mesh) replaces any; the
+    // pass's options replace what they give and keep the rest of the
+    // module's plan (each phase sets its own).
+    std::optional<planning::Plan> plan = given_ ? given_ : fromOptions(old);
+    if (!plan)
+      return signalPassFailure();
+    std::string error;
+    auto attr = planning::planToAttr(module.getContext(), *plan, error);
+    if (failed(attr)) {
+      module.emitError("invalid plan: ") << error;
+      return signalPassFailure();
+    }
+    // Layouts a search chose (exact shardings) stay unless new ones are
+    // given: a step the planner's layout search decided is sharded by its
+    // decisions.
+    const bool newLayouts =
+        given_ ? !given_->layouts.empty() : layouts.hasValue();
+    if (old && !newLayouts)
+      attr = attr->withLayouts(old.getLayouts());
+    if (failed(planning::setPlan(module, *attr)))
+      return signalPassFailure();
+  }
+
+  /// The module's plan `old` with what the options give; nullopt (an error
+  /// emitted) for a mesh that does not parse.
+  std::optional<planning::Plan> fromOptions(PlanAttr old) {
     planning::Plan plan = planning::planFromAttr(old);
     if ((mesh.hasValue() || !old) && mesh.empty()) {
       plan.mesh = runtime::MeshShape(); // one device
     } else if (mesh.hasValue() || !old) {
       auto parsed = runtime::MeshShape::parse(mesh.getValue());
       if (!parsed.isOk()) {
-        module.emitError("invalid mesh '")
+        getOperation().emitError("invalid mesh '")
             << mesh.getValue() << "': " << parsed.status().message();
-        return signalPassFailure();
+        return std::nullopt;
       }
       plan.mesh = std::move(parsed.value());
     }
@@ -204,18 +212,7 @@ struct PlanSetPass : public dtcc::planning::impl::PlanSetBase<PlanSetPass> {
       plan.gradReduce = gradReduce;
     if (layouts.hasValue() || !old)
       plan.layouts.assign(layouts.begin(), layouts.end());
-    std::string error;
-    auto attr = planning::planToAttr(module.getContext(), plan, error);
-    if (failed(attr)) {
-      module.emitError("invalid plan: ") << error;
-      return signalPassFailure();
-    }
-    // Layouts a search chose (exact shardings) stay unless new ones are
-    // given.
-    if (old && !layouts.hasValue())
-      attr = attr->withLayouts(old.getLayouts());
-    if (failed(planning::setPlan(module, *attr)))
-      return signalPassFailure();
+    return plan;
   }
 
 private:
