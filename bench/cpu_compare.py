@@ -79,11 +79,14 @@ def default_venv():
 
 
 def ensure_venv(path, requirements=VENV_REQUIREMENTS, system_site_packages=False,
-                note="about 4 GB: PyPI's torch wheel brings the CUDA libraries"):
+                note="about 4 GB: PyPI's torch wheel brings the CUDA libraries",
+                no_deps=()):
     """The virtual environment's python, creating the environment (and
     installing `requirements` from PyPI) unless it already has them.
     `system_site_packages`: the environment also sees Debian's packages
-    (its PyTorch 1.13, onnx and numpy)."""
+    (its PyTorch 1.13, onnx and numpy). `no_deps`: requirements installed
+    without their dependencies (a package pinned to a newer PyTorch whose
+    Python code runs on Debian's)."""
     python = os.path.join(path, "bin", "python")
     stamp = os.path.join(path, "dtcc-bench-requirements.txt")
     wanted = "\n".join(requirements) + "\n"
@@ -95,8 +98,13 @@ def ensure_venv(path, requirements=VENV_REQUIREMENTS, system_site_packages=False
         subprocess.run([DEBIAN_PYTHON, "-m", "venv", path]
                        + (["--system-site-packages"] if system_site_packages else []),
                        check=True)
-    subprocess.run([python, "-m", "pip", "install", "--quiet", *requirements],
-                   check=True)
+    plain = [r for r in requirements if r not in no_deps]
+    if plain:
+        subprocess.run([python, "-m", "pip", "install", "--quiet", *plain],
+                       check=True)
+    if no_deps:
+        subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps",
+                        *no_deps], check=True)
     with open(stamp, "w") as f:
         f.write(wanted)
     return python

@@ -4,6 +4,7 @@
 
 #include "runtime/base/FlagArg.h"
 #include "runtime/comm/CommQueue.h"
+#include "runtime/comm/TcpPort.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -60,23 +61,6 @@ StatusOr<double> parseSeconds(const std::string &flag, const std::string &v,
 }
 
 const char *getenvOrNull(const char *name) { return std::getenv(name); }
-
-/// A free TCP port on this host for rank 0 (single-node jobs).
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return 29500;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 29500;
-  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 volatile std::sig_atomic_t stopSignal = 0;
 void onStopSignal(int sig) { stopSignal = sig; }
@@ -431,7 +415,7 @@ bool Supervisor::start(int attempt) {
   }
   pipeRead_ = fds[0];
   fcntl(pipeRead_, F_SETFL, O_NONBLOCK);
-  const int port = job_.masterPort > 0 ? job_.masterPort : freePort();
+  const int port = job_.masterPort > 0 ? job_.masterPort : pickFreeTcpPort();
   ranks_.clear();
   lastStep_ = 0;
   attemptStart_ = -1;

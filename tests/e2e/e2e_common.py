@@ -109,6 +109,31 @@ def step_losses(dump, steps):
                      for s in range(1, steps + 1)])
 
 
+def free_port():
+    """A TCP port for rank 0 of a torchrun-style launch on this machine:
+    below the kernel's ephemeral range (net.ipv4.ip_local_port_range), which
+    the ranks' own connections use, at random, and free now (no socket bound
+    to it, TIME_WAIT included: the probe has no SO_REUSEADDR). What
+    runtime/comm/TcpPort.h's pickFreeTcpPort chooses for `dtcc run`."""
+    import random
+    import socket
+    try:
+        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(256):
+        port = random.randint(max(1024, low - 16384), low - 1)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("", port))
+                return port
+            except OSError:
+                continue
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
 def write_batches(batches, root):
     """Step directories of TensorProto files for the runner's --batches."""
     for step, batch in enumerate(batches):

@@ -200,19 +200,7 @@ def torchrun_procs(n, cmd, collective_timeout="60"):
     """Starts `cmd` on `n` ranks torchrun-style (the TCP backend: RANK,
     WORLD_SIZE, MASTER_ADDR, MASTER_PORT on a free local port, no MPI
     variables): the processes, their stdout and stderr piped."""
-    import random
-    import socket
-    # A port below the kernel's ephemeral range (32768-60999), which the
-    # ranks' own connections use, and free now (no socket left bound to
-    # it, in TIME_WAIT included: the bind has no SO_REUSEADDR).
-    while True:
-        port = random.randint(20000, 32000)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-                break
-            except OSError:
-                continue
+    port = e2e_common.free_port()
     procs = []
     for rank in range(n):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank),

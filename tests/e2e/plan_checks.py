@@ -170,7 +170,7 @@ def launch(ranks, cmd, tcp=False, **kw):
         return run(cmd, env=MPI_ENV, **kw)
     if not tcp:
         return run(["mpirun", "--oversubscribe", "-np", str(ranks)] + cmd, env=MPI_ENV, **kw)
-    port = 29600 + random.randrange(2000)
+    port = e2e_common.free_port()
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),
                                        WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",

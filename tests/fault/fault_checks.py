@@ -648,13 +648,6 @@ def elastic_run(case, rng, onnx, env, tag, mesh):
                f"(worst {rel:.2e})")
 
 
-def free_port():
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def case_coordinate(case, args):
     """Two node supervisors on this machine (separate processes, one DP2
     rank each, rank 0 at 127.0.0.1) with a collective timeout of 30 s: a
@@ -671,7 +664,7 @@ def case_coordinate(case, args):
     want = losses(ref)
 
     def launch(tag, dump, ckpt, node_flags):
-        port = free_port()
+        port = e2e_common.free_port()
         job = Job.__new__(Job)
         job.procs, job.reports, job.logs = [], [], []
         for h in range(2):

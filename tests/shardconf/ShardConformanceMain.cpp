@@ -22,6 +22,7 @@
 #include "passes/Sharding/Passes.h"
 #include "runtime/comm/CommContext.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/TcpPort.h"
 #include "runtime/device/Device.h"
 #include "runtime/exec/Executable.h"
 
@@ -41,12 +42,10 @@
 #include <fcntl.h>
 #include <functional>
 #include <map>
-#include <netinet/in.h>
 #include <random>
 #include <regex>
 #include <set>
 #include <sstream>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -627,19 +626,6 @@ std::string runProgram(const SerializedProgram &program, runtime::Device &device
   return "";
 }
 
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string readFile(int fd) {
   std::string s;
   ::lseek(fd, 0, SEEK_SET);
@@ -729,7 +715,7 @@ void runOnRanks(std::vector<Job *> &jobs, int size,
                 const std::vector<Reference> &refs) {
   size_t start = 0;
   while (start < jobs.size()) {
-    int port = freePort();
+    int port = dtcc::runtime::pickFreeTcpPort();
     std::vector<int> results(size), logs(size);
     std::vector<pid_t> pids(size);
     std::fflush(stdout);

@@ -202,8 +202,8 @@ cl::opt<std::string> lossSpec(
 cl::opt<std::string> optimizerName("optimizer", cl::desc("adamw or sgd"),
                                    cl::init("adamw"), cl::sub(compileCmd),
                                    cl::cat(trainCategory));
-cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(3e-4),
-                   cl::sub(compileCmd), cl::cat(trainCategory));
+cl::opt<double> lr("lr", cl::desc("Peak learning rate (default 3e-4)"),
+                   cl::init(3e-4), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<double> minLr("min-lr", cl::desc("Learning rate at the end of decay"),
                       cl::init(0.0), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9),
@@ -214,7 +214,8 @@ cl::opt<double> adamEps("adam-eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
                         cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<double> weightDecay(
     "weight-decay",
-    cl::desc("Decoupled weight decay (AdamW) or L2 penalty (SGD)"),
+    cl::desc("Decoupled weight decay (AdamW) or L2 penalty (SGD); default "
+             "0.01, for every weight and bias"),
     cl::init(0.01), cl::sub(compileCmd), cl::cat(trainCategory));
 cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.0),
                          cl::sub(compileCmd), cl::cat(trainCategory));

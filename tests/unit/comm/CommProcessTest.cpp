@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/base/Status.h"
+#include "runtime/comm/TcpPort.h"
 #include "runtime/format/Container.h"
 #include "runtime/io/TensorFile.h"
 #include "tests/unit/trainer/TrainerTestUtils.h"
@@ -21,10 +22,8 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <map>
-#include <netinet/in.h>
 #include <sstream>
 #include <string>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -40,20 +39,6 @@ struct Proc {
   std::string output; ///< stdout and stderr together
   double seconds = 0; ///< from the start of the job to its exit
 };
-
-/// A port nobody listens on right now.
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 /// Runs one process per entry of `envs` (argv `args`, that environment),
 /// output to a file each; kills what still runs after `limitSeconds`.
@@ -165,7 +150,7 @@ std::vector<Proc> runTcpJob(int size, const std::string &scenario,
                             double timeoutSeconds, double limitSeconds) {
   std::vector<Proc> procs;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    procs = runTcpJobOnPort(freePort(), size, scenario, timeoutSeconds,
+    procs = runTcpJobOnPort(pickFreeTcpPort(), size, scenario, timeoutSeconds,
                             limitSeconds);
     if (procs[0].output.find("cannot listen on MASTER_PORT") ==
         std::string::npos)

@@ -1,0 +1,420 @@
+#!/usr/bin/python3
+"""Models dtcc has not seen: torchvision's classification models, trained.
+
+Each model of the table below is built by torchvision (PyPI; its Python
+code, installed without its pinned PyTorch, runs on Debian's PyTorch 1.13)
+with 10 classes, every dropout and stochastic depth at probability 0 (so
+that both systems compute the same step), exported by PyTorch 1.13 in
+training mode (opset 17: batch norms update their running statistics) with
+a cross-entropy loss, and compiled with `dtcc compile --train`. Both then
+train from the same weights on the same batches with AdamW (lr 1e-3, no
+weight decay, constant schedule), at the same thread count, as
+bench/hf_models.py does for HuggingFace's architectures (its table's
+columns; the first two losses judged, later steps reported).
+
+torchvision is installed with pip into a virtual environment under a cache
+directory that also sees Debian's packages, created on first use; never
+into the system or the test path.
+
+This file is also the child process (`vision_models.py child SPEC.json`),
+run in that environment once per model.
+"""
+import argparse
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import cpu_compare  # noqa: E402
+import hf_models  # noqa: E402
+
+sys.path.insert(0, os.path.join(hf_models.REPO, "tests", "e2e"))
+import e2e_common  # noqa: E402
+
+# torchvision 0.15 is the oldest on PyPI for Python 3.11; its models' Python
+# code runs on PyTorch 1.13 (its compiled operators, unused here, do not load).
+REQUIREMENTS = ("torchvision==0.15.2", "pillow")
+NO_DEPS = ("torchvision==0.15.2",)
+CLASSES = 10
+# Meshes are judged in f64 over this many SGD steps of this learning rate
+# (SGD moves a weight whose gradient is zero but for rounding by as little;
+# Adam by about lr).
+SGD_STEPS, SGD_LR = 3, 1e-2
+
+# name: (torchvision.models function or class, its arguments, image side).
+# The full-size models at a small image (AlexNet and VGG at 224 x 224:
+# PyTorch 1.13 exports their adaptive average pools only where the output
+# size divides the input's); the transformers (ViT, MaxViT) in a small
+# configuration of their own classes, whose defaults need 224 x 224. Not
+# here: swin_v2_t (PyTorch 1.13 cannot export its `aten::zero`).
+MODELS = {
+    "resnet18": ("resnet18", {}, 64),
+    "resnet50": ("resnet50", {}, 64),
+    "resnext50_32x4d": ("resnext50_32x4d", {}, 64),
+    "wide_resnet50_2": ("wide_resnet50_2", {}, 32),
+    "mobilenet_v2": ("mobilenet_v2", {}, 64),
+    "mobilenet_v3_small": ("mobilenet_v3_small", {}, 64),
+    "mobilenet_v3_large": ("mobilenet_v3_large", {}, 64),
+    "efficientnet_b0": ("efficientnet_b0", {}, 64),
+    "efficientnet_v2_s": ("efficientnet_v2_s", {}, 64),
+    "mnasnet0_5": ("mnasnet0_5", {}, 64),
+    "shufflenet_v2_x0_5": ("shufflenet_v2_x0_5", {}, 64),
+    "squeezenet1_1": ("squeezenet1_1", {}, 64),
+    "regnet_x_400mf": ("regnet_x_400mf", {}, 64),
+    "regnet_y_400mf": ("regnet_y_400mf", {}, 64),
+    "densenet121": ("densenet121", {}, 64),
+    "googlenet": ("googlenet", dict(aux_logits=False, init_weights=True), 64),
+    "inception_v3": ("inception_v3", dict(aux_logits=False, init_weights=True), 80),
+    "alexnet": ("alexnet", {}, 224),
+    "vgg11_bn": ("vgg11_bn", {}, 224),
+    "convnext_tiny": ("convnext_tiny", {}, 64),
+    "swin_t": ("swin_t", {}, 64),
+    "vit": ("VisionTransformer", dict(image_size=32, patch_size=8, num_layers=2,
+                                      num_heads=4, hidden_dim=64, mlp_dim=128), 32),
+    "maxvit": ("MaxVit", dict(input_size=(64, 64), stem_channels=16,
+                              partition_size=4, block_channels=[32, 64],
+                              block_layers=[1, 1], head_dim=16,
+                              stochastic_depth_prob=0.0), 64),
+}
+
+
+# ------------------------------------------------------------ the child
+
+def child(spec_path):
+    """Builds the model, exports it, writes the batches and trains it in
+    PyTorch; writes the results beside the spec."""
+    warnings.filterwarnings("ignore")  # torchvision's image extension, unused
+    import torch
+    import torchvision
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    spec = json.load(open(spec_path))
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(0)
+    fn, kwargs, side = MODELS[spec["name"]]
+    model = getattr(torchvision.models, fn)(num_classes=CLASSES, **kwargs)
+    for m in model.modules():
+        # Dropout and torchvision's StochasticDepth: both systems' steps the same.
+        if isinstance(m, torch.nn.Dropout) or type(m).__name__ == "StochasticDepth":
+            m.p = 0.0
+
+    class Loss(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(self.m(x), y)
+
+    wrapped = Loss(model).train()
+    initial = copy.deepcopy(wrapped)
+    work, steps = spec["work"], spec["steps"]
+    out = {"params": sum(p.numel() for p in model.parameters())}
+    batches = []
+    for i in range(steps):
+        g = torch.Generator().manual_seed(100 + i)
+        batches.append((torch.randn(spec["batch"], 3, side, side, generator=g),
+                        torch.randint(0, CLASSES, (spec["batch"],), generator=g)))
+
+    def export(module, dtype, sub):
+        """The model in `dtype` as sub/model.onnx, with sub/batches/ (the
+        batches in `dtype`; f64: the first SGD_STEPS)."""
+        path = os.path.join(work, sub, "model.onnx")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        use = batches if dtype == torch.float32 else batches[:SGD_STEPS]
+        torch.onnx.export(module, (use[0][0].to(dtype), use[0][1]), path,
+                          input_names=["x", "y"], output_names=["loss"],
+                          opset_version=17, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+        for i, (x, y) in enumerate(use):
+            d = os.path.join(work, sub, "batches", f"{i:05d}")
+            os.makedirs(d, exist_ok=True)
+            for name, t in (("x", x.to(dtype)), ("y", y)):
+                with open(os.path.join(d, name + ".pb"), "wb") as f:
+                    f.write(numpy_helper.from_array(t.numpy(), name).SerializeToString())
+        return path
+
+    try:
+        path = export(wrapped, torch.float32, "")
+        export(copy.deepcopy(initial).double(), torch.float64, "f64")
+    except Exception as e:  # the exporter's failure, not dtcc's
+        out["error"] = f"PyTorch's export: {type(e).__name__}: {e}"[:300]
+        json.dump(out, open(os.path.join(work, "torch.json"), "w"))
+        return
+    out["nodes"] = len(onnx.load(path).graph.node)
+
+    def train(dtype):
+        w = copy.deepcopy(initial).to(dtype)
+        opt = torch.optim.AdamW(w.parameters(), lr=1e-3, weight_decay=0.0)
+        losses, times = [], []
+        for x, y in batches:
+            start = time.perf_counter()
+            opt.zero_grad()
+            loss = w(x.to(dtype), y)
+            loss.backward()
+            opt.step()
+            times.append((time.perf_counter() - start) * 1e3)
+            losses.append(loss.item())
+        return losses, times
+
+    # Step 1 in f64: the loss and every parameter's gradient.
+    w = copy.deepcopy(initial).double()
+    loss = w(batches[0][0].double(), batches[0][1])
+    loss.backward()
+    np.savez(os.path.join(work, "f64", "grads.npz"),
+             **{n: p.grad.numpy() for n, p in w.named_parameters() if p.grad is not None})
+    # SGD_STEPS of SGD in f64: what meshes are judged against.
+    w = copy.deepcopy(initial).double()
+    opt = torch.optim.SGD(w.parameters(), lr=SGD_LR)
+    sgd64 = []
+    for x, y in batches[:SGD_STEPS]:
+        opt.zero_grad()
+        step = w(x.double(), y)
+        step.backward()
+        opt.step()
+        sgd64.append(step.item())
+    losses, times = train(torch.float32)
+    out.update(losses=losses, times=times, loss64=loss.item(),
+               losses64=train(torch.float64)[0], sgd64=sgd64)
+    json.dump(out, open(os.path.join(work, "torch.json"), "w"))
+
+
+# ------------------------------------------------------------ the parent
+
+def rel(a, b):
+    return abs(a - b) / abs(b) if b else abs(a - b)
+
+
+def f64_check(args, work):
+    """dtcc's step 1 on the f64 export (compiled with --export-gradients and
+    a learning rate of 0; one step with --dump-outputs) against PyTorch's in
+    f64: {"loss": relative difference, "grad": the worst parameter's max
+    |g - g64| / max(max |g64|, 1e-6 x the largest gradient's), "name": that
+    parameter}, or {"error": ...}."""
+    import numpy as np
+    sub = os.path.join(work, "f64")
+    exe, dump = os.path.join(sub, "train"), os.path.join(sub, "dump")
+    proc = subprocess.run(
+        [args.dtcc, "compile", os.path.join(sub, "model.onnx"), "--train",
+         "--optimizer", "sgd", "--lr", "0", "--export-gradients", "-o", exe]
+        + args.dtcc_flag, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        return {"error": "dtcc compile (f64): " + " / ".join(lines[:3])[:300]}
+    proc = subprocess.run([exe, "--batches", os.path.join(sub, "batches"), "--steps",
+                           "1", "--log-every", "1", "--dump-outputs", dump],
+                          capture_output=True, text=True,
+                          env=cpu_compare.thread_env(args.threads))
+    if proc.returncode != 0:
+        return {"error": "dtcc run (f64): " + proc.stderr.strip()[-300:]}
+    loss = [float(l.split()[l.split().index("loss") + 1])
+            for l in proc.stdout.splitlines() if l.startswith("step ")]
+    # The runner logs 6 significant digits; the dumped loss has them all.
+    path = os.path.join(dump, "step_1", "loss.pb")
+    if os.path.exists(path):
+        loss = [float(e2e_common.read_pb(path))]
+    reference = json.load(open(os.path.join(work, "torch.json")))["loss64"]
+    worst = {"loss": rel(loss[0], reference) if loss else float("inf"),
+             "grad": 0.0, "name": ""}
+    grads = np.load(os.path.join(sub, "grads.npz"))
+    # A gradient a million times below the model's largest is zero at its
+    # scale: with batch norms, many are zero but for rounding (a norm's bias
+    # whose output feeds another norm through a convolution).
+    floor = 1e-6 * max(float(np.abs(grads[n]).max()) for n in grads.files)
+    for name in grads.files:
+        path = os.path.join(dump, "step_1", "grad_" + name.replace("/", "_") + ".pb")
+        if not os.path.exists(path):
+            return {"error": f"dtcc wrote no gradient for {name}"}
+        ref = grads[name]
+        err = float(np.abs(e2e_common.read_pb(path) - ref).max()) / max(
+            float(np.abs(ref).max()), floor, 1e-300)
+        if err > worst["grad"]:
+            worst.update(grad=err, name=name)
+    return worst
+
+
+def mesh_check(args, work, mesh):
+    """The f64 export compiled on `mesh` ("dp=2", "tp=2 --zero 3", ...) with
+    SGD, SGD_STEPS steps under mpirun (one thread a rank): the largest
+    relative difference of their losses from PyTorch's f64 SGD steps, or
+    {"error": ...}."""
+    sub = os.path.join(work, "f64")
+    tag = mesh.replace(" ", "").replace("=", "").replace(",", "-").replace("--", "-")
+    exe, dump = os.path.join(sub, "train-" + tag), os.path.join(sub, "dump-" + tag)
+    proc = subprocess.run(
+        [args.dtcc, "compile", os.path.join(sub, "model.onnx"), "--train",
+         "--optimizer", "sgd", "--lr", str(SGD_LR), "--weight-decay", "0",
+         "--schedule", "constant",
+         "--warmup", "0", "--mesh"] + mesh.split() + ["-o", exe] + args.dtcc_flag,
+        capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        return {"error": "dtcc compile: " + " / ".join(lines[:3])[:300]}
+    proc = e2e_common.launch(exe, hf_models.mesh_ranks(mesh),
+                             ["--batches", os.path.join(sub, "batches"), "--steps",
+                              str(SGD_STEPS), "--dump-outputs", dump], timeout=1200)
+    if proc.returncode != 0:
+        return {"error": "dtcc run: " + proc.stderr.strip()[-300:]}
+    want = json.load(open(os.path.join(work, "torch.json")))["sgd64"]
+    got = e2e_common.step_losses(dump, SGD_STEPS)
+    return {"diff": max(rel(float(g), w) for g, w in zip(got, want))}
+
+
+def judged(args, d, f):
+    """dtcc ran every f32 step, and its f64 step 1 (loss and every
+    gradient) is PyTorch's within --rtol."""
+    return (len(d["losses"]) == args.steps and "error" not in f
+            and f["loss"] <= args.rtol and f["grad"] <= args.rtol)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="comma-separated, of: " + ", ".join(MODELS))
+    ap.add_argument("--dtcc", default=os.path.join(hf_models.REPO, "build", "bin", "dtcc"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="steps not timed (default 1)")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--rtol", type=float, default=1e-6,
+                    help="tolerance of the f64 step 1 against PyTorch's: the "
+                         "loss's relative difference and, per parameter, max "
+                         "|g - g64| / max |g64| (default 1e-6)")
+    ap.add_argument("--dtcc-flag", action="append", default=[],
+                    metavar="FLAG", help="an extra flag for dtcc compile")
+    ap.add_argument("--mesh", action="append", default=[],
+                    help="also train the f64 export on this mesh under mpirun, "
+                         "one thread a rank, SGD, against PyTorch's f64 SGD "
+                         "steps (repeatable; a --mesh value, optionally with "
+                         "flags: 'dp=2', 'tp=2', 'pp=2', 'dp=2 --zero 3')")
+    ap.add_argument("--venv", default=os.path.join(cpu_compare.cache_dir(),
+                                                   "tv-venv"))
+    ap.add_argument("--work", default=None,
+                    help="keep each model's files here (default: a "
+                         "temporary directory)")
+    args = ap.parse_args()
+    names = [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        ap.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
+    if args.steps < max(2, args.warmup + 1):
+        ap.error("--steps must exceed --warmup and be at least 2")
+    python = cpu_compare.ensure_venv(
+        args.venv, REQUIREMENTS, system_site_packages=True, no_deps=NO_DEPS,
+        note="torchvision's Python code without its PyTorch; Debian's PyTorch 1.13")
+    root = args.work or tempfile.mkdtemp(prefix="dtcc-vision-")
+    rows, mesh_rows, agreed, failed = [], [], 0, []
+    for name in names:
+        work = os.path.join(root, name)
+        os.makedirs(work, exist_ok=True)
+        spec = dict(name=name, work=work, steps=args.steps, batch=args.batch,
+                    threads=args.threads)
+        path = os.path.join(work, "spec.json")
+        json.dump(spec, open(path, "w"))
+        proc = subprocess.run([python, os.path.abspath(__file__), "child", path],
+                              capture_output=True, text=True,
+                              env=cpu_compare.thread_env(args.threads))
+        result = os.path.join(work, "torch.json")
+        if proc.returncode != 0 or not os.path.exists(result):
+            rows.append((name, {}, {"error": "PyTorch: " + proc.stderr.strip()[-300:]}, {}))
+            failed.append(name)
+            print(f"{name}: PyTorch failed", file=sys.stderr, flush=True)
+            continue
+        torch_out = json.load(open(result))
+        dtcc_out = torch_out if "error" in torch_out else hf_models.run_dtcc(args, work)
+        f64 = {} if "error" in dtcc_out else f64_check(args, work)
+        meshes = {m: mesh_check(args, work, m) for m in args.mesh
+                  if "error" not in torch_out}
+        rows.append((name, torch_out, dtcc_out, f64))
+        mesh_rows.append((name, meshes))
+        ok = ("error" not in dtcc_out and judged(args, dtcc_out, f64)
+              and all(r.get("diff", 1) <= args.rtol for r in meshes.values()))
+        agreed += ok
+        if not ok:
+            failed.append(name)
+        print(f"{name}: {'agrees' if ok else 'DIFFERS or failed'}", file=sys.stderr,
+              flush=True)
+
+    print(f"torchvision {REQUIREMENTS[0].split('==')[1]} models, {CLASSES} classes, "
+          f"exported by PyTorch 1.13 (training mode, opset 17); batch {args.batch}; "
+          f"AdamW lr 1e-3; {args.steps} steps, {args.threads} thread(s); step "
+          f"times: medians after {args.warmup}; dtcc {cpu_compare.git_version()}")
+    print()
+    print("Judged: step 1 of the model exported in f64 (dtcc compiled with "
+          "--export-gradients, lr 0), against PyTorch's f64 step: the loss and "
+          "every parameter's gradient (the worst parameter's max |g - g64| / "
+          "max |g64|, or over 1e-6 x the model's largest gradient where that "
+          f"is larger: a zero but for rounding), within {args.rtol:g}. This does not depend on how well "
+          "the f32 step is conditioned; with batch norms over a few values per "
+          "channel PyTorch's own f32 gradients are percents from its f64 ones. "
+          "Reported: the f32 training's step-1 loss against PyTorch f64 (dtcc "
+          "/ PyTorch f32), and the later steps' largest relative difference "
+          "from PyTorch f32 (dtcc / PyTorch f64): Adam's first step moves each "
+          "weight by about lr whatever its gradient's size, so rounding-level "
+          "differences grow.")
+    print()
+    print("| model | image | params | ONNX nodes | dtcc compile | f64 step 1: loss, "
+          "worst gradient (parameter) | judged | f32 step 1 loss: dtcc / PyTorch "
+          "f32 | f32 steps 2-N: dtcc / PyTorch f64 | PyTorch 1.13 eager ms/step | "
+          "dtcc ms/step | dtcc faster |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, t, d, f in rows:
+        side = MODELS[name][2]
+        if "error" in d:
+            params = f"{t['params']:,}" if "params" in t else "-"
+            print(f"| {name} | {side} | {params} | {t.get('nodes', '-')} | "
+                  f"{hf_models.error_cell(d)} | | | | | | | |")
+            continue
+        f64 = (hf_models.error_cell(f) if "error" in f else
+               f"{f['loss']:.1e}, {f['grad']:.1e} ({f['name']})")
+        loss1 = (f"{rel(d['losses'][0], t['loss64']):.1e} / "
+                 f"{rel(t['losses'][0], t['loss64']):.1e}")
+        later_d = max((rel(a, b) for a, b in zip(d["losses"][1:], t["losses"][1:])),
+                      default=0)
+        later_t = max((rel(a, b) for a, b in zip(t["losses64"][1:], t["losses"][1:])),
+                      default=0)
+        tm = statistics.median(t["times"][args.warmup:])
+        dm = statistics.median(d["times"][args.warmup:])
+        print(f"| {name} | {side} | {t['params']:,} | {t['nodes']} | "
+              f"{d['compile_s']:.1f} s | {f64} | "
+              f"{'agree' if judged(args, d, f) else 'DIFFER'} | {loss1} | "
+              f"{later_d:.1e} / {later_t:.1e} | {tm:.1f} | {dm:.1f} | {tm / dm:.2f}x |")
+    if args.mesh:
+        print()
+        print(f"On meshes (MPI ranks, one thread each), the f64 export with SGD "
+              f"(lr {SGD_LR:g}): the largest relative difference of steps "
+              f"1-{SGD_STEPS}' losses from PyTorch's f64 SGD, judged within "
+              f"{args.rtol:g}")
+        print()
+        print("| model | " + " | ".join(f"`--mesh {m}`" for m in args.mesh) + " |")
+        print("|---|" + "---|" * len(args.mesh))
+        for name, meshes in mesh_rows:
+            cells = []
+            for m in args.mesh:
+                r = meshes.get(m, {"error": "-"})
+                cells.append(hf_models.error_cell(r)[:160] if "error" in r else
+                             f"{'agree' if r['diff'] <= args.rtol else 'DIFFER'} "
+                             f"({r['diff']:.1e})")
+            print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+    print(f"{agreed} of {len(names)} models compute step 1 as PyTorch does "
+          f"(in f64: the loss and every gradient within {args.rtol:g}"
+          + (", and their SGD steps on every mesh" if args.mesh else "") + ")"
+          + (f"; not: {', '.join(failed)}" if failed else ""))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "child":
+        child(sys.argv[2])
+    else:
+        main()
