@@ -350,6 +350,36 @@ def plan_model(args, work):
     return {"read": read, "plan": plan, "priced": report.get("pricedBy", "")}
 
 
+def model_names(ap, args, models):
+    """--models as a list, each one of `models`; --steps and --warmup checked."""
+    names = [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in models]
+    if unknown:
+        ap.error(f"unknown models {unknown}; known: {', '.join(models)}")
+    if args.steps < max(2, args.warmup + 1):
+        ap.error("--steps must exceed --warmup and be at least 2")
+    return names
+
+
+def torch_child(python, script, root, name, threads, **spec):
+    """Runs `script child SPEC.json` with the environment's `python` for
+    model `name` in root/name (the spec: name, work, threads and `spec`):
+    (that directory, the child's torch.json, or {"failed": "PyTorch: ..."}
+    where the child failed)."""
+    work = os.path.join(root, name)
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "spec.json")
+    json.dump(dict(spec, name=name, work=work, threads=threads), open(path, "w"))
+    proc = subprocess.run([python, os.path.abspath(script), "child", path],
+                          capture_output=True, text=True,
+                          env=cpu_compare.thread_env(threads))
+    result = os.path.join(work, "torch.json")
+    if proc.returncode != 0 or not os.path.exists(result):
+        print(f"{name}: PyTorch failed", file=sys.stderr, flush=True)
+        return work, {"failed": "PyTorch: " + proc.stderr.strip()[-300:]}
+    return work, json.load(open(result))
+
+
 def compared(out, torch_out, args):
     """A dtcc run against PyTorch's: (whether it ran every step with its
     first two losses within --rtol, their largest relative difference, the
@@ -397,12 +427,7 @@ def main():
                     help="keep each model's files here (default: a "
                          "temporary directory)")
     args = ap.parse_args()
-    names = [n for n in args.models.split(",") if n]
-    unknown = [n for n in names if n not in MODELS]
-    if unknown:
-        ap.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
-    if args.steps < max(2, args.warmup + 1):
-        ap.error("--steps must exceed --warmup and be at least 2")
+    names = model_names(ap, args, MODELS)
     python = cpu_compare.ensure_venv(
         args.venv, REQUIREMENTS, system_site_packages=True,
         note="transformers and its dependencies; Debian's PyTorch 1.13")
@@ -410,22 +435,13 @@ def main():
     root = args.work or tempfile.mkdtemp(prefix="dtcc-hf-")
     rows, mesh_rows, agreed, failed, plans = [], [], 0, [], {}
     for name in names:
-        work = os.path.join(root, name)
-        os.makedirs(work, exist_ok=True)
-        spec = dict(name=name, work=work, steps=args.steps, batch=args.batch,
-                    seq=args.seq, width=args.width, threads=args.threads)
-        path = os.path.join(work, "spec.json")
-        json.dump(spec, open(path, "w"))
-        proc = subprocess.run([python, os.path.abspath(__file__), "child", path],
-                              capture_output=True, text=True,
-                              env=cpu_compare.thread_env(args.threads))
-        result = os.path.join(work, "torch.json")
-        if proc.returncode != 0 or not os.path.exists(result):
-            rows.append((name, {}, {"error": "PyTorch: " + proc.stderr.strip()[-300:]}))
+        work, torch_out = torch_child(python, __file__, root, name, args.threads,
+                                      seq=args.seq, width=args.width,
+                                      steps=args.steps, batch=args.batch)
+        if "failed" in torch_out:
+            rows.append((name, {}, {"error": torch_out["failed"]}))
             failed.append(name)
-            print(f"{name}: PyTorch failed", file=sys.stderr, flush=True)
             continue
-        torch_out = json.load(open(result))
         dtcc_out = torch_out if "error" in torch_out else run_dtcc(args, work)
         rows.append((name, torch_out, dtcc_out))
 

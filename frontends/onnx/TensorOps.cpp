@@ -187,15 +187,30 @@ LogicalResult importTranspose(NodeImporter &n) {
 }
 
 LogicalResult importConcat(NodeImporter &n) {
-  SmallVector<Value> inputs;
+  // The inputs that add nothing along the axis are left out: an extent of
+  // 0 there, or PyTorch's legacy empty tensor (shape [0]) beside inputs of
+  // a higher rank. An input without elements whose extent along the axis
+  // is not 0 (its emptiness is in another dimension) still adds that
+  // extent: [0, 14, 1] and [0, 14, 1] along the last axis make [0, 14, 2].
+  int64_t rank = 0;
   for (int i = 0; i < n.numInputs(); ++i)
-    if (n.hasInput(i) && typeOf(n.input(i)).getNumElements() > 0)
-      inputs.push_back(n.input(i));
-  if (inputs.empty())
-    inputs.push_back(n.input(0)); // all empty: the result is empty too
-  auto axis = n.normalizeAxis(n.attrInt("axis", 0), typeOf(inputs[0]).getRank());
+    if (n.hasInput(i))
+      rank = std::max(rank, typeOf(n.input(i)).getRank());
+  auto axis = n.normalizeAxis(n.attrInt("axis", 0), rank);
   if (failed(axis))
     return failure();
+  SmallVector<Value> inputs;
+  for (int i = 0; i < n.numInputs(); ++i) {
+    if (!n.hasInput(i))
+      continue;
+    auto t = typeOf(n.input(i));
+    if (t.getNumElements() == 0 &&
+        (t.getRank() != rank || t.getDimSize(*axis) == 0))
+      continue;
+    inputs.push_back(n.input(i));
+  }
+  if (inputs.empty())
+    inputs.push_back(n.input(0)); // all empty: the result is empty too
   auto first = typeOf(inputs[0]);
   for (Value v : inputs) {
     auto t = typeOf(v);

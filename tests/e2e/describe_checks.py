@@ -35,9 +35,11 @@ torch.onnx (opset 17, training mode) and planned with `dtcc plan --json
     programs.
 """
 import argparse
+import atexit
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -199,6 +201,7 @@ def main():
     torch.manual_seed(0)
     failures = []
     work = tempfile.mkdtemp(prefix="dtcc-describe-")
+    atexit.register(shutil.rmtree, work, True)
     models = {
         "gpt": tm.GPT(vocab=48, seq=12, hidden=32, heads=4, layers=3),
         "llama": tm.Llama(vocab=40, seq=10, hidden=24, heads=3, layers=2, ffn=40),

@@ -14,8 +14,10 @@ relative at every step. Last, the ILP's plan of a zoo GPT on dp=2,tp=2
 with ZeRO-1 (activations resharded by constraints through attention, norms
 and the vocab-parallel loss), the same way.
 """
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -129,6 +131,7 @@ def compile_log(cmd):
 
 def main():
     args, work = start(__doc__, "dtcc-layout-search.")
+    atexit.register(shutil.rmtree, work, True)  # ~80 MB of programs
     dtcc = os.path.abspath(args.dtcc)
     check = Checks()
     model = os.path.join(work, "odd.onnx")
