@@ -1,20 +1,27 @@
 #!/usr/bin/python3
-"""Models dtcc has not seen: torchvision's classification models, trained.
+"""Models dtcc has not seen: torchvision's and timm's vision models, trained.
 
-Each model of the table below is built by torchvision (PyPI; its Python
-code, installed without its pinned PyTorch, runs on Debian's PyTorch 1.13)
-with 10 classes, every dropout and stochastic depth at probability 0 (so
-that both systems compute the same step), exported by PyTorch 1.13 in
-training mode (opset 17: batch norms update their running statistics) with
-a cross-entropy loss, and compiled with `dtcc compile --train`. Both then
-train from the same weights on the same batches with AdamW (lr 1e-3, no
-weight decay, constant schedule), at the same thread count, as
-bench/hf_models.py does for HuggingFace's architectures (its table's
-columns; the first two losses judged, later steps reported).
+Each model of the tables below is built by torchvision or timm (PyPI;
+their Python code, installed without their pinned PyTorch, runs on
+Debian's PyTorch 1.13) with 10 classes, every dropout, stochastic depth
+and drop path at probability 0 (so that both systems compute the same
+step), exported by PyTorch 1.13 in training mode (opset 17: batch norms
+update their running statistics) with a cross-entropy loss (per pixel for
+segmentation), in f32 and in f64, and compiled with `dtcc compile
+--train`. Both systems then train the f32 export from the same weights on
+the same batches with AdamW (lr 1e-3, no weight decay, constant schedule)
+at the same thread count: step times and losses, reported.
 
-torchvision is installed with pip into a virtual environment under a cache
-directory that also sees Debian's packages, created on first use; never
-into the system or the test path.
+Judged in f64, where rounding does not decide: dtcc's step 1 of the f64
+export (--export-gradients, lr 0) against PyTorch's f64 step, the loss and
+every parameter's gradient within --rtol; with --mesh, three f64 SGD steps
+on each mesh against dtcc's one-device steps. (In f32 these batch-
+normalized networks are ill-conditioned: PyTorch's own f32 gradients are
+percents from its f64 ones, and Adam's first step amplifies that.)
+
+The packages are installed with pip into a virtual environment under a
+cache directory that also sees Debian's packages, created on first use;
+never into the system or the test path.
 
 This file is also the child process (`vision_models.py child SPEC.json`),
 run in that environment once per model.
@@ -42,9 +49,12 @@ sys.path.insert(0, os.path.join(hf_models.REPO, "tests", "e2e"))
 import e2e_common  # noqa: E402
 
 # torchvision 0.15 is the oldest on PyPI for Python 3.11; its models' Python
-# code runs on PyTorch 1.13 (its compiled operators, unused here, do not load).
-REQUIREMENTS = ("torchvision==0.15.2", "pillow")
-NO_DEPS = ("torchvision==0.15.2",)
+# code runs on PyTorch 1.13 (its compiled operators, unused here, do not
+# load). timm (PyTorch Image Models) 0.9 runs on it too; both are installed
+# without their dependencies (PyTorch 2), the rest with theirs.
+REQUIREMENTS = ("torchvision==0.15.2", "timm==0.9.16", "pillow", "pyyaml",
+                "safetensors", "huggingface_hub")
+NO_DEPS = ("torchvision==0.15.2", "timm==0.9.16")
 CLASSES = 10
 # Meshes train the f64 export this many SGD steps of this learning rate
 # (SGD moves a weight whose gradient is zero but for rounding by as little;
@@ -100,6 +110,27 @@ MODELS = {
     "swin3d_t": ("video.swin3d_t", {}, (3, 8, 64, 64)),
 }
 
+# timm's models ("timm:<name>"), at 64 x 64 (img_size where the model's
+# position tables or windows are sized by it). Not here, as PyTorch 1.13
+# cannot export them: volo_d1_224 (`aten::col2im`), convmixer_768_32
+# (`aten::_convolution_mode`), convit_tiny (in f64: its float constants),
+# halonet26t (an assertion of its own when traced).
+_SMALL = dict(img_size=64)
+TIMM = {
+    "mixer_s16_224": _SMALL, "resmlp_12_224": _SMALL, "gmlp_ti16_224": _SMALL,
+    "vit_small_patch16_224": _SMALL, "deit_tiny_distilled_patch16_224": _SMALL,
+    "cait_xxs24_224": _SMALL, "xcit_nano_12_p16_224": _SMALL,
+    "pit_ti_224": _SMALL, "tnt_s_patch16_224": _SMALL, "levit_128s": _SMALL,
+    "eva02_tiny_patch14_224": _SMALL, "coatnet_nano_rw_224": _SMALL,
+    "visformer_tiny": _SMALL, "pvt_v2_b0": {},
+    "edgenext_xx_small": {}, "mobilevitv2_050": {}, "efficientvit_b0": {},
+    "fastvit_t8": {}, "sequencer2d_s": {}, "nfnet_l0": {}, "regnetz_b16": {},
+    "ghostnet_100": {}, "hrnet_w18_small": {}, "dla34": {}, "dpn68": {},
+    "res2net50_26w_4s": {}, "cspresnet50": {}, "rexnet_100": {},
+    "repvgg_a0": {}, "inception_next_tiny": {},
+}
+MODELS.update({f"timm-{n}": (f"timm:{n}", kw, 64) for n, kw in TIMM.items()})
+
 
 def input_shape(name):
     """A model's input without the batch: (3, side, side) for an image."""
@@ -123,16 +154,25 @@ def child(spec_path):
     torch.manual_seed(0)
     fn, kwargs, _ = MODELS[spec["name"]]
     shape = input_shape(spec["name"])
-    build = torchvision.models
-    for part in fn.split("."):
-        build = getattr(build, part)
-    model = build(num_classes=CLASSES, **kwargs)
+    if fn.startswith("timm:"):
+        import timm
+        # drop_rate: some (GhostNet) drop out with F.dropout, not a module.
+        model = timm.create_model(fn[len("timm:"):], pretrained=False,
+                                  num_classes=CLASSES, drop_rate=0.0, **kwargs)
+    else:
+        build = torchvision.models
+        for part in fn.split("."):
+            build = getattr(build, part)
+        model = build(num_classes=CLASSES, **kwargs)
     # A label per pixel for segmentation, per sample otherwise.
     labels = shape[1:] if fn.startswith("segmentation.") else ()
     for m in model.modules():
-        # Dropout and torchvision's StochasticDepth: both systems' steps the same.
+        # Dropout, torchvision's StochasticDepth and timm's DropPath at 0: both
+        # systems' steps the same.
         if isinstance(m, torch.nn.Dropout) or type(m).__name__ == "StochasticDepth":
             m.p = 0.0
+        if type(m).__name__ == "DropPath":
+            m.drop_prob = 0.0
 
     class Loss(torch.nn.Module):
         def __init__(self, m):

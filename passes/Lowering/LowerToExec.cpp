@@ -108,10 +108,10 @@ struct View {
   int64_t offset = 0;
 
   bool isContiguous() const { return strides.empty() && offset == 0; }
-  bool operator==(const View &o) const {
-    return storage == o.storage && type == o.type && strides == o.strides &&
-           offset == o.offset;
-  }
+  /// The same elements at the same places: a dimension of size 1 addresses
+  /// nothing with its stride, so two views that differ only there are one
+  /// (a transpose's view of a slot of a concat along a dimension of size 1).
+  bool operator==(const View &o) const;
 };
 
 SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
@@ -119,6 +119,22 @@ SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
   for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
     strides[d] = strides[d + 1] * shape[d + 1];
   return strides;
+}
+
+bool View::operator==(const View &o) const {
+  if (storage != o.storage || type != o.type || offset != o.offset)
+    return false;
+  if (strides == o.strides)
+    return true;
+  ArrayRef<int64_t> shape = type.getShape();
+  SmallVector<int64_t> mine =
+      strides.empty() ? rowMajorStrides(shape) : strides;
+  SmallVector<int64_t> theirs =
+      o.strides.empty() ? rowMajorStrides(shape) : o.strides;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && mine[d] != theirs[d])
+      return false;
+  return true;
 }
 
 /// The strides `view` reads with, written out.
@@ -812,8 +828,17 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
       // Written straight into the variable it is stored to (see plan()).
       reused = contiguous(stateStorage(var), type);
     } else if (auto planned = plannedViews.find(result);
-               planned != plannedViews.end()) {
-      // Written where the transposes after it would have copied it to.
+               planned != plannedViews.end() &&
+               (planned->second.strides.empty() ||
+                (cast<OpResult>(result).getResultNumber() <
+                     signature->outputs.size() &&
+                 signature->outputs[cast<OpResult>(result).getResultNumber()]
+                     .rowStrided &&
+                 hasAdjacentRows(planned->second)))) {
+      // Written where the transposes after it would have copied it to (a
+      // strided place only by a kernel that writes rows through strides:
+      // a transpose planned as a view that became a kernel writes its own
+      // buffer).
       reused = planned->second;
     } else if (host && cast<OpResult>(result).getResultNumber() == 0 &&
                isa<graph::AdamwOp, graph::SgdOp>(op)) {

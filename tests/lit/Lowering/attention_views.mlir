@@ -64,3 +64,31 @@ func.func @copies(%x: tensor<1x4x2x4xf32> {dgraph.name = "x"}, %w: tensor<4x4xf3
   %o, %lse = dgraph.attention %q, %kt, %z {scale = 0.5 : f64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
   return %o, %z : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
 }
+
+// -----
+
+// Gradients of heads unbound along a dimension of size 1 (PyTorch's
+// kv.permute(2, 0, 3, 1, 4).unbind(0), timm's PVT v2): attention_grad writes
+// them into the concat's slots through a reshape and a transpose that move a
+// dimension of size 1, whose stride addresses nothing. The transpose's view
+// of its operand is the slot planned for it, so no transpose, copy or concat
+// runs; before, the two differed in that stride alone, and the transpose ran
+// as a kernel writing a strided buffer, which the runtime refused at load
+// ("expected output 0 to be contiguous").
+// CHECK-LABEL: func.func @unbind()
+// CHECK-NOT: dexec.kernel "transpose"
+// CHECK-NOT: dexec.kernel "copy"
+// CHECK-NOT: dexec.kernel "concat"
+// CHECK: dexec.kernel "attention_grad" {{.*}} outs(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x4x8x4xf32>, memref<2x4x8x4xf32, strided<[256, 64, 4, 1]>>, memref<2x4x8x4xf32, strided<[256, 64, 4, 1]>>)
+// CHECK-NOT: dexec.kernel
+// CHECK: dexec.output "dkv"
+func.func @unbind(%q: tensor<2x4x8x4xf32> {dgraph.name = "q"}, %k: tensor<2x4x8x4xf32> {dgraph.name = "k"}, %v: tensor<2x4x8x4xf32> {dgraph.name = "v"}, %do: tensor<2x4x8x4xf32> {dgraph.name = "do"}) -> (tensor<2x4x2x8x4xf32> {dgraph.name = "dkv"}) {
+  %o, %lse = dgraph.attention %q, %k, %v {causal, scale = 0.5 : f64} : (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) -> (tensor<2x4x8x4xf32>, tensor<2x4x8xf32>)
+  %dq, %dk, %dv = dgraph.attention_grad %q, %k, %v, %o, %lse, %do {causal, scale = 0.5 : f64} : (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8xf32>, tensor<2x4x8x4xf32>) -> (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>)
+  %dkr = dgraph.reshape %dk : (tensor<2x4x8x4xf32>) -> tensor<2x1x4x8x4xf32>
+  %dvr = dgraph.reshape %dv : (tensor<2x4x8x4xf32>) -> tensor<2x1x4x8x4xf32>
+  %dkt = dgraph.transpose %dkr, perm = [0, 2, 1, 3, 4] : (tensor<2x1x4x8x4xf32>) -> tensor<2x4x1x8x4xf32>
+  %dvt = dgraph.transpose %dvr, perm = [0, 2, 1, 3, 4] : (tensor<2x1x4x8x4xf32>) -> tensor<2x4x1x8x4xf32>
+  %dkv = dgraph.concat %dkt, %dvt dim = 2 : (tensor<2x4x1x8x4xf32>, tensor<2x4x1x8x4xf32>) -> tensor<2x4x2x8x4xf32>
+  return %dkv : tensor<2x4x2x8x4xf32>
+}
