@@ -431,7 +431,8 @@ def main():
         print(f"{name}: {'agrees' if ok else 'DIFFERS or failed'}", file=sys.stderr,
               flush=True)
 
-    print(f"torchvision {REQUIREMENTS[0].split('==')[1]} models, {CLASSES} classes, "
+    print(f"torchvision {REQUIREMENTS[0].split('==')[1]} and timm "
+          f"{REQUIREMENTS[1].split('==')[1]} models, {CLASSES} classes, "
           f"exported by PyTorch 1.13 (training mode, opset 17); batch {args.batch}; "
           f"AdamW lr 1e-3; {args.steps} steps, {args.threads} thread(s); step "
           f"times: medians after {args.warmup}; dtcc {cpu_compare.git_version()}")
