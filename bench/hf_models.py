@@ -380,6 +380,16 @@ def torch_child(python, script, root, name, threads, **spec):
     return work, json.load(open(result))
 
 
+def tally(name, failed, ok):
+    """Says on stderr whether model `name` agrees (`ok`), adds it to
+    `failed` if not; returns `ok` (1 or 0) to count."""
+    if not ok:
+        failed.append(name)
+    print(f"{name}: {'agrees' if ok else 'DIFFERS or failed'}", file=sys.stderr,
+          flush=True)
+    return int(ok)
+
+
 def compared(out, torch_out, args):
     """A dtcc run against PyTorch's: (whether it ran every step with its
     first two losses within --rtol, their largest relative difference, the
@@ -456,11 +466,7 @@ def main():
         mesh_rows.append((name, torch_out, meshes))
         if args.plan and "error" not in torch_out:
             plans[name] = plan_model(args, work)
-        agreed += ok
-        if not ok:
-            failed.append(name)
-        print(f"{name}: {'agrees' if ok else 'DIFFERS or failed'}", file=sys.stderr,
-              flush=True)
+        agreed += tally(name, failed, ok)
 
     print(f"HuggingFace transformers {REQUIREMENTS[0].split('==')[1]} models, "
           f"exported by PyTorch 1.13 (training mode, opset 17); batch "

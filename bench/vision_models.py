@@ -237,13 +237,8 @@ def child(spec_path):
             losses.append(loss.item())
         return losses, times
 
-    # Step 1 in f64: the loss and every parameter's gradient.
-    w = copy.deepcopy(initial).double()
-    loss = w(batches[0][0].double(), batches[0][1])
-    loss.backward()
-    np.savez(os.path.join(work, "f64", "grads.npz"),
-             **{n: p.grad.numpy() for n, p in w.named_parameters() if p.grad is not None})
-    # SGD_STEPS of SGD in f64: what meshes are judged against.
+    # SGD_STEPS of SGD in f64, what meshes are judged against; step 1's
+    # loss and every parameter's gradient are the one-device reference.
     w = copy.deepcopy(initial).double()
     opt = torch.optim.SGD(w.parameters(), lr=SGD_LR)
     sgd64 = []
@@ -251,10 +246,14 @@ def child(spec_path):
         opt.zero_grad()
         step = w(x.double(), y)
         step.backward()
+        if not sgd64:
+            np.savez(os.path.join(work, "f64", "grads.npz"),
+                     **{n: p.grad.numpy() for n, p in w.named_parameters()
+                        if p.grad is not None})
         opt.step()
         sgd64.append(step.item())
     losses, times = train(torch.float32)
-    out.update(losses=losses, times=times, loss64=loss.item(),
+    out.update(losses=losses, times=times, loss64=sgd64[0],
                losses64=train(torch.float64)[0], sgd64=sgd64)
     json.dump(out, open(os.path.join(work, "torch.json"), "w"))
 
@@ -265,6 +264,19 @@ def rel(a, b):
     return abs(a - b) / abs(b) if b else abs(a - b)
 
 
+def compile_f64(args, sub, exe, flags):
+    """`dtcc compile sub/model.onnx --train --optimizer sgd <flags> -o exe`
+    (the f64 export); None, or {"error": ...} with its first lines."""
+    proc = subprocess.run(
+        [args.dtcc, "compile", os.path.join(sub, "model.onnx"), "--train",
+         "--optimizer", "sgd", "-o", exe] + flags + args.dtcc_flag,
+        capture_output=True, text=True)
+    if proc.returncode == 0:
+        return None
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    return {"error": "dtcc compile (f64): " + " / ".join(lines[:3])[:300]}
+
+
 def f64_check(args, work):
     """dtcc's step 1 on the f64 export (compiled with --export-gradients and
     a learning rate of 0; one step with --dump-outputs) against PyTorch's in
@@ -273,13 +285,9 @@ def f64_check(args, work):
     parameter}, or {"error": ...}."""
     sub = os.path.join(work, "f64")
     exe, dump = os.path.join(sub, "train"), os.path.join(sub, "dump")
-    proc = subprocess.run(
-        [args.dtcc, "compile", os.path.join(sub, "model.onnx"), "--train",
-         "--optimizer", "sgd", "--lr", "0", "--export-gradients", "-o", exe]
-        + args.dtcc_flag, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = [l for l in proc.stderr.splitlines() if l.strip()]
-        return {"error": "dtcc compile (f64): " + " / ".join(lines[:3])[:300]}
+    failed = compile_f64(args, sub, exe, ["--lr", "0", "--export-gradients"])
+    if failed:
+        return failed
     try:  # the program and the dump hold the f64 weights: GBs for large models
         proc = subprocess.run([exe, "--batches", os.path.join(sub, "batches"),
                                "--steps", "1", "--dump-outputs", dump],
@@ -325,15 +333,12 @@ def sgd_losses(args, work, mesh=None):
     tag = "sgd" if mesh is None else (
         mesh.replace(" ", "").replace("=", "").replace(",", "-").replace("--", "-"))
     exe, dump = os.path.join(sub, "train-" + tag), os.path.join(sub, "dump-" + tag)
-    proc = subprocess.run(
-        [args.dtcc, "compile", os.path.join(sub, "model.onnx"), "--train",
-         "--optimizer", "sgd", "--lr", str(SGD_LR), "--weight-decay", "0",
-         "--schedule", "constant", "--warmup", "0", "-o", exe]
-        + ([] if mesh is None else ["--mesh"] + mesh.split()) + args.dtcc_flag,
-        capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = [l for l in proc.stderr.splitlines() if l.strip()]
-        return {"error": "dtcc compile: " + " / ".join(lines[:3])[:300]}
+    failed = compile_f64(args, sub, exe,
+                         ["--lr", str(SGD_LR), "--weight-decay", "0", "--schedule",
+                          "constant", "--warmup", "0"]
+                         + ([] if mesh is None else ["--mesh"] + mesh.split()))
+    if failed:
+        return failed
     ranks = 1 if mesh is None else hf_models.mesh_ranks(mesh)
     try:
         proc = e2e_common.launch(exe, ranks, ["--batches", os.path.join(sub, "batches"),
@@ -423,13 +428,9 @@ def main():
             meshes = {m: mesh_check(args, work, m, single) for m in args.mesh}
         rows.append((name, torch_out, dtcc_out, f64))
         mesh_rows.append((name, meshes))
-        ok = ("error" not in dtcc_out and judged(args, dtcc_out, f64)
-              and all(r.get("diff", 1) <= args.rtol for r in meshes.values()))
-        agreed += ok
-        if not ok:
-            failed.append(name)
-        print(f"{name}: {'agrees' if ok else 'DIFFERS or failed'}", file=sys.stderr,
-              flush=True)
+        agreed += hf_models.tally(
+            name, failed, "error" not in dtcc_out and judged(args, dtcc_out, f64)
+            and all(r.get("diff", 1) <= args.rtol for r in meshes.values()))
 
     print(f"torchvision {REQUIREMENTS[0].split('==')[1]} and timm "
           f"{REQUIREMENTS[1].split('==')[1]} models, {CLASSES} classes, "

@@ -121,26 +121,23 @@ SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
   return strides;
 }
 
+/// The strides `view` reads with, written out.
+SmallVector<int64_t> stridesOf(const View &view) {
+  return view.strides.empty() ? rowMajorStrides(view.type.getShape())
+                              : view.strides;
+}
+
 bool View::operator==(const View &o) const {
   if (storage != o.storage || type != o.type || offset != o.offset)
     return false;
   if (strides == o.strides)
     return true;
   ArrayRef<int64_t> shape = type.getShape();
-  SmallVector<int64_t> mine =
-      strides.empty() ? rowMajorStrides(shape) : strides;
-  SmallVector<int64_t> theirs =
-      o.strides.empty() ? rowMajorStrides(shape) : o.strides;
+  SmallVector<int64_t> mine = stridesOf(*this), theirs = stridesOf(o);
   for (size_t d = 0; d < shape.size(); ++d)
     if (shape[d] != 1 && mine[d] != theirs[d])
       return false;
   return true;
-}
-
-/// The strides `view` reads with, written out.
-SmallVector<int64_t> stridesOf(const View &view) {
-  return view.strides.empty() ? rowMajorStrides(view.type.getShape())
-                              : view.strides;
 }
 
 /// `view` of `type` with `strides`, contiguous (no strides) where they are
@@ -823,25 +820,25 @@ LogicalResult FunctionLowering::lowerOp(Operation &op) {
     planResultViews(op, *signature);
   for (Value result : op.getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
+    const unsigned number = cast<OpResult>(result).getResultNumber();
+    // Whether the kernel can write `view`: a strided place only through
+    // an output that writes rows through strides.
+    auto writes = [&](const View &view) {
+      return view.strides.empty() ||
+             (number < signature->outputs.size() &&
+              signature->outputs[number].rowStrided && hasAdjacentRows(view));
+    };
     std::optional<View> reused;
     if (FlatSymbolRefAttr var = stateTargets.lookup(result)) {
       // Written straight into the variable it is stored to (see plan()).
       reused = contiguous(stateStorage(var), type);
     } else if (auto planned = plannedViews.find(result);
-               planned != plannedViews.end() &&
-               (planned->second.strides.empty() ||
-                (cast<OpResult>(result).getResultNumber() <
-                     signature->outputs.size() &&
-                 signature->outputs[cast<OpResult>(result).getResultNumber()]
-                     .rowStrided &&
-                 hasAdjacentRows(planned->second)))) {
+               planned != plannedViews.end() && writes(planned->second)) {
       // Written where the transposes after it would have copied it to (a
-      // strided place only by a kernel that writes rows through strides:
-      // a transpose planned as a view that became a kernel writes its own
+      // transpose planned as a view that became a kernel writes its own
       // buffer).
       reused = planned->second;
-    } else if (host && cast<OpResult>(result).getResultNumber() == 0 &&
-               isa<graph::AdamwOp, graph::SgdOp>(op)) {
+    } else if (host && number == 0 && isa<graph::AdamwOp, graph::SgdOp>(op)) {
       // The updated parameter overwrites the host copy of the old one.
       const View &in = kernel.ins[0];
       if (in.isContiguous() && in.type == type && diesHere(in))
