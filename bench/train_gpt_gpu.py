@@ -14,6 +14,9 @@ sequence length and precision in every column:
   dtcc-copies    the same with --no-strided-views (attention's heads
                  sliced, transposed and concatenated as copies around it,
                  as dtcc compiled them before 3447905)
+  dtcc-casts     the same with --no-half-weight-copies (each fp32 master
+                 weight cast to bf16 at every step, as dtcc compiled GPU
+                 programs before the AdamW kernel wrote the bf16 copies)
   torch eager    tests/e2e/torch_models.GPT under torch.autocast(bfloat16)
                  with fp32 parameters and AdamW (fused where available)
   torch.compile  the same, through torch.compile (PyTorch >= 2.0 only)
@@ -77,6 +80,7 @@ DTCC_VARIANTS = {
     "dtcc-no-fuse": ["--no-fuse"],
     "dtcc-unfused-attn": ["--no-fused-attention"],
     "dtcc-copies": ["--no-strided-views"],
+    "dtcc-casts": ["--no-half-weight-copies"],
 }
 IMPLS = (*DTCC_VARIANTS, "eager", "compile", "eager-sdpa", "compile-sdpa")
 TORCH_LABELS = {"eager": "torch eager", "compile": "torch.compile",

@@ -192,12 +192,13 @@ static LogicalResult runPhasesOnce(ModuleOp module,
   exec.fuse = options.fuse;
   exec.fuseRows = options.target == "cpu";
   exec.stridedViews = options.stridedViews;
-  // On CPU devices, mixed precision's casts of the master weights re-read
-  // them all at every step; persistent copies that the update kernels
-  // write keep them out of the step (dtcc-shard-annotate makes such copies
-  // for ZeRO-1/2 on a mesh; the pass keeps those).
-  exec.halfWeightCopies = t.enabled && options.target == "cpu" &&
-                          options.halfWeightCopies && t.dtype != "fp32";
+  // Mixed precision's casts of the master weights re-read them all at
+  // every step (and on a GPU are a launch per weight); persistent copies
+  // that the update kernels write keep them out of the step
+  // (dtcc-shard-annotate makes such copies for ZeRO-1/2 on a mesh; the pass
+  // keeps those).
+  exec.halfWeightCopies =
+      t.enabled && options.halfWeightCopies && t.dtype != "fp32";
   return run([&](PassManager &pm) { pipelines::buildExecPhase(pm, exec); }, 4,
              "dexec");
 }

@@ -12,7 +12,8 @@
 # not speed, so they run side by side, each into its own file; calibrate,
 # bench and profile time the GPU and run alone, after them. All of it takes
 # about 8 minutes on an H200. DTCC_BENCH_MODELS (default 350m) and
-# DTCC_BENCH_IMPLS choose the benchmark's rows and columns.
+# DTCC_BENCH_IMPLS choose the benchmark's rows and columns, DTCC_PROFILE_PROGRAMS
+# (a glob in KIT/bench, default train_350m*.prog) the programs profiled.
 # Writes OUT_DIR/log.txt (the summary and every timed step's output),
 # unit.txt, cases.txt, conformance.txt (the side-by-side steps' own output)
 # and calibration.json: at most 8 files, as a device call brings back.
@@ -29,8 +30,11 @@ rm -rf "$k" && mkdir -p "$k"
 tar -C "$k" -xJf "$kit/kit.tar.xz" ||
   python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$kit/kit.tar.xz" "$k"
 # CUDA's libraries from the toolkit or from the Python wheels (nvidia-*).
-cudalibs=$(for n in libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libnccl.so.2 libcudnn.so.9; do
-  f=$(find / -xdev -name "$n" -not -path '/proc/*' 2>/dev/null | head -1)
+names="libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libnccl.so.2 libcudnn.so.9"
+found=$(find /usr /opt /lib /lib64 \( $(for n in $names; do printf -- '-name %s -o ' "$n"; done) -false \) \
+  2>/dev/null)
+cudalibs=$(for n in $names; do
+  f=$(echo "$found" | grep "/$n\$" | head -1)
   [ -n "$f" ] && dirname "$f" || echo "gpu_checks: $n not found" >&2
 done | sort -u | tr '\n' ':')
 export LD_LIBRARY_PATH="$k/lib:${cudalibs}${LD_LIBRARY_PATH:-}"
@@ -62,12 +66,21 @@ settle() {
   pending=() pids=()
 }
 unit_tests() {
-  local rc=0
+  # Side by side (the tests check values, not speed), each binary's output
+  # printed whole once all are done.
+  local rc=0 t pids=()
   for t in "$k"/bin/Dtcc*Tests; do
-    echo "--- $(basename "$t")"
-    timeout 120 "$t" --gtest_brief=1 2>&1 | tail -40
-    local r=${PIPESTATUS[0]}
-    echo "--- $(basename "$t") exit $r"
+    ( timeout 150 "$t" --gtest_brief=1 > "/tmp/unit-$(basename "$t").txt" 2>&1
+      echo $? > "/tmp/unit-$(basename "$t").rc" ) &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  for t in "$k"/bin/Dtcc*Tests; do
+    local b r
+    b=$(basename "$t")
+    r=$(cat "/tmp/unit-$b.rc")
+    echo "--- $b exit $r"
+    tail -60 "/tmp/unit-$b.txt"
     [ "$r" = 0 ] || rc=1
   done
   return $rc
@@ -94,7 +107,7 @@ for step in $steps; do
   calibrate)
     settle
     section "dtcc calibrate --device cuda"
-    timeout 300 "$k/bin/dtcc-calibrate-cuda" --no-collectives -o "$out/calibration.json" ||
+    timeout "${DTCC_CALIBRATE_TIMEOUT:-300}" "$k/bin/dtcc-calibrate-cuda" --no-collectives -o "$out/calibration.json" ||
       fails=$((fails + 1))
     python3 -c "
 import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps(c, indent=1)[:6000])" \
@@ -102,7 +115,7 @@ import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps(c, indent=1)[:
   bench)
     settle
     section "MFU benchmark"
-    PYTHONUNBUFFERED=1 timeout 500 python3 "$src/bench/train_gpt_gpu.py" --programs "$kit/bench" \
+    PYTHONUNBUFFERED=1 timeout "${DTCC_BENCH_TIMEOUT:-500}" python3 "$src/bench/train_gpt_gpu.py" --programs "$kit/bench" \
       --runner-cuda "$k/bin/dtcc-runner-cuda" --models "${DTCC_BENCH_MODELS:-350m}" \
       --steps 8 --warmup 3 \
       --impls "${DTCC_BENCH_IMPLS:-dtcc,dtcc-no-fuse,dtcc-copies,dtcc-unfused-attn,eager,eager-sdpa,compile-sdpa}" ||
@@ -111,7 +124,7 @@ import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps(c, indent=1)[:
     settle
     section "where a step of the 350M GPT's time goes (--profile)"
     python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 50304, 2_000_000).astype(np.uint16).tofile('/tmp/dtcc-gpu-tokens.bin')"
-    for prog in "$kit"/bench/train_350m*.prog; do
+    for prog in "$kit"/bench/${DTCC_PROFILE_PROGRAMS:-train_350m*.prog}; do
       echo "--- $(basename "$prog")"
       timeout 120 "$k/bin/dtcc-runner-cuda" --program "$prog" \
         --data /tmp/dtcc-gpu-tokens.bin --steps 6 --log-every 1 --random-init 0 --profile 2>&1 |

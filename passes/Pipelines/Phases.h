@@ -71,8 +71,8 @@ struct ExecPhase {
   bool stridedViews = true;
   /// Persistent compute-type copies of the master weights
   /// (dtcc-shard-half-weight-copies) whose rounding the optimizer kernels
-  /// write (dtcc-lower-to-exec's rounded-copies): CPU programs under mixed
-  /// precision, on one device or a mesh.
+  /// write (dtcc-lower-to-exec's rounded-copies): programs under mixed
+  /// precision, on either target, one device or a mesh.
   bool halfWeightCopies = false;
 };
 void buildExecPhase(mlir::OpPassManager &pm, const ExecPhase &options = {});

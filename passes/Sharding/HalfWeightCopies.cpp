@@ -4,9 +4,9 @@
 // compute type. A persistent copy in that type, which the update writes,
 // replaces the casts: dtcc-shard-annotate makes them for ZeRO-1/2 over dp
 // (Megatron-LM's distributed optimizer), and dtcc-shard-half-weight-copies
-// for CPU programs (one device or a mesh), where lowering folds the copy's
-// rounding into the AdamW kernel (the step's casts re-read every master
-// from memory).
+// for every mixed-precision program, CPU or CUDA (one device or a mesh),
+// where lowering folds the copy's rounding into the AdamW kernel (the
+// step's casts re-read every master from memory).
 //
 //===----------------------------------------------------------------------===//
 

@@ -296,7 +296,8 @@ def ShardHalfWeightCopies : Pass<"dtcc-shard-half-weight-copies", "mlir::ModuleO
     after the store of W's update its new value is rounded and stored into
     the copy: the values the casts gave, read without re-reading W.
     dtcc-shard-annotate makes the same copies for ZeRO-1/2 over dp; `dtcc
-    compile` runs this pass for CPU programs (on one device, or on a mesh
+    compile` runs this pass for mixed-precision programs of either target
+    (on one device, or on a mesh
     after partitioning: a copy takes its master's layout, stage and
     `dshard.global_type`), where dtcc-lower-to-exec folds the rounding
     into the AdamW kernel

@@ -33,7 +33,7 @@ constexpr int64_t kCudaMatmulWorkspaceBytes = int64_t(32) << 20;
 /// One entry of the AdamW launch table (cuda::AdamwTensor: seven pointers
 /// and two int64; CudaLaunch.h checks the size). A run of adamw
 /// instructions sharing a launch reads its entries as one array.
-constexpr int64_t kCudaAdamwEntryBytes = 72;
+constexpr int64_t kCudaAdamwEntryBytes = 80;
 constexpr int64_t kCudaAdamwEntryAlignment = 8;
 
 /// global_sum_squares sums every operand in one launch: each operand cut

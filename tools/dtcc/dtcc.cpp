@@ -174,8 +174,8 @@ cl::opt<bool> noHalfWeightCopies(
              "every micro-batch instead of keeping a bf16/fp16 copy of the "
              "weights that the update refreshes (kept for ZeRO-1/2 with "
              "micro-batches or a pipeline, where the masters are split "
-             "over dp: Megatron-LM's distributed optimizer; and on CPU "
-             "targets, where the AdamW kernel writes the copy); for "
+             "over dp: Megatron-LM's distributed optimizer; elsewhere "
+             "the AdamW kernel writes the copy, on both targets); for "
              "comparisons"),
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> printIrAfterAll("print-ir-after-all",

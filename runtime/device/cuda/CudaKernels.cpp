@@ -1100,15 +1100,16 @@ Status uploadAdamwTable(AdamwGroup &g, cudaStream_t stream) {
 }
 
 /// adamw (param, grad, m, v, lr, step, grad_scale -> new_param, new_m,
-/// new_v): f32 master weights and state, gradient f32, bf16 or f16. Runs of
-/// consecutive adamw instructions go out as one multi-tensor launch
-/// (AdamwGroup).
+/// new_v[, rounded]): f32 master weights and state, gradient f32, bf16 or
+/// f16, and optionally the new parameter rounded to a bf16 or f16 copy (the
+/// mixed-precision weights dtcc-lower-to-exec's rounded-copies folds into
+/// the update). Runs of consecutive adamw instructions go out as one
+/// multi-tensor launch (AdamwGroup).
 StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
-  if (ctx.outputs.size() != 3)
-    return ctx.error("expected 3 outputs (new_param, new_m, new_v), got ",
-                     ctx.outputs.size(),
-                     ": the CUDA update writes no rounded copy (dtcc compile "
-                     "asks for one on CPU targets only)");
+  if (ctx.outputs.size() != 3 && ctx.outputs.size() != 4)
+    return ctx.error("expected 3 or 4 outputs (new_param, new_m, new_v "
+                     "[, rounded]), got ",
+                     ctx.outputs.size());
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &param = ctx.inputs[0], &grad = ctx.inputs[1];
   for (int i : {0, 2, 3}) {
@@ -1137,10 +1138,36 @@ StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
   if (!beta1.isOk() || !beta2.isOk() || !eps.isOk() || !wd.isOk())
     return ctx.error("expected beta1, beta2, epsilon and weight_decay");
   AdamwMember member;
-  member.tensor = {param.as<float>(),        grad.data,
-                   ctx.inputs[2].as<float>(), ctx.inputs[3].as<float>(),
-                   ctx.outputs[0].as<float>(), ctx.outputs[1].as<float>(),
-                   ctx.outputs[2].as<float>(), param.numel(),
+  if (ctx.outputs.size() == 4) {
+    const TensorView &rounded = ctx.outputs[3];
+    if (rounded.dtype != DType::kBF16 && rounded.dtype != DType::kF16)
+      return ctx.error("expected output 3 (rounded) of type bf16 or f16, got ",
+                       dtypeName(rounded.dtype));
+    DTCC_RETURN_IF_ERROR(
+        checkShape(ctx, rounded, param.shape, "output 3 (rounded)"));
+    // The kernel writes it beside reading the others: it must be apart.
+    const ByteRange copy = byteRange(rounded.data, rounded.sizeInBytes());
+    for (size_t i = 0; i < ctx.inputs.size() + 3; ++i) {
+      const bool input = i < ctx.inputs.size();
+      const TensorView &t =
+          input ? ctx.inputs[i] : ctx.outputs[i - ctx.inputs.size()];
+      if (copy.overlaps(byteRange(t.data, t.sizeInBytes())))
+        return ctx.error("output 3 (rounded) overlaps ",
+                         input ? "input " : "output ",
+                         input ? i : i - ctx.inputs.size(),
+                         " (expected a buffer of its own)");
+    }
+    member.roundedType = rounded.dtype;
+  }
+  member.tensor = {param.as<float>(),
+                   grad.data,
+                   ctx.inputs[2].as<float>(),
+                   ctx.inputs[3].as<float>(),
+                   ctx.outputs[0].as<float>(),
+                   ctx.outputs[1].as<float>(),
+                   ctx.outputs[2].as<float>(),
+                   ctx.outputs.size() == 4 ? ctx.outputs[3].data : nullptr,
+                   param.numel(),
                    0};
   member.gradType = grad.dtype;
   member.beta1 = *beta1;
@@ -1169,7 +1196,7 @@ StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
       [group, d] { return uploadAdamwTable(*group, d->computeStream()); });
   const AdamwHyper h{*beta1, *beta2, *eps, *wd, ctx.inputs[4].as<float>(),
                      ctx.inputs[5].as<int64_t>(), ctx.inputs[6].as<float>()};
-  const DType gradType = grad.dtype;
+  const DType gradType = grad.dtype, roundedType = member.roundedType;
   const int32_t site = dev.registerSite("adamw at '" + ctx.location + "'");
   DeviceError *error = dev.errorSlot();
   std::string prefix = errorPrefix(ctx);
@@ -1179,8 +1206,8 @@ StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
       return internalError(prefix, "the AdamW table was never uploaded (the "
                                    "program's scratch was not reserved)");
     return launched(prefix, launchAdamw(g.deviceTable, int(g.members.size()),
-                                        g.chunks, gradType, h, error, site,
-                                        d->computeStream()));
+                                        g.chunks, gradType, roundedType, h,
+                                        error, site, d->computeStream()));
   });
 }
 

@@ -331,12 +331,15 @@ cudaError_t launchGlobalSumSquares(const SumSquaresTensor *table, int count,
                                    cudaStream_t stream);
 
 /// One tensor of a (multi-tensor) AdamW update, all f32 (master weights and
-/// state) except the gradient, which may be f32, bf16 or f16.
+/// state) except the gradient, which may be f32, bf16 or f16, and the
+/// rounded copy of the new parameter (the launch's rounded type, bf16 or
+/// f16; null where the launch writes none).
 struct AdamwTensor {
   const float *param;
   const void *grad;
   const float *m, *v;
   float *newParam, *newM, *newV;
+  void *rounded;
   int64_t n;
   int64_t firstChunk; ///< set by planAdamwChunks
 };
@@ -353,9 +356,11 @@ struct AdamwHyper {
   const float *gradScale;
 };
 /// Every tensor of `tensors` (a device copy of the planned table, made once
-/// when the kernel is bound) in one launch of `totalChunks` blocks.
+/// when the kernel is bound) in one launch of `totalChunks` blocks; with
+/// `roundedType` bf16 or f16 each tensor's `rounded` gets its new parameter
+/// rounded to that type as the cast kernel rounds it (kF32: no copies).
 cudaError_t launchAdamw(const AdamwTensor *tensors, int count,
-                        int64_t totalChunks, DType gradType,
+                        int64_t totalChunks, DType gradType, DType roundedType,
                         const AdamwHyper &hyper, DeviceError *error,
                         int32_t site, cudaStream_t stream);
 cudaError_t launchSgd(const float *param, const float *grad, const float *buf,

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace dtcc::runtime::cuda {
 
@@ -771,9 +772,12 @@ __global__ void lrKernel(int kind, double base, double min, int64_t warmup,
   *lr = float(r);
 }
 
-template <typename G>
-__global__ void adamwKernel(const AdamwTensor *tensors, int count,
-                            AdamwHyper h, DeviceError *error, int32_t site) {
+/// The rounded type of an AdamW launch that writes no rounded copies.
+struct NoRoundedCopy {};
+
+template <typename G, typename R>
+__global__ void adamwKernel(const AdamwTensor *tensors, int count, AdamwHyper h,
+                            DeviceError *error, int32_t site) {
   const AdamwTensor t = tensors[chunkOwner(tensors, count)];
   const int64_t step = *h.step;
   if (step < 1) {
@@ -798,9 +802,13 @@ __global__ void adamwKernel(const AdamwTensor *tensors, int count,
     const float mi = t.m[i] * beta1 + omb1 * g;
     const float vi = t.v[i] * beta2 + omb2 * g * g;
     const float denom = sqrtf(vi) / bc2Sqrt + eps;
-    t.newParam[i] = p + negStep * mi / denom;
+    const float updated = p + negStep * mi / denom;
+    t.newParam[i] = updated;
     t.newM[i] = mi;
     t.newV[i] = vi;
+    // The cast kernel's rounding of the new parameter (castFloatKernel).
+    if constexpr (!std::is_same_v<R, NoRoundedCopy>)
+      static_cast<R *>(t.rounded)[i] = Elem<R>::store(updated);
   }
 }
 
@@ -1211,27 +1219,43 @@ cudaError_t launchLrSchedule(int kind, double base, double min, int64_t warmup,
 }
 
 cudaError_t launchAdamw(const AdamwTensor *tensors, int count,
-                        int64_t totalChunks, DType gradType,
+                        int64_t totalChunks, DType gradType, DType roundedType,
                         const AdamwHyper &hyper, DeviceError *error,
                         int32_t site, cudaStream_t s) {
   if (totalChunks == 0)
     return cudaSuccess;
   const dim3 grid{unsigned(totalChunks)}, block{256};
+  // The gradient's type, then the rounded copies'.
+  auto withRounded = [&](auto gtag) -> cudaError_t {
+    using G = decltype(gtag);
+    switch (roundedType) {
+    case DType::kF32:
+      adamwKernel<G, NoRoundedCopy>
+          <<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
+      break;
+    case DType::kBF16:
+      adamwKernel<G, __nv_bfloat16>
+          <<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
+      break;
+    case DType::kF16:
+      adamwKernel<G, __half>
+          <<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  };
   switch (gradType) {
   case DType::kF32:
-    adamwKernel<float><<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
-    break;
+    return withRounded(float{});
   case DType::kBF16:
-    adamwKernel<__nv_bfloat16>
-        <<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
-    break;
+    return withRounded(__nv_bfloat16{});
   case DType::kF16:
-    adamwKernel<__half><<<grid, block, 0, s>>>(tensors, count, hyper, error, site);
-    break;
+    return withRounded(__half{});
   default:
     return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 cudaError_t launchSgd(const float *param, const float *grad, const float *buf,

@@ -92,6 +92,7 @@ AdamwAccess accessOf(const AdamwMember &m) {
   const int64_t f32 = t.n * int64_t(sizeof(float));
   AdamwAccess a;
   a.gradType = m.gradType;
+  a.roundedType = m.roundedType;
   a.beta1 = m.beta1;
   a.beta2 = m.beta2;
   a.eps = m.eps;
@@ -108,6 +109,8 @@ AdamwAccess accessOf(const AdamwMember &m) {
              byteRange(m.gradScale, sizeof(float))};
   a.writes = {byteRange(t.newParam, f32), byteRange(t.newM, f32),
               byteRange(t.newV, f32)};
+  if (m.roundedType != DType::kF32)
+    a.writes.push_back(byteRange(t.rounded, t.n * dtypeSize(m.roundedType)));
   return a;
 }
 

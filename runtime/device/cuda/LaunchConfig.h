@@ -94,6 +94,8 @@ ArenaLayout carveArenas(const std::vector<int64_t> &sizes,
 struct AdamwMember {
   AdamwTensor tensor;
   DType gradType = DType::kF32;
+  /// The type of tensor.rounded (kF32: the member writes no rounded copy).
+  DType roundedType = DType::kF32;
   double beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
   const void *lr = nullptr, *step = nullptr, *gradScale = nullptr;
 };

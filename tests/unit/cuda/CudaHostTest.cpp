@@ -377,7 +377,7 @@ struct FakeAdamw {
                                        uintptr_t(k) * 0x10000);
     };
     AdamwMember m;
-    m.tensor = {at(0), at(1), at(2), at(3), at(0), at(2), at(3), n, 0};
+    m.tensor = {at(0), at(1), at(2), at(3), at(0), at(2), at(3), nullptr, n, 0};
     m.gradType = DType::kBF16;
     m.beta1 = 0.9;
     m.beta2 = 0.999;
@@ -411,6 +411,10 @@ TEST(AdamwGroups, DifferentLaunchParametersSplit) {
       [](AdamwMember &m) { m.lr = reinterpret_cast<void *>(0x40); },
       [](AdamwMember &m) { m.step = reinterpret_cast<void *>(0x48); },
       [](AdamwMember &m) { m.gradScale = reinterpret_cast<void *>(0x50); },
+      [](AdamwMember &m) {
+        m.roundedType = DType::kBF16;
+        m.tensor.rounded = reinterpret_cast<void *>(0x7000000);
+      },
   };
   for (size_t e = 0; e < std::size(edits); ++e) {
     std::vector<AdamwMember> ms = {FakeAdamw::member(0), FakeAdamw::member(1),
@@ -438,6 +442,11 @@ TEST(AdamwGroups, MemoryOneWritesAndAnotherTouchesSplits) {
   AdamwMember both = FakeAdamw::member(1);
   both.tensor.newParam = a.tensor.newParam;
   EXPECT_FALSE(canJoinAdamwGroup({a}, both));
+  // Writes its rounded copy over what a reads (a's m).
+  AdamwMember rounds = FakeAdamw::member(1);
+  rounds.roundedType = DType::kBF16;
+  rounds.tensor.rounded = const_cast<float *>(a.tensor.m);
+  EXPECT_FALSE(canJoinAdamwGroup({a}, rounds));
   // Writes a shared scalar.
   AdamwMember lr = FakeAdamw::member(1);
   lr.tensor.newM = static_cast<float *>(const_cast<void *>(a.lr));

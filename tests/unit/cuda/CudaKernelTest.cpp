@@ -464,6 +464,85 @@ TEST_F(CudaKernels, AdamwNarrowGradientsLikeTheCpu) {
             kF32Tol);
 }
 
+/// The optional fourth output (the mixed-precision copy the update writes:
+/// dtcc-lower-to-exec's rounded-copies) is the GPU's new parameter rounded
+/// as the cast kernel rounds it, bit for bit; the other outputs are the
+/// three-output update's, and all four the CPU's. A copy of the wrong type
+/// or overlapping another operand is refused.
+TEST_F(CudaKernels, AdamwWritesTheRoundedCopyOfTheNewParameter) {
+  Attrs a;
+  a.set("beta1", 0.9);
+  a.set("beta2", 0.95);
+  a.set("epsilon", 1e-8);
+  a.set("weight_decay", 0.1);
+  const int64_t n = 10003;
+  std::vector<float> v = randomValues(n, 52);
+  for (float &x : v)
+    x = std::fabs(x);
+  for (DType half : {DType::kBF16, DType::kF16}) {
+    const std::vector<Operand> in = {{DType::kF32, {n}, randomValues(n, 50)},
+                                     {half, {n}, randomValues(n, 51)},
+                                     {DType::kF32, {n}, randomValues(n, 53)},
+                                     {DType::kF32, {n}, v},
+                                     {DType::kF32, {1}, {1e-2f}},
+                                     {DType::kI64, {1}, {3}},
+                                     {DType::kF32, {1}, {0.5f}}};
+    const std::vector<Operand> three = {
+        {DType::kF32, {n}, {}}, {DType::kF32, {n}, {}}, {DType::kF32, {n}, {}}};
+    std::vector<Operand> four = three;
+    four.push_back({half, {n}, {}});
+    auto plain = run(*gpu, "adamw", a, in, three);
+    auto got = run(*gpu, "adamw", a, in, four);
+    ASSERT_EQ(got.size(), 4u);
+    for (int o = 0; o < 3; ++o)
+      EXPECT_EQ(got[o], plain[o]) << dtypeName(half) << " output " << o;
+    std::vector<uint8_t> rounded(size_t(n) * 2);
+    for (int64_t i = 0; i < n; ++i)
+      fromFloat(half, rounded.data(), i, float(got[0][i]));
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[3][i], toDouble(half, rounded.data(), i))
+          << dtypeName(half) << " element " << i << " of " << got[0][i];
+    // The CPU's update may round its f32 results otherwise (another
+    // vector width): its copy is then a bf16 or f16 step away.
+    compare("adamw", a, in, four, kBf16Tol);
+  }
+  // A copy in f32, or of another shape, is refused when bound.
+  for (const Operand &bad :
+       {Operand{DType::kF32, {8}, {}}, Operand{DType::kBF16, {4}, {}}}) {
+    KernelContext ctx;
+    ctx.kernel = "adamw";
+    ctx.location = "test";
+    ctx.attrs = a;
+    std::vector<void *> owned;
+    auto view = [&](const Operand &o) {
+      void *p = gpu->allocate(64).value();
+      owned.push_back(p);
+      return makeView(p, o.dtype, o.shape);
+    };
+    for (int i = 0; i < 4; ++i)
+      ctx.inputs.push_back(view({DType::kF32, {8}, {}}));
+    ctx.inputs.push_back(view({DType::kF32, {1}, {}}));
+    ctx.inputs.push_back(view({DType::kI64, {1}, {}}));
+    ctx.inputs.push_back(view({DType::kF32, {1}, {}}));
+    for (int i = 0; i < 3; ++i)
+      ctx.outputs.push_back(view({DType::kF32, {8}, {}}));
+    ctx.outputs.push_back(view(bad));
+    Reservation scratch(*gpu);
+    ctx.scratch = &scratch.plan;
+    auto fn = (*gpu->kernels().find("adamw"))(ctx);
+    EXPECT_FALSE(fn.isOk()) << dtypeName(bad.dtype);
+    // Overlapping the new m.
+    ctx.outputs[3] = makeView(ctx.outputs[1].data, DType::kBF16, {8});
+    auto overlapping = (*gpu->kernels().find("adamw"))(ctx);
+    ASSERT_FALSE(overlapping.isOk());
+    EXPECT_NE(overlapping.status().message().find("overlaps output 1"),
+              std::string::npos)
+        << overlapping.status().message();
+    for (void *p : owned)
+      gpu->deallocate(p);
+  }
+}
+
 /// global_sum_squares (a clipping norm's sums of every gradient in one
 /// launch) against the CPU's: operands of many chunks, of one, a scalar,
 /// bf16, f16 and f32 into f32; f64 into f64.

@@ -265,12 +265,12 @@ TEST(CudaScratch, EveryKernelThatNeedsScratch) {
   EXPECT_EQ(requests(instruction("matmul", {{f32, {0, 3}}, {f32, {3, 4}}},
                                  {{f32, {0, 4}}})),
             Req{});
-  // One 72-byte entry of the AdamW launch table.
+  // One 80-byte entry of the AdamW launch table.
   auto adamw = cudaKernelScratch(instruction("adamw", {}, {}));
   ASSERT_TRUE(adamw.isOk());
   ASSERT_EQ(adamw->size(), 1u);
   EXPECT_EQ((*adamw)[0].use, kPersistent);
-  EXPECT_EQ((*adamw)[0].bytes, 72);
+  EXPECT_EQ((*adamw)[0].bytes, 80);
   EXPECT_EQ((*adamw)[0].alignment, 8);
   // Norm gradients: dscale (and dbias) partials over row slices of about
   // 256 rows: 300 rows -> 2 slices, x 768 columns, x 4 bytes.
@@ -682,11 +682,11 @@ TEST(CudaScratch, ProgramScratchPerPipelineStage) {
   EXPECT_EQ(l0->computeBytes, 32 << 20);
   EXPECT_EQ(l0->totalBytes, 32 << 20);
   // Stage 1: 192 bytes of gather staging (group of 2 along dp), two table
-  // entries: 256 + 144 -> 512.
+  // entries: 256 + 160 -> 512.
   auto l1 = cudaProgramScratch(p, 1);
   ASSERT_TRUE(l1.isOk());
   EXPECT_EQ(l1->commBytes, 192);
-  EXPECT_EQ(l1->persistentBytes, 144);
+  EXPECT_EQ(l1->persistentBytes, 160);
   EXPECT_EQ(l1->totalBytes, 512);
   // Every function at once (one device, no pipeline).
   auto all = cudaProgramScratch(p);
