@@ -19,6 +19,12 @@ on each mesh against dtcc's one-device steps. (In f32 these batch-
 normalized networks are ill-conditioned: PyTorch's own f32 gradients are
 percents from its f64 ones, and Adam's first step amplifies that.)
 
+With --cuda-kit DIR each model also becomes two cases of
+tests/e2e/cuda_checks.py (`--check DIR` on a GPU machine, after
+scripts/gpu_kit.sh): the f32 and the f64 export compiled for the CPU and
+for CUDA with SGD (lr 1e-2), and the CPU's losses of the steps, which the
+GPU's must equal within CUDA_RTOL and CUDA_RTOL_F64.
+
 The packages are installed with pip into a virtual environment under a
 cache directory that also sees Debian's packages, created on first use;
 never into the system or the test path.
@@ -46,6 +52,7 @@ import cpu_compare  # noqa: E402
 import hf_models  # noqa: E402
 
 sys.path.insert(0, os.path.join(hf_models.REPO, "tests", "e2e"))
+import cuda_checks  # noqa: E402
 import e2e_common  # noqa: E402
 
 # torchvision 0.15 is the oldest on PyPI for Python 3.11; its models' Python
@@ -60,6 +67,13 @@ CLASSES = 10
 # (SGD moves a weight whose gradient is zero but for rounding by as little;
 # Adam by about lr).
 SGD_STEPS, SGD_LR = 3, 1e-2
+# The GPU's f32 losses against the CPU's (--cuda-kit): cuda_checks.py's
+# tolerance for convolutional nets (cuDNN's algorithms add in other orders).
+CUDA_RTOL = 1e-4
+# In f64, where the batch-normalized nets' conditioning does not decide
+# (MNASNet's and ShuffleNet's f32 SGD steps drift apart by percents on
+# the two backends, as PyTorch's own f32 steps drift from its f64 ones).
+CUDA_RTOL_F64 = 1e-9
 
 # name: (torchvision.models function or class (segmentation.* and video.*
 # in those modules), its arguments, the image side or the input's shape
@@ -367,6 +381,35 @@ def mesh_check(args, work, mesh, single):
             "torch": max(rel(g, w) for g, w in zip(got, want))}
 
 
+def cuda_case(args, work, name, sub=""):
+    """`name`'s export and batches (f32; sub "f64": the f64 export's) as a
+    case of cuda_checks.py in args.cuda_kit, named `name` (`name`-f64):
+    its manifest entry, or {"error": ...}. Compiled for both targets with
+    SGD; the CPU's losses of the steps (f32: args.steps, f64: SGD_STEPS),
+    which the GPU's must equal within CUDA_RTOL (f64: CUDA_RTOL_F64)."""
+    root = os.path.abspath(args.cuda_kit)
+    case = name + ("-" + sub if sub else "")
+    d = os.path.join(root, case)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    shutil.copy(os.path.join(work, sub, "model.onnx"), d)
+    shutil.copytree(os.path.join(work, sub, "batches"), os.path.join(d, "batches"))
+    flags = ["--train", "--optimizer", "sgd", "--lr", str(SGD_LR), "--weight-decay",
+             "0", "--schedule", "constant", "--warmup", "0"] + args.dtcc_flag
+    try:
+        return cuda_checks.prepare_case(
+            os.path.abspath(args.dtcc), root, case, flags,
+            ["--batches", os.path.join(case, "batches")],
+            CUDA_RTOL_F64 if sub else CUDA_RTOL, steps=SGD_STEPS if sub else args.steps)
+    except (RuntimeError, SystemExit, subprocess.TimeoutExpired) as e:
+        return {"error": str(e)[:300]}
+    finally:  # the GPU machine needs the program and the batches alone
+        for f in ("model.onnx", "train_cpu"):
+            if os.path.exists(os.path.join(d, f)):
+                os.remove(os.path.join(d, f))
+        shutil.rmtree(os.path.join(d, "cpu.dump"), ignore_errors=True)
+
+
 def judged(args, d, f):
     """dtcc ran every f32 step, and its f64 step 1 (loss and every
     gradient) is PyTorch's within --rtol."""
@@ -398,6 +441,10 @@ def main():
                          "'pp=2', 'dp=2 --zero 3')")
     ap.add_argument("--venv", default=os.path.join(cpu_compare.cache_dir(),
                                                    "tv-venv"))
+    ap.add_argument("--cuda-kit", metavar="DIR",
+                    help="also write each model as a case of tests/e2e/"
+                         "cuda_checks.py --check DIR (its f32 export compiled "
+                         "for the CPU and CUDA, SGD, the CPU's losses)")
     ap.add_argument("--work", default=None,
                     help="keep each model's files here (default: a "
                          "temporary directory)")
@@ -410,6 +457,7 @@ def main():
     if not args.work:
         atexit.register(shutil.rmtree, root, True)
     rows, mesh_rows, agreed, failed = [], [], 0, []
+    cuda_cases = {}
     for name in names:
         work, torch_out = hf_models.torch_child(python, __file__, root, name,
                                                 args.threads, steps=args.steps,
@@ -421,6 +469,9 @@ def main():
         dtcc_out = torch_out if "error" in torch_out else hf_models.run_dtcc(args, work)
         if os.path.exists(os.path.join(work, "train")):
             os.remove(os.path.join(work, "train"))
+        if args.cuda_kit and "error" not in dtcc_out:
+            cuda_cases[name] = cuda_case(args, work, name)
+            cuda_cases[name + "-f64"] = cuda_case(args, work, name, "f64")
         f64 = {} if "error" in dtcc_out else f64_check(args, work)
         meshes = {}
         if args.mesh and f64 and "error" not in f64:
@@ -497,6 +548,19 @@ def main():
                              f"{'agree' if r['diff'] <= args.rtol else 'DIFFER'} "
                              f"({r['diff']:.1e}; PyTorch {r['torch']:.1e})")
             print(f"| {name} | " + " | ".join(cells) + " |")
+    if args.cuda_kit:
+        manifest_path = os.path.join(args.cuda_kit, "manifest.json")
+        manifest = (json.load(open(manifest_path)) if os.path.exists(manifest_path)
+                    else {})
+        for name, case in cuda_cases.items():
+            if "error" in case:
+                print(f"cuda kit: {name} not prepared: {case['error']}")
+            else:
+                manifest[name] = case
+        with open(manifest_path, "w") as f:
+            json.dump(manifest, f, indent=1)
+        print(f"cuda kit: {len(manifest)} case(s) in {manifest_path} "
+              "(tests/e2e/cuda_checks.py --check on a GPU machine)")
     print()
     print(f"{agreed} of {len(names)} models compute step 1 as PyTorch does "
           f"(in f64: the loss and every gradient within {args.rtol:g}"

@@ -188,6 +188,22 @@ static LogicalResult runPhasesOnce(ModuleOp module,
   }
   if (options.compileTo == Phase::Shard)
     return success();
+  // The CUDA AdamW kernel updates f32 master weights (its multi-tensor
+  // launch); SGD takes f32 and f64, as on the CPU.
+  if (options.target == "cuda") {
+    graph::AdamwOp wide;
+    module.walk([&](graph::AdamwOp op) {
+      if (!wide &&
+          !cast<ShapedType>(op.getParam().getType()).getElementType().isF32())
+        wide = op;
+    });
+    if (wide)
+      return wide.emitError("--target cuda updates f32 parameters with "
+                            "AdamW, got ")
+             << wide.getParam().getType()
+             << ": train this model with --optimizer sgd on the GPU, or on "
+                "--target cpu";
+  }
   pipelines::ExecPhase exec;
   exec.fuse = options.fuse;
   exec.fuseRows = options.target == "cpu";

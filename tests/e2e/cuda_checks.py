@@ -103,31 +103,39 @@ def prepare(args, root, cases):
             if frozen:
                 flags += ["--frozen", ",".join(frozen)]
             flags += ["--adam-eps", "1e-6"]
-        flags += extra
-        cpu = os.path.join(d, "train_cpu")
-        e2e_common.run([dtcc, "compile", onnx_path, *flags, "-o", cpu])
-        e2e_common.run([dtcc, "compile", onnx_path, *flags, "--target", "cuda",
-                        "--compile-to", "program", "-o", os.path.join(d, "cuda.prog")])
-        run_args = inputs + ["--steps", str(STEPS), "--log-every", "1"]
-        losses, _ = train(root, [cpu], run_args, os.path.join(d, "cpu.dump"))
-        manifest[name] = {"flags": flags, "args": run_args, "rtol": rtol,
-                          "cpu_losses": losses.tolist()}
-        os.remove(cpu)
-        print(f"prepared {name}: cpu losses {losses[0]:.6f} .. {losses[-1]:.6f}", flush=True)
+        manifest[name] = prepare_case(dtcc, root, name, flags + extra, inputs, rtol)
     with open(os.path.join(root, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
 
 
-def train(root, cmd, run_args, dump):
+def prepare_case(dtcc, root, name, flags, inputs, rtol, steps=STEPS):
+    """Compiles root/name/model.onnx with `flags` for the CPU and (a bare
+    program, root/name/cuda.prog) for CUDA and trains the CPU program
+    `steps` steps on `inputs` (runner flags, paths relative to root): the
+    case's manifest entry."""
+    d = os.path.join(root, name)
+    onnx_path = os.path.join(d, "model.onnx")
+    cpu = os.path.join(d, "train_cpu")
+    e2e_common.run([dtcc, "compile", onnx_path, *flags, "-o", cpu])
+    e2e_common.run([dtcc, "compile", onnx_path, *flags, "--target", "cuda",
+                    "--compile-to", "program", "-o", os.path.join(d, "cuda.prog")])
+    run_args = inputs + ["--steps", str(steps), "--log-every", "1"]
+    losses, _ = train(root, [cpu], run_args, os.path.join(d, "cpu.dump"), steps)
+    os.remove(cpu)
+    print(f"prepared {name}: cpu losses {losses[0]:.6f} .. {losses[-1]:.6f}", flush=True)
+    return {"flags": flags, "args": run_args, "rtol": rtol, "cpu_losses": losses.tolist()}
+
+
+def train(root, cmd, run_args, dump, steps=STEPS):
     """Runs a trainer in `root` (its inputs are relative to it): the losses
-    of every step and the logged step times (ms)."""
+    of the `steps` steps and the logged step times (ms)."""
     p = e2e_common.launch(cmd[0], 1, cmd[1:] + run_args + ["--dump-outputs", dump],
                           timeout=600, cwd=root)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n"
                            f"{p.stdout[-2000:]}{p.stderr[-2000:]}")
     times = [float(t) for t in re.findall(r"step ([\d.]+) ms", p.stdout)]
-    return e2e_common.step_losses(dump, STEPS), times
+    return e2e_common.step_losses(dump, steps), times
 
 
 def gpu_missing(runner):
@@ -154,7 +162,8 @@ def check(args, root):
         d = os.path.join(root, name)
         try:
             got, times = train(root, [runner, "--program", os.path.join(d, "cuda.prog")],
-                               case["args"], os.path.join(d, "cuda.dump"))
+                               case["args"], os.path.join(d, "cuda.dump"),
+                               len(case["cpu_losses"]))
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print(f"{name:<26} FAIL {e}")
             failures.append(name)

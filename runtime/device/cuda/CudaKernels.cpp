@@ -1211,13 +1211,18 @@ StatusOr<KernelFn> buildAdamw(CudaDevice &dev, const KernelContext &ctx) {
   });
 }
 
+/// sgd (param, grad, buf, lr, step, grad_scale -> new_param, new_buf): f32
+/// or f64 tensors of one type, as the CPU's kernel.
 StatusOr<KernelFn> buildSgd(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &param = ctx.inputs[0];
+  const DType type = param.dtype;
+  if (type != DType::kF32 && type != DType::kF64)
+    return unsupported(ctx, type);
   for (int i : {0, 1, 2})
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], DType::kF32, "input"));
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[i], type, "input"));
   for (int i : {0, 1}) {
-    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], DType::kF32, "output"));
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], type, "output"));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], param.shape, "output"));
   }
   StatusOr<double> momentum = ctx.attrs.getFloat("momentum"),
@@ -1235,12 +1240,10 @@ StatusOr<KernelFn> buildSgd(CudaDevice &dev, const KernelContext &ctx) {
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=] {
-    return launched(prefix,
-                    launchSgd(param.as<float>(), g.as<float>(), b.as<float>(),
-                              np.as<float>(), nb.as<float>(), param.numel(), mo,
-                              da, w, nesterov, lr.as<float>(),
-                              step.as<int64_t>(), gs.as<float>(), error, site,
-                              st));
+    return launched(
+        prefix, launchSgd(type, param.data, g.data, b.data, np.data, nb.data,
+                          param.numel(), mo, da, w, nesterov, lr.as<float>(),
+                          step.as<int64_t>(), gs.as<float>(), error, site, st));
   });
 }
 

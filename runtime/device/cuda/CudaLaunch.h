@@ -363,8 +363,10 @@ cudaError_t launchAdamw(const AdamwTensor *tensors, int count,
                         int64_t totalChunks, DType gradType, DType roundedType,
                         const AdamwHyper &hyper, DeviceError *error,
                         int32_t site, cudaStream_t stream);
-cudaError_t launchSgd(const float *param, const float *grad, const float *buf,
-                      float *newParam, float *newBuf, int64_t n,
+/// SGD with momentum over f32 or f64 (`dtype`) param, grad and buffer,
+/// computed in that type as the CPU's kernel computes it.
+cudaError_t launchSgd(DType dtype, const void *param, const void *grad,
+                      const void *buf, void *newParam, void *newBuf, int64_t n,
                       double momentum, double dampening, double weightDecay,
                       bool nesterov, const float *lr, const int64_t *step,
                       const float *gradScale, DeviceError *error, int32_t site,

@@ -812,26 +812,27 @@ __global__ void adamwKernel(const AdamwTensor *tensors, int count, AdamwHyper h,
   }
 }
 
-__global__ void sgdKernel(const float *param, const float *grad,
-                          const float *buf, float *newParam, float *newBuf,
-                          int64_t n, float momentum, float oneMinusDampening,
-                          float weightDecay, bool nesterov, const float *lrPtr,
-                          const int64_t *stepPtr, const float *gradScalePtr,
-                          DeviceError *error, int32_t site) {
+template <typename C>
+__global__ void
+sgdKernel(const C *param, const C *grad, const C *buf, C *newParam, C *newBuf,
+          int64_t n, C momentum, C oneMinusDampening, C weightDecay,
+          bool nesterov, const float *lrPtr, const int64_t *stepPtr,
+          const float *gradScalePtr, DeviceError *error, int32_t site) {
   const int64_t step = *stepPtr;
   if (step < 1) {
     if (blockIdx.x == 0 && threadIdx.x == 0)
       recordError(error, site, kBadStep, step, 0, 1);
     return;
   }
-  const float negLr = -*lrPtr, gradScale = *gradScalePtr;
+  // As the CPU's kernel: the f32 scalars widened to the parameter's type.
+  const C negLr = -C(*lrPtr), gradScale = C(*gradScalePtr);
   const bool first = step == 1;
   DTCC_GRID_LOOP(i, n) {
-    const float p = param[i];
-    float d = grad[i] * gradScale;
-    d = weightDecay != 0.f ? d + weightDecay * p : d;
-    const float b = first ? d : buf[i] * momentum + oneMinusDampening * d;
-    const float u = nesterov ? d + momentum * b : momentum != 0.f ? b : d;
+    const C p = param[i];
+    C d = grad[i] * gradScale;
+    d = weightDecay != C(0) ? d + weightDecay * p : d;
+    const C b = first ? d : buf[i] * momentum + oneMinusDampening * d;
+    const C u = nesterov ? d + momentum * b : momentum != C(0) ? b : d;
     newParam[i] = p + negLr * u;
     newBuf[i] = b;
   }
@@ -1258,18 +1259,27 @@ cudaError_t launchAdamw(const AdamwTensor *tensors, int count,
   }
 }
 
-cudaError_t launchSgd(const float *param, const float *grad, const float *buf,
-                      float *newParam, float *newBuf, int64_t n,
+cudaError_t launchSgd(DType dtype, const void *param, const void *grad,
+                      const void *buf, void *newParam, void *newBuf, int64_t n,
                       double momentum, double dampening, double weightDecay,
                       bool nesterov, const float *lr, const int64_t *step,
                       const float *gradScale, DeviceError *error, int32_t site,
                       cudaStream_t s) {
-  return launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
-    sgdKernel<<<g, b, 0, st>>>(param, grad, buf, newParam, newBuf, n,
-                               float(momentum), float(1 - dampening),
-                               float(weightDecay), nesterov, lr, step,
-                               gradScale, error, site);
-  });
+  auto run = [&](auto tag) {
+    using C = decltype(tag);
+    return launch(n, s, [&](dim3 g, dim3 b, cudaStream_t st) {
+      sgdKernel<C><<<g, b, 0, st>>>(
+          static_cast<const C *>(param), static_cast<const C *>(grad),
+          static_cast<const C *>(buf), static_cast<C *>(newParam),
+          static_cast<C *>(newBuf), n, C(momentum), C(1 - dampening),
+          C(weightDecay), nesterov, lr, step, gradScale, error, site);
+    });
+  };
+  if (dtype == DType::kF32)
+    return run(float{});
+  if (dtype == DType::kF64)
+    return run(double{});
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t launchSwapBlocks(void *dst, const void *src, int64_t p, int64_t q,

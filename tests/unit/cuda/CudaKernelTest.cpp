@@ -438,6 +438,31 @@ TEST_F(CudaKernels, Adamw) {
           kF32Tol);
 }
 
+/// SGD in f32 and f64 (f64 training runs on the GPU too), with momentum,
+/// dampening, weight decay, Nesterov or not, and on the first step (the
+/// buffer not read), as the CPU's kernel.
+TEST_F(CudaKernels, SgdLikeTheCpu) {
+  const int64_t n = 10000;
+  for (DType t : {DType::kF32, DType::kF64})
+    for (int nesterov = 0; nesterov < 2; ++nesterov)
+      for (int64_t step : {1, 3}) {
+        Attrs a;
+        a.set("momentum", 0.9);
+        a.set("dampening", nesterov ? 0.0 : 0.1);
+        a.set("weight_decay", 0.01);
+        a.set("nesterov", int64_t(nesterov));
+        compare("sgd", a,
+                {{t, {n}, randomValues(n, 60)},
+                 {t, {n}, randomValues(n, 61)},
+                 {t, {n}, randomValues(n, 62)},
+                 {DType::kF32, {1}, {1e-2f}},
+                 {DType::kI64, {1}, {float(step)}},
+                 {DType::kF32, {1}, {0.5f}}},
+                {{t, {n}, {}}, {t, {n}, {}}},
+                t == DType::kF64 ? 1e-12 : kF32Tol);
+      }
+}
+
 /// A bf16 or f16 gradient of an f32 parameter (read without its cast, as
 /// dtcc-fold-narrow-reads makes the programs), as the CPU's kernel.
 TEST_F(CudaKernels, AdamwNarrowGradientsLikeTheCpu) {
