@@ -5,8 +5,9 @@
 # CPU backend), `dtcc calibrate --device cuda` and bench/train_gpt_gpu.py
 # (beside PyTorch eager and torch.compile when PyTorch has CUDA).
 # Usage: scripts/gpu_checks.sh KIT_DIR OUT_DIR [steps...]
-#   steps: info unit cases conformance calibrate bench profile (default: all,
-#   in order)
+#   steps: info unit cases vision conformance calibrate bench profile
+#   (default: all, in order; vision runs the torchvision/timm cases of
+#   DTCC_KIT_VISION when the kit has them)
 # A lent GPU comes with minutes, not hours (15 of device time a session,
 # the machine's start included): unit, cases and conformance check values,
 # not speed, so they run side by side, each into its own file; calibrate,
@@ -15,13 +16,14 @@
 # DTCC_BENCH_IMPLS choose the benchmark's rows and columns, DTCC_PROFILE_PROGRAMS
 # (a glob in KIT/bench, default train_350m*.prog) the programs profiled.
 # Writes OUT_DIR/log.txt (the summary and every timed step's output),
-# unit.txt, cases.txt, conformance.txt (the side-by-side steps' own output)
+# unit.txt, cases.txt, vision.txt, conformance.txt (the side-by-side steps'
+# own output)
 # and calibration.json: at most 8 files, as a device call brings back.
 set -uo pipefail
 kit=$(cd "${1:?usage: gpu_checks.sh KIT_DIR OUT_DIR}" && pwd)
 out=${2:?usage: gpu_checks.sh KIT_DIR OUT_DIR}
 shift 2
-steps=${*:-info unit cases conformance calibrate bench profile}
+steps=${*:-info unit cases vision conformance calibrate bench profile}
 src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 exec > >(tee -a "$out/log.txt") 2>&1
@@ -85,6 +87,12 @@ unit_tests() {
   done
   return $rc
 }
+vision() {
+  rm -rf /tmp/dtcc-gpu-vision && mkdir -p /tmp/dtcc-gpu-vision &&
+    tar -C /tmp/dtcc-gpu-vision -xJf "$kit/vision.tar.xz" &&
+    timeout 300 python3 "$src/tests/e2e/cuda_checks.py" \
+      --check /tmp/dtcc-gpu-vision/vision --runner-cuda "$k/bin/dtcc-runner-cuda"
+}
 conformance() {
   rm -rf /tmp/dtcc-gpu-conf && mkdir -p /tmp/dtcc-gpu-conf &&
     tar -C /tmp/dtcc-gpu-conf -xJf "$kit/conformance.tar.xz" &&
@@ -103,6 +111,9 @@ for step in $steps; do
   cases)
     background cases timeout 300 python3 "$src/tests/e2e/cuda_checks.py" \
       --check "$kit/cases" --runner-cuda "$k/bin/dtcc-runner-cuda" ;;
+  vision)
+    if [ -f "$kit/vision.tar.xz" ]; then background vision vision
+    else section "vision: the kit has no vision.tar.xz (DTCC_KIT_VISION)"; fi ;;
   conformance) background conformance conformance ;;
   calibrate)
     settle

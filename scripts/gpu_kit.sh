@@ -12,6 +12,12 @@
 #   KIT/conformance.tar.xz  tests/conformance/run_onnx_node_tests.py --target cuda
 #                    --prepare: ONNX's node tests compiled for the GPU, with
 #                    their inputs and expected outputs
+#   KIT/vision.tar.xz  with DTCC_KIT_VISION=MODEL,...: bench/vision_models.py
+#                    --cuda-kit, those torchvision/timm models (f32 and f64)
+#                    as cases for gpu_checks.sh's vision step; a few MB of
+#                    weights each, twice: a call carries at most 64 MiB in
+#                    all (2026-11-29: 8 models of 0.1-1.5M parameters in f32
+#                    were 40 MB, 31 MB compressed)
 # Usage: scripts/gpu_kit.sh BUILD_DIR KIT_DIR
 #   DTCC_KIT_CONFORMANCE=0 leaves the ONNX node tests out (a call with no
 #   time for them: gpu_checks.sh's conformance step then has nothing to run)
@@ -51,5 +57,11 @@ if [ "${DTCC_KIT_CONFORMANCE:-1}" != 0 ]; then
     --target cuda --prepare "$kit/conformance" --jobs 2 | tail -3
   tar -C "$kit" -cf - conformance | xz -6 -T2 > "$kit/conformance.tar.xz"
   rm -rf "$kit/conformance"
+fi
+if [ -n "${DTCC_KIT_VISION:-}" ]; then
+  /usr/bin/python3 "$src/bench/vision_models.py" --dtcc "$build/bin/dtcc" \
+    --models "$DTCC_KIT_VISION" --cuda-kit "$kit/vision" | grep -E "^(prepared|cuda kit)"
+  tar -C "$kit" -cf - vision | xz -3 -T2 > "$kit/vision.tar.xz"
+  rm -rf "$kit/vision"
 fi
 du -sh "$kit"

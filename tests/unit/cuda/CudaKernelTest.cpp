@@ -154,6 +154,24 @@ std::vector<float> randomValues(int64_t n, unsigned seed, float scale = 1.f) {
   return v;
 }
 
+/// An adamw instruction's attributes (beta1 0.9, epsilon 1e-8).
+Attrs adamwAttrs(double beta2, double weightDecay) {
+  Attrs a;
+  a.set("beta1", 0.9);
+  a.set("beta2", beta2);
+  a.set("epsilon", 1e-8);
+  a.set("weight_decay", weightDecay);
+  return a;
+}
+
+/// `n` second moments (AdamW's v): |randomValues|.
+std::vector<float> secondMoments(int64_t n, unsigned seed) {
+  std::vector<float> v = randomValues(n, seed);
+  for (float &x : v)
+    x = std::fabs(x);
+  return v;
+}
+
 class CudaKernels : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -417,15 +435,9 @@ TEST_F(CudaKernels, CrossEntropyHalfLogitsLikeTheCpu) {
 }
 
 TEST_F(CudaKernels, Adamw) {
-  Attrs a;
-  a.set("beta1", 0.9);
-  a.set("beta2", 0.999);
-  a.set("epsilon", 1e-8);
-  a.set("weight_decay", 0.01);
+  const Attrs a = adamwAttrs(0.999, 0.01);
   const int64_t n = 10000;
-  std::vector<float> v = randomValues(n, 19);
-  for (float &x : v)
-    x = std::fabs(x);
+  const std::vector<float> v = secondMoments(n, 19);
   compare("adamw", a,
           {{DType::kF32, {n}, randomValues(n, 16)},
            {DType::kF32, {n}, randomValues(n, 17)},
@@ -466,15 +478,9 @@ TEST_F(CudaKernels, SgdLikeTheCpu) {
 /// A bf16 or f16 gradient of an f32 parameter (read without its cast, as
 /// dtcc-fold-narrow-reads makes the programs), as the CPU's kernel.
 TEST_F(CudaKernels, AdamwNarrowGradientsLikeTheCpu) {
-  Attrs a;
-  a.set("beta1", 0.9);
-  a.set("beta2", 0.95);
-  a.set("epsilon", 1e-8);
-  a.set("weight_decay", 0.1);
+  const Attrs a = adamwAttrs(0.95, 0.1);
   const int64_t n = 10000;
-  std::vector<float> v = randomValues(n, 29);
-  for (float &x : v)
-    x = std::fabs(x);
+  const std::vector<float> v = secondMoments(n, 29);
   for (DType g : {DType::kBF16, DType::kF16})
     compare("adamw", a,
             {{DType::kF32, {n}, randomValues(n, 26)},
@@ -495,15 +501,9 @@ TEST_F(CudaKernels, AdamwNarrowGradientsLikeTheCpu) {
 /// three-output update's, and all four the CPU's. A copy of the wrong type
 /// or overlapping another operand is refused.
 TEST_F(CudaKernels, AdamwWritesTheRoundedCopyOfTheNewParameter) {
-  Attrs a;
-  a.set("beta1", 0.9);
-  a.set("beta2", 0.95);
-  a.set("epsilon", 1e-8);
-  a.set("weight_decay", 0.1);
+  const Attrs a = adamwAttrs(0.95, 0.1);
   const int64_t n = 10003;
-  std::vector<float> v = randomValues(n, 52);
-  for (float &x : v)
-    x = std::fabs(x);
+  const std::vector<float> v = secondMoments(n, 52);
   for (DType half : {DType::kBF16, DType::kF16}) {
     const std::vector<Operand> in = {{DType::kF32, {n}, randomValues(n, 50)},
                                      {half, {n}, randomValues(n, 51)},
@@ -786,11 +786,7 @@ TEST_F(CudaKernels, ArgmaxArgminCumsum) {
 /// Three adamw bound in a row share one launch: running the first kernel
 /// alone updates all three tensors.
 TEST_F(CudaKernels, AdamwRunFusesIntoOneLaunch) {
-  Attrs a;
-  a.set("beta1", 0.9);
-  a.set("beta2", 0.999);
-  a.set("epsilon", 1e-8);
-  a.set("weight_decay", 0.01);
+  const Attrs a = adamwAttrs(0.999, 0.01);
   const std::vector<int64_t> sizes = {10000, 7, 4096};
   auto upload = [](Device &d, const std::vector<float> &v, DType t,
                    std::vector<void *> &owned) {
@@ -810,9 +806,7 @@ TEST_F(CudaKernels, AdamwRunFusesIntoOneLaunch) {
     std::vector<KernelContext> ctxs;
     for (size_t t = 0; t < sizes.size(); ++t) {
       const int64_t n = sizes[t];
-      std::vector<float> v = randomValues(n, 40 + t);
-      for (float &x : v)
-        x = std::fabs(x);
+      const std::vector<float> v = secondMoments(n, 40 + t);
       KernelContext ctx;
       ctx.kernel = "adamw";
       ctx.location = "p" + std::to_string(t);
