@@ -16,6 +16,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <limits>
 #include <map>
@@ -209,14 +210,54 @@ private:
   /// Layer chunks: pp x V, chunk k on stage k % pp (Megatron-LM's virtual
   /// stage k).
   int64_t numChunks() const { return stages_ * virtualStages_; }
-  /// The layer of an op (#dgraph.layer): its layer's index, or, in a model
-  /// that has no layers, its top-level module; empty for neither.
+  /// How the ops are grouped into the units the stages take, each mode
+  /// tried in turn while the last gave at most one unit (no sequence to
+  /// cut): layers (#dgraph.layer index); top-level modules (#dgraph.layer
+  /// module: a
+  /// U-Net's enc1, enc2, ...); where one module wraps every named op, the
+  /// modules inside it (by their ONNX node names: "/m/stage2/...",
+  /// "/m/stage3/..." of timm's HRNet in a wrapper, whose repeated blocks
+  /// restart their numbering in each stage, so it has one layer and one
+  /// top-level module).
+  enum class Units { kLayers, kTopModules, kSubModules };
+  /// The unit of an op: its layer's index, its top-level module, or its
+  /// module below the shared path; empty for none.
   std::string layerOf(Operation *op) const {
-    if (byModule_)
+    switch (units_) {
+    case Units::kLayers: {
+      std::optional<int64_t> layer = graph::layerIndexOf(op);
+      return layer ? std::to_string(*layer) : "";
+    }
+    case Units::kTopModules:
       return graph::moduleOf(op).str();
-    std::optional<int64_t> layer = graph::layerIndexOf(op);
-    return layer ? std::to_string(*layer) : "";
+    case Units::kSubModules:
+      return subModuleOf(op);
+    }
+    return "";
   }
+  /// The components of an op's ONNX node name ("/m/stage2/stage2.0/Conv":
+  /// m, stage2, stage2.0, Conv).
+  /// (The parts point into `name`.)
+  static SmallVector<StringRef> pathOf(const std::string &name) {
+    SmallVector<StringRef> parts;
+    StringRef(name).split(parts, '/', -1, /*KeepEmpty=*/false);
+    return parts;
+  }
+  /// kSubModules' unit: the shared path and the component after it, for
+  /// an op whose node lies deeper than that (the last component names the
+  /// node itself).
+  std::string subModuleOf(Operation *op) const {
+    std::string name = graph::nodeName(op->getLoc());
+    SmallVector<StringRef> parts = pathOf(name);
+    if (parts.size() < sharedDepth_ + 2)
+      return "";
+    return llvm::join(ArrayRef<StringRef>(parts).take_front(sharedDepth_ + 1),
+                      "/");
+  }
+  /// The number of leading path components that every forward op of the
+  /// first micro-batch whose node name has a module (two or more
+  /// components) shares; sets sharedDepth_.
+  void findSharedPath(Block &body);
   /// The tasks of `stage` in the plan's schedule order.
   std::vector<planner::PipelineTask> schedule(int64_t stage) const;
   /// ZB-H1: splits each micro-batch's backward ops on each stage into B, those
@@ -241,7 +282,8 @@ private:
   int64_t stages_ = 1;
   int64_t virtualStages_ = 1;
   PipelineSchedule schedule_ = PipelineSchedule::OneFOneB;
-  bool byModule_ = false;
+  Units units_ = Units::kLayers;
+  size_t sharedDepth_ = 0;
   /// Each op's stage (ops of the micro-batches and staged epilogue ops),
   /// its chunk (micro-batch ops), and the placement of each value.
   llvm::DenseMap<Operation *, int64_t> stageOf_, chunkOf_;
@@ -528,6 +570,30 @@ void ShardPipelinePass::liftCrossStageSums(Block &body) {
   }
 }
 
+void ShardPipelinePass::findSharedPath(Block &body) {
+  std::optional<SmallVector<std::string>> shared;
+  for (Operation &op : body) {
+    auto pass = op.getAttrOfType<StringAttr>(kPassAttr);
+    auto micro = op.getAttrOfType<IntegerAttr>(kMicroAttr);
+    if (!pass || pass.getValue() != "forward" || !micro || micro.getInt() != 0)
+      continue;
+    const std::string name = graph::nodeName(op.getLoc());
+    SmallVector<StringRef> parts = pathOf(name);
+    if (parts.size() < 2)
+      continue;       // a node of the root module, or none
+    parts.pop_back(); // the node itself
+    if (!shared) {
+      shared.emplace(parts.begin(), parts.end());
+      continue;
+    }
+    size_t n = 0;
+    while (n < shared->size() && n < parts.size() && (*shared)[n] == parts[n])
+      ++n;
+    shared->resize(n);
+  }
+  sharedDepth_ = shared ? shared->size() : 0;
+}
+
 LogicalResult ShardPipelinePass::place(func::FuncOp train) {
   Block &body = train.getBody().front();
   int64_t s = numStages();
@@ -545,19 +611,43 @@ LogicalResult ShardPipelinePass::place(func::FuncOp train) {
           keys.push_back(k);
     return keys;
   };
-  SmallVector<std::string> layers = collect();
-  if (layers.empty()) {
-    byModule_ = true;
-    layers = collect();
-  }
   int64_t chunks = numChunks();
-  const char *what = byModule_ ? " top-level modules and no layers "
-                                 "(#dgraph.layer module and index)"
-                               : " (#dgraph.layer index)";
-  if (virtualStages_ == 1 && (int64_t)layers.size() < s)
-    return train.emitError("pipeline parallelism over ")
-           << s << " stages needs at least as many layers; the model has "
-           << layers.size() << what;
+  findSharedPath(body);
+  // The layers, unless there are fewer than two (a sequence of one cannot
+  // be cut): then the top-level modules, and where one module wraps every
+  // named op, the modules inside it; whichever gives more units.
+  SmallVector<std::string> layers = collect();
+  SmallVector<size_t> counts = {layers.size()};
+  for (Units next : {Units::kTopModules, Units::kSubModules}) {
+    if (layers.size() >= 2 || (next == Units::kSubModules && sharedDepth_ == 0))
+      break;
+    Units previous = units_;
+    units_ = next;
+    SmallVector<std::string> more = collect();
+    counts.push_back(more.size());
+    if (more.size() > layers.size())
+      layers = std::move(more);
+    else
+      units_ = previous;
+  }
+  const char *what = units_ == Units::kSubModules
+                         ? " modules inside the module that wraps the rest"
+                     : units_ == Units::kTopModules
+                         ? " top-level modules and no layers (#dgraph.layer "
+                           "module and index)"
+                         : " (#dgraph.layer index)";
+  if (virtualStages_ == 1 && (int64_t)layers.size() < s) {
+    InFlightDiagnostic d = train.emitError("pipeline parallelism over ")
+                           << s
+                           << " stages needs at least as many layers; the "
+                              "model has "
+                           << layers.size() << what;
+    if (counts.size() == 3)
+      d << " (layers: " << counts[0] << ", top-level modules: " << counts[1]
+        << ", modules inside the module that wraps the rest: " << counts[2]
+        << ")";
+    return d;
+  }
   // Interleaved: Megatron-LM's equal chunks (the planner prices them so).
   if (virtualStages_ > 1 && (int64_t)layers.size() % chunks != 0)
     return train.emitError("the interleaved schedule cuts the layers into pp x "
