@@ -67,6 +67,9 @@ CLASSES = 10
 # (SGD moves a weight whose gradient is zero but for rounding by as little;
 # Adam by about lr).
 SGD_STEPS, SGD_LR = 3, 1e-2
+# dtcc compile's flags for those steps (with --optimizer sgd).
+SGD_SCHEDULE = ["--lr", str(SGD_LR), "--weight-decay", "0", "--schedule", "constant",
+                "--warmup", "0"]
 # The GPU's f32 losses against the CPU's (--cuda-kit): cuda_checks.py's
 # tolerance for convolutional nets (cuDNN's algorithms add in other orders).
 CUDA_RTOL = 1e-4
@@ -348,9 +351,7 @@ def sgd_losses(args, work, mesh=None):
         mesh.replace(" ", "").replace("=", "").replace(",", "-").replace("--", "-"))
     exe, dump = os.path.join(sub, "train-" + tag), os.path.join(sub, "dump-" + tag)
     failed = compile_f64(args, sub, exe,
-                         ["--lr", str(SGD_LR), "--weight-decay", "0", "--schedule",
-                          "constant", "--warmup", "0"]
-                         + ([] if mesh is None else ["--mesh"] + mesh.split()))
+                         SGD_SCHEDULE + ([] if mesh is None else ["--mesh"] + mesh.split()))
     if failed:
         return failed
     ranks = 1 if mesh is None else hf_models.mesh_ranks(mesh)
@@ -394,8 +395,7 @@ def cuda_case(args, work, name, sub=""):
     os.makedirs(d)
     shutil.copy(os.path.join(work, sub, "model.onnx"), d)
     shutil.copytree(os.path.join(work, sub, "batches"), os.path.join(d, "batches"))
-    flags = ["--train", "--optimizer", "sgd", "--lr", str(SGD_LR), "--weight-decay",
-             "0", "--schedule", "constant", "--warmup", "0"] + args.dtcc_flag
+    flags = ["--train", "--optimizer", "sgd"] + SGD_SCHEDULE + args.dtcc_flag
     try:
         return cuda_checks.prepare_case(
             os.path.abspath(args.dtcc), root, case, flags,
@@ -442,9 +442,9 @@ def main():
     ap.add_argument("--venv", default=os.path.join(cpu_compare.cache_dir(),
                                                    "tv-venv"))
     ap.add_argument("--cuda-kit", metavar="DIR",
-                    help="also write each model as a case of tests/e2e/"
-                         "cuda_checks.py --check DIR (its f32 export compiled "
-                         "for the CPU and CUDA, SGD, the CPU's losses)")
+                    help="also write each model as two cases of tests/e2e/"
+                         "cuda_checks.py --check DIR (its f32 and f64 exports "
+                         "compiled for the CPU and CUDA, SGD, the CPU's losses)")
     ap.add_argument("--work", default=None,
                     help="keep each model's files here (default: a "
                          "temporary directory)")

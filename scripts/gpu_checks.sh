@@ -11,8 +11,10 @@
 # A lent GPU comes with minutes, not hours (15 of device time a session,
 # the machine's start included): unit, cases and conformance check values,
 # not speed, so they run side by side, each into its own file; calibrate,
-# bench and profile time the GPU and run alone, after them. All of it takes
-# about 8 minutes on an H200. DTCC_BENCH_MODELS (default 350m) and
+# bench and profile time the GPU and run alone, after them. All of it took
+# 5.5 minutes on an H200 (2026-11-29: 161 s side by side, the node tests the
+# longest; 51 s of calibration; 100 s of benchmark, the 350M with five
+# columns; 10 s of profiles). DTCC_BENCH_MODELS (default 350m) and
 # DTCC_BENCH_IMPLS choose the benchmark's rows and columns, DTCC_PROFILE_PROGRAMS
 # (a glob in KIT/bench, default train_350m*.prog) the programs profiled.
 # Writes OUT_DIR/log.txt (the summary and every timed step's output),

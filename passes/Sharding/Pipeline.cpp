@@ -213,9 +213,8 @@ private:
   /// How the ops are grouped into the units the stages take, each mode
   /// tried in turn while the last gave at most one unit (no sequence to
   /// cut): layers (#dgraph.layer index); top-level modules (#dgraph.layer
-  /// module: a
-  /// U-Net's enc1, enc2, ...); where one module wraps every named op, the
-  /// modules inside it (by their ONNX node names: "/m/stage2/...",
+  /// module: a U-Net's enc1, enc2, ...); where one module wraps every named
+  /// op, the modules inside it (by their ONNX node names: "/m/stage2/...",
   /// "/m/stage3/..." of timm's HRNet in a wrapper, whose repeated blocks
   /// restart their numbering in each stage, so it has one layer and one
   /// top-level module).
@@ -236,8 +235,7 @@ private:
     return "";
   }
   /// The components of an op's ONNX node name ("/m/stage2/stage2.0/Conv":
-  /// m, stage2, stage2.0, Conv).
-  /// (The parts point into `name`.)
+  /// m, stage2, stage2.0, Conv), pointing into `name`.
   static SmallVector<StringRef> pathOf(const std::string &name) {
     SmallVector<StringRef> parts;
     StringRef(name).split(parts, '/', -1, /*KeepEmpty=*/false);
