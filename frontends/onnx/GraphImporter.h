@@ -29,6 +29,16 @@ public:
   mlir::Value stepCounter(mlir::OpBuilder &b);
   mlir::Value lookup(const std::string &name);
   void define(const std::string &name, mlir::Value v) { values[name] = v; }
+  /// ONNX sequences (SplitToSequence, SequenceConstruct, ...) exist only
+  /// during the import: a sequence is its list of tensors, each position
+  /// known at compile time. Null when `name` is not a sequence.
+  const Sequence *lookupSequence(const std::string &name) const {
+    auto it = sequences.find(name);
+    return it == sequences.end() ? nullptr : &it->second;
+  }
+  void defineSequence(const std::string &name, Sequence s) {
+    sequences[name] = std::move(s);
+  }
   /// The value of `v` when known at compile time: a constant (possibly
   /// folded) or a variable's initial value.
   std::optional<mlir::DenseElementsAttr> constantValueOf(mlir::Value v);
@@ -81,6 +91,7 @@ private:
   const ImportOptions &options;
   std::map<std::string, int64_t> opsets;
   llvm::StringMap<mlir::Value> values;
+  llvm::StringMap<Sequence> sequences;
   llvm::StringMap<graph::VariableOp> variables;
   llvm::StringMap<mlir::ElementsAttr> constantInitializers;
   mlir::ModuleOp module;

@@ -35,6 +35,21 @@ void NodeImporter::setOutput(int i, Value value) {
     graph.define(node.output(i), value);
 }
 
+FailureOr<Sequence> NodeImporter::sequenceInput(int i) {
+  const Sequence *s =
+      hasInput(i) ? graph.lookupSequence(node.input(i)) : nullptr;
+  if (!s)
+    return error() << "expected a sequence as input " << i << ", got "
+                   << (hasInput(i) ? "the tensor '" + node.input(i) + "'"
+                                   : std::string("none"));
+  return *s;
+}
+
+void NodeImporter::setOutputSequence(int i, Sequence s) {
+  if (wantsOutput(i))
+    graph.defineSequence(node.output(i), std::move(s));
+}
+
 InFlightDiagnostic NodeImporter::error() {
   errorEmitted = true;
   int index = -1;

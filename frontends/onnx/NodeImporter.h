@@ -22,6 +22,13 @@ namespace dtcc::onnx_frontend {
 
 class GraphImporter;
 
+/// An ONNX sequence value: its tensors in order, and the element type of
+/// its tensors (SequenceEmpty's dtype while it has none).
+struct Sequence {
+  llvm::SmallVector<mlir::Value> items;
+  mlir::Type elementType;
+};
+
 /// Converts an ONNX element type; null for types dgraph lacks.
 mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *ctx);
 /// ONNX's name for an element type number ("FLOAT", "STRING", ...).
@@ -60,6 +67,10 @@ public:
   }
   /// Defines output `i`.
   void setOutput(int i, mlir::Value value);
+  /// Input `i` as a sequence, or an error when it is a tensor.
+  mlir::FailureOr<Sequence> sequenceInput(int i);
+  /// Defines output `i` as a sequence.
+  void setOutputSequence(int i, Sequence s);
 
   /// The value of input `i` if it is a compile-time constant (a constant, a
   /// folded expression, an initializer or a bound input); otherwise an error
@@ -191,6 +202,14 @@ struct OpEntry {
 mlir::Value normOfSum(NodeImporter &n, mlir::Value sum,
                       mlir::Value exponent = {});
 
+/// Concatenates `inputs` along `axis` (ONNX's Concat: negative counts from
+/// the end; inputs that add nothing along the axis are left out).
+mlir::FailureOr<mlir::Value>
+concatenate(NodeImporter &n, llvm::ArrayRef<mlir::Value> inputs, int64_t axis);
+/// Whether `opType` takes a sequence as its input `index` (the sequence
+/// ops); every other input of every op is a tensor.
+bool takesSequence(llvm::StringRef opType, int index);
+
 /// The handlers of each op family (one per file).
 void appendElementwiseOps(std::vector<OpEntry> &ops);
 void appendTensorOps(std::vector<OpEntry> &ops);
@@ -198,6 +217,7 @@ void appendReductionOps(std::vector<OpEntry> &ops);
 void appendNNOps(std::vector<OpEntry> &ops);
 void appendConvOps(std::vector<OpEntry> &ops);
 void appendNormPoolOps(std::vector<OpEntry> &ops);
+void appendSequenceOps(std::vector<OpEntry> &ops);
 void appendIndexingOps(std::vector<OpEntry> &ops);
 void appendRandomOps(std::vector<OpEntry> &ops);
 void appendGridSampleOps(std::vector<OpEntry> &ops);

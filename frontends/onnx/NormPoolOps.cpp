@@ -106,6 +106,14 @@ LogicalResult importBatchNorm(NodeImporter &n) {
                         "variance outputs";
   APFloat epsAttr(epsilon);
   if (!training) {
+    // An inference export's node normalizes with the running statistics.
+    // ONNX differentiates them as any input; PyTorch's are buffers, never
+    // trained: a training import of its export keeps them fixed (the
+    // importer warns once that the batch's statistics are not used).
+    if (n.getImportOptions().training && n.producerName() == "pytorch")
+      for (int i : {3, 4})
+        if (VariableOp var = loadedVariable(n.input(i)))
+          var.setTrainable(false);
     n.setOutput(0, n.create<BatchNormOp>(x, params[0], params[1], params[2],
                                          params[3], epsAttr, false)
                        .getResult());

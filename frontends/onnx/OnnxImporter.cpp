@@ -12,13 +12,14 @@
 #include "frontends/onnx/LayerNames.h"
 #include "runtime/io/TensorFile.h"
 
+#include "google/protobuf/unknown_field_set.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Verifier.h"
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
 #include "llvm/ADT/StringSet.h"
-#include "mlir/IR/Verifier.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/PrettyStackTrace.h"
 
@@ -62,6 +63,71 @@ std::string onnxTypeName(int32_t onnxType) {
 }
 
 //===----------------------------------------------------------------------===//
+// torch.export's signature
+//===----------------------------------------------------------------------===//
+
+/// The metadata (`metadata_props`, a repeated StringStringEntryProto) that
+/// onnx 1.16 added to values and graphs, read from `message`'s unknown
+/// fields as field `number`: Debian's onnx 1.12 schema predates them.
+static std::vector<std::pair<std::string, std::string>>
+unknownMetadata(const google::protobuf::Message &message, int number) {
+  std::vector<std::pair<std::string, std::string>> props;
+  const google::protobuf::UnknownFieldSet &fields =
+      message.GetReflection()->GetUnknownFields(message);
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const google::protobuf::UnknownField &field = fields.field(i);
+    if (field.number() != number ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(field.length_delimited()))
+      props.emplace_back(entry.key(), entry.value());
+  }
+  return props;
+}
+
+/// What PyTorch's ONNX exporter (torch.onnx.export(..., dynamo=True), the
+/// default since PyTorch 2.9) records of torch.export's graph signature: the
+/// kind of each value that is an input of the exported program
+/// ("PARAMETER", "BUFFER", "CONSTANT_TENSOR", "USER_INPUT"), by name; and
+/// the targets of the program's PARAMETER inputs (the module's parameters,
+/// tied ones once). Both empty for other exporters.
+struct TorchExportSignature {
+  llvm::StringMap<std::string> kinds;
+  std::vector<std::string> parameters;
+};
+
+static TorchExportSignature torchExportSignature(const onnx::GraphProto &g) {
+  constexpr int kValueInfoMetadata = 4, kGraphMetadata = 16;
+  TorchExportSignature s;
+  auto scan = [&](const auto &infos) {
+    for (const onnx::ValueInfoProto &info : infos)
+      for (auto &[key, value] : unknownMetadata(info, kValueInfoMetadata))
+        if (key == "pkg.torch.export.graph_signature.InputSpec.kind")
+          s.kinds[info.name()] = value;
+  };
+  scan(g.input());
+  scan(g.value_info());
+  for (auto &[key, value] : unknownMetadata(g, kGraphMetadata)) {
+    if (key != "pkg.torch.export.ExportedProgram.graph_signature")
+      continue;
+    // One input per line: "p_fc_weight: PARAMETER target='fc.weight'".
+    llvm::SmallVector<llvm::StringRef> lines;
+    llvm::StringRef(value).split(lines, '\n');
+    for (llvm::StringRef line : lines) {
+      size_t at = line.find(": PARAMETER target='");
+      if (at == llvm::StringRef::npos)
+        continue;
+      llvm::StringRef target =
+          line.drop_front(at + llvm::StringRef(": PARAMETER target='").size());
+      s.parameters.push_back(
+          target.take_until([](char c) { return c == '\''; }).str());
+    }
+  }
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
 // The op registry
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +143,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendIndexingOps(ops);
     appendRandomOps(ops);
     appendGridSampleOps(ops);
+    appendSequenceOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
       map[e.opType] = e;
@@ -365,8 +432,14 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   if (!g.name().empty())
     module->setAttr(dtcc::graph::kModelAttr, b.getStringAttr(g.name()));
 
-  // Initializers: floats are weights (variables), the rest constants.
+  // Initializers: floats are weights (variables), the rest constants. An
+  // export that carries torch.export's signature says which are the
+  // module's: its parameters train, its buffers (running statistics) are
+  // state, and the exporter's own constants (a mask, a GELU coefficient, an
+  // exponent) are constants, where every float would otherwise train.
+  TorchExportSignature signature = torchExportSignature(g);
   llvm::StringSet<> initializerNames;
+  int64_t exporterConstants = 0;
   SmallVector<std::string> folded;
   SmallVector<Attribute> constantNames;
   for (const onnx::TensorProto &t : g.initializer()) {
@@ -391,6 +464,14 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
     auto type = RankedTensorType::get(shape, elementType);
     bool isWeight = isa<FloatType>(elementType);
+    bool trainable = true;
+    if (isWeight && !signature.kinds.empty()) {
+      auto kind = signature.kinds.find(t.name());
+      std::string k = kind == signature.kinds.end() ? "" : kind->second;
+      trainable = k == "PARAMETER";
+      isWeight = trainable || k == "BUFFER";
+      exporterConstants += !isWeight;
+    }
     ElementsAttr value;
     if (loadWeights || !isWeight) {
       auto attr = tensorToAttr(t, loc);
@@ -399,8 +480,8 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
       value = *attr;
     }
     if (isWeight) {
-      auto var = graph::VariableOp::create(b, loc, t.name(), type, value,
-                                           /*trainable=*/true);
+      auto var =
+          graph::VariableOp::create(b, loc, t.name(), type, value, trainable);
       variables[t.name()] = var;
     } else {
       constantInitializers[t.name()] = value;
@@ -411,6 +492,38 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   if (options.training && !constantNames.empty())
     module->setAttr(dtcc::graph::kConstantInitializersAttr,
                     b.getArrayAttr(constantNames));
+
+  // torch.onnx.export's graph optimizer (optimize=True, its default) lifts
+  // the exporter's constants into initializers, and also merges initializers
+  // of equal value (every norm's ones become one tensor) and drops zero
+  // biases: the graph then trains fewer, shared tensors than the module.
+  if (options.training && exporterConstants > 0) {
+    SmallVector<llvm::StringRef> missing;
+    for (const std::string &p : signature.parameters)
+      if (!initializerNames.contains(p))
+        missing.push_back(p);
+    if (!missing.empty()) {
+      std::string names;
+      for (auto [i, p] : llvm::enumerate(missing)) {
+        if (i == 3) {
+          names += ", ...";
+          break;
+        }
+        names += (i ? ", " : "") + p.str();
+      }
+      emitWarning(fileLoc())
+          << missing.size() << " of the module's "
+          << signature.parameters.size() << " parameters "
+          << (missing.size() == 1 ? "is not an initializer"
+                                  : "are not initializers")
+          << " of this optimized export (" << names
+          << "): torch.onnx.export's optimizer (optimize=True, the default) "
+             "merges initializers of equal value and drops zero biases, so "
+             "dtcc trains fewer, shared tensors than PyTorch would (a tied "
+             "parameter appears once either way); export with "
+             "optimize=False to train the module's own";
+    }
+  }
 
   // Flags that name inputs must name real ones.
   for (const auto &[name, path] : options.bindings) {
@@ -506,6 +619,12 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   SmallVector<Value> results;
   for (const onnx::ValueInfoProto &info : g.output()) {
     Value v = values.lookup(info.name());
+    if (!v && sequences.count(info.name()))
+      return emitError(fileLoc(), "graph output '")
+             << info.name() << "' is a sequence of "
+             << sequences.lookup(info.name()).items.size()
+             << " tensors: dtcc's programs return tensors (concatenate them "
+                "with ConcatFromSequence, or return each one)";
     if (!v)
       return emitError(fileLoc(), "graph output '")
              << info.name() << "' is not produced by any node";
@@ -517,6 +636,32 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   fn.setFunctionType(FunctionType::get(ctx, argTypes, ValueRange(results).getTypes()));
   for (auto [i, info] : llvm::enumerate(g.output()))
     fn.setResultAttr(i, dtcc::graph::kNameAttr, b.getStringAttr(info.name()));
+  // A training graph whose batch norms normalize with their running
+  // statistics (training_mode 0) is an inference export (torch.onnx.export
+  // with dynamo=True writes one even from a module in train()): it trains,
+  // but not as the module in train() mode would.
+  if (options.training) {
+    int64_t inference = 0;
+    std::string first;
+    fn.walk([&](graph::BatchNormOp op) {
+      if (op.getTraining())
+        return;
+      if (!inference++)
+        if (auto name = dyn_cast<NameLoc>(op.getLoc()))
+          first = name.getName().str();
+    });
+    if (inference)
+      emitWarning(fileLoc())
+          << inference << " BatchNormalization node"
+          << (inference == 1 ? " ('" : "s (the first '") << first
+          << (inference == 1 ? "') normalizes" : "') normalize")
+          << " with the running statistics (training_mode 0, "
+             "an inference export): training keeps those statistics fixed "
+             "and never uses the batch's, as PyTorch's eval() mode; export "
+             "the module in train() mode with torch.onnx.export(..., "
+             "training=torch.onnx.TrainingMode.TRAINING, dynamo=False) for "
+             "batch statistics";
+  }
   // Where each op sits (layer, top-level module), read from the node names
   // here once; later passes read the attributes.
   markLayersFromNames(module);
@@ -547,7 +692,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
                                          name.c_str(), node.op_type().c_str());
   Location loc = NameLoc::get(b.getStringAttr(name), line);
   for (const std::string &in : node.input())
-    if (!in.empty() && !values.count(in))
+    if (!in.empty() && !values.count(in) && !sequences.count(in))
       return emitError(loc, "node '")
              << name << "' (" << node.op_type() << ") uses '" << in
              << "', which no earlier node, input or initializer defines";
@@ -558,6 +703,11 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
     return emitError(loc, "node '")
            << name << "': " << node.op_type() << " (" << why
            << "), in the branch an If takes: unsupported op";
+  for (auto [i, in] : llvm::enumerate(node.input()))
+    if (sequences.count(in) && !takesSequence(node.op_type(), i))
+      return emitError(loc, "node '")
+             << name << "' (" << node.op_type() << "): input " << i << " '"
+             << in << "' is a sequence where the op takes a tensor";
   if (node.op_type() == "If") {
     if (failed(importIf(node, name, opset, b, loc, line)))
       return failure();
@@ -574,7 +724,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
       return failure();
   }
   for (int o = 0; o < node.output_size(); ++o)
-    if (!node.output(o).empty() && !values.count(node.output(o)))
+    if (!node.output(o).empty() && !values.count(node.output(o)) &&
+        !sequences.count(node.output(o)))
       return emitError(loc, "node '")
              << name << "' (" << node.op_type()
              << ") does not produce its output " << o << " '"
@@ -635,11 +786,15 @@ LogicalResult GraphImporter::importIf(const onnx::NodeProto &node,
   for (int o = 0; o < node.output_size(); ++o) {
     if (node.output(o).empty())
       continue;
-    Value v = values.lookup(branch->output(o).name());
+    const std::string &out = branch->output(o).name();
+    if (sequences.count(out)) {
+      sequences[node.output(o)] = sequences.lookup(out);
+      continue;
+    }
+    Value v = values.lookup(out);
     if (!v)
-      return emitError(loc, "node '")
-             << name << "' (If): branch output '" << branch->output(o).name()
-             << "' is not produced by any node";
+      return emitError(loc, "node '") << name << "' (If): branch output '"
+                                      << out << "' is not produced by any node";
     values[node.output(o)] = v;
   }
   return success();

@@ -187,42 +187,14 @@ LogicalResult importTranspose(NodeImporter &n) {
 }
 
 LogicalResult importConcat(NodeImporter &n) {
-  // The inputs that add nothing along the axis are left out: an extent of
-  // 0 there, or PyTorch's legacy empty tensor (shape [0]) beside inputs of
-  // a higher rank. An input without elements whose extent along the axis
-  // is not 0 (its emptiness is in another dimension) still adds that
-  // extent: [0, 14, 1] and [0, 14, 1] along the last axis make [0, 14, 2].
-  int64_t rank = 0;
+  SmallVector<Value> inputs;
   for (int i = 0; i < n.numInputs(); ++i)
     if (n.hasInput(i))
-      rank = std::max(rank, typeOf(n.input(i)).getRank());
-  auto axis = n.normalizeAxis(n.attrInt("axis", 0), rank);
-  if (failed(axis))
+      inputs.push_back(n.input(i));
+  auto result = concatenate(n, inputs, n.attrInt("axis", 0));
+  if (failed(result))
     return failure();
-  SmallVector<Value> inputs;
-  for (int i = 0; i < n.numInputs(); ++i) {
-    if (!n.hasInput(i))
-      continue;
-    auto t = typeOf(n.input(i));
-    if (t.getNumElements() == 0 &&
-        (t.getRank() != rank || t.getDimSize(*axis) == 0))
-      continue;
-    inputs.push_back(n.input(i));
-  }
-  if (inputs.empty())
-    inputs.push_back(n.input(0)); // all empty: the result is empty too
-  auto first = typeOf(inputs[0]);
-  for (Value v : inputs) {
-    auto t = typeOf(v);
-    bool ok = t.getRank() == first.getRank() &&
-              t.getElementType() == first.getElementType();
-    for (int64_t d = 0; ok && d < t.getRank(); ++d)
-      ok = d == *axis || t.getDimSize(d) == first.getDimSize(d);
-    if (!ok)
-      return n.error() << "cannot concatenate " << first << " and " << t
-                       << " along axis " << *axis;
-  }
-  n.setOutput(0, n.fold<ConcatOp>(inputs, *axis));
+  n.setOutput(0, *result);
   return success();
 }
 
@@ -857,6 +829,45 @@ template <WindowKind kind> LogicalResult importWindow(NodeImporter &n) {
 }
 
 } // namespace
+
+FailureOr<Value> concatenate(NodeImporter &n, ArrayRef<Value> all,
+                             int64_t axisAttr) {
+  // The inputs that add nothing along the axis are left out: an extent of
+  // 0 there, or PyTorch's legacy empty tensor (shape [0]) beside inputs of
+  // a higher rank. An input without elements whose extent along the axis
+  // is not 0 (its emptiness is in another dimension) still adds that
+  // extent: [0, 14, 1] and [0, 14, 1] along the last axis make [0, 14, 2].
+  if (all.empty())
+    return n.error() << "expected at least one tensor to concatenate";
+  int64_t rank = 0;
+  for (Value v : all)
+    rank = std::max(rank, typeOf(v).getRank());
+  auto axis = n.normalizeAxis(axisAttr, rank);
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> inputs;
+  for (Value v : all) {
+    auto t = typeOf(v);
+    if (t.getNumElements() == 0 &&
+        (t.getRank() != rank || t.getDimSize(*axis) == 0))
+      continue;
+    inputs.push_back(v);
+  }
+  if (inputs.empty())
+    inputs.push_back(all[0]); // all empty: the result is empty too
+  auto first = typeOf(inputs[0]);
+  for (Value v : inputs) {
+    auto t = typeOf(v);
+    bool ok = t.getRank() == first.getRank() &&
+              t.getElementType() == first.getElementType();
+    for (int64_t d = 0; ok && d < t.getRank(); ++d)
+      ok = d == *axis || t.getDimSize(d) == first.getDimSize(d);
+    if (!ok)
+      return n.error() << "cannot concatenate " << first << " and " << t
+                       << " along axis " << *axis;
+  }
+  return n.fold<ConcatOp>(inputs, *axis);
+}
 
 void appendTensorOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {

@@ -351,6 +351,10 @@ def to_float64(model):
                 a.i = TensorProto.DOUBLE
             elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type in FLOAT_TYPES:
                 a.t.CopyFrom(_double_tensor(a.t))
+        if node.op_type == "SequenceEmpty" and not any(
+                a.name == "dtype" for a in node.attribute):
+            # Its dtype's default is float.
+            node.attribute.append(helper.make_attribute("dtype", TensorProto.DOUBLE))
         if node.op_type == "Constant":
             for a in list(node.attribute):
                 if a.name in ("value_float", "value_floats"):

@@ -68,6 +68,8 @@ FEATURE_PATTERNS = [
     (re.compile(r"cannot cast to (\w+), which dtcc does not support"), "type {0}"),
     (re.compile(r"pad mode \"(\w+)\" is not supported"), "Pad mode {0}"),
     (re.compile(r"is not a tensor \(sequences"), "sequence/optional inputs"),
+    (re.compile(r"is a sequence of \d+ tensors: dtcc's programs return tensors"),
+     "sequence outputs"),
     (re.compile(r"strings and sparse tensors are not supported"), "string/sparse Constant"),
 ]
 

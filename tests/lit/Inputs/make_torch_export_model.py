@@ -1,0 +1,101 @@
+"""Writes a model as PyTorch's ONNX exporter (torch.onnx.export(...,
+dynamo=True)) writes one: initializers that are the module's parameters,
+its buffers and the exporter's own constants, told apart only by the
+metadata torch.export's graph signature leaves on each value
+(ValueInfoProto.metadata_props, "pkg.torch.export.graph_signature.InputSpec.
+kind") and on the graph (GraphProto.metadata_props, the signature's text).
+
+Usage: make_torch_export_model.py OUT.onnx [--missing NAME]
+
+loss = ReduceMean(Pow(X @ W + B + running, e)) with W, B parameters,
+`running` a buffer and `e` (2.0) a constant; --missing adds a parameter NAME
+to the signature that the graph lacks (as the exporter's optimizer leaves
+one it merged with another of equal value).
+
+Debian's onnx 1.12 predates metadata_props on values and graphs (onnx 1.16):
+the fields are appended to the serialized messages as protobuf wire format,
+which is what a newer onnx writes.
+"""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def field(number, payload):
+    """A length-delimited protobuf field."""
+    out = bytearray()
+    key = (number << 3) | 2
+    for v in (key, len(payload)):
+        while True:
+            b = v & 0x7F
+            v >>= 7
+            out.append(b | (0x80 if v else 0))
+            if not v:
+                break
+    return bytes(out) + payload
+
+
+def entry(key, value):
+    """A StringStringEntryProto."""
+    e = onnx.StringStringEntryProto(key=key, value=value)
+    return e.SerializeToString()
+
+
+def with_metadata(message, number, props):
+    """`message` (a ValueInfoProto or GraphProto) with metadata_props."""
+    data = message.SerializeToString()
+    for k, v in props:
+        data += field(number, entry(k, v))
+    out = type(message)()
+    out.ParseFromString(data)
+    return out
+
+
+def main():
+    out = sys.argv[1]
+    missing = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--missing" else None
+    inits = [
+        numpy_helper.from_array(np.full((4, 3), 0.1, np.float32), "W"),
+        numpy_helper.from_array(np.zeros((3,), np.float32), "B"),
+        numpy_helper.from_array(np.ones((3,), np.float32), "running"),
+        numpy_helper.from_array(np.array(2.0, np.float32), "e"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["X", "W"], ["xw"], name="node_matmul"),
+        helper.make_node("Add", ["xw", "B"], ["xb"], name="node_add"),
+        helper.make_node("Add", ["xb", "running"], ["xr"], name="node_add_1"),
+        helper.make_node("Pow", ["xr", "e"], ["p"], name="node_pow"),
+        helper.make_node("ReduceMean", ["p"], ["loss"], keepdims=0,
+                         name="node_mean"),
+    ]
+    kind = "pkg.torch.export.graph_signature.InputSpec.kind"
+    infos = []
+    for name, k, shape in [("W", "PARAMETER", [4, 3]),
+                           ("B", "PARAMETER", [3]),
+                           ("running", "BUFFER", [3])]:
+        vi = helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+        infos.append(with_metadata(vi, 4, [(kind, k)]))
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])
+    x = with_metadata(x, 4, [(kind, "USER_INPUT")])
+    graph = helper.make_graph(
+        nodes, "main_graph", [x],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        initializer=inits, value_info=infos)
+    signature = ("\n# inputs\n"
+                 "p_w: PARAMETER target='W'\n"
+                 "p_b: PARAMETER target='B'\n")
+    if missing:
+        signature += "p_missing: PARAMETER target='%s'\n" % missing
+    signature += ("b_running: BUFFER target='running' persistent=True\n"
+                  "x: USER_INPUT\n\n# outputs\nloss: USER_OUTPUT\n")
+    graph = with_metadata(graph, 16, [
+        ("pkg.torch.export.ExportedProgram.graph_signature", signature)])
+    model = helper.make_model(graph, producer_name="pytorch",
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, out)
+
+
+if __name__ == "__main__":
+    main()
