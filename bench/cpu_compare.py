@@ -80,16 +80,22 @@ def default_venv():
 
 def ensure_venv(path, requirements=VENV_REQUIREMENTS, system_site_packages=False,
                 note="about 4 GB: PyPI's torch wheel brings the CUDA libraries",
-                no_deps=()):
+                no_deps=(), base=None):
     """The virtual environment's python, creating the environment (and
     installing `requirements` from PyPI) unless it already has them.
     `system_site_packages`: the environment also sees Debian's packages
     (its PyTorch 1.13, onnx and numpy). `no_deps`: requirements installed
     without their dependencies (a package pinned to a newer PyTorch whose
-    Python code runs on Debian's)."""
+    Python code runs on Debian's). `base`: another environment made by this
+    function (default_venv(): PyTorch 2.x) whose packages this one also
+    sees, after its own (a .pth file), so that its PyTorch is not
+    installed twice."""
     python = os.path.join(path, "bin", "python")
     stamp = os.path.join(path, "dtcc-bench-requirements.txt")
     wanted = "\n".join(requirements) + "\n"
+    if base:
+        ensure_venv(base)
+        wanted += "base " + base + "\n"
     if os.path.exists(python) and os.path.exists(stamp) and open(stamp).read() == wanted:
         return python
     print(f"creating {path} with {' '.join(requirements)} (pip, from PyPI; {note})",
@@ -98,6 +104,16 @@ def ensure_venv(path, requirements=VENV_REQUIREMENTS, system_site_packages=False
         subprocess.run([DEBIAN_PYTHON, "-m", "venv", path]
                        + (["--system-site-packages"] if system_site_packages else []),
                        check=True)
+    if base:
+        site = subprocess.run(
+            [os.path.join(base, "bin", "python"), "-c",
+             "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        own = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        with open(os.path.join(own, "zz-dtcc-bench-base.pth"), "w") as f:
+            f.write(site + "\n")
     plain = [r for r in requirements if r not in no_deps]
     if plain:
         subprocess.run([python, "-m", "pip", "install", "--quiet", *plain],

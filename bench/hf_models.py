@@ -22,6 +22,12 @@ and PyTorch's own f32 run leaves its f64 run by several percent by step 3
 on some of these configurations, e.g. LeViT), and each system's median
 step time after --warmup steps (dtcc's as its training loop logs them).
 
+With --exporter dynamo, PyTorch 2's exporter (torch.onnx.export(...,
+dynamo=True, optimize=False): torch.export, then onnxscript; PyTorch 2's
+default exporter) writes the ONNX file instead, in an environment made of
+the benchmarks' PyTorch 2 (cpu_compare.py's) and a newer transformers, and
+the reference trains in that PyTorch.
+
 transformers is installed with pip into a virtual environment under a cache
 directory that also sees Debian's packages (its PyTorch 1.13, onnx, numpy),
 created on first use; never into the system or the test path.
@@ -49,6 +55,10 @@ from e2e_common import MPI_ENV  # noqa: E402
 
 # transformers 4.36 is the newest that runs on Debian's PyTorch 1.13.
 REQUIREMENTS = ("transformers==4.36.2",)
+# --exporter dynamo: PyTorch 2's ONNX exporter (torch.export, then
+# onnxscript) on the benchmarks' PyTorch 2 environment, with a transformers
+# of its time.
+DYNAMO_REQUIREMENTS = ("onnxscript==0.7.2", "onnx==1.23.2", "transformers==5.24.0")
 VOCAB = 500
 
 # name: (transformers class, config class, config, kind). Kinds: causal and
@@ -252,16 +262,27 @@ def child(spec_path):
     out = {"params": sum(p.numel() for p in model.parameters())}
     batches = [batch(kind, spec["batch"], spec["seq"], i) for i in range(steps)]
     try:
-        torch.onnx.export(wrapped, batches[0], os.path.join(work, "model.onnx"),
-                          input_names=["a", "b"], output_names=["loss"],
-                          opset_version=17, do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.TRAINING)
+        if spec.get("exporter") == "dynamo":
+            # torch.export traces the module in train(); optimize=False keeps
+            # each parameter an initializer of its own (the optimizer merges
+            # initializers of equal value, as every norm's ones).
+            import copy
+            torch.onnx.export(copy.deepcopy(wrapped), batches[0],
+                              os.path.join(work, "model.onnx"), dynamo=True,
+                              optimize=False, input_names=["a", "b"],
+                              output_names=["loss"])
+        else:
+            torch.onnx.export(wrapped, batches[0], os.path.join(work, "model.onnx"),
+                              input_names=["a", "b"], output_names=["loss"],
+                              opset_version=17, do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING)
     except Exception as e:  # the exporter's failure, not dtcc's
         out["error"] = f"PyTorch's export: {type(e).__name__}: {e}"[:300]
         json.dump(out, open(os.path.join(work, "torch.json"), "w"))
         return
     import onnx
-    out["nodes"] = len(onnx.load(os.path.join(work, "model.onnx")).graph.node)
+    out["nodes"] = len(onnx.load(os.path.join(work, "model.onnx"),
+                                 load_external_data=False).graph.node)
     for i, pair in enumerate(batches):
         d = os.path.join(work, "batches", f"{i:05d}")
         os.makedirs(d, exist_ok=True)
@@ -431,23 +452,42 @@ def main():
                     help="also plan each model with `dtcc plan --cluster CLUSTER` "
                          "(e.g. dgx-h100): how the planner reads it and what it "
                          "chooses")
-    ap.add_argument("--venv", default=os.path.join(cpu_compare.cache_dir(),
-                                                   "hf-venv"))
+    ap.add_argument("--exporter", choices=("torchscript", "dynamo"),
+                    default="torchscript",
+                    help="torchscript: Debian's PyTorch 1.13 exports in "
+                         "training mode (opset 17); dynamo: PyTorch 2's "
+                         "torch.onnx.export(..., dynamo=True, optimize=False), "
+                         "PyTorch 2's default exporter, in the benchmarks' "
+                         "PyTorch 2 environment with transformers "
+                         + DYNAMO_REQUIREMENTS[-1].split("==")[1]
+                         + " (both train in that PyTorch)")
+    ap.add_argument("--venv", default=None,
+                    help="the environment (default: hf-venv, or "
+                         "hf-dynamo-venv with --exporter dynamo, under "
+                         + cpu_compare.cache_dir() + ")")
     ap.add_argument("--work", default=None,
                     help="keep each model's files here (default: a "
                          "temporary directory)")
     args = ap.parse_args()
     names = model_names(ap, args, MODELS)
-    python = cpu_compare.ensure_venv(
-        args.venv, REQUIREMENTS, system_site_packages=True,
-        note="transformers and its dependencies; Debian's PyTorch 1.13")
+    if args.exporter == "dynamo":
+        python = cpu_compare.ensure_venv(
+            args.venv or os.path.join(cpu_compare.cache_dir(), "hf-dynamo-venv"),
+            DYNAMO_REQUIREMENTS, base=cpu_compare.default_venv(),
+            note="onnxscript, onnx and transformers; the benchmarks' PyTorch 2")
+    else:
+        python = cpu_compare.ensure_venv(
+            args.venv or os.path.join(cpu_compare.cache_dir(), "hf-venv"),
+            REQUIREMENTS, system_site_packages=True,
+            note="transformers and its dependencies; Debian's PyTorch 1.13")
     import tempfile
     root = args.work or tempfile.mkdtemp(prefix="dtcc-hf-")
     rows, mesh_rows, agreed, failed, plans = [], [], 0, [], {}
     for name in names:
         work, torch_out = torch_child(python, __file__, root, name, args.threads,
                                       seq=args.seq, width=args.width,
-                                      steps=args.steps, batch=args.batch)
+                                      steps=args.steps, batch=args.batch,
+                                      exporter=args.exporter)
         if "failed" in torch_out:
             rows.append((name, {}, {"error": torch_out["failed"]}))
             failed.append(name)
@@ -468,15 +508,22 @@ def main():
             plans[name] = plan_model(args, work)
         agreed += tally(name, failed, ok)
 
-    print(f"HuggingFace transformers {REQUIREMENTS[0].split('==')[1]} models, "
-          f"exported by PyTorch 1.13 (training mode, opset 17); batch "
+    if args.exporter == "dynamo":
+        made = (f"HuggingFace transformers {DYNAMO_REQUIREMENTS[-1].split('==')[1]} "
+                f"models, exported by PyTorch 2's torch.onnx.export(dynamo=True, "
+                f"optimize=False), trained in that PyTorch")
+    else:
+        made = (f"HuggingFace transformers {REQUIREMENTS[0].split('==')[1]} models, "
+                f"exported by PyTorch 1.13 (training mode, opset 17)")
+    print(f"{made}; batch "
           f"{args.batch}, {args.seq} tokens, width {args.width} (images 32 x 32, "
           f"LeViT 128 x 128); "
           f"AdamW lr 1e-3; {args.steps} steps, {args.threads} thread(s); "
           f"step times: medians after {args.warmup}; dtcc {cpu_compare.git_version()}")
     print()
     print("| model | params | ONNX nodes | dtcc compile | steps 1-2 | later steps, "
-          "largest relative difference | PyTorch 1.13 eager ms/step | dtcc ms/step | "
+          "largest relative difference | PyTorch "
+          f"{'2' if args.exporter == 'dynamo' else '1.13'} eager ms/step | dtcc ms/step | "
           "dtcc faster |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, t, d in rows:

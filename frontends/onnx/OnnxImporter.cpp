@@ -176,10 +176,61 @@ Location GraphImporter::fileLoc() {
   return FileLineColLoc::get(ctx, fileName, 0, 0);
 }
 
+/// The module path PyTorch's dynamo exporter records on a node
+/// (NodeProto.metadata_props "pkg.torch.onnx.name_scopes", a Python list of
+/// the scopes from the root: ['', 'm', 'm.transformer', 'm.transformer.h.0',
+/// 'm.transformer.h.0.ln_1', 'layer_norm'], the last the op's own) in the
+/// TorchScript exporter's form of node names: "/m/transformer/h.0/ln_1/";
+/// empty without it. The layers and modules are read from that form
+/// (LayerNames.h).
+static std::string dynamoScope(const onnx::NodeProto &node) {
+  constexpr int kNodeMetadata = 9;
+  for (auto &[key, value] : unknownMetadata(node, kNodeMetadata)) {
+    if (key != "pkg.torch.onnx.name_scopes")
+      continue;
+    SmallVector<llvm::StringRef> scopes;
+    llvm::StringRef rest(value);
+    while (true) {
+      size_t open = rest.find('\'');
+      if (open == llvm::StringRef::npos)
+        break;
+      size_t close = rest.find('\'', open + 1);
+      if (close == llvm::StringRef::npos)
+        break;
+      scopes.push_back(rest.slice(open + 1, close));
+      rest = rest.drop_front(close + 1);
+    }
+    // The modules: every scope but the op's own (the last), each named as
+    // TorchScript names a scope, by its attribute, a container's child with
+    // its index ("m.transformer.h.0" is "h.0", "stages.0.layers.0" under
+    // the Sequential "stages.0.layers" is "layers.0").
+    std::string path = "/";
+    for (size_t i = 0; i + 1 < scopes.size(); ++i) {
+      if (scopes[i].empty())
+        continue;
+      SmallVector<llvm::StringRef> parts;
+      scopes[i].split(parts, '.');
+      std::string component = parts.back().str();
+      uint64_t index;
+      if (parts.size() >= 2 && !parts.back().getAsInteger(10, index))
+        component = (parts[parts.size() - 2] + "." + parts.back()).str();
+      path += component + "/";
+    }
+    return path == "/" ? "" : path;
+  }
+  return "";
+}
+
 std::string GraphImporter::nodeName(const onnx::NodeProto &node, int index) {
-  if (!node.name().empty())
-    return node.name();
-  return node.op_type() + "_" + std::to_string(index);
+  std::string name = node.name().empty()
+                         ? node.op_type() + "_" + std::to_string(index)
+                         : node.name();
+  // A dynamo export's node names say nothing of the module
+  // ("node_layer_norm"): its recorded scope does.
+  if (std::string scope = dynamoScope(node);
+      !scope.empty() && !llvm::StringRef(name).starts_with("/"))
+    return scope + name;
+  return name;
 }
 
 Value GraphImporter::stepCounter(OpBuilder &b) {

@@ -44,7 +44,8 @@ def entry(key, value):
 
 
 def with_metadata(message, number, props):
-    """`message` (a ValueInfoProto or GraphProto) with metadata_props."""
+    """`message` (a ValueInfoProto, NodeProto or GraphProto) with
+    metadata_props."""
     data = message.SerializeToString()
     for k, v in props:
         data += field(number, entry(k, v))
@@ -70,6 +71,17 @@ def main():
         helper.make_node("ReduceMean", ["p"], ["loss"], keepdims=0,
                          name="node_mean"),
     ]
+    # The module scopes the exporter records on each node
+    # (NodeProto.metadata_props, field 9): the product and its bias in
+    # blocks.0.fc (a ModuleList's child: the list itself is no scope), the
+    # rest in blocks.1, the mean in the root.
+    scopes = ["['', 'blocks.0', 'blocks.0.fc', 'matmul']",
+              "['', 'blocks.0', 'blocks.0.fc', 'add']",
+              "['', 'blocks.1', 'add_1']",
+              "['', 'blocks.1', 'pow']",
+              "['', 'mean']"]
+    nodes = [with_metadata(n, 9, [("pkg.torch.onnx.name_scopes", s)])
+             for n, s in zip(nodes, scopes)]
     kind = "pkg.torch.export.graph_signature.InputSpec.kind"
     infos = []
     for name, k, shape in [("W", "PARAMETER", [4, 3]),
