@@ -62,6 +62,11 @@ import e2e_common  # noqa: E402
 REQUIREMENTS = ("torchvision==0.15.2", "timm==0.9.16", "pillow", "pyyaml",
                 "safetensors", "huggingface_hub")
 NO_DEPS = ("torchvision==0.15.2", "timm==0.9.16")
+# --exporter dynamo: PyTorch 2's exporter on the benchmarks' PyTorch 2
+# environment (cpu_compare.py's), with the torchvision and timm of its time.
+DYNAMO_REQUIREMENTS = ("onnxscript==0.7.2", "onnx==1.23.2", "torchvision==0.29.2",
+                       "timm==1.0.31", "pillow", "pyyaml", "safetensors",
+                       "huggingface_hub")
 CLASSES = 10
 # Meshes train the f64 export this many SGD steps of this learning rate
 # (SGD moves a weight whose gradient is zero but for rounding by as little;
@@ -203,6 +208,14 @@ def child(spec_path):
             return torch.nn.functional.cross_entropy(out, y)
 
     wrapped = Loss(model).train()
+    dynamo = spec.get("exporter") == "dynamo"
+    if dynamo:
+        # PyTorch 2's exporter writes batch norms in inference mode even from
+        # a module in train() (dtcc warns): the reference computes what the
+        # graph says, the running statistics fixed.
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.eval()
     initial = copy.deepcopy(wrapped)
     work, steps = spec["work"], spec["steps"]
     out = {"params": sum(p.numel() for p in model.parameters())}
@@ -219,10 +232,16 @@ def child(spec_path):
         path = os.path.join(work, sub, "model.onnx")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         use = batches if dtype == torch.float32 else batches[:SGD_STEPS]
-        torch.onnx.export(module, (use[0][0].to(dtype), use[0][1]), path,
-                          input_names=["x", "y"], output_names=["loss"],
-                          opset_version=17, do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.TRAINING)
+        if dynamo:
+            torch.onnx.export(copy.deepcopy(module),
+                              (use[0][0].to(dtype), use[0][1]), path,
+                              dynamo=True, optimize=False,
+                              input_names=["x", "y"], output_names=["loss"])
+        else:
+            torch.onnx.export(module, (use[0][0].to(dtype), use[0][1]), path,
+                              input_names=["x", "y"], output_names=["loss"],
+                              opset_version=17, do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING)
         for i, (x, y) in enumerate(use):
             d = os.path.join(work, sub, "batches", f"{i:05d}")
             os.makedirs(d, exist_ok=True)
@@ -238,7 +257,7 @@ def child(spec_path):
         out["error"] = f"PyTorch's export: {type(e).__name__}: {e}"[:300]
         json.dump(out, open(os.path.join(work, "torch.json"), "w"))
         return
-    out["nodes"] = len(onnx.load(path).graph.node)
+    out["nodes"] = len(onnx.load(path, load_external_data=False).graph.node)
 
     def train(dtype):
         w = copy.deepcopy(initial).to(dtype)
@@ -439,8 +458,18 @@ def main():
                          "steps and PyTorch's f64 SGD steps (repeatable; a "
                          "--mesh value, optionally with flags: 'dp=2', 'tp=2', "
                          "'pp=2', 'dp=2 --zero 3')")
-    ap.add_argument("--venv", default=os.path.join(cpu_compare.cache_dir(),
-                                                   "tv-venv"))
+    ap.add_argument("--exporter", choices=("torchscript", "dynamo"),
+                    default="torchscript",
+                    help="torchscript: Debian's PyTorch 1.13 exports in "
+                         "training mode (opset 17); dynamo: PyTorch 2's "
+                         "torch.onnx.export(..., dynamo=True, optimize=False) "
+                         "in the benchmarks' PyTorch 2 environment, which "
+                         "trains the reference too, its batch norms in eval() "
+                         "as the exporter writes them")
+    ap.add_argument("--venv", default=None,
+                    help="the environment (default: tv-venv, or "
+                         "tv-dynamo-venv with --exporter dynamo, under "
+                         + cpu_compare.cache_dir() + ")")
     ap.add_argument("--cuda-kit", metavar="DIR",
                     help="also write each model as two cases of tests/e2e/"
                          "cuda_checks.py --check DIR (its f32 and f64 exports "
@@ -450,9 +479,16 @@ def main():
                          "temporary directory)")
     args = ap.parse_args()
     names = hf_models.model_names(ap, args, MODELS)
-    python = cpu_compare.ensure_venv(
-        args.venv, REQUIREMENTS, system_site_packages=True, no_deps=NO_DEPS,
-        note="torchvision's Python code without its PyTorch; Debian's PyTorch 1.13")
+    if args.exporter == "dynamo":
+        python = cpu_compare.ensure_venv(
+            args.venv or os.path.join(cpu_compare.cache_dir(), "tv-dynamo-venv"),
+            DYNAMO_REQUIREMENTS, base=cpu_compare.default_venv(),
+            note="onnxscript, onnx, torchvision and timm; the benchmarks' PyTorch 2")
+    else:
+        python = cpu_compare.ensure_venv(
+            args.venv or os.path.join(cpu_compare.cache_dir(), "tv-venv"),
+            REQUIREMENTS, system_site_packages=True, no_deps=NO_DEPS,
+            note="torchvision's Python code without its PyTorch; Debian's PyTorch 1.13")
     root = args.work or tempfile.mkdtemp(prefix="dtcc-vision-")
     if not args.work:
         atexit.register(shutil.rmtree, root, True)
@@ -461,7 +497,8 @@ def main():
     for name in names:
         work, torch_out = hf_models.torch_child(python, __file__, root, name,
                                                 args.threads, steps=args.steps,
-                                                batch=args.batch)
+                                                batch=args.batch,
+                                                exporter=args.exporter)
         if "failed" in torch_out:
             rows.append((name, {}, {"error": torch_out["failed"]}, {}))
             failed.append(name)
@@ -483,9 +520,15 @@ def main():
             name, failed, "error" not in dtcc_out and judged(args, dtcc_out, f64)
             and all(r.get("diff", 1) <= args.rtol for r in meshes.values()))
 
-    print(f"torchvision {REQUIREMENTS[0].split('==')[1]} and timm "
-          f"{REQUIREMENTS[1].split('==')[1]} models, {CLASSES} classes, "
-          f"exported by PyTorch 1.13 (training mode, opset 17); batch {args.batch}; "
+    if args.exporter == "dynamo":
+        made = ("torchvision and timm models (PyTorch 2's environment), "
+                f"{CLASSES} classes, exported by PyTorch 2's torch.onnx.export("
+                "dynamo=True, optimize=False), batch norms in eval() (as exported)")
+    else:
+        made = (f"torchvision {REQUIREMENTS[0].split('==')[1]} and timm "
+                f"{REQUIREMENTS[1].split('==')[1]} models, {CLASSES} classes, "
+                "exported by PyTorch 1.13 (training mode, opset 17)")
+    print(f"{made}; batch {args.batch}; "
           f"AdamW lr 1e-3; {args.steps} steps, {args.threads} thread(s); step "
           f"times: medians after {args.warmup}; dtcc {cpu_compare.git_version()}")
     print()
@@ -504,7 +547,7 @@ def main():
     print()
     print("| model | input | params | ONNX nodes | dtcc compile | f64 step 1: loss, "
           "worst gradient (parameter) | judged | f32 step 1 loss: dtcc / PyTorch "
-          "f32 | f32 steps 2-N: dtcc / PyTorch f64 | PyTorch 1.13 eager ms/step | "
+          "f32 | f32 steps 2-N: dtcc / PyTorch f64 | PyTorch " + ("2" if args.exporter == "dynamo" else "1.13") + " eager ms/step | "
           "dtcc ms/step | dtcc faster |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t, d, f in rows:

@@ -202,6 +202,11 @@ struct OpEntry {
 mlir::Value normOfSum(NodeImporter &n, mlir::Value sum,
                       mlir::Value exponent = {});
 
+/// `x` cut along `axis` into consecutive pieces of `sizes` (which sum to
+/// its extent there): slices, as Split and SplitToSequence make them.
+llvm::SmallVector<mlir::Value> splitAlong(NodeImporter &n, mlir::Value x,
+                                          int64_t axis,
+                                          llvm::ArrayRef<int64_t> sizes);
 /// Concatenates `inputs` along `axis` (ONNX's Concat: negative counts from
 /// the end; inputs that add nothing along the axis are left out).
 mlir::FailureOr<mlir::Value>

@@ -87,7 +87,7 @@ unknownMetadata(const google::protobuf::Message &message, int number) {
 }
 
 /// What PyTorch's ONNX exporter (torch.onnx.export(..., dynamo=True), the
-/// default since PyTorch 2.9) records of torch.export's graph signature: the
+/// default in PyTorch 2.15) records of torch.export's graph signature: the
 /// kind of each value that is an input of the exported program
 /// ("PARAMETER", "BUFFER", "CONSTANT_TENSOR", "USER_INPUT"), by name; and
 /// the targets of the program's PARAMETER inputs (the module's parameters,

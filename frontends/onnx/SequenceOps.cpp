@@ -90,22 +90,13 @@ LogicalResult importSplitToSequence(NodeImporter &n) {
     sizes.assign(dim, 1);
     squeeze = n.attrInt("keepdims", 1) == 0;
   }
-  Sequence out{{}, type.getElementType()};
-  SmallVector<int64_t> start(type.getRank(), 0), limit(type.getShape()),
-      stride(type.getRank(), 1);
-  int64_t offset = 0;
-  for (int64_t s : sizes) {
-    start[*axis] = offset;
-    limit[*axis] = offset + s;
-    Value piece = n.fold<SliceOp>(x, start, limit, stride);
-    if (squeeze) {
+  Sequence out{splitAlong(n, x, *axis, sizes), type.getElementType()};
+  if (squeeze)
+    for (Value &piece : out.items) {
       SmallVector<int64_t> shape(typeOf(piece).getShape());
       shape.erase(shape.begin() + *axis);
       piece = n.reshape(piece, shape);
     }
-    out.items.push_back(piece);
-    offset += s;
-  }
   n.setOutputSequence(0, std::move(out));
   return success();
 }

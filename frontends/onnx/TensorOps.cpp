@@ -236,15 +236,8 @@ LogicalResult importSplit(NodeImporter &n) {
   if (total != dim || (int64_t)sizes.size() != n.numOutputs())
     return n.error() << "expected " << n.numOutputs()
                      << " split sizes summing to " << dim;
-  SmallVector<int64_t> start(type.getRank(), 0), limit(type.getShape()),
-      stride(type.getRank(), 1);
-  int64_t offset = 0;
-  for (auto [i, s] : llvm::enumerate(sizes)) {
-    start[*axis] = offset;
-    limit[*axis] = offset + s;
-    n.setOutput(i, n.fold<SliceOp>(x, start, limit, stride));
-    offset += s;
-  }
+  for (auto [i, piece] : llvm::enumerate(splitAlong(n, x, *axis, sizes)))
+    n.setOutput(i, piece);
   return success();
 }
 
@@ -829,6 +822,22 @@ template <WindowKind kind> LogicalResult importWindow(NodeImporter &n) {
 }
 
 } // namespace
+
+SmallVector<Value> splitAlong(NodeImporter &n, Value x, int64_t axis,
+                              ArrayRef<int64_t> sizes) {
+  auto type = typeOf(x);
+  SmallVector<int64_t> start(type.getRank(), 0), limit(type.getShape()),
+      stride(type.getRank(), 1);
+  SmallVector<Value> pieces;
+  int64_t offset = 0;
+  for (int64_t s : sizes) {
+    start[axis] = offset;
+    limit[axis] = offset + s;
+    pieces.push_back(n.fold<SliceOp>(x, start, limit, stride));
+    offset += s;
+  }
+  return pieces;
+}
 
 FailureOr<Value> concatenate(NodeImporter &n, ArrayRef<Value> all,
                              int64_t axisAttr) {
