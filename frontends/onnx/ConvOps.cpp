@@ -13,6 +13,8 @@
 
 #include "frontends/onnx/NodeImporter.h"
 
+#include "mlir/IR/Matchers.h"
+
 using namespace mlir;
 using namespace dtcc::graph;
 
@@ -140,7 +142,20 @@ FailureOr<Value> addBias(NodeImporter &n, Value y, int input) {
   auto type = typeOf(y);
   Value bias = n.input(input);
   auto bt = typeOf(bias);
-  if (bt.getRank() != 1 || bt.getDimSize(0) != type.getDimSize(1) ||
+  int64_t m = type.getDimSize(1);
+  // PyTorch 2.15's exporter (dynamo) writes the zero bias of a bias-free
+  // Conv3d as zeros of shape [M, 2], which ONNX Runtime reads as its first M
+  // values: a constant of one value everywhere is that value per channel.
+  DenseElementsAttr value;
+  if ((bt.getRank() != 1 || bt.getDimSize(0) != m) &&
+      bt.getElementType() == type.getElementType() &&
+      bt.getNumElements() >= m && matchPattern(bias, m_Constant(&value)) &&
+      value.isSplat() && isa<FloatType>(bt.getElementType())) {
+    bias = n.splat(RankedTensorType::get({m}, bt.getElementType()),
+                   value.getSplatValue<APFloat>().convertToDouble());
+    bt = typeOf(bias);
+  }
+  if (bt.getRank() != 1 || bt.getDimSize(0) != m ||
       bt.getElementType() != type.getElementType())
     return n.error() << "expected bias B of shape [" << type.getDimSize(1)
                      << "] and element type " << type.getElementType()

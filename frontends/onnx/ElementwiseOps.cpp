@@ -219,7 +219,23 @@ LogicalResult importClip(NodeImporter &n) {
   // min(max(x, lo), hi) gives the values (NaN stays NaN; lo > hi gives hi);
   // the gradient is torch.clamp's, x's whole where lo <= x <= hi (bounds
   // included) and 0 elsewhere, by selecting x there: max and min alone
-  // would split it in halves at a bound.
+  // would split it in halves at a bound. Where a dynamo export says the
+  // node is F.hardtanh (nn.ReLU6, nn.Hardtanh), hardtanh's: the bounds
+  // excluded (a value exactly at 0 passes no gradient through a ReLU6).
+  if (n.torchOp() == "hardtanh") {
+    // The bound where x reaches or passes it (no gradient to x there), x
+    // strictly inside (and where x is NaN).
+    if (n.hasInput(1)) {
+      Value lo = n.broadcastTo(n.input(1), type.getShape());
+      y = n.fold<SelectOp>(n.fold<LeOp>(x, lo), lo, y);
+    }
+    if (n.hasInput(2)) {
+      Value hi = n.broadcastTo(n.input(2), type.getShape());
+      y = n.fold<SelectOp>(n.fold<GeOp>(x, hi), hi, y);
+    }
+    n.setOutput(0, y);
+    return success();
+  }
   auto and_ = [&](Value c, Value d) { return c ? n.fold<AndOp>(c, d) : d; };
   if (n.hasInput(1)) {
     Value lo = n.broadcastTo(n.input(1), type.getShape());

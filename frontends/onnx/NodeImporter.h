@@ -29,6 +29,12 @@ struct Sequence {
   mlir::Type elementType;
 };
 
+/// The metadata (`metadata_props`, a repeated StringStringEntryProto) that
+/// onnx 1.16 added to values, nodes and graphs, read from `message`'s
+/// unknown fields as field `number`: Debian's onnx 1.12 schema predates them.
+std::vector<std::pair<std::string, std::string>>
+unknownMetadata(const google::protobuf::Message &message, int number);
+
 /// Converts an ONNX element type; null for types dgraph lacks.
 mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *ctx);
 /// ONNX's name for an element type number ("FLOAT", "STRING", ...).
@@ -90,6 +96,11 @@ public:
   /// The model's producer_name ("pytorch", "backend-test", ...), for ops
   /// whose exporters disagree with ONNX's definition.
   const std::string &producerName() const;
+  /// The PyTorch op a dynamo export made this node from, as its metadata
+  /// records it ("hardtanh" for torch.ops.aten.hardtanh.default); empty
+  /// for other exporters. For ONNX ops that stand for several PyTorch ops
+  /// whose gradients differ.
+  std::string torchOp() const;
 
   //===-- Attributes --------------------------------------------------------===//
 

@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/PrettyStackTrace.h"
@@ -66,10 +67,7 @@ std::string onnxTypeName(int32_t onnxType) {
 // torch.export's signature
 //===----------------------------------------------------------------------===//
 
-/// The metadata (`metadata_props`, a repeated StringStringEntryProto) that
-/// onnx 1.16 added to values and graphs, read from `message`'s unknown
-/// fields as field `number`: Debian's onnx 1.12 schema predates them.
-static std::vector<std::pair<std::string, std::string>>
+std::vector<std::pair<std::string, std::string>>
 unknownMetadata(const google::protobuf::Message &message, int number) {
   std::vector<std::pair<std::string, std::string>> props;
   const google::protobuf::UnknownFieldSet &fields =
@@ -202,19 +200,20 @@ static std::string dynamoScope(const onnx::NodeProto &node) {
     }
     // The modules: every scope but the op's own (the last), each named as
     // TorchScript names a scope, by its attribute, a container's child with
-    // its index ("m.transformer.h.0" is "h.0", "stages.0.layers.0" under
-    // the Sequential "stages.0.layers" is "layers.0").
+    // its indices ("m.transformer.h.0" is "h.0", "stages.0.layers.0" under
+    // the Sequential "stages.0.layers" is "layers.0", "m.features.0.1" is
+    // "features.0.1").
     std::string path = "/";
     for (size_t i = 0; i + 1 < scopes.size(); ++i) {
       if (scopes[i].empty())
         continue;
       SmallVector<llvm::StringRef> parts;
       scopes[i].split(parts, '.');
-      std::string component = parts.back().str();
+      size_t first = parts.size() - 1;
       uint64_t index;
-      if (parts.size() >= 2 && !parts.back().getAsInteger(10, index))
-        component = (parts[parts.size() - 2] + "." + parts.back()).str();
-      path += component + "/";
+      while (first > 0 && !parts[first].getAsInteger(10, index))
+        --first;
+      path += llvm::join(llvm::ArrayRef(parts).drop_front(first), ".") + "/";
     }
     return path == "/" ? "" : path;
   }

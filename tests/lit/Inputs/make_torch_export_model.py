@@ -6,6 +6,8 @@ metadata torch.export's graph signature leaves on each value
 kind") and on the graph (GraphProto.metadata_props, the signature's text).
 
 Usage: make_torch_export_model.py OUT.onnx [--missing NAME]
+       make_torch_export_model.py OUT.onnx --clip OP
+
 
 loss = ReduceMean(Pow(X @ W + B + running, e)) with W, B parameters,
 `running` a buffer and `e` (2.0) a constant; --missing adds a parameter NAME
@@ -54,8 +56,28 @@ def with_metadata(message, number, props):
     return out
 
 
+def clip_model(out, op):
+    """Y = Clip(X, 0, 6), the node's metadata naming the PyTorch op `op`
+    (hardtanh: nn.ReLU6; clamp: torch.clamp) as the exporter records it."""
+    node = helper.make_node("Clip", ["X", "lo", "hi"], ["Y"], name="node_" + op)
+    node = with_metadata(node, 9, [(
+        "pkg.torch.onnx.fx_node",
+        "%%%s : [num_users=1] = call_function[target=torch.ops.aten.%s.default]"
+        "(args = (%%x, 0.0, 6.0), kwargs = {})" % (op, op))])
+    graph = helper.make_graph(
+        [node], "main_graph",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])],
+        initializer=[numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+                     numpy_helper.from_array(np.array(6.0, np.float32), "hi")])
+    onnx.save(helper.make_model(graph, producer_name="pytorch",
+                                opset_imports=[helper.make_opsetid("", 17)]), out)
+
+
 def main():
     out = sys.argv[1]
+    if len(sys.argv) > 3 and sys.argv[2] == "--clip":
+        return clip_model(out, sys.argv[3])
     missing = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--missing" else None
     inits = [
         numpy_helper.from_array(np.full((4, 3), 0.1, np.float32), "W"),
