@@ -316,7 +316,12 @@ FailureOr<SerializedProgram> serializeProgram(ModuleOp module) {
         ids[buffer.getResult()] =
             addBuffer(arena, buffer.getOffset(), buffer.getType(), name,
                       buffer.getLive());
+        // A constant shared by several functions has one offset; one of no
+        // elements has no bytes, and may sit at the offset of the next
+        // constant: it must not count as that one written (its data was
+        // then never written: zeros where Video Swin's mask indices were).
         if (arena == runtime::format::ARENA_CONSTANT &&
+            buffer.getType().getNumElements() > 0 &&
             !constantsWritten[buffer.getOffset()]) {
           constantsWritten[buffer.getOffset()] = true;
           auto bytes = elementsBytes(*buffer.getValue(), buffer.getLoc());
