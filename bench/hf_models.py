@@ -371,6 +371,21 @@ def plan_model(args, work):
     return {"read": read, "plan": plan, "priced": report.get("pricedBy", "")}
 
 
+def exporter_python(args, stem, requirements, dynamo_requirements, note,
+                    dynamo_note, **classic):
+    """The python of the environment for args.exporter: `stem`-dynamo-venv
+    (dynamo_requirements layered on the benchmarks' PyTorch 2) or
+    `stem`-venv (requirements beside Debian's packages; `classic`: more
+    ensure_venv arguments), under the cache unless --venv names one."""
+    if args.exporter == "dynamo":
+        return cpu_compare.ensure_venv(
+            args.venv or os.path.join(cpu_compare.cache_dir(), stem + "-dynamo-venv"),
+            dynamo_requirements, base=cpu_compare.default_venv(), note=dynamo_note)
+    return cpu_compare.ensure_venv(
+        args.venv or os.path.join(cpu_compare.cache_dir(), stem + "-venv"),
+        requirements, system_site_packages=True, note=note, **classic)
+
+
 def model_names(ap, args, models):
     """--models as a list, each one of `models`; --steps and --warmup checked."""
     names = [n for n in args.models.split(",") if n]
@@ -470,16 +485,10 @@ def main():
                          "temporary directory)")
     args = ap.parse_args()
     names = model_names(ap, args, MODELS)
-    if args.exporter == "dynamo":
-        python = cpu_compare.ensure_venv(
-            args.venv or os.path.join(cpu_compare.cache_dir(), "hf-dynamo-venv"),
-            DYNAMO_REQUIREMENTS, base=cpu_compare.default_venv(),
-            note="onnxscript, onnx and transformers; the benchmarks' PyTorch 2")
-    else:
-        python = cpu_compare.ensure_venv(
-            args.venv or os.path.join(cpu_compare.cache_dir(), "hf-venv"),
-            REQUIREMENTS, system_site_packages=True,
-            note="transformers and its dependencies; Debian's PyTorch 1.13")
+    python = exporter_python(
+        args, "hf", REQUIREMENTS, DYNAMO_REQUIREMENTS,
+        "transformers and its dependencies; Debian's PyTorch 1.13",
+        "onnxscript, onnx and transformers; the benchmarks' PyTorch 2")
     import tempfile
     root = args.work or tempfile.mkdtemp(prefix="dtcc-hf-")
     rows, mesh_rows, agreed, failed, plans = [], [], 0, [], {}

@@ -479,16 +479,11 @@ def main():
                          "temporary directory)")
     args = ap.parse_args()
     names = hf_models.model_names(ap, args, MODELS)
-    if args.exporter == "dynamo":
-        python = cpu_compare.ensure_venv(
-            args.venv or os.path.join(cpu_compare.cache_dir(), "tv-dynamo-venv"),
-            DYNAMO_REQUIREMENTS, base=cpu_compare.default_venv(),
-            note="onnxscript, onnx, torchvision and timm; the benchmarks' PyTorch 2")
-    else:
-        python = cpu_compare.ensure_venv(
-            args.venv or os.path.join(cpu_compare.cache_dir(), "tv-venv"),
-            REQUIREMENTS, system_site_packages=True, no_deps=NO_DEPS,
-            note="torchvision's Python code without its PyTorch; Debian's PyTorch 1.13")
+    python = hf_models.exporter_python(
+        args, "tv", REQUIREMENTS, DYNAMO_REQUIREMENTS,
+        "torchvision's Python code without its PyTorch; Debian's PyTorch 1.13",
+        "onnxscript, onnx, torchvision and timm; the benchmarks' PyTorch 2",
+        no_deps=NO_DEPS)
     root = args.work or tempfile.mkdtemp(prefix="dtcc-vision-")
     if not args.work:
         atexit.register(shutil.rmtree, root, True)
