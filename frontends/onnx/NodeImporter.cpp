@@ -51,21 +51,16 @@ void NodeImporter::setOutputSequence(int i, Sequence s) {
 }
 
 std::string NodeImporter::torchOp() const {
-  constexpr int kNodeMetadata = 9;
-  for (auto &[key, value] : unknownMetadata(node, kNodeMetadata)) {
-    if (key != "pkg.torch.onnx.fx_node")
-      continue;
-    // "%hardtanh : [...] =
-    // call_function[target=torch.ops.aten.hardtanh.default](...)"
-    llvm::StringRef rest(value);
-    size_t at = rest.find("target=torch.ops.aten.");
-    if (at == llvm::StringRef::npos)
-      return "";
-    rest =
-        rest.drop_front(at + llvm::StringRef("target=torch.ops.aten.").size());
-    return rest.take_until([](char c) { return c == '.' || c == ']'; }).str();
-  }
-  return "";
+  // "%hardtanh : [...] =
+  // call_function[target=torch.ops.aten.hardtanh.default](...)"
+  std::string value = metadataValue(node, "pkg.torch.onnx.fx_node");
+  constexpr llvm::StringLiteral kTarget = "target=torch.ops.aten.";
+  llvm::StringRef rest(value);
+  size_t at = rest.find(kTarget);
+  if (at == llvm::StringRef::npos)
+    return "";
+  rest = rest.drop_front(at + kTarget.size());
+  return rest.take_until([](char c) { return c == '.' || c == ']'; }).str();
 }
 
 InFlightDiagnostic NodeImporter::error() {

@@ -29,11 +29,14 @@ struct Sequence {
   mlir::Type elementType;
 };
 
-/// The metadata (`metadata_props`, a repeated StringStringEntryProto) that
-/// onnx 1.16 added to values, nodes and graphs, read from `message`'s
-/// unknown fields as field `number`: Debian's onnx 1.12 schema predates them.
-std::vector<std::pair<std::string, std::string>>
-unknownMetadata(const google::protobuf::Message &message, int number);
+/// The value of `key` in the metadata (`metadata_props`) that onnx 1.16
+/// added to values, nodes and graphs and Debian's onnx 1.12 schema keeps as
+/// unknown fields (PyTorch's dynamo exporter writes torch.export's
+/// signature and each node's scope and op there); empty when absent.
+std::string metadataValue(const onnx::ValueInfoProto &info,
+                          llvm::StringRef key);
+std::string metadataValue(const onnx::NodeProto &node, llvm::StringRef key);
+std::string metadataValue(const onnx::GraphProto &graph, llvm::StringRef key);
 
 /// Converts an ONNX element type; null for types dgraph lacks.
 mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *ctx);

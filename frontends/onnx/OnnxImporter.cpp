@@ -67,9 +67,12 @@ std::string onnxTypeName(int32_t onnxType) {
 // torch.export's signature
 //===----------------------------------------------------------------------===//
 
-std::vector<std::pair<std::string, std::string>>
-unknownMetadata(const google::protobuf::Message &message, int number) {
-  std::vector<std::pair<std::string, std::string>> props;
+/// The value of `key` in the metadata (`metadata_props`, a repeated
+/// StringStringEntryProto) that onnx 1.16 added to values, nodes and graphs,
+/// read from `message`'s unknown field `number`: Debian's onnx 1.12 schema
+/// predates them. Empty when absent.
+static std::string metadataValue(const google::protobuf::Message &message,
+                                 int number, llvm::StringRef key) {
   const google::protobuf::UnknownFieldSet &fields =
       message.GetReflection()->GetUnknownFields(message);
   for (int i = 0; i < fields.field_count(); ++i) {
@@ -78,10 +81,21 @@ unknownMetadata(const google::protobuf::Message &message, int number) {
         field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
       continue;
     onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(field.length_delimited()))
-      props.emplace_back(entry.key(), entry.value());
+    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
+      return entry.value();
   }
-  return props;
+  return "";
+}
+
+std::string metadataValue(const onnx::ValueInfoProto &info,
+                          llvm::StringRef key) {
+  return metadataValue(info, /*ValueInfoProto.metadata_props*/ 4, key);
+}
+std::string metadataValue(const onnx::NodeProto &node, llvm::StringRef key) {
+  return metadataValue(node, /*NodeProto.metadata_props*/ 9, key);
+}
+std::string metadataValue(const onnx::GraphProto &graph, llvm::StringRef key) {
+  return metadataValue(graph, /*GraphProto.metadata_props*/ 16, key);
 }
 
 /// What PyTorch's ONNX exporter (torch.onnx.export(..., dynamo=True), the
@@ -96,31 +110,29 @@ struct TorchExportSignature {
 };
 
 static TorchExportSignature torchExportSignature(const onnx::GraphProto &g) {
-  constexpr int kValueInfoMetadata = 4, kGraphMetadata = 16;
   TorchExportSignature s;
   auto scan = [&](const auto &infos) {
     for (const onnx::ValueInfoProto &info : infos)
-      for (auto &[key, value] : unknownMetadata(info, kValueInfoMetadata))
-        if (key == "pkg.torch.export.graph_signature.InputSpec.kind")
-          s.kinds[info.name()] = value;
+      if (std::string kind = metadataValue(
+              info, "pkg.torch.export.graph_signature.InputSpec.kind");
+          !kind.empty())
+        s.kinds[info.name()] = kind;
   };
   scan(g.input());
   scan(g.value_info());
-  for (auto &[key, value] : unknownMetadata(g, kGraphMetadata)) {
-    if (key != "pkg.torch.export.ExportedProgram.graph_signature")
+  // One input per line: "p_fc_weight: PARAMETER target='fc.weight'".
+  std::string text =
+      metadataValue(g, "pkg.torch.export.ExportedProgram.graph_signature");
+  llvm::SmallVector<llvm::StringRef> lines;
+  llvm::StringRef(text).split(lines, '\n');
+  for (llvm::StringRef line : lines) {
+    size_t at = line.find(": PARAMETER target='");
+    if (at == llvm::StringRef::npos)
       continue;
-    // One input per line: "p_fc_weight: PARAMETER target='fc.weight'".
-    llvm::SmallVector<llvm::StringRef> lines;
-    llvm::StringRef(value).split(lines, '\n');
-    for (llvm::StringRef line : lines) {
-      size_t at = line.find(": PARAMETER target='");
-      if (at == llvm::StringRef::npos)
-        continue;
-      llvm::StringRef target =
-          line.drop_front(at + llvm::StringRef(": PARAMETER target='").size());
-      s.parameters.push_back(
-          target.take_until([](char c) { return c == '\''; }).str());
-    }
+    llvm::StringRef target =
+        line.drop_front(at + llvm::StringRef(": PARAMETER target='").size());
+    s.parameters.push_back(
+        target.take_until([](char c) { return c == '\''; }).str());
   }
   return s;
 }
@@ -182,42 +194,34 @@ Location GraphImporter::fileLoc() {
 /// empty without it. The layers and modules are read from that form
 /// (LayerNames.h).
 static std::string dynamoScope(const onnx::NodeProto &node) {
-  constexpr int kNodeMetadata = 9;
-  for (auto &[key, value] : unknownMetadata(node, kNodeMetadata)) {
-    if (key != "pkg.torch.onnx.name_scopes")
-      continue;
-    SmallVector<llvm::StringRef> scopes;
-    llvm::StringRef rest(value);
-    while (true) {
-      size_t open = rest.find('\'');
-      if (open == llvm::StringRef::npos)
-        break;
-      size_t close = rest.find('\'', open + 1);
-      if (close == llvm::StringRef::npos)
-        break;
-      scopes.push_back(rest.slice(open + 1, close));
-      rest = rest.drop_front(close + 1);
-    }
-    // The modules: every scope but the op's own (the last), each named as
-    // TorchScript names a scope, by its attribute, a container's child with
-    // its indices ("m.transformer.h.0" is "h.0", "stages.0.layers.0" under
-    // the Sequential "stages.0.layers" is "layers.0", "m.features.0.1" is
-    // "features.0.1").
-    std::string path = "/";
-    for (size_t i = 0; i + 1 < scopes.size(); ++i) {
-      if (scopes[i].empty())
-        continue;
-      SmallVector<llvm::StringRef> parts;
-      scopes[i].split(parts, '.');
-      size_t first = parts.size() - 1;
-      uint64_t index;
-      while (first > 0 && !parts[first].getAsInteger(10, index))
-        --first;
-      path += llvm::join(llvm::ArrayRef(parts).drop_front(first), ".") + "/";
-    }
-    return path == "/" ? "" : path;
+  std::string value = metadataValue(node, "pkg.torch.onnx.name_scopes");
+  SmallVector<llvm::StringRef> scopes;
+  for (llvm::StringRef rest(value);;) {
+    size_t open = rest.find('\'');
+    size_t close = rest.find('\'', open + 1);
+    if (open == llvm::StringRef::npos || close == llvm::StringRef::npos)
+      break;
+    scopes.push_back(rest.slice(open + 1, close));
+    rest = rest.drop_front(close + 1);
   }
-  return "";
+  // The modules: every scope but the op's own (the last), each named as
+  // TorchScript names a scope, by its attribute, a container's child with
+  // its indices ("m.transformer.h.0" is "h.0", "stages.0.layers.0" under
+  // the Sequential "stages.0.layers" is "layers.0", "m.features.0.1" is
+  // "features.0.1").
+  std::string path = "/";
+  for (size_t i = 0; i + 1 < scopes.size(); ++i) {
+    if (scopes[i].empty())
+      continue;
+    SmallVector<llvm::StringRef> parts;
+    scopes[i].split(parts, '.');
+    size_t first = parts.size() - 1;
+    uint64_t index;
+    while (first > 0 && !parts[first].getAsInteger(10, index))
+      --first;
+    path += llvm::join(llvm::ArrayRef(parts).drop_front(first), ".") + "/";
+  }
+  return path == "/" ? "" : path;
 }
 
 std::string GraphImporter::nodeName(const onnx::NodeProto &node, int index) {

@@ -61,13 +61,10 @@ LogicalResult importSplitToSequence(NodeImporter &n) {
   SmallVector<int64_t> sizes;
   bool squeeze = false;
   if (n.hasInput(1)) {
-    auto split = n.constantInput(1, "split");
-    if (failed(split))
-      return failure();
     auto ints = n.constantInts(1, "split");
     if (failed(ints))
       return failure();
-    if (split->getType().getRank() == 0) {
+    if (n.inputType(1).getRank() == 0) {
       int64_t chunk = (*ints)[0];
       if (chunk < 1)
         return n.error() << "expected a split size >= 1, got " << chunk;
