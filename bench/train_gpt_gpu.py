@@ -78,6 +78,7 @@ MODELS = {
 DTCC_VARIANTS = {
     "dtcc": [],
     "dtcc-no-fuse": ["--no-fuse"],
+    "dtcc-no-rows": ["--no-row-regions"],
     "dtcc-unfused-attn": ["--no-fused-attention"],
     "dtcc-copies": ["--no-strided-views"],
     "dtcc-casts": ["--no-half-weight-copies"],

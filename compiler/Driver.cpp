@@ -206,7 +206,10 @@ static LogicalResult runPhasesOnce(ModuleOp module,
   }
   pipelines::ExecPhase exec;
   exec.fuse = options.fuse;
-  exec.fuseRows = options.target == "cpu";
+  // Row regions on both targets: the CPU's in its kernels' order, CUDA's
+  // in the parallel row form (a block of threads per row).
+  exec.fuseRows = options.rowRegions;
+  exec.parallelRows = options.target == "cuda";
   exec.stridedViews = options.stridedViews;
   // Mixed precision's casts of the master weights re-read them all at
   // every step (and on a GPU are a launch per weight); persistent copies

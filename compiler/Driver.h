@@ -101,6 +101,9 @@ struct CompileOptions {
   /// callers that run the program in their own process, where no kernels
   /// are generated (writeArtifact generates them).
   bool fuse = false;
+  /// With fuse: row regions too (reductions along the last axis with the
+  /// ops around them; norms and softmaxes), on either target.
+  bool rowRegions = true;
   /// Attention reads and writes its heads through strided views
   /// (dtcc-lower-to-exec's strided-views); false: the transposes, slices
   /// and concats around it copy, as imported.

@@ -16,7 +16,8 @@
 # longest; 51 s of calibration; 100 s of benchmark, the 350M with five
 # columns; 10 s of profiles). DTCC_BENCH_MODELS (default 350m) and
 # DTCC_BENCH_IMPLS choose the benchmark's rows and columns, DTCC_PROFILE_PROGRAMS
-# (a glob in KIT/bench, default train_350m*.prog) the programs profiled.
+# (globs in KIT/bench, separated by spaces; default train_350m*.prog) the
+# programs profiled.
 # Writes OUT_DIR/log.txt (the summary and every timed step's output),
 # unit.txt, cases.txt, vision.txt, conformance.txt (the side-by-side steps'
 # own output)
@@ -137,7 +138,7 @@ import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps(c, indent=1)[:
     settle
     section "where a step of the 350M GPT's time goes (--profile)"
     python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 50304, 2_000_000).astype(np.uint16).tofile('/tmp/dtcc-gpu-tokens.bin')"
-    for prog in "$kit"/bench/${DTCC_PROFILE_PROGRAMS:-train_350m*.prog}; do
+    for prog in $(for g in ${DTCC_PROFILE_PROGRAMS:-train_350m*.prog}; do echo "$kit"/bench/$g; done); do
       echo "--- $(basename "$prog")"
       timeout 120 "$k/bin/dtcc-runner-cuda" --program "$prog" \
         --data /tmp/dtcc-gpu-tokens.bin --steps 6 --log-every 1 --random-init 0 --profile 2>&1 |

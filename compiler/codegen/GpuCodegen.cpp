@@ -107,6 +107,18 @@ static std::string typeString(Type type) {
   return s;
 }
 
+/// Whether `loop` is the row loop of a region in the parallel row form
+/// (dtcc-lower-fuse-regions' parallel-rows): its body holds the passes over
+/// the columns as scf.parallel loops.
+static bool isRowLoop(scf::ParallelOp loop) {
+  return !loop.getBody()->getOps<scf::ParallelOp>().empty();
+}
+
+static bool hasRowLoop(func::FuncOp func) {
+  return llvm::any_of(func.getBody().front().getOps<scf::ParallelOp>(),
+                      isRowLoop);
+}
+
 static LogicalResult checkRegion(func::FuncOp func) {
   auto where = [&](Operation *op) {
     return op->emitError() << "fused region '@" << func.getSymName() << "': ";
@@ -140,8 +152,11 @@ static LogicalResult checkRegion(func::FuncOp func) {
       continue;
     if (isa<func::ReturnOp>(op))
       continue;
-    return where(&op) << "expected linalg ops, static memref.alloc/dealloc "
-                         "and constants, got '"
+    if (auto loop = dyn_cast<scf::ParallelOp>(op); loop && isRowLoop(loop))
+      continue;
+    return where(&op) << "expected linalg ops, the row loop of the parallel "
+                         "row form, static memref.alloc/dealloc and "
+                         "constants, got '"
                       << op.getName() << "'";
   }
   return success();
@@ -240,6 +255,210 @@ static LogicalResult mapLoop(scf::ParallelOp loop, int64_t threadsPerBlock,
   return success();
 }
 
+/// The gpu.all_reduce kind of an scf.reduce combiner that is one add or
+/// NaN-keeping maximum of its two arguments.
+static std::optional<gpu::AllReduceOperation> combinerKind(Block &combiner) {
+  auto ops = combiner.without_terminator();
+  if (std::distance(ops.begin(), ops.end()) != 1)
+    return std::nullopt;
+  Operation &op = *ops.begin();
+  auto ret = dyn_cast<scf::ReduceReturnOp>(combiner.getTerminator());
+  if (!ret || ret.getResult() != op.getResult(0) ||
+      !llvm::is_contained(op.getOperands(), combiner.getArgument(0)) ||
+      !llvm::is_contained(op.getOperands(), combiner.getArgument(1)))
+    return std::nullopt;
+  if (isa<arith::AddFOp>(op))
+    return gpu::AllReduceOperation::ADD;
+  if (isa<arith::MaximumFOp>(op))
+    return gpu::AllReduceOperation::MAXIMUMF;
+  return std::nullopt;
+}
+
+/// Maps the row loop of a region in the parallel row form: a block per
+/// row (the row dimensions collapsed onto block_x), `threads` threads
+/// sharing its columns (about four each, whole warps, at most
+/// `maxThreads`). Every op of a row runs on each of its threads (the
+/// values per row are computed by all, alike); thread t owns columns t,
+/// t + threads, ... (neighbouring threads read neighbouring elements); a
+/// pass over the columns becomes a loop over the thread's columns, a row
+/// buffer the thread's own columns, and a reduction the thread's partial
+/// result, then a gpu.all_reduce of the block (every thread reaches it:
+/// uniform), which gives each thread the row's value.
+static LogicalResult mapRowLoop(scf::ParallelOp rowLoop, int64_t maxThreads,
+                                RewriterBase &rewriter) {
+  MLIRContext *ctx = rowLoop.getContext();
+  Location loc = rowLoop.getLoc();
+  int64_t rows = 1, cols = -1;
+  for (unsigned d = 0; d < rowLoop.getNumLoops(); ++d) {
+    int64_t lb = constantIndex(rowLoop.getLowerBound()[d]);
+    int64_t ub = constantIndex(rowLoop.getUpperBound()[d]);
+    int64_t step = constantIndex(rowLoop.getStep()[d]);
+    if (lb != 0 || ub < 0 || step != 1)
+      return rowLoop.emitError("internal error: expected a row loop from 0 "
+                               "by 1 to a constant");
+    rows *= ub;
+  }
+  SmallVector<scf::ParallelOp> columnLoops(
+      rowLoop.getBody()->getOps<scf::ParallelOp>());
+  for (scf::ParallelOp c : columnLoops) {
+    int64_t n = c.getNumLoops() == 1 ? constantIndex(c.getUpperBound()[0]) : -1;
+    if (n < 1 || constantIndex(c.getLowerBound()[0]) != 0 ||
+        constantIndex(c.getStep()[0]) != 1 || (cols >= 0 && n != cols))
+      return c.emitError("internal error: expected the row's column loops "
+                         "from 0 by 1 to one constant");
+    cols = n;
+  }
+  if (rows == 0) {
+    rowLoop.erase();
+    return success();
+  }
+  const int64_t threads = std::min<int64_t>(
+      maxThreads, std::max<int64_t>(32, llvm::PowerOf2Ceil((cols + 3) / 4)));
+  const int64_t perThread = (cols + threads - 1) / threads;
+
+  // One dimension of rows, from 0 by 1 to a constant.
+  rewriter.setInsertionPoint(rowLoop);
+  Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  Value threadCount = arith::ConstantIndexOp::create(rewriter, loc, threads);
+  Value perThreadCount =
+      arith::ConstantIndexOp::create(rewriter, loc, perThread);
+  if (rowLoop.getNumLoops() > 1) {
+    Operation *next = rowLoop->getNextNode();
+    std::vector<unsigned> all;
+    for (unsigned d = 0; d < rowLoop.getNumLoops(); ++d)
+      all.push_back(d);
+    collapseParallelLoops(rewriter, rowLoop, {all});
+    rowLoop = dyn_cast_or_null<scf::ParallelOp>(next->getPrevNode());
+    if (!rowLoop)
+      return failure();
+    rewriter.setInsertionPoint(rowLoop);
+    rowLoop.getLowerBoundMutable().assign(zero);
+    rowLoop.getUpperBoundMutable().assign(
+        arith::ConstantIndexOp::create(rewriter, loc, rows));
+    rowLoop.getStepMutable().assign(one);
+  }
+
+  // The row's ops move into the loop over its threads.
+  Block *rowBody = rowLoop.getBody();
+  rewriter.setInsertionPointToStart(rowBody);
+  auto threadLoop =
+      scf::ParallelOp::create(rewriter, loc, ValueRange{zero},
+                              ValueRange{threadCount}, ValueRange{one});
+  Operation *threadEnd = threadLoop.getBody()->getTerminator();
+  for (Operation &op : llvm::make_early_inc_range(
+           llvm::make_range(std::next(threadLoop->getIterator()),
+                            rowBody->getTerminator()->getIterator())))
+    op.moveBefore(threadEnd);
+  Value thread = threadLoop.getInductionVars().front();
+
+  // Row buffers: the thread's own columns, its k-th at k.
+  IRMapping owned;
+  SmallVector<memref::AllocaOp> rowBuffers(
+      threadLoop.getBody()->getOps<memref::AllocaOp>());
+  for (memref::AllocaOp alloca : rowBuffers) {
+    MemRefType type = alloca.getType();
+    if (type.getRank() != 1 || type.getDimSize(0) != cols)
+      return alloca.emitError("internal error: expected a row buffer of one "
+                              "row");
+    rewriter.setInsertionPoint(alloca);
+    owned.map(alloca.getResult(),
+              memref::AllocaOp::create(
+                  rewriter, loc,
+                  MemRefType::get({perThread}, type.getElementType())));
+  }
+
+  // Passes and reductions: loops over the thread's columns, the k-th
+  // column t + k * threads (constant trips, so that the code generator
+  // unrolls them and keeps the row buffers in registers; the last guarded
+  // when the threads do not divide the row).
+  const bool guarded = cols % threads != 0;
+  for (scf::ParallelOp c : columnLoops) {
+    Block *body = c.getBody();
+    auto reduce = cast<scf::ReduceOp>(body->getTerminator());
+    SmallVector<gpu::AllReduceOperation> kinds;
+    for (Region &r : reduce.getReductions()) {
+      std::optional<gpu::AllReduceOperation> kind = combinerKind(r.front());
+      if (!kind)
+        return reduce.emitError("internal error: expected a reduction that "
+                                "adds or takes the maximum (arith.maximumf)");
+      kinds.push_back(*kind);
+    }
+    // One column's ops, then each reduction's step; the carried values
+    // next.
+    auto columnStep = [&](OpBuilder &ob, Value k, Value col,
+                          ValueRange carried) -> SmallVector<Value> {
+      IRMapping map = owned;
+      map.map(body->getArgument(0), col);
+      for (Operation &op : body->without_terminator()) {
+        Operation *copy = ob.clone(op, map);
+        if (auto load = dyn_cast<memref::LoadOp>(copy);
+            load && load.getMemRef().getDefiningOp<memref::AllocaOp>())
+          load.getIndicesMutable()[0].set(k);
+        if (auto store = dyn_cast<memref::StoreOp>(copy);
+            store && store.getMemRef().getDefiningOp<memref::AllocaOp>())
+          store.getIndicesMutable()[0].set(k);
+      }
+      SmallVector<Value> next;
+      for (auto [i, region] : llvm::enumerate(reduce.getReductions())) {
+        Block &combiner = region.front();
+        IRMapping step;
+        step.map(combiner.getArgument(0), carried[i]);
+        step.map(combiner.getArgument(1),
+                 map.lookupOrDefault(reduce.getOperands()[i]));
+        for (Operation &op : combiner.without_terminator())
+          ob.clone(op, step);
+        next.push_back(step.lookupOrDefault(
+            cast<scf::ReduceReturnOp>(combiner.getTerminator()).getResult()));
+      }
+      return next;
+    };
+    rewriter.setInsertionPoint(c);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, zero, perThreadCount, one, c.getInitVals(),
+        [&](OpBuilder &fb, Location, Value k, ValueRange carried) {
+          Value col = arith::AddIOp::create(
+              fb, loc, thread, arith::MulIOp::create(fb, loc, k, threadCount));
+          if (!guarded) {
+            scf::YieldOp::create(fb, loc, columnStep(fb, k, col, carried));
+            return;
+          }
+          Value inRow = arith::CmpIOp::create(
+              fb, loc, arith::CmpIPredicate::ult, col, c.getUpperBound()[0]);
+          auto ifOp = scf::IfOp::create(
+              fb, loc, inRow,
+              [&](OpBuilder &tb, Location) {
+                scf::YieldOp::create(tb, loc, columnStep(tb, k, col, carried));
+              },
+              [&](OpBuilder &eb, Location) {
+                scf::YieldOp::create(eb, loc, carried);
+              });
+          scf::YieldOp::create(fb, loc, ifOp.getResults());
+        });
+    SmallVector<Value> results;
+    for (auto [partial, kind] : llvm::zip_equal(loop.getResults(), kinds))
+      results.push_back(gpu::AllReduceOp::create(
+          rewriter, loc, partial, gpu::AllReduceOperationAttr::get(ctx, kind),
+          rewriter.getUnitAttr()));
+    rewriter.replaceOp(c, results);
+  }
+  for (memref::AllocaOp alloca : rowBuffers) {
+    if (!alloca->use_empty())
+      return alloca.emitError("internal error: a row buffer is used outside "
+                              "the passes over the columns");
+    rewriter.eraseOp(alloca);
+  }
+
+  AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
+  auto dim = [&](gpu::Processor p) {
+    return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
+  };
+  if (failed(gpu::setMappingAttr(rowLoop, {dim(gpu::Processor::BlockX)})) ||
+      failed(gpu::setMappingAttr(threadLoop, {dim(gpu::Processor::ThreadX)})))
+    return rowLoop.emitError("internal error: invalid gpu mapping");
+  return success();
+}
+
 /// Runs of top-level ops that are not parallel loops (sequential loops of
 /// reductions over every dimension, the inlined body of a rank-0 op) go
 /// into a one-iteration parallel loop: one thread runs them.
@@ -327,11 +546,17 @@ mapRegionsToGpuLoops(ModuleOp module, const GpuCodegenOptions &options) {
     }
   }
 
-  PassManager pm(module.getContext());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
-  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
-  if (failed(pm.run(module)))
-    return failure();
+  // (Not the parallel row form's functions: the canonicalizer would fold
+  // a row loop of one row away.)
+  for (func::FuncOp func : funcs) {
+    if (hasRowLoop(func))
+      continue;
+    PassManager pm(module.getContext(), func::FuncOp::getOperationName());
+    pm.addPass(createConvertLinalgToParallelLoopsPass());
+    pm.addPass(createCanonicalizerPass());
+    if (failed(pm.run(func)))
+      return failure();
+  }
 
   IRRewriter rewriter(module.getContext());
   for (func::FuncOp func : funcs) {
@@ -339,7 +564,9 @@ mapRegionsToGpuLoops(ModuleOp module, const GpuCodegenOptions &options) {
     SmallVector<scf::ParallelOp> loops(
         func.getBody().front().getOps<scf::ParallelOp>());
     for (scf::ParallelOp loop : loops)
-      if (failed(mapLoop(loop, options.threadsPerBlock, rewriter)))
+      if (failed(isRowLoop(loop)
+                     ? mapRowLoop(loop, options.threadsPerBlock, rewriter)
+                     : mapLoop(loop, options.threadsPerBlock, rewriter)))
         return failure();
   }
   // CSE only: the canonicalizer would fold a one-tile block loop away, and

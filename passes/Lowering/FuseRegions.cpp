@@ -796,6 +796,41 @@ Value emitRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
   return sum(0, n);
 }
 
+/// The parallel row form's reduction of a row of `n` elements of type `t`
+/// (`load(b, j)` its element j): an scf.parallel over the columns whose
+/// scf.reduce adds, or takes the maximum keeping NaN (from -inf), in no
+/// fixed order. The elements of a sum whose result is f64 (a norm's) are
+/// added in f64.
+Value emitParallelRowReduce(OpBuilder &b, Location loc, Type t, int64_t n,
+                            function_ref<Value(OpBuilder &, Value)> load,
+                            RowOrder order, Type result) {
+  const bool max = order == RowOrder::Max || order == RowOrder::FirstMax;
+  Type acc = !max && result.isF64() ? result : t;
+  Value identity = arith::ConstantOp::create(
+      b, loc, acc,
+      b.getFloatAttr(acc,
+                     max ? -std::numeric_limits<double>::infinity() : 0.0));
+  auto index = [&](int64_t i) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, i);
+  };
+  auto loop = scf::ParallelOp::create(
+      b, loc, ValueRange{index(0)}, ValueRange{index(n)}, ValueRange{index(1)},
+      ValueRange{identity},
+      [&](OpBuilder &lb, Location, ValueRange ivs, ValueRange) {
+        Value v = load(lb, ivs.front());
+        if (v.getType() != acc)
+          v = arith::ExtFOp::create(lb, loc, acc, v);
+        auto reduce = scf::ReduceOp::create(lb, loc, ValueRange{v});
+        Block &combiner = reduce.getReductions().front().front();
+        OpBuilder cb = OpBuilder::atBlockBegin(&combiner);
+        Value l = combiner.getArgument(0), r = combiner.getArgument(1);
+        Value c = max ? arith::MaximumFOp::create(cb, loc, l, r).getResult()
+                      : arith::AddFOp::create(cb, loc, l, r).getResult();
+        scf::ReduceReturnOp::create(cb, loc, c);
+      });
+  return loop.getResult(0);
+}
+
 /// One fused region: its ops in program order, the type it iterates over
 /// and whether it is a row region (it has a reduction along the last axis:
 /// its members are values of `full` type or one value per row of it).
@@ -808,9 +843,10 @@ struct Region {
 class FunctionFusion {
 public:
   FunctionFusion(func::FuncOp fn, ModuleOp kernels, unsigned &counter,
-                 llvm::StringMap<std::string> &shared, bool remarks, bool rows)
+                 llvm::StringMap<std::string> &shared, bool remarks, bool rows,
+                 bool parallelRows)
       : fn(fn), kernels(kernels), counter(counter), shared(shared),
-        remarks(remarks), rows(rows) {}
+        remarks(remarks), rows(rows), parallelRows(parallelRows) {}
 
   void run();
 
@@ -846,6 +882,8 @@ private:
   llvm::StringMap<std::string> &shared;
   bool remarks;
   bool rows;
+  /// Row regions in the parallel row form (FuseRegions' parallel-rows).
+  bool parallelRows;
   llvm::DenseMap<Operation *, int64_t> order;
   /// Reductions left out of row regions (theirs did not fit).
   llvm::DenseSet<Operation *> excluded;
@@ -1407,11 +1445,17 @@ LogicalResult FunctionFusion::buildRows(
                               cols * computeBytes(element);
   if (bufferBytes > kMaxRowBufferBytes)
     return failure();
-  for (auto &[v, buffer] : rowBuffers) {
-    Type e = getElementTypeOrSelf(v.getType());
-    buffer = memref::AllocaOp::create(
-        b, loc, MemRefType::get({cols}, e.isInteger(1) ? e : compute));
-  }
+  // The sequential form's row buffers are the function's, the parallel
+  // form's are allocated in its row loop (each row's own).
+  auto allocateRowBuffers = [&](OpBuilder &ab) {
+    for (auto &[v, buffer] : rowBuffers) {
+      Type e = getElementTypeOrSelf(v.getType());
+      buffer = memref::AllocaOp::create(
+          ab, loc, MemRefType::get({cols}, e.isInteger(1) ? e : compute));
+    }
+  };
+  if (!parallelRows)
+    allocateRowBuffers(b);
   llvm::DenseMap<Value, unsigned> outputIndex;
   for (auto [i, v] : llvm::enumerate(outputs))
     outputIndex[v] = inputs.size() + i;
@@ -1423,14 +1467,33 @@ LogicalResult FunctionFusion::buildRows(
                               arith::ConstantIndexOp::create(ob, loc, n),
                               arith::ConstantIndexOp::create(ob, loc, 1));
   };
-  // The row loops, one per dimension but the last; the outermost becomes
-  // the kernel's [begin, end) range.
+  // The parallel form's loop over [0, n), its body at `ob`'s insertion
+  // point.
+  auto parallelTo = [&](OpBuilder &ob, ArrayRef<int64_t> n) {
+    SmallVector<Value> zeros, ends, ones;
+    for (int64_t e : n) {
+      zeros.push_back(arith::ConstantIndexOp::create(ob, loc, 0));
+      ends.push_back(arith::ConstantIndexOp::create(ob, loc, e));
+      ones.push_back(arith::ConstantIndexOp::create(ob, loc, 1));
+    }
+    return scf::ParallelOp::create(ob, loc, zeros, ends, ones);
+  };
+  // The row loops, one per dimension but the last (the sequential form's
+  // outermost becomes the kernel's [begin, end) range); the parallel form
+  // has one loop over them all.
   SmallVector<Value> ivs;
   OpBuilder rb = b;
-  for (int64_t d = 0; d + 1 < rank; ++d) {
-    auto loop = loopTo(rb, full.getDimSize(d));
-    ivs.push_back(loop.getInductionVar());
+  if (parallelRows) {
+    auto loop = parallelTo(rb, full.getShape().drop_back());
+    llvm::append_range(ivs, loop.getInductionVars());
     rb.setInsertionPoint(loop.getBody()->getTerminator());
+    allocateRowBuffers(rb);
+  } else {
+    for (int64_t d = 0; d + 1 < rank; ++d) {
+      auto loop = loopTo(rb, full.getDimSize(d));
+      ivs.push_back(loop.getInductionVar());
+      rb.setInsertionPoint(loop.getBody()->getTerminator());
+    }
   }
 
   // Reads an outside value at the row `ivs` and column `col`.
@@ -1496,9 +1559,13 @@ LogicalResult FunctionFusion::buildRows(
       if (isRowReduction(op) && level.lookup(op) == l + 1)
         reductions.push_back(op);
     if (!pass.empty()) {
-      auto loop = loopTo(rb, cols);
-      OpBuilder cb = OpBuilder::atBlockBegin(loop.getBody());
-      Value col = loop.getInductionVar();
+      Block *columns;
+      if (parallelRows)
+        columns = parallelTo(rb, {cols}).getBody();
+      else
+        columns = loopTo(rb, cols).getBody();
+      OpBuilder cb = OpBuilder::atBlockBegin(columns);
+      Value col = columns->getArgument(0);
       IRMapping here;
       auto valueOf = [&](Value v) -> Value {
         if (Value s = here.lookupOrNull(v))
@@ -1527,9 +1594,12 @@ LogicalResult FunctionFusion::buildRows(
         return buffer ? memref::LoadOp::create(lb, loc, buffer, ValueRange{j})
                       : readInput(lb, v, j);
       };
-      Value r =
-          emitRowReduce(rb, op->getLoc(), compute, cols, load, rowOrderOf(op),
-                        getElementTypeOrSelf(op->getResult(0).getType()));
+      Type result = getElementTypeOrSelf(op->getResult(0).getType());
+      Value r = parallelRows
+                    ? emitParallelRowReduce(rb, op->getLoc(), compute, cols,
+                                            load, rowOrderOf(op), result)
+                    : emitRowReduce(rb, op->getLoc(), compute, cols, load,
+                                    rowOrderOf(op), result);
       perRow.map(op->getResult(0), r);
       writeOutput(rb, op->getResult(0), r, Value());
     }
@@ -1555,7 +1625,8 @@ struct FuseRegionsPass
     for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (fn.isExternal() || !fn.getBody().hasOneBlock())
         continue;
-      FunctionFusion(fn, kernels, counter, shared, remarks, rows).run();
+      FunctionFusion(fn, kernels, counter, shared, remarks, rows, parallelRows)
+          .run();
     }
     if (fresh && kernels.getBody()->empty())
       kernels.erase();

@@ -216,6 +216,15 @@ def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
       in all, or the region is not formed), the reductions in the CPU
       kernels' order (8 lanes combined as a tree, pairwise halves above
       2048 elements; maxima with a NaN flag);
+    - with `rows` and `parallel-rows` (the CUDA target), the same regions
+      in the *parallel row form*: one `scf.parallel` over the row
+      dimensions, in its body the row buffers (`memref.alloca` of one row,
+      indexed by the column only) and per pass over the columns an
+      `scf.parallel`; each reduction an `scf.parallel` with an `scf.reduce`
+      (`arith.addf`, or `arith.maximumf`, which keeps NaN, from -inf), a
+      norm's sum of f32 elements reduced in f64. No order of a reduction is
+      fixed: compiler/codegen/GpuCodegen.cpp reduces a row with a block of
+      threads;
     - with `rows`, a softmax, log_softmax, softmax_grad or log_softmax_grad
       along the last axis with a fusable neighbour (an operand or a user
       that a region computes) is first written as the ops a row region
@@ -282,7 +291,12 @@ def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
     Option<"rows", "rows", "bool", "false",
            "Also form row regions: reductions along the last axis with the "
            "elementwise ops around them (the row form, which the CPU code "
-           "generation compiles)">
+           "generation compiles)">,
+    Option<"parallelRows", "parallel-rows", "bool", "false",
+           "With rows: write row regions in the parallel row form (rows and "
+           "column passes as scf.parallel, each reduction an scf.parallel "
+           "with scf.reduce, in no fixed order), which the CUDA code "
+           "generation maps onto a block of threads per row">
   ];
   let dependentDialects = ["mlir::func::FuncDialect",
                            "mlir::linalg::LinalgDialect",

@@ -94,6 +94,7 @@ void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
   if (options.fuse) {
     lowering::FuseRegionsOptions fuse;
     fuse.rows = options.fuseRows;
+    fuse.parallelRows = options.parallelRows;
     pm.addPass(lowering::createFuseRegions(fuse));
   }
   lowering::LowerToExecOptions lower;

@@ -63,9 +63,11 @@ void buildShardPhase(mlir::OpPassManager &pm, const planning::Plan &plan,
 /// defaults are `dtcc compile`'s for the CPU target (dtcc-phase-dexec).
 struct ExecPhase {
   bool fuse = true;
-  /// With fuse: also row regions (reductions along the last axis), which
-  /// only the CPU code generation compiles.
+  /// With fuse: also row regions (reductions along the last axis).
   bool fuseRows = true;
+  /// With fuseRows: in the parallel row form (the CUDA code generation's;
+  /// the sequential form is the CPU's).
+  bool parallelRows = false;
   /// Attention's heads as strided views, not copies (dtcc-lower-to-exec's
   /// strided-views).
   bool stridedViews = true;

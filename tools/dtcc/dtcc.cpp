@@ -152,16 +152,21 @@ cl::opt<std::string> target(
     cl::cat(category));
 cl::opt<bool> fuse(
     "fuse",
-    cl::desc("Fuse elementwise chains, and on the CPU softmaxes, norms and "
-             "reductions along the last axis with the ops around them, into "
-             "regions with kernels generated for the target: the CPU (linked "
-             "with ld.lld) or CUDA (PTX, and cubins for sm_80 and sm_90) "
-             "(the default; without ld.lld a CPU compile warns and does not "
-             "fuse unless --fuse is given)"),
+    cl::desc("Fuse elementwise chains, and softmaxes, norms and reductions "
+             "along the last axis with the ops around them, into regions "
+             "with kernels generated for the target: the CPU (linked with "
+             "ld.lld) or CUDA (PTX, and cubins for sm_80 and sm_90; a block "
+             "of threads per row) (the default; without ld.lld a CPU compile "
+             "warns and does not fuse unless --fuse is given)"),
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noFuse("no-fuse",
                      cl::desc("Do not fuse: every op a library kernel"),
                      cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> noRowRegions(
+    "no-row-regions",
+    cl::desc("Fuse elementwise chains only: softmaxes, norms and reductions "
+             "along the last axis stay library kernels (for comparisons)"),
+    cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noStridedViews(
     "no-strided-views",
     cl::desc("Copy attention's heads around it (the slices, transposes and "
@@ -519,6 +524,7 @@ int runImportOrCompile(bool compile) {
       return 1;
     }
     compileOptions.fuse = !noFuse;
+    compileOptions.rowRegions = !noRowRegions;
     // Fused by default where the target's kernels can be generated here;
     // --fuse insists (and a missing linker is then an error).
     if (compileOptions.fuse && !fuse) {

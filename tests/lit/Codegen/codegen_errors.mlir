@@ -8,7 +8,7 @@
 // TENSOR: error: fused region '@on_tensors': expected argument 0 to be a memref of static shape with the identity layout, got tensor<4xf32>
 
 // RUN: not dtcc-gpu-codegen %S/Inputs/region_foreign_op.mlir --no-ptxas 2>&1 | FileCheck %s --check-prefix=OP
-// OP: error: fused region '@foreign': expected linalg ops, static memref.alloc/dealloc and constants, got 'memref.copy'
+// OP: error: fused region '@foreign': expected linalg ops, the row loop of the parallel row form, static memref.alloc/dealloc and constants, got 'memref.copy'
 
 // RUN: not dtcc-gpu-codegen %S/Inputs/region_result.mlir --no-ptxas 2>&1 | FileCheck %s --check-prefix=RES
 // RES: error: fused region '@result': expected no results (outputs are buffers), got 1

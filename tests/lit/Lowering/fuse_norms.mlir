@@ -1,5 +1,6 @@
 // RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-regions="rows=true" | FileCheck %s
 // RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-regions | FileCheck %s --check-prefix=NOROWS
+// RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-regions="rows=true parallel-rows=true" | FileCheck %s --check-prefix=PAR
 
 // Tests that a layer norm with a neighbour (the residual add before it) is
 // decomposed into the ops a row region computes, in its kernel's order
@@ -7,7 +8,7 @@
 // length in double, the mean rounded to f32 for the differences, the sum of
 // their squares, rstd = 1 / sqrt(var + eps) in double; the region writes the
 // residual, the result and both statistics, and is named as the ops it was.
-// Without row regions (the CUDA target) the norm stays the op.
+// Without row regions the norm stays the op.
 // CHECK-LABEL: func.func @residual_layer_norm
 // CHECK: %[[F:.*]]:4 = dgraph.fused @dtcc_kernels::@residual_layer_norm_fused_0(%arg0, %arg1, %arg2, %arg3)
 // CHECK-SAME: -> (tensor<4x40xf32>, tensor<4x40xf32>, tensor<4xf32>, tensor<4xf32>)
@@ -26,6 +27,26 @@
 // CHECK: arith.truncf %{{.*}} : f64 to f32
 // NOROWS-LABEL: func.func @residual_layer_norm
 // NOROWS: dgraph.layer_norm
+// The parallel row form (the CUDA target's) takes the same region: one
+// scf.parallel over the rows with the row buffers in it, the passes over
+// the columns as scf.parallel loops, the sums as reductions in f64 of the
+// f32 elements, the statistics computed as before.
+// PAR-LABEL: func.func @residual_layer_norm
+// PAR: %[[F:.*]]:4 = dgraph.fused @dtcc_kernels::@residual_layer_norm_fused_0(%arg0, %arg1, %arg2, %arg3)
+// PAR: func.func @residual_layer_norm_fused_0
+// PAR-SAME: dtcc.fused_ops = ["dgraph.add", "dgraph.layer_norm"]
+// PAR-NOT: scf.for
+// PAR: scf.parallel (%[[ROW:.*]]) =
+// PAR-NEXT: %[[X:.*]] = memref.alloca() : memref<40xf32>
+// PAR: scf.parallel (%[[COL:.*]]) =
+// PAR: arith.addf %{{.*}}, %{{.*}} : f32
+// PAR: memref.store %{{.*}}, %[[X]][%[[COL]]]
+// PAR: %[[SUM:.*]] = scf.parallel (%{{.*}}) = {{.*}} init (%{{.*}}) -> f64
+// PAR: arith.extf %{{.*}} : f32 to f64
+// PAR: scf.reduce(%{{.*}} : f64)
+// PAR: arith.addf %{{.*}}, %{{.*}} : f64
+// PAR: arith.divf %[[SUM]], %{{.*}} : f64
+// PAR-NOT: scf.for
 func.func @residual_layer_norm(%a: tensor<4x40xf32>, %b: tensor<4x40xf32>, %g: tensor<40xf32>, %be: tensor<40xf32>)
     -> (tensor<4x40xf32>, tensor<4x40xf32>, tensor<4xf32>, tensor<4xf32>) {
   %x = dgraph.add %a, %b : tensor<4x40xf32>

@@ -72,6 +72,7 @@ TEST_P(GpuPtxas, AcceptsThePtxOfEveryArchitecture) {
 INSTANTIATE_TEST_SUITE_P(Regions, GpuPtxas,
                          ::testing::Values("elementwise_broadcast.mlir",
                                            "bias_gelu.mlir", "softmax_row.mlir",
+                                           "norm_rows.mlir",
                                            "adamw_update.mlir"));
 
 // The check can fail: ptxas's rejection is an error with its message.

@@ -50,7 +50,7 @@ GpuKernelModule loadModule(const std::string &name) {
 }
 
 const char *kRegions[] = {"elementwise_broadcast", "bias_gelu", "softmax_row",
-                          "adamw_update"};
+                          "adamw_update", "norm_rows"};
 
 TEST(CudaGeneratedKernelModules, HaveBothArchitectures) {
   for (const char *name : kRegions) {
@@ -222,6 +222,84 @@ TEST_F(GeneratedOnGpu, AdamWUpdateInPlace) {
   expectNear(out[0], p, 1e-5, "p");
   expectNear(out[2], m, 1e-5, "m");
   expectNear(out[3], v, 1e-5, "v");
+}
+
+// Row regions in the parallel row form (tests/lit/Codegen/norm_rows.mlir):
+// a block of threads per row, reductions across the block.
+
+TEST_F(GeneratedOnGpu, ResidualLayerNormRows) {
+  // a, b, scale, bias; the sum, the norm, mean and rstd per row.
+  const int rows = 6, cols = 40;
+  std::vector<std::vector<int64_t>> shapes{
+      {2, 3, cols}, {2, 3, cols}, {cols}, {cols},
+      {2, 3, cols}, {2, 3, cols}, {2, 3}, {2, 3}};
+  Buffers in = random(shapes, 6);
+  Buffers out = run("norm_rows", "residual_layer_norm", shapes, 4, in);
+  ASSERT_EQ(out.size(), shapes.size());
+  std::vector<double> x(rows * cols), y(rows * cols), mean(rows), rstd(rows);
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0, squares = 0;
+    for (int c = 0; c < cols; ++c) {
+      x[r * cols + c] = double(in[0][r * cols + c]) + in[1][r * cols + c];
+      sum += x[r * cols + c];
+    }
+    mean[r] = sum / cols;
+    for (int c = 0; c < cols; ++c)
+      squares += (x[r * cols + c] - mean[r]) * (x[r * cols + c] - mean[r]);
+    rstd[r] = 1 / std::sqrt(squares / cols + 1e-5);
+    for (int c = 0; c < cols; ++c)
+      y[r * cols + c] =
+          (x[r * cols + c] - mean[r]) * rstd[r] * in[2][c] + in[3][c];
+  }
+  expectNear(out[4], x, 1e-6, "x");
+  expectNear(out[5], y, 1e-5, "y");
+  expectNear(out[6], mean, 1e-6, "mean");
+  expectNear(out[7], rstd, 1e-5, "rstd");
+}
+
+TEST_F(GeneratedOnGpu, ResidualRmsNormRowsOf1024) {
+  const int rows = 5, cols = 1024;
+  std::vector<std::vector<int64_t>> shapes{
+      {rows, cols}, {rows, cols}, {cols}, {rows, cols}, {rows}};
+  Buffers in = random(shapes, 7);
+  Buffers out = run("norm_rows", "residual_rms_norm", shapes, 3, in);
+  ASSERT_EQ(out.size(), shapes.size());
+  std::vector<double> y(rows * cols), rstd(rows);
+  for (int r = 0; r < rows; ++r) {
+    double squares = 0;
+    for (int c = 0; c < cols; ++c) {
+      double x = double(in[0][r * cols + c]) + in[1][r * cols + c];
+      squares += x * x;
+    }
+    rstd[r] = 1 / std::sqrt(squares / cols + 1e-6);
+    for (int c = 0; c < cols; ++c)
+      y[r * cols + c] = (double(in[0][r * cols + c]) + in[1][r * cols + c]) *
+                        rstd[r] * in[2][c];
+  }
+  expectNear(out[3], y, 1e-5, "y");
+  expectNear(out[4], rstd, 1e-5, "rstd");
+}
+
+TEST_F(GeneratedOnGpu, MaskedSoftmaxRows) {
+  const int rows = 4, cols = 300;
+  std::vector<std::vector<int64_t>> shapes{{rows, cols}, {cols}, {rows, cols}};
+  Buffers in = random(shapes, 8);
+  Buffers out = run("norm_rows", "masked_softmax", shapes, 2, in);
+  ASSERT_EQ(out.size(), shapes.size());
+  std::vector<double> want(rows * cols);
+  for (int r = 0; r < rows; ++r) {
+    double mx = -INFINITY, sum = 0;
+    auto z = [&](int c) {
+      return double(in[0][r * cols + c]) * 0.25 + in[1][c];
+    };
+    for (int c = 0; c < cols; ++c)
+      mx = std::max(mx, z(c));
+    for (int c = 0; c < cols; ++c)
+      sum += std::exp(z(c) - mx);
+    for (int c = 0; c < cols; ++c)
+      want[r * cols + c] = std::exp(z(c) - mx) / sum;
+  }
+  expectNear(out[2], want, 1e-5, "softmax");
 }
 
 } // namespace
