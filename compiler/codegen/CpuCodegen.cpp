@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -491,6 +492,10 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
 
   PassManager loops(ctx, ModuleOp::getOperationName());
   loops.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  // The parallel row form (the CUDA target's) runs here too: its loops
+  // without reductions become nests of scf.for (the rows' outermost then
+  // takes the range), its reductions sequential loops (convert-scf-to-cf).
+  loops.addNestedPass<func::FuncOp>(createParallelForToNestedForsPass());
   if (failed(loops.run(*lowered)))
     return kernels.emitError("cannot lower the fused regions to loops (see "
                              "the errors above)");

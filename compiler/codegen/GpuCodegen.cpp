@@ -199,10 +199,53 @@ static int64_t constantIndex(Value v) {
   return -1;
 }
 
+/// `loop` with its dimensions collapsed into one of `trips` iterations,
+/// from 0 by 1 to a constant (the bounds collapsing computes with arith ops
+/// the launch needs as constants); a single dimension keeps its own.
+static FailureOr<scf::ParallelOp>
+collapseToOneLoop(scf::ParallelOp loop, int64_t trips, RewriterBase &rewriter) {
+  if (loop.getNumLoops() > 1) {
+    Operation *next = loop->getNextNode();
+    std::vector<unsigned> all;
+    for (unsigned d = 0; d < loop.getNumLoops(); ++d)
+      all.push_back(d);
+    rewriter.setInsertionPoint(loop);
+    collapseParallelLoops(rewriter, loop, {all});
+    loop = dyn_cast_or_null<scf::ParallelOp>(next->getPrevNode());
+    if (!loop)
+      return failure();
+  }
+  if (constantIndex(loop.getUpperBound()[0]) < 0) {
+    rewriter.setInsertionPoint(loop);
+    Location loc = loop.getLoc();
+    loop.getLowerBoundMutable().assign(
+        arith::ConstantIndexOp::create(rewriter, loc, 0));
+    loop.getUpperBoundMutable().assign(
+        arith::ConstantIndexOp::create(rewriter, loc, trips));
+    loop.getStepMutable().assign(
+        arith::ConstantIndexOp::create(rewriter, loc, 1));
+  }
+  return loop;
+}
+
+/// Puts the iterations of `blocks` on block_x and those of `threads` on
+/// thread_x.
+static LogicalResult mapOntoBlocksAndThreads(scf::ParallelOp blocks,
+                                             scf::ParallelOp threads) {
+  MLIRContext *ctx = blocks.getContext();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
+  auto dim = [&](gpu::Processor p) {
+    return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
+  };
+  if (failed(gpu::setMappingAttr(blocks, {dim(gpu::Processor::BlockX)})) ||
+      failed(gpu::setMappingAttr(threads, {dim(gpu::Processor::ThreadX)})))
+    return blocks.emitError("internal error: invalid gpu mapping");
+  return success();
+}
+
 /// Maps one top-level loop: collapse, tile, put tiles on blocks.
 static LogicalResult mapLoop(scf::ParallelOp loop, int64_t threadsPerBlock,
                              RewriterBase &rewriter) {
-  Operation *next = loop->getNextNode();
   // Iterations of every dimension, from the constant bounds linalg wrote.
   int64_t trips = 1;
   for (unsigned d = 0; d < loop.getNumLoops(); ++d) {
@@ -218,41 +261,14 @@ static LogicalResult mapLoop(scf::ParallelOp loop, int64_t threadsPerBlock,
     loop.erase();
     return success();
   }
-  if (loop.getNumLoops() > 1) {
-    std::vector<unsigned> all;
-    for (unsigned d = 0; d < loop.getNumLoops(); ++d)
-      all.push_back(d);
-    rewriter.setInsertionPoint(loop);
-    collapseParallelLoops(rewriter, loop, {all});
-    loop = dyn_cast_or_null<scf::ParallelOp>(next->getPrevNode());
-    if (!loop)
-      return failure();
-  }
-  // The collapsed loop runs 0..trips by 1 (bounds computed by arith ops that
-  // the launch needs as constants); a single dimension keeps its own.
-  rewriter.setInsertionPoint(loop);
-  Location loc = loop.getLoc();
-  if (loop.getNumLoops() != 1 || constantIndex(loop.getUpperBound()[0]) < 0) {
-    loop.getLowerBoundMutable().assign(
-        arith::ConstantIndexOp::create(rewriter, loc, 0));
-    loop.getUpperBoundMutable().assign(
-        arith::ConstantIndexOp::create(rewriter, loc, trips));
-    loop.getStepMutable().assign(
-        arith::ConstantIndexOp::create(rewriter, loc, 1));
-  }
+  FailureOr<scf::ParallelOp> collapsed =
+      collapseToOneLoop(loop, trips, rewriter);
+  if (failed(collapsed))
+    return failure();
   int64_t tile = std::max<int64_t>(1, std::min(threadsPerBlock, trips));
-  // Before tiling: tileParallelLoop erases `loop`.
-  MLIRContext *ctx = loop.getContext();
   auto [outer, inner] =
-      scf::tileParallelLoop(loop, {tile}, /*noMinMaxBounds=*/true);
-  AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
-  auto dim = [&](gpu::Processor p) {
-    return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
-  };
-  if (failed(gpu::setMappingAttr(outer, {dim(gpu::Processor::BlockX)})) ||
-      failed(gpu::setMappingAttr(inner, {dim(gpu::Processor::ThreadX)})))
-    return outer.emitError("internal error: invalid gpu mapping");
-  return success();
+      scf::tileParallelLoop(*collapsed, {tile}, /*noMinMaxBounds=*/true);
+  return mapOntoBlocksAndThreads(outer, inner);
 }
 
 /// The gpu.all_reduce kind of an scf.reduce combiner that is one add or
@@ -317,27 +333,17 @@ static LogicalResult mapRowLoop(scf::ParallelOp rowLoop, int64_t maxThreads,
   const int64_t perThread = (cols + threads - 1) / threads;
 
   // One dimension of rows, from 0 by 1 to a constant.
+  FailureOr<scf::ParallelOp> collapsed =
+      collapseToOneLoop(rowLoop, rows, rewriter);
+  if (failed(collapsed))
+    return failure();
+  rowLoop = *collapsed;
   rewriter.setInsertionPoint(rowLoop);
   Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
   Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
   Value threadCount = arith::ConstantIndexOp::create(rewriter, loc, threads);
   Value perThreadCount =
       arith::ConstantIndexOp::create(rewriter, loc, perThread);
-  if (rowLoop.getNumLoops() > 1) {
-    Operation *next = rowLoop->getNextNode();
-    std::vector<unsigned> all;
-    for (unsigned d = 0; d < rowLoop.getNumLoops(); ++d)
-      all.push_back(d);
-    collapseParallelLoops(rewriter, rowLoop, {all});
-    rowLoop = dyn_cast_or_null<scf::ParallelOp>(next->getPrevNode());
-    if (!rowLoop)
-      return failure();
-    rewriter.setInsertionPoint(rowLoop);
-    rowLoop.getLowerBoundMutable().assign(zero);
-    rowLoop.getUpperBoundMutable().assign(
-        arith::ConstantIndexOp::create(rewriter, loc, rows));
-    rowLoop.getStepMutable().assign(one);
-  }
 
   // The row's ops move into the loop over its threads.
   Block *rowBody = rowLoop.getBody();
@@ -448,15 +454,7 @@ static LogicalResult mapRowLoop(scf::ParallelOp rowLoop, int64_t maxThreads,
                               "the passes over the columns");
     rewriter.eraseOp(alloca);
   }
-
-  AffineMap id = AffineMap::getMultiDimIdentityMap(1, ctx);
-  auto dim = [&](gpu::Processor p) {
-    return gpu::ParallelLoopDimMappingAttr::get(ctx, p, id, id);
-  };
-  if (failed(gpu::setMappingAttr(rowLoop, {dim(gpu::Processor::BlockX)})) ||
-      failed(gpu::setMappingAttr(threadLoop, {dim(gpu::Processor::ThreadX)})))
-    return rowLoop.emitError("internal error: invalid gpu mapping");
-  return success();
+  return mapOntoBlocksAndThreads(rowLoop, threadLoop);
 }
 
 /// Runs of top-level ops that are not parallel loops (sequential loops of

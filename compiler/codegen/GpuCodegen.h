@@ -58,14 +58,18 @@ void registerGpuCodegenDialects(mlir::DialectRegistry &registry);
 
 /// Checks that every public function of `module` is a fused region (memref
 /// arguments of static shape and identity layout, no results, a body of
-/// linalg ops, static memref.alloc/dealloc and constants) and rewrites its
-/// body into top-level scf.parallel loops carrying a gpu mapping: each
-/// linalg op's parallel dimensions collapsed into one, tiled by
-/// `threadsPerBlock`, tiles on block_x and the elements of a tile on
-/// thread_x; reduction dimensions stay sequential loops inside a thread (one
-/// thread per row); an op without parallel dimensions runs on one thread.
-/// Temporaries become trailing arguments (scratch). This form runs on the
-/// CPU too (tests execute it against a reference).
+/// linalg ops, static memref.alloc/dealloc and constants, or the row loop
+/// of the parallel row form) and rewrites its body into top-level
+/// scf.parallel loops carrying a gpu mapping: each linalg op's parallel
+/// dimensions collapsed into one, tiled by `threadsPerBlock`, tiles on
+/// block_x and the elements of a tile on thread_x; reduction dimensions
+/// stay sequential loops inside a thread (one thread per row); an op
+/// without parallel dimensions runs on one thread. A row loop becomes a
+/// block per row (block_x) whose threads (thread_x, at most
+/// `threadsPerBlock`) share the row's columns, each reduction a
+/// gpu.all_reduce of the block. Temporaries become trailing arguments
+/// (scratch). The linalg regions' form runs on the CPU too (tests execute
+/// it against a reference); a row region's needs a GPU (gpu.all_reduce).
 mlir::FailureOr<std::vector<MappedRegion>>
 mapRegionsToGpuLoops(mlir::ModuleOp module, const GpuCodegenOptions &options);
 

@@ -30,9 +30,9 @@ using namespace dtcc;
 namespace {
 
 /// The module of `source` after dtcc-lower-fuse-regions (with row regions
-/// when `rows`).
-mlir::OwningOpRef<mlir::ModuleOp> fuse(const std::string &source,
-                                       bool rows = false) {
+/// when `rows`, in the parallel row form when `parallelRows`).
+mlir::OwningOpRef<mlir::ModuleOp>
+fuse(const std::string &source, bool rows = false, bool parallelRows = false) {
   auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &test::compilerContext());
   EXPECT_TRUE(module);
   if (!module)
@@ -40,6 +40,7 @@ mlir::OwningOpRef<mlir::ModuleOp> fuse(const std::string &source,
   mlir::PassManager pm(&test::compilerContext());
   lowering::FuseRegionsOptions options;
   options.rows = rows;
+  options.parallelRows = parallelRows;
   pm.addPass(lowering::createFuseRegions(options));
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
   return module;
@@ -215,7 +216,16 @@ func.func @h(%x: tensor<4x6xf32>, %s: tensor<4x1xf32>) -> tensor<4x6xf32> {
 // of the sum above 2048, an 8-lane tail) in two row dimensions, run in two
 // ranges of the outer one, it agrees with the definition to double
 // rounding.
-TEST(FusedRegion, LayerNormRowRegionMatchesReference) {
+// A layer norm written from sums and means, in both row forms: the CPU's
+// (its kernels' order) and the parallel one (the CUDA target's, which the
+// CPU code generation compiles too: its reductions in no fixed order).
+class RowForms : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(FusedRegion, RowForms, ::testing::Bool(),
+                         [](const auto &info) {
+                           return info.param ? "Parallel" : "Sequential";
+                         });
+
+TEST_P(RowForms, LayerNormRowRegionMatchesReference) {
   auto module = fuse(R"mlir(
 func.func @ln(%x: tensor<3x2x4099xf64>, %g: tensor<4099xf64>) -> (tensor<3x2x4099xf64>, tensor<3x2xf64>) {
   %n = dgraph.constant dense<4099.0> : tensor<3x2xf64>
@@ -236,7 +246,7 @@ func.func @ln(%x: tensor<3x2x4099xf64>, %g: tensor<4099xf64>) -> (tensor<3x2x409
   return %y, %rstd : tensor<3x2x4099xf64>, tensor<3x2xf64>
 }
 )mlir",
-                     /*rows=*/true);
+                     /*rows=*/true, /*parallelRows=*/GetParam());
   ASSERT_TRUE(module);
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("ln");
   int fused = 0, reductions = 0;
@@ -279,7 +289,7 @@ func.func @ln(%x: tensor<3x2x4099xf64>, %g: tensor<4099xf64>) -> (tensor<3x2x409
 
 // A row maximum propagates NaN as the kernels' does (the row with a NaN
 // gives NaN, the others their maximum) and returns -inf for rows of -inf.
-TEST(FusedRegion, RowMaximumPropagatesNaN) {
+TEST_P(RowForms, RowMaximumPropagatesNaN) {
   auto module = fuse(R"mlir(
 func.func @mx(%x: tensor<3x21xf32>) -> tensor<3xf32> {
   %e = dgraph.neg %x : tensor<3x21xf32>
@@ -288,7 +298,7 @@ func.func @mx(%x: tensor<3x21xf32>) -> tensor<3xf32> {
   return %m : tensor<3xf32>
 }
 )mlir",
-                     /*rows=*/true);
+                     /*rows=*/true, /*parallelRows=*/GetParam());
   ASSERT_TRUE(module);
   auto kernels = compile(*module);
   ASSERT_TRUE(kernels);
@@ -303,6 +313,68 @@ func.func @mx(%x: tensor<3x21xf32>) -> tensor<3xf32> {
   EXPECT_EQ(out[0], *std::max_element(x.begin(), x.begin() + 21));
   EXPECT_TRUE(std::isnan(out[1]));
   EXPECT_EQ(out[2], -INFINITY);
+}
+
+// A residual add and the layer norm op after it (as a GPT's blocks have
+// them, in f32): one row region writing the sum, the norm and both
+// statistics, in both row forms, against loops in double.
+TEST_P(RowForms, ResidualLayerNormOpMatchesReference) {
+  auto module = fuse(R"mlir(
+func.func @rln(%a: tensor<4x3x77xf32>, %b: tensor<4x3x77xf32>, %g: tensor<77xf32>, %be: tensor<77xf32>)
+    -> (tensor<4x3x77xf32>, tensor<4x3x77xf32>, tensor<4x3xf32>, tensor<4x3xf32>) {
+  %x = dgraph.add %a, %b : tensor<4x3x77xf32>
+  %y, %m, %r = dgraph.layer_norm %x, %g, %be axis = 2, epsilon = 1.0e-05
+      : (tensor<4x3x77xf32>, tensor<77xf32>, tensor<77xf32>) -> (tensor<4x3x77xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
+  return %x, %y, %m, %r : tensor<4x3x77xf32>, tensor<4x3x77xf32>, tensor<4x3xf32>, tensor<4x3xf32>
+}
+)mlir",
+                     /*rows=*/true, /*parallelRows=*/GetParam());
+  ASSERT_TRUE(module);
+  int fused = 0, norms = 0;
+  module->lookupSymbol<mlir::func::FuncOp>("rln").walk(
+      [&](mlir::Operation *op) {
+        fused += op->getName().getStringRef() == "dgraph.fused";
+        norms += op->getName().getStringRef() == "dgraph.layer_norm";
+      });
+  ASSERT_EQ(fused, 1);
+  ASSERT_EQ(norms, 0);
+  auto kernels = compile(*module);
+  ASSERT_TRUE(kernels);
+  auto entry = kernels->find("rln_fused_0");
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+
+  const int rows = 12, cols = 77;
+  std::vector<float> a = randomVector<float>(rows * cols, 11);
+  std::vector<float> b = randomVector<float>(rows * cols, 12);
+  std::vector<float> g = randomVector<float>(cols, 13);
+  std::vector<float> be = randomVector<float>(cols, 14);
+  std::vector<float> x(rows * cols), y(rows * cols), mean(rows), rstd(rows);
+  void *buffers[] = {a.data(), b.data(), g.data(),    be.data(),
+                     x.data(), y.data(), mean.data(), rstd.data()};
+  (*entry)(buffers, 0, 4);
+
+  std::vector<double> wantX(rows * cols), wantY(rows * cols), wantM(rows),
+      wantR(rows);
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0, squares = 0;
+    for (int c = 0; c < cols; ++c) {
+      const int i = r * cols + c;
+      wantX[i] = double(float(a[i] + b[i]));
+      sum += wantX[i];
+    }
+    wantM[r] = sum / cols;
+    for (int c = 0; c < cols; ++c)
+      squares +=
+          (wantX[r * cols + c] - wantM[r]) * (wantX[r * cols + c] - wantM[r]);
+    wantR[r] = 1 / std::sqrt(squares / cols + 1e-5);
+    for (int c = 0; c < cols; ++c)
+      wantY[r * cols + c] =
+          (wantX[r * cols + c] - wantM[r]) * wantR[r] * g[c] + be[c];
+  }
+  expectNear(x, wantX, 0, "x");
+  expectNear(mean, wantM, 1e-6, "mean");
+  expectNear(rstd, wantR, 1e-6, "rstd");
+  expectNear(y, wantY, 1e-5, "y");
 }
 
 // Errors are diagnostics naming what is wrong: a linker that is not there,
