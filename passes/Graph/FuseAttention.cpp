@@ -664,8 +664,7 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
       hasMask = true;
     }
     auto out = typeOf(last.getResult());
-    auto lse = RankedTensorType::get(scores.getShape().drop_back(1),
-                                     b.getF32Type());
+    auto lse = AttentionOp::logsumexpType(typeOf(q));
     auto op = AttentionOp::create(b, loc, out, lse, q, k, v, mask,
                                   b.getF64FloatAttr(m.scale),
                                   isCausalCore ? b.getUnitAttr() : UnitAttr());

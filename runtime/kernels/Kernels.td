@@ -50,6 +50,9 @@ def BoolElement : ElementTypes<[I1]>;
 def FloatOrBoolElement : ElementTypes<!listconcat(FloatElement.DTypes, [I1])>;
 def LogicalElement : ElementTypes<!listconcat([I1], IntElement.DTypes)>;
 def F32Element : ElementTypes<[F32]>;
+/// A row statistic kept in the kernels' accumulator type (attention's
+/// logsumexp: f32, or f64 for f64 operands).
+def AccumulatorElement : ElementTypes<[F32, F64]>;
 def I64Element : ElementTypes<[I64]>;
 def AxisIndexElement : ElementTypes<[I32, I64]>;
 
@@ -244,7 +247,7 @@ def : Kernel<"attention"> {
     Optional<Tensor<"mask", FloatElement>>
   ];
   let Outputs = [RowStrided<Tensor<"result", FloatElement>>,
-                 Tensor<"logsumexp", F32Element>];
+                 Tensor<"logsumexp", AccumulatorElement>];
   let Attrs = [FloatAttr<"scale">, FlagAttr<"causal">];
   let Relations = [SameElementType<["query", "key", "value", "result"]>];
 }
@@ -257,7 +260,7 @@ def : Kernel<"attention_grad"> {
     RowStrided<Tensor<"key", FloatElement>>,
     RowStrided<Tensor<"value", FloatElement>>,
     RowStrided<Tensor<"out", FloatElement>>,
-    Tensor<"logsumexp", F32Element>,
+    Tensor<"logsumexp", AccumulatorElement>,
     RowStrided<Tensor<"dout", FloatElement>>,
     Optional<Tensor<"mask", FloatElement>>
   ];

@@ -3,6 +3,7 @@
 #include "tools/dtcc-calibrate/KernelBench.h"
 
 #include "runtime/base/Format.h"
+#include "runtime/device/cpu/AttentionPlan.h"
 
 #include <algorithm>
 #include <chrono>
@@ -428,14 +429,17 @@ std::vector<KernelCase> attentionCases(int64_t heads, int64_t seq,
   const Shape rows = {heads, seq, headDim}, lse = {heads, seq};
   const Attrs a = attrs({{"scale", 1.0 / std::sqrt(double(headDim))},
                          {"causal", int64_t(1)}});
-  return {single("attention", {in(dtype, rows), in(dtype, rows), in(dtype, rows)},
-                 {out(dtype, rows), out(DType::kF32, lse)}, a),
-          single("attention_grad",
-                 {in(dtype, rows), in(dtype, rows), in(dtype, rows),
-                  in(dtype, rows),
-                  in(DType::kF32, lse, Fill::kValue, std::log(double(seq))),
-                  in(dtype, rows)},
-                 {out(dtype, rows), out(dtype, rows), out(dtype, rows)}, a)};
+  return {
+      single("attention", {in(dtype, rows), in(dtype, rows), in(dtype, rows)},
+             {out(dtype, rows), out(runtime::cpu::logsumexpDType(dtype), lse)},
+             a),
+      single("attention_grad",
+             {in(dtype, rows), in(dtype, rows), in(dtype, rows),
+              in(dtype, rows),
+              in(runtime::cpu::logsumexpDType(dtype), lse, Fill::kValue,
+                 std::log(double(seq))),
+              in(dtype, rows)},
+             {out(dtype, rows), out(dtype, rows), out(dtype, rows)}, a)};
 }
 
 KernelCase launchCase() {

@@ -233,6 +233,13 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value query,
   return success();
 }
 
+RankedTensorType AttentionOp::logsumexpType(RankedTensorType query) {
+  Type element = query.getElementType().isF64()
+                     ? Type(Float64Type::get(query.getContext()))
+                     : Type(Float32Type::get(query.getContext()));
+  return RankedTensorType::get(query.getShape().drop_back(1), element);
+}
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionOperands(*this, getQuery(), getKey(), getValue(),
                                      getMask(), getCausal())))
@@ -244,8 +251,7 @@ LogicalResult AttentionOp::verify() {
   if (getResult().getType() != RankedTensorType::get(out, q.getElementType()))
     return emitOpError("expected a result of type ")
            << RankedTensorType::get(out, q.getElementType());
-  auto lse = RankedTensorType::get(q.getShape().drop_back(1),
-                                   Float32Type::get(getContext()));
+  auto lse = AttentionOp::logsumexpType(q);
   if (getLogsumexp().getType() != lse)
     return emitOpError("expected a logsumexp of type ") << lse;
   return success();
@@ -262,8 +268,7 @@ LogicalResult AttentionGradOp::verify() {
   auto outType = RankedTensorType::get(out, q.getElementType());
   if (getOut().getType() != outType || getDout().getType() != outType)
     return emitOpError("expected out and dout of type ") << outType;
-  auto lse = RankedTensorType::get(q.getShape().drop_back(1),
-                                   Float32Type::get(getContext()));
+  auto lse = AttentionOp::logsumexpType(q);
   if (getLogsumexp().getType() != lse)
     return emitOpError("expected a logsumexp of type ") << lse;
   if (getDquery().getType() != q || getDkey().getType() != getKey().getType() ||

@@ -82,8 +82,10 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     `mask`, when present, is added to the scaled scores; each of its
     dimensions is 1 (broadcast) or the scores'. Besides the output, the op
     returns each query row's log-sum-exp of its (scaled, masked) scores,
-    in f32, which is all dgraph.attention_grad needs to recompute the
-    probabilities. dtcc-graph-fuse-attention creates it from the exported
+    in the kernels' accumulator type (f32, or f64 for f64 operands: the
+    probabilities recomputed from an f32 one would carry f32's rounding,
+    amplified by the scores' size, into an f64 gradient), which is all
+    dgraph.attention_grad needs to recompute the probabilities. dtcc-graph-fuse-attention creates it from the exported
     MatMul -> scale -> mask -> Softmax -> MatMul core.
 
     Example:
@@ -100,7 +102,7 @@ def Graph_AttentionOp : Graph_Op<"attention", [
       scores', and a float element type;
     - `causal` needs `Sq == Sk`;
     - `result` is `[B..., Sq, Dv]` of the query's element type, `logsumexp`
-      `[B..., Sq]` of f32.
+      `[B..., Sq]` of f32 (f64 for an f64 query).
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value,
@@ -112,6 +114,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The logsumexp's type for a query of type `query` ([B..., Sq, D]):
+    /// [B..., Sq] of f32, or f64 for an f64 query.
+    static mlir::RankedTensorType logsumexpType(mlir::RankedTensorType query);
+  }];
 }
 
 def Graph_AttentionGradOp : Graph_Op<"attention_grad", [

@@ -164,7 +164,8 @@ StatusOr<AttentionShape> planAttention(const KernelContext &ctx) {
   const TensorView &out = ctx.outputs[0], &lse = ctx.outputs[1];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, out, q.dtype, "output 0"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, outShape, "output 0"));
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, lse, DType::kF32, "output 1"));
+  DTCC_RETURN_IF_ERROR(
+      checkDType(ctx, lse, logsumexpDType(q.dtype), "output 1"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, lse, lseShape, "output 1"));
   return p;
 }
@@ -192,7 +193,8 @@ StatusOr<AttentionShape> planAttentionGrad(const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkShape(ctx, o, outShape, "out"));
   DTCC_RETURN_IF_ERROR(checkDType(ctx, dout, q.dtype, "dout"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, dout, outShape, "dout"));
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, lse, DType::kF32, "logsumexp"));
+  DTCC_RETURN_IF_ERROR(
+      checkDType(ctx, lse, logsumexpDType(q.dtype), "logsumexp"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, lse, lseShape, "logsumexp"));
   const TensorView *ins[3] = {&q, &k, &v};
   for (int i = 0; i < 3; ++i) {

@@ -76,8 +76,15 @@ struct AttentionShape {
   }
 };
 
+/// The logsumexp's type for a query of type `query`: the kernels'
+/// accumulator type, f64 for f64 and f32 for every other float type.
+inline DType logsumexpDType(DType query) {
+  return query == DType::kF64 ? DType::kF64 : DType::kF32;
+}
+
 /// attention: query, key, value[, mask] -> result [B..., Sq, Dv] (the
-/// query's type), logsumexp [B..., Sq] (f32); attributes scale, causal.
+/// query's type), logsumexp [B..., Sq] (logsumexpDType); attributes scale,
+/// causal.
 StatusOr<AttentionShape> planAttention(const KernelContext &ctx);
 /// attention_grad: query, key, value, out, logsumexp, dout[, mask] ->
 /// dquery, dkey, dvalue (the types of query, key, value).

@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kThreads)
     attentionKernel(AttentionDims a, int tile, int64_t rowBlocks,
                     const S *__restrict__ q, const S *__restrict__ k,
                     const S *__restrict__ v, const S *__restrict__ mask,
-                    S *__restrict__ out, float *__restrict__ lse) {
+                    S *__restrict__ out, AccT<S> *__restrict__ lse) {
   using A = AccT<S>;
   constexpr int kRows = kThreads / TPR;
   const int stride = tile + 1; // scores row stride (no bank conflicts)
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kThreads)
   storeRow<S, TPR, DPT>(out + base[3] + i * a.rows.o.row, acc, A(1) / sum,
                         a.dv, lane);
   if (lane == 0)
-    lse[b * a.sq + i] = float(m + accLog(sum));
+    lse[b * a.sq + i] = A(m + accLog(sum));
 }
 
 /// Query rows a block of attentionRowDotKernel takes: a warp each.
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(AccT<S>) == 8 ? 1 : 2)
     attentionGradQueryKernel(AttentionDims a, int tile, int64_t rowBlocks,
                              const S *__restrict__ q, const S *__restrict__ k,
                              const S *__restrict__ v,
-                             const float *__restrict__ lse,
+                             const AccT<S> *__restrict__ lse,
                              const S *__restrict__ dout,
                              const S *__restrict__ mask,
                              const AccT<S> *__restrict__ rowDot,
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(kThreads)
     attentionGradKeyKernel(AttentionDims a, int tile, int64_t rowBlocks,
                            const S *__restrict__ q, const S *__restrict__ k,
                            const S *__restrict__ v,
-                           const float *__restrict__ lse,
+                           const AccT<S> *__restrict__ lse,
                            const S *__restrict__ dout,
                            const S *__restrict__ mask,
                            const AccT<S> *__restrict__ rowDot,
@@ -428,9 +428,10 @@ template <bool Wide, typename Fn> bool visitRowSplit(int64_t dims, Fn &&fn) {
 
 cudaError_t launchAttention(DType dtype, const AttentionDims &a, const void *q,
                             const void *k, const void *v, const void *mask,
-                            void *out, float *lse, cudaStream_t s) {
+                            void *out, void *lse, cudaStream_t s) {
   if (attentionOnTensorCores(dtype, a))
-    return launchAttentionTensorCores(dtype, a, q, k, v, mask, out, lse, s);
+    return launchAttentionTensorCores(dtype, a, q, k, v, mask, out,
+                                      static_cast<float *>(lse), s);
   cudaError_t err = cudaErrorInvalidValue;
   visitFloat(dtype, [&](auto tag) {
     using S = decltype(tag);
@@ -452,7 +453,8 @@ cudaError_t launchAttention(DType dtype, const AttentionDims &a, const void *q,
           <<<dim3(unsigned(a.batch * rowBlocks)), kThreads, shared, s>>>(
               a, tile, rowBlocks, static_cast<const S *>(q),
               static_cast<const S *>(k), static_cast<const S *>(v),
-              static_cast<const S *>(mask), static_cast<S *>(out), lse);
+              static_cast<const S *>(mask), static_cast<S *>(out),
+              static_cast<A *>(lse));
       err = cudaGetLastError();
     });
   });
@@ -461,7 +463,7 @@ cudaError_t launchAttention(DType dtype, const AttentionDims &a, const void *q,
 
 cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &a,
                                 const void *q, const void *k, const void *v,
-                                const void *out, const float *lse,
+                                const void *out, const void *lse,
                                 const void *dout, const void *mask, void *dq,
                                 void *dk, void *dv, void *rowDot,
                                 cudaStream_t s) {
@@ -474,6 +476,7 @@ cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &a,
             *dos = static_cast<const S *>(dout),
             *ms = static_cast<const S *>(mask);
     A *dots = static_cast<A *>(rowDot);
+    const A *ls = static_cast<const A *>(lse);
     err = cudaSuccess;
     const int64_t rows = a.batch * a.sq;
     if (rows > 0) {
@@ -486,8 +489,9 @@ cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &a,
     }
     if constexpr (std::is_same_v<A, float>)
       if (attentionOnTensorCores(dtype, a)) {
-        err = launchAttentionGradTensorCores(dtype, a, q, k, v, lse, dout,
-                                             mask, dots, dq, dk, dv, s);
+        err = launchAttentionGradTensorCores(dtype, a, q, k, v,
+                                             static_cast<const float *>(lse),
+                                             dout, mask, dots, dq, dk, dv, s);
         return;
       }
     const int64_t dp = padded<A>(a.d), dvp = padded<A>(a.dv);
@@ -500,7 +504,7 @@ cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &a,
         const int64_t rowBlocks = (a.sq + kRows - 1) / kRows;
         attentionGradQueryKernel<S, TPR, DPT>
             <<<dim3(unsigned(a.batch * rowBlocks)), kThreads, staged, s>>>(
-                a, tile, rowBlocks, qs, ks, vs, lse, dos, ms, dots,
+                a, tile, rowBlocks, qs, ks, vs, ls, dos, ms, dots,
                 static_cast<S *>(dq));
         if ((err = cudaGetLastError()) != cudaSuccess)
           return;
@@ -510,7 +514,7 @@ cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &a,
         attentionGradKeyKernel<S, TPR, DPT>
             <<<dim3(unsigned(a.batch * rowBlocks)), kThreads,
                staged + 2 * size_t(tile) * sizeof(A), s>>>(
-                a, tile, rowBlocks, qs, ks, vs, lse, dos, ms, dots,
+                a, tile, rowBlocks, qs, ks, vs, ls, dos, ms, dots,
                 static_cast<S *>(dk), static_cast<S *>(dv));
         err = cudaGetLastError();
       }

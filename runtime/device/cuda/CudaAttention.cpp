@@ -293,7 +293,8 @@ StatusOr<KernelFn> buildAttention(CudaDevice &dev,
              *v = ctx.inputs[2].data;
   const void *mask = p.hasMask ? ctx.inputs[3].data : nullptr;
   void *out = ctx.outputs[0].data;
-  float *lse = ctx.outputs[1].as<float>();
+  // Floats, doubles for f64 (cuDNN's plans take half types only).
+  void *lse = ctx.outputs[1].data;
   const DType dtype = p.dtype;
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
@@ -307,8 +308,8 @@ StatusOr<KernelFn> buildAttention(CudaDevice &dev,
     return KernelFn([=]() -> Status {
       if (workspaceBytes(*plan) > 0 && !ws.get())
         return unreserved(prefix);
-      return runCudnnAttention(state->handle.handle, *plan, q, k, v, out, lse,
-                               ws.get())
+      return runCudnnAttention(state->handle.handle, *plan, q, k, v, out,
+                               static_cast<float *>(lse), ws.get())
           .withContext(prefix);
     });
   }
@@ -334,7 +335,7 @@ StatusOr<KernelFn> buildAttentionGrad(CudaDevice &dev,
   const void *q = ctx.inputs[0].data, *k = ctx.inputs[1].data,
              *v = ctx.inputs[2].data, *o = ctx.inputs[3].data,
              *dout = ctx.inputs[5].data;
-  const float *lse = ctx.inputs[4].as<const float>();
+  const void *lse = ctx.inputs[4].data;
   const void *mask = p.hasMask ? ctx.inputs[6].data : nullptr;
   void *dq = ctx.outputs[0].data, *dk = ctx.outputs[1].data,
        *dv = ctx.outputs[2].data;
@@ -353,9 +354,8 @@ StatusOr<KernelFn> buildAttentionGrad(CudaDevice &dev,
       if (!rowDot.get() || (workspaceBytes(*plan) > 0 && !ws.get()))
         return unreserved(prefix);
       return runCudnnAttentionGrad(state->handle.handle, *plan, q, k, v, o,
-                                   lse,
-                                   dout, dq, dk, dv, rowDot.as<float>(),
-                                   ws.get())
+                                   static_cast<const float *>(lse), dout, dq,
+                                   dk, dv, rowDot.as<float>(), ws.get())
           .withContext(prefix);
     });
   }

@@ -415,11 +415,12 @@ struct AttentionDims {
 /// bf16 up to head dimension 128 on the tensor cores, otherwise one group
 /// of threads per query row): q [batch, sq, d], k [batch, sk, d],
 /// v [batch, sk, dv], mask (or null) -> out [batch, sq, dv] (each laid out
-/// as dims.rows says), lse [batch, sq] (f32, contiguous). f32, f16, bf16
-/// (float accumulation) and f64 (double).
+/// as dims.rows says), lse [batch, sq] (contiguous, in the accumulator
+/// type: floats, doubles for f64). f32, f16, bf16 (float accumulation) and
+/// f64 (double).
 cudaError_t launchAttention(DType dtype, const AttentionDims &dims,
                             const void *q, const void *k, const void *v,
-                            const void *mask, void *out, float *lse,
+                            const void *mask, void *out, void *lse,
                             cudaStream_t stream);
 /// attention_grad, recomputing the probabilities from lse: rowsum(dout *
 /// out) per query row into `rowDot` (scratch: batch * sq floats, doubles
@@ -428,7 +429,7 @@ cudaError_t launchAttention(DType dtype, const AttentionDims &dims,
 /// summed by one thread (or one warp's fragments) in one order.
 cudaError_t launchAttentionGrad(DType dtype, const AttentionDims &dims,
                                 const void *q, const void *k, const void *v,
-                                const void *out, const float *lse,
+                                const void *out, const void *lse,
                                 const void *dout, const void *mask, void *dq,
                                 void *dk, void *dv, void *rowDot,
                                 cudaStream_t stream);

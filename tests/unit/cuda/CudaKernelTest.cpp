@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/cpu/AttentionPlan.h"
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/kernels/KernelSignature.h"
@@ -1253,7 +1254,7 @@ void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c, DType t,
     return in;
   };
   auto forwardOut = [&](DType d) {
-    return std::vector<Operand>{{d, os, {}}, {DType::kF32, ls, {}}};
+    return std::vector<Operand>{{d, os, {}}, {cpu::logsumexpDType(d), ls, {}}};
   };
   // `kernel` on the CPU in `ref` (its outputs into `want`) and twice on the
   // GPU in `t`: the GPU's runs bitwise equal, each output near the CPU's.
@@ -1284,7 +1285,7 @@ void compareAttention(Device &gpu, Device &cpu, const AttentionCase &c, DType t,
                                {d, ks, k},
                                {d, vs, v},
                                {d, os, out},
-                               {DType::kF32, ls, lse},
+                               {cpu::logsumexpDType(d), ls, lse},
                                {d, os, dout}};
     if (!c.mask.empty())
       in.push_back({d, c.mask, mask});
@@ -1642,13 +1643,17 @@ void compareStridedAttention(Device &gpu, const StridedAttentionCase &c,
     std::vector<Operand> in = {{t, qs, q}, {t, ks, k}, {t, vs, v}};
     if (!mask.empty())
       in.push_back({t, s.mask, mask});
-    want = run(gpu, "attention", a, in, {{t, os, {}}, {DType::kF32, ls, {}}});
+    want = run(gpu, "attention", a, in,
+               {{t, os, {}}, {cpu::logsumexpDType(t), ls, {}}});
     ASSERT_EQ(want.size(), 2u);
     out.assign(want[0].begin(), want[0].end());
     lse.assign(want[1].begin(), want[1].end());
-    std::vector<Operand> gin = {{t, qs, q},   {t, ks, k},
-                                {t, vs, v},   {t, os, out},
-                                {DType::kF32, ls, lse}, {t, os, dout}};
+    std::vector<Operand> gin = {{t, qs, q},
+                                {t, ks, k},
+                                {t, vs, v},
+                                {t, os, out},
+                                {cpu::logsumexpDType(t), ls, lse},
+                                {t, os, dout}};
     if (!mask.empty())
       gin.push_back({t, s.mask, mask});
     gwant = run(gpu, "attention_grad", a, gin,
@@ -1661,14 +1666,15 @@ void compareStridedAttention(Device &gpu, const StridedAttentionCase &c,
   if (!mask.empty())
     ins.push_back({nullptr, t, s.mask, mask});
   checkStridedCall(gpu, "attention", a, ins,
-                   {{&c.out, t, os}, {nullptr, DType::kF32, ls}}, want, tol);
+                   {{&c.out, t, os}, {nullptr, cpu::logsumexpDType(t), ls}},
+                   want, tol);
   if (::testing::Test::HasFatalFailure())
     return;
   std::vector<StridedArg> gins = {{&c.q, t, qs, q},
                                   {&c.k, t, ks, k},
                                   {&c.v, t, vs, v},
                                   {&c.out, t, os, out},
-                                  {nullptr, DType::kF32, ls, lse},
+                                  {nullptr, cpu::logsumexpDType(t), ls, lse},
                                   {&c.dout, t, os, dout}};
   if (!mask.empty())
     gins.push_back({nullptr, t, s.mask, mask});

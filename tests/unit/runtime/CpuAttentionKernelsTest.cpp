@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/device/cpu/AttentionPlan.h"
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
 
 #include <chrono>
@@ -188,7 +189,8 @@ void checkCase(const Case &c, DType dtype, double rtol, double atol) {
   const double scale = 1 / std::sqrt(double(c.d));
   Attrs attrs = attentionAttrs(scale, c.causal);
   Tensor out = Tensor::output(dtype, withTail(c.lead, {c.sq, c.dv}));
-  Tensor lse = Tensor::output(DType::kF32, withTail(c.lead, {c.sq}));
+  const DType lseType = cpu::logsumexpDType(dtype);
+  Tensor lse = Tensor::output(lseType, withTail(c.lead, {c.sq}));
   std::vector<TensorView> ins = {q.view(), k.view(), v.view()};
   if (!c.mask.empty())
     ins.push_back(mask.view());
@@ -197,8 +199,9 @@ void checkCase(const Case &c, DType dtype, double rtol, double atol) {
   Reference r = reference(c, q, k, v, c.mask.empty() ? nullptr : &mask,
                           &dout, scale);
   EXPECT_TRUE(tensorsClose(out, fromValues(dtype, out.shape, r.out), rtol, atol));
-  EXPECT_TRUE(tensorsClose(lse, fromValues(DType::kF32, lse.shape, r.lse),
-                           1e-5, 1e-5));
+  EXPECT_TRUE(tensorsClose(lse, fromValues(lseType, lse.shape, r.lse),
+                           lseType == DType::kF64 ? rtol : 1e-5,
+                           lseType == DType::kF64 ? atol : 1e-5));
   Tensor dq = Tensor::output(dtype, q.shape), dk = Tensor::output(dtype, k.shape),
          dv = Tensor::output(dtype, v.shape);
   std::vector<TensorView> gins = {q.view(),   k.view(),   v.view(),
@@ -219,10 +222,11 @@ TEST(CpuAttentionKernels, MatchTheNaiveReferenceF32) {
 }
 
 TEST(CpuAttentionKernels, MatchTheNaiveReferenceF64) {
-  // The log-sum-exp is f32 (the op's type): the probabilities the backward
-  // recomputes from it carry its rounding (~4e-7 relative).
+  // The log-sum-exp is f64 too: the probabilities the backward recomputes
+  // from it are the forward's to f64's rounding (with an f32 log-sum-exp
+  // they carried its ~4e-7, and this test allowed 1e-5).
   for (const Case &c : cases())
-    checkCase(c, DType::kF64, 1e-5, 2e-6);
+    checkCase(c, DType::kF64, 1e-11, 1e-12);
 }
 
 TEST(CpuAttentionKernels, MatchTheNaiveReferenceInHalfTypes) {
@@ -251,7 +255,7 @@ TEST(CpuAttentionKernels, GradientsMatchFiniteDifferences) {
     const double scale = 0.7;
     Attrs attrs = attentionAttrs(scale, causal);
     Tensor out = Tensor::output(f64, {2, 7, 4});
-    Tensor lse = Tensor::output(DType::kF32, {2, 7});
+    Tensor lse = Tensor::output(cpu::logsumexpDType(f64), {2, 7});
     auto loss = [&]() {
       EXPECT_TRUE(runKernel("attention",
                             {q.view(), k.view(), v.view(), mask.view()},
@@ -448,7 +452,8 @@ void checkStridedRows(const Case &c, DType dtype, bool packed) {
 
   // The contiguous run.
   Tensor out = Tensor::output(dtype, oShape);
-  Tensor lse = Tensor::output(DType::kF32, withTail(c.lead, {c.sq}));
+  Tensor lse =
+      Tensor::output(cpu::logsumexpDType(dtype), withTail(c.lead, {c.sq}));
   std::vector<TensorView> ins = {q.view(), k.view(), v.view()};
   if (!c.mask.empty())
     ins.push_back(mask.view());
@@ -502,7 +507,7 @@ void checkStridedRows(const Case &c, DType dtype, bool packed) {
   pv.buffer->place(v, pv.column);
   pdo.buffer->place(dout, pdo.column);
 
-  Tensor lse2 = Tensor::output(DType::kF32, lse.shape);
+  Tensor lse2 = Tensor::output(lse.dtype, lse.shape);
   ins = {pq.view(qShape), pk.view(kShape), pv.view(vShape)};
   if (!c.mask.empty())
     ins.push_back(mask.view());
@@ -584,8 +589,8 @@ TEST(CpuAttentionKernels, ReadsBroadcastAndOverlappingRows) {
     const Attrs attrs = attentionAttrs(0.3, true);
     Tensor out = Tensor::output(dtype, dout.shape),
            out2 = Tensor::output(dtype, dout.shape);
-    Tensor lse = Tensor::output(DType::kF32, {b, h, sq}),
-           lse2 = Tensor::output(DType::kF32, {b, h, sq});
+    Tensor lse = Tensor::output(cpu::logsumexpDType(dtype), {b, h, sq}),
+           lse2 = Tensor::output(cpu::logsumexpDType(dtype), {b, h, sq});
     ASSERT_TRUE(runKernel("attention", {q.view(), k.view(), v.view()},
                           {out.view(), lse.view()}, attrs)
                     .isOk());
@@ -633,7 +638,7 @@ TEST(CpuAttentionKernels, TakeAnyStrideAlongASingleRow) {
       return view;
     };
     const Attrs attrs = attentionAttrs(0.35, false);
-    Tensor lse = Tensor::output(DType::kF32, {b, h, 1});
+    Tensor lse = Tensor::output(cpu::logsumexpDType(dtype), {b, h, 1});
     std::vector<Tensor> want, got;
     for (int run = 0; run < 2; ++run) {
       std::vector<Tensor> &r = run ? got : want;
