@@ -131,3 +131,29 @@ func.func @misses(%step: tensor<i64>, %q: tensor<2x4x4xf32>, %k: tensor<2x4x4xf3
   %o7 = dgraph.matmul %p7, %v : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %o1, %o2, %p2, %o3, %o4, %o5, %o6, %o7 : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
 }
+
+// -----
+
+// Tests that an f64 core's log-sum-exp is f64 (the kernels' accumulator
+// type; an f32 one would round the probabilities the backward recomputes),
+// an f32 core's f32.
+// CHECK-LABEL: func.func @f64_core
+// CHECK: dgraph.attention %arg0, %arg1, %arg2 {scale = 1.250000e-01 : f64} : (tensor<2x8x16xf64>, tensor<2x8x16xf64>, tensor<2x8x16xf64>) -> (tensor<2x8x16xf64>, tensor<2x8xf64>)
+// CHECK-LABEL: func.func @f32_core
+// CHECK: dgraph.attention %arg0, %arg1, %arg2 {scale = 1.250000e-01 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8xf32>)
+func.func @f64_core(%q: tensor<2x8x16xf64>, %k: tensor<2x8x16xf64>, %v: tensor<2x8x16xf64>) -> tensor<2x8x16xf64> {
+  %c = dgraph.constant dense<0.125> : tensor<2x8x8xf64>
+  %s = dgraph.matmul %q, %k {transpose_rhs} : (tensor<2x8x16xf64>, tensor<2x8x16xf64>) -> tensor<2x8x8xf64>
+  %d = dgraph.mul %s, %c : tensor<2x8x8xf64>
+  %p = dgraph.softmax %d, dim = 2 : tensor<2x8x8xf64>
+  %o = dgraph.matmul %p, %v : (tensor<2x8x8xf64>, tensor<2x8x16xf64>) -> tensor<2x8x16xf64>
+  return %o : tensor<2x8x16xf64>
+}
+func.func @f32_core(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2x8x16xf32>) -> tensor<2x8x16xf32> {
+  %c = dgraph.constant dense<0.125> : tensor<2x8x8xf32>
+  %s = dgraph.matmul %q, %k {transpose_rhs} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x8xf32>
+  %d = dgraph.mul %s, %c : tensor<2x8x8xf32>
+  %p = dgraph.softmax %d, dim = 2 : tensor<2x8x8xf32>
+  %o = dgraph.matmul %p, %v : (tensor<2x8x8xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return %o : tensor<2x8x16xf32>
+}
