@@ -222,8 +222,9 @@ std::vector<OpCase> dtcc::shardconf::opCases() {
   add("log_softmax_grad", {{"a", {4, 8}, "f64", -3, -1}, {"b", {4, 8}}},
       "%y = dgraph.log_softmax_grad %a, %b, dim = 1 : " + t);
   // Fused attention: [batch 4, heads 4, seq 8, head 4] (the sequence of the
-  // queries splits in the forward unless causal; keys stay whole).
-  const std::string qt = "tensor<4x4x8x4xf64>", lt = "tensor<4x4x8xf32>";
+  // queries splits in the forward unless causal; keys stay whole); f64
+  // operands have an f64 log-sum-exp.
+  const std::string qt = "tensor<4x4x8x4xf64>", lt = "tensor<4x4x8xf64>";
   const std::string qkv = "(" + qt + ", " + qt + ", " + qt;
   add("attention", {{"q", {4, 4, 8, 4}}, {"k", {4, 4, 8, 4}}, {"v", {4, 4, 8, 4}}},
       "%y0, %y1 = dgraph.attention %q, %k, %v {scale = 0.5 : f64} : " + qkv +
@@ -239,7 +240,7 @@ std::vector<OpCase> dtcc::shardconf::opCases() {
           qkv + ", tensor<4x1x8x8xf64>) -> (" + qt + ", " + lt + ")");
   add("attention_grad",
       {{"q", {4, 4, 8, 4}}, {"k", {4, 4, 8, 4}}, {"v", {4, 4, 8, 4}},
-       {"o", {4, 4, 8, 4}}, {"l", {4, 4, 8}, "f32", 1, 2}, {"d", {4, 4, 8, 4}}},
+       {"o", {4, 4, 8, 4}}, {"l", {4, 4, 8}, "f64", 1, 2}, {"d", {4, 4, 8, 4}}},
       "%y0, %y1, %y2 = dgraph.attention_grad %q, %k, %v, %o, %l, %d {causal, "
       "scale = 0.5 : f64} : " + qkv + ", " + qt + ", " + lt + ", " + qt +
           ") -> (" + qt + ", " + qt + ", " + qt + ")");
