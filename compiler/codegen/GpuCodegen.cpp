@@ -546,15 +546,12 @@ mapRegionsToGpuLoops(ModuleOp module, const GpuCodegenOptions &options) {
 
   // (Not the parallel row form's functions: the canonicalizer would fold
   // a row loop of one row away.)
-  for (func::FuncOp func : funcs) {
-    if (hasRowLoop(func))
-      continue;
-    PassManager pm(module.getContext(), func::FuncOp::getOperationName());
-    pm.addPass(createConvertLinalgToParallelLoopsPass());
-    pm.addPass(createCanonicalizerPass());
-    if (failed(pm.run(func)))
+  PassManager pm(module.getContext(), func::FuncOp::getOperationName());
+  pm.addPass(createConvertLinalgToParallelLoopsPass());
+  pm.addPass(createCanonicalizerPass());
+  for (func::FuncOp func : funcs)
+    if (!hasRowLoop(func) && failed(pm.run(func)))
       return failure();
-  }
 
   IRRewriter rewriter(module.getContext());
   for (func::FuncOp func : funcs) {

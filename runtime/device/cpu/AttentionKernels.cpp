@@ -148,24 +148,20 @@ DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
   }
 }
 
-/// The type of the rows' log-sum-exp for compute type C: f64 for f64 (an
-/// f32 one would round the recomputed probabilities of an f64 gradient),
-/// else f32 (AttentionPlan.h's logsumexpDType).
-template <typename C>
-using Lse = std::conditional_t<std::is_same_v<C, double>, double, float>;
-
 /// The forward's last step for a block of m rows: the outputs (row stride
-/// ldo) divided by the rows' sums, and each row's log-sum-exp.
+/// ldo) divided by the rows' sums, and each row's log-sum-exp, kept in the
+/// compute type C (AttentionPlan.h's logsumexpDType: an f32 one would round
+/// the probabilities an f64 backward recomputes).
 template <typename C>
 DTCC_ALWAYS_INLINE void finishRows(int64_t m, int64_t dv, const C *rowMax,
                                    const C *rowSum, C *ob, int64_t ldo,
-                                   Lse<C> *lse) {
+                                   C *lse) {
   for (int64_t i = 0; i < m; ++i) {
     const C inv = C(1) / rowSum[i];
     C *orow = ob + i * ldo;
     for (int64_t e = 0; e < dv; ++e)
       orow[e] *= inv;
-    lse[i] = Lse<C>(rowMax[i] + std::log(rowSum[i]));
+    lse[i] = rowMax[i] + std::log(rowSum[i]);
   }
 }
 
@@ -173,7 +169,7 @@ DTCC_ALWAYS_INLINE void finishRows(int64_t m, int64_t dv, const C *rowMax,
 /// rows' log-sum-exp: P = exp(S - lse).
 template <typename C>
 DTCC_ALWAYS_INLINE void blockProbabilities(int64_t m, int64_t n,
-                                           const Lse<C> *lse, C *pb) {
+                                           const C *lse, C *pb) {
   for (int64_t i = 0; i < m; ++i) {
     C *pr = pb + i * kTile;
     const C l = C(lse[i]);
@@ -294,7 +290,7 @@ inline int64_t keysSeen(const AttentionShape &p, int64_t i0, int64_t m) {
 
 template <typename S>
 KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
-                       const S *mask, S *out, Lse<ComputeT<S>> *lse) {
+                       const S *mask, S *out, ComputeT<S> *lse) {
   using C = ComputeT<S>;
   constexpr bool kWiden = !std::is_same_v<S, C>;
   const int64_t qBlocks = (p.sq + kTile - 1) / kTile;
@@ -356,7 +352,7 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
 
 template <typename S>
 KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k, const S *v,
-                           const S *o, const Lse<ComputeT<S>> *lse,
+                           const S *o, const ComputeT<S> *lse,
                            const S *dout, const S *mask, S *dq, S *dk, S *dv) {
   using C = ComputeT<S>;
   constexpr bool kWiden = !std::is_same_v<S, C>;
@@ -397,7 +393,7 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k, const S *v,
               vb = readRows(v + rv.base[b], p.sk, p.dv, rv.row, vw),
               ob = readRows(o + ro.base[b], p.sq, p.dv, ro.row, ow),
               dob = readRows(dout + rdo.base[b], p.sq, p.dv, rdo.row, dow);
-          const Lse<C> *lb = lse + b * p.sq;
+          const C *lb = lse + b * p.sq;
           S *dqOut = dq + rdq.base[b], *dkOut = dk + rdk.base[b],
             *dvOut = dv + rdv.base[b];
           const OutRows<C> dqb = computeInto(dqOut, p.d, rdq.row, dqw),
@@ -836,7 +832,7 @@ StatusOr<KernelFn> buildAttention(const KernelContext &ctx) {
         fn = makeAttention<S>(
             p, q.as<const S>(), k.as<const S>(), v.as<const S>(),
             mask ? mask->as<const S>() : nullptr, ctx.outputs[0].as<S>(),
-            ctx.outputs[1].as<Lse<ComputeT<S>>>());
+            ctx.outputs[1].as<ComputeT<S>>());
       }))
     return unsupportedDType(ctx, q.dtype, kSetFloats);
   return fn;
@@ -862,7 +858,7 @@ StatusOr<KernelFn> buildAttentionGrad(const KernelContext &ctx) {
           }
         fn = makeAttentionGrad<S>(
             p, q.as<const S>(), k.as<const S>(), v.as<const S>(),
-            o.as<const S>(), lse.as<const Lse<ComputeT<S>>>(),
+            o.as<const S>(), lse.as<const ComputeT<S>>(),
             dout.as<const S>(), mask ? mask->as<const S>() : nullptr,
             ctx.outputs[0].as<S>(), ctx.outputs[1].as<S>(),
             ctx.outputs[2].as<S>());
