@@ -292,6 +292,17 @@ bool isRowNorm(Operation *op) {
          });
 }
 
+/// A layer_norm_grad or rms_norm_grad over the last axis only, of a float
+/// tensor of rank 2 or more: a row region computes its dx from its
+/// decomposition (its parameter gradients stay a kernel).
+bool isRowNormGrad(Operation *op) {
+  return isa<graph::LayerNormGradOp, graph::RmsNormGradOp>(op) &&
+         overLastAxis(op, "axis") &&
+         llvm::all_of(op->getOperandTypes(), [](Type t) {
+           return isRegionFloat(getElementTypeOrSelf(t));
+         });
+}
+
 /// A softmax-family op or a norm written as the ops a row region computes,
 /// in the order of operations of its kernel (runtime/device/cpu/
 /// NNKernels.cpp, TrainingKernels.cpp), and what it takes to write it back
@@ -306,8 +317,8 @@ struct Decomposition {
   SmallVector<std::pair<Operation *, unsigned>> reads;
   /// The ops, in program order.
   SmallVector<Operation *> chain;
-  /// The ops whose results replace the op's, result by result.
-  SmallVector<Operation *> results;
+  /// The values that replace the op's results, result by result.
+  SmallVector<Value> results;
   /// The ops a region takes as members: all but the splat constants and
   /// the broadcasts of a norm's scale and bias, which regions read in place.
   SmallVector<Operation *> members;
@@ -316,6 +327,11 @@ struct Decomposition {
   /// kernel computes, so it is never left in part; a softmax may be (its
   /// ops are ops, in several kernels).
   bool whole = false;
+  /// Whether its region must take another op too (a norm's gradient on the
+  /// CPU: its kernel makes dx and the parameter gradients in one pass over
+  /// x and dy, which the region and the parameter gradients' kernel read
+  /// twice; only a neighbour's pass saved pays for that).
+  bool needsCompany = false;
 };
 
 Decomposition decompose(Operation *op, int64_t id) {
@@ -370,6 +386,32 @@ Decomposition decompose(Operation *op, int64_t id) {
       d.reads.resize(index + 1, {nullptr, 0});
     d.reads[index] = {d.chain.back(), 0};
   };
+  // The norms' and their gradients': values per row in double, splat
+  // constants of them (read in place), casts between float types.
+  auto perRow64 = perRowOf(b.getF64Type());
+  auto splat64 = [&](double v) {
+    Value c =
+        make("dgraph.constant", perRow64, {},
+             {b.getNamedAttr("value", DenseElementsAttr::get(
+                                          perRow64, b.getF64FloatAttr(v)))});
+    d.members.pop_back();
+    return c;
+  };
+  auto perRow2 = [&](StringRef name, Value l, Value r) {
+    return make(name, perRow64, {l, r});
+  };
+  auto cast = [&](Value v, Type element) {
+    return make("dgraph.cast", perRowOf(element), v);
+  };
+  // A [C] operand of the op over the rows, read in place by the region.
+  auto alongRows = [&](unsigned index) {
+    Value r =
+        make("dgraph.broadcast_in_dim", full, op->getOperand(index),
+             {b.getNamedAttr("dims", b.getDenseI64ArrayAttr({rank - 1}))});
+    d.members.pop_back();
+    readsOperand(index);
+    return r;
+  };
   SmallVector<Value> results;
   if (isa<graph::LayerNormOp, graph::RmsNormOp>(op)) {
     // The norm kernels (NNKernels.cpp): a row's sums in double (blockedSum)
@@ -380,30 +422,6 @@ Decomposition decompose(Operation *op, int64_t id) {
     // squared differences from that mean; RMS norm (x * rstd) * scale.
     d.whole = true;
     const bool layer = isa<graph::LayerNormOp>(op);
-    auto perRow64 = perRowOf(b.getF64Type());
-    auto splat64 = [&](double v) {
-      Value c =
-          make("dgraph.constant", perRow64, {},
-               {b.getNamedAttr("value", DenseElementsAttr::get(
-                                            perRow64, b.getF64FloatAttr(v)))});
-      d.members.pop_back();
-      return c;
-    };
-    auto perRow2 = [&](StringRef name, Value l, Value r) {
-      return make(name, perRow64, {l, r});
-    };
-    auto cast = [&](Value v, Type element) {
-      return make("dgraph.cast", perRowOf(element), v);
-    };
-    // A [C] operand of the op over the rows, read in place by the region.
-    auto alongRows = [&](unsigned index) {
-      Value r =
-          make("dgraph.broadcast_in_dim", full, op->getOperand(index),
-               {b.getNamedAttr("dims", b.getDenseI64ArrayAttr({rank - 1}))});
-      d.members.pop_back();
-      readsOperand(index);
-      return r;
-    };
     Value x = op->getOperand(0);
     Value n = splat64(double(full.getShape().back()));
     Value centred = x, squares, mean;
@@ -437,6 +455,71 @@ Decomposition decompose(Operation *op, int64_t id) {
           cast(mean, getElementTypeOrSelf(op->getResult(1).getType())));
     results.push_back(
         cast(rstd, getElementTypeOrSelf(op->getResults().back().getType())));
+  } else if (isa<graph::LayerNormGradOp, graph::RmsNormGradOp>(op)) {
+    // The gradient kernels (TrainingKernels.cpp, makeNormGrad), per row in
+    // the compute type: xhat = (x - mean) * rstd (RMS: x * rstd), g = dy *
+    // scale, the means of g * xhat and of g (RMS: none) as blocked sums in
+    // double times 1 / C in double, rounded to the compute type; dx = rstd
+    // * ((g - mean(g)) - xhat * mean(g * xhat)). The parameter gradients
+    // are the op's other kernel, dgraph.{layer,rms}_norm_param_grad: the
+    // same sums over the rows, no member of a region.
+    d.whole = true;
+    d.needsCompany = true;
+    const bool layer = isa<graph::LayerNormGradOp>(op);
+    const unsigned rstdIndex = layer ? 3 : 2, dyIndex = rstdIndex + 1;
+    Type element = full.getElementType();
+    // A statistic over the row: cast to the rows' type when it has another
+    // (a half norm's f32 statistics; in a region, the compute type), then
+    // read in place through a broadcast unless a cast made it.
+    auto statistic = [&](unsigned index) {
+      Value v = op->getOperand(index);
+      const bool other = getElementTypeOrSelf(v.getType()) != element;
+      if (other)
+        v = cast(v, element);
+      Value over = spread(v);
+      if (!other)
+        d.members.pop_back();
+      return over;
+    };
+    Value x = op->getOperand(0), dy = op->getOperand(dyIndex);
+    Value rstd = statistic(rstdIndex);
+    Value xhat =
+        layer ? full2("dgraph.mul", full2("dgraph.sub", x, statistic(2)), rstd)
+              : full2("dgraph.mul", x, rstd);
+    Value g = full2("dgraph.mul", dy, alongRows(1));
+    Value inv = splat64(1.0 / double(full.getShape().back()));
+    auto rowMean = [&](Value v) {
+      Value sum = reduceAs("dgraph.reduce_sum", v, "blocked_sum", perRow64);
+      return spread(cast(perRow2("dgraph.mul", sum, inv), element));
+    };
+    Value meanGH = rowMean(full2("dgraph.mul", g, xhat));
+    Value centred = layer ? full2("dgraph.sub", g, rowMean(g)) : g;
+    results.push_back(
+        full2("dgraph.mul", rstd,
+              full2("dgraph.sub", centred, full2("dgraph.mul", xhat, meanGH))));
+    // The parameter gradients, from the op's operands (also where a
+    // recomposition reads them: x, [mean,] rstd and dy; scale from its
+    // broadcast).
+    OperationState state(loc, layer ? "dgraph.layer_norm_param_grad"
+                                    : "dgraph.rms_norm_param_grad");
+    SmallVector<unsigned> reads = {0};
+    if (layer)
+      reads.push_back(2);
+    reads.append({rstdIndex, dyIndex});
+    for (unsigned index : reads)
+      state.addOperands(op->getOperand(index));
+    state.addTypes(TypeRange(op->getResultTypes()).drop_front());
+    state.addAttribute("axis", op->getAttr("axis"));
+    Operation *params = b.create(state);
+    params->setAttr(kRowChainAttr, b.getI64IntegerAttr(id));
+    copyPlacement(op, params);
+    d.chain.push_back(params);
+    for (auto [i, index] : llvm::enumerate(reads)) {
+      if (d.reads.size() <= index)
+        d.reads.resize(index + 1, {nullptr, 0});
+      d.reads[index] = {params, unsigned(i)};
+    }
+    llvm::append_range(results, params->getResults());
   } else if (isa<graph::SoftmaxOp, graph::LogSoftmaxOp>(op)) {
     // t = exp(x - max), sum in double; softmax: t * (1 / sum); log-softmax:
     // (x - max) - log(sum).
@@ -471,7 +554,7 @@ Decomposition decompose(Operation *op, int64_t id) {
         full2("dgraph.sub", dy, full2("dgraph.mul", e, spread(sum))));
   }
   for (auto [old, now] : llvm::zip_equal(op->getResults(), results)) {
-    d.results.push_back(now.getDefiningOp());
+    d.results.push_back(now);
     old.replaceAllUsesWith(now);
   }
   op->erase();
@@ -951,11 +1034,18 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
   if (!rows)
     return {};
   // A decomposed norm's cast of a value per row to another float type
-  // joins the row region of its operand.
+  // joins the row region of its operand; the cast of a statistic a norm's
+  // gradient reads (made outside) starts a row region over its rows.
   if (isChainCast(op)) {
-    if (std::optional<unsigned> r = producer(op->getOperand(0)))
+    if (std::optional<unsigned> r = producer(op->getOperand(0))) {
       if (regions[*r].rows && isRowOf(type, regions[*r].full))
         return {{*r}, Region{}};
+      return {};
+    }
+    auto id = op->getAttrOfType<IntegerAttr>(kRowChainAttr).getInt();
+    auto full = cast<RankedTensorType>(decompositions[id].types.front());
+    if (isRowOf(type, full))
+      return {{}, Region{{}, full, true}};
     return {};
   }
   if (isRowReduction(op) && !excluded.contains(op)) {
@@ -983,18 +1073,27 @@ void FunctionFusion::run() {
   // are written back.
   if (rows)
     for (Operation &op : llvm::make_early_inc_range(body)) {
-      if (!isRowSoftmax(&op) && !isRowNorm(&op))
+      const bool grad = isRowNormGrad(&op);
+      if (!isRowSoftmax(&op) && !isRowNorm(&op) && !grad)
         continue;
       auto type = cast<RankedTensorType>(op.getResult(0).getType());
       const int64_t rowBytes =
           type.getShape().back() * computeBytes(type.getElementType());
       auto fusable = [](Operation *o) {
-        return o && (isFusableCompute(o) || isRowSoftmax(o) || isRowNorm(o));
+        return o && (isFusableCompute(o) || isRowSoftmax(o) || isRowNorm(o) ||
+                     isRowNormGrad(o));
       };
+      // A norm's gradient fuses with what makes its dy or reads its dx (its
+      // other operands were made in the forward pass, long before); its
+      // region reads x and dy once more than its kernel did (for the
+      // parameter gradients), which the neighbour's pass pays for.
       bool neighbour =
-          llvm::any_of(op.getOperands(),
-                       [&](Value v) { return fusable(v.getDefiningOp()); }) ||
-          llvm::any_of(op.getUsers(), fusable);
+          grad ? fusable(op.getOperands().back().getDefiningOp()) ||
+                     llvm::any_of(op.getResult(0).getUsers(), fusable)
+               : llvm::any_of(
+                     op.getOperands(),
+                     [&](Value v) { return fusable(v.getDefiningOp()); }) ||
+                     llvm::any_of(op.getUsers(), fusable);
       // Its own row buffers: 3 at most (a layer norm's: x, the
       // differences from the mean, their squares).
       if (neighbour && 3 * rowBytes <= kMaxRowBufferBytes)
@@ -1060,7 +1159,7 @@ void FunctionFusion::recompose(Decomposition &d) {
   state.addAttributes(d.attrs);
   Operation *op = b.create(state);
   for (auto [from, to] : llvm::zip_equal(d.results, op->getResults()))
-    from->getResult(0).replaceAllUsesWith(to);
+    from.replaceAllUsesWith(to);
   for (Operation *o : llvm::reverse(d.chain))
     o->erase();
 }
@@ -1139,7 +1238,16 @@ SmallVector<Operation *> FunctionFusion::groupAndOutline() {
                  auto at = regionOf.find(m);
                  return at != regionOf.end() && at->second == it->second;
                });
-    if (!one) {
+    // Alone in its region: on the CPU a norm's gradient is its kernel
+    // again (the parallel row form's region replaces a library kernel that
+    // also makes the parameter gradients in a second pass).
+    auto alone = [&] {
+      return llvm::all_of(regions[it->second].ops, [&](Operation *m) {
+        auto chain = m->getAttrOfType<IntegerAttr>(kRowChainAttr);
+        return chain && chain.getInt() == d.id;
+      });
+    };
+    if (!one || (d.needsCompany && !parallelRows && alone())) {
       recompose(d);
       split = true;
     }

@@ -225,6 +225,17 @@ def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
       norm's sum of f32 elements reduced in f64. No order of a reduction is
       fixed: compiler/codegen/GpuCodegen.cpp reduces a row with a block of
       threads;
+    - with `rows`, a layer_norm_grad or rms_norm_grad along the last axis
+      whose dy an op a region computes makes, or whose dx one reads, is
+      written as the row ops of its dx in its kernel's order (xhat and g
+      = dy * scale per row, the blocked sums of g * xhat and g in double
+      times 1 / C) and a `dgraph.layer_norm_param_grad` /
+      `rms_norm_param_grad` for its scale and bias gradients (the
+      kernel's column sums, no region member); a half norm's f32
+      statistics are cast to the rows' type, a cast that starts a row
+      region. Without `parallel-rows` one whose region would take nothing
+      else is written back (its kernel's one pass beats the region's and
+      the parameter kernel's two);
     - with `rows`, a softmax, log_softmax, softmax_grad or log_softmax_grad
       along the last axis with a fusable neighbour (an operand or a user
       that a region computes) is first written as the ops a row region

@@ -276,14 +276,16 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
       set.push_back({ScratchUse::kCompute, ws, kScratchAlignment});
     return set;
   }
-  if (k == "layer_norm_grad" || k == "rms_norm_grad") {
+  if (k == "layer_norm_grad" || k == "rms_norm_grad" ||
+      k == "layer_norm_param_grad" || k == "rms_norm_param_grad") {
     if (ctx.inputs.empty())
       return ScratchSet{};
     const TensorView &x = in(0);
     DTCC_ASSIGN_OR_RETURN(int64_t axis, dimAttr(ctx, "axis", x.rank()));
     const int64_t rows = product(x.shape, 0, size_t(axis)),
                   cols = product(x.shape, size_t(axis), x.shape.size());
-    const int64_t stats = k == "layer_norm_grad" ? 2 : 1;
+    const int64_t stats =
+        k == "layer_norm_grad" || k == "layer_norm_param_grad" ? 2 : 1;
     // Partial sums in float; in double for f64 rows.
     const int64_t partial = x.dtype == DType::kF64 ? 8 : 4;
     return compute(stats * cudaNormGradSlices(rows) *

@@ -869,6 +869,22 @@ def : Kernel<"layer_norm_grad"> {
   let Attrs = [IntAttr<"axis">];
 }
 
+def : Kernel<"layer_norm_param_grad"> {
+  let Summary = "Scale and bias gradients of layer normalization";
+  let Source = "dgraph.layer_norm_param_grad";
+  let Inputs = [
+    Tensor<"x", FloatElement>,
+    Tensor<"mean", FloatElement>,
+    Tensor<"rstd", FloatElement>,
+    Tensor<"dy", FloatElement>
+  ];
+  let Outputs = [
+    Tensor<"dscale", FloatElement>,
+    Tensor<"dbias", FloatElement>
+  ];
+  let Attrs = [IntAttr<"axis">];
+}
+
 def : Kernel<"le"> {
   let Summary = "Elementwise comparison: is less than or equal to";
   let Source = "dgraph.le";
@@ -1179,6 +1195,18 @@ def : Kernel<"rms_norm_grad"> {
     Tensor<"dy", FloatElement>
   ];
   let Outputs = [Tensor<"dx", FloatElement>, Tensor<"dscale", FloatElement>];
+  let Attrs = [IntAttr<"axis">];
+}
+
+def : Kernel<"rms_norm_param_grad"> {
+  let Summary = "Scale gradient of RMS normalization";
+  let Source = "dgraph.rms_norm_param_grad";
+  let Inputs = [
+    Tensor<"x", FloatElement>,
+    Tensor<"rstd", FloatElement>,
+    Tensor<"dy", FloatElement>
+  ];
+  let Outputs = [Tensor<"dscale", FloatElement>];
   let Attrs = [IntAttr<"axis">];
 }
 

@@ -66,7 +66,11 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
         tensor<4x3x2500xf32> {dgraph.name = "resid"}, tensor<4x3x2500xf32> {dgraph.name = "ln"},
         tensor<4x3xf32> {dgraph.name = "lmean"}, tensor<4x3xf32> {dgraph.name = "lrstd"},
         tensor<4x3x2500xf32> {dgraph.name = "rms"}, tensor<4x3xf32> {dgraph.name = "rrstd"},
-        tensor<3x7xf64> {dgraph.name = "lnd"}) {
+        tensor<3x7xf64> {dgraph.name = "lnd"},
+        tensor<4x3x2500xf32> {dgraph.name = "gsum"}, tensor<2500xf32> {dgraph.name = "gds"},
+        tensor<2500xf32> {dgraph.name = "gdb"}, tensor<4x3x2500xf32> {dgraph.name = "rdx"},
+        tensor<2500xf32> {dgraph.name = "rds"}, tensor<3x7xf64> {dgraph.name = "ldx"},
+        tensor<7xf64> {dgraph.name = "lds"}, tensor<7xf64> {dgraph.name = "ldb"}) {
   %bb = dgraph.broadcast_in_dim %b, dims = [1] : (tensor<40xf32>) -> tensor<6x40xf32>
   %pre = dgraph.add %x, %bb : tensor<6x40xf32>
   %act = dgraph.gelu %pre {approximate = "tanh"} : tensor<6x40xf32>
@@ -158,22 +162,43 @@ func.func @main(%x: tensor<6x40xf32> {dgraph.name = "x"},
   %dn = dgraph.neg %d : tensor<3x7xf64>
   %lnd, %dmean, %drstd = dgraph.layer_norm %dn, %dg axis = 1, epsilon = 1.0e-05
       : (tensor<3x7xf64>, tensor<7xf64>) -> (tensor<3x7xf64>, tensor<3xf64>, tensor<3xf64>)
+  // Their gradients with neighbours (the residual gradient added to dx, a
+  // product making dy, an f64 product making dy): dx in row regions in the
+  // kernels' order, the scale and bias gradients the kernels' own sums
+  // (dgraph.{layer,rms}_norm_param_grad): equal bit for bit.
+  %gdx, %gds, %gdb = dgraph.layer_norm_grad %resid, %lg, %lmean, %lrstd, %w axis = 2
+      : (tensor<4x3x2500xf32>, tensor<2500xf32>, tensor<4x3xf32>, tensor<4x3xf32>,
+         tensor<4x3x2500xf32>) -> (tensor<4x3x2500xf32>, tensor<2500xf32>, tensor<2500xf32>)
+  %gsum = dgraph.add %gdx, %u : tensor<4x3x2500xf32>
+  %rdy = dgraph.mul %u, %u : tensor<4x3x2500xf32>
+  %rdx, %rds = dgraph.rms_norm_grad %rx, %lg, %rrstd, %rdy axis = 2
+      : (tensor<4x3x2500xf32>, tensor<2500xf32>, tensor<4x3xf32>, tensor<4x3x2500xf32>)
+      -> (tensor<4x3x2500xf32>, tensor<2500xf32>)
+  %ddy = dgraph.mul %d, %d : tensor<3x7xf64>
+  %ldx, %lds, %ldb = dgraph.layer_norm_grad %dn, %dg, %dmean, %drstd, %ddy axis = 1
+      : (tensor<3x7xf64>, tensor<7xf64>, tensor<3xf64>, tensor<3xf64>, tensor<3x7xf64>)
+      -> (tensor<3x7xf64>, tensor<7xf64>, tensor<7xf64>)
   return %pre, %act, %grad, %scores, %gate, %f64, %norm, %rstd, %soft, %lse,
          %probs, %logp, %sgrad, %lgrad, %clip, %inside, %kept, %posmax,
-         %resid, %ln, %lmean, %lrstd, %rms, %rrstd, %lnd
+         %resid, %ln, %lmean, %lrstd, %rms, %rrstd, %lnd,
+         %gsum, %gds, %gdb, %rdx, %rds, %ldx, %lds, %ldb
       : tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
         tensor<6x40xf32>, tensor<3x7xf64>, tensor<4x3x2500xf32>, tensor<4x3x1xf32>,
         tensor<5x37xf32>, tensor<5xf32>, tensor<6x40xf32>, tensor<6x40xf32>,
         tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xf32>, tensor<6x40xi1>,
         tensor<6x40xf32>, tensor<5xf32>, tensor<4x3x2500xf32>, tensor<4x3x2500xf32>,
         tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3x2500xf32>, tensor<4x3xf32>,
-        tensor<3x7xf64>
+        tensor<3x7xf64>, tensor<4x3x2500xf32>, tensor<2500xf32>, tensor<2500xf32>,
+        tensor<4x3x2500xf32>, tensor<2500xf32>, tensor<3x7xf64>, tensor<7xf64>,
+        tensor<7xf64>
 }
 """
 
 
-# The norm ops' outputs (and the residual the layer norm's region writes).
-NORMS = ["resid", "ln", "lmean", "lrstd", "rms", "rrstd", "lnd"]
+# The norm ops' outputs (and the residual the layer norm's region writes),
+# and their gradients'.
+NORMS = ["resid", "ln", "lmean", "lrstd", "rms", "rrstd", "lnd",
+         "gsum", "gds", "gdb", "rdx", "rds", "ldx", "lds", "ldb"]
 
 
 def region_outputs(dtcc, work, check):
@@ -225,8 +250,10 @@ def region_outputs(dtcc, work, check):
                           f.read())
     check(not left, f"the regions take the masks' ops (left as kernels: {left})")
     with open(os.path.join(work, "dump--fuse", "4-dexec.mlir")) as f:
-        left = re.findall(r'dexec\.kernel "(layer_norm|rms_norm)"', f.read())
-    check(not left, f"the regions take the norm ops (left as kernels: {left})")
+        left = re.findall(r'dexec\.kernel "(layer_norm|rms_norm|layer_norm_grad|'
+                          r'rms_norm_grad)"', f.read())
+    check(not left, f"the regions take the norm ops and their gradients' dx "
+          f"(left as kernels: {left})")
     for n in NORMS:
         got, want = outs["--fuse"][n], outs["--no-fuse"][n]
         check(np.array_equal(got, want),

@@ -387,6 +387,13 @@ std::vector<KernelCase> kernelBenchCases(const KernelBenchSizes &s) {
   add(single("rms_norm_grad",
              {f32(mat), f32(row), f32(perRow, Fill::kPositive), f32(mat)},
              {out(kF32, mat), out(kF32, row)}, attrs({{"axis", int64_t(1)}})));
+  // What fused regions leave of the norms' gradients (their dx in regions).
+  add(single("layer_norm_param_grad",
+             {f32(mat), f32(perRow), f32(perRow, Fill::kPositive), f32(mat)},
+             {out(kF32, row), out(kF32, row)}, attrs({{"axis", int64_t(1)}})));
+  add(single("rms_norm_param_grad",
+             {f32(mat), f32(perRow, Fill::kPositive), f32(mat)},
+             {out(kF32, row)}, attrs({{"axis", int64_t(1)}})));
   add(single("cross_entropy_grad",
              {f32(logits), indices({s.tokens}, s.vocab), f32({s.tokens})},
              {out(kF32, logits)}, attrs({{"ignore_index", int64_t(-100)}})));

@@ -25,18 +25,26 @@ LogicalResult LogSoftmaxGradOp::verify() {
 
 /// Shared by the normalization gradients: x/dy/dx agree, the parameter
 /// gradients have scale's type x[axis:], the statistics have shape x[:axis].
+/// The parameter gradients' ops have no scale and no dx (both null).
 static LogicalResult verifyNormGrad(Operation *op, Value x, Value scale,
                                     ArrayRef<Value> stats, Value dy, Value dx,
                                     ArrayRef<Value> paramGrads, int64_t axis) {
   auto xt = cast<RankedTensorType>(x.getType());
   if (failed(verifyDimIn(op, axis, xt.getRank(), "axis")))
     return failure();
-  if (dy.getType() != xt || dx.getType() != xt)
-    return op->emitOpError("expected dy and dx of type ") << xt;
-  auto st = cast<RankedTensorType>(scale.getType());
-  if (st.getShape() != xt.getShape().drop_front(axis) ||
-      st.getElementType() != xt.getElementType())
-    return op->emitOpError("expected scale of shape x[axis:], got ") << st;
+  if (dy.getType() != xt || (dx && dx.getType() != xt))
+    return op->emitOpError(dx ? "expected dy and dx of type "
+                              : "expected dy of type ")
+           << xt;
+  auto st = RankedTensorType::get(xt.getShape().drop_front(axis),
+                                  xt.getElementType());
+  if (scale) {
+    auto given = cast<RankedTensorType>(scale.getType());
+    if (given.getShape() != st.getShape() ||
+        given.getElementType() != st.getElementType())
+      return op->emitOpError("expected scale of shape x[axis:], got ") << given;
+    st = given;
+  }
   for (Value g : paramGrads)
     if (g.getType() != st)
       return op->emitOpError("expected parameter gradients of type ") << st;
@@ -110,6 +118,16 @@ LogicalResult LayerNormGradOp::verify() {
 LogicalResult RmsNormGradOp::verify() {
   return verifyNormGrad(*this, getX(), getScale(), {getRstd()}, getDy(),
                         getDx(), {getDscale()}, getAxis());
+}
+
+LogicalResult LayerNormParamGradOp::verify() {
+  return verifyNormGrad(*this, getX(), Value(), {getMean(), getRstd()}, getDy(),
+                        Value(), {getDscale(), getDbias()}, getAxis());
+}
+
+LogicalResult RmsNormParamGradOp::verify() {
+  return verifyNormGrad(*this, getX(), Value(), {getRstd()}, getDy(), Value(),
+                        {getDscale()}, getAxis());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {

@@ -219,6 +219,65 @@ def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [DeclareOpInterfaceMethods<G
   let hasVerifier = 1;
 }
 
+def Graph_LayerNormParamGradOp : Graph_Op<"layer_norm_param_grad", [Pure]> {
+  let summary = "Scale and bias gradients of layer normalization";
+  let description = [{
+    The `dscale` and `dbias` of `dgraph.layer_norm_grad`, without `dx`:
+    `dscale = sum over the rows of dy * (x - mean) * rstd`, `dbias = sum
+    over the rows of dy`. `dtcc-lower-fuse-regions` writes a
+    layer_norm_grad as this op and the row region that computes `dx`; it
+    exists only after the partitioning (no sharding rule).
+
+    Example:
+    ```mlir
+    %dg, %db = dgraph.layer_norm_param_grad %x, %mean, %rstd, %dy axis = 2
+        : (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>,
+           tensor<2x8x16xf32>) -> (tensor<16xf32>, tensor<16xf32>)
+    ```
+
+    **Constraints:**
+    - `dy` has x's type; `dscale` and `dbias` have shape `x[axis:]` and
+      x's element type; `mean` and `rstd` have shape `x[:axis]`.
+  }];
+  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$mean,
+                       Graph_FloatTensor:$rstd, Graph_FloatTensor:$dy,
+                       I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$dscale, Graph_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $x `,` $mean `,` $rstd `,` $dy `axis` `=` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_RmsNormParamGradOp : Graph_Op<"rms_norm_param_grad", [Pure]> {
+  let summary = "Scale gradient of RMS normalization";
+  let description = [{
+    The `dscale` of `dgraph.rms_norm_grad`, without `dx`: `dscale = sum
+    over the rows of dy * x * rstd`. Made by `dtcc-lower-fuse-regions` as
+    `dgraph.layer_norm_param_grad` is.
+
+    Example:
+    ```mlir
+    %dg = dgraph.rms_norm_param_grad %x, %rstd, %dy axis = 2
+        : (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8x16xf32>)
+        -> tensor<16xf32>
+    ```
+
+    **Constraints:**
+    - `dy` has x's type; `dscale` has shape `x[axis:]` and x's element
+      type; `rstd` has shape `x[:axis]`.
+  }];
+  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$rstd,
+                       Graph_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$dscale);
+  let assemblyFormat = [{
+    $x `,` $rstd `,` $dy `axis` `=` $axis attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "Gradient of per-sample softmax cross-entropy";
   let description = [{

@@ -345,10 +345,16 @@ struct NormGradPlan {
 };
 
 /// Checks layer_norm_grad (x, scale, mean, rstd, dy -> dx, dscale, dbias) or
-/// rms_norm_grad (x, scale, rstd, dy -> dx, dscale).
-StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer) {
+/// rms_norm_grad (x, scale, rstd, dy -> dx, dscale); without dx (`withDx`
+/// false), their parameter gradients layer_norm_param_grad (x, mean, rstd,
+/// dy -> dscale, dbias) and rms_norm_param_grad (x, rstd, dy -> dscale).
+StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer,
+                                    bool withDx) {
   const size_t stats = layer ? 2 : 1;
-  DTCC_RETURN_IF_ERROR(expectArity(ctx, 3 + stats, 1 + stats));
+  // The inputs: x, [scale,] the statistics, dy; the outputs: [dx,] the
+  // parameter gradients.
+  const size_t firstStat = withDx ? 2 : 1, dyIndex = firstStat + stats;
+  DTCC_RETURN_IF_ERROR(expectArity(ctx, dyIndex + 1, stats + (withDx ? 1 : 0)));
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView &x = ctx.inputs[0];
   DTCC_ASSIGN_OR_RETURN(int64_t axis, getDimAttr(ctx, "axis", x.rank()));
@@ -356,10 +362,12 @@ StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer) {
   NormGradPlan plan;
   plan.rows = product(x.shape, 0, axis);
   plan.cols = product(x.shape, axis);
-  plan.statType = ctx.inputs[2].dtype;
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[1], x.dtype, "input 1"));
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[1], normShape, "input 1"));
-  for (size_t i = 2; i < 2 + stats; ++i) {
+  plan.statType = ctx.inputs[firstStat].dtype;
+  if (withDx) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[1], x.dtype, "input 1"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[1], normShape, "input 1"));
+  }
+  for (size_t i = firstStat; i < dyIndex; ++i) {
     const TensorView &s = ctx.inputs[i];
     const std::string what = "input " + std::to_string(i);
     if (!isFloatDType(s.dtype))
@@ -371,12 +379,14 @@ StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer) {
                        "got ",
                        s.typeString());
   }
-  const std::string dyWhat = "input " + std::to_string(2 + stats);
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[2 + stats], x.dtype, dyWhat));
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[2 + stats], x.shape, dyWhat));
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[0], x.dtype, "output 0"));
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[0], x.shape, "output 0"));
-  for (size_t i = 1; i < ctx.outputs.size(); ++i) {
+  const std::string dyWhat = "input " + std::to_string(dyIndex);
+  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[dyIndex], x.dtype, dyWhat));
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[dyIndex], x.shape, dyWhat));
+  if (withDx) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[0], x.dtype, "output 0"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[0], x.shape, "output 0"));
+  }
+  for (size_t i = withDx ? 1 : 0; i < ctx.outputs.size(); ++i) {
     const std::string what = "output " + std::to_string(i);
     DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], x.dtype, what));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], normShape, what));
@@ -394,7 +404,9 @@ StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer) {
 /// type; f16 and bf16 widen each element as they read it and compute in
 /// f32, rounding each result once when stored (the f32 island mixed
 /// precision used to put around the op, without the casts' passes).
-template <typename S, bool Layer>
+/// Without dx (`WithDx` false: the parameter gradients' kernels) only the
+/// column sums, the same values in the same order.
+template <typename S, bool Layer, bool WithDx>
 KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
                       const void *mean, const void *rstd, const S *dy, S *dx,
                       S *dscale, S *dbias) {
@@ -414,8 +426,9 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
     const int64_t cols = p.cols;
     const double invCols = cols ? 1.0 / double(cols) : 0.0;
     C *scaleC = scratch->data() + 2 * cols * cpuThreads();
-    for (int64_t c = 0; c < cols; ++c)
-      scaleC[c] = Elem<S>::load(scale[c]);
+    if constexpr (WithDx)
+      for (int64_t c = 0; c < cols; ++c)
+        scaleC[c] = Elem<S>::load(scale[c]);
     // dx of one row from its xhat and g.
     // Inlined into the AVX-512 clone below.
     auto rowGrad = [&](const C *xhat, const C *g, C rs,
@@ -450,13 +463,16 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
                         for (int64_t c = 0; c < cols; ++c) {
                           const C h = (Elem<S>::load(xr[c]) - mu) * rs;
                           const C d = Elem<S>::load(dyr[c]);
-                          xhat[c] = h;
-                          g[c] = d * scaleC[c];
+                          if constexpr (WithDx) {
+                            xhat[c] = h;
+                            g[c] = d * scaleC[c];
+                          }
                           accScale[c] += double(d) * double(h);
                           if constexpr (Layer)
                             accBias[c] += double(d);
                         }
-                        rowGrad(xhat, g, rs, dx + r * cols);
+                        if constexpr (WithDx)
+                          rowGrad(xhat, g, rs, dx + r * cols);
                       }
                     }
                   });
@@ -480,19 +496,26 @@ KernelFn makeNormGrad(const NormGradPlan &p, const S *x, const S *scale,
   };
 }
 
-template <bool Layer>
+/// layer_norm_grad and rms_norm_grad (`WithDx`), or their parameter
+/// gradients alone (layer_norm_param_grad, rms_norm_param_grad).
+template <bool Layer, bool WithDx>
 StatusOr<KernelFn> buildNormGrad(const KernelContext &ctx) {
-  DTCC_ASSIGN_OR_RETURN(NormGradPlan plan, planNormGrad(ctx, Layer));
+  DTCC_ASSIGN_OR_RETURN(NormGradPlan plan, planNormGrad(ctx, Layer, WithDx));
   const TensorView &x = ctx.inputs[0];
-  const size_t dyIndex = Layer ? 4 : 3;
+  const size_t firstStat = WithDx ? 2 : 1;
+  const size_t dyIndex = firstStat + (Layer ? 2 : 1);
+  const size_t firstParam = WithDx ? 1 : 0;
   KernelFn fn;
   if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
-        fn = makeNormGrad<S, Layer>(
-            plan, x.as<const S>(), ctx.inputs[1].as<const S>(),
-            Layer ? ctx.inputs[2].data : nullptr, ctx.inputs[dyIndex - 1].data,
-            ctx.inputs[dyIndex].as<const S>(), ctx.outputs[0].as<S>(),
-            ctx.outputs[1].as<S>(), Layer ? ctx.outputs[2].as<S>() : nullptr);
+        fn = makeNormGrad<S, Layer, WithDx>(
+            plan, x.as<const S>(),
+            WithDx ? ctx.inputs[1].as<const S>() : nullptr,
+            Layer ? ctx.inputs[firstStat].data : nullptr,
+            ctx.inputs[dyIndex - 1].data, ctx.inputs[dyIndex].as<const S>(),
+            WithDx ? ctx.outputs[0].as<S>() : nullptr,
+            ctx.outputs[firstParam].as<S>(),
+            Layer ? ctx.outputs[firstParam + 1].as<S>() : nullptr);
       }))
     return unsupportedDType(ctx, x.dtype, kSetFloats);
   return fn;
@@ -1164,8 +1187,10 @@ void registerCpuTrainingKernels(KernelRegistry &registry) {
   });
   registry.add("softmax_grad", buildSoftmaxGrad<false>);
   registry.add("log_softmax_grad", buildSoftmaxGrad<true>);
-  registry.add("layer_norm_grad", buildNormGrad<true>);
-  registry.add("rms_norm_grad", buildNormGrad<false>);
+  registry.add("layer_norm_grad", buildNormGrad<true, true>);
+  registry.add("rms_norm_grad", buildNormGrad<false, true>);
+  registry.add("layer_norm_param_grad", buildNormGrad<true, false>);
+  registry.add("rms_norm_param_grad", buildNormGrad<false, false>);
   registry.add("cross_entropy_grad", buildCrossEntropyGrad);
   registry.add("dropout", buildDropout);
   registry.add("random", buildRandom);

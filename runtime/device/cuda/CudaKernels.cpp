@@ -665,29 +665,37 @@ StatusOr<KernelFn> buildNorm(CudaDevice &dev, const KernelContext &ctx) {
   });
 }
 
-template <bool Layer>
+/// layer_norm_grad and rms_norm_grad (`WithDx`), or their parameter
+/// gradients alone (layer_norm_param_grad, rms_norm_param_grad: no scale
+/// input, no dx output).
+template <bool Layer, bool WithDx>
 StatusOr<KernelFn> buildNormGrad(CudaDevice &dev, const KernelContext &ctx) {
   const size_t stats = Layer ? 2 : 1;
+  const size_t firstStat = WithDx ? 2 : 1, firstParam = WithDx ? 1 : 0;
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView x = ctx.inputs[0];
   DTCC_ASSIGN_OR_RETURN(int64_t axis, getDimAttr(ctx, "axis", x.rank()));
   const std::vector<int64_t> normShape(x.shape.begin() + axis, x.shape.end());
   const int64_t rows = product(x.shape, 0, axis), cols = product(x.shape, axis);
-  const DType statType = ctx.inputs[2].dtype;
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[1], x.dtype, "input 1"));
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[1], normShape, "input 1"));
-  for (size_t i = 2; i < 2 + stats; ++i)
+  const DType statType = ctx.inputs[firstStat].dtype;
+  if (WithDx) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[1], x.dtype, "input 1"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[1], normShape, "input 1"));
+  }
+  for (size_t i = firstStat; i < firstStat + stats; ++i)
     if (!isRowType(ctx.inputs[i].dtype) ||
         ctx.inputs[i].dtype != statType || ctx.inputs[i].numel() != rows)
       return ctx.error("expected input ", i, " with ", rows,
                        " f32/f64/f16/bf16 elements, got ",
                        ctx.inputs[i].typeString());
-  const TensorView dy = ctx.inputs[2 + stats];
+  const TensorView dy = ctx.inputs[firstStat + stats];
   DTCC_RETURN_IF_ERROR(checkDType(ctx, dy, x.dtype, "dy"));
   DTCC_RETURN_IF_ERROR(checkShape(ctx, dy, x.shape, "dy"));
-  DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[0], x.dtype, "output 0"));
-  DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[0], x.shape, "output 0"));
-  for (size_t i = 1; i < ctx.outputs.size(); ++i) {
+  if (WithDx) {
+    DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[0], x.dtype, "output 0"));
+    DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[0], x.shape, "output 0"));
+  }
+  for (size_t i = firstParam; i < ctx.outputs.size(); ++i) {
     DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], x.dtype, "output"));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], normShape, "output"));
   }
@@ -699,11 +707,12 @@ StatusOr<KernelFn> buildNormGrad(CudaDevice &dev, const KernelContext &ctx) {
                         ctx.requestScratch(std::move(set)));
   const ScratchSlot partials = scratch.at(0);
   const int64_t slices = cudaNormGradSlices(rows);
-  const void *scale = ctx.inputs[1].data;
-  const void *mean = Layer ? ctx.inputs[2].data : nullptr;
-  const void *rstd = ctx.inputs[Layer ? 3 : 2].data;
-  void *dx = ctx.outputs[0].data, *dscale = ctx.outputs[1].data;
-  void *dbias = Layer ? ctx.outputs[2].data : nullptr;
+  const void *scale = WithDx ? ctx.inputs[1].data : nullptr;
+  const void *mean = Layer ? ctx.inputs[firstStat].data : nullptr;
+  const void *rstd = ctx.inputs[firstStat + stats - 1].data;
+  void *dx = WithDx ? ctx.outputs[0].data : nullptr;
+  void *dscale = ctx.outputs[firstParam].data;
+  void *dbias = Layer ? ctx.outputs[firstParam + 1].data : nullptr;
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
   return KernelFn([=] {
@@ -1376,8 +1385,10 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("log_softmax_grad", buildSoftmax<true, true>);
   add("layer_norm", buildNorm<true>);
   add("rms_norm", buildNorm<false>);
-  add("layer_norm_grad", buildNormGrad<true>);
-  add("rms_norm_grad", buildNormGrad<false>);
+  add("layer_norm_grad", buildNormGrad<true, true>);
+  add("rms_norm_grad", buildNormGrad<false, true>);
+  add("layer_norm_param_grad", buildNormGrad<true, false>);
+  add("rms_norm_param_grad", buildNormGrad<false, false>);
   add("cross_entropy", buildCrossEntropy<false>);
   add("cross_entropy_grad", buildCrossEntropy<true>);
   add("gather", buildGather);

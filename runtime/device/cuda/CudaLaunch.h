@@ -156,7 +156,8 @@ cudaError_t launchNorm(bool layer, DType dtype, DType statType, const void *x,
 /// layer_norm_grad / rms_norm_grad; dscale/dbias are summed over `slices`
 /// row slices into `partials`, scratch of (layer ? 2 : 1) * cols * slices
 /// floats (doubles for f64), then over the slices (runtime/exec/
-/// CudaScratch.h sizes both).
+/// CudaScratch.h sizes both). Without dx (null; scale unread) only dscale
+/// and dbias: layer_norm_param_grad / rms_norm_param_grad.
 cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
                            const void *x, const void *scale, const void *mean,
                            const void *rstd, const void *dy, void *dx,

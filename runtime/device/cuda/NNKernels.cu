@@ -720,7 +720,7 @@ cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
         return;
       const S *xs = static_cast<const S *>(x), *sc = static_cast<const S *>(scale),
               *ds = static_cast<const S *>(dy);
-      if (rows > 0) {
+      if (rows > 0 && dx) {
         LaunchConfig c = rowLaunch(rows, cols, launchLimits());
         if (layer)
           normGradRowKernel<S, St, true><<<blocksOf(c), threadsOf(c), 0, s>>>(

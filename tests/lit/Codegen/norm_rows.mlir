@@ -3,8 +3,9 @@
 // Tests the GPU lowering of row regions in the parallel row form (the
 // functions are dtcc-lower-fuse-regions="rows=true parallel-rows=true"'s
 // output for a residual add with a layer norm over rows [2, 3] of 40, a
-// residual add with an RMS norm over 5 rows of 1024, and a scaled, masked
-// softmax over 4 rows of 300): a block per row, the row dimensions
+// residual add with an RMS norm over 5 rows of 1024, a scaled, masked
+// softmax over 4 rows of 300, and a layer norm's gradient with the residual
+// gradient added to its dx over 6 rows of 100): a block per row, the row dimensions
 // collapsed; about four columns a thread, whole warps (32, 256, 128
 // threads); thread t's k-th column t + k * threads in loops of constant
 // trips, guarded where the threads do not divide the row; the row buffers
@@ -38,6 +39,11 @@
 // MAP-LABEL: func.func @masked_softmax
 // MAP: gpu.all_reduce maximumf %{{.*}} uniform
 // MAP: gpu.all_reduce add %{{.*}} uniform
+// MAP-LABEL: func.func @residual_layer_norm_grad
+// MAP: gpu.all_reduce add %{{.*}} uniform
+// MAP-NEXT: } : (f64) -> f64
+// MAP: gpu.all_reduce add %{{.*}} uniform
+// MAP-NEXT: } : (f64) -> f64
 
 // TABLE: region @residual_layer_norm buffers 8 scratch []
 // TABLE-NEXT: launch residual_layer_norm_kernel grid (6, 1, 1) block (32, 1, 1) shared 0
@@ -45,6 +51,8 @@
 // TABLE-NEXT: launch residual_rms_norm_kernel grid (5, 1, 1) block (256, 1, 1) shared 0
 // TABLE: region @masked_softmax buffers 3 scratch []
 // TABLE-NEXT: launch masked_softmax_kernel grid (4, 1, 1) block (128, 1, 1) shared 0
+// TABLE: region @residual_layer_norm_grad buffers 7 scratch []
+// TABLE-NEXT: launch residual_layer_norm_grad_kernel grid (6, 1, 1) block (32, 1, 1) shared 0
 // TABLE: image sm_80 ptx
 // TABLE: image sm_90 ptx
 
@@ -258,6 +266,84 @@ func.func @masked_softmax(%arg0: memref<4x300xf32>, %arg1: memref<300xf32>, %arg
       %3 = memref.load %alloca_0[%arg4] : memref<300xf32>
       %4 = arith.mulf %3, %2 : f32
       memref.store %4, %arg2[%arg3, %arg4] : memref<4x300xf32>
+      scf.reduce 
+    }
+    scf.reduce 
+  }
+  return
+}
+func.func @residual_layer_norm_grad(%arg0: memref<6x100xf32>, %arg1: memref<6xf32>, %arg2: memref<6xf32>, %arg3: memref<6x100xf32>, %arg4: memref<100xf32>, %arg5: memref<6x100xf32>, %arg6: memref<6x100xf32>) attributes {dtcc.fused_ops = ["dgraph.layer_norm_grad", "dgraph.add"], dtcc.saved_bytes = 19440 : i64} {
+  %c0 = arith.constant 0 : index
+  %c6 = arith.constant 6 : index
+  %c1 = arith.constant 1 : index
+  scf.parallel (%arg7) = (%c0) to (%c6) step (%c1) {
+    %alloca = memref.alloca() : memref<100xf32>
+    %alloca_0 = memref.alloca() : memref<100xf32>
+    %alloca_1 = memref.alloca() : memref<100xf32>
+    %c0_2 = arith.constant 0 : index
+    %c100 = arith.constant 100 : index
+    %c1_3 = arith.constant 1 : index
+    scf.parallel (%arg8) = (%c0_2) to (%c100) step (%c1_3) {
+      %6 = memref.load %arg0[%arg7, %arg8] : memref<6x100xf32>
+      %7 = memref.load %arg1[%arg7] : memref<6xf32>
+      %8 = arith.subf %6, %7 : f32
+      %9 = memref.load %arg2[%arg7] : memref<6xf32>
+      %10 = arith.mulf %8, %9 : f32
+      memref.store %10, %alloca_1[%arg8] : memref<100xf32>
+      %11 = memref.load %arg3[%arg7, %arg8] : memref<6x100xf32>
+      %12 = memref.load %arg4[%arg8] : memref<100xf32>
+      %13 = arith.mulf %11, %12 : f32
+      memref.store %13, %alloca_0[%arg8] : memref<100xf32>
+      %14 = arith.mulf %13, %10 : f32
+      memref.store %14, %alloca[%arg8] : memref<100xf32>
+      scf.reduce 
+    }
+    %cst = arith.constant 0.000000e+00 : f64
+    %c0_4 = arith.constant 0 : index
+    %c100_5 = arith.constant 100 : index
+    %c1_6 = arith.constant 1 : index
+    %0 = scf.parallel (%arg8) = (%c0_4) to (%c100_5) step (%c1_6) init (%cst) -> f64 {
+      %6 = memref.load %alloca[%arg8] : memref<100xf32>
+      %7 = arith.extf %6 : f32 to f64
+      scf.reduce(%7 : f64) {
+      ^bb0(%arg9: f64, %arg10: f64):
+        %8 = arith.addf %arg9, %arg10 : f64
+        scf.reduce.return %8 : f64
+      }
+    }
+    %cst_7 = arith.constant 0.000000e+00 : f64
+    %c0_8 = arith.constant 0 : index
+    %c100_9 = arith.constant 100 : index
+    %c1_10 = arith.constant 1 : index
+    %1 = scf.parallel (%arg8) = (%c0_8) to (%c100_9) step (%c1_10) init (%cst_7) -> f64 {
+      %6 = memref.load %alloca_0[%arg8] : memref<100xf32>
+      %7 = arith.extf %6 : f32 to f64
+      scf.reduce(%7 : f64) {
+      ^bb0(%arg9: f64, %arg10: f64):
+        %8 = arith.addf %arg9, %arg10 : f64
+        scf.reduce.return %8 : f64
+      }
+    }
+    %cst_11 = arith.constant 1.000000e-02 : f64
+    %2 = arith.mulf %0, %cst_11 : f64
+    %3 = arith.truncf %2 : f64 to f32
+    %cst_12 = arith.constant 1.000000e-02 : f64
+    %4 = arith.mulf %1, %cst_12 : f64
+    %5 = arith.truncf %4 : f64 to f32
+    %c0_13 = arith.constant 0 : index
+    %c100_14 = arith.constant 100 : index
+    %c1_15 = arith.constant 1 : index
+    scf.parallel (%arg8) = (%c0_13) to (%c100_14) step (%c1_15) {
+      %6 = memref.load %alloca_0[%arg8] : memref<100xf32>
+      %7 = arith.subf %6, %5 : f32
+      %8 = memref.load %alloca_1[%arg8] : memref<100xf32>
+      %9 = arith.mulf %8, %3 : f32
+      %10 = arith.subf %7, %9 : f32
+      %11 = memref.load %arg2[%arg7] : memref<6xf32>
+      %12 = arith.mulf %11, %10 : f32
+      %13 = memref.load %arg5[%arg7, %arg8] : memref<6x100xf32>
+      %14 = arith.addf %13, %12 : f32
+      memref.store %14, %arg6[%arg7, %arg8] : memref<6x100xf32>
       scf.reduce 
     }
     scf.reduce 

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace dtcc;
@@ -375,6 +376,131 @@ func.func @rln(%a: tensor<4x3x77xf32>, %b: tensor<4x3x77xf32>, %g: tensor<77xf32
   expectNear(mean, wantM, 1e-6, "mean");
   expectNear(rstd, wantR, 1e-6, "rstd");
   expectNear(y, wantY, 1e-5, "y");
+}
+
+/// bf16 from f32, rounded to nearest even (finite values), and back.
+uint16_t toBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float fromBf16(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// A layer norm's gradient (x, scale, mean, rstd, dy -> dx, dscale, dbias)
+/// whose dx a residual gradient is added to, as a GPT's backward pass has
+/// it: the row region computes dx and the sum, the parameter gradients
+/// stay one kernel (dgraph.layer_norm_param_grad). In f32 and in bf16 with
+/// f32 statistics (mixed precision's: their casts start the region), in
+/// both row forms, against loops in double.
+void checkLayerNormGrad(bool parallel, bool bf16) {
+  const std::string t = bf16 ? "bf16" : "f32";
+  std::string source = R"mlir(
+func.func @lng(%x: tensor<4x3x77xT>, %g: tensor<77xT>, %m: tensor<4x3xf32>, %r: tensor<4x3xf32>, %dy: tensor<4x3x77xT>, %res: tensor<4x3x77xT>)
+    -> (tensor<4x3x77xT>, tensor<77xT>, tensor<77xT>) {
+  %dx, %dg, %db = dgraph.layer_norm_grad %x, %g, %m, %r, %dy axis = 2
+      : (tensor<4x3x77xT>, tensor<77xT>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3x77xT>)
+      -> (tensor<4x3x77xT>, tensor<77xT>, tensor<77xT>)
+  %s = dgraph.add %res, %dx : tensor<4x3x77xT>
+  return %s, %dg, %db : tensor<4x3x77xT>, tensor<77xT>, tensor<77xT>
+}
+)mlir";
+  for (size_t at; (at = source.find("xT>")) != std::string::npos;)
+    source.replace(at, 3, "x" + t + ">");
+  auto module = fuse(source, /*rows=*/true, parallel);
+  ASSERT_TRUE(module);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("lng");
+  mlir::Operation *call = nullptr;
+  int grads = 0, params = 0;
+  fn.walk([&](mlir::Operation *op) {
+    llvm::StringRef name = op->getName().getStringRef();
+    if (name == "dgraph.fused") {
+      EXPECT_EQ(call, nullptr) << "two regions";
+      call = op;
+    }
+    grads += name == "dgraph.layer_norm_grad";
+    params += name == "dgraph.layer_norm_param_grad";
+  });
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(grads, 0);
+  EXPECT_EQ(params, 1);
+  ASSERT_EQ(call->getNumResults(), 1u);
+  auto kernels = compile(*module);
+  ASSERT_TRUE(kernels);
+  auto entry = kernels->find("lng_fused_0");
+  ASSERT_TRUE(entry.isOk()) << entry.status().message();
+
+  const int rows = 12, cols = 77;
+  std::vector<float> x = randomVector<float>(rows * cols, 21);
+  std::vector<float> g = randomVector<float>(cols, 22);
+  std::vector<float> dy = randomVector<float>(rows * cols, 23);
+  std::vector<float> res = randomVector<float>(rows * cols, 24);
+  std::vector<float> mean = randomVector<float>(rows, 25), rstd(rows);
+  for (int r = 0; r < rows; ++r)
+    rstd[r] = 0.5f + 0.1f * float(r);
+  // The operands as the kernel reads them (bf16 ones rounded).
+  auto asBf16 = [](std::vector<float> &v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      h[i] = toBf16(v[i]);
+      v[i] = fromBf16(h[i]);
+    }
+    return h;
+  };
+  std::vector<uint16_t> xh, gh, dyh, resh, outh(rows * cols);
+  std::vector<float> out(rows * cols);
+  if (bf16) {
+    xh = asBf16(x), gh = asBf16(g), dyh = asBf16(dy), resh = asBf16(res);
+  }
+  void *args[] = {bf16 ? (void *)xh.data() : x.data(),
+                  bf16 ? (void *)gh.data() : g.data(),
+                  mean.data(),
+                  rstd.data(),
+                  bf16 ? (void *)dyh.data() : dy.data(),
+                  bf16 ? (void *)resh.data() : res.data()};
+  // The region's inputs are arguments of the function, in the call's order.
+  std::vector<void *> buffers;
+  for (mlir::Value v : call->getOperands()) {
+    auto arg = mlir::dyn_cast<mlir::BlockArgument>(v);
+    ASSERT_TRUE(arg) << "a region input that is no argument";
+    buffers.push_back(args[arg.getArgNumber()]);
+  }
+  buffers.push_back(bf16 ? (void *)outh.data() : out.data());
+  (*entry)(buffers.data(), 0, 2);
+  (*entry)(buffers.data(), 2, 4);
+  if (bf16)
+    for (int i = 0; i < rows * cols; ++i)
+      out[i] = fromBf16(outh[i]);
+
+  std::vector<double> want(rows * cols);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> h(cols), gg(cols);
+    double sumG = 0, sumGH = 0;
+    for (int c = 0; c < cols; ++c) {
+      const int i = r * cols + c;
+      h[c] = (double(x[i]) - mean[r]) * rstd[r];
+      gg[c] = double(dy[i]) * g[c];
+      sumG += gg[c];
+      sumGH += gg[c] * h[c];
+    }
+    for (int c = 0; c < cols; ++c)
+      want[r * cols + c] =
+          res[r * cols + c] +
+          rstd[r] * (gg[c] - sumG / cols - h[c] * (sumGH / cols));
+  }
+  expectNear(out, want, bf16 ? 1e-2 : 1e-5, "res + dx");
+}
+
+TEST_P(RowForms, LayerNormGradRowRegionMatchesReference) {
+  checkLayerNormGrad(GetParam(), /*bf16=*/false);
+}
+
+TEST_P(RowForms, Bf16LayerNormGradRowRegionMatchesReference) {
+  checkLayerNormGrad(GetParam(), /*bf16=*/true);
 }
 
 // Errors are diagnostics naming what is wrong: a linker that is not there,

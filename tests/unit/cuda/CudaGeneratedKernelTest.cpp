@@ -280,6 +280,35 @@ TEST_F(GeneratedOnGpu, ResidualRmsNormRowsOf1024) {
   expectNear(out[4], rstd, 1e-5, "rstd");
 }
 
+// A layer norm's dx (its parameter gradients are a kernel of their own)
+// with the residual gradient added, over rows of 100 (guarded columns).
+TEST_F(GeneratedOnGpu, LayerNormGradResidualRows) {
+  const int rows = 6, cols = 100;
+  // x, mean, rstd, dy, scale, the residual gradient; the sum.
+  std::vector<std::vector<int64_t>> shapes{{rows, cols}, {rows}, {rows},
+                                           {rows, cols}, {cols}, {rows, cols},
+                                           {rows, cols}};
+  Buffers in = random(shapes, 9);
+  Buffers out = run("norm_rows", "residual_layer_norm_grad", shapes, 6, in);
+  ASSERT_EQ(out.size(), shapes.size());
+  std::vector<double> want(rows * cols);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> h(cols), g(cols);
+    double sumG = 0, sumGH = 0;
+    for (int c = 0; c < cols; ++c) {
+      h[c] = (double(in[0][r * cols + c]) - in[1][r]) * in[2][r];
+      g[c] = double(in[3][r * cols + c]) * in[4][c];
+      sumG += g[c];
+      sumGH += g[c] * h[c];
+    }
+    for (int c = 0; c < cols; ++c)
+      want[r * cols + c] =
+          in[5][r * cols + c] +
+          in[2][r] * (g[c] - sumG / cols - h[c] * (sumGH / cols));
+  }
+  expectNear(out[6], want, 1e-5, "res + dx");
+}
+
 TEST_F(GeneratedOnGpu, MaskedSoftmaxRows) {
   const int rows = 4, cols = 300;
   std::vector<std::vector<int64_t>> shapes{{rows, cols}, {cols}, {rows, cols}};

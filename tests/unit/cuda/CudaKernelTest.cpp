@@ -1063,6 +1063,18 @@ TEST_F(CudaKernels, F64SoftmaxNormsAndCrossEntropy) {
            {f64, {rows}, rstd},
            {f64, {rows, cols}, randomValues(rows * cols, 76)}},
           {{f64, {rows, cols}, {}}, {f64, {cols}, {}}}, 1e-11);
+  // The parameter gradients alone (what a fused dx leaves as a kernel).
+  compare("layer_norm_param_grad", normGrad,
+          {{f64, {rows, cols}, randomValues(rows * cols, 70, 3)},
+           {f64, {rows}, randomValues(rows, 72)},
+           {f64, {rows}, rstd},
+           {f64, {rows, cols}, randomValues(rows * cols, 73)}},
+          {{f64, {cols}, {}}, {f64, {cols}, {}}}, 1e-11);
+  compare("rms_norm_param_grad", normGrad,
+          {{f64, {rows, cols}, randomValues(rows * cols, 74, 3)},
+           {f64, {rows}, rstd},
+           {f64, {rows, cols}, randomValues(rows * cols, 76)}},
+          {{f64, {cols}, {}}}, 1e-11);
   std::vector<float> labels(16);
   for (int i = 0; i < 16; ++i)
     labels[i] = float((i * 37) % 500);

@@ -589,6 +589,20 @@ TEST(CpuTrainingKernels, NormGradsMatchFiniteDifferences) {
         EXPECT_TRUE(tensorsClose(db, edb, kFdRtol, kFdAtol))
             << what << " dbias";
       }
+      // The parameter gradients' own kernels (the fused regions' dx
+      // leaves them): the same sums, bit for bit.
+      Tensor ps = Tensor::output(f64, norm), pb = Tensor::output(f64, norm);
+      s = layer ? runKernel("layer_norm_param_grad",
+                            {x.view(), mean.view(), rstd.view(), w.view()},
+                            {ps.view(), pb.view()}, gradAttrs)
+                : runKernel("rms_norm_param_grad",
+                            {x.view(), rstd.view(), w.view()}, {ps.view()},
+                            gradAttrs);
+      ASSERT_TRUE(s.isOk()) << s.toString();
+      EXPECT_TRUE(tensorsClose(ps, ds, 0, 0)) << what << " param dscale";
+      if (layer) {
+        EXPECT_TRUE(tensorsClose(pb, db, 0, 0)) << what << " param dbias";
+      }
     }
   }
 }
@@ -1973,8 +1987,9 @@ TEST(CpuTrainingKernels, RegistryHasEveryTrainingKernel) {
     names.insert(n);
   for (const char *name :
        {"gelu_grad", "silu_grad", "softmax_grad", "log_softmax_grad",
-        "layer_norm_grad", "rms_norm_grad", "cross_entropy_grad", "dropout",
-        "random", "lr_schedule", "adamw", "sgd"})
+        "layer_norm_grad", "rms_norm_grad", "layer_norm_param_grad",
+        "rms_norm_param_grad", "cross_entropy_grad", "dropout", "random",
+        "lr_schedule", "adamw", "sgd"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
