@@ -420,10 +420,25 @@ LogicalResult PadOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                getLow(), getHigh(), getMode());
     return success();
   }
-  if (llvm::any_of(getLow(), [](int64_t v) { return v < 0; }) ||
-      llvm::any_of(getHigh(), [](int64_t v) { return v < 0; }))
-    return emitOpError("has no VJP rule for negative padding");
   auto in = typeOf(getOperand());
+  // A negative amount removed elements (a crop, as a ZeroPad2d with negative
+  // padding makes): their gradient is 0. The gradient is then dy padded by
+  // the opposite amounts, zeros where the op cut and cut where it padded.
+  if (llvm::any_of(getLow(), [](int64_t v) { return v < 0; }) ||
+      llvm::any_of(getHigh(), [](int64_t v) { return v < 0; })) {
+    Type element = in.getElementType();
+    Value zero = ConstantOp::create(
+        b, getLoc(),
+        DenseElementsAttr::get(RankedTensorType::get({}, element),
+                               b.getZeroAttr(element)));
+    SmallVector<int64_t> low, high;
+    for (auto [l, h] : llvm::zip_equal(getLow(), getHigh())) {
+      low.push_back(-l);
+      high.push_back(-h);
+    }
+    out[0] = PadOp::create(b, getLoc(), grads[0], zero, low, high);
+    return success();
+  }
   SmallVector<int64_t> limit, stride(in.getRank(), 1);
   for (auto [d, low] : llvm::enumerate(getLow()))
     limit.push_back(low + in.getDimSize(d));

@@ -30,6 +30,23 @@ func.func @main() -> (tensor<f32> {dgraph.name = "loss"}) {
 
 // -----
 
+// Tests that a constant pad with negative amounts (a crop before, a pad
+// after: ZeroPad2d((0, 0, 1, -1)) shifting a sequence) has the pad of its
+// gradient by the opposite amounts as its gradient: zeros where it cut.
+// CHECK-LABEL: func.func @train_step
+// CHECK: dgraph.pad %{{.*}}, %{{.*}}, low = [-1, 0], high = [1, 0] : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+dgraph.variable @w : tensor<4x3xf32> {trainable}
+func.func @main() -> (tensor<f32> {dgraph.name = "loss"}) {
+  %w = dgraph.load @w : tensor<4x3xf32>
+  %z = dgraph.constant dense<0.0> : tensor<f32>
+  %p = dgraph.pad %w, %z, low = [1, 0], high = [-1, 0] : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %q = dgraph.mul %p, %p : tensor<4x3xf32>
+  %l = dgraph.reduce_sum %q, dims = [0, 1] : (tensor<4x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests that gather_nd's gradient scatter-adds into zeros, and top_k's and
 // gather_elements' scatter_elements-add into zeros.
 // CHECK-LABEL: func.func @train_step

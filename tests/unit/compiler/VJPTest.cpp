@@ -300,6 +300,13 @@ std::vector<Case> cases() {
                  "  %y = dgraph.pad %a, %z, low = [1, 0], high = [0, 1] : "
                  "(tensor<2x3xf64>, tensor<f64>) -> " + t,
                  t});
+  // Negative amounts crop (ZeroPad2d((0, 0, 1, -1)), RWKV's time shift).
+  out.push_back({"pad_negative",
+                 {{"a", {4, 3}}},
+                 "  %z = dgraph.constant dense<0.0> : tensor<f64>\n"
+                 "  %y = dgraph.pad %a, %z, low = [1, -1], high = [-2, 1] : "
+                 "(tensor<4x3xf64>, tensor<f64>) -> tensor<3x3xf64>",
+                 "tensor<3x3xf64>"});
   out.push_back({"gather", {{"a", {5, 4}}},
                  "  %i = dgraph.constant dense<[4, 0, 4]> : tensor<3xi64>\n"
                  "  %y = dgraph.gather %a, %i axis = 0 : (tensor<5x4xf64>, "
