@@ -254,7 +254,9 @@ Status Executable::prepare(const format::Program &program, const uint8_t *data,
     } else if (whole) {
       DTCC_RETURN_IF_ERROR(writeBuffer(view, whole));
     } else {
-      if (!var.zero_init())
+      // Zeros by design: optimizer state, and the half copy of a master
+      // weight that starts at zero (a bias); anything else lacks its data.
+      if (!var.zero_init() && !(from && from->zero_init()))
         withoutData_.push_back(variables_.size());
       if (isHostMemory(view.data))
         std::memset(view.data, 0, size_t(view.sizeInBytes()));

@@ -212,3 +212,30 @@ TEST(RandomInit, EveryFloatingTypeFromTheSameDrawsIntegersStayZero) {
 }
 
 } // namespace
+
+namespace {
+
+// A bf16 copy of a master weight that starts at zero (a bias: zero_init,
+// no bytes in the data section) starts at zero too: the program is not
+// "compiled without weights" (which the runner warned of for every bf16
+// program with a zero bias), and --random-init leaves both at zero.
+TEST(RandomInit, HalfCopyOfAZeroMasterIsInitialized) {
+  format::Program program =
+      programOf({{"b", DType::kF32, {4}, /*zeroInit=*/true},
+                 {"b/half", DType::kBF16, {4}}});
+  program.mutable_variables(1)->set_rounded_from("b");
+  std::unique_ptr<Device> cpu = createCpuDevice();
+  auto exe = Executable::create(program, nullptr, 0, *cpu);
+  ASSERT_TRUE(exe.isOk()) << exe.status().toString();
+  EXPECT_TRUE(exe.value()->hasInitialValues());
+  // A copy of a master without data (a weight of a program compiled
+  // without weights) is still without it.
+  format::Program bare =
+      programOf({{"w", DType::kF32, {4}}, {"w/half", DType::kBF16, {4}}});
+  bare.mutable_variables(1)->set_rounded_from("w");
+  auto noData = Executable::create(bare, nullptr, 0, *cpu);
+  ASSERT_TRUE(noData.isOk()) << noData.status().toString();
+  EXPECT_FALSE(noData.value()->hasInitialValues());
+}
+
+} // namespace
