@@ -72,7 +72,7 @@ VOCAB = 500
 # 32 -> a class per pixel), audio (a waveform of 1600 samples -> a class),
 # mel (16 mel bins x 64 frames -> a class: Whisper's encoder), spectrogram
 # (64 frames x 16 mel bins -> a class: the Audio Spectrogram Transformer).
-_NO_DROP = dict(hidden_dropout_prob=0, attention_probs_dropout_prob=0)
+_NO_DROP = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 _ENC = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
             num_attention_heads=4, intermediate_size=128)
 _DEC = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,

@@ -8,6 +8,8 @@
 
 #include "dialects/Graph/IR/GraphOps.h"
 
+#include <cmath>
+
 #include "mlir/Dialect/CommonFolders.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/APSInt.h"
@@ -150,6 +152,46 @@ OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
   return foldUnary(
       adaptor.getOperand(), getType(), [](APFloat a) { return abs(a); },
       [&](const APInt &a) { return isUnsigned ? a : a.abs(); });
+}
+
+// Rounding and square roots of constants: shape arithmetic as exporters
+// write it in floats (math.ceil(n / k) as Cast, Div, Ceil, Cast: PyTorch 2's
+// Range limits), which the importer must know.
+static Attribute foldRounding(Attribute operand, APFloat::roundingMode mode) {
+  if (!foldable(operand))
+    return {};
+  return constFoldUnaryOp<FloatAttr, APFloat, void>(
+      {operand}, [&](APFloat a) -> std::optional<APFloat> {
+        a.roundToIntegral(mode);
+        return a;
+      });
+}
+
+OpFoldResult FloorOp::fold(FoldAdaptor adaptor) {
+  return foldRounding(adaptor.getOperand(), APFloat::rmTowardNegative);
+}
+
+OpFoldResult CeilOp::fold(FoldAdaptor adaptor) {
+  return foldRounding(adaptor.getOperand(), APFloat::rmTowardPositive);
+}
+
+OpFoldResult RoundOp::fold(FoldAdaptor adaptor) {
+  return foldRounding(adaptor.getOperand(), APFloat::rmNearestTiesToEven);
+}
+
+OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
+  // f64 and f32 only: the root in double is correctly rounded, and rounded
+  // again to f32 still is (double carries more than 2 x 24 + 2 bits).
+  Type element = getElementTypeOrSelf(getType());
+  if (!foldable(adaptor.getOperand()) || !(element.isF32() || element.isF64()))
+    return {};
+  return constFoldUnaryOp<FloatAttr, APFloat, void>(
+      {adaptor.getOperand()}, [&](const APFloat &a) -> std::optional<APFloat> {
+        APFloat r(std::sqrt(a.convertToDouble()));
+        bool lost = false;
+        r.convert(a.getSemantics(), APFloat::rmNearestTiesToEven, &lost);
+        return r;
+      });
 }
 
 OpFoldResult NotOp::fold(FoldAdaptor adaptor) {

@@ -167,7 +167,9 @@ def Graph_ExpOp : Graph_UnaryOp<"exp", Graph_FloatTensor, "exponential">;
 def Graph_LogOp : Graph_UnaryOp<"log", Graph_FloatTensor, "natural logarithm"> {
   let hasCanonicalizer = 1;
 }
-def Graph_SqrtOp : Graph_UnaryOp<"sqrt", Graph_FloatTensor, "square root">;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", Graph_FloatTensor, "square root"> {
+  let hasFolder = 1;
+}
 def Graph_RsqrtOp : Graph_UnaryOp<"rsqrt", Graph_FloatTensor, "reciprocal square root">;
 def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", Graph_FloatTensor, "reciprocal (1/x)">;
 def Graph_TanhOp : Graph_UnaryOp<"tanh", Graph_FloatTensor, "hyperbolic tangent">;
@@ -186,9 +188,15 @@ def Graph_CoshOp : Graph_UnaryOp<"cosh", Graph_FloatTensor, "hyperbolic cosine">
 def Graph_AsinhOp : Graph_UnaryOp<"asinh", Graph_FloatTensor, "inverse hyperbolic sine">;
 def Graph_AcoshOp : Graph_UnaryOp<"acosh", Graph_FloatTensor, "inverse hyperbolic cosine">;
 def Graph_AtanhOp : Graph_UnaryOp<"atanh", Graph_FloatTensor, "inverse hyperbolic tangent">;
-def Graph_FloorOp : Graph_UnaryOp<"floor", Graph_FloatTensor, "rounding down">;
-def Graph_CeilOp : Graph_UnaryOp<"ceil", Graph_FloatTensor, "rounding up">;
-def Graph_RoundOp : Graph_UnaryOp<"round", Graph_FloatTensor, "rounding to nearest, ties to even">;
+def Graph_FloorOp : Graph_UnaryOp<"floor", Graph_FloatTensor, "rounding down"> {
+  let hasFolder = 1;
+}
+def Graph_CeilOp : Graph_UnaryOp<"ceil", Graph_FloatTensor, "rounding up"> {
+  let hasFolder = 1;
+}
+def Graph_RoundOp : Graph_UnaryOp<"round", Graph_FloatTensor, "rounding to nearest, ties to even"> {
+  let hasFolder = 1;
+}
 def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor, "logical negation"> {
   let hasFolder = 1;
 }

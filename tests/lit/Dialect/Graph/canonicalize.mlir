@@ -17,6 +17,44 @@ func.func @shape_arith() -> tensor<2xi64> {
 
 // -----
 
+// Tests that floor, ceil, round (ties to even) and sqrt fold on constants:
+// the limit of a Range PyTorch 2's exporter computes as
+// Cast(Ceil(Div(Sub(Cast(a), Cast(b)), Cast(c)))) from constant shapes.
+// CHECK-LABEL: func.func @rounding
+// CHECK-DAG: dgraph.constant dense<[2.000000e+00, -3.000000e+00, 2.000000e+00, -1.000000e+00]> : tensor<4xf32>
+// CHECK-DAG: dgraph.constant dense<[3.000000e+00, -2.000000e+00, 3.000000e+00, -0.000000e+00]> : tensor<4xf32>
+// CHECK-DAG: dgraph.constant dense<[2.000000e+00, -2.000000e+00, 2.000000e+00, -0.000000e+00]> : tensor<4xf32>
+// CHECK-DAG: dgraph.constant dense<[1.4142135623730951, 3.000000e+00]> : tensor<2xf64>
+// CHECK-DAG: dgraph.constant dense<[1.41421354, 0.000000e+00]> : tensor<2xf32>
+// CHECK-DAG: dgraph.constant dense<3> : tensor<i64>
+// CHECK-NOT: dgraph.floor
+// CHECK-NOT: dgraph.ceil
+// CHECK-NOT: dgraph.round
+// CHECK-NOT: dgraph.sqrt
+func.func @rounding() -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf64>, tensor<2xf32>, tensor<i64>) {
+  %x = dgraph.constant dense<[2.5, -2.5, 2.1, -0.4]> : tensor<4xf32>
+  %f = dgraph.floor %x : tensor<4xf32>
+  %c = dgraph.ceil %x : tensor<4xf32>
+  %r = dgraph.round %x : tensor<4xf32>
+  %d = dgraph.constant dense<[2.0, 9.0]> : tensor<2xf64>
+  %sd = dgraph.sqrt %d : tensor<2xf64>
+  %e = dgraph.constant dense<[2.0, 0.0]> : tensor<2xf32>
+  %se = dgraph.sqrt %e : tensor<2xf32>
+  %n = dgraph.constant dense<17> : tensor<i64>
+  %k = dgraph.constant dense<2> : tensor<i64>
+  %m = dgraph.constant dense<6> : tensor<i64>
+  %nf = dgraph.cast %n : tensor<i64> to tensor<f32>
+  %kf = dgraph.cast %k : tensor<i64> to tensor<f32>
+  %mf = dgraph.cast %m : tensor<i64> to tensor<f32>
+  %diff = dgraph.sub %nf, %kf : tensor<f32>
+  %q = dgraph.div %diff, %mf : tensor<f32>
+  %up = dgraph.ceil %q : tensor<f32>
+  %limit = dgraph.cast %up : tensor<f32> to tensor<i64>
+  return %f, %c, %r, %sd, %se, %limit : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf64>, tensor<2xf32>, tensor<i64>
+}
+
+// -----
+
 // Tests that arithmetic, comparison, select and cast fold on constants.
 // CHECK-LABEL: func.func @arith
 // CHECK-DAG: dgraph.constant dense<[4, 0]> : tensor<2xi32>
