@@ -8,11 +8,11 @@
 
 #include "dialects/Graph/IR/GraphOps.h"
 
-#include <cmath>
-
 #include "mlir/Dialect/CommonFolders.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/APSInt.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace dtcc::graph;
