@@ -150,6 +150,13 @@ TIMM = {
     "ghostnet_100": {}, "hrnet_w18_small": {}, "dla34": {}, "dpn68": {},
     "res2net50_26w_4s": {}, "cspresnet50": {}, "rexnet_100": {},
     "repvgg_a0": {}, "inception_next_tiny": {},
+    # Added in the thirty-eighth session.
+    "convnext_atto": {}, "deit3_small_patch16_224": _SMALL,
+    "nest_tiny": _SMALL, "coat_lite_tiny": _SMALL, "efficientformerv2_s0": _SMALL,
+    "resnest14d": {}, "skresnet18": {}, "selecsls42b": {},
+    "ese_vovnet19b_dw": {}, "mobileone_s0": {}, "tinynet_e": {},
+    "mixnet_s": {}, "lcnet_050": {}, "efficientnet_b0": {}, "davit_tiny": {},
+    "hardcorenas_a": {}, "semnasnet_075": {}, "mvitv2_tiny": _SMALL,
 }
 MODELS.update({f"timm-{n}": (f"timm:{n}", kw, 64) for n, kw in TIMM.items()})
 
