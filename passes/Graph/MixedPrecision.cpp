@@ -11,6 +11,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <functional>
+
 namespace dtcc::graph {
 #define GEN_PASS_DEF_MIXEDPRECISION
 #include "passes/Graph/Passes.h.inc"
@@ -342,12 +344,32 @@ void MixedPrecisionPass::runOnOperation() {
     }
   }
 
-  // The loss and the gradients leave in their original (fp32) types.
+  // The loss and the gradients leave in their original (fp32) types. A
+  // gradient summed from several terms (a weight several ops read: tied
+  // embeddings and heads) is summed in fp32 from each term widened: its
+  // terms stay apart as in an fp32 program (a pipeline sums those of
+  // different stages after the micro-batches) and the sum rounds once.
+  SmallVector<Operation *> summedInHalf;
+  std::function<Value(Value, Type)> widened = [&](Value v,
+                                                  Type element) -> Value {
+    auto add = v.getDefiningOp<AddOp>();
+    if (!add || !v.hasOneUse() || floatElement(v) != half || element != f32)
+      return as(v, element);
+    Value lhs = widened(add.getLhs(), element);
+    Value rhs = widened(add.getRhs(), element);
+    OpBuilder ab(add);
+    auto sum = AddOp::create(ab, add.getLoc(), lhs, rhs);
+    inheritLayer(add, sum);
+    summedInHalf.push_back(add);
+    return sum;
+  };
   OpBuilder b(ret);
   for (OpOperand &use : ret->getOpOperands()) {
     unsigned i = use.getOperandNumber();
     Type element = getElementTypeOrSelf(train.getResultTypes()[i]);
-    Value v = as(use.get(), element);
+    Value v = train.getResultAttr(i, dtcc::graph::kGradOfAttr)
+                  ? widened(use.get(), element)
+                  : as(use.get(), element);
     if (scaleLoss && train.getResultAttr(i, dtcc::graph::kGradOfAttr)) {
       auto type = cast<RankedTensorType>(v.getType());
       Value inverse = ConstantOp::create(
@@ -358,6 +380,10 @@ void MixedPrecisionPass::runOnOperation() {
     }
     use.set(v);
   }
+  // The half sums replaced (each read only by the next, or the return).
+  for (Operation *add : llvm::reverse(summedInHalf))
+    if (add->use_empty())
+      add->erase();
   for (CastOp c : llvm::reverse(created))
     if (c->use_empty())
       c.erase();

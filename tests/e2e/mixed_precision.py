@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from e2e_common import Checks, launch, run, start, text_tokens
+from e2e_common import Checks, launch, run, start, text_tokens, write_batches
 
 LOG = re.compile(r"step\s+(\d+)/\d+\s+loss (\S+)")
 # Elements of a layer's parameters of the zoo GPT below (hidden 64, ffn
@@ -36,6 +36,44 @@ def kib(nbytes):
     return f"{nbytes / 1024:.1f} KiB" if nbytes >= 1024 else f"{nbytes} B"
 STEPS = 10
 TOLERANCE = 2e-2
+
+
+def tied_seq2seq(work):
+    """A sequence-to-sequence model whose token embedding its encoder, its
+    decoder and its output head read (PyTorch exports one initializer), as
+    an ONNX file in `work`, with 4 steps of batches in work/tied_batches."""
+    import torch
+    import torch.nn.functional as F
+
+    class Seq2Seq(torch.nn.Module):
+        def __init__(self, vocab=64, hidden=32, heads=4):
+            super().__init__()
+            self.tok = torch.nn.Embedding(vocab, hidden)
+            self.enc = torch.nn.TransformerEncoderLayer(
+                hidden, heads, 2 * hidden, dropout=0.0, batch_first=True)
+            self.dec = torch.nn.TransformerDecoderLayer(
+                hidden, heads, 2 * hidden, dropout=0.0, batch_first=True)
+
+        def forward(self, src, tgt, labels):
+            h = self.dec(self.tok(tgt), self.enc(self.tok(src)))
+            logits = h @ self.tok.weight.t()
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                   labels.reshape(-1))
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(5)
+    batches = [{n: rng.integers(0, 64, (4, 8)).astype(np.int64)
+                for n in ("src", "tgt", "labels")} for _ in range(4)]
+    path = os.path.join(work, "seq2seq.onnx")
+    torch.onnx.export(Seq2Seq().train(),
+                      tuple(torch.from_numpy(batches[0][n])
+                            for n in ("src", "tgt", "labels")), path,
+                      input_names=["src", "tgt", "labels"],
+                      output_names=["loss"], opset_version=17,
+                      do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.TRAINING)
+    write_batches(batches, os.path.join(work, "tied_batches"))
+    return path
 
 
 def main():
@@ -115,6 +153,31 @@ def main():
                       f"bf16 {mesh} {' '.join(extra)}: the step with bf16 weight "
                       f"copies logs the losses of the masters' casts "
                       f"({parallel[-1]:.5f} vs {casts[-1]:.5f})")
+            # An embedding three ops read on two pipeline stages (a
+            # sequence-to-sequence model's encoder and decoder embeddings
+            # and its tied head, as PyTorch exports it: one initializer):
+            # its gradient terms are widened and summed in fp32, as in an
+            # fp32 program, after the micro-batches (they were summed in
+            # bf16 within one, which the pipeline refused: "reads parameter
+            # 'tok.weight' in pipeline stage 1 but stage 0 updates it").
+            tied = tied_seq2seq(work)
+            one, pp = (os.path.join(work, "tied_" + n) for n in ("one", "pp"))
+            for exe, mesh in ((one, []), (pp, ["--mesh", "pp=2"])):
+                run([args.dtcc, "compile", tied, "--train", "--lr", "2e-3",
+                     "--dtype", "bf16", "-o", exe] + mesh)
+            logged = []
+            for exe, ranks in ((one, 1), (pp, 2)):
+                p = launch(exe, ranks, ["--batches", os.path.join(work, "tied_batches"),
+                                        "--steps", "4", "--log-every", "1"])
+                if p.returncode != 0:
+                    sys.stderr.write(p.stdout + p.stderr)
+                    raise SystemExit(f"error: {exe} exited {p.returncode}")
+                logged.append([float(m.group(2)) for m in LOG.finditer(p.stdout)])
+            worst = max(abs(p - h) / abs(h) for p, h in zip(*reversed(logged)))
+            check(len(logged[1]) == 4 and worst <= TOLERANCE,
+                  f"bf16 pp=2, an embedding three ops on two stages read: the "
+                  f"loss tracks one device's over 4 steps within {TOLERANCE:g} "
+                  f"relative (worst {worst:.2e})")
             # Two micro-batches a step (each the model's batch) see other
             # data than one device: the bf16 sums track the fp32 ones.
             accumulated = ("--zero", "3", "--micro-batches", "2")

@@ -184,3 +184,27 @@ func.func @main(%x: tensor<2x2x7xf32> {dgraph.name = "x"}, %base: tensor<40x3xf3
   %l = dgraph.reduce_sum %s, dims = [0, 1, 2, 3] : (tensor<2x3x4x5xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that the gradient of a weight two ops read (a tied embedding and
+// head) is summed in fp32 from each term widened, not summed in bf16 and
+// widened: the terms stay apart as in an fp32 program (a pipeline sums the
+// terms of its stages after the micro-batches) and the sum rounds once.
+// HALF-LABEL: func.func @train_step
+// HALF: %[[W:.*]] = dgraph.cast %{{.*}} : tensor<8x4xf32> to tensor<8x4xbf16>
+// HALF: %[[HEAD:.*]] = dgraph.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<3x8xbf16>, tensor<3x4xbf16>) -> tensor<8x4xbf16>
+// HALF: %[[HEAD32:.*]] = dgraph.cast %[[HEAD]] : tensor<8x4xbf16> to tensor<8x4xf32>
+// HALF: %[[EMB:.*]] = dgraph.scatter_add
+// HALF: %[[EMB32:.*]] = dgraph.cast %[[EMB]] : tensor<8x4xbf16> to tensor<8x4xf32>
+// HALF: %[[SUM:.*]] = dgraph.add %[[HEAD32]], %[[EMB32]] : tensor<8x4xf32>
+// HALF-NOT: tensor<8x4xbf16> to tensor<8x4xf32>
+// HALF: return %{{.*}}, %[[SUM]]
+dgraph.variable @w : tensor<8x4xf32> {trainable}
+func.func @main(%ids: tensor<3xi64>) -> (tensor<f32> {dgraph.name = "loss"}) {
+  %w = dgraph.load @w : tensor<8x4xf32>
+  %e = dgraph.gather %w, %ids axis = 0 : (tensor<8x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  %logits = dgraph.matmul %e, %w {transpose_rhs} : (tensor<3x4xf32>, tensor<8x4xf32>) -> tensor<3x8xf32>
+  %l = dgraph.reduce_sum %logits, dims = [0, 1] : (tensor<3x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
