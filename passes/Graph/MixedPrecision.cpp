@@ -344,11 +344,11 @@ void MixedPrecisionPass::runOnOperation() {
     }
   }
 
-  // The loss and the gradients leave in their original (fp32) types. A
-  // gradient summed from several terms (a weight several ops read: tied
-  // embeddings and heads) is summed in fp32 from each term widened: its
-  // terms stay apart as in an fp32 program (a pipeline sums those of
-  // different stages after the micro-batches) and the sum rounds once.
+  // The loss and the gradients leave in their original (fp32) types. With
+  // widen-terms (a pipeline), a gradient summed from several terms (a
+  // weight several ops read: tied embeddings and heads) is summed in fp32
+  // from each term widened: its terms stay apart as in an fp32 program, so
+  // the pipeline sums those of different stages after the micro-batches.
   SmallVector<Operation *> summedInHalf;
   std::function<Value(Value, Type)> widened = [&](Value v,
                                                   Type element) -> Value {
@@ -367,7 +367,7 @@ void MixedPrecisionPass::runOnOperation() {
   for (OpOperand &use : ret->getOpOperands()) {
     unsigned i = use.getOperandNumber();
     Type element = getElementTypeOrSelf(train.getResultTypes()[i]);
-    Value v = train.getResultAttr(i, dtcc::graph::kGradOfAttr)
+    Value v = widenTerms && train.getResultAttr(i, dtcc::graph::kGradOfAttr)
                   ? widened(use.get(), element)
                   : as(use.get(), element);
     if (scaleLoss && train.getResultAttr(i, dtcc::graph::kGradOfAttr)) {

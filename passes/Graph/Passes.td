@@ -248,6 +248,12 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
     %s = dgraph.cast %s32 : tensor<2x4xf32> to tensor<2x4xbf16>
     ```
     and the gradient of `@w` is cast to `tensor<4x4xf32>` before the return.
+    With `widen-terms` (a pipeline: dtcc compile sets it for pp > 1), a
+    gradient summed from several terms (a weight several ops read: tied
+    embeddings and heads) is summed in fp32 from each term widened instead:
+    its terms stay apart as in an fp32 program, so dtcc-shard-pipeline sums
+    those of different stages after the micro-batches. Without it the sum
+    stays half, the one value `--grad-reduce half` reduces over dp.
 
     Errors: an unknown `dtype`; no `@train_step`, or one the optimizer has
     already consumed; fp16 loss scaling without the autodiff seed.
@@ -260,6 +266,9 @@ def MixedPrecision : Pass<"dtcc-graph-mixed-precision", "mlir::ModuleOp"> {
     Option<"halfNorms", "half-norms", "bool", /*default=*/"true",
            "Norms and softmax read and write the half type (f32 inside the "
            "kernel); false: f32 between casts, as PyTorch autocast">,
+    Option<"widenTerms", "widen-terms", "bool", /*default=*/"false",
+           "A gradient summed from several terms is summed in fp32 from each "
+           "term widened (pipelines: terms of different stages)">,
   ];
   let dependentDialects = ["dtcc::graph::GraphDialect", "mlir::func::FuncDialect"];
 }

@@ -33,6 +33,9 @@ static void addTrainPasses(OpPassManager &pm, int64_t stages,
     graph::MixedPrecisionOptions mp;
     mp.dtype = o.dtype;
     mp.halfNorms = o.halfNorms;
+    // A pipeline sums the gradient terms of its stages after the
+    // micro-batches: each term is widened apart.
+    mp.widenTerms = stages > 1;
     pm.addPass(graph::createMixedPrecision(mp));
   }
   // A pipeline (the plan's pp > 1) unrolls its micro-batches in the step;

@@ -1,6 +1,7 @@
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision="dtype=bf16 half-norms=false" | FileCheck %s
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=bf16 | FileCheck %s --check-prefix=HALF
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=bf16 -dtcc-graph-optimizer | FileCheck %s --check-prefix=OPT
+// RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision="dtype=bf16 widen-terms=true" | FileCheck %s --check-prefix=WIDE
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=fp16 | FileCheck %s --check-prefix=FP16
 // RUN: dtcc-opt %s -split-input-file -dtcc-graph-autodiff -dtcc-graph-mixed-precision=dtype=fp32 | FileCheck %s --check-prefix=FP32
 
@@ -187,19 +188,24 @@ func.func @main(%x: tensor<2x2x7xf32> {dgraph.name = "x"}, %base: tensor<40x3xf3
 
 // -----
 
-// Tests that the gradient of a weight two ops read (a tied embedding and
-// head) is summed in fp32 from each term widened, not summed in bf16 and
-// widened: the terms stay apart as in an fp32 program (a pipeline sums the
-// terms of its stages after the micro-batches) and the sum rounds once.
-// HALF-LABEL: func.func @train_step
-// HALF: %[[W:.*]] = dgraph.cast %{{.*}} : tensor<8x4xf32> to tensor<8x4xbf16>
-// HALF: %[[HEAD:.*]] = dgraph.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<3x8xbf16>, tensor<3x4xbf16>) -> tensor<8x4xbf16>
-// HALF: %[[HEAD32:.*]] = dgraph.cast %[[HEAD]] : tensor<8x4xbf16> to tensor<8x4xf32>
-// HALF: %[[EMB:.*]] = dgraph.scatter_add
-// HALF: %[[EMB32:.*]] = dgraph.cast %[[EMB]] : tensor<8x4xbf16> to tensor<8x4xf32>
-// HALF: %[[SUM:.*]] = dgraph.add %[[HEAD32]], %[[EMB32]] : tensor<8x4xf32>
-// HALF-NOT: tensor<8x4xbf16> to tensor<8x4xf32>
-// HALF: return %{{.*}}, %[[SUM]]
+// Tests that with widen-terms (a pipeline) the gradient of a weight two
+// ops read (a tied embedding and head) is summed in fp32 from each term
+// widened, not summed in bf16 and widened: the terms stay apart as in an
+// fp32 program (a pipeline sums the terms of its stages after the
+// micro-batches). Without it the sum stays bf16 (what --grad-reduce half
+// reduces over dp).
+// WIDE-LABEL: func.func @train_step(%arg0: tensor<3xi64>)
+// WIDE: %[[HEAD:.*]] = dgraph.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<3x8xbf16>, tensor<3x4xbf16>) -> tensor<8x4xbf16>
+// WIDE: %[[HEAD32:.*]] = dgraph.cast %[[HEAD]] : tensor<8x4xbf16> to tensor<8x4xf32>
+// WIDE: %[[EMB:.*]] = dgraph.scatter_add
+// WIDE: %[[EMB32:.*]] = dgraph.cast %[[EMB]] : tensor<8x4xbf16> to tensor<8x4xf32>
+// WIDE: %[[SUM:.*]] = dgraph.add %[[HEAD32]], %[[EMB32]] : tensor<8x4xf32>
+// WIDE-NOT: tensor<8x4xbf16> to tensor<8x4xf32>
+// WIDE: return %{{.*}}, %[[SUM]]
+// HALF-LABEL: func.func @train_step(%arg0: tensor<3xi64>)
+// HALF: %[[SUM:.*]] = dgraph.add %{{.*}}, %{{.*}} : tensor<8x4xbf16>
+// HALF: %[[G:.*]] = dgraph.cast %[[SUM]] : tensor<8x4xbf16> to tensor<8x4xf32>
+// HALF: return %{{.*}}, %[[G]]
 dgraph.variable @w : tensor<8x4xf32> {trainable}
 func.func @main(%ids: tensor<3xi64>) -> (tensor<f32> {dgraph.name = "loss"}) {
   %w = dgraph.load @w : tensor<8x4xf32>
