@@ -380,11 +380,13 @@ Decomposition decompose(Operation *op, int64_t id) {
   auto full2 = [&](StringRef name, Value l, Value r) {
     return make(name, full, {l, r});
   };
-  // The chain reads operand `index` of the op as the last op's operand 0.
-  auto readsOperand = [&](unsigned index) {
+  // The chain reads operand `index` of the op as `reader`'s operand `at`
+  // (by default the last op's operand 0).
+  auto readsOperand = [&](unsigned index, Operation *reader = nullptr,
+                          unsigned at = 0) {
     if (d.reads.size() <= index)
       d.reads.resize(index + 1, {nullptr, 0});
-    d.reads[index] = {d.chain.back(), 0};
+    d.reads[index] = {reader ? reader : d.chain.back(), at};
   };
   // The norms' and their gradients': values per row in double, splat
   // constants of them (read in place), casts between float types.
@@ -514,11 +516,8 @@ Decomposition decompose(Operation *op, int64_t id) {
     params->setAttr(kRowChainAttr, b.getI64IntegerAttr(id));
     copyPlacement(op, params);
     d.chain.push_back(params);
-    for (auto [i, index] : llvm::enumerate(reads)) {
-      if (d.reads.size() <= index)
-        d.reads.resize(index + 1, {nullptr, 0});
-      d.reads[index] = {params, unsigned(i)};
-    }
+    for (auto [i, index] : llvm::enumerate(reads))
+      readsOperand(index, params, unsigned(i));
     llvm::append_range(results, params->getResults());
   } else if (isa<graph::SoftmaxOp, graph::LogSoftmaxOp>(op)) {
     // t = exp(x - max), sum in double; softmax: t * (1 / sum); log-softmax:

@@ -44,6 +44,13 @@ struct Emit {
     return SelectOp::create(b, loc, c, x, y);
   }
   Value zerosLike(Value x) { return splat(x, 0.0); }
+  /// A rank-0 zero of `element` (a pad's fill).
+  Value scalarZero(Type element) {
+    return ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({}, element),
+                               b.getZeroAttr(element)));
+  }
   /// `g` masked by `c`: g where c, 0 elsewhere.
   Value where(Value c, Value g) { return select(c, g, zerosLike(g)); }
   Value reshape(Value x, RankedTensorType type) {
@@ -345,10 +352,7 @@ LogicalResult SliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   Emit e{b, getLoc()};
   auto in = typeOf(getOperand());
   Type element = in.getElementType();
-  Value zero = ConstantOp::create(
-      b, getLoc(),
-      DenseElementsAttr::get(RankedTensorType::get({}, element),
-                             b.getZeroAttr(element)));
+  Value zero = e.scalarZero(element);
   // Spread each strided dimension: g[k] moves to k * stride, zeros between
   // (a size-1 dimension after it padded to `stride`, merged, cut to the
   // span start.. of the operand).
@@ -426,11 +430,7 @@ LogicalResult PadOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   // the opposite amounts, zeros where the op cut and cut where it padded.
   if (llvm::any_of(getLow(), [](int64_t v) { return v < 0; }) ||
       llvm::any_of(getHigh(), [](int64_t v) { return v < 0; })) {
-    Type element = in.getElementType();
-    Value zero = ConstantOp::create(
-        b, getLoc(),
-        DenseElementsAttr::get(RankedTensorType::get({}, element),
-                               b.getZeroAttr(element)));
+    Value zero = Emit{b, getLoc()}.scalarZero(in.getElementType());
     SmallVector<int64_t> low, high;
     for (auto [l, h] : llvm::zip_equal(getLow(), getHigh())) {
       low.push_back(-l);

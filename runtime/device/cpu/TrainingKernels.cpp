@@ -342,6 +342,9 @@ inline double loadStat(DType dtype, const void *base, int64_t i) {
 struct NormGradPlan {
   int64_t rows = 0, cols = 0;
   DType statType = DType::kF32;
+  /// Where the operands are: the first statistic and dy among the inputs
+  /// (after x and, with dx, scale), dscale among the outputs (after dx).
+  size_t firstStat = 2, dyIndex = 4, firstParam = 1;
 };
 
 /// Checks layer_norm_grad (x, scale, mean, rstd, dy -> dx, dscale, dbias) or
@@ -363,6 +366,9 @@ StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer,
   plan.rows = product(x.shape, 0, axis);
   plan.cols = product(x.shape, axis);
   plan.statType = ctx.inputs[firstStat].dtype;
+  plan.firstStat = firstStat;
+  plan.dyIndex = dyIndex;
+  plan.firstParam = withDx ? 1 : 0;
   if (withDx) {
     DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.inputs[1], x.dtype, "input 1"));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.inputs[1], normShape, "input 1"));
@@ -386,7 +392,7 @@ StatusOr<NormGradPlan> planNormGrad(const KernelContext &ctx, bool layer,
     DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[0], x.dtype, "output 0"));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[0], x.shape, "output 0"));
   }
-  for (size_t i = withDx ? 1 : 0; i < ctx.outputs.size(); ++i) {
+  for (size_t i = plan.firstParam; i < ctx.outputs.size(); ++i) {
     const std::string what = "output " + std::to_string(i);
     DTCC_RETURN_IF_ERROR(checkDType(ctx, ctx.outputs[i], x.dtype, what));
     DTCC_RETURN_IF_ERROR(checkShape(ctx, ctx.outputs[i], normShape, what));
@@ -502,9 +508,8 @@ template <bool Layer, bool WithDx>
 StatusOr<KernelFn> buildNormGrad(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(NormGradPlan plan, planNormGrad(ctx, Layer, WithDx));
   const TensorView &x = ctx.inputs[0];
-  const size_t firstStat = WithDx ? 2 : 1;
-  const size_t dyIndex = firstStat + (Layer ? 2 : 1);
-  const size_t firstParam = WithDx ? 1 : 0;
+  const size_t firstStat = plan.firstStat, dyIndex = plan.dyIndex,
+               firstParam = plan.firstParam;
   KernelFn fn;
   if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
