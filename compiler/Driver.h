@@ -17,6 +17,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <optional>
 #include <string>
 
 namespace dtcc {
@@ -113,6 +114,11 @@ struct CompileOptions {
   /// (dtcc-shard-annotate's half-weight-copies); false: the masters stay
   /// whole and each micro-batch casts them.
   bool halfWeightCopies = true;
+  /// A dense layer's weight and bias gradients in one product, the bias
+  /// gradient in its epilogue (dtcc-lower-fuse-bias-grads); unset: where
+  /// the target's library has such epilogues (cuBLASLt: --target cuda).
+  /// The CPU runs the fused op as its two kernels (for tests).
+  std::optional<bool> matmulEpilogues;
   /// Verify the module after every pass (MLIR's default); false: once,
   /// after the last phase. The planner's pricing compiles of zoo models
   /// (programs of up to millions of ops, whose IR the tests verify pass by

@@ -356,7 +356,22 @@ std::string explainProgram(const Program &program, std::string_view data) {
        << (fused.empty() ? "none (no attention core, --no-fused-attention, "
                            "or not a CPU program in fp32)"
                          : fused)
-       << "\n\n";
+       << "\n";
+    int64_t epilogues = 0;
+    for (const runtime::format::Function &fn : program.functions())
+      for (const runtime::format::Instruction &inst : fn.instructions())
+        epilogues += inst.kernel() == "matmul_bias_grad";
+    os << "matmul epilogues: ";
+    if (epilogues == 0)
+      os << "none (no dense layer's bias gradient beside its weight "
+            "gradient, or compiled without --matmul-epilogues)";
+    else
+      os << epilogues
+         << " bias gradients computed with their weight gradient's product "
+         << (meta(runtime::metadata::kTarget) == "cuda"
+                 ? "(cuBLASLt's BGRADA/BGRADB epilogue)"
+                 : "(on the CPU as the product and a reduction)");
+    os << "\n\n";
   }
 
   os << explainMemorySpaces(program);

@@ -957,6 +957,7 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     options.target = "cuda";
     options.stridedViews = run.stridedViews;
     options.halfWeightCopies = run.halfWeightCopies;
+    options.matmulEpilogues = run.matmulEpilogues;
     options.fuse = run.fuse;
     // A zoo model's IR is verified once, after the phases; a file's after
     // every pass, so that a compiler fault names the pass.
@@ -1896,6 +1897,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
                                 : GradientPasses::kAsCompiled);
   run.stridedViews = args.stridedViews;
   run.halfWeightCopies = args.halfWeightCopies;
+  run.matmulEpilogues = args.matmulEpilogues;
   // A run whose saved model names its own attention kernel or gradient
   // passes used its framework's kernels (priced unfused); dtcc's own
   // program is fused where dtcc compile fuses it here.

@@ -249,16 +249,19 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     *flopsOut = 0;
   const std::string &kernel = inst.kernel();
   double overhead = device.kernelOverhead.value;
-  if (kernel == "matmul" && inst.inputs_size() == 2 &&
-      inst.outputs_size() == 1) {
+  // matmul_bias_grad: its bias gradient is summed in the product's
+  // epilogue, priced as the product alone.
+  if ((kernel == "matmul" || kernel == "matmul_bias_grad") &&
+      inst.inputs_size() == 2 && inst.outputs_size() >= 1) {
     const Buffer &lhs = program.buffers(inst.inputs(0));
     const Buffer &rhs = program.buffers(inst.inputs(1));
     const Buffer &out = program.buffers(inst.outputs(0));
     std::vector<int64_t> ls(lhs.shape().begin(), lhs.shape().end());
     std::vector<int64_t> rs(rhs.shape().begin(), rhs.shape().end());
-    auto shape = runtime::planMatmul(ls, rs,
-                                     *attrInt(inst, "transpose_lhs") != 0,
-                                     *attrInt(inst, "transpose_rhs") != 0);
+    // matmul_bias_grad has no transpose_rhs (its rhs never is).
+    const bool tl = attrInt(inst, "transpose_lhs").value_or(0) != 0;
+    const bool tr = attrInt(inst, "transpose_rhs").value_or(0) != 0;
+    auto shape = runtime::planMatmul(ls, rs, tl, tr);
     if (shape.isOk() && out.shape_size() >= 2) {
       // The kernel's own GEMMs (runtime/base/MatmulShape.h): broadcast
       // batches cost their result's products, a shared rhs folds the batch
@@ -266,9 +269,7 @@ double instructionSeconds(const Program &program, const Instruction &inst,
       const runtime::MatmulShape &p = shape.value();
       double m = double(p.m), n = double(p.n), k = double(p.k);
       double calls = double(p.gemms());
-      double flops = runtime::matmulFlops(ls, rs,
-                                          *attrInt(inst, "transpose_lhs") != 0,
-                                          *attrInt(inst, "transpose_rhs") != 0);
+      double flops = runtime::matmulFlops(ls, rs, tl, tr);
       if (flopsOut)
         *flopsOut = flops;
       double efficiency = device.matmulEfficiencyAt(m, k, n);

@@ -190,6 +190,25 @@ def SinkTransposes : Pass<"dtcc-sink-transposes", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseBiasGrads : Pass<"dtcc-lower-fuse-bias-grads", "mlir::ModuleOp"> {
+  let summary = "A dense layer's weight and bias gradients in one product";
+  let description = [{
+    Runs in the exec phase of `--target cuda` programs (`dtcc compile
+    --matmul-epilogues`), before `dtcc-lower-fuse-regions`. A
+    `dgraph.reduce_sum` over every dimension but the last of a value `dy`
+    (a bias gradient) and a `dgraph.matmul` of two matrices one of whose
+    operands is `dy` or a reshape of it with rows of the same length, its
+    rows contracted (the weight gradient `x^T dy`, `dy` the rhs not
+    transposed; or `dy^T x` for a weight stored `[out, in]`, `dy` the lhs
+    transposed) become one `dgraph.matmul_bias_grad`, whose CUDA kernel
+    sums the rows in cuBLASLt's epilogue (BGRADA for the rhs, BGRADB for
+    the lhs) instead of a second pass over `dy`. The op stands where the first of the two stood when the
+    product's operands are defined there, else where the second stood
+    when nothing in between reads the first; otherwise the pair stays.
+    Each matmul pairs with one reduction.
+  }];
+}
+
 def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {
   let summary = "Groups elementwise chains into fused regions with generated kernels";
   let description = [{

@@ -226,6 +226,25 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
       return ScratchSet{};
     return compute(kCudaMatmulWorkspaceBytes);
   }
+  if (k == "matmul_bias_grad") {
+    // cuBLASLt's workspace, then the partial sums of the summed operand's
+    // rows where the sums run as a reduction of their own (a product whose
+    // epilogue cuBLASLt lacks): one set, whichever runs.
+    const int64_t summed = ctx.attrs.getInt("summed", -1);
+    if (ctx.inputs.size() < 2 || ctx.outputs.empty() ||
+        (summed != 0 && summed != 1))
+      return ScratchSet{};
+    ScratchSet set;
+    if (out(0).numel() > 0)
+      set = compute(kCudaMatmulWorkspaceBytes);
+    auto plan = planCudaReduce(in(size_t(summed)).shape, {0});
+    if (!plan.isOk())
+      return ctx.error(plan.status().message());
+    if (plan->scratchBytes > 0)
+      set.push_back(
+          {ScratchUse::kCompute, plan->scratchBytes, kScratchAlignment});
+    return set;
+  }
   if (k == "reduce_sum" || k == "sum_squares" || k == "reduce_prod" ||
       k == "reduce_max" || k == "reduce_min") {
     if (ctx.inputs.empty())

@@ -948,6 +948,19 @@ def : Kernel<"matmul"> {
   let Attrs = [FlagAttr<"transpose_lhs">, FlagAttr<"transpose_rhs">];
 }
 
+def : Kernel<"matmul_bias_grad"> {
+  let Summary = "Matrix product and the sums of an operand over its contracted rows";
+  let Source = "dgraph.matmul_bias_grad";
+  let Inputs = [Tensor<"lhs", FloatElement>, Tensor<"rhs", FloatElement>];
+  let Outputs = [
+    Tensor<"product", FloatElement>,
+    Tensor<"sums", FloatElement>
+  ];
+  let Relations = [SameElementType<["lhs", "rhs", "product", "sums"]>];
+  let Attrs = [FlagAttr<"transpose_lhs">, FlagAttr<"transpose_rhs">,
+               IntAttr<"summed">];
+}
+
 def : Kernel<"max"> {
   let Summary = "Elementwise maximum (NaN if either is NaN)";
   let Source = "dgraph.max";

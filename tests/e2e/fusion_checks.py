@@ -25,6 +25,11 @@
 3. Meshes: dp=2 and tp=2 with --fuse against one device without it
    (mpirun, oversubscribed), within parallel_checks' tolerances (1e-5
    losses, 1e-4 parameters: the meshes change summation orders).
+4. Matmul epilogues (--matmul-epilogues: each bias gradient with its
+   weight gradient's product, CUDA's default): on the CPU the fused op
+   runs the unfused kernels, so one device gives the unfused losses and
+   parameters bit for bit, and tp=2 those within the meshes' tolerances;
+   dtcc explain counts the fused pairs (every dense layer's).
 """
 import os
 import re
@@ -303,6 +308,12 @@ def training(dtcc, work, tokens, model, check):
                                           None, 0, 0),
              "fused plain attention": (1, ["--fuse", "--no-fused-attention"],
                                        "1 device plain attention", 1e-6, 1e-6),
+             # Bias gradients with their weight gradients' products
+             # (--matmul-epilogues, CUDA's default): the CPU runs the fused
+             # op as the unfused kernels, so the losses to the bit.
+             "epilogues": (1, ["--no-fuse", "--matmul-epilogues"], "1 device", 0, 0),
+             "epilogues TP2": (2, ["--no-fuse", "--matmul-epilogues", "--mesh", "tp=2"],
+                               "1 device", 1e-5, 1e-4),
              "1 device bf16": (1, ["--no-fuse", "--dtype", "bf16"], None, 0, 0),
              "fused bf16": (1, ["--fuse", "--dtype", "bf16"], "1 device bf16",
                             1e-3, None)}
@@ -323,6 +334,13 @@ def training(dtcc, work, tokens, model, check):
         check(m is not None, f"{model} {name}: the run reports its planned peak")
         if m:
             planned[name] = float(m.group(1)) * parallel_checks.UNITS[m.group(2)]
+        if name.startswith("epilogues") and model != "torch-llama":
+            # Every dense layer of these GPTs has a bias.
+            explained = e2e_common.run([dtcc, "explain", exe])
+            m = re.search(r"matmul epilogues: (\d+) bias gradients", explained)
+            check(m is not None and int(m.group(1)) >= 4 * parallel_checks.LAYERS,
+                  f"{model} {name}: the bias gradients join their products: "
+                  f"{m.group(0) if m else '(no line)'}")
         if name in ("fused", "fused bf16", "fused plain attention"):
             explained = e2e_common.run([dtcc, "explain", exe])
             m = re.search(r"train_step: (\d+) regions of (\d+) ops, ([\d.]+ \w+)",

@@ -192,6 +192,12 @@ cl::opt<bool> noHalfWeightCopies(
              "pipeline keep whole fp32 master weights, cast at every "
              "micro-batch)"),
     cl::sub(planCommand), cl::cat(outputCategory));
+cl::opt<bool> noMatmulEpilogues(
+    "no-matmul-epilogues",
+    cl::desc("GPU clusters: price programs compiled as dtcc compile "
+             "--no-matmul-epilogues (each bias gradient a reduction of its "
+             "own: the programs dtcc ran before they were epilogues)"),
+    cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<bool> noFuse(
     "no-fuse",
     cl::desc("Price programs compiled as dtcc compile --no-fuse (every op a "
@@ -310,6 +316,7 @@ StatusOr<PlanRequest> request() {
   r.explainCost = explainCost;
   r.stridedViews = !noStridedViews;
   r.halfWeightCopies = !noHalfWeightCopies;
+  r.matmulEpilogues = !noMatmulEpilogues;
   r.fuse = !noFuse;
   r.json = json;
   r.tracePath = tracePath;

@@ -167,6 +167,18 @@ cl::opt<bool> noRowRegions(
     cl::desc("Fuse elementwise chains only: softmaxes, norms and reductions "
              "along the last axis stay library kernels (for comparisons)"),
     cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> matmulEpilogues(
+    "matmul-epilogues",
+    cl::desc("Compute each dense layer's bias gradient in the epilogue of "
+             "its weight gradient's product (cuBLASLt's BGRADA) instead of "
+             "a second pass over the output gradient (the default on "
+             "--target cuda; on the CPU the fused op runs as its two "
+             "kernels, for tests)"),
+    cl::sub(compileCmd), cl::cat(category));
+cl::opt<bool> noMatmulEpilogues(
+    "no-matmul-epilogues",
+    cl::desc("Bias gradients as separate reductions (for comparisons)"),
+    cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noStridedViews(
     "no-strided-views",
     cl::desc("Copy attention's heads around it (the slices, transposes and "
@@ -535,6 +547,13 @@ int runImportOrCompile(bool compile) {
         compileOptions.fuse = false;
       }
     }
+    if (matmulEpilogues && noMatmulEpilogues) {
+      llvm::errs() << "error: --matmul-epilogues and --no-matmul-epilogues "
+                      "contradict each other\n";
+      return 1;
+    }
+    if (matmulEpilogues || noMatmulEpilogues)
+      compileOptions.matmulEpilogues = bool(matmulEpilogues);
     compileOptions.stridedViews = !noStridedViews;
     compileOptions.halfWeightCopies = !noHalfWeightCopies;
     dtcc::TrainOptions &t = compileOptions.train;

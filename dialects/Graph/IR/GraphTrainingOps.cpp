@@ -130,6 +130,39 @@ LogicalResult RmsNormParamGradOp::verify() {
                         {getDscale()}, getAxis());
 }
 
+LogicalResult MatmulBiasGradOp::verify() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  auto rhs = cast<RankedTensorType>(getRhs().getType());
+  auto product = cast<RankedTensorType>(getProduct().getType());
+  auto sums = cast<RankedTensorType>(getSums().getType());
+  if (lhs.getRank() != 2 || rhs.getRank() != 2)
+    return emitOpError("expected matrices, got ") << lhs << " and " << rhs;
+  Type e = lhs.getElementType();
+  if (rhs.getElementType() != e || product.getElementType() != e ||
+      sums.getElementType() != e)
+    return emitOpError("expected operands and results of one element type");
+  const bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  const int64_t m = lhs.getDimSize(tl ? 1 : 0), kl = lhs.getDimSize(tl ? 0 : 1);
+  const int64_t kr = rhs.getDimSize(tr ? 1 : 0), n = rhs.getDimSize(tr ? 0 : 1);
+  if (kl != kr)
+    return emitOpError("expected contracted dimensions to agree, got ")
+           << kl << " and " << kr;
+  const int64_t summed = getSummed();
+  if (summed != 0 && summed != 1)
+    return emitOpError("expected summed 0 (lhs) or 1 (rhs), got ") << summed;
+  if (summed == 0 ? !tl : tr)
+    return emitOpError("expected the summed ")
+           << (summed == 0 ? "lhs transposed" : "rhs not transposed")
+           << " (its rows contracted)";
+  const int64_t columns = summed == 0 ? m : n;
+  if (product.getShape() != ArrayRef<int64_t>{m, n} ||
+      sums.getShape() != ArrayRef<int64_t>{columns})
+    return emitOpError("expected a product of shape [")
+           << m << ", " << n << "] and sums of shape [" << columns << "], got "
+           << product << " and " << sums;
+  return success();
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   auto logits = cast<RankedTensorType>(getLogits().getType());
   auto labels = cast<RankedTensorType>(getLabels().getType());

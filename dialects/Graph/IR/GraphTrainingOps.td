@@ -250,6 +250,45 @@ def Graph_LayerNormParamGradOp : Graph_Op<"layer_norm_param_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_MatmulBiasGradOp : Graph_Op<"matmul_bias_grad", [Pure]> {
+  let summary = "A dense layer's weight gradient and its bias gradient";
+  let description = [{
+    `dgraph.matmul` of two matrices and the sums of one operand over its
+    rows, which the product contracts: a dense layer's weight gradient
+    `x^T dy` (`summed = 1`: `dy` is the rhs; `dy^T x` for a weight stored
+    `[out, in]`, `summed = 0`: `dy` is the transposed lhs) and its bias
+    gradient, the sum of `dy` over its rows, both read from `dy` at once.
+    A backend may compute the sums in the product's epilogue (cuBLASLt's
+    BGRADA/BGRADB). `dtcc-lower-fuse-bias-grads` makes it from a
+    `dgraph.matmul` and a `dgraph.reduce_sum` of the same `dy`; it exists
+    only after the partitioning (no sharding rule, no VJP).
+
+    Example:
+    ```mlir
+    %dw, %db = dgraph.matmul_bias_grad %x, %dy {transpose_lhs} summed = 1
+        : (tensor<64x16xbf16>, tensor<64x32xbf16>)
+        -> (tensor<16x32xbf16>, tensor<32xbf16>)
+    ```
+
+    **Constraints:**
+    - `lhs` and `rhs` are matrices of one element type, the product
+      `[m, n]` and the sums the summed operand's columns (`[m]` or `[n]`),
+      of that element type;
+    - `summed` is 0 or 1, and that operand's rows are the contracted
+      dimension: a summed lhs is transposed (`[k, m]`), a summed rhs not
+      (`[k, n]`).
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       I64Attr:$summed);
+  let results = (outs Graph_FloatTensor:$product, Graph_FloatTensor:$sums);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `summed` `=` $summed `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_RmsNormParamGradOp : Graph_Op<"rms_norm_param_grad", [Pure]> {
   let summary = "Scale gradient of RMS normalization";
   let description = [{

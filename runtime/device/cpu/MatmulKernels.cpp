@@ -383,10 +383,38 @@ StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
   return fn;
 }
 
+/// matmul_bias_grad as the unfused program runs it: the matmul kernel,
+/// then reduce_sum over the summed operand's rows (so its results to the
+/// bit; on the CPU the product and the sums are two passes either way).
+StatusOr<KernelFn> buildMatmulBiasGrad(const KernelContext &ctx) {
+  const int64_t summed = ctx.attrs.getInt("summed", -1);
+  if (summed != 0 && summed != 1)
+    return ctx.error("expected summed 0 (lhs) or 1 (rhs), got ", summed);
+  KernelContext product = ctx;
+  product.kernel = "matmul";
+  product.outputs.resize(1);
+  DTCC_ASSIGN_OR_RETURN(KernelFn multiply, buildMatmul(product));
+  KernelContext sums = ctx;
+  sums.kernel = "reduce_sum";
+  sums.inputs = {ctx.inputs[size_t(summed)]};
+  sums.outputs = {ctx.outputs[1]};
+  sums.attrs = Attrs();
+  sums.attrs.set("dims", std::vector<int64_t>{0});
+  const KernelFactory *reduce = cpuKernels().find("reduce_sum");
+  if (!reduce)
+    return internalError(cpu::errorPrefix(ctx), "no reduce_sum kernel");
+  DTCC_ASSIGN_OR_RETURN(KernelFn sum, (*reduce)(sums));
+  return KernelFn([multiply, sum]() -> Status {
+    DTCC_RETURN_IF_ERROR(multiply());
+    return sum();
+  });
+}
+
 } // namespace
 
 void registerCpuMatmulKernels(KernelRegistry &registry) {
   registry.add("matmul", buildMatmul);
+  registry.add("matmul_bias_grad", buildMatmulBiasGrad);
 }
 
 } // namespace dtcc::runtime

@@ -60,6 +60,9 @@ inline StatusOr<ScratchSlot> requestScratchOf(const KernelContext &ctx,
   return slots.at(0);
 }
 
+/// The launch plan of a reduction planCudaReduce planned (CudaKernels.cpp).
+StatusOr<ReducePlan> reduceLaunchPlan(const CudaReducePlan &plan);
+
 /// A run before the reservation (kernels bound outside a program) is an
 /// error, not a launch on a null pointer.
 inline Status unreserved(const std::string &prefix) {

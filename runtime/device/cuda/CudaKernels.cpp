@@ -34,6 +34,28 @@ static_assert(kScatterTileThreads == CudaScatterAddPlan::kTileThreads &&
                   kScatterItemsPerThread == CudaScatterAddPlan::kItemsPerThread &&
                   kScatterRadix == CudaScatterAddPlan::kRadix,
               "CudaScratch.h lays out the scatter_add sort");
+
+StatusOr<ReducePlan> reduceLaunchPlan(const CudaReducePlan &r) {
+  if (r.kept.size() > size_t(kMaxLayoutDims) ||
+      r.reduced.size() > size_t(kMaxLayoutDims))
+    return invalidArgument("too many dimensions for the CUDA reduction");
+  ReducePlan p;
+  p.outNumel = r.outNumel;
+  p.keptRank = int(r.kept.size());
+  for (size_t i = 0; i < r.kept.size(); ++i) {
+    p.keptShape[i] = r.kept[i].first;
+    p.keptStrides[i] = r.kept[i].second;
+  }
+  p.reducedRank = int(r.reduced.size());
+  for (size_t i = 0; i < r.reduced.size(); ++i) {
+    p.reducedShape[i] = r.reduced[i].first;
+    p.reducedStrides[i] = r.reduced[i].second;
+  }
+  p.reducedNumel = r.reducedNumel;
+  p.rowTail = r.rowTail;
+  p.slices = r.slices;
+  return p;
+}
 } // namespace dtcc::runtime::cuda
 
 namespace dtcc::runtime::cuda {
@@ -458,24 +480,10 @@ StatusOr<KernelFn> buildReduce(CudaDevice &dev, const KernelContext &ctx) {
     if (std::find(dims.begin(), dims.end(), int64_t(d)) == dims.end())
       shape.push_back(in.shape[d]);
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, shape, "output 0"));
-  if (r.kept.size() > size_t(kMaxLayoutDims) ||
-      r.reduced.size() > size_t(kMaxLayoutDims))
-    return ctx.error("too many dimensions for the CUDA reduction");
-  ReducePlan p;
-  p.outNumel = r.outNumel;
-  p.keptRank = int(r.kept.size());
-  for (size_t i = 0; i < r.kept.size(); ++i) {
-    p.keptShape[i] = r.kept[i].first;
-    p.keptStrides[i] = r.kept[i].second;
-  }
-  p.reducedRank = int(r.reduced.size());
-  for (size_t i = 0; i < r.reduced.size(); ++i) {
-    p.reducedShape[i] = r.reduced[i].first;
-    p.reducedStrides[i] = r.reduced[i].second;
-  }
-  p.reducedNumel = r.reducedNumel;
-  p.rowTail = r.rowTail;
-  p.slices = r.slices;
+  auto launchPlan = reduceLaunchPlan(r);
+  if (!launchPlan.isOk())
+    return ctx.error(launchPlan.status().message());
+  const ReducePlan p = *launchPlan;
   // The slices' partial results: compute-stream scratch.
   ScratchSlot partials;
   if (r.scratchBytes > 0) {

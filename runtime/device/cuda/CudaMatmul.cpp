@@ -7,6 +7,9 @@
 // accumulation for f16/bf16 (CudaTables.h). The heuristic's algorithm is
 // chosen at load time, told the operands' real alignment; the workspace is
 // the program's compute scratch (runtime/exec/CudaScratch.h).
+// matmul_bias_grad adds cuBLASLt's BGRADA/BGRADB epilogue: the sums of an
+// operand's contracted rows (a dense layer's bias gradient) written by the
+// product's kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,11 +17,14 @@
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
+#include "runtime/device/cuda/CudaFactory.h"
 #include "runtime/device/cuda/CudaTables.h"
 #include "runtime/exec/CudaScratch.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -50,13 +56,27 @@ Status layout(cublasLtMatrixLayout_t *out, cudaDataType_t type, int64_t rows,
   return Status::ok();
 }
 
-StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(cpu::checkAllContiguous(ctx));
-  const TensorView lhs = ctx.inputs[0], rhs = ctx.inputs[1], out = ctx.outputs[0];
-  DTCC_RETURN_IF_ERROR(cpu::checkDType(ctx, rhs, lhs.dtype, "input 1"));
-  DTCC_RETURN_IF_ERROR(cpu::checkDType(ctx, out, lhs.dtype, "output 0"));
-  const bool tl = ctx.attrs.getBool("transpose_lhs");
-  const bool tr = ctx.attrs.getBool("transpose_rhs");
+/// One product of the "matmul" semantics on cuBLASLt, bound to its
+/// buffers and the workspace; with `sums`, cuBLASLt's bias-gradient
+/// epilogue also writes there the sums over the contracted rows of the
+/// rhs (`summed` 1: BGRADA, cuBLASLt's A being the rhs) or of the
+/// transposed lhs (0: BGRADB).
+struct MatmulCall {
+  TensorView lhs, rhs, out;
+  bool transposeLhs = false, transposeRhs = false;
+  const TensorView *sums = nullptr;
+  int64_t summed = 1;
+  ScratchSlot workspace;
+  size_t workspaceBytes = 0;
+};
+
+/// Binds `call`. With `call.sums`, an empty KernelFn when cuBLASLt has no
+/// algorithm for the product with that epilogue (the caller then sums the
+/// rows itself); without, that is an error.
+StatusOr<KernelFn> bindMatmul(CudaDevice &dev, const KernelContext &ctx,
+                              const MatmulCall &call) {
+  const TensorView &lhs = call.lhs, &rhs = call.rhs, &out = call.out;
+  const bool tl = call.transposeLhs, tr = call.transposeRhs;
   auto planned = planMatmul(lhs.shape, rhs.shape, tl, tr);
   if (!planned.isOk())
     return ctx.error(planned.status().message(), " (", lhs.typeString(),
@@ -80,22 +100,27 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)));
   DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)));
+  if (call.sums) {
+    // cuBLASLt's A is the rhs, B the lhs, and D = C^T [n, m]: BGRADA sums
+    // A over the GEMM's k into a vector of D's row count n, BGRADB sums B
+    // into one of D's column count m. The vector has the output's type
+    // (cuBLASLt's default for it).
+    cublasLtEpilogue_t epilogue =
+        call.summed ? CUBLASLT_EPILOGUE_BGRADA : CUBLASLT_EPILOGUE_BGRADB;
+    void *sums = call.sums->data;
+    DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+        sizeof(epilogue)));
+    DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &sums, sizeof(sums)));
+  }
   // Row-major rhs [k, n] is column-major [n, k] (ld n); transposed: [k, n].
   DTCC_RETURN_IF_ERROR(layout(&plan->a, t.dataType, tr ? k : n, tr ? n : k,
                               tr ? k : n, batch, rhsStep));
   DTCC_RETURN_IF_ERROR(layout(&plan->b, t.dataType, tl ? m : k, tl ? k : m,
                               tl ? m : k, batch, lhsStep));
   DTCC_RETURN_IF_ERROR(layout(&plan->c, t.dataType, n, m, n, batch, outStep));
-  // The workspace: compute-stream scratch reserved with the program.
-  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
-  ScratchSlot workspaceSlot;
-  size_t ws = 0;
-  if (!set.empty()) {
-    ws = size_t(set[0].bytes);
-    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
-                          ctx.requestScratch(std::move(set)));
-    workspaceSlot = slots.at(0);
-  }
+  size_t ws = call.workspaceBytes;
   std::unique_ptr<cublasLtMatmulPreferenceOpaque_t,
                   decltype(&cublasLtMatmulPreferenceDestroy)>
       pref(nullptr, cublasLtMatmulPreferenceDestroy);
@@ -126,6 +151,8 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
     cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
         dev.cublasLt(), plan->desc, plan->a, plan->b, plan->c, plan->c,
         pref.get(), 1, &result, &found);
+    if ((h != CUBLAS_STATUS_SUCCESS || found == 0) && call.sums)
+      return KernelFn();
     if (h != CUBLAS_STATUS_SUCCESS || found == 0)
       return unimplemented(
           cpu::errorPrefix(ctx), "cuBLASLt has no algorithm for a ",
@@ -134,6 +161,8 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
           alignA, " and ", alignC, " bytes (", cublasGetStatusName(h), ")");
     plan->algo = result.algo;
     plan->hasAlgo = true;
+  } else if (call.sums) {
+    return KernelFn(); // nothing to multiply: the caller's sums
   }
   const bool isDouble = lhs.dtype == DType::kF64;
   const bool empty = m == 0 || n == 0;
@@ -148,6 +177,7 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
                              outOffsets = shape.outOffsets;
   cudaStream_t st = dev.computeStream();
   cublasLtHandle_t lt = dev.cublasLt();
+  const ScratchSlot workspaceSlot = call.workspace;
   std::string prefix = cpu::errorPrefix(ctx);
   return KernelFn([=]() -> Status {
     if (empty)
@@ -177,12 +207,132 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
   });
 }
 
+/// The operands' checks both products share.
+Status checkOperands(const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(cpu::checkAllContiguous(ctx));
+  const TensorView &lhs = ctx.inputs[0];
+  DTCC_RETURN_IF_ERROR(
+      cpu::checkDType(ctx, ctx.inputs[1], lhs.dtype, "input 1"));
+  for (size_t i = 0; i < ctx.outputs.size(); ++i)
+    DTCC_RETURN_IF_ERROR(cpu::checkDType(ctx, ctx.outputs[i], lhs.dtype,
+                                         i ? "output 1" : "output 0"));
+  return Status::ok();
+}
+
+StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkOperands(ctx));
+  MatmulCall call;
+  call.lhs = ctx.inputs[0];
+  call.rhs = ctx.inputs[1];
+  call.out = ctx.outputs[0];
+  call.transposeLhs = ctx.attrs.getBool("transpose_lhs");
+  call.transposeRhs = ctx.attrs.getBool("transpose_rhs");
+  // The workspace: compute-stream scratch reserved with the program.
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  if (!set.empty()) {
+    call.workspaceBytes = size_t(set[0].bytes);
+    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                          ctx.requestScratch(std::move(set)));
+    call.workspace = slots.at(0);
+  }
+  return bindMatmul(dev, ctx, call);
+}
+
+/// matmul_bias_grad: the product with cuBLASLt's bias-gradient epilogue;
+/// where cuBLASLt has no algorithm for it (a type, a shape or an alignment
+/// its epilogue kernels lack), the product and then a reduction of the
+/// summed operand's rows, as matmul and reduce_sum would run.
+StatusOr<KernelFn> buildMatmulBiasGrad(CudaDevice &dev,
+                                       const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkOperands(ctx));
+  MatmulCall call;
+  call.lhs = ctx.inputs[0];
+  call.rhs = ctx.inputs[1];
+  call.out = ctx.outputs[0];
+  call.transposeLhs = ctx.attrs.getBool("transpose_lhs");
+  call.transposeRhs = ctx.attrs.getBool("transpose_rhs");
+  call.summed = ctx.attrs.getInt("summed", -1);
+  if (call.summed != 0 && call.summed != 1)
+    return ctx.error("expected summed 0 (lhs) or 1 (rhs), got ", call.summed);
+  const TensorView &rows = call.summed ? call.rhs : call.lhs;
+  const TensorView &sums = ctx.outputs[1];
+  if (rows.rank() != 2 ||
+      (call.summed ? call.transposeRhs : !call.transposeLhs))
+    return ctx.error("expected the summed operand a matrix whose rows the "
+                     "product contracts, got ",
+                     rows.typeString());
+  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, sums, {rows.shape[1]}, "output 1"));
+  call.sums = &sums;
+  // One set (runtime/exec/CudaScratch.h): the workspace where the product
+  // has elements, then the reduction's partial sums where it needs them.
+  auto reduce = planCudaReduce(rows.shape, {0});
+  if (!reduce.isOk())
+    return ctx.error(reduce.status().message());
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  const bool hasWorkspace = call.out.numel() > 0;
+  if (set.size() != size_t(hasWorkspace) + size_t(reduce->scratchBytes > 0))
+    return internalError(cpu::errorPrefix(ctx),
+                         "runtime/exec/CudaScratch.h and the kernel disagree "
+                         "on its scratch");
+  ScratchSlot partials;
+  if (!set.empty()) {
+    if (hasWorkspace)
+      call.workspaceBytes = size_t(set[0].bytes);
+    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                          ctx.requestScratch(std::move(set)));
+    if (hasWorkspace)
+      call.workspace = slots.at(0);
+    if (reduce->scratchBytes > 0)
+      partials = slots.back();
+  }
+  DTCC_ASSIGN_OR_RETURN(KernelFn fused, bindMatmul(dev, ctx, call));
+  if (fused)
+    return fused;
+  if (call.out.numel() > 0 && rows.shape[0] > 0) {
+    // Said once a process: the step is slower than planned, not wrong.
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      std::fprintf(stderr,
+                   "note: %scuBLASLt has no %s epilogue for a %s product of "
+                   "[%lld, %lld] rows; its sums run as a reduction (said "
+                   "once)\n",
+                   cpu::errorPrefix(ctx).c_str(),
+                   call.summed ? "BGRADA" : "BGRADB", dtypeName(rows.dtype),
+                   (long long)rows.shape[0], (long long)rows.shape[1]);
+    });
+  }
+  call.sums = nullptr;
+  DTCC_ASSIGN_OR_RETURN(KernelFn product, bindMatmul(dev, ctx, call));
+  DTCC_ASSIGN_OR_RETURN(ReducePlan p, reduceLaunchPlan(*reduce));
+  const DType dtype = rows.dtype;
+  const void *in = rows.data;
+  void *out = sums.data;
+  const size_t sumsBytes = size_t(sums.sizeInBytes());
+  const bool noRows = rows.shape[0] == 0;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = cpu::errorPrefix(ctx);
+  return KernelFn([=]() -> Status {
+    DTCC_RETURN_IF_ERROR(product());
+    if (sumsBytes == 0)
+      return Status::ok();
+    if (noRows) {
+      DTCC_CUDA_CHECK(cudaMemsetAsync(out, 0, sumsBytes, st));
+      return Status::ok();
+    }
+    return launched(prefix, launchReduce(ReduceOp::kSum, dtype, dtype, p, in,
+                                         out, partials.get(), st));
+  });
+}
+
 } // namespace
 
 void registerCudaMatmulKernels(KernelRegistry &registry, CudaDevice &device) {
   CudaDevice *d = &device;
   registry.add("matmul", [d](const KernelContext &ctx) {
     return buildMatmul(*d, ctx);
+  });
+  registry.add("matmul_bias_grad", [d](const KernelContext &ctx) {
+    return buildMatmulBiasGrad(*d, ctx);
   });
 }
 

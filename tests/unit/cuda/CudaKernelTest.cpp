@@ -259,6 +259,38 @@ TEST_F(CudaKernels, MatmulBroadcastBatches) {
     }
 }
 
+// A dense layer's weight and bias gradients in one product (cuBLASLt's
+// BGRADA for a summed rhs, BGRADB for a summed transposed lhs, or the
+// product and a reduction where cuBLASLt lacks the epilogue: odd sizes),
+// against the CPU's matmul and reduce_sum.
+TEST_F(CudaKernels, MatmulBiasGradSumsTheContractedRows) {
+  struct Case {
+    int64_t rows, in, out;
+  } cases[] = {{256, 64, 96}, {1024, 128, 512}, {37, 13, 11}};
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (const Case &c : cases)
+      for (int64_t summed : {0, 1}) {
+        // summed 1: dW [in, out] = x^T dy, dy the rhs; summed 0: dW [out,
+        // in] = dy^T x, dy the lhs.
+        Attrs a;
+        a.set("transpose_lhs", int64_t(1));
+        a.set("summed", summed);
+        Operand x{t, {c.rows, c.in}, randomValues(c.rows * c.in, 41)};
+        Operand dy{t, {c.rows, c.out}, randomValues(c.rows * c.out, 42)};
+        std::vector<int64_t> product = summed
+                                           ? std::vector<int64_t>{c.in, c.out}
+                                           : std::vector<int64_t>{c.out, c.in};
+        // Sums over up to 1024 rows: bf16's rounding of the sums.
+        double tol = t == DType::kBF16 ? kBf16Tol * 4 : 1e-4;
+        SCOPED_TRACE(::testing::Message() << dtypeName(t) << " rows " << c.rows
+                                          << " summed " << summed);
+        compare("matmul_bias_grad", a,
+                summed ? std::vector<Operand>{x, dy}
+                       : std::vector<Operand>{dy, x},
+                {{t, product, {}}, {t, {c.out}, {}}}, tol);
+      }
+}
+
 TEST_F(CudaKernels, AddBroadcast) {
   compare("add", Attrs(),
           {{DType::kF32, {64, 33}, randomValues(64 * 33, 5)},

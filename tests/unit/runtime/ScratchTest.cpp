@@ -297,6 +297,24 @@ TEST(CudaScratch, EveryKernelThatNeedsScratch) {
   EXPECT_EQ(requests(instruction("reduce_sum", {{f32, {8, 1024, 1024}}},
                                  {{f32, {1024}}}, dims({0, 1}))),
             (Req{{kCompute, 1024 * 32 * 8}}));
+  // A bias gradient with its weight gradient's product: cuBLASLt's
+  // workspace, then the partial sums its reduction needs where cuBLASLt
+  // lacks the epilogue (the same bias gradient as above, of a summed rhs
+  // or a summed transposed lhs); none for rows too few to slice.
+  Attrs rhsSummed = ints({{"transpose_lhs", 1}, {"summed", 1}});
+  Attrs lhsSummed = ints({{"transpose_lhs", 1}, {"summed", 0}});
+  EXPECT_EQ(requests(instruction(
+                "matmul_bias_grad", {{f32, {8192, 512}}, {f32, {8192, 1024}}},
+                {{f32, {512, 1024}}, {f32, {1024}}}, rhsSummed)),
+            (Req{{kCompute, 32 << 20}, {kCompute, 1024 * 32 * 8}}));
+  EXPECT_EQ(requests(instruction(
+                "matmul_bias_grad", {{f32, {8192, 1024}}, {f32, {8192, 512}}},
+                {{f32, {1024, 512}}, {f32, {1024}}}, lhsSummed)),
+            (Req{{kCompute, 32 << 20}, {kCompute, 1024 * 32 * 8}}));
+  EXPECT_EQ(
+      requests(instruction("matmul_bias_grad", {{f32, {8, 4}}, {f32, {8, 100}}},
+                           {{f32, {4, 100}}, {f32, {100}}}, rhsSummed)),
+      (Req{{kCompute, 32 << 20}}));
   // Enough outputs, or too few elements to slice: one pass, no scratch.
   EXPECT_EQ(requests(instruction("reduce_max", {{f32, {4096, 1024}}},
                                  {{f32, {4096}}}, dims({1}))),

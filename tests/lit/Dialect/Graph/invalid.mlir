@@ -713,3 +713,53 @@ func.func @f(%x: tensor<2x3xf32>, %t: tensor<2xi64>, %d: tensor<2xf64>) {
   %0 = dgraph.cross_entropy_grad %x, %t, %d : (tensor<2x3xf32>, tensor<2xi64>, tensor<2xf64>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+// Tests that matmul_bias_grad multiplies matrices.
+func.func @f(%x: tensor<2x4x8xf32>, %dy: tensor<4x6xf32>) {
+  // expected-error @+1 {{expected matrices, got 'tensor<2x4x8xf32>' and 'tensor<4x6xf32>'}}
+  %0:2 = dgraph.matmul_bias_grad %x, %dy {transpose_lhs} summed = 1
+      : (tensor<2x4x8xf32>, tensor<4x6xf32>) -> (tensor<8x6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// Tests that matmul_bias_grad's sums have the rhs's column count.
+func.func @f(%x: tensor<4x8xf32>, %dy: tensor<4x6xf32>) {
+  // expected-error @+1 {{expected a product of shape [8, 6] and sums of shape [6], got 'tensor<8x6xf32>' and 'tensor<4xf32>'}}
+  %0:2 = dgraph.matmul_bias_grad %x, %dy {transpose_lhs} summed = 1
+      : (tensor<4x8xf32>, tensor<4x6xf32>) -> (tensor<8x6xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that matmul_bias_grad contracts the rhs's rows.
+func.func @f(%x: tensor<4x8xf32>, %dy: tensor<4x6xf32>) {
+  // expected-error @+1 {{expected contracted dimensions to agree, got 8 and 4}}
+  %0:2 = dgraph.matmul_bias_grad %x, %dy summed = 1
+      : (tensor<4x8xf32>, tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// Tests that matmul_bias_grad's operands and results share their type.
+func.func @f(%x: tensor<4x8xbf16>, %dy: tensor<4x6xbf16>) {
+  // expected-error @+1 {{expected operands and results of one element type}}
+  %0:2 = dgraph.matmul_bias_grad %x, %dy {transpose_lhs} summed = 1
+      : (tensor<4x8xbf16>, tensor<4x6xbf16>) -> (tensor<8x6xbf16>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// Tests that matmul_bias_grad sums an operand whose rows it contracts.
+func.func @f(%dy: tensor<4x8xf32>, %x: tensor<8x6xf32>) {
+  // expected-error @+1 {{expected the summed lhs transposed (its rows contracted)}}
+  %0:2 = dgraph.matmul_bias_grad %dy, %x summed = 0
+      : (tensor<4x8xf32>, tensor<8x6xf32>) -> (tensor<4x6xf32>, tensor<4xf32>)
+  return
+}
