@@ -17,6 +17,9 @@ sequence length and precision in every column:
   dtcc-casts     the same with --no-half-weight-copies (each fp32 master
                  weight cast to bf16 at every step, as dtcc compiled GPU
                  programs before the AdamW kernel wrote the bf16 copies)
+  dtcc-no-epilogues  the same with --no-matmul-epilogues (each bias
+                 gradient a reduction of its own instead of cuBLASLt's
+                 epilogue of its weight gradient's product)
   torch eager    tests/e2e/torch_models.GPT under torch.autocast(bfloat16)
                  with fp32 parameters and AdamW (fused where available)
   torch.compile  the same, through torch.compile (PyTorch >= 2.0 only)
@@ -82,6 +85,7 @@ DTCC_VARIANTS = {
     "dtcc-unfused-attn": ["--no-fused-attention"],
     "dtcc-copies": ["--no-strided-views"],
     "dtcc-casts": ["--no-half-weight-copies"],
+    "dtcc-no-epilogues": ["--no-matmul-epilogues"],
 }
 IMPLS = (*DTCC_VARIANTS, "eager", "compile", "eager-sdpa", "compile-sdpa")
 TORCH_LABELS = {"eager": "torch eager", "compile": "torch.compile",

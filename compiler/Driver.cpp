@@ -211,7 +211,7 @@ static LogicalResult runPhasesOnce(ModuleOp module,
   exec.fuseRows = options.rowRegions;
   exec.parallelRows = options.target == "cuda";
   exec.stridedViews = options.stridedViews;
-  exec.biasGradEpilogues =
+  exec.matmulEpilogues =
       options.matmulEpilogues.value_or(options.target == "cuda");
   // Mixed precision's casts of the master weights re-read them all at
   // every step (and on a GPU are a launch per weight); persistent copies

@@ -114,10 +114,11 @@ struct CompileOptions {
   /// (dtcc-shard-annotate's half-weight-copies); false: the masters stay
   /// whole and each micro-batch casts them.
   bool halfWeightCopies = true;
-  /// A dense layer's weight and bias gradients in one product, the bias
-  /// gradient in its epilogue (dtcc-lower-fuse-bias-grads); unset: where
-  /// the target's library has such epilogues (cuBLASLt: --target cuda).
-  /// The CPU runs the fused op as its two kernels (for tests).
+  /// A dense layer's bias added in its product's epilogue and its bias
+  /// gradient computed in its weight gradient's product's
+  /// (dtcc-lower-matmul-epilogues); unset: where the target's library has
+  /// such epilogues (cuBLASLt: --target cuda). The CPU runs the fused ops
+  /// as their two kernels (for tests).
   std::optional<bool> matmulEpilogues;
   /// Verify the module after every pass (MLIR's default); false: once,
   /// after the last phase. The planner's pricing compiles of zoo models

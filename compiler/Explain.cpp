@@ -357,20 +357,22 @@ std::string explainProgram(const Program &program, std::string_view data) {
                            "or not a CPU program in fp32)"
                          : fused)
        << "\n";
-    int64_t epilogues = 0;
+    int64_t biases = 0, biasGrads = 0;
     for (const runtime::format::Function &fn : program.functions())
-      for (const runtime::format::Instruction &inst : fn.instructions())
-        epilogues += inst.kernel() == "matmul_bias_grad";
+      for (const runtime::format::Instruction &inst : fn.instructions()) {
+        biases += inst.kernel() == "matmul_bias";
+        biasGrads += inst.kernel() == "matmul_bias_grad";
+      }
     os << "matmul epilogues: ";
-    if (epilogues == 0)
-      os << "none (no dense layer's bias gradient beside its weight "
-            "gradient, or compiled without --matmul-epilogues)";
+    if (biases + biasGrads == 0)
+      os << "none (no dense layer with a bias, or compiled without "
+            "--matmul-epilogues)";
     else
-      os << epilogues
+      os << biases << " biases added in their product, " << biasGrads
          << " bias gradients computed with their weight gradient's product "
          << (meta(runtime::metadata::kTarget) == "cuda"
-                 ? "(cuBLASLt's BGRADA/BGRADB epilogue)"
-                 : "(on the CPU as the product and a reduction)");
+                 ? "(cuBLASLt's BIAS and BGRADA/BGRADB epilogues)"
+                 : "(on the CPU as the product and an add or a reduction)");
     os << "\n\n";
   }
 

@@ -81,7 +81,8 @@ struct PlanRequest {
   /// --no-half-weight-copies` does (ZeRO-1/2's fp32 masters whole).
   bool halfWeightCopies = true;
   /// Price GPU plans from programs compiled as `dtcc compile
-  /// --no-matmul-epilogues` does (bias gradients as reductions).
+  /// --no-matmul-epilogues` does (biases as adds, their gradients as
+  /// reductions).
   bool matmulEpilogues = true;
   /// Price programs with fused regions, as `dtcc compile` builds them by
   /// default; false: as `dtcc compile --no-fuse` (every op a kernel). A

@@ -249,10 +249,11 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     *flopsOut = 0;
   const std::string &kernel = inst.kernel();
   double overhead = device.kernelOverhead.value;
-  // matmul_bias_grad: its bias gradient is summed in the product's
-  // epilogue, priced as the product alone.
-  if ((kernel == "matmul" || kernel == "matmul_bias_grad") &&
-      inst.inputs_size() == 2 && inst.outputs_size() >= 1) {
+  // matmul_bias and matmul_bias_grad: the bias added or its gradient
+  // summed in the product's epilogue, priced as the product alone.
+  if ((kernel == "matmul" || kernel == "matmul_bias" ||
+       kernel == "matmul_bias_grad") &&
+      inst.inputs_size() >= 2 && inst.outputs_size() >= 1) {
     const Buffer &lhs = program.buffers(inst.inputs(0));
     const Buffer &rhs = program.buffers(inst.inputs(1));
     const Buffer &out = program.buffers(inst.outputs(0));

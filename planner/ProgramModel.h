@@ -190,9 +190,10 @@ struct RunKernels {
   /// keep compute-type copies of the weights, their masters split over dp
   /// (dtcc's default); false: as `dtcc compile --no-half-weight-copies`.
   bool halfWeightCopies = true;
-  /// GPU programs compute each dense layer's bias gradient in its weight
-  /// gradient's product (dtcc's default on CUDA); false: as `dtcc compile
-  /// --no-matmul-epilogues`, a reduction of its own.
+  /// GPU programs add each dense layer's bias in its product and compute
+  /// its bias gradient in its weight gradient's (dtcc's default on CUDA);
+  /// false: as `dtcc compile --no-matmul-epilogues`, an add and a
+  /// reduction of their own.
   bool matmulEpilogues = true;
   /// dtcc compiles the program it prices with fused regions (its default);
   /// false: as `dtcc compile --no-fuse`, every op a library kernel (the

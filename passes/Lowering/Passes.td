@@ -190,23 +190,36 @@ def SinkTransposes : Pass<"dtcc-sink-transposes", "mlir::ModuleOp"> {
   }];
 }
 
-def FuseBiasGrads : Pass<"dtcc-lower-fuse-bias-grads", "mlir::ModuleOp"> {
-  let summary = "A dense layer's weight and bias gradients in one product";
+def MatmulEpilogues : Pass<"dtcc-lower-matmul-epilogues", "mlir::ModuleOp"> {
+  let summary = "A dense layer's bias in its products' epilogues";
   let description = [{
     Runs in the exec phase of `--target cuda` programs (`dtcc compile
-    --matmul-epilogues`), before `dtcc-lower-fuse-regions`. A
-    `dgraph.reduce_sum` over every dimension but the last of a value `dy`
-    (a bias gradient) and a `dgraph.matmul` of two matrices one of whose
-    operands is `dy` or a reshape of it with rows of the same length, its
-    rows contracted (the weight gradient `x^T dy`, `dy` the rhs not
-    transposed; or `dy^T x` for a weight stored `[out, in]`, `dy` the lhs
-    transposed) become one `dgraph.matmul_bias_grad`, whose CUDA kernel
-    sums the rows in cuBLASLt's epilogue (BGRADA for the rhs, BGRADB for
-    the lhs) instead of a second pass over `dy`. The op stands where the first of the two stood when the
-    product's operands are defined there, else where the second stood
-    when nothing in between reads the first; otherwise the pair stays.
-    Each matmul pairs with one reduction.
-  }];
+    --matmul-epilogues`), before `dtcc-lower-fuse-regions`.
+
+    Forward: a `dgraph.matmul` read only by a `dgraph.add` of a bias `[n]`
+    broadcast over every dimension but the last (`n`, the product's)
+    becomes one `dgraph.matmul_bias` where the add stood: CUDA adds the
+    bias in cuBLASLt's epilogue (BIAS), rounding once, instead of a second
+    pass over the product (or a region that also writes the pre-bias
+    product).
+
+    Backward: a `dgraph.reduce_sum` over every dimension but the last of a
+    value `dy` (a bias gradient) and a `dgraph.matmul` of two matrices one
+    of whose operands is `dy` or a reshape of it with rows of the same
+    length, its rows contracted (the weight gradient `x^T dy`, `dy` the
+    rhs not transposed; or `dy^T x` for a weight stored `[out, in]`, `dy`
+    the lhs transposed) become one `dgraph.matmul_bias_grad`, whose CUDA
+    kernel sums the rows in cuBLASLt's epilogue (BGRADA for the rhs,
+    BGRADB for the lhs) instead of a second pass over `dy`. The op stands
+    where the first of the two stood when the product's operands are
+    defined there, else where the second stood when nothing in between
+    reads the first; otherwise the pair stays. Each matmul pairs with one
+    reduction.
+
+    Where cuBLASLt has no algorithm with the epilogue, the CUDA kernels
+    run the product and then the add or the reduction; the CPU runs both
+    ops as their two kernels (for tests).
+}];
 }
 
 def FuseRegions : Pass<"dtcc-lower-fuse-regions", "mlir::ModuleOp"> {

@@ -94,8 +94,8 @@ void buildExecPhase(OpPassManager &pm, const ExecPhase &options) {
     pm.addPass(lowering::createSinkTransposes());
   pm.addPass(lowering::createFoldNarrowReads());
   pm.addPass(lowering::createFoldGlobalNorm());
-  if (options.biasGradEpilogues)
-    pm.addPass(lowering::createFuseBiasGrads());
+  if (options.matmulEpilogues)
+    pm.addPass(lowering::createMatmulEpilogues());
   if (options.fuse) {
     lowering::FuseRegionsOptions fuse;
     fuse.rows = options.fuseRows;

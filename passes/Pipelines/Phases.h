@@ -76,10 +76,10 @@ struct ExecPhase {
   /// write (dtcc-lower-to-exec's rounded-copies): programs under mixed
   /// precision, on either target, one device or a mesh.
   bool halfWeightCopies = false;
-  /// Weight and bias gradients of dense layers in one product
-  /// (dtcc-lower-fuse-bias-grads): the bias gradient in cuBLASLt's
-  /// epilogue. On the CPU the product and the sums stay two passes.
-  bool biasGradEpilogues = false;
+  /// Dense layers' biases in their products' epilogues and their bias
+  /// gradients in their weight gradients' (dtcc-lower-matmul-epilogues;
+  /// cuBLASLt's). On the CPU each fused op stays two kernels.
+  bool matmulEpilogues = false;
 };
 void buildExecPhase(mlir::OpPassManager &pm, const ExecPhase &options = {});
 

@@ -221,7 +221,7 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
   const std::string &k = ctx.kernel;
   auto in = [&](size_t i) -> const TensorView & { return ctx.inputs[i]; };
   auto out = [&](size_t i) -> const TensorView & { return ctx.outputs[i]; };
-  if (k == "matmul") {
+  if (k == "matmul" || k == "matmul_bias") {
     if (ctx.outputs.empty() || out(0).numel() == 0)
       return ScratchSet{};
     return compute(kCudaMatmulWorkspaceBytes);

@@ -948,6 +948,19 @@ def : Kernel<"matmul"> {
   let Attrs = [FlagAttr<"transpose_lhs">, FlagAttr<"transpose_rhs">];
 }
 
+def : Kernel<"matmul_bias"> {
+  let Summary = "Matrix product plus a bias along its last dimension";
+  let Source = "dgraph.matmul_bias";
+  let Inputs = [
+    Tensor<"lhs", FloatElement>,
+    Tensor<"rhs", FloatElement>,
+    Tensor<"bias", FloatElement>
+  ];
+  let Outputs = [Tensor<"result", FloatElement>];
+  let Relations = [SameElementType<["lhs", "rhs", "bias", "result"]>];
+  let Attrs = [FlagAttr<"transpose_lhs">, FlagAttr<"transpose_rhs">];
+}
+
 def : Kernel<"matmul_bias_grad"> {
   let Summary = "Matrix product and the sums of an operand over its contracted rows";
   let Source = "dgraph.matmul_bias_grad";

@@ -195,8 +195,9 @@ cl::opt<bool> noHalfWeightCopies(
 cl::opt<bool> noMatmulEpilogues(
     "no-matmul-epilogues",
     cl::desc("GPU clusters: price programs compiled as dtcc compile "
-             "--no-matmul-epilogues (each bias gradient a reduction of its "
-             "own: the programs dtcc ran before they were epilogues)"),
+             "--no-matmul-epilogues (each bias an add and each bias "
+             "gradient a reduction of its own: the programs dtcc ran "
+             "before they were epilogues)"),
     cl::sub(planCommand), cl::cat(outputCategory));
 cl::opt<bool> noFuse(
     "no-fuse",

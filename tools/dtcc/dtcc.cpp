@@ -169,15 +169,17 @@ cl::opt<bool> noRowRegions(
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> matmulEpilogues(
     "matmul-epilogues",
-    cl::desc("Compute each dense layer's bias gradient in the epilogue of "
-             "its weight gradient's product (cuBLASLt's BGRADA) instead of "
-             "a second pass over the output gradient (the default on "
-             "--target cuda; on the CPU the fused op runs as its two "
-             "kernels, for tests)"),
+    cl::desc("Add each dense layer's bias in its product's epilogue and "
+             "compute its bias gradient in the epilogue of its weight "
+             "gradient's product (cuBLASLt's BIAS and BGRADA/BGRADB) "
+             "instead of second passes over the product and the output "
+             "gradient (the default on --target cuda; on the CPU the fused "
+             "ops run as their two kernels, for tests)"),
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noMatmulEpilogues(
     "no-matmul-epilogues",
-    cl::desc("Bias gradients as separate reductions (for comparisons)"),
+    cl::desc("Biases as separate adds and bias gradients as separate "
+             "reductions (for comparisons)"),
     cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> noStridedViews(
     "no-strided-views",

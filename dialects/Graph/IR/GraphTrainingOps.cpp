@@ -130,6 +130,31 @@ LogicalResult RmsNormParamGradOp::verify() {
                         {getDscale()}, getAxis());
 }
 
+LogicalResult MatmulBiasOp::verify() {
+  SmallVector<Type> inferred;
+  MatmulOp::Properties props;
+  if (getTransposeLhs())
+    props.transpose_lhs = UnitAttr::get(getContext());
+  if (getTransposeRhs())
+    props.transpose_rhs = UnitAttr::get(getContext());
+  if (failed(MatmulOp::inferReturnTypes(
+          getContext(), getLoc(), ValueRange{getLhs(), getRhs()},
+          DictionaryAttr(), &props, {}, inferred)))
+    return failure();
+  auto result = cast<RankedTensorType>(getType());
+  if (inferred.front() != result)
+    return emitOpError("expected the product's type ")
+           << inferred.front() << ", got " << result;
+  auto bias = cast<RankedTensorType>(getBias().getType());
+  if (bias.getRank() != 1 || bias.getDimSize(0) != result.getShape().back() ||
+      bias.getElementType() != result.getElementType())
+    return emitOpError("expected a bias of type ")
+           << RankedTensorType::get({result.getShape().back()},
+                                    result.getElementType())
+           << ", got " << bias;
+  return success();
+}
+
 LogicalResult MatmulBiasGradOp::verify() {
   auto lhs = cast<RankedTensorType>(getLhs().getType());
   auto rhs = cast<RankedTensorType>(getRhs().getType());

@@ -250,6 +250,39 @@ def Graph_LayerNormParamGradOp : Graph_Op<"layer_norm_param_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_MatmulBiasOp : Graph_Op<"matmul_bias", [Pure]> {
+  let summary = "A matrix product plus a bias along its last dimension";
+  let description = [{
+    `dgraph.matmul` of `lhs` and `rhs` plus `bias` (`[n]`, the product's
+    last dimension) broadcast over every other dimension: a dense layer's
+    `x W + b`, which a backend may add in the product's epilogue
+    (cuBLASLt's BIAS). `dtcc-lower-matmul-epilogues` makes it from a
+    `dgraph.matmul` whose one reader is a `dgraph.add` of the broadcast
+    bias; it exists only after the partitioning (no sharding rule, no VJP).
+
+    Example:
+    ```mlir
+    %y = dgraph.matmul_bias %x, %w, %b
+        : (tensor<4x16x64xbf16>, tensor<64x192xbf16>, tensor<192xbf16>)
+        -> tensor<4x16x192xbf16>
+    ```
+
+    **Constraints:**
+    - the result is `dgraph.matmul`'s of `lhs` and `rhs` (with the same
+      transpose flags), of float elements;
+    - `bias` is `[n]` of the result's element type, `n` its last
+      dimension.
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
+                       Graph_FloatTensor:$bias, UnitAttr:$transpose_lhs,
+                       UnitAttr:$transpose_rhs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $bias attr-dict `:` functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_MatmulBiasGradOp : Graph_Op<"matmul_bias_grad", [Pure]> {
   let summary = "A dense layer's weight gradient and its bias gradient";
   let description = [{
@@ -259,7 +292,7 @@ def Graph_MatmulBiasGradOp : Graph_Op<"matmul_bias_grad", [Pure]> {
     `[out, in]`, `summed = 0`: `dy` is the transposed lhs) and its bias
     gradient, the sum of `dy` over its rows, both read from `dy` at once.
     A backend may compute the sums in the product's epilogue (cuBLASLt's
-    BGRADA/BGRADB). `dtcc-lower-fuse-bias-grads` makes it from a
+    BGRADA/BGRADB). `dtcc-lower-matmul-epilogues` makes it from a
     `dgraph.matmul` and a `dgraph.reduce_sum` of the same `dy`; it exists
     only after the partitioning (no sharding rule, no VJP).
 

@@ -410,9 +410,39 @@ StatusOr<KernelFn> buildMatmulBiasGrad(const KernelContext &ctx) {
   });
 }
 
+/// matmul_bias as the unfused program runs it: the matmul kernel, then the
+/// add kernel of the bias broadcast over the rows, in place.
+StatusOr<KernelFn> buildMatmulBias(const KernelContext &ctx) {
+  KernelContext product = ctx;
+  product.kernel = "matmul";
+  product.inputs.resize(2);
+  DTCC_ASSIGN_OR_RETURN(KernelFn multiply, buildMatmul(product));
+  const TensorView &out = ctx.outputs[0], &bias = ctx.inputs[2];
+  if (out.rank() < 1 || bias.rank() != 1 || bias.shape[0] != out.shape.back())
+    return ctx.error("expected a bias of [", out.rank() ? out.shape.back() : 0,
+                     "] elements, got ", bias.typeString());
+  TensorView rows = bias;
+  rows.shape = out.shape;
+  rows.strides.assign(out.shape.size(), 0);
+  rows.strides.back() = bias.strides.empty() ? 1 : bias.strides[0];
+  KernelContext add = ctx;
+  add.kernel = "add";
+  add.inputs = {out, rows};
+  add.attrs = Attrs();
+  const KernelFactory *addKernel = cpuKernels().find("add");
+  if (!addKernel)
+    return internalError(cpu::errorPrefix(ctx), "no add kernel");
+  DTCC_ASSIGN_OR_RETURN(KernelFn addBias, (*addKernel)(add));
+  return KernelFn([multiply, addBias]() -> Status {
+    DTCC_RETURN_IF_ERROR(multiply());
+    return addBias();
+  });
+}
+
 } // namespace
 
 void registerCpuMatmulKernels(KernelRegistry &registry) {
+  registry.add("matmul_bias", buildMatmulBias);
   registry.add("matmul", buildMatmul);
   registry.add("matmul_bias_grad", buildMatmulBiasGrad);
 }

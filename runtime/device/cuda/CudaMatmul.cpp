@@ -7,9 +7,9 @@
 // accumulation for f16/bf16 (CudaTables.h). The heuristic's algorithm is
 // chosen at load time, told the operands' real alignment; the workspace is
 // the program's compute scratch (runtime/exec/CudaScratch.h).
-// matmul_bias_grad adds cuBLASLt's BGRADA/BGRADB epilogue: the sums of an
-// operand's contracted rows (a dense layer's bias gradient) written by the
-// product's kernel.
+// matmul_bias and matmul_bias_grad add cuBLASLt's epilogues: BIAS (a
+// dense layer's bias added by the product's kernel) and BGRADA/BGRADB (the
+// sums of an operand's contracted rows, its bias gradient, written by it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +25,8 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 
 namespace dtcc::runtime::cuda {
 namespace {
@@ -57,22 +59,24 @@ Status layout(cublasLtMatrixLayout_t *out, cudaDataType_t type, int64_t rows,
 }
 
 /// One product of the "matmul" semantics on cuBLASLt, bound to its
-/// buffers and the workspace; with `sums`, cuBLASLt's bias-gradient
+/// buffers and the workspace; with `bias`, cuBLASLt's BIAS epilogue adds
+/// it along the product's last dimension; with `sums`, its bias-gradient
 /// epilogue also writes there the sums over the contracted rows of the
 /// rhs (`summed` 1: BGRADA, cuBLASLt's A being the rhs) or of the
 /// transposed lhs (0: BGRADB).
 struct MatmulCall {
   TensorView lhs, rhs, out;
   bool transposeLhs = false, transposeRhs = false;
+  const TensorView *bias = nullptr;
   const TensorView *sums = nullptr;
   int64_t summed = 1;
   ScratchSlot workspace;
   size_t workspaceBytes = 0;
 };
 
-/// Binds `call`. With `call.sums`, an empty KernelFn when cuBLASLt has no
-/// algorithm for the product with that epilogue (the caller then sums the
-/// rows itself); without, that is an error.
+/// Binds `call`. With an epilogue (`call.bias` or `call.sums`), an empty
+/// KernelFn when cuBLASLt has no algorithm for the product with it (the
+/// caller then adds or sums itself); without, that is an error.
 StatusOr<KernelFn> bindMatmul(CudaDevice &dev, const KernelContext &ctx,
                               const MatmulCall &call) {
   const TensorView &lhs = call.lhs, &rhs = call.rhs, &out = call.out;
@@ -100,6 +104,18 @@ StatusOr<KernelFn> bindMatmul(CudaDevice &dev, const KernelContext &ctx,
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)));
   DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)));
+  const bool epilogue = call.bias || call.sums;
+  if (call.bias) {
+    // D = C^T [n, m]: the bias vector runs along D's rows, the product's
+    // last dimension, and is the same for every batch (stride 0, the
+    // default). It has the output's type (cuBLASLt's default for it).
+    cublasLtEpilogue_t bias = CUBLASLT_EPILOGUE_BIAS;
+    const void *data = call.bias->data;
+    DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &bias, sizeof(bias)));
+    DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &data, sizeof(data)));
+  }
   if (call.sums) {
     // cuBLASLt's A is the rhs, B the lhs, and D = C^T [n, m]: BGRADA sums
     // A over the GEMM's k into a vector of D's row count n, BGRADB sums B
@@ -151,7 +167,7 @@ StatusOr<KernelFn> bindMatmul(CudaDevice &dev, const KernelContext &ctx,
     cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
         dev.cublasLt(), plan->desc, plan->a, plan->b, plan->c, plan->c,
         pref.get(), 1, &result, &found);
-    if ((h != CUBLAS_STATUS_SUCCESS || found == 0) && call.sums)
+    if ((h != CUBLAS_STATUS_SUCCESS || found == 0) && epilogue)
       return KernelFn();
     if (h != CUBLAS_STATUS_SUCCESS || found == 0)
       return unimplemented(
@@ -161,8 +177,8 @@ StatusOr<KernelFn> bindMatmul(CudaDevice &dev, const KernelContext &ctx,
           alignA, " and ", alignC, " bytes (", cublasGetStatusName(h), ")");
     plan->algo = result.algo;
     plan->hasAlgo = true;
-  } else if (call.sums) {
-    return KernelFn(); // nothing to multiply: the caller's sums
+  } else if (epilogue) {
+    return KernelFn(); // nothing to multiply: the caller's bias or sums
   }
   const bool isDouble = lhs.dtype == DType::kF64;
   const bool empty = m == 0 || n == 0;
@@ -238,6 +254,80 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
   return bindMatmul(dev, ctx, call);
 }
 
+/// Said once a process for each epilogue cuBLASLt lacks where dtcc asked
+/// for it: the step is slower than planned, not wrong.
+void noteNoEpilogue(const KernelContext &ctx, const std::string &epilogue,
+                    const TensorView &out) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!said.insert(epilogue).second)
+    return;
+  std::fprintf(stderr,
+               "note: %scuBLASLt has no %s epilogue for a %s product of %s; "
+               "it runs as a kernel of its own (said once)\n",
+               cpu::errorPrefix(ctx).c_str(), epilogue.c_str(),
+               dtypeName(out.dtype), out.typeString().c_str());
+}
+
+/// matmul_bias: the product with cuBLASLt's BIAS epilogue; where cuBLASLt
+/// has no algorithm for it, the product and then the bias added in place
+/// (an add of the bias broadcast over the rows), as matmul and add run.
+StatusOr<KernelFn> buildMatmulBias(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_RETURN_IF_ERROR(checkOperands(ctx));
+  MatmulCall call;
+  call.lhs = ctx.inputs[0];
+  call.rhs = ctx.inputs[1];
+  call.out = ctx.outputs[0];
+  call.transposeLhs = ctx.attrs.getBool("transpose_lhs");
+  call.transposeRhs = ctx.attrs.getBool("transpose_rhs");
+  const TensorView &bias = ctx.inputs[2], &out = call.out;
+  if (out.rank() < 1 || bias.rank() != 1 || bias.shape[0] != out.shape.back())
+    return ctx.error("expected a bias of [", out.rank() ? out.shape.back() : 0,
+                     "] elements, got ", bias.typeString());
+  call.bias = &bias;
+  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
+  if (!set.empty()) {
+    call.workspaceBytes = size_t(set[0].bytes);
+    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                          ctx.requestScratch(std::move(set)));
+    call.workspace = slots.at(0);
+  }
+  DTCC_ASSIGN_OR_RETURN(KernelFn fused, bindMatmul(dev, ctx, call));
+  if (fused)
+    return fused;
+  if (out.numel() > 0)
+    noteNoEpilogue(ctx, "BIAS", out);
+  call.bias = nullptr;
+  DTCC_ASSIGN_OR_RETURN(KernelFn product, bindMatmul(dev, ctx, call));
+  // out[r, j] += bias[j] over the rows r of the product.
+  const int64_t n = out.shape.back();
+  Layout l;
+  l.rank = 2;
+  l.operands = 3;
+  l.numel = out.numel();
+  l.shape[0] = n > 0 ? l.numel / n : 0;
+  l.shape[1] = n;
+  const int64_t strides[2][3] = {{n, n, 0}, {1, 1, 1}};
+  for (int d = 0; d < 2; ++d)
+    for (int k = 0; k < 3; ++k)
+      l.strides[d][k] = strides[d][k];
+  prepareLayout(l);
+  const DType dtype = out.dtype;
+  void *data = out.data;
+  const void *b = bias.data;
+  const bool empty = l.numel == 0;
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = cpu::errorPrefix(ctx);
+  return KernelFn([=]() -> Status {
+    DTCC_RETURN_IF_ERROR(product());
+    if (empty)
+      return Status::ok();
+    return launched(prefix,
+                    launchBinary(BinaryOp::kAdd, dtype, l, data, data, b, st));
+  });
+}
+
 /// matmul_bias_grad: the product with cuBLASLt's bias-gradient epilogue;
 /// where cuBLASLt has no algorithm for it (a type, a shape or an alignment
 /// its epilogue kernels lack), the product and then a reduction of the
@@ -288,19 +378,8 @@ StatusOr<KernelFn> buildMatmulBiasGrad(CudaDevice &dev,
   DTCC_ASSIGN_OR_RETURN(KernelFn fused, bindMatmul(dev, ctx, call));
   if (fused)
     return fused;
-  if (call.out.numel() > 0 && rows.shape[0] > 0) {
-    // Said once a process: the step is slower than planned, not wrong.
-    static std::once_flag once;
-    std::call_once(once, [&] {
-      std::fprintf(stderr,
-                   "note: %scuBLASLt has no %s epilogue for a %s product of "
-                   "[%lld, %lld] rows; its sums run as a reduction (said "
-                   "once)\n",
-                   cpu::errorPrefix(ctx).c_str(),
-                   call.summed ? "BGRADA" : "BGRADB", dtypeName(rows.dtype),
-                   (long long)rows.shape[0], (long long)rows.shape[1]);
-    });
-  }
+  if (call.out.numel() > 0 && rows.shape[0] > 0)
+    noteNoEpilogue(ctx, call.summed ? "BGRADA" : "BGRADB", call.out);
   call.sums = nullptr;
   DTCC_ASSIGN_OR_RETURN(KernelFn product, bindMatmul(dev, ctx, call));
   DTCC_ASSIGN_OR_RETURN(ReducePlan p, reduceLaunchPlan(*reduce));
@@ -330,6 +409,9 @@ void registerCudaMatmulKernels(KernelRegistry &registry, CudaDevice &device) {
   CudaDevice *d = &device;
   registry.add("matmul", [d](const KernelContext &ctx) {
     return buildMatmul(*d, ctx);
+  });
+  registry.add("matmul_bias", [d](const KernelContext &ctx) {
+    return buildMatmulBias(*d, ctx);
   });
   registry.add("matmul_bias_grad", [d](const KernelContext &ctx) {
     return buildMatmulBiasGrad(*d, ctx);

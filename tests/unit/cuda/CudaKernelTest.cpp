@@ -291,6 +291,35 @@ TEST_F(CudaKernels, MatmulBiasGradSumsTheContractedRows) {
       }
 }
 
+// A dense layer's product with its bias (cuBLASLt's BIAS epilogue, or the
+// product and an add where cuBLASLt lacks it: odd sizes), batched rows and
+// a weight stored [out, in], against the CPU's matmul and add.
+TEST_F(CudaKernels, MatmulBiasAddsTheBiasAlongTheLastDimension) {
+  struct Case {
+    std::vector<int64_t> x;
+    int64_t in, out;
+  } cases[] = {
+      {{4, 64, 128}, 128, 384}, {{1000, 64}, 64, 256}, {{3, 7, 13}, 13, 11}};
+  for (DType t : {DType::kF32, DType::kBF16})
+    for (const Case &c : cases)
+      for (int tr = 0; tr < 2; ++tr) {
+        Attrs a;
+        a.set("transpose_rhs", int64_t(tr));
+        std::vector<int64_t> w = tr ? std::vector<int64_t>{c.out, c.in}
+                                    : std::vector<int64_t>{c.in, c.out};
+        std::vector<int64_t> y = c.x;
+        y.back() = c.out;
+        SCOPED_TRACE(::testing::Message() << dtypeName(t) << " in " << c.in
+                                          << " transpose_rhs " << tr);
+        // cuBLASLt rounds the sum once; the CPU the product, then the sum.
+        compare("matmul_bias", a,
+                {{t, c.x, randomValues(cpu::product(c.x), 43)},
+                 {t, w, randomValues(c.in * c.out, 44)},
+                 {t, {c.out}, randomValues(c.out, 45)}},
+                {{t, y, {}}}, t == DType::kBF16 ? kBf16Tol * 2 : 1e-4);
+      }
+}
+
 TEST_F(CudaKernels, AddBroadcast) {
   compare("add", Attrs(),
           {{DType::kF32, {64, 33}, randomValues(64 * 33, 5)},

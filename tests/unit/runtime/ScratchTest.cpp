@@ -297,6 +297,11 @@ TEST(CudaScratch, EveryKernelThatNeedsScratch) {
   EXPECT_EQ(requests(instruction("reduce_sum", {{f32, {8, 1024, 1024}}},
                                  {{f32, {1024}}}, dims({0, 1}))),
             (Req{{kCompute, 1024 * 32 * 8}}));
+  // A product with its bias epilogue: the product's workspace.
+  EXPECT_EQ(requests(instruction("matmul_bias",
+                                 {{f32, {2, 3}}, {f32, {3, 4}}, {f32, {4}}},
+                                 {{f32, {2, 4}}})),
+            (Req{{kCompute, 32 << 20}}));
   // A bias gradient with its weight gradient's product: cuBLASLt's
   // workspace, then the partial sums its reduction needs where cuBLASLt
   // lacks the epilogue (the same bias gradient as above, of a summed rhs

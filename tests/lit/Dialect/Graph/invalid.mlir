@@ -763,3 +763,23 @@ func.func @f(%dy: tensor<4x8xf32>, %x: tensor<8x6xf32>) {
       : (tensor<4x8xf32>, tensor<8x6xf32>) -> (tensor<4x6xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+// Tests that matmul_bias's bias runs along the product's last dimension.
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x6xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{expected a bias of type 'tensor<6xf32>', got 'tensor<4xf32>'}}
+  %0 = dgraph.matmul_bias %x, %w, %b
+      : (tensor<4x8xf32>, tensor<8x6xf32>, tensor<4xf32>) -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul_bias's result is the product's.
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<6x8xf32>, %b: tensor<6xf32>) {
+  // expected-error @+1 {{expected the product's type 'tensor<4x6xf32>', got 'tensor<4x8xf32>'}}
+  %0 = dgraph.matmul_bias %x, %w, %b {transpose_rhs}
+      : (tensor<4x8xf32>, tensor<6x8xf32>, tensor<6xf32>) -> tensor<4x8xf32>
+  return
+}

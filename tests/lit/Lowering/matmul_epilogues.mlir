@@ -1,4 +1,4 @@
-// RUN: dtcc-opt %s -split-input-file -dtcc-lower-fuse-bias-grads | FileCheck %s
+// RUN: dtcc-opt %s -split-input-file -dtcc-lower-matmul-epilogues | FileCheck %s
 
 // Tests that a dense layer's weight gradient (x^T dy over the flattened
 // rows) and bias gradient (dy summed over every dimension but the last)
@@ -107,4 +107,41 @@ func.func @not_pairs(%x: tensor<8x16xf32>, %w: tensor<32x8xf32>, %dy: tensor<8x3
   return %dwt, %dbo, %batched, %keep, %dwo, %ws, %db, %dyt
       : tensor<16x32xf32>, tensor<32xf32>, tensor<2x16x32xf32>, tensor<4x32xf32>,
         tensor<16x8xf32>, tensor<8xf32>, tensor<32xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// Tests that a product read only by an add of a bias broadcast over its
+// rows becomes matmul_bias where the add stood, the transposes and the
+// layer kept, the broadcast gone; a product read elsewhere too, a bias
+// broadcast along another dimension, and an add of a whole tensor stay.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.*]] = dgraph.matmul_bias %arg0, %arg1, %arg2 {dgraph.layer = #dgraph.layer<module = "qkv">, transpose_rhs}
+// CHECK-SAME: (tensor<2x4x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> tensor<2x4x48xf32>
+// CHECK-NEXT: %[[G:.*]] = dgraph.gelu %[[Y]]
+// CHECK: %[[P:.*]] = dgraph.matmul %arg0, %arg1 {transpose_rhs}
+// CHECK: dgraph.add %[[P]]
+// CHECK: dgraph.broadcast_in_dim %arg3, dims = [1]
+// CHECK: dgraph.add
+// CHECK: dgraph.add
+// CHECK-NOT: dgraph.matmul_bias
+// CHECK: return
+func.func @forward(%x: tensor<2x4x16xf32>, %w: tensor<48x16xf32>, %b: tensor<48xf32>,
+                   %c: tensor<4xf32>, %t: tensor<2x4x48xf32>)
+    -> (tensor<2x4x48xf32>, tensor<2x4x48xf32>, tensor<2x4x48xf32>, tensor<2x4x48xf32>,
+        tensor<2x4x48xf32>) {
+  %p = dgraph.matmul %x, %w {transpose_rhs, dgraph.layer = #dgraph.layer<module = "qkv">}
+      : (tensor<2x4x16xf32>, tensor<48x16xf32>) -> tensor<2x4x48xf32>
+  %bb = dgraph.broadcast_in_dim %b, dims = [2] : (tensor<48xf32>) -> tensor<2x4x48xf32>
+  %y = dgraph.add %bb, %p : tensor<2x4x48xf32>
+  %g = dgraph.gelu %y : tensor<2x4x48xf32>
+  %q = dgraph.matmul %x, %w {transpose_rhs} : (tensor<2x4x16xf32>, tensor<48x16xf32>) -> tensor<2x4x48xf32>
+  %qb = dgraph.add %q, %bb : tensor<2x4x48xf32>
+  %r = dgraph.matmul %x, %w {transpose_rhs} : (tensor<2x4x16xf32>, tensor<48x16xf32>) -> tensor<2x4x48xf32>
+  %cb = dgraph.broadcast_in_dim %c, dims = [1] : (tensor<4xf32>) -> tensor<2x4x48xf32>
+  %rc = dgraph.add %r, %cb : tensor<2x4x48xf32>
+  %s = dgraph.matmul %x, %w {transpose_rhs} : (tensor<2x4x16xf32>, tensor<48x16xf32>) -> tensor<2x4x48xf32>
+  %st = dgraph.add %s, %t : tensor<2x4x48xf32>
+  return %g, %qb, %q, %rc, %st : tensor<2x4x48xf32>, tensor<2x4x48xf32>, tensor<2x4x48xf32>,
+      tensor<2x4x48xf32>, tensor<2x4x48xf32>
 }

@@ -1,13 +1,15 @@
-//===- FuseBiasGrads.cpp - a dense layer's two gradients in one product ---===//
+//===- MatmulEpilogues.cpp - a dense layer's bias in its products ---------===//
 //
-// A dense layer y = x W + b has, in its backward pass, dW = x^T dy (a
-// matmul) and db = the sum of dy over its rows (a reduce_sum): two ops that
-// read dy, which on a GPU is the largest tensor either touches. cuBLASLt
-// sums the rows of an operand in the product's epilogue (BGRADA/BGRADB;
-// dy is the rhs of x^T dy, or the lhs of dy^T x for a weight stored
-// [out, in] as PyTorch stores it), so this
-// pass (Passes.td, dtcc-lower-fuse-bias-grads) writes such a pair as one
-// dgraph.matmul_bias_grad: the reduction's separate pass over dy is gone.
+// A dense layer y = x W + b is a matmul and an add of the broadcast bias;
+// in its backward pass, dW = x^T dy (a matmul) and db = the sum of dy over
+// its rows (a reduce_sum) both read dy, on a GPU the largest tensor either
+// touches. cuBLASLt adds a bias in the product's epilogue (BIAS) and sums
+// the rows of an operand there (BGRADA/BGRADB; dy is the rhs of x^T dy, or
+// the lhs of dy^T x for a weight stored [out, in] as PyTorch stores it), so
+// this pass (Passes.td, dtcc-lower-matmul-epilogues) writes the forward
+// pair as one dgraph.matmul_bias and the backward pair as one
+// dgraph.matmul_bias_grad: the add's and the reduction's separate passes
+// over the product and dy are gone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,7 +24,7 @@
 #include <optional>
 
 namespace dtcc::lowering {
-#define GEN_PASS_DEF_FUSEBIASGRADS
+#define GEN_PASS_DEF_MATMULEPILOGUES
 #include "passes/Lowering/Passes.h.inc"
 } // namespace dtcc::lowering
 
@@ -123,9 +125,65 @@ Operation *placement(Operation *a, Operation *b, ValueRange operands,
   return second;
 }
 
-struct FuseBiasGradsPass
-    : lowering::impl::FuseBiasGradsBase<FuseBiasGradsPass> {
+/// The bias `add` adds to a matmul read only there: `b` of `[n]`
+/// broadcast over every dimension of the product but its last (n); null
+/// otherwise. `product` is set to the matmul.
+Value biasOfProduct(graph::AddOp add, graph::MatmulOp &product) {
+  auto type = cast<RankedTensorType>(add.getType());
+  if (!isa<FloatType>(type.getElementType()) || !type.hasStaticShape())
+    return Value();
+  for (auto [mine, other] : {std::pair{add.getLhs(), add.getRhs()},
+                             std::pair{add.getRhs(), add.getLhs()}}) {
+    auto m = mine.getDefiningOp<graph::MatmulOp>();
+    auto bcast = other.getDefiningOp<graph::BroadcastInDimOp>();
+    if (!m || !bcast || !m->hasOneUse() || m.getType() != type ||
+        m->getBlock() != add->getBlock())
+      continue;
+    auto bias = cast<RankedTensorType>(bcast.getOperand().getType());
+    ArrayRef<int64_t> dims = bcast.getDims();
+    if (bias.getRank() == 1 && dims.size() == 1 &&
+        dims[0] == type.getRank() - 1 &&
+        bias.getDimSize(0) == type.getShape().back() &&
+        bias.getElementType() == type.getElementType()) {
+      product = m;
+      return bcast.getOperand();
+    }
+  }
+  return Value();
+}
+
+/// Writes each matmul plus broadcast bias as one matmul_bias where the
+/// add stood (the product and the bias are defined there).
+void fuseBiases(ModuleOp module) {
+  SmallVector<graph::AddOp> adds;
+  module.walk([&](graph::AddOp add) { adds.push_back(add); });
+  for (graph::AddOp add : adds) {
+    graph::MatmulOp m;
+    Value bias = biasOfProduct(add, m);
+    if (!bias)
+      continue;
+    OpBuilder b(add);
+    Location loc = FusedLoc::get(b.getContext(), {m.getLoc(), add.getLoc()},
+                                 b.getStringAttr(graph::kJoinedNodesLoc));
+    auto fused = graph::MatmulBiasOp::create(
+        b, loc, add.getType(), m.getLhs(), m.getRhs(), bias,
+        m.getTransposeLhs(), m.getTransposeRhs());
+    for (NamedAttribute attr : m->getDiscardableAttrs())
+      fused->setAttr(attr.getName(), attr.getValue());
+    auto bcast = (add.getLhs() == m.getResult() ? add.getRhs() : add.getLhs())
+                     .getDefiningOp();
+    add.getResult().replaceAllUsesWith(fused.getResult());
+    add->erase();
+    m->erase();
+    if (bcast->use_empty())
+      bcast->erase();
+  }
+}
+
+struct MatmulEpiloguesPass
+    : lowering::impl::MatmulEpiloguesBase<MatmulEpiloguesPass> {
   void runOnOperation() override {
+    fuseBiases(getOperation());
     DominanceInfo dominance(getOperation());
     llvm::DenseSet<Operation *> taken;
     SmallVector<std::pair<graph::ReduceSumOp, RowProduct>> pairs;
