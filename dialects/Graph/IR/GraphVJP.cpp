@@ -583,7 +583,9 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
 
   // A matrix shared by every batch (B without batch dimensions other than
   // 1s) and an A that is not broadcast itself: fold the batch into the rows,
-  // one [k, rows] x [rows, n] product instead of a batch of them and a sum.
+  // one [k, rows] x [rows, n] product instead of a batch of them and a sum
+  // (with one batch, [1, s, k], a sum over the size-1 dimension: a copy
+  // of the gradient).
   int64_t batch = gt.getNumElements() / std::max<int64_t>(
                       1, gt.getDimSize(gt.getRank() - 2) *
                              gt.getDimSize(gt.getRank() - 1));
@@ -592,8 +594,8 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
                                               lt.getDimSize(lt.getRank() - 1));
   bool sharedRhs = llvm::all_of(rt.getShape().drop_back(2),
                                 [](int64_t d) { return d == 1; });
-  if (sharedRhs && !tl && batch > 1 && lhsBatch == batch &&
-      lt.getNumElements() > 0) {
+  if (sharedRhs && !tl && (batch > 1 || gt.getRank() > 2) &&
+      lhsBatch == batch && lt.getNumElements() > 0) {
     int64_t k = lt.getShape().back(), n = gt.getShape().back();
     int64_t rows = lt.getNumElements() / k;
     Value a2 = e.reshape(lhs, RankedTensorType::get({rows, k}, lt.getElementType()));

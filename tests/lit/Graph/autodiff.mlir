@@ -112,6 +112,27 @@ func.func @main() -> (tensor<f32> {dgraph.name = "loss"}) {
 
 // -----
 
+// Tests the same dense layer with one batch ([1, s, k], micro-batches of
+// one sequence): the batch folds into the rows too, not a batch of one
+// product and a sum over its size-1 dimension (a copy of the gradient).
+// CHECK-LABEL: func.func @train_step
+// CHECK-DAG: %[[X:.*]] = dgraph.load @x
+// CHECK: %[[X2:.*]] = dgraph.reshape %[[X]] : (tensor<1x3x4xf32>) -> tensor<3x4xf32>
+// CHECK: %[[DW:.*]] = dgraph.matmul %[[X2]], %{{.*}} {transpose_lhs} : (tensor<3x4xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+// CHECK-NOT: dgraph.reduce_sum %{{.*}} -> tensor<4x5xf32>
+// CHECK: return %{{.*}}, %[[DW]]
+dgraph.variable @w : tensor<4x5xf32> {trainable}
+dgraph.variable @x : tensor<1x3x4xf32>
+func.func @main() -> (tensor<f32> {dgraph.name = "loss"}) {
+  %w = dgraph.load @w : tensor<4x5xf32>
+  %x = dgraph.load @x : tensor<1x3x4xf32>
+  %y = dgraph.matmul %x, %w : (tensor<1x3x4xf32>, tensor<4x5xf32>) -> tensor<1x3x5xf32>
+  %l = dgraph.reduce_sum %y, dims = [0, 1, 2] : (tensor<1x3x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests the VJP of size-1 batch dimensions broadcast against larger ones:
 // each gradient is summed over the dimensions its operand was broadcast
 // along and reshaped back to the operand's size-1 dimensions.
