@@ -125,6 +125,20 @@ Operation *placement(Operation *a, Operation *b, ValueRange operands,
   return second;
 }
 
+/// A location for the op that replaces `product` and `other`: both ONNX
+/// nodes (`dtcc explain` names each).
+Location joinedLoc(OpBuilder &b, Operation *product, Operation *other) {
+  return FusedLoc::get(b.getContext(), {product->getLoc(), other->getLoc()},
+                       b.getStringAttr(graph::kJoinedNodesLoc));
+}
+
+/// Gives `fused` the placement of the matmul it replaces: its layer,
+/// pipeline stage and task (the discardable attributes).
+void keepPlacement(graph::MatmulOp product, Operation *fused) {
+  for (NamedAttribute attr : product->getDiscardableAttrs())
+    fused->setAttr(attr.getName(), attr.getValue());
+}
+
 /// The bias `add` adds to a matmul read only there: `b` of `[n]`
 /// broadcast over every dimension of the product but its last (n); null
 /// otherwise. `product` is set to the matmul.
@@ -163,13 +177,10 @@ void fuseBiases(ModuleOp module) {
     if (!bias)
       continue;
     OpBuilder b(add);
-    Location loc = FusedLoc::get(b.getContext(), {m.getLoc(), add.getLoc()},
-                                 b.getStringAttr(graph::kJoinedNodesLoc));
     auto fused = graph::MatmulBiasOp::create(
-        b, loc, add.getType(), m.getLhs(), m.getRhs(), bias,
+        b, joinedLoc(b, m, add), add.getType(), m.getLhs(), m.getRhs(), bias,
         m.getTransposeLhs(), m.getTransposeRhs());
-    for (NamedAttribute attr : m->getDiscardableAttrs())
-      fused->setAttr(attr.getName(), attr.getValue());
+    keepPlacement(m, fused);
     auto bcast = (add.getLhs() == m.getResult() ? add.getRhs() : add.getLhs())
                      .getDefiningOp();
     add.getResult().replaceAllUsesWith(fused.getResult());
@@ -201,15 +212,10 @@ struct MatmulEpiloguesPass
       if (!at)
         continue;
       OpBuilder b(at);
-      // It stands for both ONNX nodes (`dtcc explain` names each).
-      Location loc = FusedLoc::get(b.getContext(), {m.getLoc(), sum.getLoc()},
-                                   b.getStringAttr(graph::kJoinedNodesLoc));
       auto fused = graph::MatmulBiasGradOp::create(
-          b, loc, m.getType(), sum.getType(), m.getLhs(), m.getRhs(),
-          m.getTransposeLhs(), m.getTransposeRhs(), pair.summed);
-      // The product's placement: its layer, pipeline stage and task.
-      for (NamedAttribute attr : m->getDiscardableAttrs())
-        fused->setAttr(attr.getName(), attr.getValue());
+          b, joinedLoc(b, m, sum), m.getType(), sum.getType(), m.getLhs(),
+          m.getRhs(), m.getTransposeLhs(), m.getTransposeRhs(), pair.summed);
+      keepPlacement(m, fused);
       m.getResult().replaceAllUsesWith(fused.getProduct());
       sum.getResult().replaceAllUsesWith(fused.getSums());
       m->erase();

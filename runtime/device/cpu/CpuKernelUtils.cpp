@@ -279,6 +279,34 @@ StatusOr<bool> checkGlobalSumSquares(const KernelContext &ctx) {
   return wide;
 }
 
+Status checkMatmulBias(const KernelContext &ctx) {
+  const TensorView &out = ctx.outputs[0], &bias = ctx.inputs[2];
+  if (out.rank() < 1 || bias.rank() != 1 || bias.shape[0] != out.shape.back())
+    return ctx.error("expected a bias of [", out.rank() ? out.shape.back() : 0,
+                     "] elements, got ", bias.typeString());
+  return Status::ok();
+}
+
+StatusOr<int64_t> checkMatmulBiasGrad(const KernelContext &ctx) {
+  const int64_t summed = ctx.attrs.getInt("summed", -1);
+  if (summed != 0 && summed != 1)
+    return ctx.error("expected summed 0 (lhs) or 1 (rhs), got ", summed);
+  const TensorView &rows = ctx.inputs[size_t(summed)];
+  const bool contracted = summed ? !ctx.attrs.getBool("transpose_rhs")
+                                 : ctx.attrs.getBool("transpose_lhs");
+  if (rows.rank() != 2 || !contracted)
+    return ctx.error("expected the summed ",
+                     summed ? "rhs a matrix, not transposed"
+                            : "lhs a matrix, transposed",
+                     " (its rows contracted), got ", rows.typeString(),
+                     contracted ? ""
+                     : summed   ? " transposed"
+                                : " not transposed");
+  DTCC_RETURN_IF_ERROR(
+      checkShape(ctx, ctx.outputs[1], {rows.shape[1]}, "output 1"));
+  return summed;
+}
+
 StatusOr<ScatterReduction> readScatterReduction(const KernelContext &ctx) {
   const std::string r = ctx.attrs.getString("reduction", "none");
   if (r == "none")

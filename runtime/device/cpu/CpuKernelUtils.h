@@ -320,6 +320,16 @@ Status checkAllContiguous(const KernelContext &ctx);
 /// result is f64.
 StatusOr<bool> checkGlobalSumSquares(const KernelContext &ctx);
 
+/// matmul_bias's bias, as both backends take it: `[n]`, n the result's
+/// last dimension.
+Status checkMatmulBias(const KernelContext &ctx);
+
+/// matmul_bias_grad's `summed` (0: the lhs, 1: the rhs) and that operand,
+/// as both backends take them: a matrix whose rows the product contracts
+/// (a transposed lhs, a rhs not transposed) and whose columns the sums
+/// (output 1) are. Returns `summed`.
+StatusOr<int64_t> checkMatmulBiasGrad(const KernelContext &ctx);
+
 /// The instruction's `reduction` attribute (scatter_nd, scatter_elements):
 /// "none" (the default), "add", "mul", "max" or "min".
 StatusOr<ScatterReduction> readScatterReduction(const KernelContext &ctx);

@@ -387,9 +387,7 @@ StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
 /// then reduce_sum over the summed operand's rows (so its results to the
 /// bit; on the CPU the product and the sums are two passes either way).
 StatusOr<KernelFn> buildMatmulBiasGrad(const KernelContext &ctx) {
-  const int64_t summed = ctx.attrs.getInt("summed", -1);
-  if (summed != 0 && summed != 1)
-    return ctx.error("expected summed 0 (lhs) or 1 (rhs), got ", summed);
+  DTCC_ASSIGN_OR_RETURN(int64_t summed, checkMatmulBiasGrad(ctx));
   KernelContext product = ctx;
   product.kernel = "matmul";
   product.outputs.resize(1);
@@ -417,10 +415,8 @@ StatusOr<KernelFn> buildMatmulBias(const KernelContext &ctx) {
   product.kernel = "matmul";
   product.inputs.resize(2);
   DTCC_ASSIGN_OR_RETURN(KernelFn multiply, buildMatmul(product));
+  DTCC_RETURN_IF_ERROR(checkMatmulBias(ctx));
   const TensorView &out = ctx.outputs[0], &bias = ctx.inputs[2];
-  if (out.rank() < 1 || bias.rank() != 1 || bias.shape[0] != out.shape.back())
-    return ctx.error("expected a bias of [", out.rank() ? out.shape.back() : 0,
-                     "] elements, got ", bias.typeString());
   TensorView rows = bias;
   rows.shape = out.shape;
   rows.strides.assign(out.shape.size(), 0);

@@ -235,7 +235,9 @@ Status checkOperands(const KernelContext &ctx) {
   return Status::ok();
 }
 
-StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
+/// The product an instruction of the three matmul kernels asks for: its
+/// checked operands and transposes, without an epilogue or workspace.
+StatusOr<MatmulCall> productOf(const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkOperands(ctx));
   MatmulCall call;
   call.lhs = ctx.inputs[0];
@@ -243,14 +245,26 @@ StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
   call.out = ctx.outputs[0];
   call.transposeLhs = ctx.attrs.getBool("transpose_lhs");
   call.transposeRhs = ctx.attrs.getBool("transpose_rhs");
-  // The workspace: compute-stream scratch reserved with the program.
+  return call;
+}
+
+/// Requests `call`'s workspace: the compute-stream scratch that
+/// runtime/exec/CudaScratch.h assigns the instruction (for matmul and
+/// matmul_bias, the workspace alone).
+Status requestWorkspace(const KernelContext &ctx, MatmulCall &call) {
   DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
-  if (!set.empty()) {
-    call.workspaceBytes = size_t(set[0].bytes);
-    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
-                          ctx.requestScratch(std::move(set)));
-    call.workspace = slots.at(0);
-  }
+  if (set.empty())
+    return Status::ok();
+  call.workspaceBytes = size_t(set[0].bytes);
+  DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
+                        ctx.requestScratch(std::move(set)));
+  call.workspace = slots.at(0);
+  return Status::ok();
+}
+
+StatusOr<KernelFn> buildMatmul(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(MatmulCall call, productOf(ctx));
+  DTCC_RETURN_IF_ERROR(requestWorkspace(ctx, call));
   return bindMatmul(dev, ctx, call);
 }
 
@@ -274,25 +288,11 @@ void noteNoEpilogue(const KernelContext &ctx, const std::string &epilogue,
 /// has no algorithm for it, the product and then the bias added in place
 /// (an add of the bias broadcast over the rows), as matmul and add run.
 StatusOr<KernelFn> buildMatmulBias(CudaDevice &dev, const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(checkOperands(ctx));
-  MatmulCall call;
-  call.lhs = ctx.inputs[0];
-  call.rhs = ctx.inputs[1];
-  call.out = ctx.outputs[0];
-  call.transposeLhs = ctx.attrs.getBool("transpose_lhs");
-  call.transposeRhs = ctx.attrs.getBool("transpose_rhs");
+  DTCC_ASSIGN_OR_RETURN(MatmulCall call, productOf(ctx));
   const TensorView &bias = ctx.inputs[2], &out = call.out;
-  if (out.rank() < 1 || bias.rank() != 1 || bias.shape[0] != out.shape.back())
-    return ctx.error("expected a bias of [", out.rank() ? out.shape.back() : 0,
-                     "] elements, got ", bias.typeString());
+  DTCC_RETURN_IF_ERROR(cpu::checkMatmulBias(ctx));
   call.bias = &bias;
-  DTCC_ASSIGN_OR_RETURN(ScratchSet set, cudaKernelScratch(ctx));
-  if (!set.empty()) {
-    call.workspaceBytes = size_t(set[0].bytes);
-    DTCC_ASSIGN_OR_RETURN(std::vector<ScratchSlot> slots,
-                          ctx.requestScratch(std::move(set)));
-    call.workspace = slots.at(0);
-  }
+  DTCC_RETURN_IF_ERROR(requestWorkspace(ctx, call));
   DTCC_ASSIGN_OR_RETURN(KernelFn fused, bindMatmul(dev, ctx, call));
   if (fused)
     return fused;
@@ -334,24 +334,10 @@ StatusOr<KernelFn> buildMatmulBias(CudaDevice &dev, const KernelContext &ctx) {
 /// summed operand's rows, as matmul and reduce_sum would run.
 StatusOr<KernelFn> buildMatmulBiasGrad(CudaDevice &dev,
                                        const KernelContext &ctx) {
-  DTCC_RETURN_IF_ERROR(checkOperands(ctx));
-  MatmulCall call;
-  call.lhs = ctx.inputs[0];
-  call.rhs = ctx.inputs[1];
-  call.out = ctx.outputs[0];
-  call.transposeLhs = ctx.attrs.getBool("transpose_lhs");
-  call.transposeRhs = ctx.attrs.getBool("transpose_rhs");
-  call.summed = ctx.attrs.getInt("summed", -1);
-  if (call.summed != 0 && call.summed != 1)
-    return ctx.error("expected summed 0 (lhs) or 1 (rhs), got ", call.summed);
+  DTCC_ASSIGN_OR_RETURN(MatmulCall call, productOf(ctx));
+  DTCC_ASSIGN_OR_RETURN(call.summed, cpu::checkMatmulBiasGrad(ctx));
   const TensorView &rows = call.summed ? call.rhs : call.lhs;
   const TensorView &sums = ctx.outputs[1];
-  if (rows.rank() != 2 ||
-      (call.summed ? call.transposeRhs : !call.transposeLhs))
-    return ctx.error("expected the summed operand a matrix whose rows the "
-                     "product contracts, got ",
-                     rows.typeString());
-  DTCC_RETURN_IF_ERROR(cpu::checkShape(ctx, sums, {rows.shape[1]}, "output 1"));
   call.sums = &sums;
   // One set (runtime/exec/CudaScratch.h): the workspace where the product
   // has elements, then the reduction's partial sums where it needs them.

@@ -495,6 +495,76 @@ TEST(CpuMatmulKernel, RejectsBadShapes) {
   EXPECT_FALSE(runKernel("matmul", {a.view(), v.view()}, {o.view()}).isOk());
 }
 
+// The matmul epilogues' fused ops (dtcc-lower-matmul-epilogues) run their
+// two kernels on the CPU: the same bits as matmul then add / reduce_sum.
+TEST(CpuMatmulKernel, EpilogueOpsAreTheirTwoKernels) {
+  auto fill = [](Tensor &t, float scale) {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.setRaw<float>(i, scale * float((i * 37) % 23 - 11));
+  };
+  Tensor x(DType::kF32, {2, 5, 4}), w(DType::kF32, {4, 6}), b(DType::kF32, {6});
+  fill(x, 0.1f), fill(w, 0.05f), fill(b, 0.3f);
+  // matmul_bias = matmul, then the bias broadcast over the rows added.
+  Tensor fused = Tensor::output(DType::kF32, {2, 5, 6});
+  ASSERT_TRUE(
+      runKernel("matmul_bias", {x.view(), w.view(), b.view()}, {fused.view()})
+          .isOk());
+  Tensor product = Tensor::output(DType::kF32, {2, 5, 6});
+  ASSERT_TRUE(
+      runKernel("matmul", {x.view(), w.view()}, {product.view()}).isOk());
+  for (int64_t i = 0; i < product.numel(); ++i)
+    EXPECT_EQ(fused.raw<float>(i), product.raw<float>(i) + b.raw<float>(i % 6))
+        << i;
+  // matmul_bias_grad: x^T dy with dy's column sums (summed = 1), and
+  // dy^T x with the same sums (summed = 0, dy the transposed lhs).
+  Tensor x2(DType::kF32, {10, 4}), dy(DType::kF32, {10, 6});
+  fill(x2, 0.2f), fill(dy, 0.07f);
+  std::vector<float> sums(6, 0.f);
+  for (int64_t r = 0; r < 10; ++r)
+    for (int64_t c = 0; c < 6; ++c)
+      sums[c] += dy.raw<float>(r * 6 + c);
+  for (int64_t summed : {1, 0}) {
+    Attrs a;
+    a.set("transpose_lhs", int64_t(1));
+    a.set("summed", summed);
+    Tensor lhs = summed ? x2 : dy, rhs = summed ? dy : x2;
+    std::vector<int64_t> dwShape =
+        summed ? std::vector<int64_t>{4, 6} : std::vector<int64_t>{6, 4};
+    Tensor dw = Tensor::output(DType::kF32, dwShape);
+    Tensor db = Tensor::output(DType::kF32, {6});
+    ASSERT_TRUE(runKernel("matmul_bias_grad", {lhs.view(), rhs.view()},
+                          {dw.view(), db.view()}, a)
+                    .isOk());
+    Attrs t;
+    t.set("transpose_lhs", int64_t(1));
+    Tensor ref = Tensor::output(DType::kF32, dwShape);
+    ASSERT_TRUE(
+        runKernel("matmul", {lhs.view(), rhs.view()}, {ref.view()}, t).isOk());
+    for (int64_t i = 0; i < ref.numel(); ++i)
+      EXPECT_EQ(dw.raw<float>(i), ref.raw<float>(i)) << summed << " " << i;
+    for (int64_t c = 0; c < 6; ++c)
+      EXPECT_NEAR(db.raw<float>(c), sums[c], 1e-5) << summed << " " << c;
+  }
+  // The summed operand's rows must be the contracted ones; the bias runs
+  // along the last dimension.
+  Attrs notContracted;
+  notContracted.set("summed", int64_t(0));
+  Tensor y = Tensor::output(DType::kF32, {10, 6}), ys(DType::kF32, {10});
+  Tensor w6(DType::kF32, {4, 6});
+  Status s = runKernel("matmul_bias_grad", {x2.view(), w6.view()},
+                       {y.view(), ys.view()}, notContracted);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("expected the summed lhs a matrix, transposed"),
+            std::string::npos)
+      << s.message();
+  Tensor b5(DType::kF32, {5});
+  s = runKernel("matmul_bias", {x.view(), w.view(), b5.view()}, {fused.view()});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("expected a bias of [6] elements"),
+            std::string::npos)
+      << s.message();
+}
+
 //===----------------------------------------------------------------------===//
 // softmax / log_softmax
 //===----------------------------------------------------------------------===//
