@@ -24,7 +24,9 @@ are reported, not judged: Adam's first steps move a weight by lr whatever
 its gradient's size, so rounding-level differences in small gradients grow,
 and PyTorch's own f32 run leaves its f64 run by several percent by step 3
 on some of these configurations, e.g. LeViT), and each system's median
-step time after --warmup steps (dtcc's as its training loop logs them).
+step time after --warmup steps (dtcc's as its training loop logs them;
+its losses as the program computed them, from --dump-outputs in f32, not
+the log's 5 decimals).
 
 With --exporter dynamo, PyTorch 2's exporter (torch.onnx.export(...,
 dynamo=True, optimize=False): torch.export, then onnxscript; PyTorch 2's
@@ -42,6 +44,7 @@ that environment once per model.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,7 +58,7 @@ sys.path.insert(0, HERE)
 import cpu_compare  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-from e2e_common import MPI_ENV  # noqa: E402
+from e2e_common import MPI_ENV, step_losses  # noqa: E402
 
 # transformers 4.36 is the newest that runs on Debian's PyTorch 1.13.
 REQUIREMENTS = ("transformers==4.36.2",)
@@ -559,8 +562,12 @@ def run_dtcc(args, work, mesh=None):
     if proc.returncode != 0:
         lines = [l for l in proc.stderr.splitlines() if l.strip()]
         return {"error": "dtcc compile: " + " | ".join(lines[:3])[:300]}
+    # The losses as the program computed them (--dump-outputs, f32), not
+    # the log's 5 decimals.
+    dump = exe + ".dump"
+    shutil.rmtree(dump, ignore_errors=True)
     run = [exe, "--batches", os.path.join(work, "batches"), "--steps",
-           str(args.steps), "--log-every", "1"]
+           str(args.steps), "--log-every", "1", "--dump-outputs", dump]
     env = cpu_compare.thread_env(args.threads)
     if mesh is not None:
         run = ["mpirun", "-n", str(mesh_ranks(mesh))] + run
@@ -569,12 +576,17 @@ def run_dtcc(args, work, mesh=None):
     proc = subprocess.run(run, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {"error": "dtcc run: " + proc.stderr.strip()[-300:]}
-    losses, times = [], []
+    times = []
     for line in proc.stdout.splitlines():
         if line.startswith("step "):
             words = line.split()
-            losses.append(float(words[words.index("loss") + 1]))
             times.append(float(words[words.index("step", 1) + 1]))
+    try:
+        losses = [float(x) for x in step_losses(dump, len(times))]
+    except OSError as e:
+        return {"error": f"dtcc run: no loss in --dump-outputs ({e})"}
+    finally:
+        shutil.rmtree(dump, ignore_errors=True)
     return {"compile_s": compile_s, "losses": losses, "times": times}
 
 
