@@ -259,7 +259,6 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     const Buffer &out = program.buffers(inst.outputs(0));
     std::vector<int64_t> ls(lhs.shape().begin(), lhs.shape().end());
     std::vector<int64_t> rs(rhs.shape().begin(), rhs.shape().end());
-    // matmul_bias_grad has no transpose_rhs (its rhs never is).
     const bool tl = attrInt(inst, "transpose_lhs").value_or(0) != 0;
     const bool tr = attrInt(inst, "transpose_rhs").value_or(0) != 0;
     auto shape = runtime::planMatmul(ls, rs, tl, tr);

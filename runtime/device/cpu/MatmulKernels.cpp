@@ -383,56 +383,67 @@ StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
   return fn;
 }
 
+/// A kernel of the CPU registry bound to `inputs` and `outputs` for `ctx`'s
+/// instruction: a part of a fused op the CPU runs unfused.
+StatusOr<KernelFn> bindPart(const KernelContext &ctx, const std::string &kernel,
+                            std::vector<TensorView> inputs,
+                            std::vector<TensorView> outputs, Attrs attrs) {
+  const KernelFactory *factory = cpuKernels().find(kernel);
+  if (!factory)
+    return internalError(cpu::errorPrefix(ctx), "no ", kernel, " kernel");
+  KernelContext part = ctx;
+  part.kernel = kernel;
+  part.inputs = std::move(inputs);
+  part.outputs = std::move(outputs);
+  part.attrs = std::move(attrs);
+  return (*factory)(part);
+}
+
+/// The fused op's product: the matmul kernel on its lhs, rhs and first
+/// output, with its transposes.
+StatusOr<KernelFn> bindProduct(const KernelContext &ctx) {
+  Attrs transposes;
+  for (const char *flag : {"transpose_lhs", "transpose_rhs"})
+    transposes.set(flag, int64_t(ctx.attrs.getBool(flag)));
+  return bindPart(ctx, "matmul", {ctx.inputs[0], ctx.inputs[1]},
+                  {ctx.outputs[0]}, std::move(transposes));
+}
+
+/// `first`, then `second`.
+KernelFn inOrder(KernelFn first, KernelFn second) {
+  return [first = std::move(first), second = std::move(second)]() -> Status {
+    DTCC_RETURN_IF_ERROR(first());
+    return second();
+  };
+}
+
 /// matmul_bias_grad as the unfused program runs it: the matmul kernel,
 /// then reduce_sum over the summed operand's rows (so its results to the
 /// bit; on the CPU the product and the sums are two passes either way).
 StatusOr<KernelFn> buildMatmulBiasGrad(const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(int64_t summed, checkMatmulBiasGrad(ctx));
-  KernelContext product = ctx;
-  product.kernel = "matmul";
-  product.outputs.resize(1);
-  DTCC_ASSIGN_OR_RETURN(KernelFn multiply, buildMatmul(product));
-  KernelContext sums = ctx;
-  sums.kernel = "reduce_sum";
-  sums.inputs = {ctx.inputs[size_t(summed)]};
-  sums.outputs = {ctx.outputs[1]};
-  sums.attrs = Attrs();
-  sums.attrs.set("dims", std::vector<int64_t>{0});
-  const KernelFactory *reduce = cpuKernels().find("reduce_sum");
-  if (!reduce)
-    return internalError(cpu::errorPrefix(ctx), "no reduce_sum kernel");
-  DTCC_ASSIGN_OR_RETURN(KernelFn sum, (*reduce)(sums));
-  return KernelFn([multiply, sum]() -> Status {
-    DTCC_RETURN_IF_ERROR(multiply());
-    return sum();
-  });
+  DTCC_ASSIGN_OR_RETURN(KernelFn multiply, bindProduct(ctx));
+  Attrs rows;
+  rows.set("dims", std::vector<int64_t>{0});
+  DTCC_ASSIGN_OR_RETURN(
+      KernelFn sum, bindPart(ctx, "reduce_sum", {ctx.inputs[size_t(summed)]},
+                             {ctx.outputs[1]}, std::move(rows)));
+  return inOrder(std::move(multiply), std::move(sum));
 }
 
 /// matmul_bias as the unfused program runs it: the matmul kernel, then the
 /// add kernel of the bias broadcast over the rows, in place.
 StatusOr<KernelFn> buildMatmulBias(const KernelContext &ctx) {
-  KernelContext product = ctx;
-  product.kernel = "matmul";
-  product.inputs.resize(2);
-  DTCC_ASSIGN_OR_RETURN(KernelFn multiply, buildMatmul(product));
+  DTCC_ASSIGN_OR_RETURN(KernelFn multiply, bindProduct(ctx));
   DTCC_RETURN_IF_ERROR(checkMatmulBias(ctx));
   const TensorView &out = ctx.outputs[0], &bias = ctx.inputs[2];
   TensorView rows = bias;
   rows.shape = out.shape;
   rows.strides.assign(out.shape.size(), 0);
   rows.strides.back() = bias.strides.empty() ? 1 : bias.strides[0];
-  KernelContext add = ctx;
-  add.kernel = "add";
-  add.inputs = {out, rows};
-  add.attrs = Attrs();
-  const KernelFactory *addKernel = cpuKernels().find("add");
-  if (!addKernel)
-    return internalError(cpu::errorPrefix(ctx), "no add kernel");
-  DTCC_ASSIGN_OR_RETURN(KernelFn addBias, (*addKernel)(add));
-  return KernelFn([multiply, addBias]() -> Status {
-    DTCC_RETURN_IF_ERROR(multiply());
-    return addBias();
-  });
+  DTCC_ASSIGN_OR_RETURN(KernelFn addBias,
+                        bindPart(ctx, "add", {out, rows}, {out}, Attrs()));
+  return inOrder(std::move(multiply), std::move(addBias));
 }
 
 } // namespace

@@ -105,30 +105,22 @@ StatusOr<KernelFn> bindMatmul(CudaDevice &dev, const KernelContext &ctx,
   DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)));
   const bool epilogue = call.bias || call.sums;
-  if (call.bias) {
-    // D = C^T [n, m]: the bias vector runs along D's rows, the product's
-    // last dimension, and is the same for every batch (stride 0, the
-    // default). It has the output's type (cuBLASLt's default for it).
-    cublasLtEpilogue_t bias = CUBLASLT_EPILOGUE_BIAS;
-    const void *data = call.bias->data;
+  if (epilogue) {
+    // cuBLASLt's A is the rhs, B the lhs, and D = C^T [n, m]. BIAS adds a
+    // vector along D's rows (the product's last dimension), the same for
+    // every batch (stride 0, the default); BGRADA sums A over the GEMM's k
+    // into a vector of D's row count n, BGRADB sums B into one of D's
+    // column count m. The vector has the output's type (cuBLASLt's
+    // default for it).
+    const cublasLtEpilogue_t kind = call.bias     ? CUBLASLT_EPILOGUE_BIAS
+                                    : call.summed ? CUBLASLT_EPILOGUE_BGRADA
+                                                  : CUBLASLT_EPILOGUE_BGRADB;
+    const void *vector = call.bias ? call.bias->data : call.sums->data;
     DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &bias, sizeof(bias)));
+        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind)));
     DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &data, sizeof(data)));
-  }
-  if (call.sums) {
-    // cuBLASLt's A is the rhs, B the lhs, and D = C^T [n, m]: BGRADA sums
-    // A over the GEMM's k into a vector of D's row count n, BGRADB sums B
-    // into one of D's column count m. The vector has the output's type
-    // (cuBLASLt's default for it).
-    cublasLtEpilogue_t epilogue =
-        call.summed ? CUBLASLT_EPILOGUE_BGRADA : CUBLASLT_EPILOGUE_BGRADB;
-    void *sums = call.sums->data;
-    DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-        sizeof(epilogue)));
-    DTCC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &sums, sizeof(sums)));
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector,
+        sizeof(vector)));
   }
   // Row-major rhs [k, n] is column-major [n, k] (ld n); transposed: [k, n].
   DTCC_RETURN_IF_ERROR(layout(&plan->a, t.dataType, tr ? k : n, tr ? n : k,
