@@ -12,8 +12,9 @@
 // Scratch: the blocked copies, oneDNN's scratchpads and im2col's columns
 // live in one host buffer all convolution kernels share (they run one at a
 // time, on the rank's compute thread), sized when the kernels are bound to
-// the largest need, never grown while a step runs. f16/bf16 kernels keep
-// their own f32 copies of their operands.
+// the largest need, never grown while a step runs. f16/bf16 kernels compute
+// in f32 copies of their operands, in the program's compute scratch
+// (bindInF32).
 //
 // Threads: Debian's oneDNN uses OpenMP (libgomp). The OpenMP thread count
 // is the other kernels' (cpuThreads: OMP_NUM_THREADS, else
@@ -574,35 +575,26 @@ StatusOr<KernelFn> bindFloat(const ConvGeometry &g, ConvKind kind,
   });
 }
 
-/// f16/bf16: the operands converted to f32 copies (owned by the kernel: the
-/// f32 kernel binds on their addresses), the f32 kernel, the result rounded
-/// back.
+/// f16/bf16: the f32 kernel on f32 copies of the operands (bindInF32), bound
+/// once the copies' addresses are known, with its own part of the shared
+/// scratch.
 template <typename S>
 StatusOr<KernelFn> bindHalf(const ConvGeometry &g, ConvKind kind,
-                            const KernelContext &ctx, ScratchRegion &region) {
-  struct Copies {
-    std::vector<float> a, b, out;
-  };
-  auto copies = std::make_shared<Copies>();
-  copies->a.resize(size_t(ctx.inputs[0].numel()));
-  copies->b.resize(size_t(ctx.inputs[1].numel()));
-  copies->out.resize(size_t(ctx.outputs[0].numel()));
-  DTCC_ASSIGN_OR_RETURN(KernelFn inner,
-                        bindFloat(g, kind, ctx, copies->a.data(),
-                                  copies->b.data(), copies->out.data(), region));
-  const S *a = static_cast<const S *>(ctx.inputs[0].data);
-  const S *b = static_cast<const S *>(ctx.inputs[1].data);
-  S *out = static_cast<S *>(ctx.outputs[0].data);
-  return KernelFn([copies, inner, a, b, out]() -> Status {
-    for (size_t i = 0; i < copies->a.size(); ++i)
-      copies->a[i] = Elem<S>::load(a[i]);
-    for (size_t i = 0; i < copies->b.size(); ++i)
-      copies->b[i] = Elem<S>::load(b[i]);
-    DTCC_RETURN_IF_ERROR(inner());
-    for (size_t i = 0; i < copies->out.size(); ++i)
-      out[i] = Elem<S>::store(copies->out[i]);
-    return Status::ok();
-  });
+                            const KernelContext &ctx) {
+  KernelContext where;
+  where.kernel = ctx.kernel;
+  where.location = ctx.location;
+  return bindInF32<S>(
+      ctx, 2,
+      [g, kind, where](const std::vector<float *> &f) -> StatusOr<KernelFn> {
+        ScratchRegion region;
+        DTCC_ASSIGN_OR_RETURN(
+            KernelFn fn, bindFloat(g, kind, where, f[0], f[1], f[2], region));
+        if (!ConvScratch::get().reserve(region.end))
+          return where.error("cannot allocate ", region.end,
+                             " bytes of convolution scratch");
+        return fn;
+      });
 }
 
 StatusOr<KernelFn> buildConv(const KernelContext &ctx, ConvKind kind) {
@@ -641,9 +633,9 @@ StatusOr<KernelFn> buildConv(const KernelContext &ctx, ConvKind kind) {
       });
     }
     case DType::kF16:
-      return bindHalf<Half>(g, kind, ctx, region);
+      return bindHalf<Half>(g, kind, ctx);
     case DType::kBF16:
-      return bindHalf<BFloat16>(g, kind, ctx, region);
+      return bindHalf<BFloat16>(g, kind, ctx);
     default:
       return unsupportedDType(ctx, out.dtype, kSetFloats);
     }

@@ -330,6 +330,23 @@ Status checkMatmulBias(const KernelContext &ctx);
 /// (output 1) are. Returns `summed`.
 StatusOr<int64_t> checkMatmulBiasGrad(const KernelContext &ctx);
 
+/// Binds an f32 kernel on f32 copies of the operands (inputs, then
+/// outputs): called with the copies' addresses, it must not keep a
+/// reference to the KernelContext (it may run after the factory returns).
+using F32Binder =
+    std::function<StatusOr<KernelFn>(const std::vector<float *> &copies)>;
+
+/// A half-precision (f16/bf16) kernel computed in f32 (CastKernels.cpp): inputs
+/// 0 .. `inputs`-1 widened into f32 copies, the f32 kernel `bindF32` binds on
+/// them, its results rounded once into every output. The copies are
+/// needed only while the kernel runs: bound as part of a program they are
+/// compute scratch (runtime/exec/Scratch.h: one arena that every
+/// instruction shares, sized by the largest), else the kernel's own. The
+/// conversions are split over the kernels' threads.
+template <typename S>
+StatusOr<KernelFn> bindInF32(const KernelContext &ctx, size_t inputs,
+                             F32Binder bindF32);
+
 /// The instruction's `reduction` attribute (scatter_nd, scatter_elements):
 /// "none" (the default), "add", "mul", "max" or "min".
 StatusOr<ScatterReduction> readScatterReduction(const KernelContext &ctx);

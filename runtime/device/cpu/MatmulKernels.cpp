@@ -24,7 +24,8 @@
 // the operands are reformatted per call), but converting to f32 costs more:
 // the 4 x 128 GPT's bf16 step spent 10-20% less in matrix products on the
 // native bf16 matmul than on conversions + oneDNN f32, and 86 MiB less
-// memory (the conversions' f32 copies).
+// memory (the conversions' f32 copies, then one set per product; now
+// they share the program's compute scratch: bindInF32).
 // f64 through OpenBLAS; integers with a naive loop that accumulates in
 // int64.
 //
@@ -316,30 +317,19 @@ KernelFn makeNaive(const MatmulPlan &p, const S *a, const S *b, S *c) {
 }
 
 /// f16/bf16: bf16 on oneDNN's native bf16 matmul where the CPU has one;
-/// else convert both operands to f32 scratch, multiply as f32, round back.
+/// else both operands widened to f32 copies, multiplied as f32, rounded
+/// back (bindInF32).
 template <typename S>
-KernelFn makeHalfGemm(const MatmulPlan &p, const S *a, const S *b, S *c,
-                      int64_t lhsNumel, int64_t rhsNumel, int64_t outNumel) {
+StatusOr<KernelFn> makeHalfGemm(const KernelContext &ctx, const MatmulPlan &p,
+                                const S *a, const S *b, S *c) {
   if constexpr (std::is_same_v<S, BFloat16>)
     if (!forceBlas() && dnnlHasNativeBf16())
       if (KernelFn fn = makeDnnl(p, DnnlGemmType::kBF16, sizeof(S), sizeof(S),
                                  a, b, c))
         return fn;
-  auto sa = std::make_shared<std::vector<float>>(lhsNumel);
-  auto sb = std::make_shared<std::vector<float>>(rhsNumel);
-  auto sc = std::make_shared<std::vector<float>>(outNumel);
-  KernelFn product = makeF32(p, sa->data(), sb->data(), sc->data());
-  return [=]() -> Status {
-    float *fa = sa->data(), *fb = sb->data(), *fc = sc->data();
-    for (int64_t i = 0; i < lhsNumel; ++i)
-      fa[i] = Elem<S>::load(a[i]);
-    for (int64_t i = 0; i < rhsNumel; ++i)
-      fb[i] = Elem<S>::load(b[i]);
-    DTCC_RETURN_IF_ERROR(product());
-    for (int64_t i = 0; i < outNumel; ++i)
-      c[i] = Elem<S>::store(fc[i]);
-    return Status::ok();
-  };
+  return bindInF32<S>(ctx, 2, [p](const std::vector<float *> &f) {
+    return StatusOr<KernelFn>(makeF32(p, f[0], f[1], f[2]));
+  });
 }
 
 StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
@@ -357,7 +347,7 @@ StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkShape(ctx, out, p.resultShape, "output 0"));
   if (std::max({p.m, p.n, p.k}) > INT32_MAX)
     return ctx.error("matrix dimensions exceed the BLAS 32-bit limit");
-  KernelFn fn;
+  StatusOr<KernelFn> fn = KernelFn();
   const void *a = lhs.data, *b = rhs.data;
   void *c = out.data;
   if (!visitDType<kSetNumeric>(lhs.dtype, [&](auto tag) {
@@ -368,14 +358,13 @@ StatusOr<KernelFn> buildMatmul(const KernelContext &ctx) {
         if constexpr (std::is_same_v<S, float>)
           fn = makeF32(p, sa, sb, sc);
         else if constexpr (std::is_floating_point_v<S>)
-          fn = [p, sa, sb, sc]() -> Status {
+          fn = KernelFn([p, sa, sb, sc]() -> Status {
             blasOnCallingThread();
             blasBatch<S>(p, sa, sb, sc);
             return Status::ok();
-          };
+          });
         else if constexpr (kIsFloat<S>)
-          fn = makeHalfGemm<S>(p, sa, sb, sc, lhs.numel(), rhs.numel(),
-                               out.numel());
+          fn = makeHalfGemm<S>(ctx, p, sa, sb, sc);
         else
           fn = makeNaive<S>(p, sa, sb, sc);
       }))

@@ -565,6 +565,72 @@ TEST(CpuMatmulKernel, EpilogueOpsAreTheirTwoKernels) {
       << s.message();
 }
 
+// Half-precision products that the CPU computes in f32 (f16 always; bf16
+// without native bf16, forced here with DTCC_CPU_MATMUL=blas) keep their f32
+// copies in the program's compute scratch when bound as part of a program:
+// one arena as large as the largest instruction's copies, not a copy per
+// instruction (the 6 x 384 GPT's bf16 step held ~600 MiB of them). Their
+// results are the bits of the kernel bound on its own.
+TEST(CpuMatmulKernel, HalfProductsShareTheProgramsComputeScratch) {
+  setenv("DTCC_CPU_MATMUL", "blas", 1);
+  std::mt19937 rng(7);
+  struct Product {
+    DType dtype;
+    std::vector<int64_t> lhs, rhs, out;
+    Tensor a, b, fromPlan, alone;
+  };
+  std::vector<Product> products = {
+      {DType::kBF16, {3, 40, 24}, {24, 56}, {3, 40, 56}, {}, {}, {}, {}},
+      {DType::kF16, {8, 16}, {16, 12}, {8, 12}, {}, {}, {}, {}},
+      {DType::kBF16, {100, 64}, {64, 300}, {100, 300}, {}, {}, {}, {}},
+  };
+  ScratchPlan plan;
+  std::vector<KernelFn> bound;
+  int64_t largest = 0;
+  for (Product &p : products) {
+    p.a = randomTensor(rng, p.dtype, p.lhs, -1, 1);
+    p.b = randomTensor(rng, p.dtype, p.rhs, -1, 1);
+    p.fromPlan = Tensor::output(p.dtype, p.out);
+    p.alone = Tensor::output(p.dtype, p.out);
+    KernelContext ctx;
+    ctx.kernel = "matmul";
+    ctx.location = "node_matmul";
+    ctx.inputs = {p.a.view(), p.b.view()};
+    ctx.outputs = {p.fromPlan.view()};
+    ctx.scratch = &plan;
+    StatusOr<KernelFn> fn = (*cpuRegistry().find("matmul"))(ctx);
+    ASSERT_TRUE(fn.isOk()) << fn.status().toString();
+    bound.push_back(std::move(fn).value());
+    int64_t bytes = 0;
+    for (int64_t n : {p.a.numel(), p.b.numel(), p.fromPlan.numel()})
+      bytes = (bytes + kScratchAlignment - 1) / kScratchAlignment *
+                  kScratchAlignment +
+              n * int64_t(sizeof(float));
+    largest = std::max(largest, bytes);
+  }
+  StatusOr<ScratchLayout> layout = plan.layout();
+  ASSERT_TRUE(layout.isOk());
+  EXPECT_EQ(layout.value().computeBytes, largest);
+  EXPECT_EQ(layout.value().persistentBytes, 0);
+  std::vector<char> memory(size_t(layout.value().totalBytes) +
+                           kScratchAlignment);
+  void *base = memory.data() +
+               (kScratchAlignment -
+                reinterpret_cast<uintptr_t>(memory.data()) % kScratchAlignment);
+  ASSERT_TRUE(plan.bind(base).isOk());
+  for (size_t i = 0; i < products.size(); ++i) {
+    Product &p = products[i];
+    ASSERT_TRUE(bound[i]().isOk());
+    ASSERT_TRUE(
+        runKernel("matmul", {p.a.view(), p.b.view()}, {p.alone.view()}).isOk());
+    EXPECT_EQ(std::memcmp(p.fromPlan.data(), p.alone.data(),
+                          size_t(p.alone.numel()) * dtypeSize(p.dtype)),
+              0)
+        << i;
+  }
+  unsetenv("DTCC_CPU_MATMUL");
+}
+
 //===----------------------------------------------------------------------===//
 // softmax / log_softmax
 //===----------------------------------------------------------------------===//
