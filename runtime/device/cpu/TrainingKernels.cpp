@@ -114,6 +114,12 @@ Status checkExactOrDisjoint(const KernelContext &ctx,
 // gelu_grad / silu_grad
 //===----------------------------------------------------------------------===//
 
+// Each op's last loop may write dx over x or dy (the same element only):
+// DTCC_INDEPENDENT_ITERATIONS lets the compiler vectorize it without the
+// overlap check, whose scalar fallback ran whenever the memory plan put the
+// gradient in place (gelu_grad of the 4 x 128 GPT: 1.8 -> 1.0 ns an element
+// on one Emerald Rapids core). The same holds for UnaryKernels' batch ops.
+
 /// dx = dy * (Phi(x) + x phi(x)), the derivative of x Phi(x).
 struct GeluErfGradOp {
   template <typename C>
@@ -125,6 +131,7 @@ struct GeluErfGradOp {
     }
     vectorMath(MathFn::kErf, cdf, n);
     vectorMath(MathFn::kExp, pdf, n);
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i)
       dx[i] = dy[i] * (C(0.5) * (C(1) + cdf[i]) +
                        x[i] * (C(0.39894228040143267794) * pdf[i]));
@@ -140,6 +147,7 @@ struct GeluTanhGradOp {
     for (int64_t i = 0; i < n; ++i)
       t[i] = k * (x[i] + a * x[i] * x[i] * x[i]);
     vectorMath(MathFn::kTanh, t, n);
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       const C du = k * (C(1) + C(3) * a * x[i] * x[i]);
       dx[i] = dy[i] * (C(0.5) * (C(1) + t[i]) +
@@ -156,6 +164,7 @@ struct SiluGradOp {
     for (int64_t i = 0; i < n; ++i)
       s[i] = -x[i];
     vectorMath(MathFn::kExp, s, n);
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i) {
       const C sig = C(1) / (C(1) + s[i]);
       dx[i] = dy[i] * sig * (C(1) + x[i] * (C(1) - sig));

@@ -64,6 +64,7 @@ struct SigmoidOp {
     for (int64_t i = 0; i < n; ++i)
       t[i] = -x[i];
     vectorMath(MathFn::kExp, t, n);
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i)
       y[i] = C(1) / (C(1) + t[i]);
   }
@@ -77,6 +78,7 @@ struct SiluOp {
     for (int64_t i = 0; i < n; ++i)
       t[i] = -x[i];
     vectorMath(MathFn::kExp, t, n);
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i)
       y[i] = x[i] / (C(1) + t[i]);
   }
@@ -90,6 +92,7 @@ struct GeluErfOp {
     for (int64_t i = 0; i < n; ++i)
       t[i] = x[i] * C(0.70710678118654752440);
     vectorMath(MathFn::kErf, t, n);
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i)
       y[i] = C(0.5) * x[i] * (C(1) + t[i]);
   }
@@ -104,6 +107,7 @@ struct GeluTanhOp {
       t[i] =
           C(0.79788456080286535588) * (x[i] + C(0.044715) * x[i] * x[i] * x[i]);
     vectorMath(MathFn::kTanh, t, n);
+    DTCC_INDEPENDENT_ITERATIONS
     for (int64_t i = 0; i < n; ++i)
       y[i] = C(0.5) * x[i] * (C(1) + t[i]);
   }
