@@ -1,12 +1,14 @@
-//===- GraphCanonicalize.cpp - rewrite patterns of dgraph ops --------------===//
+//===- GraphCanonicalize.cpp - rewrite patterns of dgraph ops
+//--------------===//
 //
 // Canonicalizations that matter for exported models: transposes and batch
 // broadcasts folded into matrix products (Linear layers export W^T; an
 // Expand before a MatMul becomes the matmul's own broadcast), the elementwise
 // decompositions exporters write for GELU and SiLU fused back into one op,
 // powers by small integer constants as products, and sums of zero pads
-// that tile a tensor (slices' gradients) joined, and the logs of sigmoids
-// that exporters write for log-sigmoid and BCE-with-logits made stable.
+// that tile a tensor (slices' gradients) joined, the logs of sigmoids
+// that exporters write for log-sigmoid and BCE-with-logits made stable, and
+// reductions over dimensions of size 1 made reshapes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -366,6 +368,27 @@ struct StableLogSigmoid : OpRewritePattern<LogOp> {
   }
 };
 
+/// A reduction over dimensions that all have size 1 reduces each element
+/// alone: the elements in the same order, a reshape (no kernel pass over
+/// the tensor). Autodiff writes such sums where a broadcast dimension has
+/// size 1 (a positional embedding's gradient with micro-batches of one
+/// sequence); after partitioning, a dimension split down to one element per
+/// rank, whose sum over the ranks is the collective's.
+template <typename ReduceOp>
+struct ReduceOfUnitDims : OpRewritePattern<ReduceOp> {
+  using OpRewritePattern<ReduceOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReduceOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op.getOperand().getType());
+    ArrayRef<int64_t> dims = op.getDims();
+    if (dims.empty() ||
+        !llvm::all_of(dims, [&](int64_t d) { return type.getDimSize(d) == 1; }))
+      return failure();
+    replaceKeepingAttrs<ReshapeOp>(rewriter, op, op.getType(), op.getOperand());
+    return success();
+  }
+};
+
 } // namespace
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
@@ -391,4 +414,24 @@ void PowOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 void LogOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                         MLIRContext *context) {
   patterns.add<StableLogSigmoid>(context);
+}
+
+void ReduceSumOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<ReduceOfUnitDims<ReduceSumOp>>(context);
+}
+
+void ReduceProdOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                               MLIRContext *context) {
+  patterns.add<ReduceOfUnitDims<ReduceProdOp>>(context);
+}
+
+void ReduceMaxOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<ReduceOfUnitDims<ReduceMaxOp>>(context);
+}
+
+void ReduceMinOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<ReduceOfUnitDims<ReduceMinOp>>(context);
 }

@@ -725,6 +725,7 @@ class Graph_ReduceOp<string mnemonic, Type type, string doc>
     $operand `,` `dims` `=` $dims attr-dict `:` functional-type($operand, $result)
   }];
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", Graph_NumericTensor, "summation">;

@@ -327,3 +327,24 @@ func.func @log_not_sigmoid(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) 
   %z = dgraph.log %x : tensor<4xf32>
   return %y, %z : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that a reduction over dimensions of size 1 only is a reshape (each
+// element reduced alone), for every reduction, keeping what passes recorded
+// on it; one over a longer dimension stays.
+// CHECK-LABEL: func.func @reduce_unit_dims
+// CHECK-NEXT: %[[S:.*]] = dgraph.reshape %arg0 {dtcc.pass = "bwd"} : (tensor<1x4x1x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %[[M:.*]] = dgraph.reshape %arg0 : (tensor<1x4x1x8xf32>) -> tensor<4x1x8xf32>
+// CHECK-NEXT: %[[N:.*]] = dgraph.reshape %arg0 : (tensor<1x4x1x8xf32>) -> tensor<1x4x8xf32>
+// CHECK-NEXT: %[[P:.*]] = dgraph.reshape %arg0 : (tensor<1x4x1x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %[[K:.*]] = dgraph.reduce_sum %arg0, dims = [0, 1] : (tensor<1x4x1x8xf32>) -> tensor<1x8xf32>
+// CHECK-NEXT: return %[[S]], %[[M]], %[[N]], %[[P]], %[[K]]
+func.func @reduce_unit_dims(%x: tensor<1x4x1x8xf32>) -> (tensor<4x8xf32>, tensor<4x1x8xf32>, tensor<1x4x8xf32>, tensor<4x8xf32>, tensor<1x8xf32>) {
+  %s = dgraph.reduce_sum %x, dims = [0, 2] {dtcc.pass = "bwd"} : (tensor<1x4x1x8xf32>) -> tensor<4x8xf32>
+  %m = dgraph.reduce_max %x, dims = [0] : (tensor<1x4x1x8xf32>) -> tensor<4x1x8xf32>
+  %n = dgraph.reduce_min %x, dims = [2] : (tensor<1x4x1x8xf32>) -> tensor<1x4x8xf32>
+  %p = dgraph.reduce_prod %x, dims = [2, 0] : (tensor<1x4x1x8xf32>) -> tensor<4x8xf32>
+  %k = dgraph.reduce_sum %x, dims = [0, 1] : (tensor<1x4x1x8xf32>) -> tensor<1x8xf32>
+  return %s, %m, %n, %p, %k : tensor<4x8xf32>, tensor<4x1x8xf32>, tensor<1x4x8xf32>, tensor<4x8xf32>, tensor<1x8xf32>
+}
