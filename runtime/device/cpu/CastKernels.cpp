@@ -85,6 +85,30 @@ void convertContiguous(const IS *in, OS *out, int64_t n) {
 
 } // namespace
 
+StatusOr<RunScratch> RunScratch::make(const KernelContext &ctx,
+                                      const std::vector<int64_t> &bytes) {
+  RunScratch r;
+  if (ctx.scratch && !ctx.scratch->bound()) {
+    ScratchSet set;
+    for (int64_t b : bytes)
+      set.push_back({ScratchUse::kCompute, b});
+    DTCC_ASSIGN_OR_RETURN(r.slots_, ctx.scratch->request(std::move(set)));
+    return r;
+  }
+  for (int64_t b : bytes)
+    r.own_.emplace_back(new char[size_t(std::max<int64_t>(b, 1))]);
+  return r;
+}
+
+Status RunScratch::whenReady(const KernelContext &ctx,
+                             std::function<Status()> fn) {
+  if (ctx.scratch && !ctx.scratch->bound()) {
+    ctx.scratch->whenReserved(std::move(fn));
+    return Status::ok();
+  }
+  return fn();
+}
+
 template <typename S>
 StatusOr<KernelFn> bindInF32(const KernelContext &ctx, size_t inputs,
                              F32Binder bindF32) {
@@ -95,14 +119,11 @@ StatusOr<KernelFn> bindInF32(const KernelContext &ctx, size_t inputs,
     std::vector<const S *> in;
     std::vector<S *> out;
     std::vector<int64_t> sizes; // in elements: the inputs', then the outputs'
-    std::vector<ScratchSlot> slots;
-    std::vector<std::vector<float>> own;
+    RunScratch copies;
     KernelFn inner;
-    float *copy(size_t i) {
-      return slots.empty() ? own[i].data() : slots[i].as<float>();
-    }
   };
   auto st = std::make_shared<Staging>();
+  std::vector<int64_t> bytes;
   for (size_t i = 0; i < inputs; ++i) {
     st->in.push_back(ctx.inputs[i].as<const S>());
     st->sizes.push_back(ctx.inputs[i].numel());
@@ -111,32 +132,26 @@ StatusOr<KernelFn> bindInF32(const KernelContext &ctx, size_t inputs,
     st->out.push_back(o.as<S>());
     st->sizes.push_back(o.numel());
   }
-  auto bind = [st, bindF32 = std::move(bindF32)]() -> Status {
-    std::vector<float *> copies;
-    for (size_t i = 0; i < st->sizes.size(); ++i)
-      copies.push_back(st->copy(i));
-    DTCC_ASSIGN_OR_RETURN(st->inner, bindF32(copies));
-    return Status::ok();
-  };
-  if (ctx.scratch && !ctx.scratch->bound()) {
-    ScratchSet set;
-    for (int64_t n : st->sizes)
-      set.push_back({ScratchUse::kCompute, n * int64_t(sizeof(float))});
-    DTCC_ASSIGN_OR_RETURN(st->slots, ctx.scratch->request(std::move(set)));
-    ctx.scratch->whenReserved(std::move(bind));
-  } else {
-    for (int64_t n : st->sizes)
-      st->own.emplace_back(size_t(n));
-    DTCC_RETURN_IF_ERROR(bind());
-  }
+  for (int64_t n : st->sizes)
+    bytes.push_back(n * int64_t(sizeof(float)));
+  DTCC_ASSIGN_OR_RETURN(st->copies, RunScratch::make(ctx, bytes));
+  DTCC_RETURN_IF_ERROR(RunScratch::whenReady(
+      ctx, [st, bindF32 = std::move(bindF32)]() -> Status {
+        std::vector<float *> copies;
+        for (size_t i = 0; i < st->sizes.size(); ++i)
+          copies.push_back(static_cast<float *>(st->copies.get(i)));
+        DTCC_ASSIGN_OR_RETURN(st->inner, bindF32(copies));
+        return Status::ok();
+      }));
   return KernelFn([st]() -> Status {
     const size_t ins = st->in.size();
     for (size_t i = 0; i < ins; ++i)
-      convertContiguous<float, S>(st->in[i], st->copy(i), st->sizes[i]);
+      convertContiguous<float, S>(
+          st->in[i], static_cast<float *>(st->copies.get(i)), st->sizes[i]);
     DTCC_RETURN_IF_ERROR(st->inner());
     for (size_t j = 0; j < st->out.size(); ++j)
-      convertContiguous<S, float>(st->copy(ins + j), st->out[j],
-                                  st->sizes[ins + j]);
+      convertContiguous<S, float>(static_cast<float *>(st->copies.get(ins + j)),
+                                  st->out[j], st->sizes[ins + j]);
     return Status::ok();
   });
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -330,19 +331,42 @@ Status checkMatmulBias(const KernelContext &ctx);
 /// (output 1) are. Returns `summed`.
 StatusOr<int64_t> checkMatmulBiasGrad(const KernelContext &ctx);
 
+/// Buffers a kernel needs only while it runs (CastKernels.cpp): compute
+/// scratch when the kernel is bound as part of a program
+/// (runtime/exec/Scratch.h: one arena that every instruction shares, sized
+/// by the largest; the buffers of one kernel never overlap), else the
+/// kernel's own memory. Addresses are known from the reservation on:
+/// read them when the kernel runs, or in ScratchPlan::whenReserved.
+class RunScratch {
+public:
+  static StatusOr<RunScratch> make(const KernelContext &ctx,
+                                   const std::vector<int64_t> &bytes);
+  /// Runs `fn` once the addresses are known: at the reservation, or now
+  /// for a kernel bound on its own.
+  static Status whenReady(const KernelContext &ctx, std::function<Status()> fn);
+  void *get(size_t i) const {
+    return slots_.empty() ? static_cast<void *>(own_[i].get())
+                          : slots_[i].get();
+  }
+  template <typename T> T *as(size_t i) const {
+    return static_cast<T *>(get(i));
+  }
+
+private:
+  std::vector<ScratchSlot> slots_;
+  std::vector<std::shared_ptr<char[]>> own_;
+};
+
 /// Binds an f32 kernel on f32 copies of the operands (inputs, then
 /// outputs): called with the copies' addresses, it must not keep a
 /// reference to the KernelContext (it may run after the factory returns).
 using F32Binder =
     std::function<StatusOr<KernelFn>(const std::vector<float *> &copies)>;
 
-/// A half-precision (f16/bf16) kernel computed in f32 (CastKernels.cpp): inputs
-/// 0 .. `inputs`-1 widened into f32 copies, the f32 kernel `bindF32` binds on
-/// them, its results rounded once into every output. The copies are
-/// needed only while the kernel runs: bound as part of a program they are
-/// compute scratch (runtime/exec/Scratch.h: one arena that every
-/// instruction shares, sized by the largest), else the kernel's own. The
-/// conversions are split over the kernels' threads.
+/// A half-precision (f16/bf16) kernel computed in f32 (CastKernels.cpp):
+/// inputs 0 .. `inputs`-1 widened into f32 copies (RunScratch), the f32
+/// kernel `bindF32` binds on them, its results rounded once into every
+/// output. The conversions are split over the kernels' threads.
 template <typename S>
 StatusOr<KernelFn> bindInF32(const KernelContext &ctx, size_t inputs,
                              F32Binder bindF32);

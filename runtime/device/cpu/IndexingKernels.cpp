@@ -163,12 +163,12 @@ StatusOr<KernelFn> buildGatherElements(const KernelContext &ctx) {
   return fn;
 }
 
-/// Accumulates in the compute type: f16/bf16 in a float scratch buffer that
-/// is rounded once at the end.
+/// Accumulates in the compute type: f16/bf16 in a float buffer (RunScratch,
+/// `acc`'s one buffer) that is rounded once at the end.
 template <typename S, typename I>
 KernelFn makeScatterAdd(const TensorView &updates, const TensorView &indices,
-                        const TensorView &out, int64_t axis,
-                        std::string prefix) {
+                        const TensorView &out, int64_t axis, std::string prefix,
+                        RunScratch accumulator) {
   using C = ComputeT<S>;
   int64_t outer, inner;
   splitAt(out.shape, axis, outer, inner);
@@ -179,11 +179,10 @@ KernelFn makeScatterAdd(const TensorView &updates, const TensorView &indices,
   const I *ind = indices.as<const I>();
   S *dst = out.as<S>();
   constexpr bool kScratch = !std::is_same_v<C, S>;
-  auto scratch = std::make_shared<std::vector<C>>(kScratch ? total : 0);
   return [=]() -> Status {
     C *acc;
     if constexpr (kScratch)
-      acc = scratch->data();
+      acc = accumulator.as<C>(0);
     else
       acc = dst;
     for (int64_t i = 0; i < total; ++i)
@@ -224,6 +223,12 @@ StatusOr<KernelFn> buildScatterAdd(const KernelContext &ctx) {
   shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
   shape.insert(shape.end(), out.shape.begin() + axis + 1, out.shape.end());
   DTCC_RETURN_IF_ERROR(checkShape(ctx, updates, shape, "input 0"));
+  RunScratch accumulator;
+  if (updates.dtype == DType::kF16 || updates.dtype == DType::kBF16) {
+    DTCC_ASSIGN_OR_RETURN(
+        accumulator,
+        RunScratch::make(ctx, {out.numel() * int64_t(sizeof(float))}));
+  }
   KernelFn fn;
   bool indexOk = false;
   bool typeOk = visitDType<kSetNumeric>(updates.dtype, [&](auto stag) {
@@ -231,8 +236,8 @@ StatusOr<KernelFn> buildScatterAdd(const KernelContext &ctx) {
     indexOk = visitDType<kSetInts>(indices.dtype, [&](auto itag) {
       using I = typename decltype(itag)::type;
       if constexpr (std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>)
-        fn =
-            makeScatterAdd<S, I>(updates, indices, out, axis, errorPrefix(ctx));
+        fn = makeScatterAdd<S, I>(updates, indices, out, axis, errorPrefix(ctx),
+                                  accumulator);
     });
   });
   if (!typeOk)

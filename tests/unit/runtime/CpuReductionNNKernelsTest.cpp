@@ -565,44 +565,75 @@ TEST(CpuMatmulKernel, EpilogueOpsAreTheirTwoKernels) {
       << s.message();
 }
 
-// Half-precision products that the CPU computes in f32 (f16 always; bf16
-// without native bf16, forced here with DTCC_CPU_MATMUL=blas) keep their f32
-// copies in the program's compute scratch when bound as part of a program:
-// one arena as large as the largest instruction's copies, not a copy per
-// instruction (the 6 x 384 GPT's bf16 step held ~600 MiB of them). Their
-// results are the bits of the kernel bound on its own.
-TEST(CpuMatmulKernel, HalfProductsShareTheProgramsComputeScratch) {
+// Half-precision kernels that the CPU computes in f32 (products: f16
+// always, bf16 without native bf16, forced here with DTCC_CPU_MATMUL=blas;
+// scatter_add's f32 accumulator) keep their f32 buffers in the program's
+// compute scratch when bound as part of a program: one arena as large as the
+// largest instruction's buffers, not buffers per instruction (the 6 x 384
+// GPT's bf16 step held ~600 MiB of them). Their results are the bits of the
+// kernel bound on its own.
+TEST(CpuHalfKernels, KeepTheirF32BuffersInTheProgramsComputeScratch) {
   setenv("DTCC_CPU_MATMUL", "blas", 1);
   std::mt19937 rng(7);
-  struct Product {
-    DType dtype;
-    std::vector<int64_t> lhs, rhs, out;
-    Tensor a, b, fromPlan, alone;
+  struct Instruction {
+    std::string kernel;
+    std::vector<Tensor> inputs;
+    Tensor fromPlan, alone;
+    Attrs attrs;
+    std::vector<int64_t> f32Elements; // the kernel's f32 buffers
   };
-  std::vector<Product> products = {
-      {DType::kBF16, {3, 40, 24}, {24, 56}, {3, 40, 56}, {}, {}, {}, {}},
-      {DType::kF16, {8, 16}, {16, 12}, {8, 12}, {}, {}, {}, {}},
-      {DType::kBF16, {100, 64}, {64, 300}, {100, 300}, {}, {}, {}, {}},
+  auto product = [&](DType dt, std::vector<int64_t> lhs,
+                     std::vector<int64_t> rhs, std::vector<int64_t> out) {
+    Instruction in{
+        "matmul",
+        {randomTensor(rng, dt, lhs, -1, 1), randomTensor(rng, dt, rhs, -1, 1)},
+        Tensor::output(dt, out),
+        Tensor::output(dt, out),
+        {},
+        {numelOf(lhs), numelOf(rhs), numelOf(out)}};
+    return in;
+  };
+  std::vector<Instruction> program = {
+      product(DType::kBF16, {3, 40, 24}, {24, 56}, {3, 40, 56}),
+      product(DType::kF16, {8, 16}, {16, 12}, {8, 12}),
+      product(DType::kBF16, {100, 64}, {64, 300}, {100, 300}),
+  };
+  // An embedding's gradient: 50 rows of 64 summed into a [1000, 64] table,
+  // the largest f32 buffer of the program.
+  Instruction scatter{"scatter_add",
+                      {randomTensor(rng, DType::kBF16, {50, 64}, -1, 1),
+                       Tensor(DType::kI64, {50})},
+                      Tensor::output(DType::kBF16, {1000, 64}),
+                      Tensor::output(DType::kBF16, {1000, 64}),
+                      {},
+                      {1000 * 64}};
+  for (int64_t i = 0; i < 50; ++i)
+    scatter.inputs[1].setRaw<int64_t>(i, (i * 7) % 20);
+  scatter.attrs.set("axis", int64_t(0));
+  scatter.attrs.set("dim_size", int64_t(1000));
+  program.push_back(std::move(scatter));
+  auto views = [](std::vector<Tensor> &ts) {
+    std::vector<TensorView> v;
+    for (Tensor &t : ts)
+      v.push_back(t.view());
+    return v;
   };
   ScratchPlan plan;
   std::vector<KernelFn> bound;
   int64_t largest = 0;
-  for (Product &p : products) {
-    p.a = randomTensor(rng, p.dtype, p.lhs, -1, 1);
-    p.b = randomTensor(rng, p.dtype, p.rhs, -1, 1);
-    p.fromPlan = Tensor::output(p.dtype, p.out);
-    p.alone = Tensor::output(p.dtype, p.out);
+  for (Instruction &in : program) {
     KernelContext ctx;
-    ctx.kernel = "matmul";
-    ctx.location = "node_matmul";
-    ctx.inputs = {p.a.view(), p.b.view()};
-    ctx.outputs = {p.fromPlan.view()};
+    ctx.kernel = in.kernel;
+    ctx.location = "node_" + in.kernel;
+    ctx.inputs = views(in.inputs);
+    ctx.outputs = {in.fromPlan.view()};
+    ctx.attrs = in.attrs;
     ctx.scratch = &plan;
-    StatusOr<KernelFn> fn = (*cpuRegistry().find("matmul"))(ctx);
+    StatusOr<KernelFn> fn = (*cpuRegistry().find(in.kernel))(ctx);
     ASSERT_TRUE(fn.isOk()) << fn.status().toString();
     bound.push_back(std::move(fn).value());
     int64_t bytes = 0;
-    for (int64_t n : {p.a.numel(), p.b.numel(), p.fromPlan.numel()})
+    for (int64_t n : in.f32Elements)
       bytes = (bytes + kScratchAlignment - 1) / kScratchAlignment *
                   kScratchAlignment +
               n * int64_t(sizeof(float));
@@ -618,15 +649,16 @@ TEST(CpuMatmulKernel, HalfProductsShareTheProgramsComputeScratch) {
                (kScratchAlignment -
                 reinterpret_cast<uintptr_t>(memory.data()) % kScratchAlignment);
   ASSERT_TRUE(plan.bind(base).isOk());
-  for (size_t i = 0; i < products.size(); ++i) {
-    Product &p = products[i];
+  for (size_t i = 0; i < program.size(); ++i) {
+    Instruction &in = program[i];
     ASSERT_TRUE(bound[i]().isOk());
     ASSERT_TRUE(
-        runKernel("matmul", {p.a.view(), p.b.view()}, {p.alone.view()}).isOk());
-    EXPECT_EQ(std::memcmp(p.fromPlan.data(), p.alone.data(),
-                          size_t(p.alone.numel()) * dtypeSize(p.dtype)),
+        runKernel(in.kernel, views(in.inputs), {in.alone.view()}, in.attrs)
+            .isOk());
+    EXPECT_EQ(std::memcmp(in.fromPlan.data(), in.alone.data(),
+                          size_t(in.alone.numel()) * dtypeSize(in.alone.dtype)),
               0)
-        << i;
+        << in.kernel << " " << i;
   }
   unsetenv("DTCC_CPU_MATMUL");
 }
