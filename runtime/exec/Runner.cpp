@@ -831,11 +831,15 @@ int runnerMain(int argc, char **argv) {
                                 "' in the program (expected cpu or cuda)"));
   } else {
     device = createCpuDevice();
-    if (!world || world->rank() == 0)
+    if (!world || world->rank() == 0) {
       std::fputs(cpu::narrowBlasCoreNote(std::getenv("OPENBLAS_CORETYPE"),
                                          cpu::hostVectorIsa())
                      .c_str(),
                  stderr);
+      auto dtype = program.metadata().find(metadata::kDtype);
+      if (dtype != program.metadata().end())
+        std::fputs(cpu::halfProductsNote(dtype->second).c_str(), stderr);
+    }
   }
   auto created =
       Executable::create(program, loaded.value()->data(),

@@ -12,6 +12,8 @@
 #ifndef DTCC_RUNTIME_DEVICE_CPU_BLASCORE_H
 #define DTCC_RUNTIME_DEVICE_CPU_BLASCORE_H
 
+#include "runtime/base/DType.h"
+
 #include <cstdint>
 #include <string>
 
@@ -55,6 +57,17 @@ int64_t sgemmRowAlign(const std::string &core);
 /// kernels' rate (bench/RESULTS.md). "" otherwise (null or empty `given`,
 /// a family of the CPU's width, one this file does not know).
 std::string narrowBlasCoreNote(const char *given, const CpuVectorIsa &isa);
+
+/// Whether the CPU's matmul and convolution kernels compute `dtype`'s
+/// products in f32 copies of their operands (MatmulKernels.cpp): f16
+/// always, bf16 where oneDNN has no native bf16 kernels on this CPU
+/// (neither AVX512-BF16 nor AMX) or DTCC_CPU_MATMUL=blas.
+bool halfProductsInF32(DType dtype);
+
+/// A note for the user when a program of compute type `dtype` ("bf16",
+/// "fp16": the program's dtcc.dtype) multiplies in f32 copies on this CPU,
+/// so that it runs at about fp32's speed; "" otherwise.
+std::string halfProductsNote(const std::string &dtype);
 
 /// Called first in main(), for the settings libraries read once, when they
 /// load (before main), where the user did not give them:

@@ -322,11 +322,11 @@ KernelFn makeNaive(const MatmulPlan &p, const S *a, const S *b, S *c) {
 template <typename S>
 StatusOr<KernelFn> makeHalfGemm(const KernelContext &ctx, const MatmulPlan &p,
                                 const S *a, const S *b, S *c) {
-  if constexpr (std::is_same_v<S, BFloat16>)
-    if (!forceBlas() && dnnlHasNativeBf16())
-      if (KernelFn fn = makeDnnl(p, DnnlGemmType::kBF16, sizeof(S), sizeof(S),
-                                 a, b, c))
-        return fn;
+  if (!halfProductsInF32(std::is_same_v<S, BFloat16> ? DType::kBF16
+                                                     : DType::kF16))
+    if (KernelFn fn =
+            makeDnnl(p, DnnlGemmType::kBF16, sizeof(S), sizeof(S), a, b, c))
+      return fn;
   return bindInF32<S>(ctx, 2, [p](const std::vector<float *> &f) {
     return StatusOr<KernelFn>(makeF32(p, f[0], f[1], f[2]));
   });
@@ -441,6 +441,27 @@ void registerCpuMatmulKernels(KernelRegistry &registry) {
   registry.add("matmul_bias", buildMatmulBias);
   registry.add("matmul", buildMatmul);
   registry.add("matmul_bias_grad", buildMatmulBiasGrad);
+}
+
+bool cpu::halfProductsInF32(DType dtype) {
+  return dtype == DType::kF16 ||
+         (dtype == DType::kBF16 && (forceBlas() || !dnnlHasNativeBf16()));
+}
+
+std::string cpu::halfProductsNote(const std::string &dtype) {
+  const DType d = dtype == "bf16"   ? DType::kBF16
+                  : dtype == "fp16" ? DType::kF16
+                                    : DType::kF32;
+  if (d == DType::kF32 || !halfProductsInF32(d))
+    return "";
+  return "note: --dtype " + dtype + ": " +
+         (d == DType::kF16
+              ? std::string("the CPU computes fp16 matrix products and "
+                            "convolutions")
+              : std::string("this CPU has neither AVX512-BF16 nor AMX (or "
+                            "DTCC_CPU_MATMUL=blas), so bf16 matrix products "
+                            "and convolutions are computed")) +
+         " in f32 copies of their operands, at about fp32's speed\n";
 }
 
 } // namespace dtcc::runtime

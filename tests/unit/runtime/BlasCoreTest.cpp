@@ -79,3 +79,22 @@ TEST(BlasCore, AGivenFamilyOfTheCpusWidthHasNoNote) {
   EXPECT_EQ(narrowBlasCoreNote("Cooperlake", isa(true, true, true)), "");
   EXPECT_EQ(narrowBlasCoreNote("NeoverseN1", isa(true, true, true)), "");
 }
+
+// The runner's note for a half-precision program on the CPU follows what the
+// matmul kernel does: fp16 always in f32 copies, bf16 where oneDNN has no
+// native bf16 kernels here or DTCC_CPU_MATMUL=blas keeps it off them; none
+// for fp32.
+TEST(BlasCore, HalfProductsNoteFollowsTheMatmulKernel) {
+  EXPECT_EQ(halfProductsNote("fp32"), "");
+  EXPECT_EQ(halfProductsNote(""), "");
+  EXPECT_TRUE(halfProductsInF32(dtcc::runtime::DType::kF16));
+  EXPECT_NE(halfProductsNote("fp16").find("f32 copies"), std::string::npos);
+  setenv("DTCC_CPU_MATMUL", "blas", 1);
+  EXPECT_TRUE(halfProductsInF32(dtcc::runtime::DType::kBF16));
+  std::string note = halfProductsNote("bf16");
+  EXPECT_NE(note.find("neither AVX512-BF16 nor AMX"), std::string::npos)
+      << note;
+  unsetenv("DTCC_CPU_MATMUL");
+  EXPECT_EQ(halfProductsNote("bf16").empty(),
+            !halfProductsInF32(dtcc::runtime::DType::kBF16));
+}
