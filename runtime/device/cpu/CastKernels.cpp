@@ -60,31 +60,6 @@ void registerCpuCastKernels(KernelRegistry &registry) {
 
 namespace cpu {
 
-namespace {
-
-/// out[i] = in[i] for i < n, converted (widened or rounded once), over the
-/// kernels' threads in AVX-512 where the CPU has it.
-template <typename OS, typename IS>
-void convertContiguous(const IS *in, OS *out, int64_t n) {
-  if (n <= 0)
-    return;
-  StridedLayout<2> layout;
-  layout.numel = layout.shape[0] = n;
-  layout.strides[0][0] = layout.strides[0][1] = 1;
-  forEachRunParallel(layout,
-                     [&](const int64_t *off, int64_t m, const int64_t *) {
-                       OS *po = out + off[0];
-                       const IS *pi = in + off[1];
-                       withAvx512([&]() DTCC_INLINE_LAMBDA {
-                         DTCC_INDEPENDENT_ITERATIONS
-                         for (int64_t j = 0; j < m; ++j)
-                           po[j] = Elem<OS>::store(Elem<IS>::load(pi[j]));
-                       });
-                     });
-}
-
-} // namespace
-
 StatusOr<RunScratch> RunScratch::make(const KernelContext &ctx,
                                       const std::vector<int64_t> &bytes) {
   RunScratch r;
@@ -116,42 +91,47 @@ StatusOr<KernelFn> bindInF32(const KernelContext &ctx, size_t inputs,
     return internalError(errorPrefix(ctx), "converts ", inputs, " inputs of ",
                          ctx.inputs.size());
   struct Staging {
-    std::vector<const S *> in;
-    std::vector<S *> out;
-    std::vector<int64_t> sizes; // in elements: the inputs', then the outputs'
+    std::vector<TensorView> halves; // the inputs, then the outputs
     RunScratch copies;
+    // Bound once the copies' addresses are known: the inputs' widening,
+    // the f32 kernel, the outputs' rounding (the cast kernel's loops).
+    std::vector<KernelFn> widen, narrow;
     KernelFn inner;
   };
   auto st = std::make_shared<Staging>();
+  st->halves.assign(ctx.inputs.begin(), ctx.inputs.begin() + inputs);
+  st->halves.insert(st->halves.end(), ctx.outputs.begin(), ctx.outputs.end());
   std::vector<int64_t> bytes;
-  for (size_t i = 0; i < inputs; ++i) {
-    st->in.push_back(ctx.inputs[i].as<const S>());
-    st->sizes.push_back(ctx.inputs[i].numel());
-  }
-  for (const TensorView &o : ctx.outputs) {
-    st->out.push_back(o.as<S>());
-    st->sizes.push_back(o.numel());
-  }
-  for (int64_t n : st->sizes)
-    bytes.push_back(n * int64_t(sizeof(float)));
+  for (const TensorView &h : st->halves)
+    bytes.push_back(h.numel() * int64_t(sizeof(float)));
   DTCC_ASSIGN_OR_RETURN(st->copies, RunScratch::make(ctx, bytes));
   DTCC_RETURN_IF_ERROR(RunScratch::whenReady(
-      ctx, [st, bindF32 = std::move(bindF32)]() -> Status {
+      ctx, [st, inputs, bindF32 = std::move(bindF32)]() -> Status {
         std::vector<float *> copies;
-        for (size_t i = 0; i < st->sizes.size(); ++i)
-          copies.push_back(static_cast<float *>(st->copies.get(i)));
+        for (size_t i = 0; i < st->halves.size(); ++i) {
+          const TensorView &h = st->halves[i];
+          const std::vector<int64_t> linear = {h.numel()}, unit = {1};
+          StridedLayout<2> layout;
+          buildLayout<2>(linear, {&unit, &unit}, layout);
+          TensorView half = makeView(h.data, h.dtype, linear);
+          TensorView f32 = makeView(st->copies.get(i), DType::kF32, linear);
+          copies.push_back(f32.as<float>());
+          if (i < inputs)
+            st->widen.push_back(
+                makeUnaryLoop<float, S>(layout, half, f32, ConvertTo<float>()));
+          else
+            st->narrow.push_back(
+                makeUnaryLoop<S, float>(layout, f32, half, ConvertTo<float>()));
+        }
         DTCC_ASSIGN_OR_RETURN(st->inner, bindF32(copies));
         return Status::ok();
       }));
   return KernelFn([st]() -> Status {
-    const size_t ins = st->in.size();
-    for (size_t i = 0; i < ins; ++i)
-      convertContiguous<float, S>(
-          st->in[i], static_cast<float *>(st->copies.get(i)), st->sizes[i]);
+    for (const KernelFn &widen : st->widen)
+      DTCC_RETURN_IF_ERROR(widen());
     DTCC_RETURN_IF_ERROR(st->inner());
-    for (size_t j = 0; j < st->out.size(); ++j)
-      convertContiguous<S, float>(static_cast<float *>(st->copies.get(ins + j)),
-                                  st->out[j], st->sizes[ins + j]);
+    for (const KernelFn &narrow : st->narrow)
+      DTCC_RETURN_IF_ERROR(narrow());
     return Status::ok();
   });
 }

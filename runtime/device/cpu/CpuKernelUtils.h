@@ -366,7 +366,8 @@ using F32Binder =
 /// A half-precision (f16/bf16) kernel computed in f32 (CastKernels.cpp):
 /// inputs 0 .. `inputs`-1 widened into f32 copies (RunScratch), the f32
 /// kernel `bindF32` binds on them, its results rounded once into every
-/// output. The conversions are split over the kernels' threads.
+/// output. The conversions are the cast kernel's loops (ElementwiseLoops.h:
+/// over the kernels' threads, in AVX-512 where the CPU has it).
 template <typename S>
 StatusOr<KernelFn> bindInF32(const KernelContext &ctx, size_t inputs,
                              F32Binder bindF32);

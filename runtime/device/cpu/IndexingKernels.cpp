@@ -224,7 +224,7 @@ StatusOr<KernelFn> buildScatterAdd(const KernelContext &ctx) {
   shape.insert(shape.end(), out.shape.begin() + axis + 1, out.shape.end());
   DTCC_RETURN_IF_ERROR(checkShape(ctx, updates, shape, "input 0"));
   RunScratch accumulator;
-  if (updates.dtype == DType::kF16 || updates.dtype == DType::kBF16) {
+  if (isHalfDType(updates.dtype)) {
     DTCC_ASSIGN_OR_RETURN(
         accumulator,
         RunScratch::make(ctx, {out.numel() * int64_t(sizeof(float))}));
