@@ -11,8 +11,9 @@ every parameter and optimizer-state file of the final checkpoint and every
 logged loss must be equal, byte for byte. On a CPU without AVX-512 both
 runs take the baseline loops, and the check says so. (Library-like kernel
 choices that follow the CPU itself, not DTCC_CPU_ISA, are the same in both
-runs: oneDNN's bf16 products, and bf16 attention's dot products on
-AVX512-BF16 or AMX.)
+runs: oneDNN's bf16 products, bf16 attention's dot products on
+AVX512-BF16 or AMX, and the attention kernels' f32 block products on
+AVX-512, runtime/device/cpu/TileProduct.h.)
 """
 import filecmp
 import os

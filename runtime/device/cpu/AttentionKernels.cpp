@@ -5,10 +5,17 @@
 // running maximum and sum per query row (online softmax) and writes the
 // output and each row's log-sum-exp; the backward recomputes each block of
 // probabilities from the log-sum-exp. No [Sq, Sk] buffer exists: the
-// scratch is a few kTile x kTile blocks per thread. The block products are
-// OpenBLAS GEMM calls on the tiles (faster than our own loops from a
-// head dimension of 16 on; see the unit test's timing). Causal attention
-// skips the blocks above the diagonal. The exponentials go through
+// scratch is a few kTile x kTile blocks per thread. The f32 block products
+// run in registers on AVX-512 (TileProduct.h: no packing, no zeroing, C
+// kept in registers over the whole sum; a key or value block transposed
+// for the products that read it transposed), elsewhere and in f64 as OpenBLAS
+// GEMM calls on the tiles (DTCC_CPU_ATTENTION=blas keeps OpenBLAS for
+// comparisons; bench/attention_cpu.cpp times both). Causal attention skips the
+// blocks above the diagonal, and in a diagonal block computes each row's
+// exponentials only up to its last vector of 16 with a key it sees. The
+// softmax takes 16 rows at a time: their maxima and sums reduced together,
+// their rescaling factors and log-sum-exps one vector of exponentials or
+// logarithms each. The exponentials go through
 // VectorMath (libmvec). Work is split over (batch x head)
 // and, in the forward, query blocks: each output element is computed by
 // one thread in one order, so results do not depend on the thread count.
@@ -33,6 +40,7 @@
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/IsaDispatch.h"
 #include "runtime/device/cpu/ThreadPool.h"
+#include "runtime/device/cpu/TileProduct.h"
 #include "runtime/device/cpu/VectorMath.h"
 
 #include <cblas.h>
@@ -76,74 +84,227 @@ template <typename C> struct RowBlock {
   int64_t ld;
 };
 
+/// The keys of a block that each of its query rows sees: the block's n,
+/// or for causal attention those up to the row's own position (none in a
+/// row above the block's diagonal). Scores past them are never read: the
+/// softmax writes zeros there.
+struct Visible {
+  int64_t n, diagonal = 0;
+  bool causal = false;
+  Visible(const AttentionShape &p, int64_t i0, int64_t j0, int64_t n)
+      : n(n), diagonal(i0 - j0), causal(p.causal) {}
+  /// Keys [0, (*this)(i)) of row i.
+  DTCC_ALWAYS_INLINE int64_t operator()(int64_t i) const {
+    return causal ? std::clamp<int64_t>(diagonal + i + 1, 0, n) : n;
+  }
+  /// Row i's keys rounded up to whole vectors of 16 within the block: the
+  /// exponentials' extent (vector loops without a scalar tail).
+  DTCC_ALWAYS_INLINE int64_t vectors(int64_t i) const {
+    return std::min(n, ((*this)(i) + 15) / 16 * 16);
+  }
+};
+
 /// Adds the mask (of the storage type M) to a block of scaled scores of
 /// queries [i0, i0 + m) and keys [j0, j0 + n) of batch b (s: m x n, leading
-/// dimension kTile), and sets -inf where causal attention hides the key.
+/// dimension kTile), on the keys each row sees (Visible).
 template <typename C, typename M>
 DTCC_ALWAYS_INLINE void maskScores(const AttentionShape &p, const M *mask,
                                    int64_t b, int64_t i0, int64_t m,
                                    int64_t j0, int64_t n, C *s) {
-  if (p.hasMask) {
-    const M *mb = mask + p.maskBase[b];
-    for (int64_t i = 0; i < m; ++i) {
-      const M *row = mb + (i0 + i) * p.maskRow + j0 * p.maskCol;
-      C *sr = s + i * kTile;
-      for (int64_t j = 0; j < n; ++j)
-        sr[j] += C(Elem<M>::load(row[j * p.maskCol]));
-    }
+  if (!p.hasMask)
+    return;
+  const Visible visible(p, i0, j0, n);
+  const M *mb = mask + p.maskBase[b];
+  for (int64_t i = 0; i < m; ++i) {
+    const M *row = mb + (i0 + i) * p.maskRow + j0 * p.maskCol;
+    C *sr = s + i * kTile;
+    const int64_t keys = visible(i);
+    for (int64_t j = 0; j < keys; ++j)
+      sr[j] += C(Elem<M>::load(row[j * p.maskCol]));
   }
-  if (p.causal && j0 + n - 1 > i0)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = std::max<int64_t>(0, i0 + i + 1 - j0); j < n; ++j)
-        s[i * kTile + j] = -std::numeric_limits<C>::infinity();
+}
+
+/// C = alpha A Bᵀ (+ C when `accumulate`): A [m x k] and B [n x k] rows
+/// (n <= kTile). On the tile products (f32 where cpuHasTileProducts) B's
+/// transpose goes to `packed` (k x kTile) first; elsewhere OpenBLAS reads B
+/// transposed.
+template <typename C>
+void productNT(int64_t m, int64_t n, int64_t k, C alpha, const C *a,
+               int64_t lda, const C *b, int64_t ldb, bool accumulate, C *c,
+               int64_t ldc, C *packed) {
+  if constexpr (std::is_same_v<C, float>)
+    if (cpuHasTileProducts()) {
+      transposeTile(b, n, k, ldb, packed, kTile);
+      tileProduct(false, m, n, k, alpha, a, lda, packed, kTile, accumulate, c,
+                  ldc);
+      return;
+    }
+  gemm(false, true, m, n, k, alpha, a, lda, b, ldb, C(accumulate ? 1 : 0), c,
+       ldc);
+}
+
+/// C = alpha op(A) B (+ C when `accumulate`), op(A) A or (transA) Aᵀ: on
+/// the tile products for f32 where cpuHasTileProducts, else OpenBLAS.
+template <typename C>
+void product(bool transA, int64_t m, int64_t n, int64_t k, C alpha, const C *a,
+             int64_t lda, const C *b, int64_t ldb, bool accumulate, C *c,
+             int64_t ldc) {
+  if constexpr (std::is_same_v<C, float>)
+    if (cpuHasTileProducts()) {
+      tileProduct(transA, m, n, k, alpha, a, lda, b, ldb, accumulate, c, ldc);
+      return;
+    }
+  gemm(transA, false, m, n, k, alpha, a, lda, b, ldb, C(accumulate ? 1 : 0), c,
+       ldc);
 }
 
 /// Scores of queries [i0, i0 + m) (rows `qi`, the block's first) against
 /// keys [j0, j0 + n) of batch b (rows `k`), scaled and masked, into s (m x
-/// n, leading dimension kTile); -inf where causal attention hides the key.
-/// The mask is of the storage type M.
+/// n, leading dimension kTile; `packed`: productNT's). The mask is of the
+/// storage type M.
 template <typename C, typename M>
 void blockScores(const AttentionShape &p, RowBlock<C> qi, RowBlock<C> k,
                  const M *mask, int64_t b, int64_t i0, int64_t m, int64_t j0,
-                 int64_t n, C *s) {
-  gemm(false, true, m, n, p.d, C(p.scale), qi.data, qi.ld,
-       k.data + j0 * k.ld, k.ld, C(0), s, kTile);
+                 int64_t n, C *s, C *packed) {
+  productNT(m, n, p.d, C(p.scale), qi.data, qi.ld, k.data + j0 * k.ld, k.ld,
+            false, s, kTile, packed);
   maskScores(p, mask, b, i0, m, j0, n, s);
 }
 
+/// Lane r: the `combine` reduction of v[r]'s 16 lanes, for each r < 16.
+/// Four levels of pairwise merges, each halving the lanes that hold a
+/// row's partial results and doubling the rows a vector holds, so 16 rows
+/// cost 15 merges instead of a 4-level tree each, and every row's lanes
+/// combine in the same order.
+template <typename C, typename F>
+DTCC_ALWAYS_INLINE Lanes16<C> reduceRows16(const Lanes16<C> *v, F combine) {
+  Lanes16<C> a[8], b[4], c[2];
+  // a[r]: rows r and r + 8, 8 lanes each.
+  for (int r = 0; r < 8; ++r)
+    a[r] = combine(__builtin_shufflevector(v[r], v[r + 8], 0, 1, 2, 3, 4, 5, 6,
+                                           7, 16, 17, 18, 19, 20, 21, 22, 23),
+                   __builtin_shufflevector(v[r], v[r + 8], 8, 9, 10, 11, 12, 13,
+                                           14, 15, 24, 25, 26, 27, 28, 29, 30,
+                                           31));
+  // b[r]: rows r, r + 4, r + 8, r + 12, 4 lanes each.
+  for (int r = 0; r < 4; ++r)
+    b[r] =
+        combine(__builtin_shufflevector(a[r], a[r + 4], 0, 1, 2, 3, 16, 17, 18,
+                                        19, 8, 9, 10, 11, 24, 25, 26, 27),
+                __builtin_shufflevector(a[r], a[r + 4], 4, 5, 6, 7, 20, 21, 22,
+                                        23, 12, 13, 14, 15, 28, 29, 30, 31));
+  // c[r]: rows r, r + 2, ..., r + 14, 2 lanes each.
+  for (int r = 0; r < 2; ++r)
+    c[r] =
+        combine(__builtin_shufflevector(b[r], b[r + 2], 0, 1, 16, 17, 4, 5, 20,
+                                        21, 8, 9, 24, 25, 12, 13, 28, 29),
+                __builtin_shufflevector(b[r], b[r + 2], 2, 3, 18, 19, 6, 7, 22,
+                                        23, 10, 11, 26, 27, 14, 15, 30, 31));
+  return combine(__builtin_shufflevector(c[0], c[1], 0, 16, 2, 18, 4, 20, 6, 22,
+                                         8, 24, 10, 26, 12, 28, 14, 30),
+                 __builtin_shufflevector(c[0], c[1], 1, 17, 3, 19, 5, 21, 7, 23,
+                                         9, 25, 11, 27, 13, 29, 15, 31));
+}
+
+/// Lanes [0, count) of 16 (a mask for Lanes16 of C, lane l set where
+/// l < count).
+template <typename C> DTCC_ALWAYS_INLINE auto lanesBelow(int64_t count) {
+  using I = std::conditional_t<sizeof(C) == 4, int32_t, int64_t>;
+  const Lanes16<I> lane = {0, 1, 2,  3,  4,  5,  6,  7,
+                           8, 9, 10, 11, 12, 13, 14, 15};
+  return lane < I(std::clamp<int64_t>(count, 0, 16));
+}
+
+/// a, or v where it is greater or NaN (as cpu::rowMax takes them); of
+/// values or of Lanes16.
+constexpr auto kTakeMax = [](auto a, auto v) DTCC_INLINE_LAMBDA {
+  return ((v > a) | (v != v)) ? v : a;
+};
+constexpr auto kAdd = [](auto a, auto v) DTCC_INLINE_LAMBDA { return a + v; };
+
 /// One block of the forward's online softmax: each row of s (m x n) becomes
-/// exp(s - the row's new maximum); the rows' maxima and sums move on, and
-/// the output rows so far (ob, m x dv, row stride ldo) are rescaled to the
-/// new maximum.
+/// exp(s - the row's new maximum) on the keys it sees (`visible`) and zero
+/// past them; the rows' maxima and sums move on, and the output rows so far
+/// (ob, m x dv, row stride ldo) are rescaled to the new maximum. Rows go 16
+/// at a time: their maxima and sums are reduced together (reduceRows16)
+/// and their rescaling factors are one vector of exponentials. A row's
+/// exponentials stop at its last vector of 16 with a key it sees (-inf, so
+/// zero, past the keys within it): a causal diagonal block computes about
+/// half of them. The rows of s are kTile wide, so n rounded up to 16 fits.
 template <typename C>
 DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
-                                     C *rowMax, C *rowSum, C *ob,
-                                     int64_t ldo) {
-  for (int64_t i = 0; i < m; ++i) {
-    C *sr = s + i * kTile;
-    // kRowLanes lanes each (cpu::rowMax, blockedSum): a row's maximum and sum
-    // vectorize instead of running one dependent comparison or addition
-    // per key.
-    const C tileMax = cpu::rowMax(sr, n);
-    const C blockMax =
-        tileMax > rowMax[i] || isNan(tileMax) ? tileMax : rowMax[i];
-    if (blockMax == -std::numeric_limits<C>::infinity()) {
-      // Every key so far hidden: nothing to add yet.
-      std::fill(sr, sr + n, C(0));
-      continue;
+                                     C *rowMax, C *rowSum, C *ob, int64_t ldo,
+                                     const Visible &visible) {
+  using V = Lanes16<C>;
+  constexpr C kNegInf = -std::numeric_limits<C>::infinity();
+  const V negInf = V{} + kNegInf;
+  // Whole vectors of 16 (the rows of s are kTile wide): lanes past a row's
+  // keys are masked in registers, never filled in memory first (a vector
+  // load of a freshly filled row waits for the fill's narrower stores).
+  const int64_t width = (n + 15) / 16 * 16;
+  for (int64_t g = 0; g < m; g += 16) {
+    const int64_t rows = std::min<int64_t>(16, m - g);
+    V part[16];
+    V oldMax = negInf;
+    for (int64_t r = 0; r < rows; ++r) {
+      const C *sr = s + (g + r) * kTile;
+      const int64_t keys = visible(g + r);
+      V mx = negInf;
+      for (int64_t j = 0; j < keys; j += 16)
+        mx = kTakeMax(mx, lanesBelow<C>(keys - j) ? loadLanes(sr + j) : negInf);
+      part[r] = mx;
+      oldMax[r] = rowMax[g + r];
     }
-    const C alpha = std::exp(rowMax[i] - blockMax);
-    for (int64_t j = 0; j < n; ++j)
-      sr[j] -= blockMax;
-    vectorMath(MathFn::kExp, sr, n);
-    const C sum =
-        C(blockedSum<C>(n, [&](auto at) DTCC_INLINE_LAMBDA { return at(sr); }));
-    rowSum[i] = rowSum[i] * alpha + sum;
-    rowMax[i] = blockMax;
-    if (alpha != C(1)) {
-      C *orow = ob + i * ldo;
-      for (int64_t e = 0; e < dv; ++e)
-        orow[e] *= alpha;
+    for (int64_t r = rows; r < 16; ++r)
+      part[r] = negInf;
+    const V newMax = kTakeMax(oldMax, reduceRows16(part, kTakeMax));
+    // exp(old - new maximum); 1 (unused) in rows that see no key yet, whose
+    // difference would be -inf - -inf.
+    alignas(64) C alpha[16];
+    for (int r = 0; r < 16; ++r)
+      alpha[r] = newMax[r] == kNegInf ? C(0) : oldMax[r] - newMax[r];
+    vectorMath(MathFn::kExp, alpha, 16);
+    for (int64_t r = 0; r < 16; ++r) {
+      part[r] = V{};
+      if (r >= rows)
+        continue;
+      C *sr = s + (g + r) * kTile;
+      const int64_t keys = visible(g + r);
+      if (newMax[r] == kNegInf) {
+        // Every key so far hidden: nothing to add yet.
+        for (int64_t j = 0; j < width; j += 16)
+          std::memcpy(sr + j, &part[r], sizeof(V));
+        continue;
+      }
+      // s - max on the keys, -inf (exp: zero) on the rest of their last
+      // vector, zero past it.
+      const V shift = V{} + newMax[r];
+      const int64_t exps = (keys + 15) / 16 * 16;
+      for (int64_t j = 0; j < exps; j += 16) {
+        const V x =
+            lanesBelow<C>(keys - j) ? loadLanes(sr + j) - shift : negInf;
+        std::memcpy(sr + j, &x, sizeof(V));
+      }
+      vectorMath(MathFn::kExp, sr, exps);
+      V sum = V{};
+      for (int64_t j = 0; j < exps; j += 16)
+        sum += loadLanes(sr + j);
+      for (int64_t j = exps; j < width; j += 16)
+        std::memcpy(sr + j, &part[r], sizeof(V));
+      part[r] = sum;
+    }
+    const V sums = reduceRows16(part, kAdd);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (newMax[r] == kNegInf)
+        continue;
+      rowSum[g + r] = rowSum[g + r] * alpha[r] + sums[r];
+      rowMax[g + r] = newMax[r];
+      if (alpha[r] != C(1)) {
+        C *orow = ob + (g + r) * ldo;
+        const C scale = alpha[r];
+        for (int64_t e = 0; e < dv; ++e)
+          orow[e] *= scale;
+      }
     }
   }
 }
@@ -151,31 +312,42 @@ DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
 /// The forward's last step for a block of m rows: the outputs (row stride
 /// ldo) divided by the rows' sums, and each row's log-sum-exp, kept in the
 /// compute type C (AttentionPlan.h's logsumexpDType: an f32 one would round
-/// the probabilities an f64 backward recomputes).
+/// the probabilities an f64 backward recomputes); the logarithms 16 rows
+/// at a time.
 template <typename C>
 DTCC_ALWAYS_INLINE void finishRows(int64_t m, int64_t dv, const C *rowMax,
                                    const C *rowSum, C *ob, int64_t ldo,
                                    C *lse) {
-  for (int64_t i = 0; i < m; ++i) {
-    const C inv = C(1) / rowSum[i];
-    C *orow = ob + i * ldo;
-    for (int64_t e = 0; e < dv; ++e)
-      orow[e] *= inv;
-    lse[i] = rowMax[i] + std::log(rowSum[i]);
+  for (int64_t g = 0; g < m; g += 16) {
+    const int64_t rows = std::min<int64_t>(16, m - g);
+    alignas(64) C logs[16];
+    for (int64_t r = 0; r < 16; ++r)
+      logs[r] = r < rows ? rowSum[g + r] : C(1);
+    vectorMath(MathFn::kLog, logs, 16);
+    for (int64_t r = 0; r < rows; ++r) {
+      const C inv = C(1) / rowSum[g + r];
+      C *orow = ob + (g + r) * ldo;
+      for (int64_t e = 0; e < dv; ++e)
+        orow[e] *= inv;
+      lse[g + r] = rowMax[g + r] + logs[r];
+    }
   }
 }
 
 /// The backward's probabilities of a block, from its scores (m x n) and the
-/// rows' log-sum-exp: P = exp(S - lse).
+/// rows' log-sum-exp: P = exp(S - lse) on the keys each row sees
+/// (`visible`), zero past them.
 template <typename C>
-DTCC_ALWAYS_INLINE void blockProbabilities(int64_t m, int64_t n,
-                                           const C *lse, C *pb) {
+DTCC_ALWAYS_INLINE void blockProbabilities(int64_t m, int64_t n, const C *lse,
+                                           C *pb, const Visible &visible) {
   for (int64_t i = 0; i < m; ++i) {
     C *pr = pb + i * kTile;
     const C l = C(lse[i]);
-    for (int64_t j = 0; j < n; ++j)
+    const int64_t exps = visible.vectors(i);
+    for (int64_t j = 0; j < exps; ++j)
       pr[j] -= l;
-    vectorMath(MathFn::kExp, pr, n);
+    vectorMath(MathFn::kExp, pr, exps);
+    std::fill(pr + visible(i), pr + n, C(0));
   }
 }
 
@@ -297,7 +469,7 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
   // Per thread: a block of scores and the rows' max and sum; for a half
   // type also the query block, the keys and values, and the output block
   // in f32 (for f32 and f64 copies only of rows the products cannot read
-  // in place).
+  // in place); then a key block's transpose (productNT).
   const bool copyQ = !readsInPlace<S>(p.rows.q, p.d),
              copyK = !readsInPlace<S>(p.rows.k, p.d),
              copyV = !readsInPlace<S>(p.rows.v, p.dv);
@@ -305,7 +477,8 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
                 vCopy = copyV ? p.sk * p.dv : 0;
   const int64_t widened = qCopy + kCopy + vCopy + (kWiden ? kTile * p.dv : 0);
   auto scratch = std::make_shared<std::vector<std::vector<C>>>(
-      cpuThreads(), std::vector<C>(2 * kTile * kTile + 2 * kTile + widened));
+      cpuThreads(),
+      std::vector<C>(kTile * kTile + 2 * kTile + widened + kTile * p.d));
   return [=]() -> Status {
     parallelFor(p.batch * qBlocks, 1, [&](int64_t begin, int64_t end, int w) {
       C *s = (*scratch)[w].data();
@@ -313,7 +486,7 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
       // The compute-type copies of the rows (none for contiguous f32 and
       // f64).
       C *qw = rowSum + kTile, *kw = qw + qCopy, *vw = kw + kCopy,
-        *ow = vw + vCopy;
+        *ow = vw + vCopy, *packed = ow + (kWiden ? kTile * p.dv : 0);
       const AttentionRows &rq = p.rows.q, &rk = p.rows.k, &rv = p.rows.v,
                           &ro = p.rows.o;
       withAvx512([&]() DTCC_INLINE_LAMBDA {
@@ -334,11 +507,12 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
           std::fill(rowSum, rowSum + m, C(0));
           for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
             const int64_t n = std::min(kTile, keys - j0);
-            blockScores(p, qi, kb, mask, b, i0, m, j0, n, s);
-            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob.data, ob.ld);
+            blockScores(p, qi, kb, mask, b, i0, m, j0, n, s, packed);
+            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob.data, ob.ld,
+                         Visible(p, i0, j0, n));
             // O += P · V_block.
-            gemm(false, false, m, p.dv, n, C(1), s, kTile, vb.data + j0 * vb.ld,
-                 vb.ld, C(1), ob.data, ob.ld);
+            product(false, m, p.dv, n, C(1), s, kTile, vb.data + j0 * vb.ld,
+                    vb.ld, true, ob.data, ob.ld);
           }
           finishRows(m, p.dv, rowMax, rowSum, ob.data, ob.ld,
                      lse + b * p.sq + i0);
@@ -358,7 +532,8 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k, const S *v,
   constexpr bool kWiden = !std::is_same_v<S, C>;
   // Per thread: the block's P and dS, dP, and the rows' D = rowsum(dO * O);
   // for a half type also the batch's operands and gradients in f32 (for
-  // f32 and f64 copies only of rows the products cannot read in place).
+  // f32 and f64 copies only of rows the products cannot read in place);
+  // then a key block's transpose (productNT).
   auto copySize = [&](const AttentionRows &r, int64_t rows, int64_t width) {
     return readsInPlace<S>(r, width) ? int64_t(0) : rows * width;
   };
@@ -370,7 +545,8 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k, const S *v,
   const int64_t widened = qCopy + kCopy + vCopy + oCopy + doCopy +
                           (kWiden ? p.sq * p.d + p.sk * p.d + p.sk * p.dv : 0);
   auto scratch = std::make_shared<std::vector<std::vector<C>>>(
-      cpuThreads(), std::vector<C>(2 * kTile * kTile + p.sq + widened));
+      cpuThreads(), std::vector<C>(2 * kTile * kTile + p.sq + widened +
+                                   kTile * std::max(p.d, p.dv)));
   return [=]() -> Status {
     parallelFor(p.batch, 1, [&](int64_t begin, int64_t end, int w) {
       C *pb = (*scratch)[w].data(), *ds = pb + kTile * kTile,
@@ -382,6 +558,7 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k, const S *v,
       C *dqw = kWiden ? dow + doCopy : nullptr,
         *dkw = kWiden ? dqw + p.sq * p.d : nullptr,
         *dvw = kWiden ? dkw + p.sk * p.d : nullptr;
+      C *packed = (kWiden ? dvw + p.sk * p.dv : dow + doCopy);
       const AttentionRows &rq = p.rows.q, &rk = p.rows.k, &rv = p.rows.v,
                           &ro = p.rows.o, &rdo = p.rows.dout, &rdq = p.rows.dq,
                           &rdk = p.rows.dk, &rdv = p.rows.dv;
@@ -415,21 +592,21 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k, const S *v,
             for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
               const int64_t n = std::min(kTile, keys - j0);
               // P = exp(S - lse), recomputed.
-              blockScores(p, qi, kb, mask, b, i0, m, j0, n, pb);
-              blockProbabilities(m, n, lb + i0, pb);
+              blockScores(p, qi, kb, mask, b, i0, m, j0, n, pb, packed);
+              blockProbabilities(m, n, lb + i0, pb, Visible(p, i0, j0, n));
               // dV_j += Pᵀ dO_i.
-              gemm(true, false, n, p.dv, m, C(1), pb, kTile, doi, dob.ld, C(1),
-                   dvb.data + j0 * dvb.ld, dvb.ld);
+              product(true, n, p.dv, m, C(1), pb, kTile, doi, dob.ld, true,
+                      dvb.data + j0 * dvb.ld, dvb.ld);
               // dP = dO_i V_jᵀ; dS = P (dP - D).
-              gemm(false, true, m, n, p.dv, C(1), doi, dob.ld,
-                   vb.data + j0 * vb.ld, vb.ld, C(0), ds, kTile);
+              productNT(m, n, p.dv, C(1), doi, dob.ld, vb.data + j0 * vb.ld,
+                        vb.ld, false, ds, kTile, packed);
               scoreGradients(m, n, pb, rowDot + i0, ds);
               // dQ_i += scale dS K_j; dK_j += scale dSᵀ Q_i.
-              gemm(false, false, m, p.d, n, C(p.scale), ds, kTile,
-                   kb.data + j0 * kb.ld, kb.ld, C(1), dqb.data + i0 * dqb.ld,
-                   dqb.ld);
-              gemm(true, false, n, p.d, m, C(p.scale), ds, kTile, qi.data,
-                   qi.ld, C(1), dkb.data + j0 * dkb.ld, dkb.ld);
+              product(false, m, p.d, n, C(p.scale), ds, kTile,
+                      kb.data + j0 * kb.ld, kb.ld, true, dqb.data + i0 * dqb.ld,
+                      dqb.ld);
+              product(true, n, p.d, m, C(p.scale), ds, kTile, qi.data, qi.ld,
+                      true, dkb.data + j0 * dkb.ld, dkb.ld);
             }
           }
           narrowRows(dqb.data, p.sq, p.d, dqOut, rdq.row);
@@ -699,7 +876,8 @@ KernelFn makeAttentionBf16Dot(AttentionShape p, const BFloat16 *q,
             bf16Dot(m, n, dp, qa, dp, kt, kTile, s, kTile, false);
             scaleBlock(m, n, float(p.scale), s);
             maskScores(p, mask, b, i0, m, j0, n, s);
-            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob, p.dv);
+            softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob, p.dv,
+                         Visible(p, i0, j0, n));
             // O += P · V_block, P in bf16.
             packRoundedRows(s, m, n, 1.0f, pa, pairsPerRow);
             packRowPairs(v + rv.base[b] + j0 * rv.row, n, p.dv, rv.row, vt);
@@ -785,7 +963,7 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
               bf16Dot(m, n, dp, qa, dp, kt, kTile, pb, kTile, false);
               scaleBlock(m, n, scale, pb);
               maskScores(p, mask, b, i0, m, j0, n, pb);
-              blockProbabilities(m, n, lb + i0, pb);
+              blockProbabilities(m, n, lb + i0, pb, Visible(p, i0, j0, n));
               // dV_j += Pᵀ dO_i.
               packRoundedColumns(pb, m, n, 1.0f, pt, pairsPerRow);
               bf16Dot(n, p.dv, mp, pt, pairsPerRow, doPairs, p.dv,

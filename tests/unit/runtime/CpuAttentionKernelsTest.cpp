@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/device/cpu/AttentionPlan.h"
+#include "runtime/device/cpu/TileProduct.h"
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
 
 #include <chrono>
@@ -159,6 +160,8 @@ const std::vector<Case> &cases() {
       // Heads wide enough for the packing's 16 x 16 blocks, with tails.
       {{2}, 83, 97, 40, 34, false, {}},
       {{1}, 100, 100, 64, 64, true, {}},
+      // Heads wider than a tile product's panel of 64 columns.
+      {{2}, 45, 45, 80, 72, true, {}},
   };
   return all;
 }
@@ -823,4 +826,76 @@ TEST(CpuAttentionKernels, Bf16DotIsTheSumWithinF32Rounding) {
             << "row " << r << " column " << j;
       }
   });
+}
+
+// The f32 block products on AVX-512 (TileProduct.h) against a sum in f64:
+// every shape of a panel's rows and columns (whole and masked registers,
+// panels past 64 columns), A read as rows or transposed, overwriting or
+// accumulating; each result within f32 rounding of the exact sum
+// (2^-23 of (k + 1) times the sum of its terms' magnitudes), C's elements
+// outside the block untouched. Then the transposes the products read.
+TEST(CpuAttentionKernels, TileProductsAreTheSumWithinF32Rounding) {
+  if (!cpu::cpuHasTileProducts())
+    GTEST_SKIP() << "this CPU has no AVX-512 (or DTCC_CPU_ATTENTION=blas)";
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t m : {1, 3, 7, 16, 23, 64})
+    for (int64_t n : {1, 15, 16, 17, 40, 64, 72, 130})
+      for (int64_t k : {0, 1, 9, 32, 64})
+        for (bool transA : {false, true})
+          for (bool accumulate : {false, true}) {
+            SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) +
+                         " k " + std::to_string(k) + (transA ? " transA" : "") +
+                         (accumulate ? " accumulate" : ""));
+            const int64_t lda = (transA ? m : k) + 3, ldb = n + 5, ldc = n + 2;
+            std::vector<float> a((transA ? k : m) * lda + 1),
+                b(std::max<int64_t>(k, 1) * ldb), c(m * ldc);
+            for (float &x : a)
+              x = u(rng);
+            for (float &x : b)
+              x = u(rng);
+            for (float &x : c)
+              x = u(rng);
+            const std::vector<float> before = c;
+            const float alpha = 0.37f;
+            cpu::tileProduct(transA, m, n, k, alpha, a.data(), lda, b.data(),
+                             ldb, accumulate, c.data(), ldc);
+            for (int64_t r = 0; r < m; ++r)
+              for (int64_t col = 0; col < ldc; ++col) {
+                const float got = c[r * ldc + col];
+                if (col >= n) {
+                  ASSERT_EQ(got, before[r * ldc + col]) << "outside the block";
+                  continue;
+                }
+                double sum = 0, magnitude = 0;
+                for (int64_t e = 0; e < k; ++e) {
+                  const double term =
+                      double(transA ? a[e * lda + r] : a[r * lda + e]) *
+                      double(b[e * ldb + col]);
+                  sum += term;
+                  magnitude += std::fabs(term);
+                }
+                double want = double(alpha) * sum;
+                magnitude *= alpha;
+                if (accumulate) {
+                  want += before[r * ldc + col];
+                  magnitude += std::fabs(before[r * ldc + col]);
+                }
+                ASSERT_NEAR(got, want,
+                            std::ldexp(double(k + 2) * magnitude, -23) + 1e-30)
+                    << "row " << r << " column " << col;
+              }
+          }
+  for (int64_t rows : {1, 16, 37, 64})
+    for (int64_t cols : {1, 15, 16, 33, 80}) {
+      const int64_t ldx = cols + 1, ldo = rows + 4;
+      std::vector<float> x(rows * ldx), out(cols * ldo, -7.f);
+      for (float &v : x)
+        v = u(rng);
+      cpu::transposeTile(x.data(), rows, cols, ldx, out.data(), ldo);
+      for (int64_t col = 0; col < cols; ++col)
+        for (int64_t r = 0; r < ldo; ++r)
+          ASSERT_EQ(out[col * ldo + r], r < rows ? x[r * ldx + col] : -7.f)
+              << "rows " << rows << " cols " << cols;
+    }
 }
