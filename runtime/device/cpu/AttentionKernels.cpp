@@ -102,6 +102,13 @@ struct Visible {
   DTCC_ALWAYS_INLINE int64_t vectors(int64_t i) const {
     return std::min(n, ((*this)(i) + 15) / 16 * 16);
   }
+  /// The part of a product of the block that the keys seen need
+  /// (TileProduct.h): the whole block unless some row sees fewer than n.
+  Triangle triangle(Triangle::Kind kind) const {
+    if (!causal || diagonal + 1 >= n)
+      return {};
+    return {kind, diagonal};
+  }
 };
 
 /// Adds the mask (of the storage type M) to a block of scaled scores of
@@ -126,17 +133,18 @@ DTCC_ALWAYS_INLINE void maskScores(const AttentionShape &p, const M *mask,
 
 /// C = alpha A Bᵀ (+ C when `accumulate`): A [m x k] and B [n x k] rows
 /// (n <= kTile). On the tile products (f32 where cpuHasTileProducts) B's
-/// transpose goes to `packed` (k x kTile) first; elsewhere OpenBLAS reads B
-/// transposed.
+/// transpose goes to `packed` (k x kTile) first, and only the `triangle`
+/// of the product is computed; elsewhere OpenBLAS reads B transposed and
+/// computes it whole.
 template <typename C>
 void productNT(int64_t m, int64_t n, int64_t k, C alpha, const C *a,
                int64_t lda, const C *b, int64_t ldb, bool accumulate, C *c,
-               int64_t ldc, C *packed) {
+               int64_t ldc, C *packed, Triangle triangle = {}) {
   if constexpr (std::is_same_v<C, float>)
     if (cpuHasTileProducts()) {
       transposeTile(b, n, k, ldb, packed, kTile);
       tileProduct(false, m, n, k, alpha, a, lda, packed, kTile, accumulate, c,
-                  ldc);
+                  ldc, triangle);
       return;
     }
   gemm(false, true, m, n, k, alpha, a, lda, b, ldb, C(accumulate ? 1 : 0), c,
@@ -144,14 +152,16 @@ void productNT(int64_t m, int64_t n, int64_t k, C alpha, const C *a,
 }
 
 /// C = alpha op(A) B (+ C when `accumulate`), op(A) A or (transA) Aᵀ: on
-/// the tile products for f32 where cpuHasTileProducts, else OpenBLAS.
+/// the tile products for f32 where cpuHasTileProducts (the `triangle` of
+/// it), else OpenBLAS (the whole product).
 template <typename C>
 void product(bool transA, int64_t m, int64_t n, int64_t k, C alpha, const C *a,
              int64_t lda, const C *b, int64_t ldb, bool accumulate, C *c,
-             int64_t ldc) {
+             int64_t ldc, Triangle triangle = {}) {
   if constexpr (std::is_same_v<C, float>)
     if (cpuHasTileProducts()) {
-      tileProduct(transA, m, n, k, alpha, a, lda, b, ldb, accumulate, c, ldc);
+      tileProduct(transA, m, n, k, alpha, a, lda, b, ldb, accumulate, c, ldc,
+                  triangle);
       return;
     }
   gemm(transA, false, m, n, k, alpha, a, lda, b, ldb, C(accumulate ? 1 : 0), c,
@@ -167,7 +177,8 @@ void blockScores(const AttentionShape &p, RowBlock<C> qi, RowBlock<C> k,
                  const M *mask, int64_t b, int64_t i0, int64_t m, int64_t j0,
                  int64_t n, C *s, C *packed) {
   productNT(m, n, p.d, C(p.scale), qi.data, qi.ld, k.data + j0 * k.ld, k.ld,
-            false, s, kTile, packed);
+            false, s, kTile, packed,
+            Visible(p, i0, j0, n).triangle(Triangle::kLowerC));
   maskScores(p, mask, b, i0, m, j0, n, s);
 }
 
@@ -351,16 +362,21 @@ DTCC_ALWAYS_INLINE void blockProbabilities(int64_t m, int64_t n, const C *lse,
   }
 }
 
-/// dS = P (dP - D) in place of dP (m x n), D the rows' rowsum(dO * O).
+/// dS = P (dP - D) in place of dP (m x n), D the rows' rowsum(dO * O), on
+/// the keys each row sees (`visible`), zero past them (where dP may be
+/// left uncomputed: Triangle::kLowerC).
 template <typename C>
 DTCC_ALWAYS_INLINE void scoreGradients(int64_t m, int64_t n, const C *pb,
-                                       const C *rowDot, C *ds) {
+                                       const C *rowDot, C *ds,
+                                       const Visible &visible) {
   for (int64_t i = 0; i < m; ++i) {
     C *dr = ds + i * kTile;
     const C *pr = pb + i * kTile;
     const C dot = rowDot[i];
-    for (int64_t j = 0; j < n; ++j)
+    const int64_t keys = visible(i);
+    for (int64_t j = 0; j < keys; ++j)
       dr[j] = pr[j] * (dr[j] - dot);
+    std::fill(dr + keys, dr + n, C(0));
   }
 }
 
@@ -508,11 +524,13 @@ KernelFn makeAttention(AttentionShape p, const S *q, const S *k, const S *v,
           for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
             const int64_t n = std::min(kTile, keys - j0);
             blockScores(p, qi, kb, mask, b, i0, m, j0, n, s, packed);
+            const Visible visible(p, i0, j0, n);
             softmaxBlock(m, n, p.dv, s, rowMax, rowSum, ob.data, ob.ld,
-                         Visible(p, i0, j0, n));
+                         visible);
             // O += P · V_block.
             product(false, m, p.dv, n, C(1), s, kTile, vb.data + j0 * vb.ld,
-                    vb.ld, true, ob.data, ob.ld);
+                    vb.ld, true, ob.data, ob.ld,
+                    visible.triangle(Triangle::kLowerA));
           }
           finishRows(m, p.dv, rowMax, rowSum, ob.data, ob.ld,
                      lse + b * p.sq + i0);
@@ -592,21 +610,26 @@ KernelFn makeAttentionGrad(AttentionShape p, const S *q, const S *k, const S *v,
             for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
               const int64_t n = std::min(kTile, keys - j0);
               // P = exp(S - lse), recomputed.
+              const Visible visible(p, i0, j0, n);
               blockScores(p, qi, kb, mask, b, i0, m, j0, n, pb, packed);
-              blockProbabilities(m, n, lb + i0, pb, Visible(p, i0, j0, n));
-              // dV_j += Pᵀ dO_i.
+              blockProbabilities(m, n, lb + i0, pb, visible);
+              // dV_j += Pᵀ dO_i (Pᵀ's row j is zero before query j - the
+              // diagonal: kUpperA).
               product(true, n, p.dv, m, C(1), pb, kTile, doi, dob.ld, true,
-                      dvb.data + j0 * dvb.ld, dvb.ld);
+                      dvb.data + j0 * dvb.ld, dvb.ld,
+                      visible.triangle(Triangle::kUpperA));
               // dP = dO_i V_jᵀ; dS = P (dP - D).
               productNT(m, n, p.dv, C(1), doi, dob.ld, vb.data + j0 * vb.ld,
-                        vb.ld, false, ds, kTile, packed);
-              scoreGradients(m, n, pb, rowDot + i0, ds);
+                        vb.ld, false, ds, kTile, packed,
+                        visible.triangle(Triangle::kLowerC));
+              scoreGradients(m, n, pb, rowDot + i0, ds, visible);
               // dQ_i += scale dS K_j; dK_j += scale dSᵀ Q_i.
               product(false, m, p.d, n, C(p.scale), ds, kTile,
                       kb.data + j0 * kb.ld, kb.ld, true, dqb.data + i0 * dqb.ld,
-                      dqb.ld);
+                      dqb.ld, visible.triangle(Triangle::kLowerA));
               product(true, n, p.d, m, C(p.scale), ds, kTile, qi.data, qi.ld,
-                      true, dkb.data + j0 * dkb.ld, dkb.ld);
+                      true, dkb.data + j0 * dkb.ld, dkb.ld,
+                      visible.triangle(Triangle::kUpperA));
             }
           }
           narrowRows(dqb.data, p.sq, p.d, dqOut, rdq.row);
@@ -971,7 +994,7 @@ KernelFn makeAttentionGradBf16Dot(AttentionShape p, const BFloat16 *q,
               // dP = dO_i V_jᵀ; dS = P (dP - D).
               packTransposed(vb + j0 * ldv, n, p.dv, ldv, vt, kTile);
               bf16Dot(m, n, dvp, doa, dvp, vt, kTile, ds, kTile, false);
-              scoreGradients(m, n, pb, rowDot + i0, ds);
+              scoreGradients(m, n, pb, rowDot + i0, ds, Visible(p, i0, j0, n));
               // dQ_i += (scale dS) K_j; dK_j += (scale dS)ᵀ Q_i.
               packRoundedRows(ds, m, n, scale, dsa, pairsPerRow);
               packRowPairs(kb + j0 * ldk, n, p.d, ldk, kPairs);

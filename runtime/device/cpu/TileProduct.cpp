@@ -173,12 +173,44 @@ DTCC_AVX512_TARGET void transposeTileAvx512(const float *x, int64_t rows,
 
 void tileProduct(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb,
-                 bool accumulate, float *c, int64_t ldc) {
+                 bool accumulate, float *c, int64_t ldc, Triangle triangle) {
 #if DTCC_HAVE_AVX512_CLONES
-  tileProductAvx512(transA, m, n, k, alpha, a, lda, b, ldb, accumulate, c, ldc);
+  if (triangle.kind == Triangle::kFull) {
+    tileProductAvx512(transA, m, n, k, alpha, a, lda, b, ldb, accumulate, c,
+                      ldc);
+    return;
+  }
+  const int64_t rowStep = transA ? 1 : lda, sumStep = transA ? lda : 1;
+  for (int64_t r0 = 0; r0 < m; r0 += kTriangleRows) {
+    const int64_t rows = std::min(kTriangleRows, m - r0);
+    const float *ar = a + r0 * rowStep;
+    float *cr = c + r0 * ldc;
+    // The strip's last row's extent (kLowerC, kLowerA) or its first row's
+    // start (kUpperA).
+    const int64_t last = r0 + rows + triangle.offset;
+    switch (triangle.kind) {
+    case Triangle::kLowerC:
+      if (const int64_t cols = std::clamp<int64_t>(last, 0, n); cols > 0)
+        tileProductAvx512(transA, rows, cols, k, alpha, ar, lda, b, ldb,
+                          accumulate, cr, ldc);
+      break;
+    case Triangle::kLowerA:
+      tileProductAvx512(transA, rows, n, std::clamp<int64_t>(last, 0, k), alpha,
+                        ar, lda, b, ldb, accumulate, cr, ldc);
+      break;
+    case Triangle::kUpperA: {
+      const int64_t first = std::clamp<int64_t>(r0 - triangle.offset, 0, k);
+      tileProductAvx512(transA, rows, n, k - first, alpha, ar + first * sumStep,
+                        lda, b + first * ldb, ldb, accumulate, cr, ldc);
+      break;
+    }
+    case Triangle::kFull:
+      break;
+    }
+  }
 #else
   (void)transA, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda,
-      (void)b, (void)ldb, (void)accumulate, (void)c, (void)ldc;
+      (void)b, (void)ldb, (void)accumulate, (void)c, (void)ldc, (void)triangle;
   std::abort(); // cpuHasTileProducts() is false: never called
 #endif
 }

@@ -29,13 +29,29 @@ namespace dtcc::runtime::cpu {
 /// not set.
 bool cpuHasTileProducts();
 
+/// The part of a product a causal attention block needs, row r's keys
+/// being those up to r + offset (the block's diagonal): C's elements past
+/// them (kLowerC: C[r][c] only for c <= r + offset; the rest may be left
+/// as they were), or A's zeros past them, which the sums skip (kLowerA:
+/// A(r, e) = 0 for e > r + offset; kUpperA: A(r, e) = 0 for e < r -
+/// offset). The products go in strips of kTriangleRows rows, each to the
+/// extent its last (kLowerC, kLowerA) or first (kUpperA) row needs: about
+/// 5/8 of a 64 x 64 diagonal block's multiply-adds.
+struct Triangle {
+  enum Kind { kFull, kLowerC, kLowerA, kUpperA };
+  Kind kind = kFull;
+  int64_t offset = 0;
+};
+constexpr int64_t kTriangleRows = 16;
+
 /// C[r][c] = alpha * (sum over e < k of A(r, e) * b[e * ldb + c])
 ///           (+ C[r][c] when `accumulate`),
 /// for r < m, c < n, with A(r, e) = a[r * lda + e], or a[e * lda + r] when
-/// `transA`. Only where cpuHasTileProducts().
+/// `transA`; of the `triangle` that part. Only where cpuHasTileProducts().
 void tileProduct(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb,
-                 bool accumulate, float *c, int64_t ldc);
+                 bool accumulate, float *c, int64_t ldc,
+                 Triangle triangle = {});
 
 /// out[c * ldo + r] = x[r * ldx + c] for r < rows, c < cols: a block's
 /// transpose, the B of a product with a transposed right operand. Only

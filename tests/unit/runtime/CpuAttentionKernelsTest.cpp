@@ -899,3 +899,63 @@ TEST(CpuAttentionKernels, TileProductsAreTheSumWithinF32Rounding) {
               << "rows " << rows << " cols " << cols;
     }
 }
+
+// The causal blocks' parts of a product (Triangle): with A zero where the
+// shape says (kLowerA: past r + offset; kUpperA: before r - offset) the
+// products skip those terms and give the whole product; kLowerC computes
+// C[r][c] for c <= r + offset and leaves nothing else changed past the
+// strip's extent. Diagonals inside, before and past the block.
+TEST(CpuAttentionKernels, TileProductTrianglesAreTheirPartOfTheProduct) {
+  if (!cpu::cpuHasTileProducts())
+    GTEST_SKIP() << "this CPU has no AVX-512 (or DTCC_CPU_ATTENTION=blas)";
+  using cpu::Triangle;
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t m = 45, n = 37, k = 50;
+  for (Triangle::Kind kind :
+       {Triangle::kLowerC, Triangle::kLowerA, Triangle::kUpperA})
+    for (int64_t offset : {-60, -20, -1, 0, 7, 100})
+      for (bool transA : {false, true}) {
+        SCOPED_TRACE("kind " + std::to_string(int(kind)) + " offset " +
+                     std::to_string(offset) + (transA ? " transA" : ""));
+        const int64_t lda = transA ? m : k;
+        std::vector<float> a((transA ? k : m) * lda), b(k * n), c(m * n);
+        for (float &x : b)
+          x = u(rng);
+        for (float &x : c)
+          x = u(rng);
+        auto at = [&](int64_t r, int64_t e) -> float & {
+          return transA ? a[e * lda + r] : a[r * lda + e];
+        };
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t e = 0; e < k; ++e) {
+            const bool zero = (kind == Triangle::kLowerA && e > r + offset) ||
+                              (kind == Triangle::kUpperA && e < r - offset);
+            at(r, e) = zero ? 0.f : u(rng);
+          }
+        const std::vector<float> before = c;
+        cpu::tileProduct(transA, m, n, k, 1.f, a.data(), lda, b.data(), n, true,
+                         c.data(), n, Triangle{kind, offset});
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t col = 0; col < n; ++col) {
+            const float got = c[r * n + col];
+            if (kind == Triangle::kLowerC && col > r + offset) {
+              // Computed or left, within the strip's extent; past it left.
+              const int64_t strip = r / cpu::kTriangleRows;
+              const int64_t extent =
+                  std::min(m, (strip + 1) * cpu::kTriangleRows) + offset;
+              if (col >= extent)
+                ASSERT_EQ(got, before[r * n + col]) << r << ", " << col;
+              continue;
+            }
+            double want = before[r * n + col], magnitude = std::fabs(want);
+            for (int64_t e = 0; e < k; ++e) {
+              const double term = double(at(r, e)) * double(b[e * n + col]);
+              want += term;
+              magnitude += std::fabs(term);
+            }
+            ASSERT_NEAR(got, want, std::ldexp(double(k + 2) * magnitude, -23))
+                << "row " << r << " column " << col;
+          }
+      }
+}
