@@ -9,7 +9,10 @@
 //         the kernel family the runner gives it (BlasCore.h: OpenBLAS
 //         0.3.21 takes some newer CPUs for SSE3 ones),
 //   f32:  oneDNN's f32 matmul primitive (one call per batch),
-//   bf16: oneDNN's matmul on bf16 operands, f32 accumulation and result.
+//   bf16: oneDNN's matmul on bf16 operands, f32 accumulation and result,
+//   tile: the attention kernels' register-blocked products on AVX-512
+//         (TileProduct.h; a transposed B transposed first, in the time),
+//         one thread, so only with a thread count of 1.
 // The thread count is the kernels' one setting (OMP_NUM_THREADS, else
 // OPENBLAS_NUM_THREADS, else every core); each figure is the best of
 // `--trials` timings of at least 50 ms each, as the host may be loaded.
@@ -22,6 +25,7 @@
 #include "runtime/device/cpu/BlasCore.h"
 #include "runtime/device/cpu/DnnlMatmul.h"
 #include "runtime/device/cpu/ThreadPool.h"
+#include "runtime/device/cpu/TileProduct.h"
 
 #include <cblas.h>
 
@@ -146,8 +150,9 @@ int main(int argc, char **argv) {
               "core %s\n",
               threads, trials, dnnlHasNativeBf16() ? "yes" : "no",
               core ? core : "?");
-  std::printf("%-24s %5s %5s %5s %5s %8s %8s %8s  %s\n", "product", "batch",
-              "m", "n", "k", "blas", "f32", "bf16", "(GFLOP/s; oneDNN impls)");
+  std::printf("%-24s %5s %5s %5s %5s %8s %8s %8s %8s  %s\n", "product", "batch",
+              "m", "n", "k", "blas", "f32", "bf16", "tile",
+              "(GFLOP/s; oneDNN impls)");
   std::set<std::string> reported;
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -199,11 +204,32 @@ int main(int argc, char **argv) {
     };
     std::string f32Impl, bf16Impl;
     std::string f32Rate = rate(f32, f32Impl), bf16Rate = rate(bf16, bf16Impl);
-    std::printf("%-24s %5lld %5lld %5lld %5lld %8.1f %8s %8s  %s; %s\n",
+    std::string tileRate = "-";
+    if (threads == 1 && cpuHasTileProducts()) {
+      std::vector<float> bt(g.transB ? g.k * g.n : 0);
+      const double t = seconds(
+          [&] {
+            for (int64_t i = 0; i < g.batch; ++i) {
+              const float *bi = b.data() + i * g.strideB;
+              if (g.transB) {
+                transposeTile(bi, g.n, g.k, g.k, bt.data(), g.n);
+                bi = bt.data();
+              }
+              tileProduct(g.transA, g.m, g.n, g.k, 1.0f,
+                          a.data() + i * g.strideA, g.transA ? g.m : g.k, bi,
+                          g.n, false, c.data() + i * g.strideC, g.n);
+            }
+          },
+          trials);
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f", flops / t * 1e-9);
+      tileRate = buf;
+    }
+    std::printf("%-24s %5lld %5lld %5lld %5lld %8.1f %8s %8s %8s  %s; %s\n",
                 s.name.c_str(), (long long)g.batch, (long long)g.m,
                 (long long)g.n, (long long)g.k, flops / blas * 1e-9,
-                f32Rate.c_str(), bf16Rate.c_str(), f32Impl.c_str(),
-                bf16Impl.c_str());
+                f32Rate.c_str(), bf16Rate.c_str(), tileRate.c_str(),
+                f32Impl.c_str(), bf16Impl.c_str());
   }
   return 0;
 }
