@@ -30,6 +30,17 @@ LogicalResult requireNumeric(NodeImporter &n, Value v) {
   return n.error() << "expected a numeric input, got " << v.getType();
 }
 
+/// The node's type constraint T over several inputs: one element type
+/// (ONNX's checker passes a graph that breaks it; dgraph's ops verify it).
+LogicalResult requireOneElementType(NodeImporter &n, ArrayRef<Value> values) {
+  Type first = getElementTypeOrSelf(values.front().getType());
+  for (Value v : values.drop_front())
+    if (getElementTypeOrSelf(v.getType()) != first)
+      return n.error() << "expected operands of one element type, got "
+                       << values.front().getType() << " and " << v.getType();
+  return success();
+}
+
 template <typename OpTy, bool FloatOnly>
 LogicalResult unary(NodeImporter &n) {
   Value x = n.input(0);
@@ -45,10 +56,9 @@ LogicalResult binary(NodeImporter &n) {
   auto operands = n.broadcastAll({n.input(0), n.input(1)});
   if (failed(operands))
     return failure();
+  if (failed(requireOneElementType(n, *operands)))
+    return failure();
   Value lhs = (*operands)[0], rhs = (*operands)[1];
-  if (lhs.getType() != rhs.getType())
-    return n.error() << "expected operands of one element type, got "
-                     << lhs.getType() << " and " << rhs.getType();
   n.setOutput(0, n.fold<OpTy>(lhs, rhs));
   return success();
 }
@@ -110,7 +120,7 @@ LogicalResult variadic(NodeImporter &n, bool mean = false) {
   if (inputs.empty())
     return n.error() << "expected at least one input";
   auto operands = n.broadcastAll(inputs);
-  if (failed(operands))
+  if (failed(operands) || failed(requireOneElementType(n, *operands)))
     return failure();
   Value acc = (*operands)[0];
   for (Value v : ArrayRef<Value>(*operands).drop_front())
@@ -169,7 +179,7 @@ LogicalResult importPow(NodeImporter &n) {
 
 LogicalResult importMod(NodeImporter &n) {
   auto operands = n.broadcastAll({n.input(0), n.input(1)});
-  if (failed(operands))
+  if (failed(operands) || failed(requireOneElementType(n, *operands)))
     return failure();
   Value a = (*operands)[0], b = (*operands)[1];
   Type element = getElementTypeOrSelf(a.getType());
@@ -204,8 +214,12 @@ LogicalResult importBitShift(NodeImporter &n) {
 
 LogicalResult importWhere(NodeImporter &n) {
   auto operands = n.broadcastAll({n.input(0), n.input(1), n.input(2)});
-  if (failed(operands))
+  if (failed(operands) ||
+      failed(requireOneElementType(n, ArrayRef<Value>(*operands).drop_front())))
     return failure();
+  if (!getElementTypeOrSelf((*operands)[0].getType()).isInteger(1))
+    return n.error() << "expected a bool condition, got "
+                     << (*operands)[0].getType();
   n.setOutput(0, n.fold<SelectOp>((*operands)[0], (*operands)[1], (*operands)[2]));
   return success();
 }
