@@ -21,15 +21,12 @@ namespace dtcc::runtime::cpu {
 
 bool cpuHasAvx512Bf16() {
   static const bool has = [] {
+    // f32: the widened path's f32 products; blas: those on OpenBLAS.
     if (const char *v = std::getenv("DTCC_CPU_ATTENTION");
-        v && std::strcmp(v, "f32") == 0)
+        v && (std::strcmp(v, "f32") == 0 || std::strcmp(v, "blas") == 0))
       return false;
 #if DTCC_HAVE_AVX512_CLONES
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bf16");
+    return cpuSupportsAvx512() && __builtin_cpu_supports("avx512bf16");
 #else
     return false;
 #endif

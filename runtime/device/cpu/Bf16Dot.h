@@ -22,9 +22,10 @@
 
 namespace dtcc::runtime::cpu {
 
-/// Whether this CPU runs bf16Dot (AVX-512 F/BW/VL and AVX512-BF16), and
-/// whether DTCC_CPU_ATTENTION=f32 (the attention kernels' f32 products,
-/// for comparisons) left it on.
+/// Whether this CPU runs bf16Dot (AVX-512 F/VL/BW/DQ and AVX512-BF16), and
+/// whether DTCC_CPU_ATTENTION=f32 or =blas (the attention kernels' f32
+/// products, on the tile products or OpenBLAS, for comparisons) left it
+/// on.
 bool cpuHasAvx512Bf16();
 
 /// Whether bf16Dot runs on AMX: the CPU has AMX-TILE and AMX-BF16, Linux

@@ -10,11 +10,8 @@
 
 namespace dtcc::runtime::cpu {
 
-bool cpuHasAvx512() {
+bool cpuSupportsAvx512() {
   static const bool has = [] {
-    if (const char *isa = std::getenv("DTCC_CPU_ISA");
-        isa && std::strcmp(isa, "baseline") == 0)
-      return false;
 #if DTCC_HAVE_AVX512_CLONES
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") &&
@@ -24,6 +21,16 @@ bool cpuHasAvx512() {
 #else
     return false;
 #endif
+  }();
+  return has;
+}
+
+bool cpuHasAvx512() {
+  static const bool has = [] {
+    if (const char *isa = std::getenv("DTCC_CPU_ISA");
+        isa && std::strcmp(isa, "baseline") == 0)
+      return false;
+    return cpuSupportsAvx512();
   }();
   return has;
 }

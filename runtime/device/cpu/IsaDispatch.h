@@ -56,6 +56,11 @@ namespace dtcc::runtime::cpu {
 /// and with DTCC_CPU_ISA=baseline, for tests and comparisons).
 bool cpuHasAvx512();
 
+/// Whether the CPU itself has the AVX-512 subsets the clones are compiled
+/// for (F, VL, BW, DQ), whatever DTCC_CPU_ISA says: for kernels whose
+/// choice follows the CPU, as a library's does (false off x86-64).
+bool cpuSupportsAvx512();
+
 } // namespace dtcc::runtime::cpu
 
 #if DTCC_HAVE_AVX512_CLONES

@@ -24,22 +24,12 @@
 namespace dtcc::runtime::cpu {
 
 bool cpuHasTileProducts() {
+  // The CPU itself, as OpenBLAS's kernel choice follows it: not
+  // DTCC_CPU_ISA, which compares dtcc's own loops' two versions on the
+  // same products (tests/e2e/isa_checks.py).
   static const bool has = [] {
-    if (const char *v = std::getenv("DTCC_CPU_ATTENTION");
-        v && std::strcmp(v, "blas") == 0)
-      return false;
-#if DTCC_HAVE_AVX512_CLONES
-    // The CPU itself, as OpenBLAS's kernel choice follows it: not
-    // DTCC_CPU_ISA, which compares dtcc's own loops' two versions on the
-    // same products (tests/e2e/isa_checks.py).
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq");
-#else
-    return false;
-#endif
+    const char *v = std::getenv("DTCC_CPU_ATTENTION");
+    return !(v && std::strcmp(v, "blas") == 0) && cpuSupportsAvx512();
   }();
   return has;
 }
