@@ -51,6 +51,7 @@
 #include <limits>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace dtcc::runtime {
@@ -182,39 +183,42 @@ void blockScores(const AttentionShape &p, RowBlock<C> qi, RowBlock<C> k,
   maskScores(p, mask, b, i0, m, j0, n, s);
 }
 
+/// Lane e of one operand of a merge at width B (rowsMerged): x's lanes
+/// are 0-15, y's 16-31; each group of 2B lanes takes B lanes of x, then B
+/// of y, from the first half of the group's lanes or (`second`) from the
+/// other half.
+constexpr int mergeLane(int b, int e, bool second) {
+  const int group = e / (2 * b) * (2 * b), w = e % (2 * b);
+  return group + (second ? b : 0) + (w < b ? w : 16 + w - b);
+}
+
+/// One level of reduceRows16: x and y hold 2B partial results of each of
+/// their rows per group of 2B lanes; the result holds B of each row of
+/// both, the halves combined.
+template <int B, typename C, typename F, int... E>
+DTCC_ALWAYS_INLINE Lanes16<C> rowsMerged(Lanes16<C> x, Lanes16<C> y, F combine,
+                                         std::integer_sequence<int, E...>) {
+  return combine(__builtin_shufflevector(x, y, mergeLane(B, E, false)...),
+                 __builtin_shufflevector(x, y, mergeLane(B, E, true)...));
+}
+
 /// Lane r: the `combine` reduction of v[r]'s 16 lanes, for each r < 16.
 /// Four levels of pairwise merges, each halving the lanes that hold a
-/// row's partial results and doubling the rows a vector holds, so 16 rows
+/// row's partial results and doubling the rows a vector holds (after the
+/// level of width B, w[r] holds rows r, r + B, r + 2B, ...), so 16 rows
 /// cost 15 merges instead of a 4-level tree each, and every row's lanes
 /// combine in the same order.
 template <typename C, typename F>
 DTCC_ALWAYS_INLINE Lanes16<C> reduceRows16(const Lanes16<C> *v, F combine) {
-  Lanes16<C> a[8], b[4], c[2];
-  // a[r]: rows r and r + 8, 8 lanes each.
+  using Lanes = std::make_integer_sequence<int, 16>;
+  Lanes16<C> w[8];
   for (int r = 0; r < 8; ++r)
-    a[r] = combine(__builtin_shufflevector(v[r], v[r + 8], 0, 1, 2, 3, 4, 5, 6,
-                                           7, 16, 17, 18, 19, 20, 21, 22, 23),
-                   __builtin_shufflevector(v[r], v[r + 8], 8, 9, 10, 11, 12, 13,
-                                           14, 15, 24, 25, 26, 27, 28, 29, 30,
-                                           31));
-  // b[r]: rows r, r + 4, r + 8, r + 12, 4 lanes each.
+    w[r] = rowsMerged<8>(v[r], v[r + 8], combine, Lanes{});
   for (int r = 0; r < 4; ++r)
-    b[r] =
-        combine(__builtin_shufflevector(a[r], a[r + 4], 0, 1, 2, 3, 16, 17, 18,
-                                        19, 8, 9, 10, 11, 24, 25, 26, 27),
-                __builtin_shufflevector(a[r], a[r + 4], 4, 5, 6, 7, 20, 21, 22,
-                                        23, 12, 13, 14, 15, 28, 29, 30, 31));
-  // c[r]: rows r, r + 2, ..., r + 14, 2 lanes each.
+    w[r] = rowsMerged<4>(w[r], w[r + 4], combine, Lanes{});
   for (int r = 0; r < 2; ++r)
-    c[r] =
-        combine(__builtin_shufflevector(b[r], b[r + 2], 0, 1, 16, 17, 4, 5, 20,
-                                        21, 8, 9, 24, 25, 12, 13, 28, 29),
-                __builtin_shufflevector(b[r], b[r + 2], 2, 3, 18, 19, 6, 7, 22,
-                                        23, 10, 11, 26, 27, 14, 15, 30, 31));
-  return combine(__builtin_shufflevector(c[0], c[1], 0, 16, 2, 18, 4, 20, 6, 22,
-                                         8, 24, 10, 26, 12, 28, 14, 30),
-                 __builtin_shufflevector(c[0], c[1], 1, 17, 3, 19, 5, 21, 7, 23,
-                                         9, 25, 11, 27, 13, 29, 15, 31));
+    w[r] = rowsMerged<2>(w[r], w[r + 2], combine, Lanes{});
+  return rowsMerged<1>(w[0], w[1], combine, Lanes{});
 }
 
 /// Lanes [0, count) of 16 (a mask for Lanes16 of C, lane l set where
