@@ -4,12 +4,14 @@
 // CPU registry binds them, at the attention shapes of the two benchmark
 // GPTs (bench/train_gpt_cpu.py: 4 x 128 with 4 heads of 32 over 64 tokens,
 // 6 x 384 with 6 heads of 64 over 128 tokens, batch 8) and any given one.
+// The workloads, their binding and their timing are dtcc calibrate's
+// (tools/dtcc-calibrate/KernelBench.h: attentionCases, BoundKernelCase,
+// timeSustained: the median of `--trials` windows of at least 50 ms).
 // FLOPs count the products a causal kernel needs (half the score matrix
 // and the diagonal): 2 in the forward (S = QK^T, O = PV), 5 in the
 // backward (S again, dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q).
 // The thread count is the kernels' one setting (OMP_NUM_THREADS, else
-// OPENBLAS_NUM_THREADS, else every core); each figure is the best of
-// `--trials` timings of at least 50 ms each.
+// OPENBLAS_NUM_THREADS, else every core).
 //
 //   OMP_NUM_THREADS=1 build/bin/dtcc-bench-attention-cpu [--trials 5]
 //       [--shape BH,S,D]   (batch x heads, sequence, head width instead)
@@ -17,20 +19,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/exec/Kernel.h"
+#include "tools/dtcc-calibrate/KernelBench.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
-using namespace dtcc::runtime;
+using namespace dtcc;
 
 namespace {
 
@@ -39,87 +35,34 @@ struct Shape {
   int64_t bh, s, d;
 };
 
-/// Best seconds per call of `fn` over `trials` timings of >= 50 ms each.
-double bestSeconds(const std::function<void()> &fn, int trials) {
-  fn(); // warm up: first touches, lazily made state
-  double best = 1e30;
-  for (int t = 0; t < trials; ++t) {
-    int64_t calls = 0;
-    auto start = std::chrono::steady_clock::now();
-    double elapsed = 0;
-    do {
-      fn();
-      ++calls;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                              start)
-                    .count();
-    } while (elapsed < 0.05);
-    best = std::min(best, elapsed / double(calls));
-  }
-  return best;
-}
-
-KernelFn bind(const std::string &name, std::vector<TensorView> ins,
-              std::vector<TensorView> outs, const Attrs &attrs) {
-  KernelContext ctx;
-  ctx.kernel = name;
-  ctx.location = "bench";
-  ctx.inputs = std::move(ins);
-  ctx.outputs = std::move(outs);
-  ctx.attrs = attrs;
-  const KernelFactory *factory = cpuKernels().find(name);
-  if (!factory) {
-    std::fprintf(stderr, "no CPU kernel %s\n", name.c_str());
+/// Seconds per call of `kase` bound through the CPU registry; exits with
+/// the error where binding or a run fails.
+double seconds(const calibrate::KernelCase &kase, int trials) {
+  auto bound = calibrate::BoundKernelCase::bind(kase, runtime::cpuKernels());
+  if (!bound.isOk()) {
+    std::fprintf(stderr, "%s\n", bound.status().message().c_str());
     std::exit(1);
   }
-  StatusOr<KernelFn> fn = (*factory)(ctx);
-  if (!fn.isOk()) {
-    std::fprintf(stderr, "%s: %s\n", name.c_str(),
-                 fn.status().message().c_str());
+  calibrate::BoundKernelCase &run = *bound.value();
+  auto t = calibrate::timeSustained([&] { return run.run(); }, 0.05, trials);
+  if (!t.isOk()) {
+    std::fprintf(stderr, "%s\n", t.status().message().c_str());
     std::exit(1);
   }
-  return std::move(fn).value();
+  return t.value();
 }
 
 void run(const Shape &sh, int trials, bool forward, bool backward) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1, 1);
-  auto tensor = [&](int64_t rows, int64_t width) {
-    std::vector<float> t(size_t(sh.bh * rows * width));
-    for (float &x : t)
-      x = u(rng);
-    return t;
-  };
-  std::vector<float> q = tensor(sh.s, sh.d), k = tensor(sh.s, sh.d),
-                     v = tensor(sh.s, sh.d), o = tensor(sh.s, sh.d),
-                     dout = tensor(sh.s, sh.d), lse = tensor(sh.s, 1),
-                     dq = tensor(sh.s, sh.d), dk = tensor(sh.s, sh.d),
-                     dv = tensor(sh.s, sh.d);
-  const std::vector<int64_t> rows = {sh.bh, sh.s, sh.d};
-  auto view = [&](std::vector<float> &t, std::vector<int64_t> shape) {
-    return makeView(t.data(), DType::kF32, std::move(shape));
-  };
-  Attrs attrs;
-  attrs.set("scale", 1.0 / std::sqrt(double(sh.d)));
-  attrs.set("causal", int64_t(1));
-  KernelFn fwd =
-      bind("attention", {view(q, rows), view(k, rows), view(v, rows)},
-           {view(o, rows), view(lse, {sh.bh, sh.s})}, attrs);
-  if (!fwd().isOk())
-    std::exit(1);
-  KernelFn bwd =
-      bind("attention_grad",
-           {view(q, rows), view(k, rows), view(v, rows), view(o, rows),
-            view(lse, {sh.bh, sh.s}), view(dout, rows)},
-           {view(dq, rows), view(dk, rows), view(dv, rows)}, attrs);
+  const std::vector<calibrate::KernelCase> cases =
+      calibrate::attentionCases(sh.bh, sh.s, sh.d, runtime::DType::kF32);
   // One product of the causal half: s (s + 1) / 2 scores of d terms.
   const double product =
       2.0 * double(sh.bh) * double(sh.s) * double(sh.s + 1) / 2 * double(sh.d);
-  const double f = forward ? bestSeconds([&] { (void)fwd(); }, trials) : 0;
-  const double b = backward ? bestSeconds([&] { (void)bwd(); }, trials) : 0;
+  const double f = forward ? seconds(cases[0], trials) : 0;
+  const double b = backward ? seconds(cases[1], trials) : 0;
   std::printf("%-24s %10.1f us %8.1f GFLOP/s %10.1f us %8.1f GFLOP/s\n",
-              sh.name.c_str(), f * 1e6, 2 * product / f / 1e9, b * 1e6,
-              5 * product / b / 1e9);
+              sh.name.c_str(), f * 1e6, f > 0 ? 2 * product / f / 1e9 : 0.0,
+              b * 1e6, b > 0 ? 5 * product / b / 1e9 : 0.0);
 }
 
 } // namespace

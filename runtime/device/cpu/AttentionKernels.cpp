@@ -98,10 +98,11 @@ struct Visible {
   DTCC_ALWAYS_INLINE int64_t operator()(int64_t i) const {
     return causal ? std::clamp<int64_t>(diagonal + i + 1, 0, n) : n;
   }
-  /// Row i's keys rounded up to whole vectors of 16 within the block: the
-  /// exponentials' extent (vector loops without a scalar tail).
+  /// Row i's keys rounded up to whole vectors of 16 (within the rows'
+  /// kTile, as n <= kTile): the exponentials' extent, vector loops without
+  /// a scalar tail.
   DTCC_ALWAYS_INLINE int64_t vectors(int64_t i) const {
-    return std::min(n, ((*this)(i) + 15) / 16 * 16);
+    return ((*this)(i) + 15) / 16 * 16;
   }
   /// The part of a product of the block that the keys seen need
   /// (TileProduct.h): the whole block unless some row sees fewer than n.
@@ -230,11 +231,6 @@ template <typename C> DTCC_ALWAYS_INLINE auto lanesBelow(int64_t count) {
   return lane < I(std::clamp<int64_t>(count, 0, 16));
 }
 
-/// a, or v where it is greater or NaN (as cpu::rowMax takes them); of
-/// values or of Lanes16.
-constexpr auto kTakeMax = [](auto a, auto v) DTCC_INLINE_LAMBDA {
-  return ((v > a) | (v != v)) ? v : a;
-};
 constexpr auto kAdd = [](auto a, auto v) DTCC_INLINE_LAMBDA { return a + v; };
 
 /// One block of the forward's online softmax: each row of s (m x n) becomes
@@ -252,7 +248,7 @@ DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
                                      const Visible &visible) {
   using V = Lanes16<C>;
   constexpr C kNegInf = -std::numeric_limits<C>::infinity();
-  const V negInf = V{} + kNegInf;
+  const V negInf = V{} + kNegInf, zero = V{};
   // Whole vectors of 16 (the rows of s are kTile wide): lanes past a row's
   // keys are masked in registers, never filled in memory first (a vector
   // load of a freshly filled row waits for the fill's narrower stores).
@@ -266,48 +262,46 @@ DTCC_ALWAYS_INLINE void softmaxBlock(int64_t m, int64_t n, int64_t dv, C *s,
       const int64_t keys = visible(g + r);
       V mx = negInf;
       for (int64_t j = 0; j < keys; j += 16)
-        mx = kTakeMax(mx, lanesBelow<C>(keys - j) ? loadLanes(sr + j) : negInf);
+        mx = kTakeGreaterOrNan(mx, lanesBelow<C>(keys - j) ? loadLanes(sr + j)
+                                                           : negInf);
       part[r] = mx;
       oldMax[r] = rowMax[g + r];
     }
     for (int64_t r = rows; r < 16; ++r)
       part[r] = negInf;
-    const V newMax = kTakeMax(oldMax, reduceRows16(part, kTakeMax));
+    const V newMax =
+        kTakeGreaterOrNan(oldMax, reduceRows16(part, kTakeGreaterOrNan));
     // exp(old - new maximum); 1 (unused) in rows that see no key yet, whose
     // difference would be -inf - -inf.
     alignas(64) C alpha[16];
     for (int r = 0; r < 16; ++r)
       alpha[r] = newMax[r] == kNegInf ? C(0) : oldMax[r] - newMax[r];
     vectorMath(MathFn::kExp, alpha, 16);
-    for (int64_t r = 0; r < 16; ++r) {
-      part[r] = V{};
-      if (r >= rows)
-        continue;
+    for (int64_t r = 0; r < rows; ++r) {
       C *sr = s + (g + r) * kTile;
-      const int64_t keys = visible(g + r);
-      if (newMax[r] == kNegInf) {
-        // Every key so far hidden: nothing to add yet.
-        for (int64_t j = 0; j < width; j += 16)
-          std::memcpy(sr + j, &part[r], sizeof(V));
-        continue;
+      part[r] = zero;
+      // A row that sees no key yet has nothing to add: zeros.
+      const bool hidden = newMax[r] == kNegInf;
+      const int64_t exps = hidden ? 0 : visible.vectors(g + r);
+      if (!hidden) {
+        // s - max on the keys, -inf (exp: zero) on the rest of their last
+        // vector.
+        const int64_t keys = visible(g + r);
+        const V shift = V{} + newMax[r];
+        for (int64_t j = 0; j < exps; j += 16) {
+          const V x =
+              lanesBelow<C>(keys - j) ? loadLanes(sr + j) - shift : negInf;
+          std::memcpy(sr + j, &x, sizeof(V));
+        }
+        vectorMath(MathFn::kExp, sr, exps);
+        for (int64_t j = 0; j < exps; j += 16)
+          part[r] += loadLanes(sr + j);
       }
-      // s - max on the keys, -inf (exp: zero) on the rest of their last
-      // vector, zero past it.
-      const V shift = V{} + newMax[r];
-      const int64_t exps = (keys + 15) / 16 * 16;
-      for (int64_t j = 0; j < exps; j += 16) {
-        const V x =
-            lanesBelow<C>(keys - j) ? loadLanes(sr + j) - shift : negInf;
-        std::memcpy(sr + j, &x, sizeof(V));
-      }
-      vectorMath(MathFn::kExp, sr, exps);
-      V sum = V{};
-      for (int64_t j = 0; j < exps; j += 16)
-        sum += loadLanes(sr + j);
       for (int64_t j = exps; j < width; j += 16)
-        std::memcpy(sr + j, &part[r], sizeof(V));
-      part[r] = sum;
+        std::memcpy(sr + j, &zero, sizeof(V));
     }
+    for (int64_t r = rows; r < 16; ++r)
+      part[r] = zero;
     const V sums = reduceRows16(part, kAdd);
     for (int64_t r = 0; r < rows; ++r) {
       if (newMax[r] == kNegInf)

@@ -702,15 +702,19 @@ DTCC_ALWAYS_INLINE double rowSum(const S *x, int64_t n, F f) {
       n, [&](auto at) DTCC_INLINE_LAMBDA { return f(at(x)); });
 }
 
+/// a, or v where it is greater or NaN: the running maximum's step of
+/// rowMax (and of the attention softmax's rows); of values or of Lanes16.
+constexpr auto kTakeGreaterOrNan = [](auto a, auto v) DTCC_INLINE_LAMBDA {
+  return ((v > a) | (v != v)) ? v : a;
+};
+
 /// Maximum of x[0..n) (n >= 1), NaN if any is NaN: kRowLanes lanes from
 /// x[0], each taking an element greater than it or NaN, combined as a tree
 /// the same way.
 template <typename S>
 DTCC_ALWAYS_INLINE ComputeT<S> rowMax(const S *x, int64_t n) {
   using C = ComputeT<S>;
-  // a, or v where it is greater or NaN; of values or of Lanes16.
-  auto take = [](auto a, auto v)
-                  DTCC_INLINE_LAMBDA { return ((v > a) | (v != v)) ? v : a; };
+  constexpr auto take = kTakeGreaterOrNan;
   Lanes16<C> lo;
   for (int l = 0; l < 16; ++l)
     lo[l] = Elem<S>::load(x[0]);
