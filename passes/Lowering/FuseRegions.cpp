@@ -1034,18 +1034,21 @@ std::pair<SmallVector<unsigned>, Region> FunctionFusion::candidates(
     return {};
   // A decomposed norm's cast of a value per row to another float type
   // joins the row region of its operand; the cast of a statistic a norm's
-  // gradient reads (made outside) starts a row region over its rows.
+  // gradient reads (made outside its chain: in the forward pass, often by
+  // the norm's own region) joins that region where it may, or else starts
+  // a row region over its rows.
   if (isChainCast(op)) {
-    if (std::optional<unsigned> r = producer(op->getOperand(0))) {
-      if (regions[*r].rows && isRowOf(type, regions[*r].full))
-        return {{*r}, Region{}};
-      return {};
-    }
     auto id = op->getAttrOfType<IntegerAttr>(kRowChainAttr).getInt();
+    Operation *def = op->getOperand(0).getDefiningOp();
+    auto chain = def ? def->getAttrOfType<IntegerAttr>(kRowChainAttr) : nullptr;
     auto full = cast<RankedTensorType>(decompositions[id].types.front());
-    if (isRowOf(type, full))
-      return {{}, Region{{}, full, true}};
-    return {};
+    Region fresh;
+    if ((!chain || chain.getInt() != id) && isRowOf(type, full))
+      fresh = Region{{}, full, true};
+    if (std::optional<unsigned> r = producer(op->getOperand(0)))
+      if (regions[*r].rows && isRowOf(type, regions[*r].full))
+        return {{*r}, fresh};
+    return {{}, fresh};
   }
   if (isRowReduction(op) && !excluded.contains(op)) {
     auto full = cast<RankedTensorType>(op->getOperand(0).getType());

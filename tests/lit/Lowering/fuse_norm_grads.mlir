@@ -111,3 +111,36 @@ func.func @layer_norm_grad_alone(%x: tensor<4x40xf32>, %g: tensor<40xf32>, %m: t
   %s = dgraph.add %dx, %dy : tensor<4x40xf32>
   return %p, %s, %dg, %db : tensor<4x8xf32>, tensor<4x40xf32>, tensor<40xf32>, tensor<40xf32>
 }
+
+// -----
+
+// Tests that a bf16 layer norm's gradient fuses with the add of its dx when
+// its f32 statistics come from the forward norm's own region (mixed
+// precision's GPT layers): the statistics' casts, which cannot join that
+// region (a product lies between), start the gradient's row region. They
+// were left out of every region, which wrote the gradient back as its op
+// in every bf16 GPT.
+// CHECK-LABEL: func.func @layer_norm_grad_of_a_fused_norm
+// CHECK: %[[FWD:.*]]:4 = dgraph.fused @dtcc_kernels::@layer_norm_grad_of_a_fused_norm_fused_0(
+// CHECK: %[[DY:.*]] = dgraph.matmul %[[FWD]]#1
+// CHECK: dgraph.layer_norm_param_grad %[[FWD]]#0, %[[FWD]]#2, %[[FWD]]#3, %[[DY]] axis = 1
+// CHECK: dgraph.fused @dtcc_kernels::@layer_norm_grad_of_a_fused_norm_fused_1(%[[FWD]]#3, %[[FWD]]#2, %[[FWD]]#0, %[[DY]], %arg2, %arg5)
+// CHECK-NOT: dgraph.layer_norm_grad
+// CHECK: func.func @layer_norm_grad_of_a_fused_norm_fused_1
+// CHECK-SAME: dtcc.fused_ops = ["dgraph.layer_norm_grad", "dgraph.add"]
+// PAR-LABEL: func.func @layer_norm_grad_of_a_fused_norm
+// PAR: dgraph.layer_norm_param_grad
+// PAR: dgraph.fused @dtcc_kernels::@layer_norm_grad_of_a_fused_norm_fused_1(
+// PAR-NOT: dgraph.layer_norm_grad
+// PAR: func.func @layer_norm_grad_of_a_fused_norm_fused_1
+func.func @layer_norm_grad_of_a_fused_norm(%a: tensor<4x40xbf16>, %b: tensor<4x40xbf16>, %g: tensor<40xbf16>, %bias: tensor<40xbf16>, %w: tensor<40x40xbf16>, %res: tensor<4x40xbf16>)
+    -> (tensor<4x40xbf16>, tensor<4x40xbf16>, tensor<40xbf16>, tensor<40xbf16>) {
+  %x = dgraph.add %a, %b : tensor<4x40xbf16>
+  %y, %m, %r = dgraph.layer_norm %x, %g, %bias axis = 1, epsilon = 1.0E-5
+      : (tensor<4x40xbf16>, tensor<40xbf16>, tensor<40xbf16>) -> (tensor<4x40xbf16>, tensor<4xf32>, tensor<4xf32>)
+  %dy = dgraph.matmul %y, %w : (tensor<4x40xbf16>, tensor<40x40xbf16>) -> tensor<4x40xbf16>
+  %dx, %dg, %db = dgraph.layer_norm_grad %x, %g, %m, %r, %dy axis = 1
+      : (tensor<4x40xbf16>, tensor<40xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4x40xbf16>) -> (tensor<4x40xbf16>, tensor<40xbf16>, tensor<40xbf16>)
+  %s = dgraph.add %res, %dx : tensor<4x40xbf16>
+  return %y, %s, %dg, %db : tensor<4x40xbf16>, tensor<4x40xbf16>, tensor<40xbf16>, tensor<40xbf16>
+}
