@@ -345,8 +345,11 @@ struct AdamwTensor {
   int64_t firstChunk; ///< set by planAdamwChunks
 };
 /// (runtime/exec/CudaScratch.h sizes its entries: kCudaAdamwEntryBytes.)
-/// Elements per block of the AdamW kernel.
-constexpr int64_t kAdamwChunk = 4096;
+/// Elements per block of the AdamW kernel, and its threads: four rounds of
+/// two 4-element accesses per thread, so that a block's prologue (finding
+/// its tensor, the step's scalars) is a small part of it.
+constexpr int64_t kAdamwChunk = 8192;
+constexpr int kAdamwThreads = 256;
 /// Numbers the chunks of every tensor (firstChunk: the prefix sum of
 /// ceil(n / kAdamwChunk)); returns the total, the launch's block count.
 int64_t planAdamwChunks(AdamwTensor *tensors, int count);

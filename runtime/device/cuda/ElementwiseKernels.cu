@@ -201,9 +201,6 @@ template <typename C> __device__ C applyBinary(BinaryOp op, C a, C b) {
 // the memory's bandwidth. vectorPlan decides on the host, per launch.
 //===----------------------------------------------------------------------===//
 
-/// V elements of S as one aligned access.
-template <typename S, int V> struct alignas(sizeof(S) * V) Pack { S v[V]; };
-
 template <typename S, int V>
 __device__ __forceinline__ Pack<S, V> loadPack(const S *p, bool broadcast) {
   if (broadcast) {
@@ -775,41 +772,143 @@ __global__ void lrKernel(int kind, double base, double min, int64_t warmup,
 /// The rounded type of an AdamW launch that writes no rounded copies.
 struct NoRoundedCopy {};
 
+/// What every thread of an AdamW block shares: its tensor and the update's
+/// scalars, which the block's first thread works out once (the table
+/// search and the double-precision powers are the block's prologue; every
+/// thread repeating them cost as much issue time as its elements).
+struct AdamwBlock {
+  int owner;
+  bool bad;
+  float decay, beta1, omb1, beta2, omb2, negStep, bc2Sqrt, eps, gradScale;
+};
+
+/// One element's update, as PyTorch and the CPU backend compute it (the
+/// scalars in double, rounded once to float).
+struct AdamwResult {
+  float param, m, v;
+};
+__device__ __forceinline__ AdamwResult adamwElement(const AdamwBlock &s,
+                                                    float g, float p, float m,
+                                                    float v) {
+  g = g * s.gradScale;
+  p = p * s.decay;
+  const float mi = m * s.beta1 + s.omb1 * g;
+  const float vi = v * s.beta2 + s.omb2 * g * g;
+  const float denom = sqrtf(vi) / s.bc2Sqrt + s.eps;
+  return {p + s.negStep * mi / denom, mi, vi};
+}
+
+/// kAdamwVector elements of every operand per access (16 bytes of the f32
+/// parameter and moments), kAdamwUnroll accesses loaded before any is
+/// stored: the reads of a thread's next elements cannot pass the writes of
+/// its last (an update may be in place), so each thread keeps that many
+/// bytes in flight instead of one element's.
+constexpr int kAdamwVector = 4;
+constexpr int kAdamwUnroll = 2;
+
 template <typename G, typename R>
-__global__ void adamwKernel(const AdamwTensor *tensors, int count, AdamwHyper h,
-                            DeviceError *error, int32_t site) {
-  const AdamwTensor t = tensors[chunkOwner(tensors, count)];
-  const int64_t step = *h.step;
-  if (step < 1) {
-    recordError(error, site, kBadStep, step, 0, 1);
-    return;
+__global__ void __launch_bounds__(kAdamwThreads)
+    adamwKernel(const AdamwTensor *tensors, int count, AdamwHyper h,
+                DeviceError *error, int32_t site) {
+  __shared__ AdamwBlock s;
+  if (threadIdx.x == 0) {
+    s.owner = chunkOwner(tensors, count);
+    const int64_t step = *h.step;
+    s.bad = step < 1;
+    if (s.bad) {
+      recordError(error, site, kBadStep, step, 0, 1);
+    } else {
+      const double lr = *h.lr;
+      const double bc1 = 1 - pow(h.beta1, double(step));
+      const double bc2 = 1 - pow(h.beta2, double(step));
+      s.decay = float(1 - lr * h.weightDecay);
+      s.beta1 = float(h.beta1);
+      s.omb1 = float(1 - h.beta1);
+      s.beta2 = float(h.beta2);
+      s.omb2 = float(1 - h.beta2);
+      s.negStep = float(-(lr / bc1));
+      s.bc2Sqrt = float(sqrt(bc2));
+      s.eps = float(h.eps);
+      s.gradScale = *h.gradScale;
+    }
   }
-  // As PyTorch and the CPU backend: scalars in double, rounded once.
-  const double lr = *h.lr;
-  const double bc1 = 1 - pow(h.beta1, double(step));
-  const double bc2 = 1 - pow(h.beta2, double(step));
-  const float decay = float(1 - lr * h.weightDecay);
-  const float beta1 = float(h.beta1), omb1 = float(1 - h.beta1);
-  const float beta2 = float(h.beta2), omb2 = float(1 - h.beta2);
-  const float negStep = float(-(lr / bc1)), bc2Sqrt = float(sqrt(bc2));
-  const float eps = float(h.eps), gradScale = *h.gradScale;
+  __syncthreads();
+  if (s.bad)
+    return;
+  const AdamwTensor t = tensors[s.owner];
   const G *grad = static_cast<const G *>(t.grad);
+  constexpr bool kRounded = !std::is_same_v<R, NoRoundedCopy>;
+  // (The rounded copy's type when there is one, else the gradient's, so
+  // that Pack below is always a type.)
+  using RT = std::conditional_t<kRounded, R, G>;
   const int64_t begin = (int64_t(blockIdx.x) - t.firstChunk) * kAdamwChunk;
   const int64_t end = begin + kAdamwChunk < t.n ? begin + kAdamwChunk : t.n;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float g = Elem<G>::load(grad[i]) * gradScale;
-    const float p = t.param[i] * decay;
-    const float mi = t.m[i] * beta1 + omb1 * g;
-    const float vi = t.v[i] * beta2 + omb2 * g * g;
-    const float denom = sqrtf(vi) / bc2Sqrt + eps;
-    const float updated = p + negStep * mi / denom;
-    t.newParam[i] = updated;
-    t.newM[i] = mi;
-    t.newV[i] = vi;
+  auto one = [&](int64_t i) {
+    const AdamwResult r =
+        adamwElement(s, Elem<G>::load(grad[i]), t.param[i], t.m[i], t.v[i]);
+    t.newParam[i] = r.param;
+    t.newM[i] = r.m;
+    t.newV[i] = r.v;
     // The cast kernel's rounding of the new parameter (castFloatKernel).
-    if constexpr (!std::is_same_v<R, NoRoundedCopy>)
-      static_cast<R *>(t.rounded)[i] = Elem<R>::store(updated);
+    if constexpr (kRounded)
+      static_cast<R *>(t.rounded)[i] = Elem<R>::store(r.param);
+  };
+  constexpr int V = kAdamwVector, U = kAdamwUnroll;
+  // Chunks begin at multiples of V: whole vectors wherever every base is
+  // aligned to one (always, in an arena), element by element otherwise.
+  const bool vectors = alignedTo(t.param, 16) && alignedTo(t.m, 16) &&
+                       alignedTo(t.v, 16) && alignedTo(t.newParam, 16) &&
+                       alignedTo(t.newM, 16) && alignedTo(t.newV, 16) &&
+                       alignedTo(grad, V * sizeof(G)) &&
+                       (!kRounded || alignedTo(t.rounded, V * sizeof(RT)));
+  int64_t tail = begin;
+  if (vectors) {
+    using F = Pack<float, V>;
+    const int64_t whole = begin + (end - begin) / V * V;
+    const int64_t stride = int64_t(blockDim.x) * V;
+    int64_t i = begin + int64_t(threadIdx.x) * V;
+    for (; i + (U - 1) * stride < whole; i += U * stride) {
+      Pack<G, V> g[U];
+      F p[U], m[U], v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t at = i + u * stride;
+        g[u] = *reinterpret_cast<const Pack<G, V> *>(grad + at);
+        p[u] = *reinterpret_cast<const F *>(t.param + at);
+        m[u] = *reinterpret_cast<const F *>(t.m + at);
+        v[u] = *reinterpret_cast<const F *>(t.v + at);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        F np, nm, nv;
+        Pack<RT, V> rounded;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const AdamwResult r = adamwElement(s, Elem<G>::load(g[u].v[j]),
+                                             p[u].v[j], m[u].v[j], v[u].v[j]);
+          np.v[j] = r.param;
+          nm.v[j] = r.m;
+          nv.v[j] = r.v;
+          if constexpr (kRounded)
+            rounded.v[j] = Elem<R>::store(r.param);
+        }
+        const int64_t at = i + u * stride;
+        *reinterpret_cast<F *>(t.newParam + at) = np;
+        *reinterpret_cast<F *>(t.newM + at) = nm;
+        *reinterpret_cast<F *>(t.newV + at) = nv;
+        if constexpr (kRounded)
+          *reinterpret_cast<Pack<RT, V> *>(static_cast<R *>(t.rounded) + at) =
+              rounded;
+      }
+    }
+    // Fewer than U vectors left for this thread: one at a time.
+    for (; i < whole; i += stride)
+      for (int j = 0; j < V; ++j)
+        one(i + j);
+    tail = whole;
   }
+  for (int64_t i = tail + threadIdx.x; i < end; i += blockDim.x)
+    one(i);
 }
 
 template <typename C>
@@ -1225,7 +1324,7 @@ cudaError_t launchAdamw(const AdamwTensor *tensors, int count,
                         int32_t site, cudaStream_t s) {
   if (totalChunks == 0)
     return cudaSuccess;
-  const dim3 grid{unsigned(totalChunks)}, block{256};
+  const dim3 grid{unsigned(totalChunks)}, block{kAdamwThreads};
   // The gradient's type, then the rounded copies'.
   auto withRounded = [&](auto gtag) -> cudaError_t {
     using G = decltype(gtag);

@@ -91,6 +91,14 @@ __device__ __forceinline__ void layoutOffsets(const Layout &l, int64_t i,
     off[k] += i * l.strides[0][k];
 }
 
+/// Whether `p` may be read or written `bytes` (a power of two) at a time.
+__host__ __device__ __forceinline__ bool alignedTo(const void *p, int bytes) {
+  return (reinterpret_cast<uintptr_t>(p) & uintptr_t(bytes - 1)) == 0;
+}
+
+/// V elements of S as one aligned access.
+template <typename S, int V> struct alignas(sizeof(S) * V) Pack { S v[V]; };
+
 /// The grid-stride loop of the elementwise kernels.
 #define DTCC_GRID_LOOP(i, n)                                                   \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);   \

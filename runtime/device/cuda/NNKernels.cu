@@ -267,51 +267,76 @@ __global__ void normGradFinishKernel(const AccT<S> *partials, S *dscale,
 //===----------------------------------------------------------------------===//
 
 /// Logits S; the loss (forward) and dloss (gradient) L: S, or float for
-/// half logits; the gradient's output S.
-template <typename S, typename L, typename I, bool Grad>
-__global__ void crossEntropyKernel(const S *logits, const I *labels,
-                                   const L *dloss,
-                                   std::conditional_t<Grad, S, L> *out,
-                                   int64_t n, int64_t c, int64_t ignore,
-                                   DeviceError *error, int32_t site) {
+/// half logits; the gradient's output S. Each thread reads and writes V
+/// logits at a time (one 16-byte access where V divides the classes and
+/// the rows are aligned: the vocabulary's rows of a language model are
+/// read two or three times, and 2-byte accesses reached a fraction of the
+/// memory's bandwidth).
+template <typename S, typename L, typename I, bool Grad, int V>
+__global__ void
+crossEntropyKernel(const S *logits, const I *labels, const L *dloss,
+                   std::conditional_t<Grad, S, L> *out, int64_t n, int64_t c,
+                   int64_t ignore, DeviceError *error, int32_t site) {
   using A = AccT<S>;
   using O = std::conditional_t<Grad, S, L>;
+  using P = Pack<S, V>;
   __shared__ A shared[kMaxRowsPerBlock * 32];
   A *sh = rowShared(shared);
+  const int64_t packs = c / V;
   DTCC_ROW_LOOP(i, n) {
     const int64_t label = int64_t(labels[i]);
     const bool ignored = label == ignore;
     const bool bad = !ignored && (label < 0 || label >= c);
     if (bad && threadIdx.x == 0)
       recordError(error, site, kBadLabel, label, i, c);
-    const S *x = logits + i * c;
+    const P *x = reinterpret_cast<const P *>(logits + i * c);
     if (ignored || bad) {
       if constexpr (Grad) {
-        for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-          out[i * c + j] = Elem<O>::store(A(0));
+        P zero;
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          zero.v[k] = Elem<O>::store(A(0));
+        for (int64_t j = threadIdx.x; j < packs; j += blockDim.x)
+          reinterpret_cast<P *>(out + i * c)[j] = zero;
       } else if (threadIdx.x == 0) {
         out[i] = Elem<O>::store(A(0));
       }
       continue; // uniform over the row's threads
     }
     A m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-      const A v = Elem<S>::load(x[j]);
-      m = (v > m || v != v) ? v : m;
+    for (int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
+      const P p = x[j];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const A v = Elem<S>::load(p.v[k]);
+        m = (v > m || v != v) ? v : m;
+      }
     }
     m = rowMax(m, sh);
     A sum = 0;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-      sum += accExp(A(Elem<S>::load(x[j])) - m);
+    for (int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
+      const P p = x[j];
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        sum += accExp(A(Elem<S>::load(p.v[k])) - m);
+    }
     sum = rowSum(sum, sh);
     if constexpr (Grad) {
       const A dl = A(Elem<L>::load(dloss[i])), inv = A(1) / sum;
-      for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-        const A p = accExp(A(Elem<S>::load(x[j])) - m) * inv;
-        out[i * c + j] = Elem<O>::store((p - (j == label ? A(1) : A(0))) * dl);
+      for (int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
+        const P p = x[j];
+        P r;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const A q = accExp(A(Elem<S>::load(p.v[k])) - m) * inv;
+          const bool hit = j * V + k == label;
+          r.v[k] = Elem<O>::store((q - (hit ? A(1) : A(0))) * dl);
+        }
+        reinterpret_cast<P *>(out + i * c)[j] = r;
       }
     } else if (threadIdx.x == 0) {
-      out[i] = Elem<O>::store((m - A(Elem<S>::load(x[label]))) + accLog(sum));
+      out[i] = Elem<O>::store((m - A(Elem<S>::load(logits[i * c + label]))) +
+                              accLog(sum));
     }
   }
 }
@@ -775,11 +800,21 @@ static cudaError_t crossEntropy(DType dtype, DType lossType, DType labelType,
       if (n == 0)
         return;
       LaunchConfig cfg = rowLaunch(n, c, launchLimits());
-      crossEntropyKernel<S, L, I, Grad>
-          <<<blocksOf(cfg), threadsOf(cfg), 0, s>>>(
-              static_cast<const S *>(logits), static_cast<const I *>(labels),
-              static_cast<const L *>(dloss), static_cast<O *>(out), n, c,
-              ignore, error, site);
+      // 16 bytes at a time where every row starts aligned to them.
+      constexpr int kV = 16 / sizeof(S);
+      const bool wide =
+          c % kV == 0 && alignedTo(logits, 16) && (!Grad || alignedTo(out, 16));
+      auto go = [&](auto width) {
+        crossEntropyKernel<S, L, I, Grad, decltype(width)::value>
+            <<<blocksOf(cfg), threadsOf(cfg), 0, s>>>(
+                static_cast<const S *>(logits), static_cast<const I *>(labels),
+                static_cast<const L *>(dloss), static_cast<O *>(out), n, c,
+                ignore, error, site);
+      };
+      if (wide)
+        go(std::integral_constant<int, kV>{});
+      else
+        go(std::integral_constant<int, 1>{});
       err = cudaGetLastError();
     };
     auto withLabels = [&](auto ltag) {
