@@ -14,8 +14,10 @@
 # bench and profile time the GPU and run alone, after them. All of it took
 # 5.5 minutes on an H200 (2026-11-29: 161 s side by side, the node tests the
 # longest; 51 s of calibration; 100 s of benchmark, the 350M with five
-# columns; 10 s of profiles). DTCC_BENCH_MODELS (default 350m) and
-# DTCC_BENCH_IMPLS choose the benchmark's rows and columns, DTCC_PROFILE_PROGRAMS
+# columns; 10 s of profiles; 2026-11-30: 174 s side by side, 164 s of
+# benchmark for two models of two columns). DTCC_BENCH_MODELS (default
+# 350m) and DTCC_BENCH_IMPLS choose the benchmark's rows and columns (give
+# scripts/gpu_kit.sh the same to pack only their programs), DTCC_PROFILE_PROGRAMS
 # (globs in KIT/bench, separated by spaces; default train_350m*.prog) the
 # programs profiled.
 # Writes OUT_DIR/log.txt (the summary and every timed step's output),

@@ -8,7 +8,9 @@
 #   KIT/cases/       tests/e2e/cuda_checks.py --prepare: the GPU programs of
 #                    its cases and their CPU reference losses
 #   KIT/bench/       bench/train_gpt_gpu.py --prepare: the MFU benchmark's
-#                    programs
+#                    programs (DTCC_BENCH_MODELS and DTCC_BENCH_IMPLS, as
+#                    gpu_checks.sh takes them, choose which: every variant
+#                    of both GPTs is 9 MB)
 #   KIT/conformance.tar.xz  tests/conformance/run_onnx_node_tests.py --target cuda
 #                    --prepare: ONNX's node tests compiled for the GPU, with
 #                    their inputs and expected outputs
@@ -21,6 +23,9 @@
 # Usage: scripts/gpu_kit.sh BUILD_DIR KIT_DIR
 #   DTCC_KIT_CONFORMANCE=0 leaves the ONNX node tests out (a call with no
 #   time for them: gpu_checks.sh's conformance step then has nothing to run)
+# A device call carries the kit with the working tree, at most 64 MiB in
+# all: the script ends by saying whether this kit fits (2026-11-30: the kit
+# with every benchmark program was 59 MB, the tree 8 MB: over).
 set -euo pipefail
 build=$(cd "${1:?usage: gpu_kit.sh BUILD_DIR KIT_DIR}" && pwd)
 kit=${2:?usage: gpu_kit.sh BUILD_DIR KIT_DIR}
@@ -51,7 +56,11 @@ tar -C "$stage" -cf - bin lib gpumod | xz -6 --lzma2=preset=6,dict=256MiB -T1 > 
   grep -v Warning | grep -v '^  _C\.' || true
 [ -f "$kit/cases/manifest.json" ] || { echo "error: cuda_checks.py --prepare failed" >&2; exit 1; }
 find "$kit/cases" \( -name model.onnx -o -name cpu.dump \) -prune -exec rm -rf {} +
-/usr/bin/python3 "$src/bench/train_gpt_gpu.py" --dtcc "$build/bin/dtcc" --prepare "$kit/bench"
+bench_args=()
+[ -n "${DTCC_BENCH_MODELS:-}" ] && bench_args+=(--models "$DTCC_BENCH_MODELS")
+[ -n "${DTCC_BENCH_IMPLS:-}" ] && bench_args+=(--impls "$DTCC_BENCH_IMPLS")
+/usr/bin/python3 "$src/bench/train_gpt_gpu.py" --dtcc "$build/bin/dtcc" --prepare "$kit/bench" \
+  "${bench_args[@]}"
 if [ "${DTCC_KIT_CONFORMANCE:-1}" != 0 ]; then
   /usr/bin/python3 "$src/tests/conformance/run_onnx_node_tests.py" --dtcc "$build/bin/dtcc" \
     --target cuda --prepare "$kit/conformance" --jobs 2 | tail -3
@@ -65,3 +74,15 @@ if [ -n "${DTCC_KIT_VISION:-}" ]; then
   rm -rf "$kit/vision"
 fi
 du -sh "$kit"
+# What a device call would carry: the kit, the files git tracks or does
+# not ignore, and shared/ where the checkout has one.
+tree=$(cd "$src" && { git ls-files -z --cached --others --exclude-standard;
+  [ -d shared ] && find shared -type f -print0; } | xargs -0 -r du -cb 2>/dev/null |
+  awk '$2 == "total" {s += $1} END {print s + 0}')
+kitbytes=$(du -sb "$kit" | cut -f1)
+total=$((tree + kitbytes))
+if [ "$total" -gt $((64 * 1024 * 1024)) ]; then
+  echo "warning: the kit ($kitbytes B) and the working tree ($tree B) are $total B, over a device call's 64 MiB: leave out programs (DTCC_BENCH_MODELS, DTCC_BENCH_IMPLS) or DTCC_KIT_CONFORMANCE=0" >&2
+else
+  echo "kit: $kitbytes B; with the working tree $total B of a device call's 64 MiB"
+fi
