@@ -227,6 +227,14 @@ LogicalResult importWhere(NodeImporter &n) {
 LogicalResult importClip(NodeImporter &n) {
   Value x = n.input(0);
   auto type = cast<RankedTensorType>(x.getType());
+  // The input and the bounds share ONNX's numeric type T.
+  SmallVector<Value, 3> operands = {x};
+  for (unsigned i : {1u, 2u})
+    if (n.hasInput(i))
+      operands.push_back(n.input(i));
+  if (failed(requireNumeric(n, x)) ||
+      failed(requireOneElementType(n, operands)))
+    return failure();
   Value y = x, inside;
   // Opset 11+ passes the bounds as optional scalar inputs; older opsets as
   // attributes, which the op's lowest supported opset (11) excludes.
