@@ -376,6 +376,91 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node, int index,
   return success();
 }
 
+/// An element type as ONNX's type constraints spell it inside "tensor(...)"
+/// ("float", "int8", "bool"); empty for none.
+static std::string onnxElementName(Type t) {
+  if (t.isF32())
+    return "float";
+  if (t.isF64())
+    return "double";
+  if (t.isF16())
+    return "float16";
+  if (t.isBF16())
+    return "bfloat16";
+  if (t.isInteger(1))
+    return "bool";
+  if (auto i = dyn_cast<IntegerType>(t))
+    return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth());
+  return "";
+}
+
+/// The kind of an ONNX element type name: bool, integer or floating point.
+static char elementKind(llvm::StringRef name) {
+  if (name == "bool")
+    return 'b';
+  return name.starts_with("int") || name.starts_with("uint") ? 'i' : 'f';
+}
+
+LogicalResult GraphImporter::checkInputTypes(const onnx::NodeProto &node,
+                                             int index, int64_t opset,
+                                             Location loc) {
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  if (!schema || schema->inputs().empty())
+    return success();
+  const auto &formals = schema->inputs();
+  // The first input bound to each type parameter, with its element type.
+  std::map<std::string, std::pair<int, std::string>> bound;
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string &in = node.input(i);
+    if (in.empty() || !values.count(in))
+      continue; // absent, or a sequence
+    const bool past = size_t(i) >= formals.size();
+    const auto &formal = formals[past ? formals.size() - 1 : size_t(i)];
+    if (past && formal.GetOption() != onnx::OpSchema::Variadic)
+      break;
+    const std::string &param = formal.GetTypeStr();
+    if (llvm::StringRef(param).contains('('))
+      continue; // a fixed type ("tensor(int64)"), which the handler reads
+    Value v = values.lookup(in);
+    const std::string name = onnxElementName(getElementTypeOrSelf(v.getType()));
+    if (name.empty())
+      continue;
+    // Of a kind the parameter allows: types added in later opsets (bf16,
+    // narrow integers) are not told apart from the ones this opset lists.
+    std::set<std::string> allowed;
+    bool kindAllowed = false;
+    for (onnx::DataType t : formal.GetTypes()) {
+      llvm::StringRef spelled(*t);
+      if (!spelled.consume_front("tensor(") || !spelled.consume_back(")"))
+        continue;
+      allowed.insert(spelled.str());
+      kindAllowed |= elementKind(spelled) == elementKind(name);
+    }
+    if (!allowed.empty() && !kindAllowed)
+      return emitError(loc, "node '")
+             << nodeName(node, index) << "' (" << node.op_type()
+             << "): expected input " << i << " ('" << in << "') of ONNX's type "
+             << param << " (" << llvm::join(allowed, ", ") << "), got "
+             << v.getType();
+    if (formal.GetOption() == onnx::OpSchema::Variadic &&
+        !formal.GetIsHomogeneous())
+      continue;
+    // onnx 1.12's schema gives GridSample's grid the input's type T1; the
+    // operator's specification, T2 (any float type).
+    if (node.op_type() == "GridSample" && i == 1)
+      continue;
+    auto [first, fresh] = bound.try_emplace(param, i, name);
+    if (!fresh && first->second.second != name)
+      return emitError(loc, "node '")
+             << nodeName(node, index) << "' (" << node.op_type()
+             << "): expected inputs " << first->second.first << " and " << i
+             << " of one element type (ONNX's type " << param << "), got '"
+             << first->second.second << "' and '" << name << "'";
+  }
+  return success();
+}
+
 LogicalResult GraphImporter::checkSize(Value v, Location loc,
                                        const std::string &node) {
   auto type = cast<RankedTensorType>(v.getType());
@@ -768,7 +853,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
   } else {
     NodeImporter importer(*this, node, opset, b, loc);
     if (failed(opRegistry().at(node.op_type()).handler(importer)) ||
-        importer.hadError())
+        importer.hadError() || failed(checkInputTypes(node, index, opset, loc)))
       return failure();
   }
   for (const std::string &out : node.output()) {
