@@ -77,8 +77,8 @@ du -sh "$kit"
 # What a device call would carry: the kit, the files git tracks or does
 # not ignore, and shared/ where the checkout has one.
 tree=$(cd "$src" && { git ls-files -z --cached --others --exclude-standard;
-  [ -d shared ] && find shared -type f -print0; } | xargs -0 -r du -cb 2>/dev/null |
-  awk '$2 == "total" {s += $1} END {print s + 0}')
+  if [ -d shared ]; then find shared -type f -print0; fi; } |
+  xargs -0 -r du -cb 2>/dev/null | awk '$2 == "total" {s += $1} END {print s + 0}')
 kitbytes=$(du -sb "$kit" | cut -f1)
 total=$((tree + kitbytes))
 if [ "$total" -gt $((64 * 1024 * 1024)) ]; then
