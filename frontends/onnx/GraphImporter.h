@@ -79,7 +79,6 @@ private:
   /// The node has its required inputs (ONNX's schema) and an output.
   mlir::LogicalResult checkArity(const onnx::NodeProto &node, int index,
                                  int64_t opset, mlir::Location loc);
-  /// `v`'s shape is within kMaxElements.
   /// ONNX's type constraints over the node's tensor inputs, where its
   /// schema (onnx's registry, up to the library's opset) gives them: the
   /// inputs of one type parameter share one element type, and each is of a
@@ -88,6 +87,7 @@ private:
   /// more precisely; what they let through would build invalid IR.
   mlir::LogicalResult checkInputTypes(const onnx::NodeProto &node, int index,
                                       int64_t opset, mlir::Location loc);
+  /// `v`'s shape is within kMaxElements.
   mlir::LogicalResult checkSize(mlir::Value v, mlir::Location loc,
                                 const std::string &node);
   mlir::LogicalResult checkDeclaredType(const onnx::ValueInfoProto &info,

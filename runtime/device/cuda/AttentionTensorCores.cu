@@ -85,8 +85,7 @@ __device__ __forceinline__ void stageStrided(S *dst, int ld, const S *src,
                                              int n, int rows, int64_t dims,
                                              int pad) {
   const S *from = src + first * srcLd;
-  if (dims == pad && (reinterpret_cast<uintptr_t>(from) & 15) == 0 &&
-      srcLd % 8 == 0) {
+  if (dims == pad && alignedTo(from, 16) && srcLd % 8 == 0) {
     const int perRow = pad / 8;
     for (int t = threadIdx.x; t < rows * perRow; t += kThreads) {
       const int r = t / perRow, c = t - r * perRow;
@@ -231,8 +230,7 @@ template <typename S, int NO>
 __device__ __forceinline__ void
 storeRegs(S *dst, int64_t ld, int64_t row0, int64_t rows, int64_t dims,
           const float (&acc)[NO][4], float scale, int lane) {
-  const bool pairs = dims % 2 == 0 && ld % 2 == 0 &&
-                     (reinterpret_cast<uintptr_t>(dst) & 3) == 0;
+  const bool pairs = dims % 2 == 0 && ld % 2 == 0 && alignedTo(dst, 4);
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int64_t row = row0 + lane / 4 + 8 * hr;

@@ -1078,9 +1078,7 @@ cudaError_t launchCast(DType to, DType from, const Layout &l, void *out,
         using From = decltype(fromTag);
         floats = true;
         if constexpr (sizeof(To) <= 4 && sizeof(From) <= 4)
-          if (l.numel >= 4 && ((reinterpret_cast<uintptr_t>(out) |
-                                reinterpret_cast<uintptr_t>(in)) &
-                               15) == 0) {
+          if (l.numel >= 4 && alignedTo(out, 16) && alignedTo(in, 16)) {
             err = launch(l.numel / 4, s, [&](dim3 g, dim3 b, cudaStream_t st) {
               castFloatVectorKernel<To, From><<<g, b, 0, st>>>(
                   l.numel, static_cast<To *>(out),
