@@ -567,6 +567,25 @@ def run_workload(args, spec, title, tolerance, tolerance_note):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def dtcc_f32_products(blas):
+    """Where dtcc's f32 matrix products run (runtime/device/cpu/
+    MatmulKernels.cpp): oneDNN's brgemm matmul where the CPU has AVX-512
+    (oneDNN's avx512_core), the rest on OpenBLAS; DTCC_CPU_MATMUL=blas or
+    =dnnl chooses."""
+    env = os.environ.get("DTCC_CPU_MATMUL", "")
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+    if env == "dnnl" or (env != "blas" and avx512):
+        return (f"f32 products on Debian's oneDNN where its brgemm kernels take them "
+                f"(DTCC_CPU_MATMUL=blas: none), the rest on Debian's {blas}")
+    return f"Debian's {blas}"
+
+
 def _run_workload(args, spec, title, tolerance, tolerance_note, systems, threads_list,
                   venv_python):
     exported = run_child(DEBIAN_PYTHON, spec, "export", 1, os.environ)
@@ -600,8 +619,8 @@ def _run_workload(args, spec, title, tolerance, tolerance_note, systems, threads
         rows += table(args, spec, threads, results, tolerance, tolerance_note)
     print("versions: " + "; ".join(f"{LABELS[s]}: {v}" for s, v in versions.items() if v)
           + (f"; dtcc compile {dtcc_note}" if exe else ""))
-    print(f"BLAS: dtcc and PyTorch 1.13: Debian's {blas}; PyTorch 2 and ORT: their own "
-          f"(MKL and oneDNN; MLAS)")
+    print(f"BLAS: dtcc: {dtcc_f32_products(blas)}; PyTorch 1.13: Debian's {blas}; "
+          f"PyTorch 2 and ORT: their own (MKL and oneDNN; MLAS)")
     print()
     return rows
 

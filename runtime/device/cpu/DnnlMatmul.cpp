@@ -68,6 +68,12 @@ bool dnnlHasNativeBf16() {
          unsigned(dnnl_cpu_isa_avx512_core_bf16);
 }
 
+bool dnnlHasAvx512Core() {
+  const unsigned isa = unsigned(dnnl_get_effective_cpu_isa());
+  return (isa & unsigned(dnnl_cpu_isa_avx512_core)) ==
+         unsigned(dnnl_cpu_isa_avx512_core);
+}
+
 /// Memory objects bound to one caller's buffers; in the single-threaded
 /// mode also its own stream and a scratchpad object, so that the kernels'
 /// threads can run the primitive at once (oneDNN's library scratchpad is
@@ -103,7 +109,7 @@ DnnlMatmul::~DnnlMatmul() = default;
 
 StatusOr<std::unique_ptr<DnnlMatmul>>
 DnnlMatmul::create(const GemmBatch &g, DnnlGemmType type, const void *a,
-                   const void *b, void *c, int workers) {
+                   const void *b, void *c, int workers, bool brgemmOnly) {
   if (g.batch < 1 || g.m < 1 || g.n < 1 || g.k < 1)
     return invalidArgument("oneDNN matmul of an empty product (", g.batch,
                            " x ", g.m, " x ", g.n, " x ", g.k, ")");
@@ -148,6 +154,14 @@ DnnlMatmul::create(const GemmBatch &g, DnnlGemmType type, const void *a,
           dnnl_success &&
       impl)
     mm->impl_ = impl;
+  const bool reference = mm->impl_.rfind("ref", 0) == 0;
+  if (reference || (brgemmOnly && mm->impl_.rfind("brg", 0) != 0)) {
+    dnnl_primitive_desc_destroy(pd);
+    return unimplemented("oneDNN matmul of ", g.batch, " x ", g.m, " x ", g.n,
+                         " x ", g.k, " by ", mm->impl_,
+                         reference ? ", its reference code"
+                                   : ", not its brgemm kernels");
+  }
   dnnl_memory_desc_t scratchMd{};
   if (workers > 0)
     if (const dnnl_memory_desc_t *q =

@@ -48,6 +48,11 @@ enum class DnnlGemmType { kF32, kBF16, kBF16ToF32 };
 /// AVX512-BF16 or AMX-BF16); without, oneDNN would emulate bf16 slowly.
 bool dnnlHasNativeBf16();
 
+/// Whether oneDNN runs its AVX-512 kernels on this CPU (it reports
+/// avx512_core: AVX-512 F, BW, VL and DQ), where its f32 matmul is dtcc's
+/// default for f32 products (MatmulKernels.cpp).
+bool dnnlHasAvx512Core();
+
 /// One oneDNN matmul primitive bound to buffers; the buffers can be
 /// changed per call (the other groups of a MatmulShape).
 class DnnlMatmul {
@@ -59,10 +64,16 @@ public:
   /// Creates the primitive for `g` on `a`, `b`, `c`: OpenMP-threaded
   /// (`workers` 0), or single-threaded and runnable by `workers` threads
   /// at once (worker indices 0 .. workers-1). Fails with kUnimplemented
-  /// where oneDNN has no implementation.
+  /// where oneDNN has no implementation but its reference code (loops
+  /// without vectors, many times slower than any other path) and, with
+  /// `brgemmOnly`, where it has none of its brgemm kernels (which take
+  /// their packing space from the scratchpad, sized when the primitive is
+  /// made; its gemm:jit kernels, for operands its brgemm ones do not take,
+  /// such as a transposed lhs read with a stride, allocate theirs on every
+  /// call).
   static StatusOr<std::unique_ptr<DnnlMatmul>>
   create(const GemmBatch &g, DnnlGemmType type, const void *a, const void *b,
-         void *c, int workers = 0);
+         void *c, int workers = 0, bool brgemmOnly = false);
 
   /// Runs on the bound buffers (as worker 0).
   Status run();

@@ -4,18 +4,24 @@
 // broadcast operands read with batch stride 0; one GEMM when a shared rhs
 // lets the lhs batch fold into m).
 //
-// f32: OpenBLAS's cblas_sgemm, or oneDNN's matmul primitive
-// (DnnlMatmul.h: one per kernel, created when the kernel is bound,
-// transposes and batch strides as the operands' strides) with
-// DTCC_CPU_MATMUL=dnnl. bench/gemm_cpu.cpp first measured oneDNN 3.5-8x
-// faster, but OpenBLAS was running its SSE3 "Prescott" kernels then (it
-// does not know this project's CPU model: BlasCore.h); on its AVX-512
-// kernels, which the runner now selects, both run the benchmark GPTs'
-// shapes at 75-158 GFLOP/s on one quiet core (bench/RESULTS.md), and
-// OpenBLAS needs no JIT code or scratchpads (oneDNN's added 8-11 MiB per
-// rank) and no OpenMP threads spinning beside the ranks.
-// DTCC_CPU_MATMUL=blas forces OpenBLAS for bf16 as well (tests,
-// comparisons).
+// f32: oneDNN's matmul primitive (DnnlMatmul.h: one per kernel, created
+// when the kernel is bound, transposes and batch strides as the operands'
+// strides) where oneDNN runs its AVX-512 kernels and its brgemm kernels
+// take the product, else OpenBLAS's cblas_sgemm. On one core of the two
+// AVX-512 CPUs measured (`dtcc-bench-gemm-cpu`, bench/RESULTS.md)
+// oneDNN's f32 matmul ran the benchmark GPTs' dense products at
+// 0.98-1.26x the rate of OpenBLAS 0.3.21's AVX-512 kernels on an Emerald
+// Rapids (1.04-1.26x the 4 x 128's, 0.98-1.08x the 6 x 384's; OpenBLAS
+// zeroes each result in a pass of its own for beta = 0) and at 220-254
+// GFLOP/s against 228-248 on a Zen 5. Its gemm:jit kernels, which take
+// the pieces of a transposed lhs (read with a stride), allocate packing
+// buffers on every call, outside the program's memory plan (6 MiB more
+// resident for a 4-layer GPT of width 256): those products stay on
+// OpenBLAS, and oneDNN costs about 3 MiB of JIT code per rank. Without
+// AVX-512, where nothing was measured, OpenBLAS. DTCC_CPU_MATMUL=blas
+// keeps every product on OpenBLAS (bf16 through f32 conversions; tests,
+// comparisons), DTCC_CPU_MATMUL=dnnl puts every f32 product that oneDNN
+// has vector kernels for on oneDNN, on any CPU.
 // bf16: on CPUs with native bf16 (AVX512-BF16, AMX) oneDNN's bf16 matmul,
 // bf16 operands and result with f32 accumulation; elsewhere, and for f16,
 // the operands are converted to f32 scratch and multiplied as f32. Without
@@ -156,12 +162,27 @@ void blasBatch(const MatmulPlan &p, const T *a, const T *b, T *c) {
 }
 
 /// DTCC_CPU_MATMUL: "blas" keeps every product on OpenBLAS (bf16 through
-/// f32 conversions), "dnnl" puts f32 products on oneDNN too.
+/// f32 conversions), "dnnl" puts f32 products on oneDNN on any CPU.
 bool matmulEnvIs(const char *backend) {
   const char *v = std::getenv("DTCC_CPU_MATMUL");
   return v && std::strcmp(v, backend) == 0;
 }
 bool forceBlas() { return matmulEnvIs("blas"); }
+
+/// The f32 products that go to oneDNN: by default, where it runs its
+/// AVX-512 kernels, those its brgemm kernels take; with
+/// DTCC_CPU_MATMUL=dnnl every one it has vector kernels for; none with
+/// DTCC_CPU_MATMUL=blas. Like OpenBLAS's kernel family, the choice
+/// follows the CPU itself, not DTCC_CPU_ISA.
+enum class F32OnDnnl { kNone, kBrgemm, kAll };
+F32OnDnnl f32OnDnnl() {
+  if (forceBlas())
+    return F32OnDnnl::kNone;
+  if (matmulEnvIs("dnnl"))
+    return F32OnDnnl::kAll;
+  static const bool avx512 = dnnlHasAvx512Core();
+  return avx512 ? F32OnDnnl::kBrgemm : F32OnDnnl::kNone;
+}
 
 /// One strided batch of the plan as oneDNN sees it.
 GemmBatch gemmBatch(const MatmulPlan &p) {
@@ -196,7 +217,8 @@ constexpr int64_t kPieceRowAlign = 32;
 /// where oneDNN cannot take the plan (an empty product, no
 /// implementation): the caller falls back.
 KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
-                  size_t outElem, const void *a, const void *b, void *c) {
+                  size_t outElem, const void *a, const void *b, void *c,
+                  bool brgemmOnly = false) {
   if (p.m == 0 || p.n == 0 || p.k == 0)
     return nullptr;
   const char *ca = static_cast<const char *>(a);
@@ -231,9 +253,9 @@ KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
     (byBatch ? g.batch : g.m) = n;
     if (!byBatch && p.transLhs)
       g.ldA = p.m;
-    auto mm = DnnlMatmul::create(g, type, ca + p.lhsOffsets[0] * elem,
-                                 cb + p.rhsOffsets[0] * elem,
-                                 cc + p.outOffsets[0] * outElem, workers);
+    auto mm = DnnlMatmul::create(
+        g, type, ca + p.lhsOffsets[0] * elem, cb + p.rhsOffsets[0] * elem,
+        cc + p.outOffsets[0] * outElem, workers, brgemmOnly);
     if (!mm.isOk())
       return nullptr;
     return std::move(mm).value();
@@ -264,12 +286,14 @@ KernelFn makeDnnl(const MatmulPlan &p, DnnlGemmType type, size_t elem,
   };
 }
 
-/// f32 products: OpenBLAS, or oneDNN with DTCC_CPU_MATMUL=dnnl.
+/// f32 products: oneDNN where f32OnDnnl() takes the plan, else OpenBLAS.
 KernelFn makeF32(const MatmulPlan &p, const float *a, const float *b,
                  float *c) {
-  if (matmulEnvIs("dnnl"))
-    if (KernelFn fn = makeDnnl(p, DnnlGemmType::kF32, sizeof(float),
-                               sizeof(float), a, b, c))
+  const F32OnDnnl onDnnl = f32OnDnnl();
+  if (onDnnl != F32OnDnnl::kNone)
+    if (KernelFn fn =
+            makeDnnl(p, DnnlGemmType::kF32, sizeof(float), sizeof(float), a, b,
+                     c, onDnnl == F32OnDnnl::kBrgemm))
       return fn;
   blasOnCallingThread();
   return [p, a, b, c]() -> Status {

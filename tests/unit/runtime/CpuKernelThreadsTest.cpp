@@ -162,7 +162,12 @@ TEST(CpuKernelThreads, MatmulSplitsAsOneProduct) {
   // one cblas call computes, on every OpenBLAS kernel (the rows' blocks are
   // whole micro-tiles of the kernels OpenBLAS runs: sgemmRowAlign). ctest
   // runs it again under OPENBLAS_CORETYPE=Haswell and SkylakeX, where the
-  // CPU has their instructions.
+  // CPU has their instructions. DTCC_CPU_MATMUL=blas: f32 products would
+  // go to oneDNN on an AVX-512 CPU (f32 on oneDNN: the next test).
+  setenv("DTCC_CPU_MATMUL", "blas", 1);
+  struct Unset {
+    ~Unset() { unsetenv("DTCC_CPU_MATMUL"); }
+  } unset;
   const char *core = openblas_get_corename();
   const std::string name = core ? core : "";
   if (!cpu::cpuRunsBlasCore(name, cpu::hostVectorIsa()))
@@ -200,14 +205,13 @@ TEST(CpuKernelThreads, MatmulSplitsAsOneProduct) {
   }
 }
 
-TEST(CpuKernelThreads, Bf16ProductsOnOneDnnAsTheirPiecesAlone) {
-  // oneDNN's bf16 products are cut into pieces by their shape alone
-  // (MatmulKernels.cpp) and the pieces run on the kernels' threads: each
-  // piece's rows (or batch items) computed alone, as a product of its own,
-  // are bitwise those of the whole product. Pieces: rows 256 + 256 + 188;
-  // transposed lhs, rows 256 + 244; a batch of 40 in 6 x 6 + 4.
-  if (!cpu::dnnlHasNativeBf16())
-    GTEST_SKIP() << "oneDNN has no native bf16 matmul on this CPU";
+/// oneDNN's products are cut into pieces by their shape alone
+/// (MatmulKernels.cpp) and the pieces run on the kernels' threads: each
+/// piece's rows (or batch items) computed alone, as a product of its own,
+/// are bitwise those of the whole product. Pieces: rows 256 + 256 + 188;
+/// transposed lhs, rows 256 + 244; a batch of 40 in 6 x 6 + 4.
+void checkOneDnnPiecesAlone(DType dtype) {
+  const size_t elem = dtypeSize(dtype);
   std::mt19937 rng(11);
   struct Case {
     int64_t batch, m, k, n;
@@ -225,12 +229,12 @@ TEST(CpuKernelThreads, Bf16ProductsOnOneDnnAsTheirPiecesAlone) {
                                    : std::vector<int64_t>{c.m, c.k};
     if (byBatch)
       as.insert(as.begin(), c.batch);
-    Tensor a = randomTensor(rng, DType::kBF16, as, -1, 1);
-    Tensor b = randomTensor(rng, DType::kBF16, {c.k, c.n}, -1, 1);
+    Tensor a = randomTensor(rng, dtype, as, -1, 1);
+    Tensor b = randomTensor(rng, dtype, {c.k, c.n}, -1, 1);
     std::vector<int64_t> os{c.m, c.n};
     if (byBatch)
       os.insert(os.begin(), c.batch);
-    Tensor out = Tensor::output(DType::kBF16, os);
+    Tensor out = Tensor::output(dtype, os);
     Attrs attrs;
     attrs.set("transpose_lhs", c.ta);
     ASSERT_TRUE(runKernel("matmul", {a.view(), b.view()}, {out.view()}, attrs).isOk());
@@ -239,26 +243,72 @@ TEST(CpuKernelThreads, Bf16ProductsOnOneDnnAsTheirPiecesAlone) {
       // columns of the stored lhs.
       std::vector<int64_t> ps = as;
       ps[c.ta ? 1 : 0] = size;
-      Tensor part(DType::kBF16, ps);
+      Tensor part(dtype, ps);
       const int64_t cols = c.ta ? c.m : c.k * (byBatch ? c.m : 1);
       const int64_t lines = c.ta ? c.k : 1;
       for (int64_t r = 0; r < lines; ++r)
-        std::memcpy(part.bytes() + r * size * 2 * (c.ta ? 1 : cols),
-                    a.bytes() + (r * cols + begin * (c.ta ? 1 : cols)) * 2,
-                    size_t(size * (c.ta ? 1 : cols)) * 2);
+        std::memcpy(part.bytes() + r * size * elem * (c.ta ? 1 : cols),
+                    a.bytes() + (r * cols + begin * (c.ta ? 1 : cols)) * elem,
+                    size_t(size * (c.ta ? 1 : cols)) * elem);
       std::vector<int64_t> pos = os;
       pos[0] = size;
-      Tensor alone = Tensor::output(DType::kBF16, pos);
+      Tensor alone = Tensor::output(dtype, pos);
       ASSERT_TRUE(runKernel("matmul", {part.view(), b.view()}, {alone.view()}, attrs).isOk());
       const int64_t perItem = byBatch ? c.m * c.n : c.n;
-      ASSERT_EQ(std::memcmp(out.bytes() + begin * perItem * 2, alone.bytes(),
-                            size_t(alone.numel()) * 2),
+      ASSERT_EQ(std::memcmp(out.bytes() + begin * perItem * elem, alone.bytes(),
+                            size_t(alone.numel()) * elem),
                 0)
-          << "bf16 matmul " << c.batch << " x " << c.m << " x " << c.k << " x "
-          << c.n << " (lhs transposed " << c.ta << "): the piece at " << begin
-          << " differs from its product alone";
+          << dtypeName(dtype) << " matmul " << c.batch << " x " << c.m << " x "
+          << c.k << " x " << c.n << " (lhs transposed " << c.ta
+          << "): the piece at " << begin << " differs from its product alone";
     }
   }
+}
+
+TEST(CpuKernelThreads, Bf16ProductsOnOneDnnAsTheirPiecesAlone) {
+  if (!cpu::dnnlHasNativeBf16())
+    GTEST_SKIP() << "oneDNN has no native bf16 matmul on this CPU";
+  checkOneDnnPiecesAlone(DType::kBF16);
+}
+
+TEST(CpuKernelThreads, F32ProductsOnOneDnnAsTheirPiecesAlone) {
+  // f32 products run on oneDNN's brgemm kernels by default where it has
+  // AVX-512 ones; DTCC_CPU_MATMUL=dnnl puts every one there (the
+  // transposed lhs's pieces on its gemm:jit kernels), on any CPU.
+  setenv("DTCC_CPU_MATMUL", "dnnl", 1);
+  checkOneDnnPiecesAlone(DType::kF32);
+  unsetenv("DTCC_CPU_MATMUL");
+}
+
+TEST(CpuKernelThreads, OneDnnBrgemmOnlyRefusesStridedTransposedLhs) {
+  // A piece of a transposed lhs (rows of op(A), stored with a leading
+  // dimension beyond them) goes to oneDNN's gemm:jit kernels, which
+  // allocate their packing buffers on every call: the default f32 path
+  // (brgemmOnly) refuses it, and OpenBLAS takes the product; the whole,
+  // dense product is brgemm's.
+  if (!cpu::dnnlHasAvx512Core())
+    GTEST_SKIP() << "oneDNN has no AVX-512 kernels on this CPU";
+  std::vector<float> a(512 * 256), b(512 * 128), c(512 * 128);
+  cpu::GemmBatch piece;
+  piece.m = 256, piece.n = 128, piece.k = 512, piece.transA = true;
+  piece.ldA = 512;
+  auto strided = cpu::DnnlMatmul::create(piece, cpu::DnnlGemmType::kF32,
+                                         a.data(), b.data(), c.data(), 1,
+                                         /*brgemmOnly=*/true);
+  ASSERT_FALSE(strided.isOk());
+  EXPECT_EQ(strided.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(strided.status().message().find("gemm:jit"), std::string::npos)
+      << strided.status().toString();
+  EXPECT_TRUE(cpu::DnnlMatmul::create(piece, cpu::DnnlGemmType::kF32, a.data(),
+                                      b.data(), c.data(), 1)
+                  .isOk());
+  cpu::GemmBatch dense = piece;
+  dense.ldA = 0;
+  auto whole = cpu::DnnlMatmul::create(dense, cpu::DnnlGemmType::kF32, a.data(),
+                                       b.data(), c.data(), 1,
+                                       /*brgemmOnly=*/true);
+  ASSERT_TRUE(whole.isOk()) << whole.status().toString();
+  EXPECT_EQ(whole.value()->impl().rfind("brg", 0), 0u) << whole.value()->impl();
 }
 
 TEST(CpuKernelThreads, ReductionsAsOnOneThread) {

@@ -377,8 +377,10 @@ int64_t broadcastBatchIndex(int64_t b, const std::vector<int64_t> &out,
 /// Every layout (transposed or not on each side), batched, broadcast and
 /// empty form, for every dtype, against a naive f64 loop. f32 and bf16
 /// products run on `backend` (DTCC_CPU_MATMUL: "dnnl" puts f32 on oneDNN's
-/// matmul, "blas" keeps bf16 off oneDNN's native bf16 matmul, "" is the
-/// default: f32 on OpenBLAS, bf16 on oneDNN where the CPU has native bf16).
+/// matmul, "blas" keeps f32 on OpenBLAS and bf16 off oneDNN's native bf16
+/// matmul, "" is the default: f32 on oneDNN's brgemm kernels where it runs
+/// AVX-512 ones, the rest on OpenBLAS; bf16 on oneDNN where the CPU has
+/// native bf16).
 void checkMatmulAgainstReference(const char *backend) {
   bool blas = std::string(backend) == "blas";
   if (*backend)
