@@ -146,8 +146,9 @@ cl::opt<std::string> compileTo(
     cl::cat(category));
 cl::opt<std::string> target(
     "target",
-    cl::desc("The device the executable runs on: cpu (OpenBLAS, MPI) or "
-             "cuda (NVIDIA GPUs: cuBLASLt, NCCL; one rank per GPU)"),
+    cl::desc(
+        "The device the executable runs on: cpu (oneDNN, OpenBLAS, MPI) or "
+        "cuda (NVIDIA GPUs: cuBLASLt, NCCL; one rank per GPU)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::sub(compileCmd),
     cl::cat(category));
 cl::opt<bool> fuse(
