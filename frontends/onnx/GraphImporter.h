@@ -79,6 +79,10 @@ private:
   /// The node has its required inputs (ONNX's schema) and an output.
   mlir::LogicalResult checkArity(const onnx::NodeProto &node, int index,
                                  int64_t opset, mlir::Location loc);
+  /// Every flag attribute of the node (keepdims, transA, ...: the list in
+  /// OnnxImporter.cpp) is 0 or 1.
+  mlir::LogicalResult checkFlagAttributes(const onnx::NodeProto &node,
+                                          int index, mlir::Location loc);
   /// ONNX's type constraints over the node's tensor inputs, where its
   /// schema (onnx's registry, up to the library's opset) gives them: the
   /// inputs of one type parameter share one element type, and each is of a

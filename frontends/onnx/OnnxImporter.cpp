@@ -394,6 +394,49 @@ static std::string onnxElementName(Type t) {
   return "";
 }
 
+/// Attributes ONNX's ops define as flags, 0 or 1. Other values differ
+/// between runtimes (onnx's shape inference and ONNX Runtime take only 1
+/// as set, PyTorch any nonzero value): an error, not a guess.
+static constexpr llvm::StringLiteral kFlagAttributes[] = {
+    "align_corners",
+    "allowzero",
+    "antialias",
+    "broadcast",
+    "ceil_mode",
+    "count_include_pad",
+    "detect_negative",
+    "detect_positive",
+    "exclude_outside",
+    "exclusive",
+    "fmod",
+    "input_forget",
+    "keepdims",
+    "largest",
+    "linear_before_reset",
+    "new_axis",
+    "noop_with_empty_axes",
+    "reverse",
+    "select_last_index",
+    "sorted",
+    "training_mode",
+    "transA",
+    "transB",
+    "upper"};
+
+LogicalResult GraphImporter::checkFlagAttributes(const onnx::NodeProto &node,
+                                                 int index, Location loc) {
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    if (attr.type() != onnx::AttributeProto::INT || attr.i() == 0 ||
+        attr.i() == 1 || !llvm::is_contained(kFlagAttributes, attr.name()))
+      continue;
+    return emitError(loc, "node '")
+           << nodeName(node, index) << "' (" << node.op_type()
+           << "): expected attribute " << attr.name() << " 0 or 1, got "
+           << attr.i();
+  }
+  return success();
+}
+
 /// The kind of an ONNX element type name: bool, integer or floating point.
 static char elementKind(llvm::StringRef name) {
   if (name == "bool")
@@ -835,7 +878,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
       return emitError(loc, "node '")
              << name << "' (" << node.op_type() << ") uses '" << in
              << "', which no earlier node, input or initializer defines";
-  if (failed(checkArity(node, index, opset, loc)))
+  if (failed(checkArity(node, index, opset, loc)) ||
+      failed(checkFlagAttributes(node, index, loc)))
     return failure();
   // Top-level nodes were checked (checkOps); a branch's are checked here.
   if (std::string why = unsupportedReason(node, opset); !why.empty())

@@ -179,9 +179,15 @@ LogicalResult importTranspose(NodeImporter &n) {
   }
   SmallVector<int64_t> sorted(perm);
   llvm::sort(sorted);
-  for (int64_t i = 0; i < rank; ++i)
-    if ((int64_t)sorted.size() != rank || sorted[i] != i)
-      return n.error() << "expected perm to be a permutation of 0.." << rank - 1;
+  bool permutation = (int64_t)sorted.size() == rank;
+  for (int64_t i = 0; permutation && i < rank; ++i)
+    permutation = sorted[i] == i;
+  if (!permutation) {
+    auto diag = n.error() << "expected perm to be a permutation of the "
+                          << "input's " << rank << " dimensions, got [";
+    llvm::interleaveComma(perm, diag);
+    return diag << "]";
+  }
   n.setOutput(0, n.transpose(x, perm));
   return success();
 }
@@ -455,6 +461,13 @@ LogicalResult importRange(NodeImporter &n) {
   auto delta = n.constantInput(2, "delta");
   if (failed(start) || failed(limit) || failed(delta))
     return failure();
+  // ONNX's start, limit and delta are scalars of one type T.
+  const char *names[] = {"start", "limit", "delta"};
+  DenseElementsAttr operands[] = {*start, *limit, *delta};
+  for (int i = 0; i < 3; ++i)
+    if (operands[i].getNumElements() != 1)
+      return n.error() << "expected a scalar " << names[i] << " (input " << i
+                       << "), got " << operands[i].getType();
   Type element = start->getElementType();
   auto asDouble = [](DenseElementsAttr a) {
     Attribute v = a.getValues<Attribute>()[0];
@@ -867,6 +880,11 @@ FailureOr<Value> concatenate(NodeImporter &n, ArrayRef<Value> all,
   auto first = typeOf(inputs[0]);
   for (Value v : inputs) {
     auto t = typeOf(v);
+    // The axis was taken against the largest rank, which may be an empty
+    // input's that was left out.
+    if (*axis >= t.getRank())
+      return n.error() << "cannot concatenate " << t << " along axis " << *axis
+                       << " (inputs of rank " << rank << ")";
     bool ok = t.getRank() == first.getRank() &&
               t.getElementType() == first.getElementType();
     for (int64_t d = 0; ok && d < t.getRank(); ++d)
