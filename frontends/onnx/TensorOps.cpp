@@ -324,6 +324,12 @@ LogicalResult importGather(NodeImporter &n) {
   Type it = getElementTypeOrSelf(indices.getType());
   if (!it.isInteger(32) && !it.isInteger(64))
     return n.error() << "expected i32 or i64 indices, got " << indices.getType();
+  // Every index is out of range of an empty axis (the kernels check the
+  // others when they run).
+  if (typeOf(data).getDimSize(*axis) == 0 && typeOf(indices).getNumElements())
+    return n.error() << "cannot gather " << typeOf(indices).getNumElements()
+                     << " indices from axis " << *axis << " of "
+                     << data.getType() << ", which is empty";
   n.setOutput(0, n.fold<GatherOp>(data, indices, *axis));
   return success();
 }
