@@ -414,12 +414,7 @@ def choose_openblas_core(choice):
         return f"OpenBLAS core {detected} (as OpenBLAS detects this CPU)"
     note = ""
     if choice == "auto":
-        flags = set()
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
+        flags = cpu_flags()
         if "avx512f" in flags and detected not in AVX512_CORES:
             choice = "SkylakeX"
         elif "avx2" in flags and detected not in AVX2_CORES:
@@ -567,18 +562,22 @@ def run_workload(args, spec, title, tolerance, tolerance_note):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def cpu_flags():
+    """The CPU's feature flags, as /proc/cpuinfo lists them."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
 def dtcc_f32_products(blas):
     """Where dtcc's f32 matrix products run (runtime/device/cpu/
     MatmulKernels.cpp): oneDNN's brgemm matmul where the CPU has AVX-512
     (oneDNN's avx512_core), the rest on OpenBLAS; DTCC_CPU_MATMUL=blas or
     =dnnl chooses."""
     env = os.environ.get("DTCC_CPU_MATMUL", "")
-    flags = set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
+    flags = cpu_flags()
     avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
     if env == "dnnl" or (env != "blas" and avx512):
         return (f"f32 products on Debian's oneDNN where its brgemm kernels take them "
