@@ -87,6 +87,19 @@ public:
   /// (a pipeline stage that sends activations on before it receives the
   /// gradient its peer sends back), and the function's end waits for it.
   virtual Status synchronizeForTiming() { return synchronize(); }
+  /// Timing on the device itself (a GPU's events), which --profile prefers
+  /// to synchronizing after every kernel: that leaves the device idle
+  /// between kernels and adds the host's round trip to each. A device that
+  /// has it records a mark in order with the kernels (markTime) and, once
+  /// it has synchronized, gives the seconds between consecutive marks
+  /// (takeMarkIntervals, which forgets them).
+  virtual bool timesOnDevice() const { return false; }
+  virtual Status markTime() {
+    return unimplemented("device '", name(), "' has no timing of its own");
+  }
+  virtual StatusOr<std::vector<double>> takeMarkIntervals() {
+    return unimplemented("device '", name(), "' has no timing of its own");
+  }
   virtual const KernelRegistry &kernels() const = 0;
   /// The kernels of host instructions: the CPU's. The default is kernels(),
   /// right for the CPU device.

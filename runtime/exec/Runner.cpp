@@ -235,7 +235,10 @@ void printHelp(const char *argv0, const format::Program *program,
       "  --print               print each output's type and values\n"
       "  --function NAME       the function to run (default: main)\n"
       "  --repeat N            run N times and report the mean time\n"
-      "  --profile             report the time spent per kernel\n"
+      "  --profile             report the time spent per kernel: on a GPU\n"
+      "                        the device's time between events around\n"
+      "                        each kernel, on the CPU each kernel's run\n"
+      "                        to its end\n"
       "  --trace FILE          write a Chrome trace (chrome://tracing,\n"
       "                        Perfetto) of every kernel run to FILE; '%%r'\n"
       "                        in FILE is the rank (several ranks without\n"
@@ -625,7 +628,11 @@ Status writeTrace(const Executable &exe, std::string path) {
 }
 
 /// Kernel times, slowest first, divided by `runs`.
-void printProfile(const Executable &exe, int runs) {
+void printProfile(Executable &exe, int runs) {
+  std::printf("kernel time%s (%s):\n", runs > 1 ? " per run" : " over the run",
+              exe.device().timesOnDevice()
+                  ? "device time between events around each kernel"
+                  : "each kernel run to its end");
   std::vector<std::pair<double, std::string>> rows;
   for (const auto &[name, p] : exe.profile())
     rows.push_back({p.seconds, name});
@@ -673,10 +680,8 @@ int runTraining(const Options &opts, const format::Program &program,
   }
   if (opts.stats)
     printStats(exe);
-  if (opts.profile) {
-    std::printf("kernel time over the run:\n");
+  if (opts.profile)
     printProfile(exe, 1);
-  }
   printRankSummary(exe, program);
   printResident(exe, dataBytes);
   return 0;

@@ -167,6 +167,8 @@ CudaDevice::~CudaDevice() {
     cudaEventDestroy(computeDone_);
   if (transfersDone_)
     cudaEventDestroy(transfersDone_);
+  for (cudaEvent_t e : timeMarks_)
+    cudaEventDestroy(e);
   if (copy_)
     cudaStreamDestroy(copy_);
   if (compute_)
@@ -344,6 +346,33 @@ Status CudaDevice::flushP2P() {
     if (op.blocking)
       DTCC_CUDA_CHECK(cudaStreamWaitEvent(compute_, op.done, 0));
   return Status::ok();
+}
+
+Status CudaDevice::markTime() {
+  if (marks_ == timeMarks_.size()) {
+    cudaEvent_t e = nullptr;
+    DTCC_CUDA_CHECK(cudaEventCreate(&e));
+    timeMarks_.push_back(e);
+  }
+  // Sends and receives grouped so far go out first, as the next kernel
+  // would issue them.
+  DTCC_RETURN_IF_ERROR(flushP2P());
+  DTCC_CUDA_CHECK(cudaEventRecord(timeMarks_[marks_], compute_));
+  ++marks_;
+  return Status::ok();
+}
+
+StatusOr<std::vector<double>> CudaDevice::takeMarkIntervals() {
+  std::vector<double> seconds;
+  for (size_t i = 1; i < marks_; ++i) {
+    float ms = 0;
+    DTCC_CUDA_CHECK(cudaEventSynchronize(timeMarks_[i]));
+    DTCC_CUDA_CHECK(
+        cudaEventElapsedTime(&ms, timeMarks_[i - 1], timeMarks_[i]));
+    seconds.push_back(1e-3 * double(ms));
+  }
+  marks_ = 0;
+  return seconds;
 }
 
 Status CudaDevice::synchronize() { return synchronizeStreams(true); }

@@ -79,6 +79,11 @@ public:
   /// synchronize() but for the send/recv streams (their sends may wait for
   /// receives the peer posts later; the function's end waits for them).
   Status synchronizeForTiming() override;
+  /// Events on the compute stream (collectives and transfers on their own
+  /// streams overlap it and are not in the intervals).
+  bool timesOnDevice() const override { return true; }
+  Status markTime() override;
+  StatusOr<std::vector<double>> takeMarkIntervals() override;
   const KernelRegistry &kernels() const override { return registry_; }
   /// Ends the adamw group being bound: fusion stays inside a function.
   void beginFunction() override { openAdamw_.reset(); }
@@ -169,6 +174,10 @@ private:
   cudaStream_t p2pUp_ = nullptr, p2pDown_ = nullptr;
   cudaStream_t copy_ = nullptr;
   cudaEvent_t computeDone_ = nullptr, transfersDone_ = nullptr;
+  /// markTime's events, created as needed and kept; the first `marks_`
+  /// are recorded.
+  std::vector<cudaEvent_t> timeMarks_;
+  size_t marks_ = 0;
   /// The host's kernels (runtime/device/cpu).
   KernelRegistry hostRegistry_;
   DeviceError *error_ = nullptr;
