@@ -112,21 +112,28 @@ __global__ void storeFromFloatKernel(const float *acc, S *out, int64_t n) {
   DTCC_GRID_LOOP(i, n) { out[i] = Elem<S>::store(acc[i]); }
 }
 
-/// A multi-tensor launch's block: the index of the tensor of `tensors`
-/// (entries numbering their chunks by `firstChunk`, a prefix sum) whose
-/// chunks hold blockIdx.x, the last one whose first chunk is <= it (an
-/// empty tensor shares its first chunk with the next).
+/// A multi-tensor launch's chunk `chunk`: the index of the tensor of
+/// `tensors` (entries numbering their chunks by `firstChunk`, a prefix sum)
+/// whose chunks hold it, the last one whose first chunk is <= it (an empty
+/// tensor shares its first chunk with the next), searched from `from` up (a
+/// block that walks its chunks in increasing order passes the last owner).
 template <typename T>
-__device__ __forceinline__ int chunkOwner(const T *tensors, int count) {
-  int lo = 0, hi = count - 1;
+__device__ __forceinline__ int chunkOwner(const T *tensors, int count,
+                                          int64_t chunk, int from = 0) {
+  int lo = from, hi = count - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (tensors[mid].firstChunk <= int64_t(blockIdx.x))
+    if (tensors[mid].firstChunk <= chunk)
       lo = mid;
     else
       hi = mid - 1;
   }
   return lo;
+}
+/// The owner of chunk blockIdx.x (a block per chunk).
+template <typename T>
+__device__ __forceinline__ int chunkOwner(const T *tensors, int count) {
+  return chunkOwner(tensors, count, int64_t(blockIdx.x));
 }
 
 template <typename T> __device__ __forceinline__ T warpSum(T v) {

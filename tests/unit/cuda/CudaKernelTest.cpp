@@ -461,6 +461,35 @@ TEST_F(CudaKernels, LayerNormAndGrad) {
           kF32Tol * 10);
 }
 
+/// The norms' parameter gradients: 16-byte columns where every row's
+/// columns are whole vectors (1024), one element a thread where they are
+/// not (100 bf16 columns); rows that leave the unrolled loop a remainder.
+TEST_F(CudaKernels, NormParamGradsInVectorsAndNot) {
+  Attrs a;
+  a.set("axis", int64_t(-1));
+  const int64_t rows = 1001;
+  std::vector<float> rstd = randomValues(rows, 80);
+  for (float &r : rstd)
+    r = 0.5f + std::fabs(r);
+  for (DType d : {DType::kF32, DType::kBF16})
+    for (int64_t cols : {int64_t(1024), int64_t(100)}) {
+      const double tol = d == DType::kF32 ? kF32Tol * 10 : kBf16Tol;
+      const auto x = randomValues(rows * cols, 81, 3);
+      const auto dy = randomValues(rows * cols, 82);
+      compare("layer_norm_param_grad", a,
+              {{d, {rows, cols}, x},
+               {DType::kF32, {rows}, randomValues(rows, 83)},
+               {DType::kF32, {rows}, rstd},
+               {d, {rows, cols}, dy}},
+              {{d, {cols}, {}}, {d, {cols}, {}}}, tol);
+      compare("rms_norm_param_grad", a,
+              {{d, {rows, cols}, x},
+               {DType::kF32, {rows}, rstd},
+               {d, {rows, cols}, dy}},
+              {{d, {cols}, {}}}, tol);
+    }
+}
+
 TEST_F(CudaKernels, CrossEntropy) {
   std::vector<float> labels(64);
   for (int i = 0; i < 64; ++i)
@@ -1000,7 +1029,7 @@ TEST_F(CudaKernels, ReductionsOfEveryLayoutMatchTheCpu) {
 /// negative: the sums are the CPU backend's, which adds in index order, to
 /// the bit, and the same on every run.
 TEST_F(CudaKernels, ScatterAddIsTheCpuSumOnEveryRun) {
-  const int64_t count = 5000, size = 1000, inner = 33;
+  const int64_t count = 5000, size = 1000;
   std::vector<float> idx(count);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t row = (i * 7919) % 50 + (i % 97 == 0 ? 500 : 0);
@@ -1009,19 +1038,21 @@ TEST_F(CudaKernels, ScatterAddIsTheCpuSumOnEveryRun) {
   Attrs a;
   a.set("axis", int64_t(0));
   a.set("dim_size", size);
-  for (DType d : {DType::kF32, DType::kBF16, DType::kF64, DType::kI64}) {
-    std::vector<float> upd = randomValues(count * inner, 50, 3.f);
-    if (d == DType::kI64)
-      for (float &v : upd)
-        v = std::round(v * 1000);
-    const std::vector<Operand> in = {{d, {count, inner}, upd},
-                                     {DType::kI32, {count}, idx}};
-    const std::vector<Operand> out = {{d, {size, inner}, {}}};
-    compare("scatter_add", a, in, out, 0);
-    auto first = run(*gpu, "scatter_add", a, in, out);
-    auto second = run(*gpu, "scatter_add", a, in, out, nullptr, 2);
-    EXPECT_EQ(first, second) << dtypeName(d);
-  }
+  // Rows of 40: 16-byte packs; of 33: an element a thread.
+  for (int64_t inner : {33, 40})
+    for (DType d : {DType::kF32, DType::kBF16, DType::kF64, DType::kI64}) {
+      std::vector<float> upd = randomValues(count * inner, 50, 3.f);
+      if (d == DType::kI64)
+        for (float &v : upd)
+          v = std::round(v * 1000);
+      const std::vector<Operand> in = {{d, {count, inner}, upd},
+                                       {DType::kI32, {count}, idx}};
+      const std::vector<Operand> out = {{d, {size, inner}, {}}};
+      compare("scatter_add", a, in, out, 0);
+      auto first = run(*gpu, "scatter_add", a, in, out);
+      auto second = run(*gpu, "scatter_add", a, in, out, nullptr, 2);
+      EXPECT_EQ(first, second) << dtypeName(d);
+    }
   // Scattered along a middle axis, i64 indices.
   Attrs mid;
   mid.set("axis", int64_t(1));
@@ -1029,10 +1060,39 @@ TEST_F(CudaKernels, ScatterAddIsTheCpuSumOnEveryRun) {
   std::vector<float> few(40);
   for (int i = 0; i < 40; ++i)
     few[i] = float((i * 3) % 7);
-  compare("scatter_add", mid,
-          {{DType::kF32, {3, 40, 5}, randomValues(600, 51)},
-           {DType::kI64, {40}, few}},
-          {{DType::kF32, {3, 7, 5}, {}}}, 0);
+  for (int64_t inner : {5, 64})
+    compare("scatter_add", mid,
+            {{DType::kF32, {3, 40, inner}, randomValues(120 * inner, 51)},
+             {DType::kI64, {40}, few}},
+            {{DType::kF32, {3, 7, inner}, {}}}, 0);
+}
+
+/// gather as the CPU's: rows of 16-byte packs (bf16 rows of 40, f32 of 36),
+/// rows an element at a time (33), short rows by element (3); an inner
+/// axis; negative indices; a bad index reported with its position.
+TEST_F(CudaKernels, GatherRowsLikeTheCpu) {
+  std::vector<float> idx = {3, -1, 0, 49, 7, -50, 12};
+  for (DType it : {DType::kI32, DType::kI64})
+    for (auto [d, inner] : {std::pair{DType::kBF16, int64_t(40)},
+                            {DType::kF32, int64_t(36)},
+                            {DType::kF32, int64_t(33)},
+                            {DType::kF16, int64_t(3)}}) {
+      compare("gather", intAttr("axis", 0),
+              {{d, {50, inner}, randomValues(50 * inner, 53)}, {it, {7}, idx}},
+              {{d, {7, inner}, {}}}, 0);
+      compare(
+          "gather", intAttr("axis", 1),
+          {{d, {2, 50, inner}, randomValues(100 * inner, 54)}, {it, {7}, idx}},
+          {{d, {2, 7, inner}, {}}}, 0);
+    }
+  Status synced;
+  run(*gpu, "gather", intAttr("axis", 0),
+      {{DType::kF32, {10, 64}, randomValues(640, 55)},
+       {DType::kI64, {3}, {1, 12, 2}}},
+      {{DType::kF32, {3, 64}, {}}}, &synced);
+  ASSERT_FALSE(synced.isOk());
+  EXPECT_NE(synced.message().find("index 12 at position 1"), std::string::npos)
+      << synced.message();
 }
 
 TEST_F(CudaKernels, ScatterAddBadIndexIsReported) {
@@ -2032,11 +2092,14 @@ namespace dtcc::runtime {
 namespace {
 
 // The device's memory figures are the CUDA runtime's: arenas allocated
-// show in cudaMemGetInfo's in-use bytes (within the allocator's 2 MiB
-// granularity) and in the device's cudaMalloc peak exactly. cudaMemGetInfo
-// counts every process on the GPU (scripts/gpu_checks.sh runs the unit
-// tests beside training cases), so the in-use check takes the closest of a
-// few allocate-and-free rounds; the peak is this process's own.
+// show in cudaMemGetInfo's in-use bytes (within 8 MiB: the allocator's
+// 2 MiB granularity, the 256 bytes of padding that round one more page,
+// and the driver's own bookkeeping: on 2026-11-30 an H200's figure moved
+// at least 4.125 MiB more than the arenas in each of 8 rounds) and in the
+// device's cudaMalloc peak exactly. cudaMemGetInfo counts every process on the
+// GPU (scripts/gpu_checks.sh runs the unit tests beside training cases), so the
+// in-use check takes the closest of a few allocate-and-free rounds; the peak is
+// this process's own.
 TEST(CudaMemoryUse, ArenasShowInTheMeasuredFigures) {
   if (!haveGpu())
     GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount reports none)";
@@ -2048,8 +2111,8 @@ TEST(CudaMemoryUse, ArenasShowInTheMeasuredFigures) {
   EXPECT_GT(first.usedAtCreate, 0); // the context
   const int64_t bytes = int64_t(256) << 20;
   double closest = 1e300;
-  for (int round = 0; round < 8 && closest > double(int64_t(4) << 20);
-       ++round) {
+  const double slack = double(int64_t(8) << 20);
+  for (int round = 0; round < 16 && closest > slack; ++round) {
     const cuda::CudaDevice::MemoryUse before = gpu.memoryUse();
     auto arenas = gpu.allocateArenas({bytes / 2, bytes / 2});
     ASSERT_TRUE(arenas.isOk()) << arenas.status().toString();
@@ -2062,7 +2125,7 @@ TEST(CudaMemoryUse, ArenasShowInTheMeasuredFigures) {
       gpu.deallocate(p);
     EXPECT_EQ(gpu.mallocBytes(), first.mallocPeak); // the error slot stays
   }
-  EXPECT_LE(closest, double(int64_t(4) << 20))
+  EXPECT_LE(closest, slack)
       << "cudaMemGetInfo's in-use bytes never moved by the arenas' size";
 }
 
