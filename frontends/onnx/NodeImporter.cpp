@@ -135,6 +135,13 @@ FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i, StringRef what,
   return diag;
 }
 
+std::optional<DenseElementsAttr> NodeImporter::knownInput(int i) {
+  Value v = input(i);
+  if (!v)
+    return std::nullopt;
+  return graph.constantValueOf(v);
+}
+
 FailureOr<SmallVector<int64_t>> NodeImporter::constantInts(int i,
                                                            StringRef what) {
   auto value = constantInput(i, what);

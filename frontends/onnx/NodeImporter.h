@@ -87,6 +87,9 @@ public:
   /// bind it, and failure.
   mlir::FailureOr<mlir::DenseElementsAttr>
   constantInput(int i, llvm::StringRef what, llvm::StringRef why = {});
+  /// The value of input `i` where it is known at compile time, as
+  /// constantInput finds it; nothing (and no error) where it is not.
+  std::optional<mlir::DenseElementsAttr> knownInput(int i);
   /// constantInput as integers (any integer type), for axes and shapes.
   mlir::FailureOr<llvm::SmallVector<int64_t>> constantInts(int i,
                                                            llvm::StringRef what);

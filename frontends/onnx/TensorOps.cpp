@@ -316,6 +316,28 @@ LogicalResult importSlice(NodeImporter &n) {
   return success();
 }
 
+/// Indices (input 1) known at compile time checked against `axis` of `data`
+/// (from its end where negative), naming the first bad one as the kernels
+/// would when the program runs.
+static LogicalResult checkKnownIndices(NodeImporter &n, Value data,
+                                       int64_t axis) {
+  const int64_t size = typeOf(data).getDimSize(axis);
+  auto known = n.knownInput(1);
+  if (!known || ShapedType::isDynamic(size))
+    return success();
+  int64_t position = 0;
+  for (const APInt &v : known->getValues<APInt>()) {
+    const int64_t index = v.getSExtValue();
+    if (index < -size || index >= size)
+      return n.error() << "index " << index << " at position " << position
+                       << " of the indices is out of range [" << -size << ", "
+                       << size << ") of axis " << axis << " of "
+                       << data.getType();
+    ++position;
+  }
+  return success();
+}
+
 LogicalResult importGather(NodeImporter &n) {
   Value data = n.input(0), indices = n.input(1);
   auto axis = n.normalizeAxis(n.attrInt("axis", 0), typeOf(data).getRank());
@@ -324,12 +346,14 @@ LogicalResult importGather(NodeImporter &n) {
   Type it = getElementTypeOrSelf(indices.getType());
   if (!it.isInteger(32) && !it.isInteger(64))
     return n.error() << "expected i32 or i64 indices, got " << indices.getType();
-  // Every index is out of range of an empty axis (the kernels check the
-  // others when they run).
+  // Every index is out of range of an empty axis; known indices are
+  // checked here, the others by the kernels when they run.
   if (typeOf(data).getDimSize(*axis) == 0 && typeOf(indices).getNumElements())
     return n.error() << "cannot gather " << typeOf(indices).getNumElements()
                      << " indices from axis " << *axis << " of "
                      << data.getType() << ", which is empty";
+  if (failed(checkKnownIndices(n, data, *axis)))
+    return failure();
   n.setOutput(0, n.fold<GatherOp>(data, indices, *axis));
   return success();
 }
@@ -341,6 +365,8 @@ LogicalResult importGatherElements(NodeImporter &n) {
     return failure();
   if (typeOf(indices).getRank() != typeOf(data).getRank())
     return n.error() << "expected indices of the data's rank";
+  if (failed(checkKnownIndices(n, data, *axis)))
+    return failure();
   auto resultType = RankedTensorType::get(typeOf(indices).getShape(),
                                           typeOf(data).getElementType());
   n.setOutput(0, n.create<GatherElementsOp>(resultType, data, indices, *axis)
