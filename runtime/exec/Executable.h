@@ -150,9 +150,18 @@ public:
   }
 
   void setProfiling(bool enabled) { profiling_ = enabled; }
+  bool profiling() const { return profiling_; }
   const std::map<std::string, KernelProfile> &profile() const {
     return profile_;
   }
+  /// Forgets the kernel times so far; `scope` says what the next ones
+  /// cover ("steps 2 to 6"), for the report.
+  void restartProfile(std::string scope) {
+    profile_.clear();
+    profileScope_ = std::move(scope);
+  }
+  /// restartProfile's scope; empty before.
+  const std::string &profileScope() const { return profileScope_; }
   /// Records every kernel's start and end (trace()); kernels then run one at
   /// a time, each synchronized, as when profiling.
   void setTracing(bool enabled) { tracing_ = enabled; }
@@ -199,6 +208,7 @@ private:
   std::vector<size_t> withoutData_;
   bool profiling_ = false;
   std::map<std::string, KernelProfile> profile_;
+  std::string profileScope_;
   bool tracing_ = false;
   std::vector<KernelRun> trace_;
 };

@@ -235,7 +235,8 @@ void printHelp(const char *argv0, const format::Program *program,
       "  --print               print each output's type and values\n"
       "  --function NAME       the function to run (default: main)\n"
       "  --repeat N            run N times and report the mean time\n"
-      "  --profile             report the time spent per kernel: on a GPU\n"
+      "  --profile             report the time spent per kernel (training:\n"
+      "                        over the steps after the first): on a GPU\n"
       "                        the device's time between events around\n"
       "                        each kernel, on the CPU each kernel's run\n"
       "                        to its end\n"
@@ -629,7 +630,11 @@ Status writeTrace(const Executable &exe, std::string path) {
 
 /// Kernel times, slowest first, divided by `runs`.
 void printProfile(Executable &exe, int runs) {
-  std::printf("kernel time%s (%s):\n", runs > 1 ? " per run" : " over the run",
+  const std::string scope = runs > 1 ? " per run"
+                            : exe.profileScope().empty()
+                                ? " over the run"
+                                : " over " + exe.profileScope();
+  std::printf("kernel time%s (%s):\n", scope.c_str(),
               exe.device().timesOnDevice()
                   ? "device time between events around each kernel"
                   : "each kernel run to its end");
