@@ -799,7 +799,8 @@ __global__ void segmentSumKernel(const S *updates, const uint32_t *positions,
 /// elements at a time, in the same position order (the sums are
 /// segmentSumKernel's to the bit). segmentSumKernel spends three 64-bit
 /// divisions on every element of a table that mostly receives nothing (a
-/// 350M GPT's 50304 x 1024 scatter_add took 270 us under --profile).
+/// 350M GPT's 50304 x 1024 scatter_add: 1.6 ms over six steps under
+/// --profile, 0.5 with this kernel).
 template <typename S, int V>
 __global__ void
 segmentSumRowsKernel(const S *updates, const uint32_t *positions,

@@ -390,10 +390,10 @@ crossEntropyKernel(const S *logits, const I *labels, const L *dloss,
     // row: each thread's sum is rescaled when its running maximum grows,
     // then by its maximum's distance to the row's. Two passes read a
     // language model's vocabulary rows twice; one pass left the 350M GPT's
-    // forward cross_entropy where it was (686 us for 8192 x 50304 bf16
-    // under --profile, 1.2 TB/s: its bytes do not bound it) and took 6%
-    // off its gradient. A NaN makes the maximum and so the sum NaN; a
-    // thread whose values are all -inf adds nothing.
+    // forward cross_entropy where it was under --profile (8192 x 50304
+    // bf16, over six steps with the first's module loads) and took 6% off
+    // its gradient. A NaN makes the maximum and so the sum NaN; a thread
+    // whose values are all -inf adds nothing.
     A m = -INFINITY, part = 0;
     for (int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
       const P p = x[j];
