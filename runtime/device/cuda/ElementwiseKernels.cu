@@ -5,8 +5,10 @@
 // broadcast_in_dim, concat, pad), iota, fill, gather / gather_elements /
 // scatter_add (sorted, deterministic), dropout, random, lr_schedule and the
 // AdamW / SGD updates. One kernel per storage type with the operation
-// chosen by a switch: the switch is uniform over a launch, and it keeps
-// nvcc's instantiations (and the build) small.
+// chosen by a switch, uniform over a launch, which keeps nvcc's
+// instantiations (and the build) small; the 16-byte vector kernels switch
+// once per launch into a loop of their own for the operations training
+// runs most (unaryVectorKernel), the rest once per element.
 //
 //===----------------------------------------------------------------------===//
 
