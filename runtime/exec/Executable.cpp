@@ -696,6 +696,10 @@ Status Executable::verifyCollectiveOrder() const {
 
 Status Executable::execute(const Function &fn) {
   ++fn.calls;
+  // --profile on a device that times kernels itself: marks between the
+  // kernels, read once the function is done, so that the device runs them
+  // back to back as it does unprofiled.
+  const bool marked = !tracing_ && profiling_ && device_.timesOnDevice();
   if (tracing_) {
     auto seconds = [] {
       return std::chrono::duration<double>(
@@ -720,28 +724,12 @@ Status Executable::execute(const Function &fn) {
       run.end = seconds();
       trace_.push_back(run);
     }
-  } else if (profiling_ && device_.timesOnDevice()) {
-    // Marks between the kernels, read once the function is done: the
-    // device runs the kernels back to back as it does unprofiled.
+  } else if (marked) {
     DTCC_RETURN_IF_ERROR(device_.markTime());
     for (const KernelFn &k : fn.kernels) {
       DTCC_RETURN_IF_ERROR(k());
       DTCC_RETURN_IF_ERROR(device_.markTime());
     }
-    DTCC_RETURN_IF_ERROR(checkNoPendingCollectives(comm_, fn.name));
-    DTCC_RETURN_IF_ERROR(device_.synchronize());
-    DTCC_ASSIGN_OR_RETURN(std::vector<double> seconds,
-                          device_.takeMarkIntervals());
-    if (seconds.size() != fn.kernels.size())
-      return internalError("--profile: ", seconds.size(),
-                           " intervals timed for ", fn.kernels.size(),
-                           " kernels of '", fn.name, "'");
-    for (size_t i = 0; i < seconds.size(); ++i) {
-      KernelProfile &p = profile_[fn.instructions[i]->kernel()];
-      ++p.calls;
-      p.seconds += seconds[i];
-    }
-    return Status::ok();
   } else if (profiling_) {
     for (size_t i = 0; i < fn.kernels.size(); ++i) {
       auto start = std::chrono::steady_clock::now();
@@ -758,7 +746,20 @@ Status Executable::execute(const Function &fn) {
       DTCC_RETURN_IF_ERROR(k());
   }
   DTCC_RETURN_IF_ERROR(checkNoPendingCollectives(comm_, fn.name));
-  return device_.synchronize();
+  DTCC_RETURN_IF_ERROR(device_.synchronize());
+  if (!marked)
+    return Status::ok();
+  DTCC_ASSIGN_OR_RETURN(std::vector<double> seconds,
+                        device_.takeMarkIntervals());
+  if (seconds.size() != fn.kernels.size())
+    return internalError("--profile: ", seconds.size(), " intervals timed for ",
+                         fn.kernels.size(), " kernels of '", fn.name, "'");
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    KernelProfile &p = profile_[fn.instructions[i]->kernel()];
+    ++p.calls;
+    p.seconds += seconds[i];
+  }
+  return Status::ok();
 }
 
 Status Executable::run(const Function &fn,

@@ -601,6 +601,27 @@ __global__ void gatherRowsKernel(const E *data, const I *indices, E *out,
   }
 }
 
+/// Calls fn(width, config) for a kernel that takes rows of `inner` elements
+/// of E a block per row, V = width at a time: 16 bytes where `inner` is
+/// whole 16-byte packs and the rows' base is aligned (`aligned`), one
+/// element where the rows are long (>= 32); false otherwise, for the
+/// element-a-thread kernel.
+template <typename E, typename Fn>
+bool byRows(int64_t rows, int64_t inner, bool aligned, Fn &&fn) {
+  constexpr int kWide = 16 / int(sizeof(E));
+  auto at = [&](auto width) {
+    fn(width,
+       packRowLaunch(rows, inner / decltype(width)::value, launchLimits()));
+  };
+  if (rows > 0 && inner % kWide == 0 && aligned)
+    at(std::integral_constant<int, kWide>{});
+  else if (rows > 0 && inner >= 32)
+    at(std::integral_constant<int, 1>{});
+  else
+    return false;
+  return true;
+}
+
 template <typename E, typename I>
 __global__ void gatherElementsKernel(Layout l, E *out, const I *indices,
                                      const E *data, int64_t axisStride,
@@ -1309,24 +1330,15 @@ cudaError_t launchGather(int elemSize, DType indexType, const void *data,
     auto run = [&](auto itag) {
       using I = decltype(itag);
       const int64_t rows = outer * count;
-      auto rowsOf = [&](auto width) {
-        constexpr int V = decltype(width)::value;
-        const int64_t packs = inner / V;
-        const int64_t blocks = std::min<int64_t>(
-            rows, int64_t(std::max(launchLimits().smCount, 1)) * kBlocksPerSm);
-        const int threads = int(std::min<int64_t>(256, (packs + 31) / 32 * 32));
-        gatherRowsKernel<E, I, V><<<unsigned(blocks), threads, 0, s>>>(
-            static_cast<const E *>(data), static_cast<const I *>(indices),
-            static_cast<E *>(out), outer, size, inner, count, error, site);
+      auto rowsOf = [&](auto width, const LaunchConfig &c) {
+        gatherRowsKernel<E, I, decltype(width)::value>
+            <<<blocksOf(c), threadsOf(c), 0, s>>>(
+                static_cast<const E *>(data), static_cast<const I *>(indices),
+                static_cast<E *>(out), outer, size, inner, count, error, site);
         err = cudaGetLastError();
       };
-      constexpr int kWide = 16 / int(sizeof(E));
-      if (rows > 0 && inner % kWide == 0 && alignedTo(data, 16) &&
-          alignedTo(out, 16))
-        rowsOf(std::integral_constant<int, kWide>{});
-      else if (rows > 0 && inner >= 32)
-        rowsOf(std::integral_constant<int, 1>{});
-      else
+      if (!byRows<E>(rows, inner, alignedTo(data, 16) && alignedTo(out, 16),
+                     rowsOf))
         err = launch(rows * inner, s, [&](dim3 g, dim3 b, cudaStream_t st) {
           gatherKernel<E, I><<<g, b, 0, st>>>(
               static_cast<const E *>(data), static_cast<const I *>(indices),
@@ -1425,24 +1437,15 @@ cudaError_t launchScatterAdd(DType dtype, DType indexType, const void *updates,
   err = cudaErrorInvalidValue;
   visitArithmetic(dtype, [&](auto stag) {
     using S = decltype(stag);
-    auto rowsOf = [&](auto width) {
-      constexpr int V = decltype(width)::value;
-      const int64_t packs = inner / V;
-      const int64_t blocks = std::min<int64_t>(
-          outer * size,
-          int64_t(std::max(launchLimits().smCount, 1)) * kBlocksPerSm);
-      const int threads = int(std::min<int64_t>(256, (packs + 31) / 32 * 32));
-      segmentSumRowsKernel<S, V><<<unsigned(blocks), threads, 0, s>>>(
-          static_cast<const S *>(updates), scratch.positions[sorted],
-          scratch.starts, static_cast<S *>(out), outer, size, inner, count);
+    auto rowsOf = [&](auto width, const LaunchConfig &c) {
+      segmentSumRowsKernel<S, decltype(width)::value>
+          <<<blocksOf(c), threadsOf(c), 0, s>>>(
+              static_cast<const S *>(updates), scratch.positions[sorted],
+              scratch.starts, static_cast<S *>(out), outer, size, inner, count);
       err = cudaGetLastError();
     };
-    constexpr int kWide = 16 / int(sizeof(S));
-    if (inner % kWide == 0 && alignedTo(updates, 16) && alignedTo(out, 16))
-      rowsOf(std::integral_constant<int, kWide>{});
-    else if (inner >= 32)
-      rowsOf(std::integral_constant<int, 1>{});
-    else
+    if (!byRows<S>(outer * size, inner,
+                   alignedTo(updates, 16) && alignedTo(out, 16), rowsOf))
       err = launch(total, s, [&](dim3 g, dim3 b, cudaStream_t st) {
         segmentSumKernel<S><<<g, b, 0, st>>>(
             static_cast<const S *>(updates), scratch.positions[sorted],

@@ -58,6 +58,15 @@ LaunchConfig columnLaunch(int64_t rows, int64_t cols,
   return c;
 }
 
+LaunchConfig packRowLaunch(int64_t rows, int64_t packs,
+                           const DeviceLimits &limits) {
+  LaunchConfig c;
+  c.threadsX = int(std::clamp<int64_t>(ceilDiv(packs, 32) * 32, 32, 256));
+  if (rows > 0)
+    c.blocks = std::min(rows, maxBlocks(limits));
+  return c;
+}
+
 ArenaLayout carveArenas(const std::vector<int64_t> &sizes, int64_t alignment) {
   ArenaLayout layout;
   int64_t offset = 0;

@@ -55,6 +55,12 @@ LaunchConfig rowLaunch(int64_t rows, int64_t cols, const DeviceLimits &limits);
 LaunchConfig columnLaunch(int64_t rows, int64_t cols,
                           const DeviceLimits &limits);
 
+/// A block per row of `packs` accesses (gather and scatter_add by rows):
+/// threadsX a multiple of 32 up to 256 covering the row, blocks one per row
+/// but at most kBlocksPerSm per multiprocessor (grid-stride over the rest).
+LaunchConfig packRowLaunch(int64_t rows, int64_t packs,
+                           const DeviceLimits &limits);
+
 /// The vector width (1: the scalar kernels) and which operands broadcast
 /// one element along the innermost dimension.
 struct VectorPlan {

@@ -849,27 +849,24 @@ cudaError_t launchNormGrad(bool layer, DType dtype, DType statType,
           normGradRowKernel<S, St, false><<<blocksOf(c), threadsOf(c), 0, s>>>(
               xs, sc, mean, rstd, ds, static_cast<S *>(dx), rows, cols);
       }
-      constexpr int V = 16 / sizeof(S);
-      if (rows > 0 && cols % V == 0 && alignedTo(x, 16) && alignedTo(dy, 16)) {
+      if (rows > 0) {
+        // 16 bytes a thread where the rows are whole aligned packs.
+        constexpr int V = 16 / sizeof(S);
+        const bool wide =
+            cols % V == 0 && alignedTo(x, 16) && alignedTo(dy, 16);
         LaunchConfig cc = columnLaunch(rows, cols, launchLimits());
-        dim3 grid(unsigned((cols / V + 31) / 32), unsigned(slices));
-        if (layer)
-          normGradColumnVectorKernel<S, St, true, V>
-              <<<grid, threadsOf(cc), 0, s>>>(xs, mean, rstd, ds, partials,
-                                              rows, cols, slices);
+        dim3 grid(unsigned(wide ? (cols / V + 31) / 32 : cc.blocks),
+                  unsigned(slices));
+        auto columns = [&](auto kernel) {
+          kernel<<<grid, threadsOf(cc), 0, s>>>(xs, mean, rstd, ds, partials,
+                                                rows, cols, slices);
+        };
+        if (wide)
+          layer ? columns(normGradColumnVectorKernel<S, St, true, V>)
+                : columns(normGradColumnVectorKernel<S, St, false, V>);
         else
-          normGradColumnVectorKernel<S, St, false, V>
-              <<<grid, threadsOf(cc), 0, s>>>(xs, mean, rstd, ds, partials,
-                                              rows, cols, slices);
-      } else if (rows > 0) {
-        LaunchConfig cc = columnLaunch(rows, cols, launchLimits());
-        dim3 grid(unsigned(cc.blocks), unsigned(slices));
-        if (layer)
-          normGradColumnKernel<S, St, true><<<grid, threadsOf(cc), 0, s>>>(
-              xs, mean, rstd, ds, partials, rows, cols, slices);
-        else
-          normGradColumnKernel<S, St, false><<<grid, threadsOf(cc), 0, s>>>(
-              xs, mean, rstd, ds, partials, rows, cols, slices);
+          layer ? columns(normGradColumnKernel<S, St, true>)
+                : columns(normGradColumnKernel<S, St, false>);
       } else {
         err = cudaMemsetAsync(partials, 0,
                               (layer ? 2 : 1) * slices * cols * sizeof(A), s);

@@ -193,6 +193,19 @@ TEST(LaunchConfig, Columns) {
   EXPECT_EQ(columnLaunch(0, 33, l).blocks, 0);
 }
 
+TEST(LaunchConfig, PackRows) {
+  DeviceLimits h100; // 132 SMs
+  // 8192 rows of 128 packs: a block of 128 threads per row, capped.
+  LaunchConfig a = packRowLaunch(8192, 128, h100);
+  EXPECT_EQ(a.threadsX, 128);
+  EXPECT_EQ(a.threadsY, 1);
+  EXPECT_EQ(a.blocks, 132 * 32);
+  EXPECT_EQ(packRowLaunch(7, 33, h100).threadsX, 64);
+  EXPECT_EQ(packRowLaunch(7, 33, h100).blocks, 7);
+  EXPECT_EQ(packRowLaunch(7, 5000, h100).threadsX, 256);
+  EXPECT_EQ(packRowLaunch(0, 40, h100).blocks, 0);
+}
+
 /// Checks fastDivide against `/` for divisor `d` on the dividends near
 /// multiples of it, the limit and `randoms` random ones.
 void checkDivisor(uint32_t d, std::mt19937 &rng, int randoms) {
