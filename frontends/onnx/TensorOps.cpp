@@ -316,12 +316,21 @@ LogicalResult importSlice(NodeImporter &n) {
   return success();
 }
 
-/// Indices (input 1) known at compile time checked against `axis` of `data`
-/// (from its end where negative), naming the first bad one as the kernels
-/// would when the program runs.
-static LogicalResult checkKnownIndices(NodeImporter &n, Value data,
-                                       int64_t axis) {
+/// The indices (input 1) of a gather from `axis` of `data`: i32 or i64,
+/// none from an empty axis (every index is out of its range), and where
+/// known at compile time within the axis (from its end where negative),
+/// naming the first bad one as the kernels would when the program runs.
+static LogicalResult checkIndices(NodeImporter &n, Value data, int64_t axis) {
+  Value indices = n.input(1);
+  Type it = getElementTypeOrSelf(indices.getType());
+  if (!it.isInteger(32) && !it.isInteger(64))
+    return n.error() << "expected i32 or i64 indices, got "
+                     << indices.getType();
   const int64_t size = typeOf(data).getDimSize(axis);
+  if (size == 0 && typeOf(indices).getNumElements())
+    return n.error() << "cannot gather " << typeOf(indices).getNumElements()
+                     << " indices from axis " << axis << " of "
+                     << data.getType() << ", which is empty";
   auto known = n.knownInput(1);
   if (!known || ShapedType::isDynamic(size))
     return success();
@@ -343,16 +352,7 @@ LogicalResult importGather(NodeImporter &n) {
   auto axis = n.normalizeAxis(n.attrInt("axis", 0), typeOf(data).getRank());
   if (failed(axis))
     return failure();
-  Type it = getElementTypeOrSelf(indices.getType());
-  if (!it.isInteger(32) && !it.isInteger(64))
-    return n.error() << "expected i32 or i64 indices, got " << indices.getType();
-  // Every index is out of range of an empty axis; known indices are
-  // checked here, the others by the kernels when they run.
-  if (typeOf(data).getDimSize(*axis) == 0 && typeOf(indices).getNumElements())
-    return n.error() << "cannot gather " << typeOf(indices).getNumElements()
-                     << " indices from axis " << *axis << " of "
-                     << data.getType() << ", which is empty";
-  if (failed(checkKnownIndices(n, data, *axis)))
+  if (failed(checkIndices(n, data, *axis)))
     return failure();
   n.setOutput(0, n.fold<GatherOp>(data, indices, *axis));
   return success();
@@ -365,7 +365,7 @@ LogicalResult importGatherElements(NodeImporter &n) {
     return failure();
   if (typeOf(indices).getRank() != typeOf(data).getRank())
     return n.error() << "expected indices of the data's rank";
-  if (failed(checkKnownIndices(n, data, *axis)))
+  if (failed(checkIndices(n, data, *axis)))
     return failure();
   auto resultType = RankedTensorType::get(typeOf(indices).getShape(),
                                           typeOf(data).getElementType());
