@@ -27,6 +27,9 @@ level) and PaddedText (nn.Embedding with padding_idx, nn.MultiheadAttention
 with a key_padding_mask built from the ids, padded positions zeroed by
 torch.where: the exported zeros are a Constant over 1 KiB).
 
+Recurrent layers: RnnLM (a bidirectional nn.LSTM of two layers, nn.GRU
+and nn.RNN with ReLU, exported as ONNX LSTM, GRU and RNN nodes).
+
 Random draws in the forward pass: VAE (a variational autoencoder whose
 reparameterization draws torch.randn_like, exported as RandomNormalLike,
 with a stochastic-depth decoder block kept per sample by torch.bernoulli
@@ -506,10 +509,36 @@ class VAE(torch.nn.Module):
         return rec + kl
 
 
+class RnnLM(torch.nn.Module):
+    """[b, seq] token ids -> next-token cross-entropy through an embedding,
+    a bidirectional two-layer LSTM (batch first), a Linear from both
+    directions' features, a GRU, an RNN with ReLU (sequence first) and an
+    output layer: PyTorch exports the recurrent layers as ONNX LSTM, GRU
+    and RNN nodes (its gate order and bias layout reordered into ONNX's)."""
+
+    def __init__(self, vocab=24, hidden=16, seq=8):
+        super().__init__()
+        self.seq = seq
+        self.tok = torch.nn.Embedding(vocab, hidden)
+        self.lstm = torch.nn.LSTM(hidden, hidden, num_layers=2, batch_first=True,
+                                  bidirectional=True)
+        self.proj = torch.nn.Linear(2 * hidden, hidden)
+        self.gru = torch.nn.GRU(hidden, hidden, batch_first=True)
+        self.rnn = torch.nn.RNN(hidden, hidden, nonlinearity="relu")
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, ids, labels):
+        x, _ = self.lstm(self.tok(ids))
+        x, _ = self.gru(torch.tanh(self.proj(x)))
+        x, _ = self.rnn(x.transpose(0, 1))
+        logits = self.head(x.transpose(0, 1))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
-          "padded-text": PaddedText, "vae": VAE}
+          "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM}
 
 
 def build(name, **sizes):
@@ -590,7 +619,7 @@ def example_inputs(name, model, batch, rng):
         return {"ids": ids.astype(np.int64),
                 "labels": rng.integers(0, model.head.out_features, batch).astype(np.int64)}
     vocab = model.tok.num_embeddings
-    seq = model.blocks[0].mask.shape[0]
+    seq = model.seq if name == "rnn-lm" else model.blocks[0].mask.shape[0]
     tokens = rng.integers(0, vocab, (batch, seq + 1)).astype(np.int64)
     return {"ids": tokens[:, :-1].copy(), "labels": tokens[:, 1:].copy()}
 

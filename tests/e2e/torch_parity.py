@@ -6,7 +6,8 @@ Llama, MLP-Mixer, and the vision and audio models a PyTorch user writes
 from torch.nn modules: a ViT (Conv2d patch embedding), a ResNet
 (BatchNorm2d in training mode, MaxPool, GlobalAveragePool), a U-Net
 (ConvTranspose2d, AveragePool, GroupNorm exported as InstanceNormalization
-+ Reshape, skip concatenations) and a 1-D convolutional audio classifier.
++ Reshape, skip concatenations), a 1-D convolutional audio classifier and
+a recurrent language model (ONNX LSTM, GRU and RNN nodes).
 PyTorch 1.13 exports each in training mode at opset 17; dtcc compiles the
 export, so both start from the same weights, and both use AdamW with
 weight decay, global-norm clipping and warmup + cosine decay.
@@ -69,6 +70,7 @@ SETTINGS = {
     "audio": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "swin": Settings(batch=8, lr=2e-3, eps=1e-6),
     "padded-text": Settings(batch=8, lr=1e-3, eps=1e-6),
+    "rnn-lm": Settings(batch=8, lr=1e-3, eps=1e-6),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
