@@ -10,6 +10,8 @@
 
 #include "mlir/IR/Matchers.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace dtcc::graph;
 
@@ -142,8 +144,9 @@ std::optional<double> splatValue(Value v) {
   return f ? std::optional<double>(f.getValueAsDouble()) : std::nullopt;
 }
 
-/// Whether `v` is reduce_sum(x * x) or reduce_sum(|x|^p) (p > 0), reshaped
-/// or not (keepdims): a p-norm's sum.
+/// Whether `v` is reduce_sum(x * x), reduce_sum(|x|^p) (p > 0) or
+/// reduce_sum(x^p) for an even p (torch.cdist exports Pow(a - b, 2)),
+/// reshaped or not (keepdims): a p-norm's sum.
 bool isSumOfPowers(Value v) {
   if (auto r = v.getDefiningOp<ReshapeOp>())
     v = r.getOperand();
@@ -155,7 +158,10 @@ bool isSumOfPowers(Value v) {
     return square.getLhs() == square.getRhs();
   auto pow = dyn_cast_or_null<PowOp>(term);
   auto p = pow ? splatValue(pow.getRhs()) : std::nullopt;
-  return p && *p > 0 && pow.getLhs().getDefiningOp<AbsOp>();
+  if (!p || *p <= 0)
+    return false;
+  const bool even = *p == 2 * std::round(*p / 2);
+  return even || pow.getLhs().getDefiningOp<AbsOp>();
 }
 
 LogicalResult importPow(NodeImporter &n) {
@@ -166,8 +172,10 @@ LogicalResult importPow(NodeImporter &n) {
   Value exponent =
       n.castTo((*operands)[1], getElementTypeOrSelf(base.getType()));
   // A root (0 < exponent < 1) of a sum of |x|^p is a p-norm, which
-  // torch.norm(x, p, dim) and torch.linalg.vector_norm export so: its
-  // gradient is 0 at a zero vector (normOfSum), as PyTorch's.
+  // torch.norm(x, p, dim) and torch.linalg.vector_norm export so, and
+  // torch.cdist (p = 2, the root 1 / (2 + 1e-6)): its gradient is 0 at a
+  // zero vector (normOfSum), as PyTorch's (cdist's at a zero distance, a
+  // point's own, was NaN: 0 times the root's infinite slope).
   auto e = splatValue(exponent);
   if (e && *e > 0 && *e < 1 && isSumOfPowers(base)) {
     n.setOutput(0, normOfSum(n, base, exponent));
