@@ -658,7 +658,9 @@ def table(args, spec, threads, results, tolerance, tolerance_note):
         losses = ok[0]["losses"][:k]
         check = ""
         if ref is not None and system != reference:
+            # A NaN loss differs (a comparison with it is false).
             diffs = [abs(a - b) / abs(b) for a, b in zip(losses, ref["losses"][:k])]
+            diffs = [d if d == d else float("inf") for d in diffs]
             bad = [i + 1 for i, d in enumerate(diffs) if d > tolerance(i + 1)]
             check = (f"  max rel diff {max(diffs):.1e} "
                      + (f"DIFFERS at step {', '.join(map(str, bad))}" if bad else "ok"))

@@ -361,8 +361,8 @@ def compare_f64(dump, loss, reference, grads_path):
         if not os.path.exists(path):
             return {"error": f"dtcc wrote no gradient for {name}"}
         ref = grads[name]
-        err = float(np.abs(e2e_common.read_pb(path) - ref).max()) / max(
-            float(np.abs(ref).max()), floor, 1e-300)
+        err = e2e_common.as_error(float(np.abs(e2e_common.read_pb(path) - ref).max()) / max(
+            float(np.abs(ref).max()), floor, 1e-300))
         if err > worst["grad"]:
             worst.update(grad=err, name=name)
     return worst

@@ -136,7 +136,8 @@ def parity(dtcc, name, work, check, args):
                     check(False, f"{name}: dtcc wrote no gradient for '{pname}'")
                     continue
                 ref = p.grad.numpy()
-                err = float(np.abs(read_pb(path) - ref).max() / max(np.abs(ref).max(), 1e-30))
+                err = e2e_common.as_error(
+                    np.abs(read_pb(path) - ref).max() / max(np.abs(ref).max(), 1e-30))
                 if err > worst_grad[1]:
                     worst_grad = (pname, err)
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)

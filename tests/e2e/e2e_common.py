@@ -1,4 +1,5 @@
 """Helpers shared by the end-to-end checks."""
+import math
 import os
 import re
 import subprocess
@@ -157,9 +158,19 @@ def launch(exe, ranks, args, timeout=300, cwd=None):
                           timeout=timeout, cwd=cwd)
 
 
+def as_error(x):
+    """`x` as an error to compare, infinite where it is NaN: a comparison
+    with a NaN is false, so `err > worst` or `err > tol` (and max()) would
+    let a NaN result pass."""
+    x = float(x)
+    return math.inf if math.isnan(x) else x
+
+
 def relative_error(got, want):
-    """Worst |got - want| / |want| over the steps, and its step (from 1)."""
+    """Worst |got - want| / |want| over the steps (infinite at a NaN), and
+    its step (from 1)."""
     rel = np.abs(np.asarray(got) - want) / np.maximum(np.abs(want), 1e-12)
+    rel = np.where(np.isnan(rel), np.inf, rel)
     return float(rel.max()), int(rel.argmax()) + 1
 
 
@@ -185,5 +196,5 @@ def param_error(params, ref_params):
     for k, v in ref_params.items():
         if v.dtype.kind == "f":
             scale = max(float(np.max(np.abs(v))), 1e-12)
-            worst = max(worst, float(np.max(np.abs(params[k] - v))) / scale)
+            worst = max(worst, as_error(np.max(np.abs(params[k] - v)) / scale))
     return worst

@@ -289,7 +289,8 @@ def main():
                         check(False, f"dtcc wrote a gradient for '{name}'")
                         continue
                     g, ref = read_pb(path), p.grad.numpy()
-                    err = np.abs(g - ref).max() / max(np.abs(ref).max(), 1e-30)
+                    err = e2e_common.as_error(
+                        np.abs(g - ref).max() / max(np.abs(ref).max(), 1e-30))
                     if err > worst[1]:
                         worst = (name, err)
                 check(worst[1] <= 1e-4, f"step 1 gradients of {len(params)} parameters "
@@ -311,7 +312,8 @@ def main():
                 check(False, f"the checkpoint holds '{name}'")
                 continue
             ref = buf.numpy()
-            err = np.abs(saved[name] - ref).max() / max(np.abs(ref).max(), 1e-30)
+            err = e2e_common.as_error(
+                np.abs(saved[name] - ref).max() / max(np.abs(ref).max(), 1e-30))
             if err > worst[1]:
                 worst = (name, err)
         check(worst[1] <= 1e-4, f"running statistics after {STEPS} steps equal PyTorch's "
@@ -336,7 +338,7 @@ def main():
                 scale = np.abs(ref).max()
                 if name in params:
                     scale = max(scale, LR * STEPS)
-                e = np.abs(theirs[name] - ref).max() / max(scale, 1e-30)
+                e = e2e_common.as_error(np.abs(theirs[name] - ref).max() / max(scale, 1e-30))
                 if e > worst[1]:
                     worst = (name, e)
             check(worst[1] <= 1e-4, f"{label}: saved variables equal one device's "

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_common  # noqa: E402
 from e2e_common import MPI_ENV  # noqa: E402
 from torch_parity import lr_at, read_pb, write_pb  # noqa: E402
 
@@ -173,7 +174,8 @@ def main():
                         return 1
                     g = read_pb(path)
                     ref = p.grad.numpy()
-                    err = np.abs(g - ref).max() / max(np.abs(ref).max(), 1e-30)
+                    err = e2e_common.as_error(
+                        np.abs(g - ref).max() / max(np.abs(ref).max(), 1e-30))
                     if err > worst[1]:
                         worst = (name, err)
                     if err > args.grad_rtol:

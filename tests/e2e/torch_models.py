@@ -27,6 +27,10 @@ level) and PaddedText (nn.Embedding with padding_idx, nn.MultiheadAttention
 with a key_padding_mask built from the ids, padded positions zeroed by
 torch.where: the exported zeros are a Constant over 1 KiB).
 
+Norms and distances: ProtoNet (nn.utils.weight_norm, F.normalize,
+torch.cdist, whose export is a root of a sum of squares, with zero
+distances in it).
+
 Recurrent layers: RnnLM (a bidirectional nn.LSTM of two layers, nn.GRU
 and nn.RNN with ReLU, exported as ONNX LSTM, GRU and RNN nodes).
 
@@ -535,10 +539,31 @@ class RnnLM(torch.nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
+class ProtoNet(torch.nn.Module):
+    """[b, inputs] -> classes by the distance to a learned prototype per
+    class (a prototypical network): a weight-normalized encoder
+    (nn.utils.weight_norm: ReduceL2 of its direction), F.normalize of the
+    embeddings, torch.cdist to the prototypes for the logits and between the
+    batch's own embeddings (zero distances on the diagonal) for a spread
+    penalty."""
+
+    def __init__(self, inputs=12, hidden=16, embed=8, classes=4):
+        super().__init__()
+        self.enc = torch.nn.utils.weight_norm(torch.nn.Linear(inputs, hidden))
+        self.out = torch.nn.Linear(hidden, embed)
+        self.protos = torch.nn.Parameter(torch.randn(classes, embed) * 0.5)
+
+    def forward(self, x, labels):
+        z = F.normalize(self.out(torch.tanh(self.enc(x))), dim=-1)
+        logits = -torch.cdist(z, self.protos) ** 2
+        spread = torch.cdist(z, z).mean()
+        return F.cross_entropy(logits, labels) - 0.1 * spread
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
-          "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM}
+          "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet}
 
 
 def build(name, **sizes):
@@ -611,6 +636,11 @@ def example_inputs(name, model, batch, rng):
         z = rng.standard_normal((batch, 4))
         x = np.tanh(z @ basis) + 0.05 * rng.standard_normal((batch, inputs))
         return {"x": x.astype(np.float32)}
+    if name == "proto":
+        inputs = model.enc.in_features
+        x = rng.standard_normal((batch, inputs)).astype(np.float32)
+        teacher = np.random.default_rng(7).standard_normal((inputs, model.protos.shape[0]))
+        return {"x": x, "labels": np.argmax(x @ teacher, 1).astype(np.int64)}
     if name == "padded-text":
         # Every sequence keeps at least half its tokens; the rest is padding.
         ids = rng.integers(1, model.tok.num_embeddings, (batch, model.seq))

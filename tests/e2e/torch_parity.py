@@ -7,7 +7,8 @@ from torch.nn modules: a ViT (Conv2d patch embedding), a ResNet
 (BatchNorm2d in training mode, MaxPool, GlobalAveragePool), a U-Net
 (ConvTranspose2d, AveragePool, GroupNorm exported as InstanceNormalization
 + Reshape, skip concatenations), a 1-D convolutional audio classifier and
-a recurrent language model (ONNX LSTM, GRU and RNN nodes).
+a recurrent language model (ONNX LSTM, GRU and RNN nodes) and a
+prototypical network (weight_norm, F.normalize, torch.cdist).
 PyTorch 1.13 exports each in training mode at opset 17; dtcc compiles the
 export, so both start from the same weights, and both use AdamW with
 weight decay, global-norm clipping and warmup + cosine decay.
@@ -71,6 +72,7 @@ SETTINGS = {
     "swin": Settings(batch=8, lr=2e-3, eps=1e-6),
     "padded-text": Settings(batch=8, lr=1e-3, eps=1e-6),
     "rnn-lm": Settings(batch=8, lr=1e-3, eps=1e-6),
+    "proto": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
@@ -166,7 +168,7 @@ def gradient_errors(dump, grads, rtol):
             continue
         diff = float(np.abs(read_pb(path) - ref).max())
         largest = max(float(np.abs(ref).max()), 1e-30)
-        err = diff / max(rtol * largest, floor, 1e-30)
+        err = e2e_common.as_error(diff / max(rtol * largest, floor, 1e-30))
         if err > worst[1]:
             worst = (name, err, diff / largest)
     return worst[0], worst[1], worst[2], missing
