@@ -440,15 +440,38 @@ LogicalResult importPRelu(NodeImporter &n) {
 
 LogicalResult importSigmoid(NodeImporter &n) { return unary<SigmoidOp, true>(n); }
 
+/// Whether `v` is x clamped below at 0 as importClip builds Clip(x, 0)
+/// (select(x >= 0, x, max(x, 0))), or max(x, 0), or relu(x).
+bool isClampedAtZero(Value v) {
+  auto isZero = [](Value c) {
+    auto z = splatValue(c);
+    return z && *z == 0;
+  };
+  auto isMaxWithZero = [&](Operation *op) {
+    auto max = dyn_cast_or_null<MaxOp>(op);
+    return max && (isZero(max.getLhs()) || isZero(max.getRhs()));
+  };
+  Operation *op = v.getDefiningOp();
+  if (isa_and_nonnull<ReluOp>(op) || isMaxWithZero(op))
+    return true;
+  auto select = dyn_cast_or_null<SelectOp>(op);
+  return select && isMaxWithZero(select.getOperand(2).getDefiningOp());
+}
+
 /// Sqrt, and the L2 norm where it reads a sum of squares: torch.norm(x,
 /// dim=...) exports as Sqrt(ReduceSum(Mul(x, x))), and PyTorch's gradient of
 /// it is 0 at a zero vector. So is dtcc's then for a torch.sqrt((x *
 /// x).sum(d)) written out, whose PyTorch gradient there is NaN (0 * inf).
+/// Likewise the root of a value clamped at 0: PyTorch 2's exporter writes
+/// torch.cdist as Sqrt(Clip(|x|^2 + |y|^2 - 2 x.y, 0)), a distance that is
+/// 0 between a point and itself, where PyTorch's cdist has the gradient 0
+/// (and the graph's arithmetic 0 * inf, NaN).
 LogicalResult importSqrt(NodeImporter &n) {
   Value x = n.input(0);
   if (failed(requireFloat(n, x)))
     return failure();
-  n.setOutput(0, isSumOfPowers(x) ? normOfSum(n, x) : n.fold<SqrtOp>(x));
+  n.setOutput(0, isSumOfPowers(x) || isClampedAtZero(x) ? normOfSum(n, x)
+                                                        : n.fold<SqrtOp>(x));
   return success();
 }
 

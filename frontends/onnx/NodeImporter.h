@@ -213,9 +213,10 @@ struct OpEntry {
 
 /// `sum` ^ `exponent` (sqrt(`sum`) without one) as a p-norm of the
 /// nonnegative terms summed: its gradient is 0 where the sum is 0 (PyTorch's
-/// norm_backward), not pow's or sqrt's 0 * inf. For ReduceL2, and for the
-/// Sqrt or Pow of a ReduceSum of x * x or |x|^p that torch.norm(x, dim=...)
-/// and torch.linalg.vector_norm export.
+/// norm_backward), not pow's or sqrt's 0 * inf. For ReduceL2, for the Sqrt
+/// or Pow of a ReduceSum of x * x, |x|^p or x^p (p even) that
+/// torch.norm(x, dim=...), torch.linalg.vector_norm and torch.cdist export,
+/// and for the Sqrt of a value clamped at 0 (PyTorch 2's torch.cdist).
 mlir::Value normOfSum(NodeImporter &n, mlir::Value sum,
                       mlir::Value exponent = {});
 
