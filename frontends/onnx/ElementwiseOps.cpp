@@ -402,12 +402,30 @@ LogicalResult importHardSwish(NodeImporter &n) {
   return a.set(a.mul(a.x, a.max(a.c(0), a.min(a.c(1), lin))));
 }
 
+/// log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), without overflow.
+Value softplus(Activation &a) {
+  Value negAbs = a.n.fold<NegOp>(a.n.fold<AbsOp>(a.x));
+  Value log1p = a.n.fold<LogOp>(a.add(a.c(1), a.exp(negAbs)));
+  return a.add(a.max(a.x, a.c(0)), log1p);
+}
+
 LogicalResult importSoftplus(NodeImporter &n) {
   Activation a(n);
-  // log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), without overflow.
-  Value negAbs = n.fold<NegOp>(n.fold<AbsOp>(a.x));
-  Value log1p = n.fold<LogOp>(a.add(a.c(1), a.exp(negAbs)));
-  return a.set(a.add(a.max(a.x, a.c(0)), log1p));
+  return a.set(softplus(a));
+}
+
+/// Mish (opset 18): x tanh(softplus(x)), PyTorch 2's export of F.mish.
+LogicalResult importMish(NodeImporter &n) {
+  Activation a(n);
+  return a.set(a.mul(a.x, n.fold<TanhOp>(softplus(a))));
+}
+
+/// Swish (opset 24): x sigmoid(alpha x).
+LogicalResult importSwish(NodeImporter &n) {
+  Activation a(n);
+  double alpha = n.attrFloat("alpha", 1.0f);
+  Value arg = alpha == 1 ? a.x : a.mul(a.c(alpha), a.x);
+  return a.set(a.mul(a.x, n.fold<SigmoidOp>(arg)));
 }
 
 LogicalResult importSoftsign(NodeImporter &n) {
@@ -547,6 +565,8 @@ void appendElementwiseOps(std::vector<OpEntry> &ops) {
       {"HardSigmoid", 6, importHardSigmoid},
       {"HardSwish", 14, importHardSwish},
       {"Softplus", 1, importSoftplus},
+      {"Mish", 18, importMish},
+      {"Swish", 24, importSwish},
       {"Softsign", 1, importSoftsign},
       {"ThresholdedRelu", 10, importThresholdedRelu},
       {"Shrink", 9, importShrink},

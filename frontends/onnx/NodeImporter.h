@@ -244,6 +244,7 @@ void appendSequenceOps(std::vector<OpEntry> &ops);
 void appendIndexingOps(std::vector<OpEntry> &ops);
 void appendRandomOps(std::vector<OpEntry> &ops);
 void appendGridSampleOps(std::vector<OpEntry> &ops);
+void appendAttentionOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

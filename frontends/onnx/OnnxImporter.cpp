@@ -153,6 +153,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendIndexingOps(ops);
     appendRandomOps(ops);
     appendGridSampleOps(ops);
+    appendAttentionOps(ops);
     appendSequenceOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)

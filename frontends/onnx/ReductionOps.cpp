@@ -156,6 +156,31 @@ LogicalResult importCumSum(NodeImporter &n) {
   return success();
 }
 
+/// LpNormalization: x / ||x||_p along `axis` (p 1 or 2), 0 where the norm
+/// is 0 (ONNX defines it so); the 2-norm through normOfSum, whose gradient
+/// is 0 at a zero vector.
+LogicalResult importLpNormalization(NodeImporter &n) {
+  Value x = n.input(0);
+  auto type = typeOf(x);
+  if (!isa<FloatType>(type.getElementType()))
+    return n.error() << "expected a floating-point input, got " << type;
+  auto axis = n.normalizeAxis(n.attrInt("axis", -1), type.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t p = n.attrInt("p", 2);
+  if (p != 1 && p != 2)
+    return n.error() << "expected p 1 or 2, got " << p;
+  Value norm =
+      p == 2 ? normOfSum(n, n.reduce<ReduceSumOp>(n.fold<MulOp>(x, x),
+                                                  {*axis}, true))
+             : n.reduce<ReduceSumOp>(n.fold<AbsOp>(x), {*axis}, true);
+  Value full = n.broadcastTo(norm, type.getShape());
+  Value zero = n.splat(type, 0), isZero = n.fold<EqOp>(full, zero);
+  Value safe = n.fold<SelectOp>(isZero, n.splat(type, 1), full);
+  n.setOutput(0, n.fold<SelectOp>(isZero, zero, n.fold<DivOp>(x, safe)));
+  return success();
+}
+
 } // namespace
 
 Value normOfSum(NodeImporter &n, Value sum, Value exponent) {
@@ -176,6 +201,7 @@ void appendReductionOps(std::vector<OpEntry> &ops) {
       {"ReduceMin", 1, [](NodeImporter &n) { return importReduce(n, Kind::Min); }},
       {"ReduceProd", 1, [](NodeImporter &n) { return importReduce(n, Kind::Prod); }},
       {"ReduceL1", 1, [](NodeImporter &n) { return importReduce(n, Kind::L1); }},
+      {"LpNormalization", 1, importLpNormalization},
       {"ReduceL2", 1, [](NodeImporter &n) { return importReduce(n, Kind::L2); }},
       {"ReduceLogSum", 1, [](NodeImporter &n) { return importReduce(n, Kind::LogSum); }},
       {"ReduceLogSumExp", 1,

@@ -23,7 +23,7 @@ namespace {
 
 /// The highest opset the dtcc importer accepts (frontends/onnx kMaxOpset);
 /// the zoo stays independent of MLIR, so the number is repeated here.
-constexpr int64_t kMaxOpset = 21;
+constexpr int64_t kMaxOpset = 25;
 /// The importer's limit on the elements of one tensor.
 constexpr int64_t kMaxElements = int64_t(1) << 48;
 /// A bound on each size option, so that size checks cannot overflow.

@@ -131,6 +131,20 @@ UNKNOWN_RESOLVED = {
     "DynamicQuantizeLinear": "quantization",
 }
 
+# Ops newer than Debian's onnx package (no schema there): the positions of
+# their differentiable inputs (every output is). ONNX's newer schemas tag
+# Mish's and Swish's X and leave the others Unknown; these are the float
+# operands the ops compute smoothly from (Attention's attn_mask when it is a
+# float bias, past_key and past_value; not nonpad_kv_seqlen; not
+# RotaryEmbedding's position_ids).
+NEWER_OPS = {
+    "Mish": [0],
+    "Swish": [0],
+    "RMSNormalization": [0, 1],
+    "Attention": [0, 1, 2, 3, 4, 5],
+    "RotaryEmbedding": [0, 1, 2],
+}
+
 # The training model's loss output (train_step names it `loss`).
 LOSS = "dtcc_grad_loss"
 
@@ -188,6 +202,9 @@ def _categories(node, opset):
     if op in PIECEWISE_CONSTANT:
         return None, None, ("op", op)
     schema, latest = _schema(op, opset), _schema(op, opset, latest=True)
+    if schema is None and op in NEWER_OPS:
+        return ([i in NEWER_OPS[op] for i in range(len(node.input))],
+                [True] * len(node.output), None)
     if schema is None:
         return None, None, ("op", op)
 

@@ -623,11 +623,11 @@ TEST(ZooTest, InvalidOptionsNameTheFlag) {
   e = errorOf(smallMlp(), [](ZooOptions &o) { o.dropout = 0.1; });
   EXPECT_EQ(e, "--dropout applies to gpt models, not mlp");
   e = errorOf(smallGpt(), [](ZooOptions &o) { o.opset = 16; });
-  EXPECT_TRUE(has(e, "--opset must be between 17 and 21")) << e;
-  e = errorOf(smallLlama(), [](ZooOptions &o) { o.opset = 22; });
-  EXPECT_TRUE(has(e, "--opset must be between 14 and 21")) << e;
+  EXPECT_TRUE(has(e, "--opset must be between 17 and 25")) << e;
+  e = errorOf(smallLlama(), [](ZooOptions &o) { o.opset = 26; });
+  EXPECT_TRUE(has(e, "--opset must be between 14 and 25")) << e;
   e = errorOf(smallMlp(), [](ZooOptions &o) { o.opset = 12; });
-  EXPECT_TRUE(has(e, "--opset must be between 13 and 21")) << e;
+  EXPECT_TRUE(has(e, "--opset must be between 13 and 25")) << e;
   // Scores [batch 2, heads 4, seq, seq] beyond 2^48 elements.
   e = errorOf(smallGpt(), [](ZooOptions &o) { o.seq = int64_t(1) << 23; });
   EXPECT_TRUE(has(e, "more than 2^48 elements")) << e;
