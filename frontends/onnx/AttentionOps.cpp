@@ -246,6 +246,39 @@ LogicalResult importAttention(NodeImporter &n) {
     return n.error() << "expected window sizes of -1 or more, got " << left
                      << " and " << right;
   bool constrained = causal || left >= 0 || right >= 0;
+  auto allowed = [&](int64_t i, int64_t j) {
+    int64_t p = i + offset;
+    return (!causal || j <= p) && (left < 0 || p - j <= left) &&
+           (right < 0 || j - p <= right);
+  };
+  // A mask known at compile time (HuggingFace's causal masks fold) needs
+  // no guard where no query row loses every key: the chain stays one that
+  // dtcc-graph-fuse-attention can fuse.
+  if (runtimeBias && !n.hasInput(6))
+    if (std::optional<DenseElementsAttr> known = n.knownInput(3)) {
+      auto mt = typeOf(n.input(3));
+      int64_t width = mt.getShape().back();
+      int64_t mq = mt.getRank() >= 2 ? mt.getDimSize(mt.getRank() - 2) : 1;
+      int64_t planes = mt.getNumElements() / std::max<int64_t>(1, mq * width);
+      SmallVector<bool> open;
+      open.reserve(size_t(mt.getNumElements()));
+      if (mt.getElementType().isInteger(1))
+        for (bool b : known->getValues<bool>())
+          open.push_back(b);
+      else
+        for (APFloat f : known->getValues<APFloat>())
+          open.push_back(!(f.isInfinity() && f.isNegative()));
+      bool empty = false;
+      for (int64_t plane = 0; plane < planes && !empty; ++plane)
+        for (int64_t i = 0; i < sq && !empty; ++i) {
+          int64_t row = (plane * mq + (mq == 1 ? 0 : i)) * width;
+          bool any = false;
+          for (int64_t j = 0; j < width && !any; ++j)
+            any = open[size_t(row + j)] && (!constrained || allowed(i, j));
+          empty = !any;
+        }
+      runtimeBias = empty;
+    }
   bool someRowEmpty = false;
   if (n.hasInput(6)) {
     // An external cache: batch b's keys j < nonpad[b] are real, and its
@@ -284,11 +317,6 @@ LogicalResult importAttention(NodeImporter &n) {
     // The same positions for every batch and head: [Sq, Skv] from iotas
     // (dtcc-graph-fuse-attention evaluates them: a causal one becomes the
     // fused op's attribute), broadcast.
-    auto allowed = [&](int64_t i, int64_t j) {
-      int64_t p = i + offset;
-      return (!causal || j <= p) && (left < 0 || p - j <= left) &&
-             (right < 0 || j - p <= right);
-    };
     for (int64_t i = 0; i < sq && !someRowEmpty; ++i) {
       bool any = false;
       for (int64_t j = 0; j < skv && !any; ++j)
