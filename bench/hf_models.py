@@ -486,10 +486,11 @@ def child(spec_path):
             # each parameter an initializer of its own (the optimizer merges
             # initializers of equal value, as every norm's ones).
             import copy
+            opset = {"opset_version": spec["opset"]} if spec.get("opset") else {}
             torch.onnx.export(copy.deepcopy(wrapped), batches[0],
                               os.path.join(work, "model.onnx"), dynamo=True,
                               optimize=False, input_names=["a", "b"],
-                              output_names=["loss"])
+                              output_names=["loss"], **opset)
         else:
             torch.onnx.export(wrapped, batches[0], os.path.join(work, "model.onnx"),
                               input_names=["a", "b"], output_names=["loss"],
@@ -734,6 +735,11 @@ def main():
                     help="also plan each model with `dtcc plan --cluster CLUSTER` "
                          "(e.g. dgx-h100): how the planner reads it and what it "
                          "chooses")
+    ap.add_argument("--opset", type=int,
+                    help="with --exporter dynamo: the opset to export at (PyTorch 2 "
+                         "writes F.scaled_dot_product_attention as ONNX Attention and "
+                         "F.rms_norm as RMSNormalization from 23 on); default the "
+                         "exporter's")
     ap.add_argument("--exporter", choices=("torchscript", "dynamo"),
                     default="torchscript",
                     help="torchscript: Debian's PyTorch 1.13 exports in "
@@ -764,7 +770,7 @@ def main():
         work, torch_out = torch_child(python, __file__, root, name, args.threads,
                                       seq=args.seq, width=args.width,
                                       steps=args.steps, batch=args.batch,
-                                      exporter=args.exporter)
+                                      exporter=args.exporter, opset=args.opset)
         if "failed" in torch_out:
             rows.append((name, {}, {"error": torch_out["failed"]}))
             failed.append(name)
@@ -788,7 +794,8 @@ def main():
     if args.exporter == "dynamo":
         made = (f"HuggingFace transformers {DYNAMO_REQUIREMENTS[-1].split('==')[1]} "
                 f"models, exported by PyTorch 2's torch.onnx.export(dynamo=True, "
-                f"optimize=False), trained in that PyTorch")
+                f"optimize=False{f', opset_version={args.opset}' if args.opset else ''}), "
+                f"trained in that PyTorch")
     else:
         made = (f"HuggingFace transformers {REQUIREMENTS[0].split('==')[1]} models, "
                 f"exported by PyTorch 1.13 (training mode, opset 17)")
