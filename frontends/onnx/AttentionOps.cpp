@@ -206,7 +206,10 @@ LogicalResult importAttention(NodeImporter &n) {
   // The bias: the mask (a runtime value) and the positions no query may
   // see (a constant), both [.., Sq, Skv].
   const double inf = std::numeric_limits<double>::infinity();
-  Value bias;
+  // The bias's parts at their own shapes ([.., Sq or 1, Skv]), summed at
+  // their common (small) shape and broadcast to the scores once: the guard
+  // below reads the small sum, which dtcc-graph-fuse-attention evaluates.
+  SmallVector<Value> parts;
   bool runtimeBias = false;
   if (n.hasInput(3)) {
     Value mask = n.input(3);
@@ -236,7 +239,7 @@ LogicalResult importAttention(NodeImporter &n) {
                                        scoresType.getShape()))
       return n.error() << "expected attn_mask broadcastable to " << scoresType
                        << ", got " << n.input(3).getType();
-    bias = n.broadcastTo(mask, scoresType.getShape());
+    parts.push_back(mask);
     runtimeBias = true;
   }
   bool causal = n.attrInt("is_causal", 0) != 0;
@@ -306,12 +309,10 @@ LogicalResult importAttention(NodeImporter &n) {
       both(n.fold<LeOp>(n.fold<SubOp>(p, kj), n.splat(posType, double(left))));
     if (right >= 0)
       both(n.fold<LeOp>(n.fold<SubOp>(kj, p), n.splat(posType, double(right))));
-    Value seen = n.fold<BroadcastInDimOp>(
-        RankedTensorType::get(scoresType.getShape(), n.builder().getI1Type()),
-        ok, ArrayRef<int64_t>{0, 2, 3});
-    Value positions = n.fold<SelectOp>(seen, n.splat(scoresType, 0.0),
-                                       n.splat(scoresType, -inf));
-    bias = bias ? n.fold<AddOp>(bias, positions) : positions;
+    auto planeType = RankedTensorType::get({batch, sq, skv}, element);
+    Value positions =
+        n.fold<SelectOp>(ok, n.splat(planeType, 0.0), n.splat(planeType, -inf));
+    parts.push_back(n.reshape(positions, {batch, 1, sq, skv}));
     runtimeBias = true;
   } else if (constrained) {
     // The same positions for every batch and head: [Sq, Skv] from iotas
@@ -337,11 +338,27 @@ LogicalResult importAttention(NodeImporter &n) {
     if (right >= 0)
       both(n.fold<LeOp>(n.fold<SubOp>(kj, p), n.splat(posType, double(right))));
     auto planeType = RankedTensorType::get({sq, skv}, element);
-    Value positions = n.broadcastTo(
-        n.fold<SelectOp>(ok, n.splat(planeType, 0.0), n.splat(planeType, -inf)),
-        scoresType.getShape());
-    bias = bias ? n.fold<AddOp>(bias, positions) : positions;
+    parts.push_back(n.fold<SelectOp>(ok, n.splat(planeType, 0.0),
+                                     n.splat(planeType, -inf)));
   }
+  Value small;
+  if (!parts.empty()) {
+    SmallVector<ArrayRef<int64_t>> shapes;
+    for (Value v : parts)
+      shapes.push_back(typeOf(v).getShape());
+    auto common = n.broadcastShape(shapes);
+    if (failed(common))
+      return failure();
+    // Rank 4, as the scores, for the guard's reduction.
+    SmallVector<int64_t> shape(*common);
+    while (shape.size() < 4)
+      shape.insert(shape.begin(), 1);
+    for (Value v : parts) {
+      Value b = n.reshape(n.broadcastTo(v, *common), shape);
+      small = small ? n.fold<AddOp>(small, b) : b;
+    }
+  }
+  Value bias = small ? n.broadcastTo(small, scoresType.getShape()) : Value();
   if (bias)
     scores = n.fold<AddOp>(scores, bias);
   Value withBias = scores;
@@ -350,9 +367,8 @@ LogicalResult importAttention(NodeImporter &n) {
   // -inf (no NaN), its probabilities are zeros.
   Value emptyRow;
   if (runtimeBias || someRowEmpty) {
-    auto rowType = RankedTensorType::get({batch, qHeads, sq}, element);
-    Value rowMax = n.fold<ReduceMaxOp>(bias, ArrayRef<int64_t>{3});
-    Value empty = n.fold<EqOp>(rowMax, n.splat(rowType, -inf));
+    Value rowMax = n.fold<ReduceMaxOp>(small, ArrayRef<int64_t>{3});
+    Value empty = n.fold<EqOp>(rowMax, n.splat(typeOf(rowMax), -inf));
     emptyRow = n.fold<BroadcastInDimOp>(
         RankedTensorType::get(scoresType.getShape(), n.builder().getI1Type()),
         empty, ArrayRef<int64_t>{0, 1, 2});

@@ -240,6 +240,12 @@ std::optional<std::vector<double>> evaluate(const Constants &cs, Value v,
     return binary([](double a, double b) { return double(a <= b); });
   if (isa<LtOp>(def))
     return binary([](double a, double b) { return double(a < b); });
+  if (isa<EqOp>(def))
+    return binary([](double a, double b) { return double(a == b); });
+  if (isa<AndOp>(def))
+    return binary([](double a, double b) { return double(a != 0 && b != 0); });
+  if (isa<OrOp>(def))
+    return binary([](double a, double b) { return double(a != 0 || b != 0); });
   return std::nullopt;
 }
 
@@ -498,6 +504,74 @@ int64_t headDim(const Match &m) {
   return std::max(d, typeOf(m.last->getResult(0)).getShape().back());
 }
 
+/// The guard that ONNX Attention's import puts around a softmax whose mask
+/// might leave a query row no key (frontends/onnx/AttentionOps.cpp):
+///   e = broadcast_in_dim(eq(reduce_max(bias, last dimension), -inf))
+///   p = select(e, 0, softmax(select(e, 0, scores)))
+/// Where `bias` evaluates with a key in every row, e is false throughout
+/// and the guard is the softmax alone: dropped, so that the core can fuse.
+/// Returns how many were.
+int64_t dropOpenRowGuards(func::FuncOp fn, const Constants &cs) {
+  SmallVector<SoftmaxOp> softmaxes;
+  fn.walk([&](SoftmaxOp s) { softmaxes.push_back(s); });
+  auto isZero = [](Value v) {
+    std::optional<double> x = splatValue(v);
+    return x && *x == 0;
+  };
+  auto isNegInf = [](Value v) {
+    std::optional<double> x = splatValue(v);
+    return x && std::isinf(*x) && *x < 0;
+  };
+  int64_t dropped = 0;
+  for (SoftmaxOp s : softmaxes) {
+    auto pre = s.getOperand().getDefiningOp<SelectOp>();
+    if (!pre || !pre->hasOneUse() || !s->hasOneUse())
+      continue;
+    auto post = dyn_cast<SelectOp>(*s->getUsers().begin());
+    if (!post || post.getCondition() != pre.getCondition() ||
+        post.getOnFalse() != s.getResult() || !isZero(pre.getOnTrue()) ||
+        !isZero(post.getOnTrue()))
+      continue;
+    auto bc = pre.getCondition().getDefiningOp<BroadcastInDimOp>();
+    auto eq = bc ? bc.getOperand().getDefiningOp<EqOp>() : EqOp();
+    if (!eq)
+      continue;
+    Value maxed = isNegInf(eq.getRhs())   ? eq.getLhs()
+                  : isNegInf(eq.getLhs()) ? eq.getRhs()
+                                          : Value();
+    auto rowMax = maxed ? maxed.getDefiningOp<ReduceMaxOp>() : ReduceMaxOp();
+    if (!rowMax)
+      continue;
+    Value bias = rowMax.getOperand();
+    auto bt = typeOf(bias);
+    ArrayRef<int64_t> dims = rowMax.getDims();
+    if (dims.size() != 1 || dims[0] != bt.getRank() - 1)
+      continue;
+    std::optional<std::vector<double>> values = evaluate(cs, bias);
+    if (!values)
+      continue;
+    int64_t width = bt.getShape().back();
+    int64_t rows = width > 0 ? bt.getNumElements() / width : 0;
+    bool everyRowOpen = width > 0;
+    for (int64_t r = 0; r < rows && everyRowOpen; ++r) {
+      bool open = false;
+      for (int64_t j = 0; j < width && !open; ++j) {
+        double v = elementAt(*values, r * width + j);
+        open = !(std::isinf(v) && v < 0);
+      }
+      everyRowOpen = open;
+    }
+    if (!everyRowOpen)
+      continue;
+    post.getResult().replaceAllUsesWith(s.getResult());
+    post->erase();
+    s->setOperand(0, pre.getOnFalse());
+    pre->erase();
+    ++dropped;
+  }
+  return dropped;
+}
+
 struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
   using FuseAttentionBase::FuseAttentionBase;
 
@@ -514,9 +588,11 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     int64_t found = 0, fused = 0, causal = 0, masked = 0;
     std::set<int64_t> layers;
     std::map<std::string, int64_t> reasons;
+    int64_t guards = 0;
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      guards += dropOpenRowGuards(fn, Constants{module, frozenSet});
       Block &body = fn.getBody().front();
       SmallVector<Operation *> forward;
       for (Operation &op : body)
@@ -564,6 +640,10 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     }
     for (const auto &[why, count] : reasons)
       text += "; " + std::to_string(count) + " not: " + why;
+    if (guards)
+      text += "; " + std::to_string(guards) +
+              " guards against query rows without a key dropped (every row "
+              "of their masks has one)";
     if (!found)
       return;
     module->setAttr(kFusedAttentionAttr,

@@ -157,3 +157,64 @@ func.func @f32_core(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>, %v: tensor<2
   %o = dgraph.matmul %p, %v : (tensor<2x8x8xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   return %o : tensor<2x8x16xf32>
 }
+
+// -----
+
+// Tests the guard that ONNX Attention's import puts around the softmax
+// (zeros for a query row without a key): its mask, evaluated from iotas
+// (causal: every row keeps key 0), leaves each row a key, so the guard is
+// dropped and the core fuses, causal.
+// CHECK-LABEL: module attributes {dgraph.fused_attention = "1 of 1 attention cores fused (1 causal, 0 with a mask operand); 1 guards against query rows without a key dropped (every row of their masks has one)"}
+// CHECK-LABEL: func.func @guarded
+// CHECK: dgraph.attention %arg0, %arg1, %arg2 {causal, scale = 5.000000e-01 : f64}
+// CHECK-NOT: dgraph.softmax
+func.func @guarded(%q: tensor<2x8x4xf32>, %k: tensor<2x8x4xf32>, %v: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  %half = dgraph.constant dense<0.5> : tensor<2x8x8xf32>
+  %zero = dgraph.constant dense<0.0> : tensor<8x8xf32>
+  %ninf = dgraph.constant dense<0xFF800000> : tensor<8x8xf32>
+  %ninfrow = dgraph.constant dense<0xFF800000> : tensor<1x8xf32>
+  %zeros = dgraph.constant dense<0.0> : tensor<2x8x8xf32>
+  %i = dgraph.iota dim = 0 : tensor<8x8xi64>
+  %j = dgraph.iota dim = 1 : tensor<8x8xi64>
+  %keep = dgraph.le %j, %i : tensor<8x8xi64>
+  %bias = dgraph.select %keep, %zero, %ninf : tensor<8x8xf32>
+  %small = dgraph.reshape %bias : (tensor<8x8xf32>) -> tensor<1x8x8xf32>
+  %s = dgraph.matmul %q, %k {transpose_rhs} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x8xf32>
+  %m = dgraph.mul %s, %half : tensor<2x8x8xf32>
+  %bb = dgraph.broadcast_in_dim %small, dims = [0, 1, 2] : (tensor<1x8x8xf32>) -> tensor<2x8x8xf32>
+  %a = dgraph.add %m, %bb : tensor<2x8x8xf32>
+  %rm = dgraph.reduce_max %small, dims = [2] : (tensor<1x8x8xf32>) -> tensor<1x8xf32>
+  %empty = dgraph.eq %rm, %ninfrow : tensor<1x8xf32>
+  %e = dgraph.broadcast_in_dim %empty, dims = [0, 1] : (tensor<1x8xi1>) -> tensor<2x8x8xi1>
+  %safe = dgraph.select %e, %zeros, %a : tensor<2x8x8xf32>
+  %p = dgraph.softmax %safe, dim = 2 : tensor<2x8x8xf32>
+  %p0 = dgraph.select %e, %zeros, %p : tensor<2x8x8xf32>
+  %o = dgraph.matmul %p0, %v : (tensor<2x8x8xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  return %o : tensor<2x8x4xf32>
+}
+
+// -----
+
+// The same guard over a mask from an input (not evaluated): kept, and the
+// core stays unfused.
+// CHECK-LABEL: module attributes {dgraph.fused_attention = "0 of 1 attention cores fused
+// CHECK-LABEL: func.func @guard_kept
+// CHECK: dgraph.softmax
+// CHECK-NOT: dgraph.attention
+func.func @guard_kept(%q: tensor<2x8x4xf32>, %k: tensor<2x8x4xf32>, %v: tensor<2x8x4xf32>, %small: tensor<1x8x8xf32>) -> tensor<2x8x4xf32> {
+  %half = dgraph.constant dense<0.5> : tensor<2x8x8xf32>
+  %ninfrow = dgraph.constant dense<0xFF800000> : tensor<1x8xf32>
+  %zeros = dgraph.constant dense<0.0> : tensor<2x8x8xf32>
+  %s = dgraph.matmul %q, %k {transpose_rhs} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x8xf32>
+  %m = dgraph.mul %s, %half : tensor<2x8x8xf32>
+  %bb = dgraph.broadcast_in_dim %small, dims = [0, 1, 2] : (tensor<1x8x8xf32>) -> tensor<2x8x8xf32>
+  %a = dgraph.add %m, %bb : tensor<2x8x8xf32>
+  %rm = dgraph.reduce_max %small, dims = [2] : (tensor<1x8x8xf32>) -> tensor<1x8xf32>
+  %empty = dgraph.eq %rm, %ninfrow : tensor<1x8xf32>
+  %e = dgraph.broadcast_in_dim %empty, dims = [0, 1] : (tensor<1x8xi1>) -> tensor<2x8x8xi1>
+  %safe = dgraph.select %e, %zeros, %a : tensor<2x8x8xf32>
+  %p = dgraph.softmax %safe, dim = 2 : tensor<2x8x8xf32>
+  %p0 = dgraph.select %e, %zeros, %p : tensor<2x8x8xf32>
+  %o = dgraph.matmul %p0, %v : (tensor<2x8x8xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  return %o : tensor<2x8x4xf32>
+}
