@@ -88,6 +88,30 @@ Value splitHeads(NodeImporter &n, Value v, int64_t heads) {
   return n.transpose(r, {0, 2, 1, 3});
 }
 
+/// 0 where `ok` holds, -inf elsewhere: a mask as an additive bias of
+/// `element` type.
+Value additiveBias(NodeImporter &n, Value ok, Type element) {
+  auto t = RankedTensorType::get(typeOf(ok).getShape(), element);
+  return n.fold<SelectOp>(ok, n.splat(t, 0.0),
+                          n.splat(t, -std::numeric_limits<double>::infinity()));
+}
+
+/// `ok` (or, where null, nothing) and-ed with where the query at position
+/// `p` (its index plus the cache's length) sees key `kj`: at or before it
+/// (`causal`), at most `left` before and `right` after it (-1: unbounded).
+Value keysInView(NodeImporter &n, Value ok, Value kj, Value p, bool causal,
+                 int64_t left, int64_t right) {
+  auto type = typeOf(kj);
+  auto both = [&](Value c) { ok = ok ? n.fold<AndOp>(ok, c) : c; };
+  if (causal)
+    both(n.fold<LeOp>(kj, p));
+  if (left >= 0)
+    both(n.fold<LeOp>(n.fold<SubOp>(p, kj), n.splat(type, double(left))));
+  if (right >= 0)
+    both(n.fold<LeOp>(n.fold<SubOp>(kj, p), n.splat(type, double(right))));
+  return ok;
+}
+
 /// Attention (opsets 23 to 25) as ONNX's reference computes it: Q, K, V in
 /// 4-D [B, heads, S, D] or 3-D [B, S, heads * D] (q_num_heads,
 /// kv_num_heads); key and value heads repeated for grouped queries; the
@@ -222,10 +246,8 @@ LogicalResult importAttention(NodeImporter &n) {
     if (mt.getRank() < 1 || mt.getShape().back() > skv)
       return n.error() << "expected attn_mask [.., " << sq << ", <= " << skv
                        << "], got " << mask.getType();
-    if (isBool) {
-      auto ft = RankedTensorType::get(mt.getShape(), element);
-      mask = n.fold<SelectOp>(mask, n.splat(ft, 0.0), n.splat(ft, -inf));
-    }
+    if (isBool)
+      mask = additiveBias(n, mask, element);
     int64_t pad = skv - mt.getShape().back();
     if (pad > 0) {
       SmallVector<int64_t> padShape(mt.getShape());
@@ -301,18 +323,10 @@ LogicalResult importAttention(NodeImporter &n) {
     Value kj = n.create<IotaOp>(posType, 2).getResult();
     Value p =
         n.fold<SubOp>(n.fold<AddOp>(qi, length), n.splat(posType, double(sq)));
-    Value ok = n.fold<LtOp>(kj, length);
-    auto both = [&](Value c) { ok = n.fold<AndOp>(ok, c); };
-    if (causal)
-      both(n.fold<LeOp>(kj, p));
-    if (left >= 0)
-      both(n.fold<LeOp>(n.fold<SubOp>(p, kj), n.splat(posType, double(left))));
-    if (right >= 0)
-      both(n.fold<LeOp>(n.fold<SubOp>(kj, p), n.splat(posType, double(right))));
-    auto planeType = RankedTensorType::get({batch, sq, skv}, element);
-    Value positions =
-        n.fold<SelectOp>(ok, n.splat(planeType, 0.0), n.splat(planeType, -inf));
-    parts.push_back(n.reshape(positions, {batch, 1, sq, skv}));
+    Value ok =
+        keysInView(n, n.fold<LtOp>(kj, length), kj, p, causal, left, right);
+    parts.push_back(
+        n.reshape(additiveBias(n, ok, element), {batch, 1, sq, skv}));
     runtimeBias = true;
   } else if (constrained) {
     // The same positions for every batch and head: [Sq, Skv] from iotas
@@ -329,17 +343,8 @@ LogicalResult importAttention(NodeImporter &n) {
     Value p = n.create<IotaOp>(posType, 0).getResult();
     if (offset != 0)
       p = n.fold<AddOp>(p, n.splat(posType, double(offset)));
-    Value ok;
-    auto both = [&](Value c) { ok = ok ? n.fold<AndOp>(ok, c) : c; };
-    if (causal)
-      both(n.fold<LeOp>(kj, p));
-    if (left >= 0)
-      both(n.fold<LeOp>(n.fold<SubOp>(p, kj), n.splat(posType, double(left))));
-    if (right >= 0)
-      both(n.fold<LeOp>(n.fold<SubOp>(kj, p), n.splat(posType, double(right))));
-    auto planeType = RankedTensorType::get({sq, skv}, element);
-    parts.push_back(n.fold<SelectOp>(ok, n.splat(planeType, 0.0),
-                                     n.splat(planeType, -inf)));
+    parts.push_back(additiveBias(
+        n, keysInView(n, Value(), kj, p, causal, left, right), element));
   }
   Value small;
   if (!parts.empty()) {
