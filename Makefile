@@ -45,6 +45,10 @@ lit: build
 conformance: build
 	$(PYTHON) tests/conformance/run_onnx_node_tests.py --dtcc $(BUILD_DIR)/bin/dtcc \
 	  --suite all --jobs $(JOBS)
+	$(PYTHON) tests/conformance/run_onnx_node_tests.py --dtcc $(BUILD_DIR)/bin/dtcc \
+	  --suite all --jobs $(JOBS) --data tests/conformance/newer_ops \
+	  --expected-node tests/conformance/expected_pass_newer_node.txt \
+	  --expected-grad tests/conformance/expected_pass_newer_grad.txt
 	@$(MAKE) --no-print-directory shard-conformance
 
 # Every dgraph op under every sharding its rule allows, on 2 and 4 ranks
