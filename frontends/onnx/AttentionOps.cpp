@@ -23,22 +23,14 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-LogicalResult requireFloat(NodeImporter &n, Value v, StringRef what) {
-  if (isa<FloatType>(typeOf(v).getElementType()))
-    return success();
-  return n.error() << "expected a floating-point " << what << ", got "
-                   << v.getType();
-}
-
-//===-- RMSNormalization
-//---------------------------------------------------===//
+//===-- RMSNormalization -------------------------------------------------===//
 
 /// y = x / sqrt(mean(x^2 over axis..) + epsilon) * scale. stash_type 1 (the
 /// only one ONNX defines) computes the statistics in f32 for half inputs:
 /// rms_norm's statistics are f32 there.
 LogicalResult importRmsNormalization(NodeImporter &n) {
   Value x = n.input(0);
-  if (failed(requireFloat(n, x, "input")))
+  if (failed(requireFloat(n, x)))
     return failure();
   auto type = typeOf(x);
   auto axis = n.normalizeAxis(n.attrInt("axis", -1), type.getRank());
@@ -78,8 +70,7 @@ LogicalResult importRmsNormalization(NodeImporter &n) {
   return success();
 }
 
-//===-- Attention
-//----------------------------------------------------------===//
+//===-- Attention --------------------------------------------------------===//
 
 /// [B, S, H * D] -> [B, H, S, D].
 Value splitHeads(NodeImporter &n, Value v, int64_t heads) {
@@ -227,12 +218,11 @@ LogicalResult importAttention(NodeImporter &n) {
   }
   Value capped = scores;
 
-  // The bias: the mask (a runtime value) and the positions no query may
-  // see (a constant), both [.., Sq, Skv].
+  // The bias: the mask and the positions no query may see, each at its
+  // own shape ([.., Sq or 1, Skv]), summed at their common (small) shape
+  // and broadcast to the scores once: the guard below reads the small sum,
+  // which dtcc-graph-fuse-attention evaluates.
   const double inf = std::numeric_limits<double>::infinity();
-  // The bias's parts at their own shapes ([.., Sq or 1, Skv]), summed at
-  // their common (small) shape and broadcast to the scores once: the guard
-  // below reads the small sum, which dtcc-graph-fuse-attention evaluates.
   SmallVector<Value> parts;
   bool runtimeBias = false;
   if (n.hasInput(3)) {
@@ -276,6 +266,19 @@ LogicalResult importAttention(NodeImporter &n) {
     return (!causal || j <= p) && (left < 0 || p - j <= left) &&
            (right < 0 || j - p <= right);
   };
+  // Whether some query row of `planes` planes of Sq rows loses every one
+  // of its `width` keys (`open(plane, i, j)`: query i sees key j).
+  auto someRowEmpty = [&](int64_t planes, int64_t width, auto open) {
+    for (int64_t plane = 0; plane < planes; ++plane)
+      for (int64_t i = 0; i < sq; ++i) {
+        bool any = false;
+        for (int64_t j = 0; j < width && !any; ++j)
+          any = open(plane, i, j);
+        if (!any)
+          return true;
+      }
+    return false;
+  };
   // A mask known at compile time (HuggingFace's causal masks fold) needs
   // no guard where no query row loses every key: the chain stays one that
   // dtcc-graph-fuse-attention can fuse.
@@ -293,18 +296,13 @@ LogicalResult importAttention(NodeImporter &n) {
       else
         for (APFloat f : known->getValues<APFloat>())
           open.push_back(!(f.isInfinity() && f.isNegative()));
-      bool empty = false;
-      for (int64_t plane = 0; plane < planes && !empty; ++plane)
-        for (int64_t i = 0; i < sq && !empty; ++i) {
-          int64_t row = (plane * mq + (mq == 1 ? 0 : i)) * width;
-          bool any = false;
-          for (int64_t j = 0; j < width && !any; ++j)
-            any = open[size_t(row + j)] && (!constrained || allowed(i, j));
-          empty = !any;
-        }
-      runtimeBias = empty;
+      runtimeBias =
+          someRowEmpty(planes, width, [&](int64_t plane, int64_t i, int64_t j) {
+            int64_t row = (plane * mq + (mq == 1 ? 0 : i)) * width;
+            return open[size_t(row + j)] && (!constrained || allowed(i, j));
+          });
     }
-  bool someRowEmpty = false;
+  bool positionsEmptyARow = false;
   if (n.hasInput(6)) {
     // An external cache: batch b's keys j < nonpad[b] are real, and its
     // queries sit at positions i + nonpad[b] - Sq.
@@ -332,12 +330,8 @@ LogicalResult importAttention(NodeImporter &n) {
     // The same positions for every batch and head: [Sq, Skv] from iotas
     // (dtcc-graph-fuse-attention evaluates them: a causal one becomes the
     // fused op's attribute), broadcast.
-    for (int64_t i = 0; i < sq && !someRowEmpty; ++i) {
-      bool any = false;
-      for (int64_t j = 0; j < skv && !any; ++j)
-        any = allowed(i, j);
-      someRowEmpty = !any;
-    }
+    positionsEmptyARow = someRowEmpty(
+        1, skv, [&](int64_t, int64_t i, int64_t j) { return allowed(i, j); });
     auto posType = RankedTensorType::get({sq, skv}, n.builder().getI64Type());
     Value kj = n.create<IotaOp>(posType, 1).getResult();
     Value p = n.create<IotaOp>(posType, 0).getResult();
@@ -371,7 +365,7 @@ LogicalResult importAttention(NodeImporter &n) {
   // A row every key is masked from: its softmax reads zeros instead of
   // -inf (no NaN), its probabilities are zeros.
   Value emptyRow;
-  if (runtimeBias || someRowEmpty) {
+  if (runtimeBias || positionsEmptyARow) {
     Value rowMax = n.fold<ReduceMaxOp>(small, ArrayRef<int64_t>{3});
     Value empty = n.fold<EqOp>(rowMax, n.splat(typeOf(rowMax), -inf));
     emptyRow = n.fold<BroadcastInDimOp>(
@@ -411,8 +405,7 @@ LogicalResult importAttention(NodeImporter &n) {
   return success();
 }
 
-//===-- RotaryEmbedding
-//----------------------------------------------------===//
+//===-- RotaryEmbedding --------------------------------------------------===//
 
 /// Rotates the first rotary_embedding_dim features of each head of X ([B,
 /// H, S, D], or [B, S, H * D] with num_heads) by the angles of cos_cache
@@ -421,7 +414,7 @@ LogicalResult importAttention(NodeImporter &n) {
 /// even and odd features.
 LogicalResult importRotaryEmbedding(NodeImporter &n) {
   Value x = n.input(0), cosCache = n.input(1), sinCache = n.input(2);
-  if (failed(requireFloat(n, x, "input")))
+  if (failed(requireFloat(n, x)))
     return failure();
   auto xt = typeOf(x);
   Type element = xt.getElementType();

@@ -18,14 +18,6 @@ using namespace dtcc::graph;
 namespace dtcc::onnx_frontend {
 namespace {
 
-bool isFloat(Value v) { return isa<FloatType>(getElementTypeOrSelf(v.getType())); }
-
-LogicalResult requireFloat(NodeImporter &n, Value v) {
-  if (isFloat(v))
-    return success();
-  return n.error() << "expected a floating-point input, got " << v.getType();
-}
-
 LogicalResult requireNumeric(NodeImporter &n, Value v) {
   if (!getElementTypeOrSelf(v.getType()).isInteger(1))
     return success();

@@ -16,12 +16,6 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-LogicalResult requireFloat(NodeImporter &n, Value v) {
-  if (isa<FloatType>(getElementTypeOrSelf(v.getType())))
-    return success();
-  return n.error() << "expected a floating-point input, got " << v.getType();
-}
-
 /// numpy.matmul: 1-D operands are promoted and the added dimension removed;
 /// batch dimensions broadcast, as dgraph.matmul's do (no copies).
 LogicalResult importMatMul(NodeImporter &n) {

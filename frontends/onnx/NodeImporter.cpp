@@ -343,4 +343,11 @@ FailureOr<SmallVector<Value>> NodeImporter::broadcastAll(ArrayRef<Value> values)
   return out;
 }
 
+LogicalResult requireFloat(NodeImporter &n, Value v, StringRef what) {
+  if (isa<FloatType>(getElementTypeOrSelf(v.getType())))
+    return success();
+  return n.error() << "expected a floating-point " << what << ", got "
+                   << v.getType();
+}
+
 } // namespace dtcc::onnx_frontend

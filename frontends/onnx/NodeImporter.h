@@ -211,6 +211,11 @@ struct OpEntry {
   OpHandler handler;
 };
 
+/// Checks that `v` has a floating-point element type, else reports
+/// "expected a floating-point <what>, got <type>" at the node.
+mlir::LogicalResult requireFloat(NodeImporter &n, mlir::Value v,
+                                 llvm::StringRef what = "input");
+
 /// `sum` ^ `exponent` (sqrt(`sum`) without one) as a p-norm of the
 /// nonnegative terms summed: its gradient is 0 where the sum is 0 (PyTorch's
 /// norm_backward), not pow's or sqrt's 0 * inf. For ReduceL2, for the Sqrt

@@ -161,9 +161,9 @@ LogicalResult importCumSum(NodeImporter &n) {
 /// is 0 at a zero vector.
 LogicalResult importLpNormalization(NodeImporter &n) {
   Value x = n.input(0);
+  if (failed(requireFloat(n, x)))
+    return failure();
   auto type = typeOf(x);
-  if (!isa<FloatType>(type.getElementType()))
-    return n.error() << "expected a floating-point input, got " << type;
   auto axis = n.normalizeAxis(n.attrInt("axis", -1), type.getRank());
   if (failed(axis))
     return failure();

@@ -510,7 +510,8 @@ int64_t headDim(const Match &m) {
 ///   p = select(e, 0, softmax(select(e, 0, scores)))
 /// Where `bias` evaluates with a key in every row, e is false throughout
 /// and the guard is the softmax alone: dropped, so that the core can fuse.
-/// Returns how many were.
+/// Each mask is evaluated once (the layers of a model share one). Returns
+/// how many guards were dropped.
 int64_t dropOpenRowGuards(func::FuncOp fn, const Constants &cs) {
   SmallVector<SoftmaxOp> softmaxes;
   fn.walk([&](SoftmaxOp s) { softmaxes.push_back(s); });
@@ -521,6 +522,28 @@ int64_t dropOpenRowGuards(func::FuncOp fn, const Constants &cs) {
   auto isNegInf = [](Value v) {
     std::optional<double> x = splatValue(v);
     return x && std::isinf(*x) && *x < 0;
+  };
+  // Whether every row of a mask keeps a key: evaluated once per mask.
+  llvm::DenseMap<Value, bool> everyRowOpen;
+  auto rowsOpen = [&](Value bias) {
+    auto [it, inserted] = everyRowOpen.try_emplace(bias, false);
+    if (!inserted)
+      return it->second;
+    std::optional<std::vector<double>> values = evaluate(cs, bias);
+    int64_t width = typeOf(bias).getShape().back();
+    if (!values || width == 0)
+      return false;
+    int64_t rows = typeOf(bias).getNumElements() / width;
+    for (int64_t r = 0; r < rows; ++r) {
+      bool open = false;
+      for (int64_t j = 0; j < width && !open; ++j) {
+        double v = elementAt(*values, r * width + j);
+        open = !(std::isinf(v) && v < 0);
+      }
+      if (!open)
+        return false;
+    }
+    return it->second = true;
   };
   int64_t dropped = 0;
   for (SoftmaxOp s : softmaxes) {
@@ -543,25 +566,9 @@ int64_t dropOpenRowGuards(func::FuncOp fn, const Constants &cs) {
     if (!rowMax)
       continue;
     Value bias = rowMax.getOperand();
-    auto bt = typeOf(bias);
     ArrayRef<int64_t> dims = rowMax.getDims();
-    if (dims.size() != 1 || dims[0] != bt.getRank() - 1)
-      continue;
-    std::optional<std::vector<double>> values = evaluate(cs, bias);
-    if (!values)
-      continue;
-    int64_t width = bt.getShape().back();
-    int64_t rows = width > 0 ? bt.getNumElements() / width : 0;
-    bool everyRowOpen = width > 0;
-    for (int64_t r = 0; r < rows && everyRowOpen; ++r) {
-      bool open = false;
-      for (int64_t j = 0; j < width && !open; ++j) {
-        double v = elementAt(*values, r * width + j);
-        open = !(std::isinf(v) && v < 0);
-      }
-      everyRowOpen = open;
-    }
-    if (!everyRowOpen)
+    if (dims.size() != 1 || dims[0] != typeOf(bias).getRank() - 1 ||
+        !rowsOpen(bias))
       continue;
     post.getResult().replaceAllUsesWith(s.getResult());
     post->erase();
