@@ -54,6 +54,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+import e2e_common  # noqa: E402
 
 DEBIAN_PYTHON = "/usr/bin/python3"
 # The newest releases that install for Debian's Python 3.11 and work
@@ -658,9 +659,8 @@ def table(args, spec, threads, results, tolerance, tolerance_note):
         losses = ok[0]["losses"][:k]
         check = ""
         if ref is not None and system != reference:
-            # A NaN loss differs (a comparison with it is false).
-            diffs = [abs(a - b) / abs(b) for a, b in zip(losses, ref["losses"][:k])]
-            diffs = [d if d == d else float("inf") for d in diffs]
+            diffs = [e2e_common.as_error(abs(a - b) / abs(b))
+                     for a, b in zip(losses, ref["losses"][:k])]
             bad = [i + 1 for i, d in enumerate(diffs) if d > tolerance(i + 1)]
             check = (f"  max rel diff {max(diffs):.1e} "
                      + (f"DIFFERS at step {', '.join(map(str, bad))}" if bad else "ok"))
