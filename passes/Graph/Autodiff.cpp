@@ -332,6 +332,9 @@ void AutodiffPass::runOnOperation() {
       }
       continue;
     }
+    // Nothing is differentiated through a stop_gradient (PyTorch's detach).
+    if (isa<StopGradientOp>(op))
+      continue;
     if (llvm::any_of(op->getOperands(), [&](Value v) { return active.count(v); }))
       for (Value r : op->getResults())
         if (isFloatTensor(r))
@@ -523,6 +526,12 @@ void AutodiffPass::runOnOperation() {
   train.setAllResultAttrs(resultAttrs);
   if (plan && plan.getRecompute() != dtcc::shard::Recompute::None)
     recordRecomputation(module);
+  // The backward pass is built: a stop_gradient is its operand again, in
+  // the step and in the forward function alike.
+  module.walk([](StopGradientOp op) {
+    op.getResult().replaceAllUsesWith(op.getOperand());
+    op.erase();
+  });
 }
 
 } // namespace

@@ -17,6 +17,32 @@ def Graph_ScalarI64 : 0DTensorOf<[I64]> {
       "::mlir::RankedTensorType::get({}, $_builder.getIntegerType(64))";
 }
 
+def Graph_StopGradientOp : Graph_Op<"stop_gradient",
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "Its operand, through which no gradient flows";
+  let description = [{
+    The operand itself; reverse-mode autodiff treats the result as a
+    constant (PyTorch's `detach()`): nothing behind it is differentiated
+    through it, and a parameter reached only through it has no gradient
+    path (it is not trained). The ONNX importer writes it in training
+    imports where a gradient rule is not ONNX's arithmetic: quantization's
+    straight-through estimator, its scales and zero points.
+    dtcc-graph-autodiff replaces every stop_gradient by its operand once
+    the backward pass is built, so no later pass meets it.
+
+    Example:
+    ```mlir
+    %c = dgraph.stop_gradient %x : tensor<4x8xf32>
+    ```
+
+    **Constraints:**
+    - operand and result have the same type.
+  }];
+  let arguments = (ins Graph_Tensor:$operand);
+  let results = (outs Graph_Tensor:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+}
+
 class Graph_ActivationGradOp<string mnemonic, string doc>
     : Graph_Op<mnemonic, [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure, Elementwise, SameOperandsAndResultType,
                           InferTypeOpInterface]> {

@@ -57,3 +57,37 @@ func.func @main(%x: tensor<4xf32> {dgraph.name = "x"}) -> (tensor<f32> {dgraph.n
   %l = dgraph.reduce_sum %y, dims = [0] : (tensor<4xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests that no gradient flows through dgraph.stop_gradient (the ONNX
+// importer's straight-through estimator of a fake quantization): a
+// parameter read only through one has no gradient path (untrained, as a
+// PyTorch buffer), the gradient of one read both directly and through one
+// is the direct part alone (x - stop_gradient(x) passes dy, no more), and
+// no stop_gradient is left in either function afterwards.
+// CHECK: module attributes {dgraph.untrained = ["scale"]}
+// CHECK: dgraph.variable @scale : tensor<4xf32>{{$}}
+// CHECK-NOT: stop_gradient
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: -> (tensor<f32> {dgraph.name = "loss"}, tensor<4xf32> {dgraph.grad_of = @v, dgraph.name = "grad/v"})
+// CHECK-NOT: stop_gradient
+// CHECK: %[[SEED:.*]] = dgraph.constant {dgraph.grad_seed}
+// CHECK-NOT: dgraph.mul
+// CHECK: %[[G:.*]] = dgraph.broadcast_in_dim %[[SEED]]
+// CHECK-NOT: dgraph.mul
+// CHECK: return %{{.*}}, %[[G]]
+dgraph.variable @scale : tensor<4xf32> {trainable}
+dgraph.variable @v : tensor<4xf32> {trainable}
+// expected-warning @+1 {{parameter 'scale' has no gradient path to the loss}}
+func.func @main(%x: tensor<4xf32> {dgraph.name = "x"}) -> (tensor<f32> {dgraph.name = "loss"}) {
+  %s = dgraph.load @scale : tensor<4xf32>
+  %v = dgraph.load @v : tensor<4xf32>
+  %sd = dgraph.stop_gradient %s : tensor<4xf32>
+  %vd = dgraph.stop_gradient %v : tensor<4xf32>
+  %q = dgraph.mul %vd, %sd : tensor<4xf32>
+  %z = dgraph.sub %v, %vd : tensor<4xf32>
+  %y = dgraph.add %q, %z : tensor<4xf32>
+  %l = dgraph.reduce_sum %y, dims = [0] : (tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
