@@ -22,17 +22,51 @@ using namespace dtcc::shard;
 
 namespace {
 
-/// The weight load `v` is, seen through the float casts that mixed
-/// precision (dtcc-graph-mixed-precision) puts between a weight's fp32 load
-/// and its bf16/fp16 uses; null when `v` is not one.
+/// The weight load `v` is, seen through what the step computes from that
+/// weight alone, element by element: the float casts that mixed precision
+/// (dtcc-graph-mixed-precision) puts between a weight's fp32 load and its
+/// bf16/fp16 uses, and a fake quantization of the weight (ONNX Q/DQ in
+/// quantization-aware training: a scale, a round, a clamp, with per-channel
+/// scales broadcast from state). Such a value is split wherever its weight
+/// is. Null when `v` is not one: something between reads an activation,
+/// another trainable variable, or moves elements (a transpose, a slice, a
+/// reduction), or no variable of `v`'s shape feeds it.
 graph::LoadOp loadThroughCasts(Value v) {
-  while (auto c = v.getDefiningOp<graph::CastOp>()) {
-    if (!isa<FloatType>(getElementTypeOrSelf(c.getOperand().getType())) ||
-        !isa<FloatType>(getElementTypeOrSelf(c.getType())))
+  if (auto load = v.getDefiningOp<graph::LoadOp>())
+    return load;
+  auto shape = cast<RankedTensorType>(v.getType()).getShape();
+  constexpr int kMaxOps = 64;
+  graph::LoadOp weight;
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op)
+      return {}; // a function argument: an activation
+    if (!seen.insert(op).second)
+      continue;
+    if (seen.size() > kMaxOps)
       return {};
-    v = c.getOperand();
+    if (auto load = dyn_cast<graph::LoadOp>(op)) {
+      auto type = cast<RankedTensorType>(load.getType());
+      auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
+          op, load.getVariableAttr());
+      if (type.getShape() == shape && (!weight || weight == load)) {
+        weight = load;
+        continue;
+      }
+      if (var && var.getTrainable())
+        return {}; // a second parameter
+      continue;    // state: a quantization scale
+    }
+    if (op->hasTrait<OpTrait::ConstantLike>())
+      continue;
+    if (!op->hasTrait<OpTrait::Elementwise>() &&
+        !isa<graph::CastOp, graph::BroadcastInDimOp, graph::ReshapeOp>(op))
+      return {};
+    work.append(op->operand_begin(), op->operand_end());
   }
-  return v.getDefiningOp<graph::LoadOp>();
+  return weight;
 }
 
 /// `v` without mixed precision's float casts: the broadcast (or other op)
