@@ -49,6 +49,13 @@ public:
         return true;
     return false;
   }
+  void noteQuantized(mlir::Value q, QuantizedValue info) {
+    quantized[q] = std::move(info);
+  }
+  const QuantizedValue *quantizedFrom(mlir::Value q) const {
+    auto it = quantized.find(q);
+    return it == quantized.end() ? nullptr : &it->second;
+  }
   mlir::FailureOr<mlir::ElementsAttr> tensorToAttr(const onnx::TensorProto &t,
                                                    mlir::Location loc);
   static std::string nodeName(const onnx::NodeProto &node, int index);
@@ -104,6 +111,7 @@ private:
   std::map<std::string, int64_t> opsets;
   llvm::StringMap<mlir::Value> values;
   llvm::StringMap<Sequence> sequences;
+  llvm::DenseMap<mlir::Value, QuantizedValue> quantized;
   llvm::StringMap<graph::VariableOp> variables;
   llvm::StringMap<mlir::ElementsAttr> constantInitializers;
   mlir::ModuleOp module;

@@ -30,6 +30,14 @@ const std::string &NodeImporter::producerName() const {
   return graph.getModel().producer_name();
 }
 
+void NodeImporter::noteQuantized(Value q, QuantizedValue info) {
+  graph.noteQuantized(q, std::move(info));
+}
+
+const QuantizedValue *NodeImporter::quantizedFrom(Value q) const {
+  return graph.quantizedFrom(q);
+}
+
 void NodeImporter::setOutput(int i, Value value) {
   if (wantsOutput(i))
     graph.define(node.output(i), value);

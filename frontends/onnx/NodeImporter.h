@@ -43,6 +43,27 @@ mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *ctx);
 /// ONNX's name for an element type number ("FLOAT", "STRING", ...).
 std::string onnxTypeName(int32_t onnxType);
 
+/// What a QuantizeLinear computed, kept for a DequantizeLinear that reads
+/// its result with the same scale and zero point: together they are a fake
+/// quantization (quantization-aware training), which trains through the
+/// straight-through estimator. Values are in the float type of the
+/// computation, broadcast to the input's shape.
+struct QuantizedValue {
+  /// The node's input x; null when it was an integer (no gradient).
+  mlir::Value input;
+  /// round(x / scale) + zero point, before saturation, and after it.
+  mlir::Value level, saturated;
+  mlir::Value scale, zeroPoint;
+  /// What the scale and zero point were as the node's inputs (the zero
+  /// point null when omitted), their values where known at compile time,
+  /// and the axis of a per-axis pair (-1: per tensor).
+  mlir::Value scaleInput, zeroPointInput;
+  std::optional<mlir::DenseElementsAttr> scaleValue, zeroPointValue;
+  int64_t axis = -1;
+  /// The integer type's range.
+  double low = 0, high = 0;
+};
+
 class NodeImporter {
 public:
   NodeImporter(GraphImporter &graph, const onnx::NodeProto &node,
@@ -107,6 +128,10 @@ public:
   /// for other exporters. For ONNX ops that stand for several PyTorch ops
   /// whose gradients differ.
   std::string torchOp() const;
+  /// Records what the QuantizeLinear whose result is `q` computed.
+  void noteQuantized(mlir::Value q, QuantizedValue info);
+  /// What made `q`, when a QuantizeLinear did; null otherwise.
+  const QuantizedValue *quantizedFrom(mlir::Value q) const;
 
   //===-- Attributes --------------------------------------------------------===//
 
@@ -250,6 +275,7 @@ void appendIndexingOps(std::vector<OpEntry> &ops);
 void appendRandomOps(std::vector<OpEntry> &ops);
 void appendGridSampleOps(std::vector<OpEntry> &ops);
 void appendAttentionOps(std::vector<OpEntry> &ops);
+void appendQuantOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

@@ -2,7 +2,8 @@
 //
 // BatchNormalization (inference and training mode, with its running
 // statistics as training state), InstanceNormalization, GroupNormalization,
-// MaxPool (with Indices), AveragePool, GlobalAveragePool and GlobalMaxPool;
+// MaxPool (with Indices), AveragePool, LpPool, GlobalAveragePool,
+// GlobalMaxPool and GlobalLpPool;
 // LRN, MeanVarianceNormalization and MaxUnpool, decomposed into those and
 // elementwise ops (no kernels of their own).
 //
@@ -392,6 +393,66 @@ LogicalResult importAveragePool(NodeImporter &n) {
   return success();
 }
 
+/// |x|^p as LpPool reads it (p >= 1).
+Value absPower(NodeImporter &n, Value x, int64_t p) {
+  if (p == 2)
+    return n.fold<MulOp>(x, x);
+  Value a = n.fold<AbsOp>(x);
+  return p == 1 ? a : n.fold<PowOp>(a, n.splat(typeOf(a), double(p)));
+}
+
+/// The p-norm of the summed p-th powers `sum` (its gradient 0 where the
+/// sum is 0: normOfSum).
+Value lpRoot(NodeImporter &n, Value sum, int64_t p) {
+  if (p == 1)
+    return sum;
+  if (p == 2)
+    return normOfSum(n, sum);
+  return normOfSum(n, sum, n.splat(typeOf(sum), 1.0 / double(p)));
+}
+
+/// (sum over the window of |x|^p)^(1/p), the padding zeros: the mean of
+/// an average pool counting the padding times the kernel's size, as ONNX's
+/// reference and PyTorch's lp_pool compute it (so that in ceil mode a last
+/// window reaching past the padding is scaled as if it were whole).
+LogicalResult importLpPool(NodeImporter &n) {
+  auto xt = checkInput(n, 3);
+  if (failed(xt))
+    return failure();
+  auto w = readWindow(n, *xt, /*hasDilations=*/n.getOpset() >= 18);
+  if (failed(w))
+    return failure();
+  int64_t p = n.attrInt("p", 2);
+  if (p < 1)
+    return n.error() << "expected p >= 1, got " << p;
+  int64_t count = 1;
+  for (int64_t k : w->kernel)
+    count *= k;
+  Value mean = n.create<AvgPoolOp>(absPower(n, n.input(0), p), w->kernel,
+                                   w->strides, w->dilations, w->low, w->high,
+                                   w->ceilMode, /*countIncludePad=*/true)
+                   .getResult();
+  Value sum = n.fold<MulOp>(mean, n.splat(typeOf(mean), double(count)));
+  n.setOutput(0, lpRoot(n, sum, p));
+  return success();
+}
+
+LogicalResult importGlobalLpPool(NodeImporter &n) {
+  auto xt = checkInput(n, 3);
+  if (failed(xt))
+    return failure();
+  int64_t p = n.attrInt("p", 2);
+  if (p < 1)
+    return n.error() << "expected p >= 1, got " << p;
+  SmallVector<int64_t> dims;
+  for (int64_t d = 2; d < xt->getRank(); ++d)
+    dims.push_back(d);
+  Value sum = n.reduce<ReduceSumOp>(absPower(n, n.input(0), p), dims,
+                                    /*keepDims=*/true);
+  n.setOutput(0, lpRoot(n, sum, p));
+  return success();
+}
+
 /// The mean of `v` over `dims` (kept, of size 1), holding `count` > 0
 /// elements each: their sum times 1 / count.
 Value meanOver(NodeImporter &n, Value v, ArrayRef<int64_t> dims,
@@ -610,6 +671,8 @@ void appendNormPoolOps(std::vector<OpEntry> &ops) {
       {"GroupNormalization", 18, importGroupNormalization},
       {"MaxPool", 8, importMaxPool},
       {"AveragePool", 7, importAveragePool},
+      {"LpPool", 2, importLpPool},
+      {"GlobalLpPool", 2, importGlobalLpPool},
       {"GlobalAveragePool", 1, importGlobalAveragePool},
       {"GlobalMaxPool", 1, importGlobalMaxPool},
       {"LRN", 1, importLRN},

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
 #include <set>
 
 using namespace mlir;
@@ -60,6 +61,13 @@ std::string onnxTypeName(int32_t onnxType) {
   if (onnx::TensorProto_DataType_IsValid(onnxType))
     return onnx::TensorProto_DataType_Name(
         static_cast<onnx::TensorProto_DataType>(onnxType));
+  // The types newer than Debian's onnx 1.12 (onnx.proto of 1.23).
+  static constexpr const char *kNewer[] = {
+      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+      "UINT4",        "INT4",           "FLOAT4E2M1", "FLOAT8E8M0",
+      "UINT2",        "INT2",           "FLOAT6E2M3", "FLOAT6E3M2"};
+  if (onnxType >= 17 && onnxType < 17 + int32_t(std::size(kNewer)))
+    return kNewer[onnxType - 17];
   return "type " + std::to_string(onnxType);
 }
 
@@ -137,6 +145,38 @@ static TorchExportSignature torchExportSignature(const onnx::GraphProto &g) {
   return s;
 }
 
+/// The tensors `g` reads only as a QuantizeLinear's or DequantizeLinear's
+/// scale or zero point (PyTorch's FakeQuantize buffers): quantization
+/// parameters, which training does not update. A read by any other node,
+/// in a subgraph too, or as a graph output, keeps a name out.
+static llvm::StringSet<> quantizationParameters(const onnx::GraphProto &g) {
+  llvm::StringSet<> asParameter, otherwise;
+  std::function<void(const onnx::GraphProto &)> scan =
+      [&](const onnx::GraphProto &graph) {
+        for (const onnx::NodeProto &node : graph.node()) {
+          bool quant =
+              node.domain().empty() && (node.op_type() == "QuantizeLinear" ||
+                                        node.op_type() == "DequantizeLinear");
+          for (int i = 0; i < node.input_size(); ++i)
+            (quant && i > 0 ? asParameter : otherwise).insert(node.input(i));
+          for (const onnx::AttributeProto &a : node.attribute()) {
+            if (a.has_g())
+              scan(a.g());
+            for (const onnx::GraphProto &sub : a.graphs())
+              scan(sub);
+          }
+        }
+        for (const onnx::ValueInfoProto &out : graph.output())
+          otherwise.insert(out.name());
+      };
+  scan(g);
+  llvm::StringSet<> only;
+  for (const auto &name : asParameter)
+    if (!otherwise.contains(name.getKey()))
+      only.insert(name.getKey());
+  return only;
+}
+
 //===----------------------------------------------------------------------===//
 // The op registry
 //===----------------------------------------------------------------------===//
@@ -153,6 +193,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendIndexingOps(ops);
     appendRandomOps(ops);
     appendGridSampleOps(ops);
+    appendQuantOps(ops);
     appendAttentionOps(ops);
     appendSequenceOps(ops);
     llvm::StringMap<OpEntry> map;
@@ -620,7 +661,9 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   // module's: its parameters train, its buffers (running statistics) are
   // state, and the exporter's own constants (a mask, a GELU coefficient, an
   // exponent) are constants, where every float would otherwise train.
+  // Without one, a float read only as a quantization scale is state.
   TorchExportSignature signature = torchExportSignature(g);
+  llvm::StringSet<> quantParams = quantizationParameters(g);
   llvm::StringSet<> initializerNames;
   int64_t exporterConstants = 0;
   SmallVector<std::string> folded;
@@ -647,7 +690,8 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
     auto type = RankedTensorType::get(shape, elementType);
     bool isWeight = isa<FloatType>(elementType);
-    bool trainable = true;
+    // Quantization scales are state, as PyTorch's buffers (not trained).
+    bool trainable = !quantParams.contains(t.name());
     if (isWeight && !signature.kinds.empty()) {
       auto kind = signature.kinds.find(t.name());
       std::string k = kind == signature.kinds.end() ? "" : kind->second;

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 
+import onnx
 from onnx import numpy_helper
 from onnx.backend.test.case import node
 
@@ -30,6 +31,9 @@ def main():
     ap.add_argument("out")
     ap.add_argument("pattern", help="regex on test names")
     ap.add_argument("--exclude-from", help="a file whose lines '- `test_...`' name tests to leave out")
+    ap.add_argument("--opset", type=int,
+                    help="declare models of a newer default-domain opset at this one "
+                         "(for ops whose later opsets only add element types)")
     args = ap.parse_args()
     pat = re.compile(args.pattern)
     excluded = set()
@@ -42,17 +46,31 @@ def main():
         d = os.path.join(args.out, case.name)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
+        model = case.model
+        if args.opset:
+            for imp in model.opset_import:
+                if imp.domain in ("", "ai.onnx") and imp.version > args.opset:
+                    imp.version = args.opset
         with open(os.path.join(d, "model.onnx"), "wb") as f:
-            f.write(case.model.SerializeToString())
+            f.write(model.SerializeToString())
+        def tensor(x, name):
+            # The float8 and 4-bit cases give their data as TensorProtos.
+            if isinstance(x, onnx.TensorProto):
+                t = onnx.TensorProto()
+                t.CopyFrom(x)
+                t.name = name
+                return t
+            return numpy_helper.from_array(x, name)
+
         for i, (inputs, outputs) in enumerate(case.data_sets):
             ds = os.path.join(d, f"test_data_set_{i}")
             os.makedirs(ds)
             for j, x in enumerate(inputs):
                 with open(os.path.join(ds, f"input_{j}.pb"), "wb") as f:
-                    f.write(numpy_helper.from_array(x, case.model.graph.input[j].name).SerializeToString())
+                    f.write(tensor(x, case.model.graph.input[j].name).SerializeToString())
             for j, x in enumerate(outputs):
                 with open(os.path.join(ds, f"output_{j}.pb"), "wb") as f:
-                    f.write(numpy_helper.from_array(x, case.model.graph.output[j].name).SerializeToString())
+                    f.write(tensor(x, case.model.graph.output[j].name).SerializeToString())
         written += 1
     print(f"{written} tests written to {args.out}")
 

@@ -764,22 +764,22 @@ def check(args, test_dir, declared_inputs, work, bind_hint, classify):
     if proc.returncode != 0:
         return Result("failed", "run float64 model: " + proc.stderr.strip())
 
-    # The float64 forward against ONNX's expected outputs.
+    # The float64 forward against ONNX's expected outputs. Integer outputs
+    # (the node suite checked them exactly) are left out: one rounded from
+    # a float (a quantization) may round a tie of the float32 reference
+    # differently in float64, and no gradient is taken of it.
     for i, o in enumerate(model.graph.output):
-        if o.name not in p.expected:
-            continue
         elem = o.type.tensor_type.elem_type
+        if o.name not in p.expected or elem not in FLOAT_TYPES:
+            continue
         expected = _widen(numpy_helper.to_array(p.expected[o.name]), elem)
         actual = _read(out_dir, f"out__{i}")
         if actual is None or actual.shape != expected.shape:
             return Result("failed", f"float64 forward: output '{o.name}' has shape "
                                     f"{None if actual is None else list(actual.shape)}, "
                                     f"expected {list(expected.shape)}")
-        if elem in FLOAT_TYPES:
-            rtol, atol = FORWARD_TOLERANCES[elem]
-            ok = np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
-        else:
-            ok = actual == expected
+        rtol, atol = FORWARD_TOLERANCES[elem]
+        ok = np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
         if not np.all(ok):
             idx = tuple(np.argwhere(~ok)[0].tolist())
             return Result("failed", f"float64 forward differs from ONNX's expected "

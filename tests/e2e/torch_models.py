@@ -560,10 +560,46 @@ class ProtoNet(torch.nn.Module):
         return F.cross_entropy(logits, labels) - 0.1 * spread
 
 
+class QatNet(torch.nn.Module):
+    """[b, 3, 8, 8] images -> classes, trained as quantization-aware
+    training does (torch.ao.quantization.prepare_qat): FakeQuantize modules
+    on the input, the activations (per tensor, uint8) and the convolution's
+    and head's weights (per channel, int8), their observers calibrated on
+    one batch and then frozen, as the fine-tuning phase of QAT runs; and
+    torch.fake_quantize_per_tensor_affine with a scale that clamps part of
+    its input (the straight-through gradient's zeros). PyTorch exports each
+    fake quantization as ONNX QuantizeLinear + DequantizeLinear."""
+
+    def __init__(self, channels=8, classes=4, size=8):
+        super().__init__()
+        import torch.ao.quantization as tq
+        net = torch.nn.Sequential(tq.QuantStub(), torch.nn.Conv2d(3, channels, 3, padding=1),
+                                  torch.nn.ReLU(), torch.nn.Flatten(),
+                                  torch.nn.Linear(channels * size * size, classes),
+                                  tq.DeQuantStub())
+        net.qconfig = tq.QConfig(
+            activation=tq.FakeQuantize.with_args(observer=tq.MovingAverageMinMaxObserver,
+                                                 quant_min=0, quant_max=255),
+            weight=tq.default_per_channel_weight_fake_quant)
+        net.train()
+        self.net = tq.prepare_qat(net)
+        gen = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            self.net(torch.randn(16, 3, size, size, generator=gen))
+        self.net.apply(tq.disable_observer)
+
+    def forward(self, x, labels):
+        h = self.net[2](self.net[1](self.net[0](x)))
+        h = torch.fake_quantize_per_tensor_affine(h, 0.01, 0, -128, 127)
+        logits = self.net[5](self.net[4](self.net[3](h)))
+        return F.cross_entropy(logits, labels)
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
-          "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet}
+          "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet,
+          "qat": QatNet}
 
 
 def build(name, **sizes):
@@ -636,6 +672,8 @@ def example_inputs(name, model, batch, rng):
         z = rng.standard_normal((batch, 4))
         x = np.tanh(z @ basis) + 0.05 * rng.standard_normal((batch, inputs))
         return {"x": x.astype(np.float32)}
+    if name == "qat":
+        return images(rng, batch, model.net[4].out_features, size=8)
     if name == "proto":
         inputs = model.enc.in_features
         x = rng.standard_normal((batch, inputs)).astype(np.float32)
@@ -660,9 +698,16 @@ def example_inputs(name, model, batch, rng):
 STATE_BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
 
 
+# FakeQuantize's buffers: scales and zero points dtcc leaves untrained by
+# itself (initializers read only by QuantizeLinear/DequantizeLinear), its
+# flags and its observer's statistics, which the export does not carry.
+QUANT_BUFFERS = (".scale", ".zero_point", "_enabled", ".min_val", ".max_val", ".eps")
+
+
 def frozen_buffers(model):
     """The buffers a dtcc compile freezes (masks, rotary tables)."""
-    return [n for n, _ in model.named_buffers() if not n.endswith(STATE_BUFFERS)]
+    return [n for n, _ in model.named_buffers()
+            if not n.endswith(STATE_BUFFERS) and not n.endswith(QUANT_BUFFERS)]
 
 
 def export(name, model, batch, path, sample=None):
@@ -676,7 +721,10 @@ def export(name, model, batch, path, sample=None):
     if sample is None:
         sample = example_inputs(name, model, batch, np.random.default_rng(0))
     names = list(sample)
-    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    state = model.state_dict()
+    initial = type(state)((k, v.clone()) for k, v in state.items())
+    # Modules read their state's version (observers renamed buffers).
+    initial._metadata = getattr(state, "_metadata", None)
     torch.onnx.export(model, tuple(torch.from_numpy(sample[n]) for n in names), path,
                       input_names=names, output_names=["loss"], opset_version=17,
                       do_constant_folding=False,

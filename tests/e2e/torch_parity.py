@@ -73,6 +73,7 @@ SETTINGS = {
     "padded-text": Settings(batch=8, lr=1e-3, eps=1e-6),
     "rnn-lm": Settings(batch=8, lr=1e-3, eps=1e-6),
     "proto": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
+    "qat": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
