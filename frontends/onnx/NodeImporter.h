@@ -276,6 +276,7 @@ void appendRandomOps(std::vector<OpEntry> &ops);
 void appendGridSampleOps(std::vector<OpEntry> &ops);
 void appendAttentionOps(std::vector<OpEntry> &ops);
 void appendQuantOps(std::vector<OpEntry> &ops);
+void appendSpectralOps(std::vector<OpEntry> &ops);
 
 } // namespace dtcc::onnx_frontend
 

@@ -194,6 +194,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendRandomOps(ops);
     appendGridSampleOps(ops);
     appendQuantOps(ops);
+    appendSpectralOps(ops);
     appendAttentionOps(ops);
     appendSequenceOps(ops);
     llvm::StringMap<OpEntry> map;

@@ -131,6 +131,14 @@ UNKNOWN_RESOLVED = {
     "DynamicQuantizeLinear": "quantization",
 }
 
+# Ops ONNX's schemas tag NonDifferentiable that are linear in their float
+# inputs, which dtcc differentiates as PyTorch's torch.stft and torch.fft
+# do: the positions of those inputs (every output is differentiable).
+LINEAR_OPS = {
+    "DFT": [0],
+    "STFT": [0, 2],  # the signal and the window
+}
+
 # Ops newer than Debian's onnx package (no schema there): the positions of
 # their differentiable inputs (every output is). ONNX's newer schemas tag
 # Mish's and Swish's X and leave the others Unknown; these are the float
@@ -201,6 +209,9 @@ def _categories(node, opset):
         return None, None, ("random", op)
     if op in PIECEWISE_CONSTANT:
         return None, None, ("op", op)
+    if op in LINEAR_OPS:
+        return ([i in LINEAR_OPS[op] for i in range(len(node.input))],
+                [True] * len(node.output), None)
     schema, latest = _schema(op, opset), _schema(op, opset, latest=True)
     if schema is None and op in NEWER_OPS:
         return ([i in NEWER_OPS[op] for i in range(len(node.input))],

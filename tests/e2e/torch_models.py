@@ -595,11 +595,74 @@ class QatNet(torch.nn.Module):
         return F.cross_entropy(logits, labels)
 
 
+class SpectrogramNet(torch.nn.Module):
+    """[b, samples] waveforms -> classes through a learned FIR filter (a
+    1-D convolution), a log-power spectrogram (torch.stft of Hann-windowed
+    frames, one-sided, not centred) averaged over time, and a linear head;
+    the filter's gradient passes back through the STFT. PyTorch 1.13
+    cannot export torch.stft (PyTorch 2's exporters write ONNX STFT), so
+    export_onnx writes the same model's graph by hand, the module's
+    parameters as its initializers: Conv, STFT, Mul and ReduceSum of the
+    real and imaginary parts, Log, ReduceMean, Gemm,
+    SoftmaxCrossEntropyLoss."""
+
+    def __init__(self, n_fft=32, hop=8, taps=5, samples=256, classes=4):
+        super().__init__()
+        self.n_fft, self.hop, self.samples = n_fft, hop, samples
+        self.register_buffer("window", torch.hann_window(n_fft))
+        self.fir = torch.nn.Conv1d(1, 1, taps, padding=taps // 2)
+        self.head = torch.nn.Linear(n_fft // 2 + 1, classes)
+
+    def forward(self, x, labels):
+        y = self.fir(x.unsqueeze(1)).squeeze(1)
+        z = torch.stft(y, self.n_fft, self.hop, window=self.window, center=False,
+                       onesided=True, return_complex=False)   # [b, bins, frames, 2]
+        h = torch.log((z * z).sum(-1) + 1e-3).mean(-1)          # [b, bins]
+        return F.cross_entropy(self.head(h), labels)
+
+    def export_onnx(self, path, batch):
+        import numpy as np
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        taps = self.fir.kernel_size[0]
+        tensors = {"window": self.window.numpy(),
+                   "fir.weight": self.fir.weight.detach().numpy(),
+                   "fir.bias": self.fir.bias.detach().numpy(),
+                   "head.weight": self.head.weight.detach().numpy(),
+                   "head.bias": self.head.bias.detach().numpy(),
+                   "hop": np.array(self.hop, np.int64), "one": np.array([1], np.int64),
+                   "three": np.array([3], np.int64)}
+        node = helper.make_node
+        # A float initializer would be a parameter: the constant is a node.
+        eps = numpy_helper.from_array(np.array(1e-3, np.float32), "eps")
+        nodes = [node("Constant", [], ["eps"], value=eps),
+                 node("Unsqueeze", ["x", "one"], ["x1"]),
+                 node("Conv", ["x1", "fir.weight", "fir.bias"], ["y1"],
+                      kernel_shape=[taps], pads=[taps // 2, taps // 2]),
+                 node("Transpose", ["y1"], ["y3"], perm=[0, 2, 1]),
+                 node("STFT", ["y3", "hop", "window"], ["z"], onesided=1),
+                 node("Mul", ["z", "z"], ["zz"]),
+                 node("ReduceSum", ["zz", "three"], ["power"], keepdims=0),
+                 node("Add", ["power", "eps"], ["shifted"]),
+                 node("Log", ["shifted"], ["logp"]),
+                 node("ReduceMean", ["logp"], ["h"], axes=[1], keepdims=0),
+                 node("Gemm", ["h", "head.weight", "head.bias"], ["logits"], transB=1),
+                 node("SoftmaxCrossEntropyLoss", ["logits", "labels"], ["loss"])]
+        graph = helper.make_graph(
+            nodes, "spectrogram",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, self.samples]),
+             helper.make_tensor_value_info("labels", TensorProto.INT64, [batch])],
+            [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+            [numpy_helper.from_array(v, k) for k, v in tensors.items()])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                    producer_name="pytorch"), path)
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
           "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet,
-          "qat": QatNet}
+          "qat": QatNet, "spectrogram": SpectrogramNet}
 
 
 def build(name, **sizes):
@@ -672,6 +735,9 @@ def example_inputs(name, model, batch, rng):
         z = rng.standard_normal((batch, 4))
         x = np.tanh(z @ basis) + 0.05 * rng.standard_normal((batch, inputs))
         return {"x": x.astype(np.float32)}
+    if name == "spectrogram":
+        w = waveforms(rng, batch, model.head.out_features, model.samples)
+        return {"x": w["x"][:, 0].copy(), "labels": w["labels"]}
     if name == "qat":
         return images(rng, batch, model.net[4].out_features, size=8)
     if name == "proto":
@@ -721,6 +787,9 @@ def export(name, model, batch, path, sample=None):
     if sample is None:
         sample = example_inputs(name, model, batch, np.random.default_rng(0))
     names = list(sample)
+    if hasattr(model, "export_onnx"):  # written by hand (PyTorch cannot)
+        model.export_onnx(path, sample[names[0]].shape[0])
+        return names
     state = model.state_dict()
     initial = type(state)((k, v.clone()) for k, v in state.items())
     # Modules read their state's version (observers renamed buffers).

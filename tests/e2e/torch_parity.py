@@ -74,6 +74,7 @@ SETTINGS = {
     "rnn-lm": Settings(batch=8, lr=1e-3, eps=1e-6),
     "proto": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
     "qat": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
+    "spectrogram": Settings(batch=8, lr=5e-3, eps=1e-6, learns=True),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
