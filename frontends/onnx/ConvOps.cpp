@@ -8,6 +8,8 @@
 // output_padding of a stride or more). Every attribute is read: kernel_shape
 // (checked against W), strides, dilations, group, pads, auto_pad,
 // output_padding and output_shape; an optional bias is added after.
+// Col2Im (F.fold) is a transposed convolution of C groups by a one-hot
+// filter.
 //
 //===----------------------------------------------------------------------===//
 
@@ -465,6 +467,99 @@ LogicalResult importConvTranspose(NodeImporter &n) {
   return success();
 }
 
+/// Col2Im (opset 18; PyTorch's F.fold): the blocks of `input` [N, C *
+/// prod(block), L] added into an image [N, C, image...]. It is the adjoint
+/// of cutting the blocks, a convolution of C groups by a one-hot filter
+/// [C * K, 1, block...] (output channel c * K + k reads offset k): so a
+/// transposed convolution of the blocks laid out [N, C * K, L1, L2, ...],
+/// whose gradient cuts blocks again.
+LogicalResult importCol2Im(NodeImporter &n) {
+  Value x = n.input(0);
+  if (failed(requireFloat(n, x)))
+    return failure();
+  auto image = n.constantInts(1, "image_shape");
+  auto block = n.constantInts(2, "block_shape");
+  if (failed(image) || failed(block))
+    return failure();
+  auto xt = typeOf(x);
+  size_t dims = image->size();
+  if (block->size() != dims || dims == 0 || dims > 3 || xt.getRank() != 3)
+    return n.error() << "expected an input [N, C * prod(block_shape), L] and "
+                        "image_shape and block_shape of 1 to 3 sizes each, got "
+                     << xt << ", " << image->size() << " and " << block->size()
+                     << " sizes";
+  auto list = [&](StringRef name, int64_t fallback,
+                  size_t count) -> FailureOr<SmallVector<int64_t>> {
+    SmallVector<int64_t> v(count, fallback);
+    if (auto given = n.attrInts(name))
+      v = *given;
+    if (v.size() != count)
+      return n.error() << "expected " << name << " with " << count
+                       << " entries, got " << v.size();
+    return v;
+  };
+  auto strides = list("strides", 1, dims);
+  auto dilations = list("dilations", 1, dims);
+  auto pads = list("pads", 0, 2 * dims);
+  if (failed(strides) || failed(dilations) || failed(pads))
+    return failure();
+  int64_t k = 1;
+  for (int64_t b : *block) {
+    if (b < 1)
+      return n.error() << "expected block sizes >= 1, got " << b;
+    k *= b;
+  }
+  if (xt.getDimSize(1) % k != 0)
+    return n.error() << "expected dimension 1 of the input ("
+                     << xt.getDimSize(1)
+                     << ") to be a multiple of the block's size " << k;
+  int64_t channels = xt.getDimSize(1) / k;
+  // The number of blocks along each dimension, as the image's convolution
+  // by the block gives it.
+  SmallVector<int64_t> blocks, low(pads->begin(), pads->begin() + dims),
+      high(pads->begin() + dims, pads->end());
+  int64_t total = 1;
+  for (size_t d = 0; d < dims; ++d) {
+    if ((*strides)[d] < 1 || (*dilations)[d] < 1 || low[d] < 0 || high[d] < 0)
+      return n.error() << "expected strides and dilations >= 1 and pads >= 0";
+    int64_t span = (*image)[d] + low[d] + high[d] -
+                   (*dilations)[d] * ((*block)[d] - 1) - 1;
+    if (span < 0)
+      return n.error() << "expected the block to fit image dimension " << d;
+    blocks.push_back(span / (*strides)[d] + 1);
+    total *= blocks.back();
+  }
+  if (total != xt.getDimSize(2))
+    return n.error() << "expected " << total
+                     << " blocks (dimension 2 of the input) for this image, "
+                        "block, strides, dilations and pads, got "
+                     << xt.getDimSize(2);
+  SmallVector<int64_t> gradShape = {xt.getDimSize(0), channels * k};
+  gradShape.append(blocks);
+  SmallVector<int64_t> filterShape = {channels * k, 1};
+  filterShape.append(block->begin(), block->end());
+  Type element = xt.getElementType();
+  SmallVector<APFloat> ones;
+  APFloat one(1.0), zero(0.0);
+  bool lost;
+  const llvm::fltSemantics &sem = cast<FloatType>(element).getFloatSemantics();
+  one.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+  zero.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+  for (int64_t o = 0; o < channels * k; ++o)
+    for (int64_t offset = 0; offset < k; ++offset)
+      ones.push_back(offset == o % k ? one : zero);
+  Value filter = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get(filterShape, element), ones));
+  SmallVector<int64_t> shape = {xt.getDimSize(0), channels};
+  shape.append(image->begin(), image->end());
+  n.setOutput(
+      0, n.create<ConvInputGradOp>(RankedTensorType::get(shape, element),
+                                   n.reshape(x, gradShape), filter, *strides,
+                                   *dilations, low, high, channels)
+             .getResult());
+  return success();
+}
+
 } // namespace
 
 void appendConvOps(std::vector<OpEntry> &ops) {
@@ -472,6 +567,7 @@ void appendConvOps(std::vector<OpEntry> &ops) {
       {"Conv", 1, importConv},
       {"ConvInteger", 10, importConvInteger},
       {"QLinearConv", 10, importQLinearConv},
+      {"Col2Im", 18, importCol2Im},
       {"ConvTranspose", 1, importConvTranspose},
   });
 }

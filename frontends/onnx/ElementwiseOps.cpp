@@ -485,6 +485,29 @@ LogicalResult importSqrt(NodeImporter &n) {
   return success();
 }
 
+/// BitwiseAnd, BitwiseOr, BitwiseXor (opset 18): dgraph's and, or and xor
+/// on integers.
+template <typename OpTy> LogicalResult bitwise(NodeImporter &n) {
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (!isa<IntegerType>(n.inputType(i).getElementType()) ||
+        n.inputType(i).getElementType().isInteger(1))
+      return n.error() << "expected integer operands, got "
+                       << n.input(i).getType();
+  return binary<OpTy>(n);
+}
+
+/// BitwiseNot: xor with every bit set.
+LogicalResult importBitwiseNot(NodeImporter &n) {
+  auto type = n.inputType(0);
+  auto element = dyn_cast<IntegerType>(type.getElementType());
+  if (!element || element.getWidth() == 1)
+    return n.error() << "expected an integer operand, got " << type;
+  Value ones = n.constant(
+      DenseElementsAttr::get(type, APInt::getAllOnes(element.getWidth())));
+  n.setOutput(0, n.fold<XorOp>(n.input(0), ones));
+  return success();
+}
+
 } // namespace
 
 void appendElementwiseOps(std::vector<OpEntry> &ops) {
@@ -499,6 +522,10 @@ void appendElementwiseOps(std::vector<OpEntry> &ops) {
       {"And", 7, binary<AndOp>},
       {"Or", 7, binary<OrOp>},
       {"Xor", 7, binary<XorOp>},
+      {"BitwiseAnd", 18, bitwise<AndOp>},
+      {"BitwiseOr", 18, bitwise<OrOp>},
+      {"BitwiseXor", 18, bitwise<XorOp>},
+      {"BitwiseNot", 18, importBitwiseNot},
       {"Equal", 7, compare<EqOp>},
       {"Less", 9, compare<LtOp>},
       {"LessOrEqual", 12, compare<LeOp>},

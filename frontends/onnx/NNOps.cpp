@@ -16,39 +16,11 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// numpy.matmul: 1-D operands are promoted and the added dimension removed;
-/// batch dimensions broadcast, as dgraph.matmul's do (no copies).
 LogicalResult importMatMul(NodeImporter &n) {
-  Value a = n.input(0), b = n.input(1);
-  auto at = typeOf(a), bt = typeOf(b);
-  if (at.getElementType() != bt.getElementType())
-    return n.error() << "expected operands of one element type, got " << at
-                     << " and " << bt;
-  if (at.getRank() == 0 || bt.getRank() == 0)
-    return n.error() << "expected operands of rank >= 1, got " << at << " and "
-                     << bt;
-  bool squeezeM = at.getRank() == 1, squeezeN = bt.getRank() == 1;
-  if (squeezeM)
-    a = n.reshape(a, {1, at.getDimSize(0)});
-  if (squeezeN)
-    b = n.reshape(b, {bt.getDimSize(0), 1});
-  at = typeOf(a);
-  bt = typeOf(b);
-  int64_t k = at.getShape().back();
-  if (bt.getDimSize(bt.getRank() - 2) != k)
-    return n.error() << "expected contracted dimensions to agree, got " << at
-                     << " and " << bt;
-  if (!broadcastBatchShape(at.getShape(), bt.getShape()))
-    return n.error() << "expected batch dimensions that broadcast (aligned "
-                        "from the right, equal or 1), got "
-                     << at << " and " << bt;
-  Value y = n.create<MatmulOp>(a, b, false, false).getResult();
-  SmallVector<int64_t> shape(typeOf(y).getShape());
-  if (squeezeN)
-    shape.pop_back();
-  if (squeezeM)
-    shape.erase(shape.end() - (squeezeN ? 1 : 2));
-  n.setOutput(0, n.reshape(y, shape));
+  auto y = numpyMatmul(n, n.input(0), n.input(1));
+  if (failed(y))
+    return failure();
+  n.setOutput(0, *y);
   return success();
 }
 

@@ -14,6 +14,41 @@ using namespace mlir;
 
 namespace dtcc::onnx_frontend {
 
+/// numpy.matmul: 1-D operands are promoted and the added dimension removed;
+/// batch dimensions broadcast, as dgraph.matmul's do (no copies).
+FailureOr<Value> numpyMatmul(NodeImporter &n, Value a, Value b) {
+  auto at = cast<RankedTensorType>(a.getType());
+  auto bt = cast<RankedTensorType>(b.getType());
+  if (at.getElementType() != bt.getElementType())
+    return n.error() << "expected operands of one element type, got " << at
+                     << " and " << bt;
+  if (at.getRank() == 0 || bt.getRank() == 0)
+    return n.error() << "expected operands of rank >= 1, got " << at << " and "
+                     << bt;
+  bool squeezeM = at.getRank() == 1, squeezeN = bt.getRank() == 1;
+  if (squeezeM)
+    a = n.reshape(a, {1, at.getDimSize(0)});
+  if (squeezeN)
+    b = n.reshape(b, {bt.getDimSize(0), 1});
+  at = cast<RankedTensorType>(a.getType());
+  bt = cast<RankedTensorType>(b.getType());
+  int64_t k = at.getShape().back();
+  if (bt.getDimSize(bt.getRank() - 2) != k)
+    return n.error() << "expected contracted dimensions to agree, got " << at
+                     << " and " << bt;
+  if (!graph::broadcastBatchShape(at.getShape(), bt.getShape()))
+    return n.error() << "expected batch dimensions that broadcast (aligned "
+                        "from the right, equal or 1), got "
+                     << at << " and " << bt;
+  Value y = n.create<graph::MatmulOp>(a, b, false, false).getResult();
+  SmallVector<int64_t> shape(cast<RankedTensorType>(y.getType()).getShape());
+  if (squeezeN)
+    shape.pop_back();
+  if (squeezeM)
+    shape.erase(shape.end() - (squeezeN ? 1 : 2));
+  return n.reshape(y, shape);
+}
+
 Value NodeImporter::input(int i) {
   if (!hasInput(i))
     return {};

@@ -250,6 +250,12 @@ mlir::LogicalResult requireFloat(NodeImporter &n, mlir::Value v,
 mlir::Value normOfSum(NodeImporter &n, mlir::Value sum,
                       mlir::Value exponent = {});
 
+/// numpy.matmul of `a` and `b` (ONNX MatMul): 1-D operands promoted and
+/// the added dimension removed, batch dimensions broadcast; errors at the
+/// node for operands that do not multiply.
+mlir::FailureOr<mlir::Value> numpyMatmul(NodeImporter &n, mlir::Value a,
+                                         mlir::Value b);
+
 /// `x` cut along `axis` into consecutive pieces of `sizes` (which sum to
 /// its extent there): slices, as Split and SplitToSequence make them.
 llvm::SmallVector<mlir::Value> splitAlong(NodeImporter &n, mlir::Value x,

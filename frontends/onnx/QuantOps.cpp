@@ -1,7 +1,8 @@
 //===- QuantOps.cpp - ONNX QuantizeLinear, DequantizeLinear ---------------===//
 //
 // QuantizeLinear, DequantizeLinear (per tensor and per axis, 8- and 16-bit
-// integers) and DynamicQuantizeLinear, in dgraph's arithmetic: rounding
+// integers), DynamicQuantizeLinear, MatMulInteger and QLinearMatMul (8-bit
+// products summed in f64, exactly), in dgraph's arithmetic: rounding
 // half to even, saturation to the integer type's range. A PyTorch export's
 // QuantizeLinear multiplies by the scale's reciprocal, as PyTorch's
 // fake_quantize does, where ONNX divides by the scale (they differ where
@@ -300,6 +301,101 @@ LogicalResult importDynamicQuantizeLinear(NodeImporter &n) {
   return success();
 }
 
+/// Input `i` (a zero point or scale of a matrix product) in f64 against
+/// `like` [..., M, N]: one element, or one per row (M, `rows`) or per
+/// column (N) of the matrix it belongs to.
+FailureOr<Value> matrixParam(NodeImporter &n, int i, RankedTensorType like,
+                             bool rows, StringRef what) {
+  Value v = n.castTo(n.input(i), n.builder().getF64Type());
+  auto vt = cast<RankedTensorType>(v.getType());
+  auto target = RankedTensorType::get(like.getShape(), vt.getElementType());
+  int64_t rank = like.getRank();
+  if (vt.getNumElements() == 1)
+    return n.broadcastTo(n.reshape(v, {}), target.getShape());
+  int64_t extent =
+      rank >= 2 && rows ? like.getDimSize(rank - 2) : like.getDimSize(rank - 1);
+  if (vt.getRank() != 1 || vt.getDimSize(0) != extent || (rows && rank < 2))
+    return n.error() << "expected " << what << " (input " << i
+                     << ") with one element or one per "
+                     << (rows ? "row" : "column") << " (" << extent << "), got "
+                     << vt;
+  if (rows)
+    v = n.reshape(v, {extent, 1});
+  return n.broadcastTo(v, target.getShape());
+}
+
+/// (A - a_zero_point) x (B - b_zero_point) of 8-bit A (input 0) and B
+/// (input `b`) in f64, which holds every sum of their products exactly (up
+/// to 2^53); the zero points per tensor, per row of A, per column of B.
+FailureOr<Value> integerMatmul(NodeImporter &n, int b, int aZero, int bZero) {
+  Value a = n.input(0), bv = n.input(b);
+  auto is8Bit = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType().isInteger(8);
+  };
+  if (!is8Bit(a) || !is8Bit(bv))
+    return n.error() << "expected 8-bit integer matrices, got " << a.getType()
+                     << " and " << bv.getType();
+  Type f64 = n.builder().getF64Type();
+  auto centered = [&](Value v, int zp, bool rows) -> FailureOr<Value> {
+    Value f = n.castTo(v, f64);
+    if (!n.hasInput(zp))
+      return f;
+    if (n.inputType(zp).getElementType() !=
+        cast<RankedTensorType>(v.getType()).getElementType())
+      return n.error() << "expected a zero point (input " << zp
+                       << ") of its matrix's type, got "
+                       << n.input(zp).getType();
+    auto z = matrixParam(n, zp, cast<RankedTensorType>(f.getType()), rows,
+                         "zero point");
+    if (failed(z))
+      return failure();
+    return n.fold<SubOp>(f, *z);
+  };
+  auto af = centered(a, aZero, /*rows=*/true);
+  auto bf = centered(bv, bZero, /*rows=*/false);
+  if (failed(af) || failed(bf))
+    return failure();
+  return numpyMatmul(n, *af, *bf);
+}
+
+/// MatMulInteger: the products' sums as int32.
+LogicalResult importMatMulInteger(NodeImporter &n) {
+  auto y = integerMatmul(n, 1, 2, 3);
+  if (failed(y))
+    return failure();
+  n.setOutput(0, n.castTo(*y, n.builder().getIntegerType(32)));
+  return success();
+}
+
+/// QLinearMatMul: the integer product scaled by a_scale * b_scale /
+/// y_scale, rounded half to even, offset by y_zero_point and saturated to
+/// its 8-bit type; in f64, exact up to that rounding.
+LogicalResult importQLinearMatMul(NodeImporter &n) {
+  auto acc = integerMatmul(n, 3, 2, 5);
+  if (failed(acc))
+    return failure();
+  auto type = cast<RankedTensorType>((*acc).getType());
+  for (int i : {1, 4, 6})
+    if (!isa<FloatType>(n.inputType(i).getElementType()))
+      return n.error() << "expected a floating-point scale (input " << i
+                       << "), got " << n.input(i).getType();
+  auto as = matrixParam(n, 1, type, true, "a_scale");
+  auto bs = matrixParam(n, 4, type, false, "b_scale");
+  auto ys = matrixParam(n, 6, type, false, "y_scale");
+  auto yz = matrixParam(n, 7, type, false, "y_zero_point");
+  if (failed(as) || failed(bs) || failed(ys) || failed(yz))
+    return failure();
+  Type out = n.inputType(7).getElementType();
+  double low, high;
+  if (failed(integerRange(n, out, "a y_zero_point", low, high)))
+    return failure();
+  Value scale = n.fold<DivOp>(n.fold<MulOp>(*as, *bs), *ys);
+  Value q = n.fold<AddOp>(n.fold<RoundOp>(n.fold<MulOp>(*acc, scale)), *yz);
+  q = n.fold<MinOp>(n.fold<MaxOp>(q, n.splat(type, low)), n.splat(type, high));
+  n.setOutput(0, n.castTo(q, out));
+  return success();
+}
+
 } // namespace
 
 void appendQuantOps(std::vector<OpEntry> &ops) {
@@ -308,6 +404,8 @@ void appendQuantOps(std::vector<OpEntry> &ops) {
                  {"QuantizeLinear", 10, importQuantizeLinear},
                  {"DequantizeLinear", 10, importDequantizeLinear},
                  {"DynamicQuantizeLinear", 11, importDynamicQuantizeLinear},
+                 {"MatMulInteger", 10, importMatMulInteger},
+                 {"QLinearMatMul", 10, importQLinearMatMul},
              });
 }
 

@@ -818,6 +818,47 @@ LogicalResult importCompress(NodeImporter &n) {
   return success();
 }
 
+/// CenterCropPad: each axis of `axes` cut or zero-padded to its size in
+/// `shape`, centred (the odd element at the end): one pad, negative where
+/// it cuts.
+LogicalResult importCenterCropPad(NodeImporter &n) {
+  Value x = n.input(0);
+  auto type = typeOf(x);
+  int64_t rank = type.getRank();
+  auto shape = n.constantInts(1, "shape");
+  if (failed(shape))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (auto given = n.attrInts("axes")) {
+    for (int64_t a : *given) {
+      auto axis = n.normalizeAxis(a, rank, "axes entry");
+      if (failed(axis))
+        return failure();
+      if (llvm::is_contained(axes, *axis))
+        return n.error() << "expected distinct axes, got " << a << " twice";
+      axes.push_back(*axis);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (shape->size() != axes.size())
+    return n.error() << "expected a shape of " << axes.size()
+                     << " sizes (one per axis), got " << shape->size();
+  SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  for (auto [axis, size] : llvm::zip(axes, *shape)) {
+    if (size < 0)
+      return n.error() << "expected sizes >= 0, got " << size;
+    int64_t change = size - type.getDimSize(axis);
+    // Crop: start at (dim - size) / 2; pad: (size - dim) / 2 before.
+    low[axis] = change >= 0 ? change / 2 : -((-change) / 2);
+    high[axis] = change - low[axis];
+  }
+  n.setOutput(0,
+              n.fold<PadOp>(x, n.scalar(type.getElementType(), 0), low, high));
+  return success();
+}
+
 enum class WindowKind { kHann, kHamming, kBlackman };
 
 /// A window of constant size folded to a constant tensor (ONNX's
@@ -949,6 +990,7 @@ void appendTensorOps(std::vector<OpEntry> &ops) {
       {"Range", 11, importRange},
       {"Trilu", 14, importTrilu},
       {"Pad", 11, importPad},
+      {"CenterCropPad", 18, importCenterCropPad},
       {"DepthToSpace", 11, importDepthToSpace},
       {"SpaceToDepth", 1, importSpaceToDepth},
       {"EyeLike", 9, importEyeLike},

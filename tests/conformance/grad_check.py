@@ -151,6 +151,9 @@ NEWER_OPS = {
     "RMSNormalization": [0, 1],
     "Attention": [0, 1, 2, 3, 4, 5],
     "RotaryEmbedding": [0, 1, 2],
+    "AffineGrid": [0],
+    "CenterCropPad": [0],
+    "Col2Im": [0],
 }
 
 # The training model's loss output (train_step names it `loss`).
