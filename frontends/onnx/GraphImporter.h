@@ -72,6 +72,12 @@ private:
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index,
                                  int64_t opset, mlir::OpBuilder &b,
                                  mlir::Location line);
+  /// A Loop by unrolling its iterations, whose count and conditions must
+  /// be known at import.
+  mlir::LogicalResult importLoop(const onnx::NodeProto &node,
+                                 const std::string &name, int64_t opset,
+                                 mlir::OpBuilder &b, mlir::Location loc,
+                                 mlir::Location line);
   mlir::LogicalResult importIf(const onnx::NodeProto &node,
                                const std::string &name, int64_t opset,
                                mlir::OpBuilder &b, mlir::Location loc,

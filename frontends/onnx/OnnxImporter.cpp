@@ -211,6 +211,7 @@ std::vector<std::pair<std::string, int64_t>> supportedOps() {
     out.push_back({e.getKey().str(), e.getValue().minOpset});
   // Imported by the graph importer itself (a compile-time condition).
   out.push_back({"If", 1});
+  out.push_back({"Loop", 1});
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -367,6 +368,8 @@ std::string GraphImporter::unsupportedReason(const onnx::NodeProto &node,
   }
   if (node.op_type() == "If")
     return ""; // imported by inlining the branch its constant condition takes
+  if (node.op_type() == "Loop")
+    return ""; // imported by unrolling its known iterations
   const auto &registry = opRegistry();
   auto it = registry.find(node.op_type());
   if (it == registry.end())
@@ -927,11 +930,12 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
   if (failed(checkArity(node, index, opset, loc)) ||
       failed(checkFlagAttributes(node, index, loc)))
     return failure();
-  // Top-level nodes were checked (checkOps); a branch's are checked here.
+  // Top-level nodes were checked (checkOps); a branch's or loop body's are
+  // checked here.
   if (std::string why = unsupportedReason(node, opset); !why.empty())
     return emitError(loc, "node '")
            << name << "': " << node.op_type() << " (" << why
-           << "), in the branch an If takes: unsupported op";
+           << "), in an If branch or Loop body: unsupported op";
   for (auto [i, in] : llvm::enumerate(node.input()))
     if (sequences.count(in) && !takesSequence(node.op_type(), i))
       return emitError(loc, "node '")
@@ -939,6 +943,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
              << in << "' is a sequence where the op takes a tensor";
   if (node.op_type() == "If") {
     if (failed(importIf(node, name, opset, b, loc, line)))
+      return failure();
+  } else if (node.op_type() == "Loop") {
+    if (failed(importLoop(node, name, opset, b, loc, line)))
       return failure();
   } else {
     NodeImporter importer(*this, node, opset, b, loc);
@@ -1025,6 +1032,145 @@ LogicalResult GraphImporter::importIf(const onnx::NodeProto &node,
       return emitError(loc, "node '") << name << "' (If): branch output '"
                                       << out << "' is not produced by any node";
     values[node.output(o)] = v;
+  }
+  return success();
+}
+
+LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
+                                        const std::string &name, int64_t opset,
+                                        OpBuilder &b, Location loc,
+                                        Location line) {
+  // Unrolled: dgraph has no control flow, so the trip count (M) and every
+  // iteration's condition must be known now. A body that computes its
+  // condition from the carried values (a while loop) stops where the
+  // condition folds to false.
+  NodeImporter n(*this, node, opset, b, loc);
+  std::optional<int64_t> trips;
+  if (n.hasInput(0)) {
+    auto m = n.constantInts(0, "the trip count M");
+    if (failed(m))
+      return failure();
+    if (m->size() != 1 || (*m)[0] < 0)
+      return n.error() << "expected a trip count M of one integer >= 0";
+    trips = (*m)[0];
+  }
+  auto known = [&](Value v) -> std::optional<bool> {
+    auto c = constantValueOf(v);
+    if (!c || c->getNumElements() != 1 || !c->getElementType().isInteger(1))
+      return std::nullopt;
+    return *c->value_begin<bool>();
+  };
+  bool running = true;
+  if (n.hasInput(1)) {
+    if (failed(n.constantInput(1, "the condition", "dtcc unrolls loops")))
+      return failure();
+    std::optional<bool> c = known(n.input(1));
+    if (!c)
+      return n.error() << "expected the condition (input 1) to be one "
+                          "boolean";
+    running = *c;
+  }
+  // The largest number of iterations dtcc unrolls.
+  constexpr int64_t kMaxIterations = 4096;
+  if (!trips && !n.hasInput(1))
+    return n.error() << "expected a trip count M or a condition: a loop "
+                        "without either never ends";
+  const onnx::GraphProto *body = nullptr;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "body" && a.has_g())
+      body = &a.g();
+  int carried = node.input_size() - 2;
+  if (!body || body->input_size() != carried + 2 ||
+      body->output_size() < carried + 1 ||
+      node.output_size() > body->output_size() - 1)
+    return n.error() << "expected a body graph of " << carried + 2
+                     << " inputs (iteration, condition, " << carried
+                     << " carried values) and at least " << carried + 1
+                     << " outputs (condition, carried values, scan outputs)";
+  int scans = body->output_size() - 1 - carried;
+  SmallVector<Value> state;
+  for (int k = 0; k < carried; ++k) {
+    if (sequences.count(node.input(k + 2)))
+      return n.error() << "expected tensors as carried values: input " << k + 2
+                       << " is a sequence";
+    state.push_back(n.input(k + 2));
+  }
+  SmallVector<SmallVector<Value>> scanned(scans);
+  int64_t iteration = 0;
+  for (; running && (!trips || iteration < *trips); ++iteration) {
+    if (iteration == kMaxIterations)
+      return n.error() << "unrolls at most " << kMaxIterations
+                       << " iterations; this loop runs more";
+    std::string scope = name + "/" + std::to_string(iteration) + "/";
+    Location at = NameLoc::get(b.getStringAttr(scope), line);
+    values[body->input(0).name()] = graph::ConstantOp::create(
+        b, at,
+        DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                               APInt(64, iteration)));
+    values[body->input(1).name()] = graph::ConstantOp::create(
+        b, at,
+        DenseElementsAttr::get(RankedTensorType::get({}, b.getI1Type()), true));
+    for (int k = 0; k < carried; ++k)
+      values[body->input(k + 2).name()] = state[k];
+    for (const onnx::TensorProto &t : body->initializer()) {
+      auto attr = tensorToAttr(t, at);
+      if (failed(attr))
+        return failure();
+      values[t.name()] = graph::ConstantOp::create(b, at, *attr);
+    }
+    for (int i = 0; i < body->node_size(); ++i) {
+      onnx::NodeProto named = body->node(i);
+      named.set_name(scope + nodeName(body->node(i), i));
+      if (failed(importNode(named, i, opset, b, line)))
+        return failure();
+    }
+    SmallVector<Value> outs;
+    for (const onnx::ValueInfoProto &o : body->output()) {
+      Value v = values.lookup(o.name());
+      if (!v)
+        return n.error() << "its body's output '" << o.name()
+                         << "' is not produced by any node (or is a sequence)";
+      outs.push_back(v);
+    }
+    std::optional<bool> next = known(outs[0]);
+    if (!next)
+      return n.error() << "expected its body's condition '"
+                       << body->output(0).name()
+                       << "' to be known at compile time (iteration "
+                       << iteration << "): dtcc unrolls loops";
+    running = *next;
+    for (int k = 0; k < carried; ++k) {
+      if (outs[k + 1].getType() != state[k].getType())
+        return n.error() << "expected carried value " << k
+                         << " to keep its type " << state[k].getType()
+                         << ", got " << outs[k + 1].getType()
+                         << " at iteration " << iteration;
+      state[k] = outs[k + 1];
+    }
+    for (int s = 0; s < scans; ++s)
+      scanned[s].push_back(outs[carried + 1 + s]);
+  }
+  for (int k = 0; k < carried && k < node.output_size(); ++k)
+    if (!node.output(k).empty())
+      values[node.output(k)] = state[k];
+  for (int s = 0; s < scans && carried + s < node.output_size(); ++s) {
+    if (node.output(carried + s).empty())
+      continue;
+    if (scanned[s].empty())
+      return n.error() << "runs no iteration, so its scan output " << s
+                       << " has no shape";
+    // Each iteration's value with a new leading dimension, concatenated.
+    SmallVector<Value> parts;
+    for (Value v : scanned[s]) {
+      SmallVector<int64_t> shape = {1};
+      auto t = cast<RankedTensorType>(v.getType());
+      shape.append(t.getShape().begin(), t.getShape().end());
+      parts.push_back(n.reshape(v, shape));
+    }
+    auto joined = concatenate(n, parts, 0);
+    if (failed(joined))
+      return failure();
+    values[node.output(carried + s)] = *joined;
   }
   return success();
 }

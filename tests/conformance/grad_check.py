@@ -116,6 +116,10 @@ RANDOM_OPS = {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike",
 # Ops that ONNX tags differentiable but that are piecewise constant (their
 # gradient is zero almost everywhere): treated as not differentiable.
 PIECEWISE_CONSTANT = {"Hardmax"}
+# Control flow, which dtcc unrolls at import (its trip count known then):
+# not checked, since the finite differences' copies would make the count a
+# parameter's function; the ops of the body are checked on their own.
+CONTROL_FLOW = {"Loop"}
 # Schemas that leave differentiability Unknown, where the op's latest schema
 # does not settle it either: None (every input and output is), the positions
 # of the differentiable inputs (every output is), or the reason there is no
@@ -212,6 +216,8 @@ def _categories(node, opset):
         return None, None, ("random", op)
     if op in PIECEWISE_CONSTANT:
         return None, None, ("op", op)
+    if op in CONTROL_FLOW:
+        return None, None, ("control", op)
     if op in LINEAR_OPS:
         return ([i in LINEAR_OPS[op] for i in range(len(node.input))],
                 [True] * len(node.output), None)
@@ -713,7 +719,8 @@ def check(args, test_dir, declared_inputs, work, bind_hint, classify):
                                       "to a float output", None))
         kind, what = kinds[0]
         label = {"op": "op not differentiable", "random": "random op",
-                 "undefined": "gradient not defined by the ONNX op"}[kind]
+                 "undefined": "gradient not defined by the ONNX op",
+                 "control": "control flow, unrolled (not checked)"}[kind]
         return Result("skipped", (label, what))
 
     rng = np.random.default_rng(zlib.crc32(name.encode()))

@@ -154,6 +154,20 @@ OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
       [&](const APInt &a) { return isUnsigned ? a : a.abs(); });
 }
 
+OpFoldResult ReluOp::fold(FoldAdaptor adaptor) {
+  bool isUnsigned = isUnsignedElement(getType());
+  return foldUnary(
+      adaptor.getOperand(), getType(),
+      [](APFloat a) {
+        return a.isNegative() && !a.isNaN() ? APFloat::getZero(a.getSemantics())
+                                            : a;
+      },
+      [&](const APInt &a) {
+        return isUnsigned || !a.isNegative() ? a
+                                             : APInt::getZero(a.getBitWidth());
+      });
+}
+
 // Rounding and square roots of constants: shape arithmetic as exporters
 // write it in floats (math.ceil(n / k) as Cast, Div, Ceil, Cast: PyTorch 2's
 // Range limits), which the importer must know.

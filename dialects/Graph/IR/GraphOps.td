@@ -174,7 +174,9 @@ def Graph_RsqrtOp : Graph_UnaryOp<"rsqrt", Graph_FloatTensor, "reciprocal square
 def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", Graph_FloatTensor, "reciprocal (1/x)">;
 def Graph_TanhOp : Graph_UnaryOp<"tanh", Graph_FloatTensor, "hyperbolic tangent">;
 def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", Graph_FloatTensor, "logistic sigmoid 1/(1+exp(-x))">;
-def Graph_ReluOp : Graph_UnaryOp<"relu", Graph_NumericTensor, "rectifier max(x, 0)">;
+def Graph_ReluOp : Graph_UnaryOp<"relu", Graph_NumericTensor, "rectifier max(x, 0)"> {
+  let hasFolder = 1;
+}
 def Graph_SiluOp : Graph_UnaryOp<"silu", Graph_FloatTensor, "SiLU (swish) x*sigmoid(x)">;
 def Graph_ErfOp : Graph_UnaryOp<"erf", Graph_FloatTensor, "error function">;
 def Graph_SinOp : Graph_UnaryOp<"sin", Graph_FloatTensor, "sine">;
