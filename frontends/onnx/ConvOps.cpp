@@ -539,17 +539,12 @@ LogicalResult importCol2Im(NodeImporter &n) {
   SmallVector<int64_t> filterShape = {channels * k, 1};
   filterShape.append(block->begin(), block->end());
   Type element = xt.getElementType();
-  SmallVector<APFloat> ones;
-  APFloat one(1.0), zero(0.0);
-  bool lost;
-  const llvm::fltSemantics &sem = cast<FloatType>(element).getFloatSemantics();
-  one.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-  zero.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+  std::vector<double> ones;
   for (int64_t o = 0; o < channels * k; ++o)
     for (int64_t offset = 0; offset < k; ++offset)
-      ones.push_back(offset == o % k ? one : zero);
-  Value filter = n.constant(DenseElementsAttr::get(
-      RankedTensorType::get(filterShape, element), ones));
+      ones.push_back(offset == o % k ? 1.0 : 0.0);
+  Value filter =
+      n.floatConstant(RankedTensorType::get(filterShape, element), ones);
   SmallVector<int64_t> shape = {xt.getDimSize(0), channels};
   shape.append(image->begin(), image->end());
   n.setOutput(

@@ -106,8 +106,7 @@ LogicalResult importAffineGrid(NodeImporter &n) {
   for (int64_t d : dims)
     points *= d;
   Type element = tt.getElementType();
-  SmallVector<APFloat> base;
-  const llvm::fltSemantics &sem = cast<FloatType>(element).getFloatSemantics();
+  std::vector<double> base;
   for (int64_t c = 0; c < spatial + 1; ++c)
     for (int64_t p = 0; p < points; ++p) {
       // Column c reads dimension spatial - 1 - c (x is the last, W).
@@ -118,13 +117,10 @@ LogicalResult importAffineGrid(NodeImporter &n) {
           stride *= dims[e];
         v = coordinate((p / stride) % dims[d], dims[d]);
       }
-      APFloat f(v);
-      bool lost;
-      f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-      base.push_back(f);
+      base.push_back(v);
     }
-  Value grid = n.constant(DenseElementsAttr::get(
-      RankedTensorType::get({spatial + 1, points}, element), base));
+  Value grid = n.floatConstant(
+      RankedTensorType::get({spatial + 1, points}, element), base);
   // [N, spatial, spatial + 1] x [spatial + 1, points] -> [N, points, spatial]
   Value product = n.create<MatmulOp>(theta, grid, false, false).getResult();
   SmallVector<int64_t> shape = {(*size)[0]};

@@ -65,6 +65,21 @@ const std::string &NodeImporter::producerName() const {
   return graph.getModel().producer_name();
 }
 
+Value NodeImporter::floatConstant(RankedTensorType type,
+                                  ArrayRef<double> values) {
+  const llvm::fltSemantics &sem =
+      mlir::cast<FloatType>(type.getElementType()).getFloatSemantics();
+  SmallVector<APFloat> rounded;
+  rounded.reserve(values.size());
+  for (double v : values) {
+    APFloat f(v);
+    bool lost;
+    f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    rounded.push_back(f);
+  }
+  return constant(DenseElementsAttr::get(type, rounded));
+}
+
 void NodeImporter::noteQuantized(Value q, QuantizedValue info) {
   graph.noteQuantized(q, std::move(info));
 }

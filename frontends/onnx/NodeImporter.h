@@ -169,6 +169,10 @@ public:
   mlir::Value splat(mlir::RankedTensorType type, double value);
   /// A rank-0 constant of `elementType`.
   mlir::Value scalar(mlir::Type elementType, double value);
+  /// A constant of float `type` holding `values` (row-major), each rounded
+  /// to nearest even in the element type.
+  mlir::Value floatConstant(mlir::RankedTensorType type,
+                            llvm::ArrayRef<double> values);
   mlir::Value constant(mlir::DenseElementsAttr value);
   mlir::Value constant(mlir::ElementsAttr value);
   /// Reshape (no-op when the shape already matches).

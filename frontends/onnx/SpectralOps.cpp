@@ -30,18 +30,12 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 /// A [rows, cols] constant of `ft` whose element (r, c) is `f(r, c)`.
 Value matrix(NodeImporter &n, Type ft, int64_t rows, int64_t cols,
              llvm::function_ref<double(int64_t, int64_t)> f) {
-  const llvm::fltSemantics &sem = cast<FloatType>(ft).getFloatSemantics();
-  SmallVector<APFloat> values;
+  std::vector<double> values;
   values.reserve(rows * cols);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      APFloat v(f(r, c));
-      bool lost;
-      v.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-      values.push_back(v);
-    }
-  return n.constant(
-      DenseElementsAttr::get(RankedTensorType::get({rows, cols}, ft), values));
+    for (int64_t c = 0; c < cols; ++c)
+      values.push_back(f(r, c));
+  return n.floatConstant(RankedTensorType::get({rows, cols}, ft), values);
 }
 
 /// cos and sin of 2 pi k m / length, the angle reduced exactly first.
