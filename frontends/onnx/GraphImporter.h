@@ -72,6 +72,10 @@ private:
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index,
                                  int64_t opset, mlir::OpBuilder &b,
                                  mlir::Location line);
+  /// Defines `g`'s own initializers (an If branch's, a Loop body's) as
+  /// constants: not parameters of the model.
+  mlir::LogicalResult defineConstants(const onnx::GraphProto &g,
+                                      mlir::OpBuilder &b, mlir::Location line);
   /// A Loop by unrolling its iterations, whose count and conditions must
   /// be known at import.
   mlir::LogicalResult importLoop(const onnx::NodeProto &node,

@@ -969,6 +969,27 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
   return success();
 }
 
+/// The value of a one-element integer (bool) constant, as a condition.
+static std::optional<bool> booleanOf(DenseElementsAttr dense) {
+  if (dense.getNumElements() != 1 || !isa<IntegerType>(dense.getElementType()))
+    return std::nullopt;
+  return dense.getElementType().isInteger(1)
+             ? *dense.value_begin<bool>()
+             : !(*dense.value_begin<APInt>()).isZero();
+}
+
+LogicalResult GraphImporter::defineConstants(const onnx::GraphProto &g,
+                                             OpBuilder &b, Location line) {
+  for (const onnx::TensorProto &t : g.initializer()) {
+    Location at = NameLoc::get(b.getStringAttr(t.name()), line);
+    auto attr = tensorToAttr(t, at);
+    if (failed(attr))
+      return failure();
+    values[t.name()] = graph::ConstantOp::create(b, at, *attr);
+  }
+  return success();
+}
+
 LogicalResult GraphImporter::importIf(const onnx::NodeProto &node,
                                       const std::string &name, int64_t opset,
                                       OpBuilder &b, Location loc,
@@ -983,12 +1004,11 @@ LogicalResult GraphImporter::importIf(const onnx::NodeProto &node,
   auto dense = n.constantInput(0, "the condition");
   if (failed(dense))
     return failure();
-  if (dense->getNumElements() != 1 || !isa<IntegerType>(dense->getElementType()))
+  std::optional<bool> condition = booleanOf(*dense);
+  if (!condition)
     return n.error() << "expected the condition to be one boolean, got "
                      << dense->getType();
-  bool taken = dense->getElementType().isInteger(1)
-                   ? *dense->value_begin<bool>()
-                   : !(*dense->value_begin<APInt>()).isZero();
+  bool taken = *condition;
   const onnx::GraphProto *branch = nullptr;
   for (const onnx::AttributeProto &a : node.attribute())
     if (a.name() == (taken ? "then_branch" : "else_branch") && a.has_g())
@@ -1002,14 +1022,8 @@ LogicalResult GraphImporter::importIf(const onnx::NodeProto &node,
            << name << "' (If): its " << (taken ? "then" : "else")
            << " branch has " << branch->output_size()
            << " outputs, the node " << node.output_size();
-  // The branch's own initializers are constants: not parameters of the model.
-  for (const onnx::TensorProto &t : branch->initializer()) {
-    auto attr = tensorToAttr(t, NameLoc::get(b.getStringAttr(t.name()), line));
-    if (failed(attr))
-      return failure();
-    values[t.name()] = graph::ConstantOp::create(
-        b, NameLoc::get(b.getStringAttr(t.name()), line), *attr);
-  }
+  if (failed(defineConstants(*branch, b, line)))
+    return failure();
   for (int i = 0; i < branch->node_size(); ++i) {
     const onnx::NodeProto &inner = branch->node(i);
     // Nodes of a branch are often unnamed: name them after the If.
@@ -1054,17 +1068,12 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
       return n.error() << "expected a trip count M of one integer >= 0";
     trips = (*m)[0];
   }
-  auto known = [&](Value v) -> std::optional<bool> {
-    auto c = constantValueOf(v);
-    if (!c || c->getNumElements() != 1 || !c->getElementType().isInteger(1))
-      return std::nullopt;
-    return *c->value_begin<bool>();
-  };
   bool running = true;
   if (n.hasInput(1)) {
-    if (failed(n.constantInput(1, "the condition", "dtcc unrolls loops")))
+    auto dense = n.constantInput(1, "the condition", "dtcc unrolls loops");
+    if (failed(dense))
       return failure();
-    std::optional<bool> c = known(n.input(1));
+    std::optional<bool> c = booleanOf(*dense);
     if (!c)
       return n.error() << "expected the condition (input 1) to be one "
                           "boolean";
@@ -1112,12 +1121,8 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
         DenseElementsAttr::get(RankedTensorType::get({}, b.getI1Type()), true));
     for (int k = 0; k < carried; ++k)
       values[body->input(k + 2).name()] = state[k];
-    for (const onnx::TensorProto &t : body->initializer()) {
-      auto attr = tensorToAttr(t, at);
-      if (failed(attr))
-        return failure();
-      values[t.name()] = graph::ConstantOp::create(b, at, *attr);
-    }
+    if (failed(defineConstants(*body, b, line)))
+      return failure();
     for (int i = 0; i < body->node_size(); ++i) {
       onnx::NodeProto named = body->node(i);
       named.set_name(scope + nodeName(body->node(i), i));
@@ -1132,7 +1137,9 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
                          << "' is not produced by any node (or is a sequence)";
       outs.push_back(v);
     }
-    std::optional<bool> next = known(outs[0]);
+    auto condition = constantValueOf(outs[0]);
+    std::optional<bool> next =
+        condition ? booleanOf(*condition) : std::optional<bool>();
     if (!next)
       return n.error() << "expected its body's condition '"
                        << body->output(0).name()

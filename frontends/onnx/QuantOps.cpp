@@ -216,19 +216,16 @@ LogicalResult importDequantizeLinear(NodeImporter &n) {
                         "type, got "
                      << xElement
                      << " (dtcc has no float8 or 4-bit integer quantization)";
-  std::optional<int64_t> scalePerAxis, zeroPerAxis;
-  auto scale = quantParam(n, detached(n, n.input(1)), xType, *axis, *ft,
-                          "scale", scalePerAxis);
-  if (failed(scale))
-    return failure();
-
   // A fake quantization: the QuantizeLinear's saturated level, dequantized.
   const QuantizedValue *q = n.quantizedFrom(n.input(0));
-  int64_t pairAxis = scalePerAxis ? *scalePerAxis : -1;
+  int64_t rank = xType.getRank();
+  int64_t pairAxis = n.inputType(1).getNumElements() == 1 ? -1
+                     : *axis < 0                          ? *axis + rank
+                                                          : *axis;
   std::optional<DenseElementsAttr> zeroKnown;
   if (n.hasInput(2))
     zeroKnown = n.knownInput(2);
-  if (q && q->scale.getType() == (*scale).getType() &&
+  if (q && getElementTypeOrSelf(q->scale.getType()) == *ft &&
       sameParam(n.input(1), n.knownInput(1), q->scaleInput, q->scaleValue) &&
       sameParam(n.input(2), zeroKnown, q->zeroPointInput, q->zeroPointValue) &&
       (pairAxis == -1 || q->axis == -1 || pairAxis == q->axis)) {
@@ -250,6 +247,11 @@ LogicalResult importDequantizeLinear(NodeImporter &n) {
     return success();
   }
 
+  std::optional<int64_t> scalePerAxis, zeroPerAxis;
+  auto scale = quantParam(n, detached(n, n.input(1)), xType, *axis, *ft,
+                          "scale", scalePerAxis);
+  if (failed(scale))
+    return failure();
   Value zero = n.splat(RankedTensorType::get(xType.getShape(), *ft), 0.0);
   if (n.hasInput(2)) {
     if (n.inputType(2).getElementType() != xElement)
