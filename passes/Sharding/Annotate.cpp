@@ -28,15 +28,20 @@ namespace {
 /// bf16/fp16 uses, and a fake quantization of the weight (ONNX Q/DQ in
 /// quantization-aware training: a scale, a round, a clamp, with per-channel
 /// scales broadcast from state). Such a value is split wherever its weight
-/// is. Null when `v` is not one: something between reads an activation,
-/// another trainable variable, or moves elements (a transpose, a slice, a
-/// reduction), or no variable of `v`'s shape feeds it.
+/// is. The weight is the one trainable variable of `v`'s shape read on the
+/// way (any number of loads of it); other variables read there are state
+/// (scales, zero points, masks). Without a trainable one, a single frozen
+/// variable of `v`'s shape is the weight. Null when `v` is not one:
+/// something between reads an activation, a second trainable variable, or
+/// moves elements (a transpose, a slice, a reduction), or no variable of
+/// `v`'s shape feeds it.
 graph::LoadOp loadThroughCasts(Value v) {
   if (auto load = v.getDefiningOp<graph::LoadOp>())
     return load;
   auto shape = cast<RankedTensorType>(v.getType()).getShape();
   constexpr int kMaxOps = 64;
-  graph::LoadOp weight;
+  graph::LoadOp weight, frozen;
+  int frozenVariables = 0;
   llvm::SmallPtrSet<Operation *, 16> seen;
   SmallVector<Value> work{v};
   while (!work.empty()) {
@@ -48,16 +53,21 @@ graph::LoadOp loadThroughCasts(Value v) {
     if (seen.size() > kMaxOps)
       return {};
     if (auto load = dyn_cast<graph::LoadOp>(op)) {
-      auto type = cast<RankedTensorType>(load.getType());
       auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
           op, load.getVariableAttr());
-      if (type.getShape() == shape && (!weight || weight == load)) {
+      bool sameShape =
+          cast<RankedTensorType>(load.getType()).getShape() == shape;
+      if (var && var.getTrainable()) {
+        if (!sameShape ||
+            (weight && weight.getVariableAttr() != load.getVariableAttr()))
+          return {}; // a second parameter
         weight = load;
-        continue;
+      } else if (sameShape && (!frozen || frozen.getVariableAttr() !=
+                                              load.getVariableAttr())) {
+        frozen = load;
+        ++frozenVariables;
       }
-      if (var && var.getTrainable())
-        return {}; // a second parameter
-      continue;    // state: a quantization scale
+      continue;
     }
     if (op->hasTrait<OpTrait::ConstantLike>())
       continue;
@@ -66,7 +76,9 @@ graph::LoadOp loadThroughCasts(Value v) {
       return {};
     work.append(op->operand_begin(), op->operand_end());
   }
-  return weight;
+  if (weight)
+    return weight;
+  return frozenVariables == 1 ? frozen : graph::LoadOp();
 }
 
 /// `v` without mixed precision's float casts: the broadcast (or other op)
