@@ -30,13 +30,6 @@ int64_t floorDiv(int64_t a, int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
 
-std::string formatList(ArrayRef<int64_t> v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 /// The attributes Conv, ConvInteger and ConvTranspose share, checked
 /// against the input X and the weights W.
 struct Window {
@@ -49,25 +42,6 @@ struct Window {
 
   int64_t extent(size_t d) const { return (kernel[d] - 1) * dilations[d] + 1; }
 };
-
-/// `name` with one entry per spatial dimension, each >= `least`, or
-/// `fallback` repeated when absent.
-FailureOr<SmallVector<int64_t>> spatialAttr(NodeImporter &n, StringRef name,
-                                            size_t spatial, int64_t fallback,
-                                            int64_t least) {
-  auto v = n.attrInts(name);
-  if (!v)
-    return SmallVector<int64_t>(spatial, fallback);
-  if (v->size() != spatial)
-    return n.error() << "expected " << name << " of " << spatial
-                     << " entries (one per spatial dimension), got "
-                     << formatList(*v);
-  for (int64_t e : *v)
-    if (e < least)
-      return n.error() << "expected " << name << " >= " << least << ", got "
-                       << formatList(*v);
-  return *v;
-}
 
 FailureOr<Window> readWindow(NodeImporter &n, RankedTensorType x,
                              RankedTensorType w) {
@@ -85,8 +59,10 @@ FailureOr<Window> readWindow(NodeImporter &n, RankedTensorType x,
     return n.error() << "kernel_shape " << formatList(*ks)
                      << " differs from the spatial shape of W "
                      << formatList(win.kernel);
-  auto strides = spatialAttr(n, "strides", win.spatial, 1, 1);
-  auto dilations = spatialAttr(n, "dilations", win.spatial, 1, 1);
+  auto strides =
+      listAttr(n, "strides", win.spatial, 1, 1, "one per spatial dimension");
+  auto dilations =
+      listAttr(n, "dilations", win.spatial, 1, 1, "one per spatial dimension");
   if (failed(strides) || failed(dilations))
     return failure();
   win.strides = *strides;
@@ -327,8 +303,8 @@ LogicalResult importQLinearConv(NodeImporter &n) {
   if (failed(xs) || failed(ws) || failed(ys))
     return failure();
   Value scale = n.fold<DivOp>(n.fold<MulOp>(*xs, *ws), *ys);
-  Value q = n.fold<RoundOp>(n.fold<MulOp>(y, scale));
   Type out = n.builder().getIntegerType(8, false);
+  Value zeroPoint;
   if (n.hasInput(7)) {
     out = typeOf(n.input(7)).getElementType();
     if (!out.isInteger(8))
@@ -337,12 +313,12 @@ LogicalResult importQLinearConv(NodeImporter &n) {
     auto zp = broadcastParameter(n, 7, "y_zero_point", type, 1, false);
     if (failed(zp))
       return failure();
-    q = n.fold<AddOp>(q, *zp);
+    zeroPoint = *zp;
   }
-  bool isSigned = !out.isUnsignedInteger();
-  q = n.fold<MaxOp>(q, n.splat(type, isSigned ? -128 : 0));
-  q = n.fold<MinOp>(q, n.splat(type, isSigned ? 127 : 255));
-  n.setOutput(0, n.castTo(q, out));
+  auto q = requantize(n, y, scale, zeroPoint, out, "a y_zero_point");
+  if (failed(q))
+    return failure();
+  n.setOutput(0, *q);
   return success();
 }
 
@@ -373,7 +349,8 @@ LogicalResult importConvTranspose(NodeImporter &n) {
                      << ") to divide the input channels (" << c << ")";
   int64_t m = wt.getDimSize(1) * win->groups;
   size_t spatial = win->spatial;
-  auto outputPadding = spatialAttr(n, "output_padding", spatial, 0, 0);
+  auto outputPadding =
+      listAttr(n, "output_padding", spatial, 0, 0, "one per spatial dimension");
   if (failed(outputPadding))
     return failure();
   std::optional<SmallVector<int64_t>> outputShape = n.attrInts("output_shape");

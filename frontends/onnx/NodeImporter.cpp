@@ -243,6 +243,32 @@ std::optional<SmallVector<int64_t>> NodeImporter::attrInts(StringRef name) const
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+std::string formatList(ArrayRef<int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+FailureOr<SmallVector<int64_t>> listAttr(NodeImporter &n, StringRef name,
+                                         size_t count, int64_t fallback,
+                                         int64_t least, StringRef each) {
+  auto v = n.attrInts(name);
+  if (!v)
+    return SmallVector<int64_t>(count, fallback);
+  if (v->size() != count) {
+    auto d = n.error() << "expected " << name << " of " << count << " entries";
+    if (!each.empty())
+      d << " (" << each << ")";
+    return d << ", got " << formatList(*v);
+  }
+  for (int64_t e : *v)
+    if (e < least)
+      return n.error() << "expected " << name << " >= " << least << ", got "
+                       << formatList(*v);
+  return *v;
+}
+
 FailureOr<DenseElementsAttr> NodeImporter::attrTensor(StringRef name) {
   FailureOr<ElementsAttr> value = attrElements(name);
   if (failed(value))

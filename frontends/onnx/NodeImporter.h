@@ -16,6 +16,7 @@
 #include "onnx/onnx_pb.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
 #include <optional>
 
 namespace dtcc::onnx_frontend {
@@ -259,6 +260,26 @@ mlir::Value normOfSum(NodeImporter &n, mlir::Value sum,
 /// node for operands that do not multiply.
 mlir::FailureOr<mlir::Value> numpyMatmul(NodeImporter &n, mlir::Value a,
                                          mlir::Value b);
+
+/// `v` as "[a, b, c]", for errors.
+std::string formatList(llvm::ArrayRef<int64_t> v);
+/// The list attribute `name` of `count` entries, each >= `least`, or
+/// `fallback` repeated when it is absent; `each` says what an entry is for
+/// in the error ("one per spatial dimension").
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+listAttr(NodeImporter &n, llvm::StringRef name, size_t count, int64_t fallback,
+         int64_t least = std::numeric_limits<int64_t>::min(),
+         llvm::StringRef each = {});
+/// `v` clamped to [`low`, `high`]: saturation to an integer type's range.
+mlir::Value saturate(NodeImporter &n, mlir::Value v, double low, double high);
+/// The requantization that ends QLinearConv and QLinearMatMul: the integer
+/// accumulator `acc` (f64) times `scale`, rounded half to even, plus
+/// `zeroPoint` (null: none), saturated to the 8- or 16-bit integer type
+/// `out` and cast to it; `what` names `out`'s source in the error.
+mlir::FailureOr<mlir::Value> requantize(NodeImporter &n, mlir::Value acc,
+                                        mlir::Value scale,
+                                        mlir::Value zeroPoint, mlir::Type out,
+                                        llvm::StringRef what);
 
 /// `x` cut along `axis` into consecutive pieces of `sizes` (which sum to
 /// its extent there): slices, as Split and SplitToSequence make them.

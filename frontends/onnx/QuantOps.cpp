@@ -166,9 +166,7 @@ LogicalResult importQuantizeLinear(NodeImporter &n) {
                      ? n.fold<MulOp>(x, n.fold<ReciprocalOp>(*scale))
                      : n.fold<DivOp>(x, *scale);
   Value level = n.fold<AddOp>(n.fold<RoundOp>(scaled), zero);
-  auto full = RankedTensorType::get(xType.getShape(), *ft);
-  Value saturated = n.fold<MinOp>(n.fold<MaxOp>(level, n.splat(full, info.low)),
-                                  n.splat(full, info.high));
+  Value saturated = saturate(n, level, info.low, info.high);
   Value q = n.castTo(saturated, *qt);
   info.input = isa<FloatType>(xElement) ? n.input(0) : Value();
   info.level = level;
@@ -287,17 +285,14 @@ LogicalResult importDynamicQuantizeLinear(NodeImporter &n) {
   Value lo = n.fold<MinOp>(n.reduce<ReduceMinOp>(x, all, false), zero);
   Value scale =
       n.fold<DivOp>(n.fold<SubOp>(hi, lo), n.splat(scalarType, 255.0));
-  auto saturate = [&](Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
-    return n.fold<MinOp>(n.fold<MaxOp>(v, n.splat(t, 0.0)), n.splat(t, 255.0));
-  };
-  Value zeroPoint =
-      saturate(n.fold<RoundOp>(n.fold<SubOp>(zero, n.fold<DivOp>(lo, scale))));
+  Value zeroPoint = saturate(
+      n, n.fold<RoundOp>(n.fold<SubOp>(zero, n.fold<DivOp>(lo, scale))), 0,
+      255);
   Value level = n.fold<AddOp>(
       n.fold<RoundOp>(n.fold<DivOp>(x, n.broadcastTo(scale, type.getShape()))),
       n.broadcastTo(zeroPoint, type.getShape()));
   Type u8 = IntegerType::get(n.getContext(), 8, IntegerType::Unsigned);
-  n.setOutput(0, n.castTo(saturate(level), u8));
+  n.setOutput(0, n.castTo(saturate(n, level, 0, 255), u8));
   n.setOutput(1, scale);
   n.setOutput(2, n.castTo(zeroPoint, u8));
   return success();
@@ -387,18 +382,33 @@ LogicalResult importQLinearMatMul(NodeImporter &n) {
   auto yz = matrixParam(n, 7, type, false, "y_zero_point");
   if (failed(as) || failed(bs) || failed(ys) || failed(yz))
     return failure();
-  Type out = n.inputType(7).getElementType();
-  double low, high;
-  if (failed(integerRange(n, out, "a y_zero_point", low, high)))
-    return failure();
   Value scale = n.fold<DivOp>(n.fold<MulOp>(*as, *bs), *ys);
-  Value q = n.fold<AddOp>(n.fold<RoundOp>(n.fold<MulOp>(*acc, scale)), *yz);
-  q = n.fold<MinOp>(n.fold<MaxOp>(q, n.splat(type, low)), n.splat(type, high));
-  n.setOutput(0, n.castTo(q, out));
+  auto y = requantize(n, *acc, scale, *yz, n.inputType(7).getElementType(),
+                      "a y_zero_point");
+  if (failed(y))
+    return failure();
+  n.setOutput(0, *y);
   return success();
 }
 
 } // namespace
+
+Value saturate(NodeImporter &n, Value v, double low, double high) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return n.fold<MinOp>(n.fold<MaxOp>(v, n.splat(type, low)),
+                       n.splat(type, high));
+}
+
+FailureOr<Value> requantize(NodeImporter &n, Value acc, Value scale,
+                            Value zeroPoint, Type out, StringRef what) {
+  double low, high;
+  if (failed(integerRange(n, out, what, low, high)))
+    return failure();
+  Value q = n.fold<RoundOp>(n.fold<MulOp>(acc, scale));
+  if (zeroPoint)
+    q = n.fold<AddOp>(q, zeroPoint);
+  return n.castTo(saturate(n, q, low, high), out);
+}
 
 void appendQuantOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(),
