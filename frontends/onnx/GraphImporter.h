@@ -82,6 +82,20 @@ private:
                                  const std::string &name, int64_t opset,
                                  mlir::OpBuilder &b, mlir::Location loc,
                                  mlir::Location line);
+  /// A Scan by unrolling its steps, one per element of its scan inputs
+  /// along their scan axis (opset 8's batch of sequences: one scan per
+  /// batch element).
+  mlir::LogicalResult importScan(const onnx::NodeProto &node,
+                                 const std::string &name, int64_t opset,
+                                 mlir::OpBuilder &b, mlir::Location loc,
+                                 mlir::Location line);
+  /// Imports one iteration of a Loop's or Scan's `body`: its inputs bound
+  /// to `inputs`, its initializers as constants, its nodes named `scope`
+  /// + their names. Its outputs, in order; errors at `owner`'s node.
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+  inlineBody(const onnx::GraphProto &body, llvm::ArrayRef<mlir::Value> inputs,
+             const std::string &scope, int64_t opset, mlir::OpBuilder &b,
+             mlir::Location line, NodeImporter &owner);
   mlir::LogicalResult importIf(const onnx::NodeProto &node,
                                const std::string &name, int64_t opset,
                                mlir::OpBuilder &b, mlir::Location loc,

@@ -4,6 +4,9 @@
 // exports; opset 20's "linear"/"cubic" names too) as dgraph.grid_sample.
 // Volumetric (5-D) sampling of opset 20 is rejected with the node's name.
 // AffineGrid (opset 20), the grid of F.affine_grid, 2-D and 3-D.
+// DeformConv (opset 19; torchvision's deform_conv2d): the input sampled
+// bilinearly at each kernel tap's offset position, then a product with
+// the filter.
 //
 //===----------------------------------------------------------------------===//
 
@@ -130,12 +133,170 @@ LogicalResult importAffineGrid(NodeImporter &n) {
   return success();
 }
 
+/// DeformConv (opset 19, 2-D as torchvision's deform_conv2d computes it):
+/// X [N, C, H, W] is read at each output pixel's kernel taps moved by
+/// `offset` [N, G * kH * kW * 2, oH, oW] ((dy, dx) per offset group G and
+/// tap), bilinearly, zero outside X; each sample is scaled by `mask`
+/// [N, G * kH * kW, oH, oW] (modulated, DCNv2) where given, and the samples
+/// multiply W [M, C / group, kH, kW] as a grouped convolution would, plus B.
+/// Built from dgraph.grid_sample (one per offset group, every tap's grid
+/// in one: zero padding, corners not aligned) and a batched product: the
+/// gradients reach X, W, the offsets and the mask.
+LogicalResult importDeformConv(NodeImporter &n) {
+  Value x = n.input(0), w = n.input(1), offset = n.input(2);
+  RankedTensorType xt = n.inputType(0), wt = n.inputType(1),
+                   ot = n.inputType(2);
+  Type element = xt.getElementType();
+  if (!isa<FloatType>(element) || wt.getElementType() != element ||
+      ot.getElementType() != element)
+    return n.error() << "expected X, W and offset of one floating-point type, "
+                        "got "
+                     << xt << ", " << wt << " and " << ot;
+  if (xt.getRank() != 4 || wt.getRank() != 4)
+    return n.error() << "expected a 2-D deformable convolution (X [N, C, H, "
+                        "W], W [M, C/group, kH, kW]), got X "
+                     << xt << " and W " << wt
+                     << " (dtcc deforms 2-D convolutions only)";
+  int64_t batch = xt.getDimSize(0), c = xt.getDimSize(1), h = xt.getDimSize(2),
+          width = xt.getDimSize(3), m = wt.getDimSize(0);
+  int64_t group = n.attrInt("group", 1), groups = n.attrInt("offset_group", 1);
+  if (group < 1 || c % group != 0 || m % group != 0 ||
+      wt.getDimSize(1) != c / group)
+    return n.error() << "expected group (" << group
+                     << ") to divide the input channels (" << c
+                     << ") and the filters (" << m << "), and W of shape [M, "
+                     << "C/group, kH, kW], got " << wt;
+  if (groups < 1 || c % groups != 0)
+    return n.error() << "expected offset_group (" << groups
+                     << ") to divide the input channels (" << c << ")";
+  int64_t kh = wt.getDimSize(2), kw = wt.getDimSize(3);
+  StringRef spatial = "one per spatial dimension";
+  auto kernel = listAttr(n, "kernel_shape", 2, 0, 1, spatial);
+  auto strides = listAttr(n, "strides", 2, 1, 1, spatial);
+  auto dilations = listAttr(n, "dilations", 2, 1, 1, spatial);
+  auto pads =
+      listAttr(n, "pads", 4, 0, 0, "begin and end of each spatial dimension");
+  if (failed(kernel) || failed(strides) || failed(dilations) || failed(pads))
+    return failure();
+  if (n.hasAttr("kernel_shape") && ((*kernel)[0] != kh || (*kernel)[1] != kw))
+    return n.error() << "expected kernel_shape to be W's spatial shape [" << kh
+                     << ", " << kw << "], got " << formatList(*kernel);
+  int64_t oh =
+      (h + (*pads)[0] + (*pads)[2] - ((*dilations)[0] * (kh - 1) + 1)) /
+          (*strides)[0] +
+      1;
+  int64_t ow =
+      (width + (*pads)[1] + (*pads)[3] - ((*dilations)[1] * (kw - 1) + 1)) /
+          (*strides)[1] +
+      1;
+  if (oh < 1 || ow < 1)
+    return n.error() << "leaves no output: the padded input is smaller than "
+                        "the dilated kernel";
+  int64_t taps = kh * kw;
+  if (ot.getRank() != 4 || ot.getDimSize(0) != batch ||
+      ot.getDimSize(1) != groups * taps * 2 || ot.getDimSize(2) != oh ||
+      ot.getDimSize(3) != ow)
+    return n.error() << "expected offset of shape [" << batch << ", "
+                     << groups * taps * 2 << ", " << oh << ", " << ow
+                     << "] (N, offset_group * kH * kW * 2, oH, oW), got " << ot;
+  Value mask;
+  if (n.hasInput(4)) {
+    mask = n.input(4);
+    auto mt = n.inputType(4);
+    if (mt.getElementType() != element ||
+        mt.getShape() != ArrayRef<int64_t>{batch, groups * taps, oh, ow})
+      return n.error() << "expected mask of shape [" << batch << ", "
+                       << groups * taps << ", " << oh << ", " << ow
+                       << "] (N, offset_group * kH * kW, oH, oW) and X's "
+                          "type, got "
+                       << mt;
+  }
+  // Each tap's undeformed position in X's pixels, [taps, oH, oW], in the
+  // coordinates grid_sample reads without aligned corners: -1 + (2p + 1) /
+  // size. An offset moves the pixel p by d, the coordinate by 2d / size.
+  SmallVector<double> ys, xs;
+  for (int64_t a = 0; a < kh; ++a)
+    for (int64_t bb = 0; bb < kw; ++bb)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double py = i * (*strides)[0] - (*pads)[0] + a * (*dilations)[0];
+          double px = j * (*strides)[1] - (*pads)[1] + bb * (*dilations)[1];
+          ys.push_back((2 * py + 1) / double(h) - 1);
+          xs.push_back((2 * px + 1) / double(width) - 1);
+        }
+  SmallVector<int64_t> perGroup = {batch, groups, taps, oh, ow};
+  auto baseType = RankedTensorType::get({taps, oh, ow}, element);
+  auto coordinate = [&](ArrayRef<double> base, int64_t which, double size) {
+    // offset [N, G, taps, 2, oH, oW]: dy at 0, dx at 1.
+    Value d = n.reshape(
+        splitAlong(n, n.reshape(offset, {batch, groups, taps, 2, oh, ow}), 3,
+                   {1, 1})[which],
+        perGroup);
+    Value scaled = n.fold<MulOp>(
+        d, n.splat(RankedTensorType::get(perGroup, element), 2.0 / size));
+    return n.fold<AddOp>(
+        scaled, n.broadcastTo(n.floatConstant(baseType, base), perGroup));
+  };
+  Value gy = coordinate(ys, 0, double(h)),
+        gx = coordinate(xs, 1, double(width));
+  SmallVector<int64_t> last = perGroup;
+  last.push_back(1);
+  auto grid = concatenate(n, {n.reshape(gx, last), n.reshape(gy, last)}, 5);
+  if (failed(grid))
+    return failure();
+  // One sampling per offset group, its channels at every tap at once.
+  int64_t cg = c / groups;
+  SmallVector<Value> sampled;
+  auto xParts = splitAlong(n, x, 1, SmallVector<int64_t>(groups, cg));
+  auto gridParts = splitAlong(n, *grid, 1, SmallVector<int64_t>(groups, 1));
+  SmallVector<Value> maskParts;
+  if (mask)
+    maskParts = splitAlong(n, n.reshape(mask, {batch, groups, taps, oh * ow}),
+                           1, SmallVector<int64_t>(groups, 1));
+  OpBuilder &b = n.builder();
+  for (int64_t g = 0; g < groups; ++g) {
+    Value gridG = n.reshape(gridParts[g], {batch, taps * oh, ow, 2});
+    auto type = RankedTensorType::get({batch, cg, taps * oh, ow}, element);
+    Value s = n.create<GridSampleOp>(
+                   type, xParts[g], gridG, b.getStringAttr("bilinear"),
+                   b.getStringAttr("zeros"), b.getBoolAttr(false))
+                  .getResult();
+    s = n.reshape(s, {batch, cg, taps, oh * ow});
+    if (mask)
+      s = n.fold<MulOp>(
+          s, n.broadcastTo(maskParts[g], {batch, cg, taps, oh * ow}));
+    sampled.push_back(s);
+  }
+  auto columns = concatenate(n, sampled, 1);
+  if (failed(columns))
+    return failure();
+  // [group, M/group, C/group * taps] x [N, group, C/group * taps, oH * oW].
+  int64_t k = c / group * taps;
+  auto y = numpyMatmul(n, n.reshape(w, {group, m / group, k}),
+                       n.reshape(*columns, {batch, group, k, oh * ow}));
+  if (failed(y))
+    return failure();
+  Value out = n.reshape(*y, {batch, m, oh, ow});
+  if (n.hasInput(3)) {
+    auto bt = n.inputType(3);
+    if (bt.getElementType() != element || bt.getRank() != 1 ||
+        bt.getDimSize(0) != m)
+      return n.error() << "expected a bias B of shape [" << m
+                       << "] and X's type, got " << bt;
+    out = n.fold<AddOp>(out, n.broadcastTo(n.reshape(n.input(3), {1, m, 1, 1}),
+                                           {batch, m, oh, ow}));
+  }
+  n.setOutput(0, out);
+  return success();
+}
+
 } // namespace
 
 void appendGridSampleOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
                             {"GridSample", 16, importGridSample},
                             {"AffineGrid", 20, importAffineGrid},
+                            {"DeformConv", 19, importDeformConv},
                         });
 }
 

@@ -212,6 +212,7 @@ std::vector<std::pair<std::string, int64_t>> supportedOps() {
   // Imported by the graph importer itself (a compile-time condition).
   out.push_back({"If", 1});
   out.push_back({"Loop", 1});
+  out.push_back({"Scan", 8});
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -370,6 +371,10 @@ std::string GraphImporter::unsupportedReason(const onnx::NodeProto &node,
     return ""; // imported by inlining the branch its constant condition takes
   if (node.op_type() == "Loop")
     return ""; // imported by unrolling its known iterations
+  if (node.op_type() == "Scan")
+    return opset < 8 ? "domain ai.onnx, opset " + std::to_string(opset) +
+                           ": dtcc supports Scan from opset 8"
+                     : ""; // imported by unrolling its steps
   const auto &registry = opRegistry();
   auto it = registry.find(node.op_type());
   if (it == registry.end())
@@ -407,8 +412,14 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node, int index,
       onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
   int required = schema ? schema->min_input() : 1;
   int present = 0;
-  for (int i = 0; i < required && i < node.input_size(); ++i)
-    present += !node.input(i).empty();
+  for (int i = 0; i < required && i < node.input_size(); ++i) {
+    // An optional input before required ones (opset 8 Scan's
+    // sequence_lens) may be left empty.
+    bool optional = schema && i < int(schema->inputs().size()) &&
+                    schema->inputs()[i].GetOption() ==
+                        onnx::OpSchema::FormalParameterOption::Optional;
+    present += !node.input(i).empty() || optional;
+  }
   if (present < required)
     return emitError(loc, "node '")
            << nodeName(node, index) << "' (" << node.op_type()
@@ -935,7 +946,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
   if (std::string why = unsupportedReason(node, opset); !why.empty())
     return emitError(loc, "node '")
            << name << "': " << node.op_type() << " (" << why
-           << "), in an If branch or Loop body: unsupported op";
+           << "), in an If branch or a Loop's or Scan's body: unsupported op";
   for (auto [i, in] : llvm::enumerate(node.input()))
     if (sequences.count(in) && !takesSequence(node.op_type(), i))
       return emitError(loc, "node '")
@@ -946,6 +957,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
       return failure();
   } else if (node.op_type() == "Loop") {
     if (failed(importLoop(node, name, opset, b, loc, line)))
+      return failure();
+  } else if (node.op_type() == "Scan") {
+    if (failed(importScan(node, name, opset, b, loc, line)))
       return failure();
   } else {
     NodeImporter importer(*this, node, opset, b, loc);
@@ -1050,6 +1064,208 @@ LogicalResult GraphImporter::importIf(const onnx::NodeProto &node,
   return success();
 }
 
+/// `parts` (of one shape) stacked along a new dimension `axis`.
+static FailureOr<Value> stack(NodeImporter &n, ArrayRef<Value> parts,
+                              int64_t axis) {
+  SmallVector<Value> widened;
+  for (Value v : parts) {
+    auto t = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(t.getShape());
+    shape.insert(shape.begin() + axis, 1);
+    widened.push_back(n.reshape(v, shape));
+  }
+  return concatenate(n, widened, axis);
+}
+
+/// `x`'s slices along `axis`, each without that dimension.
+static SmallVector<Value> unstack(NodeImporter &n, Value x, int64_t axis) {
+  auto t = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  shape.erase(shape.begin() + axis);
+  SmallVector<Value> slices;
+  for (Value piece :
+       splitAlong(n, x, axis, SmallVector<int64_t>(t.getDimSize(axis), 1)))
+    slices.push_back(n.reshape(piece, shape));
+  return slices;
+}
+
+FailureOr<SmallVector<Value>>
+GraphImporter::inlineBody(const onnx::GraphProto &body, ArrayRef<Value> inputs,
+                          const std::string &scope, int64_t opset, OpBuilder &b,
+                          Location line, NodeImporter &owner) {
+  for (auto [info, v] : llvm::zip(body.input(), inputs))
+    values[info.name()] = v;
+  if (failed(defineConstants(body, b, line)))
+    return failure();
+  for (int i = 0; i < body.node_size(); ++i) {
+    onnx::NodeProto named = body.node(i);
+    named.set_name(scope + nodeName(body.node(i), i));
+    if (failed(importNode(named, i, opset, b, line)))
+      return failure();
+  }
+  SmallVector<Value> outs;
+  for (const onnx::ValueInfoProto &o : body.output()) {
+    Value v = values.lookup(o.name());
+    if (!v)
+      return owner.error() << "its body's output '" << o.name()
+                           << "' is not produced by any node (or is a "
+                              "sequence)";
+    outs.push_back(v);
+  }
+  return outs;
+}
+
+LogicalResult GraphImporter::importScan(const onnx::NodeProto &node,
+                                        const std::string &name, int64_t opset,
+                                        OpBuilder &b, Location loc,
+                                        Location line) {
+  // Unrolled, one step per element of the scan inputs along their scan
+  // axis: every extent is static, so the number of steps is known. Opset
+  // 8's Scan takes a batch of sequences ([batch, sequence, ...] scan
+  // inputs, [batch, ...] states; an optional sequence_lens, which must
+  // leave every sequence whole): one scan per batch element, its results
+  // stacked along the batch.
+  NodeImporter n(*this, node, opset, b, loc);
+  const onnx::GraphProto *body = nullptr;
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "body" && a.has_g())
+      body = &a.g();
+  int64_t m = n.attrInt("num_scan_inputs", -1);
+  bool batched = opset < 9;
+  int first = batched ? 1 : 0; // opset 8's input 0: sequence_lens
+  int states = node.input_size() - first - int(m);
+  if (!body || m < 1 || states < 0)
+    return n.error() << "expected a body graph and num_scan_inputs between 1 "
+                        "and the number of inputs";
+  int scanOutputs = body->output_size() - states;
+  if (body->input_size() != states + m || scanOutputs < 0 ||
+      node.output_size() > body->output_size())
+    return n.error() << "expected a body of " << states + m << " inputs ("
+                     << states << " states, " << m
+                     << " scan inputs) and at least " << states
+                     << " outputs, got " << body->input_size() << " and "
+                     << body->output_size();
+  auto inAxes = listAttr(n, "scan_input_axes", m, 0);
+  auto inDirections =
+      listAttr(n, batched ? "directions" : "scan_input_directions", m, 0, 0);
+  auto outAxes = listAttr(n, "scan_output_axes", scanOutputs, 0);
+  auto outDirections = listAttr(n, "scan_output_directions", scanOutputs, 0, 0);
+  if (failed(inAxes) || failed(inDirections) || failed(outAxes) ||
+      failed(outDirections))
+    return failure();
+  SmallVector<Value> init, scanned;
+  for (int i = first; i < node.input_size(); ++i) {
+    if (sequences.count(node.input(i)))
+      return n.error() << "expected tensors as its inputs: input " << i
+                       << " is a sequence";
+    (i < first + states ? init : scanned).push_back(n.input(i));
+  }
+  // The batch: opset 8's leading dimension, else one.
+  int64_t batch = 1;
+  if (batched) {
+    batch = cast<RankedTensorType>(scanned[0].getType()).getDimSize(0);
+    for (Value v : llvm::concat<Value>(init, scanned))
+      if (auto t = cast<RankedTensorType>(v.getType());
+          t.getRank() < 1 || t.getDimSize(0) != batch)
+        return n.error() << "expected every input to lead with the batch ("
+                         << batch << "), got " << t;
+  }
+  for (int64_t &axis : *inAxes) {
+    int64_t j = &axis - inAxes->data();
+    int64_t rank =
+        cast<RankedTensorType>(scanned[j].getType()).getRank() - batched;
+    auto normalized = n.normalizeAxis(batched ? 0 : axis, rank);
+    if (failed(normalized))
+      return failure();
+    axis = *normalized;
+  }
+  int64_t length = -1;
+  for (auto [j, v] : llvm::enumerate(scanned)) {
+    int64_t extent =
+        cast<RankedTensorType>(v.getType()).getDimSize((*inAxes)[j] + batched);
+    if (length >= 0 && extent != length)
+      return n.error() << "expected its scan inputs of one length along "
+                          "their scan axes, got "
+                       << length << " and " << extent << " (scan input " << j
+                       << ")";
+    length = extent;
+  }
+  if (length < 1)
+    return n.error() << "scans no element, so its scan outputs have no shape";
+  constexpr int64_t kMaxSteps = 4096;
+  if (length * batch > kMaxSteps)
+    return n.error() << "unrolls at most " << kMaxSteps << " steps; this scan "
+                     << "runs " << length * batch;
+  if (batched && n.hasInput(0)) {
+    auto lens = n.constantInts(0, "sequence_lens");
+    if (failed(lens))
+      return failure();
+    if (llvm::any_of(*lens, [&](int64_t l) { return l != length; }))
+      return n.error() << "expected every sequence_lens entry to be the "
+                          "sequence length "
+                       << length << ": dtcc does not scan shorter sequences";
+  }
+  // Per batch element: the final states and each scan output's stack.
+  SmallVector<SmallVector<Value>> finals(states), stacks(scanOutputs);
+  for (int64_t e = 0; e < batch; ++e) {
+    SmallVector<Value> state;
+    for (Value v : init)
+      state.push_back(batched ? unstack(n, v, 0)[e] : v);
+    SmallVector<SmallVector<Value>> steps;
+    for (auto [j, v] : llvm::enumerate(scanned))
+      steps.push_back(
+          unstack(n, batched ? unstack(n, v, 0)[e] : v, (*inAxes)[j]));
+    SmallVector<SmallVector<Value>> collected(scanOutputs);
+    for (int64_t t = 0; t < length; ++t) {
+      std::string scope = name + "/" +
+                          (batched ? std::to_string(e) + "/" : "") +
+                          std::to_string(t) + "/";
+      SmallVector<Value> inputs(state);
+      for (int64_t j = 0; j < m; ++j)
+        inputs.push_back(steps[j][(*inDirections)[j] ? length - 1 - t : t]);
+      auto outs = inlineBody(*body, inputs, scope, opset, b, line, n);
+      if (failed(outs))
+        return failure();
+      for (int k = 0; k < states; ++k) {
+        if ((*outs)[k].getType() != state[k].getType())
+          return n.error() << "expected state " << k << " to keep its type "
+                           << state[k].getType() << ", got "
+                           << (*outs)[k].getType() << " at step " << t;
+        state[k] = (*outs)[k];
+      }
+      for (int k = 0; k < scanOutputs; ++k)
+        collected[k].push_back((*outs)[states + k]);
+    }
+    for (int k = 0; k < states; ++k)
+      finals[k].push_back(state[k]);
+    for (int k = 0; k < scanOutputs; ++k) {
+      if ((*outDirections)[k])
+        std::reverse(collected[k].begin(), collected[k].end());
+      int64_t rank =
+          cast<RankedTensorType>(collected[k][0].getType()).getRank() + 1;
+      auto axis = n.normalizeAxis((*outAxes)[k], rank);
+      if (failed(axis))
+        return failure();
+      auto stacked = stack(n, collected[k], *axis);
+      if (failed(stacked))
+        return failure();
+      stacks[k].push_back(*stacked);
+    }
+  }
+  auto result = [&](ArrayRef<Value> perBatch) -> FailureOr<Value> {
+    return batched ? stack(n, perBatch, 0) : FailureOr<Value>(perBatch[0]);
+  };
+  for (int o = 0; o < node.output_size(); ++o) {
+    if (node.output(o).empty())
+      continue;
+    auto v = result(o < states ? finals[o] : stacks[o - states]);
+    if (failed(v))
+      return failure();
+    values[node.output(o)] = *v;
+  }
+  return success();
+}
+
 LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
                                         const std::string &name, int64_t opset,
                                         OpBuilder &b, Location loc,
@@ -1112,31 +1328,20 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
                        << " iterations; this loop runs more";
     std::string scope = name + "/" + std::to_string(iteration) + "/";
     Location at = NameLoc::get(b.getStringAttr(scope), line);
-    values[body->input(0).name()] = graph::ConstantOp::create(
-        b, at,
-        DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
-                               APInt(64, iteration)));
-    values[body->input(1).name()] = graph::ConstantOp::create(
-        b, at,
-        DenseElementsAttr::get(RankedTensorType::get({}, b.getI1Type()), true));
-    for (int k = 0; k < carried; ++k)
-      values[body->input(k + 2).name()] = state[k];
-    if (failed(defineConstants(*body, b, line)))
+    SmallVector<Value> inputs{
+        graph::ConstantOp::create(
+            b, at,
+            DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                                   APInt(64, iteration))),
+        graph::ConstantOp::create(
+            b, at,
+            DenseElementsAttr::get(RankedTensorType::get({}, b.getI1Type()),
+                                   true))};
+    inputs.append(state.begin(), state.end());
+    auto bodyOutputs = inlineBody(*body, inputs, scope, opset, b, line, n);
+    if (failed(bodyOutputs))
       return failure();
-    for (int i = 0; i < body->node_size(); ++i) {
-      onnx::NodeProto named = body->node(i);
-      named.set_name(scope + nodeName(body->node(i), i));
-      if (failed(importNode(named, i, opset, b, line)))
-        return failure();
-    }
-    SmallVector<Value> outs;
-    for (const onnx::ValueInfoProto &o : body->output()) {
-      Value v = values.lookup(o.name());
-      if (!v)
-        return n.error() << "its body's output '" << o.name()
-                         << "' is not produced by any node (or is a sequence)";
-      outs.push_back(v);
-    }
+    SmallVector<Value> &outs = *bodyOutputs;
     auto condition = constantValueOf(outs[0]);
     std::optional<bool> next =
         condition ? booleanOf(*condition) : std::optional<bool>();
@@ -1166,15 +1371,7 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
     if (scanned[s].empty())
       return n.error() << "runs no iteration, so its scan output " << s
                        << " has no shape";
-    // Each iteration's value with a new leading dimension, concatenated.
-    SmallVector<Value> parts;
-    for (Value v : scanned[s]) {
-      SmallVector<int64_t> shape = {1};
-      auto t = cast<RankedTensorType>(v.getType());
-      shape.append(t.getShape().begin(), t.getShape().end());
-      parts.push_back(n.reshape(v, shape));
-    }
-    auto joined = concatenate(n, parts, 0);
+    auto joined = stack(n, scanned[s], 0);
     if (failed(joined))
       return failure();
     values[node.output(carried + s)] = *joined;

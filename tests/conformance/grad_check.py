@@ -148,7 +148,8 @@ LINEAR_OPS = {
 # Mish's and Swish's X and leave the others Unknown; these are the float
 # operands the ops compute smoothly from (Attention's attn_mask when it is a
 # float bias, past_key and past_value; not nonpad_kv_seqlen; not
-# RotaryEmbedding's position_ids).
+# RotaryEmbedding's position_ids; every input of DeformConv, bilinear in
+# its offsets between pixels).
 NEWER_OPS = {
     "Mish": [0],
     "Swish": [0],
@@ -158,6 +159,7 @@ NEWER_OPS = {
     "AffineGrid": [0],
     "CenterCropPad": [0],
     "Col2Im": [0],
+    "DeformConv": [0, 1, 2, 3, 4],
 }
 
 # The training model's loss output (train_step names it `loss`).
