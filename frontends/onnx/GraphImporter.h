@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
+#include <variant>
 
 namespace dtcc::onnx_frontend {
 
@@ -89,11 +90,14 @@ private:
                                  const std::string &name, int64_t opset,
                                  mlir::OpBuilder &b, mlir::Location loc,
                                  mlir::Location line);
+  /// A value a Loop's or Scan's body reads or makes: a tensor or a
+  /// sequence (a Loop may carry one, as PyTorch 2's EmbeddingBag does).
+  using BodyValue = std::variant<mlir::Value, Sequence>;
   /// Imports one iteration of a Loop's or Scan's `body`: its inputs bound
   /// to `inputs`, its initializers as constants, its nodes named `scope`
   /// + their names. Its outputs, in order; errors at `owner`'s node.
-  mlir::FailureOr<llvm::SmallVector<mlir::Value>>
-  inlineBody(const onnx::GraphProto &body, llvm::ArrayRef<mlir::Value> inputs,
+  mlir::FailureOr<llvm::SmallVector<BodyValue>>
+  inlineBody(const onnx::GraphProto &body, llvm::ArrayRef<BodyValue> inputs,
              const std::string &scope, int64_t opset, mlir::OpBuilder &b,
              mlir::Location line, NodeImporter &owner);
   mlir::LogicalResult importIf(const onnx::NodeProto &node,

@@ -1089,12 +1089,19 @@ static SmallVector<Value> unstack(NodeImporter &n, Value x, int64_t axis) {
   return slices;
 }
 
-FailureOr<SmallVector<Value>>
-GraphImporter::inlineBody(const onnx::GraphProto &body, ArrayRef<Value> inputs,
-                          const std::string &scope, int64_t opset, OpBuilder &b,
-                          Location line, NodeImporter &owner) {
-  for (auto [info, v] : llvm::zip(body.input(), inputs))
-    values[info.name()] = v;
+FailureOr<SmallVector<GraphImporter::BodyValue>>
+GraphImporter::inlineBody(const onnx::GraphProto &body,
+                          ArrayRef<BodyValue> inputs, const std::string &scope,
+                          int64_t opset, OpBuilder &b, Location line,
+                          NodeImporter &owner) {
+  for (auto [info, v] : llvm::zip(body.input(), inputs)) {
+    values.erase(info.name());
+    sequences.erase(info.name());
+    if (auto *seq = std::get_if<Sequence>(&v))
+      sequences[info.name()] = *seq;
+    else
+      values[info.name()] = std::get<Value>(v);
+  }
   if (failed(defineConstants(body, b, line)))
     return failure();
   for (int i = 0; i < body.node_size(); ++i) {
@@ -1103,14 +1110,15 @@ GraphImporter::inlineBody(const onnx::GraphProto &body, ArrayRef<Value> inputs,
     if (failed(importNode(named, i, opset, b, line)))
       return failure();
   }
-  SmallVector<Value> outs;
+  SmallVector<BodyValue> outs;
   for (const onnx::ValueInfoProto &o : body.output()) {
-    Value v = values.lookup(o.name());
-    if (!v)
+    if (Value v = values.lookup(o.name()))
+      outs.push_back(v);
+    else if (auto it = sequences.find(o.name()); it != sequences.end())
+      outs.push_back(it->second);
+    else
       return owner.error() << "its body's output '" << o.name()
-                           << "' is not produced by any node (or is a "
-                              "sequence)";
-    outs.push_back(v);
+                           << "' is not produced by any node";
   }
   return outs;
 }
@@ -1220,21 +1228,29 @@ LogicalResult GraphImporter::importScan(const onnx::NodeProto &node,
       std::string scope = name + "/" +
                           (batched ? std::to_string(e) + "/" : "") +
                           std::to_string(t) + "/";
-      SmallVector<Value> inputs(state);
+      SmallVector<BodyValue> inputs(state.begin(), state.end());
       for (int64_t j = 0; j < m; ++j)
         inputs.push_back(steps[j][(*inDirections)[j] ? length - 1 - t : t]);
-      auto outs = inlineBody(*body, inputs, scope, opset, b, line, n);
-      if (failed(outs))
+      auto bodyOutputs = inlineBody(*body, inputs, scope, opset, b, line, n);
+      if (failed(bodyOutputs))
         return failure();
+      SmallVector<Value> outs;
+      for (auto [k, v] : llvm::enumerate(*bodyOutputs)) {
+        if (!std::holds_alternative<Value>(v))
+          return n.error() << "expected its body's output '"
+                           << body->output(k).name()
+                           << "' to be a tensor, got a sequence";
+        outs.push_back(std::get<Value>(v));
+      }
       for (int k = 0; k < states; ++k) {
-        if ((*outs)[k].getType() != state[k].getType())
+        if (outs[k].getType() != state[k].getType())
           return n.error() << "expected state " << k << " to keep its type "
                            << state[k].getType() << ", got "
-                           << (*outs)[k].getType() << " at step " << t;
-        state[k] = (*outs)[k];
+                           << outs[k].getType() << " at step " << t;
+        state[k] = outs[k];
       }
       for (int k = 0; k < scanOutputs; ++k)
-        collected[k].push_back((*outs)[states + k]);
+        collected[k].push_back(outs[states + k]);
     }
     for (int k = 0; k < states; ++k)
       finals[k].push_back(state[k]);
@@ -1313,13 +1329,30 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
                      << " carried values) and at least " << carried + 1
                      << " outputs (condition, carried values, scan outputs)";
   int scans = body->output_size() - 1 - carried;
-  SmallVector<Value> state;
+  SmallVector<BodyValue> state;
   for (int k = 0; k < carried; ++k) {
-    if (sequences.count(node.input(k + 2)))
-      return n.error() << "expected tensors as carried values: input " << k + 2
-                       << " is a sequence";
-    state.push_back(n.input(k + 2));
+    if (const Sequence *seq = lookupSequence(node.input(k + 2)))
+      state.push_back(*seq);
+    else
+      state.push_back(n.input(k + 2));
   }
+  // A carried value's kind and type, for the errors.
+  auto describe = [](const BodyValue &v) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    if (auto *seq = std::get_if<Sequence>(&v))
+      os << "a sequence of " << seq->elementType;
+    else
+      os << std::get<Value>(v).getType();
+    return s;
+  };
+  auto sameKind = [](const BodyValue &a, const BodyValue &b) {
+    if (a.index() != b.index())
+      return false;
+    if (auto *seq = std::get_if<Sequence>(&a))
+      return seq->elementType == std::get<Sequence>(b).elementType;
+    return std::get<Value>(a).getType() == std::get<Value>(b).getType();
+  };
   SmallVector<SmallVector<Value>> scanned(scans);
   int64_t iteration = 0;
   for (; running && (!trips || iteration < *trips); ++iteration) {
@@ -1328,7 +1361,7 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
                        << " iterations; this loop runs more";
     std::string scope = name + "/" + std::to_string(iteration) + "/";
     Location at = NameLoc::get(b.getStringAttr(scope), line);
-    SmallVector<Value> inputs{
+    SmallVector<BodyValue> inputs{
         graph::ConstantOp::create(
             b, at,
             DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
@@ -1341,8 +1374,10 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
     auto bodyOutputs = inlineBody(*body, inputs, scope, opset, b, line, n);
     if (failed(bodyOutputs))
       return failure();
-    SmallVector<Value> &outs = *bodyOutputs;
-    auto condition = constantValueOf(outs[0]);
+    SmallVector<BodyValue> &outs = *bodyOutputs;
+    auto *conditionValue = std::get_if<Value>(&outs[0]);
+    auto condition =
+        conditionValue ? constantValueOf(*conditionValue) : std::nullopt;
     std::optional<bool> next =
         condition ? booleanOf(*condition) : std::optional<bool>();
     if (!next)
@@ -1352,19 +1387,29 @@ LogicalResult GraphImporter::importLoop(const onnx::NodeProto &node,
                        << iteration << "): dtcc unrolls loops";
     running = *next;
     for (int k = 0; k < carried; ++k) {
-      if (outs[k + 1].getType() != state[k].getType())
+      if (!sameKind(outs[k + 1], state[k]))
         return n.error() << "expected carried value " << k
-                         << " to keep its type " << state[k].getType()
-                         << ", got " << outs[k + 1].getType()
+                         << " to keep its type " << describe(state[k])
+                         << ", got " << describe(outs[k + 1])
                          << " at iteration " << iteration;
       state[k] = outs[k + 1];
     }
-    for (int s = 0; s < scans; ++s)
-      scanned[s].push_back(outs[carried + 1 + s]);
+    for (int s = 0; s < scans; ++s) {
+      auto *v = std::get_if<Value>(&outs[carried + 1 + s]);
+      if (!v)
+        return n.error() << "expected its scan output " << s
+                         << " to be a tensor, got a sequence";
+      scanned[s].push_back(*v);
+    }
   }
-  for (int k = 0; k < carried && k < node.output_size(); ++k)
-    if (!node.output(k).empty())
-      values[node.output(k)] = state[k];
+  for (int k = 0; k < carried && k < node.output_size(); ++k) {
+    if (node.output(k).empty())
+      continue;
+    if (auto *seq = std::get_if<Sequence>(&state[k]))
+      sequences[node.output(k)] = *seq;
+    else
+      values[node.output(k)] = std::get<Value>(state[k]);
+  }
   for (int s = 0; s < scans && carried + s < node.output_size(); ++s) {
     if (node.output(carried + s).empty())
       continue;

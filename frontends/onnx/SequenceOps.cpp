@@ -224,6 +224,8 @@ LogicalResult importConcatFromSequence(NodeImporter &n) {
 } // namespace
 
 bool takesSequence(llvm::StringRef opType, int index) {
+  if (opType == "Loop")
+    return index >= 2; // carried values
   return index == 0 &&
          llvm::is_contained({"SequenceAt", "SequenceInsert", "SequenceErase",
                              "SequenceLength", "ConcatFromSequence"},

@@ -560,6 +560,32 @@ class ProtoNet(torch.nn.Module):
         return F.cross_entropy(logits, labels) - 0.1 * spread
 
 
+class Recommender(torch.nn.Module):
+    """A DLRM-style click model: dense features through a bottom MLP, three
+    sparse fields pooled by nn.EmbeddingBag (sum, mean, max over each bag of
+    ids), the pairwise dot products of the four feature vectors, a top MLP
+    and a logistic loss. PyTorch exports EmbeddingBag as an ONNX Loop over
+    the bags (1.13: a scan output; 2.x: a carried sequence)."""
+
+    def __init__(self, rows=40, dim=8, dense=4, hidden=16, bag=5):
+        super().__init__()
+        self.bag = bag
+        self.bags = torch.nn.ModuleList(
+            [torch.nn.EmbeddingBag(rows, dim, mode=m) for m in ("sum", "mean", "max")])
+        self.bottom = torch.nn.Linear(dense, dim)
+        self.top1 = torch.nn.Linear(dim + 6, hidden)
+        self.top2 = torch.nn.Linear(hidden, 1)
+
+    def forward(self, dense, ids, clicks):
+        d = torch.relu(self.bottom(dense))
+        f = torch.stack([d] + [b(ids[:, i]) for i, b in enumerate(self.bags)], 1)
+        z = torch.bmm(f, f.transpose(1, 2))
+        upper = torch.triu_indices(4, 4, 1)
+        pairs = z[:, upper[0], upper[1]]
+        logit = self.top2(torch.relu(self.top1(torch.cat([d, pairs], 1)))).squeeze(1)
+        return F.binary_cross_entropy_with_logits(logit, clicks)
+
+
 class QatNet(torch.nn.Module):
     """[b, 3, 8, 8] images -> classes, trained as quantization-aware
     training does (torch.ao.quantization.prepare_qat): FakeQuantize modules
@@ -662,7 +688,7 @@ MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
           "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet,
-          "qat": QatNet, "spectrogram": SpectrogramNet}
+          "qat": QatNet, "spectrogram": SpectrogramNet, "recommender": Recommender}
 
 
 def build(name, **sizes):
@@ -738,6 +764,17 @@ def example_inputs(name, model, batch, rng):
     if name == "spectrogram":
         w = waveforms(rng, batch, model.head.out_features, model.samples)
         return {"x": w["x"][:, 0].copy(), "labels": w["labels"]}
+    if name == "recommender":
+        # Clicks where a fixed linear teacher of the dense features and
+        # the first field's ids (the lower half of the table counting for)
+        # says so (learnable).
+        dense = rng.standard_normal((batch, model.bottom.in_features)).astype(np.float32)
+        rows = model.bags[0].num_embeddings
+        ids = rng.integers(0, rows, (batch, len(model.bags), model.bag))
+        teacher = np.random.default_rng(7).standard_normal(model.bottom.in_features)
+        score = dense @ teacher + (ids[:, 0] < rows // 2).mean(1) - 0.5
+        return {"dense": dense, "ids": ids.astype(np.int64),
+                "clicks": (score > 0).astype(np.float32)}
     if name == "qat":
         return images(rng, batch, model.net[4].out_features, size=8)
     if name == "proto":

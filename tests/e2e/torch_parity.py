@@ -7,8 +7,9 @@ from torch.nn modules: a ViT (Conv2d patch embedding), a ResNet
 (BatchNorm2d in training mode, MaxPool, GlobalAveragePool), a U-Net
 (ConvTranspose2d, AveragePool, GroupNorm exported as InstanceNormalization
 + Reshape, skip concatenations), a 1-D convolutional audio classifier and
-a recurrent language model (ONNX LSTM, GRU and RNN nodes) and a
-prototypical network (weight_norm, F.normalize, torch.cdist).
+a recurrent language model (ONNX LSTM, GRU and RNN nodes), a
+prototypical network (weight_norm, F.normalize, torch.cdist) and a
+DLRM-style recommender (nn.EmbeddingBag, exported as ONNX Loops).
 PyTorch 1.13 exports each in training mode at opset 17; dtcc compiles the
 export, so both start from the same weights, and both use AdamW with
 weight decay, global-norm clipping and warmup + cosine decay.
@@ -75,6 +76,7 @@ SETTINGS = {
     "proto": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
     "qat": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "spectrogram": Settings(batch=8, lr=5e-3, eps=1e-6, learns=True),
+    "recommender": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
