@@ -1,7 +1,8 @@
 //===- ReductionOps.cpp - ONNX reductions to dgraph -----------------------===//
 //
 // dgraph has sum, max, min and prod reductions; ONNX's mean, L1, L2,
-// log-sum, log-sum-exp and sum-of-squares are built from them.
+// log-sum, log-sum-exp and sum-of-squares are built from them. Det reduces
+// each matrix to the product of its Gaussian elimination's pivots.
 //
 //===----------------------------------------------------------------------===//
 
@@ -181,6 +182,100 @@ LogicalResult importLpNormalization(NodeImporter &n) {
   return success();
 }
 
+/// Det (opset 11): each [M, M] matrix of X [..., M, M] reduced to its
+/// determinant by Gaussian elimination with partial pivoting, unrolled over
+/// the M columns: the product of the pivots, negated per row exchange
+/// (as LAPACK's getrf, which numpy.linalg.det calls). Rows are read and
+/// exchanged by products with unit vectors and with the one-hot of the
+/// pivot's row (an argmax of the column's magnitudes), so that the
+/// gradient, det(X) * inverse(X)^T where X is invertible, is autodiff's
+/// of the elimination. A singular matrix's determinant is 0.
+LogicalResult importDet(NodeImporter &n) {
+  Value x = n.input(0);
+  auto type = typeOf(x);
+  if (failed(requireFloat(n, x)))
+    return failure();
+  int64_t rank = type.getRank();
+  if (rank < 2 || type.getDimSize(rank - 1) != type.getDimSize(rank - 2))
+    return n.error() << "expected square matrices [..., M, M], got " << type;
+  // The largest order dtcc unrolls the elimination for.
+  constexpr int64_t kMaxOrder = 64;
+  int64_t m = type.getDimSize(rank - 1);
+  if (m > kMaxOrder)
+    return n.error() << "eliminates at most " << kMaxOrder << " x " << kMaxOrder
+                     << " matrices (unrolled over the rows), got " << m << " x "
+                     << m;
+  ArrayRef<int64_t> batchShape = type.getShape().drop_back(2);
+  int64_t batch = 1;
+  for (int64_t d : batchShape)
+    batch *= d;
+  Type f = type.getElementType();
+  auto scalars = RankedTensorType::get({batch}, f);
+  // A constant [rows, cols] of f, 1 where `one` holds of the row index.
+  auto indicator = [&](int64_t rows, int64_t cols,
+                       llvm::function_ref<bool(int64_t)> one) {
+    SmallVector<double> v;
+    for (int64_t i = 0; i < rows * cols; ++i)
+      v.push_back(one(rows == 1 ? i : i / cols) ? 1.0 : 0.0);
+    return n.floatConstant(RankedTensorType::get({rows, cols}, f), v);
+  };
+  auto times = [&](Value l, Value r, ArrayRef<int64_t> shape) {
+    return n.fold<MulOp>(n.broadcastTo(l, shape), n.broadcastTo(r, shape));
+  };
+  auto product = [&](Value l, Value r) { return *numpyMatmul(n, l, r); };
+  SmallVector<int64_t> rowIds(m);
+  for (int64_t r = 0; r < m; ++r)
+    rowIds[r] = r;
+  Value rows =
+      n.broadcastTo(n.constant(DenseElementsAttr::get(
+                        RankedTensorType::get({1, m}, n.builder().getI64Type()),
+                        ArrayRef<int64_t>(rowIds))),
+                    {batch, m});
+  Value a = n.reshape(x, {batch, m, m});
+  Value det = n.splat(scalars, 1.0);
+  for (int64_t k = 0; k < m; ++k) {
+    Value ekColumn = indicator(m, 1, [&](int64_t r) { return r == k; });
+    Value ekRow = indicator(1, m, [&](int64_t r) { return r == k; });
+    // The pivot's row: the largest magnitude in column k at or below row k
+    // (rows above score -1), the first of equals.
+    Value column = n.reshape(product(a, ekColumn), {batch, m});
+    Value below = indicator(1, m, [&](int64_t r) { return r >= k; });
+    Value above = indicator(1, m, [&](int64_t r) { return r < k; });
+    Value score = n.fold<SubOp>(times(n.fold<AbsOp>(column), below, {batch, m}),
+                                n.broadcastTo(above, {batch, m}));
+    Value pivotRow = n.create<ArgMaxOp>(score, 1, false).getResult();
+    Value onehot = n.castTo(
+        n.fold<EqOp>(n.broadcastTo(n.reshape(pivotRow, {batch, 1}), {batch, m}),
+                     rows),
+        f);
+    // Rows k and p exchanged: A + (e_k - P) (row_p - row_k).
+    Value rowK = product(ekRow, a); // [batch, 1, m]
+    Value rowP = product(n.reshape(onehot, {batch, 1, m}), a);
+    Value exchange = n.fold<SubOp>(n.broadcastTo(ekRow, {batch, m}), onehot);
+    a = n.fold<AddOp>(a, times(n.reshape(exchange, {batch, m, 1}),
+                               n.fold<SubOp>(rowP, rowK), {batch, m, m}));
+    // An exchange (p != k) negates the determinant: 2 P[k] - 1.
+    Value kept = n.reshape(product(onehot, ekColumn), {batch});
+    Value sign = n.fold<SubOp>(n.fold<MulOp>(kept, n.splat(scalars, 2.0)),
+                               n.splat(scalars, 1.0));
+    Value pivot = n.reshape(product(rowP, ekColumn), {batch});
+    det = n.fold<MulOp>(det, n.fold<MulOp>(sign, pivot));
+    if (k + 1 == m)
+      break;
+    // The rows below k less their multiple of row k (a zero pivot, whose
+    // column below is zero too, eliminates nothing).
+    Value isZero = n.fold<EqOp>(pivot, n.splat(scalars, 0.0));
+    Value divisor = n.fold<SelectOp>(isZero, n.splat(scalars, 1.0), pivot);
+    Value strictlyBelow = indicator(m, 1, [&](int64_t r) { return r > k; });
+    Value factors = n.fold<DivOp>(
+        times(product(a, ekColumn), strictlyBelow, {batch, m, 1}),
+        n.broadcastTo(n.reshape(divisor, {batch, 1, 1}), {batch, m, 1}));
+    a = n.fold<SubOp>(a, times(factors, rowP, {batch, m, m}));
+  }
+  n.setOutput(0, n.reshape(det, batchShape));
+  return success();
+}
+
 } // namespace
 
 Value normOfSum(NodeImporter &n, Value sum, Value exponent) {
@@ -211,6 +306,7 @@ void appendReductionOps(std::vector<OpEntry> &ops) {
       {"ArgMax", 11, importArgReduce<ArgMaxOp>},
       {"ArgMin", 11, importArgReduce<ArgMinOp>},
       {"CumSum", 11, importCumSum},
+      {"Det", 11, importDet},
   });
 }
 

@@ -586,6 +586,32 @@ class Recommender(torch.nn.Module):
         return F.binary_cross_entropy_with_logits(logit, clicks)
 
 
+class Flow(torch.nn.Module):
+    """[b, features] -> the negative log-likelihood of a normalizing flow:
+    an invertible linear map (its log |det W| from torch.det, exported as
+    ONNX Det) and an affine coupling layer (half the features scaled and
+    shifted by an MLP of the other half), under a standard normal."""
+
+    def __init__(self, features=8, hidden=16):
+        super().__init__()
+        self.features = features
+        q, _ = torch.linalg.qr(torch.randn(features, features))
+        self.w = torch.nn.Parameter(q)
+        self.b = torch.nn.Parameter(torch.zeros(features))
+        half = features // 2
+        self.net = torch.nn.Sequential(torch.nn.Linear(half, hidden), torch.nn.Tanh(),
+                                       torch.nn.Linear(hidden, 2 * half))
+
+    def forward(self, x):
+        z = x @ self.w.t() + self.b
+        z1, z2 = z.chunk(2, 1)
+        s, t = self.net(z1).chunk(2, 1)
+        s = torch.tanh(s)
+        z = torch.cat([z1, z2 * torch.exp(s) + t], 1)
+        logdet = torch.log(torch.abs(torch.det(self.w))) + s.sum(1)
+        return (0.5 * (z * z).sum(1) - logdet).mean()
+
+
 class QatNet(torch.nn.Module):
     """[b, 3, 8, 8] images -> classes, trained as quantization-aware
     training does (torch.ao.quantization.prepare_qat): FakeQuantize modules
@@ -688,7 +714,8 @@ MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
           "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet,
-          "qat": QatNet, "spectrogram": SpectrogramNet, "recommender": Recommender}
+          "qat": QatNet, "spectrogram": SpectrogramNet, "recommender": Recommender,
+          "flow": Flow}
 
 
 def build(name, **sizes):
@@ -764,6 +791,11 @@ def example_inputs(name, model, batch, rng):
     if name == "spectrogram":
         w = waveforms(rng, batch, model.head.out_features, model.samples)
         return {"x": w["x"][:, 0].copy(), "labels": w["labels"]}
+    if name == "flow":
+        # Correlated, shifted Gaussian data: a linear flow learns to whiten it.
+        mix = np.random.default_rng(7).standard_normal((model.features, model.features))
+        x = rng.standard_normal((batch, model.features)) @ mix + 1.0
+        return {"x": x.astype(np.float32)}
     if name == "recommender":
         # Clicks where a fixed linear teacher of the dense features and
         # the first field's ids (the lower half of the table counting for)

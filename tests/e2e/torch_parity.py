@@ -8,8 +8,9 @@ from torch.nn modules: a ViT (Conv2d patch embedding), a ResNet
 (ConvTranspose2d, AveragePool, GroupNorm exported as InstanceNormalization
 + Reshape, skip concatenations), a 1-D convolutional audio classifier and
 a recurrent language model (ONNX LSTM, GRU and RNN nodes), a
-prototypical network (weight_norm, F.normalize, torch.cdist) and a
-DLRM-style recommender (nn.EmbeddingBag, exported as ONNX Loops).
+prototypical network (weight_norm, F.normalize, torch.cdist), a
+DLRM-style recommender (nn.EmbeddingBag, exported as ONNX Loops) and a
+normalizing flow (torch.det, ONNX Det).
 PyTorch 1.13 exports each in training mode at opset 17; dtcc compiles the
 export, so both start from the same weights, and both use AdamW with
 weight decay, global-norm clipping and warmup + cosine decay.
@@ -77,6 +78,7 @@ SETTINGS = {
     "qat": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "spectrogram": Settings(batch=8, lr=5e-3, eps=1e-6, learns=True),
     "recommender": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
+    "flow": Settings(batch=16, lr=5e-3, eps=1e-6, learns=True),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
