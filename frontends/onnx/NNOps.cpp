@@ -271,6 +271,54 @@ LogicalResult importNllLoss(NodeImporter &n) {
   return success();
 }
 
+/// The label smoothing of the F.cross_entropy a PyTorch 2 export made this
+/// node from, its sixth argument as the node's metadata records it; ONNX's
+/// node has none, and the exporter drops it. 0 for other producers.
+double torchLabelSmoothing(NodeImporter &n) {
+  if (n.torchOp() != "cross_entropy_loss")
+    return 0;
+  SmallVector<std::string> args = n.torchArgs();
+  double smoothing = 0;
+  if (args.size() < 6 || llvm::StringRef(args[5]).getAsDouble(smoothing))
+    return 0;
+  return smoothing;
+}
+
+/// PyTorch's label-smoothing term of a cross-entropy over class scores
+/// [N, C, d...]: each element's -sum_c weight_c log p_c (0 where its label
+/// is ignored), reduced as the loss is (a mean over the same weights of
+/// the labels as the cross-entropy's).
+Value smoothingTerm(NodeImporter &n, Value scores, Value labels, Value weight,
+                    std::optional<int64_t> ignore, StringRef reduction) {
+  auto type = typeOf(scores);
+  Value logProb = n.create<LogSoftmaxOp>(scores, 1).getResult();
+  if (weight) {
+    SmallVector<int64_t> shape(type.getRank(), 1);
+    shape[1] = type.getDimSize(1);
+    logProb = n.fold<MulOp>(
+        logProb, n.broadcastTo(n.reshape(weight, shape), type.getShape()));
+  }
+  Value term =
+      n.fold<NegOp>(n.fold<ReduceSumOp>(logProb, ArrayRef<int64_t>{1}));
+  auto termType = typeOf(term);
+  Type i64 = n.builder().getI64Type();
+  Value t = n.castTo(labels, i64);
+  auto tType = typeOf(t);
+  Value w = n.splat(termType, 1);
+  Value ignored;
+  if (ignore) {
+    ignored = n.fold<EqOp>(t, n.splat(tType, *ignore));
+    t = n.fold<SelectOp>(ignored, n.splat(tType, 0), t);
+  }
+  if (weight)
+    w = n.fold<GatherOp>(weight, t, 0);
+  if (ignored) {
+    w = n.fold<SelectOp>(ignored, n.splat(termType, 0), w);
+    term = n.fold<SelectOp>(ignored, n.splat(termType, 0), term);
+  }
+  return reduceLoss(n, term, w, reduction);
+}
+
 LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
   Value scores = n.input(0), labels = n.input(1);
   if (failed(requireFloat(n, scores)))
@@ -291,9 +339,30 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
     return n.error()
            << "expected scores [N, C, d...] and labels [N, d...], got " << type
            << " and " << labels.getType();
-  if (!n.hasInput(2))
+  Value weight = n.hasInput(2) ? n.input(2) : Value();
+  // (1 - e) times the cross-entropy plus e / C times the smoothing term,
+  // as F.cross_entropy(..., label_smoothing=e) computes it, in a training
+  // import of a PyTorch 2 export that recorded e (the ONNX node computes
+  // the cross-entropy alone).
+  double smoothing =
+      n.getImportOptions().training ? torchLabelSmoothing(n) : 0.0;
+  if (!(smoothing >= 0 && smoothing <= 1))
+    return n.error() << "expected the label smoothing its metadata records "
+                        "to be in [0, 1], got "
+                     << smoothing;
+  auto smoothed = [&](Value loss) {
+    if (smoothing == 0)
+      return loss;
+    auto lossType = typeOf(loss);
+    Value term = smoothingTerm(n, scores, labels, weight, ignore, reduction);
+    return n.fold<AddOp>(
+        n.fold<MulOp>(loss, n.splat(lossType, 1 - smoothing)),
+        n.fold<MulOp>(
+            term, n.splat(lossType, smoothing / double(type.getDimSize(1)))));
+  };
+  if (!weight)
     if (Value loss = fusedCrossEntropy(n, scores, labels, ignore, reduction)) {
-      n.setOutput(0, loss);
+      n.setOutput(0, smoothed(loss));
       // The log-probabilities, where asked for, apart from the loss (and its
       // gradient): unused, they are dropped with the other dead ops.
       if (n.wantsOutput(1))
@@ -301,12 +370,11 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
       return success();
     }
   Value logProb = n.create<LogSoftmaxOp>(scores, 1).getResult();
-  auto loss = negativeLogLikelihood(n, logProb, labels,
-                                    n.hasInput(2) ? n.input(2) : Value(), ignore,
-                                    reduction);
+  auto loss =
+      negativeLogLikelihood(n, logProb, labels, weight, ignore, reduction);
   if (failed(loss))
     return failure();
-  n.setOutput(0, *loss);
+  n.setOutput(0, smoothed(*loss));
   n.setOutput(1, logProb);
   return success();
 }

@@ -121,6 +121,35 @@ std::string NodeImporter::torchOp() const {
   return rest.take_until([](char c) { return c == '.' || c == ']'; }).str();
 }
 
+SmallVector<std::string> NodeImporter::torchArgs() const {
+  // "... call_function[target=...](args = (%x, %w, None, True, 0.1),
+  // kwargs = {...})": the top-level entries between the parentheses.
+  std::string value = metadataValue(node, "pkg.torch.onnx.fx_node");
+  constexpr llvm::StringLiteral kArgs = "](args = (";
+  llvm::StringRef rest(value);
+  size_t at = rest.find(kArgs);
+  if (at == llvm::StringRef::npos)
+    return {};
+  rest = rest.drop_front(at + kArgs.size());
+  SmallVector<std::string> args;
+  std::string current;
+  int depth = 0;
+  for (char c : rest) {
+    if (depth == 0 && (c == ',' || c == ')')) {
+      if (!llvm::StringRef(current).trim().empty())
+        args.push_back(llvm::StringRef(current).trim().str());
+      current.clear();
+      if (c == ')')
+        return args;
+      continue;
+    }
+    depth +=
+        (c == '(' || c == '[' || c == '{') - (c == ')' || c == ']' || c == '}');
+    current += c;
+  }
+  return {}; // unterminated: not a call's arguments
+}
+
 InFlightDiagnostic NodeImporter::error() {
   errorEmitted = true;
   int index = -1;

@@ -129,6 +129,9 @@ public:
   /// for other exporters. For ONNX ops that stand for several PyTorch ops
   /// whose gradients differ.
   std::string torchOp() const;
+  /// That op's positional arguments as the metadata prints them ("%x",
+  /// "None", "True", "0.1", "[1, 2]"); empty for other exporters.
+  llvm::SmallVector<std::string> torchArgs() const;
   /// Records what the QuantizeLinear whose result is `q` computed.
   void noteQuantized(mlir::Value q, QuantizedValue info);
   /// What made `q`, when a QuantizeLinear did; null otherwise.

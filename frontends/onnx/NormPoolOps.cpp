@@ -98,6 +98,20 @@ LogicalResult importBatchNorm(NodeImporter &n) {
   // Before opset 14 the node had no training mode attribute: extra outputs
   // meant training, with outputs whose meaning ONNX left open.
   bool training = n.getOpset() >= 14 && n.attrInt("training_mode", 0) != 0;
+  // PyTorch 2's exporter writes a module in train() mode as this node in
+  // its inference form (training_mode 0, one output) but records the op it
+  // came from: aten._native_batch_norm_legit_functional (batch_norm,
+  // native_batch_norm) with training = True, its sixth argument. A
+  // training import normalizes as that module does, with the batch's
+  // statistics, and keeps its running statistics.
+  if (!training && n.getImportOptions().training) {
+    std::string op = n.torchOp();
+    SmallVector<std::string> args = n.torchArgs();
+    training = (op == "_native_batch_norm_legit_functional" ||
+                op == "_native_batch_norm_legit" || op == "batch_norm" ||
+                op == "native_batch_norm") &&
+               args.size() > 5 && args[5] == "True";
+  }
   bool wantsStats = n.wantsOutput(1) || n.wantsOutput(2);
   if (n.getOpset() < 14 && n.numOutputs() > 1)
     return n.error() << "training-mode outputs of BatchNormalization before "

@@ -74,10 +74,64 @@ def clip_model(out, op):
                                 opset_imports=[helper.make_opsetid("", 17)]), out)
 
 
+def batch_norm_model(out, training):
+    """loss = mean(BatchNormalization(X)) written as PyTorch 2's exporter
+    writes a BatchNorm1d: in ONNX's inference form (no training_mode, one
+    output), the node's metadata naming the op it came from with its
+    training argument (`training`: "True" for a module in train())."""
+    node = helper.make_node(
+        "BatchNormalization", ["X", "bn.weight", "bn.bias", "bn.running_mean",
+                               "bn.running_var"], ["Y"], epsilon=1e-5,
+        momentum=0.9, name="node__native_batch_norm_legit_functional")
+    node = with_metadata(node, 9, [(
+        "pkg.torch.onnx.fx_node",
+        "%_native_batch_norm_legit_functional : [num_users=3] = call_function["
+        "target=torch.ops.aten._native_batch_norm_legit_functional.default]"
+        "(args = (%x, %p_bn_weight, %p_bn_bias, %b_bn_running_mean, "
+        "%b_bn_running_var, " + training + ", 0.1, 1e-05), kwargs = {})")])
+    graph = helper.make_graph(
+        [node, helper.make_node("ReduceMean", ["Y"], ["loss"], keepdims=0)],
+        "main_graph",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 3, 2])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        initializer=[numpy_helper.from_array(np.full((3,), v, np.float32), n)
+                     for n, v in (("bn.weight", 1.0), ("bn.bias", 0.0),
+                                  ("bn.running_mean", 0.0),
+                                  ("bn.running_var", 1.0))])
+    onnx.save(helper.make_model(graph, producer_name="pytorch",
+                                opset_imports=[helper.make_opsetid("", 18)]), out)
+
+
+def cross_entropy_model(out, smoothing):
+    """loss = SoftmaxCrossEntropyLoss(X @ W, labels) written as PyTorch 2's
+    exporter writes F.cross_entropy(..., label_smoothing=`smoothing`): the
+    node has no smoothing; its metadata records the call's arguments."""
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["S", "L"], ["loss"],
+                            reduction="mean", name="node_cross_entropy_loss")
+    node = with_metadata(node, 9, [(
+        "pkg.torch.onnx.fx_node",
+        "%cross_entropy_loss : [num_users=1] = call_function[target=torch.ops."
+        "aten.cross_entropy_loss.default](args = (%linear, %y, None, 1, -100, "
+        + smoothing + "), kwargs = {})")])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["S"], name="node_matmul"),
+         node], "main_graph",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("L", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        initializer=[numpy_helper.from_array(np.full((3, 4), 0.1, np.float32), "W")])
+    onnx.save(helper.make_model(graph, producer_name="pytorch",
+                                opset_imports=[helper.make_opsetid("", 18)]), out)
+
+
 def main():
     out = sys.argv[1]
+    if len(sys.argv) > 3 and sys.argv[2] == "--cross-entropy":
+        return cross_entropy_model(out, sys.argv[3])
     if len(sys.argv) > 3 and sys.argv[2] == "--clip":
         return clip_model(out, sys.argv[3])
+    if len(sys.argv) > 3 and sys.argv[2] == "--batch-norm":
+        return batch_norm_model(out, sys.argv[3])
     missing = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--missing" else None
     inits = [
         numpy_helper.from_array(np.full((4, 3), 0.1, np.float32), "W"),
