@@ -290,8 +290,11 @@ LogicalResult importCastLike(NodeImporter &n) {
   return success();
 }
 
+/// Identity; a PyTorch 2 export's `.detach()` (the node's metadata names
+/// aten.detach) also stops the gradient, as PyTorch's does.
 LogicalResult importIdentity(NodeImporter &n) {
-  n.setOutput(0, n.input(0));
+  Value x = n.input(0);
+  n.setOutput(0, n.torchOp() == "detach" ? detached(n, x) : x);
   return success();
 }
 

@@ -272,6 +272,13 @@ std::optional<SmallVector<int64_t>> NodeImporter::attrInts(StringRef name) const
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+Value detached(NodeImporter &n, Value v) {
+  if (!v || !n.getImportOptions().training ||
+      !isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
+    return v;
+  return n.create<graph::StopGradientOp>(v).getResult();
+}
+
 std::string formatList(ArrayRef<int64_t> v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i)

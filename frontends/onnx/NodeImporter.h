@@ -264,6 +264,9 @@ mlir::Value normOfSum(NodeImporter &n, mlir::Value sum,
 mlir::FailureOr<mlir::Value> numpyMatmul(NodeImporter &n, mlir::Value a,
                                          mlir::Value b);
 
+/// `v` with no gradient through it in a training import (its own value
+/// otherwise, and an integer's, through which none flows anyway).
+mlir::Value detached(NodeImporter &n, mlir::Value v);
 /// `v` as "[a, b, c]", for errors.
 std::string formatList(llvm::ArrayRef<int64_t> v);
 /// The list attribute `name` of `count` entries, each >= `least`, or

@@ -29,15 +29,6 @@ using namespace dtcc::graph;
 namespace dtcc::onnx_frontend {
 namespace {
 
-/// `v` with no gradient through it in a training import (its own value
-/// otherwise, and an integer's, through which none flows anyway).
-Value detached(NodeImporter &n, Value v) {
-  if (!v || !n.getImportOptions().training ||
-      !isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
-    return v;
-  return n.create<StopGradientOp>(v).getResult();
-}
-
 /// The integer types dtcc quantizes to, and their range.
 LogicalResult integerRange(NodeImporter &n, Type type, StringRef what,
                            double &low, double &high) {

@@ -124,8 +124,32 @@ def cross_entropy_model(out, smoothing):
                                 opset_imports=[helper.make_opsetid("", 18)]), out)
 
 
+def detach_model(out):
+    """loss = mean((X W - detach(X W))^2 + X W), the detach an Identity
+    whose metadata names aten.detach, as PyTorch 2's exporter writes it."""
+    node = helper.make_node("Identity", ["S"], ["D"], name="node_detach")
+    node = with_metadata(node, 9, [(
+        "pkg.torch.onnx.fx_node",
+        "%detach : [num_users=1] = call_function[target=torch.ops.aten.detach."
+        "default](args = (%linear,), kwargs = {})")])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["S"], name="node_matmul"),
+         node, helper.make_node("Sub", ["S", "D"], ["E"], name="node_sub"),
+         helper.make_node("Mul", ["E", "E"], ["E2"], name="node_mul"),
+         helper.make_node("Add", ["E2", "S"], ["T"], name="node_add"),
+         helper.make_node("ReduceMean", ["T"], ["loss"], keepdims=0,
+                          name="node_mean")], "main_graph",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        initializer=[numpy_helper.from_array(np.full((3, 4), 0.1, np.float32), "W")])
+    onnx.save(helper.make_model(graph, producer_name="pytorch",
+                                opset_imports=[helper.make_opsetid("", 18)]), out)
+
+
 def main():
     out = sys.argv[1]
+    if len(sys.argv) > 2 and sys.argv[2] == "--detach":
+        return detach_model(out)
     if len(sys.argv) > 3 and sys.argv[2] == "--cross-entropy":
         return cross_entropy_model(out, sys.argv[3])
     if len(sys.argv) > 3 and sys.argv[2] == "--clip":
