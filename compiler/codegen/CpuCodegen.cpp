@@ -185,7 +185,7 @@ int vectorMathCall(const llvm::Instruction &inst) {
 }
 
 /// Asks the loop vectorizer for whole vector registers in every innermost
-/// loop (the elements' loops of the regions), bits / 64 lanes where the
+/// loop that carries no float (the elements' loops of the regions), bits / 64 lanes where the
 /// loop computes in f64 and bits / 32 otherwise: the host's widest
 /// registers, or libmvec's width (mathVectorBits) where the loop calls a
 /// math function, so that it calls the variant the kernels do. A loop
@@ -211,6 +211,16 @@ void vectorizeAtRegisterWidth(llvm::Module &module,
     llvm::ScalarEvolution scev(f, tli, assumptions, dominators, loops);
     for (llvm::Loop *loop : loops.getLoopsInPreorder()) {
       if (!loop->isInnermost())
+        continue;
+      // A loop that carries a float (a row reduction's lanes, a blocked
+      // sum's total) keeps its order: a vectorization hint lets LLVM
+      // reassociate floating-point reductions (LoopVectorizeHints::
+      // allowReordering), into partial sums that depend on the register
+      // width (an AVX2 host's row sums then differed from the kernels' by
+      // an ulp). Its explicit lanes vectorize as they are (SLP).
+      if (llvm::any_of(loop->getHeader()->phis(), [](llvm::PHINode &phi) {
+            return phi.getType()->isFPOrFPVectorTy();
+          }))
         continue;
       bool f64 = false;
       int calls = 0;
