@@ -185,11 +185,11 @@ int vectorMathCall(const llvm::Instruction &inst) {
 }
 
 /// Asks the loop vectorizer for whole vector registers in every innermost
-/// loop that carries no float (the elements' loops of the regions), bits / 64 lanes where the
-/// loop computes in f64 and bits / 32 otherwise: the host's widest
-/// registers, or libmvec's width (mathVectorBits) where the loop calls a
-/// math function, so that it calls the variant the kernels do. A loop
-/// whose calls are all kWideMath's takes the widest registers where its
+/// loop that carries no float (the elements' loops of the regions), bits /
+/// 64 lanes where the loop computes in f64 and bits / 32 otherwise: the
+/// host's widest registers, or libmvec's width (mathVectorBits) where the
+/// loop calls a math function, so that it calls the variant the kernels do. A
+/// loop whose calls are all kWideMath's takes the widest registers where its
 /// trip count is a multiple of their lanes: a scalar remainder would call
 /// libm, whose bits differ from libmvec's. Left to its cost model LLVM may
 /// take narrower vectors (four lanes for a bf16 GELU, whose conversions it

@@ -226,12 +226,11 @@ LogicalResult importDeformConv(NodeImporter &n) {
         }
   SmallVector<int64_t> perGroup = {batch, groups, taps, oh, ow};
   auto baseType = RankedTensorType::get({taps, oh, ow}, element);
+  // offset [N, G, taps, 2, oH, oW]: dy at 0, dx at 1.
+  SmallVector<Value> moves = splitAlong(
+      n, n.reshape(offset, {batch, groups, taps, 2, oh, ow}), 3, {1, 1});
   auto coordinate = [&](ArrayRef<double> base, int64_t which, double size) {
-    // offset [N, G, taps, 2, oH, oW]: dy at 0, dx at 1.
-    Value d = n.reshape(
-        splitAlong(n, n.reshape(offset, {batch, groups, taps, 2, oh, ow}), 3,
-                   {1, 1})[which],
-        perGroup);
+    Value d = n.reshape(moves[which], perGroup);
     Value scaled = n.fold<MulOp>(
         d, n.splat(RankedTensorType::get(perGroup, element), 2.0 / size));
     return n.fold<AddOp>(

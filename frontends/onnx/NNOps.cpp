@@ -197,6 +197,34 @@ static Value fusedCrossEntropy(NodeImporter &n, Value scores, Value labels,
   return reduceLoss(n, loss, w, reduction);
 }
 
+/// Targets [N, d...] read as class indices, and each element's weight.
+struct LabelWeights {
+  /// The class indices (i64; an ignored target reads class 0).
+  Value index;
+  /// Its class's weight (1 without weights), 0 where the target is ignored.
+  Value weight;
+  /// Where the target is ignore_index (null without one).
+  Value ignored;
+};
+
+/// LabelWeights of `target` for class weights `weight` (null: none) and
+/// `ignoreIndex`, the weights of float type `ft`.
+LabelWeights labelWeights(NodeImporter &n, Value target, Value weight,
+                          std::optional<int64_t> ignoreIndex, Type ft) {
+  LabelWeights l;
+  l.index = n.castTo(target, n.builder().getI64Type());
+  auto tType = typeOf(l.index);
+  auto fType = RankedTensorType::get(tType.getShape(), ft);
+  if (ignoreIndex) {
+    l.ignored = n.fold<EqOp>(l.index, n.splat(tType, *ignoreIndex));
+    l.index = n.fold<SelectOp>(l.ignored, n.splat(tType, 0), l.index);
+  }
+  l.weight = weight ? n.fold<GatherOp>(weight, l.index, 0) : n.splat(fType, 1);
+  if (l.ignored)
+    l.weight = n.fold<SelectOp>(l.ignored, n.splat(fType, 0), l.weight);
+  return l;
+}
+
 /// NLL over log-probabilities [N, C, d...] with targets [N, d...].
 FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
                                        Value target, Value weight,
@@ -207,15 +235,15 @@ FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
   if (!targetsFit(type, targetType))
     return n.error() << "expected input [N, C, d...] and target [N, d...], got "
                      << type << " and " << targetType;
-  Type i64 = n.builder().getI64Type();
-  Value t = n.castTo(target, i64);
-  auto tType = typeOf(t);
-  auto fType = RankedTensorType::get(tType.getShape(), type.getElementType());
-  Value ignored;
-  if (ignoreIndex) {
-    ignored = n.fold<EqOp>(t, n.splat(tType, *ignoreIndex));
-    t = n.fold<SelectOp>(ignored, n.splat(tType, 0), t);
-  }
+  if (weight && (typeOf(weight).getRank() != 1 ||
+                 typeOf(weight).getDimSize(0) != type.getDimSize(1) ||
+                 typeOf(weight).getElementType() != type.getElementType()))
+    return n.error() << "expected weights of shape [" << type.getDimSize(1)
+                     << "] and the input's element type, got "
+                     << weight.getType();
+  LabelWeights labels =
+      labelWeights(n, target, weight, ignoreIndex, type.getElementType());
+  auto tType = typeOf(labels.index);
   // picked[n, d...] = logProb[n, t[n, d...], d...]: gathered along the
   // classes (a one-hot mask would keep [N, C, d...] i64 and i1 tensors
   // alive into the backward, gigabytes at a language model's vocabulary;
@@ -223,24 +251,15 @@ FailureOr<Value> negativeLogLikelihood(NodeImporter &n, Value logProb,
   // gradient reads anyway).
   SmallVector<int64_t> pickShape(tType.getShape());
   pickShape.insert(pickShape.begin() + 1, 1);
-  Value index = n.reshape(t, pickShape);
+  Value index = n.reshape(labels.index, pickShape);
   Value picked =
       n.reshape(n.create<GatherElementsOp>(
                      RankedTensorType::get(pickShape, type.getElementType()),
                      logProb, index, 1)
                     .getResult(),
                 tType.getShape());
-  if (weight && (typeOf(weight).getRank() != 1 ||
-                 typeOf(weight).getDimSize(0) != type.getDimSize(1) ||
-                 typeOf(weight).getElementType() != type.getElementType()))
-    return n.error() << "expected weights of shape [" << type.getDimSize(1)
-                     << "] and the input's element type, got "
-                     << weight.getType();
-  Value w = weight ? n.fold<GatherOp>(weight, t, 0) : n.splat(fType, 1);
-  if (ignored)
-    w = n.fold<SelectOp>(ignored, n.splat(fType, 0), w);
-  Value loss = n.fold<MulOp>(n.fold<NegOp>(picked), w);
-  return reduceLoss(n, loss, w, reduction);
+  Value loss = n.fold<MulOp>(n.fold<NegOp>(picked), labels.weight);
+  return reduceLoss(n, loss, labels.weight, reduction);
 }
 
 LogicalResult importNllLoss(NodeImporter &n) {
@@ -284,14 +303,13 @@ double torchLabelSmoothing(NodeImporter &n) {
   return smoothing;
 }
 
-/// PyTorch's label-smoothing term of a cross-entropy over class scores
+/// PyTorch's label-smoothing term of a cross-entropy over log-probabilities
 /// [N, C, d...]: each element's -sum_c weight_c log p_c (0 where its label
 /// is ignored), reduced as the loss is (a mean over the same weights of
 /// the labels as the cross-entropy's).
-Value smoothingTerm(NodeImporter &n, Value scores, Value labels, Value weight,
+Value smoothingTerm(NodeImporter &n, Value logProb, Value labels, Value weight,
                     std::optional<int64_t> ignore, StringRef reduction) {
-  auto type = typeOf(scores);
-  Value logProb = n.create<LogSoftmaxOp>(scores, 1).getResult();
+  auto type = typeOf(logProb);
   if (weight) {
     SmallVector<int64_t> shape(type.getRank(), 1);
     shape[1] = type.getDimSize(1);
@@ -300,23 +318,11 @@ Value smoothingTerm(NodeImporter &n, Value scores, Value labels, Value weight,
   }
   Value term =
       n.fold<NegOp>(n.fold<ReduceSumOp>(logProb, ArrayRef<int64_t>{1}));
-  auto termType = typeOf(term);
-  Type i64 = n.builder().getI64Type();
-  Value t = n.castTo(labels, i64);
-  auto tType = typeOf(t);
-  Value w = n.splat(termType, 1);
-  Value ignored;
-  if (ignore) {
-    ignored = n.fold<EqOp>(t, n.splat(tType, *ignore));
-    t = n.fold<SelectOp>(ignored, n.splat(tType, 0), t);
-  }
-  if (weight)
-    w = n.fold<GatherOp>(weight, t, 0);
-  if (ignored) {
-    w = n.fold<SelectOp>(ignored, n.splat(termType, 0), w);
-    term = n.fold<SelectOp>(ignored, n.splat(termType, 0), term);
-  }
-  return reduceLoss(n, term, w, reduction);
+  LabelWeights l =
+      labelWeights(n, labels, weight, ignore, type.getElementType());
+  if (l.ignored)
+    term = n.fold<SelectOp>(l.ignored, n.splat(typeOf(term), 0), term);
+  return reduceLoss(n, term, l.weight, reduction);
 }
 
 LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
@@ -350,32 +356,33 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
     return n.error() << "expected the label smoothing its metadata records "
                         "to be in [0, 1], got "
                      << smoothing;
-  auto smoothed = [&](Value loss) {
-    if (smoothing == 0)
-      return loss;
+  Value loss = weight ? Value()
+                      : fusedCrossEntropy(n, scores, labels, ignore, reduction);
+  // The log-probabilities: of the NLL where the fused cross-entropy does
+  // not serve, of the smoothing term, and output 1 where it is asked for
+  // (apart from the fused loss and its gradient: unused, they are dropped
+  // with the other dead ops).
+  Value logProb;
+  if (!loss || smoothing != 0 || n.wantsOutput(1))
+    logProb = n.create<LogSoftmaxOp>(scores, 1).getResult();
+  if (!loss) {
+    auto nll =
+        negativeLogLikelihood(n, logProb, labels, weight, ignore, reduction);
+    if (failed(nll))
+      return failure();
+    loss = *nll;
+  }
+  if (smoothing != 0) {
     auto lossType = typeOf(loss);
-    Value term = smoothingTerm(n, scores, labels, weight, ignore, reduction);
-    return n.fold<AddOp>(
+    Value term = smoothingTerm(n, logProb, labels, weight, ignore, reduction);
+    loss = n.fold<AddOp>(
         n.fold<MulOp>(loss, n.splat(lossType, 1 - smoothing)),
         n.fold<MulOp>(
             term, n.splat(lossType, smoothing / double(type.getDimSize(1)))));
-  };
-  if (!weight)
-    if (Value loss = fusedCrossEntropy(n, scores, labels, ignore, reduction)) {
-      n.setOutput(0, smoothed(loss));
-      // The log-probabilities, where asked for, apart from the loss (and its
-      // gradient): unused, they are dropped with the other dead ops.
-      if (n.wantsOutput(1))
-        n.setOutput(1, n.create<LogSoftmaxOp>(scores, 1).getResult());
-      return success();
-    }
-  Value logProb = n.create<LogSoftmaxOp>(scores, 1).getResult();
-  auto loss =
-      negativeLogLikelihood(n, logProb, labels, weight, ignore, reduction);
-  if (failed(loss))
-    return failure();
-  n.setOutput(0, smoothed(*loss));
-  n.setOutput(1, logProb);
+  }
+  n.setOutput(0, loss);
+  if (logProb)
+    n.setOutput(1, logProb);
   return success();
 }
 

@@ -1161,13 +1161,10 @@ LogicalResult GraphImporter::importScan(const onnx::NodeProto &node,
   if (failed(inAxes) || failed(inDirections) || failed(outAxes) ||
       failed(outDirections))
     return failure();
+  // (importNode has refused sequences: Scan takes none.)
   SmallVector<Value> init, scanned;
-  for (int i = first; i < node.input_size(); ++i) {
-    if (sequences.count(node.input(i)))
-      return n.error() << "expected tensors as its inputs: input " << i
-                       << " is a sequence";
+  for (int i = first; i < node.input_size(); ++i)
     (i < first + states ? init : scanned).push_back(n.input(i));
-  }
   // The batch: opset 8's leading dimension, else one.
   int64_t batch = 1;
   if (batched) {
@@ -1213,16 +1210,24 @@ LogicalResult GraphImporter::importScan(const onnx::NodeProto &node,
                           "sequence length "
                        << length << ": dtcc does not scan shorter sequences";
   }
+  // Each input per batch element (opset 8's cut along the batch once).
+  auto perElement = [&](Value v) {
+    return batched ? unstack(n, v, 0) : SmallVector<Value>{v};
+  };
+  SmallVector<SmallVector<Value>> initOf, scannedOf;
+  for (Value v : init)
+    initOf.push_back(perElement(v));
+  for (Value v : scanned)
+    scannedOf.push_back(perElement(v));
   // Per batch element: the final states and each scan output's stack.
   SmallVector<SmallVector<Value>> finals(states), stacks(scanOutputs);
   for (int64_t e = 0; e < batch; ++e) {
     SmallVector<Value> state;
-    for (Value v : init)
-      state.push_back(batched ? unstack(n, v, 0)[e] : v);
+    for (const SmallVector<Value> &v : initOf)
+      state.push_back(v[e]);
     SmallVector<SmallVector<Value>> steps;
-    for (auto [j, v] : llvm::enumerate(scanned))
-      steps.push_back(
-          unstack(n, batched ? unstack(n, v, 0)[e] : v, (*inAxes)[j]));
+    for (auto [j, v] : llvm::enumerate(scannedOf))
+      steps.push_back(unstack(n, v[e], (*inAxes)[j]));
     SmallVector<SmallVector<Value>> collected(scanOutputs);
     for (int64_t t = 0; t < length; ++t) {
       std::string scope = name + "/" +

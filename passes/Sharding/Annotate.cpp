@@ -41,7 +41,7 @@ graph::LoadOp loadThroughCasts(Value v) {
   auto shape = cast<RankedTensorType>(v.getType()).getShape();
   constexpr int kMaxOps = 64;
   graph::LoadOp weight, frozen;
-  int frozenVariables = 0;
+  bool severalFrozen = false; // frozen variables of `v`'s shape: more than one
   llvm::SmallPtrSet<Operation *, 16> seen;
   SmallVector<Value> work{v};
   while (!work.empty()) {
@@ -62,10 +62,10 @@ graph::LoadOp loadThroughCasts(Value v) {
             (weight && weight.getVariableAttr() != load.getVariableAttr()))
           return {}; // a second parameter
         weight = load;
-      } else if (sameShape && (!frozen || frozen.getVariableAttr() !=
-                                              load.getVariableAttr())) {
+      } else if (sameShape) {
+        severalFrozen |=
+            frozen && frozen.getVariableAttr() != load.getVariableAttr();
         frozen = load;
-        ++frozenVariables;
       }
       continue;
     }
@@ -78,7 +78,7 @@ graph::LoadOp loadThroughCasts(Value v) {
   }
   if (weight)
     return weight;
-  return frozenVariables == 1 ? frozen : graph::LoadOp();
+  return severalFrozen ? graph::LoadOp() : frozen;
 }
 
 /// `v` without mixed precision's float casts: the broadcast (or other op)
