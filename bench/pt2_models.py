@@ -259,6 +259,25 @@ def models():
                 return F.poisson_nll_loss(h, h.detach().abs()) + F.mse_loss(h, y)
         return M(), batches(lambda: (torch.randn(5, 6), torch.randn(5, 12)), steps)
 
+    def masked_rows(steps):
+        # Boolean indexing (NonZero: rows the mask decides) read by a mean,
+        # a max and a BCE over the masked positions (PyTorch 2.15's exporter
+        # fails on a cross-entropy over them).
+        class M(nn.Module):
+            def __init__(s):
+                super().__init__()
+                s.l = nn.Linear(6, 8)
+                s.o = nn.Linear(8, 1)
+
+            def forward(s, x, m, y):
+                h = torch.tanh(s.l(x))
+                rows = h[m]
+                p = s.o(rows).squeeze(-1)
+                return ((rows ** 2).mean() + rows.amax(0).sum() * 0.1
+                        + F.binary_cross_entropy_with_logits(p, y[m]))
+        return M(), batches(lambda: (torch.randn(4, 7, 6), torch.rand(4, 7) < 0.4,
+                                     (torch.rand(4, 7) < 0.5).float()), steps)
+
     # Single ops between two layers (each exported by PyTorch 2.15; the ones
     # its exporter fails on are left out: erfinv, lgamma, digamma, hypot,
     # cumprod, kthvalue, median, cummax, pdist, distributions' log_prob).
@@ -313,13 +332,14 @@ def models():
     out = {"deform-conv": deform, "unet": unet, "unet-cond": unet_cond, "vae-kl": vae_kl,
            "dlrm": dlrm, "gnn": gnn, "moe": moe, "ssm": ssm, "det": flow_det,
            "batch-norm": batch_norm, "label-smoothing": label_smoothing,
-           "detached-target": detached_target}
+           "detached-target": detached_target, "masked-rows": masked_rows}
     out.update({"ops-" + k: ops(k) for k in single})
     return out
 
 
 MODEL_NAMES = ("deform-conv", "unet", "unet-cond", "vae-kl", "dlrm", "gnn", "moe", "ssm",
-               "det", "batch-norm", "label-smoothing", "detached-target", "ops-activations",
+               "det", "batch-norm", "label-smoothing", "detached-target", "masked-rows",
+               "ops-activations",
                "ops-elementwise", "ops-rearrangements", "ops-reductions", "ops-sorting",
                "ops-losses")
 

@@ -57,6 +57,15 @@ public:
     auto it = quantized.find(q);
     return it == quantized.end() ? nullptr : &it->second;
   }
+  /// What NonZero selected, when `v` is computed from its indices row by
+  /// row; null otherwise.
+  const Selection *selectionOf(mlir::Value v) const {
+    auto it = selections.find(v);
+    return it == selections.end() ? nullptr : &it->second;
+  }
+  void noteSelection(mlir::Value v, Selection s) {
+    selections[v] = std::move(s);
+  }
   mlir::FailureOr<mlir::ElementsAttr> tensorToAttr(const onnx::TensorProto &t,
                                                    mlir::Location loc);
   static std::string nodeName(const onnx::NodeProto &node, int index);
@@ -100,6 +109,17 @@ private:
   inlineBody(const onnx::GraphProto &body, llvm::ArrayRef<BodyValue> inputs,
              const std::string &scope, int64_t opset, mlir::OpBuilder &b,
              mlir::Location line, NodeImporter &owner);
+  /// A node that reads a selection (NonZero's indices or what is computed
+  /// from them): the ops that treat its rows one by one keep it a
+  /// selection, reductions over its rows and losses over them read only the
+  /// selected ones (SelectionOps.cpp); any other is an error.
+  mlir::LogicalResult importOnSelection(const onnx::NodeProto &node,
+                                        int64_t opset, mlir::OpBuilder &b,
+                                        mlir::Location loc);
+  /// Runs `node`'s handler with input `i` read as `v` instead.
+  mlir::LogicalResult importWithInput(const onnx::NodeProto &node, int i,
+                                      mlir::Value v, int64_t opset,
+                                      mlir::OpBuilder &b, mlir::Location loc);
   mlir::LogicalResult importIf(const onnx::NodeProto &node,
                                const std::string &name, int64_t opset,
                                mlir::OpBuilder &b, mlir::Location loc,
@@ -140,6 +160,7 @@ private:
   llvm::StringMap<mlir::Value> values;
   llvm::StringMap<Sequence> sequences;
   llvm::DenseMap<mlir::Value, QuantizedValue> quantized;
+  llvm::DenseMap<mlir::Value, Selection> selections;
   llvm::StringMap<graph::VariableOp> variables;
   llvm::StringMap<mlir::ElementsAttr> constantInitializers;
   mlir::ModuleOp module;

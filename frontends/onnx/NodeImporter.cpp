@@ -84,6 +84,10 @@ void NodeImporter::noteQuantized(Value q, QuantizedValue info) {
   graph.noteQuantized(q, std::move(info));
 }
 
+void NodeImporter::noteSelection(Value v, Selection s) {
+  graph.noteSelection(v, std::move(s));
+}
+
 const QuantizedValue *NodeImporter::quantizedFrom(Value q) const {
   return graph.quantizedFrom(q);
 }

@@ -65,6 +65,26 @@ struct QuantizedValue {
   double low = 0, high = 0;
 };
 
+/// The elements of a tensor that NonZero selects, as the rows of what is
+/// computed from its indices (GatherND through them, then ops that treat
+/// rows one by one): their number is data-dependent, and dgraph's shapes
+/// are static. Such a value keeps one row for every element the mask
+/// could select (N, the mask's size), along `axis`, and which of them are
+/// selected (`valid`); each row not selected is a copy of the first
+/// selected one (the first element when none is), so that it computes
+/// nothing a selected row does not (no log of a masked-out zero), and
+/// reductions over the rows and losses over them read only the selected
+/// ones.
+struct Selection {
+  /// The NonZero's input: selections of one mask may meet in one op.
+  mlir::Value source;
+  /// i1 [N]: which rows are selected, in the mask's row-major order.
+  mlir::Value valid;
+  int64_t axis = 0;
+  /// The NonZero node's name, for errors.
+  std::string node;
+};
+
 class NodeImporter {
 public:
   NodeImporter(GraphImporter &graph, const onnx::NodeProto &node,
@@ -136,6 +156,8 @@ public:
   void noteQuantized(mlir::Value q, QuantizedValue info);
   /// What made `q`, when a QuantizeLinear did; null otherwise.
   const QuantizedValue *quantizedFrom(mlir::Value q) const;
+  /// Records that `v` holds the rows of a selection.
+  void noteSelection(mlir::Value v, Selection s);
 
   //===-- Attributes --------------------------------------------------------===//
 
@@ -244,6 +266,17 @@ struct OpEntry {
   OpHandler handler;
 };
 
+/// The axes a Reduce* node reduces (its axes attribute or input, negative
+/// ones normalized against `rank`, sorted; all without any), or none for an
+/// identity (no axes and noop_with_empty_axes).
+mlir::FailureOr<std::optional<llvm::SmallVector<int64_t>>>
+reducedAxes(NodeImporter &n, int64_t rank);
+
+/// Axes from the input `index` (opset >= `inputSince`) or the "axes"
+/// attribute, normalized against `rank`. Empty when none are given.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+readAxes(NodeImporter &n, int index, int64_t inputSince, int64_t rank);
+
 /// Checks that `v` has a floating-point element type, else reports
 /// "expected a floating-point <what>, got <type>" at the node.
 mlir::LogicalResult requireFloat(NodeImporter &n, mlir::Value v,
@@ -314,6 +347,9 @@ void appendGridSampleOps(std::vector<OpEntry> &ops);
 void appendAttentionOps(std::vector<OpEntry> &ops);
 void appendQuantOps(std::vector<OpEntry> &ops);
 void appendSpectralOps(std::vector<OpEntry> &ops);
+void appendSelectionOps(std::vector<OpEntry> &ops);
+/// Every op's entry, by ONNX op type.
+const llvm::StringMap<OpEntry> &opRegistry();
 
 } // namespace dtcc::onnx_frontend
 

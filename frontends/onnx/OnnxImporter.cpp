@@ -181,7 +181,7 @@ static llvm::StringSet<> quantizationParameters(const onnx::GraphProto &g) {
 // The op registry
 //===----------------------------------------------------------------------===//
 
-static const llvm::StringMap<OpEntry> &opRegistry() {
+const llvm::StringMap<OpEntry> &opRegistry() {
   static const llvm::StringMap<OpEntry> registry = [] {
     std::vector<OpEntry> ops;
     appendElementwiseOps(ops);
@@ -197,6 +197,7 @@ static const llvm::StringMap<OpEntry> &opRegistry() {
     appendSpectralOps(ops);
     appendAttentionOps(ops);
     appendSequenceOps(ops);
+    appendSelectionOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
       map[e.opType] = e;
@@ -870,6 +871,14 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     if (!v)
       return emitError(fileLoc(), "graph output '")
              << info.name() << "' is not produced by any node";
+    if (const Selection *s = selectionOf(v))
+      return emitError(fileLoc(), "graph output '")
+             << info.name()
+             << "' has a data-dependent shape (the elements NonZero node '"
+             << s->node
+             << "' selects): dtcc's programs have static shapes; reduce "
+                "the selection in the graph (a sum, a mean, a loss) or "
+                "return the mask";
     if (failed(checkDeclaredType(info, v)))
       return failure();
     results.push_back(v);
@@ -952,7 +961,15 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
       return emitError(loc, "node '")
              << name << "' (" << node.op_type() << "): input " << i << " '"
              << in << "' is a sequence where the op takes a tensor";
-  if (node.op_type() == "If") {
+  bool readsSelection = llvm::any_of(node.input(), [&](const std::string &in) {
+    return !in.empty() && values.count(in) &&
+           selections.count(values.lookup(in));
+  });
+  if (readsSelection) {
+    if (failed(importOnSelection(node, opset, b, loc)) ||
+        failed(checkInputTypes(node, index, opset, loc)))
+      return failure();
+  } else if (node.op_type() == "If") {
     if (failed(importIf(node, name, opset, b, loc, line)))
       return failure();
   } else if (node.op_type() == "Loop") {

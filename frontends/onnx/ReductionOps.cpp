@@ -26,28 +26,15 @@ FailureOr<std::optional<SmallVector<int64_t>>> reducedDims(NodeImporter &n,
   // ReduceSum took axes as an input from opset 13, the others from 18;
   // before, an attribute (negative axes from opset 11, accepted for all).
   int64_t inputSince = kind == Kind::Sum ? 13 : 18;
-  SmallVector<int64_t> axes;
-  if (n.getOpset() >= inputSince) {
-    if (n.hasInput(1)) {
-      auto given = n.constantInts(1, "axes");
-      if (failed(given))
-        return failure();
-      axes = *given;
-    }
-  } else if (auto attr = n.attrInts("axes")) {
-    axes = *attr;
-  }
+  auto given = readAxes(n, 1, inputSince, rank);
+  if (failed(given))
+    return failure();
+  SmallVector<int64_t> axes = std::move(*given);
   if (axes.empty()) {
     if (n.getOpset() >= inputSince && n.attrInt("noop_with_empty_axes", 0))
       return std::optional<SmallVector<int64_t>>();
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);
-  }
-  for (int64_t &a : axes) {
-    auto norm = n.normalizeAxis(a, rank, "axes entry");
-    if (failed(norm))
-      return failure();
-    a = *norm;
   }
   llvm::sort(axes);
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
@@ -286,6 +273,12 @@ Value normOfSum(NodeImporter &n, Value sum, Value exponent) {
   Value safe = n.fold<SelectOp>(isZero, n.splat(type, 1), sum);
   Value root = exponent ? n.fold<PowOp>(safe, exponent) : n.fold<SqrtOp>(safe);
   return n.fold<SelectOp>(isZero, zero, root);
+}
+
+FailureOr<std::optional<SmallVector<int64_t>>> reducedAxes(NodeImporter &n,
+                                                           int64_t rank) {
+  return reducedDims(
+      n, n.getNode().op_type() == "ReduceSum" ? Kind::Sum : Kind::Mean, rank);
 }
 
 void appendReductionOps(std::vector<OpEntry> &ops) {

@@ -93,8 +93,8 @@ LogicalResult importFlatten(NodeImporter &n) {
   return success();
 }
 
-/// Axes from the input `index` (opset >= `inputSince`) or the "axes"
-/// attribute, normalized against `rank`. Empty when none are given.
+} // namespace
+
 FailureOr<SmallVector<int64_t>> readAxes(NodeImporter &n, int index,
                                          int64_t inputSince, int64_t rank) {
   SmallVector<int64_t> axes;
@@ -116,6 +116,8 @@ FailureOr<SmallVector<int64_t>> readAxes(NodeImporter &n, int index,
   }
   return axes;
 }
+
+namespace {
 
 LogicalResult importSqueeze(NodeImporter &n) {
   Value x = n.input(0);

@@ -71,6 +71,8 @@ FEATURE_PATTERNS = [
     (re.compile(r"is a sequence of \d+ tensors: dtcc's programs return tensors"),
      "sequence outputs"),
     (re.compile(r"strings and sparse tensors are not supported"), "string/sparse Constant"),
+    (re.compile(r"has a data-dependent shape \(the elements NonZero"),
+     "data-dependent output shape (NonZero)"),
 ]
 
 

@@ -612,6 +612,34 @@ class Flow(torch.nn.Module):
         return (0.5 * (z * z).sum(1) - logdet).mean()
 
 
+class MaskedLM(torch.nn.Module):
+    """[b, seq] token ids with some positions masked -> a masked language
+    model's loss, as training scripts write it with boolean indexing:
+    cross-entropy over the masked positions' logits and labels
+    (`logits[mask]`, `labels[mask]`), plus a penalty on the masked
+    positions' features (`(h[mask] ** 2).mean()`). PyTorch exports each
+    `x[mask]` as NonZero -> Transpose -> GatherND, rows whose number the
+    mask decides."""
+
+    def __init__(self, vocab=32, hidden=16, seq=12):
+        super().__init__()
+        self.seq = seq
+        self.tok = torch.nn.Embedding(vocab, hidden)
+        self.pos = torch.nn.Parameter(0.1 * torch.randn(seq, hidden))
+        self.mix = torch.nn.Linear(seq, seq)
+        self.norm = torch.nn.LayerNorm(hidden)
+        self.ff = torch.nn.Linear(hidden, hidden)
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, ids, mask, labels):
+        x = self.tok(ids) + self.pos
+        x = x + self.mix(x.transpose(1, 2)).transpose(1, 2)
+        h = torch.tanh(self.ff(self.norm(x)))
+        logits = self.head(h)
+        loss = F.cross_entropy(logits[mask], labels[mask])
+        return loss + 0.1 * (h[mask] ** 2).mean()
+
+
 class QatNet(torch.nn.Module):
     """[b, 3, 8, 8] images -> classes, trained as quantization-aware
     training does (torch.ao.quantization.prepare_qat): FakeQuantize modules
@@ -715,7 +743,7 @@ MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "mobilenet": MobileNet,
           "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet,
           "qat": QatNet, "spectrogram": SpectrogramNet, "recommender": Recommender,
-          "flow": Flow}
+          "flow": Flow, "masked-lm": MaskedLM}
 
 
 def build(name, **sizes):
@@ -807,6 +835,16 @@ def example_inputs(name, model, batch, rng):
         score = dense @ teacher + (ids[:, 0] < rows // 2).mean(1) - 0.5
         return {"dense": dense, "ids": ids.astype(np.int64),
                 "clicks": (score > 0).astype(np.float32)}
+    if name == "masked-lm":
+        # A quarter of the positions masked (at least one a sequence), each
+        # labelled with its own token (learnable).
+        vocab = model.tok.num_embeddings
+        ids = rng.integers(0, vocab, (batch, model.seq))
+        mask = rng.random((batch, model.seq)) < 0.25
+        mask[np.arange(batch), rng.integers(0, model.seq, batch)] = True
+        labels = ids
+        return {"ids": ids.astype(np.int64), "mask": mask,
+                "labels": labels.astype(np.int64)}
     if name == "qat":
         return images(rng, batch, model.net[4].out_features, size=8)
     if name == "proto":
