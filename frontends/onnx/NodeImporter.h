@@ -276,6 +276,11 @@ reducedAxes(NodeImporter &n, int64_t rank);
 /// attribute, normalized against `rank`. Empty when none are given.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 readAxes(NodeImporter &n, int index, int64_t inputSince, int64_t rank);
+/// Unsqueeze's axes (input 1 from opset 13, else the attribute): positions
+/// in the output, of rank `inputRank` + their count, normalized; a repeated
+/// one is an error.
+mlir::FailureOr<llvm::SmallVector<int64_t>> unsqueezeAxes(NodeImporter &n,
+                                                          int64_t inputRank);
 
 /// Checks that `v` has a floating-point element type, else reports
 /// "expected a floating-point <what>, got <type>" at the node.

@@ -259,23 +259,13 @@ LogicalResult GraphImporter::importOnSelection(const onnx::NodeProto &node,
       mark(0, sel.axis);
       return success();
     }
-    int64_t outRank = op == "Squeeze" ? rank : -1;
-    if (op == "Unsqueeze") {
-      // The axes are positions in the output.
-      SmallVector<int64_t> raw;
-      if (opset >= 13) {
-        auto given = n.constantInts(1, "axes");
-        if (failed(given))
-          return failure();
-        raw = *given;
-      } else if (auto attr = n.attrInts("axes")) {
-        raw = *attr;
-      }
-      outRank = rank + int64_t(raw.size());
-    }
-    auto axes = readAxes(n, 1, 13, outRank);
+    int64_t outRank = rank;
+    auto axes =
+        op == "Squeeze" ? readAxes(n, 1, 13, rank) : unsqueezeAxes(n, rank);
     if (failed(axes))
       return failure();
+    if (op == "Unsqueeze")
+      outRank += int64_t(axes->size());
     if (op == "Squeeze" && (llvm::is_contained(*axes, sel.axis) ||
                             (axes->empty() && in.getDimSize(sel.axis) == 1)))
       return unsupported("it squeezes the rows' axis");

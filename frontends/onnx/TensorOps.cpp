@@ -117,6 +117,30 @@ FailureOr<SmallVector<int64_t>> readAxes(NodeImporter &n, int index,
   return axes;
 }
 
+FailureOr<SmallVector<int64_t>> unsqueezeAxes(NodeImporter &n,
+                                              int64_t inputRank) {
+  SmallVector<int64_t> raw;
+  if (n.getOpset() >= 13) {
+    auto given = n.constantInts(1, "axes");
+    if (failed(given))
+      return failure();
+    raw = *given;
+  } else if (auto attr = n.attrInts("axes")) {
+    raw = *attr;
+  }
+  int64_t rank = inputRank + int64_t(raw.size());
+  SmallVector<int64_t> axes;
+  for (int64_t a : raw) {
+    auto norm = n.normalizeAxis(a, rank, "axes entry");
+    if (failed(norm))
+      return failure();
+    if (llvm::is_contained(axes, *norm))
+      return n.error() << "axes entry " << a << " repeats";
+    axes.push_back(*norm);
+  }
+  return axes;
+}
+
 namespace {
 
 LogicalResult importSqueeze(NodeImporter &n) {
@@ -142,29 +166,13 @@ LogicalResult importSqueeze(NodeImporter &n) {
 LogicalResult importUnsqueeze(NodeImporter &n) {
   Value x = n.input(0);
   auto type = typeOf(x);
-  SmallVector<int64_t> raw;
-  if (n.getOpset() >= 13) {
-    auto given = n.constantInts(1, "axes");
-    if (failed(given))
-      return failure();
-    raw = *given;
-  } else if (auto attr = n.attrInts("axes")) {
-    raw = *attr;
-  }
-  int64_t rank = type.getRank() + raw.size();
-  SmallVector<int64_t> axes;
-  for (int64_t a : raw) {
-    auto norm = n.normalizeAxis(a, rank, "axes entry");
-    if (failed(norm))
-      return failure();
-    if (llvm::is_contained(axes, *norm))
-      return n.error() << "axes entry " << a << " repeats";
-    axes.push_back(*norm);
-  }
+  auto axes = unsqueezeAxes(n, type.getRank());
+  if (failed(axes))
+    return failure();
   SmallVector<int64_t> shape;
   int64_t next = 0;
-  for (int64_t d = 0; d < rank; ++d)
-    shape.push_back(llvm::is_contained(axes, d) ? 1 : type.getDimSize(next++));
+  for (int64_t d = 0; d < type.getRank() + int64_t(axes->size()); ++d)
+    shape.push_back(llvm::is_contained(*axes, d) ? 1 : type.getDimSize(next++));
   n.setOutput(0, n.reshape(x, shape));
   return success();
 }
