@@ -278,6 +278,22 @@ def models():
         return M(), batches(lambda: (torch.randn(4, 7, 6), torch.rand(4, 7) < 0.4,
                                      (torch.rand(4, 7) < 0.5).float()), steps)
 
+    def masked_index_add(steps):
+        # Rows picked by torch.nonzero, transformed and added back in place
+        # (index_add: ScatterND through NonZero's rows).
+        class M(nn.Module):
+            def __init__(s):
+                super().__init__()
+                s.l = nn.Linear(8, 8)
+                s.r = nn.Linear(8, 8)
+
+            def forward(s, x, m):
+                z = s.l(x)
+                idx = torch.nonzero(m).squeeze(1)
+                out = z.index_add(0, idx, torch.tanh(s.r(z[idx])))
+                return (out ** 2).mean()
+        return M(), batches(lambda: (torch.randn(9, 8), torch.rand(9) < 0.5), steps)
+
     # Single ops between two layers (each exported by PyTorch 2.15; the ones
     # its exporter fails on are left out: erfinv, lgamma, digamma, hypot,
     # cumprod, kthvalue, median, cummax, pdist, distributions' log_prob).
@@ -332,14 +348,15 @@ def models():
     out = {"deform-conv": deform, "unet": unet, "unet-cond": unet_cond, "vae-kl": vae_kl,
            "dlrm": dlrm, "gnn": gnn, "moe": moe, "ssm": ssm, "det": flow_det,
            "batch-norm": batch_norm, "label-smoothing": label_smoothing,
-           "detached-target": detached_target, "masked-rows": masked_rows}
+           "detached-target": detached_target, "masked-rows": masked_rows,
+           "masked-index-add": masked_index_add}
     out.update({"ops-" + k: ops(k) for k in single})
     return out
 
 
 MODEL_NAMES = ("deform-conv", "unet", "unet-cond", "vae-kl", "dlrm", "gnn", "moe", "ssm",
                "det", "batch-norm", "label-smoothing", "detached-target", "masked-rows",
-               "ops-activations",
+               "masked-index-add", "ops-activations",
                "ops-elementwise", "ops-rearrangements", "ops-reductions", "ops-sorting",
                "ops-losses")
 

@@ -116,10 +116,17 @@ private:
   mlir::LogicalResult importOnSelection(const onnx::NodeProto &node,
                                         int64_t opset, mlir::OpBuilder &b,
                                         mlir::Location loc);
-  /// Runs `node`'s handler with input `i` read as `v` instead.
-  mlir::LogicalResult importWithInput(const onnx::NodeProto &node, int i,
-                                      mlir::Value v, int64_t opset,
-                                      mlir::OpBuilder &b, mlir::Location loc);
+  /// A node that reads a selection's shape (rowShapes) and no selection:
+  /// a Concat of it is one too; anything else is an error.
+  mlir::LogicalResult importOnRowShape(const onnx::NodeProto &node,
+                                       int64_t opset, mlir::OpBuilder &b,
+                                       mlir::Location loc);
+  /// Runs `node`'s handler with each input `i` of `inputs` read as its
+  /// value instead.
+  mlir::LogicalResult
+  importWithInputs(const onnx::NodeProto &node,
+                   llvm::ArrayRef<std::pair<int, mlir::Value>> inputs,
+                   int64_t opset, mlir::OpBuilder &b, mlir::Location loc);
   mlir::LogicalResult importIf(const onnx::NodeProto &node,
                                const std::string &name, int64_t opset,
                                mlir::OpBuilder &b, mlir::Location loc,
@@ -161,6 +168,10 @@ private:
   llvm::StringMap<Sequence> sequences;
   llvm::DenseMap<mlir::Value, QuantizedValue> quantized;
   llvm::DenseMap<mlir::Value, Selection> selections;
+  /// Shapes of selections (Shape, and Concats of them): their rows' entry
+  /// is the static count of rows kept, which serves only as the shape of
+  /// those rows (Expand, Reshape). The NonZero's name, by value.
+  llvm::DenseMap<mlir::Value, std::string> rowShapes;
   llvm::StringMap<graph::VariableOp> variables;
   llvm::StringMap<mlir::ElementsAttr> constantInitializers;
   mlir::ModuleOp module;

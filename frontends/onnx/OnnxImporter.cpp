@@ -879,6 +879,12 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
              << "' selects): dtcc's programs have static shapes; reduce "
                 "the selection in the graph (a sum, a mean, a loss) or "
                 "return the mask";
+    if (rowShapes.count(v))
+      return emitError(fileLoc(), "graph output '")
+             << info.name() << "' is the shape of the elements NonZero node '"
+             << rowShapes.lookup(v)
+             << "' selects, whose number is data-dependent: count them with "
+                "a ReduceSum of the mask";
     if (failed(checkDeclaredType(info, v)))
       return failure();
     results.push_back(v);
@@ -965,8 +971,13 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
     return !in.empty() && values.count(in) &&
            selections.count(values.lookup(in));
   });
-  if (readsSelection) {
-    if (failed(importOnSelection(node, opset, b, loc)) ||
+  bool readsRowShape = llvm::any_of(node.input(), [&](const std::string &in) {
+    return !in.empty() && values.count(in) &&
+           rowShapes.count(values.lookup(in));
+  });
+  if (readsSelection || readsRowShape) {
+    if (failed(readsSelection ? importOnSelection(node, opset, b, loc)
+                              : importOnRowShape(node, opset, b, loc)) ||
         failed(checkInputTypes(node, index, opset, loc)))
       return failure();
   } else if (node.op_type() == "If") {

@@ -90,17 +90,23 @@ bool isReduction(llvm::StringRef op) { return op.starts_with("Reduce"); }
 
 } // namespace
 
-LogicalResult GraphImporter::importWithInput(const onnx::NodeProto &node, int i,
-                                             Value v, int64_t opset,
-                                             OpBuilder &b, Location loc) {
-  // The handler reads its inputs by name: `v` under a name of its own.
+LogicalResult
+GraphImporter::importWithInputs(const onnx::NodeProto &node,
+                                ArrayRef<std::pair<int, Value>> inputs,
+                                int64_t opset, OpBuilder &b, Location loc) {
+  // The handler reads its inputs by name: each value under a name of its
+  // own.
   onnx::NodeProto renamed = node;
-  std::string name = node.input(i) + "/selected";
-  renamed.set_input(i, name);
-  values[name] = v;
+  SmallVector<std::string> names;
+  for (auto [i, v] : inputs) {
+    names.push_back(node.input(i) + "/selected" + std::to_string(i));
+    renamed.set_input(i, names.back());
+    values[names.back()] = v;
+  }
   NodeImporter importer(*this, renamed, opset, b, loc);
   LogicalResult result = opRegistry().at(node.op_type()).handler(importer);
-  values.erase(name);
+  for (const std::string &name : names)
+    values.erase(name);
   return failure(failed(result) || importer.hadError());
 }
 
@@ -146,6 +152,13 @@ LogicalResult GraphImporter::importOnSelection(const onnx::NodeProto &node,
     shape[axis] = type.getDimSize(axis);
     return n.broadcastTo(n.reshape(sel.valid, shape), type.getShape());
   };
+  // A selection's shape serves only as the shape of its rows.
+  for (int i = 0; i < node.input_size(); ++i)
+    if (n.hasInput(i) && rowShapes.count(n.input(i)) &&
+        !((op == "Expand" || op == "Reshape") && i == 1))
+      return unsupported("input " + std::to_string(i) + " '" + node.input(i) +
+                         "' is the shape of selected rows, which serves only "
+                         "as the shape of those rows (Expand, Reshape)");
   auto onlyInput = [&](int i) -> LogicalResult {
     if (selected.size() != 1 || selected.front().first != i)
       return unsupported("expected only input " + std::to_string(i) +
@@ -406,7 +419,7 @@ LogicalResult GraphImporter::importOnSelection(const onnx::NodeProto &node,
       identity = 1;
     Value masked =
         n.fold<SelectOp>(validOf(x, sel.axis), x, n.splat(type, identity));
-    if (failed(importWithInput(node, 0, masked, opset, b, loc)))
+    if (failed(importWithInputs(node, {{0, masked}}, opset, b, loc)))
       return failure();
     if (op == "ReduceMean") {
       // The handler divided by every row; the mean is over the selected.
@@ -456,17 +469,97 @@ LogicalResult GraphImporter::importOnSelection(const onnx::NodeProto &node,
     Value target = n.input(1);
     Value relabelled = n.fold<SelectOp>(
         validOf(target, 0), target, n.splat(typeOf(target), double(ignore)));
-    if (failed(importWithInput(ignoring, 1, relabelled, opset, b, loc)))
+    if (failed(importWithInputs(ignoring, {{1, relabelled}}, opset, b, loc)))
       return failure();
     mark(1, 0);
     return success();
   }
 
-  if (op == "Shape" || op == "Size")
-    return unsupported("its shape is not known when dtcc compiles (dtcc "
+  if (op == "ScatterND" || op == "ScatterElements") {
+    // Updates written through a selection's indices, both of one mask's
+    // rows: those not selected add zeros. `none` writes where a selected
+    // row lands and keeps the data elsewhere; `add` adds.
+    const Selection *indices = selectionOf(n.input(1));
+    const Selection *updates = selectionOf(n.input(2));
+    if (selectionOf(n.input(0)) || !indices || !updates)
+      return unsupported("expected the indices and the updates to be "
+                         "selections and the data not");
+    if (updates->axis != indices->axis ||
+        (op == "ScatterND" &&
+         indices->axis == typeOf(n.input(1)).getRank() - 1))
+      return unsupported("expected the updates' rows to be the indices'");
+    std::string reduction = n.attrString("reduction", "none");
+    if (reduction != "none" && reduction != "add")
+      return unsupported("reduction \"" + reduction +
+                         "\" (none and add are supported)");
+    Value data = n.input(0), update = n.input(2);
+    auto dataType = typeOf(data), updateType = typeOf(update);
+    Value valid = validOf(update, updates->axis);
+    Value masked = n.fold<SelectOp>(valid, update, n.splat(updateType, 0));
+    onnx::NodeProto adding = node;
+    onnx::AttributeProto *add = nullptr;
+    for (onnx::AttributeProto &a : *adding.mutable_attribute())
+      if (a.name() == "reduction")
+        add = &a;
+    if (!add) {
+      add = adding.add_attribute();
+      add->set_name("reduction");
+      add->set_type(onnx::AttributeProto::STRING);
+    }
+    add->set_s("add");
+    if (reduction == "add")
+      return importWithInputs(adding, {{2, masked}}, opset, b, loc);
+    // The selected rows' sum into zeros, and how many landed where.
+    Value zeros = n.splat(dataType, 0);
+    if (failed(
+            importWithInputs(adding, {{0, zeros}, {2, masked}}, opset, b, loc)))
+      return failure();
+    Value written = lookup(node.output(0));
+    if (failed(importWithInputs(
+            adding,
+            {{0, zeros}, {2, n.castTo(valid, dataType.getElementType())}},
+            opset, b, loc)))
+      return failure();
+    Value hit = n.fold<GtOp>(lookup(node.output(0)), zeros);
+    define(node.output(0), n.fold<SelectOp>(hit, written, data));
+    return success();
+  }
+
+  if (op == "Shape") {
+    // The static count of rows kept: the shape of those rows, and nothing
+    // else (importOnRowShape).
+    if (failed(run()))
+      return failure();
+    rowShapes[lookup(node.output(0))] = sel.node;
+    return success();
+  }
+  if (op == "Size")
+    return unsupported("its size is not known when dtcc compiles (dtcc "
                        "computes reductions over the rows instead: sum, "
                        "mean, max, min, and losses over them)");
+
   return unsupported(op.str() + " is not one of them");
+}
+
+LogicalResult GraphImporter::importOnRowShape(const onnx::NodeProto &node,
+                                              int64_t opset, OpBuilder &b,
+                                              Location loc) {
+  NodeImporter n(*this, node, opset, b, loc);
+  int first = 0;
+  while (!n.hasInput(first) || !rowShapes.count(n.input(first)))
+    ++first;
+  std::string nonZero = rowShapes.lookup(n.input(first));
+  if (node.op_type() != "Concat")
+    return n.error() << "input " << first << " '" << node.input(first)
+                     << "' is the shape of the elements NonZero node '"
+                     << nonZero
+                     << "' selects, whose number is data-dependent: dtcc "
+                        "uses it only as the shape of those rows (Expand, "
+                        "Reshape)";
+  if (failed(opRegistry().at(node.op_type()).handler(n)) || n.hadError())
+    return failure();
+  rowShapes[lookup(node.output(0))] = nonZero;
+  return success();
 }
 
 void appendSelectionOps(std::vector<OpEntry> &ops) {

@@ -640,6 +640,25 @@ class MaskedLM(torch.nn.Module):
         return loss + 0.1 * (h[mask] ** 2).mean()
 
 
+class IndexAdd(torch.nn.Module):
+    """[b, inputs] rows, some picked by `torch.nonzero(mask)` -> a regression
+    loss after the picked rows get a transformed copy of themselves added
+    (`index_add`): PyTorch exports the rows as NonZero -> Gather and the
+    update as ScatterElements, its shape read from the picked rows."""
+
+    def __init__(self, inputs=8, hidden=12):
+        super().__init__()
+        self.enc = torch.nn.Linear(inputs, hidden)
+        self.upd = torch.nn.Linear(hidden, hidden)
+        self.out = torch.nn.Linear(hidden, 1)
+
+    def forward(self, x, mask, y):
+        z = self.enc(x)
+        idx = torch.nonzero(mask).squeeze(1)
+        z = z.index_add(0, idx, torch.tanh(self.upd(z[idx])))
+        return ((self.out(torch.relu(z)).squeeze(1) - y) ** 2).mean()
+
+
 class QatNet(torch.nn.Module):
     """[b, 3, 8, 8] images -> classes, trained as quantization-aware
     training does (torch.ao.quantization.prepare_qat): FakeQuantize modules
@@ -743,7 +762,8 @@ MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "mobilenet": MobileNet,
           "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet,
           "qat": QatNet, "spectrogram": SpectrogramNet, "recommender": Recommender,
-          "flow": Flow, "masked-lm": MaskedLM}
+          "flow": Flow, "masked-lm": MaskedLM,
+          "index-add": IndexAdd}
 
 
 def build(name, **sizes):
@@ -835,6 +855,14 @@ def example_inputs(name, model, batch, rng):
         score = dense @ teacher + (ids[:, 0] < rows // 2).mean(1) - 0.5
         return {"dense": dense, "ids": ids.astype(np.int64),
                 "clicks": (score > 0).astype(np.float32)}
+    if name == "index-add":
+        # Targets a fixed linear teacher gives, larger on the picked rows.
+        x = rng.standard_normal((batch, model.enc.in_features)).astype(np.float32)
+        mask = rng.random(batch) < 0.5
+        mask[0] = True
+        teacher = np.random.default_rng(7).standard_normal(model.enc.in_features)
+        y = (x @ teacher) * np.where(mask, 1.5, 1.0)
+        return {"x": x, "mask": mask, "y": y.astype(np.float32)}
     if name == "masked-lm":
         # A quarter of the positions masked (at least one a sequence), each
         # labelled with its own token (learnable).

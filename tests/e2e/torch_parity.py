@@ -10,8 +10,9 @@ from torch.nn modules: a ViT (Conv2d patch embedding), a ResNet
 a recurrent language model (ONNX LSTM, GRU and RNN nodes), a
 prototypical network (weight_norm, F.normalize, torch.cdist), a
 DLRM-style recommender (nn.EmbeddingBag, exported as ONNX Loops) and a
-normalizing flow (torch.det, ONNX Det) and a masked language model whose
-loss reads the masked positions by boolean indexing (ONNX NonZero).
+normalizing flow (torch.det, ONNX Det), a masked language model whose
+loss reads the masked positions by boolean indexing (ONNX NonZero) and an
+index_add through torch.nonzero's rows (ScatterElements).
 PyTorch 1.13 exports each in training mode at opset 17; dtcc compiles the
 export, so both start from the same weights, and both use AdamW with
 weight decay, global-norm clipping and warmup + cosine decay.
@@ -81,6 +82,7 @@ SETTINGS = {
     "recommender": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
     "flow": Settings(batch=16, lr=5e-3, eps=1e-6, learns=True),
     "masked-lm": Settings(batch=8, lr=1e-2, eps=1e-6, learns=True),
+    "index-add": Settings(batch=16, lr=5e-2, eps=1e-6, learns=True),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
