@@ -139,14 +139,10 @@ LogicalResult importResize(NodeImporter &n) {
   // The resized axes (opset 18): scales, sizes and roi cover only them.
   SmallVector<int64_t> axes;
   if (auto given = n.attrInts("axes"); given && opset >= 18) {
-    for (int64_t a : *given) {
-      auto norm = n.normalizeAxis(a, rank, "axes entry");
-      if (failed(norm))
-        return failure();
-      if (llvm::is_contained(axes, *norm))
-        return n.error() << "axes entry " << a << " repeats";
-      axes.push_back(*norm);
-    }
+    auto normalized = n.normalizeAxes(*given, rank);
+    if (failed(normalized))
+      return failure();
+    axes = std::move(*normalized);
   } else {
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);

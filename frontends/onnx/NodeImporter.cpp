@@ -185,6 +185,20 @@ FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank,
   return axis < 0 ? axis + rank : axis;
 }
 
+FailureOr<SmallVector<int64_t>>
+NodeImporter::normalizeAxes(ArrayRef<int64_t> axes, int64_t rank) {
+  SmallVector<int64_t> out;
+  for (int64_t a : axes) {
+    auto norm = normalizeAxis(a, rank, "axes entry");
+    if (failed(norm))
+      return failure();
+    if (llvm::is_contained(out, *norm))
+      return error() << "axes entry " << a << " repeats";
+    out.push_back(*norm);
+  }
+  return out;
+}
+
 FailureOr<DenseElementsAttr> NodeImporter::constantInput(int i, StringRef what,
                                                          StringRef why) {
   Value v = input(i);

@@ -188,6 +188,10 @@ public:
   /// Normalizes a possibly negative axis against `rank`, or reports it.
   mlir::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank,
                                          llvm::StringRef what = "axis");
+  /// normalizeAxis of each of `axes`, which must be distinct ("axes entry
+  /// A repeats").
+  mlir::FailureOr<llvm::SmallVector<int64_t>>
+  normalizeAxes(llvm::ArrayRef<int64_t> axes, int64_t rank);
 
   //===-- Builders ----------------------------------------------------------===//
 

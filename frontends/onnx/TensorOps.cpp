@@ -128,17 +128,7 @@ FailureOr<SmallVector<int64_t>> unsqueezeAxes(NodeImporter &n,
   } else if (auto attr = n.attrInts("axes")) {
     raw = *attr;
   }
-  int64_t rank = inputRank + int64_t(raw.size());
-  SmallVector<int64_t> axes;
-  for (int64_t a : raw) {
-    auto norm = n.normalizeAxis(a, rank, "axes entry");
-    if (failed(norm))
-      return failure();
-    if (llvm::is_contained(axes, *norm))
-      return n.error() << "axes entry " << a << " repeats";
-    axes.push_back(*norm);
-  }
-  return axes;
+  return n.normalizeAxes(raw, inputRank + int64_t(raw.size()));
 }
 
 namespace {
