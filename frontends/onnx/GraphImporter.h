@@ -121,8 +121,8 @@ private:
   mlir::LogicalResult importOnRowShape(const onnx::NodeProto &node,
                                        int64_t opset, mlir::OpBuilder &b,
                                        mlir::Location loc);
-  /// Runs `node`'s handler with each input `i` of `inputs` read as its
-  /// value instead.
+  /// Runs `node`'s handler (its import), with each input `i` of `inputs`
+  /// read as its value instead.
   mlir::LogicalResult
   importWithInputs(const onnx::NodeProto &node,
                    llvm::ArrayRef<std::pair<int, mlir::Value>> inputs,

@@ -990,9 +990,8 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node, int index,
     if (failed(importScan(node, name, opset, b, loc, line)))
       return failure();
   } else {
-    NodeImporter importer(*this, node, opset, b, loc);
-    if (failed(opRegistry().at(node.op_type()).handler(importer)) ||
-        importer.hadError() || failed(checkInputTypes(node, index, opset, loc)))
+    if (failed(importWithInputs(node, {}, opset, b, loc)) ||
+        failed(checkInputTypes(node, index, opset, loc)))
       return failure();
   }
   for (const std::string &out : node.output()) {

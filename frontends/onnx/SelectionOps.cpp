@@ -60,10 +60,9 @@ LogicalResult importNonZero(NodeImporter &n) {
   Value out =
       coords.size() == 1 ? coords[0] : n.fold<ConcatOp>(ValueRange(coords), 0);
   n.setOutput(0, out);
-  std::string name = n.getNode().name();
-  if (auto at = dyn_cast<NameLoc>(n.getLoc()))
-    name = at.getName().str();
-  n.noteSelection(out, {x, valid, 1, name});
+  // importNode names the node's location after it.
+  n.noteSelection(out,
+                  {x, valid, 1, cast<NameLoc>(n.getLoc()).getName().str()});
   return success();
 }
 
@@ -88,6 +87,16 @@ const llvm::StringSet<> &elementwiseOps() {
 
 bool isReduction(llvm::StringRef op) { return op.starts_with("Reduce"); }
 
+/// `node`'s attribute `name`, added (without a value) when it has none.
+onnx::AttributeProto &attributeOf(onnx::NodeProto &node, llvm::StringRef name) {
+  for (onnx::AttributeProto &a : *node.mutable_attribute())
+    if (a.name() == name)
+      return a;
+  onnx::AttributeProto &a = *node.add_attribute();
+  a.set_name(name.str());
+  return a;
+}
+
 } // namespace
 
 LogicalResult
@@ -95,15 +104,17 @@ GraphImporter::importWithInputs(const onnx::NodeProto &node,
                                 ArrayRef<std::pair<int, Value>> inputs,
                                 int64_t opset, OpBuilder &b, Location loc) {
   // The handler reads its inputs by name: each value under a name of its
-  // own.
-  onnx::NodeProto renamed = node;
+  // own, in a copy of the node (only then: a Constant's may be large).
+  std::optional<onnx::NodeProto> renamed;
   SmallVector<std::string> names;
   for (auto [i, v] : inputs) {
+    if (!renamed)
+      renamed = node;
     names.push_back(node.input(i) + "/selected" + std::to_string(i));
-    renamed.set_input(i, names.back());
+    renamed->set_input(i, names.back());
     values[names.back()] = v;
   }
-  NodeImporter importer(*this, renamed, opset, b, loc);
+  NodeImporter importer(*this, renamed ? *renamed : node, opset, b, loc);
   LogicalResult result = opRegistry().at(node.op_type()).handler(importer);
   for (const std::string &name : names)
     values.erase(name);
@@ -165,11 +176,7 @@ LogicalResult GraphImporter::importOnSelection(const onnx::NodeProto &node,
                          " to be a selection");
     return success();
   };
-  auto run = [&]() -> LogicalResult {
-    if (failed(opRegistry().at(op).handler(n)) || n.hadError())
-      return failure();
-    return success();
-  };
+  auto run = [&] { return importWithInputs(node, {}, opset, b, loc); };
 
   if (elementwiseOps().contains(op)) {
     if (failed(run()))
@@ -460,12 +467,9 @@ LogicalResult GraphImporter::importOnSelection(const onnx::NodeProto &node,
     // (-1 when the node has none: labels are in [0, C)).
     onnx::NodeProto ignoring = node;
     int64_t ignore = n.attrInt("ignore_index", -1);
-    if (!n.hasAttr("ignore_index")) {
-      onnx::AttributeProto *a = ignoring.add_attribute();
-      a->set_name("ignore_index");
-      a->set_type(onnx::AttributeProto::INT);
-      a->set_i(ignore);
-    }
+    onnx::AttributeProto &ignoreIndex = attributeOf(ignoring, "ignore_index");
+    ignoreIndex.set_type(onnx::AttributeProto::INT);
+    ignoreIndex.set_i(ignore);
     Value target = n.input(1);
     Value relabelled = n.fold<SelectOp>(
         validOf(target, 0), target, n.splat(typeOf(target), double(ignore)));
@@ -497,16 +501,9 @@ LogicalResult GraphImporter::importOnSelection(const onnx::NodeProto &node,
     Value valid = validOf(update, updates->axis);
     Value masked = n.fold<SelectOp>(valid, update, n.splat(updateType, 0));
     onnx::NodeProto adding = node;
-    onnx::AttributeProto *add = nullptr;
-    for (onnx::AttributeProto &a : *adding.mutable_attribute())
-      if (a.name() == "reduction")
-        add = &a;
-    if (!add) {
-      add = adding.add_attribute();
-      add->set_name("reduction");
-      add->set_type(onnx::AttributeProto::STRING);
-    }
-    add->set_s("add");
+    onnx::AttributeProto &add = attributeOf(adding, "reduction");
+    add.set_type(onnx::AttributeProto::STRING);
+    add.set_s("add");
     if (reduction == "add")
       return importWithInputs(adding, {{2, masked}}, opset, b, loc);
     // The selected rows' sum into zeros, and how many landed where.
@@ -556,7 +553,7 @@ LogicalResult GraphImporter::importOnRowShape(const onnx::NodeProto &node,
                      << "' selects, whose number is data-dependent: dtcc "
                         "uses it only as the shape of those rows (Expand, "
                         "Reshape)";
-  if (failed(opRegistry().at(node.op_type()).handler(n)) || n.hadError())
+  if (failed(importWithInputs(node, {}, opset, b, loc)))
     return failure();
   rowShapes[lookup(node.output(0))] = nonZero;
   return success();
