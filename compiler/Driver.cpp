@@ -4,6 +4,7 @@
 
 #include "compiler/InternalErrors.h"
 #include "compiler/Serialize.h"
+#include "compiler/Timing.h"
 #include "compiler/codegen/CpuCodegen.h"
 #include "compiler/codegen/GpuCodegen.h"
 #include "dialects/Exec/IR/ExecOps.h"
@@ -82,7 +83,11 @@ static LogicalResult runPhasesOnce(ModuleOp module,
 LogicalResult runPhases(ModuleOp module, const CompileOptions &options) {
   if (failed(runPhasesOnce(module, options)))
     return failure();
-  return options.verifyEachPass ? success() : verify(module);
+  if (options.verifyEachPass)
+    return success();
+  mlir::TimingScope timing =
+      compilerTiming().nest("verify the compiled module");
+  return verify(module);
 }
 
 static LogicalResult runPhasesOnce(ModuleOp module,

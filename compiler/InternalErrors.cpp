@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/InternalErrors.h"
+#include "compiler/Timing.h"
 
 #include "dialects/Graph/IR/GraphOps.h"
 
@@ -280,4 +281,6 @@ void dtcc::installInternalErrorHandlers(llvm::StringRef tool) {
 
 void dtcc::instrumentPassManager(PassManager &pm, bool useActions) {
   pm.addInstrumentation(std::make_unique<Tracker>(pm.getContext(), useActions));
+  if (timingRequested())
+    pm.enableTiming(compilerTiming());
 }

@@ -41,6 +41,7 @@ void installInternalErrorHandlers(llvm::StringRef tool);
 /// message names its ONNX node. Takes the context's action handler while
 /// `pm` lives when `useActions` (the verifier's errors are told from the
 /// pass's own by when they are emitted); without it, both read as usual.
+/// With DTCC_TIME_PASSES=1, also times its passes (compiler/Timing.h).
 void instrumentPassManager(mlir::PassManager &pm, bool useActions = true);
 
 } // namespace dtcc

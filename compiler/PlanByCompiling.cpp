@@ -4,9 +4,11 @@
 
 #include "compiler/Explain.h"
 #include "compiler/Serialize.h"
+#include "compiler/Timing.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Planning/Plan.h"
 #include "passes/Planning/SearchLayouts.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include "mlir/IR/Diagnostics.h"
 
@@ -22,6 +24,7 @@ namespace dtcc {
 runtime::StatusOr<PricedProgram>
 compileAndPrice(ModuleOp module, CompileOptions options,
                 const planner::ClusterSpec &cluster,
+                const planner::RunKernels &run,
                 OwningOpRef<ModuleOp> *lowered) {
   options.compileTo = Phase::Exec;
   options.dumpDir.clear();
@@ -35,14 +38,24 @@ compileAndPrice(ModuleOp module, CompileOptions options,
   if (failed(runPhases(*clone, options)))
     return runtime::invalidArgument(
         diagnostics.empty() ? "does not compile" : diagnostics);
+  mlir::TimingScope timing = compilerTiming().nest("serialize the program");
   auto serialized = serializeProgram(*clone);
   if (failed(serialized))
     return runtime::invalidArgument(
         diagnostics.empty() ? "cannot be serialized" : diagnostics);
   PricedProgram out;
   out.program = std::move(serialized->program);
-  out.memory = planner::programMemory(out.program);
-  auto time = planner::simulateProgram(out.program, cluster);
+  // As `dtcc compile` writes it: the CUDA backend reserves its kernels'
+  // scratch (cuBLASLt workspace, staging) by target.
+  if (!options.target.empty() && options.target != "cpu")
+    (*out.program.mutable_metadata())[runtime::metadata::kTarget] =
+        options.target;
+  timing = compilerTiming().nest("plan the program's memory");
+  out.memory =
+      planner::programMemory(out.program, /*maxTensors=*/12, run.attention);
+  timing = compilerTiming().nest("simulate the program's step");
+  auto time = planner::simulateProgram(out.program, cluster,
+                                       /*recordTimeline=*/false, run);
   if (!time.isOk())
     return time.status();
   out.time = std::move(time.value());
@@ -78,7 +91,7 @@ CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
     c.virtualStages = options.train.plan.virtualStages;
   }
   OwningOpRef<ModuleOp> lowered;
-  auto priced = compileAndPrice(module, options, device.cluster, &lowered);
+  auto priced = compileAndPrice(module, options, device.cluster, {}, &lowered);
   if (!priced.isOk()) {
     c.rejected = priced.status().message();
     return c;

@@ -47,12 +47,15 @@ struct PricedProgram {
 };
 
 /// Compiles `module` (as imported; it is cloned, not changed) with
-/// `options` down to the program and prices it on `cluster`. Errors carry
-/// the compiler's first diagnostic (a split that does not divide). With
-/// `lowered`, the compiled clone (dexec, Phase::Exec) is moved there.
+/// `options` down to the program and prices it on `cluster`, its memory
+/// for `options.target` (the CUDA backend's scratch on cuda), both with
+/// the kernels `run` executes. Errors carry the compiler's first
+/// diagnostic (a split that does not divide). With `lowered`, the
+/// compiled clone (dexec, Phase::Exec) is moved there.
 runtime::StatusOr<PricedProgram>
 compileAndPrice(mlir::ModuleOp module, CompileOptions options,
                 const planner::ClusterSpec &cluster,
+                const planner::RunKernels &run = {},
                 mlir::OwningOpRef<mlir::ModuleOp> *lowered = nullptr);
 
 struct CompiledCandidate {

@@ -12,14 +12,15 @@
 
 #include "compiler/DescribeModel.h"
 #include "compiler/Driver.h"
-#include "frontends/onnx/OnnxImporter.h"
-#include "runtime/format/ProgramMetadata.h"
+#include "compiler/Timing.h"
 #include "dialects/Graph/IR/GraphOps.h"
+#include "frontends/onnx/OnnxImporter.h"
 #include "planner/AutoPlan.h"
 #include "planner/Report.h"
 #include "planner/Sensitivity.h"
 #include "planner/Units.h"
 #include "runtime/base/Format.h"
+#include "runtime/format/ProgramMetadata.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -952,6 +953,8 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
       if (std::string e = zoo::validate(o); !e.empty())
         return invalidArgument("the model as a zoo ", zoo::familyName(*family),
                                ": ", e);
+      mlir::TimingScope timing =
+          compilerTiming().nest("build and import the zoo model");
       std::string bytes;
       if (!zoo::buildModel(o).SerializeToString(&bytes))
         return runtime::internalError("cannot serialize the zoo model");
@@ -990,7 +993,7 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
     // refused by dtcc-plan-set, naming it (and the plan stays analytic).
     options.train.plan = compilerPlanOf(compiled);
     options.train.plan.mesh = mesh.value();
-    auto p = compileAndPrice(module, options, cluster);
+    auto p = compileAndPrice(module, options, cluster, run);
     if (!p.isOk())
       return p.status().withContext(runtime::strCat(
           "compiling ", layers, " layer", layers > 1 ? "s" : "", " of ",
@@ -1009,19 +1012,6 @@ compileGpuLayers(const ModelDesc &model, const Plan &plan,
             "the compiled program does not shard over tp=", plan.tp,
             " (the compiler finds no weight to split in the ",
             dtypeName(plan.dtype.compute), " graph)");
-    }
-    // The CUDA backend's scratch (cuBLASLt workspace, staging) is reserved
-    // by target: the memory plan is read again with the target set.
-    (*p.value().program.mutable_metadata())[runtime::metadata::kTarget] =
-        "cuda";
-    p.value().memory =
-        programMemory(p.value().program, /*maxTensors=*/12, run.attention);
-    if (!run.asCompiled()) {
-      auto fused = simulateProgram(p.value().program, cluster,
-                                   /*recordTimeline=*/false, run);
-      if (!fused.isOk())
-        return fused.status();
-      p.value().time = std::move(fused.value());
     }
     out.priced[m][i] = std::move(p.value());
   }

@@ -1106,25 +1106,38 @@ static SmallVector<func::FuncOp> stageFunctions(ModuleOp module,
 /// for at that point, so the move adds no wait.
 static void orderReceives(ModuleOp module, int64_t stages) {
   SmallVector<func::FuncOp> fns = stageFunctions(module, stages);
+  // Each stage's pp sends by destination and receives by source, in
+  // program order, from one walk of each function (a walk per pair of
+  // stages grew with the square of the stages). Moving one source's
+  // receives keeps every other source's in their order.
+  SmallVector<llvm::DenseMap<int64_t, SmallVector<uint64_t>>> sentTo(stages);
+  SmallVector<llvm::DenseMap<int64_t, SmallVector<RecvOp>>> receivedFrom(
+      stages);
+  for (int64_t k = 0; k < stages; ++k) {
+    if (!fns[k])
+      continue;
+    for (Operation &op : fns[k].getBody().front()) {
+      if (auto send = dyn_cast<SendOp>(op); send && send.getAxis() == "pp")
+        sentTo[k][k + int64_t(send.getPeer())].push_back(send.getTag());
+      else if (auto recv = dyn_cast<RecvOp>(op); recv && recv.getAxis() == "pp")
+        receivedFrom[k][k + int64_t(recv.getPeer())].push_back(recv);
+    }
+  }
   for (int64_t dst = 0; dst < stages; ++dst)
     for (int64_t src = 0; src < stages; ++src) {
       if (src == dst || !fns[src] || !fns[dst])
         continue;
-      SmallVector<uint64_t> sent;
-      for (Operation &op : fns[src].getBody().front())
-        if (auto send = dyn_cast<SendOp>(op);
-            send && send.getAxis() == "pp" &&
-            src + int64_t(send.getPeer()) == dst)
-          sent.push_back(send.getTag());
-      SmallVector<RecvOp> received;
+      auto sentIt = sentTo[src].find(dst);
+      auto receivedIt = receivedFrom[dst].find(src);
+      if (receivedIt == receivedFrom[dst].end())
+        continue;
+      ArrayRef<uint64_t> sent;
+      if (sentIt != sentTo[src].end())
+        sent = sentIt->second;
+      ArrayRef<RecvOp> received = receivedIt->second;
       llvm::DenseMap<uint64_t, RecvOp> recvOfTag;
-      for (Operation &op : fns[dst].getBody().front())
-        if (auto recv = dyn_cast<RecvOp>(op);
-            recv && recv.getAxis() == "pp" &&
-            dst + int64_t(recv.getPeer()) == src) {
-          received.push_back(recv);
-          recvOfTag[recv.getTag()] = recv;
-        }
+      for (RecvOp recv : received)
+        recvOfTag[recv.getTag()] = recv;
       llvm::DenseSet<Operation *> placed;
       size_t next = 0; // the next message of `sent` not received yet
       for (RecvOp recv : received) {
@@ -1283,9 +1296,10 @@ void ShardPipelinePass::runOnOperation() {
                                                     it->second.front()));
   }
   // A parameter read by a stage that does not update it would be stale.
+  SymbolTable symbols(module);
   for (int64_t k = 0; k < numStages(); ++k) {
     WalkResult r = stageFns[k].walk([&](graph::LoadOp load) {
-      auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+      auto var = symbols.lookup<graph::VariableOp>(load.getVariable());
       auto owner = var->getAttrOfType<IntegerAttr>(kStageAttr);
       if (owner && owner.getInt() != k) {
         load.emitOpError("reads parameter '")
