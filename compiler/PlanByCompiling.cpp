@@ -47,7 +47,7 @@ compileAndPrice(ModuleOp module, CompileOptions options,
   out.program = std::move(serialized->program);
   // As `dtcc compile` writes it: the CUDA backend reserves its kernels'
   // scratch (cuBLASLt workspace, staging) by target.
-  if (!options.target.empty() && options.target != "cpu")
+  if (options.target != "cpu")
     (*out.program.mutable_metadata())[runtime::metadata::kTarget] =
         options.target;
   timing = compilerTiming().nest("plan the program's memory");

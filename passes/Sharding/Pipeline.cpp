@@ -1096,6 +1096,41 @@ static SmallVector<func::FuncOp> stageFunctions(ModuleOp module,
   return fns;
 }
 
+/// A pipeline stage's pp send or receive.
+struct Message {
+  Operation *op;
+  int64_t peer; ///< the other stage
+  uint64_t tag;
+  size_t position; ///< in the stage's function
+};
+
+/// Each stage's pp sends and receives, in program order.
+struct StageMessages {
+  SmallVector<SmallVector<Message>> sends, recvs;
+};
+
+static StageMessages stageMessages(ArrayRef<func::FuncOp> fns) {
+  StageMessages out;
+  out.sends.resize(fns.size());
+  out.recvs.resize(fns.size());
+  for (auto [k, stageFn] : llvm::enumerate(fns)) {
+    func::FuncOp fn = stageFn;
+    if (!fn)
+      continue;
+    size_t i = 0;
+    for (Operation &op : fn.getBody().front()) {
+      if (auto send = dyn_cast<SendOp>(op); send && send.getAxis() == "pp")
+        out.sends[k].push_back(
+            {&op, int64_t(k) + int64_t(send.getPeer()), send.getTag(), i});
+      else if (auto recv = dyn_cast<RecvOp>(op); recv && recv.getAxis() == "pp")
+        out.recvs[k].push_back(
+            {&op, int64_t(k) + int64_t(recv.getPeer()), recv.getTag(), i});
+      ++i;
+    }
+  }
+  return out;
+}
+
 /// Moves receives up so that each stage receives from every other stage in
 /// the order that stage sends. NCCL matches the messages between two ranks
 /// in the order they are posted, not by tag, and the runtime refuses a
@@ -1110,18 +1145,15 @@ static void orderReceives(ModuleOp module, int64_t stages) {
   // program order, from one walk of each function (a walk per pair of
   // stages grew with the square of the stages). Moving one source's
   // receives keeps every other source's in their order.
+  StageMessages messages = stageMessages(fns);
   SmallVector<llvm::DenseMap<int64_t, SmallVector<uint64_t>>> sentTo(stages);
   SmallVector<llvm::DenseMap<int64_t, SmallVector<RecvOp>>> receivedFrom(
       stages);
   for (int64_t k = 0; k < stages; ++k) {
-    if (!fns[k])
-      continue;
-    for (Operation &op : fns[k].getBody().front()) {
-      if (auto send = dyn_cast<SendOp>(op); send && send.getAxis() == "pp")
-        sentTo[k][k + int64_t(send.getPeer())].push_back(send.getTag());
-      else if (auto recv = dyn_cast<RecvOp>(op); recv && recv.getAxis() == "pp")
-        receivedFrom[k][k + int64_t(recv.getPeer())].push_back(recv);
-    }
+    for (const Message &m : messages.sends[k])
+      sentTo[k][m.peer].push_back(m.tag);
+    for (const Message &m : messages.recvs[k])
+      receivedFrom[k][m.peer].push_back(cast<RecvOp>(m.op));
   }
   for (int64_t dst = 0; dst < stages; ++dst)
     for (int64_t src = 0; src < stages; ++src) {
@@ -1172,26 +1204,10 @@ static void orderReceives(ModuleOp module, int64_t stages) {
 /// reached.)
 static void waitSendsEarly(ModuleOp module, int64_t stages) {
   SmallVector<func::FuncOp> fns = stageFunctions(module, stages);
-  // Each stage's pp sends and receives in program order.
-  struct Message {
-    Operation *op;
-    int64_t peer; ///< the other stage
-    uint64_t tag;
-    size_t position; ///< in the stage's function
-  };
-  SmallVector<SmallVector<Message>> recvs(stages), sends(stages);
-  for (int64_t k = 0; k < stages; ++k) {
-    if (!fns[k])
-      continue;
-    size_t i = 0;
-    for (Operation &op : fns[k].getBody().front()) {
-      if (auto send = dyn_cast<SendOp>(op); send && send.getAxis() == "pp")
-        sends[k].push_back({&op, k + int64_t(send.getPeer()), send.getTag(), i});
-      else if (auto recv = dyn_cast<RecvOp>(op); recv && recv.getAxis() == "pp")
-        recvs[k].push_back({&op, k + int64_t(recv.getPeer()), recv.getTag(), i});
-      ++i;
-    }
-  }
+  // After orderReceives: the receives' positions as they are now.
+  StageMessages messages = stageMessages(fns);
+  SmallVector<SmallVector<Message>> &recvs = messages.recvs,
+                                    &sends = messages.sends;
   auto find = [](ArrayRef<Message> list, int64_t peer,
                  uint64_t tag) -> const Message * {
     for (const Message &m : list)
