@@ -17,6 +17,7 @@
 #include "passes/Planning/ShardingIlp.h"
 
 #include <coin/Cbc_C_Interface.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +27,76 @@
 #include <sstream>
 
 namespace dtcc::shard {
+
+namespace {
+
+/// CBC's C interface, loaded when the first ILP is solved. Linked, CBC
+/// brought CLP, LAPACK and OpenBLAS into every dtcc process, and
+/// OpenBLAS's thread pool, started as it loads, spun on the other core
+/// for a tenth of a second of each compile (most compiles solve no ILP;
+/// the ONNX test suites run thousands of them).
+struct CbcApi {
+  decltype(&Cbc_newModel) newModel = nullptr;
+  decltype(&Cbc_loadProblem) loadProblem = nullptr;
+  decltype(&Cbc_setInteger) setInteger = nullptr;
+  decltype(&Cbc_setObjSense) setObjSense = nullptr;
+  decltype(&Cbc_setLogLevel) setLogLevel = nullptr;
+  decltype(&Cbc_setParameter) setParameter = nullptr;
+  decltype(&Cbc_setMaximumSeconds) setMaximumSeconds = nullptr;
+  decltype(&Cbc_setAllowableGap) setAllowableGap = nullptr;
+  decltype(&Cbc_setAllowableFractionGap) setAllowableFractionGap = nullptr;
+  decltype(&Cbc_solve) solve = nullptr;
+  decltype(&Cbc_bestSolution) bestSolution = nullptr;
+  decltype(&Cbc_isProvenInfeasible) isProvenInfeasible = nullptr;
+  decltype(&Cbc_isProvenOptimal) isProvenOptimal = nullptr;
+  decltype(&Cbc_deleteModel) deleteModel = nullptr;
+  std::string error; ///< why it did not load; empty when it did
+};
+
+/// The API, loaded once: by its soname, else the library CMake found.
+const CbcApi &cbc() {
+  static const CbcApi api = [] {
+    CbcApi a;
+    void *lib = nullptr;
+    std::string tried;
+    for (const char *name : {"libCbcSolver.so.3", DTCC_CBC_SOLVER_LIBRARY}) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
+        break;
+      const char *why = dlerror();
+      tried += std::string(tried.empty() ? "" : "; ") + (why ? why : name);
+    }
+    if (!lib) {
+      a.error = "cannot load the CBC solver the ILP layout search needs "
+                "(Debian's coinor-libcbc3.1): " +
+                tried;
+      return a;
+    }
+    auto get = [&](auto &fn, const char *symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+          dlsym(lib, symbol));
+      if (!fn && a.error.empty())
+        a.error = std::string("the CBC solver library has no ") + symbol;
+    };
+    get(a.newModel, "Cbc_newModel");
+    get(a.loadProblem, "Cbc_loadProblem");
+    get(a.setInteger, "Cbc_setInteger");
+    get(a.setObjSense, "Cbc_setObjSense");
+    get(a.setLogLevel, "Cbc_setLogLevel");
+    get(a.setParameter, "Cbc_setParameter");
+    get(a.setMaximumSeconds, "Cbc_setMaximumSeconds");
+    get(a.setAllowableGap, "Cbc_setAllowableGap");
+    get(a.setAllowableFractionGap, "Cbc_setAllowableFractionGap");
+    get(a.solve, "Cbc_solve");
+    get(a.bestSolution, "Cbc_bestSolution");
+    get(a.isProvenInfeasible, "Cbc_isProvenInfeasible");
+    get(a.isProvenOptimal, "Cbc_isProvenOptimal");
+    get(a.deleteModel, "Cbc_deleteModel");
+    return a;
+  }();
+  return api;
+}
+
+} // namespace
 
 double StepCostModel::compute(double f) const { return f / flops; }
 
@@ -278,35 +349,40 @@ ShardingProblem::solve(double timeLimit, std::string &error) const {
     if (std::isinf(l))
       l = -1e30;
 
-  Cbc_Model *model = Cbc_newModel();
-  Cbc_loadProblem(model, numCols, numRows, starts.data(), index.data(),
+  const CbcApi &api = cbc();
+  if (!api.error.empty()) {
+    error = api.error;
+    return std::nullopt;
+  }
+  Cbc_Model *model = api.newModel();
+  api.loadProblem(model, numCols, numRows, starts.data(), index.data(),
                   value.data(), p.colLower.data(), p.colUpper.data(),
                   p.objective.data(), rowLower.data(), rowUpper.data());
   for (int c = 0; c < numCols; ++c)
     if (p.integer[c])
-      Cbc_setInteger(model, c);
-  Cbc_setObjSense(model, 1);
-  Cbc_setLogLevel(model, 0);
-  Cbc_setParameter(model, "log", "0");
-  Cbc_setParameter(model, "slog", "0");
-  Cbc_setMaximumSeconds(model, timeLimit);
-  Cbc_setAllowableGap(model, 0);
-  Cbc_setAllowableFractionGap(model, 0);
-  Cbc_solve(model);
+      api.setInteger(model, c);
+  api.setObjSense(model, 1);
+  api.setLogLevel(model, 0);
+  api.setParameter(model, "log", "0");
+  api.setParameter(model, "slog", "0");
+  api.setMaximumSeconds(model, timeLimit);
+  api.setAllowableGap(model, 0);
+  api.setAllowableFractionGap(model, 0);
+  api.solve(model);
 
   Solution out;
   out.columns = numCols;
   out.rows = numRows;
-  const double *best = Cbc_bestSolution(model);
-  if (!best || Cbc_isProvenInfeasible(model)) {
-    error = Cbc_isProvenInfeasible(model)
+  const double *best = api.bestSolution(model);
+  if (!best || api.isProvenInfeasible(model)) {
+    error = api.isProvenInfeasible(model)
                 ? "the problem is infeasible"
                 : "no feasible assignment within the time limit of " +
                       seconds(timeLimit) + " s";
-    Cbc_deleteModel(model);
+    api.deleteModel(model);
     return std::nullopt;
   }
-  out.optimal = Cbc_isProvenOptimal(model);
+  out.optimal = api.isProvenOptimal(model);
   out.choice.resize(nodes_.size());
   for (size_t n = 0; n < nodes_.size(); ++n) {
     int pick = 0;
@@ -315,7 +391,7 @@ ShardingProblem::solve(double timeLimit, std::string &error) const {
         pick = (int)c;
     out.choice[n] = pick;
   }
-  Cbc_deleteModel(model);
+  api.deleteModel(model);
   // The assignment's own cost: exact, where the solver's objective has its
   // tolerances.
   out.cost = cost(out.choice);

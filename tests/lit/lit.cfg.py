@@ -22,3 +22,6 @@ config.substitutions.append(("%onnx_node_tests", "/usr/share/libonnx-testdata/da
 import shutil
 if shutil.which("valgrind"):
     config.available_features.add("valgrind")
+    config.substitutions.append(
+        ("%valgrind", "valgrind --quiet --error-exitcode=99 --suppressions=" +
+         os.path.join(config.test_source_root, "valgrind.supp")))

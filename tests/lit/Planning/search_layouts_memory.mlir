@@ -1,6 +1,6 @@
 // REQUIRES: valgrind
 // RUN: dtcc-opt %s -dtcc-graph-autodiff -dtcc-graph-optimizer -canonicalize -cse -o %t.mlir
-// RUN: valgrind --quiet --error-exitcode=99 dtcc-opt %t.mlir -dtcc-plan-set="mesh=tp=2" -dtcc-plan-search-layouts="flops=1e9 bandwidth=1e10 latency=1e-6" | FileCheck %s
+// RUN: %valgrind dtcc-opt %t.mlir -dtcc-plan-set="mesh=tp=2" -dtcc-plan-search-layouts="flops=1e9 bandwidth=1e10 latency=1e-6" | FileCheck %s
 
 // Tests that grouping variables with their optimizer state reads no freed
 // memory: naming a parameter's Adam moment grows the map of groups past
