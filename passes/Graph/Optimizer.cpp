@@ -41,6 +41,11 @@ private:
   VariableOp getOrCreateVariable(StringRef name, RankedTensorType type,
                                  double init = 0.0);
   bool stateConflict = false;
+  /// The module's symbols and its last variable, after which new ones go
+  /// (a lookup or a scan of the module per state variable was quadratic
+  /// in the parameters).
+  std::optional<SymbolTable> symbols_;
+  Operation *lastVariable_ = nullptr;
   Value scalarF32(OpBuilder &b, Location loc, double v) {
     auto t = RankedTensorType::get({}, b.getF32Type());
     return ConstantOp::create(b, loc, DenseElementsAttr::get(t, b.getF32FloatAttr(v)));
@@ -58,7 +63,7 @@ VariableOp OptimizerPass::getOrCreateVariable(StringRef name,
                                               RankedTensorType type,
                                               double init) {
   ModuleOp module = getOperation();
-  if (auto var = module.lookupSymbol<VariableOp>(name)) {
+  if (auto var = symbols_->lookup<VariableOp>(name)) {
     // A model's own variable of that name must be the state it stands for.
     if (var.getTensorType() != type) {
       var.emitOpError("has the name of the optimizer's state '")
@@ -70,21 +75,21 @@ VariableOp OptimizerPass::getOrCreateVariable(StringRef name,
   }
   OpBuilder b(&getContext());
   // New variables go after the existing ones, before the functions.
-  Operation *after = nullptr;
-  for (auto var : module.getOps<VariableOp>())
-    after = var;
-  if (after)
-    b.setInsertionPointAfter(after);
+  if (lastVariable_)
+    b.setInsertionPointAfter(lastVariable_);
   else
     b.setInsertionPointToStart(module.getBody());
   Attribute element = isa<FloatType>(type.getElementType())
                           ? Attribute(b.getFloatAttr(type.getElementType(), init))
                           : Attribute(b.getIntegerAttr(type.getElementType(),
                                                        (int64_t)init));
-  return VariableOp::create(b, NameLoc::get(b.getStringAttr(name), module.getLoc()),
-                            name, type,
-                            cast<ElementsAttr>(DenseElementsAttr::get(type, element)),
-                            /*trainable=*/false);
+  auto var = VariableOp::create(
+      b, NameLoc::get(b.getStringAttr(name), module.getLoc()), name, type,
+      cast<ElementsAttr>(DenseElementsAttr::get(type, element)),
+      /*trainable=*/false);
+  symbols_->insert(var);
+  lastVariable_ = var;
+  return var;
 }
 
 std::pair<Value, Value>
@@ -160,6 +165,10 @@ OptimizerPass::emitUpdate(OpBuilder &b, Location loc,
 void OptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();
+  symbols_.emplace(module);
+  lastVariable_ = nullptr;
+  for (auto var : module.getOps<VariableOp>())
+    lastVariable_ = var;
   auto train = module.lookupSymbol<func::FuncOp>("train_step");
   if (!train) {
     module.emitError("expected @train_step (run dtcc-graph-autodiff first)");
@@ -200,7 +209,7 @@ void OptimizerPass::runOnOperation() {
   SmallVector<std::pair<Value, DictionaryAttr>> exported;
   for (unsigned i = 1; i < train.getNumResults(); ++i) {
     auto of = train.getResultAttrOfType<FlatSymbolRefAttr>(i, dtcc::graph::kGradOfAttr);
-    auto var = of ? module.lookupSymbol<VariableOp>(of) : VariableOp();
+    auto var = of ? symbols_->lookup<VariableOp>(of.getAttr()) : VariableOp();
     if (!var) {
       train.emitError("expected result ") << i << " to be a gradient "
                                           << "(dgraph.grad_of)";

@@ -35,7 +35,7 @@ namespace {
 /// something between reads an activation, a second trainable variable, or
 /// moves elements (a transpose, a slice, a reduction), or no variable of
 /// `v`'s shape feeds it.
-graph::LoadOp loadThroughCasts(Value v) {
+graph::LoadOp loadThroughCasts(Value v, SymbolTable &symbols) {
   if (auto load = v.getDefiningOp<graph::LoadOp>())
     return load;
   auto shape = cast<RankedTensorType>(v.getType()).getShape();
@@ -53,8 +53,7 @@ graph::LoadOp loadThroughCasts(Value v) {
     if (seen.size() > kMaxOps)
       return {};
     if (auto load = dyn_cast<graph::LoadOp>(op)) {
-      auto var = SymbolTable::lookupNearestSymbolFrom<graph::VariableOp>(
-          op, load.getVariableAttr());
+      auto var = symbols.lookup<graph::VariableOp>(load.getVariable());
       bool sameShape =
           cast<RankedTensorType>(load.getType()).getShape() == shape;
       if (var && var.getTrainable()) {
@@ -123,10 +122,24 @@ struct ShardAnnotatePass
     : public dtcc::shard::impl::ShardAnnotateBase<ShardAnnotatePass> {
   using ShardAnnotateBase::ShardAnnotateBase;
   MeshAttr mesh_;
+  /// The module's symbols, built at the first lookup (and again after
+  /// keepHalfWeightCopies adds variables): looking each variable up in the
+  /// module scanned its ops, once per load of every pipeline stage.
+  std::optional<SymbolTable> symbols_;
+
+  SymbolTable &variables() {
+    if (!symbols_)
+      symbols_.emplace(getOperation());
+    return *symbols_;
+  }
+  graph::VariableOp variableNamed(StringRef name) {
+    return variables().lookup<graph::VariableOp>(name);
+  }
 
   void runOnOperation() final {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
+    symbols_.reset();
     PlanAttr plan = getPlan(module);
     if (!plan) {
       module.emitError("expected a module with a dshard.plan (run "
@@ -194,8 +207,10 @@ struct ShardAnnotatePass
     const bool gatherOnce =
         plan.getMicroBatches() == 1 && plan.getPipelineStages() == 1;
     if (halfWeightCopies && dpSize > 1 && (zero == 1 || zero == 2) &&
-        !gatherOnce && plan.getOffload() == Offload::None)
+        !gatherOnce && plan.getOffload() == Offload::None) {
       keepHalfWeightCopies(module);
+      symbols_.reset();
+    }
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
       annotateZero(module, dp, dpSize, zero, gatherOnce);
@@ -225,9 +240,8 @@ struct ShardAnnotatePass
   /// Whether `v` is a load of a variable whose dimension `d` is split over
   /// tp.
   bool loadsSplitOverTp(ModuleOp module, Value v, int64_t d) {
-    auto load = loadThroughCasts(v);
-    auto var = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
-                    : graph::VariableOp();
+    auto load = loadThroughCasts(v, variables());
+    auto var = load ? variableNamed(load.getVariable()) : graph::VariableOp();
     auto s = var ? var->getAttrOfType<ShardingAttr>(kShardingAttr) : ShardingAttr();
     return s && d < int64_t(s.getDims().size()) &&
            llvm::any_of(s.axesOf(d),
@@ -313,10 +327,10 @@ struct ShardAnnotatePass
     MLIRContext *ctx = module.getContext();
     llvm::DenseSet<Value> split;
     auto weightOf = [&](Value v) -> graph::VariableOp {
-      auto load = loadThroughCasts(v);
+      auto load = loadThroughCasts(v, variables());
       if (!load)
         return {};
-      auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+      auto var = variableNamed(load.getVariable());
       if (!var || !var.getTrainable() || var.getTensorType().getRank() != 2)
         return {};
       return var;
@@ -381,8 +395,8 @@ struct ShardAnnotatePass
         if (auto add = dyn_cast<graph::AddOp>(user)) {
           Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
           if (auto b = throughCasts(other).getDefiningOp<graph::BroadcastInDimOp>())
-            if (auto load = loadThroughCasts(b.getOperand())) {
-              bias = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+            if (auto load = loadThroughCasts(b.getOperand(), variables())) {
+              bias = variableNamed(load.getVariable());
               out = add.getResult();
             }
         }
@@ -412,9 +426,8 @@ struct ShardAnnotatePass
   void annotateConv(ModuleOp module, graph::ConvOp conv, StringAttr tp,
                     int64_t tpSize, llvm::DenseSet<Value> &split) {
     MLIRContext *ctx = module.getContext();
-    auto load = loadThroughCasts(conv.getFilter());
-    auto w = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
-                  : graph::VariableOp();
+    auto load = loadThroughCasts(conv.getFilter(), variables());
+    auto w = load ? variableNamed(load.getVariable()) : graph::VariableOp();
     bool inputSplit = split.contains(conv.getInput());
     if (!w || !w.getTrainable() || w->hasAttr(kShardingAttr)) {
       if (inputSplit)
@@ -440,9 +453,9 @@ struct ShardAnnotatePass
       if (auto add = dyn_cast<graph::AddOp>(user)) {
         Value other = add.getLhs() == conv.getResult() ? add.getRhs() : add.getLhs();
         auto b = throughCasts(other).getDefiningOp<graph::BroadcastInDimOp>();
-        auto bl = b ? loadThroughCasts(b.getOperand()) : graph::LoadOp();
-        auto bias = bl ? module.lookupSymbol<graph::VariableOp>(bl.getVariable())
-                       : graph::VariableOp();
+        auto bl =
+            b ? loadThroughCasts(b.getOperand(), variables()) : graph::LoadOp();
+        auto bias = bl ? variableNamed(bl.getVariable()) : graph::VariableOp();
         if (bias && bias.getTensorType().getRank() == 1 &&
             b.getDims() == ArrayRef<int64_t>{1} && !bias->hasAttr(kShardingAttr))
           bias->setAttr(kShardingAttr, splitDim(ctx, 1, 0, tp, 1));
@@ -479,9 +492,8 @@ struct ShardAnnotatePass
     else
       params = {op.getOperand(1), op.getOperand(2)};
     for (Value v : params) {
-      auto load = loadThroughCasts(v);
-      auto var = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
-                      : graph::VariableOp();
+      auto load = loadThroughCasts(v, variables());
+      auto var = load ? variableNamed(load.getVariable()) : graph::VariableOp();
       if (var && var.getTensorType().getRank() == 1 &&
           !var->hasAttr(kShardingAttr))
         var->setAttr(kShardingAttr, splitDim(module.getContext(), 1, 0, tp, 1));
@@ -494,7 +506,7 @@ struct ShardAnnotatePass
       auto s = dyn_cast<ShardingAttr>(l.getValue());
       if (!s)
         continue;
-      auto var = module.lookupSymbol<graph::VariableOp>(l.getName());
+      auto var = variableNamed(l.getName());
       if (!var || int64_t(s.getDims().size()) != var.getTensorType().getRank())
         return module.emitError("the plan's layout of '")
                << l.getName().getValue() << "' (" << s
@@ -516,7 +528,7 @@ struct ShardAnnotatePass
         continue;
       StringRef name = l.getName().getValue(), layout = keyword.getValue();
       std::string entry = (name + "=" + layout).str();
-      auto var = module.lookupSymbol<graph::VariableOp>(name);
+      auto var = variableNamed(name);
       if (!var || var.getTensorType().getRank() != 2)
         return module.emitError("layout '")
                << entry << "': expected NAME=rows|cols|whole for a 2-D variable";
@@ -541,18 +553,18 @@ struct ShardAnnotatePass
       auto param = op->getOperand(0).getDefiningOp<graph::LoadOp>();
       if (!param)
         return;
-      auto var = module.lookupSymbol<graph::VariableOp>(param.getVariable());
+      auto var = variableNamed(param.getVariable());
       auto s = var ? var->getAttrOfType<ShardingAttr>(kShardingAttr) : ShardingAttr();
       if (!s)
         return;
       for (Value state : op->getOperands().drop_front(1))
         if (state.getType() == op->getOperand(0).getType())
           if (auto load = state.getDefiningOp<graph::LoadOp>())
-            if (auto v = module.lookupSymbol<graph::VariableOp>(load.getVariable()))
+            if (auto v = variableNamed(load.getVariable()))
               if (!v->hasAttr(kShardingAttr))
                 v->setAttr(kShardingAttr, s);
       std::string acc = (param.getVariable() + "/grad_acc").str();
-      if (auto v = module.lookupSymbol<graph::VariableOp>(acc))
+      if (auto v = variableNamed(acc))
         if (!v->hasAttr(kShardingAttr))
           v->setAttr(kShardingAttr, s);
     });
@@ -630,7 +642,7 @@ struct ShardAnnotatePass
     }
     // acc' = acc + widen(g), stored back: g summed as the accumulator lies.
     for (graph::StoreOp store : accumulations) {
-      auto var = module.lookupSymbol<graph::VariableOp>(store.getVariable());
+      auto var = variableNamed(store.getVariable());
       auto layout = var ? var->getAttrOfType<ShardingAttr>(kShardingAttr)
                         : ShardingAttr();
       auto add = store.getValue().getDefiningOp<graph::AddOp>();
@@ -727,8 +739,7 @@ struct ShardAnnotatePass
   /// The sharding of the parameter an optimizer op updates, before ZeRO.
   ShardingAttr paramSharding(ModuleOp module, Operation *op) {
     auto load = op->getOperand(0).getDefiningOp<graph::LoadOp>();
-    auto var = load ? module.lookupSymbol<graph::VariableOp>(load.getVariable())
-                    : graph::VariableOp();
+    auto var = load ? variableNamed(load.getVariable()) : graph::VariableOp();
     if (!var)
       return {};
     auto s = var->getAttrOfType<ShardingAttr>(kShardingAttr);
@@ -754,7 +765,7 @@ struct ShardAnnotatePass
                     int64_t zero, bool gatherOnce) {
     auto shardVariable = [&](Operation *from, StringRef name,
                              bool once = false) {
-      auto var = module.lookupSymbol<graph::VariableOp>(name);
+      auto var = variableNamed(name);
       if (!var || var->hasAttr(kZeroAttr))
         return;
       auto base = var->getAttrOfType<ShardingAttr>(kShardingAttr);
@@ -779,7 +790,7 @@ struct ShardAnnotatePass
           if (auto load = state.getDefiningOp<graph::LoadOp>())
             shardVariable(op, load.getVariable());
       if (auto load = op->getOperand(0).getDefiningOp<graph::LoadOp>()) {
-        auto var = module.lookupSymbol<graph::VariableOp>(load.getVariable());
+        auto var = variableNamed(load.getVariable());
         // A master the step reads through its half copy: the optimizer's.
         if (var && var->hasAttr(kHalfCopyAttr))
           shardVariable(op, load.getVariable());

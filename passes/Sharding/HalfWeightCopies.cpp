@@ -46,12 +46,13 @@ void keepHalfWeightCopies(ModuleOp module) {
   // Each updated parameter and the stores of its new value (one per
   // pipeline stage that updates a weight several stages share).
   llvm::MapVector<Operation *, SmallVector<graph::StoreOp>> updates;
+  SymbolTable symbols(module);
   module.walk([&](graph::StoreOp store) {
     Operation *def = store.getValue().getDefiningOp();
     if (!isa_and_nonnull<graph::AdamwOp, graph::SgdOp>(def) ||
         store.getValue() != def->getResult(0))
       return;
-    if (auto var = module.lookupSymbol<graph::VariableOp>(store.getVariable()))
+    if (auto var = symbols.lookup<graph::VariableOp>(store.getVariable()))
       updates[var].push_back(store);
   });
   // The training functions' loads: @main (inference, which a program on
@@ -95,7 +96,7 @@ void keepHalfWeightCopies(ModuleOp module) {
     if (!onlyCasts || casts.empty())
       continue;
     std::string name = (var.getSymName() + "/half").str();
-    if (module.lookupSymbol(name))
+    if (symbols.lookup(name))
       continue; // a model's own variable of that name
     RankedTensorType type = var.getTensorType().clone(half);
     OpBuilder vb(ctx);
@@ -104,6 +105,7 @@ void keepHalfWeightCopies(ModuleOp module) {
         vb, NameLoc::get(vb.getStringAttr(name), var.getLoc()), name, type,
         /*initial_value=*/ElementsAttr(), /*trainable=*/false);
     lastVariable = copy;
+    symbols.insert(copy);
     copy->setAttr(graph::kRoundedFromAttr,
                   FlatSymbolRefAttr::get(var.getSymNameAttr()));
     for (StringRef keep : {StringRef(kShardingAttr), StringRef(kStageAttr)})

@@ -15,6 +15,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -289,9 +290,11 @@ private:
   llvm::DenseSet<Operation *> weightOps_;
   llvm::DenseMap<Value, Placement> placement_;
   llvm::DenseSet<Operation *> prologue_, epilogue_;
-  /// The prologue and epilogue in program order, and each stage's ops of
-  /// each task (in program order).
-  SmallVector<Operation *> prologueOps_, epilogueOps_;
+  /// The prologue in program order, the epilogue ops each stage runs (in
+  /// program order; those of no one stage in every stage's list), and each
+  /// stage's ops of each task (in program order).
+  SmallVector<Operation *> prologueOps_;
+  std::vector<SmallVector<Operation *>> epilogueOps_;
   std::vector<std::map<TaskKey, SmallVector<Operation *>>> taskOps_;
   /// Values sent between stages: (value, destination) -> tag.
   std::map<std::pair<void *, int64_t>, int64_t> tags_;
@@ -345,14 +348,27 @@ ShardPipelinePass::taskOf(Operation &op) const {
 
 void ShardPipelinePass::gatherStageOps(Block &body) {
   prologueOps_.clear();
-  epilogueOps_.clear();
+  epilogueOps_.assign(numStages(), {});
   taskOps_.assign(numStages(), {});
   for (Operation &op : body.without_terminator()) {
-    if (prologue_.contains(&op))
+    if (prologue_.contains(&op)) {
       prologueOps_.push_back(&op);
-    else if (epilogue_.contains(&op))
-      epilogueOps_.push_back(&op);
-    else if (auto task = taskOf(op))
+    } else if (epilogue_.contains(&op)) {
+      // Its stage: its result's, or a stage's own op without results (a
+      // store); every stage's otherwise. Each stage asked of every op
+      // before (pp x the step's state updates).
+      Placement p =
+          op.getNumResults() ? placement_.lookup(op.getResult(0)) : Placement();
+      int64_t stage = -1;
+      if (p.kind == Placement::kStage)
+        stage = p.stage;
+      else if (auto it = stageOf_.find(&op);
+               op.getNumResults() == 0 && it != stageOf_.end())
+        stage = it->second;
+      for (int64_t k = 0; k < numStages(); ++k)
+        if (stage < 0 || stage == k)
+          epilogueOps_[k].push_back(&op);
+    } else if (auto task = taskOf(op))
       taskOps_[task->first][task->second].push_back(&op);
   }
 }
@@ -909,17 +925,32 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
     return clone;
   };
 
-  for (Operation *op : prologueOps_)
-    cloneOp(*op);
-  // Whether `op` after the micro-batches runs on this stage.
-  auto runsHere = [&](Operation &op) {
-    Placement p =
-        op.getNumResults() ? placement_.lookup(op.getResult(0)) : Placement();
-    if (p.kind == Placement::kStage && p.stage != stage)
-      return false;
-    return !(op.getNumResults() == 0 && stageOf_.count(&op) &&
-             stageOf_[&op] != stage);
+  // The prologue ops this stage reads (through its tasks, its epilogue and
+  // the step's results), and those with effects, in program order: a
+  // stage cloned the whole prologue (every parameter's load and cast) and
+  // erased most of it again below.
+  llvm::DenseSet<Operation *> needed;
+  SmallVector<Operation *> work;
+  auto need = [&](Operation *op) {
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp();
+          def && prologue_.contains(def) && needed.insert(def).second)
+        work.push_back(def);
   };
+  for (const auto &[key, ops] : taskOps_[stage])
+    for (Operation *op : ops)
+      need(op);
+  for (Operation *op : epilogueOps_[stage])
+    need(op);
+  need(old.getTerminator());
+  for (Operation *op : prologueOps_)
+    if (!isMemoryEffectFree(op) && needed.insert(op).second)
+      work.push_back(op);
+  while (!work.empty())
+    need(work.pop_back_val());
+  for (Operation *op : prologueOps_)
+    if (needed.contains(op))
+      cloneOp(*op);
   // The sums over micro-batches (gradient accumulation) run as soon as
   // their terms exist, so that each micro-batch's gradients die at once
   // instead of all staying alive until the step's end. "As soon" is after
@@ -943,8 +974,8 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
   // ZeRO-1: 35 GB of the stage's 127 GB; the bf16 terms alive there now
   // are half that, the stage 109 GB).
   SmallVector<Operation *> sums;
-  for (Operation *op : epilogueOps_)
-    if (isa<graph::AddOp>(op) && runsHere(*op))
+  for (Operation *op : epilogueOps_[stage])
+    if (isa<graph::AddOp>(op))
       sums.push_back(op);
   llvm::SmallPtrSet<Operation *, 32> sumSet(sums.begin(), sums.end());
   llvm::SmallPtrSet<Operation *, 32> widenLater;
@@ -1027,8 +1058,8 @@ LogicalResult ShardPipelinePass::emitStage(func::FuncOp train, int64_t stage) {
       }
     accumulateReady();
   }
-  for (Operation *op : epilogueOps_)
-    if (!accumulated.contains(op) && runsHere(*op))
+  for (Operation *op : epilogueOps_[stage])
+    if (!accumulated.contains(op))
       cloneAfterWidening(*op);
   // Every stage returns the whole loss, learning rate and norm.
   auto ret = cast<func::ReturnOp>(old.getTerminator());
