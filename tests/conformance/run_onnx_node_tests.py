@@ -523,9 +523,12 @@ def main():
     # hundreds of one-number outputs) and dtcc's own temporaries go to
     # memory where the machine has a tmpfs: on ext4 the creation and
     # removal of those files was a quarter of the suite's CPU time.
+    # (Not a container's small default /dev/shm: at least 1 GiB free.)
     if "TMPDIR" not in os.environ and os.path.isdir("/dev/shm") and \
             os.access("/dev/shm", os.W_OK):
-        os.environ["TMPDIR"] = tempfile.tempdir = "/dev/shm"
+        shm = os.statvfs("/dev/shm")
+        if shm.f_bavail * shm.f_frsize >= 1 << 30:
+            os.environ["TMPDIR"] = tempfile.tempdir = "/dev/shm"
     args.work_dir = tempfile.mkdtemp(prefix="dtcc-onnx-node.")
     forward, grad = {}, {}
     start = time.monotonic()
