@@ -23,7 +23,6 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/ADT/ScopeExit.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Analysis/AssumptionCache.h"
 #include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Analysis/ScalarEvolution.h"
@@ -204,16 +203,15 @@ bool isSmallRegion(func::FuncOp fn) {
   });
 }
 
-/// Adds the hint `operands` (its name, then its values) to `loop`'s
+/// Adds `hints` (each a node of its name, then its values) to `loop`'s
 /// metadata, keeping the hints it has.
-void addLoopHint(llvm::Loop *loop, ArrayRef<llvm::Metadata *> operands) {
+void addLoopHints(llvm::Loop *loop, ArrayRef<llvm::Metadata *> hints) {
   llvm::LLVMContext &c = loop->getHeader()->getContext();
-  SmallVector<llvm::Metadata *> hints = {nullptr};
+  SmallVector<llvm::Metadata *> all = {nullptr};
   if (llvm::MDNode *id = loop->getLoopID())
-    for (unsigned i = 1; i < id->getNumOperands(); ++i)
-      hints.push_back(id->getOperand(i));
-  hints.push_back(llvm::MDNode::get(c, operands));
-  llvm::MDNode *id = llvm::MDNode::getDistinct(c, hints);
+    all.append(id->op_begin() + 1, id->op_end());
+  all.append(hints.begin(), hints.end());
+  llvm::MDNode *id = llvm::MDNode::getDistinct(c, all);
   id->replaceOperandWith(0, id);
   loop->setLoopID(id);
 }
@@ -246,7 +244,9 @@ void vectorizeAtRegisterWidth(llvm::Module &module,
     const bool small = f.hasFnAttribute(kSmallRegionAttr);
     for (llvm::Loop *loop : loops.getLoopsInPreorder()) {
       if (small)
-        addLoopHint(loop, {llvm::MDString::get(c, "llvm.loop.unroll.disable")});
+        addLoopHints(
+            loop, {llvm::MDNode::get(c, {llvm::MDString::get(
+                                            c, "llvm.loop.unroll.disable")})});
       if (!loop->isInnermost())
         continue;
       // A loop that carries a float (a row reduction's lanes, a blocked
@@ -279,11 +279,14 @@ void vectorizeAtRegisterWidth(llvm::Module &module,
       }
       auto *width = llvm::ConstantInt::get(llvm::Type::getInt32Ty(c),
                                            bits / (f64 ? 64 : 32));
-      addLoopHint(loop, {llvm::MDString::get(c, "llvm.loop.vectorize.width"),
-                         llvm::ConstantAsMetadata::get(width)});
-      addLoopHint(
-          loop, {llvm::MDString::get(c, "llvm.loop.vectorize.enable"),
-                 llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(c))});
+      addLoopHints(
+          loop, {llvm::MDNode::get(
+                     c, {llvm::MDString::get(c, "llvm.loop.vectorize.width"),
+                         llvm::ConstantAsMetadata::get(width)}),
+                 llvm::MDNode::get(
+                     c, {llvm::MDString::get(c, "llvm.loop.vectorize.enable"),
+                         llvm::ConstantAsMetadata::get(
+                             llvm::ConstantInt::getTrue(c))})});
     }
   }
 }
@@ -515,17 +518,20 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
   // unpacks the buffer array (the kernel ABI shared with the CUDA backend).
   OwningOpRef<ModuleOp> lowered(cast<ModuleOp>(kernels->clone()));
   lowered->setSymNameAttr(nullptr);
-  SmallVector<std::pair<std::string, unsigned>> entries;
-  llvm::StringSet<> small;
+  struct Entry {
+    std::string name;
+    unsigned args;
+    bool small; ///< isSmallRegion
+  };
+  SmallVector<Entry> entries;
   for (auto fn : lowered->getOps<func::FuncOp>()) {
     if (failed(checkRegionForm(fn)))
       return failure();
-    entries.push_back({fn.getSymName().str(), fn.getNumArguments()});
-    if (isSmallRegion(fn))
-      small.insert(fn.getSymName().str() + ".body");
+    entries.push_back(
+        {fn.getSymName().str(), fn.getNumArguments(), isSmallRegion(fn)});
     fn->setDiscardableAttrs(DictionaryAttr::get(ctx));
   }
-  for (auto &[name, args] : entries) {
+  for (auto &[name, args, small] : entries) {
     auto fn = lowered->lookupSymbol<func::FuncOp>(name);
     if (failed(SymbolTable::replaceAllSymbolUses(
             fn, StringAttr::get(ctx, name + ".body"), *lowered)))
@@ -626,13 +632,13 @@ FailureOr<std::string> compileCpuKernels(ModuleOp kernels,
       llvm::GlobalValue::ExternalLinkage,
       ir.getInt32(runtime::kCpuKernelAbiVersion), runtime::kCpuKernelAbiSymbol);
   abi->setVisibility(llvm::GlobalValue::DefaultVisibility);
-  for (auto &[name, args] : entries) {
+  for (auto &[name, args, small] : entries) {
     llvm::Function *body = module->getFunction(name + ".body");
     if (!body)
       return kernels.emitError("region function @") << name << " was lost "
                                                        "in the lowering";
     body->setLinkage(llvm::GlobalValue::InternalLinkage);
-    if (small.contains(body->getName()))
+    if (small)
       body->addFnAttr(kSmallRegionAttr);
     // The lowering gives a region's outputs buffers of their own, apart
     // from its inputs and each other (the kernel ABI's contract).

@@ -122,24 +122,18 @@ struct ShardAnnotatePass
     : public dtcc::shard::impl::ShardAnnotateBase<ShardAnnotatePass> {
   using ShardAnnotateBase::ShardAnnotateBase;
   MeshAttr mesh_;
-  /// The module's symbols, built at the first lookup (and again after
-  /// keepHalfWeightCopies adds variables): looking each variable up in the
-  /// module scanned its ops, once per load of every pipeline stage.
+  /// The module's symbols (once @main is gone; keepHalfWeightCopies
+  /// enters its copies): looking each variable up in the module scanned
+  /// its ops, once per load of every pipeline stage.
   std::optional<SymbolTable> symbols_;
 
-  SymbolTable &variables() {
-    if (!symbols_)
-      symbols_.emplace(getOperation());
-    return *symbols_;
-  }
   graph::VariableOp variableNamed(StringRef name) {
-    return variables().lookup<graph::VariableOp>(name);
+    return symbols_->lookup<graph::VariableOp>(name);
   }
 
   void runOnOperation() final {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    symbols_.reset();
     PlanAttr plan = getPlan(module);
     if (!plan) {
       module.emitError("expected a module with a dshard.plan (run "
@@ -168,6 +162,7 @@ struct ShardAnnotatePass
     module->setAttr(kMeshAttr, meshAttr);
     if (auto main = module.lookupSymbol<func::FuncOp>("main"))
       main.erase();
+    symbols_.emplace(module);
     // A layout search's exact shardings come first: the Megatron-style
     // rules keep a variable that has one.
     if (failed(applySearchedLayouts(module, plan)))
@@ -207,10 +202,8 @@ struct ShardAnnotatePass
     const bool gatherOnce =
         plan.getMicroBatches() == 1 && plan.getPipelineStages() == 1;
     if (halfWeightCopies && dpSize > 1 && (zero == 1 || zero == 2) &&
-        !gatherOnce && plan.getOffload() == Offload::None) {
-      keepHalfWeightCopies(module);
-      symbols_.reset();
-    }
+        !gatherOnce && plan.getOffload() == Offload::None)
+      keepHalfWeightCopies(module, *symbols_);
     shareWithOptimizerState(module);
     if (dpSize > 1 && zero > 0)
       annotateZero(module, dp, dpSize, zero, gatherOnce);
@@ -240,7 +233,7 @@ struct ShardAnnotatePass
   /// Whether `v` is a load of a variable whose dimension `d` is split over
   /// tp.
   bool loadsSplitOverTp(ModuleOp module, Value v, int64_t d) {
-    auto load = loadThroughCasts(v, variables());
+    auto load = loadThroughCasts(v, *symbols_);
     auto var = load ? variableNamed(load.getVariable()) : graph::VariableOp();
     auto s = var ? var->getAttrOfType<ShardingAttr>(kShardingAttr) : ShardingAttr();
     return s && d < int64_t(s.getDims().size()) &&
@@ -327,7 +320,7 @@ struct ShardAnnotatePass
     MLIRContext *ctx = module.getContext();
     llvm::DenseSet<Value> split;
     auto weightOf = [&](Value v) -> graph::VariableOp {
-      auto load = loadThroughCasts(v, variables());
+      auto load = loadThroughCasts(v, *symbols_);
       if (!load)
         return {};
       auto var = variableNamed(load.getVariable());
@@ -395,7 +388,7 @@ struct ShardAnnotatePass
         if (auto add = dyn_cast<graph::AddOp>(user)) {
           Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
           if (auto b = throughCasts(other).getDefiningOp<graph::BroadcastInDimOp>())
-            if (auto load = loadThroughCasts(b.getOperand(), variables())) {
+            if (auto load = loadThroughCasts(b.getOperand(), *symbols_)) {
               bias = variableNamed(load.getVariable());
               out = add.getResult();
             }
@@ -426,7 +419,7 @@ struct ShardAnnotatePass
   void annotateConv(ModuleOp module, graph::ConvOp conv, StringAttr tp,
                     int64_t tpSize, llvm::DenseSet<Value> &split) {
     MLIRContext *ctx = module.getContext();
-    auto load = loadThroughCasts(conv.getFilter(), variables());
+    auto load = loadThroughCasts(conv.getFilter(), *symbols_);
     auto w = load ? variableNamed(load.getVariable()) : graph::VariableOp();
     bool inputSplit = split.contains(conv.getInput());
     if (!w || !w.getTrainable() || w->hasAttr(kShardingAttr)) {
@@ -454,7 +447,7 @@ struct ShardAnnotatePass
         Value other = add.getLhs() == conv.getResult() ? add.getRhs() : add.getLhs();
         auto b = throughCasts(other).getDefiningOp<graph::BroadcastInDimOp>();
         auto bl =
-            b ? loadThroughCasts(b.getOperand(), variables()) : graph::LoadOp();
+            b ? loadThroughCasts(b.getOperand(), *symbols_) : graph::LoadOp();
         auto bias = bl ? variableNamed(bl.getVariable()) : graph::VariableOp();
         if (bias && bias.getTensorType().getRank() == 1 &&
             b.getDims() == ArrayRef<int64_t>{1} && !bias->hasAttr(kShardingAttr))
@@ -492,7 +485,7 @@ struct ShardAnnotatePass
     else
       params = {op.getOperand(1), op.getOperand(2)};
     for (Value v : params) {
-      auto load = loadThroughCasts(v, variables());
+      auto load = loadThroughCasts(v, *symbols_);
       auto var = load ? variableNamed(load.getVariable()) : graph::VariableOp();
       if (var && var.getTensorType().getRank() == 1 &&
           !var->hasAttr(kShardingAttr))

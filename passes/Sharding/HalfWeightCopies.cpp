@@ -41,12 +41,11 @@ namespace dtcc::shard {
 /// W's initial value rounded (`dgraph.rounded_from`, filled by the
 /// runtime): the same values the casts gave. @main (inference) keeps
 /// reading W, and a weight that has a copy already keeps it.
-void keepHalfWeightCopies(ModuleOp module) {
+void keepHalfWeightCopies(ModuleOp module, SymbolTable &symbols) {
   MLIRContext *ctx = module.getContext();
   // Each updated parameter and the stores of its new value (one per
   // pipeline stage that updates a weight several stages share).
   llvm::MapVector<Operation *, SmallVector<graph::StoreOp>> updates;
-  SymbolTable symbols(module);
   module.walk([&](graph::StoreOp store) {
     Operation *def = store.getValue().getDefiningOp();
     if (!isa_and_nonnull<graph::AdamwOp, graph::SgdOp>(def) ||
@@ -155,7 +154,10 @@ namespace {
 struct ShardHalfWeightCopiesPass
     : public dtcc::shard::impl::ShardHalfWeightCopiesBase<
           ShardHalfWeightCopiesPass> {
-  void runOnOperation() final { keepHalfWeightCopies(getOperation()); }
+  void runOnOperation() final {
+    SymbolTable symbols(getOperation());
+    keepHalfWeightCopies(getOperation(), symbols);
+  }
 };
 
 } // namespace

@@ -14,6 +14,7 @@
 #include "runtime/base/MeshShape.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Value.h"
 
 namespace dtcc::shard {
@@ -178,8 +179,9 @@ int64_t axesSize(MeshAttr mesh, llvm::ArrayRef<mlir::StringAttr> axes);
 /// Gives every fp32 master weight that the step reads only through casts
 /// to one half type a persistent copy `W/half` of that type, which the
 /// casts become loads of and the update rounds its new value into
-/// (HalfWeightCopies.cpp).
-void keepHalfWeightCopies(mlir::ModuleOp module);
+/// (HalfWeightCopies.cpp). `symbols` is the module's table; the copies are
+/// entered in it.
+void keepHalfWeightCopies(mlir::ModuleOp module, mlir::SymbolTable &symbols);
 
 } // namespace dtcc::shard
 

@@ -217,7 +217,7 @@ def compile_test(args, test_dir, work):
     # A bare program run by dtcc-runner, as the gradient check runs its
     # own: the same program and kernels as an executable's, without
     # copying the runner into each test's executable (13 MB a compile,
-    # which doubled the forward compile's time and the run's system time).
+    # which doubled a one-op forward compile's time: 0.2 s against 0.11).
     target = ["--target", args.target, "--compile-to", "program"]
     plans = []
     for n_ds, ds in enumerate(data_sets(test_dir)):
