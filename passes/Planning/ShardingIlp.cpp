@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -30,36 +31,49 @@ namespace dtcc::shard {
 
 namespace {
 
+/// The functions of CBC's C interface the solve calls, as X(name) for
+/// Cbc_name.
+#define DTCC_CBC_FUNCTIONS(X)                                                  \
+  X(newModel)                                                                  \
+  X(loadProblem)                                                               \
+  X(setInteger)                                                                \
+  X(setObjSense)                                                               \
+  X(setLogLevel)                                                               \
+  X(setParameter)                                                              \
+  X(setMaximumSeconds)                                                         \
+  X(setAllowableGap)                                                           \
+  X(setAllowableFractionGap)                                                   \
+  X(solve)                                                                     \
+  X(bestSolution)                                                              \
+  X(isProvenInfeasible)                                                        \
+  X(isProvenOptimal)                                                           \
+  X(deleteModel)
+
 /// CBC's C interface, loaded when the first ILP is solved. Linked, CBC
 /// brought CLP, LAPACK and OpenBLAS into every dtcc process, and
 /// OpenBLAS's thread pool, started as it loads, spun on the other core
 /// for a tenth of a second of each compile (most compiles solve no ILP;
 /// the ONNX test suites run thousands of them).
 struct CbcApi {
-  decltype(&Cbc_newModel) newModel = nullptr;
-  decltype(&Cbc_loadProblem) loadProblem = nullptr;
-  decltype(&Cbc_setInteger) setInteger = nullptr;
-  decltype(&Cbc_setObjSense) setObjSense = nullptr;
-  decltype(&Cbc_setLogLevel) setLogLevel = nullptr;
-  decltype(&Cbc_setParameter) setParameter = nullptr;
-  decltype(&Cbc_setMaximumSeconds) setMaximumSeconds = nullptr;
-  decltype(&Cbc_setAllowableGap) setAllowableGap = nullptr;
-  decltype(&Cbc_setAllowableFractionGap) setAllowableFractionGap = nullptr;
-  decltype(&Cbc_solve) solve = nullptr;
-  decltype(&Cbc_bestSolution) bestSolution = nullptr;
-  decltype(&Cbc_isProvenInfeasible) isProvenInfeasible = nullptr;
-  decltype(&Cbc_isProvenOptimal) isProvenOptimal = nullptr;
-  decltype(&Cbc_deleteModel) deleteModel = nullptr;
+#define DTCC_CBC_MEMBER(name) decltype(&Cbc_##name) name = nullptr;
+  DTCC_CBC_FUNCTIONS(DTCC_CBC_MEMBER)
+#undef DTCC_CBC_MEMBER
   std::string error; ///< why it did not load; empty when it did
 };
 
-/// The API, loaded once: by its soname, else the library CMake found.
+/// The API, loaded once: from $DTCC_CBC_LIBRARY where it is set (a path or
+/// a soname; the only one tried), else by CBC's soname, else the library
+/// CMake found.
 const CbcApi &cbc() {
   static const CbcApi api = [] {
     CbcApi a;
+    std::vector<const char *> names = {"libCbcSolver.so.3",
+                                       DTCC_CBC_SOLVER_LIBRARY};
+    if (const char *chosen = std::getenv("DTCC_CBC_LIBRARY"))
+      names = {chosen};
     void *lib = nullptr;
     std::string tried;
-    for (const char *name : {"libCbcSolver.so.3", DTCC_CBC_SOLVER_LIBRARY}) {
+    for (const char *name : names) {
       if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
         break;
       const char *why = dlerror();
@@ -77,24 +91,15 @@ const CbcApi &cbc() {
       if (!fn && a.error.empty())
         a.error = std::string("the CBC solver library has no ") + symbol;
     };
-    get(a.newModel, "Cbc_newModel");
-    get(a.loadProblem, "Cbc_loadProblem");
-    get(a.setInteger, "Cbc_setInteger");
-    get(a.setObjSense, "Cbc_setObjSense");
-    get(a.setLogLevel, "Cbc_setLogLevel");
-    get(a.setParameter, "Cbc_setParameter");
-    get(a.setMaximumSeconds, "Cbc_setMaximumSeconds");
-    get(a.setAllowableGap, "Cbc_setAllowableGap");
-    get(a.setAllowableFractionGap, "Cbc_setAllowableFractionGap");
-    get(a.solve, "Cbc_solve");
-    get(a.bestSolution, "Cbc_bestSolution");
-    get(a.isProvenInfeasible, "Cbc_isProvenInfeasible");
-    get(a.isProvenOptimal, "Cbc_isProvenOptimal");
-    get(a.deleteModel, "Cbc_deleteModel");
+#define DTCC_CBC_LOAD(name) get(a.name, "Cbc_" #name);
+    DTCC_CBC_FUNCTIONS(DTCC_CBC_LOAD)
+#undef DTCC_CBC_LOAD
     return a;
   }();
   return api;
 }
+
+#undef DTCC_CBC_FUNCTIONS
 
 } // namespace
 
