@@ -82,11 +82,14 @@ void addDialectAttrs(Operation *op, NamedAttrList &attrs) {
 FailureOr<DictionaryAttr> kernelAttrsOf(Operation *op,
                                         const runtime::KernelSignature &sig) {
   NamedAttrList attrs;
-  addDialectAttrs(op, attrs);
+  // One dictionary of the op's attributes: an op with properties builds
+  // one on every getAttrs().
   for (NamedAttribute a : op->getAttrs()) {
     StringRef name = a.getName().getValue();
-    if (name.contains('.'))
+    if (name.contains('.')) {
+      attrs.set(a.getName(), a.getValue());
       continue;
+    }
     const runtime::KernelAttrSignature *target = nullptr;
     for (const runtime::KernelAttrSignature &k : sig.attrs)
       if ((k.from.empty() ? k.name : k.from) == name)

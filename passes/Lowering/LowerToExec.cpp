@@ -11,8 +11,6 @@
 
 #include "passes/Lowering/Passes.h"
 
-#include <map>
-
 #include "dialects/Exec/IR/ExecOps.h"
 #include "dialects/Graph/IR/GraphOps.h"
 #include "dialects/Shard/IR/ShardOps.h"
@@ -28,7 +26,9 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <array>
+#include <map>
 #include <optional>
+#include <set>
 
 namespace dtcc::lowering {
 #define GEN_PASS_DEF_LOWERTOEXEC
@@ -1069,13 +1069,32 @@ LogicalResult FunctionLowering::plan() {
     foldRoundedCopies();
 
   // Every call must be one the runtime takes: checked here, against the
-  // table both backends check it against when they load the program.
+  // table both backends check it against when they load the program. The
+  // check reads a call's kernel, its operands' types and its attributes
+  // but a dialect's (uniqued: compared by address), so a call like one
+  // checked already (each micro-batch of an unrolled step repeats them) is
+  // not checked again.
+  std::set<std::pair<std::string, std::vector<const void *>>> checked;
   for (const PlannedKernel &k : kernels) {
     SmallVector<RankedTensorType> ins, outs;
-    for (const View &v : k.ins)
+    std::vector<const void *> key;
+    for (const View &v : k.ins) {
       ins.push_back(v.type);
-    for (const View &v : k.outs)
+      key.push_back(v.type.getAsOpaquePointer());
+    }
+    key.push_back(nullptr);
+    for (const View &v : k.outs) {
       outs.push_back(v.type);
+      key.push_back(v.type.getAsOpaquePointer());
+    }
+    key.push_back(nullptr);
+    for (NamedAttribute a : k.attrs)
+      if (!a.getName().getValue().contains('.')) {
+        key.push_back(a.getName().getAsOpaquePointer());
+        key.push_back(a.getValue().getAsOpaquePointer());
+      }
+    if (!checked.emplace(k.kernel, std::move(key)).second)
+      continue;
     if (failed(lowering::verifyKernelCall(k.loc, k.origin, k.kernel, ins, outs,
                                           k.attrs)))
       return failure();
