@@ -101,7 +101,13 @@ static LogicalResult runPhasesOnce(ModuleOp module,
                  llvm::StringRef phase) -> LogicalResult {
     PassManager pm(ctx);
     pm.enableVerifier(options.verifyEachPass);
-    instrumentPassManager(pm);
+    // MLIR times a pass under its parent by the pass's address, which a
+    // later compile's pass may reuse (each compile frees its passes): its
+    // time would be added to the earlier pass's name. Each run's passes
+    // nest in a scope of their own, "<phase> phase" (the sum of the
+    // phase's passes in the report).
+    mlir::TimingScope timing = nestedCompilerTiming(phase.str() + " phase");
+    instrumentPassManager(pm, /*useActions=*/true, &timing);
     if (options.printIrAfterAll) {
       ctx->disableMultithreading();
       pm.enableIRPrinting();

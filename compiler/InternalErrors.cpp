@@ -279,8 +279,9 @@ void dtcc::installInternalErrorHandlers(llvm::StringRef tool) {
     sigaction(sig, &action, nullptr);
 }
 
-void dtcc::instrumentPassManager(PassManager &pm, bool useActions) {
+void dtcc::instrumentPassManager(PassManager &pm, bool useActions,
+                                 mlir::TimingScope *timing) {
   pm.addInstrumentation(std::make_unique<Tracker>(pm.getContext(), useActions));
   if (timingRequested())
-    pm.enableTiming(compilerTiming());
+    pm.enableTiming(timing ? *timing : compilerTiming());
 }

@@ -15,6 +15,7 @@
 
 namespace mlir {
 class PassManager;
+class TimingScope;
 } // namespace mlir
 
 namespace dtcc {
@@ -41,8 +42,10 @@ void installInternalErrorHandlers(llvm::StringRef tool);
 /// message names its ONNX node. Takes the context's action handler while
 /// `pm` lives when `useActions` (the verifier's errors are told from the
 /// pass's own by when they are emitted); without it, both read as usual.
-/// With DTCC_TIME_PASSES=1, also times its passes (compiler/Timing.h).
-void instrumentPassManager(mlir::PassManager &pm, bool useActions = true);
+/// With DTCC_TIME_PASSES=1, also times its passes (compiler/Timing.h), in
+/// `timing` where given, else in compilerTiming().
+void instrumentPassManager(mlir::PassManager &pm, bool useActions = true,
+                           mlir::TimingScope *timing = nullptr);
 
 } // namespace dtcc
 

@@ -2,6 +2,7 @@
 
 #include "compiler/Timing.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,6 +33,14 @@ struct ProcessTiming {
 mlir::TimingScope &compilerTiming() {
   static ProcessTiming timing;
   return timing.root;
+}
+
+mlir::TimingScope nestedCompilerTiming(const std::string &name) {
+  // Small integers: never the address of a TimingIdentifier, the other
+  // keys of the root's children.
+  static uintptr_t next = 0;
+  return compilerTiming().nest(reinterpret_cast<const void *>(++next),
+                               [&] { return name; });
 }
 
 } // namespace dtcc
