@@ -19,9 +19,12 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 config.substitutions.append(("%onnx_node_tests", "/usr/share/libonnx-testdata/data/node"))
 
 # Memory-error checks of the compiler run under valgrind where it is installed.
+# dtcc allocates with jemalloc where it was built with it: valgrind replaces
+# jemalloc's malloc and free as it does the C library's.
 import shutil
 if shutil.which("valgrind"):
     config.available_features.add("valgrind")
     config.substitutions.append(
-        ("%valgrind", "valgrind --quiet --error-exitcode=99 --suppressions=" +
+        ("%valgrind", "valgrind --quiet --error-exitcode=99 "
+         "--soname-synonyms=somalloc=*jemalloc* --suppressions=" +
          os.path.join(config.test_source_root, "valgrind.supp")))
