@@ -53,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -333,7 +334,9 @@ def main():
                 entry["status"] = "not expressible"
                 continue
             try:
+                started = time.monotonic()
                 report = run_dtcc(args.dtcc, row, workdir)
+                entry["seconds"] = round(time.monotonic() - started, 2)
                 measured, predicted = compare(row, report)
             except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                 entry["status"] = "failed"
