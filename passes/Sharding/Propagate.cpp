@@ -144,11 +144,17 @@ private:
   void record(Operation *op, ArrayRef<ShardingAttr> ins,
               ArrayRef<ShardingAttr> outs) {
     MLIRContext *ctx = op->getContext();
-    op->setAttr(kInShardingsAttr,
-                ArrayAttr::get(ctx, SmallVector<Attribute>(ins.begin(), ins.end())));
+    // Both in one new dictionary of the op's dialect attributes (each
+    // setAttr builds one).
+    NamedAttrList attrs(op->getDiscardableAttrDictionary());
+    attrs.set(
+        kInShardingsAttr,
+        ArrayAttr::get(ctx, SmallVector<Attribute>(ins.begin(), ins.end())));
     if (!outs.empty())
-      op->setAttr(kResultShardingsAttr,
-                  ArrayAttr::get(ctx, SmallVector<Attribute>(outs.begin(), outs.end())));
+      attrs.set(kResultShardingsAttr,
+                ArrayAttr::get(
+                    ctx, SmallVector<Attribute>(outs.begin(), outs.end())));
+    op->setDiscardableAttrs(attrs.getDictionary(ctx));
   }
 
   /// A broadcast's new dimensions have no sharding to inherit going
