@@ -75,7 +75,7 @@ std::optional<runtime::Attrs::Value> kernelAttrValue(Attribute attr) {
 
 void addDialectAttrs(Operation *op, NamedAttrList &attrs) {
   for (NamedAttribute a : op->getAttrs())
-    if (a.getName().getValue().contains('.'))
+    if (isDialectAttr(a))
       attrs.set(a.getName(), a.getValue());
 }
 
@@ -85,11 +85,11 @@ FailureOr<DictionaryAttr> kernelAttrsOf(Operation *op,
   // One dictionary of the op's attributes: an op with properties builds
   // one on every getAttrs().
   for (NamedAttribute a : op->getAttrs()) {
-    StringRef name = a.getName().getValue();
-    if (name.contains('.')) {
+    if (isDialectAttr(a)) {
       attrs.set(a.getName(), a.getValue());
       continue;
     }
+    StringRef name = a.getName().getValue();
     const runtime::KernelAttrSignature *target = nullptr;
     for (const runtime::KernelAttrSignature &k : sig.attrs)
       if ((k.from.empty() ? k.name : k.from) == name)

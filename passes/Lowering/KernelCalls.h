@@ -28,6 +28,13 @@ runtime::DType kernelDType(mlir::Type type);
 /// the same); nullopt for attributes the format cannot carry.
 std::optional<runtime::Attrs::Value> kernelAttrValue(mlir::Attribute attr);
 
+/// Whether `attr` is a dialect's ("dshard.task", "dgraph.layer"): a kernel
+/// call carries it over from its op, and the signature check
+/// (runtime::checkKernelCall) reads none.
+inline bool isDialectAttr(mlir::NamedAttribute attr) {
+  return attr.getName().getValue().contains('.');
+}
+
 /// Adds `op`'s attributes of a dialect ("dshard.task", "dgraph.layer") to
 /// `attrs`, as they are: what every kernel call carries over from its op.
 void addDialectAttrs(mlir::Operation *op, mlir::NamedAttrList &attrs);

@@ -1076,25 +1076,25 @@ LogicalResult FunctionLowering::plan() {
   // not checked again.
   std::set<std::pair<std::string, std::vector<const void *>>> checked;
   for (const PlannedKernel &k : kernels) {
-    SmallVector<RankedTensorType> ins, outs;
     std::vector<const void *> key;
-    for (const View &v : k.ins) {
-      ins.push_back(v.type);
+    for (const View &v : k.ins)
       key.push_back(v.type.getAsOpaquePointer());
-    }
     key.push_back(nullptr);
-    for (const View &v : k.outs) {
-      outs.push_back(v.type);
+    for (const View &v : k.outs)
       key.push_back(v.type.getAsOpaquePointer());
-    }
     key.push_back(nullptr);
     for (NamedAttribute a : k.attrs)
-      if (!a.getName().getValue().contains('.')) {
+      if (!lowering::isDialectAttr(a)) {
         key.push_back(a.getName().getAsOpaquePointer());
         key.push_back(a.getValue().getAsOpaquePointer());
       }
     if (!checked.emplace(k.kernel, std::move(key)).second)
       continue;
+    SmallVector<RankedTensorType> ins, outs;
+    for (const View &v : k.ins)
+      ins.push_back(v.type);
+    for (const View &v : k.outs)
+      outs.push_back(v.type);
     if (failed(lowering::verifyKernelCall(k.loc, k.origin, k.kernel, ins, outs,
                                           k.attrs)))
       return failure();
