@@ -62,6 +62,9 @@ sys.path.insert(0, CONFORMANCE)
 import grad_check  # noqa: E402  (the conformance runner's float64 conversion)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuzz_nodes import classify  # noqa: E402  (the fuzz targets' oracle)
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import cpu_compare  # noqa: E402  (the benchmarks' venv; it puts tests/e2e on the path)
+import e2e_common  # noqa: E402  (launch, write_batches)
 OPSET = 17
 SIZES = [1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 16, 17]
 MAX_ELEMENTS = 600
@@ -852,12 +855,9 @@ def verdict(test):
                 None, {n: a.astype(np.float64) for n, a in feeds.items()})
         except Exception as e:
             return "no float64 reference: " + first(e)
-    rng = np.random.RandomState(0)
     try:
         nudged = ort.InferenceSession(os.path.join(test, "nudged.onnx"), opts,
-                                      providers=["CPUExecutionProvider"]).run(
-            None, {n: np.asarray(a * (1 + 1e-6 * rng.randn(*a.shape)), np.float32)
-                   for n, a in feeds.items()})
+                                      providers=["CPUExecutionProvider"]).run(None, {})
     except Exception as e:
         return "onnxruntime, nudged: " + first(e)
     bad = None
@@ -909,26 +909,24 @@ def marginal(why):
     return False
 
 
-def bench_python():
-    venv = os.environ.get("DTCC_BENCH_VENV") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dtcc-bench", "venv")
-    return os.path.join(venv, "bin", "python")
-
-
 def write_test(root, index, model, feeds):
     test = os.path.join(root, f"test_fuzz_{index:05d}")
     ds = os.path.join(test, "test_data_set_0")
     os.makedirs(ds)
     onnx.save(model, os.path.join(test, "model.onnx"))
-    # ONNX Runtime's float64 run and one with its float initializers nudged
-    # (not those of a fixed type: Resize's scales), to drop ill-conditioned
-    # graphs (removed before the runner sees the folder).
+    # ONNX Runtime's float64 run, and one whose inputs and float
+    # initializers (not those of a fixed type: Resize's scales) are nudged
+    # by 1e-6 relative, the inputs made initializers: to drop
+    # ill-conditioned graphs (both removed before the runner sees the folder).
     onnx.save(grad_check.to_float64(model), os.path.join(test, "float64.onnx"))
     nudged = onnx.ModelProto()
     nudged.CopyFrom(model)
+    g = nudged.graph
+    g.initializer.extend(numpy_helper.from_array(feeds[vi.name], vi.name) for vi in g.input)
+    del g.input[:]
     fixed = grad_check.fixed_type_values(model)
     rng = np.random.RandomState(index)
-    for t in nudged.graph.initializer:
+    for t in g.initializer:
         if t.data_type == TensorProto.FLOAT and t.name not in fixed:
             a = numpy_helper.to_array(t)
             t.CopyFrom(numpy_helper.from_array(
@@ -983,7 +981,6 @@ def check_plans(args, rng, work, model, feeds):
     outcomes by plan). Losses must agree within 1e-4 relative (the order of
     sums differs between plans); a compile that fails with a diagnostic is
     a refusal, not a finding."""
-    import e2e_common  # tests/e2e: launch, write_batches
     t = training_graph(model, feeds, rng)
     if t is None:
         return None, {}
@@ -1031,8 +1028,7 @@ def check_plans(args, rng, work, model, feeds):
 
 
 def fuzz_plans(args, rng, findings, deadline):
-    sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
-    stats, outcomes, graphs = {"trained": 0, "findings": 0}, {}, 0
+    outcomes, graphs, found = {}, 0, 0
     while time.time() < deadline and graphs < args.count:
         model, feeds = draw_graph(rng, args.nodes, batch=True)
         work = tempfile.mkdtemp(prefix="plans.", dir=args.out)
@@ -1041,7 +1037,7 @@ def fuzz_plans(args, rng, findings, deadline):
         for label, what in outcome.items():
             outcomes[(label, what)] = outcomes.get((label, what), 0) + 1
         if finding:
-            stats["findings"] += 1
+            found += 1
             dest = os.path.join(findings, os.path.basename(work))
             shutil.copytree(work, dest)
             with open(os.path.join(dest, "finding.txt"), "w") as f:
@@ -1049,9 +1045,8 @@ def fuzz_plans(args, rng, findings, deadline):
             print(f"finding: {dest}: {finding.splitlines()[0][:300]}", flush=True)
         shutil.rmtree(work)
         if graphs % 10 == 0:
-            print(f"fuzz-graphs --plans: {graphs} graphs, {stats['findings']} findings",
-                  flush=True)
-    print(f"fuzz-graphs --plans: {graphs} graphs, {stats['findings']} findings")
+            print(f"fuzz-graphs --plans: {graphs} graphs, {found} findings", flush=True)
+    print(f"fuzz-graphs --plans: {graphs} graphs, {found} findings")
     for (label, what), n in sorted(outcomes.items()):
         print(f"  {label}: {what}: {n}")
     # A run in which some plan trained nothing checked nothing of it.
@@ -1059,7 +1054,7 @@ def fuzz_plans(args, rng, findings, deadline):
             if not outcomes.get((label, "trained"))]
     for label in idle:
         print(f"fuzz-graphs --plans: no graph trained under '{label}'")
-    return 1 if stats["findings"] or idle else 0
+    return 1 if found or idle else 0
 
 
 def main():
@@ -1079,7 +1074,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--forward-only", action="store_true",
                     help="check the forward outputs only (no gradient check)")
-    ap.add_argument("--python", default=bench_python(),
+    ap.add_argument("--python", default=os.path.join(cpu_compare.default_venv(), "bin", "python"),
                     help="a Python with onnxruntime (default: the benchmarks' venv)")
     ap.add_argument("--plans", nargs="?", const=PLANS, metavar="FLAGS;FLAGS;...",
                     help="instead: train each graph under these plans (compile flags, "
