@@ -20,6 +20,8 @@ const char *statusCodeName(StatusCode code) {
     return "deadline exceeded";
   case StatusCode::kUnavailable:
     return "unavailable";
+  case StatusCode::kPeerLost:
+    return "peer lost";
   case StatusCode::kDataLoss:
     return "data loss";
   case StatusCode::kInternal:

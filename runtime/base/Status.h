@@ -23,7 +23,8 @@ enum class StatusCode {
   kOutOfRange,       ///< an index outside its tensor
   kUnimplemented,    ///< a kernel or dtype this backend lacks
   kDeadlineExceeded, ///< a collective that timed out
-  kUnavailable,      ///< a device or peer that is not there
+  kUnavailable,      ///< a device, file or service that is not there
+  kPeerLost,         ///< another rank of the job exited or crashed
   kDataLoss,         ///< a truncated or corrupt file
   kInternal,         ///< a bug in dtcc
 };
@@ -110,6 +111,9 @@ template <typename... Args> Status dataLoss(const Args &...args) {
 }
 template <typename... Args> Status unavailable(const Args &...args) {
   return Status(StatusCode::kUnavailable, strCat(args...));
+}
+template <typename... Args> Status peerLost(const Args &...args) {
+  return Status(StatusCode::kPeerLost, strCat(args...));
 }
 template <typename... Args> Status deadlineExceeded(const Args &...args) {
   return Status(StatusCode::kDeadlineExceeded, strCat(args...));

@@ -43,6 +43,9 @@ public:
   static constexpr double kWaitSlackSeconds = 10;
   /// The exit code of a job ended by the watchdog (as timeout(1)'s).
   static constexpr int kWatchdogExitCode = 124;
+  /// The exit code of a rank that failed because another rank of the job
+  /// did (a kPeerLost error): the cause is elsewhere. EX_TEMPFAIL's.
+  static constexpr int kPeerLostExitCode = 75;
 
   /// `who` names this process in messages ("rank 2").
   explicit CommQueue(std::string who, AbortFn abort = {});

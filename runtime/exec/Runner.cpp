@@ -365,11 +365,14 @@ int fail(const Status &status) {
                          : "";
   std::fprintf(stderr, "%serror: %s\n", rank.c_str(),
                status.toString().c_str());
+  // A supervisor looks for the cause of a lost peer elsewhere.
+  const int code =
+      status.code() == StatusCode::kPeerLost ? CommQueue::kPeerLostExitCode : 1;
   // The other ranks cannot go on without this one: end the job rather than
   // leave them waiting in a collective until it times out.
   if (activeWorld && activeWorld->size() > 1)
-    activeWorld->abort(1);
-  return 1;
+    activeWorld->abort(code);
+  return code;
 }
 
 /// Sets activeWorld for the runner's scope.

@@ -137,6 +137,8 @@ std::string describeExit(int status) {
     return strCat("exited with status ", WEXITSTATUS(status),
                   WEXITSTATUS(status) == CommQueue::kWatchdogExitCode
                       ? " (a collective timed out)"
+                  : WEXITSTATUS(status) == CommQueue::kPeerLostExitCode
+                      ? " (it lost a peer)"
                       : "");
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
@@ -819,6 +821,13 @@ int Supervisor::agree() {
 }
 
 bool Supervisor::watch(std::string &cause) {
+  // A rank that lost a peer (exit kPeerLostExitCode) failed because another
+  // did: the first such failure waits up to this long for its cause, a rank
+  // here that failed of its own or another node's report, and stands as
+  // the cause only when neither comes.
+  constexpr double kConsequenceGraceSeconds = 2;
+  std::string consequence;
+  Clock::time_point consequenceAt;
   while (true) {
     std::vector<pollfd> fds{{pipeRead_, POLLIN, 0}};
     for (RankProcess &r : ranks_)
@@ -841,32 +850,51 @@ bool Supervisor::watch(std::string &cause) {
         continue;
       int status = 0;
       pid_t got = waitpid(r.pid, &status, WNOHANG);
-      if (got == r.pid) {
-        r.exited = true;
-        r.status = status;
-        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-          readProgress();
-          readErrors(r);
-          cause = strCat("rank ", r.rank, " ", describeExit(status));
-          if (!r.lastError.empty())
-            cause += ": " + r.lastError;
-          return false;
+      if (got != r.pid) {
+        ++running;
+        continue;
+      }
+      r.exited = true;
+      r.status = status;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        continue;
+      readProgress();
+      readErrors(r);
+      std::string failure = strCat("rank ", r.rank, " ", describeExit(status));
+      if (!r.lastError.empty())
+        failure += ": " + r.lastError;
+      if (WIFEXITED(status) &&
+          WEXITSTATUS(status) == CommQueue::kPeerLostExitCode) {
+        if (consequence.empty()) {
+          consequence = failure;
+          consequenceAt = Clock::now();
         }
         continue;
       }
-      ++running;
+      cause = consequence.empty() ? failure
+                                  : strCat(failure, "; then ", consequence);
+      return false;
     }
-    if (running == 0)
+    if (running == 0 && consequence.empty())
       return true;
     // After this node's own ranks: a rank that died here is this node's
     // failure to report, even when another node's came first.
     if (coordinated() && pollCoordination(cause)) {
       remoteStop_ = true;
+      if (!consequence.empty())
+        cause += strCat("; then node ", job_.nodeRank, "'s ", consequence);
       return false;
     }
     if (stopSignal) {
       cause = strCat("the supervisor got signal ", int(stopSignal));
       return false;
+    }
+    if (!consequence.empty()) {
+      if (since(consequenceAt) > kConsequenceGraceSeconds) {
+        cause = consequence;
+        return false;
+      }
+      continue; // the ranks waiting for the lost one are not hung
     }
     // From the first report on: before it the ranks are loading and
     // meeting, which the collective timeout bounds.

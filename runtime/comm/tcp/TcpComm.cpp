@@ -331,8 +331,8 @@ private:
   void flush(int peer);
 
   Status closed(int peer) const {
-    return unavailable("rank ", peer,
-                       " closed its connection (it exited or crashed)");
+    return peerLost("rank ", peer,
+                    " closed its connection (it exited or crashed)");
   }
   Status ioError(int peer, int e) const {
     return unavailable("connection to rank ", peer, ": ", errnoText(e));

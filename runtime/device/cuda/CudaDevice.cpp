@@ -34,9 +34,10 @@ Status cublasStatus(cublasStatus_t err, const char *call, const char *file,
 Status ncclStatus(ncclResult_t err, ncclComm_t comm, const char *call,
                   const char *file, int line) {
   const char *detail = ncclGetLastError(comm);
-  return Status(err == ncclSystemError || err == ncclRemoteError
-                    ? StatusCode::kUnavailable
-                    : StatusCode::kInternal,
+  // ncclRemoteError: a peer failed (exited, or its network went down).
+  return Status(err == ncclRemoteError   ? StatusCode::kPeerLost
+                : err == ncclSystemError ? StatusCode::kUnavailable
+                                         : StatusCode::kInternal,
                 strCat("NCCL error ", int(err), " (", ncclGetErrorString(err),
                        detail && *detail ? std::string(": ") + detail : "",
                        ") in ", call, " at ", file, ":", line));

@@ -222,8 +222,9 @@ TEST(TcpBackend, PeerThatDiesIsAnErrorNamingTheCollective) {
   auto procs = runTcpJob(2, "peer-dies", 20, 20);
   EXPECT_EQ(procs[1].exitCode, 7) << describe(procs);
   EXPECT_EQ(procs[0].exitCode, 1) << describe(procs);
+  // kPeerLost, which tells a supervisor that the cause is elsewhere.
   EXPECT_NE(procs[0].output.find(
-                "rank 0: all_reduce over axis dp (node "
+                "peer lost: rank 0: all_reduce over axis dp (node "
                 "\"/h.0/mlp/fc1/MatMul\", 4096 bytes): rank 1 closed its "
                 "connection"),
             std::string::npos)

@@ -169,6 +169,8 @@ TEST(SupervisorTest, NamesHowARankEnded) {
   EXPECT_EQ(describeExit(statusOf([] { _exit(3); })), "exited with status 3");
   EXPECT_EQ(describeExit(statusOf([] { _exit(124); })),
             "exited with status 124 (a collective timed out)");
+  EXPECT_EQ(describeExit(statusOf([] { _exit(75); })),
+            "exited with status 75 (it lost a peer)");
   EXPECT_EQ(describeExit(statusOf([] { raise(SIGKILL); })),
             "killed by signal 9 (SIGKILL)");
 }
