@@ -39,6 +39,31 @@ reparameterization draws torch.randn_like, exported as RandomNormalLike,
 with a stochastic-depth decoder block kept per sample by torch.bernoulli
 and a dropout-like mask from torch.rand_like: Bernoulli and
 RandomUniformLike).
+
+Architectures beyond those (the compiler must not know them by shape):
+DenseNet (dense blocks: every layer's output concatenated to its input,
+BatchNorm2d + ReLU before each convolution, a transition of 1x1
+convolution and AvgPool2d), EffNet (an EfficientNet MBConv block: SiLU,
+a depthwise 5x5 convolution, squeeze-and-excitation gated by Sigmoid, a
+residual projection, label smoothing written out as PyTorch 1.13 cannot
+export it), ConvNeXt (a 4x4 patchify stem, depthwise 7x7 convolutions,
+LayerNorm over channels-last via permute, a per-channel layer scale, a
+channels-first LayerNorm written as means, a strided downsampling),
+Seq2Seq (nn.Transformer, encoder and decoder with cross-attention, a
+causal mask from torch.triu, cross-entropy with ignore_index), WaveNet
+(dilated causal Conv1d by F.pad, tanh x sigmoid gates, residual and skip
+1x1 convolutions, per-time-step cross-entropy), GCN (a graph
+convolution: the adjacency normalized in the forward by rsqrt degrees,
+batched matmuls, mean and max pooling, BCE with logits and a pos_weight),
+Losses (NLL with ignore_index, a Huber loss by torch.where, KL divergence,
+cosine similarity, pairwise distances with a triplet margin, a ranking
+margin, a focal loss through one_hot, softplus and logsigmoid), SuperRes
+(PReLU, PixelShuffle exported as DepthToSpace, a bilinear upsampling
+residual, an L1 loss), TasNet (a Conv-TasNet separator: a strided
+encoder, a global GroupNorm(1, C), a dilated depthwise Conv1d, a
+ConvTranspose1d decoder, the negative SI-SNR through log10) and Pointer
+(additive attention scores over a set, masked_fill, cumsum, gather,
+logsumexp).
 """
 import math
 
@@ -757,13 +782,281 @@ class SpectrogramNet(torch.nn.Module):
                                     producer_name="pytorch"), path)
 
 
+class DenseNet(torch.nn.Module):
+    """[b, 3, s, s] images -> classes through one dense block."""
+
+    def __init__(self, classes=5, growth=4, layers=3):
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        c = 8
+        self.block = nn.ModuleList()
+        for _ in range(layers):
+            self.block.append(nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(),
+                                            nn.Conv2d(c, growth, 3, padding=1, bias=False)))
+            c += growth
+        self.trans = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(),
+                                   nn.Conv2d(c, c // 2, 1, bias=False), nn.AvgPool2d(2))
+        self.norm = nn.BatchNorm2d(c // 2)
+        self.fc = nn.Linear(c // 2, classes)
+
+    def forward(self, x, labels):
+        h = self.stem(x)
+        for layer in self.block:
+            h = torch.cat([h, layer(h)], 1)
+        h = F.relu(self.norm(self.trans(h)))
+        return F.cross_entropy(self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1)), labels)
+
+
+class SqueezeExcite(torch.nn.Module):
+    def __init__(self, c, r=4):
+        super().__init__()
+        self.fc1 = torch.nn.Conv2d(c, c // r, 1)
+        self.fc2 = torch.nn.Conv2d(c // r, c, 1)
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * torch.sigmoid(self.fc2(F.silu(self.fc1(s))))
+
+
+class EffNet(torch.nn.Module):
+    """[b, 3, s, s] images -> classes through one MBConv block."""
+
+    def __init__(self, classes=5, smoothing=0.1):
+        super().__init__()
+        nn = torch.nn
+        self.smoothing = smoothing
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.SiLU())
+        self.expand = nn.Sequential(nn.Conv2d(8, 24, 1, bias=False), nn.BatchNorm2d(24), nn.SiLU())
+        self.dw = nn.Sequential(nn.Conv2d(24, 24, 5, 1, 2, groups=24, bias=False),
+                                nn.BatchNorm2d(24), nn.SiLU())
+        self.se = SqueezeExcite(24)
+        self.proj = nn.Sequential(nn.Conv2d(24, 8, 1, bias=False), nn.BatchNorm2d(8))
+        self.fc = nn.Sequential(nn.Conv2d(8, 16, 1), nn.SiLU(), nn.AdaptiveAvgPool2d(1),
+                                nn.Flatten(), nn.Linear(16, classes))
+
+    def forward(self, x, labels):
+        h = self.stem(x)
+        h = h + self.proj(self.se(self.dw(self.expand(h))))
+        z = self.fc(h)
+        # F.cross_entropy(label_smoothing=) as its definition.
+        return ((1 - self.smoothing) * F.cross_entropy(z, labels)
+                - self.smoothing * F.log_softmax(z, -1).mean())
+
+
+class LayerNorm2d(torch.nn.Module):
+    """ConvNeXt's channels-first LayerNorm, written out."""
+
+    def __init__(self, c, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(c))
+        self.bias = torch.nn.Parameter(torch.zeros(c))
+        self.eps = eps
+
+    def forward(self, x):
+        u = x.mean(1, keepdim=True)
+        v = (x - u).pow(2).mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt(v + self.eps)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+class ConvNeXtBlock(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dw = torch.nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = torch.nn.LayerNorm(c, eps=1e-6)
+        self.pw1 = torch.nn.Linear(c, 4 * c)
+        self.pw2 = torch.nn.Linear(4 * c, c)
+        self.gamma = torch.nn.Parameter(0.1 * torch.ones(c))
+
+    def forward(self, x):
+        h = self.dw(x).permute(0, 2, 3, 1)
+        h = self.pw2(F.gelu(self.pw1(self.norm(h))))
+        return x + (self.gamma * h).permute(0, 3, 1, 2)
+
+
+class ConvNeXt(torch.nn.Module):
+    """[b, 3, 16, 16] images -> classes: two stages of one block."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 4, 4), LayerNorm2d(16))
+        self.stage1 = ConvNeXtBlock(16)
+        self.down = torch.nn.Sequential(LayerNorm2d(16), torch.nn.Conv2d(16, 24, 2, 2))
+        self.stage2 = ConvNeXtBlock(24)
+        self.norm = torch.nn.LayerNorm(24)
+        self.fc = torch.nn.Linear(24, classes)
+
+    def forward(self, x, labels):
+        h = self.stage2(self.down(self.stage1(self.stem(x))))
+        return F.cross_entropy(self.fc(self.norm(h.mean([-2, -1]))), labels)
+
+
+class Seq2Seq(torch.nn.Module):
+    """[b, src] and [b, 1 + tgt] token ids (0 = padding) -> the decoder's
+    next-token cross-entropy, teacher-forced."""
+
+    def __init__(self, vocab=17, hidden=32, heads=4, seq=16):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, hidden)
+        self.pos = torch.nn.Parameter(0.02 * torch.randn(1, seq, hidden))
+        self.transformer = torch.nn.Transformer(hidden, heads, 1, 1, 2 * hidden,
+                                                dropout=0.0, batch_first=True)
+        self.out = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, src, tgt):
+        t = tgt.shape[1] - 1
+        mask = torch.triu(torch.full((t, t), float("-inf")), 1)
+        s = self.tok(src) + self.pos[:, :src.shape[1]]
+        d = self.tok(tgt[:, :-1]) + self.pos[:, :t]
+        h = self.transformer(s, d, tgt_mask=mask)
+        return F.cross_entropy(self.out(h).reshape(-1, self.out.out_features),
+                               tgt[:, 1:].reshape(-1), ignore_index=0)
+
+
+class WaveNet(torch.nn.Module):
+    """[b, 1, samples] waveforms -> a class per sample (causal)."""
+
+    def __init__(self, classes=8, channels=16, layers=4):
+        super().__init__()
+        conv = torch.nn.Conv1d
+        self.inp = conv(1, channels, 1)
+        self.filt = torch.nn.ModuleList(conv(channels, channels, 2, dilation=2 ** i)
+                                        for i in range(layers))
+        self.gate = torch.nn.ModuleList(conv(channels, channels, 2, dilation=2 ** i)
+                                        for i in range(layers))
+        self.res = torch.nn.ModuleList(conv(channels, channels, 1) for _ in range(layers))
+        self.skip = torch.nn.ModuleList(conv(channels, channels, 1) for _ in range(layers))
+        self.out = conv(channels, classes, 1)
+
+    def forward(self, x, labels):
+        h, skip = self.inp(x), 0
+        for i, (f, g, r, s) in enumerate(zip(self.filt, self.gate, self.res, self.skip)):
+            p = F.pad(h, (2 ** i, 0))
+            z = torch.tanh(f(p)) * torch.sigmoid(g(p))
+            skip = skip + s(z)
+            h = h + r(z)
+        return F.cross_entropy(self.out(F.relu(skip)), labels)
+
+
+class GCN(torch.nn.Module):
+    """[b, nodes, features] and [b, nodes, nodes] adjacencies -> multi-label
+    graph classes."""
+
+    def __init__(self, features=6, hidden=16, labels=3):
+        super().__init__()
+        self.l1 = torch.nn.Linear(features, hidden)
+        self.l2 = torch.nn.Linear(hidden, hidden)
+        self.head = torch.nn.Linear(2 * hidden, labels)
+        self.register_buffer("pos_weight", torch.linspace(0.5, 2.0, labels))
+
+    def forward(self, x, adj, y):
+        a = adj + torch.eye(adj.shape[-1])
+        d = a.sum(-1).clamp(min=1e-6).rsqrt()
+        a = d.unsqueeze(-1) * a * d.unsqueeze(-2)
+        h = F.relu(a @ self.l1(x))
+        h = F.relu(a @ self.l2(h))
+        g = torch.cat([h.mean(1), h.amax(1)], -1)
+        return F.binary_cross_entropy_with_logits(self.head(g), y, pos_weight=self.pos_weight)
+
+
+class Losses(torch.nn.Module):
+    """[b, inputs], labels and [b, 4] targets -> the sum of the losses
+    people write by hand (PyTorch 1.13 exports few of its F.*_loss)."""
+
+    def __init__(self, inputs=8, classes=5):
+        super().__init__()
+        self.enc = torch.nn.Linear(inputs, 16)
+        self.cls = torch.nn.Linear(16, classes)
+        self.emb = torch.nn.Linear(16, 4)
+
+    def forward(self, x, labels, target):
+        h = torch.tanh(self.enc(x))
+        logits, emb = self.cls(h), self.emb(h)
+        log_p = F.log_softmax(logits, -1)
+        loss = F.nll_loss(log_p, labels, ignore_index=1)
+        d = emb - target
+        loss = loss + torch.where(d.abs() < 0.5, d * d, d.abs() - 0.25).mean()
+        soft = F.softmax(target.sum(-1, keepdim=True) * torch.ones_like(logits), -1)
+        loss = loss + F.kl_div(log_p, soft, reduction="batchmean")
+        loss = loss + (1 - F.cosine_similarity(emb, target, dim=-1)).mean()
+        loss = loss + F.relu(F.pairwise_distance(emb, target)
+                             - F.pairwise_distance(emb, emb.flip(0)) + 0.5).mean()
+        loss = loss + F.relu(-torch.sign(target[:, 0]) * (emb[:, 0] - emb[:, 1]) + 0.1).mean()
+        p = torch.sigmoid(logits)
+        pt = torch.where(F.one_hot(labels, logits.shape[1]) > 0, p, 1 - p)
+        loss = loss - ((1 - pt) ** 2 * torch.log(pt.clamp(min=1e-6))).mean()
+        return (loss + F.softplus(-emb * torch.sign(target)).mean()
+                - F.logsigmoid(logits).mean())
+
+
+class SuperRes(torch.nn.Module):
+    """[b, 3, s, s] images -> the L1 error of their 2x upsampling."""
+
+    def __init__(self, channels=16):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, channels, 3, padding=1)
+        self.act = torch.nn.PReLU(channels)
+        self.c2 = torch.nn.Conv2d(channels, 12, 3, padding=1)
+        self.shuffle = torch.nn.PixelShuffle(2)
+
+    def forward(self, x, y):
+        base = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+        return (self.shuffle(self.c2(self.act(self.c1(x)))) + base - y).abs().mean()
+
+
+class TasNet(torch.nn.Module):
+    """[b, 1, samples] mixtures -> the negative SI-SNR of the separated
+    source against [b, 1, samples] targets."""
+
+    def __init__(self, channels=16):
+        super().__init__()
+        self.enc = torch.nn.Conv1d(1, channels, 8, stride=4)
+        self.norm = torch.nn.GroupNorm(1, channels)
+        self.act = torch.nn.PReLU()
+        self.dconv = torch.nn.Conv1d(channels, channels, 3, padding=2, dilation=2,
+                                     groups=channels)
+        self.mask = torch.nn.Conv1d(channels, channels, 1)
+        self.dec = torch.nn.ConvTranspose1d(channels, 1, 8, stride=4)
+
+    def forward(self, x, y):
+        e = F.relu(self.enc(x))
+        m = torch.sigmoid(self.mask(self.act(self.dconv(self.norm(e)))))
+        out = self.dec(e * m)
+        out = out - out.mean(-1, keepdim=True)
+        t = y - y.mean(-1, keepdim=True)
+        s = (out * t).sum(-1, keepdim=True) * t / (t.pow(2).sum(-1, keepdim=True) + 1e-8)
+        snr = s.pow(2).sum(-1) / ((out - s).pow(2).sum(-1) + 1e-8)
+        return -(10 * torch.log10(snr + 1e-8)).mean()
+
+
+class Pointer(torch.nn.Module):
+    """[b, n, 4] sets, [b, n] masks and [b, n] targets -> for each element,
+    the cross-entropy of pointing at its target among the unmasked ones."""
+
+    def __init__(self, features=4, hidden=16):
+        super().__init__()
+        self.q = torch.nn.Linear(features, hidden)
+        self.k = torch.nn.Linear(features, hidden)
+        self.v = torch.nn.Linear(hidden, 1)
+
+    def forward(self, x, mask, labels):
+        s = self.v(torch.tanh(self.q(x).unsqueeze(2) + self.k(x).unsqueeze(1))).squeeze(-1)
+        s = s.masked_fill(mask.unsqueeze(1) == 0, -1e4)
+        picked = torch.gather(s, 2, labels.unsqueeze(-1)).squeeze(-1)
+        spread = torch.cumsum(F.softmax(s, -1), -1)[..., -2]
+        return (torch.logsumexp(s, -1) - picked).mean() + 0.01 * spread.mean()
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
           "padded-text": PaddedText, "vae": VAE, "rnn-lm": RnnLM, "proto": ProtoNet,
           "qat": QatNet, "spectrogram": SpectrogramNet, "recommender": Recommender,
           "flow": Flow, "masked-lm": MaskedLM,
-          "index-add": IndexAdd}
+          "index-add": IndexAdd, "densenet": DenseNet, "effnet": EffNet,
+          "convnext": ConvNeXt, "seq2seq": Seq2Seq, "wavenet": WaveNet, "gcn": GCN,
+          "losses": Losses, "superres": SuperRes, "tasnet": TasNet, "pointer": Pointer}
 
 
 def build(name, **sizes):
@@ -827,6 +1120,45 @@ def example_inputs(name, model, batch, rng):
         return segmentation(rng, batch, model.out.out_channels)
     if name == "audio":
         return waveforms(rng, batch, model.head.out_features)
+    if name in ("densenet", "effnet", "convnext"):
+        return images(rng, batch, model.fc.out_features if name != "effnet"
+                      else model.fc[-1].out_features)
+    if name == "seq2seq":
+        vocab = model.tok.num_embeddings
+        tgt = rng.integers(0, vocab, (batch, 9))
+        tgt[:, 0] = 1  # the start token
+        return {"src": rng.integers(1, vocab, (batch, 10)).astype(np.int64),
+                "tgt": tgt.astype(np.int64)}
+    if name == "wavenet":
+        w = waveforms(rng, batch, model.out.out_channels, samples=32)
+        labels = np.repeat(w["labels"][:, None], 32, 1)
+        return {"x": w["x"], "labels": labels.astype(np.int64)}
+    if name == "gcn":
+        nodes = 7
+        adj = (rng.random((batch, nodes, nodes)) < 0.3).astype(np.float32)
+        adj = np.maximum(adj, adj.transpose(0, 2, 1))
+        x = rng.standard_normal((batch, nodes, model.l1.in_features)).astype(np.float32)
+        y = (rng.random((batch, model.head.out_features)) < 0.5).astype(np.float32)
+        return {"x": x, "adj": adj, "y": y}
+    if name == "losses":
+        return {"x": rng.standard_normal((batch, model.enc.in_features)).astype(np.float32),
+                "labels": rng.integers(0, model.cls.out_features, batch).astype(np.int64),
+                "target": rng.standard_normal((batch, 4)).astype(np.float32)}
+    if name == "superres":
+        return {"x": rng.random((batch, 3, 8, 8)).astype(np.float32),
+                "y": rng.random((batch, 3, 16, 16)).astype(np.float32)}
+    if name == "tasnet":
+        y = rng.standard_normal((batch, 1, 64))
+        x = y + 0.5 * rng.standard_normal((batch, 1, 64))
+        return {"x": x.astype(np.float32), "y": y.astype(np.float32)}
+    if name == "pointer":
+        n = 10
+        mask = rng.random((batch, n)) < 0.8
+        mask[:, 0] = True
+        # Each element points at an unmasked one.
+        labels = np.stack([rng.choice(np.flatnonzero(m), n) for m in mask])
+        return {"x": rng.standard_normal((batch, n, model.q.in_features)).astype(np.float32),
+                "mask": mask.astype(np.int64), "labels": labels.astype(np.int64)}
     if name == "swin":
         return images(rng, batch, model.head.out_features)
     if name == "vae":

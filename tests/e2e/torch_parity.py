@@ -12,7 +12,11 @@ prototypical network (weight_norm, F.normalize, torch.cdist), a
 DLRM-style recommender (nn.EmbeddingBag, exported as ONNX Loops) and a
 normalizing flow (torch.det, ONNX Det), a masked language model whose
 loss reads the masked positions by boolean indexing (ONNX NonZero) and an
-index_add through torch.nonzero's rows (ScatterElements).
+index_add through torch.nonzero's rows (ScatterElements); and ten
+architectures the compiler was not written against (DenseNet, an
+EfficientNet block, ConvNeXt, nn.Transformer, WaveNet, a graph
+convolution, hand-written losses, PixelShuffle super-resolution,
+Conv-TasNet, a pointer network).
 PyTorch 1.13 exports each in training mode at opset 17; dtcc compiles the
 export, so both start from the same weights, and both use AdamW with
 weight decay, global-norm clipping and warmup + cosine decay.
@@ -83,6 +87,16 @@ SETTINGS = {
     "flow": Settings(batch=16, lr=5e-3, eps=1e-6, learns=True),
     "masked-lm": Settings(batch=8, lr=1e-2, eps=1e-6, learns=True),
     "index-add": Settings(batch=16, lr=5e-2, eps=1e-6, learns=True),
+    "densenet": Settings(batch=8, lr=2e-3, eps=1e-6),
+    "effnet": Settings(batch=8, lr=2e-3, eps=1e-6),
+    "convnext": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
+    "seq2seq": Settings(batch=8, lr=1e-3, eps=1e-6),
+    "wavenet": Settings(batch=8, lr=2e-3, eps=1e-6),
+    "gcn": Settings(batch=8, lr=1e-2, eps=1e-6),
+    "losses": Settings(batch=8, lr=1e-2, eps=1e-6),
+    "superres": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
+    "tasnet": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
+    "pointer": Settings(batch=8, lr=1e-2, eps=1e-6),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
