@@ -8,6 +8,8 @@
 
 #include "frontends/onnx/NodeImporter.h"
 
+#include "dialects/Graph/IR/GraphMath.h"
+
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
@@ -397,11 +399,9 @@ LogicalResult importHardSwish(NodeImporter &n) {
   return a.set(a.mul(a.x, a.max(a.c(0), a.min(a.c(1), lin))));
 }
 
-/// log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), without overflow.
+/// log(1 + exp(x)) without overflow, accurate for a very negative x.
 Value softplus(Activation &a) {
-  Value negAbs = a.n.fold<NegOp>(a.n.fold<AbsOp>(a.x));
-  Value log1p = a.n.fold<LogOp>(a.add(a.c(1), a.exp(negAbs)));
-  return a.add(a.max(a.x, a.c(0)), log1p);
+  return buildSoftplus(a.n.builder(), a.n.getLoc(), a.x);
 }
 
 LogicalResult importSoftplus(NodeImporter &n) {

@@ -10,6 +10,8 @@
 
 #include "frontends/onnx/NodeImporter.h"
 
+#include "dialects/Graph/IR/GraphMath.h"
+
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -748,11 +750,7 @@ Value activate(NodeImporter &n, const Activation &f, Value x) {
   }
   if (name == "softsign")
     return n.fold<DivOp>(x, n.fold<AddOp>(c(1), n.fold<AbsOp>(x)));
-  // softplus: max(x, 0) + log(1 + exp(-|x|)), without overflow.
-  return n.fold<AddOp>(
-      n.fold<MaxOp>(x, c(0)),
-      n.fold<LogOp>(n.fold<AddOp>(
-          c(1), n.fold<ExpOp>(n.fold<NegOp>(n.fold<AbsOp>(x))))));
+  return buildSoftplus(n.builder(), n.getLoc(), x);
 }
 
 /// The activations of a recurrent node: `perDirection` defaults, or the

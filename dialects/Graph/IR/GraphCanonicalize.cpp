@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Graph/IR/GraphMath.h"
 #include "dialects/Graph/IR/GraphOps.h"
 
 #include "mlir/IR/Matchers.h"
@@ -328,13 +329,13 @@ struct SumOfPadsToConcat : OpRewritePattern<AddOp> {
   }
 };
 
-/// log(sigmoid(x)) -> -softplus(-x) and log(1 - sigmoid(x)) -> -softplus(x),
-/// with softplus(v) = max(v, 0) + log(1 + exp(-|v|)). torch.onnx.export
-/// writes F.logsigmoid and BCEWithLogits so; in f32, 1 - sigmoid(x) rounds
-/// to 0 above x = 17 and sigmoid(x) below about -88 to -104, where the log
-/// is -inf and its gradient NaN. Here nothing overflows; the forward
-/// loses only what log(1 + e) loses for e below an ulp of 1 (absolute
-/// error at most e), and the gradient keeps its relative precision.
+/// log(sigmoid(x)) -> -softplus(-x) and log(1 - sigmoid(x)) -> -softplus(x)
+/// (buildSoftplus). torch.onnx.export writes F.logsigmoid and
+/// BCEWithLogits so; in f32, 1 - sigmoid(x) rounds to 0 above x = 17 and
+/// sigmoid(x) below about -88 to -104, where the log is -inf and its
+/// gradient NaN, and log(sigmoid(x)) rounds to 0 above x = 17 where it is
+/// -exp(-x). Here nothing overflows, and forward and gradient keep their
+/// relative precision.
 struct StableLogSigmoid : OpRewritePattern<LogOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(LogOp op,
@@ -348,22 +349,18 @@ struct StableLogSigmoid : OpRewritePattern<LogOp> {
     auto sigmoid = v.getDefiningOp<SigmoidOp>();
     if (!sigmoid)
       return failure();
-    auto make = [&](auto opTag, auto... operands) -> Value {
-      return createKeepingAttrs<decltype(opTag)>(rewriter, op, operands...);
-    };
-    auto type = cast<RankedTensorType>(op.getType());
-    auto splat = [&](double value) -> Value {
-      return make(ConstantOp(), DenseElementsAttr::get(
-                                    type, FloatAttr::get(type.getElementType(),
-                                                         value)));
+    SmallVector<NamedAttribute> kept(op->getDiscardableAttrs());
+    auto keep = [&](Operation *made) {
+      for (NamedAttribute a : kept)
+        if (!made->hasAttr(a.getName()))
+          made->setAttr(a.getName(), a.getValue());
     };
     // log(sigmoid(x)) = -softplus(-x); log(1 - sigmoid(x)) = -softplus(x).
     Value x = sigmoid.getOperand();
-    Value arg = complement ? x : make(NegOp(), x);
-    Value negAbs = make(NegOp(), make(AbsOp(), arg));
-    Value log1p = make(LogOp(), make(AddOp(), splat(1.0), make(ExpOp(), negAbs)));
-    Value softplus = make(AddOp(), make(MaxOp(), arg, splat(0.0)), log1p);
-    rewriter.replaceOp(op, make(NegOp(), softplus));
+    Location loc = op.getLoc();
+    Value arg = complement ? x : createKeepingAttrs<NegOp>(rewriter, op, x);
+    Value softplus = buildSoftplus(rewriter, loc, arg, keep);
+    rewriter.replaceOp(op, createKeepingAttrs<NegOp>(rewriter, op, softplus));
     return success();
   }
 };
@@ -435,3 +432,50 @@ void ReduceMinOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                               MLIRContext *context) {
   patterns.add<ReduceOfUnitDims<ReduceMinOp>>(context);
 }
+
+//===----------------------------------------------------------------------===//
+// GraphMath.h
+//===----------------------------------------------------------------------===//
+
+namespace dtcc::graph {
+
+namespace {
+template <typename OpTy, typename... Args>
+Value built(OpBuilder &b, Location loc, OnBuilt onBuilt, Args &&...args) {
+  Value v = b.createOrFold<OpTy>(loc, std::forward<Args>(args)...);
+  if (Operation *op = v.getDefiningOp(); op && onBuilt)
+    onBuilt(op);
+  return v;
+}
+
+Value splatLike(OpBuilder &b, Location loc, OnBuilt onBuilt, Value like,
+                double value) {
+  auto made = ConstantOp::create(
+      b, loc, splatOf(cast<RankedTensorType>(like.getType()), value));
+  if (onBuilt)
+    onBuilt(made);
+  return made;
+}
+} // namespace
+
+Value buildLog1p(OpBuilder &b, Location loc, Value u, OnBuilt onBuilt) {
+  Value one = splatLike(b, loc, onBuilt, u, 1);
+  Value w = built<AddOp>(b, loc, onBuilt, one, u);
+  // The rounding error of w (w - 1 - u, exactly), relative to w.
+  Value error =
+      built<SubOp>(b, loc, onBuilt, built<SubOp>(b, loc, onBuilt, w, one), u);
+  return built<SubOp>(b, loc, onBuilt, built<LogOp>(b, loc, onBuilt, w),
+                      built<DivOp>(b, loc, onBuilt, error, w));
+}
+
+Value buildSoftplus(OpBuilder &b, Location loc, Value x, OnBuilt onBuilt) {
+  Value negAbs =
+      built<NegOp>(b, loc, onBuilt, built<AbsOp>(b, loc, onBuilt, x));
+  Value tail =
+      buildLog1p(b, loc, built<ExpOp>(b, loc, onBuilt, negAbs), onBuilt);
+  return built<AddOp>(
+      b, loc, onBuilt,
+      built<MaxOp>(b, loc, onBuilt, x, splatLike(b, loc, onBuilt, x, 0)), tail);
+}
+
+} // namespace dtcc::graph

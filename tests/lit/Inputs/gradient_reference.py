@@ -119,6 +119,12 @@ check("bce_with_logits_large",
 check("bce_with_logits_pos_weight",
       lambda v: F.binary_cross_entropy_with_logits(
           v, target, pos_weight=torch.full([12], 3.0), reduction="none"), LARGE)
+# The tails where log(1 + e) of a tiny e rounds to 0: PyTorch's log1p keeps
+# e, and so must dtcc (no absolute tolerance: the values are below 1e-8).
+TAIL = [-80.0, -50.0, -30.0, -20.0, -17.0, -10.0]
+check("softplus_tail", F.softplus, TAIL, atol=0)
+check("mish_tail", F.mish, TAIL, atol=0)
+check("logsigmoid_tail", F.logsigmoid, [-v for v in TAIL], atol=0)
 # Norms of a zero vector: F.normalize and torch.norm() export ReduceL2,
 # torch.norm(dim=) Sqrt(ReduceSum(x * x)), vector_norm (p = 2 and 3)
 # Pow(ReduceSum(Pow(Abs(x), p)), 1 / p).

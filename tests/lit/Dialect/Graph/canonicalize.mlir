@@ -267,7 +267,9 @@ func.func @pow_small_constants(%x: tensor<2x3xf32>, %n: tensor<2x3xi32>)
 // -----
 
 // Tests that log(sigmoid(x)) becomes -softplus(-x), with softplus(v) =
-// max(v, 0) + log(1 + exp(-|v|)): no sigmoid rounded to 0 under the log.
+// max(v, 0) + log1p(exp(-|v|)): no sigmoid rounded to 0 under the log, and
+// log1p(u) = log(w) - ((w - 1) - u) / w for w = 1 + u, whose second term
+// keeps u where w rounds to 1.
 // CHECK-LABEL: func.func @log_sigmoid
 // CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
 // CHECK-NOT: dgraph.sigmoid
@@ -277,8 +279,12 @@ func.func @pow_small_constants(%x: tensor<2x3xf32>, %n: tensor<2x3xi32>)
 // CHECK: %[[ABS:.*]] = dgraph.abs %[[ARG]]
 // CHECK: %[[NABS:.*]] = dgraph.neg %[[ABS]]
 // CHECK: %[[E:.*]] = dgraph.exp %[[NABS]]
-// CHECK: %[[SUM:.*]] = dgraph.add %{{.*}}, %{{.*}} : tensor<4xf32>
-// CHECK: %[[L:.*]] = dgraph.log %[[SUM]]
+// CHECK: %[[W:.*]] = dgraph.add %[[E]], %[[ONE]] : tensor<4xf32>
+// CHECK: %[[WM1:.*]] = dgraph.sub %[[W]], %[[ONE]]
+// CHECK: %[[ERR:.*]] = dgraph.sub %[[WM1]], %[[E]]
+// CHECK: %[[LW:.*]] = dgraph.log %[[W]]
+// CHECK: %[[Q:.*]] = dgraph.div %[[ERR]], %[[W]]
+// CHECK: %[[L:.*]] = dgraph.sub %[[LW]], %[[Q]]
 // CHECK: %[[M:.*]] = dgraph.max %[[ARG]], %[[ZERO]]
 // CHECK: %[[SP:.*]] = dgraph.add %[[M]], %[[L]]
 // CHECK: %[[Y:.*]] = dgraph.neg %[[SP]]
