@@ -910,6 +910,17 @@ def marginal(why):
     return False
 
 
+def nudge(tensors, fixed, rng):
+    """Multiplies each float32 TensorProto of `tensors` not named in `fixed`
+    (those of a fixed type: Resize's scales) by 1 + 1e-6 N(0, 1), element by
+    element, in place: a graph whose results that moves is ill-conditioned."""
+    for t in tensors:
+        if t.data_type == TensorProto.FLOAT and t.name not in fixed:
+            a = numpy_helper.to_array(t)
+            t.CopyFrom(numpy_helper.from_array(
+                np.asarray(a * (1 + 1e-6 * rng.randn(*a.shape)), np.float32), t.name))
+
+
 F32_GRADIENT = re.compile(r"float32 gradient along (\S+): dtcc (\S+), finite differences "
                           r"(\S+) \(tolerance (\S+)\)")
 
@@ -935,22 +946,15 @@ def rounding_sensitive(args, test, why):
         rng = np.random.RandomState(1)
         model = onnx.load(os.path.join(copy, "model.onnx"))
         fixed = grad_check.fixed_type_values(model)
-        for t in model.graph.initializer:
-            if t.data_type == TensorProto.FLOAT and t.name not in fixed:
-                a = numpy_helper.to_array(t)
-                t.CopyFrom(numpy_helper.from_array(
-                    np.asarray(a * (1 + 1e-6 * rng.randn(*a.shape)), np.float32), t.name))
+        nudge(model.graph.initializer, fixed, rng)
         onnx.save(model, os.path.join(copy, "model.onnx"))
         for pb in glob.glob(os.path.join(copy, "test_data_set_0", "input_*.pb")):
             t = TensorProto()
             with open(pb, "rb") as f:
                 t.ParseFromString(f.read())
-            if t.data_type != TensorProto.FLOAT:
-                continue
-            a = numpy_helper.to_array(t)
-            a = np.asarray(a * (1 + 1e-6 * rng.randn(*a.shape)), np.float32)
+            nudge([t], fixed, rng)
             with open(pb, "wb") as f:
-                f.write(numpy_helper.from_array(a, t.name).SerializeToString())
+                f.write(t.SerializeToString())
         empty = os.path.join(root, "none.txt")
         open(empty, "w").close()
         run = subprocess.run(
@@ -982,13 +986,7 @@ def write_test(root, index, model, feeds):
     g = nudged.graph
     g.initializer.extend(numpy_helper.from_array(feeds[vi.name], vi.name) for vi in g.input)
     del g.input[:]
-    fixed = grad_check.fixed_type_values(model)
-    rng = np.random.RandomState(index)
-    for t in g.initializer:
-        if t.data_type == TensorProto.FLOAT and t.name not in fixed:
-            a = numpy_helper.to_array(t)
-            t.CopyFrom(numpy_helper.from_array(
-                np.asarray(a * (1 + 1e-6 * rng.randn(*a.shape)), np.float32), t.name))
+    nudge(g.initializer, grad_check.fixed_type_values(model), np.random.RandomState(index))
     onnx.save(nudged, os.path.join(test, "nudged.onnx"))
     for k, vi in enumerate(model.graph.input):
         t = numpy_helper.from_array(feeds[vi.name], vi.name)
