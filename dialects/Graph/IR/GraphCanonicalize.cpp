@@ -39,15 +39,20 @@ void replaceKeepingAttrs(PatternRewriter &rewriter, Operation *op,
       replacement->setAttr(a.getName(), a.getValue());
 }
 
+/// Gives `to` each discardable attribute of `from` that it lacks.
+void keepAttrs(Operation *from, Operation *to) {
+  for (NamedAttribute a : from->getDiscardableAttrs())
+    if (!to->hasAttr(a.getName()))
+      to->setAttr(a.getName(), a.getValue());
+}
+
 /// A new OpTy before `op`, at its location, that carries `op`'s discardable
 /// attributes (as replaceKeepingAttrs): one of several ops replacing it.
 template <typename OpTy, typename... Args>
 Value createKeepingAttrs(PatternRewriter &rewriter, Operation *op,
                          Args &&...args) {
   auto made = OpTy::create(rewriter, op->getLoc(), std::forward<Args>(args)...);
-  for (NamedAttribute a : op->getDiscardableAttrs())
-    if (!made->hasAttr(a.getName()))
-      made->setAttr(a.getName(), a.getValue());
+  keepAttrs(op, made);
   return made;
 }
 
@@ -349,17 +354,12 @@ struct StableLogSigmoid : OpRewritePattern<LogOp> {
     auto sigmoid = v.getDefiningOp<SigmoidOp>();
     if (!sigmoid)
       return failure();
-    SmallVector<NamedAttribute> kept(op->getDiscardableAttrs());
-    auto keep = [&](Operation *made) {
-      for (NamedAttribute a : kept)
-        if (!made->hasAttr(a.getName()))
-          made->setAttr(a.getName(), a.getValue());
-    };
     // log(sigmoid(x)) = -softplus(-x); log(1 - sigmoid(x)) = -softplus(x).
     Value x = sigmoid.getOperand();
-    Location loc = op.getLoc();
     Value arg = complement ? x : createKeepingAttrs<NegOp>(rewriter, op, x);
-    Value softplus = buildSoftplus(rewriter, loc, arg, keep);
+    Value softplus =
+        buildSoftplus(rewriter, op.getLoc(), arg,
+                      [&](Operation *made) { keepAttrs(op, made); });
     rewriter.replaceOp(op, createKeepingAttrs<NegOp>(rewriter, op, softplus));
     return success();
   }
