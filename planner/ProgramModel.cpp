@@ -397,14 +397,24 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     for (int i = 1; i < inst.inputs_size(); ++i)
       elements = std::max(elements, numel(program.buffers(inst.inputs(i))));
   }
-  // grid_sample gathers its taps (1 nearest, 4 bilinear, 16 bicubic) of
-  // every channel per output element, and its gradient scatters as many:
-  // bound by memory, those reads counted on top of its operands' bytes.
+  // grid_sample gathers its taps (per spatial dimension: 1 nearest, 2
+  // bilinear, 4 bicubic; 4 bilinear of an image, 8 of a volume) of every
+  // channel per output element, and its gradient scatters as many: bound
+  // by memory, those reads counted on top of its operands' bytes.
   const bool gridSample =
       kernel == "grid_sample" || kernel == "grid_sample_grad";
-  if (gridSample && inst.inputs_size() >= 1 && inst.outputs_size() >= 1) {
+  const int gridInput = kernel == "grid_sample" ? 1 : 2;
+  if (gridSample && inst.inputs_size() > gridInput &&
+      inst.outputs_size() >= 1) {
     const std::string mode = attrString(inst, "mode");
-    const int64_t taps = mode == "nearest" ? 1 : mode == "bicubic" ? 16 : 4;
+    const Buffer &points = program.buffers(inst.inputs(gridInput));
+    const int64_t dims = std::clamp<int64_t>(
+        points.shape_size() > 0 ? points.shape(points.shape_size() - 1) : 2, 1,
+        3);
+    const int64_t perAxis = mode == "nearest" ? 1 : mode == "bicubic" ? 4 : 2;
+    int64_t taps = 1;
+    for (int64_t i = 0; i < dims; ++i)
+      taps *= perAxis;
     // grid_sample's result, or its gradient's dy: the sampled elements.
     const Buffer &sampled = kernel == "grid_sample"
                                 ? program.buffers(inst.outputs(0))

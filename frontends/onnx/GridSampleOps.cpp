@@ -1,8 +1,9 @@
 //===- GridSampleOps.cpp - ONNX GridSample to dgraph.grid_sample ----------===//
 //
 // GridSample (opset 16, the 4-D form torch.nn.functional.grid_sample
-// exports; opset 20's "linear"/"cubic" names too) as dgraph.grid_sample.
-// Volumetric (5-D) sampling of opset 20 is rejected with the node's name.
+// exports; opset 20's "linear"/"cubic" names and its 1-D and volumetric
+// (5-D) forms too) as dgraph.grid_sample; more than 3 spatial dimensions
+// are rejected with the node's name.
 // AffineGrid (opset 20), the grid of F.affine_grid, 2-D and 3-D.
 // DeformConv (opset 19; torchvision's deform_conv2d): the input sampled
 // bilinearly at each kernel tap's offset position, then a product with
@@ -21,16 +22,16 @@ namespace {
 LogicalResult importGridSample(NodeImporter &n) {
   Value x = n.input(0), grid = n.input(1);
   RankedTensorType xType = n.inputType(0), gridType = n.inputType(1);
-  if (xType.getRank() == 5)
-    return n.error() << "volumetric (5-D) GridSample is not supported: dtcc "
-                        "samples 4-D inputs [N, C, H, W] only, got X of "
-                        "type "
+  const int64_t dims = xType.getRank() - 2;
+  if (dims < 1 || dims > 3)
+    return n.error() << "expected X of rank 3 to 5 [N, C, D1, ..., Dr] (dtcc "
+                        "samples r = 1 to 3 spatial dimensions), got "
                      << xType;
-  if (xType.getRank() != 4)
-    return n.error() << "expected X of rank 4 [N, C, H, W], got " << xType;
-  if (gridType.getRank() != 4 || gridType.getDimSize(3) != 2)
-    return n.error() << "expected a grid of shape [N, H_out, W_out, 2], got "
-                     << gridType;
+  if (gridType.getRank() != xType.getRank() ||
+      gridType.getDimSize(dims + 1) != dims)
+    return n.error() << "expected a grid of shape [N, D1_out, ..., Dr_out, "
+                     << dims << "] (rank " << xType.getRank()
+                     << ", as X's), got " << gridType;
   if (gridType.getDimSize(0) != xType.getDimSize(0))
     return n.error() << "expected the grid's batch (" << gridType.getDimSize(0)
                      << ") to be X's (" << xType.getDimSize(0) << ")";
@@ -63,10 +64,9 @@ LogicalResult importGridSample(NodeImporter &n) {
   if (align != 0 && align != 1)
     return n.error() << "expected align_corners 0 or 1, got " << align;
 
-  auto resultType =
-      RankedTensorType::get({xType.getDimSize(0), xType.getDimSize(1),
-                             gridType.getDimSize(1), gridType.getDimSize(2)},
-                            element);
+  SmallVector<int64_t> shape = {xType.getDimSize(0), xType.getDimSize(1)};
+  llvm::append_range(shape, gridType.getShape().drop_front().drop_back());
+  auto resultType = RankedTensorType::get(shape, element);
   OpBuilder &b = n.builder();
   n.setOutput(0, n.create<GridSampleOp>(
                       resultType, x, grid, b.getStringAttr(mode),

@@ -2,9 +2,11 @@
 //-*-===//
 //
 // Where dgraph.grid_sample reads and with which weights, as PyTorch's
-// grid_sampler_2d (aten/src/ATen/native/GridSampler.h) computes it: the
-// CPU kernels and the CUDA kernels (nvcc) include this one definition, so
-// both backends sample, and differentiate, alike.
+// grid_sampler_2d and grid_sampler_3d (aten/src/ATen/native/GridSampler.h)
+// compute it, in 1 to 3 spatial dimensions (ONNX's N-D GridSample; 1-D and
+// 3-D bicubic as ONNX's reference extends it, one cubic axis at a time):
+// the CPU kernels and the CUDA kernels (nvcc) include this one definition,
+// so both backends sample, and differentiate, alike.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,15 +29,27 @@ namespace dtcc::runtime::grid {
 enum class Mode : int32_t { kBilinear = 0, kNearest = 1, kBicubic = 2 };
 enum class Padding : int32_t { kZeros = 0, kBorder = 1, kReflection = 2 };
 
-/// The sizes and attributes of one grid_sample: x [n, c, h, w], grid
-/// [n, outH, outW, 2], y [n, c, outH, outW].
+/// The most spatial dimensions grid_sample samples (ONNX allows any; PyTorch
+/// samples 2 and 3).
+constexpr int kMaxDims = 3;
+
+/// The sizes and attributes of one grid_sample: x [n, c, s_1, ..., s_r],
+/// grid [n, o_1, ..., o_r, r], y [n, c, o_1, ..., o_r] for r = `dims`
+/// spatial dimensions. `size` and `outSize` hold them per grid coordinate,
+/// x first: size[0] is the operand's last dimension (W), size[1] the one
+/// before (H), size[2] the depth (D); the unused ones are 1.
 struct Geometry {
-  int64_t n = 0, c = 0, h = 0, w = 0, outH = 0, outW = 0;
+  int64_t n = 0, c = 0;
+  int dims = 2;
+  int64_t size[kMaxDims] = {1, 1, 1}, outSize[kMaxDims] = {1, 1, 1};
   Mode mode = Mode::kBilinear;
   Padding padding = Padding::kZeros;
   bool alignCorners = false;
-  DTCC_GRID_HD int64_t plane() const { return h * w; }
-  DTCC_GRID_HD int64_t points() const { return outH * outW; }
+  /// Elements of one (sample, channel) of the operand, and of the result.
+  DTCC_GRID_HD int64_t plane() const { return size[0] * size[1] * size[2]; }
+  DTCC_GRID_HD int64_t points() const {
+    return outSize[0] * outSize[1] * outSize[2];
+  }
 };
 
 template <typename T> DTCC_GRID_HD T floorOf(T v) {
@@ -168,78 +182,127 @@ template <typename T> DTCC_GRID_HD void cubicWeightGrads(T t, T *g) {
   g[3] = (T(3) * a * x - T(10) * a) * x + T(8) * a;
 }
 
-/// The pixels one grid point reads: offsets into an [h, w] plane (-1: out
-/// of the image, reads 0), their weights, and the derivatives of the
-/// weights with respect to the pixel coordinates (dx, dy), which the
-/// grid's gradient chains with `gradX`, `gradY` (d pixel / d grid).
-template <typename T> struct Taps {
-  static constexpr int kMax = 16;
+/// One grid coordinate's taps along its axis: the indices it reads (out
+/// of range: reads 0), their 1-D weights, the weights' derivatives with
+/// respect to the pixel coordinate, and d pixel / d grid coordinate.
+template <typename T> struct AxisTaps {
   int count = 0;
-  int64_t at[kMax];
-  T weight[kMax], dx[kMax], dy[kMax];
-  T gradX = T(0), gradY = T(0);
+  int64_t index[4];
+  T weight[4], dweight[4];
+  T grad = T(0);
 };
 
+/// The taps of normalized coordinate `coord` along axis `axis` (0: x, the
+/// operand's last dimension).
 template <typename T>
-DTCC_GRID_HD void addTap(Taps<T> &t, const Geometry &g, int64_t ix, int64_t iy,
-                         T weight, T dx, T dy) {
-  const bool inside = ix >= 0 && ix < g.w && iy >= 0 && iy < g.h;
-  t.at[t.count] = inside ? iy * g.w + ix : -1;
-  t.weight[t.count] = weight;
-  t.dx[t.count] = dx;
-  t.dy[t.count] = dy;
-  ++t.count;
-}
-
-/// The taps of grid position (x, y) (normalized).
-template <typename T>
-DTCC_GRID_HD void tapsOf(const Geometry &g, T x, T y, Taps<T> &t) {
-  t.count = 0;
-  T ux, uy;
-  T ix = unnormalize(x, g.w, g.alignCorners, &ux);
-  T iy = unnormalize(y, g.h, g.alignCorners, &uy);
+DTCC_GRID_HD void axisTapsOf(const Geometry &g, int axis, T coord,
+                             AxisTaps<T> &a) {
+  const int64_t size = g.size[axis];
+  T u;
+  T at = unnormalize(coord, size, g.alignCorners, &u);
   if (g.mode == Mode::kBicubic) {
     // Unpadded coordinates; each tap is placed by the padding on its own.
-    t.gradX = ux;
-    t.gradY = uy;
-    const T x0 = floorOf(ix), y0 = floorOf(iy);
-    const T tx = ix - x0, ty = iy - y0;
-    T wx[4], wy[4], gx[4], gy[4];
-    cubicWeights(tx, wx);
-    cubicWeights(ty, wy);
-    cubicWeightGrads(tx, gx);
-    cubicWeightGrads(ty, gy);
-    for (int j = 0; j < 4; ++j) {
-      for (int i = 0; i < 4; ++i) {
-        T unused;
-        const T px =
-            pad(x0 - T(1) + T(i), g.w, g.padding, g.alignCorners, &unused);
-        const T py =
-            pad(y0 - T(1) + T(j), g.h, g.padding, g.alignCorners, &unused);
-        addTap(t, g, indexOf(px), indexOf(py), wx[i] * wy[j], -gx[i] * wy[j],
-               -gy[j] * wx[i]);
-      }
+    a.grad = u;
+    const T at0 = floorOf(at);
+    T w[4], gw[4];
+    cubicWeights(at - at0, w);
+    cubicWeightGrads(at - at0, gw);
+    a.count = 4;
+    for (int k = 0; k < 4; ++k) {
+      T unused;
+      a.index[k] = indexOf(
+          pad(at0 - T(1) + T(k), size, g.padding, g.alignCorners, &unused));
+      a.weight[k] = w[k];
+      a.dweight[k] = -gw[k];
     }
     return;
   }
-  T px, py;
-  ix = pad(ix, g.w, g.padding, g.alignCorners, &px);
-  iy = pad(iy, g.h, g.padding, g.alignCorners, &py);
-  t.gradX = ux * px;
-  t.gradY = uy * py;
+  T padded;
+  at = pad(at, size, g.padding, g.alignCorners, &padded);
+  a.grad = u * padded;
   if (g.mode == Mode::kNearest) {
-    addTap(t, g, indexOf(roundEvenOf(ix)), indexOf(roundEvenOf(iy)), T(1), T(0),
-           T(0));
+    a.count = 1;
+    a.index[0] = indexOf(roundEvenOf(at));
+    a.weight[0] = T(1);
+    a.dweight[0] = T(0);
     return;
   }
-  const T x0 = floorOf(ix), y0 = floorOf(iy);
-  const T x1 = x0 + T(1), y1 = y0 + T(1);
-  const int64_t i0 = indexOf(x0), j0 = indexOf(y0);
-  // North-west, north-east, south-west, south-east, as PyTorch sums them.
-  addTap(t, g, i0, j0, (x1 - ix) * (y1 - iy), -(y1 - iy), -(x1 - ix));
-  addTap(t, g, i0 + 1, j0, (ix - x0) * (y1 - iy), y1 - iy, -(ix - x0));
-  addTap(t, g, i0, j0 + 1, (x1 - ix) * (iy - y0), -(iy - y0), x1 - ix);
-  addTap(t, g, i0 + 1, j0 + 1, (ix - x0) * (iy - y0), iy - y0, ix - x0);
+  const T at0 = floorOf(at), at1 = at0 + T(1);
+  a.count = 2;
+  a.index[0] = indexOf(at0);
+  a.index[1] = a.index[0] + 1;
+  a.weight[0] = at1 - at;
+  a.weight[1] = at - at0;
+  a.dweight[0] = T(-1);
+  a.dweight[1] = T(1);
+}
+
+/// The pixels one grid point of a `Dims`-dimensional sample reads:
+/// offsets into the operand's [(d,) (h,) w] block (-1: out of the image,
+/// reads 0), their weights (the product of the axes' 1-D weights), and the
+/// weights' derivatives with respect to each pixel coordinate, which the
+/// grid's gradient chains with `grad` (d pixel / d grid coordinate).
+template <typename T, int Dims> struct Taps {
+  static constexpr int kMax = Dims == 1 ? 4 : Dims == 2 ? 16 : 64;
+  int count = 0;
+  int64_t at[kMax];
+  T weight[kMax];
+  T d[Dims][kMax];
+  T grad[Dims];
+};
+
+/// The taps of grid point `coords` (normalized; x first): the product of
+/// the axes' taps, x fastest (as PyTorch sums them: north-west, north-east,
+/// south-west, south-east, then the same a slice deeper).
+template <typename T, int Dims>
+DTCC_GRID_HD void tapsOf(const Geometry &g, const T *coords, Taps<T, Dims> &t) {
+  AxisTaps<T> axes[Dims];
+  for (int i = 0; i < Dims; ++i) {
+    axisTapsOf(g, i, coords[i], axes[i]);
+    t.grad[i] = axes[i].grad;
+  }
+  int k[Dims];
+  for (int i = 0; i < Dims; ++i)
+    k[i] = 0;
+  t.count = 0;
+  while (true) {
+    bool inside = true;
+    int64_t at = 0, stride = 1;
+    T weight = axes[0].weight[k[0]];
+    for (int i = 0; i < Dims; ++i) {
+      const int64_t index = axes[i].index[k[i]];
+      inside = inside && index >= 0 && index < g.size[i];
+      at += index * stride;
+      stride *= g.size[i];
+      if (i > 0)
+        weight = weight * axes[i].weight[k[i]];
+    }
+    t.at[t.count] = inside ? at : -1;
+    t.weight[t.count] = weight;
+    for (int j = 0; j < Dims; ++j) {
+      T dw = j == 0 ? axes[0].dweight[k[0]] : axes[0].weight[k[0]];
+      for (int i = 1; i < Dims; ++i)
+        dw = dw * (i == j ? axes[i].dweight[k[i]] : axes[i].weight[k[i]]);
+      t.d[j][t.count] = dw;
+    }
+    ++t.count;
+    int i = 0;
+    while (i < Dims && ++k[i] == axes[i].count)
+      k[i++] = 0;
+    if (i == Dims)
+      return;
+  }
+}
+
+/// Calls f(std::integral_constant<int, D>{}) for the geometry's D spatial
+/// dimensions (1 to kMaxDims), on the host.
+template <typename F> inline void visitDims(int dims, F &&f) {
+  if (dims == 1)
+    f(std::integral_constant<int, 1>{});
+  else if (dims == 2)
+    f(std::integral_constant<int, 2>{});
+  else
+    f(std::integral_constant<int, 3>{});
 }
 
 } // namespace dtcc::runtime::grid

@@ -732,15 +732,16 @@ def : Kernel<"grid_sample"> {
   let Summary = "Samples an image at the positions of a grid";
   let Source = "dgraph.grid_sample";
   let Inputs = [
-    Tensor<"operand", FloatElement, 4>,
-    Tensor<"grid", FloatElement, 4>
+    Tensor<"operand", FloatElement>,
+    Tensor<"grid", FloatElement>
   ];
-  let Outputs = [Tensor<"result", FloatElement, 4>];
+  let Outputs = [Tensor<"result", FloatElement>];
   let Attrs = [
     Defaulted<EnumAttr<"mode", ["bilinear", "nearest", "bicubic"]>, "bilinear">,
     Defaulted<EnumAttr<"padding_mode", ["zeros", "border", "reflection"]>, "zeros">,
     Defaulted<BoolAttr<"align_corners">, "0">
   ];
+  // Ranks 3 to 5 (1 to 3 spatial dimensions), checked by the kernels.
   let Relations = [SameElementType<["operand", "grid", "result"]>];
 }
 
@@ -748,13 +749,13 @@ def : Kernel<"grid_sample_grad"> {
   let Summary = "Gradient of grid_sample for its operand and its grid";
   let Source = "dgraph.grid_sample_grad";
   let Inputs = [
-    Tensor<"dy", FloatElement, 4>,
-    Tensor<"operand", FloatElement, 4>,
-    Tensor<"grid", FloatElement, 4>
+    Tensor<"dy", FloatElement>,
+    Tensor<"operand", FloatElement>,
+    Tensor<"grid", FloatElement>
   ];
   let Outputs = [
-    Tensor<"doperand", FloatElement, 4>,
-    Tensor<"dgrid", FloatElement, 4>
+    Tensor<"doperand", FloatElement>,
+    Tensor<"dgrid", FloatElement>
   ];
   let Attrs = [
     Defaulted<EnumAttr<"mode", ["bilinear", "nearest", "bicubic"]>, "bilinear">,

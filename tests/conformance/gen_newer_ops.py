@@ -15,26 +15,90 @@ test path:
 
 The tests named in the README's exclusion list (with the measurement that
 put them there) are not written.
+
+With --gridsample-nd it writes instead the GridSample cases ONNX's
+generators lack and PyTorch cannot check (1-D and volumetric cubic
+sampling, opset 20), as test_dtcc_gridsample_*, their expected outputs
+from ONNX's reference implementation (onnx.reference):
+
+    ~/.cache/dtcc-bench/venv/bin/python tests/conformance/gen_newer_ops.py \\
+        tests/conformance/newer_ops --gridsample-nd
 """
 import argparse
 import os
 import re
 import shutil
 
+import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.backend.test.case import node
+
+
+def write_case(out, name, model, inputs, outputs):
+    """One test in ONNX's layout: model.onnx, test_data_set_0/."""
+    d = os.path.join(out, name)
+    shutil.rmtree(d, ignore_errors=True)
+    ds = os.path.join(d, "test_data_set_0")
+    os.makedirs(ds)
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    for kind, values, infos in (("input", inputs, model.graph.input),
+                                ("output", outputs, model.graph.output)):
+        for j, x in enumerate(values):
+            with open(os.path.join(ds, f"{kind}_{j}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(x, infos[j].name).SerializeToString())
+
+
+def write_gridsample_nd(out):
+    """Cubic GridSample on signals [N, C, W] and volumes [N, C, D, H, W]
+    (opset 20) with onnx.reference's outputs. Padding "zeros" at points in
+    and past the borders; "border" and "reflection" at points inside the
+    image, where the reference (which pads the coordinate, then each tap)
+    and PyTorch's convention (each tap only), which dtcc follows and
+    ONNX's 2-D tests agree with, give the same values."""
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(20)
+    written = 0
+    for dims, x_shape, out_shape in ((1, (2, 3, 7), (9,)),
+                                     (3, (1, 2, 4, 5, 6), (3, 4, 2))):
+        for padding in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                reach = 1.3 if padding == "zeros" else 1.0
+                x = rng.standard_normal(x_shape).astype(np.float32)
+                grid = rng.uniform(-reach, reach, size=(x_shape[0], *out_shape, dims))
+                grid = grid.astype(np.float32)
+                node_ = helper.make_node("GridSample", ["X", "Grid"], ["Y"], mode="cubic",
+                                         padding_mode=padding, align_corners=align)
+                y_shape = [x_shape[0], x_shape[1], *out_shape]
+                graph = helper.make_graph(
+                    [node_], "gridsample",
+                    [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x_shape)),
+                     helper.make_tensor_value_info("Grid", TensorProto.FLOAT, list(grid.shape))],
+                    [helper.make_tensor_value_info("Y", TensorProto.FLOAT, y_shape)])
+                model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)],
+                                          producer_name="gen_newer_ops.py")
+                (y,) = ReferenceEvaluator(model).run(None, {"X": x, "Grid": grid})
+                name = f"test_dtcc_gridsample_{dims}d_cubic_{padding}_align_corners_{align}"
+                write_case(out, name, model, [x, grid], [y.astype(np.float32)])
+                written += 1
+    print(f"{written} tests written to {out}")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("pattern", help="regex on test names")
+    ap.add_argument("pattern", nargs="?", default="", help="regex on test names")
     ap.add_argument("--exclude-from", help="a file whose lines '- `test_...`' name tests to leave out")
     ap.add_argument("--opset", type=int,
                     help="declare models of a newer default-domain opset at this one "
                          "(for ops whose later opsets only add element types)")
+    ap.add_argument("--gridsample-nd", action="store_true",
+                    help="write the 1-D and volumetric cubic GridSample cases instead")
     args = ap.parse_args()
+    if args.gridsample_nd:
+        write_gridsample_nd(args.out)
+        return
     pat = re.compile(args.pattern)
     excluded = set()
     if args.exclude_from:

@@ -63,7 +63,11 @@ residual, an L1 loss), TasNet (a Conv-TasNet separator: a strided
 encoder, a global GroupNorm(1, C), a dilated depthwise Conv1d, a
 ConvTranspose1d decoder, the negative SI-SNR through log10) and Pointer
 (additive attention scores over a set, masked_fill, cumsum, gather,
-logsumexp).
+logsumexp) and Registration (VoxelMorph's deformable registration of
+volumes: Conv3d layers predict a displacement field, F.grid_sample warps
+the moving volume trilinearly at the identity grid plus that field, a
+5-D GridSample, and the loss adds the field's smoothness to the warped
+volume's squared error).
 """
 import math
 
@@ -1048,6 +1052,38 @@ class Pointer(torch.nn.Module):
         return (torch.logsumexp(s, -1) - picked).mean() + 0.01 * spread.mean()
 
 
+class Registration(torch.nn.Module):
+    """[b, 1, s, s, s] moving and fixed volumes -> VoxelMorph's loss: the
+    moving volume warped (trilinear grid_sample, border padding) by the
+    displacement field the network predicts, its mean squared error to the
+    fixed one, plus the field's smoothness."""
+
+    def __init__(self, channels=8, size=6):
+        super().__init__()
+        self.size = size
+        self.c1 = torch.nn.Conv3d(2, channels, 3, padding=1)
+        self.c2 = torch.nn.Conv3d(channels, channels, 3, padding=1)
+        self.flow = torch.nn.Conv3d(channels, 3, 3, padding=1)
+        # The identity grid [1, s, s, s, 3] of align_corners: (x, y, z) of
+        # voxel (z, y, x).
+        axis = torch.linspace(-1.0, 1.0, size)
+        z, y, x = torch.meshgrid(axis, axis, axis, indexing="ij")
+        self.register_buffer("identity", torch.stack([x, y, z], -1).unsqueeze(0))
+
+    def forward(self, moving, fixed):
+        h = F.leaky_relu(self.c1(torch.cat([moving, fixed], 1)), 0.2)
+        h = F.leaky_relu(self.c2(h), 0.2)
+        flow = 0.1 * self.flow(h)
+        grid = self.identity + flow.permute(0, 2, 3, 4, 1)
+        warped = F.grid_sample(moving, grid, mode="bilinear", padding_mode="border",
+                               align_corners=True)
+        smooth = ((flow[:, :, 1:] - flow[:, :, :-1]) ** 2).mean() + \
+            ((flow[:, :, :, 1:] - flow[:, :, :, :-1]) ** 2).mean() + \
+            ((flow[..., 1:] - flow[..., :-1]) ** 2).mean()
+        # F.mse_loss, written out: PyTorch 1.13 does not export it.
+        return ((warped - fixed) ** 2).mean() + 0.1 * smooth
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
@@ -1056,7 +1092,8 @@ MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "flow": Flow, "masked-lm": MaskedLM,
           "index-add": IndexAdd, "densenet": DenseNet, "effnet": EffNet,
           "convnext": ConvNeXt, "seq2seq": Seq2Seq, "wavenet": WaveNet, "gcn": GCN,
-          "losses": Losses, "superres": SuperRes, "tasnet": TasNet, "pointer": Pointer}
+          "losses": Losses, "superres": SuperRes, "tasnet": TasNet, "pointer": Pointer,
+          "registration": Registration}
 
 
 def build(name, **sizes):
@@ -1159,6 +1196,13 @@ def example_inputs(name, model, batch, rng):
         labels = np.stack([rng.choice(np.flatnonzero(m), n) for m in mask])
         return {"x": rng.standard_normal((batch, n, model.q.in_features)).astype(np.float32),
                 "mask": mask.astype(np.int64), "labels": labels.astype(np.int64)}
+    if name == "registration":
+        # A smooth volume and its copy shifted by a voxel (learnable).
+        s = model.size
+        base = rng.standard_normal((batch, 1, s, s, s))
+        fixed = (base + np.roll(base, 1, 2) + np.roll(base, 1, 3) + np.roll(base, 1, 4)) / 2
+        return {"moving": np.roll(fixed, 1, 4).astype(np.float32),
+                "fixed": fixed.astype(np.float32)}
     if name == "swin":
         return images(rng, batch, model.head.out_features)
     if name == "vae":

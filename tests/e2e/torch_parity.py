@@ -97,6 +97,7 @@ SETTINGS = {
     "superres": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "tasnet": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "pointer": Settings(batch=8, lr=1e-2, eps=1e-6),
+    "registration": Settings(batch=4, lr=2e-3, eps=1e-6, learns=True),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).

@@ -335,17 +335,28 @@ namespace {
 constexpr StringRef kGridSampleModes[] = {"bilinear", "nearest", "bicubic"};
 constexpr StringRef kGridPaddingModes[] = {"zeros", "border", "reflection"};
 
+/// grid_sample's result shape: [N, C] of the operand, then the grid's
+/// output positions.
+SmallVector<int64_t> gridSampleShape(RankedTensorType x,
+                                     RankedTensorType grid) {
+  SmallVector<int64_t> shape = {x.getDimSize(0), x.getDimSize(1)};
+  llvm::append_range(shape, grid.getShape().drop_front().drop_back());
+  return shape;
+}
+
 /// The checks shared by grid_sample (x, grid -> y) and grid_sample_grad.
 LogicalResult verifyGridSample(Operation *op, RankedTensorType x,
                                RankedTensorType grid, RankedTensorType y,
                                StringRef mode, StringRef padding) {
-  if (x.getRank() != 4)
-    return op->emitOpError("expected an operand of rank 4 [N, C, H, W], got ")
+  const int64_t dims = x.getRank() - 2;
+  if (dims < 1 || dims > 3)
+    return op->emitOpError("expected an operand of rank 3 to 5 [N, C, "
+                           "spatial...] (1 to 3 spatial dimensions), got ")
            << x;
-  if (grid.getRank() != 4 || grid.getDimSize(3) != 2)
-    return op->emitOpError("expected a grid of shape [N, H_out, W_out, 2], "
-                           "got ")
-           << grid;
+  if (grid.getRank() != x.getRank() || grid.getDimSize(dims + 1) != dims)
+    return op->emitOpError("expected a grid of rank ")
+           << x.getRank() << " [N, output positions..., " << dims
+           << "] for an operand of rank " << x.getRank() << ", got " << grid;
   if (grid.getElementType() != x.getElementType() ||
       y.getElementType() != x.getElementType())
     return op->emitOpError("expected operand, grid and result of one element "
@@ -355,8 +366,7 @@ LogicalResult verifyGridSample(Operation *op, RankedTensorType x,
   if (grid.getDimSize(0) != x.getDimSize(0))
     return op->emitOpError("expected grid dim 0 to be the operand's batch (")
            << x.getDimSize(0) << "), got " << grid.getDimSize(0);
-  SmallVector<int64_t> shape = {x.getDimSize(0), x.getDimSize(1),
-                                grid.getDimSize(1), grid.getDimSize(2)};
+  SmallVector<int64_t> shape = gridSampleShape(x, grid);
   if (y.getShape() != ArrayRef<int64_t>(shape))
     return op->emitOpError("expected a result of shape ")
            << formatShape(shape) << ", got " << formatShape(y.getShape());
@@ -370,27 +380,29 @@ LogicalResult verifyGridSample(Operation *op, RankedTensorType x,
 }
 
 /// grid_sample's factors (`grad`: grid_sample_grad's): the batch N, the
-/// channels C (x, y) and the output positions H_out, W_out (grid, y) are
-/// each computed on their own; the image's H and W are read at
-/// data-dependent positions and stay whole. In the gradient C and H_out,
-/// W_out are summed over: dgrid is a partial sum over split channels,
-/// doperand over split output positions.
+/// channels C (x, y) and the output positions (grid, y) are each computed
+/// on their own; the image's spatial dimensions are read at data-dependent
+/// positions and stay whole. In the gradient C and the output positions
+/// are summed over: dgrid is a partial sum over split channels, doperand
+/// over split output positions.
 Rule gridSampleRule(RankedTensorType x, RankedTensorType grid, bool grad) {
   Rule r;
   const Kind summed = grad ? Kind::kReduction : Kind::kParallel;
+  const int64_t dims = x.getRank() - 2;
   int64_t n = r.addFactor(x.getDimSize(0));
   int64_t c = r.addFactor(x.getDimSize(1), summed);
-  int64_t h = r.addFactor(x.getDimSize(2), Kind::kReplicated);
-  int64_t w = r.addFactor(x.getDimSize(3), Kind::kReplicated);
-  int64_t ho = r.addFactor(grid.getDimSize(1), summed);
-  int64_t wo = r.addFactor(grid.getDimSize(2), summed);
-  int64_t xy = r.addFactor(2, Kind::kReplicated);
-  auto y = RankedTensorType::get({x.getDimSize(0), x.getDimSize(1),
-                                  grid.getDimSize(1), grid.getDimSize(2)},
-                                 x.getElementType());
-  Rule::TensorFactors xs = mapped(x, {n, c, h, w}),
-                      grids = mapped(grid, {n, ho, wo, xy}),
-                      ys = mapped(y, {n, c, ho, wo});
+  SmallVector<int64_t> xf = {n, c}, gridf = {n}, yf = {n, c};
+  for (int64_t i = 0; i < dims; ++i)
+    xf.push_back(r.addFactor(x.getDimSize(2 + i), Kind::kReplicated));
+  for (int64_t i = 0; i < dims; ++i) {
+    int64_t out = r.addFactor(grid.getDimSize(1 + i), summed);
+    gridf.push_back(out);
+    yf.push_back(out);
+  }
+  gridf.push_back(r.addFactor(dims, Kind::kReplicated));
+  auto y = RankedTensorType::get(gridSampleShape(x, grid), x.getElementType());
+  Rule::TensorFactors xs = mapped(x, xf), grids = mapped(grid, gridf),
+                      ys = mapped(y, yf);
   // Forward: x, grid -> y. Gradient: dy, x, grid -> dx, dgrid.
   if (grad)
     r.operands.push_back(ys);

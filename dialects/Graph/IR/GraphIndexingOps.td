@@ -128,21 +128,25 @@ def Graph_GridSampleOp : Graph_Op<"grid_sample",
      DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = "Samples an image at the positions of a grid";
   let description = [{
-    ONNX GridSample (opset 16) and PyTorch's `grid_sample` on 4-D inputs:
-    `operand` is [N, C, H, W], `grid` [N, H_out, W_out, 2] holds (x, y)
-    positions normalized to [-1, 1] (-1 the left/top edge: the first
-    pixel's centre with `align_corners`, its outer edge without), and the
-    result [N, C, H_out, W_out] holds every channel of sample n at grid
-    position (h, w). A position is unnormalized to pixel coordinates, then
-    `padding_mode` places it: `zeros` reads 0 outside the image, `border`
-    clamps it to the image, `reflection` reflects it at the borders (the
-    pixel centres with `align_corners`, the outer edges without) and
-    clamps. `mode` then reads:
+    ONNX GridSample (opsets 16 and 20) and PyTorch's `grid_sample`, in 1
+    to 3 spatial dimensions: `operand` is [N, C, H, W] (2-D; [N, C, W]
+    1-D, [N, C, D, H, W] 3-D), `grid` [N, H_out, W_out, 2] ([N, W_out, 1],
+    [N, D_out, H_out, W_out, 3]) holds (x, y (, z)) positions normalized
+    to [-1, 1] (x along the last dimension; -1 the first pixel's centre
+    with `align_corners`, its outer edge without), and the result
+    [N, C, H_out, W_out] (the grid's output positions) holds every channel
+    of sample n at each grid position. A position is unnormalized to pixel
+    coordinates, then `padding_mode` places it: `zeros` reads 0 outside
+    the image, `border` clamps it to the image, `reflection` reflects it at
+    the borders (the pixel centres with `align_corners`, the outer edges
+    without) and clamps. `mode` then reads:
 
-    - `bilinear`: the four neighbours weighted by distance;
+    - `bilinear`: the 2 neighbours per axis weighted by distance (the 4 of
+      bilinear, the 8 of trilinear sampling);
     - `nearest`: the nearest pixel (halves round to even);
-    - `bicubic`: the 4x4 neighbours with Keys' kernel (A = -0.75), each
-      tap placed by `padding_mode` on its own.
+    - `bicubic`: the 4 neighbours per axis with Keys' kernel (A = -0.75),
+      each tap placed by `padding_mode` on its own (4x4 in 2-D; 1-D and
+      3-D as ONNX's reference extends it).
 
     Both operands are differentiable: the gradient of the grid is that of
     the interpolation weights (zero for `nearest`).
@@ -154,12 +158,13 @@ def Graph_GridSampleOp : Graph_Op<"grid_sample",
     ```
 
     **Constraints:**
-    - `operand` has rank 4 and `grid` has rank 4 with last dimension 2;
+    - `operand` has rank r + 2 for r = 1, 2 or 3 spatial dimensions, and
+      `grid` has rank r + 2 with last dimension r;
     - `operand`, `grid` and the result have one floating-point element
       type;
     - `grid`'s first dimension is `operand`'s (N);
-    - the result is [N, C, H_out, W_out] with C from `operand` and H_out,
-      W_out from `grid`;
+    - the result is [N, C, out...] with C from `operand` and the output
+      positions from `grid`;
     - `mode` is "bilinear", "nearest" or "bicubic"; `padding_mode` is
       "zeros", "border" or "reflection".
   }];
@@ -177,15 +182,15 @@ def Graph_GridSampleGradOp : Graph_Op<"grid_sample_grad",
     [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
   let summary = "Gradient of grid_sample for its operand and its grid";
   let description = [{
-    From the result's gradient `dy` [N, C, H_out, W_out], the forward
-    `operand` [N, C, H, W] and `grid` [N, H_out, W_out, 2] (same
+    From the result's gradient `dy` [N, C, out...], the forward `operand`
+    [N, C, spatial...] and `grid` [N, out..., r] (same
     attributes as `dgraph.grid_sample`): `doperand` adds each element of
     `dy` into the pixels it was read from, with their interpolation
     weights; `dgrid` is the derivative of the weights (bilinear, bicubic)
     times the pixels read, summed over the channels, chained through the
     unnormalization and the border clamp or reflection (zero for
     `nearest`, and where a clamp is active). As PyTorch's
-    grid_sampler_2d_backward.
+    grid_sampler_2d_backward and grid_sampler_3d_backward.
 
     Example:
     ```mlir

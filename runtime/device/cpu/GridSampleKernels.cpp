@@ -1,10 +1,10 @@
 //===- GridSampleKernels.cpp - grid_sample and its gradient ---------------===//
 //
-// dgraph.grid_sample reads each grid point's taps (runtime/base/GridSample.h)
-// for every channel; the gradient scatters dy into each (sample, channel)
-// plane on one thread, in the order of the grid points, so its sums do not
-// depend on the thread count, and sums the grid's gradient over the
-// channels per grid point. f16 and bf16 compute in float.
+// dgraph.grid_sample (1 to 3 spatial dimensions) reads each grid point's
+// taps (runtime/base/GridSample.h) for every channel; the gradient scatters dy
+// into each (sample, channel) plane on one thread, in the order of the grid
+// points, so its sums do not depend on the thread count, and sums the grid's
+// gradient over the channels per grid point. f16 and bf16 compute in float.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,32 +12,43 @@
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/GridSamplePlan.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace dtcc::runtime::cpu {
 
-/// Reads the attributes and checks the shapes: x [N, C, H, W], grid
-/// [N, Ho, Wo, 2], y (or dy) [N, C, Ho, Wo].
+/// Reads the attributes and checks the shapes: x [N, C, s_1, ..., s_r],
+/// grid [N, o_1, ..., o_r, r], y (or dy) [N, C, o_1, ..., o_r], r from 1 to
+/// grid::kMaxDims.
 static StatusOr<grid::Geometry>
 geometryOf(const KernelContext &ctx, const TensorView &x, const TensorView &g,
            const TensorView &y, const char *yName) {
-  if (x.rank() != 4)
-    return ctx.error("expected an operand of rank 4 [N, C, H, W], got ",
-                     shapeString(x.shape));
-  if (g.rank() != 4 || g.shape[3] != 2 || g.shape[0] != x.shape[0])
-    return ctx.error("expected a grid of shape [", x.shape[0],
-                     ", H_out, W_out, 2], got ", shapeString(g.shape));
+  const int64_t dims = x.rank() - 2;
+  if (dims < 1 || dims > grid::kMaxDims)
+    return ctx.error("expected an operand of rank 3 to ", grid::kMaxDims + 2,
+                     " [N, C, spatial...], got ", shapeString(x.shape));
+  if (g.rank() != x.rank() || g.shape[dims + 1] != dims ||
+      g.shape[0] != x.shape[0])
+    return ctx.error("expected a grid of shape [", x.shape[0], ", ",
+                     dims == 1   ? "W_out"
+                     : dims == 2 ? "H_out, W_out"
+                                 : "D_out, H_out, W_out",
+                     ", ", dims, "], got ", shapeString(g.shape));
   DTCC_RETURN_IF_ERROR(checkDType(ctx, g, x.dtype, "grid"));
   DTCC_RETURN_IF_ERROR(checkDType(ctx, y, x.dtype, yName));
-  DTCC_RETURN_IF_ERROR(checkShape(
-      ctx, y, {x.shape[0], x.shape[1], g.shape[1], g.shape[2]}, yName));
+  std::vector<int64_t> yShape{x.shape[0], x.shape[1]};
+  yShape.insert(yShape.end(), g.shape.begin() + 1, g.shape.end() - 1);
+  DTCC_RETURN_IF_ERROR(checkShape(ctx, y, yShape, yName));
   grid::Geometry geo;
   geo.n = x.shape[0];
   geo.c = x.shape[1];
-  geo.h = x.shape[2];
-  geo.w = x.shape[3];
-  geo.outH = g.shape[1];
-  geo.outW = g.shape[2];
+  geo.dims = int(dims);
+  // Grid coordinate i (x first) samples the operand's dimension
+  // rank - 1 - i.
+  for (int64_t i = 0; i < dims; ++i) {
+    geo.size[i] = x.shape[x.rank() - 1 - i];
+    geo.outSize[i] = g.shape[dims - i];
+  }
   const std::string mode = ctx.attrs.getString("mode", "bilinear");
   if (mode == "bilinear")
     geo.mode = grid::Mode::kBilinear;
@@ -91,39 +102,42 @@ namespace {
 
 using namespace cpu;
 
-template <typename S>
-grid::Taps<ComputeT<S>> tapsAt(const grid::Geometry &geo, const S *g, int64_t n,
-                               int64_t p) {
+template <int Dims, typename S>
+grid::Taps<ComputeT<S>, Dims> tapsAt(const grid::Geometry &geo, const S *g,
+                                     int64_t n, int64_t p) {
   using C = ComputeT<S>;
-  const S *xy = g + (n * geo.points() + p) * 2;
-  grid::Taps<C> t;
-  grid::tapsOf(geo, C(Elem<S>::load(xy[0])), C(Elem<S>::load(xy[1])), t);
+  const S *point = g + (n * geo.points() + p) * Dims;
+  C coords[Dims];
+  for (int i = 0; i < Dims; ++i)
+    coords[i] = C(Elem<S>::load(point[i]));
+  grid::Taps<C, Dims> t;
+  grid::tapsOf(geo, coords, t);
   return t;
 }
 
-template <typename S>
+template <int Dims, typename S>
 KernelFn makeGridSample(const grid::Geometry &geo, const S *x, const S *g,
                         S *y) {
   using C = ComputeT<S>;
   return [=]() -> Status {
     const int64_t points = geo.points(), plane = geo.plane();
+    const int64_t width = geo.outSize[0],
+                  rows = points / std::max<int64_t>(width, 1);
     // One task per (sample, output row): every channel of its points.
-    parallelForEach(
-        geo.n * geo.outH, geo.outW * geo.c * 4, [&](int64_t row, int) {
-          const int64_t n = row / geo.outH;
-          for (int64_t p = (row % geo.outH) * geo.outW, end = p + geo.outW;
-               p < end; ++p) {
-            grid::Taps<C> t = tapsAt(geo, g, n, p);
-            for (int64_t c = 0; c < geo.c; ++c) {
-              const S *in = x + (n * geo.c + c) * plane;
-              C sum = C(0);
-              for (int k = 0; k < t.count; ++k)
-                if (t.at[k] >= 0)
-                  sum += Elem<S>::load(in[t.at[k]]) * t.weight[k];
-              y[(n * geo.c + c) * points + p] = Elem<S>::store(sum);
-            }
-          }
-        });
+    parallelForEach(geo.n * rows, width * geo.c * 4, [&](int64_t row, int) {
+      const int64_t n = row / rows;
+      for (int64_t p = (row % rows) * width, end = p + width; p < end; ++p) {
+        grid::Taps<C, Dims> t = tapsAt<Dims>(geo, g, n, p);
+        for (int64_t c = 0; c < geo.c; ++c) {
+          const S *in = x + (n * geo.c + c) * plane;
+          C sum = C(0);
+          for (int k = 0; k < t.count; ++k)
+            if (t.at[k] >= 0)
+              sum += Elem<S>::load(in[t.at[k]]) * t.weight[k];
+          y[(n * geo.c + c) * points + p] = Elem<S>::store(sum);
+        }
+      }
+    });
     return Status::ok();
   };
 }
@@ -134,14 +148,16 @@ StatusOr<KernelFn> buildGridSample(const KernelContext &ctx) {
   KernelFn fn;
   if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
-        fn =
-            makeGridSample<S>(geo, x.as<const S>(), g.as<const S>(), y.as<S>());
+        grid::visitDims(geo.dims, [&](auto dims) {
+          fn = makeGridSample<decltype(dims)::value, S>(
+              geo, x.as<const S>(), g.as<const S>(), y.as<S>());
+        });
       }))
     return unsupportedDType(ctx, x.dtype, kSetFloats);
   return fn;
 }
 
-template <typename S>
+template <int Dims, typename S>
 KernelFn makeGridSampleGrad(const grid::Geometry &geo, const S *dy, const S *x,
                             const S *g, S *dx, S *dgrid) {
   using C = ComputeT<S>;
@@ -153,7 +169,7 @@ KernelFn makeGridSampleGrad(const grid::Geometry &geo, const S *dy, const S *x,
       std::vector<C> acc(size_t(plane), C(0));
       const S *d = dy + nc * points;
       for (int64_t p = 0; p < points; ++p) {
-        grid::Taps<C> t = tapsAt(geo, g, n, p);
+        grid::Taps<C, Dims> t = tapsAt<Dims>(geo, g, n, p);
         const C v = Elem<S>::load(d[p]);
         for (int k = 0; k < t.count; ++k)
           if (t.at[k] >= 0)
@@ -166,9 +182,11 @@ KernelFn makeGridSampleGrad(const grid::Geometry &geo, const S *dy, const S *x,
     // dgrid: each grid point sums over the channels.
     parallelForEach(geo.n * points, geo.c * 16, [&](int64_t np, int) {
       const int64_t n = np / points, p = np % points;
-      C gx = C(0), gy = C(0);
+      C sums[Dims];
+      for (int i = 0; i < Dims; ++i)
+        sums[i] = C(0);
       if (geo.mode != grid::Mode::kNearest) {
-        grid::Taps<C> t = tapsAt(geo, g, n, p);
+        grid::Taps<C, Dims> t = tapsAt<Dims>(geo, g, n, p);
         for (int64_t c = 0; c < geo.c; ++c) {
           const S *in = x + (n * geo.c + c) * plane;
           const C v = Elem<S>::load(dy[(n * geo.c + c) * points + p]);
@@ -176,15 +194,15 @@ KernelFn makeGridSampleGrad(const grid::Geometry &geo, const S *dy, const S *x,
             if (t.at[k] < 0)
               continue;
             const C pixel = Elem<S>::load(in[t.at[k]]);
-            gx += pixel * t.dx[k] * v;
-            gy += pixel * t.dy[k] * v;
+            for (int i = 0; i < Dims; ++i)
+              sums[i] += pixel * t.d[i][k] * v;
           }
         }
-        gx *= t.gradX;
-        gy *= t.gradY;
+        for (int i = 0; i < Dims; ++i)
+          sums[i] *= t.grad[i];
       }
-      dgrid[np * 2] = Elem<S>::store(gx);
-      dgrid[np * 2 + 1] = Elem<S>::store(gy);
+      for (int i = 0; i < Dims; ++i)
+        dgrid[np * Dims + i] = Elem<S>::store(sums[i]);
     });
     return Status::ok();
   };
@@ -197,8 +215,11 @@ StatusOr<KernelFn> buildGridSampleGrad(const KernelContext &ctx) {
   KernelFn fn;
   if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
-        fn = makeGridSampleGrad<S>(geo, dy.as<const S>(), x.as<const S>(),
-                                   g.as<const S>(), dx.as<S>(), dgrid.as<S>());
+        grid::visitDims(geo.dims, [&](auto dims) {
+          fn = makeGridSampleGrad<decltype(dims)::value, S>(
+              geo, dy.as<const S>(), x.as<const S>(), g.as<const S>(),
+              dx.as<S>(), dgrid.as<S>());
+        });
       }))
     return unsupportedDType(ctx, x.dtype, kSetFloats);
   return fn;

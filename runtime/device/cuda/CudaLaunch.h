@@ -181,8 +181,8 @@ cudaError_t launchCrossEntropyGrad(DType dtype, DType lossType,
                                    int64_t ignore, DeviceError *error,
                                    int32_t site, cudaStream_t stream);
 
-/// grid_sample: x [N, C, H, W] read at grid [N, Ho, Wo, 2] into y
-/// [N, C, Ho, Wo] (runtime/base/GridSample.h).
+/// grid_sample: x [N, C, spatial...] read at grid [N, out..., r] into y
+/// [N, C, out...], r = 1 to 3 (runtime/base/GridSample.h).
 cudaError_t launchGridSample(DType dtype, const void *x, const void *grid,
                              void *y, const grid::Geometry &g,
                              cudaStream_t stream);

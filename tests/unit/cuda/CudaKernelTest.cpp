@@ -1278,31 +1278,41 @@ TEST_F(CudaKernels, RandomLikeTheCpu) {
 
 /// grid_sample and its gradient read the CPU kernels' taps (one header):
 /// every mode and padding, grid points past the borders ([-1.2, 1.2]), in
-/// f64, f32 and bf16 (the gradient's atomics through a float copy).
+/// 2, 1 and 3 spatial dimensions, in f64, f32 and bf16 (the gradient's
+/// atomics through a float copy).
 TEST_F(CudaKernels, GridSampleAndGradLikeTheCpu) {
-  const std::vector<int64_t> x{2, 3, 5, 7}, g{2, 4, 6, 2}, y{2, 3, 4, 6};
+  struct Shapes {
+    std::vector<int64_t> x, g, y;
+  };
   const std::pair<DType, double> types[] = {
       {DType::kF64, 1e-12}, {DType::kF32, 1e-4}, {DType::kBF16, 4 * kBf16Tol}};
-  for (auto [dt, tol] : types)
-    for (const char *mode : {"bilinear", "nearest", "bicubic"})
-      for (const char *padding : {"zeros", "border", "reflection"})
-        for (int64_t align : {0, 1}) {
-          SCOPED_TRACE(std::string(dtypeName(dt)) + " " + mode + " " + padding +
-                       " align " + std::to_string(align));
-          Attrs a;
-          a.set("mode", std::string(mode));
-          a.set("padding_mode", std::string(padding));
-          a.set("align_corners", align);
-          std::vector<float> xv = randomValues(cpu::product(x), 31);
-          std::vector<float> gv = randomValues(cpu::product(g), 32, 1.2f);
-          compare("grid_sample", a, {{dt, x, xv}, {dt, g, gv}}, {{dt, y, {}}},
-                  tol);
-          compare("grid_sample_grad", a,
-                  {{dt, y, randomValues(cpu::product(y), 33)},
-                   {dt, x, xv},
-                   {dt, g, gv}},
-                  {{dt, x, {}}, {dt, g, {}}}, tol);
-        }
+  for (const Shapes &shapes :
+       {Shapes{{2, 3, 5, 7}, {2, 4, 6, 2}, {2, 3, 4, 6}},
+        Shapes{{2, 3, 9}, {2, 7, 1}, {2, 3, 7}},
+        Shapes{{1, 2, 3, 4, 5}, {1, 2, 3, 4, 3}, {1, 2, 2, 3, 4}}})
+    for (auto [dt, tol] : types)
+      for (const char *mode : {"bilinear", "nearest", "bicubic"})
+        for (const char *padding : {"zeros", "border", "reflection"})
+          for (int64_t align : {0, 1}) {
+            const std::vector<int64_t> &x = shapes.x, &g = shapes.g,
+                                       &y = shapes.y;
+            SCOPED_TRACE(std::to_string(x.size() - 2) + "-D " +
+                         std::string(dtypeName(dt)) + " " + mode + " " +
+                         padding + " align " + std::to_string(align));
+            Attrs a;
+            a.set("mode", std::string(mode));
+            a.set("padding_mode", std::string(padding));
+            a.set("align_corners", align);
+            std::vector<float> xv = randomValues(cpu::product(x), 31);
+            std::vector<float> gv = randomValues(cpu::product(g), 32, 1.2f);
+            compare("grid_sample", a, {{dt, x, xv}, {dt, g, gv}}, {{dt, y, {}}},
+                    tol);
+            compare("grid_sample_grad", a,
+                    {{dt, y, randomValues(cpu::product(y), 33)},
+                     {dt, x, xv},
+                     {dt, g, gv}},
+                    {{dt, x, {}}, {dt, g, {}}}, tol);
+          }
 }
 
 /// Nearest sampling of an identity grid that halves 194 columns (97 output

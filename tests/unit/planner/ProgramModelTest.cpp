@@ -216,7 +216,8 @@ TEST(ProgramModel, RandomDrawsArePricedLikeDropout) {
 
 TEST(ProgramModel, GridSampleIsPricedByItsTaps) {
   // grid_sample gathers 4 taps (bilinear, the default), 1 (nearest) or 16
-  // (bicubic) per sampled element on top of its operands' bytes; its
+  // (bicubic) per sampled element of an image, 8 or 64 of a volume, on top
+  // of its operands' bytes; its
   // gradient as many per element of dy. Memory-bound, measured per-byte
   // rates aside.
   Builder b;
@@ -238,6 +239,17 @@ TEST(ProgramModel, GridSampleIsPricedByItsTaps) {
   EXPECT_NEAR(instructionSeconds(b.p, *grad, c.device),
               (2 * operands + sampled * 4 + sampled * 1 * 4) / 1e11 + 1e-6,
               1e-15);
+  // A volume: 8 taps trilinear, 64 bicubic.
+  int vx = b.buffer({1, 2, 6, 6, 6}), vg = b.buffer({1, 4, 4, 4, 3}),
+      vy = b.buffer({1, 2, 4, 4, 4});
+  const double volume = (1 * 2 * 6 * 6 * 6 + 1 * 4 * 4 * 4 * 3) * 4.0;
+  const double voxels = 1 * 2 * 4 * 4 * 4;
+  Instruction *v = b.kernel(f, "grid_sample", {vx, vg}, {vy});
+  EXPECT_NEAR(instructionSeconds(b.p, *v, c.device),
+              (volume + voxels * 4 + voxels * 8 * 4) / 1e11 + 1e-6, 1e-15);
+  Builder::attr(v, "mode", std::string("bicubic"));
+  EXPECT_NEAR(instructionSeconds(b.p, *v, c.device),
+              (volume + voxels * 4 + voxels * 64 * 4) / 1e11 + 1e-6, 1e-15);
 }
 
 TEST(ProgramModel, TopKComparesWholeRowsOnGpus) {

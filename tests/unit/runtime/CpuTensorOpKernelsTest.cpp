@@ -733,73 +733,83 @@ std::pair<Tensor, Tensor> roundedPair(const Tensor &t, DType dtype) {
 }
 
 // The image's gradient is the adjoint of sampling: <Y(x), dy> = <x, dX(dy)>
-// for every mode and padding, grid points past the borders; and f16/bf16
-// compute in float what f64 computes from the same rounded values.
+// for every mode and padding, grid points past the borders, in 1, 2 and 3
+// spatial dimensions; and f16/bf16 compute in float what f64 computes from
+// the same rounded values.
 TEST(CpuTensorOpKernels, GridSampleGradAndHalvesMatchF64) {
   std::mt19937 rng(16);
-  const std::vector<int64_t> xs{2, 3, 5, 6}, gs{2, 4, 7, 2}, ys{2, 3, 4, 7};
-  for (const char *mode : {"bilinear", "nearest", "bicubic"})
-    for (const char *padding : {"zeros", "border", "reflection"})
-      for (int64_t align : {0, 1}) {
-        SCOPED_TRACE(std::string(mode) + " " + padding + " align " +
-                     std::to_string(align));
-        Attrs a = gridSampleAttrs(mode, padding, align);
-        Tensor x = randomTensor(rng, DType::kF64, xs);
-        Tensor g = randomTensor(rng, DType::kF64, gs, -1.3, 1.3);
-        Tensor dy = randomTensor(rng, DType::kF64, ys);
-        Tensor y = Tensor::output(DType::kF64, ys);
-        Tensor dx = Tensor::output(DType::kF64, xs);
-        Tensor dg = Tensor::output(DType::kF64, gs);
-        Status s =
-            runKernel("grid_sample", {x.view(), g.view()}, {y.view()}, a);
-        ASSERT_TRUE(s.isOk()) << s.toString();
-        s = runKernel("grid_sample_grad", {dy.view(), x.view(), g.view()},
-                      {dx.view(), dg.view()}, a);
-        ASSERT_TRUE(s.isOk()) << s.toString();
-        double lhs = dot(y, dy), rhs = dot(x, dx);
-        EXPECT_NEAR(lhs, rhs, 1e-10 * std::max(1.0, std::fabs(lhs)));
-        if (std::string(mode) == "nearest")
-          for (int64_t i = 0; i < dg.numel(); ++i)
-            ASSERT_EQ(dg.get(i), 0.0) << "nearest's grid gradient at " << i;
-        for (DType half : {DType::kF16, DType::kBF16}) {
-          SCOPED_TRACE(dtypeName(half));
-          auto [hx, wx] = roundedPair(x, half);
-          auto [hg, wg] = roundedPair(g, half);
-          auto [hdy, wdy] = roundedPair(dy, half);
-          Tensor wy = Tensor::output(DType::kF64, ys),
-                 wdx = Tensor::output(DType::kF64, xs),
-                 wdg = Tensor::output(DType::kF64, gs);
-          Tensor hy = Tensor::output(half, ys), hdx = Tensor::output(half, xs),
-                 hdg = Tensor::output(half, gs);
-          ASSERT_TRUE(
-              runKernel("grid_sample", {wx.view(), wg.view()}, {wy.view()}, a)
-                  .isOk());
-          ASSERT_TRUE(runKernel("grid_sample_grad",
-                                {wdy.view(), wx.view(), wg.view()},
-                                {wdx.view(), wdg.view()}, a)
-                          .isOk());
-          ASSERT_TRUE(
-              runKernel("grid_sample", {hx.view(), hg.view()}, {hy.view()}, a)
-                  .isOk());
-          ASSERT_TRUE(runKernel("grid_sample_grad",
-                                {hdy.view(), hx.view(), hg.view()},
-                                {hdx.view(), hdg.view()}, a)
-                          .isOk());
-          // Relative to each tensor's largest magnitude: the halves round
-          // the result once, after float arithmetic.
-          const double rtol = half == DType::kF16 ? 2e-3 : 1.6e-2;
-          for (auto [got, want] : {std::pair<Tensor *, Tensor *>{&hy, &wy},
-                                   {&hdx, &wdx},
-                                   {&hdg, &wdg}}) {
-            double scale = 1;
-            for (int64_t i = 0; i < want->numel(); ++i)
-              scale = std::max(scale, std::fabs(want->get(i)));
-            for (int64_t i = 0; i < want->numel(); ++i)
-              ASSERT_NEAR(got->get(i), want->get(i), rtol * scale)
-                  << "element " << i;
+  struct Shapes {
+    std::vector<int64_t> xs, gs, ys;
+  };
+  for (const Shapes &shapes :
+       {Shapes{{2, 3, 5, 6}, {2, 4, 7, 2}, {2, 3, 4, 7}},
+        Shapes{{2, 3, 7}, {2, 9, 1}, {2, 3, 9}},
+        Shapes{{1, 2, 3, 4, 5}, {1, 2, 3, 4, 3}, {1, 2, 2, 3, 4}}})
+    for (const char *mode : {"bilinear", "nearest", "bicubic"})
+      for (const char *padding : {"zeros", "border", "reflection"})
+        for (int64_t align : {0, 1}) {
+          const std::vector<int64_t> &xs = shapes.xs, &gs = shapes.gs,
+                                     &ys = shapes.ys;
+          SCOPED_TRACE(std::to_string(xs.size() - 2) + "-D " + mode + " " +
+                       padding + " align " + std::to_string(align));
+          Attrs a = gridSampleAttrs(mode, padding, align);
+          Tensor x = randomTensor(rng, DType::kF64, xs);
+          Tensor g = randomTensor(rng, DType::kF64, gs, -1.3, 1.3);
+          Tensor dy = randomTensor(rng, DType::kF64, ys);
+          Tensor y = Tensor::output(DType::kF64, ys);
+          Tensor dx = Tensor::output(DType::kF64, xs);
+          Tensor dg = Tensor::output(DType::kF64, gs);
+          Status s =
+              runKernel("grid_sample", {x.view(), g.view()}, {y.view()}, a);
+          ASSERT_TRUE(s.isOk()) << s.toString();
+          s = runKernel("grid_sample_grad", {dy.view(), x.view(), g.view()},
+                        {dx.view(), dg.view()}, a);
+          ASSERT_TRUE(s.isOk()) << s.toString();
+          double lhs = dot(y, dy), rhs = dot(x, dx);
+          EXPECT_NEAR(lhs, rhs, 1e-10 * std::max(1.0, std::fabs(lhs)));
+          if (std::string(mode) == "nearest")
+            for (int64_t i = 0; i < dg.numel(); ++i)
+              ASSERT_EQ(dg.get(i), 0.0) << "nearest's grid gradient at " << i;
+          for (DType half : {DType::kF16, DType::kBF16}) {
+            SCOPED_TRACE(dtypeName(half));
+            auto [hx, wx] = roundedPair(x, half);
+            auto [hg, wg] = roundedPair(g, half);
+            auto [hdy, wdy] = roundedPair(dy, half);
+            Tensor wy = Tensor::output(DType::kF64, ys),
+                   wdx = Tensor::output(DType::kF64, xs),
+                   wdg = Tensor::output(DType::kF64, gs);
+            Tensor hy = Tensor::output(half, ys),
+                   hdx = Tensor::output(half, xs),
+                   hdg = Tensor::output(half, gs);
+            ASSERT_TRUE(
+                runKernel("grid_sample", {wx.view(), wg.view()}, {wy.view()}, a)
+                    .isOk());
+            ASSERT_TRUE(runKernel("grid_sample_grad",
+                                  {wdy.view(), wx.view(), wg.view()},
+                                  {wdx.view(), wdg.view()}, a)
+                            .isOk());
+            ASSERT_TRUE(
+                runKernel("grid_sample", {hx.view(), hg.view()}, {hy.view()}, a)
+                    .isOk());
+            ASSERT_TRUE(runKernel("grid_sample_grad",
+                                  {hdy.view(), hx.view(), hg.view()},
+                                  {hdx.view(), hdg.view()}, a)
+                            .isOk());
+            // Relative to each tensor's largest magnitude: the halves round
+            // the result once, after float arithmetic.
+            const double rtol = half == DType::kF16 ? 2e-3 : 1.6e-2;
+            for (auto [got, want] : {std::pair<Tensor *, Tensor *>{&hy, &wy},
+                                     {&hdx, &wdx},
+                                     {&hdg, &wdg}}) {
+              double scale = 1;
+              for (int64_t i = 0; i < want->numel(); ++i)
+                scale = std::max(scale, std::fabs(want->get(i)));
+              for (int64_t i = 0; i < want->numel(); ++i)
+                ASSERT_NEAR(got->get(i), want->get(i), rtol * scale)
+                    << "element " << i;
+            }
           }
         }
-      }
 }
 
 TEST(CpuTensorOpKernels, GridSampleRejectsMismatchedGrid) {

@@ -269,10 +269,19 @@ func.func @f(%x: tensor<3x4xf32>) {
 
 // -----
 
-// Tests that grid_sample samples 4-D operands only.
-func.func @f(%x: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x2x2x3xf32>) {
-  // expected-error @+1 {{expected an operand of rank 4 [N, C, H, W], got 'tensor<1x2x3x4x5xf32>'}}
-  %0 = dgraph.grid_sample %x, %g : (tensor<1x2x3x4x5xf32>, tensor<1x2x2x2x3xf32>) -> tensor<1x2x2x2xf32>
+// Tests that grid_sample samples 1 to 3 spatial dimensions.
+func.func @f(%x: tensor<1x2x3x4x5x6xf32>, %g: tensor<1x2x2x2x2x4xf32>) {
+  // expected-error @+1 {{expected an operand of rank 3 to 5 [N, C, spatial...] (1 to 3 spatial dimensions), got 'tensor<1x2x3x4x5x6xf32>'}}
+  %0 = dgraph.grid_sample %x, %g : (tensor<1x2x3x4x5x6xf32>, tensor<1x2x2x2x2x4xf32>) -> tensor<1x2x2x2x2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that a volumetric grid holds (x, y, z).
+func.func @f(%x: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x2x2x2xf32>) {
+  // expected-error @+1 {{expected a grid of rank 5 [N, output positions..., 3] for an operand of rank 5, got 'tensor<1x2x2x2x2xf32>'}}
+  %0 = dgraph.grid_sample %x, %g : (tensor<1x2x3x4x5xf32>, tensor<1x2x2x2x2xf32>) -> tensor<1x2x2x2x2xf32>
   return
 }
 
@@ -280,7 +289,7 @@ func.func @f(%x: tensor<1x2x3x4x5xf32>, %g: tensor<1x2x2x2x3xf32>) {
 
 // Tests that the grid's last dimension holds (x, y).
 func.func @f(%x: tensor<1x2x3x4xf32>, %g: tensor<1x2x2x3xf32>) {
-  // expected-error @+1 {{expected a grid of shape [N, H_out, W_out, 2], got 'tensor<1x2x2x3xf32>'}}
+  // expected-error @+1 {{expected a grid of rank 4 [N, output positions..., 2] for an operand of rank 4, got 'tensor<1x2x2x3xf32>'}}
   %0 = dgraph.grid_sample %x, %g : (tensor<1x2x3x4xf32>, tensor<1x2x2x3xf32>) -> tensor<1x2x2x2xf32>
   return
 }
