@@ -422,6 +422,19 @@ double instructionSeconds(const Program &program, const Instruction &inst,
     elements = numel(sampled) * taps;
     bytes += elements * elementBytes(sampled);
   }
+  // roi_align reads 4 neighbours of each of a bin's samples (sampling_ratio
+  // squared of them; 0 decides at run time from the regions' sizes: 2 x 2
+  // counted), per channel; its gradient adds as many.
+  const bool roiAlign = kernel == "roi_align" || kernel == "roi_align_grad";
+  if (roiAlign && inst.inputs_size() >= 1 && inst.outputs_size() >= 1) {
+    const int64_t ratio = attrInt(inst, "sampling_ratio").value_or(0);
+    const int64_t samples = ratio > 0 ? ratio * ratio : 4;
+    const Buffer &pooled = kernel == "roi_align"
+                               ? program.buffers(inst.outputs(0))
+                               : program.buffers(inst.inputs(0));
+    elements = numel(pooled) * samples * 4;
+    bytes += elements * elementBytes(pooled);
+  }
   // top_k compares: on a GPU every element with its whole row (size^2 per
   // row), on the CPU a partial sort (about log2(k) per element).
   double compareSeconds = 0;
@@ -445,8 +458,8 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   // but the products is bound by memory there, so a bf16 instruction takes
   // about half an f32 one's time), else its rate per element; the lookups
   // and top_k keep their own counts (above).
-  const bool ownElements =
-      gather || kernel == "scatter_add" || kernel == "top_k" || gridSample;
+  const bool ownElements = gather || kernel == "scatter_add" ||
+                           kernel == "top_k" || gridSample || roiAlign;
   auto perByte = device.kernelByteSeconds.find(kernel);
   auto measured = device.kernelSeconds.find(kernel);
   // dgraph.random hashes a counter per element as dropout does and writes

@@ -18,8 +18,10 @@ PACKAGES=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   # CPU convolutions: oneDNN (f32 forward and both gradients).
   libdnnl-dev
-  # Tests: GoogleTest, ONNX node test data, the PyTorch/ONNX/NumPy peers.
+  # Tests: GoogleTest, ONNX node test data, the PyTorch/ONNX/NumPy peers
+  # (torchvision: its roi_align is the detection heads' reference).
   libgtest-dev libonnx-testdata python3 python3-numpy python3-onnx python3-torch
+  python3-torchvision
   # Planner: the CBC MILP solver.
   coinor-libcbc-dev
   # The compiler's allocator (faster than glibc's on MLIR's many small objects).

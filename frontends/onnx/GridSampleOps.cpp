@@ -7,11 +7,14 @@
 // AffineGrid (opset 20), the grid of F.affine_grid, 2-D and 3-D.
 // DeformConv (opset 19; torchvision's deform_conv2d): the input sampled
 // bilinearly at each kernel tap's offset position, then a product with
-// the filter.
+// the filter. RoiAlign (opsets 10 and 16; torchvision's roi_align) as
+// dgraph.roi_align.
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontends/onnx/NodeImporter.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace dtcc::graph;
@@ -289,6 +292,60 @@ LogicalResult importDeformConv(NodeImporter &n) {
   return success();
 }
 
+/// RoiAlign (opsets 10 and 16; torchvision's roi_align) as
+/// dgraph.roi_align. Opset 10 has no coordinate_transformation_mode: its
+/// transform is opset 16's "output_half_pixel".
+LogicalResult importRoiAlign(NodeImporter &n) {
+  RankedTensorType xType = n.inputType(0), roisType = n.inputType(1),
+                   batchType = n.inputType(2);
+  if (xType.getRank() != 4)
+    return n.error() << "expected X of rank 4 [N, C, H, W], got " << xType;
+  Type element = xType.getElementType();
+  if (!isa<FloatType>(element))
+    return n.error() << "expected a floating-point X, got " << element;
+  if (roisType.getRank() != 2 || roisType.getDimSize(1) != 4 ||
+      !isa<FloatType>(roisType.getElementType()))
+    return n.error() << "expected floating-point rois of shape [R, 4], got "
+                     << roisType;
+  const int64_t regions = roisType.getDimSize(0);
+  if (batchType.getRank() != 1 || batchType.getDimSize(0) != regions ||
+      !batchType.getElementType().isInteger(64))
+    return n.error() << "expected int64 batch_indices of shape [" << regions
+                     << "], got " << batchType;
+  std::string mode = n.attrString("mode", "avg");
+  if (mode != "avg" && mode != "max")
+    return n.error() << "unknown mode \"" << mode
+                     << "\": expected \"avg\" or \"max\"";
+  std::string transform =
+      n.attrString("coordinate_transformation_mode",
+                   n.getOpset() >= 16 ? "half_pixel" : "output_half_pixel");
+  if (transform != "half_pixel" && transform != "output_half_pixel")
+    return n.error() << "unknown coordinate_transformation_mode \"" << transform
+                     << "\": expected \"half_pixel\" or "
+                        "\"output_half_pixel\"";
+  const int64_t outH = n.attrInt("output_height", 1),
+                outW = n.attrInt("output_width", 1),
+                ratio = n.attrInt("sampling_ratio", 0);
+  if (outH < 1 || outW < 1 || ratio < 0)
+    return n.error() << "expected output_height, output_width >= 1 and "
+                        "sampling_ratio >= 0, got "
+                     << outH << ", " << outW << " and " << ratio;
+  const double scale = n.attrFloat("spatial_scale", 1.0f);
+  if (!std::isfinite(scale))
+    return n.error() << "expected a finite spatial_scale, got " << scale;
+  OpBuilder &b = n.builder();
+  auto type = RankedTensorType::get({regions, xType.getDimSize(1), outH, outW},
+                                    element);
+  n.setOutput(0, n.create<RoiAlignOp>(
+                      type, n.input(0), n.input(1), n.input(2),
+                      b.getStringAttr(mode), b.getI64IntegerAttr(outH),
+                      b.getI64IntegerAttr(outW), b.getI64IntegerAttr(ratio),
+                      b.getF64FloatAttr(scale),
+                      b.getBoolAttr(transform == "half_pixel"))
+                     .getResult());
+  return success();
+}
+
 } // namespace
 
 void appendGridSampleOps(std::vector<OpEntry> &ops) {
@@ -296,6 +353,7 @@ void appendGridSampleOps(std::vector<OpEntry> &ops) {
                             {"GridSample", 16, importGridSample},
                             {"AffineGrid", 20, importAffineGrid},
                             {"DeformConv", 19, importDeformConv},
+                            {"RoiAlign", 10, importRoiAlign},
                         });
 }
 

@@ -58,9 +58,10 @@ Policy policyOf(Operation *op, bool halfNorms) {
           BatchNormGradOp, GroupNormOp, GroupNormGradOp, AttentionOp,
           AttentionGradOp>(op))
     return Policy::Island;
-  // A half grid would place samples a pixel off in a 256-pixel image
-  // (bf16's 8 bits): fp32, as PyTorch autocast runs grid_sampler.
-  if (isa<GridSampleOp, GridSampleGradOp>(op))
+  // A half grid (or half regions) would place samples a pixel off in a
+  // 256-pixel image (bf16's 8 bits): fp32, as PyTorch autocast runs
+  // grid_sampler and torchvision's roi_align.
+  if (isa<GridSampleOp, GridSampleGradOp, RoiAlignOp, RoiAlignGradOp>(op))
     return Policy::Island;
   // Batch-norm statistics stay fp32 too: the mean and variance computed
   // from them, the running statistics and the parameter gradients.

@@ -349,7 +349,8 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
         cudaBatchNormSlices(channels, in(0).numel() / channels);
     return compute(2 * channels * slices * int64_t(sizeof(double)));
   }
-  if (k == "max_pool_grad" || k == "grid_sample_grad") {
+  if (k == "max_pool_grad" || k == "grid_sample_grad" ||
+      k == "roi_align_grad") {
     // f16 and bf16 gradients accumulate in a float copy of dx.
     if (ctx.outputs.empty() || out(0).numel() == 0 ||
         (out(0).dtype != DType::kF16 && out(0).dtype != DType::kBF16))

@@ -769,6 +769,50 @@ def : Kernel<"grid_sample_grad"> {
   ];
 }
 
+def : Kernel<"roi_align"> {
+  let Summary = "Pools regions of interest of an image by bilinear samples";
+  let Source = "dgraph.roi_align";
+  let Inputs = [
+    Tensor<"operand", FloatElement, 4>,
+    Tensor<"rois", FloatElement, 2>,
+    Tensor<"batch_indices", I64Element, 1>
+  ];
+  let Outputs = [Tensor<"result", FloatElement, 4>];
+  let Attrs = [
+    Defaulted<EnumAttr<"mode", ["avg", "max"]>, "avg">,
+    IntAttr<"output_height">,
+    IntAttr<"output_width">,
+    IntAttr<"sampling_ratio">,
+    FloatAttr<"spatial_scale">,
+    Defaulted<BoolAttr<"half_pixel">, "1">
+  ];
+  let Relations = [SameElementType<["operand", "rois", "result"]>];
+}
+
+def : Kernel<"roi_align_grad"> {
+  let Summary = "Gradient of roi_align for its operand";
+  let Source = "dgraph.roi_align_grad";
+  let Inputs = [
+    Tensor<"dy", FloatElement, 4>,
+    Tensor<"operand", FloatElement, 4>,
+    Tensor<"rois", FloatElement, 2>,
+    Tensor<"batch_indices", I64Element, 1>
+  ];
+  let Outputs = [Tensor<"doperand", FloatElement, 4>];
+  let Attrs = [
+    Defaulted<EnumAttr<"mode", ["avg", "max"]>, "avg">,
+    IntAttr<"output_height">,
+    IntAttr<"output_width">,
+    IntAttr<"sampling_ratio">,
+    FloatAttr<"spatial_scale">,
+    Defaulted<BoolAttr<"half_pixel">, "1">
+  ];
+  let Relations = [
+    SameElementType<["dy", "operand", "rois", "doperand"]>,
+    SameShape<["operand", "doperand"]>
+  ];
+}
+
 def : Kernel<"group_norm"> {
   let Summary = "Normalizes groups of channels per sample, with a per-channel affine";
   let Source = "dgraph.group_norm";

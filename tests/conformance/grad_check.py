@@ -133,6 +133,9 @@ UNKNOWN_RESOLVED = {
     "QuantizeLinear": "quantization",
     "DequantizeLinear": "quantization",
     "DynamicQuantizeLinear": "quantization",
+    # X only: torchvision's roi_align, ONNX Runtime's RoiAlign gradient and
+    # dtcc give the regions (boxes, detached proposals) no gradient.
+    "RoiAlign": [0],
 }
 
 # Ops ONNX's schemas tag NonDifferentiable that are linear in their float

@@ -67,7 +67,9 @@ logsumexp) and Registration (VoxelMorph's deformable registration of
 volumes: Conv3d layers predict a displacement field, F.grid_sample warps
 the moving volume trilinearly at the identity grid plus that field, a
 5-D GridSample, and the loss adds the field's smoothness to the warped
-volume's squared error).
+volume's squared error) and RoiHead (a detector's second stage:
+torchvision's roi_align of given boxes over a strided convolutional
+feature map, adaptive sampling, a box classifier).
 """
 import math
 
@@ -1084,6 +1086,30 @@ class Registration(torch.nn.Module):
         return ((warped - fixed) ** 2).mean() + 0.1 * smooth
 
 
+class RoiHead(torch.nn.Module):
+    """[b, 3, s, s] images, [k, 5] boxes (image index, x1, y1, x2, y2 in
+    pixels) and [k] labels -> the cross-entropy of classifying each box from
+    torchvision's roi_align of a stride-2 feature map (aligned, the
+    sampling grid adapted to each box's size)."""
+
+    def __init__(self, channels=8, classes=4, pool=3):
+        super().__init__()
+        # Imported here, before any trace (its import calls an op a trace
+        # cannot record), and only by this model's users.
+        from torchvision.ops import roi_align
+        self.roi_align = roi_align
+        self.pool = pool
+        self.c1 = torch.nn.Conv2d(3, channels, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(channels, channels, 3, stride=2, padding=1)
+        self.fc = torch.nn.Linear(channels * pool * pool, classes)
+
+    def forward(self, x, boxes, labels):
+        f = F.relu(self.c2(F.relu(self.c1(x))))
+        r = self.roi_align(f, boxes, output_size=self.pool, spatial_scale=0.5,
+                      sampling_ratio=-1, aligned=True)
+        return F.cross_entropy(self.fc(r.flatten(1)), labels)
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
@@ -1093,7 +1119,7 @@ MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "index-add": IndexAdd, "densenet": DenseNet, "effnet": EffNet,
           "convnext": ConvNeXt, "seq2seq": Seq2Seq, "wavenet": WaveNet, "gcn": GCN,
           "losses": Losses, "superres": SuperRes, "tasnet": TasNet, "pointer": Pointer,
-          "registration": Registration}
+          "registration": Registration, "roi-head": RoiHead}
 
 
 def build(name, **sizes):
@@ -1196,6 +1222,23 @@ def example_inputs(name, model, batch, rng):
         labels = np.stack([rng.choice(np.flatnonzero(m), n) for m in mask])
         return {"x": rng.standard_normal((batch, n, model.q.in_features)).astype(np.float32),
                 "mask": mask.astype(np.int64), "labels": labels.astype(np.int64)}
+    if name == "roi-head":
+        # Three boxes an image, of 2 to 14 pixels a side, some reaching
+        # past the border; the class of a box is the colour channel
+        # brightest inside it, or 3 when it is mostly outside (learnable).
+        size = 16
+        x = rng.random((batch, 3, size, size)).astype(np.float32)
+        boxes, labels = [], []
+        for b in range(batch):
+            for _ in range(3):
+                w, h = rng.uniform(2, 14, 2)
+                x1, y1 = rng.uniform(-2, size - 2, 2)
+                boxes.append([b, x1, y1, x1 + w, y1 + h])
+                c0, r0 = int(max(x1, 0)), int(max(y1, 0))
+                inside = x[b, :, r0:int(min(y1 + h, size)) + 1, c0:int(min(x1 + w, size)) + 1]
+                labels.append(int(inside.mean((1, 2)).argmax()) if inside.size else 3)
+        return {"x": x, "boxes": np.array(boxes, np.float32),
+                "labels": np.array(labels, np.int64)}
     if name == "registration":
         # A smooth volume and its copy shifted by a voxel (learnable).
         s = model.size

@@ -98,6 +98,7 @@ SETTINGS = {
     "tasnet": Settings(batch=8, lr=2e-3, eps=1e-6, learns=True),
     "pointer": Settings(batch=8, lr=1e-2, eps=1e-6),
     "registration": Settings(batch=4, lr=2e-3, eps=1e-6, learns=True),
+    "roi-head": Settings(batch=4, lr=5e-3, eps=1e-6),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).

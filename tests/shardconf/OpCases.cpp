@@ -428,6 +428,48 @@ std::vector<OpCase> dtcc::shardconf::opCases() {
       "%dx, %dg = dgraph.grid_sample_grad %d, %a, %g {padding_mode = "
       "\"border\"} : (" +
           gy + ", " + gx + ", " + gg + ") -> (" + gx + ", " + gg + ")");
+  // A volume: trilinear, and its gradient.
+  const std::string vx = "tensor<4x4x3x4x5xf64>", vg = "tensor<4x2x3x4x3xf64>",
+                    vy = "tensor<4x4x2x3x4xf64>";
+  add("grid_sample_3d",
+      {{"a", {4, 4, 3, 4, 5}}, {"g", {4, 2, 3, 4, 3}, "f64", -1.2, 1.2}},
+      "%y = dgraph.grid_sample %a, %g {padding_mode = \"reflection\"} : (" +
+          vx + ", " + vg + ") -> " + vy);
+  add("grid_sample_grad_3d",
+      {{"d", {4, 4, 2, 3, 4}},
+       {"a", {4, 4, 3, 4, 5}},
+       {"g", {4, 2, 3, 4, 3}, "f64", -1.2, 1.2}},
+      "%dx, %dg = dgraph.grid_sample_grad %d, %a, %g : (" + vy + ", " + vx +
+          ", " + vg + ") -> (" + vx + ", " + vg + ")");
+  // Regions anywhere in and past a 6x6 image (some of negative size),
+  // their images drawn from the 4.
+  const std::string rx = "tensor<4x4x6x6xf64>", rr = "tensor<4x4xf64>",
+                    rb = "tensor<4xi64>", ry = "tensor<4x4x2x2xf64>";
+  const std::string roiAttrs =
+      "output_height = 2 : i64, output_width = 2 : i64, spatial_scale = "
+      "1.0 : f64";
+  add("roi_align_avg",
+      {{"a", {4, 4, 6, 6}},
+       {"r", {4, 4}, "f64", -1, 7},
+       {"b", {4}, "i64", 0, 3}},
+      "%y = dgraph.roi_align %a, %r, %b {" + roiAttrs +
+          ", sampling_ratio = 0 : i64} : (" + rx + ", " + rr + ", " + rb +
+          ") -> " + ry);
+  add("roi_align_max",
+      {{"a", {4, 4, 6, 6}},
+       {"r", {4, 4}, "f64", -1, 7},
+       {"b", {4}, "i64", 0, 3}},
+      "%y = dgraph.roi_align %a, %r, %b {mode = \"max\", half_pixel = false, " +
+          roiAttrs + ", sampling_ratio = 2 : i64} : (" + rx + ", " + rr + ", " +
+          rb + ") -> " + ry);
+  add("roi_align_grad",
+      {{"d", {4, 4, 2, 2}},
+       {"a", {4, 4, 6, 6}},
+       {"r", {4, 4}, "f64", -1, 7},
+       {"b", {4}, "i64", 0, 3}},
+      "%dx = dgraph.roi_align_grad %d, %a, %r, %b {" + roiAttrs +
+          ", sampling_ratio = 0 : i64} : (" + ry + ", " + rx + ", " + rr +
+          ", " + rb + ") -> " + rx);
   for (const char *mode : {"edge", "reflect", "wrap"})
     add(std::string("pad_") + mode, {{"a", {4, 5}}},
         "%z = dgraph.constant dense<0.0> : tensor<f64>\n"

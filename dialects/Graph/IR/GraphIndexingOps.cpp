@@ -458,6 +458,131 @@ ShardingRule GridSampleGradOp::getShardingRule() {
 }
 
 //===----------------------------------------------------------------------===//
+// roi_align, roi_align_grad
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The checks shared by roi_align (x, rois, batch_indices -> y) and
+/// roi_align_grad (`y` its dy).
+LogicalResult verifyRoiAlign(Operation *op, RankedTensorType x,
+                             RankedTensorType rois, RankedTensorType batch,
+                             RankedTensorType y, StringRef mode, int64_t outH,
+                             int64_t outW, int64_t ratio) {
+  if (x.getRank() != 4)
+    return op->emitOpError("expected an operand of rank 4 [N, C, H, W], got ")
+           << x;
+  if (rois.getRank() != 2 || rois.getDimSize(1) != 4)
+    return op->emitOpError("expected rois of shape [R, 4], got ") << rois;
+  if (batch.getRank() != 1 || batch.getDimSize(0) != rois.getDimSize(0))
+    return op->emitOpError("expected batch_indices of shape [")
+           << rois.getDimSize(0) << "], got " << batch;
+  if (rois.getElementType() != x.getElementType() ||
+      y.getElementType() != x.getElementType())
+    return op->emitOpError("expected operand, rois and result of one element "
+                           "type, got ")
+           << x.getElementType() << ", " << rois.getElementType() << " and "
+           << y.getElementType();
+  if (outH < 1 || outW < 1 || ratio < 0)
+    return op->emitOpError("expected output_height, output_width >= 1 and "
+                           "sampling_ratio >= 0, got ")
+           << outH << ", " << outW << " and " << ratio;
+  SmallVector<int64_t> shape = {rois.getDimSize(0), x.getDimSize(1), outH,
+                                outW};
+  if (y.getShape() != ArrayRef<int64_t>(shape))
+    return op->emitOpError("expected a result of shape ")
+           << formatShape(shape) << ", got " << formatShape(y.getShape());
+  if (mode != "avg" && mode != "max")
+    return op->emitOpError("expected mode \"avg\" or \"max\", got \"")
+           << mode << "\"";
+  return success();
+}
+
+/// roi_align's factors (`grad`: roi_align_grad's): the regions R (rois,
+/// batch_indices, y) and the channels C (x, y) are each computed on their
+/// own; the image's N, H and W are read at data-dependent positions and
+/// stay whole, and so do the bins (their positions are global). In the
+/// gradient R is summed over: doperand is a partial sum over split
+/// regions.
+Rule roiAlignRule(RankedTensorType x, RankedTensorType rois,
+                  RankedTensorType batch, int64_t outH, int64_t outW,
+                  bool grad) {
+  Rule r;
+  const Kind summed = grad ? Kind::kReduction : Kind::kParallel;
+  int64_t n = r.addFactor(x.getDimSize(0), Kind::kReplicated);
+  int64_t c = r.addFactor(x.getDimSize(1));
+  int64_t h = r.addFactor(x.getDimSize(2), Kind::kReplicated);
+  int64_t w = r.addFactor(x.getDimSize(3), Kind::kReplicated);
+  int64_t regions = r.addFactor(rois.getDimSize(0), summed);
+  int64_t box = r.addFactor(4, Kind::kReplicated);
+  // A bin's position is its global index (the attributes name the whole
+  // grid of bins): the bins stay whole.
+  int64_t oh = r.addFactor(outH, Kind::kReplicated),
+          ow = r.addFactor(outW, Kind::kReplicated);
+  auto y = RankedTensorType::get(
+      {rois.getDimSize(0), x.getDimSize(1), outH, outW}, x.getElementType());
+  Rule::TensorFactors xs = mapped(x, {n, c, h, w}),
+                      boxes = mapped(rois, {regions, box}),
+                      indices = mapped(batch, {regions}),
+                      ys = mapped(y, {regions, c, oh, ow});
+  // Forward: x, rois, batch_indices -> y. Gradient: dy, x, rois,
+  // batch_indices -> dx.
+  if (grad)
+    r.operands.push_back(ys);
+  r.operands.append({xs, boxes, indices});
+  r.results.push_back(grad ? xs : ys);
+  return r;
+}
+
+} // namespace
+
+LogicalResult RoiAlignOp::verify() {
+  return verifyRoiAlign(*this, typeOf(getOperand()), typeOf(getRois()),
+                        typeOf(getBatchIndices()), typeOf(getResult()),
+                        getMode(), getOutputHeight(), getOutputWidth(),
+                        getSamplingRatio());
+}
+
+LogicalResult RoiAlignOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
+                                   SmallVectorImpl<Value> &out) {
+  // The regions and their indices get no gradient.
+  out.assign(3, Value());
+  if (!grads[0])
+    return success();
+  out[0] = RoiAlignGradOp::create(b, getLoc(), getOperand().getType(), grads[0],
+                                  getOperand(), getRois(), getBatchIndices(),
+                                  getModeAttr(), getOutputHeightAttr(),
+                                  getOutputWidthAttr(), getSamplingRatioAttr(),
+                                  getSpatialScaleAttr(), getHalfPixelAttr());
+  return success();
+}
+
+ShardingRule RoiAlignOp::getShardingRule() {
+  return roiAlignRule(typeOf(getOperand()), typeOf(getRois()),
+                      typeOf(getBatchIndices()), getOutputHeight(),
+                      getOutputWidth(), /*grad=*/false);
+}
+
+LogicalResult RoiAlignGradOp::verify() {
+  auto x = typeOf(getOperand());
+  if (failed(verifyRoiAlign(*this, x, typeOf(getRois()),
+                            typeOf(getBatchIndices()), typeOf(getDy()),
+                            getMode(), getOutputHeight(), getOutputWidth(),
+                            getSamplingRatio())))
+    return failure();
+  if (getDoperand().getType() != x)
+    return emitOpError("expected doperand of type ")
+           << x << ", got " << getDoperand().getType();
+  return success();
+}
+
+ShardingRule RoiAlignGradOp::getShardingRule() {
+  return roiAlignRule(typeOf(getOperand()), typeOf(getRois()),
+                      typeOf(getBatchIndices()), getOutputHeight(),
+                      getOutputWidth(), /*grad=*/true);
+}
+
+//===----------------------------------------------------------------------===//
 // pad_grad
 //===----------------------------------------------------------------------===//
 

@@ -2,7 +2,8 @@
 //
 // The tensor ops of vision, audio and recommender training graphs that read
 // or write at computed positions: resize (and its adjoint), grid_sample
-// (and its gradient), the adjoint of pad's edge/reflect/wrap modes,
+// (and its gradient), roi_align (and its gradient), the adjoint of pad's
+// edge/reflect/wrap modes,
 // gather_nd/scatter_nd, scatter_elements and top_k. Verifiers, type
 // inference, VJP and sharding rules are in GraphIndexingOps.cpp.
 //
@@ -210,6 +211,99 @@ def Graph_GridSampleGradOp : Graph_Op<"grid_sample_grad",
   let results = (outs Graph_FloatTensor:$doperand, Graph_FloatTensor:$dgrid);
   let assemblyFormat = [{
     $dy `,` $operand `,` $grid attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+/// The attributes of roi_align and roi_align_grad (ONNX RoiAlign-16).
+defvar Graph_RoiAlignAttrs = (ins
+    DefaultValuedStrAttr<StrAttr, "avg">:$mode,
+    I64Attr:$output_height,
+    I64Attr:$output_width,
+    I64Attr:$sampling_ratio,
+    F64Attr:$spatial_scale,
+    DefaultValuedAttr<BoolAttr, "true">:$half_pixel);
+
+def Graph_RoiAlignOp : Graph_Op<"roi_align",
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure,
+     DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
+  let summary = "Pools regions of interest of an image by bilinear samples";
+  let description = [{
+    ONNX RoiAlign (opsets 10 and 16; torchvision's `roi_align`): region r
+    of `rois` [R, 4] (x1, y1, x2, y2, scaled by `spatial_scale`; shifted by
+    half a pixel with `half_pixel`, else at least one pixel wide and high)
+    of image `batch_indices`[r] of `operand` [N, C, H, W] is cut into
+    `output_height` x `output_width` bins; each bin is sampled on a grid
+    of `sampling_ratio`^2 points (0: ceil(region size / bins) per axis,
+    decided at run time), each point read bilinearly from its 4 neighbours
+    (nothing beyond a pixel outside the image, clamped to the border
+    inside that), and the bin holds their average (`avg`) or the largest
+    weighted neighbour of any of them (`max`, as ONNX's reference and ONNX
+    Runtime compute it). The result is [R, C, output_height, output_width].
+
+    Only `operand` is differentiable: the regions and their indices get no
+    gradient (torchvision's neither).
+
+    Example:
+    ```mlir
+    %y = dgraph.roi_align %x, %rois, %idx {output_height = 2 : i64,
+        output_width = 2 : i64, sampling_ratio = 0 : i64,
+        spatial_scale = 0.25 : f64}
+        : (tensor<2x3x8x8xf32>, tensor<5x4xf32>, tensor<5xi64>)
+        -> tensor<5x3x2x2xf32>
+    ```
+
+    **Constraints:**
+    - `operand` has rank 4, `rois` is [R, 4] of its element type and
+      `batch_indices` [R] of i64;
+    - the result is [R, C, output_height, output_width];
+    - `output_height`, `output_width` >= 1, `sampling_ratio` >= 0; `mode`
+      is "avg" or "max".
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$operand,
+                            Graph_FloatTensor:$rois,
+                            StaticShapeTensorOf<[I64]>:$batch_indices),
+                       Graph_RoiAlignAttrs);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $operand `,` $rois `,` $batch_indices attr-dict `:`
+    functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_RoiAlignGradOp : Graph_Op<"roi_align_grad",
+    [DeclareOpInterfaceMethods<Graph_ShardableOpInterface>, Pure]> {
+  let summary = "Gradient of roi_align for its operand";
+  let description = [{
+    From the result's gradient `dy` [R, C, output_height, output_width],
+    the forward `operand`, `rois` and `batch_indices` (same attributes as
+    `dgraph.roi_align`): `doperand` adds each element of `dy` into the
+    pixels its bin read, with their bilinear weights over the bin's sample
+    count (`avg`), or into the one pixel whose weighted value won (`max`).
+
+    Example:
+    ```mlir
+    %dx = dgraph.roi_align_grad %dy, %x, %rois, %idx {output_height = 2 : i64,
+        output_width = 2 : i64, sampling_ratio = 2 : i64,
+        spatial_scale = 1.0 : f64}
+        : (tensor<5x3x2x2xf32>, tensor<2x3x8x8xf32>, tensor<5x4xf32>,
+           tensor<5xi64>) -> tensor<2x3x8x8xf32>
+    ```
+
+    **Constraints:**
+    - `operand`, `rois`, `batch_indices` and `dy` as the operands and
+      result of `dgraph.roi_align`;
+    - `doperand` has the type of `operand`.
+  }];
+  let arguments = !con((ins Graph_FloatTensor:$dy, Graph_FloatTensor:$operand,
+                            Graph_FloatTensor:$rois,
+                            StaticShapeTensorOf<[I64]>:$batch_indices),
+                       Graph_RoiAlignAttrs);
+  let results = (outs Graph_FloatTensor:$doperand);
+  let assemblyFormat = [{
+    $dy `,` $operand `,` $rois `,` $batch_indices attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -49,6 +49,7 @@ void registerCpuAttentionKernels(KernelRegistry &registry);
 void registerCpuConvKernels(KernelRegistry &registry);
 void registerCpuNormPoolKernels(KernelRegistry &registry);
 void registerCpuGridSampleKernels(KernelRegistry &registry);
+void registerCpuRoiAlignKernels(KernelRegistry &registry);
 /// Collectives over the mesh (CollectiveKernels.cpp); need KernelContext::comm.
 void registerCpuCollectiveKernels(KernelRegistry &registry);
 

@@ -24,6 +24,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerCpuConvKernels(registry);
   registerCpuNormPoolKernels(registry);
   registerCpuGridSampleKernels(registry);
+  registerCpuRoiAlignKernels(registry);
   registerCpuCollectiveKernels(registry);
   registerCpuFusedKernels(registry);
 }

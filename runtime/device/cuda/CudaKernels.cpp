@@ -10,6 +10,7 @@
 
 #include "runtime/device/cpu/CpuKernelUtils.h"
 #include "runtime/device/cpu/GridSamplePlan.h"
+#include "runtime/device/cpu/RoiAlignPlan.h"
 #include "runtime/device/cuda/CudaCheck.h"
 #include "runtime/device/cuda/CudaDevice.h"
 #include "runtime/device/cuda/CudaFactory.h"
@@ -1014,6 +1015,58 @@ StatusOr<KernelFn> buildGridSampleGrad(CudaDevice &dev,
   });
 }
 
+//===-- roi_align ---------------------------------------------------------===//
+
+StatusOr<KernelFn> buildRoiAlign(CudaDevice &dev, const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(roi::Geometry g, cpu::planRoiAlign(ctx, false));
+  const DType dtype = ctx.inputs[0].dtype;
+  DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, dtype));
+  const void *x = ctx.inputs[0].data, *rois = ctx.inputs[1].data;
+  const int64_t *batch = ctx.inputs[2].as<const int64_t>();
+  void *y = ctx.outputs[0].data;
+  const int32_t site =
+      dev.registerSite("roi_align's batch_indices at '" + ctx.location + "'");
+  DeviceError *error = dev.errorSlot();
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  return KernelFn([=] {
+    return launched(
+        prefix, launchRoiAlign(dtype, x, rois, batch, y, g, error, site, st));
+  });
+}
+
+StatusOr<KernelFn> buildRoiAlignGrad(CudaDevice &dev,
+                                     const KernelContext &ctx) {
+  DTCC_ASSIGN_OR_RETURN(roi::Geometry g, cpu::planRoiAlign(ctx, true));
+  const DType dtype = ctx.inputs[0].dtype;
+  DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, dtype));
+  // f16 and bf16 accumulate doperand in float: atomics on the half types
+  // lose sums.
+  const bool viaFloat = dtype == DType::kF16 || dtype == DType::kBF16;
+  const int64_t in = ctx.outputs[0].numel();
+  DTCC_ASSIGN_OR_RETURN(
+      ScratchSlot scratch,
+      requestScratchOf(ctx, ScratchUse::kCompute,
+                       viaFloat ? in * int64_t(sizeof(float)) : 0));
+  const void *dy = ctx.inputs[0].data, *x = ctx.inputs[1].data,
+             *rois = ctx.inputs[2].data;
+  const int64_t *batch = ctx.inputs[3].as<const int64_t>();
+  void *dx = ctx.outputs[0].data;
+  const int32_t site = dev.registerSite("roi_align_grad's batch_indices at '" +
+                                        ctx.location + "'");
+  DeviceError *error = dev.errorSlot();
+  cudaStream_t st = dev.computeStream();
+  std::string prefix = errorPrefix(ctx);
+  const bool needsScratch = viaFloat && in > 0;
+  return KernelFn([=] {
+    if (needsScratch && !scratch.get())
+      return unreserved(prefix);
+    return launched(prefix, launchRoiAlignGrad(dtype, dy, x, rois, batch, dx,
+                                               scratch.as<float>(), g, error,
+                                               site, st));
+  });
+}
+
 StatusOr<KernelFn> buildRandom(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_RETURN_IF_ERROR(checkAllContiguous(ctx));
   const TensorView step = ctx.inputs[0], y = ctx.outputs[0];
@@ -1406,6 +1459,8 @@ void registerCudaKernels(KernelRegistry &registry, CudaDevice &device) {
   add("random", buildRandom);
   add("grid_sample", buildGridSample);
   add("grid_sample_grad", buildGridSampleGrad);
+  add("roi_align", buildRoiAlign);
+  add("roi_align_grad", buildRoiAlignGrad);
   add("lr_schedule", buildLrSchedule);
   add("adamw", buildAdamw);
   add("sgd", buildSgd);

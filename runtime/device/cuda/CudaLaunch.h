@@ -18,6 +18,7 @@
 
 #include "runtime/base/DType.h"
 #include "runtime/base/GridSample.h"
+#include "runtime/base/RoiAlign.h"
 #include "runtime/device/cuda/FastDivision.h"
 
 #include <cuda_runtime_api.h>
@@ -192,6 +193,20 @@ cudaError_t launchGridSampleGrad(DType dtype, const void *dy, const void *x,
                                  const void *grid, void *dx, void *dgrid,
                                  float *scratch, const grid::Geometry &g,
                                  cudaStream_t stream);
+/// roi_align: x [N, C, H, W] pooled over rois [R, 4] of samples
+/// batch [R] into y [R, C, outH, outW] (runtime/base/RoiAlign.h); a batch
+/// index out of range is recorded in `error`.
+cudaError_t launchRoiAlign(DType dtype, const void *x, const void *rois,
+                           const int64_t *batch, void *y,
+                           const roi::Geometry &g, DeviceError *error,
+                           int32_t site, cudaStream_t stream);
+/// roi_align_grad: dy, x, rois, batch -> dx (added atomically; f16/bf16
+/// through `scratch`, a float copy of dx, else null).
+cudaError_t launchRoiAlignGrad(DType dtype, const void *dy, const void *x,
+                               const void *rois, const int64_t *batch, void *dx,
+                               float *scratch, const roi::Geometry &g,
+                               DeviceError *error, int32_t site,
+                               cudaStream_t stream);
 /// out[o][j][k] = data[o][idx[j]][k] (negative indices from the end).
 cudaError_t launchGather(int elemSize, DType indexType, const void *data,
                          const void *indices, void *out, int64_t outer,

@@ -1315,6 +1315,41 @@ TEST_F(CudaKernels, GridSampleAndGradLikeTheCpu) {
           }
 }
 
+/// roi_align and its gradient read the CPU kernels' samples (one header):
+/// both modes, fixed and adaptive sampling grids, regions past the borders,
+/// in f64, f32 and bf16 (the gradient's atomics through a float copy).
+TEST_F(CudaKernels, RoiAlignAndGradLikeTheCpu) {
+  const std::vector<int64_t> x{2, 3, 8, 10}, r{5, 4}, b{5}, y{5, 3, 3, 2};
+  const std::vector<float> boxes = {2,  3,  13, 11, -6, -4, 5, 7, 10, 10,
+                                    24, 22, 6,  6,  6,  6,  0, 0, 2,  60};
+  const std::vector<float> batch = {0, 1, 0, 1, 0};
+  const std::pair<DType, double> types[] = {
+      {DType::kF64, 1e-12}, {DType::kF32, 1e-4}, {DType::kBF16, 4 * kBf16Tol}};
+  for (auto [dt, tol] : types)
+    for (const char *mode : {"avg", "max"})
+      for (int64_t ratio : {0, 2}) {
+        SCOPED_TRACE(std::string(dtypeName(dt)) + " " + mode + " ratio " +
+                     std::to_string(ratio));
+        Attrs a;
+        a.set("mode", std::string(mode));
+        a.set("output_height", int64_t(3));
+        a.set("output_width", int64_t(2));
+        a.set("sampling_ratio", ratio);
+        a.set("spatial_scale", 0.5);
+        a.set("half_pixel", int64_t(1));
+        std::vector<float> xv = randomValues(cpu::product(x), 35);
+        compare("roi_align", a,
+                {{dt, x, xv}, {dt, r, boxes}, {DType::kI64, b, batch}},
+                {{dt, y, {}}}, tol);
+        compare("roi_align_grad", a,
+                {{dt, y, randomValues(cpu::product(y), 36)},
+                 {dt, x, xv},
+                 {dt, r, boxes},
+                 {DType::kI64, b, batch}},
+                {{dt, x, {}}}, tol);
+      }
+}
+
 /// Nearest sampling of an identity grid that halves 194 columns (97 output
 /// columns: align_corners 0 puts every one on a half-pixel boundary) picks
 /// the CPU's pixels: the coordinates are computed op by op as on the CPU

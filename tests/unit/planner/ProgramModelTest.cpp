@@ -252,6 +252,25 @@ TEST(ProgramModel, GridSampleIsPricedByItsTaps) {
               (volume + voxels * 4 + voxels * 64 * 4) / 1e11 + 1e-6, 1e-15);
 }
 
+TEST(ProgramModel, RoiAlignIsPricedByItsSamples) {
+  // roi_align reads 4 neighbours of each bin's samples: sampling_ratio^2
+  // of them, 2 x 2 counted when the regions decide at run time (0).
+  Builder b;
+  Function *f = b.function("train_step");
+  int x = b.buffer({2, 8, 16, 16}), r = b.buffer({5, 4}), i = b.buffer({5}),
+      y = b.buffer({5, 8, 3, 3});
+  const double operands = (2 * 8 * 16 * 16 + 5 * 4 + 5 + 5 * 8 * 3 * 3) * 4.0;
+  const double pooled = 5 * 8 * 3 * 3;
+  Instruction *k = b.kernel(f, "roi_align", {x, r, i}, {y});
+  Builder::attr(k, "sampling_ratio", int64_t(0));
+  ClusterSpec c = roundCluster("cpu");
+  EXPECT_NEAR(instructionSeconds(b.p, *k, c.device),
+              (operands + pooled * 4 * 4 * 4) / 1e11 + 1e-6, 1e-15);
+  Builder::attr(k, "sampling_ratio", int64_t(3));
+  EXPECT_NEAR(instructionSeconds(b.p, *k, c.device),
+              (operands + pooled * 9 * 4 * 4) / 1e11 + 1e-6, 1e-15);
+}
+
 TEST(ProgramModel, TopKComparesWholeRowsOnGpus) {
   // The CUDA kernel compares each element with its whole row; the CPU one
   // sorts partially: memory-bound there.

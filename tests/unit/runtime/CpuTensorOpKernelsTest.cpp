@@ -812,6 +812,126 @@ TEST(CpuTensorOpKernels, GridSampleGradAndHalvesMatchF64) {
         }
 }
 
+//===----------------------------------------------------------------------===//
+// roi_align
+//===----------------------------------------------------------------------===//
+
+Attrs roiAlignAttrs(const std::string &mode, int64_t ratio, bool halfPixel) {
+  Attrs a;
+  a.set("mode", mode);
+  a.set("output_height", int64_t(3));
+  a.set("output_width", int64_t(2));
+  a.set("sampling_ratio", ratio);
+  a.set("spatial_scale", 0.5);
+  a.set("half_pixel", int64_t(halfPixel));
+  return a;
+}
+
+/// Regions over two 8x10 images (0.5 of the boxes' scale): inside, past
+/// the borders, of no size, and one of 1 by 30 pixels.
+std::pair<Tensor, Tensor> roiBoxes(DType dtype) {
+  const std::vector<std::vector<double>> boxes = {{2, 3, 13, 11},
+                                                  {-6, -4, 5, 7},
+                                                  {10, 10, 24, 22},
+                                                  {6, 6, 6, 6},
+                                                  {0, 0, 2, 60}};
+  Tensor rois(dtype, {5, 4}), batch(DType::kI64, {5});
+  for (int64_t r = 0; r < 5; ++r) {
+    for (int64_t k = 0; k < 4; ++k)
+      rois.set(r * 4 + k, boxes[size_t(r)][size_t(k)]);
+    batch.set(r, double(r % 2));
+  }
+  return {rois, batch};
+}
+
+// The image's gradient is the adjoint of "avg" pooling: <Y(x), dy> =
+// <x, dX(dy)>, for both transforms, fixed and adaptive sampling grids; for
+// "max" each bin's dy lands on one pixel, weighted; f16/bf16 compute in
+// float what f64 computes from the same rounded values.
+TEST(CpuTensorOpKernels, RoiAlignGradAndHalvesMatchF64) {
+  std::mt19937 rng(10);
+  const std::vector<int64_t> xs{2, 3, 8, 10}, ys{5, 3, 3, 2};
+  auto [rois, batch] = roiBoxes(DType::kF64);
+  for (const char *mode : {"avg", "max"})
+    for (int64_t ratio : {0, 2})
+      for (bool halfPixel : {true, false}) {
+        SCOPED_TRACE(std::string(mode) + " ratio " + std::to_string(ratio) +
+                     (halfPixel ? " half_pixel" : " output_half_pixel"));
+        Attrs a = roiAlignAttrs(mode, ratio, halfPixel);
+        Tensor x = randomTensor(rng, DType::kF64, xs);
+        Tensor dy = randomTensor(rng, DType::kF64, ys);
+        Tensor y = Tensor::output(DType::kF64, ys);
+        Tensor dx = Tensor::output(DType::kF64, xs);
+        Status s = runKernel("roi_align", {x.view(), rois.view(), batch.view()},
+                             {y.view()}, a);
+        ASSERT_TRUE(s.isOk()) << s.toString();
+        s = runKernel("roi_align_grad",
+                      {dy.view(), x.view(), rois.view(), batch.view()},
+                      {dx.view()}, a);
+        ASSERT_TRUE(s.isOk()) << s.toString();
+        if (std::string(mode) == "avg") {
+          double lhs = dot(y, dy), rhs = dot(x, dx);
+          EXPECT_NEAR(lhs, rhs, 1e-10 * std::max(1.0, std::fabs(lhs)));
+        }
+        // The region of no size pools nothing with an adaptive grid (none
+        // of its samples; the legacy transform makes it a pixel wide, a
+        // fixed grid samples its one point).
+        if (halfPixel && ratio == 0)
+          for (int64_t i = 3 * 18; i < 4 * 18; ++i)
+            ASSERT_EQ(y.get(i), 0.0) << "element " << i;
+        for (DType half : {DType::kF16, DType::kBF16}) {
+          SCOPED_TRACE(dtypeName(half));
+          auto [hx, wx] = roundedPair(x, half);
+          auto [hdy, wdy] = roundedPair(dy, half);
+          auto [hr, wr] = roundedPair(rois, half);
+          Tensor wy = Tensor::output(DType::kF64, ys),
+                 wdx = Tensor::output(DType::kF64, xs);
+          Tensor hy = Tensor::output(half, ys), hdx = Tensor::output(half, xs);
+          ASSERT_TRUE(runKernel("roi_align",
+                                {wx.view(), wr.view(), batch.view()},
+                                {wy.view()}, a)
+                          .isOk());
+          ASSERT_TRUE(
+              runKernel("roi_align_grad",
+                        {wdy.view(), wx.view(), wr.view(), batch.view()},
+                        {wdx.view()}, a)
+                  .isOk());
+          ASSERT_TRUE(runKernel("roi_align",
+                                {hx.view(), hr.view(), batch.view()},
+                                {hy.view()}, a)
+                          .isOk());
+          ASSERT_TRUE(
+              runKernel("roi_align_grad",
+                        {hdy.view(), hx.view(), hr.view(), batch.view()},
+                        {hdx.view()}, a)
+                  .isOk());
+          const double rtol = half == DType::kF16 ? 2e-3 : 1.6e-2;
+          for (auto [got, want] :
+               {std::pair<Tensor *, Tensor *>{&hy, &wy}, {&hdx, &wdx}}) {
+            double scale = 1;
+            for (int64_t i = 0; i < want->numel(); ++i)
+              scale = std::max(scale, std::fabs(want->get(i)));
+            for (int64_t i = 0; i < want->numel(); ++i)
+              ASSERT_NEAR(got->get(i), want->get(i), rtol * scale)
+                  << "element " << i;
+          }
+        }
+      }
+}
+
+TEST(CpuTensorOpKernels, RoiAlignRejectsABatchIndexOutOfRange) {
+  auto [rois, batch] = roiBoxes(DType::kF32);
+  batch.set(3, 2.0);
+  Tensor x(DType::kF32, {2, 3, 8, 10});
+  Tensor y = Tensor::output(DType::kF32, {5, 3, 3, 2});
+  Status s = runKernel("roi_align", {x.view(), rois.view(), batch.view()},
+                       {y.view()}, roiAlignAttrs("avg", 0, true));
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("batch index 2 of region 3 is outside [0, 2)"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(CpuTensorOpKernels, GridSampleRejectsMismatchedGrid) {
   Tensor x(DType::kF32, {2, 3, 5, 6}), g(DType::kF32, {1, 4, 7, 2});
   Tensor y = Tensor::output(DType::kF32, {2, 3, 4, 7});

@@ -357,3 +357,47 @@ func.func @f(%dy: tensor<1x2x6x5xf32>, %x: tensor<1x2x3x4xf32>, %g: tensor<1x5x6
   %0:2 = dgraph.grid_sample_grad %dy, %x, %g : (tensor<1x2x6x5xf32>, tensor<1x2x3x4xf32>, tensor<1x5x6x2xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x5x6x2xf32>)
   return
 }
+
+// -----
+
+// Tests that roi_align's regions are [R, 4].
+func.func @f(%x: tensor<1x2x8x8xf32>, %r: tensor<3x5xf32>, %b: tensor<3xi64>) {
+  // expected-error @+1 {{expected rois of shape [R, 4], got 'tensor<3x5xf32>'}}
+  %0 = dgraph.roi_align %x, %r, %b {output_height = 2 : i64, output_width = 2 : i64, sampling_ratio = 0 : i64, spatial_scale = 1.0 : f64} : (tensor<1x2x8x8xf32>, tensor<3x5xf32>, tensor<3xi64>) -> tensor<3x2x2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that roi_align has a batch index per region.
+func.func @f(%x: tensor<1x2x8x8xf32>, %r: tensor<3x4xf32>, %b: tensor<2xi64>) {
+  // expected-error @+1 {{expected batch_indices of shape [3], got 'tensor<2xi64>'}}
+  %0 = dgraph.roi_align %x, %r, %b {output_height = 2 : i64, output_width = 2 : i64, sampling_ratio = 0 : i64, spatial_scale = 1.0 : f64} : (tensor<1x2x8x8xf32>, tensor<3x4xf32>, tensor<2xi64>) -> tensor<3x2x2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that roi_align's result is [R, C, output_height, output_width].
+func.func @f(%x: tensor<1x2x8x8xf32>, %r: tensor<3x4xf32>, %b: tensor<3xi64>) {
+  // expected-error @+1 {{expected a result of shape 3x2x2x3, got 3x2x2x2}}
+  %0 = dgraph.roi_align %x, %r, %b {output_height = 2 : i64, output_width = 3 : i64, sampling_ratio = 0 : i64, spatial_scale = 1.0 : f64} : (tensor<1x2x8x8xf32>, tensor<3x4xf32>, tensor<3xi64>) -> tensor<3x2x2x2xf32>
+  return
+}
+
+// -----
+
+// Tests that roi_align's mode and sampling ratio are checked.
+func.func @f(%x: tensor<1x2x8x8xf32>, %r: tensor<3x4xf32>, %b: tensor<3xi64>) {
+  // expected-error @+1 {{expected mode "avg" or "max", got "min"}}
+  %0 = dgraph.roi_align %x, %r, %b {mode = "min", output_height = 2 : i64, output_width = 2 : i64, sampling_ratio = 0 : i64, spatial_scale = 1.0 : f64} : (tensor<1x2x8x8xf32>, tensor<3x4xf32>, tensor<3xi64>) -> tensor<3x2x2x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x2x8x8xf32>, %r: tensor<3x4xf32>, %b: tensor<3xi64>) {
+  // expected-error @+1 {{expected output_height, output_width >= 1 and sampling_ratio >= 0, got 2, 2 and -1}}
+  %0 = dgraph.roi_align %x, %r, %b {output_height = 2 : i64, output_width = 2 : i64, sampling_ratio = -1 : i64, spatial_scale = 1.0 : f64} : (tensor<1x2x8x8xf32>, tensor<3x4xf32>, tensor<3xi64>) -> tensor<3x2x2x2xf32>
+  return
+}

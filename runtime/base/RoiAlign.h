@@ -1,0 +1,132 @@
+//===- RoiAlign.h - roi_align's samples, shared by CPU and CUDA -*- C++ -*-===//
+//
+// Where dgraph.roi_align reads and with which weights, as ONNX's RoiAlign
+// (opsets 10 and 16; its reference implementation and ONNX Runtime's, which
+// torchvision's roi_align matches for "avg"): each region of interest is
+// cut into output_height x output_width bins, each bin sampled on a grid of
+// sampling_ratio^2 points (0: ceil(region / bins) per axis, decided by the
+// region's size at run time), each point read bilinearly from its four
+// neighbours. The CPU kernels and the CUDA kernels (nvcc) include this one
+// definition, so both backends sample, and differentiate, alike.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTCC_RUNTIME_BASE_ROIALIGN_H
+#define DTCC_RUNTIME_BASE_ROIALIGN_H
+
+#include <math.h>
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define DTCC_ROI_HD __host__ __device__ __forceinline__
+#else
+#define DTCC_ROI_HD inline
+#endif
+
+namespace dtcc::runtime::roi {
+
+/// The sizes and attributes of one roi_align: x [n, c, h, w], rois
+/// [rois, 4] (x1, y1, x2, y2 in the input's scale), batch indices [rois],
+/// y [rois, c, outH, outW].
+struct Geometry {
+  int64_t n = 0, c = 0, h = 0, w = 0, rois = 0, outH = 0, outW = 0;
+  int64_t samplingRatio = 0;
+  double spatialScale = 1.0;
+  bool halfPixel = true; ///< "half_pixel"; false: "output_half_pixel"
+  bool max = false;      ///< mode "max"; false: "avg"
+  DTCC_ROI_HD int64_t plane() const { return h * w; }
+  DTCC_ROI_HD int64_t bins() const { return outH * outW; }
+};
+
+/// One region's bins: where they start, their size, and the sampling grid
+/// of each (`count` divides the average).
+template <typename T> struct Region {
+  T startH, startW, binH, binW;
+  int64_t gridH, gridW, count;
+};
+
+/// ceil(v) as a count of samples (0 for a region of no size or NaN; at
+/// most 2^20, where int64 products of counts stay exact).
+template <typename T> DTCC_ROI_HD int64_t gridOf(T v) {
+  if (!(v > T(0)))
+    return 0;
+  const double c = ceil(double(v));
+  return c > double(1 << 20) ? int64_t(1 << 20) : int64_t(c);
+}
+
+/// The bins of region `box` (x1, y1, x2, y2).
+template <typename T>
+DTCC_ROI_HD Region<T> regionOf(const Geometry &g, const T *box) {
+  const T scale = T(g.spatialScale), offset = g.halfPixel ? T(0.5) : T(0);
+  Region<T> r;
+  r.startW = box[0] * scale - offset;
+  r.startH = box[1] * scale - offset;
+  T width = box[2] * scale - offset - r.startW;
+  T height = box[3] * scale - offset - r.startH;
+  if (!g.halfPixel) {
+    // The legacy transform: every region at least one pixel.
+    width = width > T(1) ? width : T(1);
+    height = height > T(1) ? height : T(1);
+  }
+  r.binH = height / T(g.outH);
+  r.binW = width / T(g.outW);
+  r.gridH = g.samplingRatio > 0 ? g.samplingRatio : gridOf(height / T(g.outH));
+  r.gridW = g.samplingRatio > 0 ? g.samplingRatio : gridOf(width / T(g.outW));
+  r.count = r.gridH * r.gridW > 1 ? r.gridH * r.gridW : 1;
+  return r;
+}
+
+/// One sampling point's four neighbours (offsets into an [h, w] plane) and
+/// their bilinear weights; a point more than a pixel outside the image
+/// reads nothing (every weight 0, offsets 0).
+template <typename T> struct Sample {
+  int64_t at[4];
+  T weight[4];
+};
+
+/// Sample (iy, ix) of bin (ph, pw) of region `r`.
+template <typename T>
+DTCC_ROI_HD Sample<T> sampleOf(const Geometry &g, const Region<T> &r,
+                               int64_t ph, int64_t pw, int64_t iy, int64_t ix) {
+  Sample<T> s;
+  T y = r.startH + T(ph) * r.binH + (T(iy) + T(0.5)) * r.binH / T(r.gridH);
+  T x = r.startW + T(pw) * r.binW + (T(ix) + T(0.5)) * r.binW / T(r.gridW);
+  if (!(y >= T(-1) && y <= T(g.h) && x >= T(-1) && x <= T(g.w))) {
+    for (int k = 0; k < 4; ++k) {
+      s.at[k] = 0;
+      s.weight[k] = T(0);
+    }
+    return s;
+  }
+  y = y > T(0) ? y : T(0);
+  x = x > T(0) ? x : T(0);
+  int64_t yLow = int64_t(y), xLow = int64_t(x), yHigh, xHigh;
+  if (yLow >= g.h - 1) {
+    yHigh = yLow = g.h - 1;
+    y = T(yLow);
+  } else {
+    yHigh = yLow + 1;
+  }
+  if (xLow >= g.w - 1) {
+    xHigh = xLow = g.w - 1;
+    x = T(xLow);
+  } else {
+    xHigh = xLow + 1;
+  }
+  const T ly = y - T(yLow), lx = x - T(xLow);
+  const T hy = T(1) - ly, hx = T(1) - lx;
+  s.at[0] = yLow * g.w + xLow;
+  s.at[1] = yLow * g.w + xHigh;
+  s.at[2] = yHigh * g.w + xLow;
+  s.at[3] = yHigh * g.w + xHigh;
+  s.weight[0] = hy * hx;
+  s.weight[1] = hy * lx;
+  s.weight[2] = ly * hx;
+  s.weight[3] = ly * lx;
+  return s;
+}
+
+} // namespace dtcc::runtime::roi
+
+#endif // DTCC_RUNTIME_BASE_ROIALIGN_H
