@@ -127,6 +127,40 @@ DTCC_ROI_HD Sample<T> sampleOf(const Geometry &g, const Region<T> &r,
   return s;
 }
 
+/// The value bin (ph, pw) of region `r` pools from a plane whose pixel i
+/// `load(i)` reads: the average of its samples ("avg") or, as ONNX's
+/// reference and ONNX Runtime compute "max", the largest weighted
+/// neighbour of any sample (0 with no samples). `winner` gets where the
+/// "max" came from (-1: no pixel) and `winnerWeight` its weight.
+template <typename T, typename Load>
+DTCC_ROI_HD T poolOf(const Geometry &g, const Region<T> &r, Load &&load,
+                     int64_t ph, int64_t pw, int64_t &winner, T &winnerWeight) {
+  T sum = T(0), best = T(0);
+  bool first = true;
+  winner = -1;
+  for (int64_t iy = 0; iy < r.gridH; ++iy)
+    for (int64_t ix = 0; ix < r.gridW; ++ix) {
+      const Sample<T> s = sampleOf(g, r, ph, pw, iy, ix);
+      if (!g.max) {
+        T v = T(0);
+        for (int k = 0; k < 4; ++k)
+          v += s.weight[k] * load(s.at[k]);
+        sum += v;
+        continue;
+      }
+      for (int k = 0; k < 4; ++k) {
+        const T v = s.weight[k] * load(s.at[k]);
+        if (first || v > best) {
+          best = v;
+          winner = s.at[k];
+          winnerWeight = s.weight[k];
+          first = false;
+        }
+      }
+    }
+  return g.max ? best : sum / T(r.count);
+}
+
 } // namespace dtcc::runtime::roi
 
 #endif // DTCC_RUNTIME_BASE_ROIALIGN_H

@@ -85,37 +85,15 @@ Status checkBatchIndices(const std::string &where, const roi::Geometry &g,
   return Status::ok();
 }
 
-/// The value bin (ph, pw) of region `r` pools from `in` ([h, w]); with
-/// `winner`, where the "max" came from (-1: from no pixel, the value 0).
+/// Bin (ph, pw) of region `r` pooled from plane `in` (roi::poolOf).
 template <typename S>
 ComputeT<S> pool(const roi::Geometry &g, const roi::Region<ComputeT<S>> &r,
                  const S *in, int64_t ph, int64_t pw, int64_t *winner,
                  ComputeT<S> *winnerWeight) {
   using C = ComputeT<S>;
-  C sum = C(0), best = C(0);
-  bool first = true;
-  *winner = -1;
-  for (int64_t iy = 0; iy < r.gridH; ++iy)
-    for (int64_t ix = 0; ix < r.gridW; ++ix) {
-      roi::Sample<C> s = roi::sampleOf(g, r, ph, pw, iy, ix);
-      if (!g.max) {
-        C v = C(0);
-        for (int k = 0; k < 4; ++k)
-          v += s.weight[k] * Elem<S>::load(in[s.at[k]]);
-        sum += v;
-        continue;
-      }
-      for (int k = 0; k < 4; ++k) {
-        const C v = s.weight[k] * Elem<S>::load(in[s.at[k]]);
-        if (first || v > best) {
-          best = v;
-          *winner = s.at[k];
-          *winnerWeight = s.weight[k];
-          first = false;
-        }
-      }
-    }
-  return g.max ? best : sum / C(r.count);
+  return roi::poolOf(
+      g, r, [&](int64_t i) { return C(Elem<S>::load(in[i])); }, ph, pw, *winner,
+      *winnerWeight);
 }
 
 template <typename S>

@@ -60,6 +60,28 @@ inline StatusOr<ScratchSlot> requestScratchOf(const KernelContext &ctx,
   return slots.at(0);
 }
 
+/// The float copy of output 0 that a gradient of `dtype` adds into
+/// atomically when `dtype` is f16 or bf16 (atomics on the half types lose
+/// sums; the launch rounds the copy into output 0 at the end): its scratch
+/// slot, and whether the launch needs it (a half type and a non-empty
+/// output).
+struct FloatAccumulator {
+  ScratchSlot slot;
+  bool needed = false;
+};
+inline StatusOr<FloatAccumulator> floatAccumulatorOf(const KernelContext &ctx,
+                                                     DType dtype) {
+  const bool viaFloat = dtype == DType::kF16 || dtype == DType::kBF16;
+  const int64_t elements = ctx.outputs.at(0).numel();
+  FloatAccumulator acc;
+  DTCC_ASSIGN_OR_RETURN(
+      acc.slot,
+      requestScratchOf(ctx, ScratchUse::kCompute,
+                       viaFloat ? elements * int64_t(sizeof(float)) : 0));
+  acc.needed = viaFloat && elements > 0;
+  return acc;
+}
+
 /// The launch plan of a reduction planCudaReduce planned (CudaKernels.cpp).
 StatusOr<ReducePlan> reduceLaunchPlan(const CudaReducePlan &plan);
 

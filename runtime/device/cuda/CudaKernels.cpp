@@ -993,25 +993,17 @@ StatusOr<KernelFn> buildGridSampleGrad(CudaDevice &dev,
   DTCC_ASSIGN_OR_RETURN(grid::Geometry g, cpu::planGridSample(ctx, true));
   const DType dtype = ctx.inputs[0].dtype;
   DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, dtype));
-  // f16 and bf16 accumulate doperand in float: atomics on the half types
-  // lose sums.
-  const bool viaFloat = dtype == DType::kF16 || dtype == DType::kBF16;
-  const int64_t in = ctx.outputs[0].numel();
-  DTCC_ASSIGN_OR_RETURN(
-      ScratchSlot scratch,
-      requestScratchOf(ctx, ScratchUse::kCompute,
-                       viaFloat ? in * int64_t(sizeof(float)) : 0));
+  DTCC_ASSIGN_OR_RETURN(FloatAccumulator acc, floatAccumulatorOf(ctx, dtype));
   const void *dy = ctx.inputs[0].data, *x = ctx.inputs[1].data,
              *xy = ctx.inputs[2].data;
   void *dx = ctx.outputs[0].data, *dgrid = ctx.outputs[1].data;
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
-  const bool needsScratch = viaFloat && in > 0;
   return KernelFn([=] {
-    if (needsScratch && !scratch.get())
+    if (acc.needed && !acc.slot.get())
       return unreserved(prefix);
     return launched(prefix, launchGridSampleGrad(dtype, dy, x, xy, dx, dgrid,
-                                                 scratch.as<float>(), g, st));
+                                                 acc.slot.as<float>(), g, st));
   });
 }
 
@@ -1040,14 +1032,7 @@ StatusOr<KernelFn> buildRoiAlignGrad(CudaDevice &dev,
   DTCC_ASSIGN_OR_RETURN(roi::Geometry g, cpu::planRoiAlign(ctx, true));
   const DType dtype = ctx.inputs[0].dtype;
   DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, dtype));
-  // f16 and bf16 accumulate doperand in float: atomics on the half types
-  // lose sums.
-  const bool viaFloat = dtype == DType::kF16 || dtype == DType::kBF16;
-  const int64_t in = ctx.outputs[0].numel();
-  DTCC_ASSIGN_OR_RETURN(
-      ScratchSlot scratch,
-      requestScratchOf(ctx, ScratchUse::kCompute,
-                       viaFloat ? in * int64_t(sizeof(float)) : 0));
+  DTCC_ASSIGN_OR_RETURN(FloatAccumulator acc, floatAccumulatorOf(ctx, dtype));
   const void *dy = ctx.inputs[0].data, *x = ctx.inputs[1].data,
              *rois = ctx.inputs[2].data;
   const int64_t *batch = ctx.inputs[3].as<const int64_t>();
@@ -1057,12 +1042,11 @@ StatusOr<KernelFn> buildRoiAlignGrad(CudaDevice &dev,
   DeviceError *error = dev.errorSlot();
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
-  const bool needsScratch = viaFloat && in > 0;
   return KernelFn([=] {
-    if (needsScratch && !scratch.get())
+    if (acc.needed && !acc.slot.get())
       return unreserved(prefix);
     return launched(prefix, launchRoiAlignGrad(dtype, dy, x, rois, batch, dx,
-                                               scratch.as<float>(), g, error,
+                                               acc.slot.as<float>(), g, error,
                                                site, st));
   });
 }

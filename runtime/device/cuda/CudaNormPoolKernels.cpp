@@ -175,13 +175,7 @@ StatusOr<KernelFn> buildMaxPool(CudaDevice &dev, const KernelContext &ctx) {
 StatusOr<KernelFn> buildMaxPoolGrad(CudaDevice &dev, const KernelContext &ctx) {
   DTCC_ASSIGN_OR_RETURN(PoolPlan p, cpu::planMaxPoolGrad(ctx));
   DTCC_RETURN_IF_ERROR(requireCudaFloat(ctx, p.dtype));
-  // f16 and bf16 accumulate in float: atomics on the half types lose sums.
-  const bool viaFloat = p.dtype == DType::kF16 || p.dtype == DType::kBF16;
-  DTCC_ASSIGN_OR_RETURN(ScratchSlot scratch,
-                        requestScratchOf(ctx, ScratchUse::kCompute,
-                                         viaFloat ? p.planes * p.inPlane() *
-                                                        int64_t(sizeof(float))
-                                                  : 0));
+  DTCC_ASSIGN_OR_RETURN(FloatAccumulator acc, floatAccumulatorOf(ctx, p.dtype));
   const void *dy = ctx.inputs[0].data;
   const int64_t *indices = ctx.inputs[1].as<const int64_t>();
   void *dx = ctx.outputs[0].data;
@@ -192,14 +186,12 @@ StatusOr<KernelFn> buildMaxPoolGrad(CudaDevice &dev, const KernelContext &ctx) {
   DeviceError *error = dev.errorSlot();
   cudaStream_t st = dev.computeStream();
   std::string prefix = errorPrefix(ctx);
-  const bool needsScratch = viaFloat && planes * inPlane > 0;
   return KernelFn([=] {
-    if (needsScratch && !scratch.get())
+    if (acc.needed && !acc.slot.get())
       return unreserved(prefix);
-    return launched(prefix, launchMaxPoolGrad(p.dtype, dy, indices, dx,
-                                              scratch.as<float>(), planes,
-                                              inPlane, outPlane, error, site,
-                                              st));
+    return launched(prefix, launchMaxPoolGrad(
+                                p.dtype, dy, indices, dx, acc.slot.as<float>(),
+                                planes, inPlane, outPlane, error, site, st));
   });
 }
 

@@ -110,29 +110,22 @@ cudaError_t launchGridSampleGrad(DType dtype, const void *dy, const void *x,
   cudaError_t err = cudaErrorInvalidValue;
   visitFloat(dtype, [&](auto tag) {
     using S = decltype(tag);
-    using C = ComputeT<S>;
-    constexpr bool viaFloat = !std::is_same_v<S, C>;
-    const int64_t in = g.n * g.c * g.plane(), points = g.n * g.points();
-    C *acc = viaFloat ? reinterpret_cast<C *>(scratch) : static_cast<C *>(dx);
-    err = cudaMemsetAsync(acc, 0, size_t(in) * sizeof(C), s);
-    if (err != cudaSuccess)
-      return;
+    const int64_t points = g.n * g.points();
     // With no channels the grid's gradient is 0 as well.
     err = cudaMemsetAsync(dgrid, 0, size_t(points) * g.dims * sizeof(S), s);
     if (err != cudaSuccess)
       return;
-    if (points > 0 && g.c > 0)
-      grid::visitDims(g.dims, [&](auto dims) {
-        gridSampleGradKernel<decltype(dims)::value, S, C>
-            <<<pointBlocks(points), kElementwiseThreads, 0, s>>>(
-                static_cast<const S *>(dy), static_cast<const S *>(x),
-                static_cast<const S *>(grid), acc, static_cast<S *>(dgrid), g);
-      });
-    if constexpr (viaFloat)
-      if (in > 0)
-        storeFromFloatKernel<S><<<pointBlocks(in), kElementwiseThreads, 0, s>>>(
-            scratch, static_cast<S *>(dx), in);
-    err = cudaGetLastError();
+    err = accumulateAtomically<S>(
+        dx, scratch, g.n * g.c * g.plane(), s, [&](ComputeT<S> *acc) {
+          if (points > 0 && g.c > 0)
+            grid::visitDims(g.dims, [&](auto dims) {
+              gridSampleGradKernel<decltype(dims)::value, S, ComputeT<S>>
+                  <<<pointBlocks(points), kElementwiseThreads, 0, s>>>(
+                      static_cast<const S *>(dy), static_cast<const S *>(x),
+                      static_cast<const S *>(grid), acc,
+                      static_cast<S *>(dgrid), g);
+            });
+        });
   });
   return err;
 }

@@ -257,6 +257,28 @@ inline dim3 threadsOf(const LaunchConfig &c) {
   return dim3(unsigned(c.threadsX), unsigned(c.threadsY));
 }
 
+/// A gradient added atomically into dx (`elements` of S): zeroes its
+/// accumulator (dx itself, or for f16/bf16 the float copy `scratch`:
+/// atomic adds of the half types would round every term), calls add(acc)
+/// to launch the adds, then rounds the copy into dx.
+template <typename S, typename Add>
+cudaError_t accumulateAtomically(void *dx, float *scratch, int64_t elements,
+                                 cudaStream_t s, Add &&add) {
+  using C = ComputeT<S>;
+  constexpr bool viaFloat = !std::is_same_v<S, C>;
+  C *acc = viaFloat ? reinterpret_cast<C *>(scratch) : static_cast<C *>(dx);
+  cudaError_t err = cudaMemsetAsync(acc, 0, size_t(elements) * sizeof(C), s);
+  if (err != cudaSuccess || elements == 0)
+    return err;
+  add(acc);
+  if constexpr (viaFloat)
+    storeFromFloatKernel<S>
+        <<<blocksOf(elementwiseLaunch(elements, launchLimits())),
+           kElementwiseThreads, 0, s>>>(scratch, static_cast<S *>(dx),
+                                        elements);
+  return cudaGetLastError();
+}
+
 } // namespace dtcc::runtime::cuda
 
 #endif // DTCC_RUNTIME_DEVICE_CUDA_KERNELCOMMON_CUH

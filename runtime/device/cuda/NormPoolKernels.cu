@@ -613,21 +613,15 @@ cudaError_t launchMaxPoolGrad(DType dtype, const void *dy,
   cudaError_t err = cudaErrorInvalidValue;
   visitFloat(dtype, [&](auto tag) {
     using S = decltype(tag);
-    using C = ComputeT<S>;
-    constexpr bool viaFloat = !std::is_same_v<S, C>;
-    const int64_t in = planes * inPlane, out = planes * outPlane;
-    C *acc = viaFloat ? reinterpret_cast<C *>(scratch) : static_cast<C *>(dx);
-    err = cudaMemsetAsync(acc, 0, size_t(in) * sizeof(C), s);
-    if (err != cudaSuccess || in == 0)
-      return;
-    if (out > 0)
-      maxPoolGradKernel<C, S><<<elementBlocks(out), kElementwiseThreads, 0, s>>>(
-          static_cast<const S *>(dy), indices, acc, planes, inPlane, outPlane,
-          error, site);
-    if constexpr (viaFloat)
-      storeFromFloatKernel<S><<<elementBlocks(in), kElementwiseThreads, 0, s>>>(
-          scratch, static_cast<S *>(dx), in);
-    err = cudaGetLastError();
+    const int64_t out = planes * outPlane;
+    err = accumulateAtomically<S>(
+        dx, scratch, planes * inPlane, s, [&](ComputeT<S> *acc) {
+          if (out > 0)
+            maxPoolGradKernel<ComputeT<S>, S>
+                <<<elementBlocks(out), kElementwiseThreads, 0, s>>>(
+                    static_cast<const S *>(dy), indices, acc, planes, inPlane,
+                    outPlane, error, site);
+        });
   });
   return err;
 }

@@ -38,37 +38,15 @@ regionAt(const roi::Geometry &g, const S *rois, const int64_t *batch, int64_t r,
   return true;
 }
 
-/// Bin (ph, pw) pooled from `in`; with "max", where it came from (-1: no
-/// pixel) and with which weight.
+/// Bin (ph, pw) of region `r` pooled from plane `in` (roi::poolOf).
 template <typename S>
 __device__ ComputeT<S>
 pool(const roi::Geometry &g, const roi::Region<ComputeT<S>> &r, const S *in,
      int64_t ph, int64_t pw, int64_t &winner, ComputeT<S> &winnerWeight) {
   using C = ComputeT<S>;
-  C sum = C(0), best = C(0);
-  bool first = true;
-  winner = -1;
-  for (int64_t iy = 0; iy < r.gridH; ++iy)
-    for (int64_t ix = 0; ix < r.gridW; ++ix) {
-      roi::Sample<C> s = roi::sampleOf(g, r, ph, pw, iy, ix);
-      if (!g.max) {
-        C v = C(0);
-        for (int k = 0; k < 4; ++k)
-          v += s.weight[k] * Elem<S>::load(in[s.at[k]]);
-        sum += v;
-        continue;
-      }
-      for (int k = 0; k < 4; ++k) {
-        const C v = s.weight[k] * Elem<S>::load(in[s.at[k]]);
-        if (first || v > best) {
-          best = v;
-          winner = s.at[k];
-          winnerWeight = s.weight[k];
-          first = false;
-        }
-      }
-    }
-  return g.max ? best : sum / C(r.count);
+  return roi::poolOf(
+      g, r, [&](int64_t i) { return C(Elem<S>::load(in[i])); }, ph, pw, winner,
+      winnerWeight);
 }
 
 template <typename S>
@@ -158,22 +136,15 @@ cudaError_t launchRoiAlignGrad(DType dtype, const void *dy, const void *x,
   cudaError_t err = cudaErrorInvalidValue;
   visitFloat(dtype, [&](auto tag) {
     using S = decltype(tag);
-    using C = ComputeT<S>;
-    constexpr bool viaFloat = !std::is_same_v<S, C>;
-    const int64_t in = g.n * g.c * g.plane(), n = g.rois * g.c * g.bins();
-    C *acc = viaFloat ? reinterpret_cast<C *>(scratch) : static_cast<C *>(dx);
-    err = cudaMemsetAsync(acc, 0, size_t(in) * sizeof(C), s);
-    if (err != cudaSuccess)
-      return;
-    if (n > 0)
-      roiAlignGradKernel<S, C><<<binBlocks(n), kElementwiseThreads, 0, s>>>(
-          static_cast<const S *>(dy), static_cast<const S *>(x),
-          static_cast<const S *>(rois), batch, acc, g, error, site);
-    if constexpr (viaFloat)
-      if (in > 0)
-        storeFromFloatKernel<S><<<binBlocks(in), kElementwiseThreads, 0, s>>>(
-            scratch, static_cast<S *>(dx), in);
-    err = cudaGetLastError();
+    const int64_t n = g.rois * g.c * g.bins();
+    err = accumulateAtomically<S>(
+        dx, scratch, g.n * g.c * g.plane(), s, [&](ComputeT<S> *acc) {
+          if (n > 0)
+            roiAlignGradKernel<S, ComputeT<S>>
+                <<<binBlocks(n), kElementwiseThreads, 0, s>>>(
+                    static_cast<const S *>(dy), static_cast<const S *>(x),
+                    static_cast<const S *>(rois), batch, acc, g, error, site);
+        });
   });
   return err;
 }

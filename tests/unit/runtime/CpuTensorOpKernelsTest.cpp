@@ -732,6 +732,21 @@ std::pair<Tensor, Tensor> roundedPair(const Tensor &t, DType dtype) {
   return {narrow, wide};
 }
 
+/// Each half-precision result (`got`) against f64's from the same rounded
+/// inputs (`want`), relative to the tensor's largest magnitude: the halves
+/// round the result once, after float arithmetic.
+void expectHalvesNearF64(
+    DType half, std::initializer_list<std::pair<Tensor *, Tensor *>> pairs) {
+  const double rtol = half == DType::kF16 ? 2e-3 : 1.6e-2;
+  for (auto [got, want] : pairs) {
+    double scale = 1;
+    for (int64_t i = 0; i < want->numel(); ++i)
+      scale = std::max(scale, std::fabs(want->get(i)));
+    for (int64_t i = 0; i < want->numel(); ++i)
+      ASSERT_NEAR(got->get(i), want->get(i), rtol * scale) << "element " << i;
+  }
+}
+
 // The image's gradient is the adjoint of sampling: <Y(x), dy> = <x, dX(dy)>
 // for every mode and padding, grid points past the borders, in 1, 2 and 3
 // spatial dimensions; and f16/bf16 compute in float what f64 computes from
@@ -795,19 +810,7 @@ TEST(CpuTensorOpKernels, GridSampleGradAndHalvesMatchF64) {
                                   {hdy.view(), hx.view(), hg.view()},
                                   {hdx.view(), hdg.view()}, a)
                             .isOk());
-            // Relative to each tensor's largest magnitude: the halves round
-            // the result once, after float arithmetic.
-            const double rtol = half == DType::kF16 ? 2e-3 : 1.6e-2;
-            for (auto [got, want] : {std::pair<Tensor *, Tensor *>{&hy, &wy},
-                                     {&hdx, &wdx},
-                                     {&hdg, &wdg}}) {
-              double scale = 1;
-              for (int64_t i = 0; i < want->numel(); ++i)
-                scale = std::max(scale, std::fabs(want->get(i)));
-              for (int64_t i = 0; i < want->numel(); ++i)
-                ASSERT_NEAR(got->get(i), want->get(i), rtol * scale)
-                    << "element " << i;
-            }
+            expectHalvesNearF64(half, {{&hy, &wy}, {&hdx, &wdx}, {&hdg, &wdg}});
           }
         }
 }
@@ -905,16 +908,7 @@ TEST(CpuTensorOpKernels, RoiAlignGradAndHalvesMatchF64) {
                         {hdy.view(), hx.view(), hr.view(), batch.view()},
                         {hdx.view()}, a)
                   .isOk());
-          const double rtol = half == DType::kF16 ? 2e-3 : 1.6e-2;
-          for (auto [got, want] :
-               {std::pair<Tensor *, Tensor *>{&hy, &wy}, {&hdx, &wdx}}) {
-            double scale = 1;
-            for (int64_t i = 0; i < want->numel(); ++i)
-              scale = std::max(scale, std::fabs(want->get(i)));
-            for (int64_t i = 0; i < want->numel(); ++i)
-              ASSERT_NEAR(got->get(i), want->get(i), rtol * scale)
-                  << "element " << i;
-          }
+          expectHalvesNearF64(half, {{&hy, &wy}, {&hdx, &wdx}});
         }
       }
 }
