@@ -323,6 +323,18 @@ LogicalResult importRoiAlign(NodeImporter &n) {
     return n.error() << "unknown coordinate_transformation_mode \"" << transform
                      << "\": expected \"half_pixel\" or "
                         "\"output_half_pixel\"";
+  // torchvision 0.14 exports roi_align through its opset-11 symbolic, with
+  // no transform: at opset 16 and later its aligned=False (the default)
+  // then reads as half_pixel, which is aligned=True.
+  if (n.getOpset() >= 16 && !n.hasAttr("coordinate_transformation_mode") &&
+      n.producerName() == "pytorch")
+    emitWarning(n.getLoc())
+        << "node '" << n.getNode().name() << "': RoiAlign of opset "
+        << n.getOpset()
+        << " without coordinate_transformation_mode reads its regions as "
+           "half_pixel (ONNX's default since opset 16; torchvision's "
+           "aligned=True); torchvision 0.14 writes no mode for "
+           "aligned=False either: export such a model at opset 15 or lower";
   const int64_t outH = n.attrInt("output_height", 1),
                 outW = n.attrInt("output_width", 1),
                 ratio = n.attrInt("sampling_ratio", 0);
