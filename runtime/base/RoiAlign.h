@@ -127,19 +127,91 @@ DTCC_ROI_HD Sample<T> sampleOf(const Geometry &g, const Region<T> &r,
   return s;
 }
 
+/// The samples [lo, hi) of bin p along one axis whose coordinate (as
+/// sampleOf computes it: start + p * bin + (i + 0.5) * bin / grid) lies in
+/// [-1, limit]; the others read nothing. Grids of up to 64 samples are
+/// visited whole; larger ones (a region far larger than the image: its
+/// grid grows with its size) only inside, found from an estimate and
+/// checked with sampleOf's own arithmetic (the coordinate grows with the
+/// sample), so that they cost what their part near the image costs.
+template <typename T>
+DTCC_ROI_HD void insideRange(T start, T bin, int64_t grid, int64_t p,
+                             int64_t limit, int64_t &lo, int64_t &hi) {
+  lo = 0;
+  hi = grid;
+  if (grid <= 64 || !(bin > T(0)))
+    return;
+  const T base = start + T(p) * bin;
+  const double step = double(bin) / double(grid);
+  // Not finite: every coordinate is outside (or NaN), as sampleOf finds.
+  if (!(double(base) - double(base) == 0) || !(step - step == 0)) {
+    hi = 0;
+    return;
+  }
+  auto at = [&](int64_t i) { return base + (T(i) + T(0.5)) * bin / T(grid); };
+  auto clamped = [&](double i) {
+    return i <= 0 ? int64_t(0) : i >= double(grid) ? grid : int64_t(i);
+  };
+  lo = clamped(floor((-1.0 - double(base)) / step - 0.5) - 1);
+  while (lo > 0 && at(lo - 1) >= T(-1))
+    --lo;
+  while (lo < grid && !(at(lo) >= T(-1)))
+    ++lo;
+  hi = clamped(floor((double(limit) - double(base)) / step - 0.5) + 2);
+  hi = hi < lo ? lo : hi;
+  while (hi > lo && !(at(hi - 1) <= T(limit)))
+    --hi;
+  while (hi < grid && at(hi) <= T(limit))
+    ++hi;
+}
+
+/// The samples of bin (ph, pw) that can read a pixel: rows [y0, y1) and
+/// columns [x0, x1) of its sampling grid.
+struct Window {
+  int64_t y0, y1, x0, x1;
+};
+template <typename T>
+DTCC_ROI_HD Window windowOf(const Geometry &g, const Region<T> &r, int64_t ph,
+                            int64_t pw) {
+  Window w;
+  insideRange(r.startH, r.binH, r.gridH, ph, g.h, w.y0, w.y1);
+  insideRange(r.startW, r.binW, r.gridW, pw, g.w, w.x0, w.x1);
+  return w;
+}
+
 /// The value bin (ph, pw) of region `r` pools from a plane whose pixel i
 /// `load(i)` reads: the average of its samples ("avg") or, as ONNX's
 /// reference and ONNX Runtime compute "max", the largest weighted
 /// neighbour of any sample (0 with no samples). `winner` gets where the
-/// "max" came from (-1: no pixel) and `winnerWeight` its weight.
+/// "max" came from (-1: no pixel) and `winnerWeight` its weight. Samples
+/// outside the window read nothing: for "avg" they add 0; for "max" each
+/// offers 0, of which only the first in sampling order can win (the
+/// comparison is strict).
 template <typename T, typename Load>
 DTCC_ROI_HD T poolOf(const Geometry &g, const Region<T> &r, Load &&load,
                      int64_t ph, int64_t pw, int64_t &winner, T &winnerWeight) {
+  const Window w = windowOf(g, r, ph, pw);
   T sum = T(0), best = T(0);
   bool first = true;
   winner = -1;
-  for (int64_t iy = 0; iy < r.gridH; ++iy)
-    for (int64_t ix = 0; ix < r.gridW; ++ix) {
+  auto offer = [&](T v, int64_t at, T weight) {
+    if (first || v > best) {
+      best = v;
+      winner = at;
+      winnerWeight = weight;
+      first = false;
+    }
+  };
+  const bool empty = w.y0 == w.y1 || w.x0 == w.x1;
+  const bool skipped = w.y1 - w.y0 < r.gridH || w.x1 - w.x0 < r.gridW || empty;
+  // Where the first skipped sample comes: before every visited one, after
+  // the first visited row, or after all of them.
+  const bool zeroFirst = skipped && (w.y0 > 0 || w.x0 > 0 || empty);
+  const bool zeroAfterRow = skipped && !zeroFirst && w.x1 < r.gridW;
+  if (g.max && zeroFirst)
+    offer(T(0), -1, T(0));
+  for (int64_t iy = w.y0; iy < w.y1; ++iy) {
+    for (int64_t ix = w.x0; ix < w.x1; ++ix) {
       const Sample<T> s = sampleOf(g, r, ph, pw, iy, ix);
       if (!g.max) {
         T v = T(0);
@@ -148,16 +220,14 @@ DTCC_ROI_HD T poolOf(const Geometry &g, const Region<T> &r, Load &&load,
         sum += v;
         continue;
       }
-      for (int k = 0; k < 4; ++k) {
-        const T v = s.weight[k] * load(s.at[k]);
-        if (first || v > best) {
-          best = v;
-          winner = s.at[k];
-          winnerWeight = s.weight[k];
-          first = false;
-        }
-      }
+      for (int k = 0; k < 4; ++k)
+        offer(s.weight[k] * load(s.at[k]), s.at[k], s.weight[k]);
     }
+    if (g.max && zeroAfterRow && iy == w.y0)
+      offer(T(0), -1, T(0));
+  }
+  if (g.max && skipped && !zeroFirst && !zeroAfterRow)
+    offer(T(0), -1, T(0));
   return g.max ? best : sum / T(r.count);
 }
 

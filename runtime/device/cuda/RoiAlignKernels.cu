@@ -97,8 +97,9 @@ __global__ void roiAlignGradKernel(const S *dy, const S *x, const S *rois,
       continue;
     }
     const C share = v / C(region.count);
-    for (int64_t iy = 0; iy < region.gridH; ++iy)
-      for (int64_t ix = 0; ix < region.gridW; ++ix) {
+    const roi::Window w = roi::windowOf(g, region, ph, pw);
+    for (int64_t iy = w.y0; iy < w.y1; ++iy)
+      for (int64_t ix = w.x0; ix < w.x1; ++ix) {
         roi::Sample<C> s = roi::sampleOf(g, region, ph, pw, iy, ix);
         for (int k = 0; k < 4; ++k)
           if (s.weight[k] != C(0))

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/base/RoiAlign.h"
 #include "tests/unit/runtime/CpuKernelTestUtils.h"
 
 #include <algorithm>
@@ -911,6 +912,72 @@ TEST(CpuTensorOpKernels, RoiAlignGradAndHalvesMatchF64) {
           expectHalvesNearF64(half, {{&hy, &wy}, {&hdx, &wdx}});
         }
       }
+}
+
+// A region far larger than the image (an adaptive grid of 1,000-8,000
+// samples a side) pools what visiting all of its samples pools, in both
+// modes, and its gradient ("avg") is the adjoint: only the samples near
+// the image are visited.
+TEST(CpuTensorOpKernels, RoiAlignOfHugeRegionsVisitsTheImageOnly) {
+  std::mt19937 rng(11);
+  const std::vector<int64_t> xs{1, 2, 6, 7}, ys{3, 2, 2, 1};
+  Tensor rois(DType::kF64, {3, 4}), batch(DType::kI64, {3});
+  const double boxes[3][4] = {
+      {-1500, -1000, 1500, 1200}, {-5.5, 1, 8000, 4}, {2, -4000, 3.5, -3990}};
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t k = 0; k < 4; ++k)
+      rois.set(r * 4 + k, boxes[r][k]);
+  for (const char *mode : {"avg", "max"}) {
+    SCOPED_TRACE(mode);
+    Attrs a;
+    a.set("mode", std::string(mode));
+    a.set("output_height", int64_t(2));
+    a.set("output_width", int64_t(1));
+    a.set("sampling_ratio", int64_t(0));
+    a.set("spatial_scale", 1.0);
+    a.set("half_pixel", int64_t(1));
+    Tensor x = randomTensor(rng, DType::kF64, xs);
+    // Negative pixels: "max" must still offer the zeros of the samples
+    // that read nothing.
+    Tensor y = Tensor::output(DType::kF64, ys);
+    ASSERT_TRUE(runKernel("roi_align", {x.view(), rois.view(), batch.view()},
+                          {y.view()}, a)
+                    .isOk());
+    roi::Geometry g;
+    g.n = 1, g.c = 2, g.h = 6, g.w = 7, g.rois = 3, g.outH = 2, g.outW = 1;
+    g.max = std::string(mode) == "max";
+    for (int64_t r = 0; r < 3; ++r) {
+      const roi::Region<double> region = roi::regionOf(g, boxes[r]);
+      for (int64_t c = 0; c < 2; ++c)
+        for (int64_t ph = 0; ph < 2; ++ph) {
+          double sum = 0, best = 0;
+          bool first = true;
+          for (int64_t iy = 0; iy < region.gridH; ++iy)
+            for (int64_t ix = 0; ix < region.gridW; ++ix) {
+              roi::Sample<double> s = roi::sampleOf(g, region, ph, 0, iy, ix);
+              for (int k = 0; k < 4; ++k) {
+                const double v = s.weight[k] * x.get(c * 42 + s.at[k]);
+                sum += v;
+                if (first || v > best)
+                  best = v, first = false;
+              }
+            }
+          const double want = g.max ? best : sum / double(region.count);
+          EXPECT_NEAR(y.get((r * 2 + c) * 2 + ph), want,
+                      1e-12 * std::max(1.0, std::fabs(want)))
+              << "region " << r << " channel " << c << " bin " << ph;
+        }
+    }
+    if (!g.max) {
+      Tensor dy = randomTensor(rng, DType::kF64, ys);
+      Tensor dx = Tensor::output(DType::kF64, xs);
+      ASSERT_TRUE(runKernel("roi_align_grad",
+                            {dy.view(), x.view(), rois.view(), batch.view()},
+                            {dx.view()}, a)
+                      .isOk());
+      EXPECT_NEAR(dot(y, dy), dot(x, dx), 1e-10);
+    }
+  }
 }
 
 TEST(CpuTensorOpKernels, RoiAlignRejectsABatchIndexOutOfRange) {
