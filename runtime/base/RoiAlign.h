@@ -231,6 +231,32 @@ DTCC_ROI_HD T poolOf(const Geometry &g, const Region<T> &r, Load &&load,
   return g.max ? best : sum / T(r.count);
 }
 
+/// Where bin (ph, pw)'s gradient `d` goes: add(i, value) for the pixels i
+/// of the plane (read through `load`) it pooled from: "avg" every visited
+/// sample's neighbours of nonzero weight, weight x d / count; "max" the
+/// winner, weight x d.
+template <typename T, typename Load, typename Add>
+DTCC_ROI_HD void spreadOf(const Geometry &g, const Region<T> &r, Load &&load,
+                          int64_t ph, int64_t pw, T d, Add &&add) {
+  if (g.max) {
+    int64_t winner;
+    T weight = T(0);
+    poolOf(g, r, load, ph, pw, winner, weight);
+    if (winner >= 0)
+      add(winner, weight * d);
+    return;
+  }
+  const T share = d / T(r.count);
+  const Window w = windowOf(g, r, ph, pw);
+  for (int64_t iy = w.y0; iy < w.y1; ++iy)
+    for (int64_t ix = w.x0; ix < w.x1; ++ix) {
+      const Sample<T> s = sampleOf(g, r, ph, pw, iy, ix);
+      for (int k = 0; k < 4; ++k)
+        if (s.weight[k] != T(0))
+          add(s.at[k], s.weight[k] * share);
+    }
+}
+
 } // namespace dtcc::runtime::roi
 
 #endif // DTCC_RUNTIME_BASE_ROIALIGN_H

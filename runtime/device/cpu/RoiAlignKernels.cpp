@@ -158,23 +158,13 @@ KernelFn makeRoiAlignGrad(std::string where, const roi::Geometry &g,
             const S *d = dy + (r * g.c + c) * g.bins();
             for (int64_t ph = 0; ph < g.outH; ++ph)
               for (int64_t pw = 0; pw < g.outW; ++pw) {
-                const C v = Elem<S>::load(d[ph * g.outW + pw]);
-                if (g.max) {
-                  int64_t winner;
-                  C weight = C(0);
-                  pool<S>(g, region, in, ph, pw, &winner, &weight);
-                  if (winner >= 0)
-                    acc[size_t(base + winner)] += weight * v;
-                  continue;
-                }
-                const C share = v / C(region.count);
-                const roi::Window w = roi::windowOf(g, region, ph, pw);
-                for (int64_t iy = w.y0; iy < w.y1; ++iy)
-                  for (int64_t ix = w.x0; ix < w.x1; ++ix) {
-                    roi::Sample<C> s = roi::sampleOf(g, region, ph, pw, iy, ix);
-                    for (int k = 0; k < 4; ++k)
-                      acc[size_t(base + s.at[k])] += s.weight[k] * share;
-                  }
+                roi::spreadOf(
+                    g, region,
+                    [&](int64_t i) { return C(Elem<S>::load(in[i])); }, ph, pw,
+                    C(Elem<S>::load(d[ph * g.outW + pw])),
+                    [&](int64_t i, C value) {
+                      acc[size_t(base + i)] += value;
+                    });
               }
           }
           for (int64_t n = 0; n < g.n; ++n)

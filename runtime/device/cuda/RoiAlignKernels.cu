@@ -87,24 +87,11 @@ __global__ void roiAlignGradKernel(const S *dy, const S *x, const S *rois,
       continue;
     const int64_t base = (b * g.c + c) * g.plane();
     const int64_t ph = bin / g.outW, pw = bin % g.outW;
-    const C v = Elem<S>::load(dy[i]);
-    if (g.max) {
-      int64_t winner;
-      C weight = C(0);
-      pool(g, region, x + base, ph, pw, winner, weight);
-      if (winner >= 0)
-        atomicAdd(dx + base + winner, A(weight * v));
-      continue;
-    }
-    const C share = v / C(region.count);
-    const roi::Window w = roi::windowOf(g, region, ph, pw);
-    for (int64_t iy = w.y0; iy < w.y1; ++iy)
-      for (int64_t ix = w.x0; ix < w.x1; ++ix) {
-        roi::Sample<C> s = roi::sampleOf(g, region, ph, pw, iy, ix);
-        for (int k = 0; k < 4; ++k)
-          if (s.weight[k] != C(0))
-            atomicAdd(dx + base + s.at[k], A(s.weight[k] * share));
-      }
+    const S *in = x + base;
+    roi::spreadOf(
+        g, region, [&](int64_t j) { return C(Elem<S>::load(in[j])); }, ph, pw,
+        C(Elem<S>::load(dy[i])),
+        [&](int64_t j, C value) { atomicAdd(dx + base + j, A(value)); });
   }
 }
 
