@@ -399,41 +399,38 @@ double instructionSeconds(const Program &program, const Instruction &inst,
   }
   // grid_sample gathers its taps (per spatial dimension: 1 nearest, 2
   // bilinear, 4 bicubic; 4 bilinear of an image, 8 of a volume) of every
-  // channel per output element, and its gradient scatters as many: bound
-  // by memory, those reads counted on top of its operands' bytes.
+  // channel per output element; roi_align 4 neighbours of each of a bin's
+  // samples (sampling_ratio squared of them; 0 decides at run time from
+  // the regions' sizes: 2 x 2 counted). Their gradients scatter as many
+  // per element of dy. Bound by memory: those reads are counted on top of
+  // the operands' bytes.
   const bool gridSample =
       kernel == "grid_sample" || kernel == "grid_sample_grad";
+  const bool roiAlign = kernel == "roi_align" || kernel == "roi_align_grad";
+  int64_t taps = 0;
   const int gridInput = kernel == "grid_sample" ? 1 : 2;
-  if (gridSample && inst.inputs_size() > gridInput &&
-      inst.outputs_size() >= 1) {
+  if (gridSample && inst.inputs_size() > gridInput) {
     const std::string mode = attrString(inst, "mode");
     const Buffer &points = program.buffers(inst.inputs(gridInput));
     const int64_t dims = std::clamp<int64_t>(
         points.shape_size() > 0 ? points.shape(points.shape_size() - 1) : 2, 1,
         3);
     const int64_t perAxis = mode == "nearest" ? 1 : mode == "bicubic" ? 4 : 2;
-    int64_t taps = 1;
+    taps = 1;
     for (int64_t i = 0; i < dims; ++i)
       taps *= perAxis;
-    // grid_sample's result, or its gradient's dy: the sampled elements.
-    const Buffer &sampled = kernel == "grid_sample"
-                                ? program.buffers(inst.outputs(0))
-                                : program.buffers(inst.inputs(0));
+  }
+  if (roiAlign) {
+    const int64_t ratio = attrInt(inst, "sampling_ratio").value_or(0);
+    taps = (ratio > 0 ? ratio * ratio : 4) * 4;
+  }
+  if (taps > 0 && inst.inputs_size() >= 1 && inst.outputs_size() >= 1) {
+    // The forward's result, or the gradient's dy: the sampled elements.
+    const bool forward = kernel == "grid_sample" || kernel == "roi_align";
+    const Buffer &sampled = forward ? program.buffers(inst.outputs(0))
+                                    : program.buffers(inst.inputs(0));
     elements = numel(sampled) * taps;
     bytes += elements * elementBytes(sampled);
-  }
-  // roi_align reads 4 neighbours of each of a bin's samples (sampling_ratio
-  // squared of them; 0 decides at run time from the regions' sizes: 2 x 2
-  // counted), per channel; its gradient adds as many.
-  const bool roiAlign = kernel == "roi_align" || kernel == "roi_align_grad";
-  if (roiAlign && inst.inputs_size() >= 1 && inst.outputs_size() >= 1) {
-    const int64_t ratio = attrInt(inst, "sampling_ratio").value_or(0);
-    const int64_t samples = ratio > 0 ? ratio * ratio : 4;
-    const Buffer &pooled = kernel == "roi_align"
-                               ? program.buffers(inst.outputs(0))
-                               : program.buffers(inst.inputs(0));
-    elements = numel(pooled) * samples * 4;
-    bytes += elements * elementBytes(pooled);
   }
   // top_k compares: on a GPU every element with its whole row (size^2 per
   // row), on the CPU a partial sort (about log2(k) per element).

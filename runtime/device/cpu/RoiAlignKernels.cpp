@@ -85,15 +85,14 @@ Status checkBatchIndices(const std::string &where, const roi::Geometry &g,
   return Status::ok();
 }
 
-/// Bin (ph, pw) of region `r` pooled from plane `in` (roi::poolOf).
+/// Region r's bins, from its box in `rois`.
 template <typename S>
-ComputeT<S> pool(const roi::Geometry &g, const roi::Region<ComputeT<S>> &r,
-                 const S *in, int64_t ph, int64_t pw, int64_t *winner,
-                 ComputeT<S> *winnerWeight) {
-  using C = ComputeT<S>;
-  return roi::poolOf(
-      g, r, [&](int64_t i) { return C(Elem<S>::load(in[i])); }, ph, pw, *winner,
-      *winnerWeight);
+roi::Region<ComputeT<S>> regionAt(const roi::Geometry &g, const S *rois,
+                                  int64_t r) {
+  ComputeT<S> box[4];
+  for (int k = 0; k < 4; ++k)
+    box[k] = ComputeT<S>(Elem<S>::load(rois[r * 4 + k]));
+  return roi::regionOf(g, box);
 }
 
 template <typename S>
@@ -104,18 +103,16 @@ KernelFn makeRoiAlign(std::string where, const roi::Geometry &g, const S *x,
     DTCC_RETURN_IF_ERROR(checkBatchIndices(where, g, batch));
     parallelForEach(g.rois * g.c, g.bins() * 16, [&](int64_t rc, int) {
       const int64_t r = rc / g.c, c = rc % g.c;
-      C box[4];
-      for (int k = 0; k < 4; ++k)
-        box[k] = C(Elem<S>::load(rois[r * 4 + k]));
-      const roi::Region<C> region = roi::regionOf(g, box);
+      const roi::Region<C> region = regionAt(g, rois, r);
       const S *in = x + (batch[r] * g.c + c) * g.plane();
       S *out = y + rc * g.bins();
       for (int64_t ph = 0; ph < g.outH; ++ph)
         for (int64_t pw = 0; pw < g.outW; ++pw) {
           int64_t winner;
           C weight;
-          out[ph * g.outW + pw] =
-              Elem<S>::store(pool<S>(g, region, in, ph, pw, &winner, &weight));
+          out[ph * g.outW + pw] = Elem<S>::store(roi::poolOf(
+              g, region, [&](int64_t i) { return C(Elem<S>::load(in[i])); }, ph,
+              pw, winner, weight));
         }
     });
     return Status::ok();
@@ -149,10 +146,7 @@ KernelFn makeRoiAlignGrad(std::string where, const roi::Geometry &g,
         g.c, g.rois * g.bins() * 16 + g.n * g.plane(), [&](int64_t c, int) {
           std::vector<C> acc(size_t(g.n * g.plane()), C(0));
           for (int64_t r = 0; r < g.rois; ++r) {
-            C box[4];
-            for (int k = 0; k < 4; ++k)
-              box[k] = C(Elem<S>::load(rois[r * 4 + k]));
-            const roi::Region<C> region = roi::regionOf(g, box);
+            const roi::Region<C> region = regionAt(g, rois, r);
             const int64_t base = batch[r] * g.plane();
             const S *in = x + (batch[r] * g.c + c) * g.plane();
             const S *d = dy + (r * g.c + c) * g.bins();

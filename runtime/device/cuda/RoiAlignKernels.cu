@@ -38,17 +38,6 @@ regionAt(const roi::Geometry &g, const S *rois, const int64_t *batch, int64_t r,
   return true;
 }
 
-/// Bin (ph, pw) of region `r` pooled from plane `in` (roi::poolOf).
-template <typename S>
-__device__ ComputeT<S>
-pool(const roi::Geometry &g, const roi::Region<ComputeT<S>> &r, const S *in,
-     int64_t ph, int64_t pw, int64_t &winner, ComputeT<S> &winnerWeight) {
-  using C = ComputeT<S>;
-  return roi::poolOf(
-      g, r, [&](int64_t i) { return C(Elem<S>::load(in[i])); }, ph, pw, winner,
-      winnerWeight);
-}
-
 template <typename S>
 __global__ void roiAlignKernel(const S *x, const S *rois, const int64_t *batch,
                                S *y, roi::Geometry g, DeviceError *error,
@@ -62,10 +51,12 @@ __global__ void roiAlignKernel(const S *x, const S *rois, const int64_t *batch,
     int64_t b;
     C value = C(0);
     if (regionAt(g, rois, batch, r, region, b, error, site)) {
+      const S *in = x + (b * g.c + c) * g.plane();
       int64_t winner;
       C weight;
-      value = pool(g, region, x + (b * g.c + c) * g.plane(), bin / g.outW,
-                   bin % g.outW, winner, weight);
+      value = roi::poolOf(
+          g, region, [&](int64_t j) { return C(Elem<S>::load(in[j])); },
+          bin / g.outW, bin % g.outW, winner, weight);
     }
     y[i] = Elem<S>::store(value);
   }
