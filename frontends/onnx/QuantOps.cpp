@@ -300,9 +300,13 @@ FailureOr<Value> matrixParam(NodeImporter &n, int i, RankedTensorType like,
   int64_t rank = like.getRank();
   if (vt.getNumElements() == 1)
     return n.broadcastTo(n.reshape(v, {}), target.getShape());
-  int64_t extent =
-      rank >= 2 && rows ? like.getDimSize(rank - 2) : like.getDimSize(rank - 1);
-  if (vt.getRank() != 1 || vt.getDimSize(0) != extent || (rows && rank < 2))
+  if (rank < (rows ? 2 : 1))
+    return n.error() << "expected " << what << " (input " << i
+                     << ") with one element for a matrix of type " << like
+                     << ", which has no " << (rows ? "rows" : "columns")
+                     << ", got " << vt;
+  int64_t extent = like.getDimSize(rank - (rows ? 2 : 1));
+  if (vt.getRank() != 1 || vt.getDimSize(0) != extent)
     return n.error() << "expected " << what << " (input " << i
                      << ") with one element or one per "
                      << (rows ? "row" : "column") << " (" << extent << "), got "
@@ -322,6 +326,10 @@ FailureOr<Value> integerMatmul(NodeImporter &n, int b, int aZero, int bZero) {
   };
   if (!is8Bit(a) || !is8Bit(bv))
     return n.error() << "expected 8-bit integer matrices, got " << a.getType()
+                     << " and " << bv.getType();
+  if (cast<RankedTensorType>(a.getType()).getRank() == 0 ||
+      cast<RankedTensorType>(bv.getType()).getRank() == 0)
+    return n.error() << "expected matrices of rank >= 1, got " << a.getType()
                      << " and " << bv.getType();
   Type f64 = n.builder().getF64Type();
   auto centered = [&](Value v, int zp, bool rows) -> FailureOr<Value> {
