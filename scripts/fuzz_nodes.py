@@ -184,12 +184,16 @@ def make_model(rng, schema, opset):
                 attrs.append(a)
     outs = [f"out{i}" for i in range(max(1, schema.min_output if rng.random() < 0.7
                                          else len(schema.outputs) or 1))]
-    node = helper.make_node(schema.name, names, outs, name=f"{schema.name}_0")
+    node = helper.make_node(schema.name, names, outs, name=f"{schema.name}_0",
+                            domain=schema.domain or None)
     node.attribute.extend(attrs)
     graph = helper.make_graph([node], "g", inputs,
                               [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
                                for o in outs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    imports = [helper.make_opsetid("", opset)]
+    if schema.domain not in ("", "ai.onnx"):
+        imports.append(helper.make_opsetid(schema.domain, schema.since_version))
+    model = helper.make_model(graph, opset_imports=imports)
     model.ir_version = 8
     inferred = infer_isolated(model)
     if inferred is not None:
@@ -282,8 +286,12 @@ def main():
     ops = args.ops.split(",") if args.ops else supported_ops(args.dtcc)
     schemas = []
     for op in ops:
+        # Another domain's ops are listed as "<domain>.<op>" (opset 1 of
+        # ai.onnx.preview.training, the only one there is).
+        domain, _, name = op.rpartition(".")
         try:
-            schemas.append(onnx.defs.get_schema(op, args.opset, ""))
+            schemas.append(onnx.defs.get_schema(name, args.opset if not domain else 1,
+                                                domain))
         except Exception:
             pass
     findings = os.path.join(args.out, "findings")

@@ -12,6 +12,10 @@
 #include <map>
 #include <variant>
 
+namespace onnx {
+class OpSchema;
+} // namespace onnx
+
 namespace dtcc::onnx_frontend {
 
 /// Imports one graph: owns the name -> value table that handlers read and
@@ -136,6 +140,13 @@ private:
   /// not in dtcc's op set"); empty when it can.
   std::string unsupportedReason(const onnx::NodeProto &node,
                                 int64_t opset) const;
+  /// The opset of `node`'s domain: `opset` for the default one, the
+  /// model's import of another (-1 when it has none).
+  int64_t domainOpset(const onnx::NodeProto &node, int64_t opset) const;
+  /// ONNX's schema of `node` at its domain's opset (null for ops and
+  /// opsets the onnx library does not know).
+  const onnx::OpSchema *schemaOf(const onnx::NodeProto &node,
+                                 int64_t opset) const;
   mlir::FailureOr<mlir::RankedTensorType>
   inputType(const onnx::ValueInfoProto &info);
   /// The node has its required inputs (ONNX's schema) and an output.

@@ -265,10 +265,22 @@ using OpHandler = mlir::LogicalResult (*)(NodeImporter &);
 
 struct OpEntry {
   const char *opType;
-  /// The lowest opset whose semantics the handler implements.
+  /// The lowest opset whose semantics the handler implements (of the op's
+  /// domain).
   int64_t minOpset;
   OpHandler handler;
+  /// The op's domain; empty for the default one (ai.onnx).
+  const char *domain = "";
 };
+
+/// ONNX's name for the default domain, which a node may also leave empty.
+inline constexpr llvm::StringLiteral kDefaultDomain = "ai.onnx";
+/// The training operators' domain (Adagrad, Adam, Momentum).
+inline constexpr llvm::StringLiteral kTrainingDomain =
+    "ai.onnx.preview.training";
+/// The registry's key for an op: its type in the default domain,
+/// "<domain>.<type>" in another ("ai.onnx.preview.training.Adam").
+std::string opKey(llvm::StringRef domain, llvm::StringRef opType);
 
 /// The axes a Reduce* node reduces (its axes attribute or input, negative
 /// ones normalized against `rank`, sorted; all without any), or none for an
@@ -357,7 +369,8 @@ void appendAttentionOps(std::vector<OpEntry> &ops);
 void appendQuantOps(std::vector<OpEntry> &ops);
 void appendSpectralOps(std::vector<OpEntry> &ops);
 void appendSelectionOps(std::vector<OpEntry> &ops);
-/// Every op's entry, by ONNX op type.
+void appendOptimizerOps(std::vector<OpEntry> &ops);
+/// Every op's entry, by opKey.
 const llvm::StringMap<OpEntry> &opRegistry();
 
 } // namespace dtcc::onnx_frontend

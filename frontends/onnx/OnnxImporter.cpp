@@ -198,23 +198,37 @@ const llvm::StringMap<OpEntry> &opRegistry() {
     appendAttentionOps(ops);
     appendSequenceOps(ops);
     appendSelectionOps(ops);
+    appendOptimizerOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
-      map[e.opType] = e;
+      map[opKey(e.domain, e.opType)] = e;
     return map;
   }();
   return registry;
+}
+
+std::string opKey(llvm::StringRef domain, llvm::StringRef opType) {
+  if (domain.empty() || domain == kDefaultDomain)
+    return opType.str();
+  return (domain + "." + opType).str();
 }
 
 std::vector<std::pair<std::string, int64_t>> supportedOps() {
   std::vector<std::pair<std::string, int64_t>> out;
   for (const auto &e : opRegistry())
     out.push_back({e.getKey().str(), e.getValue().minOpset});
+  // The default domain's ops first, then the others by domain.
+  auto qualified = [](const std::string &op) {
+    return op.find('.') != std::string::npos;
+  };
   // Imported by the graph importer itself (a compile-time condition).
   out.push_back({"If", 1});
   out.push_back({"Loop", 1});
   out.push_back({"Scan", 8});
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end(), [&](const auto &a, const auto &b) {
+    return std::make_pair(qualified(a.first), a) <
+           std::make_pair(qualified(b.first), b);
+  });
   return out;
 }
 
@@ -359,14 +373,38 @@ FailureOr<ElementsAttr> GraphImporter::tensorToAttr(const onnx::TensorProto &t,
       type, t.name().empty() ? "tensor" : t.name(), std::move(blob)));
 }
 
+int64_t GraphImporter::domainOpset(const onnx::NodeProto &node,
+                                   int64_t opset) const {
+  if (node.domain().empty() || node.domain() == kDefaultDomain)
+    return opset;
+  auto it = opsets.find(node.domain());
+  return it == opsets.end() ? -1 : it->second;
+}
+
+const onnx::OpSchema *GraphImporter::schemaOf(const onnx::NodeProto &node,
+                                              int64_t opset) const {
+  bool isDefault = node.domain().empty() || node.domain() == kDefaultDomain;
+  return onnx::OpSchemaRegistry::Schema(
+      node.op_type(), domainOpset(node, opset), isDefault ? "" : node.domain());
+}
+
 std::string GraphImporter::unsupportedReason(const onnx::NodeProto &node,
                                              int64_t opset) const {
-  std::string domain = node.domain().empty() ? "ai.onnx" : node.domain();
-  if (domain != "ai.onnx") {
-    auto it = opsets.find(node.domain());
-    return "domain " + domain + ", opset " +
-           (it == opsets.end() ? std::string("?") : std::to_string(it->second)) +
-           ": dtcc supports the default ONNX domain only";
+  std::string domain =
+      node.domain().empty() ? kDefaultDomain.str() : node.domain();
+  if (domain != kDefaultDomain) {
+    int64_t version = domainOpset(node, opset);
+    std::string where =
+        "domain " + domain + ", opset " +
+        (version < 0 ? std::string("?") : std::to_string(version));
+    auto it = opRegistry().find(opKey(domain, node.op_type()));
+    if (it == opRegistry().end())
+      return where + ": dtcc supports the default ONNX domain and " +
+             kTrainingDomain.str() + "'s Adagrad, Adam and Momentum";
+    if (version < it->second.minOpset)
+      return where + ": dtcc supports " + node.op_type() + " from opset " +
+             std::to_string(it->second.minOpset);
+    return "";
   }
   if (node.op_type() == "If")
     return ""; // imported by inlining the branch its constant condition takes
@@ -409,8 +447,7 @@ LogicalResult GraphImporter::checkArity(const onnx::NodeProto &node, int index,
                                         int64_t opset, Location loc) {
   // ONNX's schema registry knows the required inputs of ops up to opset 17;
   // the newer ops dtcc supports (Gelu) take one.
-  const onnx::OpSchema *schema =
-      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  const onnx::OpSchema *schema = schemaOf(node, opset);
   int required = schema ? schema->min_input() : 1;
   int present = 0;
   for (int i = 0; i < required && i < node.input_size(); ++i) {
@@ -505,8 +542,7 @@ static char elementKind(llvm::StringRef name) {
 LogicalResult GraphImporter::checkInputTypes(const onnx::NodeProto &node,
                                              int index, int64_t opset,
                                              Location loc) {
-  const onnx::OpSchema *schema =
-      onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  const onnx::OpSchema *schema = schemaOf(node, opset);
   if (!schema || schema->inputs().empty())
     return success();
   const auto &formals = schema->inputs();

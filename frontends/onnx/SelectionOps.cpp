@@ -115,7 +115,8 @@ GraphImporter::importWithInputs(const onnx::NodeProto &node,
     values[names.back()] = v;
   }
   NodeImporter importer(*this, renamed ? *renamed : node, opset, b, loc);
-  LogicalResult result = opRegistry().at(node.op_type()).handler(importer);
+  LogicalResult result =
+      opRegistry().at(opKey(node.domain(), node.op_type())).handler(importer);
   for (const std::string &name : names)
     values.erase(name);
   return failure(failed(result) || importer.hadError());

@@ -16,6 +16,14 @@ test path:
 The tests named in the README's exclusion list (with the measurement that
 put them there) are not written.
 
+With --training-steps it writes instead ONNX's training operators
+(Adagrad, Adam, Momentum) at steps T > 0, which ONNX's own tests (all at
+T = 0) leave unchecked, as test_dtcc_<op>_step<T>_<type>, their expected
+outputs from onnx.reference:
+
+    ~/.cache/dtcc-bench/venv/bin/python tests/conformance/gen_newer_ops.py \\
+        tests/conformance/newer_ops --training-steps
+
 With --gridsample-nd it writes instead the GridSample cases ONNX's
 generators lack and PyTorch cannot check (1-D and volumetric cubic
 sampling, opset 20), as test_dtcc_gridsample_*, their expected outputs
@@ -85,6 +93,61 @@ def write_gridsample_nd(out):
     print(f"{written} tests written to {out}")
 
 
+def write_training_steps(out):
+    """ONNX's training operators (ai.onnx.preview.training Adagrad, Adam,
+    Momentum) past the first step: every one of ONNX's own tests has T = 0,
+    where Adam's bias correction, Adagrad's decayed rate and Momentum's
+    beta are not used. Several tensors of several shapes, nonzero
+    regularization, float and double; expected outputs from onnx.reference."""
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(23)
+    cases = [
+        ("adam", "Adam", ["V", "H"], dict(alpha=0.8, beta=0.95, epsilon=1e-3,
+                                         norm_coefficient=0.02,
+                                         norm_coefficient_post=0.01), 3),
+        ("adam_defaults", "Adam", ["V", "H"], {}, 10),
+        ("adagrad", "Adagrad", ["H"], dict(decay_factor=0.3, epsilon=1e-4,
+                                          norm_coefficient=0.05), 4),
+        ("momentum", "Momentum", ["V"], dict(alpha=0.9, beta=0.3, mode="standard",
+                                            norm_coefficient=0.01), 2),
+        ("nesterov", "Momentum", ["V"], dict(alpha=0.7, beta=0.6, mode="nesterov",
+                                            norm_coefficient=0.03), 7),
+    ]
+    written = 0
+    domain = "ai.onnx.preview.training"
+    for label, op, state, attrs, step in cases:
+        for elem, np_type, shapes in ((TensorProto.FLOAT, np.float32, [(3,), (2, 4)]),
+                                      (TensorProto.DOUBLE, np.float64, [(2, 3)])):
+            lists = ["X", "G"] + state
+            names = [f"{l}{i + 1}" for l in lists for i in range(len(shapes))]
+            outs = [f"{l}{i + 1}_new" for l in ["X"] + state for i in range(len(shapes))]
+            node_ = helper.make_node(op, ["R", "T"] + names, outs, domain=domain, **attrs)
+            def info(n, kind):
+                i = (names if kind == "in" else outs).index(n) % len(shapes)
+                return helper.make_tensor_value_info(n, elem, list(shapes[i]))
+            graph = helper.make_graph(
+                [node_], f"{label}_step",
+                [helper.make_tensor_value_info("R", TensorProto.FLOAT, []),
+                 helper.make_tensor_value_info("T", TensorProto.INT64, [])] +
+                [info(n, "in") for n in names], [info(n, "out") for n in outs])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, 1)],
+                                      producer_name="gen_newer_ops.py")
+            feeds = {"R": np.array(0.05, np.float32), "T": np.array(step, np.int64)}
+            for n in names:
+                shape = shapes[names.index(n) % len(shapes)]
+                v = rng.standard_normal(shape)
+                if n[0] == "H":  # a sum of squares
+                    v = np.abs(v)
+                feeds[n] = v.astype(np_type)
+            results = ReferenceEvaluator(model).run(None, feeds)
+            kind = "float" if elem == TensorProto.FLOAT else "double"
+            write_case(out, f"test_dtcc_{label}_step{step}_{kind}", model,
+                       [feeds[i.name] for i in graph.input],
+                       [np.asarray(r).astype(np_type) for r in results])
+            written += 1
+    print(f"{written} tests written to {out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -95,7 +158,12 @@ def main():
                          "(for ops whose later opsets only add element types)")
     ap.add_argument("--gridsample-nd", action="store_true",
                     help="write the 1-D and volumetric cubic GridSample cases instead")
+    ap.add_argument("--training-steps", action="store_true",
+                    help="write Adagrad, Adam and Momentum past their first step instead")
     args = ap.parse_args()
+    if args.training_steps:
+        write_training_steps(args.out)
+        return
     if args.gridsample_nd:
         write_gridsample_nd(args.out)
         return

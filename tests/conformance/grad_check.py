@@ -165,6 +165,13 @@ NEWER_OPS = {
     "DeformConv": [0, 1, 2, 3, 4],
 }
 
+# ai.onnx.preview.training's optimizer steps, whose schemas leave
+# differentiability Unknown: smooth in the rate R and every tensor (X, G
+# and the state), not in the integer step count T (input 1). What
+# differentiating through an optimizer's step (meta-learning a rate) needs.
+TRAINING_DOMAIN = "ai.onnx.preview.training"
+TRAINING_OPS = {"Adagrad", "Adam", "Momentum"}
+
 # The training model's loss output (train_step names it `loss`).
 LOSS = "dtcc_grad_loss"
 
@@ -215,6 +222,9 @@ def _categories(node, opset):
     reason, when set, names why no input of the op is differentiable.
     """
     op = node.op_type
+    if node.domain == TRAINING_DOMAIN and op in TRAINING_OPS:
+        return ([i != 1 for i in range(len(node.input))],
+                [True] * len(node.output), None)
     if node.domain not in ("", "ai.onnx"):
         return None, None, ("op", f"{node.domain}.{op}")
     if op in RANDOM_OPS:
@@ -435,6 +445,12 @@ class Problem:
     """One node test's data set 0, ready to rewrite."""
 
     def __init__(self, model, data_set, declared):
+        if _opset(model) is None:
+            # A model of another domain only (ONNX's training operators'
+            # tests): the loss's Mul, ReduceSum and Sum need the default
+            # one.
+            model = copy.deepcopy(model)
+            model.opset_import.append(helper.make_opsetid("", onnx.defs.onnx_opset_version()))
         self.model = model
         g = model.graph
         init_names = {t.name for t in g.initializer}

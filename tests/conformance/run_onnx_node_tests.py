@@ -75,6 +75,20 @@ FEATURE_PATTERNS = [
      "data-dependent output shape (NonZero)"),
 ]
 
+# Tests whose reference outputs contradict their own model, with the
+# evidence: skipped (and printed as such) where the predicate on the model
+# holds, so that a corrected copy of the test still runs.
+WRONG_REFERENCE = {
+    # onnx 1.12's generator computed the outputs with epsilon 1e-2 and left
+    # epsilon out of the node, whose default is 1e-6: numpy's apply_adam
+    # with 1e-6 gives X1_new 0.75595933 (dtcc 0.75595933), with 1e-2 the
+    # stored 0.75913626. onnx 1.13 passes epsilon to the node; that test
+    # is tests/conformance/newer_ops/test_adam_multiple.
+    "test_adam_multiple": (
+        lambda model: not any(a.name == "epsilon" for a in model.graph.node[0].attribute),
+        "reference outputs computed with another epsilon than the node's (onnx 1.12)"),
+}
+
 
 def graph_inputs(model):
     initializers = {t.name for t in model.graph.initializer}
@@ -207,6 +221,9 @@ def compile_test(args, test_dir, work):
     with one plan per data set (the program, its inputs and the expected
     outputs), or ("skipped"/"failed", detail)."""
     model = onnx.load(os.path.join(test_dir, "model.onnx"))
+    wrong = WRONG_REFERENCE.get(os.path.basename(test_dir))
+    if wrong and wrong[0](model):
+        return "skipped", ("feature", [wrong[1]])
     if any(random_dropout(model, ds) for ds in data_sets(test_dir)):
         return "skipped", ("feature", ["random dropout mask (numpy's generator)"])
     inputs = graph_inputs(model)

@@ -17,11 +17,12 @@
 #include "frontends/zoo/Zoo.h"
 #include "runtime/format/Container.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -821,8 +822,13 @@ int runExplain() {
 }
 
 int runOps() {
-  for (auto &[op, opset] : dtcc::onnx_frontend::supportedOps())
-    llvm::outs() << llvm::formatv("{0,-28}from opset {1}\n", op, opset);
+  auto ops = dtcc::onnx_frontend::supportedOps();
+  size_t width = 0;
+  for (auto &[op, opset] : ops)
+    width = std::max(width, op.size());
+  for (auto &[op, opset] : ops)
+    llvm::outs() << llvm::left_justify(op, width + 1) << "from opset " << opset
+                 << "\n";
   return 0;
 }
 
