@@ -423,6 +423,10 @@ LogicalResult importDropout(NodeImporter &n) {
     auto mode = n.constantInput(2, "training_mode");
     if (failed(mode))
       return failure();
+    if (mode->getNumElements() != 1 || !mode->getElementType().isInteger(1))
+      return n.error() << "expected a boolean scalar training_mode (input 2), "
+                          "got "
+                       << mode->getType();
     training = mode->getValues<bool>()[0];
   }
   double ratio = 0.5;
@@ -430,6 +434,10 @@ LogicalResult importDropout(NodeImporter &n) {
     auto r = n.constantInput(1, "ratio");
     if (failed(r))
       return failure();
+    if (r->getNumElements() != 1 || !isa<FloatType>(r->getElementType()))
+      return n.error() << "expected a floating-point scalar ratio (input 1), "
+                          "got "
+                       << r->getType();
     ratio = cast<FloatAttr>(r->getValues<Attribute>()[0]).getValueAsDouble();
     if (!(ratio >= 0 && ratio < 1))
       return n.error() << "expected 0 <= ratio < 1, got " << ratio;

@@ -370,6 +370,7 @@ void appendQuantOps(std::vector<OpEntry> &ops);
 void appendSpectralOps(std::vector<OpEntry> &ops);
 void appendSelectionOps(std::vector<OpEntry> &ops);
 void appendOptimizerOps(std::vector<OpEntry> &ops);
+void appendTextOps(std::vector<OpEntry> &ops);
 /// Every op's entry, by opKey.
 const llvm::StringMap<OpEntry> &opRegistry();
 

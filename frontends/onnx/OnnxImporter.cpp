@@ -199,6 +199,7 @@ const llvm::StringMap<OpEntry> &opRegistry() {
     appendSequenceOps(ops);
     appendSelectionOps(ops);
     appendOptimizerOps(ops);
+    appendTextOps(ops);
     llvm::StringMap<OpEntry> map;
     for (const OpEntry &e : ops)
       map[opKey(e.domain, e.opType)] = e;

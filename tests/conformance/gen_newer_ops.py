@@ -24,6 +24,13 @@ outputs from onnx.reference:
     ~/.cache/dtcc-bench/venv/bin/python tests/conformance/gen_newer_ops.py \\
         tests/conformance/newer_ops --training-steps
 
+With --tfidf it writes instead TfIdfVectorizer cases ONNX's tests lack
+(IDF and TF-IDF, weights, trigrams, a repeated n-gram, a shared output
+position) as test_dtcc_tfidfvectorizer_*, from onnx.reference:
+
+    ~/.cache/dtcc-bench/venv/bin/python tests/conformance/gen_newer_ops.py \\
+        tests/conformance/newer_ops --tfidf
+
 With --gridsample-nd it writes instead the GridSample cases ONNX's
 generators lack and PyTorch cannot check (1-D and volumetric cubic
 sampling, opset 20), as test_dtcc_gridsample_*, their expected outputs
@@ -148,6 +155,69 @@ def write_training_steps(out):
     print(f"{written} tests written to {out}")
 
 
+def write_tfidf(out):
+    """TfIdfVectorizer beyond ONNX's tests (all TF of uni- and bigrams over
+    int32 tokens): IDF and TF-IDF with and without weights, trigrams with
+    skips, int64 tokens, a level left empty, an n-gram repeated in the pool
+    (its last occurrence counts) and two n-grams at one output position;
+    expected outputs from onnx.reference."""
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(29)
+    pool = [3, 1, 4, 5,                # unigrams
+            1, 2, 2, 3, 4, 4, 3, 1,    # bigrams
+            1, 2, 3, 2, 2, 2, 1, 2, 3]  # trigrams, one repeated
+    counts = [0, 4, 12]
+    cases = [
+        ("tfidf_weights", dict(mode="TFIDF", min_gram_length=1, max_gram_length=3,
+                                max_skip_count=2, weights=[0.5 + 0.25 * i for i in range(11)],
+                                ngram_indexes=list(range(11))), TensorProto.INT64, (3, 9)),
+        ("idf_weights", dict(mode="IDF", min_gram_length=2, max_gram_length=3,
+                              max_skip_count=1, weights=[2.0 - 0.125 * i for i in range(11)],
+                              ngram_indexes=list(range(10, -1, -1))), TensorProto.INT32, (2, 14)),
+        ("idf_plain", dict(mode="IDF", min_gram_length=1, max_gram_length=2,
+                            max_skip_count=3, ngram_indexes=list(range(11))),
+         TensorProto.INT32, (12,)),
+        ("tfidf_plain_shared_output", dict(mode="TFIDF", min_gram_length=1, max_gram_length=3,
+                                           max_skip_count=0,
+                                           ngram_indexes=[0, 1, 2, 3, 4, 4, 5, 6, 7, 8, 8]),
+         TensorProto.INT64, (2, 7)),
+        ("tf_trigrams_skip2", dict(mode="TF", min_gram_length=3, max_gram_length=3,
+                                   max_skip_count=2, ngram_indexes=list(range(11))),
+         TensorProto.INT64, (4, 16)),
+    ]
+    written = 0
+    for label, attrs, elem, shape in cases:
+        node_ = helper.make_node("TfIdfVectorizer", ["X"], ["Y"], pool_int64s=pool,
+                                 ngram_counts=counts, **attrs)
+        size = max(attrs["ngram_indexes"]) + 1
+        y_shape = [shape[0], size] if len(shape) == 2 else [size]
+        graph = helper.make_graph(
+            [node_], label, [helper.make_tensor_value_info("X", elem, list(shape))],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, y_shape)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)],
+                                  producer_name="gen_newer_ops.py")
+        x = rng.integers(1, 5, size=shape).astype(np.int64 if elem == TensorProto.INT64
+                                                  else np.int32)
+        if "weights" in attrs:
+            (y,) = ReferenceEvaluator(model).run(None, {"X": x})
+        else:
+            # onnx 1.23's reference fails on IDF and TFIDF without weights
+            # (len(None)); the spec's weights are then all 1: IDF is
+            # whether the TF count is positive, TFIDF the count.
+            tf = onnx.ModelProto()
+            tf.CopyFrom(model)
+            for a in tf.graph.node[0].attribute:
+                if a.name == "mode":
+                    a.s = b"TF"
+            (y,) = ReferenceEvaluator(tf).run(None, {"X": x})
+            if attrs["mode"] == "IDF":
+                y = (y > 0).astype(np.float32)
+        write_case(out, f"test_dtcc_tfidfvectorizer_{label}", model, [x],
+                   [np.asarray(y, np.float32)])
+        written += 1
+    print(f"{written} tests written to {out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -158,9 +228,14 @@ def main():
                          "(for ops whose later opsets only add element types)")
     ap.add_argument("--gridsample-nd", action="store_true",
                     help="write the 1-D and volumetric cubic GridSample cases instead")
+    ap.add_argument("--tfidf", action="store_true",
+                    help="write TfIdfVectorizer's modes, weights and trigrams instead")
     ap.add_argument("--training-steps", action="store_true",
                     help="write Adagrad, Adam and Momentum past their first step instead")
     args = ap.parse_args()
+    if args.tfidf:
+        write_tfidf(args.out)
+        return
     if args.training_steps:
         write_training_steps(args.out)
         return

@@ -1,0 +1,232 @@
+//===- TextOps.cpp - ONNX's text featurization ops to dgraph --------------===//
+//
+// TfIdfVectorizer over integer tokens: the counts of a pool of n-grams in
+// each row, with skips, as comparisons of shifted views of the tokens with
+// the pool (every shape known at compile time), then TF, IDF or TF-IDF.
+// Strings are refused: dtcc has no string tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/onnx/NodeImporter.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace dtcc::graph;
+
+namespace dtcc::onnx_frontend {
+namespace {
+
+/// The int list attribute `name`, which the op requires.
+FailureOr<SmallVector<int64_t>> requiredInts(NodeImporter &n, StringRef name) {
+  auto v = n.attrInts(name);
+  if (!v)
+    return n.error() << "expected attribute " << name << " (required)";
+  return *v;
+}
+
+/// The counts [B, k] of the k n-grams `grams` (each `size` tokens) in the
+/// rows of `x` [B, C] (int64), at every skip distance from 1 to `distances`
+/// (one for unigrams: skips do not change them), as ONNX Runtime counts
+/// them: each start position and distance whose tokens equal the n-gram's.
+Value countGrams(NodeImporter &n, Value x, ArrayRef<int64_t> grams,
+                 int64_t size, int64_t distances) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t rows = xType.getDimSize(0), length = xType.getDimSize(1);
+  int64_t k = int64_t(grams.size()) / size;
+  Type f32 = n.builder().getF32Type(), i64 = n.builder().getI64Type();
+  auto countType = RankedTensorType::get({rows, k}, f32);
+  Value total;
+  for (int64_t d = 1; d <= (size == 1 ? 1 : distances); ++d) {
+    int64_t starts = length - d * (size - 1);
+    if (starts <= 0)
+      break;
+    SmallVector<int64_t> shape{rows, k, starts};
+    Value match;
+    for (int64_t j = 0; j < size; ++j) {
+      Value tokens = n.fold<SliceOp>(x, ArrayRef<int64_t>{0, j * d},
+                                     ArrayRef<int64_t>{rows, j * d + starts},
+                                     ArrayRef<int64_t>{1, 1});
+      tokens = n.broadcastTo(n.reshape(tokens, {rows, 1, starts}), shape);
+      SmallVector<int64_t> column;
+      for (int64_t g = 0; g < k; ++g)
+        column.push_back(grams[g * size + j]);
+      Value pool = n.constant(DenseElementsAttr::get(
+          RankedTensorType::get({1, k, 1}, i64), ArrayRef<int64_t>(column)));
+      Value equal = n.fold<EqOp>(tokens, n.broadcastTo(pool, shape));
+      match = match ? n.fold<AndOp>(match, equal) : equal;
+    }
+    Value counts =
+        n.fold<ReduceSumOp>(n.castTo(match, f32), ArrayRef<int64_t>{2});
+    total = total ? n.fold<AddOp>(total, counts) : counts;
+  }
+  return total ? total : n.splat(countType, 0.0);
+}
+
+/// TfIdfVectorizer (opset 9) over int32 or int64 tokens [C] or [B, C]: the
+/// pool's n-grams (pool_int64s, level by level from ngram_counts) counted
+/// for sizes min_gram_length to max_gram_length with up to max_skip_count
+/// skipped tokens between their items, each count added at its
+/// ngram_indexes position of an output [max index + 1] per row; mode TF
+/// (the counts), IDF (weights[i], or 1, where the count is not 0) or TFIDF
+/// (count times weights[i], or 1). A repeated n-gram counts at its last
+/// occurrence's position, as ONNX Runtime's and ONNX's reference's tries
+/// keep the last.
+LogicalResult importTfIdfVectorizer(NodeImporter &n) {
+  if (n.hasAttr("pool_strings"))
+    return n.error() << "expected pool_int64s: string pools are not "
+                        "supported (dtcc has no string tensors)";
+  auto xType = n.inputType(0);
+  if (!xType.getElementType().isInteger(32) &&
+      !xType.getElementType().isInteger(64))
+    return n.error() << "expected int32 or int64 tokens, got " << xType;
+  if (xType.getRank() != 1 && xType.getRank() != 2)
+    return n.error() << "expected tokens [C] or [N, C], got " << xType;
+  auto pool = requiredInts(n, "pool_int64s");
+  auto levels = requiredInts(n, "ngram_counts");
+  auto indexes = requiredInts(n, "ngram_indexes");
+  if (failed(pool) || failed(levels) || failed(indexes))
+    return failure();
+  for (StringRef name : {"min_gram_length", "max_gram_length",
+                         "max_skip_count", "mode"})
+    if (!n.hasAttr(name))
+      return n.error() << "expected attribute " << name << " (required)";
+  int64_t minSize = n.attrInt("min_gram_length", 1);
+  int64_t maxSize = n.attrInt("max_gram_length", 1);
+  int64_t maxSkip = n.attrInt("max_skip_count", 0);
+  std::string mode = n.attrString("mode", "");
+  if (minSize < 1 || maxSize < minSize)
+    return n.error() << "expected 1 <= min_gram_length <= max_gram_length, "
+                        "got "
+                     << minSize << " and " << maxSize;
+  if (maxSkip < 0)
+    return n.error() << "expected max_skip_count >= 0, got " << maxSkip;
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF")
+    return n.error() << "expected mode TF, IDF or TFIDF, got '" << mode << "'";
+
+  // The pool's levels: level L holds n-grams of L + 1 tokens.
+  int64_t poolSize = int64_t(pool->size());
+  SmallVector<std::pair<int64_t, int64_t>> ranges; // [begin, end) per level
+  for (size_t l = 0; l < levels->size(); ++l) {
+    int64_t begin = (*levels)[l];
+    int64_t end = l + 1 < levels->size() ? (*levels)[l + 1] : poolSize;
+    int64_t size = int64_t(l) + 1;
+    if (begin < 0 || end < begin || end > poolSize)
+      return n.error() << "expected ngram_counts to rise within the pool of "
+                       << poolSize << ", got " << formatList(*levels);
+    if ((end - begin) % size)
+      return n.error() << "expected the pool's " << size << "-grams (items "
+                       << begin << " to " << end << ") to be whole "
+                       << size << "-grams";
+    ranges.push_back({begin, end});
+  }
+  int64_t grams = 0;
+  for (auto [l, range] : llvm::enumerate(ranges))
+    grams += (range.second - range.first) / int64_t(l + 1);
+  if (int64_t(indexes->size()) != grams)
+    return n.error() << "expected one ngram_indexes entry per n-gram of the "
+                        "pool ("
+                     << grams << "), got " << indexes->size();
+  int64_t outSize = 0;
+  for (int64_t i : *indexes) {
+    if (i < 0)
+      return n.error() << "expected ngram_indexes >= 0, got " << i;
+    outSize = std::max(outSize, i + 1);
+  }
+  SmallVector<float> weights;
+  if (const onnx::AttributeProto *a = n.attr("weights")) {
+    weights.assign(a->floats().begin(), a->floats().end());
+    if (int64_t(weights.size()) < outSize)
+      return n.error() << "expected a weight per output (" << outSize
+                       << "), got " << weights.size();
+  }
+
+  // Which n-grams count: the sizes asked for, and of a repeated n-gram the
+  // last.
+  SmallVector<bool> counted(grams, false);
+  std::map<std::vector<int64_t>, int64_t> last;
+  for (int64_t l = 0, g = 0; l < int64_t(ranges.size()); ++l) {
+    int64_t size = l + 1;
+    for (int64_t at = ranges[l].first; at < ranges[l].second; at += size, ++g) {
+      if (size < minSize || size > maxSize)
+        continue;
+      std::vector<int64_t> key(pool->begin() + at, pool->begin() + at + size);
+      auto [it, fresh] = last.try_emplace(key, g);
+      if (!fresh)
+        counted[it->second] = false;
+      it->second = g;
+      counted[g] = true;
+    }
+  }
+
+  Type f32 = n.builder().getF32Type(), i64 = n.builder().getI64Type();
+  int64_t rows = xType.getRank() == 2 ? xType.getDimSize(0) : 1;
+  Value x = n.castTo(n.reshape(n.input(0), {rows, xType.getShape().back()}),
+                     i64);
+  SmallVector<Value> parts;
+  for (int64_t l = 0; l < int64_t(ranges.size()); ++l) {
+    int64_t size = l + 1, k = (ranges[l].second - ranges[l].first) / size;
+    if (!k)
+      continue;
+    if (size < minSize || size > maxSize) {
+      parts.push_back(n.splat(RankedTensorType::get({rows, k}, f32), 0.0));
+      continue;
+    }
+    ArrayRef<int64_t> levelGrams(pool->data() + ranges[l].first,
+                                 ranges[l].second - ranges[l].first);
+    parts.push_back(countGrams(n, x, levelGrams, size, maxSkip + 1));
+  }
+
+  // Each output position sums the counts of the n-grams mapped to it: one
+  // gather per n-gram mapped to a position (usually one), from the counts
+  // and a zero column for positions with fewer.
+  SmallVector<SmallVector<int64_t>> sources(outSize);
+  for (int64_t g = 0; g < grams; ++g)
+    if (counted[g])
+      sources[(*indexes)[g]].push_back(g);
+  size_t depth = 0;
+  for (const auto &s : sources)
+    depth = std::max(depth, s.size());
+  parts.push_back(n.splat(RankedTensorType::get({rows, 1}, f32), 0.0));
+  auto all = concatenate(n, parts, 1);
+  if (failed(all))
+    return failure();
+  Value y = n.splat(RankedTensorType::get({rows, outSize}, f32), 0.0);
+  for (size_t r = 0; r < depth; ++r) {
+    SmallVector<int64_t> at;
+    for (const auto &s : sources)
+      at.push_back(r < s.size() ? s[r] : grams);
+    Value index = n.constant(DenseElementsAttr::get(
+        RankedTensorType::get({outSize}, i64), ArrayRef<int64_t>(at)));
+    Value gathered = n.fold<GatherOp>(*all, index, 1);
+    y = r ? n.fold<AddOp>(y, gathered) : gathered;
+  }
+
+  auto outType = RankedTensorType::get({rows, outSize}, f32);
+  Value w = weights.empty()
+                ? n.splat(outType, 1.0)
+                : n.broadcastTo(
+                      n.constant(DenseElementsAttr::get(
+                          RankedTensorType::get({outSize}, f32),
+                          ArrayRef<float>(weights).take_front(outSize))),
+                      {rows, outSize});
+  if (mode == "IDF")
+    y = n.fold<SelectOp>(n.fold<GtOp>(y, n.splat(outType, 0.0)), w,
+                         n.splat(outType, 0.0));
+  else if (mode == "TFIDF" && !weights.empty())
+    y = n.fold<MulOp>(y, w);
+  if (xType.getRank() == 1)
+    y = n.reshape(y, {outSize});
+  n.setOutput(0, y);
+  return success();
+}
+
+} // namespace
+
+void appendTextOps(std::vector<OpEntry> &ops) {
+  ops.insert(ops.end(), {
+      {"TfIdfVectorizer", 9, importTfIdfVectorizer},
+  });
+}
+
+} // namespace dtcc::onnx_frontend
