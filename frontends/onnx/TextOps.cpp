@@ -87,8 +87,8 @@ LogicalResult importTfIdfVectorizer(NodeImporter &n) {
   auto indexes = requiredInts(n, "ngram_indexes");
   if (failed(pool) || failed(levels) || failed(indexes))
     return failure();
-  for (StringRef name : {"min_gram_length", "max_gram_length",
-                         "max_skip_count", "mode"})
+  for (StringRef name :
+       {"min_gram_length", "max_gram_length", "max_skip_count", "mode"})
     if (!n.hasAttr(name))
       return n.error() << "expected attribute " << name << " (required)";
   int64_t minSize = n.attrInt("min_gram_length", 1);
@@ -116,8 +116,8 @@ LogicalResult importTfIdfVectorizer(NodeImporter &n) {
                        << poolSize << ", got " << formatList(*levels);
     if ((end - begin) % size)
       return n.error() << "expected the pool's " << size << "-grams (items "
-                       << begin << " to " << end << ") to be whole "
-                       << size << "-grams";
+                       << begin << " to " << end << ") to be whole " << size
+                       << "-grams";
     ranges.push_back({begin, end});
   }
   int64_t grams = 0;
@@ -161,8 +161,8 @@ LogicalResult importTfIdfVectorizer(NodeImporter &n) {
 
   Type f32 = n.builder().getF32Type(), i64 = n.builder().getI64Type();
   int64_t rows = xType.getRank() == 2 ? xType.getDimSize(0) : 1;
-  Value x = n.castTo(n.reshape(n.input(0), {rows, xType.getShape().back()}),
-                     i64);
+  Value x =
+      n.castTo(n.reshape(n.input(0), {rows, xType.getShape().back()}), i64);
   SmallVector<Value> parts;
   for (int64_t l = 0; l < int64_t(ranges.size()); ++l) {
     int64_t size = l + 1, k = (ranges[l].second - ranges[l].first) / size;
@@ -203,13 +203,13 @@ LogicalResult importTfIdfVectorizer(NodeImporter &n) {
   }
 
   auto outType = RankedTensorType::get({rows, outSize}, f32);
-  Value w = weights.empty()
-                ? n.splat(outType, 1.0)
-                : n.broadcastTo(
-                      n.constant(DenseElementsAttr::get(
-                          RankedTensorType::get({outSize}, f32),
-                          ArrayRef<float>(weights).take_front(outSize))),
-                      {rows, outSize});
+  Value w =
+      weights.empty()
+          ? n.splat(outType, 1.0)
+          : n.broadcastTo(n.constant(DenseElementsAttr::get(
+                              RankedTensorType::get({outSize}, f32),
+                              ArrayRef<float>(weights).take_front(outSize))),
+                          {rows, outSize});
   if (mode == "IDF")
     y = n.fold<SelectOp>(n.fold<GtOp>(y, n.splat(outType, 0.0)), w,
                          n.splat(outType, 0.0));
@@ -225,8 +225,8 @@ LogicalResult importTfIdfVectorizer(NodeImporter &n) {
 
 void appendTextOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
-      {"TfIdfVectorizer", 9, importTfIdfVectorizer},
-  });
+                            {"TfIdfVectorizer", 9, importTfIdfVectorizer},
+                        });
 }
 
 } // namespace dtcc::onnx_frontend
