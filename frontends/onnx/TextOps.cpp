@@ -66,12 +66,16 @@ Value countGrams(NodeImporter &n, Value x, ArrayRef<int64_t> grams,
 /// TfIdfVectorizer (opset 9) over int32 or int64 tokens [C] or [B, C]: the
 /// pool's n-grams (pool_int64s, level by level from ngram_counts) counted
 /// for sizes min_gram_length to max_gram_length with up to max_skip_count
-/// skipped tokens between their items, each count added at its
-/// ngram_indexes position of an output [max index + 1] per row; mode TF
-/// (the counts), IDF (weights[i], or 1, where the count is not 0) or TFIDF
-/// (count times weights[i], or 1). A repeated n-gram counts at its last
-/// occurrence's position, as ONNX Runtime's and ONNX's reference's tries
-/// keep the last.
+/// skipped tokens between their items; n-gram i's value goes to position
+/// ngram_indexes[i] of an output [max index + 1] per row: mode TF (its
+/// count), IDF (weights[i] where its count is not 0) or TFIDF (count times
+/// weights[i]); weights are per n-gram, as ONNX's specification and ONNX
+/// Runtime have them (onnx.reference reads them per output position, which
+/// differs where ngram_indexes is not the identity), all 1 when absent.
+/// Positions that several n-grams share add their values, except in IDF
+/// mode with weights, where ONNX Runtime keeps the weight of the n-gram it
+/// met last in the row: refused. A repeated n-gram is refused, as ONNX
+/// Runtime refuses it.
 LogicalResult importTfIdfVectorizer(NodeImporter &n) {
   if (n.hasAttr("pool_strings"))
     return n.error() << "expected pool_int64s: string pools are not "
@@ -134,29 +138,40 @@ LogicalResult importTfIdfVectorizer(NodeImporter &n) {
     outSize = std::max(outSize, i + 1);
   }
   SmallVector<float> weights;
-  if (const onnx::AttributeProto *a = n.attr("weights")) {
-    weights.assign(a->floats().begin(), a->floats().end());
-    if (int64_t(weights.size()) < outSize)
-      return n.error() << "expected a weight per output (" << outSize
-                       << "), got " << weights.size();
+  if (const onnx::AttributeProto *w = n.attr("weights")) {
+    weights.assign(w->floats().begin(), w->floats().end());
+    if (int64_t(weights.size()) != grams)
+      return n.error() << "expected one weight per n-gram of the pool ("
+                       << grams << "), got " << weights.size();
   }
-
-  // Which n-grams count: the sizes asked for, and of a repeated n-gram the
-  // last.
-  SmallVector<bool> counted(grams, false);
-  std::map<std::vector<int64_t>, int64_t> last;
+  // Where each n-gram's value goes; a repeated n-gram (of a size that
+  // counts) is refused.
+  SmallVector<SmallVector<int64_t>> sources(outSize);
+  std::map<std::vector<int64_t>, int64_t> seen;
   for (int64_t l = 0, g = 0; l < int64_t(ranges.size()); ++l) {
     int64_t size = l + 1;
     for (int64_t at = ranges[l].first; at < ranges[l].second; at += size, ++g) {
       if (size < minSize || size > maxSize)
         continue;
       std::vector<int64_t> key(pool->begin() + at, pool->begin() + at + size);
-      auto [it, fresh] = last.try_emplace(key, g);
-      if (!fresh)
-        counted[it->second] = false;
-      it->second = g;
-      counted[g] = true;
+      if (auto [it, fresh] = seen.try_emplace(key, g); !fresh)
+        return n.error() << "expected distinct n-grams, got n-grams "
+                         << it->second << " and " << g << " both "
+                         << formatList(key);
+      sources[(*indexes)[g]].push_back(g);
     }
+  }
+  size_t depth = 0;
+  for (const auto &s : sources)
+    depth = std::max(depth, s.size());
+  if (mode == "IDF" && !weights.empty() && depth > 1) {
+    auto shared =
+        llvm::find_if(sources, [](const auto &s) { return s.size() > 1; });
+    return n.error() << "expected one n-gram per output position in IDF mode "
+                        "with weights (ONNX Runtime keeps the weight of the "
+                        "one it meets last), got n-grams "
+                     << formatList(*shared) << " at position "
+                     << (shared - sources.begin());
   }
 
   Type f32 = n.builder().getF32Type(), i64 = n.builder().getI64Type();
@@ -177,44 +192,42 @@ LogicalResult importTfIdfVectorizer(NodeImporter &n) {
     parts.push_back(countGrams(n, x, levelGrams, size, maxSkip + 1));
   }
 
-  // Each output position sums the counts of the n-grams mapped to it: one
-  // gather per n-gram mapped to a position (usually one), from the counts
-  // and a zero column for positions with fewer.
-  SmallVector<SmallVector<int64_t>> sources(outSize);
-  for (int64_t g = 0; g < grams; ++g)
-    if (counted[g])
-      sources[(*indexes)[g]].push_back(g);
-  size_t depth = 0;
-  for (const auto &s : sources)
-    depth = std::max(depth, s.size());
-  parts.push_back(n.splat(RankedTensorType::get({rows, 1}, f32), 0.0));
+  // Each n-gram's value (TF: its count; IDF: weights[i], or 1, where the
+  // count is positive; TFIDF: count times weights[i]), then each output
+  // position the sum of its n-grams' values: one gather per n-gram at a
+  // position (usually one), from the values and a zero column for
+  // positions with fewer.
   auto all = concatenate(n, parts, 1);
   if (failed(all))
     return failure();
-  Value y = n.splat(RankedTensorType::get({rows, outSize}, f32), 0.0);
+  auto valueType = RankedTensorType::get({rows, grams}, f32);
+  Value values = *all;
+  if (mode == "IDF")
+    values = n.castTo(n.fold<GtOp>(values, n.splat(valueType, 0.0)), f32);
+  if (mode != "TF" && !weights.empty())
+    values = n.fold<MulOp>(
+        values, n.broadcastTo(n.constant(DenseElementsAttr::get(
+                                  RankedTensorType::get({grams}, f32),
+                                  ArrayRef<float>(weights))),
+                              {rows, grams}));
+  auto padded = concatenate(
+      n, {values, n.splat(RankedTensorType::get({rows, 1}, f32), 0.0)}, 1);
+  if (failed(padded))
+    return failure();
+  auto outType = RankedTensorType::get({rows, outSize}, f32);
+  Value y = n.splat(outType, 0.0);
   for (size_t r = 0; r < depth; ++r) {
     SmallVector<int64_t> at;
     for (const auto &s : sources)
       at.push_back(r < s.size() ? s[r] : grams);
     Value index = n.constant(DenseElementsAttr::get(
         RankedTensorType::get({outSize}, i64), ArrayRef<int64_t>(at)));
-    Value gathered = n.fold<GatherOp>(*all, index, 1);
+    Value gathered = n.fold<GatherOp>(*padded, index, 1);
     y = r ? n.fold<AddOp>(y, gathered) : gathered;
   }
-
-  auto outType = RankedTensorType::get({rows, outSize}, f32);
-  Value w =
-      weights.empty()
-          ? n.splat(outType, 1.0)
-          : n.broadcastTo(n.constant(DenseElementsAttr::get(
-                              RankedTensorType::get({outSize}, f32),
-                              ArrayRef<float>(weights).take_front(outSize))),
-                          {rows, outSize});
-  if (mode == "IDF")
-    y = n.fold<SelectOp>(n.fold<GtOp>(y, n.splat(outType, 0.0)), w,
-                         n.splat(outType, 0.0));
-  else if (mode == "TFIDF" && !weights.empty())
-    y = n.fold<MulOp>(y, w);
+  // IDF without weights: whether any n-gram at the position occurs.
+  if (mode == "IDF" && depth > 1)
+    y = n.castTo(n.fold<GtOp>(y, n.splat(outType, 0.0)), f32);
   if (xType.getRank() == 1)
     y = n.reshape(y, {outSize});
   n.setOutput(0, y);
