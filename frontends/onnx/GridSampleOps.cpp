@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontends/onnx/NodeImporter.h"
+#include "runtime/base/RoiAlign.h"
 
 #include <cmath>
 
@@ -338,10 +339,12 @@ LogicalResult importRoiAlign(NodeImporter &n) {
   const int64_t outH = n.attrInt("output_height", 1),
                 outW = n.attrInt("output_width", 1),
                 ratio = n.attrInt("sampling_ratio", 0);
-  if (outH < 1 || outW < 1 || ratio < 0)
+  if (outH < 1 || outW < 1 || ratio < 0 || ratio > runtime::roi::kMaxGrid)
     return n.error() << "expected output_height, output_width >= 1 and "
-                        "sampling_ratio >= 0, got "
-                     << outH << ", " << outW << " and " << ratio;
+                        "0 <= sampling_ratio <= "
+                     << runtime::roi::kMaxGrid
+                     << " (samples a bin's side), got " << outH << ", " << outW
+                     << " and " << ratio;
   const double scale = n.attrFloat("spatial_scale", 1.0f);
   if (!std::isfinite(scale))
     return n.error() << "expected a finite spatial_scale, got " << scale;

@@ -46,13 +46,18 @@ template <typename T> struct Region {
   int64_t gridH, gridW, count;
 };
 
+/// The most samples along one axis of a bin: the adaptive grid's cap, and
+/// the largest sampling_ratio the verifier takes (int64 products of counts
+/// stay exact).
+constexpr int64_t kMaxGrid = int64_t(1) << 20;
+
 /// ceil(v) as a count of samples (0 for a region of no size or NaN; at
-/// most 2^20, where int64 products of counts stay exact).
+/// most kMaxGrid).
 template <typename T> DTCC_ROI_HD int64_t gridOf(T v) {
   if (!(v > T(0)))
     return 0;
   const double c = ceil(double(v));
-  return c > double(1 << 20) ? int64_t(1 << 20) : int64_t(c);
+  return c > double(kMaxGrid) ? kMaxGrid : int64_t(c);
 }
 
 /// The bins of region `box` (x1, y1, x2, y2).
@@ -92,7 +97,9 @@ DTCC_ROI_HD Sample<T> sampleOf(const Geometry &g, const Region<T> &r,
   Sample<T> s;
   T y = r.startH + T(ph) * r.binH + (T(iy) + T(0.5)) * r.binH / T(r.gridH);
   T x = r.startW + T(pw) * r.binW + (T(ix) + T(0.5)) * r.binW / T(r.gridW);
-  if (!(y >= T(-1) && y <= T(g.h) && x >= T(-1) && x <= T(g.w))) {
+  // An empty image (H or W 0) has no pixel to read.
+  if (g.h <= 0 || g.w <= 0 ||
+      !(y >= T(-1) && y <= T(g.h) && x >= T(-1) && x <= T(g.w))) {
     for (int k = 0; k < 4; ++k) {
       s.at[k] = 0;
       s.weight[k] = T(0);
@@ -176,6 +183,9 @@ DTCC_ROI_HD Window windowOf(const Geometry &g, const Region<T> &r, int64_t ph,
   Window w;
   insideRange(r.startH, r.binH, r.gridH, ph, g.h, w.y0, w.y1);
   insideRange(r.startW, r.binW, r.gridW, pw, g.w, w.x0, w.x1);
+  // An empty image (H or W 0): no sample reads a pixel.
+  if (g.h <= 0 || g.w <= 0)
+    w.y1 = w.y0;
   return w;
 }
 

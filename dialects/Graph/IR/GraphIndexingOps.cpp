@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Graph/IR/GraphOps.h"
+#include "runtime/base/RoiAlign.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -483,10 +484,11 @@ LogicalResult verifyRoiAlign(Operation *op, RankedTensorType x,
                            "type, got ")
            << x.getElementType() << ", " << rois.getElementType() << " and "
            << y.getElementType();
-  if (outH < 1 || outW < 1 || ratio < 0)
+  if (outH < 1 || outW < 1 || ratio < 0 || ratio > dtcc::runtime::roi::kMaxGrid)
     return op->emitOpError("expected output_height, output_width >= 1 and "
-                           "sampling_ratio >= 0, got ")
-           << outH << ", " << outW << " and " << ratio;
+                           "0 <= sampling_ratio <= ")
+           << dtcc::runtime::roi::kMaxGrid << ", got " << outH << ", " << outW
+           << " and " << ratio;
   SmallVector<int64_t> shape = {rois.getDimSize(0), x.getDimSize(1), outH,
                                 outW};
   if (y.getShape() != ArrayRef<int64_t>(shape))

@@ -415,6 +415,10 @@ Status CudaDevice::synchronizeStreams(bool p2p) {
     return invalidArgument(where, ": expected step >= 1 (the 1-based update "
                                   "count), got ",
                            e.value);
+  case kBadBatchIndex:
+    // As the CPU backend's roi_align.
+    return invalidArgument(where, ": batch index ", e.value, " of region ",
+                           e.position, " is outside [0, ", e.bound, ")");
   case kDivisionByZero:
     // As the CPU backend: "div at 'node': integer division by zero".
     return invalidArgument(where, ": integer division by zero");

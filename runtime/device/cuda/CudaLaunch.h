@@ -67,6 +67,7 @@ enum DeviceErrorKind : int32_t {
   kBadLabel = 2,
   kBadStep = 3,
   kDivisionByZero = 4, ///< integer div or rem; value: the dividend
+  kBadBatchIndex = 5,  ///< roi_align's; position: the region, bound: N
 };
 
 enum class UnaryOp : int32_t {

@@ -28,7 +28,7 @@ regionAt(const roi::Geometry &g, const S *rois, const int64_t *batch, int64_t r,
   using C = ComputeT<S>;
   b = batch[r];
   if (b < 0 || b >= g.n) {
-    recordError(error, site, kBadIndex, b, r, g.n);
+    recordError(error, site, kBadBatchIndex, b, r, g.n);
     return false;
   }
   C box[4];

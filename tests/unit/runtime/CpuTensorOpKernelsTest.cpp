@@ -993,6 +993,39 @@ TEST(CpuTensorOpKernels, RoiAlignRejectsABatchIndexOutOfRange) {
       << s.message();
 }
 
+// An image of no rows or no columns has nothing to read: every bin is 0
+// and the gradient (of no elements) is written nowhere. The samples of a
+// region near it read offsets below 0 before (found by a review of the
+// CUDA kernels, which share runtime/base/RoiAlign.h).
+TEST(CpuTensorOpKernels, RoiAlignOfAnEmptyImageIsZero) {
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{0, 5}, {4, 0}}) {
+    SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w));
+    Tensor rois(DType::kF32, {2, 4}), batch(DType::kI64, {2});
+    const float boxes[8] = {0, 0, 2, 1, -0.5f, -0.75f, 0.25f, 0.5f};
+    for (int64_t k = 0; k < 8; ++k)
+      rois.set(k, boxes[k]);
+    for (const char *mode : {"avg", "max"}) {
+      Tensor x(DType::kF32, {1, 3, h, w});
+      Tensor y = Tensor::output(DType::kF32, {2, 3, 3, 2});
+      for (int64_t i = 0; i < 36; ++i)
+        y.set(i, 7.0);
+      ASSERT_TRUE(runKernel("roi_align", {x.view(), rois.view(), batch.view()},
+                            {y.view()}, roiAlignAttrs(mode, 0, true))
+                      .isOk());
+      for (int64_t i = 0; i < 36; ++i)
+        EXPECT_EQ(y.get(i), 0.0) << mode << " element " << i;
+      Tensor dy(DType::kF32, {2, 3, 3, 2});
+      for (int64_t i = 0; i < 36; ++i)
+        dy.set(i, 1.0);
+      Tensor dx = Tensor::output(DType::kF32, {1, 3, h, w});
+      EXPECT_TRUE(runKernel("roi_align_grad",
+                            {dy.view(), x.view(), rois.view(), batch.view()},
+                            {dx.view()}, roiAlignAttrs(mode, 0, true))
+                      .isOk());
+    }
+  }
+}
+
 TEST(CpuTensorOpKernels, GridSampleRejectsMismatchedGrid) {
   Tensor x(DType::kF32, {2, 3, 5, 6}), g(DType::kF32, {1, 4, 7, 2});
   Tensor y = Tensor::output(DType::kF32, {2, 3, 4, 7});

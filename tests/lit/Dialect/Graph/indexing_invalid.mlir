@@ -397,7 +397,7 @@ func.func @f(%x: tensor<1x2x8x8xf32>, %r: tensor<3x4xf32>, %b: tensor<3xi64>) {
 // -----
 
 func.func @f(%x: tensor<1x2x8x8xf32>, %r: tensor<3x4xf32>, %b: tensor<3xi64>) {
-  // expected-error @+1 {{expected output_height, output_width >= 1 and sampling_ratio >= 0, got 2, 2 and -1}}
+  // expected-error @+1 {{expected output_height, output_width >= 1 and 0 <= sampling_ratio <= 1048576, got 2, 2 and -1}}
   %0 = dgraph.roi_align %x, %r, %b {output_height = 2 : i64, output_width = 2 : i64, sampling_ratio = -1 : i64, spatial_scale = 1.0 : f64} : (tensor<1x2x8x8xf32>, tensor<3x4xf32>, tensor<3xi64>) -> tensor<3x2x2x2xf32>
   return
 }
