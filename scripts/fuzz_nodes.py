@@ -254,6 +254,29 @@ def with_loss(model):
     return m
 
 
+def known_disagreement(model):
+    """Why onnx's shape inference and dtcc disagree by design on this graph's
+    node, or None. Each was checked against a third implementation:
+
+    - Squeeze with an empty axes input: onnx's inference and reference
+      squeeze nothing, ONNX Runtime (1.32) and dtcc every dimension of size
+      1, as when axes is absent ("if axes is not provided").
+    - Einsum with an implicit output and upper-case labels: onnx 1.12's
+      inference gives a scalar; numpy.einsum, onnx 1.23 and dtcc the labels
+      that occur once, in alphabetical order.
+    """
+    node = model.graph.node[0]
+    if node.op_type == "Squeeze" and len(node.input) > 1:
+        axes = next((t for t in model.graph.initializer if t.name == node.input[1]), None)
+        if axes is not None and numpy_helper.to_array(axes).size == 0:
+            return "Squeeze with an empty axes input"
+    if node.op_type == "Einsum":
+        eq = next((a.s.decode() for a in node.attribute if a.name == "equation"), "")
+        if "->" not in eq and any(c.isupper() for c in eq):
+            return "Einsum with an implicit output and upper-case labels"
+    return None
+
+
 def classify(proc):
     """None when dtcc behaved (status 0, or 1 with a diagnostic), else why not."""
     text = proc.stdout + proc.stderr
@@ -298,7 +321,7 @@ def main():
     os.makedirs(findings, exist_ok=True)
     work = tempfile.mkdtemp(dir=args.out)
     deadline = time.time() + args.seconds
-    stats = {"graphs": 0, "compiled": 0, "errors": 0, "findings": 0}
+    stats = {"graphs": 0, "compiled": 0, "errors": 0, "findings": 0, "known": 0}
     seen = set()
     rejections = {}
     while time.time() < deadline:
@@ -324,6 +347,9 @@ def main():
                 why = classify(proc)
             except subprocess.TimeoutExpired:
                 proc, why = None, "timeout (60 s)"
+            if why == "shape differs from onnx's inference" and known_disagreement(m):
+                stats["known"] += 1
+                continue
             if why is None:
                 stats["compiled" if proc.returncode == 0 else "errors"] += 1
                 if proc.returncode and args.errors:
@@ -345,6 +371,7 @@ def main():
             print(f"finding: {schema.name} ({kind}): {why}: {last[:200]}", flush=True)
     print(f"fuzz-nodes: {stats['graphs']} graphs over {len(schemas)} ops: "
           f"{stats['compiled']} compiled, {stats['errors']} rejected with a diagnostic, "
+          f"{stats['known']} known disagreements with onnx's inference (known_disagreement), "
           f"{stats['findings']} findings ({len(seen)} distinct) in {findings}")
     for line, n in sorted(rejections.items(), key=lambda x: -x[1])[:args.errors]:
         print(f"  {n:6d}  {line}")
