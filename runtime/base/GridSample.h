@@ -237,13 +237,23 @@ DTCC_GRID_HD void axisTapsOf(const Geometry &g, int axis, T coord,
   a.dweight[1] = T(1);
 }
 
-/// The pixels one grid point of a `Dims`-dimensional sample reads:
+/// The taps a mode reads along one axis: 1 nearest, 2 linear, 4 cubic.
+DTCC_GRID_HD constexpr int tapsPerAxis(Mode mode) {
+  return mode == Mode::kNearest ? 1 : mode == Mode::kBicubic ? 4 : 2;
+}
+
+/// The pixels one grid point of a `Dims`-dimensional sample reads, with
+/// at most `PerAxis` taps along each axis (tapsPerAxis of the mode):
 /// offsets into the operand's [(d,) (h,) w] block (-1: out of the image,
 /// reads 0), their weights (the product of the axes' 1-D weights), and the
 /// weights' derivatives with respect to each pixel coordinate, which the
-/// grid's gradient chains with `grad` (d pixel / d grid coordinate).
-template <typename T, int Dims> struct Taps {
-  static constexpr int kMax = Dims == 1 ? 4 : Dims == 2 ? 16 : 64;
+/// grid's gradient chains with `grad` (d pixel / d grid coordinate). Sized
+/// by the mode, so that a volume's trilinear taps (8) do not take the room
+/// of its tricubic ones (64): on a GPU that room is each thread's stack.
+template <typename T, int Dims, int PerAxis> struct Taps {
+  static constexpr int kMax = Dims == 1   ? PerAxis
+                              : Dims == 2 ? PerAxis * PerAxis
+                                          : PerAxis * PerAxis * PerAxis;
   int count = 0;
   int64_t at[kMax];
   T weight[kMax];
@@ -254,8 +264,9 @@ template <typename T, int Dims> struct Taps {
 /// The taps of grid point `coords` (normalized; x first): the product of
 /// the axes' taps, x fastest (as PyTorch sums them: north-west, north-east,
 /// south-west, south-east, then the same a slice deeper).
-template <typename T, int Dims>
-DTCC_GRID_HD void tapsOf(const Geometry &g, const T *coords, Taps<T, Dims> &t) {
+template <typename T, int Dims, int PerAxis>
+DTCC_GRID_HD void tapsOf(const Geometry &g, const T *coords,
+                         Taps<T, Dims, PerAxis> &t) {
   AxisTaps<T> axes[Dims];
   for (int i = 0; i < Dims; ++i) {
     axisTapsOf(g, i, coords[i], axes[i]);
@@ -294,15 +305,28 @@ DTCC_GRID_HD void tapsOf(const Geometry &g, const T *coords, Taps<T, Dims> &t) {
   }
 }
 
-/// Calls f(std::integral_constant<int, D>{}) for the geometry's D spatial
-/// dimensions (1 to kMaxDims), on the host.
-template <typename F> inline void visitDims(int dims, F &&f) {
-  if (dims == 1)
-    f(std::integral_constant<int, 1>{});
-  else if (dims == 2)
-    f(std::integral_constant<int, 2>{});
-  else
-    f(std::integral_constant<int, 3>{});
+/// Calls f(std::integral_constant<int, D>{}, std::integral_constant<int,
+/// P>{}) for the geometry's D spatial dimensions (1 to kMaxDims) and its
+/// mode's P taps per axis (tapsPerAxis), on the host.
+template <typename F> inline void visitTaps(const Geometry &g, F &&f) {
+  auto withDims = [&](auto perAxis) {
+    if (g.dims == 1)
+      f(std::integral_constant<int, 1>{}, perAxis);
+    else if (g.dims == 2)
+      f(std::integral_constant<int, 2>{}, perAxis);
+    else
+      f(std::integral_constant<int, 3>{}, perAxis);
+  };
+  switch (tapsPerAxis(g.mode)) {
+  case 1:
+    withDims(std::integral_constant<int, 1>{});
+    break;
+  case 2:
+    withDims(std::integral_constant<int, 2>{});
+    break;
+  default:
+    withDims(std::integral_constant<int, 4>{});
+  }
 }
 
 } // namespace dtcc::runtime::grid

@@ -102,20 +102,20 @@ namespace {
 
 using namespace cpu;
 
-template <int Dims, typename S>
-grid::Taps<ComputeT<S>, Dims> tapsAt(const grid::Geometry &geo, const S *g,
-                                     int64_t n, int64_t p) {
+template <int Dims, int PerAxis, typename S>
+grid::Taps<ComputeT<S>, Dims, PerAxis>
+tapsAt(const grid::Geometry &geo, const S *g, int64_t n, int64_t p) {
   using C = ComputeT<S>;
   const S *point = g + (n * geo.points() + p) * Dims;
   C coords[Dims];
   for (int i = 0; i < Dims; ++i)
     coords[i] = C(Elem<S>::load(point[i]));
-  grid::Taps<C, Dims> t;
+  grid::Taps<C, Dims, PerAxis> t;
   grid::tapsOf(geo, coords, t);
   return t;
 }
 
-template <int Dims, typename S>
+template <int Dims, int PerAxis, typename S>
 KernelFn makeGridSample(const grid::Geometry &geo, const S *x, const S *g,
                         S *y) {
   using C = ComputeT<S>;
@@ -127,7 +127,7 @@ KernelFn makeGridSample(const grid::Geometry &geo, const S *x, const S *g,
     parallelForEach(geo.n * rows, width * geo.c * 4, [&](int64_t row, int) {
       const int64_t n = row / rows;
       for (int64_t p = (row % rows) * width, end = p + width; p < end; ++p) {
-        grid::Taps<C, Dims> t = tapsAt<Dims>(geo, g, n, p);
+        grid::Taps<C, Dims, PerAxis> t = tapsAt<Dims, PerAxis>(geo, g, n, p);
         for (int64_t c = 0; c < geo.c; ++c) {
           const S *in = x + (n * geo.c + c) * plane;
           C sum = C(0);
@@ -148,8 +148,9 @@ StatusOr<KernelFn> buildGridSample(const KernelContext &ctx) {
   KernelFn fn;
   if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
-        grid::visitDims(geo.dims, [&](auto dims) {
-          fn = makeGridSample<decltype(dims)::value, S>(
+        grid::visitTaps(geo, [&](auto dims, auto perAxis) {
+          fn = makeGridSample<decltype(dims)::value, decltype(perAxis)::value,
+                              S>(
               geo, x.as<const S>(), g.as<const S>(), y.as<S>());
         });
       }))
@@ -157,7 +158,7 @@ StatusOr<KernelFn> buildGridSample(const KernelContext &ctx) {
   return fn;
 }
 
-template <int Dims, typename S>
+template <int Dims, int PerAxis, typename S>
 KernelFn makeGridSampleGrad(const grid::Geometry &geo, const S *dy, const S *x,
                             const S *g, S *dx, S *dgrid) {
   using C = ComputeT<S>;
@@ -169,7 +170,7 @@ KernelFn makeGridSampleGrad(const grid::Geometry &geo, const S *dy, const S *x,
       std::vector<C> acc(size_t(plane), C(0));
       const S *d = dy + nc * points;
       for (int64_t p = 0; p < points; ++p) {
-        grid::Taps<C, Dims> t = tapsAt<Dims>(geo, g, n, p);
+        grid::Taps<C, Dims, PerAxis> t = tapsAt<Dims, PerAxis>(geo, g, n, p);
         const C v = Elem<S>::load(d[p]);
         for (int k = 0; k < t.count; ++k)
           if (t.at[k] >= 0)
@@ -186,7 +187,7 @@ KernelFn makeGridSampleGrad(const grid::Geometry &geo, const S *dy, const S *x,
       for (int i = 0; i < Dims; ++i)
         sums[i] = C(0);
       if (geo.mode != grid::Mode::kNearest) {
-        grid::Taps<C, Dims> t = tapsAt<Dims>(geo, g, n, p);
+        grid::Taps<C, Dims, PerAxis> t = tapsAt<Dims, PerAxis>(geo, g, n, p);
         for (int64_t c = 0; c < geo.c; ++c) {
           const S *in = x + (n * geo.c + c) * plane;
           const C v = Elem<S>::load(dy[(n * geo.c + c) * points + p]);
@@ -215,8 +216,9 @@ StatusOr<KernelFn> buildGridSampleGrad(const KernelContext &ctx) {
   KernelFn fn;
   if (!visitDType<kSetFloats>(x.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
-        grid::visitDims(geo.dims, [&](auto dims) {
-          fn = makeGridSampleGrad<decltype(dims)::value, S>(
+        grid::visitTaps(geo, [&](auto dims, auto perAxis) {
+          fn = makeGridSampleGrad<decltype(dims)::value,
+                                  decltype(perAxis)::value, S>(
               geo, dy.as<const S>(), x.as<const S>(), g.as<const S>(),
               dx.as<S>(), dgrid.as<S>());
         });

@@ -18,10 +18,10 @@ dim3 pointBlocks(int64_t n) {
   return blocksOf(elementwiseLaunch(n, launchLimits()));
 }
 
-template <int Dims, typename S>
-__device__ __forceinline__ void tapsAt(const grid::Geometry &g, const S *xy,
-                                       int64_t np,
-                                       grid::Taps<ComputeT<S>, Dims> &t) {
+template <int Dims, int PerAxis, typename S>
+__device__ __forceinline__ void
+tapsAt(const grid::Geometry &g, const S *xy, int64_t np,
+       grid::Taps<ComputeT<S>, Dims, PerAxis> &t) {
   using C = ComputeT<S>;
   C coords[Dims];
   for (int i = 0; i < Dims; ++i)
@@ -29,14 +29,14 @@ __device__ __forceinline__ void tapsAt(const grid::Geometry &g, const S *xy,
   grid::tapsOf(g, coords, t);
 }
 
-template <int Dims, typename S>
+template <int Dims, int PerAxis, typename S>
 __global__ void gridSampleKernel(const S *x, const S *xy, S *y,
                                  grid::Geometry g) {
   using C = ComputeT<S>;
   const int64_t points = g.points(), plane = g.plane();
   DTCC_GRID_LOOP(np, g.n * points) {
     const int64_t n = np / points, p = np - n * points;
-    grid::Taps<C, Dims> t;
+    grid::Taps<C, Dims, PerAxis> t;
     tapsAt(g, xy, np, t);
     for (int64_t c = 0; c < g.c; ++c) {
       const S *in = x + (n * g.c + c) * plane;
@@ -50,14 +50,14 @@ __global__ void gridSampleKernel(const S *x, const S *xy, S *y,
 }
 
 /// A: the type doperand accumulates in (S, or float for f16/bf16).
-template <int Dims, typename S, typename A>
+template <int Dims, int PerAxis, typename S, typename A>
 __global__ void gridSampleGradKernel(const S *dy, const S *x, const S *xy,
                                      A *dx, S *dgrid, grid::Geometry g) {
   using C = ComputeT<S>;
   const int64_t points = g.points(), plane = g.plane();
   DTCC_GRID_LOOP(np, g.n * points) {
     const int64_t n = np / points, p = np - n * points;
-    grid::Taps<C, Dims> t;
+    grid::Taps<C, Dims, PerAxis> t;
     tapsAt(g, xy, np, t);
     C sums[Dims];
     for (int i = 0; i < Dims; ++i)
@@ -92,8 +92,8 @@ cudaError_t launchGridSample(DType dtype, const void *x, const void *grid,
     const int64_t n = g.n * g.points();
     if (n == 0 || g.c == 0)
       return;
-    grid::visitDims(g.dims, [&](auto dims) {
-      gridSampleKernel<decltype(dims)::value, S>
+    grid::visitTaps(g, [&](auto dims, auto perAxis) {
+      gridSampleKernel<decltype(dims)::value, decltype(perAxis)::value, S>
           <<<pointBlocks(n), kElementwiseThreads, 0, s>>>(
               static_cast<const S *>(x), static_cast<const S *>(grid),
               static_cast<S *>(y), g);
@@ -118,8 +118,9 @@ cudaError_t launchGridSampleGrad(DType dtype, const void *dy, const void *x,
     err = accumulateAtomically<S>(
         dx, scratch, g.n * g.c * g.plane(), s, [&](ComputeT<S> *acc) {
           if (points > 0 && g.c > 0)
-            grid::visitDims(g.dims, [&](auto dims) {
-              gridSampleGradKernel<decltype(dims)::value, S, ComputeT<S>>
+            grid::visitTaps(g, [&](auto dims, auto perAxis) {
+              gridSampleGradKernel<decltype(dims)::value,
+                                   decltype(perAxis)::value, S, ComputeT<S>>
                   <<<pointBlocks(points), kElementwiseThreads, 0, s>>>(
                       static_cast<const S *>(dy), static_cast<const S *>(x),
                       static_cast<const S *>(grid), acc,
