@@ -229,45 +229,55 @@ LogicalResult importWhere(NodeImporter &n) {
 LogicalResult importClip(NodeImporter &n) {
   Value x = n.input(0);
   auto type = cast<RankedTensorType>(x.getType());
-  // The input and the bounds share ONNX's numeric type T.
-  SmallVector<Value, 3> operands = {x};
-  for (unsigned i : {1u, 2u})
-    if (n.hasInput(i))
-      operands.push_back(n.input(i));
-  if (failed(requireNumeric(n, x)) ||
-      failed(requireOneElementType(n, operands)))
-    return failure();
+  // The bounds: optional scalar inputs from opset 11, sharing ONNX's
+  // numeric type T with the input; before, the float attributes min and
+  // max (opset 6; absent, no bound: their defaults are float's extremes).
+  Value lo, hi;
+  if (n.getOpset() >= 11) {
+    SmallVector<Value, 3> operands = {x};
+    for (unsigned i : {1u, 2u})
+      if (n.hasInput(i))
+        operands.push_back(n.input(i));
+    if (failed(requireNumeric(n, x)) ||
+        failed(requireOneElementType(n, operands)))
+      return failure();
+    lo = n.hasInput(1) ? n.input(1) : Value();
+    hi = n.hasInput(2) ? n.input(2) : Value();
+  } else {
+    if (failed(requireFloat(n, x)))
+      return failure();
+    if (n.hasAttr("min"))
+      lo = n.scalar(type.getElementType(), n.attrFloat("min", 0.0f));
+    if (n.hasAttr("max"))
+      hi = n.scalar(type.getElementType(), n.attrFloat("max", 0.0f));
+  }
   Value y = x, inside;
-  // Opset 11+ passes the bounds as optional scalar inputs; older opsets as
-  // attributes, which the op's lowest supported opset (11) excludes.
   // min(max(x, lo), hi) gives the values (NaN stays NaN; lo > hi gives hi);
   // the gradient is torch.clamp's, x's whole where lo <= x <= hi (bounds
   // included) and 0 elsewhere, by selecting x there: max and min alone
   // would split it in halves at a bound. Where a dynamo export says the
   // node is F.hardtanh (nn.ReLU6, nn.Hardtanh), hardtanh's: the bounds
   // excluded (a value exactly at 0 passes no gradient through a ReLU6).
+  if (lo)
+    lo = n.broadcastTo(lo, type.getShape());
+  if (hi)
+    hi = n.broadcastTo(hi, type.getShape());
   if (n.torchOp() == "hardtanh") {
     // The bound where x reaches or passes it (no gradient to x there), x
     // strictly inside (and where x is NaN).
-    if (n.hasInput(1)) {
-      Value lo = n.broadcastTo(n.input(1), type.getShape());
+    if (lo)
       y = n.fold<SelectOp>(n.fold<LeOp>(x, lo), lo, y);
-    }
-    if (n.hasInput(2)) {
-      Value hi = n.broadcastTo(n.input(2), type.getShape());
+    if (hi)
       y = n.fold<SelectOp>(n.fold<GeOp>(x, hi), hi, y);
-    }
     n.setOutput(0, y);
     return success();
   }
   auto and_ = [&](Value c, Value d) { return c ? n.fold<AndOp>(c, d) : d; };
-  if (n.hasInput(1)) {
-    Value lo = n.broadcastTo(n.input(1), type.getShape());
+  if (lo) {
     y = n.fold<MaxOp>(y, lo);
     inside = and_(inside, n.fold<GeOp>(x, lo));
   }
-  if (n.hasInput(2)) {
-    Value hi = n.broadcastTo(n.input(2), type.getShape());
+  if (hi) {
     y = n.fold<MinOp>(y, hi);
     inside = and_(inside, n.fold<LeOp>(x, hi));
   }
@@ -530,16 +540,16 @@ void appendElementwiseOps(std::vector<OpEntry> &ops) {
       {"BitwiseXor", 18, bitwise<XorOp>},
       {"BitwiseNot", 18, importBitwiseNot},
       {"Equal", 7, compare<EqOp>},
-      {"Less", 9, compare<LtOp>},
+      {"Less", 7, compare<LtOp>},
       {"LessOrEqual", 12, compare<LeOp>},
-      {"Greater", 9, compare<GtOp>},
+      {"Greater", 7, compare<GtOp>},
       {"GreaterOrEqual", 12, compare<GeOp>},
-      {"Max", 8, [](NodeImporter &n) { return variadic<MaxOp>(n); }},
-      {"Min", 8, [](NodeImporter &n) { return variadic<MinOp>(n); }},
-      {"Sum", 8, [](NodeImporter &n) { return variadic<AddOp>(n); }},
-      {"Mean", 8, [](NodeImporter &n) { return variadic<AddOp>(n, true); }},
+      {"Max", 6, [](NodeImporter &n) { return variadic<MaxOp>(n); }},
+      {"Min", 6, [](NodeImporter &n) { return variadic<MinOp>(n); }},
+      {"Sum", 6, [](NodeImporter &n) { return variadic<AddOp>(n); }},
+      {"Mean", 6, [](NodeImporter &n) { return variadic<AddOp>(n, true); }},
       {"Where", 9, importWhere},
-      {"Clip", 11, importClip},
+      {"Clip", 6, importClip},
       {"Cast", 6, importCast},
       {"CastLike", 15, importCastLike},
       {"Identity", 1, importIdentity},
@@ -592,7 +602,7 @@ void appendElementwiseOps(std::vector<OpEntry> &ops) {
       {"Softsign", 1, importSoftsign},
       {"ThresholdedRelu", 10, importThresholdedRelu},
       {"Shrink", 9, importShrink},
-      {"PRelu", 9, importPRelu},
+      {"PRelu", 7, importPRelu},
   });
 }
 

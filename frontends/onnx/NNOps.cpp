@@ -54,33 +54,56 @@ LogicalResult importGemm(NodeImporter &n) {
   return success();
 }
 
-template <typename OpTy> LogicalResult importSoftmax(NodeImporter &n) {
+/// Runs `build(value, axis)` along the node's axis. Before opset 13,
+/// Softmax, LogSoftmax and Hardmax coerce their input to 2-D at `axis`
+/// (default 1): [product of the dimensions before it, product of the rest],
+/// the op along the second; at the last axis that is the op along it, as
+/// opset 13 defines it (default -1), which PyTorch's exports at opsets 9 to
+/// 12 write.
+template <typename Build>
+LogicalResult alongCoercedAxis(NodeImporter &n, Build build) {
   Value x = n.input(0);
-  if (failed(requireFloat(n, x)))
-    return failure();
-  auto axis = n.normalizeAxis(n.attrInt("axis", -1), typeOf(x).getRank());
+  auto type = typeOf(x);
+  const bool coerced = n.getOpset() < 13;
+  auto axis =
+      n.normalizeAxis(n.attrInt("axis", coerced ? 1 : -1), type.getRank());
   if (failed(axis))
     return failure();
-  n.setOutput(0, n.create<OpTy>(x, *axis).getResult());
+  if (!coerced || *axis == type.getRank() - 1) {
+    n.setOutput(0, build(x, *axis));
+    return success();
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    (d < *axis ? outer : inner) *= type.getDimSize(d);
+  Value y = build(n.reshape(x, {outer, inner}), 1);
+  n.setOutput(0, n.reshape(y, type.getShape()));
   return success();
 }
 
-LogicalResult importHardmax(NodeImporter &n) {
-  Value x = n.input(0);
-  auto type = typeOf(x);
-  auto axis = n.normalizeAxis(n.attrInt("axis", -1), type.getRank());
-  if (failed(axis))
+template <typename OpTy> LogicalResult importSoftmax(NodeImporter &n) {
+  if (failed(requireFloat(n, n.input(0))))
     return failure();
-  Value index = n.create<ArgMaxOp>(x, *axis, false).getResult();
-  auto idxType = RankedTensorType::get(type.getShape(), n.builder().getI64Type());
-  SmallVector<int64_t> dims;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (d != *axis)
-      dims.push_back(d);
-  Value expanded = n.fold<BroadcastInDimOp>(idxType, index, dims);
-  Value hot = n.fold<EqOp>(n.create<IotaOp>(idxType, *axis).getResult(), expanded);
-  n.setOutput(0, n.castTo(hot, type.getElementType()));
-  return success();
+  return alongCoercedAxis(n, [&](Value x, int64_t axis) {
+    return n.create<OpTy>(x, axis).getResult();
+  });
+}
+
+LogicalResult importHardmax(NodeImporter &n) {
+  return alongCoercedAxis(n, [&](Value x, int64_t axis) {
+    auto type = typeOf(x);
+    Value index = n.create<ArgMaxOp>(x, axis, false).getResult();
+    auto idxType =
+        RankedTensorType::get(type.getShape(), n.builder().getI64Type());
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (d != axis)
+        dims.push_back(d);
+    Value expanded = n.fold<BroadcastInDimOp>(idxType, index, dims);
+    Value hot =
+        n.fold<EqOp>(n.create<IotaOp>(idxType, axis).getResult(), expanded);
+    return n.castTo(hot, type.getElementType());
+  });
 }
 
 LogicalResult importLayerNorm(NodeImporter &n) {
@@ -480,9 +503,9 @@ void appendNNOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
       {"MatMul", 1, importMatMul},
       {"Gemm", 7, importGemm},
-      {"Softmax", 13, importSoftmax<SoftmaxOp>},
-      {"LogSoftmax", 13, importSoftmax<LogSoftmaxOp>},
-      {"Hardmax", 13, importHardmax},
+      {"Softmax", 1, importSoftmax<SoftmaxOp>},
+      {"LogSoftmax", 1, importSoftmax<LogSoftmaxOp>},
+      {"Hardmax", 1, importHardmax},
       {"LayerNormalization", 17, importLayerNorm},
       {"NegativeLogLikelihoodLoss", 12, importNllLoss},
       {"SoftmaxCrossEntropyLoss", 12, importSoftmaxCrossEntropy},

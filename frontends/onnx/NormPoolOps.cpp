@@ -95,6 +95,10 @@ LogicalResult importBatchNorm(NodeImporter &n) {
   float epsilon = n.attrFloat("epsilon", 1e-5f);
   if (!(epsilon >= 0))
     return n.error() << "expected epsilon >= 0, got " << epsilon;
+  // Opsets 7 and 8 could normalize per element instead of per channel.
+  if (n.getOpset() < 9 && n.attrInt("spatial", 1) != 1)
+    return n.error() << "expected spatial = 1 (statistics per channel), got "
+                     << n.attrInt("spatial", 1);
   // Before opset 14 the node had no training mode attribute: extra outputs
   // meant training, with outputs whose meaning ONNX left open.
   bool training = n.getOpset() >= 14 && n.attrInt("training_mode", 0) != 0;
@@ -680,10 +684,10 @@ LogicalResult importMaxUnpool(NodeImporter &n) {
 
 void appendNormPoolOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
-      {"BatchNormalization", 9, importBatchNorm},
+      {"BatchNormalization", 7, importBatchNorm},
       {"InstanceNormalization", 6, importInstanceNorm},
       {"GroupNormalization", 18, importGroupNormalization},
-      {"MaxPool", 8, importMaxPool},
+      {"MaxPool", 1, importMaxPool},
       {"AveragePool", 7, importAveragePool},
       {"LpPool", 2, importLpPool},
       {"GlobalLpPool", 2, importGlobalLpPool},

@@ -296,8 +296,8 @@ void appendReductionOps(std::vector<OpEntry> &ops) {
        [](NodeImporter &n) { return importReduce(n, Kind::LogSumExp); }},
       {"ReduceSumSquare", 1,
        [](NodeImporter &n) { return importReduce(n, Kind::SumSquare); }},
-      {"ArgMax", 11, importArgReduce<ArgMaxOp>},
-      {"ArgMin", 11, importArgReduce<ArgMinOp>},
+      {"ArgMax", 1, importArgReduce<ArgMaxOp>},
+      {"ArgMin", 1, importArgReduce<ArgMinOp>},
       {"CumSum", 11, importCumSum},
       {"Det", 11, importDet},
   });

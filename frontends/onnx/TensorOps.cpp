@@ -247,34 +247,23 @@ LogicalResult importSplit(NodeImporter &n) {
   return success();
 }
 
-LogicalResult importSlice(NodeImporter &n) {
-  Value x = n.input(0);
+/// Slices `x` as ONNX's Slice does: per entry, `starts` to `ends` (negative
+/// from the end, clamped) along axis `axes` (empty: 0, 1, ...) by `steps`
+/// (empty: 1; negative walks the dimension backwards).
+static LogicalResult sliceAlongAxes(NodeImporter &n, Value x,
+                                    ArrayRef<int64_t> starts,
+                                    ArrayRef<int64_t> ends,
+                                    SmallVector<int64_t> axes,
+                                    SmallVector<int64_t> steps) {
   auto type = typeOf(x);
   int64_t rank = type.getRank();
-  auto starts = n.constantInts(1, "starts");
-  auto ends = n.constantInts(2, "ends");
-  if (failed(starts) || failed(ends))
-    return failure();
-  SmallVector<int64_t> axes, steps;
-  if (n.hasInput(3)) {
-    auto given = n.constantInts(3, "axes");
-    if (failed(given))
-      return failure();
-    axes = *given;
-  } else {
-    for (int64_t i = 0; i < (int64_t)starts->size(); ++i)
+  if (axes.empty())
+    for (int64_t i = 0; i < (int64_t)starts.size(); ++i)
       axes.push_back(i);
-  }
-  if (n.hasInput(4)) {
-    auto given = n.constantInts(4, "steps");
-    if (failed(given))
-      return failure();
-    steps = *given;
-  } else {
-    steps.assign(starts->size(), 1);
-  }
-  if (ends->size() != starts->size() || axes.size() != starts->size() ||
-      steps.size() != starts->size())
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
     return n.error() << "expected starts, ends, axes and steps of one length";
 
   SmallVector<int64_t> start(rank, 0), limit(type.getShape()), stride(rank, 1);
@@ -286,7 +275,7 @@ LogicalResult importSlice(NodeImporter &n) {
     int64_t dim = type.getDimSize(*axis), step = steps[i];
     if (step == 0)
       return n.error() << "expected nonzero steps";
-    int64_t s = (*starts)[i], e = (*ends)[i];
+    int64_t s = starts[i], e = ends[i];
     if (s < 0)
       s += dim;
     if (e < 0)
@@ -314,6 +303,37 @@ LogicalResult importSlice(NodeImporter &n) {
   }
   n.setOutput(0, n.fold<SliceOp>(x, start, limit, stride));
   return success();
+}
+
+LogicalResult importSlice(NodeImporter &n) {
+  Value x = n.input(0);
+  // Before opset 10: the attributes starts, ends and axes, no steps.
+  if (n.getOpset() < 10) {
+    auto starts = n.attrInts("starts"), ends = n.attrInts("ends");
+    if (!starts || !ends)
+      return n.error() << "expected attributes starts and ends";
+    auto axes = n.attrInts("axes");
+    return sliceAlongAxes(n, x, *starts, *ends,
+                          axes ? *axes : SmallVector<int64_t>(), {});
+  }
+  auto starts = n.constantInts(1, "starts");
+  auto ends = n.constantInts(2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (n.hasInput(3)) {
+    auto given = n.constantInts(3, "axes");
+    if (failed(given))
+      return failure();
+    axes = *given;
+  }
+  if (n.hasInput(4)) {
+    auto given = n.constantInts(4, "steps");
+    if (failed(given))
+      return failure();
+    steps = *given;
+  }
+  return sliceAlongAxes(n, x, *starts, *ends, axes, steps);
 }
 
 /// The indices (input 1) of a gather from `axis` of `data`: i32 or i64,
@@ -563,11 +583,21 @@ LogicalResult importPad(NodeImporter &n) {
     return n.error() << "pad mode \"" << mode
                      << "\" is not supported (only \"constant\", \"edge\", "
                         "\"reflect\" and \"wrap\")";
-  auto pads = n.constantInts(1, "pads");
+  // Before opset 11: the attributes pads and value (a float).
+  const bool attributes = n.getOpset() < 11;
+  FailureOr<SmallVector<int64_t>> pads = failure();
+  if (attributes) {
+    if (auto given = n.attrInts("pads"))
+      pads = *given;
+    else
+      return n.error() << "expected attribute pads";
+  } else {
+    pads = n.constantInts(1, "pads");
+  }
   if (failed(pads))
     return failure();
   SmallVector<int64_t> axes;
-  if (n.hasInput(3)) {
+  if (!attributes && n.hasInput(3)) {
     auto given = n.constantInts(3, "axes");
     if (failed(given))
       return failure();
@@ -593,9 +623,9 @@ LogicalResult importPad(NodeImporter &n) {
     padded.push_back(low[d] + type.getDimSize(d) + high[d]);
   if (failed(n.checkShape(padded, "padded size")))
     return failure();
-  if (n.hasInput(2) && (typeOf(n.input(2)).getNumElements() != 1 ||
-                        typeOf(n.input(2)).getElementType() !=
-                            type.getElementType()))
+  if (!attributes && n.hasInput(2) &&
+      (typeOf(n.input(2)).getNumElements() != 1 ||
+       typeOf(n.input(2)).getElementType() != type.getElementType()))
     return n.error() << "expected a one-element constant_value of the data's "
                         "element type, got " << n.input(2).getType();
   if (mode != "constant") {
@@ -609,8 +639,10 @@ LogicalResult importPad(NodeImporter &n) {
                        .getResult());
     return success();
   }
-  Value value = n.hasInput(2) ? n.reshape(n.input(2), {})
-                              : n.scalar(type.getElementType(), 0);
+  Value value =
+      attributes ? n.scalar(type.getElementType(), n.attrFloat("value", 0.0f))
+      : n.hasInput(2) ? n.reshape(n.input(2), {})
+                      : n.scalar(type.getElementType(), 0);
   n.setOutput(0, n.create<PadOp>(x, value, low, high).getResult());
   return success();
 }
@@ -972,13 +1004,13 @@ FailureOr<Value> concatenate(NodeImporter &n, ArrayRef<Value> all,
 void appendTensorOps(std::vector<OpEntry> &ops) {
   ops.insert(ops.end(), {
       {"Reshape", 5, importReshape},
-      {"Flatten", 9, importFlatten},
-      {"Squeeze", 11, importSqueeze},
-      {"Unsqueeze", 11, importUnsqueeze},
+      {"Flatten", 1, importFlatten},
+      {"Squeeze", 1, importSqueeze},
+      {"Unsqueeze", 1, importUnsqueeze},
       {"Transpose", 1, importTranspose},
       {"Concat", 4, importConcat},
-      {"Split", 11, importSplit},
-      {"Slice", 10, importSlice},
+      {"Split", 2, importSplit},
+      {"Slice", 1, importSlice},
       {"Gather", 1, importGather},
       {"GatherElements", 11, importGatherElements},
       {"Expand", 8, importExpand},
@@ -989,12 +1021,12 @@ void appendTensorOps(std::vector<OpEntry> &ops) {
       {"ConstantOfShape", 9, importConstantOfShape},
       {"Range", 11, importRange},
       {"Trilu", 14, importTrilu},
-      {"Pad", 11, importPad},
+      {"Pad", 2, importPad},
       {"CenterCropPad", 18, importCenterCropPad},
-      {"DepthToSpace", 11, importDepthToSpace},
+      {"DepthToSpace", 1, importDepthToSpace},
       {"SpaceToDepth", 1, importSpaceToDepth},
       {"EyeLike", 9, importEyeLike},
-      {"OneHot", 11, importOneHot},
+      {"OneHot", 9, importOneHot},
       {"ReverseSequence", 10, importReverseSequence},
       {"Compress", 9, importCompress},
       {"HannWindow", 17, importWindow<WindowKind::kHann>},

@@ -24,6 +24,14 @@ outputs from onnx.reference:
     ~/.cache/dtcc-bench/venv/bin/python tests/conformance/gen_newer_ops.py \\
         tests/conformance/newer_ops --training-steps
 
+With --legacy-opsets it writes instead ops at the opsets older exports
+declare (1 to 12: Softmax's 2-D coercion, Pad's, Slice's and Clip's
+attributes, ...) as test_dtcc_legacy_*, from ONNX Runtime, into
+tests/conformance/legacy_opsets:
+
+    ~/.cache/dtcc-bench/venv/bin/python tests/conformance/gen_newer_ops.py \\
+        tests/conformance/legacy_opsets --legacy-opsets
+
 With --tfidf it writes instead TfIdfVectorizer cases ONNX's tests lack
 (IDF and TF-IDF, weights, trigrams, a shared output position) as
 test_dtcc_tfidfvectorizer_*, from ONNX Runtime (pip install onnxruntime
@@ -211,6 +219,94 @@ def write_tfidf(out):
     print(f"{written} tests written to {out}")
 
 
+def write_legacy_opsets(out):
+    """Ops at the opsets PyTorch's older exports and the ONNX model zoo's
+    classic models declare (1 to 12), whose semantics or operands differ
+    from the latest: Softmax, LogSoftmax and Hardmax coercing to 2-D at
+    their axis, Pad's, Slice's and Clip's attributes, and the ops whose
+    later versions only widened them (Squeeze, Unsqueeze, Split, Flatten,
+    ArgMax, DepthToSpace, OneHot, Greater, Max, PRelu, MaxPool,
+    BatchNormalization with spatial). Expected outputs from ONNX Runtime
+    (pip install onnxruntime in this environment), each checked against
+    onnx.reference where it implements the version."""
+    import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(31)
+    F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+    def f32(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    cases = [
+        # name, opset, op, attrs, [(name, array)], outputs
+        ("softmax_axis1_3d", 11, "Softmax", dict(axis=1), [("X", f32(2, 3, 4))], 1),
+        ("softmax_default_axis_4d", 9, "Softmax", {}, [("X", f32(2, 3, 2, 2))], 1),
+        ("softmax_last_axis", 12, "Softmax", dict(axis=-1), [("X", f32(2, 3, 5))], 1),
+        ("logsoftmax_axis0", 11, "LogSoftmax", dict(axis=0), [("X", f32(3, 2, 2))], 1),
+        ("logsoftmax_axis2_4d", 10, "LogSoftmax", dict(axis=2), [("X", f32(2, 2, 3, 2))], 1),
+        ("hardmax_axis1_3d", 11, "Hardmax", dict(axis=1), [("X", f32(2, 3, 4))], 1),
+        ("pad_constant_value", 7, "Pad", dict(pads=[0, 1, 2, 0, 2, 1], value=1.5),
+         [("X", f32(2, 3, 4))], 1),
+        ("pad_reflect", 10, "Pad", dict(pads=[0, 0, 1, 2, 0, 0, 2, 1], mode="reflect"),
+         [("X", f32(1, 2, 4, 5))], 1),
+        ("pad_edge", 7, "Pad", dict(pads=[1, 0, 0, 2], mode="edge"), [("X", f32(3, 2))], 1),
+        ("slice_axes", 9, "Slice", dict(starts=[1, -3], ends=[3, 100], axes=[0, 2]),
+         [("X", f32(4, 3, 5))], 1),
+        ("slice_no_axes", 7, "Slice", dict(starts=[0, 1], ends=[-1, 1000]),
+         [("X", f32(3, 4))], 1),
+        ("clip_min_max", 7, "Clip", dict(min=-0.5, max=0.7), [("X", f32(3, 4))], 1),
+        ("clip_min_only", 10, "Clip", dict(min=0.0), [("X", f32(3, 4))], 1),
+        ("squeeze_axes_attr", 9, "Squeeze", dict(axes=[0, 2]), [("X", f32(1, 3, 1, 2))], 1),
+        ("unsqueeze_axes_attr", 9, "Unsqueeze", dict(axes=[0, 3]), [("X", f32(3, 2))], 1),
+        ("split_attr", 9, "Split", dict(axis=1, split=[1, 3]), [("X", f32(2, 4))], 2),
+        ("flatten_axis0", 7, "Flatten", dict(axis=0), [("X", f32(2, 3, 2))], 1),
+        ("argmax_keepdims", 9, "ArgMax", dict(axis=1), [("X", f32(3, 4, 2))], 1),
+        ("depthtospace_dcr", 7, "DepthToSpace", dict(blocksize=2), [("X", f32(1, 8, 2, 3))], 1),
+        ("onehot_axis", 9, "OneHot", dict(axis=1),
+         [("I", np.array([0, 2, 1], np.int64)), ("D", np.array([4], np.int64)),
+          ("V", np.array([-1.0, 2.0], np.float32))], 1),
+        ("greater_broadcast", 7, "Greater", {}, [("A", f32(3, 4)), ("B", f32(4))], 1),
+        ("max_same_shapes", 7, "Max", {}, [("A", f32(2, 3)), ("B", f32(2, 3)), ("C", f32(2, 3))], 1),
+        ("prelu_channel", 7, "PRelu", {}, [("X", f32(2, 3, 4)), ("S", f32(3, 1))], 1),
+        ("maxpool_pads", 7, "MaxPool", dict(kernel_shape=[2, 2], pads=[1, 0, 0, 1], strides=[2, 1]),
+         [("X", f32(1, 2, 5, 4))], 1),
+        ("batchnorm_spatial", 7, "BatchNormalization", dict(epsilon=1e-3),
+         [("X", f32(2, 3, 2, 2)), ("S", f32(3)), ("B", f32(3)), ("M", f32(3)),
+          ("V", (np.abs(f32(3)) + 0.5).astype(np.float32))], 1),
+    ]
+    written = 0
+    for label, opset, op, attrs, inputs, n_out in cases:
+        outs = [f"Y{i}" for i in range(n_out)]
+        node_ = helper.make_node(op, [n for n, _ in inputs], outs, **attrs)
+        graph = helper.make_graph(
+            [node_], label,
+            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+             for n, a in inputs],
+            [helper.make_tensor_value_info(o, 0, None) for o in outs])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                                  producer_name="gen_newer_ops.py")
+        model.ir_version = 7
+        # The outputs' types from onnx's inference (ONNX Runtime needs them).
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        graph = model.graph
+        feeds = dict(inputs)
+        ys = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+        try:
+            refs = ReferenceEvaluator(model).run(None, feeds)
+            if not all(np.allclose(y, r, rtol=1e-5, atol=1e-6) for y, r in zip(ys, refs)):
+                # onnx 1.23's reference computes Softmax, LogSoftmax and
+                # Hardmax of opsets 1 to 12 along the one axis, as opset 13
+                # does, where their specification (and ONNX Runtime)
+                # coerces to 2-D.
+                print(f"{label}: onnx.reference differs from ONNX Runtime")
+        except Exception as e:  # versions the reference lacks or fails on
+            print(f"{label}: onnx.reference cannot run it ({type(e).__name__})")
+        write_case(out, f"test_dtcc_legacy_{label}_opset{opset}", model,
+                   [a for _, a in inputs], [np.asarray(y) for y in ys])
+        written += 1
+    print(f"{written} tests written to {out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -221,11 +317,16 @@ def main():
                          "(for ops whose later opsets only add element types)")
     ap.add_argument("--gridsample-nd", action="store_true",
                     help="write the 1-D and volumetric cubic GridSample cases instead")
+    ap.add_argument("--legacy-opsets", action="store_true",
+                    help="write ops at opsets 1 to 12 (tests/conformance/legacy_opsets) instead")
     ap.add_argument("--tfidf", action="store_true",
                     help="write TfIdfVectorizer's modes, weights and trigrams instead")
     ap.add_argument("--training-steps", action="store_true",
                     help="write Adagrad, Adam and Momentum past their first step instead")
     args = ap.parse_args()
+    if args.legacy_opsets:
+        write_legacy_opsets(args.out)
+        return
     if args.tfidf:
         write_tfidf(args.out)
         return
