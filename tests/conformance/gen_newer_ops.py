@@ -232,7 +232,6 @@ def write_legacy_opsets(out):
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
     rng = np.random.default_rng(31)
-    F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
     def f32(*shape):
         return rng.standard_normal(shape).astype(np.float32)
