@@ -452,6 +452,12 @@ LogicalResult GatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> grads,
   if (!grads[0])
     return success();
   auto data = typeOf(getOperand());
+  // From an empty axis (no index, then) nothing was read: the gradient is
+  // zeros, and a scatter into a dimension of size 0 would not verify.
+  if (data.getDimSize(getAxis()) == 0) {
+    out[0] = Emit{b, getLoc()}.zerosLike(getOperand());
+    return success();
+  }
   out[0] = ScatterAddOp::create(b, getLoc(), grads[0], getIndices(), getAxis(),
                                 data.getDimSize(getAxis()));
   return success();
