@@ -268,6 +268,13 @@ const onnx::AttributeProto *NodeImporter::attr(StringRef name) const {
   return nullptr;
 }
 
+LogicalResult NodeImporter::requireAttrs(ArrayRef<StringRef> names) {
+  for (StringRef name : names)
+    if (!hasAttr(name))
+      return error() << "expected attribute " << name << " (required)";
+  return success();
+}
+
 int64_t NodeImporter::attrInt(StringRef name, int64_t fallback) const {
   const onnx::AttributeProto *a = attr(name);
   return a ? a->i() : fallback;

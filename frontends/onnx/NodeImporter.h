@@ -163,6 +163,9 @@ public:
 
   const onnx::AttributeProto *attr(llvm::StringRef name) const;
   bool hasAttr(llvm::StringRef name) const { return attr(name) != nullptr; }
+  /// Checks that the attributes the op's schema requires are given, else
+  /// reports "expected attribute NAME (required)" for the first missing.
+  mlir::LogicalResult requireAttrs(llvm::ArrayRef<llvm::StringRef> names);
   int64_t attrInt(llvm::StringRef name, int64_t fallback) const;
   float attrFloat(llvm::StringRef name, float fallback) const;
   std::string attrString(llvm::StringRef name, llvm::StringRef fallback) const;
@@ -275,9 +278,10 @@ struct OpEntry {
 
 /// ONNX's name for the default domain, which a node may also leave empty.
 inline constexpr llvm::StringLiteral kDefaultDomain = "ai.onnx";
-/// The training operators' domain (Adagrad, Adam, Momentum).
-inline constexpr llvm::StringLiteral kTrainingDomain =
-    "ai.onnx.preview.training";
+/// Whether `domain` is the default one (ai.onnx, or left empty).
+inline bool isDefaultDomain(llvm::StringRef domain) {
+  return domain.empty() || domain == kDefaultDomain;
+}
 /// The registry's key for an op: its type in the default domain,
 /// "<domain>.<type>" in another ("ai.onnx.preview.training.Adam").
 std::string opKey(llvm::StringRef domain, llvm::StringRef opType);

@@ -209,7 +209,7 @@ const llvm::StringMap<OpEntry> &opRegistry() {
 }
 
 std::string opKey(llvm::StringRef domain, llvm::StringRef opType) {
-  if (domain.empty() || domain == kDefaultDomain)
+  if (isDefaultDomain(domain))
     return opType.str();
   return (domain + "." + opType).str();
 }
@@ -376,7 +376,7 @@ FailureOr<ElementsAttr> GraphImporter::tensorToAttr(const onnx::TensorProto &t,
 
 int64_t GraphImporter::domainOpset(const onnx::NodeProto &node,
                                    int64_t opset) const {
-  if (node.domain().empty() || node.domain() == kDefaultDomain)
+  if (isDefaultDomain(node.domain()))
     return opset;
   auto it = opsets.find(node.domain());
   return it == opsets.end() ? -1 : it->second;
@@ -384,16 +384,34 @@ int64_t GraphImporter::domainOpset(const onnx::NodeProto &node,
 
 const onnx::OpSchema *GraphImporter::schemaOf(const onnx::NodeProto &node,
                                               int64_t opset) const {
-  bool isDefault = node.domain().empty() || node.domain() == kDefaultDomain;
   return onnx::OpSchemaRegistry::Schema(
-      node.op_type(), domainOpset(node, opset), isDefault ? "" : node.domain());
+      node.op_type(), domainOpset(node, opset),
+      isDefaultDomain(node.domain()) ? "" : node.domain());
+}
+
+/// What dtcc takes from the other domains, from the registry:
+/// "ai.onnx.preview.training's Adagrad, Adam and Momentum".
+static std::string otherDomainsSupported() {
+  std::map<std::string, std::vector<std::string>> byDomain;
+  for (const auto &e : opRegistry())
+    if (!isDefaultDomain(e.getValue().domain))
+      byDomain[e.getValue().domain].push_back(e.getValue().opType);
+  std::string text;
+  for (auto &[domain, ops] : byDomain) {
+    std::sort(ops.begin(), ops.end());
+    if (!text.empty())
+      text += "; ";
+    text += domain + "'s ";
+    for (size_t i = 0; i < ops.size(); ++i)
+      text += (i == 0 ? "" : i + 1 == ops.size() ? " and " : ", ") + ops[i];
+  }
+  return text;
 }
 
 std::string GraphImporter::unsupportedReason(const onnx::NodeProto &node,
                                              int64_t opset) const {
-  std::string domain =
-      node.domain().empty() ? kDefaultDomain.str() : node.domain();
-  if (domain != kDefaultDomain) {
+  if (!isDefaultDomain(node.domain())) {
+    const std::string &domain = node.domain();
     int64_t version = domainOpset(node, opset);
     std::string where =
         "domain " + domain + ", opset " +
@@ -401,7 +419,7 @@ std::string GraphImporter::unsupportedReason(const onnx::NodeProto &node,
     auto it = opRegistry().find(opKey(domain, node.op_type()));
     if (it == opRegistry().end())
       return where + ": dtcc supports the default ONNX domain and " +
-             kTrainingDomain.str() + "'s Adagrad, Adam and Momentum";
+             otherDomainsSupported();
     if (version < it->second.minOpset)
       return where + ": dtcc supports " + node.op_type() + " from opset " +
              std::to_string(it->second.minOpset);
@@ -686,7 +704,7 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
   int64_t opset = -1;
   for (const auto &imp : model.opset_import()) {
     opsets[imp.domain()] = imp.version();
-    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+    if (isDefaultDomain(imp.domain()))
       opset = imp.version();
   }
   // A model of other domains only has no default opset; checkOps then

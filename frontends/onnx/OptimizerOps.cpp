@@ -21,6 +21,9 @@ using namespace dtcc::graph;
 namespace dtcc::onnx_frontend {
 namespace {
 
+/// The training operators' domain.
+constexpr llvm::StringLiteral kTrainingDomain = "ai.onnx.preview.training";
+
 /// A training operator's inputs: the rate R and step count T (scalars),
 /// then `groups` lists (X, G and the op's state) of one tensor each per
 /// optimized tensor.
@@ -84,13 +87,6 @@ FailureOr<StepInputs> readStep(NodeImporter &n, ArrayRef<StringRef> names) {
   return in;
 }
 
-/// An attribute that the operator's schema requires.
-FailureOr<float> requiredFloat(NodeImporter &n, StringRef name) {
-  if (!n.hasAttr(name))
-    return n.error() << "expected attribute " << name << " (required)";
-  return n.attrFloat(name, 0.0f);
-}
-
 /// `s` (a scalar) broadcast to `like`'s shape in its element type.
 Value spread(NodeImporter &n, Value s, Value like) {
   auto type = cast<RankedTensorType>(like.getType());
@@ -107,6 +103,12 @@ Value times(NodeImporter &n, double c, Value x) {
 /// G + norm_coefficient * X: the gradient with its L2 regularization.
 Value regularized(NodeImporter &n, Value x, Value g, double norm) {
   return norm == 0.0 ? g : n.fold<AddOp>(times(n, norm, x), g);
+}
+
+/// sqrt(`h`) + `epsilon`: the adaptive methods' denominator.
+Value rootPlus(NodeImporter &n, Value h, double epsilon) {
+  return n.fold<AddOp>(n.fold<SqrtOp>(h),
+                       n.splat(cast<RankedTensorType>(h.getType()), epsilon));
 }
 
 /// Whether the step count is past the first step (T > 0), as a scalar i1.
@@ -140,9 +142,7 @@ LogicalResult importAdagrad(NodeImporter &n) {
        llvm::zip(in->groups[0], in->groups[1], in->groups[2])) {
     Value gr = regularized(n, x, g, norm);
     Value hNew = n.fold<AddOp>(h, n.fold<MulOp>(gr, gr));
-    Value denominator =
-        n.fold<AddOp>(n.fold<SqrtOp>(hNew),
-                      n.splat(cast<RankedTensorType>(hNew.getType()), epsilon));
+    Value denominator = rootPlus(n, hNew, epsilon);
     Value step =
         n.fold<DivOp>(n.fold<MulOp>(spread(n, rate, x), gr), denominator);
     updated[0].push_back(n.fold<SubOp>(x, step));
@@ -159,28 +159,26 @@ LogicalResult importMomentum(NodeImporter &n) {
   auto in = readStep(n, {"X", "G", "V"});
   if (failed(in))
     return failure();
-  auto alpha = requiredFloat(n, "alpha");
-  auto beta = requiredFloat(n, "beta");
-  auto norm = requiredFloat(n, "norm_coefficient");
-  if (failed(alpha) || failed(beta) || failed(norm))
+  if (failed(n.requireAttrs({"alpha", "beta", "mode", "norm_coefficient"})))
     return failure();
-  if (!n.hasAttr("mode"))
-    return n.error() << "expected attribute mode (required)";
+  const double alpha = n.attrFloat("alpha", 0.0f),
+               beta = n.attrFloat("beta", 0.0f),
+               norm = n.attrFloat("norm_coefficient", 0.0f);
   std::string mode = n.attrString("mode", "");
   if (mode != "standard" && mode != "nesterov")
     return n.error() << "expected mode 'standard' or 'nesterov', got '" << mode
                      << "'";
   Type rt = cast<RankedTensorType>(in->rate.getType()).getElementType();
-  Value gradientScale = n.fold<SelectOp>(
-      pastFirstStep(n, in->step), n.scalar(rt, *beta), n.scalar(rt, 1.0));
+  Value gradientScale = n.fold<SelectOp>(pastFirstStep(n, in->step),
+                                         n.scalar(rt, beta), n.scalar(rt, 1.0));
   SmallVector<SmallVector<Value>> updated(2);
   for (auto [x, g, v] :
        llvm::zip(in->groups[0], in->groups[1], in->groups[2])) {
-    Value gr = regularized(n, x, g, *norm);
-    Value vNew = n.fold<AddOp>(times(n, *alpha, v),
+    Value gr = regularized(n, x, g, norm);
+    Value vNew = n.fold<AddOp>(times(n, alpha, v),
                                n.fold<MulOp>(spread(n, gradientScale, x), gr));
     Value direction =
-        mode == "standard" ? vNew : n.fold<AddOp>(gr, times(n, *alpha, vNew));
+        mode == "standard" ? vNew : n.fold<AddOp>(gr, times(n, alpha, vNew));
     updated[0].push_back(
         n.fold<SubOp>(x, n.fold<MulOp>(spread(n, in->rate, x), direction)));
     updated[1].push_back(vNew);
@@ -223,9 +221,7 @@ LogicalResult importAdam(NodeImporter &n) {
     Value vNew = n.fold<AddOp>(times(n, alpha, v), times(n, 1.0 - alpha, gr));
     Value hNew = n.fold<AddOp>(times(n, beta, h),
                                times(n, 1.0 - beta, n.fold<MulOp>(gr, gr)));
-    Value denominator =
-        n.fold<AddOp>(n.fold<SqrtOp>(hNew),
-                      n.splat(cast<RankedTensorType>(hNew.getType()), epsilon));
+    Value denominator = rootPlus(n, hNew, epsilon);
     Value xNew = n.fold<SubOp>(
         x, n.fold<MulOp>(spread(n, rate, x), n.fold<DivOp>(vNew, denominator)));
     updated[0].push_back(times(n, 1.0 - post, xNew));

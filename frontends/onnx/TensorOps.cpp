@@ -248,20 +248,23 @@ LogicalResult importSplit(NodeImporter &n) {
 }
 
 /// Slices `x` as ONNX's Slice does: per entry, `starts` to `ends` (negative
-/// from the end, clamped) along axis `axes` (empty: 0, 1, ...) by `steps`
-/// (empty: 1; negative walks the dimension backwards).
-static LogicalResult sliceAlongAxes(NodeImporter &n, Value x,
-                                    ArrayRef<int64_t> starts,
-                                    ArrayRef<int64_t> ends,
-                                    SmallVector<int64_t> axes,
-                                    SmallVector<int64_t> steps) {
+/// from the end, clamped) along axis `axes` (not given: 0, 1, ...) by
+/// `steps` (not given: 1; negative walks the dimension backwards).
+static LogicalResult
+sliceAlongAxes(NodeImporter &n, Value x, ArrayRef<int64_t> starts,
+               ArrayRef<int64_t> ends,
+               std::optional<SmallVector<int64_t>> givenAxes,
+               std::optional<SmallVector<int64_t>> givenSteps) {
   auto type = typeOf(x);
   int64_t rank = type.getRank();
-  if (axes.empty())
+  SmallVector<int64_t> axes, steps(starts.size(), 1);
+  if (givenAxes)
+    axes = *givenAxes;
+  else
     for (int64_t i = 0; i < (int64_t)starts.size(); ++i)
       axes.push_back(i);
-  if (steps.empty())
-    steps.assign(starts.size(), 1);
+  if (givenSteps)
+    steps = *givenSteps;
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size())
     return n.error() << "expected starts, ends, axes and steps of one length";
@@ -312,15 +315,14 @@ LogicalResult importSlice(NodeImporter &n) {
     auto starts = n.attrInts("starts"), ends = n.attrInts("ends");
     if (!starts || !ends)
       return n.error() << "expected attributes starts and ends";
-    auto axes = n.attrInts("axes");
-    return sliceAlongAxes(n, x, *starts, *ends,
-                          axes ? *axes : SmallVector<int64_t>(), {});
+    return sliceAlongAxes(n, x, *starts, *ends, n.attrInts("axes"),
+                          std::nullopt);
   }
   auto starts = n.constantInts(1, "starts");
   auto ends = n.constantInts(2, "ends");
   if (failed(starts) || failed(ends))
     return failure();
-  SmallVector<int64_t> axes, steps;
+  std::optional<SmallVector<int64_t>> axes, steps;
   if (n.hasInput(3)) {
     auto given = n.constantInts(3, "axes");
     if (failed(given))

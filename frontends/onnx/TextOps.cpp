@@ -17,14 +17,6 @@ using namespace dtcc::graph;
 namespace dtcc::onnx_frontend {
 namespace {
 
-/// The int list attribute `name`, which the op requires.
-FailureOr<SmallVector<int64_t>> requiredInts(NodeImporter &n, StringRef name) {
-  auto v = n.attrInts(name);
-  if (!v)
-    return n.error() << "expected attribute " << name << " (required)";
-  return *v;
-}
-
 /// The counts [B, k] of the k n-grams `grams` (each `size` tokens) in the
 /// rows of `x` [B, C] (int64), at every skip distance from 1 to `distances`
 /// (one for unigrams: skips do not change them), as ONNX Runtime counts
@@ -86,15 +78,12 @@ LogicalResult importTfIdfVectorizer(NodeImporter &n) {
     return n.error() << "expected int32 or int64 tokens, got " << xType;
   if (xType.getRank() != 1 && xType.getRank() != 2)
     return n.error() << "expected tokens [C] or [N, C], got " << xType;
-  auto pool = requiredInts(n, "pool_int64s");
-  auto levels = requiredInts(n, "ngram_counts");
-  auto indexes = requiredInts(n, "ngram_indexes");
-  if (failed(pool) || failed(levels) || failed(indexes))
+  if (failed(n.requireAttrs({"pool_int64s", "ngram_counts", "ngram_indexes",
+                             "min_gram_length", "max_gram_length",
+                             "max_skip_count", "mode"})))
     return failure();
-  for (StringRef name :
-       {"min_gram_length", "max_gram_length", "max_skip_count", "mode"})
-    if (!n.hasAttr(name))
-      return n.error() << "expected attribute " << name << " (required)";
+  auto pool = n.attrInts("pool_int64s"), levels = n.attrInts("ngram_counts"),
+       indexes = n.attrInts("ngram_indexes");
   int64_t minSize = n.attrInt("min_gram_length", 1);
   int64_t maxSize = n.attrInt("max_gram_length", 1);
   int64_t maxSkip = n.attrInt("max_skip_count", 0);

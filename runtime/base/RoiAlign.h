@@ -97,9 +97,7 @@ DTCC_ROI_HD Sample<T> sampleOf(const Geometry &g, const Region<T> &r,
   Sample<T> s;
   T y = r.startH + T(ph) * r.binH + (T(iy) + T(0.5)) * r.binH / T(r.gridH);
   T x = r.startW + T(pw) * r.binW + (T(ix) + T(0.5)) * r.binW / T(r.gridW);
-  // An empty image (H or W 0) has no pixel to read.
-  if (g.h <= 0 || g.w <= 0 ||
-      !(y >= T(-1) && y <= T(g.h) && x >= T(-1) && x <= T(g.w))) {
+  if (!(y >= T(-1) && y <= T(g.h) && x >= T(-1) && x <= T(g.w))) {
     for (int k = 0; k < 4; ++k) {
       s.at[k] = 0;
       s.weight[k] = T(0);
