@@ -70,6 +70,17 @@ the moving volume trilinearly at the identity grid plus that field, a
 volume's squared error) and RoiHead (a detector's second stage:
 torchvision's roi_align of given boxes over a strided convolutional
 feature map, adaptive sampling, a box classifier).
+
+And more of them: Conformer (a half-step feed-forward, attention and the
+convolution module: F.glu, a depthwise Conv1d, BatchNorm1d), PointNet (a
+predicted 3x3 transform by torch.bmm, max pooling over points), T5Bias
+(relative position buckets computed in the forward pass from integer
+distances, an nn.Embedding of per-head biases), MoE (top-2 gating by
+torch.topk and scatter, experts' weights stacked and applied by
+torch.einsum), ModConv (StyleGAN2's modulated convolution: per-sample
+weights, a grouped F.conv2d over the batch folded into channels), Capsule
+(dynamic routing unrolled) and LinearAttention (causal linear attention by
+torch.cumsum of outer products).
 """
 import math
 
@@ -1110,6 +1121,211 @@ class RoiHead(torch.nn.Module):
         return F.cross_entropy(self.fc(r.flatten(1)), labels)
 
 
+class Conformer(torch.nn.Module):
+    """[b, t, features] frames -> per-frame cross-entropy through one
+    Conformer block: a half-step feed-forward (SiLU), nn.MultiheadAttention,
+    the convolution module (a pointwise Conv1d into F.glu, a depthwise
+    Conv1d, BatchNorm1d, SiLU, a pointwise Conv1d) and a closing LayerNorm."""
+
+    def __init__(self, features=8, d=16, heads=2, classes=5):
+        super().__init__()
+        self.inp = torch.nn.Linear(features, d)
+        self.ff = torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d),
+                                      torch.nn.SiLU(), torch.nn.Linear(4 * d, d))
+        self.attn_norm = torch.nn.LayerNorm(d)
+        self.attn = torch.nn.MultiheadAttention(d, heads, batch_first=True)
+        self.conv_norm = torch.nn.LayerNorm(d)
+        self.pw1 = torch.nn.Conv1d(d, 2 * d, 1)
+        # No bias before the batch norm, which would remove it (its gradient
+        # is zero in exact arithmetic, rounding noise in either run).
+        self.dw = torch.nn.Conv1d(d, d, 5, padding=2, groups=d, bias=False)
+        self.bn = torch.nn.BatchNorm1d(d)
+        self.pw2 = torch.nn.Conv1d(d, d, 1)
+        self.out_norm = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, classes)
+
+    def forward(self, x, labels):
+        h = self.inp(x)
+        h = h + 0.5 * self.ff(h)
+        a = self.attn_norm(h)
+        h = h + self.attn(a, a, a, need_weights=False)[0]
+        c = F.glu(self.pw1(self.conv_norm(h).transpose(1, 2)), dim=1)
+        c = self.pw2(F.silu(self.bn(self.dw(c))))
+        h = self.out_norm(h + c.transpose(1, 2))
+        return F.cross_entropy(self.head(h).flatten(0, 1), labels.flatten())
+
+
+class PointNet(torch.nn.Module):
+    """[b, 3, n] point clouds -> classes: a predicted 3x3 transform applied
+    by torch.bmm (its orthogonality a penalty), shared per-point Conv1d
+    layers with BatchNorm1d, max pooling over the points (torch.max's values
+    and torch.amax)."""
+
+    def __init__(self, classes=4, width=16):
+        super().__init__()
+        self.t1 = torch.nn.Conv1d(3, width, 1)
+        self.t2 = torch.nn.Linear(width, 9)
+        self.c1 = torch.nn.Conv1d(3, width, 1)
+        self.bn1 = torch.nn.BatchNorm1d(width)
+        self.c2 = torch.nn.Conv1d(width, 2 * width, 1)
+        self.fc = torch.nn.Linear(2 * width, classes)
+
+    def forward(self, points, labels):
+        t = torch.max(F.relu(self.t1(points)), 2)[0]
+        m = self.t2(t).view(-1, 3, 3) + torch.eye(3)
+        x = F.relu(self.bn1(self.c1(torch.bmm(m, points))))
+        x = torch.amax(self.c2(x), dim=2)
+        ortho = ((m @ m.transpose(1, 2) - torch.eye(3)) ** 2).sum((1, 2)).mean()
+        return F.cross_entropy(self.fc(x), labels) + 0.001 * ortho
+
+
+class T5Bias(torch.nn.Module):
+    """[b, seq] token ids -> next-token cross-entropy through an attention
+    block with T5's relative position bias: each query-key distance's bucket
+    computed in the forward pass (comparisons, abs, a log of the distance
+    cast to int64, torch.min, torch.where) reads a learned nn.Embedding of
+    per-head biases; T5's RMSNorm and bias-free projections."""
+
+    def __init__(self, vocab=32, d=16, heads=2, seq=8, buckets=8, max_distance=16):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, d)
+        self.rel = torch.nn.Embedding(buckets, heads)
+        self.q = torch.nn.Linear(d, d, bias=False)
+        self.k = torch.nn.Linear(d, d, bias=False)
+        self.v = torch.nn.Linear(d, d, bias=False)
+        self.o = torch.nn.Linear(d, d, bias=False)
+        self.norm = torch.nn.Parameter(torch.ones(d))
+        self.head = torch.nn.Linear(d, vocab, bias=False)
+        self.heads, self.seq = heads, seq
+        self.buckets, self.max_distance = buckets, max_distance
+
+    def bucket(self, distance):
+        half = self.buckets // 2
+        out = (distance > 0).long() * half
+        distance = distance.abs()
+        exact = half // 2
+        large = exact + (torch.log(distance.float() / exact + 1e-6)
+                         / math.log(self.max_distance / exact) * (half - exact)).long()
+        large = torch.min(large, torch.full_like(large, half - 1))
+        return out + torch.where(distance < exact, distance, large)
+
+    def forward(self, ids, labels):
+        b, s = ids.shape
+        h = self.tok(ids)
+        pos = torch.arange(s)
+        bias = self.rel(self.bucket(pos[None, :] - pos[:, None])).permute(2, 0, 1)
+        n = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm
+        q, k, v = (f(n).view(b, s, self.heads, -1).transpose(1, 2)
+                   for f in (self.q, self.k, self.v))
+        att = F.softmax(q @ k.transpose(-1, -2) + bias, -1)
+        h = h + self.o((att @ v).transpose(1, 2).reshape(b, s, -1))
+        return F.cross_entropy(self.head(h).flatten(0, 1), labels.flatten())
+
+
+class MoE(torch.nn.Module):
+    """[b, d] inputs -> classes through a mixture of experts: top-2 gating
+    (torch.topk, a softmax of the two scores scattered into the experts'
+    weights), every expert's two-layer GELU MLP computed densely by
+    torch.einsum over stacked weights, the weighted sum, and a
+    load-balancing term through F.one_hot."""
+
+    def __init__(self, d=8, experts=4, hidden=16, classes=5):
+        super().__init__()
+        self.gate = torch.nn.Linear(d, experts)
+        self.w1 = torch.nn.Parameter(torch.randn(experts, d, hidden) * 0.3)
+        self.w2 = torch.nn.Parameter(torch.randn(experts, hidden, d) * 0.3)
+        self.head = torch.nn.Linear(d, classes)
+
+    def forward(self, x, labels):
+        logits = self.gate(x)
+        top, idx = torch.topk(logits, 2, dim=-1)
+        weights = torch.zeros_like(logits).scatter(-1, idx, F.softmax(top, -1))
+        h = F.gelu(torch.einsum("bd,edf->bef", x, self.w1))
+        y = x + torch.einsum("be,bed->bd", weights,
+                             torch.einsum("bef,efd->bed", h, self.w2))
+        load = F.one_hot(idx[:, 0], logits.shape[-1]).float().mean(0)
+        balance = (F.softmax(logits, -1).mean(0) * load).sum() * logits.shape[-1]
+        return F.cross_entropy(self.head(y), labels) + 0.01 * balance
+
+
+class ModConv(torch.nn.Module):
+    """[b, cin, s, s] features, [b, style] styles and [b, 3, 2s, 2s] targets
+    -> the squared error of StyleGAN2's modulated convolution: the weight
+    scaled per sample by an affine map of its style and demodulated, all
+    samples convolved at once as groups (a Conv whose weight is computed),
+    a leaky ReLU, a 1x1 to RGB and a nearest 2x upsampling."""
+
+    def __init__(self, cin=4, cout=6, style=8):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(cout, cin, 3, 3) * 0.3)
+        self.affine = torch.nn.Linear(style, cin)
+        self.rgb = torch.nn.Conv2d(cout, 3, 1)
+        self.cin, self.cout = cin, cout
+
+    def forward(self, x, style, target):
+        b = x.shape[0]
+        w = self.weight[None] * (self.affine(style) + 1)[:, None, :, None, None]
+        w = w * torch.rsqrt(w.pow(2).sum([2, 3, 4]) + 1e-8)[:, :, None, None, None]
+        out = F.conv2d(x.reshape(1, -1, *x.shape[2:]), w.reshape(-1, self.cin, 3, 3),
+                       padding=1, groups=b)
+        out = F.leaky_relu(out.reshape(b, self.cout, *x.shape[2:]), 0.2) * math.sqrt(2)
+        image = F.interpolate(self.rgb(out), scale_factor=2, mode="nearest")
+        # F.mse_loss, written out: PyTorch 1.13 does not export it.
+        return ((image - target) ** 2).mean()
+
+
+class Capsule(torch.nn.Module):
+    """[b, n_in, d_in] capsules -> the margin loss of a capsule layer with
+    three iterations of dynamic routing unrolled in the forward pass
+    (softmax over the output capsules, the squash nonlinearity, agreement
+    updates of the routing logits), lengths by torch.norm."""
+
+    def __init__(self, n_in=6, d_in=4, n_out=3, d_out=8, iterations=3):
+        super().__init__()
+        self.W = torch.nn.Parameter(torch.randn(1, n_in, n_out, d_out, d_in) * 0.3)
+        self.n_in, self.n_out, self.iterations = n_in, n_out, iterations
+
+    @staticmethod
+    def squash(s):
+        n2 = (s ** 2).sum(-1, keepdim=True)
+        return n2 / (1 + n2) * s / torch.sqrt(n2 + 1e-8)
+
+    def forward(self, u, labels):
+        u_hat = (self.W @ u[:, :, None, :, None]).squeeze(-1)
+        logits = torch.zeros(u.shape[0], self.n_in, self.n_out)
+        for i in range(self.iterations):
+            v = self.squash((F.softmax(logits, dim=2)[..., None] * u_hat).sum(1))
+            if i < self.iterations - 1:
+                logits = logits + (u_hat * v[:, None]).sum(-1)
+        lengths = v.norm(dim=-1)
+        t = F.one_hot(labels, self.n_out).float()
+        return (t * F.relu(0.9 - lengths) ** 2
+                + 0.5 * (1 - t) * F.relu(lengths - 0.1) ** 2).sum(1).mean()
+
+
+class LinearAttention(torch.nn.Module):
+    """[b, seq] token ids -> next-token cross-entropy through causal linear
+    attention: elu + 1 feature maps, the running key-value sums by
+    torch.cumsum of outer products, torch.einsum of three operands."""
+
+    def __init__(self, vocab=16, d=16, seq=8):
+        super().__init__()
+        self.seq = seq
+        self.tok = torch.nn.Embedding(vocab, d)
+        self.pos = torch.nn.Parameter(torch.randn(seq, d) * 0.1)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.head = torch.nn.Linear(d, vocab)
+
+    def forward(self, ids, labels):
+        h = self.tok(ids) + self.pos
+        q, k, v = self.qkv(h).chunk(3, -1)
+        q, k = F.elu(q) + 1, F.elu(k) + 1
+        kv = torch.cumsum(k.unsqueeze(-1) * v.unsqueeze(-2), 1)
+        z = 1 / (torch.einsum("bsd,bsd->bs", q, torch.cumsum(k, 1)) + 1e-6)
+        out = torch.einsum("bsd,bsde,bs->bse", q, kv, z)
+        return F.cross_entropy(self.head(h + out).flatten(0, 1), labels.flatten())
+
+
 MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "resnet": ResNet, "unet": UNet, "audio": AudioNet, "swin": Swin,
           "mobilenet": MobileNet,
@@ -1119,7 +1335,9 @@ MODELS = {"mlp": MLP, "gpt": GPT, "llama": Llama, "mixer": Mixer, "vit": ViT,
           "index-add": IndexAdd, "densenet": DenseNet, "effnet": EffNet,
           "convnext": ConvNeXt, "seq2seq": Seq2Seq, "wavenet": WaveNet, "gcn": GCN,
           "losses": Losses, "superres": SuperRes, "tasnet": TasNet, "pointer": Pointer,
-          "registration": Registration, "roi-head": RoiHead}
+          "registration": Registration, "roi-head": RoiHead, "conformer": Conformer,
+          "pointnet": PointNet, "t5-bias": T5Bias, "moe": MoE, "modconv": ModConv,
+          "capsule": Capsule, "linear-attention": LinearAttention}
 
 
 def build(name, **sizes):
@@ -1222,6 +1440,35 @@ def example_inputs(name, model, batch, rng):
         labels = np.stack([rng.choice(np.flatnonzero(m), n) for m in mask])
         return {"x": rng.standard_normal((batch, n, model.q.in_features)).astype(np.float32),
                 "mask": mask.astype(np.int64), "labels": labels.astype(np.int64)}
+    if name == "conformer":
+        # Each frame's class is the one a fixed linear teacher of the frame
+        # and its predecessor prefers (learnable).
+        x = rng.standard_normal((batch, 10, model.inp.in_features)).astype(np.float32)
+        teacher = np.random.default_rng(7).standard_normal((2 * x.shape[2], 5))
+        both = np.concatenate([x, np.roll(x, 1, 1)], -1)
+        return {"x": x, "labels": np.argmax(both @ teacher, -1).astype(np.int64)}
+    if name == "pointnet":
+        # Points on one of four shapes, rotated at random: the class is the
+        # shape (learnable).
+        labels = rng.integers(0, model.fc.out_features, batch)
+        scale = np.array([[1, 1, 1], [2, 0.5, 0.5], [1, 1, 0.2], [2, 2, 0.5]])[labels]
+        points = rng.standard_normal((batch, 3, 12)) * scale[:, :, None]
+        q, _ = np.linalg.qr(rng.standard_normal((batch, 3, 3)))
+        return {"points": (q @ points).astype(np.float32), "labels": labels.astype(np.int64)}
+    if name == "moe":
+        x = rng.standard_normal((batch, model.gate.in_features)).astype(np.float32)
+        teacher = np.random.default_rng(7).standard_normal((x.shape[1], 5))
+        return {"x": x, "labels": np.argmax(np.tanh(x) @ teacher, 1).astype(np.int64)}
+    if name == "modconv":
+        return {"x": rng.standard_normal((batch, model.cin, 6, 6)).astype(np.float32),
+                "style": rng.standard_normal((batch, model.affine.in_features)).astype(np.float32),
+                "target": rng.standard_normal((batch, 3, 12, 12)).astype(np.float32)}
+    if name == "capsule":
+        # The class is the input capsule pair a fixed teacher prefers
+        # (learnable).
+        u = rng.standard_normal((batch, model.n_in, model.W.shape[-1])).astype(np.float32)
+        teacher = np.random.default_rng(7).standard_normal((u[0].size, model.n_out))
+        return {"u": u, "labels": np.argmax(u.reshape(batch, -1) @ teacher, 1).astype(np.int64)}
     if name == "roi-head":
         # Three boxes an image, of 2 to 14 pixels a side, some reaching
         # past the border; the class of a box is the colour channel
@@ -1307,7 +1554,8 @@ def example_inputs(name, model, batch, rng):
         return {"ids": ids.astype(np.int64),
                 "labels": rng.integers(0, model.head.out_features, batch).astype(np.int64)}
     vocab = model.tok.num_embeddings
-    seq = model.seq if name == "rnn-lm" else model.blocks[0].mask.shape[0]
+    seq = (model.seq if name in ("rnn-lm", "t5-bias", "linear-attention")
+           else model.blocks[0].mask.shape[0])
     tokens = rng.integers(0, vocab, (batch, seq + 1)).astype(np.int64)
     return {"ids": tokens[:, :-1].copy(), "labels": tokens[:, 1:].copy()}
 

@@ -12,11 +12,14 @@ prototypical network (weight_norm, F.normalize, torch.cdist), a
 DLRM-style recommender (nn.EmbeddingBag, exported as ONNX Loops) and a
 normalizing flow (torch.det, ONNX Det), a masked language model whose
 loss reads the masked positions by boolean indexing (ONNX NonZero) and an
-index_add through torch.nonzero's rows (ScatterElements); and ten
+index_add through torch.nonzero's rows (ScatterElements); and
 architectures the compiler was not written against (DenseNet, an
 EfficientNet block, ConvNeXt, nn.Transformer, WaveNet, a graph
 convolution, hand-written losses, PixelShuffle super-resolution,
-Conv-TasNet, a pointer network).
+Conv-TasNet, a pointer network, VoxelMorph, a box head; a Conformer block,
+PointNet, T5's relative position bias, a top-2 mixture of experts,
+StyleGAN2's modulated convolution, capsules with dynamic routing, causal
+linear attention).
 PyTorch 1.13 exports each in training mode at opset 17; dtcc compiles the
 export, so both start from the same weights, and both use AdamW with
 weight decay, global-norm clipping and warmup + cosine decay.
@@ -99,6 +102,13 @@ SETTINGS = {
     "pointer": Settings(batch=8, lr=1e-2, eps=1e-6),
     "registration": Settings(batch=4, lr=2e-3, eps=1e-6, learns=True),
     "roi-head": Settings(batch=4, lr=5e-3, eps=1e-6),
+    "conformer": Settings(batch=8, lr=5e-3, eps=1e-6, learns=True),
+    "pointnet": Settings(batch=8, lr=5e-3, eps=1e-6, learns=True),
+    "t5-bias": Settings(batch=8, lr=2e-3, eps=1e-6),
+    "moe": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
+    "modconv": Settings(batch=4, lr=2e-3, eps=1e-6),
+    "capsule": Settings(batch=16, lr=1e-2, eps=1e-6, learns=True),
+    "linear-attention": Settings(batch=8, lr=2e-3, eps=1e-6),
 }
 
 # --plans: name -> (label, ranks, dtcc flags).
