@@ -8,6 +8,7 @@
 #include "dialects/Graph/IR/GraphOps.h"
 #include "passes/Planning/Plan.h"
 #include "passes/Planning/SearchLayouts.h"
+#include "passes/Sharding/ShardingUtils.h"
 #include "runtime/format/ProgramMetadata.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -96,13 +97,21 @@ CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
     c.rejected = priced.status().message();
     return c;
   }
-  c.lowered = std::make_shared<OwningOpRef<ModuleOp>>(std::move(lowered));
   c.peakBytes = priced->memory.total;
   c.flops = priced->time.flops;
+  bool tpTalks = false;
   for (const CollectiveInfo &ci : listCollectives(priced->program)) {
     c.commBytes += ci.sentBytes;
     ++c.collectives;
+    SmallVector<StringRef> axes;
+    StringRef(ci.axes).split(axes, ',');
+    tpTalks |= llvm::is_contained(axes, "tp");
   }
+  // tp ranks that split no weight and never communicate compute the same
+  // whole step.
+  if (c.mesh.size("tp") > 1)
+    c.tpIdle = !tpTalks && !shard::splitsVariableOver(*lowered, "tp");
+  c.lowered = std::make_shared<OwningOpRef<ModuleOp>>(std::move(lowered));
   c.seconds = priced->time.stepTime;
   c.priced = std::make_shared<const PricedProgram>(std::move(priced.value()));
   if ((double)c.peakBytes > device.memoryBytes)

@@ -90,6 +90,10 @@ struct CompiledCandidate {
   /// Megatron's sequence parallelism (with tp > 1 and the Megatron-style
   /// layouts).
   bool sequenceParallel = false;
+  /// tp > 1, but no variable of the compiled program is split over tp:
+  /// every tp rank computes the whole step (the model has no weight the
+  /// layouts divide), so the plan does the work of dp x pp ranks.
+  bool tpIdle = false;
   /// The compiled program and its price, for reports; null when it does
   /// not compile.
   std::shared_ptr<const PricedProgram> priced;

@@ -1582,6 +1582,26 @@ StatusOr<PlanOutput> compiledFilePlan(const PlanRequest &args,
                       ? "; tp layouts by the layout ILP (dtcc-shard-search-"
                         "layouts)"
                       : ""));
+  if (best.tpIdle) {
+    // The work of fewer ranks: say so, and what dividing it would cost.
+    const int64_t tp = best.mesh.size("tp");
+    std::string note = runtime::strCat(
+        "tp=", tp,
+        " splits none of the model's weights: every tp rank "
+        "computes the whole step, so the plan does the work of ",
+        ranks / tp, " rank", ranks / tp == 1 ? "" : "s");
+    auto divides = llvm::find_if(candidates, [](const CompiledCandidate &c) {
+      return c.rejected.empty() && !c.tpIdle;
+    });
+    // (Searched: the plans that divide the work were all slower.)
+    if (divides != candidates.end())
+      note += runtime::strCat(
+          "; the fastest plan that divides it (",
+          planOf(*divides, batch, policy).summary(), ") is slower by ",
+          formatPercent(divides->seconds / best.seconds - 1),
+          ": the model is too small for ", ranks, " ranks to gain");
+    report.notes.push_back(note);
+  }
   if (!given) {
     SearchResult result;
     result.best = chosen;
@@ -1613,6 +1633,9 @@ StatusOr<PlanOutput> compiledFilePlan(const PlanRequest &args,
         r.kind = Rejection::Kind::kInvalid;
         r.reason = c.rejected.substr(0, c.rejected.find('\n'));
       }
+      if (c.tpIdle)
+        r.reason += " (tp=" + std::to_string(c.mesh.size("tp")) +
+                    " splits no weight: every tp rank computes everything)";
       if (c.search == "ilp")
         r.reason += " (tp layouts by the ILP)";
       else if (c.search == "descent")
@@ -2443,16 +2466,17 @@ static std::string formatCompiledCandidates(
         "  {0,-16} zero {1} {2,-11} {3}\n",
         c.mesh.str() + (c.schedule.empty() ? "" : " " + c.scheduleLabel()),
         c.zero,
-        !c.search.empty()        ? c.search
-        : c.sequenceParallel     ? "megatron+sp"
+        !c.search.empty()       ? c.search
+        : c.sequenceParallel    ? "megatron+sp"
         : c.mesh.size("tp") > 1 ? "megatron"
-                                 : "",
+                                : "",
         c.rejected.empty()
             ? llvm::formatv("{0,8:f2} ms/step (compute {1:f2} GFLOP, {2} "
                             "collectives, {3:f1} KiB sent), {4:f2} MiB/rank",
                             c.seconds * 1e3, c.flops / 1e9, c.collectives,
                             c.commBytes / 1024.0, c.peakBytes / 1048576.0)
-                  .str()
+                      .str() +
+                  (c.tpIdle ? ", tp splits nothing" : "")
             : "rejected: " + c.rejected);
   return out;
 }
@@ -2473,6 +2497,10 @@ static std::string formatChosenCandidate(const CompiledCandidate &chosen) {
                                   : "coordinate descent");
   for (const std::string &l : chosen.layouts)
     os << ", " << l;
+  if (chosen.tpIdle)
+    os << "; tp=" << chosen.mesh.size("tp")
+       << " splits none of the model's weights: every tp rank computes the "
+          "whole step (the model is too small to gain from dividing it)";
   os << "\n";
   return out;
 }

@@ -184,8 +184,7 @@ struct ShardAnnotatePass
       for (auto fn : module.getOps<func::FuncOp>())
         if (fn.getSymName().starts_with("train_step"))
           annotateTensorParallel(module, fn, StringAttr::get(ctx, "tp"), tpSize);
-      if (llvm::none_of(module.getOps<graph::VariableOp>(),
-                        [](graph::VariableOp v) { return v->hasAttr(kShardingAttr); }))
+      if (!splitsVariableOver(module, "tp"))
         module.emitWarning("tp=")
             << tpSize << " divides no weight's rows or columns (nor the "
                          "vocabulary): every tp rank computes everything";

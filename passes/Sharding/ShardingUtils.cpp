@@ -32,6 +32,16 @@ bool loadsGatherOnceVariable(Value value, SymbolTableCollection *symbols) {
   return var && var->hasAttr(kGatherOnceAttr);
 }
 
+bool splitsVariableOver(ModuleOp module, StringRef axis) {
+  return llvm::any_of(
+      module.getOps<graph::VariableOp>(), [&](graph::VariableOp v) {
+        auto s = v->getAttrOfType<ShardingAttr>(kShardingAttr);
+        return s && llvm::any_of(s.usedAxes(), [&](StringAttr a) {
+                 return a.getValue() == axis;
+               });
+      });
+}
+
 ShardingAttr withoutAxis(ShardingAttr s, StringRef axis) {
   SmallVector<DimShardingAttr> dims;
   for (DimShardingAttr d : s.getDims()) {

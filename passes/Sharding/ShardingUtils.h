@@ -68,6 +68,9 @@ bool loadsZeroVariable(mlir::Value value,
 /// (`dshard.gather_once`).
 bool loadsGatherOnceVariable(mlir::Value value,
                              mlir::SymbolTableCollection *symbols = nullptr);
+/// Whether some variable of `module` is split over mesh axis `axis` (its
+/// `dshard.sharding` uses it).
+bool splitsVariableOver(mlir::ModuleOp module, llvm::StringRef axis);
 /// `s` without its splits over `axis` (its partial sums kept).
 ShardingAttr withoutAxis(ShardingAttr s, llvm::StringRef axis);
 /// `s` without its splits over dp (ZeRO's axis).
