@@ -307,9 +307,21 @@ StatusOr<KernelFn> shardSlice(CudaDevice &dev, const KernelContext &ctx) {
       expected[dim] / groups * cpu::product(x.shape, dim + 1) * esz;
   const int64_t r = comm->rank();
   cudaStream_t st = dev.computeStream();
+  // cudaMemcpy2DAsync refuses a pitch above the device's memPitch (2^31 - 1
+  // bytes): blocks that far apart are copied one by one (then few: each
+  // group of n blocks is larger than memPitch).
+  const bool byBlock = size_t(n * part) > dev.properties().memPitch;
   return KernelFn([=]() -> Status {
     if (outer == 0 || part == 0)
       return Status::ok();
+    if (byBlock) {
+      for (int64_t o = 0; o < outer; ++o)
+        DTCC_CUDA_CHECK(cudaMemcpyAsync(
+            static_cast<char *>(y.data) + o * part,
+            static_cast<const char *>(x.data) + (o * n + r) * part,
+            size_t(part), cudaMemcpyDeviceToDevice, st));
+      return Status::ok();
+    }
     DTCC_CUDA_CHECK(cudaMemcpy2DAsync(
         y.data, size_t(part), static_cast<const char *>(x.data) + r * part,
         size_t(n * part), size_t(part), size_t(outer),

@@ -54,7 +54,16 @@ dtcc::runtime::cuda::CudnnHandle::ensure(cudaStream_t stream) {
   if (handle)
     return Status::ok();
   DTCC_CUDNN_CHECK(cudnnCreate(&handle));
-  DTCC_CUDNN_CHECK(cudnnSetStream(handle, stream));
+  cudnnStatus_t s = cudnnSetStream(handle, stream);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    // A handle kept without its stream would pass the next ensure and run
+    // on the legacy default stream, unordered with the compute stream.
+    Status error = ::dtcc::runtime::cuda::cudnnError(s, "cudnnSetStream",
+                                                     __FILE__, __LINE__);
+    cudnnDestroy(handle);
+    handle = nullptr;
+    return error;
+  }
   return Status::ok();
 }
 
