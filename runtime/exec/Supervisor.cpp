@@ -379,6 +379,12 @@ private:
   bool readLines(int fd, std::string &buf, std::vector<std::string> &lines);
   /// In watch(): joins, and a failure elsewhere (its cause in `cause`).
   bool pollCoordination(std::string &cause);
+  /// Records that `node`'s supervisor disconnected before its ranks
+  /// finished.
+  void lostSupervisor(const std::string &node) {
+    lostSupervisors_ += strCat(lostSupervisors_.empty() ? "" : ", ", node,
+                               "'s supervisor disconnected");
+  }
   /// After a failure, before the ranks are stopped: tells the others.
   void announce(const std::string &cause, bool local);
   /// After the ranks are stopped: the next attempt (agreed), -1 to give
@@ -390,6 +396,10 @@ private:
   int attempt_ = 0;
   bool remoteStop_ = false; ///< this attempt was stopped for another node
   bool coordDone_ = false;  ///< node 0's ranks finished
+  /// The supervisors that disconnected during this attempt before their
+  /// ranks finished ("node 1's supervisor disconnected"): a node lost
+  /// whole, the cause of the peers lost here when no other shows.
+  std::string lostSupervisors_;
 
   SupervisorOptions o_; ///< a copy: rankArgs[0] changes when replanned
   bool elastic_ = false;
@@ -696,8 +706,10 @@ bool Supervisor::pollCoordination(std::string &cause) {
       if (!open) {
         ::close(p.fd);
         p.fd = -1;
-        if (!p.done)
+        if (!p.done) {
           say(strCat("warning: node ", p.node, "'s supervisor disconnected"));
+          lostSupervisor(strCat("node ", p.node));
+        }
       }
     }
     return failed;
@@ -721,9 +733,11 @@ bool Supervisor::pollCoordination(std::string &cause) {
     if (!open) {
       ::close(coordFd_);
       coordFd_ = -1;
-      if (!coordDone_)
+      if (!coordDone_) {
         say("warning: lost node 0's supervisor: restarts are no longer "
             "coordinated");
+        lostSupervisor("node 0");
+      }
     }
   }
   return false;
@@ -891,7 +905,14 @@ bool Supervisor::watch(std::string &cause) {
     }
     if (!consequence.empty()) {
       if (since(consequenceAt) > kConsequenceGraceSeconds) {
-        cause = consequence;
+        // A whole node lost (its supervisor too) reports nothing: its
+        // disconnection is the cause there is.
+        cause = lostSupervisors_.empty()
+                    ? consequence
+                    : strCat(lostSupervisors_,
+                             " before its ranks finished (its node or the "
+                             "supervisor died); then ",
+                             consequence);
         return false;
       }
       continue; // the ranks waiting for the lost one are not hung
@@ -1112,6 +1133,7 @@ int Supervisor::run() {
     std::string cause;
     attempt_ = attempt;
     remoteStop_ = false;
+    lostSupervisors_.clear();
     bool finished = start(attempt) && watch(cause);
     if (finished) {
       stopAll();

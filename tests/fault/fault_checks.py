@@ -652,7 +652,8 @@ def case_coordinate(case, args):
     """Two node supervisors on this machine (separate processes, one DP2
     rank each, rank 0 at 127.0.0.1) with a collective timeout of 30 s: a
     failure on node 1 stops node 0's ranks through the supervisors'
-    rendezvous, well before that timeout, and both restart together."""
+    rendezvous, well before that timeout, and both restart together; a
+    node lost whole (its supervisor too) is named as the failure's cause."""
     timeout = 30
     rng = random.Random(args.seed)
     exe = case.compile("gpt-dp2", ["--mesh", "dp=2"])
@@ -762,6 +763,33 @@ def case_coordinate(case, args):
         c = reports[0]["failures"][0]["cause"]
         case.check(c.startswith("node 1: no rank made progress for 2 s"),
                    f"coord-hang: node 0 stopped its ranks for node 1's hang: {c}")
+
+    # A node lost whole: its supervisor and its rank SIGKILLed together (a
+    # machine that died). Nothing reports the failure; node 0's rank loses
+    # its peer, and after waiting for a cause that does not come, the lost
+    # peer stands as the failure, after the supervisor that went away.
+    # Without restarts (the lost node is not coming back), node 0 fails.
+    dump = os.path.join(case.work, "coord-lost.dump")
+    ckpt = os.path.join(case.fast, "coord-lost.ckpt")
+    job, _ = launch("coord-lost", dump, ckpt, [["--max-restarts", "0"], []])
+    step = rng.randrange(2, STEPS // INTERVAL - 3) * INTERVAL + INTERVAL // 2
+    job.wait_for(rf"step +{step}/{STEPS}")
+    ranks = job.ranks_of(1)
+    job.procs[1].kill()
+    for pid in ranks:
+        os.kill(pid, signal.SIGKILL)
+    print(f"      killed node 1's supervisor and rank (SIGKILL) at step {step}")
+    t0 = time.time()
+    codes, reports = job.finish(timeout=60)
+    elapsed = time.time() - t0
+    cause = reports[0]["failures"][0]["cause"] if reports[0] else ""
+    case.check(codes[0] == 1 and elapsed < timeout,
+               f"coord-lost: node 0 fails on its own (exit {codes[0]}) in "
+               f"{elapsed:.1f} s, before the collective timeout ({timeout} s)")
+    case.check(cause.startswith("node 1's supervisor disconnected before its "
+                                "ranks finished") and "(it lost a peer)" in cause,
+               f"coord-lost: the cause is the supervisor that went away, then "
+               f"the lost peer: {cause}")
 
 
 CASES = {"coordinate": case_coordinate, "elastic": case_elastic, "limits": case_limits, "hang": case_hang, "plans": case_plans, "kill": case_kill, "link-cut": case_link_cut,
