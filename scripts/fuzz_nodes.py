@@ -261,6 +261,9 @@ def known_disagreement(model):
     - Squeeze with an empty axes input: onnx's inference and reference
       squeeze nothing, ONNX Runtime (1.32) and dtcc every dimension of size
       1, as when axes is absent ("if axes is not provided").
+    - Squeeze (opset < 13) with an empty axes attribute: onnx's inference
+      squeezes nothing, ONNX Runtime (1.32), onnx's reference (1.23) and
+      dtcc every dimension of size 1, as when axes is absent.
     - Einsum with an implicit output and upper-case labels: onnx 1.12's
       inference gives a scalar; numpy.einsum, onnx 1.23 and dtcc the labels
       that occur once, in alphabetical order.
@@ -270,6 +273,9 @@ def known_disagreement(model):
         axes = next((t for t in model.graph.initializer if t.name == node.input[1]), None)
         if axes is not None and numpy_helper.to_array(axes).size == 0:
             return "Squeeze with an empty axes input"
+    if node.op_type == "Squeeze" and any(a.name == "axes" and not a.ints
+                                         for a in node.attribute):
+        return "Squeeze with an empty axes attribute"
     if node.op_type == "Einsum":
         eq = next((a.s.decode() for a in node.attribute if a.name == "equation"), "")
         if "->" not in eq and any(c.isupper() for c in eq):
