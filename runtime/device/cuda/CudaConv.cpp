@@ -133,6 +133,11 @@ StatusOr<Algorithm> pickAlgorithm(cudnnHandle_t h, Descriptors &d,
           (p.mathType == CUDNN_TENSOR_OP_MATH ||
            p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
         continue;
+      // ALLOW_CONVERSION rounds f32 data to f16 for the tensor cores:
+      // below the TF32 that DTCC_CUDA_ALLOW_TF32 opts into.
+      if (t.data == CUDNN_DATA_FLOAT &&
+          p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+        continue;
       if (deterministic && p.determinism != CUDNN_DETERMINISTIC)
         continue;
       DTCC_RETURN_IF_ERROR(useMath(d, t, p.mathType));
