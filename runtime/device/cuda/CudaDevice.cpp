@@ -200,6 +200,13 @@ StatusOr<void *> CudaDevice::allocate(int64_t bytes) {
 StatusOr<std::vector<void *>>
 CudaDevice::allocateArenas(const std::vector<int64_t> &bytes) {
   ArenaLayout layout = carveArenas(bytes);
+  // An arena of 0 bytes at the end (a program without constants) starts
+  // where the slab ends, an address a later cudaMalloc may return: slabOf_
+  // would then send its deallocate to that slab, freeing it early and
+  // leaking this one. Every arena's address stays inside its slab.
+  for (int64_t off : layout.offsets)
+    if (off >= layout.totalBytes)
+      layout.totalBytes = off + kArenaAlignment;
   void *base = nullptr;
   cudaError_t err = cudaMalloc(&base, size_t(layout.totalBytes));
   if (err != cudaSuccess) {

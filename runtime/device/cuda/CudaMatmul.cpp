@@ -21,6 +21,7 @@
 #include "runtime/device/cuda/CudaTables.h"
 #include "runtime/exec/CudaScratch.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -141,11 +142,24 @@ StatusOr<KernelFn> bindMatmul(CudaDevice &dev, const KernelContext &ctx,
       pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   // The operands' real alignment (the heuristic assumes 256 bytes unless
   // told, and may pick a kernel a view's address breaks). cuBLASLt's A is
-  // the rhs, B the lhs (column-major C^T = B^T A^T).
+  // the rhs, B the lhs (column-major C^T = B^T A^T). The one algorithm
+  // runs every group, whose first matrix lies at the group's offset (an
+  // outer batch dimension that did not merge, e.g. lhs [2, 1, 1, 3] x rhs
+  // [1, 3, 3, 5]: lhs groups 3 elements apart), so all of them count.
   const int64_t esz = dtypeSize(lhs.dtype);
-  const uint32_t alignA = cublasLtAlignment(rhs.data, rhsStep * esz, batch),
-                 alignB = cublasLtAlignment(lhs.data, lhsStep * esz, batch),
-                 alignC = cublasLtAlignment(out.data, outStep * esz, batch);
+  auto alignmentOf = [&](const void *data, const std::vector<int64_t> &offsets,
+                         int64_t step) {
+    uint32_t alignment = 256;
+    for (int64_t offset : offsets)
+      alignment = std::min(
+          alignment,
+          cublasLtAlignment(static_cast<const char *>(data) + offset * esz,
+                            step * esz, batch));
+    return alignment;
+  };
+  const uint32_t alignA = alignmentOf(rhs.data, shape.rhsOffsets, rhsStep),
+                 alignB = alignmentOf(lhs.data, shape.lhsOffsets, lhsStep),
+                 alignC = alignmentOf(out.data, shape.outOffsets, outStep);
   for (auto [attr, value] :
        {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignA},
         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignB},
