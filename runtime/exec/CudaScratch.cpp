@@ -283,7 +283,8 @@ StatusOr<ScratchSet> cudaKernelScratch(const KernelContext &ctx,
     if (q.rank() < 2 || key.rank() < 2 || v.rank() < 2)
       return ScratchSet{};
     const int64_t sq = q.shape[q.rank() - 2], sk = key.shape[key.rank() - 2];
-    const int64_t rows = q.numel() / std::max<int64_t>(q.shape.back(), 1);
+    // (From the shape: a head dimension of 0 still has its rows.)
+    const int64_t rows = product(q.shape, 0, size_t(q.rank() - 1));
     ScratchSet set;
     if (grad && rows > 0)
       set = compute(rows * (q.dtype == DType::kF64 ? 8 : 4));

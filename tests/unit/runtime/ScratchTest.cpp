@@ -405,6 +405,18 @@ TEST(CudaScratch, AttentionTakesCudnnWorkspaceWhereCudnnTakesTheCall) {
                                   {f32, lse}, {f32, q}},
                                  {{f32, q}, {f32, q}, {f32, q}})),
             (Req{{kCompute, 6 * 130 * 4}}));
+  // A head dimension of 0 still has its 6 x 130 rows (the kernel writes
+  // their sums; counted as numel / D they were none).
+  const std::vector<int64_t> empty = {2, 3, 130, 0};
+  EXPECT_EQ(requests(instruction("attention_grad",
+                                 {{f32, empty},
+                                  {f32, empty},
+                                  {f32, empty},
+                                  {f32, empty},
+                                  {f32, lse},
+                                  {f32, empty}},
+                                 {{f32, empty}, {f32, empty}, {f32, empty}})),
+            (Req{{kCompute, 6 * 130 * 4}}));
 }
 
 TEST(CudaScratch, ScatterAddSortLayout) {
