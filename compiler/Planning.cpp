@@ -156,10 +156,12 @@ std::unique_ptr<ImportedModel> newImportedModel() {
 /// (`weights` false: enough to describe it, or, `training` true, to compile
 /// and price it).
 StatusOr<std::unique_ptr<ImportedModel>>
-importForCompile(const std::string &path, bool weights = true,
-                 bool training = true) {
+importForCompile(const std::string &path, const PlanRequest &args,
+                 bool weights = true, bool training = true) {
   std::unique_ptr<ImportedModel> m = newImportedModel();
   onnx_frontend::ImportOptions options;
+  options.inputShapes = args.inputShapes;
+  options.dimSizes = args.dimSizes;
   options.training = weights || training;
   options.loadWeights = weights;
   auto module = loadModel(path, m->context, options);
@@ -174,8 +176,8 @@ importForCompile(const std::string &path, bool weights = true,
 /// formulas describe is known by its parameter count (`opaqueParams`).
 StatusOr<ModelDesc> fileModel(const PlanRequest &args, std::string &source,
                               double &opaqueParams, int64_t *batch = nullptr) {
-  auto imported =
-      importForCompile(args.modelPath, /*weights=*/false, /*training=*/false);
+  auto imported = importForCompile(args.modelPath, args, /*weights=*/false,
+                                   /*training=*/false);
   if (!imported.isOk())
     return imported.status();
   DescribedModel described = describeModel(
@@ -374,13 +376,14 @@ struct CompiledMemory {
   double total() const { return state + workspace + constants; }
 };
 
-StatusOr<CompiledMemory> compiledMemory(const std::string &modelPath,
-                                        const Plan &plan,
-                                        const std::vector<std::string> &frozen) {
+StatusOr<CompiledMemory> compiledMemory(const PlanRequest &args,
+                                        const Plan &plan) {
+  const std::string &modelPath = args.modelPath;
+  const std::vector<std::string> &frozen = args.frozen;
   CompiledMemory out;
   out.mesh = meshOf(plan);
   out.zero = plan.zeroStage;
-  auto imported = importForCompile(modelPath);
+  auto imported = importForCompile(modelPath, args);
   if (!imported.isOk())
     return imported.status().withContext("--compiled");
   mlir::ModuleOp module = *imported.value()->module;
@@ -1496,7 +1499,7 @@ StatusOr<PlanOutput> compiledFilePlan(const PlanRequest &args,
                               args.globalBatch, ")")
             : std::string(" (export the model with another batch)"));
 
-  auto imported = importForCompile(args.modelPath);
+  auto imported = importForCompile(args.modelPath, args);
   if (!imported.isOk())
     return imported.status();
   mlir::ModuleOp module = *imported.value()->module;
@@ -1964,8 +1967,8 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
   std::unique_ptr<ImportedModel> programsFile;
   if (!args.modelPath.empty() && !cpu && !args.analytic && !args.seq &&
       opaqueParams <= 0) {
-    auto imported =
-        importForCompile(args.modelPath, /*weights=*/false, /*training=*/true);
+    auto imported = importForCompile(args.modelPath, args, /*weights=*/false,
+                                     /*training=*/true);
     if (!imported.isOk())
       return imported.status();
     programsFile = std::move(imported.value());
@@ -2307,7 +2310,7 @@ StatusOr<PlanOutput> planModel(const PlanRequest &args) {
 
   std::optional<CompiledMemory> compiled;
   if (args.compiled && report.chosen) {
-    auto c = compiledMemory(args.modelPath, report.chosen->plan, args.frozen);
+    auto c = compiledMemory(args, report.chosen->plan);
     if (!c.isOk())
       return c.status();
     compiled = c.value();

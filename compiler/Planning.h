@@ -44,6 +44,10 @@ struct PlanRequest {
   /// Initializers that are not parameters (an export's masks and rotary
   /// tables), as for `dtcc compile --train --frozen`.
   std::vector<std::string> frozen;
+  /// Sizes of a model file's symbolic dimensions, as for `dtcc compile
+  /// --input-shape` (by input) and `--dim` (by dimension name).
+  std::map<std::string, std::vector<int64_t>> inputShapes;
+  std::map<std::string, int64_t> dimSizes;
   std::string cluster = "dgx-h100";
   int64_t nodes = 1;
   /// --nodes was given (--ranks must fit in those nodes).

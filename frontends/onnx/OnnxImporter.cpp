@@ -678,13 +678,37 @@ GraphImporter::inputType(const onnx::ValueInfoProto &info) {
   SmallVector<int64_t> shape;
   for (int d = 0; d < tt.shape().dim_size(); ++d) {
     const auto &dim = tt.shape().dim(d);
-    if (!dim.has_dim_value() || dim.dim_value() < 0)
-      return emitError(fileLoc(), "input '")
-             << info.name() << "' has a symbolic dimension "
-             << (dim.has_dim_param() ? "'" + dim.dim_param() + "' " : "")
-             << "(dim " << d << "); give its size with --input-shape "
-             << info.name() << "=D0xD1x...";
-    shape.push_back(dim.dim_value());
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
+      shape.push_back(dim.dim_value());
+      continue;
+    }
+    auto named = dim.has_dim_param() ? options.dimSizes.find(dim.dim_param())
+                                     : options.dimSizes.end();
+    if (named != options.dimSizes.end()) {
+      shape.push_back(named->second);
+      continue;
+    }
+    // The flags that would size it, spelled out: the input's whole shape
+    // with its known dimensions, the symbolic ones by name.
+    std::string spelled;
+    for (int e = 0; e < tt.shape().dim_size(); ++e) {
+      const auto &de = tt.shape().dim(e);
+      spelled += (e ? "x" : "") +
+                 (de.has_dim_value() && de.dim_value() >= 0
+                      ? std::to_string(de.dim_value())
+                      : "<" +
+                            (de.has_dim_param() ? de.dim_param()
+                                                : "D" + std::to_string(e)) +
+                            ">");
+    }
+    auto diag = emitError(fileLoc(), "input '")
+                << info.name() << "' has a symbolic dimension "
+                << (dim.has_dim_param() ? "'" + dim.dim_param() + "' " : "")
+                << "(dim " << d << "); give its size with ";
+    if (dim.has_dim_param())
+      diag << "--dim " << dim.dim_param() << "=N (every input's '"
+           << dim.dim_param() << "') or ";
+    return diag << "--input-shape " << info.name() << "=" << spelled;
   }
   int64_t n = 1;
   for (int64_t d : shape) {
@@ -839,6 +863,16 @@ FailureOr<OwningOpRef<ModuleOp>> GraphImporter::run() {
     if (!found)
       return emitError(fileLoc(), "--input-shape names '")
              << name << "', which is not an input of the graph";
+  }
+  for (const auto &[name, size] : options.dimSizes) {
+    bool found = false;
+    for (const onnx::ValueInfoProto &info : g.input())
+      for (const auto &dim : info.type().tensor_type().shape().dim())
+        found |= dim.has_dim_param() && dim.dim_param() == name;
+    if (!found)
+      return emitError(fileLoc(), "--dim names '")
+             << name << "', which is no symbolic dimension of the graph's "
+             << "inputs";
   }
 
   if (!folded.empty()) {

@@ -22,6 +22,10 @@ namespace dtcc::onnx_frontend {
 struct ImportOptions {
   /// Sizes for inputs with symbolic or unknown dimensions.
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Sizes of symbolic dimensions by name (an export's dynamic axes:
+  /// "batch" = 8), in every input that has them; an input of
+  /// `inputShapes` takes its own.
+  std::map<std::string, int64_t> dimSizes;
   /// Graph inputs frozen to the value in a TensorProto file (name -> path):
   /// they become constants, as shape operands must be.
   std::map<std::string, std::string> bindings;

@@ -12,6 +12,11 @@
 
 #include "llvm/Support/CommandLine.h"
 
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
 namespace dtcc {
 
 /// `dtcc plan`'s exit status when no plan fits in memory (docs/planner.md).
@@ -23,6 +28,15 @@ extern llvm::cl::SubCommand planCommand;
 void hideOptionsUnrelatedToPlan();
 /// Runs `dtcc plan` with the parsed options; the process exit status.
 int runPlanCommand();
+
+/// Reads the flags that size an ONNX model's symbolic dimensions (dtcc
+/// import, compile and plan): each of `inputShapes` NAME=D0xD1x... (a
+/// scalar: NAME=) into `shapes`, each of `dims` NAME=N into `dimSizes`.
+/// The error for a malformed one, else empty.
+std::string readShapeFlags(const std::vector<std::string> &inputShapes,
+                           const std::vector<std::string> &dims,
+                           std::map<std::string, std::vector<int64_t>> &shapes,
+                           std::map<std::string, int64_t> &dimSizes);
 
 /// `dtcc calibrate`: registered so that `dtcc --help` lists it. Its
 /// arguments belong to the measuring tool (dtcc-calibrate, or with

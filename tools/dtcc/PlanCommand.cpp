@@ -74,6 +74,18 @@ cl::list<std::string> frozen(
              "export's masks and rotary tables), as for dtcc compile --train"),
     cl::CommaSeparated, cl::value_desc("name,..."), cl::sub(planCommand),
     cl::cat(modelCategory));
+cl::list<std::string>
+    inputShapes("input-shape",
+                cl::desc("Size a model file's input with symbolic dimensions: "
+                         "NAME=D0xD1x... (repeatable), as for dtcc compile"),
+                cl::value_desc("name=dims"), cl::sub(planCommand),
+                cl::cat(modelCategory));
+cl::list<std::string> dimSizes(
+    "dim",
+    cl::desc("Size a symbolic dimension of a model file (an export's dynamic "
+             "axis) in every input that has it: NAME=N, e.g. batch=8 "
+             "(repeatable), as for dtcc compile"),
+    cl::value_desc("name=size"), cl::sub(planCommand), cl::cat(modelCategory));
 cl::opt<std::string> planIn(
     "plan-in", cl::desc("A saved plan (its model and cluster too)"),
     cl::value_desc("file"), cl::sub(planCommand), cl::cat(modelCategory));
@@ -251,6 +263,10 @@ StatusOr<PlanRequest> request() {
   }
   r.tiedEmbeddings = tiedEmbeddings;
   r.frozen.assign(frozen.begin(), frozen.end());
+  if (std::string e =
+          readShapeFlags(inputShapes, dimSizes, r.inputShapes, r.dimSizes);
+      !e.empty())
+    return invalidArgument(e);
   r.planIn = planIn;
   r.replan = replan;
   // A saved plan is priced as saved: a flag that would change it is a

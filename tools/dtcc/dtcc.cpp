@@ -128,6 +128,12 @@ cl::list<std::string> inputShapes(
              "(repeatable)"),
     cl::value_desc("name=dims"), cl::sub(importCmd), cl::sub(compileCmd),
     cl::cat(category));
+cl::list<std::string> dimSizes(
+    "dim",
+    cl::desc("Size a symbolic dimension (an export's dynamic axis) in every "
+             "input that has it: NAME=N, e.g. batch=8 (repeatable)"),
+    cl::value_desc("name=size"), cl::sub(importCmd), cl::sub(compileCmd),
+    cl::cat(category));
 cl::list<std::string> bindings(
     "bind",
     cl::desc("Freeze a graph input to the tensor in an ONNX TensorProto "
@@ -388,40 +394,14 @@ cl::opt<bool> elide("elide-weights",
                     cl::init(true), cl::sub(importCmd), cl::sub(compileCmd),
                     cl::cat(category));
 
-/// Parses "NAME=2x3x4" (a scalar is "NAME=").
-LogicalResult parseShape(StringRef spec, std::string &name,
-                         std::vector<int64_t> &dims) {
-  auto [n, rest] = spec.split('=');
-  if (n.empty() || !spec.contains('=')) {
-    llvm::errs() << "error: --input-shape expects NAME=D0xD1x..., got '" << spec
-                 << "'\n";
-    return failure();
-  }
-  name = n.str();
-  SmallVector<StringRef> parts;
-  if (!rest.empty())
-    rest.split(parts, 'x');
-  for (StringRef p : parts) {
-    int64_t d;
-    if (p.getAsInteger(10, d) || d < 0) {
-      llvm::errs() << "error: --input-shape for '" << name
-                   << "' has a bad dimension '" << p << "'\n";
-      return failure();
-    }
-    dims.push_back(d);
-  }
-  return success();
-}
-
 FailureOr<dtcc::onnx_frontend::ImportOptions> importOptions() {
   dtcc::onnx_frontend::ImportOptions options;
   options.loadWeights = !noWeights;
-  for (const std::string &spec : inputShapes) {
-    std::string name;
-    std::vector<int64_t> dims;
-    if (failed(parseShape(spec, name, dims)))
-      return failure();
-    options.inputShapes[name] = dims;
+  if (std::string e = dtcc::readShapeFlags(
+          inputShapes, dimSizes, options.inputShapes, options.dimSizes);
+      !e.empty()) {
+    llvm::errs() << "error: " << e << "\n";
+    return failure();
   }
   for (const std::string &spec : bindings) {
     auto [name, file] = StringRef(spec).split('=');
@@ -833,6 +813,41 @@ int runOps() {
 }
 
 } // namespace
+
+std::string
+dtcc::readShapeFlags(const std::vector<std::string> &inputShapes,
+                     const std::vector<std::string> &dims,
+                     std::map<std::string, std::vector<int64_t>> &shapes,
+                     std::map<std::string, int64_t> &dimSizes) {
+  for (const std::string &spec : inputShapes) {
+    auto [name, rest] = StringRef(spec).split('=');
+    if (name.empty() || !StringRef(spec).contains('='))
+      return "--input-shape expects NAME=D0xD1x..., got '" + spec + "'";
+    SmallVector<StringRef> parts;
+    if (!rest.empty())
+      rest.split(parts, 'x');
+    std::vector<int64_t> &out = shapes[name.str()];
+    out.clear();
+    for (StringRef p : parts) {
+      int64_t d;
+      if (p.getAsInteger(10, d) || d < 0)
+        return ("--input-shape for '" + name + "' has a bad dimension '" + p +
+                "'")
+            .str();
+      out.push_back(d);
+    }
+  }
+  for (const std::string &spec : dims) {
+    auto [name, size] = StringRef(spec).split('=');
+    int64_t n;
+    if (name.empty() || size.getAsInteger(10, n) || n < 0)
+      return "--dim expects NAME=N (a symbolic dimension's name and its "
+             "size), got '" +
+             spec + "'";
+    dimSizes[name.str()] = n;
+  }
+  return "";
+}
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
