@@ -88,7 +88,9 @@ __global__ void sumMapsKernel(DeviceAxisMaps m, const S *in, S *out,
         off += m.taps[d][tap[d]];
         w *= m.weights[d][tap[d]];
       }
-      acc += w * double(Elem<S>::load(in[off]));
+      // Rounded twice, as the CPU's -ffp-contract=off code rounds it: nvcc
+      // would otherwise fuse the product and the sum into one DFMA.
+      acc = __dadd_rn(acc, __dmul_rn(w, double(Elem<S>::load(in[off]))));
       int d = m.rank - 1;
       while (d >= 0 && ++tap[d] == end[d]) {
         tap[d] = begin[d];
@@ -182,10 +184,16 @@ __device__ __forceinline__ S combine(S a, S b) {
   } else {
     using C = ComputeT<S>;
     C x = Elem<S>::load(a), y = Elem<S>::load(b), r;
+    // Integers wrap, as the CPU's wrapAdd/wrapMul (signed overflow is
+    // undefined): i32 and i64 here, no narrower than unsigned int.
+    using W = std::conditional_t<
+        std::is_integral_v<C>,
+        std::make_unsigned_t<std::conditional_t<std::is_integral_v<C>, C, int>>,
+        C>;
     if constexpr (R == ScatterReduction::kAdd)
-      r = x + y;
+      r = C(W(x) + W(y));
     else if constexpr (R == ScatterReduction::kMul)
-      r = x * y;
+      r = C(W(x) * W(y));
     else if constexpr (R == ScatterReduction::kMax)
       r = isNanValue(x) ? x : ((y > x || isNanValue(y)) ? y : x);
     else
