@@ -157,14 +157,17 @@ __global__ void normKernel(const S *x, const S *scale, const S *bias, S *y,
     if constexpr (Layer) {
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
         mu += A(Elem<S>::load(xr[c]));
-      mu = rowSum(mu, sh) / A(cols);
+      // A row of no elements: mean 0 and variance 0 (rstd 1 / sqrt(eps)),
+      // as the CPU backend writes them, not 0 / 0. (cols is uniform: every
+      // thread calls rowSum or none does.)
+      mu = cols ? rowSum(mu, sh) / A(cols) : A(0);
     }
     A ss = 0;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       const A d = A(Elem<S>::load(xr[c])) - mu;
       ss += d * d;
     }
-    const A rs = accRsqrt(rowSum(ss, sh) / A(cols) + eps);
+    const A rs = accRsqrt((cols ? rowSum(ss, sh) / A(cols) : A(0)) + eps);
     if (threadIdx.x == 0) {
       if constexpr (Layer)
         storeStat<St>(mean, r, mu);
@@ -803,7 +806,8 @@ cudaError_t launchNorm(bool layer, DType dtype, DType statType, const void *x,
     withStatType<S>(statType, [&](auto stag) {
       using St = decltype(stag);
       err = cudaSuccess;
-      if (rows == 0 || cols == 0)
+      // Rows of no elements still have their statistics written.
+      if (rows == 0)
         return;
       LaunchConfig c = rowLaunch(rows, cols, launchLimits());
       const S *xs = static_cast<const S *>(x), *sc = static_cast<const S *>(scale),
