@@ -103,9 +103,7 @@ CompiledCandidate compileCandidate(ModuleOp module, CompileOptions options,
   for (const CollectiveInfo &ci : listCollectives(priced->program)) {
     c.commBytes += ci.sentBytes;
     ++c.collectives;
-    SmallVector<StringRef> axes;
-    StringRef(ci.axes).split(axes, ',');
-    tpTalks |= llvm::is_contained(axes, "tp");
+    tpTalks |= ci.overAxis("tp");
   }
   // tp ranks that split no weight and never communicate compute the same
   // whole step.

@@ -1460,6 +1460,14 @@ Plan planOf(const CompiledCandidate &c, int64_t batch,
   return plan;
 }
 
+/// What a candidate whose tp splits nothing does (CompiledCandidate::
+/// tpIdle), for the reports.
+static std::string tpIdleText(const CompiledCandidate &c) {
+  return runtime::strCat("tp=", c.mesh.size("tp"),
+                         " splits none of the model's weights: every tp rank "
+                         "computes the whole step");
+}
+
 /// `dtcc plan model.onnx --cluster <cpu>`, and on a GPU cluster a model
 /// the planner's formulas do not describe: the plans dtcc compile builds
 /// for the cluster's target, each compiled and priced (planByCompiling, as
@@ -1588,11 +1596,9 @@ StatusOr<PlanOutput> compiledFilePlan(const PlanRequest &args,
   if (best.tpIdle) {
     // The work of fewer ranks: say so, and what dividing it would cost.
     const int64_t tp = best.mesh.size("tp");
-    std::string note = runtime::strCat(
-        "tp=", tp,
-        " splits none of the model's weights: every tp rank "
-        "computes the whole step, so the plan does the work of ",
-        ranks / tp, " rank", ranks / tp == 1 ? "" : "s");
+    std::string note =
+        runtime::strCat(tpIdleText(best), ", so the plan does the work of ",
+                        ranks / tp, " rank", ranks / tp == 1 ? "" : "s");
     auto divides = llvm::find_if(candidates, [](const CompiledCandidate &c) {
       return c.rejected.empty() && !c.tpIdle;
     });
@@ -1637,8 +1643,7 @@ StatusOr<PlanOutput> compiledFilePlan(const PlanRequest &args,
         r.reason = c.rejected.substr(0, c.rejected.find('\n'));
       }
       if (c.tpIdle)
-        r.reason += " (tp=" + std::to_string(c.mesh.size("tp")) +
-                    " splits no weight: every tp rank computes everything)";
+        r.reason += " (" + tpIdleText(c) + ")";
       if (c.search == "ilp")
         r.reason += " (tp layouts by the ILP)";
       else if (c.search == "descent")
@@ -2501,9 +2506,8 @@ static std::string formatChosenCandidate(const CompiledCandidate &chosen) {
   for (const std::string &l : chosen.layouts)
     os << ", " << l;
   if (chosen.tpIdle)
-    os << "; tp=" << chosen.mesh.size("tp")
-       << " splits none of the model's weights: every tp rank computes the "
-          "whole step (the model is too small to gain from dividing it)";
+    os << "; " << tpIdleText(chosen)
+       << " (the model is too small to gain from dividing it)";
   os << "\n";
   return out;
 }

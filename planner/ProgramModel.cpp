@@ -213,6 +213,11 @@ bool cpuStagesInF32(const Program &program, const Instruction &inst) {
   return dtype == runtime::DType::kF16 || dtype == runtime::DType::kBF16;
 }
 
+bool CollectiveInfo::overAxis(const std::string &axis) const {
+  const std::vector<std::string> split = splitAxes(axes);
+  return std::find(split.begin(), split.end(), axis) != split.end();
+}
+
 std::vector<CollectiveInfo> listCollectives(const Program &program) {
   std::map<std::string, int64_t> axisSize;
   for (int i = 0; i < program.mesh().axes_size(); ++i)

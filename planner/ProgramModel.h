@@ -34,6 +34,8 @@ struct CollectiveInfo {
   /// A sum of f16/bf16 values (cpuStagesInF32): on CPU ranks it travels
   /// as f32, twice tensorBytes and sentBytes.
   bool stagedInF32OnCpu = false;
+  /// Whether its group spans mesh axis `axis` (one of `axes`).
+  bool overAxis(const std::string &axis) const;
 };
 
 /// Whether the CPU communicators (MPI, which has no half types, and the
